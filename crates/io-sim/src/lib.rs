@@ -1,0 +1,568 @@
+//! A simulated disk that lies, for fault-injection tests. Never a stand-in for a
+//! real device in an end-to-end test: the real backends have their own.
+//!
+//! Model. Each disk keeps a *durable* image (what survives a crash) and a list of
+//! *pending* writes since the last flush (what a read sees, but a crash may keep,
+//! lose or tear). Every operation takes effect when it is submitted, in
+//! submission order; its completion arrives after a seeded random latency, so
+//! completions are reordered as on a real device with a queue. A FUA write and
+//! everything before a completed flush is durable.
+//!
+//! Faults, all driven by the seed so a failing run replays exactly:
+//! - read and write errors on byte ranges, or at a rate per million requests (EIO);
+//! - a lost disk: every request fails with ENXIO;
+//! - bit rot: a bit flipped in stored data, reported to the test, silent to the reader;
+//! - misdirected writes at a rate: the data lands at another aligned offset and the
+//!   write reports success;
+//! - discard that reads back stale data instead of zeros;
+//! - a crash: each pending write is kept, lost, or torn (each physical sector kept
+//!   or not) by the [`CrashPolicy`]; completions not yet delivered are lost.
+//!
+//! Requests are validated and split exactly as the real backends do (the
+//! conformance suite runs here too), and each device-level piece is asserted to
+//! respect the maximum transfer.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::ops::Range;
+
+use cairn_io::engine::{pieces, validate};
+use cairn_io::geometry::DiscardSupport;
+use cairn_io::{
+    AlignedBuf, Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, Request,
+    SubmitError,
+};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{Rng, SeedableRng};
+
+const EIO: i32 = 5;
+const ENXIO: i32 = 6;
+const PER_MILLION: u64 = 1_000_000;
+
+/// Faults armed on one disk.
+#[derive(Debug, Clone, Default)]
+pub struct DiskFaults {
+    /// Reads overlapping these byte ranges fail with EIO.
+    pub read_error_ranges: Vec<Range<u64>>,
+    /// Writes overlapping these byte ranges fail with EIO and write nothing.
+    pub write_error_ranges: Vec<Range<u64>>,
+    pub read_error_per_million: u32,
+    pub write_error_per_million: u32,
+    /// Writes that land somewhere else and report success.
+    pub misdirect_per_million: u32,
+    /// Discarded ranges keep their old data instead of reading as zeros.
+    pub discard_reads_stale: bool,
+}
+
+/// What happens to each unflushed write at a crash. The rest are lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrashPolicy {
+    pub keep_per_million: u32,
+    pub tear_per_million: u32,
+}
+
+impl CrashPolicy {
+    pub const LOSE_ALL: Self = Self {
+        keep_per_million: 0,
+        tear_per_million: 0,
+    };
+    pub const KEEP_ALL: Self = Self {
+        keep_per_million: 1_000_000,
+        tear_per_million: 0,
+    };
+    pub const TEAR_ALL: Self = Self {
+        keep_per_million: 0,
+        tear_per_million: 1_000_000,
+    };
+    /// A third each.
+    pub const MIXED: Self = Self {
+        keep_per_million: 333_333,
+        tear_per_million: 333_333,
+    };
+}
+
+/// What a crash did, for the test to check against.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrashReport {
+    pub kept: usize,
+    pub lost: usize,
+    pub torn: usize,
+    pub completions_lost: usize,
+}
+
+/// A fault the simulator injected, for the test to check against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultEvent {
+    ReadError {
+        device: DeviceId,
+        offset_bytes: u64,
+    },
+    WriteError {
+        device: DeviceId,
+        offset_bytes: u64,
+    },
+    Misdirected {
+        device: DeviceId,
+        intended_bytes: u64,
+        landed_bytes: u64,
+        len_bytes: u64,
+    },
+    BitRot {
+        device: DeviceId,
+        offset_bytes: u64,
+        bit: u8,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct PendingWrite {
+    offset_bytes: u64,
+    data: Vec<u8>,
+    durable: bool,
+}
+
+/// One simulated disk.
+#[derive(Debug, Clone)]
+pub struct SimDisk {
+    geometry: Geometry,
+    /// Durable contents by logical sector; absent sectors are zero.
+    durable: BTreeMap<u64, Vec<u8>>,
+    pending: Vec<PendingWrite>,
+    pub faults: DiskFaults,
+    lost: bool,
+}
+
+impl SimDisk {
+    fn sector(&self) -> u64 {
+        u64::from(self.geometry.logical_sector_bytes)
+    }
+
+    fn durable_bytes(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
+        let s = self.sector();
+        let mut out = vec![0u8; len];
+        for (index, data) in self
+            .durable
+            .range(offset_bytes / s..(offset_bytes + len as u64).div_ceil(s))
+        {
+            copy_overlap(&mut out, offset_bytes, data, index * s);
+        }
+        out
+    }
+
+    fn current_bytes(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
+        let mut out = self.durable_bytes(offset_bytes, len);
+        for write in &self.pending {
+            copy_overlap(&mut out, offset_bytes, &write.data, write.offset_bytes);
+        }
+        out
+    }
+
+    fn make_durable(&mut self, offset_bytes: u64, data: &[u8]) {
+        let s = self.sector();
+        for (i, chunk) in data.chunks(s as usize).enumerate() {
+            let index = offset_bytes / s + i as u64;
+            if chunk.iter().all(|b| *b == 0) {
+                self.durable.remove(&index);
+            } else {
+                self.durable.insert(index, chunk.to_vec());
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        for write in std::mem::take(&mut self.pending) {
+            self.make_durable(write.offset_bytes, &write.data);
+        }
+    }
+}
+
+/// Copy the overlap of `src` (at `src_offset`) into `dst` (at `dst_offset`).
+fn copy_overlap(dst: &mut [u8], dst_offset: u64, src: &[u8], src_offset: u64) {
+    let start = dst_offset.max(src_offset);
+    let end = (dst_offset + dst.len() as u64).min(src_offset + src.len() as u64);
+    if start >= end {
+        return;
+    }
+    let d = (start - dst_offset) as usize;
+    let s = (start - src_offset) as usize;
+    let n = (end - start) as usize;
+    dst[d..d + n].copy_from_slice(&src[s..s + n]);
+}
+
+fn overlaps(ranges: &[Range<u64>], offset_bytes: u64, len_bytes: u64) -> bool {
+    ranges
+        .iter()
+        .any(|r| r.start < offset_bytes + len_bytes && offset_bytes < r.end)
+}
+
+/// The simulated engine: any number of disks, one seed.
+pub struct SimEngine {
+    seed: u64,
+    rng: ChaCha8Rng,
+    now_ns: u64,
+    sequence: u64,
+    latency_ns: Range<u64>,
+    disks: Vec<SimDisk>,
+    in_flight: BinaryHeap<Reverse<(u64, u64)>>,
+    waiting: BTreeMap<u64, Completion>,
+    ready: VecDeque<Completion>,
+    depth_max: usize,
+    stats: EngineStats,
+    events: Vec<FaultEvent>,
+}
+
+impl SimEngine {
+    /// An engine whose every random choice follows `seed`.
+    pub fn new(seed: u64, depth_max: usize) -> Self {
+        assert!(depth_max > 0, "invariant: depth of at least one");
+        Self {
+            seed,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            now_ns: 0,
+            sequence: 0,
+            latency_ns: 20_000..200_000,
+            disks: Vec::new(),
+            in_flight: BinaryHeap::new(),
+            waiting: BTreeMap::new(),
+            ready: VecDeque::new(),
+            depth_max,
+            stats: EngineStats::default(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Completion latency drawn uniformly from `range` (nanoseconds of simulated time).
+    pub fn with_latency(mut self, range: Range<u64>) -> Self {
+        assert!(
+            range.start < range.end,
+            "invariant: a non-empty latency range"
+        );
+        self.latency_ns = range;
+        self
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Simulated time, in nanoseconds.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// Add a blank disk with this geometry.
+    pub fn add_disk(&mut self, geometry: Geometry) -> DeviceId {
+        self.disks.push(SimDisk {
+            geometry,
+            durable: BTreeMap::new(),
+            pending: Vec::new(),
+            faults: DiskFaults::default(),
+            lost: false,
+        });
+        DeviceId(u32::try_from(self.disks.len() - 1).expect("invariant: fewer than 2^32 disks"))
+    }
+
+    pub fn disk_mut(&mut self, device: DeviceId) -> &mut SimDisk {
+        &mut self.disks[device.0 as usize]
+    }
+
+    /// The disk disappears: every request to it fails with ENXIO from now on.
+    pub fn lose_disk(&mut self, device: DeviceId) {
+        self.disk_mut(device).lost = true;
+    }
+
+    /// What a read of the range would return now.
+    pub fn contents(&self, device: DeviceId, offset_bytes: u64, len: usize) -> Vec<u8> {
+        self.disks[device.0 as usize].current_bytes(offset_bytes, len)
+    }
+
+    /// What would survive a crash that lost every unflushed write.
+    pub fn durable_contents(&self, device: DeviceId, offset_bytes: u64, len: usize) -> Vec<u8> {
+        self.disks[device.0 as usize].durable_bytes(offset_bytes, len)
+    }
+
+    /// Write straight to the durable image, bypassing the engine (a test's setup,
+    /// or another program scribbling on the disk: `dd` over a header).
+    pub fn scribble(&mut self, device: DeviceId, offset_bytes: u64, data: &[u8]) {
+        let disk = self.disk_mut(device);
+        disk.flush();
+        let s = disk.sector();
+        let start = offset_bytes / s * s;
+        let end = (offset_bytes + data.len() as u64).div_ceil(s) * s;
+        let mut region = disk.durable_bytes(start, (end - start) as usize);
+        copy_overlap(&mut region, start, data, offset_bytes);
+        disk.make_durable(start, &region);
+    }
+
+    /// Flip one bit of stored data (bit rot). The reader is not told.
+    pub fn rot(&mut self, device: DeviceId, offset_bytes: u64, bit: u8) {
+        assert!(bit < 8, "invariant: a bit of a byte");
+        let mut byte = self.contents(device, offset_bytes, 1);
+        byte[0] ^= 1 << bit;
+        self.scribble(device, offset_bytes, &byte);
+        self.events.push(FaultEvent::BitRot {
+            device,
+            offset_bytes,
+            bit,
+        });
+    }
+
+    /// Faults injected so far.
+    pub fn events(&self) -> &[FaultEvent] {
+        &self.events
+    }
+
+    /// Crash: each pending write is kept, lost or torn per `policy`; completions
+    /// not yet popped are lost. The engine carries on as after a reboot.
+    pub fn crash(&mut self, policy: CrashPolicy) -> CrashReport {
+        let mut report = CrashReport {
+            completions_lost: self.in_flight.len() + self.ready.len(),
+            ..CrashReport::default()
+        };
+        self.in_flight.clear();
+        self.waiting.clear();
+        self.ready.clear();
+        for d in 0..self.disks.len() {
+            let pending = std::mem::take(&mut self.disks[d].pending);
+            let unit = self.disks[d]
+                .geometry
+                .physical_sector_bytes
+                .max(self.disks[d].geometry.logical_sector_bytes) as usize;
+            for write in pending {
+                let roll = self.rng.next_u64() % PER_MILLION;
+                if write.durable || roll < u64::from(policy.keep_per_million) {
+                    report.kept += 1;
+                    self.disks[d].make_durable(write.offset_bytes, &write.data);
+                } else if roll
+                    < u64::from(policy.keep_per_million) + u64::from(policy.tear_per_million)
+                {
+                    report.torn += 1;
+                    // Each atomic unit independently survives or not.
+                    let mut at = 0usize;
+                    while at < write.data.len() {
+                        let end = (at + unit).min(write.data.len());
+                        if self.rng.next_u64() % 2 == 0 {
+                            self.disks[d]
+                                .make_durable(write.offset_bytes + at as u64, &write.data[at..end]);
+                        }
+                        at = end;
+                    }
+                } else {
+                    report.lost += 1;
+                }
+            }
+        }
+        report
+    }
+
+    fn chance(&mut self, per_million: u32) -> bool {
+        per_million > 0 && self.rng.next_u64() % PER_MILLION < u64::from(per_million)
+    }
+
+    fn perform(&mut self, device: DeviceId, op: &mut Op) -> Result<u64, IoError> {
+        let geometry = self
+            .disks
+            .get(device.0 as usize)
+            .ok_or(IoError::UnknownDevice(device))?
+            .geometry
+            .clone();
+        validate(&geometry, op)?;
+        let kind = op.kind();
+        let (offset_bytes, len_bytes) = op.range();
+        let os = |errno| IoError::Os {
+            kind,
+            offset_bytes,
+            len_bytes,
+            errno,
+        };
+        if self.disks[device.0 as usize].lost {
+            return Err(os(ENXIO));
+        }
+        let max_piece = geometry.max_transfer_aligned_bytes();
+        match op {
+            Op::Read { buf, .. } => {
+                let faults = &self.disks[device.0 as usize].faults;
+                let ranged = overlaps(&faults.read_error_ranges, offset_bytes, len_bytes);
+                let rate = faults.read_error_per_million;
+                if ranged || self.chance(rate) {
+                    self.events.push(FaultEvent::ReadError {
+                        device,
+                        offset_bytes,
+                    });
+                    return Err(os(EIO));
+                }
+                for (start, len) in pieces(len_bytes, max_piece) {
+                    assert!(
+                        len <= u64::from(geometry.max_transfer_bytes),
+                        "invariant: piece within max transfer"
+                    );
+                    self.stats.device_requests += 1;
+                    let data = self.contents(device, offset_bytes + start, len as usize);
+                    buf[start as usize..(start + len) as usize].copy_from_slice(&data);
+                }
+                self.stats.bytes_read += len_bytes;
+            }
+            Op::Write { buf, fua, .. } => {
+                let faults = self.disks[device.0 as usize].faults.clone();
+                if overlaps(&faults.write_error_ranges, offset_bytes, len_bytes)
+                    || self.chance(faults.write_error_per_million)
+                {
+                    self.events.push(FaultEvent::WriteError {
+                        device,
+                        offset_bytes,
+                    });
+                    return Err(os(EIO));
+                }
+                let mut target = offset_bytes;
+                if self.chance(faults.misdirect_per_million) {
+                    let sector = u64::from(geometry.logical_sector_bytes);
+                    let slots = (geometry.size_bytes - len_bytes) / sector + 1;
+                    let landed = (self.rng.next_u64() % slots) * sector;
+                    if landed != offset_bytes {
+                        target = landed;
+                        self.events.push(FaultEvent::Misdirected {
+                            device,
+                            intended_bytes: offset_bytes,
+                            landed_bytes: landed,
+                            len_bytes,
+                        });
+                    }
+                }
+                for (start, len) in pieces(len_bytes, max_piece) {
+                    assert!(
+                        len <= u64::from(geometry.max_transfer_bytes),
+                        "invariant: piece within max transfer"
+                    );
+                    self.stats.device_requests += 1;
+                    self.disks[device.0 as usize].pending.push(PendingWrite {
+                        offset_bytes: target + start,
+                        data: buf[start as usize..(start + len) as usize].to_vec(),
+                        durable: *fua,
+                    });
+                }
+                self.stats.bytes_written += len_bytes;
+            }
+            Op::Flush => {
+                self.stats.device_requests += 1;
+                self.disks[device.0 as usize].flush();
+            }
+            Op::Discard { .. } => {
+                self.stats.device_requests += 1;
+                let stale = self.disks[device.0 as usize].faults.discard_reads_stale
+                    || matches!(
+                        geometry.discard,
+                        DiscardSupport::Supported {
+                            reads_zeroes: false,
+                            ..
+                        }
+                    );
+                if !stale {
+                    self.zero(device, offset_bytes, len_bytes);
+                }
+            }
+            Op::WriteZeroes { .. } => {
+                self.stats.device_requests += 1;
+                self.zero(device, offset_bytes, len_bytes);
+            }
+        }
+        Ok(len_bytes)
+    }
+
+    fn zero(&mut self, device: DeviceId, offset_bytes: u64, len_bytes: u64) {
+        // Zeroing is a write like any other: volatile until flushed. Large ranges
+        // are recorded in 1 MiB pieces to bound each record.
+        for (start, len) in pieces(len_bytes, 1 << 20) {
+            self.disks[device.0 as usize].pending.push(PendingWrite {
+                offset_bytes: offset_bytes + start,
+                data: vec![0; len as usize],
+                durable: false,
+            });
+        }
+    }
+}
+
+impl IoEngine for SimEngine {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn geometry(&self, device: DeviceId) -> Option<&Geometry> {
+        self.disks.get(device.0 as usize).map(|d| &d.geometry)
+    }
+
+    fn submit(&mut self, mut request: Request) -> Result<(), SubmitError> {
+        if self.in_flight() >= self.depth_max {
+            return Err(SubmitError::QueueFull(request));
+        }
+        self.stats.requests += 1;
+        let result = self.perform(request.device, &mut request.op);
+        let kind = request.op.kind();
+        let buf: Option<AlignedBuf> = match request.op {
+            Op::Read { buf, .. } | Op::Write { buf, .. } => Some(buf),
+            _ => None,
+        };
+        let latency = self.latency_ns.start
+            + self.rng.next_u64() % (self.latency_ns.end - self.latency_ns.start);
+        self.sequence += 1;
+        self.in_flight
+            .push(Reverse((self.now_ns + latency, self.sequence)));
+        self.waiting.insert(
+            self.sequence,
+            Completion {
+                device: request.device,
+                tag: request.tag,
+                kind,
+                result,
+                buf,
+            },
+        );
+        Ok(())
+    }
+
+    fn wait(&mut self, min_completions: usize) -> Result<(), IoError> {
+        let target = min_completions.min(self.in_flight());
+        while self.ready.len() < target {
+            let Some(Reverse((due_ns, sequence))) = self.in_flight.pop() else {
+                break;
+            };
+            self.now_ns = self.now_ns.max(due_ns);
+            let completion = self
+                .waiting
+                .remove(&sequence)
+                .expect("invariant: every in-flight entry has its completion");
+            self.ready.push_back(completion);
+        }
+        Ok(())
+    }
+
+    fn pop_completion(&mut self) -> Option<Completion> {
+        self.ready.pop_front()
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight.len() + self.ready.len()
+    }
+
+    fn depth_max(&self) -> usize {
+        self.depth_max
+    }
+
+    fn stats(&self) -> EngineStats {
+        self.stats
+    }
+}
+
+/// Geometry for a simulated disk: `size_bytes`, logical/physical sectors, a
+/// maximum transfer, and discard that reads back zeros.
+pub fn geometry(size_bytes: u64, logical: u32, physical: u32, max_transfer_bytes: u32) -> Geometry {
+    Geometry {
+        size_bytes,
+        logical_sector_bytes: logical,
+        physical_sector_bytes: physical,
+        max_transfer_bytes,
+        discard: DiscardSupport::Supported {
+            granularity_bytes: physical,
+            reads_zeroes: true,
+        },
+    }
+}

@@ -1,0 +1,307 @@
+//! The simulated disk: the shared conformance suite, then each fault it injects,
+//! and the determinism that makes a failing seed replay.
+
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use cairn_io::test_support::conformance::{self, pattern, Subject};
+use cairn_io::{AlignedBuf, DeviceId, IoEngine, IoError, Op, Request};
+use cairn_io_sim::{geometry, CrashPolicy, FaultEvent, SimEngine};
+
+const MIB: u64 = 1 << 20;
+
+fn engine_with_disk(seed: u64, logical: u32) -> (SimEngine, DeviceId) {
+    let mut engine = SimEngine::new(seed, 32);
+    let id = engine.add_disk(geometry(64 * MIB, logical, 4096, 1280 << 10));
+    (engine, id)
+}
+
+fn write(
+    engine: &mut SimEngine,
+    device: DeviceId,
+    offset_bytes: u64,
+    data: &[u8],
+    fua: bool,
+) -> Result<u64, IoError> {
+    engine
+        .execute(Request {
+            device,
+            tag: 0,
+            op: Op::Write {
+                offset_bytes,
+                buf: AlignedBuf::from_slice(data),
+                fua,
+            },
+        })
+        .unwrap()
+        .result
+}
+
+fn read(
+    engine: &mut SimEngine,
+    device: DeviceId,
+    offset_bytes: u64,
+    len: usize,
+) -> Result<Vec<u8>, IoError> {
+    let c = engine
+        .execute(Request {
+            device,
+            tag: 0,
+            op: Op::Read {
+                offset_bytes,
+                buf: AlignedBuf::zeroed(len),
+            },
+        })
+        .unwrap();
+    c.result.map(|_| c.buf.unwrap().to_vec())
+}
+
+fn flush(engine: &mut SimEngine, device: DeviceId) {
+    let c = engine
+        .execute(Request {
+            device,
+            tag: 0,
+            op: Op::Flush,
+        })
+        .unwrap();
+    assert_eq!(c.result, Ok(0));
+}
+
+#[test]
+fn conformance_4kn() {
+    let mut seed = 0;
+    conformance::run_all(&mut || {
+        seed += 1;
+        let (engine, device) = engine_with_disk(seed, 4096);
+        Subject {
+            engine: Box::new(engine),
+            device,
+        }
+    });
+}
+
+#[test]
+fn conformance_512e() {
+    let mut seed = 100;
+    conformance::run_all(&mut || {
+        seed += 1;
+        let (engine, device) = engine_with_disk(seed, 512);
+        Subject {
+            engine: Box::new(engine),
+            device,
+        }
+    });
+}
+
+#[test]
+fn conformance_with_stale_discard() {
+    conformance::run_all(&mut || {
+        let mut engine = SimEngine::new(7, 32);
+        let mut g = geometry(64 * MIB, 4096, 4096, 1280 << 10);
+        g.discard = cairn_io::geometry::DiscardSupport::Supported {
+            granularity_bytes: 4096,
+            reads_zeroes: false,
+        };
+        let device = engine.add_disk(g);
+        Subject {
+            engine: Box::new(engine),
+            device,
+        }
+    });
+}
+
+#[test]
+fn flushed_and_fua_writes_survive_a_crash_unflushed_ones_may_not() {
+    let (mut e, d) = engine_with_disk(1, 4096);
+    write(&mut e, d, 0, &pattern(1, 4096), false).unwrap();
+    flush(&mut e, d);
+    write(&mut e, d, 4096, &pattern(2, 4096), true).unwrap();
+    write(&mut e, d, 8192, &pattern(3, 4096), false).unwrap();
+    let report = e.crash(CrashPolicy::LOSE_ALL);
+    assert_eq!(
+        (report.kept, report.lost),
+        (1, 1),
+        "the FUA write is kept, the plain one lost"
+    );
+    assert_eq!(read(&mut e, d, 0, 4096).unwrap(), pattern(1, 4096).to_vec());
+    assert_eq!(
+        read(&mut e, d, 4096, 4096).unwrap(),
+        pattern(2, 4096).to_vec()
+    );
+    assert!(read(&mut e, d, 8192, 4096).unwrap().iter().all(|b| *b == 0));
+}
+
+#[test]
+fn keep_all_crash_keeps_every_unflushed_write() {
+    let (mut e, d) = engine_with_disk(2, 4096);
+    write(&mut e, d, 0, &pattern(4, 64 << 10), false).unwrap();
+    assert!(
+        e.durable_contents(d, 0, 4096).iter().all(|b| *b == 0),
+        "not durable before a flush"
+    );
+    e.crash(CrashPolicy::KEEP_ALL);
+    assert_eq!(
+        read(&mut e, d, 0, 64 << 10).unwrap(),
+        pattern(4, 64 << 10).to_vec()
+    );
+}
+
+#[test]
+fn a_torn_write_keeps_some_physical_sectors_and_not_others() {
+    let (mut e, d) = engine_with_disk(3, 512);
+    let data = pattern(5, 256 << 10);
+    write(&mut e, d, 0, &data, false).unwrap();
+    let report = e.crash(CrashPolicy::TEAR_ALL);
+    assert_eq!(report.torn, 1);
+    let after = read(&mut e, d, 0, data.len()).unwrap();
+    let (mut kept, mut lost) = (0, 0);
+    for (i, unit) in after.chunks(4096).enumerate() {
+        if unit == &data[i * 4096..(i + 1) * 4096] {
+            kept += 1;
+        } else {
+            assert!(
+                unit.iter().all(|b| *b == 0),
+                "a torn unit is whole or absent, never mixed"
+            );
+            lost += 1;
+        }
+    }
+    assert!(kept > 0 && lost > 0, "kept {kept}, lost {lost} of 64 units");
+}
+
+#[test]
+fn the_same_seed_replays_exactly() {
+    let run = |seed: u64| {
+        let mut e = SimEngine::new(seed, 32);
+        let d = e.add_disk(geometry(64 * MIB, 4096, 4096, 1280 << 10));
+        for tag in 0..32u64 {
+            e.submit(Request {
+                device: d,
+                tag,
+                op: Op::Write {
+                    offset_bytes: tag * 8192,
+                    buf: pattern(tag, 8192),
+                    fua: false,
+                },
+            })
+            .unwrap();
+        }
+        let mut order = Vec::new();
+        while e.in_flight() > 0 {
+            e.wait(1).unwrap();
+            while let Some(c) = e.pop_completion() {
+                order.push(c.tag);
+            }
+        }
+        let report = e.crash(CrashPolicy::MIXED);
+        (order, report, e.contents(d, 0, 32 * 8192), e.now_ns())
+    };
+    let a = run(42);
+    assert_eq!(
+        a,
+        run(42),
+        "same seed, same completions, crash and contents"
+    );
+    assert_ne!(
+        a.0,
+        (0..32).collect::<Vec<_>>(),
+        "latency reorders completions"
+    );
+    assert_ne!(a.0, run(43).0, "another seed, another order");
+}
+
+#[test]
+fn read_and_write_errors_on_ranges() {
+    let (mut e, d) = engine_with_disk(4, 4096);
+    e.disk_mut(d)
+        .faults
+        .write_error_ranges
+        .push(MIB..MIB + 4096);
+    e.disk_mut(d)
+        .faults
+        .read_error_ranges
+        .push(2 * MIB..2 * MIB + 1);
+    let r = write(&mut e, d, MIB - 4096, &pattern(6, 8192), false);
+    assert_eq!(r.unwrap_err().errno(), Some(5), "EIO");
+    assert!(
+        e.contents(d, MIB - 4096, 8192).iter().all(|b| *b == 0),
+        "a failed write writes nothing"
+    );
+    assert_eq!(read(&mut e, d, 2 * MIB, 4096).unwrap_err().errno(), Some(5));
+    assert!(
+        read(&mut e, d, 3 * MIB, 4096).is_ok(),
+        "other ranges are fine"
+    );
+    assert!(matches!(e.events()[0], FaultEvent::WriteError { .. }));
+}
+
+#[test]
+fn bit_rot_is_silent_to_the_reader() {
+    let (mut e, d) = engine_with_disk(5, 4096);
+    let data = pattern(7, 4096);
+    write(&mut e, d, 0, &data, false).unwrap();
+    e.rot(d, 100, 3);
+    let back = read(&mut e, d, 0, 4096).unwrap();
+    let diffs: Vec<usize> = (0..4096).filter(|i| back[*i] != data[*i]).collect();
+    assert_eq!(diffs, vec![100]);
+    assert_eq!(back[100] ^ data[100], 1 << 3);
+}
+
+#[test]
+fn misdirected_writes_land_elsewhere_and_report_success() {
+    let (mut e, d) = engine_with_disk(6, 4096);
+    e.disk_mut(d).faults.misdirect_per_million = 1_000_000;
+    let data = pattern(8, 4096);
+    assert_eq!(write(&mut e, d, 0, &data, false), Ok(4096));
+    let Some(FaultEvent::Misdirected { landed_bytes, .. }) = e.events().last().cloned() else {
+        panic!("expected a misdirected write: {:?}", e.events());
+    };
+    assert!(
+        e.contents(d, 0, 4096).iter().all(|b| *b == 0),
+        "nothing at the intended place"
+    );
+    assert_eq!(
+        e.contents(d, landed_bytes, 4096),
+        data.to_vec(),
+        "the data is where it landed"
+    );
+}
+
+#[test]
+fn a_lost_disk_fails_everything() {
+    let (mut e, d) = engine_with_disk(8, 4096);
+    e.lose_disk(d);
+    assert_eq!(
+        read(&mut e, d, 0, 4096).unwrap_err().errno(),
+        Some(6),
+        "ENXIO"
+    );
+    let c = e
+        .execute(Request {
+            device: d,
+            tag: 0,
+            op: Op::Flush,
+        })
+        .unwrap();
+    assert_eq!(c.result.unwrap_err().errno(), Some(6));
+}
+
+#[test]
+fn stale_discard_keeps_old_data() {
+    let (mut e, d) = engine_with_disk(9, 4096);
+    e.disk_mut(d).faults.discard_reads_stale = true;
+    let data = pattern(9, 8192);
+    write(&mut e, d, 0, &data, false).unwrap();
+    let c = e
+        .execute(Request {
+            device: d,
+            tag: 0,
+            op: Op::Discard {
+                offset_bytes: 0,
+                len_bytes: 8192,
+            },
+        })
+        .unwrap();
+    assert_eq!(c.result, Ok(8192));
+    assert_eq!(read(&mut e, d, 0, 8192).unwrap(), data.to_vec());
+}

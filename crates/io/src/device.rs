@@ -1,0 +1,268 @@
+//! Opening a device for direct I/O.
+//!
+//! Every open is O_DIRECT: Cairn's data must reach the device, not sit in the page
+//! cache, and alignment errors must show up in tests rather than in production.
+//! Writers open exclusively — O_EXCL on a block device, which the kernel refuses
+//! while the device is mounted or claimed by md, device-mapper or another
+//! exclusive opener; an advisory `flock` on a regular file, which keeps two Cairn
+//! processes apart.
+//!
+//! A regular file with no write permission bits is treated as read-only even for
+//! root, who could write it anyway: someone marked it so on purpose.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::block_ioctl;
+use crate::geometry::Geometry;
+use crate::host::Host;
+use crate::probe::{self, DeviceKind, DeviceProbe};
+
+/// How to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenMode {
+    pub write: bool,
+    pub exclusive: bool,
+}
+
+impl OpenMode {
+    /// Read-only, shared: listing and inspecting.
+    pub const READ: Self = Self {
+        write: false,
+        exclusive: false,
+    };
+    /// Read-write and exclusive: anything that changes the device.
+    pub const WRITE_EXCLUSIVE: Self = Self {
+        write: true,
+        exclusive: true,
+    };
+}
+
+/// Why a device could not be opened or probed. Each message is one line that says
+/// what is wrong and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{}: no such file or device; check the path", path.display())]
+    NotFound { path: PathBuf },
+    #[error("{} is a directory; give a block device or a regular file", path.display())]
+    IsDirectory { path: PathBuf },
+    #[error("{} is a {what}; give a block device or a regular file", path.display())]
+    NotADevice { path: PathBuf, what: &'static str },
+    #[error("{}: permission denied; run as a user who may {} it (root, or a member of its group)", path.display(), if *write { "write" } else { "read" })]
+    PermissionDenied { path: PathBuf, write: bool },
+    #[error("{} is read-only ({reason}); make it writable first if it is meant to be a Cairn disk", path.display())]
+    ReadOnly { path: PathBuf, reason: String },
+    #[error("{} is in use ({by}); stop that use first", path.display())]
+    InUse { path: PathBuf, by: String },
+    #[error("{}: its filesystem ({filesystem}) does not support direct I/O (O_DIRECT); use a file on ext4, xfs or btrfs, or a block device", path.display())]
+    DirectIoUnsupported { path: PathBuf, filesystem: String },
+    #[error("{}: {logical_sector_bytes}-byte logical sectors are not supported (512 to 4096)", path.display())]
+    UnsupportedSectorSize {
+        path: PathBuf,
+        logical_sector_bytes: u32,
+    },
+    #[error("{}: {action} failed: {source}", path.display())]
+    Os {
+        path: PathBuf,
+        action: &'static str,
+        source: io::Error,
+    },
+}
+
+/// An open device (block device or regular file) with its probe and geometry.
+#[derive(Debug)]
+pub struct DeviceFile {
+    file: File,
+    probe: DeviceProbe,
+    geometry: Geometry,
+    mode: OpenMode,
+}
+
+impl DeviceFile {
+    /// Open `path` for direct I/O.
+    pub fn open(path: &Path, mode: OpenMode, host: &Host) -> Result<Self, OpenError> {
+        let meta = probe::device_metadata(path)?;
+        let is_block = meta.file_type().is_block_device();
+        if mode.write && !is_block {
+            let bits = meta.permissions().mode();
+            if bits & 0o222 == 0 {
+                return Err(OpenError::ReadOnly {
+                    path: path.into(),
+                    reason: format!(
+                        "its mode is {:04o}, with no write permission",
+                        bits & 0o7777
+                    ),
+                });
+            }
+        }
+        let mut flags = libc::O_DIRECT | libc::O_CLOEXEC;
+        if mode.exclusive && is_block {
+            flags |= libc::O_EXCL;
+        }
+        let file = File::options()
+            .read(true)
+            .write(mode.write)
+            .custom_flags(flags)
+            .open(path)
+            .map_err(|e| open_error(path, e, mode, is_block))?;
+        if mode.exclusive && !is_block {
+            // SAFETY: flock on an open fd has no memory-safety preconditions.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let err = io::Error::last_os_error();
+                return Err(if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                    OpenError::InUse {
+                        path: path.into(),
+                        by: "locked by another Cairn process".into(),
+                    }
+                } else {
+                    OpenError::Os {
+                        path: path.into(),
+                        action: "flock",
+                        source: err,
+                    }
+                });
+            }
+        }
+        let probe = probe::probe_open(path, &file, host)?;
+        if mode.write && probe.read_only {
+            return Err(OpenError::ReadOnly {
+                path: path.into(),
+                reason: probe
+                    .read_only_reason
+                    .clone()
+                    .unwrap_or_else(|| "read-only".into()),
+            });
+        }
+        if !(512..=4096).contains(&probe.logical_sector_bytes)
+            || !probe.logical_sector_bytes.is_power_of_two()
+        {
+            return Err(OpenError::UnsupportedSectorSize {
+                path: path.into(),
+                logical_sector_bytes: probe.logical_sector_bytes,
+            });
+        }
+        let geometry = probe.geometry();
+        Ok(Self {
+            file,
+            probe,
+            geometry,
+            mode,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.probe.path
+    }
+
+    pub fn probe(&self) -> &DeviceProbe {
+        &self.probe
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    pub fn mode(&self) -> OpenMode {
+        self.mode
+    }
+
+    pub fn is_block(&self) -> bool {
+        self.probe.kind == DeviceKind::Block
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// Lower the largest request the engines send to this device (never raise it:
+    /// the device's own limit stands). Used to honour a target's limit in tests
+    /// and benchmarks on files, whose filesystem accepts anything.
+    pub fn limit_max_transfer(&mut self, bytes: u32) {
+        assert!(
+            bytes >= self.geometry.logical_sector_bytes
+                && bytes % self.geometry.logical_sector_bytes == 0,
+            "invariant: a max transfer of whole sectors"
+        );
+        self.geometry.max_transfer_bytes = self.geometry.max_transfer_bytes.min(bytes);
+    }
+
+    /// Discard now, synchronously: BLKDISCARD on a block device, a punched hole in a file.
+    pub fn discard_now(&self, offset_bytes: u64, len_bytes: u64) -> io::Result<()> {
+        if self.is_block() {
+            block_ioctl::discard(self.raw_fd(), offset_bytes, len_bytes)
+        } else {
+            self.fallocate(
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                offset_bytes,
+                len_bytes,
+            )
+        }
+    }
+
+    /// Write zeroes now, synchronously: BLKZEROOUT, or fallocate zero-range on a file.
+    pub fn write_zeroes_now(&self, offset_bytes: u64, len_bytes: u64) -> io::Result<()> {
+        if self.is_block() {
+            block_ioctl::zero_out(self.raw_fd(), offset_bytes, len_bytes)
+        } else {
+            self.fallocate(
+                libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+                offset_bytes,
+                len_bytes,
+            )
+        }
+    }
+
+    fn fallocate(&self, mode: libc::c_int, offset_bytes: u64, len_bytes: u64) -> io::Result<()> {
+        // SAFETY: fallocate on an open fd has no memory-safety preconditions.
+        let rc = unsafe {
+            libc::fallocate(
+                self.raw_fd(),
+                mode,
+                offset_bytes as libc::off_t,
+                len_bytes as libc::off_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+fn open_error(path: &Path, err: io::Error, mode: OpenMode, is_block: bool) -> OpenError {
+    match err.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENXIO) | Some(libc::ENOMEDIUM) => OpenError::NotFound { path: path.into() },
+        Some(libc::EACCES) | Some(libc::EPERM) => OpenError::PermissionDenied {
+            path: path.into(),
+            write: mode.write,
+        },
+        Some(libc::EROFS) => OpenError::ReadOnly {
+            path: path.into(),
+            reason: if is_block {
+                "the device is read-only".into()
+            } else {
+                "its filesystem is mounted read-only".into()
+            },
+        },
+        Some(libc::EBUSY) => OpenError::InUse {
+            path: path.into(),
+            by: "held open exclusively by another process: mounted, or claimed by md, device-mapper, LVM or another Cairn".into(),
+        },
+        Some(libc::EINVAL) if !is_block => OpenError::DirectIoUnsupported {
+            path: path.into(),
+            filesystem: probe::probe(path, &Host::real())
+                .ok()
+                .and_then(|p| p.file.map(|f| f.filesystem))
+                .unwrap_or_else(|| "unknown".into()),
+        },
+        _ => OpenError::Os {
+            path: path.into(),
+            action: "open",
+            source: err,
+        },
+    }
+}

@@ -1,0 +1,36 @@
+//! Cairn's I/O seam and its real backends.
+//!
+//! - [`engine`]: the completion-based [`IoEngine`] trait every backend implements —
+//!   submit requests with owned, aligned buffers and a tag; drain completions.
+//! - [`buf`]: [`AlignedBuf`], the owned buffer that travels with a request.
+//! - [`geometry`]: what the engine needs to know of a device to keep every request legal.
+//! - [`host`], [`probe`]: what the kernel says about a block device or file (sysfs,
+//!   procfs, statx), read-only.
+//! - [`device`]: opening a device for direct I/O, exclusively when writing.
+//! - [`uring_engine`] (default) and [`sync_engine`] (reference and fallback).
+//!
+//! The simulated disk lives in `cairn-io-sim`; the conformance suite that every
+//! backend must pass, and a loop-device fixture for tests, are in `test_support`
+//! (feature `test-support`).
+
+pub mod block_ioctl;
+pub mod buf;
+pub mod device;
+pub mod engine;
+pub mod geometry;
+pub mod host;
+pub mod probe;
+pub mod sync_engine;
+pub mod uring_engine;
+
+#[cfg(feature = "test-support")]
+pub mod test_support;
+
+pub use buf::AlignedBuf;
+pub use device::{DeviceFile, OpenError, OpenMode};
+pub use engine::{
+    new_file_engine, Completion, DeviceId, EngineKind, EngineStats, FileEngine, IoEngine, IoError,
+    Op, OpKind, Request, SubmitError,
+};
+pub use geometry::Geometry;
+pub use probe::DeviceProbe;

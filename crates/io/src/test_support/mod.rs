@@ -1,0 +1,7 @@
+//! Shared test material: the engine conformance suite and real loop devices.
+//! Compiled only with the `test-support` feature, for tests.
+
+pub mod conformance;
+pub mod loop_device;
+
+pub use loop_device::LoopDevice;

@@ -1,0 +1,435 @@
+//! The default backend: io_uring.
+//!
+//! A request becomes one or more *pieces* — a read or write longer than the
+//! device's maximum transfer is split — and each piece is one SQE whose
+//! `user_data` is its key in `pieces`. The request's buffer stays inside
+//! `requests` until its last piece completes; only then is it handed back.
+//!
+//! Buffer lifetime: the kernel writes into (or reads from) a request's buffer
+//! until that piece's CQE arrives. The buffer is a heap allocation owned by the
+//! request entry, which is removed only after its last CQE is reaped, and `Drop`
+//! waits for every piece still in the kernel before anything is freed.
+//!
+//! Bounds: at most `depth_max` requests outstanding; at most `sq_entries` pieces
+//! in the kernel (the CQ has twice as many slots, so it cannot overflow); a piece
+//! that fails with EAGAIN or EINTR is retried at most [`RETRY_MAX`] times.
+//!
+//! Discard and write-zeroes on block devices run synchronously (BLKDISCARD,
+//! BLKZEROOUT ioctls): io_uring's block discard command is kernel 6.12+ only.
+//! On files they are io_uring fallocate operations.
+
+use std::collections::VecDeque;
+use std::io;
+
+use io_uring::{opcode, squeue, types, IoUring};
+use slab::Slab;
+
+use crate::buf::AlignedBuf;
+use crate::device::DeviceFile;
+use crate::engine::{
+    pieces, validate, Completion, DeviceId, EngineStats, FileEngine, IoEngine, IoError, Op, OpKind,
+    Request, SubmitError,
+};
+use crate::geometry::Geometry;
+
+/// Retries of one piece after EAGAIN or EINTR before the request fails.
+pub const RETRY_MAX: u8 = 8;
+/// Largest submission queue the engine asks for.
+const SQ_ENTRIES_MAX: usize = 4096;
+
+struct InFlight {
+    device: DeviceId,
+    tag: u64,
+    kind: OpKind,
+    offset_bytes: u64,
+    len_bytes: u64,
+    buf: Option<AlignedBuf>,
+    fua: bool,
+    pieces_left: u64,
+    error: Option<IoError>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    request: usize,
+    /// Offset within the request.
+    start_bytes: u64,
+    len_bytes: u64,
+    retries: u8,
+}
+
+/// io_uring engine over attached devices.
+pub struct UringEngine {
+    ring: IoUring,
+    sq_entries: usize,
+    devices: Vec<DeviceFile>,
+    requests: Slab<InFlight>,
+    /// Pieces in the kernel, keyed by SQE user_data.
+    pieces: Slab<Piece>,
+    /// Pieces waiting for room in the submission queue.
+    backlog: VecDeque<Piece>,
+    ready: VecDeque<Completion>,
+    reaped: Vec<(u64, i32)>,
+    depth_max: usize,
+    stats: EngineStats,
+}
+
+impl UringEngine {
+    /// A ring for up to `depth_max` outstanding requests.
+    pub fn new(depth_max: usize) -> io::Result<Self> {
+        assert!(depth_max > 0, "invariant: depth of at least one");
+        let sq_entries = depth_max.next_power_of_two().clamp(8, SQ_ENTRIES_MAX);
+        let ring = IoUring::builder()
+            .setup_cqsize(2 * sq_entries as u32)
+            .build(sq_entries as u32)?;
+        Ok(Self {
+            ring,
+            sq_entries,
+            devices: Vec::new(),
+            requests: Slab::with_capacity(depth_max),
+            pieces: Slab::with_capacity(sq_entries),
+            backlog: VecDeque::new(),
+            ready: VecDeque::with_capacity(depth_max),
+            reaped: Vec::with_capacity(2 * sq_entries),
+            depth_max,
+            stats: EngineStats::default(),
+        })
+    }
+
+    fn sqe_for(&mut self, key: usize, piece: Piece) -> squeue::Entry {
+        let request = &mut self.requests[piece.request];
+        let fd = types::Fd(self.devices[request.device.0 as usize].raw_fd());
+        let at = request.offset_bytes + piece.start_bytes;
+        let len = piece.len_bytes;
+        let entry = match request.kind {
+            OpKind::Read | OpKind::Write => {
+                let buf = request
+                    .buf
+                    .as_mut()
+                    .expect("invariant: reads and writes own a buffer");
+                // SAFETY: start + len lies inside the buffer (pieces() never exceeds
+                // the request length), so the pointer stays in bounds.
+                let ptr = unsafe { buf.as_mut_ptr().add(piece.start_bytes as usize) };
+                let len = u32::try_from(len)
+                    .expect("invariant: a piece is at most max_transfer_bytes (u32)");
+                if request.kind == OpKind::Read {
+                    opcode::Read::new(fd, ptr, len).offset(at).build()
+                } else {
+                    let flags = if request.fua { libc::RWF_DSYNC } else { 0 };
+                    opcode::Write::new(fd, ptr, len)
+                        .offset(at)
+                        .rw_flags(flags)
+                        .build()
+                }
+            }
+            OpKind::Flush => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
+            OpKind::Discard => opcode::Fallocate::new(fd, len)
+                .offset(at)
+                .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
+                .build(),
+            OpKind::WriteZeroes => opcode::Fallocate::new(fd, len)
+                .offset(at)
+                .mode(libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE)
+                .build(),
+        };
+        entry.user_data(key as u64)
+    }
+
+    /// Move backlog pieces into the submission queue while the kernel has room.
+    fn push_backlog(&mut self) -> Result<(), IoError> {
+        while let Some(piece) = self.backlog.front().copied() {
+            if self.pieces.len() >= self.sq_entries {
+                break;
+            }
+            let key = self.pieces.vacant_key();
+            let entry = self.sqe_for(key, piece);
+            // SAFETY: the SQE points into a buffer owned by self.requests[piece.request],
+            // which is not removed or freed until this piece's CQE is reaped (and Drop
+            // waits for every piece in the kernel); its fd belongs to a DeviceFile in
+            // self.devices, which only grows while the engine lives.
+            let pushed = unsafe { self.ring.submission().push(&entry) }.is_ok();
+            if !pushed {
+                self.enter(0)?;
+                continue;
+            }
+            self.pieces.insert(piece);
+            self.backlog.pop_front();
+            self.stats.device_requests += 1;
+        }
+        Ok(())
+    }
+
+    fn enter(&mut self, want: usize) -> Result<(), IoError> {
+        loop {
+            match self.ring.submit_and_wait(want) {
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)
+                    ) =>
+                {
+                    if want == 0 {
+                        return Ok(());
+                    }
+                    // EBUSY: completions must be reaped first; the caller reaps and retries.
+                    if e.raw_os_error() == Some(libc::EBUSY) {
+                        return Ok(());
+                    }
+                }
+                Err(e) => {
+                    return Err(IoError::Engine {
+                        errno: e.raw_os_error().unwrap_or(libc::EIO),
+                    })
+                }
+            }
+        }
+    }
+
+    fn reap(&mut self) {
+        self.reaped.clear();
+        self.reaped.extend(
+            self.ring
+                .completion()
+                .map(|cqe| (cqe.user_data(), cqe.result())),
+        );
+        for i in 0..self.reaped.len() {
+            let (key, result) = self.reaped[i];
+            let piece = self.pieces.remove(key as usize);
+            self.finish_piece(piece, result);
+        }
+    }
+
+    fn finish_piece(&mut self, piece: Piece, result: i32) {
+        let request = &mut self.requests[piece.request];
+        let at = request.offset_bytes + piece.start_bytes;
+        if result < 0 {
+            let errno = -result;
+            if matches!(errno, libc::EAGAIN | libc::EINTR) && piece.retries < RETRY_MAX {
+                self.backlog.push_back(Piece {
+                    retries: piece.retries + 1,
+                    ..piece
+                });
+                return;
+            }
+            request.error.get_or_insert(IoError::Os {
+                kind: request.kind,
+                offset_bytes: at,
+                len_bytes: piece.len_bytes,
+                errno,
+            });
+        } else if matches!(request.kind, OpKind::Read | OpKind::Write)
+            && (result as u64) < piece.len_bytes
+        {
+            // A short direct transfer: resume after what was done, if it is still sector-aligned.
+            let done = result as u64;
+            let sector = u64::from(
+                self.devices[request.device.0 as usize]
+                    .geometry()
+                    .logical_sector_bytes,
+            );
+            if done > 0 && done % sector == 0 {
+                self.backlog.push_back(Piece {
+                    start_bytes: piece.start_bytes + done,
+                    len_bytes: piece.len_bytes - done,
+                    ..piece
+                });
+                return;
+            }
+            request.error.get_or_insert(IoError::ShortTransfer {
+                kind: request.kind,
+                offset_bytes: at,
+                len_bytes: piece.len_bytes,
+                done_bytes: done,
+            });
+        }
+        request.pieces_left -= 1;
+        if request.pieces_left > 0 {
+            return;
+        }
+        let request = self.requests.remove(piece.request);
+        let result = match request.error {
+            Some(error) => Err(error),
+            None => {
+                match request.kind {
+                    OpKind::Read => self.stats.bytes_read += request.len_bytes,
+                    OpKind::Write => self.stats.bytes_written += request.len_bytes,
+                    _ => {}
+                }
+                Ok(request.len_bytes)
+            }
+        };
+        self.ready.push_back(Completion {
+            device: request.device,
+            tag: request.tag,
+            kind: request.kind,
+            result,
+            buf: request.buf,
+        });
+    }
+}
+
+impl IoEngine for UringEngine {
+    fn name(&self) -> &'static str {
+        "io_uring"
+    }
+
+    fn geometry(&self, device: DeviceId) -> Option<&Geometry> {
+        self.devices
+            .get(device.0 as usize)
+            .map(DeviceFile::geometry)
+    }
+
+    /// Queues the request's pieces in the submission queue; the kernel sees them
+    /// at the next `wait` (or sooner, when the queue fills), so a caller that
+    /// submits a batch pays for one system call.
+    fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
+        if self.in_flight() >= self.depth_max {
+            return Err(SubmitError::QueueFull(request));
+        }
+        self.stats.requests += 1;
+        let Some(device) = self.devices.get(request.device.0 as usize) else {
+            let device = request.device;
+            self.ready
+                .push_back(Completion::failed(request, IoError::UnknownDevice(device)));
+            return Ok(());
+        };
+        if let Err(error) = validate(device.geometry(), &request.op) {
+            self.ready.push_back(Completion::failed(request, error));
+            return Ok(());
+        }
+        let kind = request.op.kind();
+        let (offset_bytes, len_bytes) = request.op.range();
+        if device.is_block() && matches!(kind, OpKind::Discard | OpKind::WriteZeroes) {
+            let outcome = if kind == OpKind::Discard {
+                device.discard_now(offset_bytes, len_bytes)
+            } else {
+                device.write_zeroes_now(offset_bytes, len_bytes)
+            };
+            self.stats.device_requests += 1;
+            self.ready.push_back(Completion {
+                device: request.device,
+                tag: request.tag,
+                kind,
+                result: outcome.map(|()| len_bytes).map_err(|e| IoError::Os {
+                    kind,
+                    offset_bytes,
+                    len_bytes,
+                    errno: e.raw_os_error().unwrap_or(libc::EIO),
+                }),
+                buf: None,
+            });
+            return Ok(());
+        }
+        let max_piece = device.geometry().max_transfer_aligned_bytes();
+        let (buf, fua) = match request.op {
+            Op::Read { buf, .. } => (Some(buf), false),
+            Op::Write { buf, fua, .. } => (Some(buf), fua),
+            _ => (None, false),
+        };
+        let split = matches!(kind, OpKind::Read | OpKind::Write);
+        let piece_count = if split {
+            len_bytes.div_ceil(max_piece)
+        } else {
+            1
+        };
+        let key = self.requests.insert(InFlight {
+            device: request.device,
+            tag: request.tag,
+            kind,
+            offset_bytes,
+            len_bytes,
+            buf,
+            fua,
+            pieces_left: piece_count,
+            error: None,
+        });
+        if split {
+            self.backlog.extend(
+                pieces(len_bytes, max_piece).map(|(start_bytes, len)| Piece {
+                    request: key,
+                    start_bytes,
+                    len_bytes: len,
+                    retries: 0,
+                }),
+            );
+        } else {
+            self.backlog.push_back(Piece {
+                request: key,
+                start_bytes: 0,
+                len_bytes,
+                retries: 0,
+            });
+        }
+        if let Err(error) = self.push_backlog() {
+            // The ring itself failed; the pieces stay in the backlog and the
+            // error surfaces at the next wait().
+            let _ = error;
+        }
+        Ok(())
+    }
+
+    fn wait(&mut self, min_completions: usize) -> Result<(), IoError> {
+        let target = min_completions.min(self.in_flight());
+        loop {
+            self.push_backlog()?;
+            self.reap();
+            if self.ready.len() >= target {
+                // Hand queued submissions to the kernel without waiting.
+                return self.enter(0);
+            }
+            assert!(
+                !self.pieces.is_empty() || !self.backlog.is_empty(),
+                "invariant: an outstanding request has a piece in the kernel or the backlog"
+            );
+            if self.pieces.is_empty() {
+                continue;
+            }
+            self.enter(1)?;
+        }
+    }
+
+    fn pop_completion(&mut self) -> Option<Completion> {
+        self.ready.pop_front()
+    }
+
+    fn in_flight(&self) -> usize {
+        self.requests.len() + self.ready.len()
+    }
+
+    fn depth_max(&self) -> usize {
+        self.depth_max
+    }
+
+    fn stats(&self) -> EngineStats {
+        self.stats
+    }
+}
+
+impl FileEngine for UringEngine {
+    fn attach(&mut self, device: DeviceFile) -> DeviceId {
+        self.devices.push(device);
+        DeviceId(u32::try_from(self.devices.len() - 1).expect("invariant: fewer than 2^32 devices"))
+    }
+
+    fn device(&self, device: DeviceId) -> Option<&DeviceFile> {
+        self.devices.get(device.0 as usize)
+    }
+}
+
+impl Drop for UringEngine {
+    fn drop(&mut self) {
+        // The kernel may still be reading or writing request buffers: wait for every
+        // piece it holds before those buffers are freed. If the ring fails, leak the
+        // buffers rather than free memory the kernel may still write.
+        while !self.pieces.is_empty() {
+            if self.ring.submit_and_wait(1).is_err() {
+                std::mem::forget(std::mem::take(&mut self.requests));
+                return;
+            }
+            self.reap();
+        }
+    }
+}
