@@ -378,6 +378,14 @@ fn parse_dev_pair(text: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
+/// A holder as a person knows it: `dm-1 (vg-lv)`, `md0`.
+pub fn holder_name(host: &Host, kernel_name: &str) -> String {
+    match dm_facts(host, kernel_name).and_then(|dm| dm.name) {
+        Some(name) => format!("{kernel_name} ({name})"),
+        None => kernel_name.to_string(),
+    }
+}
+
 fn dm_facts(host: &Host, kernel_name: &str) -> Option<DeviceMapperProbe> {
     let dir = host.block_dir_by_name(kernel_name)?.join("dm");
     if !dir.is_dir() {
@@ -723,66 +731,9 @@ mod tests {
         assert!(p.read_only_reason.unwrap().contains("0444"));
     }
 
-    /// A sysfs tree as multipathd leaves it: sdb and sdc are paths of dm-0
-    /// (`mpatha`, uuid `mpath-<wwid>`); sdd is held by an LVM volume instead.
-    fn multipath_sysfs() -> (tempfile::TempDir, Host) {
-        use std::os::unix::fs::symlink;
-        let root = tempfile::tempdir().unwrap();
-        let sys = root.path().join("sys");
-        let mk = |rel: &str, content: Option<&str>| {
-            let p = sys.join(rel);
-            match content {
-                Some(text) => {
-                    fs::create_dir_all(p.parent().unwrap()).unwrap();
-                    fs::write(&p, text).unwrap();
-                }
-                None => fs::create_dir_all(&p).unwrap(),
-            }
-        };
-        for (name, dev, holder) in [
-            ("sdb", "8:16", "dm-0"),
-            ("sdc", "8:32", "dm-0"),
-            ("sdd", "8:48", "dm-1"),
-        ] {
-            let dir = format!("devices/pci0/host0/block/{name}");
-            mk(&format!("{dir}/dev"), Some(dev));
-            mk(&format!("{dir}/holders/{holder}"), None);
-            mk(&format!("{dir}/queue/max_sectors_kb"), Some("512"));
-            mk(&format!("{dir}/device/wwid"), Some("naa.600a0b80001"));
-            mk("dev/block", None);
-            symlink(sys.join(&dir), sys.join(format!("dev/block/{dev}"))).unwrap();
-        }
-        for (name, dev, mapper, uuid, slaves) in [
-            (
-                "dm-0",
-                "253:0",
-                "mpatha",
-                "mpath-3600a0b80001",
-                &["sdb", "sdc"][..],
-            ),
-            ("dm-1", "253:1", "vg-lv", "LVM-abcdef", &["sdd"][..]),
-        ] {
-            let dir = format!("devices/virtual/block/{name}");
-            mk(&format!("{dir}/dev"), Some(dev));
-            mk(&format!("{dir}/dm/name"), Some(mapper));
-            mk(&format!("{dir}/dm/uuid"), Some(uuid));
-            for slave in slaves {
-                mk(&format!("{dir}/slaves/{slave}"), None);
-            }
-            mk("class/block", None);
-            symlink(sys.join(&dir), sys.join(format!("class/block/{name}"))).unwrap();
-            symlink(sys.join(&dir), sys.join(format!("dev/block/{dev}"))).unwrap();
-        }
-        let host = Host {
-            sys,
-            proc: root.path().join("proc"),
-        };
-        (root, host)
-    }
-
     #[test]
     fn a_path_of_a_multipath_device_names_its_parent() {
-        let (_root, host) = multipath_sysfs();
+        let (_root, host) = crate::test_support::sysfs_fixture::multipath();
         let sdb = block_facts(&host, 8, 16);
         assert_eq!(sdb.name, "sdb");
         assert_eq!(sdb.holders, vec!["dm-0"]);

@@ -3,5 +3,6 @@
 
 pub mod conformance;
 pub mod loop_device;
+pub mod sysfs_fixture;
 
 pub use loop_device::LoopDevice;

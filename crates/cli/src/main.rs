@@ -1,0 +1,313 @@
+//! `cairn`: the command line. Parses arguments, calls the library, prints the
+//! result as text for people or JSON for programs. Decisions live in the
+//! libraries; this file only chooses the engine and renders.
+//!
+//! Exit status: 0 success, 1 the command failed or refused (one line on stderr
+//! says why and what to do), 2 the command line itself was wrong.
+
+mod render;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use cairn_format::DiskLabel;
+use cairn_io::host::Host;
+use cairn_io::{new_file_engine, EngineKind, FileEngine};
+use cairn_store::admin::{self, LabelRequest};
+use cairn_store::discovery::{DiscoveryString, CONFIG_PATH_DEFAULT};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// In-flight requests for the disk commands: they do one thing at a time.
+const ADMIN_DEPTH: usize = 8;
+
+#[derive(Parser)]
+#[command(
+    name = "cairn",
+    version,
+    about = "Cairn: a user-space storage manager for database files, and the I/O test kit that measures storage as a database uses it.",
+    long_about = None,
+    propagate_version = true
+)]
+struct Cli {
+    /// I/O engine: io_uring (default; falls back to sync where the kernel refuses it) or synchronous pread/pwrite.
+    #[arg(long, global = true, value_enum, default_value_t = EngineArg::Auto)]
+    engine: EngineArg,
+
+    #[command(subcommand)]
+    noun: Noun,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EngineArg {
+    Auto,
+    Uring,
+    Sync,
+}
+
+#[derive(Subcommand)]
+enum Noun {
+    /// Block devices and files as the kernel sees them.
+    #[command(subcommand)]
+    Device(DeviceCommand),
+    /// Cairn disk labels: label, list, inspect, repair, unlabel.
+    #[command(subcommand)]
+    Disk(DiskCommand),
+}
+
+#[derive(Subcommand)]
+enum DeviceCommand {
+    /// Show size, sector sizes, transfer limits, discard, stacking, identity and thin usage. Never writes.
+    Probe {
+        /// Block devices or regular files.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+#[derive(Args)]
+struct Output {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct Discover {
+    /// Comma-separated globs where disks are looked for (else $CAIRN_DISCOVER, else the config file, else a default).
+    #[arg(long, value_name = "GLOBS")]
+    discover: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum DiskCommand {
+    /// Write a Cairn label (header and two backup copies). Refuses devices that carry data of any kind unless --force.
+    Label {
+        /// Letters, digits and '_', starting with a letter, at most 30; stored in upper case.
+        name: String,
+        path: PathBuf,
+        /// Overwrite another owner's signature or an existing Cairn label.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Remove a Cairn label: every copy of the header.
+    Unlabel {
+        path: PathBuf,
+        /// Remove it even from a disk group member.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// List the devices the discovery string finds, with their Cairn status.
+    List {
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Dump one header copy field by field, with offsets, meanings and a hex view.
+    Inspect {
+        path: PathBuf,
+        /// Which copy: 0 (primary), 1 or 2.
+        #[arg(long, default_value_t = 0)]
+        copy: usize,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Restore damaged header copies from the newest good copy.
+    Repair {
+        path: PathBuf,
+        /// Say what would be done; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Repair even when copies disagree on the disk UUID, or other data now sits where the header was.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+fn engine(kind: EngineArg) -> Result<Box<dyn FileEngine>> {
+    let kind = match kind {
+        EngineArg::Auto => EngineKind::Auto,
+        EngineArg::Uring => EngineKind::Uring,
+        EngineArg::Sync => EngineKind::Sync,
+    };
+    new_file_engine(kind, ADMIN_DEPTH)
+        .context("cannot start the io_uring engine; try --engine sync")
+}
+
+fn discovery(flag: Option<&str>) -> Result<DiscoveryString> {
+    let env = std::env::var("CAIRN_DISCOVER").ok();
+    let config = std::env::var_os("CAIRN_CONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(CONFIG_PATH_DEFAULT));
+    Ok(DiscoveryString::resolve(flag, env.as_deref(), &config)?)
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn now_unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// What a command ended with: success, or a failure already reported in part.
+enum Outcome {
+    Done,
+    Failed(String),
+}
+
+fn run(cli: Cli) -> Result<Outcome> {
+    let host = Host::real();
+    match cli.noun {
+        Noun::Device(DeviceCommand::Probe { paths, output }) => {
+            let mut probes = Vec::new();
+            let mut failures = Vec::new();
+            for path in &paths {
+                match cairn_io::probe::probe(path, &host) {
+                    Ok(p) => probes.push(p),
+                    Err(e) => failures.push(e.to_string()),
+                }
+            }
+            if output.json {
+                print_json(&probes)?;
+            } else {
+                print!("{}", render::probes(&probes));
+            }
+            Ok(match failures.len() {
+                0 => Outcome::Done,
+                _ => Outcome::Failed(failures.join("; ")),
+            })
+        }
+        Noun::Disk(command) => disk(command, cli.engine, &host),
+    }
+}
+
+fn disk(command: DiskCommand, engine_kind: EngineArg, host: &Host) -> Result<Outcome> {
+    let mut engine = engine(engine_kind)?;
+    let engine = engine.as_mut();
+    match command {
+        DiskCommand::Label {
+            name,
+            path,
+            force,
+            discover,
+            output,
+        } => {
+            let label = DiskLabel::parse(&name)?;
+            let request = LabelRequest {
+                label,
+                force,
+                disk_uuid: uuid::Uuid::new_v4(),
+                now_unix_seconds: now_unix_seconds(),
+                discovery: Some(discovery(discover.discover.as_deref())?),
+            };
+            let report = admin::label(engine, host, &path, &request)?;
+            if output.json {
+                print_json(&report)?;
+            } else {
+                print!("{}", render::label(&report));
+            }
+        }
+        DiskCommand::Unlabel {
+            path,
+            force,
+            output,
+        } => {
+            let report = admin::unlabel(engine, host, &path, force)?;
+            if output.json {
+                print_json(&report)?;
+            } else {
+                print!("{}", render::unlabel(&report));
+            }
+        }
+        DiskCommand::List { discover, output } => {
+            let discovery = discovery(discover.discover.as_deref())?;
+            let report = admin::list(engine, host, &discovery)?;
+            if discovery.source != cairn_store::discovery::DiscoverySource::Default {
+                for glob in &report.unmatched_globs {
+                    eprintln!(
+                        "cairn: warning: discovery glob '{glob}' matched no block device or file"
+                    );
+                }
+            }
+            if output.json {
+                print_json(&report)?;
+            } else {
+                print!("{}", render::list(&report));
+            }
+        }
+        DiskCommand::Inspect { path, copy, output } => {
+            let report = admin::inspect(engine, host, &path, copy)?;
+            if output.json {
+                print_json(&report)?;
+            } else {
+                print!("{}", render::inspect(&report));
+            }
+            if !report.valid {
+                return Ok(Outcome::Failed(invalid_copy_message(&path, &report)));
+            }
+        }
+        DiskCommand::Repair {
+            path,
+            dry_run,
+            force,
+            output,
+        } => {
+            let report = admin::repair(engine, host, &path, dry_run, force)?;
+            if output.json {
+                print_json(&report)?;
+            } else {
+                print!("{}", render::repair(&report));
+            }
+        }
+    }
+    Ok(Outcome::Done)
+}
+
+fn invalid_copy_message(path: &Path, report: &admin::InspectReport) -> String {
+    format!(
+        "copy {} of {} is not a valid Cairn header ({}); `cairn disk repair {}` restores it if another copy is good",
+        report.copy,
+        path.display(),
+        report.state,
+        path.display()
+    )
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed(message)) => {
+            eprintln!("cairn: error: {}", one_line(&message));
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("cairn: error: {}", one_line(&format!("{error:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Helpers for end-to-end tests of the real `cairn` binary.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// What one run of the binary did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
+    }
+
+    /// Succeeded.
+    pub fn ok(self) -> Self {
+        assert_eq!(
+            self.code, 0,
+            "expected success:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// Refused: exit 1 and exactly one line on stderr, `cairn: error: ...`
+    /// containing `needle`.
+    pub fn refused(self, needle: &str) -> Self {
+        assert_eq!(
+            self.code, 1,
+            "expected a refusal:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "exactly one line on stderr: {:?}",
+            self.stderr
+        );
+        assert!(lines[0].starts_with("cairn: error: "), "{:?}", lines[0]);
+        assert!(
+            lines[0].contains(needle),
+            "stderr {:?} lacks {needle:?}",
+            lines[0]
+        );
+        self
+    }
+}
+
+/// Run `cairn` with `args`, looking for disks only where `discover` says (so
+/// parallel tests never see each other's devices) and with no config file.
+pub fn cairn(discover: &str, args: &[&str]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args)
+        .env("CAIRN_DISCOVER", discover)
+        .env("CAIRN_CONFIG", "/nonexistent/cairn.toml")
+        .output()
+        .expect("run cairn");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// A scratch directory on the build's real filesystem (O_DIRECT honoured).
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+pub fn sparse(path: &Path, size_bytes: u64) -> PathBuf {
+    File::create(path).unwrap().set_len(size_bytes).unwrap();
+    path.to_path_buf()
+}
+
+/// crc32c of a whole file or device, read in 1 MiB pieces.
+pub fn digest(path: &Path) -> u32 {
+    let mut f = File::open(path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut crc = 0u32;
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            return crc;
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+    }
+}
+
+/// Run a helper program (mkfs, sgdisk...); `None` with the reason if it is not installed.
+pub fn tool(program: &str, args: &[&str]) -> Result<(), String> {
+    let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.exists());
+    let Some(exe) = found else {
+        return Err(format!(
+            "{program} is not installed (scripts/install-deps installs it)"
+        ));
+    };
+    let out = Command::new(exe).args(args).output().unwrap();
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "{program} failed: {}",
+            stderr.split_whitespace().collect::<Vec<_>>().join(" ")
+        ));
+    }
+    Ok(())
+}
+
+/// The disk entry for `path` in `cairn disk list --json` output.
+pub fn entry<'a>(list: &'a Value, path: &Path) -> &'a Value {
+    list["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["path"] == path.display().to_string())
+        .unwrap_or_else(|| panic!("{} not listed: {list:#}", path.display()))
+}
+
+/// Bytes physically allocated to a file (what a thin array would hold).
+pub fn allocated(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+/// An Oracle ASM disk header of a disk group member, as kfed shows one: kfbh
+/// (endian 1, hard 0x82, type 1 = KFBTYP_DISKHEAD), then kfdhdb with the
+/// "ORCLDISK" provisioning string, status MEMBER, disk and group names.
+pub fn asm_disk_header() -> Vec<u8> {
+    let mut block = vec![0u8; 4096];
+    block[..4].copy_from_slice(&[1, 0x82, 1, 1]);
+    block[0x20..0x28].copy_from_slice(b"ORCLDISK");
+    block[0x47] = 3;
+    block[0x48..0x48 + 9].copy_from_slice(b"DATA_0000");
+    block[0x68..0x68 + 4].copy_from_slice(b"DATA");
+    block
+}
+
+pub fn write_at(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(bytes, offset).unwrap();
+    f.sync_all().unwrap();
+}
+
+pub fn read_at(path: &Path, offset: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let f = File::open(path).unwrap();
+    let mut buf = vec![0u8; len];
+    f.read_exact_at(&mut buf, offset).unwrap();
+    buf
+}

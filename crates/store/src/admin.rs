@@ -1,0 +1,523 @@
+//! The disk commands, end to end: probe, check, open, read, decide, write.
+//!
+//! Each takes the engine the caller chose (`FileEngine`: io_uring or sync) and
+//! the host view, and returns a report or an [`AdminError`] whose message is one
+//! line saying what is wrong and what to do. Every check that can refuse runs
+//! before the first write, so a refused command writes nothing.
+
+use std::path::{Path, PathBuf};
+
+use cairn_format::disk_header::describe;
+use cairn_format::foreign::Signature;
+use cairn_format::layout::DEVICE_SIZE_MIN_BYTES;
+use cairn_format::{DiskLabel, HeaderError};
+use cairn_io::host::Host;
+use cairn_io::probe;
+use cairn_io::{DeviceFile, DeviceId, FileEngine, IoError, OpenError, OpenMode};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::catalog::{self, DiskEntry};
+use crate::discovery::{DiscoveryError, DiscoveryString};
+use crate::header_copies::{CopyState, HeaderScan};
+use crate::labeling::{self, LabelSpec, WriteError};
+use crate::protection::{self, Obstacle};
+use crate::repair::{self, PlanError, Rewrite};
+
+/// Why a disk command refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    #[error("{} is {size_bytes} bytes; a Cairn disk needs at least {DEVICE_SIZE_MIN_BYTES} bytes (3 MiB) for its header and its copies", path.display())]
+    TooSmall { path: PathBuf, size_bytes: u64 },
+    #[error("{} is a path of multipath device {device} ({kernel_name}); use {device} instead", path.display())]
+    MultipathPath {
+        path: PathBuf,
+        device: String,
+        kernel_name: String,
+    },
+    #[error("{} is held by {}; it belongs to that device now", path.display(), by.join(", "))]
+    Held { path: PathBuf, by: Vec<String> },
+    #[error("{} is in use ({by}); stop that use first", path.display())]
+    InUse { path: PathBuf, by: String },
+    #[error("{} carries {what}; refusing to overwrite it — if that data is not wanted, run again with --force", path.display())]
+    Foreign { path: PathBuf, what: String },
+    #[error("{} is already labelled: {description}; unlabel it first, or run again with --force to relabel", path.display())]
+    AlreadyLabelled { path: PathBuf, description: String },
+    #[error("label {label} is already used by {} (uuid {uuid}); choose another name", other.display())]
+    DuplicateLabel {
+        label: String,
+        other: PathBuf,
+        uuid: Uuid,
+    },
+    #[error("{} carries no Cairn label; nothing to {action}", path.display())]
+    NotLabelled { path: PathBuf, action: &'static str },
+    #[error("{} belongs to disk group {group}; drop it from the group first, or run again with --force", path.display())]
+    GroupMember { path: PathBuf, group: Uuid },
+    #[error("{}: {error}", path.display())]
+    Plan { path: PathBuf, error: PlanError },
+    #[error("{}: the copies disagree on the disk UUID ({details}); run again with --force to restore every copy from the newest (copy {source_copy}, uuid {source_uuid})", path.display())]
+    Conflict {
+        path: PathBuf,
+        details: String,
+        source_copy: usize,
+        source_uuid: Uuid,
+    },
+    #[error("{} now carries {what} where the Cairn header was; if that data is not wanted, run again with --force to restore the header over it", path.display())]
+    ForeignOverDamaged { path: PathBuf, what: String },
+    #[error("{} was written by a newer Cairn (features {features}); upgrade Cairn to change it", path.display())]
+    NewerFormat { path: PathBuf, features: String },
+    #[error("{}: header copy {copy} does not exist; this device has copies 0 to {}", path.display(), count - 1)]
+    NoSuchCopy {
+        path: PathBuf,
+        copy: usize,
+        count: usize,
+    },
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: IoError },
+    #[error("{}: {error}", path.display())]
+    Write { path: PathBuf, error: WriteError },
+}
+
+impl AdminError {
+    fn io(path: &Path) -> impl Fn(IoError) -> AdminError + '_ {
+        move |error| AdminError::Io {
+            path: path.into(),
+            error,
+        }
+    }
+}
+
+/// `cairn disk label`.
+#[derive(Debug, Clone)]
+pub struct LabelRequest {
+    pub label: DiskLabel,
+    pub force: bool,
+    pub disk_uuid: Uuid,
+    pub now_unix_seconds: u64,
+    /// Where to look for another disk with the same label.
+    pub discovery: Option<DiscoveryString>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LabelReport {
+    pub path: PathBuf,
+    pub label: String,
+    pub disk_uuid: Uuid,
+    pub sector_format: String,
+    pub logical_sector_bytes: u32,
+    pub physical_sector_bytes: u32,
+    pub size_bytes: u64,
+    pub copy_offsets_bytes: Vec<u64>,
+    /// What `--force` overrode.
+    pub overrode: Vec<String>,
+}
+
+/// The first usage obstacle as an error, if any.
+pub fn refuse_usage(path: &Path, obstacles: Vec<Obstacle>) -> Result<(), AdminError> {
+    match obstacles.into_iter().next() {
+        None => Ok(()),
+        Some(Obstacle::InUse { by }) => Err(AdminError::InUse {
+            path: path.into(),
+            by,
+        }),
+        Some(Obstacle::MultipathPath {
+            device,
+            kernel_name,
+        }) => Err(AdminError::MultipathPath {
+            path: path.into(),
+            device,
+            kernel_name,
+        }),
+        Some(Obstacle::Held { by }) => Err(AdminError::Held {
+            path: path.into(),
+            by,
+        }),
+        Some(other) => unreachable!("invariant: usage obstacles only, got {other:?}"),
+    }
+}
+
+/// Probe, refuse anything in use, and open for writing, exclusively.
+fn open_for_write(
+    engine: &mut dyn FileEngine,
+    host: &Host,
+    path: &Path,
+) -> Result<DeviceId, AdminError> {
+    let probe = probe::probe(path, host)?;
+    refuse_usage(path, protection::usage_obstacles(&probe, host))?;
+    let device = DeviceFile::open(path, OpenMode::WRITE_EXCLUSIVE, host)?;
+    Ok(engine.attach(device))
+}
+
+fn signatures(
+    engine: &mut dyn FileEngine,
+    id: DeviceId,
+    path: &Path,
+) -> Result<Vec<Signature>, AdminError> {
+    let size = engine.geometry(id).map(|g| g.size_bytes).unwrap_or(0);
+    let (head, tail) = protection::read_sample(engine, id).map_err(AdminError::io(path))?;
+    Ok(protection::recognise(&head, &tail, size))
+}
+
+fn refuse_newer(path: &Path, scan: &HeaderScan) -> Result<(), AdminError> {
+    if let Some(newest) = scan.newest() {
+        if !newest.header.features.writable() {
+            let f = newest.header.features;
+            return Err(AdminError::NewerFormat {
+                path: path.into(),
+                features: format!("ro_compat {:#x}, incompat {:#x}", f.ro_compat, f.incompat),
+            });
+        }
+    }
+    for slot in &scan.slots {
+        if let CopyState::Bad(HeaderError::UnsupportedVersion { found }) = slot.state {
+            return Err(AdminError::NewerFormat {
+                path: path.into(),
+                features: format!("format version {found}"),
+            });
+        }
+        if let CopyState::Bad(HeaderError::IncompatibleFeatures { bits }) = slot.state {
+            return Err(AdminError::NewerFormat {
+                path: path.into(),
+                features: format!("incompat {bits:#x}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Label a device.
+pub fn label(
+    engine: &mut dyn FileEngine,
+    host: &Host,
+    path: &Path,
+    request: &LabelRequest,
+) -> Result<LabelReport, AdminError> {
+    let probe = probe::probe(path, host)?;
+    refuse_usage(path, protection::usage_obstacles(&probe, host))?;
+    if probe.size_bytes < DEVICE_SIZE_MIN_BYTES {
+        return Err(AdminError::TooSmall {
+            path: path.into(),
+            size_bytes: probe.size_bytes,
+        });
+    }
+    if let Some(discovery) = &request.discovery {
+        refuse_duplicate_label(engine, host, discovery, &probe, &request.label)?;
+    }
+    let device = DeviceFile::open(path, OpenMode::WRITE_EXCLUSIVE, host)?;
+    let geometry = device.geometry().clone();
+    let id = engine.attach(device);
+    let scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
+    refuse_newer(path, &scan)?;
+    let found = signatures(engine, id, path)?;
+    let external = if found.is_empty() && !scan.has_cairn_bytes() {
+        protection::blkid_signatures(path)
+    } else {
+        Vec::new()
+    };
+    let obstacles = protection::content_obstacles(&scan, &found, &external);
+    if !request.force {
+        match obstacles.first() {
+            Some(Obstacle::Foreign { what }) => {
+                return Err(AdminError::Foreign {
+                    path: path.into(),
+                    what: what.clone(),
+                })
+            }
+            Some(Obstacle::CairnLabel { description }) => {
+                return Err(AdminError::AlreadyLabelled {
+                    path: path.into(),
+                    description: description.clone(),
+                })
+            }
+            _ => {}
+        }
+    }
+    let spec = LabelSpec {
+        label: request.label.clone(),
+        disk_uuid: request.disk_uuid,
+        now_unix_seconds: request.now_unix_seconds,
+    };
+    let header = labeling::write_label(engine, id, &spec).map_err(|error| AdminError::Write {
+        path: path.into(),
+        error,
+    })?;
+    Ok(LabelReport {
+        path: path.into(),
+        label: header.label.to_string(),
+        disk_uuid: header.disk_uuid,
+        sector_format: geometry.sector_format(),
+        logical_sector_bytes: header.logical_sector_bytes,
+        physical_sector_bytes: header.physical_sector_bytes,
+        size_bytes: header.device_size_bytes,
+        copy_offsets_bytes: header.copy_offsets_bytes,
+        overrode: obstacles
+            .iter()
+            .map(|o| match o {
+                Obstacle::Foreign { what } => what.clone(),
+                Obstacle::CairnLabel { description } => description.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect(),
+    })
+}
+
+fn refuse_duplicate_label(
+    engine: &mut dyn FileEngine,
+    host: &Host,
+    discovery: &DiscoveryString,
+    target: &cairn_io::DeviceProbe,
+    label: &DiskLabel,
+) -> Result<(), AdminError> {
+    let paths = match discovery.expand() {
+        Ok(e) => e.paths,
+        Err(DiscoveryError::NothingMatched { .. }) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let target_meta = std::fs::metadata(&target.canonical_path).ok();
+    for entry in catalog::build(catalog::gather(engine, host, &paths)) {
+        let is_target = std::iter::once(&entry.path)
+            .chain(entry.also_seen_at.iter())
+            .any(|p| std::fs::metadata(p).is_ok_and(|m| target.same_object(&m)))
+            || target_meta.is_none();
+        if entry.label.as_deref() == Some(label.as_str()) && !is_target {
+            return Err(AdminError::DuplicateLabel {
+                label: label.to_string(),
+                other: entry.path.clone(),
+                uuid: entry.disk_uuid.unwrap_or_default(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UnlabelReport {
+    pub path: PathBuf,
+    pub label: Option<String>,
+    pub disk_uuid: Option<Uuid>,
+    pub erased_copies: Vec<usize>,
+}
+
+/// Remove the label (every copy carrying Cairn's magic).
+pub fn unlabel(
+    engine: &mut dyn FileEngine,
+    host: &Host,
+    path: &Path,
+    force: bool,
+) -> Result<UnlabelReport, AdminError> {
+    let id = open_for_write(engine, host, path)?;
+    let scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
+    if !scan.has_cairn_bytes() {
+        return Err(AdminError::NotLabelled {
+            path: path.into(),
+            action: "remove",
+        });
+    }
+    let newest = scan.newest().map(|d| d.header.clone());
+    if let Some(group) = newest.as_ref().and_then(|h| h.group_uuid) {
+        if !force {
+            return Err(AdminError::GroupMember {
+                path: path.into(),
+                group,
+            });
+        }
+    }
+    let erased = labeling::erase_label(engine, id, &scan).map_err(AdminError::io(path))?;
+    Ok(UnlabelReport {
+        path: path.into(),
+        label: newest.as_ref().map(|h| h.label.to_string()),
+        disk_uuid: newest.map(|h| h.disk_uuid),
+        erased_copies: erased,
+    })
+}
+
+/// One field of an inspected copy.
+#[derive(Debug, Clone, Serialize)]
+pub struct InspectField {
+    pub name: String,
+    pub offset: usize,
+    pub size: usize,
+    pub value: String,
+    pub meaning: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InspectReport {
+    pub path: PathBuf,
+    pub copy: usize,
+    pub offset_bytes: u64,
+    /// `good (generation 1)`, or what is wrong with the copy.
+    pub state: String,
+    pub valid: bool,
+    pub fields: Vec<InspectField>,
+    /// The raw block (empty when it could not be read).
+    #[serde(skip)]
+    pub block: Vec<u8>,
+    pub block_hex: String,
+}
+
+/// Dump one header copy, field by field.
+pub fn inspect(
+    engine: &mut dyn FileEngine,
+    host: &Host,
+    path: &Path,
+    copy: usize,
+) -> Result<InspectReport, AdminError> {
+    let device = DeviceFile::open(path, OpenMode::READ, host)?;
+    let id = engine.attach(device);
+    let scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
+    let Some(slot) = scan.slots.iter().find(|s| s.index == copy) else {
+        return Err(AdminError::NoSuchCopy {
+            path: path.into(),
+            copy,
+            count: scan.slots.len(),
+        });
+    };
+    let block = slot.block.clone().unwrap_or_default();
+    Ok(InspectReport {
+        path: path.into(),
+        copy,
+        offset_bytes: slot.offset_bytes,
+        state: slot.state.describe(),
+        valid: matches!(slot.state, CopyState::Good(_)),
+        fields: describe(&block)
+            .into_iter()
+            .map(|f| InspectField {
+                name: f.name,
+                offset: f.offset,
+                size: f.size,
+                value: f.value,
+                meaning: f.meaning.to_string(),
+            })
+            .collect(),
+        block_hex: block.iter().map(|b| format!("{b:02x}")).collect(),
+        block,
+    })
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CopyReport {
+    pub copy: usize,
+    pub offset_bytes: u64,
+    pub state: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RepairReport {
+    pub path: PathBuf,
+    pub dry_run: bool,
+    /// The copies as found.
+    pub copies: Vec<CopyReport>,
+    pub source_copy: Option<usize>,
+    pub label: Option<String>,
+    pub disk_uuid: Option<Uuid>,
+    /// Copies rewritten (or that would be, with `--dry-run`).
+    pub rewrites: Vec<Rewrite>,
+}
+
+/// Restore damaged header copies from the newest good one.
+pub fn repair(
+    engine: &mut dyn FileEngine,
+    host: &Host,
+    path: &Path,
+    dry_run: bool,
+    force: bool,
+) -> Result<RepairReport, AdminError> {
+    let id = if dry_run {
+        engine.attach(DeviceFile::open(path, OpenMode::READ, host)?)
+    } else {
+        open_for_write(engine, host, path)?
+    };
+    let scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
+    let copies = scan
+        .slots
+        .iter()
+        .map(|s| CopyReport {
+            copy: s.index,
+            offset_bytes: s.offset_bytes,
+            state: s.state.describe(),
+        })
+        .collect();
+    let plan = match repair::plan(&scan, force) {
+        Ok(plan) => plan,
+        Err(PlanError::NotLabelled) => {
+            return Err(AdminError::NotLabelled {
+                path: path.into(),
+                action: "repair",
+            })
+        }
+        Err(PlanError::Conflict { details }) => {
+            let newest = scan
+                .newest()
+                .expect("invariant: a conflict has good copies");
+            return Err(AdminError::Conflict {
+                path: path.into(),
+                details,
+                source_copy: usize::from(newest.copy_index),
+                source_uuid: newest.header.disk_uuid,
+            });
+        }
+        Err(error) => {
+            return Err(AdminError::Plan {
+                path: path.into(),
+                error,
+            })
+        }
+    };
+    refuse_newer(path, &scan)?;
+    // Someone may have put their own data where a copy was (mkfs over a wiped
+    // primary): restoring the header would destroy it.
+    let found = signatures(engine, id, path)?;
+    if !force && !plan.rewrites.is_empty() {
+        if let Some(signature) = found.first() {
+            return Err(AdminError::ForeignOverDamaged {
+                path: path.into(),
+                what: signature.to_string(),
+            });
+        }
+    }
+    if !dry_run {
+        repair::apply(engine, id, &plan).map_err(|error| AdminError::Write {
+            path: path.into(),
+            error,
+        })?;
+    }
+    Ok(RepairReport {
+        path: path.into(),
+        dry_run,
+        copies,
+        source_copy: Some(plan.source_copy),
+        label: Some(plan.source.label.to_string()),
+        disk_uuid: Some(plan.source.disk_uuid),
+        rewrites: plan.rewrites,
+    })
+}
+
+/// Everything `cairn disk list` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListReport {
+    pub discovery_string: String,
+    pub discovery_source: String,
+    pub unmatched_globs: Vec<String>,
+    pub disks: Vec<DiskEntry>,
+}
+
+/// List every disk the discovery string finds.
+pub fn list(
+    engine: &mut dyn FileEngine,
+    host: &Host,
+    discovery: &DiscoveryString,
+) -> Result<ListReport, AdminError> {
+    let expansion = discovery.expand()?;
+    let disks = catalog::build(catalog::gather(engine, host, &expansion.paths));
+    Ok(ListReport {
+        discovery_string: discovery.text.clone(),
+        discovery_source: discovery.source.to_string(),
+        unmatched_globs: expansion.unmatched_globs,
+        disks,
+    })
+}

@@ -1,0 +1,266 @@
+//! Reading every copy of a disk header and judging them together.
+//!
+//! Where the copies are: a good copy records every copy's offset, so once one is
+//! found its list is authoritative — it still finds the tail copy after the
+//! device has grown. Until one is found, the places are computed from the
+//! device's size ([`HeaderPlacement`]).
+//!
+//! What a copy can be: good; blank (all zeros — wiped); someone else's bytes;
+//! ours but damaged (checksum, version, field); a good header that is not where
+//! it says it belongs (a misdirected write); unreadable (an I/O error); or beyond
+//! the end of a device that shrank.
+
+use cairn_format::disk_header::MAGIC;
+use cairn_format::layout::HEADER_BLOCK_BYTES;
+use cairn_format::{DecodedHeader, DiskHeader, HeaderError, HeaderPlacement};
+use cairn_io::{AlignedBuf, DeviceId, IoEngine, IoError, Op, Request};
+use serde::Serialize;
+use uuid::Uuid;
+
+/// The state of one copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CopyState {
+    Good(DecodedHeader),
+    /// Not a valid copy; the error says why.
+    Bad(HeaderError),
+    /// A valid header, but recording another place than where it was read.
+    Misplaced(DecodedHeader),
+    Unreadable(IoError),
+    /// The place lies beyond the end of the device.
+    Outside,
+}
+
+impl CopyState {
+    /// Bytes here carry Cairn's magic (good, damaged or misplaced).
+    pub fn is_cairn(&self) -> bool {
+        match self {
+            CopyState::Good(_) | CopyState::Misplaced(_) => true,
+            CopyState::Bad(e) => !matches!(
+                e,
+                HeaderError::Blank | HeaderError::NotCairn { .. } | HeaderError::WrongLength { .. }
+            ),
+            CopyState::Unreadable(_) | CopyState::Outside => false,
+        }
+    }
+
+    /// A short description for listings: `good (generation 3)`, `blank (all zeros)`...
+    pub fn describe(&self) -> String {
+        match self {
+            CopyState::Good(d) => format!("good (generation {})", d.header.generation),
+            CopyState::Bad(e) => e.to_string(),
+            CopyState::Misplaced(d) => format!(
+                "misplaced: a copy {} header belonging at offset {} (a misdirected write?)",
+                d.copy_index, d.self_offset_bytes
+            ),
+            CopyState::Unreadable(e) => format!("unreadable: {e}"),
+            CopyState::Outside => "beyond the end of the device (did it shrink?)".to_string(),
+        }
+    }
+}
+
+/// One place a copy should be.
+#[derive(Debug, Clone)]
+pub struct CopySlot {
+    pub index: usize,
+    pub offset_bytes: u64,
+    pub state: CopyState,
+    /// The raw block, when it could be read.
+    pub block: Option<Vec<u8>>,
+}
+
+/// The overall judgement of a device's header copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeaderHealth {
+    /// No copy carries Cairn's magic.
+    None,
+    /// Every copy good and at the same generation.
+    Ok,
+    /// At least one good copy; others bad, stale or missing: `cairn disk repair` fixes it.
+    Damaged,
+    /// Good copies disagree on the disk UUID.
+    Conflict,
+    /// Cairn's magic is there, but no copy is good: nothing to repair from.
+    Corrupt,
+}
+
+/// Every copy of a device's header.
+#[derive(Debug, Clone)]
+pub struct HeaderScan {
+    pub device_size_bytes: u64,
+    pub slots: Vec<CopySlot>,
+}
+
+fn read_block(
+    engine: &mut dyn IoEngine,
+    device: DeviceId,
+    offset_bytes: u64,
+    size_bytes: u64,
+) -> Result<CopySlotRead, IoError> {
+    if offset_bytes + HEADER_BLOCK_BYTES > size_bytes {
+        return Ok(CopySlotRead::Outside);
+    }
+    let completion = engine.execute(Request {
+        device,
+        tag: offset_bytes,
+        op: Op::Read {
+            offset_bytes,
+            buf: AlignedBuf::zeroed(HEADER_BLOCK_BYTES as usize),
+        },
+    })?;
+    Ok(match completion.result {
+        Ok(_) => CopySlotRead::Bytes(completion.buf.map(|b| b.to_vec()).unwrap_or_default()),
+        Err(e) => CopySlotRead::Failed(e),
+    })
+}
+
+enum CopySlotRead {
+    Bytes(Vec<u8>),
+    Failed(IoError),
+    Outside,
+}
+
+fn judge(index: usize, offset_bytes: u64, read: CopySlotRead) -> CopySlot {
+    let (state, block) = match read {
+        CopySlotRead::Outside => (CopyState::Outside, None),
+        CopySlotRead::Failed(e) => (CopyState::Unreadable(e), None),
+        CopySlotRead::Bytes(bytes) => {
+            let state = match DiskHeader::decode(&bytes) {
+                Ok(d)
+                    if d.self_offset_bytes == offset_bytes
+                        && usize::from(d.copy_index) == index =>
+                {
+                    CopyState::Good(d)
+                }
+                Ok(d) => CopyState::Misplaced(d),
+                Err(e) => CopyState::Bad(e),
+            };
+            (state, Some(bytes))
+        }
+    };
+    CopySlot {
+        index,
+        offset_bytes,
+        state,
+        block,
+    }
+}
+
+impl HeaderScan {
+    /// Read and judge every copy. Per-copy read errors are recorded in the
+    /// slots; only a failure of the engine itself is an error.
+    pub fn read(engine: &mut dyn IoEngine, device: DeviceId) -> Result<Self, IoError> {
+        let size = engine
+            .geometry(device)
+            .ok_or(IoError::UnknownDevice(device))?
+            .size_bytes;
+        let computed: Vec<u64> = match HeaderPlacement::for_device(size) {
+            Ok(p) => p.offsets_bytes.to_vec(),
+            // Too small to label; still look at the front, where a header might be.
+            Err(_) => vec![0],
+        };
+        let mut slots: Vec<CopySlot> = Vec::new();
+        for (index, offset) in computed.iter().enumerate() {
+            let read = read_block(engine, device, *offset, size)?;
+            slots.push(judge(index, *offset, read));
+        }
+        // The newest good copy says where the copies really are.
+        let recorded = newest_good(&slots).map(|d| d.header.copy_offsets_bytes.clone());
+        if let Some(recorded) = recorded.filter(|r| *r != computed) {
+            let mut authoritative = Vec::new();
+            for (index, offset) in recorded.iter().enumerate() {
+                let existing = slots
+                    .iter()
+                    .position(|s| s.offset_bytes == *offset && s.index == index)
+                    .map(|i| slots[i].clone());
+                let slot = match existing {
+                    Some(slot) => slot,
+                    None => judge(index, *offset, read_block(engine, device, *offset, size)?),
+                };
+                authoritative.push(slot);
+            }
+            slots = authoritative;
+        }
+        Ok(Self {
+            device_size_bytes: size,
+            slots,
+        })
+    }
+
+    /// The newest good copy: highest generation, then lowest copy index.
+    pub fn newest(&self) -> Option<&DecodedHeader> {
+        newest_good(&self.slots)
+    }
+
+    pub fn good(&self) -> impl Iterator<Item = (&CopySlot, &DecodedHeader)> {
+        self.slots.iter().filter_map(|s| match &s.state {
+            CopyState::Good(d) => Some((s, d)),
+            _ => None,
+        })
+    }
+
+    /// Distinct disk UUIDs among the good copies.
+    pub fn uuids(&self) -> Vec<Uuid> {
+        let mut ids: Vec<Uuid> = self.good().map(|(_, d)| d.header.disk_uuid).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    pub fn health(&self) -> HeaderHealth {
+        let newest = match self.newest() {
+            Some(n) => n,
+            None if self.slots.iter().any(|s| s.state.is_cairn()) => return HeaderHealth::Corrupt,
+            None => return HeaderHealth::None,
+        };
+        if self.uuids().len() > 1 {
+            return HeaderHealth::Conflict;
+        }
+        let all_current = self.slots.iter().all(|s| match &s.state {
+            CopyState::Good(d) => d.header == newest.header,
+            _ => false,
+        });
+        if all_current {
+            HeaderHealth::Ok
+        } else {
+            HeaderHealth::Damaged
+        }
+    }
+
+    /// One line per copy: `copy 0 @ 0: blank (all zeros)`.
+    pub fn describe_copies(&self) -> Vec<String> {
+        self.slots
+            .iter()
+            .map(|s| {
+                format!(
+                    "copy {} @ {}: {}",
+                    s.index,
+                    s.offset_bytes,
+                    s.state.describe()
+                )
+            })
+            .collect()
+    }
+
+    /// True when some copy carries Cairn's magic, good or not.
+    pub fn has_cairn_bytes(&self) -> bool {
+        self.slots.iter().any(|s| s.state.is_cairn())
+            || self
+                .slots
+                .iter()
+                .any(|s| s.block.as_ref().is_some_and(|b| b.starts_with(&MAGIC)))
+    }
+}
+
+fn newest_good(slots: &[CopySlot]) -> Option<&DecodedHeader> {
+    slots
+        .iter()
+        .filter_map(|s| match &s.state {
+            CopyState::Good(d) => Some(d),
+            _ => None,
+        })
+        .fold(None, |best: Option<&DecodedHeader>, d| match best {
+            Some(b) if b.header.generation >= d.header.generation => Some(b),
+            _ => Some(d),
+        })
+}
