@@ -104,9 +104,12 @@ pub struct FeatureSet {
 }
 
 impl FeatureSet {
-    /// True when this code may write a disk carrying these features.
-    pub fn writable(&self) -> bool {
-        self.ro_compat & !FEATURES_KNOWN.ro_compat == 0
+    /// True when every bit is one this code knows. Only then may it rewrite the
+    /// header: a header re-encoded by a version that does not know a feature
+    /// would drop that feature's fields, compatible or not.
+    pub fn rewritable(&self) -> bool {
+        self.compat & !FEATURES_KNOWN.compat == 0
+            && self.ro_compat & !FEATURES_KNOWN.ro_compat == 0
             && self.incompat & !FEATURES_KNOWN.incompat == 0
     }
 }
@@ -222,6 +225,16 @@ impl DiskHeader {
         }
         if raw.reserved0 != [0; 6] {
             return Err(invalid("reserved0", "not zero"));
+        }
+        // Bytes in the tail belong to a feature this version does not know; with
+        // no such feature bit set, they are damage that the checksum missed.
+        let unknown_features = features.compat & !FEATURES_KNOWN.compat != 0
+            || features.ro_compat & !FEATURES_KNOWN.ro_compat != 0;
+        if !unknown_features && raw.reserved_tail.iter().any(|b| *b != 0) {
+            return Err(invalid(
+                "reserved_tail",
+                "not zero, and no feature bit says why",
+            ));
         }
 
         let device_size_bytes = raw.device_size_bytes.get();
@@ -747,7 +760,29 @@ mod tests {
         block[0x18] = 0x04;
         reseal(&mut block);
         let decoded = DiskHeader::decode(&block).unwrap();
-        assert!(!decoded.header.features.writable());
+        assert!(!decoded.header.features.rewritable());
+    }
+
+    /// Found by the fuzzer: a checksum-valid block with bytes in the reserved
+    /// tail and no feature bit that could explain them was accepted.
+    #[test]
+    fn a_reserved_tail_in_use_needs_a_feature_bit_that_explains_it() {
+        let mut block = sample().encode(0);
+        block[819] = 0xFA;
+        reseal(&mut block);
+        assert!(matches!(
+            DiskHeader::decode(&block),
+            Err(HeaderError::Invalid {
+                field: "reserved_tail",
+                ..
+            })
+        ));
+        // A newer Cairn that uses the tail sets a feature bit; then the tail is
+        // its business, and this Cairn will read but not rewrite the header.
+        block[0x10] = 0x01;
+        reseal(&mut block);
+        let decoded = DiskHeader::decode(&block).unwrap();
+        assert!(!decoded.header.features.rewritable());
     }
 
     #[test]

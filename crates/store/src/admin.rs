@@ -164,11 +164,14 @@ fn signatures(
 
 fn refuse_newer(path: &Path, scan: &HeaderScan) -> Result<(), AdminError> {
     if let Some(newest) = scan.newest() {
-        if !newest.header.features.writable() {
+        if !newest.header.features.rewritable() {
             let f = newest.header.features;
             return Err(AdminError::NewerFormat {
                 path: path.into(),
-                features: format!("ro_compat {:#x}, incompat {:#x}", f.ro_compat, f.incompat),
+                features: format!(
+                    "compat {:#x}, ro_compat {:#x}, incompat {:#x}",
+                    f.compat, f.ro_compat, f.incompat
+                ),
             });
         }
     }
