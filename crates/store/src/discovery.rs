@@ -134,7 +134,7 @@ impl DiscoveryString {
         if let Some(text) = env {
             return Self::parse(text, DiscoverySource::Env);
         }
-        if let Some(text) = read_config(config_path)?.and_then(|c| c.discovery_string) {
+        if let Some(text) = read_config(config_path)? {
             return Self::parse(&text, DiscoverySource::Config(config_path.to_path_buf()));
         }
         Self::parse(DEFAULT_DISCOVERY, DiscoverySource::Default)
@@ -174,7 +174,7 @@ impl DiscoveryString {
     }
 }
 
-fn read_config(path: &Path) -> Result<Option<ConfigFile>, DiscoveryError> {
+fn read_config(path: &Path) -> Result<Option<String>, DiscoveryError> {
     let text = match fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -185,18 +185,29 @@ fn read_config(path: &Path) -> Result<Option<ConfigFile>, DiscoveryError> {
             })
         }
     };
-    toml::from_str::<ConfigFile>(&text).map(Some).map_err(|e| {
-        let offset = e.span().map(|s| s.start).unwrap_or(0).min(text.len());
-        let before = &text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let column = offset - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
-        DiscoveryError::Config {
-            path: path.into(),
-            line,
-            column,
-            message: e.message().replace('\n', " "),
-        }
-    })
+    parse_config(&text, path)
+}
+
+/// The discovery string a config file's text sets, if any; errors carry
+/// `path:line:column`. Never panics (fuzzed).
+pub fn parse_config(text: &str, path: &Path) -> Result<Option<String>, DiscoveryError> {
+    toml::from_str::<ConfigFile>(text)
+        .map(|c| c.discovery_string)
+        .map_err(|e| {
+            let mut offset = e.span().map(|s| s.start).unwrap_or(0).min(text.len());
+            while !text.is_char_boundary(offset) {
+                offset -= 1;
+            }
+            let before = &text[..offset];
+            let line = before.matches('\n').count() + 1;
+            let column = offset - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+            DiscoveryError::Config {
+                path: path.into(),
+                line,
+                column,
+                message: e.message().replace('\n', " "),
+            }
+        })
 }
 
 #[cfg(test)]
