@@ -298,6 +298,13 @@ fn one_line(text: &str) -> String {
 }
 
 fn main() -> ExitCode {
+    // Like any Unix tool, stop quietly when the reader goes away (`cairn disk
+    // list | head`) instead of failing on EPIPE.
+    // SAFETY: setting a signal disposition to the default has no preconditions
+    // and runs before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
