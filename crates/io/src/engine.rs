@@ -257,6 +257,59 @@ pub trait IoEngine {
         }
     }
 
+    /// Read `len` bytes at `offset_bytes` as one request on an idle engine.
+    fn read_at(
+        &mut self,
+        device: DeviceId,
+        offset_bytes: u64,
+        len: usize,
+    ) -> Result<AlignedBuf, IoError> {
+        let completion = self.execute(Request {
+            device,
+            tag: offset_bytes,
+            op: Op::Read {
+                offset_bytes,
+                buf: AlignedBuf::zeroed(len),
+            },
+        })?;
+        completion.result?;
+        Ok(completion
+            .buf
+            .expect("invariant: a read hands its buffer back"))
+    }
+
+    /// Write `data` at `offset_bytes` as one request on an idle engine.
+    fn write_at(
+        &mut self,
+        device: DeviceId,
+        offset_bytes: u64,
+        data: AlignedBuf,
+        fua: bool,
+    ) -> Result<(), IoError> {
+        self.execute(Request {
+            device,
+            tag: offset_bytes,
+            op: Op::Write {
+                offset_bytes,
+                buf: data,
+                fua,
+            },
+        })?
+        .result
+        .map(|_| ())
+    }
+
+    /// Flush the device as one request on an idle engine.
+    fn flush(&mut self, device: DeviceId) -> Result<(), IoError> {
+        self.execute(Request {
+            device,
+            tag: 0,
+            op: Op::Flush,
+        })?
+        .result
+        .map(|_| ())
+    }
+
     /// Run several requests concurrently (up to `depth_max` at once) and return
     /// their completions in the order the requests were given. Tags must be unique.
     fn execute_all(&mut self, requests: Vec<Request>) -> Result<Vec<Completion>, IoError> {

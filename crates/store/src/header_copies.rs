@@ -13,7 +13,7 @@
 use cairn_format::disk_header::MAGIC;
 use cairn_format::layout::HEADER_BLOCK_BYTES;
 use cairn_format::{DecodedHeader, DiskHeader, HeaderError, HeaderPlacement};
-use cairn_io::{AlignedBuf, DeviceId, IoEngine, IoError, Op, Request};
+use cairn_io::{DeviceId, IoEngine, IoError};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -96,22 +96,14 @@ fn read_block(
     device: DeviceId,
     offset_bytes: u64,
     size_bytes: u64,
-) -> Result<CopySlotRead, IoError> {
+) -> CopySlotRead {
     if offset_bytes + HEADER_BLOCK_BYTES > size_bytes {
-        return Ok(CopySlotRead::Outside);
+        return CopySlotRead::Outside;
     }
-    let completion = engine.execute(Request {
-        device,
-        tag: offset_bytes,
-        op: Op::Read {
-            offset_bytes,
-            buf: AlignedBuf::zeroed(HEADER_BLOCK_BYTES as usize),
-        },
-    })?;
-    Ok(match completion.result {
-        Ok(_) => CopySlotRead::Bytes(completion.buf.map(|b| b.to_vec()).unwrap_or_default()),
+    match engine.read_at(device, offset_bytes, HEADER_BLOCK_BYTES as usize) {
+        Ok(buf) => CopySlotRead::Bytes(buf.to_vec()),
         Err(e) => CopySlotRead::Failed(e),
-    })
+    }
 }
 
 enum CopySlotRead {
@@ -147,8 +139,8 @@ fn judge(index: usize, offset_bytes: u64, read: CopySlotRead) -> CopySlot {
 }
 
 impl HeaderScan {
-    /// Read and judge every copy. Per-copy read errors are recorded in the
-    /// slots; only a failure of the engine itself is an error.
+    /// Read and judge every copy. A copy that cannot be read is recorded as
+    /// unreadable in its slot; only an unknown device is an error.
     pub fn read(engine: &mut dyn IoEngine, device: DeviceId) -> Result<Self, IoError> {
         let size = engine
             .geometry(device)
@@ -161,7 +153,7 @@ impl HeaderScan {
         };
         let mut slots: Vec<CopySlot> = Vec::new();
         for (index, offset) in computed.iter().enumerate() {
-            let read = read_block(engine, device, *offset, size)?;
+            let read = read_block(engine, device, *offset, size);
             slots.push(judge(index, *offset, read));
         }
         // The newest good copy says where the copies really are.
@@ -175,7 +167,7 @@ impl HeaderScan {
                     .map(|i| slots[i].clone());
                 let slot = match existing {
                     Some(slot) => slot,
-                    None => judge(index, *offset, read_block(engine, device, *offset, size)?),
+                    None => judge(index, *offset, read_block(engine, device, *offset, size)),
                 };
                 authoritative.push(slot);
             }

@@ -16,7 +16,7 @@
 
 use cairn_format::layout::HEADER_BLOCK_BYTES;
 use cairn_format::{DiskHeader, DiskLabel, FeatureSet, HeaderPlacement};
-use cairn_io::{AlignedBuf, DeviceId, IoEngine, IoError, Op, Request};
+use cairn_io::{AlignedBuf, DeviceId, IoEngine, IoError};
 use uuid::Uuid;
 
 use crate::header_copies::{CopyState, HeaderScan};
@@ -40,38 +40,6 @@ pub enum WriteError {
     Verify { copy: usize, reason: String },
 }
 
-fn write_block(
-    engine: &mut dyn IoEngine,
-    device: DeviceId,
-    offset_bytes: u64,
-    block: &[u8],
-    fua: bool,
-) -> Result<(), IoError> {
-    engine
-        .execute(Request {
-            device,
-            tag: offset_bytes,
-            op: Op::Write {
-                offset_bytes,
-                buf: AlignedBuf::from_slice(block),
-                fua,
-            },
-        })?
-        .result
-        .map(|_| ())
-}
-
-pub(crate) fn flush(engine: &mut dyn IoEngine, device: DeviceId) -> Result<(), IoError> {
-    engine
-        .execute(Request {
-            device,
-            tag: u64::MAX,
-            op: Op::Flush,
-        })?
-        .result
-        .map(|_| ())
-}
-
 /// Write `header` to the given copies (backups first, primary last), flush, and
 /// verify every copy of the header reads back good.
 pub fn write_copies(
@@ -83,24 +51,22 @@ pub fn write_copies(
     let mut order: Vec<usize> = copies.iter().copied().filter(|c| *c != 0).collect();
     order.sort_unstable();
     for copy in &order {
-        write_block(
-            engine,
+        engine.write_at(
             device,
             header.copy_offsets_bytes[*copy],
-            &header.encode(*copy),
+            AlignedBuf::from_slice(&header.encode(*copy)),
             false,
         )?;
     }
-    flush(engine, device)?;
+    engine.flush(device)?;
     if copies.contains(&0) {
-        write_block(
-            engine,
+        engine.write_at(
             device,
             header.copy_offsets_bytes[0],
-            &header.encode(0),
+            AlignedBuf::from_slice(&header.encode(0)),
             true,
         )?;
-        flush(engine, device)?;
+        engine.flush(device)?;
     }
     let scan = HeaderScan::read(engine, device)?;
     for slot in &scan.slots {
@@ -162,10 +128,15 @@ pub fn erase_label(
                 .as_ref()
                 .is_some_and(|b| b.starts_with(&cairn_format::disk_header::MAGIC));
         if ours {
-            write_block(engine, device, slot.offset_bytes, &zeros, false)?;
+            engine.write_at(
+                device,
+                slot.offset_bytes,
+                AlignedBuf::from_slice(&zeros),
+                false,
+            )?;
             erased.push(slot.index);
         }
     }
-    flush(engine, device)?;
+    engine.flush(device)?;
     Ok(erased)
 }

@@ -20,7 +20,7 @@ use std::process::Command;
 use cairn_format::foreign::{self, DeviceSample, Signature, HEAD_SAMPLE_BYTES, TAIL_SAMPLE_BYTES};
 use cairn_io::host::Host;
 use cairn_io::probe::holder_name;
-use cairn_io::{AlignedBuf, DeviceId, DeviceProbe, IoEngine, IoError, Op, Request};
+use cairn_io::{DeviceId, DeviceProbe, IoEngine, IoError};
 
 use crate::header_copies::{HeaderHealth, HeaderScan};
 
@@ -95,16 +95,7 @@ pub fn read_sample(
         if len == 0 {
             return Ok(Vec::new());
         }
-        let c = engine.execute(Request {
-            device,
-            tag: offset_bytes,
-            op: Op::Read {
-                offset_bytes,
-                buf: AlignedBuf::zeroed(len as usize),
-            },
-        })?;
-        c.result?;
-        Ok(c.buf.map(|b| b.to_vec()).unwrap_or_default())
+        Ok(engine.read_at(device, offset_bytes, len as usize)?.to_vec())
     };
     let head = read(0, head_len)?;
     let tail = read(size - tail_len, tail_len)?;
