@@ -11,11 +11,14 @@ fuzz_target!(|data: &[u8]| {
     let size = u64::from_le_bytes(data[..8].try_into().unwrap_or_default());
     let rest = &data[8..];
     let split = rest.len() / 2;
-    for signature in recognise(&DeviceSample {
+    for found in recognise(&DeviceSample {
         head: &rest[..split],
         tail: &rest[split..],
         device_size_bytes: size,
     }) {
-        let _ = signature.to_string();
+        let _ = found.signature.to_string();
+        for (offset, len) in found.magic_ranges {
+            assert!(offset.checked_add(len).is_some(), "a magic range inside the address space");
+        }
     }
 });

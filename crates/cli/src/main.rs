@@ -129,9 +129,12 @@ enum DiskCommand {
         /// Say what would be done; write nothing.
         #[arg(long)]
         dry_run: bool,
-        /// Repair even when copies disagree on the disk UUID, or other data now sits where the header was.
+        /// Restore even when the copies disagree on the disk UUID (from the newest copy).
         #[arg(long)]
         force: bool,
+        /// Restore even over another owner's data found on the device or in a copy's place.
+        #[arg(long)]
+        overwrite_foreign: bool,
         #[command(flatten)]
         output: Output,
     },
@@ -160,6 +163,12 @@ fn print_json(value: &impl serde::Serialize) -> Result<()> {
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
     Ok(())
+}
+
+fn warn(warnings: &[String]) {
+    for warning in warnings {
+        eprintln!("cairn: warning: {}", one_line(warning));
+    }
 }
 
 fn now_unix_seconds() -> u64 {
@@ -221,6 +230,7 @@ fn disk(command: DiskCommand, engine_kind: EngineArg, host: &Host) -> Result<Out
                 discovery: Some(discovery(discover.discover.as_deref())?),
             };
             let report = admin::label(engine, host, &path, &request)?;
+            warn(&report.warnings);
             if output.json {
                 print_json(&report)?;
             } else {
@@ -270,9 +280,16 @@ fn disk(command: DiskCommand, engine_kind: EngineArg, host: &Host) -> Result<Out
             path,
             dry_run,
             force,
+            overwrite_foreign,
             output,
         } => {
-            let report = admin::repair(engine, host, &path, dry_run, force)?;
+            let options = admin::RepairOptions {
+                dry_run,
+                force,
+                overwrite_foreign,
+            };
+            let report = admin::repair(engine, host, &path, options)?;
+            warn(&report.warnings);
             if output.json {
                 print_json(&report)?;
             } else {

@@ -299,19 +299,32 @@ pub fn label(r: &LabelReport) -> String {
     for what in &r.overrode {
         let _ = writeln!(out, "overwrote (--force): {what}");
     }
+    if !r.erased_ranges.is_empty() {
+        let ranges: Vec<String> = r
+            .erased_ranges
+            .iter()
+            .map(|(o, l)| format!("{} at {o}", exact(*l)))
+            .collect();
+        let _ = writeln!(out, "erased what was overwritten: {}", ranges.join(", "));
+    }
     out
 }
 
 /// `cairn disk unlabel`.
 pub fn unlabel(r: &UnlabelReport) -> String {
-    let copies: Vec<String> = r.erased_copies.iter().map(ToString::to_string).collect();
-    format!(
-        "removed label {} (uuid {}) from {}: erased header copies {}\n",
-        opt(&r.label),
-        opt(&r.disk_uuid),
-        r.path.display(),
-        copies.join(", ")
-    )
+    let offsets: Vec<String> = r.erased_offsets.iter().map(|o| exact(*o)).collect();
+    match (&r.label, &r.disk_uuid) {
+        (Some(label), Some(uuid)) => format!(
+            "removed label {label} (uuid {uuid}) from {}: zeroed the header blocks at {}\n",
+            r.path.display(),
+            offsets.join(", ")
+        ),
+        _ => format!(
+            "removed a damaged Cairn header (no good copy) from {}: zeroed the header blocks at {}\n",
+            r.path.display(),
+            offsets.join(", ")
+        ),
+    }
 }
 
 /// Align columns of a table; the last column is not padded.

@@ -149,7 +149,7 @@ fn unlabel_removes_every_copy() {
     let path = disk.to_str().unwrap();
     cairn(&d, &["disk", "label", "gone", path]).ok();
     let out = cairn(&d, &["disk", "unlabel", path, "--json"]).ok().json();
-    assert_eq!(out["erased_copies"], serde_json::json!([0, 1, 2]));
+    assert_eq!(out["erased_offsets"], serde_json::json!([0, MIB, 63 * MIB]));
     assert_eq!(
         digest(&disk),
         digest(&sparse(&dir.path().join("blank.cmp"), 64 * MIB)),
@@ -266,9 +266,152 @@ fn foreign_signatures_are_refused_and_nothing_is_written() {
                 .contains(expected.split(" (").next().unwrap()),
             "{forced:#}"
         );
+        // --force erased what it overrode, wherever its magic was (btrfs at
+        // 64 KiB, GPT's backup at the last LBA), not only under the header.
+        let list = cairn(&d, &["disk", "list", "--json"]).ok().json();
+        let e = entry(&list, &disk);
+        assert_eq!(
+            (e["status"].as_str(), e["header"].as_str()),
+            (Some("PROVISIONED"), Some("ok")),
+            "{name}: {e:#}"
+        );
+        assert_eq!(
+            e["foreign"],
+            serde_json::json!([]),
+            "{name}: nothing of the old owner is recognisable"
+        );
+        if let Ok(out) = std::process::Command::new("wipefs")
+            .args(["--no-act", "--json"])
+            .arg(&disk)
+            .output()
+        {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                !text.contains("\"type\""),
+                "{name}: wipefs still finds {text}"
+            );
+        }
+        assert_ne!(
+            read_at(&disk, size - 512, 8),
+            b"EFI PART",
+            "{name}: no GPT backup header left"
+        );
     }
 }
 
+#[test]
+fn repair_will_not_overwrite_bytes_that_are_not_cairns() {
+    let dir = scratch();
+    let d = glob_of(dir.path());
+    let disk = sparse(&dir.path().join("d.img"), 64 * MIB);
+    let path = disk.to_str().unwrap();
+    cairn(&d, &["disk", "label", "data1", path]).ok();
+    // Someone's data in copy 0's place, in no format anyone recognises.
+    write_at(&disk, 0, &[0xA5; 4096]);
+    let before = digest(&disk);
+    cairn(&d, &["disk", "repair", path]).refused("copy 0 @ 0 holds bytes that are not Cairn's");
+    assert_eq!(digest(&disk), before);
+    cairn(&d, &["disk", "repair", path, "--overwrite-foreign"]).ok();
+
+    // A filesystem only libblkid knows (the review's case): mkfs.minix over the disk.
+    let other = sparse(&dir.path().join("m.img"), 64 * MIB);
+    let other_path = other.to_str().unwrap();
+    cairn(&d, &["disk", "label", "data2", other_path]).ok();
+    if let Err(reason) = tool("mkfs.minix", &[other_path]) {
+        println!("skipped: minix case: {reason}");
+        return;
+    }
+    let before = digest(&other);
+    cairn(&d, &["disk", "repair", other_path, "--dry-run"]).refused("minix");
+    cairn(&d, &["disk", "repair", other_path]).refused("minix");
+    assert_eq!(digest(&other), before);
+}
+
+#[test]
+fn relabel_and_unlabel_leave_no_stray_copy_after_the_device_grows() {
+    let dir = scratch();
+    let d = glob_of(dir.path());
+    let disk = sparse(&dir.path().join("d.img"), 64 * MIB);
+    let path = disk.to_str().unwrap();
+    let old = cairn(&d, &["disk", "label", "old", path, "--json"])
+        .ok()
+        .json();
+    // The LUN grows: the old tail copy stays at 63 MiB.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&disk)
+        .unwrap()
+        .set_len(128 * MIB)
+        .unwrap();
+    let list = cairn(&d, &["disk", "list", "--json"]).ok().json();
+    assert_eq!(
+        entry(&list, &disk)["header"],
+        "ok",
+        "the recorded tail copy is found after growth"
+    );
+    let new = cairn(&d, &["disk", "label", "new", path, "--force", "--json"])
+        .ok()
+        .json();
+    assert_eq!(new["copy_offsets_bytes"][2], 127 * MIB);
+    assert_ne!(
+        read_at(&disk, 63 * MIB, 8),
+        b"CAIRNDSK",
+        "the old label's tail copy is erased"
+    );
+    cairn(&d, &["disk", "unlabel", path]).ok();
+    // Shrink back: nothing of either label may come back.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&disk)
+        .unwrap()
+        .set_len(64 * MIB)
+        .unwrap();
+    let list = cairn(&d, &["disk", "list", "--json"]).ok().json();
+    let e = entry(&list, &disk);
+    assert_eq!(e["status"], "CANDIDATE", "{e:#}");
+    assert_ne!(e["disk_uuid"], old["disk_uuid"]);
+}
+
+#[test]
+fn unlabel_needs_force_for_a_header_it_cannot_read() {
+    let dir = scratch();
+    let d = glob_of(dir.path());
+    let disk = sparse(&dir.path().join("d.img"), 64 * MIB);
+    let path = disk.to_str().unwrap();
+    cairn(&d, &["disk", "label", "data1", path]).ok();
+    for offset in [0, MIB, 63 * MIB] {
+        write_at(&disk, offset + 0x100, &[0xFF]);
+    }
+    let before = digest(&disk);
+    cairn(&d, &["disk", "unlabel", path]).refused("cannot be checked; run again with --force");
+    assert_eq!(digest(&disk), before);
+    let out = cairn(&d, &["disk", "unlabel", path, "--force"]).ok();
+    assert!(
+        out.stdout.contains("removed a damaged Cairn header"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn labelling_without_a_second_opinion_says_so() {
+    let dir = scratch();
+    let disk = sparse(&dir.path().join("d.img"), 64 * MIB);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["disk", "label", "data1", disk.to_str().unwrap()])
+        .env("CAIRN_DISCOVER", glob_of(dir.path()))
+        .env("CAIRN_CONFIG", "/nonexistent")
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("cairn: warning: wipefs could not run"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1);
+}
 #[test]
 fn another_cairn_label_is_refused_without_force() {
     let dir = scratch();
@@ -372,9 +515,16 @@ fn repair_will_not_write_over_data_someone_put_there() {
         return;
     }
     let before = digest(&disk);
-    cairn(&d, &["disk", "repair", path]).refused("now carries a swap area");
-    assert_eq!(digest(&disk), before);
-    cairn(&d, &["disk", "repair", path, "--force"]).ok();
+    cairn(&d, &["disk", "repair", path])
+        .refused("now carries a swap area")
+        .refused("--overwrite-foreign");
+    cairn(&d, &["disk", "repair", path, "--force"]).refused("now carries a swap area");
+    assert_eq!(
+        digest(&disk),
+        before,
+        "--force (UUID conflicts) does not license overwriting"
+    );
+    cairn(&d, &["disk", "repair", path, "--overwrite-foreign"]).ok();
     let inspect = cairn(&d, &["disk", "inspect", path, "--json"]).ok().json();
     assert_eq!(inspect["valid"], true);
 }
@@ -387,7 +537,7 @@ fn bad_input_gets_one_line_and_writes_nothing() {
     let d = glob_of(dir.path());
     let good = sparse(&dir.path().join("good.img"), 64 * MIB);
     let good_path = good.to_str().unwrap();
-    let tiny = sparse(&dir.path().join("tiny.img"), 3 * MIB - 4096);
+    let tiny = sparse(&dir.path().join("tiny.img"), 8 * MIB - 4096);
     let ro = sparse(&dir.path().join("ro.img"), 64 * MIB);
     std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
     let missing = dir.path().join("missing.img");
@@ -399,7 +549,7 @@ fn bad_input_gets_one_line_and_writes_nothing() {
     cairn(&d, &["disk", "label", "x", dir_path]).refused("is a directory");
     cairn(&d, &["disk", "label", "x", "/dev/null"]).refused("is a character device");
     cairn(&d, &["disk", "label", "x", tiny.to_str().unwrap()])
-        .refused("needs at least 3145728 bytes (3 MiB)");
+        .refused("needs at least 8388608 bytes (8 MiB)");
     cairn(&d, &["disk", "label", "x", ro.to_str().unwrap()])
         .refused("is read-only (its mode is 0444");
     cairn(&d, &["disk", "label", "data-1", good_path]).refused("has '-' at position 5");

@@ -171,34 +171,50 @@ fn foreign_signatures_on_loop_devices_are_refused() {
     }
 }
 
+/// Mounted ext4 and btrfs (whose mountinfo device number is anonymous) are
+/// refused even with --force.
 #[test]
 fn a_mounted_device_is_refused_even_with_force() {
     let dir = scratch();
-    let Some(lo) = loop_device(dir.path(), "fs.img", 128 * MIB, 4096) else {
-        return;
-    };
-    let dev = lo.path.to_str().unwrap();
-    tool("mkfs.ext4", &["-q", "-F", dev]).unwrap();
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    if let Err(reason) = tool("mount", &[dev, mnt.to_str().unwrap()]) {
-        println!("skipped: {reason}");
-        return;
-    }
-    let run = cairn(dev, &["disk", "label", "x", dev, "--force"]);
-    tool("umount", &[mnt.to_str().unwrap()]).unwrap();
-    run.refused(&format!("is in use (mounted at {}", mnt.display()));
-    // The filesystem itself wrote while mounted, so compare what Cairn would
-    // have written: no header at any copy place.
-    for offset in [0, MIB, 127 * MIB] {
-        assert_ne!(
-            read_at(&lo.path, offset, 8),
-            b"CAIRNDSK",
-            "a header copy at {offset}"
+    for (fs, mkfs) in [
+        ("ext4", ["mkfs.ext4", "-q"]),
+        ("btrfs", ["mkfs.btrfs", "-q"]),
+    ] {
+        let Some(lo) = loop_device(dir.path(), &format!("{fs}.img"), 256 * MIB, 4096) else {
+            return;
+        };
+        let dev = lo.path.to_str().unwrap();
+        if let Err(reason) =
+            tool(mkfs[0], &[mkfs[1], "-f", dev]).or_else(|_| tool(mkfs[0], &[mkfs[1], "-F", dev]))
+        {
+            println!("skipped: {fs}: {reason}");
+            continue;
+        }
+        let mnt = dir.path().join(format!("mnt-{fs}"));
+        std::fs::create_dir(&mnt).unwrap();
+        if let Err(reason) = tool("mount", &[dev, mnt.to_str().unwrap()]) {
+            println!("skipped: {fs}: {reason}");
+            continue;
+        }
+        let probe = cairn(dev, &["device", "probe", dev, "--json"]).ok().json();
+        let run = cairn(dev, &["disk", "label", "x", dev, "--force"]);
+        tool("umount", &[mnt.to_str().unwrap()]).unwrap();
+        assert_eq!(
+            probe[0]["in_use"]["mounted_at"][0],
+            mnt.display().to_string(),
+            "{fs}"
         );
+        run.refused(&format!("is in use (mounted at {}", mnt.display()));
+        // The filesystem itself wrote while mounted, so compare what Cairn would
+        // have written: no header at any copy place.
+        for offset in [0, MIB, 255 * MIB] {
+            assert_ne!(
+                read_at(&lo.path, offset, 8),
+                b"CAIRNDSK",
+                "{fs}: a header copy at {offset}"
+            );
+        }
     }
-    let list = cairn(dev, &["disk", "list", "--json"]).ok().json();
-    assert_eq!(entry(&list, &lo.path)["status"], "FOREIGN");
 }
 
 #[test]

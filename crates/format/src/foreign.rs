@@ -194,42 +194,65 @@ fn text_field(bytes: Option<&[u8]>) -> String {
         .to_string()
 }
 
+/// A signature and where its magic bytes lie: the bytes that, zeroed, make the
+/// signature disappear (what `wipefs` erases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub signature: Signature,
+    /// `(offset, length)` in bytes from the start of the device.
+    pub magic_ranges: Vec<(u64, u64)>,
+}
+
+impl Found {
+    fn new(signature: Signature, magic_ranges: Vec<(u64, u64)>) -> Self {
+        Self {
+            signature,
+            magic_ranges,
+        }
+    }
+}
+
 /// Every signature found in the sample, most specific first.
-pub fn recognise(sample: &DeviceSample<'_>) -> Vec<Signature> {
+pub fn recognise(sample: &DeviceSample<'_>) -> Vec<Found> {
     let mut found = Vec::new();
     oracle_asm(sample, &mut found);
     ext(sample, &mut found);
     if sample.has(0, b"XFSB") {
-        found.push(Signature::Xfs {
-            volume_label: text_field(sample.at(108, 12)),
-        });
+        let volume_label = text_field(sample.at(108, 12));
+        found.push(Found::new(Signature::Xfs { volume_label }, vec![(0, 4)]));
     }
     if sample.has(0x10040, b"_BHRfS_M") {
-        found.push(Signature::Btrfs {
-            volume_label: text_field(sample.at(0x1012B, 256)),
-        });
+        let volume_label = text_field(sample.at(0x1012B, 256));
+        found.push(Found::new(
+            Signature::Btrfs { volume_label },
+            vec![(0x10040, 8)],
+        ));
     }
-    for page_bytes in [4096u32, 8192, 16384, 65536] {
+    // libblkid's page sizes: 4 KiB (x86), 8, 16, 32 KiB and 64 KiB (ppc64, aarch64).
+    for page_bytes in [4096u32, 8192, 16384, 32768, 65536] {
         let at = u64::from(page_bytes) - 10;
         if sample.has(at, b"SWAPSPACE2") || sample.has(at, b"SWAP-SPACE") {
-            found.push(Signature::Swap { page_bytes });
+            found.push(Found::new(Signature::Swap { page_bytes }, vec![(at, 10)]));
             break;
         }
     }
-    if (0..4u64).any(|sector| {
+    if let Some(sector) = (0..4u64).find(|sector| {
         sample.has(sector * 512, b"LABELONE") && sample.has(sector * 512 + 24, b"LVM2 001")
     }) {
-        found.push(Signature::LvmPhysicalVolume);
+        found.push(Found::new(
+            Signature::LvmPhysicalVolume,
+            vec![(sector * 512, 8), (sector * 512 + 24, 8)],
+        ));
     }
     md_raid(sample, &mut found);
     if sample.has(0, b"LUKS\xba\xbe") {
-        found.push(Signature::Luks);
+        found.push(Found::new(Signature::Luks, vec![(0, 6)]));
     }
     partition_tables(sample, &mut found);
     found
 }
 
-fn oracle_asm(sample: &DeviceSample<'_>, found: &mut Vec<Signature>) {
+fn oracle_asm(sample: &DeviceSample<'_>, found: &mut Vec<Found>) {
     // kfbh: endian (0 or 1), hard = 0x82, type = 1 (KFBTYP_DISKHEAD); kfdhdb follows
     // at 0x20: provstr[8], reserved, ..., hdrsts at +0x27, dskname at +0x28,
     // grpname at +0x48.
@@ -243,19 +266,22 @@ fn oracle_asm(sample: &DeviceSample<'_>, found: &mut Vec<Signature>) {
             Some(5) => "incompatible",
             _ => "unknown status",
         };
-        found.push(Signature::OracleAsmDisk {
+        let signature = Signature::OracleAsmDisk {
             status,
             disk_name: text_field(sample.at(0x48, 32)),
             group_name: text_field(sample.at(0x68, 32)),
-        });
+        };
+        found.push(Found::new(signature, vec![(0, 4), (0x20, 8)]));
     } else if sample.has(0x20, b"ORCLDISK") {
-        found.push(Signature::OracleAsmLabel {
-            label: text_field(sample.at(0x28, 24)),
-        });
+        let label = text_field(sample.at(0x28, 24));
+        found.push(Found::new(
+            Signature::OracleAsmLabel { label },
+            vec![(0x20, 8)],
+        ));
     }
 }
 
-fn ext(sample: &DeviceSample<'_>, found: &mut Vec<Signature>) {
+fn ext(sample: &DeviceSample<'_>, found: &mut Vec<Found>) {
     const SB: u64 = 1024;
     if !sample.has(SB + 0x38, &[0x53, 0xEF]) {
         return;
@@ -283,58 +309,79 @@ fn ext(sample: &DeviceSample<'_>, found: &mut Vec<Signature>) {
     } else {
         2
     };
-    found.push(Signature::Ext {
+    let signature = Signature::Ext {
         version,
         volume_label: text_field(sample.at(SB + 0x78, 16)),
-    });
+    };
+    found.push(Found::new(signature, vec![(SB + 0x38, 2)]));
 }
 
-fn md_raid(sample: &DeviceSample<'_>, found: &mut Vec<Signature>) {
+fn md_raid(sample: &DeviceSample<'_>, found: &mut Vec<Found>) {
     const MD_MAGIC: u32 = 0xa92b_4efc;
     let size = sample.device_size_bytes;
     let v1_0 = (size / 512).checked_sub(16).map(|s| (s & !7) * 512);
     let v0_90 = (size & !(65536 - 1)).checked_sub(65536);
+    // Version 1 superblocks are little-endian; 0.90 is in the writer's byte order.
     let places = [
-        (Some(0), "1.1"),
-        (Some(4096), "1.2"),
-        (v1_0, "1.0"),
-        (v0_90, "0.90"),
+        (Some(0), "1.1", false),
+        (Some(4096), "1.2", false),
+        (v1_0, "1.0", false),
+        (v0_90, "0.90", true),
     ];
-    if let Some((_, superblock)) = places
-        .iter()
-        .find(|(offset, _)| offset.and_then(|o| sample.le_u32(o)) == Some(MD_MAGIC))
-    {
-        found.push(Signature::MdRaid { superblock });
+    for (offset, superblock, either_endian) in places {
+        let Some(offset) = offset else { continue };
+        let Some(bytes) = sample.at(offset, 4) else {
+            continue;
+        };
+        let word = [bytes[0], bytes[1], bytes[2], bytes[3]];
+        if u32::from_le_bytes(word) == MD_MAGIC
+            || (either_endian && u32::from_be_bytes(word) == MD_MAGIC)
+        {
+            found.push(Found::new(
+                Signature::MdRaid { superblock },
+                vec![(offset, 4)],
+            ));
+            return;
+        }
     }
 }
 
-fn partition_tables(sample: &DeviceSample<'_>, found: &mut Vec<Signature>) {
+fn partition_tables(sample: &DeviceSample<'_>, found: &mut Vec<Found>) {
     for sector_bytes in [512u32, 4096] {
-        if sample.has(u64::from(sector_bytes), b"EFI PART") {
-            found.push(Signature::Gpt { sector_bytes });
+        let sector = u64::from(sector_bytes);
+        if sample.has(sector, b"EFI PART") {
+            let mut ranges = vec![(sector, 8)];
+            // The backup header sits in the last LBA; it alone lets a partitioner
+            // rebuild the table.
+            if let Some(last) = sample.device_size_bytes.checked_sub(sector) {
+                if sample.has(last, b"EFI PART") {
+                    ranges.push((last, 8));
+                }
+            }
+            if sample.has(510, &[0x55, 0xAA]) {
+                ranges.push((510, 2));
+            }
+            found.push(Found::new(Signature::Gpt { sector_bytes }, ranges));
             return;
         }
     }
     if !sample.has(510, &[0x55, 0xAA]) {
         return;
     }
-    if sample.has(3, b"NTFS    ") {
-        found.push(Signature::Ntfs);
+    let signature = if sample.has(3, b"NTFS    ") {
+        Signature::Ntfs
     } else if sample.has(82, b"FAT32   ")
         || sample.has(54, b"FAT12   ")
         || sample.has(54, b"FAT16   ")
     {
-        found.push(Signature::Vfat);
-    } else {
+        Signature::Vfat
+    } else if (0..4u64).any(|entry| sample.at(446 + entry * 16 + 4, 1) == Some(&[0xEE][..])) {
         // A protective MBR (type 0xEE) without a readable GPT header is still a GPT disk.
-        let protective =
-            (0..4u64).any(|entry| sample.at(446 + entry * 16 + 4, 1) == Some(&[0xEE][..]));
-        found.push(if protective {
-            Signature::Gpt { sector_bytes: 0 }
-        } else {
-            Signature::Mbr
-        });
-    }
+        Signature::Gpt { sector_bytes: 0 }
+    } else {
+        Signature::Mbr
+    };
+    found.push(Found::new(signature, vec![(510, 2)]));
 }
 
 #[cfg(test)]
@@ -345,6 +392,13 @@ mod tests {
     const SIZE: u64 = 64 << 20;
 
     fn with(head_patch: &[(usize, &[u8])]) -> Vec<Signature> {
+        found_with(head_patch)
+            .into_iter()
+            .map(|f| f.signature)
+            .collect()
+    }
+
+    fn found_with(head_patch: &[(usize, &[u8])]) -> Vec<Found> {
         let mut head = vec![0u8; HEAD_SAMPLE_BYTES];
         for (offset, bytes) in head_patch {
             head[*offset..offset + bytes.len()].copy_from_slice(bytes);
@@ -435,30 +489,69 @@ mod tests {
     }
 
     #[test]
+    fn magic_ranges_point_at_the_magic() {
+        let f = found_with(&[(0x10040, b"_BHRfS_M")]);
+        assert_eq!(f[0].magic_ranges, vec![(0x10040, 8)]);
+        let f = found_with(&[(32758, b"SWAPSPACE2")]);
+        assert_eq!(
+            (f[0].signature.clone(), f[0].magic_ranges.clone()),
+            (Signature::Swap { page_bytes: 32768 }, vec![(32758, 10)])
+        );
+        // A GPT's backup header at the last LBA is found and erasable too.
+        let mut head = vec![0u8; HEAD_SAMPLE_BYTES];
+        head[512..520].copy_from_slice(b"EFI PART");
+        let mut tail = vec![0u8; TAIL_SAMPLE_BYTES];
+        tail[TAIL_SAMPLE_BYTES - 512..TAIL_SAMPLE_BYTES - 504].copy_from_slice(b"EFI PART");
+        let f = recognise(&DeviceSample {
+            head: &head,
+            tail: &tail,
+            device_size_bytes: SIZE,
+        });
+        assert_eq!(f[0].magic_ranges, vec![(512, 8), (SIZE - 512, 8)]);
+    }
+
+    #[test]
+    fn md_090_in_big_endian() {
+        let head = vec![0u8; HEAD_SAMPLE_BYTES];
+        let mut tail = vec![0u8; TAIL_SAMPLE_BYTES];
+        let at = TAIL_SAMPLE_BYTES - 65536;
+        tail[at..at + 4].copy_from_slice(&0xa92b_4efcu32.to_be_bytes());
+        let f = recognise(&DeviceSample {
+            head: &head,
+            tail: &tail,
+            device_size_bytes: SIZE,
+        });
+        assert_eq!(f[0].signature, Signature::MdRaid { superblock: "0.90" });
+    }
+
+    #[test]
     fn md_superblocks_at_the_end() {
         let head = vec![0u8; HEAD_SAMPLE_BYTES];
         for (offset_from_end, version) in [(65536u64, "0.90"), (8192, "1.0")] {
             let mut tail = vec![0u8; TAIL_SAMPLE_BYTES];
             let at = TAIL_SAMPLE_BYTES - offset_from_end as usize;
             tail[at..at + 4].copy_from_slice(&0xa92b_4efcu32.to_le_bytes());
-            let sigs = recognise(&DeviceSample {
+            let found = recognise(&DeviceSample {
                 head: &head,
                 tail: &tail,
                 device_size_bytes: SIZE,
             });
             assert_eq!(
-                sigs,
-                vec![Signature::MdRaid {
+                found[0].signature,
+                Signature::MdRaid {
                     superblock: version
-                }]
+                }
             );
+            assert_eq!(found[0].magic_ranges, vec![(SIZE - offset_from_end, 4)]);
         }
     }
 
     proptest! {
         #[test]
         fn prop_never_panics(head in prop::collection::vec(any::<u8>(), 0..70_000), tail in prop::collection::vec(any::<u8>(), 0..70_000), size in any::<u64>()) {
-            let _ = recognise(&DeviceSample { head: &head, tail: &tail, device_size_bytes: size });
+            for found in recognise(&DeviceSample { head: &head, tail: &tail, device_size_bytes: size }) {
+                let _ = found.signature.to_string();
+            }
         }
     }
 }

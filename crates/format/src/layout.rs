@@ -23,9 +23,10 @@ const MIB: u64 = 1 << 20;
 pub const COPY1_OFFSET_BYTES: u64 = MIB;
 /// Bytes at the front of a device that only header copies may use.
 pub const FRONT_RESERVED_BYTES: u64 = 2 * MIB;
-/// The smallest device that holds all copies without overlap: the front reserve
-/// plus one MiB for the tail copy.
-pub const DEVICE_SIZE_MIN_BYTES: u64 = FRONT_RESERVED_BYTES + MIB;
+/// The smallest device Cairn labels: 8 MiB, so the tail copy (at 7 MiB or
+/// beyond) survives a wipe of the first 4 MiB, as in the ASMFD post. Three MiB
+/// would hold the copies, but a 4 MiB `dd` would then destroy all three.
+pub const DEVICE_SIZE_MIN_BYTES: u64 = 8 * MIB;
 
 /// The offsets of the header copies on a device of a given size, in copy order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +36,7 @@ pub struct HeaderPlacement {
 
 /// The device cannot hold a header and its copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the device is {size_bytes} bytes; a Cairn disk needs at least {} bytes (3 MiB) for its header copies", DEVICE_SIZE_MIN_BYTES)]
+#[error("the device is {size_bytes} bytes; a Cairn disk needs at least {} bytes (8 MiB) for its header copies", DEVICE_SIZE_MIN_BYTES)]
 pub struct DeviceTooSmall {
     pub size_bytes: u64,
 }
@@ -77,7 +78,17 @@ mod tests {
             })
         );
         let p = HeaderPlacement::for_device(DEVICE_SIZE_MIN_BYTES).unwrap();
-        assert_eq!(p.offsets_bytes, [0, MIB, 2 * MIB]);
+        assert_eq!(p.offsets_bytes, [0, MIB, 7 * MIB]);
+    }
+
+    #[test]
+    fn on_every_device_size_some_copy_survives_a_4_mib_wipe() {
+        let mut size = DEVICE_SIZE_MIN_BYTES;
+        while size < 64 * MIB {
+            let p = HeaderPlacement::for_device(size).unwrap();
+            assert!(p.offsets_bytes[2] >= 4 * MIB, "size {size}");
+            size += 512 * 7;
+        }
     }
 
     #[test]

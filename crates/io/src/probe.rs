@@ -345,10 +345,18 @@ fn probe_block(
             ours.push((ma, mi));
         }
     }
+    // mountinfo's device number is anonymous for btrfs (0:NN), so also follow
+    // the mount source back to its device.
+    let source_is_ours = |source: &str| {
+        fs::metadata(source).is_ok_and(|m| {
+            m.file_type().is_block_device()
+                && ours.contains(&(libc::major(m.rdev()), libc::minor(m.rdev())))
+        })
+    };
     in_use.mounted_at = host
         .mounts()
         .into_iter()
-        .filter(|m| ours.contains(&(m.major, m.minor)))
+        .filter(|m| ours.contains(&(m.major, m.minor)) || source_is_ours(&m.source))
         .map(|m| m.mount_point)
         .collect();
     in_use.swap = host.swaps().iter().any(|swap| {

@@ -363,11 +363,9 @@ impl IoEngine for UringEngine {
                 retries: 0,
             });
         }
-        if let Err(error) = self.push_backlog() {
-            // The ring itself failed; the pieces stay in the backlog and the
-            // error surfaces at the next wait().
-            let _ = error;
-        }
+        // If the ring itself fails here, the pieces stay in the backlog and the
+        // same error surfaces at the next wait(), where the caller looks for it.
+        self.push_backlog().ok();
         Ok(())
     }
 

@@ -8,12 +8,12 @@
 use std::path::{Path, PathBuf};
 
 use cairn_format::disk_header::describe;
-use cairn_format::foreign::Signature;
-use cairn_format::layout::DEVICE_SIZE_MIN_BYTES;
+use cairn_format::foreign::Found;
+use cairn_format::layout::{DEVICE_SIZE_MIN_BYTES, HEADER_BLOCK_BYTES};
 use cairn_format::{DiskLabel, HeaderError};
 use cairn_io::host::Host;
 use cairn_io::probe;
-use cairn_io::{DeviceFile, DeviceId, FileEngine, IoError, OpenError, OpenMode};
+use cairn_io::{DeviceFile, DeviceId, DeviceProbe, FileEngine, IoError, OpenError, OpenMode};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -21,7 +21,7 @@ use crate::catalog::{self, DiskEntry};
 use crate::discovery::{DiscoveryError, DiscoveryString};
 use crate::header_copies::{CopyState, HeaderScan};
 use crate::labeling::{self, LabelSpec, WriteError};
-use crate::protection::{self, Obstacle};
+use crate::protection::{self, ExternalScan, Obstacle};
 use crate::repair::{self, PlanError, Rewrite};
 
 /// Why a disk command refused or failed.
@@ -31,7 +31,7 @@ pub enum AdminError {
     Open(#[from] OpenError),
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
-    #[error("{} is {size_bytes} bytes; a Cairn disk needs at least {DEVICE_SIZE_MIN_BYTES} bytes (3 MiB) for its header and its copies", path.display())]
+    #[error("{} is {size_bytes} bytes; a Cairn disk needs at least {DEVICE_SIZE_MIN_BYTES} bytes (8 MiB) for its header and its copies", path.display())]
     TooSmall { path: PathBuf, size_bytes: u64 },
     #[error("{} is a path of multipath device {device} ({kernel_name}); use {device} instead", path.display())]
     MultipathPath {
@@ -39,7 +39,7 @@ pub enum AdminError {
         device: String,
         kernel_name: String,
     },
-    #[error("{} is held by {}; it belongs to that device now", path.display(), by.join(", "))]
+    #[error("{} is held by {}; release it from that device first (vgchange -an, mdadm --stop, dmsetup remove) if it should become a Cairn disk", path.display(), by.join(", "))]
     Held { path: PathBuf, by: Vec<String> },
     #[error("{} is in use ({by}); stop that use first", path.display())]
     InUse { path: PathBuf, by: String },
@@ -57,6 +57,8 @@ pub enum AdminError {
     NotLabelled { path: PathBuf, action: &'static str },
     #[error("{} belongs to disk group {group}; drop it from the group first, or run again with --force", path.display())]
     GroupMember { path: PathBuf, group: Uuid },
+    #[error("{} carries a damaged Cairn header with no good copy, so its group membership cannot be checked; run again with --force to erase it", path.display())]
+    UnverifiableLabel { path: PathBuf },
     #[error("{}: {error}", path.display())]
     Plan { path: PathBuf, error: PlanError },
     #[error("{}: the copies disagree on the disk UUID ({details}); run again with --force to restore every copy from the newest (copy {source_copy}, uuid {source_uuid})", path.display())]
@@ -66,9 +68,9 @@ pub enum AdminError {
         source_copy: usize,
         source_uuid: Uuid,
     },
-    #[error("{} now carries {what} where the Cairn header was; if that data is not wanted, run again with --force to restore the header over it", path.display())]
+    #[error("{}: {what} where the Cairn header copies were; if that data is not wanted, run again with --overwrite-foreign to restore the header over it", path.display())]
     ForeignOverDamaged { path: PathBuf, what: String },
-    #[error("{} was written by a newer Cairn (features {features}); upgrade Cairn to change it", path.display())]
+    #[error("{} was written by a newer Cairn ({features}); upgrade Cairn to change it, or run again with --force to overwrite it", path.display())]
     NewerFormat { path: PathBuf, features: String },
     #[error("{}: header copy {copy} does not exist; this device has copies 0 to {}", path.display(), count - 1)]
     NoSuchCopy {
@@ -76,7 +78,11 @@ pub enum AdminError {
         copy: usize,
         count: usize,
     },
-    #[error("{}: {error}", path.display())]
+    #[error("{} was replaced by another device while being opened; run the command again", path.display())]
+    Replaced { path: PathBuf },
+    #[error("{}: {what} is still there after erasing it; the device may ignore writes there — check it, and the kernel log (dmesg)", path.display())]
+    NotErased { path: PathBuf, what: String },
+    #[error("{}: {error}; check the device and the kernel log (dmesg)", path.display())]
     Io { path: PathBuf, error: IoError },
     #[error("{}: {error}", path.display())]
     Write { path: PathBuf, error: WriteError },
@@ -89,31 +95,13 @@ impl AdminError {
             error,
         }
     }
-}
 
-/// `cairn disk label`.
-#[derive(Debug, Clone)]
-pub struct LabelRequest {
-    pub label: DiskLabel,
-    pub force: bool,
-    pub disk_uuid: Uuid,
-    pub now_unix_seconds: u64,
-    /// Where to look for another disk with the same label.
-    pub discovery: Option<DiscoveryString>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct LabelReport {
-    pub path: PathBuf,
-    pub label: String,
-    pub disk_uuid: Uuid,
-    pub sector_format: String,
-    pub logical_sector_bytes: u32,
-    pub physical_sector_bytes: u32,
-    pub size_bytes: u64,
-    pub copy_offsets_bytes: Vec<u64>,
-    /// What `--force` overrode.
-    pub overrode: Vec<String>,
+    fn write(path: &Path) -> impl Fn(WriteError) -> AdminError + '_ {
+        move |error| AdminError::Write {
+            path: path.into(),
+            error,
+        }
+    }
 }
 
 /// The first usage obstacle as an error, if any.
@@ -140,26 +128,45 @@ pub fn refuse_usage(path: &Path, obstacles: Vec<Obstacle>) -> Result<(), AdminEr
     }
 }
 
-/// Probe, refuse anything in use, and open for writing, exclusively.
-fn open_for_write(
-    engine: &mut dyn FileEngine,
-    host: &Host,
-    path: &Path,
-) -> Result<DeviceId, AdminError> {
-    let probe = probe::probe(path, host)?;
-    refuse_usage(path, protection::usage_obstacles(&probe, host))?;
+/// Probe, refuse anything in use, open for writing exclusively, and check again
+/// on what was opened — the path must still name the object first probed.
+fn open_for_write(host: &Host, path: &Path) -> Result<DeviceFile, AdminError> {
+    let first = probe::probe(path, host)?;
+    refuse_usage(path, protection::usage_obstacles(&first, host))?;
     let device = DeviceFile::open(path, OpenMode::WRITE_EXCLUSIVE, host)?;
-    Ok(engine.attach(device))
+    let opened = std::fs::metadata(&device.probe().canonical_path).ok();
+    if !opened.is_some_and(|m| first.same_object(&m)) {
+        return Err(AdminError::Replaced { path: path.into() });
+    }
+    refuse_usage(path, protection::usage_obstacles(device.probe(), host))?;
+    Ok(device)
 }
 
-fn signatures(
-    engine: &mut dyn FileEngine,
-    id: DeviceId,
-    path: &Path,
-) -> Result<Vec<Signature>, AdminError> {
-    let size = engine.geometry(id).map(|g| g.size_bytes).unwrap_or(0);
-    let (head, tail) = protection::read_sample(engine, id).map_err(AdminError::io(path))?;
-    Ok(protection::recognise(&head, &tail, size))
+/// Other owners' signatures: Cairn's recognisers, and wipefs's second opinion.
+struct Content {
+    found: Vec<Found>,
+    external: ExternalScan,
+}
+
+impl Content {
+    fn read(engine: &mut dyn FileEngine, id: DeviceId, path: &Path) -> Result<Self, AdminError> {
+        let size = engine.geometry(id).map(|g| g.size_bytes).unwrap_or(0);
+        let (head, tail) = protection::read_sample(engine, id).map_err(AdminError::io(path))?;
+        Ok(Self {
+            found: protection::recognise(&head, &tail, size),
+            external: protection::external_signatures(path),
+        })
+    }
+
+    fn descriptions(&self, scan: &HeaderScan) -> Vec<String> {
+        protection::content_obstacles(scan, &self.found, &self.external.found)
+            .into_iter()
+            .filter_map(|o| match o {
+                Obstacle::Foreign { what } => Some(what),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 fn refuse_newer(path: &Path, scan: &HeaderScan) -> Result<(), AdminError> {
@@ -169,27 +176,58 @@ fn refuse_newer(path: &Path, scan: &HeaderScan) -> Result<(), AdminError> {
             return Err(AdminError::NewerFormat {
                 path: path.into(),
                 features: format!(
-                    "compat {:#x}, ro_compat {:#x}, incompat {:#x}",
+                    "features compat {:#x}, ro_compat {:#x}, incompat {:#x}",
                     f.compat, f.ro_compat, f.incompat
                 ),
             });
         }
     }
     for slot in &scan.slots {
-        if let CopyState::Bad(HeaderError::UnsupportedVersion { found }) = slot.state {
-            return Err(AdminError::NewerFormat {
-                path: path.into(),
-                features: format!("format version {found}"),
-            });
-        }
-        if let CopyState::Bad(HeaderError::IncompatibleFeatures { bits }) = slot.state {
-            return Err(AdminError::NewerFormat {
-                path: path.into(),
-                features: format!("incompat {bits:#x}"),
-            });
-        }
+        let features = match slot.state {
+            CopyState::Bad(HeaderError::UnsupportedVersion { found }) => {
+                format!("format version {found}")
+            }
+            CopyState::Bad(HeaderError::IncompatibleFeatures { bits }) => {
+                format!("incompatible features {bits:#x}")
+            }
+            _ => continue,
+        };
+        return Err(AdminError::NewerFormat {
+            path: path.into(),
+            features,
+        });
     }
     Ok(())
+}
+
+/// `cairn disk label`.
+#[derive(Debug, Clone)]
+pub struct LabelRequest {
+    pub label: DiskLabel,
+    pub force: bool,
+    pub disk_uuid: Uuid,
+    pub now_unix_seconds: u64,
+    /// Where to look for another disk with the same label.
+    pub discovery: Option<DiscoveryString>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LabelReport {
+    pub path: PathBuf,
+    pub label: String,
+    pub disk_uuid: Uuid,
+    pub sector_format: String,
+    pub logical_sector_bytes: u32,
+    pub physical_sector_bytes: u32,
+    pub size_bytes: u64,
+    pub copy_offsets_bytes: Vec<u64>,
+    /// What `--force` overrode.
+    pub overrode: Vec<String>,
+    /// Byte ranges zeroed to erase what was overridden (other owners' magic, an
+    /// earlier label's stray copies), as `(offset, length)`.
+    pub erased_ranges: Vec<(u64, u64)>,
+    /// Things the operator should know (no second opinion on signatures, say).
+    pub warnings: Vec<String>,
 }
 
 /// Label a device.
@@ -199,30 +237,23 @@ pub fn label(
     path: &Path,
     request: &LabelRequest,
 ) -> Result<LabelReport, AdminError> {
-    let probe = probe::probe(path, host)?;
-    refuse_usage(path, protection::usage_obstacles(&probe, host))?;
-    if probe.size_bytes < DEVICE_SIZE_MIN_BYTES {
+    let device = open_for_write(host, path)?;
+    if device.probe().size_bytes < DEVICE_SIZE_MIN_BYTES {
         return Err(AdminError::TooSmall {
             path: path.into(),
-            size_bytes: probe.size_bytes,
+            size_bytes: device.probe().size_bytes,
         });
     }
     if let Some(discovery) = &request.discovery {
-        refuse_duplicate_label(engine, host, discovery, &probe, &request.label)?;
+        refuse_duplicate_label(engine, host, discovery, device.probe(), &request.label)?;
     }
-    let device = DeviceFile::open(path, OpenMode::WRITE_EXCLUSIVE, host)?;
     let geometry = device.geometry().clone();
     let id = engine.attach(device);
     let scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
-    refuse_newer(path, &scan)?;
-    let found = signatures(engine, id, path)?;
-    let external = if found.is_empty() && !scan.has_cairn_bytes() {
-        protection::blkid_signatures(path)
-    } else {
-        Vec::new()
-    };
-    let obstacles = protection::content_obstacles(&scan, &found, &external);
+    let content = Content::read(engine, id, path)?;
+    let obstacles = protection::content_obstacles(&scan, &content.found, &content.external.found);
     if !request.force {
+        refuse_newer(path, &scan)?;
         match obstacles.first() {
             Some(Obstacle::Foreign { what }) => {
                 return Err(AdminError::Foreign {
@@ -239,15 +270,43 @@ pub fn label(
             _ => {}
         }
     }
+
     let spec = LabelSpec {
         label: request.label.clone(),
         disk_uuid: request.disk_uuid,
         now_unix_seconds: request.now_unix_seconds,
     };
-    let header = labeling::write_label(engine, id, &spec).map_err(|error| AdminError::Write {
-        path: path.into(),
-        error,
-    })?;
+    let header = labeling::write_label(engine, id, &spec).map_err(AdminError::write(path))?;
+
+    // What --force overrode must not linger outside the new header blocks: an
+    // earlier label's copies at other places, other owners' magic.
+    let keep: Vec<(u64, u64)> = header
+        .copy_offsets_bytes
+        .iter()
+        .map(|o| (*o, HEADER_BLOCK_BYTES))
+        .collect();
+    let sector = u64::from(geometry.logical_sector_bytes);
+    let mut erase =
+        protection::erase_ranges(&content.found, &content.external.found, sector, &keep);
+    erase.extend(
+        scan.cairn_blocks()
+            .map(|s| (s.offset_bytes, HEADER_BLOCK_BYTES))
+            .filter(|r| !keep.contains(r)),
+    );
+    erase.sort_unstable();
+    erase.dedup();
+    if !erase.is_empty() {
+        labeling::zero_ranges(engine, id, &erase).map_err(AdminError::io(path))?;
+        let after_scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
+        let after = Content::read(engine, id, path)?;
+        if let Some(what) = after.descriptions(&after_scan).into_iter().next() {
+            return Err(AdminError::NotErased {
+                path: path.into(),
+                what,
+            });
+        }
+    }
+
     Ok(LabelReport {
         path: path.into(),
         label: header.label.to_string(),
@@ -258,13 +317,15 @@ pub fn label(
         size_bytes: header.device_size_bytes,
         copy_offsets_bytes: header.copy_offsets_bytes,
         overrode: obstacles
-            .iter()
-            .map(|o| match o {
-                Obstacle::Foreign { what } => what.clone(),
-                Obstacle::CairnLabel { description } => description.clone(),
-                other => format!("{other:?}"),
+            .into_iter()
+            .filter_map(|o| match o {
+                Obstacle::Foreign { what } => Some(what),
+                Obstacle::CairnLabel { description } => Some(description),
+                _ => None,
             })
             .collect(),
+        erased_ranges: erase,
+        warnings: content.external.unavailable.into_iter().collect(),
     })
 }
 
@@ -272,7 +333,7 @@ fn refuse_duplicate_label(
     engine: &mut dyn FileEngine,
     host: &Host,
     discovery: &DiscoveryString,
-    target: &cairn_io::DeviceProbe,
+    target: &DeviceProbe,
     label: &DiskLabel,
 ) -> Result<(), AdminError> {
     let paths = match discovery.expand() {
@@ -280,12 +341,10 @@ fn refuse_duplicate_label(
         Err(DiscoveryError::NothingMatched { .. }) => return Ok(()),
         Err(e) => return Err(e.into()),
     };
-    let target_meta = std::fs::metadata(&target.canonical_path).ok();
     for entry in catalog::build(catalog::gather(engine, host, &paths)) {
         let is_target = std::iter::once(&entry.path)
             .chain(entry.also_seen_at.iter())
-            .any(|p| std::fs::metadata(p).is_ok_and(|m| target.same_object(&m)))
-            || target_meta.is_none();
+            .any(|p| std::fs::metadata(p).is_ok_and(|m| target.same_object(&m)));
         if entry.label.as_deref() == Some(label.as_str()) && !is_target {
             return Err(AdminError::DuplicateLabel {
                 label: label.to_string(),
@@ -302,17 +361,18 @@ pub struct UnlabelReport {
     pub path: PathBuf,
     pub label: Option<String>,
     pub disk_uuid: Option<Uuid>,
-    pub erased_copies: Vec<usize>,
+    /// Offsets of the header blocks zeroed (copy places and stray copies).
+    pub erased_offsets: Vec<u64>,
 }
 
-/// Remove the label (every copy carrying Cairn's magic).
+/// Remove the label: every block carrying Cairn's magic, and nothing else.
 pub fn unlabel(
     engine: &mut dyn FileEngine,
     host: &Host,
     path: &Path,
     force: bool,
 ) -> Result<UnlabelReport, AdminError> {
-    let id = open_for_write(engine, host, path)?;
+    let id = engine.attach(open_for_write(host, path)?);
     let scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
     if !scan.has_cairn_bytes() {
         return Err(AdminError::NotLabelled {
@@ -321,12 +381,18 @@ pub fn unlabel(
         });
     }
     let newest = scan.newest().map(|d| d.header.clone());
-    if let Some(group) = newest.as_ref().and_then(|h| h.group_uuid) {
-        if !force {
-            return Err(AdminError::GroupMember {
-                path: path.into(),
-                group,
-            });
+    if !force {
+        refuse_newer(path, &scan)?;
+        match &newest {
+            Some(h) => {
+                if let Some(group) = h.group_uuid {
+                    return Err(AdminError::GroupMember {
+                        path: path.into(),
+                        group,
+                    });
+                }
+            }
+            None => return Err(AdminError::UnverifiableLabel { path: path.into() }),
         }
     }
     let erased = labeling::erase_label(engine, id, &scan).map_err(AdminError::io(path))?;
@@ -334,7 +400,7 @@ pub fn unlabel(
         path: path.into(),
         label: newest.as_ref().map(|h| h.label.to_string()),
         disk_uuid: newest.map(|h| h.disk_uuid),
-        erased_copies: erased,
+        erased_offsets: erased,
     })
 }
 
@@ -370,8 +436,7 @@ pub fn inspect(
     path: &Path,
     copy: usize,
 ) -> Result<InspectReport, AdminError> {
-    let device = DeviceFile::open(path, OpenMode::READ, host)?;
-    let id = engine.attach(device);
+    let id = engine.attach(DeviceFile::open(path, OpenMode::READ, host)?);
     let scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
     let Some(slot) = scan.slots.iter().find(|s| s.index == copy) else {
         return Err(AdminError::NoSuchCopy {
@@ -420,6 +485,19 @@ pub struct RepairReport {
     pub disk_uuid: Option<Uuid>,
     /// Copies rewritten (or that would be, with `--dry-run`).
     pub rewrites: Vec<Rewrite>,
+    pub warnings: Vec<String>,
+}
+
+/// How far `repair` may go.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RepairOptions {
+    /// Say what would be done; write nothing.
+    pub dry_run: bool,
+    /// Restore even when good copies disagree on the disk UUID.
+    pub force: bool,
+    /// Restore even over another owner's data (a signature on the device, or
+    /// non-zero bytes that are not Cairn's in a copy's place).
+    pub overwrite_foreign: bool,
 }
 
 /// Restore damaged header copies from the newest good one.
@@ -427,14 +505,14 @@ pub fn repair(
     engine: &mut dyn FileEngine,
     host: &Host,
     path: &Path,
-    dry_run: bool,
-    force: bool,
+    options: RepairOptions,
 ) -> Result<RepairReport, AdminError> {
-    let id = if dry_run {
-        engine.attach(DeviceFile::open(path, OpenMode::READ, host)?)
+    let device = if options.dry_run {
+        DeviceFile::open(path, OpenMode::READ, host)?
     } else {
-        open_for_write(engine, host, path)?
+        open_for_write(host, path)?
     };
+    let id = engine.attach(device);
     let scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
     let copies = scan
         .slots
@@ -445,7 +523,7 @@ pub fn repair(
             state: s.state.describe(),
         })
         .collect();
-    let plan = match repair::plan(&scan, force) {
+    let plan = match repair::plan(&scan, options.force) {
         Ok(plan) => plan,
         Err(PlanError::NotLabelled) => {
             return Err(AdminError::NotLabelled {
@@ -472,31 +550,43 @@ pub fn repair(
         }
     };
     refuse_newer(path, &scan)?;
-    // Someone may have put their own data where a copy was (mkfs over a wiped
+
+    // Someone may have put their own data where copies were (mkfs over a wiped
     // primary): restoring the header would destroy it.
-    let found = signatures(engine, id, path)?;
-    if !force && !plan.rewrites.is_empty() {
-        if let Some(signature) = found.first() {
+    let content = Content::read(engine, id, path)?;
+    if !plan.rewrites.is_empty() && !options.overwrite_foreign {
+        let mut theirs = content.descriptions(&scan);
+        theirs.extend(
+            scan.slots
+                .iter()
+                .filter(|s| plan.rewrites.iter().any(|r| r.copy == s.index))
+                .filter(|s| matches!(s.state, CopyState::Bad(HeaderError::NotCairn { .. })))
+                .map(|s| {
+                    format!(
+                        "copy {} @ {} holds bytes that are not Cairn's",
+                        s.index, s.offset_bytes
+                    )
+                }),
+        );
+        if !theirs.is_empty() {
             return Err(AdminError::ForeignOverDamaged {
                 path: path.into(),
-                what: signature.to_string(),
+                what: format!("it now carries {}", theirs.join("; ")),
             });
         }
     }
-    if !dry_run {
-        repair::apply(engine, id, &plan).map_err(|error| AdminError::Write {
-            path: path.into(),
-            error,
-        })?;
+    if !options.dry_run {
+        repair::apply(engine, id, &plan).map_err(AdminError::write(path))?;
     }
     Ok(RepairReport {
         path: path.into(),
-        dry_run,
+        dry_run: options.dry_run,
         copies,
         source_copy: Some(plan.source_copy),
         label: Some(plan.source.label.to_string()),
         disk_uuid: Some(plan.source.disk_uuid),
         rewrites: plan.rewrites,
+        warnings: content.external.unavailable.into_iter().collect(),
     })
 }
 

@@ -156,7 +156,7 @@ pub fn gather(engine: &mut dyn FileEngine, host: &Host, paths: &[PathBuf]) -> Ve
         let mut foreign: Vec<String> = match protection::read_sample(engine, id) {
             Ok((head, tail)) => protection::recognise(&head, &tail, probe.size_bytes)
                 .iter()
-                .map(ToString::to_string)
+                .map(|f| f.signature.to_string())
                 .collect(),
             Err(e) => {
                 out.push(unreadable(format!("{}: {e}", path.display())));
@@ -164,7 +164,11 @@ pub fn gather(engine: &mut dyn FileEngine, host: &Host, paths: &[PathBuf]) -> Ve
             }
         };
         if foreign.is_empty() && scan.health() == HeaderHealth::None {
-            foreign = protection::blkid_signatures(path);
+            foreign = protection::external_signatures(path)
+                .found
+                .into_iter()
+                .map(|e| e.what)
+                .collect();
         }
         out.push(Candidate {
             path: path.clone(),
@@ -393,6 +397,7 @@ mod tests {
         HeaderScan {
             device_size_bytes: size,
             slots,
+            strays: Vec::new(),
         }
     }
 

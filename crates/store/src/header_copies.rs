@@ -88,7 +88,12 @@ pub enum HeaderHealth {
 #[derive(Debug, Clone)]
 pub struct HeaderScan {
     pub device_size_bytes: u64,
+    /// The places the header's copies belong at, in copy order.
     pub slots: Vec<CopySlot>,
+    /// Blocks read at other places a header could be: the places computed from
+    /// the device's size when the header records others (it grew), and places
+    /// an older good copy records. A previous label may linger there.
+    pub strays: Vec<CopySlot>,
 }
 
 fn read_block(
@@ -110,6 +115,15 @@ enum CopySlotRead {
     Bytes(Vec<u8>),
     Failed(IoError),
     Outside,
+}
+
+/// What was read for a slot, to judge it again under another index.
+fn slot_read(slot: &CopySlot) -> CopySlotRead {
+    match (&slot.block, &slot.state) {
+        (Some(bytes), _) => CopySlotRead::Bytes(bytes.clone()),
+        (None, CopyState::Unreadable(e)) => CopySlotRead::Failed(e.clone()),
+        (None, _) => CopySlotRead::Outside,
+    }
 }
 
 fn judge(index: usize, offset_bytes: u64, read: CopySlotRead) -> CopySlot {
@@ -151,31 +165,51 @@ impl HeaderScan {
             // Too small to label; still look at the front, where a header might be.
             Err(_) => vec![0],
         };
-        let mut slots: Vec<CopySlot> = Vec::new();
-        for (index, offset) in computed.iter().enumerate() {
-            let read = read_block(engine, device, *offset, size);
-            slots.push(judge(index, *offset, read));
-        }
-        // The newest good copy says where the copies really are.
-        let recorded = newest_good(&slots).map(|d| d.header.copy_offsets_bytes.clone());
-        if let Some(recorded) = recorded.filter(|r| *r != computed) {
-            let mut authoritative = Vec::new();
-            for (index, offset) in recorded.iter().enumerate() {
-                let existing = slots
-                    .iter()
-                    .position(|s| s.offset_bytes == *offset && s.index == index)
-                    .map(|i| slots[i].clone());
-                let slot = match existing {
-                    Some(slot) => slot,
-                    None => judge(index, *offset, read_block(engine, device, *offset, size)),
-                };
-                authoritative.push(slot);
+        let mut read: Vec<CopySlot> = computed
+            .iter()
+            .enumerate()
+            .map(|(index, offset)| judge(index, *offset, read_block(engine, device, *offset, size)))
+            .collect();
+        // Every good copy names the places of its siblings; read those too (a
+        // device that grew keeps its tail copy at the old place).
+        let mut next = 0;
+        while next < read.len() {
+            let recorded: Vec<u64> = match &read[next].state {
+                CopyState::Good(d) => d.header.copy_offsets_bytes.clone(),
+                _ => Vec::new(),
+            };
+            for (index, offset) in recorded.into_iter().enumerate() {
+                if !read.iter().any(|s| s.offset_bytes == offset) {
+                    read.push(judge(
+                        index,
+                        offset,
+                        read_block(engine, device, offset, size),
+                    ));
+                }
             }
-            slots = authoritative;
+            next += 1;
         }
+        let authoritative: Vec<u64> = newest_good(&read)
+            .map(|d| d.header.copy_offsets_bytes.clone())
+            .unwrap_or(computed);
+        let (mut slots, strays): (Vec<CopySlot>, Vec<CopySlot>) = read
+            .into_iter()
+            .partition(|s| authoritative.contains(&s.offset_bytes));
+        for slot in &mut slots {
+            let index = authoritative
+                .iter()
+                .position(|o| *o == slot.offset_bytes)
+                .expect("invariant: partitioned by membership");
+            if slot.index != index {
+                // Read under another index: judge again as the copy it must be.
+                *slot = judge(index, slot.offset_bytes, slot_read(slot));
+            }
+        }
+        slots.sort_by_key(|s| s.index);
         Ok(Self {
             device_size_bytes: size,
             slots,
+            strays,
         })
     }
 
@@ -234,13 +268,16 @@ impl HeaderScan {
             .collect()
     }
 
-    /// True when some copy carries Cairn's magic, good or not.
+    /// Every block read (copy places and strays) that carries Cairn's magic.
+    pub fn cairn_blocks(&self) -> impl Iterator<Item = &CopySlot> {
+        self.slots.iter().chain(self.strays.iter()).filter(|s| {
+            s.state.is_cairn() || s.block.as_ref().is_some_and(|b| b.starts_with(&MAGIC))
+        })
+    }
+
+    /// True when some block read carries Cairn's magic, good or not.
     pub fn has_cairn_bytes(&self) -> bool {
-        self.slots.iter().any(|s| s.state.is_cairn())
-            || self
-                .slots
-                .iter()
-                .any(|s| s.block.as_ref().is_some_and(|b| b.starts_with(&MAGIC)))
+        self.cairn_blocks().next().is_some()
     }
 }
 

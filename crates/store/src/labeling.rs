@@ -112,31 +112,34 @@ pub fn write_label(
     Ok(header)
 }
 
-/// Zero every copy slot that carries Cairn's magic; return the erased copy indices.
+/// Zero every block the scan read that carries Cairn's magic — the copy places
+/// and any stray copy of an earlier label — and flush. Returns the erased offsets.
 pub fn erase_label(
     engine: &mut dyn IoEngine,
     device: DeviceId,
     scan: &HeaderScan,
-) -> Result<Vec<usize>, IoError> {
-    let zeros = vec![0u8; HEADER_BLOCK_BYTES as usize];
-    let mut erased = Vec::new();
-    // Primary first: once it is gone, no tool mistakes the disk for labelled.
-    for slot in &scan.slots {
-        let ours = slot.state.is_cairn()
-            || slot
-                .block
-                .as_ref()
-                .is_some_and(|b| b.starts_with(&cairn_format::disk_header::MAGIC));
-        if ours {
-            engine.write_at(
-                device,
-                slot.offset_bytes,
-                AlignedBuf::from_slice(&zeros),
-                false,
-            )?;
-            erased.push(slot.index);
-        }
+) -> Result<Vec<u64>, IoError> {
+    let offsets: Vec<u64> = scan.cairn_blocks().map(|s| s.offset_bytes).collect();
+    zero_ranges(
+        engine,
+        device,
+        &offsets
+            .iter()
+            .map(|o| (*o, HEADER_BLOCK_BYTES))
+            .collect::<Vec<_>>(),
+    )?;
+    Ok(offsets)
+}
+
+/// Write zeros over each `(offset, length)` range (whole logical sectors), then flush.
+pub fn zero_ranges(
+    engine: &mut dyn IoEngine,
+    device: DeviceId,
+    ranges: &[(u64, u64)],
+) -> Result<(), IoError> {
+    for (offset, len) in ranges {
+        let len = usize::try_from(*len).expect("invariant: a range of a few sectors");
+        engine.write_at(device, *offset, AlignedBuf::zeroed(len), false)?;
     }
-    engine.flush(device)?;
-    Ok(erased)
+    engine.flush(device)
 }

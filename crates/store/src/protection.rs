@@ -11,16 +11,23 @@
 //!   label already there. The operator may know that data is unwanted.
 //!
 //! Content is judged by Cairn's own recognisers (`cairn_format::foreign`) and, as
-//! a second opinion for the long tail of formats, by `blkid -p` where it is
-//! installed: a signature either one finds stops the label.
+//! a second opinion for the long tail of formats, by `wipefs --no-act` (libblkid)
+//! where it is installed: a signature either one finds stops the label. Where the
+//! second opinion cannot be had, the command says so.
+//!
+//! `--force` overrides content, and then the overridden signatures are erased
+//! at their own offsets (what `wipefs` does), not just where the header copies
+//! land: a btrfs superblock at 64 KiB or a GPT backup at the last LBA left
+//! behind would let udev, or a partitioner, claim the disk again.
 
 use std::path::Path;
 use std::process::Command;
 
-use cairn_format::foreign::{self, DeviceSample, Signature, HEAD_SAMPLE_BYTES, TAIL_SAMPLE_BYTES};
+use cairn_format::foreign::{self, DeviceSample, Found, HEAD_SAMPLE_BYTES, TAIL_SAMPLE_BYTES};
 use cairn_io::host::Host;
 use cairn_io::probe::holder_name;
 use cairn_io::{DeviceId, DeviceProbe, IoEngine, IoError};
+use serde::Deserialize;
 
 use crate::header_copies::{HeaderHealth, HeaderScan};
 
@@ -103,7 +110,7 @@ pub fn read_sample(
 }
 
 /// Signatures of other owners in a sample.
-pub fn recognise(head: &[u8], tail: &[u8], device_size_bytes: u64) -> Vec<Signature> {
+pub fn recognise(head: &[u8], tail: &[u8], device_size_bytes: u64) -> Vec<Found> {
     foreign::recognise(&DeviceSample {
         head,
         tail,
@@ -111,51 +118,102 @@ pub fn recognise(head: &[u8], tail: &[u8], device_size_bytes: u64) -> Vec<Signat
     })
 }
 
-/// What `blkid -p` (libblkid's low-level probe, no cache) finds, described; empty
-/// when it finds nothing or is not installed.
-pub fn blkid_signatures(path: &Path) -> Vec<String> {
-    let Ok(output) = Command::new("blkid")
-        .args(["-p", "-o", "export"])
+/// A signature found by `wipefs` (libblkid), with where its magic lies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalSignature {
+    /// `a minix signature (found by wipefs)`.
+    pub what: String,
+    pub offset_bytes: u64,
+}
+
+/// What the second opinion said.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalScan {
+    pub found: Vec<ExternalSignature>,
+    /// Why there is no second opinion (wipefs missing or failing), if there is none.
+    pub unavailable: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WipefsReport {
+    signatures: Vec<WipefsSignature>,
+}
+
+#[derive(Deserialize)]
+struct WipefsSignature {
+    offset: String,
+    #[serde(rename = "type")]
+    kind: String,
+    label: Option<String>,
+}
+
+/// Ask `wipefs --no-act` (libblkid's probe of every signature it knows, without
+/// caching) what it finds. Read-only.
+pub fn external_signatures(path: &Path) -> ExternalScan {
+    let output = match Command::new("wipefs")
+        .args(["--no-act", "--json"])
         .arg(path)
         .output()
-    else {
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&output.stdout);
-    let field = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
-            .map(str::to_string)
-    };
-    match output.status.code() {
-        Some(0) => {
-            let mut found = Vec::new();
-            if let Some(kind) = field("TYPE") {
-                let label = field("LABEL")
-                    .map(|l| format!(" labelled '{l}'"))
-                    .unwrap_or_default();
-                found.push(format!("a {kind} signature{label} (found by blkid)"));
+    {
+        Ok(output) => output,
+        Err(e) => {
+            return ExternalScan {
+                found: Vec::new(),
+                unavailable: Some(format!(
+                    "wipefs could not run ({e}); only Cairn's own recognisers were used"
+                )),
             }
-            if let Some(table) = field("PTTYPE") {
-                found.push(format!("a {table} partition table (found by blkid)"));
-            }
-            found
         }
-        Some(8) => vec!["several conflicting signatures (blkid: ambivalent result)".to_string()],
-        _ => Vec::new(),
+    };
+    let parsed: Option<WipefsReport> = if output.stdout.iter().all(u8::is_ascii_whitespace) {
+        Some(WipefsReport {
+            signatures: Vec::new(),
+        })
+    } else {
+        serde_json::from_slice(&output.stdout).ok()
+    };
+    match parsed {
+        Some(report) if output.status.success() => ExternalScan {
+            found: report
+                .signatures
+                .into_iter()
+                .map(|s| ExternalSignature {
+                    what: match s.label.filter(|l| !l.is_empty()) {
+                        Some(label) => format!(
+                            "a {} signature labelled '{label}' (found by wipefs)",
+                            s.kind
+                        ),
+                        None => format!("a {} signature (found by wipefs)", s.kind),
+                    },
+                    offset_bytes: u64::from_str_radix(s.offset.trim_start_matches("0x"), 16)
+                        .unwrap_or(0),
+                })
+                .collect(),
+            unavailable: None,
+        },
+        _ => ExternalScan {
+            found: Vec::new(),
+            unavailable: Some(format!(
+                "wipefs failed ({}); only Cairn's own recognisers were used",
+                String::from_utf8_lossy(&output.stderr)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )),
+        },
     }
 }
 
 /// What is on the device that someone may own.
 pub fn content_obstacles(
     scan: &HeaderScan,
-    signatures: &[Signature],
-    external: &[String],
+    found: &[Found],
+    external: &[ExternalSignature],
 ) -> Vec<Obstacle> {
-    let mut found = Vec::new();
+    let mut obstacles = Vec::new();
     match scan.health() {
         HeaderHealth::None => {}
-        HeaderHealth::Corrupt => found.push(Obstacle::CairnLabel {
+        HeaderHealth::Corrupt => obstacles.push(Obstacle::CairnLabel {
             description: "a damaged Cairn header with no good copy".to_string(),
         }),
         _ => {
@@ -165,19 +223,68 @@ pub fn content_obstacles(
                     .group_uuid
                     .map(|g| format!(", member of disk group {g}"))
                     .unwrap_or_default();
-                found.push(Obstacle::CairnLabel {
+                obstacles.push(Obstacle::CairnLabel {
                     description: format!("Cairn disk {} (uuid {}{group})", h.label, h.disk_uuid),
                 });
             }
         }
     }
-    found.extend(signatures.iter().map(|s| Obstacle::Foreign {
-        what: s.to_string(),
+    obstacles.extend(found.iter().map(|f| Obstacle::Foreign {
+        what: f.signature.to_string(),
     }));
-    found.extend(
+    // wipefs names what Cairn's recognisers already named in other words; add
+    // only what they missed.
+    let ours: Vec<(u64, u64)> = found
+        .iter()
+        .flat_map(|f| f.magic_ranges.iter().copied())
+        .collect();
+    obstacles.extend(
         external
             .iter()
-            .map(|what| Obstacle::Foreign { what: what.clone() }),
+            .filter(|e| {
+                !ours
+                    .iter()
+                    .any(|(o, l)| e.offset_bytes >= *o && e.offset_bytes < o + l.max(&1))
+            })
+            .map(|e| Obstacle::Foreign {
+                what: e.what.clone(),
+            }),
     );
-    found
+    obstacles
+}
+
+/// Byte ranges to zero so that the overridden signatures disappear, as `wipefs`
+/// erases them: each magic widened to whole logical sectors, leaving out what
+/// the new header blocks (`keep`) cover anyway.
+pub fn erase_ranges(
+    found: &[Found],
+    external: &[ExternalSignature],
+    sector_bytes: u64,
+    keep: &[(u64, u64)],
+) -> Vec<(u64, u64)> {
+    // wipefs reports where a magic starts, not its length; 16 bytes covers every
+    // magic libblkid knows, and the range is widened to whole sectors anyway.
+    const EXTERNAL_MAGIC_BYTES: u64 = 16;
+    let mut ranges: Vec<(u64, u64)> = found
+        .iter()
+        .flat_map(|f| f.magic_ranges.iter().copied())
+        .chain(
+            external
+                .iter()
+                .map(|e| (e.offset_bytes, EXTERNAL_MAGIC_BYTES)),
+        )
+        .map(|(offset, len)| {
+            let start = offset / sector_bytes * sector_bytes;
+            let end = (offset + len).div_ceil(sector_bytes) * sector_bytes;
+            (start, end - start)
+        })
+        .filter(|(start, len)| {
+            !keep
+                .iter()
+                .any(|(k, klen)| *start >= *k && start + len <= k + klen)
+        })
+        .collect();
+    ranges.sort_unstable();
+    ranges.dedup();
+    ranges
 }

@@ -221,7 +221,7 @@ fn erase_removes_every_copy_and_leaves_other_data_alone() {
     let theirs = vec![0xAB; 4096];
     e.scribble(d, MIB, &theirs);
     let scan = HeaderScan::read(&mut e, d).unwrap();
-    assert_eq!(erase_label(&mut e, d, &scan).unwrap(), vec![0, 2]);
+    assert_eq!(erase_label(&mut e, d, &scan).unwrap(), vec![0, 63 * MIB]);
     let after = HeaderScan::read(&mut e, d).unwrap();
     assert_eq!(after.health(), HeaderHealth::None);
     assert!(!after.has_cairn_bytes());
@@ -230,13 +230,13 @@ fn erase_removes_every_copy_and_leaves_other_data_alone() {
 
 #[test]
 fn a_too_small_device_is_refused_before_any_write() {
-    let (mut e, d) = disk(15, 3 * MIB - 4096, 4096);
+    let (mut e, d) = disk(15, 8 * MIB - 4096, 4096);
     let err = write_label(&mut e, d, &spec("DATA1", 15)).unwrap_err();
     assert!(matches!(err, WriteError::TooSmall(_)));
     assert_eq!(e.stats().bytes_written, 0);
     assert!(
-        HeaderPlacement::for_device(3 * MIB).is_ok(),
-        "3 MiB is the stated minimum"
+        HeaderPlacement::for_device(8 * MIB).is_ok(),
+        "8 MiB is the stated minimum"
     );
 }
 
