@@ -107,10 +107,13 @@ fn probe(out: &mut String, p: &DeviceProbe) {
             out,
             "max transfer",
             format!(
-                "{} (max_sectors_kb {}, max_hw_sectors_kb {})",
+                "{} (max_sectors_kb {}, max_hw_sectors_kb {}, max_segments {} of up to {})",
                 exact(u64::from(p.max_transfer_bytes)),
                 opt(&b.max_sectors_kb),
-                opt(&b.max_hw_sectors_kb)
+                opt(&b.max_hw_sectors_kb),
+                opt(&b.max_segments),
+                b.max_segment_size_bytes
+                    .map_or("-".into(), |v| exact(u64::from(v)))
             ),
         );
         row(

@@ -2,11 +2,13 @@
 //! real device in an end-to-end test: the real backends have their own.
 //!
 //! Model. Each disk keeps a *durable* image (what survives a crash) and a list of
-//! *pending* writes since the last flush (what a read sees, but a crash may keep,
-//! lose or tear). Every operation takes effect when it is submitted, in
-//! submission order; its completion arrives after a seeded random latency, so
-//! completions are reordered as on a real device with a queue. A FUA write and
-//! everything before a completed flush is durable.
+//! *pending* writes (what a read sees, but a crash may keep, lose or tear). Every
+//! operation takes effect for readers when it is submitted, in submission order;
+//! its completion arrives after a seeded random latency, so completions are
+//! reordered as on a real device with a queue. Durability is as weak as a real
+//! device's: a flush makes durable only the writes that had *completed* when it
+//! was issued (a write still in flight is not covered), and a FUA write is
+//! durable once it has completed.
 //!
 //! Faults, all driven by the seed so a failing run replays exactly:
 //! - read and write errors on byte ranges, or at a rate per million requests (EIO);
@@ -118,7 +120,10 @@ pub enum FaultEvent {
 struct PendingWrite {
     offset_bytes: u64,
     data: Vec<u8>,
-    durable: bool,
+    /// FUA: durable once the write has completed.
+    fua: bool,
+    /// Simulated time at which the write completes.
+    completes_at_ns: u64,
 }
 
 /// One simulated disk.
@@ -169,10 +174,18 @@ impl SimDisk {
         }
     }
 
-    fn flush(&mut self) {
-        for write in std::mem::take(&mut self.pending) {
+    /// A flush issued at `now_ns` makes durable the writes completed by then; a
+    /// write still in flight when the flush is issued is not covered (as with a
+    /// real device: order by waiting for the write, then flushing).
+    fn flush(&mut self, now_ns: u64) {
+        let (done, in_flight): (Vec<PendingWrite>, Vec<PendingWrite>) =
+            std::mem::take(&mut self.pending)
+                .into_iter()
+                .partition(|w| w.completes_at_ns <= now_ns);
+        for write in done {
             self.make_durable(write.offset_bytes, &write.data);
         }
+        self.pending = in_flight;
     }
 }
 
@@ -283,9 +296,9 @@ impl SimEngine {
 
     /// Write straight to the durable image, bypassing the engine (a test's setup,
     /// or another program scribbling on the disk: `dd` over a header).
+    /// Unflushed writes of the engine's own stay pending, and still read on top.
     pub fn scribble(&mut self, device: DeviceId, offset_bytes: u64, data: &[u8]) {
         let disk = self.disk_mut(device);
-        disk.flush();
         let s = disk.sector();
         let start = offset_bytes / s * s;
         let end = (offset_bytes + data.len() as u64).div_ceil(s) * s;
@@ -297,7 +310,7 @@ impl SimEngine {
     /// Flip one bit of stored data (bit rot). The reader is not told.
     pub fn rot(&mut self, device: DeviceId, offset_bytes: u64, bit: u8) {
         assert!(bit < 8, "invariant: a bit of a byte");
-        let mut byte = self.contents(device, offset_bytes, 1);
+        let mut byte = self.durable_contents(device, offset_bytes, 1);
         byte[0] ^= 1 << bit;
         self.scribble(device, offset_bytes, &byte);
         self.events.push(FaultEvent::BitRot {
@@ -322,30 +335,37 @@ impl SimEngine {
         self.in_flight.clear();
         self.waiting.clear();
         self.ready.clear();
+        let now_ns = self.now_ns;
         for d in 0..self.disks.len() {
             let pending = std::mem::take(&mut self.disks[d].pending);
-            let unit = self.disks[d]
-                .geometry
-                .physical_sector_bytes
-                .max(self.disks[d].geometry.logical_sector_bytes) as usize;
+            let unit = u64::from(
+                self.disks[d]
+                    .geometry
+                    .physical_sector_bytes
+                    .max(self.disks[d].geometry.logical_sector_bytes),
+            );
             for write in pending {
                 let roll = self.rng.next_u64() % PER_MILLION;
-                if write.durable || roll < u64::from(policy.keep_per_million) {
+                let durable = write.fua && write.completes_at_ns <= now_ns;
+                if durable || roll < u64::from(policy.keep_per_million) {
                     report.kept += 1;
                     self.disks[d].make_durable(write.offset_bytes, &write.data);
                 } else if roll
                     < u64::from(policy.keep_per_million) + u64::from(policy.tear_per_million)
                 {
                     report.torn += 1;
-                    // Each atomic unit independently survives or not.
-                    let mut at = 0usize;
-                    while at < write.data.len() {
-                        let end = (at + unit).min(write.data.len());
+                    // Each physical sector (the device's atomic unit, aligned
+                    // on the device) independently survives or not.
+                    let end = write.offset_bytes + write.data.len() as u64;
+                    let mut at = write.offset_bytes;
+                    while at < end {
+                        let next = ((at / unit + 1) * unit).min(end);
                         if self.rng.next_u64() % 2 == 0 {
-                            self.disks[d]
-                                .make_durable(write.offset_bytes + at as u64, &write.data[at..end]);
+                            let from = (at - write.offset_bytes) as usize;
+                            let to = (next - write.offset_bytes) as usize;
+                            self.disks[d].make_durable(at, &write.data[from..to]);
                         }
-                        at = end;
+                        at = next;
                     }
                 } else {
                     report.lost += 1;
@@ -359,7 +379,13 @@ impl SimEngine {
         per_million > 0 && self.rng.next_u64() % PER_MILLION < u64::from(per_million)
     }
 
-    fn perform(&mut self, device: DeviceId, op: &mut Op) -> Result<u64, IoError> {
+    /// Carry out `op` now; it completes at `completes_at_ns`.
+    fn perform(
+        &mut self,
+        device: DeviceId,
+        op: &mut Op,
+        completes_at_ns: u64,
+    ) -> Result<u64, IoError> {
         let geometry = self
             .disks
             .get(device.0 as usize)
@@ -437,14 +463,15 @@ impl SimEngine {
                     self.disks[device.0 as usize].pending.push(PendingWrite {
                         offset_bytes: target + start,
                         data: buf[start as usize..(start + len) as usize].to_vec(),
-                        durable: *fua,
+                        fua: *fua,
+                        completes_at_ns,
                     });
                 }
                 self.stats.bytes_written += len_bytes;
             }
             Op::Flush => {
                 self.stats.device_requests += 1;
-                self.disks[device.0 as usize].flush();
+                self.disks[device.0 as usize].flush(self.now_ns);
             }
             Op::Discard { .. } => {
                 self.stats.device_requests += 1;
@@ -457,25 +484,26 @@ impl SimEngine {
                         }
                     );
                 if !stale {
-                    self.zero(device, offset_bytes, len_bytes);
+                    self.zero(device, offset_bytes, len_bytes, completes_at_ns);
                 }
             }
             Op::WriteZeroes { .. } => {
                 self.stats.device_requests += 1;
-                self.zero(device, offset_bytes, len_bytes);
+                self.zero(device, offset_bytes, len_bytes, completes_at_ns);
             }
         }
         Ok(len_bytes)
     }
 
-    fn zero(&mut self, device: DeviceId, offset_bytes: u64, len_bytes: u64) {
+    fn zero(&mut self, device: DeviceId, offset_bytes: u64, len_bytes: u64, completes_at_ns: u64) {
         // Zeroing is a write like any other: volatile until flushed. Large ranges
         // are recorded in 1 MiB pieces to bound each record.
         for (start, len) in pieces(len_bytes, 1 << 20) {
             self.disks[device.0 as usize].pending.push(PendingWrite {
                 offset_bytes: offset_bytes + start,
                 data: vec![0; len as usize],
-                durable: false,
+                fua: false,
+                completes_at_ns,
             });
         }
     }
@@ -495,17 +523,18 @@ impl IoEngine for SimEngine {
             return Err(SubmitError::QueueFull(request));
         }
         self.stats.requests += 1;
-        let result = self.perform(request.device, &mut request.op);
+        let latency = self.latency_ns.start
+            + self.rng.next_u64() % (self.latency_ns.end - self.latency_ns.start);
+        let completes_at_ns = self.now_ns + latency;
+        let result = self.perform(request.device, &mut request.op, completes_at_ns);
         let kind = request.op.kind();
         let buf: Option<AlignedBuf> = match request.op {
             Op::Read { buf, .. } | Op::Write { buf, .. } => Some(buf),
             _ => None,
         };
-        let latency = self.latency_ns.start
-            + self.rng.next_u64() % (self.latency_ns.end - self.latency_ns.start);
         self.sequence += 1;
         self.in_flight
-            .push(Reverse((self.now_ns + latency, self.sequence)));
+            .push(Reverse((completes_at_ns, self.sequence)));
         self.waiting.insert(
             self.sequence,
             Completion {

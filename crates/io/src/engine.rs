@@ -240,6 +240,7 @@ pub trait IoEngine {
 
     /// Run one request to completion. The engine must be idle: this is for callers
     /// that do one thing at a time (labelling, repair), not for the data path.
+    /// An `Err` means the engine itself failed; drop it rather than reuse it.
     fn execute(&mut self, request: Request) -> Result<Completion, IoError> {
         assert_eq!(
             self.in_flight(),

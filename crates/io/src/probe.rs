@@ -45,7 +45,8 @@ pub struct DeviceProbe {
     pub physical_sector_bytes: u32,
     /// `512n`, `512e`, `4Kn`.
     pub sector_format: String,
-    /// Largest single request the device takes, in bytes (from `max_sectors_kb`).
+    /// Largest request the device receives whole, in bytes: `max_sectors_kb`,
+    /// and no more than `max_segments` memory pages (see [`BlockProbe::max_transfer_bytes`]).
     pub max_transfer_bytes: u32,
     pub read_only: bool,
     /// Why it is read-only, when it is.
@@ -75,6 +76,9 @@ pub struct BlockProbe {
     pub partitions: Vec<String>,
     pub max_sectors_kb: Option<u32>,
     pub max_hw_sectors_kb: Option<u32>,
+    /// Scatter-gather entries per request, and the largest entry.
+    pub max_segments: Option<u32>,
+    pub max_segment_size_bytes: Option<u32>,
     pub optimal_io_bytes: Option<u32>,
     pub minimum_io_bytes: Option<u32>,
     pub rotational: Option<bool>,
@@ -328,11 +332,7 @@ fn probe_block(
     let read_only = block_ioctl::read_only(fd).map_err(os_error(path, "BLKROGET"))?;
     let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
     let block = block_facts(host, major, minor);
-    let max_transfer_bytes = block
-        .max_sectors_kb
-        .map(|kb| kb.saturating_mul(1024))
-        .unwrap_or(FILE_MAX_TRANSFER_DEFAULT_BYTES)
-        .max(logical_sector_bytes);
+    let max_transfer_bytes = block.max_transfer_bytes().max(logical_sector_bytes);
 
     let mut in_use = InUse::default();
     let mut ours = vec![(major, minor)];
@@ -408,6 +408,41 @@ fn dm_facts(host: &Host, kernel_name: &str) -> Option<DeviceMapperProbe> {
         name,
         uuid,
     })
+}
+
+impl BlockProbe {
+    /// The largest request this device receives whole: `max_sectors_kb`, and at
+    /// most `max_segments` scatter-gather entries. Cairn's buffers are ordinary
+    /// memory whose pages need not be physically adjacent, so each page may be
+    /// its own entry: a loop device (128 segments) takes 512 KiB whole though its
+    /// `max_sectors_kb` is 1280, and the kernel would split anything larger.
+    /// Splitting to this size ourselves keeps the requests the device sees the
+    /// ones Cairn chose.
+    pub fn max_transfer_bytes(&self) -> u32 {
+        let by_sectors = self
+            .max_sectors_kb
+            .map(|kb| kb.saturating_mul(1024))
+            .unwrap_or(FILE_MAX_TRANSFER_DEFAULT_BYTES);
+        let page = page_bytes();
+        let by_segments = self.max_segments.map(|segments| {
+            let per_segment = self
+                .max_segment_size_bytes
+                .unwrap_or(page)
+                .min(page)
+                .max(512);
+            segments.saturating_mul(per_segment)
+        });
+        by_segments.map_or(by_sectors, |s| s.min(by_sectors))
+    }
+}
+
+fn page_bytes() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u32::try_from(page)
+        .ok()
+        .filter(|p| *p >= 512)
+        .unwrap_or(4096)
 }
 
 /// Facts from sysfs for the block device `major:minor`. Everything is optional:
@@ -499,6 +534,9 @@ pub fn block_facts(host: &Host, major: u32, minor: u32) -> BlockProbe {
         partitions,
         max_sectors_kb: attr_u64("queue/max_sectors_kb").map(|v| v as u32),
         max_hw_sectors_kb: attr_u64("queue/max_hw_sectors_kb").map(|v| v as u32),
+        max_segments: attr_u64("queue/max_segments").map(|v| v as u32),
+        max_segment_size_bytes: attr_u64("queue/max_segment_size")
+            .map(|v| v.min(u64::from(u32::MAX)) as u32),
         optimal_io_bytes: attr_u64("queue/optimal_io_size").map(|v| v as u32),
         minimum_io_bytes: attr_u64("queue/minimum_io_size").map(|v| v as u32),
         rotational: attr_u64("queue/rotational").map(|v| v != 0),
@@ -629,8 +667,7 @@ fn probe_file(
         .max(logical_sector_bytes);
     let max_transfer_bytes = backing
         .as_ref()
-        .and_then(|b| b.max_sectors_kb)
-        .map(|kb| kb.saturating_mul(1024))
+        .map(BlockProbe::max_transfer_bytes)
         .unwrap_or(FILE_MAX_TRANSFER_DEFAULT_BYTES)
         .max(logical_sector_bytes);
 

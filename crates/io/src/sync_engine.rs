@@ -14,6 +14,7 @@ use crate::engine::{
     Request, SubmitError,
 };
 use crate::geometry::Geometry;
+use crate::uring_engine::RETRY_MAX;
 
 /// pread/pwrite engine over attached devices.
 pub struct SyncEngine {
@@ -49,6 +50,7 @@ impl SyncEngine {
             errno: err.raw_os_error().unwrap_or(libc::EIO),
         };
         let fd = dev.raw_fd();
+        let sector = u64::from(dev.geometry().logical_sector_bytes);
         match op {
             Op::Read { buf, .. } => {
                 for (start, len) in pieces(len_bytes, dev.geometry().max_transfer_aligned_bytes()) {
@@ -56,6 +58,7 @@ impl SyncEngine {
                     transfer(
                         kind,
                         offset_bytes + start,
+                        sector,
                         &mut buf[start as usize..(start + len) as usize],
                         |chunk, at| {
                             // SAFETY: chunk is a valid, writable slice of the owned buffer.
@@ -79,6 +82,7 @@ impl SyncEngine {
                     transfer(
                         kind,
                         offset_bytes + start,
+                        sector,
                         &mut buf[start as usize..(start + len) as usize],
                         |chunk, at| {
                             let iov = libc::iovec {
@@ -115,20 +119,26 @@ impl SyncEngine {
     }
 }
 
-/// Move all of `chunk` with `call` (pread or pwrite), resuming after short
-/// transfers and EINTR.
+/// Move all of `chunk` with `call` (pread or pwrite), as the io_uring engine
+/// does: resume after a short transfer only while it stays sector-aligned (as
+/// O_DIRECT requires), and retry EINTR and EAGAIN at most [`RETRY_MAX`] times.
 fn transfer(
     kind: OpKind,
     offset_bytes: u64,
+    sector_bytes: u64,
     chunk: &mut [u8],
     mut call: impl FnMut(&mut [u8], u64) -> isize,
 ) -> Result<(), IoError> {
     let mut done = 0usize;
+    let mut retries = 0u8;
     while done < chunk.len() {
         let n = call(&mut chunk[done..], offset_bytes + done as u64);
         if n < 0 {
             let err = io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EINTR) {
+            if matches!(err.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN))
+                && retries < RETRY_MAX
+            {
+                retries += 1;
                 continue;
             }
             return Err(IoError::Os {
@@ -138,12 +148,12 @@ fn transfer(
                 errno: err.raw_os_error().unwrap_or(libc::EIO),
             });
         }
-        if n == 0 {
+        if n == 0 || (n as u64) % sector_bytes != 0 {
             return Err(IoError::ShortTransfer {
                 kind,
                 offset_bytes,
                 len_bytes: chunk.len() as u64,
-                done_bytes: done as u64,
+                done_bytes: done as u64 + n.max(0) as u64,
             });
         }
         done += n as usize;

@@ -423,9 +423,13 @@ impl Drop for UringEngine {
         // piece it holds before those buffers are freed. If the ring fails, leak the
         // buffers rather than free memory the kernel may still write.
         while !self.pieces.is_empty() {
-            if self.ring.submit_and_wait(1).is_err() {
-                std::mem::forget(std::mem::take(&mut self.requests));
-                return;
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
+                Err(_) => {
+                    std::mem::forget(std::mem::take(&mut self.requests));
+                    return;
+                }
             }
             self.reap();
         }
