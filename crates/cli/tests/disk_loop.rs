@@ -97,6 +97,26 @@ fn label_wipe_and_repair_on_512_and_4096_byte_loop_devices() {
     }
 }
 
+/// An md RAID 1 member with a version 1.2 superblock, its array stopped again
+/// (a running array would hold the device, and refuse it for that reason).
+fn make_md_member(device: &str) -> Result<(), String> {
+    let array = format!("/dev/md/cairn-test-{}", std::process::id());
+    tool(
+        "mdadm",
+        &[
+            "--create",
+            &array,
+            "--run",
+            "--level=1",
+            "--raid-devices=2",
+            "--metadata=1.2",
+            device,
+            "missing",
+        ],
+    )?;
+    tool("mdadm", &["--stop", &array])
+}
+
 #[test]
 fn foreign_signatures_on_loop_devices_are_refused() {
     let dir = scratch();
@@ -133,26 +153,7 @@ fn foreign_signatures_on_loop_devices_are_refused() {
             |d| tool("pvcreate", &["-q", "-ff", "-y", d]),
             "an LVM2 physical volume",
         ),
-        (
-            "md",
-            512,
-            |d| {
-                tool(
-                    "mdadm",
-                    &[
-                        "--create",
-                        "/dev/md/cairn-test",
-                        "--run",
-                        "--level=1",
-                        "--raid-devices=2",
-                        "--metadata=1.2",
-                        d,
-                        "missing",
-                    ],
-                )
-            },
-            "an md RAID superblock",
-        ),
+        ("md", 512, make_md_member, "an md RAID superblock"),
     ];
     for (name, sector, make, expected) in cases {
         let Some(lo) = loop_device(dir.path(), &format!("{name}.img"), 128 * MIB, *sector) else {

@@ -11,7 +11,7 @@
 //!
 //! Not recognised here: Cairn's own header (the caller decodes it with
 //! [`crate::DiskHeader`]), and the long tail of formats libblkid knows (the store
-//! layer asks `blkid` as a second opinion where it is installed).
+//! layer asks `wipefs` as a second opinion where it is installed).
 
 use std::fmt;
 

@@ -64,11 +64,11 @@ pub enum OpenError {
         path: PathBuf,
         logical_sector_bytes: u32,
     },
-    #[error("{}: {action} failed: {source}", path.display())]
+    #[error("{}: {action} failed: {error}; check the device and the kernel log (dmesg)", path.display())]
     Os {
         path: PathBuf,
         action: &'static str,
-        source: io::Error,
+        error: io::Error,
     },
 }
 
@@ -121,7 +121,7 @@ impl DeviceFile {
                     OpenError::Os {
                         path: path.into(),
                         action: "flock",
-                        source: err,
+                        error: err,
                     }
                 });
             }
@@ -262,7 +262,26 @@ fn open_error(path: &Path, err: io::Error, mode: OpenMode, is_block: bool) -> Op
         _ => OpenError::Os {
             path: path.into(),
             action: "open",
-            source: err,
+            error: err,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    /// The CLI prints an error with its chain of causes; a message that already
+    /// holds the OS error must not also carry it as a cause, or it prints twice.
+    #[test]
+    fn os_errors_are_said_once() {
+        let e = OpenError::Os {
+            path: "/dev/x".into(),
+            action: "open",
+            error: io::Error::from_raw_os_error(libc::EIO),
+        };
+        assert!(e.source().is_none());
+        assert_eq!(e.to_string().matches("Input/output error").count(), 1);
     }
 }

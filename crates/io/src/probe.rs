@@ -251,7 +251,7 @@ fn map_open_error(path: &Path, err: io::Error, write: bool) -> OpenError {
         _ => OpenError::Os {
             path: path.into(),
             action: "open",
-            source: err,
+            error: err,
         },
     }
 }
@@ -298,7 +298,7 @@ pub fn probe_open(path: &Path, file: &File, host: &Host) -> Result<DeviceProbe, 
     let meta = file.metadata().map_err(|e| OpenError::Os {
         path: path.into(),
         action: "stat",
-        source: e,
+        error: e,
     })?;
     let canonical_path = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if meta.file_type().is_block_device() {
@@ -309,10 +309,10 @@ pub fn probe_open(path: &Path, file: &File, host: &Host) -> Result<DeviceProbe, 
 }
 
 fn os_error<'a>(path: &'a Path, action: &'static str) -> impl Fn(io::Error) -> OpenError + 'a {
-    move |source| OpenError::Os {
+    move |error| OpenError::Os {
         path: path.into(),
         action,
-        source,
+        error,
     }
 }
 
@@ -617,7 +617,7 @@ fn probe_file(
         return Err(OpenError::Os {
             path: path.into(),
             action: "statfs",
-            source: io::Error::last_os_error(),
+            error: io::Error::last_os_error(),
         });
     }
     let magic = sfs.f_type as i64;

@@ -76,7 +76,7 @@ pub enum DiscoveryError {
         "discovery string '{text}' (from {from}) matched no block device or file; check the globs"
     )]
     NothingMatched { text: String, from: DiscoverySource },
-    #[error("{}:{line}:{column}: {message}", path.display())]
+    #[error("{}:{line}:{column}: {message}; the file takes one key: discovery_string = \"GLOB,GLOB\"", path.display())]
     Config {
         path: PathBuf,
         line: usize,

@@ -38,11 +38,11 @@ pub struct RepairPlan {
 pub enum PlanError {
     #[error("carries no Cairn header")]
     NotLabelled,
-    #[error("no good copy of the Cairn header: {0}")]
+    #[error("no good copy of the Cairn header ({0}), so it cannot be repaired; if the disk's contents are expendable, label it again with --force")]
     NoGoodCopy(String),
     #[error("good copies disagree on the disk UUID ({details})")]
     Conflict { details: String },
-    #[error("the device is {size_bytes} bytes, smaller than the {labelled_bytes} it had when labelled, and copy {copy} lies beyond its end")]
+    #[error("the device is {size_bytes} bytes, smaller than the {labelled_bytes} it had when labelled, and copy {copy} lies beyond its end; grow it back to {labelled_bytes} bytes to repair the header")]
     Shrunk {
         size_bytes: u64,
         labelled_bytes: u64,

@@ -98,13 +98,20 @@ pub fn digest(path: &Path) -> u32 {
     }
 }
 
-/// Run a helper program (mkfs, sgdisk...); `None` with the reason if it is not installed.
+/// Run a helper program (mkfs, sgdisk...); `Err` with the reason if it is not
+/// installed or fails (a kernel without md, say).
 pub fn tool(program: &str, args: &[&str]) -> Result<(), String> {
     let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
         .iter()
         .map(|d| Path::new(d).join(program))
         .find(|p| p.exists());
     let Some(exe) = found else {
+        // scripts/test installs every tool first and sets CAIRN_REQUIRE_TOOLS:
+        // there, a missing tool is a failure, not a skip.
+        assert!(
+            std::env::var_os("CAIRN_REQUIRE_TOOLS").is_none(),
+            "{program} is required (CAIRN_REQUIRE_TOOLS is set) but not installed"
+        );
         return Err(format!(
             "{program} is not installed (scripts/install-deps installs it)"
         ));
