@@ -100,6 +100,9 @@ fn label_wipe_and_repair_on_512_and_4096_byte_loop_devices() {
 /// An md RAID 1 member with a version 1.2 superblock, its array stopped again
 /// (a running array would hold the device, and refuse it for that reason).
 fn make_md_member(device: &str) -> Result<(), String> {
+    if !Path::new("/proc/mdstat").exists() {
+        return Err("the kernel has no md driver (no /proc/mdstat)".into());
+    }
     let array = format!("/dev/md/cairn-test-{}", std::process::id());
     tool(
         "mdadm",
