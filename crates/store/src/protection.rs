@@ -254,8 +254,9 @@ pub fn content_obstacles(
 }
 
 /// Byte ranges to zero so that the overridden signatures disappear, as `wipefs`
-/// erases them: each magic widened to whole logical sectors, leaving out what
-/// the new header blocks (`keep`) cover anyway.
+/// erases them: each magic widened to whole logical sectors, with the new header
+/// blocks (`keep`, sector-aligned) cut out — they were just written and already
+/// cover whatever magic lay inside them.
 pub fn erase_ranges(
     found: &[Found],
     external: &[ExternalSignature],
@@ -275,16 +276,70 @@ pub fn erase_ranges(
         )
         .map(|(offset, len)| {
             let start = offset / sector_bytes * sector_bytes;
-            let end = (offset + len).div_ceil(sector_bytes) * sector_bytes;
-            (start, end - start)
+            (start, (offset + len).div_ceil(sector_bytes) * sector_bytes)
         })
-        .filter(|(start, len)| {
-            !keep
-                .iter()
-                .any(|(k, klen)| *start >= *k && start + len <= k + klen)
-        })
+        .flat_map(|range| subtract(range, keep))
+        .map(|(start, end)| (start, end - start))
         .collect();
     ranges.sort_unstable();
     ranges.dedup();
     ranges
+}
+
+/// `[start, end)` minus every `(offset, length)` in `holes`, as `[start, end)` pieces.
+fn subtract(range: (u64, u64), holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut pieces = vec![range];
+    for (offset, len) in holes {
+        let (h_start, h_end) = (*offset, offset + len);
+        pieces = pieces
+            .into_iter()
+            .flat_map(|(start, end)| {
+                let mut left = Vec::with_capacity(2);
+                if start < h_start.min(end) {
+                    left.push((start, h_start.min(end)));
+                }
+                if end > h_end.max(start) {
+                    left.push((h_end.max(start), end));
+                }
+                left
+            })
+            .collect();
+    }
+    pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_format::foreign::Signature;
+
+    fn found(ranges: Vec<(u64, u64)>) -> Found {
+        Found {
+            signature: Signature::Luks,
+            magic_ranges: ranges,
+        }
+    }
+
+    #[test]
+    fn erase_ranges_cover_the_magic_in_whole_sectors_and_spare_the_new_header() {
+        let keep = [(0, 4096), (1 << 20, 4096)];
+        // Inside copy 0: nothing to do. At 64 KiB: one sector.
+        let f = [found(vec![(1080, 2), (0x10040, 8)])];
+        assert_eq!(erase_ranges(&f, &[], 512, &keep), vec![(0x10000, 512)]);
+        // Straddling copy 0's end: only the part beyond it.
+        let f = [found(vec![(4090, 10)])];
+        assert_eq!(erase_ranges(&f, &[], 512, &keep), vec![(4096, 512)]);
+        assert_eq!(erase_ranges(&f, &[], 4096, &keep), vec![(4096, 4096)]);
+        // A range around a whole header block keeps both sides.
+        assert_eq!(
+            subtract((0, 3 << 20), &[(1 << 20, 4096)]),
+            vec![(0, 1 << 20), ((1 << 20) + 4096, 3 << 20)]
+        );
+        // wipefs offsets are widened to a sector.
+        let e = [ExternalSignature {
+            what: "x".into(),
+            offset_bytes: 0x410,
+        }];
+        assert_eq!(erase_ranges(&[], &e, 4096, &[]), vec![(0, 4096)]);
+    }
 }
