@@ -508,6 +508,14 @@ pub fn repair(r: &RepairReport) -> String {
             w.copy, w.offset_bytes, w.reason
         );
     }
+    if !r.erased_ranges.is_empty() {
+        let ranges: Vec<String> = r
+            .erased_ranges
+            .iter()
+            .map(|(o, l)| format!("{} at {o}", exact(*l)))
+            .collect();
+        let _ = writeln!(out, "erased what was overwritten: {}", ranges.join(", "));
+    }
     if r.dry_run {
         let _ = writeln!(out, "nothing written (--dry-run)");
     }

@@ -280,16 +280,8 @@ fn foreign_signatures_are_refused_and_nothing_is_written() {
             serde_json::json!([]),
             "{name}: nothing of the old owner is recognisable"
         );
-        if let Ok(out) = std::process::Command::new("wipefs")
-            .args(["--no-act", "--json"])
-            .arg(&disk)
-            .output()
-        {
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                !text.contains("\"type\""),
-                "{name}: wipefs still finds {text}"
-            );
+        if let Some(types) = wipefs_types(&disk) {
+            assert!(types.is_empty(), "{name}: wipefs still finds {types:?}");
         }
         assert_ne!(
             read_at(&disk, size - 512, 8),
@@ -309,7 +301,8 @@ fn repair_will_not_overwrite_bytes_that_are_not_cairns() {
     // Someone's data in copy 0's place, in no format anyone recognises.
     write_at(&disk, 0, &[0xA5; 4096]);
     let before = digest(&disk);
-    cairn(&d, &["disk", "repair", path]).refused("copy 0 @ 0 holds bytes that are not Cairn's");
+    cairn(&d, &["disk", "repair", path])
+        .refused("now carries bytes that are not Cairn's in copy 0's place");
     assert_eq!(digest(&disk), before);
     cairn(&d, &["disk", "repair", path, "--overwrite-foreign"]).ok();
 
@@ -431,6 +424,16 @@ fn another_cairn_label_is_refused_without_force() {
         first["disk_uuid"], second["disk_uuid"],
         "a relabel is a new disk"
     );
+    // A relabel outranks the label it replaces, so a relabel cut short can never
+    // lose to it: generation 2.
+    let inspect = cairn(&d, &["disk", "inspect", path, "--json"]).ok().json();
+    let generation = inspect["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "generation")
+        .unwrap();
+    assert_eq!(generation["value"], "2");
 }
 
 #[test]
@@ -665,4 +668,79 @@ fn probing_a_file_reports_thin_usage_and_writes_nothing() {
         ),
         before
     );
+}
+
+/// repair --overwrite-foreign erases what it overrides, as label --force does:
+/// a GPT written over a labelled disk leaves a backup header at the last LBA.
+#[test]
+fn repair_over_foreign_data_erases_it_everywhere() {
+    let dir = scratch();
+    let d = glob_of(dir.path());
+    let disk = sparse(&dir.path().join("d.img"), 64 * MIB);
+    let path = disk.to_str().unwrap();
+    cairn(&d, &["disk", "label", "data1", path]).ok();
+    if let Err(reason) = tool("sgdisk", &["-o", path]) {
+        println!("skipped: {reason}");
+        return;
+    }
+    assert_eq!(
+        read_at(&disk, 64 * MIB - 512, 8),
+        b"EFI PART",
+        "sgdisk wrote a backup header"
+    );
+    cairn(&d, &["disk", "repair", path]).refused("a GPT partition table");
+    let out = cairn(
+        &d,
+        &["disk", "repair", path, "--overwrite-foreign", "--json"],
+    )
+    .ok()
+    .json();
+    assert!(
+        !out["erased_ranges"].as_array().unwrap().is_empty(),
+        "{out:#}"
+    );
+    assert_ne!(
+        read_at(&disk, 64 * MIB - 512, 8),
+        b"EFI PART",
+        "the backup GPT header is erased"
+    );
+    let list = cairn(&d, &["disk", "list", "--json"]).ok().json();
+    let e = entry(&list, &disk);
+    assert_eq!(
+        (e["header"].as_str(), e["foreign"].as_array().map(Vec::len)),
+        (Some("ok"), Some(0)),
+        "{e:#}"
+    );
+    if let Some(types) = wipefs_types(&disk) {
+        assert!(types.is_empty(), "wipefs still finds {types:?}");
+    }
+}
+
+#[test]
+fn repair_of_a_newer_format_says_to_upgrade_whatever_the_flags() {
+    let dir = scratch();
+    let d = glob_of(dir.path());
+    let disk = sparse(&dir.path().join("d.img"), 64 * MIB);
+    let path = disk.to_str().unwrap();
+    cairn(&d, &["disk", "label", "data1", path]).ok();
+    // Every copy claims format version 2, checksum resealed.
+    for offset in [0, MIB, 63 * MIB] {
+        let mut block = read_at(&disk, offset, 4096);
+        block[0x0E] = 2;
+        let crc = crc32c::crc32c(&block[12..]);
+        block[8..12].copy_from_slice(&crc.to_le_bytes());
+        write_at(&disk, offset, &block);
+    }
+    let before = digest(&disk);
+    for flags in [
+        &[][..],
+        &["--force"][..],
+        &["--force", "--overwrite-foreign"][..],
+    ] {
+        let mut args = vec!["disk", "repair", path];
+        args.extend_from_slice(flags);
+        cairn(&d, &args)
+            .refused("was written by a newer Cairn (format version 2); upgrade Cairn to repair it");
+    }
+    assert_eq!(digest(&disk), before);
 }

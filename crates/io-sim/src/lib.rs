@@ -6,9 +6,10 @@
 //! operation takes effect for readers when it is submitted, in submission order;
 //! its completion arrives after a seeded random latency, so completions are
 //! reordered as on a real device with a queue. Durability is as weak as a real
-//! device's: a flush makes durable only the writes that had *completed* when it
-//! was issued (a write still in flight is not covered), and a FUA write is
-//! durable once it has completed.
+//! device's: a flush takes effect when it completes, and covers only the writes
+//! that had completed when it was issued (a write still in flight is not
+//! covered); a FUA write is durable once it has completed; what readers see
+//! never goes back to older data because of a flush.
 //!
 //! Faults, all driven by the seed so a failing run replays exactly:
 //! - read and write errors on byte ranges, or at a rate per million requests (EIO);
@@ -31,8 +32,8 @@ use std::ops::Range;
 use cairn_io::engine::{pieces, validate};
 use cairn_io::geometry::DiscardSupport;
 use cairn_io::{
-    AlignedBuf, Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, Request,
-    SubmitError,
+    AlignedBuf, Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, OpKind,
+    Request, SubmitError,
 };
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -174,18 +175,25 @@ impl SimDisk {
         }
     }
 
-    /// A flush issued at `now_ns` makes durable the writes completed by then; a
-    /// write still in flight when the flush is issued is not covered (as with a
-    /// real device: order by waiting for the write, then flushing).
-    fn flush(&mut self, now_ns: u64) {
-        let (done, in_flight): (Vec<PendingWrite>, Vec<PendingWrite>) =
-            std::mem::take(&mut self.pending)
-                .into_iter()
-                .partition(|w| w.completes_at_ns <= now_ns);
-        for write in done {
-            self.make_durable(write.offset_bytes, &write.data);
+    /// A flush issued at `issued_at_ns`, taking effect as it completes, makes
+    /// durable the writes completed before it was issued; a write still in flight
+    /// then is not covered (order by waiting for the write, then flushing). A
+    /// covered write overlapping an earlier write that stays pending stays
+    /// pending too, so what readers see never goes back to older data.
+    fn flush(&mut self, issued_at_ns: u64) {
+        let mut still_pending: Vec<PendingWrite> = Vec::new();
+        for write in std::mem::take(&mut self.pending) {
+            let end = write.offset_bytes + write.data.len() as u64;
+            let behind_older = still_pending.iter().any(|p| {
+                p.offset_bytes < end && write.offset_bytes < p.offset_bytes + p.data.len() as u64
+            });
+            if write.completes_at_ns <= issued_at_ns && !behind_older {
+                self.make_durable(write.offset_bytes, &write.data);
+            } else {
+                still_pending.push(write);
+            }
         }
-        self.pending = in_flight;
+        self.pending = still_pending;
     }
 }
 
@@ -218,6 +226,8 @@ pub struct SimEngine {
     disks: Vec<SimDisk>,
     in_flight: BinaryHeap<Reverse<(u64, u64)>>,
     waiting: BTreeMap<u64, Completion>,
+    /// Flushes in flight by sequence: the disk and when each was issued.
+    flushes: BTreeMap<u64, (usize, u64)>,
     ready: VecDeque<Completion>,
     depth_max: usize,
     stats: EngineStats,
@@ -237,6 +247,7 @@ impl SimEngine {
             disks: Vec::new(),
             in_flight: BinaryHeap::new(),
             waiting: BTreeMap::new(),
+            flushes: BTreeMap::new(),
             ready: VecDeque::new(),
             depth_max,
             stats: EngineStats::default(),
@@ -334,6 +345,7 @@ impl SimEngine {
         };
         self.in_flight.clear();
         self.waiting.clear();
+        self.flushes.clear();
         self.ready.clear();
         let now_ns = self.now_ns;
         for d in 0..self.disks.len() {
@@ -470,8 +482,8 @@ impl SimEngine {
                 self.stats.bytes_written += len_bytes;
             }
             Op::Flush => {
+                // Takes effect when it completes (see wait()).
                 self.stats.device_requests += 1;
-                self.disks[device.0 as usize].flush(self.now_ns);
             }
             Op::Discard { .. } => {
                 self.stats.device_requests += 1;
@@ -528,6 +540,10 @@ impl IoEngine for SimEngine {
         let completes_at_ns = self.now_ns + latency;
         let result = self.perform(request.device, &mut request.op, completes_at_ns);
         let kind = request.op.kind();
+        if kind == OpKind::Flush && result.is_ok() {
+            self.flushes
+                .insert(self.sequence + 1, (request.device.0 as usize, self.now_ns));
+        }
         let buf: Option<AlignedBuf> = match request.op {
             Op::Read { buf, .. } | Op::Write { buf, .. } => Some(buf),
             _ => None,
@@ -555,6 +571,9 @@ impl IoEngine for SimEngine {
                 break;
             };
             self.now_ns = self.now_ns.max(due_ns);
+            if let Some((disk, issued_at_ns)) = self.flushes.remove(&sequence) {
+                self.disks[disk].flush(issued_at_ns);
+            }
             let completion = self
                 .waiting
                 .remove(&sequence)

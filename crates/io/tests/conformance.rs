@@ -153,6 +153,8 @@ fn the_device_receives_requests_no_larger_than_its_max_transfer() {
         assert_eq!(device.geometry().max_transfer_bytes, 512 << 10);
         let mut engine = new_file_engine(kind, 32).unwrap();
         let id = engine.attach(device);
+        // Where udev runs, let its probe of the new device finish first.
+        let _ = std::process::Command::new("udevadm").arg("settle").status();
         let before = device_counters(&lo);
         engine
             .write_at(id, 8 << 20, conformance::pattern(1, 4 << 20), false)

@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use crate::catalog::{self, DiskEntry};
 use crate::discovery::{DiscoveryError, DiscoveryString};
-use crate::header_copies::{CopyState, HeaderScan};
+use crate::header_copies::{CopyState, HeaderHealth, HeaderScan};
 use crate::labeling::{self, LabelSpec, WriteError};
 use crate::protection::{self, ExternalScan, Obstacle};
 use crate::repair::{self, PlanError, Rewrite};
@@ -68,10 +68,14 @@ pub enum AdminError {
         source_copy: usize,
         source_uuid: Uuid,
     },
-    #[error("{}: {what} where the Cairn header copies were; if that data is not wanted, run again with --overwrite-foreign to restore the header over it", path.display())]
+    #[error("{} now carries {what}; restoring the header could destroy it — if that data is not wanted, run again with --overwrite-foreign", path.display())]
     ForeignOverDamaged { path: PathBuf, what: String },
-    #[error("{} was written by a newer Cairn ({features}); upgrade Cairn to change it, or run again with --force to overwrite it", path.display())]
-    NewerFormat { path: PathBuf, features: String },
+    #[error("{} was written by a newer Cairn ({features}); {remedy}", path.display())]
+    NewerFormat {
+        path: PathBuf,
+        features: String,
+        remedy: &'static str,
+    },
     #[error("{}: header copy {copy} does not exist; this device has copies 0 to {}", path.display(), count - 1)]
     NoSuchCopy {
         path: PathBuf,
@@ -80,11 +84,11 @@ pub enum AdminError {
     },
     #[error("{} was replaced by another device while being opened; run the command again", path.display())]
     Replaced { path: PathBuf },
-    #[error("{}: {what} is still there after erasing it; the device may ignore writes there — check it, and the kernel log (dmesg)", path.display())]
+    #[error("{}: {what} is still found after {ERASE_ROUNDS_MAX} rounds of erasing; the device may ignore writes there — check it, and the kernel log (dmesg)", path.display())]
     NotErased { path: PathBuf, what: String },
     #[error("{}: {error}; check the device and the kernel log (dmesg)", path.display())]
     Io { path: PathBuf, error: IoError },
-    #[error("{}: {error}", path.display())]
+    #[error("{}: {error}; check the device and the kernel log (dmesg)", path.display())]
     Write { path: PathBuf, error: WriteError },
 }
 
@@ -143,6 +147,7 @@ fn open_for_write(host: &Host, path: &Path) -> Result<DeviceFile, AdminError> {
 }
 
 /// Other owners' signatures: Cairn's recognisers, and wipefs's second opinion.
+#[derive(Clone)]
 struct Content {
     found: Vec<Found>,
     external: ExternalScan,
@@ -169,7 +174,12 @@ impl Content {
     }
 }
 
-fn refuse_newer(path: &Path, scan: &HeaderScan) -> Result<(), AdminError> {
+/// What to do about a header from a newer Cairn, per command.
+const NEWER_REMEDY_OVERWRITE: &str =
+    "upgrade Cairn to change it, or run again with --force to overwrite it";
+const NEWER_REMEDY_UPGRADE: &str = "upgrade Cairn to repair it";
+
+fn refuse_newer(path: &Path, scan: &HeaderScan, remedy: &'static str) -> Result<(), AdminError> {
     if let Some(newest) = scan.newest() {
         if !newest.header.features.rewritable() {
             let f = newest.header.features;
@@ -179,6 +189,7 @@ fn refuse_newer(path: &Path, scan: &HeaderScan) -> Result<(), AdminError> {
                     "features compat {:#x}, ro_compat {:#x}, incompat {:#x}",
                     f.compat, f.ro_compat, f.incompat
                 ),
+                remedy,
             });
         }
     }
@@ -195,6 +206,7 @@ fn refuse_newer(path: &Path, scan: &HeaderScan) -> Result<(), AdminError> {
         return Err(AdminError::NewerFormat {
             path: path.into(),
             features,
+            remedy,
         });
     }
     Ok(())
@@ -253,7 +265,7 @@ pub fn label(
     let content = Content::read(engine, id, path)?;
     let obstacles = protection::content_obstacles(&scan, &content.found, &content.external.found);
     if !request.force {
-        refuse_newer(path, &scan)?;
+        refuse_newer(path, &scan, NEWER_REMEDY_OVERWRITE)?;
         match obstacles.first() {
             Some(Obstacle::Foreign { what }) => {
                 return Err(AdminError::Foreign {
@@ -275,37 +287,24 @@ pub fn label(
         label: request.label.clone(),
         disk_uuid: request.disk_uuid,
         now_unix_seconds: request.now_unix_seconds,
+        generation: scan.generation_max() + 1,
     };
     let header = labeling::write_label(engine, id, &spec).map_err(AdminError::write(path))?;
-
     // What --force overrode must not linger outside the new header blocks: an
     // earlier label's copies at other places, other owners' magic.
-    let keep: Vec<(u64, u64)> = header
-        .copy_offsets_bytes
-        .iter()
-        .map(|o| (*o, HEADER_BLOCK_BYTES))
+    let strays: Vec<(u64, u64)> = scan
+        .cairn_blocks()
+        .map(|s| (s.offset_bytes, HEADER_BLOCK_BYTES))
+        .filter(|r| !header.copy_offsets_bytes.contains(&r.0))
         .collect();
-    let sector = u64::from(geometry.logical_sector_bytes);
-    let mut erase =
-        protection::erase_ranges(&content.found, &content.external.found, sector, &keep);
-    erase.extend(
-        scan.cairn_blocks()
-            .map(|s| (s.offset_bytes, HEADER_BLOCK_BYTES))
-            .filter(|r| !keep.contains(r)),
-    );
-    erase.sort_unstable();
-    erase.dedup();
-    if !erase.is_empty() {
-        labeling::zero_ranges(engine, id, &erase).map_err(AdminError::io(path))?;
-        let after_scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
-        let after = Content::read(engine, id, path)?;
-        if let Some(what) = after.descriptions(&after_scan).into_iter().next() {
-            return Err(AdminError::NotErased {
-                path: path.into(),
-                what,
-            });
-        }
-    }
+    let erase = erase_overridden(
+        engine,
+        id,
+        path,
+        &header.copy_offsets_bytes,
+        content.clone(),
+        strays,
+    )?;
 
     Ok(LabelReport {
         path: path.into(),
@@ -326,6 +325,66 @@ pub fn label(
             .collect(),
         erased_ranges: erase,
         warnings: content.external.unavailable.into_iter().collect(),
+    })
+}
+
+/// Rounds of erase-and-look-again after `--force`: erasing one signature can
+/// uncover another that libblkid only reports once the first is gone.
+const ERASE_ROUNDS_MAX: usize = 3;
+
+/// Zero what was overridden — other owners' magic where it lies, plus `extra`
+/// ranges — sparing the header copies at `copies`, then look again: the header
+/// must read back healthy and nothing foreign may remain. Returns what was zeroed.
+fn erase_overridden(
+    engine: &mut dyn FileEngine,
+    id: DeviceId,
+    path: &Path,
+    copies: &[u64],
+    mut content: Content,
+    extra: Vec<(u64, u64)>,
+) -> Result<Vec<(u64, u64)>, AdminError> {
+    let geometry = engine
+        .geometry(id)
+        .ok_or(IoError::UnknownDevice(id))
+        .map_err(AdminError::io(path))?
+        .clone();
+    let keep: Vec<(u64, u64)> = copies.iter().map(|o| (*o, HEADER_BLOCK_BYTES)).collect();
+    let sector = u64::from(geometry.logical_sector_bytes);
+    let mut erased: Vec<(u64, u64)> = Vec::new();
+    let mut pending = extra;
+    for _ in 0..ERASE_ROUNDS_MAX {
+        pending.extend(protection::erase_ranges(
+            &content.found,
+            &content.external.found,
+            sector,
+            geometry.size_bytes,
+            &keep,
+        ));
+        pending.retain(|r| !erased.contains(r));
+        pending.sort_unstable();
+        pending.dedup();
+        if pending.is_empty() {
+            return Ok(erased);
+        }
+        labeling::zero_ranges(engine, id, &pending).map_err(AdminError::io(path))?;
+        erased.append(&mut pending);
+        let scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
+        if scan.health() != HeaderHealth::Ok {
+            let reason = scan.describe_copies().join("; ");
+            return Err(AdminError::Write {
+                path: path.into(),
+                error: WriteError::Verify { copy: 0, reason },
+            });
+        }
+        content = Content::read(engine, id, path)?;
+        if content.descriptions(&scan).is_empty() {
+            return Ok(erased);
+        }
+    }
+    let scan = HeaderScan::read(engine, id).map_err(AdminError::io(path))?;
+    Err(AdminError::NotErased {
+        path: path.into(),
+        what: content.descriptions(&scan).join("; "),
     })
 }
 
@@ -382,7 +441,7 @@ pub fn unlabel(
     }
     let newest = scan.newest().map(|d| d.header.clone());
     if !force {
-        refuse_newer(path, &scan)?;
+        refuse_newer(path, &scan, NEWER_REMEDY_OVERWRITE)?;
         match &newest {
             Some(h) => {
                 if let Some(group) = h.group_uuid {
@@ -485,6 +544,8 @@ pub struct RepairReport {
     pub disk_uuid: Option<Uuid>,
     /// Copies rewritten (or that would be, with `--dry-run`).
     pub rewrites: Vec<Rewrite>,
+    /// Byte ranges zeroed to erase what `--overwrite-foreign` overrode.
+    pub erased_ranges: Vec<(u64, u64)>,
     pub warnings: Vec<String>,
 }
 
@@ -523,6 +584,7 @@ pub fn repair(
             state: s.state.describe(),
         })
         .collect();
+    refuse_newer(path, &scan, NEWER_REMEDY_UPGRADE)?;
     let plan = match repair::plan(&scan, options.force) {
         Ok(plan) => plan,
         Err(PlanError::NotLabelled) => {
@@ -549,34 +611,44 @@ pub fn repair(
             })
         }
     };
-    refuse_newer(path, &scan)?;
 
     // Someone may have put their own data where copies were (mkfs over a wiped
     // primary): restoring the header would destroy it.
     let content = Content::read(engine, id, path)?;
-    if !plan.rewrites.is_empty() && !options.overwrite_foreign {
-        let mut theirs = content.descriptions(&scan);
-        theirs.extend(
-            scan.slots
-                .iter()
-                .filter(|s| plan.rewrites.iter().any(|r| r.copy == s.index))
-                .filter(|s| matches!(s.state, CopyState::Bad(HeaderError::NotCairn { .. })))
-                .map(|s| {
-                    format!(
-                        "copy {} @ {} holds bytes that are not Cairn's",
-                        s.index, s.offset_bytes
-                    )
-                }),
-        );
-        if !theirs.is_empty() {
-            return Err(AdminError::ForeignOverDamaged {
-                path: path.into(),
-                what: format!("it now carries {}", theirs.join("; ")),
-            });
-        }
+    let mut theirs = content.descriptions(&scan);
+    theirs.extend(
+        scan.slots
+            .iter()
+            .filter(|s| plan.rewrites.iter().any(|r| r.copy == s.index))
+            .filter(|s| matches!(s.state, CopyState::Bad(HeaderError::NotCairn { .. })))
+            .map(|s| {
+                format!(
+                    "bytes that are not Cairn's in copy {}'s place ({})",
+                    s.index, s.offset_bytes
+                )
+            }),
+    );
+    if !plan.rewrites.is_empty() && !theirs.is_empty() && !options.overwrite_foreign {
+        return Err(AdminError::ForeignOverDamaged {
+            path: path.into(),
+            what: theirs.join("; "),
+        });
     }
+    let mut erased = Vec::new();
     if !options.dry_run {
         repair::apply(engine, id, &plan).map_err(AdminError::write(path))?;
+        if options.overwrite_foreign && !theirs.is_empty() {
+            // As label --force: what was overridden must not stay behind to claim
+            // the disk again (a GPT backup at the last LBA, say).
+            erased = erase_overridden(
+                engine,
+                id,
+                path,
+                &plan.source.copy_offsets_bytes,
+                content.clone(),
+                Vec::new(),
+            )?;
+        }
     }
     Ok(RepairReport {
         path: path.into(),
@@ -586,6 +658,7 @@ pub fn repair(
         label: Some(plan.source.label.to_string()),
         disk_uuid: Some(plan.source.disk_uuid),
         rewrites: plan.rewrites,
+        erased_ranges: erased,
         warnings: content.external.unavailable.into_iter().collect(),
     })
 }

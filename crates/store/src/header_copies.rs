@@ -268,6 +268,20 @@ impl HeaderScan {
             .collect()
     }
 
+    /// The highest generation of any decodable header read, good or misplaced,
+    /// at a copy place or a stray one (0 if none).
+    pub fn generation_max(&self) -> u64 {
+        self.slots
+            .iter()
+            .chain(self.strays.iter())
+            .filter_map(|s| match &s.state {
+                CopyState::Good(d) | CopyState::Misplaced(d) => Some(d.header.generation),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Every block read (copy places and strays) that carries Cairn's magic.
     pub fn cairn_blocks(&self) -> impl Iterator<Item = &CopySlot> {
         self.slots.iter().chain(self.strays.iter()).filter(|s| {

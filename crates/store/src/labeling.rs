@@ -27,6 +27,9 @@ pub struct LabelSpec {
     pub label: DiskLabel,
     pub disk_uuid: Uuid,
     pub now_unix_seconds: u64,
+    /// 1 on a fresh device; above any generation already there on a relabel, so
+    /// that a relabel cut short never loses to the label it replaces.
+    pub generation: u64,
 }
 
 /// Why a write of header copies failed.
@@ -83,7 +86,7 @@ pub fn write_copies(
     Ok(())
 }
 
-/// Label the device: a new header, generation 1, at every copy place.
+/// Label the device: a new header at every copy place.
 pub fn write_label(
     engine: &mut dyn IoEngine,
     device: DeviceId,
@@ -103,7 +106,7 @@ pub fn write_label(
         device_size_bytes: geometry.size_bytes,
         created_unix_seconds: spec.now_unix_seconds,
         written_unix_seconds: spec.now_unix_seconds,
-        generation: 1,
+        generation: spec.generation,
         features: FeatureSet::default(),
         copy_offsets_bytes: placement.offsets_bytes.to_vec(),
     };

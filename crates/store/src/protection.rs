@@ -124,6 +124,7 @@ pub struct ExternalSignature {
     /// `a minix signature (found by wipefs)`.
     pub what: String,
     pub offset_bytes: u64,
+    pub len_bytes: u64,
 }
 
 /// What the second opinion said.
@@ -145,13 +146,14 @@ struct WipefsSignature {
     #[serde(rename = "type")]
     kind: String,
     label: Option<String>,
+    length: u64,
 }
 
 /// Ask `wipefs --no-act` (libblkid's probe of every signature it knows, without
 /// caching) what it finds. Read-only.
 pub fn external_signatures(path: &Path) -> ExternalScan {
     let output = match Command::new("wipefs")
-        .args(["--no-act", "--json"])
+        .args(["--no-act", "--json", "--output", "OFFSET,TYPE,LABEL,LENGTH"])
         .arg(path)
         .output()
     {
@@ -172,35 +174,47 @@ pub fn external_signatures(path: &Path) -> ExternalScan {
     } else {
         serde_json::from_slice(&output.stdout).ok()
     };
-    match parsed {
-        Some(report) if output.status.success() => ExternalScan {
-            found: report
-                .signatures
-                .into_iter()
-                .map(|s| ExternalSignature {
-                    what: match s.label.filter(|l| !l.is_empty()) {
-                        Some(label) => format!(
-                            "a {} signature labelled '{label}' (found by wipefs)",
-                            s.kind
-                        ),
-                        None => format!("a {} signature (found by wipefs)", s.kind),
-                    },
-                    offset_bytes: u64::from_str_radix(s.offset.trim_start_matches("0x"), 16)
-                        .unwrap_or(0),
-                })
-                .collect(),
-            unavailable: None,
-        },
-        _ => ExternalScan {
-            found: Vec::new(),
-            unavailable: Some(format!(
-                "wipefs failed ({}); only Cairn's own recognisers were used",
+    let unavailable = |why: String| ExternalScan {
+        found: Vec::new(),
+        unavailable: Some(format!(
+            "wipefs {why}; only Cairn's own recognisers were used"
+        )),
+    };
+    let report = match parsed {
+        Some(report) if output.status.success() => report,
+        _ => {
+            return unavailable(format!(
+                "failed ({})",
                 String::from_utf8_lossy(&output.stderr)
                     .split_whitespace()
                     .collect::<Vec<_>>()
                     .join(" ")
-            )),
-        },
+            ))
+        }
+    };
+    let mut found = Vec::new();
+    for s in report.signatures {
+        let Ok(offset_bytes) = u64::from_str_radix(s.offset.trim_start_matches("0x"), 16) else {
+            return unavailable(format!(
+                "reported an offset that is not a number ({})",
+                s.offset
+            ));
+        };
+        found.push(ExternalSignature {
+            what: match s.label.filter(|l| !l.is_empty()) {
+                Some(label) => format!(
+                    "a {} signature labelled '{label}' (found by wipefs)",
+                    s.kind
+                ),
+                None => format!("a {} signature (found by wipefs)", s.kind),
+            },
+            offset_bytes,
+            len_bytes: s.length.max(1),
+        });
+    }
+    ExternalScan {
+        found,
+        unavailable: None,
     }
 }
 
@@ -254,29 +268,26 @@ pub fn content_obstacles(
 }
 
 /// Byte ranges to zero so that the overridden signatures disappear, as `wipefs`
-/// erases them: each magic widened to whole logical sectors, with the new header
-/// blocks (`keep`, sector-aligned) cut out — they were just written and already
-/// cover whatever magic lay inside them.
+/// erases them: each magic widened to whole logical sectors (and kept inside the
+/// device of `size_bytes`), with the new header blocks (`keep`, sector-aligned)
+/// cut out — they were just written and already cover whatever magic lay in them.
 pub fn erase_ranges(
     found: &[Found],
     external: &[ExternalSignature],
     sector_bytes: u64,
+    size_bytes: u64,
     keep: &[(u64, u64)],
 ) -> Vec<(u64, u64)> {
-    // wipefs reports where a magic starts, not its length; 16 bytes covers every
-    // magic libblkid knows, and the range is widened to whole sectors anyway.
-    const EXTERNAL_MAGIC_BYTES: u64 = 16;
+    let device_end = size_bytes / sector_bytes * sector_bytes;
     let mut ranges: Vec<(u64, u64)> = found
         .iter()
         .flat_map(|f| f.magic_ranges.iter().copied())
-        .chain(
-            external
-                .iter()
-                .map(|e| (e.offset_bytes, EXTERNAL_MAGIC_BYTES)),
-        )
+        .chain(external.iter().map(|e| (e.offset_bytes, e.len_bytes)))
+        .filter(|(offset, _)| *offset < device_end)
         .map(|(offset, len)| {
             let start = offset / sector_bytes * sector_bytes;
-            (start, (offset + len).div_ceil(sector_bytes) * sector_bytes)
+            let end = offset.saturating_add(len).div_ceil(sector_bytes) * sector_bytes;
+            (start, end.min(device_end))
         })
         .flat_map(|range| subtract(range, keep))
         .map(|(start, end)| (start, end - start))
@@ -325,11 +336,26 @@ mod tests {
         let keep = [(0, 4096), (1 << 20, 4096)];
         // Inside copy 0: nothing to do. At 64 KiB: one sector.
         let f = [found(vec![(1080, 2), (0x10040, 8)])];
-        assert_eq!(erase_ranges(&f, &[], 512, &keep), vec![(0x10000, 512)]);
+        assert_eq!(
+            erase_ranges(&f, &[], 512, 64 << 20, &keep),
+            vec![(0x10000, 512)]
+        );
         // Straddling copy 0's end: only the part beyond it.
         let f = [found(vec![(4090, 10)])];
-        assert_eq!(erase_ranges(&f, &[], 512, &keep), vec![(4096, 512)]);
-        assert_eq!(erase_ranges(&f, &[], 4096, &keep), vec![(4096, 4096)]);
+        assert_eq!(
+            erase_ranges(&f, &[], 512, 64 << 20, &keep),
+            vec![(4096, 512)]
+        );
+        assert_eq!(
+            erase_ranges(&f, &[], 4096, 64 << 20, &keep),
+            vec![(4096, 4096)]
+        );
+        // Near the end: never past it.
+        let f = [found(vec![((64 << 20) - 8, 16)])];
+        assert_eq!(
+            erase_ranges(&f, &[], 4096, 64 << 20, &[]),
+            vec![((64 << 20) - 4096, 4096)]
+        );
         // A range around a whole header block keeps both sides.
         assert_eq!(
             subtract((0, 3 << 20), &[(1 << 20, 4096)]),
@@ -339,7 +365,8 @@ mod tests {
         let e = [ExternalSignature {
             what: "x".into(),
             offset_bytes: 0x410,
+            len_bytes: 2,
         }];
-        assert_eq!(erase_ranges(&[], &e, 4096, &[]), vec![(0, 4096)]);
+        assert_eq!(erase_ranges(&[], &e, 4096, 64 << 20, &[]), vec![(0, 4096)]);
     }
 }

@@ -21,6 +21,7 @@ fn spec(name: &str, uuid: u128) -> LabelSpec {
         label: DiskLabel::parse(name).unwrap(),
         disk_uuid: Uuid::from_u128(uuid),
         now_unix_seconds: 1_763_700_000,
+        generation: 1,
     }
 }
 
@@ -379,4 +380,34 @@ fn crash_at_every_point_of_repair() {
             assert_eq!(scan.newest().unwrap().header.disk_uuid, Uuid::from_u128(88));
         }
     }
+}
+
+/// Over old bytes (a device that held data before), a header write torn at a
+/// crash leaves a copy that mixes new and old sectors: its checksum must catch
+/// it, and no enumeration may end with a torn copy taken for good.
+#[test]
+fn torn_copies_over_old_data_fail_their_checksum() {
+    let mut torn_seen = 0;
+    for budget in 0..4 {
+        for seed in 0..8u64 {
+            let (mut inner, d) = disk_with(3000 + seed * 13 + budget as u64, 64 * MIB, 512, 512);
+            let old: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 1) as u8).collect();
+            for offset in [0, MIB, 63 * MIB] {
+                inner.scribble(d, offset, &old);
+            }
+            let mut e = CrashAfter { inner, budget };
+            let _ = write_label(&mut e, d, &spec("DATA1", 99));
+            let mut sim = e.inner;
+            sim.crash(CrashPolicy::TEAR_ALL);
+            let scan = HeaderScan::read(&mut sim, d).unwrap();
+            for slot in &scan.slots {
+                match &slot.state {
+                    CopyState::Bad(cairn_format::HeaderError::Checksum { .. }) => torn_seen += 1,
+                    CopyState::Good(h) => assert_eq!(h.header.disk_uuid, Uuid::from_u128(99)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    assert!(torn_seen > 0, "the enumeration produced torn copies");
 }

@@ -127,6 +127,45 @@ pub fn tool(program: &str, args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// The signature types `wipefs --no-act` finds, or `None` (with a note) where
+/// wipefs is not installed. A failing wipefs fails the test.
+pub fn wipefs_types(path: &Path) -> Option<Vec<String>> {
+    let exe = ["/usr/sbin/wipefs", "/sbin/wipefs"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists());
+    let Some(exe) = exe else {
+        assert!(
+            std::env::var_os("CAIRN_REQUIRE_TOOLS").is_none(),
+            "wipefs is required but not installed"
+        );
+        println!("skipped: the wipefs cross-check: wipefs is not installed");
+        return None;
+    };
+    let out = Command::new(exe)
+        .args(["--no-act", "--json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "wipefs failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.stdout.iter().all(u8::is_ascii_whitespace) {
+        return Some(Vec::new());
+    }
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    Some(
+        report["signatures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["type"].as_str().unwrap_or("?").to_string())
+            .collect(),
+    )
+}
+
 /// The disk entry for `path` in `cairn disk list --json` output.
 pub fn entry<'a>(list: &'a Value, path: &Path) -> &'a Value {
     list["disks"]
