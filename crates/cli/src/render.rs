@@ -302,15 +302,19 @@ pub fn label(r: &LabelReport) -> String {
     for what in &r.overrode {
         let _ = writeln!(out, "overwrote (--force): {what}");
     }
-    if !r.erased_ranges.is_empty() {
-        let ranges: Vec<String> = r
-            .erased_ranges
+    erased(&mut out, &r.erased_ranges);
+    out
+}
+
+/// The line listing what `--force` or `--overwrite-foreign` zeroed, if anything.
+fn erased(out: &mut String, ranges: &[(u64, u64)]) {
+    if !ranges.is_empty() {
+        let ranges: Vec<String> = ranges
             .iter()
             .map(|(o, l)| format!("{} at {o}", exact(*l)))
             .collect();
         let _ = writeln!(out, "erased what was overwritten: {}", ranges.join(", "));
     }
-    out
 }
 
 /// `cairn disk unlabel`.
@@ -508,14 +512,7 @@ pub fn repair(r: &RepairReport) -> String {
             w.copy, w.offset_bytes, w.reason
         );
     }
-    if !r.erased_ranges.is_empty() {
-        let ranges: Vec<String> = r
-            .erased_ranges
-            .iter()
-            .map(|(o, l)| format!("{} at {o}", exact(*l)))
-            .collect();
-        let _ = writeln!(out, "erased what was overwritten: {}", ranges.join(", "));
-    }
+    erased(&mut out, &r.erased_ranges);
     if r.dry_run {
         let _ = writeln!(out, "nothing written (--dry-run)");
     }
