@@ -10,7 +10,6 @@
 //! it says it belongs (a misdirected write); unreadable (an I/O error); or beyond
 //! the end of a device that shrank.
 
-use cairn_format::disk_header::MAGIC;
 use cairn_format::layout::HEADER_BLOCK_BYTES;
 use cairn_format::{DecodedHeader, DiskHeader, HeaderError, HeaderPlacement};
 use cairn_io::{DeviceId, IoEngine, IoError};
@@ -284,9 +283,12 @@ impl HeaderScan {
 
     /// Every block read (copy places and strays) that carries Cairn's magic.
     pub fn cairn_blocks(&self) -> impl Iterator<Item = &CopySlot> {
-        self.slots.iter().chain(self.strays.iter()).filter(|s| {
-            s.state.is_cairn() || s.block.as_ref().is_some_and(|b| b.starts_with(&MAGIC))
-        })
+        // is_cairn() covers every block with Cairn's magic: decoding reports a
+        // block as blank or not Cairn's only when the magic is absent.
+        self.slots
+            .iter()
+            .chain(self.strays.iter())
+            .filter(|s| s.state.is_cairn())
     }
 
     /// True when some block read carries Cairn's magic, good or not.
