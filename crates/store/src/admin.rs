@@ -400,7 +400,12 @@ fn refuse_duplicate_label(
         Err(DiscoveryError::NothingMatched { .. }) => return Ok(()),
         Err(e) => return Err(e.into()),
     };
-    for entry in catalog::build(catalog::gather(engine, host, &paths)) {
+    for entry in catalog::build(catalog::gather(
+        engine,
+        host,
+        &paths,
+        catalog::Depth::Labels,
+    )) {
         let is_target = std::iter::once(&entry.path)
             .chain(entry.also_seen_at.iter())
             .any(|p| std::fs::metadata(p).is_ok_and(|m| target.same_object(&m)));
@@ -679,7 +684,12 @@ pub fn list(
     discovery: &DiscoveryString,
 ) -> Result<ListReport, AdminError> {
     let expansion = discovery.expand()?;
-    let disks = catalog::build(catalog::gather(engine, host, &expansion.paths));
+    let disks = catalog::build(catalog::gather(
+        engine,
+        host,
+        &expansion.paths,
+        catalog::Depth::Signatures,
+    ));
     Ok(ListReport {
         discovery_string: discovery.text.clone(),
         discovery_source: discovery.source.to_string(),

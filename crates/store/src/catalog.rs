@@ -121,9 +121,23 @@ fn identity(probe: &DeviceProbe) -> Vec<String> {
     keys
 }
 
+/// How much [`gather`] reads of each device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Header copies only: enough to know labels and identities.
+    Labels,
+    /// Also other owners' signatures (a sample of each device, and wipefs).
+    Signatures,
+}
+
 /// Open, probe and read every path (read-only). A device that cannot be read is
 /// kept with its error; an empty one (a loop device with nothing attached) is left out.
-pub fn gather(engine: &mut dyn FileEngine, host: &Host, paths: &[PathBuf]) -> Vec<Candidate> {
+pub fn gather(
+    engine: &mut dyn FileEngine,
+    host: &Host,
+    paths: &[PathBuf],
+    depth: Depth,
+) -> Vec<Candidate> {
     let mut out = Vec::new();
     for path in paths {
         let unreadable = |error: String| Candidate {
@@ -153,23 +167,16 @@ pub fn gather(engine: &mut dyn FileEngine, host: &Host, paths: &[PathBuf]) -> Ve
                 continue;
             }
         };
-        let mut foreign: Vec<String> = match protection::read_sample(engine, id) {
-            Ok((head, tail)) => protection::recognise(&head, &tail, probe.size_bytes)
-                .iter()
-                .map(|f| f.signature.to_string())
-                .collect(),
-            Err(e) => {
-                out.push(unreadable(format!("{}: {e}", path.display())));
-                continue;
-            }
+        let foreign = match depth {
+            Depth::Labels => Vec::new(),
+            Depth::Signatures => match signatures(engine, id, path, &probe, &scan) {
+                Ok(foreign) => foreign,
+                Err(e) => {
+                    out.push(unreadable(format!("{}: {e}", path.display())));
+                    continue;
+                }
+            },
         };
-        if foreign.is_empty() && scan.health() == HeaderHealth::None {
-            foreign = protection::external_signatures(path)
-                .found
-                .into_iter()
-                .map(|e| e.what)
-                .collect();
-        }
         out.push(Candidate {
             path: path.clone(),
             identity: identity(&probe),
@@ -180,6 +187,30 @@ pub fn gather(engine: &mut dyn FileEngine, host: &Host, paths: &[PathBuf]) -> Ve
         });
     }
     out
+}
+
+/// Other owners' signatures on a device, described: Cairn's recognisers, and
+/// wipefs where they find nothing and there is no Cairn header either.
+fn signatures(
+    engine: &mut dyn FileEngine,
+    id: cairn_io::DeviceId,
+    path: &Path,
+    probe: &DeviceProbe,
+    scan: &HeaderScan,
+) -> Result<Vec<String>, cairn_io::IoError> {
+    let (head, tail) = protection::read_sample(engine, id)?;
+    let found: Vec<String> = protection::recognise(&head, &tail, probe.size_bytes)
+        .iter()
+        .map(|f| f.signature.to_string())
+        .collect();
+    if !found.is_empty() || scan.health() != HeaderHealth::None {
+        return Ok(found);
+    }
+    Ok(protection::external_signatures(path)
+        .found
+        .into_iter()
+        .map(|e| e.what)
+        .collect())
 }
 
 fn preference(c: &Candidate) -> (u8, usize, PathBuf) {
