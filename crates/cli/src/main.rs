@@ -5,6 +5,7 @@
 //! Exit status: 0 success, 1 the command failed or refused (one line on stderr
 //! says why and what to do), 2 the command line itself was wrong.
 
+mod group_cmd;
 mod render;
 
 use std::io::Write;
@@ -41,7 +42,7 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum EngineArg {
+pub(crate) enum EngineArg {
     Auto,
     Uring,
     Sync,
@@ -55,6 +56,58 @@ enum Noun {
     /// Cairn disk labels: label, list, inspect, repair, unlabel.
     #[command(subcommand)]
     Disk(DiskCommand),
+    /// Disk groups: create, list, disks, mount, check, space.
+    #[command(subcommand)]
+    Group(group_cmd::GroupCommand),
+    /// List a directory in a group (+DATA/orcl/datafile).
+    Ls {
+        path: String,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Space used under a path in a group, with and without mirrors.
+    Du {
+        path: String,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Make a directory in a group.
+    Mkdir {
+        path: String,
+        /// Make missing parent directories too.
+        #[arg(short, long)]
+        parents: bool,
+        #[command(flatten)]
+        discover: Discover,
+    },
+    /// Remove files, aliases or empty directories from a group.
+    Rm {
+        #[arg(required = true)]
+        paths: Vec<String>,
+        #[command(flatten)]
+        discover: Discover,
+    },
+    /// Copy a file: OS file to group, group to OS file, or group to group.
+    Cp {
+        source: String,
+        dest: String,
+        /// Template (file type) for a new group file: DATAFILE, ONLINELOG, ...
+        #[arg(long)]
+        template: Option<String>,
+        #[command(flatten)]
+        discover: Discover,
+    },
+    /// Give a group file another name.
+    Mkalias {
+        target: String,
+        alias: String,
+        #[command(flatten)]
+        discover: Discover,
+    },
 }
 
 #[derive(Subcommand)]
@@ -70,17 +123,17 @@ enum DeviceCommand {
 }
 
 #[derive(Args)]
-struct Output {
+pub(crate) struct Output {
     /// Print JSON instead of text.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Args)]
-struct Discover {
+pub(crate) struct Discover {
     /// Comma-separated globs where disks are looked for (else $CAIRN_DISCOVER, else the config file, else a default).
     #[arg(long, value_name = "GLOBS")]
-    discover: Option<String>,
+    pub(crate) discover: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -141,16 +194,19 @@ enum DiskCommand {
 }
 
 fn engine(kind: EngineArg) -> Result<Box<dyn FileEngine>> {
+    engine_depth(kind, ADMIN_DEPTH)
+}
+
+pub(crate) fn engine_depth(kind: EngineArg, depth: usize) -> Result<Box<dyn FileEngine>> {
     let kind = match kind {
         EngineArg::Auto => EngineKind::Auto,
         EngineArg::Uring => EngineKind::Uring,
         EngineArg::Sync => EngineKind::Sync,
     };
-    new_file_engine(kind, ADMIN_DEPTH)
-        .context("cannot start the io_uring engine; try --engine sync")
+    new_file_engine(kind, depth).context("cannot start the io_uring engine; try --engine sync")
 }
 
-fn discovery(flag: Option<&str>) -> Result<DiscoveryString> {
+pub(crate) fn discovery(flag: Option<&str>) -> Result<DiscoveryString> {
     let env = std::env::var("CAIRN_DISCOVER").ok();
     let config = std::env::var_os("CAIRN_CONFIG")
         .map(PathBuf::from)
@@ -158,7 +214,7 @@ fn discovery(flag: Option<&str>) -> Result<DiscoveryString> {
     Ok(DiscoveryString::resolve(flag, env.as_deref(), &config)?)
 }
 
-fn print_json(value: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
@@ -171,7 +227,7 @@ fn warn(warnings: &[String]) {
     }
 }
 
-fn now_unix_seconds() -> u64 {
+pub(crate) fn now_unix_seconds() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -186,7 +242,40 @@ enum Outcome {
 
 fn run(cli: Cli) -> Result<Outcome> {
     let host = Host::real();
+    let engine_kind = cli.engine;
     match cli.noun {
+        Noun::Group(command) => group_cmd::run_group(command, engine_kind).map(|()| Outcome::Done),
+        Noun::Ls {
+            path,
+            discover,
+            output,
+        } => group_cmd::ls(engine_kind, &path, &discover, &output).map(|()| Outcome::Done),
+        Noun::Du {
+            path,
+            discover,
+            output,
+        } => group_cmd::du(engine_kind, &path, &discover, &output).map(|()| Outcome::Done),
+        Noun::Mkdir {
+            path,
+            parents,
+            discover,
+        } => group_cmd::mkdir(engine_kind, &path, parents, &discover).map(|()| Outcome::Done),
+        Noun::Rm { paths, discover } => {
+            group_cmd::rm(engine_kind, &paths, &discover).map(|()| Outcome::Done)
+        }
+        Noun::Cp {
+            source,
+            dest,
+            template,
+            discover,
+        } => {
+            group_cmd::cp(engine_kind, &source, &dest, template, &discover).map(|()| Outcome::Done)
+        }
+        Noun::Mkalias {
+            target,
+            alias,
+            discover,
+        } => group_cmd::mkalias(engine_kind, &target, &alias, &discover).map(|()| Outcome::Done),
         Noun::Device(DeviceCommand::Probe { paths, output }) => {
             let mut probes = Vec::new();
             let mut failures = Vec::new();

@@ -9,7 +9,9 @@
 pub mod disk_header;
 pub mod disk_label;
 pub mod foreign;
+pub mod group;
 pub mod layout;
+pub mod meta;
 
 pub use disk_header::{DecodedHeader, DiskHeader, FeatureSet, HeaderError};
 pub use disk_label::{DiskLabel, LabelNameError};

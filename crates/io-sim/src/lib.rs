@@ -372,7 +372,7 @@ impl SimEngine {
                     let mut at = write.offset_bytes;
                     while at < end {
                         let next = ((at / unit + 1) * unit).min(end);
-                        if self.rng.next_u64() % 2 == 0 {
+                        if self.rng.next_u64().is_multiple_of(2) {
                             let from = (at - write.offset_bytes) as usize;
                             let to = (next - write.offset_bytes) as usize;
                             self.disks[d].make_durable(at, &write.data[from..to]);
@@ -612,5 +612,50 @@ pub fn geometry(size_bytes: u64, logical: u32, physical: u32, max_transfer_bytes
             granularity_bytes: physical,
             reads_zeroes: true,
         },
+    }
+}
+
+/// Wraps the simulator and "kills the process" after `budget` write or flush
+/// requests: every later request fails, as if nothing after that point ran.
+pub struct CrashAfter {
+    pub inner: SimEngine,
+    /// Write, flush, discard and write-zeroes requests still allowed.
+    pub budget: usize,
+}
+
+impl IoEngine for CrashAfter {
+    fn name(&self) -> &'static str {
+        "sim-crash-after"
+    }
+    fn geometry(&self, device: DeviceId) -> Option<&Geometry> {
+        self.inner.geometry(device)
+    }
+    fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
+        let mutates = !matches!(request.op, Op::Read { .. });
+        if mutates {
+            if self.budget == 0 {
+                return self.inner.submit(Request {
+                    device: DeviceId(9999),
+                    ..request
+                });
+            }
+            self.budget -= 1;
+        }
+        self.inner.submit(request)
+    }
+    fn wait(&mut self, min: usize) -> Result<(), IoError> {
+        self.inner.wait(min)
+    }
+    fn pop_completion(&mut self) -> Option<Completion> {
+        self.inner.pop_completion()
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+    fn depth_max(&self) -> usize {
+        self.inner.depth_max()
+    }
+    fn stats(&self) -> EngineStats {
+        self.inner.stats()
     }
 }

@@ -183,7 +183,7 @@ impl DeviceFile {
     pub fn limit_max_transfer(&mut self, bytes: u32) {
         assert!(
             bytes >= self.geometry.logical_sector_bytes
-                && bytes % self.geometry.logical_sector_bytes == 0,
+                && bytes.is_multiple_of(self.geometry.logical_sector_bytes),
             "invariant: a max transfer of whole sectors"
         );
         self.geometry.max_transfer_bytes = self.geometry.max_transfer_bytes.min(bytes);

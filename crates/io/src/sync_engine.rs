@@ -148,7 +148,7 @@ fn transfer(
                 errno: err.raw_os_error().unwrap_or(libc::EIO),
             });
         }
-        if n == 0 || (n as u64) % sector_bytes != 0 {
+        if n == 0 || !(n as u64).is_multiple_of(sector_bytes) {
             return Err(IoError::ShortTransfer {
                 kind,
                 offset_bytes,

@@ -230,7 +230,7 @@ impl UringEngine {
                     .geometry()
                     .logical_sector_bytes,
             );
-            if done > 0 && done % sector == 0 {
+            if done > 0 && done.is_multiple_of(sector) {
                 self.backlog.push_back(Piece {
                     start_bytes: piece.start_bytes + done,
                     len_bytes: piece.len_bytes - done,

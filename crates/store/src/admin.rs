@@ -134,7 +134,7 @@ pub fn refuse_usage(path: &Path, obstacles: Vec<Obstacle>) -> Result<(), AdminEr
 
 /// Probe, refuse anything in use, open for writing exclusively, and check again
 /// on what was opened — the path must still name the object first probed.
-fn open_for_write(host: &Host, path: &Path) -> Result<DeviceFile, AdminError> {
+pub(crate) fn open_for_write(host: &Host, path: &Path) -> Result<DeviceFile, AdminError> {
     let first = probe::probe(path, host)?;
     refuse_usage(path, protection::usage_obstacles(&first, host))?;
     let device = DeviceFile::open(path, OpenMode::WRITE_EXCLUSIVE, host)?;
@@ -226,6 +226,9 @@ pub struct LabelRequest {
 #[derive(Debug, Clone, Serialize)]
 pub struct LabelReport {
     pub path: PathBuf,
+    /// Where the labelled device is attached in the caller's engine.
+    #[serde(skip)]
+    pub device: DeviceId,
     pub label: String,
     pub disk_uuid: Uuid,
     pub sector_format: String,
@@ -308,6 +311,7 @@ pub fn label(
 
     Ok(LabelReport {
         path: path.into(),
+        device: id,
         label: header.label.to_string(),
         disk_uuid: header.disk_uuid,
         sector_format: geometry.sector_format(),

@@ -14,7 +14,12 @@
 pub mod admin;
 pub mod catalog;
 pub mod discovery;
+pub mod group;
+pub mod group_admin;
+pub mod group_lock;
 pub mod header_copies;
 pub mod labeling;
+pub mod names;
+pub mod placement;
 pub mod protection;
 pub mod repair;

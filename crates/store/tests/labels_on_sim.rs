@@ -5,10 +5,8 @@
 #![allow(clippy::unwrap_used)]
 
 use cairn_format::{DiskLabel, HeaderPlacement};
-use cairn_io::{
-    Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, Request, SubmitError,
-};
-use cairn_io_sim::{geometry, CrashPolicy, SimEngine};
+use cairn_io::{DeviceId, IoEngine, IoError};
+use cairn_io_sim::{geometry, CrashAfter, CrashPolicy, SimEngine};
 use cairn_store::header_copies::{CopyState, HeaderHealth, HeaderScan};
 use cairn_store::labeling::{erase_label, write_label, LabelSpec, WriteError};
 use cairn_store::repair::{apply, plan, PlanError};
@@ -243,50 +241,6 @@ fn a_too_small_device_is_refused_before_any_write() {
         HeaderPlacement::for_device(8 * MIB).is_ok(),
         "8 MiB is the stated minimum"
     );
-}
-
-/// Wraps the simulator and "kills the process" after `budget` write or flush
-/// requests: every later request fails, as if nothing after that point ran.
-struct CrashAfter {
-    inner: SimEngine,
-    budget: usize,
-}
-
-impl IoEngine for CrashAfter {
-    fn name(&self) -> &'static str {
-        "sim-crash-after"
-    }
-    fn geometry(&self, device: DeviceId) -> Option<&Geometry> {
-        self.inner.geometry(device)
-    }
-    fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
-        let mutates = !matches!(request.op, Op::Read { .. });
-        if mutates {
-            if self.budget == 0 {
-                return self.inner.submit(Request {
-                    device: DeviceId(9999),
-                    ..request
-                });
-            }
-            self.budget -= 1;
-        }
-        self.inner.submit(request)
-    }
-    fn wait(&mut self, min: usize) -> Result<(), IoError> {
-        self.inner.wait(min)
-    }
-    fn pop_completion(&mut self) -> Option<Completion> {
-        self.inner.pop_completion()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
-    }
-    fn depth_max(&self) -> usize {
-        self.inner.depth_max()
-    }
-    fn stats(&self) -> EngineStats {
-        self.inner.stats()
-    }
 }
 
 /// Crash labelling after every possible number of mutating requests, with every

@@ -1,0 +1,288 @@
+//! Per-disk AU allocation: the in-memory image of one disk's allocation table.
+//!
+//! Owns the bitmap (bit set = AU used) and the per-bitmap-block used counts (the
+//! free-space summary), and remembers which table blocks changed so the group
+//! can journal exactly those. AUs below `first_data_au` (header copies,
+//! superblock slots, the table itself) are never in the bitmap and never handed
+//! out. AUs freed in the current transaction are held back ([`DiskAlloc::quarantined`])
+//! until the caller has discarded them after the free is durable, so a discard
+//! can never hit an AU that was already handed to someone else.
+//!
+//! Does no I/O: the group reads the table at mount and writes what
+//! [`DiskAlloc::take_dirty`] names.
+
+use std::collections::BTreeSet;
+
+use cairn_format::group::{AtLayout, AT_BITS_PER_BLOCK, AT_COUNTS_PER_SUMMARY};
+use cairn_format::meta::PAYLOAD_BYTES;
+
+/// One dirty allocation-table block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AtBlock {
+    Summary(u64),
+    Bitmap(u64),
+}
+
+#[derive(Debug, Clone)]
+pub struct DiskAlloc {
+    pub layout: AtLayout,
+    bits: Vec<u8>,
+    used_per_block: Vec<u32>,
+    used: u64,
+    dirty: BTreeSet<AtBlock>,
+    quarantine: Vec<(u32, u32)>,
+    cursor: u64,
+}
+
+impl DiskAlloc {
+    /// An empty table (every data AU free).
+    pub fn empty(layout: AtLayout) -> Self {
+        let blocks = layout.bitmap_blocks as usize;
+        Self {
+            layout,
+            bits: vec![0; blocks * PAYLOAD_BYTES],
+            used_per_block: vec![0; blocks],
+            used: 0,
+            dirty: BTreeSet::new(),
+            quarantine: Vec::new(),
+            cursor: layout.first_data_au,
+        }
+    }
+
+    /// Load bitmap block `index` as read from disk. Returns a description of any
+    /// inconsistency (a bit set for a reserved or nonexistent AU), which is
+    /// cleared: the checker reports it.
+    pub fn load_bitmap(&mut self, index: u64, bits: &[u8]) -> Vec<String> {
+        let mut problems = Vec::new();
+        let start = index as usize * PAYLOAD_BYTES;
+        self.bits[start..start + PAYLOAD_BYTES].copy_from_slice(&bits[..PAYLOAD_BYTES]);
+        let first = index * AT_BITS_PER_BLOCK;
+        let mut count = 0u32;
+        for bit in 0..AT_BITS_PER_BLOCK {
+            let au = first + bit;
+            if self.is_used(au) {
+                if au < self.layout.first_data_au || au >= self.layout.au_count {
+                    problems.push(format!("AU {au} is marked used but is not a data AU"));
+                    self.set(au, false);
+                } else {
+                    count += 1;
+                }
+            }
+        }
+        self.used -= u64::from(self.used_per_block[index as usize]);
+        self.used_per_block[index as usize] = count;
+        self.used += u64::from(count);
+        problems
+    }
+
+    /// The summary counts stored on disk disagree with the bitmap: note the
+    /// summary block for rewriting.
+    pub fn check_summary(&mut self, index: u64, stored: &[u32]) -> Option<String> {
+        let first = (index * AT_COUNTS_PER_SUMMARY) as usize;
+        let last = (first + AT_COUNTS_PER_SUMMARY as usize).min(self.used_per_block.len());
+        let ours = &self.used_per_block[first..last];
+        if stored.len() >= ours.len() && &stored[..ours.len()] == ours {
+            return None;
+        }
+        self.dirty.insert(AtBlock::Summary(index));
+        Some(format!(
+            "allocation summary block {index} disagrees with the bitmap"
+        ))
+    }
+
+    pub fn is_used(&self, au: u64) -> bool {
+        let byte = (au / 8) as usize;
+        self.bits
+            .get(byte)
+            .is_some_and(|b| b & (1 << (au % 8)) != 0)
+    }
+
+    fn set(&mut self, au: u64, used: bool) {
+        let byte = (au / 8) as usize;
+        if used {
+            self.bits[byte] |= 1 << (au % 8);
+        } else {
+            self.bits[byte] &= !(1 << (au % 8));
+        }
+    }
+
+    /// AUs in use (data AUs only).
+    pub fn used_aus(&self) -> u64 {
+        self.used
+    }
+
+    pub fn free_aus(&self) -> u64 {
+        self.layout.data_aus() - self.used
+    }
+
+    fn quarantined(&self, au: u64) -> bool {
+        self.quarantine.iter().any(|(start, len)| {
+            (u64::from(*start)..u64::from(*start) + u64::from(*len)).contains(&au)
+        })
+    }
+
+    /// Find and take `len` contiguous free AUs, first fit from a rotating cursor.
+    pub fn allocate(&mut self, len: u64) -> Option<u32> {
+        assert!(len >= 1, "invariant: allocate at least one AU");
+        let lo = self.layout.first_data_au;
+        let hi = self.layout.au_count;
+        if hi - lo < len {
+            return None;
+        }
+        let span = hi - lo;
+        let mut scanned = 0u64;
+        let mut start = self.cursor.clamp(lo, hi - 1);
+        while scanned < span {
+            if start + len > hi {
+                scanned += hi - start;
+                start = lo;
+                continue;
+            }
+            let blocked = (start..start + len)
+                .rev()
+                .find(|au| self.is_used(*au) || self.quarantined(*au));
+            match blocked {
+                None => {
+                    self.mark(start, len, true);
+                    self.cursor = start + len;
+                    return Some(u32::try_from(start).expect("invariant: AU index fits u32"));
+                }
+                Some(au) => {
+                    scanned += au + 1 - start;
+                    start = au + 1;
+                    if start >= hi {
+                        start = lo;
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Mark a run used or free, tracking dirty blocks and counts.
+    pub fn mark(&mut self, start: u64, len: u64, used: bool) {
+        for au in start..start + len {
+            assert!(
+                (self.layout.first_data_au..self.layout.au_count).contains(&au),
+                "invariant: only data AUs are allocated"
+            );
+            assert_ne!(self.is_used(au), used, "invariant: AU {au} changes state");
+            self.set(au, used);
+            let block = au / AT_BITS_PER_BLOCK;
+            let count = &mut self.used_per_block[block as usize];
+            if used {
+                *count += 1;
+                self.used += 1;
+            } else {
+                *count -= 1;
+                self.used -= 1;
+            }
+            self.dirty.insert(AtBlock::Bitmap(block));
+            self.dirty
+                .insert(AtBlock::Summary(block / AT_COUNTS_PER_SUMMARY));
+        }
+    }
+
+    /// Free a run; it stays unavailable until [`DiskAlloc::release_quarantine`].
+    pub fn free(&mut self, start: u32, len: u32) {
+        self.mark(u64::from(start), u64::from(len), false);
+        self.quarantine.push((start, len));
+    }
+
+    /// The runs freed since the last release, for discarding.
+    pub fn release_quarantine(&mut self) -> Vec<(u32, u32)> {
+        std::mem::take(&mut self.quarantine)
+    }
+
+    pub fn take_dirty(&mut self) -> Vec<AtBlock> {
+        std::mem::take(&mut self.dirty).into_iter().collect()
+    }
+
+    pub fn dirty_count(&self) -> usize {
+        self.dirty.len()
+    }
+
+    pub fn bitmap_bytes(&self, index: u64) -> &[u8] {
+        let start = index as usize * PAYLOAD_BYTES;
+        &self.bits[start..start + PAYLOAD_BYTES]
+    }
+
+    pub fn summary_counts(&self, index: u64) -> &[u32] {
+        let first = (index * AT_COUNTS_PER_SUMMARY) as usize;
+        let last = (first + AT_COUNTS_PER_SUMMARY as usize).min(self.used_per_block.len());
+        &self.used_per_block[first..last]
+    }
+
+    /// Used data AUs, as runs, for the checker.
+    pub fn used_list(&self) -> Vec<u64> {
+        (self.layout.first_data_au..self.layout.au_count)
+            .filter(|au| self.is_used(*au))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn alloc() -> DiskAlloc {
+        DiskAlloc::empty(AtLayout::for_disk(64 << 20, 1 << 20).unwrap())
+    }
+
+    #[test]
+    fn allocates_runs_and_counts() {
+        let mut a = alloc();
+        let data = a.free_aus();
+        let x = a.allocate(4).unwrap();
+        assert_eq!(u64::from(x), a.layout.first_data_au);
+        assert_eq!(a.used_aus(), 4);
+        assert_eq!(a.free_aus(), data - 4);
+        assert_eq!(
+            a.take_dirty(),
+            vec![AtBlock::Summary(0), AtBlock::Bitmap(0)]
+        );
+        a.free(x, 4);
+        assert_eq!(a.used_aus(), 0);
+        let y = a.allocate(1).unwrap();
+        assert_ne!(y, x, "a quarantined AU is not handed out again");
+        assert_eq!(a.release_quarantine(), vec![(x, 4)]);
+    }
+
+    #[test]
+    fn fills_completely_then_refuses() {
+        let mut a = alloc();
+        let n = a.free_aus();
+        for _ in 0..n {
+            assert!(a.allocate(1).is_some());
+        }
+        assert_eq!(a.allocate(1), None);
+        assert_eq!(a.free_aus(), 0);
+    }
+
+    #[test]
+    fn finds_a_run_past_fragmentation() {
+        let mut a = alloc();
+        let first: Vec<u32> = (0..10).map(|_| a.allocate(1).unwrap()).collect();
+        for x in first.iter().step_by(2) {
+            a.free(*x, 1);
+        }
+        a.release_quarantine();
+        let run = a.allocate(3).unwrap();
+        assert!(run > first[9], "no 3-run among the holes");
+    }
+
+    #[test]
+    fn load_recounts_and_drops_reserved_bits() {
+        let mut a = alloc();
+        let mut bits = vec![0u8; PAYLOAD_BYTES];
+        bits[0] = 0b0000_0001; // AU 0: reserved
+        bits[1] = 0b0000_0011; // AUs 8, 9
+        let problems = a.load_bitmap(0, &bits);
+        assert_eq!(problems.len(), 1);
+        assert_eq!(a.used_aus(), 2);
+        assert!(a.is_used(8) && !a.is_used(0));
+        assert!(a.check_summary(0, &[2]).is_none());
+        assert!(a.check_summary(0, &[3]).is_some());
+    }
+}

@@ -1,0 +1,313 @@
+//! The consistency check (`cairn group check`): what `fsck` is to a filesystem.
+//!
+//! Cross-checks every extent map against the allocation tables (no AU leaked,
+//! none owned twice, none used but marked free), the placement rule (no two
+//! copies of an extent in one failure group), the alias tree (parents exist and
+//! are directories, names point at live files, every file has exactly one
+//! primary name), and the metadata mirrors (every copy of every metadata block
+//! valid and identical). With `repair`, it fixes what is safely fixable: leaked
+//! AUs are freed, unmarked ones marked, dangling names removed, bad mirror copies
+//! rewritten from a good one. An AU owned twice is reported, never "fixed": which
+//! owner is right is a question for a person.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cairn_format::group::{AliasKind, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_DIRECTORY};
+use cairn_format::meta::{self, BLOCK_BYTES};
+use cairn_io::AlignedBuf;
+use serde::Serialize;
+
+use super::{Dirty, Group, GroupError, Member};
+use crate::placement::extent_aus;
+
+/// One problem the check found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    /// Where: `disk DATA_0001 AU 57`, `file 260 extent 3`, `alias +DATA/x`...
+    pub location: String,
+    pub what: String,
+    /// Whether `--repair` fixed it.
+    pub repaired: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CheckReport {
+    pub files: usize,
+    pub extents: u64,
+    pub aus_in_use: u64,
+    pub metadata_blocks_compared: u64,
+    pub problems: Vec<Problem>,
+}
+
+impl CheckReport {
+    pub fn clean(&self) -> bool {
+        self.problems.iter().all(|p| p.repaired)
+    }
+}
+
+impl Group<'_> {
+    /// Check the mounted group; with `repair`, fix what is safely fixable.
+    pub fn check(&mut self, repair: bool) -> Result<CheckReport, GroupError> {
+        self.check_usable()?;
+        let mut report = CheckReport::default();
+        self.check_extents(repair, &mut report)?;
+        self.check_aliases(repair, &mut report);
+        self.check_mirrors(repair, &mut report)?;
+        if repair {
+            self.commit()?;
+        }
+        Ok(report)
+    }
+
+    fn check_extents(&mut self, repair: bool, report: &mut CheckReport) -> Result<(), GroupError> {
+        // Who owns each AU, per the extent maps.
+        let mut owner: BTreeMap<(u16, u64), String> = BTreeMap::new();
+        let mut problems = Vec::new();
+        for (number, rec) in &self.files {
+            report.files += 1;
+            let mut runs: Vec<(String, &cairn_format::group::Extent, u64)> = rec
+                .extents
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (format!("file {number} extent {i}"), e, extent_aus(i as u64)))
+                .collect();
+            runs.extend(
+                rec.entry
+                    .indirect
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| (format!("file {number} indirect AU {i}"), e, 1)),
+            );
+            for (what, extent, aus) in runs {
+                report.extents += 1;
+                let mut fgs = BTreeSet::new();
+                for c in extent.copies() {
+                    let Some(m) = self.member(c.disk) else {
+                        problems.push(Problem {
+                            location: what.clone(),
+                            what: format!("copy on disk {}, which is not in the group", c.disk),
+                            repaired: false,
+                        });
+                        continue;
+                    };
+                    if !fgs.insert(m.entry.failgroup_id) {
+                        problems.push(Problem {
+                            location: what.clone(),
+                            what: format!("two copies in failure group {}", m.entry.failgroup),
+                            repaired: false,
+                        });
+                    }
+                    for au in u64::from(c.au)..u64::from(c.au) + aus {
+                        if au >= m.entry.au_count {
+                            problems.push(Problem {
+                                location: what.clone(),
+                                what: format!(
+                                    "AU {au} is beyond disk {}'s {} AUs",
+                                    m.entry.label, m.entry.au_count
+                                ),
+                                repaired: false,
+                            });
+                            continue;
+                        }
+                        if let Some(first) = owner.insert((c.disk, au), what.clone()) {
+                            problems.push(Problem {
+                                location: format!("disk {} AU {au}", m.entry.label),
+                                what: format!("owned twice: by {first} and by {what}"),
+                                repaired: false,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        report.aus_in_use = owner.len() as u64;
+        // Against each online disk's table.
+        for n in 0..self.members.len() as u16 {
+            let Some(m) = self.member(n) else { continue };
+            if m.online().is_none() {
+                continue;
+            }
+            let label = m.entry.label.clone();
+            let alloc = m.alloc.as_ref().expect("invariant: online");
+            let marked: BTreeSet<u64> = alloc.used_list().into_iter().collect();
+            let owned: BTreeSet<u64> = owner
+                .range((n, 0)..(n + 1, 0))
+                .map(|((_, au), _)| *au)
+                .collect();
+            let leaked: Vec<u64> = marked.difference(&owned).copied().collect();
+            let unmarked: Vec<u64> = owned.difference(&marked).copied().collect();
+            let alloc = self
+                .member_mut(n)
+                .and_then(|m| m.alloc.as_mut())
+                .expect("invariant: online");
+            for au in leaked {
+                if repair {
+                    alloc.free(au as u32, 1);
+                }
+                problems.push(Problem {
+                    location: format!("disk {label} AU {au}"),
+                    what: "leaked: marked used, owned by no file".into(),
+                    repaired: repair,
+                });
+            }
+            for au in unmarked {
+                if repair && !alloc.is_used(au) {
+                    alloc.mark(au, 1, true);
+                }
+                problems.push(Problem {
+                    location: format!("disk {label} AU {au}"),
+                    what: "in use by a file but marked free".into(),
+                    repaired: repair,
+                });
+            }
+        }
+        report.problems.extend(problems);
+        Ok(())
+    }
+
+    fn check_aliases(&mut self, repair: bool, report: &mut CheckReport) {
+        let mut drop = Vec::new();
+        let mut primary: BTreeMap<u32, u32> = BTreeMap::new();
+        for r in self.aliases.values() {
+            let parent_ok = r.parent == 0
+                || self
+                    .aliases
+                    .get(&r.parent)
+                    .is_some_and(|p| p.kind == AliasKind::Directory);
+            let target_ok = match r.kind {
+                AliasKind::Directory => true,
+                _ => self
+                    .files
+                    .get(&r.file_number)
+                    .is_some_and(|f| f.entry.incarnation == r.file_incarnation),
+            };
+            if !parent_ok || !target_ok {
+                drop.push((
+                    r.id,
+                    format!(
+                        "name {:?} (id {}): {}",
+                        r.name,
+                        r.id,
+                        if parent_ok {
+                            "points at a file that does not exist"
+                        } else {
+                            "its directory does not exist"
+                        }
+                    ),
+                ));
+            }
+            if r.kind == AliasKind::File {
+                *primary.entry(r.file_number).or_default() += 1;
+            }
+            // Cycles: the parent chain must reach the root.
+            let mut at = r.parent;
+            let mut steps = 0;
+            while at != 0 && steps <= self.aliases.len() {
+                at = self.aliases.get(&at).map_or(0, |p| p.parent);
+                steps += 1;
+            }
+            if steps > self.aliases.len() {
+                drop.push((
+                    r.id,
+                    format!(
+                        "name {:?} (id {}): its directories form a cycle",
+                        r.name, r.id
+                    ),
+                ));
+            }
+        }
+        for (id, what) in drop {
+            if repair {
+                self.remove_alias(id);
+            }
+            report.problems.push(Problem {
+                location: format!("alias {id}"),
+                what,
+                repaired: repair,
+            });
+        }
+        for number in self.file_numbers() {
+            let count = primary.get(&number).copied().unwrap_or(0);
+            if count != 1
+                && self.files[&number].entry.state == cairn_format::group::FileState::Active
+            {
+                report.problems.push(Problem {
+                    location: format!("file {number}"),
+                    what: format!("has {count} primary names (expected 1)"),
+                    repaired: false,
+                });
+            }
+        }
+    }
+
+    /// Every metadata block's copies must be valid and identical.
+    fn check_mirrors(&mut self, repair: bool, report: &mut CheckReport) -> Result<(), GroupError> {
+        let mut blocks: Vec<Dirty> = Vec::new();
+        for (number, rec) in &self.files {
+            blocks.push(Dirty::Entry(*number));
+            let indirect = (rec.extents.len().saturating_sub(DIRECT_EXTENTS))
+                .div_ceil(EXTENTS_PER_INDIRECT_BLOCK);
+            blocks.extend((0..indirect as u64).map(|block| Dirty::Indirect {
+                file: *number,
+                block,
+            }));
+        }
+        let alias_blocks: BTreeSet<u64> = self
+            .aliases
+            .keys()
+            .map(|id| super::alias_block_of(*id))
+            .collect();
+        blocks.extend(alias_blocks.into_iter().map(Dirty::Alias));
+        blocks.push(Dirty::Templates);
+        blocks.push(Dirty::Attributes);
+        let _ = FILE_DIRECTORY;
+        for d in blocks {
+            let (id, places) = self.dirty_id_and_places(d);
+            let mut images: Vec<(u16, u64, Option<Vec<u8>>)> = Vec::new();
+            for (disk, offset) in places {
+                if self.member(disk).and_then(Member::online).is_none() {
+                    continue;
+                }
+                let data = self
+                    .read_one(disk, offset, BLOCK_BYTES)
+                    .ok()
+                    .map(|b| b[..].to_vec());
+                let valid = data.filter(|b| meta::open(b, id, self.uuid).is_ok());
+                images.push((disk, offset, valid));
+            }
+            report.metadata_blocks_compared += 1;
+            let good = images.iter().find_map(|(_, _, b)| b.clone());
+            let Some(good) = good else {
+                report.problems.push(Problem {
+                    location: format!("{id}"),
+                    what: "no valid copy".into(),
+                    repaired: false,
+                });
+                continue;
+            };
+            let mut rewrite = Vec::new();
+            for (disk, offset, data) in &images {
+                if data.as_deref() != Some(&good[..]) {
+                    report.problems.push(Problem {
+                        location: format!("{id} copy on {} at {offset}", self.disk_name(*disk)),
+                        what: if data.is_some() {
+                            "differs from its mirror".into()
+                        } else {
+                            "damaged or unreadable".into()
+                        },
+                        repaired: repair,
+                    });
+                    rewrite.push((*disk, *offset, AlignedBuf::from_slice(&good)));
+                }
+            }
+            if repair && !rewrite.is_empty() {
+                let failed = self.write_many(rewrite)?;
+                self.failed_disks.extend(failed);
+            }
+        }
+        if repair {
+            self.flush_all_checked()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1135 @@
+//! Files in a mounted group: the name space (directories, file names, aliases),
+//! create / resize / delete as continuing operations, and the data path.
+//!
+//! Continuing operations: each commits in steps of at most [`STEP_DIRTY_MAX`]
+//! dirty blocks. The file's entry says where it is heading (`Creating`,
+//! `Resizing` with the old size still in `size_bytes`, `Deleting`), so a mount
+//! after a crash finishes a delete and undoes a create or an unfinished grow
+//! ([`Group::recover_operations`]). A file gets its name only in the create's
+//! last step, so an undone create leaves no name behind.
+//!
+//! The data path: a write goes to every online copy and is acknowledged when all
+//! have completed; durability is [`Group::sync`]'s job, as `fsync` is a file's. A
+//! read goes to the primary and falls back copy by copy on an I/O error or when
+//! the caller's check rejects the bytes; a copy that failed is rewritten from the
+//! one that passed. An extent never written reads as zeros without I/O; the first
+//! write zeroes the rest of its AUs and only then marks it initialised.
+
+use cairn_format::group::{
+    AliasKind, AliasRecord, Extent, FileEntry, FileState, ALIASES_PER_BLOCK, ALIAS_NAME_LEN_MAX,
+    DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY, FILE_DIRECTORY,
+    FILE_NUMBER_USER_MIN, STRIPING_COARSE, STRIPING_FINE, TEMPLATE_NAME_LEN_MAX,
+};
+use cairn_io::geometry::DiscardSupport;
+use cairn_io::{AlignedBuf, Op, Request};
+use serde::Serialize;
+
+use super::{alias_block_of, Dirty, FileRec, Group, GroupError, Member, STEP_DIRTY_MAX};
+use crate::names::{Component, GroupPath};
+use crate::placement::{FileLayout, Striping};
+
+/// How to create a file.
+#[derive(Debug, Clone, Default)]
+pub struct CreateOptions {
+    /// Template name (file type); `DEFAULT` when not given.
+    pub template: Option<String>,
+    /// Redundancy override, as a copy count.
+    pub copies: Option<u8>,
+    /// Create missing parent directories.
+    pub parents: bool,
+}
+
+/// A file as `open` and `ls` see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileInfo {
+    pub number: u32,
+    pub incarnation: u32,
+    pub size_bytes: u64,
+    /// Bytes of AUs allocated, all copies included.
+    pub allocated_bytes: u64,
+    pub copies: u8,
+    pub striping: &'static str,
+    pub template: String,
+    pub created_unix_seconds: u64,
+    pub modified_unix_seconds: u64,
+}
+
+/// One name in a directory listing.
+#[derive(Debug, Clone, Serialize)]
+pub struct DirEntry {
+    pub name: String,
+    pub kind: AliasKind,
+    /// For files and aliases.
+    pub file: Option<FileInfo>,
+}
+
+const ROOT: u32 = 0;
+
+fn striping_name(s: u8) -> &'static str {
+    if s == STRIPING_FINE {
+        "FINE"
+    } else {
+        "COARSE"
+    }
+}
+
+impl Group<'_> {
+    // -----------------------------------------------------------------------
+    // Name space
+
+    fn check_group(&self, path: &GroupPath) -> Result<(), GroupError> {
+        if !path.group.as_str().eq_ignore_ascii_case(&self.name) {
+            return Err(GroupError::Invalid(format!(
+                "{path} names group {}, but group {} is mounted",
+                path.group, self.name
+            )));
+        }
+        Ok(())
+    }
+
+    fn child(&self, parent: u32, name: &Component) -> Option<&AliasRecord> {
+        self.alias_index
+            .get(&(parent, name.key()))
+            .and_then(|id| self.aliases.get(id))
+    }
+
+    /// The alias record a path names (`None` for the root).
+    fn resolve(&self, path: &GroupPath) -> Result<Option<&AliasRecord>, GroupError> {
+        self.check_group(path)?;
+        let mut parent = ROOT;
+        let mut found = None;
+        for (i, c) in path.components.iter().enumerate() {
+            let record = self.child(parent, c).ok_or_else(|| {
+                let upto = GroupPath {
+                    group: path.group.clone(),
+                    components: path.components[..=i].to_vec(),
+                };
+                GroupError::NotFound(format!("{upto} does not exist"))
+            })?;
+            if i + 1 < path.components.len() && record.kind != AliasKind::Directory {
+                return Err(GroupError::Invalid(format!(
+                    "{} is a file, not a directory",
+                    GroupPath {
+                        group: path.group.clone(),
+                        components: path.components[..=i].to_vec(),
+                    }
+                )));
+            }
+            parent = record.id;
+            found = Some(record);
+        }
+        Ok(found)
+    }
+
+    fn directory_id(&self, path: &GroupPath) -> Result<u32, GroupError> {
+        match self.resolve(path)? {
+            None => Ok(ROOT),
+            Some(r) if r.kind == AliasKind::Directory => Ok(r.id),
+            Some(_) => Err(GroupError::Invalid(format!(
+                "{path} is a file, not a directory"
+            ))),
+        }
+    }
+
+    /// Add a name record; grows the alias directory when it is full.
+    fn add_alias(
+        &mut self,
+        parent: u32,
+        name: &Component,
+        kind: AliasKind,
+        file: Option<&FileRec>,
+    ) -> Result<u32, GroupError> {
+        assert!(
+            name.as_str().len() <= ALIAS_NAME_LEN_MAX,
+            "invariant: names validated"
+        );
+        let capacity = self.files[&FILE_ALIAS_DIRECTORY].extents.len() as u64
+            * self.blocks_per_au()
+            * ALIASES_PER_BLOCK as u64;
+        let mut id = 1u32;
+        for used in self.aliases.keys() {
+            if *used != id {
+                break;
+            }
+            id += 1;
+        }
+        if u64::from(id) > capacity {
+            self.grow_metadata_file(FILE_ALIAS_DIRECTORY)?;
+        }
+        let record = AliasRecord {
+            id,
+            parent,
+            kind,
+            name: name.as_str().to_string(),
+            file_number: file.map_or(0, |f| f.entry.number),
+            file_incarnation: file.map_or(0, |f| f.entry.incarnation),
+            created_unix_seconds: (self.clock)(),
+        };
+        self.alias_index.insert((parent, name.key()), id);
+        self.aliases.insert(id, record);
+        self.dirty.insert(Dirty::Alias(alias_block_of(id)));
+        Ok(id)
+    }
+
+    pub(super) fn remove_alias(&mut self, id: u32) {
+        if let Some(r) = self.aliases.remove(&id) {
+            self.alias_index
+                .remove(&(r.parent, r.name.to_ascii_lowercase()));
+            self.dirty.insert(Dirty::Alias(alias_block_of(id)));
+        }
+    }
+
+    /// Add one extent to a metadata file (file directory or alias directory),
+    /// zeroed so its blocks read as empty.
+    fn grow_metadata_file(&mut self, file: u32) -> Result<(), GroupError> {
+        let index = self.files[&file].extents.len() as u64;
+        let mut extent = self.allocate_extent(usize::from(self.copies), index)?;
+        extent.initialized = true;
+        let rec = self.files.get_mut(&file).expect("invariant: metadata file");
+        rec.extents.push(extent);
+        rec.entry.size_bytes += self.au_bytes;
+        self.dirty.insert(Dirty::Entry(file));
+        self.zero_metadata_extent(file, index as usize)
+    }
+
+    fn zero_metadata_extent(&mut self, file: u32, index: usize) -> Result<(), GroupError> {
+        let extent = self.files[&file].extents[index];
+        let mut requests = Vec::new();
+        for c in extent.copies() {
+            let Some(device) = self.member(c.disk).and_then(Member::online) else {
+                continue;
+            };
+            requests.push(Request {
+                device,
+                tag: requests.len() as u64,
+                op: Op::WriteZeroes {
+                    offset_bytes: u64::from(c.au) * self.au_bytes,
+                    len_bytes: self.au_bytes,
+                },
+            });
+            if let Some(m) = self.member_mut(c.disk) {
+                m.needs_flush = true;
+            }
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(super::io_err("(engine)"))?;
+        for c in completions {
+            if c.result.is_err() {
+                let disk = extent
+                    .copies()
+                    .iter()
+                    .find(|a| self.member(a.disk).and_then(Member::online) == Some(c.device));
+                if let Some(a) = disk {
+                    self.failed_disks.insert(a.disk);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Create a directory (and, with `parents`, the missing ones above it).
+    pub fn mkdir(&mut self, path: &GroupPath, parents: bool) -> Result<(), GroupError> {
+        self.check_usable()?;
+        self.check_group(path)?;
+        if path.is_root() {
+            return Err(GroupError::Exists(format!("{path} is the group's root")));
+        }
+        let mut parent = ROOT;
+        for (i, c) in path.components.iter().enumerate() {
+            let last = i + 1 == path.components.len();
+            match self.child(parent, c) {
+                Some(r) if r.kind == AliasKind::Directory => {
+                    if last && !parents {
+                        return Err(GroupError::Exists(format!("{path} already exists")));
+                    }
+                    parent = r.id;
+                }
+                Some(_) => {
+                    return Err(GroupError::Exists(format!(
+                        "{} is a file, not a directory",
+                        GroupPath {
+                            group: path.group.clone(),
+                            components: path.components[..=i].to_vec()
+                        }
+                    )))
+                }
+                None if last || parents => {
+                    parent = self.add_alias(parent, c, AliasKind::Directory, None)?
+                }
+                None => {
+                    return Err(GroupError::NotFound(format!(
+                        "{} does not exist; create it first, or use --parents",
+                        GroupPath {
+                            group: path.group.clone(),
+                            components: path.components[..=i].to_vec()
+                        }
+                    )))
+                }
+            }
+        }
+        self.commit()
+    }
+
+    /// Another name for an existing file.
+    pub fn mkalias(&mut self, target: &GroupPath, alias: &GroupPath) -> Result<(), GroupError> {
+        self.check_usable()?;
+        let record = self
+            .resolve(target)?
+            .ok_or_else(|| GroupError::Invalid(format!("{target} is the root, not a file")))?;
+        if record.kind == AliasKind::Directory {
+            return Err(GroupError::Invalid(format!(
+                "{target} is a directory; aliases name files"
+            )));
+        }
+        let number = record.file_number;
+        let (parent_path, name) = split(alias)?;
+        let parent = self.directory_id(&parent_path)?;
+        if self.child(parent, &name).is_some() {
+            return Err(GroupError::Exists(format!("{alias} already exists")));
+        }
+        let rec = self.files[&number].clone();
+        self.add_alias(parent, &name, AliasKind::Alias, Some(&rec))?;
+        self.commit()
+    }
+
+    /// List a directory (or describe one file).
+    pub fn list(&self, path: &GroupPath) -> Result<Vec<DirEntry>, GroupError> {
+        let dir = match self.resolve(path)? {
+            Some(r) if r.kind != AliasKind::Directory => {
+                return Ok(vec![self.dir_entry(r)]);
+            }
+            Some(r) => r.id,
+            None => ROOT,
+        };
+        let mut out: Vec<DirEntry> = self
+            .aliases
+            .values()
+            .filter(|r| r.parent == dir)
+            .map(|r| self.dir_entry(r))
+            .collect();
+        out.sort_by_key(|e| e.name.to_ascii_lowercase());
+        Ok(out)
+    }
+
+    fn dir_entry(&self, r: &AliasRecord) -> DirEntry {
+        DirEntry {
+            name: r.name.clone(),
+            kind: r.kind,
+            file: (r.kind != AliasKind::Directory)
+                .then(|| self.files.get(&r.file_number).map(|f| self.info(f)))
+                .flatten(),
+        }
+    }
+
+    fn info(&self, rec: &FileRec) -> FileInfo {
+        let layout = self.layout_for(rec);
+        let aus: u64 = (0..rec.extents.len() as u64)
+            .map(|i| layout.extent_bytes(i))
+            .sum::<u64>()
+            * u64::from(rec.entry.copies);
+        FileInfo {
+            number: rec.entry.number,
+            incarnation: rec.entry.incarnation,
+            size_bytes: rec.entry.size_bytes,
+            allocated_bytes: aus,
+            copies: rec.entry.copies,
+            striping: striping_name(rec.entry.striping),
+            template: rec.entry.template.clone(),
+            created_unix_seconds: rec.entry.created_unix_seconds,
+            modified_unix_seconds: rec.entry.modified_unix_seconds,
+        }
+    }
+
+    /// Bytes used under a path: (logical bytes, allocated bytes with mirrors).
+    pub fn du(&self, path: &GroupPath) -> Result<(u64, u64), GroupError> {
+        let start = match self.resolve(path)? {
+            Some(r) if r.kind != AliasKind::Directory => {
+                let f = &self.files[&r.file_number];
+                let i = self.info(f);
+                return Ok((i.size_bytes, i.allocated_bytes));
+            }
+            Some(r) => r.id,
+            None => ROOT,
+        };
+        let mut stack = vec![start];
+        let (mut logical, mut allocated) = (0, 0);
+        while let Some(dir) = stack.pop() {
+            for r in self.aliases.values().filter(|r| r.parent == dir) {
+                match r.kind {
+                    AliasKind::Directory => stack.push(r.id),
+                    AliasKind::File => {
+                        if let Some(f) = self.files.get(&r.file_number) {
+                            let i = self.info(f);
+                            logical += i.size_bytes;
+                            allocated += i.allocated_bytes;
+                        }
+                    }
+                    AliasKind::Alias => {}
+                }
+            }
+        }
+        Ok((logical, allocated))
+    }
+
+    /// Open a file by name.
+    pub fn open(&self, path: &GroupPath) -> Result<FileInfo, GroupError> {
+        let r = self.resolve(path)?.ok_or_else(|| {
+            GroupError::Invalid(format!("{path} is the group's root, not a file"))
+        })?;
+        if r.kind == AliasKind::Directory {
+            return Err(GroupError::Invalid(format!(
+                "{path} is a directory, not a file"
+            )));
+        }
+        let f = self.files.get(&r.file_number).ok_or_else(|| {
+            GroupError::Corrupt(format!(
+                "{path} names file {} which has no entry",
+                r.file_number
+            ))
+        })?;
+        Ok(self.info(f))
+    }
+
+    /// Every user file, for the checker and tests.
+    pub fn file_numbers(&self) -> Vec<u32> {
+        self.files
+            .keys()
+            .copied()
+            .filter(|n| *n >= FILE_NUMBER_USER_MIN)
+            .collect()
+    }
+
+    // -----------------------------------------------------------------------
+    // Create, resize, delete
+
+    fn layout_for(&self, rec: &FileRec) -> FileLayout {
+        FileLayout::new(
+            self.au_bytes,
+            if rec.entry.striping == STRIPING_FINE {
+                Striping::Fine
+            } else {
+                Striping::Coarse
+            },
+        )
+    }
+
+    /// Create a file of `size_bytes` (a multiple of the sector size).
+    pub fn create_file(
+        &mut self,
+        path: &GroupPath,
+        size_bytes: u64,
+        options: &CreateOptions,
+    ) -> Result<FileInfo, GroupError> {
+        self.check_usable()?;
+        self.check_size(size_bytes)?;
+        let (parent_path, name) = split(path)?;
+        if options.parents && !parent_path.is_root() && self.resolve(&parent_path).is_err() {
+            self.mkdir(&parent_path, true)?;
+        }
+        let parent = self.directory_id(&parent_path).map_err(|e| match e {
+            GroupError::NotFound(m) => {
+                GroupError::NotFound(format!("{m}; create it with `cairn mkdir`"))
+            }
+            other => other,
+        })?;
+        if self.child(parent, &name).is_some() {
+            return Err(GroupError::Exists(format!(
+                "{path} already exists; remove it first or choose another name"
+            )));
+        }
+        let template_name = options
+            .template
+            .clone()
+            .unwrap_or_else(|| "DEFAULT".into())
+            .to_ascii_uppercase();
+        let template = self
+            .templates
+            .iter()
+            .find(|t| t.name == template_name)
+            .cloned()
+            .ok_or_else(|| {
+                GroupError::Invalid(format!(
+                    "no template {template_name}; the group has {}",
+                    self.templates
+                        .iter()
+                        .map(|t| t.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
+        assert!(
+            template.name.len() <= TEMPLATE_NAME_LEN_MAX,
+            "invariant: template names fit"
+        );
+        let copies = options
+            .copies
+            .or((template.copies != 0).then_some(template.copies))
+            .unwrap_or(self.copies);
+        if !(1..=3).contains(&copies) {
+            return Err(GroupError::Invalid(format!(
+                "redundancy of {copies} copies; use external, normal or high"
+            )));
+        }
+        // File number: the lowest free one; grow the file directory if needed.
+        let mut number = FILE_NUMBER_USER_MIN;
+        while self.files.contains_key(&number) {
+            number += 1;
+        }
+        while u64::from(number)
+            >= self.files[&FILE_DIRECTORY].extents.len() as u64 * self.blocks_per_au()
+        {
+            self.grow_metadata_file(FILE_DIRECTORY)?;
+        }
+        let now = (self.clock)();
+        let incarnation = self.next_incarnation;
+        self.next_incarnation += 1;
+        self.files.insert(
+            number,
+            FileRec {
+                entry: FileEntry {
+                    number,
+                    incarnation,
+                    state: FileState::Creating,
+                    copies,
+                    striping: template.striping,
+                    size_bytes: 0,
+                    extent_count: 0,
+                    target_bytes: size_bytes,
+                    created_unix_seconds: now,
+                    modified_unix_seconds: now,
+                    template: template.name.clone(),
+                    direct: Vec::new(),
+                    indirect: Vec::new(),
+                },
+                extents: Vec::new(),
+            },
+        );
+        self.dirty.insert(Dirty::Entry(number));
+        self.commit()?;
+        if let Err(e) = self.grow_extents(number, size_bytes) {
+            // Undo what was allocated: the create never happened.
+            if self.poisoned.is_none() {
+                self.trim_extents(number, 0)?;
+                self.files.remove(&number);
+                self.dirty.insert(Dirty::Entry(number));
+                self.commit()?;
+            }
+            return Err(e);
+        }
+        let rec = self
+            .files
+            .get_mut(&number)
+            .expect("invariant: just created");
+        rec.entry.state = FileState::Active;
+        rec.entry.size_bytes = size_bytes;
+        rec.entry.target_bytes = 0;
+        let rec = rec.clone();
+        self.dirty.insert(Dirty::Entry(number));
+        self.add_alias(parent, &name, AliasKind::File, Some(&rec))?;
+        self.commit()?;
+        Ok(self.info(&self.files[&number]))
+    }
+
+    fn check_size(&self, size_bytes: u64) -> Result<(), GroupError> {
+        if !size_bytes.is_multiple_of(u64::from(self.sector_bytes)) {
+            return Err(GroupError::Invalid(format!(
+                "size {size_bytes} is not a multiple of the group's {}-byte sectors",
+                self.sector_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Allocate extents until the file can hold `size_bytes`, committing in steps.
+    fn grow_extents(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError> {
+        let rec = &self.files[&number];
+        let layout = self.layout_for(rec);
+        let need = layout.extent_count_for(size_bytes);
+        let copies = usize::from(rec.entry.copies);
+        while (self.files[&number].extents.len() as u64) < need {
+            let index = self.files[&number].extents.len() as u64;
+            self.ensure_indirect_capacity(number, index + 1)?;
+            let extent = self.allocate_extent(copies, index)?;
+            let rec = self.files.get_mut(&number).expect("invariant: file exists");
+            rec.extents.push(extent);
+            self.dirty_extent(number, index);
+            if self.dirty_count() >= STEP_DIRTY_MAX {
+                self.commit()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Free extents past `keep`, last first, committing in steps; then the
+    /// indirect AUs no longer needed.
+    fn trim_extents(&mut self, number: u32, keep: u64) -> Result<(), GroupError> {
+        while self.files[&number].extents.len() as u64 > keep {
+            let rec = self.files.get_mut(&number).expect("invariant: file exists");
+            let index = rec.extents.len() as u64 - 1;
+            let extent = rec.extents.pop().expect("invariant: non-empty");
+            self.free_extent(&extent, index);
+            self.dirty_extent(number, index);
+            if self.dirty_count() >= STEP_DIRTY_MAX {
+                self.commit()?;
+            }
+        }
+        let needed = self.indirect_aus_needed(self.files[&number].extents.len() as u64);
+        while self.files[&number].entry.indirect.len() as u64 > needed {
+            let rec = self.files.get_mut(&number).expect("invariant: file exists");
+            let pointer = rec.entry.indirect.pop().expect("invariant: non-empty");
+            self.free_extent(&pointer, 0);
+            self.dirty.insert(Dirty::Entry(number));
+        }
+        Ok(())
+    }
+
+    fn indirect_aus_needed(&self, extents: u64) -> u64 {
+        extents
+            .saturating_sub(DIRECT_EXTENTS as u64)
+            .div_ceil(EXTENTS_PER_INDIRECT_BLOCK as u64)
+            .div_ceil(self.blocks_per_au())
+    }
+
+    fn ensure_indirect_capacity(&mut self, number: u32, extents: u64) -> Result<(), GroupError> {
+        let needed = self.indirect_aus_needed(extents);
+        while (self.files[&number].entry.indirect.len() as u64) < needed {
+            if self.files[&number].entry.indirect.len() >= cairn_format::group::INDIRECT_POINTERS {
+                return Err(GroupError::NoSpace(format!(
+                    "file {number} reached the largest extent map a file can have"
+                )));
+            }
+            let copies = usize::from(self.files[&number].entry.copies);
+            let pointer = self.allocate_extent(copies, 0)?;
+            let rec = self.files.get_mut(&number).expect("invariant: file exists");
+            rec.entry.indirect.push(pointer);
+            self.dirty.insert(Dirty::Entry(number));
+        }
+        Ok(())
+    }
+
+    fn dirty_extent(&mut self, number: u32, index: u64) {
+        self.dirty.insert(Dirty::Entry(number));
+        if index >= DIRECT_EXTENTS as u64 {
+            let block = (index - DIRECT_EXTENTS as u64) / EXTENTS_PER_INDIRECT_BLOCK as u64;
+            self.dirty.insert(Dirty::Indirect {
+                file: number,
+                block,
+            });
+        }
+    }
+
+    fn file_number(&self, path: &GroupPath) -> Result<u32, GroupError> {
+        Ok(self.open(path)?.number)
+    }
+
+    /// Grow or shrink a file.
+    pub fn resize(&mut self, path: &GroupPath, size_bytes: u64) -> Result<FileInfo, GroupError> {
+        self.check_usable()?;
+        self.check_size(size_bytes)?;
+        let number = self.file_number(path)?;
+        let old = self.files[&number].entry.size_bytes;
+        let rec = self.files.get_mut(&number).expect("invariant: open");
+        rec.entry.state = FileState::Resizing;
+        rec.entry.target_bytes = size_bytes;
+        if size_bytes < old {
+            // Shrink: the new size holds from the first step, so nothing reads
+            // past it while the tail is freed.
+            rec.entry.size_bytes = size_bytes;
+        }
+        self.dirty.insert(Dirty::Entry(number));
+        self.commit()?;
+        let layout = self.layout_for(&self.files[&number]);
+        let keep = layout.extent_count_for(size_bytes);
+        if size_bytes < old {
+            self.trim_extents(number, keep)?;
+        } else if let Err(e) = self.grow_extents(number, size_bytes) {
+            if self.poisoned.is_none() {
+                let keep_old = layout.extent_count_for(old);
+                self.trim_extents(number, keep_old)?;
+                let rec = self.files.get_mut(&number).expect("invariant: open");
+                rec.entry.state = FileState::Active;
+                rec.entry.target_bytes = 0;
+                self.dirty.insert(Dirty::Entry(number));
+                self.commit()?;
+            }
+            return Err(e);
+        }
+        let now = (self.clock)();
+        let rec = self.files.get_mut(&number).expect("invariant: open");
+        rec.entry.state = FileState::Active;
+        rec.entry.size_bytes = size_bytes;
+        rec.entry.target_bytes = 0;
+        rec.entry.modified_unix_seconds = now;
+        self.dirty.insert(Dirty::Entry(number));
+        self.commit()?;
+        Ok(self.info(&self.files[&number]))
+    }
+
+    /// Remove a name: an alias goes alone; a file's own name deletes the file
+    /// and every alias of it; a directory must be empty.
+    pub fn remove(&mut self, path: &GroupPath) -> Result<(), GroupError> {
+        self.check_usable()?;
+        let record = self
+            .resolve(path)?
+            .ok_or_else(|| {
+                GroupError::Invalid(format!("{path} is the group's root; it cannot be removed"))
+            })?
+            .clone();
+        match record.kind {
+            AliasKind::Alias => {
+                self.remove_alias(record.id);
+                self.commit()
+            }
+            AliasKind::Directory => {
+                if self.aliases.values().any(|r| r.parent == record.id) {
+                    return Err(GroupError::Invalid(format!(
+                        "directory {path} is not empty; remove what is in it first"
+                    )));
+                }
+                self.remove_alias(record.id);
+                self.commit()
+            }
+            AliasKind::File => {
+                let number = record.file_number;
+                let names: Vec<u32> = self
+                    .aliases
+                    .values()
+                    .filter(|r| r.kind != AliasKind::Directory && r.file_number == number)
+                    .map(|r| r.id)
+                    .collect();
+                for id in names {
+                    self.remove_alias(id);
+                }
+                let rec = self
+                    .files
+                    .get_mut(&number)
+                    .expect("invariant: named file exists");
+                rec.entry.state = FileState::Deleting;
+                self.dirty.insert(Dirty::Entry(number));
+                self.commit()?;
+                self.finish_delete(number)
+            }
+        }
+    }
+
+    fn finish_delete(&mut self, number: u32) -> Result<(), GroupError> {
+        self.trim_extents(number, 0)?;
+        self.files.remove(&number);
+        self.dirty.insert(Dirty::Entry(number));
+        self.commit()
+    }
+
+    /// Finish or undo what a crash interrupted. Returns what was done.
+    pub(super) fn recover_operations(&mut self) -> Result<Vec<String>, GroupError> {
+        let mut done = Vec::new();
+        let pending: Vec<(u32, FileState)> = self
+            .files
+            .iter()
+            .filter(|(n, f)| **n >= FILE_NUMBER_USER_MIN && f.entry.state != FileState::Active)
+            .map(|(n, f)| (*n, f.entry.state))
+            .collect();
+        for (number, state) in pending {
+            match state {
+                FileState::Creating => {
+                    // Names that point at it cannot exist (named last), but a
+                    // damaged alias directory might: drop them too.
+                    self.drop_names_of(number);
+                    self.finish_delete(number)?;
+                    done.push(format!("file {number}: unfinished create undone"));
+                }
+                FileState::Deleting => {
+                    self.drop_names_of(number);
+                    self.finish_delete(number)?;
+                    done.push(format!("file {number}: unfinished delete completed"));
+                }
+                FileState::Resizing => {
+                    let rec = &self.files[&number];
+                    let keep = self.layout_for(rec).extent_count_for(rec.entry.size_bytes);
+                    self.trim_extents(number, keep)?;
+                    let rec = self.files.get_mut(&number).expect("invariant: exists");
+                    rec.entry.state = FileState::Active;
+                    rec.entry.target_bytes = 0;
+                    let size = rec.entry.size_bytes;
+                    self.dirty.insert(Dirty::Entry(number));
+                    self.commit()?;
+                    done.push(format!(
+                        "file {number}: unfinished resize settled at {size} bytes"
+                    ));
+                }
+                FileState::Active => {}
+            }
+        }
+        Ok(done)
+    }
+
+    fn drop_names_of(&mut self, number: u32) {
+        let names: Vec<u32> = self
+            .aliases
+            .values()
+            .filter(|r| r.kind != AliasKind::Directory && r.file_number == number)
+            .map(|r| r.id)
+            .collect();
+        for id in names {
+            self.remove_alias(id);
+        }
+    }
+
+    // -----------------------------------------------------------------------
+    // Data path
+
+    fn check_io(&self, number: u32, offset: u64, len: u64) -> Result<(), GroupError> {
+        let sector = u64::from(self.sector_bytes);
+        if !offset.is_multiple_of(sector) || !len.is_multiple_of(sector) {
+            return Err(GroupError::Invalid(format!(
+                "I/O at offset {offset} length {len} is not aligned to the group's {sector}-byte sectors"
+            )));
+        }
+        let size = self
+            .files
+            .get(&number)
+            .filter(|f| f.entry.state == FileState::Active || f.entry.state == FileState::Resizing)
+            .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))?
+            .entry
+            .size_bytes;
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(GroupError::Invalid(format!(
+                "I/O at offset {offset} length {len} goes past the end of the file ({size} bytes); resize it first"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The pieces of a logical range: (extent, offset in extent, offset in
+    /// the caller's buffer, length).
+    fn pieces(&self, number: u32, offset: u64, len: u64) -> Vec<(u64, u64, usize, u64)> {
+        let layout = self.layout_for(&self.files[&number]);
+        let mut out = Vec::new();
+        let mut done = 0u64;
+        while done < len {
+            let loc = layout.locate(offset + done);
+            let run = loc.run_bytes.min(len - done);
+            out.push((loc.extent, loc.offset_in_extent, done as usize, run));
+            done += run;
+        }
+        out
+    }
+
+    /// Write `data` at `offset` of file `number` to every online copy.
+    pub fn write(&mut self, number: u32, offset: u64, data: &[u8]) -> Result<(), GroupError> {
+        self.check_usable()?;
+        self.check_io(number, offset, data.len() as u64)?;
+        let pieces = self.pieces(number, offset, data.len() as u64);
+        let layout = self.layout_for(&self.files[&number]);
+        // First writes to an extent: zero what this write does not cover.
+        let mut fresh: Vec<u64> = pieces
+            .iter()
+            .map(|p| p.0)
+            .filter(|e| !self.files[&number].extents[*e as usize].initialized)
+            .collect();
+        fresh.sort_unstable();
+        fresh.dedup();
+        for e in &fresh {
+            let covered: u64 = pieces.iter().filter(|p| p.0 == *e).map(|p| p.3).sum();
+            if covered < layout.extent_bytes(*e) {
+                self.zero_extent(number, *e)?;
+            }
+        }
+        let mut writes = Vec::new();
+        for (extent, within, at, len) in &pieces {
+            let ext = self.files[&number].extents[*extent as usize];
+            for c in ext.copies() {
+                writes.push((
+                    c.disk,
+                    u64::from(c.au) * self.au_bytes + within,
+                    AlignedBuf::from_slice(&data[*at..*at + *len as usize]),
+                ));
+            }
+        }
+        let failed = self.write_many(writes)?;
+        self.fail_if_no_copy(number, &pieces, &failed)?;
+        self.failed_disks.extend(failed);
+        if !fresh.is_empty() {
+            let now = (self.clock)();
+            let rec = self.files.get_mut(&number).expect("invariant: checked");
+            for e in &fresh {
+                rec.extents[*e as usize].initialized = true;
+            }
+            rec.entry.modified_unix_seconds = now;
+            for e in fresh {
+                self.dirty_extent(number, e);
+            }
+            self.commit()?;
+        } else {
+            self.offline_failed()?;
+        }
+        Ok(())
+    }
+
+    /// Every piece must have landed on at least one copy.
+    fn fail_if_no_copy(
+        &self,
+        number: u32,
+        pieces: &[(u64, u64, usize, u64)],
+        failed: &[u16],
+    ) -> Result<(), GroupError> {
+        for (extent, _, _, _) in pieces {
+            let ext = &self.files[&number].extents[*extent as usize];
+            let alive = ext.copies().iter().any(|c| {
+                self.member(c.disk).and_then(Member::online).is_some() && !failed.contains(&c.disk)
+            });
+            if !alive {
+                return Err(GroupError::Io {
+                    disk: ext
+                        .copies()
+                        .iter()
+                        .map(|c| self.disk_name(c.disk))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    error: cairn_io::IoError::Os {
+                        kind: cairn_io::OpKind::Write,
+                        offset_bytes: 0,
+                        len_bytes: 0,
+                        errno: EIO,
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn zero_extent(&mut self, number: u32, extent: u64) -> Result<(), GroupError> {
+        let layout = self.layout_for(&self.files[&number]);
+        let len = layout.extent_bytes(extent);
+        let ext = self.files[&number].extents[extent as usize];
+        let mut requests = Vec::new();
+        let mut disks = Vec::new();
+        for c in ext.copies() {
+            let Some(device) = self.member(c.disk).and_then(Member::online) else {
+                continue;
+            };
+            let zeroes_by_discard = matches!(
+                self.engine.geometry(device).map(|g| g.discard),
+                Some(DiscardSupport::Supported {
+                    reads_zeroes: true,
+                    ..
+                })
+            );
+            let offset_bytes = u64::from(c.au) * self.au_bytes;
+            disks.push(c.disk);
+            requests.push(Request {
+                device,
+                tag: requests.len() as u64,
+                op: if zeroes_by_discard {
+                    Op::Discard {
+                        offset_bytes,
+                        len_bytes: len,
+                    }
+                } else {
+                    Op::WriteZeroes {
+                        offset_bytes,
+                        len_bytes: len,
+                    }
+                },
+            });
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(super::io_err("(engine)"))?;
+        for (c, disk) in completions.into_iter().zip(disks) {
+            match c.result {
+                Ok(_) => {
+                    if let Some(m) = self.member_mut(disk) {
+                        m.needs_flush = true;
+                    }
+                }
+                Err(_) => {
+                    self.failed_disks.insert(disk);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Read into `buf` from `offset` of file `number`.
+    pub fn read(&mut self, number: u32, offset: u64, buf: &mut [u8]) -> Result<(), GroupError> {
+        self.read_checked(number, offset, buf, &|_| true)
+    }
+
+    /// Read, accepting a copy only if `accept` passes on the whole buffer (the
+    /// caller's own checksum). A copy that fails is rewritten from one that passes.
+    pub fn read_checked(
+        &mut self,
+        number: u32,
+        offset: u64,
+        buf: &mut [u8],
+        accept: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<(), GroupError> {
+        self.check_usable()?;
+        self.check_io(number, offset, buf.len() as u64)?;
+        let pieces = self.pieces(number, offset, buf.len() as u64);
+        let copies = usize::from(self.files[&number].entry.copies);
+        let mut problems = Vec::new();
+        let mut bad_copies: Vec<usize> = Vec::new();
+        for copy in 0..copies {
+            match self.read_copy(number, &pieces, copy, buf) {
+                Ok(true) if accept(buf) => {
+                    if !bad_copies.is_empty() {
+                        self.rewrite_copies(number, &pieces, &bad_copies, buf)?;
+                    }
+                    return self.offline_failed();
+                }
+                Ok(true) => {
+                    problems.push(format!("copy {copy} failed the caller's check"));
+                    bad_copies.push(copy);
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    problems.push(format!("copy {copy}: {e}"));
+                    bad_copies.push(copy);
+                }
+            }
+        }
+        Err(GroupError::Corrupt(format!(
+            "file {number} offset {offset}: no copy could be read ({})",
+            if problems.is_empty() {
+                "every copy is offline".to_string()
+            } else {
+                problems.join("; ")
+            }
+        )))
+    }
+
+    /// Read every piece from copy `copy`. `Ok(false)`: that copy is offline.
+    fn read_copy(
+        &mut self,
+        number: u32,
+        pieces: &[(u64, u64, usize, u64)],
+        copy: usize,
+        buf: &mut [u8],
+    ) -> Result<bool, GroupError> {
+        let mut requests = Vec::new();
+        let mut places = Vec::new();
+        for (extent, within, at, len) in pieces {
+            let ext = self.files[&number].extents[*extent as usize];
+            if !ext.initialized {
+                buf[*at..*at + *len as usize].fill(0);
+                continue;
+            }
+            let Some(c) = ext.copies().get(copy).copied() else {
+                return Ok(false);
+            };
+            let Some(device) = self.member(c.disk).and_then(Member::online) else {
+                return Ok(false);
+            };
+            places.push((*at, *len as usize, c.disk));
+            requests.push(Request {
+                device,
+                tag: requests.len() as u64,
+                op: Op::Read {
+                    offset_bytes: u64::from(c.au) * self.au_bytes + within,
+                    buf: AlignedBuf::zeroed(*len as usize),
+                },
+            });
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(super::io_err("(engine)"))?;
+        for (c, (at, len, disk)) in completions.into_iter().zip(places) {
+            match (c.result, c.buf) {
+                (Ok(_), Some(data)) => buf[at..at + len].copy_from_slice(&data[..][..len]),
+                (Err(e), _) => {
+                    return Err(GroupError::Io {
+                        disk: self.disk_name(disk),
+                        error: e,
+                    });
+                }
+                (Ok(_), None) => unreachable!("invariant: a read hands its buffer back"),
+            }
+        }
+        Ok(true)
+    }
+
+    fn rewrite_copies(
+        &mut self,
+        number: u32,
+        pieces: &[(u64, u64, usize, u64)],
+        copies: &[usize],
+        good: &[u8],
+    ) -> Result<(), GroupError> {
+        let mut writes = Vec::new();
+        for (extent, within, at, len) in pieces {
+            let ext = self.files[&number].extents[*extent as usize];
+            if !ext.initialized {
+                continue;
+            }
+            for copy in copies {
+                if let Some(c) = ext.copies().get(*copy) {
+                    writes.push((
+                        c.disk,
+                        u64::from(c.au) * self.au_bytes + within,
+                        AlignedBuf::from_slice(&good[*at..*at + *len as usize]),
+                    ));
+                }
+            }
+        }
+        let failed = self.write_many(writes)?;
+        self.failed_disks.extend(failed);
+        Ok(())
+    }
+
+    /// Where each piece of a range lives, for a caller that does its own I/O
+    /// (the benchmark's direct path): (disk, byte offset, length, buffer offset)
+    /// of the primary copy. `None` if any extent is not yet initialised.
+    pub fn map_primary(
+        &self,
+        number: u32,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<Vec<PrimaryPiece>>, GroupError> {
+        self.check_io(number, offset, len)?;
+        let mut out = Vec::new();
+        for (extent, within, at, run) in self.pieces(number, offset, len) {
+            let ext = &self.files[&number].extents[extent as usize];
+            if !ext.initialized {
+                return Ok(None);
+            }
+            let c = ext.copies()[0];
+            out.push((c.disk, u64::from(c.au) * self.au_bytes + within, run, at));
+        }
+        Ok(Some(out))
+    }
+
+    /// The device of a member disk, if online.
+    pub fn disk_device(&self, disk: u16) -> Option<cairn_io::DeviceId> {
+        self.member(disk).and_then(Member::online)
+    }
+
+    /// Extents of a file (copies and initialised flag), for the checker and tests.
+    pub fn extents(&self, number: u32) -> Option<&[Extent]> {
+        self.files.get(&number).map(|f| &f.extents[..])
+    }
+}
+
+/// The errno a write reports when no copy of it could be written.
+const EIO: i32 = 5;
+
+/// One piece of a range on its primary copy: (disk, byte offset on the disk,
+/// length, offset in the caller's buffer).
+pub type PrimaryPiece = (u16, u64, u64, usize);
+
+/// Split a path into its parent and last component.
+fn split(path: &GroupPath) -> Result<(GroupPath, Component), GroupError> {
+    let name = path.file_name().cloned().ok_or_else(|| {
+        GroupError::Invalid(format!("{path} is the group's root; name a file in it"))
+    })?;
+    let parent = path
+        .parent()
+        .expect("invariant: a path with a name has a parent");
+    Ok((parent, name))
+}
+
+const _: () = assert!(STRIPING_COARSE != STRIPING_FINE);

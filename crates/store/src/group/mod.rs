@@ -1,0 +1,2059 @@
+//! Disk groups: create, mount, the metadata transaction, and the state a mounted
+//! group keeps in memory.
+//!
+//! What lives where (byte tables in `docs/on_disk_format.md`, reasons in
+//! `docs/groups.md`):
+//! - per disk, at fixed places: the disk header copies, two superblock slots
+//!   (group identity, bootstrap extent of the file directory, and the whole disk
+//!   directory), and the disk's allocation table (summary + bitmap);
+//! - in metadata files, mirrored like user files at the group's redundancy and
+//!   placed by the same [`crate::placement`] rules: the file directory (file 1,
+//!   one entry block per file number, holding the extent map), the journal
+//!   (file 3), the alias directory (4), templates (5) and attributes (6).
+//!
+//! The transaction: operations change the in-memory state and name the metadata
+//! blocks they dirtied; [`Group::commit`] encodes those blocks, writes them as one
+//! journal record to every journal copy, flushes, then writes them in place.
+//! Replay at mount rewrites every whole record after the last checkpoint, so a
+//! crash at any point leaves either all of a transaction or none of it. Long
+//! operations (create, resize, delete of big files) commit in bounded steps and
+//! record what they are heading for in the file's entry; mount finishes or undoes
+//! them ([`Group::recover_operations`]).
+//!
+//! Fault assumptions: a write may be lost, torn at sector boundaries or
+//! misdirected until a flush completes; a flush makes completed writes durable.
+//! A failed commit leaves memory ahead of the disks, so the group refuses further
+//! work until it is mounted again (it is "poisoned"); the disks themselves stay
+//! consistent.
+//!
+//! Not here: rebalance, adding and dropping disks, bringing an offline disk back
+//! (later work); the real-device plumbing (discovery, protection, locks) is in
+//! [`crate::group_admin`].
+
+mod alloc;
+pub mod check;
+mod files;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use cairn_format::group::{
+    self as fmt, images_crc, AliasRecord, AtLayout, AuAddr, DiskEntry, DiskState, Extent,
+    FileEntry, FileState, GroupSuper, JournalHeader, JournalRecord, JournalTarget, Template,
+    ALIASES_PER_BLOCK, AT_COUNTS_PER_SUMMARY, DIRECT_EXTENTS, DISKS_MAX, DISK_ENTRIES_PER_BLOCK,
+    EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_DIRECTORY,
+    FILE_JOURNAL, FILE_NUMBER_USER_MIN, FILE_TEMPLATES, JOURNAL_HEADER_BLOCKS, JOURNAL_TARGETS_MAX,
+    STRIPING_COARSE, STRIPING_FINE, SUPER_SLOT_BLOCKS, SUPER_SLOT_OFFSETS_BYTES,
+};
+use cairn_format::meta::{self, Block, BlockId, BlockType, MetaError, BLOCK_BYTES};
+use cairn_format::{DiskHeader, FeatureSet};
+use cairn_io::{AlignedBuf, DeviceId, IoEngine, IoError, Op, Request};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::header_copies::HeaderScan;
+use crate::labeling;
+use crate::placement::{self, DiskNumber, DiskSpace, FailGroupId, Striping};
+
+pub use alloc::DiskAlloc;
+pub use cairn_format::group::AliasKind;
+pub use files::{CreateOptions, DirEntry, FileInfo};
+
+/// The journal ring's size. Bounded so replay is bounded: at most this much is
+/// read and rewritten at mount.
+pub const JOURNAL_BYTES: u64 = 4 << 20;
+/// A continuing operation commits a step once it has dirtied this many blocks.
+pub const STEP_DIRTY_MAX: usize = 24;
+/// Most blocks one transaction may carry (a step can overshoot STEP_DIRTY_MAX by
+/// what one extent touches: its entry, an indirect block, and two table blocks
+/// per copy).
+pub const TXN_IMAGES_MAX: usize = 64;
+/// Default AU size.
+pub const AU_BYTES_DEFAULT: u64 = 4 << 20;
+
+/// Redundancy of a group (copies of every extent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Redundancy {
+    External,
+    Normal,
+    High,
+}
+
+impl Redundancy {
+    pub fn copies(self) -> u8 {
+        match self {
+            Self::External => 1,
+            Self::Normal => 2,
+            Self::High => 3,
+        }
+    }
+    pub fn from_copies(copies: u8) -> Option<Self> {
+        match copies {
+            1 => Some(Self::External),
+            2 => Some(Self::Normal),
+            3 => Some(Self::High),
+            _ => None,
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "external" => Some(Self::External),
+            "normal" => Some(Self::Normal),
+            "high" => Some(Self::High),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::External => "EXTERN",
+            Self::Normal => "NORMAL",
+            Self::High => "HIGH",
+        }
+    }
+}
+
+/// Why a group operation failed. Messages are one line a person can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("disk {disk}: {error}")]
+    Io { disk: String, error: IoError },
+    #[error("metadata is damaged beyond its mirrors: {0}; run `cairn group check --repair`")]
+    Corrupt(String),
+    #[error("no space: {0}")]
+    NoSpace(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Exists(String),
+    #[error("{0}")]
+    Mount(String),
+    #[error("the group stopped after a failed metadata write ({0}); mount it again to recover")]
+    Poisoned(String),
+}
+
+impl From<crate::names::NameError> for GroupError {
+    fn from(e: crate::names::NameError) -> Self {
+        Self::Invalid(e.to_string())
+    }
+}
+
+/// A disk to put into a new group: an attached device that carries a Cairn label.
+#[derive(Debug, Clone)]
+pub struct NewDisk {
+    pub device: DeviceId,
+    /// Failure group name; `None`: a group of its own, named after the label.
+    pub failgroup: Option<String>,
+}
+
+/// What a new group looks like.
+#[derive(Debug, Clone)]
+pub struct GroupSpec {
+    pub name: String,
+    pub redundancy: Redundancy,
+    pub au_bytes: u64,
+    /// Required logical sector size; `None`: whatever the disks have (they must agree).
+    pub sector_bytes: Option<u32>,
+    /// Take disks that belong to another group.
+    pub force: bool,
+    pub now_unix_seconds: u64,
+    pub group_uuid: Uuid,
+}
+
+/// What a mount found and did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MountReport {
+    pub journal_records_replayed: u64,
+    pub disks_marked_offline: Vec<String>,
+    pub operations_recovered: Vec<String>,
+    pub repaired_copies: u64,
+    pub warnings: Vec<String>,
+}
+
+/// One member disk as the mounted group knows it.
+#[derive(Debug)]
+struct Member {
+    entry: DiskEntry,
+    device: Option<DeviceId>,
+    /// `None` while offline.
+    alloc: Option<DiskAlloc>,
+    needs_flush: bool,
+}
+
+impl Member {
+    fn online(&self) -> Option<DeviceId> {
+        match (self.entry.state, self.device) {
+            (DiskState::Online, Some(d)) if self.alloc.is_some() => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// A file's metadata in memory: its entry and its whole extent map.
+#[derive(Debug, Clone)]
+struct FileRec {
+    entry: FileEntry,
+    extents: Vec<Extent>,
+}
+
+/// A metadata block the current transaction changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Dirty {
+    Summary { disk: u16, index: u64 },
+    Bitmap { disk: u16, index: u64 },
+    Entry(u32),
+    Indirect { file: u32, block: u64 },
+    Alias(u64),
+    Templates,
+    Attributes,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct JournalState {
+    header_generation: u64,
+    next_seq: u64,
+    /// Next free block in the journal file.
+    position: u64,
+    capacity_blocks: u64,
+    prev_checksum: u32,
+}
+
+/// A mounted disk group.
+pub struct Group<'e> {
+    engine: &'e mut dyn IoEngine,
+    uuid: Uuid,
+    name: String,
+    copies: u8,
+    au_bytes: u64,
+    sector_bytes: u32,
+    created_unix_seconds: u64,
+    features: FeatureSet,
+    slot_generation: u64,
+    members: Vec<Option<Member>>,
+    files: BTreeMap<u32, FileRec>,
+    aliases: BTreeMap<u32, AliasRecord>,
+    alias_index: HashMap<(u32, String), u32>,
+    templates: Vec<Template>,
+    attributes: Vec<(String, String)>,
+    journal: JournalState,
+    dirty: BTreeSet<Dirty>,
+    poisoned: Option<String>,
+    clock: fn() -> u64,
+    next_incarnation: u32,
+    /// Disks whose writes failed during the current step, to offline after it.
+    failed_disks: BTreeSet<u16>,
+}
+
+fn system_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Default templates, by file type (as ASM ships them): online logs and control
+/// files are fine-striped, everything else coarse; 0 copies = the group's.
+pub fn default_templates() -> Vec<Template> {
+    let fine = ["CONTROLFILE", "ONLINELOG"];
+    [
+        "DEFAULT",
+        "DATAFILE",
+        "TEMPFILE",
+        "ONLINELOG",
+        "CONTROLFILE",
+        "ARCHIVELOG",
+        "BACKUPSET",
+        "PARAMETERFILE",
+        "FLASHBACK",
+        "DATAGUARDCONFIG",
+        "CHANGETRACKING",
+        "DUMPSET",
+        "XTRANSPORT",
+        "AUTOBACKUP",
+    ]
+    .iter()
+    .map(|name| Template {
+        name: (*name).to_string(),
+        copies: 0,
+        striping: if fine.contains(name) {
+            STRIPING_FINE
+        } else {
+            STRIPING_COARSE
+        },
+    })
+    .collect()
+}
+
+fn io_err(disk: impl Into<String>) -> impl FnOnce(IoError) -> GroupError {
+    let disk = disk.into();
+    move |error| GroupError::Io { disk, error }
+}
+
+fn corrupt(e: impl std::fmt::Display) -> GroupError {
+    GroupError::Corrupt(e.to_string())
+}
+
+impl<'e> Group<'e> {
+    // -----------------------------------------------------------------------
+    // Accessors
+
+    pub fn uuid(&self) -> Uuid {
+        self.uuid
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn redundancy(&self) -> Redundancy {
+        Redundancy::from_copies(self.copies).expect("invariant: copies validated at mount")
+    }
+    pub fn au_bytes(&self) -> u64 {
+        self.au_bytes
+    }
+    pub fn sector_bytes(&self) -> u32 {
+        self.sector_bytes
+    }
+    pub fn templates(&self) -> &[Template] {
+        &self.templates
+    }
+    pub fn attributes(&self) -> &[(String, String)] {
+        &self.attributes
+    }
+    /// Give the engine back (tests crash the simulator after a group "dies").
+    pub fn engine(&mut self) -> &mut dyn IoEngine {
+        self.engine
+    }
+
+    fn blocks_per_au(&self) -> u64 {
+        self.au_bytes / BLOCK_BYTES as u64
+    }
+
+    fn member(&self, disk: u16) -> Option<&Member> {
+        self.members.get(usize::from(disk)).and_then(Option::as_ref)
+    }
+
+    fn member_mut(&mut self, disk: u16) -> Option<&mut Member> {
+        self.members
+            .get_mut(usize::from(disk))
+            .and_then(Option::as_mut)
+    }
+
+    fn disk_name(&self, disk: u16) -> String {
+        self.member(disk)
+            .map_or_else(|| format!("#{disk}"), |m| m.entry.label.clone())
+    }
+
+    fn check_usable(&self) -> Result<(), GroupError> {
+        match &self.poisoned {
+            Some(why) => Err(GroupError::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    // -----------------------------------------------------------------------
+    // Raw I/O across disks
+
+    /// Run writes (disk, offset, buffer) concurrently. Returns the disks whose
+    /// writes failed; writes to offline disks are skipped.
+    fn write_many(&mut self, writes: Vec<(u16, u64, AlignedBuf)>) -> Result<Vec<u16>, GroupError> {
+        let mut requests = Vec::with_capacity(writes.len());
+        let mut disk_of = Vec::with_capacity(writes.len());
+        for (disk, offset_bytes, buf) in writes {
+            let Some(device) = self.member(disk).and_then(Member::online) else {
+                continue;
+            };
+            disk_of.push(disk);
+            requests.push(Request {
+                device,
+                tag: requests.len() as u64,
+                op: Op::Write {
+                    offset_bytes,
+                    buf,
+                    fua: false,
+                },
+            });
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(io_err("(engine)"))?;
+        let mut failed = BTreeSet::new();
+        for (completion, disk) in completions.into_iter().zip(disk_of) {
+            match completion.result {
+                Ok(_) => {
+                    if let Some(m) = self.member_mut(disk) {
+                        m.needs_flush = true;
+                    }
+                }
+                Err(_) => {
+                    failed.insert(disk);
+                }
+            }
+        }
+        Ok(failed.into_iter().collect())
+    }
+
+    /// Flush the given disks (all online ones that need it when `None`).
+    fn flush_disks(&mut self, only: Option<&BTreeSet<u16>>) -> Result<Vec<u16>, GroupError> {
+        let mut requests = Vec::new();
+        let mut disk_of = Vec::new();
+        for (n, m) in self.members.iter().enumerate() {
+            let Some(m) = m else { continue };
+            let Some(device) = m.online() else { continue };
+            let n = n as u16;
+            let wanted = match only {
+                Some(set) => set.contains(&n),
+                None => m.needs_flush,
+            };
+            if wanted {
+                disk_of.push(n);
+                requests.push(Request {
+                    device,
+                    tag: requests.len() as u64,
+                    op: Op::Flush,
+                });
+            }
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(io_err("(engine)"))?;
+        let mut failed = Vec::new();
+        for (completion, disk) in completions.into_iter().zip(disk_of) {
+            match completion.result {
+                Ok(_) => {
+                    if let Some(m) = self.member_mut(disk) {
+                        m.needs_flush = false;
+                    }
+                }
+                Err(_) => failed.push(disk),
+            }
+        }
+        Ok(failed)
+    }
+
+    fn read_one(
+        &mut self,
+        disk: u16,
+        offset_bytes: u64,
+        len: usize,
+    ) -> Result<AlignedBuf, IoError> {
+        let device = self
+            .member(disk)
+            .and_then(Member::online)
+            .ok_or(IoError::UnknownDevice(DeviceId(u32::from(disk))))?;
+        self.engine.read_at(device, offset_bytes, len)
+    }
+
+    /// Read a metadata block that has copies at `places`: the first valid copy
+    /// wins; a blank copy counts only if no copy is valid. Bad copies beside a
+    /// good one are rewritten from it.
+    fn read_meta(
+        &mut self,
+        places: &[(u16, u64)],
+        id: BlockId,
+    ) -> Result<Option<Box<Block>>, GroupError> {
+        let mut good: Option<Box<Block>> = None;
+        let mut bad = Vec::new();
+        let mut blank = Vec::new();
+        let mut problems = Vec::new();
+        for &(disk, offset) in places {
+            if self.member(disk).and_then(Member::online).is_none() {
+                continue;
+            }
+            match self.read_one(disk, offset, BLOCK_BYTES) {
+                Ok(buf) => match meta::open(&buf[..], id, self.uuid) {
+                    Ok(_) => {
+                        if good.is_none() {
+                            let mut block = meta::empty_block();
+                            block.copy_from_slice(&buf[..]);
+                            good = Some(block);
+                        }
+                    }
+                    Err(MetaError::Blank) => blank.push((disk, offset)),
+                    Err(e) => {
+                        problems.push(format!("{} at {offset}: {e}", self.disk_name(disk)));
+                        bad.push((disk, offset));
+                    }
+                },
+                Err(e) => {
+                    problems.push(format!("{} at {offset}: {e}", self.disk_name(disk)));
+                    bad.push((disk, offset));
+                }
+            }
+        }
+        match good {
+            Some(block) => {
+                if !bad.is_empty() || !blank.is_empty() {
+                    let writes = bad
+                        .into_iter()
+                        .chain(blank)
+                        .map(|(d, o)| (d, o, AlignedBuf::from_slice(&block[..])))
+                        .collect();
+                    let failed = self.write_many(writes)?;
+                    self.failed_disks.extend(failed);
+                }
+                Ok(Some(block))
+            }
+            None if problems.is_empty() => Ok(None),
+            None if !blank.is_empty() && bad.is_empty() => Ok(None),
+            None => Err(GroupError::Corrupt(format!(
+                "{id}: {}",
+                problems.join("; ")
+            ))),
+        }
+    }
+
+    // -----------------------------------------------------------------------
+    // Where metadata lives
+
+    /// Physical places of block `block` of a metadata file (all copies).
+    fn file_block_places(&self, file: u32, block: u64) -> Vec<(u16, u64)> {
+        let rec = self
+            .files
+            .get(&file)
+            .expect("invariant: metadata files exist");
+        let extent = &rec.extents[(block / self.blocks_per_au()) as usize];
+        let within = (block % self.blocks_per_au()) * BLOCK_BYTES as u64;
+        extent
+            .copies()
+            .iter()
+            .map(|c| (c.disk, u64::from(c.au) * self.au_bytes + within))
+            .collect()
+    }
+
+    fn indirect_places(&self, file: u32, block: u64) -> Vec<(u16, u64)> {
+        let rec = &self.files[&file];
+        let pointer = &rec.entry.indirect[(block / self.blocks_per_au()) as usize];
+        let within = (block % self.blocks_per_au()) * BLOCK_BYTES as u64;
+        pointer
+            .copies()
+            .iter()
+            .map(|c| (c.disk, u64::from(c.au) * self.au_bytes + within))
+            .collect()
+    }
+
+    fn dirty_id_and_places(&self, d: Dirty) -> (BlockId, Vec<(u16, u64)>) {
+        let file_block = |file: u32, block_type: BlockType, owner_tag: u32, index: u64| {
+            (
+                BlockId {
+                    block_type,
+                    owner: file,
+                    owner_tag,
+                    index,
+                },
+                self.file_block_places(file, index),
+            )
+        };
+        match d {
+            Dirty::Summary { disk, index } => {
+                let layout = self.layout_of(disk);
+                let offset = layout.summary_offset_bytes(index);
+                (
+                    per_disk_id(BlockType::AtSummary, disk, offset),
+                    vec![(disk, offset)],
+                )
+            }
+            Dirty::Bitmap { disk, index } => {
+                let layout = self.layout_of(disk);
+                let offset = layout.bitmap_offset_bytes(index);
+                (
+                    per_disk_id(BlockType::AtBitmap, disk, offset),
+                    vec![(disk, offset)],
+                )
+            }
+            Dirty::Entry(n) => {
+                let (mut id, places) =
+                    file_block(FILE_DIRECTORY, BlockType::FileEntry, 0, u64::from(n));
+                id.owner = FILE_DIRECTORY;
+                (id, places)
+            }
+            Dirty::Indirect { file, block } => {
+                let incarnation = self.files.get(&file).map_or(0, |r| r.entry.incarnation);
+                (
+                    BlockId {
+                        block_type: BlockType::Indirect,
+                        owner: file,
+                        owner_tag: incarnation,
+                        index: block,
+                    },
+                    self.indirect_places(file, block),
+                )
+            }
+            Dirty::Alias(block) => file_block(FILE_ALIAS_DIRECTORY, BlockType::Alias, 0, block),
+            Dirty::Templates => file_block(FILE_TEMPLATES, BlockType::Template, 0, 0),
+            Dirty::Attributes => file_block(FILE_ATTRIBUTES, BlockType::Attribute, 0, 0),
+        }
+    }
+
+    fn layout_of(&self, disk: u16) -> AtLayout {
+        self.member(disk)
+            .and_then(|m| m.alloc.as_ref())
+            .map(|a| a.layout)
+            .expect("invariant: table blocks are dirtied on online disks only")
+    }
+
+    /// The block image for a dirty address, sealed with `generation`. A file
+    /// entry or alias block that became empty is written as zeros (free).
+    fn encode_dirty(&self, d: Dirty, generation: u64) -> Box<Block> {
+        let (id, _) = self.dirty_id_and_places(d);
+        let mut block = meta::empty_block();
+        match d {
+            Dirty::Summary { disk, index } => {
+                let alloc = self.member(disk).and_then(|m| m.alloc.as_ref());
+                let alloc = alloc.expect("invariant: online disk");
+                fmt::encode_summary(&mut block, alloc.summary_counts(index));
+            }
+            Dirty::Bitmap { disk, index } => {
+                let alloc = self.member(disk).and_then(|m| m.alloc.as_ref());
+                let alloc = alloc.expect("invariant: online disk");
+                fmt::encode_bitmap(&mut block, alloc.bitmap_bytes(index));
+            }
+            Dirty::Entry(n) => match self.files.get(&n) {
+                Some(rec) => self.encode_entry(rec, &mut block),
+                None => return block,
+            },
+            Dirty::Indirect { file, block: index } => {
+                let rec = &self.files[&file];
+                let first = DIRECT_EXTENTS + index as usize * EXTENTS_PER_INDIRECT_BLOCK;
+                let last = (first + EXTENTS_PER_INDIRECT_BLOCK).min(rec.extents.len());
+                fmt::encode_indirect(&mut block, rec.extents.get(first..last).unwrap_or(&[]));
+            }
+            Dirty::Alias(index) => {
+                let first = (index * ALIASES_PER_BLOCK as u64 + 1) as u32;
+                let last = first + ALIASES_PER_BLOCK as u32;
+                let records: Vec<&AliasRecord> =
+                    self.aliases.range(first..last).map(|(_, r)| r).collect();
+                if records.is_empty() {
+                    return block;
+                }
+                fmt::encode_alias_block(&mut block, index, &records);
+            }
+            Dirty::Templates => fmt::encode_templates(&mut block, &self.templates),
+            Dirty::Attributes => fmt::encode_attributes(&mut block, &self.attributes),
+        }
+        meta::seal(&mut block, id, self.uuid, generation);
+        block
+    }
+
+    fn encode_entry(&self, rec: &FileRec, block: &mut Block) {
+        let mut entry = rec.entry.clone();
+        entry.extent_count = rec.extents.len() as u64;
+        entry.direct = rec.extents.iter().take(DIRECT_EXTENTS).copied().collect();
+        entry.encode_into(block);
+    }
+
+    fn mark_table_dirty(&mut self) {
+        let mut found = Vec::new();
+        for (n, m) in self.members.iter_mut().enumerate() {
+            if let Some(alloc) = m.as_mut().and_then(|m| m.alloc.as_mut()) {
+                for b in alloc.take_dirty() {
+                    found.push(match b {
+                        alloc::AtBlock::Summary(index) => Dirty::Summary {
+                            disk: n as u16,
+                            index,
+                        },
+                        alloc::AtBlock::Bitmap(index) => Dirty::Bitmap {
+                            disk: n as u16,
+                            index,
+                        },
+                    });
+                }
+            }
+        }
+        self.dirty.extend(found);
+    }
+
+    fn dirty_count(&self) -> usize {
+        self.dirty.len()
+            + self
+                .members
+                .iter()
+                .flatten()
+                .filter_map(|m| m.alloc.as_ref())
+                .map(DiskAlloc::dirty_count)
+                .sum::<usize>()
+    }
+
+    // -----------------------------------------------------------------------
+    // The transaction
+
+    /// Make every change since the last commit durable and atomic.
+    pub fn commit(&mut self) -> Result<(), GroupError> {
+        self.check_usable()?;
+        let result = self.commit_inner();
+        if let Err(e) = &result {
+            self.poisoned = Some(e.to_string());
+        }
+        result?;
+        self.discard_freed()?;
+        self.offline_failed()
+    }
+
+    fn commit_inner(&mut self) -> Result<(), GroupError> {
+        self.mark_table_dirty();
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        let dirty: Vec<Dirty> = std::mem::take(&mut self.dirty).into_iter().collect();
+        assert!(
+            dirty.len() <= TXN_IMAGES_MAX,
+            "invariant: a transaction carries at most {TXN_IMAGES_MAX} blocks, got {}",
+            dirty.len()
+        );
+        let seq = self.journal.next_seq;
+        let mut images = Vec::with_capacity(dirty.len());
+        let mut targets = Vec::new();
+        for (i, d) in dirty.iter().enumerate() {
+            let (_, places) = self.dirty_id_and_places(*d);
+            for (disk, offset_bytes) in places {
+                targets.push(JournalTarget {
+                    image: i as u16,
+                    disk,
+                    offset_bytes,
+                });
+            }
+            images.push(self.encode_dirty(*d, seq));
+        }
+        assert!(
+            targets.len() <= JOURNAL_TARGETS_MAX,
+            "invariant: targets fit a record"
+        );
+        let record_blocks = 1 + images.len() as u64;
+        if self.journal.position + record_blocks > self.journal.capacity_blocks {
+            self.checkpoint()?;
+        }
+        // Barrier: data and zeroing written before this metadata change must be
+        // durable before the change is (an extent marked initialised must never
+        // expose an AU's old contents).
+        self.flush_all_checked()?;
+
+        let record = JournalRecord {
+            seq,
+            prev_checksum: self.journal.prev_checksum,
+            image_count: images.len() as u16,
+            images_crc: images_crc(&images.iter().map(|b| &**b).collect::<Vec<_>>()),
+            targets: targets.clone(),
+        };
+        let mut header = meta::empty_block();
+        record.encode_into(&mut header);
+        let position = self.journal.position;
+        meta::seal(
+            &mut header,
+            journal_id(BlockType::JournalRecord, position),
+            self.uuid,
+            seq,
+        );
+        let mut writes = Vec::new();
+        for (k, block) in std::iter::once(&header).chain(images.iter()).enumerate() {
+            for (disk, offset) in self.file_block_places(FILE_JOURNAL, position + k as u64) {
+                writes.push((disk, offset, AlignedBuf::from_slice(&block[..])));
+            }
+        }
+        self.write_durably(writes, "journal record")?;
+
+        self.journal.position += record_blocks;
+        self.journal.next_seq += 1;
+        self.journal.prev_checksum = meta::checksum_of(&header[..]);
+
+        let writes = targets
+            .iter()
+            .map(|t| {
+                (
+                    t.disk,
+                    t.offset_bytes,
+                    AlignedBuf::from_slice(&images[usize::from(t.image)][..]),
+                )
+            })
+            .collect();
+        let failed = self.write_many(writes)?;
+        self.failed_disks.extend(failed);
+        Ok(())
+    }
+
+    /// Write `writes` and flush their disks; the set must land on at least one
+    /// copy of each place, else the group cannot go on.
+    fn write_durably(
+        &mut self,
+        writes: Vec<(u16, u64, AlignedBuf)>,
+        what: &str,
+    ) -> Result<(), GroupError> {
+        let disks: BTreeSet<u16> = writes.iter().map(|w| w.0).collect();
+        let offsets: BTreeSet<u64> = writes.iter().map(|w| w.1).collect();
+        let mut failed: BTreeSet<u16> = self.write_many(writes)?.into_iter().collect();
+        let flushed: BTreeSet<u16> = disks.difference(&failed).copied().collect();
+        failed.extend(self.flush_disks(Some(&flushed))?);
+        if !failed.is_empty() && failed.len() >= disks.len() {
+            return Err(GroupError::Mount(format!(
+                "could not write the {what} to any copy ({} offsets on disks {:?})",
+                offsets.len(),
+                failed
+                    .iter()
+                    .map(|d| self.disk_name(*d))
+                    .collect::<Vec<_>>()
+            )));
+        }
+        self.failed_disks.extend(failed);
+        Ok(())
+    }
+
+    fn flush_all_checked(&mut self) -> Result<(), GroupError> {
+        let failed = self.flush_disks(None)?;
+        self.failed_disks.extend(failed);
+        Ok(())
+    }
+
+    /// Make everything in place durable and start the journal ring afresh.
+    fn checkpoint(&mut self) -> Result<(), GroupError> {
+        self.flush_all_checked()?;
+        let header = JournalHeader {
+            header_generation: self.journal.header_generation + 1,
+            next_seq: self.journal.next_seq,
+            ring_blocks: self.journal.capacity_blocks - JOURNAL_HEADER_BLOCKS,
+        };
+        let slot = header.header_generation % JOURNAL_HEADER_BLOCKS;
+        let mut block = meta::empty_block();
+        header.encode_into(&mut block);
+        meta::seal(
+            &mut block,
+            journal_id(BlockType::JournalHeader, slot),
+            self.uuid,
+            header.header_generation,
+        );
+        let writes = self
+            .file_block_places(FILE_JOURNAL, slot)
+            .into_iter()
+            .map(|(d, o)| (d, o, AlignedBuf::from_slice(&block[..])))
+            .collect();
+        self.write_durably(writes, "journal header")?;
+        self.journal.header_generation = header.header_generation;
+        self.journal.position = JOURNAL_HEADER_BLOCKS;
+        self.journal.prev_checksum = 0;
+        Ok(())
+    }
+
+    /// Tell the devices about AUs whose free state is now durable.
+    fn discard_freed(&mut self) -> Result<(), GroupError> {
+        let au = self.au_bytes;
+        let mut requests = Vec::new();
+        for m in self.members.iter_mut().flatten() {
+            let device = m.online();
+            let Some(alloc) = m.alloc.as_mut() else {
+                continue;
+            };
+            let runs = alloc.release_quarantine();
+            let Some(device) = device else { continue };
+            for (start, len) in runs {
+                requests.push(Request {
+                    device,
+                    tag: requests.len() as u64,
+                    op: Op::Discard {
+                        offset_bytes: u64::from(start) * au,
+                        len_bytes: u64::from(len) * au,
+                    },
+                });
+            }
+        }
+        // A device that refuses discard keeps the bytes; only the space report
+        // shows it. Errors here never fail the operation.
+        let _ = self
+            .engine
+            .execute_all(requests)
+            .map_err(io_err("(engine)"))?;
+        Ok(())
+    }
+
+    /// Take disks whose writes failed offline, if redundancy allows.
+    fn offline_failed(&mut self) -> Result<(), GroupError> {
+        let failed: Vec<u16> = std::mem::take(&mut self.failed_disks).into_iter().collect();
+        if failed.is_empty() {
+            return Ok(());
+        }
+        self.set_offline(&failed)
+    }
+
+    fn set_offline(&mut self, disks: &[u16]) -> Result<(), GroupError> {
+        for d in disks {
+            if let Some(m) = self.member_mut(*d) {
+                m.entry.state = DiskState::Offline;
+                m.alloc = None;
+            }
+        }
+        if !self.redundancy_holds() {
+            let why = format!(
+                "lost disks {:?}: more failure groups than {} redundancy survives",
+                disks.iter().map(|d| self.disk_name(*d)).collect::<Vec<_>>(),
+                self.redundancy().as_str()
+            );
+            self.poisoned = Some(why.clone());
+            return Err(GroupError::Poisoned(why));
+        }
+        self.write_superblocks()
+    }
+
+    /// Failure groups with an offline member stay below the copy count.
+    fn redundancy_holds(&self) -> bool {
+        let down: BTreeSet<u16> = self
+            .members
+            .iter()
+            .flatten()
+            .filter(|m| m.online().is_none())
+            .map(|m| m.entry.failgroup_id)
+            .collect();
+        down.len() < usize::from(self.copies)
+    }
+
+    // -----------------------------------------------------------------------
+    // Superblocks
+
+    fn disk_entries(&self) -> Vec<DiskEntry> {
+        self.members
+            .iter()
+            .flatten()
+            .map(|m| m.entry.clone())
+            .collect()
+    }
+
+    fn superblock_for(&self, disk: u16) -> GroupSuper {
+        GroupSuper {
+            name: self.name.clone(),
+            copies: self.copies,
+            au_bytes: self.au_bytes as u32,
+            logical_sector_bytes: self.sector_bytes,
+            disk_number: disk,
+            disk_count: self.members.len() as u16,
+            created_unix_seconds: self.created_unix_seconds,
+            features: self.features,
+            file_directory: self.files[&FILE_DIRECTORY].extents[0],
+        }
+    }
+
+    /// Write a new superblock generation (with the disk directory) to the slot
+    /// it selects on every online disk.
+    fn write_superblocks(&mut self) -> Result<(), GroupError> {
+        self.slot_generation += 1;
+        let generation = self.slot_generation;
+        let base = SUPER_SLOT_OFFSETS_BYTES[(generation % 2) as usize];
+        let entries = self.disk_entries();
+        let dir_blocks = self.members.len().div_ceil(DISK_ENTRIES_PER_BLOCK);
+        let mut writes = Vec::new();
+        for n in 0..self.members.len() as u16 {
+            if self.member(n).and_then(Member::online).is_none() {
+                continue;
+            }
+            let mut block = meta::empty_block();
+            self.superblock_for(n).encode_into(&mut block);
+            meta::seal(
+                &mut block,
+                per_disk_id(BlockType::GroupSuper, n, base),
+                self.uuid,
+                generation,
+            );
+            writes.push((n, base, AlignedBuf::from_slice(&block[..])));
+            for i in 0..dir_blocks {
+                let offset = base + (1 + i as u64) * BLOCK_BYTES as u64;
+                let mut block = meta::empty_block();
+                fmt::encode_disk_directory(&mut block, i, &entries);
+                meta::seal(
+                    &mut block,
+                    per_disk_id(BlockType::DiskDirectory, n, offset),
+                    self.uuid,
+                    generation,
+                );
+                writes.push((n, offset, AlignedBuf::from_slice(&block[..])));
+            }
+        }
+        self.flush_all_checked()?;
+        self.write_durably(writes, "superblocks")
+    }
+
+    // -----------------------------------------------------------------------
+    // Space
+
+    fn disk_spaces(&self) -> Vec<DiskSpace> {
+        self.members
+            .iter()
+            .enumerate()
+            .filter_map(|(n, m)| {
+                let m = m.as_ref()?;
+                m.online()?;
+                let alloc = m.alloc.as_ref()?;
+                Some(DiskSpace {
+                    disk: DiskNumber(n as u16),
+                    failgroup: FailGroupId(m.entry.failgroup_id),
+                    au_total: alloc.layout.data_aus(),
+                    au_used: alloc.used_aus(),
+                })
+            })
+            .collect()
+    }
+
+    /// Allocate extent `index` of a file with `copies` copies: choose disks
+    /// (placement) and AU runs (allocator).
+    fn allocate_extent(&mut self, copies: usize, index: u64) -> Result<Extent, GroupError> {
+        let mut spaces = self.disk_spaces();
+        let aus = placement::extent_aus(index);
+        for _attempt in 0..spaces.len().max(1) {
+            let choice = placement::place(&spaces, copies, index, 1)
+                .map_err(|e| GroupError::NoSpace(e.to_string()))?;
+            let disks = choice
+                .into_iter()
+                .next()
+                .expect("invariant: one extent placed");
+            let mut got = Vec::with_capacity(copies);
+            let mut short = None;
+            for d in &disks {
+                let alloc = self
+                    .member_mut(d.0)
+                    .and_then(|m| m.alloc.as_mut())
+                    .expect("invariant: placement picks online disks");
+                match alloc.allocate(aus) {
+                    Some(au) => got.push(AuAddr { disk: d.0, au }),
+                    None => {
+                        short = Some(d.0);
+                        break;
+                    }
+                }
+            }
+            match short {
+                None => return Ok(Extent::new(&got, false)),
+                Some(full) => {
+                    // Fragmented: no run of `aus` there. Undo, and let placement
+                    // see that disk as full.
+                    for a in got {
+                        self.member_mut(a.disk)
+                            .and_then(|m| m.alloc.as_mut())
+                            .expect("invariant: online")
+                            .mark(u64::from(a.au), aus, false);
+                    }
+                    for s in &mut spaces {
+                        if s.disk.0 == full {
+                            s.au_used = s.au_total;
+                        }
+                    }
+                }
+            }
+        }
+        Err(GroupError::NoSpace(format!(
+            "no run of {aus} free AUs on enough failure groups"
+        )))
+    }
+
+    fn free_extent(&mut self, extent: &Extent, index: u64) {
+        let aus = placement::extent_aus(index) as u32;
+        for c in extent.copies() {
+            if let Some(alloc) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) {
+                alloc.free(c.au, aus);
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------
+    // Listing
+
+    /// Figures for `cairn group list`.
+    pub fn space(&self) -> GroupSpace {
+        let mut total = 0u64;
+        let mut free = 0u64;
+        let mut by_fg: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
+        let mut offline = 0;
+        for m in self.members.iter().flatten() {
+            let layout = AtLayout::for_disk(m.entry.size_bytes, self.au_bytes);
+            let data = layout.map_or(0, |l| l.data_aus());
+            total += data;
+            match &m.alloc {
+                Some(a) if m.online().is_some() => {
+                    free += a.free_aus();
+                    let e = by_fg.entry(m.entry.failgroup_id).or_default();
+                    e.0 += data;
+                    e.1 += a.free_aus();
+                }
+                _ => offline += 1,
+            }
+        }
+        let au_mb = self.au_bytes as f64 / (1 << 20) as f64;
+        let largest_fg = by_fg.values().map(|v| v.0).max().unwrap_or(0);
+        let copies = u64::from(self.copies);
+        let required_mirror_free = if copies > 1 { largest_fg } else { 0 };
+        let usable = free.saturating_sub(required_mirror_free) / copies;
+        GroupSpace {
+            total_mb: (total as f64 * au_mb) as u64,
+            free_mb: (free as f64 * au_mb) as u64,
+            required_mirror_free_mb: (required_mirror_free as f64 * au_mb) as u64,
+            usable_file_mb: (usable as f64 * au_mb) as u64,
+            offline_disks: offline,
+        }
+    }
+
+    /// Per-disk figures for `cairn group disks`.
+    pub fn disks(&self) -> Vec<DiskInfo> {
+        self.members
+            .iter()
+            .flatten()
+            .map(|m| {
+                let layout = AtLayout::for_disk(m.entry.size_bytes, self.au_bytes);
+                DiskInfo {
+                    number: m.entry.number,
+                    label: m.entry.label.clone(),
+                    failgroup: m.entry.failgroup.clone(),
+                    state: if m.online().is_some() {
+                        DiskState::Online
+                    } else {
+                        DiskState::Offline
+                    },
+                    device: m.device,
+                    total_aus: layout.map_or(0, |l| l.data_aus()),
+                    free_aus: m.alloc.as_ref().map(DiskAlloc::free_aus),
+                    size_bytes: m.entry.size_bytes,
+                    disk_uuid: m.entry.disk_uuid,
+                }
+            })
+            .collect()
+    }
+
+    /// Make every acknowledged write durable (what `fsync` means for a file).
+    pub fn sync(&mut self) -> Result<(), GroupError> {
+        self.check_usable()?;
+        for m in self.members.iter_mut().flatten() {
+            if m.online().is_some() {
+                m.needs_flush = true;
+            }
+        }
+        self.flush_all_checked()?;
+        self.offline_failed()
+    }
+
+    /// Checkpoint and stop: the next mount has nothing to replay.
+    pub fn dismount(mut self) -> Result<(), GroupError> {
+        self.check_usable()?;
+        self.commit()?;
+        self.checkpoint()?;
+        Ok(())
+    }
+}
+
+/// Space figures in MiB, as `asmcmd lsdg` shows them.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupSpace {
+    pub total_mb: u64,
+    pub free_mb: u64,
+    /// Space needed to restore redundancy after losing the largest failure group.
+    pub required_mirror_free_mb: u64,
+    /// Free space usable for new files once mirroring and the above are allowed for.
+    pub usable_file_mb: u64,
+    pub offline_disks: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DiskInfo {
+    pub number: u16,
+    pub label: String,
+    pub failgroup: String,
+    pub state: DiskState,
+    #[serde(skip)]
+    pub device: Option<DeviceId>,
+    pub total_aus: u64,
+    pub free_aus: Option<u64>,
+    pub size_bytes: u64,
+    pub disk_uuid: Uuid,
+}
+
+fn per_disk_id(block_type: BlockType, disk: u16, offset_bytes: u64) -> BlockId {
+    BlockId {
+        block_type,
+        owner: u32::from(disk),
+        owner_tag: 0,
+        index: offset_bytes / BLOCK_BYTES as u64,
+    }
+}
+
+fn journal_id(block_type: BlockType, index: u64) -> BlockId {
+    BlockId {
+        block_type,
+        owner: FILE_JOURNAL,
+        owner_tag: 0,
+        index,
+    }
+}
+
+fn entry_id(file: u32) -> BlockId {
+    BlockId {
+        block_type: BlockType::FileEntry,
+        owner: FILE_DIRECTORY,
+        owner_tag: 0,
+        index: u64::from(file),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Create
+
+/// Create a group on labelled disks attached to `engine`, and return it mounted.
+pub fn create<'e>(
+    engine: &'e mut dyn IoEngine,
+    disks: &[NewDisk],
+    spec: &GroupSpec,
+) -> Result<Group<'e>, GroupError> {
+    let name = crate::names::GroupName::parse(&spec.name)?;
+    let copies = spec.redundancy.copies();
+    if !spec.au_bytes.is_power_of_two()
+        || !(fmt::AU_BYTES_MIN..=fmt::AU_BYTES_MAX).contains(&spec.au_bytes)
+    {
+        return Err(GroupError::Invalid(format!(
+            "AU size {} is not a power of two from 1M to 64M; use --au-size 1M, 2M, 4M ... 64M",
+            spec.au_bytes
+        )));
+    }
+    if disks.is_empty() {
+        return Err(GroupError::Invalid(
+            "a group needs at least one disk; name them with --disk".into(),
+        ));
+    }
+    if disks.len() > DISKS_MAX {
+        return Err(GroupError::Invalid(format!(
+            "{} disks; a group holds at most {DISKS_MAX}",
+            disks.len()
+        )));
+    }
+    let mut headers: Vec<DiskHeader> = Vec::new();
+    for d in disks {
+        let scan =
+            HeaderScan::read(engine, d.device).map_err(io_err(format!("device {}", d.device.0)))?;
+        let header = scan
+            .good()
+            .map(|(_, h)| h.header.clone())
+            .max_by_key(|h| h.generation)
+            .ok_or_else(|| {
+                GroupError::Invalid(format!(
+                    "device {} carries no Cairn label; label it first",
+                    d.device.0
+                ))
+            })?;
+        if let Some(other) = header.group_uuid {
+            if !spec.force {
+                return Err(GroupError::Exists(format!(
+                    "disk {} already belongs to group {other}; drop it from that group, or use --force to take it",
+                    header.label
+                )));
+            }
+        }
+        headers.push(header);
+    }
+    // Sector sizes: 512e and 512n mix (both have 512-byte logical sectors); 4Kn does not mix with 512.
+    let sector = spec.sector_bytes.unwrap_or(headers[0].logical_sector_bytes);
+    if let Some(h) = headers.iter().find(|h| h.logical_sector_bytes != sector) {
+        return Err(GroupError::Invalid(format!(
+            "disk {} has {}-byte logical sectors but the group uses {sector}; 512-byte (512n/512e) and 4096-byte (4Kn) disks cannot mix",
+            h.label, h.logical_sector_bytes
+        )));
+    }
+    // Failure groups.
+    let mut fg_ids: BTreeMap<String, u16> = BTreeMap::new();
+    let mut members = Vec::new();
+    for (n, (d, h)) in disks.iter().zip(&headers).enumerate() {
+        let fg = d
+            .failgroup
+            .clone()
+            .unwrap_or_else(|| h.label.as_str().to_string())
+            .to_ascii_uppercase();
+        crate::names::GroupName::parse(&fg)
+            .map_err(|e| GroupError::Invalid(format!("failure group name: {e}")))?;
+        let next = fg_ids.len() as u16;
+        let fg_id = *fg_ids.entry(fg.clone()).or_insert(next);
+        let layout = AtLayout::for_disk(h.device_size_bytes, spec.au_bytes).ok_or_else(|| {
+            GroupError::Invalid(format!(
+                "disk {} ({} bytes) is too small for {}-byte AUs",
+                h.label, h.device_size_bytes, spec.au_bytes
+            ))
+        })?;
+        members.push(Some(Member {
+            entry: DiskEntry {
+                number: n as u16,
+                disk_uuid: h.disk_uuid,
+                label: h.label.as_str().to_string(),
+                failgroup: fg,
+                failgroup_id: fg_id,
+                state: DiskState::Online,
+                au_count: layout.au_count,
+                size_bytes: h.device_size_bytes,
+                logical_sector_bytes: h.logical_sector_bytes,
+                physical_sector_bytes: h.physical_sector_bytes,
+                created_unix_seconds: spec.now_unix_seconds,
+            },
+            device: Some(d.device),
+            alloc: Some(DiskAlloc::empty(layout)),
+            needs_flush: false,
+        }));
+    }
+    if fg_ids.len() < usize::from(copies) {
+        return Err(GroupError::Invalid(format!(
+            "{} redundancy keeps {copies} copies in different failure groups, but the disks form only {} failure group(s); name more disks or give them failure groups with PATH=FAILGROUP",
+            spec.redundancy.as_str().to_lowercase(),
+            fg_ids.len()
+        )));
+    }
+
+    let mut group = Group {
+        engine,
+        uuid: spec.group_uuid,
+        name: name.as_str().to_string(),
+        copies,
+        au_bytes: spec.au_bytes,
+        sector_bytes: sector,
+        created_unix_seconds: spec.now_unix_seconds,
+        features: FeatureSet::default(),
+        slot_generation: 0,
+        members,
+        files: BTreeMap::new(),
+        aliases: BTreeMap::new(),
+        alias_index: HashMap::new(),
+        templates: default_templates(),
+        attributes: Vec::new(),
+        journal: JournalState {
+            header_generation: 0,
+            next_seq: 1,
+            position: JOURNAL_HEADER_BLOCKS,
+            capacity_blocks: 0,
+            prev_checksum: 0,
+        },
+        dirty: BTreeSet::new(),
+        poisoned: None,
+        clock: system_clock,
+        next_incarnation: 1,
+        failed_disks: BTreeSet::new(),
+    };
+    group.attributes = vec![
+        ("au_size".into(), spec.au_bytes.to_string()),
+        ("sector_size".into(), sector.to_string()),
+        ("compatible.cairn".into(), "0.1".into()),
+        ("content.type".into(), "data".into()),
+    ];
+
+    // Metadata files: extents placed like any file's.
+    let journal_extents = JOURNAL_BYTES.div_ceil(spec.au_bytes);
+    for (file, extents) in [
+        (FILE_DIRECTORY, 1),
+        (FILE_JOURNAL, journal_extents),
+        (FILE_ALIAS_DIRECTORY, 1),
+        (FILE_TEMPLATES, 1),
+        (FILE_ATTRIBUTES, 1),
+    ] {
+        let mut list = Vec::new();
+        for i in 0..extents {
+            let mut e = group.allocate_extent(usize::from(copies), i)?;
+            e.initialized = true;
+            list.push(e);
+        }
+        group.files.insert(
+            file,
+            FileRec {
+                entry: FileEntry {
+                    number: file,
+                    incarnation: 0,
+                    state: FileState::Active,
+                    copies,
+                    striping: STRIPING_COARSE,
+                    size_bytes: extents * spec.au_bytes,
+                    extent_count: extents,
+                    target_bytes: 0,
+                    created_unix_seconds: spec.now_unix_seconds,
+                    modified_unix_seconds: spec.now_unix_seconds,
+                    template: String::new(),
+                    direct: Vec::new(),
+                    indirect: Vec::new(),
+                },
+                extents: list,
+            },
+        );
+    }
+    group.journal.capacity_blocks = journal_extents * group.blocks_per_au();
+
+    // The AUs just taken may hold anything: metadata files read "all zeros =
+    // empty", so zero them before anything points at them.
+    group.zero_metadata_extents(&[
+        FILE_DIRECTORY,
+        FILE_ALIAS_DIRECTORY,
+        FILE_TEMPLATES,
+        FILE_ATTRIBUTES,
+    ])?;
+
+    // Everything but the superblocks goes straight to its place: nothing refers
+    // to it until the superblocks do.
+    group.mark_table_dirty();
+    for f in [
+        FILE_DIRECTORY,
+        FILE_JOURNAL,
+        FILE_ALIAS_DIRECTORY,
+        FILE_TEMPLATES,
+        FILE_ATTRIBUTES,
+    ] {
+        group.dirty.insert(Dirty::Entry(f));
+    }
+    group.dirty.insert(Dirty::Templates);
+    group.dirty.insert(Dirty::Attributes);
+    let dirty: Vec<Dirty> = std::mem::take(&mut group.dirty).into_iter().collect();
+    let mut writes = Vec::new();
+    for d in dirty {
+        let (_, places) = group.dirty_id_and_places(d);
+        let block = group.encode_dirty(d, 0);
+        for (disk, offset) in places {
+            writes.push((disk, offset, AlignedBuf::from_slice(&block[..])));
+        }
+    }
+    group.write_durably(writes, "initial metadata")?;
+    group.checkpoint()?;
+    group.write_superblocks()?;
+
+    // Last, the disk headers name the group: until then no disk claims membership.
+    for m in group.members.iter().flatten() {
+        let device = m.device.expect("invariant: new disks are attached");
+        let scan = HeaderScan::read(group.engine, device).map_err(io_err(m.entry.label.clone()))?;
+        let mut header = scan
+            .good()
+            .map(|(_, h)| h.header.clone())
+            .max_by_key(|h| h.generation)
+            .ok_or_else(|| {
+                GroupError::Invalid(format!(
+                    "disk {} lost its label during create",
+                    m.entry.label
+                ))
+            })?;
+        header.group_uuid = Some(group.uuid);
+        header.generation = scan.generation_max() + 1;
+        header.written_unix_seconds = spec.now_unix_seconds;
+        let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
+        labeling::write_copies(group.engine, device, &header, &all).map_err(|e| {
+            GroupError::Invalid(format!(
+                "disk {}: writing the group into its header: {e}",
+                m.entry.label
+            ))
+        })?;
+    }
+    Ok(group)
+}
+
+impl Group<'_> {
+    /// Zero every AU of the given metadata files on every copy.
+    fn zero_metadata_extents(&mut self, files: &[u32]) -> Result<(), GroupError> {
+        let mut requests = Vec::new();
+        for f in files {
+            for e in &self.files[f].extents {
+                for c in e.copies() {
+                    let Some(device) = self.member(c.disk).and_then(Member::online) else {
+                        continue;
+                    };
+                    requests.push(Request {
+                        device,
+                        tag: requests.len() as u64,
+                        op: Op::WriteZeroes {
+                            offset_bytes: u64::from(c.au) * self.au_bytes,
+                            len_bytes: self.au_bytes,
+                        },
+                    });
+                }
+            }
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(io_err("(engine)"))?;
+        for c in completions {
+            c.result.map_err(io_err(format!("device {}", c.device.0)))?;
+        }
+        for m in self.members.iter_mut().flatten() {
+            m.needs_flush = true;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Mount
+
+/// Which group to mount.
+#[derive(Debug, Clone)]
+pub enum GroupSelector {
+    Name(String),
+    Uuid(Uuid),
+}
+
+/// A superblock slot read from one disk.
+#[derive(Debug, Clone)]
+struct SlotRead {
+    generation: u64,
+    sup: GroupSuper,
+    entries: Vec<DiskEntry>,
+}
+
+fn read_slot(
+    engine: &mut dyn IoEngine,
+    device: DeviceId,
+    group: Uuid,
+    base: u64,
+) -> Option<SlotRead> {
+    let buf = engine
+        .read_at(device, base, SUPER_SLOT_BLOCKS * BLOCK_BYTES)
+        .ok()?;
+    let bytes = &buf[..];
+    let first = &bytes[..BLOCK_BYTES];
+    let disk = {
+        // The owner (disk number) is what the slot claims; the self-address check
+        // below holds it to the place it was read from.
+        let sup = GroupSuper::decode(first).ok()?;
+        sup.disk_number
+    };
+    let generation =
+        meta::open(first, per_disk_id(BlockType::GroupSuper, disk, base), group).ok()?;
+    let sup = GroupSuper::decode(first).ok()?;
+    let dir_blocks = usize::from(sup.disk_count).div_ceil(DISK_ENTRIES_PER_BLOCK);
+    let mut entries = Vec::new();
+    for i in 0..dir_blocks {
+        let offset = base + (1 + i as u64) * BLOCK_BYTES as u64;
+        let block = &bytes[(1 + i) * BLOCK_BYTES..(2 + i) * BLOCK_BYTES];
+        let g = meta::open(
+            block,
+            per_disk_id(BlockType::DiskDirectory, disk, offset),
+            group,
+        )
+        .ok()?;
+        if g != generation {
+            return None;
+        }
+        entries.extend(fmt::decode_disk_directory(block, i).ok()?);
+    }
+    Some(SlotRead {
+        generation,
+        sup,
+        entries,
+    })
+}
+
+/// A device that names a group in its label: its header and best superblock
+/// (generation, superblock).
+pub type FoundDisk = (DeviceId, DiskHeader, Option<(u64, GroupSuper)>);
+
+/// The groups found on `devices`: (uuid, name, member devices with their best slot).
+pub fn identify(engine: &mut dyn IoEngine, devices: &[DeviceId]) -> BTreeMap<Uuid, Vec<FoundDisk>> {
+    let mut out: BTreeMap<Uuid, Vec<_>> = BTreeMap::new();
+    for &device in devices {
+        let Ok(scan) = HeaderScan::read(engine, device) else {
+            continue;
+        };
+        let Some(header) = scan
+            .good()
+            .map(|(_, h)| h.header.clone())
+            .max_by_key(|h| h.generation)
+        else {
+            continue;
+        };
+        let Some(group) = header.group_uuid else {
+            continue;
+        };
+        let best = SUPER_SLOT_OFFSETS_BYTES
+            .iter()
+            .filter_map(|base| read_slot(engine, device, group, *base))
+            .max_by_key(|s| s.generation)
+            .map(|s| (s.generation, s.sup));
+        out.entry(group).or_default().push((device, header, best));
+    }
+    out
+}
+
+/// Mount a group from the devices attached to `engine` (any order, any names).
+pub fn mount<'e>(
+    engine: &'e mut dyn IoEngine,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+) -> Result<(Group<'e>, MountReport), GroupError> {
+    let found = identify(engine, devices);
+    let mut matching: Vec<(Uuid, Vec<FoundDisk>)> = found
+        .into_iter()
+        .filter(|(uuid, disks)| match selector {
+            GroupSelector::Uuid(u) => u == uuid,
+            GroupSelector::Name(n) => disks.iter().any(|(_, _, s)| {
+                s.as_ref()
+                    .is_some_and(|(_, sup)| sup.name.eq_ignore_ascii_case(n))
+            }),
+        })
+        .collect();
+    let wanted = match selector {
+        GroupSelector::Name(n) => n.to_ascii_uppercase(),
+        GroupSelector::Uuid(u) => u.to_string(),
+    };
+    let (uuid, disks) = match matching.len() {
+        0 => {
+            return Err(GroupError::NotFound(format!(
+                "no disk group {wanted} on the discovered disks; `cairn group list` shows the groups found"
+            )))
+        }
+        1 => matching.remove(0),
+        _ => {
+            return Err(GroupError::Mount(format!(
+                "two groups are named {wanted} ({} and {}); mount one by UUID",
+                matching[0].0, matching[1].0
+            )))
+        }
+    };
+    // The newest slot anywhere is the group's truth.
+    let mut best: Option<SlotRead> = None;
+    for (device, _, _) in &disks {
+        for base in SUPER_SLOT_OFFSETS_BYTES {
+            if let Some(slot) = read_slot(engine, *device, uuid, base) {
+                if best.as_ref().is_none_or(|b| slot.generation > b.generation) {
+                    best = Some(slot);
+                }
+            }
+        }
+    }
+    let best = best.ok_or_else(|| {
+        GroupError::Mount(format!("group {wanted}: no disk has a readable superblock; the group was never completely created, or its disks are damaged"))
+    })?;
+    let mut report = MountReport::default();
+    let sup = best.sup.clone();
+    let mut members: Vec<Option<Member>> = (0..sup.disk_count).map(|_| None).collect();
+    let by_uuid: HashMap<Uuid, DeviceId> =
+        disks.iter().map(|(d, h, _)| (h.disk_uuid, *d)).collect();
+    let mut missing = Vec::new();
+    for entry in &best.entries {
+        let device = by_uuid.get(&entry.disk_uuid).copied();
+        let layout =
+            AtLayout::for_disk(entry.size_bytes, u64::from(sup.au_bytes)).ok_or_else(|| {
+                corrupt(format!(
+                    "disk {} is too small for the group's AU size",
+                    entry.label
+                ))
+            })?;
+        let online = entry.state == DiskState::Online && device.is_some();
+        if entry.state == DiskState::Online && device.is_none() {
+            missing.push(entry.number);
+        }
+        members[usize::from(entry.number)] = Some(Member {
+            entry: entry.clone(),
+            device,
+            alloc: online.then(|| DiskAlloc::empty(layout)),
+            needs_flush: false,
+        });
+    }
+    let mut group = Group {
+        engine,
+        uuid,
+        name: sup.name.clone(),
+        copies: sup.copies,
+        au_bytes: u64::from(sup.au_bytes),
+        sector_bytes: sup.logical_sector_bytes,
+        created_unix_seconds: sup.created_unix_seconds,
+        features: sup.features,
+        slot_generation: best.generation,
+        members,
+        files: BTreeMap::new(),
+        aliases: BTreeMap::new(),
+        alias_index: HashMap::new(),
+        templates: Vec::new(),
+        attributes: Vec::new(),
+        journal: JournalState {
+            header_generation: 0,
+            next_seq: 1,
+            position: JOURNAL_HEADER_BLOCKS,
+            capacity_blocks: 0,
+            prev_checksum: 0,
+        },
+        dirty: BTreeSet::new(),
+        poisoned: None,
+        clock: system_clock,
+        next_incarnation: 1,
+        failed_disks: BTreeSet::new(),
+    };
+    if !missing.is_empty() {
+        for d in &missing {
+            if let Some(m) = group.member_mut(*d) {
+                m.entry.state = DiskState::Offline;
+            }
+        }
+        let names: Vec<String> = missing
+            .iter()
+            .map(|d| {
+                let m = group.member(*d).expect("invariant: listed");
+                format!(
+                    "{} (failure group {}, uuid {})",
+                    m.entry.label, m.entry.failgroup, m.entry.disk_uuid
+                )
+            })
+            .collect();
+        if !group.redundancy_holds() {
+            return Err(GroupError::Mount(format!(
+                "group {} is missing disk(s) {}; {} redundancy cannot run without them: attach them (check the discovery string) and mount again",
+                group.name,
+                names.join(", "),
+                group.redundancy().as_str()
+            )));
+        }
+        report.disks_marked_offline = names;
+    }
+
+    // Bootstrap: the file directory's first extent, then the journal's entry.
+    group.files.insert(
+        FILE_DIRECTORY,
+        FileRec {
+            entry: placeholder_entry(FILE_DIRECTORY, sup.copies),
+            extents: vec![sup.file_directory],
+        },
+    );
+    let journal_entry = group
+        .read_entry(FILE_JOURNAL)?
+        .ok_or_else(|| corrupt("the journal's file entry is missing"))?;
+    let journal_extents = journal_entry.direct.clone();
+    group.journal.capacity_blocks = journal_extents.len() as u64 * group.blocks_per_au();
+    group.files.insert(
+        FILE_JOURNAL,
+        FileRec {
+            entry: journal_entry,
+            extents: journal_extents,
+        },
+    );
+    report.journal_records_replayed = group.replay()?;
+
+    // Offline disks noticed at mount are recorded only after replay, so replay
+    // writes reach every disk the journal names.
+    if !missing.is_empty() {
+        group.write_superblocks()?;
+    }
+
+    group.load_tables(&mut report)?;
+    group.load_files()?;
+    group.load_aliases()?;
+    let templates = group
+        .read_meta_file_block(FILE_TEMPLATES, BlockType::Template, 0)?
+        .map(|b| fmt::decode_templates(&b[..]).map_err(corrupt))
+        .transpose()?
+        .unwrap_or_default();
+    group.templates = templates;
+    let attributes = group
+        .read_meta_file_block(FILE_ATTRIBUTES, BlockType::Attribute, 0)?
+        .map(|b| fmt::decode_attributes(&b[..]).map_err(corrupt))
+        .transpose()?
+        .unwrap_or_default();
+    group.attributes = attributes;
+    group.next_incarnation = group
+        .files
+        .values()
+        .map(|f| f.entry.incarnation)
+        .max()
+        .unwrap_or(0)
+        + 1;
+    report.operations_recovered = group.recover_operations()?;
+    group.commit()?;
+    group.offline_failed()?;
+    Ok((group, report))
+}
+
+fn placeholder_entry(number: u32, copies: u8) -> FileEntry {
+    FileEntry {
+        number,
+        incarnation: 0,
+        state: FileState::Active,
+        copies,
+        striping: STRIPING_COARSE,
+        size_bytes: 0,
+        extent_count: 0,
+        target_bytes: 0,
+        created_unix_seconds: 0,
+        modified_unix_seconds: 0,
+        template: String::new(),
+        direct: Vec::new(),
+        indirect: Vec::new(),
+    }
+}
+
+impl Group<'_> {
+    fn read_entry(&mut self, file: u32) -> Result<Option<FileEntry>, GroupError> {
+        let places = self.file_block_places(FILE_DIRECTORY, u64::from(file));
+        match self.read_meta(&places, entry_id(file))? {
+            Some(block) => FileEntry::decode(&block[..], file)
+                .map_err(|e| corrupt(format!("file entry {file}: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    fn read_meta_file_block(
+        &mut self,
+        file: u32,
+        block_type: BlockType,
+        index: u64,
+    ) -> Result<Option<Box<Block>>, GroupError> {
+        let places = self.file_block_places(file, index);
+        self.read_meta(
+            &places,
+            BlockId {
+                block_type,
+                owner: file,
+                owner_tag: 0,
+                index,
+            },
+        )
+    }
+
+    /// Read the journal copy by copy: a record counts if it is whole on any copy.
+    fn read_journal_block(&mut self, index: u64) -> Vec<AlignedBuf> {
+        let places = self.file_block_places(FILE_JOURNAL, index);
+        places
+            .into_iter()
+            .filter_map(|(d, o)| self.read_one(d, o, BLOCK_BYTES).ok())
+            .collect()
+    }
+
+    /// Replay every whole record after the last checkpoint; return how many.
+    fn replay(&mut self) -> Result<u64, GroupError> {
+        let mut header: Option<JournalHeader> = None;
+        for slot in 0..JOURNAL_HEADER_BLOCKS {
+            for buf in self.read_journal_block(slot) {
+                if meta::open(
+                    &buf[..],
+                    journal_id(BlockType::JournalHeader, slot),
+                    self.uuid,
+                )
+                .is_ok()
+                {
+                    if let Ok(h) = JournalHeader::decode(&buf[..]) {
+                        if header.is_none_or(|b| h.header_generation > b.header_generation) {
+                            header = Some(h);
+                        }
+                    }
+                }
+            }
+        }
+        let header = header.ok_or_else(|| corrupt("no journal header copy is readable"))?;
+        self.journal.header_generation = header.header_generation;
+        self.journal.next_seq = header.next_seq;
+        let mut position = JOURNAL_HEADER_BLOCKS;
+        let mut prev = 0u32;
+        let mut replayed = 0;
+        let copies = self.files[&FILE_JOURNAL].extents[0].copies().len();
+        'records: while position < self.journal.capacity_blocks {
+            // Try each copy of the journal in turn for a whole record.
+            for copy in 0..copies {
+                let Some(record) = self.read_record(position, copy, prev) else {
+                    continue;
+                };
+                let (record, images, checksum) = record;
+                let writes = record
+                    .targets
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.disk,
+                            t.offset_bytes,
+                            AlignedBuf::from_slice(&images[usize::from(t.image)][..]),
+                        )
+                    })
+                    .collect();
+                let failed = self.write_many(writes)?;
+                self.failed_disks.extend(failed);
+                position += 1 + u64::from(record.image_count);
+                prev = checksum;
+                self.journal.next_seq += 1;
+                replayed += 1;
+                continue 'records;
+            }
+            break;
+        }
+        self.journal.position = position;
+        self.journal.prev_checksum = prev;
+        // Make the replayed state the new starting point.
+        self.checkpoint()?;
+        Ok(replayed)
+    }
+
+    /// The record at `position` on journal copy `copy`, if whole and next in the chain.
+    fn read_record(
+        &mut self,
+        position: u64,
+        copy: usize,
+        prev: u32,
+    ) -> Option<(JournalRecord, Vec<AlignedBuf>, u32)> {
+        let places = self.file_block_places(FILE_JOURNAL, position);
+        let (disk, offset) = *places.get(copy)?;
+        let head = self.read_one(disk, offset, BLOCK_BYTES).ok()?;
+        let seq = meta::open(
+            &head[..],
+            journal_id(BlockType::JournalRecord, position),
+            self.uuid,
+        )
+        .ok()?;
+        let record = JournalRecord::decode(&head[..]).ok()?;
+        if seq != self.journal.next_seq || record.seq != seq || record.prev_checksum != prev {
+            return None;
+        }
+        if position + 1 + u64::from(record.image_count) > self.journal.capacity_blocks {
+            return None;
+        }
+        let mut images = Vec::with_capacity(usize::from(record.image_count));
+        for k in 0..u64::from(record.image_count) {
+            let places = self.file_block_places(FILE_JOURNAL, position + 1 + k);
+            let (d, o) = *places.get(copy)?;
+            images.push(self.read_one(d, o, BLOCK_BYTES).ok()?);
+        }
+        let blocks: Vec<Box<Block>> = images
+            .iter()
+            .map(|b| {
+                let mut block = meta::empty_block();
+                block.copy_from_slice(&b[..]);
+                block
+            })
+            .collect();
+        if images_crc(&blocks.iter().map(|b| &**b).collect::<Vec<_>>()) != record.images_crc {
+            return None;
+        }
+        Some((record, images, meta::checksum_of(&head[..])))
+    }
+
+    fn load_tables(&mut self, report: &mut MountReport) -> Result<(), GroupError> {
+        for n in 0..self.members.len() as u16 {
+            let Some(m) = self.member(n) else { continue };
+            if m.online().is_none() {
+                continue;
+            }
+            let layout = m
+                .alloc
+                .as_ref()
+                .map(|a| a.layout)
+                .expect("invariant: online");
+            let mut alloc = DiskAlloc::empty(layout);
+            for index in 0..layout.bitmap_blocks {
+                let offset = layout.bitmap_offset_bytes(index);
+                if let Some(block) =
+                    self.read_meta(&[(n, offset)], per_disk_id(BlockType::AtBitmap, n, offset))?
+                {
+                    for p in alloc.load_bitmap(index, &fmt::decode_bitmap(&block[..])) {
+                        report.warnings.push(format!("{}: {p}", self.disk_name(n)));
+                    }
+                }
+            }
+            for index in 0..layout.summary_blocks {
+                let offset = layout.summary_offset_bytes(index);
+                let stored = self
+                    .read_meta(&[(n, offset)], per_disk_id(BlockType::AtSummary, n, offset))?
+                    .map(|b| fmt::decode_summary(&b[..]))
+                    .unwrap_or_else(|| vec![0; AT_COUNTS_PER_SUMMARY as usize]);
+                if let Some(p) = alloc.check_summary(index, &stored) {
+                    report
+                        .warnings
+                        .push(format!("{}: {p}; rewritten", self.disk_name(n)));
+                }
+            }
+            if let Some(m) = self.member_mut(n) {
+                m.alloc = Some(alloc);
+            }
+        }
+        Ok(())
+    }
+
+    fn load_files(&mut self) -> Result<(), GroupError> {
+        let dir = self
+            .read_entry(FILE_DIRECTORY)?
+            .ok_or_else(|| corrupt("the file directory's own entry is missing"))?;
+        let dir_extents = self.read_extent_map(&dir)?;
+        self.files.insert(
+            FILE_DIRECTORY,
+            FileRec {
+                entry: dir,
+                extents: dir_extents,
+            },
+        );
+        let entries = self.files[&FILE_DIRECTORY].extents.len() as u64 * self.blocks_per_au();
+        for n in 1..entries as u32 {
+            if n == FILE_DIRECTORY || n == FILE_JOURNAL {
+                continue;
+            }
+            let Some(entry) = self.read_entry(n)? else {
+                continue;
+            };
+            let extents = self.read_extent_map(&entry)?;
+            self.files.insert(n, FileRec { entry, extents });
+        }
+        for f in [FILE_ALIAS_DIRECTORY, FILE_TEMPLATES, FILE_ATTRIBUTES] {
+            if !self.files.contains_key(&f) {
+                return Err(corrupt(format!("metadata file {f} has no entry")));
+            }
+        }
+        Ok(())
+    }
+
+    fn read_extent_map(&mut self, entry: &FileEntry) -> Result<Vec<Extent>, GroupError> {
+        let mut extents = entry.direct.clone();
+        let mut remaining = entry.extent_count.saturating_sub(DIRECT_EXTENTS as u64);
+        let per_au = self.blocks_per_au();
+        let needed = remaining
+            .div_ceil(EXTENTS_PER_INDIRECT_BLOCK as u64)
+            .div_ceil(per_au);
+        if needed > entry.indirect.len() as u64 {
+            return Err(corrupt(format!(
+                "file {}: {} extents need {needed} indirect AUs, the entry has {}",
+                entry.number,
+                entry.extent_count,
+                entry.indirect.len()
+            )));
+        }
+        let mut block = 0u64;
+        while remaining > 0 {
+            let pointer = &entry.indirect[(block / per_au) as usize];
+            let within = (block % per_au) * BLOCK_BYTES as u64;
+            let places: Vec<(u16, u64)> = pointer
+                .copies()
+                .iter()
+                .map(|c| (c.disk, u64::from(c.au) * self.au_bytes + within))
+                .collect();
+            let id = BlockId {
+                block_type: BlockType::Indirect,
+                owner: entry.number,
+                owner_tag: entry.incarnation,
+                index: block,
+            };
+            let count = remaining.min(EXTENTS_PER_INDIRECT_BLOCK as u64) as usize;
+            let data = self.read_meta(&places, id)?.ok_or_else(|| {
+                corrupt(format!(
+                    "file {}: indirect block {block} is blank",
+                    entry.number
+                ))
+            })?;
+            extents.extend(
+                fmt::decode_indirect(&data[..], count)
+                    .map_err(|e| corrupt(format!("file {}: {e}", entry.number)))?,
+            );
+            remaining -= count as u64;
+            block += 1;
+        }
+        Ok(extents)
+    }
+
+    fn load_aliases(&mut self) -> Result<(), GroupError> {
+        let blocks = self.files[&FILE_ALIAS_DIRECTORY].extents.len() as u64 * self.blocks_per_au();
+        for index in 0..blocks {
+            let Some(block) =
+                self.read_meta_file_block(FILE_ALIAS_DIRECTORY, BlockType::Alias, index)?
+            else {
+                continue;
+            };
+            for r in fmt::decode_alias_block(&block[..], index).map_err(corrupt)? {
+                let key = (r.parent, r.name.to_ascii_lowercase());
+                self.alias_index.insert(key, r.id);
+                self.aliases.insert(r.id, r);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Alias-kind helpers shared with files.rs.
+fn alias_block_of(id: u32) -> u64 {
+    u64::from(id - 1) / ALIASES_PER_BLOCK as u64
+}
+
+const _: () = assert!(FILE_NUMBER_USER_MIN as usize <= 256);
+const _: () = assert!(TXN_IMAGES_MAX * 3 <= JOURNAL_TARGETS_MAX);
+#[allow(dead_code)]
+fn _kinds(k: AliasKind) -> AliasKind {
+    k
+}
+#[allow(dead_code)]
+fn _striping(s: Striping) -> Striping {
+    s
+}
