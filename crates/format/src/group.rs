@@ -760,7 +760,14 @@ impl FileEntry {
             .chain(&entry.indirect)
             .any(|e| usize::from(e.count) != usize::from(entry.copies))
         {
-            return Err(invalid("extents", "copy count differs from the file's"));
+            return Err(invalid(
+                "extents",
+                format!(
+                    "copy count differs from the file's ({} copies): {:?}",
+                    entry.copies,
+                    entry.direct.iter().map(|e| e.count).collect::<Vec<_>>()
+                ),
+            ));
         }
         Ok(Some(entry))
     }

@@ -615,12 +615,44 @@ pub fn geometry(size_bytes: u64, logical: u32, physical: u32, max_transfer_bytes
     }
 }
 
-/// Wraps the simulator and "kills the process" after `budget` write or flush
-/// requests: every later request fails, as if nothing after that point ran.
+/// Wraps the simulator and "kills the process" after a budget of write, flush,
+/// discard or write-zeroes requests: every later request fails, as if nothing
+/// after that point ran. The budget is shared ([`CrashAfter::budget`]) so a test
+/// can re-arm it while the engine is lent out.
 pub struct CrashAfter {
     pub inner: SimEngine,
-    /// Write, flush, discard and write-zeroes requests still allowed.
-    pub budget: usize,
+    budget: std::rc::Rc<std::cell::Cell<usize>>,
+    /// Past the budget, report success and do nothing (see [`CrashAfter::vanishing`]).
+    vanish: bool,
+    vanished: VecDeque<Completion>,
+}
+
+impl CrashAfter {
+    /// Past the budget, requests fail (ENXIO).
+    pub fn new(inner: SimEngine, budget: usize) -> Self {
+        Self {
+            inner,
+            budget: std::rc::Rc::new(std::cell::Cell::new(budget)),
+            vanish: false,
+            vanished: VecDeque::new(),
+        }
+    }
+
+    /// Past the budget, requests report success and change nothing: the process
+    /// is dead from that point, so the code under test sees no error it would
+    /// react to (a disk taken offline, say) — what it does afterwards simply
+    /// never happens. Pair with [`SimEngine::crash`].
+    pub fn vanishing(inner: SimEngine, budget: usize) -> Self {
+        Self {
+            vanish: true,
+            ..Self::new(inner, budget)
+        }
+    }
+
+    /// The shared budget: set it to `usize::MAX` for "never crash".
+    pub fn budget(&self) -> std::rc::Rc<std::cell::Cell<usize>> {
+        self.budget.clone()
+    }
 }
 
 impl IoEngine for CrashAfter {
@@ -633,24 +665,46 @@ impl IoEngine for CrashAfter {
     fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
         let mutates = !matches!(request.op, Op::Read { .. });
         if mutates {
-            if self.budget == 0 {
+            if self.budget.get() == 0 && self.vanish {
+                let len = match &request.op {
+                    Op::Write { buf, .. } => buf.len() as u64,
+                    Op::Discard { len_bytes, .. } | Op::WriteZeroes { len_bytes, .. } => *len_bytes,
+                    _ => 0,
+                };
+                let kind = request.op.kind();
+                let buf = match request.op {
+                    Op::Write { buf, .. } => Some(buf),
+                    _ => None,
+                };
+                self.vanished.push_back(Completion {
+                    device: request.device,
+                    tag: request.tag,
+                    kind,
+                    result: Ok(len),
+                    buf,
+                });
+                return Ok(());
+            }
+            if self.budget.get() == 0 {
                 return self.inner.submit(Request {
                     device: DeviceId(9999),
                     ..request
                 });
             }
-            self.budget -= 1;
+            self.budget.set(self.budget.get() - 1);
         }
         self.inner.submit(request)
     }
     fn wait(&mut self, min: usize) -> Result<(), IoError> {
-        self.inner.wait(min)
+        self.inner.wait(min.saturating_sub(self.vanished.len()))
     }
     fn pop_completion(&mut self) -> Option<Completion> {
-        self.inner.pop_completion()
+        self.vanished
+            .pop_front()
+            .or_else(|| self.inner.pop_completion())
     }
     fn in_flight(&self) -> usize {
-        self.inner.in_flight()
+        self.inner.in_flight() + self.vanished.len()
     }
     fn depth_max(&self) -> usize {
         self.inner.depth_max()

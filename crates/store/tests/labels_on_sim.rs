@@ -261,7 +261,7 @@ fn crash_at_every_point_of_labelling() {
                 // 512-byte physical sectors, the finest a device tears at. (Every v1
                 // field lies in the first sector, so a copy is kept or lost whole.)
                 let (inner, d) = disk_with(1000 + seed * 31 + p as u64, 64 * MIB, 512, 512);
-                let mut e = CrashAfter { inner, budget };
+                let mut e = CrashAfter::new(inner, budget);
                 let _ = write_label(&mut e, d, &spec("DATA1", 77));
                 let mut sim = e.inner;
                 sim.crash(*policy);
@@ -318,7 +318,7 @@ fn crash_at_every_point_of_repair() {
             sim.scribble(d, 0, &vec![0u8; 4 * MIB as usize]);
             let scan = HeaderScan::read(&mut sim, d).unwrap();
             let the_plan = plan(&scan, false).unwrap();
-            let mut e = CrashAfter { inner: sim, budget };
+            let mut e = CrashAfter::new(sim, budget);
             let _ = apply(&mut e, d, &the_plan);
             let mut sim = e.inner;
             sim.crash(*policy);
@@ -349,7 +349,7 @@ fn torn_copies_over_old_data_fail_their_checksum() {
             for offset in [0, MIB, 63 * MIB] {
                 inner.scribble(d, offset, &old);
             }
-            let mut e = CrashAfter { inner, budget };
+            let mut e = CrashAfter::new(inner, budget);
             let _ = write_label(&mut e, d, &spec("DATA1", 99));
             let mut sim = e.inner;
             sim.crash(CrashPolicy::TEAR_ALL);

@@ -16,9 +16,9 @@
 //! write zeroes the rest of its AUs and only then marks it initialised.
 
 use cairn_format::group::{
-    AliasKind, AliasRecord, Extent, FileEntry, FileState, ALIASES_PER_BLOCK, ALIAS_NAME_LEN_MAX,
-    DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY, FILE_DIRECTORY,
-    FILE_NUMBER_USER_MIN, STRIPING_COARSE, STRIPING_FINE, TEMPLATE_NAME_LEN_MAX,
+    AliasKind, AliasRecord, AuAddr, Extent, FileEntry, FileState, ALIASES_PER_BLOCK,
+    ALIAS_NAME_LEN_MAX, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY,
+    FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_COARSE, STRIPING_FINE, TEMPLATE_NAME_LEN_MAX,
 };
 use cairn_io::geometry::DiscardSupport;
 use cairn_io::{AlignedBuf, Op, Request};
@@ -644,7 +644,19 @@ impl Group<'_> {
         let keep = layout.extent_count_for(size_bytes);
         if size_bytes < old {
             self.trim_extents(number, keep)?;
-        } else if let Err(e) = self.grow_extents(number, size_bytes) {
+            return self.finish_resize(number, size_bytes);
+        }
+        // What lies between the old end and the end of the extents the file
+        // already has may hold data from before a shrink: zero it, so the
+        // grown region reads as zeros. The final commit's barrier makes the
+        // zeros durable before the new size is.
+        let kept_end = layout
+            .capacity_bytes(self.files[&number].extents.len() as u64)
+            .min(size_bytes);
+        if kept_end > old {
+            self.zero_range(number, old, kept_end - old)?;
+        }
+        if let Err(e) = self.grow_extents(number, size_bytes) {
             if self.poisoned.is_none() {
                 let keep_old = layout.extent_count_for(old);
                 self.trim_extents(number, keep_old)?;
@@ -656,6 +668,10 @@ impl Group<'_> {
             }
             return Err(e);
         }
+        self.finish_resize(number, size_bytes)
+    }
+
+    fn finish_resize(&mut self, number: u32, size_bytes: u64) -> Result<FileInfo, GroupError> {
         let now = (self.clock)();
         let rec = self.files.get_mut(&number).expect("invariant: open");
         rec.entry.state = FileState::Active;
@@ -899,6 +915,54 @@ impl Group<'_> {
         Ok(())
     }
 
+    /// Make a logical range read as zeros on every copy of the initialised
+    /// extents it touches (uninitialised ones read as zeros already).
+    fn zero_range(&mut self, number: u32, offset: u64, len: u64) -> Result<(), GroupError> {
+        let mut requests = Vec::new();
+        let mut disks = Vec::new();
+        for (extent, within, _, run) in self.pieces(number, offset, len) {
+            let ext = self.files[&number].extents[extent as usize];
+            if !ext.initialized {
+                continue;
+            }
+            for c in ext.copies() {
+                let Some(device) = self.member(c.disk).and_then(Member::online) else {
+                    continue;
+                };
+                disks.push(c.disk);
+                requests.push(Request {
+                    device,
+                    tag: requests.len() as u64,
+                    op: Op::WriteZeroes {
+                        offset_bytes: u64::from(c.au) * self.au_bytes + within,
+                        len_bytes: run,
+                    },
+                });
+            }
+        }
+        self.run_zeroing(requests, disks)
+    }
+
+    fn run_zeroing(&mut self, requests: Vec<Request>, disks: Vec<u16>) -> Result<(), GroupError> {
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(super::io_err("(engine)"))?;
+        for (c, disk) in completions.into_iter().zip(disks) {
+            match c.result {
+                Ok(_) => {
+                    if let Some(m) = self.member_mut(disk) {
+                        m.needs_flush = true;
+                    }
+                }
+                Err(_) => {
+                    self.failed_disks.insert(disk);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn zero_extent(&mut self, number: u32, extent: u64) -> Result<(), GroupError> {
         let layout = self.layout_for(&self.files[&number]);
         let len = layout.extent_bytes(extent);
@@ -934,23 +998,7 @@ impl Group<'_> {
                 },
             });
         }
-        let completions = self
-            .engine
-            .execute_all(requests)
-            .map_err(super::io_err("(engine)"))?;
-        for (c, disk) in completions.into_iter().zip(disks) {
-            match c.result {
-                Ok(_) => {
-                    if let Some(m) = self.member_mut(disk) {
-                        m.needs_flush = true;
-                    }
-                }
-                Err(_) => {
-                    self.failed_disks.insert(disk);
-                }
-            }
-        }
-        Ok(())
+        self.run_zeroing(requests, disks)
     }
 
     /// Read into `buf` from `offset` of file `number`.
@@ -972,23 +1020,25 @@ impl Group<'_> {
         let pieces = self.pieces(number, offset, buf.len() as u64);
         let copies = usize::from(self.files[&number].entry.copies);
         let mut problems = Vec::new();
-        let mut bad_copies: Vec<usize> = Vec::new();
-        for copy in 0..copies {
-            match self.read_copy(number, &pieces, copy, buf) {
+        let mut bad_attempts: Vec<usize> = Vec::new();
+        // Attempt k reads each piece from its k-th online copy (the last one
+        // when it has fewer), so one offline disk never hides the others.
+        for attempt in 0..copies {
+            match self.read_attempt(number, &pieces, attempt, buf) {
                 Ok(true) if accept(buf) => {
-                    if !bad_copies.is_empty() {
-                        self.rewrite_copies(number, &pieces, &bad_copies, buf)?;
+                    if !bad_attempts.is_empty() {
+                        self.rewrite_attempts(number, &pieces, &bad_attempts, attempt, buf)?;
                     }
                     return self.offline_failed();
                 }
                 Ok(true) => {
-                    problems.push(format!("copy {copy} failed the caller's check"));
-                    bad_copies.push(copy);
+                    problems.push(format!("copy {attempt} failed the caller's check"));
+                    bad_attempts.push(attempt);
                 }
-                Ok(false) => {}
+                Ok(false) => break,
                 Err(e) => {
-                    problems.push(format!("copy {copy}: {e}"));
-                    bad_copies.push(copy);
+                    problems.push(format!("copy {attempt}: {e}"));
+                    bad_attempts.push(attempt);
                 }
             }
         }
@@ -1002,28 +1052,45 @@ impl Group<'_> {
         )))
     }
 
-    /// Read every piece from copy `copy`. `Ok(false)`: that copy is offline.
-    fn read_copy(
+    /// The copies of an extent on online disks, primary first.
+    fn online_copies(&self, ext: &Extent) -> Vec<AuAddr> {
+        ext.copies()
+            .iter()
+            .copied()
+            .filter(|c| self.member(c.disk).and_then(Member::online).is_some())
+            .collect()
+    }
+
+    /// Read every piece for `attempt`. `Ok(false)`: nothing new to try (a
+    /// piece has no online copy, or every piece has fewer online copies).
+    fn read_attempt(
         &mut self,
         number: u32,
         pieces: &[(u64, u64, usize, u64)],
-        copy: usize,
+        attempt: usize,
         buf: &mut [u8],
     ) -> Result<bool, GroupError> {
         let mut requests = Vec::new();
         let mut places = Vec::new();
+        let mut fresh = attempt == 0;
         for (extent, within, at, len) in pieces {
             let ext = self.files[&number].extents[*extent as usize];
             if !ext.initialized {
                 buf[*at..*at + *len as usize].fill(0);
                 continue;
             }
-            let Some(c) = ext.copies().get(copy).copied() else {
+            let online = self.online_copies(&ext);
+            let Some(c) = online
+                .get(attempt.min(online.len().saturating_sub(1)))
+                .copied()
+            else {
                 return Ok(false);
             };
-            let Some(device) = self.member(c.disk).and_then(Member::online) else {
-                return Ok(false);
-            };
+            fresh |= attempt < online.len();
+            let device = self
+                .member(c.disk)
+                .and_then(Member::online)
+                .expect("invariant: online copy");
             places.push((*at, *len as usize, c.disk));
             requests.push(Request {
                 device,
@@ -1033,6 +1100,9 @@ impl Group<'_> {
                     buf: AlignedBuf::zeroed(*len as usize),
                 },
             });
+        }
+        if !fresh {
+            return Ok(false);
         }
         let completions = self
             .engine
@@ -1053,11 +1123,14 @@ impl Group<'_> {
         Ok(true)
     }
 
-    fn rewrite_copies(
+    /// Rewrite, from `good`, the copies the failed attempts read (never the
+    /// copy the good attempt read).
+    fn rewrite_attempts(
         &mut self,
         number: u32,
         pieces: &[(u64, u64, usize, u64)],
-        copies: &[usize],
+        bad: &[usize],
+        good_attempt: usize,
         good: &[u8],
     ) -> Result<(), GroupError> {
         let mut writes = Vec::new();
@@ -1066,8 +1139,14 @@ impl Group<'_> {
             if !ext.initialized {
                 continue;
             }
-            for copy in copies {
-                if let Some(c) = ext.copies().get(*copy) {
+            let online = self.online_copies(&ext);
+            let last = online.len().saturating_sub(1);
+            let good_copy = online.get(good_attempt.min(last));
+            for attempt in bad {
+                let Some(c) = online.get((*attempt).min(last)) else {
+                    continue;
+                };
+                if Some(c) != good_copy {
                     writes.push((
                         c.disk,
                         u64::from(c.au) * self.au_bytes + within,
@@ -1097,7 +1176,11 @@ impl Group<'_> {
             if !ext.initialized {
                 return Ok(None);
             }
-            let c = ext.copies()[0];
+            let Some(c) = self.online_copies(ext).first().copied() else {
+                return Err(GroupError::Corrupt(format!(
+                    "file {number} extent {extent}: every copy is offline"
+                )));
+            };
             out.push((c.disk, u64::from(c.au) * self.au_bytes + within, run, at));
         }
         Ok(Some(out))

@@ -1,0 +1,675 @@
+//! Disk groups on simulated disks: the deterministic crash simulation the
+//! issue requires, plus targeted scenarios (mirror fallback and repair, disk
+//! loss, no space, zeros where nothing was written).
+//!
+//! The simulation: a seed picks the disks (count, sizes, failure groups,
+//! sector size), the redundancy and AU size, then drives random operations
+//! (create, write, sync, resize, delete, mkdir, alias, remount, disk loss) and
+//! crashes at a random point of a random operation: every request after a
+//! random budget fails, and the simulator then keeps, loses or tears each write
+//! that was not flushed. The group is mounted again and checked against a model:
+//! every file whose operation was acknowledged exists with its size; every
+//! 4 KiB sector holds either its synced content or one of the writes made to it
+//! since; no AU is leaked or owned twice (`check` clean).
+//!
+//! `CAIRN_SIM_SEEDS` sets how many seeds (CI default below), `CAIRN_SIM_SEED`
+//! replays one; a failure prints the command that replays it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use cairn_format::DiskLabel;
+use cairn_io::{DeviceId, IoEngine};
+use cairn_io_sim::{geometry, CrashAfter, CrashPolicy, SimEngine};
+use cairn_store::group::{
+    self, CreateOptions, Group, GroupError, GroupSelector, GroupSpec, NewDisk, Redundancy,
+};
+use cairn_store::labeling::{write_label, LabelSpec};
+use cairn_store::names::GroupPath;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{Rng, SeedableRng};
+use uuid::Uuid;
+
+const MIB: u64 = 1 << 20;
+const SECTOR: u64 = 4096;
+/// Seeds per CI run; `CAIRN_SIM_SEEDS` raises it for a long run.
+const SEEDS_CI: u64 = 400;
+const OPS_PER_SEED: usize = 24;
+
+struct Rand(ChaCha8Rng);
+impl Rand {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0.next_u64() % n.max(1)
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        for chunk in v.chunks_mut(8) {
+            let x = self.0.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&x[..chunk.len()]);
+        }
+        v
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Config {
+    disks: Vec<(u64, String)>,
+    redundancy: Redundancy,
+    au_bytes: u64,
+    logical: u32,
+}
+
+fn config(rng: &mut Rand) -> Config {
+    let redundancy = match rng.below(3) {
+        0 => Redundancy::External,
+        1 => Redundancy::Normal,
+        _ => Redundancy::High,
+    };
+    let fgs = u64::from(redundancy.copies()) + rng.below(2);
+    let count = fgs + rng.below(3);
+    let disks = (0..count)
+        .map(|i| (64 * MIB + rng.below(4) * 32 * MIB, format!("FG{}", i % fgs)))
+        .collect();
+    Config {
+        disks,
+        redundancy,
+        au_bytes: if rng.chance(70) { MIB } else { 2 * MIB },
+        logical: if rng.chance(50) { 512 } else { 4096 },
+    }
+}
+
+fn build(seed: u64, cfg: &Config) -> (SimEngine, Vec<DeviceId>) {
+    let mut sim = SimEngine::new(seed, 64);
+    let mut ids = Vec::new();
+    for (i, (size, _)) in cfg.disks.iter().enumerate() {
+        let d = sim.add_disk(geometry(*size, cfg.logical, 4096, 512 << 10));
+        write_label(
+            &mut sim,
+            d,
+            &LabelSpec {
+                label: DiskLabel::parse(&format!("D{i}")).unwrap(),
+                disk_uuid: Uuid::from_u128(u128::from(seed) << 16 | i as u128),
+                now_unix_seconds: 1_763_700_000,
+                generation: 1,
+            },
+        )
+        .unwrap();
+        ids.push(d);
+    }
+    (sim, ids)
+}
+
+fn create_group<'e>(
+    engine: &'e mut dyn IoEngine,
+    ids: &[DeviceId],
+    cfg: &Config,
+    seed: u64,
+) -> Group<'e> {
+    let disks: Vec<NewDisk> = ids
+        .iter()
+        .zip(&cfg.disks)
+        .map(|(d, (_, fg))| NewDisk {
+            device: *d,
+            failgroup: Some(fg.clone()),
+        })
+        .collect();
+    group::create(
+        engine,
+        &disks,
+        &GroupSpec {
+            name: "SIM".into(),
+            redundancy: cfg.redundancy,
+            au_bytes: cfg.au_bytes,
+            sector_bytes: None,
+            force: false,
+            now_unix_seconds: 1_763_700_000,
+            group_uuid: Uuid::from_u128(0xC0FFEE ^ u128::from(seed)),
+        },
+    )
+    .unwrap()
+}
+
+fn path(name: &str) -> GroupPath {
+    GroupPath::parse(&format!("+SIM/{name}")).unwrap()
+}
+
+/// What a file must read as.
+#[derive(Debug, Clone)]
+struct ModelFile {
+    number: u32,
+    size: u64,
+    /// Content as of the last completed sync.
+    durable: Vec<u8>,
+    /// Writes since then (offset, data): each may or may not have landed.
+    pending: Vec<(u64, Vec<u8>)>,
+    /// Sectors a crash left uncertain: writes that were in flight or not yet
+    /// synced may have reached some mirror copies and not others, so until a
+    /// synced write covers the sector, any of these is an allowed content.
+    maybe: BTreeMap<u64, Vec<Vec<u8>>>,
+}
+
+impl ModelFile {
+    fn new(number: u32, size: u64) -> Self {
+        Self {
+            number,
+            size,
+            durable: vec![0; size as usize],
+            pending: Vec::new(),
+            maybe: BTreeMap::new(),
+        }
+    }
+
+    fn sync(&mut self) {
+        for (off, data) in &self.pending {
+            let end = off + data.len() as u64;
+            let covered: Vec<u64> = self.maybe.range(*off..end).map(|(k, _)| *k).collect();
+            for k in covered {
+                self.maybe.remove(&k);
+            }
+        }
+        self.durable = self.latest();
+        self.pending.clear();
+    }
+
+    /// A crash: what was not synced becomes uncertain.
+    fn crashed(&mut self) {
+        for (off, data) in std::mem::take(&mut self.pending) {
+            for (i, sector) in data.chunks(SECTOR as usize).enumerate() {
+                self.maybe
+                    .entry(off + i as u64 * SECTOR)
+                    .or_default()
+                    .push(sector.to_vec());
+            }
+        }
+    }
+
+    fn resize(&mut self, new: u64) {
+        self.sync();
+        self.durable.resize(new as usize, 0);
+        self.size = new;
+        let beyond: Vec<u64> = self.maybe.range(new..).map(|(k, _)| *k).collect();
+        for k in beyond {
+            self.maybe.remove(&k);
+        }
+    }
+
+    fn latest(&self) -> Vec<u8> {
+        let mut v = self.durable.clone();
+        for (off, data) in &self.pending {
+            v[*off as usize..*off as usize + data.len()].copy_from_slice(data);
+        }
+        v
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Model {
+    files: BTreeMap<String, ModelFile>,
+    dirs: Vec<String>,
+    /// The file the last operation worked on: after a crash in it, only that
+    /// file may differ from the model.
+    touched: Option<String>,
+}
+
+impl Model {
+    fn sync(&mut self) {
+        for f in self.files.values_mut() {
+            f.sync();
+        }
+    }
+
+    fn crashed(&mut self) {
+        for f in self.files.values_mut() {
+            f.crashed();
+        }
+    }
+}
+
+/// Every sector of `actual` is the durable content or one of the pending writes.
+fn sector_ok(file: &ModelFile, actual: &[u8]) -> Result<(), String> {
+    for (s, chunk) in actual.chunks(SECTOR as usize).enumerate() {
+        let off = s as u64 * SECTOR;
+        let range = off as usize..off as usize + chunk.len();
+        if file.durable.get(range.clone()) == Some(chunk) {
+            continue;
+        }
+        let pending_match = file.pending.iter().any(|(w_off, data)| {
+            *w_off <= off && off + chunk.len() as u64 <= *w_off + data.len() as u64 && {
+                let start = (off - w_off) as usize;
+                &data[start..start + chunk.len()] == chunk
+            }
+        });
+        let maybe_match = file
+            .maybe
+            .get(&off)
+            .is_some_and(|c| c.iter().any(|v| v.as_slice() == chunk));
+        if !pending_match && !maybe_match {
+            return Err(format!(
+                "file {} sector at {off}: neither synced nor a pending write",
+                file.number
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Op {
+    Create,
+    Write,
+    Sync,
+    Resize,
+    Delete,
+    Mkdir,
+    Alias,
+    Remount,
+    LoseDisk,
+}
+
+fn pick_op(rng: &mut Rand) -> Op {
+    match rng.below(100) {
+        0..=19 => Op::Create,
+        20..=49 => Op::Write,
+        50..=59 => Op::Sync,
+        60..=69 => Op::Resize,
+        70..=79 => Op::Delete,
+        80..=84 => Op::Mkdir,
+        85..=89 => Op::Alias,
+        90..=96 => Op::Remount,
+        _ => Op::LoseDisk,
+    }
+}
+
+/// Apply one operation to the group and, when it succeeds, to the model.
+fn apply(
+    g: &mut Group<'_>,
+    m: &mut Model,
+    rng: &mut Rand,
+    op: Op,
+    crashing: bool,
+) -> Result<(), GroupError> {
+    let file_names: Vec<String> = m.files.keys().cloned().collect();
+    let pick = |rng: &mut Rand| {
+        file_names
+            .get(rng.below(file_names.len() as u64) as usize)
+            .cloned()
+    };
+    match op {
+        Op::Create => {
+            let name = format!("f{}", rng.below(40));
+            let size = (1 + rng.below(64)) * 32 * 1024;
+            let dir = if !m.dirs.is_empty() && rng.chance(30) {
+                Some(m.dirs[rng.below(m.dirs.len() as u64) as usize].clone())
+            } else {
+                None
+            };
+            let full = dir.map_or(name.clone(), |d| format!("{d}/{name}"));
+            m.touched = Some(full.clone());
+            if m.files.contains_key(&full) {
+                assert!(matches!(
+                    g.create_file(&path(&full), size, &CreateOptions::default()),
+                    Err(GroupError::Exists(_))
+                ));
+                return Ok(());
+            }
+            if trace() {
+                eprintln!("  create {full} size {size}");
+            }
+            match g.create_file(&path(&full), size, &CreateOptions::default()) {
+                Ok(info) => {
+                    assert_eq!(info.size_bytes, size);
+                    m.files.insert(full, ModelFile::new(info.number, size));
+                    Ok(())
+                }
+                Err(GroupError::NoSpace(_)) if !crashing => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Op::Write => {
+            let Some(name) = pick(rng) else { return Ok(()) };
+            m.touched = Some(name.clone());
+            let f = m.files.get(&name).unwrap().clone();
+            let sectors = f.size / SECTOR;
+            let first = rng.below(sectors);
+            let count = 1 + rng.below((sectors - first).min(48));
+            let data = rng.bytes((count * SECTOR) as usize);
+            if trace() {
+                eprintln!(
+                    "  write {name} (file {}) at {} len {}",
+                    f.number,
+                    first * SECTOR,
+                    data.len()
+                );
+            }
+            // Recorded before the write: one cut short by a crash may still
+            // have landed, in part or on some copies.
+            m.files
+                .get_mut(&name)
+                .unwrap()
+                .pending
+                .push((first * SECTOR, data.clone()));
+            g.write(f.number, first * SECTOR, &data)
+        }
+        Op::Sync => {
+            g.sync()?;
+            m.sync();
+            Ok(())
+        }
+        Op::Resize => {
+            let Some(name) = pick(rng) else { return Ok(()) };
+            m.touched = Some(name.clone());
+            let new = (1 + rng.below(80)) * 32 * 1024;
+            if trace() {
+                eprintln!("  resize {name} from {} to {new}", m.files[&name].size);
+            }
+            match g.resize(&path(&name), new) {
+                Ok(info) => {
+                    assert_eq!(info.size_bytes, new);
+                    // A resize commits through the journal, which flushes every
+                    // disk first: all earlier writes are durable now.
+                    m.sync();
+                    m.files.get_mut(&name).unwrap().resize(new);
+                    Ok(())
+                }
+                Err(GroupError::NoSpace(_)) if !crashing => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Op::Delete => {
+            let Some(name) = pick(rng) else { return Ok(()) };
+            m.touched = Some(name.clone());
+            g.remove(&path(&name))?;
+            m.files.remove(&name);
+            m.sync();
+            Ok(())
+        }
+        Op::Mkdir => {
+            let name = format!("d{}", rng.below(4));
+            if m.dirs.contains(&name) || m.files.contains_key(&name) {
+                return Ok(());
+            }
+            g.mkdir(&path(&name), false)?;
+            m.dirs.push(name);
+            m.sync();
+            Ok(())
+        }
+        Op::Alias => {
+            let Some(name) = pick(rng) else { return Ok(()) };
+            m.touched = Some(name.clone());
+            let alias = format!("a{}", rng.below(1000));
+            g.mkalias(&path(&name), &path(&alias))?;
+            m.sync();
+            Ok(())
+        }
+        Op::Remount | Op::LoseDisk => Ok(()),
+    }
+}
+
+/// Read every model file back and compare; then a clean check.
+fn verify(g: &mut Group<'_>, m: &Model, context: &str) {
+    for (name, f) in &m.files {
+        let info = g
+            .open(&path(name))
+            .unwrap_or_else(|e| panic!("{context}: {name} vanished: {e}"));
+        assert_eq!(info.size_bytes, f.size, "{context}: {name} size");
+        let mut buf = vec![0u8; f.size as usize];
+        g.read(f.number, 0, &mut buf)
+            .unwrap_or_else(|e| panic!("{context}: read {name}: {e}"));
+        if let Err(e) = sector_ok(f, &buf) {
+            panic!("{context}: {name}: {e}");
+        }
+    }
+    let report = g.check(false).unwrap();
+    assert!(
+        report.problems.is_empty(),
+        "{context}: check found {:?}",
+        report.problems
+    );
+}
+
+/// Every file name in the group (directories walked), with its info.
+fn group_files(g: &Group<'_>) -> BTreeMap<String, group::FileInfo> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![String::new()];
+    while let Some(dir) = stack.pop() {
+        let listing = g
+            .list(&GroupPath::parse(&format!("+SIM/{dir}")).unwrap())
+            .unwrap();
+        for entry in listing {
+            let name = if dir.is_empty() {
+                entry.name.clone()
+            } else {
+                format!("{dir}/{}", entry.name)
+            };
+            match (entry.kind, entry.file) {
+                (group::AliasKind::Directory, _) => stack.push(name),
+                (group::AliasKind::File, Some(info)) => {
+                    out.insert(name, info);
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// After a crash in `op`, which touched `before.touched`, the group may show
+/// that file as it was before the operation or as after it; every other file
+/// must match the model exactly. Returns the model to carry on with.
+fn settle(g: &Group<'_>, before: &Model, after: &Model, op: Op) -> Model {
+    let mut model = Model {
+        files: after.files.clone(),
+        dirs: Vec::new(),
+        touched: None,
+    };
+    let touched = after.touched.clone();
+    let actual = group_files(g);
+    for name in before
+        .files
+        .keys()
+        .chain(after.files.keys())
+        .chain(actual.keys())
+    {
+        let is_touched = touched.as_deref() == Some(name.as_str());
+        let expected = after.files.get(name).map(|f| f.size);
+        match actual.get(name) {
+            Some(info) if expected == Some(info.size_bytes) => {}
+            Some(info) => {
+                assert!(
+                    is_touched,
+                    "after a crash in {op:?}: {name} is {} bytes, expected {expected:?}",
+                    info.size_bytes
+                );
+                let mut f = before
+                    .files
+                    .get(name)
+                    .or(after.files.get(name))
+                    .cloned()
+                    .unwrap_or_else(|| ModelFile::new(info.number, info.size_bytes));
+                if f.size != info.size_bytes {
+                    f.resize(info.size_bytes);
+                }
+                model.files.insert(name.clone(), f);
+            }
+            None => {
+                assert!(
+                    is_touched || expected.is_none(),
+                    "after a crash in {op:?}: {name} is gone"
+                );
+                model.files.remove(name);
+            }
+        }
+    }
+    model.dirs = g
+        .list(&GroupPath::parse("+SIM").unwrap())
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == group::AliasKind::Directory)
+        .map(|e| e.name)
+        .collect();
+    model
+}
+
+fn run_seed(seed: u64) {
+    let mut rng = Rand(ChaCha8Rng::seed_from_u64(seed));
+    let cfg = config(&mut rng);
+    if trace() {
+        eprintln!("{cfg:?}");
+    }
+    let (sim, ids) = build(seed, &cfg);
+    let mut engine = CrashAfter::vanishing(sim, usize::MAX);
+    let budget: Rc<Cell<usize>> = engine.budget();
+    let mut model = Model::default();
+    let crash_at = rng.below(OPS_PER_SEED as u64) as usize;
+    let mut lost_fgs: Vec<String> = Vec::new();
+    {
+        let g = create_group(&mut engine, &ids, &cfg, seed);
+        g.dismount().unwrap();
+    }
+    let mut step = 0;
+    while step < OPS_PER_SEED {
+        let after = {
+            let (mut g, report) =
+                group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into()))
+                    .unwrap_or_else(|e| panic!("seed {seed} step {step}: mount: {e}"));
+            if trace() {
+                let states: Vec<_> = g.disks().iter().map(|d| (d.number, d.state)).collect();
+                eprintln!("mount: {report:?}; disks {states:?}");
+            }
+            verify(
+                &mut g,
+                &model,
+                &format!("seed {seed} step {step} after mount"),
+            );
+            loop {
+                if step >= OPS_PER_SEED {
+                    break After::Nothing;
+                }
+                let op = pick_op(&mut rng);
+                let crashing = step == crash_at;
+                if trace() {
+                    eprintln!(
+                        "step {step}: {op:?}{}",
+                        if crashing { " (crash)" } else { "" }
+                    );
+                }
+                step += 1;
+                match op {
+                    Op::LoseDisk => {
+                        // Lose a disk only where redundancy survives it.
+                        let d = rng.below(ids.len() as u64) as usize;
+                        let fg = cfg.disks[d].1.clone();
+                        let mut fgs = lost_fgs.clone();
+                        if !fgs.contains(&fg) {
+                            fgs.push(fg);
+                        }
+                        if fgs.len() < usize::from(cfg.redundancy.copies()) {
+                            lost_fgs = fgs;
+                            break After::Lose(d);
+                        }
+                    }
+                    Op::Remount => {
+                        if rng.chance(50) {
+                            g.dismount().unwrap();
+                        }
+                        break After::Nothing;
+                    }
+                    _ => {
+                        let before = model.clone();
+                        if crashing {
+                            budget.set(rng.below(40) as usize);
+                        }
+                        let result = apply(&mut g, &mut model, &mut rng, op, crashing);
+                        if crashing {
+                            break After::Crash {
+                                op,
+                                result: format!("{result:?}"),
+                                before: Box::new(before),
+                            };
+                        }
+                        if let Err(e) = result {
+                            panic!("seed {seed} step {step}: {op:?} failed without a crash: {e}");
+                        }
+                    }
+                }
+            }
+        };
+        match after {
+            After::Nothing => {}
+            After::Lose(d) => engine.inner.lose_disk(ids[d]),
+            After::Crash { op, result, before } => {
+                budget.set(usize::MAX);
+                let policy = match rng.below(4) {
+                    0 => CrashPolicy::LOSE_ALL,
+                    1 => CrashPolicy::KEEP_ALL,
+                    2 => CrashPolicy::TEAR_ALL,
+                    _ => CrashPolicy::MIXED,
+                };
+                engine.inner.crash(policy);
+                model.crashed();
+                let (mut g, _) =
+                    group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into()))
+                        .unwrap_or_else(|e| {
+                            panic!("seed {seed}: mount after crash in {op:?}: {e}")
+                        });
+                // The process died during the operation: whatever it returned,
+                // nobody heard it, so it may or may not have happened.
+                let mut before = *before;
+                before.crashed();
+                model = settle(&g, &before, &model, op);
+                verify(
+                    &mut g,
+                    &model,
+                    &format!("seed {seed} after crash in {op:?} (op result {result})"),
+                );
+            }
+        }
+    }
+}
+
+fn trace() -> bool {
+    std::env::var_os("CAIRN_SIM_SEED").is_some()
+}
+
+enum After {
+    Nothing,
+    Lose(usize),
+    Crash {
+        op: Op,
+        result: String,
+        before: Box<Model>,
+    },
+}
+
+#[test]
+fn crash_simulation() {
+    let seeds: Vec<u64> = match std::env::var("CAIRN_SIM_SEED") {
+        Ok(s) => vec![s.parse().expect("CAIRN_SIM_SEED is a number")],
+        Err(_) => {
+            let n = std::env::var("CAIRN_SIM_SEEDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(SEEDS_CI);
+            (1..=n).collect()
+        }
+    };
+    let started = std::time::Instant::now();
+    for seed in &seeds {
+        let result = std::panic::catch_unwind(|| run_seed(*seed));
+        if let Err(panic) = result {
+            eprintln!("crash simulation failed; replay with:\n  CAIRN_SIM_SEED={seed} cargo test -p cairn-store --test group_sim crash_simulation -- --nocapture");
+            std::panic::resume_unwind(panic);
+        }
+    }
+    eprintln!(
+        "crash simulation: {} seeds in {:.1} s",
+        seeds.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
