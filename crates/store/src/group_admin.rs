@@ -17,6 +17,7 @@ use crate::discovery::{DiscoveryError, DiscoveryString};
 use crate::group::{self, Group, GroupError, GroupSelector, GroupSpec, MountReport, NewDisk};
 use crate::group_lock::{GroupLock, LockError};
 use crate::header_copies::HeaderScan;
+use cairn_format::group::{AtLayout, AU_BYTES_MAX, AU_BYTES_MIN};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GroupAdminError {
@@ -86,9 +87,89 @@ pub fn create<'e>(
         }
     }
     let lock = GroupLock::acquire(run_dir, spec.group_uuid, name.as_str())?;
-    let mut seen: Vec<(PathBuf, std::fs::Metadata)> = Vec::new();
+    let checked = check_disks(host, disks, spec, &name)?;
     let mut new_disks = Vec::new();
     let mut created = Vec::new();
+    let mut labelled_here: Vec<DeviceId> = Vec::new();
+    let result = (|| -> Result<(), GroupAdminError> {
+        for (i, (arg, label)) in disks.iter().zip(&checked).enumerate() {
+            let (device, label, labelled_now) = match label {
+                Some(label) => {
+                    let device = admin::open_for_write(host, &arg.path)?;
+                    (engine.attach(device), label.clone(), false)
+                }
+                None => {
+                    let label = format!("{}_{i:04}", name.as_str());
+                    let label = cairn_format::DiskLabel::parse(&label).map_err(|e| {
+                        GroupAdminError::Invalid(format!("generated label {label}: {e}"))
+                    })?;
+                    let report = admin::label(
+                        engine,
+                        host,
+                        &arg.path,
+                        &LabelRequest {
+                            label,
+                            force: spec.force,
+                            disk_uuid: Uuid::new_v4(),
+                            now_unix_seconds: spec.now_unix_seconds,
+                            discovery: discovery.cloned(),
+                        },
+                    )?;
+                    labelled_here.push(report.device);
+                    (report.device, report.label, true)
+                }
+            };
+            new_disks.push(NewDisk {
+                device,
+                failgroup: arg.failgroup.clone(),
+            });
+            created.push(CreatedDisk {
+                path: arg.path.clone(),
+                failgroup: arg.failgroup.clone().unwrap_or_else(|| label.clone()),
+                label,
+                labelled_now,
+            });
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        // A refusal part way leaves no trace: labels written by this call go.
+        for device in labelled_here {
+            if let Ok(scan) = HeaderScan::read(engine, device) {
+                let _ = crate::labeling::erase_label(engine, device, &scan);
+            }
+        }
+        return Err(e);
+    }
+    let group = group::create(engine, &new_disks, spec)?;
+    Ok((group, lock, created))
+}
+
+/// Everything `group create` can check before it writes: the devices exist
+/// and are distinct, none belongs to a group (unless forced), sector sizes
+/// agree, the AU size is valid, every disk holds at least one data AU, and
+/// there are enough failure groups. Returns each disk's existing label.
+fn check_disks(
+    host: &Host,
+    disks: &[DiskArg],
+    spec: &GroupSpec,
+    name: &crate::names::GroupName,
+) -> Result<Vec<Option<String>>, GroupAdminError> {
+    let au = spec.au_bytes;
+    if !au.is_power_of_two() || !(AU_BYTES_MIN..=AU_BYTES_MAX).contains(&au) {
+        return Err(GroupAdminError::Invalid(format!(
+            "AU size {au} is not a power of two from 1M to 64M; use --au-size 1M, 2M, 4M ... 64M"
+        )));
+    }
+    if disks.is_empty() {
+        return Err(GroupAdminError::Invalid(
+            "a group needs at least one disk; name them with --disk".into(),
+        ));
+    }
+    let mut seen: Vec<(PathBuf, std::fs::Metadata)> = Vec::new();
+    let mut labels = Vec::new();
+    let mut sectors: Vec<(PathBuf, u32)> = Vec::new();
+    let mut failgroups: Vec<String> = Vec::new();
     for (i, arg) in disks.iter().enumerate() {
         let meta = std::fs::metadata(&arg.path).map_err(|_| {
             AdminError::Open(cairn_io::OpenError::NotFound {
@@ -104,49 +185,65 @@ pub fn create<'e>(
             )));
         }
         seen.push((arg.path.clone(), meta));
-        let labelled = read_label(host, &arg.path)?;
-        let (device, label, labelled_now) = match labelled {
-            Some(label) => {
-                let device = admin::open_for_write(host, &arg.path)?;
-                (engine.attach(device), label, false)
+        let header = read_header(host, &arg.path)?;
+        if let Some(group) = header.as_ref().and_then(|h| h.group_uuid) {
+            if !spec.force {
+                return Err(AdminError::GroupMember {
+                    path: arg.path.clone(),
+                    group,
+                }
+                .into());
             }
-            None => {
-                let label = format!("{}_{i:04}", name.as_str());
-                let label = cairn_format::DiskLabel::parse(&label).map_err(|e| {
-                    GroupAdminError::Invalid(format!("generated label {label}: {e}"))
-                })?;
-                let report = admin::label(
-                    engine,
-                    host,
-                    &arg.path,
-                    &LabelRequest {
-                        label,
-                        force: spec.force,
-                        disk_uuid: Uuid::new_v4(),
-                        now_unix_seconds: spec.now_unix_seconds,
-                        discovery: discovery.cloned(),
-                    },
-                )?;
-                (report.device, report.label, true)
-            }
-        };
-        new_disks.push(NewDisk {
-            device,
-            failgroup: arg.failgroup.clone(),
-        });
-        created.push(CreatedDisk {
-            path: arg.path.clone(),
-            failgroup: arg.failgroup.clone().unwrap_or_else(|| label.clone()),
-            label,
-            labelled_now,
-        });
+        }
+        if AtLayout::for_disk(probe.size_bytes, au).is_none() {
+            return Err(GroupAdminError::Invalid(format!(
+                "{} ({} bytes) is too small for {}-MiB AUs; use a bigger device or a smaller --au-size",
+                arg.path.display(),
+                probe.size_bytes,
+                au >> 20
+            )));
+        }
+        sectors.push((arg.path.clone(), probe.logical_sector_bytes));
+        let label = header.map(|h| h.label.as_str().to_string());
+        failgroups.push(
+            arg.failgroup
+                .clone()
+                .or_else(|| label.clone())
+                .unwrap_or_else(|| format!("{}_{i:04}", name.as_str())),
+        );
+        labels.push(label);
     }
-    let group = group::create(engine, &new_disks, spec)?;
-    Ok((group, lock, created))
+    let group_sector = spec.sector_bytes.unwrap_or(sectors[0].1);
+    if group_sector != 512 && group_sector != 4096 {
+        return Err(GroupAdminError::Invalid(format!(
+            "{} has {group_sector}-byte logical sectors; a group uses 512 or 4096",
+            sectors[0].0.display()
+        )));
+    }
+    if let Some((path, sector)) = sectors.iter().find(|(_, s)| *s != group_sector) {
+        return Err(GroupAdminError::Invalid(format!(
+            "{} has {sector}-byte logical sectors but the group uses {group_sector}; 512-byte (512n/512e) and 4096-byte (4Kn) disks cannot mix",
+            path.display()
+        )));
+    }
+    failgroups.sort_unstable();
+    failgroups.dedup();
+    let copies = usize::from(spec.redundancy.copies());
+    if failgroups.len() < copies {
+        return Err(GroupAdminError::Invalid(format!(
+            "{} redundancy keeps {copies} copies in different failure groups, but the disks form only {} failure group(s); name more disks or give them failure groups with PATH=FAILGROUP",
+            spec.redundancy.as_str().to_lowercase(),
+            failgroups.len()
+        )));
+    }
+    Ok(labels)
 }
 
-/// The label of a device if it carries a good Cairn header.
-fn read_label(host: &Host, path: &Path) -> Result<Option<String>, GroupAdminError> {
+/// The newest good header of a device, if it carries a Cairn label.
+fn read_header(
+    host: &Host,
+    path: &Path,
+) -> Result<Option<cairn_format::DiskHeader>, GroupAdminError> {
     let mut scratch = cairn_io::new_file_engine(cairn_io::EngineKind::Sync, 4)
         .map_err(|e| GroupAdminError::Invalid(format!("cannot start an I/O engine: {e}")))?;
     let device = DeviceFile::open(path, OpenMode::READ, host).map_err(AdminError::from)?;
@@ -158,8 +255,7 @@ fn read_label(host: &Host, path: &Path) -> Result<Option<String>, GroupAdminErro
     Ok(scan
         .good()
         .map(|(_, h)| h.header.clone())
-        .max_by_key(|h| h.generation)
-        .map(|h| h.label.as_str().to_string()))
+        .max_by_key(|h| h.generation))
 }
 
 /// A group seen on the discovered disks, before mounting.
@@ -270,7 +366,7 @@ pub fn mount<'e>(
     let mut devices = Vec::new();
     let mut paths = BTreeMap::new();
     for path in &group.paths {
-        let device = admin::open_for_write(host, path)?;
+        let device = open_member(host, path)?;
         let id = engine.attach(device);
         paths.insert(id.0, path.clone());
         devices.push(id);
@@ -282,6 +378,27 @@ pub fn mount<'e>(
         lock,
         paths,
     })
+}
+
+/// How long a member disk may stay busy after its previous owner died: the
+/// kernel releases a killed process's io_uring, and with it the disk's lock,
+/// a moment after the process is gone.
+const MEMBER_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Open a member disk. The group lock is ours, so a disk that is busy belongs
+/// to a process that is going away: wait for it a little.
+fn open_member(host: &Host, path: &Path) -> Result<DeviceFile, AdminError> {
+    let started = std::time::Instant::now();
+    loop {
+        match admin::open_for_write(host, path) {
+            Err(AdminError::Open(cairn_io::OpenError::InUse { .. }))
+                if started.elapsed() < MEMBER_BUSY_WAIT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Per-disk space as the devices hold it (for thin provisioning: what a sparse

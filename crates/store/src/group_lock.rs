@@ -72,16 +72,9 @@ impl GroupLock {
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim();
                 return Err(LockError::Held {
                     name: name.to_string(),
-                    holder: if holder.is_empty() {
-                        "holder unknown".into()
-                    } else {
-                        holder.to_string()
-                    },
+                    holder: read_holder(&mut file),
                 });
             }
             Err(TryLockError::Error(e)) => return Err(dir_err(e)),
@@ -103,6 +96,31 @@ impl GroupLock {
         let _ = file.write_all(text.as_bytes());
         Ok(Self { _file: file, path })
     }
+}
+
+/// Reads between the holder taking the lock and writing its name see an empty
+/// file or the previous holder's name: look again briefly until the text names
+/// a live process.
+const HOLDER_READS_MAX: usize = 25;
+const HOLDER_READ_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
+fn read_holder(file: &mut File) -> String {
+    let mut text = String::new();
+    for _ in 0..HOLDER_READS_MAX {
+        text.clear();
+        let _ = file.seek(SeekFrom::Start(0));
+        let _ = file.read_to_string(&mut text);
+        let live = text
+            .strip_prefix("pid ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if live {
+            return text.trim().to_string();
+        }
+        std::thread::sleep(HOLDER_READ_PAUSE);
+    }
+    "holder unknown".to_string()
 }
 
 #[cfg(test)]

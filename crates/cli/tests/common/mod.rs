@@ -209,3 +209,55 @@ pub fn read_at(path: &Path, offset: u64, len: usize) -> Vec<u8> {
     f.read_exact_at(&mut buf, offset).unwrap();
     buf
 }
+
+/// The `cairn` command as [`cairn`] sets it up — its own discovery string, no
+/// config file — plus `envs` (a per-test `CAIRN_RUN_DIR`, say); not yet run,
+/// so a test can also spawn it and watch it.
+pub fn cairn_command(discover: &str, envs: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command
+        .env("CAIRN_DISCOVER", discover)
+        .env("CAIRN_CONFIG", "/nonexistent/cairn.toml")
+        .env("RUST_BACKTRACE", "0");
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    command
+}
+
+/// [`cairn`] with extra environment variables.
+pub fn cairn_with(discover: &str, envs: &[(&str, &str)], args: &[&str]) -> Run {
+    let output = cairn_command(discover, envs)
+        .args(args)
+        .output()
+        .expect("run cairn");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Write `size_bytes` of pseudo-random bytes (xorshift64 from `seed`) to
+/// `path`: incompressible, different per seed, and much faster than
+/// /dev/urandom in a debug build.
+pub fn random_file(path: &Path, size_bytes: u64, seed: u64) -> PathBuf {
+    use std::io::Write;
+    let mut state = seed | 1;
+    let mut out = std::io::BufWriter::new(File::create(path).unwrap());
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut left = size_bytes;
+    while left > 0 {
+        for word in chunk.chunks_exact_mut(8) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            word.copy_from_slice(&state.to_le_bytes());
+        }
+        let n = left.min(chunk.len() as u64) as usize;
+        out.write_all(&chunk[..n]).unwrap();
+        left -= n as u64;
+    }
+    out.into_inner().unwrap().sync_all().unwrap();
+    path.to_path_buf()
+}

@@ -194,6 +194,16 @@ impl DiskAlloc {
         std::mem::take(&mut self.quarantine)
     }
 
+    /// Every table block, to be written again (after a rebuild).
+    pub fn mark_all_dirty(&mut self) {
+        for index in 0..self.layout.bitmap_blocks {
+            self.dirty.insert(AtBlock::Bitmap(index));
+        }
+        for index in 0..self.layout.summary_blocks {
+            self.dirty.insert(AtBlock::Summary(index));
+        }
+    }
+
     pub fn take_dirty(&mut self) -> Vec<AtBlock> {
         std::mem::take(&mut self.dirty).into_iter().collect()
     }

@@ -54,7 +54,7 @@ impl Group<'_> {
         self.check_aliases(repair, &mut report);
         self.check_mirrors(repair, &mut report)?;
         if repair {
-            self.commit()?;
+            self.commit_in_chunks()?;
         }
         Ok(report)
     }

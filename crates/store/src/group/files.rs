@@ -483,8 +483,10 @@ impl Group<'_> {
             self.grow_metadata_file(FILE_DIRECTORY)?;
         }
         let now = (self.clock)();
-        let incarnation = self.next_incarnation;
-        self.next_incarnation += 1;
+        // The journal sequence never repeats (it survives remounts in the
+        // journal header), so neither does an incarnation taken from it.
+        let seq = self.journal.next_seq;
+        let incarnation = ((seq ^ (seq >> 32)) as u32).max(1);
         self.files.insert(
             number,
             FileRec {
@@ -580,6 +582,7 @@ impl Group<'_> {
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             let pointer = rec.entry.indirect.pop().expect("invariant: non-empty");
             self.free_extent(&pointer, 0);
+            self.checkpoint_before_reuse = true;
             self.dirty.insert(Dirty::Entry(number));
         }
         Ok(())
@@ -597,7 +600,7 @@ impl Group<'_> {
         while (self.files[&number].entry.indirect.len() as u64) < needed {
             if self.files[&number].entry.indirect.len() >= cairn_format::group::INDIRECT_POINTERS {
                 return Err(GroupError::NoSpace(format!(
-                    "file {number} reached the largest extent map a file can have"
+                    "no space: file {number} reached the largest extent map a file can have"
                 )));
             }
             let copies = usize::from(self.files[&number].entry.copies);

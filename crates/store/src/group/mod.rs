@@ -121,7 +121,7 @@ pub enum GroupError {
     Io { disk: String, error: IoError },
     #[error("metadata is damaged beyond its mirrors: {0}; run `cairn group check --repair`")]
     Corrupt(String),
-    #[error("no space: {0}")]
+    #[error("{0}")]
     NoSpace(String),
     #[error("{0}")]
     NotFound(String),
@@ -240,7 +240,12 @@ pub struct Group<'e> {
     dirty: BTreeSet<Dirty>,
     poisoned: Option<String>,
     clock: fn() -> u64,
-    next_incarnation: u32,
+    /// Disks whose allocation table could not be read: rebuilt from the
+    /// extent maps once those are loaded.
+    tables_to_rebuild: Vec<u16>,
+    /// A freed AU held journaled blocks (an indirect AU): records in the ring
+    /// still target it, so the ring must be checkpointed before it is reused.
+    checkpoint_before_reuse: bool,
     /// Disks whose writes failed during the current step, to offline after it.
     failed_disks: BTreeSet<u16>,
 }
@@ -685,8 +690,39 @@ impl<'e> Group<'e> {
             self.poisoned = Some(e.to_string());
         }
         result?;
+        if self.checkpoint_before_reuse {
+            self.checkpoint()?;
+            self.checkpoint_before_reuse = false;
+        }
         self.discard_freed()?;
         self.offline_failed()
+    }
+
+    /// Commit a dirty set that may exceed one transaction (rebuilds and
+    /// repairs of derived state, where each block stands on its own), in
+    /// transactions of at most [`TXN_IMAGES_MAX`] blocks.
+    fn commit_in_chunks(&mut self) -> Result<(), GroupError> {
+        self.mark_table_dirty();
+        let all: Vec<Dirty> = std::mem::take(&mut self.dirty).into_iter().collect();
+        for chunk in all.chunks(TXN_IMAGES_MAX) {
+            self.dirty.extend(chunk.iter().copied());
+            self.commit()?;
+        }
+        self.commit()
+    }
+
+    /// Whether a dirty block is still part of the metadata: indirect blocks of
+    /// a file that shrank or went away are not written.
+    fn dirty_in_use(&self, d: &Dirty) -> bool {
+        match d {
+            Dirty::Indirect { file, block } => self.files.get(file).is_some_and(|f| {
+                let used = (f.extents.len().saturating_sub(DIRECT_EXTENTS))
+                    .div_ceil(EXTENTS_PER_INDIRECT_BLOCK);
+                (*block as usize) < used
+                    && ((*block / self.blocks_per_au()) as usize) < f.entry.indirect.len()
+            }),
+            _ => true,
+        }
     }
 
     fn commit_inner(&mut self) -> Result<(), GroupError> {
@@ -694,7 +730,13 @@ impl<'e> Group<'e> {
         if self.dirty.is_empty() {
             return Ok(());
         }
-        let dirty: Vec<Dirty> = std::mem::take(&mut self.dirty).into_iter().collect();
+        let dirty: Vec<Dirty> = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .filter(|d| self.dirty_in_use(d))
+            .collect();
+        if dirty.is_empty() {
+            return Ok(());
+        }
         assert!(
             dirty.len() <= TXN_IMAGES_MAX,
             "invariant: a transaction carries at most {TXN_IMAGES_MAX} blocks, got {}",
@@ -1034,7 +1076,7 @@ impl<'e> Group<'e> {
             }
         }
         Err(GroupError::NoSpace(format!(
-            "no run of {aus} free AUs on enough failure groups"
+            "no space: no run of {aus} free AUs on enough failure groups"
         )))
     }
 
@@ -1318,7 +1360,8 @@ pub fn create<'e>(
         dirty: BTreeSet::new(),
         poisoned: None,
         clock: system_clock,
-        next_incarnation: 1,
+        tables_to_rebuild: Vec::new(),
+        checkpoint_before_reuse: false,
         failed_disks: BTreeSet::new(),
     };
     group.attributes = vec![
@@ -1659,7 +1702,8 @@ pub fn mount<'e>(
         dirty: BTreeSet::new(),
         poisoned: None,
         clock: system_clock,
-        next_incarnation: 1,
+        tables_to_rebuild: Vec::new(),
+        checkpoint_before_reuse: false,
         failed_disks: BTreeSet::new(),
     };
     if !missing.is_empty() {
@@ -1719,6 +1763,7 @@ pub fn mount<'e>(
 
     group.load_tables(&mut report)?;
     group.load_files()?;
+    group.rebuild_tables()?;
     group.load_aliases()?;
     let templates = group
         .read_meta_file_block(FILE_TEMPLATES, BlockType::Template, 0)?
@@ -1732,13 +1777,6 @@ pub fn mount<'e>(
         .transpose()?
         .unwrap_or_default();
     group.attributes = attributes;
-    group.next_incarnation = group
-        .files
-        .values()
-        .map(|f| f.entry.incarnation)
-        .max()
-        .unwrap_or(0)
-        + 1;
     report.operations_recovered = group.recover_operations()?;
     group.commit()?;
     group.offline_failed()?;
@@ -1919,11 +1957,21 @@ impl Group<'_> {
             let mut alloc = DiskAlloc::empty(layout);
             for index in 0..layout.bitmap_blocks {
                 let offset = layout.bitmap_offset_bytes(index);
-                if let Some(block) =
-                    self.read_meta(&[(n, offset)], per_disk_id(BlockType::AtBitmap, n, offset))?
-                {
-                    for p in alloc.load_bitmap(index, &fmt::decode_bitmap(&block[..])) {
-                        report.warnings.push(format!("{}: {p}", self.disk_name(n)));
+                match self.read_meta(&[(n, offset)], per_disk_id(BlockType::AtBitmap, n, offset)) {
+                    Ok(Some(block)) => {
+                        for p in alloc.load_bitmap(index, &fmt::decode_bitmap(&block[..])) {
+                            report.warnings.push(format!("{}: {p}", self.disk_name(n)));
+                        }
+                    }
+                    Ok(None) => {}
+                    // The table is derived data: rebuild it from the extent maps.
+                    Err(e) => {
+                        report.warnings.push(format!(
+                            "{}: allocation table unreadable ({e}); rebuilt from the extent maps",
+                            self.disk_name(n)
+                        ));
+                        self.tables_to_rebuild.push(n);
+                        break;
                     }
                 }
             }
@@ -1944,6 +1992,44 @@ impl Group<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Rebuild the allocation tables `load_tables` could not read: every AU an
+    /// extent map names is used, every other data AU free.
+    fn rebuild_tables(&mut self) -> Result<(), GroupError> {
+        let disks = std::mem::take(&mut self.tables_to_rebuild);
+        if disks.is_empty() {
+            return Ok(());
+        }
+        let mut owned: Vec<(u16, u64, u64)> = Vec::new();
+        for rec in self.files.values() {
+            for (i, e) in rec.extents.iter().enumerate() {
+                for c in e.copies() {
+                    owned.push((c.disk, u64::from(c.au), placement::extent_aus(i as u64)));
+                }
+            }
+            for e in &rec.entry.indirect {
+                for c in e.copies() {
+                    owned.push((c.disk, u64::from(c.au), 1));
+                }
+            }
+        }
+        for n in disks {
+            let Some(alloc) = self.member_mut(n).and_then(|m| m.alloc.as_mut()) else {
+                continue;
+            };
+            let mut fresh = DiskAlloc::empty(alloc.layout);
+            for (_, au, len) in owned.iter().filter(|o| o.0 == n) {
+                for a in *au..au + len {
+                    if !fresh.is_used(a) {
+                        fresh.mark(a, 1, true);
+                    }
+                }
+            }
+            fresh.mark_all_dirty();
+            *alloc = fresh;
+        }
+        self.commit_in_chunks()
     }
 
     fn load_files(&mut self) -> Result<(), GroupError> {
