@@ -12,8 +12,8 @@
 //! 4 KiB sector holds either its synced content or one of the writes made to it
 //! since; no AU is leaked or owned twice (`check` clean).
 //!
-//! `CAIRN_SIM_SEEDS` sets how many seeds (CI default below), `CAIRN_SIM_SEED`
-//! replays one; a failure prints the command that replays it.
+//! `CAIRN_SIM_SEEDS` sets how many seeds (CI default below) and
+//! `CAIRN_SIM_FIRST_SEED` where they start; `CAIRN_SIM_SEED` replays one; a failure prints the command that replays it.
 
 #![allow(clippy::unwrap_used)]
 
@@ -36,7 +36,7 @@ use uuid::Uuid;
 const MIB: u64 = 1 << 20;
 const SECTOR: u64 = 4096;
 /// Seeds per CI run; `CAIRN_SIM_SEEDS` raises it for a long run.
-const SEEDS_CI: u64 = 400;
+const SEEDS_CI: u64 = 3000;
 const OPS_PER_SEED: usize = 24;
 
 struct Rand(ChaCha8Rng);
@@ -212,6 +212,8 @@ impl ModelFile {
 struct Model {
     files: BTreeMap<String, ModelFile>,
     dirs: Vec<String>,
+    /// Aliases in the root directory and the file number each names.
+    aliases: BTreeMap<String, u32>,
     /// The file the last operation worked on: after a crash in it, only that
     /// file may differ from the model.
     touched: Option<String>,
@@ -385,7 +387,8 @@ fn apply(
             let Some(name) = pick(rng) else { return Ok(()) };
             m.touched = Some(name.clone());
             g.remove(&path(&name))?;
-            m.files.remove(&name);
+            let number = m.files.remove(&name).map(|f| f.number);
+            m.aliases.retain(|_, n| Some(*n) != number);
             m.sync();
             Ok(())
         }
@@ -403,7 +406,13 @@ fn apply(
             let Some(name) = pick(rng) else { return Ok(()) };
             m.touched = Some(name.clone());
             let alias = format!("a{}", rng.below(1000));
+            if m.aliases.contains_key(&alias) {
+                let err = g.mkalias(&path(&name), &path(&alias)).unwrap_err();
+                assert!(matches!(err, GroupError::Exists(_)), "{err}");
+                return Ok(());
+            }
             g.mkalias(&path(&name), &path(&alias))?;
+            m.aliases.insert(alias, m.files[&name].number);
             m.sync();
             Ok(())
         }
@@ -465,8 +474,7 @@ fn group_files(g: &Group<'_>) -> BTreeMap<String, group::FileInfo> {
 fn settle(g: &Group<'_>, before: &Model, after: &Model, op: Op) -> Model {
     let mut model = Model {
         files: after.files.clone(),
-        dirs: Vec::new(),
-        touched: None,
+        ..Model::default()
     };
     let touched = after.touched.clone();
     let actual = group_files(g);
@@ -506,12 +514,16 @@ fn settle(g: &Group<'_>, before: &Model, after: &Model, op: Op) -> Model {
             }
         }
     }
-    model.dirs = g
-        .list(&GroupPath::parse("+SIM").unwrap())
-        .unwrap()
-        .into_iter()
+    let root = g.list(&GroupPath::parse("+SIM").unwrap()).unwrap();
+    model.dirs = root
+        .iter()
         .filter(|e| e.kind == group::AliasKind::Directory)
-        .map(|e| e.name)
+        .map(|e| e.name.clone())
+        .collect();
+    model.aliases = root
+        .iter()
+        .filter(|e| e.kind == group::AliasKind::Alias)
+        .filter_map(|e| Some((e.name.clone(), e.file.as_ref()?.number)))
         .collect();
     model
 }
@@ -656,7 +668,11 @@ fn crash_simulation() {
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(SEEDS_CI);
-            (1..=n).collect()
+            let first: u64 = std::env::var("CAIRN_SIM_FIRST_SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(1);
+            (first..first + n).collect()
         }
     };
     let started = std::time::Instant::now();
