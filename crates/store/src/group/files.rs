@@ -20,7 +20,6 @@ use cairn_format::group::{
     ALIAS_NAME_LEN_MAX, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY,
     FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_COARSE, STRIPING_FINE, TEMPLATE_NAME_LEN_MAX,
 };
-use cairn_io::geometry::DiscardSupport;
 use cairn_io::{AlignedBuf, Op, Request};
 use serde::Serialize;
 
@@ -194,38 +193,7 @@ impl Group<'_> {
 
     fn zero_metadata_extent(&mut self, file: u32, index: usize) -> Result<(), GroupError> {
         let extent = self.files[&file].extents[index];
-        let mut requests = Vec::new();
-        for c in extent.copies() {
-            let Some(device) = self.member(c.disk).and_then(Member::online) else {
-                continue;
-            };
-            requests.push(Request {
-                device,
-                tag: requests.len() as u64,
-                op: Op::WriteZeroes {
-                    offset_bytes: u64::from(c.au) * self.au_bytes,
-                    len_bytes: self.au_bytes,
-                },
-            });
-            if let Some(m) = self.member_mut(c.disk) {
-                m.needs_flush = true;
-            }
-        }
-        let completions = self
-            .engine
-            .execute_all(requests)
-            .map_err(super::io_err("(engine)"))?;
-        for c in completions {
-            if c.result.is_err() {
-                let disk = extent
-                    .copies()
-                    .iter()
-                    .find(|a| self.member(a.disk).and_then(Member::online) == Some(c.device));
-                if let Some(a) = disk {
-                    self.failed_disks.insert(a.disk);
-                }
-            }
-        }
+        self.zero_whole_extents(&[(extent, self.au_bytes)]);
         Ok(())
     }
 
@@ -943,65 +911,15 @@ impl Group<'_> {
                 });
             }
         }
-        self.run_zeroing(requests, disks)
-    }
-
-    fn run_zeroing(&mut self, requests: Vec<Request>, disks: Vec<u16>) -> Result<(), GroupError> {
-        let completions = self
-            .engine
-            .execute_all(requests)
-            .map_err(super::io_err("(engine)"))?;
-        for (c, disk) in completions.into_iter().zip(disks) {
-            match c.result {
-                Ok(_) => {
-                    if let Some(m) = self.member_mut(disk) {
-                        m.needs_flush = true;
-                    }
-                }
-                Err(_) => {
-                    self.failed_disks.insert(disk);
-                }
-            }
-        }
+        self.run_zeroing(requests, disks);
         Ok(())
     }
 
     fn zero_extent(&mut self, number: u32, extent: u64) -> Result<(), GroupError> {
-        let layout = self.layout_for(&self.files[&number]);
-        let len = layout.extent_bytes(extent);
+        let len = self.layout_for(&self.files[&number]).extent_bytes(extent);
         let ext = self.files[&number].extents[extent as usize];
-        let mut requests = Vec::new();
-        let mut disks = Vec::new();
-        for c in ext.copies() {
-            let Some(device) = self.member(c.disk).and_then(Member::online) else {
-                continue;
-            };
-            let zeroes_by_discard = matches!(
-                self.engine.geometry(device).map(|g| g.discard),
-                Some(DiscardSupport::Supported {
-                    reads_zeroes: true,
-                    ..
-                })
-            );
-            let offset_bytes = u64::from(c.au) * self.au_bytes;
-            disks.push(c.disk);
-            requests.push(Request {
-                device,
-                tag: requests.len() as u64,
-                op: if zeroes_by_discard {
-                    Op::Discard {
-                        offset_bytes,
-                        len_bytes: len,
-                    }
-                } else {
-                    Op::WriteZeroes {
-                        offset_bytes,
-                        len_bytes: len,
-                    }
-                },
-            });
-        }
-        self.run_zeroing(requests, disks)
+        self.zero_whole_extents(&[(ext, len)]);
+        Ok(())
     }
 
     /// Read into `buf` from `offset` of file `number`.

@@ -1477,35 +1477,84 @@ pub fn create<'e>(
 impl Group<'_> {
     /// Zero every AU of the given metadata files on every copy.
     fn zero_metadata_extents(&mut self, files: &[u32]) -> Result<(), GroupError> {
+        let extents: Vec<(Extent, u64)> = files
+            .iter()
+            .flat_map(|f| self.files[f].extents.iter().map(|e| (*e, self.au_bytes)))
+            .collect();
+        self.zero_whole_extents(&extents);
+        match self.failed_disks.first() {
+            Some(d) => Err(GroupError::Invalid(format!(
+                "disk {} failed while the group was being created; check it",
+                self.disk_name(*d)
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Make every online copy of whole extents (extent, length) read as zeros:
+    /// by discard where the device guarantees zeros after it (a hole in a thin
+    /// file or LUN, which also hands the space back), else by write-zeroes. A
+    /// disk that fails is noted for offlining.
+    fn zero_whole_extents(&mut self, extents: &[(Extent, u64)]) {
         let mut requests = Vec::new();
-        for f in files {
-            for e in &self.files[f].extents {
-                for c in e.copies() {
-                    let Some(device) = self.member(c.disk).and_then(Member::online) else {
-                        continue;
-                    };
-                    requests.push(Request {
-                        device,
-                        tag: requests.len() as u64,
-                        op: Op::WriteZeroes {
-                            offset_bytes: u64::from(c.au) * self.au_bytes,
-                            len_bytes: self.au_bytes,
-                        },
-                    });
+        let mut disks = Vec::new();
+        for (extent, len_bytes) in extents {
+            for c in extent.copies() {
+                let Some(device) = self.member(c.disk).and_then(Member::online) else {
+                    continue;
+                };
+                let offset_bytes = u64::from(c.au) * self.au_bytes;
+                let len_bytes = *len_bytes;
+                let discard_zeroes = matches!(
+                    self.engine.geometry(device).map(|g| g.discard),
+                    Some(cairn_io::geometry::DiscardSupport::Supported {
+                        reads_zeroes: true,
+                        ..
+                    })
+                );
+                disks.push(c.disk);
+                requests.push(Request {
+                    device,
+                    tag: requests.len() as u64,
+                    op: if discard_zeroes {
+                        Op::Discard {
+                            offset_bytes,
+                            len_bytes,
+                        }
+                    } else {
+                        Op::WriteZeroes {
+                            offset_bytes,
+                            len_bytes,
+                        }
+                    },
+                });
+            }
+        }
+        self.run_zeroing(requests, disks);
+    }
+
+    /// Run zeroing requests; the disks written need a flush, the ones that
+    /// failed go offline after the step.
+    fn run_zeroing(&mut self, requests: Vec<Request>, disks: Vec<u16>) {
+        let completions = match self.engine.execute_all(requests) {
+            Ok(c) => c,
+            Err(_) => {
+                self.failed_disks.extend(disks);
+                return;
+            }
+        };
+        for (c, disk) in completions.into_iter().zip(disks) {
+            match c.result {
+                Ok(_) => {
+                    if let Some(m) = self.member_mut(disk) {
+                        m.needs_flush = true;
+                    }
+                }
+                Err(_) => {
+                    self.failed_disks.insert(disk);
                 }
             }
         }
-        let completions = self
-            .engine
-            .execute_all(requests)
-            .map_err(io_err("(engine)"))?;
-        for c in completions {
-            c.result.map_err(io_err(format!("device {}", c.device.0)))?;
-        }
-        for m in self.members.iter_mut().flatten() {
-            m.needs_flush = true;
-        }
-        Ok(())
     }
 }
 
