@@ -472,47 +472,41 @@ fn group_files(g: &Group<'_>) -> BTreeMap<String, group::FileInfo> {
 /// that file as it was before the operation or as after it; every other file
 /// must match the model exactly. Returns the model to carry on with.
 fn settle(g: &Group<'_>, before: &Model, after: &Model, op: Op) -> Model {
-    let mut model = Model {
-        files: after.files.clone(),
-        ..Model::default()
-    };
+    // Content: the operation died before it returned, so whatever it would
+    // have made durable (a sync, the barrier flush of a metadata commit) may
+    // not be. Only an interrupted write adds content of its own.
+    let base = if op == Op::Write { after } else { before };
     let touched = after.touched.clone();
     let actual = group_files(g);
-    for name in before
-        .files
-        .keys()
-        .chain(after.files.keys())
-        .chain(actual.keys())
-    {
+    let mut model = Model::default();
+    for (name, info) in &actual {
         let is_touched = touched.as_deref() == Some(name.as_str());
-        let expected = after.files.get(name).map(|f| f.size);
-        match actual.get(name) {
-            Some(info) if expected == Some(info.size_bytes) => {}
-            Some(info) => {
-                assert!(
-                    is_touched,
-                    "after a crash in {op:?}: {name} is {} bytes, expected {expected:?}",
-                    info.size_bytes
-                );
-                let mut f = before
-                    .files
-                    .get(name)
-                    .or(after.files.get(name))
-                    .cloned()
-                    .unwrap_or_else(|| ModelFile::new(info.number, info.size_bytes));
-                if f.size != info.size_bytes {
-                    f.resize(info.size_bytes);
-                }
-                model.files.insert(name.clone(), f);
-            }
+        let mut f = match base.files.get(name) {
+            Some(f) => f.clone(),
             None => {
                 assert!(
-                    is_touched || expected.is_none(),
-                    "after a crash in {op:?}: {name} is gone"
+                    is_touched && op == Op::Create,
+                    "after a crash in {op:?}: unexpected file {name}"
                 );
-                model.files.remove(name);
+                ModelFile::new(info.number, info.size_bytes)
             }
+        };
+        if f.size != info.size_bytes {
+            assert!(
+                is_touched && op == Op::Resize,
+                "after a crash in {op:?}: {name} is {} bytes, expected {}",
+                info.size_bytes,
+                f.size
+            );
+            f.resize(info.size_bytes);
         }
+        model.files.insert(name.clone(), f);
+    }
+    for name in base.files.keys().filter(|n| !actual.contains_key(*n)) {
+        assert!(
+            touched.as_deref() == Some(name.as_str()) && matches!(op, Op::Delete | Op::Create),
+            "after a crash in {op:?}: {name} is gone"
+        );
     }
     let root = g.list(&GroupPath::parse("+SIM").unwrap()).unwrap();
     model.dirs = root
@@ -830,4 +824,170 @@ fn a_rotten_allocation_table_block_is_rebuilt_at_mount() {
     g.read(f.number, 0, &mut back).unwrap();
     assert!(back == data);
     assert!(g.check(false).unwrap().problems.is_empty());
+}
+
+/// A disk lost while the group is mounted: writes and reads go on without an
+/// error reaching the caller, and the disk is marked offline.
+#[test]
+fn a_disk_lost_while_mounted_is_offlined_and_io_goes_on() {
+    let (mut engine, ids, _) = scenario(
+        &[
+            (64 * MIB, "A"),
+            (64 * MIB, "A"),
+            (64 * MIB, "B"),
+            (64 * MIB, "B"),
+        ],
+        Redundancy::Normal,
+    );
+    let data = pattern(8 * MIB as usize, 3);
+    let mut g = mount_sim(&mut engine, &ids);
+    let f = g
+        .create_file(&path("x"), 8 * MIB, &CreateOptions::default())
+        .unwrap();
+    g.write(f.number, 0, &data[..4 * MIB as usize]).unwrap();
+    drop(g);
+    engine.inner.lose_disk(ids[3]);
+    let mut g = group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into()))
+        .map(|(g, _)| g)
+        .unwrap();
+    // The mount still sees the disk (it answers nothing but errors now).
+    g.write(f.number, 4 * MIB, &data[4 * MIB as usize..])
+        .unwrap();
+    g.sync().unwrap();
+    let mut back = vec![0u8; data.len()];
+    g.read(f.number, 0, &mut back).unwrap();
+    assert!(back == data);
+    let states: Vec<_> = g.disks().iter().map(|d| d.state).collect();
+    assert_eq!(
+        states[3],
+        cairn_format::group::DiskState::Offline,
+        "{states:?}"
+    );
+    assert!(states[..3]
+        .iter()
+        .all(|s| *s == cairn_format::group::DiskState::Online));
+    assert!(g.check(false).unwrap().problems.is_empty());
+}
+
+/// A copy the caller's check rejects is read from the mirror instead, and
+/// rewritten from it.
+#[test]
+fn a_bad_copy_is_read_around_and_rewritten() {
+    let (mut engine, ids, _) = scenario(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
+    let data = pattern(MIB as usize, 1);
+    let mut g = mount_sim(&mut engine, &ids);
+    let f = g
+        .create_file(&path("x"), MIB, &CreateOptions::default())
+        .unwrap();
+    g.write(f.number, 0, &data).unwrap();
+    g.sync().unwrap();
+    let primary = g.extents(f.number).unwrap()[0].copies()[0];
+    let au = g.au_bytes();
+    drop(g);
+    let device = ids[usize::from(primary.disk)];
+    engine
+        .inner
+        .scribble(device, u64::from(primary.au) * au, &[0xEE; 4096]);
+    let mut g = mount_sim(&mut engine, &ids);
+    let expected = data.clone();
+    let check = move |b: &[u8]| b == expected.as_slice();
+    let mut back = vec![0u8; data.len()];
+    g.read_checked(f.number, 0, &mut back, &check).unwrap();
+    assert!(back == data, "served from the good copy");
+    g.sync().unwrap();
+    drop(g);
+    let healed = engine
+        .inner
+        .contents(device, u64::from(primary.au) * au, 4096);
+    assert_eq!(healed, data[..4096], "the bad copy was rewritten");
+}
+
+/// A damaged metadata mirror copy is healed by the mount that reads it.
+#[test]
+fn a_damaged_metadata_copy_is_healed_at_mount() {
+    let (mut engine, ids, _) = scenario(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
+    let mut g = mount_sim(&mut engine, &ids);
+    let f = g
+        .create_file(&path("x"), 2 * MIB, &CreateOptions::default())
+        .unwrap();
+    let au = g.au_bytes();
+    // Entry n is block n of the file directory: extent n / (blocks per AU).
+    let per_au = au / 4096;
+    let dir = g.extents(cairn_format::group::FILE_DIRECTORY).unwrap()
+        [(u64::from(f.number) / per_au) as usize];
+    g.dismount().unwrap();
+    let (good, bad) = (dir.copies()[0], dir.copies()[1]);
+    let at = |c: cairn_format::group::AuAddr| {
+        u64::from(c.au) * au + (u64::from(f.number) % per_au) * 4096
+    };
+    engine
+        .inner
+        .scribble(ids[usize::from(bad.disk)], at(bad) + 100, &[0x55; 16]);
+    let (mut g, report) =
+        group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    assert!(report.repaired_copies >= 1, "{report:?}");
+    assert!(g.check(false).unwrap().problems.is_empty());
+    drop(g);
+    assert_eq!(
+        engine
+            .inner
+            .contents(ids[usize::from(bad.disk)], at(bad), 4096),
+        engine
+            .inner
+            .contents(ids[usize::from(good.disk)], at(good), 4096)
+    );
+}
+
+/// An AU marked used that no file owns (a leak) is reported with its place,
+/// and `check --repair` frees it.
+#[test]
+fn check_reports_and_repairs_a_leaked_au() {
+    use cairn_format::group::{decode_bitmap, encode_bitmap, AtLayout};
+    use cairn_format::meta::{self, BlockId, BlockType};
+    let (mut engine, ids, _) = scenario(&[(64 * MIB, "A")], Redundancy::External);
+    let g = mount_sim(&mut engine, &ids);
+    let uuid = g.uuid();
+    g.dismount().unwrap();
+    let layout = AtLayout::for_disk(64 * MIB, MIB).unwrap();
+    let offset = layout.bitmap_offset_bytes(0);
+    let old = engine.inner.contents(ids[0], offset, 4096);
+    let generation = {
+        let id = BlockId {
+            block_type: BlockType::AtBitmap,
+            owner: 0,
+            owner_tag: 0,
+            index: offset / 4096,
+        };
+        meta::open(&old, id, uuid).unwrap()
+    };
+    let mut bits = decode_bitmap(&old);
+    let leaked = layout.au_count - 1;
+    bits[(leaked / 8) as usize] |= 1 << (leaked % 8);
+    let mut block = meta::empty_block();
+    encode_bitmap(&mut block, &bits);
+    let id = BlockId {
+        block_type: BlockType::AtBitmap,
+        owner: 0,
+        owner_tag: 0,
+        index: offset / 4096,
+    };
+    meta::seal(&mut block, id, uuid, generation);
+    engine.inner.scribble(ids[0], offset, &block[..]);
+    let mut g = mount_sim(&mut engine, &ids);
+    let report = g.check(false).unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.location.contains(&format!("AU {leaked}")) && p.what.contains("leaked")),
+        "{:?}",
+        report.problems
+    );
+    assert!(g.check(true).unwrap().clean());
+    g.dismount().unwrap();
+    let mut g = mount_sim(&mut engine, &ids);
+    assert!(
+        g.check(false).unwrap().problems.is_empty(),
+        "the repair is durable"
+    );
 }

@@ -246,6 +246,8 @@ pub struct Group<'e> {
     /// A freed AU held journaled blocks (an indirect AU): records in the ring
     /// still target it, so the ring must be checkpointed before it is reused.
     checkpoint_before_reuse: bool,
+    /// Metadata copies rewritten from a good mirror since mount.
+    repaired_copies: u64,
     /// Disks whose writes failed during the current step, to offline after it.
     failed_disks: BTreeSet<u16>,
 }
@@ -489,6 +491,7 @@ impl<'e> Group<'e> {
         match good {
             Some(block) => {
                 if !bad.is_empty() || !blank.is_empty() {
+                    self.repaired_copies += (bad.len() + blank.len()) as u64;
                     let writes = bad
                         .into_iter()
                         .chain(blank)
@@ -1362,6 +1365,7 @@ pub fn create<'e>(
         clock: system_clock,
         tables_to_rebuild: Vec::new(),
         checkpoint_before_reuse: false,
+        repaired_copies: 0,
         failed_disks: BTreeSet::new(),
     };
     group.attributes = vec![
@@ -1753,6 +1757,7 @@ pub fn mount<'e>(
         clock: system_clock,
         tables_to_rebuild: Vec::new(),
         checkpoint_before_reuse: false,
+        repaired_copies: 0,
         failed_disks: BTreeSet::new(),
     };
     if !missing.is_empty() {
@@ -1827,6 +1832,7 @@ pub fn mount<'e>(
         .unwrap_or_default();
     group.attributes = attributes;
     report.operations_recovered = group.recover_operations()?;
+    report.repaired_copies = group.repaired_copies;
     group.commit()?;
     group.offline_failed()?;
     Ok((group, report))
