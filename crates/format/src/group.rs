@@ -750,7 +750,16 @@ impl FileEntry {
             target_bytes: raw.target_bytes.get(),
             created_unix_seconds: raw.created_unix_seconds.get(),
             modified_unix_seconds: raw.modified_unix_seconds.get(),
-            template: get_name(&raw.template, "template")?,
+            template: get_name(&raw.template, "template").and_then(|t| {
+                if t.len() > TEMPLATE_NAME_LEN_MAX {
+                    Err(invalid(
+                        "template",
+                        format!("{} bytes; at most {TEMPLATE_NAME_LEN_MAX}", t.len()),
+                    ))
+                } else {
+                    Ok(t)
+                }
+            })?,
             direct,
             indirect,
         };
@@ -1188,6 +1197,32 @@ mod tests {
         assert_eq!(FileEntry::decode(block.as_slice(), 300), Ok(Some(entry)));
         assert!(FileEntry::decode(block.as_slice(), 301).is_err());
         assert_eq!(FileEntry::decode(empty_block().as_slice(), 3), Ok(None));
+    }
+
+    /// Found by fuzzing: a template name longer than the encoder allows was
+    /// accepted, and re-encoding the entry then panicked.
+    #[test]
+    fn a_template_name_past_the_limit_is_refused() {
+        let mut block = empty_block();
+        FileEntry {
+            number: 300,
+            incarnation: 1,
+            state: FileState::Active,
+            copies: 1,
+            striping: STRIPING_COARSE,
+            size_bytes: 0,
+            extent_count: 0,
+            target_bytes: 0,
+            created_unix_seconds: 0,
+            modified_unix_seconds: 0,
+            template: "T".into(),
+            direct: Vec::new(),
+            indirect: Vec::new(),
+        }
+        .encode_into(&mut block);
+        let template_at = 64 + offset_of!(RawFileEntry, template);
+        block[template_at..template_at + 32].fill(b'X');
+        assert!(FileEntry::decode(block.as_slice(), 300).is_err());
     }
 
     #[test]
