@@ -431,7 +431,7 @@ pub struct GroupSummary {
     pub total_mb: u64,
     pub free_mb: u64,
     pub required_mirror_free_mb: u64,
-    pub usable_file_mb: u64,
+    pub usable_file_mb: i64,
     pub offline_disks: usize,
     pub disks: usize,
     pub warnings: Vec<String>,

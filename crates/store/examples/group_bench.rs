@@ -73,7 +73,7 @@ fn main() {
 }
 
 fn usage() -> &'static str {
-    "usage:\n  group_bench direct-path --device /dev/loopN [--seconds 10] [--rounds 3] [--file-mib 1024] [--no-fio] [--no-per-io] [--quiet-wait 30]\n  group_bench create-1pib --dir DIR [--disks 64] [--disk-bytes N] [--au-mib 4]"
+    "usage:\n  group_bench direct-path --device /dev/loopN [--seconds 10] [--rounds 3] [--file-mib 1024] [--no-fio] [--no-per-io] [--quiet-wait 10] [--ios N]\n  group_bench create-1pib --dir DIR [--disks 64] [--disk-bytes N] [--au-mib 4]"
 }
 
 /// `--name value` options.
@@ -384,6 +384,9 @@ struct RunSpec {
     io_bytes: u64,
     file_bytes: u64,
     duration: Duration,
+    /// Stop after this many I/Os even if time remains (for instruction counts
+    /// under callgrind, where time means little).
+    ios_max: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -395,8 +398,6 @@ struct RunFigures {
     process_cpu_us_per_io: f64,
     /// Busy time of the whole machine per I/O (loop kworkers included).
     machine_cpu_us_per_io: f64,
-    /// Share of the machine busy just before the run (other work), 0..1.
-    background_busy: f64,
 }
 
 fn submit_one<T: Target>(
@@ -453,6 +454,7 @@ fn run_loop<T: Target>(
         submit_one(target, spec, &mut rng, slot, buf);
     }
     let mut outstanding = spec.qd;
+    let mut submitted = spec.qd as u64;
     let mut done = 0u64;
     let mut failure = None;
     while outstanding > 0 {
@@ -468,7 +470,8 @@ fn run_loop<T: Target>(
                 failure.get_or_insert(e);
             }
             done += 1;
-            if now < deadline && failure.is_none() {
+            if now < deadline && submitted < spec.ios_max && failure.is_none() {
+                submitted += 1;
                 issued[slot] = now;
                 submit_one(target, spec, &mut rng, slot, buf);
             } else {
@@ -491,7 +494,6 @@ fn run_loop<T: Target>(
         latency_us_p99: histogram.percentile_us(0.99),
         process_cpu_us_per_io: per_io_us((cpu1 - cpu0).as_secs_f64()),
         machine_cpu_us_per_io: per_io_us(machine1 - machine0),
-        background_busy: 0.0,
     })
 }
 
@@ -569,7 +571,6 @@ fn run_fio(device: &Path, base_bytes: u64, spec: &RunSpec) -> Result<RunFigures,
         latency_us_p99: percentile("99.000000"),
         process_cpu_us_per_io: (children1 - children0).as_secs_f64() * 1e6 / ios,
         machine_cpu_us_per_io: (machine1 - machine0) * 1e6 / ios,
-        background_busy: 0.0,
     })
 }
 
@@ -585,7 +586,8 @@ fn direct_path(args: &[String]) -> BenchResult<()> {
     let file_bytes = options.number("file-mib", 1024)? * MIB;
     let with_fio = !options.flag("no-fio");
     let with_per_io = !options.flag("no-per-io");
-    let quiet_wait = options.number("quiet-wait", 30)?;
+    let quiet_wait = options.number("quiet-wait", 10)?;
+    let ios_max = options.number("ios", u64::MAX)?;
     let io_bytes = 8 * KIB;
     let au_bytes = 4 * MIB;
     if file_bytes == 0 || !file_bytes.is_multiple_of(au_bytes) {
@@ -779,7 +781,7 @@ fn direct_path(args: &[String]) -> BenchResult<()> {
         vec![vec![vec![None; rounds as usize]; sides.len()]; combos.len()];
     println!(
         "\n{rounds} rounds x {} (rw, qd) x {} sides x {seconds} s; sides alternate, order reversed every other round;\n\
-         before each run, wait up to {quiet_wait} s for the machine to be >= {:.0}% idle (bg = busy share seen just before a run that found it busier)",
+         before each round of sides, wait up to {quiet_wait} s for the machine to be >= {:.0}% idle",
         combos.len(),
         sides.len(),
         (1.0 - QUIET_BUSY_MAX) * 100.0
@@ -794,19 +796,28 @@ fn direct_path(args: &[String]) -> BenchResult<()> {
                 io_bytes,
                 file_bytes,
                 duration: Duration::from_secs(seconds),
+                ios_max,
             };
             let seed = 0x5eed_0000 + round as u64 * 16 + c as u64;
             let mut order: Vec<usize> = (0..sides.len()).collect();
             if round % 2 == 1 {
                 order.reverse();
             }
+            // One gate per round of sides: the sides then run back to back, so
+            // a burst of other work tends to hit a pair rather than one side.
+            let background_busy = quiet_gate(Duration::from_secs(quiet_wait));
             let mut line = format!("round {} {:>9} QD{:<2}:", round + 1, rw.name(), qd);
+            if background_busy > QUIET_BUSY_MAX {
+                line.push_str(&format!(
+                    " (machine {:.0}% busy before)",
+                    background_busy * 100.0
+                ));
+            }
             for s in order {
                 if sides[s] == Side::Fio && fio_note.is_some() {
                     continue;
                 }
-                let background_busy = quiet_gate(Duration::from_secs(quiet_wait));
-                let mut figures = match sides[s] {
+                let figures = match sides[s] {
                     Side::Raw => run_loop(
                         &mut RawTarget {
                             group: &mut group,
@@ -845,11 +856,7 @@ fn direct_path(args: &[String]) -> BenchResult<()> {
                         }
                     },
                 };
-                figures.background_busy = background_busy;
                 line.push_str(&format!("  {}={:.0}", sides[s].short(), figures.iops));
-                if background_busy > QUIET_BUSY_MAX {
-                    line.push_str(&format!("(bg {:.0}%)", background_busy * 100.0));
-                }
                 results[c][s][round] = Some(figures);
             }
             println!("{line}");

@@ -991,3 +991,117 @@ fn check_reports_and_repairs_a_leaked_au() {
         "the repair is durable"
     );
 }
+
+/// The file directory past its 106 direct extents needs indirect AUs like any
+/// file; without them the next mount refused the group.
+#[test]
+fn the_file_directory_grows_past_its_direct_extents() {
+    let (mut engine, ids, _) = scenario(&[(512 * MIB, "A")], Redundancy::External);
+    {
+        let mut g = mount_sim(&mut engine, &ids);
+        g.mkdir(&path("d"), false).unwrap();
+        let mut n = 0u32;
+        loop {
+            let f = g
+                .create_file(&path(&format!("d/f{n}")), 0, &CreateOptions::default())
+                .unwrap();
+            n += 1;
+            if f.number >= 106 * 256 {
+                break;
+            }
+        }
+        g.dismount().unwrap();
+    }
+    let mut g = mount_sim(&mut engine, &ids);
+    assert!(g.open(&path("d/f0")).is_ok());
+    assert!(g.check(false).unwrap().problems.is_empty());
+}
+
+/// Replay whose writes fail must not checkpoint the records away: a later
+/// mount, with the disk healthy again, still finds the acknowledged create.
+#[test]
+// One failing range is meant: `write_error_ranges` is a list of ranges.
+#[allow(clippy::single_range_in_vec_init)]
+fn a_failed_replay_keeps_its_records() {
+    let (mut engine, ids, _) = scenario(&[(64 * MIB, "A")], Redundancy::External);
+    let dir_au;
+    {
+        let mut g = mount_sim(&mut engine, &ids);
+        let f = g
+            .create_file(&path("x"), MIB, &CreateOptions::default())
+            .unwrap();
+        dir_au = u64::from(g.extents(1).unwrap()[(f.number / 256) as usize].copies()[0].au);
+    }
+    engine.inner.crash(CrashPolicy::LOSE_ALL);
+    engine.inner.disk_mut(ids[0]).faults.write_error_ranges =
+        vec![dir_au * MIB..(dir_au + 1) * MIB];
+    assert!(group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).is_err());
+    engine
+        .inner
+        .disk_mut(ids[0])
+        .faults
+        .write_error_ranges
+        .clear();
+    let g = mount_sim(&mut engine, &ids);
+    assert!(g.open(&path("x")).is_ok(), "acknowledged create lost");
+}
+
+/// Removing a file whose aliases fill more blocks than one transaction holds.
+#[test]
+fn a_file_with_aliases_in_many_blocks_can_be_removed() {
+    let (mut engine, ids, _) = scenario(&[(256 * MIB, "A")], Redundancy::External);
+    let mut g = mount_sim(&mut engine, &ids);
+    g.create_file(&path("f"), 0, &CreateOptions::default())
+        .unwrap();
+    let mut k = 0;
+    for block in 0..65 {
+        g.mkalias(&path("f"), &path(&format!("a{block}"))).unwrap();
+        while (k + 3) % 31 != 0 {
+            g.mkdir(&path(&format!("d{k}")), false).unwrap();
+            k += 1;
+        }
+        g.mkdir(&path(&format!("d{k}")), false).unwrap();
+        k += 1;
+    }
+    g.remove(&path("f")).unwrap();
+    assert!(g.open(&path("a0")).is_err());
+    assert!(g.check(false).unwrap().problems.is_empty());
+}
+
+/// A zeroed allocation bitmap block reads as "all free"; the mount notices
+/// that files own AUs it calls free and rebuilds the table, so nothing is
+/// handed out twice and a delete works.
+#[test]
+fn a_zeroed_bitmap_block_is_caught_at_mount() {
+    let (mut engine, ids, _) = scenario(&[(64 * MIB, "A")], Redundancy::External);
+    let data = pattern(4 * MIB as usize, 2);
+    {
+        let mut g = mount_sim(&mut engine, &ids);
+        let f = g
+            .create_file(&path("x"), 4 * MIB, &CreateOptions::default())
+            .unwrap();
+        g.write(f.number, 0, &data).unwrap();
+        g.dismount().unwrap();
+    }
+    let layout = cairn_format::group::AtLayout::for_disk(64 * MIB, MIB).unwrap();
+    engine
+        .inner
+        .scribble(ids[0], layout.bitmap_offset_bytes(0), &[0u8; 4096]);
+    let (mut g, report) =
+        group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    assert!(
+        report.warnings.iter().any(|w| w.contains("rebuilt")),
+        "{:?}",
+        report.warnings
+    );
+    let y = g
+        .create_file(&path("y"), 8 * MIB, &CreateOptions::default())
+        .unwrap();
+    g.write(y.number, 0, &pattern(8 * MIB as usize, 4)).unwrap();
+    let x = g.open(&path("x")).unwrap();
+    let mut back = vec![0u8; data.len()];
+    g.read(x.number, 0, &mut back).unwrap();
+    assert!(back == data, "a new file was given the old one's AUs");
+    g.remove(&path("x")).unwrap();
+    assert!(g.check(false).unwrap().problems.is_empty());
+}

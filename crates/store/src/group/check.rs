@@ -18,7 +18,7 @@ use cairn_io::AlignedBuf;
 use serde::Serialize;
 
 use super::{Dirty, Group, GroupError, Member};
-use crate::placement::extent_aus;
+use cairn_format::group::AtLayout;
 
 /// One problem the check found.
 #[derive(Debug, Clone, Serialize)]
@@ -63,60 +63,52 @@ impl Group<'_> {
         // Who owns each AU, per the extent maps.
         let mut owner: BTreeMap<(u16, u64), String> = BTreeMap::new();
         let mut problems = Vec::new();
-        for (number, rec) in &self.files {
-            report.files += 1;
-            let mut runs: Vec<(String, &cairn_format::group::Extent, u64)> = rec
-                .extents
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (format!("file {number} extent {i}"), e, extent_aus(i as u64)))
-                .collect();
-            runs.extend(
-                rec.entry
-                    .indirect
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| (format!("file {number} indirect AU {i}"), e, 1)),
-            );
-            for (what, extent, aus) in runs {
+        report.files = self.files.len();
+        // Failure groups seen so far per (file, extent or pointer).
+        let mut extent_fgs: BTreeMap<(u32, u64, bool), BTreeSet<u16>> = BTreeMap::new();
+        for run in self.owned_runs() {
+            let what = run.describe();
+            if run.copy == 0 {
                 report.extents += 1;
-                let mut fgs = BTreeSet::new();
-                for c in extent.copies() {
-                    let Some(m) = self.member(c.disk) else {
-                        problems.push(Problem {
-                            location: what.clone(),
-                            what: format!("copy on disk {}, which is not in the group", c.disk),
-                            repaired: false,
-                        });
-                        continue;
-                    };
-                    if !fgs.insert(m.entry.failgroup_id) {
-                        problems.push(Problem {
-                            location: what.clone(),
-                            what: format!("two copies in failure group {}", m.entry.failgroup),
-                            repaired: false,
-                        });
-                    }
-                    for au in u64::from(c.au)..u64::from(c.au) + aus {
-                        if au >= m.entry.au_count {
-                            problems.push(Problem {
-                                location: what.clone(),
-                                what: format!(
-                                    "AU {au} is beyond disk {}'s {} AUs",
-                                    m.entry.label, m.entry.au_count
-                                ),
-                                repaired: false,
-                            });
-                            continue;
-                        }
-                        if let Some(first) = owner.insert((c.disk, au), what.clone()) {
-                            problems.push(Problem {
-                                location: format!("disk {} AU {au}", m.entry.label),
-                                what: format!("owned twice: by {first} and by {what}"),
-                                repaired: false,
-                            });
-                        }
-                    }
+            }
+            let Some(m) = self.member(run.disk) else {
+                problems.push(Problem {
+                    location: what,
+                    what: format!("copy on disk {}, which is not in the group", run.disk),
+                    repaired: false,
+                });
+                continue;
+            };
+            let fgs = extent_fgs
+                .entry((run.file, run.index, run.indirect))
+                .or_default();
+            if !fgs.insert(m.entry.failgroup_id) {
+                problems.push(Problem {
+                    location: what.clone(),
+                    what: format!("two copies in failure group {}", m.entry.failgroup),
+                    repaired: false,
+                });
+            }
+            let first_data = AtLayout::for_disk(m.entry.size_bytes, self.au_bytes)
+                .map_or(0, |l| l.first_data_au);
+            for au in run.au..run.au + run.len {
+                if au >= m.entry.au_count || au < first_data {
+                    problems.push(Problem {
+                        location: what.clone(),
+                        what: format!(
+                            "AU {au} is outside disk {}'s data AUs {first_data}..{}",
+                            m.entry.label, m.entry.au_count
+                        ),
+                        repaired: false,
+                    });
+                    continue;
+                }
+                if let Some(first) = owner.insert((run.disk, au), what.clone()) {
+                    problems.push(Problem {
+                        location: format!("disk {} AU {au}", m.entry.label),
+                        what: format!("owned twice: by {first} and by {what}"),
+                        repaired: false,
+                    });
                 }
             }
         }

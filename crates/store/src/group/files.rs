@@ -182,12 +182,15 @@ impl Group<'_> {
     /// zeroed so its blocks read as empty.
     fn grow_metadata_file(&mut self, file: u32) -> Result<(), GroupError> {
         let index = self.files[&file].extents.len() as u64;
+        // Past the direct extents, a metadata file's map continues in indirect
+        // AUs like any file's.
+        self.ensure_indirect_capacity(file, index + 1)?;
         let mut extent = self.allocate_extent(usize::from(self.copies), index)?;
         extent.initialized = true;
         let rec = self.files.get_mut(&file).expect("invariant: metadata file");
         rec.extents.push(extent);
         rec.entry.size_bytes += self.au_bytes;
-        self.dirty.insert(Dirty::Entry(file));
+        self.dirty_extent(file, index);
         self.zero_metadata_extent(file, index as usize)
     }
 
@@ -257,7 +260,9 @@ impl Group<'_> {
         if self.child(parent, &name).is_some() {
             return Err(GroupError::Exists(format!("{alias} already exists")));
         }
-        let rec = self.files[&number].clone();
+        let rec = self.files.get(&number).cloned().ok_or_else(|| {
+            GroupError::Corrupt(format!("{target} names file {number}, which has no entry"))
+        })?;
         self.add_alias(parent, &name, AliasKind::Alias, Some(&rec))?;
         self.commit()
     }
@@ -314,7 +319,12 @@ impl Group<'_> {
     pub fn du(&self, path: &GroupPath) -> Result<(u64, u64), GroupError> {
         let start = match self.resolve(path)? {
             Some(r) if r.kind != AliasKind::Directory => {
-                let f = &self.files[&r.file_number];
+                let f = self.files.get(&r.file_number).ok_or_else(|| {
+                    GroupError::Corrupt(format!(
+                        "{path} names file {}, which has no entry",
+                        r.file_number
+                    ))
+                })?;
                 let i = self.info(f);
                 return Ok((i.size_bytes, i.allocated_bytes));
             }
@@ -322,8 +332,13 @@ impl Group<'_> {
             None => ROOT,
         };
         let mut stack = vec![start];
+        let mut seen = std::collections::BTreeSet::new();
         let (mut logical, mut allocated) = (0, 0);
         while let Some(dir) = stack.pop() {
+            // A damaged alias directory could loop; `check` reports it.
+            if !seen.insert(dir) {
+                continue;
+            }
             for r in self.aliases.values().filter(|r| r.parent == dir) {
                 match r.kind {
                     AliasKind::Directory => stack.push(r.id),
@@ -552,6 +567,9 @@ impl Group<'_> {
             self.free_extent(&pointer, 0);
             self.checkpoint_before_reuse = true;
             self.dirty.insert(Dirty::Entry(number));
+            if self.dirty_count() >= STEP_DIRTY_MAX {
+                self.commit()?;
+            }
         }
         Ok(())
     }
@@ -679,16 +697,11 @@ impl Group<'_> {
                 self.commit()
             }
             AliasKind::File => {
+                // First step: the file is Deleting and loses the name it was
+                // asked by; its other names go in bounded steps after (a mount
+                // that finds it Deleting drops whatever names remain).
                 let number = record.file_number;
-                let names: Vec<u32> = self
-                    .aliases
-                    .values()
-                    .filter(|r| r.kind != AliasKind::Directory && r.file_number == number)
-                    .map(|r| r.id)
-                    .collect();
-                for id in names {
-                    self.remove_alias(id);
-                }
+                self.remove_alias(record.id);
                 let rec = self
                     .files
                     .get_mut(&number)
@@ -696,6 +709,7 @@ impl Group<'_> {
                 rec.entry.state = FileState::Deleting;
                 self.dirty.insert(Dirty::Entry(number));
                 self.commit()?;
+                self.drop_names_of(number)?;
                 self.finish_delete(number)
             }
         }
@@ -722,12 +736,12 @@ impl Group<'_> {
                 FileState::Creating => {
                     // Names that point at it cannot exist (named last), but a
                     // damaged alias directory might: drop them too.
-                    self.drop_names_of(number);
+                    self.drop_names_of(number)?;
                     self.finish_delete(number)?;
                     done.push(format!("file {number}: unfinished create undone"));
                 }
                 FileState::Deleting => {
-                    self.drop_names_of(number);
+                    self.drop_names_of(number)?;
                     self.finish_delete(number)?;
                     done.push(format!("file {number}: unfinished delete completed"));
                 }
@@ -751,7 +765,8 @@ impl Group<'_> {
         Ok(done)
     }
 
-    fn drop_names_of(&mut self, number: u32) {
+    /// Remove every name of a file, committing in bounded steps.
+    fn drop_names_of(&mut self, number: u32) -> Result<(), GroupError> {
         let names: Vec<u32> = self
             .aliases
             .values()
@@ -760,7 +775,11 @@ impl Group<'_> {
             .collect();
         for id in names {
             self.remove_alias(id);
+            if self.dirty_count() >= STEP_DIRTY_MAX {
+                self.commit()?;
+            }
         }
+        Ok(())
     }
 
     // -----------------------------------------------------------------------

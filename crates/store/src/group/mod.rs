@@ -693,6 +693,9 @@ impl<'e> Group<'e> {
             self.poisoned = Some(e.to_string());
         }
         result?;
+        // Disks that failed during the commit are recorded offline before
+        // anything can drop the record from the ring.
+        self.offline_failed()?;
         if self.checkpoint_before_reuse {
             self.checkpoint()?;
             self.checkpoint_before_reuse = false;
@@ -724,6 +727,9 @@ impl<'e> Group<'e> {
                 (*block as usize) < used
                     && ((*block / self.blocks_per_au()) as usize) < f.entry.indirect.len()
             }),
+            Dirty::Summary { disk, .. } | Dirty::Bitmap { disk, .. } => {
+                self.member(*disk).and_then(|m| m.alloc.as_ref()).is_some()
+            }
             _ => true,
         }
     }
@@ -850,6 +856,10 @@ impl<'e> Group<'e> {
     /// Make everything in place durable and start the journal ring afresh.
     fn checkpoint(&mut self) -> Result<(), GroupError> {
         self.flush_all_checked()?;
+        // A disk whose in-place writes or flush failed holds stale blocks the
+        // ring could still repair: it must be on record as offline before the
+        // ring is reset.
+        self.offline_failed()?;
         let header = JournalHeader {
             header_generation: self.journal.header_generation + 1,
             next_seq: self.journal.next_seq,
@@ -932,7 +942,13 @@ impl<'e> Group<'e> {
             self.poisoned = Some(why.clone());
             return Err(GroupError::Poisoned(why));
         }
-        self.write_superblocks()
+        // Memory now skips these disks; if the superblocks cannot say so, a
+        // later mount would trust their stale blocks. Stop instead.
+        if let Err(e) = self.write_superblocks() {
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Failure groups with an offline member stay below the copy count.
@@ -1115,16 +1131,21 @@ impl<'e> Group<'e> {
                 _ => offline += 1,
             }
         }
-        let au_mb = self.au_bytes as f64 / (1 << 20) as f64;
-        let largest_fg = by_fg.values().map(|v| v.0).max().unwrap_or(0);
+        // AUs are whole MiB (1 to 64).
+        let au_mb = self.au_bytes >> 20;
+        // As asmcmd lsdg: to restore redundancy after losing failure groups,
+        // normal keeps room for the largest one, high for the two largest.
+        let mut fg_sizes: Vec<u64> = by_fg.values().map(|v| v.0).collect();
+        fg_sizes.sort_unstable_by(|a, b| b.cmp(a));
         let copies = u64::from(self.copies);
-        let required_mirror_free = if copies > 1 { largest_fg } else { 0 };
-        let usable = free.saturating_sub(required_mirror_free) / copies;
+        let required_mirror_free: u64 = fg_sizes.iter().take(self.copies as usize - 1).sum();
+        // Negative when the group could not restore redundancy: lsdg's warning.
+        let usable = (free as i64 - required_mirror_free as i64).div_euclid(copies as i64);
         GroupSpace {
-            total_mb: (total as f64 * au_mb) as u64,
-            free_mb: (free as f64 * au_mb) as u64,
-            required_mirror_free_mb: (required_mirror_free as f64 * au_mb) as u64,
-            usable_file_mb: (usable as f64 * au_mb) as u64,
+            total_mb: total * au_mb,
+            free_mb: free * au_mb,
+            required_mirror_free_mb: required_mirror_free * au_mb,
+            usable_file_mb: usable * au_mb as i64,
             offline_disks: offline,
         }
     }
@@ -1176,6 +1197,35 @@ impl<'e> Group<'e> {
     }
 }
 
+/// An AU run an extent map names: whose it is, for messages.
+#[derive(Debug, Clone)]
+pub(super) struct OwnedRun {
+    pub disk: u16,
+    pub au: u64,
+    pub len: u64,
+    pub file: u32,
+    /// Extent index, or indirect pointer index when `indirect`.
+    pub index: u64,
+    pub indirect: bool,
+    pub copy: usize,
+}
+
+impl OwnedRun {
+    pub fn describe(&self) -> String {
+        if self.indirect {
+            format!(
+                "file {} indirect AU {} copy {}",
+                self.file, self.index, self.copy
+            )
+        } else {
+            format!(
+                "file {} extent {} copy {}",
+                self.file, self.index, self.copy
+            )
+        }
+    }
+}
+
 /// Space figures in MiB, as `asmcmd lsdg` shows them.
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupSpace {
@@ -1184,7 +1234,8 @@ pub struct GroupSpace {
     /// Space needed to restore redundancy after losing the largest failure group.
     pub required_mirror_free_mb: u64,
     /// Free space usable for new files once mirroring and the above are allowed for.
-    pub usable_file_mb: u64,
+    /// Negative when a failure could not be covered by free space.
+    pub usable_file_mb: i64,
     pub offline_disks: usize,
 }
 
@@ -1722,7 +1773,13 @@ pub fn mount<'e>(
         if entry.state == DiskState::Online && device.is_none() {
             missing.push(entry.number);
         }
-        members[usize::from(entry.number)] = Some(Member {
+        let slot = members.get_mut(usize::from(entry.number)).ok_or_else(|| {
+            corrupt(format!(
+                "disk directory names disk {} of {}",
+                entry.number, sup.disk_count
+            ))
+        })?;
+        *slot = Some(Member {
             entry: entry.clone(),
             device,
             alloc: online.then(|| DiskAlloc::empty(layout)),
@@ -1799,6 +1856,14 @@ pub fn mount<'e>(
         .read_entry(FILE_JOURNAL)?
         .ok_or_else(|| corrupt("the journal's file entry is missing"))?;
     let journal_extents = journal_entry.direct.clone();
+    let journal_expected = JOURNAL_BYTES.div_ceil(u64::from(sup.au_bytes));
+    if journal_extents.len() as u64 != journal_expected {
+        return Err(corrupt(format!(
+            "the journal has {} extents; a group with {}-byte AUs has {journal_expected}",
+            journal_extents.len(),
+            sup.au_bytes
+        )));
+    }
     group.journal.capacity_blocks = journal_extents.len() as u64 * group.blocks_per_au();
     group.files.insert(
         FILE_JOURNAL,
@@ -1817,6 +1882,7 @@ pub fn mount<'e>(
 
     group.load_tables(&mut report)?;
     group.load_files()?;
+    group.verify_tables(&mut report)?;
     group.rebuild_tables()?;
     group.load_aliases()?;
     let templates = group
@@ -1950,7 +2016,9 @@ impl Group<'_> {
         }
         self.journal.position = position;
         self.journal.prev_checksum = prev;
-        // Make the replayed state the new starting point.
+        // Make the replayed state the new starting point — only once every
+        // disk a replay write failed on is on record as offline (checkpoint
+        // sees to it, and stops the mount if redundancy cannot cover them).
         self.checkpoint()?;
         Ok(replayed)
     }
@@ -2049,6 +2117,88 @@ impl Group<'_> {
         Ok(())
     }
 
+    /// Every AU run the extent maps name, with its owner.
+    pub(super) fn owned_runs(&self) -> Vec<OwnedRun> {
+        let mut out = Vec::new();
+        for (number, rec) in &self.files {
+            let extents = rec
+                .extents
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e, i as u64, false));
+            let pointers = rec
+                .entry
+                .indirect
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e, i as u64, true));
+            for (extent, index, indirect) in extents.chain(pointers) {
+                let len = if indirect {
+                    1
+                } else {
+                    placement::extent_aus(index)
+                };
+                for (copy, c) in extent.copies().iter().enumerate() {
+                    out.push(OwnedRun {
+                        disk: c.disk,
+                        au: u64::from(c.au),
+                        len,
+                        file: *number,
+                        index,
+                        indirect,
+                        copy,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Every AU a file owns must be a data AU marked used on its disk. A table
+    /// that calls an owned AU free (a zeroed bitmap block reads as "all free")
+    /// would hand it out twice: rebuild it. An AU outside the disk's data area
+    /// is damage no rebuild can explain.
+    fn verify_tables(&mut self, report: &mut MountReport) -> Result<(), GroupError> {
+        let mut stale = BTreeSet::new();
+        for run in self.owned_runs() {
+            let Some(m) = self.member(run.disk) else {
+                return Err(corrupt(format!(
+                    "{}: on disk {}, which is not in the group",
+                    run.describe(),
+                    run.disk
+                )));
+            };
+            let Some(alloc) = m.alloc.as_ref() else {
+                continue;
+            };
+            let layout = alloc.layout;
+            if run.au < layout.first_data_au || run.au + run.len > layout.au_count {
+                return Err(corrupt(format!(
+                    "{}: AUs {}..{} lie outside disk {}'s data AUs {}..{}",
+                    run.describe(),
+                    run.au,
+                    run.au + run.len,
+                    m.entry.label,
+                    layout.first_data_au,
+                    layout.au_count
+                )));
+            }
+            if (run.au..run.au + run.len).any(|a| !alloc.is_used(a))
+                && !self.tables_to_rebuild.contains(&run.disk)
+            {
+                stale.insert(run.disk);
+            }
+        }
+        for disk in stale {
+            report.warnings.push(format!(
+                "{}: allocation table marks AUs free that files own; rebuilt from the extent maps",
+                self.disk_name(disk)
+            ));
+            self.tables_to_rebuild.push(disk);
+        }
+        Ok(())
+    }
+
     /// Rebuild the allocation tables `load_tables` could not read: every AU an
     /// extent map names is used, every other data AU free.
     fn rebuild_tables(&mut self) -> Result<(), GroupError> {
@@ -2056,26 +2206,15 @@ impl Group<'_> {
         if disks.is_empty() {
             return Ok(());
         }
-        let mut owned: Vec<(u16, u64, u64)> = Vec::new();
-        for rec in self.files.values() {
-            for (i, e) in rec.extents.iter().enumerate() {
-                for c in e.copies() {
-                    owned.push((c.disk, u64::from(c.au), placement::extent_aus(i as u64)));
-                }
-            }
-            for e in &rec.entry.indirect {
-                for c in e.copies() {
-                    owned.push((c.disk, u64::from(c.au), 1));
-                }
-            }
-        }
+        let owned = self.owned_runs();
         for n in disks {
             let Some(alloc) = self.member_mut(n).and_then(|m| m.alloc.as_mut()) else {
                 continue;
             };
             let mut fresh = DiskAlloc::empty(alloc.layout);
-            for (_, au, len) in owned.iter().filter(|o| o.0 == n) {
-                for a in *au..au + len {
+            let range = alloc.layout.first_data_au..alloc.layout.au_count;
+            for run in owned.iter().filter(|o| o.disk == n) {
+                for a in (run.au..run.au + run.len).filter(|a| range.contains(a)) {
                     if !fresh.is_used(a) {
                         fresh.mark(a, 1, true);
                     }
@@ -2092,6 +2231,7 @@ impl Group<'_> {
             .read_entry(FILE_DIRECTORY)?
             .ok_or_else(|| corrupt("the file directory's own entry is missing"))?;
         let dir_extents = self.read_extent_map(&dir)?;
+        self.validate_map(&dir, &dir_extents)?;
         self.files.insert(
             FILE_DIRECTORY,
             FileRec {
@@ -2108,6 +2248,7 @@ impl Group<'_> {
                 continue;
             };
             let extents = self.read_extent_map(&entry)?;
+            self.validate_map(&entry, &extents)?;
             self.files.insert(n, FileRec { entry, extents });
         }
         for f in [FILE_ALIAS_DIRECTORY, FILE_TEMPLATES, FILE_ATTRIBUTES] {
@@ -2116,6 +2257,35 @@ impl Group<'_> {
             }
         }
         Ok(())
+    }
+
+    /// What the data path relies on: the extents hold the file's size, fine
+    /// striping has whole sets of 8, metadata files have their first extent.
+    fn validate_map(&self, entry: &FileEntry, extents: &[Extent]) -> Result<(), GroupError> {
+        let striping = if entry.striping == STRIPING_FINE {
+            Striping::Fine
+        } else {
+            Striping::Coarse
+        };
+        let layout = placement::FileLayout::new(self.au_bytes, striping);
+        let n = extents.len() as u64;
+        let problem =
+            if striping == Striping::Fine && !n.is_multiple_of(placement::FINE_STRIPE_WIDTH) {
+                Some(format!("{n} extents is not whole fine-stripe sets of 8"))
+            } else if layout.capacity_bytes(n) < entry.size_bytes {
+                Some(format!(
+                    "{} bytes do not fit its {n} extents",
+                    entry.size_bytes
+                ))
+            } else if entry.number < FILE_NUMBER_USER_MIN && n == 0 {
+                Some("a metadata file with no extent".to_string())
+            } else {
+                None
+            };
+        match problem {
+            Some(p) => Err(corrupt(format!("file {}: {p}", entry.number))),
+            None => Ok(()),
+        }
     }
 
     fn read_extent_map(&mut self, entry: &FileEntry) -> Result<Vec<Extent>, GroupError> {
