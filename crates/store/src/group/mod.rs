@@ -301,6 +301,49 @@ fn corrupt(e: impl std::fmt::Display) -> GroupError {
 }
 
 impl<'e> Group<'e> {
+    /// A group in memory with its identity and members, nothing loaded yet:
+    /// the common start of `create` and `mount`. Only the superblock's group
+    /// fields are used (not its disk number or bootstrap extent).
+    fn assemble(
+        engine: &'e mut dyn IoEngine,
+        sup: GroupSuper,
+        uuid: Uuid,
+        slot_generation: u64,
+        members: Vec<Option<Member>>,
+    ) -> Self {
+        Group {
+            engine,
+            uuid,
+            name: sup.name,
+            copies: sup.copies,
+            au_bytes: u64::from(sup.au_bytes),
+            sector_bytes: sup.logical_sector_bytes,
+            created_unix_seconds: sup.created_unix_seconds,
+            features: sup.features,
+            slot_generation,
+            members,
+            files: BTreeMap::new(),
+            aliases: BTreeMap::new(),
+            alias_index: HashMap::new(),
+            templates: Vec::new(),
+            attributes: Vec::new(),
+            journal: JournalState {
+                header_generation: 0,
+                next_seq: 1,
+                position: JOURNAL_HEADER_BLOCKS,
+                capacity_blocks: 0,
+                prev_checksum: 0,
+            },
+            dirty: BTreeSet::new(),
+            poisoned: None,
+            clock: system_clock,
+            tables_to_rebuild: Vec::new(),
+            checkpoint_before_reuse: false,
+            repaired_copies: 0,
+            failed_disks: BTreeSet::new(),
+        }
+    }
+
     // -----------------------------------------------------------------------
     // Accessors
 
@@ -1388,37 +1431,24 @@ pub fn create<'e>(
         )));
     }
 
-    let mut group = Group {
+    let mut group = Group::assemble(
         engine,
-        uuid: spec.group_uuid,
-        name: name.as_str().to_string(),
-        copies,
-        au_bytes: spec.au_bytes,
-        sector_bytes: sector,
-        created_unix_seconds: spec.now_unix_seconds,
-        features: FeatureSet::default(),
-        slot_generation: 0,
-        members,
-        files: BTreeMap::new(),
-        aliases: BTreeMap::new(),
-        alias_index: HashMap::new(),
-        templates: default_templates(),
-        attributes: Vec::new(),
-        journal: JournalState {
-            header_generation: 0,
-            next_seq: 1,
-            position: JOURNAL_HEADER_BLOCKS,
-            capacity_blocks: 0,
-            prev_checksum: 0,
+        GroupSuper {
+            name: name.as_str().to_string(),
+            copies,
+            au_bytes: spec.au_bytes as u32,
+            logical_sector_bytes: sector,
+            disk_number: 0,
+            disk_count: members.len() as u16,
+            created_unix_seconds: spec.now_unix_seconds,
+            features: FeatureSet::default(),
+            file_directory: Extent::new(&[AuAddr { disk: 0, au: 1 }], false),
         },
-        dirty: BTreeSet::new(),
-        poisoned: None,
-        clock: system_clock,
-        tables_to_rebuild: Vec::new(),
-        checkpoint_before_reuse: false,
-        repaired_copies: 0,
-        failed_disks: BTreeSet::new(),
-    };
+        spec.group_uuid,
+        0,
+        members,
+    );
+    group.templates = default_templates();
     group.attributes = vec![
         ("au_size".into(), spec.au_bytes.to_string()),
         ("sector_size".into(), sector.to_string()),
@@ -1786,37 +1816,7 @@ pub fn mount<'e>(
             needs_flush: false,
         });
     }
-    let mut group = Group {
-        engine,
-        uuid,
-        name: sup.name.clone(),
-        copies: sup.copies,
-        au_bytes: u64::from(sup.au_bytes),
-        sector_bytes: sup.logical_sector_bytes,
-        created_unix_seconds: sup.created_unix_seconds,
-        features: sup.features,
-        slot_generation: best.generation,
-        members,
-        files: BTreeMap::new(),
-        aliases: BTreeMap::new(),
-        alias_index: HashMap::new(),
-        templates: Vec::new(),
-        attributes: Vec::new(),
-        journal: JournalState {
-            header_generation: 0,
-            next_seq: 1,
-            position: JOURNAL_HEADER_BLOCKS,
-            capacity_blocks: 0,
-            prev_checksum: 0,
-        },
-        dirty: BTreeSet::new(),
-        poisoned: None,
-        clock: system_clock,
-        tables_to_rebuild: Vec::new(),
-        checkpoint_before_reuse: false,
-        repaired_copies: 0,
-        failed_disks: BTreeSet::new(),
-    };
+    let mut group = Group::assemble(engine, sup.clone(), uuid, best.generation, members);
     if !missing.is_empty() {
         for d in &missing {
             if let Some(m) = group.member_mut(*d) {
