@@ -643,12 +643,36 @@ pub fn mkalias(
     Ok(())
 }
 
+/// How `cp` creates a group file.
+pub struct NewFile {
+    pub template: Option<String>,
+    pub redundancy: Option<String>,
+}
+
+impl NewFile {
+    fn options(&self, fallback_template: Option<String>) -> Result<CreateOptions> {
+        let copies = match &self.redundancy {
+            Some(r) => Some(
+                Redundancy::parse(r)
+                    .with_context(|| format!("redundancy {r:?}: use external, normal or high"))?
+                    .copies(),
+            ),
+            None => None,
+        };
+        Ok(CreateOptions {
+            template: self.template.clone().or(fallback_template),
+            copies,
+            parents: false,
+        })
+    }
+}
+
 /// `cp`: OS file → group, group → OS file, group → group.
 pub fn cp(
     engine_kind: EngineArg,
     source: &str,
     dest: &str,
-    template: Option<String>,
+    new: &NewFile,
     discover: &Discover,
 ) -> Result<()> {
     match (is_group_path(source), is_group_path(dest)) {
@@ -665,15 +689,7 @@ pub fn cp(
             let mut group = m.group;
             let sector = u64::from(group.sector_bytes());
             let size = len.div_ceil(sector) * sector;
-            let info = group.create_file(
-                &dest,
-                size,
-                &CreateOptions {
-                    template,
-                    copies: None,
-                    parents: false,
-                },
-            )?;
+            let info = group.create_file(&dest, size, &new.options(None)?)?;
             let result = copy_in(&mut group, info.number, &mut file, len);
             if let Err(e) = result {
                 let _ = group.remove(&dest);
@@ -710,8 +726,12 @@ pub fn cp(
             if src.group != dst.group {
                 let tmp = std::env::temp_dir().join(format!("cairn-cp-{}", std::process::id()));
                 let tmp_text = tmp.display().to_string();
-                let r = cp(engine_kind, source, &tmp_text, None, discover)
-                    .and_then(|_| cp(engine_kind, &tmp_text, dest, template, discover));
+                let out = NewFile {
+                    template: None,
+                    redundancy: None,
+                };
+                let r = cp(engine_kind, source, &tmp_text, &out, discover)
+                    .and_then(|_| cp(engine_kind, &tmp_text, dest, new, discover));
                 let _ = std::fs::remove_file(&tmp);
                 return r;
             }
@@ -719,21 +739,17 @@ pub fn cp(
             let m = mount(engine.as_mut(), discover, src.group.as_str())?;
             let mut group = m.group;
             let info = group.open(&src)?;
-            let new = group.create_file(
+            let created = group.create_file(
                 &dst,
                 info.size_bytes,
-                &CreateOptions {
-                    template: template.or(Some(info.template.clone())),
-                    copies: None,
-                    parents: false,
-                },
+                &new.options(Some(info.template.clone()))?,
             )?;
             let mut buf = vec![0u8; COPY_CHUNK_BYTES];
             let mut at = 0;
             while at < info.size_bytes {
                 let n = (info.size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
                 group.read(info.number, at, &mut buf[..n])?;
-                group.write(new.number, at, &buf[..n])?;
+                group.write(created.number, at, &buf[..n])?;
                 at += n as u64;
             }
             group.sync()?;

@@ -98,6 +98,9 @@ enum Noun {
         /// Template (file type) for a new group file: DATAFILE, ONLINELOG, ...
         #[arg(long)]
         template: Option<String>,
+        /// Redundancy of a new group file, overriding the template's: external, normal or high.
+        #[arg(long)]
+        redundancy: Option<String>,
         #[command(flatten)]
         discover: Discover,
     },
@@ -267,9 +270,14 @@ fn run(cli: Cli) -> Result<Outcome> {
             source,
             dest,
             template,
+            redundancy,
             discover,
         } => {
-            group_cmd::cp(engine_kind, &source, &dest, template, &discover).map(|()| Outcome::Done)
+            let new = group_cmd::NewFile {
+                template,
+                redundancy,
+            };
+            group_cmd::cp(engine_kind, &source, &dest, &new, &discover).map(|()| Outcome::Done)
         }
         Noun::Mkalias {
             target,
