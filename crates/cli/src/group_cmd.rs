@@ -3,7 +3,7 @@
 //! work, and dismounts; a crash in between is recovered by the next mount.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use cairn_io::host::Host;
@@ -746,12 +746,15 @@ pub fn cp(
             )?;
             let mut buf = vec![0u8; COPY_CHUNK_BYTES];
             let mut at = 0;
+            let bar = progress(info.size_bytes);
             while at < info.size_bytes {
                 let n = (info.size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
                 group.read(info.number, at, &mut buf[..n])?;
                 group.write(created.number, at, &buf[..n])?;
                 at += n as u64;
+                bar.set_position(at);
             }
+            bar.finish_and_clear();
             group.sync()?;
             group.dismount()?;
         }
@@ -766,6 +769,7 @@ fn copy_in(group: &mut Group<'_>, number: u32, file: &mut std::fs::File, len: u6
     let sector = group.sector_bytes() as usize;
     let mut buf = vec![0u8; COPY_CHUNK_BYTES];
     let mut at = 0u64;
+    let bar = progress(len);
     while at < len {
         let want = (len - at).min(COPY_CHUNK_BYTES as u64) as usize;
         file.read_exact(&mut buf[..want])
@@ -774,24 +778,41 @@ fn copy_in(group: &mut Group<'_>, number: u32, file: &mut std::fs::File, len: u6
         buf[want..padded].fill(0);
         group.write(number, at, &buf[..padded])?;
         at += want as u64;
+        bar.set_position(at);
     }
+    bar.finish_and_clear();
     Ok(())
 }
 
 fn copy_out(group: &mut Group<'_>, number: u32, size: u64, out: &mut std::fs::File) -> Result<()> {
     let mut buf = vec![0u8; COPY_CHUNK_BYTES];
     let mut at = 0u64;
+    let bar = progress(size);
     while at < size {
         let n = (size - at).min(COPY_CHUNK_BYTES as u64) as usize;
         group.read(number, at, &mut buf[..n])?;
         out.write_all(&buf[..n])
             .context("writing the destination file")?;
         at += n as u64;
+        bar.set_position(at);
     }
+    bar.finish_and_clear();
     Ok(())
 }
 
-#[allow(dead_code)]
-fn _path(p: &Path) -> &Path {
-    p
+/// A progress bar on stderr for a copy of `total` bytes: rate, done/total and
+/// ETA on a terminal, nothing at all when stderr is not one (piped, in tests).
+fn progress(total: u64) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {wide_bar}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
 }

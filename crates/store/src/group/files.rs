@@ -18,7 +18,7 @@
 use cairn_format::group::{
     AliasKind, AliasRecord, AuAddr, Extent, FileEntry, FileState, ALIASES_PER_BLOCK,
     ALIAS_NAME_LEN_MAX, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY,
-    FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_COARSE, STRIPING_FINE, TEMPLATE_NAME_LEN_MAX,
+    FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_FINE, TEMPLATE_NAME_LEN_MAX,
 };
 use cairn_io::{AlignedBuf, Op, Request};
 use serde::Serialize;
@@ -1154,5 +1154,3 @@ fn split(path: &GroupPath) -> Result<(GroupPath, Component), GroupError> {
         .expect("invariant: a path with a name has a parent");
     Ok((parent, name))
 }
-
-const _: () = assert!(STRIPING_COARSE != STRIPING_FINE);

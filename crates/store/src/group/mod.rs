@@ -2360,11 +2360,3 @@ fn alias_block_of(id: u32) -> u64 {
 
 const _: () = assert!(FILE_NUMBER_USER_MIN as usize <= 256);
 const _: () = assert!(TXN_IMAGES_MAX * 3 <= JOURNAL_TARGETS_MAX);
-#[allow(dead_code)]
-fn _kinds(k: AliasKind) -> AliasKind {
-    k
-}
-#[allow(dead_code)]
-fn _striping(s: Striping) -> Striping {
-    s
-}
