@@ -806,12 +806,22 @@ fn a_rotten_allocation_table_block_is_rebuilt_at_mount() {
         g.write(f.number, 0, &data).unwrap();
         g.dismount().unwrap();
     }
-    // The first bitmap block of disk 0 (after one summary block at 2 MiB).
+    // The first bitmap block of disk 0 (after one summary block at 2 MiB),
+    // and the summary block of disk 1.
     engine.inner.rot(ids[0], 2 * MIB + 4096 + 100, 3);
+    engine.inner.rot(ids[1], 2 * MIB + 200, 5);
     let (mut g, report) =
         group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
     assert!(
         report.warnings.iter().any(|w| w.contains("rebuilt")),
+        "{:?}",
+        report.warnings
+    );
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("D1") && w.contains("summary")),
         "{:?}",
         report.warnings
     );

@@ -67,6 +67,8 @@ pub const STEP_DIRTY_MAX: usize = 24;
 /// what one extent touches: its entry, an indirect block, and two table blocks
 /// per copy).
 pub const TXN_IMAGES_MAX: usize = 64;
+/// Blocks of an allocation table read per request at mount (1 MiB).
+const TABLE_READ_BLOCKS_MAX: u64 = 256;
 /// Default AU size.
 pub const AU_BYTES_DEFAULT: u64 = 4 << 20;
 
@@ -2078,36 +2080,68 @@ impl Group<'_> {
                 .map(|a| a.layout)
                 .expect("invariant: online");
             let mut alloc = DiskAlloc::empty(layout);
-            for index in 0..layout.bitmap_blocks {
-                let offset = layout.bitmap_offset_bytes(index);
-                match self.read_meta(&[(n, offset)], per_disk_id(BlockType::AtBitmap, n, offset)) {
-                    Ok(Some(block)) => {
-                        for p in alloc.load_bitmap(index, &fmt::decode_bitmap(&block[..])) {
-                            report.warnings.push(format!("{}: {p}", self.disk_name(n)));
-                        }
-                    }
-                    Ok(None) => {}
-                    // The table is derived data: rebuild it from the extent maps.
+            // The whole table in a few large reads: it is one contiguous
+            // region, and most of it is never written (blank = all free).
+            let blocks = layout.summary_blocks + layout.bitmap_blocks;
+            let mut stored_summary: Vec<Vec<u32>> = Vec::new();
+            let mut unreadable: Option<String> = None;
+            let mut index = 0u64;
+            while index < blocks {
+                let count = (blocks - index).min(TABLE_READ_BLOCKS_MAX);
+                let offset = fmt::AT_START_BYTES + index * BLOCK_BYTES as u64;
+                let data = match self.read_one(n, offset, (count as usize) * BLOCK_BYTES) {
+                    Ok(d) => d,
                     Err(e) => {
-                        report.warnings.push(format!(
-                            "{}: allocation table unreadable ({e}); rebuilt from the extent maps",
-                            self.disk_name(n)
-                        ));
-                        self.tables_to_rebuild.push(n);
+                        unreadable = Some(e.to_string());
                         break;
                     }
+                };
+                for (k, block) in data.chunks_exact(BLOCK_BYTES).enumerate() {
+                    let at = index + k as u64;
+                    let block_offset = fmt::AT_START_BYTES + at * BLOCK_BYTES as u64;
+                    if at < layout.summary_blocks {
+                        let id = per_disk_id(BlockType::AtSummary, n, block_offset);
+                        // A bad summary is only a bad count: recomputed below.
+                        stored_summary.push(match meta::open(block, id, self.uuid) {
+                            Ok(_) => fmt::decode_summary(block),
+                            Err(MetaError::Blank) => vec![0; AT_COUNTS_PER_SUMMARY as usize],
+                            Err(_) => vec![u32::MAX; AT_COUNTS_PER_SUMMARY as usize],
+                        });
+                        continue;
+                    }
+                    let bitmap = at - layout.summary_blocks;
+                    match meta::open(
+                        block,
+                        per_disk_id(BlockType::AtBitmap, n, block_offset),
+                        self.uuid,
+                    ) {
+                        Ok(_) => {
+                            for p in alloc.load_bitmap(bitmap, &fmt::decode_bitmap(block)) {
+                                report.warnings.push(format!("{}: {p}", self.disk_name(n)));
+                            }
+                        }
+                        Err(MetaError::Blank) => {}
+                        Err(e) => {
+                            unreadable.get_or_insert(format!("bitmap block {bitmap}: {e}"));
+                        }
+                    }
                 }
+                index += count;
             }
-            for index in 0..layout.summary_blocks {
-                let offset = layout.summary_offset_bytes(index);
-                let stored = self
-                    .read_meta(&[(n, offset)], per_disk_id(BlockType::AtSummary, n, offset))?
-                    .map(|b| fmt::decode_summary(&b[..]))
-                    .unwrap_or_else(|| vec![0; AT_COUNTS_PER_SUMMARY as usize]);
-                if let Some(p) = alloc.check_summary(index, &stored) {
-                    report
-                        .warnings
-                        .push(format!("{}: {p}; rewritten", self.disk_name(n)));
+            if let Some(e) = unreadable {
+                // The table is derived data: rebuild it from the extent maps.
+                report.warnings.push(format!(
+                    "{}: allocation table unreadable ({e}); rebuilt from the extent maps",
+                    self.disk_name(n)
+                ));
+                self.tables_to_rebuild.push(n);
+            } else {
+                for (i, stored) in stored_summary.iter().enumerate() {
+                    if let Some(p) = alloc.check_summary(i as u64, stored) {
+                        report
+                            .warnings
+                            .push(format!("{}: {p}; rewritten", self.disk_name(n)));
+                    }
                 }
             }
             if let Some(m) = self.member_mut(n) {
