@@ -851,13 +851,23 @@ impl<'e> Group<'e> {
         self.journal.next_seq += 1;
         self.journal.prev_checksum = meta::checksum_of(&header[..]);
 
+        self.write_in_place(&targets, |i| &images[i][..])
+    }
+
+    /// Write a journal record's images to their places (commit, and replay).
+    /// Disks that fail are noted for offlining.
+    fn write_in_place<'b>(
+        &mut self,
+        targets: &[JournalTarget],
+        image: impl Fn(usize) -> &'b [u8],
+    ) -> Result<(), GroupError> {
         let writes = targets
             .iter()
             .map(|t| {
                 (
                     t.disk,
                     t.offset_bytes,
-                    AlignedBuf::from_slice(&images[usize::from(t.image)][..]),
+                    AlignedBuf::from_slice(image(usize::from(t.image))),
                 )
             })
             .collect();
@@ -1995,19 +2005,7 @@ impl Group<'_> {
                     continue;
                 };
                 let (record, images, checksum) = record;
-                let writes = record
-                    .targets
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.disk,
-                            t.offset_bytes,
-                            AlignedBuf::from_slice(&images[usize::from(t.image)][..]),
-                        )
-                    })
-                    .collect();
-                let failed = self.write_many(writes)?;
-                self.failed_disks.extend(failed);
+                self.write_in_place(&record.targets, |i| &images[i][..])?;
                 position += 1 + u64::from(record.image_count);
                 prev = checksum;
                 self.journal.next_seq += 1;
