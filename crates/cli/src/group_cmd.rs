@@ -238,7 +238,12 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
                         m.group.dismount()?;
                         s
                     }
-                    Err(e) => GroupSummary::unmountable(&g, &e.to_string()),
+                    // Another process holds it: mounted, not broken.
+                    Err(group_admin::GroupAdminError::Lock(group_lock::LockError::Held {
+                        holder,
+                        ..
+                    })) => GroupSummary::unmountable(&g, "MOUNTED", &format!("by {holder}")),
+                    Err(e) => GroupSummary::unmountable(&g, "UNMOUNTABLE", &e.to_string()),
                 };
                 rows.push(row);
             }
@@ -438,11 +443,13 @@ pub struct GroupSummary {
 }
 
 impl GroupSummary {
-    fn unmountable(g: &group_admin::FoundGroup, why: &str) -> Self {
+    /// A group this process could not mount: `state` says why in a word
+    /// (MOUNTED elsewhere, UNMOUNTABLE), `why` in a sentence.
+    fn unmountable(g: &group_admin::FoundGroup, state: &str, why: &str) -> Self {
         Self {
             name: g.name.clone(),
             uuid: g.uuid,
-            state: format!("UNMOUNTABLE: {why}"),
+            state: format!("{state}: {why}"),
             redundancy: "?".into(),
             sector_bytes: 0,
             au_mb: 0,
@@ -494,13 +501,8 @@ fn render_list(rows: &[GroupSummary]) -> String {
         "OFFLINE"
     );
     for r in rows {
-        if r.state.starts_with("UNMOUNTABLE") {
-            out.push_str(&format!(
-                "{:<12} {}  ({})\n",
-                "UNMOUNTABLE",
-                r.name,
-                r.state.trim_start_matches("UNMOUNTABLE: ")
-            ));
+        if let Some((state, why)) = r.state.split_once(": ") {
+            out.push_str(&format!("{state:<12} {}  ({why})\n", r.name));
             continue;
         }
         out.push_str(&format!(
