@@ -67,11 +67,7 @@ pub fn cairn(discover: &str, args: &[&str]) -> Run {
         .env("CAIRN_CONFIG", "/nonexistent/cairn.toml")
         .output()
         .expect("run cairn");
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    Run::from(output)
 }
 
 /// A scratch directory on the build's real filesystem (O_DIRECT honoured).
@@ -225,17 +221,23 @@ pub fn cairn_command(discover: &str, envs: &[(&str, &str)]) -> Command {
     command
 }
 
+impl From<std::process::Output> for Run {
+    fn from(output: std::process::Output) -> Self {
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
 /// [`cairn`] with extra environment variables.
 pub fn cairn_with(discover: &str, envs: &[(&str, &str)], args: &[&str]) -> Run {
     let output = cairn_command(discover, envs)
         .args(args)
         .output()
         .expect("run cairn");
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    Run::from(output)
 }
 
 /// Write `size_bytes` of pseudo-random bytes (xorshift64 from `seed`) to
