@@ -1,0 +1,24 @@
+//! Cairn's workload engine: the measuring instrument every later number depends on.
+//!
+//! - [`model`]: what runs — storage, workload and run definitions, resolved.
+//! - [`vdbench`]: vdbench parameter files into a [`model::Plan`] (file:line:column errors).
+//! - [`quick`]: the same from plain command-line flags.
+//! - [`target`]: opening sds, creating missing files, refusing devices that hold data.
+//! - [`pattern`]: write data with a requested compression and dedupe ratio; validation stamps.
+//! - [`engine`]: worker threads driving io_uring rings (or synchronous threads),
+//!   closed loop and open loop without coordinated omission.
+//! - [`histogram`]: HDR latency histograms, 1 µs to an hour at 0.1%.
+//! - [`sysinfo`]: the environment, the tool's CPU, and `/proc/diskstats` in iostat -x terms.
+//! - [`result`]: `result.json`, versioned.
+//! - [`report`]: live interval lines, `summary.txt`, `report.html`, and run comparison.
+
+pub mod engine;
+pub mod histogram;
+pub mod model;
+pub mod pattern;
+pub mod quick;
+pub mod report;
+pub mod result;
+pub mod sysinfo;
+pub mod target;
+pub mod vdbench;

@@ -1,0 +1,1 @@
+//! Environment, CPU and device statistics (in progress)

@@ -1,0 +1,1 @@
+//! vdbench parameter files (in progress)
