@@ -229,9 +229,9 @@ fn bucket(label: &str, count: u64, total: u64) -> Bucket {
 }
 
 fn format_us(us: u64) -> String {
-    if us >= 1_000_000 && us % 1_000_000 == 0 {
+    if us >= 1_000_000 && us.is_multiple_of(1_000_000) {
         format!("{}s", us / 1_000_000)
-    } else if us >= 1000 && us % 1000 == 0 {
+    } else if us >= 1000 && us.is_multiple_of(1000) {
         format!("{}ms", us / 1000)
     } else {
         format!("{us}us")
