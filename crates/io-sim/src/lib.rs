@@ -713,3 +713,68 @@ impl IoEngine for CrashAfter {
         self.inner.stats()
     }
 }
+
+/// A disk that hangs for a while, in real time: the `at`-th request submitted
+/// (counting from 0) holds its submitter for `stall` before it goes through,
+/// as a device that stops answering for half a second does. For testing tools
+/// that must *see* a stall rather than wait politely through it (the workload
+/// engine's open-loop latency, which counts from each I/O's intended start).
+pub struct Stall<E> {
+    inner: E,
+    at: u64,
+    stall: std::time::Duration,
+    submitted: u64,
+}
+
+impl<E: IoEngine> Stall<E> {
+    pub fn new(inner: E, at: u64, stall: std::time::Duration) -> Self {
+        Self {
+            inner,
+            at,
+            stall,
+            submitted: 0,
+        }
+    }
+
+    pub fn inner(&self) -> &E {
+        &self.inner
+    }
+}
+
+impl<E: IoEngine> IoEngine for Stall<E> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn geometry(&self, device: DeviceId) -> Option<&Geometry> {
+        self.inner.geometry(device)
+    }
+
+    fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
+        if self.submitted == self.at {
+            std::thread::sleep(self.stall);
+        }
+        self.submitted += 1;
+        self.inner.submit(request)
+    }
+
+    fn wait(&mut self, min: usize) -> Result<(), IoError> {
+        self.inner.wait(min)
+    }
+
+    fn pop_completion(&mut self) -> Option<Completion> {
+        self.inner.pop_completion()
+    }
+
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+
+    fn depth_max(&self) -> usize {
+        self.inner.depth_max()
+    }
+
+    fn stats(&self) -> EngineStats {
+        self.inner.stats()
+    }
+}

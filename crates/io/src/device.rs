@@ -173,6 +173,18 @@ impl DeviceFile {
         self.probe.kind == DeviceKind::Block
     }
 
+    /// A second handle on the same open device (a dup of the descriptor): for
+    /// engines on other threads. It shares the exclusive claim, so a block
+    /// device opened O_EXCL can still be driven from several rings.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self {
+            file: self.file.try_clone()?,
+            probe: self.probe.clone(),
+            geometry: self.geometry.clone(),
+            mode: self.mode,
+        })
+    }
+
     pub fn raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }

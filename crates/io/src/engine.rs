@@ -227,6 +227,19 @@ pub trait IoEngine {
     /// if fewer requests are outstanding).
     fn wait(&mut self, min_completions: usize) -> Result<(), IoError>;
 
+    /// Like [`IoEngine::wait`], but give up after `timeout` (returning `Ok`
+    /// with fewer completions ready): for callers with a schedule to keep, such
+    /// as an open-loop workload. Engines whose requests complete during
+    /// `submit` (sync, the simulator) never block here, so the default is `wait`.
+    fn wait_timeout(
+        &mut self,
+        min_completions: usize,
+        timeout: std::time::Duration,
+    ) -> Result<(), IoError> {
+        let _ = timeout;
+        self.wait(min_completions)
+    }
+
     /// The next ready completion, if any.
     fn pop_completion(&mut self) -> Option<Completion>;
 

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use cairn_io::host::Host;
 use cairn_io::test_support::conformance::{self, Subject};
 use cairn_io::test_support::{loop_device, LoopDevice};
-use cairn_io::{new_file_engine, DeviceFile, EngineKind, OpenMode};
+use cairn_io::uring_engine::{UringEngine, UringOptions};
+use cairn_io::{new_file_engine, DeviceFile, EngineKind, FileEngine, OpenMode};
 
 const MAX_TRANSFER_BYTES: u32 = 1280 << 10;
 
@@ -25,11 +26,27 @@ fn scratch_dir() -> tempfile::TempDir {
 }
 
 fn subject(kind: EngineKind, path: &Path) -> Subject {
+    let engine = new_file_engine(kind, 32).expect("engine");
+    subject_on(engine, path)
+}
+
+/// The ring the workload engine uses: single issuer, deferred task work,
+/// registered files.
+fn tuned_uring() -> Box<dyn FileEngine> {
+    let options = UringOptions {
+        single_issuer: true,
+        register_files: true,
+    };
+    let engine = UringEngine::with_options(32, options).expect("engine");
+    assert!(engine.flags().contains(&"registered_files"), "{:?}", engine.flags());
+    Box::new(engine)
+}
+
+fn subject_on(mut engine: Box<dyn FileEngine>, path: &Path) -> Subject {
     let mut device =
         DeviceFile::open(path, OpenMode::WRITE_EXCLUSIVE, &Host::real()).expect("open device");
     device.limit_max_transfer(MAX_TRANSFER_BYTES);
     assert!(device.geometry().max_transfer_bytes <= MAX_TRANSFER_BYTES);
-    let mut engine = new_file_engine(kind, 32).expect("engine");
     let id = engine.attach(device);
     Subject { engine, device: id }
 }
@@ -78,6 +95,39 @@ fn sync_on_a_file() {
 #[test]
 fn uring_on_a_file() {
     on_files(EngineKind::Uring);
+}
+
+#[test]
+fn tuned_uring_on_a_file() {
+    let dir = scratch_dir();
+    let mut n = 0;
+    conformance::run_all(&mut || {
+        n += 1;
+        let path = dir.path().join(format!("disk{n}.img"));
+        File::create(&path)
+            .and_then(|f| f.set_len(64 << 20))
+            .expect("sparse file");
+        subject_on(tuned_uring(), &path)
+    });
+}
+
+#[test]
+fn tuned_uring_on_4096_byte_loop_devices() {
+    if let Some(reason) = loop_device::unavailable_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let dir = scratch_dir();
+    let mut loops: Vec<LoopDevice> = Vec::new();
+    let mut n = 0;
+    conformance::run_all(&mut || {
+        n += 1;
+        let lo = LoopDevice::create(&dir.path().join(format!("lun{n}.img")), 64 << 20, 4096)
+            .expect("loop device");
+        let s = subject_on(tuned_uring(), &lo.path);
+        loops.push(lo);
+        s
+    });
 }
 
 #[test]
