@@ -47,6 +47,19 @@ impl AlignedBuf {
         buf
     }
 
+    /// Bytes the allocation holds (at least `len`).
+    pub fn capacity(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// Change the length to `len`, at most [`AlignedBuf::capacity`], keeping the
+    /// bytes: one buffer then serves requests of several sizes (a workload with a
+    /// transfer-size distribution) without reallocating.
+    pub fn set_len(&mut self, len: usize) {
+        assert!(len <= self.capacity(), "invariant: length within capacity");
+        self.len = len;
+    }
+
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }

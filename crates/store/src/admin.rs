@@ -47,6 +47,8 @@ pub enum AdminError {
     Foreign { path: PathBuf, what: String },
     #[error("{} is already labelled: {description}; unlabel it first, or run again with --force to relabel", path.display())]
     AlreadyLabelled { path: PathBuf, description: String },
+    #[error("{} is {description}; a write workload would destroy it — unlabel it first, or run again with --force", path.display())]
+    CairnDisk { path: PathBuf, description: String },
     #[error("label {label} is already used by {} (uuid {uuid}); choose another name", other.display())]
     DuplicateLabel {
         label: String,
@@ -171,6 +173,42 @@ impl Content {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// Open a device or file that is about to be overwritten with data that is not
+/// Cairn's (a write benchmark): exclusively, refusing a device in use (never
+/// overridable) and, unless `force`, one that carries a Cairn label, an Oracle
+/// ASM header, a filesystem, LVM, md, a partition table or any other owner's
+/// signature that Cairn or wipefs recognises.
+pub fn open_for_overwrite(host: &Host, path: &Path, force: bool) -> Result<DeviceFile, AdminError> {
+    let device = open_for_write(host, path)?;
+    if force {
+        return Ok(device);
+    }
+    // Read the sample through a second handle, so the exclusive one is kept.
+    let sample = device.try_clone().map_err(|error| {
+        AdminError::Open(OpenError::Os {
+            path: path.into(),
+            action: "dup",
+            error,
+        })
+    })?;
+    let mut engine = cairn_io::sync_engine::SyncEngine::new(1);
+    let id = engine.attach(sample);
+    let scan = HeaderScan::read(&mut engine, id).map_err(AdminError::io(path))?;
+    let content = Content::read(&mut engine, id, path)?;
+    let obstacles = protection::content_obstacles(&scan, &content.found, &content.external.found);
+    match obstacles.into_iter().next() {
+        Some(Obstacle::Foreign { what }) => Err(AdminError::Foreign {
+            path: path.into(),
+            what,
+        }),
+        Some(Obstacle::CairnLabel { description }) => Err(AdminError::CairnDisk {
+            path: path.into(),
+            description,
+        }),
+        _ => Ok(device),
     }
 }
 
