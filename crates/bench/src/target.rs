@@ -15,12 +15,12 @@
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cairn_io::host::Host;
 use cairn_io::probe::DeviceKind;
 use cairn_io::uring_engine::UringEngine;
-use cairn_io::{AlignedBuf, DeviceFile, FileEngine, IoEngine, Op, OpenMode, Request};
+use cairn_io::{AlignedBuf, DeviceFile, FileEngine, Op, OpenMode, Request};
 
 use crate::model::{Band, Bound, Plan, SdDef};
 use crate::pattern::DataPattern;

@@ -5,6 +5,7 @@
 //! Exit status: 0 success, 1 the command failed or refused (one line on stderr
 //! says why and what to do), 2 the command line itself was wrong.
 
+mod bench_cmd;
 mod group_cmd;
 mod render;
 
@@ -59,6 +60,12 @@ enum Noun {
     /// Disk groups: create, list, disks, mount, check, space.
     #[command(subcommand)]
     Group(group_cmd::GroupCommand),
+    /// Workloads: vdbench parameter files (`bench run`) or flags (`bench quick`).
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCommand),
+    /// Reports of bench runs: compare two side by side.
+    #[command(subcommand)]
+    Report(bench_cmd::ReportCommand),
     /// List a directory in a group (+DATA/orcl/datafile).
     Ls {
         path: String,
@@ -248,6 +255,8 @@ fn run(cli: Cli) -> Result<Outcome> {
     let engine_kind = cli.engine;
     match cli.noun {
         Noun::Group(command) => group_cmd::run_group(command, engine_kind).map(|()| Outcome::Done),
+        Noun::Bench(command) => bench_cmd::run_bench(command, engine_kind).map(|()| Outcome::Done),
+        Noun::Report(command) => bench_cmd::run_report(command).map(|()| Outcome::Done),
         Noun::Ls {
             path,
             discover,

@@ -1,0 +1,561 @@
+//! One worker thread: an engine (an io_uring ring, or a synchronous engine of
+//! depth one for per-thread synchronous semantics) driving the I/O of its sds.
+//!
+//! The loop: take every I/O the sds' schedules have due (up to each sd's
+//! free threads), submit them as one batch, wait for a completion or the next
+//! due time, record each completion's latency from its intended start.
+//! Statistics stay thread-local and are shipped to the collector at each
+//! interval boundary, so the hot path takes no lock unless validation is on.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use cairn_io::{AlignedBuf, DeviceFile, DeviceId, Geometry, IoEngine, Op, Request};
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+
+use crate::histogram::LatencyHistogram;
+use crate::pattern::{check_unit, seal_unit, DataPattern, UnitHeader};
+use crate::result::ValidationError;
+
+use super::sched::{IoSpec, Next, SdSched};
+
+/// Errors kept word for word per interval; the rest are counted.
+const ERRORS_KEPT: usize = 10;
+
+/// How a worker gets its engine.
+#[derive(Clone)]
+pub enum EngineMaker {
+    /// io_uring, tuned: single issuer, deferred task work, registered files.
+    Uring,
+    /// pread/pwrite, one I/O at a time per thread.
+    Sync,
+    /// Anything else (the simulator in tests): given the sds' geometries in
+    /// order, an engine whose device ids are 0, 1, … in that order.
+    Custom(Arc<dyn Fn(&[Geometry]) -> Box<dyn IoEngine> + Send + Sync>),
+}
+
+/// State shared by every worker of a run.
+pub struct RunShared {
+    pub stop: AtomicBool,
+    pub errors: AtomicU64,
+    pub error_limit: u64,
+    pub stop_reason: Mutex<Option<String>>,
+}
+
+impl RunShared {
+    pub fn stop_with(&self, reason: String) {
+        let mut r = lock(&self.stop_reason);
+        if r.is_none() {
+            *r = Some(reason);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Lock, tolerating a poisoned mutex (a worker that panicked has already
+/// failed the run; the data behind the lock is plain counters).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One sd as a worker drives it.
+pub struct WorkerSd {
+    pub name: String,
+    pub lun: String,
+    pub sched: Arc<Mutex<SdSched>>,
+    /// I/Os this worker may have outstanding on the sd.
+    pub slots: u32,
+    pub device: Option<DeviceFile>,
+    pub geometry: Geometry,
+    pub offset_bytes: u64,
+    pub sync_writes: bool,
+    /// Largest transfer of the sd's streams (buffer size).
+    pub max_len: u64,
+    pub writes: bool,
+    pub validate: bool,
+}
+
+/// Counts and latencies of one workload in one direction.
+#[derive(Clone, Default)]
+pub struct DirStat {
+    pub ios: u64,
+    pub bytes: u64,
+    pub hist: LatencyHistogram,
+}
+
+impl DirStat {
+    pub fn add(&mut self, other: &DirStat) {
+        self.ios += other.ios;
+        self.bytes += other.bytes;
+        self.hist.add(&other.hist);
+    }
+}
+
+/// One interval of one worker.
+pub struct Tick {
+    pub worker: usize,
+    pub index: u32,
+    /// When the worker closed the interval (ns since the start).
+    pub end_ns: u64,
+    /// Per workload of the run: [read, write].
+    pub stats: Vec<[DirStat; 2]>,
+    pub scheduled: u64,
+    pub not_issued: u64,
+    pub backlog_max: u64,
+    pub errors: u64,
+    pub first_errors: Vec<String>,
+    pub checked: u64,
+    pub written: u64,
+    pub validation_errors: Vec<ValidationError>,
+}
+
+pub enum Msg {
+    Ready,
+    Failed { error: String },
+    Tick(Box<Tick>),
+    Done { worker: usize, last_index: u32, reason: Option<String> },
+}
+
+pub enum Start {
+    Go(Instant),
+    Abort,
+}
+
+pub struct WorkerSetup {
+    pub id: usize,
+    pub sds: Vec<WorkerSd>,
+    pub maker: EngineMaker,
+    pub pattern: Arc<DataPattern>,
+    pub wds: usize,
+    pub interval_ns: u64,
+    pub end_ns: u64,
+    pub shared: Arc<RunShared>,
+    pub tx: Sender<Msg>,
+    pub start: Receiver<Start>,
+    pub seed: u64,
+}
+
+struct InFlight {
+    sd: usize,
+    wd: usize,
+    intended_ns: u64,
+    at: u64,
+    len: u64,
+    write: bool,
+    key: u8,
+}
+
+pub fn run(mut setup: WorkerSetup) {
+    // Precise sleeps: the default 50 µs timer slack would be added to every
+    // open-loop wait (it is measured, but it is the tool's, not the storage's).
+    // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+    let id = setup.id;
+    let (mut engine, devices) = match make_engine(&mut setup) {
+        Ok(e) => e,
+        Err(error) => {
+            setup.tx.send(Msg::Failed { error }).ok();
+            return;
+        }
+    };
+    if setup.tx.send(Msg::Ready).is_err() {
+        return;
+    }
+    let t0 = match setup.start.recv() {
+        Ok(Start::Go(t0)) => t0,
+        _ => return,
+    };
+    let mut w = Worker::new(&setup, devices);
+    let reason = w.run(engine.as_mut(), &setup, t0);
+    let now = t0.elapsed().as_nanos() as u64;
+    let tick = w.tick(&setup, now.min(setup.end_ns.max(now)));
+    setup.tx.send(Msg::Tick(Box::new(tick))).ok();
+    setup
+        .tx
+        .send(Msg::Done {
+            worker: id,
+            last_index: w.index,
+            reason,
+        })
+        .ok();
+}
+
+fn make_engine(setup: &mut WorkerSetup) -> Result<(Box<dyn IoEngine>, Vec<DeviceId>), String> {
+    use cairn_io::FileEngine;
+    let depth: usize = setup.sds.iter().map(|s| s.slots as usize).sum::<usize>().max(1);
+    match &setup.maker {
+        EngineMaker::Custom(make) => {
+            let geometries: Vec<Geometry> = setup.sds.iter().map(|s| s.geometry.clone()).collect();
+            let engine = make(&geometries);
+            let ids = (0..setup.sds.len() as u32).map(DeviceId).collect();
+            Ok((engine, ids))
+        }
+        maker => {
+            let mut engine: Box<dyn FileEngine> = match maker {
+                EngineMaker::Uring => {
+                    let options = cairn_io::uring_engine::UringOptions {
+                        single_issuer: true,
+                        register_files: true,
+                    };
+                    Box::new(
+                        cairn_io::uring_engine::UringEngine::with_options(depth, options).map_err(|e| {
+                            format!("io_uring is not available ({e}); run again with --engine sync")
+                        })?,
+                    )
+                }
+                _ => Box::new(cairn_io::sync_engine::SyncEngine::new(depth)),
+            };
+            let mut ids = Vec::new();
+            for sd in &mut setup.sds {
+                let device = sd
+                    .device
+                    .take()
+                    .ok_or_else(|| format!("sd={}: no device to drive", sd.name))?;
+                ids.push(engine.attach(device));
+            }
+            Ok((engine as Box<dyn IoEngine>, ids))
+        }
+    }
+}
+
+struct Worker {
+    devices: Vec<DeviceId>,
+    outstanding: Vec<u32>,
+    finished: Vec<bool>,
+    /// Free slot numbers per sd; a slot is a request tag and owns two buffers.
+    free: Vec<Vec<u32>>,
+    inflight: Vec<Option<InFlight>>,
+    read_bufs: Vec<Option<AlignedBuf>>,
+    write_bufs: Vec<Option<AlignedBuf>>,
+    stats: Vec<[DirStat; 2]>,
+    errors: u64,
+    first_errors: Vec<String>,
+    counter: u64,
+    rng: ChaCha8Rng,
+    index: u32,
+}
+
+impl Worker {
+    fn new(setup: &WorkerSetup, devices: Vec<DeviceId>) -> Self {
+        let mut free = Vec::new();
+        let mut read_bufs = Vec::new();
+        let mut write_bufs = Vec::new();
+        let mut slot = 0u32;
+        for sd in &setup.sds {
+            let mut mine = Vec::new();
+            for _ in 0..sd.slots {
+                mine.push(slot);
+                read_bufs.push(Some(AlignedBuf::zeroed(sd.max_len as usize)));
+                write_bufs.push(sd.writes.then(|| {
+                    let mut b = AlignedBuf::zeroed(sd.max_len as usize);
+                    setup
+                        .pattern
+                        .prefill(&mut b, (setup.id as u64) << 32 | u64::from(slot));
+                    b
+                }));
+                slot += 1;
+            }
+            mine.reverse();
+            free.push(mine);
+        }
+        Self {
+            devices,
+            outstanding: vec![0; setup.sds.len()],
+            finished: vec![false; setup.sds.len()],
+            free,
+            inflight: (0..slot).map(|_| None).collect(),
+            read_bufs,
+            write_bufs,
+            stats: (0..setup.wds).map(|_| Default::default()).collect(),
+            errors: 0,
+            first_errors: Vec::new(),
+            counter: (setup.id as u64) << 40,
+            rng: ChaCha8Rng::seed_from_u64(setup.seed),
+            index: 1,
+        }
+    }
+
+    /// The main loop; returns why it ended early, if it did.
+    fn run(&mut self, engine: &mut dyn IoEngine, setup: &WorkerSetup, t0: Instant) -> Option<String> {
+        let interval = setup.interval_ns.max(1);
+        let mut next_tick = interval;
+        let mut reason = None;
+        let n = setup.sds.len();
+        let mut first = 0usize;
+        loop {
+            let now = t0.elapsed().as_nanos() as u64;
+            if now >= setup.end_ns || setup.shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if now >= next_tick {
+                let tick = self.tick(setup, next_tick);
+                if setup.tx.send(Msg::Tick(Box::new(tick))).is_err() {
+                    break;
+                }
+                self.index += 1;
+                next_tick += interval;
+                continue;
+            }
+            let mut wake = next_tick.min(setup.end_ns);
+            for k in 0..n {
+                let i = (first + k) % n;
+                if self.finished[i] {
+                    continue;
+                }
+                while self.outstanding[i] < setup.sds[i].slots {
+                    let next = lock(&setup.sds[i].sched).next(now);
+                    match next {
+                        Next::Io(io) => {
+                            if let Err(e) = self.issue(engine, setup, i, io) {
+                                reason = Some(e);
+                                break;
+                            }
+                        }
+                        Next::WaitUntil(t) => {
+                            wake = wake.min(t);
+                            break;
+                        }
+                        Next::Busy => {
+                            // Blocks held by another thread: look again shortly.
+                            wake = wake.min(now + 20_000);
+                            break;
+                        }
+                        Next::Finished => {
+                            self.finished[i] = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            first = (first + 1) % n.max(1);
+            if reason.is_some() {
+                break;
+            }
+            if engine.in_flight() == 0 {
+                if self.finished.iter().all(|f| *f) {
+                    reason = Some("every workload reached the end of its range (seekpct=eof)".into());
+                    break;
+                }
+                let now = t0.elapsed().as_nanos() as u64;
+                if wake > now {
+                    std::thread::sleep(Duration::from_nanos(wake - now));
+                }
+                continue;
+            }
+            let now = t0.elapsed().as_nanos() as u64;
+            let timeout = Duration::from_nanos(wake.saturating_sub(now).max(1_000));
+            if let Err(e) = engine.wait_timeout(1, timeout) {
+                reason = Some(format!("the I/O engine failed: {e}"));
+                break;
+            }
+            self.reap(engine, setup, t0);
+        }
+        // Let what was issued finish; it belongs to the last interval.
+        while engine.in_flight() > 0 {
+            if engine.wait(1).is_err() {
+                break;
+            }
+            self.reap(engine, setup, t0);
+        }
+        reason
+    }
+
+    fn issue(
+        &mut self,
+        engine: &mut dyn IoEngine,
+        setup: &WorkerSetup,
+        i: usize,
+        io: IoSpec,
+    ) -> Result<(), String> {
+        let sd = &setup.sds[i];
+        let Some(slot) = self.free[i].pop() else {
+            return Err("invariant: a free slot under the sd's thread count".into());
+        };
+        let pool = if io.write {
+            &mut self.write_bufs
+        } else {
+            &mut self.read_bufs
+        };
+        let Some(mut buf) = pool[slot as usize].take() else {
+            return Err("invariant: a slot's buffer is home when the slot is free".into());
+        };
+        buf.set_len(io.len as usize);
+        if io.write {
+            self.counter += 1;
+            setup.pattern.stamp(&mut buf, io.at, self.counter, &mut self.rng);
+            if sd.validate {
+                let sched = lock(&sd.sched);
+                if let Some(v) = &sched.validation {
+                    let unit = v.unit;
+                    for (k, chunk) in buf.chunks_mut(unit as usize).enumerate() {
+                        seal_unit(
+                            chunk,
+                            UnitHeader {
+                                key: io.key,
+                                sd_tag: v.sd_tag,
+                                lba: io.at / unit + k as u64,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        let offset_bytes = io.at + sd.offset_bytes;
+        let op = if io.write {
+            Op::Write {
+                offset_bytes,
+                buf,
+                fua: sd.sync_writes,
+            }
+        } else {
+            Op::Read { offset_bytes, buf }
+        };
+        let request = Request {
+            device: self.devices[i],
+            tag: u64::from(slot),
+            op,
+        };
+        if engine.submit(request).is_err() {
+            return Err("invariant: the engine has room for the sd's threads".into());
+        }
+        self.inflight[slot as usize] = Some(InFlight {
+            sd: i,
+            wd: io.wd,
+            intended_ns: io.intended_ns,
+            at: io.at,
+            len: io.len,
+            write: io.write,
+            key: io.key,
+        });
+        self.outstanding[i] += 1;
+        Ok(())
+    }
+
+    fn reap(&mut self, engine: &mut dyn IoEngine, setup: &WorkerSetup, t0: Instant) {
+        let now = t0.elapsed().as_nanos() as u64;
+        while let Some(c) = engine.pop_completion() {
+            let slot = c.tag as usize;
+            let Some(io) = self.inflight.get_mut(slot).and_then(Option::take) else {
+                continue;
+            };
+            let sd = &setup.sds[io.sd];
+            self.outstanding[io.sd] -= 1;
+            self.free[io.sd].push(slot as u32);
+            let ok = c.result.is_ok();
+            match &c.result {
+                Ok(_) => {
+                    let s = &mut self.stats[io.wd][usize::from(io.write)];
+                    s.ios += 1;
+                    s.bytes += io.len;
+                    s.hist.record(now.saturating_sub(io.intended_ns));
+                }
+                Err(e) => {
+                    self.errors += 1;
+                    if self.first_errors.len() < ERRORS_KEPT {
+                        self.first_errors
+                            .push(format!("sd={} ({}): {e}", sd.name, sd.lun));
+                    }
+                    let total = setup.shared.errors.fetch_add(1, Ordering::Relaxed) + 1;
+                    if total >= setup.shared.error_limit {
+                        setup
+                            .shared
+                            .stop_with(format!("stopped after {total} I/O or data errors (data_errors={})", setup.shared.error_limit));
+                    }
+                }
+            }
+            if sd.validate {
+                let mut sched = lock(&sd.sched);
+                if let Some(v) = &mut sched.validation {
+                    if !io.write && ok {
+                        if let Some(buf) = &c.buf {
+                            let mut bad = 0u64;
+                            for (k, chunk) in buf.chunks(v.unit as usize).enumerate() {
+                                let lba = io.at / v.unit + k as u64;
+                                let key = v.key(lba);
+                                if key == 0 {
+                                    continue;
+                                }
+                                v.checked += 1;
+                                if let Some(problem) = check_unit(
+                                    chunk,
+                                    UnitHeader {
+                                        key,
+                                        sd_tag: v.sd_tag,
+                                        lba,
+                                    },
+                                ) {
+                                    bad += 1;
+                                    v.errors.push(ValidationError {
+                                        sd: sd.name.clone(),
+                                        lun: sd.lun.clone(),
+                                        offset_bytes: lba * v.unit + sd.offset_bytes,
+                                        lba,
+                                        unit_bytes: v.unit,
+                                        problem,
+                                    });
+                                }
+                            }
+                            if bad > 0 {
+                                let total = setup.shared.errors.fetch_add(bad, Ordering::Relaxed) + bad;
+                                if total >= setup.shared.error_limit {
+                                    setup.shared.stop_with(format!(
+                                        "stopped after {total} I/O or data errors (data_errors={})",
+                                        setup.shared.error_limit
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                    v.release(io.at, io.len, io.write.then_some((io.key, ok)));
+                }
+            }
+            if let Some(buf) = c.buf {
+                let pool = if io.write {
+                    &mut self.write_bufs
+                } else {
+                    &mut self.read_bufs
+                };
+                pool[slot] = Some(buf);
+            }
+        }
+    }
+
+    fn tick(&mut self, setup: &WorkerSetup, end_ns: u64) -> Tick {
+        let stats = std::mem::replace(
+            &mut self.stats,
+            (0..setup.wds).map(|_| Default::default()).collect(),
+        );
+        let mut tick = Tick {
+            worker: setup.id,
+            index: self.index,
+            end_ns,
+            stats,
+            scheduled: 0,
+            not_issued: 0,
+            backlog_max: 0,
+            errors: std::mem::take(&mut self.errors),
+            first_errors: std::mem::take(&mut self.first_errors),
+            checked: 0,
+            written: 0,
+            validation_errors: Vec::new(),
+        };
+        for sd in &setup.sds {
+            let mut sched = lock(&sd.sched);
+            let (scheduled, not_issued, backlog_max) = sched.take_counters();
+            tick.scheduled += scheduled;
+            tick.not_issued += not_issued;
+            tick.backlog_max = tick.backlog_max.max(backlog_max);
+            if let Some(v) = &mut sched.validation {
+                tick.checked += std::mem::take(&mut v.checked);
+                tick.written += std::mem::take(&mut v.written);
+                tick.validation_errors.append(&mut v.errors);
+            }
+        }
+        tick
+    }
+}

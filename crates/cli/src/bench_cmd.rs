@@ -1,0 +1,398 @@
+//! `cairn bench run|quick` and `cairn report compare`: parse, open the targets,
+//! run, show live interval lines on a terminal, write the reports.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use cairn_bench::engine::{self, BenchOptions, EngineMaker, Observer};
+use cairn_bench::model::{Arrival, Plan, RunDef, XferSize};
+use cairn_bench::quick::{self, QuickArgs, QuickRw};
+use cairn_bench::result::{BenchResult, IntervalRecord, RunRecord};
+use cairn_bench::report::{self, compare, live};
+use cairn_bench::target::{self, TargetOptions};
+use cairn_bench::vdbench;
+use cairn_io::host::Host;
+use clap::{Args, Subcommand};
+
+use crate::EngineArg;
+
+#[derive(Subcommand)]
+pub(crate) enum BenchCommand {
+    /// Run a vdbench parameter file: `cairn bench run FILE [name=value ...]`.
+    Run {
+        /// The parameter file (sd=, wd=, rd= records; see docs/vdbench.md).
+        file: PathBuf,
+        /// `name=value` pairs substituted for `$name` in the file.
+        variables: Vec<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// A quick run from flags, without a parameter file.
+    Quick {
+        /// A block device or file; repeat for several (one sd each).
+        #[arg(long = "target", required = true, value_name = "PATH")]
+        targets: Vec<PathBuf>,
+        /// read, write, randread, randwrite, rw, randrw.
+        #[arg(long, default_value = "randread")]
+        rw: String,
+        /// Percentage of reads for rw and randrw.
+        #[arg(long, default_value_t = 50.0)]
+        rwmixread: f64,
+        /// Transfer size: 8k, 1m, …
+        #[arg(long, default_value = "8k")]
+        bs: String,
+        /// I/Os outstanding per target (vdbench's threads=).
+        #[arg(long, default_value_t = 1)]
+        qd: u32,
+        /// How long to run (30s, 2m).
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        time: Duration,
+        /// Excluded from the totals; part of --time.
+        #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+        warmup: Duration,
+        #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+        interval: Duration,
+        /// I/Os per second over all targets (open loop), or `max` (closed loop).
+        #[arg(long, default_value = "max")]
+        rate: String,
+        /// Inter-arrival distribution of an open-loop rate: exponential, uniform, deterministic.
+        #[arg(long, default_value = "exponential")]
+        distribution: String,
+        /// Bytes of each target to use; a missing file is created this big.
+        #[arg(long)]
+        size: Option<String>,
+        /// Validate data: writes carry their address and a checksum, reads check them.
+        #[arg(long)]
+        validate: bool,
+        #[arg(long, default_value_t = 1.0)]
+        compratio: f64,
+        #[arg(long, default_value_t = 1.0)]
+        dedupratio: f64,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Args)]
+pub(crate) struct Common {
+    /// Directory for result.json, summary.txt and report.html (default ./cairn-bench-TIMESTAMP).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write even to a target that carries a filesystem, LVM, md, a partition table,
+    /// an Oracle ASM or a Cairn label: its data will be destroyed.
+    #[arg(long)]
+    force: bool,
+    /// Seed of every random choice; the default is taken from the clock (and recorded).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// io_uring submitting threads (default: one fewer than the CPUs, at least one).
+    #[arg(long)]
+    workers: Option<u32>,
+    /// Print result.json on stdout instead of the live display.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ReportCommand {
+    /// Compare two runs side by side (result.json files, or the directories holding them).
+    Compare {
+        a: PathBuf,
+        b: PathBuf,
+        /// Also write the comparison as one self-contained HTML file.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// Print the comparison as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> {
+    match command {
+        BenchCommand::Run {
+            file,
+            variables,
+            common,
+        } => {
+            let mut vars = BTreeMap::new();
+            for v in &variables {
+                let Some((name, value)) = v.split_once('=') else {
+                    bail!("`{v}` is not a variable; give name=value (e.g. dir=/tmp/bench)");
+                };
+                vars.insert(name.trim_start_matches('$').to_string(), value.to_string());
+            }
+            let plan = vdbench::parse_file(&file, &vars).map_err(|e| anyhow!("{e}"))?;
+            execute(&plan, engine, &common)
+        }
+        BenchCommand::Quick {
+            targets,
+            rw,
+            rwmixread,
+            bs,
+            qd,
+            time,
+            warmup,
+            interval,
+            rate,
+            distribution,
+            size,
+            validate,
+            compratio,
+            dedupratio,
+            common,
+        } => {
+            let rw: QuickRw = rw.parse().map_err(|e: String| anyhow!(e))?;
+            let bs = XferSize::Fixed(quick::parse_size(&bs).map_err(|e| anyhow!("--bs: {e}"))?);
+            let rate = match rate.as_str() {
+                "max" => None,
+                r => Some(r.parse::<f64>().ok().filter(|r| *r > 0.0).ok_or_else(|| {
+                    anyhow!("--rate `{r}` is not a rate; give I/Os per second (e.g. 5000) or max")
+                })?),
+            };
+            let arrival = match distribution.as_str() {
+                "exponential" => Arrival::Exponential,
+                "uniform" => Arrival::Uniform,
+                "deterministic" => Arrival::Deterministic,
+                d => bail!("--distribution `{d}`: expected exponential, uniform or deterministic"),
+            };
+            let size = size
+                .map(|s| quick::parse_size(&s).map_err(|e| anyhow!("--size: {e}")))
+                .transpose()?;
+            let args = QuickArgs {
+                targets,
+                rw,
+                rwmixread,
+                bs,
+                qd,
+                time,
+                warmup,
+                interval,
+                rate,
+                arrival,
+                size,
+                validate,
+                compratio,
+                dedupratio,
+                args: std::env::args().skip(1).collect(),
+            };
+            let plan = quick::plan(&args).map_err(|e| anyhow!(e))?;
+            execute(&plan, engine, &common)
+        }
+    }
+}
+
+fn engine_maker(engine: EngineArg) -> EngineMaker {
+    match engine {
+        EngineArg::Sync => EngineMaker::Sync,
+        EngineArg::Uring => EngineMaker::Uring,
+        EngineArg::Auto => {
+            if cairn_io::uring_engine::UringEngine::new(1).is_ok() {
+                EngineMaker::Uring
+            } else {
+                EngineMaker::Sync
+            }
+        }
+    }
+}
+
+fn execute(plan: &Plan, engine: EngineArg, common: &Common) -> Result<()> {
+    let host = Host::real();
+    let terminal = std::io::stdout().is_terminal() && !common.json;
+    let out = common
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("cairn-bench-{}", timestamp())));
+    // Refuse an output directory that holds another run's result before any I/O.
+    if out.join("result.json").exists() {
+        bail!(
+            "{} already holds a result.json; give another --out, or move it away first",
+            out.display()
+        );
+    }
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+
+    let bar = fill_progress(terminal);
+    let mut progress = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let targets = target::open_targets(
+        plan,
+        &mut TargetOptions {
+            host: &host,
+            force: common.force,
+            fill_progress: &mut progress,
+        },
+    )
+    .map_err(|e| anyhow!("{e}"))?;
+    bar.finish_and_clear();
+
+    // SAFETY: installing a handler that only stores to an atomic is
+    // async-signal-safe; no other thread is running yet.
+    unsafe {
+        libc::signal(libc::SIGINT, on_interrupt as *const () as libc::sighandler_t);
+    }
+    let seed = common.seed.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    let options = BenchOptions {
+        engine: engine_maker(engine),
+        workers: common.workers,
+        seed,
+        host: &host,
+        interrupted: &INTERRUPTED,
+    };
+    let mut display = Display {
+        terminal,
+        piped_summary: !common.json,
+    };
+    let result = engine::run_bench(plan, &targets, &options, &mut display).map_err(|e| anyhow!("{e}"))?;
+    drop(targets);
+    report::write_reports(&out, &result)
+        .with_context(|| format!("cannot write the reports into {}", out.display()))?;
+    if common.json {
+        let text = serde_json::to_string_pretty(&result)?;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{text}")?;
+    } else {
+        println!(
+            "reports: {}/summary.txt, report.html, result.json",
+            out.display()
+        );
+    }
+    verdict(&result)
+}
+
+/// Fail (after the reports are written) when the data did not read back, or
+/// I/O failed: a benchmark over bad storage must not exit 0.
+fn verdict(result: &BenchResult) -> Result<()> {
+    let bad: usize = result.runs.iter().map(|r| r.validation.errors.len()).sum();
+    let io: u64 = result.runs.iter().map(|r| r.errors.count).sum();
+    if bad > 0 {
+        let first = result
+            .runs
+            .iter()
+            .flat_map(|r| r.validation.errors.first())
+            .next()
+            .map(|e| format!(" (first: sd={} lba {} at byte {}: {})", e.sd, e.lba, e.offset_bytes, e.problem))
+            .unwrap_or_default();
+        bail!("data validation failed for {bad} blocks{first}; see summary.txt");
+    }
+    if io > 0 {
+        bail!("{io} I/Os failed; see summary.txt for the first of them");
+    }
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted; the reports hold what was measured");
+    }
+    Ok(())
+}
+
+fn fill_progress(terminal: bool) -> indicatif::ProgressBar {
+    if !terminal || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "filling new target {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {wide_bar}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+fn timestamp() -> String {
+    cairn_bench::sysinfo::utc_now_rfc3339()
+        .replace([':', '-'], "")
+        .trim_end_matches('Z')
+        .to_string()
+}
+
+/// Live interval lines on a terminal; when piped, only each run's total line.
+struct Display {
+    terminal: bool,
+    piped_summary: bool,
+}
+
+impl Observer for Display {
+    fn run_started(&mut self, run: &RunDef, target_iops: Option<f64>) {
+        if self.terminal {
+            println!("{}", live::run_banner(run, target_iops));
+            println!("{}", live::header());
+        }
+    }
+
+    fn interval(&mut self, _run: &RunDef, record: &IntervalRecord) {
+        if self.terminal {
+            println!("{}", live::line(record, &clock()));
+        }
+    }
+
+    fn run_finished(&mut self, record: &RunRecord) {
+        if self.terminal {
+            println!("{}", live::total_line(record));
+        } else if self.piped_summary {
+            println!("{}: {}", record.title(), live::total_line(record).trim());
+        }
+        if let Some(message) = &record.rate_outcome.message {
+            if self.piped_summary {
+                println!("warning: {}: {message}", record.title());
+            }
+        }
+    }
+
+    fn note(&mut self, message: &str) {
+        if self.piped_summary {
+            println!("{message}");
+        }
+    }
+}
+
+fn clock() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let local = secs % 86_400;
+    format!("{:02}:{:02}:{:02}", local / 3600, local % 3600 / 60, local % 60)
+}
+
+pub(crate) fn run_report(command: ReportCommand) -> Result<()> {
+    match command {
+        ReportCommand::Compare { a, b, html, json } => {
+            let load = |p: &Path| -> Result<BenchResult> {
+                let file = if p.is_dir() { p.join("result.json") } else { p.to_path_buf() };
+                report::load_result(&file).map_err(|e| anyhow!(e))
+            };
+            let (ra, rb) = (load(&a)?, load(&b)?);
+            let mut comparison = compare::compare_results(&ra, &rb);
+            comparison.a_name = a.display().to_string();
+            comparison.b_name = b.display().to_string();
+            if let Some(path) = html {
+                std::fs::write(&path, compare::compare_html(&comparison))
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&comparison)?);
+            } else {
+                print!("{}", compare::compare_text(&comparison));
+            }
+            Ok(())
+        }
+    }
+}
