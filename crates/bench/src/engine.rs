@@ -44,7 +44,7 @@ use crate::sysinfo;
 use crate::target::{resolve_band, Target};
 
 pub use sched::{IoSpec, Next, SdSched, Stream, StreamSpec, Validation, BACKLOG_MIN};
-pub use worker::EngineMaker;
+pub use worker::{EngineFactory, EngineMaker};
 use worker::{lock, DirStat, Msg, RunShared, Start, Tick, WorkerSd, WorkerSetup};
 
 /// How long workers may take to set up (open rings, allocate buffers).
@@ -206,6 +206,10 @@ fn sleep_unless(d: Duration, flag: &AtomicBool) {
     }
 }
 
+/// An sd of a run: its index in the plan, schedule, threads, largest transfer,
+/// and whether any of its workloads writes.
+type SdPlan = (usize, Arc<Mutex<SdSched>>, u32, u64, bool);
+
 struct RunEngineInfo {
     flags: Vec<String>,
     workers: u32,
@@ -312,7 +316,8 @@ fn run_one(
         plan.general.dedupunit_bytes,
         options.seed,
     ));
-    let mut scheds: Vec<(usize, Arc<Mutex<SdSched>>, u32, u64, bool)> = Vec::new();
+    // Per sd the run touches: (index in the plan, schedule, threads, largest transfer, writes).
+    let mut scheds: Vec<SdPlan> = Vec::new();
     let mut threads_by_sd = BTreeMap::new();
     for &i in &sd_indices {
         let target = targets
@@ -693,6 +698,7 @@ impl Running<'_> {
         let mut last_end_ns = 0u64;
         let mut errors = ErrorSummary::default();
         let mut validation = ValidationOutcome::default();
+        // The backlog peak is sampled at interval boundaries, summed over the sds.
         let (mut scheduled, mut not_issued, mut backlog_max) = (0u64, 0u64, 0u64);
         let mut completed_measured = 0u64;
         let mut scheduled_measured = 0u64;
@@ -729,6 +735,7 @@ impl Running<'_> {
             let cpu = sysinfo::cpu_sample(self.c.host);
             let disk = sysinfo::diskstats(self.c.host, self.c.devices);
             let backlog: u64 = self.c.scheds.iter().map(|s| lock(s).backlog()).sum();
+            backlog_max = backlog_max.max(backlog);
             // Every worker still running must report this interval.
             loop {
                 let missing = (0..n_workers).any(|w| {
@@ -769,7 +776,6 @@ impl Running<'_> {
                 merged.add(&t.stats);
                 scheduled += t.scheduled;
                 not_issued += t.not_issued;
-                backlog_max = backlog_max.max(t.backlog_max);
                 errors.count += t.errors;
                 for e in &t.first_errors {
                     if errors.first.len() < 10 {

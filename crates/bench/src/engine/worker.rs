@@ -25,6 +25,10 @@ use super::sched::{IoSpec, Next, SdSched};
 /// Errors kept word for word per interval; the rest are counted.
 const ERRORS_KEPT: usize = 10;
 
+/// Builds the engine of a worker from its sds' geometries, in order; the
+/// engine's device ids must be 0, 1, … in that order.
+pub type EngineFactory = Arc<dyn Fn(&[Geometry]) -> Box<dyn IoEngine> + Send + Sync>;
+
 /// How a worker gets its engine.
 #[derive(Clone)]
 pub enum EngineMaker {
@@ -34,7 +38,7 @@ pub enum EngineMaker {
     Sync,
     /// Anything else (the simulator in tests): given the sds' geometries in
     /// order, an engine whose device ids are 0, 1, … in that order.
-    Custom(Arc<dyn Fn(&[Geometry]) -> Box<dyn IoEngine> + Send + Sync>),
+    Custom(EngineFactory),
 }
 
 /// State shared by every worker of a run.
@@ -104,7 +108,6 @@ pub struct Tick {
     pub stats: Vec<[DirStat; 2]>,
     pub scheduled: u64,
     pub not_issued: u64,
-    pub backlog_max: u64,
     pub errors: u64,
     pub first_errors: Vec<String>,
     pub checked: u64,
@@ -537,7 +540,6 @@ impl Worker {
             stats,
             scheduled: 0,
             not_issued: 0,
-            backlog_max: 0,
             errors: std::mem::take(&mut self.errors),
             first_errors: std::mem::take(&mut self.first_errors),
             checked: 0,
@@ -546,10 +548,9 @@ impl Worker {
         };
         for sd in &setup.sds {
             let mut sched = lock(&sd.sched);
-            let (scheduled, not_issued, backlog_max) = sched.take_counters();
+            let (scheduled, not_issued, _) = sched.take_counters();
             tick.scheduled += scheduled;
             tick.not_issued += not_issued;
-            tick.backlog_max = tick.backlog_max.max(backlog_max);
             if let Some(v) = &mut sched.validation {
                 tick.checked += std::mem::take(&mut v.checked);
                 tick.written += std::mem::take(&mut v.written);
