@@ -220,8 +220,37 @@ fn execute(plan: &Plan, engine: EngineArg, common: &Common) -> Result<()> {
             out.display()
         );
     }
+    let made_out = !out.exists();
     std::fs::create_dir_all(&out)
         .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let outcome = measure(plan, engine, common, &host, terminal, &out);
+    if outcome.is_err() && made_out {
+        // Nothing was written into it: leave no empty directory behind.
+        std::fs::remove_dir(&out).ok();
+    }
+    let result = outcome?;
+    if common.json {
+        let text = serde_json::to_string_pretty(&result)?;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{text}")?;
+    } else {
+        println!(
+            "reports: {}/summary.txt, report.html, result.json",
+            out.display()
+        );
+    }
+    verdict(&result)
+}
+
+/// Open the targets, run, and write the reports into `out`.
+fn measure(
+    plan: &Plan,
+    engine: EngineArg,
+    common: &Common,
+    host: &Host,
+    terminal: bool,
+    out: &Path,
+) -> Result<BenchResult> {
 
     let bar = fill_progress(terminal);
     let mut progress = |done: u64, total: u64| {
@@ -231,7 +260,7 @@ fn execute(plan: &Plan, engine: EngineArg, common: &Common) -> Result<()> {
     let targets = target::open_targets(
         plan,
         &mut TargetOptions {
-            host: &host,
+            host,
             force: common.force,
             fill_progress: &mut progress,
         },
@@ -254,7 +283,7 @@ fn execute(plan: &Plan, engine: EngineArg, common: &Common) -> Result<()> {
         engine: engine_maker(engine),
         workers: common.workers,
         seed,
-        host: &host,
+        host,
         interrupted: &INTERRUPTED,
     };
     let mut display = Display {
@@ -263,19 +292,9 @@ fn execute(plan: &Plan, engine: EngineArg, common: &Common) -> Result<()> {
     };
     let result = engine::run_bench(plan, &targets, &options, &mut display).map_err(|e| anyhow!("{e}"))?;
     drop(targets);
-    report::write_reports(&out, &result)
+    report::write_reports(out, &result)
         .with_context(|| format!("cannot write the reports into {}", out.display()))?;
-    if common.json {
-        let text = serde_json::to_string_pretty(&result)?;
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{text}")?;
-    } else {
-        println!(
-            "reports: {}/summary.txt, report.html, result.json",
-            out.display()
-        );
-    }
-    verdict(&result)
+    Ok(result)
 }
 
 /// Fail (after the reports are written) when the data did not read back, or
