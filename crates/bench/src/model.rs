@@ -232,7 +232,8 @@ pub struct RunDef {
 /// Membership of a run in a latency-versus-load curve.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CurveMember {
-    /// Runs with the same id form one curve (the index of the rd).
+    /// Runs with the same id form one curve (numbered 0, 1, … through the plan;
+    /// an rd with `for…` loops makes one curve per combination).
     pub id: usize,
     /// `stopcurve=`: stop the curve once the mean response time exceeds this many ms.
     pub stop_ms: Option<f64>,

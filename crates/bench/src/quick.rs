@@ -1,1 +1,464 @@
-//! (in progress)
+//! `cairn bench quick`: one workload from plain flags, as the same [`Plan`] a
+//! vdbench file gives, so the engine and the reports have one input.
+//!
+//! `--target PATH --rw randread --bs 8k --qd 32 --time 30s` becomes one sd per
+//! target (`sd1`, `sd2`, … with `threads` = the queue depth, so each target has
+//! `qd` I/Os outstanding, as vdbench's `threads=` means), one wd `quick` over
+//! all of them and one rd `quick`.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::model::{
+    Arrival, General, OpenFlags, Plan, Rate, RunDef, SdDef, Seek, Source, WdDef, XferSize,
+};
+use crate::vdbench::{value_size_bytes, THREADS_MAX};
+
+/// `--rw`: direction and access pattern, in fio's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuickRw {
+    Read,
+    Write,
+    RandRead,
+    RandWrite,
+    /// Sequential, `rwmixread` % reads.
+    Rw,
+    /// Random, `rwmixread` % reads.
+    RandRw,
+}
+
+impl QuickRw {
+    pub const NAMES: [&'static str; 6] = ["read", "write", "randread", "randwrite", "rw", "randrw"];
+
+    fn random(self) -> bool {
+        matches!(
+            self,
+            QuickRw::RandRead | QuickRw::RandWrite | QuickRw::RandRw
+        )
+    }
+}
+
+impl FromStr for QuickRw {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "read" => QuickRw::Read,
+            "write" => QuickRw::Write,
+            "randread" => QuickRw::RandRead,
+            "randwrite" => QuickRw::RandWrite,
+            "rw" | "readwrite" => QuickRw::Rw,
+            "randrw" => QuickRw::RandRw,
+            _ => {
+                return Err(format!(
+                    "unknown --rw `{s}`; expected one of {}",
+                    Self::NAMES.join(", ")
+                ))
+            }
+        })
+    }
+}
+
+impl fmt::Display for QuickRw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            QuickRw::Read => "read",
+            QuickRw::Write => "write",
+            QuickRw::RandRead => "randread",
+            QuickRw::RandWrite => "randwrite",
+            QuickRw::Rw => "rw",
+            QuickRw::RandRw => "randrw",
+        };
+        f.write_str(name)
+    }
+}
+
+/// The quick command line, parsed by the CLI.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuickArgs {
+    pub targets: Vec<PathBuf>,
+    pub rw: QuickRw,
+    /// Percentage of reads for `rw` / `randrw` (default 50); ignored by the others,
+    /// which are all reads or all writes.
+    pub rwmixread: f64,
+    pub bs: XferSize,
+    /// I/Os outstanding per target.
+    pub qd: u32,
+    pub time: Duration,
+    pub warmup: Duration,
+    pub interval: Duration,
+    /// I/Os per second over all targets; `None` = as fast as possible (closed loop).
+    pub rate: Option<f64>,
+    pub arrival: Arrival,
+    /// Bytes of each target to use (a missing file is created this big).
+    pub size: Option<u64>,
+    pub validate: bool,
+    pub compratio: f64,
+    pub dedupratio: f64,
+    /// The original argv, for [`Source::Quick`].
+    pub args: Vec<String>,
+}
+
+/// The plan for a quick run; the error is one line saying which flag is wrong.
+pub fn plan(args: &QuickArgs) -> Result<Plan, String> {
+    if args.targets.is_empty() {
+        return Err(
+            "no --target given; expected --target PATH (a block device or a file), once per target"
+                .into(),
+        );
+    }
+    if let Some(empty) = args.targets.iter().find(|t| t.as_os_str().is_empty()) {
+        return Err(format!(
+            "--target `{}` is empty; expected a block device or a file path",
+            empty.display()
+        ));
+    }
+    if args.qd == 0 || u64::from(args.qd) > THREADS_MAX {
+        return Err(format!(
+            "--qd {} is out of range; expected 1 to {THREADS_MAX} I/Os outstanding per target",
+            args.qd
+        ));
+    }
+    if !(0.0..=100.0).contains(&args.rwmixread) {
+        return Err(format!(
+            "--rwmixread {} is out of range; expected a percentage of reads from 0 to 100",
+            args.rwmixread
+        ));
+    }
+    check_bs(&args.bs)?;
+    if args.time.is_zero() {
+        return Err("--time 0; expected a run time above 0, such as 30s".into());
+    }
+    if args.interval.is_zero() || args.interval > args.time {
+        return Err(format!(
+            "--interval {:?} does not fit --time {:?}; expected an interval above 0 and no longer than the run",
+            args.interval, args.time
+        ));
+    }
+    if args.warmup >= args.time {
+        return Err(format!(
+            "--warmup {:?} is not shorter than --time {:?}; expected a warm-up shorter than the run (it is part of it)",
+            args.warmup, args.time
+        ));
+    }
+    if let Some(rate) = args.rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(format!("--rate {rate} is not a rate; expected I/Os per second above 0 (or no --rate for max)"));
+        }
+    }
+    if args.size == Some(0) {
+        return Err("--size 0; expected the bytes of each target to use, such as 10g".into());
+    }
+    for (flag, ratio) in [
+        ("--compratio", args.compratio),
+        ("--dedupratio", args.dedupratio),
+    ] {
+        if !(ratio.is_finite() && ratio >= 1.0) {
+            return Err(format!(
+                "{flag} {ratio} is below 1; expected a ratio of at least 1 (1 = no reduction)"
+            ));
+        }
+    }
+
+    let sds: Vec<SdDef> = args
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(i, target)| SdDef {
+            name: format!("sd{}", i + 1),
+            lun: target.clone(),
+            size_bytes: args.size,
+            threads: args.qd,
+            openflags: OpenFlags::default(),
+            offset_bytes: 0,
+            align_bytes: None,
+            range: None,
+        })
+        .collect();
+    let rdpct = match args.rw {
+        QuickRw::Read | QuickRw::RandRead => 100.0,
+        QuickRw::Write | QuickRw::RandWrite => 0.0,
+        QuickRw::Rw | QuickRw::RandRw => args.rwmixread,
+    };
+    let wd = WdDef {
+        name: "quick".into(),
+        sds: sds.iter().map(|s| s.name.clone()).collect(),
+        rdpct,
+        xfersize: args.bs.clone(),
+        seek: if args.rw.random() {
+            Seek::Random(100.0)
+        } else {
+            Seek::Sequential
+        },
+        skew_pct: None,
+        iorate: None,
+        priority: None,
+        range: None,
+        hotband: None,
+    };
+    let run = RunDef {
+        rd: "quick".into(),
+        label: String::new(),
+        wds: vec![wd.name.clone()],
+        rate: args.rate.map_or(Rate::Max, Rate::Fixed),
+        elapsed: args.time,
+        interval: args.interval,
+        warmup: args.warmup,
+        arrival: args.arrival,
+        pause: Duration::ZERO,
+        threads: None,
+        xfersize: None,
+        rdpct: None,
+        seek: None,
+        curve: None,
+    };
+    Ok(Plan {
+        general: General {
+            validate: args.validate,
+            compratio: args.compratio,
+            dedupratio: args.dedupratio,
+            ..General::default()
+        },
+        sds,
+        wds: vec![wd],
+        runs: vec![run],
+        source: Source::Quick {
+            args: args.args.clone(),
+        },
+    })
+}
+
+fn check_bs(bs: &XferSize) -> Result<(), String> {
+    let sizes: Vec<u64> = match bs {
+        XferSize::Fixed(b) => vec![*b],
+        XferSize::Distribution(d) => {
+            let sum: f64 = d.iter().map(|(_, p)| p).sum();
+            if d.is_empty()
+                || (sum - 100.0).abs() > 1e-6
+                || d.iter().any(|(_, p)| p.is_nan() || *p <= 0.0)
+            {
+                return Err(format!(
+                    "--bs shares add up to {sum}%; expected positive shares adding up to 100"
+                ));
+            }
+            d.iter().map(|(b, _)| *b).collect()
+        }
+    };
+    match sizes
+        .iter()
+        .find(|b| **b == 0 || !b.is_multiple_of(512) || **b > 256 << 20)
+    {
+        Some(b) => Err(format!(
+            "--bs {b} is not usable; expected a multiple of 512 bytes from 512 to 256m, such as 8k"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Bytes from `8k`, `1m`, `4096`, `1.5g` (k = 1024, case-insensitive); exact,
+/// so `1.3k` (not a whole number of bytes) is an error. Shared with the CLI.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    value_size_bytes(s)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn args() -> QuickArgs {
+        QuickArgs {
+            targets: vec![PathBuf::from("/tmp/a"), PathBuf::from("/tmp/b")],
+            rw: QuickRw::RandRw,
+            rwmixread: 70.0,
+            bs: XferSize::Fixed(8192),
+            qd: 32,
+            time: Duration::from_secs(30),
+            warmup: Duration::from_secs(5),
+            interval: Duration::from_secs(1),
+            rate: Some(5000.0),
+            arrival: Arrival::Uniform,
+            size: Some(1 << 30),
+            validate: true,
+            compratio: 2.0,
+            dedupratio: 1.5,
+            args: vec!["quick".into(), "--target".into(), "/tmp/a".into()],
+        }
+    }
+
+    #[test]
+    fn one_sd_per_target_one_wd_one_rd() {
+        let plan = plan(&args()).unwrap();
+        let names: Vec<&str> = plan.sds.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["sd1", "sd2"]);
+        assert_eq!(plan.sds[1].lun, PathBuf::from("/tmp/b"));
+        assert!(plan
+            .sds
+            .iter()
+            .all(|s| s.threads == 32 && s.size_bytes == Some(1 << 30)));
+        assert_eq!(plan.wds.len(), 1);
+        let wd = &plan.wds[0];
+        assert_eq!(
+            (wd.name.as_str(), wd.rdpct, wd.seek),
+            ("quick", 70.0, Seek::Random(100.0))
+        );
+        assert_eq!(wd.sds, ["sd1", "sd2"]);
+        let run = &plan.runs[0];
+        assert_eq!(plan.runs.len(), 1);
+        assert_eq!(
+            (run.rd.as_str(), run.rate, run.arrival),
+            ("quick", Rate::Fixed(5000.0), Arrival::Uniform)
+        );
+        assert_eq!(
+            (run.elapsed, run.warmup),
+            (Duration::from_secs(30), Duration::from_secs(5))
+        );
+        assert!(plan.general.validate);
+        assert_eq!(
+            (plan.general.compratio, plan.general.dedupratio),
+            (2.0, 1.5)
+        );
+        assert_eq!(plan.source, Source::Quick { args: args().args });
+        assert!(plan.writes());
+    }
+
+    #[test]
+    fn rw_sets_direction_and_pattern() {
+        for (rw, rdpct, seek) in [
+            (QuickRw::Read, 100.0, Seek::Sequential),
+            (QuickRw::Write, 0.0, Seek::Sequential),
+            (QuickRw::RandRead, 100.0, Seek::Random(100.0)),
+            (QuickRw::RandWrite, 0.0, Seek::Random(100.0)),
+            (QuickRw::Rw, 70.0, Seek::Sequential),
+        ] {
+            let plan = plan(&QuickArgs { rw, ..args() }).unwrap();
+            assert_eq!((plan.wds[0].rdpct, plan.wds[0].seek), (rdpct, seek), "{rw}");
+            assert_eq!(rw.to_string().parse::<QuickRw>().unwrap(), rw);
+        }
+        let max = plan(&QuickArgs {
+            rate: None,
+            ..args()
+        })
+        .unwrap();
+        assert_eq!(max.runs[0].rate, Rate::Max);
+        assert!(!plan(&QuickArgs {
+            rw: QuickRw::RandRead,
+            ..args()
+        })
+        .unwrap()
+        .writes());
+        assert!("bogus"
+            .parse::<QuickRw>()
+            .unwrap_err()
+            .contains("expected one of read, write"));
+    }
+
+    #[test]
+    fn bad_flags_say_which() {
+        let cases: Vec<(QuickArgs, &str)> = vec![
+            (
+                QuickArgs {
+                    targets: vec![],
+                    ..args()
+                },
+                "no --target",
+            ),
+            (QuickArgs { qd: 0, ..args() }, "--qd 0"),
+            (
+                QuickArgs {
+                    rwmixread: 101.0,
+                    ..args()
+                },
+                "--rwmixread",
+            ),
+            (
+                QuickArgs {
+                    bs: XferSize::Fixed(1000),
+                    ..args()
+                },
+                "--bs 1000",
+            ),
+            (
+                QuickArgs {
+                    bs: XferSize::Distribution(vec![(4096, 50.0)]),
+                    ..args()
+                },
+                "add up to 50",
+            ),
+            (
+                QuickArgs {
+                    time: Duration::ZERO,
+                    ..args()
+                },
+                "--time 0",
+            ),
+            (
+                QuickArgs {
+                    warmup: Duration::from_secs(30),
+                    ..args()
+                },
+                "--warmup",
+            ),
+            (
+                QuickArgs {
+                    interval: Duration::from_secs(31),
+                    ..args()
+                },
+                "--interval",
+            ),
+            (
+                QuickArgs {
+                    rate: Some(0.0),
+                    ..args()
+                },
+                "--rate",
+            ),
+            (
+                QuickArgs {
+                    rate: Some(f64::NAN),
+                    ..args()
+                },
+                "--rate",
+            ),
+            (
+                QuickArgs {
+                    size: Some(0),
+                    ..args()
+                },
+                "--size 0",
+            ),
+            (
+                QuickArgs {
+                    compratio: 0.5,
+                    ..args()
+                },
+                "--compratio",
+            ),
+            (
+                QuickArgs {
+                    dedupratio: f64::INFINITY,
+                    ..args()
+                },
+                "--dedupratio",
+            ),
+        ];
+        for (a, fragment) in cases {
+            let e = plan(&a).unwrap_err();
+            assert!(e.contains(fragment), "{fragment}: {e}");
+            assert!(!e.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn sizes_parse_like_vdbench() {
+        assert_eq!(parse_size("8k"), Ok(8192));
+        assert_eq!(parse_size("1m"), Ok(1 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("1.5g"), Ok(3 << 29));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        assert!(parse_size("8 k").is_err());
+        assert!(parse_size("1.3k").is_err());
+    }
+}
