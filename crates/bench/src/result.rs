@@ -7,7 +7,7 @@
 //!
 //! Units are in the field names: `_us` microseconds, `_ms` milliseconds, `_s`
 //! seconds, `_bytes`, `_kb` (1024 bytes, as iostat's `rareq-sz`), `mb_per_s`
-//! (10^6 bytes per second, as vdbench and iostat print `MB/s`).
+//! (2^20 bytes per second, as vdbench and `iostat -m` print `MB/s`).
 
 use std::collections::BTreeMap;
 

@@ -123,17 +123,42 @@ pub struct TargetOptions<'a> {
     pub host: &'a Host,
     /// Overwrite a target that carries someone's data.
     pub force: bool,
-    /// Called while a new file is filled: (bytes done, bytes total).
-    pub fill_progress: &'a mut dyn FnMut(u64, u64),
+    /// Called while a new file is filled: (bytes done, bytes total); returning
+    /// false stops the fill (interrupted), and the new file is removed.
+    pub fill_progress: &'a mut dyn FnMut(u64, u64) -> bool,
 }
 
 /// Open every sd of the plan.
 pub fn open_targets(plan: &Plan, options: &mut TargetOptions<'_>) -> Result<Vec<Target>, TargetError> {
     let writes = plan.writes();
     let reads = plan_reads(plan);
+    let mut created_files: Vec<PathBuf> = Vec::new();
+    let outcome = open_all(plan, options, writes, reads, &mut created_files);
+    if outcome.is_err() {
+        // Leave nothing behind that this call made.
+        for path in &created_files {
+            std::fs::remove_file(path).ok();
+        }
+    }
+    outcome
+}
+
+fn open_all(
+    plan: &Plan,
+    options: &mut TargetOptions<'_>,
+    writes: bool,
+    reads: bool,
+    created_files: &mut Vec<PathBuf>,
+) -> Result<Vec<Target>, TargetError> {
     let mut opened: BTreeMap<PathBuf, usize> = BTreeMap::new();
     let mut targets: Vec<Target> = Vec::new();
     for sd in &plan.sds {
+        // A file made for an earlier sd already exists by now, so two sds
+        // naming one new file share it.
+        let newly = create_if_missing(sd, reads, options)?;
+        if newly {
+            created_files.push(sd.lun.clone());
+        }
         let key = std::fs::canonicalize(&sd.lun).unwrap_or_else(|_| sd.lun.clone());
         let (device, created) = if let Some(&i) = opened.get(&key) {
             let device = targets[i]
@@ -146,7 +171,7 @@ pub fn open_targets(plan: &Plan, options: &mut TargetOptions<'_>) -> Result<Vec<
                 })?;
             (device, false)
         } else {
-            let created = create_if_missing(sd, reads, options)?;
+            let created = newly;
             let device = if writes || created {
                 cairn_store::admin::open_for_overwrite(options.host, &sd.lun, options.force || created)
             } else {
@@ -157,15 +182,7 @@ pub fn open_targets(plan: &Plan, options: &mut TargetOptions<'_>) -> Result<Vec<
                 sd: sd.name.clone(),
                 error,
             });
-            let device = match device {
-                Ok(device) => device,
-                Err(e) => {
-                    if created {
-                        std::fs::remove_file(&sd.lun).ok();
-                    }
-                    return Err(e);
-                }
-            };
+            let device = device?;
             opened.insert(key, targets.len());
             (device, created)
         };
@@ -173,7 +190,6 @@ pub fn open_targets(plan: &Plan, options: &mut TargetOptions<'_>) -> Result<Vec<
         target.created = created;
         if created && reads {
             if let Err(error) = fill(&mut target, options.fill_progress) {
-                std::fs::remove_file(&sd.lun).ok();
                 return Err(TargetError::Fill {
                     sd: sd.name.clone(),
                     path: sd.lun.clone(),
@@ -205,7 +221,18 @@ fn create_if_missing(
     if path.exists() || std::fs::symlink_metadata(path).is_ok() {
         return Ok(false);
     }
-    if path.starts_with("/dev") {
+    // Judge where the file would really land: `/tmp/../dev/sdx` or a symlinked
+    // directory must not slip a regular file into /dev.
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let real_parent = std::fs::canonicalize(&parent).map_err(|error| TargetError::Create {
+        sd: sd.name.clone(),
+        path: path.clone(),
+        error,
+    })?;
+    if path.starts_with("/dev") || real_parent.starts_with("/dev") {
         return Err(TargetError::NoSuchDevice {
             sd: sd.name.clone(),
             path: path.clone(),
@@ -332,7 +359,7 @@ pub fn resolve_band(band: &Band, len: u64, sector: u64) -> Result<(u64, u64), St
 }
 
 /// Write data over a new file's whole range, so reads reach the storage.
-fn fill(target: &mut Target, progress: &mut dyn FnMut(u64, u64)) -> Result<(), String> {
+fn fill(target: &mut Target, progress: &mut dyn FnMut(u64, u64) -> bool) -> Result<(), String> {
     const CHUNK: u64 = 1 << 20;
     const DEPTH: usize = 8;
     let total = target.end_bytes + target.sd.offset_bytes;
@@ -376,7 +403,14 @@ fn fill(target: &mut Target, progress: &mut dyn FnMut(u64, u64)) -> Result<(), S
                 bufs.push(b);
             }
         }
-        progress(done, total);
+        if !progress(done, total) {
+            // Let what is in flight finish before the file is removed.
+            while engine.in_flight() > 0 {
+                engine.wait(1).map_err(|e| e.to_string())?;
+                while engine.pop_completion().is_some() {}
+            }
+            return Err("interrupted".into());
+        }
     }
     engine.flush(id).map_err(|e| e.to_string())?;
     Ok(())

@@ -483,8 +483,8 @@ fn iostat_figures_for_a_known_pair() {
     let sda = &stats[0];
     assert_close("r/s", sda.r_s, 200.0);
     assert_close("w/s", sda.w_s, 50.0);
-    assert_close("rMB/s", sda.rmb_s, 400.0 * 8192.0 / 1e6 / 2.0); // 1.6384
-    assert_close("wMB/s", sda.wmb_s, 100.0 * 131_072.0 / 1e6 / 2.0); // 6.5536
+    assert_close("rMB/s", sda.rmb_s, 400.0 * 8192.0 / 1_048_576.0 / 2.0); // 1.5625 (MiB)
+    assert_close("wMB/s", sda.wmb_s, 100.0 * 131_072.0 / 1_048_576.0 / 2.0); // 6.25
     assert_close("rareq-sz", sda.rareq_sz_kb, 8.0);
     assert_close("wareq-sz", sda.wareq_sz_kb, 128.0);
     assert_close("r_await", sda.r_await_ms, 0.5);
@@ -834,7 +834,7 @@ fn direct_reads_on_a_ram_loop_device_show_in_its_diskstats() {
     assert_close(
         "rMB/s × Δt",
         s.rmb_s * dt_s,
-        READS as f64 * READ_BYTES as f64 / 1e6,
+        READS as f64 * READ_BYTES as f64 / 1_048_576.0,
     );
     assert_eq!((s.w_s, s.wmb_s), (0.0, 0.0));
 }

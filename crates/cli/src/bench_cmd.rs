@@ -252,10 +252,17 @@ fn measure(
     out: &Path,
 ) -> Result<BenchResult> {
 
+    // SAFETY: installing a handler that only stores to an atomic is
+    // async-signal-safe. From here on Ctrl-C stops the fill or the run
+    // cleanly: a half-filled new file is removed, a run's figures are kept.
+    unsafe {
+        libc::signal(libc::SIGINT, on_interrupt as *const () as libc::sighandler_t);
+    }
     let bar = fill_progress(terminal);
     let mut progress = |done: u64, total: u64| {
         bar.set_length(total);
         bar.set_position(done);
+        !INTERRUPTED.load(Ordering::SeqCst)
     };
     let targets = target::open_targets(
         plan,
@@ -267,12 +274,6 @@ fn measure(
     )
     .map_err(|e| anyhow!("{e}"))?;
     bar.finish_and_clear();
-
-    // SAFETY: installing a handler that only stores to an atomic is
-    // async-signal-safe; no other thread is running yet.
-    unsafe {
-        libc::signal(libc::SIGINT, on_interrupt as *const () as libc::sighandler_t);
-    }
     let seed = common.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -314,6 +315,14 @@ fn verdict(result: &BenchResult) -> Result<()> {
     }
     if io > 0 {
         bail!("{io} I/Os failed; see summary.txt for the first of them");
+    }
+    if let Some((run, reason)) = result.runs.iter().find_map(|r| {
+        r.ended_early
+            .as_ref()
+            .filter(|why| why.contains("engine failed") || why.contains("invariant"))
+            .map(|why| (r.title(), why))
+    }) {
+        bail!("{run}: {reason}; the reports hold what was measured");
     }
     if INTERRUPTED.load(Ordering::SeqCst) {
         bail!("interrupted; the reports hold what was measured");

@@ -5,7 +5,7 @@
 //! Every column has a fixed width so that a run of lines reads as a table; a value
 //! too wide for its column widens that line rather than being cut, because a
 //! truncated number is a wrong number. Response times are in ms with three
-//! decimals (µs resolution), MB are 10^6 bytes (see [`crate::result`]).
+//! decimals (µs resolution), MB are 2^20 bytes (see [`crate::result`]).
 //! A warm-up interval is marked at the end of its line, as is an open-loop
 //! backlog, so a reader never mistakes either for steady state.
 
@@ -18,7 +18,7 @@ use super::units;
 const COLUMNS: [(&str, &str, usize); 13] = [
     ("", "interval", 8),
     ("i/o", "rate", 10),
-    ("MB/sec", "(10^6)", 9),
+    ("MB/sec", "(2^20)", 9),
     ("bytes", "/io", 8),
     ("read", "pct", 6),
     ("resp", "time ms", 8),
