@@ -51,6 +51,8 @@ use worker::{lock, DirStat, Msg, RunShared, Start, Tick, WorkerSd, WorkerSetup};
 const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the collector looks at the interrupt flag while it waits.
 const POLL: Duration = Duration::from_millis(100);
+/// Bytes in the MB of "MB/s": 2^20, as vdbench and `iostat -m` count them.
+const MIB: f64 = 1_048_576.0;
 /// A rate is held when at least this share of the scheduled I/Os completed.
 const HELD_SHARE: f64 = 0.98;
 
@@ -122,6 +124,18 @@ pub fn run_bench(
     let mut curve_max: BTreeMap<usize, f64> = BTreeMap::new();
     let mut curve_stopped: BTreeSet<usize> = BTreeSet::new();
     let mut stop_all: Option<String> = None;
+    // Validation state per sd (by index), kept for the whole bench: a block
+    // one run writes is checked by the reads of every later run, as in vdbench.
+    let mut validations: BTreeMap<usize, Validation> = BTreeMap::new();
+    for (n, run) in plan.runs.iter().enumerate() {
+        // A stand-in rate for curve points: only the checks matter here.
+        let rate = match run.rate {
+            Rate::Max => None,
+            Rate::Fixed(r) => Some(r),
+            Rate::CurvePct(_) => Some(1.0),
+        };
+        prepare_run(plan, run, n, targets, rate, options, &mut BTreeMap::new())?;
+    }
     for (n, run) in plan.runs.iter().enumerate() {
         if options.interrupted.load(Ordering::SeqCst) || stop_all.is_some() {
             break;
@@ -151,7 +165,17 @@ pub fn run_bench(
             }
         };
         observer.run_started(run, target_iops);
-        let (record, info) = run_one(plan, run, n, targets, target_iops, options, &devices, observer)?;
+        let (record, info) = run_one(
+            plan,
+            run,
+            n,
+            targets,
+            target_iops,
+            options,
+            &devices,
+            &mut validations,
+            observer,
+        )?;
         engine_info.flags = info.flags;
         engine_info.workers = engine_info.workers.max(info.workers);
         if let Some(curve) = run.curve {
@@ -249,12 +273,45 @@ fn wd_rates(run_rate: Option<f64>, wds: &[WdDef]) -> Vec<(Option<f64>, f64)> {
                 (None, None) => None,
                 (None, Some(r)) => Some(match w.skew_pct {
                     Some(s) => r * s / 100.0,
-                    None => ((r - fixed).max(0.0) * (100.0 - skewed).max(0.0) / 100.0) / plain,
+                    // What the fixed rates and the skewed shares leave.
+                    None => (r - fixed - r * skewed / 100.0).max(0.0) / plain,
                 }),
             };
             (rate, weight)
         })
         .collect()
+}
+
+/// The validation unit of an sd for the whole bench: the largest size that
+/// divides every transfer any run makes on it (and its `align=`), so the keys
+/// one run leaves are checked at the same granularity by the next.
+fn bench_validation_unit(plan: &Plan, sd: &crate::model::SdDef, sector: u64) -> u64 {
+    let mut unit = 0;
+    for run in &plan.runs {
+        let on_sd = run
+            .wds
+            .iter()
+            .filter_map(|name| plan.wd(name))
+            .filter(|wd| wd.sds.contains(&sd.name));
+        for wd in on_sd {
+            match run.xfersize.as_ref().unwrap_or(&wd.xfersize) {
+                XferSize::Fixed(b) => unit = gcd(unit, *b),
+                XferSize::Distribution(d) => {
+                    for (b, _) in d {
+                        unit = gcd(unit, *b);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(a) = sd.align_bytes {
+        unit = gcd(unit, a);
+    }
+    if unit == 0 {
+        sector
+    } else {
+        unit
+    }
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -266,16 +323,28 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_one(
+/// A run made ready: its workloads and each sd's schedule.
+struct Prepared {
+    wds: Vec<RunWd>,
+    scheds: Vec<SdPlan>,
+    threads_by_sd: BTreeMap<String, u32>,
+    validate: bool,
+    seed: u64,
+    pattern: Arc<DataPattern>,
+}
+
+/// Check and build a run's schedules. Every run is prepared once before the
+/// first one starts, so a bad run late in a plan fails the bench before any
+/// I/O rather than after an hour of measurements.
+fn prepare_run(
     plan: &Plan,
     run: &RunDef,
     run_index: usize,
     targets: &[Target],
     target_iops: Option<f64>,
     options: &BenchOptions<'_>,
-    devices: &[String],
-    observer: &mut dyn Observer,
-) -> Result<(RunRecord, RunEngineInfo), BenchError> {
+    validations: &mut BTreeMap<usize, Validation>,
+) -> Result<Prepared, BenchError> {
     let setup_error = |m: String| BenchError::Setup(m);
     // The run's workloads, overrides applied.
     let defs: Vec<WdDef> = run
@@ -345,6 +414,15 @@ fn run_one(
                         sd.lun.display()
                     )));
                 }
+                let dedupunit = plan.general.dedupunit_bytes;
+                if plan.general.dedupratio > 1.0
+                    && (dedupunit == 0 || !b.is_multiple_of(dedupunit))
+                {
+                    return Err(setup_error(format!(
+                        "wd={}: xfersize {b} is not a multiple of dedupunit={dedupunit}; with dedupratio= every transfer must hold whole dedupe units (give a larger xfersize or a smaller dedupunit)",
+                        w.def.name
+                    )));
+                }
                 if b > len {
                     return Err(setup_error(format!(
                         "wd={}: xfersize {b} is larger than the {len} bytes sd={} offers",
@@ -359,6 +437,9 @@ fn run_one(
                 unit = gcd(unit, a);
             }
             writes |= w.rdpct < 100.0;
+        }
+        if validate {
+            unit = gcd(unit, bench_validation_unit(plan, sd, sector));
         }
         let threads = run.threads.unwrap_or(sd.threads).max(1);
         threads_by_sd.insert(sd.name.clone(), threads);
@@ -413,10 +494,48 @@ fn run_one(
                 seed: seed ^ ((i as u64) << 32 | k as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
             }));
         }
-        let validation = validate.then(|| Validation::new(unit, target.end_bytes, sd_tag(&sd.name)));
-        let sched = SdSched::new(streams, target.end_bytes, validation, seed ^ i as u64);
+        let validation = validate.then(|| match validations.remove(&i) {
+            Some(mut kept) if kept.unit == unit => {
+                kept.settle();
+                kept
+            }
+            _ => Validation::new(unit, target.end_bytes, sd_tag(&sd.name)),
+        });
+        let sched = SdSched::new(streams, target.end_bytes, validation, seed ^ i as u64)
+            .with_start(target.start_bytes);
         scheds.push((i, Arc::new(Mutex::new(sched)), threads, max_len, writes));
     }
+    Ok(Prepared {
+        wds,
+        scheds,
+        threads_by_sd,
+        validate,
+        seed,
+        pattern,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    plan: &Plan,
+    run: &RunDef,
+    run_index: usize,
+    targets: &[Target],
+    target_iops: Option<f64>,
+    options: &BenchOptions<'_>,
+    devices: &[String],
+    validations: &mut BTreeMap<usize, Validation>,
+    observer: &mut dyn Observer,
+) -> Result<(RunRecord, RunEngineInfo), BenchError> {
+    let setup_error = |m: String| BenchError::Setup(m);
+    let Prepared {
+        wds,
+        scheds,
+        threads_by_sd,
+        validate,
+        seed,
+        pattern,
+    } = prepare_run(plan, run, run_index, targets, target_iops, options, validations)?;
 
     // Workers and their sds.
     let sync = matches!(options.engine, EngineMaker::Sync);
@@ -452,10 +571,13 @@ fn run_one(
         stop_reason: Mutex::new(None),
     });
     let (tx, rx) = mpsc::channel::<Msg>();
-    let mut starts = Vec::new();
     let n_workers = layouts.len();
 
     let outcome = std::thread::scope(|scope| -> Result<RunRecord, BenchError> {
+        // Declared in the scope: on any early return the senders drop before
+        // the scope joins, so a worker waiting for its start sees the channel
+        // close and ends instead of waiting forever.
+        let mut starts = Vec::new();
         for (id, layout) in layouts.iter().enumerate() {
             let mut sds = Vec::new();
             for &(k, slots) in layout {
@@ -551,6 +673,11 @@ fn run_one(
         );
         Ok(record)
     });
+    for (i, sched, ..) in &scheds {
+        if let Some(v) = lock(sched).validation.take() {
+            validations.insert(*i, v);
+        }
+    }
     let mut record = outcome?;
     record.rd = run.rd.clone();
     record.label = run.label.clone();
@@ -775,7 +902,10 @@ impl Running<'_> {
             for t in &ticks {
                 merged.add(&t.stats);
                 scheduled += t.scheduled;
-                not_issued += t.not_issued;
+                // A start-up transient in the warm-up does not fail the run.
+                if !warmup {
+                    not_issued += t.not_issued;
+                }
                 errors.count += t.errors;
                 for e in &t.first_errors {
                     if errors.first.len() < 10 {
@@ -816,7 +946,14 @@ impl Running<'_> {
                 self.disk_measured_from = disk.clone();
             } else {
                 totals.add(&merged.stats);
-                completed_measured += all[0].ios + all[1].ios;
+                // Only open-loop workloads have a schedule to keep.
+                completed_measured += merged
+                    .stats
+                    .iter()
+                    .zip(&self.c.wd_targets)
+                    .filter(|(_, target)| target.is_some())
+                    .map(|(s, _)| s[0].ios + s[1].ios)
+                    .sum::<u64>();
             }
             self.cpu_prev = cpu;
             self.disk_prev = disk;
@@ -832,7 +969,7 @@ impl Running<'_> {
         let all = totals.all();
         let ios = all[0].ios + all[1].ios;
         let mixed_all = mixed(&all, measured_s, &self.c.bounds_us);
-        let workloads = (0..wds)
+        let workloads: Vec<WorkloadTotals> = (0..wds)
             .map(|k| WorkloadTotals {
                 wd: self.c.wd_names[k].clone(),
                 sds: self.c.wd_sds[k].clone(),
@@ -842,7 +979,13 @@ impl Running<'_> {
             })
             .collect();
         let target = self.c.wd_targets.iter().flatten().copied().reduce(|a, b| a + b);
-        let achieved = mixed_all.all.iops;
+        // Achieved against the target: the open-loop workloads' I/Os only (a
+        // closed-loop workload beside them has no target to meet).
+        let achieved = if target.is_some() {
+            workloads_open_iops(&workloads, &self.c.wd_targets)
+        } else {
+            mixed_all.all.iops
+        };
         let mut rate_outcome = RateOutcome {
             target_iops: target,
             achieved_iops: achieved,
@@ -865,14 +1008,25 @@ impl Running<'_> {
         };
         if let Some(t) = target {
             let share = if scheduled_measured == 0 {
-                1.0
+                // Nothing was due in the window: held only if nothing was measured either.
+                if measured_s > 0.0 && t > 0.0 { 0.0 } else { 1.0 }
             } else {
                 completed_measured as f64 / scheduled_measured as f64
             };
             if not_issued > 0 || share < HELD_SHARE {
                 rate_outcome.held = false;
+                let dropped = if not_issued > 0 {
+                    format!(
+                        "; {not_issued} I/Os that were due were never issued (the backlog was full at one second of the target rate, or they were still waiting when the run ended)"
+                    )
+                } else {
+                    format!(
+                        "; only {:.1}% of the I/Os due completed in the measured window",
+                        100.0 * share
+                    )
+                };
                 rate_outcome.message = Some(format!(
-                    "target {t:.0} IO/s not held: achieved {achieved:.0} IO/s ({:.1}% of the target); {not_issued} I/Os could not be issued because the backlog reached its bound (one second of the target rate) — the storage, or the sd's threads=, cannot sustain this rate",
+                    "target {t:.0} IO/s not held: achieved {achieved:.0} IO/s ({:.1}% of the target){dropped} — the storage, or the sds' threads=, cannot sustain this rate",
                     if t > 0.0 { 100.0 * achieved / t } else { 0.0 }
                 ));
             }
@@ -915,6 +1069,57 @@ impl Running<'_> {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::model::{Seek, XferSize};
+
+    fn wd(iorate: Option<f64>, skew: Option<f64>) -> WdDef {
+        WdDef {
+            name: "w".into(),
+            sds: vec!["sd1".into()],
+            rdpct: 100.0,
+            xfersize: XferSize::Fixed(8192),
+            seek: Seek::Random(100.0),
+            skew_pct: skew,
+            iorate,
+            priority: None,
+            range: None,
+            hotband: None,
+        }
+    }
+
+    #[test]
+    fn a_runs_rate_is_split_without_exceeding_it() {
+        // 1000/s: one workload fixed at 100, one skewed to 30% (300), two plain
+        // sharing what is left (300 each). The total is the run's rate.
+        let rates = wd_rates(
+            Some(1000.0),
+            &[wd(Some(100.0), None), wd(None, Some(30.0)), wd(None, None), wd(None, None)],
+        );
+        let r: Vec<f64> = rates.iter().map(|(r, _)| r.unwrap()).collect();
+        assert_eq!(r, vec![100.0, 300.0, 300.0, 300.0]);
+        // The bank file: every workload has its own rate, summing to the run's.
+        let bank = [3250.0, 2500.0, 5800.0, 750.0, 50.0].map(|x| wd(Some(x), None));
+        let total: f64 = wd_rates(Some(12350.0), &bank).iter().map(|(r, _)| r.unwrap()).sum();
+        assert_eq!(total, 12350.0);
+        // Closed loop: skew is a weight.
+        let w = wd_rates(None, &[wd(None, Some(75.0)), wd(None, None)]);
+        assert_eq!((w[0].0, w[0].1, w[1].1), (None, 75.0, 25.0));
+    }
+}
+
+/// I/Os per second of the workloads that have an open-loop target.
+fn workloads_open_iops(workloads: &[WorkloadTotals], targets: &[Option<f64>]) -> f64 {
+    workloads
+        .iter()
+        .zip(targets)
+        .filter(|(_, t)| t.is_some())
+        .map(|(w, _)| w.stats.all.iops)
+        .sum()
+}
+
 fn interval_stats(s: &[DirStat; 2], seconds: f64, backlog: u64) -> IntervalStats {
     let mut both = s[0].clone();
     both.add(&s[1]);
@@ -929,7 +1134,7 @@ fn interval_stats(s: &[DirStat; 2], seconds: f64, backlog: u64) -> IntervalStats
         bytes_read: s[0].bytes,
         bytes_written: s[1].bytes,
         iops,
-        mb_per_s: both.bytes as f64 / 1e6 / secs,
+        mb_per_s: both.bytes as f64 / MIB / secs,
         bytes_per_io: if ios == 0 { 0.0 } else { both.bytes as f64 / ios as f64 },
         read_pct: if ios == 0 { 0.0 } else { 100.0 * s[0].ios as f64 / ios as f64 },
         resp_ms: ms(both.hist.mean_ns()),
@@ -951,7 +1156,7 @@ fn direction(s: &DirStat, seconds: f64, bounds_us: &[u64]) -> DirectionStats {
         ios: s.ios,
         bytes: s.bytes,
         iops: s.ios as f64 / secs,
-        mb_per_s: s.bytes as f64 / 1e6 / secs,
+        mb_per_s: s.bytes as f64 / MIB / secs,
         bytes_per_io: if s.ios == 0 { 0.0 } else { s.bytes as f64 / s.ios as f64 },
         latency: s.hist.summary(bounds_us),
         histogram: s.hist.to_data(),

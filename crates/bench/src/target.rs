@@ -427,7 +427,7 @@ mod tests {
         let len = 1 << 30;
         assert_eq!(
             resolve_band(&band(Bound::Percent(10.0), Bound::Percent(20.0)), len, 4096).unwrap(),
-            (107_370_496, 214_745_088)
+            (107_372_544, 214_745_088)
         );
         assert_eq!(
             resolve_band(&band(Bound::Bytes(1 << 20), Bound::Bytes(2 << 20)), len, 4096).unwrap(),

@@ -291,7 +291,22 @@ fn measure(
         terminal,
         piped_summary: !common.json,
     };
-    let result = engine::run_bench(plan, &targets, &options, &mut display).map_err(|e| anyhow!("{e}"))?;
+    let result = match engine::run_bench(plan, &targets, &options, &mut display) {
+        Ok(result) => result,
+        Err(e) => {
+            // Refused before any I/O: the files made for this bench go too.
+            let created: Vec<PathBuf> = targets
+                .iter()
+                .filter(|t| t.created)
+                .map(|t| t.sd.lun.clone())
+                .collect();
+            drop(targets);
+            for path in created {
+                std::fs::remove_file(path).ok();
+            }
+            return Err(anyhow!("{e}"));
+        }
+    };
     drop(targets);
     report::write_reports(out, &result)
         .with_context(|| format!("cannot write the reports into {}", out.display()))?;

@@ -173,7 +173,7 @@ impl Stream {
 
     /// Next address for an I/O of `len` bytes, or `None` at the end of an
     /// `eof` pass. `sd_len` is where the sd ends (for wrapping hotbands).
-    fn pick_offset(&mut self, len: u64, sd_len: u64) -> Option<u64> {
+    fn pick_offset(&mut self, len: u64, sd_start: u64, sd_len: u64) -> Option<u64> {
         let random = match self.seek {
             Seek::Sequential | Seek::Eof => false,
             Seek::Random(p) => p >= 100.0 || unit(&mut self.rng) * 100.0 < p,
@@ -203,8 +203,13 @@ impl Stream {
         .min(slots - 1);
         let mut at = self.lo + k * align;
         if at + len > sd_len {
-            // Past the end of a wrapping band: continue from the start of the sd.
-            at = (at + len - sd_len).saturating_sub(len) / align * align;
+            // Past the end of a wrapping band: continue from the start of the
+            // sd's region (not of the lun: another sd may own what lies before).
+            let wrapped = at.saturating_sub(sd_len - sd_start);
+            at = (wrapped / align * align).max(sd_start);
+            if at + len > sd_len {
+                at = sd_start;
+            }
         }
         // A sequential run after a random jump continues from here.
         self.next_seq = at + len;
@@ -301,6 +306,18 @@ impl Validation {
         }
     }
 
+    /// Between runs: a unit still marked busy had its I/O cut short (the
+    /// engine failed mid-run), so what it holds is unknown — free it, and
+    /// never check it until it is rewritten.
+    pub fn settle(&mut self) {
+        for (busy, key) in self.busy.iter_mut().zip(&mut self.keys) {
+            if *busy {
+                *busy = false;
+                *key = 0;
+            }
+        }
+    }
+
     /// The key expected in unit `u`; 0 = never written in this bench.
     pub fn key(&self, u: u64) -> u8 {
         self.keys.get(u as usize).copied().unwrap_or(0)
@@ -318,6 +335,8 @@ pub struct SdSched {
     pub streams: Vec<Stream>,
     /// Where the sd's addresses end (its usable length, before `offset=`).
     pub sd_len: u64,
+    /// Where they start (`range=`); a wrapping hotband continues from here.
+    pub sd_start: u64,
     pub validation: Option<Validation>,
     rng: ChaCha8Rng,
 }
@@ -327,8 +346,23 @@ impl SdSched {
         Self {
             streams,
             sd_len,
+            sd_start: 0,
             validation,
             rng: ChaCha8Rng::seed_from_u64(seed),
+        }
+    }
+
+    /// The sd's region starts at `start` (its `range=`), not at 0.
+    pub fn with_start(mut self, start: u64) -> Self {
+        self.sd_start = start;
+        self
+    }
+
+    /// Admit every open-loop arrival due by `now_ns` into the backlogs, so a
+    /// stall with every thread busy is still counted (called at interval ends).
+    pub fn admit(&mut self, now_ns: u64) {
+        for s in &mut self.streams {
+            s.admit(now_ns);
         }
     }
 
@@ -400,7 +434,7 @@ impl SdSched {
                 x -= s.weight;
             }
         }
-        let sd_len = self.sd_len;
+        let (sd_start, sd_len) = (self.sd_start, self.sd_len);
         let stream = &mut self.streams[chosen];
         let len = stream.pick_size();
         let write = unit(&mut stream.rng) * 100.0 >= stream.rdpct;
@@ -409,7 +443,7 @@ impl SdSched {
         // With validation, an address whose blocks are busy is redrawn a few
         // times (random) or waited for (sequential).
         for _ in 0..8 {
-            let Some(a) = stream.pick_offset(len, sd_len) else {
+            let Some(a) = stream.pick_offset(len, sd_start, sd_len) else {
                 ended = true;
                 break;
             };
@@ -602,6 +636,25 @@ mod tests {
         }
         assert!((wd0 as f64 / 100_000.0 - 0.75).abs() < 0.01, "{wd0}");
         assert!((writes0 as f64 / wd0 as f64 - 0.30).abs() < 0.01, "{writes0}");
+    }
+
+    #[test]
+    fn a_wrapping_hotband_stays_inside_the_sds_region() {
+        // The sd uses [512 KiB, 1 MiB) of its lun; the band runs from 90% of
+        // it past the end, wrapping to the region's start — never below it.
+        let mut sp = spec(None, Seek::Random(100.0));
+        sp.lo = 512 * 1024 + 460 * 1024;
+        sp.hi = sp.lo + 100 * 1024;
+        sp.hot = true;
+        let band_lo = sp.lo;
+        let mut s = SdSched::new(vec![Stream::new(sp)], 1 << 20, None, 0).with_start(512 * 1024);
+        let mut wrapped = 0;
+        for _ in 0..10_000 {
+            let i = io(s.next(0));
+            assert!(i.at >= 512 * 1024 && i.at + i.len <= 1 << 20, "{}", i.at);
+            wrapped += u32::from(i.at < band_lo);
+        }
+        assert!(wrapped > 0, "the band never wrapped");
     }
 
     #[test]

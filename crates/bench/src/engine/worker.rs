@@ -166,6 +166,9 @@ pub fn run(mut setup: WorkerSetup) {
             return;
         }
     };
+    // Buffers are allocated and filled before the start, so that work is
+    // charged to neither the first interval's latency nor its CPU.
+    let mut w = Worker::new(&setup, devices);
     if setup.tx.send(Msg::Ready).is_err() {
         return;
     }
@@ -173,10 +176,9 @@ pub fn run(mut setup: WorkerSetup) {
         Ok(Start::Go(t0)) => t0,
         _ => return,
     };
-    let mut w = Worker::new(&setup, devices);
     let reason = w.run(engine.as_mut(), &setup, t0);
     let now = t0.elapsed().as_nanos() as u64;
-    let tick = w.tick(&setup, now.min(setup.end_ns.max(now)));
+    let tick = w.tick(&setup, now);
     setup.tx.send(Msg::Tick(Box::new(tick))).ok();
     setup
         .tx
@@ -528,6 +530,8 @@ impl Worker {
         }
     }
 
+    /// Close an interval. Arrivals due by its end are admitted first, so a
+    /// stall with every thread busy still counts them as due.
     fn tick(&mut self, setup: &WorkerSetup, end_ns: u64) -> Tick {
         let stats = std::mem::replace(
             &mut self.stats,
@@ -548,6 +552,9 @@ impl Worker {
         };
         for sd in &setup.sds {
             let mut sched = lock(&sd.sched);
+            // Admitted but never issued by the end, they count as scheduled and
+            // not completed: a stall at the end of a run lowers the share held.
+            sched.admit(end_ns.min(setup.end_ns));
             let (scheduled, not_issued, _) = sched.take_counters();
             tick.scheduled += scheduled;
             tick.not_issued += not_issued;
