@@ -628,12 +628,13 @@ fn run_one(
         let mut ready = 0;
         let mut failure = None;
         let deadline = Instant::now() + SETUP_TIMEOUT;
-        while ready + usize::from(failure.is_some()) < n_workers {
+        let mut failed = 0;
+        while ready + failed < n_workers {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(Msg::Ready) => ready += 1,
                 Ok(Msg::Failed { error, .. }) => {
                     failure.get_or_insert(error);
-                    ready += 1;
+                    failed += 1;
                 }
                 Ok(_) => {}
                 Err(_) => {

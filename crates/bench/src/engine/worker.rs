@@ -22,6 +22,8 @@ use crate::result::ValidationError;
 
 use super::sched::{IoSpec, Next, SdSched};
 
+/// How long the end of a run waits for I/Os still in flight.
+const DRAIN_MAX: Duration = Duration::from_secs(30);
 /// Errors kept word for word per interval; the rest are counted.
 const ERRORS_KEPT: usize = 10;
 
@@ -177,6 +179,11 @@ pub fn run(mut setup: WorkerSetup) {
         _ => return,
     };
     let reason = w.run(engine.as_mut(), &setup, t0);
+    if engine.in_flight() > 0 {
+        // The kernel still owns buffers of a hung device: dropping the engine
+        // would wait for it forever. Leak it, so the measurements get out.
+        std::mem::forget(engine);
+    }
     let now = t0.elapsed().as_nanos() as u64;
     let tick = w.tick(&setup, now);
     setup.tx.send(Msg::Tick(Box::new(tick))).ok();
@@ -317,6 +324,12 @@ impl Worker {
                     match next {
                         Next::Io(io) => {
                             if let Err(e) = self.issue(engine, setup, i, io) {
+                                // The schedule claimed the blocks for this I/O:
+                                // give them back, or other threads wait forever.
+                                if let Some(v) = &mut lock(&setup.sds[i].sched).validation {
+                                    v.release(io.at, io.len, None);
+                                }
+                                setup.shared.stop_with(format!("sd={}: {e}", setup.sds[i].name));
                                 reason = Some(e);
                                 break;
                             }
@@ -355,14 +368,27 @@ impl Worker {
             let now = t0.elapsed().as_nanos() as u64;
             let timeout = Duration::from_nanos(wake.saturating_sub(now).max(1_000));
             if let Err(e) = engine.wait_timeout(1, timeout) {
-                reason = Some(format!("the I/O engine failed: {e}"));
+                let why = format!("the I/O engine failed: {e}");
+                setup.shared.stop_with(why.clone());
+                reason = Some(why);
                 break;
             }
             self.reap(engine, setup, t0);
         }
-        // Let what was issued finish; it belongs to the last interval.
+        // Let what was issued finish; it belongs to the last interval. A device
+        // that does not answer at all is given DRAIN_MAX, then reported.
+        let deadline = Instant::now() + DRAIN_MAX;
         while engine.in_flight() > 0 {
-            if engine.wait(1).is_err() {
+            if Instant::now() >= deadline {
+                let why = format!(
+                    "{} I/Os had not completed {} s after the run ended; the device may be hung",
+                    engine.in_flight(),
+                    DRAIN_MAX.as_secs()
+                );
+                setup.shared.stop_with(why.clone());
+                return reason.or(Some(why));
+            }
+            if engine.wait_timeout(1, Duration::from_millis(100)).is_err() {
                 break;
             }
             self.reap(engine, setup, t0);
