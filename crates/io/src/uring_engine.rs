@@ -38,6 +38,16 @@ pub const RETRY_MAX: u8 = 8;
 const SQ_ENTRIES_MAX: usize = 4096;
 /// Slots in the registered-file table of an engine built with `register_files`.
 const FIXED_FILES_MAX: u32 = 64;
+/// Most SQEs `submit` leaves queued before it hands them to the kernel. A
+/// caller refilling many slots at once (a benchmark worker after a burst of
+/// completions) would otherwise hold every I/O of the batch back until the
+/// next wait, and the device runs short of work. Measured with 8 KiB random
+/// I/O at QD32 against fio (which submits each I/O at once): whole batches
+/// at the next wait reached 0.78-0.90x fio's IOPS on a file on virtio-blk and
+/// 0.85-0.90x on a RAM loop device; batches of 2 reached 0.99-1.03x on both,
+/// for 10% less CPU than a system call per request; batches of 8 kept the
+/// loop device at 1.03x but the file fell to 0.88x.
+pub const SUBMIT_BATCH_MAX: usize = 2;
 
 /// Ring setup for callers that want the last few percent (the workload engine).
 /// The defaults are what every other caller gets: a plain ring any thread may use.
@@ -353,8 +363,9 @@ impl IoEngine for UringEngine {
     }
 
     /// Queues the request's pieces in the submission queue; the kernel sees them
-    /// at the next `wait` (or sooner, when the queue fills), so a caller that
-    /// submits a batch pays for one system call.
+    /// at the next `wait`, or as soon as [`SUBMIT_BATCH_MAX`] are queued (or the
+    /// queue fills), so a caller that submits a batch pays one system call per
+    /// [`SUBMIT_BATCH_MAX`] requests.
     fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
         if self.in_flight() >= self.depth_max {
             return Err(SubmitError::QueueFull(request));
@@ -433,9 +444,13 @@ impl IoEngine for UringEngine {
                 retries: 0,
             });
         }
-        // If the ring itself fails here, the pieces stay in the backlog and the
-        // same error surfaces at the next wait(), where the caller looks for it.
+        // If the ring itself fails here, the pieces stay in the backlog (or the
+        // submission queue) and the same error surfaces at the next wait(),
+        // where the caller looks for it.
         self.push_backlog().ok();
+        if self.ring.submission().len() >= SUBMIT_BATCH_MAX {
+            self.enter(0).ok();
+        }
         Ok(())
     }
 

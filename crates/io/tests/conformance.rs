@@ -38,7 +38,11 @@ fn tuned_uring() -> Box<dyn FileEngine> {
         register_files: true,
     };
     let engine = UringEngine::with_options(32, options).expect("engine");
-    assert!(engine.flags().contains(&"registered_files"), "{:?}", engine.flags());
+    assert!(
+        engine.flags().contains(&"registered_files"),
+        "{:?}",
+        engine.flags()
+    );
     Box::new(engine)
 }
 
