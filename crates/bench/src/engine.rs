@@ -44,8 +44,8 @@ use crate::sysinfo;
 use crate::target::{resolve_band, Target};
 
 pub use sched::{IoSpec, Next, SdSched, Stream, StreamSpec, Validation, BACKLOG_MIN};
-pub use worker::{EngineFactory, EngineMaker};
 use worker::{lock, DirStat, Msg, RunShared, Start, Tick, WorkerSd, WorkerSetup};
+pub use worker::{EngineFactory, EngineMaker};
 
 /// How long workers may take to set up (open rings, allocate buffers).
 const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -399,7 +399,10 @@ fn prepare_run(
         let mut first = true;
         let mut max_len = sector;
         let mut writes = false;
-        let on_sd: Vec<&RunWd> = wds.iter().filter(|w| w.def.sds.contains(&sd.name)).collect();
+        let on_sd: Vec<&RunWd> = wds
+            .iter()
+            .filter(|w| w.def.sds.contains(&sd.name))
+            .collect();
         for w in &on_sd {
             let sizes: Vec<u64> = match &w.xfer {
                 XferSize::Fixed(b) => vec![*b],
@@ -415,8 +418,7 @@ fn prepare_run(
                     )));
                 }
                 let dedupunit = plan.general.dedupunit_bytes;
-                if plan.general.dedupratio > 1.0
-                    && (dedupunit == 0 || !b.is_multiple_of(dedupunit))
+                if plan.general.dedupratio > 1.0 && (dedupunit == 0 || !b.is_multiple_of(dedupunit))
                 {
                     return Err(setup_error(format!(
                         "wd={}: xfersize {b} is not a multiple of dedupunit={dedupunit}; with dedupratio= every transfer must hold whole dedupe units (give a larger xfersize or a smaller dedupunit)",
@@ -535,7 +537,15 @@ fn run_one(
         validate,
         seed,
         pattern,
-    } = prepare_run(plan, run, run_index, targets, target_iops, options, validations)?;
+    } = prepare_run(
+        plan,
+        run,
+        run_index,
+        targets,
+        target_iops,
+        options,
+        validations,
+    )?;
 
     // Workers and their sds.
     let sync = matches!(options.engine, EngineMaker::Sync);
@@ -586,7 +596,10 @@ fn run_one(
                 let device = match options.engine {
                     EngineMaker::Custom(_) => None,
                     _ => Some(target.device.try_clone().map_err(|e| {
-                        setup_error(format!("sd={}: cannot share its device: {e}", target.sd.name))
+                        setup_error(format!(
+                            "sd={}: cannot share its device: {e}",
+                            target.sd.name
+                        ))
                     })?),
                 };
                 sds.push(WorkerSd {
@@ -832,7 +845,10 @@ impl Running<'_> {
         let mut scheduled_measured = 0u64;
         let mut interrupted_seen = false;
         let mut prev_boundary = 0u64;
-        let handle = |msg: Msg, pending: &mut BTreeMap<u32, Vec<Tick>>, done: &mut Vec<Option<(u32, Option<String>)>>| match msg {
+        let handle = |msg: Msg,
+                      pending: &mut BTreeMap<u32, Vec<Tick>>,
+                      done: &mut Vec<Option<(u32, Option<String>)>>| match msg
+        {
             Msg::Tick(t) => pending.entry(t.index).or_default().push(*t),
             Msg::Done {
                 worker,
@@ -915,7 +931,9 @@ impl Running<'_> {
                 }
                 validation.units_checked += t.checked;
                 validation.units_written += t.written;
-                validation.errors.extend(t.validation_errors.iter().cloned());
+                validation
+                    .errors
+                    .extend(t.validation_errors.iter().cloned());
                 if !warmup {
                     scheduled_measured += t.scheduled;
                 }
@@ -960,7 +978,10 @@ impl Running<'_> {
             self.disk_prev = disk;
             prev_boundary = end;
             last_end_ns = end;
-            if done.iter().all(|d| d.as_ref().is_some_and(|(last, _)| *last <= index)) {
+            if done
+                .iter()
+                .all(|d| d.as_ref().is_some_and(|(last, _)| *last <= index))
+            {
                 break;
             }
         }
@@ -979,7 +1000,13 @@ impl Running<'_> {
                 stats: mixed(&totals.stats[k], measured_s, &self.c.bounds_us),
             })
             .collect();
-        let target = self.c.wd_targets.iter().flatten().copied().reduce(|a, b| a + b);
+        let target = self
+            .c
+            .wd_targets
+            .iter()
+            .flatten()
+            .copied()
+            .reduce(|a, b| a + b);
         // Achieved against the target: the open-loop workloads' I/Os only (a
         // closed-loop workload beside them has no target to meet).
         let achieved = if target.is_some() {
@@ -1010,7 +1037,11 @@ impl Running<'_> {
         if let Some(t) = target {
             let share = if scheduled_measured == 0 {
                 // Nothing was due in the window: held only if nothing was measured either.
-                if measured_s > 0.0 && t > 0.0 { 0.0 } else { 1.0 }
+                if measured_s > 0.0 && t > 0.0 {
+                    0.0
+                } else {
+                    1.0
+                }
             } else {
                 completed_measured as f64 / scheduled_measured as f64
             };
@@ -1033,11 +1064,9 @@ impl Running<'_> {
             }
         }
         let _ = scheduled;
-        let reason = lock(&shared.stop_reason).clone().or_else(|| {
-            done.iter()
-                .flatten()
-                .find_map(|(_, r)| r.clone())
-        });
+        let reason = lock(&shared.stop_reason)
+            .clone()
+            .or_else(|| done.iter().flatten().find_map(|(_, r)| r.clone()));
         RunRecord {
             rd: String::new(),
             label: String::new(),
@@ -1070,6 +1099,90 @@ impl Running<'_> {
     }
 }
 
+/// I/Os per second of the workloads that have an open-loop target.
+fn workloads_open_iops(workloads: &[WorkloadTotals], targets: &[Option<f64>]) -> f64 {
+    workloads
+        .iter()
+        .zip(targets)
+        .filter(|(_, t)| t.is_some())
+        .map(|(w, _)| w.stats.all.iops)
+        .sum()
+}
+
+fn interval_stats(s: &[DirStat; 2], seconds: f64, backlog: u64) -> IntervalStats {
+    let mut both = s[0].clone();
+    both.add(&s[1]);
+    let ios = both.ios;
+    let ms = |ns: f64| ns / 1e6;
+    let secs = seconds.max(1e-9);
+    let iops = ios as f64 / secs;
+    IntervalStats {
+        ios,
+        reads: s[0].ios,
+        writes: s[1].ios,
+        bytes_read: s[0].bytes,
+        bytes_written: s[1].bytes,
+        iops,
+        mb_per_s: both.bytes as f64 / MIB / secs,
+        bytes_per_io: if ios == 0 {
+            0.0
+        } else {
+            both.bytes as f64 / ios as f64
+        },
+        read_pct: if ios == 0 {
+            0.0
+        } else {
+            100.0 * s[0].ios as f64 / ios as f64
+        },
+        resp_ms: ms(both.hist.mean_ns()),
+        read_resp_ms: ms(s[0].hist.mean_ns()),
+        write_resp_ms: ms(s[1].hist.mean_ns()),
+        resp_max_ms: ms(both.hist.max_ns() as f64),
+        resp_stddev_ms: ms(both.hist.stddev_ns()),
+        p50_us: both.hist.percentile_ns(50.0) as f64 / 1e3,
+        p99_us: both.hist.percentile_ns(99.0) as f64 / 1e3,
+        p999_us: both.hist.percentile_ns(99.9) as f64 / 1e3,
+        queue_depth: iops * both.hist.mean_ns() / 1e9,
+        backlog,
+    }
+}
+
+fn direction(s: &DirStat, seconds: f64, bounds_us: &[u64]) -> DirectionStats {
+    let secs = seconds.max(1e-9);
+    DirectionStats {
+        ios: s.ios,
+        bytes: s.bytes,
+        iops: s.ios as f64 / secs,
+        mb_per_s: s.bytes as f64 / MIB / secs,
+        bytes_per_io: if s.ios == 0 {
+            0.0
+        } else {
+            s.bytes as f64 / s.ios as f64
+        },
+        latency: s.hist.summary(bounds_us),
+        histogram: s.hist.to_data(),
+    }
+}
+
+fn mixed(s: &[DirStat; 2], seconds: f64, bounds_us: &[u64]) -> Mixed {
+    let mut both = s[0].clone();
+    both.add(&s[1]);
+    Mixed {
+        all: direction(&both, seconds, bounds_us),
+        read: direction(&s[0], seconds, bounds_us),
+        write: direction(&s[1], seconds, bounds_us),
+    }
+}
+
+/// Rebuild a merged histogram (for reports that want one over several runs).
+pub fn merge_histograms(parts: &[&crate::result::HistogramData]) -> LatencyHistogram {
+    let mut h = LatencyHistogram::new();
+    for p in parts {
+        h.add(&LatencyHistogram::from_data(p));
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -1097,88 +1210,24 @@ mod tests {
         // sharing what is left (300 each). The total is the run's rate.
         let rates = wd_rates(
             Some(1000.0),
-            &[wd(Some(100.0), None), wd(None, Some(30.0)), wd(None, None), wd(None, None)],
+            &[
+                wd(Some(100.0), None),
+                wd(None, Some(30.0)),
+                wd(None, None),
+                wd(None, None),
+            ],
         );
         let r: Vec<f64> = rates.iter().map(|(r, _)| r.unwrap()).collect();
         assert_eq!(r, vec![100.0, 300.0, 300.0, 300.0]);
         // The bank file: every workload has its own rate, summing to the run's.
         let bank = [3250.0, 2500.0, 5800.0, 750.0, 50.0].map(|x| wd(Some(x), None));
-        let total: f64 = wd_rates(Some(12350.0), &bank).iter().map(|(r, _)| r.unwrap()).sum();
+        let total: f64 = wd_rates(Some(12350.0), &bank)
+            .iter()
+            .map(|(r, _)| r.unwrap())
+            .sum();
         assert_eq!(total, 12350.0);
         // Closed loop: skew is a weight.
         let w = wd_rates(None, &[wd(None, Some(75.0)), wd(None, None)]);
         assert_eq!((w[0].0, w[0].1, w[1].1), (None, 75.0, 25.0));
     }
-}
-
-/// I/Os per second of the workloads that have an open-loop target.
-fn workloads_open_iops(workloads: &[WorkloadTotals], targets: &[Option<f64>]) -> f64 {
-    workloads
-        .iter()
-        .zip(targets)
-        .filter(|(_, t)| t.is_some())
-        .map(|(w, _)| w.stats.all.iops)
-        .sum()
-}
-
-fn interval_stats(s: &[DirStat; 2], seconds: f64, backlog: u64) -> IntervalStats {
-    let mut both = s[0].clone();
-    both.add(&s[1]);
-    let ios = both.ios;
-    let ms = |ns: f64| ns / 1e6;
-    let secs = seconds.max(1e-9);
-    let iops = ios as f64 / secs;
-    IntervalStats {
-        ios,
-        reads: s[0].ios,
-        writes: s[1].ios,
-        bytes_read: s[0].bytes,
-        bytes_written: s[1].bytes,
-        iops,
-        mb_per_s: both.bytes as f64 / MIB / secs,
-        bytes_per_io: if ios == 0 { 0.0 } else { both.bytes as f64 / ios as f64 },
-        read_pct: if ios == 0 { 0.0 } else { 100.0 * s[0].ios as f64 / ios as f64 },
-        resp_ms: ms(both.hist.mean_ns()),
-        read_resp_ms: ms(s[0].hist.mean_ns()),
-        write_resp_ms: ms(s[1].hist.mean_ns()),
-        resp_max_ms: ms(both.hist.max_ns() as f64),
-        resp_stddev_ms: ms(both.hist.stddev_ns()),
-        p50_us: both.hist.percentile_ns(50.0) as f64 / 1e3,
-        p99_us: both.hist.percentile_ns(99.0) as f64 / 1e3,
-        p999_us: both.hist.percentile_ns(99.9) as f64 / 1e3,
-        queue_depth: iops * both.hist.mean_ns() / 1e9,
-        backlog,
-    }
-}
-
-fn direction(s: &DirStat, seconds: f64, bounds_us: &[u64]) -> DirectionStats {
-    let secs = seconds.max(1e-9);
-    DirectionStats {
-        ios: s.ios,
-        bytes: s.bytes,
-        iops: s.ios as f64 / secs,
-        mb_per_s: s.bytes as f64 / MIB / secs,
-        bytes_per_io: if s.ios == 0 { 0.0 } else { s.bytes as f64 / s.ios as f64 },
-        latency: s.hist.summary(bounds_us),
-        histogram: s.hist.to_data(),
-    }
-}
-
-fn mixed(s: &[DirStat; 2], seconds: f64, bounds_us: &[u64]) -> Mixed {
-    let mut both = s[0].clone();
-    both.add(&s[1]);
-    Mixed {
-        all: direction(&both, seconds, bounds_us),
-        read: direction(&s[0], seconds, bounds_us),
-        write: direction(&s[1], seconds, bounds_us),
-    }
-}
-
-/// Rebuild a merged histogram (for reports that want one over several runs).
-pub fn merge_histograms(parts: &[&crate::result::HistogramData]) -> LatencyHistogram {
-    let mut h = LatencyHistogram::new();
-    for p in parts {
-        h.add(&LatencyHistogram::from_data(p));
-    }
-    h
 }

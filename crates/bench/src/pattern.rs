@@ -204,7 +204,10 @@ mod tests {
             let want = 1.0 - 1.0 / c;
             let got = zero_fraction(&buf);
             // Random bytes are zero 1/256 of the time.
-            assert!((got - want).abs() < 0.01, "compratio {c}: {got} zeros, want {want}");
+            assert!(
+                (got - want).abs() < 0.01,
+                "compratio {c}: {got} zeros, want {want}"
+            );
         }
     }
 
@@ -273,9 +276,17 @@ mod tests {
         seal_unit(&mut stale, UnitHeader { key: 6, ..want });
         assert!(check_unit(&stale, want).unwrap().contains("stale"));
 
-        assert!(check_unit(&vec![0u8; 4096], want).unwrap().contains("zeros"));
+        assert!(check_unit(&vec![0u8; 4096], want)
+            .unwrap()
+            .contains("zeros"));
         let mut other_sd = vec![0xA5u8; 4096];
-        seal_unit(&mut other_sd, UnitHeader { sd_tag: sd_tag("sd2"), ..want });
+        seal_unit(
+            &mut other_sd,
+            UnitHeader {
+                sd_tag: sd_tag("sd2"),
+                ..want
+            },
+        );
         assert!(check_unit(&other_sd, want).unwrap().contains("another sd"));
     }
 }

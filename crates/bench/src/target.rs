@@ -78,9 +78,9 @@ impl Target {
 /// Why a target could not be used. One line each: what is wrong and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    #[error("sd={sd}: {} does not exist, and paths under /dev are never created; check the lun= path", path.display())]
+    #[error("sd={sd}: {} does not exist, and paths under /dev are never created; check the lun= (--target) path", path.display())]
     NoSuchDevice { sd: String, path: PathBuf },
-    #[error("sd={sd}: {} does not exist; give size= so Cairn can create it", path.display())]
+    #[error("sd={sd}: {} does not exist; give size= (--size) so Cairn can create it", path.display())]
     NoSizeToCreate { sd: String, path: PathBuf },
     #[error("sd={sd}: cannot create {}: {error}; check the directory exists and is writable", path.display())]
     Create {
@@ -129,7 +129,10 @@ pub struct TargetOptions<'a> {
 }
 
 /// Open every sd of the plan.
-pub fn open_targets(plan: &Plan, options: &mut TargetOptions<'_>) -> Result<Vec<Target>, TargetError> {
+pub fn open_targets(
+    plan: &Plan,
+    options: &mut TargetOptions<'_>,
+) -> Result<Vec<Target>, TargetError> {
     let writes = plan.writes();
     let reads = plan_reads(plan);
     let mut created_files: Vec<PathBuf> = Vec::new();
@@ -173,7 +176,11 @@ fn open_all(
         } else {
             let created = newly;
             let device = if writes || created {
-                cairn_store::admin::open_for_overwrite(options.host, &sd.lun, options.force || created)
+                cairn_store::admin::open_for_overwrite(
+                    options.host,
+                    &sd.lun,
+                    options.force || created,
+                )
             } else {
                 DeviceFile::open(&sd.lun, OpenMode::READ, options.host)
                     .map_err(cairn_store::admin::AdminError::Open)
@@ -298,10 +305,11 @@ fn bounds(sd: &SdDef, device: DeviceFile) -> Result<Target, TargetError> {
     };
     let (start, end) = match &sd.range {
         Some(band) => {
-            let (s, e) = resolve_band(band, size, sector).map_err(|message| TargetError::Range {
-                sd: sd.name.clone(),
-                message: format!("range=: {message}"),
-            })?;
+            let (s, e) =
+                resolve_band(band, size, sector).map_err(|message| TargetError::Range {
+                    sd: sd.name.clone(),
+                    message: format!("range=: {message}"),
+                })?;
             if e > size {
                 return Err(TargetError::Range {
                     sd: sd.name.clone(),
@@ -350,7 +358,9 @@ pub fn resolve_band(band: &Band, len: u64, sector: u64) -> Result<(u64, u64), St
         ));
     }
     if start >= len {
-        return Err(format!("the band starts at {start} bytes, past the end ({len} bytes)"));
+        return Err(format!(
+            "the band starts at {start} bytes, past the end ({len} bytes)"
+        ));
     }
     if end - start > len {
         return Err("the band is longer than the region it lies in".into());
@@ -369,7 +379,9 @@ fn fill(target: &mut Target, progress: &mut dyn FnMut(u64, u64) -> bool) -> Resu
         .unwrap_or_else(|_| Box::new(cairn_io::sync_engine::SyncEngine::new(DEPTH)));
     let id = engine.attach(device);
     let pattern = DataPattern::new(1.0, 1.0, 8192, 0x5eed);
-    let mut bufs: Vec<AlignedBuf> = (0..DEPTH).map(|_| AlignedBuf::zeroed(CHUNK as usize)).collect();
+    let mut bufs: Vec<AlignedBuf> = (0..DEPTH)
+        .map(|_| AlignedBuf::zeroed(CHUNK as usize))
+        .collect();
     let mut offset = 0u64;
     let mut done = 0u64;
     let mut counter = 0u64;
@@ -430,13 +442,27 @@ mod tests {
             (107_372_544, 214_745_088)
         );
         assert_eq!(
-            resolve_band(&band(Bound::Bytes(1 << 20), Bound::Bytes(2 << 20)), len, 4096).unwrap(),
+            resolve_band(
+                &band(Bound::Bytes(1 << 20), Bound::Bytes(2 << 20)),
+                len,
+                4096
+            )
+            .unwrap(),
             (1 << 20, 2 << 20)
         );
         // 90–110% wraps: the end lies past the region.
-        let (s, e) = resolve_band(&band(Bound::Percent(90.0), Bound::Percent(110.0)), len, 4096).unwrap();
+        let (s, e) = resolve_band(
+            &band(Bound::Percent(90.0), Bound::Percent(110.0)),
+            len,
+            4096,
+        )
+        .unwrap();
         assert!(s < len && e > len && e - s <= len);
-        assert!(resolve_band(&band(Bound::Percent(20.0), Bound::Percent(10.0)), len, 4096).is_err());
-        assert!(resolve_band(&band(Bound::Percent(0.0), Bound::Percent(250.0)), len, 4096).is_err());
+        assert!(
+            resolve_band(&band(Bound::Percent(20.0), Bound::Percent(10.0)), len, 4096).is_err()
+        );
+        assert!(
+            resolve_band(&band(Bound::Percent(0.0), Bound::Percent(250.0)), len, 4096).is_err()
+        );
     }
 }

@@ -11,8 +11,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use cairn_bench::engine::{self, BenchOptions, EngineMaker, Observer};
 use cairn_bench::model::{Arrival, Plan, RunDef, XferSize};
 use cairn_bench::quick::{self, QuickArgs, QuickRw};
-use cairn_bench::result::{BenchResult, IntervalRecord, RunRecord};
 use cairn_bench::report::{self, compare, live};
+use cairn_bench::result::{BenchResult, IntervalRecord, RunRecord};
 use cairn_bench::target::{self, TargetOptions};
 use cairn_bench::vdbench;
 use cairn_io::host::Host;
@@ -251,12 +251,14 @@ fn measure(
     terminal: bool,
     out: &Path,
 ) -> Result<BenchResult> {
-
     // SAFETY: installing a handler that only stores to an atomic is
     // async-signal-safe. From here on Ctrl-C stops the fill or the run
     // cleanly: a half-filled new file is removed, a run's figures are kept.
     unsafe {
-        libc::signal(libc::SIGINT, on_interrupt as *const () as libc::sighandler_t);
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
     }
     let bar = fill_progress(terminal);
     let mut progress = |done: u64, total: u64| {
@@ -324,7 +326,12 @@ fn verdict(result: &BenchResult) -> Result<()> {
             .iter()
             .flat_map(|r| r.validation.errors.first())
             .next()
-            .map(|e| format!(" (first: sd={} lba {} at byte {}: {})", e.sd, e.lba, e.offset_bytes, e.problem))
+            .map(|e| {
+                format!(
+                    " (first: sd={} lba {} at byte {}: {})",
+                    e.sd, e.lba, e.offset_bytes, e.problem
+                )
+            })
             .unwrap_or_default();
         bail!("data validation failed for {bad} blocks{first}; see summary.txt");
     }
@@ -413,14 +420,23 @@ fn clock() -> String {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let local = secs % 86_400;
-    format!("{:02}:{:02}:{:02}", local / 3600, local % 3600 / 60, local % 60)
+    format!(
+        "{:02}:{:02}:{:02}",
+        local / 3600,
+        local % 3600 / 60,
+        local % 60
+    )
 }
 
 pub(crate) fn run_report(command: ReportCommand) -> Result<()> {
     match command {
         ReportCommand::Compare { a, b, html, json } => {
             let load = |p: &Path| -> Result<BenchResult> {
-                let file = if p.is_dir() { p.join("result.json") } else { p.to_path_buf() };
+                let file = if p.is_dir() {
+                    p.join("result.json")
+                } else {
+                    p.to_path_buf()
+                };
                 report::load_result(&file).map_err(|e| anyhow!(e))
             };
             let (ra, rb) = (load(&a)?, load(&b)?);

@@ -283,7 +283,8 @@ impl Validation {
     }
 
     fn free(&self, at: u64, len: u64) -> bool {
-        self.units(at, len).all(|u| !self.busy.get(u).copied().unwrap_or(true))
+        self.units(at, len)
+            .all(|u| !self.busy.get(u).copied().unwrap_or(true))
     }
 
     fn claim(&mut self, at: u64, len: u64) {
@@ -342,7 +343,12 @@ pub struct SdSched {
 }
 
 impl SdSched {
-    pub fn new(streams: Vec<Stream>, sd_len: u64, validation: Option<Validation>, seed: u64) -> Self {
+    pub fn new(
+        streams: Vec<Stream>,
+        sd_len: u64,
+        validation: Option<Validation>,
+        seed: u64,
+    ) -> Self {
         Self {
             streams,
             sd_len,
@@ -541,7 +547,12 @@ mod tests {
 
     #[test]
     fn sequential_wraps_and_eof_finishes() {
-        let mut s = SdSched::new(vec![Stream::new(spec(None, Seek::Sequential))], 1 << 20, None, 0);
+        let mut s = SdSched::new(
+            vec![Stream::new(spec(None, Seek::Sequential))],
+            1 << 20,
+            None,
+            0,
+        );
         let offsets: Vec<u64> = (0..130).map(|_| io(s.next(0)).at).collect();
         assert_eq!(offsets[1], 8192);
         assert_eq!(offsets[127], 127 * 8192);
@@ -555,7 +566,12 @@ mod tests {
 
     #[test]
     fn random_offsets_are_aligned_and_inside() {
-        let mut s = SdSched::new(vec![Stream::new(spec(None, Seek::Random(100.0)))], 1 << 20, None, 0);
+        let mut s = SdSched::new(
+            vec![Stream::new(spec(None, Seek::Random(100.0)))],
+            1 << 20,
+            None,
+            0,
+        );
         for _ in 0..10_000 {
             let i = io(s.next(0));
             assert_eq!(i.at % 8192, 0);
@@ -567,16 +583,28 @@ mod tests {
     fn open_loop_arrivals_keep_their_intended_times_in_the_backlog() {
         // 1000/s deterministic: arrivals at 1 ms, 2 ms, … Nothing issued for
         // 10 ms, then everything due comes out oldest first, with its own time.
-        let mut s = SdSched::new(vec![Stream::new(spec(Some(1000.0), Seek::Random(100.0)))], 1 << 20, None, 0);
+        let mut s = SdSched::new(
+            vec![Stream::new(spec(Some(1000.0), Seek::Random(100.0)))],
+            1 << 20,
+            None,
+            0,
+        );
         assert!(matches!(s.next(500_000), Next::WaitUntil(1_000_000)));
-        let times: Vec<u64> = (0..10).map(|_| io(s.next(10_000_000)).intended_ns).collect();
+        let times: Vec<u64> = (0..10)
+            .map(|_| io(s.next(10_000_000)).intended_ns)
+            .collect();
         assert_eq!(times, (1..=10).map(|i| i * 1_000_000).collect::<Vec<_>>());
         assert!(matches!(s.next(10_000_000), Next::WaitUntil(11_000_000)));
     }
 
     #[test]
     fn a_full_backlog_counts_what_it_could_not_hold() {
-        let mut s = SdSched::new(vec![Stream::new(spec(Some(1000.0), Seek::Random(100.0)))], 1 << 20, None, 0);
+        let mut s = SdSched::new(
+            vec![Stream::new(spec(Some(1000.0), Seek::Random(100.0)))],
+            1 << 20,
+            None,
+            0,
+        );
         // 10 s with nothing issued: 10,000 due, the backlog holds 1,000 (one second).
         io(s.next(10_000_000_000));
         let (scheduled, not_issued, backlog_max) = s.take_counters();
@@ -635,7 +663,10 @@ mod tests {
             }
         }
         assert!((wd0 as f64 / 100_000.0 - 0.75).abs() < 0.01, "{wd0}");
-        assert!((writes0 as f64 / wd0 as f64 - 0.30).abs() < 0.01, "{writes0}");
+        assert!(
+            (writes0 as f64 / wd0 as f64 - 0.30).abs() < 0.01,
+            "{writes0}"
+        );
     }
 
     #[test]

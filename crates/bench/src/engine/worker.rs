@@ -119,9 +119,15 @@ pub struct Tick {
 
 pub enum Msg {
     Ready,
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
     Tick(Box<Tick>),
-    Done { worker: usize, last_index: u32, reason: Option<String> },
+    Done {
+        worker: usize,
+        last_index: u32,
+        reason: Option<String>,
+    },
 }
 
 pub enum Start {
@@ -199,7 +205,12 @@ pub fn run(mut setup: WorkerSetup) {
 
 fn make_engine(setup: &mut WorkerSetup) -> Result<(Box<dyn IoEngine>, Vec<DeviceId>), String> {
     use cairn_io::FileEngine;
-    let depth: usize = setup.sds.iter().map(|s| s.slots as usize).sum::<usize>().max(1);
+    let depth: usize = setup
+        .sds
+        .iter()
+        .map(|s| s.slots as usize)
+        .sum::<usize>()
+        .max(1);
     match &setup.maker {
         EngineMaker::Custom(make) => {
             let geometries: Vec<Geometry> = setup.sds.iter().map(|s| s.geometry.clone()).collect();
@@ -215,9 +226,13 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<(Box<dyn IoEngine>, Vec<Device
                         register_files: true,
                     };
                     Box::new(
-                        cairn_io::uring_engine::UringEngine::with_options(depth, options).map_err(|e| {
-                            format!("io_uring is not available ({e}); run again with --engine sync")
-                        })?,
+                        cairn_io::uring_engine::UringEngine::with_options(depth, options).map_err(
+                            |e| {
+                                format!(
+                                    "io_uring is not available ({e}); run again with --engine sync"
+                                )
+                            },
+                        )?,
                     )
                 }
                 _ => Box::new(cairn_io::sync_engine::SyncEngine::new(depth)),
@@ -293,7 +308,12 @@ impl Worker {
     }
 
     /// The main loop; returns why it ended early, if it did.
-    fn run(&mut self, engine: &mut dyn IoEngine, setup: &WorkerSetup, t0: Instant) -> Option<String> {
+    fn run(
+        &mut self,
+        engine: &mut dyn IoEngine,
+        setup: &WorkerSetup,
+        t0: Instant,
+    ) -> Option<String> {
         let interval = setup.interval_ns.max(1);
         let mut next_tick = interval;
         let mut reason = None;
@@ -329,7 +349,9 @@ impl Worker {
                                 if let Some(v) = &mut lock(&setup.sds[i].sched).validation {
                                     v.release(io.at, io.len, None);
                                 }
-                                setup.shared.stop_with(format!("sd={}: {e}", setup.sds[i].name));
+                                setup
+                                    .shared
+                                    .stop_with(format!("sd={}: {e}", setup.sds[i].name));
                                 reason = Some(e);
                                 break;
                             }
@@ -356,7 +378,8 @@ impl Worker {
             }
             if engine.in_flight() == 0 {
                 if self.finished.iter().all(|f| *f) {
-                    reason = Some("every workload reached the end of its range (seekpct=eof)".into());
+                    reason =
+                        Some("every workload reached the end of its range (seekpct=eof)".into());
                     break;
                 }
                 let now = t0.elapsed().as_nanos() as u64;
@@ -418,7 +441,9 @@ impl Worker {
         buf.set_len(io.len as usize);
         if io.write {
             self.counter += 1;
-            setup.pattern.stamp(&mut buf, io.at, self.counter, &mut self.rng);
+            setup
+                .pattern
+                .stamp(&mut buf, io.at, self.counter, &mut self.rng);
             if sd.validate {
                 let sched = lock(&sd.sched);
                 if let Some(v) = &sched.validation {
@@ -493,9 +518,10 @@ impl Worker {
                     }
                     let total = setup.shared.errors.fetch_add(1, Ordering::Relaxed) + 1;
                     if total >= setup.shared.error_limit {
-                        setup
-                            .shared
-                            .stop_with(format!("stopped after {total} I/O or data errors (data_errors={})", setup.shared.error_limit));
+                        setup.shared.stop_with(format!(
+                            "stopped after {total} I/O or data errors (data_errors={})",
+                            setup.shared.error_limit
+                        ));
                     }
                 }
             }
@@ -532,7 +558,8 @@ impl Worker {
                                 }
                             }
                             if bad > 0 {
-                                let total = setup.shared.errors.fetch_add(bad, Ordering::Relaxed) + bad;
+                                let total =
+                                    setup.shared.errors.fetch_add(bad, Ordering::Relaxed) + bad;
                                 if total >= setup.shared.error_limit {
                                     setup.shared.stop_with(format!(
                                         "stopped after {total} I/O or data errors (data_errors={})",
