@@ -381,3 +381,27 @@ fn a_block_corrupted_between_runs_fails_the_bench_naming_its_lba() {
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(summary.contains("bad checksum"), "{}", run.stdout);
 }
+
+/// A write bench leaves its target free the moment it exits: a second one
+/// started straight after must not find the file still locked (an io_uring
+/// ring with registered files keeps them open until its asynchronous
+/// teardown, unless the engine unregisters them first).
+#[test]
+fn write_benches_back_to_back_on_one_file_both_run() {
+    let dir = scratch();
+    let target = dir.path().join("twice.dat");
+    for (n, engine) in ["uring", "uring", "sync", "uring"].iter().enumerate() {
+        let out = dir.path().join(format!("out{n}"));
+        let t = target.to_str().unwrap();
+        let o = out.to_str().unwrap();
+        let mut args = vec![
+            "--engine", engine, "bench", "quick", "--target", t, "--out", o,
+        ];
+        args.extend_from_slice(&["--rw", "randrw", "--qd", "4", "--time", "300ms"]);
+        args.extend_from_slice(&["--interval", "100ms", "--seed", "1"]);
+        if n == 0 {
+            args.extend_from_slice(&["--size", "16m"]);
+        }
+        cairn(t, &args).ok();
+    }
+}

@@ -568,5 +568,12 @@ impl Drop for UringEngine {
             }
             self.reap();
         }
+        // The kernel tears a ring down asynchronously after its fd closes, and
+        // until then its registered files stay open — with their flock, so
+        // the next process to claim the device would find it "in use".
+        // Unregistering is synchronous: the files are released here.
+        if self.fixed_files {
+            self.ring.submitter().unregister_files().ok();
+        }
     }
 }
