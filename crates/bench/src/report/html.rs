@@ -251,6 +251,12 @@ fn histogram_buckets(data: &HistogramData) -> Vec<(i32, f64)> {
 /// Mean and p99 against achieved IOPS, one point per run of the curve.
 fn curve_chart(result: &BenchResult, id: usize, k: usize, name: &str) -> LineChart {
     let mut runs = result.curve(id);
+    // The max run calibrates the curve; it is closed loop, not a point on the
+    // open-loop curve (its latency at about the 100% point's load would fold
+    // the line back), so it stays in the table but out of the chart.
+    if runs.iter().any(|r| r.curve.and_then(|c| c.pct).is_some()) {
+        runs.retain(|r| r.curve.and_then(|c| c.pct).is_some());
+    }
     runs.sort_by(|a, b| a.totals.all.all.iops.total_cmp(&b.totals.all.all.iops));
     let point = |f: &dyn Fn(&RunRecord) -> f64| -> Vec<(f64, f64)> {
         runs.iter().map(|r| (r.totals.all.all.iops, f(r))).collect()
