@@ -583,7 +583,7 @@ fn run_one(
     let (tx, rx) = mpsc::channel::<Msg>();
     let n_workers = layouts.len();
 
-    let outcome = std::thread::scope(|scope| -> Result<RunRecord, BenchError> {
+    let outcome = std::thread::scope(|scope| -> Result<(RunRecord, Vec<String>), BenchError> {
         // Declared in the scope: on any early return the senders drop before
         // the scope joins, so a worker waiting for its start sees the channel
         // close and ends instead of waiting forever.
@@ -642,9 +642,13 @@ fn run_one(
         let mut failure = None;
         let deadline = Instant::now() + SETUP_TIMEOUT;
         let mut failed = 0;
+        let mut ring_flags = Vec::new();
         while ready + failed < n_workers {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(Msg::Ready) => ready += 1,
+                Ok(Msg::Ready { flags }) => {
+                    ready += 1;
+                    ring_flags = flags;
+                }
                 Ok(Msg::Failed { error, .. }) => {
                     failure.get_or_insert(error);
                     failed += 1;
@@ -685,14 +689,14 @@ fn run_one(
             options.interrupted,
             observer,
         );
-        Ok(record)
+        Ok((record, ring_flags))
     });
     for (i, sched, ..) in &scheds {
         if let Some(v) = lock(sched).validation.take() {
             validations.insert(*i, v);
         }
     }
-    let mut record = outcome?;
+    let (mut record, flags) = outcome?;
     record.rd = run.rd.clone();
     record.label = run.label.clone();
     record.rate = run.rate;
@@ -705,10 +709,6 @@ fn run_one(
             _ => None,
         },
     });
-    let flags = match options.engine {
-        EngineMaker::Uring => uring_flags(),
-        _ => Vec::new(),
-    };
     Ok((
         record,
         RunEngineInfo {
@@ -716,17 +716,6 @@ fn run_one(
             workers: n_workers as u32,
         },
     ))
-}
-
-/// The flags the workers' rings are built with, as the kernel grants them.
-fn uring_flags() -> Vec<String> {
-    let options = cairn_io::uring_engine::UringOptions {
-        single_issuer: true,
-        register_files: true,
-    };
-    cairn_io::uring_engine::UringEngine::with_options(1, options)
-        .map(|e| e.flags().iter().map(|f| f.to_string()).collect())
-        .unwrap_or_default()
 }
 
 /// Statistics of one interval, merged over workers: per workload, [read, write].

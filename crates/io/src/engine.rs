@@ -369,6 +369,10 @@ pub trait IoEngine {
 pub trait FileEngine: IoEngine {
     /// Hand an opened device to the engine.
     fn attach(&mut self, device: DeviceFile) -> DeviceId;
+    /// Setup flags and features in force, for reports (io_uring's; none for sync).
+    fn flags(&self) -> &[&'static str] {
+        &[]
+    }
     /// The opened device behind an id.
     fn device(&self, device: DeviceId) -> Option<&DeviceFile>;
 }

@@ -527,6 +527,10 @@ impl IoEngine for UringEngine {
 }
 
 impl FileEngine for UringEngine {
+    fn flags(&self) -> &[&'static str] {
+        &self.flags
+    }
+
     fn attach(&mut self, device: DeviceFile) -> DeviceId {
         if self.fixed_files {
             let slot = self.devices.len() as u32;

@@ -118,7 +118,10 @@ pub struct Tick {
 }
 
 pub enum Msg {
-    Ready,
+    /// Set up; with the ring flags the kernel granted (empty for sync).
+    Ready {
+        flags: Vec<String>,
+    },
     Failed {
         error: String,
     },
@@ -167,7 +170,7 @@ pub fn run(mut setup: WorkerSetup) {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
     let id = setup.id;
-    let (mut engine, devices) = match make_engine(&mut setup) {
+    let (mut engine, devices, flags) = match make_engine(&mut setup) {
         Ok(e) => e,
         Err(error) => {
             setup.tx.send(Msg::Failed { error }).ok();
@@ -177,7 +180,7 @@ pub fn run(mut setup: WorkerSetup) {
     // Buffers are allocated and filled before the start, so that work is
     // charged to neither the first interval's latency nor its CPU.
     let mut w = Worker::new(&setup, devices);
-    if setup.tx.send(Msg::Ready).is_err() {
+    if setup.tx.send(Msg::Ready { flags }).is_err() {
         return;
     }
     let t0 = match setup.start.recv() {
@@ -203,7 +206,10 @@ pub fn run(mut setup: WorkerSetup) {
         .ok();
 }
 
-fn make_engine(setup: &mut WorkerSetup) -> Result<(Box<dyn IoEngine>, Vec<DeviceId>), String> {
+/// The worker's engine, its sds' device ids, and the ring flags in force.
+type MadeEngine = (Box<dyn IoEngine>, Vec<DeviceId>, Vec<String>);
+
+fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
     use cairn_io::FileEngine;
     let depth: usize = setup
         .sds
@@ -216,7 +222,7 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<(Box<dyn IoEngine>, Vec<Device
             let geometries: Vec<Geometry> = setup.sds.iter().map(|s| s.geometry.clone()).collect();
             let engine = make(&geometries);
             let ids = (0..setup.sds.len() as u32).map(DeviceId).collect();
-            Ok((engine, ids))
+            Ok((engine, ids, Vec::new()))
         }
         maker => {
             let mut engine: Box<dyn FileEngine> = match maker {
@@ -245,7 +251,9 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<(Box<dyn IoEngine>, Vec<Device
                     .ok_or_else(|| format!("sd={}: no device to drive", sd.name))?;
                 ids.push(engine.attach(device));
             }
-            Ok((engine as Box<dyn IoEngine>, ids))
+            // After attaching: a device the ring could not register drops the flag.
+            let flags = engine.flags().iter().map(|f| f.to_string()).collect();
+            Ok((engine as Box<dyn IoEngine>, ids, flags))
         }
     }
 }
