@@ -32,7 +32,6 @@ use std::time::{Duration, Instant};
 
 use cairn_io::host::Host;
 
-use crate::histogram::LatencyHistogram;
 use crate::model::{Plan, Rate, RunDef, Seek, WdDef, XferSize};
 use crate::pattern::{sd_tag, DataPattern};
 use crate::result::{
@@ -1161,15 +1160,6 @@ fn mixed(s: &[DirStat; 2], seconds: f64, bounds_us: &[u64]) -> Mixed {
         read: direction(&s[0], seconds, bounds_us),
         write: direction(&s[1], seconds, bounds_us),
     }
-}
-
-/// Rebuild a merged histogram (for reports that want one over several runs).
-pub fn merge_histograms(parts: &[&crate::result::HistogramData]) -> LatencyHistogram {
-    let mut h = LatencyHistogram::new();
-    for p in parts {
-        h.add(&LatencyHistogram::from_data(p));
-    }
-    h
 }
 
 #[cfg(test)]
