@@ -25,9 +25,8 @@ fn scratch_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir")
 }
 
-fn subject(kind: EngineKind, path: &Path) -> Subject {
-    let engine = new_file_engine(kind, 32).expect("engine");
-    subject_on(engine, path)
+fn engine(kind: EngineKind) -> Box<dyn FileEngine> {
+    new_file_engine(kind, 32).expect("engine")
 }
 
 /// The ring the workload engine uses: single issuer, deferred task work,
@@ -55,7 +54,7 @@ fn subject_on(mut engine: Box<dyn FileEngine>, path: &Path) -> Subject {
     Subject { engine, device: id }
 }
 
-fn on_files(kind: EngineKind) {
+fn on_files(make: &dyn Fn() -> Box<dyn FileEngine>) {
     let dir = scratch_dir();
     let mut n = 0;
     conformance::run_all(&mut || {
@@ -64,11 +63,11 @@ fn on_files(kind: EngineKind) {
         File::create(&path)
             .and_then(|f| f.set_len(64 << 20))
             .expect("sparse file");
-        subject(kind, &path)
+        subject_on(make(), &path)
     });
 }
 
-fn on_loop_devices(kind: EngineKind, sector_bytes: u32) {
+fn on_loop_devices(make: &dyn Fn() -> Box<dyn FileEngine>, sector_bytes: u32) {
     if let Some(reason) = loop_device::unavailable_reason() {
         println!("skipped: {reason}");
         return;
@@ -80,7 +79,7 @@ fn on_loop_devices(kind: EngineKind, sector_bytes: u32) {
         n += 1;
         let backing: PathBuf = dir.path().join(format!("lun{n}.img"));
         let lo = LoopDevice::create(&backing, 64 << 20, sector_bytes).expect("loop device");
-        let s = subject(kind, &lo.path);
+        let s = subject_on(make(), &lo.path);
         assert_eq!(
             s.engine.geometry(s.device).unwrap().logical_sector_bytes,
             sector_bytes,
@@ -93,65 +92,42 @@ fn on_loop_devices(kind: EngineKind, sector_bytes: u32) {
 
 #[test]
 fn sync_on_a_file() {
-    on_files(EngineKind::Sync);
+    on_files(&|| engine(EngineKind::Sync));
 }
 
 #[test]
 fn uring_on_a_file() {
-    on_files(EngineKind::Uring);
+    on_files(&|| engine(EngineKind::Uring));
 }
 
 #[test]
 fn tuned_uring_on_a_file() {
-    let dir = scratch_dir();
-    let mut n = 0;
-    conformance::run_all(&mut || {
-        n += 1;
-        let path = dir.path().join(format!("disk{n}.img"));
-        File::create(&path)
-            .and_then(|f| f.set_len(64 << 20))
-            .expect("sparse file");
-        subject_on(tuned_uring(), &path)
-    });
+    on_files(&tuned_uring);
 }
 
 #[test]
 fn tuned_uring_on_4096_byte_loop_devices() {
-    if let Some(reason) = loop_device::unavailable_reason() {
-        println!("skipped: {reason}");
-        return;
-    }
-    let dir = scratch_dir();
-    let mut loops: Vec<LoopDevice> = Vec::new();
-    let mut n = 0;
-    conformance::run_all(&mut || {
-        n += 1;
-        let lo = LoopDevice::create(&dir.path().join(format!("lun{n}.img")), 64 << 20, 4096)
-            .expect("loop device");
-        let s = subject_on(tuned_uring(), &lo.path);
-        loops.push(lo);
-        s
-    });
+    on_loop_devices(&tuned_uring, 4096);
 }
 
 #[test]
 fn sync_on_512_byte_loop_devices() {
-    on_loop_devices(EngineKind::Sync, 512);
+    on_loop_devices(&|| engine(EngineKind::Sync), 512);
 }
 
 #[test]
 fn uring_on_512_byte_loop_devices() {
-    on_loop_devices(EngineKind::Uring, 512);
+    on_loop_devices(&|| engine(EngineKind::Uring), 512);
 }
 
 #[test]
 fn sync_on_4096_byte_loop_devices() {
-    on_loop_devices(EngineKind::Sync, 4096);
+    on_loop_devices(&|| engine(EngineKind::Sync), 4096);
 }
 
 #[test]
 fn uring_on_4096_byte_loop_devices() {
-    on_loop_devices(EngineKind::Uring, 4096);
+    on_loop_devices(&|| engine(EngineKind::Uring), 4096);
 }
 
 /// A loop device's limits: max_sectors_kb 1280, but 128 segments, so with
