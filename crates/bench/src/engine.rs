@@ -1016,7 +1016,7 @@ impl Running<'_> {
                     lock(s)
                         .streams
                         .iter()
-                        .filter_map(|st| st.rate.map(|r| (r as u64).max(BACKLOG_MIN as u64)))
+                        .filter_map(|st| st.spec.rate.map(|r| (r as u64).max(BACKLOG_MIN as u64)))
                         .sum::<u64>()
                 })
                 .sum(),

@@ -25,9 +25,26 @@ use crate::result::ValidationError;
 /// Smallest backlog bound per stream, whatever its rate.
 pub const BACKLOG_MIN: usize = 64;
 
-/// One workload on one sd.
+/// One workload on one sd: what it does ([`StreamSpec`]) and where it is.
 #[derive(Debug)]
 pub struct Stream {
+    pub spec: StreamSpec,
+    next_seq: u64,
+    next_due_ns: u64,
+    pending: VecDeque<u64>,
+    backlog_limit: usize,
+    rng: ChaCha8Rng,
+    pub done: bool,
+    /// Counters since the last take: arrivals due, arrivals not issued
+    /// (backlog full), the largest backlog seen.
+    pub scheduled: u64,
+    pub not_issued: u64,
+    pub backlog_max: u64,
+}
+
+/// What a stream does.
+#[derive(Debug, Clone)]
+pub struct StreamSpec {
     /// Index of the workload among the run's workloads.
     pub wd: usize,
     pub rdpct: f64,
@@ -48,33 +65,6 @@ pub struct Stream {
     /// Open loop: I/Os per second of this stream; `None` = closed loop.
     pub rate: Option<f64>,
     pub arrival: Arrival,
-    next_seq: u64,
-    next_due_ns: u64,
-    pending: VecDeque<u64>,
-    backlog_limit: usize,
-    rng: ChaCha8Rng,
-    pub done: bool,
-    /// Counters since the last take: arrivals due, arrivals not issued
-    /// (backlog full), the largest backlog seen.
-    pub scheduled: u64,
-    pub not_issued: u64,
-    pub backlog_max: u64,
-}
-
-/// What a stream is made of, before it runs.
-pub struct StreamSpec {
-    pub wd: usize,
-    pub rdpct: f64,
-    pub xfer: XferSize,
-    pub seek: Seek,
-    pub align: Option<u64>,
-    pub lo: u64,
-    pub hi: u64,
-    pub hot: bool,
-    pub priority: u32,
-    pub weight: f64,
-    pub rate: Option<f64>,
-    pub arrival: Arrival,
     pub seed: u64,
 }
 
@@ -86,18 +76,6 @@ impl Stream {
             .map(|r| (r as usize).max(BACKLOG_MIN))
             .unwrap_or(0);
         let mut stream = Self {
-            wd: spec.wd,
-            rdpct: spec.rdpct,
-            xfer: spec.xfer,
-            seek: spec.seek,
-            align: spec.align,
-            lo: spec.lo,
-            hi: spec.hi,
-            hot: spec.hot,
-            priority: spec.priority,
-            weight: spec.weight,
-            rate: spec.rate,
-            arrival: spec.arrival,
             next_seq: spec.lo,
             next_due_ns: 0,
             pending: VecDeque::new(),
@@ -107,6 +85,7 @@ impl Stream {
             scheduled: 0,
             not_issued: 0,
             backlog_max: 0,
+            spec,
         };
         // The first arrival is one gap after the start, not at it.
         stream.next_due_ns = stream.gap_ns(&mut rng);
@@ -115,13 +94,13 @@ impl Stream {
     }
 
     fn gap_ns(&self, rng: &mut ChaCha8Rng) -> u64 {
-        let Some(rate) = self.rate else { return 0 };
+        let Some(rate) = self.spec.rate else { return 0 };
         if rate <= 0.0 {
             return u64::MAX / 4;
         }
         let mean = 1e9 / rate;
         let u = unit(rng);
-        let gap = match self.arrival {
+        let gap = match self.spec.arrival {
             // Inverse transform; 1 − u is in (0, 1], so ln is finite.
             Arrival::Exponential => -mean * (1.0 - u).ln(),
             Arrival::Uniform => 2.0 * mean * u,
@@ -132,7 +111,7 @@ impl Stream {
 
     /// Move every arrival due by `now_ns` into the backlog.
     fn admit(&mut self, now_ns: u64) {
-        if self.rate.is_none() || self.done {
+        if self.spec.rate.is_none() || self.done {
             return;
         }
         while self.next_due_ns <= now_ns {
@@ -156,7 +135,7 @@ impl Stream {
     }
 
     fn pick_size(&mut self) -> u64 {
-        match &self.xfer {
+        match &self.spec.xfer {
             XferSize::Fixed(b) => *b,
             XferSize::Distribution(d) => {
                 let mut x = unit(&mut self.rng) * 100.0;
@@ -174,34 +153,34 @@ impl Stream {
     /// Next address for an I/O of `len` bytes, or `None` at the end of an
     /// `eof` pass. `sd_len` is where the sd ends (for wrapping hotbands).
     fn pick_offset(&mut self, len: u64, sd_start: u64, sd_len: u64) -> Option<u64> {
-        let random = match self.seek {
+        let random = match self.spec.seek {
             Seek::Sequential | Seek::Eof => false,
             Seek::Random(p) => p >= 100.0 || unit(&mut self.rng) * 100.0 < p,
         };
         if !random {
             let mut at = self.next_seq;
-            if at + len > self.hi.min(sd_len) {
-                if self.seek == Seek::Eof {
+            if at + len > self.spec.hi.min(sd_len) {
+                if self.spec.seek == Seek::Eof {
                     self.done = true;
                     return None;
                 }
-                at = self.lo;
+                at = self.spec.lo;
             }
             self.next_seq = at + len;
             return Some(at);
         }
-        let align = self.align.unwrap_or(len).max(1);
-        let span = self.hi - self.lo;
+        let align = self.spec.align.unwrap_or(len).max(1);
+        let span = self.spec.hi - self.spec.lo;
         let slots = (span.saturating_sub(len) / align + 1).max(1);
         let u = unit(&mut self.rng);
         // A hotband favours its start: density falls off as 1/sqrt(x).
-        let k = if self.hot {
+        let k = if self.spec.hot {
             ((u * u) * slots as f64) as u64
         } else {
             self.rng.next_u64() % slots
         }
         .min(slots - 1);
-        let mut at = self.lo + k * align;
+        let mut at = self.spec.lo + k * align;
         if at + len > sd_len {
             // Past the end of a wrapping band: continue from the start of the
             // sd's region (not of the lun: another sd may own what lies before).
@@ -388,7 +367,7 @@ impl SdSched {
                 continue;
             }
             any_live = true;
-            let ready = match s.rate {
+            let ready = match s.spec.rate {
                 Some(_) => {
                     wake = wake.min(s.next_due_ns);
                     !s.pending.is_empty()
@@ -401,8 +380,8 @@ impl SdSched {
             let better = match best {
                 None => true,
                 Some((p, j)) => {
-                    s.priority < p
-                        || (s.priority == p
+                    s.spec.priority < p
+                        || (s.spec.priority == p
                             && match (s.pending.front(), self.streams[j].pending.front()) {
                                 (Some(a), Some(b)) => a < b,
                                 (Some(_), None) => true,
@@ -411,7 +390,7 @@ impl SdSched {
                 }
             };
             if better {
-                best = Some((s.priority, i));
+                best = Some((s.spec.priority, i));
             }
         }
         if !any_live {
@@ -420,30 +399,30 @@ impl SdSched {
         let Some((priority, mut chosen)) = best else {
             return Next::WaitUntil(wake);
         };
-        if self.streams[chosen].rate.is_none() {
+        if self.streams[chosen].spec.rate.is_none() {
             // Closed loop at this priority: draw by weight among them.
             let total: f64 = self
                 .streams
                 .iter()
-                .filter(|s| !s.done && s.rate.is_none() && s.priority == priority)
-                .map(|s| s.weight)
+                .filter(|s| !s.done && s.spec.rate.is_none() && s.spec.priority == priority)
+                .map(|s| s.spec.weight)
                 .sum();
             let mut x = unit(&mut self.rng) * total;
             for (i, s) in self.streams.iter().enumerate() {
-                if s.done || s.rate.is_some() || s.priority != priority {
+                if s.done || s.spec.rate.is_some() || s.spec.priority != priority {
                     continue;
                 }
                 chosen = i;
-                if x < s.weight {
+                if x < s.spec.weight {
                     break;
                 }
-                x -= s.weight;
+                x -= s.spec.weight;
             }
         }
         let (sd_start, sd_len) = (self.sd_start, self.sd_len);
         let stream = &mut self.streams[chosen];
         let len = stream.pick_size();
-        let write = unit(&mut stream.rng) * 100.0 >= stream.rdpct;
+        let write = unit(&mut stream.rng) * 100.0 >= stream.spec.rdpct;
         let mut at = None;
         let mut ended = false;
         // With validation, an address whose blocks are busy is redrawn a few
@@ -455,7 +434,7 @@ impl SdSched {
             };
             match &self.validation {
                 Some(v) if !v.free(a, len) => {
-                    if !matches!(stream.seek, Seek::Random(_)) {
+                    if !matches!(stream.spec.seek, Seek::Random(_)) {
                         stream.next_seq = a;
                         return Next::Busy;
                     }
@@ -471,11 +450,11 @@ impl SdSched {
             return self.next(now_ns);
         }
         let Some(at) = at else { return Next::Busy };
-        let intended_ns = match stream.rate {
+        let intended_ns = match stream.spec.rate {
             Some(_) => stream.pending.pop_front().unwrap_or(now_ns),
             None => now_ns,
         };
-        let wd = stream.wd;
+        let wd = stream.spec.wd;
         let key = match &mut self.validation {
             Some(v) => {
                 v.claim(at, len);
