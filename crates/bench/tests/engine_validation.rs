@@ -8,11 +8,12 @@
 mod engine_support;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_bench::engine::EngineMaker;
-use cairn_bench::model::{Arrival, Rate, Seek, XferSize};
+use cairn_bench::model::{Arrival, Plan, Rate, Seek, XferSize};
 use cairn_io::{
     Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, Request, SubmitError,
 };
@@ -21,14 +22,10 @@ use engine_support::*;
 
 const UNIT: u64 = 8 * KIB;
 
-#[test]
-fn a_mixed_run_with_validation_on_a_file_checks_what_it_wrote() {
-    let _serial = serial();
-    let dir = scratch();
-    let lun = dir.path().join("validate.dat");
-    // 2 MiB: 256 units of 8 KiB, so reads soon land on written blocks.
-    let plan = plan(
-        vec![sd("sd1", &lun, Some(2 * MIB), 4)],
+/// One second of validated 8 KiB random I/O, half reads, at threads=4.
+fn mixed_plan(lun: &Path, size_bytes: Option<u64>) -> Plan {
+    plan(
+        vec![sd("sd1", lun, size_bytes, 4)],
         vec![wd(
             "w",
             &["sd1"],
@@ -44,7 +41,16 @@ fn a_mixed_run_with_validation_on_a_file_checks_what_it_wrote() {
             Arrival::Exponential,
         )],
         true,
-    );
+    )
+}
+
+#[test]
+fn a_mixed_run_with_validation_on_a_file_checks_what_it_wrote() {
+    let _serial = serial();
+    let dir = scratch();
+    let lun = dir.path().join("validate.dat");
+    // 2 MiB: 256 units of 8 KiB, so reads soon land on written blocks.
+    let plan = mixed_plan(&lun, Some(2 * MIB));
     let result = open_and_bench(&plan, default_engine());
     let r = &result.runs[0];
     println!(
@@ -194,24 +200,7 @@ fn a_block_corrupted_on_the_read_path_is_reported_with_its_lba() {
     let dir = scratch();
     // The real file gives the geometry; the I/O goes to the simulator.
     let lun = filled_file(&dir.path().join("corrupt.dat"), MIB);
-    let plan = plan(
-        vec![sd("sd1", &lun, None, 4)],
-        vec![wd(
-            "w",
-            &["sd1"],
-            50.0,
-            XferSize::Fixed(UNIT),
-            Seek::Random(100.0),
-        )],
-        vec![run(
-            "mixed",
-            &["w"],
-            Rate::Max,
-            Duration::from_secs(1),
-            Arrival::Exponential,
-        )],
-        true,
-    );
+    let plan = mixed_plan(&lun, None);
     let engine = EngineMaker::Custom(Arc::new(|geometries: &[Geometry]| {
         let mut sim = SimEngine::new(11, 64);
         for g in geometries {
