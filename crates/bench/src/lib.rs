@@ -15,6 +15,7 @@
 pub mod engine;
 pub mod histogram;
 pub mod model;
+pub mod oltp;
 pub mod pattern;
 pub mod quick;
 pub mod report;

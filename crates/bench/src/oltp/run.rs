@@ -1,0 +1,1 @@
+//! A run: start the background processes, release the sessions, measure, stop, report.

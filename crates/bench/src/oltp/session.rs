@@ -1,0 +1,1 @@
+//! The SLOB loop, run by each session thread.
