@@ -161,7 +161,10 @@ impl Layout {
         } else if local < self.shape.table_blocks + self.index_blocks() {
             (Segment::Index, local - self.shape.table_blocks)
         } else {
-            (Segment::Scan, local - self.shape.table_blocks - self.index_blocks())
+            (
+                Segment::Scan,
+                local - self.shape.table_blocks - self.index_blocks(),
+            )
         };
         Some(BlockRef {
             schema,

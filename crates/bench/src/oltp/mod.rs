@@ -95,9 +95,6 @@ impl Health {
     }
 
     pub fn error(&self) -> Option<String> {
-        self.error
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::layout::Shape;
 use super::stats::Event;
 use crate::result::{
-    CpuInterval, CpuSummary, DeviceStats, Environment, ErrorSummary, HistogramData,
-    LatencySummary, TargetInfo, ToolInfo,
+    CpuInterval, CpuSummary, DeviceStats, Environment, ErrorSummary, HistogramData, LatencySummary,
+    TargetInfo, ToolInfo,
 };
 
 pub const OLTP_SCHEMA: &str = "cairn-oltp-result";

@@ -111,7 +111,10 @@ impl Event {
 
     /// Waited for by the background processes (log writer, database writer).
     pub fn background(self) -> bool {
-        matches!(self, Event::DbFileParallelWrite | Event::LogFileParallelWrite)
+        matches!(
+            self,
+            Event::DbFileParallelWrite | Event::LogFileParallelWrite
+        )
     }
 
     pub fn from_name(name: &str) -> Option<Event> {
