@@ -57,6 +57,32 @@ pub mod palette {
     pub const NEITHER: Rgb = Rgb(0x80, 0x8c, 0x99);
     /// The warm-up band behind time series.
     pub const WARMUP: Rgb = Rgb(0xea, 0xea, 0xea);
+    /// OLTP report: physical read, data-file write and redo write requests per second.
+    pub const PHYS_READ: Rgb = Rgb(0x3b, 0x5b, 0xdb);
+    pub const PHYS_WRITE: Rgb = Rgb(0xe8, 0x59, 0x0c);
+    pub const REDO_WRITE: Rgb = Rgb(0x2b, 0x8a, 0x3e);
+    /// OLTP report: DB time and DB CPU over time.
+    pub const DB_TIME: Rgb = Rgb(0x5f, 0x3d, 0xc4);
+    pub const DB_CPU: Rgb = Rgb(0xf0, 0x8c, 0x00);
+    /// OLTP report: one colour per wait event, indexed by `oltp::stats::Event::index`,
+    /// so that an event has the same colour on the latency-over-time chart and on
+    /// its histogram, in every report.
+    pub const EVENTS: [Rgb; 14] = [
+        Rgb(0x18, 0x64, 0xab),
+        Rgb(0xc9, 0x2a, 0x2a),
+        Rgb(0x5c, 0x94, 0x0d),
+        Rgb(0x86, 0x2e, 0x9c),
+        Rgb(0x0b, 0x72, 0x85),
+        Rgb(0xd6, 0x33, 0x6c),
+        Rgb(0xe6, 0x77, 0x00),
+        Rgb(0x36, 0x4f, 0xc7),
+        Rgb(0xa6, 0x1e, 0x4d),
+        Rgb(0x2f, 0x9e, 0x44),
+        Rgb(0x74, 0xb8, 0x16),
+        Rgb(0x66, 0x66, 0x00),
+        Rgb(0x10, 0x98, 0xad),
+        Rgb(0x9a, 0x6b, 0x00),
+    ];
 }
 
 const AXIS: &str = "#333333";
@@ -257,10 +283,50 @@ fn open_svg(out: &mut String, id: &str, kind: &str, title: &str, frame: &Frame) 
     );
 }
 
-fn legend(out: &mut String, frame: &Frame, items: &[(String, Rgb, Swatch)]) {
+/// Height of one legend row, px.
+const LEGEND_ROW_PX: f64 = 18.0;
+
+/// Horizontal room a legend entry takes: swatch, a rough 7 px per character
+/// at 12 px, and the gap to the next entry.
+fn legend_advance(name: &str) -> f64 {
+    21.0 + 7.0 * name.chars().count() as f64 + 18.0
+}
+
+/// Where each legend entry goes: left to right, wrapping to a new row rather
+/// than running past the plot's right edge (a chart with one line per wait
+/// event has more names than one row holds). Returns (x, row) per entry.
+fn legend_layout<'a>(frame: &Frame, names: impl Iterator<Item = &'a str>) -> Vec<(f64, usize)> {
     let mut x = frame.left;
-    let y = 40.0;
-    for (name, color, swatch) in items {
+    let mut row = 0;
+    let mut out = Vec::new();
+    for name in names {
+        let advance = legend_advance(name);
+        if x > frame.left && x + advance - 18.0 > frame.right {
+            x = frame.left;
+            row += 1;
+        }
+        out.push((x, row));
+        x += advance;
+    }
+    out
+}
+
+/// Make room above the plot for legend rows beyond the first: the plot keeps
+/// its height and the chart grows. A legend that fits one row changes nothing.
+fn fit_legend<'a>(frame: &mut Frame, names: impl Iterator<Item = &'a str>) {
+    let rows = legend_layout(frame, names)
+        .last()
+        .map_or(0, |(_, row)| *row);
+    let extra = LEGEND_ROW_PX * rows as f64;
+    frame.top += extra;
+    frame.bottom += extra;
+    frame.height += extra;
+}
+
+fn legend(out: &mut String, frame: &Frame, items: &[(String, Rgb, Swatch)]) {
+    let places = legend_layout(frame, items.iter().map(|(name, _, _)| name.as_str()));
+    for ((name, color, swatch), (x, row)) in items.iter().zip(places) {
+        let y = 40.0 + LEGEND_ROW_PX * row as f64;
         match swatch {
             Swatch::Line { dashed } => {
                 let dash = if *dashed {
@@ -292,8 +358,6 @@ fn legend(out: &mut String, frame: &Frame, items: &[(String, Rgb, Swatch)]) {
             y + 4.0,
             escape(name)
         );
-        // A rough advance: 7 px per character at 12 px.
-        x += 21.0 + 7.0 * name.chars().count() as f64 + 18.0;
     }
 }
 
@@ -411,7 +475,8 @@ pub(crate) struct LineChart {
 
 impl LineChart {
     pub(crate) fn svg(&self) -> String {
-        let frame = Frame::standard();
+        let mut frame = Frame::standard();
+        fit_legend(&mut frame, self.series.iter().map(|s| s.name.as_str()));
         let mut out = String::new();
         open_svg(&mut out, &self.id, self.kind, &self.title, &frame);
         let points: Vec<(f64, f64)> = self
@@ -577,7 +642,8 @@ impl LogHistogramChart {
     }
 
     pub(crate) fn svg(&self) -> String {
-        let frame = Frame::standard();
+        let mut frame = Frame::standard();
+        fit_legend(&mut frame, self.groups.iter().map(|g| g.name.as_str()));
         let mut out = String::new();
         open_svg(&mut out, &self.id, self.kind, &self.title, &frame);
         let all: Vec<(i32, f64)> = self
@@ -840,6 +906,48 @@ mod tests {
         assert!(svg.contains(">warm-up</text>"));
         assert!(svg.contains(">all</text>"), "legend");
         assert!(svg.ends_with("</svg>"));
+    }
+
+    #[test]
+    fn a_legend_too_wide_for_one_row_wraps_and_the_chart_grows() {
+        let names = [
+            "db file sequential read",
+            "db file parallel read",
+            "log file sync",
+            "log file parallel write",
+        ];
+        let chart = |names: &[&str]| LineChart {
+            id: "c".into(),
+            kind: "latency",
+            title: "t".into(),
+            x_label: "s".into(),
+            y_label: "us".into(),
+            x_format: TickFormat::Seconds,
+            y_format: TickFormat::LatencyUs,
+            x_from_zero: true,
+            x_round_up: false,
+            y_log_when_wide: false,
+            series: names
+                .iter()
+                .map(|n| Series::new(n, palette::P50, vec![(1.0, 1.0), (2.0, 2.0)]))
+                .collect(),
+            bands: Vec::new(),
+        };
+        let frame = Frame::standard();
+        let rows: Vec<usize> = legend_layout(&frame, names.iter().copied())
+            .iter()
+            .map(|p| p.1)
+            .collect();
+        assert_eq!(rows, [0, 0, 1, 1]);
+        let wide = chart(&names).svg();
+        assert!(wide.contains("height=\"318\""), "{wide}");
+        // Every entry starts inside the chart.
+        for (x, _) in legend_layout(&frame, names.iter().copied()) {
+            assert!(x < frame.right);
+        }
+        // A legend that fits one row leaves the standard size.
+        let narrow = chart(&["p50", "p99"]).svg();
+        assert!(narrow.contains("height=\"300\""), "{narrow}");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::summary;
 /// Buckets per decade in the latency histogram chart: 5 gives 1, 1.6, 2.5, 4,
 /// 6.3 steps — fine enough to see two modes, coarse enough that each bar holds
 /// enough I/Os to mean something.
-const HISTOGRAM_BUCKETS_PER_DECADE: u32 = 5;
+pub(crate) const HISTOGRAM_BUCKETS_PER_DECADE: u32 = 5;
 
 /// The style sheet, inline.
 pub(crate) const STYLE: &str = "\
@@ -232,7 +232,7 @@ fn warmup_bands(run: &RunRecord) -> Vec<(f64, f64, String)> {
 }
 
 /// A histogram's I/Os per log-spaced bucket, as % of its I/Os.
-fn histogram_buckets(data: &HistogramData) -> Vec<(i32, f64)> {
+pub(crate) fn histogram_buckets(data: &HistogramData) -> Vec<(i32, f64)> {
     let total: u64 = data.counts.iter().map(|[_, c]| *c).sum();
     if total == 0 {
         return Vec::new();

@@ -16,16 +16,17 @@
 
 pub mod chart;
 pub mod compare;
-mod document;
+pub(crate) mod document;
 pub mod html;
 pub mod live;
 pub mod summary;
-mod units;
+pub(crate) mod units;
 
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::oltp::result::{OltpResult, OLTP_SCHEMA, OLTP_SCHEMA_VERSION};
 use crate::result::{BenchResult, SCHEMA, SCHEMA_VERSION};
 
 pub use compare::{compare_html, compare_results, compare_text, Comparison};
@@ -78,6 +79,117 @@ pub fn load_result(path: &Path) -> Result<BenchResult, String> {
             "{shown} is a damaged Cairn bench result ({e}); rerun the bench or restore the file"
         )
     })
+}
+
+/// A `result.json` of either kind: a workload bench (`cairn bench run|quick`)
+/// or an OLTP run (`cairn bench oltp run`).
+///
+/// A result is loaded once per command and matched at once, so the size of
+/// the enum (a bench result inline) costs nothing that matters.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
+pub enum AnyResult {
+    Bench(BenchResult),
+    Oltp(Box<OltpResult>),
+}
+
+/// Read a `result.json` of either kind, telling them apart by its `schema`
+/// field, so that a command given a result (`cairn report compare`) need not
+/// be told which kind it is. Errors are one line, naming the file, what was
+/// found and what to do.
+pub fn load_any(path: &Path) -> Result<AnyResult, String> {
+    let shown = path.display();
+    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{shown} is not a Cairn result (not JSON: {e}); give the result.json a bench run wrote"
+        )
+    })?;
+    match value.get("schema").and_then(|s| s.as_str()) {
+        Some(SCHEMA) => load_result(path).map(AnyResult::Bench),
+        Some(OLTP_SCHEMA) => oltp_from_value(path, value).map(|r| AnyResult::Oltp(Box::new(r))),
+        _ => {
+            let found = match value.get("schema") {
+                Some(s) => s.to_string(),
+                None => "missing".to_string(),
+            };
+            Err(format!(
+                "{shown} is not a Cairn result (schema {found}, expected \"{SCHEMA}\" or \"{OLTP_SCHEMA}\"); give the result.json a bench run wrote"
+            ))
+        }
+    }
+}
+
+/// Read the `result.json` of an OLTP run, refusing anything else (a workload
+/// result, a newer schema version) with one clear line.
+pub fn load_oltp(path: &Path) -> Result<OltpResult, String> {
+    let shown = path.display();
+    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        format!("{shown} is not a Cairn OLTP result (not JSON: {e}); give the result.json `cairn bench oltp run` wrote")
+    })?;
+    oltp_from_value(path, value)
+}
+
+fn oltp_from_value(path: &Path, value: serde_json::Value) -> Result<OltpResult, String> {
+    let shown = path.display();
+    if value.get("schema").and_then(|s| s.as_str()) != Some(OLTP_SCHEMA) {
+        let found = match value.get("schema") {
+            Some(s) => s.to_string(),
+            None => "missing".to_string(),
+        };
+        return Err(format!(
+            "{shown} is not a Cairn OLTP result (schema {found}, expected \"{OLTP_SCHEMA}\"); give the result.json `cairn bench oltp run` wrote"
+        ));
+    }
+    match value.get("schema_version").and_then(|v| v.as_u64()) {
+        Some(v) if v == u64::from(OLTP_SCHEMA_VERSION) => {}
+        Some(v) if v > u64::from(OLTP_SCHEMA_VERSION) => {
+            return Err(format!(
+                "{shown} was written by a newer Cairn ({OLTP_SCHEMA} schema_version {v}); this Cairn reads {OLTP_SCHEMA_VERSION}: upgrade Cairn to read it"
+            ));
+        }
+        Some(v) => {
+            return Err(format!(
+                "{shown} has {OLTP_SCHEMA} schema_version {v}, which no Cairn writes; this Cairn reads {OLTP_SCHEMA_VERSION}"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "{shown} is not a Cairn OLTP result (schema_version missing or not a number)"
+            ));
+        }
+    }
+    serde_json::from_value(value).map_err(|e| {
+        format!(
+            "{shown} is a damaged Cairn OLTP result ({e}); rerun the OLTP run or restore the file"
+        )
+    })
+}
+
+/// Compare two `result.json` files of the same kind: two workload results
+/// ([`compare_results`]) or two OLTP runs
+/// ([`crate::oltp::report::compare_oltp`]). Results of different kinds measure
+/// different things and are refused rather than half-compared.
+pub fn compare_files(a: &Path, b: &Path) -> Result<Comparison, String> {
+    match (load_any(a)?, load_any(b)?) {
+        (AnyResult::Bench(ra), AnyResult::Bench(rb)) => Ok(compare_results(&ra, &rb)),
+        (AnyResult::Oltp(ra), AnyResult::Oltp(rb)) => {
+            Ok(crate::oltp::report::compare_oltp(&ra, &rb))
+        }
+        (ra, _) => {
+            let (oltp, bench) = if matches!(ra, AnyResult::Oltp(_)) {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            Err(format!(
+                "cannot compare an OLTP run with a workload run: {} is an OLTP result and {} a workload result; give two results of the same kind",
+                oltp.display(),
+                bench.display()
+            ))
+        }
+    }
 }
 
 /// Write `result.json` (pretty), `summary.txt` and `report.html` into `dir`
