@@ -75,6 +75,9 @@ pub(crate) enum BenchCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Database emulation, the SLOB method: setup, run, verify.
+    #[command(subcommand)]
+    Oltp(crate::oltp_cmd::OltpCommand),
 }
 
 #[derive(Args)]
@@ -112,10 +115,23 @@ pub(crate) enum ReportCommand {
     },
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_interrupt(_signal: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// From here on Ctrl-C sets [`INTERRUPTED`]: long work stops cleanly and keeps
+/// what it measured, instead of dying mid-write.
+pub(crate) fn install_interrupt_handler() {
+    // SAFETY: installing a handler that only stores to an atomic is
+    // async-signal-safe.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+    }
 }
 
 pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> {
@@ -135,6 +151,7 @@ pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> 
             let plan = vdbench::parse_file(&file, &vars).map_err(|e| anyhow!("{e}"))?;
             execute(&plan, engine, &common)
         }
+        BenchCommand::Oltp(command) => crate::oltp_cmd::run_oltp(command),
         BenchCommand::Quick {
             targets,
             rw,
@@ -251,15 +268,9 @@ fn measure(
     terminal: bool,
     out: &Path,
 ) -> Result<BenchResult> {
-    // SAFETY: installing a handler that only stores to an atomic is
-    // async-signal-safe. From here on Ctrl-C stops the fill or the run
-    // cleanly: a half-filled new file is removed, a run's figures are kept.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_interrupt as *const () as libc::sighandler_t,
-        );
-    }
+    // From here on Ctrl-C stops the fill or the run cleanly: a half-filled
+    // new file is removed, a run's figures are kept.
+    install_interrupt_handler();
     let bar = fill_progress(terminal);
     let mut progress = |done: u64, total: u64| {
         bar.set_length(total);
@@ -431,16 +442,17 @@ fn clock() -> String {
 pub(crate) fn run_report(command: ReportCommand) -> Result<()> {
     match command {
         ReportCommand::Compare { a, b, html, json } => {
-            let load = |p: &Path| -> Result<BenchResult> {
-                let file = if p.is_dir() {
+            // A run's directory stands for the result.json in it.
+            let file = |p: &Path| {
+                if p.is_dir() {
                     p.join("result.json")
                 } else {
                     p.to_path_buf()
-                };
-                report::load_result(&file).map_err(|e| anyhow!(e))
+                }
             };
-            let (ra, rb) = (load(&a)?, load(&b)?);
-            let mut comparison = compare::compare_results(&ra, &rb);
+            // Either kind of result: two workload runs or two OLTP runs.
+            let mut comparison =
+                report::compare_files(&file(&a), &file(&b)).map_err(|e| anyhow!(e))?;
             comparison.a_name = a.display().to_string();
             comparison.b_name = b.display().to_string();
             if let Some(path) = html {

@@ -7,6 +7,7 @@
 
 mod bench_cmd;
 mod group_cmd;
+mod oltp_cmd;
 mod render;
 
 use std::io::Write;
