@@ -109,9 +109,7 @@ impl DeviceFile {
             .open(path)
             .map_err(|e| open_error(path, e, mode, is_block))?;
         if mode.exclusive && !is_block {
-            // SAFETY: flock on an open fd has no memory-safety preconditions.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                let err = io::Error::last_os_error();
+            if let Err(err) = lock_exclusive(&file) {
                 return Err(if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
                     OpenError::InUse {
                         path: path.into(),
@@ -276,6 +274,29 @@ fn open_error(path: &Path, err: io::Error, mode: OpenMode, is_block: bool) -> Op
             action: "open",
             error: err,
         },
+    }
+}
+
+/// How long an exclusive lock is retried. A lock can be held for a moment by
+/// a process that is not really using the file: a child of ours between fork
+/// and exec shares every open file of its parent (locks included), and a Cairn
+/// process that is exiting still holds its files until the kernel closes them.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `flock(LOCK_EX | LOCK_NB)`, retried for up to [`LOCK_RETRY`] while it says
+/// the file is locked.
+fn lock_exclusive(file: &File) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + LOCK_RETRY;
+    loop {
+        // SAFETY: flock on an open fd has no memory-safety preconditions.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) || std::time::Instant::now() >= deadline {
+            return Err(err);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 
