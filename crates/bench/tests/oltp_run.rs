@@ -13,6 +13,7 @@ use std::time::Duration;
 use cairn_bench::oltp::conf::{parse_conf_str, ParsedConf};
 use cairn_bench::oltp::dataset::{self, DatasetState, SetupOptions};
 use cairn_bench::oltp::layout::Shape;
+use cairn_bench::oltp::redo::{scan_log, RedoConfig};
 use cairn_bench::oltp::run::{run_oltp, RunOptions, RunOutcome};
 use cairn_bench::oltp::session::ReadPath;
 use cairn_bench::oltp::stats::{Event, Stat};
@@ -182,6 +183,26 @@ fn a_mixed_run_balances_its_books_and_leaves_every_change_on_disk() {
     assert_eq!(v.state, DatasetState::Clean);
     assert_eq!(v.problems_total, 0, "{:?}", v.problems);
     assert_eq!(v.table_versions, l.get(Stat::DbBlockChanges));
+
+    // Every commit and every change is in the log on disk (the log did not wrap).
+    let redo_file =
+        cairn_io::DeviceFile::open(&db.redo, cairn_io::OpenMode::READ, &Host::real()).unwrap();
+    let size = redo_file.geometry().size_bytes;
+    let scan = scan_log(
+        &redo_file,
+        &RedoConfig {
+            log_buffer_bytes: 1 << 20,
+            start: 1 << 20,
+            end: size,
+            block_bytes: redo_file.geometry().logical_sector_bytes.max(512),
+            max_write_bytes: 1 << 20,
+            dataset: v.dataset_id,
+        },
+    )
+    .unwrap();
+    drop(redo_file);
+    assert_eq!(scan.commit_records, l.get(Stat::UserCommits));
+    assert_eq!(scan.change_records, l.get(Stat::DbBlockChanges));
 
     // A second run continues from there.
     let again = run(&db, 2 << 20, ReadPath::Cache, Duration::ZERO);
@@ -370,4 +391,64 @@ fn a_sixty_second_run_matches_the_kernels_diskstats_within_five_percent() {
     let v = dataset::verify(&targets, &redo.path, &Host::real(), false, &NOT_INTERRUPTED).unwrap();
     assert_eq!(v.problems_total, 0);
     assert_eq!(v.table_versions, out.lifetime.get(Stat::DbBlockChanges));
+}
+
+#[test]
+fn a_run_refused_after_opening_leaves_the_dataset_clean() {
+    let db = load(MIXED, 1, 1);
+    let host = Host::real();
+    let opts = RunOptions {
+        host: &host,
+        conf: &db.parsed,
+        conf_path: "test.conf".into(),
+        schemas: 1,
+        threads_per_schema: None,
+        cache_bytes: 2 << 20,
+        block_size: BLOCK,
+        read_path: ReadPath::Cache,
+        batch_reads: 8,
+        warmup: Duration::ZERO,
+        interval: Duration::from_secs(1),
+        checkpoint_interval: Duration::from_secs(1),
+        // Below the log writer's minimum: refused when the log starts.
+        log_buffer_bytes: 4096,
+        seed: 1,
+        interrupted: &NOT_INTERRUPTED,
+    };
+    let err = run_oltp(&db.targets, &db.redo, &opts, &mut |_| {})
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("log buffer"), "{err}");
+    assert_eq!(verify(&db).state, DatasetState::Clean);
+    // A cache bigger than the machine is refused with the figure, not an abort.
+    let opts = RunOptions {
+        cache_bytes: 1 << 40,
+        log_buffer_bytes: 1 << 20,
+        ..opts
+    };
+    let err = run_oltp(&db.targets, &db.redo, &opts, &mut |_| {})
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("--cache") && err.contains("memory"), "{err}");
+    let opts = RunOptions {
+        cache_bytes: 1 << 50,
+        ..opts
+    };
+    let err = run_oltp(&db.targets, &db.redo, &opts, &mut |_| {})
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("--cache") && err.contains("smaller"), "{err}");
+    assert_eq!(verify(&db).state, DatasetState::Clean);
+}
+
+#[test]
+fn a_run_that_ends_during_its_warm_up_says_so() {
+    let text = "UPDATE_PCT=0\nRUN_TIME=0\nWORK_LOOP=5\nSCALE=2000\nSCAN_TABLE_SZ=8\nWORK_UNIT=8\n";
+    let db = load(text, 1, 1);
+    let out = run(&db, 4 << 20, ReadPath::Cache, Duration::from_secs(30));
+    let why = out.result.ended_early.unwrap_or_default();
+    assert!(why.contains("warm-up"), "{why:?}");
 }

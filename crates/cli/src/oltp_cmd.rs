@@ -181,11 +181,21 @@ pub(crate) fn run_oltp(command: OltpCommand) -> Result<()> {
                     println!("{}", live_line(rec));
                 }
             };
-            let outcome = run::run_oltp(&data.targets, &data.redo, &opts, &mut on_interval)
-                .map_err(|e| anyhow!("{e}"))?;
-            let result = outcome.result;
+            // The output directory is made before the run, so a bad --out
+            // costs nothing, and removed again if the run fails before writing.
+            let made_out = !out.exists();
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+            let outcome = match run::run_oltp(&data.targets, &data.redo, &opts, &mut on_interval) {
+                Ok(o) => o,
+                Err(e) => {
+                    if made_out {
+                        std::fs::remove_dir(&out).ok();
+                    }
+                    bail!("{e}");
+                }
+            };
+            let result = outcome.result;
             report::write_oltp_reports(&out, &result)
                 .with_context(|| format!("cannot write the reports into {}", out.display()))?;
             if json {

@@ -859,7 +859,10 @@ impl Writer {
                             op: Op::Write {
                                 offset_bytes,
                                 buf,
-                                fua: false,
+                                // Durable when it completes, as Oracle's log
+                                // writes are (O_DSYNC): a commit is acknowledged
+                                // only once it would survive a power loss.
+                                fua: true,
                             },
                         },
                         None => {

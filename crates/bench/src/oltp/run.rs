@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_io::host::Host;
@@ -26,7 +26,7 @@ use super::result::{
     ConfRecord, CrossCheck, EventRecord, IntervalEvent, OltpInterval, OltpResult, Settings,
     StatValue, Totals, INTERVAL_BUCKETS_US, OLTP_SCHEMA, OLTP_SCHEMA_VERSION,
 };
-use super::session::{Hotspot, ReadPath, Session, Shared, Think, Workload};
+use super::session::{Gate, Hotspot, ReadPath, Session, Shared, Think, Workload};
 use super::stats::{Counts, Event, Stat, StatsHub};
 use super::{Health, OltpError};
 use crate::result::{ErrorSummary, TargetInfo};
@@ -125,6 +125,7 @@ pub fn run_oltp(
             (needed * block).div_ceil(1 << 20)
         )));
     }
+    check_memory(opts, cache_buffers)?;
     let redo_geometry = data.redo.geometry().clone();
     let redo_block = redo_geometry.logical_sector_bytes.max(512);
     let max_write = redo_geometry
@@ -191,7 +192,24 @@ pub fn run_oltp(
         .collect();
     let redo_info = target_info(opts.host, "redo", &data.redo_path, &data.redo);
 
-    data.mark(DatasetState::Running)?;
+    // Everything that can be refused is refused before the dataset is marked
+    // running: one file handle per data target per session, taken now, so a
+    // low `ulimit -n` is a clear error rather than a half-started run.
+    raise_open_files_limit();
+    let mut session_files: Vec<Vec<DeviceFile>> = Vec::with_capacity(sessions as usize);
+    for _ in 0..sessions {
+        let files = data.data.iter().map(dup).collect::<Result<Vec<_>, _>>();
+        match files {
+            Ok(f) => session_files.push(f),
+            Err(e) => {
+                return Err(OltpError::Usage(format!(
+                    "{sessions} sessions over {} data targets need about {} open files ({e}): raise `ulimit -n` or lower --threads",
+                    data.data.len(),
+                    u64::from(sessions) * (2 * data.data.len() as u64 + 1) + 64
+                )))
+            }
+        }
+    }
     let health = Arc::new(Health::new());
     let hub = StatsHub::new();
     let redo = RedoLog::start(
@@ -211,10 +229,17 @@ pub fn run_oltp(
         buffers: cache_buffers as usize,
         block_size: block as usize,
     }));
+    let data_files = match data.data.iter().map(dup).collect::<Result<Vec<_>, _>>() {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = redo.stop();
+            return Err(e);
+        }
+    };
     let dbwr = match Dbwr::start(
         Arc::clone(&cache),
         Arc::clone(&redo),
-        data.data.iter().map(dup).collect::<Result<Vec<_>, _>>()?,
+        data_files,
         DbwrConfig {
             layout,
             batch: 128,
@@ -240,64 +265,76 @@ pub fn run_oltp(
         stop: AtomicBool::new(false),
         corruptions: Mutex::new(Vec::new()),
     });
-    let release = Arc::new(Barrier::new(sessions as usize + 1));
+    let gate = Arc::new(Gate::new());
+    let ready = Arc::new(AtomicU32::new(0));
     let finished = Arc::new(AtomicU32::new(0));
     let mut handles = Vec::with_capacity(sessions as usize);
-    for s in 0..sessions {
-        let files = data.data.iter().map(dup).collect::<Result<Vec<_>, _>>()?;
-        let (my_shared, my_release, my_finished) = (
-            Arc::clone(&shared),
-            Arc::clone(&release),
-            Arc::clone(&finished),
-        );
+    let mut start_error = None;
+    for (s, files) in (0..sessions).zip(session_files) {
+        let (my_shared, my_gate) = (Arc::clone(&shared), Arc::clone(&gate));
+        let mut tally = Tally {
+            ready: Arc::clone(&ready),
+            finished: Arc::clone(&finished),
+            health: Arc::clone(&health),
+            session: s,
+            counted_ready: false,
+        };
         let slot = hub.slot();
         let seed = opts.seed;
         let spawned = std::thread::Builder::new()
             .name(format!("cairn-session{}", s + 1))
             .spawn(move || {
-                let outcome = match Session::new(
-                    s,
-                    s % schemas,
-                    Arc::clone(&my_shared),
-                    slot,
-                    &files,
-                    seed,
-                ) {
-                    Ok(session) => session.run(&my_release),
+                let built = Session::new(s, s % schemas, Arc::clone(&my_shared), slot, files, seed);
+                tally.now_ready();
+                match built {
+                    Ok(session) => session.run(&my_gate),
                     Err(e) => {
                         my_shared.health.fail(format!("session {}: {e}", s + 1));
-                        my_release.wait();
                         Err(e)
                     }
-                };
-                my_finished.fetch_add(1, Ordering::AcqRel);
-                outcome
+                }
             });
         match spawned {
             Ok(h) => handles.push(h),
             Err(e) => {
-                // Sessions already spawned wait at the barrier: release them into a stopped run.
-                shared.stop.store(true, Ordering::Release);
-                health.fail(format!("starting session {}: {e}", s + 1));
-                for _ in handles.len()..sessions as usize {
-                    let release = Arc::clone(&release);
-                    std::thread::spawn(move || release.wait());
-                }
-                release.wait();
-                for h in handles {
-                    let _ = h.join();
-                }
-                let _ = dbwr.stop();
-                let _ = redo.stop();
-                return Err(OltpError::os("starting a session thread", e));
+                start_error = Some(OltpError::os(format!("starting session {}", s + 1), e));
+                break;
             }
         }
+    }
+    // Wait until every session is built (or one failed), then mark the
+    // dataset running and release them together.
+    while start_error.is_none()
+        && !health.failed()
+        && ready.load(Ordering::Acquire) < handles.len() as u32
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if start_error.is_none() {
+        if let Some(e) = health.error() {
+            start_error = Some(OltpError::Usage(e));
+        }
+    }
+    if start_error.is_none() {
+        if let Err(e) = data.mark(DatasetState::Running) {
+            start_error = Some(e);
+        }
+    }
+    if let Some(e) = start_error {
+        shared.stop.store(true, Ordering::Release);
+        gate.open();
+        for h in handles {
+            let _ = h.join();
+        }
+        let _ = dbwr.stop();
+        let _ = redo.stop();
+        return Err(e);
     }
 
     // ---- measure ----
     let started_at_wall = sysinfo::utc_now_rfc3339();
     let devices = device_names(opts.host, &data.data_paths, &data.redo_path);
-    release.wait();
+    gate.open();
     let t0 = Instant::now();
     let mut monitor = Monitor::new(opts.host, &devices, t0);
     let warm_intervals = (opts.warmup.as_secs_f64() / opts.interval.as_secs_f64()).ceil() as u32;
@@ -353,7 +390,7 @@ pub fn run_oltp(
             window_start = Some((
                 monitor.last_cpu,
                 monitor.last_disk.clone(),
-                Instant::now(),
+                monitor.last_at,
                 sysinfo::utc_now_rfc3339(),
             ));
         }
@@ -386,6 +423,13 @@ pub fn run_oltp(
     if rec.seconds > 0.0 {
         on_interval(&rec);
         intervals.push(rec);
+    }
+    if window_start.is_none() && ended_early.is_none() {
+        ended_early = Some(format!(
+            "the run ended during its {:.0} s warm-up, after {:.1} s: nothing was measured; shorten --warmup or lengthen RUN_TIME / WORK_LOOP",
+            warmup.as_secs_f64(),
+            monitor.last_at.duration_since(t0).as_secs_f64()
+        ));
     }
     let (cpu_a, disk_a, window_t0, begin_wall) = window_start.unwrap_or((
         monitor.first_cpu,
@@ -467,7 +511,7 @@ pub fn run_oltp(
         shape: layout.shape,
         data_targets: data_infos,
         redo_target: redo_info,
-        warmup_s: warmup.as_secs_f64().min(elapsed_s + warmup.as_secs_f64()),
+        warmup_s: window_t0.duration_since(t0).as_secs_f64(),
         elapsed_s,
         totals: totals(&window),
         intervals,
@@ -813,4 +857,76 @@ fn cross_check(
 fn dup(f: &DeviceFile) -> Result<DeviceFile, OltpError> {
     f.try_clone()
         .map_err(|e| OltpError::os(format!("duplicating {}", f.path().display()), e))
+}
+
+/// Counts a session thread as ready and, however it ends (a panic too), as
+/// finished: the run never waits for a session that is gone.
+struct Tally {
+    ready: Arc<AtomicU32>,
+    finished: Arc<AtomicU32>,
+    health: Arc<Health>,
+    session: u32,
+    counted_ready: bool,
+}
+
+impl Tally {
+    fn now_ready(&mut self) {
+        if !self.counted_ready {
+            self.counted_ready = true;
+            self.ready.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.health
+                .fail(format!("session {} panicked", self.session + 1));
+        }
+        self.now_ready();
+        self.finished.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The buffer cache and the log buffer live in this process's memory: refuse
+/// sizes the machine cannot hold (instead of aborting on allocation, or
+/// swapping and measuring the swap).
+fn check_memory(opts: &RunOptions, cache_buffers: u64) -> Result<(), OltpError> {
+    if cache_buffers >= u64::from(u32::MAX) {
+        return Err(OltpError::Usage(format!(
+            "--cache {} MiB is more buffers than Cairn's cache addresses ({}): give a smaller --cache",
+            opts.cache_bytes >> 20,
+            u32::MAX
+        )));
+    }
+    let meminfo = std::fs::read_to_string(opts.host.proc.join("meminfo")).unwrap_or_default();
+    if let Some(total) = sysinfo::environment::mem_total_bytes(&meminfo) {
+        let asked = opts.cache_bytes.saturating_add(opts.log_buffer_bytes);
+        if asked > total / 10 * 8 {
+            return Err(OltpError::Usage(format!(
+                "--cache {} MiB and --log-buffer {} MiB need more than 80% of this machine's memory ({} MiB): give a smaller --cache",
+                opts.cache_bytes >> 20,
+                opts.log_buffer_bytes >> 20,
+                total >> 20
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Sessions hold a few file handles each: raise the soft limit on open files
+/// to the hard one, as database start-up scripts do.
+fn raise_open_files_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write one rlimit through a valid pointer to a local.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
 }

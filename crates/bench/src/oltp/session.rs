@@ -18,7 +18,7 @@
 //! every block it holds, so no cycle of waits can form.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_io::sync_engine::SyncEngine;
@@ -93,6 +93,33 @@ pub struct Workload {
     pub multiblock_read_count: u32,
 }
 
+/// Holds the sessions until the run opens it, then lets them all go at once
+/// (SLOB's sessions start together). Unlike a barrier, it can be opened
+/// whether or not every session got ready, so a failed start never strands one.
+#[derive(Default)]
+pub struct Gate {
+    open: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Gate {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn open(&self) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_all();
+    }
+
+    pub fn wait(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        while !*open {
+            open = self.cv.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
 /// What the sessions of a run share.
 pub struct Shared {
     pub layout: Layout,
@@ -137,8 +164,10 @@ struct Io {
     ring: Box<dyn IoEngine>,
     /// Multiblock reads land here.
     scratch: AlignedBuf,
-    /// Direct-path single-block reads land here.
-    private: AlignedBuf,
+    /// Direct-path single-block reads land here (taken while one is in flight).
+    private: Option<AlignedBuf>,
+    /// The buffers of a batch of reads, reused.
+    batch: Vec<(BlockId, AlignedBuf)>,
 }
 
 /// Open this many io_uring entries per session for batched reads.
@@ -152,7 +181,7 @@ impl Session {
         schema: u32,
         shared: Arc<Shared>,
         slot: Arc<StatsSlot>,
-        files: &[DeviceFile],
+        files: Vec<DeviceFile>,
         seed: u64,
     ) -> Result<Self, OltpError> {
         let w = shared.workload;
@@ -161,21 +190,21 @@ impl Session {
         let mut sync = SyncEngine::new(1);
         let ring: Box<dyn IoEngine> = match UringEngine::new(depth) {
             Ok(mut ring) => {
-                for f in files {
+                for f in &files {
                     ring.attach(dup(f)?);
                 }
                 Box::new(ring)
             }
             Err(_) => {
                 let mut fallback = SyncEngine::new(depth);
-                for f in files {
+                for f in &files {
                     fallback.attach(dup(f)?);
                 }
                 Box::new(fallback)
             }
         };
         for f in files {
-            sync.attach(dup(f)?);
+            sync.attach(f);
         }
         let block = layout.block_bytes() as usize;
         Ok(Self {
@@ -188,7 +217,8 @@ impl Session {
                 sync,
                 ring,
                 scratch: AlignedBuf::zeroed(block * w.multiblock_read_count.max(1) as usize),
-                private: AlignedBuf::zeroed(block),
+                private: Some(AlignedBuf::zeroed(block)),
+                batch: Vec::with_capacity(depth),
             },
             op: OpStats::new(),
             rng: ChaCha8Rng::seed_from_u64(
@@ -202,7 +232,7 @@ impl Session {
 
     /// Run the SLOB loop until the run says stop, WORK_LOOP is done, or something fails.
     /// Returns the operations done.
-    pub fn run(mut self, release: &Barrier) -> Result<u64, OltpError> {
+    pub fn run(mut self, release: &Gate) -> Result<u64, OltpError> {
         release.wait();
         let shared = Arc::clone(&self.shared);
         let w = shared.workload;
@@ -382,35 +412,46 @@ impl Session {
         }
         let block = self.io.layout.block_bytes();
         let n = pending.len() as u64;
-        let mut bufs: Vec<(BlockId, AlignedBuf)> =
-            pending.iter_mut().map(|l| (l.id(), l.take_buf())).collect();
-        let started = Instant::now();
-        let outcome = if bufs.len() == 1 {
-            let (id, buf) = bufs.pop().expect("invariant: one buffer");
-            let (buf, r) = self.io.read_one(id, buf);
-            bufs.push((id, buf));
-            r
-        } else {
-            self.io.read_many(&mut bufs)
-        };
-        let event = if n == 1 {
-            Event::DbFileSequentialRead
-        } else {
-            Event::DbFileParallelRead
-        };
-        self.op.wait(event, started.elapsed());
-        if let Err(e) = outcome {
-            for (loading, (_, buf)) in pending.drain(..).zip(bufs) {
+        if n == 1 {
+            // The common case without batching: no lists, one pread.
+            let mut loading = pending.pop().expect("invariant: one claim");
+            let buf = loading.take_buf();
+            let started = Instant::now();
+            let (buf, r) = self.io.read_one(loading.id(), buf);
+            self.op.wait(Event::DbFileSequentialRead, started.elapsed());
+            if let Err(e) = r {
                 loading.fail(buf);
+                return Err(Stop::Failed(OltpError::io("reading a data block", e)));
             }
-            return Err(Stop::Failed(OltpError::io("reading a data block", e)));
-        }
-        self.count_reads(n, n, n * block, false);
-        for (loading, (_, buf)) in pending.drain(..).zip(bufs) {
+            self.count_reads(1, 1, block, false);
             let pin = loading.complete(buf);
             self.touch(&pin);
+            return Ok(());
         }
-        Ok(())
+        let mut bufs = std::mem::take(&mut self.io.batch);
+        bufs.clear();
+        bufs.extend(pending.iter_mut().map(|l| (l.id(), l.take_buf())));
+        let started = Instant::now();
+        let outcome = self.io.read_many(&mut bufs);
+        self.op.wait(Event::DbFileParallelRead, started.elapsed());
+        let result = match outcome {
+            Err(e) => {
+                for (loading, (_, buf)) in pending.drain(..).zip(bufs.drain(..)) {
+                    loading.fail(buf);
+                }
+                Err(Stop::Failed(OltpError::io("reading a data block", e)))
+            }
+            Ok(()) => {
+                self.count_reads(n, n, n * block, false);
+                for (loading, (_, buf)) in pending.drain(..).zip(bufs.drain(..)) {
+                    let pin = loading.complete(buf);
+                    self.touch(&pin);
+                }
+                Ok(())
+            }
+        };
+        self.io.batch = bufs;
+        result
     }
 
     /// Direct-path single-block reads of the statement's table blocks.
@@ -420,18 +461,35 @@ impl Session {
         let block = layout.block_bytes();
         for i in 0..self.blocks.len() {
             let id = self.blocks[i];
-            let buf = std::mem::replace(&mut self.io.private, AlignedBuf::zeroed(0));
+            let buf = self
+                .io
+                .private
+                .take()
+                .unwrap_or_else(|| AlignedBuf::zeroed(block as usize));
             let started = Instant::now();
-            let (buf, r) = self.io.read_one(id, buf);
+            let (mut buf, r) = self.io.read_one(id, buf);
             self.op.wait(Event::DirectPathRead, started.elapsed());
-            self.io.private = buf;
             r.map_err(|e| Stop::Failed(OltpError::io("reading a data block", e)))?;
             self.count_reads(1, 1, block, true);
             let expect = expect_of(&layout, id);
-            match block::read_row(&self.io.private, expect, dataset) {
+            let mut outcome = block::read_row(&buf, expect, dataset);
+            if outcome.is_err() {
+                // A read around the cache can overlap the writer's write of the
+                // same block and see half of each (a fractured block): read it
+                // again once, as Oracle does, before calling it corrupt.
+                let started = Instant::now();
+                let (again, r) = self.io.read_one(id, buf);
+                self.op.wait(Event::DirectPathRead, started.elapsed());
+                buf = again;
+                r.map_err(|e| Stop::Failed(OltpError::io("reading a data block", e)))?;
+                self.count_reads(1, 1, block, true);
+                outcome = block::read_row(&buf, expect, dataset);
+            }
+            match outcome {
                 Ok(row) => self.fetched(row.value),
                 Err(problem) => self.corrupt(expect, &problem),
             }
+            self.io.private = Some(buf);
         }
         Ok(())
     }
@@ -756,50 +814,42 @@ impl Io {
         }
     }
 
-    /// Several single-block reads submitted together; every buffer comes back in place.
-    fn read_many(&mut self, bufs: &mut [(BlockId, AlignedBuf)]) -> Result<(), IoError> {
-        let mut requests = Vec::with_capacity(bufs.len());
-        for (i, (id, buf)) in bufs.iter_mut().enumerate() {
-            let len = buf.len();
-            let taken = std::mem::replace(buf, AlignedBuf::zeroed(0));
-            debug_assert_eq!(taken.len(), len);
-            requests.push(self.request(*id, taken, i as u64));
-        }
+    /// Several single-block reads submitted together (at most the ring's
+    /// depth at a time); every buffer comes back in place, in order.
+    fn read_many(&mut self, bufs: &mut Vec<(BlockId, AlignedBuf)>) -> Result<(), IoError> {
         let block = self.layout.block_bytes() as usize;
-        let mut first_error = None;
-        // The ring takes at most its depth at once: submit in slices of it.
         let depth = self.ring.depth_max().max(1);
-        let mut done = 0;
-        while !requests.is_empty() {
-            let rest = requests.split_off(requests.len().min(depth));
-            let slice = std::mem::replace(&mut requests, rest);
-            match self.ring.execute_all(slice) {
+        let mut first_error = None;
+        let mut done: Vec<(BlockId, AlignedBuf)> = Vec::with_capacity(bufs.len());
+        let mut rest = bufs.drain(..);
+        loop {
+            let mut ids = Vec::with_capacity(depth);
+            let mut requests = Vec::with_capacity(depth);
+            for (id, buf) in rest.by_ref().take(depth) {
+                requests.push(self.request(id, buf, ids.len() as u64));
+                ids.push(id);
+            }
+            if requests.is_empty() {
+                break;
+            }
+            match self.ring.execute_all(requests) {
                 Ok(completions) => {
-                    for c in completions {
-                        let slot = c.tag as usize;
+                    for (id, c) in ids.into_iter().zip(completions) {
                         if let Err(e) = c.result {
                             first_error.get_or_insert(e);
                         }
-                        bufs[slot].1 = c.buf.unwrap_or_else(|| AlignedBuf::zeroed(block));
-                        done += 1;
+                        done.push((id, c.buf.unwrap_or_else(|| AlignedBuf::zeroed(block))));
                     }
                 }
                 Err(e) => {
+                    // The engine lost the buffers: the claims get fresh ones.
                     first_error.get_or_insert(e);
-                    break;
+                    done.extend(ids.into_iter().map(|id| (id, AlignedBuf::zeroed(block))));
                 }
             }
         }
-        for (_, buf) in bufs.iter_mut().skip(done) {
-            if buf.is_empty() {
-                *buf = AlignedBuf::zeroed(block);
-            }
-        }
-        for (_, buf) in bufs.iter_mut() {
-            if buf.is_empty() {
-                *buf = AlignedBuf::zeroed(block);
-            }
-        }
+        drop(rest);
+        *bufs = done;
         first_error.map_or(Ok(()), Err)
     }
 
