@@ -904,13 +904,15 @@ fn compare_files_takes_two_of_a_kind_and_refuses_a_mix() {
 fn html_is_self_contained_with_a_chart_per_figure() {
     let r = sample();
     let html = oltp_html(&r);
-    // IOPS, DB time, latency per event, then a histogram for each of the 4
-    // foreground events and the 2 background ones.
-    assert_eq!(html.matches("<svg").count(), 9, "{html}");
+    // IOPS, DB time, latency per event, the top I/O event's histogram over
+    // time, then a histogram for each of the 4 foreground events and the 2
+    // background ones.
+    assert_eq!(html.matches("<svg").count(), 10, "{html}");
     for kind in [
         "chart-oltp-iops",
         "chart-oltp-dbtime",
         "chart-oltp-event-latency",
+        "chart-oltp-event-buckets",
     ] {
         assert_eq!(html.matches(kind).count(), 1, "{kind}");
     }

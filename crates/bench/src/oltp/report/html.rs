@@ -11,7 +11,7 @@
 
 use super::awr;
 use crate::oltp::result::{
-    EventRecord, OltpInterval, OltpResult, OLTP_SCHEMA, OLTP_SCHEMA_VERSION,
+    EventRecord, OltpInterval, OltpResult, INTERVAL_BUCKETS_US, OLTP_SCHEMA, OLTP_SCHEMA_VERSION,
 };
 use crate::oltp::stats::Event;
 use crate::report::chart::{palette, BarGroup, LineChart, LogHistogramChart, Series, TickFormat};
@@ -32,7 +32,11 @@ pub(crate) fn oltp_page(r: &OltpResult) -> String {
     body.push_str(&document::html(&awr::load_profile_blocks(r)));
     charts(&mut body, &[iops_chart(r).svg(), db_time_chart(r).svg()]);
     body.push_str(&document::html(&awr::event_blocks(r)));
-    charts(&mut body, &[event_latency_chart(r).svg()]);
+    let mut event_charts = vec![event_latency_chart(r).svg()];
+    if let Some(c) = buckets_over_time_chart(r) {
+        event_charts.push(c.svg());
+    }
+    charts(&mut body, &event_charts);
     body.push_str(&document::html(&awr::histogram_blocks(r)));
     let histograms: Vec<String> = histogram_events(r)
         .into_iter()
@@ -195,6 +199,64 @@ fn event_latency_chart(r: &OltpResult) -> LineChart {
         TickFormat::LatencyUs,
         series,
     )
+}
+
+/// The wait histogram of the top User I/O event over time: per interval, the
+/// share of its waits below each bound, so a latency tail that grows or
+/// shrinks during the run shows as the lower lines moving.
+fn buckets_over_time_chart(r: &OltpResult) -> Option<LineChart> {
+    let top = r
+        .totals
+        .events
+        .iter()
+        .filter(|e| !e.background && e.class == "User I/O")
+        .max_by(|a, b| a.time_s.total_cmp(&b.time_s))?;
+    const BOUNDS_US: [(u64, &str); 5] = [
+        (128, "< 128us"),
+        (512, "< 512us"),
+        (1_000, "< 1ms"),
+        (4_000, "< 4ms"),
+        (16_000, "< 16ms"),
+    ];
+    let colors = [
+        palette::P50,
+        palette::PHYS_READ,
+        palette::P99,
+        palette::P999,
+        palette::PHYS_WRITE,
+    ];
+    let series = BOUNDS_US
+        .iter()
+        .zip(colors)
+        .filter_map(|(&(bound, name), color)| {
+            let upto = INTERVAL_BUCKETS_US.iter().position(|&b| b == bound)?;
+            let pts: Vec<(f64, f64)> = r
+                .intervals
+                .iter()
+                .filter_map(|i| {
+                    let e = i
+                        .events
+                        .iter()
+                        .find(|e| e.event == top.event && e.waits > 0)?;
+                    let below: u64 = e.buckets.iter().take(upto + 1).sum();
+                    Some((i.end_s, 100.0 * below as f64 / e.waits as f64))
+                })
+                .collect();
+            (!pts.is_empty()).then(|| Series::new(name, color, pts))
+        })
+        .collect::<Vec<_>>();
+    if series.is_empty() {
+        return None;
+    }
+    Some(time_chart(
+        r,
+        "oltp-event-buckets",
+        "oltp-event-buckets",
+        &format!("{}: % of waits below each bound, over time", top.name),
+        "% of waits",
+        TickFormat::Number,
+        series,
+    ))
 }
 
 /// The top foreground events (DB CPU aside) and every background event.
