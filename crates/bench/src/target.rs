@@ -46,32 +46,53 @@ impl Target {
     /// What the result records of this target; `devices` is left for the
     /// caller, who knows the host's block devices.
     pub fn info(&self) -> TargetInfo {
-        let probe = self.device.probe();
-        let geometry = self.device.geometry();
-        let block = probe.block.as_ref();
-        TargetInfo {
-            sd: self.sd.name.clone(),
-            path: self.sd.lun.display().to_string(),
-            kind: match probe.kind {
-                DeviceKind::Block => "block".into(),
-                DeviceKind::File => "file".into(),
-            },
-            size_bytes: geometry.size_bytes,
-            start_bytes: self.start_bytes + self.sd.offset_bytes,
-            end_bytes: self.end_bytes + self.sd.offset_bytes,
-            logical_sector_bytes: geometry.logical_sector_bytes,
-            physical_sector_bytes: geometry.physical_sector_bytes,
-            sector_format: geometry.sector_format(),
-            max_transfer_bytes: geometry.max_transfer_bytes,
-            optimal_io_bytes: block.and_then(|b| b.optimal_io_bytes).unwrap_or(0),
-            rotational: block.and_then(|b| b.rotational),
-            discard: !matches!(
-                geometry.discard,
-                cairn_io::geometry::DiscardSupport::Unsupported
-            ),
-            devices: Vec::new(),
-            created: self.created,
-        }
+        let mut info = target_info(
+            &self.sd.name,
+            &self.device,
+            self.start_bytes + self.sd.offset_bytes,
+            self.end_bytes + self.sd.offset_bytes,
+            self.created,
+        );
+        info.path = self.sd.lun.display().to_string();
+        info
+    }
+}
+
+/// What a result records of an open device or file used over bytes
+/// `[start, end)`, named `name`: its kind, size and geometry. `devices` (the
+/// kernel devices under it) is left empty for the caller to fill.
+pub fn target_info(
+    name: &str,
+    device: &DeviceFile,
+    start_bytes: u64,
+    end_bytes: u64,
+    created: bool,
+) -> TargetInfo {
+    let probe = device.probe();
+    let geometry = device.geometry();
+    let block = probe.block.as_ref();
+    TargetInfo {
+        sd: name.to_string(),
+        path: device.path().display().to_string(),
+        kind: match probe.kind {
+            DeviceKind::Block => "block".into(),
+            DeviceKind::File => "file".into(),
+        },
+        size_bytes: geometry.size_bytes,
+        start_bytes,
+        end_bytes,
+        logical_sector_bytes: geometry.logical_sector_bytes,
+        physical_sector_bytes: geometry.physical_sector_bytes,
+        sector_format: geometry.sector_format(),
+        max_transfer_bytes: geometry.max_transfer_bytes,
+        optimal_io_bytes: block.and_then(|b| b.optimal_io_bytes).unwrap_or(0),
+        rotational: block.and_then(|b| b.rotational),
+        discard: !matches!(
+            geometry.discard,
+            cairn_io::geometry::DiscardSupport::Unsupported
+        ),
+        devices: Vec::new(),
+        created,
     }
 }
 

@@ -36,7 +36,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use cairn_io::host::Host;
-use cairn_io::probe::DeviceKind;
 use cairn_io::{
     new_file_engine, AlignedBuf, Completion, DeviceFile, DeviceId, EngineKind, FileEngine, Op,
     OpenMode, Request, SubmitError,
@@ -1426,32 +1425,9 @@ fn target_info(
     created: bool,
     host: &Host,
 ) -> TargetInfo {
-    let probe = device.probe();
-    let geometry = device.geometry();
-    let block = probe.block.as_ref();
-    TargetInfo {
-        sd: name,
-        path: device.path().display().to_string(),
-        kind: match probe.kind {
-            DeviceKind::Block => "block".into(),
-            DeviceKind::File => "file".into(),
-        },
-        size_bytes: geometry.size_bytes,
-        start_bytes: start,
-        end_bytes: end,
-        logical_sector_bytes: geometry.logical_sector_bytes,
-        physical_sector_bytes: geometry.physical_sector_bytes,
-        sector_format: geometry.sector_format(),
-        max_transfer_bytes: geometry.max_transfer_bytes,
-        optimal_io_bytes: block.and_then(|b| b.optimal_io_bytes).unwrap_or(0),
-        rotational: block.and_then(|b| b.rotational),
-        discard: !matches!(
-            geometry.discard,
-            cairn_io::geometry::DiscardSupport::Unsupported
-        ),
-        devices: crate::sysinfo::devices_for(host, device.path()),
-        created,
-    }
+    let mut info = crate::target::target_info(&name, device, start, end, created);
+    info.devices = crate::sysinfo::devices_for(host, device.path());
+    info
 }
 
 fn le_u64(b: &[u8], at: usize) -> u64 {

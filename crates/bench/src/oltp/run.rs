@@ -743,26 +743,11 @@ fn device_names(host: &Host, data: &[PathBuf], redo: &Path) -> Vec<String> {
 }
 
 fn target_info(host: &Host, name: &str, path: &Path, f: &DeviceFile) -> TargetInfo {
-    let probe = f.probe();
-    let g = f.geometry();
-    let block = probe.block.as_ref();
-    TargetInfo {
-        sd: name.into(),
-        path: path.display().to_string(),
-        kind: if f.is_block() { "block" } else { "file" }.into(),
-        size_bytes: g.size_bytes,
-        start_bytes: HEADER_BYTES,
-        end_bytes: g.size_bytes,
-        logical_sector_bytes: g.logical_sector_bytes,
-        physical_sector_bytes: g.physical_sector_bytes,
-        sector_format: g.sector_format(),
-        max_transfer_bytes: g.max_transfer_bytes,
-        optimal_io_bytes: block.and_then(|b| b.optimal_io_bytes).unwrap_or(0),
-        rotational: block.and_then(|b| b.rotational),
-        discard: !matches!(g.discard, cairn_io::geometry::DiscardSupport::Unsupported),
-        devices: sysinfo::devices_for(host, path),
-        created: false,
-    }
+    let mut info =
+        crate::target::target_info(name, f, HEADER_BYTES, f.geometry().size_bytes, false);
+    info.path = path.display().to_string();
+    info.devices = sysinfo::devices_for(host, path);
+    info
 }
 
 /// Cairn's counts against the kernel's, on the devices the targets sit on

@@ -14,7 +14,9 @@
 use std::collections::BTreeSet;
 
 use crate::model::{Rate, Source};
-use crate::result::{BenchResult, Bucket, DirectionStats, Mixed, RunRecord, PERCENTILES};
+use crate::result::{
+    BenchResult, Bucket, DeviceStats, DirectionStats, Mixed, RunRecord, PERCENTILES,
+};
 
 use super::document::{self, Align, Block, Table};
 use super::units;
@@ -480,37 +482,10 @@ pub(crate) fn run_tables(run: &RunRecord) -> Vec<Block> {
     )]));
 
     if !run.devices.is_empty() {
-        let mut dev = Table::new(
+        let dev = device_table(
             Some("Devices (iostat -x over the measured window)"),
-            &[
-                ("Device", Align::Left),
-                ("r/s", Align::Right),
-                ("w/s", Align::Right),
-                ("rMB/s", Align::Right),
-                ("wMB/s", Align::Right),
-                ("rareq-sz", Align::Right),
-                ("wareq-sz", Align::Right),
-                ("aqu-sz", Align::Right),
-                ("r_await", Align::Right),
-                ("w_await", Align::Right),
-                ("%util", Align::Right),
-            ],
+            &run.devices,
         );
-        for d in &run.devices {
-            dev.push(vec![
-                d.device.clone(),
-                units::grouped(d.r_s, 1),
-                units::grouped(d.w_s, 1),
-                units::grouped(d.rmb_s, 2),
-                units::grouped(d.wmb_s, 2),
-                units::grouped(d.rareq_sz_kb, 1),
-                units::grouped(d.wareq_sz_kb, 1),
-                units::grouped(d.aqu_sz, 2),
-                units::grouped(d.r_await_ms, 2),
-                units::grouped(d.w_await_ms, 2),
-                units::pct(d.util_pct),
-            ]);
-        }
         blocks.push(Block::Table(dev));
     }
 
@@ -707,4 +682,40 @@ pub(crate) fn percentile(latency: &crate::result::LatencySummary, p: f64) -> Str
 fn trim_float(v: f64) -> String {
     let text = format!("{v:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The iostat -x table of `devices` (shared with the OLTP report).
+pub(crate) fn device_table(title: Option<&str>, devices: &[DeviceStats]) -> Table {
+    let mut t = Table::new(
+        title,
+        &[
+            ("Device", Align::Left),
+            ("r/s", Align::Right),
+            ("w/s", Align::Right),
+            ("rMB/s", Align::Right),
+            ("wMB/s", Align::Right),
+            ("rareq-sz", Align::Right),
+            ("wareq-sz", Align::Right),
+            ("aqu-sz", Align::Right),
+            ("r_await", Align::Right),
+            ("w_await", Align::Right),
+            ("%util", Align::Right),
+        ],
+    );
+    for d in devices {
+        t.push(vec![
+            d.device.clone(),
+            units::grouped(d.r_s, 1),
+            units::grouped(d.w_s, 1),
+            units::grouped(d.rmb_s, 2),
+            units::grouped(d.wmb_s, 2),
+            units::grouped(d.rareq_sz_kb, 1),
+            units::grouped(d.wareq_sz_kb, 1),
+            units::grouped(d.aqu_sz, 2),
+            units::grouped(d.r_await_ms, 2),
+            units::grouped(d.w_await_ms, 2),
+            units::pct(d.util_pct),
+        ]);
+    }
+    t
 }

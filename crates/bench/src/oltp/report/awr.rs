@@ -679,37 +679,7 @@ pub(crate) fn device_blocks(r: &OltpResult) -> Vec<Block> {
                 .to_string(),
         ));
     } else {
-        let mut t = Table::new(
-            None,
-            &[
-                ("Device", Align::Left),
-                ("r/s", Align::Right),
-                ("w/s", Align::Right),
-                ("rMB/s", Align::Right),
-                ("wMB/s", Align::Right),
-                ("rareq-sz", Align::Right),
-                ("wareq-sz", Align::Right),
-                ("aqu-sz", Align::Right),
-                ("r_await", Align::Right),
-                ("w_await", Align::Right),
-                ("%util", Align::Right),
-            ],
-        );
-        for d in &r.devices {
-            t.push(vec![
-                d.device.clone(),
-                units::grouped(d.r_s, 1),
-                units::grouped(d.w_s, 1),
-                units::grouped(d.rmb_s, 2),
-                units::grouped(d.wmb_s, 2),
-                units::grouped(d.rareq_sz_kb, 1),
-                units::grouped(d.wareq_sz_kb, 1),
-                units::grouped(d.aqu_sz, 2),
-                units::grouped(d.r_await_ms, 2),
-                units::grouped(d.w_await_ms, 2),
-                units::pct(d.util_pct),
-            ]);
-        }
+        let t = crate::report::summary::device_table(None, &r.devices);
         blocks.push(Block::Table(t));
         blocks.push(Block::Note(
             "In iostat -x terms: request sizes in KB, awaits in ms, MB of 2^20 bytes.".to_string(),
