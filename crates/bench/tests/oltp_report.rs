@@ -987,6 +987,7 @@ fn load_and_verify_reports_say_what_happened() {
         problem: what.to_string(),
     };
     let verify = VerifyReport {
+        redo: Default::default(),
         dataset_id: 0x00c0_ffee,
         shape,
         state: DatasetState::Running,
@@ -1020,6 +1021,7 @@ fn load_and_verify_reports_say_what_happened() {
     );
 
     let clean = VerifyReport {
+        redo: Default::default(),
         state: DatasetState::Clean,
         problems_total: 0,
         problems: Vec::new(),

@@ -605,7 +605,30 @@ pub struct VerifyReport {
     pub problems_total: u64,
     /// The first problems, in block order (at most 1000).
     pub problems: Vec<BlockProblem>,
+    /// The redo log read back and set against the data files.
+    #[serde(default)]
+    pub redo: RedoCheck,
 }
+
+/// What the redo log holds, set against the data files: after a crash, the
+/// changes an instance recovery would re-apply.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RedoCheck {
+    /// Records read back from the log (changes and commits).
+    pub records: u64,
+    pub commits: u64,
+    /// Table blocks whose newest change in the log is newer than the block on
+    /// disk: none after a clean shutdown; after a crash, changes that were
+    /// committed (or at least logged) but not yet written by the writer.
+    pub blocks_behind: u64,
+    /// The first of them, in block order (at most 20).
+    pub behind: Vec<BlockProblem>,
+    /// Why the log could not be read back, if it could not.
+    pub unreadable: Option<String>,
+}
+
+/// Blocks behind the redo listed in a verify report.
+const BEHIND_LISTED_MAX: usize = 20;
 
 /// Read every block of the dataset and check it: the content of every table
 /// and scan block ([`block::check_content`]), and every index leaf against
@@ -620,7 +643,9 @@ pub fn verify(
 ) -> Result<VerifyReport, OltpError> {
     check_distinct(targets, redo)?;
     let (data, header) = open_loaded(targets, OpenMode::READ, host)?;
-    open_redo(redo, header.dataset, OpenMode::READ, host)?;
+    let (redo_dev, redo_header) = open_redo(redo, header.dataset, OpenMode::READ, host)?;
+    let (redo_max, redo_check) = read_back_log(&redo_dev, &redo_header);
+    drop(redo_dev);
     let layout = Layout::new(header.shape, targets.len());
     let keymaps: Vec<KeyMap> = (0..header.shape.schemas)
         .map(|schema| key_map(header.dataset, schema, &header.shape))
@@ -638,6 +663,7 @@ pub fn verify(
         dataset: header.dataset,
         keymaps,
         paths: targets,
+        redo_max,
         report: VerifyReport {
             dataset_id: header.dataset,
             shape: header.shape,
@@ -646,6 +672,7 @@ pub fn verify(
             table_versions: 0,
             problems_total: 0,
             problems: Vec::new(),
+            redo: redo_check,
         },
     };
     let extents = layout.total_blocks().div_ceil(layout.extent_blocks());
@@ -716,7 +743,45 @@ struct Checker<'a> {
     dataset: u64,
     keymaps: Vec<KeyMap>,
     paths: &'a [PathBuf],
+    /// Per data block, the newest version a change record in the log carries.
+    redo_max: std::collections::HashMap<u64, u64>,
     report: VerifyReport,
+}
+
+/// Read the redo log back (`scan_log`). A log that cannot be read does not
+/// stop verify: the data files are checked anyway and the reason is reported.
+fn read_back_log(
+    dev: &DeviceFile,
+    header: &RedoHeader,
+) -> (std::collections::HashMap<u64, u64>, RedoCheck) {
+    let cfg = super::redo::RedoConfig {
+        log_buffer_bytes: 1 << 20,
+        start: header.log_start,
+        end: header.log_end,
+        block_bytes: header.block_bytes,
+        max_write_bytes: dev
+            .geometry()
+            .max_transfer_aligned_bytes()
+            .max(u64::from(header.block_bytes)),
+        dataset: header.dataset,
+    };
+    match super::redo::scan_log(dev, &cfg) {
+        Ok(scan) => (
+            scan.max_version,
+            RedoCheck {
+                records: scan.records,
+                commits: scan.commit_records,
+                ..RedoCheck::default()
+            },
+        ),
+        Err(e) => (
+            std::collections::HashMap::new(),
+            RedoCheck {
+                unreadable: Some(e.to_string()),
+                ..RedoCheck::default()
+            },
+        ),
+    }
 }
 
 impl Checker<'_> {
@@ -747,6 +812,11 @@ impl Checker<'_> {
                     ));
                 }
                 self.report.table_versions += row.version;
+                if let Some(&logged) = self.redo_max.get(&id) {
+                    if logged > row.version {
+                        self.behind(id, row.version, logged);
+                    }
+                }
                 Ok(())
             }
             Segment::Scan => block::check_content(buf, at, self.dataset).map(|_| ()),
@@ -778,6 +848,29 @@ impl Checker<'_> {
                 Ok(())
             }
         }
+    }
+
+    fn behind(&mut self, id: u64, on_disk: u64, logged: u64) {
+        let check = &mut self.report.redo;
+        check.blocks_behind += 1;
+        if check.behind.len() >= BEHIND_LISTED_MAX {
+            return;
+        }
+        let at = self
+            .layout
+            .block_ref(id)
+            .expect("invariant: blocks of the dataset");
+        let loc = self.layout.locate(id);
+        check.behind.push(BlockProblem {
+            target: self.paths[loc.target].display().to_string(),
+            offset_bytes: loc.offset_bytes,
+            schema: at.schema + 1,
+            segment: at.segment.name().to_string(),
+            number: at.number,
+            problem: format!(
+                "version {on_disk} on disk; the redo holds version {logged} (a change instance recovery would re-apply)"
+            ),
+        });
     }
 
     fn unreadable(&mut self, first: u64, count: u64, why: &str) {

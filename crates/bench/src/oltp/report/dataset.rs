@@ -143,6 +143,7 @@ pub(crate) fn verify(r: &VerifyReport) -> String {
                 ),
             ),
             ("Problems".to_string(), units::count(r.problems_total)),
+            ("Redo log".to_string(), redo_text(r)),
         ]),
     ];
     if r.state != DatasetState::Clean {
@@ -195,5 +196,46 @@ pub(crate) fn verify(r: &VerifyReport) -> String {
             format!("Total: {} problems.", units::count(r.problems_total))
         }));
     }
+    if !r.redo.behind.is_empty() {
+        let mut t = Table::new(
+            None,
+            &[
+                ("Target", Align::Left),
+                ("Offset", Align::Right),
+                ("Schema", Align::Right),
+                ("Segment", Align::Left),
+                ("Block", Align::Right),
+                ("Versions", Align::Left),
+            ],
+        );
+        for p in &r.redo.behind {
+            t.push(vec![
+                p.target.clone(),
+                units::count(p.offset_bytes),
+                p.schema.to_string(),
+                p.segment.clone(),
+                units::count(p.number),
+                p.problem.clone(),
+            ]);
+        }
+        blocks.push(Block::Heading("Blocks behind the redo log".to_string()));
+        blocks.push(Block::Table(t));
+        blocks.push(Block::Note(format!(
+            "{} blocks in all. They are not damaged: their newest changes are in the redo log but were not written to the data files before the run stopped.",
+            units::count(r.redo.blocks_behind)
+        )));
+    }
     document::text(&blocks)
+}
+
+fn redo_text(r: &VerifyReport) -> String {
+    match &r.redo.unreadable {
+        Some(why) => format!("not read back ({why})"),
+        None => format!(
+            "{} records read back ({} commits); {} table blocks behind it",
+            units::count(r.redo.records),
+            units::count(r.redo.commits),
+            units::count(r.redo.blocks_behind)
+        ),
+    }
 }
