@@ -416,6 +416,20 @@ fn a_sixty_second_run_matches_the_kernels_diskstats_within_five_percent() {
         );
     };
     for c in &r.crosscheck {
+        eprintln!(
+            "{}: reads {} / {} (kernel/Cairn {:.4}), writes {} / {} ({:.4}), read bytes {:.4}, write bytes {:.4}",
+            c.device,
+            c.kernel_reads,
+            c.cairn_reads,
+            c.kernel_reads as f64 / c.cairn_reads.max(1) as f64,
+            c.kernel_writes,
+            c.cairn_writes,
+            c.kernel_writes as f64 / c.cairn_writes.max(1) as f64,
+            c.kernel_read_bytes as f64 / c.cairn_read_bytes.max(1) as f64,
+            c.kernel_write_bytes as f64 / c.cairn_write_bytes.max(1) as f64,
+        );
+    }
+    for c in &r.crosscheck {
         if c.cairn_reads > 0 || c.kernel_reads > 1000 {
             within(c.cairn_reads, c.kernel_reads, "read requests", &c.device);
             within(
