@@ -368,3 +368,25 @@ fn setup_interrupted_removes_the_files_it_created() {
         "created files are removed"
     );
 }
+
+#[test]
+fn absurd_session_counts_are_refused_in_one_line() {
+    let f = files(CONF);
+    f.oltp("setup", &["--json"]).ok();
+    let out = f.dir.path().join("r");
+    f.oltp(
+        "run",
+        &[
+            "--schemas",
+            "4000000000",
+            "--threads",
+            "2",
+            "--out",
+            s(&out),
+        ],
+    )
+    .refused("sessions");
+    f.oltp("run", &["--threads", "0", "--out", s(&out)])
+        .refused("--threads");
+    assert!(!out.exists(), "a refused run leaves no output directory");
+}

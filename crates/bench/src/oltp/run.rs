@@ -95,7 +95,12 @@ pub fn run_oltp(
             "--threads {threads}: give 1 to 1024 sessions per schema"
         )));
     }
-    let sessions = schemas * threads;
+    const SESSIONS_MAX: u32 = 16_384;
+    let Some(sessions) = schemas.checked_mul(threads).filter(|&n| n <= SESSIONS_MAX) else {
+        return Err(OltpError::Usage(format!(
+            "{schemas} schemas x {threads} threads per schema is more than {SESSIONS_MAX} sessions: lower --schemas or --threads"
+        )));
+    };
     if opts.interval.is_zero() {
         return Err(OltpError::Usage("--interval must be positive".into()));
     }
