@@ -480,7 +480,7 @@ fn a_run_refused_after_opening_leaves_the_dataset_clean() {
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("log buffer"), "{err}");
+    assert!(err.contains("--log-buffer"), "{err}");
     assert_eq!(verify(&db).state, DatasetState::Clean);
     // A cache bigger than the machine is refused with the figure, not an abort.
     let opts = RunOptions {

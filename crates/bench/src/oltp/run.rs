@@ -130,6 +130,13 @@ pub fn run_oltp(
             (needed * block).div_ceil(1 << 20)
         )));
     }
+    if opts.log_buffer_bytes < super::redo::LOG_BUFFER_MIN_BYTES as u64 {
+        return Err(OltpError::Usage(format!(
+            "--log-buffer {} bytes is too small: give at least {} KiB",
+            opts.log_buffer_bytes,
+            super::redo::LOG_BUFFER_MIN_BYTES >> 10
+        )));
+    }
     check_memory(opts, cache_buffers)?;
     let redo_geometry = data.redo.geometry().clone();
     let redo_block = redo_geometry.logical_sector_bytes.max(512);
