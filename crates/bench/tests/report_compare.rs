@@ -71,7 +71,7 @@ fn deltas_and_changes_from_known_inputs() {
     assert_eq!(cpu.verdict(), Some(Verdict::Worse));
 
     let text = compare_text(&c);
-    assert!(text.starts_with("Cairn bench comparison\n"));
+    assert!(text.starts_with("Cairn comparison\n"));
     assert!(
         text.contains("A:  db01 2025-03-14T09:26:53Z\nB:  db02 2025-03-14T09:26:53Z\n"),
         "{text}"

@@ -623,6 +623,8 @@ pub(crate) struct LogHistogramChart {
     pub kind: &'static str,
     pub title: String,
     pub buckets_per_decade: u32,
+    /// What a bar counts ("% of I/Os", "% of waits").
+    pub y_label: &'static str,
     pub groups: Vec<BarGroup>,
 }
 
@@ -683,7 +685,7 @@ impl LogHistogramChart {
             TickFormat::LatencyUs,
             TickFormat::Percent,
             "latency (log scale)",
-            "% of I/Os",
+            self.y_label,
         );
         let n = self.groups.len().max(1) as f64;
         for (g, group) in self.groups.iter().enumerate() {
@@ -957,6 +959,7 @@ mod tests {
             kind: "histogram",
             title: "t".into(),
             buckets_per_decade: 5,
+            y_label: "% of I/Os",
             groups: vec![BarGroup {
                 name: "read".into(),
                 color: palette::HIST_READ,

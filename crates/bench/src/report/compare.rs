@@ -524,7 +524,7 @@ fn section_table(section: &Section) -> Table {
 
 fn intro(c: &Comparison) -> Vec<Block> {
     vec![
-        Block::Title("Cairn bench comparison".to_string()),
+        Block::Title("Cairn comparison".to_string()),
         Block::Fields(vec![
             ("A".to_string(), c.a_name.clone()),
             ("B".to_string(), c.b_name.clone()),

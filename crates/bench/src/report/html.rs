@@ -208,6 +208,7 @@ fn run_charts(run: &RunRecord, n: usize) -> Vec<String> {
         kind: "histogram",
         title: format!("Latency histogram: {title}"),
         buckets_per_decade: HISTOGRAM_BUCKETS_PER_DECADE,
+        y_label: "% of I/Os",
         groups,
     };
     vec![

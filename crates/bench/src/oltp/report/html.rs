@@ -280,6 +280,7 @@ fn histogram_chart(e: &EventRecord, k: usize) -> LogHistogramChart {
         kind: "histogram",
         title: format!("Latency histogram: {}", e.name),
         buckets_per_decade: HISTOGRAM_BUCKETS_PER_DECADE,
+        y_label: "% of waits",
         groups: vec![BarGroup {
             name: format!("{} ({} waits)", e.name, e.waits),
             color: palette::EVENTS[e.event.index()],
