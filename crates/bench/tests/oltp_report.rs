@@ -917,7 +917,10 @@ fn html_is_self_contained_with_a_chart_per_figure() {
         assert_eq!(html.matches(kind).count(), 1, "{kind}");
     }
     assert_eq!(html.matches("class=\"chart chart-histogram\"").count(), 6);
-    assert!(html.contains(">% of waits</text>"), "an event histogram counts waits");
+    assert!(
+        html.contains(">% of waits</text>"),
+        "an event histogram counts waits"
+    );
     assert!(!html.contains("<script"));
     assert!(!html.contains("http://") && !html.contains("https://"));
     assert_eq!(

@@ -71,6 +71,8 @@ pub(crate) enum OltpCommand {
         /// Log buffer size.
         #[arg(long, default_value = "16m", value_parser = size_arg)]
         log_buffer: u64,
+        /// Seed of the sessions' random choices (keys, statements, think times);
+        /// the default is taken from the clock and recorded in result.json.
         #[arg(long)]
         seed: Option<u64>,
         /// Print result.json on stdout instead of the live display.
