@@ -12,6 +12,7 @@
 //! - [`result`]: `result.json`, versioned.
 //! - [`report`]: live interval lines, `summary.txt`, `report.html`, and run comparison.
 
+pub mod awr;
 pub mod engine;
 pub mod histogram;
 pub mod model;
