@@ -5,3 +5,4 @@
 //! about the report formats the parser is built against.
 
 pub mod number;
+pub mod stats;
