@@ -5,4 +5,5 @@
 //! about the report formats the parser is built against.
 
 pub mod number;
+pub mod profile;
 pub mod stats;
