@@ -4,6 +4,7 @@
 //! module holds the parts that are done, and `docs/awr-formats.md` the facts
 //! about the report formats the parser is built against.
 
+pub mod model;
 pub mod number;
 pub mod profile;
 pub mod stats;
