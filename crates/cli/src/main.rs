@@ -5,6 +5,7 @@
 //! Exit status: 0 success, 1 the command failed or refused (one line on stderr
 //! says why and what to do), 2 the command line itself was wrong.
 
+mod awr_cmd;
 mod bench_cmd;
 mod group_cmd;
 mod oltp_cmd;
@@ -67,6 +68,9 @@ enum Noun {
     /// Reports of bench runs: compare two side by side.
     #[command(subcommand)]
     Report(bench_cmd::ReportCommand),
+    /// AWR and Statspack reports: parse them, derive their I/O mix, replay it.
+    #[command(subcommand)]
+    Awr(awr_cmd::AwrCommand),
     /// List a directory in a group (+DATA/orcl/datafile).
     Ls {
         path: String,
@@ -258,6 +262,7 @@ fn run(cli: Cli) -> Result<Outcome> {
         Noun::Group(command) => group_cmd::run_group(command, engine_kind).map(|()| Outcome::Done),
         Noun::Bench(command) => bench_cmd::run_bench(command, engine_kind).map(|()| Outcome::Done),
         Noun::Report(command) => bench_cmd::run_report(command).map(|()| Outcome::Done),
+        Noun::Awr(command) => awr_cmd::run_awr(command, engine_kind).map(|()| Outcome::Done),
         Noun::Ls {
             path,
             discover,

@@ -172,6 +172,13 @@ fn oltp_from_value(path: &Path, value: serde_json::Value) -> Result<OltpResult, 
 /// ([`crate::oltp::report::compare_oltp`]). Results of different kinds measure
 /// different things and are refused rather than half-compared.
 pub fn compare_files(a: &Path, b: &Path) -> Result<Comparison, String> {
+    // Two AWR or Statspack reports (anything but a result.json) compare on
+    // the figures the reports hold.
+    if !is_json(a) && !is_json(b) {
+        let ra = crate::awr::read::parse_file(a).map_err(|e| e.to_string())?;
+        let rb = crate::awr::read::parse_file(b).map_err(|e| e.to_string())?;
+        return Ok(crate::awr::compare::compare_awr(&ra, &rb));
+    }
     match (load_any(a)?, load_any(b)?) {
         (AnyResult::Bench(ra), AnyResult::Bench(rb)) => Ok(compare_results(&ra, &rb)),
         (AnyResult::Oltp(ra), AnyResult::Oltp(rb)) => {
@@ -190,6 +197,19 @@ pub fn compare_files(a: &Path, b: &Path) -> Result<Comparison, String> {
             ))
         }
     }
+}
+
+/// Whether `path` holds JSON (a result), by its first non-blank byte.
+fn is_json(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    head[..n]
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'{')
 }
 
 /// Write `result.json` (pretty), `summary.txt` and `report.html` into `dir`

@@ -1,0 +1,108 @@
+//! Read a report file of any supported kind: `cairn awr parse`.
+//!
+//! The kind is told from the text, not the file name: HTML by its markup,
+//! Statspack by its banner, otherwise AWR text (which also covers a report
+//! pasted into a mail or a blog, whatever it lost on the way).
+
+use std::path::Path;
+
+use super::model::{AwrReport, Format};
+
+/// Why a report could not be used at all.
+#[derive(Debug, thiserror::Error)]
+pub enum AwrError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Nothing usable was extracted; the message names what was found and what is missing.
+    #[error("{path}: {message}")]
+    Unusable { path: String, message: String },
+}
+
+/// The biggest report read (AWR reports of a busy RAC run to tens of MB).
+pub const REPORT_BYTES_MAX: u64 = 512 << 20;
+
+/// The kind of report `text` is.
+pub fn detect(text: &str) -> Format {
+    let head: String = text
+        .chars()
+        .take(64 * 1024)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if head.contains("<html") || head.contains("<table") || head.contains("<!doctype html") {
+        Format::AwrHtml
+    } else if head.contains("statspack report for") || head.contains("statspack report") {
+        Format::StatspackText
+    } else {
+        Format::AwrText
+    }
+}
+
+/// Parse `text` (read from `source`) as the kind it is.
+pub fn parse_str(text: &str, source: &str) -> AwrReport {
+    match detect(text) {
+        Format::AwrHtml => super::html::parse_awr_html(text, source),
+        Format::StatspackText => super::statspack::parse_statspack_text(text, source),
+        Format::AwrText => super::text::parse_awr_text(text, source),
+    }
+}
+
+/// Read and parse the report at `path`. The report's warnings name every
+/// section that could not be read; the error is for a report from which
+/// nothing usable came out (no Load Profile, no statistics, no events).
+pub fn parse_file(path: &Path) -> Result<AwrReport, AwrError> {
+    let shown = path.display().to_string();
+    let meta = std::fs::metadata(path).map_err(|source| AwrError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    if meta.len() > REPORT_BYTES_MAX {
+        return Err(AwrError::Unusable {
+            path: shown,
+            message: format!(
+                "{} bytes is more than any AWR report ({} MiB at most): is this the right file?",
+                meta.len(),
+                REPORT_BYTES_MAX >> 20
+            ),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(|source| AwrError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    // Reports saved on Windows or by a browser may not be UTF-8: read what is.
+    let text = String::from_utf8_lossy(&bytes);
+    let report = parse_str(&text, &shown);
+    if usable(&report) {
+        Ok(report)
+    } else {
+        let found: Vec<&str> = report
+            .warnings
+            .iter()
+            .map(|w| w.message.as_str())
+            .take(3)
+            .collect();
+        Err(AwrError::Unusable {
+            path: shown,
+            message: format!(
+                "no Load Profile, Instance Activity Stats or wait events could be read ({})",
+                if found.is_empty() {
+                    "nothing recognisable in it".to_string()
+                } else {
+                    found.join("; ")
+                }
+            ),
+        })
+    }
+}
+
+/// Whether anything a derivation or a comparison could use came out.
+pub fn usable(r: &AwrReport) -> bool {
+    !r.load_profile.is_empty()
+        || !r.instance_activity.is_empty()
+        || !r.top_events.is_empty()
+        || !r.foreground_events.is_empty()
+}

@@ -1,0 +1,386 @@
+//! `cairn awr replay`: derive a report's I/O classes, run them on candidate
+//! storage, and put each class's measured latency next to the AWR's — then
+//! the post's closing question: how much DB time was I/O wait, and what DB
+//! time the measured latencies would have given.
+//!
+//! The run is an ordinary `cairn bench run` of the derived parameter file
+//! (one wd per class, each at its own rate and priority, open loop), so every
+//! figure, report and safety rule of the workload engine applies.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use cairn_io::host::Host;
+use serde::{Deserialize, Serialize};
+
+use super::derive::{derive, vdbench_text, ClassKind, Derivation, DeriveOptions};
+use super::model::AwrReport;
+use crate::engine::{self, BenchOptions, EngineMaker, Observer};
+use crate::result::BenchResult;
+use crate::target::{self, TargetOptions};
+use crate::vdbench;
+
+/// How to replay.
+pub struct ReplayOptions<'a> {
+    pub host: &'a Host,
+    pub targets: Vec<PathBuf>,
+    /// Bytes of each target to use; a missing file is created this big.
+    pub size_bytes: Option<u64>,
+    /// I/Os outstanding per target (vdbench's `threads=`).
+    pub threads: u32,
+    pub derive: DeriveOptions,
+    pub force: bool,
+    pub seed: u64,
+    pub engine: EngineMaker,
+    pub interrupted: &'a AtomicBool,
+}
+
+/// The AWR's figure for a class, the measured one, and how they compare.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassVerdict {
+    pub class: ClassKind,
+    pub description: String,
+    pub size_bytes: u64,
+    /// The rate the report states, and the rate asked of the target (scaled).
+    pub awr_rate_per_s: f64,
+    pub target_rate_per_s: f64,
+    pub measured_rate_per_s: f64,
+    /// The wait event the AWR latency is taken from, and its average.
+    pub awr_event: Option<String>,
+    pub awr_avg_us: Option<f64>,
+    pub measured_avg_us: f64,
+    pub measured_p50_us: f64,
+    pub measured_p99_us: f64,
+    pub measured_p999_us: f64,
+    /// Measured average over the AWR's: below 1 is faster than today.
+    pub latency_ratio: Option<f64>,
+}
+
+/// How much of the report's DB time was I/O wait, and what it would have
+/// been with the measured latencies.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DbTimeVerdict {
+    pub db_time_s: Option<f64>,
+    /// Time foreground sessions waited on the replayed read events.
+    pub io_wait_s: f64,
+    pub io_wait_pct_of_db_time: Option<f64>,
+    /// DB time with each of those waits at the measured average of its class.
+    pub projected_db_time_s: Option<f64>,
+    /// DB time today over projected DB time.
+    pub speedup: Option<f64>,
+    /// The events counted, with their waits and AWR and measured averages.
+    pub events: Vec<(String, f64, f64, f64)>,
+}
+
+/// A replay's outcome: `verdict.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub schema: String,
+    pub schema_version: u32,
+    pub source: String,
+    pub derivation: Derivation,
+    pub classes: Vec<ClassVerdict>,
+    pub db_time: DbTimeVerdict,
+    /// The parameter file that was run.
+    pub parameter_file: String,
+}
+
+pub const VERDICT_SCHEMA: &str = "cairn-awr-verdict";
+
+/// Why a replay could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Derive(#[from] super::derive::DeriveError),
+    #[error("the derived parameter file does not parse (a Cairn bug): {0}")]
+    Plan(String),
+    #[error("{0}")]
+    Target(String),
+    #[error("{0}")]
+    Bench(String),
+}
+
+/// Derive, run and judge. Returns the verdict and the workload engine's result
+/// (for its own reports).
+pub fn replay(
+    report: &AwrReport,
+    opts: &ReplayOptions,
+    observer: &mut dyn Observer,
+) -> Result<(Verdict, BenchResult), ReplayError> {
+    let mut d = derive(report, &opts.derive)?;
+    fit_to_sectors(&mut d, sector_bytes(opts.host, &opts.targets));
+    let sds = sd_lines(&opts.targets, opts.threads, opts.size_bytes);
+    let text = vdbench_text(&d, &sds);
+    let plan = vdbench::parse_str(
+        Path::new("awr-replay.vdb"),
+        &text,
+        &BTreeMap::new(),
+        &mut |p: &Path| std::fs::read_to_string(p),
+    )
+    .map_err(|e| ReplayError::Plan(e.to_string()))?;
+    let mut no_progress = |_: u64, _: u64| true;
+    let targets = target::open_targets(
+        &plan,
+        &mut TargetOptions {
+            host: opts.host,
+            force: opts.force,
+            fill_progress: &mut no_progress,
+        },
+    )
+    .map_err(|e| ReplayError::Target(e.to_string()))?;
+    let result = engine::run_bench(
+        &plan,
+        &targets,
+        &BenchOptions {
+            engine: opts.engine.clone(),
+            workers: None,
+            seed: opts.seed,
+            host: opts.host,
+            interrupted: opts.interrupted,
+        },
+        observer,
+    )
+    .map_err(|e| ReplayError::Bench(e.to_string()))?;
+    drop(targets);
+    let verdict = judge(report, &d, &result, text);
+    Ok((verdict, result))
+}
+
+/// The largest logical sector of the targets that exist (a file still to be
+/// created takes 512-byte I/O).
+fn sector_bytes(host: &Host, targets: &[PathBuf]) -> u64 {
+    targets
+        .iter()
+        .filter_map(|t| {
+            cairn_io::DeviceFile::open(t, cairn_io::OpenMode::READ, host)
+                .ok()
+                .map(|f| u64::from(f.geometry().logical_sector_bytes))
+        })
+        .max()
+        .unwrap_or(512)
+        .max(512)
+}
+
+/// Direct I/O moves whole sectors: a derived size (a multiple of 512) is
+/// rounded to the nearest multiple of the targets' sector, at least one.
+fn fit_to_sectors(d: &mut Derivation, sector: u64) {
+    let mut changed = Vec::new();
+    for c in &mut d.classes {
+        let fitted = ((c.size_bytes + sector / 2) / sector).max(1) * sector;
+        if fitted != c.size_bytes {
+            changed.push(format!(
+                "{} {} -> {}",
+                c.kind.describe(),
+                c.size_bytes,
+                fitted
+            ));
+            c.size_bytes = fitted;
+        }
+    }
+    if !changed.is_empty() {
+        d.notes.push(format!(
+            "transfer sizes rounded to the targets' {sector}-byte sectors: {}",
+            changed.join(", ")
+        ));
+    }
+}
+
+/// One sd per target, `threads` I/Os outstanding each.
+pub fn sd_lines(targets: &[PathBuf], threads: u32, size_bytes: Option<u64>) -> String {
+    let mut out = String::new();
+    for (i, t) in targets.iter().enumerate() {
+        out.push_str(&format!(
+            "sd=sd{},lun={},threads={}",
+            i + 1,
+            t.display(),
+            threads.max(1)
+        ));
+        if let Some(s) = size_bytes {
+            out.push_str(&format!(",size={s}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Set the measured figures against the report's.
+pub fn judge(report: &AwrReport, d: &Derivation, result: &BenchResult, text: String) -> Verdict {
+    let run = result.runs.first();
+    let mut classes = Vec::new();
+    for c in &d.classes {
+        let stats = run.and_then(|r| {
+            r.totals
+                .workloads
+                .iter()
+                .find(|w| w.wd == c.kind.wd_name())
+                .map(|w| &w.stats.all)
+        });
+        let (awr_event, awr_avg_us) = awr_latency(report, c.kind);
+        let measured_avg_us = stats.map_or(0.0, |s| s.latency.mean_us);
+        let pct = |p: f64| {
+            stats
+                .and_then(|s| s.latency.percentile_us(p))
+                .unwrap_or(0.0)
+        };
+        classes.push(ClassVerdict {
+            class: c.kind,
+            description: c.kind.describe().to_string(),
+            size_bytes: c.size_bytes,
+            awr_rate_per_s: c.awr_rate_per_s,
+            target_rate_per_s: c.rate_per_s,
+            measured_rate_per_s: stats.map_or(0.0, |s| s.iops),
+            awr_event,
+            awr_avg_us,
+            measured_avg_us,
+            measured_p50_us: pct(50.0),
+            measured_p99_us: pct(99.0),
+            measured_p999_us: pct(99.9),
+            latency_ratio: awr_avg_us
+                .filter(|a| *a > 0.0 && stats.is_some())
+                .map(|a| measured_avg_us / a),
+        });
+    }
+    let db_time = db_time_verdict(report, &classes);
+    Verdict {
+        schema: VERDICT_SCHEMA.into(),
+        schema_version: 1,
+        source: report.source.clone(),
+        derivation: d.clone(),
+        classes,
+        db_time,
+        parameter_file: text,
+    }
+}
+
+/// The AWR's average latency for a class: from the first of its wait events
+/// the report has (foreground tables first).
+fn awr_latency(report: &AwrReport, kind: ClassKind) -> (Option<String>, Option<f64>) {
+    for name in kind.wait_events() {
+        if let Some(e) = report.event(name) {
+            if let Some(avg) = e.avg_wait_us.or_else(|| match (e.total_wait_s, e.waits) {
+                (Some(t), Some(w)) if w > 0.0 => Some(t * 1e6 / w),
+                _ => None,
+            }) {
+                return (Some((*name).to_string()), Some(avg));
+            }
+        }
+    }
+    (None, None)
+}
+
+/// The post's closing question. Only the events sessions wait on (the reads)
+/// are in DB time; the writer's and log writer's writes are not.
+fn db_time_verdict(report: &AwrReport, classes: &[ClassVerdict]) -> DbTimeVerdict {
+    let db_time_s = report.header.db_time_min.map(|m| m * 60.0);
+    let mut v = DbTimeVerdict {
+        db_time_s,
+        ..DbTimeVerdict::default()
+    };
+    let mut delta = 0.0;
+    for c in classes.iter().filter(|c| c.class.is_read()) {
+        for name in c.class.wait_events() {
+            let Some(e) = report.event(name) else {
+                continue;
+            };
+            let (Some(waits), Some(time_s)) = (e.waits, e.total_wait_s) else {
+                continue;
+            };
+            if waits <= 0.0 || v.events.iter().any(|(n, ..)| n == name) {
+                continue;
+            }
+            let awr_avg = time_s * 1e6 / waits;
+            v.io_wait_s += time_s;
+            delta += waits * (c.measured_avg_us - awr_avg) / 1e6;
+            v.events
+                .push(((*name).to_string(), waits, awr_avg, c.measured_avg_us));
+        }
+    }
+    if let Some(db) = db_time_s.filter(|d| *d > 0.0) {
+        v.io_wait_pct_of_db_time = Some(100.0 * v.io_wait_s / db);
+        let projected = (db + delta).max(0.0);
+        v.projected_db_time_s = Some(projected);
+        v.speedup = (projected > 0.0).then(|| db / projected);
+    }
+    v
+}
+
+/// The verdict as a table a DBA reads.
+pub fn verdict_text(v: &Verdict) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("AWR replay of {}\n\n", v.source));
+    out.push_str(&format!(
+        "{:<28} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}  {}\n",
+        "class",
+        "size",
+        "AWR IO/s",
+        "run IO/s",
+        "AWR avg",
+        "run avg",
+        "run p50",
+        "run p99",
+        "ratio",
+        "AWR event"
+    ));
+    for c in &v.classes {
+        out.push_str(&format!(
+            "{:<28} {:>9} {:>10.1} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>7}  {}\n",
+            c.description,
+            size(c.size_bytes),
+            c.awr_rate_per_s,
+            c.measured_rate_per_s,
+            c.awr_avg_us.map_or("-".into(), us),
+            us(c.measured_avg_us),
+            us(c.measured_p50_us),
+            us(c.measured_p99_us),
+            c.latency_ratio.map_or("-".into(), |r| format!("{r:.2}")),
+            c.awr_event.as_deref().unwrap_or("-"),
+        ));
+    }
+    if (v.derivation.scale - 1.0).abs() > f64::EPSILON {
+        out.push_str(&format!(
+            "\nRates were scaled by {} (--scale): 'run IO/s' is against the scaled target.\n",
+            v.derivation.scale
+        ));
+    }
+    let d = &v.db_time;
+    out.push('\n');
+    match (d.db_time_s, d.io_wait_pct_of_db_time, d.projected_db_time_s) {
+        (Some(db), Some(pct), Some(proj)) => {
+            out.push_str(&format!(
+                "DB time {:.0} s, of which {:.0} s ({pct:.1}%) waiting on the replayed reads.\n",
+                db, d.io_wait_s
+            ));
+            out.push_str(&format!(
+                "With the measured latencies it would have been {:.0} s ({}).\n",
+                proj,
+                d.speedup.map_or("-".into(), |s| format!("{s:.2}x"))
+            ));
+            out.push_str(
+                "If you hope for a 10x improvement, I/O wait had better be a large share of DB time.\n",
+            );
+        }
+        _ => out.push_str(
+            "The report gives no DB time or no read waits: the DB time question cannot be answered.\n",
+        ),
+    }
+    out
+}
+
+fn us(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.2}ms", v / 1000.0)
+    } else {
+        format!("{v:.0}us")
+    }
+}
+
+fn size(b: u64) -> String {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{}m", b >> 20)
+    } else if b.is_multiple_of(1024) {
+        format!("{}k", b >> 10)
+    } else {
+        b.to_string()
+    }
+}

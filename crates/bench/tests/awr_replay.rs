@@ -1,0 +1,102 @@
+//! `cairn awr replay` as a library: the bank fragment of the POC post,
+//! derived, scaled down, run on a RAM-backed loop device (or a file when
+//! loop devices are not available), and judged against the report.
+
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::AtomicBool;
+
+use cairn_bench::awr::derive::{ClassKind, DeriveOptions};
+use cairn_bench::awr::model::{AwrReport, EventLine, Format, Statistic};
+use cairn_bench::awr::replay::{replay, verdict_text, ReplayOptions};
+use cairn_bench::awr::stats::read_stat_tables;
+use cairn_bench::engine::{EngineMaker, Quiet};
+use cairn_io::host::Host;
+use cairn_io::test_support::LoopDevice;
+
+static NOT_INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The bank fragment's statistics, plus read events and a DB time of our own
+/// (the fragment has none): 1,000,000 db file sequential reads of 2 ms each
+/// in 7,198 s with 12,000 s of DB time.
+fn bank() -> AwrReport {
+    let mut r = AwrReport::empty("bank_fragment.txt", Format::AwrText);
+    let (rows, _) = read_stat_tables(include_str!("data/awr/bank_fragment.txt"));
+    r.instance_activity = rows.iter().map(Statistic::from).collect();
+    r.header.db_time_min = Some(200.0);
+    r.header.elapsed_min = Some(7198.3 / 60.0);
+    r.foreground_events.push(EventLine {
+        event: "db file sequential read".into(),
+        waits: Some(1_000_000.0),
+        total_wait_s: Some(2_000.0),
+        avg_wait_us: Some(2_000.0),
+        pct_db_time: Some(16.7),
+        wait_class: Some("User I/O".into()),
+    });
+    r
+}
+
+#[test]
+fn the_bank_fragment_replays_scaled_down_and_gets_a_verdict() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let ram =
+        std::path::Path::new("/dev/shm").join(format!("cairn-awr-replay-{}", std::process::id()));
+    let (target, _loop) = match LoopDevice::create(&ram, 256 << 20, 4096) {
+        Ok(l) => (l.path.clone(), Some(l)),
+        Err(reason) => {
+            eprintln!("skipped the loop device ({reason}): replaying on a file");
+            (dir.path().join("target.dat"), None)
+        }
+    };
+    let host = Host::real();
+    let opts = ReplayOptions {
+        host: &host,
+        targets: vec![target],
+        size_bytes: Some(256 << 20),
+        threads: 16,
+        derive: DeriveOptions {
+            scale: 0.05,
+            elapsed_s: 4,
+            interval_s: 1,
+            warmup_s: 0,
+            ..DeriveOptions::default()
+        },
+        force: false,
+        seed: 1,
+        engine: EngineMaker::Uring,
+        interrupted: &NOT_INTERRUPTED,
+    };
+    let (verdict, result) = replay(&bank(), &opts, &mut Quiet).unwrap();
+    std::fs::remove_file(&ram).ok();
+    let kinds: Vec<ClassKind> = verdict.classes.iter().map(|c| c.class).collect();
+    assert_eq!(kinds, ClassKind::ALL.to_vec());
+    for c in &verdict.classes {
+        assert!(c.measured_rate_per_s > 0.0, "{:?} never ran", c.class);
+        assert!(
+            (c.target_rate_per_s - c.awr_rate_per_s * 0.05).abs()
+                < 1e-6 * c.awr_rate_per_s.max(1.0)
+        );
+        assert!(c.measured_avg_us > 0.0);
+    }
+    // The single-block reads are judged against db file sequential read's 2 ms.
+    let reads = &verdict.classes[0];
+    assert_eq!(reads.awr_event.as_deref(), Some("db file sequential read"));
+    assert_eq!(reads.awr_avg_us, Some(2_000.0));
+    assert!((reads.latency_ratio.unwrap() - reads.measured_avg_us / 2_000.0).abs() < 1e-9);
+    // DB time: 2,000 of 12,000 s were those reads; with the measured average instead.
+    let d = &verdict.db_time;
+    assert_eq!(d.db_time_s, Some(12_000.0));
+    assert!((d.io_wait_pct_of_db_time.unwrap() - 100.0 * 2_000.0 / 12_000.0).abs() < 1e-9);
+    let want = 12_000.0 - 2_000.0 + 1_000_000.0 * reads.measured_avg_us / 1e6;
+    assert!((d.projected_db_time_s.unwrap() - want).abs() < 1e-6);
+    // The workload engine's result holds the same run, one wd per class.
+    assert_eq!(result.runs.len(), 1);
+    assert_eq!(result.runs[0].totals.workloads.len(), 5);
+    let text = verdict_text(&verdict);
+    assert!(
+        text.contains("single-block random reads") && text.contains("DB time 12000 s"),
+        "{text}"
+    );
+    println!("{text}");
+}

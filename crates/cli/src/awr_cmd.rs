@@ -1,0 +1,290 @@
+//! `cairn awr parse | workload | replay`: a DBA's own AWR or Statspack report
+//! read, turned into an I/O mix, and replayed on candidate storage.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use cairn_bench::awr::derive::{self, DeriveOptions};
+use cairn_bench::awr::model::AwrReport;
+use cairn_bench::awr::read;
+use cairn_bench::awr::replay::{self, ReplayOptions};
+use cairn_bench::engine::{EngineMaker, Quiet};
+use cairn_bench::quick::parse_size;
+use cairn_io::host::Host;
+use clap::Subcommand;
+
+use crate::bench_cmd::{install_interrupt_handler, INTERRUPTED};
+use crate::EngineArg;
+
+#[derive(Subcommand)]
+pub(crate) enum AwrCommand {
+    /// Read AWR (text or HTML) and Statspack reports and show what they hold.
+    Parse {
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// Print the parsed reports as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Derive the I/O classes of a report and write them as a vdbench parameter file.
+    Workload {
+        report: PathBuf,
+        /// Database block size (default: the report's, else 8k).
+        #[arg(long)]
+        block_size: Option<String>,
+        /// Multiply every class's rate (to replay a scaled-down load).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        /// Targets to write as sd= lines (default: one sd on $lun).
+        #[arg(long = "target", value_name = "PATH")]
+        targets: Vec<PathBuf>,
+        /// I/Os outstanding per target.
+        #[arg(long, default_value_t = 32)]
+        threads: u32,
+        /// Write the parameter file here instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Derive, run on the targets, and put measured latency next to the AWR's.
+    Replay {
+        report: PathBuf,
+        #[arg(long = "target", required = true, value_name = "PATH")]
+        targets: Vec<PathBuf>,
+        /// How long to run the replay.
+        #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+        duration: Duration,
+        /// Multiply every class's rate (a scaled-down replay on small storage).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        #[arg(long)]
+        block_size: Option<String>,
+        /// I/Os outstanding per target.
+        #[arg(long, default_value_t = 32)]
+        threads: u32,
+        /// Bytes of each target to use; a missing file is created this big.
+        #[arg(long)]
+        size: Option<String>,
+        /// Directory for verdict.txt, verdict.json and the run's reports (default ./cairn-awr-replay-TIMESTAMP).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Write even to a target that carries someone else's data.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Print verdict.json on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
+    match command {
+        AwrCommand::Parse { reports, json } => {
+            let mut parsed: Vec<AwrReport> = Vec::new();
+            let mut failed = Vec::new();
+            for path in &reports {
+                match read::parse_file(path) {
+                    Ok(r) => parsed.push(r),
+                    Err(e) => failed.push(e.to_string()),
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&parsed)?);
+            } else {
+                for r in &parsed {
+                    print!("{}", summary(r));
+                }
+            }
+            match failed.len() {
+                0 => Ok(()),
+                1 => bail!("{}", failed[0]),
+                n => bail!("{n} reports gave nothing usable (first: {})", failed[0]),
+            }
+        }
+        AwrCommand::Workload {
+            report,
+            block_size,
+            scale,
+            targets,
+            threads,
+            output,
+        } => {
+            let r = read::parse_file(&report).map_err(|e| anyhow!("{e}"))?;
+            let opts = derive_options(block_size.as_deref(), scale, Duration::from_secs(120))?;
+            let d = derive::derive(&r, &opts).map_err(|e| anyhow!("{e}"))?;
+            let sds = if targets.is_empty() {
+                format!("sd=sd1,lun=$lun,threads={}\n", threads.max(1))
+            } else {
+                replay::sd_lines(&targets, threads, None)
+            };
+            let text = derive::vdbench_text(&d, &sds);
+            match output {
+                Some(path) => {
+                    std::fs::write(&path, &text)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    eprintln!("wrote {}", path.display());
+                }
+                None => print!("{text}"),
+            }
+            for n in &d.notes {
+                eprintln!("note: {n}");
+            }
+            Ok(())
+        }
+        AwrCommand::Replay {
+            report,
+            targets,
+            duration,
+            scale,
+            block_size,
+            threads,
+            size,
+            out,
+            force,
+            seed,
+            json,
+        } => {
+            let r = read::parse_file(&report).map_err(|e| anyhow!("{e}"))?;
+            let derive = derive_options(block_size.as_deref(), scale, duration)?;
+            let size_bytes = size
+                .as_deref()
+                .map(parse_size)
+                .transpose()
+                .map_err(|e| anyhow!(e))?;
+            let out =
+                out.unwrap_or_else(|| PathBuf::from(format!("cairn-awr-replay-{}", timestamp())));
+            if out.join("verdict.json").exists() {
+                bail!(
+                    "{} already holds a verdict.json; give another --out",
+                    out.display()
+                );
+            }
+            let host = Host::real();
+            install_interrupt_handler();
+            let made_out = !out.exists();
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+            let opts = ReplayOptions {
+                host: &host,
+                targets,
+                size_bytes,
+                threads,
+                derive,
+                force,
+                seed: seed.unwrap_or_else(clock_seed),
+                engine: match engine {
+                    EngineArg::Sync => EngineMaker::Sync,
+                    _ => EngineMaker::Uring,
+                },
+                interrupted: &INTERRUPTED,
+            };
+            let (verdict, result) = match replay::replay(&r, &opts, &mut Quiet) {
+                Ok(v) => v,
+                Err(e) => {
+                    if made_out {
+                        std::fs::remove_dir(&out).ok();
+                    }
+                    bail!("{e}");
+                }
+            };
+            let text = replay::verdict_text(&verdict);
+            std::fs::write(out.join("verdict.txt"), &text)?;
+            std::fs::write(
+                out.join("verdict.json"),
+                serde_json::to_string_pretty(&verdict)?,
+            )?;
+            std::fs::write(out.join("params.vdb"), &verdict.parameter_file)?;
+            cairn_bench::report::write_reports(&out, &result)
+                .with_context(|| format!("cannot write the reports into {}", out.display()))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&verdict)?);
+            } else {
+                print!("{text}");
+                println!(
+                    "reports: {}/verdict.txt, verdict.json, params.vdb, summary.txt, report.html, result.json",
+                    out.display()
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn derive_options(
+    block_size: Option<&str>,
+    scale: f64,
+    duration: Duration,
+) -> Result<DeriveOptions> {
+    if !(scale.is_finite() && scale > 0.0) {
+        bail!("--scale {scale}: give a positive factor (0.01 replays 1% of the report's rates)");
+    }
+    let block_size_bytes = block_size
+        .map(derive::parse_block_size)
+        .transpose()
+        .map_err(|e| anyhow!("{e}"))?;
+    let elapsed_s = duration.as_secs().max(1);
+    Ok(DeriveOptions {
+        block_size_bytes,
+        scale,
+        elapsed_s,
+        warmup_s: (elapsed_s / 24).min(5),
+        ..DeriveOptions::default()
+    })
+}
+
+/// What a parsed report holds, for a terminal.
+fn summary(r: &AwrReport) -> String {
+    let h = &r.header;
+    let mut s = format!("{} ({:?})\n", r.source, r.format);
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    s.push_str(&format!(
+        "  DB {} instance {} release {} host {} CPUs {}\n",
+        opt(&h.db_name),
+        opt(&h.instance),
+        opt(&h.release),
+        opt(&h.host),
+        h.cpus.map_or("-".into(), |c| c.to_string())
+    ));
+    s.push_str(&format!(
+        "  snaps {} .. {}, elapsed {} min, DB time {} min\n",
+        opt(&h.begin_snap_time),
+        opt(&h.end_snap_time),
+        h.elapsed_min.map_or("-".into(), |v| format!("{v:.2}")),
+        h.db_time_min.map_or("-".into(), |v| format!("{v:.2}"))
+    ));
+    s.push_str(&format!(
+        "  load profile {} rows, IO profile {}, instance activity {}, top events {}, foreground events {}, background events {}, wait classes {}, histogram rows {}, iostat by function {}\n",
+        r.load_profile.len(),
+        r.io_profile.len(),
+        r.instance_activity.len(),
+        r.top_events.len(),
+        r.foreground_events.len(),
+        r.background_events.len(),
+        r.wait_classes.len(),
+        r.histograms.len(),
+        r.iostat_by_function.len()
+    ));
+    for w in &r.warnings {
+        s.push_str(&format!(
+            "  warning: {} (line {}): {}\n",
+            w.section, w.line, w.message
+        ));
+    }
+    s
+}
+
+fn clock_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+}
+
+fn timestamp() -> String {
+    cairn_bench::sysinfo::utc_now_rfc3339()
+        .replace([':', '-'], "")
+        .trim_end_matches('Z')
+        .to_string()
+}

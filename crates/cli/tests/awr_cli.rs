@@ -1,0 +1,186 @@
+//! `cairn awr parse | workload | replay` and `cairn report compare` of two
+//! AWR reports, through the real binary, on the test corpus.
+
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+
+fn corpus(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../bench/tests/data/awr")
+        .join(rel)
+}
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn parse_reads_every_kind_of_report_and_says_what_it_found() {
+    let dir = scratch();
+    let files = [
+        corpus("text/awr_122.txt"),
+        corpus("html/awrrpt_19c_ledger.html"),
+        corpus("statspack/sp_122_crmprd.txt"),
+        corpus("bank_fragment.txt"),
+    ];
+    let args: Vec<&str> = ["awr", "parse", "--json"]
+        .into_iter()
+        .chain(files.iter().map(|p| s(p)))
+        .collect();
+    let reports = cairn(s(dir.path()), &args).ok().json();
+    let formats: Vec<&str> = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["format"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        formats,
+        ["awr_text", "awr_html", "statspack_text", "awr_text"]
+    );
+    assert!(reports[0]["load_profile"].as_array().unwrap().len() > 5);
+    // The text summary names each report and its warnings.
+    let text = cairn(s(dir.path()), &["awr", "parse", s(&files[3])]).ok();
+    assert!(
+        text.stdout.contains("instance activity 22"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("<SNIP>"));
+}
+
+#[test]
+fn a_file_that_is_not_a_report_is_refused_in_one_line() {
+    let dir = scratch();
+    let junk = dir.path().join("notes.txt");
+    std::fs::write(&junk, "shopping list\neggs\nmilk\n").unwrap();
+    cairn(s(dir.path()), &["awr", "parse", s(&junk)]).refused("does not look like an AWR report");
+    cairn(s(dir.path()), &["awr", "parse", "/nonexistent/awr.txt"]).refused("cannot read");
+}
+
+#[test]
+fn workload_writes_a_parameter_file_that_bench_run_accepts() {
+    let dir = scratch();
+    let params = dir.path().join("bank.vdb");
+    cairn(
+        s(dir.path()),
+        &[
+            "awr",
+            "workload",
+            s(&corpus("bank_fragment.txt")),
+            "--scale",
+            "0.01",
+            "-o",
+            s(&params),
+        ],
+    )
+    .ok();
+    let text = std::fs::read_to_string(&params).unwrap();
+    assert!(
+        text.contains("wd=wd_oracle_rand_read") && text.contains("7,707.3/s"),
+        "{text}"
+    );
+    // Short, on a small file: bench run takes it as it is.
+    let short = text
+        .replace("elapsed=120", "elapsed=2")
+        .replace("warmup=5", "warmup=0");
+    std::fs::write(&params, short).unwrap();
+    let lun = sparse(&dir.path().join("lun.dat"), 64 << 20);
+    let out = dir.path().join("run");
+    let run = cairn(
+        s(dir.path()),
+        &[
+            "bench",
+            "run",
+            s(&params),
+            &format!("lun={}", s(&lun)),
+            "--out",
+            s(&out),
+            "--json",
+        ],
+    )
+    .ok()
+    .json();
+    let workloads = run["runs"][0]["totals"]["workloads"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(workloads, 5, "one wd per class");
+}
+
+#[test]
+fn replay_prints_the_verdict_and_writes_its_reports() {
+    let dir = scratch();
+    let out = dir.path().join("replay");
+    let run = cairn(
+        s(dir.path()),
+        &[
+            "awr",
+            "replay",
+            s(&corpus("text/awr_122.txt")),
+            "--target",
+            s(&dir.path().join("t.dat")),
+            "--size",
+            "256m",
+            "--scale",
+            "0.01",
+            "--duration",
+            "3s",
+            "--threads",
+            "8",
+            "--out",
+            s(&out),
+        ],
+    )
+    .ok();
+    assert!(
+        run.stdout.contains("single-block random reads"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("DB time"), "{}", run.stdout);
+    for f in [
+        "verdict.txt",
+        "verdict.json",
+        "params.vdb",
+        "summary.txt",
+        "report.html",
+        "result.json",
+    ] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+}
+
+#[test]
+fn compare_two_awr_reports_gives_the_posts_rows() {
+    let dir = scratch();
+    let cmp = cairn(
+        s(dir.path()),
+        &[
+            "report",
+            "compare",
+            s(&corpus("text/awr_11204.txt")),
+            s(&corpus("text/awr_122.txt")),
+        ],
+    )
+    .ok();
+    for row in [
+        "Redo",
+        "Logical read",
+        "Physical read",
+        "Transactions",
+        "db file sequential read",
+    ] {
+        assert!(
+            cmp.stdout.contains(row),
+            "compare lacks {row}:\n{}",
+            cmp.stdout
+        );
+    }
+}
