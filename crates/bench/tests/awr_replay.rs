@@ -99,4 +99,7 @@ fn the_bank_fragment_replays_scaled_down_and_gets_a_verdict() {
         "{text}"
     );
     println!("{text}");
+    let html = cairn_bench::awr::replay::verdict_html(&verdict);
+    assert!(html.contains("<table") && html.contains("db file sequential read"));
+    assert!(!html.contains("<script") && !html.contains("http://") && !html.contains("https://"));
 }

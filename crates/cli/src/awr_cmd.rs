@@ -195,6 +195,7 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
                 out.join("verdict.json"),
                 serde_json::to_string_pretty(&verdict)?,
             )?;
+            std::fs::write(out.join("verdict.html"), replay::verdict_html(&verdict))?;
             std::fs::write(out.join("params.vdb"), &verdict.parameter_file)?;
             cairn_bench::report::write_reports(&out, &result)
                 .with_context(|| format!("cannot write the reports into {}", out.display()))?;
@@ -203,7 +204,7 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
             } else {
                 print!("{text}");
                 println!(
-                    "reports: {}/verdict.txt, verdict.json, params.vdb, summary.txt, report.html, result.json",
+                    "reports: {}/verdict.txt, verdict.html, verdict.json, params.vdb, summary.txt, report.html, result.json",
                     out.display()
                 );
             }

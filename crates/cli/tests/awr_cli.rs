@@ -147,6 +147,7 @@ fn replay_prints_the_verdict_and_writes_its_reports() {
     assert!(run.stdout.contains("DB time"), "{}", run.stdout);
     for f in [
         "verdict.txt",
+        "verdict.html",
         "verdict.json",
         "params.vdb",
         "summary.txt",

@@ -217,6 +217,9 @@ pub fn judge(report: &AwrReport, d: &Derivation, result: &BenchResult, text: Str
                 .map(|w| &w.stats.all)
         });
         let (awr_event, awr_avg_us) = awr_latency(report, c.kind);
+        // A class whose rate is too low for the run's length may do no I/O:
+        // it has no measured latency, not a latency of zero.
+        let stats = stats.filter(|s| s.ios > 0);
         let measured_avg_us = stats.map_or(0.0, |s| s.latency.mean_us);
         let pct = |p: f64| {
             stats
@@ -278,7 +281,10 @@ fn db_time_verdict(report: &AwrReport, classes: &[ClassVerdict]) -> DbTimeVerdic
         ..DbTimeVerdict::default()
     };
     let mut delta = 0.0;
-    for c in classes.iter().filter(|c| c.class.is_read()) {
+    for c in classes
+        .iter()
+        .filter(|c| c.class.is_read() && c.measured_rate_per_s > 0.0)
+    {
         for name in c.class.wait_events() {
             let Some(e) = report.event(name) else {
                 continue;
@@ -330,11 +336,23 @@ pub fn verdict_text(v: &Verdict) -> String {
             c.awr_rate_per_s,
             c.measured_rate_per_s,
             c.awr_avg_us.map_or("-".into(), us),
-            us(c.measured_avg_us),
-            us(c.measured_p50_us),
-            us(c.measured_p99_us),
+            ran(c, c.measured_avg_us),
+            ran(c, c.measured_p50_us),
+            ran(c, c.measured_p99_us),
             c.latency_ratio.map_or("-".into(), |r| format!("{r:.2}")),
             c.awr_event.as_deref().unwrap_or("-"),
+        ));
+    }
+    let idle: Vec<&str> = v
+        .classes
+        .iter()
+        .filter(|c| c.measured_rate_per_s <= 0.0)
+        .map(|c| c.description.as_str())
+        .collect();
+    if !idle.is_empty() {
+        out.push_str(&format!(
+            "\nNo I/O of {} was done: its rate is too low for the run's length (raise --scale or --duration).\n",
+            idle.join(", ")
         ));
     }
     if (v.derivation.scale - 1.0).abs() > f64::EPSILON {
@@ -365,6 +383,92 @@ pub fn verdict_text(v: &Verdict) -> String {
         ),
     }
     out
+}
+
+/// The verdict as one self-contained HTML page (`verdict.html`): the same
+/// table and DB time lines as [`verdict_text`], and the parameter file run.
+pub fn verdict_html(v: &Verdict) -> String {
+    use crate::report::document::{self, Align, Block, Table};
+    let mut t = Table::new(
+        None,
+        &[
+            ("Class", Align::Left),
+            ("Size", Align::Right),
+            ("AWR IO/s", Align::Right),
+            ("Target IO/s", Align::Right),
+            ("Run IO/s", Align::Right),
+            ("AWR avg", Align::Right),
+            ("Run avg", Align::Right),
+            ("Run p50", Align::Right),
+            ("Run p99", Align::Right),
+            ("Run p99.9", Align::Right),
+            ("Run/AWR", Align::Right),
+            ("AWR event", Align::Left),
+        ],
+    );
+    for c in &v.classes {
+        t.push(vec![
+            c.description.clone(),
+            size(c.size_bytes),
+            format!("{:.1}", c.awr_rate_per_s),
+            format!("{:.1}", c.target_rate_per_s),
+            format!("{:.1}", c.measured_rate_per_s),
+            c.awr_avg_us.map_or("-".into(), us),
+            ran(c, c.measured_avg_us),
+            ran(c, c.measured_p50_us),
+            ran(c, c.measured_p99_us),
+            ran(c, c.measured_p999_us),
+            c.latency_ratio.map_or("-".into(), |r| format!("{r:.2}")),
+            c.awr_event.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    let text = verdict_text(v);
+    let db_lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("DB time") && !l.starts_with("The report gives"))
+        .collect();
+    let mut blocks = vec![
+        Block::Title(format!("AWR replay of {}", v.source)),
+        Block::Fields(vec![
+            ("Report".into(), v.source.clone()),
+            ("Scale".into(), format!("{}", v.derivation.scale)),
+            (
+                "Block size".into(),
+                format!(
+                    "{} ({})",
+                    size(v.derivation.block_size_bytes),
+                    v.derivation.block_size_from
+                ),
+            ),
+        ]),
+        Block::Heading("Each class: the report's rate and latency, and the run's".into()),
+        Block::Table(t),
+        Block::Heading("DB time".into()),
+    ];
+    for l in db_lines {
+        blocks.push(Block::Note(l.to_string()));
+    }
+    for n in &v.derivation.notes {
+        blocks.push(Block::Note(n.clone()));
+    }
+    blocks.push(Block::Verbatim {
+        title: "The parameter file that was run".into(),
+        text: v.parameter_file.clone(),
+    });
+    crate::report::html::page(
+        &format!("AWR replay of {}", v.source),
+        &document::html(&blocks),
+        "cairn awr replay; every figure is in verdict.json.",
+    )
+}
+
+/// A measured latency, or `-` for a class that did no I/O.
+fn ran(c: &ClassVerdict, v: f64) -> String {
+    if c.measured_rate_per_s > 0.0 {
+        us(v)
+    } else {
+        "-".into()
+    }
 }
 
 fn us(v: f64) -> String {
