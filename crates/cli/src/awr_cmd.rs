@@ -36,6 +36,9 @@ pub(crate) enum AwrCommand {
         /// Multiply every class's rate (to replay a scaled-down load).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
+        /// Redo write size, when the report lacks `redo size` or you know better (e.g. 64k).
+        #[arg(long)]
+        redo_write_size: Option<String>,
         /// Targets to write as sd= lines (default: one sd on $lun).
         #[arg(long = "target", value_name = "PATH")]
         targets: Vec<PathBuf>,
@@ -59,6 +62,9 @@ pub(crate) enum AwrCommand {
         scale: f64,
         #[arg(long)]
         block_size: Option<String>,
+        /// Redo write size, when the report lacks `redo size` or you know better (e.g. 64k).
+        #[arg(long)]
+        redo_write_size: Option<String>,
         /// I/Os outstanding per target.
         #[arg(long, default_value_t = 32)]
         threads: u32,
@@ -97,22 +103,38 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
                     print!("{}", summary(r));
                 }
             }
-            match failed.len() {
-                0 => Ok(()),
-                1 => bail!("{}", failed[0]),
-                n => bail!("{n} reports gave nothing usable (first: {})", failed[0]),
+            // Exit non-zero only when nothing usable came out of any report;
+            // a report that failed beside usable ones is named on stderr.
+            if parsed.is_empty() {
+                match failed.len() {
+                    1 => bail!("{}", failed[0]),
+                    n => bail!(
+                        "none of the {n} reports gave anything usable (first: {})",
+                        failed[0]
+                    ),
+                }
             }
+            for f in &failed {
+                eprintln!("cairn: warning: {f}");
+            }
+            Ok(())
         }
         AwrCommand::Workload {
             report,
             block_size,
             scale,
+            redo_write_size,
             targets,
             threads,
             output,
         } => {
             let r = read::parse_file(&report).map_err(|e| anyhow!("{e}"))?;
-            let opts = derive_options(block_size.as_deref(), scale, Duration::from_secs(120))?;
+            let opts = derive_options(
+                block_size.as_deref(),
+                redo_write_size.as_deref(),
+                scale,
+                Duration::from_secs(120),
+            )?;
             let d = derive::derive(&r, &opts).map_err(|e| anyhow!("{e}"))?;
             let sds = if targets.is_empty() {
                 format!("sd=sd1,lun=$lun,threads={}\n", threads.max(1))
@@ -139,6 +161,7 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
             duration,
             scale,
             block_size,
+            redo_write_size,
             threads,
             size,
             out,
@@ -147,12 +170,17 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
             json,
         } => {
             let r = read::parse_file(&report).map_err(|e| anyhow!("{e}"))?;
-            let derive = derive_options(block_size.as_deref(), scale, duration)?;
+            let derive = derive_options(
+                block_size.as_deref(),
+                redo_write_size.as_deref(),
+                scale,
+                duration,
+            )?;
             let size_bytes = size
                 .as_deref()
                 .map(parse_size)
                 .transpose()
-                .map_err(|e| anyhow!(e))?;
+                .map_err(|e| anyhow!("--size: {e}"))?;
             let out =
                 out.unwrap_or_else(|| PathBuf::from(format!("cairn-awr-replay-{}", timestamp())));
             if out.join("verdict.json").exists() {
@@ -215,6 +243,7 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
 
 fn derive_options(
     block_size: Option<&str>,
+    redo_write_size: Option<&str>,
     scale: f64,
     duration: Duration,
 ) -> Result<DeriveOptions> {
@@ -225,9 +254,14 @@ fn derive_options(
         .map(derive::parse_block_size)
         .transpose()
         .map_err(|e| anyhow!("{e}"))?;
+    let redo_write_bytes = redo_write_size
+        .map(parse_size)
+        .transpose()
+        .map_err(|e| anyhow!("--redo-write-size: {e}"))?;
     let elapsed_s = duration.as_secs().max(1);
     Ok(DeriveOptions {
         block_size_bytes,
+        redo_write_bytes,
         scale,
         elapsed_s,
         warmup_s: (elapsed_s / 24).min(5),

@@ -62,6 +62,24 @@ fn a_file_that_is_not_a_report_is_refused_in_one_line() {
     std::fs::write(&junk, "shopping list\neggs\nmilk\n").unwrap();
     cairn(s(dir.path()), &["awr", "parse", s(&junk)]).refused("does not look like an AWR report");
     cairn(s(dir.path()), &["awr", "parse", "/nonexistent/awr.txt"]).refused("cannot read");
+    // Beside a usable report, a bad one is a warning on stderr and the exit is 0.
+    let mixed = cairn(
+        s(dir.path()),
+        &[
+            "awr",
+            "parse",
+            "--json",
+            s(&junk),
+            s(&corpus("text/awr_122.txt")),
+        ],
+    )
+    .ok();
+    assert_eq!(mixed.json().as_array().unwrap().len(), 1);
+    assert!(
+        mixed.stderr.contains("warning") && mixed.stderr.contains("notes.txt"),
+        "{}",
+        mixed.stderr
+    );
 }
 
 #[test]
@@ -82,6 +100,28 @@ fn workload_writes_a_parameter_file_that_bench_run_accepts() {
     )
     .ok();
     let text = std::fs::read_to_string(&params).unwrap();
+    assert!(
+        text.contains("wd=wd_oracle_redo_write") && text.contains("xfersize=16k,seekpct=0"),
+        "{text}"
+    );
+    // The redo write size the fragment lacks can be given.
+    let redo64 = cairn(
+        s(dir.path()),
+        &[
+            "awr",
+            "workload",
+            s(&corpus("bank_fragment.txt")),
+            "--redo-write-size",
+            "64k",
+        ],
+    )
+    .ok();
+    let redo_line = redo64
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("wd=wd_oracle_redo_write"))
+        .unwrap();
+    assert!(redo_line.contains("xfersize=64k"), "{redo_line}");
     assert!(
         text.contains("wd=wd_oracle_rand_read") && text.contains("7,707.3/s"),
         "{text}"
@@ -171,6 +211,19 @@ fn compare_two_awr_reports_gives_the_posts_rows() {
         ],
     )
     .ok();
+    // The 11.2.0.4 report's db file sequential read average comes from its
+    // totals (time ÷ waits), not the rounded printed average: a number, not "-".
+    let line = cmp
+        .stdout
+        .lines()
+        .find(|l| l.contains("db file sequential read"))
+        .unwrap();
+    assert!(line.chars().any(|c| c.is_ascii_digit()), "{line}");
+    let user_io = cmp.stdout.lines().find(|l| l.contains("User I/O")).unwrap();
+    assert!(
+        !user_io.contains(" - "),
+        "User I/O average on both sides: {user_io}"
+    );
     for row in [
         "Redo",
         "Logical read",

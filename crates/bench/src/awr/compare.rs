@@ -124,11 +124,14 @@ fn norm(s: &str) -> String {
         .to_ascii_lowercase()
 }
 
+/// Total time ÷ waits when both are printed (11g and Statspack print the
+/// average rounded to whole milliseconds); the printed average otherwise.
 fn avg_us(avg: Option<f64>, total_s: Option<f64>, waits: Option<f64>) -> Option<f64> {
-    finite(avg).or_else(|| {
+    let exact = (|| {
         let (t, w) = (finite(total_s)?, finite(waits)?);
         (w > 0.0).then(|| t * 1e6 / w)
-    })
+    })();
+    exact.or_else(|| finite(avg))
 }
 
 fn event_avg_us(r: &AwrReport, event: &str) -> Option<f64> {
@@ -157,10 +160,12 @@ fn user_io_avg_us(r: &AwrReport) -> Option<f64> {
     {
         return Some(v);
     }
-    let events: &[EventLine] = if r.foreground_events.is_empty() {
-        &r.top_events
-    } else {
+    // 11g's foreground table has no Wait Class column: then the Top events'.
+    let classed = r.foreground_events.iter().any(|e| e.wait_class.is_some());
+    let events: &[EventLine] = if classed {
         &r.foreground_events
+    } else {
+        &r.top_events
     };
     let (mut time_s, mut waits) = (0.0, 0.0);
     for e in events

@@ -41,8 +41,6 @@ pub const RATE_MAX_PER_S: f64 = 1e9;
 /// transfer size to 512 bytes is not a disagreement worth a note.
 pub const AGREE_PCT: f64 = 0.5;
 
-const BLOCK_SIZE_MIN_BYTES: u64 = 512;
-const BLOCK_SIZE_MAX_BYTES: u64 = 64 * 1024;
 /// A printed statistic name at least this long may have been cut to its
 /// column (32 characters in AWR, 33 in Statspack, then right-trimmed).
 const STAT_NAME_CUT_CHARS_MIN: usize = 30;
@@ -166,12 +164,9 @@ impl ClassKind {
     /// for putting the measured latency next to the AWR's.
     pub fn wait_events(self) -> &'static [&'static str] {
         match self {
-            ClassKind::RandomRead => &["db file sequential read"],
-            ClassKind::SequentialRead => &[
-                "db file scattered read",
-                "db file parallel read",
-                "direct path read",
-            ],
+            // db file parallel read is a batch of single-block reads.
+            ClassKind::RandomRead => &["db file sequential read", "db file parallel read"],
+            ClassKind::SequentialRead => &["db file scattered read", "direct path read"],
             ClassKind::RandomWrite | ClassKind::MultiblockWrite => &["db file parallel write"],
             ClassKind::RedoWrite => &["log file parallel write"],
         }
@@ -299,9 +294,13 @@ pub fn parse_block_size(arg: &str) -> Result<u64, DeriveError> {
         })
 }
 
+/// Oracle's block sizes: 2, 4, 8, 16 or 32 KiB.
 fn valid_block_size(b: u64) -> bool {
-    (BLOCK_SIZE_MIN_BYTES..=BLOCK_SIZE_MAX_BYTES).contains(&b) && b.is_multiple_of(XFER_ALIGN_BYTES)
+    (BLOCK_SIZE_MIN_BYTES..=BLOCK_SIZE_MAX_BYTES).contains(&b) && b.is_power_of_two()
 }
+
+const BLOCK_SIZE_MIN_BYTES: u64 = 2048;
+const BLOCK_SIZE_MAX_BYTES: u64 = 32 * 1024;
 
 /// Derive the I/O classes of `report` (see the module documentation).
 pub fn derive(report: &AwrReport, opts: &DeriveOptions) -> Result<Derivation, DeriveError> {
@@ -957,7 +956,7 @@ fn redo_size(
     }
     let b = block as f64;
     lk.notes.push(format!(
-        "{}: the report has no redo size: each redo write is assumed to be one block, {}, which leaves the other write classes as the statistics give them; give the redo write size if it is known",
+        "{}: the report has no redo size: each redo write is assumed to be one block, {}, which leaves the other write classes as the statistics give them; give --redo-write-size if it is known",
         ClassKind::RedoWrite.describe(),
         size_text(b)
     ));

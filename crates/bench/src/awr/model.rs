@@ -209,6 +209,15 @@ impl AwrReport {
         self.instance_activity.iter().find(|s| s.name == name)
     }
 
+    /// An event sessions waited on (the foreground table, else the Top
+    /// table; never the background one): what DB time is made of.
+    pub fn foreground_event(&self, name: &str) -> Option<&EventLine> {
+        self.foreground_events
+            .iter()
+            .find(|e| e.event == name)
+            .or_else(|| self.top_events.iter().find(|e| e.event == name))
+    }
+
     /// An event of the foreground table, else of the top table, by name.
     pub fn event(&self, name: &str) -> Option<&EventLine> {
         self.foreground_events

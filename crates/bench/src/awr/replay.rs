@@ -256,24 +256,42 @@ pub fn judge(report: &AwrReport, d: &Derivation, result: &BenchResult, text: Str
     }
 }
 
-/// The AWR's average latency for a class: from the first of its wait events
-/// the report has (foreground tables first).
+/// The AWR's average latency for a class: total time ÷ waits over the class's
+/// events the report has, weighted by their waits (11g and Statspack round
+/// their printed averages to whole milliseconds, so those are used only when
+/// an event has no totals). Events sessions waited on come first; the writes'
+/// events are the writers' (background).
 fn awr_latency(report: &AwrReport, kind: ClassKind) -> (Option<String>, Option<f64>) {
+    let (mut names, mut time_us, mut waits) = (Vec::new(), 0.0, 0.0);
+    let mut printed = None;
     for name in kind.wait_events() {
-        if let Some(e) = report.event(name) {
-            if let Some(avg) = e.avg_wait_us.or_else(|| match (e.total_wait_s, e.waits) {
-                (Some(t), Some(w)) if w > 0.0 => Some(t * 1e6 / w),
-                _ => None,
-            }) {
-                return (Some((*name).to_string()), Some(avg));
+        let Some(e) = report.foreground_event(name).or_else(|| report.event(name)) else {
+            continue;
+        };
+        match (e.total_wait_s, e.waits) {
+            (Some(t), Some(w)) if w > 0.0 && t.is_finite() && w.is_finite() => {
+                time_us += t * 1e6;
+                waits += w;
+                names.push(*name);
+            }
+            _ => {
+                if printed.is_none() {
+                    printed = e.avg_wait_us.map(|a| ((*name).to_string(), a));
+                }
             }
         }
     }
-    (None, None)
+    if waits > 0.0 {
+        (Some(names.join(" + ")), Some(time_us / waits))
+    } else {
+        printed.map_or((None, None), |(n, a)| (Some(n), Some(a)))
+    }
 }
 
-/// The post's closing question. Only the events sessions wait on (the reads)
-/// are in DB time; the writer's and log writer's writes are not.
+/// The post's closing question. Only the events sessions wait on (the reads,
+/// from the foreground or Top table) are in DB time; the writers' writes are
+/// not. Every such event counts in the I/O share; only those of classes the
+/// run measured are projected (the others keep the AWR's latency).
 fn db_time_verdict(report: &AwrReport, classes: &[ClassVerdict]) -> DbTimeVerdict {
     let db_time_s = report.header.db_time_min.map(|m| m * 60.0);
     let mut v = DbTimeVerdict {
@@ -281,12 +299,9 @@ fn db_time_verdict(report: &AwrReport, classes: &[ClassVerdict]) -> DbTimeVerdic
         ..DbTimeVerdict::default()
     };
     let mut delta = 0.0;
-    for c in classes
-        .iter()
-        .filter(|c| c.class.is_read() && c.measured_rate_per_s > 0.0)
-    {
+    for c in classes.iter().filter(|c| c.class.is_read()) {
         for name in c.class.wait_events() {
-            let Some(e) = report.event(name) else {
+            let Some(e) = report.foreground_event(name) else {
                 continue;
             };
             let (Some(waits), Some(time_s)) = (e.waits, e.total_wait_s) else {
@@ -297,9 +312,14 @@ fn db_time_verdict(report: &AwrReport, classes: &[ClassVerdict]) -> DbTimeVerdic
             }
             let awr_avg = time_s * 1e6 / waits;
             v.io_wait_s += time_s;
-            delta += waits * (c.measured_avg_us - awr_avg) / 1e6;
+            let measured = if c.measured_rate_per_s > 0.0 {
+                delta += waits * (c.measured_avg_us - awr_avg) / 1e6;
+                c.measured_avg_us
+            } else {
+                awr_avg
+            };
             v.events
-                .push(((*name).to_string(), waits, awr_avg, c.measured_avg_us));
+                .push(((*name).to_string(), waits, awr_avg, measured));
         }
     }
     if let Some(db) = db_time_s.filter(|d| *d > 0.0) {
@@ -486,5 +506,94 @@ fn size(b: u64) -> String {
         format!("{}k", b >> 10)
     } else {
         b.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::awr::model::{EventLine, Format};
+
+    fn ev(name: &str, waits: f64, time_s: f64, printed_avg_us: f64) -> EventLine {
+        EventLine {
+            event: name.into(),
+            waits: Some(waits),
+            total_wait_s: Some(time_s),
+            avg_wait_us: Some(printed_avg_us),
+            pct_db_time: None,
+            wait_class: Some("User I/O".into()),
+        }
+    }
+
+    fn verdict(kind: ClassKind, measured_us: f64, rate: f64) -> ClassVerdict {
+        ClassVerdict {
+            class: kind,
+            description: kind.describe().into(),
+            size_bytes: 8192,
+            awr_rate_per_s: 1.0,
+            target_rate_per_s: 1.0,
+            measured_rate_per_s: rate,
+            awr_event: None,
+            awr_avg_us: None,
+            measured_avg_us: measured_us,
+            measured_p50_us: measured_us,
+            measured_p99_us: measured_us,
+            measured_p999_us: measured_us,
+            latency_ratio: None,
+        }
+    }
+
+    #[test]
+    fn the_awr_latency_is_time_over_waits_not_the_rounded_printed_average() {
+        let mut r = AwrReport::empty("t", Format::AwrHtml);
+        // 7,812 s over 12,402,118 waits = 630 µs; 11g prints "1" (ms).
+        r.foreground_events.push(ev(
+            "db file sequential read",
+            12_402_118.0,
+            7_812.0,
+            1_000.0,
+        ));
+        let (name, avg) = awr_latency(&r, ClassKind::RandomRead);
+        assert_eq!(name.as_deref(), Some("db file sequential read"));
+        assert!((avg.unwrap() - 629.89).abs() < 0.01, "{avg:?}");
+    }
+
+    #[test]
+    fn a_class_with_several_events_is_weighted_by_their_waits() {
+        let mut r = AwrReport::empty("t", Format::AwrText);
+        r.foreground_events
+            .push(ev("db file scattered read", 1_000.0, 1.0, 1_000.0));
+        r.foreground_events
+            .push(ev("direct path read", 3_000.0, 9.0, 3_000.0));
+        let (name, avg) = awr_latency(&r, ClassKind::SequentialRead);
+        assert_eq!(
+            name.as_deref(),
+            Some("db file scattered read + direct path read")
+        );
+        assert!((avg.unwrap() - 2_500.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn background_waits_are_not_db_time_and_idle_classes_still_count_in_the_share() {
+        let mut r = AwrReport::empty("t", Format::AwrText);
+        r.header.db_time_min = Some(100.0); // 6,000 s
+        r.foreground_events
+            .push(ev("db file sequential read", 1_000_000.0, 1_000.0, 1_000.0));
+        r.foreground_events
+            .push(ev("direct path read", 10_000.0, 500.0, 50_000.0));
+        // A background direct path read must not be counted (it is not DB time).
+        r.background_events
+            .push(ev("direct path read", 90_000.0, 2_700.0, 30_000.0));
+        let classes = [
+            verdict(ClassKind::RandomRead, 500.0, 10.0),
+            // The multiblock reads did no I/O in the run.
+            verdict(ClassKind::SequentialRead, 0.0, 0.0),
+        ];
+        let v = db_time_verdict(&r, &classes);
+        assert!((v.io_wait_s - 1_500.0).abs() < 1e-9, "{v:?}");
+        assert!((v.io_wait_pct_of_db_time.unwrap() - 25.0).abs() < 1e-9);
+        // Only the measured class is projected: 1,000,000 × (500 − 1,000) µs = −500 s.
+        assert!((v.projected_db_time_s.unwrap() - 5_500.0).abs() < 1e-6);
     }
 }
