@@ -42,6 +42,14 @@ fn the_bank_fragment_replays_scaled_down_and_gets_a_verdict() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let ram =
         std::path::Path::new("/dev/shm").join(format!("cairn-awr-replay-{}", std::process::id()));
+    // The RAM file goes whatever happens (a failed assertion too).
+    struct RemoveOnDrop(std::path::PathBuf);
+    impl Drop for RemoveOnDrop {
+        fn drop(&mut self) {
+            std::fs::remove_file(&self.0).ok();
+        }
+    }
+    let _ram_file = RemoveOnDrop(ram.clone());
     let (target, _loop) = match LoopDevice::create(&ram, 256 << 20, 4096) {
         Ok(l) => (l.path.clone(), Some(l)),
         Err(reason) => {
@@ -68,7 +76,6 @@ fn the_bank_fragment_replays_scaled_down_and_gets_a_verdict() {
         interrupted: &NOT_INTERRUPTED,
     };
     let (verdict, result) = replay(&bank(), &opts, &mut Quiet).unwrap();
-    std::fs::remove_file(&ram).ok();
     let kinds: Vec<ClassKind> = verdict.classes.iter().map(|c| c.class).collect();
     assert_eq!(kinds, ClassKind::ALL.to_vec());
     for c in &verdict.classes {
