@@ -2,7 +2,7 @@
 //! read, turned into an I/O mix, and replayed on candidate storage.
 
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use cairn_bench::awr::derive::{self, DeriveOptions};
@@ -14,7 +14,7 @@ use cairn_bench::quick::parse_size;
 use cairn_io::host::Host;
 use clap::Subcommand;
 
-use crate::bench_cmd::{install_interrupt_handler, INTERRUPTED};
+use crate::bench_cmd::{clock_seed, install_interrupt_handler, timestamp, INTERRUPTED};
 use crate::EngineArg;
 
 #[derive(Subcommand)]
@@ -308,18 +308,4 @@ fn summary(r: &AwrReport) -> String {
         ));
     }
     s
-}
-
-fn clock_seed() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
-}
-
-fn timestamp() -> String {
-    cairn_bench::sysinfo::utc_now_rfc3339()
-        .replace([':', '-'], "")
-        .trim_end_matches('Z')
-        .to_string()
 }

@@ -287,12 +287,7 @@ fn measure(
     )
     .map_err(|e| anyhow!("{e}"))?;
     bar.finish_and_clear();
-    let seed = common.seed.unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
+    let seed = common.seed.unwrap_or_else(clock_seed);
     let options = BenchOptions {
         engine: engine_maker(engine),
         workers: common.workers,
@@ -378,7 +373,8 @@ fn fill_progress(terminal: bool) -> indicatif::ProgressBar {
     bar
 }
 
-fn timestamp() -> String {
+/// A UTC timestamp for default output directory names (`20261121T135310`).
+pub(crate) fn timestamp() -> String {
     cairn_bench::sysinfo::utc_now_rfc3339()
         .replace([':', '-'], "")
         .trim_end_matches('Z')
@@ -425,7 +421,16 @@ impl Observer for Display {
     }
 }
 
-fn clock() -> String {
+/// A seed taken from the clock, for runs not given `--seed` (it is recorded).
+pub(crate) fn clock_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+}
+
+/// The time of day (UTC) for live interval lines.
+pub(crate) fn clock() -> String {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

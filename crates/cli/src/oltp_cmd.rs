@@ -3,7 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use cairn_bench::oltp::conf::{self, ParsedConf};
@@ -18,7 +18,7 @@ use cairn_bench::quick::parse_size;
 use cairn_io::host::Host;
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::bench_cmd::{install_interrupt_handler, INTERRUPTED};
+use crate::bench_cmd::{clock, clock_seed, install_interrupt_handler, timestamp, INTERRUPTED};
 
 #[derive(Subcommand)]
 pub(crate) enum OltpCommand {
@@ -365,32 +365,4 @@ fn live_line(rec: &OltpInterval) -> String {
         busy,
         if rec.warmup { "  warm-up" } else { "" }
     )
-}
-
-fn clock_seed() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
-}
-
-fn clock() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-        % 86_400;
-    format!(
-        "{:02}:{:02}:{:02}",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
-fn timestamp() -> String {
-    cairn_bench::sysinfo::utc_now_rfc3339()
-        .replace([':', '-'], "")
-        .trim_end_matches('Z')
-        .to_string()
 }
