@@ -8,7 +8,7 @@
 use std::sync::atomic::AtomicBool;
 
 use cairn_bench::awr::derive::{ClassKind, DeriveOptions};
-use cairn_bench::awr::model::{AwrReport, EventLine, Format, Statistic};
+use cairn_bench::awr::model::{AwrReport, EventLine, Format, HistogramLine, Statistic};
 use cairn_bench::awr::replay::{replay, verdict_text, ReplayOptions};
 use cairn_bench::awr::stats::read_stat_tables;
 use cairn_bench::engine::{EngineMaker, Quiet};
@@ -19,7 +19,7 @@ static NOT_INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// The bank fragment's statistics, plus read events and a DB time of our own
 /// (the fragment has none): 1,000,000 db file sequential reads of 2 ms each
-/// in 7,198 s with 12,000 s of DB time.
+/// in 7,198 s with 12,000 s of DB time, and their 11g-style histogram.
 fn bank() -> AwrReport {
     let mut r = AwrReport::empty("bank_fragment.txt", Format::AwrText);
     let (rows, _) = read_stat_tables(include_str!("data/awr/bank_fragment.txt"));
@@ -33,6 +33,22 @@ fn bank() -> AwrReport {
         avg_wait_us: Some(2_000.0),
         pct_db_time: Some(16.7),
         wait_class: Some("User I/O".into()),
+    });
+    let cells = [
+        ("<1ms", Some(35.5)),
+        ("<2ms", Some(20.1)),
+        ("<4ms", Some(30.2)),
+        ("<8ms", Some(9.9)),
+        ("<16ms", Some(4.3)),
+        ("<32ms", None),
+        ("<=1s", None),
+        (">1s", None),
+    ];
+    r.histograms.push(HistogramLine {
+        table: "Wait Event Histogram".into(),
+        event: "db file sequential read".into(),
+        total_waits: Some(1_000_000.0),
+        buckets: cells.iter().map(|(l, v)| ((*l).to_string(), *v)).collect(),
     });
     r
 }
@@ -91,6 +107,26 @@ fn the_bank_fragment_replays_scaled_down_and_gets_a_verdict() {
     assert_eq!(reads.awr_event.as_deref(), Some("db file sequential read"));
     assert_eq!(reads.awr_avg_us, Some(2_000.0));
     assert!((reads.latency_ratio.unwrap() - reads.measured_avg_us / 2_000.0).abs() < 1e-9);
+    // Their distribution: the report's buckets, and the run's I/Os counted at
+    // the same bounds (11g: a ms is 1,000 µs).
+    let dist = reads.distribution.as_ref().expect("a distribution");
+    let labels: Vec<&str> = dist.buckets.iter().map(|b| b.label.as_str()).collect();
+    assert_eq!(labels[..5], ["<1ms", "<2ms", "<4ms", "<8ms", "<16ms"]);
+    assert!((dist.buckets[2].awr_pct - 30.2).abs() < 1e-6);
+    let run_hist = &result.runs[0]
+        .totals
+        .workloads
+        .iter()
+        .find(|w| w.wd == "wd_oracle_rand_read")
+        .unwrap()
+        .stats
+        .all
+        .histogram;
+    let h = cairn_bench::histogram::LatencyHistogram::from_data(run_hist);
+    let below_1ms = 100.0 * h.count_below(1_000_000) as f64 / h.count() as f64;
+    assert!((dist.buckets[0].run_pct.unwrap() - below_1ms).abs() < 1e-9);
+    let run_total: f64 = dist.buckets.iter().filter_map(|b| b.run_pct).sum();
+    assert!((run_total - 100.0).abs() < 1e-6, "{run_total}");
     // DB time: 2,000 of 12,000 s were those reads; with the measured average instead.
     let d = &verdict.db_time;
     assert_eq!(d.db_time_s, Some(12_000.0));
@@ -102,11 +138,14 @@ fn the_bank_fragment_replays_scaled_down_and_gets_a_verdict() {
     assert_eq!(result.runs[0].totals.workloads.len(), 5);
     let text = verdict_text(&verdict);
     assert!(
-        text.contains("single-block random reads") && text.contains("DB time 12000 s"),
+        text.contains("single-block random reads")
+            && text.contains("DB time 12000 s")
+            && text.contains("Latency distribution of single-block random reads"),
         "{text}"
     );
     println!("{text}");
     let html = cairn_bench::awr::replay::verdict_html(&verdict);
     assert!(html.contains("<table") && html.contains("db file sequential read"));
+    assert!(html.contains("chart-awr-distribution"));
     assert!(!html.contains("<script") && !html.contains("http://") && !html.contains("https://"));
 }

@@ -6,6 +6,7 @@
 
 pub mod compare;
 pub mod derive;
+pub mod distribution;
 pub mod html;
 pub mod model;
 pub mod number;

@@ -15,6 +15,7 @@ use cairn_io::host::Host;
 use serde::{Deserialize, Serialize};
 
 use super::derive::{derive, vdbench_text, ClassKind, Derivation, DeriveOptions};
+use super::distribution::{class_distribution, LatencyDistribution};
 use super::model::AwrReport;
 use crate::engine::{self, BenchOptions, EngineMaker, Observer};
 use crate::result::BenchResult;
@@ -55,6 +56,11 @@ pub struct ClassVerdict {
     pub measured_p999_us: f64,
     /// Measured average over the AWR's: below 1 is faster than today.
     pub latency_ratio: Option<f64>,
+    /// The report's Wait Event Histogram buckets for the class's events, and
+    /// the run's I/Os counted at the same bounds (absent when the report has
+    /// no histogram for them).
+    #[serde(default)]
+    pub distribution: Option<LatencyDistribution>,
 }
 
 /// How much of the report's DB time was I/O wait, and what it would have
@@ -216,6 +222,11 @@ pub fn judge(report: &AwrReport, d: &Derivation, result: &BenchResult, text: Str
                 .find(|w| w.wd == c.kind.wd_name())
                 .map(|w| &w.stats.all)
         });
+        let distribution = class_distribution(
+            report,
+            c.kind.wait_events(),
+            stats.filter(|s| s.ios > 0).map(|s| &s.histogram),
+        );
         let (awr_event, awr_avg_us) = awr_latency(report, c.kind);
         // A class whose rate is too low for the run's length may do no I/O:
         // it has no measured latency, not a latency of zero.
@@ -242,6 +253,7 @@ pub fn judge(report: &AwrReport, d: &Derivation, result: &BenchResult, text: Str
             latency_ratio: awr_avg_us
                 .filter(|a| *a > 0.0 && stats.is_some())
                 .map(|a| measured_avg_us / a),
+            distribution,
         });
     }
     let db_time = db_time_verdict(report, &classes);
@@ -381,6 +393,18 @@ pub fn verdict_text(v: &Verdict) -> String {
             v.derivation.scale
         ));
     }
+    if v.classes
+        .iter()
+        .any(|c| judged_by_batches(c) && c.latency_ratio.is_some())
+    {
+        out.push_str(&format!("\n{BATCH_NOTE}\n"));
+    }
+    for c in &v.classes {
+        if let Some(d) = &c.distribution {
+            out.push('\n');
+            out.push_str(&distribution_text(c, d));
+        }
+    }
     let d = &v.db_time;
     out.push('\n');
     match (d.db_time_s, d.io_wait_pct_of_db_time, d.projected_db_time_s) {
@@ -401,6 +425,46 @@ pub fn verdict_text(v: &Verdict) -> String {
         _ => out.push_str(
             "The report gives no DB time or no read waits: the DB time question cannot be answered.\n",
         ),
+    }
+    out
+}
+
+/// The database writer's `db file parallel write` is one wait per batch.
+const BATCH_NOTE: &str = "The write classes are judged against db file parallel write: one wait of the database writer for a whole batch of writes, where the run times each write. Their ratio is a rough guide, not a like-for-like figure.";
+
+fn judged_by_batches(c: &ClassVerdict) -> bool {
+    c.awr_event
+        .as_deref()
+        .is_some_and(|e| e.contains("db file parallel write"))
+}
+
+/// `<8us 0.3 0.0`: the report's buckets and the run's, one per line.
+fn distribution_text(c: &ClassVerdict, d: &LatencyDistribution) -> String {
+    let mut out = format!(
+        "Latency distribution of {}: {} (from {})\n",
+        c.description,
+        d.events.join(" + "),
+        d.tables.join(", ")
+    );
+    out.push_str(&format!(
+        "  {:<10} {:>9} {:>9} {:>9} {:>9}\n",
+        "bucket", "AWR %", "run %", "AWR cum%", "run cum%"
+    ));
+    let (mut awr_cum, mut run_cum) = (0.0, 0.0);
+    for b in &d.buckets {
+        awr_cum += b.awr_pct;
+        let run = b.run_pct.map(|r| {
+            run_cum += r;
+            (r, run_cum)
+        });
+        out.push_str(&format!(
+            "  {:<10} {:>9.1} {:>9} {:>9.1} {:>9}\n",
+            b.label,
+            b.awr_pct,
+            run.map_or("-".into(), |(r, _)| format!("{r:.1}")),
+            awr_cum,
+            run.map_or("-".into(), |(_, c)| format!("{c:.1}")),
+        ));
     }
     out
 }
@@ -463,11 +527,18 @@ pub fn verdict_html(v: &Verdict) -> String {
         ]),
         Block::Heading("Each class: the report's rate and latency, and the run's".into()),
         Block::Table(t),
-        Block::Heading("DB time".into()),
     ];
+    if v.classes
+        .iter()
+        .any(|c| judged_by_batches(c) && c.latency_ratio.is_some())
+    {
+        blocks.push(Block::Note(BATCH_NOTE.into()));
+    }
+    blocks.push(Block::Heading("DB time".into()));
     for l in db_lines {
         blocks.push(Block::Note(l.to_string()));
     }
+    distribution_blocks(v, &mut blocks);
     for n in &v.derivation.notes {
         blocks.push(Block::Note(n.clone()));
     }
@@ -480,6 +551,62 @@ pub fn verdict_html(v: &Verdict) -> String {
         &document::html(&blocks),
         "cairn awr replay; every figure is in verdict.json.",
     )
+}
+
+/// Each class's latency distribution: a chart of the report's buckets and
+/// the run's side by side, and the table.
+fn distribution_blocks(v: &Verdict, blocks: &mut Vec<crate::report::document::Block>) {
+    use crate::report::chart::{palette, BucketBarChart};
+    use crate::report::document::{Align, Block, Table};
+    let with: Vec<(&ClassVerdict, &LatencyDistribution)> = v
+        .classes
+        .iter()
+        .filter_map(|c| c.distribution.as_ref().map(|d| (c, d)))
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    blocks.push(Block::Heading(
+        "Latency distribution: the report's histogram buckets and the run's".into(),
+    ));
+    for (k, (c, d)) in with.into_iter().enumerate() {
+        let chart = BucketBarChart {
+            id: format!("distribution-{k}"),
+            kind: "awr-distribution",
+            title: format!("{}: {}", c.description, d.events.join(" + ")),
+            y_label: "% of waits / I/Os",
+            buckets: d.buckets.iter().map(|b| b.label.clone()).collect(),
+            groups: vec![
+                (
+                    "AWR".into(),
+                    palette::AWR,
+                    d.buckets.iter().map(|b| Some(b.awr_pct)).collect(),
+                ),
+                (
+                    "run".into(),
+                    palette::RUN,
+                    d.buckets.iter().map(|b| b.run_pct).collect(),
+                ),
+            ],
+        };
+        blocks.push(Block::Chart(chart.svg()));
+        let mut t = Table::new(
+            Some(&format!("{} (from {})", c.description, d.tables.join(", "))),
+            &[
+                ("Bucket", Align::Left),
+                ("AWR %", Align::Right),
+                ("Run %", Align::Right),
+            ],
+        );
+        for b in &d.buckets {
+            t.push(vec![
+                b.label.clone(),
+                format!("{:.1}", b.awr_pct),
+                b.run_pct.map_or("-".into(), |r| format!("{r:.1}")),
+            ]);
+        }
+        blocks.push(Block::Table(t));
+    }
 }
 
 /// A measured latency, or `-` for a class that did no I/O.
@@ -541,6 +668,7 @@ mod tests {
             measured_p99_us: measured_us,
             measured_p999_us: measured_us,
             latency_ratio: None,
+            distribution: None,
         }
     }
 

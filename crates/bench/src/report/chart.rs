@@ -2,9 +2,10 @@
 //! browser with JavaScript off, in a mail client, and in a file opened years later
 //! with no network.
 //!
-//! Three shapes cover the reports: [`LineChart`] (time series and the
+//! Four shapes cover the reports: [`LineChart`] (time series and the
 //! latency-versus-load curve), [`LogHistogramChart`] (latency histograms on
-//! log-spaced buckets) and [`DivergingBarChart`] (% change in a comparison).
+//! log-spaced buckets), [`BucketBarChart`] (an AWR report's named latency
+//! buckets) and [`DivergingBarChart`] (% change in a comparison).
 //! Every chart has a title, axes with tick labels and a legend, and its `<svg>`
 //! carries the class `chart chart-<kind>` so that tests can find it.
 //!
@@ -83,6 +84,9 @@ pub mod palette {
         Rgb(0x10, 0x98, 0xad),
         Rgb(0x9a, 0x6b, 0x00),
     ];
+    /// AWR replay: the report's latency distribution and the run's.
+    pub const AWR: Rgb = Rgb(0x9c, 0x5d, 0x30);
+    pub const RUN: Rgb = Rgb(0x12, 0x8c, 0x7e);
 }
 
 const AXIS: &str = "#333333";
@@ -709,6 +713,112 @@ impl LogHistogramChart {
             .groups
             .iter()
             .map(|g| (g.name.clone(), g.color, Swatch::Square))
+            .collect();
+        legend(&mut out, &frame, &items);
+        out.push_str("</svg>");
+        out
+    }
+}
+
+/// Bars over named buckets (an AWR report's `<8us … >=32ms`, which are not
+/// evenly spaced on any scale): groups stand side by side in each bucket.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct BucketBarChart {
+    pub id: String,
+    pub kind: &'static str,
+    pub title: String,
+    pub y_label: &'static str,
+    pub buckets: Vec<String>,
+    /// (name, colour, one value per bucket; `None` draws nothing).
+    pub groups: Vec<(String, Rgb, Vec<Option<f64>>)>,
+}
+
+impl BucketBarChart {
+    pub(crate) fn svg(&self) -> String {
+        let mut frame = Frame::standard();
+        // Room under the plot for slanted bucket names.
+        frame.height += 24.0;
+        fit_legend(&mut frame, self.groups.iter().map(|g| g.0.as_str()));
+        let mut out = String::new();
+        open_svg(&mut out, &self.id, self.kind, &self.title, &frame);
+        let values = || {
+            self.groups
+                .iter()
+                .flat_map(|g| g.2.iter().flatten().copied())
+                .filter(|v| v.is_finite())
+        };
+        if self.buckets.is_empty() || values().next().is_none() {
+            no_data(&mut out, &frame);
+            return out;
+        }
+        let (y_lo, y_hi) = zero_to_nice(values().fold(0.0, f64::max));
+        let ys = Scale {
+            lo: y_lo,
+            hi: y_hi,
+            log: false,
+            px_lo: frame.bottom,
+            px_hi: frame.top,
+        };
+        for t in ys.ticks() {
+            let y = ys.map(t);
+            let _ = write!(
+                out,
+                "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{GRID}\" stroke-width=\"1\"/>\
+                 <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"{AXIS}\">{}</text>",
+                frame.left,
+                frame.right,
+                frame.left - 6.0,
+                y + 4.0,
+                escape(&tick_label(TickFormat::Percent, t))
+            );
+        }
+        let slot = (frame.right - frame.left) / self.buckets.len() as f64;
+        let n = self.groups.len().max(1) as f64;
+        let bar = ((slot - 4.0) / n).max(1.0);
+        for (i, name) in self.buckets.iter().enumerate() {
+            let x0 = frame.left + slot * i as f64;
+            for (g, (_, color, vals)) in self.groups.iter().enumerate() {
+                let Some(v) = vals
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .filter(|v| *v > 0.0 && v.is_finite())
+                else {
+                    continue;
+                };
+                let y = ys.map(v);
+                let _ = write!(
+                    out,
+                    "<rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{bar:.1}\" height=\"{:.1}\" fill=\"{}\" shape-rendering=\"crispEdges\"/>",
+                    x0 + 2.0 + bar * g as f64,
+                    (frame.bottom - y).max(1.0),
+                    color.hex()
+                );
+            }
+            let cx = x0 + slot / 2.0;
+            let _ = write!(
+                out,
+                "<text transform=\"translate({cx:.1} {:.1}) rotate(-35)\" text-anchor=\"end\" font-size=\"10\" fill=\"{AXIS}\">{}</text>",
+                frame.bottom + 12.0,
+                escape(name)
+            );
+        }
+        let _ = write!(
+            out,
+            "<line x1=\"{l:.1}\" y1=\"{t:.1}\" x2=\"{l:.1}\" y2=\"{b:.1}\" stroke=\"{AXIS}\" stroke-width=\"1\"/>\
+             <line x1=\"{l:.1}\" y1=\"{b:.1}\" x2=\"{r:.1}\" y2=\"{b:.1}\" stroke=\"{AXIS}\" stroke-width=\"1\"/>\
+             <text transform=\"translate(14 {:.1}) rotate(-90)\" text-anchor=\"middle\" fill=\"{MUTED}\">{}</text>",
+            (frame.top + frame.bottom) / 2.0,
+            escape(self.y_label),
+            l = frame.left,
+            r = frame.right,
+            t = frame.top,
+            b = frame.bottom,
+        );
+        let items: Vec<(String, Rgb, Swatch)> = self
+            .groups
+            .iter()
+            .map(|g| (g.0.clone(), g.1, Swatch::Square))
             .collect();
         legend(&mut out, &frame, &items);
         out.push_str("</svg>");

@@ -139,6 +139,9 @@ pub(crate) enum Block {
         title: String,
         text: String,
     },
+    /// An `<svg>` drawn by `report::chart` (HTML only; text has the table
+    /// it is drawn from).
+    Chart(String),
 }
 
 /// Lay the blocks out as plain text.
@@ -191,6 +194,7 @@ pub(crate) fn text(blocks: &[Block]) -> String {
                 }
                 out.push('\n');
             }
+            Block::Chart(_) => {}
         }
     }
     out
@@ -222,6 +226,11 @@ pub(crate) fn html(blocks: &[Block]) -> String {
                 escape(title),
                 escape(text)
             )),
+            Block::Chart(svg) => {
+                out.push_str("<div class=\"charts\">");
+                out.push_str(svg);
+                out.push_str("</div>\n");
+            }
         }
     }
     out
