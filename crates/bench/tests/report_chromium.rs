@@ -198,6 +198,30 @@ fn compare_html_draws_its_bars() {
     assert_drawn(&pixels(&png), &COMPARE_SERIES, "compare.html");
 }
 
+/// `cairn awr replay`'s verdict.html draws each class's latency
+/// distribution: the report's buckets and the run's. The verdict is one a
+/// replay of the 12.2 test report wrote (and a check that verdict.json still
+/// reads).
+#[test]
+fn the_awr_verdict_draws_the_reports_buckets_and_the_runs() {
+    let Some(browser) = chromium_or_skip() else {
+        return;
+    };
+    let verdict: cairn_bench::awr::replay::Verdict =
+        serde_json::from_str(include_str!("data/awr/verdict_awr_122.json")).unwrap();
+    assert!(verdict.classes.iter().any(|c| c.distribution.is_some()));
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("verdict.html");
+    fs::write(&html, cairn_bench::awr::replay::verdict_html(&verdict)).unwrap();
+    let png = dir.path().join("verdict.png");
+    screenshot(&browser, &html, &png, dir.path());
+    assert_drawn(
+        &pixels(&png),
+        &[("AWR buckets", palette::AWR), ("run buckets", palette::RUN)],
+        "verdict.html",
+    );
+}
+
 /// The check above cannot pass on a page without charts: a page with the
 /// same tables but the charts removed has none of the series colours.
 #[test]
@@ -221,7 +245,12 @@ fn a_page_without_charts_fails_the_check() {
     let png = dir.path().join("nocharts.png");
     screenshot(&browser, &path, &png, dir.path());
     let px = pixels(&png);
-    for (name, c) in REPORT_SERIES.iter().chain(&COMPARE_SERIES) {
+    let verdict_series = [("AWR buckets", palette::AWR), ("run buckets", palette::RUN)];
+    for (name, c) in REPORT_SERIES
+        .iter()
+        .chain(&COMPARE_SERIES)
+        .chain(&verdict_series)
+    {
         assert_eq!(
             count(&px, *c),
             0,
