@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::model::{AwrReport, Format};
+use super::model::{AwrReport, Format, ParseWarning};
 
 /// Why a report could not be used at all.
 #[derive(Debug, thiserror::Error)]
@@ -41,8 +41,60 @@ pub fn detect(text: &str) -> Format {
     }
 }
 
+/// Oracle's other reports, told by their banners: read as an AWR report they
+/// would give wrong figures (a compare-period report's Load Profile has two
+/// periods side by side), so they are named and refused.
+const OTHER_REPORTS: &[(&str, &str)] = &[
+    (
+        "workload repository compare period report",
+        "an AWR Compare Periods report (awrddrpt.sql): give the awrrpt.sql report of each period, and `cairn report compare` sets them side by side",
+    ),
+    (
+        "workload repository report (rac)",
+        "a RAC global AWR report (awrgrpt.sql): give one instance's awrrpt.sql report",
+    ),
+    (
+        "workload repository sql report",
+        "an AWR SQL report (awrsqrpt.sql), which holds one statement's figures: give the awrrpt.sql report",
+    ),
+    (
+        "ash report for",
+        "an ASH report (ashrpt.sql), which samples sessions rather than counting I/O: give the awrrpt.sql report of the same snapshots",
+    ),
+    (
+        "addm report for task",
+        "an ADDM report (addmrpt.sql), which holds findings rather than figures: give the awrrpt.sql report of the same snapshots",
+    ),
+];
+
+/// Lines at the top of a report searched for another report's banner.
+const BANNER_LINES: usize = 60;
+
+/// The warning for one of Oracle's other reports, if `text` is one.
+fn other_report(text: &str) -> Option<ParseWarning> {
+    text.lines()
+        .take(BANNER_LINES)
+        .enumerate()
+        .find_map(|(i, line)| {
+            let lower = line.to_ascii_lowercase();
+            OTHER_REPORTS
+                .iter()
+                .find(|(banner, _)| lower.contains(banner))
+                .map(|(_, what)| ParseWarning {
+                    section: "report".into(),
+                    line: i + 1,
+                    message: format!("this is {what}"),
+                })
+        })
+}
+
 /// Parse `text` (read from `source`) as the kind it is.
 pub fn parse_str(text: &str, source: &str) -> AwrReport {
+    if let Some(w) = other_report(text) {
+        let mut r = AwrReport::empty(source, detect(text));
+        r.warnings.push(w);
+        return r;
+    }
     match detect(text) {
         Format::AwrHtml => super::html::parse_awr_html(text, source),
         Format::StatspackText => super::statspack::parse_statspack_text(text, source),
@@ -105,4 +157,31 @@ pub fn usable(r: &AwrReport) -> bool {
         || !r.instance_activity.is_empty()
         || !r.top_events.is_empty()
         || !r.foreground_events.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oracles_other_reports_are_named_and_nothing_is_read_from_them() {
+        let compare = "\nWORKLOAD REPOSITORY COMPARE PERIOD REPORT\n\nLoad Profile\n";
+        let r = parse_str(compare, "dd.txt");
+        assert!(!usable(&r));
+        assert_eq!(r.warnings.len(), 1);
+        assert_eq!(r.warnings[0].line, 2);
+        assert!(r.warnings[0].message.contains("awrddrpt.sql"));
+        for (text, script) in [
+            ("ASH Report For ORCL/orcl\n", "ashrpt.sql"),
+            ("   ADDM Report for Task 'TASK_42'\n", "addmrpt.sql"),
+            ("WORKLOAD REPOSITORY SQL Report\n", "awrsqrpt.sql"),
+            ("WORKLOAD REPOSITORY REPORT (RAC)\n", "awrgrpt.sql"),
+        ] {
+            let r = parse_str(text, "x.txt");
+            assert!(r.warnings[0].message.contains(script), "{text}: {:?}", r.warnings);
+        }
+        // An AWR report is not one of them.
+        let awr = "WORKLOAD REPOSITORY report for\n\nLoad Profile\n";
+        assert!(other_report(awr).is_none());
+    }
 }
