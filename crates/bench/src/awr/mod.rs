@@ -1,8 +1,11 @@
 //! AWR and Statspack reports: reading the figures a DBA already has.
 //!
-//! Work in progress towards issue 6 (parse, derive the I/O mix, replay): this
-//! module holds the parts that are done, and `docs/awr-formats.md` the facts
-//! about the report formats the parser is built against.
+//! Read a report (`text`, `html`, `statspack`, through `read`) into one
+//! [`model::AwrReport`]; derive the I/O classes the database drove
+//! (`derive`); replay them on candidate storage and judge the run against the
+//! report (`replay`, `distribution`); compare two reports (`compare`).
+//! `docs/awr-formats.md` holds the facts about the formats the readers are
+//! built against, `docs/awr-replay.md` the method.
 
 pub mod compare;
 pub mod derive;
