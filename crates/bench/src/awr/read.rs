@@ -178,7 +178,11 @@ mod tests {
             ("WORKLOAD REPOSITORY REPORT (RAC)\n", "awrgrpt.sql"),
         ] {
             let r = parse_str(text, "x.txt");
-            assert!(r.warnings[0].message.contains(script), "{text}: {:?}", r.warnings);
+            assert!(
+                r.warnings[0].message.contains(script),
+                "{text}: {:?}",
+                r.warnings
+            );
         }
         // An AWR report is not one of them.
         let awr = "WORKLOAD REPOSITORY report for\n\nLoad Profile\n";
