@@ -909,3 +909,76 @@ fn the_no_panic_property_derives_often_enough_to_test_the_parameter_file() {
     let derived = DERIVED.with(Cell::get);
     assert!(derived >= 30, "only {derived} cases derived a workload");
 }
+
+#[test]
+fn a_parsed_10g_report_derives_classes_that_add_up_to_its_statistics() {
+    // The 10.2.0.4 text report read whole, then derived: per second, reads
+    // 1,850 requests (240 multiblock) and 42,680,320 B; writes 420 requests
+    // (35 multiblock, 60 of them redo writes) and 5,324,800 B; redo size
+    // 368,640 B.
+    let text = include_str!("data/awr/text/awr_10204.txt");
+    let r = cairn_bench::awr::text::parse_awr_text(text, "awr_10204.txt");
+    let d = derive(&r, &DeriveOptions::default()).unwrap();
+    assert_eq!(d.block_size_bytes, 8192);
+    assert_eq!(d.block_size_from, "from the report's header");
+    assert_eq!(d.elapsed_s, Some(3612.0));
+    let ps = |name: &str| r.statistic(name).and_then(|s| s.per_second).unwrap();
+
+    // The classes' totals are the statistics, requests and bytes.
+    assert_eq!(d.read_iops(), ps("physical read total IO requests"));
+    assert_eq!(d.write_iops(), ps("physical write total IO requests"));
+    assert!(close(
+        d.read_bytes_per_s(),
+        ps("physical read total bytes"),
+        1e-12
+    ));
+    assert!(close(
+        d.write_bytes_per_s(),
+        ps("physical write total bytes"),
+        1e-12
+    ));
+    assert_eq!(d.stated.read_iops, Some(1850.0));
+    assert_eq!(d.stated.write_bytes_per_s, Some(5_324_800.0));
+
+    // Class by class, as the generator of the report built them.
+    let c = |k| class(&d, k);
+    assert_eq!(
+        (
+            c(ClassKind::RandomRead).awr_rate_per_s,
+            c(ClassKind::RandomRead).size_bytes
+        ),
+        (1850.0 - 240.0, 8192)
+    );
+    let sr = c(ClassKind::SequentialRead);
+    assert_eq!(
+        (sr.awr_rate_per_s, sr.size_bytes, sr.basis),
+        (
+            ps("physical read total multi block"),
+            120 * 1024,
+            Basis::Iops
+        )
+    );
+    // 16 × 8 KiB = 128 KiB: the 120 KiB reads are under the cap, which the
+    // parameter gave (no default assumed).
+    assert!(sr.measured_size_bytes <= 16.0 * 8192.0);
+    assert!(!has_line(
+        &d.notes,
+        &["db_file_multiblock_read_count", "1 MiB"]
+    ));
+    // Redo (60/s of 6 KiB, redo size ÷ redo writes) comes out of the
+    // single-block writes: 420 − 35 − 60.
+    let redo = c(ClassKind::RedoWrite);
+    assert_eq!(
+        (redo.awr_rate_per_s, redo.size_bytes),
+        (ps("redo writes"), 6144)
+    );
+    assert_eq!(
+        c(ClassKind::RandomWrite).awr_rate_per_s,
+        420.0 - 35.0 - 60.0
+    );
+    let mw = c(ClassKind::MultiblockWrite);
+    assert_eq!(
+        (mw.awr_rate_per_s, mw.size_bytes),
+        (ps("physical write total multi block"), 64 * 1024)
+    );
+}

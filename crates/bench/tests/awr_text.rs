@@ -1,5 +1,6 @@
 //! AWR text reports read whole: one report per layout family of
-//! `docs/awr-formats.md` (11.2.0.1, 11.2.0.4, 12.2 with unit-suffixed averages
+//! `docs/awr-formats.md` (10.2.0.4 with its all-sessions `Wait Events` table,
+//! 11.2.0.1, 11.2.0.4, 12.2 with unit-suffixed averages
 //! and µs histograms, a 19c PDB report spooled through SQL*Plus, a 19c RAC
 //! instance report, and the 11.2.0.4 report pasted with its spacing lost).
 //! The reports are written for these tests in the layouts the document
@@ -13,6 +14,7 @@ use cairn_bench::awr::model::{AwrReport, EventLine, HistogramLine};
 use cairn_bench::awr::text::parse_awr_text;
 use proptest::prelude::*;
 
+const R10204: &str = include_str!("data/awr/text/awr_10204.txt");
 const R11201: &str = include_str!("data/awr/text/awr_11201.txt");
 const R11204: &str = include_str!("data/awr/text/awr_11204.txt");
 const R11204_PASTED: &str = include_str!("data/awr/text/awr_11204_pasted.txt");
@@ -75,6 +77,230 @@ fn warned(r: &AwrReport, section: &str, words: &str) -> bool {
 
 fn close(a: Option<f64>, b: f64) -> bool {
     a.is_some_and(|a| (a - b).abs() < 1e-6 * b.abs().max(1.0))
+}
+
+#[test]
+fn a_10_2_0_4_report_reads_whole() {
+    let r = parse_awr_text(R10204, "awr_10204.txt");
+    assert!(r.warnings.is_empty(), "{:#?}", r.warnings);
+    // 10.2: one header table, the host on the database line, no platform.
+    let h = &r.header;
+    assert_eq!(h.db_name.as_deref(), Some("HRPROD"));
+    assert_eq!(h.db_id, Some(2_745_511_903));
+    assert_eq!(
+        (h.instance.as_deref(), h.instance_number),
+        (Some("hrprod"), Some(1))
+    );
+    assert_eq!(h.release.as_deref(), Some("10.2.0.4.0"));
+    assert_eq!(
+        (h.rac, h.cdb, h.container.as_deref()),
+        (Some(false), None, None)
+    );
+    assert_eq!(h.host.as_deref(), Some("hrdb02"));
+    assert_eq!((h.platform.as_deref(), h.cpus), (None, None));
+    assert_eq!((h.begin_snap_id, h.end_snap_id), (Some(5120), Some(5121)));
+    assert_eq!(h.begin_snap_time.as_deref(), Some("09-Mar-10 13:00:11"));
+    assert_eq!(h.end_snap_time.as_deref(), Some("09-Mar-10 14:00:23"));
+    assert_eq!((h.elapsed_min, h.db_time_min), (Some(60.2), Some(558.0)));
+    assert_eq!(h.block_size, Some(8192));
+
+    // The 10g labels, two columns; the ratio lines under them are no rows.
+    assert_eq!(r.load_profile.len(), 12, "{:#?}", r.load_profile);
+    let redo = &r.load_profile[0];
+    assert_eq!(redo.label, "Redo size");
+    assert_eq!(
+        (redo.per_second, redo.per_transaction, redo.per_exec),
+        (Some(368_640.0), Some(3_150.77), None)
+    );
+    assert_eq!(profile(&r, "Sorts"), Some(146.0));
+    assert_eq!(profile(&r, "Hard parses"), Some(1.25));
+    let tx = r.load_profile.last().unwrap();
+    assert_eq!(
+        (tx.label.as_str(), tx.per_second, tx.per_transaction),
+        ("Transactions", Some(117.0), None)
+    );
+
+    // Top 5 Timed Events: `CPU time` without waits, `%Total Call Time`,
+    // the wait class right-aligned.
+    assert_eq!(r.top_events.len(), 5);
+    let seq = top(&r, "db file sequential read");
+    assert_eq!(
+        (seq.waits, seq.total_wait_s, seq.avg_wait_us),
+        (Some(5_634_720.0), Some(16_904.0), Some(3_000.0))
+    );
+    assert_eq!(
+        (seq.pct_db_time, seq.wait_class.as_deref()),
+        (Some(50.5), Some("User I/O"))
+    );
+    let cpu = top(&r, "CPU time");
+    assert_eq!(
+        (cpu.waits, cpu.total_wait_s, cpu.avg_wait_us),
+        (None, Some(5_200.0), None)
+    );
+    assert_eq!(
+        (cpu.pct_db_time, cpu.wait_class.as_deref()),
+        (Some(15.5), None)
+    );
+    assert_eq!(
+        top(&r, "log file sync").wait_class.as_deref(),
+        Some("Commit"),
+        "from `    Commit`"
+    );
+
+    // `Wait Events` holds every session's waits: the foreground ones are
+    // what is left once the background table is taken out of it.
+    let fg = |name: &str| {
+        r.foreground_events
+            .iter()
+            .find(|e| e.event == name)
+            .unwrap_or_else(|| panic!("no foreground event {name:?}"))
+    };
+    let seq = fg("db file sequential read");
+    assert_eq!(
+        (seq.waits, seq.total_wait_s),
+        (Some(5_651_480.0 - 16_760.0), Some(16_951.0 - 47.0)),
+        "the Top 5 figures again"
+    );
+    assert_eq!((seq.pct_db_time, seq.wait_class.as_deref()), (None, None));
+    let cf = fg("control file sequential read");
+    assert_eq!((cf.waits, cf.total_wait_s), (Some(18_060.0), Some(11.0)));
+    assert!(
+        close(cf.avg_wait_us, 11.0e6 / 18_060.0),
+        "{:?}",
+        cf.avg_wait_us
+    );
+    let scat = fg("db file scattered read");
+    assert_eq!(
+        (scat.waits, scat.avg_wait_us),
+        (Some(541_800.0), Some(9_000.0))
+    );
+    let enq = fg("enq: TX - row lock contentio");
+    assert_eq!(enq.total_wait_s, Some(241.0));
+    assert_eq!(fg("SQL*Net message from client").waits, Some(9_120_300.0));
+    for bg_only in [
+        "log file parallel write",
+        "db file parallel write",
+        "pmon timer",
+    ] {
+        assert!(
+            r.foreground_events.iter().all(|e| e.event != bg_only),
+            "{bg_only} is a background wait"
+        );
+    }
+    assert_eq!(r.foreground_events.len(), 11, "{:#?}", r.foreground_events);
+    assert_eq!(r.background_events.len(), 10);
+    let lgwr = r.event("log file parallel write").unwrap();
+    assert_eq!(
+        (lgwr.waits, lgwr.total_wait_s, lgwr.avg_wait_us),
+        (Some(216_720.0), Some(542.0), Some(3_000.0))
+    );
+    let smon = r.event("smon timer").unwrap();
+    assert_eq!(
+        (smon.waits, smon.avg_wait_us),
+        (Some(12.0), Some(300_000_000.0))
+    );
+
+    // The ms histogram under its `Total --- % of Waits ---` line; names cut to 26.
+    let h = hist(&r, "Wait Event Histogram", "db file sequential read");
+    assert_eq!(h.total_waits, Some(5_651_000.0));
+    let labels: Vec<&str> = h.buckets.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["<1ms", "<2ms", "<4ms", "<8ms", "<16ms", "<32ms", "<=1s", ">1s"]
+    );
+    assert_eq!(
+        (bucket(h, "<4ms"), bucket(h, ">1s")),
+        (Some(27.5), Some(0.0))
+    );
+    let dpr = hist(&r, "Wait Event Histogram", "direct path read");
+    assert_eq!(
+        (dpr.total_waits, bucket(dpr, "<16ms")),
+        (Some(325_000.0), Some(32.4))
+    );
+    assert_eq!(bucket(dpr, ">1s"), None, "a blank bucket is truly zero");
+    let ots = hist(&r, "Wait Event Histogram", "os thread startup");
+    assert_eq!(
+        (bucket(ots, "<1ms"), bucket(ots, "<8ms")),
+        (None, Some(2.5))
+    );
+    let smon = hist(&r, "Wait Event Histogram", "smon timer");
+    assert_eq!(
+        (smon.total_waits, bucket(smon, ">1s")),
+        (Some(12.0), Some(100.0))
+    );
+    assert_eq!(
+        hist(&r, "Wait Event Histogram", "enq: TX - row lock content").total_waits,
+        Some(1_128.0)
+    );
+    assert_eq!(r.histograms.len(), 19);
+
+    // Instance Activity Stats: what the derivation needs, 10.2 names cut to 32.
+    assert_eq!(r.instance_activity.len(), 33);
+    assert_eq!(
+        stat(&r, "physical read total IO requests"),
+        (Some(6_682_200.0), Some(1_850.0), Some(15.8))
+    );
+    assert_eq!(
+        stat(&r, "physical read total multi block"),
+        (Some(866_880.0), Some(240.0), Some(2.1))
+    );
+    assert_eq!(
+        stat(&r, "physical read total bytes"),
+        (Some(154_161_315_840.0), Some(42_680_320.0), Some(364_789.1))
+    );
+    assert_eq!(
+        stat(&r, "physical write total multi block"),
+        (Some(126_420.0), Some(35.0), Some(0.3))
+    );
+    assert_eq!(stat(&r, "redo size").1, Some(368_640.0));
+    assert_eq!(stat(&r, "redo writes").0, Some(216_720.0));
+    assert_eq!(stat(&r, "user commits").0, Some(420_798.0));
+    assert_eq!(stat(&r, "sorts (disk)"), (Some(0.0), Some(0.0), Some(0.0)));
+    // The Thread Activity table that follows is not read as statistics.
+    assert!(r.statistic("log switches (derived)").is_none());
+
+    assert_eq!(
+        r.parameters,
+        [
+            ("db_block_size", "8192"),
+            ("db_file_multiblock_read_count", "16"),
+            ("filesystemio_options", "SETALL"),
+            ("log_buffer", "14238720"),
+            ("pga_aggregate_target", "2147483648"),
+            ("sga_target", "8589934592"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+    );
+    assert!(r.io_profile.is_empty() && r.iostat_by_function.is_empty());
+}
+
+#[test]
+fn a_10g_wait_events_table_without_a_background_one_is_kept_and_said() {
+    // Without the background table the all-sessions figures cannot be split.
+    let lines: Vec<&str> = R10204.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("\u{c}Background Wait Events"))
+        .unwrap();
+    let len = lines[at..]
+        .iter()
+        .position(|l| l.starts_with("     "))
+        .unwrap();
+    let text = [&lines[..at], &lines[at + len + 1..]].concat().join("\n");
+    let r = parse_awr_text(&text, "no_bg.txt");
+    assert!(r.background_events.is_empty());
+    let seq = r
+        .foreground_events
+        .iter()
+        .find(|e| e.event == "db file sequential read")
+        .unwrap();
+    assert_eq!(seq.waits, Some(5_651_480.0), "all sessions, as printed");
+    assert!(r
+        .foreground_events
+        .iter()
+        .any(|e| e.event == "log file parallel write"));
+    assert!(warned(&r, "Wait Events", "background"), "{:#?}", r.warnings);
+    assert_eq!(r.warnings.len(), 1, "{:#?}", r.warnings);
 }
 
 #[test]
@@ -560,8 +786,16 @@ fn the_bank_fragment_alone_gives_its_statistics() {
     assert!(!warned(&r, "Instance Activity Stats", "not found"));
 }
 
-fn corpus() -> [&'static str; 6] {
-    [R11201, R11204, R11204_PASTED, R122, R19_PDB, R19_RAC]
+fn corpus() -> [&'static str; 7] {
+    [
+        R10204,
+        R11201,
+        R11204,
+        R11204_PASTED,
+        R122,
+        R19_PDB,
+        R19_RAC,
+    ]
 }
 
 fn check_lines(r: &AwrReport, text: &str) {
@@ -605,7 +839,7 @@ proptest! {
 
     #[test]
     fn cut_or_mutated_reports_never_panic(
-        which in 0usize..6,
+        which in 0usize..7,
         cut in 0.0f64..1.0,
         edits in proptest::collection::vec((0.0f64..1.0, any::<char>()), 0..20),
     ) {
@@ -650,5 +884,61 @@ log file sync                        21,312         204     10    8.3     Commit
     assert_eq!(
         top(&r, "log file sync").wait_class.as_deref(),
         Some("Commit")
+    );
+}
+
+#[test]
+fn a_10g_report_with_its_spacing_lost_reads_the_same_but_for_blank_buckets() {
+    // Every run of spaces collapsed, form feeds included: the 10.2 header
+    // (host on the database line) is split by its known column names, the
+    // tables from the right.
+    let text = R10204
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let clean = parse_awr_text(R10204, "awr_10204.txt");
+    let r = parse_awr_text(&text, "pasted.txt");
+    assert_eq!(r.header, clean.header);
+    assert_eq!(r.header.host.as_deref(), Some("hrdb02"));
+    assert_eq!(r.load_profile, clean.load_profile);
+    assert_eq!(r.top_events, clean.top_events);
+    assert_eq!(r.foreground_events, clean.foreground_events);
+    assert_eq!(r.background_events, clean.background_events);
+    assert_eq!(r.instance_activity, clean.instance_activity);
+    assert_eq!(r.parameters, clean.parameters);
+    // Only the rows with no blank bucket keep their buckets.
+    let full: Vec<&str> = r
+        .histograms
+        .iter()
+        .filter(|h| !h.buckets.is_empty())
+        .map(|h| h.event.as_str())
+        .collect();
+    assert_eq!(
+        full,
+        [
+            "db file sequential read",
+            "enq: TX - row lock content",
+            "SQL*Net message from clien",
+            "rdbms ipc message"
+        ]
+    );
+    assert_eq!(
+        r.histograms
+            .iter()
+            .map(|h| h.total_waits)
+            .collect::<Vec<_>>(),
+        clean
+            .histograms
+            .iter()
+            .map(|h| h.total_waits)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(r.warnings.len(), 15, "{:#?}", r.warnings);
+    assert!(
+        r.warnings
+            .iter()
+            .all(|w| w.section == "Wait Event Histogram"
+                && w.message.contains("cannot be told apart"))
     );
 }

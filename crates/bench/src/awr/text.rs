@@ -68,6 +68,7 @@ const MAIN_TITLES: &[&str] = &[
     "Time Model Statistics",
     "Foreground Wait Class",
     "Foreground Wait Events",
+    "Wait Events",
     "Background Wait Events",
     "Key Instance Activity Stats",
     "Instance Activity Stats",
@@ -488,6 +489,8 @@ fn header_table(lines: &[Line], i: usize) -> Option<Vec<(String, String)>> {
         "Sockets",
         "Memory(GB)",
         "Memory (GB)",
+        // 10.2: the host is a column of the database line.
+        "Host",
     ];
     let header = &lines[i].text;
     let mut j = i + 1;
@@ -596,7 +599,7 @@ fn read_header(lines: &[Line], sections: &[Section], has_title: bool, report: &m
                 "rac" => h.rac = yes_no(&value),
                 "cdb" => h.cdb = yes_no(&value),
                 "container name" => h.container = Some(value),
-                "host name" => h.host = Some(value),
+                "host name" | "host" => h.host = Some(value),
                 "platform" => h.platform = Some(value),
                 "cpus" => h.cpus = parse_number(&value).and_then(to_u32),
                 "cores" => h.cores = parse_number(&value).and_then(to_u32),
@@ -1095,10 +1098,16 @@ fn read_top_events(lines: &[Line], sections: &[Section], report: &mut AwrReport)
 }
 
 fn read_event_tables(lines: &[Line], sections: &[Section], report: &mut AwrReport) {
-    for (title, background) in [
-        ("Foreground Wait Events", false),
-        ("Background Wait Events", true),
-    ] {
+    // 10g has no foreground table: its `Wait Events` holds every session's
+    // waits, foreground and background together.
+    let all_sessions = sections_titled(sections, &["Foreground Wait Events"]).is_empty()
+        && !sections_titled(sections, &["Wait Events"]).is_empty();
+    let foreground = if all_sessions {
+        "Wait Events"
+    } else {
+        "Foreground Wait Events"
+    };
+    for (title, background) in [(foreground, false), ("Background Wait Events", true)] {
         for s in sections_titled(sections, &[title]) {
             let rows = table_rows(
                 lines,
@@ -1123,6 +1132,60 @@ fn read_event_tables(lines: &[Line], sections: &[Section], report: &mut AwrRepor
             target.extend(rows.iter().map(|(_, r)| event_line(r)));
         }
     }
+    if all_sessions {
+        foreground_from_all_sessions(lines, sections, report);
+    }
+}
+
+/// 10g's `Wait Events` less its `Background Wait Events`: what sessions
+/// waited on, which is what DB time is made of and what the replay compares
+/// (all sessions = foreground + background, over the same snapshots). An
+/// event left with no waits was a background one and is dropped; the average
+/// is recomputed from what is left, the printed one being the mix's. Without
+/// a background table the figures stay as printed, and that is said.
+fn foreground_from_all_sessions(lines: &[Line], sections: &[Section], report: &mut AwrReport) {
+    if report.background_events.is_empty() {
+        let at = sections_titled(sections, &["Wait Events"])
+            .first()
+            .map_or(0, |s| lines[s.at].no);
+        report.warnings.push(warn(
+            "Wait Events",
+            at,
+            "this 10g `Wait Events` table holds foreground and background waits together and \
+             no readable `Background Wait Events` table to take out of it: read as the \
+             foreground events",
+        ));
+        return;
+    }
+    let background = &report.background_events;
+    let minus = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some((a - b).max(0.0)),
+        (a, None) => a,
+        (None, Some(_)) => None,
+    };
+    let mut foreground = Vec::with_capacity(report.foreground_events.len());
+    for e in &report.foreground_events {
+        let Some(bg) = background.iter().find(|b| b.event == e.event) else {
+            foreground.push(e.clone());
+            continue;
+        };
+        let waits = minus(e.waits, bg.waits);
+        if waits.is_some_and(|w| w <= 0.0) {
+            continue;
+        }
+        let total_wait_s = minus(e.total_wait_s, bg.total_wait_s);
+        let avg_wait_us = match (waits, total_wait_s) {
+            (Some(w), Some(t)) if w > 0.0 => Some(t * 1e6 / w),
+            _ => None,
+        };
+        foreground.push(EventLine {
+            waits,
+            total_wait_s,
+            avg_wait_us,
+            ..e.clone()
+        });
+    }
+    report.foreground_events = foreground;
 }
 
 fn read_wait_classes(lines: &[Line], sections: &[Section], report: &mut AwrReport) {
