@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{AwrReport, HistogramLine};
+use super::model::AwrReport;
 use crate::histogram::LatencyHistogram;
 use crate::result::HistogramData;
 
@@ -180,12 +180,22 @@ fn binary_units(report: &AwrReport) -> bool {
     })
 }
 
-/// Cumulative % of an event's waits below each bound its rows give, with the
-/// label of the bucket that ends there, and the tables used.
-fn event_cdf(rows: &[&HistogramLine], binary: bool) -> (BTreeMap<u64, (f64, String)>, Vec<String>) {
-    let mut cdf: BTreeMap<u64, (f64, String)> = BTreeMap::new();
+/// One event's curve: the cumulative % of its waits below each bound its
+/// rows give, with the label of the bucket that ends there and how many
+/// rounded cells were summed to get it.
+struct Curve {
+    event: String,
+    points: BTreeMap<u64, (f64, String, usize)>,
+    tables: Vec<String>,
+    /// The event's waits, for weighting (finite and above zero, or none).
+    waits: Option<f64>,
+}
+
+fn event_curve(report: &AwrReport, event: &str, binary: bool) -> Option<Curve> {
+    let mut points: BTreeMap<u64, (f64, String, usize)> = BTreeMap::new();
     let mut tables = Vec::new();
-    for row in rows {
+    let mut main_waits = None;
+    for row in report.histograms.iter().filter(|h| h.event == event) {
         let labels: Vec<&str> = row.buckets.iter().map(|(l, _)| l.as_str()).collect();
         let Some(bounds) = row_bounds(&labels, binary) else {
             continue;
@@ -198,24 +208,62 @@ fn event_cdf(rows: &[&HistogramLine], binary: bool) -> (BTreeMap<u64, (f64, Stri
             continue;
         }
         let mut cum = 0.0;
-        for ((label, upper), v) in bounds.into_iter().zip(values) {
+        for (cells, ((label, upper), v)) in bounds.into_iter().zip(values).enumerate() {
             cum += v;
-            if let Some(ns) = upper {
-                cdf.entry(ns).or_insert((cum * 100.0 / sum, label));
+            let Some(ns) = upper else {
+                continue;
+            };
+            // Where two tables give the same bound, the one that summed fewer
+            // rounded cells is nearer the truth (12.2's `<512` of the 32 ms
+            // table is one cell; the µs table's sum to 512 µs is seven).
+            let point = (cum * 100.0 / sum, label, cells + 1);
+            match points.get(&ns) {
+                Some(have) if have.2 <= point.2 => {}
+                _ => {
+                    points.insert(ns, point);
+                }
             }
         }
         if !tables.contains(&row.table) {
             tables.push(row.table.clone());
         }
+        if row.table == "Wait Event Histogram" {
+            main_waits = main_waits.or(row.total_waits);
+        }
+    }
+    if points.is_empty() {
+        return None;
     }
     // Rounded cells of different tables may disagree by a tenth: keep the
     // curve rising.
     let mut high: f64 = 0.0;
-    for (pct, _) in cdf.values_mut() {
+    for (pct, ..) in points.values_mut() {
         high = high.max(pct.clamp(0.0, 100.0));
         *pct = high;
     }
-    (cdf, tables)
+    let waits = report
+        .event(event)
+        .and_then(|e| e.waits)
+        .or(main_waits)
+        .filter(|w| w.is_finite() && *w > 0.0);
+    Some(Curve {
+        event: event.to_string(),
+        points,
+        tables,
+        waits,
+    })
+}
+
+/// The bounds every curve has, with the first curve's labels.
+fn common_bounds(curves: &[Curve]) -> Vec<(u64, String)> {
+    curves.first().map_or_else(Vec::new, |first| {
+        first
+            .points
+            .iter()
+            .filter(|(ns, _)| curves.iter().all(|c| c.points.contains_key(ns)))
+            .map(|(ns, (_, label, _))| (*ns, label.clone()))
+            .collect()
+    })
 }
 
 /// The distribution of a class whose report events are `events`, against the
@@ -227,53 +275,59 @@ pub fn class_distribution(
     run: Option<&HistogramData>,
 ) -> Option<LatencyDistribution> {
     let binary = binary_units(report);
-    let mut curves = Vec::new();
-    let mut tables: Vec<String> = Vec::new();
-    for name in events {
-        let rows: Vec<&HistogramLine> = report
-            .histograms
-            .iter()
-            .filter(|h| h.event == *name)
-            .collect();
-        let (cdf, t) = event_cdf(&rows, binary);
-        if cdf.is_empty() {
-            continue;
-        }
-        // Several events are weighted by their waits; without a count, only
-        // a lone event can be used.
-        let waits = report.event(name).and_then(|e| e.waits).or_else(|| {
-            rows.iter()
-                .find_map(|r| r.total_waits.filter(|_| r.table == "Wait Event Histogram"))
-        });
-        curves.push(((*name).to_string(), cdf, waits));
-        for t in t {
-            if !tables.contains(&t) {
-                tables.push(t);
-            }
-        }
-    }
-    if curves.len() > 1 {
-        curves.retain(|(_, _, w)| w.is_some_and(|w| w > 0.0));
-    }
-    let first = curves.first()?;
-    // Bounds every event has.
-    let bounds: Vec<(u64, String)> = first
-        .1
+    let mut curves: Vec<Curve> = events
         .iter()
-        .filter(|(ns, _)| curves.iter().all(|c| c.1.contains_key(ns)))
-        .map(|(ns, (_, label))| (*ns, label.clone()))
+        .filter_map(|e| event_curve(report, e, binary))
         .collect();
+    // Several events are weighted by their waits, at the bounds they share.
+    // Without counts, or without two shared bounds, the busiest event (else
+    // the first) stands for the class.
+    if curves.len() > 1 {
+        let weighted = curves.iter().filter(|c| c.waits.is_some()).count();
+        if weighted > 1 {
+            curves.retain(|c| c.waits.is_some());
+        }
+        if weighted <= 1 || common_bounds(&curves).len() < 2 {
+            let busiest = curves
+                .iter()
+                .enumerate()
+                .max_by(|a, b| {
+                    let w = |c: &Curve| c.waits.unwrap_or(0.0);
+                    w(a.1).total_cmp(&w(b.1)).then(b.0.cmp(&a.0))
+                })
+                .map_or(0, |(i, _)| i);
+            let keep = curves.swap_remove(busiest);
+            curves = vec![keep];
+        }
+    }
+    let bounds = common_bounds(&curves);
     if bounds.is_empty() {
         return None;
     }
-    let total_w: f64 = curves.iter().map(|c| c.2.unwrap_or(1.0)).sum();
+    let weight = |c: &Curve| {
+        if curves.len() == 1 {
+            1.0
+        } else {
+            c.waits.unwrap_or(0.0)
+        }
+    };
+    let total_w: f64 = curves.iter().map(weight).sum();
+    if !(total_w.is_finite() && total_w > 0.0) {
+        return None;
+    }
     let awr_below = |ns: u64| -> f64 {
         curves
             .iter()
-            .map(|c| c.2.unwrap_or(1.0) * c.1.get(&ns).map_or(0.0, |v| v.0))
+            .map(|c| weight(c) * c.points.get(&ns).map_or(0.0, |v| v.0))
             .sum::<f64>()
             / total_w
     };
+    let mut tables: Vec<String> = Vec::new();
+    for t in curves.iter().flat_map(|c| &c.tables) {
+        if !tables.contains(t) {
+            tables.push(t.clone());
+        }
+    }
     let run_hist = run
         .map(LatencyHistogram::from_data)
         .filter(|h| h.count() > 0);
@@ -301,7 +355,7 @@ pub fn class_distribution(
         run_pct: run_prev.map(|p| (100.0 - p).max(0.0)),
     });
     // Leading and trailing buckets empty on both sides say nothing.
-    let empty = |b: &DistributionBucket| b.awr_pct < 0.05 && b.run_pct.is_none_or(|r| r < 0.05);
+    let empty = |b: &DistributionBucket| b.awr_pct < 1e-9 && b.run_pct.is_none_or(|r| r < 1e-9);
     while buckets.len() > 1 && buckets.first().is_some_and(empty) {
         buckets.remove(0);
     }
@@ -309,7 +363,7 @@ pub fn class_distribution(
         buckets.pop();
     }
     Some(LatencyDistribution {
-        events: curves.into_iter().map(|c| c.0).collect(),
+        events: curves.into_iter().map(|c| c.event).collect(),
         tables,
         buckets,
     })
@@ -327,7 +381,7 @@ fn open_label(bounds: &[(u64, String)]) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::awr::model::Format;
+    use crate::awr::model::{Format, HistogramLine};
 
     fn row(table: &str, event: &str, cells: &[(&str, Option<f64>)]) -> HistogramLine {
         HistogramLine {
