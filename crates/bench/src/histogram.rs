@@ -18,8 +18,9 @@ pub const LOWEST_NS: u64 = 1;
 pub const HIGHEST_NS: u64 = 3_600_000_000_000;
 pub const SIGNIFICANT_DIGITS: u8 = 3;
 
-/// AWR's wait-event histogram buckets, in ms (upper bounds, exclusive but the
-/// last, which is `<=1s`), then `>1s`.
+/// AWR's wait-event histogram buckets, in ms (upper bounds, exclusive), then
+/// `>1s`. The report's own note: "column heading of <=1s is truly <1024ms,
+/// >1s is truly >=1024ms".
 const AWR_MS: [(&str, u64); 7] = [
     ("<1ms", 1_000_000),
     ("<2ms", 2_000_000),
@@ -27,7 +28,7 @@ const AWR_MS: [(&str, u64); 7] = [
     ("<8ms", 8_000_000),
     ("<16ms", 16_000_000),
     ("<32ms", 32_000_000),
-    ("<=1s", 1_000_000_001),
+    ("<=1s", 1_024_000_000),
 ];
 /// AWR's microsecond flavour: `<8us` … `<512us`, then `>=512us`.
 const AWR_US: [(&str, u64); 7] = [
@@ -298,6 +299,8 @@ mod tests {
             1_500_000,
             3_000_000,
             1_000_000_000,
+            // AWR's `<=1s` is truly <1024 ms.
+            1_010_000_000,
             2_000_000_000,
         ] {
             h.record(ns);
@@ -315,14 +318,14 @@ mod tests {
             ("<8ms", 0),
             ("<16ms", 0),
             ("<32ms", 0),
-            ("<=1s", 1),
+            ("<=1s", 2),
             (">1s", 1),
         ]
         .iter()
         .map(|(l, c)| (l.to_string(), *c))
         .collect();
         assert_eq!(counts, want);
-        assert!((s.awr_ms_buckets[0].pct - 20.0).abs() < 1e-9);
+        assert!((s.awr_ms_buckets[0].pct - 100.0 / 6.0).abs() < 1e-9);
     }
 
     #[test]
