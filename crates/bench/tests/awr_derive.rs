@@ -618,18 +618,20 @@ fn the_posts_split_matches_bandwidth_but_not_iops_and_the_derived_one_matches_bo
 
 #[test]
 fn a_redo_size_from_the_io_profile_or_the_options_replaces_the_assumption() {
+    // The IO Profile's write column: the read column is the archiver reading
+    // the logs back (0.2 MB/s in 0.2 requests/s here), not LGWR's writes.
     let mut r = bank();
     r.io_profile.push(IoProfileLine {
         label: "Redo Requests:".into(),
-        read_write_per_s: Some(47.4),
-        read_per_s: None,
+        read_write_per_s: Some(47.6),
+        read_per_s: Some(0.2),
         write_per_s: Some(47.4),
     });
     r.io_profile.push(IoProfileLine {
         label: "Redo (MB):".into(),
-        read_write_per_s: Some(47.4 * 64.0 / 1024.0),
-        read_per_s: None,
-        write_per_s: None,
+        read_write_per_s: Some(47.4 * 64.0 / 1024.0 + 0.2),
+        read_per_s: Some(0.2),
+        write_per_s: Some(47.4 * 64.0 / 1024.0),
     });
     let d = derive(&r, &DeriveOptions::default()).unwrap();
     assert_eq!(class(&d, ClassKind::RedoWrite).size_bytes, 65_536);
@@ -637,6 +639,20 @@ fn a_redo_size_from_the_io_profile_or_the_options_replaces_the_assumption() {
     // Redo bytes carved out: the multiblock writes get smaller, the total stays.
     assert!(class(&d, ClassKind::MultiblockWrite).measured_size_bytes < 795_000.0);
     assert!(close(d.write_bytes_per_s() / MIB, 650.3, 0.001));
+
+    // The Load Profile's redo per second over the redo writes comes first.
+    let mut r = bank();
+    r.load_profile
+        .push(line("Redo size (bytes):", 47.4 * 16.0 * 1024.0));
+    let d = derive(&r, &DeriveOptions::default()).unwrap();
+    let redo = class(&d, ClassKind::RedoWrite);
+    assert!(
+        (redo.size_bytes as f64 - 16.0 * 1024.0).abs() <= 512.0,
+        "{}",
+        redo.size_bytes
+    );
+    assert!(has_line(&redo.arithmetic, &["Load Profile Redo size"]));
+    assert!(!has_line(&d.notes, &["no redo size"]));
 
     let o = DeriveOptions {
         redo_write_bytes: Some(32 * 1024),

@@ -14,7 +14,7 @@ use cairn_bench::quick::parse_size;
 use cairn_io::host::Host;
 use clap::Subcommand;
 
-use crate::bench_cmd::{clock_seed, install_interrupt_handler, timestamp, INTERRUPTED};
+use crate::bench_cmd::{check_run, clock_seed, install_interrupt_handler, timestamp, INTERRUPTED};
 use crate::EngineArg;
 
 #[derive(Subcommand)]
@@ -236,7 +236,9 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
                     out.display()
                 );
             }
-            Ok(())
+            // I/Os that failed or a run cut short: the verdict says so, and
+            // so does the exit status.
+            check_run(&result)
         }
     }
 }

@@ -256,7 +256,7 @@ fn execute(plan: &Plan, engine: EngineArg, common: &Common) -> Result<()> {
             out.display()
         );
     }
-    verdict(&result)
+    check_run(&result)
 }
 
 /// Open the targets, run, and write the reports into `out`.
@@ -322,8 +322,9 @@ fn measure(
 }
 
 /// Fail (after the reports are written) when the data did not read back, or
-/// I/O failed: a benchmark over bad storage must not exit 0.
-fn verdict(result: &BenchResult) -> Result<()> {
+/// I/O failed, or the run ended early: a benchmark over bad storage, or cut
+/// short, must not exit 0. `awr replay` shares it.
+pub(crate) fn check_run(result: &BenchResult) -> Result<()> {
     let bad: usize = result.runs.iter().map(|r| r.validation.errors.len()).sum();
     let io: u64 = result.runs.iter().map(|r| r.errors.count).sum();
     if bad > 0 {

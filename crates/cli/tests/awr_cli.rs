@@ -238,3 +238,55 @@ fn compare_two_awr_reports_gives_the_posts_rows() {
         );
     }
 }
+
+#[test]
+fn an_interrupted_replay_says_so_in_its_verdict_and_exits_1() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let dir = scratch();
+    let out = dir.path().join("replay");
+    let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([
+            "awr",
+            "replay",
+            s(&corpus("text/awr_122.txt")),
+            "--target",
+            s(&dir.path().join("t.dat")),
+            "--size",
+            "64m",
+            "--scale",
+            "0.01",
+            "--duration",
+            "60s",
+            "--out",
+            s(&out),
+        ])
+        .env("CAIRN_DISCOVER", s(dir.path()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The target file appears when the run is about to start.
+    let started = Instant::now();
+    while !dir.path().join("t.dat").exists() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let run = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let verdict = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
+    assert!(
+        verdict.contains("THE RUN DID NOT COMPLETE") && verdict.contains("interrupted"),
+        "{verdict}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("verdict.json")).unwrap()).unwrap();
+    assert!(!json["problems"].as_array().unwrap().is_empty());
+}

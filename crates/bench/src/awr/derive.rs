@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{AwrReport, Statistic};
 use super::number::{parse_number, parse_size_bytes};
+use super::profile::Figure;
 use crate::report::units::grouped;
 
 /// Oracle's default `db_block_size`, used when neither the options nor the
@@ -160,12 +161,25 @@ impl ClassKind {
         }
     }
 
-    /// The wait events whose average latency is this class's in the report,
-    /// for putting the measured latency next to the AWR's.
+    /// The wait events the report times this class's I/O with: the ones its
+    /// latency is judged against ([`Self::judged_events`]), then any that
+    /// time batches of it.
     pub fn wait_events(self) -> &'static [&'static str] {
         match self {
-            // db file parallel read is a batch of single-block reads.
+            // db file parallel read is one wait for a batch of single-block
+            // reads issued together.
             ClassKind::RandomRead => &["db file sequential read", "db file parallel read"],
+            _ => self.judged_events(),
+        }
+    }
+
+    /// The wait events whose average (and histogram) is this class's latency
+    /// in the report, for putting the measured latency next to the AWR's.
+    /// The writers' events time batches too — there is no per-write event —
+    /// which the verdict says.
+    pub fn judged_events(self) -> &'static [&'static str] {
+        match self {
+            ClassKind::RandomRead => &["db file sequential read"],
             ClassKind::SequentialRead => &["db file scattered read", "direct path read"],
             ClassKind::RandomWrite | ClassKind::MultiblockWrite => &["db file parallel write"],
             ClassKind::RedoWrite => &["log file parallel write"],
@@ -932,13 +946,37 @@ fn redo_size(
             );
         }
     }
-    // 11.2.0.4+: the IO Profile's `Redo (MB)` and `Redo Requests` rows.
+    // The Load Profile's redo per second, when the statistic is cut out.
+    let profile_redo = lk
+        .report
+        .load_profile
+        .iter()
+        .find(|l| {
+            Figure::from_label(l.label.trim().trim_end_matches(':')) == Some(Figure::RedoSize)
+        })
+        .and_then(|l| usable(l.per_second));
+    if let Some(redo_per_s) = profile_redo.filter(|_| rw.per_s > 0.0) {
+        let s = redo_per_s / rw.per_s;
+        return (
+            s,
+            vec![format!(
+                "size = Load Profile Redo size {} B/s ÷ {} {} = {}",
+                grouped(redo_per_s, 1),
+                rw.name,
+                rate_text(rw.per_s),
+                size_text(s)
+            )],
+        );
+    }
+    // 11.2.0.4+: the IO Profile's `Redo (MB)` and `Redo Requests` rows, in
+    // their write column (the read column is the archiver and recovery
+    // reading the logs back, in larger pieces).
     let io = |label: &str| {
         lk.report
             .io_profile
             .iter()
             .find(|l| norm(l.label.trim_end_matches(':')) == label)
-            .and_then(|l| usable(l.read_write_per_s))
+            .and_then(|l| usable(l.write_per_s))
     };
     if let (Some(mb), Some(req)) = (io("redo (mb)"), io("redo requests")) {
         if req > 0.0 {
@@ -946,7 +984,7 @@ fn redo_size(
             return (
                 s,
                 vec![format!(
-                    "size = IO Profile Redo (MB) {} MB/s × 1,048,576 ÷ Redo Requests {} = {}",
+                    "size = IO Profile Redo (MB) written {} MB/s × 1,048,576 ÷ Redo Requests written {} = {}",
                     grouped(mb, 1),
                     rate_text(req),
                     size_text(s)

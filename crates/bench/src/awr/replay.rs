@@ -90,6 +90,10 @@ pub struct Verdict {
     pub db_time: DbTimeVerdict,
     /// The parameter file that was run.
     pub parameter_file: String,
+    /// Why the run's figures are not the whole story (I/Os that failed, a run
+    /// that ended early or was interrupted); empty for a clean run.
+    #[serde(default)]
+    pub problems: Vec<String>,
 }
 
 pub const VERDICT_SCHEMA: &str = "cairn-awr-verdict";
@@ -135,7 +139,7 @@ pub fn replay(
         },
     )
     .map_err(|e| ReplayError::Target(e.to_string()))?;
-    let result = engine::run_bench(
+    let result = match engine::run_bench(
         &plan,
         &targets,
         &BenchOptions {
@@ -146,8 +150,22 @@ pub fn replay(
             interrupted: opts.interrupted,
         },
         observer,
-    )
-    .map_err(|e| ReplayError::Bench(e.to_string()))?;
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            // Refused before any I/O: the files made for this replay go too.
+            let created: Vec<PathBuf> = targets
+                .iter()
+                .filter(|t| t.created)
+                .map(|t| t.sd.lun.clone())
+                .collect();
+            drop(targets);
+            for path in created {
+                std::fs::remove_file(path).ok();
+            }
+            return Err(ReplayError::Bench(e.to_string()));
+        }
+    };
     drop(targets);
     let verdict = judge(report, &d, &result, text);
     Ok((verdict, result))
@@ -224,7 +242,7 @@ pub fn judge(report: &AwrReport, d: &Derivation, result: &BenchResult, text: Str
         });
         let distribution = class_distribution(
             report,
-            c.kind.wait_events(),
+            c.kind.judged_events(),
             stats.filter(|s| s.ios > 0).map(|s| &s.histogram),
         );
         let (awr_event, awr_avg_us) = awr_latency(report, c.kind);
@@ -257,6 +275,22 @@ pub fn judge(report: &AwrReport, d: &Derivation, result: &BenchResult, text: Str
         });
     }
     let db_time = db_time_verdict(report, &classes);
+    let mut problems = Vec::new();
+    for r in &result.runs {
+        if r.errors.count > 0 {
+            problems.push(format!(
+                "{} I/Os failed (summary.txt names the first)",
+                r.errors.count
+            ));
+        }
+        if let Some(why) = r
+            .ended_early
+            .as_ref()
+            .filter(|why| !why.starts_with("every workload reached the end"))
+        {
+            problems.push(format!("the run ended early: {why}"));
+        }
+    }
     Verdict {
         schema: VERDICT_SCHEMA.into(),
         schema_version: 1,
@@ -265,6 +299,7 @@ pub fn judge(report: &AwrReport, d: &Derivation, result: &BenchResult, text: Str
         classes,
         db_time,
         parameter_file: text,
+        problems,
     }
 }
 
@@ -276,7 +311,7 @@ pub fn judge(report: &AwrReport, d: &Derivation, result: &BenchResult, text: Str
 fn awr_latency(report: &AwrReport, kind: ClassKind) -> (Option<String>, Option<f64>) {
     let (mut names, mut time_us, mut waits) = (Vec::new(), 0.0, 0.0);
     let mut printed = None;
-    for name in kind.wait_events() {
+    for name in kind.judged_events() {
         let Some(e) = report.foreground_event(name).or_else(|| report.event(name)) else {
             continue;
         };
@@ -302,8 +337,12 @@ fn awr_latency(report: &AwrReport, kind: ClassKind) -> (Option<String>, Option<f
 
 /// The post's closing question. Only the events sessions wait on (the reads,
 /// from the foreground or Top table) are in DB time; the writers' writes are
-/// not. Every such event counts in the I/O share; only those of classes the
-/// run measured are projected (the others keep the AWR's latency).
+/// not. Every such event counts in the I/O share, whether or not its class
+/// was derived or run (the share is the report's, whatever `--scale` left
+/// out). A judged event is projected at its class's measured average; a
+/// batch event (db file parallel read) at its own average times the class's
+/// measured-over-AWR ratio, a batch taking as much longer or shorter as its
+/// reads do; a class not measured keeps the AWR's latency.
 fn db_time_verdict(report: &AwrReport, classes: &[ClassVerdict]) -> DbTimeVerdict {
     let db_time_s = report.header.db_time_min.map(|m| m * 60.0);
     let mut v = DbTimeVerdict {
@@ -311,8 +350,11 @@ fn db_time_verdict(report: &AwrReport, classes: &[ClassVerdict]) -> DbTimeVerdic
         ..DbTimeVerdict::default()
     };
     let mut delta = 0.0;
-    for c in classes.iter().filter(|c| c.class.is_read()) {
-        for name in c.class.wait_events() {
+    for kind in ClassKind::ALL.into_iter().filter(|k| k.is_read()) {
+        let measured_class = classes
+            .iter()
+            .find(|c| c.class == kind && c.measured_rate_per_s > 0.0);
+        for name in kind.wait_events() {
             let Some(e) = report.foreground_event(name) else {
                 continue;
             };
@@ -322,14 +364,18 @@ fn db_time_verdict(report: &AwrReport, classes: &[ClassVerdict]) -> DbTimeVerdic
             if waits <= 0.0 || v.events.iter().any(|(n, ..)| n == name) {
                 continue;
             }
+            if !(waits.is_finite() && time_s.is_finite() && time_s >= 0.0) {
+                continue;
+            }
             let awr_avg = time_s * 1e6 / waits;
             v.io_wait_s += time_s;
-            let measured = if c.measured_rate_per_s > 0.0 {
-                delta += waits * (c.measured_avg_us - awr_avg) / 1e6;
-                c.measured_avg_us
-            } else {
-                awr_avg
+            let judged = kind.judged_events().contains(name);
+            let measured = match measured_class {
+                Some(c) if judged => c.measured_avg_us,
+                Some(c) => c.latency_ratio.map_or(awr_avg, |r| awr_avg * r),
+                None => awr_avg,
             };
+            delta += waits * (measured - awr_avg) / 1e6;
             v.events
                 .push(((*name).to_string(), waits, awr_avg, measured));
         }
@@ -347,6 +393,12 @@ fn db_time_verdict(report: &AwrReport, classes: &[ClassVerdict]) -> DbTimeVerdic
 pub fn verdict_text(v: &Verdict) -> String {
     let mut out = String::new();
     out.push_str(&format!("AWR replay of {}\n\n", v.source));
+    if !v.problems.is_empty() {
+        out.push_str(&format!(
+            "*** THE RUN DID NOT COMPLETE: {}. The figures are what was measured before that. ***\n\n",
+            v.problems.join("; ")
+        ));
+    }
     out.push_str(&format!(
         "{:<28} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}  {}\n",
         "class",
@@ -525,9 +577,17 @@ pub fn verdict_html(v: &Verdict) -> String {
                 ),
             ),
         ]),
+    ];
+    if !v.problems.is_empty() {
+        blocks.push(Block::Alert(format!(
+            "The run did not complete: {}. The figures are what was measured before that.",
+            v.problems.join("; ")
+        )));
+    }
+    blocks.extend([
         Block::Heading("Each class: the report's rate and latency, and the run's".into()),
         Block::Table(t),
-    ];
+    ]);
     if v.classes
         .iter()
         .any(|c| judged_by_batches(c) && c.latency_ratio.is_some())
@@ -723,5 +783,39 @@ mod tests {
         assert!((v.io_wait_pct_of_db_time.unwrap() - 25.0).abs() < 1e-9);
         // Only the measured class is projected: 1,000,000 × (500 − 1,000) µs = −500 s.
         assert!((v.projected_db_time_s.unwrap() - 5_500.0).abs() < 1e-6);
+        // A class the derivation left out (its scaled rate too low) still
+        // counts in the share: the share is the report's, not the scale's.
+        let v = db_time_verdict(&r, &classes[..1]);
+        assert!((v.io_wait_s - 1_500.0).abs() < 1e-9, "{v:?}");
+        assert!((v.projected_db_time_s.unwrap() - 5_500.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_parallel_read_is_a_batch_judged_apart_and_projected_by_the_ratio() {
+        let mut r = AwrReport::empty("t", Format::AwrText);
+        r.header.db_time_min = Some(100.0); // 6,000 s
+                                            // Single reads at 1 ms; batches at 4 ms.
+        r.foreground_events
+            .push(ev("db file sequential read", 1_000_000.0, 1_000.0, 1_000.0));
+        r.foreground_events
+            .push(ev("db file parallel read", 100_000.0, 400.0, 4_000.0));
+        // The class's latency is the single reads', not a mix with batches.
+        let (name, avg) = awr_latency(&r, ClassKind::RandomRead);
+        assert_eq!(name.as_deref(), Some("db file sequential read"));
+        assert!((avg.unwrap() - 1_000.0).abs() < 1e-9);
+        // Measured 250 µs: a quarter. Single reads: 1,000 s → 250 s; batches
+        // a quarter as long too: 400 s → 100 s.
+        let mut c = verdict(ClassKind::RandomRead, 250.0, 10.0);
+        c.awr_avg_us = avg;
+        c.latency_ratio = Some(0.25);
+        let v = db_time_verdict(&r, &[c]);
+        assert!((v.io_wait_s - 1_400.0).abs() < 1e-9, "{v:?}");
+        assert!((v.projected_db_time_s.unwrap() - (6_000.0 - 750.0 - 300.0)).abs() < 1e-6);
+        let batch = v
+            .events
+            .iter()
+            .find(|e| e.0 == "db file parallel read")
+            .unwrap();
+        assert!((batch.3 - 1_000.0).abs() < 1e-9, "{batch:?}");
     }
 }
