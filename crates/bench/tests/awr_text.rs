@@ -942,3 +942,18 @@ fn a_10g_report_with_its_spacing_lost_reads_the_same_but_for_blank_buckets() {
                 && w.message.contains("cannot be told apart"))
     );
 }
+
+/// Found by the `awr_text` fuzz target: a header whose spacing was lost and
+/// that names `Platform` twice gave the rest of the values to each, and
+/// sliced past the end.
+#[test]
+fn a_header_naming_platform_twice_with_its_spacing_lost_does_not_panic() {
+    let text = "\
+WORKLOAD REPOSITORY report for
+
+Host Name        Platform         Name Platform CPUs Cores Sockets Memory(GB)
+db1 Linux x86 64-bit 2 2 1 8
+";
+    let r = parse_awr_text(text, "twice.txt");
+    assert_eq!(r.header.cpus, None, "{:?}", r.header);
+}

@@ -543,8 +543,9 @@ fn header_table(lines: &[Line], i: usize) -> Option<Vec<(String, String)>> {
         .filter(|l| *l != "Platform")
         .map(|l| width(l))
         .sum();
-    let has_rest = labels.iter().any(|l| l == "Platform");
-    if values.len() < fixed || (!has_rest && values.len() != fixed) {
+    // The platform takes whatever is left: that works for one of them only.
+    let rests = labels.iter().filter(|l| *l == "Platform").count();
+    if rests > 1 || values.len() < fixed || (rests == 0 && values.len() != fixed) {
         return None;
     }
     let mut out = Vec::new();
