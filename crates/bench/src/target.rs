@@ -149,6 +149,20 @@ pub struct TargetOptions<'a> {
     pub fill_progress: &'a mut dyn FnMut(u64, u64) -> bool,
 }
 
+/// Close the targets and remove the files this run created: for a run
+/// refused before any I/O, which must leave nothing behind.
+pub fn close_and_remove_created(targets: Vec<Target>) {
+    let created: Vec<PathBuf> = targets
+        .iter()
+        .filter(|t| t.created)
+        .map(|t| t.sd.lun.clone())
+        .collect();
+    drop(targets);
+    for path in created {
+        std::fs::remove_file(path).ok();
+    }
+}
+
 /// Open every sd of the plan.
 pub fn open_targets(
     plan: &Plan,

@@ -303,15 +303,7 @@ fn measure(
         Ok(result) => result,
         Err(e) => {
             // Refused before any I/O: the files made for this bench go too.
-            let created: Vec<PathBuf> = targets
-                .iter()
-                .filter(|t| t.created)
-                .map(|t| t.sd.lun.clone())
-                .collect();
-            drop(targets);
-            for path in created {
-                std::fs::remove_file(path).ok();
-            }
+            target::close_and_remove_created(targets);
             return Err(anyhow!("{e}"));
         }
     };

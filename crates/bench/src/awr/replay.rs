@@ -154,15 +154,7 @@ pub fn replay(
         Ok(r) => r,
         Err(e) => {
             // Refused before any I/O: the files made for this replay go too.
-            let created: Vec<PathBuf> = targets
-                .iter()
-                .filter(|t| t.created)
-                .map(|t| t.sd.lun.clone())
-                .collect();
-            drop(targets);
-            for path in created {
-                std::fs::remove_file(path).ok();
-            }
+            target::close_and_remove_created(targets);
             return Err(ReplayError::Bench(e.to_string()));
         }
     };

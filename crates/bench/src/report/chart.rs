@@ -377,19 +377,7 @@ fn axes(
     x_label: &str,
     y_label: &str,
 ) {
-    for t in ys.ticks() {
-        let y = ys.map(t);
-        let _ = write!(
-            out,
-            "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{GRID}\" stroke-width=\"1\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"{AXIS}\">{}</text>",
-            frame.left,
-            frame.right,
-            frame.left - 6.0,
-            y + 4.0,
-            escape(&tick_label(y_format, t))
-        );
-    }
+    y_grid(out, frame, ys, y_format);
     for t in xs.ticks() {
         let x = xs.map(t);
         let _ = write!(
@@ -418,6 +406,23 @@ fn axes(
         t = frame.top,
         b = frame.bottom,
     );
+}
+
+/// Horizontal grid lines with the y axis's tick labels.
+fn y_grid(out: &mut String, frame: &Frame, ys: &Scale, format: TickFormat) {
+    for t in ys.ticks() {
+        let y = ys.map(t);
+        let _ = write!(
+            out,
+            "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{GRID}\" stroke-width=\"1\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"{AXIS}\">{}</text>",
+            frame.left,
+            frame.right,
+            frame.left - 6.0,
+            y + 4.0,
+            escape(&tick_label(format, t))
+        );
+    }
 }
 
 fn no_data(out: &mut String, frame: &Frame) {
@@ -759,19 +764,7 @@ impl BucketBarChart {
             px_lo: frame.bottom,
             px_hi: frame.top,
         };
-        for t in ys.ticks() {
-            let y = ys.map(t);
-            let _ = write!(
-                out,
-                "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{GRID}\" stroke-width=\"1\"/>\
-                 <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"{AXIS}\">{}</text>",
-                frame.left,
-                frame.right,
-                frame.left - 6.0,
-                y + 4.0,
-                escape(&tick_label(TickFormat::Percent, t))
-            );
-        }
+        y_grid(&mut out, &frame, &ys, TickFormat::Percent);
         let slot = (frame.right - frame.left) / self.buckets.len() as f64;
         let n = self.groups.len().max(1) as f64;
         let bar = ((slot - 4.0) / n).max(1.0);
