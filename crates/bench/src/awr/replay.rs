@@ -683,6 +683,8 @@ fn size(b: u64) -> String {
         format!("{}m", b >> 20)
     } else if b.is_multiple_of(1024) {
         format!("{}k", b >> 10)
+    } else if b > 1024 {
+        format!("{:.1}k", b as f64 / 1024.0)
     } else {
         b.to_string()
     }
@@ -780,6 +782,14 @@ mod tests {
         let v = db_time_verdict(&r, &classes[..1]);
         assert!((v.io_wait_s - 1_500.0).abs() < 1e-9, "{v:?}");
         assert!((v.projected_db_time_s.unwrap() - 5_500.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn sizes_read_as_a_dba_writes_them() {
+        assert_eq!(size(1 << 20), "1m");
+        assert_eq!(size(16 << 10), "16k");
+        assert_eq!(size(445_952), "435.5k");
+        assert_eq!(size(512), "512");
     }
 
     #[test]
