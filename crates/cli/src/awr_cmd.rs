@@ -1,7 +1,9 @@
 //! `cairn awr parse | workload | replay`: a DBA's own AWR or Statspack report
 //! read, turned into an I/O mix, and replayed on candidate storage.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -9,12 +11,15 @@ use cairn_bench::awr::derive::{self, DeriveOptions};
 use cairn_bench::awr::model::AwrReport;
 use cairn_bench::awr::read;
 use cairn_bench::awr::replay::{self, ReplayOptions};
-use cairn_bench::engine::{EngineMaker, Quiet};
+use cairn_bench::engine::EngineMaker;
 use cairn_bench::quick::parse_size;
 use cairn_io::host::Host;
 use clap::Subcommand;
 
-use crate::bench_cmd::{check_run, clock_seed, install_interrupt_handler, timestamp, INTERRUPTED};
+use crate::bench_cmd::{
+    check_run, clock_seed, fill_progress, install_interrupt_handler, timestamp, Display,
+    INTERRUPTED,
+};
 use crate::EngineArg;
 
 #[derive(Subcommand)]
@@ -194,6 +199,23 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
             let made_out = !out.exists();
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+            // A terminal sees the fill of a new target and the run's
+            // intervals; --json and a pipe see only the verdict.
+            let terminal = std::io::stdout().is_terminal() && !json;
+            let bar = fill_progress(terminal);
+            let progress = |done: u64, total: u64| {
+                bar.set_length(total);
+                bar.set_position(done);
+                if done >= total {
+                    // The run's lines follow on the same terminal.
+                    bar.finish_and_clear();
+                }
+                !INTERRUPTED.load(Ordering::SeqCst)
+            };
+            let mut display = Display {
+                terminal,
+                piped_summary: false,
+            };
             let opts = ReplayOptions {
                 host: &host,
                 targets,
@@ -207,8 +229,11 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
                     _ => EngineMaker::Uring,
                 },
                 interrupted: &INTERRUPTED,
+                fill_progress: &progress,
             };
-            let (verdict, result) = match replay::replay(&r, &opts, &mut Quiet) {
+            let outcome = replay::replay(&r, &opts, &mut display);
+            bar.finish_and_clear();
+            let (verdict, result) = match outcome {
                 Ok(v) => v,
                 Err(e) => {
                     if made_out {

@@ -352,7 +352,7 @@ pub(crate) fn check_run(result: &BenchResult) -> Result<()> {
     Ok(())
 }
 
-fn fill_progress(terminal: bool) -> indicatif::ProgressBar {
+pub(crate) fn fill_progress(terminal: bool) -> indicatif::ProgressBar {
     if !terminal || !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
@@ -374,10 +374,11 @@ pub(crate) fn timestamp() -> String {
         .to_string()
 }
 
-/// Live interval lines on a terminal; when piped, only each run's total line.
-struct Display {
-    terminal: bool,
-    piped_summary: bool,
+/// Live interval lines on a terminal; when piped, only each run's total line
+/// (unless `piped_summary` is off: `awr replay` prints its verdict instead).
+pub(crate) struct Display {
+    pub(crate) terminal: bool,
+    pub(crate) piped_summary: bool,
 }
 
 impl Observer for Display {

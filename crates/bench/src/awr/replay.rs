@@ -35,6 +35,9 @@ pub struct ReplayOptions<'a> {
     pub seed: u64,
     pub engine: EngineMaker,
     pub interrupted: &'a AtomicBool,
+    /// Filling a new target before the run (bytes done, of total); false
+    /// stops the fill, and the new file is removed.
+    pub fill_progress: &'a dyn Fn(u64, u64) -> bool,
 }
 
 /// The AWR's figure for a class, the measured one, and how they compare.
@@ -129,13 +132,13 @@ pub fn replay(
         &mut |p: &Path| std::fs::read_to_string(p),
     )
     .map_err(|e| ReplayError::Plan(e.to_string()))?;
-    let mut no_progress = |_: u64, _: u64| true;
+    let mut fill = |done: u64, total: u64| (opts.fill_progress)(done, total);
     let targets = target::open_targets(
         &plan,
         &mut TargetOptions {
             host: opts.host,
             force: opts.force,
-            fill_progress: &mut no_progress,
+            fill_progress: &mut fill,
         },
     )
     .map_err(|e| ReplayError::Target(e.to_string()))?;
