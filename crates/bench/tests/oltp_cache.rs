@@ -15,7 +15,7 @@ use cairn_bench::oltp::layout::{BlockId, Layout, Shape};
 use cairn_bench::oltp::stats::{Counts, Event, OpStats, Stat, StatsSlot};
 use cairn_bench::oltp::{Health, OltpError};
 use cairn_io::host::Host;
-use cairn_io::{DeviceFile, OpenMode};
+use cairn_io::{DeviceFile, EngineKind, OpenMode};
 
 const BLOCK: usize = 512;
 
@@ -640,6 +640,7 @@ fn the_writer_writes_every_dirty_buffer_at_its_place_after_its_redo() {
             layout,
             batch: 8,
             checkpoint_interval: Duration::ZERO,
+            engine: EngineKind::Auto,
         },
         Arc::clone(&slot),
         Arc::clone(&health),
@@ -703,6 +704,7 @@ fn the_writer_checkpoints_on_its_interval_and_frees_buffers_when_posted() {
             layout,
             batch: 4,
             checkpoint_interval: Duration::from_millis(100),
+            engine: EngineKind::Auto,
         },
         Arc::clone(&slot),
         Arc::clone(&health),
@@ -763,6 +765,7 @@ fn a_failed_write_fails_the_run_naming_target_and_offset() {
             layout,
             batch: 4,
             checkpoint_interval: Duration::ZERO,
+            engine: EngineKind::Auto,
         },
         Arc::new(StatsSlot::default()),
         Arc::clone(&health),

@@ -307,6 +307,7 @@ fn sample() -> OltpResult {
             run_time_s: 70.0,
             work_loop: 0,
             redo_block_bytes: 512,
+            engine: "io_uring".to_string(),
         },
         shape: Shape {
             block_size: 8192,

@@ -19,6 +19,7 @@ use cairn_bench::oltp::session::ReadPath;
 use cairn_bench::oltp::stats::{Event, Stat};
 use cairn_io::host::Host;
 use cairn_io::test_support::LoopDevice;
+use cairn_io::EngineKind;
 
 static NOT_INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -121,6 +122,7 @@ fn run_on(
         log_buffer_bytes: 1 << 20,
         seed: 11,
         interrupted: &NOT_INTERRUPTED,
+        engine: EngineKind::Auto,
     };
     run_oltp(targets, redo, &opts, &mut |_| {}).unwrap()
 }
@@ -267,6 +269,9 @@ fn work_loop_runs_exactly_that_many_operations_per_session() {
     let db = load(text, 1, 1);
     let out = run(&db, 4 << 20, ReadPath::Cache, Duration::ZERO);
     assert_eq!(out.operations, vec![50, 50, 50]);
+    // The default engine is io_uring where the kernel allows it.
+    let auto = cairn_io::new_file_engine(EngineKind::Auto, 1).unwrap();
+    assert_eq!(out.result.settings.engine, auto.name());
     assert_eq!(out.lifetime.get(Stat::ExecuteCount), 150);
     // Each select or update reads WORK_UNIT table rows (and the leaf that maps them).
     assert!(out.lifetime.get(Stat::RowsTouched) >= 150 * 8);
@@ -274,6 +279,41 @@ fn work_loop_runs_exactly_that_many_operations_per_session() {
         verify(&db).table_versions,
         out.lifetime.get(Stat::DbBlockChanges)
     );
+}
+
+/// `--engine sync`: the writers and the batched reads on pread/pwrite, and
+/// the books balance just the same.
+#[test]
+fn a_run_on_the_sync_engine_says_so_and_balances_its_books() {
+    let text = "UPDATE_PCT=30\nSCAN_PCT=0\nRUN_TIME=0\nWORK_LOOP=60\nSCALE=2000\nSCAN_TABLE_SZ=8\nWORK_UNIT=8\nTHREADS_PER_SCHEMA=2\n";
+    let db = load(text, 1, 1);
+    let host = Host::real();
+    let opts = RunOptions {
+        host: &host,
+        conf: &db.parsed,
+        conf_path: "test.conf".into(),
+        schemas: db.schemas,
+        threads_per_schema: None,
+        cache_bytes: 2 << 20,
+        block_size: BLOCK,
+        read_path: ReadPath::Cache,
+        batch_reads: 8,
+        warmup: Duration::ZERO,
+        interval: Duration::from_millis(500),
+        checkpoint_interval: Duration::from_millis(300),
+        log_buffer_bytes: 1 << 20,
+        seed: 5,
+        interrupted: &NOT_INTERRUPTED,
+        engine: EngineKind::Sync,
+    };
+    let out = run_oltp(&db.targets, &db.redo, &opts, &mut |_| {}).unwrap();
+    assert_eq!(out.result.settings.engine, "sync");
+    assert_eq!(out.operations, vec![60, 60]);
+    let l = &out.lifetime;
+    assert!(l.event(Event::LogFileParallelWrite).waits > 0);
+    assert!(l.event(Event::DbFileParallelWrite).waits > 0);
+    assert_eq!(l.get(Stat::UserCommits), l.event(Event::LogFileSync).waits);
+    assert_eq!(verify(&db).table_versions, l.get(Stat::DbBlockChanges));
 }
 
 #[test]
@@ -318,6 +358,7 @@ fn a_run_refuses_a_dataset_of_another_shape_and_changes_nothing() {
         log_buffer_bytes: 1 << 20,
         seed: 1,
         interrupted: &NOT_INTERRUPTED,
+        engine: EngineKind::Auto,
     };
     let err = run_oltp(&db.targets, &db.redo, &opts, &mut |_| {})
         .err()
@@ -361,6 +402,7 @@ fn a_cache_too_small_for_the_sessions_is_refused_before_any_io() {
         log_buffer_bytes: 1 << 20,
         seed: 1,
         interrupted: &NOT_INTERRUPTED,
+        engine: EngineKind::Auto,
     };
     let err = run_oltp(&db.targets, &db.redo, &opts, &mut |_| {})
         .err()
@@ -475,6 +517,7 @@ fn a_run_refused_after_opening_leaves_the_dataset_clean() {
         log_buffer_bytes: 4096,
         seed: 1,
         interrupted: &NOT_INTERRUPTED,
+        engine: EngineKind::Auto,
     };
     let err = run_oltp(&db.targets, &db.redo, &opts, &mut |_| {})
         .err()

@@ -151,7 +151,7 @@ pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> 
             let plan = vdbench::parse_file(&file, &vars).map_err(|e| anyhow!("{e}"))?;
             execute(&plan, engine, &common)
         }
-        BenchCommand::Oltp(command) => crate::oltp_cmd::run_oltp(command),
+        BenchCommand::Oltp(command) => crate::oltp_cmd::run_oltp(command, engine),
         BenchCommand::Quick {
             targets,
             rw,

@@ -213,12 +213,16 @@ fn engine(kind: EngineArg) -> Result<Box<dyn FileEngine>> {
 }
 
 pub(crate) fn engine_depth(kind: EngineArg, depth: usize) -> Result<Box<dyn FileEngine>> {
-    let kind = match kind {
+    new_file_engine(engine_kind(kind), depth)
+        .context("cannot start the io_uring engine; try --engine sync")
+}
+
+pub(crate) fn engine_kind(arg: EngineArg) -> EngineKind {
+    match arg {
         EngineArg::Auto => EngineKind::Auto,
         EngineArg::Uring => EngineKind::Uring,
         EngineArg::Sync => EngineKind::Sync,
-    };
-    new_file_engine(kind, depth).context("cannot start the io_uring engine; try --engine sync")
+    }
 }
 
 pub(crate) fn discovery(flag: Option<&str>) -> Result<DiscoveryString> {

@@ -19,6 +19,7 @@ use cairn_io::host::Host;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::bench_cmd::{clock, clock_seed, install_interrupt_handler, timestamp, INTERRUPTED};
+use crate::{engine_kind, EngineArg};
 
 #[derive(Subcommand)]
 pub(crate) enum OltpCommand {
@@ -120,7 +121,7 @@ fn size_arg(s: &str) -> Result<u64, String> {
     parse_size(s)
 }
 
-pub(crate) fn run_oltp(command: OltpCommand) -> Result<()> {
+pub(crate) fn run_oltp(command: OltpCommand, engine: EngineArg) -> Result<()> {
     let host = Host::real();
     match command {
         OltpCommand::Setup {
@@ -173,6 +174,7 @@ pub(crate) fn run_oltp(command: OltpCommand) -> Result<()> {
                 checkpoint_interval: checkpoint,
                 log_buffer_bytes: log_buffer,
                 seed: seed.unwrap_or_else(clock_seed),
+                engine: engine_kind(engine),
                 interrupted: &INTERRUPTED,
             };
             if terminal {

@@ -41,6 +41,8 @@ pub struct DbwrConfig {
     pub batch: usize,
     /// Time between checkpoints; zero: only the final one, at stop.
     pub checkpoint_interval: Duration,
+    /// io_uring, pread/pwrite, or io_uring where the kernel allows it.
+    pub engine: EngineKind,
 }
 
 /// The longest the writer sleeps with nothing to do: it re-checks the dirty
@@ -121,7 +123,7 @@ impl Dbwr {
             .name("cairn-dbwr".into())
             .spawn(move || {
                 let cpu_mark = thread_cpu_ns();
-                let engine = match new_file_engine(EngineKind::Auto, cfg.batch) {
+                let engine = match new_file_engine(cfg.engine, cfg.batch) {
                     Ok(e) => e,
                     Err(e) => {
                         let err = OltpError::os("database writer: setting up its I/O engine", e);

@@ -267,6 +267,8 @@ impl Shared {
 /// The log buffer and its log writer thread.
 pub struct RedoLog {
     shared: Arc<Shared>,
+    /// The log writer's engine as it runs ("io_uring", "sync").
+    engine_name: &'static str,
     writer: Mutex<Option<JoinHandle<()>>>,
     summary: Mutex<Option<RedoSummary>>,
 }
@@ -283,10 +285,21 @@ impl fmt::Debug for RedoLog {
 }
 
 impl RedoLog {
-    /// Start the log writer on `file`.
+    /// Start the log writer on `file`, on io_uring where the kernel allows it.
     pub fn start(
         file: DeviceFile,
         cfg: RedoConfig,
+        slot: Arc<StatsSlot>,
+        health: Arc<Health>,
+    ) -> Result<Arc<RedoLog>, OltpError> {
+        Self::start_on(file, cfg, EngineKind::Auto, slot, health)
+    }
+
+    /// [`RedoLog::start`] on the given kind of I/O engine.
+    pub fn start_on(
+        file: DeviceFile,
+        cfg: RedoConfig,
+        engine_kind: EngineKind,
         slot: Arc<StatsSlot>,
         health: Arc<Health>,
     ) -> Result<Arc<RedoLog>, OltpError> {
@@ -330,12 +343,13 @@ impl RedoLog {
             .min(u64::MAX / 2);
         // The engine is made on the writer thread, which owns it (an io_uring is
         // not shared between threads); its setup error comes back through `ready`.
-        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), OltpError>>(1);
+        let (ready_tx, ready_rx) =
+            std::sync::mpsc::sync_channel::<Result<&'static str, OltpError>>(1);
         let writer_shared = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("cairn-lgwr".into())
             .spawn(move || {
-                let mut engine = match new_file_engine(EngineKind::Auto, depth) {
+                let mut engine = match new_file_engine(engine_kind, depth) {
                     Ok(engine) => engine,
                     Err(e) => {
                         let _ = ready_tx.send(Err(OltpError::os(
@@ -346,7 +360,7 @@ impl RedoLog {
                     }
                 };
                 let device = engine.attach(file);
-                let _ = ready_tx.send(Ok(()));
+                let _ = ready_tx.send(Ok(engine.name()));
                 Writer {
                     shared: writer_shared,
                     engine,
@@ -364,8 +378,8 @@ impl RedoLog {
                 .run()
             })
             .map_err(|e| OltpError::os("cannot start the log writer thread", e))?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
+        let engine_name = match ready_rx.recv() {
+            Ok(Ok(name)) => name,
             Ok(Err(e)) => {
                 let _ = handle.join();
                 return Err(e);
@@ -377,12 +391,18 @@ impl RedoLog {
                         .into(),
                 ));
             }
-        }
+        };
         Ok(Arc::new(RedoLog {
             shared,
+            engine_name,
             writer: Mutex::new(Some(handle)),
             summary: Mutex::new(None),
         }))
+    }
+
+    /// The log writer's engine as it runs: the run reports it.
+    pub fn engine_name(&self) -> &'static str {
+        self.engine_name
     }
 
     /// Copy one record into the log buffer, waiting for room if needed.

@@ -85,6 +85,10 @@ pub struct Settings {
     pub run_time_s: f64,
     pub work_loop: u64,
     pub redo_block_bytes: u32,
+    /// The engine of the writers and of the sessions' batched reads, as it
+    /// ran ("io_uring", "sync"); single-block reads are always pread.
+    #[serde(default)]
+    pub engine: String,
 }
 
 /// Totals over the measured window.

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_io::host::Host;
-use cairn_io::DeviceFile;
+use cairn_io::{DeviceFile, EngineKind};
 
 use super::cache::{BufferCache, CacheConfig};
 use super::conf::ParsedConf;
@@ -51,6 +51,9 @@ pub struct RunOptions<'a> {
     pub log_buffer_bytes: u64,
     pub seed: u64,
     pub interrupted: &'a AtomicBool,
+    /// The engine of the writers and the sessions' batched reads (`--engine`):
+    /// io_uring, pread/pwrite, or io_uring where the kernel allows it.
+    pub engine: EngineKind,
 }
 
 /// The defaults a DBA would expect of a SLOB-like run.
@@ -177,7 +180,7 @@ pub fn run_oltp(
         direct_read_threshold_blocks: direct_threshold,
         multiblock_read_count: mbrc,
     };
-    let settings = Settings {
+    let mut settings = Settings {
         sessions,
         schemas,
         threads_per_schema: threads,
@@ -193,6 +196,8 @@ pub fn run_oltp(
         run_time_s: conf.run_time_s as f64,
         work_loop: conf.work_loop,
         redo_block_bytes: redo_block,
+        // What the log writer's engine turns out to be, below.
+        engine: String::new(),
     };
 
     let data_infos: Vec<TargetInfo> = data
@@ -224,7 +229,7 @@ pub fn run_oltp(
     }
     let health = Arc::new(Health::new());
     let hub = StatsHub::new();
-    let redo = RedoLog::start(
+    let redo = RedoLog::start_on(
         dup(&data.redo)?,
         RedoConfig {
             log_buffer_bytes: opts.log_buffer_bytes as usize,
@@ -234,9 +239,13 @@ pub fn run_oltp(
             max_write_bytes: max_write,
             dataset: data.id,
         },
+        opts.engine,
         hub.slot(),
         Arc::clone(&health),
     )?;
+    // The writers and the sessions' batches all use this kind of engine;
+    // the log writer's says what it gave on this kernel.
+    settings.engine = redo.engine_name().to_string();
     let cache = Arc::new(BufferCache::new(CacheConfig {
         buffers: cache_buffers as usize,
         block_size: block as usize,
@@ -256,6 +265,7 @@ pub fn run_oltp(
             layout,
             batch: 128,
             checkpoint_interval: opts.checkpoint_interval,
+            engine: opts.engine,
         },
         hub.slot(),
         Arc::clone(&health),
@@ -273,6 +283,7 @@ pub fn run_oltp(
         cache: Arc::clone(&cache),
         redo: Arc::clone(&redo),
         workload,
+        engine: opts.engine,
         health: Arc::clone(&health),
         stop: AtomicBool::new(false),
         corruptions: Mutex::new(Vec::new()),

@@ -22,8 +22,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_io::sync_engine::SyncEngine;
-use cairn_io::uring_engine::UringEngine;
-use cairn_io::{AlignedBuf, DeviceFile, DeviceId, FileEngine, IoEngine, IoError, Op, Request};
+use cairn_io::{
+    new_file_engine, AlignedBuf, DeviceFile, DeviceId, EngineKind, FileEngine, IoEngine, IoError,
+    Op, Request,
+};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 
@@ -127,6 +129,9 @@ pub struct Shared {
     pub cache: Arc<BufferCache>,
     pub redo: Arc<RedoLog>,
     pub workload: Workload,
+    /// The kind of engine of each session's batched reads (single-block
+    /// reads are always pread, as a database's foreground does them).
+    pub engine: EngineKind,
     pub health: Arc<Health>,
     /// Set by the run to end the sessions' loops.
     pub stop: AtomicBool,
@@ -161,7 +166,7 @@ struct Io {
     /// Single-block reads: pread, as a database's foreground does.
     sync: SyncEngine,
     /// Batches of reads submitted together.
-    ring: Box<dyn IoEngine>,
+    ring: Box<dyn FileEngine>,
     /// Multiblock reads land here.
     scratch: AlignedBuf,
     /// Direct-path single-block reads land here (taken while one is in flight).
@@ -188,21 +193,11 @@ impl Session {
         let layout = shared.layout;
         let depth = (w.batch_reads as usize).clamp(1, RING_DEPTH_MAX);
         let mut sync = SyncEngine::new(1);
-        let ring: Box<dyn IoEngine> = match UringEngine::new(depth) {
-            Ok(mut ring) => {
-                for f in &files {
-                    ring.attach(dup(f)?);
-                }
-                Box::new(ring)
-            }
-            Err(_) => {
-                let mut fallback = SyncEngine::new(depth);
-                for f in &files {
-                    fallback.attach(dup(f)?);
-                }
-                Box::new(fallback)
-            }
-        };
+        let mut ring = new_file_engine(shared.engine, depth)
+            .map_err(|e| OltpError::os("a session: setting up its I/O engine", e))?;
+        for f in &files {
+            ring.attach(dup(f)?);
+        }
         for f in files {
             sync.attach(f);
         }

@@ -128,6 +128,17 @@ pub(crate) fn header_blocks(r: &OltpResult) -> Vec<Block> {
         ),
         ("Read path".to_string(), read_path),
         (
+            "I/O engine".to_string(),
+            if s.engine.is_empty() {
+                "not recorded".to_string()
+            } else {
+                format!(
+                    "{} (database writer, log writer, batched reads; single-block reads are pread)",
+                    s.engine
+                )
+            },
+        ),
+        (
             "Multiblock reads".to_string(),
             format!(
                 "{} blocks per read; scans of tables above {} blocks read direct; up to {} single-block misses of a statement read together",
