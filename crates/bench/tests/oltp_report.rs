@@ -861,6 +861,12 @@ fn compare_gives_the_posts_rows_with_their_change() {
     assert!(text.contains("Physical Read (blocks)"), "{text}");
     assert!(text.contains("+25.0%"), "{text}");
     assert!(text.contains("1.40ms") && text.contains("700us"), "{text}");
+    assert!(!c.a_name.contains('['), "same engine: not named");
+    // Runs on two engines are named by them.
+    let mut b = b;
+    b.settings.engine = "sync".into();
+    let c = compare_oltp(&a, &b);
+    assert!(c.a_name.ends_with("[io_uring]") && c.b_name.ends_with("[sync]"));
 }
 
 #[test]
