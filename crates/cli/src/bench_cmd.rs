@@ -452,8 +452,7 @@ pub(crate) fn run_report(command: ReportCommand) -> Result<()> {
             // Either kind of result: two workload runs or two OLTP runs.
             let mut comparison =
                 report::compare_files(&file(&a), &file(&b)).map_err(|e| anyhow!(e))?;
-            comparison.a_name = a.display().to_string();
-            comparison.b_name = b.display().to_string();
+            comparison.rename(&a.display().to_string(), &b.display().to_string());
             if let Some(path) = html {
                 std::fs::write(&path, compare::compare_html(&comparison))
                     .with_context(|| format!("cannot write {}", path.display()))?;

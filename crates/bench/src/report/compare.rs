@@ -32,6 +32,27 @@ pub struct Comparison {
     pub sections: Vec<Section>,
 }
 
+impl Comparison {
+    /// Mark each side with what tells them apart beyond their figures (the
+    /// engine two OLTP runs used): `name [tag]`.
+    pub fn tag(&mut self, a: &str, b: &str) {
+        self.a_name = format!("{} [{a}]", self.a_name);
+        self.b_name = format!("{} [{b}]", self.b_name);
+    }
+
+    /// Name the sides anew (the command line names them by the paths it was
+    /// given), keeping their tags.
+    pub fn rename(&mut self, a: &str, b: &str) {
+        fn tag_of(name: &str) -> &str {
+            name.rfind(" [")
+                .filter(|_| name.ends_with(']'))
+                .map_or("", |i| &name[i..])
+        }
+        self.a_name = format!("{a}{}", tag_of(&self.a_name));
+        self.b_name = format!("{b}{}", tag_of(&self.b_name));
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Section {
     pub title: String,
@@ -602,6 +623,21 @@ fn one_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn renamed_sides_keep_their_tags() {
+        let mut c = Comparison {
+            a_name: "db1 2026-11-21T10:00:00Z".into(),
+            b_name: "db1 2026-11-21T11:00:00Z".into(),
+            sections: Vec::new(),
+        };
+        c.rename("run1", "run2");
+        assert_eq!((c.a_name.as_str(), c.b_name.as_str()), ("run1", "run2"));
+        c.tag("io_uring", "sync");
+        c.rename("/tmp/a", "/tmp/b");
+        assert_eq!(c.a_name, "/tmp/a [io_uring]");
+        assert_eq!(c.b_name, "/tmp/b [sync]");
+    }
 
     #[test]
     fn delta_pct_and_verdict_follow_the_better_direction() {

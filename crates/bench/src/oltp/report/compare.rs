@@ -16,12 +16,6 @@ pub(crate) fn compare(a: &OltpResult, b: &OltpResult) -> Comparison {
         a_name.push_str(" (A)");
         b_name.push_str(" (B)");
     }
-    // Runs on different engines (`--engine`) say so: it is what was compared.
-    let (ea, eb) = (&a.settings.engine, &b.settings.engine);
-    if ea != eb && !ea.is_empty() && !eb.is_empty() {
-        a_name.push_str(&format!(" [{ea}]"));
-        b_name.push_str(&format!(" [{eb}]"));
-    }
 
     // (metric, unit, per-second figure). More work done per second is better.
     type PerSecond = fn(&Figures) -> f64;
@@ -85,7 +79,7 @@ pub(crate) fn compare(a: &OltpResult, b: &OltpResult) -> Comparison {
         Better::Higher,
     ));
 
-    Comparison {
+    let mut c = Comparison {
         a_name,
         b_name,
         sections: vec![
@@ -98,5 +92,11 @@ pub(crate) fn compare(a: &OltpResult, b: &OltpResult) -> Comparison {
                 rows: wait_rows,
             },
         ],
+    };
+    // Runs on different engines (`--engine`) say so: it is what was compared.
+    let (ea, eb) = (&a.settings.engine, &b.settings.engine);
+    if ea != eb && !ea.is_empty() && !eb.is_empty() {
+        c.tag(ea, eb);
     }
+    c
 }
