@@ -78,6 +78,10 @@ pub struct DbTimeVerdict {
     pub projected_db_time_s: Option<f64>,
     /// DB time today over projected DB time.
     pub speedup: Option<f64>,
+    /// The most any storage could give: DB time over DB time without those
+    /// waits at all (`None` when they were all of it).
+    #[serde(default)]
+    pub speedup_bound: Option<f64>,
     /// The events counted, with their waits and AWR and measured averages.
     pub events: Vec<(String, f64, f64, f64)>,
 }
@@ -380,6 +384,8 @@ fn db_time_verdict(report: &AwrReport, classes: &[ClassVerdict]) -> DbTimeVerdic
         let projected = (db + delta).max(0.0);
         v.projected_db_time_s = Some(projected);
         v.speedup = (projected > 0.0).then(|| db / projected);
+        let without_io = db - v.io_wait_s;
+        v.speedup_bound = (without_io > 0.0).then(|| db / without_io);
     }
     v
 }
@@ -465,6 +471,12 @@ pub fn verdict_text(v: &Verdict) -> String {
                 proj,
                 d.speedup.map_or("-".into(), |s| format!("{s:.2}x"))
             ));
+            if let Some(bound) = d.speedup_bound {
+                out.push_str(&format!(
+                    "Storage with no latency at all would leave {:.0} s: at most {bound:.2}x.\n",
+                    db - d.io_wait_s
+                ));
+            }
             out.push_str(
                 "If you hope for a 10x improvement, I/O wait had better be a large share of DB time.\n",
             );
@@ -778,6 +790,8 @@ mod tests {
         let v = db_time_verdict(&r, &classes);
         assert!((v.io_wait_s - 1_500.0).abs() < 1e-9, "{v:?}");
         assert!((v.io_wait_pct_of_db_time.unwrap() - 25.0).abs() < 1e-9);
+        // No storage can do better than taking the 1,500 s of I/O away.
+        assert!((v.speedup_bound.unwrap() - 6_000.0 / 4_500.0).abs() < 1e-9);
         // Only the measured class is projected: 1,000,000 × (500 − 1,000) µs = −500 s.
         assert!((v.projected_db_time_s.unwrap() - 5_500.0).abs() < 1e-6);
         // A class the derivation left out (its scaled rate too low) still
