@@ -11,14 +11,13 @@ use cairn_bench::awr::derive::{self, DeriveOptions};
 use cairn_bench::awr::model::AwrReport;
 use cairn_bench::awr::read;
 use cairn_bench::awr::replay::{self, ReplayOptions};
-use cairn_bench::engine::EngineMaker;
 use cairn_bench::quick::parse_size;
 use cairn_io::host::Host;
 use clap::Subcommand;
 
 use crate::bench_cmd::{
-    check_run, clock_seed, fill_progress, install_interrupt_handler, timestamp, Display,
-    INTERRUPTED,
+    check_run, clock_seed, engine_maker, fill_progress, install_interrupt_handler, timestamp,
+    Display, INTERRUPTED,
 };
 use crate::EngineArg;
 
@@ -224,10 +223,8 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
                 derive,
                 force,
                 seed: seed.unwrap_or_else(clock_seed),
-                engine: match engine {
-                    EngineArg::Sync => EngineMaker::Sync,
-                    _ => EngineMaker::Uring,
-                },
+                // `auto` falls back to pread/pwrite where io_uring is refused.
+                engine: engine_maker(engine),
                 interrupted: &INTERRUPTED,
                 fill_progress: &progress,
             };

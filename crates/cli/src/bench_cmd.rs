@@ -209,7 +209,7 @@ pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> 
     }
 }
 
-fn engine_maker(engine: EngineArg) -> EngineMaker {
+pub(crate) fn engine_maker(engine: EngineArg) -> EngineMaker {
     match engine {
         EngineArg::Sync => EngineMaker::Sync,
         EngineArg::Uring => EngineMaker::Uring,
