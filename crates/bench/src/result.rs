@@ -134,7 +134,19 @@ pub struct RunRecord {
     pub ended_early: Option<String>,
 }
 
+/// Why a run of `seekpct=eof` workloads ended: the way such a run ends, not
+/// a run cut short.
+pub const ENDED_AT_EOF: &str = "every workload reached the end of its range (seekpct=eof)";
+
 impl RunRecord {
+    /// Why the run ended before its `elapsed=`, unless it ended as it should
+    /// (every eof workload at the end of its range).
+    pub fn cut_short(&self) -> Option<&str> {
+        self.ended_early
+            .as_deref()
+            .filter(|why| *why != ENDED_AT_EOF)
+    }
+
     /// `rd` and `label` as one name, e.g. `rd1 threads=8`.
     pub fn title(&self) -> String {
         if self.label.is_empty() {

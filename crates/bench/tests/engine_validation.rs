@@ -127,6 +127,8 @@ fn blocks_written_in_one_run_are_checked_by_the_reads_of_the_next() {
         .as_deref()
         .unwrap_or("")
         .contains("end of its range"));
+    // That is how an eof run ends, not a run cut short.
+    assert_eq!(fill.cut_short(), None);
     assert_eq!(check.totals.all.write.ios, 0);
     assert!(check.totals.all.read.ios > 0);
     assert_eq!(

@@ -337,13 +337,11 @@ pub(crate) fn check_run(result: &BenchResult) -> Result<()> {
     if io > 0 {
         bail!("{io} I/Os failed; see summary.txt for the first of them");
     }
-    if let Some((run, reason)) = result.runs.iter().find_map(|r| {
-        r.ended_early
-            .as_ref()
-            // Reaching the end of an eof workload is how such a run ends.
-            .filter(|why| !why.starts_with("every workload reached the end"))
-            .map(|why| (r.title(), why))
-    }) {
+    if let Some((run, reason)) = result
+        .runs
+        .iter()
+        .find_map(|r| r.cut_short().map(|why| (r.title(), why)))
+    {
         bail!("{run}: {reason}; the reports hold what was measured");
     }
     if INTERRUPTED.load(Ordering::SeqCst) {

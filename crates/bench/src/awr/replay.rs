@@ -282,11 +282,7 @@ pub fn judge(report: &AwrReport, d: &Derivation, result: &BenchResult, text: Str
                 r.errors.count
             ));
         }
-        if let Some(why) = r
-            .ended_early
-            .as_ref()
-            .filter(|why| !why.starts_with("every workload reached the end"))
-        {
+        if let Some(why) = r.cut_short() {
             problems.push(format!("the run ended early: {why}"));
         }
     }

@@ -386,8 +386,7 @@ impl Worker {
             }
             if engine.in_flight() == 0 {
                 if self.finished.iter().all(|f| *f) {
-                    reason =
-                        Some("every workload reached the end of its range (seekpct=eof)".into());
+                    reason = Some(crate::result::ENDED_AT_EOF.into());
                     break;
                 }
                 let now = t0.elapsed().as_nanos() as u64;
