@@ -11,7 +11,7 @@
 
 use crate::report::compare::{Better, Comparison, Row, Section};
 
-use super::derive::find_statistic;
+use super::derive::{find_statistic, norm};
 use super::model::{AwrReport, EventLine};
 use super::profile::Figure;
 
@@ -115,13 +115,6 @@ fn profile(r: &AwrReport, figure: Figure) -> Option<f64> {
 /// A statistic's per-second value (an ambiguous cut name is no value).
 fn stat(r: &AwrReport, full: &str) -> Option<f64> {
     finite(find_statistic(r, full).ok()??.per_second)
-}
-
-fn norm(s: &str) -> String {
-    s.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_ascii_lowercase()
 }
 
 /// Total time ÷ waits when both are printed (11g and Statspack print the

@@ -503,7 +503,8 @@ impl Lookup<'_> {
     }
 }
 
-fn norm(s: &str) -> String {
+/// A name compared as AWR prints it in any case and spacing.
+pub(super) fn norm(s: &str) -> String {
     s.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")

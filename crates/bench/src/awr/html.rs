@@ -21,7 +21,7 @@ use super::model::{
     AwrReport, EventLine, Format, Header, HistogramLine, IoFunctionLine, IoProfileLine,
     ParseWarning, ProfileLine, Statistic, WaitClassLine,
 };
-use super::number::{parse_latency_us, parse_number, parse_size_bytes};
+use super::number::{collapse, parse_latency_us, parse_number, parse_size_bytes, whole_u32};
 use super::profile::Figure;
 
 /// More cells than any AWR table has; a `colspan` beyond it is junk.
@@ -114,7 +114,7 @@ pub fn parse_awr_html(html: &str, source: &str) -> AwrReport {
             .iter()
             .find(|(k, _)| k == "db_block_size")
             .and_then(|(_, v)| parse_number(v))
-            .and_then(to_u32);
+            .and_then(whole_u32);
     }
     if report.header.db_name.is_none() && report.header.release.is_none() {
         w.push(
@@ -483,13 +483,6 @@ fn flush_text(text: &mut String, texts: &mut Vec<String>, title: &mut String, in
 }
 
 /// Trim and collapse whitespace, non-breaking spaces (`&#160;`, `&nbsp;`) included.
-fn collapse(s: &str) -> String {
-    s.split(|c: char| c.is_whitespace() || c == '\u{a0}')
-        .filter(|w| !w.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Byte offset → 1-based line.
 struct LineIndex {
     starts: Vec<usize>,
@@ -693,10 +686,6 @@ fn cell(r: &Row, i: usize) -> &str {
     r.cells.get(i).map_or("", String::as_str)
 }
 
-fn to_u32(v: f64) -> Option<u32> {
-    (v.is_finite() && v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0).then_some(v as u32)
-}
-
 fn to_u64(s: &str) -> Option<u64> {
     s.trim().replace(',', "").parse::<u64>().ok()
 }
@@ -760,7 +749,7 @@ fn read_header_table(t: &Table, h: &mut Header) {
             }
             let text = || Some(v.to_string());
             let yes = || Some(v.eq_ignore_ascii_case("yes"));
-            let num = || parse_number(v).and_then(to_u32);
+            let num = || parse_number(v).and_then(whole_u32);
             match name.as_str() {
                 "db name" => h.db_name = h.db_name.clone().or_else(text),
                 "db id" => h.db_id = h.db_id.or_else(|| to_u64(v)),
@@ -790,7 +779,7 @@ fn read_cache_sizes(t: &Table, h: &mut Header) {
     for r in t.data_rows() {
         for (i, c) in r.cells.iter().enumerate() {
             if label(c).eq_ignore_ascii_case("std block size") {
-                if let Some(v) = parse_size_bytes(cell(r, i + 1)).and_then(to_u32) {
+                if let Some(v) = parse_size_bytes(cell(r, i + 1)).and_then(whole_u32) {
                     h.block_size = h.block_size.or(Some(v));
                 }
             }

@@ -127,6 +127,16 @@ fn plain(s: &str) -> Option<f64> {
     s.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
+/// A count printed as a number (CPUs, instance number): whole, in `u32`.
+pub(crate) fn whole_u32(v: f64) -> Option<u32> {
+    (v.is_finite() && v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0).then_some(v as u32)
+}
+
+/// Words separated by single spaces (any run of whitespace, NBSP included).
+pub(crate) fn collapse(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

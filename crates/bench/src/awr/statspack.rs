@@ -20,7 +20,7 @@ use super::html::{event_line, EventColumns, PARAMETERS_KEPT};
 use super::model::{
     AwrReport, EventLine, Format, Header, HistogramLine, ParseWarning, ProfileLine, Statistic,
 };
-use super::number::{parse_number, parse_size_bytes};
+use super::number::{parse_number, parse_size_bytes, whole_u32};
 use super::profile::read_load_profile;
 use super::stats::read_stat_tables;
 
@@ -171,7 +171,7 @@ pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
             .iter()
             .find(|(k, _)| k == "db_block_size")
             .and_then(|(_, v)| parse_number(v))
-            .and_then(to_u32);
+            .and_then(whole_u32);
     }
     if report.header.release.is_none() && report.header.db_id.is_none() {
         warn(
@@ -218,10 +218,6 @@ fn normalize(line: &str) -> String {
         }
     }
     s
-}
-
-fn to_u32(v: f64) -> Option<u32> {
-    (v.is_finite() && v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0).then_some(v as u32)
 }
 
 // ---------------------------------------------------------------------------
@@ -643,7 +639,7 @@ fn read_header(lines: &[String], h: &mut Header) {
             h.cpus = h.cpus.or_else(|| {
                 after("num cpus:")
                     .and_then(|v| parse_number(&v))
-                    .and_then(to_u32)
+                    .and_then(whole_u32)
             });
             if let Some(mb) = after("phys memory (mb):").and_then(|v| parse_number(&v)) {
                 h.memory_gb = h.memory_gb.or(Some(mb / 1024.0));
@@ -674,7 +670,7 @@ fn read_header(lines: &[String], h: &mut Header) {
                 .unwrap_or("");
             h.block_size = h
                 .block_size
-                .or_else(|| parse_size_bytes(v).and_then(to_u32));
+                .or_else(|| parse_size_bytes(v).and_then(whole_u32));
         }
     }
 }
@@ -694,7 +690,7 @@ fn set_field(h: &mut Header, name: &str, v: &str) {
         return;
     }
     let text = || Some(v.to_string());
-    let num = || parse_number(v).and_then(to_u32);
+    let num = || parse_number(v).and_then(whole_u32);
     match name {
         "db name" | "database" => h.db_name = h.db_name.clone().or_else(text),
         "db id" => h.db_id = h.db_id.or_else(|| v.parse().ok()),

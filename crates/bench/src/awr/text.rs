@@ -23,7 +23,9 @@ use super::model::{
     AwrReport, EventLine, Format, HistogramLine, IoFunctionLine, IoProfileLine, ParseWarning,
     ProfileLine, Statistic, WaitClassLine,
 };
-use super::number::{parse_latency_us, parse_number, parse_percent, parse_size_bytes};
+use super::number::{
+    collapse, parse_latency_us, parse_number, parse_percent, parse_size_bytes, whole_u32,
+};
 use super::profile::read_load_profile;
 use super::stats::{read_stat_tables, StatRow};
 
@@ -191,7 +193,7 @@ pub fn parse_awr_text(text: &str, source: &str) -> AwrReport {
             .find(|(k, _)| k == "db_block_size")
             .and_then(|(_, v)| parse_number(v))
         {
-            report.header.block_size = to_u32(v);
+            report.header.block_size = whole_u32(v);
         }
     }
     warn_missing(&lines, &sections, has_title, &mut report);
@@ -278,10 +280,6 @@ fn is_rows_selected(t: &str) -> bool {
     t.strip_suffix("rows selected.")
         .map(str::trim)
         .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit() || c == ','))
-}
-
-fn collapse(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn starts_with_ci(s: &str, prefix: &str) -> bool {
@@ -453,10 +451,6 @@ fn shorten(t: &str) -> String {
     }
 }
 
-fn to_u32(v: f64) -> Option<u32> {
-    (v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0).then_some(v as u32)
-}
-
 fn to_u64(v: f64) -> Option<u64> {
     ((0.0..1.8e19).contains(&v) && v.fract() == 0.0).then_some(v as u64)
 }
@@ -595,16 +589,16 @@ fn read_header(lines: &[Line], sections: &[Section], has_title: bool, report: &m
                 "db name" => h.db_name = Some(value),
                 "db id" => h.db_id = parse_number(&value).and_then(to_u64),
                 "instance" => h.instance = Some(value),
-                "inst num" => h.instance_number = parse_number(&value).and_then(to_u32),
+                "inst num" => h.instance_number = parse_number(&value).and_then(whole_u32),
                 "release" => h.release = Some(value),
                 "rac" => h.rac = yes_no(&value),
                 "cdb" => h.cdb = yes_no(&value),
                 "container name" => h.container = Some(value),
                 "host name" | "host" => h.host = Some(value),
                 "platform" => h.platform = Some(value),
-                "cpus" => h.cpus = parse_number(&value).and_then(to_u32),
-                "cores" => h.cores = parse_number(&value).and_then(to_u32),
-                "sockets" => h.sockets = parse_number(&value).and_then(to_u32),
+                "cpus" => h.cpus = parse_number(&value).and_then(whole_u32),
+                "cores" => h.cores = parse_number(&value).and_then(whole_u32),
+                "sockets" => h.sockets = parse_number(&value).and_then(whole_u32),
                 "memory(gb)" | "memory (gb)" => h.memory_gb = parse_number(&value),
                 _ => {}
             }
@@ -648,7 +642,7 @@ fn read_header(lines: &[Line], sections: &[Section], has_title: bool, report: &m
                     .split_whitespace()
                     .next()
                     .and_then(parse_size_bytes);
-                report.header.block_size = v.and_then(to_u32);
+                report.header.block_size = v.and_then(whole_u32);
             }
         }
     }
