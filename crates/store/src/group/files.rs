@@ -1126,6 +1126,97 @@ impl Group<'_> {
         Ok(Some(out))
     }
 
+    /// Make every extent of file `number` initialised, zeroing on every copy
+    /// the ones never written, so that direct reads of them return what the
+    /// group would (zeros) and not an earlier file's bytes. Returns how many
+    /// extents it zeroed. For a caller about to do its own I/O ([`Self::map_file`]).
+    pub fn initialize_file(&mut self, number: u32) -> Result<u64, GroupError> {
+        /// Extents zeroed by one batch of requests.
+        const BATCH: usize = 64;
+        self.check_usable()?;
+        self.check_io(number, 0, 0)?;
+        let layout = self.layout_for(&self.files[&number]);
+        let fresh: Vec<u64> = self.files[&number]
+            .extents
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !e.initialized)
+            .map(|(i, _)| i as u64)
+            .collect();
+        for batch in fresh.chunks(BATCH) {
+            let whole: Vec<(Extent, u64)> = batch
+                .iter()
+                .map(|i| {
+                    (
+                        self.files[&number].extents[*i as usize],
+                        layout.extent_bytes(*i),
+                    )
+                })
+                .collect();
+            // Zeroed before the map says so: a crash in between leaves
+            // extents that are zero and still read as zeros.
+            self.zero_whole_extents(&whole);
+            self.offline_failed()?;
+            for i in batch {
+                let ext = self.files[&number].extents[*i as usize];
+                if self.online_copies(&ext).is_empty() {
+                    return Err(GroupError::Corrupt(format!(
+                        "file {number} extent {i}: no copy could be zeroed (every copy is offline)"
+                    )));
+                }
+                let rec = self.files.get_mut(&number).expect("invariant: checked");
+                rec.extents[*i as usize].initialized = true;
+                self.dirty_extent(number, *i);
+                if self.dirty_count() >= STEP_DIRTY_MAX {
+                    self.commit()?;
+                }
+            }
+        }
+        if !fresh.is_empty() {
+            let now = (self.clock)();
+            let rec = self.files.get_mut(&number).expect("invariant: checked");
+            rec.entry.modified_unix_seconds = now;
+            self.dirty.insert(Dirty::Entry(number));
+            self.commit()?;
+        }
+        Ok(fresh.len() as u64)
+    }
+
+    /// The whole extent map of file `number`, for a caller that does its own
+    /// I/O to the member disks (the benchmark's direct path). It stays true
+    /// only while no extent moves: the caller must hold the group's lock and
+    /// keep it unmounted (no rebalance, no resize) for as long as it uses it.
+    /// Every extent must be initialised ([`Self::initialize_file`]) and have
+    /// an online copy.
+    pub fn map_file(&self, number: u32) -> Result<FileMap, GroupError> {
+        self.check_io(number, 0, 0)?;
+        let rec = &self.files[&number];
+        let mut extents = Vec::with_capacity(rec.extents.len());
+        for (i, ext) in rec.extents.iter().enumerate() {
+            if !ext.initialized {
+                return Err(GroupError::Invalid(format!(
+                    "file {number} extent {i} was never written; initialise the file before mapping it"
+                )));
+            }
+            let copies: Vec<(u16, u64)> = self
+                .online_copies(ext)
+                .iter()
+                .map(|c| (c.disk, u64::from(c.au) * self.au_bytes))
+                .collect();
+            if copies.is_empty() {
+                return Err(GroupError::Corrupt(format!(
+                    "file {number} extent {i}: every copy is offline"
+                )));
+            }
+            extents.push(copies);
+        }
+        Ok(FileMap {
+            size_bytes: rec.entry.size_bytes,
+            layout: self.layout_for(rec),
+            extents,
+        })
+    }
+
     /// The device of a member disk, if online.
     pub fn disk_device(&self, disk: u16) -> Option<cairn_io::DeviceId> {
         self.member(disk).and_then(Member::online)
@@ -1139,6 +1230,84 @@ impl Group<'_> {
 
 /// The errno a write reports when no copy of it could be written.
 const EIO: i32 = 5;
+
+/// A file's extent map, taken whole ([`Group::map_file`]).
+#[derive(Debug, Clone)]
+pub struct FileMap {
+    pub size_bytes: u64,
+    pub layout: FileLayout,
+    /// Per extent, its copies on online disks, primary first: (disk number,
+    /// byte offset on that disk where the extent's AU run starts).
+    pub extents: Vec<Vec<(u16, u64)>>,
+}
+
+/// One piece of a range that is contiguous in the file and on every copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapPiece<'m> {
+    /// Offset of the piece from the start of the range (in the caller's buffer).
+    pub at: u64,
+    pub len: u64,
+    /// Offset of the piece inside its extent's AU run.
+    pub within: u64,
+    /// The extent's copies, primary first: (disk number, start of its AU run).
+    pub copies: &'m [(u16, u64)],
+}
+
+impl MapPiece<'_> {
+    /// Where copy `k` of this piece is on its disk: (disk number, byte offset).
+    pub fn on_copy(&self, k: usize) -> Option<(u16, u64)> {
+        self.copies
+            .get(k)
+            .map(|(d, start)| (*d, start + self.within))
+    }
+}
+
+impl FileMap {
+    /// The pieces of `len` bytes at `offset`, in order. The range must lie
+    /// inside the file (`offset + len <= size_bytes`); `None` if it does not.
+    pub fn pieces(&self, offset: u64, len: u64) -> Option<Vec<MapPiece<'_>>> {
+        let end = offset.checked_add(len)?;
+        if end > self.size_bytes {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut done = 0u64;
+        while done < len {
+            let loc = self.layout.locate(offset + done);
+            let run = loc.run_bytes.min(len - done);
+            out.push(MapPiece {
+                at: done,
+                len: run,
+                within: loc.offset_in_extent,
+                copies: self.extents.get(loc.extent as usize)?,
+            });
+            done += run;
+        }
+        Some(out)
+    }
+
+    /// The most copies any extent has.
+    pub fn copies_max(&self) -> usize {
+        self.extents.iter().map(Vec::len).max().unwrap_or(0)
+    }
+
+    /// The most pieces a transfer of `len` bytes can be split into.
+    pub fn pieces_max(&self, len: u64) -> usize {
+        let unit = match self.layout.striping {
+            Striping::Coarse => self.layout.au_bytes,
+            Striping::Fine => crate::placement::FINE_STRIPE_BYTES.min(self.layout.au_bytes),
+        };
+        (len.div_ceil(unit.max(1)) + 1) as usize
+    }
+
+    /// The member disks the map uses.
+    pub fn disks(&self) -> Vec<u16> {
+        let mut disks: Vec<u16> = self.extents.iter().flatten().map(|(d, _)| *d).collect();
+        disks.sort_unstable();
+        disks.dedup();
+        disks
+    }
+}
 
 /// One piece of a range on its primary copy: (disk, byte offset on the disk,
 /// length, offset in the caller's buffer).

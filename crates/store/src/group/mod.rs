@@ -56,7 +56,7 @@ use crate::placement::{self, DiskNumber, DiskSpace, FailGroupId, Striping};
 
 pub use alloc::DiskAlloc;
 pub use cairn_format::group::AliasKind;
-pub use files::{CreateOptions, DirEntry, FileInfo};
+pub use files::{CreateOptions, DirEntry, FileInfo, FileMap, MapPiece};
 
 /// The journal ring's size. Bounded so replay is bounded: at most this much is
 /// read and rewritten at mount.
