@@ -21,6 +21,7 @@
 //! statistics for it, and hands the finished [`IntervalRecord`] to the
 //! [`Observer`] (the live display).
 
+pub mod mapped;
 mod sched;
 mod worker;
 
@@ -97,7 +98,13 @@ pub fn run_bench(
     let mut target_infos = Vec::new();
     for t in targets {
         let mut info = t.info();
-        info.devices = sysinfo::devices_for(options.host, &t.sd.lun);
+        let mut seen = BTreeSet::new();
+        info.devices = t
+            .device_paths()
+            .iter()
+            .flat_map(|p| sysinfo::devices_for(options.host, p))
+            .filter(|d| seen.insert(d.clone()))
+            .collect();
         target_infos.push(info);
     }
     let devices: Vec<String> = {
@@ -592,9 +599,9 @@ fn run_one(
             for &(k, slots) in layout {
                 let (i, sched, _, max_len, writes) = &scheds[k];
                 let target = &targets[*i];
-                let device = match options.engine {
+                let backing = match options.engine {
                     EngineMaker::Custom(_) => None,
-                    _ => Some(target.device.try_clone().map_err(|e| {
+                    _ => Some(target.share().map_err(|e| {
                         setup_error(format!(
                             "sd={}: cannot share its device: {e}",
                             target.sd.name
@@ -606,8 +613,8 @@ fn run_one(
                     lun: target.sd.lun.display().to_string(),
                     sched: sched.clone(),
                     slots,
-                    device,
-                    geometry: target.device.geometry().clone(),
+                    backing,
+                    geometry: target.geometry().clone(),
                     offset_bytes: target.sd.offset_bytes,
                     sync_writes: target.sd.openflags.sync_writes,
                     max_len: *max_len,

@@ -14,6 +14,7 @@
 
 pub mod awr;
 pub mod engine;
+pub mod group_target;
 pub mod histogram;
 pub mod model;
 pub mod oltp;

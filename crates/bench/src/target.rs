@@ -12,25 +12,57 @@
 //!   never created: a missing device is a typo, not a request.
 //! - Two sds naming the same lun share one open (a block device can be claimed
 //!   exclusively only once).
+//! - A lun `+GROUP/path` is a file in a Cairn disk group, found by discovery
+//!   ([`crate::group_target`]): created at its `size=` if missing, its group
+//!   held locked for the run, its I/O done straight to the member disks.
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use cairn_io::host::Host;
 use cairn_io::probe::DeviceKind;
 use cairn_io::uring_engine::UringEngine;
-use cairn_io::{AlignedBuf, DeviceFile, FileEngine, Op, OpenMode, Request};
+use cairn_io::{AlignedBuf, DeviceFile, FileEngine, Geometry, Op, OpenMode, Request};
+use cairn_store::discovery::DiscoveryString;
+use cairn_store::group::FileMap;
+use cairn_store::names::GroupPath;
 
+use crate::group_target::{self, GroupFileTarget, GroupOpen, GroupTargetError};
 use crate::model::{Band, Bound, Plan, SdDef};
 use crate::pattern::DataPattern;
 use crate::result::TargetInfo;
+
+/// What an sd's I/O goes to.
+// A handful per run, never in an I/O path: boxing the device buys nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Backing {
+    /// A block device or a file.
+    Device(DeviceFile),
+    /// A file in a Cairn disk group, mapped onto its member disks.
+    GroupFile(Arc<GroupFileTarget>),
+}
+
+/// A worker's own handles on an sd's backing.
+// A handful per run, never in an I/O path: boxing the device buys nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum SdBacking {
+    Device(DeviceFile),
+    GroupFile {
+        map: Arc<FileMap>,
+        /// Member disk number and its handle.
+        members: Vec<(u16, DeviceFile)>,
+    },
+}
 
 /// An sd, open, with the byte range its workloads use.
 #[derive(Debug)]
 pub struct Target {
     pub sd: SdDef,
-    pub device: DeviceFile,
+    pub backing: Backing,
     /// Workload addresses run over `[start_bytes, end_bytes)` of the sd; the
     /// sd's `offset=` is added when the I/O is issued.
     pub start_bytes: u64,
@@ -39,22 +71,77 @@ pub struct Target {
 }
 
 impl Target {
+    /// The sd as one device: for a group file, the file's size and the group's sector.
+    pub fn geometry(&self) -> &Geometry {
+        match &self.backing {
+            Backing::Device(d) => d.geometry(),
+            Backing::GroupFile(g) => &g.geometry,
+        }
+    }
+
     pub fn sector_bytes(&self) -> u64 {
-        u64::from(self.device.geometry().logical_sector_bytes)
+        u64::from(self.geometry().logical_sector_bytes)
     }
 
     /// What the result records of this target; `devices` is left for the
     /// caller, who knows the host's block devices.
     pub fn info(&self) -> TargetInfo {
-        let mut info = target_info(
-            &self.sd.name,
-            &self.device,
-            self.start_bytes + self.sd.offset_bytes,
-            self.end_bytes + self.sd.offset_bytes,
-            self.created,
-        );
+        let start = self.start_bytes + self.sd.offset_bytes;
+        let end = self.end_bytes + self.sd.offset_bytes;
+        let mut info = match &self.backing {
+            Backing::Device(device) => target_info(&self.sd.name, device, start, end, self.created),
+            Backing::GroupFile(g) => {
+                let geometry = &g.geometry;
+                TargetInfo {
+                    sd: self.sd.name.clone(),
+                    path: String::new(),
+                    kind: format!(
+                        "cairn group file ({} redundancy, {} disk{})",
+                        g.redundancy.to_ascii_lowercase(),
+                        g.members.len(),
+                        if g.members.len() == 1 { "" } else { "s" }
+                    ),
+                    size_bytes: geometry.size_bytes,
+                    start_bytes: start,
+                    end_bytes: end,
+                    logical_sector_bytes: geometry.logical_sector_bytes,
+                    physical_sector_bytes: geometry.physical_sector_bytes,
+                    sector_format: geometry.sector_format(),
+                    max_transfer_bytes: geometry.max_transfer_bytes,
+                    optimal_io_bytes: 0,
+                    rotational: None,
+                    discard: false,
+                    devices: Vec::new(),
+                    created: self.created,
+                }
+            }
+        };
         info.path = self.sd.lun.display().to_string();
         info
+    }
+
+    /// The paths whose block devices carry the sd's I/O: the lun itself, or
+    /// a group file's member disks.
+    pub fn device_paths(&self) -> Vec<PathBuf> {
+        match &self.backing {
+            Backing::Device(_) => vec![self.sd.lun.clone()],
+            Backing::GroupFile(g) => g.members.iter().map(|(_, p, _)| p.clone()).collect(),
+        }
+    }
+
+    /// Handles of the sd's own for a worker (duplicates of the open ones).
+    pub fn share(&self) -> std::io::Result<SdBacking> {
+        Ok(match &self.backing {
+            Backing::Device(d) => SdBacking::Device(d.try_clone()?),
+            Backing::GroupFile(g) => SdBacking::GroupFile {
+                map: g.map.clone(),
+                members: g
+                    .members
+                    .iter()
+                    .map(|(disk, _, d)| Ok((*disk, d.try_clone()?)))
+                    .collect::<std::io::Result<_>>()?,
+            },
+        })
     }
 }
 
@@ -137,6 +224,10 @@ pub enum TargetError {
     },
     #[error("sd={sd}: {message}")]
     Range { sd: String, message: String },
+    #[error("{0}")]
+    Group(#[from] GroupTargetError),
+    #[error("sd={sd}: {} is a Cairn group file, and no discovery string was given to find its group; give --discover", path.display())]
+    NoDiscovery { sd: String, path: PathBuf },
 }
 
 /// How targets are opened.
@@ -147,19 +238,35 @@ pub struct TargetOptions<'a> {
     /// Called while a new file is filled: (bytes done, bytes total); returning
     /// false stops the fill (interrupted), and the new file is removed.
     pub fill_progress: &'a mut dyn FnMut(u64, u64) -> bool,
+    /// Where the disks of `+GROUP/...` luns are looked for.
+    pub discovery: Option<&'a DiscoveryString>,
 }
 
 /// Close the targets and remove the files this run created: for a run
 /// refused before any I/O, which must leave nothing behind.
-pub fn close_and_remove_created(targets: Vec<Target>) {
-    let created: Vec<PathBuf> = targets
-        .iter()
-        .filter(|t| t.created)
-        .map(|t| t.sd.lun.clone())
-        .collect();
+pub fn close_and_remove_created(
+    targets: Vec<Target>,
+    host: &Host,
+    discovery: Option<&DiscoveryString>,
+) {
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut group_files: Vec<GroupPath> = Vec::new();
+    for t in targets.iter().filter(|t| t.created) {
+        match &t.backing {
+            Backing::Device(_) => files.push(t.sd.lun.clone()),
+            Backing::GroupFile(g) if !group_files.contains(&g.path) => {
+                group_files.push(g.path.clone())
+            }
+            Backing::GroupFile(_) => {}
+        }
+    }
+    // The group's lock and disks are released with the targets.
     drop(targets);
-    for path in created {
+    for path in files {
         std::fs::remove_file(path).ok();
+    }
+    if let (Some(discovery), false) = (discovery, group_files.is_empty()) {
+        group_target::remove_created(host, discovery, &group_files).ok();
     }
 }
 
@@ -171,14 +278,72 @@ pub fn open_targets(
     let writes = plan.writes();
     let reads = plan_reads(plan);
     let mut created_files: Vec<PathBuf> = Vec::new();
-    let outcome = open_all(plan, options, writes, reads, &mut created_files);
+    let mut created_group_files: Vec<GroupPath> = Vec::new();
+    let outcome = open_all(
+        plan,
+        options,
+        writes,
+        reads,
+        &mut created_files,
+        &mut created_group_files,
+    );
     if outcome.is_err() {
         // Leave nothing behind that this call made.
         for path in &created_files {
             std::fs::remove_file(path).ok();
         }
+        if let (Some(discovery), false) = (options.discovery, created_group_files.is_empty()) {
+            group_target::remove_created(options.host, discovery, &created_group_files).ok();
+        }
     }
     outcome
+}
+
+/// Open every `+GROUP/...` sd, a group at a time: sd index → its file.
+fn open_group_sds(
+    plan: &Plan,
+    options: &mut TargetOptions<'_>,
+    reads: bool,
+    created: &mut Vec<GroupPath>,
+) -> Result<BTreeMap<usize, Arc<GroupFileTarget>>, TargetError> {
+    let mut by_group: BTreeMap<String, Vec<(usize, &SdDef, GroupPath)>> = BTreeMap::new();
+    for (i, sd) in plan.sds.iter().enumerate() {
+        if let Some(path) = group_target::group_path(sd) {
+            let path = path?;
+            by_group
+                .entry(path.group.as_str().to_string())
+                .or_default()
+                .push((i, sd, path));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for sds in by_group.values() {
+        let Some(discovery) = options.discovery else {
+            let (_, sd, _) = &sds[0];
+            return Err(TargetError::NoDiscovery {
+                sd: sd.name.clone(),
+                path: sd.lun.clone(),
+            });
+        };
+        let named: Vec<(&SdDef, GroupPath)> =
+            sds.iter().map(|(_, sd, p)| (*sd, p.clone())).collect();
+        let files = group_target::open_group_files(
+            &named,
+            &mut GroupOpen {
+                host: options.host,
+                discovery,
+                reads,
+                fill_progress: &mut *options.fill_progress,
+            },
+        )?;
+        for ((i, _, _), file) in sds.iter().zip(files) {
+            if file.created && !created.contains(&file.path) {
+                created.push(file.path.clone());
+            }
+            out.insert(*i, file);
+        }
+    }
+    Ok(out)
 }
 
 fn open_all(
@@ -187,10 +352,19 @@ fn open_all(
     writes: bool,
     reads: bool,
     created_files: &mut Vec<PathBuf>,
+    created_group_files: &mut Vec<GroupPath>,
 ) -> Result<Vec<Target>, TargetError> {
+    let mut group_files = open_group_sds(plan, options, reads, created_group_files)?;
     let mut opened: BTreeMap<PathBuf, usize> = BTreeMap::new();
     let mut targets: Vec<Target> = Vec::new();
-    for sd in &plan.sds {
+    for (i, sd) in plan.sds.iter().enumerate() {
+        if let Some(file) = group_files.remove(&i) {
+            let created = file.created;
+            let mut target = bounds(sd, Backing::GroupFile(file))?;
+            target.created = created;
+            targets.push(target);
+            continue;
+        }
         // A file made for an earlier sd already exists by now, so two sds
         // naming one new file share it.
         let newly = create_if_missing(sd, reads, options)?;
@@ -199,14 +373,14 @@ fn open_all(
         }
         let key = std::fs::canonicalize(&sd.lun).unwrap_or_else(|_| sd.lun.clone());
         let (device, created) = if let Some(&i) = opened.get(&key) {
-            let device = targets[i]
-                .device
-                .try_clone()
-                .map_err(|error| TargetError::Create {
-                    sd: sd.name.clone(),
-                    path: sd.lun.clone(),
-                    error,
-                })?;
+            let Backing::Device(shared) = &targets[i].backing else {
+                unreachable!("invariant: only devices and files are in `opened`");
+            };
+            let device = shared.try_clone().map_err(|error| TargetError::Create {
+                sd: sd.name.clone(),
+                path: sd.lun.clone(),
+                error,
+            })?;
             (device, false)
         } else {
             let created = newly;
@@ -228,7 +402,7 @@ fn open_all(
             opened.insert(key, targets.len());
             (device, created)
         };
-        let mut target = bounds(sd, device)?;
+        let mut target = bounds(sd, Backing::Device(device))?;
         target.created = created;
         if created && reads {
             if let Err(error) = fill(&mut target, options.fill_progress) {
@@ -307,8 +481,11 @@ fn create_if_missing(
 }
 
 /// The byte range the sd's workloads use.
-fn bounds(sd: &SdDef, device: DeviceFile) -> Result<Target, TargetError> {
-    let geometry = device.geometry().clone();
+fn bounds(sd: &SdDef, backing: Backing) -> Result<Target, TargetError> {
+    let geometry = match &backing {
+        Backing::Device(d) => d.geometry().clone(),
+        Backing::GroupFile(g) => g.geometry.clone(),
+    };
     let sector = u64::from(geometry.logical_sector_bytes);
     let misaligned = |what, value| TargetError::Misaligned {
         sd: sd.name.clone(),
@@ -366,7 +543,7 @@ fn bounds(sd: &SdDef, device: DeviceFile) -> Result<Target, TargetError> {
     }
     Ok(Target {
         sd: sd.clone(),
-        device,
+        backing,
         start_bytes: start,
         end_bytes: end,
         created: false,
@@ -408,7 +585,10 @@ fn fill(target: &mut Target, progress: &mut dyn FnMut(u64, u64) -> bool) -> Resu
     const CHUNK: u64 = 1 << 20;
     const DEPTH: usize = 8;
     let total = target.end_bytes + target.sd.offset_bytes;
-    let device = target.device.try_clone().map_err(|e| e.to_string())?;
+    let Backing::Device(device) = &target.backing else {
+        return Err("only files are filled here".into());
+    };
+    let device = device.try_clone().map_err(|e| e.to_string())?;
     let mut engine = UringEngine::new(DEPTH)
         .map(|e| Box::new(e) as Box<dyn FileEngine>)
         .unwrap_or_else(|_| Box::new(cairn_io::sync_engine::SyncEngine::new(DEPTH)));

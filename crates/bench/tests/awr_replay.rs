@@ -91,6 +91,7 @@ fn the_bank_fragment_replays_scaled_down_and_gets_a_verdict() {
         engine: EngineMaker::Uring,
         interrupted: &NOT_INTERRUPTED,
         fill_progress: &|_, _| true,
+        discovery: None,
     };
     let (verdict, result) = replay(&bank(), &opts, &mut Quiet).unwrap();
     let kinds: Vec<ClassKind> = verdict.classes.iter().map(|c| c.class).collect();

@@ -212,7 +212,7 @@ fn large_writes_reach_the_device_no_larger_than_its_max_transfer() {
         false,
     );
     let targets = open(&plan);
-    let max_transfer = u64::from(targets[0].device.geometry().max_transfer_bytes);
+    let max_transfer = u64::from(targets[0].geometry().max_transfer_bytes);
     assert!(max_transfer < 2 * MIB, "loop max transfer {max_transfer}");
     let stat = || -> [u64; 3] {
         let text = std::fs::read_to_string(format!("/sys/block/{}/stat", lo.name())).unwrap();

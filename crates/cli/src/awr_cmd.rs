@@ -86,6 +86,9 @@ pub(crate) enum AwrCommand {
         /// Print verdict.json on stdout.
         #[arg(long)]
         json: bool,
+        /// For `+GROUP/file` targets: where the group's disks are looked for.
+        #[command(flatten)]
+        discover: crate::Discover,
     },
 }
 
@@ -172,8 +175,11 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
             force,
             seed,
             json,
+            discover,
         } => {
             let r = read::parse_file(&report).map_err(|e| anyhow!("{e}"))?;
+            let discovery =
+                crate::bench_cmd::discovery_for(targets.iter().map(PathBuf::as_path), &discover)?;
             let derive = derive_options(
                 block_size.as_deref(),
                 redo_write_size.as_deref(),
@@ -227,6 +233,7 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
                 engine: engine_maker(engine),
                 interrupted: &INTERRUPTED,
                 fill_progress: &progress,
+                discovery: discovery.as_ref(),
             };
             let outcome = replay::replay(&r, &opts, &mut display);
             bar.finish_and_clear();

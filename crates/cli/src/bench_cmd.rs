@@ -98,6 +98,24 @@ pub(crate) struct Common {
     /// Print result.json on stdout instead of the live display.
     #[arg(long)]
     json: bool,
+    /// For `+GROUP/file` targets: where the group's disks are looked for.
+    #[command(flatten)]
+    discover: crate::Discover,
+}
+
+/// The discovery string, resolved only when some target is a group file
+/// (`+GROUP/...`), so a broken config file never stops a run on plain devices.
+pub(crate) fn discovery_for<'p>(
+    luns: impl IntoIterator<Item = &'p std::path::Path>,
+    discover: &crate::Discover,
+) -> Result<Option<cairn_store::discovery::DiscoveryString>> {
+    let grouped = luns
+        .into_iter()
+        .any(|p| p.to_str().is_some_and(|s| s.starts_with('+')));
+    if !grouped {
+        return Ok(None);
+    }
+    Ok(Some(crate::discovery(discover.discover.as_deref())?))
 }
 
 #[derive(Subcommand)]
@@ -277,12 +295,14 @@ fn measure(
         bar.set_position(done);
         !INTERRUPTED.load(Ordering::SeqCst)
     };
+    let discovery = discovery_for(plan.sds.iter().map(|sd| sd.lun.as_path()), &common.discover)?;
     let targets = target::open_targets(
         plan,
         &mut TargetOptions {
             host,
             force: common.force,
             fill_progress: &mut progress,
+            discovery: discovery.as_ref(),
         },
     )
     .map_err(|e| anyhow!("{e}"))?;
@@ -303,7 +323,7 @@ fn measure(
         Ok(result) => result,
         Err(e) => {
             // Refused before any I/O: the files made for this bench go too.
-            target::close_and_remove_created(targets);
+            target::close_and_remove_created(targets, host, discovery.as_ref());
             return Err(anyhow!("{e}"));
         }
     };

@@ -38,6 +38,8 @@ pub struct ReplayOptions<'a> {
     /// Filling a new target before the run (bytes done, of total); false
     /// stops the fill, and the new file is removed.
     pub fill_progress: &'a dyn Fn(u64, u64) -> bool,
+    /// Where the disks of `+GROUP/...` targets are looked for.
+    pub discovery: Option<&'a cairn_store::discovery::DiscoveryString>,
 }
 
 /// The AWR's figure for a class, the measured one, and how they compare.
@@ -143,6 +145,7 @@ pub fn replay(
             host: opts.host,
             force: opts.force,
             fill_progress: &mut fill,
+            discovery: opts.discovery,
         },
     )
     .map_err(|e| ReplayError::Target(e.to_string()))?;
@@ -161,7 +164,7 @@ pub fn replay(
         Ok(r) => r,
         Err(e) => {
             // Refused before any I/O: the files made for this replay go too.
-            target::close_and_remove_created(targets);
+            target::close_and_remove_created(targets, opts.host, opts.discovery);
             return Err(ReplayError::Bench(e.to_string()));
         }
     };

@@ -12,14 +12,16 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use cairn_io::{AlignedBuf, DeviceFile, DeviceId, Geometry, IoEngine, Op, Request};
+use cairn_io::{AlignedBuf, DeviceId, Geometry, IoEngine, Op, Request};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 
 use crate::histogram::LatencyHistogram;
 use crate::pattern::{check_unit, seal_unit, DataPattern, UnitHeader};
 use crate::result::ValidationError;
+use crate::target::SdBacking;
 
+use super::mapped::{MappedEngine, Mapping};
 use super::sched::{IoSpec, Next, SdSched};
 
 /// How long the end of a run waits for I/Os still in flight.
@@ -74,7 +76,8 @@ pub struct WorkerSd {
     pub sched: Arc<Mutex<SdSched>>,
     /// I/Os this worker may have outstanding on the sd.
     pub slots: u32,
-    pub device: Option<DeviceFile>,
+    /// The sd's own handles (`None` with a custom engine).
+    pub backing: Option<SdBacking>,
     pub geometry: Geometry,
     pub offset_bytes: u64,
     pub sync_writes: bool,
@@ -225,6 +228,22 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
             Ok((engine, ids, Vec::new()))
         }
         maker => {
+            // A group file's request becomes several at the member disks.
+            let mappings: Vec<Option<Mapping>> = setup.sds.iter().map(|_| None).collect();
+            let inner_depth: usize = setup
+                .sds
+                .iter()
+                .map(|sd| {
+                    let fan_out = match &sd.backing {
+                        Some(SdBacking::GroupFile { map, members }) => {
+                            (map.copies_max() * map.pieces_max(sd.max_len)).max(members.len())
+                        }
+                        _ => 1,
+                    };
+                    sd.slots as usize * fan_out.max(1)
+                })
+                .sum::<usize>()
+                .max(1);
             let mut engine: Box<dyn FileEngine> = match maker {
                 EngineMaker::Uring => {
                     let options = cairn_io::uring_engine::UringOptions {
@@ -232,28 +251,56 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
                         register_files: true,
                     };
                     Box::new(
-                        cairn_io::uring_engine::UringEngine::with_options(depth, options).map_err(
-                            |e| {
+                        cairn_io::uring_engine::UringEngine::with_options(inner_depth, options)
+                            .map_err(|e| {
                                 format!(
                                     "io_uring is not available ({e}); run again with --engine sync"
                                 )
-                            },
-                        )?,
+                            })?,
                     )
                 }
-                _ => Box::new(cairn_io::sync_engine::SyncEngine::new(depth)),
+                _ => Box::new(cairn_io::sync_engine::SyncEngine::new(inner_depth)),
             };
+            let mut mappings = mappings;
             let mut ids = Vec::new();
-            for sd in &mut setup.sds {
-                let device = sd
-                    .device
+            for (i, sd) in setup.sds.iter_mut().enumerate() {
+                let backing = sd
+                    .backing
                     .take()
                     .ok_or_else(|| format!("sd={}: no device to drive", sd.name))?;
-                ids.push(engine.attach(device));
+                match backing {
+                    SdBacking::Device(device) => {
+                        let id = engine.attach(device);
+                        ids.push(id);
+                        mappings[i] = Some(Mapping::Direct(id));
+                    }
+                    SdBacking::GroupFile { map, members } => {
+                        let disks = members
+                            .into_iter()
+                            .map(|(disk, device)| (disk, engine.attach(device)))
+                            .collect();
+                        ids.push(DeviceId(i as u32));
+                        mappings[i] = Some(Mapping::GroupFile {
+                            map,
+                            disks,
+                            geometry: sd.geometry.clone(),
+                        });
+                    }
+                }
             }
             // After attaching: a device the ring could not register drops the flag.
             let flags = engine.flags().iter().map(|f| f.to_string()).collect();
-            Ok((engine as Box<dyn IoEngine>, ids, flags))
+            let mapped = mappings
+                .iter()
+                .any(|m| matches!(m, Some(Mapping::GroupFile { .. })));
+            if !mapped {
+                return Ok((engine as Box<dyn IoEngine>, ids, flags));
+            }
+            // Every sd is then a device of the wrapper, numbered in order.
+            let mappings: Vec<Mapping> = mappings.into_iter().flatten().collect();
+            let ids = (0..mappings.len() as u32).map(DeviceId).collect();
+            let engine = MappedEngine::new(engine as Box<dyn IoEngine>, mappings, depth);
+            Ok((Box::new(engine) as Box<dyn IoEngine>, ids, flags))
         }
     }
 }

@@ -110,6 +110,7 @@ pub fn open(plan: &Plan) -> Vec<Target> {
             host: &host,
             force: false,
             fill_progress: &mut |_, _| true,
+            discovery: None,
         },
     )
     .unwrap_or_else(|e| panic!("open_targets: {e}"))

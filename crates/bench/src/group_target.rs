@@ -1,0 +1,340 @@
+//! A file in a Cairn disk group as a benchmark target: `lun=+DATA/bench/f1`.
+//!
+//! The point of having the storage manager and the test kit in one tool:
+//! measure a database's files where Cairn keeps them, mirroring and striping
+//! included. Opening one:
+//!
+//! 1. the group is found by discovery, locked and mounted, as `cairn group
+//!    mount` does; a file that does not exist is created at its `size=`;
+//! 2. every extent is initialised through the group: a new file the plan
+//!    reads is filled with data (reading never-written AUs would measure
+//!    nothing), any other extent never written is zeroed, so direct reads
+//!    return what the group would;
+//! 3. the file's whole extent map is taken ([`Group::map_file`]), the member
+//!    disks' handles are kept (duplicated from the mount's exclusive opens)
+//!    and the group is dismounted — but its lock is held until the run ends,
+//!    so no other Cairn process can mount it and move an extent under the
+//!    benchmark.
+//!
+//! The I/O itself then goes straight from each worker's engine to the member
+//! disks through [`crate::engine::mapped::MappedEngine`]: reads to the primary
+//! copy, writes to every copy.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cairn_io::host::Host;
+use cairn_io::{DeviceFile, EngineKind, FileEngine, Geometry};
+use cairn_store::discovery::DiscoveryString;
+use cairn_store::group::{CreateOptions, FileMap, Group, GroupError};
+use cairn_store::group_admin::{self, Mounted};
+use cairn_store::group_lock::{self, GroupLock};
+use cairn_store::names::GroupPath;
+
+use crate::model::SdDef;
+use crate::pattern::DataPattern;
+
+/// Requests the mount's own engine may have in flight (metadata, the fill).
+const MOUNT_DEPTH: usize = 64;
+/// Bytes written through the group per request while filling a new file.
+const FILL_CHUNK_BYTES: u64 = 4 << 20;
+
+/// One group file, open for a run.
+#[derive(Debug)]
+pub struct GroupFileTarget {
+    /// As the plan names it: `+DATA/bench/f1`.
+    pub path: GroupPath,
+    pub redundancy: &'static str,
+    pub map: Arc<FileMap>,
+    /// The member disks the file has extents on: disk number, the path it
+    /// was found at, and its handle (exclusive, direct I/O).
+    pub members: Vec<(u16, PathBuf, DeviceFile)>,
+    /// The file as one device: its size, the group's sector, the members'
+    /// smallest maximum transfer.
+    pub geometry: Geometry,
+    pub created: bool,
+    /// Held for the whole run, shared by the group's files in the plan.
+    _lock: Arc<GroupLock>,
+}
+
+/// What opening group files needs besides the sds.
+pub struct GroupOpen<'a> {
+    pub host: &'a Host,
+    pub discovery: &'a DiscoveryString,
+    /// Whether the plan reads (a new file is then filled with data).
+    pub reads: bool,
+    /// (bytes done, bytes total) while filling; false stops (interrupted).
+    pub fill_progress: &'a mut dyn FnMut(u64, u64) -> bool,
+}
+
+/// Why a group file could not be opened: one line, with what to do.
+#[derive(Debug, thiserror::Error)]
+#[error("sd={sd}: {path}: {message}")]
+pub struct GroupTargetError {
+    pub sd: String,
+    pub path: String,
+    pub message: String,
+}
+
+/// The lun as a group path, if it names one (`+GROUP/...`).
+pub fn group_path(sd: &SdDef) -> Option<Result<GroupPath, GroupTargetError>> {
+    let text = sd.lun.to_str()?;
+    if !text.starts_with('+') {
+        return None;
+    }
+    Some(GroupPath::parse(text).map_err(|e| GroupTargetError {
+        sd: sd.name.clone(),
+        path: text.to_string(),
+        message: format!("{e}"),
+    }))
+}
+
+/// Open the files `sds` name in one group (all `+GROUP/...` of the same
+/// group), in order; sds naming the same file share it.
+pub fn open_group_files(
+    sds: &[(&SdDef, GroupPath)],
+    open: &mut GroupOpen<'_>,
+) -> Result<Vec<Arc<GroupFileTarget>>, GroupTargetError> {
+    let Some((first_sd, first_path)) = sds.first() else {
+        return Ok(Vec::new());
+    };
+    let fail = |sd: &SdDef, path: &GroupPath, message: String| GroupTargetError {
+        sd: sd.name.clone(),
+        path: path.to_string(),
+        message,
+    };
+    let mut engine: Box<dyn FileEngine> = cairn_io::new_file_engine(EngineKind::Auto, MOUNT_DEPTH)
+        .map_err(|e| {
+            fail(
+                first_sd,
+                first_path,
+                format!("cannot start an I/O engine: {e}"),
+            )
+        })?;
+    let Mounted {
+        mut group,
+        lock,
+        paths,
+        ..
+    } = group_admin::mount(
+        engine.as_mut(),
+        open.host,
+        open.discovery,
+        first_path.group.as_str(),
+        &group_lock::run_dir(),
+    )
+    .map_err(|e| fail(first_sd, first_path, format!("{e}")))?;
+
+    let mut prepared: Vec<Prepared> = Vec::new();
+    let mut created: Vec<GroupPath> = Vec::new();
+    let outcome = (|| -> Result<(), GroupTargetError> {
+        for (sd, path) in sds {
+            if let Some(i) = prepared.iter().position(|p| p.path == *path) {
+                prepared.push(prepared[i].clone());
+                continue;
+            }
+            let p = prepare(&mut group, sd, path, open, &mut created)
+                .map_err(|message| fail(sd, path, message))?;
+            prepared.push(p);
+        }
+        Ok(())
+    })();
+    if let Err(e) = outcome {
+        // Leave nothing this call made: the files it created go again.
+        for path in &created {
+            group.remove(path).ok();
+        }
+        group.dismount().ok();
+        return Err(e);
+    }
+    let redundancy = group.redundancy().as_str();
+    group.dismount().map_err(|e| {
+        fail(
+            first_sd,
+            first_path,
+            format!("cannot dismount the group: {e}"),
+        )
+    })?;
+
+    // The mount's handles hold the disks exclusively; duplicates keep that
+    // claim once the mount's engine is gone.
+    let lock = Arc::new(lock);
+    let mut out: Vec<Arc<GroupFileTarget>> = Vec::new();
+    for (k, p) in prepared.iter().enumerate() {
+        if let Some(i) = prepared[..k].iter().position(|q| q.path == p.path) {
+            out.push(out[i].clone());
+            continue;
+        }
+        let (sd, path) = &sds[k];
+        let mut members = Vec::new();
+        for (disk, id) in &p.disks {
+            let device = engine
+                .device(*id)
+                .ok_or_else(|| fail(sd, path, format!("member disk {disk} is not open")))?
+                .try_clone()
+                .map_err(|e| fail(sd, path, format!("cannot share member disk {disk}: {e}")))?;
+            let found_at = paths
+                .get(&id.0)
+                .cloned()
+                .unwrap_or_else(|| device.path().to_path_buf());
+            members.push((*disk, found_at, device));
+        }
+        let geometry = Geometry {
+            size_bytes: p.size_bytes,
+            logical_sector_bytes: p.sector_bytes,
+            physical_sector_bytes: members
+                .iter()
+                .map(|(_, _, d)| d.geometry().physical_sector_bytes)
+                .max()
+                .unwrap_or(p.sector_bytes)
+                .max(p.sector_bytes),
+            max_transfer_bytes: members
+                .iter()
+                .map(|(_, _, d)| d.geometry().max_transfer_bytes)
+                .min()
+                .unwrap_or(p.sector_bytes),
+            discard: cairn_io::geometry::DiscardSupport::Unsupported,
+        };
+        out.push(Arc::new(GroupFileTarget {
+            path: p.path.clone(),
+            redundancy,
+            map: p.map.clone(),
+            members,
+            geometry,
+            created: created.contains(&p.path),
+            _lock: lock.clone(),
+        }));
+    }
+    Ok(out)
+}
+
+/// A file made ready while the group is mounted.
+#[derive(Clone)]
+struct Prepared {
+    path: GroupPath,
+    size_bytes: u64,
+    sector_bytes: u32,
+    map: Arc<FileMap>,
+    /// Member disk number → the mount engine's device.
+    disks: BTreeMap<u16, cairn_io::DeviceId>,
+}
+
+fn prepare(
+    group: &mut Group<'_>,
+    sd: &SdDef,
+    path: &GroupPath,
+    open: &mut GroupOpen<'_>,
+    created: &mut Vec<GroupPath>,
+) -> Result<Prepared, String> {
+    let sector = u64::from(group.sector_bytes());
+    let info = match group.open(path) {
+        Ok(info) => info,
+        Err(GroupError::NotFound(_)) => {
+            let Some(size) = sd.size_bytes else {
+                return Err(
+                    "no such file in the group; give size= (--size) so Cairn can create it".into(),
+                );
+            };
+            let size = size.div_ceil(sector) * sector;
+            let options = CreateOptions {
+                parents: true,
+                ..CreateOptions::default()
+            };
+            let info = group
+                .create_file(path, size, &options)
+                .map_err(|e| format!("cannot create it: {e}"))?;
+            created.push(path.clone());
+            if open.reads {
+                fill(group, info.number, size, open.fill_progress)?;
+            }
+            info
+        }
+        Err(e) => return Err(format!("{e}")),
+    };
+    group
+        .initialize_file(info.number)
+        .map_err(|e| format!("cannot initialise its extents: {e}"))?;
+    let map = group
+        .map_file(info.number)
+        .map_err(|e| format!("cannot map it: {e}"))?;
+    let mut disks = BTreeMap::new();
+    for disk in map.disks() {
+        let id = group
+            .disk_device(disk)
+            .ok_or_else(|| format!("member disk {disk} is offline"))?;
+        disks.insert(disk, id);
+    }
+    Ok(Prepared {
+        path: path.clone(),
+        size_bytes: info.size_bytes,
+        sector_bytes: group.sector_bytes(),
+        map: Arc::new(map),
+        disks,
+    })
+}
+
+/// Write data over a new file through the group, so reads reach the disks.
+fn fill(
+    group: &mut Group<'_>,
+    number: u32,
+    size: u64,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> Result<(), String> {
+    let pattern = DataPattern::new(1.0, 1.0, 8192, 0x5eed);
+    let mut buf = vec![0u8; FILL_CHUNK_BYTES.min(size) as usize];
+    let mut offset = 0u64;
+    let mut counter = 0u64;
+    while offset < size {
+        let len = FILL_CHUNK_BYTES.min(size - offset) as usize;
+        counter += 1;
+        pattern.fill(&mut buf[..len], offset, counter);
+        group
+            .write(number, offset, &buf[..len])
+            .map_err(|e| format!("filling it failed: {e}"))?;
+        offset += len as u64;
+        if !progress(offset, size) {
+            return Err("filling it was interrupted".into());
+        }
+    }
+    group.sync().map_err(|e| format!("filling it failed: {e}"))
+}
+
+/// Remove group files a refused run created: mount the group again (after
+/// every handle and the lock of the run are dropped) and remove them.
+pub fn remove_created(
+    host: &Host,
+    discovery: &DiscoveryString,
+    files: &[GroupPath],
+) -> Result<(), String> {
+    let mut by_group: BTreeMap<String, Vec<&GroupPath>> = BTreeMap::new();
+    for path in files {
+        by_group
+            .entry(path.group.as_str().to_string())
+            .or_default()
+            .push(path);
+    }
+    for (name, paths) in by_group {
+        let mut engine = cairn_io::new_file_engine(EngineKind::Auto, MOUNT_DEPTH)
+            .map_err(|e| format!("cannot start an I/O engine: {e}"))?;
+        let mut mounted = group_admin::mount(
+            engine.as_mut(),
+            host,
+            discovery,
+            &name,
+            &group_lock::run_dir(),
+        )
+        .map_err(|e| format!("+{name}: {e}"))?;
+        for path in paths {
+            mounted
+                .group
+                .remove(path)
+                .map_err(|e| format!("{path}: {e}"))?;
+        }
+        mounted
+            .group
+            .dismount()
+            .map_err(|e| format!("+{name}: {e}"))?;
+    }
+    Ok(())
+}
