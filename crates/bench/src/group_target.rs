@@ -64,6 +64,10 @@ pub struct GroupOpen<'a> {
     pub discovery: &'a DiscoveryString,
     /// Whether the plan reads (a new file is then filled with data).
     pub reads: bool,
+    /// Whether the plan writes: an existing file is then overwritten, which
+    /// only `force` allows (a group file may be a database's datafile).
+    pub writes: bool,
+    pub force: bool,
     /// (bytes done, bytes total) while filling; false stops (interrupted).
     pub fill_progress: &'a mut dyn FnMut(u64, u64) -> bool,
 }
@@ -116,7 +120,7 @@ pub fn open_group_files(
         mut group,
         lock,
         paths,
-        ..
+        report,
     } = group_admin::mount(
         engine.as_mut(),
         open.host,
@@ -129,6 +133,20 @@ pub fn open_group_files(
     let mut prepared: Vec<Prepared> = Vec::new();
     let mut created: Vec<GroupPath> = Vec::new();
     let outcome = (|| -> Result<(), GroupTargetError> {
+        if !report.disks_marked_offline.is_empty() {
+            // The mount found members missing; a benchmark is no time to
+            // run on a group short of its disks.
+            return Err(fail(
+                first_sd,
+                first_path,
+                format!(
+                    "group {} is missing disks ({}), now marked offline; check the discovery string (--discover) and `cairn group disks {}`",
+                    first_path.group,
+                    report.disks_marked_offline.join(", "),
+                    first_path.group
+                ),
+            ));
+        }
         for (sd, path) in sds {
             if let Some(i) = prepared.iter().position(|p| p.path == *path) {
                 prepared.push(prepared[i].clone());
@@ -149,16 +167,55 @@ pub fn open_group_files(
         return Err(e);
     }
     let redundancy = group.redundancy().as_str();
-    group.dismount().map_err(|e| {
+    let dismounted = group.dismount().map_err(|e| {
         fail(
             first_sd,
             first_path,
             format!("cannot dismount the group: {e}"),
         )
-    })?;
+    });
+    let handed_out = dismounted.and_then(|()| {
+        hand_out(
+            sds,
+            &prepared,
+            &created,
+            redundancy,
+            engine.as_ref(),
+            &paths,
+            lock,
+        )
+    });
+    match handed_out {
+        Ok(out) => Ok(out),
+        Err(mut e) => {
+            // The lock went with the failed hand-out; the engine's handles
+            // go now, then the files this call made are removed.
+            drop(engine);
+            if let Err(left) = remove_created(open.host, open.discovery, &created) {
+                e.message = format!("{}; {left}", e.message);
+            }
+            Err(e)
+        }
+    }
+}
 
-    // The mount's handles hold the disks exclusively; duplicates keep that
-    // claim once the mount's engine is gone.
+/// The prepared files as targets: each with duplicated member handles (the
+/// mount's hold the disks exclusively; duplicates keep that claim once the
+/// mount's engine is gone) and the group's lock.
+fn hand_out(
+    sds: &[(&SdDef, GroupPath)],
+    prepared: &[Prepared],
+    created: &[GroupPath],
+    redundancy: &'static str,
+    engine: &dyn FileEngine,
+    paths: &BTreeMap<u32, PathBuf>,
+    lock: GroupLock,
+) -> Result<Vec<Arc<GroupFileTarget>>, GroupTargetError> {
+    let fail = |sd: &SdDef, path: &GroupPath, message: String| GroupTargetError {
+        sd: sd.name.clone(),
+        path: path.to_string(),
+        message,
+    };
     let lock = Arc::new(lock);
     let mut out: Vec<Arc<GroupFileTarget>> = Vec::new();
     for (k, p) in prepared.iter().enumerate() {
@@ -229,6 +286,9 @@ fn prepare(
 ) -> Result<Prepared, String> {
     let sector = u64::from(group.sector_bytes());
     let info = match group.open(path) {
+        Ok(_) if open.writes && !open.force && !created.contains(path) => {
+            return Err("the file exists and this plan writes to it, which would destroy its contents; give --force, or name a new file".into());
+        }
         Ok(info) => info,
         Err(GroupError::NotFound(_)) => {
             let Some(size) = sd.size_bytes else {
@@ -301,7 +361,8 @@ fn fill(
 }
 
 /// Remove group files a refused run created: mount the group again (after
-/// every handle and the lock of the run are dropped) and remove them.
+/// every handle and the lock of the run are dropped) and remove them. Goes on
+/// past a failure; the error names what is left and how to remove it.
 pub fn remove_created(
     host: &Host,
     discovery: &DiscoveryString,
@@ -314,27 +375,39 @@ pub fn remove_created(
             .or_default()
             .push(path);
     }
+    let mut left: Vec<String> = Vec::new();
     for (name, paths) in by_group {
-        let mut engine = cairn_io::new_file_engine(EngineKind::Auto, MOUNT_DEPTH)
-            .map_err(|e| format!("cannot start an I/O engine: {e}"))?;
-        let mut mounted = group_admin::mount(
-            engine.as_mut(),
-            host,
-            discovery,
-            &name,
-            &group_lock::run_dir(),
-        )
-        .map_err(|e| format!("+{name}: {e}"))?;
-        for path in paths {
-            mounted
-                .group
-                .remove(path)
-                .map_err(|e| format!("{path}: {e}"))?;
+        let removed = (|| -> Result<Vec<String>, String> {
+            let mut engine = cairn_io::new_file_engine(EngineKind::Auto, MOUNT_DEPTH)
+                .map_err(|e| format!("cannot start an I/O engine: {e}"))?;
+            let mut mounted = group_admin::mount(
+                engine.as_mut(),
+                host,
+                discovery,
+                &name,
+                &group_lock::run_dir(),
+            )
+            .map_err(|e| e.to_string())?;
+            let mut kept = Vec::new();
+            for path in &paths {
+                if mounted.group.remove(path).is_err() {
+                    kept.push(path.to_string());
+                }
+            }
+            mounted.group.dismount().map_err(|e| e.to_string())?;
+            Ok(kept)
+        })();
+        match removed {
+            Ok(kept) => left.extend(kept),
+            Err(_) => left.extend(paths.iter().map(|p| p.to_string())),
         }
-        mounted
-            .group
-            .dismount()
-            .map_err(|e| format!("+{name}: {e}"))?;
     }
-    Ok(())
+    if left.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the new file(s) {} could not be removed; remove them with `cairn rm`",
+            left.join(" ")
+        ))
+    }
 }

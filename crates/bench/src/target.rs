@@ -226,6 +226,11 @@ pub enum TargetError {
     Range { sd: String, message: String },
     #[error("{0}")]
     Group(#[from] GroupTargetError),
+    #[error("{error}; {left}")]
+    Leftover {
+        error: Box<TargetError>,
+        left: String,
+    },
     #[error("sd={sd}: {} is a Cairn group file, and no discovery string was given to find its group; give --discover", path.display())]
     NoDiscovery { sd: String, path: PathBuf },
 }
@@ -243,12 +248,13 @@ pub struct TargetOptions<'a> {
 }
 
 /// Close the targets and remove the files this run created: for a run
-/// refused before any I/O, which must leave nothing behind.
+/// refused before any I/O, which must leave nothing behind. The error names
+/// what could not be removed.
 pub fn close_and_remove_created(
     targets: Vec<Target>,
     host: &Host,
     discovery: Option<&DiscoveryString>,
-) {
+) -> Result<(), String> {
     let mut files: Vec<PathBuf> = Vec::new();
     let mut group_files: Vec<GroupPath> = Vec::new();
     for t in targets.iter().filter(|t| t.created) {
@@ -265,8 +271,9 @@ pub fn close_and_remove_created(
     for path in files {
         std::fs::remove_file(path).ok();
     }
-    if let (Some(discovery), false) = (discovery, group_files.is_empty()) {
-        group_target::remove_created(host, discovery, &group_files).ok();
+    match (discovery, group_files.is_empty()) {
+        (Some(discovery), false) => group_target::remove_created(host, discovery, &group_files),
+        _ => Ok(()),
     }
 }
 
@@ -287,22 +294,33 @@ pub fn open_targets(
         &mut created_files,
         &mut created_group_files,
     );
-    if outcome.is_err() {
-        // Leave nothing behind that this call made.
-        for path in &created_files {
-            std::fs::remove_file(path).ok();
-        }
-        if let (Some(discovery), false) = (options.discovery, created_group_files.is_empty()) {
-            group_target::remove_created(options.host, discovery, &created_group_files).ok();
+    match outcome {
+        Ok(targets) => Ok(targets),
+        Err(error) => {
+            // Leave nothing behind that this call made.
+            for path in &created_files {
+                std::fs::remove_file(path).ok();
+            }
+            if let (Some(discovery), false) = (options.discovery, created_group_files.is_empty()) {
+                if let Err(left) =
+                    group_target::remove_created(options.host, discovery, &created_group_files)
+                {
+                    return Err(TargetError::Leftover {
+                        error: Box::new(error),
+                        left,
+                    });
+                }
+            }
+            Err(error)
         }
     }
-    outcome
 }
 
 /// Open every `+GROUP/...` sd, a group at a time: sd index → its file.
 fn open_group_sds(
     plan: &Plan,
     options: &mut TargetOptions<'_>,
+    writes: bool,
     reads: bool,
     created: &mut Vec<GroupPath>,
 ) -> Result<BTreeMap<usize, Arc<GroupFileTarget>>, TargetError> {
@@ -333,6 +351,8 @@ fn open_group_sds(
                 host: options.host,
                 discovery,
                 reads,
+                writes,
+                force: options.force,
                 fill_progress: &mut *options.fill_progress,
             },
         )?;
@@ -354,7 +374,7 @@ fn open_all(
     created_files: &mut Vec<PathBuf>,
     created_group_files: &mut Vec<GroupPath>,
 ) -> Result<Vec<Target>, TargetError> {
-    let mut group_files = open_group_sds(plan, options, reads, created_group_files)?;
+    let mut group_files = open_group_sds(plan, options, writes, reads, created_group_files)?;
     let mut opened: BTreeMap<PathBuf, usize> = BTreeMap::new();
     let mut targets: Vec<Target> = Vec::new();
     for (i, sd) in plan.sds.iter().enumerate() {

@@ -323,7 +323,9 @@ fn measure(
         Ok(result) => result,
         Err(e) => {
             // Refused before any I/O: the files made for this bench go too.
-            target::close_and_remove_created(targets, host, discovery.as_ref());
+            if let Err(left) = target::close_and_remove_created(targets, host, discovery.as_ref()) {
+                return Err(anyhow!("{e}; {left}"));
+            }
             return Err(anyhow!("{e}"));
         }
     };

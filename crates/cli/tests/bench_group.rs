@@ -156,6 +156,21 @@ fn a_group_file_is_measured_where_the_group_keeps_it_on_both_copies() {
     assert_eq!(again["targets"][0]["created"], false);
     assert_eq!(run_of(&again)["errors"]["count"], 0);
 
+    // The file exists now: a plan that writes to it must be told --force
+    // (a group file may be a database's datafile).
+    rig.quick(
+        &["+DATA/bench/f1"],
+        "r3",
+        &["--rw", "randwrite", "--time", "1s"],
+    )
+    .refused("give --force");
+    rig.quick(
+        &["+DATA/bench/f1"],
+        "r4",
+        &["--rw", "randwrite", "--time", "1s", "--force", "--validate"],
+    )
+    .ok();
+
     // Both copies hold the same bytes: read the file through the group, then
     // again with the first disk gone, from the second copies alone.
     let first = rig.path("first.bin");
@@ -166,6 +181,9 @@ fn a_group_file_is_measured_where_the_group_keeps_it_on_both_copies() {
         "the run's writes reached the file"
     );
     std::fs::rename(rig.path("d0.img"), rig.path("d0.gone")).unwrap();
+    // A group short of a disk is no place for a benchmark.
+    rig.quick(&["+DATA/bench/f1"], "r5", &["--time", "1s"])
+        .refused("is missing disks");
     let second = rig.path("second.bin");
     rig.cairn(&["cp", "+DATA/bench/f1", second.to_str().unwrap()])
         .ok();
@@ -343,4 +361,48 @@ fn a_group_file_on_4kn_loop_devices_with_io_uring() {
         "{}",
         check.stdout
     );
+}
+
+#[test]
+fn an_awr_report_replays_onto_a_group_file() {
+    let rig = Rig::new(|dir| format!("{}/*.img", dir.display()));
+    let disks = vec![
+        sparse(&rig.path("d0.img"), 256 * MIB),
+        sparse(&rig.path("d1.img"), 256 * MIB),
+    ];
+    rig.create_data(&disks);
+    let report =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/tests/data/awr/text/awr_122.txt");
+    let out = rig.path("replay");
+    let run = rig
+        .cairn(&[
+            "awr",
+            "replay",
+            report.to_str().unwrap(),
+            "--target",
+            "+DATA/awr/t1",
+            "--size",
+            "64m",
+            "--scale",
+            "0.01",
+            "--duration",
+            "2s",
+            "--threads",
+            "8",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .ok();
+    assert!(
+        run.stdout.contains("single-block random reads"),
+        "{}",
+        run.stdout
+    );
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert!(result["targets"][0]["kind"]
+        .as_str()
+        .unwrap()
+        .starts_with("cairn group file"));
+    assert_eq!(run_of(&result)["errors"]["count"], 0);
 }

@@ -164,8 +164,10 @@ pub fn replay(
         Ok(r) => r,
         Err(e) => {
             // Refused before any I/O: the files made for this replay go too.
-            target::close_and_remove_created(targets, opts.host, opts.discovery);
-            return Err(ReplayError::Bench(e.to_string()));
+            let left = target::close_and_remove_created(targets, opts.host, opts.discovery)
+                .err()
+                .map_or_else(String::new, |left| format!("; {left}"));
+            return Err(ReplayError::Bench(format!("{e}{left}")));
         }
     };
     drop(targets);
@@ -174,8 +176,15 @@ pub fn replay(
 }
 
 /// The largest logical sector of the targets that exist (a file still to be
-/// created takes 512-byte I/O).
+/// created takes 512-byte I/O). A Cairn group file (`+GROUP/...`) counts as
+/// 4096, the largest sector a group has: sizes that fit it fit 512 too.
 fn sector_bytes(host: &Host, targets: &[PathBuf]) -> u64 {
+    if targets
+        .iter()
+        .any(|t| t.to_str().is_some_and(|s| s.starts_with('+')))
+    {
+        return 4096;
+    }
     targets
         .iter()
         .filter_map(|t| {

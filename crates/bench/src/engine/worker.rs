@@ -236,11 +236,11 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
                 .map(|sd| {
                     let fan_out = match &sd.backing {
                         Some(SdBacking::GroupFile { map, members }) => {
-                            (map.copies_max() * map.pieces_max(sd.max_len)).max(members.len())
+                            MappedEngine::fan_out(map, members.len(), sd.max_len)
                         }
                         _ => 1,
                     };
-                    sd.slots as usize * fan_out.max(1)
+                    sd.slots as usize * fan_out
                 })
                 .sum::<usize>()
                 .max(1);
