@@ -624,6 +624,17 @@ mod tests {
         (map(extents), map(swapped))
     }
 
+    /// A group file of `size_bytes` as one device.
+    fn file_geometry(size_bytes: u64) -> Geometry {
+        Geometry {
+            size_bytes,
+            logical_sector_bytes: SECTOR,
+            physical_sector_bytes: SECTOR,
+            max_transfer_bytes: 256 << 10,
+            discard: cairn_io::geometry::DiscardSupport::Unsupported,
+        }
+    }
+
     fn engine(primary: FileMap, secondary: FileMap, lose: Option<u32>) -> MappedEngine {
         let mut sim = SimEngine::new(5, 256);
         let d0 = sim.add_disk(geometry(16 * MIB, SECTOR, SECTOR, 256 << 10));
@@ -631,13 +642,7 @@ mod tests {
         if let Some(d) = lose {
             sim.lose_disk(DeviceId(d));
         }
-        let geometry = Geometry {
-            size_bytes: primary.size_bytes,
-            logical_sector_bytes: SECTOR,
-            physical_sector_bytes: SECTOR,
-            max_transfer_bytes: 256 << 10,
-            discard: cairn_io::geometry::DiscardSupport::Unsupported,
-        };
+        let geometry = file_geometry(primary.size_bytes);
         let disks: BTreeMap<u16, DeviceId> = [(0, d0), (1, d1)].into();
         let file = |map| Mapping::GroupFile {
             map: Arc::new(map),
@@ -778,13 +783,7 @@ mod tests {
         let mut sim = SimEngine::new(5, 3);
         let d0 = sim.add_disk(geometry(16 * MIB, SECTOR, SECTOR, 256 << 10));
         let d1 = sim.add_disk(geometry(16 * MIB, SECTOR, SECTOR, 256 << 10));
-        let geometry = Geometry {
-            size_bytes: primary.size_bytes,
-            logical_sector_bytes: SECTOR,
-            physical_sector_bytes: SECTOR,
-            max_transfer_bytes: 256 << 10,
-            discard: cairn_io::geometry::DiscardSupport::Unsupported,
-        };
+        let geometry = file_geometry(primary.size_bytes);
         let mut engine = MappedEngine::new(
             Box::new(sim),
             vec![Mapping::GroupFile {
@@ -832,13 +831,7 @@ mod tests {
             extents: Vec::new(),
         };
         let sim = SimEngine::new(5, 4);
-        let geometry = Geometry {
-            size_bytes: 0,
-            logical_sector_bytes: SECTOR,
-            physical_sector_bytes: SECTOR,
-            max_transfer_bytes: 256 << 10,
-            discard: cairn_io::geometry::DiscardSupport::Unsupported,
-        };
+        let geometry = file_geometry(0);
         let mut engine = MappedEngine::new(
             Box::new(sim),
             vec![Mapping::GroupFile {
