@@ -94,6 +94,14 @@ pub fn group_path(sd: &SdDef) -> Option<Result<GroupPath, GroupTargetError>> {
     }))
 }
 
+fn fail(sd: &SdDef, path: &GroupPath, message: String) -> GroupTargetError {
+    GroupTargetError {
+        sd: sd.name.clone(),
+        path: path.to_string(),
+        message,
+    }
+}
+
 /// Open the files `sds` name in one group (all `+GROUP/...` of the same
 /// group), in order; sds naming the same file share it.
 pub fn open_group_files(
@@ -102,11 +110,6 @@ pub fn open_group_files(
 ) -> Result<Vec<Arc<GroupFileTarget>>, GroupTargetError> {
     let Some((first_sd, first_path)) = sds.first() else {
         return Ok(Vec::new());
-    };
-    let fail = |sd: &SdDef, path: &GroupPath, message: String| GroupTargetError {
-        sd: sd.name.clone(),
-        path: path.to_string(),
-        message,
     };
     let mut engine: Box<dyn FileEngine> = cairn_io::new_file_engine(EngineKind::Auto, MOUNT_DEPTH)
         .map_err(|e| {
@@ -148,7 +151,9 @@ pub fn open_group_files(
             ));
         }
         for (sd, path) in sds {
-            if let Some(i) = prepared.iter().position(|p| p.path == *path) {
+            // Names are case-blind: two spellings of one file share it.
+            let number = group.open(path).ok().map(|info| info.number);
+            if let Some(i) = number.and_then(|n| prepared.iter().position(|p| p.number == n)) {
                 prepared.push(prepared[i].clone());
                 continue;
             }
@@ -174,17 +179,8 @@ pub fn open_group_files(
             format!("cannot dismount the group: {e}"),
         )
     });
-    let handed_out = dismounted.and_then(|()| {
-        hand_out(
-            sds,
-            &prepared,
-            &created,
-            redundancy,
-            engine.as_ref(),
-            &paths,
-            lock,
-        )
-    });
+    let handed_out = dismounted
+        .and_then(|()| hand_out(sds, &prepared, redundancy, engine.as_ref(), &paths, lock));
     match handed_out {
         Ok(out) => Ok(out),
         Err(mut e) => {
@@ -205,21 +201,15 @@ pub fn open_group_files(
 fn hand_out(
     sds: &[(&SdDef, GroupPath)],
     prepared: &[Prepared],
-    created: &[GroupPath],
     redundancy: &'static str,
     engine: &dyn FileEngine,
     paths: &BTreeMap<u32, PathBuf>,
     lock: GroupLock,
 ) -> Result<Vec<Arc<GroupFileTarget>>, GroupTargetError> {
-    let fail = |sd: &SdDef, path: &GroupPath, message: String| GroupTargetError {
-        sd: sd.name.clone(),
-        path: path.to_string(),
-        message,
-    };
     let lock = Arc::new(lock);
     let mut out: Vec<Arc<GroupFileTarget>> = Vec::new();
     for (k, p) in prepared.iter().enumerate() {
-        if let Some(i) = prepared[..k].iter().position(|q| q.path == p.path) {
+        if let Some(i) = prepared[..k].iter().position(|q| q.number == p.number) {
             out.push(out[i].clone());
             continue;
         }
@@ -259,7 +249,7 @@ fn hand_out(
             map: p.map.clone(),
             members,
             geometry,
-            created: created.contains(&p.path),
+            created: p.created,
             _lock: lock.clone(),
         }));
     }
@@ -270,6 +260,9 @@ fn hand_out(
 #[derive(Clone)]
 struct Prepared {
     path: GroupPath,
+    number: u32,
+    /// Made by this run.
+    created: bool,
     size_bytes: u64,
     sector_bytes: u32,
     map: Arc<FileMap>,
@@ -286,7 +279,7 @@ fn prepare(
 ) -> Result<Prepared, String> {
     let sector = u64::from(group.sector_bytes());
     let info = match group.open(path) {
-        Ok(_) if open.writes && !open.force && !created.contains(path) => {
+        Ok(_) if open.writes && !open.force => {
             return Err("the file exists and this plan writes to it, which would destroy its contents; give --force, or name a new file".into());
         }
         Ok(info) => info,
@@ -327,6 +320,8 @@ fn prepare(
     }
     Ok(Prepared {
         path: path.clone(),
+        number: info.number,
+        created: created.contains(path),
         size_bytes: info.size_bytes,
         sector_bytes: group.sector_bytes(),
         map: Arc::new(map),

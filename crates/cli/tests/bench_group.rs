@@ -208,7 +208,8 @@ fn two_files_of_one_group_in_one_plan_and_what_is_refused() {
         &plan,
         "sd=sd1,lun=+DATA/db/users01.dbf,size=16m,threads=4\n\
          sd=sd2,lun=+DATA/db/redo01.log,size=8m,threads=1\n\
-         wd=data,sd=sd1,xfersize=8k,rdpct=70,seekpct=random\n\
+         sd=sd3,lun=+data/DB/USERS01.DBF,threads=2\n\
+         wd=data,sd=(sd1,sd3),xfersize=8k,rdpct=70,seekpct=random\n\
          wd=redo,sd=sd2,xfersize=64k,rdpct=0,seekpct=seq\n\
          rd=both,wd=(data,redo),iorate=max,elapsed=2,interval=1\n",
     )
@@ -226,10 +227,10 @@ fn two_files_of_one_group_in_one_plan_and_what_is_refused() {
         .ok()
         .json();
     let targets = result["targets"].as_array().unwrap();
-    assert_eq!(targets.len(), 2);
+    assert_eq!(targets.len(), 3);
     for t in targets {
         assert!(t["kind"].as_str().unwrap().starts_with("cairn group file"));
-        assert_eq!(t["created"], true);
+        assert_eq!(t["created"], true, "sd3 is sd1's file, made by this run");
     }
     assert_eq!(run_of(&result)["errors"]["count"], 0);
     let list = rig.cairn(&["ls", "+DATA/db", "--json"]).ok().json();

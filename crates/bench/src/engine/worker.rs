@@ -229,7 +229,6 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
         }
         maker => {
             // A group file's request becomes several at the member disks.
-            let mappings: Vec<Option<Mapping>> = setup.sds.iter().map(|_| None).collect();
             let inner_depth: usize = setup
                 .sds
                 .iter()
@@ -261,43 +260,38 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
                 }
                 _ => Box::new(cairn_io::sync_engine::SyncEngine::new(inner_depth)),
             };
-            let mut mappings = mappings;
-            let mut ids = Vec::new();
-            for (i, sd) in setup.sds.iter_mut().enumerate() {
+            let mut mappings = Vec::with_capacity(setup.sds.len());
+            for sd in &mut setup.sds {
                 let backing = sd
                     .backing
                     .take()
                     .ok_or_else(|| format!("sd={}: no device to drive", sd.name))?;
-                match backing {
-                    SdBacking::Device(device) => {
-                        let id = engine.attach(device);
-                        ids.push(id);
-                        mappings[i] = Some(Mapping::Direct(id));
-                    }
-                    SdBacking::GroupFile { map, members } => {
-                        let disks = members
+                mappings.push(match backing {
+                    SdBacking::Device(device) => Mapping::Direct(engine.attach(device)),
+                    SdBacking::GroupFile { map, members } => Mapping::GroupFile {
+                        map,
+                        disks: members
                             .into_iter()
                             .map(|(disk, device)| (disk, engine.attach(device)))
-                            .collect();
-                        ids.push(DeviceId(i as u32));
-                        mappings[i] = Some(Mapping::GroupFile {
-                            map,
-                            disks,
-                            geometry: sd.geometry.clone(),
-                        });
-                    }
-                }
+                            .collect(),
+                        geometry: sd.geometry.clone(),
+                    },
+                });
             }
             // After attaching: a device the ring could not register drops the flag.
             let flags = engine.flags().iter().map(|f| f.to_string()).collect();
-            let mapped = mappings
+            let direct: Option<Vec<DeviceId>> = mappings
                 .iter()
-                .any(|m| matches!(m, Some(Mapping::GroupFile { .. })));
-            if !mapped {
+                .map(|m| match m {
+                    Mapping::Direct(id) => Some(*id),
+                    Mapping::GroupFile { .. } => None,
+                })
+                .collect();
+            if let Some(ids) = direct {
                 return Ok((engine as Box<dyn IoEngine>, ids, flags));
             }
-            // Every sd is then a device of the wrapper, numbered in order.
-            let mappings: Vec<Mapping> = mappings.into_iter().flatten().collect();
+            // A group file among them: every sd is a device of the wrapper,
+            // numbered in order.
             let ids = (0..mappings.len() as u32).map(DeviceId).collect();
             let engine = MappedEngine::new(engine as Box<dyn IoEngine>, mappings, depth);
             Ok((Box::new(engine) as Box<dyn IoEngine>, ids, flags))
