@@ -12,6 +12,8 @@ use cairn_io_sim::{geometry, SimEngine};
 use cairn_store::group::{self, CreateOptions, Group, GroupSpec, NewDisk, Redundancy};
 use cairn_store::labeling::{write_label, LabelSpec};
 use cairn_store::names::GroupPath;
+use cairn_store::placement::{FileLayout, Striping, FINE_STRIPE_BYTES};
+use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use uuid::Uuid;
@@ -173,4 +175,49 @@ fn the_map_reads_what_the_group_reads_on_every_copy() {
         group::mount(&mut sim, &ids, &group::GroupSelector::Name("MAP".into())).unwrap();
     let number = group.open(&path("coarse")).unwrap().number;
     assert!(group.map_file(number).is_ok());
+}
+
+proptest! {
+    /// `FileMap::pieces` tiles a range exactly: pieces in order from 0, each
+    /// inside one extent (and one stripe unit when fine), carrying that
+    /// extent's copies; a range past the end has no pieces.
+    #[test]
+    fn pieces_tile_the_range_inside_their_extents(
+        shift in 0u32..=6,
+        fine in any::<bool>(),
+        sets in 1u64..6,
+        pick_offset in any::<u64>(),
+        pick_len in any::<u64>(),
+    ) {
+        let striping = if fine { Striping::Fine } else { Striping::Coarse };
+        let layout = FileLayout::new(MIB << shift, striping);
+        let count = sets * 8;
+        let size = layout.capacity_bytes(count);
+        // Each extent's copies name it: disk = its index, start = index AUs.
+        let extents: Vec<Vec<(u16, u64)>> =
+            (0..count).map(|e| vec![(e as u16, e * 1000), (e as u16 + 100, 7)]).collect();
+        let map = group::FileMap { size_bytes: size, layout, extents };
+        let sector = 4096u64;
+        let offset = pick_offset % (size / sector) * sector;
+        let len = (1 + pick_len % (4 * (MIB << shift) / sector)) * sector;
+        let len = len.min(size - offset);
+        let pieces = map.pieces(offset, len).unwrap();
+        let mut at = 0u64;
+        for piece in &pieces {
+            prop_assert_eq!(piece.at, at);
+            prop_assert!(piece.len > 0);
+            let loc = layout.locate(offset + at);
+            prop_assert_eq!(piece.within, loc.offset_in_extent);
+            prop_assert!(piece.within + piece.len <= layout.extent_bytes(loc.extent));
+            prop_assert_eq!(piece.copies, &map.extents[loc.extent as usize][..]);
+            prop_assert_eq!(piece.on_copy(0), Some((loc.extent as u16, loc.extent * 1000 + piece.within)));
+            if fine {
+                prop_assert_eq!(piece.within / FINE_STRIPE_BYTES, (piece.within + piece.len - 1) / FINE_STRIPE_BYTES);
+            }
+            at += piece.len;
+        }
+        prop_assert_eq!(at, len);
+        prop_assert!(pieces.len() <= map.pieces_max(len));
+        prop_assert!(map.pieces(size - sector, 2 * sector).is_none());
+    }
 }
