@@ -27,7 +27,7 @@ use std::sync::Arc;
 use cairn_io::host::Host;
 use cairn_io::{DeviceFile, EngineKind, FileEngine, Geometry};
 use cairn_store::discovery::DiscoveryString;
-use cairn_store::group::{CreateOptions, FileMap, Group, GroupError};
+use cairn_store::group::{CreateOptions, FileMap, Group, GroupError, MissingDisks};
 use cairn_store::group_admin::{self, Mounted};
 use cairn_store::group_lock::{self, GroupLock};
 use cairn_store::names::GroupPath;
@@ -123,33 +123,22 @@ pub fn open_group_files(
         mut group,
         lock,
         paths,
-        report,
-    } = group_admin::mount(
+        ..
+    } = group_admin::mount_with(
         engine.as_mut(),
         open.host,
         open.discovery,
         first_path.group.as_str(),
         &group_lock::run_dir(),
+        // A member discovery misses is not lost: refuse, changing nothing.
+        MissingDisks::Refuse,
     )
     .map_err(|e| fail(first_sd, first_path, format!("{e}")))?;
 
     let mut prepared: Vec<Prepared> = Vec::new();
     let mut created: Vec<GroupPath> = Vec::new();
     let outcome = (|| -> Result<(), GroupTargetError> {
-        if !report.disks_marked_offline.is_empty() {
-            // The mount found members missing; a benchmark is no time to
-            // run on a group short of its disks.
-            return Err(fail(
-                first_sd,
-                first_path,
-                format!(
-                    "group {} is missing disks ({}), now marked offline; check the discovery string (--discover) and `cairn group disks {}`",
-                    first_path.group,
-                    report.disks_marked_offline.join(", "),
-                    first_path.group
-                ),
-            ));
-        }
+        check_before_any_write(&group, sds, open)?;
         for (sd, path) in sds {
             // Names are case-blind: two spellings of one file share it.
             let number = group.open(path).ok().map(|info| info.number);
@@ -163,12 +152,20 @@ pub fn open_group_files(
         }
         Ok(())
     })();
-    if let Err(e) = outcome {
+    if let Err(mut e) = outcome {
         // Leave nothing this call made: the files it created go again.
-        for path in &created {
-            group.remove(path).ok();
+        let kept = created
+            .iter()
+            .filter(|path| group.remove(path).is_err())
+            .count();
+        let dismounted = group.dismount();
+        if kept > 0 || dismounted.is_err() {
+            // Try once more from a fresh mount; say what is left if that fails.
+            drop(engine);
+            if let Err(left) = remove_created(open.host, open.discovery, &created) {
+                e.message = format!("{}; {left}", e.message);
+            }
         }
-        group.dismount().ok();
         return Err(e);
     }
     let redundancy = group.redundancy().as_str();
@@ -256,6 +253,45 @@ fn hand_out(
     Ok(out)
 }
 
+/// Every refusal that needs no I/O, before any file is created or filled: a
+/// plan that writes to a file that exists (it may be a database's datafile)
+/// without `--force`, and a missing file without a size.
+fn check_before_any_write(
+    group: &Group<'_>,
+    sds: &[(&SdDef, GroupPath)],
+    open: &GroupOpen<'_>,
+) -> Result<(), GroupTargetError> {
+    // Names are case-blind: one key per file, however it is spelled.
+    let key = |p: &GroupPath| p.to_string().to_ascii_lowercase();
+    for (sd, path) in sds {
+        match group.open(path) {
+            Ok(_) if open.writes && !open.force => {
+                return Err(fail(
+                    sd,
+                    path,
+                    "the file exists and this plan writes to it, which would destroy its contents; give --force, or name a new file".into(),
+                ));
+            }
+            Ok(_) => {}
+            Err(GroupError::NotFound(_)) => {
+                let sized = sds
+                    .iter()
+                    .any(|(other, p)| key(p) == key(path) && other.size_bytes.is_some());
+                if !sized {
+                    return Err(fail(
+                        sd,
+                        path,
+                        "no such file in the group; give size= (--size) so Cairn can create it"
+                            .into(),
+                    ));
+                }
+            }
+            Err(e) => return Err(fail(sd, path, format!("{e}"))),
+        }
+    }
+    Ok(())
+}
+
 /// A file made ready while the group is mounted.
 #[derive(Clone)]
 struct Prepared {
@@ -279,9 +315,6 @@ fn prepare(
 ) -> Result<Prepared, String> {
     let sector = u64::from(group.sector_bytes());
     let info = match group.open(path) {
-        Ok(_) if open.writes && !open.force => {
-            return Err("the file exists and this plan writes to it, which would destroy its contents; give --force, or name a new file".into());
-        }
         Ok(info) => info,
         Err(GroupError::NotFound(_)) => {
             let Some(size) = sd.size_bytes else {
@@ -375,12 +408,13 @@ pub fn remove_created(
         let removed = (|| -> Result<Vec<String>, String> {
             let mut engine = cairn_io::new_file_engine(EngineKind::Auto, MOUNT_DEPTH)
                 .map_err(|e| format!("cannot start an I/O engine: {e}"))?;
-            let mut mounted = group_admin::mount(
+            let mut mounted = group_admin::mount_with(
                 engine.as_mut(),
                 host,
                 discovery,
                 &name,
                 &group_lock::run_dir(),
+                MissingDisks::Refuse,
             )
             .map_err(|e| e.to_string())?;
             let mut kept = Vec::new();
@@ -394,15 +428,19 @@ pub fn remove_created(
         })();
         match removed {
             Ok(kept) => left.extend(kept),
-            Err(_) => left.extend(paths.iter().map(|p| p.to_string())),
+            Err(why) => {
+                let names: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+                left.push(format!("{} ({why})", names.join(" ")));
+            }
         }
     }
     if left.is_empty() {
         Ok(())
     } else {
         Err(format!(
-            "the new file(s) {} could not be removed; remove them with `cairn rm`",
-            left.join(" ")
+            "the new file(s) {} could not be removed; remove them with `cairn rm --discover '{}' PATH`",
+            left.join(" "),
+            discovery.text
         ))
     }
 }

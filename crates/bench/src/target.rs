@@ -15,6 +15,9 @@
 //! - A lun `+GROUP/path` is a file in a Cairn disk group, found by discovery
 //!   ([`crate::group_target`]): created at its `size=` if missing, its group
 //!   held locked for the run, its I/O done straight to the member disks.
+//!   Writing to one that exists needs `--force`. Even a plan that only reads
+//!   mounts the group and zeroes the file's never-written extents (its
+//!   metadata changes, its contents do not).
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;

@@ -181,9 +181,16 @@ fn a_group_file_is_measured_where_the_group_keeps_it_on_both_copies() {
         "the run's writes reached the file"
     );
     std::fs::rename(rig.path("d0.img"), rig.path("d0.gone")).unwrap();
-    // A group short of a disk is no place for a benchmark.
+    // A group short of a disk is no place for a benchmark, and a benchmark
+    // must not make the disk lost: refused, with the group left as it was.
     rig.quick(&["+DATA/bench/f1"], "r5", &["--time", "1s"])
-        .refused("is missing disks");
+        .refused("is missing disk(s) DATA_0000");
+    std::fs::rename(rig.path("d0.gone"), rig.path("d0.img")).unwrap();
+    let disks = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    for d in disks.as_array().unwrap() {
+        assert_eq!(d["state"], "ONLINE", "{disks:#}");
+    }
+    std::fs::rename(rig.path("d0.img"), rig.path("d0.gone")).unwrap();
     let second = rig.path("second.bin");
     rig.cairn(&["cp", "+DATA/bench/f1", second.to_str().unwrap()])
         .ok();
@@ -285,6 +292,20 @@ fn two_files_of_one_group_in_one_plan_and_what_is_refused() {
         &["--size", "8k", "--bs", "64k", "--time", "1s"],
     )
     .refused("is larger than the 8192 bytes");
+    // A plan that makes a new file and writes to an existing one is refused
+    // before the new one is made (or filled).
+    let mixed = rig.path("mixed.vdb");
+    std::fs::write(
+        &mixed,
+        "sd=sd1,lun=+DATA/db/new02.dbf,size=16m\n\
+         sd=sd2,lun=+DATA/db/users01.dbf\n\
+         wd=w,sd=(sd1,sd2),xfersize=8k,rdpct=50\n\
+         rd=r,wd=w,iorate=max,elapsed=1,interval=1\n",
+    )
+    .unwrap();
+    let out6 = rig.path("r6").display().to_string();
+    rig.cairn(&["bench", "run", mixed.to_str().unwrap(), "--out", &out6])
+        .refused("give --force");
     let list = rig.cairn(&["ls", "+DATA/db", "--json"]).ok().json();
     assert_eq!(
         list.as_array().unwrap().len(),

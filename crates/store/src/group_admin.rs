@@ -330,12 +330,32 @@ pub struct Mounted<'e> {
 }
 
 /// Find group `name` by discovery, lock it, open its disks and mount it.
+/// A member discovery does not reach is marked offline ([`group::mount`]).
 pub fn mount<'e>(
     engine: &'e mut dyn FileEngine,
     host: &Host,
     discovery: &DiscoveryString,
     name: &str,
     run_dir: &Path,
+) -> Result<Mounted<'e>, GroupAdminError> {
+    mount_with(
+        engine,
+        host,
+        discovery,
+        name,
+        run_dir,
+        group::MissingDisks::MarkOffline,
+    )
+}
+
+/// [`mount`], choosing what a member discovery does not reach means.
+pub fn mount_with<'e>(
+    engine: &'e mut dyn FileEngine,
+    host: &Host,
+    discovery: &DiscoveryString,
+    name: &str,
+    run_dir: &Path,
+    missing_disks: group::MissingDisks,
 ) -> Result<Mounted<'e>, GroupAdminError> {
     let wanted = name.trim_start_matches('+').to_ascii_uppercase();
     let groups = find_groups(host, discovery)?;
@@ -371,7 +391,12 @@ pub fn mount<'e>(
         paths.insert(id.0, path.clone());
         devices.push(id);
     }
-    let (group, report) = group::mount(engine, &devices, &GroupSelector::Uuid(group.uuid))?;
+    let (group, report) = group::mount_with(
+        engine,
+        &devices,
+        &GroupSelector::Uuid(group.uuid),
+        missing_disks,
+    )?;
     Ok(Mounted {
         group,
         report,

@@ -177,6 +177,29 @@ fn the_map_reads_what_the_group_reads_on_every_copy() {
     assert!(group.map_file(number).is_ok());
 }
 
+#[test]
+fn a_strict_mount_refuses_a_missing_disk_and_changes_nothing() {
+    let (mut sim, ids) = sim_with_disks(3, 96 * MIB);
+    normal_group(&mut sim, &ids).dismount().unwrap();
+    let name = group::GroupSelector::Name("MAP".into());
+    let refused = group::mount_with(&mut sim, &ids[..2], &name, group::MissingDisks::Refuse);
+    let Err(e) = refused else {
+        panic!("mounted without disk D2");
+    };
+    assert!(e.to_string().contains("missing disk(s) D2"), "{e}");
+    // Nothing was written: with every disk, all are online.
+    let (group, report) = group::mount(&mut sim, &ids, &name).unwrap();
+    assert!(report.disks_marked_offline.is_empty());
+    assert!(group
+        .disks()
+        .iter()
+        .all(|d| d.state == cairn_format::group::DiskState::Online));
+    group.dismount().unwrap();
+    // The default mount marks it offline, as a lost disk.
+    let (_, report) = group::mount(&mut sim, &ids[..2], &name).unwrap();
+    assert_eq!(report.disks_marked_offline.len(), 1);
+}
+
 proptest! {
     /// `FileMap::pieces` tiles a range exactly: pieces in order from 0, each
     /// inside one extent (and one stripe unit when fine), carrying that

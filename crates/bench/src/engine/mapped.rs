@@ -358,15 +358,7 @@ impl MappedEngine {
 
     fn finish(&mut self, done: Pending) {
         let result = match done.error {
-            // A piece's error names an offset on a member disk; the caller
-            // knows the request by its own offset.
-            Some(IoError::Os { errno, .. }) => Err(IoError::Os {
-                kind: done.kind,
-                offset_bytes: done.offset,
-                len_bytes: done.len,
-                errno,
-            }),
-            Some(e) => Err(e),
+            Some(e) => Err(at_request(e, done.kind, done.offset, done.len)),
             None => {
                 match done.kind {
                     OpKind::Read => self.bytes_read += done.len,
@@ -387,7 +379,23 @@ impl MappedEngine {
 
     /// Complete a request at once with an error.
     fn fail(&mut self, request: Request, error: IoError) {
+        let (offset, len) = request.op.range();
+        let error = at_request(error, request.op.kind(), offset, len);
         self.ready.push_back(Completion::failed(request, error));
+    }
+}
+
+/// A piece's OS error names an offset on a member disk (or none); the caller
+/// knows the request by its own range.
+fn at_request(error: IoError, kind: OpKind, offset_bytes: u64, len_bytes: u64) -> IoError {
+    match error {
+        IoError::Os { errno, .. } => IoError::Os {
+            kind,
+            offset_bytes,
+            len_bytes,
+            errno,
+        },
+        other => other,
     }
 }
 
@@ -426,9 +434,16 @@ impl IoEngine for MappedEngine {
         };
         // How many inner requests it becomes, to refuse it whole rather
         // than half-submitted when the inner engine is full.
+        // An invalid request needs nothing: planning fails it with its error.
         let needed = match (mapping, &request.op) {
             (Mapping::Direct(_), _) => 1,
+            (Mapping::GroupFile { geometry, .. }, op) if validate(geometry, op).is_err() => 0,
             (Mapping::GroupFile { disks, .. }, Op::Flush) => disks.len(),
+            // A read goes to one copy of each piece.
+            (Mapping::GroupFile { map, .. }, op @ Op::Read { .. }) => {
+                let (offset, len) = op.range();
+                map.pieces(offset, len).map_or(0, |p| p.len())
+            }
             (Mapping::GroupFile { map, .. }, op) => {
                 let (offset, len) = op.range();
                 map.pieces(offset, len)
@@ -812,14 +827,29 @@ mod tests {
             "nothing of the refused one is in flight"
         );
         assert_eq!(engine.stats().requests, 1);
-        engine.wait(1).unwrap();
-        assert_eq!(engine.pop_completion().unwrap().tag, 1);
+        // A read goes to one copy: it fits beside the write.
+        engine
+            .submit(Request {
+                device: DeviceId(0),
+                tag: 9,
+                op: Op::Read {
+                    offset_bytes: 8192,
+                    buf: AlignedBuf::zeroed(4096),
+                },
+            })
+            .unwrap();
+        engine.wait(2).unwrap();
+        let mut tags: Vec<u64> = std::iter::from_fn(|| engine.pop_completion())
+            .map(|c| c.tag)
+            .collect();
+        tags.sort_unstable();
+        assert_eq!(tags, vec![1, 9]);
         // Across an extent boundary, mirrored: four inner requests, more than
         // the inner engine can ever hold. It fails instead of waiting forever.
         engine.submit(write(3, MIB - 4096, 8192)).unwrap();
         let c = engine.pop_completion().unwrap();
         assert_eq!(c.tag, 3);
-        assert!(c.result.is_err());
+        assert_eq!(c.result, Err(IoError::Engine { errno: libc::E2BIG }));
         assert_eq!(c.buf.unwrap().len(), 8192);
     }
 

@@ -1748,10 +1748,34 @@ pub fn identify(engine: &mut dyn IoEngine, devices: &[DeviceId]) -> BTreeMap<Uui
 }
 
 /// Mount a group from the devices attached to `engine` (any order, any names).
+/// A member that is online in the group's metadata but not among `devices`
+/// is marked offline, for good (there is no resync), as a lost disk must be.
 pub fn mount<'e>(
     engine: &'e mut dyn IoEngine,
     devices: &[DeviceId],
     selector: &GroupSelector,
+) -> Result<(Group<'e>, MountReport), GroupError> {
+    mount_with(engine, devices, selector, MissingDisks::MarkOffline)
+}
+
+/// What a mount does with a member that is online in the group's metadata
+/// but not among the devices it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingDisks {
+    /// Mark it offline (for good) and mount degraded: the disk is lost.
+    MarkOffline,
+    /// Refuse to mount, writing nothing: for a caller that only borrows the
+    /// group (a benchmark) and must not turn a typo in a discovery string
+    /// into a lost disk.
+    Refuse,
+}
+
+/// [`mount`], choosing what a missing member means.
+pub fn mount_with<'e>(
+    engine: &'e mut dyn IoEngine,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+    missing_disks: MissingDisks,
 ) -> Result<(Group<'e>, MountReport), GroupError> {
     let found = identify(engine, devices);
     let mut matching: Vec<(Uuid, Vec<FoundDisk>)> = found
@@ -1827,6 +1851,18 @@ pub fn mount<'e>(
             alloc: online.then(|| DiskAlloc::empty(layout)),
             needs_flush: false,
         });
+    }
+    if !missing.is_empty() && missing_disks == MissingDisks::Refuse {
+        let names: Vec<String> = missing
+            .iter()
+            .filter_map(|d| members.get(usize::from(*d)).and_then(Option::as_ref))
+            .map(|m| format!("{} (failure group {})", m.entry.label, m.entry.failgroup))
+            .collect();
+        return Err(GroupError::Mount(format!(
+            "group {} is missing disk(s) {} among the discovered devices; nothing was changed — check the discovery string (--discover) and that the disks are attached",
+            sup.name,
+            names.join(", ")
+        )));
     }
     let mut group = Group::assemble(engine, sup.clone(), uuid, best.generation, members);
     if !missing.is_empty() {
