@@ -160,7 +160,9 @@ pub fn open_group_files(
             .count();
         let dismounted = group.dismount();
         if kept > 0 || dismounted.is_err() {
-            // Try once more from a fresh mount; say what is left if that fails.
+            // Try once more from a fresh mount (our lock and handles let go
+            // first); say what is left if that fails.
+            drop(lock);
             drop(engine);
             if let Err(left) = remove_created(open.host, open.discovery, &created) {
                 e.message = format!("{}; {left}", e.message);
