@@ -30,7 +30,7 @@ use cairn_io::{
     AlignedBuf, Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, OpKind,
     Request, SubmitError,
 };
-use cairn_store::group::FileMap;
+use cairn_store::group::{FileMap, MapPiece};
 use slab::Slab;
 
 /// What one device of the wrapper is.
@@ -127,7 +127,7 @@ impl MappedEngine {
 
     /// The inner requests for a request on a group file, or why it fails.
     fn plan(
-        map: &FileMap,
+        pieces: &[MapPiece<'_>],
         disks: &BTreeMap<u16, DeviceId>,
         op: Op,
     ) -> Result<Planned, (Op, IoError)> {
@@ -156,11 +156,8 @@ impl MappedEngine {
                 })
             }
             Op::Read { offset_bytes, buf } => {
-                let Some(pieces) = map.pieces(offset_bytes, buf.len() as u64) else {
-                    return Err((Op::Read { offset_bytes, buf }, out_of_map(OpKind::Read)));
-                };
                 let mut places = Vec::with_capacity(pieces.len());
-                for piece in &pieces {
+                for piece in pieces {
                     let Some((d, at)) = piece.on_copy(0) else {
                         return Err((Op::Read { offset_bytes, buf }, out_of_map(OpKind::Read)));
                     };
@@ -209,18 +206,8 @@ impl MappedEngine {
                 buf,
                 fua,
             } => {
-                let Some(pieces) = map.pieces(offset_bytes, buf.len() as u64) else {
-                    return Err((
-                        Op::Write {
-                            offset_bytes,
-                            buf,
-                            fua,
-                        },
-                        out_of_map(OpKind::Write),
-                    ));
-                };
                 let mut places = Vec::new();
-                for piece in &pieces {
+                for piece in pieces {
                     for k in 0..piece.copies.len() {
                         let (d, at) = piece.on_copy(k).expect("invariant: k < copies");
                         match disk(d) {
@@ -281,20 +268,9 @@ impl MappedEngine {
                 };
                 Ok(Planned { requests, kept })
             }
-            Op::Discard {
-                offset_bytes,
-                len_bytes,
-            }
-            | Op::WriteZeroes {
-                offset_bytes,
-                len_bytes,
-            } => {
+            Op::Discard { .. } | Op::WriteZeroes { .. } => {
                 let discard = matches!(op, Op::Discard { .. });
-                let Some(pieces) = map.pieces(offset_bytes, len_bytes) else {
-                    let kind = op.kind();
-                    return Err((op, out_of_map(kind)));
-                };
-                for piece in &pieces {
+                for piece in pieces {
                     for k in 0..piece.copies.len() {
                         let (d, at) = piece.on_copy(k).expect("invariant: k < copies");
                         let device = match disk(d) {
@@ -432,23 +408,26 @@ impl IoEngine for MappedEngine {
             self.fail(request, IoError::UnknownDevice(device));
             return Ok(());
         };
-        // How many inner requests it becomes, to refuse it whole rather
-        // than half-submitted when the inner engine is full.
-        // An invalid request needs nothing: planning fails it with its error.
-        let needed = match (mapping, &request.op) {
-            (Mapping::Direct(_), _) => 1,
-            (Mapping::GroupFile { geometry, .. }, op) if validate(geometry, op).is_err() => 0,
-            (Mapping::GroupFile { disks, .. }, Op::Flush) => disks.len(),
+        // A group file's request is checked and split into pieces once:
+        // how many inner requests it becomes (to refuse it whole rather than
+        // half-submitted when the inner engine is full), then what they are.
+        let split = match (mapping, &request.op) {
+            (Mapping::Direct(_), _) | (Mapping::GroupFile { .. }, Op::Flush) => Ok(Vec::new()),
+            (Mapping::GroupFile { map, geometry, .. }, op) => {
+                validate(geometry, op).and_then(|()| {
+                    let (offset, len) = op.range();
+                    map.pieces(offset, len).ok_or_else(|| out_of_map(op.kind()))
+                })
+            }
+        };
+        let needed = match (mapping, &request.op, &split) {
+            (Mapping::Direct(_), _, _) => 1,
+            // An invalid request needs nothing: planning fails it with its error.
+            (_, _, Err(_)) => 0,
+            (Mapping::GroupFile { disks, .. }, Op::Flush, _) => disks.len(),
             // A read goes to one copy of each piece.
-            (Mapping::GroupFile { map, .. }, op @ Op::Read { .. }) => {
-                let (offset, len) = op.range();
-                map.pieces(offset, len).map_or(0, |p| p.len())
-            }
-            (Mapping::GroupFile { map, .. }, op) => {
-                let (offset, len) = op.range();
-                map.pieces(offset, len)
-                    .map_or(0, |p| p.iter().map(|p| p.copies.len()).sum())
-            }
+            (_, Op::Read { .. }, Ok(pieces)) => pieces.len(),
+            (_, _, Ok(pieces)) => pieces.iter().map(|p| p.copies.len()).sum(),
         };
         if needed > self.inner.depth_max() {
             // Could never fit: fail it rather than refuse it forever.
@@ -474,13 +453,9 @@ impl IoEngine for MappedEngine {
                 )],
                 kept: None,
             }),
-            Mapping::GroupFile {
-                map,
-                disks,
-                geometry,
-            } => match validate(geometry, &op) {
+            Mapping::GroupFile { disks, .. } => match split {
                 Err(e) => Err((op, e)),
-                Ok(()) => Self::plan(map, disks, op),
+                Ok(pieces) => Self::plan(&pieces, disks, op),
             },
         };
         self.requests += 1;
