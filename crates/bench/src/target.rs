@@ -271,11 +271,22 @@ pub fn close_and_remove_created(
     }
     // The group's lock and disks are released with the targets.
     drop(targets);
+    remove_made(&files, &group_files, host, discovery)
+}
+
+/// Remove the files and group files a refused run made; the error names the
+/// group files that could not be removed.
+fn remove_made(
+    files: &[PathBuf],
+    group_files: &[GroupPath],
+    host: &Host,
+    discovery: Option<&DiscoveryString>,
+) -> Result<(), String> {
     for path in files {
         std::fs::remove_file(path).ok();
     }
     match (discovery, group_files.is_empty()) {
-        (Some(discovery), false) => group_target::remove_created(host, discovery, &group_files),
+        (Some(discovery), false) => group_target::remove_created(host, discovery, group_files),
         _ => Ok(()),
     }
 }
@@ -301,20 +312,18 @@ pub fn open_targets(
         Ok(targets) => Ok(targets),
         Err(error) => {
             // Leave nothing behind that this call made.
-            for path in &created_files {
-                std::fs::remove_file(path).ok();
+            match remove_made(
+                &created_files,
+                &created_group_files,
+                options.host,
+                options.discovery,
+            ) {
+                Ok(()) => Err(error),
+                Err(left) => Err(TargetError::Leftover {
+                    error: Box::new(error),
+                    left,
+                }),
             }
-            if let (Some(discovery), false) = (options.discovery, created_group_files.is_empty()) {
-                if let Err(left) =
-                    group_target::remove_created(options.host, discovery, &created_group_files)
-                {
-                    return Err(TargetError::Leftover {
-                        error: Box::new(error),
-                        left,
-                    });
-                }
-            }
-            Err(error)
         }
     }
 }
