@@ -20,6 +20,9 @@ use serde::Serialize;
 use super::{Dirty, Group, GroupError, Member};
 use cairn_format::group::AtLayout;
 
+/// A valid copy of a metadata block: its generation and its bytes.
+type Generation = (u64, Vec<u8>);
+
 /// One problem the check found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
@@ -255,7 +258,7 @@ impl Group<'_> {
         let _ = FILE_DIRECTORY;
         for d in blocks {
             let (id, places) = self.dirty_id_and_places(d);
-            let mut images: Vec<(u16, u64, Option<Vec<u8>>)> = Vec::new();
+            let mut images: Vec<(u16, u64, Option<Generation>)> = Vec::new();
             for (disk, offset) in places {
                 if self.member(disk).and_then(Member::online).is_none() {
                     continue;
@@ -264,12 +267,24 @@ impl Group<'_> {
                     .read_one(disk, offset, BLOCK_BYTES)
                     .ok()
                     .map(|b| b[..].to_vec());
-                let valid = data.filter(|b| meta::open(b, id, self.uuid).is_ok());
+                let valid = data.and_then(|b| {
+                    meta::open(&b, id, self.uuid)
+                        .ok()
+                        .map(|generation| (generation, b))
+                });
                 images.push((disk, offset, valid));
             }
             report.metadata_blocks_compared += 1;
-            let good = images.iter().find_map(|(_, _, b)| b.clone());
-            let Some(good) = good else {
+            // The newest valid generation is the reference: an older valid
+            // copy is what a lost in-place write leaves behind.
+            let good = images.iter().filter_map(|(_, _, v)| v.clone()).fold(
+                None,
+                |best: Option<(u64, Vec<u8>)>, v| match best {
+                    Some(b) if b.0 >= v.0 => Some(b),
+                    _ => Some(v),
+                },
+            );
+            let Some((newest, good)) = good else {
                 report.problems.push(Problem {
                     location: format!("{id}"),
                     what: "no valid copy".into(),
@@ -279,18 +294,20 @@ impl Group<'_> {
             };
             let mut rewrite = Vec::new();
             for (disk, offset, data) in &images {
-                if data.as_deref() != Some(&good[..]) {
-                    report.problems.push(Problem {
-                        location: format!("{id} copy on {} at {offset}", self.disk_name(*disk)),
-                        what: if data.is_some() {
-                            "differs from its mirror".into()
-                        } else {
-                            "damaged or unreadable".into()
-                        },
-                        repaired: repair,
-                    });
-                    rewrite.push((*disk, *offset, AlignedBuf::from_slice(&good)));
-                }
+                let what = match data {
+                    Some((_, bytes)) if bytes[..] == good[..] => continue,
+                    Some((generation, _)) if *generation < newest => {
+                        format!("stale: generation {generation}, the newest copy has {newest}")
+                    }
+                    Some(_) => "differs from its mirror".into(),
+                    None => "damaged or unreadable".into(),
+                };
+                report.problems.push(Problem {
+                    location: format!("{id} copy on {} at {offset}", self.disk_name(*disk)),
+                    what,
+                    repaired: repair,
+                });
+                rewrite.push((*disk, *offset, AlignedBuf::from_slice(&good)));
             }
             if repair && !rewrite.is_empty() {
                 let failed = self.write_many(rewrite)?;

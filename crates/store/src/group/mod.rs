@@ -496,15 +496,19 @@ impl<'e> Group<'e> {
         self.engine.read_at(device, offset_bytes, len)
     }
 
-    /// Read a metadata block that has copies at `places`: the first valid copy
-    /// wins; a blank copy counts only if no copy is valid. Bad copies beside a
-    /// good one are rewritten from it.
+    /// Read a metadata block that has copies at `places`: the valid copy with
+    /// the newest generation wins (a lost or misdirected in-place write leaves
+    /// an older, checksum-valid copy on a mirror, which must never be served
+    /// or spread); a blank copy counts only if no copy is valid. Bad, blank and
+    /// older copies beside the winner are rewritten from it.
     fn read_meta(
         &mut self,
         places: &[(u16, u64)],
         id: BlockId,
     ) -> Result<Option<Box<Block>>, GroupError> {
-        let mut good: Option<Box<Block>> = None;
+        // (generation, block, place) of the newest valid copy so far.
+        let mut newest: Option<(u64, Box<Block>, (u16, u64))> = None;
+        let mut outdated = Vec::new();
         let mut bad = Vec::new();
         let mut blank = Vec::new();
         let mut problems = Vec::new();
@@ -514,11 +518,20 @@ impl<'e> Group<'e> {
             }
             match self.read_one(disk, offset, BLOCK_BYTES) {
                 Ok(buf) => match meta::open(&buf[..], id, self.uuid) {
-                    Ok(_) => {
-                        if good.is_none() {
+                    Ok(generation) => {
+                        if newest.as_ref().is_none_or(|(g, _, _)| generation > *g) {
                             let mut block = meta::empty_block();
                             block.copy_from_slice(&buf[..]);
-                            good = Some(block);
+                            if let Some((_, _, place)) =
+                                newest.replace((generation, block, (disk, offset)))
+                            {
+                                outdated.push(place);
+                            }
+                        } else if newest
+                            .as_ref()
+                            .is_some_and(|(g, b, _)| generation < *g || b[..] != buf[..])
+                        {
+                            outdated.push((disk, offset));
                         }
                     }
                     Err(MetaError::Blank) => blank.push((disk, offset)),
@@ -533,13 +546,14 @@ impl<'e> Group<'e> {
                 }
             }
         }
-        match good {
-            Some(block) => {
-                if !bad.is_empty() || !blank.is_empty() {
-                    self.repaired_copies += (bad.len() + blank.len()) as u64;
-                    let writes = bad
+        match newest {
+            Some((_, block, _)) => {
+                let rewrite: Vec<(u16, u64)> =
+                    bad.into_iter().chain(blank).chain(outdated).collect();
+                if !rewrite.is_empty() {
+                    self.repaired_copies += rewrite.len() as u64;
+                    let writes = rewrite
                         .into_iter()
-                        .chain(blank)
                         .map(|(d, o)| (d, o, AlignedBuf::from_slice(&block[..])))
                         .collect();
                     let failed = self.write_many(writes)?;
@@ -646,7 +660,9 @@ impl<'e> Group<'e> {
     }
 
     /// The block image for a dirty address, sealed with `generation`. A file
-    /// entry or alias block that became empty is written as zeros (free).
+    /// entry or alias block that became empty is sealed with an empty payload
+    /// (free): it carries a generation, so a stale copy of what it held
+    /// before, left on a mirror by a lost write, is recognised as older.
     fn encode_dirty(&self, d: Dirty, generation: u64) -> Box<Block> {
         let (id, _) = self.dirty_id_and_places(d);
         let mut block = meta::empty_block();
@@ -661,10 +677,11 @@ impl<'e> Group<'e> {
                 let alloc = alloc.expect("invariant: online disk");
                 fmt::encode_bitmap(&mut block, alloc.bitmap_bytes(index));
             }
-            Dirty::Entry(n) => match self.files.get(&n) {
-                Some(rec) => self.encode_entry(rec, &mut block),
-                None => return block,
-            },
+            Dirty::Entry(n) => {
+                if let Some(rec) = self.files.get(&n) {
+                    self.encode_entry(rec, &mut block);
+                }
+            }
             Dirty::Indirect { file, block: index } => {
                 let rec = &self.files[&file];
                 let first = DIRECT_EXTENTS + index as usize * EXTENTS_PER_INDIRECT_BLOCK;
@@ -676,9 +693,6 @@ impl<'e> Group<'e> {
                 let last = first + ALIASES_PER_BLOCK as u32;
                 let records: Vec<&AliasRecord> =
                     self.aliases.range(first..last).map(|(_, r)| r).collect();
-                if records.is_empty() {
-                    return block;
-                }
                 fmt::encode_alias_block(&mut block, index, &records);
             }
             Dirty::Templates => fmt::encode_templates(&mut block, &self.templates),
