@@ -131,6 +131,9 @@ pub enum GroupError {
     Exists(String),
     #[error("{0}")]
     Mount(String),
+    /// A write that must be durable reached no copy of some block.
+    #[error("{0}")]
+    WriteFailed(String),
     #[error("the group stopped after a failed metadata write ({0}); mount it again to recover")]
     Poisoned(String),
 }
@@ -219,6 +222,28 @@ struct JournalState {
     position: u64,
     capacity_blocks: u64,
     prev_checksum: u32,
+}
+
+/// Something a durable write must leave whole on at least one copy: a
+/// metadata block (one write per copy), or a superblock generation (every
+/// block of the slot, per disk).
+struct DurableItem {
+    what: String,
+    /// Per copy: its disk and the writes (offset, bytes) that make it up.
+    copies: Vec<(u16, Vec<(u64, AlignedBuf)>)>,
+}
+
+impl DurableItem {
+    /// A block with one write per copy: (disk, offset, bytes).
+    fn block(what: impl Into<String>, copies: Vec<(u16, u64, AlignedBuf)>) -> Self {
+        Self {
+            what: what.into(),
+            copies: copies
+                .into_iter()
+                .map(|(d, o, b)| (d, vec![(o, b)]))
+                .collect(),
+        }
+    }
 }
 
 /// A mounted disk group.
@@ -853,13 +878,17 @@ impl<'e> Group<'e> {
             self.uuid,
             seq,
         );
-        let mut writes = Vec::new();
+        let mut items = Vec::new();
         for (k, block) in std::iter::once(&header).chain(images.iter()).enumerate() {
-            for (disk, offset) in self.file_block_places(FILE_JOURNAL, position + k as u64) {
-                writes.push((disk, offset, AlignedBuf::from_slice(&block[..])));
-            }
+            let index = position + k as u64;
+            let copies = self
+                .file_block_places(FILE_JOURNAL, index)
+                .into_iter()
+                .map(|(disk, offset)| (disk, offset, AlignedBuf::from_slice(&block[..])))
+                .collect();
+            items.push(DurableItem::block(format!("journal block {index}"), copies));
         }
-        self.write_durably(writes, "journal record")?;
+        self.write_durably(items, &format!("journal record {seq}"))?;
 
         self.journal.position += record_blocks;
         self.journal.next_seq += 1;
@@ -890,30 +919,53 @@ impl<'e> Group<'e> {
         Ok(())
     }
 
-    /// Write `writes` and flush their disks; the set must land on at least one
-    /// copy of each place, else the group cannot go on.
-    fn write_durably(
-        &mut self,
-        writes: Vec<(u16, u64, AlignedBuf)>,
-        what: &str,
-    ) -> Result<(), GroupError> {
-        let disks: BTreeSet<u16> = writes.iter().map(|w| w.0).collect();
-        let offsets: BTreeSet<u64> = writes.iter().map(|w| w.1).collect();
-        let mut failed: BTreeSet<u16> = self.write_many(writes)?.into_iter().collect();
-        let flushed: BTreeSet<u16> = disks.difference(&failed).copied().collect();
-        failed.extend(self.flush_disks(Some(&flushed))?);
-        if !failed.is_empty() && failed.len() >= disks.len() {
-            return Err(GroupError::Mount(format!(
-                "could not write the {what} to any copy ({} offsets on disks {:?})",
-                offsets.len(),
-                failed
-                    .iter()
-                    .map(|d| self.disk_name(*d))
-                    .collect::<Vec<_>>()
-            )));
+    /// Write `items` and flush their disks: every item must land, whole, on
+    /// at least one of its copies (a copy on a disk that failed, or was
+    /// offline, does not count), else the write did not happen and the group
+    /// cannot go on. `what` names the set in the error.
+    fn write_durably(&mut self, items: Vec<DurableItem>, what: &str) -> Result<(), GroupError> {
+        let mut writes = Vec::new();
+        let mut copy_disks: Vec<(String, Vec<u16>)> = Vec::with_capacity(items.len());
+        for item in items {
+            let mut disks = Vec::with_capacity(item.copies.len());
+            for (disk, blocks) in item.copies {
+                disks.push(disk);
+                writes.extend(blocks.into_iter().map(|(o, b)| (disk, o, b)));
+            }
+            copy_disks.push((item.what, disks));
         }
-        self.failed_disks.extend(failed);
-        Ok(())
+        let written: BTreeSet<u16> = writes
+            .iter()
+            .map(|w| w.0)
+            .filter(|d| self.member(*d).and_then(Member::online).is_some())
+            .collect();
+        let mut failed: BTreeSet<u16> = self.write_many(writes)?.into_iter().collect();
+        let flushed: BTreeSet<u16> = written.difference(&failed).copied().collect();
+        failed.extend(self.flush_disks(Some(&flushed))?);
+        self.failed_disks.extend(failed.iter().copied());
+        let lost: Vec<String> = copy_disks
+            .iter()
+            .filter(|(_, disks)| {
+                !disks
+                    .iter()
+                    .any(|d| written.contains(d) && !failed.contains(d))
+            })
+            .map(|(item, disks)| {
+                let names: Vec<String> = disks.iter().map(|d| self.disk_name(*d)).collect();
+                format!("{item} (copies on {})", names.join(", "))
+            })
+            .collect();
+        if lost.is_empty() {
+            return Ok(());
+        }
+        Err(GroupError::WriteFailed(format!(
+            "could not write the {what} to any copy of {}{}; the group stopped — check those disks and the kernel log (dmesg), then mount the group again",
+            lost[0],
+            match lost.len() {
+                1 => String::new(),
+                n => format!(" and {} more block(s)", n - 1),
+            }
+        )))
     }
 
     fn flush_all_checked(&mut self) -> Result<(), GroupError> {
@@ -943,12 +995,18 @@ impl<'e> Group<'e> {
             self.uuid,
             header.header_generation,
         );
-        let writes = self
+        let copies = self
             .file_block_places(FILE_JOURNAL, slot)
             .into_iter()
             .map(|(d, o)| (d, o, AlignedBuf::from_slice(&block[..])))
             .collect();
-        self.write_durably(writes, "journal header")?;
+        self.write_durably(
+            vec![DurableItem::block(
+                format!("journal header slot {slot}"),
+                copies,
+            )],
+            "journal header",
+        )?;
         self.journal.header_generation = header.header_generation;
         self.journal.position = JOURNAL_HEADER_BLOCKS;
         self.journal.prev_checksum = 0;
@@ -1065,11 +1123,12 @@ impl<'e> Group<'e> {
         let base = SUPER_SLOT_OFFSETS_BYTES[(generation % 2) as usize];
         let entries = self.disk_entries();
         let dir_blocks = self.members.len().div_ceil(DISK_ENTRIES_PER_BLOCK);
-        let mut writes = Vec::new();
+        let mut copies = Vec::new();
         for n in 0..self.members.len() as u16 {
             if self.member(n).and_then(Member::online).is_none() {
                 continue;
             }
+            let mut writes = Vec::new();
             let mut block = meta::empty_block();
             self.superblock_for(n).encode_into(&mut block);
             meta::seal(
@@ -1078,7 +1137,7 @@ impl<'e> Group<'e> {
                 self.uuid,
                 generation,
             );
-            writes.push((n, base, AlignedBuf::from_slice(&block[..])));
+            writes.push((base, AlignedBuf::from_slice(&block[..])));
             for i in 0..dir_blocks {
                 let offset = base + (1 + i as u64) * BLOCK_BYTES as u64;
                 let mut block = meta::empty_block();
@@ -1089,11 +1148,16 @@ impl<'e> Group<'e> {
                     self.uuid,
                     generation,
                 );
-                writes.push((n, offset, AlignedBuf::from_slice(&block[..])));
+                writes.push((offset, AlignedBuf::from_slice(&block[..])));
             }
+            copies.push((n, writes));
         }
         self.flush_all_checked()?;
-        self.write_durably(writes, "superblocks")
+        let item = DurableItem {
+            what: format!("superblock generation {generation}"),
+            copies,
+        };
+        self.write_durably(vec![item], "superblocks")
     }
 
     // -----------------------------------------------------------------------
@@ -1545,15 +1609,17 @@ pub fn create<'e>(
     group.dirty.insert(Dirty::Templates);
     group.dirty.insert(Dirty::Attributes);
     let dirty: Vec<Dirty> = std::mem::take(&mut group.dirty).into_iter().collect();
-    let mut writes = Vec::new();
+    let mut items = Vec::new();
     for d in dirty {
-        let (_, places) = group.dirty_id_and_places(d);
+        let (id, places) = group.dirty_id_and_places(d);
         let block = group.encode_dirty(d, 0);
-        for (disk, offset) in places {
-            writes.push((disk, offset, AlignedBuf::from_slice(&block[..])));
-        }
+        let copies = places
+            .into_iter()
+            .map(|(disk, offset)| (disk, offset, AlignedBuf::from_slice(&block[..])))
+            .collect();
+        items.push(DurableItem::block(id.to_string(), copies));
     }
-    group.write_durably(writes, "initial metadata")?;
+    group.write_durably(items, "initial metadata")?;
     group.checkpoint()?;
     group.write_superblocks()?;
 
@@ -2442,3 +2508,100 @@ fn alias_block_of(id: u32) -> u64 {
 
 const _: () = assert!(FILE_NUMBER_USER_MIN as usize <= 256);
 const _: () = assert!(TXN_IMAGES_MAX * 3 <= JOURNAL_TARGETS_MAX);
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use cairn_format::DiskLabel;
+    use cairn_io_sim::{geometry, SimEngine};
+
+    const MIB: u64 = 1 << 20;
+    const DISK_BYTES: u64 = 64 * MIB;
+
+    /// Four labelled simulated disks in two failure groups (0, 1 in A; 2, 3 in B).
+    fn four_disks() -> (SimEngine, Vec<DeviceId>) {
+        let mut sim = SimEngine::new(3, 64);
+        let mut ids = Vec::new();
+        for i in 0..4 {
+            let d = sim.add_disk(geometry(DISK_BYTES, 4096, 4096, 512 << 10));
+            labeling::write_label(
+                &mut sim,
+                d,
+                &labeling::LabelSpec {
+                    label: DiskLabel::parse(&format!("D{i}")).unwrap(),
+                    disk_uuid: Uuid::from_u128(0xD0 + i as u128),
+                    now_unix_seconds: 1,
+                    generation: 1,
+                },
+            )
+            .unwrap();
+            ids.push(d);
+        }
+        (sim, ids)
+    }
+
+    fn create_normal<'e>(engine: &'e mut dyn IoEngine, ids: &[DeviceId]) -> Group<'e> {
+        let disks: Vec<NewDisk> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, d)| NewDisk {
+                device: *d,
+                failgroup: Some(if i < 2 { "A" } else { "B" }.into()),
+            })
+            .collect();
+        create(
+            engine,
+            &disks,
+            &GroupSpec {
+                name: "T".into(),
+                redundancy: Redundancy::Normal,
+                au_bytes: MIB,
+                sector_bytes: None,
+                force: false,
+                now_unix_seconds: 1,
+                group_uuid: Uuid::from_u128(0x7E57),
+            },
+        )
+        .unwrap()
+    }
+
+    /// Two blocks, each mirrored across the failure groups: P on disks 0 and
+    /// 2, Q on disks 1 and 3. Disks 0 and 2 fail: Q is whole, P is on no copy,
+    /// although only half of the disks failed. The write must not pass for
+    /// durable.
+    #[test]
+    // One failing range is meant: `write_error_ranges` is a list of ranges.
+    #[allow(clippy::single_range_in_vec_init)]
+    fn a_durable_write_needs_a_copy_of_every_block_not_just_some_disks() {
+        let (mut sim, ids) = four_disks();
+        // An AU in the middle: nothing of the group's is there.
+        let failing = 40 * MIB;
+        for d in [ids[0], ids[2]] {
+            sim.disk_mut(d).faults.write_error_ranges = vec![failing..failing + MIB];
+        }
+        let mut g = create_normal(&mut sim, &ids);
+        let block = |b: u8| AlignedBuf::from_slice(&[b; BLOCK_BYTES]);
+        let items = vec![
+            DurableItem::block(
+                "block P",
+                vec![(0, failing, block(1)), (2, failing, block(1))],
+            ),
+            DurableItem::block(
+                "block Q",
+                vec![(1, failing, block(2)), (3, failing, block(2))],
+            ),
+        ];
+        let err = g.write_durably(items, "test blocks").unwrap_err();
+        assert!(
+            matches!(err, GroupError::WriteFailed(_)),
+            "a write failure is not a mount error: {err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("block P") && text.contains("D0") && text.contains("D2"),
+            "names the block lost and the disks: {text}"
+        );
+        assert!(!text.contains("block Q"), "{text}");
+    }
+}
