@@ -164,3 +164,103 @@ fn a_deleted_file_does_not_come_back_from_a_stale_mirror() {
     let report = g.check(false).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+/// Rewrite file `victim`'s entry so that its first extent names the AUs of
+/// file `owner`'s first extent: a checksum-valid extent map that claims an AU
+/// another file owns (external redundancy: one copy of everything).
+fn make_second_owner(engine: &mut CrashAfter, ids: &[DeviceId], owner: u32, victim: u32) {
+    use cairn_format::group::FileEntry;
+    use cairn_format::meta::{self, BlockId, BlockType};
+    let (uuid, owner_extent, at) = {
+        let g = mount(engine, ids);
+        let owner_extent = g.extents(owner).unwrap()[0];
+        let (_, at) = entry_place(&g, victim, 0);
+        (g.uuid(), owner_extent, at)
+    };
+    let device = ids[0];
+    let bytes = engine.inner.contents(device, at, BLOCK as usize);
+    let id = BlockId {
+        block_type: BlockType::FileEntry,
+        owner: FILE_DIRECTORY,
+        owner_tag: 0,
+        index: u64::from(victim),
+    };
+    let generation = meta::open(&bytes, id, uuid).unwrap();
+    let mut entry = FileEntry::decode(&bytes, victim).unwrap().unwrap();
+    entry.direct[0] = owner_extent;
+    let mut block = meta::empty_block();
+    entry.encode_into(&mut block);
+    meta::seal(&mut block, id, uuid, generation);
+    engine.inner.scribble(device, at, &block[..]);
+}
+
+/// An AU named by two extent maps is found at mount, with both owners named;
+/// neither file can be written (a write to one would land in the other), both
+/// can be read and removed, and removing one leaves the AU to the other
+/// instead of freeing it under it (which tripped a double-free assertion).
+#[test]
+fn an_au_owned_twice_is_found_at_mount_and_survives_rm() {
+    let (mut engine, ids) = rig(&[(64 * MIB, "A")], Redundancy::External);
+    let (x, y) = {
+        let mut g = mount(&mut engine, &ids);
+        let x = g
+            .create_file(&path("x"), MIB, &CreateOptions::default())
+            .unwrap();
+        let y = g
+            .create_file(&path("y"), MIB, &CreateOptions::default())
+            .unwrap();
+        g.write(x.number, 0, &[7u8; MIB as usize]).unwrap();
+        g.dismount().unwrap();
+        (x.number, y.number)
+    };
+    make_second_owner(&mut engine, &ids, x, y);
+
+    let (mut g, report) =
+        group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    let au = g.extents(x).unwrap()[0].copies()[0].au;
+    let found = report
+        .damage
+        .iter()
+        .find(|d| d.contains(&format!("AU {au}")))
+        .unwrap_or_else(|| panic!("not reported: {report:?}"));
+    assert!(
+        found.contains("+SIM/x") && found.contains("+SIM/y") && found.contains("D0"),
+        "{found}"
+    );
+    let err = g.write(y, 0, &[1u8; 4096]).unwrap_err().to_string();
+    assert!(err.contains("+SIM/x"), "{err}");
+    let mut back = vec![0u8; 4096];
+    g.read(y, 0, &mut back).unwrap();
+    assert_eq!(back, vec![7u8; 4096], "reads still work");
+    let check = g.check(false).unwrap();
+    assert!(
+        check
+            .problems
+            .iter()
+            .any(|p| p.what.contains("owned twice")),
+        "{:?}",
+        check.problems
+    );
+
+    g.remove(&path("x")).unwrap();
+    // y still owns the AU: nothing else may get it.
+    g.create_file(&path("z"), 8 * MIB, &CreateOptions::default())
+        .unwrap();
+    let z = g.open(&path("z")).unwrap().number;
+    assert!(
+        g.extents(z).unwrap().iter().all(|e| e.copies()[0].au != au),
+        "the AU y still owns was handed to z"
+    );
+    // y's own first AU, which its damaged map no longer names, is a leak.
+    let check = g.check(true).unwrap();
+    assert!(
+        check.problems.iter().all(|p| p.what.contains("leaked")),
+        "{:?}",
+        check.problems
+    );
+    assert!(check.clean(), "{:?}", check.problems);
+    g.remove(&path("y")).unwrap();
+    let check = g.check(false).unwrap();
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    g.dismount().unwrap();
+}

@@ -375,6 +375,32 @@ impl Group<'_> {
         Ok(self.info(f))
     }
 
+    /// The path of file `number` by its own (primary) name, for messages;
+    /// `file N` when it has none.
+    pub fn path_of(&self, number: u32) -> String {
+        let Some(name) = self
+            .aliases
+            .values()
+            .find(|r| r.kind == AliasKind::File && r.file_number == number)
+        else {
+            return format!("file {number}");
+        };
+        let mut parts = vec![name.name.as_str()];
+        let mut parent = name.parent;
+        // A damaged alias directory could loop; `check` reports it.
+        while parent != ROOT && parts.len() <= self.aliases.len() {
+            match self.aliases.get(&parent) {
+                Some(p) => {
+                    parts.push(p.name.as_str());
+                    parent = p.parent;
+                }
+                None => break,
+            }
+        }
+        parts.reverse();
+        format!("+{}/{}", self.name, parts.join("/"))
+    }
+
     /// Every user file, for the checker and tests.
     pub fn file_numbers(&self) -> Vec<u32> {
         self.files
@@ -554,7 +580,7 @@ impl Group<'_> {
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             let index = rec.extents.len() as u64 - 1;
             let extent = rec.extents.pop().expect("invariant: non-empty");
-            self.free_extent(&extent, index);
+            self.free_extent(number, &extent, index);
             self.dirty_extent(number, index);
             if self.dirty_count() >= STEP_DIRTY_MAX {
                 self.commit()?;
@@ -564,7 +590,7 @@ impl Group<'_> {
         while self.files[&number].entry.indirect.len() as u64 > needed {
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             let pointer = rec.entry.indirect.pop().expect("invariant: non-empty");
-            self.free_extent(&pointer, 0);
+            self.free_extent(number, &pointer, 0);
             self.checkpoint_before_reuse = true;
             self.dirty.insert(Dirty::Entry(number));
             if self.dirty_count() >= STEP_DIRTY_MAX {
@@ -618,6 +644,7 @@ impl Group<'_> {
         self.check_usable()?;
         self.check_size(size_bytes)?;
         let number = self.file_number(path)?;
+        self.refuse_if_sharing(number)?;
         let old = self.files[&number].entry.size_bytes;
         let rec = self.files.get_mut(&number).expect("invariant: open");
         rec.entry.state = FileState::Resizing;
@@ -826,6 +853,7 @@ impl Group<'_> {
     pub fn write(&mut self, number: u32, offset: u64, data: &[u8]) -> Result<(), GroupError> {
         self.check_usable()?;
         self.check_io(number, offset, data.len() as u64)?;
+        self.refuse_if_sharing(number)?;
         let pieces = self.pieces(number, offset, data.len() as u64);
         let layout = self.layout_for(&self.files[&number]);
         // First writes to an extent: zero what this write does not cover.
@@ -1135,6 +1163,7 @@ impl Group<'_> {
         const BATCH: usize = 64;
         self.check_usable()?;
         self.check_io(number, 0, 0)?;
+        self.refuse_if_sharing(number)?;
         let layout = self.layout_for(&self.files[&number]);
         let fresh: Vec<u64> = self.files[&number]
             .extents

@@ -174,6 +174,9 @@ pub struct MountReport {
     pub operations_recovered: Vec<String>,
     pub repaired_copies: u64,
     pub warnings: Vec<String>,
+    /// Metadata damage found at mount, each with where it is and what it
+    /// affects (an AU two files claim, a block with no valid copy).
+    pub damage: Vec<String>,
 }
 
 /// One member disk as the mounted group knows it.
@@ -277,6 +280,10 @@ pub struct Group<'e> {
     repaired_copies: u64,
     /// Disks whose writes failed during the current step, to offline after it.
     failed_disks: BTreeSet<u16>,
+    /// AUs that more than one extent map claims (damage found at mount), with
+    /// each claimant's file number: never freed while another still claims it,
+    /// and their files are never written.
+    shared_aus: BTreeMap<(u16, u64), Vec<u32>>,
 }
 
 fn system_clock() -> u64 {
@@ -368,6 +375,7 @@ impl<'e> Group<'e> {
             checkpoint_before_reuse: false,
             repaired_copies: 0,
             failed_disks: BTreeSet::new(),
+            shared_aus: BTreeMap::new(),
         }
     }
 
@@ -1232,13 +1240,68 @@ impl<'e> Group<'e> {
         )))
     }
 
-    fn free_extent(&mut self, extent: &Extent, index: u64) {
+    /// Free the AUs of extent `index` (or an indirect AU) of file `file`. An
+    /// AU another extent map also claims (damage found at mount) stays used,
+    /// for the other owner, instead of being freed under it.
+    fn free_extent(&mut self, file: u32, extent: &Extent, index: u64) {
         let aus = placement::extent_aus(index) as u32;
         for c in extent.copies() {
-            if let Some(alloc) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) {
+            let run = u64::from(c.au)..u64::from(c.au) + u64::from(aus);
+            let shared: Vec<u64> = self
+                .shared_aus
+                .range((c.disk, run.start)..(c.disk, run.end))
+                .map(|((_, au), _)| *au)
+                .collect();
+            for au in &shared {
+                let owners = self
+                    .shared_aus
+                    .get_mut(&(c.disk, *au))
+                    .expect("invariant: listed above");
+                if let Some(i) = owners.iter().position(|o| *o == file) {
+                    owners.swap_remove(i);
+                }
+                if owners.len() <= 1 {
+                    self.shared_aus.remove(&(c.disk, *au));
+                }
+            }
+            let Some(alloc) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) else {
+                continue;
+            };
+            if shared.is_empty() {
                 alloc.free(c.au, aus);
+                continue;
+            }
+            for au in run.filter(|a| !shared.contains(a)) {
+                alloc.free(au as u32, 1);
             }
         }
+    }
+
+    /// Refuse to change file `number` while it claims an AU another file
+    /// also claims: a write to one would land in the other.
+    fn refuse_if_sharing(&self, number: u32) -> Result<(), GroupError> {
+        let Some(((disk, au), owners)) = self
+            .shared_aus
+            .iter()
+            .find(|(_, owners)| owners.contains(&number))
+        else {
+            return Ok(());
+        };
+        let others: Vec<String> = owners
+            .iter()
+            .filter(|o| **o != number)
+            .map(|o| self.path_of(*o))
+            .collect();
+        Err(GroupError::Corrupt(format!(
+            "{} shares AU {au} of disk {} with {}: an extent map is damaged, so a write to one would land in the other; copy out what you need (`cairn cp`), then remove the damaged file with `cairn rm`",
+            self.path_of(number),
+            self.disk_name(*disk),
+            if others.is_empty() {
+                "itself".to_string()
+            } else {
+                others.join(", ")
+            }
+        )))
     }
 
     // -----------------------------------------------------------------------
@@ -2013,6 +2076,7 @@ pub fn mount_with<'e>(
     group.verify_tables(&mut report)?;
     group.rebuild_tables()?;
     group.load_aliases()?;
+    report.damage.extend(group.describe_shared_aus());
     let templates = group
         .read_meta_file_block(FILE_TEMPLATES, BlockType::Template, 0)?
         .map(|b| fmt::decode_templates(&b[..]).map_err(corrupt))
@@ -2308,7 +2372,9 @@ impl Group<'_> {
     /// is damage no rebuild can explain.
     fn verify_tables(&mut self, report: &mut MountReport) -> Result<(), GroupError> {
         let mut stale = BTreeSet::new();
-        for run in self.owned_runs() {
+        let runs = self.owned_runs();
+        self.shared_aus = shared_aus(&runs);
+        for run in runs {
             let Some(m) = self.member(run.disk) else {
                 return Err(corrupt(format!(
                     "{}: on disk {}, which is not in the group",
@@ -2483,6 +2549,22 @@ impl Group<'_> {
         Ok(extents)
     }
 
+    /// One line per AU two files claim: where it is and who claims it.
+    fn describe_shared_aus(&self) -> Vec<String> {
+        self.shared_aus
+            .iter()
+            .map(|((disk, au), owners)| {
+                let who: Vec<String> = owners.iter().map(|o| self.path_of(*o)).collect();
+                format!(
+                    "AU {au} of disk {} is claimed by {} extent maps ({}): reads of either file may return the other's data, and neither will be written until one is removed",
+                    self.disk_name(*disk),
+                    owners.len(),
+                    who.join(" and ")
+                )
+            })
+            .collect()
+    }
+
     fn load_aliases(&mut self) -> Result<(), GroupError> {
         let blocks = self.files[&FILE_ALIAS_DIRECTORY].extents.len() as u64 * self.blocks_per_au();
         for index in 0..blocks {
@@ -2499,6 +2581,38 @@ impl Group<'_> {
         }
         Ok(())
     }
+}
+
+/// The AUs more than one run claims, each with the file of every claim (a
+/// file that claims an AU twice is listed twice). A sweep over the runs
+/// sorted by start finds the overlaps; only their AUs are then counted.
+fn shared_aus(runs: &[OwnedRun]) -> BTreeMap<(u16, u64), Vec<u32>> {
+    let mut sorted: Vec<&OwnedRun> = runs.iter().collect();
+    sorted.sort_by_key(|r| (r.disk, r.au, r.au + r.len));
+    let mut overlapping: BTreeSet<(u16, u64)> = BTreeSet::new();
+    // Runs on the current disk that may still overlap what comes next.
+    let mut open: Vec<&OwnedRun> = Vec::new();
+    for run in sorted {
+        open.retain(|o| o.disk == run.disk && o.au + o.len > run.au);
+        for o in &open {
+            let end = (o.au + o.len).min(run.au + run.len);
+            overlapping.extend((run.au..end).map(|au| (run.disk, au)));
+        }
+        open.push(run);
+    }
+    let mut shared: BTreeMap<(u16, u64), Vec<u32>> = BTreeMap::new();
+    if overlapping.is_empty() {
+        return shared;
+    }
+    for run in runs {
+        for au in overlapping
+            .range((run.disk, run.au)..(run.disk, run.au + run.len))
+            .map(|(_, au)| *au)
+        {
+            shared.entry((run.disk, au)).or_default().push(run.file);
+        }
+    }
+    shared
 }
 
 /// Alias-kind helpers shared with files.rs.
@@ -2603,5 +2717,38 @@ mod tests {
             "names the block lost and the disks: {text}"
         );
         assert!(!text.contains("block Q"), "{text}");
+    }
+
+    fn run(file: u32, disk: u16, au: u64, len: u64) -> OwnedRun {
+        OwnedRun {
+            disk,
+            au,
+            len,
+            file,
+            index: 0,
+            indirect: false,
+            copy: 0,
+        }
+    }
+
+    #[test]
+    fn shared_aus_lists_every_claim_of_an_overlap_and_nothing_else() {
+        let runs = [
+            run(1, 0, 10, 4), // 10..14
+            run(2, 0, 12, 4), // 12..16: 12, 13 shared with file 1
+            run(2, 0, 13, 1), // file 2 claims 13 a second time
+            run(3, 1, 12, 4), // another disk: no overlap
+            run(4, 0, 16, 2), // adjacent, not overlapping
+        ];
+        let shared = shared_aus(&runs);
+        let mut got: Vec<((u16, u64), Vec<u32>)> = shared
+            .into_iter()
+            .map(|(k, mut v)| {
+                v.sort_unstable();
+                (k, v)
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, vec![((0, 12), vec![1, 2]), ((0, 13), vec![1, 2, 2])]);
     }
 }
