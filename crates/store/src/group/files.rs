@@ -857,48 +857,73 @@ impl Group<'_> {
         let pieces = self.pieces(number, offset, data.len() as u64);
         let layout = self.layout_for(&self.files[&number]);
         // First writes to an extent: zero what this write does not cover.
-        let mut fresh: Vec<u64> = pieces
-            .iter()
-            .map(|p| p.0)
-            .filter(|e| !self.files[&number].extents[*e as usize].initialized)
-            .collect();
-        fresh.sort_unstable();
-        fresh.dedup();
-        for e in &fresh {
-            let covered: u64 = pieces.iter().filter(|p| p.0 == *e).map(|p| p.3).sum();
-            if covered < layout.extent_bytes(*e) {
-                self.zero_extent(number, *e)?;
+        let mut covered: std::collections::BTreeMap<u64, u64> = Default::default();
+        for (extent, _, _, len) in &pieces {
+            if !self.files[&number].extents[*extent as usize].initialized {
+                *covered.entry(*extent).or_default() += len;
             }
         }
-        let mut writes = Vec::new();
-        for (extent, within, at, len) in &pieces {
-            let ext = self.files[&number].extents[*extent as usize];
-            for c in ext.copies() {
-                writes.push((
-                    c.disk,
-                    u64::from(c.au) * self.au_bytes + within,
-                    AlignedBuf::from_slice(&data[*at..*at + *len as usize]),
-                ));
+        for (extent, bytes) in &covered {
+            if *bytes < layout.extent_bytes(*extent) {
+                self.zero_extent(number, *extent)?;
             }
         }
-        let failed = self.write_many(writes)?;
-        self.fail_if_no_copy(number, &pieces, &failed)?;
-        self.failed_disks.extend(failed);
-        if !fresh.is_empty() {
-            let now = (self.clock)();
+        // The data in bounded batches: one call may be bigger than memory
+        // should hold twice (once per copy).
+        let mut start = 0;
+        while start < pieces.len() {
+            let mut end = start;
+            let mut bytes = 0;
+            while end < pieces.len()
+                && (end == start || bytes + pieces[end].3 <= WRITE_BATCH_BYTES_MAX)
+            {
+                bytes += pieces[end].3;
+                end += 1;
+            }
+            let batch = &pieces[start..end];
+            let mut writes = Vec::new();
+            for (extent, within, at, len) in batch {
+                let ext = self.files[&number].extents[*extent as usize];
+                for c in ext.copies() {
+                    writes.push((
+                        c.disk,
+                        u64::from(c.au) * self.au_bytes + within,
+                        AlignedBuf::from_slice(&data[*at..*at + *len as usize]),
+                    ));
+                }
+            }
+            let failed = self.write_many(writes)?;
+            self.fail_if_no_copy(number, batch, &failed)?;
+            self.failed_disks.extend(failed);
+            start = end;
+        }
+        if covered.is_empty() {
+            return self.offline_failed();
+        }
+        let fresh: Vec<u64> = covered.into_keys().collect();
+        self.mark_initialized(number, &fresh)
+    }
+
+    /// Mark extents of a file initialised, committing in steps of at most
+    /// [`STEP_DIRTY_MAX`] dirty blocks (a big write first-writes more extents
+    /// than one transaction can name). Each step's barrier flush makes the
+    /// data and zeros written before it durable before its flags are; a crash
+    /// between steps leaves some extents still reading as zeros, which a
+    /// write that was never acknowledged may do.
+    fn mark_initialized(&mut self, number: u32, extents: &[u64]) -> Result<(), GroupError> {
+        for e in extents {
             let rec = self.files.get_mut(&number).expect("invariant: checked");
-            for e in &fresh {
-                rec.extents[*e as usize].initialized = true;
+            rec.extents[*e as usize].initialized = true;
+            self.dirty_extent(number, *e);
+            if self.dirty_count() >= STEP_DIRTY_MAX {
+                self.commit()?;
             }
-            rec.entry.modified_unix_seconds = now;
-            for e in fresh {
-                self.dirty_extent(number, e);
-            }
-            self.commit()?;
-        } else {
-            self.offline_failed()?;
         }
-        Ok(())
+        let now = (self.clock)();
+        let rec = self.files.get_mut(&number).expect("invariant: checked");
+        rec.entry.modified_unix_seconds = now;
+        self.dirty.insert(Dirty::Entry(number));
+        self.commit()
     }
 
     /// Every piece must have landed on at least one copy.
@@ -1256,6 +1281,11 @@ impl Group<'_> {
         self.files.get(&number).map(|f| &f.extents[..])
     }
 }
+
+/// Bytes of a write's data turned into requests at once: a bigger write goes
+/// to the disks in batches, so memory stays bounded whatever the caller
+/// hands in (each copy holds its own buffer).
+const WRITE_BATCH_BYTES_MAX: u64 = 32 << 20;
 
 /// The errno a write reports when no copy of it could be written.
 const EIO: i32 = 5;
