@@ -353,3 +353,137 @@ fn one_write_over_more_extents_than_a_transaction_holds_commits_in_steps() {
     let check = g.check(false).unwrap();
     assert!(check.problems.is_empty(), "{:?}", check.problems);
 }
+
+/// Mutating requests (writes, flushes, discards, zeroing) the engine has
+/// been asked for so far: `CrashAfter` counts them down from its budget.
+fn mutations(engine: &CrashAfter) -> usize {
+    usize::MAX - engine.budget().get()
+}
+
+/// A read-only mount (listing, inspecting) with a member missing writes
+/// nothing at all and marks nothing offline: the disk is back in the group
+/// when it is found again.
+#[test]
+fn a_read_only_mount_with_a_disk_missing_writes_nothing() {
+    let (mut engine, ids) = rig(
+        &[(64 * MIB, "A"), (64 * MIB, "B"), (64 * MIB, "B")],
+        Redundancy::Normal,
+    );
+    {
+        let mut g = mount(&mut engine, &ids);
+        g.create_file(&path("x"), MIB, &CreateOptions::default())
+            .unwrap();
+        g.dismount().unwrap();
+    }
+    let before = mutations(&engine);
+    {
+        let (g, report) =
+            group::mount_read_only(&mut engine, &ids[..2], &GroupSelector::Name("SIM".into()))
+                .unwrap();
+        assert!(report.disks_marked_offline.is_empty(), "{report:?}");
+        assert_eq!(report.disks_missing.len(), 1, "{report:?}");
+        assert!(report.disks_missing[0].contains("D2"), "{report:?}");
+        assert!(g.open(&path("x")).is_ok());
+        assert_eq!(g.space().offline_disks, 1, "degraded while it is missing");
+        g.dismount().unwrap();
+    }
+    assert_eq!(mutations(&engine), before, "a read-only mount wrote");
+    let g = mount(&mut engine, &ids);
+    assert!(
+        g.disks()
+            .iter()
+            .all(|d| d.state == cairn_format::group::DiskState::Online),
+        "{:?}",
+        g.disks()
+    );
+}
+
+/// A read-only mount after a crash sees every committed change (its journal
+/// records applied in memory), writes nothing, and leaves the replay to the
+/// next writer.
+#[test]
+fn a_read_only_mount_after_a_crash_sees_the_journal_and_writes_nothing() {
+    use cairn_io_sim::CrashPolicy;
+    let (mut engine, ids) = rig(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
+    let data = vec![0x5Au8; MIB as usize];
+    {
+        let mut g = mount(&mut engine, &ids);
+        g.mkdir(&path("d"), false).unwrap();
+        let f = g
+            .create_file(&path("d/x"), MIB, &CreateOptions::default())
+            .unwrap();
+        g.write(f.number, 0, &data).unwrap();
+        g.sync().unwrap();
+        // Killed: no dismount, no checkpoint; the records are in the ring and
+        // the in-place writes after the last flush are lost.
+    }
+    engine.inner.crash(CrashPolicy::LOSE_ALL);
+    let before = mutations(&engine);
+    {
+        let (mut g, report) =
+            group::mount_read_only(&mut engine, &ids, &GroupSelector::Name("SIM".into()))
+                .unwrap();
+        assert!(report.journal_records_replayed > 0, "{report:?}");
+        let f = g.open(&path("d/x")).unwrap();
+        let mut back = vec![0u8; data.len()];
+        g.read(f.number, 0, &mut back).unwrap();
+        assert!(back == data);
+        let err = g.mkdir(&path("e"), false).unwrap_err().to_string();
+        assert!(err.contains("read-only"), "{err}");
+        g.dismount().unwrap();
+    }
+    assert_eq!(mutations(&engine), before, "a read-only mount wrote");
+    let (mut g, report) =
+        group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    assert!(report.journal_records_replayed > 0, "the writer replays");
+    assert!(g.open(&path("d/x")).is_ok());
+    assert!(g.check(false).unwrap().problems.is_empty());
+}
+
+/// `check` on a read-only mount reports a stale mirror copy (newest
+/// generation as the reference) without repairing it; `check --repair`, a
+/// writer, repairs it from the newest.
+#[test]
+fn check_reports_a_stale_copy_and_repair_restores_the_newest() {
+    let (mut engine, ids) = rig(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
+    let (primary, at) = {
+        let mut g = mount(&mut engine, &ids);
+        let f = g
+            .create_file(&path("x"), MIB, &CreateOptions::default())
+            .unwrap();
+        let place = entry_place(&g, f.number, 0);
+        g.dismount().unwrap();
+        place
+    };
+    let device = ids[usize::from(primary.disk)];
+    let stale = engine.inner.contents(device, at, BLOCK as usize);
+    {
+        let mut g = mount(&mut engine, &ids);
+        g.resize(&path("x"), 2 * MIB).unwrap();
+        g.dismount().unwrap();
+    }
+    let fresh = engine.inner.contents(device, at, BLOCK as usize);
+    engine.inner.scribble(device, at, &stale);
+    {
+        let (mut g, _) =
+            group::mount_read_only(&mut engine, &ids, &GroupSelector::Name("SIM".into()))
+                .unwrap();
+        assert_eq!(g.open(&path("x")).unwrap().size_bytes, 2 * MIB);
+        let report = g.check(false).unwrap();
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.what.contains("stale")
+                    && p.location.contains(&format!("D{}", primary.disk))),
+            "{:?}",
+            report.problems
+        );
+        assert!(g.check(true).is_err(), "a read-only mount cannot repair");
+    }
+    assert_eq!(engine.inner.contents(device, at, BLOCK as usize), stale);
+    let mut g = mount(&mut engine, &ids);
+    assert!(g.check(true).unwrap().clean());
+    g.dismount().unwrap();
+    assert_eq!(engine.inner.contents(device, at, BLOCK as usize), fresh);
+}

@@ -51,7 +51,11 @@ impl CheckReport {
 impl Group<'_> {
     /// Check the mounted group; with `repair`, fix what is safely fixable.
     pub fn check(&mut self, repair: bool) -> Result<CheckReport, GroupError> {
-        self.check_usable()?;
+        if repair {
+            self.check_writable()?;
+        } else {
+            self.check_usable()?;
+        }
         let mut report = CheckReport::default();
         self.check_extents(repair, &mut report)?;
         self.check_aliases(repair, &mut report);

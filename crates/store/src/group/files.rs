@@ -202,7 +202,7 @@ impl Group<'_> {
 
     /// Create a directory (and, with `parents`, the missing ones above it).
     pub fn mkdir(&mut self, path: &GroupPath, parents: bool) -> Result<(), GroupError> {
-        self.check_usable()?;
+        self.check_writable()?;
         self.check_group(path)?;
         if path.is_root() {
             return Err(GroupError::Exists(format!("{path} is the group's root")));
@@ -245,7 +245,7 @@ impl Group<'_> {
 
     /// Another name for an existing file.
     pub fn mkalias(&mut self, target: &GroupPath, alias: &GroupPath) -> Result<(), GroupError> {
-        self.check_usable()?;
+        self.check_writable()?;
         let record = self
             .resolve(target)?
             .ok_or_else(|| GroupError::Invalid(format!("{target} is the root, not a file")))?;
@@ -431,7 +431,7 @@ impl Group<'_> {
         size_bytes: u64,
         options: &CreateOptions,
     ) -> Result<FileInfo, GroupError> {
-        self.check_usable()?;
+        self.check_writable()?;
         self.check_size(size_bytes)?;
         let (parent_path, name) = split(path)?;
         if options.parents && !parent_path.is_root() && self.resolve(&parent_path).is_err() {
@@ -641,7 +641,7 @@ impl Group<'_> {
 
     /// Grow or shrink a file.
     pub fn resize(&mut self, path: &GroupPath, size_bytes: u64) -> Result<FileInfo, GroupError> {
-        self.check_usable()?;
+        self.check_writable()?;
         self.check_size(size_bytes)?;
         let number = self.file_number(path)?;
         self.refuse_if_sharing(number)?;
@@ -702,7 +702,7 @@ impl Group<'_> {
     /// Remove a name: an alias goes alone; a file's own name deletes the file
     /// and every alias of it; a directory must be empty.
     pub fn remove(&mut self, path: &GroupPath) -> Result<(), GroupError> {
-        self.check_usable()?;
+        self.check_writable()?;
         let record = self
             .resolve(path)?
             .ok_or_else(|| {
@@ -747,6 +747,23 @@ impl Group<'_> {
         self.files.remove(&number);
         self.dirty.insert(Dirty::Entry(number));
         self.commit()
+    }
+
+    /// What a crash left unfinished, for a read-only mount to report: the
+    /// next mount that writes settles it.
+    pub(super) fn pending_operations(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .filter(|(n, f)| **n >= FILE_NUMBER_USER_MIN && f.entry.state != FileState::Active)
+            .map(|(n, f)| {
+                let what = match f.entry.state {
+                    FileState::Creating => "a create",
+                    FileState::Deleting => "a delete",
+                    _ => "a resize",
+                };
+                format!("file {n}: {what} was interrupted; the next command that writes to the group settles it")
+            })
+            .collect()
     }
 
     /// Finish or undo what a crash interrupted. Returns what was done.
@@ -851,7 +868,7 @@ impl Group<'_> {
 
     /// Write `data` at `offset` of file `number` to every online copy.
     pub fn write(&mut self, number: u32, offset: u64, data: &[u8]) -> Result<(), GroupError> {
-        self.check_usable()?;
+        self.check_writable()?;
         self.check_io(number, offset, data.len() as u64)?;
         self.refuse_if_sharing(number)?;
         let pieces = self.pieces(number, offset, data.len() as u64);
@@ -1019,7 +1036,7 @@ impl Group<'_> {
         for attempt in 0..copies {
             match self.read_attempt(number, &pieces, attempt, buf) {
                 Ok(true) if accept(buf) => {
-                    if !bad_attempts.is_empty() {
+                    if !bad_attempts.is_empty() && !self.read_only {
                         self.rewrite_attempts(number, &pieces, &bad_attempts, attempt, buf)?;
                     }
                     return self.offline_failed();
@@ -1186,7 +1203,7 @@ impl Group<'_> {
     pub fn initialize_file(&mut self, number: u32) -> Result<u64, GroupError> {
         /// Extents zeroed by one batch of requests.
         const BATCH: usize = 64;
-        self.check_usable()?;
+        self.check_writable()?;
         self.check_io(number, 0, 0)?;
         self.refuse_if_sharing(number)?;
         let layout = self.layout_for(&self.files[&number]);

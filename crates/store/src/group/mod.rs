@@ -136,6 +136,9 @@ pub enum GroupError {
     WriteFailed(String),
     #[error("the group stopped after a failed metadata write ({0}); mount it again to recover")]
     Poisoned(String),
+    /// A change asked of a group mounted read-only.
+    #[error("group {0} is mounted read-only (by a listing or inspecting command); this change needs a command that writes")]
+    ReadOnly(String),
 }
 
 impl From<crate::names::NameError> for GroupError {
@@ -169,8 +172,14 @@ pub struct GroupSpec {
 /// What a mount found and did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MountReport {
+    /// Journal records replayed (applied in memory only, on a read-only mount).
     pub journal_records_replayed: u64,
+    /// Members not found, recorded offline in the superblocks (a writer).
     pub disks_marked_offline: Vec<String>,
+    /// Members not found, left as they are on disk (a read-only mount): the
+    /// group is degraded while they are missing, and whole again when they
+    /// are found.
+    pub disks_missing: Vec<String>,
     pub operations_recovered: Vec<String>,
     pub repaired_copies: u64,
     pub warnings: Vec<String>,
@@ -280,6 +289,16 @@ pub struct Group<'e> {
     repaired_copies: u64,
     /// Disks whose writes failed during the current step, to offline after it.
     failed_disks: BTreeSet<u16>,
+    /// Mounted read-only: nothing is ever written (no replay, no repair, no
+    /// offlining); changes are refused with [`GroupError::ReadOnly`].
+    read_only: bool,
+    /// On a read-only mount, the images of the journal records that a writer
+    /// would replay, by place (disk, byte offset): reads see them instead of
+    /// what is in place. Bounded by the journal ring.
+    overlay: BTreeMap<(u16, u64), Box<Block>>,
+    /// Metadata copies found damaged, blank or stale that a read-only mount
+    /// left as they were.
+    copies_left_damaged: u64,
     /// AUs that more than one extent map claims (damage found at mount), with
     /// each claimant's file number: never freed while another still claims it,
     /// and their files are never written.
@@ -376,6 +395,9 @@ impl<'e> Group<'e> {
             repaired_copies: 0,
             failed_disks: BTreeSet::new(),
             shared_aus: BTreeMap::new(),
+            read_only: false,
+            overlay: BTreeMap::new(),
+            copies_left_damaged: 0,
         }
     }
 
@@ -434,12 +456,30 @@ impl<'e> Group<'e> {
         }
     }
 
+    /// Usable, and mounted for writing.
+    fn check_writable(&self) -> Result<(), GroupError> {
+        self.check_usable()?;
+        if self.read_only {
+            return Err(GroupError::ReadOnly(self.name.clone()));
+        }
+        Ok(())
+    }
+
+    /// Whether this mount may write (it was not mounted read-only).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
     // -----------------------------------------------------------------------
     // Raw I/O across disks
 
     /// Run writes (disk, offset, buffer) concurrently. Returns the disks whose
     /// writes failed; writes to offline disks are skipped.
     fn write_many(&mut self, writes: Vec<(u16, u64, AlignedBuf)>) -> Result<Vec<u16>, GroupError> {
+        assert!(
+            !self.read_only || writes.is_empty(),
+            "invariant: a read-only mount never writes"
+        );
         let mut requests = Vec::with_capacity(writes.len());
         let mut disk_of = Vec::with_capacity(writes.len());
         for (disk, offset_bytes, buf) in writes {
@@ -526,7 +566,22 @@ impl<'e> Group<'e> {
             .member(disk)
             .and_then(Member::online)
             .ok_or(IoError::UnknownDevice(DeviceId(u32::from(disk))))?;
-        self.engine.read_at(device, offset_bytes, len)
+        let mut buf = self.engine.read_at(device, offset_bytes, len)?;
+        // Blocks start at 4 KiB multiples: look back one block for an image
+        // that begins before the range.
+        let from = offset_bytes.saturating_sub(BLOCK_BYTES as u64 - 1);
+        for ((_, at), image) in self
+            .overlay
+            .range((disk, from)..(disk, offset_bytes + len as u64))
+        {
+            let start = (*at).max(offset_bytes);
+            let end = (*at + BLOCK_BYTES as u64).min(offset_bytes + len as u64);
+            if start < end {
+                buf[(start - offset_bytes) as usize..(end - offset_bytes) as usize]
+                    .copy_from_slice(&image[(start - at) as usize..(end - at) as usize]);
+            }
+        }
+        Ok(buf)
     }
 
     /// Read a metadata block that has copies at `places`: the valid copy with
@@ -583,7 +638,9 @@ impl<'e> Group<'e> {
             Some((_, block, _)) => {
                 let rewrite: Vec<(u16, u64)> =
                     bad.into_iter().chain(blank).chain(outdated).collect();
-                if !rewrite.is_empty() {
+                if self.read_only {
+                    self.copies_left_damaged += rewrite.len() as u64;
+                } else if !rewrite.is_empty() {
                     self.repaired_copies += rewrite.len() as u64;
                     let writes = rewrite
                         .into_iter()
@@ -779,7 +836,7 @@ impl<'e> Group<'e> {
 
     /// Make every change since the last commit durable and atomic.
     pub fn commit(&mut self) -> Result<(), GroupError> {
-        self.check_usable()?;
+        self.check_writable()?;
         let result = self.commit_inner();
         if let Err(e) = &result {
             self.poisoned = Some(e.to_string());
@@ -1362,6 +1419,7 @@ impl<'e> Group<'e> {
                     } else {
                         DiskState::Offline
                     },
+                    missing: m.entry.state == DiskState::Online && m.device.is_none(),
                     device: m.device,
                     total_aus: layout.map_or(0, |l| l.data_aus()),
                     free_aus: m.alloc.as_ref().map(DiskAlloc::free_aus),
@@ -1375,6 +1433,9 @@ impl<'e> Group<'e> {
     /// Make every acknowledged write durable (what `fsync` means for a file).
     pub fn sync(&mut self) -> Result<(), GroupError> {
         self.check_usable()?;
+        if self.read_only {
+            return Ok(());
+        }
         for m in self.members.iter_mut().flatten() {
             if m.online().is_some() {
                 m.needs_flush = true;
@@ -1384,9 +1445,13 @@ impl<'e> Group<'e> {
         self.offline_failed()
     }
 
-    /// Checkpoint and stop: the next mount has nothing to replay.
+    /// Checkpoint and stop: the next mount has nothing to replay. A read-only
+    /// mount just stops.
     pub fn dismount(mut self) -> Result<(), GroupError> {
         self.check_usable()?;
+        if self.read_only {
+            return Ok(());
+        }
         self.commit()?;
         self.checkpoint()?;
         Ok(())
@@ -1440,7 +1505,11 @@ pub struct DiskInfo {
     pub number: u16,
     pub label: String,
     pub failgroup: String,
+    /// ONLINE, or OFFLINE when it is not in use (recorded offline, or missing).
     pub state: DiskState,
+    /// Not found at mount, and not (yet) recorded offline: a read-only mount
+    /// leaves the record to a command that writes.
+    pub missing: bool,
     #[serde(skip)]
     pub device: Option<DeviceId>,
     pub total_aus: u64,
@@ -1920,6 +1989,30 @@ pub fn mount_with<'e>(
     selector: &GroupSelector,
     missing_disks: MissingDisks,
 ) -> Result<(Group<'e>, MountReport), GroupError> {
+    mount_inner(engine, devices, selector, missing_disks, false)
+}
+
+/// Mount for listing and inspecting: nothing is written, ever. A member not
+/// among `devices` is missing (the group is degraded in memory) but not
+/// marked offline; journal records a crash left are applied in memory, not
+/// replayed onto the disks; damaged metadata copies are reported, not
+/// rewritten; unfinished operations are left for the next writer. Every
+/// change is refused ([`GroupError::ReadOnly`]).
+pub fn mount_read_only<'e>(
+    engine: &'e mut dyn IoEngine,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+) -> Result<(Group<'e>, MountReport), GroupError> {
+    mount_inner(engine, devices, selector, MissingDisks::MarkOffline, true)
+}
+
+fn mount_inner<'e>(
+    engine: &'e mut dyn IoEngine,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+    missing_disks: MissingDisks,
+    read_only: bool,
+) -> Result<(Group<'e>, MountReport), GroupError> {
     let found = identify(engine, devices);
     let mut matching: Vec<(Uuid, Vec<FoundDisk>)> = found
         .into_iter()
@@ -2008,10 +2101,14 @@ pub fn mount_with<'e>(
         )));
     }
     let mut group = Group::assemble(engine, sup.clone(), uuid, best.generation, members);
+    group.read_only = read_only;
     if !missing.is_empty() {
         for d in &missing {
             if let Some(m) = group.member_mut(*d) {
-                m.entry.state = DiskState::Offline;
+                // A reader leaves the record alone: the disk is only missing.
+                if !read_only {
+                    m.entry.state = DiskState::Offline;
+                }
             }
         }
         let names: Vec<String> = missing
@@ -2032,7 +2129,11 @@ pub fn mount_with<'e>(
                 group.redundancy().as_str()
             )));
         }
-        report.disks_marked_offline = names;
+        if read_only {
+            report.disks_missing = names;
+        } else {
+            report.disks_marked_offline = names;
+        }
     }
 
     // Bootstrap: the file directory's first extent, then the journal's entry.
@@ -2067,7 +2168,7 @@ pub fn mount_with<'e>(
 
     // Offline disks noticed at mount are recorded only after replay, so replay
     // writes reach every disk the journal names.
-    if !missing.is_empty() {
+    if !missing.is_empty() && !read_only {
         group.write_superblocks()?;
     }
 
@@ -2089,6 +2190,17 @@ pub fn mount_with<'e>(
         .transpose()?
         .unwrap_or_default();
     group.attributes = attributes;
+    if read_only {
+        report.warnings.extend(group.pending_operations());
+        if group.copies_left_damaged > 0 {
+            report.warnings.push(format!(
+                "{} metadata copies are damaged, blank or out of date beside a good one; a command that writes rewrites them as it reads them, or run `cairn group check {} --repair`",
+                group.copies_left_damaged, group.name
+            ));
+        }
+        group.forget_dirty();
+        return Ok((group, report));
+    }
     report.operations_recovered = group.recover_operations()?;
     report.repaired_copies = group.repaired_copies;
     group.commit()?;
@@ -2185,7 +2297,11 @@ impl Group<'_> {
                     continue;
                 };
                 let (record, images, checksum) = record;
-                self.write_in_place(&record.targets, |i| &images[i][..])?;
+                if self.read_only {
+                    self.overlay_record(&record.targets, &images);
+                } else {
+                    self.write_in_place(&record.targets, |i| &images[i][..])?;
+                }
                 position += 1 + u64::from(record.image_count);
                 prev = checksum;
                 self.journal.next_seq += 1;
@@ -2196,11 +2312,33 @@ impl Group<'_> {
         }
         self.journal.position = position;
         self.journal.prev_checksum = prev;
+        if self.read_only {
+            return Ok(replayed);
+        }
         // Make the replayed state the new starting point — only once every
         // disk a replay write failed on is on record as offline (checkpoint
         // sees to it, and stops the mount if redundancy cannot cover them).
         self.checkpoint()?;
         Ok(replayed)
+    }
+
+    /// A read-only mount's replay: remember the record's images by place, so
+    /// reads see what a writer's replay would have put there.
+    fn overlay_record(&mut self, targets: &[JournalTarget], images: &[AlignedBuf]) {
+        for t in targets {
+            let mut block = meta::empty_block();
+            block.copy_from_slice(&images[usize::from(t.image)][..]);
+            self.overlay.insert((t.disk, t.offset_bytes), block);
+        }
+    }
+
+    /// Drop every change a read-only mount computed (rebuilt tables, summary
+    /// counts to rewrite): nothing of it is written.
+    fn forget_dirty(&mut self) {
+        self.dirty.clear();
+        for alloc in self.members.iter_mut().flatten().filter_map(|m| m.alloc.as_mut()) {
+            alloc.take_dirty();
+        }
     }
 
     /// The record at `position` on journal copy `copy`, if whole and next in the chain.
@@ -2436,6 +2574,10 @@ impl Group<'_> {
             }
             fresh.mark_all_dirty();
             *alloc = fresh;
+        }
+        if self.read_only {
+            // Rebuilt in memory for this look; a writer rewrites it.
+            return Ok(());
         }
         self.commit_in_chunks()
     }
