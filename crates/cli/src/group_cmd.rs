@@ -115,6 +115,8 @@ pub fn parse_size(text: &str) -> Result<u64> {
         .with_context(|| format!("size {text:?} is too large"))
 }
 
+/// Mount group `name` for a command that writes, saying on stderr what the
+/// mount found (disks marked offline, damage).
 fn mount<'e>(
     engine: &'e mut dyn FileEngine,
     discover: &Discover,
@@ -122,13 +124,57 @@ fn mount<'e>(
 ) -> Result<group_admin::Mounted<'e>> {
     let host = Host::real();
     let d = discovery(discover.discover.as_deref())?;
-    Ok(group_admin::mount(
-        engine,
-        &host,
-        &d,
-        name,
-        &group_lock::run_dir(),
-    )?)
+    let m = group_admin::mount(engine, &host, &d, name, &group_lock::run_dir())?;
+    warn_mount(m.group.name(), &m.report);
+    Ok(m)
+}
+
+/// Mount group `name` for listing or inspecting: nothing is written, a
+/// missing disk stays as it is recorded.
+fn mount_read_only<'e>(
+    engine: &'e mut dyn FileEngine,
+    discover: &Discover,
+    name: &str,
+) -> Result<group_admin::Mounted<'e>> {
+    let host = Host::real();
+    let d = discovery(discover.discover.as_deref())?;
+    let m = group_admin::mount_read_only(engine, &host, &d, name, &group_lock::run_dir())?;
+    warn_mount(m.group.name(), &m.report);
+    Ok(m)
+}
+
+/// What a mount found that a person must hear about, one line each on stderr.
+fn warn_mount(group: &str, report: &group::MountReport) {
+    for d in &report.disks_marked_offline {
+        eprintln!(
+            "cairn: warning: group {group}: disk {d} was not found and is now marked OFFLINE; the group runs DEGRADED on the other copies (check the discovery string and that the disk is attached)"
+        );
+    }
+    for d in &report.disks_missing {
+        eprintln!(
+            "cairn: warning: group {group}: disk {d} was not found; reading from the other copies, nothing was changed (check the discovery string and that the disk is attached)"
+        );
+    }
+    for d in &report.damage {
+        eprintln!("cairn: warning: group {group}: DAMAGE: {d}");
+    }
+    for w in &report.warnings {
+        eprintln!("cairn: warning: group {group}: {w}");
+    }
+}
+
+/// Dismount a group a command wrote to, saying on stderr which disks it took
+/// offline after an I/O error.
+fn finish(group: Group<'_>) -> Result<()> {
+    let name = group.name().to_string();
+    let offlined = group.disks_taken_offline().to_vec();
+    let result = group.dismount();
+    for d in offlined {
+        eprintln!(
+            "cairn: warning: group {name}: disk {d} and is now OFFLINE; the group runs DEGRADED on the other copies (check the disk and the kernel log, dmesg)"
+        );
+    }
+    Ok(result?)
 }
 
 pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
@@ -175,7 +221,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
             )?;
             let summary = summary_of(&group);
             let written = group_bytes_written(&mut group);
-            group.dismount()?;
+            finish(group)?;
             #[derive(Serialize)]
             struct Created {
                 group: GroupSummary,
@@ -225,7 +271,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
             let mut rows = Vec::new();
             for g in found {
                 let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-                let row = match group_admin::mount(
+                let row = match group_admin::mount_read_only(
                     engine.as_mut(),
                     &host,
                     &d,
@@ -233,8 +279,10 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
                     &group_lock::run_dir(),
                 ) {
                     Ok(m) => {
+                        warn_mount(&g.name, &m.report);
                         let mut s = summary_of(&m.group);
                         s.warnings = m.report.warnings;
+                        s.warnings.extend(m.report.damage);
                         m.group.dismount()?;
                         s
                     }
@@ -258,7 +306,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
             discover,
             output,
         } => {
-            let m = mount(engine.as_mut(), &discover, &name)?;
+            let m = mount_read_only(engine.as_mut(), &discover, &name)?;
             let disks = m.group.disks();
             let au = m.group.au_bytes();
             let paths = m.paths.clone();
@@ -310,7 +358,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
             let m = mount(engine.as_mut(), &discover, &name)?;
             let summary = summary_of(&m.group);
             let report = m.report;
-            m.group.dismount()?;
+            finish(m.group)?;
             if output.json {
                 #[derive(Serialize)]
                 struct Mounted {
@@ -344,9 +392,17 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
             discover,
             output,
         } => {
-            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let mut m = if repair {
+                mount(engine.as_mut(), &discover, &name)?
+            } else {
+                mount_read_only(engine.as_mut(), &discover, &name)?
+            };
             let report = m.group.check(repair)?;
-            m.group.dismount()?;
+            if repair {
+                finish(m.group)?;
+            } else {
+                m.group.dismount()?;
+            }
             if output.json {
                 print_json(&report)?;
             } else {
@@ -391,7 +447,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
             discover,
             output,
         } => {
-            let m = mount(engine.as_mut(), &discover, &name)?;
+            let m = mount_read_only(engine.as_mut(), &discover, &name)?;
             let rows = group_admin::space(&m.group, &m.paths);
             m.group.dismount()?;
             if output.json {
@@ -535,7 +591,7 @@ fn group_path(text: &str) -> Result<GroupPath> {
 pub fn ls(engine_kind: EngineArg, path: &str, discover: &Discover, output: &Output) -> Result<()> {
     let path = group_path(path)?;
     let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-    let m = mount(engine.as_mut(), discover, path.group.as_str())?;
+    let m = mount_read_only(engine.as_mut(), discover, path.group.as_str())?;
     let group = m.group;
     let entries = group.list(&path)?;
     group.dismount()?;
@@ -573,7 +629,7 @@ pub fn ls(engine_kind: EngineArg, path: &str, discover: &Discover, output: &Outp
 pub fn du(engine_kind: EngineArg, path: &str, discover: &Discover, output: &Output) -> Result<()> {
     let path = group_path(path)?;
     let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-    let m = mount(engine.as_mut(), discover, path.group.as_str())?;
+    let m = mount_read_only(engine.as_mut(), discover, path.group.as_str())?;
     let group = m.group;
     let (logical, allocated) = group.du(&path)?;
     group.dismount()?;
@@ -602,7 +658,7 @@ pub fn mkdir(engine_kind: EngineArg, path: &str, parents: bool, discover: &Disco
     let m = mount(engine.as_mut(), discover, path.group.as_str())?;
     let mut group = m.group;
     group.mkdir(&path, parents)?;
-    group.dismount()?;
+    finish(group)?;
     Ok(())
 }
 
@@ -641,7 +697,7 @@ pub fn mkalias(
     let m = mount(engine.as_mut(), discover, target.group.as_str())?;
     let mut group = m.group;
     group.mkalias(&target, &alias)?;
-    group.dismount()?;
+    finish(group)?;
     Ok(())
 }
 

@@ -246,6 +246,16 @@ impl DeviceFile {
 fn open_error(path: &Path, err: io::Error, mode: OpenMode, is_block: bool) -> OpenError {
     match err.raw_os_error() {
         Some(libc::ENOENT) | Some(libc::ENXIO) | Some(libc::ENOMEDIUM) => OpenError::NotFound { path: path.into() },
+        Some(libc::EPERM) if mode.write => match attribute_forbids_writes(path) {
+            Some((what, flag)) => OpenError::ReadOnly {
+                path: path.into(),
+                reason: format!("{what}; `chattr -{flag} {}` removes it", path.display()),
+            },
+            None => OpenError::PermissionDenied {
+                path: path.into(),
+                write: true,
+            },
+        },
         Some(libc::EACCES) | Some(libc::EPERM) => OpenError::PermissionDenied {
             path: path.into(),
             write: mode.write,
@@ -274,6 +284,30 @@ fn open_error(path: &Path, err: io::Error, mode: OpenMode, is_block: bool) -> Op
             action: "open",
             error: err,
         },
+    }
+}
+
+/// An inode attribute that makes a file refuse writes even to root: the
+/// immutable flag (`chattr +i`) or append-only (`chattr +a`): its name, and
+/// the `chattr` letter that clears it.
+fn attribute_forbids_writes(path: &Path) -> Option<(&'static str, char)> {
+    /// From linux/fs.h.
+    const FS_IMMUTABLE_FL: libc::c_long = 0x10;
+    const FS_APPEND_FL: libc::c_long = 0x20;
+    let file = File::open(path).ok()?;
+    let mut flags: libc::c_long = 0;
+    // SAFETY: FS_IOC_GETFLAGS writes one long through the pointer, which
+    // points at a live local of that type.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) };
+    if rc != 0 {
+        return None;
+    }
+    if flags & FS_IMMUTABLE_FL != 0 {
+        Some(("immutable (chattr +i)", 'i'))
+    } else if flags & FS_APPEND_FL != 0 {
+        Some(("append-only (chattr +a)", 'a'))
+    } else {
+        None
     }
 }
 

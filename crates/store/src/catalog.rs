@@ -101,7 +101,7 @@ fn inode_key(path: &Path) -> Option<String> {
         .map(|m| format!("ino:{}:{}", m.dev(), m.ino()))
 }
 
-fn identity(probe: &DeviceProbe) -> Vec<String> {
+pub(crate) fn identity(probe: &DeviceProbe) -> Vec<String> {
     let mut keys = Vec::new();
     match &probe.block {
         Some(block) => {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cairn_io::host::Host;
-use cairn_io::{DeviceFile, DeviceId, FileEngine, OpenMode};
+use cairn_io::{DeviceFile, DeviceId, FileEngine, OpenError, OpenMode};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -262,8 +262,62 @@ fn read_header(
 #[derive(Debug, Clone, Serialize)]
 pub struct FoundGroup {
     pub uuid: Uuid,
+    /// From the newest superblock any of its disks holds; `?` when none has
+    /// one (a create that never finished).
     pub name: String,
+    /// Whether any disk holds a superblock of the group: a group whose disks
+    /// name it in their labels but carry none was never completely created.
+    pub complete: bool,
     pub paths: Vec<PathBuf>,
+    /// Each device as its label names it.
+    pub disks: Vec<FoundMember>,
+}
+
+/// A device whose label names a group.
+#[derive(Debug, Clone, Serialize)]
+pub struct FoundMember {
+    pub path: PathBuf,
+    pub label: String,
+    pub disk_uuid: Uuid,
+}
+
+impl FoundGroup {
+    /// Devices that carry one disk UUID, as (uuid, label, paths): a copy of a
+    /// member (a cloned LUN, a copied image) beside the member itself.
+    pub fn clones(&self) -> Vec<(Uuid, String, Vec<PathBuf>)> {
+        let mut by_uuid: BTreeMap<Uuid, (String, Vec<PathBuf>)> = BTreeMap::new();
+        for d in &self.disks {
+            by_uuid
+                .entry(d.disk_uuid)
+                .or_insert_with(|| (d.label.clone(), Vec::new()))
+                .1
+                .push(d.path.clone());
+        }
+        by_uuid
+            .into_iter()
+            .filter(|(_, (_, paths))| paths.len() > 1)
+            .map(|(uuid, (label, paths))| (uuid, label, paths))
+            .collect()
+    }
+
+    /// Refuse a group in which two devices carry one disk UUID: either could
+    /// be taken for the member, and writes through a stale copy are lost when
+    /// it goes (ASM refuses such a group too).
+    pub fn refuse_clones(&self) -> Result<(), GroupAdminError> {
+        match self.clones().into_iter().next() {
+            None => Ok(()),
+            Some((uuid, label, paths)) => Err(GroupAdminError::Invalid(format!(
+                "group {}: disk {label} (uuid {uuid}) is on {} devices: {} — all but one are copies (a cloned LUN or a copied image); hide the copies from the discovery string or detach them, then try again",
+                self.name,
+                paths.len(),
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ))),
+        }
+    }
 }
 
 /// The groups whose disks the discovery string reaches (read-only).
@@ -278,59 +332,73 @@ pub fn find_groups(
     };
     let mut scratch = cairn_io::new_file_engine(cairn_io::EngineKind::Sync, 4)
         .map_err(|e| GroupAdminError::Invalid(format!("cannot start an I/O engine: {e}")))?;
+    // One entry per device, whatever names reach it (a symlink, a loop device
+    // and its backing file): block devices first, so they are the name kept.
+    let mut opened: Vec<(DeviceFile, PathBuf)> = paths
+        .into_iter()
+        .filter_map(|path| {
+            DeviceFile::open(&path, OpenMode::READ, host)
+                .ok()
+                .map(|d| (d, path))
+        })
+        .collect();
+    opened.sort_by_key(|(d, p)| (!d.is_block(), p.as_os_str().len(), p.clone()));
     let mut ids: Vec<(DeviceId, PathBuf)> = Vec::new();
-    let mut seen: Vec<DeviceProbeKey> = Vec::new();
-    for path in paths {
-        let Ok(device) = DeviceFile::open(&path, OpenMode::READ, host) else {
-            continue;
-        };
-        // One entry per device, whatever names reach it.
-        let key = DeviceProbeKey::of(device.probe());
-        if seen.contains(&key) {
+    let mut seen: Vec<String> = Vec::new();
+    for (device, path) in opened {
+        let mut keys = crate::catalog::identity(device.probe());
+        keys.push(format!("path:{}", device.probe().canonical_path.display()));
+        if keys.iter().any(|k| seen.contains(k)) {
             continue;
         }
-        seen.push(key);
+        seen.extend(keys);
         ids.push((scratch.attach(device), path));
     }
     let devices: Vec<DeviceId> = ids.iter().map(|(d, _)| *d).collect();
     let found = group::identify(scratch.as_mut(), &devices);
     let mut out = Vec::new();
     for (uuid, members) in found {
-        let name = members
+        let newest = members
             .iter()
             .filter_map(|(_, _, s)| s.as_ref())
-            .max_by_key(|(g, _)| *g)
-            .map_or_else(|| "?".to_string(), |(_, s)| s.name.clone());
-        let paths = members
+            .max_by_key(|(g, _)| *g);
+        let name = newest.map_or_else(|| "?".to_string(), |(_, s)| s.name.clone());
+        let path_of = |d: &DeviceId| ids.iter().find(|(id, _)| id == d).map(|(_, p)| p.clone());
+        let disks: Vec<FoundMember> = members
             .iter()
-            .filter_map(|(d, _, _)| ids.iter().find(|(id, _)| id == d).map(|(_, p)| p.clone()))
+            .filter_map(|(d, h, _)| {
+                Some(FoundMember {
+                    path: path_of(d)?,
+                    label: h.label.to_string(),
+                    disk_uuid: h.disk_uuid,
+                })
+            })
             .collect();
-        out.push(FoundGroup { uuid, name, paths });
+        out.push(FoundGroup {
+            uuid,
+            name,
+            complete: newest.is_some(),
+            paths: disks.iter().map(|d| d.path.clone()).collect(),
+            disks,
+        });
     }
     Ok(out)
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct DeviceProbeKey(String);
-
-impl DeviceProbeKey {
-    fn of(probe: &cairn_io::DeviceProbe) -> Self {
-        Self(probe.canonical_path.display().to_string())
-    }
 }
 
 /// A group mounted from real devices.
 pub struct Mounted<'e> {
     pub group: Group<'e>,
     pub report: MountReport,
-    /// Held until dropped: the group is this process's meanwhile.
+    /// Held until dropped: the group is this process's meanwhile (shared with
+    /// other readers on a read-only mount).
     pub lock: GroupLock,
     /// The path each attached device was opened by, by device id.
     pub paths: BTreeMap<u32, PathBuf>,
 }
 
-/// Find group `name` by discovery, lock it, open its disks and mount it.
-/// A member discovery does not reach is marked offline ([`group::mount`]).
+/// Find group `name` by discovery, lock it, open its disks and mount it for
+/// writing. A member discovery does not reach, or that cannot be opened for
+/// writing, is marked offline ([`group::mount`]).
 pub fn mount<'e>(
     engine: &'e mut dyn FileEngine,
     host: &Host,
@@ -357,12 +425,40 @@ pub fn mount_with<'e>(
     run_dir: &Path,
     missing_disks: group::MissingDisks,
 ) -> Result<Mounted<'e>, GroupAdminError> {
+    mount_inner(engine, host, discovery, name, run_dir, Some(missing_disks))
+}
+
+/// Find group `name` and mount it for listing and inspecting: a shared lock,
+/// disks opened read-only, nothing written ([`group::mount_read_only`]).
+pub fn mount_read_only<'e>(
+    engine: &'e mut dyn FileEngine,
+    host: &Host,
+    discovery: &DiscoveryString,
+    name: &str,
+    run_dir: &Path,
+) -> Result<Mounted<'e>, GroupAdminError> {
+    mount_inner(engine, host, discovery, name, run_dir, None)
+}
+
+/// `missing_disks`: `Some` for a writer, `None` for a read-only mount.
+fn mount_inner<'e>(
+    engine: &'e mut dyn FileEngine,
+    host: &Host,
+    discovery: &DiscoveryString,
+    name: &str,
+    run_dir: &Path,
+    missing_disks: Option<group::MissingDisks>,
+) -> Result<Mounted<'e>, GroupAdminError> {
     let wanted = name.trim_start_matches('+').to_ascii_uppercase();
     let groups = find_groups(host, discovery)?;
     let matching: Vec<&FoundGroup> = groups.iter().filter(|g| g.name == wanted).collect();
     let group = match matching.as_slice() {
         [] => {
-            let known: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+            let known: Vec<&str> = groups
+                .iter()
+                .filter(|g| g.complete)
+                .map(|g| g.name.as_str())
+                .collect();
             return Err(GroupError::NotFound(format!(
                 "no disk group {wanted} among the disks the discovery string {:?} reaches{}",
                 discovery.text,
@@ -382,21 +478,51 @@ pub fn mount_with<'e>(
             )))
         }
     };
-    let lock = GroupLock::acquire(run_dir, group.uuid, &wanted)?;
+    group.refuse_clones()?;
+    let lock = match missing_disks {
+        Some(_) => GroupLock::acquire(run_dir, group.uuid, &wanted)?,
+        None => GroupLock::acquire_shared(run_dir, group.uuid, &wanted)?,
+    };
     let mut devices = Vec::new();
     let mut paths = BTreeMap::new();
-    for path in &group.paths {
-        let device = open_member(host, path)?;
-        let id = engine.attach(device);
-        paths.insert(id.0, path.clone());
-        devices.push(id);
+    let mut unopened = Vec::new();
+    for member in &group.disks {
+        let opened = match missing_disks {
+            Some(_) => open_member(host, &member.path),
+            None => DeviceFile::open(&member.path, OpenMode::READ, host).map_err(AdminError::from),
+        };
+        match opened {
+            Ok(device) => {
+                let id = engine.attach(device);
+                paths.insert(id.0, member.path.clone());
+                devices.push(id);
+            }
+            // A member that is gone, or that refuses to be opened (for
+            // writing: immutable, read-only, permissions) is left out, as a
+            // missing member: the group mounts degraded where redundancy
+            // allows. A busy one fails the mount: its holder may be a moment
+            // from letting go, and a disk must not be lost to that.
+            Err(AdminError::Open(
+                e @ (OpenError::NotFound { .. }
+                | OpenError::PermissionDenied { .. }
+                | OpenError::ReadOnly { .. }),
+            )) => unopened.push(format!(
+                "disk {} could not be opened, so it is treated as missing: {e}",
+                member.label
+            )),
+            Err(e) => return Err(e.into()),
+        }
     }
-    let (group, report) = group::mount_with(
-        engine,
-        &devices,
-        &GroupSelector::Uuid(group.uuid),
-        missing_disks,
-    )?;
+    let selector = GroupSelector::Uuid(group.uuid);
+    let mounted = match missing_disks {
+        Some(missing) => group::mount_with(engine, &devices, &selector, missing),
+        None => group::mount_read_only(engine, &devices, &selector),
+    };
+    let (group, mut report) = mounted.map_err(|e| match (e, unopened.first()) {
+        (GroupError::Mount(m), Some(why)) => GroupError::Mount(format!("{m} ({why})")),
+        (e, _) => e,
+    })?;
+    report.warnings.splice(0..0, unopened);
     Ok(Mounted {
         group,
         report,

@@ -1,9 +1,19 @@
-//! Who owns a mounted group: one process at a time.
+//! Who owns a mounted group: one writer at a time, or any number of readers.
 //!
-//! A lock file per group UUID in a run directory, held with `flock`. The kernel
-//! drops the lock when its holder dies however it dies, so a crashed owner never
-//! blocks the next mount (which then recovers the group from its journal); the
-//! file's contents say who holds it, for the error a second mount gets.
+//! A lock file per group UUID in a run directory, held with `flock`: exclusive
+//! for a process that writes to the group, shared for listing and inspecting
+//! (which never write). The kernel drops the lock when its holder dies however
+//! it dies, so a crashed owner never blocks the next mount (which then
+//! recovers the group from its journal); the file's contents say who holds
+//! it, for the error a second mount gets.
+//!
+//! The file goes when its last holder lets go: on release a holder takes the
+//! lock exclusively without waiting — it gets it only if nobody else holds
+//! it — and then unlinks the file. An acquirer that opened the file just
+//! before that unlink ends up holding a lock on a file no longer in the
+//! directory; it notices (the path names another inode, or none) and starts
+//! again. So no lock file outlives its use, and two holders never hold locks
+//! on two different files of one group.
 //!
 //! The lock guards against two Cairn processes; the exclusive opens of the disks
 //! themselves (O_EXCL, or flock on files) guard against everything else.
@@ -14,10 +24,11 @@ use std::path::{Path, PathBuf};
 
 use uuid::Uuid;
 
-/// A held group lock; dropping it releases the group.
+/// A held group lock; dropping it releases the group (and removes the lock
+/// file when nobody else holds it).
 #[derive(Debug)]
 pub struct GroupLock {
-    _file: File,
+    file: File,
     pub path: PathBuf,
 }
 
@@ -53,49 +64,116 @@ fn writable(dir: &Path) -> bool {
     ok
 }
 
+/// Attempts at taking a lock whose file keeps being removed under us by
+/// holders letting go: each retry means another process released the lock
+/// in between, so this bounds a pathological churn, not a normal wait.
+const ACQUIRE_ATTEMPTS_MAX: usize = 64;
+
 impl GroupLock {
-    /// Take the lock of group `uuid` (named `name` in messages), or say who has it.
+    /// Take the lock of group `uuid` (named `name` in messages) for writing,
+    /// or say who has it.
     pub fn acquire(dir: &Path, uuid: Uuid, name: &str) -> Result<Self, LockError> {
+        Self::take(dir, uuid, name, true)
+    }
+
+    /// Take the lock of group `uuid` for reading: any number of readers,
+    /// never beside a writer.
+    pub fn acquire_shared(dir: &Path, uuid: Uuid, name: &str) -> Result<Self, LockError> {
+        Self::take(dir, uuid, name, false)
+    }
+
+    fn take(dir: &Path, uuid: Uuid, name: &str, exclusive: bool) -> Result<Self, LockError> {
         let dir_err = |error| LockError::Dir {
             dir: dir.to_path_buf(),
             error,
         };
         std::fs::create_dir_all(dir).map_err(dir_err)?;
         let path = dir.join(format!("{uuid}.lock"));
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(dir_err)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(LockError::Held {
-                    name: name.to_string(),
-                    holder: read_holder(&mut file),
-                });
+        for _ in 0..ACQUIRE_ATTEMPTS_MAX {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(dir_err)?;
+            let locked = if exclusive {
+                file.try_lock()
+            } else {
+                file.try_lock_shared()
+            };
+            match locked {
+                Ok(()) => {}
+                Err(TryLockError::WouldBlock) => {
+                    // Readers do not write their names: if a shared lock can
+                    // be had, only readers hold it.
+                    let holder = if exclusive && file.try_lock_shared().is_ok() {
+                        let _ = file.unlock();
+                        "listing or inspecting commands, which hold it only while they read"
+                            .to_string()
+                    } else {
+                        read_holder(&mut file)
+                    };
+                    return Err(LockError::Held {
+                        name: name.to_string(),
+                        holder,
+                    });
+                }
+                Err(TryLockError::Error(e)) => return Err(dir_err(e)),
             }
-            Err(TryLockError::Error(e)) => return Err(dir_err(e)),
+            if !same_file(&file, &path) {
+                // Removed by a holder letting go after we opened it.
+                continue;
+            }
+            if exclusive {
+                write_holder(&mut file);
+            }
+            return Ok(Self { file, path });
         }
-        let command: Vec<String> = std::env::args().collect();
-        let since = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let text = format!(
-            "pid {} `{}` since {}",
-            std::process::id(),
-            command.join(" "),
-            humantime::format_rfc3339_seconds(
-                std::time::UNIX_EPOCH + std::time::Duration::from_secs(since)
-            )
-        );
-        let _ = file.set_len(0);
-        let _ = file.seek(SeekFrom::Start(0));
-        let _ = file.write_all(text.as_bytes());
-        Ok(Self { _file: file, path })
+        Err(dir_err(std::io::Error::other(format!(
+            "{} kept being removed while being locked",
+            path.display()
+        ))))
     }
+}
+
+impl Drop for GroupLock {
+    fn drop(&mut self) {
+        // The last holder removes the file: exclusive without waiting means
+        // nobody else holds it. (Converting a shared lock may drop it first;
+        // we are letting go anyway.)
+        if self.file.try_lock().is_ok() && same_file(&self.file, &self.path) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Whether `path` still names the file `file` is open on.
+fn same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Say who holds the lock, for the error a second mount gets.
+fn write_holder(file: &mut File) {
+    let command: Vec<String> = std::env::args().collect();
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let text = format!(
+        "pid {} `{}` since {}",
+        std::process::id(),
+        command.join(" "),
+        humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(since)
+        )
+    );
+    let _ = file.set_len(0);
+    let _ = file.seek(SeekFrom::Start(0));
+    let _ = file.write_all(text.as_bytes());
 }
 
 /// Reads between the holder taking the lock and writing its name see an empty
@@ -146,5 +224,30 @@ mod tests {
         );
         drop(first);
         GroupLock::acquire(dir.path(), uuid, "DATA").unwrap();
+    }
+
+    #[test]
+    fn the_lock_file_goes_with_its_last_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let uuid = Uuid::from_u128(6);
+        let file = dir.path().join(format!("{uuid}.lock"));
+        let writer = GroupLock::acquire(dir.path(), uuid, "DATA").unwrap();
+        assert!(file.exists());
+        drop(writer);
+        assert!(!file.exists(), "a released lock left its file");
+
+        let a = GroupLock::acquire_shared(dir.path(), uuid, "DATA").unwrap();
+        let b = GroupLock::acquire_shared(dir.path(), uuid, "DATA").unwrap();
+        let err = GroupLock::acquire(dir.path(), uuid, "DATA").unwrap_err();
+        assert!(matches!(err, LockError::Held { .. }), "{err}");
+        drop(a);
+        assert!(file.exists(), "a reader still holds it");
+        let err = GroupLock::acquire(dir.path(), uuid, "DATA").unwrap_err();
+        assert!(matches!(err, LockError::Held { .. }), "{err}");
+        drop(b);
+        assert!(!file.exists());
+        let w = GroupLock::acquire(dir.path(), uuid, "DATA").unwrap();
+        assert!(GroupLock::acquire_shared(dir.path(), uuid, "DATA").is_err());
+        drop(w);
     }
 }

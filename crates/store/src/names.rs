@@ -61,6 +61,8 @@ const COMPONENT_FORBIDDEN: &[char] = &['/', '\\', '*', '?', '"', '<', '>', '|', 
 pub enum NameError {
     #[error("{} is not a group path: a group path starts with '+', as in \"+DATA/orcl/datafile/users.dbf\"", quote(.text))]
     NotGroupPath { text: String },
+    #[error("{} ends with '/', so it names a directory; drop the '/' to name a file", quote(.path))]
+    DirectorySyntax { path: String },
 
     #[error("group name is empty{}: write the group's name after the '+', as in \"+DATA\"", within(.path))]
     GroupEmpty { path: Option<String> },
@@ -154,6 +156,7 @@ impl NameError {
             | NameError::ComponentLeadingSpace { path, .. }
             | NameError::ComponentTrailingSpace { path, .. } => *path = Some(text.to_string()),
             NameError::NotGroupPath { .. }
+            | NameError::DirectorySyntax { .. }
             | NameError::PathTooDeep { .. }
             | NameError::PathTooLong { .. } => {}
         }
@@ -385,6 +388,25 @@ impl GroupPath {
             });
         }
         Ok(Self { group, components })
+    }
+
+    /// Parse a path that must name a file (to create, or to alias): as
+    /// [`GroupPath::parse`], but a trailing `/` — which says "directory" — and
+    /// the root are refused.
+    pub fn parse_file(s: &str) -> Result<Self, NameError> {
+        let path = Self::parse(s)?;
+        if path.is_root() || s.ends_with('/') {
+            return Err(NameError::DirectorySyntax {
+                path: s.to_string(),
+            });
+        }
+        Ok(path)
+    }
+
+    /// Whether the text of a path ends with `/`: it names a directory (a copy
+    /// goes into it).
+    pub fn names_directory(s: &str) -> bool {
+        s.ends_with('/')
     }
 
     /// Whether this is the group's root (no components).

@@ -421,8 +421,7 @@ fn a_read_only_mount_after_a_crash_sees_the_journal_and_writes_nothing() {
     let before = mutations(&engine);
     {
         let (mut g, report) =
-            group::mount_read_only(&mut engine, &ids, &GroupSelector::Name("SIM".into()))
-                .unwrap();
+            group::mount_read_only(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
         assert!(report.journal_records_replayed > 0, "{report:?}");
         let f = g.open(&path("d/x")).unwrap();
         let mut back = vec![0u8; data.len()];
@@ -466,8 +465,7 @@ fn check_reports_a_stale_copy_and_repair_restores_the_newest() {
     engine.inner.scribble(device, at, &stale);
     {
         let (mut g, _) =
-            group::mount_read_only(&mut engine, &ids, &GroupSelector::Name("SIM".into()))
-                .unwrap();
+            group::mount_read_only(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
         assert_eq!(g.open(&path("x")).unwrap().size_bytes, 2 * MIB);
         let report = g.check(false).unwrap();
         assert!(
@@ -486,4 +484,109 @@ fn check_reports_a_stale_copy_and_repair_restores_the_newest() {
     assert!(g.check(true).unwrap().clean());
     g.dismount().unwrap();
     assert_eq!(engine.inner.contents(device, at, BLOCK as usize), fresh);
+}
+
+/// A copy of a member disk beside it (a cloned LUN, a copied image): the
+/// group must not mount, read-only or not, whichever device comes first.
+#[test]
+fn a_group_with_a_cloned_member_is_not_mounted() {
+    let (mut engine, ids) = rig(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
+    let image = engine.inner.contents(ids[1], 0, (64 * MIB) as usize);
+    let clone = engine
+        .inner
+        .add_disk(geometry(64 * MIB, 4096, 4096, 512 << 10));
+    engine.inner.scribble(clone, 0, &image);
+    for devices in [vec![ids[0], ids[1], clone], vec![ids[0], clone, ids[1]]] {
+        let selector = GroupSelector::Name("SIM".into());
+        let err = group::mount(&mut engine, &devices, &selector)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("D1") && err.contains("copy"), "{err}");
+        let err = group::mount_read_only(&mut engine, &devices, &selector)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("D1"), "{err}");
+    }
+    // Without the clone, nothing was changed.
+    let g = mount(&mut engine, &ids);
+    assert!(g
+        .disks()
+        .iter()
+        .all(|d| d.state == cairn_format::group::DiskState::Online));
+}
+
+/// A copy in fills an unnamed file and names it last: killed at any point
+/// before, it leaves no name, and the next mount that writes removes the
+/// file and its space; named, it is whole.
+#[test]
+fn a_file_filled_before_it_is_named_leaves_nothing_when_the_filler_dies() {
+    use cairn_io_sim::CrashPolicy;
+    let (mut engine, ids) = rig(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
+    // The file directory grows for the first user file number and stays so.
+    let free_before = {
+        let mut g = mount(&mut engine, &ids);
+        g.create_file(&path("w"), 0, &CreateOptions::default())
+            .unwrap();
+        g.remove(&path("w")).unwrap();
+        let free = g.space().free_mb;
+        g.dismount().unwrap();
+        free
+    };
+    let data = vec![0xC3u8; 4 * MIB as usize];
+    {
+        let mut g = mount(&mut engine, &ids);
+        let f = g
+            .create_unnamed(2 * MIB, &CreateOptions::default())
+            .unwrap();
+        g.write(f.number, 0, &data[..2 * MIB as usize]).unwrap();
+        g.grow_unnamed(f.number, 4 * MIB).unwrap();
+        g.write(f.number, 2 * MIB, &data[2 * MIB as usize..])
+            .unwrap();
+        assert!(g.list(&path("")).unwrap().is_empty(), "no name yet");
+        g.sync().unwrap();
+        // Killed before `publish`.
+    }
+    engine.inner.crash(CrashPolicy::KEEP_ALL);
+    {
+        let (g, report) =
+            group::mount_read_only(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+        assert!(
+            g.list(&path("")).unwrap().is_empty(),
+            "a reader sees no name"
+        );
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|w| w.contains("a create was interrupted")),
+            "{report:?}"
+        );
+    }
+    let (mut g, report) =
+        group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    assert!(
+        report
+            .operations_recovered
+            .iter()
+            .any(|o| o.contains("unfinished create undone")),
+        "{report:?}"
+    );
+    assert!(g.file_numbers().is_empty());
+    assert_eq!(g.space().free_mb, free_before, "its space came back");
+    assert!(g.check(false).unwrap().problems.is_empty());
+
+    // The same, published: whole, at the size given.
+    let f = g
+        .create_unnamed(8 * MIB, &CreateOptions::default())
+        .unwrap();
+    g.write(f.number, 0, &data).unwrap();
+    let info = g.publish(f.number, &path("x"), 4 * MIB).unwrap();
+    assert_eq!(info.size_bytes, 4 * MIB);
+    assert_eq!(g.extents(f.number).unwrap().len(), 4, "the tail was freed");
+    let mut back = vec![0u8; data.len()];
+    g.read(f.number, 0, &mut back).unwrap();
+    assert!(back == data);
+    assert!(g.check(false).unwrap().problems.is_empty());
 }

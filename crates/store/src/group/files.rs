@@ -432,9 +432,21 @@ impl Group<'_> {
         options: &CreateOptions,
     ) -> Result<FileInfo, GroupError> {
         self.check_writable()?;
-        self.check_size(size_bytes)?;
+        let (parent, name) = self.name_free(path, options.parents)?;
+        let number = self.create_unnamed(size_bytes, options)?.number;
+        self.publish_as(number, parent, &name, size_bytes)
+    }
+
+    /// Where a new file named `path` goes: its directory's id and its name.
+    /// Refused if the directory does not exist (unless `parents`, which
+    /// creates it) or the name is taken.
+    fn name_free(
+        &mut self,
+        path: &GroupPath,
+        parents: bool,
+    ) -> Result<(u32, Component), GroupError> {
         let (parent_path, name) = split(path)?;
-        if options.parents && !parent_path.is_root() && self.resolve(&parent_path).is_err() {
+        if parents && !parent_path.is_root() && self.resolve(&parent_path).is_err() {
             self.mkdir(&parent_path, true)?;
         }
         let parent = self.directory_id(&parent_path).map_err(|e| match e {
@@ -448,6 +460,22 @@ impl Group<'_> {
                 "{path} already exists; remove it first or choose another name"
             )));
         }
+        Ok((parent, name))
+    }
+
+    /// Create a file of `size_bytes` that has no name yet: a file being
+    /// filled (a copy in). It stays `Creating` — invisible to every listing,
+    /// and removed by the next mount that writes if the filler dies — until
+    /// [`Self::publish`] names it, so no name ever shows a file whose data is
+    /// not all there. It can be written and grown ([`Self::grow_unnamed`])
+    /// meanwhile; [`Self::discard_unnamed`] drops it.
+    pub fn create_unnamed(
+        &mut self,
+        size_bytes: u64,
+        options: &CreateOptions,
+    ) -> Result<FileInfo, GroupError> {
+        self.check_writable()?;
+        self.check_size(size_bytes)?;
         let template_name = options
             .template
             .clone()
@@ -522,10 +550,7 @@ impl Group<'_> {
         if let Err(e) = self.grow_extents(number, size_bytes) {
             // Undo what was allocated: the create never happened.
             if self.poisoned.is_none() {
-                self.trim_extents(number, 0)?;
-                self.files.remove(&number);
-                self.dirty.insert(Dirty::Entry(number));
-                self.commit()?;
+                self.discard_unnamed(number)?;
             }
             return Err(e);
         }
@@ -533,14 +558,90 @@ impl Group<'_> {
             .files
             .get_mut(&number)
             .expect("invariant: just created");
+        rec.entry.size_bytes = size_bytes;
+        Ok(self.info(&self.files[&number]))
+    }
+
+    /// Grow a file [`Self::create_unnamed`] made to `size_bytes` (a stream
+    /// whose length is known only at its end).
+    pub fn grow_unnamed(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError> {
+        self.check_writable()?;
+        self.check_size(size_bytes)?;
+        self.check_unnamed(number)?;
+        if size_bytes <= self.files[&number].entry.size_bytes {
+            return Ok(());
+        }
+        self.grow_extents(number, size_bytes)?;
+        let rec = self.files.get_mut(&number).expect("invariant: checked");
+        rec.entry.size_bytes = size_bytes;
+        rec.entry.target_bytes = size_bytes;
+        self.dirty.insert(Dirty::Entry(number));
+        Ok(())
+    }
+
+    /// Give a file [`Self::create_unnamed`] made its size and its name, in
+    /// one step: from then on it is an ordinary file. Extents past
+    /// `size_bytes` are freed first.
+    pub fn publish(
+        &mut self,
+        number: u32,
+        path: &GroupPath,
+        size_bytes: u64,
+    ) -> Result<FileInfo, GroupError> {
+        self.check_writable()?;
+        self.check_unnamed(number)?;
+        let (parent, name) = self.name_free(path, false)?;
+        self.publish_as(number, parent, &name, size_bytes)
+    }
+
+    fn publish_as(
+        &mut self,
+        number: u32,
+        parent: u32,
+        name: &Component,
+        size_bytes: u64,
+    ) -> Result<FileInfo, GroupError> {
+        self.check_size(size_bytes)?;
+        let layout = self.layout_for(&self.files[&number]);
+        let keep = layout.extent_count_for(size_bytes);
+        if keep > self.files[&number].extents.len() as u64 {
+            return Err(GroupError::Invalid(format!(
+                "file {number} holds {} bytes, fewer than {size_bytes}",
+                self.files[&number].entry.size_bytes
+            )));
+        }
+        self.trim_extents(number, keep)?;
+        let rec = self
+            .files
+            .get_mut(&number)
+            .expect("invariant: checked unnamed");
         rec.entry.state = FileState::Active;
         rec.entry.size_bytes = size_bytes;
         rec.entry.target_bytes = 0;
         let rec = rec.clone();
         self.dirty.insert(Dirty::Entry(number));
-        self.add_alias(parent, &name, AliasKind::File, Some(&rec))?;
+        // The name comes in the same commit that makes the file active.
+        self.add_alias(parent, name, AliasKind::File, Some(&rec))?;
         self.commit()?;
         Ok(self.info(&self.files[&number]))
+    }
+
+    /// Drop a file [`Self::create_unnamed`] made (a copy that failed).
+    pub fn discard_unnamed(&mut self, number: u32) -> Result<(), GroupError> {
+        self.check_writable()?;
+        self.check_unnamed(number)?;
+        self.finish_delete(number)
+    }
+
+    fn check_unnamed(&self, number: u32) -> Result<(), GroupError> {
+        match self.files.get(&number) {
+            Some(f) if number >= FILE_NUMBER_USER_MIN && f.entry.state == FileState::Creating => {
+                Ok(())
+            }
+            _ => Err(GroupError::Invalid(format!(
+                "file {number} is not a file being created"
+            ))),
+        }
     }
 
     fn check_size(&self, size_bytes: u64) -> Result<(), GroupError> {
@@ -839,7 +940,7 @@ impl Group<'_> {
         let size = self
             .files
             .get(&number)
-            .filter(|f| f.entry.state == FileState::Active || f.entry.state == FileState::Resizing)
+            .filter(|f| f.entry.state != FileState::Deleting)
             .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))?
             .entry
             .size_bytes;

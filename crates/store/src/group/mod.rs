@@ -289,6 +289,9 @@ pub struct Group<'e> {
     repaired_copies: u64,
     /// Disks whose writes failed during the current step, to offline after it.
     failed_disks: BTreeSet<u16>,
+    /// Disks this mount took offline after an I/O error, for the caller to
+    /// report (a mount's own offlining is in its [`MountReport`]).
+    taken_offline: Vec<String>,
     /// Mounted read-only: nothing is ever written (no replay, no repair, no
     /// offlining); changes are refused with [`GroupError::ReadOnly`].
     read_only: bool,
@@ -396,6 +399,7 @@ impl<'e> Group<'e> {
             failed_disks: BTreeSet::new(),
             shared_aus: BTreeMap::new(),
             read_only: false,
+            taken_offline: Vec::new(),
             overlay: BTreeMap::new(),
             copies_left_damaged: 0,
         }
@@ -463,6 +467,13 @@ impl<'e> Group<'e> {
             return Err(GroupError::ReadOnly(self.name.clone()));
         }
         Ok(())
+    }
+
+    /// Disks taken offline since mount because an I/O to them failed (label,
+    /// failure group and why): a command says so, as the disk is out of use
+    /// for good and the group degraded.
+    pub fn disks_taken_offline(&self) -> &[String] {
+        &self.taken_offline
     }
 
     /// Whether this mount may write (it was not mounted read-only).
@@ -1120,6 +1131,15 @@ impl<'e> Group<'e> {
 
     fn set_offline(&mut self, disks: &[u16]) -> Result<(), GroupError> {
         for d in disks {
+            if let Some(m) = self.member_mut(*d) {
+                if m.entry.state == DiskState::Online {
+                    let what = format!(
+                        "{} (failure group {}): an I/O to it failed",
+                        m.entry.label, m.entry.failgroup
+                    );
+                    self.taken_offline.push(what);
+                }
+            }
             if let Some(m) = self.member_mut(*d) {
                 m.entry.state = DiskState::Offline;
                 m.alloc = None;
@@ -2059,8 +2079,17 @@ fn mount_inner<'e>(
     let mut report = MountReport::default();
     let sup = best.sup.clone();
     let mut members: Vec<Option<Member>> = (0..sup.disk_count).map(|_| None).collect();
-    let by_uuid: HashMap<Uuid, DeviceId> =
-        disks.iter().map(|(d, h, _)| (h.disk_uuid, *d)).collect();
+    let mut by_uuid: HashMap<Uuid, DeviceId> = HashMap::new();
+    for (device, header, _) in &disks {
+        if let Some(other) = by_uuid.insert(header.disk_uuid, *device) {
+            // A copy of a member beside the member: either could be taken for
+            // it, and writes through the wrong one are lost.
+            return Err(GroupError::Mount(format!(
+                "group {}: disk {} (uuid {}) is on two devices (#{} and #{}); one is a copy — hide it from discovery and try again",
+                sup.name, header.label, header.disk_uuid, other.0, device.0
+            )));
+        }
+    }
     let mut missing = Vec::new();
     for entry in &best.entries {
         let device = by_uuid.get(&entry.disk_uuid).copied();
@@ -2336,7 +2365,12 @@ impl Group<'_> {
     /// counts to rewrite): nothing of it is written.
     fn forget_dirty(&mut self) {
         self.dirty.clear();
-        for alloc in self.members.iter_mut().flatten().filter_map(|m| m.alloc.as_mut()) {
+        for alloc in self
+            .members
+            .iter_mut()
+            .flatten()
+            .filter_map(|m| m.alloc.as_mut())
+        {
             alloc.take_dirty();
         }
     }
