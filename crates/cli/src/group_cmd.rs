@@ -2,16 +2,17 @@
 //! `mkalias`). Each command mounts the group it names (taking its lock), does its
 //! work, and dismounts; a crash in between is recovered by the next mount.
 
-use std::io::{Read, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use cairn_io::host::Host;
 use cairn_io::FileEngine;
+use cairn_store::file_copy;
 use cairn_store::group::{self, CreateOptions, Group, GroupSpec, Redundancy};
 use cairn_store::group_admin::{self, DiskArg};
 use cairn_store::group_lock;
-use cairn_store::names::{is_group_path, GroupPath};
+use cairn_store::names::{is_group_path, Component, GroupPath};
 use clap::Subcommand;
 use serde::Serialize;
 
@@ -19,8 +20,6 @@ use crate::{discovery, engine_depth, now_unix_seconds, print_json, Discover, Eng
 
 /// Requests in flight for group work (data copies, metadata mirrors).
 const GROUP_DEPTH: usize = 64;
-/// Bytes per request when copying files.
-const COPY_CHUNK_BYTES: usize = 1 << 20;
 
 #[derive(Subcommand)]
 pub enum GroupCommand {
@@ -92,27 +91,56 @@ pub enum GroupCommand {
     },
 }
 
-/// Parse `4M`, `64m`, `1048576`.
+/// A size from the command line: `4M`, `64m`, `1048576`, `1.5g`, and the
+/// same with `iB` or `B` after the unit (`4MiB`, `4MB`, `512B`). Units are
+/// powers of 1024, as every size in Cairn (AUs, sectors, transfers) is.
 pub fn parse_size(text: &str) -> Result<u64> {
     let t = text.trim();
-    let (digits, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: u64 = match c.to_ascii_lowercase() {
-                'k' => 1 << 10,
-                'm' => 1 << 20,
-                'g' => 1 << 30,
-                't' => 1 << 40,
-                _ => bail!("size {text:?}: unknown suffix {c:?}; use k, m, g or t"),
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
+    let unit = |c: char| matches!(c.to_ascii_lowercase(), 'k' | 'm' | 'g' | 't');
+    let core = if let Some(rest) = t.strip_suffix("iB").or_else(|| t.strip_suffix("ib")) {
+        rest.ends_with(unit).then_some(rest)
+    } else if let Some(rest) = t.strip_suffix('B').or_else(|| t.strip_suffix('b')) {
+        Some(rest)
+    } else {
+        Some(t)
     };
-    let n: u64 = digits.parse().with_context(|| {
-        format!("size {text:?} is not a number with an optional k/m/g/t suffix")
-    })?;
-    n.checked_mul(mult)
-        .with_context(|| format!("size {text:?} is too large"))
+    let parsed = core
+        .filter(|c| !c.is_empty())
+        .map(cairn_bench::quick::parse_size);
+    match parsed {
+        Some(Ok(bytes)) => Ok(bytes),
+        Some(Err(e)) => bail!(
+            "size {text:?}: {e}; write a number with an optional unit: 4096, 64K, 4M, 4MiB, 1G"
+        ),
+        None => {
+            bail!("size {text:?}: write a number with an optional unit: 4096, 64K, 4M, 4MiB, 1G")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_take_their_unit_with_or_without_ib() {
+        for (text, bytes) in [
+            ("4M", 4 << 20),
+            ("4m", 4 << 20),
+            ("4MiB", 4 << 20),
+            ("4MB", 4 << 20),
+            ("64KiB", 64 << 10),
+            ("1g", 1 << 30),
+            ("1048576", 1 << 20),
+            ("512B", 512),
+            ("2T", 2 << 40),
+        ] {
+            assert_eq!(parse_size(text).ok(), Some(bytes), "{text}");
+        }
+        for bad in ["", "B", "iB", "4iB", "4X", "4MiBs", "-1M", "M"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 }
 
 /// Mount group `name` for a command that writes, saying on stderr what the
@@ -662,16 +690,42 @@ pub fn mkdir(engine_kind: EngineArg, path: &str, parents: bool, discover: &Disco
     Ok(())
 }
 
+/// `rm`: every path is tried; each failure is reported, along with what was
+/// removed before it, in one line.
 pub fn rm(engine_kind: EngineArg, paths: &[String], discover: &Discover) -> Result<()> {
+    let mut removed = Vec::new();
+    let mut failed = Vec::new();
     for text in paths {
-        let path = group_path(text)?;
-        let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-        let m = mount(engine.as_mut(), discover, path.group.as_str())?;
-        let mut group = m.group;
-        group.remove(&path)?;
-        group.dismount()?;
+        let result = (|| -> Result<()> {
+            let path = group_path(text)?;
+            let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
+            let m = mount(engine.as_mut(), discover, path.group.as_str())?;
+            let mut group = m.group;
+            group.remove(&path)?;
+            finish(group)
+        })();
+        match result {
+            Ok(()) => removed.push(text.as_str()),
+            Err(e) => failed.push(format!("{e:#}")),
+        }
     }
-    Ok(())
+    match failed.len() {
+        0 => Ok(()),
+        n => bail!(
+            "{}{}{}",
+            failed.join("; "),
+            if n < paths.len() {
+                format!(" ({n} of {} not removed)", paths.len())
+            } else {
+                String::new()
+            },
+            if removed.is_empty() {
+                String::new()
+            } else {
+                format!("; removed: {}", removed.join(", "))
+            }
+        ),
+    }
 }
 
 pub fn mkalias(
@@ -681,7 +735,7 @@ pub fn mkalias(
     discover: &Discover,
 ) -> Result<()> {
     let target = group_path(target)?;
-    let alias = group_path(alias)?;
+    let alias = GroupPath::parse_file(alias)?;
     if !target
         .group
         .as_str()
@@ -731,90 +785,132 @@ pub fn cp(
     source: &str,
     dest: &str,
     new: &NewFile,
+    copy: &CopyFlags,
     discover: &Discover,
 ) -> Result<()> {
+    let host = Host::real();
     match (is_group_path(source), is_group_path(dest)) {
         (false, true) => {
-            let dest = group_path(dest)?;
-            let mut file =
-                std::fs::File::open(source).with_context(|| format!("cannot open {source}"))?;
-            let len = file
-                .metadata()
-                .with_context(|| format!("cannot read {source}"))?
-                .len();
+            // Opened before the group is mounted: a FIFO waiting for its
+            // writer holds no lock.
+            let mut src = file_copy::open_source(source, &mut |fifo| {
+                if std::io::stderr().is_terminal() {
+                    eprintln!("cairn: {fifo} is a FIFO; waiting for a writer (Ctrl-C stops, leaving nothing)");
+                }
+            })?;
+            let options = new.options(None)?;
             let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-            let m = mount(engine.as_mut(), discover, dest.group.as_str())?;
+            let dest_path = group_dest(dest, src.name.as_deref())?;
+            let m = mount(engine.as_mut(), discover, dest_path.group.as_str())?;
             let mut group = m.group;
-            let sector = u64::from(group.sector_bytes());
-            let size = len.div_ceil(sector) * sector;
-            let info = group.create_file(&dest, size, &new.options(None)?)?;
-            let result = copy_in(&mut group, info.number, &mut file, len);
-            if let Err(e) = result {
-                let _ = group.remove(&dest);
-                return Err(e);
+            let dest_path = into_directory(&group, dest_path, dest, src.name.as_deref())?;
+            let bar = progress(src.len_bytes);
+            let report = file_copy::copy_in(
+                &mut group,
+                &mut src,
+                &dest_path,
+                &options,
+                copy.max_bytes,
+                &mut |done, _| bar.set_position(done),
+            );
+            bar.finish_and_clear();
+            let report = report?;
+            finish(group)?;
+            if report.stopped_at_max {
+                eprintln!(
+                    "cairn: note: stopped at --max-size ({} bytes); {source} had more",
+                    report.bytes_copied
+                );
             }
-            group.sync()?;
-            group.dismount()?;
-            if size != len {
-                eprintln!("cairn: note: {source} is {len} bytes; {dest} is {size} (padded with zeros to whole {sector}-byte sectors)");
+            if report.size_bytes != report.bytes_copied {
+                eprintln!(
+                    "cairn: note: {} bytes copied; {dest_path} is {} (padded with zeros to whole sectors)",
+                    report.bytes_copied, report.size_bytes
+                );
             }
         }
         (true, false) => {
             let src = group_path(source)?;
+            let name = src
+                .file_name()
+                .map(|c| c.as_str().to_string())
+                .with_context(|| format!("{src} is the group's root; name a file in it"))?;
+            let target = file_copy::resolve_destination(dest, &name)?;
             let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-            let m = mount(engine.as_mut(), discover, src.group.as_str())?;
+            let m = mount_read_only(engine.as_mut(), discover, src.group.as_str())?;
             let mut group = m.group;
             let info = group.open(&src)?;
-            let tmp = PathBuf::from(format!("{dest}.cairn-partial"));
-            let mut out = std::fs::File::create(&tmp)
-                .with_context(|| format!("cannot create {}", tmp.display()))?;
-            let result = copy_out(&mut group, info.number, info.size_bytes, &mut out);
+            let bar = progress(Some(info.size_bytes));
+            let result = file_copy::copy_out(
+                &mut group,
+                info.number,
+                info.size_bytes,
+                &target,
+                &host,
+                copy.force,
+                &mut |done, _| bar.set_position(done),
+            );
+            bar.finish_and_clear();
             group.dismount()?;
-            if let Err(e) = result.and_then(|_| out.sync_all().context("flush")) {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(e);
-            }
-            std::fs::rename(&tmp, dest)
-                .with_context(|| format!("cannot rename {} to {dest}", tmp.display()))?;
+            result?;
         }
         (true, true) => {
             let src = group_path(source)?;
-            let dst = group_path(dest)?;
-            // Through a temporary OS file when the groups differ: each mount holds one group's lock.
-            if src.group != dst.group {
-                let tmp = std::env::temp_dir().join(format!("cairn-cp-{}", std::process::id()));
-                let tmp_text = tmp.display().to_string();
-                let out = NewFile {
-                    template: None,
-                    redundancy: None,
+            let options = new.options(None)?;
+            let name = src.file_name().map(|c| c.as_str().to_string());
+            let dst = group_dest(dest, name.as_deref())?;
+            if src.group == dst.group {
+                let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
+                let m = mount(engine.as_mut(), discover, src.group.as_str())?;
+                let mut group = m.group;
+                let dst = into_directory(&group, dst, dest, name.as_deref())?;
+                let info = group.open(&src)?;
+                let options = CreateOptions {
+                    template: options.template.or(Some(info.template.clone())),
+                    ..options
                 };
-                let r = cp(engine_kind, source, &tmp_text, &out, discover)
-                    .and_then(|_| cp(engine_kind, &tmp_text, dest, new, discover));
-                let _ = std::fs::remove_file(&tmp);
-                return r;
+                let bar = progress(Some(info.size_bytes));
+                let result = file_copy::copy_within(
+                    &mut group,
+                    info.number,
+                    info.size_bytes,
+                    &dst,
+                    &options,
+                    &mut |done, _| bar.set_position(done),
+                );
+                bar.finish_and_clear();
+                result?;
+                finish(group)?;
+            } else {
+                // Both mounted at once, in one process: the source read-only,
+                // the destination for writing. No staging file.
+                let mut src_engine = engine_depth(engine_kind, GROUP_DEPTH)?;
+                let from = mount_read_only(src_engine.as_mut(), discover, src.group.as_str())?;
+                let mut from = from.group;
+                let mut dst_engine = engine_depth(engine_kind, GROUP_DEPTH)?;
+                let to = mount(dst_engine.as_mut(), discover, dst.group.as_str())?;
+                let mut to = to.group;
+                let dst = into_directory(&to, dst, dest, name.as_deref())?;
+                let info = from.open(&src)?;
+                let options = CreateOptions {
+                    template: options.template.or(Some(info.template.clone())),
+                    ..options
+                };
+                let bar = progress(Some(info.size_bytes));
+                let result = file_copy::copy_between(
+                    &mut from,
+                    info.number,
+                    info.size_bytes,
+                    &mut to,
+                    &dst,
+                    &options,
+                    &mut |done, _| bar.set_position(done),
+                );
+                bar.finish_and_clear();
+                from.dismount()?;
+                result?;
+                finish(to)?;
             }
-            let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-            let m = mount(engine.as_mut(), discover, src.group.as_str())?;
-            let mut group = m.group;
-            let info = group.open(&src)?;
-            let created = group.create_file(
-                &dst,
-                info.size_bytes,
-                &new.options(Some(info.template.clone()))?,
-            )?;
-            let mut buf = vec![0u8; COPY_CHUNK_BYTES];
-            let mut at = 0;
-            let bar = progress(info.size_bytes);
-            while at < info.size_bytes {
-                let n = (info.size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
-                group.read(info.number, at, &mut buf[..n])?;
-                group.write(created.number, at, &buf[..n])?;
-                at += n as u64;
-                bar.set_position(at);
-            }
-            bar.finish_and_clear();
-            group.sync()?;
-            group.dismount()?;
         }
         (false, false) => bail!(
             "one of {source} and {dest} must be a group path (+GROUP/...); use cp for OS files"
@@ -823,54 +919,67 @@ pub fn cp(
     Ok(())
 }
 
-fn copy_in(group: &mut Group<'_>, number: u32, file: &mut std::fs::File, len: u64) -> Result<()> {
-    let sector = group.sector_bytes() as usize;
-    let mut buf = vec![0u8; COPY_CHUNK_BYTES];
-    let mut at = 0u64;
-    let bar = progress(len);
-    while at < len {
-        let want = (len - at).min(COPY_CHUNK_BYTES as u64) as usize;
-        file.read_exact(&mut buf[..want])
-            .context("reading the source file")?;
-        let padded = want.div_ceil(sector) * sector;
-        buf[want..padded].fill(0);
-        group.write(number, at, &buf[..padded])?;
-        at += want as u64;
-        bar.set_position(at);
+/// The group path a copy writes to, as typed: a trailing `/` (a directory)
+/// takes the source's name.
+fn group_dest(dest: &str, source_name: Option<&str>) -> Result<GroupPath> {
+    let path = group_path(dest)?;
+    if GroupPath::names_directory(dest) || path.is_root() {
+        let name = source_name.with_context(|| {
+            format!("{dest} is a directory and the source has no name; name the new file")
+        })?;
+        return Ok(path.join(Component::parse(name)?)?);
     }
-    bar.finish_and_clear();
-    Ok(())
+    Ok(path)
 }
 
-fn copy_out(group: &mut Group<'_>, number: u32, size: u64, out: &mut std::fs::File) -> Result<()> {
-    let mut buf = vec![0u8; COPY_CHUNK_BYTES];
-    let mut at = 0u64;
-    let bar = progress(size);
-    while at < size {
-        let n = (size - at).min(COPY_CHUNK_BYTES as u64) as usize;
-        group.read(number, at, &mut buf[..n])?;
-        out.write_all(&buf[..n])
-            .context("writing the destination file")?;
-        at += n as u64;
-        bar.set_position(at);
+/// A destination that is an existing directory gets the source's name
+/// inside it, as `cp` does.
+fn into_directory(
+    group: &Group<'_>,
+    path: GroupPath,
+    dest: &str,
+    source_name: Option<&str>,
+) -> Result<GroupPath> {
+    match group.list(&path) {
+        Ok(_) if group.open(&path).is_err() => {
+            let name = source_name.with_context(|| {
+                format!("{dest} is a directory and the source has no name; name the new file")
+            })?;
+            Ok(path.join(Component::parse(name)?)?)
+        }
+        _ => Ok(path),
     }
-    bar.finish_and_clear();
-    Ok(())
 }
 
-/// A progress bar on stderr for a copy of `total` bytes: rate, done/total and
+/// How `cp` treats what it reads and writes outside the group.
+pub struct CopyFlags {
+    /// Stop after this many bytes (an endless source).
+    pub max_bytes: Option<u64>,
+    /// Overwrite a block device that carries a filesystem, a label or
+    /// another owner's data.
+    pub force: bool,
+}
+
+/// A progress bar on stderr for a copy of `total` bytes (a spinner with the
+/// bytes and rate when the total is unknown, a stream): rate, done/total and
 /// ETA on a terminal, nothing at all when stderr is not one (piped, in tests).
-fn progress(total: u64) -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
+fn progress(total: Option<u64>) -> indicatif::ProgressBar {
     if !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
-    let bar = indicatif::ProgressBar::new(total);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
+    let (bar, template) = match total {
+        Some(total) => (
+            indicatif::ProgressBar::new(total),
             "{bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {wide_bar}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        ),
+        None => (
+            indicatif::ProgressBar::new_spinner(),
+            "{spinner} {bytes} {bytes_per_sec}",
+        ),
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar
 }

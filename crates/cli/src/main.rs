@@ -103,7 +103,7 @@ enum Noun {
         #[command(flatten)]
         discover: Discover,
     },
-    /// Copy a file: OS file to group, group to OS file, or group to group.
+    /// Copy a file: OS file (or pipe, FIFO, device, "-" for standard input) to group, group to OS file or device, or group to group. The new name appears only once the data is all there.
     Cp {
         source: String,
         dest: String,
@@ -113,6 +113,12 @@ enum Noun {
         /// Redundancy of a new group file, overriding the template's: external, normal or high.
         #[arg(long)]
         redundancy: Option<String>,
+        /// Copy at most SIZE bytes (4M, 1G...): for an endless source such as /dev/urandom; a longer source is cut there, and cp says so.
+        #[arg(long, value_name = "SIZE")]
+        max_size: Option<String>,
+        /// Copying out to a block device: overwrite it even if it carries a filesystem, a label or another owner's data.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         discover: Discover,
     },
@@ -290,13 +296,24 @@ fn run(cli: Cli) -> Result<Outcome> {
             dest,
             template,
             redundancy,
+            max_size,
+            force,
             discover,
         } => {
             let new = group_cmd::NewFile {
                 template,
                 redundancy,
             };
-            group_cmd::cp(engine_kind, &source, &dest, &new, &discover).map(|()| Outcome::Done)
+            let copy = group_cmd::CopyFlags {
+                max_bytes: max_size
+                    .as_deref()
+                    .map(group_cmd::parse_size)
+                    .transpose()
+                    .context("--max-size")?,
+                force,
+            };
+            group_cmd::cp(engine_kind, &source, &dest, &new, &copy, &discover)
+                .map(|()| Outcome::Done)
         }
         Noun::Mkalias {
             target,

@@ -14,6 +14,7 @@
 pub mod admin;
 pub mod catalog;
 pub mod discovery;
+pub mod file_copy;
 pub mod group;
 pub mod group_admin;
 pub mod group_lock;

@@ -375,6 +375,15 @@ impl Group<'_> {
         Ok(self.info(f))
     }
 
+    /// A file by number (a named file, or one being created).
+    pub fn file_info(&self, number: u32) -> Result<FileInfo, GroupError> {
+        self.files
+            .get(&number)
+            .filter(|f| number >= FILE_NUMBER_USER_MIN && f.entry.state != FileState::Deleting)
+            .map(|f| self.info(f))
+            .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))
+    }
+
     /// The path of file `number` by its own (primary) name, for messages;
     /// `file N` when it has none.
     pub fn path_of(&self, number: u32) -> String {

@@ -1,0 +1,497 @@
+//! The adversarial scenarios of the hardening pass, end to end on the real
+//! binary over sparse files: a cloned member, read-only commands that must
+//! never write, copies to device nodes and links, copies killed midway,
+//! non-regular sources, cross-group copies, and the smaller answers that
+//! were wrong or unclear. Each test has its own directory, discovery glob
+//! and lock directory.
+
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use common::*;
+use serde_json::Value;
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+struct Rig {
+    dir: tempfile::TempDir,
+    discover: String,
+    run_dir: String,
+}
+
+impl Rig {
+    fn new() -> Self {
+        let dir = scratch();
+        let discover = format!("{}/*.img", dir.path().display());
+        let run_dir = dir.path().join("run").display().to_string();
+        Self {
+            dir,
+            discover,
+            run_dir,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn arg(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+
+    fn cairn(&self, args: &[&str]) -> Run {
+        cairn_with(&self.discover, &[("CAIRN_RUN_DIR", &self.run_dir)], args)
+    }
+
+    /// `cairn` with another discovery string (a typo, say).
+    fn cairn_discovering(&self, discover: &str, args: &[&str]) -> Run {
+        cairn_with(discover, &[("CAIRN_RUN_DIR", &self.run_dir)], args)
+    }
+
+    fn spawn(&self, args: &[&str]) -> Child {
+        cairn_command(&self.discover, &[("CAIRN_RUN_DIR", &self.run_dir)])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// A normal-redundancy group over `n` (2 or 4) 1 GiB disks
+    /// `<prefix>0.img`..., in failure groups FG1 and FG2.
+    fn create(&self, name: &str, prefix: &str, n: usize) {
+        let mut args = vec![
+            "group".to_string(),
+            "create".into(),
+            name.into(),
+            "--au-size".into(),
+            "1M".into(),
+        ];
+        for i in 0..n {
+            let disk = format!("{prefix}{i}.img");
+            sparse(&self.path(&disk), GIB);
+            args.push("--disk".into());
+            args.push(format!("{}=FG{}", self.arg(&disk), 1 + i * 2 / n));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.cairn(&args).ok();
+    }
+
+    fn disks_json(&self, group: &str) -> Value {
+        self.cairn(&["group", "disks", group, "--json"]).ok().json()
+    }
+
+    /// Every member ONLINE, as the superblocks record it.
+    fn assert_all_online(&self, group: &str) {
+        let disks = self.disks_json(group);
+        for d in disks.as_array().unwrap() {
+            assert_eq!(d["state"], "ONLINE", "{disks:#}");
+        }
+    }
+
+    fn check_clean(&self, group: &str) {
+        let run = self.cairn(&["group", "check", group]).ok();
+        assert_eq!(run.stdout.lines().last(), Some("clean"), "{}", run.stdout);
+    }
+
+    fn assert_reads_back(&self, group_path: &str, expected: &Path) {
+        let out = self.path("readback.bin");
+        let _ = std::fs::remove_file(&out);
+        self.cairn(&["cp", group_path, out.to_str().unwrap()]).ok();
+        assert_eq!(digest(&out), digest(expected), "{group_path}: contents");
+        assert_eq!(
+            std::fs::metadata(&out).unwrap().len(),
+            std::fs::metadata(expected).unwrap().len()
+        );
+        std::fs::remove_file(&out).unwrap();
+    }
+
+    fn ls_names(&self, path: &str) -> Vec<String> {
+        self.cairn(&["ls", path, "--json"])
+            .ok()
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Files in the test directory other than the disks, sources and the run
+    /// directory: what a command left behind.
+    fn leftovers(&self) -> Vec<String> {
+        std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("cairn-partial"))
+            .collect()
+    }
+}
+
+/// Item 1: a sparse copy of a member beside it. Every command that would
+/// mount refuses, naming both paths; without the copy, nothing was changed.
+#[test]
+fn a_cloned_member_is_refused_by_every_command_naming_both_paths() {
+    let rig = Rig::new();
+    rig.create("DATA", "d", 2);
+    let src = random_file(&rig.path("src.bin"), 3 * MIB, 1);
+    rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/f.dbf"])
+        .ok();
+    std::fs::copy(rig.path("d1.img"), rig.path("d1-clone.img")).unwrap();
+    let (d1, clone) = (rig.arg("d1.img"), rig.arg("d1-clone.img"));
+    let both = |run: Run| {
+        let run = run.refused("copies");
+        assert!(
+            run.stderr.contains(&d1) && run.stderr.contains(&clone),
+            "{}",
+            run.stderr
+        );
+    };
+    both(rig.cairn(&["ls", "+DATA"]));
+    both(rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/g.dbf"]));
+    both(rig.cairn(&["cp", "+DATA/f.dbf", &rig.arg("out.bin")]));
+    both(rig.cairn(&["group", "mount", "DATA"]));
+    both(rig.cairn(&["group", "check", "DATA"]));
+    both(rig.cairn(&["rm", "+DATA/f.dbf"]));
+    let list = rig.cairn(&["group", "list", "--json"]).ok().json();
+    let row = &list[0];
+    assert!(
+        row["state"].as_str().unwrap().starts_with("UNMOUNTABLE"),
+        "{row:#}"
+    );
+    let disks = rig.cairn(&["disk", "list", "--json"]).ok().json();
+    assert!(disks.to_string().contains("UUID CONFLICT"), "{disks:#}");
+
+    std::fs::remove_file(rig.path("d1-clone.img")).unwrap();
+    rig.assert_all_online("DATA");
+    rig.assert_reads_back("+DATA/f.dbf", &src);
+    rig.check_clean("DATA");
+}
+
+/// Item 2: listing and inspecting with a disk missing (a typo in the
+/// discovery string, a disk moved away) write nothing: the disk is ONLINE
+/// again when it is found. A command that writes marks it offline, and
+/// says so on stderr.
+#[test]
+fn read_only_commands_never_take_a_disk_offline() {
+    let rig = Rig::new();
+    rig.create("DATA", "d", 4);
+    let src = random_file(&rig.path("src.bin"), 2 * MIB, 2);
+    rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/f.dbf"])
+        .ok();
+    let before: Vec<u32> = (0..4)
+        .map(|i| digest(&rig.path(&format!("d{i}.img"))))
+        .collect();
+
+    // A typo: d3 is not reached.
+    let typo = format!("{}/d[012].img", rig.dir.path().display());
+    let out = rig.arg("out.bin");
+    for args in [
+        vec!["group", "list", "--json"],
+        vec!["group", "disks", "DATA", "--json"],
+        vec!["group", "space", "DATA"],
+        vec!["ls", "+DATA"],
+        vec!["du", "+DATA"],
+        vec!["cp", "+DATA/f.dbf", &out],
+    ] {
+        let run = rig.cairn_discovering(&typo, &args).ok();
+        assert!(
+            run.stderr.contains("DATA_0003") && run.stderr.contains("nothing was changed"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+    assert_eq!(
+        digest(Path::new(&out)),
+        digest(&src),
+        "read from the mirror"
+    );
+    let row = rig
+        .cairn_discovering(&typo, &["group", "list", "--json"])
+        .ok()
+        .json();
+    assert_eq!(row[0]["state"], "DEGRADED", "{row:#}");
+    let disks = rig
+        .cairn_discovering(&typo, &["group", "disks", "DATA", "--json"])
+        .ok()
+        .json();
+    assert_eq!(disks[3]["missing"], true, "{disks:#}");
+
+    // Moved away and back.
+    std::fs::rename(rig.path("d3.img"), rig.path("d3.away")).unwrap();
+    rig.cairn(&["ls", "+DATA"]).ok();
+    std::fs::rename(rig.path("d3.away"), rig.path("d3.img")).unwrap();
+    let after: Vec<u32> = (0..4)
+        .map(|i| digest(&rig.path(&format!("d{i}.img"))))
+        .collect();
+    assert_eq!(before, after, "a read-only command wrote to a disk");
+    rig.assert_all_online("DATA");
+
+    // A command that must write marks it offline, and says so.
+    let run = rig
+        .cairn_discovering(&typo, &["cp", src.to_str().unwrap(), "+DATA/g.dbf"])
+        .ok();
+    assert!(
+        run.stderr.contains("DATA_0003") && run.stderr.contains("marked OFFLINE"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(rig.disks_json("DATA")[3]["state"], "OFFLINE");
+}
+
+/// Item 3: a copy out never replaces a device node or a link with a
+/// regular file: it writes through to a character device, follows a link to
+/// its target, refuses a dangling link, and goes into a directory. Item 13:
+/// nothing named `.cairn-partial` is left, whatever happened.
+#[test]
+fn a_copy_out_writes_through_devices_and_links_and_never_replaces_them() {
+    let rig = Rig::new();
+    rig.create("DATA", "d", 2);
+    let src = random_file(&rig.path("src.bin"), 3 * MIB, 3);
+    rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/f.dbf"])
+        .ok();
+
+    rig.cairn(&["cp", "+DATA/f.dbf", "/dev/null"]).ok();
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    rig.cairn(&["cp", "+DATA/f.dbf", "/dev/full"])
+        .refused("No space left on device");
+    assert!(std::fs::metadata("/dev/full")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+
+    let target = rig.path("target.bin");
+    std::fs::write(&target, b"old").unwrap();
+    let link = rig.path("link.bin");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    rig.cairn(&["cp", "+DATA/f.dbf", link.to_str().unwrap()])
+        .ok();
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(digest(&target), digest(&src), "written through the link");
+
+    let dangling = rig.path("dangling.bin");
+    std::os::unix::fs::symlink(rig.path("nowhere.bin"), &dangling).unwrap();
+    rig.cairn(&["cp", "+DATA/f.dbf", dangling.to_str().unwrap()])
+        .refused("does not exist");
+    assert!(!rig.path("nowhere.bin").exists());
+
+    let into = rig.path("into");
+    std::fs::create_dir(&into).unwrap();
+    rig.cairn(&["cp", "+DATA/f.dbf", into.to_str().unwrap()])
+        .ok();
+    assert_eq!(digest(&into.join("f.dbf")), digest(&src));
+    rig.cairn(&["cp", "+DATA/f.dbf", &format!("{}/", into.display())])
+        .ok();
+    rig.cairn(&["cp", "+DATA/f.dbf", &rig.arg("no-such-dir/")])
+        .refused("not a directory");
+    assert!(rig.leftovers().is_empty(), "{:?}", rig.leftovers());
+    assert!(std::fs::read_dir(&into).unwrap().all(|e| !e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .contains("partial")));
+}
+
+/// Items 4 and 5: a copy from a FIFO, killed midway (the test has fed it
+/// 8 MiB, so the copy is under way), leaves no name; a listing says a create
+/// was interrupted, and the next command that writes removes the file and
+/// gives its space back.
+#[test]
+fn a_copy_killed_midway_leaves_no_visible_file() {
+    let rig = Rig::new();
+    rig.create("DATA", "d", 2);
+    // The file directory grows for the first user file and stays so.
+    let warm = random_file(&rig.path("warm.bin"), 4096, 8);
+    rig.cairn(&["cp", warm.to_str().unwrap(), "+DATA/w"]).ok();
+    rig.cairn(&["rm", "+DATA/w"]).ok();
+    let free_mb = rig.cairn(&["group", "list", "--json"]).ok().json()[0]["free_mb"].clone();
+    let fifo = rig.path("feed.fifo");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut copy = rig.spawn(&["cp", fifo.to_str().unwrap(), "+DATA/x.dbf"]);
+    {
+        use std::io::Write;
+        // Opening waits for the copy to open its end; each write returns
+        // only once the copy has read all but a pipe's buffer of it.
+        let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        let chunk = vec![0xABu8; MIB as usize];
+        for _ in 0..8 {
+            w.write_all(&chunk).unwrap();
+        }
+        copy.kill().unwrap();
+        copy.wait().unwrap();
+    }
+    let run = rig.cairn(&["ls", "+DATA", "--json"]).ok();
+    assert_eq!(
+        run.json(),
+        serde_json::json!([]),
+        "a name for a partial file"
+    );
+    assert!(
+        run.stderr.contains("a create was interrupted"),
+        "{}",
+        run.stderr
+    );
+    let mounted = rig.cairn(&["group", "mount", "DATA", "--json"]).ok().json();
+    let recovered = mounted["recovery"]["operations_recovered"].to_string();
+    assert!(
+        recovered.contains("unfinished create undone"),
+        "{mounted:#}"
+    );
+    rig.check_clean("DATA");
+    let after = rig.cairn(&["group", "list", "--json"]).ok().json()[0]["free_mb"].clone();
+    assert_eq!(after, free_mb, "the partial file's space came back");
+}
+
+/// Item 5: sources that are not regular files are streamed to their end;
+/// an endless one stops at --max-size, and says so; a directory is refused.
+#[test]
+fn streams_are_copied_to_their_end_or_to_max_size() {
+    let rig = Rig::new();
+    rig.create("DATA", "d", 2);
+    let run = rig
+        .cairn(&["cp", "/dev/urandom", "+DATA/r.dbf", "--max-size", "3MiB"])
+        .ok();
+    assert!(
+        run.stderr.contains("stopped at --max-size"),
+        "{}",
+        run.stderr
+    );
+    let listed = rig.cairn(&["ls", "+DATA/r.dbf", "--json"]).ok().json();
+    assert_eq!(listed[0]["file"]["size_bytes"], 3 * MIB);
+
+    // Standard input, through "-" and /dev/stdin; not a whole sector long.
+    let src = random_file(&rig.path("src.bin"), 5 * MIB + 100, 5);
+    for (source, name) in [("-", "+DATA/s1.dbf"), ("/dev/stdin", "+DATA/s2.dbf")] {
+        let out = cairn_command(&rig.discover, &[("CAIRN_RUN_DIR", &rig.run_dir)])
+            .args(["cp", source, name])
+            .stdin(std::fs::File::open(&src).unwrap())
+            .output()
+            .unwrap();
+        let run = Run::from(out).ok();
+        assert!(run.stderr.contains("padded with zeros"), "{}", run.stderr);
+        let listed = rig.cairn(&["ls", name, "--json"]).ok().json();
+        assert_eq!(listed[0]["file"]["size_bytes"], 5 * MIB + 512);
+        let back = rig.path("back.bin");
+        let _ = std::fs::remove_file(&back);
+        rig.cairn(&["cp", name, back.to_str().unwrap()]).ok();
+        let data = std::fs::read(&back).unwrap();
+        assert_eq!(
+            data[..src.metadata().unwrap().len() as usize],
+            std::fs::read(&src).unwrap()[..]
+        );
+        assert!(data[(5 * MIB + 100) as usize..].iter().all(|b| *b == 0));
+    }
+    rig.cairn(&["cp", rig.dir.path().to_str().unwrap(), "+DATA/d.dbf"])
+        .refused("is a directory");
+    rig.check_clean("DATA");
+}
+
+/// Item 14: group to group goes straight across, with no staging file
+/// anywhere (the temporary directory stays empty).
+#[test]
+fn a_cross_group_copy_stages_nothing() {
+    let rig = Rig::new();
+    rig.create("ONE", "a", 2);
+    rig.create("TWO", "b", 2);
+    let src = random_file(&rig.path("src.bin"), 6 * MIB, 6);
+    rig.cairn(&["cp", src.to_str().unwrap(), "+ONE/f.dbf"]).ok();
+    let tmp = rig.path("tmpdir");
+    std::fs::create_dir(&tmp).unwrap();
+    let run = cairn_with(
+        &rig.discover,
+        &[
+            ("CAIRN_RUN_DIR", &rig.run_dir),
+            ("TMPDIR", tmp.to_str().unwrap()),
+        ],
+        &["cp", "+ONE/f.dbf", "+TWO/g.dbf"],
+    );
+    run.ok();
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+    rig.assert_reads_back("+TWO/g.dbf", &src);
+    rig.check_clean("ONE");
+    rig.check_clean("TWO");
+}
+
+/// Item 21: a copy into a directory takes the source's name, a path ending
+/// in '/' names a directory (never a file), `rm` reports what it removed and
+/// what it could not, sizes take MiB, and --version is the README's release.
+#[test]
+fn smaller_answers_are_right() {
+    let rig = Rig::new();
+    rig.create("DATA", "d", 2);
+    let src = random_file(&rig.path("users.dbf"), MIB, 7);
+    let s = src.to_str().unwrap();
+    rig.cairn(&["mkdir", "+DATA/orcl"]).ok();
+    rig.cairn(&["cp", s, "+DATA/orcl/"]).ok();
+    rig.cairn(&["cp", s, "+DATA/orcl"])
+        .refused("+DATA/orcl/users.dbf already exists");
+    rig.cairn(&["rm", "+DATA/orcl/users.dbf"]).ok();
+    rig.cairn(&["cp", s, "+DATA/orcl"]).ok();
+    assert_eq!(rig.ls_names("+DATA/orcl"), ["users.dbf"]);
+    rig.cairn(&["cp", s, "+DATA/orcl/x.dbf/"])
+        .refused("+DATA/orcl/x.dbf does not exist");
+    rig.cairn(&["mkalias", "+DATA/orcl/users.dbf", "+DATA/orcl/u.dbf/"])
+        .refused("names a directory");
+    assert_eq!(rig.ls_names("+DATA/orcl"), ["users.dbf"]);
+
+    rig.cairn(&["cp", s, "+DATA/a.dbf"]).ok();
+    let run = rig
+        .cairn(&["rm", "+DATA/a.dbf", "+DATA/nonexistent"])
+        .refused("+DATA/nonexistent does not exist");
+    assert!(
+        run.stderr.contains("removed: +DATA/a.dbf"),
+        "{}",
+        run.stderr
+    );
+    assert!(!rig.ls_names("+DATA").contains(&"a.dbf".to_string()));
+
+    sparse(&rig.path("m0.img"), GIB);
+    sparse(&rig.path("m1.img"), GIB);
+    let created = rig
+        .cairn(&[
+            "group",
+            "create",
+            "MIB",
+            "--au-size",
+            "4MiB",
+            "--disk",
+            &format!("{}=A", rig.arg("m0.img")),
+            "--disk",
+            &format!("{}=B", rig.arg("m1.img")),
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(created["group"]["au_mb"], 4);
+
+    let version = cairn(&rig.discover, &["--version"]).ok().stdout;
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let release = readme
+        .split("(release ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap();
+    assert!(
+        version.trim().starts_with(&format!("cairn {release}.")),
+        "--version {version:?}, README release {release}"
+    );
+}

@@ -1,0 +1,647 @@
+//! Copying files into, out of, and between groups (`cairn cp`).
+//!
+//! Into a group: the file is created without a name ([`Group::create_unnamed`]),
+//! filled, and named last ([`Group::publish`]), so a name never shows a file
+//! whose data is not all there; a copy killed midway leaves an unnamed
+//! `creating` file that the next mount that writes removes. A source that is
+//! not a regular file (a pipe, a FIFO, a character device, standard input) is
+//! streamed to its end, the file growing as the data comes, and `max_bytes`
+//! stops an endless one. The source is opened before the group is mounted, so
+//! a FIFO waiting for its writer holds no lock.
+//!
+//! Out of a group: an OS file that does not exist, or a regular file, is
+//! written under a private temporary name (created exclusively, never through
+//! a link) in the destination's directory and renamed over it once complete
+//! and flushed; a symbolic link is followed to its target, which is what gets
+//! replaced or written. A block device is written through, in place, only
+//! after the protections of a write benchmark ([`admin::open_for_overwrite`]:
+//! never a device in use, and one carrying a filesystem, a label or another
+//! owner's data only with `force`) and only if the file fits. A character
+//! device or a FIFO is written through as a stream. A device node, link or
+//! socket is never replaced by a regular file.
+//!
+//! Between groups: both are mounted at once — the source read-only, the
+//! destination for writing — and data moves chunk by chunk, with no staging
+//! file anywhere.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use cairn_io::host::Host;
+use cairn_io::{AlignedBuf, FileEngine, IoEngine};
+
+use crate::admin::{self, AdminError};
+use crate::group::{CreateOptions, FileInfo, Group, GroupError};
+use crate::names::GroupPath;
+
+/// Bytes per read and write of a copy.
+pub const COPY_CHUNK_BYTES: usize = 1 << 20;
+/// A streamed file grows by at most this much at a time, so a stream's
+/// allocation commits stay few without reserving far past what came.
+const STREAM_GROW_BYTES_MAX: u64 = 1 << 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    #[error(transparent)]
+    Group(#[from] GroupError),
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// The source cannot be read: the message says what and what to do.
+    #[error("{0}")]
+    Source(String),
+    /// The destination cannot be written: the message says what and what to do.
+    #[error("{0}")]
+    Destination(String),
+}
+
+/// What a copy reports as it goes: bytes done, and the total when known.
+pub type Progress<'p> = &'p mut dyn FnMut(u64, Option<u64>);
+
+/// An OS-side source, opened.
+pub struct Source {
+    reader: Box<dyn Read>,
+    /// Its length when it has one (a regular file, a block device).
+    pub len_bytes: Option<u64>,
+    /// Its file name, for a copy into a directory (`None` for standard input).
+    pub name: Option<String>,
+    /// How to name it in messages.
+    pub shown_as: String,
+}
+
+/// Open `text` ("-" is standard input) to copy from. A directory or a socket
+/// is refused. `waiting` is called before opening a FIFO, whose open waits
+/// for a writer.
+pub fn open_source(text: &str, waiting: &mut dyn FnMut(&str)) -> Result<Source, CopyError> {
+    if text == "-" {
+        return Ok(Source {
+            reader: Box::new(std::io::stdin()),
+            len_bytes: None,
+            name: None,
+            shown_as: "standard input".into(),
+        });
+    }
+    let path = Path::new(text);
+    let meta = std::fs::metadata(path).map_err(|e| {
+        CopyError::Source(format!(
+            "cannot open {text}: {}",
+            describe_io(&e, "check the path")
+        ))
+    })?;
+    let kind = meta.file_type();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    if kind.is_dir() {
+        return Err(CopyError::Source(format!(
+            "{text} is a directory; cp copies one file at a time"
+        )));
+    }
+    if kind.is_socket() {
+        return Err(CopyError::Source(format!(
+            "{text} is a socket; cp reads files, devices, pipes and FIFOs"
+        )));
+    }
+    if kind.is_fifo() {
+        waiting(text);
+    }
+    let mut file = File::open(path).map_err(|e| {
+        CopyError::Source(format!(
+            "cannot open {text}: {}",
+            describe_io(&e, "check its permissions")
+        ))
+    })?;
+    let len_bytes = if kind.is_file() {
+        Some(meta.len())
+    } else if kind.is_block_device() {
+        use std::io::Seek;
+        Some(
+            file.seek(std::io::SeekFrom::End(0))
+                .and_then(|end| {
+                    file.seek(std::io::SeekFrom::Start(0))?;
+                    Ok(end)
+                })
+                .map_err(|e| CopyError::Source(format!("cannot size {text}: {e}")))?,
+        )
+    } else {
+        None
+    };
+    Ok(Source {
+        reader: Box::new(file),
+        len_bytes,
+        name,
+        shown_as: text.to_string(),
+    })
+}
+
+/// What a copy into a group did.
+#[derive(Debug, Clone)]
+pub struct CopyInReport {
+    pub file: FileInfo,
+    /// Bytes read from the source.
+    pub bytes_copied: u64,
+    /// The file's size: the bytes copied, padded with zeros to whole sectors.
+    pub size_bytes: u64,
+    /// The copy stopped at `max_bytes` with more data left in the source.
+    pub stopped_at_max: bool,
+}
+
+/// Copy `source` into the group as the new file `dest`. The name appears
+/// only once every byte is written and durable; on any failure the unnamed
+/// file is dropped again.
+pub fn copy_in(
+    group: &mut Group<'_>,
+    source: &mut Source,
+    dest: &GroupPath,
+    options: &CreateOptions,
+    max_bytes: Option<u64>,
+    progress: Progress<'_>,
+) -> Result<CopyInReport, CopyError> {
+    if group.open(dest).is_ok() {
+        return Err(GroupError::Exists(format!(
+            "{dest} already exists; remove it first or choose another name"
+        ))
+        .into());
+    }
+    let sector = u64::from(group.sector_bytes());
+    let expected = source.len_bytes.map(|l| max_bytes.map_or(l, |m| l.min(m)));
+    let initial = expected.map_or(0, |l| l.div_ceil(sector) * sector);
+    let file = group.create_unnamed(initial, options)?;
+    let number = file.number;
+    match fill(group, number, source, expected, max_bytes, progress) {
+        Ok((copied, stopped_at_max)) => {
+            let size = copied.div_ceil(sector) * sector;
+            let publish = group
+                .sync()
+                .and_then(|()| group.publish(number, dest, size));
+            match publish {
+                Ok(file) => Ok(CopyInReport {
+                    file,
+                    bytes_copied: copied,
+                    size_bytes: size,
+                    stopped_at_max,
+                }),
+                Err(e) => {
+                    let _ = group.discard_unnamed(number);
+                    Err(e.into())
+                }
+            }
+        }
+        Err(e) => {
+            // Best effort: if this fails too, the next mount that writes
+            // removes the unnamed file.
+            let _ = group.discard_unnamed(number);
+            Err(e)
+        }
+    }
+}
+
+/// Read the source to its end (or its known length, or `max_bytes`) into
+/// file `number`, growing it as needed. Returns (bytes copied, stopped at
+/// `max_bytes` with more to come).
+fn fill(
+    group: &mut Group<'_>,
+    number: u32,
+    source: &mut Source,
+    expected: Option<u64>,
+    max_bytes: Option<u64>,
+    progress: Progress<'_>,
+) -> Result<(u64, bool), CopyError> {
+    let sector = u64::from(group.sector_bytes());
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES];
+    let mut capacity = group.file_info(number)?.size_bytes;
+    let mut at = 0u64;
+    let limit = expected.or(max_bytes).unwrap_or(u64::MAX);
+    loop {
+        let want = (limit - at).min(COPY_CHUNK_BYTES as u64) as usize;
+        if want == 0 {
+            break;
+        }
+        let got = read_full(&mut source.reader, &mut buf[..want]).map_err(|e| {
+            CopyError::Source(format!(
+                "reading {}: {}",
+                source.shown_as,
+                describe_io(&e, "check the source")
+            ))
+        })?;
+        if got == 0 {
+            if let Some(len) = expected {
+                return Err(CopyError::Source(format!(
+                    "{} ended at byte {at}, before its length of {len}: it shrank while being copied; copy it again",
+                    source.shown_as
+                )));
+            }
+            break;
+        }
+        let padded = (got as u64).div_ceil(sector) * sector;
+        if at + padded > capacity {
+            let grow = capacity.clamp(COPY_CHUNK_BYTES as u64, STREAM_GROW_BYTES_MAX);
+            capacity = (at + padded).max(capacity + grow).div_ceil(sector) * sector;
+            group.grow_unnamed(number, capacity)?;
+        }
+        buf[got..padded as usize].fill(0);
+        group.write(number, at, &buf[..padded as usize])?;
+        at += got as u64;
+        progress(at, expected);
+        if got < want {
+            // A short read that is not the end of a stream: only at EOF.
+            if expected.is_none() {
+                break;
+            }
+        }
+    }
+    let stopped_at_max = match (source.len_bytes, max_bytes) {
+        (Some(len), Some(max)) => len > max,
+        (None, Some(max)) => {
+            max == at && read_full(&mut source.reader, &mut buf[..1]).is_ok_and(|n| n > 0)
+        }
+        _ => false,
+    };
+    Ok((at, stopped_at_max))
+}
+
+/// Read until `buf` is full or the source ends; retries interrupted reads.
+fn read_full(reader: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match reader.read(&mut buf[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Where a copy out of a group writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// A regular file, new or replaced: written under a temporary name in
+    /// `path`'s directory and renamed over `path`.
+    File { path: PathBuf },
+    /// A block device, written in place.
+    BlockDevice { path: PathBuf },
+    /// A character device or FIFO, written as a stream.
+    Stream { path: PathBuf },
+}
+
+/// Resolve the OS destination `text` of a copy of a file named `name`: into a
+/// directory (an existing one, or any text ending in `/`), through symbolic
+/// links to what they name, and by what is there.
+pub fn resolve_destination(text: &str, name: &str) -> Result<Destination, CopyError> {
+    let mut path = PathBuf::from(text);
+    let is_dir = std::fs::metadata(&path).is_ok_and(|m| m.is_dir());
+    if is_dir || text.ends_with('/') {
+        if !is_dir {
+            return Err(CopyError::Destination(format!(
+                "{text} ends with '/' but is not a directory; create it first or drop the '/'"
+            )));
+        }
+        path = path.join(name);
+    }
+    let link = std::fs::symlink_metadata(&path);
+    let target = match &link {
+        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(&path) {
+            Ok(target) => target,
+            Err(_) => {
+                let to = std::fs::read_link(&path)
+                    .map_or_else(|_| "?".into(), |t| t.display().to_string());
+                return Err(CopyError::Destination(format!(
+                    "{} is a symbolic link to {to}, which does not exist; cp does not write through a dangling link — remove the link or create what it names",
+                    path.display()
+                )));
+            }
+        },
+        _ => path.clone(),
+    };
+    let meta = match std::fs::metadata(&target) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let parent = target
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if !parent.is_dir() {
+                return Err(CopyError::Destination(format!(
+                    "{}: directory {} does not exist; create it first",
+                    target.display(),
+                    parent.display()
+                )));
+            }
+            return Ok(Destination::File { path: target });
+        }
+        Err(e) => {
+            return Err(CopyError::Destination(format!(
+                "cannot use {}: {}",
+                target.display(),
+                describe_io(&e, "check the path")
+            )))
+        }
+    };
+    let kind = meta.file_type();
+    if kind.is_dir() {
+        return Err(CopyError::Destination(format!(
+            "{} is a directory; name a file in it",
+            target.display()
+        )));
+    }
+    if kind.is_file() {
+        return Ok(Destination::File { path: target });
+    }
+    if kind.is_block_device() {
+        return Ok(Destination::BlockDevice { path: target });
+    }
+    if kind.is_char_device() || kind.is_fifo() {
+        return Ok(Destination::Stream { path: target });
+    }
+    Err(CopyError::Destination(format!(
+        "{} is a socket; cp writes files, devices and FIFOs",
+        target.display()
+    )))
+}
+
+/// Copy file `number` (of `size_bytes`) out of the group to `dest`. `force`
+/// lets a block device that carries a filesystem, a label or another owner's
+/// data be overwritten (a device in use never is).
+pub fn copy_out(
+    group: &mut Group<'_>,
+    number: u32,
+    size_bytes: u64,
+    dest: &Destination,
+    host: &Host,
+    force: bool,
+    progress: Progress<'_>,
+) -> Result<(), CopyError> {
+    match dest {
+        Destination::File { path } => copy_out_to_file(group, number, size_bytes, path, progress),
+        Destination::Stream { path } => {
+            let mut out = OpenOptions::new().write(true).open(path).map_err(|e| {
+                CopyError::Destination(format!(
+                    "cannot open {}: {}",
+                    path.display(),
+                    describe_io(&e, "check its permissions")
+                ))
+            })?;
+            let shown = path.display().to_string();
+            stream_out(group, number, size_bytes, &mut out, &shown, progress)
+        }
+        Destination::BlockDevice { path } => {
+            copy_out_to_device(group, number, size_bytes, path, host, force, progress)
+        }
+    }
+}
+
+fn stream_out(
+    group: &mut Group<'_>,
+    number: u32,
+    size_bytes: u64,
+    out: &mut dyn Write,
+    shown: &str,
+    progress: Progress<'_>,
+) -> Result<(), CopyError> {
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES];
+    let mut at = 0u64;
+    while at < size_bytes {
+        let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
+        group.read(number, at, &mut buf[..n])?;
+        out.write_all(&buf[..n]).map_err(|e| {
+            CopyError::Destination(format!(
+                "writing {shown}: {}",
+                describe_io(&e, "check the destination")
+            ))
+        })?;
+        at += n as u64;
+        progress(at, Some(size_bytes));
+    }
+    out.flush().map_err(|e| {
+        CopyError::Destination(format!(
+            "writing {shown}: {}",
+            describe_io(&e, "check the destination")
+        ))
+    })
+}
+
+/// A new or replaced regular file: a private temporary name beside it,
+/// renamed over it once complete and flushed.
+fn copy_out_to_file(
+    group: &mut Group<'_>,
+    number: u32,
+    size_bytes: u64,
+    path: &Path,
+    progress: Progress<'_>,
+) -> Result<(), CopyError> {
+    let (tmp, mut out) = create_temporary(path)?;
+    let shown = path.display().to_string();
+    let result = stream_out(group, number, size_bytes, &mut out, &shown, progress)
+        .and_then(|()| {
+            out.sync_all().map_err(|e| {
+                CopyError::Destination(format!(
+                    "flushing {shown}: {}",
+                    describe_io(&e, "check the destination")
+                ))
+            })
+        })
+        .and_then(|()| {
+            // A file replaced keeps its permissions.
+            if let Ok(m) = std::fs::metadata(path) {
+                let _ = std::fs::set_permissions(&tmp, m.permissions());
+            }
+            std::fs::rename(&tmp, path).map_err(|e| {
+                CopyError::Destination(format!(
+                    "cannot rename {} to {shown}: {}",
+                    tmp.display(),
+                    describe_io(&e, "check the directory")
+                ))
+            })
+        });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return result;
+    }
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        // The rename is durable once the directory is.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// Attempts at a temporary name before giving up (each collides only with a
+/// file created since the previous attempt).
+const TEMPORARY_NAME_ATTEMPTS_MAX: u32 = 16;
+
+/// Create `.NAME.cairn-partial-PID-N` beside `path`: exclusively
+/// (`O_CREAT|O_EXCL`, which never follows a link), readable as a new file
+/// would be (the umask applies).
+fn create_temporary(path: &Path) -> Result<(PathBuf, File), CopyError> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map_or_else(|| "copy".into(), |n| n.to_string_lossy().into_owned());
+    let mut last = None;
+    for n in 0..TEMPORARY_NAME_ATTEMPTS_MAX {
+        let tmp = dir.join(format!(".{name}.cairn-partial-{}-{n}", std::process::id()));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o666)
+            .open(&tmp)
+        {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => {
+                return Err(CopyError::Destination(format!(
+                    "cannot create a file in {}: {}",
+                    dir.display(),
+                    describe_io(&e, "check the directory's permissions and free space")
+                )))
+            }
+        }
+    }
+    Err(CopyError::Destination(format!(
+        "cannot create a temporary file in {}: {}",
+        dir.display(),
+        last.map_or_else(String::new, |e| e.to_string())
+    )))
+}
+
+fn copy_out_to_device(
+    group: &mut Group<'_>,
+    number: u32,
+    size_bytes: u64,
+    path: &Path,
+    host: &Host,
+    force: bool,
+    progress: Progress<'_>,
+) -> Result<(), CopyError> {
+    let device = admin::open_for_overwrite(host, path, force)?;
+    let device_bytes = device.probe().size_bytes;
+    let sector = u64::from(device.geometry().logical_sector_bytes);
+    let needed = size_bytes.div_ceil(sector) * sector;
+    if needed > device_bytes {
+        return Err(CopyError::Destination(format!(
+            "{} is {device_bytes} bytes, smaller than the {size_bytes}-byte file; nothing was written",
+            path.display()
+        )));
+    }
+    let mut engine = cairn_io::sync_engine::SyncEngine::new(1);
+    let id = engine.attach(device);
+    let io = |e: cairn_io::IoError| {
+        CopyError::Destination(format!(
+            "writing {}: {e}; check the device and the kernel log (dmesg)",
+            path.display()
+        ))
+    };
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES];
+    let mut at = 0u64;
+    while at < size_bytes {
+        let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
+        group.read(number, at, &mut buf[..n])?;
+        // The last piece, in whole device sectors (a 512-byte-sector group
+        // file onto a 4Kn device): zeros after the file's end.
+        let padded = (n as u64).div_ceil(sector) as usize * sector as usize;
+        buf[n..padded].fill(0);
+        engine
+            .write_at(id, at, AlignedBuf::from_slice(&buf[..padded]), false)
+            .map_err(io)?;
+        at += n as u64;
+        progress(at, Some(size_bytes));
+    }
+    engine.flush(id).map_err(io)
+}
+
+/// Copy file `number` (of `size_bytes`) of group `from` into group `to` as
+/// the new file `dest`: no staging file, the name last.
+pub fn copy_between(
+    from: &mut Group<'_>,
+    number: u32,
+    size_bytes: u64,
+    to: &mut Group<'_>,
+    dest: &GroupPath,
+    options: &CreateOptions,
+    progress: Progress<'_>,
+) -> Result<FileInfo, CopyError> {
+    if to.open(dest).is_ok() {
+        return Err(GroupError::Exists(format!(
+            "{dest} already exists; remove it first or choose another name"
+        ))
+        .into());
+    }
+    let sector = u64::from(to.sector_bytes());
+    if !size_bytes.is_multiple_of(sector) {
+        return Err(GroupError::Invalid(format!(
+            "the file is {size_bytes} bytes, not whole {sector}-byte sectors of group {}",
+            to.name()
+        ))
+        .into());
+    }
+    let file = to.create_unnamed(size_bytes, options)?;
+    let result = (|| -> Result<FileInfo, CopyError> {
+        let mut buf = vec![0u8; COPY_CHUNK_BYTES];
+        let mut at = 0u64;
+        while at < size_bytes {
+            let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
+            from.read(number, at, &mut buf[..n])?;
+            to.write(file.number, at, &buf[..n])?;
+            at += n as u64;
+            progress(at, Some(size_bytes));
+        }
+        to.sync()?;
+        Ok(to.publish(file.number, dest, size_bytes)?)
+    })();
+    if result.is_err() {
+        let _ = to.discard_unnamed(file.number);
+    }
+    result
+}
+
+/// Copy file `number` (of `size_bytes`) to the new file `dest` of the same
+/// group: the name last.
+pub fn copy_within(
+    group: &mut Group<'_>,
+    number: u32,
+    size_bytes: u64,
+    dest: &GroupPath,
+    options: &CreateOptions,
+    progress: Progress<'_>,
+) -> Result<FileInfo, CopyError> {
+    if group.open(dest).is_ok() {
+        return Err(GroupError::Exists(format!(
+            "{dest} already exists; remove it first or choose another name"
+        ))
+        .into());
+    }
+    let file = group.create_unnamed(size_bytes, options)?;
+    let result = (|| -> Result<FileInfo, CopyError> {
+        let mut buf = vec![0u8; COPY_CHUNK_BYTES];
+        let mut at = 0u64;
+        while at < size_bytes {
+            let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
+            group.read(number, at, &mut buf[..n])?;
+            group.write(file.number, at, &buf[..n])?;
+            at += n as u64;
+            progress(at, Some(size_bytes));
+        }
+        group.sync()?;
+        Ok(group.publish(file.number, dest, size_bytes)?)
+    })();
+    if result.is_err() {
+        let _ = group.discard_unnamed(file.number);
+    }
+    result
+}
+
+/// An OS error as the end of a one-line message: what it is, and `hint`.
+fn describe_io(e: &std::io::Error, hint: &str) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => format!("no such file or directory; {hint}"),
+        std::io::ErrorKind::PermissionDenied => {
+            "permission denied; run as a user who may use it".into()
+        }
+        _ => format!("{e}; {hint}"),
+    }
+}
