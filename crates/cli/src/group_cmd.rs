@@ -39,9 +39,12 @@ pub enum GroupCommand {
         /// Logical sector size the group uses (512 or 4096); every disk must have it.
         #[arg(long)]
         sector_size: Option<u32>,
-        /// Take devices that carry other data or belong to another group.
+        /// Take devices that carry other data, or disks of a group that cannot use them (a create that never finished, a disk it recorded offline, a group that cannot be mounted).
         #[arg(long)]
         force: bool,
+        /// Take disks of group NAME even though it is mountable and counts on them (it goes DEGRADED or UNMOUNTABLE). Repeat for several groups.
+        #[arg(long = "take-from-group", value_name = "NAME")]
+        take_from_group: Vec<String>,
         #[command(flatten)]
         discover: Discover,
         #[command(flatten)]
@@ -215,6 +218,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
             au_size,
             sector_size,
             force,
+            take_from_group,
             discover,
             output,
         } => {
@@ -244,12 +248,23 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
                 &host,
                 &args,
                 &spec,
+                &take_from_group,
                 Some(&d),
                 &group_lock::run_dir(),
             )?;
             let summary = summary_of(&group);
             let written = group_bytes_written(&mut group);
             finish(group)?;
+            for d in &created {
+                if let Some(what) = &d.overrode {
+                    eprintln!(
+                        "cairn: warning: {} was {what}; it is now {} of {}",
+                        d.path.display(),
+                        d.label,
+                        summary.name
+                    );
+                }
+            }
             #[derive(Serialize)]
             struct Created {
                 group: GroupSummary,
@@ -284,6 +299,9 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
                             ""
                         }
                     );
+                    if let Some(what) = &d.overrode {
+                        println!("    overwrote: {what}");
+                    }
                 }
                 println!(
                     "{} MiB usable for files; metadata written: {} KiB",
@@ -298,6 +316,17 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<()> {
             let found = group_admin::find_groups(&host, &d)?;
             let mut rows = Vec::new();
             for g in found {
+                if !g.complete {
+                    rows.push(GroupSummary::unmountable(
+                        &g,
+                        "INCOMPLETE",
+                        &format!(
+                            "its disks' labels name group {}, but none holds its superblock: a `group create` was interrupted; `cairn group create NAME --force` with these disks takes them again",
+                            g.uuid
+                        ),
+                    ));
+                    continue;
+                }
                 let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
                 let row = match group_admin::mount_read_only(
                     engine.as_mut(),

@@ -527,7 +527,7 @@ fn bad_input_is_refused_in_one_line_and_loses_nothing() {
         "--disk",
         &format!("{}=B", x[0]),
     ])
-    .refused(&format!("{d0} belongs to disk group"));
+    .refused(&format!("{d0} is disk DATA_0000 of disk group DATA"));
     let n = fresh("n", 2);
     rig.cairn(&[
         "group",

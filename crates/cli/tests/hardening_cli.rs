@@ -495,3 +495,137 @@ fn smaller_answers_are_right() {
         "--version {version:?}, README release {release}"
     );
 }
+
+/// Item 12: a failure group name that is not a valid name is refused before
+/// anything is written: the disks stay untouched candidates.
+#[test]
+fn group_create_validates_everything_before_writing() {
+    let rig = Rig::new();
+    let long = "F".repeat(40);
+    for (i, fg) in ["bad fg", "1B", "Ärger", long.as_str()].iter().enumerate() {
+        let (a, b) = (format!("v{i}a.img"), format!("v{i}b.img"));
+        sparse(&rig.path(&a), GIB);
+        sparse(&rig.path(&b), GIB);
+        rig.cairn(&[
+            "group",
+            "create",
+            "VAL",
+            "--disk",
+            &format!("{}={fg}", rig.arg(&a)),
+            "--disk",
+            &format!("{}=OK", rig.arg(&b)),
+        ])
+        .refused("failure group");
+        for disk in [&a, &b] {
+            assert_eq!(allocated(&rig.path(disk)), 0, "{fg:?}: {disk} was written");
+        }
+    }
+    let list = rig.cairn(&["disk", "list", "--json"]).ok().json();
+    for d in list["disks"].as_array().unwrap() {
+        assert_eq!(d["status"], "CANDIDATE", "{d:#}");
+    }
+    // Item 13: refused creates leave no lock file behind.
+    let run_dir = Path::new(&rig.run_dir);
+    let locks: Vec<_> = std::fs::read_dir(run_dir)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(locks.is_empty(), "{locks:?}");
+}
+
+/// Zero both superblock slots of a disk: what a `group create` killed after
+/// the disk headers and before any superblock leaves.
+fn wipe_superblocks(disk: &Path) {
+    for base in cairn_format::group::SUPER_SLOT_OFFSETS_BYTES {
+        write_at(disk, base, &vec![0u8; 16 * 4096]);
+    }
+}
+
+/// Item 11: a group whose create never finished is listed as INCOMPLETE (not
+/// DEGRADED or unmountable), and `group create --force` takes its disks
+/// again, saying what it overwrote; without --force it says why not.
+#[test]
+fn a_group_that_never_finished_creating_is_taken_again_by_force() {
+    let rig = Rig::new();
+    rig.create("HALF", "h", 2);
+    for i in 0..2 {
+        wipe_superblocks(&rig.path(&format!("h{i}.img")));
+    }
+    let list = rig.cairn(&["group", "list", "--json"]).ok().json();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list:#}");
+    assert!(
+        list[0]["state"].as_str().unwrap().starts_with("INCOMPLETE"),
+        "{list:#}"
+    );
+    let disks = [
+        format!("{}=A", rig.arg("h0.img")),
+        format!("{}=B", rig.arg("h1.img")),
+    ];
+    rig.cairn(&[
+        "group", "create", "HALF", "--disk", &disks[0], "--disk", &disks[1],
+    ])
+    .refused("creation never finished");
+    let run = rig
+        .cairn(&[
+            "group", "create", "HALF", "--force", "--disk", &disks[0], "--disk", &disks[1],
+        ])
+        .ok();
+    assert!(
+        run.stdout.contains("overwrote") && run.stderr.contains("never finished"),
+        "{run:?}"
+    );
+    let list = rig.cairn(&["group", "list", "--json"]).ok().json();
+    assert_eq!(list[0]["state"], "MOUNTABLE", "{list:#}");
+    rig.check_clean("HALF");
+}
+
+/// Items 17 and 18: a disk of a healthy group is named, with its group and a
+/// flag that exists, and taken only with --take-from-group; that group then
+/// reports DEGRADED. `disk unlabel` names the group too.
+#[test]
+fn a_disk_of_a_healthy_group_is_taken_only_when_that_group_is_named() {
+    let rig = Rig::new();
+    rig.create("DATA", "d", 4);
+    sparse(&rig.path("x0.img"), GIB);
+    let d0 = rig.arg("d0.img");
+    let disks = [format!("{d0}=A"), format!("{}=B", rig.arg("x0.img"))];
+    let run = rig
+        .cairn(&[
+            "group", "create", "OTHER", "--force", "--disk", &disks[0], "--disk", &disks[1],
+        ])
+        .refused("disk DATA_0000 of disk group DATA");
+    assert!(
+        run.stderr.contains("--take-from-group DATA") && run.stderr.contains("DEGRADED"),
+        "{}",
+        run.stderr
+    );
+    rig.cairn(&["disk", "unlabel", &d0])
+        .refused("disk DATA_0000 of disk group DATA");
+    rig.assert_all_online("DATA");
+
+    let run = rig
+        .cairn(&[
+            "group",
+            "create",
+            "OTHER",
+            "--take-from-group",
+            "data",
+            "--disk",
+            &disks[0],
+            "--disk",
+            &disks[1],
+        ])
+        .ok();
+    assert!(
+        run.stderr.contains("was disk DATA_0000 of disk group DATA"),
+        "{}",
+        run.stderr
+    );
+    let list = rig.cairn(&["group", "list", "--json"]).ok().json();
+    let data = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "DATA")
+        .unwrap();
+    assert_eq!(data["state"], "DEGRADED", "{list:#}");
+}

@@ -57,8 +57,13 @@ pub enum AdminError {
     },
     #[error("{} carries no Cairn label; nothing to {action}", path.display())]
     NotLabelled { path: PathBuf, action: &'static str },
-    #[error("{} belongs to disk group {group}; drop it from the group first, or run again with --force", path.display())]
-    GroupMember { path: PathBuf, group: Uuid },
+    #[error("{} is {member} (group uuid {group}); unlabelling it takes it out of that group for good (the group goes DEGRADED, or cannot be mounted if it has no copy to spare) — run again with --force if that is what you want", path.display())]
+    GroupMember {
+        path: PathBuf,
+        group: Uuid,
+        /// `disk DATA_0001 of disk group DATA`.
+        member: String,
+    },
     #[error("{} carries a damaged Cairn header with no good copy, so its group membership cannot be checked; run again with --force to erase it", path.display())]
     UnverifiableLabel { path: PathBuf },
     #[error("{}: {error}", path.display())]
@@ -492,9 +497,13 @@ pub fn unlabel(
         match &newest {
             Some(h) => {
                 if let Some(group) = h.group_uuid {
+                    let name = crate::group::membership(engine, id)
+                        .and_then(|m| m.group.map(|g| g.name))
+                        .unwrap_or_else(|| "(never completely created)".into());
                     return Err(AdminError::GroupMember {
                         path: path.into(),
                         group,
+                        member: format!("disk {} of disk group {name}", h.label),
                     });
                 }
             }

@@ -63,14 +63,32 @@ pub struct CreatedDisk {
     pub label: String,
     pub failgroup: String,
     pub labelled_now: bool,
+    /// Another group's claim that was overridden: which disk of which group.
+    pub overrode: Option<String>,
+}
+
+/// What `check_disks` learnt of one disk.
+#[derive(Debug, Clone)]
+struct CheckedDisk {
+    /// Its Cairn label, if it has one (kept).
+    label: Option<String>,
+    /// The claim of another group that `--force` or `--take-from-group`
+    /// overrides, described.
+    overrode: Option<String>,
 }
 
 /// Create a group on the given devices; returns it mounted, with its lock.
+///
+/// A disk another group's label claims is taken only when that group cannot
+/// use it: with `spec.force` if the group never finished creating, no longer
+/// uses the disk, or cannot be mounted anyway; and only when named in
+/// `take_from` (group names) if the group is mountable and counts on it.
 pub fn create<'e>(
     engine: &'e mut dyn FileEngine,
     host: &Host,
     disks: &[DiskArg],
     spec: &GroupSpec,
+    take_from: &[String],
     discovery: Option<&DiscoveryString>,
     run_dir: &Path,
 ) -> Result<(Group<'e>, GroupLock, Vec<CreatedDisk>), GroupAdminError> {
@@ -87,13 +105,18 @@ pub fn create<'e>(
         }
     }
     let lock = GroupLock::acquire(run_dir, spec.group_uuid, name.as_str())?;
-    let checked = check_disks(host, disks, spec, &name)?;
+    let checked = check_disks(host, disks, spec, &name, take_from, discovery)?;
+    // Every claim another group has on these disks was judged above.
+    let spec = &GroupSpec {
+        force: spec.force || checked.iter().any(|c| c.overrode.is_some()),
+        ..spec.clone()
+    };
     let mut new_disks = Vec::new();
     let mut created = Vec::new();
     let mut labelled_here: Vec<DeviceId> = Vec::new();
     let result = (|| -> Result<(), GroupAdminError> {
-        for (i, (arg, label)) in disks.iter().zip(&checked).enumerate() {
-            let (device, label, labelled_now) = match label {
+        for (i, (arg, checked)) in disks.iter().zip(&checked).enumerate() {
+            let (device, label, labelled_now) = match &checked.label {
                 Some(label) => {
                     let device = admin::open_for_write(host, &arg.path)?;
                     (engine.attach(device), label.clone(), false)
@@ -128,6 +151,7 @@ pub fn create<'e>(
                 failgroup: arg.failgroup.clone().unwrap_or_else(|| label.clone()),
                 label,
                 labelled_now,
+                overrode: checked.overrode.clone(),
             });
         }
         Ok(())
@@ -154,7 +178,9 @@ fn check_disks(
     disks: &[DiskArg],
     spec: &GroupSpec,
     name: &crate::names::GroupName,
-) -> Result<Vec<Option<String>>, GroupAdminError> {
+    take_from: &[String],
+    discovery: Option<&DiscoveryString>,
+) -> Result<Vec<CheckedDisk>, GroupAdminError> {
     let au = spec.au_bytes;
     if !au.is_power_of_two() || !(AU_BYTES_MIN..=AU_BYTES_MAX).contains(&au) {
         return Err(GroupAdminError::Invalid(format!(
@@ -186,15 +212,12 @@ fn check_disks(
         }
         seen.push((arg.path.clone(), meta));
         let header = read_header(host, &arg.path)?;
-        if let Some(group) = header.as_ref().and_then(|h| h.group_uuid) {
-            if !spec.force {
-                return Err(AdminError::GroupMember {
-                    path: arg.path.clone(),
-                    group,
-                }
-                .into());
-            }
-        }
+        let overrode = match header.as_ref().and_then(|h| h.group_uuid) {
+            Some(_) => Some(judge_claim(
+                host, &arg.path, spec.force, take_from, discovery,
+            )?),
+            None => None,
+        };
         if AtLayout::for_disk(probe.size_bytes, au).is_none() {
             return Err(GroupAdminError::Invalid(format!(
                 "{} ({} bytes) is too small for {}-MiB AUs; use a bigger device or a smaller --au-size",
@@ -205,13 +228,26 @@ fn check_disks(
         }
         sectors.push((arg.path.clone(), probe.logical_sector_bytes));
         let label = header.map(|h| h.label.as_str().to_string());
-        failgroups.push(
-            arg.failgroup
-                .clone()
-                .or_else(|| label.clone())
-                .unwrap_or_else(|| format!("{}_{i:04}", name.as_str())),
-        );
-        labels.push(label);
+        if label.is_none() {
+            let generated = format!("{}_{i:04}", name.as_str());
+            cairn_format::DiskLabel::parse(&generated).map_err(|e| {
+                GroupAdminError::Invalid(format!(
+                    "{} would be labelled {generated}, which is not a valid label ({e}); use a shorter group name, or label the disk first with `cairn disk label`",
+                    arg.path.display()
+                ))
+            })?;
+        }
+        let failgroup = arg
+            .failgroup
+            .clone()
+            .or_else(|| label.clone())
+            .unwrap_or_else(|| format!("{}_{i:04}", name.as_str()))
+            .to_ascii_uppercase();
+        crate::names::GroupName::parse(&failgroup).map_err(|e| {
+            GroupAdminError::Invalid(format!("failure group of {}: {e}", arg.path.display()))
+        })?;
+        failgroups.push(failgroup);
+        labels.push(CheckedDisk { label, overrode });
     }
     let group_sector = spec.sector_bytes.unwrap_or(sectors[0].1);
     if group_sector != 512 && group_sector != 4096 {
@@ -237,6 +273,107 @@ fn check_disks(
         )));
     }
     Ok(labels)
+}
+
+/// Whether a disk another group's label claims may be taken, and if so, the
+/// claim overridden, described. The rule: a group that cannot use the disk
+/// (its create never finished, it recorded the disk offline, or it cannot be
+/// mounted anyway) gives it up to `--force`; a group that is mountable and
+/// counts on the disk gives it up only when named in `take_from`
+/// (`--take-from-group`), because taking it degrades or breaks that group.
+fn judge_claim(
+    host: &Host,
+    path: &Path,
+    force: bool,
+    take_from: &[String],
+    discovery: Option<&DiscoveryString>,
+) -> Result<String, GroupAdminError> {
+    let mut scratch = cairn_io::new_file_engine(cairn_io::EngineKind::Sync, 4)
+        .map_err(|e| GroupAdminError::Invalid(format!("cannot start an I/O engine: {e}")))?;
+    let device = DeviceFile::open(path, OpenMode::READ, host).map_err(AdminError::from)?;
+    let id = scratch.attach(device);
+    let m = group::membership(scratch.as_mut(), id).ok_or_else(|| {
+        GroupAdminError::Invalid(format!(
+            "{}: its label changed while it was read; try again",
+            path.display()
+        ))
+    })?;
+    let disk_uuid = m.disk_uuid;
+    let shown = path.display();
+    let needs_force = |claim: String| -> Result<String, GroupAdminError> {
+        if force {
+            Ok(claim)
+        } else {
+            Err(GroupAdminError::Invalid(format!(
+                "{shown} is {claim}; run again with --force to take it"
+            )))
+        }
+    };
+    let Some(group) = m.group.as_ref() else {
+        return needs_force(format!(
+            "disk {} of disk group {}, whose creation never finished (no disk holds its superblock)",
+            m.label, m.group_uuid
+        ));
+    };
+    let entry = match m.entry() {
+        Some(e) if e.state == cairn_format::group::DiskState::Online => e.clone(),
+        _ => {
+            return needs_force(format!(
+                "disk {} of disk group {} (uuid {}), which no longer uses it (recorded OFFLINE)",
+                m.label, group.name, m.group_uuid
+            ))
+        }
+    };
+    // Which of the group's disks discovery reaches: with this one gone, does
+    // the group still mount, and does it mount now?
+    let present: Vec<Uuid> = match discovery {
+        Some(d) => find_groups(host, d)?
+            .into_iter()
+            .filter(|g| g.uuid == m.group_uuid)
+            .flat_map(|g| g.disks.into_iter().map(|d| d.disk_uuid))
+            .collect(),
+        // Unknown: assume every disk is there (the cautious answer).
+        None => group.disks.iter().map(|d| d.disk_uuid).collect(),
+    };
+    let down = |without: Option<Uuid>| -> usize {
+        let fgs: std::collections::BTreeSet<u16> = group
+            .disks
+            .iter()
+            .filter(|d| d.state == cairn_format::group::DiskState::Online)
+            .filter(|d| {
+                Some(d.disk_uuid) == without
+                    || (d.disk_uuid != disk_uuid && !present.contains(&d.disk_uuid))
+            })
+            .map(|d| d.failgroup_id)
+            .collect();
+        fgs.len()
+    };
+    let copies = usize::from(group.copies);
+    if down(None) >= copies {
+        return needs_force(format!(
+            "disk {} of disk group {} (uuid {}), which cannot be mounted anyway: disks it needs are missing",
+            entry.label, group.name, m.group_uuid
+        ));
+    }
+    let after = if down(Some(disk_uuid)) >= copies {
+        "UNMOUNTABLE"
+    } else {
+        "DEGRADED"
+    };
+    let claim = format!(
+        "disk {} of disk group {} (uuid {}), which is mountable and counts on it: taking it leaves {} {after}",
+        entry.label, group.name, m.group_uuid, group.name
+    );
+    if take_from
+        .iter()
+        .any(|t| t.eq_ignore_ascii_case(&group.name))
+    {
+        return Ok(claim);
+    }
+    Err(GroupAdminError::Invalid(format!(
+        "{shown} is {claim}; there is no `disk drop` yet — if {} may lose this disk, run again with --take-from-group {}",
+        group.name, group.name
+    )))
 }
 
 /// The newest good header of a device, if it carries a Cairn label.

@@ -590,3 +590,112 @@ fn a_file_filled_before_it_is_named_leaves_nothing_when_the_filler_dies() {
     assert!(back == data);
     assert!(g.check(false).unwrap().problems.is_empty());
 }
+
+/// A crash at every mutating request of `group create` (each unflushed write
+/// kept, lost or torn): afterwards there is no group, a whole group (every
+/// disk ONLINE, check clean), or a group that never finished — no disk has
+/// its superblock — whose disks a forced create takes again. Never a
+/// degraded or unmountable group.
+#[test]
+fn a_crash_anywhere_in_group_create_leaves_no_group_or_a_whole_one() {
+    use cairn_io_sim::CrashPolicy;
+    let disks = [
+        (64 * MIB, "A"),
+        (64 * MIB, "A"),
+        (64 * MIB, "B"),
+        (64 * MIB, "B"),
+    ];
+    let spec = |force: bool, uuid: u128| GroupSpec {
+        name: "NEW".into(),
+        redundancy: Redundancy::Normal,
+        au_bytes: MIB,
+        sector_bytes: None,
+        force,
+        now_unix_seconds: 1_763_700_000,
+        group_uuid: Uuid::from_u128(uuid),
+    };
+    let mut budget = 0usize;
+    let mut outcomes = std::collections::BTreeMap::<&str, usize>::new();
+    loop {
+        let mut sim = SimEngine::new(budget as u64, 64);
+        let mut ids = Vec::new();
+        for (i, (size, _)) in disks.iter().enumerate() {
+            let d = sim.add_disk(geometry(*size, 4096, 4096, 512 << 10));
+            write_label(
+                &mut sim,
+                d,
+                &LabelSpec {
+                    label: DiskLabel::parse(&format!("N{i}")).unwrap(),
+                    disk_uuid: Uuid::from_u128(0xA0 + i as u128),
+                    now_unix_seconds: 1,
+                    generation: 1,
+                },
+            )
+            .unwrap();
+            ids.push(d);
+        }
+        let new: Vec<NewDisk> = ids
+            .iter()
+            .zip(&disks)
+            .map(|(d, (_, fg))| NewDisk {
+                device: *d,
+                failgroup: Some((*fg).to_string()),
+            })
+            .collect();
+        // One more than the requests allowed: a create that ends with budget
+        // left ran every request for real.
+        let mut engine = CrashAfter::vanishing(sim, budget + 1);
+        let created = group::create(&mut engine, &new, &spec(false, 0x1))
+            .map(Group::dismount)
+            .is_ok();
+        let finished = created && engine.budget().get() > 0;
+        let policy = [
+            CrashPolicy::LOSE_ALL,
+            CrashPolicy::KEEP_ALL,
+            CrashPolicy::MIXED,
+        ][budget % 3];
+        engine.inner.crash(policy);
+        engine.budget().set(usize::MAX);
+        let found = group::identify(&mut engine, &ids);
+        let outcome = match found.get(&Uuid::from_u128(0x1)) {
+            None => "no group",
+            Some(members) if members.iter().all(|(_, _, slot)| slot.is_none()) => {
+                // Never finished: a forced create takes the disks again.
+                let g = group::create(&mut engine, &new, &spec(true, 0x2)).unwrap();
+                g.dismount().unwrap();
+                "never finished, re-created"
+            }
+            Some(_) => {
+                let (mut g, report) = group::mount(
+                    &mut engine,
+                    &ids,
+                    &GroupSelector::Uuid(Uuid::from_u128(0x1)),
+                )
+                .unwrap_or_else(|e| panic!("budget {budget} ({policy:?}): {e}"));
+                assert!(
+                    report.disks_marked_offline.is_empty(),
+                    "budget {budget}: {report:?}"
+                );
+                assert!(
+                    g.disks()
+                        .iter()
+                        .all(|d| d.state == cairn_format::group::DiskState::Online),
+                    "budget {budget}: {:?}",
+                    g.disks()
+                );
+                let check = g.check(false).unwrap();
+                assert!(check.problems.is_empty(), "budget {budget}: {check:?}");
+                g.dismount().unwrap();
+                "whole"
+            }
+        };
+        *outcomes.entry(outcome).or_default() += 1;
+        if finished {
+            assert_eq!(outcome, "whole", "an acknowledged create must be whole");
+            break;
+        }
+        budget += 1;
+    }
+    eprintln!("group create crashed at each of {budget} requests: {outcomes:?}");
+    assert!(outcomes.len() >= 2, "{outcomes:?}");
+}

@@ -1773,9 +1773,14 @@ pub fn create<'e>(
     }
     group.write_durably(items, "initial metadata")?;
     group.checkpoint()?;
-    group.write_superblocks()?;
 
-    // Last, the disk headers name the group: until then no disk claims membership.
+    // The disk headers name the group, then the superblocks make it exist.
+    // A crash before any superblock leaves a group that never finished —
+    // headers naming a group no disk holds a superblock of — which mount
+    // refuses to guess at and `group create --force` takes again; a crash
+    // among the superblock writes leaves a whole group (every disk's header
+    // names it, and one superblock lists them all), whose next mount writes
+    // the superblocks that are missing.
     for m in group.members.iter().flatten() {
         let device = m.device.expect("invariant: new disks are attached");
         let scan = HeaderScan::read(group.engine, device).map_err(io_err(m.entry.label.clone()))?;
@@ -1800,6 +1805,7 @@ pub fn create<'e>(
             ))
         })?;
     }
+    group.write_superblocks()?;
     Ok(group)
 }
 
@@ -1945,6 +1951,63 @@ fn read_slot(
         generation,
         sup,
         entries,
+    })
+}
+
+/// What a device's own blocks say of the group its label names.
+#[derive(Debug, Clone)]
+pub struct Membership {
+    pub group_uuid: Uuid,
+    /// The device's label and disk UUID.
+    pub label: String,
+    pub disk_uuid: Uuid,
+    /// From the device's newest superblock; `None` when it holds none (the
+    /// group's create never finished, or its superblocks were destroyed).
+    pub group: Option<GroupOnDisk>,
+}
+
+/// A group as one member's newest superblock slot describes it.
+#[derive(Debug, Clone)]
+pub struct GroupOnDisk {
+    pub name: String,
+    pub copies: u8,
+    pub generation: u64,
+    /// The whole disk directory.
+    pub disks: Vec<DiskEntry>,
+}
+
+impl Membership {
+    /// This device's entry in the directory, found by its disk UUID.
+    pub fn entry(&self) -> Option<&DiskEntry> {
+        self.group
+            .as_ref()
+            .and_then(|g| g.disks.iter().find(|d| d.disk_uuid == self.disk_uuid))
+    }
+}
+
+/// The group a device's label names, as its own superblocks describe it;
+/// `None` when it carries no label or its label names no group.
+pub fn membership(engine: &mut dyn IoEngine, device: DeviceId) -> Option<Membership> {
+    let scan = HeaderScan::read(engine, device).ok()?;
+    let header = scan
+        .good()
+        .map(|(_, h)| h.header.clone())
+        .max_by_key(|h| h.generation)?;
+    let group_uuid = header.group_uuid?;
+    let best = SUPER_SLOT_OFFSETS_BYTES
+        .iter()
+        .filter_map(|base| read_slot(engine, device, group_uuid, *base))
+        .max_by_key(|s| s.generation);
+    Some(Membership {
+        group_uuid,
+        label: header.label.to_string(),
+        disk_uuid: header.disk_uuid,
+        group: best.map(|s| GroupOnDisk {
+            name: s.sup.name,
+            copies: s.sup.copies,
+            generation: s.generation,
+            disks: s.entries,
+        }),
     })
 }
 
@@ -2196,8 +2259,13 @@ fn mount_inner<'e>(
     report.journal_records_replayed = group.replay()?;
 
     // Offline disks noticed at mount are recorded only after replay, so replay
-    // writes reach every disk the journal names.
-    if !missing.is_empty() && !read_only {
+    // writes reach every disk the journal names. A member whose own slots lack
+    // the newest generation (a crash among the superblock writes of a create
+    // or a change) gets it too.
+    let behind = disks
+        .iter()
+        .any(|(_, _, slot)| slot.as_ref().is_none_or(|(g, _)| *g < best.generation));
+    if (!missing.is_empty() || behind) && !read_only {
         group.write_superblocks()?;
     }
 
