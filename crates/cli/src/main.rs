@@ -3,7 +3,9 @@
 //! libraries; this file only chooses the engine and renders.
 //!
 //! Exit status: 0 success, 1 the command failed or refused (one line on stderr
-//! says why and what to do), 2 the command line itself was wrong.
+//! says why and what to do), 2 the command line itself was wrong, 3 `group
+//! check` found the group consistent but DEGRADED (a disk missing or
+//! offline).
 
 mod awr_cmd;
 mod bench_cmd;
@@ -23,6 +25,10 @@ use cairn_io::{new_file_engine, EngineKind, FileEngine};
 use cairn_store::admin::{self, LabelRequest};
 use cairn_store::discovery::{DiscoveryString, CONFIG_PATH_DEFAULT};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// The exit status of a `group check` that found nothing wrong but a disk not
+/// in use: not clean, and not damaged either.
+const EXIT_DEGRADED: u8 = 3;
 
 /// In-flight requests for the disk commands: they do one thing at a time.
 const ADMIN_DEPTH: usize = 8;
@@ -259,17 +265,21 @@ pub(crate) fn now_unix_seconds() -> u64 {
         .unwrap_or(0)
 }
 
-/// What a command ended with: success, or a failure already reported in part.
-enum Outcome {
+/// What a command ended with: success, a failure already reported in part,
+/// or (for `group check`) a group that is consistent but degraded.
+pub(crate) enum Outcome {
     Done,
     Failed(String),
+    /// Exit status 3: distinct from a failure, as a degraded group is not a
+    /// damaged one.
+    Degraded(String),
 }
 
 fn run(cli: Cli) -> Result<Outcome> {
     let host = Host::real();
     let engine_kind = cli.engine;
     match cli.noun {
-        Noun::Group(command) => group_cmd::run_group(command, engine_kind).map(|()| Outcome::Done),
+        Noun::Group(command) => group_cmd::run_group(command, engine_kind),
         Noun::Bench(command) => bench_cmd::run_bench(command, engine_kind).map(|()| Outcome::Done),
         Noun::Report(command) => bench_cmd::run_report(command).map(|()| Outcome::Done),
         Noun::Awr(command) => awr_cmd::run_awr(command, engine_kind).map(|()| Outcome::Done),
@@ -461,6 +471,10 @@ fn main() -> ExitCode {
         Ok(Outcome::Failed(message)) => {
             eprintln!("cairn: error: {}", one_line(&message));
             ExitCode::FAILURE
+        }
+        Ok(Outcome::Degraded(message)) => {
+            eprintln!("cairn: warning: {}", one_line(&message));
+            ExitCode::from(EXIT_DEGRADED)
         }
         Err(error) => {
             eprintln!("cairn: error: {}", one_line(&format!("{error:#}")));

@@ -629,3 +629,136 @@ fn a_disk_of_a_healthy_group_is_taken_only_when_that_group_is_named() {
         .unwrap();
     assert_eq!(data["state"], "DEGRADED", "{list:#}");
 }
+
+/// Item 15: `group check` is not "clean" on a degraded group (exit 3, its
+/// own status), names a member truncated to half its size, and says that it
+/// does not read data.
+#[test]
+fn group_check_tells_degraded_and_short_members_apart_from_clean() {
+    let rig = Rig::new();
+    rig.create("DATA", "d", 4);
+    let run = rig.cairn(&["group", "check", "DATA"]).ok();
+    assert!(
+        run.stdout.contains("data blocks were not read"),
+        "{}",
+        run.stdout
+    );
+
+    std::fs::rename(rig.path("d3.img"), rig.path("d3.away")).unwrap();
+    let run = rig.cairn(&["group", "check", "DATA"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert_eq!(
+        run.stdout.lines().last(),
+        Some("DEGRADED"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stderr.contains("DATA_0003"), "{}", run.stderr);
+    let report = rig.cairn(&["group", "check", "DATA", "--json"]);
+    assert_eq!(report.code, 3);
+    assert_eq!(report.json()["data_read"], false);
+    std::fs::rename(rig.path("d3.away"), rig.path("d3.img")).unwrap();
+
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(rig.path("d2.img"))
+        .unwrap();
+    f.set_len(GIB / 2).unwrap();
+    let run = rig.cairn(&["group", "check", "DATA"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("DATA_0002 is 536870912 bytes, smaller than"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains("cannot be fixed by check"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Item 16: both mirrors of an alias block destroyed. Every command still
+/// works and names the group and the step that helps; `check --repair`
+/// puts the nameless file in lost+found, and nothing is asked of it again.
+#[test]
+fn a_lost_directory_block_gets_advice_that_helps() {
+    let rig = Rig::new();
+    rig.create("DATA", "d", 2);
+    let src = random_file(&rig.path("src.bin"), 2 * MIB, 16);
+    rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/f.dbf"])
+        .ok();
+    let report = rig.cairn(&["group", "check", "DATA", "--json"]).ok().json();
+    assert_eq!(report["problems"], serde_json::json!([]));
+    let places = alias_block_places(&rig);
+    for (disk, offset) in &places {
+        write_at(&rig.path(disk), offset + 300, &[0x5Au8; 32]);
+    }
+    let run = rig.cairn(&["ls", "+DATA"]).ok();
+    assert!(
+        run.stderr.contains("group DATA")
+            && run.stderr.contains("cairn group check DATA --repair")
+            && run.stderr.contains("alias block 0"),
+        "{}",
+        run.stderr
+    );
+    let run = rig.cairn(&["group", "check", "DATA"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("`cairn group check DATA --repair` fixes"),
+        "{}",
+        run.stderr
+    );
+    let run = rig.cairn(&["group", "check", "DATA", "--repair"]).ok();
+    assert_eq!(
+        run.stdout.lines().last(),
+        Some("all problems repaired"),
+        "{}",
+        run.stdout
+    );
+    rig.check_clean("DATA");
+    let names = rig.ls_names("+DATA/lost+found");
+    assert_eq!(names.len(), 1, "{names:?}");
+    rig.assert_reads_back(&format!("+DATA/lost+found/{}", names[0]), &src);
+}
+
+/// Where the alias directory's block 0 is on each disk: (disk file name,
+/// byte offset), read from the group's metadata through the library.
+fn alias_block_places(rig: &Rig) -> Vec<(String, u64)> {
+    let mut engine = cairn_io::new_file_engine(cairn_io::EngineKind::Sync, 8).unwrap();
+    let host = cairn_io::host::Host::real();
+    let discovery = cairn_store::discovery::DiscoveryString::resolve(
+        Some(&rig.discover),
+        None,
+        Path::new("/nonexistent"),
+    )
+    .unwrap();
+    let m = cairn_store::group_admin::mount_read_only(
+        engine.as_mut(),
+        &host,
+        &discovery,
+        "DATA",
+        Path::new(&rig.run_dir),
+    )
+    .unwrap();
+    let extent = m
+        .group
+        .extents(cairn_format::group::FILE_ALIAS_DIRECTORY)
+        .unwrap()[0];
+    let au = m.group.au_bytes();
+    let out = extent
+        .copies()
+        .iter()
+        .map(|c| {
+            let device = m.group.disk_device(c.disk).unwrap();
+            let path = &m.paths[&device.0];
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                u64::from(c.au) * au,
+            )
+        })
+        .collect();
+    out
+}

@@ -12,12 +12,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cairn_format::group::{AliasKind, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_DIRECTORY};
+use cairn_format::group::{
+    AliasKind, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_DIRECTORY, SUPER_SLOT_OFFSETS_BYTES,
+};
 use cairn_format::meta::{self, BLOCK_BYTES};
 use cairn_io::AlignedBuf;
 use serde::Serialize;
 
 use super::{Dirty, Group, GroupError, Member};
+use crate::names::Component;
+
+/// Where `check --repair` puts names it had to move, and files it had to name.
+pub const LOST_AND_FOUND: &str = "lost+found";
 use cairn_format::group::AtLayout;
 
 /// A valid copy of a metadata block: its generation and its bytes.
@@ -31,6 +37,9 @@ pub struct Problem {
     pub what: String,
     /// Whether `--repair` fixed it.
     pub repaired: bool,
+    /// Whether `--repair` can fix it (an AU owned twice, a short disk, two
+    /// copies in one failure group cannot be: a person must decide).
+    pub repairable: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -40,11 +49,23 @@ pub struct CheckReport {
     pub aus_in_use: u64,
     pub metadata_blocks_compared: u64,
     pub problems: Vec<Problem>,
+    /// Members not in use (recorded OFFLINE, or missing): the group runs on
+    /// the other copies, and one more failure may lose data.
+    pub disks_not_in_use: Vec<String>,
+    /// Always false: the check reads metadata only. Data blocks carry no
+    /// checksums, so a rotted data block is not found here.
+    pub data_read: bool,
 }
 
 impl CheckReport {
+    /// No problem is left unrepaired (the group may still be degraded).
     pub fn clean(&self) -> bool {
         self.problems.iter().all(|p| p.repaired)
+    }
+
+    /// Some member is not in use.
+    pub fn degraded(&self) -> bool {
+        !self.disks_not_in_use.is_empty()
     }
 }
 
@@ -58,8 +79,36 @@ impl Group<'_> {
         }
         let mut report = CheckReport::default();
         self.check_extents(repair, &mut report)?;
-        self.check_aliases(repair, &mut report);
+        self.check_aliases(repair, &mut report)?;
+        self.check_lost(repair, &mut report);
         self.check_mirrors(repair, &mut report)?;
+        self.check_superblocks(repair, &mut report)?;
+        for what in &self.short_disks {
+            report.problems.push(Problem {
+                location: "member disk".into(),
+                what: what.clone(),
+                repaired: false,
+                repairable: false,
+            });
+        }
+        report.disks_not_in_use = self
+            .members
+            .iter()
+            .flatten()
+            .filter(|m| m.online().is_none())
+            .map(|m| {
+                format!(
+                    "{} (failure group {}): {}",
+                    m.entry.label,
+                    m.entry.failgroup,
+                    if m.entry.state == cairn_format::group::DiskState::Online {
+                        "missing"
+                    } else {
+                        "OFFLINE"
+                    }
+                )
+            })
+            .collect();
         if repair {
             self.commit_in_chunks()?;
         }
@@ -83,6 +132,7 @@ impl Group<'_> {
                     location: what,
                     what: format!("copy on disk {}, which is not in the group", run.disk),
                     repaired: false,
+                    repairable: false,
                 });
                 continue;
             };
@@ -94,6 +144,7 @@ impl Group<'_> {
                     location: what.clone(),
                     what: format!("two copies in failure group {}", m.entry.failgroup),
                     repaired: false,
+                    repairable: false,
                 });
             }
             let first_data = AtLayout::for_disk(m.entry.size_bytes, self.au_bytes)
@@ -107,6 +158,7 @@ impl Group<'_> {
                             m.entry.label, m.entry.au_count
                         ),
                         repaired: false,
+                        repairable: false,
                     });
                     continue;
                 }
@@ -115,6 +167,7 @@ impl Group<'_> {
                         location: format!("disk {} AU {au}", m.entry.label),
                         what: format!("owned twice: by {first} and by {what}"),
                         repaired: false,
+                        repairable: false,
                     });
                 }
             }
@@ -147,6 +200,7 @@ impl Group<'_> {
                     location: format!("disk {label} AU {au}"),
                     what: "leaked: marked used, owned by no file".into(),
                     repaired: repair,
+                    repairable: true,
                 });
             }
             for au in unmarked {
@@ -157,6 +211,7 @@ impl Group<'_> {
                     location: format!("disk {label} AU {au}"),
                     what: "in use by a file but marked free".into(),
                     repaired: repair,
+                    repairable: true,
                 });
             }
         }
@@ -164,8 +219,15 @@ impl Group<'_> {
         Ok(())
     }
 
-    fn check_aliases(&mut self, repair: bool, report: &mut CheckReport) {
-        let mut drop = Vec::new();
+    /// The name tree: every name's directory exists and the chain reaches the
+    /// root, every file name points at a live file, every file has exactly one
+    /// name of its own. Repair removes names of files that are gone, and
+    /// keeps everything else reachable: a name whose directory is gone, or
+    /// whose directories loop, moves into `lost+found`; a file with no name of
+    /// its own gets one there (`file_N`).
+    fn check_aliases(&mut self, repair: bool, report: &mut CheckReport) -> Result<(), GroupError> {
+        let mut dangling = Vec::new();
+        let mut homeless = Vec::new();
         let mut primary: BTreeMap<u32, u32> = BTreeMap::new();
         for r in self.aliases.values() {
             let parent_ok = r.parent == 0
@@ -173,27 +235,26 @@ impl Group<'_> {
                     .aliases
                     .get(&r.parent)
                     .is_some_and(|p| p.kind == AliasKind::Directory);
-            let target_ok = match r.kind {
-                AliasKind::Directory => true,
-                _ => self
-                    .files
-                    .get(&r.file_number)
-                    .is_some_and(|f| f.entry.incarnation == r.file_incarnation),
-            };
-            if !parent_ok || !target_ok {
-                drop.push((
+            let target_ok = r.kind == AliasKind::Directory || self.live_file(r).is_some();
+            if !target_ok {
+                dangling.push((
                     r.id,
                     format!(
-                        "name {:?} (id {}): {}",
+                        "name {:?} (id {}) points at file {}, which {}",
                         r.name,
                         r.id,
-                        if parent_ok {
-                            "points at a file that does not exist"
+                        r.file_number,
+                        if self
+                            .lost
+                            .contains_key(&super::LostBlock::Entry(r.file_number))
+                        {
+                            "is lost"
                         } else {
-                            "its directory does not exist"
+                            "does not exist"
                         }
                     ),
                 ));
+                continue;
             }
             if r.kind == AliasKind::File {
                 *primary.entry(r.file_number).or_default() += 1;
@@ -205,8 +266,16 @@ impl Group<'_> {
                 at = self.aliases.get(&at).map_or(0, |p| p.parent);
                 steps += 1;
             }
-            if steps > self.aliases.len() {
-                drop.push((
+            if !parent_ok {
+                homeless.push((
+                    r.id,
+                    format!(
+                        "name {:?} (id {}): its directory does not exist",
+                        r.name, r.id
+                    ),
+                ));
+            } else if steps > self.aliases.len() {
+                homeless.push((
                     r.id,
                     format!(
                         "name {:?} (id {}): its directories form a cycle",
@@ -215,28 +284,220 @@ impl Group<'_> {
                 ));
             }
         }
-        for (id, what) in drop {
+        let nameless: Vec<u32> = self
+            .file_numbers()
+            .into_iter()
+            .filter(|n| {
+                primary.get(n).copied().unwrap_or(0) == 0
+                    && self.files[n].entry.state == cairn_format::group::FileState::Active
+            })
+            .collect();
+        for number in self.file_numbers() {
+            let count = primary.get(&number).copied().unwrap_or(0);
+            if count > 1 {
+                report.problems.push(Problem {
+                    location: format!("file {number}"),
+                    what: format!("has {count} names of its own (expected 1)"),
+                    repaired: false,
+                    repairable: false,
+                });
+            }
+        }
+        let lost_found = if repair && (!homeless.is_empty() || !nameless.is_empty()) {
+            Some(self.lost_and_found()?)
+        } else {
+            None
+        };
+        for (id, what) in dangling {
             if repair {
                 self.remove_alias(id);
             }
             report.problems.push(Problem {
                 location: format!("alias {id}"),
-                what,
+                what: format!("{what}{}", if repair { "; name removed" } else { "" }),
                 repaired: repair,
+                repairable: true,
             });
         }
-        for number in self.file_numbers() {
-            let count = primary.get(&number).copied().unwrap_or(0);
-            if count != 1
-                && self.files[&number].entry.state == cairn_format::group::FileState::Active
-            {
-                report.problems.push(Problem {
-                    location: format!("file {number}"),
-                    what: format!("has {count} primary names (expected 1)"),
-                    repaired: false,
+        for (id, what) in homeless {
+            let moved = match lost_found {
+                Some(dir) => Some(self.move_to_lost_and_found(id, dir)?),
+                None => None,
+            };
+            report.problems.push(Problem {
+                location: format!("alias {id}"),
+                what: match &moved {
+                    Some(path) => format!("{what}; moved to {path}"),
+                    None => what,
+                },
+                repaired: moved.is_some(),
+                repairable: true,
+            });
+        }
+        for number in nameless {
+            let named = match lost_found {
+                Some(dir) => Some(self.name_in_lost_and_found(number, dir)?),
+                None => None,
+            };
+            report.problems.push(Problem {
+                location: format!("file {number}"),
+                what: match &named {
+                    Some(path) => format!("had no name of its own; now {path}"),
+                    None => "has no name of its own (its name was lost)".to_string(),
+                },
+                repaired: named.is_some(),
+                repairable: true,
+            });
+        }
+        Ok(())
+    }
+
+    /// The `lost+found` directory at the root, made if need be.
+    fn lost_and_found(&mut self) -> Result<u32, GroupError> {
+        let name = Component::parse(LOST_AND_FOUND).map_err(GroupError::from)?;
+        if let Some(r) = self.child(0, &name) {
+            if r.kind == AliasKind::Directory {
+                return Ok(r.id);
+            }
+            return Err(GroupError::Invalid(format!(
+                "+{}/{LOST_AND_FOUND} is a file; rename or remove it so that check can put names there",
+                self.name
+            )));
+        }
+        self.add_alias(0, &name, AliasKind::Directory, None)
+    }
+
+    /// A free name in `lost+found` starting with `base`.
+    fn free_name_in(&self, dir: u32, base: &str) -> Result<Component, GroupError> {
+        let mut n = 0u32;
+        loop {
+            let text = if n == 0 {
+                base.to_string()
+            } else {
+                format!("{base}.{n}")
+            };
+            let c = Component::parse(&text).map_err(GroupError::from)?;
+            if self.child(dir, &c).is_none() {
+                return Ok(c);
+            }
+            n += 1;
+        }
+    }
+
+    fn move_to_lost_and_found(&mut self, id: u32, dir: u32) -> Result<String, GroupError> {
+        let mut record = self.aliases[&id].clone();
+        let name = self.free_name_in(dir, &record.name)?;
+        self.remove_alias(id);
+        record.parent = dir;
+        record.name = name.as_str().to_string();
+        self.alias_index.insert((dir, name.key()), record.id);
+        self.dirty
+            .insert(Dirty::Alias(super::alias_block_of(record.id)));
+        self.aliases.insert(record.id, record);
+        Ok(format!("+{}/{LOST_AND_FOUND}/{}", self.name, name.as_str()))
+    }
+
+    fn name_in_lost_and_found(&mut self, number: u32, dir: u32) -> Result<String, GroupError> {
+        let name = self.free_name_in(dir, &format!("file_{number}"))?;
+        let rec = self.files[&number].clone();
+        self.add_alias(dir, &name, AliasKind::File, Some(&rec))?;
+        Ok(format!("+{}/{LOST_AND_FOUND}/{}", self.name, name.as_str()))
+    }
+
+    /// Metadata blocks lost at mount: each is a problem, and repair writes
+    /// it afresh from what the group holds now (an entry as free, an alias
+    /// block with the names that are left, the default templates or
+    /// attributes).
+    fn check_lost(&mut self, repair: bool, report: &mut CheckReport) {
+        let described = self.describe_lost();
+        let lost: Vec<super::LostBlock> = self.lost.keys().copied().collect();
+        for (block, what) in lost.into_iter().zip(described) {
+            let location = match block {
+                super::LostBlock::Entry(n) => format!("file directory entry {n}"),
+                super::LostBlock::Alias(k) => format!("alias block {k}"),
+                super::LostBlock::Templates => "templates block".to_string(),
+                super::LostBlock::Attributes => "attributes block".to_string(),
+            };
+            if repair {
+                self.dirty.insert(match block {
+                    super::LostBlock::Entry(n) => Dirty::Entry(n),
+                    super::LostBlock::Alias(k) => Dirty::Alias(k),
+                    super::LostBlock::Templates => Dirty::Templates,
+                    super::LostBlock::Attributes => Dirty::Attributes,
                 });
+                self.lost.remove(&block);
+            }
+            report.problems.push(Problem {
+                location,
+                what,
+                repaired: repair,
+                repairable: true,
+            });
+        }
+    }
+
+    /// Every member in use holds the group's newest superblock generation in
+    /// one of its two slots, and no slot holds damaged bytes (a blank slot is
+    /// one never written yet). Repair writes two fresh generations, so both
+    /// slots of every member are whole.
+    fn check_superblocks(
+        &mut self,
+        repair: bool,
+        report: &mut CheckReport,
+    ) -> Result<(), GroupError> {
+        let mut found = Vec::new();
+        for n in 0..self.members.len() as u16 {
+            let Some(device) = self.member(n).and_then(Member::online) else {
+                continue;
+            };
+            let label = self.disk_name(n);
+            let mut newest = None;
+            for (slot, base) in SUPER_SLOT_OFFSETS_BYTES.iter().enumerate() {
+                let name = ["A", "B"][slot];
+                match super::read_slot(self.engine, device, self.uuid, *base) {
+                    Some(read) => newest = newest.max(Some(read.generation)),
+                    None => {
+                        let blank = self
+                            .read_one(n, *base, BLOCK_BYTES)
+                            .is_ok_and(|b| b.iter().all(|x| *x == 0));
+                        if !blank {
+                            found.push((
+                                format!("disk {label} superblock slot {name} (offset {base})"),
+                                "damaged: not a valid superblock of this group".to_string(),
+                            ));
+                        }
+                    }
+                }
+            }
+            match newest {
+                None => found.push((
+                    format!("disk {label}"),
+                    "holds no valid superblock: only the other disks say it is a member"
+                        .to_string(),
+                )),
+                Some(g) if g < self.slot_generation => found.push((
+                    format!("disk {label}"),
+                    format!(
+                        "its newest superblock is generation {g}; the group's is {}",
+                        self.slot_generation
+                    ),
+                )),
+                Some(_) => {}
             }
         }
+        if repair && !found.is_empty() {
+            self.write_superblocks()?;
+            self.write_superblocks()?;
+        }
+        report
+            .problems
+            .extend(found.into_iter().map(|(location, what)| Problem {
+                location,
+                what,
+                repaired: repair,
+                repairable: true,
+            }));
+        Ok(())
     }
 
     /// Every metadata block's copies must be valid and identical.
@@ -260,6 +521,8 @@ impl Group<'_> {
         blocks.push(Dirty::Templates);
         blocks.push(Dirty::Attributes);
         let _ = FILE_DIRECTORY;
+        // Blocks this repair is about to write whole are not compared.
+        blocks.retain(|d| !self.dirty.contains(d));
         for d in blocks {
             let (id, places) = self.dirty_id_and_places(d);
             let mut images: Vec<(u16, u64, Option<Generation>)> = Vec::new();
@@ -293,6 +556,7 @@ impl Group<'_> {
                     location: format!("{id}"),
                     what: "no valid copy".into(),
                     repaired: false,
+                    repairable: false,
                 });
                 continue;
             };
@@ -310,6 +574,7 @@ impl Group<'_> {
                     location: format!("{id} copy on {} at {offset}", self.disk_name(*disk)),
                     what,
                     repaired: repair,
+                    repairable: true,
                 });
                 rewrite.push((*disk, *offset, AlignedBuf::from_slice(&good)));
             }

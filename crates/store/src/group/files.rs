@@ -23,7 +23,7 @@ use cairn_format::group::{
 use cairn_io::{AlignedBuf, Op, Request};
 use serde::Serialize;
 
-use super::{alias_block_of, Dirty, FileRec, Group, GroupError, Member, STEP_DIRTY_MAX};
+use super::{alias_block_of, Dirty, FileRec, Group, GroupError, LostBlock, Member, STEP_DIRTY_MAX};
 use crate::names::{Component, GroupPath};
 use crate::placement::{FileLayout, Striping};
 
@@ -60,6 +60,9 @@ pub struct DirEntry {
     pub kind: AliasKind,
     /// For files and aliases.
     pub file: Option<FileInfo>,
+    /// A file's name whose file is lost (its directory entry has no valid
+    /// copy): the name is all that is left.
+    pub lost: bool,
 }
 
 const ROOT: u32 = 0;
@@ -86,7 +89,7 @@ impl Group<'_> {
         Ok(())
     }
 
-    fn child(&self, parent: u32, name: &Component) -> Option<&AliasRecord> {
+    pub(super) fn child(&self, parent: u32, name: &Component) -> Option<&AliasRecord> {
         self.alias_index
             .get(&(parent, name.key()))
             .and_then(|id| self.aliases.get(id))
@@ -131,7 +134,7 @@ impl Group<'_> {
     }
 
     /// Add a name record; grows the alias directory when it is full.
-    fn add_alias(
+    pub(super) fn add_alias(
         &mut self,
         parent: u32,
         name: &Component,
@@ -287,13 +290,23 @@ impl Group<'_> {
     }
 
     fn dir_entry(&self, r: &AliasRecord) -> DirEntry {
+        let file = (r.kind != AliasKind::Directory)
+            .then(|| self.live_file(r).map(|f| self.info(f)))
+            .flatten();
         DirEntry {
             name: r.name.clone(),
             kind: r.kind,
-            file: (r.kind != AliasKind::Directory)
-                .then(|| self.files.get(&r.file_number).map(|f| self.info(f)))
-                .flatten(),
+            lost: r.kind != AliasKind::Directory && file.is_none(),
+            file,
         }
+    }
+
+    /// The file a name names, if it is there: the same number and
+    /// incarnation, and not being deleted.
+    pub(super) fn live_file(&self, r: &AliasRecord) -> Option<&FileRec> {
+        self.files.get(&r.file_number).filter(|f| {
+            f.entry.incarnation == r.file_incarnation && f.entry.state != FileState::Deleting
+        })
     }
 
     fn info(&self, rec: &FileRec) -> FileInfo {
@@ -366,11 +379,18 @@ impl Group<'_> {
                 "{path} is a directory, not a file"
             )));
         }
-        let f = self.files.get(&r.file_number).ok_or_else(|| {
-            GroupError::Corrupt(format!(
-                "{path} names file {} which has no entry",
-                r.file_number
-            ))
+        let f = self.live_file(r).ok_or_else(|| {
+            if self.lost.contains_key(&LostBlock::Entry(r.file_number)) {
+                GroupError::Lost(format!(
+                    "{path} is lost: the directory entry of its file ({}) has no valid copy on any disk; `cairn group check {} --repair` removes the name",
+                    r.file_number, self.name
+                ))
+            } else {
+                GroupError::Corrupt(format!(
+                    "{path} names file {}, which does not exist; `cairn group check {} --repair` removes the name",
+                    r.file_number, self.name
+                ))
+            }
         })?;
         Ok(self.info(f))
     }
@@ -387,15 +407,25 @@ impl Group<'_> {
     /// The path of file `number` by its own (primary) name, for messages;
     /// `file N` when it has none.
     pub fn path_of(&self, number: u32) -> String {
-        let Some(name) = self
-            .aliases
+        self.aliases
             .values()
             .find(|r| r.kind == AliasKind::File && r.file_number == number)
-        else {
-            return format!("file {number}");
-        };
-        let mut parts = vec![name.name.as_str()];
-        let mut parent = name.parent;
+            .map_or_else(|| format!("file {number}"), |r| self.alias_path(r))
+    }
+
+    /// Every name of file `number` (its own and its aliases), as paths.
+    pub(super) fn names_of(&self, number: u32) -> Vec<String> {
+        self.aliases
+            .values()
+            .filter(|r| r.kind != AliasKind::Directory && r.file_number == number)
+            .map(|r| self.alias_path(r))
+            .collect()
+    }
+
+    /// The full path of a name record.
+    fn alias_path(&self, record: &AliasRecord) -> String {
+        let mut parts = vec![record.name.as_str()];
+        let mut parent = record.parent;
         // A damaged alias directory could loop; `check` reports it.
         while parent != ROOT && parts.len() <= self.aliases.len() {
             match self.aliases.get(&parent) {
@@ -403,7 +433,10 @@ impl Group<'_> {
                     parts.push(p.name.as_str());
                     parent = p.parent;
                 }
-                None => break,
+                None => {
+                    parts.push("?");
+                    break;
+                }
             }
         }
         parts.reverse();
@@ -519,8 +552,11 @@ impl Group<'_> {
             )));
         }
         // File number: the lowest free one; grow the file directory if needed.
+        // A lost entry's number stays taken until repair: its names still
+        // point at it.
         let mut number = FILE_NUMBER_USER_MIN;
-        while self.files.contains_key(&number) {
+        while self.files.contains_key(&number) || self.lost.contains_key(&LostBlock::Entry(number))
+        {
             number += 1;
         }
         while u64::from(number)
@@ -838,11 +874,18 @@ impl Group<'_> {
                 // asked by; its other names go in bounded steps after (a mount
                 // that finds it Deleting drops whatever names remain).
                 let number = record.file_number;
+                if self.live_file(&record).is_none() {
+                    // Its file is gone (lost, or never there): only the names
+                    // are left to remove, and a lost entry is written free.
+                    self.remove_alias(record.id);
+                    self.drop_names_of(number)?;
+                    if self.lost.remove(&LostBlock::Entry(number)).is_some() {
+                        self.dirty.insert(Dirty::Entry(number));
+                    }
+                    return self.commit();
+                }
                 self.remove_alias(record.id);
-                let rec = self
-                    .files
-                    .get_mut(&number)
-                    .expect("invariant: named file exists");
+                let rec = self.files.get_mut(&number).expect("invariant: a live file");
                 rec.entry.state = FileState::Deleting;
                 self.dirty.insert(Dirty::Entry(number));
                 self.commit()?;

@@ -121,8 +121,13 @@ pub enum GroupError {
     Invalid(String),
     #[error("disk {disk}: {error}")]
     Io { disk: String, error: IoError },
-    #[error("metadata is damaged beyond its mirrors: {0}; run `cairn group check --repair`")]
+    /// Metadata the group cannot work with (a map that names an AU twice, a
+    /// structure that contradicts itself); the message says what and where.
+    #[error("metadata is damaged: {0}")]
     Corrupt(String),
+    /// A metadata block with no valid copy on any disk: what it held is lost.
+    #[error("{0}")]
+    Lost(String),
     #[error("{0}")]
     NoSpace(String),
     #[error("{0}")]
@@ -214,6 +219,18 @@ struct FileRec {
     extents: Vec<Extent>,
 }
 
+/// A metadata block with no valid copy on any disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum LostBlock {
+    /// A user file's directory entry, or a block of its extent map: the file
+    /// cannot be reached.
+    Entry(u32),
+    /// A block of the alias directory: the names in it are gone.
+    Alias(u64),
+    Templates,
+    Attributes,
+}
+
 /// A metadata block the current transaction changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Dirty {
@@ -302,6 +319,12 @@ pub struct Group<'e> {
     /// Metadata copies found damaged, blank or stale that a read-only mount
     /// left as they were.
     copies_left_damaged: u64,
+    /// Members found smaller than the group recorded, described: treated as
+    /// missing, and problems for `check`.
+    short_disks: Vec<String>,
+    /// Metadata blocks found with no valid copy at mount, and why: what they
+    /// held is gone. `check --repair` rewrites them.
+    lost: BTreeMap<LostBlock, String>,
     /// AUs that more than one extent map claims (damage found at mount), with
     /// each claimant's file number: never freed while another still claims it,
     /// and their files are never written.
@@ -398,6 +421,8 @@ impl<'e> Group<'e> {
             repaired_copies: 0,
             failed_disks: BTreeSet::new(),
             shared_aus: BTreeMap::new(),
+            lost: BTreeMap::new(),
+            short_disks: Vec::new(),
             read_only: false,
             taken_offline: Vec::new(),
             overlay: BTreeMap::new(),
@@ -611,6 +636,7 @@ impl<'e> Group<'e> {
         let mut bad = Vec::new();
         let mut blank = Vec::new();
         let mut problems = Vec::new();
+        let mut unreadable = false;
         for &(disk, offset) in places {
             if self.member(disk).and_then(Member::online).is_none() {
                 continue;
@@ -642,6 +668,7 @@ impl<'e> Group<'e> {
                 Err(e) => {
                     problems.push(format!("{} at {offset}: {e}", self.disk_name(disk)));
                     bad.push((disk, offset));
+                    unreadable = true;
                 }
             }
         }
@@ -664,8 +691,14 @@ impl<'e> Group<'e> {
             }
             None if problems.is_empty() => Ok(None),
             None if !blank.is_empty() && bad.is_empty() => Ok(None),
-            None => Err(GroupError::Corrupt(format!(
-                "{id}: {}",
+            // A copy that could not be read may be whole once its disk
+            // answers again: that is an I/O problem, not a loss.
+            None if unreadable => Err(GroupError::Corrupt(format!(
+                "{id} could not be read from any copy ({}); check the disks and the kernel log (dmesg)",
+                problems.join("; ")
+            ))),
+            None => Err(GroupError::Lost(format!(
+                "{id} has no valid copy on any disk ({})",
                 problems.join("; ")
             ))),
         }
@@ -1691,12 +1724,7 @@ pub fn create<'e>(
         members,
     );
     group.templates = default_templates();
-    group.attributes = vec![
-        ("au_size".into(), spec.au_bytes.to_string()),
-        ("sector_size".into(), sector.to_string()),
-        ("compatible.cairn".into(), "0.1".into()),
-        ("content.type".into(), "data".into()),
-    ];
+    group.attributes = group.default_attributes();
 
     // Metadata files: extents placed like any file's.
     let journal_extents = JOURNAL_BYTES.div_ceil(spec.au_bytes);
@@ -1810,6 +1838,51 @@ pub fn create<'e>(
 }
 
 impl Group<'_> {
+    /// The attributes a new group starts with.
+    fn default_attributes(&self) -> Vec<(String, String)> {
+        vec![
+            ("au_size".into(), self.au_bytes.to_string()),
+            ("sector_size".into(), self.sector_bytes.to_string()),
+            ("compatible.cairn".into(), "0.1".into()),
+            ("content.type".into(), "data".into()),
+        ]
+    }
+
+    /// One line per lost metadata block: what it held, what is affected,
+    /// and the step that helps.
+    fn describe_lost(&self) -> Vec<String> {
+        let repair = format!("`cairn group check {} --repair`", self.name);
+        self.lost
+            .iter()
+            .map(|(block, why)| match block {
+                LostBlock::Entry(n) => {
+                    let names = self.names_of(*n);
+                    format!(
+                        "file {n} is lost: {why}. Its extent map went with it, so its data cannot be reached; {}. {repair} removes {} and frees its space",
+                        if names.is_empty() {
+                            "it had no name".to_string()
+                        } else {
+                            format!("its names: {}", names.join(", "))
+                        },
+                        if names.len() == 1 { "that name" } else { "its names" }
+                    )
+                }
+                LostBlock::Alias(k) => format!(
+                    "alias block {k} is lost: {why}. The names it held (ids {} to {}) are gone; the files are not: {repair} names each file left without one in +{}/lost+found",
+                    k * ALIASES_PER_BLOCK as u64 + 1,
+                    (k + 1) * ALIASES_PER_BLOCK as u64,
+                    self.name
+                ),
+                LostBlock::Templates => format!(
+                    "the templates block is lost: {why}. The default templates are used; {repair} writes them"
+                ),
+                LostBlock::Attributes => format!(
+                    "the attributes block is lost: {why}. The defaults are used; {repair} writes them"
+                ),
+            })
+            .collect()
+    }
+
     /// Zero every AU of the given metadata files on every copy.
     fn zero_metadata_extents(&mut self, files: &[u32]) -> Result<(), GroupError> {
         let extents: Vec<(Extent, u64)> = files
@@ -2154,8 +2227,24 @@ fn mount_inner<'e>(
         }
     }
     let mut missing = Vec::new();
+    let mut short = Vec::new();
     for entry in &best.entries {
-        let device = by_uuid.get(&entry.disk_uuid).copied();
+        let mut device = by_uuid.get(&entry.disk_uuid).copied();
+        // A member smaller than the group recorded (a truncated file, a
+        // smaller device in its place) has lost what lay past its end: it
+        // must not be read or written as if whole. It is treated as missing.
+        if let Some(size) = device
+            .and_then(|d| engine.geometry(d))
+            .map(|g| g.size_bytes)
+        {
+            if size < entry.size_bytes && entry.state == DiskState::Online {
+                short.push(format!(
+                    "disk {} is {size} bytes, smaller than the {} bytes the group recorded for it (a truncated file, or a smaller device in its place): what lay past its end is gone, so it is treated as missing",
+                    entry.label, entry.size_bytes
+                ));
+                device = None;
+            }
+        }
         let layout =
             AtLayout::for_disk(entry.size_bytes, u64::from(sup.au_bytes)).ok_or_else(|| {
                 corrupt(format!(
@@ -2194,6 +2283,8 @@ fn mount_inner<'e>(
     }
     let mut group = Group::assemble(engine, sup.clone(), uuid, best.generation, members);
     group.read_only = read_only;
+    report.damage.extend(short.iter().cloned());
+    group.short_disks = short;
     if !missing.is_empty() {
         for d in &missing {
             if let Some(m) = group.member_mut(*d) {
@@ -2215,10 +2306,15 @@ fn mount_inner<'e>(
             .collect();
         if !group.redundancy_holds() {
             return Err(GroupError::Mount(format!(
-                "group {} is missing disk(s) {}; {} redundancy cannot run without them: attach them (check the discovery string) and mount again",
+                "group {} is missing disk(s) {}; {} redundancy cannot run without them: attach them (check the discovery string) and mount again{}",
                 group.name,
                 names.join(", "),
-                group.redundancy().as_str()
+                group.redundancy().as_str(),
+                if group.short_disks.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", group.short_disks.join("; "))
+                }
             )));
         }
         if read_only {
@@ -2276,17 +2372,40 @@ fn mount_inner<'e>(
     group.load_aliases()?;
     report.damage.extend(group.describe_shared_aus());
     let templates = group
-        .read_meta_file_block(FILE_TEMPLATES, BlockType::Template, 0)?
-        .map(|b| fmt::decode_templates(&b[..]).map_err(corrupt))
-        .transpose()?
-        .unwrap_or_default();
-    group.templates = templates;
+        .read_meta_file_block(FILE_TEMPLATES, BlockType::Template, 0)
+        .and_then(|b| {
+            b.map(|b| {
+                fmt::decode_templates(&b[..])
+                    .map_err(|e| GroupError::Lost(format!("the templates block: {e}")))
+            })
+            .transpose()
+        });
+    group.templates = match templates {
+        Ok(t) => t.unwrap_or_default(),
+        Err(GroupError::Lost(why)) => {
+            group.lost.insert(LostBlock::Templates, why);
+            default_templates()
+        }
+        Err(e) => return Err(e),
+    };
     let attributes = group
-        .read_meta_file_block(FILE_ATTRIBUTES, BlockType::Attribute, 0)?
-        .map(|b| fmt::decode_attributes(&b[..]).map_err(corrupt))
-        .transpose()?
-        .unwrap_or_default();
-    group.attributes = attributes;
+        .read_meta_file_block(FILE_ATTRIBUTES, BlockType::Attribute, 0)
+        .and_then(|b| {
+            b.map(|b| {
+                fmt::decode_attributes(&b[..])
+                    .map_err(|e| GroupError::Lost(format!("the attributes block: {e}")))
+            })
+            .transpose()
+        });
+    group.attributes = match attributes {
+        Ok(a) => a.unwrap_or_default(),
+        Err(GroupError::Lost(why)) => {
+            group.lost.insert(LostBlock::Attributes, why);
+            group.default_attributes()
+        }
+        Err(e) => return Err(e),
+    };
+    report.damage.extend(group.describe_lost());
     if read_only {
         report.warnings.extend(group.pending_operations());
         if group.copies_left_damaged > 0 {
@@ -2702,12 +2821,28 @@ impl Group<'_> {
             if n == FILE_DIRECTORY || n == FILE_JOURNAL {
                 continue;
             }
-            let Some(entry) = self.read_entry(n)? else {
-                continue;
-            };
-            let extents = self.read_extent_map(&entry)?;
-            self.validate_map(&entry, &extents)?;
-            self.files.insert(n, FileRec { entry, extents });
+            let loaded = self.read_entry(n).and_then(|entry| match entry {
+                Some(entry) => {
+                    let extents = self.read_extent_map(&entry)?;
+                    self.validate_map(&entry, &extents)?;
+                    Ok(Some(FileRec { entry, extents }))
+                }
+                None => Ok(None),
+            });
+            match loaded {
+                Ok(Some(rec)) => {
+                    self.files.insert(n, rec);
+                }
+                Ok(None) => {}
+                // A user file whose entry or map is gone or self-contradicting
+                // is lost; the rest of the group is not.
+                Err(GroupError::Lost(why) | GroupError::Corrupt(why))
+                    if n >= FILE_NUMBER_USER_MIN && !why.contains("could not be read") =>
+                {
+                    self.lost.insert(LostBlock::Entry(n), why);
+                }
+                Err(e) => return Err(e),
+            }
         }
         for f in [FILE_ALIAS_DIRECTORY, FILE_TEMPLATES, FILE_ATTRIBUTES] {
             if !self.files.contains_key(&f) {
@@ -2812,12 +2947,22 @@ impl Group<'_> {
     fn load_aliases(&mut self) -> Result<(), GroupError> {
         let blocks = self.files[&FILE_ALIAS_DIRECTORY].extents.len() as u64 * self.blocks_per_au();
         for index in 0..blocks {
-            let Some(block) =
-                self.read_meta_file_block(FILE_ALIAS_DIRECTORY, BlockType::Alias, index)?
-            else {
-                continue;
+            let records =
+                match self.read_meta_file_block(FILE_ALIAS_DIRECTORY, BlockType::Alias, index) {
+                    Ok(None) => continue,
+                    Ok(Some(block)) => fmt::decode_alias_block(&block[..], index)
+                        .map_err(|e| GroupError::Lost(format!("alias block {index}: {e}"))),
+                    Err(e) => Err(e),
+                };
+            let records = match records {
+                Ok(r) => r,
+                Err(GroupError::Lost(why)) => {
+                    self.lost.insert(LostBlock::Alias(index), why);
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
-            for r in fmt::decode_alias_block(&block[..], index).map_err(corrupt)? {
+            for r in records {
                 let key = (r.parent, r.name.to_ascii_lowercase());
                 self.alias_index.insert(key, r.id);
                 self.aliases.insert(r.id, r);
