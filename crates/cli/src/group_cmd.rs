@@ -178,21 +178,21 @@ fn mount_read_only<'e>(
 
 /// What a mount found that a person must hear about, one line each on stderr.
 fn warn_mount(group: &str, report: &group::MountReport) {
-    for d in &report.disks_marked_offline {
-        eprintln!(
-            "cairn: warning: group {group}: disk {d} was not found and is now marked OFFLINE; the group runs DEGRADED on the other copies (check the discovery string and that the disk is attached)"
-        );
-    }
-    for d in &report.disks_missing {
-        eprintln!(
-            "cairn: warning: group {group}: disk {d} was not found; reading from the other copies, nothing was changed (check the discovery string and that the disk is attached)"
-        );
+    for w in &report.warnings {
+        eprintln!("cairn: warning: group {group}: {w}");
     }
     for d in &report.damage {
         eprintln!("cairn: warning: group {group}: DAMAGE: {d}");
     }
-    for w in &report.warnings {
-        eprintln!("cairn: warning: group {group}: {w}");
+    for d in &report.disks_marked_offline {
+        eprintln!(
+            "cairn: warning: group {group}: disk {d} is not available (not found, or it could not be opened) and is now marked OFFLINE; the group runs DEGRADED on the other copies (check the discovery string and that the disk is attached)"
+        );
+    }
+    for d in &report.disks_missing {
+        eprintln!(
+            "cairn: warning: group {group}: disk {d} is not available (not found, or it could not be opened); reading from the other copies, nothing was changed (check the discovery string and that the disk is attached)"
+        );
     }
 }
 

@@ -512,6 +512,14 @@ pub fn repair(r: &RepairReport) -> String {
             w.copy, w.offset_bytes, w.reason
         );
     }
+    for what in &r.overwrote {
+        let verb = if r.dry_run {
+            "would overwrite"
+        } else {
+            "overwrote"
+        };
+        let _ = writeln!(out, "{verb} damage: {what}");
+    }
     erased(&mut out, &r.erased_ranges);
     if r.dry_run {
         let _ = writeln!(out, "nothing written (--dry-run)");

@@ -291,20 +291,34 @@ fn foreign_signatures_are_refused_and_nothing_is_written() {
     }
 }
 
+/// The seed's damage (the ASMFD post: `dd if=/dev/zero bs=4k count=1024`,
+/// then `echo CORRUPTION > disk`): bytes nobody recognises in copy 0's own
+/// place, on a disk whose other good copies agree, are damage. `disk list`
+/// says to repair, and `repair` restores the copy and says what it
+/// overwrote. A recognised signature still needs --overwrite-foreign.
 #[test]
-fn repair_will_not_overwrite_bytes_that_are_not_cairns() {
+fn repair_restores_unknown_bytes_in_a_copys_place_and_refuses_a_recognised_owner() {
     let dir = scratch();
     let d = glob_of(dir.path());
     let disk = sparse(&dir.path().join("d.img"), 64 * MIB);
     let path = disk.to_str().unwrap();
     cairn(&d, &["disk", "label", "data1", path]).ok();
-    // Someone's data in copy 0's place, in no format anyone recognises.
-    write_at(&disk, 0, &[0xA5; 4096]);
-    let before = digest(&disk);
-    cairn(&d, &["disk", "repair", path])
-        .refused("now carries bytes that are not Cairn's in copy 0's place");
-    assert_eq!(digest(&disk), before);
-    cairn(&d, &["disk", "repair", path, "--overwrite-foreign"]).ok();
+    write_at(&disk, 0, &vec![0u8; 4 << 20]);
+    write_at(&disk, 0, b"CORRUPTION\n");
+    let list = cairn(&d, &["disk", "list", "--json"]).ok().json();
+    let e = entry(&list, &disk);
+    assert!(
+        e["notes"].to_string().contains("cairn disk repair"),
+        "{e:#}"
+    );
+    let run = cairn(&d, &["disk", "repair", path]).ok();
+    assert!(
+        run.stdout.contains("overwrote damage: copy 0's place (0) held bytes that are not Cairn's: \"CORRUPTION\\n\" then 4085 zero bytes"),
+        "{}",
+        run.stdout
+    );
+    let list = cairn(&d, &["disk", "list", "--json"]).ok().json();
+    assert_eq!(entry(&list, &disk)["header"], "ok");
 
     // A filesystem only libblkid knows (the review's case): mkfs.minix over the disk.
     let other = sparse(&dir.path().join("m.img"), 64 * MIB);

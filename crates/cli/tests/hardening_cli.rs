@@ -762,3 +762,46 @@ fn alias_block_places(rig: &Rig) -> Vec<(String, u64)> {
         .collect();
     out
 }
+
+/// Item 20: an immutable member (`chattr +i`). Reading commands work (they
+/// open it read-only); a command that writes treats it as a missing disk —
+/// the group runs degraded, as with a disk that is not there — and the
+/// reason names the attribute and how to clear it, not "run as root".
+#[test]
+fn an_immutable_member_degrades_the_group_and_is_named() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: chattr +i needs root");
+        return;
+    }
+    let rig = Rig::new();
+    rig.create("DATA", "d", 4);
+    let src = random_file(&rig.path("src.bin"), 2 * MIB, 20);
+    rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/f.dbf"])
+        .ok();
+    let d3 = rig.path("d3.img");
+    if let Err(why) = tool("chattr", &["+i", d3.to_str().unwrap()]) {
+        println!("skipped: {why}");
+        return;
+    }
+    struct Mutable<'a>(&'a Path);
+    impl Drop for Mutable<'_> {
+        fn drop(&mut self) {
+            let _ = tool("chattr", &["-i", self.0.to_str().unwrap()]);
+        }
+    }
+    let _clear = Mutable(&d3);
+    rig.assert_reads_back("+DATA/f.dbf", &src);
+    rig.assert_all_online("DATA");
+    let run = rig
+        .cairn(&["cp", src.to_str().unwrap(), "+DATA/g.dbf"])
+        .ok();
+    assert!(
+        run.stderr.contains("immutable (chattr +i)") && run.stderr.contains("chattr -i"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("run as root"), "{}", run.stderr);
+    assert_eq!(rig.disks_json("DATA")[3]["state"], "OFFLINE");
+    rig.assert_reads_back("+DATA/g.dbf", &src);
+}

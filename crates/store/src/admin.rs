@@ -600,6 +600,9 @@ pub struct RepairReport {
     pub disk_uuid: Option<Uuid>,
     /// Copies rewritten (or that would be, with `--dry-run`).
     pub rewrites: Vec<Rewrite>,
+    /// Bytes nobody recognised that a rewrite replaced (damage, not another
+    /// owner's data: no signature anywhere, and the good copies agree).
+    pub overwrote: Vec<String>,
     /// Byte ranges zeroed to erase what `--overwrite-foreign` overrode.
     pub erased_ranges: Vec<(u64, u64)>,
     pub warnings: Vec<String>,
@@ -669,21 +672,35 @@ pub fn repair(
     };
 
     // Someone may have put their own data where copies were (mkfs over a wiped
-    // primary): restoring the header would destroy it.
+    // primary): restoring the header would destroy it. A recognised signature
+    // anywhere says so. Bytes nobody recognises inside a copy's own 4 KiB,
+    // on a disk whose good copies agree, are damage (`dd`, then `echo
+    // CORRUPTION > disk`): restored, and what was there is said.
     let content = Content::read(engine, id, path)?;
     let mut theirs = content.descriptions(&scan);
-    theirs.extend(
-        scan.slots
-            .iter()
-            .filter(|s| plan.rewrites.iter().any(|r| r.copy == s.index))
-            .filter(|s| matches!(s.state, CopyState::Bad(HeaderError::NotCairn { .. })))
-            .map(|s| {
-                format!(
-                    "bytes that are not Cairn's in copy {}'s place ({})",
-                    s.index, s.offset_bytes
-                )
-            }),
-    );
+    let unknown: Vec<&crate::header_copies::CopySlot> = scan
+        .slots
+        .iter()
+        .filter(|s| plan.rewrites.iter().any(|r| r.copy == s.index))
+        .filter(|s| matches!(s.state, CopyState::Bad(HeaderError::NotCairn { .. })))
+        .collect();
+    let damage_only = theirs.is_empty() && plan.conflicting_uuids.is_empty();
+    let mut overwrote = Vec::new();
+    for s in unknown {
+        if damage_only {
+            overwrote.push(format!(
+                "copy {}'s place ({}) held bytes that are not Cairn's: {}",
+                s.index,
+                s.offset_bytes,
+                preview(s.block.as_deref().unwrap_or_default())
+            ));
+        } else {
+            theirs.push(format!(
+                "bytes that are not Cairn's in copy {}'s place ({})",
+                s.index, s.offset_bytes
+            ));
+        }
+    }
     if !plan.rewrites.is_empty() && !theirs.is_empty() && !options.overwrite_foreign {
         return Err(AdminError::ForeignOverDamaged {
             path: path.into(),
@@ -714,9 +731,30 @@ pub fn repair(
         label: Some(plan.source.label.to_string()),
         disk_uuid: Some(plan.source.disk_uuid),
         rewrites: plan.rewrites,
+        overwrote,
         erased_ranges: erased,
         warnings: content.external.unavailable.into_iter().collect(),
     })
+}
+
+/// What a block held, for a message: its printable start, quoted, and how
+/// much of the rest is zeros.
+fn preview(block: &[u8]) -> String {
+    let end = block.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    let shown: String = block[..end.min(32)]
+        .iter()
+        .flat_map(|b| std::ascii::escape_default(*b))
+        .map(char::from)
+        .collect();
+    format!(
+        "\"{shown}\"{}{}",
+        if end > 32 { "..." } else { "" },
+        if end < block.len() {
+            format!(" then {} zero bytes", block.len() - end)
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// Everything `cairn disk list` shows.
