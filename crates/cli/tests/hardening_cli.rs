@@ -805,3 +805,307 @@ fn an_immutable_member_degrades_the_group_and_is_named() {
     assert_eq!(rig.disks_json("DATA")[3]["state"], "OFFLINE");
     rig.assert_reads_back("+DATA/g.dbf", &src);
 }
+
+/// The group `DATA` of `rig`, mounted read-only in this process, handed to
+/// `f` with the path of each attached device (by device id): for a test that
+/// must find where a block lives on the disks.
+fn with_group<T>(
+    rig: &Rig,
+    f: impl FnOnce(&cairn_store::group::Group<'_>, &std::collections::BTreeMap<u32, PathBuf>) -> T,
+) -> T {
+    let mut engine = cairn_io::new_file_engine(cairn_io::EngineKind::Sync, 8).unwrap();
+    let host = cairn_io::host::Host::real();
+    let discovery = cairn_store::discovery::DiscoveryString::resolve(
+        Some(&rig.discover),
+        None,
+        Path::new("/nonexistent"),
+    )
+    .unwrap();
+    let m = cairn_store::group_admin::mount_read_only(
+        engine.as_mut(),
+        &host,
+        &discovery,
+        "DATA",
+        Path::new(&rig.run_dir),
+    )
+    .unwrap();
+    f(&m.group, &m.paths)
+}
+
+/// Every copy of file `number`'s directory entry: (disk file, byte offset).
+fn entry_places(rig: &Rig, number: u32) -> Vec<(PathBuf, u64)> {
+    with_group(rig, |g, paths| {
+        let per_au = g.au_bytes() / 4096;
+        let extent = g.extents(cairn_format::group::FILE_DIRECTORY).unwrap()
+            [(u64::from(number) / per_au) as usize];
+        extent
+            .copies()
+            .iter()
+            .map(|c| {
+                let device = g.disk_device(c.disk).unwrap();
+                (
+                    paths[&device.0].clone(),
+                    u64::from(c.au) * g.au_bytes() + (u64::from(number) % per_au) * 4096,
+                )
+            })
+            .collect()
+    })
+}
+
+fn file_number(rig: &Rig, path: &str) -> u32 {
+    let listed = rig.cairn(&["ls", path, "--json"]).ok().json();
+    listed[0]["file"]["number"].as_u64().unwrap() as u32
+}
+
+/// Item 6, end to end: a deleted file's entry, put back on one mirror as a
+/// lost in-place write would leave it, must not bring the file back: the
+/// emptied entry is newer.
+#[test]
+fn a_stale_mirror_copy_does_not_bring_a_deleted_file_back() {
+    let rig = Rig::new();
+    rig.create("DATA", "d", 2);
+    let src = random_file(&rig.path("src.bin"), MIB, 30);
+    rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/x.dbf"])
+        .ok();
+    let number = file_number(&rig, "+DATA/x.dbf");
+    let places = entry_places(&rig, number);
+    let (disk, at) = &places[0];
+    let old = read_at(disk, *at, 4096);
+    rig.cairn(&["rm", "+DATA/x.dbf"]).ok();
+    write_at(disk, *at, &old);
+    let run = rig.cairn(&["group", "check", "DATA"]).ok();
+    assert!(
+        run.stderr.contains("out of date beside a good one"),
+        "{}",
+        run.stderr
+    );
+    rig.cairn(&["mkdir", "+DATA/d"]).ok();
+    assert_eq!(rig.ls_names("+DATA"), ["d"]);
+    rig.check_clean("DATA");
+    assert_ne!(
+        read_at(disk, *at, 4096),
+        old,
+        "the stale copy was rewritten"
+    );
+}
+
+/// Item 8, end to end: a checksum-valid entry whose map claims an AU another
+/// file owns. Every command names both files; `rm` of either works (it used
+/// to trip a double-free assertion), and repair leaves a clean group.
+#[test]
+fn an_au_claimed_by_two_files_is_named_and_rm_works() {
+    use cairn_format::group::{FileEntry, FILE_DIRECTORY};
+    use cairn_format::meta::{self, BlockId, BlockType};
+    let rig = Rig::new();
+    rig.create("DATA", "d", 2);
+    let src = random_file(&rig.path("src.bin"), MIB, 31);
+    rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/x.dbf"])
+        .ok();
+    rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/y.dbf"])
+        .ok();
+    let (x, y) = (
+        file_number(&rig, "+DATA/x.dbf"),
+        file_number(&rig, "+DATA/y.dbf"),
+    );
+    let (uuid, x_extent) = with_group(&rig, |g, _| (g.uuid(), g.extents(x).unwrap()[0]));
+    let id = BlockId {
+        block_type: BlockType::FileEntry,
+        owner: FILE_DIRECTORY,
+        owner_tag: 0,
+        index: u64::from(y),
+    };
+    for (disk, at) in entry_places(&rig, y) {
+        let bytes = read_at(&disk, at, 4096);
+        let generation = meta::open(&bytes, id, uuid).unwrap();
+        let mut entry = FileEntry::decode(&bytes, y).unwrap().unwrap();
+        entry.direct[0] = x_extent;
+        let mut block = meta::empty_block();
+        entry.encode_into(&mut block);
+        meta::seal(&mut block, id, uuid, generation);
+        write_at(&disk, at, &block[..]);
+    }
+    let run = rig.cairn(&["ls", "+DATA"]).ok();
+    assert!(
+        run.stderr.contains("DAMAGE")
+            && run.stderr.contains("+DATA/x.dbf")
+            && run.stderr.contains("+DATA/y.dbf"),
+        "{}",
+        run.stderr
+    );
+    let run = rig.cairn(&["group", "check", "DATA"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("owned twice"), "{}", run.stdout);
+    rig.cairn(&["rm", "+DATA/x.dbf"]).ok();
+    rig.cairn(&["rm", "+DATA/y.dbf"]).ok();
+    rig.cairn(&["group", "check", "DATA", "--repair"]).ok();
+    rig.check_clean("DATA");
+}
+
+/// A file system (in a file) mounted over a loop device, unmounted on drop.
+struct SmallFs {
+    mnt: PathBuf,
+}
+
+impl SmallFs {
+    /// Make and mount an ext4 of `size_bytes` at `dir/mnt`; `Err` says why not.
+    fn mount(dir: &Path, size_bytes: u64) -> Result<Self, String> {
+        if let Some(reason) = cairn_io::test_support::loop_device::unavailable_reason() {
+            return Err(reason);
+        }
+        let image = sparse(&dir.join("fs.ext4"), size_bytes);
+        tool("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()])?;
+        let mnt = dir.join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        tool(
+            "mount",
+            &["-o", "loop", image.to_str().unwrap(), mnt.to_str().unwrap()],
+        )?;
+        Ok(Self { mnt })
+    }
+
+    /// From now on every read and write on its open files fails with EIO,
+    /// as a dead disk's do (EXT4_IOC_SHUTDOWN, no log flush).
+    fn shut_down(&self) {
+        use std::os::fd::AsRawFd;
+        const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587d;
+        const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
+        let dir = std::fs::File::open(&self.mnt).unwrap();
+        let flag = EXT4_GOING_FLAGS_NOLOGFLUSH;
+        // SAFETY: the ioctl reads one u32 through the pointer, which points
+        // at a live local.
+        let rc = unsafe { libc::ioctl(dir.as_raw_fd(), EXT4_IOC_SHUTDOWN, &flag) };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = tool("umount", &[self.mnt.to_str().unwrap()]);
+    }
+}
+
+/// Item 2, the other half: a disk that fails for real while a copy runs
+/// (its file system shut down under the open file) is taken offline, the
+/// copy completes from the other copies — and the command says so on stderr
+/// instead of printing nothing.
+#[test]
+fn a_disk_failing_during_a_copy_is_taken_offline_and_said() {
+    let rig = Rig::new();
+    let fs = match SmallFs::mount(rig.dir.path(), 1536 * MIB) {
+        Ok(fs) => fs,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let discover = format!("{},{}/*.img", rig.discover, fs.mnt.display());
+    let mut args: Vec<String> = ["group", "create", "DATA", "--au-size", "1M"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for i in 0..3 {
+        let disk = sparse(&rig.path(&format!("d{i}.img")), GIB);
+        args.push("--disk".into());
+        args.push(format!("{}=FG{}", disk.display(), 1 + i / 2));
+    }
+    let failing = sparse(&fs.mnt.join("d3.img"), GIB);
+    args.push("--disk".into());
+    args.push(format!("{}=FG2", failing.display()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    rig.cairn_discovering(&discover, &args).ok();
+
+    let fifo = rig.path("feed.fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let copy = cairn_command(&discover, &[("CAIRN_RUN_DIR", &rig.run_dir)])
+        .args(["cp", fifo.to_str().unwrap(), "+DATA/x.dbf"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let chunk = vec![0xE1u8; MIB as usize];
+    {
+        use std::io::Write;
+        let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        for _ in 0..8 {
+            w.write_all(&chunk).unwrap();
+        }
+        fs.shut_down();
+        for _ in 0..24 {
+            w.write_all(&chunk).unwrap();
+        }
+    }
+    let run = Run::from(copy.wait_with_output().unwrap()).ok();
+    assert!(
+        run.stderr.contains("DATA_0003") && run.stderr.contains("is now OFFLINE"),
+        "{}",
+        run.stderr
+    );
+    drop(fs);
+    let disks = rig
+        .cairn_discovering(&discover, &["group", "disks", "DATA", "--json"])
+        .ok()
+        .json();
+    assert_eq!(disks[3]["state"], "OFFLINE", "{disks:#}");
+    let out = rig.path("back.bin");
+    rig.cairn_discovering(&discover, &["cp", "+DATA/x.dbf", out.to_str().unwrap()])
+        .ok();
+    let back = std::fs::read(&out).unwrap();
+    assert_eq!(back.len() as u64, 32 * MIB);
+    assert!(back.iter().all(|b| *b == 0xE1));
+}
+
+/// Item 3 on block devices: a copy out to a device node writes through it in
+/// place (never replacing the node with a file, never reading it into
+/// memory), with the protections of a write benchmark: a device carrying a
+/// filesystem only with --force, one too small never.
+#[test]
+fn a_copy_out_to_a_block_device_writes_through_with_protections() {
+    use cairn_io::test_support::LoopDevice;
+    let rig = Rig::new();
+    rig.create("DATA", "d", 2);
+    let src = random_file(&rig.path("src.bin"), 12 * MIB + 4096, 40);
+    rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/f.dbf"])
+        .ok();
+    let device = |name: &str, size: u64| match LoopDevice::create(&rig.path(name), size, 4096) {
+        Ok(d) => Some(d),
+        Err(why) => {
+            println!("skipped: {why}");
+            None
+        }
+    };
+    let Some(fresh) = device("fresh.bin", 64 * MIB) else {
+        return;
+    };
+    let fresh_path = fresh.path.to_str().unwrap();
+    rig.cairn(&["cp", "+DATA/f.dbf", fresh_path]).ok();
+    assert!(std::fs::metadata(&fresh.path)
+        .unwrap()
+        .file_type()
+        .is_block_device());
+    let expected = std::fs::read(&src).unwrap();
+    assert_eq!(read_at(&fresh.path, 0, expected.len()), expected);
+
+    let Some(owned) = device("owned.bin", 64 * MIB) else {
+        return;
+    };
+    let owned_path = owned.path.to_str().unwrap();
+    tool("mkfs.ext4", &["-q", "-F", owned_path]).unwrap();
+    rig.cairn(&["cp", "+DATA/f.dbf", owned_path])
+        .refused("--force");
+    rig.cairn(&["cp", "+DATA/f.dbf", owned_path, "--force"])
+        .ok();
+    assert_eq!(read_at(&owned.path, 0, expected.len()), expected);
+
+    let Some(small) = device("small.bin", 8 * MIB) else {
+        return;
+    };
+    let before = digest(&small.path);
+    rig.cairn(&["cp", "+DATA/f.dbf", small.path.to_str().unwrap()])
+        .refused("smaller than the");
+    assert_eq!(digest(&small.path), before, "nothing was written");
+}
