@@ -188,6 +188,26 @@ pub enum Arrival {
     Deterministic,
 }
 
+/// The fastest open-loop rate, in I/Os per second. The schedule keeps time
+/// in whole nanoseconds, so a faster rate would put arrivals 0 ns apart; no
+/// storage comes near it, so anything above is a typo, not a target.
+pub const RATE_IOPS_MAX: f64 = 1e9;
+
+/// Why `iops` is not an open-loop rate the schedule can keep, if it is not:
+/// it must be a finite number above 0 and at most [`RATE_IOPS_MAX`].
+pub fn rate_problem(iops: f64) -> Option<String> {
+    if !(iops.is_finite() && iops > 0.0) {
+        return Some("is not a rate above 0".into());
+    }
+    if iops > RATE_IOPS_MAX {
+        return Some(format!(
+            "is above {} I/Os per second, the most the schedule can time (one arrival per nanosecond)",
+            RATE_IOPS_MAX as u64
+        ));
+    }
+    None
+}
+
 /// A run's rate (`iorate=`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -405,3 +405,109 @@ fn write_benches_back_to_back_on_one_file_both_run() {
         cairn(t, &args).ok();
     }
 }
+
+/// Run `cairn` with `args` until it exits by itself. The deadline is only a
+/// safety net so that a run that never ends fails the test instead of
+/// hanging it; nothing here depends on how long the run took.
+fn cairn_until_exit(discover: &str, args: &[&str], safety_net: Duration) -> Run {
+    let child = cairn_command(discover, &[])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || tx.send(child.wait_with_output()).ok());
+    match rx.recv_timeout(safety_net) {
+        Ok(output) => {
+            waiter.join().unwrap();
+            Run::from(output.unwrap())
+        }
+        Err(_) => {
+            std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .ok();
+            waiter.join().unwrap();
+            panic!(
+                "`cairn {}` did not end on its own within {} s",
+                args.join(" "),
+                safety_net.as_secs()
+            );
+        }
+    }
+}
+
+#[test]
+fn an_absurd_rate_is_refused_and_an_unreachable_one_ends_on_time_as_not_held() {
+    let dir = scratch();
+    let target = dir.path().join("small.dat");
+    // Not a rate the schedule can keep: refused before anything is made.
+    let t = target.to_str().unwrap();
+    let refused_out = dir.path().join("refused");
+    for (rate, needle) in [
+        ("1e300", "1000000000"),
+        ("1e10", "1000000000"),
+        ("inf", "--rate"),
+        ("nan", "--rate"),
+    ] {
+        let args = [
+            "bench",
+            "quick",
+            "--target",
+            t,
+            "--out",
+            refused_out.to_str().unwrap(),
+            "--size",
+            "16m",
+            "--time",
+            "1s",
+            "--rate",
+            rate,
+        ];
+        cairn_until_exit(t, &args, Duration::from_secs(300))
+            .refused(needle)
+            .refused("--rate");
+        assert!(
+            !target.exists(),
+            "--rate {rate}: a refused run made its target"
+        );
+        assert!(!refused_out.exists());
+    }
+    // 1e9/s on a small file: far beyond any storage. The run ends by itself
+    // at its --time, the backlog stays bounded, and the rate is reported as
+    // not held with what was achieved.
+    let out = dir.path().join("huge");
+    let o = out.to_str().unwrap();
+    let run = cairn_until_exit(
+        t,
+        &[
+            "bench", "quick", "--target", t, "--out", o, "--size", "16m", "--rate", "1e9",
+            "--time", "2s", "--seed", "1", "--json",
+        ],
+        Duration::from_secs(300),
+    )
+    .ok();
+    let json = run.json();
+    let r = &json["runs"][0];
+    assert_eq!(r["elapsed_s"], 2.0, "{r:#}");
+    let outcome = &r["rate_outcome"];
+    assert_eq!(outcome["held"], false, "{outcome:#}");
+    assert_eq!(outcome["target_iops"], 1e9);
+    let achieved = outcome["achieved_iops"].as_f64().unwrap();
+    assert!(achieved > 0.0 && achieved < 1e9, "{outcome:#}");
+    assert!(outcome["not_issued"].as_u64().unwrap() > 0, "{outcome:#}");
+    let limit = outcome["backlog_limit"].as_u64().unwrap();
+    assert!(limit <= 1 << 20, "{outcome:#}");
+    assert!(
+        outcome["backlog_max"].as_u64().unwrap() <= limit,
+        "{outcome:#}"
+    );
+    let message = outcome["message"].as_str().unwrap();
+    assert!(
+        message.contains("not held") && message.contains("achieved"),
+        "{message}"
+    );
+}

@@ -21,7 +21,9 @@ use super::expand::{self, IorateSpec, RdSpec};
 use super::lexer::{Item, Line, Value};
 use super::value::{self, clean, fmt_num};
 use super::{Error, Pos, Result};
-use crate::model::{Arrival, Band, General, OpenFlags, Rate, RunDef, SdDef, Seek, WdDef, XferSize};
+use crate::model::{
+    Arrival, Band, General, OpenFlags, Rate, RunDef, SdDef, Seek, WdDef, XferSize, RATE_IOPS_MAX,
+};
 
 /// Most outstanding I/Os one sd may be given (`threads=`, `forthreads=`).
 pub(crate) const THREADS_MAX: u64 = 4096;
@@ -567,6 +569,7 @@ impl Parser {
                         "iorate=0 on a wd; expected a rate above 0, or no iorate=",
                     ));
                 }
+                check_rate_max(s, rate)?;
                 f.iorate = Some(rate);
             }
             "priority" => {
@@ -1029,6 +1032,22 @@ fn xfersize(value: &Value) -> Result<XferSize> {
     Ok(XferSize::Distribution(pairs))
 }
 
+/// A rate the schedule cannot time (see [`RATE_IOPS_MAX`]) is refused here,
+/// with its place in the file, rather than failing the bench later.
+fn check_rate_max(s: &super::lexer::Scalar, iops: f64) -> Result<()> {
+    if iops > RATE_IOPS_MAX {
+        return Err(Error::at(
+            s.pos,
+            format!(
+                "iorate={} is above {} I/Os per second, the most the schedule can time (one arrival per nanosecond); expected a lower rate, or max",
+                clean(&s.text),
+                RATE_IOPS_MAX as u64
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// rd `iorate=`: `max`, `curve`, a number, or a list / range of numbers (and `max`).
 fn iorate(value: &Value) -> Result<IorateSpec> {
     const EXPECTED: &str =
@@ -1048,6 +1067,7 @@ fn iorate(value: &Value) -> Result<IorateSpec> {
                         "iorate=0; expected a rate above 0, or max",
                     ));
                 }
+                check_rate_max(s, n)?;
                 Ok(Rate::Fixed(n))
             }
         }
@@ -1064,6 +1084,7 @@ fn iorate(value: &Value) -> Result<IorateSpec> {
             if n == 0.0 {
                 return Err(Error::at(s.pos, "iorate=0; expected a rate above 0"));
             }
+            check_rate_max(s, n)?;
             Ok(n)
         })?;
         return Ok(IorateSpec::Points(
