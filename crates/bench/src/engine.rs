@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use cairn_io::host::Host;
 
-use crate::model::{Plan, Rate, RunDef, Seek, WdDef, XferSize, RATE_IOPS_MAX};
+use crate::model::{timing_problem, Plan, Rate, RunDef, Seek, WdDef, XferSize, RATE_IOPS_MAX};
 use crate::pattern::{sd_tag, DataPattern};
 use crate::result::{
     BenchResult, CurvePoint, DirectionStats, EngineInfo, ErrorSummary, IntervalRecord,
@@ -362,6 +362,16 @@ fn prepare_run(
                 .ok_or_else(|| setup_error(format!("rd={}: no wd={name}", run.rd)))
         })
         .collect::<Result<_, _>>()?;
+    // The parsers refuse such timings with the user's words; a plan built
+    // otherwise is held to the same limits here, before any I/O.
+    if let Some(problem) = timing_problem(
+        run.elapsed,
+        run.interval,
+        run.warmup,
+        ["elapsed", "interval", "warmup"],
+    ) {
+        return Err(setup_error(format!("rd={}: {problem}", run.rd)));
+    }
     let rates = wd_rates(target_iops, &defs);
     // The parsers refuse such rates; a plan built otherwise (an AWR replay's
     // --scale) is held to the same limit here, before any I/O.

@@ -12,8 +12,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::model::{
-    rate_problem, Arrival, General, OpenFlags, Plan, Rate, RunDef, SdDef, Seek, Source, WdDef,
-    XferSize, RATE_IOPS_MAX,
+    rate_problem, timing_problem, Arrival, General, OpenFlags, Plan, Rate, RunDef, SdDef, Seek,
+    Source, WdDef, XferSize, RATE_IOPS_MAX,
 };
 use crate::vdbench::{value_size_bytes, THREADS_MAX};
 
@@ -129,20 +129,13 @@ pub fn plan(args: &QuickArgs) -> Result<Plan, String> {
         ));
     }
     check_bs(&args.bs)?;
-    if args.time.is_zero() {
-        return Err("--time 0; expected a run time above 0, such as 30s".into());
-    }
-    if args.interval.is_zero() || args.interval > args.time {
-        return Err(format!(
-            "--interval {:?} does not fit --time {:?}; expected an interval above 0 and no longer than the run",
-            args.interval, args.time
-        ));
-    }
-    if args.warmup >= args.time {
-        return Err(format!(
-            "--warmup {:?} is not shorter than --time {:?}; expected a warm-up shorter than the run (it is part of it)",
-            args.warmup, args.time
-        ));
+    if let Some(problem) = timing_problem(
+        args.time,
+        args.interval,
+        args.warmup,
+        ["--time", "--interval", "--warmup"],
+    ) {
+        return Err(problem);
     }
     if let Some(rate) = args.rate {
         if let Some(problem) = rate_problem(rate) {

@@ -1042,6 +1042,8 @@ fn every_error_names_its_position() {
         (format!("{h}rd=r,wd=w1,iorate=max,elapsed=ten\n"), 3, 31, "expected elapsed in seconds like 30, 90s, 5m or 1h"),
         (format!("{h}rd=r,wd=w1,iorate=max,elapsed=400d\n"), 3, 31, "expected elapsed in seconds"),
         (format!("{h}rd=r,wd=w1,iorate=max,elapsed=9000h\n"), 3, 31, "longer than a year"),
+        (format!("{h}rd=r,wd=w1,iorate=max,interval=0.05\n"), 3, 32, "interval=0.05 is shorter than 0.1 s"),
+        (format!("{h}rd=r,wd=w1,iorate=max,elapsed=720h,interval=1\n"), 3, 45, "is 2592000 intervals, more than 100000 kept for one run; expected interval=26 or longer"),
         (format!("{h}rd=r,wd=w1,iorate=max,elapsed=10,interval=20\n"), 3, 43, "interval=20s is longer than elapsed=10s"),
         (format!("{h}rd=r,wd=w1,iorate=max,elapsed=10,warmup=10\n"), 3, 41, "warmup=10s is not shorter than elapsed=10s"),
         (format!("{h}rd=r,wd=w1,iorate=max,warmup=30\n"), 3, 30, "warmup=30s is not shorter than elapsed=30s"),

@@ -511,3 +511,88 @@ fn an_absurd_rate_is_refused_and_an_unreachable_one_ends_on_time_as_not_held() {
         "{message}"
     );
 }
+
+#[test]
+fn zero_or_absurd_times_are_refused_saying_what_is_expected() {
+    let dir = scratch();
+    let target = dir.path().join("t.dat");
+    let t = target.to_str().unwrap();
+    let out = dir.path().join("o");
+    let o = out.to_str().unwrap();
+    // (flags, what the one line must say); every refusal comes before any file is made.
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--interval", "0"], &["--interval 0 ", "at least 100ms"]),
+        (&["--interval", "0s"], &["--interval 0 ", "at least 100ms"]),
+        (
+            &["--interval", "1ns"],
+            &["--interval 1ns is shorter than 100ms"],
+        ),
+        (
+            &["--interval", "10ms"],
+            &["--interval 10ms is shorter than 100ms"],
+        ),
+        (
+            &["--interval", "1m"],
+            &["--interval 1m is longer than --time 30s"],
+        ),
+        (&["--time", "0"], &["--time 0 ", "such as 30s"]),
+        (&["--time", "50ms"], &["--time 50ms is shorter than 100ms"]),
+        (
+            &["--time", "1000years"],
+            &["--time 1000years is longer than 366days"],
+        ),
+        (
+            &["--time", "400days"],
+            &["--time 400days is longer than 366days"],
+        ),
+        (
+            &["--warmup", "30s"],
+            &["--warmup 30s is not shorter than --time 30s"],
+        ),
+        (
+            &["--warmup", "100000years"],
+            &["--warmup 100000years is not shorter than --time 30s"],
+        ),
+        (
+            &["--time", "30days", "--interval", "1s"],
+            &[
+                "2592000 intervals",
+                "more than 100000",
+                "--interval of at least 26s",
+            ],
+        ),
+    ];
+    for (flags, needles) in cases {
+        let mut args = vec!["bench", "quick", "--target", t, "--out", o, "--size", "16m"];
+        args.extend_from_slice(flags);
+        // A safety net only: a refusal comes at once, but today's code ran
+        // some of these for ever.
+        let mut run = cairn_until_exit(t, &args, Duration::from_secs(120));
+        for needle in *needles {
+            run = run.refused(needle);
+        }
+        assert!(!run.stderr.contains("0ns"), "{flags:?}: {}", run.stderr);
+        assert!(!target.exists() && !out.exists(), "{flags:?} made files");
+    }
+    // The same limits in a parameter file, with the place of the value.
+    for (rd, needle) in [
+        (
+            "elapsed=10,interval=0.05",
+            "interval=0.05 is shorter than 0.1 s",
+        ),
+        ("elapsed=720h,interval=1", "2592000 intervals"),
+    ] {
+        let file = dir.path().join("p.vdb");
+        std::fs::write(
+            &file,
+            format!(
+                "sd=sd1,lun={t},size=16m\nwd=w,sd=sd1,xfersize=8k\nrd=r,wd=w,iorate=max,{rd}\n"
+            ),
+        )
+        .unwrap();
+        cairn(t, &["bench", "run", file.to_str().unwrap(), "--out", o])
+            .refused(needle)
+            .refused(&format!("{}:3:", file.display()));
+        assert!(!target.exists() && !out.exists());
+    }
+}

@@ -22,7 +22,8 @@ use super::lexer::{Item, Line, Value};
 use super::value::{self, clean, fmt_num};
 use super::{Error, Pos, Result};
 use crate::model::{
-    Arrival, Band, General, OpenFlags, Rate, RunDef, SdDef, Seek, WdDef, XferSize, RATE_IOPS_MAX,
+    Arrival, Band, General, OpenFlags, Rate, RunDef, SdDef, Seek, WdDef, XferSize, INTERVALS_MAX,
+    INTERVAL_MIN, RATE_IOPS_MAX,
 };
 
 /// Most outstanding I/Os one sd may be given (`threads=`, `forthreads=`).
@@ -640,6 +641,17 @@ impl Parser {
                         format!("{key}=0; expected a time above 0"),
                     ));
                 }
+                if key == "interval" && d < INTERVAL_MIN {
+                    return Err(Error::at(
+                        s.pos,
+                        format!(
+                            "interval={} is shorter than {} s, the shortest interval (each one samples the CPU and the disks and gathers every thread's histograms); expected at least {}, such as 1",
+                            clean(&s.text),
+                            fmt_num(INTERVAL_MIN.as_secs_f64()),
+                            fmt_num(INTERVAL_MIN.as_secs_f64())
+                        ),
+                    ));
+                }
                 let at = Some(At { v: d, pos });
                 if key == "elapsed" {
                     f.elapsed = at;
@@ -829,6 +841,19 @@ impl Parser {
                     "interval={}s is longer than elapsed={}s in rd `{shown}`; expected interval no longer than elapsed",
                     fmt_num(interval.as_secs_f64()),
                     fmt_num(elapsed.as_secs_f64())
+                ),
+            ));
+        }
+        let intervals = elapsed.as_nanos().div_ceil(interval.as_nanos().max(1));
+        if intervals > u128::from(INTERVALS_MAX) {
+            let fit_s = elapsed.as_secs_f64() / INTERVALS_MAX as f64;
+            return Err(Error::at(
+                f.interval.as_ref().map_or(elapsed_pos, |a| a.pos),
+                format!(
+                    "elapsed={}s at interval={}s in rd `{shown}` is {intervals} intervals, more than {INTERVALS_MAX} kept for one run; expected interval={} or longer",
+                    fmt_num(elapsed.as_secs_f64()),
+                    fmt_num(interval.as_secs_f64()),
+                    fmt_num(fit_s.ceil())
                 ),
             ));
         }
