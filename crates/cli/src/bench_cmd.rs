@@ -298,6 +298,7 @@ fn measure(
             force: common.force,
             fill_progress: &mut progress,
             discovery: discovery.as_ref(),
+            engine: crate::engine_kind(engine),
         },
     )
     .map_err(|e| anyhow!("{e}"))?;

@@ -45,6 +45,19 @@ pub enum EngineMaker {
     Custom(EngineFactory),
 }
 
+impl EngineMaker {
+    /// The kind of real engine for the work around a run on the same
+    /// targets (filling a new file, mounting a group): the run's own, and
+    /// `auto` beside a custom engine, which only drives the run itself.
+    pub fn file_engine_kind(&self) -> cairn_io::EngineKind {
+        match self {
+            EngineMaker::Uring => cairn_io::EngineKind::Uring,
+            EngineMaker::Sync => cairn_io::EngineKind::Sync,
+            EngineMaker::Custom(_) => cairn_io::EngineKind::Auto,
+        }
+    }
+}
+
 /// State shared by every worker of a run.
 pub struct RunShared {
     pub stop: AtomicBool,
