@@ -1084,8 +1084,8 @@ impl Running<'_> {
             }
         }
         let _ = scheduled;
-        let reason = lock(&shared.stop_reason)
-            .clone()
+        let reason = shared
+            .stop_reason()
             .or_else(|| done.iter().flatten().find_map(|(_, r)| r.clone()));
         RunRecord {
             rd: String::new(),

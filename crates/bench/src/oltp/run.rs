@@ -492,10 +492,12 @@ pub fn run_oltp(
         ended_early = health.error().or(session_error).or(shutdown_error.clone());
     }
 
+    // The corruption messages kept, each pushed whole: readable even after a
+    // session panicked (that panic already ends the run as failed).
     let corruptions = shared
         .corruptions
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
     let mut first = corruptions;
     if let Some(e) = &ended_early {
