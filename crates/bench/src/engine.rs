@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use cairn_io::host::Host;
 
-use crate::model::{Plan, Rate, RunDef, Seek, WdDef, XferSize};
+use crate::model::{timing_problem, Plan, Rate, RunDef, Seek, WdDef, XferSize, RATE_IOPS_MAX};
 use crate::pattern::{sd_tag, DataPattern};
 use crate::result::{
     BenchResult, CurvePoint, DirectionStats, EngineInfo, ErrorSummary, IntervalRecord,
@@ -43,7 +43,7 @@ use crate::result::{
 use crate::sysinfo;
 use crate::target::{resolve_band, Target};
 
-pub use sched::{IoSpec, Next, SdSched, Stream, StreamSpec, Validation, BACKLOG_MIN};
+pub use sched::{IoSpec, Next, SdSched, Stream, StreamSpec, Validation, BACKLOG_MAX, BACKLOG_MIN};
 use worker::{lock, DirStat, Msg, RunShared, Start, Tick, WorkerSd, WorkerSetup};
 pub use worker::{EngineFactory, EngineMaker};
 
@@ -362,7 +362,32 @@ fn prepare_run(
                 .ok_or_else(|| setup_error(format!("rd={}: no wd={name}", run.rd)))
         })
         .collect::<Result<_, _>>()?;
+    // The parsers refuse such timings with the user's words; a plan built
+    // otherwise is held to the same limits here, before any I/O.
+    if let Some(problem) = timing_problem(
+        run.elapsed,
+        run.interval,
+        run.warmup,
+        ["elapsed", "interval", "warmup"],
+    ) {
+        return Err(setup_error(format!("rd={}: {problem}", run.rd)));
+    }
     let rates = wd_rates(target_iops, &defs);
+    // The parsers refuse such rates; a plan built otherwise (an AWR replay's
+    // --scale) is held to the same limit here, before any I/O.
+    let run_rate = target_iops.map(|r| (run.rd.clone(), r));
+    let stream_rates = defs
+        .iter()
+        .zip(&rates)
+        .filter_map(|(def, (rate, _))| rate.map(|r| (format!("{}: wd={}", run.rd, def.name), r)));
+    for (what, r) in run_rate.into_iter().chain(stream_rates) {
+        if !(r.is_finite() && r >= 0.0) || r > RATE_IOPS_MAX {
+            return Err(setup_error(format!(
+                "rd={what}: a rate of {r:e} I/Os per second cannot be scheduled; expected at most {} (one arrival per nanosecond)",
+                RATE_IOPS_MAX as u64
+            )));
+        }
+    }
     let wds: Vec<RunWd> = defs
         .into_iter()
         .zip(rates)
@@ -1023,7 +1048,7 @@ impl Running<'_> {
                     lock(s)
                         .streams
                         .iter()
-                        .filter_map(|st| st.spec.rate.map(|r| (r as u64).max(BACKLOG_MIN as u64)))
+                        .map(|st| st.backlog_limit() as u64)
                         .sum::<u64>()
                 })
                 .sum(),
@@ -1044,7 +1069,7 @@ impl Running<'_> {
                 rate_outcome.held = false;
                 let dropped = if not_issued > 0 {
                     format!(
-                        "; {not_issued} I/Os that were due were never issued (the backlog was full at one second of the target rate, or they were still waiting when the run ended)"
+                        "; {not_issued} I/Os that were due were never issued (the backlog was full — it holds one second of the rate, at most {BACKLOG_MAX} arrivals per stream — or they were still waiting when the run ended)"
                     )
                 } else {
                     format!(
@@ -1059,8 +1084,8 @@ impl Running<'_> {
             }
         }
         let _ = scheduled;
-        let reason = lock(&shared.stop_reason)
-            .clone()
+        let reason = shared
+            .stop_reason()
             .or_else(|| done.iter().flatten().find_map(|(_, r)| r.clone()));
         RunRecord {
             rd: String::new(),

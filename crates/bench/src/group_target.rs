@@ -54,6 +54,10 @@ pub struct GroupFileTarget {
     /// smallest maximum transfer.
     pub geometry: Geometry,
     pub created: bool,
+    /// The engine the group was mounted with, as asked, and as it turned out
+    /// (`io_uring`, `sync`).
+    pub engine: EngineKind,
+    pub mount_engine: &'static str,
     /// Held for the whole run, shared by the group's files in the plan.
     _lock: Arc<GroupLock>,
 }
@@ -70,6 +74,8 @@ pub struct GroupOpen<'a> {
     pub force: bool,
     /// (bytes done, bytes total) while filling; false stops (interrupted).
     pub fill_progress: &'a mut dyn FnMut(u64, u64) -> bool,
+    /// The engine of the mount (metadata, the fill), as `--engine` asks.
+    pub engine: EngineKind,
 }
 
 /// Why a group file could not be opened: one line, with what to do.
@@ -111,7 +117,7 @@ pub fn open_group_files(
     let Some((first_sd, first_path)) = sds.first() else {
         return Ok(Vec::new());
     };
-    let mut engine: Box<dyn FileEngine> = cairn_io::new_file_engine(EngineKind::Auto, MOUNT_DEPTH)
+    let mut engine: Box<dyn FileEngine> = cairn_io::new_file_engine(open.engine, MOUNT_DEPTH)
         .map_err(|e| {
             fail(
                 first_sd,
@@ -164,7 +170,7 @@ pub fn open_group_files(
             // first); say what is left if that fails.
             drop(lock);
             drop(engine);
-            if let Err(left) = remove_created(open.host, open.discovery, &created) {
+            if let Err(left) = remove_created(open.host, open.discovery, open.engine, &created) {
                 e.message = format!("{}; {left}", e.message);
             }
         }
@@ -178,15 +184,24 @@ pub fn open_group_files(
             format!("cannot dismount the group: {e}"),
         )
     });
-    let handed_out = dismounted
-        .and_then(|()| hand_out(sds, &prepared, redundancy, engine.as_ref(), &paths, lock));
+    let handed_out = dismounted.and_then(|()| {
+        hand_out(
+            sds,
+            &prepared,
+            redundancy,
+            open.engine,
+            engine.as_ref(),
+            &paths,
+            lock,
+        )
+    });
     match handed_out {
         Ok(out) => Ok(out),
         Err(mut e) => {
             // The lock went with the failed hand-out; the engine's handles
             // go now, then the files this call made are removed.
             drop(engine);
-            if let Err(left) = remove_created(open.host, open.discovery, &created) {
+            if let Err(left) = remove_created(open.host, open.discovery, open.engine, &created) {
                 e.message = format!("{}; {left}", e.message);
             }
             Err(e)
@@ -201,6 +216,7 @@ fn hand_out(
     sds: &[(&SdDef, GroupPath)],
     prepared: &[Prepared],
     redundancy: &'static str,
+    engine_kind: EngineKind,
     engine: &dyn FileEngine,
     paths: &BTreeMap<u32, PathBuf>,
     lock: GroupLock,
@@ -249,6 +265,8 @@ fn hand_out(
             members,
             geometry,
             created: p.created,
+            engine: engine_kind,
+            mount_engine: engine.name(),
             _lock: lock.clone(),
         }));
     }
@@ -396,6 +414,7 @@ fn fill(
 pub fn remove_created(
     host: &Host,
     discovery: &DiscoveryString,
+    engine_kind: EngineKind,
     files: &[GroupPath],
 ) -> Result<(), String> {
     let mut by_group: BTreeMap<String, Vec<&GroupPath>> = BTreeMap::new();
@@ -408,7 +427,7 @@ pub fn remove_created(
     let mut left: Vec<String> = Vec::new();
     for (name, paths) in by_group {
         let removed = (|| -> Result<Vec<String>, String> {
-            let mut engine = cairn_io::new_file_engine(EngineKind::Auto, MOUNT_DEPTH)
+            let mut engine = cairn_io::new_file_engine(engine_kind, MOUNT_DEPTH)
                 .map_err(|e| format!("cannot start an I/O engine: {e}"))?;
             let mut mounted = group_admin::mount_with(
                 engine.as_mut(),

@@ -188,6 +188,140 @@ pub enum Arrival {
     Deterministic,
 }
 
+/// The shortest reporting interval. Each interval's end samples the CPU and
+/// `/proc/diskstats` and gathers every I/O thread's latency histograms into
+/// the collector; at 1 ms that bookkeeping is a measurable share of a core of
+/// these two-core machines, and the live lines and charts are read by people.
+pub const INTERVAL_MIN: Duration = Duration::from_millis(100);
+/// The most intervals one run may have: each is kept in memory for the run
+/// and written to `result.json` and the report's charts (a day at one
+/// second is 86,400). A longer run takes a longer interval.
+pub const INTERVALS_MAX: u64 = 100_000;
+/// The longest run (a year of 366 days): longer is a typo, not a plan, and
+/// the schedule's nanosecond clock must never come near wrapping.
+pub const RUN_TIME_MAX: Duration = Duration::from_secs(366 * 86_400);
+
+/// A duration as a person types it (and as `--time` reads it): its largest
+/// whole unit (`30s`, `5m`, `400days`, `1000years` of 365.25 days, `100ms`),
+/// never a debug form like `0ns` for nothing — zero is `0`.
+pub fn show_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns == 0 {
+        return "0".into();
+    }
+    let units: [(u128, &str, &str); 8] = [
+        (31_557_600_000_000_000, "year", "years"),
+        (86_400_000_000_000, "day", "days"),
+        (3_600_000_000_000, "h", "h"),
+        (60_000_000_000, "m", "m"),
+        (1_000_000_000, "s", "s"),
+        (1_000_000, "ms", "ms"),
+        (1_000, "us", "us"),
+        (1, "ns", "ns"),
+    ];
+    for (unit_ns, one, many) in units {
+        if ns.is_multiple_of(unit_ns) {
+            let n = ns / unit_ns;
+            return format!("{n}{}", if n == 1 { one } else { many });
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// Why a run of `elapsed` reporting every `interval` (with `warmup` of it
+/// not measured) cannot be run, if it cannot; `names` are the words for
+/// elapsed, interval and warmup in the caller's input (`--time`, `elapsed=`).
+/// One line, saying what would do.
+pub fn timing_problem(
+    elapsed: Duration,
+    interval: Duration,
+    warmup: Duration,
+    names: [&str; 3],
+) -> Option<String> {
+    let [elapsed_name, interval_name, warmup_name] = names;
+    let (e, i, w) = (
+        show_duration(elapsed),
+        show_duration(interval),
+        show_duration(warmup),
+    );
+    let min = show_duration(INTERVAL_MIN);
+    if elapsed.is_zero() {
+        return Some(format!(
+            "{elapsed_name} 0 is not a run time; expected one such as 30s"
+        ));
+    }
+    if elapsed > RUN_TIME_MAX {
+        return Some(format!(
+            "{elapsed_name} {e} is longer than {}, the longest run; expected a shorter time",
+            show_duration(RUN_TIME_MAX)
+        ));
+    }
+    if elapsed < INTERVAL_MIN {
+        return Some(format!(
+            "{elapsed_name} {e} is shorter than {min}, the shortest interval; expected a run time such as 30s"
+        ));
+    }
+    if interval.is_zero() {
+        return Some(format!(
+            "{interval_name} 0 is not an interval; expected at least {min}, such as 1s"
+        ));
+    }
+    if interval < INTERVAL_MIN {
+        return Some(format!(
+            "{interval_name} {i} is shorter than {min}, the shortest interval (each one samples the CPU and the disks and gathers every thread's histograms); expected at least {min}, such as 1s"
+        ));
+    }
+    if interval > elapsed {
+        return Some(format!(
+            "{interval_name} {i} is longer than {elapsed_name} {e}; expected an interval no longer than the run"
+        ));
+    }
+    let intervals = elapsed.as_nanos().div_ceil(interval.as_nanos());
+    if intervals > u128::from(INTERVALS_MAX) {
+        // The shortest interval that fits, in whole seconds (or ms below one).
+        let fit_ns = elapsed.as_nanos().div_ceil(u128::from(INTERVALS_MAX));
+        let step = if fit_ns >= 1_000_000_000 {
+            1_000_000_000
+        } else {
+            1_000_000
+        };
+        let fit = Duration::from_nanos(
+            u64::try_from(fit_ns.div_ceil(step) * step)
+                .expect("invariant: at most RUN_TIME_MAX / INTERVALS_MAX"),
+        );
+        return Some(format!(
+            "{elapsed_name} {e} at {interval_name} {i} is {intervals} intervals, more than {INTERVALS_MAX} kept for one run; give an {interval_name} of at least {}",
+            show_duration(fit)
+        ));
+    }
+    if warmup >= elapsed {
+        return Some(format!(
+            "{warmup_name} {w} is not shorter than {elapsed_name} {e}; expected a warm-up shorter than the run (it is part of it)"
+        ));
+    }
+    None
+}
+
+/// The fastest open-loop rate, in I/Os per second. The schedule keeps time
+/// in whole nanoseconds, so a faster rate would put arrivals 0 ns apart; no
+/// storage comes near it, so anything above is a typo, not a target.
+pub const RATE_IOPS_MAX: f64 = 1e9;
+
+/// Why `iops` is not an open-loop rate the schedule can keep, if it is not:
+/// it must be a finite number above 0 and at most [`RATE_IOPS_MAX`].
+pub fn rate_problem(iops: f64) -> Option<String> {
+    if !(iops.is_finite() && iops > 0.0) {
+        return Some("is not a rate above 0".into());
+    }
+    if iops > RATE_IOPS_MAX {
+        return Some(format!(
+            "is above {} I/Os per second, the most the schedule can time (one arrival per nanosecond)",
+            RATE_IOPS_MAX as u64
+        ));
+    }
+    None
+}
+
 /// A run's rate (`iorate=`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -257,5 +391,76 @@ impl Plan {
                 rdpct < 100.0
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_show_as_typed() {
+        let s = Duration::from_secs;
+        assert_eq!(show_duration(Duration::ZERO), "0");
+        assert_eq!(show_duration(Duration::from_nanos(1)), "1ns");
+        assert_eq!(show_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(show_duration(s(30)), "30s");
+        assert_eq!(show_duration(s(90)), "90s");
+        assert_eq!(show_duration(s(300)), "5m");
+        assert_eq!(show_duration(s(86_400)), "1day");
+        assert_eq!(show_duration(s(400 * 86_400)), "400days");
+        assert_eq!(show_duration(s(31_557_600_000)), "1000years");
+    }
+
+    #[test]
+    fn a_runs_timing_must_fit_the_limits() {
+        let s = Duration::from_secs;
+        let names = ["--time", "--interval", "--warmup"];
+        let problem =
+            |e, i, w| timing_problem(e, i, w, names).unwrap_or_else(|| "fine".to_string());
+        assert_eq!(problem(s(30), s(1), s(5)), "fine");
+        assert_eq!(problem(s(1), INTERVAL_MIN, Duration::ZERO), "fine");
+        // A day at 1 s, and a year at the interval that fits.
+        assert_eq!(problem(s(86_400), s(1), s(0)), "fine");
+        assert_eq!(problem(RUN_TIME_MAX, s(317), s(0)), "fine");
+        for (e, i, w, says) in [
+            (s(0), s(1), s(0), "--time 0 is not a run time"),
+            (RUN_TIME_MAX + s(1), s(1), s(0), "is longer than 366days"),
+            (
+                Duration::from_millis(50),
+                s(1),
+                s(0),
+                "--time 50ms is shorter than 100ms",
+            ),
+            (
+                s(30),
+                s(0),
+                s(0),
+                "--interval 0 is not an interval; expected at least 100ms",
+            ),
+            (
+                s(30),
+                Duration::from_nanos(1),
+                s(0),
+                "--interval 1ns is shorter than 100ms",
+            ),
+            (
+                s(30),
+                s(31),
+                s(0),
+                "--interval 31s is longer than --time 30s",
+            ),
+            (RUN_TIME_MAX, s(316), s(0), "an --interval of at least 317s"),
+            (
+                s(30),
+                s(1),
+                s(30),
+                "--warmup 30s is not shorter than --time 30s",
+            ),
+        ] {
+            let p = problem(e, i, w);
+            assert!(p.contains(says), "{p}");
+            assert!(!p.contains('\n') && !p.contains("0ns"), "{p}");
+        }
     }
 }

@@ -12,7 +12,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::model::{
-    Arrival, General, OpenFlags, Plan, Rate, RunDef, SdDef, Seek, Source, WdDef, XferSize,
+    rate_problem, timing_problem, Arrival, General, OpenFlags, Plan, Rate, RunDef, SdDef, Seek,
+    Source, WdDef, XferSize, RATE_IOPS_MAX,
 };
 use crate::vdbench::{value_size_bytes, THREADS_MAX};
 
@@ -128,24 +129,23 @@ pub fn plan(args: &QuickArgs) -> Result<Plan, String> {
         ));
     }
     check_bs(&args.bs)?;
-    if args.time.is_zero() {
-        return Err("--time 0; expected a run time above 0, such as 30s".into());
-    }
-    if args.interval.is_zero() || args.interval > args.time {
-        return Err(format!(
-            "--interval {:?} does not fit --time {:?}; expected an interval above 0 and no longer than the run",
-            args.interval, args.time
-        ));
-    }
-    if args.warmup >= args.time {
-        return Err(format!(
-            "--warmup {:?} is not shorter than --time {:?}; expected a warm-up shorter than the run (it is part of it)",
-            args.warmup, args.time
-        ));
+    if let Some(problem) = timing_problem(
+        args.time,
+        args.interval,
+        args.warmup,
+        ["--time", "--interval", "--warmup"],
+    ) {
+        return Err(problem);
     }
     if let Some(rate) = args.rate {
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(format!("--rate {rate} is not a rate; expected I/Os per second above 0 (or no --rate for max)"));
+        if let Some(problem) = rate_problem(rate) {
+            // A rate too large to print in full is shown as the user wrote it, 1e300.
+            let shown = if rate.abs() < 1e15 {
+                format!("{rate}")
+            } else {
+                format!("{rate:e}")
+            };
+            return Err(format!("--rate {shown} {problem}; {}", rate_expected()));
         }
     }
     if args.size == Some(0) {
@@ -254,6 +254,31 @@ fn check_bs(bs: &XferSize) -> Result<(), String> {
             "--bs {b} is not usable; expected a multiple of 512 bytes from 512 to 256m, such as 8k"
         )),
         None => Ok(()),
+    }
+}
+
+/// What `--rate` takes, for its errors.
+fn rate_expected() -> String {
+    format!(
+        "give I/Os per second above 0 and at most {RATE_IOPS_MAX:e} (e.g. 5000), or max for as fast as possible"
+    )
+}
+
+/// `--rate`: `max` (`None`: closed loop) or I/Os per second, `5000`, `2.5e4`;
+/// the error is one line naming the text given and the limit it breaks.
+pub fn parse_rate(text: &str) -> Result<Option<f64>, String> {
+    if text.eq_ignore_ascii_case("max") {
+        return Ok(None);
+    }
+    let Ok(rate) = text.trim().parse::<f64>() else {
+        return Err(format!(
+            "--rate `{text}` is not a number; {}",
+            rate_expected()
+        ));
+    };
+    match rate_problem(rate) {
+        Some(problem) => Err(format!("--rate `{text}` {problem}; {}", rate_expected())),
+        None => Ok(Some(rate)),
     }
 }
 
@@ -449,6 +474,27 @@ mod tests {
             assert!(e.contains(fragment), "{fragment}: {e}");
             assert!(!e.contains('\n'));
         }
+    }
+
+    #[test]
+    fn rates_beyond_the_schedules_clock_are_refused_naming_the_limit() {
+        assert_eq!(parse_rate("max"), Ok(None));
+        assert_eq!(parse_rate("5000"), Ok(Some(5000.0)));
+        assert_eq!(parse_rate("1e9"), Ok(Some(1e9)));
+        for bad in ["1e300", "1.5e9", "inf", "nan", "-5", "0", "fast"] {
+            let e = parse_rate(bad).unwrap_err();
+            assert!(e.starts_with(&format!("--rate `{bad}` ")), "{e}");
+            assert!(!e.contains('\n'));
+        }
+        assert!(parse_rate("1e300")
+            .unwrap_err()
+            .contains("1000000000 I/Os per second"));
+        let e = plan(&QuickArgs {
+            rate: Some(1e300),
+            ..args()
+        })
+        .unwrap_err();
+        assert!(e.contains("--rate 1e300 is above 1000000000"), "{e}");
     }
 
     #[test]

@@ -98,6 +98,10 @@ pub struct TargetInfo {
     pub devices: Vec<String>,
     /// Whether the file was created for this bench.
     pub created: bool,
+    /// For a Cairn group file: the engine the group was mounted with (to
+    /// find, create and fill the file), `io_uring` or `sync`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_engine: Option<String>,
 }
 
 /// One executed run (one expansion of one rd).

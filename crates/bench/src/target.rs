@@ -26,8 +26,7 @@ use std::sync::Arc;
 
 use cairn_io::host::Host;
 use cairn_io::probe::DeviceKind;
-use cairn_io::uring_engine::UringEngine;
-use cairn_io::{AlignedBuf, DeviceFile, FileEngine, Geometry, Op, OpenMode, Request};
+use cairn_io::{AlignedBuf, DeviceFile, EngineKind, Geometry, Op, OpenMode, Request};
 use cairn_store::discovery::DiscoveryString;
 use cairn_store::group::FileMap;
 use cairn_store::names::GroupPath;
@@ -116,6 +115,7 @@ impl Target {
                     discard: false,
                     devices: Vec::new(),
                     created: self.created,
+                    mount_engine: Some(g.mount_engine.to_string()),
                 }
             }
         };
@@ -183,6 +183,7 @@ pub fn target_info(
         ),
         devices: Vec::new(),
         created,
+        mount_engine: None,
     }
 }
 
@@ -248,6 +249,8 @@ pub struct TargetOptions<'a> {
     pub fill_progress: &'a mut dyn FnMut(u64, u64) -> bool,
     /// Where the disks of `+GROUP/...` luns are looked for.
     pub discovery: Option<&'a DiscoveryString>,
+    /// The engine that mounts the group of a `+GROUP/...` lun (`--engine`).
+    pub engine: EngineKind,
 }
 
 /// Close the targets and remove the files this run created: for a run
@@ -260,10 +263,13 @@ pub fn close_and_remove_created(
 ) -> Result<(), String> {
     let mut files: Vec<PathBuf> = Vec::new();
     let mut group_files: Vec<GroupPath> = Vec::new();
+    // The engine the groups were mounted with mounts them again.
+    let mut engine = EngineKind::Auto;
     for t in targets.iter().filter(|t| t.created) {
         match &t.backing {
             Backing::Device(_) => files.push(t.sd.lun.clone()),
             Backing::GroupFile(g) if !group_files.contains(&g.path) => {
+                engine = g.engine;
                 group_files.push(g.path.clone())
             }
             Backing::GroupFile(_) => {}
@@ -271,7 +277,7 @@ pub fn close_and_remove_created(
     }
     // The group's lock and disks are released with the targets.
     drop(targets);
-    remove_made(&files, &group_files, host, discovery)
+    remove_made(&files, &group_files, host, discovery, engine)
 }
 
 /// Remove the files and group files a refused run made; the error names the
@@ -281,12 +287,15 @@ fn remove_made(
     group_files: &[GroupPath],
     host: &Host,
     discovery: Option<&DiscoveryString>,
+    engine: EngineKind,
 ) -> Result<(), String> {
     for path in files {
         std::fs::remove_file(path).ok();
     }
     match (discovery, group_files.is_empty()) {
-        (Some(discovery), false) => group_target::remove_created(host, discovery, group_files),
+        (Some(discovery), false) => {
+            group_target::remove_created(host, discovery, engine, group_files)
+        }
         _ => Ok(()),
     }
 }
@@ -317,6 +326,7 @@ pub fn open_targets(
                 &created_group_files,
                 options.host,
                 options.discovery,
+                options.engine,
             ) {
                 Ok(()) => Err(error),
                 Err(left) => Err(TargetError::Leftover {
@@ -366,6 +376,7 @@ fn open_group_sds(
                 writes,
                 force: options.force,
                 fill_progress: &mut *options.fill_progress,
+                engine: options.engine,
             },
         )?;
         for ((i, _, _), file) in sds.iter().zip(files) {
@@ -437,7 +448,7 @@ fn open_all(
         let mut target = bounds(sd, Backing::Device(device))?;
         target.created = created;
         if created && reads {
-            if let Err(error) = fill(&mut target, options.fill_progress) {
+            if let Err(error) = fill(&mut target, options.engine, options.fill_progress) {
                 return Err(TargetError::Fill {
                     sd: sd.name.clone(),
                     path: sd.lun.clone(),
@@ -613,7 +624,11 @@ pub fn resolve_band(band: &Band, len: u64, sector: u64) -> Result<(u64, u64), St
 }
 
 /// Write data over a new file's whole range, so reads reach the storage.
-fn fill(target: &mut Target, progress: &mut dyn FnMut(u64, u64) -> bool) -> Result<(), String> {
+fn fill(
+    target: &mut Target,
+    engine_kind: EngineKind,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> Result<(), String> {
     const CHUNK: u64 = 1 << 20;
     const DEPTH: usize = 8;
     let total = target.end_bytes + target.sd.offset_bytes;
@@ -621,9 +636,8 @@ fn fill(target: &mut Target, progress: &mut dyn FnMut(u64, u64) -> bool) -> Resu
         return Err("only files are filled here".into());
     };
     let device = device.try_clone().map_err(|e| e.to_string())?;
-    let mut engine = UringEngine::new(DEPTH)
-        .map(|e| Box::new(e) as Box<dyn FileEngine>)
-        .unwrap_or_else(|_| Box::new(cairn_io::sync_engine::SyncEngine::new(DEPTH)));
+    let mut engine = cairn_io::new_file_engine(engine_kind, DEPTH)
+        .map_err(|e| format!("cannot start an I/O engine to fill it: {e}"))?;
     let id = engine.attach(device);
     let pattern = DataPattern::new(1.0, 1.0, 8192, 0x5eed);
     let mut bufs: Vec<AlignedBuf> = (0..DEPTH)

@@ -244,3 +244,44 @@ fn large_writes_reach_the_device_no_larger_than_its_max_transfer() {
         "{submitted} requests for {ios} writes"
     );
 }
+
+#[test]
+fn a_plan_with_a_rate_the_schedule_cannot_time_is_refused_before_any_io() {
+    let _serial = serial();
+    let dir = scratch();
+    let lun = filled_file(&dir.path().join("lun.dat"), 16 * MIB);
+    let before = std::fs::read(&lun).unwrap();
+    // Built without a parser (as an AWR replay's --scale builds one).
+    for rate in [1e300, 2e9, f64::INFINITY] {
+        let mut plan = rate_plan(&lun, None, &[(rate, Arrival::Exponential)]);
+        plan.wds[0].rdpct = 0.0;
+        let targets = open(&plan);
+        let host = cairn_io::host::Host::real();
+        let interrupted = std::sync::atomic::AtomicBool::new(false);
+        let options = cairn_bench::engine::BenchOptions {
+            engine: default_engine(),
+            workers: None,
+            seed: SEED,
+            host: &host,
+            interrupted: &interrupted,
+        };
+        let e = cairn_bench::engine::run_bench(
+            &plan,
+            &targets,
+            &options,
+            &mut cairn_bench::engine::Quiet,
+        )
+        .err()
+        .unwrap_or_else(|| panic!("a rate of {rate} was run"))
+        .to_string();
+        assert!(
+            e.contains("cannot be scheduled") && e.contains("1000000000"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+    }
+    assert!(
+        std::fs::read(&lun).unwrap() == before,
+        "a refused plan wrote"
+    );
+}

@@ -784,3 +784,44 @@ fn a_failed_write_fails_the_run_naming_target_and_offset() {
     assert!(cache.is_shutdown());
     assert_eq!(cache.dirty_buffers(), 1, "the failed buffer is dirty again");
 }
+
+#[test]
+fn a_block_whose_changer_panicked_is_never_written() {
+    let c = one_set(16);
+    let mut op = OpStats::new();
+    dirty(&c, 1, 10, &mut op);
+    // A session's bug strikes half way through changing block 1: its
+    // exclusive pin is held, the change half made.
+    let panicked = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut op = OpStats::new();
+            let mut p = get(&c, 1, Mode::Exclusive, &mut op);
+            p.data_mut()[BLOCK - 1] ^= 0xff;
+            panic!("a bug half way through changing block 1");
+        })
+        .join()
+        .is_err()
+    });
+    assert!(panicked, "the session was meant to panic");
+    // The writer must not put that half-made change on disk: it fails
+    // loudly instead (or at least leaves the block alone).
+    let taken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut jobs = Vec::new();
+        c.begin_writes(4, true, &mut jobs, &mut OpStats::new());
+        jobs.iter().map(|j| j.id).collect::<Vec<_>>()
+    }));
+    match taken {
+        Ok(ids) => assert!(
+            !ids.contains(&1),
+            "the writer took block 1, half changed by a session that panicked: {ids:?}"
+        ),
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            assert!(message.contains("invariant"), "{message}");
+        }
+    }
+}

@@ -13,6 +13,7 @@ use cairn_bench::oltp::dataset::{
 use cairn_bench::oltp::layout::{Layout, Segment, Shape};
 use cairn_bench::oltp::OltpError;
 use cairn_io::host::Host;
+use cairn_io::EngineKind;
 
 const MIB: u64 = 1 << 20;
 
@@ -35,6 +36,7 @@ fn opts(host: &Host, shape: Shape) -> SetupOptions<'_> {
         progress: false,
         seed: 1,
         redo_bytes: REDO_BYTES_MIN,
+        engine: EngineKind::Auto,
     }
 }
 
@@ -110,7 +112,15 @@ fn setup_then_verify_is_clean() {
     );
     assert_eq!(std::fs::metadata(&redo).unwrap().len(), REDO_BYTES_MIN);
 
-    let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo,
+        &host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     assert_eq!(v.dataset_id, report.dataset_id);
     assert_eq!(v.state, DatasetState::Clean);
     assert_eq!(v.blocks_checked, layout.total_blocks());
@@ -125,7 +135,15 @@ fn setup_then_verify_is_clean() {
     assert_eq!(ds.redo_end, REDO_BYTES_MIN);
     ds.mark(DatasetState::Running).unwrap();
     drop(ds);
-    let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo,
+        &host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     assert_eq!(v.state, DatasetState::Running);
     assert_eq!(v.problems_total, 0);
     let ds = dataset::open(&targets, &redo, &open_opts(&host, s)).unwrap();
@@ -148,7 +166,15 @@ fn verify_counts_versions_of_updated_blocks() {
         block::update_row(&mut b, 2, &mut Vec::new());
     }
     write_at(&targets[0], at.offset_bytes, &b);
-    let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo,
+        &host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     assert_eq!(v.problems_total, 0, "{:?}", v.problems);
     assert_eq!(v.table_versions, 3);
     assert_eq!(v.dataset_id, report.dataset_id);
@@ -193,7 +219,15 @@ fn two_targets_get_extents_round_robin() {
     for t in &targets {
         assert_eq!(std::fs::metadata(t).unwrap().len(), needed);
     }
-    let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo,
+        &host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     assert_eq!(v.problems_total, 0);
     assert_eq!(v.blocks_checked, layout.total_blocks());
 }
@@ -249,7 +283,15 @@ fn a_corrupted_block_is_reported_with_its_place() {
         let at = layout.locate(id);
         write_at(&targets[at.target], at.offset_bytes + 1000, &[0x5A; 8]);
     }
-    let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo,
+        &host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     assert_eq!(v.problems_total, 2, "{:?}", v.problems);
     assert_eq!(v.dataset_id, report.dataset_id);
     // In block order: the leaf (schema 1) first.
@@ -285,7 +327,15 @@ fn a_misdirected_write_is_named() {
     let layout = Layout::new(s, 1);
     let b17 = read_block(&targets[0], layout.locate(17).offset_bytes, 8192);
     write_at(&targets[0], layout.locate(5).offset_bytes, &b17);
-    let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo,
+        &host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     assert_eq!(v.problems_total, 1);
     assert_eq!(v.problems[0].number, 5);
     assert_eq!(
@@ -465,6 +515,7 @@ fn open_refuses_an_unloaded_target_and_writes_nothing() {
             std::slice::from_ref(&target),
             &redo,
             &host,
+            EngineKind::Auto,
             false,
             &AtomicBool::new(false),
         )
@@ -546,7 +597,15 @@ fn open_refuses_another_shape_the_wrong_order_and_another_datasets_redo() {
     let m = usage(dataset::open(&mixed, &redo, &open_opts(&host, s)).unwrap_err());
     assert!(m.contains("give the data targets of one dataset"), "{m}");
     // All still intact.
-    let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo,
+        &host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     assert_eq!(v.problems_total, 0);
 }
 
@@ -648,7 +707,15 @@ fn default_blocks_compress_and_obfuscated_ones_do_not() {
         } else {
             assert!(distinct * 10 < total, "default: {distinct} of {total}");
         }
-        let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+        let v = dataset::verify(
+            &targets,
+            &redo,
+            &host,
+            EngineKind::Auto,
+            false,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         assert_eq!(v.problems_total, 0);
         assert_eq!(v.dataset_id, report.dataset_id);
     }
@@ -714,7 +781,15 @@ fn on_loop_devices_setup_open_and_verify_agree() {
     assert_eq!(ds.redo_end, REDO_BYTES_MIN);
     ds.mark(DatasetState::Running).unwrap();
     drop(ds);
-    let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo,
+        &host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     assert_eq!(v.state, DatasetState::Running);
     assert_eq!(v.problems_total, 0, "{:?}", v.problems.first());
     assert_eq!(v.blocks_checked, Layout::new(s, 2).total_blocks());
@@ -733,7 +808,15 @@ fn on_loop_devices_setup_open_and_verify_agree() {
         m.contains("over 2 targets need") && m.contains("each"),
         "{m}"
     );
-    let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo,
+        &host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     assert_eq!(v.problems_total, 0);
 }
 
@@ -755,7 +838,15 @@ fn setup_again_over_a_loaded_dataset_needs_no_force_and_makes_a_new_one() {
     // The old shape is refused, the new one opens.
     let m = usage(dataset::open(&targets, &redo, &open_opts(&host, s)).unwrap_err());
     assert!(m.starts_with("loaded with SCALE=400 blocks"), "{m}");
-    let v = dataset::verify(&targets, &redo, &host, false, &AtomicBool::new(false)).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo,
+        &host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     assert_eq!(v.dataset_id, second.dataset_id);
     assert!(v.shape.obfuscate);
     assert_eq!(v.problems_total, 0);

@@ -157,6 +157,7 @@ fn target(sd: &str, path: &str, size_bytes: u64, device: &str) -> TargetInfo {
         discard: true,
         devices: vec![device.to_string()],
         created: false,
+        mount_engine: None,
     }
 }
 
@@ -977,9 +978,12 @@ fn load_and_verify_reports_say_what_happened() {
         targets: vec![target_info("/srv/cairn/data1.dbf", true)],
         redo: target_info("/srv/redo/redo01.log", false),
         created: vec!["/srv/cairn/data1.dbf".to_string()],
+        engine: "io_uring".to_string(),
     };
     let text = load_text(&load);
     for needle in [
+        "Engine:",
+        "io_uring",
         "262,400",
         "205.0 MB/s, 26,240.0 blocks/s",
         "3s user + 1s system = 4s (0.40 cores busy on average)",
@@ -1006,6 +1010,7 @@ fn load_and_verify_reports_say_what_happened() {
         table_versions: 300_123,
         problems_total: 3,
         problems: vec![problem(5, "bad checksum"), problem(9, "holds block 7")],
+        engine: "sync".to_string(),
     };
     let text = verify_text(&verify);
     assert!(
@@ -1013,6 +1018,11 @@ fn load_and_verify_reports_say_what_happened() {
         "{text}"
     );
     assert!(text.contains("300,123"));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("Engine:") && l.ends_with("sync")),
+        "{text}"
+    );
     let lines: Vec<&str> = text.lines().collect();
     let bad = row(&lines, "/srv/cairn/data1.dbf");
     assert_eq!(

@@ -75,6 +75,7 @@ fn load_onto(parsed: &ParsedConf, schemas: u32, targets: &[PathBuf], redo: &Path
             progress: false,
             seed: 7,
             redo_bytes: 64 << 20,
+            engine: EngineKind::Auto,
         },
         &NOT_INTERRUPTED,
     )
@@ -132,6 +133,7 @@ fn verify(db: &Db) -> dataset::VerifyReport {
         &db.targets,
         &db.redo,
         &Host::real(),
+        EngineKind::Auto,
         false,
         &NOT_INTERRUPTED,
     )
@@ -491,7 +493,15 @@ fn a_sixty_second_run_matches_the_kernels_diskstats_within_five_percent() {
     }
     assert!(r.stat("physical read IO requests") > 10_000);
     assert_eq!(out.lifetime.get(Stat::CommitsUncovered), 0);
-    let v = dataset::verify(&targets, &redo.path, &Host::real(), false, &NOT_INTERRUPTED).unwrap();
+    let v = dataset::verify(
+        &targets,
+        &redo.path,
+        &Host::real(),
+        EngineKind::Auto,
+        false,
+        &NOT_INTERRUPTED,
+    )
+    .unwrap();
     assert_eq!(v.problems_total, 0);
     assert_eq!(v.table_versions, out.lifetime.get(Stat::DbBlockChanges));
 }

@@ -189,12 +189,7 @@ pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> 
         } => {
             let rw: QuickRw = rw.parse().map_err(|e: String| anyhow!(e))?;
             let bs = XferSize::Fixed(quick::parse_size(&bs).map_err(|e| anyhow!("--bs: {e}"))?);
-            let rate = match rate.as_str() {
-                "max" => None,
-                r => Some(r.parse::<f64>().ok().filter(|r| *r > 0.0).ok_or_else(|| {
-                    anyhow!("--rate `{r}` is not a rate; give I/Os per second (e.g. 5000) or max")
-                })?),
-            };
+            let rate = quick::parse_rate(&rate).map_err(|e| anyhow!(e))?;
             let arrival = match distribution.as_str() {
                 "exponential" => Arrival::Exponential,
                 "uniform" => Arrival::Uniform,
@@ -303,6 +298,7 @@ fn measure(
             force: common.force,
             fill_progress: &mut progress,
             discovery: discovery.as_ref(),
+            engine: crate::engine_kind(engine),
         },
     )
     .map_err(|e| anyhow!("{e}"))?;

@@ -130,7 +130,7 @@ pub(crate) fn run_oltp(command: OltpCommand, engine: EngineArg) -> Result<()> {
             force,
             seed,
             json,
-        } => setup(&host, &data, redo_size, force, seed, json),
+        } => setup(&host, &data, redo_size, force, seed, json, engine),
         OltpCommand::Run {
             data,
             threads,
@@ -221,8 +221,15 @@ pub(crate) fn run_oltp(command: OltpCommand, engine: EngineArg) -> Result<()> {
         } => {
             install_interrupt_handler();
             let terminal = std::io::stderr().is_terminal() && !json;
-            let report = dataset::verify(&targets, &redo, &host, terminal, &INTERRUPTED)
-                .map_err(|e| anyhow!("{e}"))?;
+            let report = dataset::verify(
+                &targets,
+                &redo,
+                &host,
+                engine_kind(engine),
+                terminal,
+                &INTERRUPTED,
+            )
+            .map_err(|e| anyhow!("{e}"))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -254,6 +261,7 @@ fn setup(
     force: bool,
     seed: Option<u64>,
     json: bool,
+    engine: EngineArg,
 ) -> Result<()> {
     let parsed = load_conf(data)?;
     let block_size = block_size(data)?;
@@ -282,6 +290,7 @@ fn setup(
             progress,
             seed: seed.unwrap_or_else(clock_seed),
             redo_bytes: redo_size,
+            engine: engine_kind(engine),
         },
         &INTERRUPTED,
     )

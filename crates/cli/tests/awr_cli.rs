@@ -60,7 +60,7 @@ fn a_file_that_is_not_a_report_is_refused_in_one_line() {
     let dir = scratch();
     let junk = dir.path().join("notes.txt");
     std::fs::write(&junk, "shopping list\neggs\nmilk\n").unwrap();
-    cairn(s(dir.path()), &["awr", "parse", s(&junk)]).refused("does not look like an AWR report");
+    cairn(s(dir.path()), &["awr", "parse", s(&junk)]).refused(NOT_A_REPORT);
     cairn(s(dir.path()), &["awr", "parse", "/nonexistent/awr.txt"]).refused("cannot read");
     // Beside a usable report, a bad one is a warning on stderr and the exit is 0.
     let mixed = cairn(
@@ -80,6 +80,75 @@ fn a_file_that_is_not_a_report_is_refused_in_one_line() {
         "{}",
         mixed.stderr
     );
+}
+
+/// What every refusal of a file that is no report says.
+const NOT_A_REPORT: &str = "is not an AWR or Statspack report: no 'WORKLOAD REPOSITORY report for' or 'STATSPACK report for' header found";
+
+#[test]
+fn a_text_that_only_mentions_reports_is_not_read_as_one() {
+    let dir = scratch();
+    // The repository's README names Statspack reports and quotes a Load
+    // Profile from awr.txt: it is still not a report.
+    let readme = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    assert!(
+        std::fs::read_to_string(&readme)
+            .unwrap()
+            .contains("Load Profile"),
+        "the README no longer quotes a Load Profile: this test would prove nothing"
+    );
+    for command in ["parse", "workload"] {
+        cairn(s(dir.path()), &["awr", command, s(&readme)])
+            .refused(&format!("{} {NOT_A_REPORT}", readme.display()));
+    }
+    // Text that is no report at all, and bytes that are not even text.
+    let words = [
+        "storage",
+        "report",
+        "load",
+        "profile",
+        "statspack",
+        "workload",
+        "the",
+        "of",
+        "read",
+        "write",
+        "per",
+        "second",
+        "events",
+        "wait",
+        "repository",
+    ];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut text = String::new();
+    for i in 0..5000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        text.push_str(words[(state % words.len() as u64) as usize]);
+        text.push(if i % 12 == 11 { '\n' } else { ' ' });
+    }
+    let prose = dir.path().join("prose.txt");
+    std::fs::write(&prose, text).unwrap();
+    cairn(s(dir.path()), &["awr", "parse", s(&prose)]).refused(NOT_A_REPORT);
+    let noise = random_file(&dir.path().join("noise.bin"), 64 << 10, 7);
+    cairn(s(dir.path()), &["awr", "parse", s(&noise)]).refused(NOT_A_REPORT);
+    // A web page that is not AWR's: refused as well, saying what was expected.
+    let page = dir.path().join("page.html");
+    std::fs::write(
+        &page,
+        "<!DOCTYPE html><html><head><title>Quarterly results</title></head><body>\
+         <h1>Load profile of the sales team</h1><table><tr><td>North</td><td>1,200</td></tr>\
+         </table></body></html>",
+    )
+    .unwrap();
+    cairn(s(dir.path()), &["awr", "parse", s(&page)]).refused("is not an AWR HTML report");
+    // Cairn's own awr.txt is known by its title.
+    let own = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/tests/golden/oltp_awr.txt");
+    let parsed = cairn(s(dir.path()), &["awr", "parse", "--json", s(&own)])
+        .ok()
+        .json();
+    assert_eq!(parsed[0]["format"], "awr_text");
 }
 
 #[test]

@@ -405,3 +405,194 @@ fn write_benches_back_to_back_on_one_file_both_run() {
         cairn(t, &args).ok();
     }
 }
+
+/// Run `cairn` with `args` until it exits by itself. The deadline is only a
+/// safety net so that a run that never ends fails the test instead of
+/// hanging it; nothing here depends on how long the run took.
+fn cairn_until_exit(discover: &str, args: &[&str], safety_net: Duration) -> Run {
+    let child = cairn_command(discover, &[])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || tx.send(child.wait_with_output()).ok());
+    match rx.recv_timeout(safety_net) {
+        Ok(output) => {
+            waiter.join().unwrap();
+            Run::from(output.unwrap())
+        }
+        Err(_) => {
+            std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .ok();
+            waiter.join().unwrap();
+            panic!(
+                "`cairn {}` did not end on its own within {} s",
+                args.join(" "),
+                safety_net.as_secs()
+            );
+        }
+    }
+}
+
+#[test]
+fn an_absurd_rate_is_refused_and_an_unreachable_one_ends_on_time_as_not_held() {
+    let dir = scratch();
+    let target = dir.path().join("small.dat");
+    // Not a rate the schedule can keep: refused before anything is made.
+    let t = target.to_str().unwrap();
+    let refused_out = dir.path().join("refused");
+    for (rate, needle) in [
+        ("1e300", "1000000000"),
+        ("1e10", "1000000000"),
+        ("inf", "--rate"),
+        ("nan", "--rate"),
+    ] {
+        let args = [
+            "bench",
+            "quick",
+            "--target",
+            t,
+            "--out",
+            refused_out.to_str().unwrap(),
+            "--size",
+            "16m",
+            "--time",
+            "1s",
+            "--rate",
+            rate,
+        ];
+        cairn_until_exit(t, &args, Duration::from_secs(300))
+            .refused(needle)
+            .refused("--rate");
+        assert!(
+            !target.exists(),
+            "--rate {rate}: a refused run made its target"
+        );
+        assert!(!refused_out.exists());
+    }
+    // 1e9/s on a small file: far beyond any storage. The run ends by itself
+    // at its --time, the backlog stays bounded, and the rate is reported as
+    // not held with what was achieved.
+    let out = dir.path().join("huge");
+    let o = out.to_str().unwrap();
+    let run = cairn_until_exit(
+        t,
+        &[
+            "bench", "quick", "--target", t, "--out", o, "--size", "16m", "--rate", "1e9",
+            "--time", "2s", "--seed", "1", "--json",
+        ],
+        Duration::from_secs(300),
+    )
+    .ok();
+    let json = run.json();
+    let r = &json["runs"][0];
+    assert_eq!(r["elapsed_s"], 2.0, "{r:#}");
+    let outcome = &r["rate_outcome"];
+    assert_eq!(outcome["held"], false, "{outcome:#}");
+    assert_eq!(outcome["target_iops"], 1e9);
+    let achieved = outcome["achieved_iops"].as_f64().unwrap();
+    assert!(achieved > 0.0 && achieved < 1e9, "{outcome:#}");
+    assert!(outcome["not_issued"].as_u64().unwrap() > 0, "{outcome:#}");
+    let limit = outcome["backlog_limit"].as_u64().unwrap();
+    assert!(limit <= 1 << 20, "{outcome:#}");
+    assert!(
+        outcome["backlog_max"].as_u64().unwrap() <= limit,
+        "{outcome:#}"
+    );
+    let message = outcome["message"].as_str().unwrap();
+    assert!(
+        message.contains("not held") && message.contains("achieved"),
+        "{message}"
+    );
+}
+
+#[test]
+fn zero_or_absurd_times_are_refused_saying_what_is_expected() {
+    let dir = scratch();
+    let target = dir.path().join("t.dat");
+    let t = target.to_str().unwrap();
+    let out = dir.path().join("o");
+    let o = out.to_str().unwrap();
+    // (flags, what the one line must say); every refusal comes before any file is made.
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--interval", "0"], &["--interval 0 ", "at least 100ms"]),
+        (&["--interval", "0s"], &["--interval 0 ", "at least 100ms"]),
+        (
+            &["--interval", "1ns"],
+            &["--interval 1ns is shorter than 100ms"],
+        ),
+        (
+            &["--interval", "10ms"],
+            &["--interval 10ms is shorter than 100ms"],
+        ),
+        (
+            &["--interval", "1m"],
+            &["--interval 1m is longer than --time 30s"],
+        ),
+        (&["--time", "0"], &["--time 0 ", "such as 30s"]),
+        (&["--time", "50ms"], &["--time 50ms is shorter than 100ms"]),
+        (
+            &["--time", "1000years"],
+            &["--time 1000years is longer than 366days"],
+        ),
+        (
+            &["--time", "400days"],
+            &["--time 400days is longer than 366days"],
+        ),
+        (
+            &["--warmup", "30s"],
+            &["--warmup 30s is not shorter than --time 30s"],
+        ),
+        (
+            &["--warmup", "100000years"],
+            &["--warmup 100000years is not shorter than --time 30s"],
+        ),
+        (
+            &["--time", "30days", "--interval", "1s"],
+            &[
+                "2592000 intervals",
+                "more than 100000",
+                "--interval of at least 26s",
+            ],
+        ),
+    ];
+    for (flags, needles) in cases {
+        let mut args = vec!["bench", "quick", "--target", t, "--out", o, "--size", "16m"];
+        args.extend_from_slice(flags);
+        // A safety net only: a refusal comes at once, but today's code ran
+        // some of these for ever.
+        let mut run = cairn_until_exit(t, &args, Duration::from_secs(120));
+        for needle in *needles {
+            run = run.refused(needle);
+        }
+        assert!(!run.stderr.contains("0ns"), "{flags:?}: {}", run.stderr);
+        assert!(!target.exists() && !out.exists(), "{flags:?} made files");
+    }
+    // The same limits in a parameter file, with the place of the value.
+    for (rd, needle) in [
+        (
+            "elapsed=10,interval=0.05",
+            "interval=0.05 is shorter than 0.1 s",
+        ),
+        ("elapsed=720h,interval=1", "2592000 intervals"),
+    ] {
+        let file = dir.path().join("p.vdb");
+        std::fs::write(
+            &file,
+            format!(
+                "sd=sd1,lun={t},size=16m\nwd=w,sd=sd1,xfersize=8k\nrd=r,wd=w,iorate=max,{rd}\n"
+            ),
+        )
+        .unwrap();
+        cairn(t, &["bench", "run", file.to_str().unwrap(), "--out", o])
+            .refused(needle)
+            .refused(&format!("{}:3:", file.display()));
+        assert!(!target.exists() && !out.exists());
+    }
+}

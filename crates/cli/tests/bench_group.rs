@@ -428,3 +428,50 @@ fn an_awr_report_replays_onto_a_group_file() {
         .starts_with("cairn group file"));
     assert_eq!(run_of(&result)["errors"]["count"], 0);
 }
+
+#[test]
+fn the_engine_flag_mounts_the_group_with_that_engine() {
+    let rig = Rig::new(|dir| format!("{}/*.img", dir.display()));
+    let disks = vec![
+        sparse(&rig.path("d0.img"), 256 * MIB),
+        sparse(&rig.path("d1.img"), 256 * MIB),
+    ];
+    rig.create_data(&disks);
+    for (flag, name, kind) in [("sync", "sync", "sync"), ("uring", "io_uring", "uring")] {
+        if flag == "uring" {
+            if let Err(e) = cairn_io::uring_engine::UringEngine::new(1) {
+                println!("skipped: --engine uring: io_uring is not available here: {e}");
+                continue;
+            }
+        }
+        let out = rig.path(&format!("out-{flag}")).display().to_string();
+        let result = rig
+            .cairn(&[
+                "--engine",
+                flag,
+                "bench",
+                "quick",
+                "--json",
+                "--out",
+                &out,
+                "--target",
+                "+DATA/bench/f1",
+                "--size",
+                "16m",
+                "--rw",
+                "randread",
+                "--time",
+                "1s",
+                "--interval",
+                "500ms",
+            ])
+            .ok()
+            .json();
+        assert_eq!(result["engine"]["kind"], kind, "{:#}", result["engine"]);
+        assert_eq!(
+            result["targets"][0]["mount_engine"], name,
+            "the group was mounted with another engine than --engine {flag}: {:#}",
+            result["targets"][0]
+        );
+    }
+}

@@ -390,3 +390,50 @@ fn absurd_session_counts_are_refused_in_one_line() {
         .refused("--threads");
     assert!(!out.exists(), "a refused run leaves no output directory");
 }
+
+/// Why `--engine uring` cannot run here, if it cannot.
+fn uring_refused() -> Option<String> {
+    cairn_io::uring_engine::UringEngine::new(1)
+        .err()
+        .map(|e| format!("io_uring is not available here: {e}"))
+}
+
+#[test]
+fn the_engine_flag_reaches_setups_loader_and_verify() {
+    for (flag, name) in [("sync", "sync"), ("uring", "io_uring")] {
+        if flag == "uring" {
+            if let Some(why) = uring_refused() {
+                println!("skipped: --engine uring: {why}");
+                continue;
+            }
+        }
+        let f = files(CONF);
+        let args = |verb: &str| -> Vec<String> {
+            let mut a: Vec<String> = ["--engine", flag, "bench", "oltp", verb]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            if verb == "setup" {
+                a.extend(["--conf".into(), s(&f.conf).into()]);
+            }
+            a.extend([
+                "--target".into(),
+                s(&f.data).into(),
+                "--redo".into(),
+                s(&f.redo).into(),
+                "--json".into(),
+            ]);
+            a
+        };
+        let run = |verb: &str| {
+            let a = args(verb);
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            cairn(s(f.dir.path()), &a).ok().json()
+        };
+        let load = run("setup");
+        assert_eq!(load["engine"], name, "setup --engine {flag}: {load:#}");
+        let verify = run("verify");
+        assert_eq!(verify["engine"], name, "verify --engine {flag}: {verify:#}");
+        assert_eq!(verify["problems_total"], 0);
+    }
+}

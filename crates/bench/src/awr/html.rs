@@ -32,18 +32,29 @@ const ROW_WARNINGS_MAX: usize = 20;
 /// Read an AWR HTML report. Never fails: what could not be read is in
 /// `warnings`, and a document that is not an AWR HTML report says so there.
 pub fn parse_awr_html(html: &str, source: &str) -> AwrReport {
+    parse_awr_html_checked(html, source).unwrap_or_else(|why| {
+        let mut report = AwrReport::empty(source, Format::AwrHtml);
+        let mut w = Warnings::default();
+        w.report(why);
+        report.warnings = w.list;
+        report
+    })
+}
+
+/// Read an AWR HTML report, or say (one line) why the document is not one:
+/// it has neither the `WORKLOAD REPOSITORY` title, an AWR page title, nor
+/// any of AWR's tables.
+pub fn parse_awr_html_checked(html: &str, source: &str) -> Result<AwrReport, String> {
     let doc = Document::read(html);
     let mut report = AwrReport::empty(source, Format::AwrHtml);
     let mut w = Warnings::default();
 
     if !doc.looks_like_awr() {
-        w.report(format!(
+        return Err(format!(
             "not an AWR HTML report: no `WORKLOAD REPOSITORY` title and none of AWR's \
              tables among the {} table(s) found; give the HTML output of awrrpt.sql",
             doc.tables.len()
         ));
-        report.warnings = w.list;
-        return report;
     }
     if doc.headings_contain("compare period") {
         w.report(
@@ -154,7 +165,7 @@ pub fn parse_awr_html(html: &str, source: &str) -> AwrReport {
         w.report("the file ends before `</html>`: the report may be truncated".into());
     }
     report.warnings = w.list;
-    report
+    Ok(report)
 }
 
 // ---------------------------------------------------------------------------

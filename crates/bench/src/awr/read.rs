@@ -1,8 +1,13 @@
 //! Read a report file of any supported kind: `cairn awr parse`.
 //!
-//! The kind is told from the text, not the file name: HTML by its markup,
-//! Statspack by its banner, otherwise AWR text (which also covers a report
-//! pasted into a mail or a blog, whatever it lost on the way).
+//! The kind is told from the report's own markers, not the file name: AWR
+//! HTML by its markup and AWR's title or tables; Statspack by its `STATSPACK
+//! report for` banner; AWR text by its `WORKLOAD REPOSITORY` banner (near the
+//! top, so a report pasted into a mail or a blog is still found), or the
+//! title of Cairn's own OLTP `awr.txt` at its top, or — a
+//! fragment cut from a report, as DBAs post them — by starting with one of
+//! AWR's sections. Anything else is refused, saying what was expected: a
+//! README that names Statspack and quotes a Load Profile is not a report.
 
 use std::path::Path;
 
@@ -20,26 +25,54 @@ pub enum AwrError {
     /// Nothing usable was extracted; the message names what was found and what is missing.
     #[error("{path}: {message}")]
     Unusable { path: String, message: String },
+    /// None of the report's own markers: not a report of any kind read here.
+    #[error("{path} {message}")]
+    NotAReport { path: String, message: String },
 }
+
+/// Why a text is not a report of any kind read here, and what was expected.
+pub const NOT_A_REPORT: &str = "is not an AWR or Statspack report: no 'WORKLOAD REPOSITORY report for' or 'STATSPACK report for' header found, and it does not start with an AWR section; give the text or HTML output of awrrpt.sql, or the output of spreport.sql";
 
 /// The biggest report read (AWR reports of a busy RAC run to tens of MB).
 pub const REPORT_BYTES_MAX: u64 = 512 << 20;
 
-/// The kind of report `text` is.
-pub fn detect(text: &str) -> Format {
+/// The kind of report `text` is, by its own markers; `None` when it has none.
+/// HTML is only told by its markup here: whether it is AWR's is for the HTML
+/// reader to say (its title and tables), see [`parse_str`].
+pub fn detect(text: &str) -> Option<Format> {
     let head: String = text
         .chars()
         .take(64 * 1024)
         .collect::<String>()
         .to_ascii_lowercase();
     if head.contains("<html") || head.contains("<table") || head.contains("<!doctype html") {
-        Format::AwrHtml
-    } else if head.contains("statspack report for") || head.contains("statspack report") {
-        Format::StatspackText
+        return Some(Format::AwrHtml);
+    }
+    let top = || text.lines().take(HEADER_LINES_MAX).map(str::trim_start);
+    if top().any(|l| {
+        l.get(..STATSPACK_BANNER.len())
+            .is_some_and(|b| b.eq_ignore_ascii_case(STATSPACK_BANNER))
+    }) {
+        Some(Format::StatspackText)
+    } else if top().any(|l| l.starts_with(AWR_BANNER))
+        || text.lines().find(|l| !l.trim().is_empty()).map(str::trim)
+            == Some(crate::oltp::report::AWR_TITLE)
+        || super::text::starts_with_a_section(text)
+    {
+        Some(Format::AwrText)
     } else {
-        Format::AwrText
+        None
     }
 }
+
+/// The first line of a Statspack report (any case).
+const STATSPACK_BANNER: &str = "statspack report for";
+/// The first line of an AWR text report: `WORKLOAD REPOSITORY report for`,
+/// or `WORKLOAD REPOSITORY PDB report` for a PDB's (Oracle prints it so).
+const AWR_BANNER: &str = "WORKLOAD REPOSITORY";
+/// Lines at the top of a file searched for a report's banner: a report
+/// pasted into a mail comes after its headers and a greeting.
+const HEADER_LINES_MAX: usize = 120;
 
 /// Oracle's other reports, told by their banners: read as an AWR report they
 /// would give wrong figures (a compare-period report's Load Profile has two
@@ -88,17 +121,22 @@ fn other_report(text: &str) -> Option<ParseWarning> {
         })
 }
 
-/// Parse `text` (read from `source`) as the kind it is.
-pub fn parse_str(text: &str, source: &str) -> AwrReport {
+/// Parse `text` (read from `source`) as the kind it is. The error is a text
+/// that is no report read here, saying what was expected (it follows the
+/// file's name: "notes.txt is not an AWR or Statspack report: …").
+pub fn parse_str(text: &str, source: &str) -> Result<AwrReport, String> {
     if let Some(w) = other_report(text) {
-        let mut r = AwrReport::empty(source, detect(text));
+        let mut r = AwrReport::empty(source, detect(text).unwrap_or(Format::AwrText));
         r.warnings.push(w);
-        return r;
+        return Ok(r);
     }
     match detect(text) {
-        Format::AwrHtml => super::html::parse_awr_html(text, source),
-        Format::StatspackText => super::statspack::parse_statspack_text(text, source),
-        Format::AwrText => super::text::parse_awr_text(text, source),
+        Some(Format::AwrHtml) => {
+            super::html::parse_awr_html_checked(text, source).map_err(|why| format!("is {why}"))
+        }
+        Some(Format::StatspackText) => Ok(super::statspack::parse_statspack_text(text, source)),
+        Some(Format::AwrText) => Ok(super::text::parse_awr_text(text, source)),
+        None => Err(NOT_A_REPORT.to_string()),
     }
 }
 
@@ -127,7 +165,10 @@ pub fn parse_file(path: &Path) -> Result<AwrReport, AwrError> {
     })?;
     // Reports saved on Windows or by a browser may not be UTF-8: read what is.
     let text = String::from_utf8_lossy(&bytes);
-    let report = parse_str(&text, &shown);
+    let report = parse_str(&text, &shown).map_err(|message| AwrError::NotAReport {
+        path: shown.clone(),
+        message,
+    })?;
     if usable(&report) {
         Ok(report)
     } else {
@@ -166,7 +207,7 @@ mod tests {
     #[test]
     fn oracles_other_reports_are_named_and_nothing_is_read_from_them() {
         let compare = "\nWORKLOAD REPOSITORY COMPARE PERIOD REPORT\n\nLoad Profile\n";
-        let r = parse_str(compare, "dd.txt");
+        let r = parse_str(compare, "dd.txt").expect("a banner is a marker");
         assert!(!usable(&r));
         assert_eq!(r.warnings.len(), 1);
         assert_eq!(r.warnings[0].line, 2);
@@ -177,7 +218,7 @@ mod tests {
             ("WORKLOAD REPOSITORY SQL Report\n", "awrsqrpt.sql"),
             ("WORKLOAD REPOSITORY REPORT (RAC)\n", "awrgrpt.sql"),
         ] {
-            let r = parse_str(text, "x.txt");
+            let r = parse_str(text, "x.txt").expect("a banner is a marker");
             assert!(
                 r.warnings[0].message.contains(script),
                 "{text}: {:?}",
@@ -187,5 +228,45 @@ mod tests {
         // An AWR report is not one of them.
         let awr = "WORKLOAD REPOSITORY report for\n\nLoad Profile\n";
         assert!(other_report(awr).is_none());
+    }
+
+    #[test]
+    fn a_report_is_told_by_its_own_markers_and_nothing_else_is_one() {
+        let sp = "\n  STATSPACK report for\n\nDatabase    DB Id\n";
+        assert_eq!(detect(sp), Some(Format::StatspackText));
+        let mail = format!(
+            "From: dba\nSubject: AWR\n\nHi,\n\n{}WORKLOAD REPOSITORY report for\n",
+            "\n".repeat(40)
+        );
+        assert_eq!(detect(&mail), Some(Format::AwrText));
+        assert_eq!(
+            detect("WORKLOAD REPOSITORY PDB report (root snapshots)\n"),
+            Some(Format::AwrText)
+        );
+        // A fragment starts with one of AWR's sections.
+        let fragment = "\nStatistic                                     Total     per Second     per Trans\n\
+                        -------------------------------- ------------------ -------------- -------------\n\
+                        redo writes                                 341,363           47.4           7.3\n";
+        assert_eq!(detect(fragment), Some(Format::AwrText));
+        let profile = "Load Profile              Per Second    Per Transaction\n~~~~~~~~~~~~  ---------------   ---------------\n";
+        assert_eq!(detect(profile), Some(Format::AwrText));
+        // Cairn's own awr.txt.
+        let cairn = "Cairn OLTP Report (AWR style)\n=============================\n";
+        assert_eq!(detect(cairn), Some(Format::AwrText));
+        // Prose that names reports, or quotes a section further down, is none.
+        for text in [
+            "",
+            "# Notes\n\nAWR and Statspack reports are read.\nA STATSPACK report for a week...\n",
+            "# Cairn\n\n```\nLoad Profile\n                 Per Second\n```\n",
+            "See the section below.\n\nStatistic    Total     per Second     per Trans\n",
+            "the text says WORKLOAD REPOSITORY report for a day\n",
+        ] {
+            assert_eq!(detect(text), None, "{text:?}");
+            let e = parse_str(text, "notes.txt").err().unwrap_or_default();
+            assert!(e.starts_with("is not an AWR or Statspack report"), "{e}");
+        }
+        let page = "<html><title>Sales</title><table><tr><td>1</td></tr></table></html>";
+        let e = parse_str(page, "p.html").err().unwrap_or_default();
+        assert!(e.starts_with("is not an AWR HTML report"), "{e}");
     }
 }

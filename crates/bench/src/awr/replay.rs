@@ -146,6 +146,7 @@ pub fn replay(
             force: opts.force,
             fill_progress: &mut fill,
             discovery: opts.discovery,
+            engine: opts.engine.file_engine_kind(),
         },
     )
     .map_err(|e| ReplayError::Target(e.to_string()))?;

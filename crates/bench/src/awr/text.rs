@@ -213,6 +213,27 @@ fn warn(section: &str, line: usize, message: &str) -> ParseWarning {
 
 /// Lines with the damage of §5 undone and the SQL*Plus artefacts dropped,
 /// each with its line number in the original text.
+/// Whether `text` starts (at its first non-blank line) with one of an AWR
+/// report's own sections: a section title, or the column header of a
+/// statistics table. That is what a fragment cut from a report looks like;
+/// a document that merely quotes a report further down does not.
+pub(crate) fn starts_with_a_section(text: &str) -> bool {
+    // Enough lines after the first for a title's underline to be seen.
+    let head: String = text
+        .split('\n')
+        .take(FRAGMENT_HEAD_LINES)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let lines = normalize(&head);
+    let Some(first) = lines.iter().position(|l| !l.text.trim().is_empty()) else {
+        return false;
+    };
+    is_stat_header(&lines[first].text) || title_of(&lines, first).is_some()
+}
+
+/// Lines of a text's head that [`starts_with_a_section`] looks at.
+const FRAGMENT_HEAD_LINES: usize = 64;
+
 fn normalize(text: &str) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
     let mut skip_underline = false;

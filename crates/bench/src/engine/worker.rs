@@ -45,6 +45,19 @@ pub enum EngineMaker {
     Custom(EngineFactory),
 }
 
+impl EngineMaker {
+    /// The kind of real engine for the work around a run on the same
+    /// targets (filling a new file, mounting a group): the run's own, and
+    /// `auto` beside a custom engine, which only drives the run itself.
+    pub fn file_engine_kind(&self) -> cairn_io::EngineKind {
+        match self {
+            EngineMaker::Uring => cairn_io::EngineKind::Uring,
+            EngineMaker::Sync => cairn_io::EngineKind::Sync,
+            EngineMaker::Custom(_) => cairn_io::EngineKind::Auto,
+        }
+    }
+}
+
 /// State shared by every worker of a run.
 pub struct RunShared {
     pub stop: AtomicBool,
@@ -55,18 +68,36 @@ pub struct RunShared {
 
 impl RunShared {
     pub fn stop_with(&self, reason: String) {
-        let mut r = lock(&self.stop_reason);
+        let mut r = self.reason_slot();
         if r.is_none() {
             *r = Some(reason);
         }
         self.stop.store(true, Ordering::SeqCst);
     }
+
+    /// Why the run was stopped, if it was.
+    pub fn stop_reason(&self) -> Option<String> {
+        self.reason_slot().clone()
+    }
+
+    /// The reason's slot, even if a thread panicked while holding it: it
+    /// holds one `Option<String>`, replaced whole, so it is never half made,
+    /// and a reason to stop must get out whatever else went wrong.
+    fn reason_slot(&self) -> MutexGuard<'_, Option<String>> {
+        self.stop_reason
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
-/// Lock, tolerating a poisoned mutex (a worker that panicked has already
-/// failed the run; the data behind the lock is plain counters).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// Lock an sd's schedule. A thread that panicked while holding it (a bug: an
+/// invariant broke) may have left it half changed — a backlog, the
+/// validation keys — so its panic spreads to whoever touches it next: the
+/// run is abandoned (the scope of its threads re-raises the panic), never
+/// carried on or reported from that state.
+pub fn lock(m: &Mutex<SdSched>) -> MutexGuard<'_, SdSched> {
+    m.lock()
+        .expect("invariant: no I/O thread panics while holding an sd's schedule")
 }
 
 /// One sd as a worker drives it.

@@ -77,7 +77,8 @@
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{
-    Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+    Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    TryLockError,
 };
 use std::time::{Duration, Instant};
 
@@ -193,15 +194,18 @@ impl WaitQueue {
         }
     }
 
+    // The queue's mutex guards no data (the state waited on is atomics), so
+    // a thread that panicked holding it left nothing half made: waits and
+    // wake-ups go on, and must, for the others to see the run stop.
     fn notify_always(&self) {
-        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.cv.notify_all();
     }
 
     /// Wait while `blocked()` holds, at most `timeout`.
     fn wait_while(&self, timeout: Duration, mut blocked: impl FnMut() -> bool) {
         let deadline = Instant::now() + timeout;
-        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.waiters.fetch_add(1, SeqCst);
         while blocked() {
             let now = Instant::now();
@@ -210,7 +214,7 @@ impl WaitQueue {
             }
             g = match self.cv.wait_timeout(g, deadline - now) {
                 Ok((g, _)) => g,
-                Err(e) => e.into_inner().0,
+                Err(poisoned) => poisoned.into_inner().0,
             };
         }
         self.waiters.fetch_sub(1, SeqCst);
@@ -303,13 +307,21 @@ thread_local! {
     static SESSION: usize = NEXT_SESSION.fetch_add(1, Relaxed);
 }
 
+/// A latch that a thread panicked holding (a bug) may guard a half-linked
+/// hash chain: the panic spreads to whoever takes it next, and the run fails
+/// rather than serve or write blocks through a broken cache.
+const LATCH_POISONED: &str = "invariant: no thread panics while holding a chains latch";
+/// A frame whose holder panicked may hold a half-made change: never read,
+/// changed or written again (the writer would put it on disk).
+const FRAME_POISONED: &str = "invariant: no session panics while holding a buffer";
+
 fn lock_timed<'m, T>(m: &'m Mutex<T>, event: Event, op: &mut OpStats) -> MutexGuard<'m, T> {
     match m.try_lock() {
         Ok(g) => g,
-        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(TryLockError::Poisoned(_)) => panic!("{LATCH_POISONED}"),
         Err(TryLockError::WouldBlock) => {
             let t = Instant::now();
-            let g = m.lock().unwrap_or_else(|e| e.into_inner());
+            let g = m.lock().expect(LATCH_POISONED);
             op.wait(event, t.elapsed());
             g
         }
@@ -432,7 +444,7 @@ impl BufferCache {
             };
             let frame = &self.frames[f];
             // The frame is unhooked: only the writer may hold its lock, briefly.
-            let guard = frame.data.write().unwrap_or_else(|e| e.into_inner());
+            let guard = frame.data.write().expect(FRAME_POISONED);
             let (l, s) = self.bucket(id);
             let mut heads = lock_timed(&self.latches[l].heads, Event::LatchCacheBuffersChains, op);
             if self.find_in_chain(heads[s], id).is_some() {
@@ -515,7 +527,7 @@ impl BufferCache {
         let guard = match mode {
             Mode::Shared => match frame.data.try_read() {
                 Ok(g) => PinGuard::Shared(g),
-                Err(TryLockError::Poisoned(e)) => PinGuard::Shared(e.into_inner()),
+                Err(TryLockError::Poisoned(_)) => panic!("{FRAME_POISONED}"),
                 Err(TryLockError::WouldBlock) => {
                     if !may_block {
                         self.unpin(f);
@@ -523,14 +535,14 @@ impl BufferCache {
                     }
                     let event = busy_event();
                     let t = Instant::now();
-                    let g = frame.data.read().unwrap_or_else(|e| e.into_inner());
+                    let g = frame.data.read().expect(FRAME_POISONED);
                     op.wait(event, t.elapsed());
                     PinGuard::Shared(g)
                 }
             },
             Mode::Exclusive => match frame.data.try_write() {
                 Ok(g) => PinGuard::Exclusive(g),
-                Err(TryLockError::Poisoned(e)) => PinGuard::Exclusive(e.into_inner()),
+                Err(TryLockError::Poisoned(_)) => panic!("{FRAME_POISONED}"),
                 Err(TryLockError::WouldBlock) => {
                     if !may_block {
                         self.unpin(f);
@@ -538,7 +550,7 @@ impl BufferCache {
                     }
                     let event = busy_event();
                     let t = Instant::now();
-                    let g = frame.data.write().unwrap_or_else(|e| e.into_inner());
+                    let g = frame.data.write().expect(FRAME_POISONED);
                     op.wait(event, t.elapsed());
                     PinGuard::Exclusive(g)
                 }
@@ -661,10 +673,7 @@ impl BufferCache {
         let frame = &self.frames[f];
         let id = frame.id.load(Relaxed);
         let (l, s) = self.bucket(id);
-        let mut heads = self.latches[l]
-            .heads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut heads = self.latches[l].heads.lock().expect(LATCH_POISONED);
         if frame.state.load(Acquire) != VALID
             || frame.id.load(Relaxed) != id
             || frame.pins.load(Acquire) > 0
@@ -688,10 +697,7 @@ impl BufferCache {
     /// tests and diagnostics, not for sessions.
     pub fn contains(&self, id: BlockId) -> bool {
         let (l, s) = self.bucket(id);
-        let heads = self.latches[l]
-            .heads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let heads = self.latches[l].heads.lock().expect(LATCH_POISONED);
         self.find_in_chain(heads[s], id)
             .is_some_and(|f| self.frames[f].state.load(Acquire) == VALID)
     }
@@ -737,7 +743,10 @@ impl BufferCache {
         op: &mut OpStats,
     ) {
         let _ = op;
-        let mut pool = self.writer_pool.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pool = self
+            .writer_pool
+            .lock()
+            .expect("invariant: the writer does not panic while holding its buffer pool");
         pool.extend(jobs.drain(..).map(|job| job.buf));
         let dirty = self.dirty.load(SeqCst);
         if max == 0 || dirty == 0 {
@@ -788,7 +797,7 @@ impl BufferCache {
         }
         let guard = match frame.data.try_read() {
             Ok(g) => g,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::Poisoned(_)) => panic!("{FRAME_POISONED}"),
             Err(TryLockError::WouldBlock) => return,
         };
         if frame.state.load(Acquire) != VALID || !frame.dirty.load(SeqCst) {
@@ -963,7 +972,7 @@ impl<'a> Loading<'a> {
             Mode::Exclusive => PinGuard::Exclusive(guard),
             Mode::Shared => {
                 drop(guard);
-                PinGuard::Shared(frame.data.read().unwrap_or_else(|e| e.into_inner()))
+                PinGuard::Shared(frame.data.read().expect(FRAME_POISONED))
             }
         };
         Pinned {
@@ -993,10 +1002,7 @@ impl<'a> Loading<'a> {
         let frame = &cache.frames[self.frame];
         let (l, s) = cache.bucket(self.id);
         {
-            let mut heads = cache.latches[l]
-                .heads
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut heads = cache.latches[l].heads.lock().expect(LATCH_POISONED);
             unlink(&cache.frames, &mut heads[s], self.frame);
             frame.state.store(FREE, Release);
         }

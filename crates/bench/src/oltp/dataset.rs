@@ -98,6 +98,8 @@ pub struct SetupOptions<'a> {
     pub seed: u64,
     /// Size of a redo file that setup creates (an existing one keeps its size).
     pub redo_bytes: u64,
+    /// The engine of the loaders and of the redo log's formatting (`--engine`).
+    pub engine: EngineKind,
 }
 
 /// What setup did, for its throughput report.
@@ -117,6 +119,9 @@ pub struct LoadReport {
     pub redo: TargetInfo,
     /// Paths that setup created (missing files).
     pub created: Vec<String>,
+    /// The engine the loaders ran on, as it turned out (`io_uring`, `sync`).
+    #[serde(default)]
+    pub engine: String,
 }
 
 /// The smallest redo file: its header region and 8 MiB of log.
@@ -249,6 +254,7 @@ fn setup_inner(
         keymaps: &keymaps,
         extents: layout.total_blocks().div_ceil(layout.extent_blocks()),
         paths: targets,
+        engine: opts.engine,
     };
     let threads = opts.parallel.clamp(1, LOAD_THREADS_MAX);
     let next = AtomicU64::new(0);
@@ -266,7 +272,7 @@ fn setup_inner(
             .collect::<Result<Vec<_>, _>>()?;
         handles_per_thread.push(clones);
     }
-    let results: Vec<Result<u64, OltpError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<(u64, &'static str), OltpError>> = std::thread::scope(|scope| {
         let workers: Vec<_> = handles_per_thread
             .into_iter()
             .map(|devices| {
@@ -290,8 +296,15 @@ fn setup_inner(
     });
     bar.finish_and_clear();
     let mut bytes = 0u64;
+    // Every loader asked for the same kind; where `auto` resolved differently
+    // between them (a kernel refusing some rings), the report names each.
+    let mut engines: Vec<&'static str> = Vec::new();
     for r in results {
-        bytes += r?;
+        let (written, engine) = r?;
+        bytes += written;
+        if !engines.contains(&engine) {
+            engines.push(engine);
+        }
     }
     if interrupted.load(Ordering::SeqCst) {
         return Err(OltpError::Interrupted);
@@ -311,6 +324,7 @@ fn setup_inner(
         redo,
         HEADER_BYTES,
         redo_header.log_end,
+        opts.engine,
         interrupted,
     )?;
     let mut redo_io = HeaderIo::new(std::slice::from_ref(&redo_dev), &[redo.to_path_buf()])?;
@@ -360,6 +374,7 @@ fn setup_inner(
             opts.host,
         ),
         created: created.iter().map(|p| p.display().to_string()).collect(),
+        engine: engines.join(", "),
     })
 }
 
@@ -369,11 +384,12 @@ struct LoadPlan<'a> {
     keymaps: &'a [KeyMap],
     extents: u64,
     paths: &'a [PathBuf],
+    engine: EngineKind,
 }
 
 /// One loader thread: claims extents in turn, formats each into a 1 MiB
 /// buffer and writes it whole, with up to [`IO_DEPTH`] writes in flight.
-/// Returns the bytes it wrote.
+/// Returns the bytes it wrote and the name of the engine it ran on.
 fn load_worker(
     plan: &LoadPlan,
     devices: Vec<DeviceFile>,
@@ -381,9 +397,9 @@ fn load_worker(
     stop: &AtomicBool,
     interrupted: &AtomicBool,
     bar: &indicatif::ProgressBar,
-) -> Result<u64, OltpError> {
+) -> Result<(u64, &'static str), OltpError> {
     let layout = plan.layout;
-    let mut engine = new_file_engine(EngineKind::Auto, IO_DEPTH)
+    let mut engine = new_file_engine(plan.engine, IO_DEPTH)
         .map_err(|e| OltpError::os("starting an I/O engine for the loader", e))?;
     let ids: Vec<DeviceId> = devices.into_iter().map(|d| engine.attach(d)).collect();
     let mut free: Vec<AlignedBuf> = Vec::with_capacity(IO_DEPTH);
@@ -425,7 +441,7 @@ fn load_worker(
             }
         }
         if engine.in_flight() == 0 {
-            return Ok(written);
+            return Ok((written, engine.name()));
         }
         engine
             .wait(1)
@@ -608,6 +624,9 @@ pub struct VerifyReport {
     /// The redo log read back and set against the data files.
     #[serde(default)]
     pub redo: RedoCheck,
+    /// The engine the data files were read with (`io_uring`, `sync`).
+    #[serde(default)]
+    pub engine: String,
 }
 
 /// What the redo log holds, set against the data files: after a crash, the
@@ -638,6 +657,7 @@ pub fn verify(
     targets: &[PathBuf],
     redo: &Path,
     host: &Host,
+    engine_kind: EngineKind,
     progress: bool,
     interrupted: &AtomicBool,
 ) -> Result<VerifyReport, OltpError> {
@@ -650,7 +670,7 @@ pub fn verify(
     let keymaps: Vec<KeyMap> = (0..header.shape.schemas)
         .map(|schema| key_map(header.dataset, schema, &header.shape))
         .collect();
-    let mut engine = new_file_engine(EngineKind::Auto, IO_DEPTH)
+    let mut engine = new_file_engine(engine_kind, IO_DEPTH)
         .map_err(|e| OltpError::os("starting an I/O engine for verify", e))?;
     let ids: Vec<DeviceId> = data.into_iter().map(|d| engine.attach(d)).collect();
     let bar = progress_bar(
@@ -673,6 +693,7 @@ pub fn verify(
             problems_total: 0,
             problems: Vec::new(),
             redo: redo_check,
+            engine: engine.name().to_string(),
         },
     };
     let extents = layout.total_blocks().div_ceil(layout.extent_blocks());
@@ -1044,11 +1065,12 @@ fn format_log(
     path: &Path,
     start: u64,
     end: u64,
+    engine_kind: EngineKind,
     interrupted: &AtomicBool,
 ) -> Result<(), OltpError> {
     const PIECE: u64 = 1 << 20;
     const IN_FLIGHT: usize = 8;
-    let mut engine = new_file_engine(EngineKind::Auto, IN_FLIGHT)
+    let mut engine = new_file_engine(engine_kind, IN_FLIGHT)
         .map_err(|e| OltpError::os("starting an I/O engine to format the redo log", e))?;
     let id =
         engine.attach(dev.try_clone().map_err(|e| {
@@ -1087,7 +1109,10 @@ fn format_log(
 }
 
 /// Header reads and writes on a set of open devices, one at a time, through a
-/// second handle of each (the caller keeps the exclusive one).
+/// second handle of each (the caller keeps the exclusive one). Always the
+/// sync engine, whatever `--engine` says: a few 4 KiB writes, each flushed
+/// before the next, gain nothing from a ring, and `--engine sync` (the one
+/// that matters when io_uring misbehaves) is honoured either way.
 struct HeaderIo {
     engine: Box<dyn FileEngine>,
     ids: Vec<DeviceId>,

@@ -122,6 +122,10 @@ impl Dbwr {
         let thread = std::thread::Builder::new()
             .name("cairn-dbwr".into())
             .spawn(move || {
+                let _on_panic = ShutOnPanic {
+                    cache: Arc::clone(&writer_cache),
+                    health: Arc::clone(&health),
+                };
                 let cpu_mark = thread_cpu_ns();
                 let engine = match new_file_engine(cfg.engine, cfg.batch) {
                     Ok(e) => e,
@@ -202,6 +206,25 @@ struct WriteMeta {
     lsn: Lsn,
     target: usize,
     offset_bytes: u64,
+}
+
+/// Held by the writer thread: if it panics (a bug, or a buffer a session
+/// panicked holding), the run fails and the cache shuts, so no session waits
+/// for free buffers this writer will never clean — the run ends, failed,
+/// instead of hanging.
+struct ShutOnPanic {
+    cache: Arc<BufferCache>,
+    health: Arc<Health>,
+}
+
+impl Drop for ShutOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.health
+                .fail("the database writer panicked; this is a bug in Cairn, please report it");
+            self.cache.shutdown();
+        }
+    }
 }
 
 struct Writer<R: RedoFlush> {

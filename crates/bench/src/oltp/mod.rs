@@ -82,7 +82,7 @@ impl Health {
 
     /// Record a failure (the first one wins) and tell every thread to stop.
     pub fn fail(&self, message: impl Into<String>) {
-        let mut e = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        let mut e = self.message();
         if e.is_none() {
             *e = Some(message.into());
         }
@@ -95,6 +95,16 @@ impl Health {
     }
 
     pub fn error(&self) -> Option<String> {
-        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.message().clone()
+    }
+
+    /// The first failure's message, even if a thread panicked while holding
+    /// it: it is one `Option<String>`, replaced whole, never half made; and
+    /// this is how a panic is reported — a session that panics records it
+    /// here while unwinding, where a second panic would abort the process.
+    fn message(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

@@ -46,7 +46,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -199,6 +199,8 @@ enum Down {
     Failed { context: String, error: IoError },
     /// `stop` was called.
     Stopped,
+    /// The log writer thread panicked (a bug).
+    Panicked,
 }
 
 impl Down {
@@ -207,6 +209,9 @@ impl Down {
             Down::Failed { context, error } => OltpError::io(context.clone(), error.clone()),
             Down::Stopped => OltpError::Usage(
                 "the log writer has been stopped; no more redo can be written in this run".into(),
+            ),
+            Down::Panicked => OltpError::Usage(
+                "the log writer panicked; this is a bug in Cairn, please report it".into(),
             ),
         }
     }
@@ -248,9 +253,22 @@ struct Shared {
     release_commits_early: AtomicBool,
 }
 
+/// The log's state after a thread panicked holding it (a bug) may be half
+/// changed — positions in the ring, what is written — so the panic spreads
+/// to whoever takes it next and the run fails instead of logging on.
+const STATE_POISONED: &str = "invariant: no thread panics while holding the log's state";
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().expect(STATE_POISONED)
+    }
+
+    /// The state for shutting down only: marking the writer gone and waking
+    /// whoever waits for it, after a panic has already failed the run. Those
+    /// flags are set whole, nothing is read back to report, and a `Drop` that
+    /// runs while unwinding must not panic again.
+    fn lock_for_shutdown(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Wake the writer (the caller holds the latch).
@@ -349,6 +367,10 @@ impl RedoLog {
         let handle = std::thread::Builder::new()
             .name("cairn-lgwr".into())
             .spawn(move || {
+                let _on_panic = DownOnPanic {
+                    shared: Arc::clone(&writer_shared),
+                    health: Arc::clone(&health),
+                };
                 let mut engine = match new_file_engine(engine_kind, depth) {
                     Ok(engine) => engine,
                     Err(e) => {
@@ -431,7 +453,7 @@ impl RedoLog {
             waited_since.get_or_insert_with(Instant::now);
             sh.post(&mut st);
             st.space_waiters += 1;
-            st = sh.written_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = sh.written_cv.wait(st).expect(STATE_POISONED);
             st.space_waiters -= 1;
         }
         if let Some(t) = waited_since {
@@ -490,7 +512,7 @@ impl RedoLog {
             if sh.release_commits_early.load(Ordering::Relaxed) {
                 break Ok(());
             }
-            st = sh.written_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = sh.written_cv.wait(st).expect(STATE_POISONED);
         };
         let covered = st.written >= lsn;
         drop(st);
@@ -524,7 +546,7 @@ impl RedoLog {
                 return Err(Down::Stopped.to_error());
             }
             sh.post(&mut st);
-            st = sh.written_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = sh.written_cv.wait(st).expect(STATE_POISONED);
         }
     }
 
@@ -547,10 +569,14 @@ impl RedoLog {
             st.posted = true;
             self.shared.writer_cv.notify_one();
         }
-        let handle = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let handle = self
+            .writer
+            .lock()
+            .expect("invariant: no thread panics while taking the log writer's handle")
+            .take();
         if let Some(handle) = handle {
             if handle.join().is_err() {
-                let mut st = self.shared.lock();
+                let mut st = self.shared.lock_for_shutdown();
                 st.writer_done = true;
                 self.shared.written_cv.notify_all();
                 return Err(OltpError::Usage(
@@ -568,7 +594,10 @@ impl RedoLog {
             writes: st.writes,
             wraps: st.wraps,
         };
-        *self.summary.lock().unwrap_or_else(|e| e.into_inner()) = Some(summary);
+        *self
+            .summary
+            .lock()
+            .expect("invariant: no thread panics while holding the log's summary") = Some(summary);
         Ok(summary)
     }
 
@@ -605,10 +634,16 @@ impl RedoLog {
 
 impl Drop for RedoLog {
     fn drop(&mut self) {
-        let handle = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // May run while unwinding: it only stops and joins the writer, so it
+        // takes the locks even after a panic rather than panic again.
+        let handle = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         if let Some(handle) = handle {
             {
-                let mut st = self.shared.lock();
+                let mut st = self.shared.lock_for_shutdown();
                 st.stopping = true;
                 st.hold = false;
                 st.posted = true;
@@ -676,6 +711,28 @@ struct Writer {
     starts: Vec<usize>,
     /// Request buffers, reused from write to write.
     pool: Vec<AlignedBuf>,
+}
+
+/// Held by the log writer thread: if it panics (a bug, or the log's state
+/// poisoned by another thread's panic), the run fails and whoever waits for a
+/// write — a commit, room in the buffer — is woken to find the writer gone,
+/// instead of waiting for ever.
+struct DownOnPanic {
+    shared: Arc<Shared>,
+    health: Arc<Health>,
+}
+
+impl Drop for DownOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.health
+                .fail("the log writer panicked; this is a bug in Cairn, please report it");
+            let mut st = self.shared.lock_for_shutdown();
+            st.writer_done = true;
+            st.down.get_or_insert(Down::Panicked);
+            self.shared.written_cv.notify_all();
+        }
+    }
 }
 
 impl Writer {
@@ -751,7 +808,7 @@ impl Writer {
             let (guard, timeout) = sh
                 .writer_cv
                 .wait_timeout(st, WRITER_TIMEOUT)
-                .unwrap_or_else(|e| e.into_inner());
+                .expect(STATE_POISONED);
             st = guard;
             st.writer_idle = false;
             if timeout.timed_out() && !st.hold && st.appended > st.written {

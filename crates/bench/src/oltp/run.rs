@@ -29,6 +29,7 @@ use super::result::{
 use super::session::{Gate, Hotspot, ReadPath, Session, Shared, Think, Workload};
 use super::stats::{Counts, Event, Stat, StatsHub};
 use super::{Health, OltpError};
+use crate::model::{show_duration, INTERVAL_MIN};
 use crate::result::{ErrorSummary, TargetInfo};
 use crate::sysinfo::{self, CpuSample, DiskStatsSnapshot};
 
@@ -104,8 +105,13 @@ pub fn run_oltp(
             "{schemas} schemas x {threads} threads per schema is more than {SESSIONS_MAX} sessions: lower --schemas or --threads"
         )));
     };
-    if opts.interval.is_zero() {
-        return Err(OltpError::Usage("--interval must be positive".into()));
+    if opts.interval < INTERVAL_MIN {
+        return Err(OltpError::Usage(format!(
+            "--interval {} is shorter than {}, the shortest interval; expected at least {}, such as 5s",
+            show_duration(opts.interval),
+            show_duration(INTERVAL_MIN),
+            show_duration(INTERVAL_MIN)
+        )));
     }
     let table_blocks = conf.scale.blocks(opts.block_size);
     let scan_blocks = conf.scan_table_sz.blocks(opts.block_size);
@@ -486,10 +492,12 @@ pub fn run_oltp(
         ended_early = health.error().or(session_error).or(shutdown_error.clone());
     }
 
+    // The corruption messages kept, each pushed whole: readable even after a
+    // session panicked (that panic already ends the run as failed).
     let corruptions = shared
         .corruptions
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
     let mut first = corruptions;
     if let Some(e) = &ended_early {

@@ -18,7 +18,7 @@
 //! every block it holds, so no cycle of waits can form.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use cairn_io::sync_engine::SyncEngine;
@@ -109,15 +109,18 @@ impl Gate {
         Self::default()
     }
 
+    // The gate tolerates a thread that panicked holding it: its state is one
+    // bool, set whole, never half made, and it must still open so that no
+    // session is stranded while the run fails on that panic.
     pub fn open(&self) {
-        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        *self.open.lock().unwrap_or_else(PoisonError::into_inner) = true;
         self.cv.notify_all();
     }
 
     pub fn wait(&self) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         while !*open {
-            open = self.cv.wait(open).unwrap_or_else(|e| e.into_inner());
+            open = self.cv.wait(open).unwrap_or_else(PoisonError::into_inner);
         }
     }
 }
@@ -686,11 +689,13 @@ impl Session {
 
     fn corrupt(&mut self, at: BlockRef, problem: &str) {
         self.op.add(Stat::BlockCorruptions, 1);
+        // Messages kept for the report, each pushed whole: safe to keep
+        // collecting after a thread panicked (that panic fails the run).
         let mut kept = self
             .shared
             .corruptions
             .lock()
-            .unwrap_or_else(|e| e.into_inner());
+            .unwrap_or_else(PoisonError::into_inner);
         if kept.len() < CORRUPTIONS_KEPT {
             kept.push(format!(
                 "schema {} {} block {}: {problem}",

@@ -7,7 +7,7 @@
 //! path never takes a shared lock per block. The run's monitor drains every
 //! slot each interval ([`StatsHub::drain`]).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -427,7 +427,7 @@ pub struct StatsSlot {
 impl StatsSlot {
     /// Add what `op` gathered, and clear `op` for the next operation.
     pub fn publish(&self, op: &mut OpStats) {
-        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.counts();
         for (a, b) in c.stats.iter_mut().zip(op.stats.iter_mut()) {
             *a += *b;
             *b = 0;
@@ -442,8 +442,17 @@ impl StatsSlot {
 
     /// Take everything published so far, leaving the slot empty.
     pub fn take(&self) -> Counts {
-        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.counts();
         std::mem::take(&mut *c)
+    }
+
+    /// The counts. A thread that panicked while holding them (a bug) left
+    /// them half added: its panic spreads to the monitor, so the run fails
+    /// instead of reporting figures made from them.
+    fn counts(&self) -> MutexGuard<'_, Counts> {
+        self.counts
+            .lock()
+            .expect("invariant: no thread panics while publishing its statistics")
     }
 }
 
@@ -463,14 +472,17 @@ impl StatsHub {
         let slot = Arc::new(StatsSlot::default());
         self.slots
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .expect("invariant: no thread panics while registering its statistics")
             .push(Arc::clone(&slot));
         slot
     }
 
     /// Everything published since the last drain, summed over threads.
     pub fn drain(&self) -> Counts {
-        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let slots = self
+            .slots
+            .lock()
+            .expect("invariant: no thread panics while registering its statistics");
         let mut total = Counts::default();
         for slot in slots.iter() {
             total.add(&slot.take());
@@ -528,6 +540,40 @@ mod tests {
         assert_eq!(seq.time_ns, 400_000);
         assert_eq!(seq.histogram.as_ref().map(|h| h.count()), Some(2));
         assert_eq!(hub.drain().get(Stat::PhysicalReads), 0);
+    }
+
+    #[test]
+    fn counts_a_thread_left_half_published_are_never_summed() {
+        let hub = StatsHub::new();
+        let slot = hub.slot();
+        let mut op = OpStats::new();
+        op.add(Stat::PhysicalReads, 3);
+        slot.publish(&mut op);
+        // A session's bug strikes half way through publishing: the slot's
+        // lock is held, its counts half added.
+        let held = Arc::clone(&slot);
+        let joined = std::thread::spawn(move || {
+            let mut c = held.counts.lock().expect("not poisoned yet");
+            c.stats[Stat::PhysicalReads.index()] += 1;
+            panic!("a bug half way through publishing");
+        })
+        .join();
+        assert!(joined.is_err(), "the publisher was meant to panic");
+        // The monitor must fail loudly rather than report those figures.
+        let drained = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hub.drain()));
+        let payload = match drained {
+            Ok(counts) => panic!(
+                "drain summed a half-published slot: {} physical reads",
+                counts.get(Stat::PhysicalReads)
+            ),
+            Err(payload) => payload,
+        };
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        assert!(message.contains("invariant"), "{message}");
     }
 
     #[test]

@@ -21,7 +21,10 @@ use super::expand::{self, IorateSpec, RdSpec};
 use super::lexer::{Item, Line, Value};
 use super::value::{self, clean, fmt_num};
 use super::{Error, Pos, Result};
-use crate::model::{Arrival, Band, General, OpenFlags, Rate, RunDef, SdDef, Seek, WdDef, XferSize};
+use crate::model::{
+    Arrival, Band, General, OpenFlags, Rate, RunDef, SdDef, Seek, WdDef, XferSize, INTERVALS_MAX,
+    INTERVAL_MIN, RATE_IOPS_MAX,
+};
 
 /// Most outstanding I/Os one sd may be given (`threads=`, `forthreads=`).
 pub(crate) const THREADS_MAX: u64 = 4096;
@@ -567,6 +570,7 @@ impl Parser {
                         "iorate=0 on a wd; expected a rate above 0, or no iorate=",
                     ));
                 }
+                check_rate_max(s, rate)?;
                 f.iorate = Some(rate);
             }
             "priority" => {
@@ -635,6 +639,17 @@ impl Parser {
                     return Err(Error::at(
                         s.pos,
                         format!("{key}=0; expected a time above 0"),
+                    ));
+                }
+                if key == "interval" && d < INTERVAL_MIN {
+                    return Err(Error::at(
+                        s.pos,
+                        format!(
+                            "interval={} is shorter than {} s, the shortest interval (each one samples the CPU and the disks and gathers every thread's histograms); expected at least {}, such as 1",
+                            clean(&s.text),
+                            fmt_num(INTERVAL_MIN.as_secs_f64()),
+                            fmt_num(INTERVAL_MIN.as_secs_f64())
+                        ),
                     ));
                 }
                 let at = Some(At { v: d, pos });
@@ -826,6 +841,19 @@ impl Parser {
                     "interval={}s is longer than elapsed={}s in rd `{shown}`; expected interval no longer than elapsed",
                     fmt_num(interval.as_secs_f64()),
                     fmt_num(elapsed.as_secs_f64())
+                ),
+            ));
+        }
+        let intervals = elapsed.as_nanos().div_ceil(interval.as_nanos().max(1));
+        if intervals > u128::from(INTERVALS_MAX) {
+            let fit_s = elapsed.as_secs_f64() / INTERVALS_MAX as f64;
+            return Err(Error::at(
+                f.interval.as_ref().map_or(elapsed_pos, |a| a.pos),
+                format!(
+                    "elapsed={}s at interval={}s in rd `{shown}` is {intervals} intervals, more than {INTERVALS_MAX} kept for one run; expected interval={} or longer",
+                    fmt_num(elapsed.as_secs_f64()),
+                    fmt_num(interval.as_secs_f64()),
+                    fmt_num(fit_s.ceil())
                 ),
             ));
         }
@@ -1029,6 +1057,22 @@ fn xfersize(value: &Value) -> Result<XferSize> {
     Ok(XferSize::Distribution(pairs))
 }
 
+/// A rate the schedule cannot time (see [`RATE_IOPS_MAX`]) is refused here,
+/// with its place in the file, rather than failing the bench later.
+fn check_rate_max(s: &super::lexer::Scalar, iops: f64) -> Result<()> {
+    if iops > RATE_IOPS_MAX {
+        return Err(Error::at(
+            s.pos,
+            format!(
+                "iorate={} is above {} I/Os per second, the most the schedule can time (one arrival per nanosecond); expected a lower rate, or max",
+                clean(&s.text),
+                RATE_IOPS_MAX as u64
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// rd `iorate=`: `max`, `curve`, a number, or a list / range of numbers (and `max`).
 fn iorate(value: &Value) -> Result<IorateSpec> {
     const EXPECTED: &str =
@@ -1048,6 +1092,7 @@ fn iorate(value: &Value) -> Result<IorateSpec> {
                         "iorate=0; expected a rate above 0, or max",
                     ));
                 }
+                check_rate_max(s, n)?;
                 Ok(Rate::Fixed(n))
             }
         }
@@ -1064,6 +1109,7 @@ fn iorate(value: &Value) -> Result<IorateSpec> {
             if n == 0.0 {
                 return Err(Error::at(s.pos, "iorate=0; expected a rate above 0"));
             }
+            check_rate_max(s, n)?;
             Ok(n)
         })?;
         return Ok(IorateSpec::Points(

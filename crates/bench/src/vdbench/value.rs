@@ -13,8 +13,8 @@ use crate::model::{Band, Bound, Seek};
 /// Values one list or range may expand into: `forthreads=(1-1000000)` is a
 /// mistake, not a plan.
 pub(crate) const LIST_VALUES_MAX: usize = 10_000;
-/// The longest time a duration may be: a year (anything longer is a typo).
-pub(crate) const DURATION_MAX_SECS: f64 = 366.0 * 86_400.0;
+/// The longest time a duration may be: a run's longest (anything longer is a typo).
+pub(crate) const DURATION_MAX_SECS: f64 = crate::model::RUN_TIME_MAX.as_secs_f64();
 
 /// `text` safe to quote in a one-line message: control characters escaped and
 /// long text cut, so a message stays readable whatever the input.

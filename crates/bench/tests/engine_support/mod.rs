@@ -111,6 +111,7 @@ pub fn open(plan: &Plan) -> Vec<Target> {
             force: false,
             fill_progress: &mut |_, _| true,
             discovery: None,
+            engine: cairn_io::EngineKind::Auto,
         },
     )
     .unwrap_or_else(|e| panic!("open_targets: {e}"))

@@ -543,6 +543,7 @@ fn target(sd: &str, path: &str, device: &str) -> TargetInfo {
         discard: true,
         devices: vec![device.to_string()],
         created: false,
+        mount_engine: None,
     }
 }
 

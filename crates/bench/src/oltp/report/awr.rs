@@ -55,6 +55,9 @@ fn mins(s: f64) -> String {
 }
 
 /// Title, machine, window, configuration and targets.
+/// The first line of `awr.txt`; `cairn awr parse` knows the report by it.
+pub const AWR_TITLE: &str = "Cairn OLTP Report (AWR style)";
+
 pub(crate) fn header_blocks(r: &OltpResult) -> Vec<Block> {
     let env = &r.environment;
     let s = &r.settings;
@@ -220,7 +223,7 @@ pub(crate) fn header_blocks(r: &OltpResult) -> Vec<Block> {
         )
     };
     let mut blocks = vec![
-        Block::Title("Cairn OLTP Report (AWR style)".to_string()),
+        Block::Title(AWR_TITLE.to_string()),
         Block::Fields(fields),
         Block::Heading("Targets".to_string()),
         Block::Table(t),

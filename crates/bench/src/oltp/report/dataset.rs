@@ -73,6 +73,7 @@ pub(crate) fn load(r: &LoadReport) -> String {
             ("Dataset".to_string(), format!("{:016x}", r.dataset_id)),
             ("Shape".to_string(), shape_text(&r.shape)),
             ("Loaders".to_string(), r.parallel.to_string()),
+            ("Engine".to_string(), r.engine.clone()),
             ("Blocks written".to_string(), units::count(r.blocks)),
             (
                 "Bytes written".to_string(),
@@ -144,6 +145,7 @@ pub(crate) fn verify(r: &VerifyReport) -> String {
             ),
             ("Problems".to_string(), units::count(r.problems_total)),
             ("Redo log".to_string(), redo_text(r)),
+            ("Engine".to_string(), r.engine.clone()),
         ]),
     ];
     if r.state != DatasetState::Clean {

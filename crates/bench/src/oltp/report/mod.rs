@@ -20,6 +20,7 @@
 //!   write requests.
 
 mod awr;
+pub use awr::AWR_TITLE;
 mod compare;
 mod dataset;
 mod figures;
