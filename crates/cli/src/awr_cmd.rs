@@ -11,7 +11,6 @@ use cairn_bench::awr::derive::{self, DeriveOptions};
 use cairn_bench::awr::model::AwrReport;
 use cairn_bench::awr::read;
 use cairn_bench::awr::replay::{self, ReplayOptions};
-use cairn_bench::quick::parse_size;
 use cairn_io::host::Host;
 use clap::Subcommand;
 
@@ -188,9 +187,9 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
             )?;
             let size_bytes = size
                 .as_deref()
-                .map(parse_size)
+                .map(crate::parse_size)
                 .transpose()
-                .map_err(|e| anyhow!("--size: {e}"))?;
+                .map_err(|e| anyhow!("--size: {e:#}"))?;
             let out =
                 out.unwrap_or_else(|| PathBuf::from(format!("cairn-awr-replay-{}", timestamp())));
             if out.join("verdict.json").exists() {
@@ -286,9 +285,9 @@ fn derive_options(
         .transpose()
         .map_err(|e| anyhow!("{e}"))?;
     let redo_write_bytes = redo_write_size
-        .map(parse_size)
+        .map(crate::parse_size)
         .transpose()
-        .map_err(|e| anyhow!("--redo-write-size: {e}"))?;
+        .map_err(|e| anyhow!("--redo-write-size: {e:#}"))?;
     let elapsed_s = duration.as_secs().max(1);
     Ok(DeriveOptions {
         block_size_bytes,

@@ -188,7 +188,7 @@ pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> 
             common,
         } => {
             let rw: QuickRw = rw.parse().map_err(|e: String| anyhow!(e))?;
-            let bs = XferSize::Fixed(quick::parse_size(&bs).map_err(|e| anyhow!("--bs: {e}"))?);
+            let bs = XferSize::Fixed(crate::parse_size(&bs).map_err(|e| anyhow!("--bs: {e:#}"))?);
             let rate = quick::parse_rate(&rate).map_err(|e| anyhow!(e))?;
             let arrival = match distribution.as_str() {
                 "exponential" => Arrival::Exponential,
@@ -197,7 +197,7 @@ pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> 
                 d => bail!("--distribution `{d}`: expected exponential, uniform or deterministic"),
             };
             let size = size
-                .map(|s| quick::parse_size(&s).map_err(|e| anyhow!("--size: {e}")))
+                .map(|s| crate::parse_size(&s).map_err(|e| anyhow!("--size: {e:#}")))
                 .transpose()?;
             let args = QuickArgs {
                 targets,

@@ -96,58 +96,6 @@ pub enum GroupCommand {
     },
 }
 
-/// A size from the command line: `4M`, `64m`, `1048576`, `1.5g`, and the
-/// same with `iB` or `B` after the unit (`4MiB`, `4MB`, `512B`). Units are
-/// powers of 1024, as every size in Cairn (AUs, sectors, transfers) is.
-pub fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim();
-    let unit = |c: char| matches!(c.to_ascii_lowercase(), 'k' | 'm' | 'g' | 't');
-    let core = if let Some(rest) = t.strip_suffix("iB").or_else(|| t.strip_suffix("ib")) {
-        rest.ends_with(unit).then_some(rest)
-    } else if let Some(rest) = t.strip_suffix('B').or_else(|| t.strip_suffix('b')) {
-        Some(rest)
-    } else {
-        Some(t)
-    };
-    let parsed = core
-        .filter(|c| !c.is_empty())
-        .map(cairn_bench::quick::parse_size);
-    match parsed {
-        Some(Ok(bytes)) => Ok(bytes),
-        Some(Err(e)) => bail!(
-            "size {text:?}: {e}; write a number with an optional unit: 4096, 64K, 4M, 4MiB, 1G"
-        ),
-        None => {
-            bail!("size {text:?}: write a number with an optional unit: 4096, 64K, 4M, 4MiB, 1G")
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_take_their_unit_with_or_without_ib() {
-        for (text, bytes) in [
-            ("4M", 4 << 20),
-            ("4m", 4 << 20),
-            ("4MiB", 4 << 20),
-            ("4MB", 4 << 20),
-            ("64KiB", 64 << 10),
-            ("1g", 1 << 30),
-            ("1048576", 1 << 20),
-            ("512B", 512),
-            ("2T", 2 << 40),
-        ] {
-            assert_eq!(parse_size(text).ok(), Some(bytes), "{text}");
-        }
-        for bad in ["", "B", "iB", "4iB", "4X", "4MiBs", "-1M", "M"] {
-            assert!(parse_size(bad).is_err(), "{bad:?} accepted");
-        }
-    }
-}
-
 /// Mount group `name` for a command that writes, saying on stderr what the
 /// mount found (disks marked offline, damage).
 fn mount<'e>(
@@ -227,7 +175,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             let redundancy = Redundancy::parse(&redundancy).with_context(|| {
                 format!("redundancy {redundancy:?}: use external, normal or high")
             })?;
-            let au_bytes = parse_size(&au_size)?;
+            let au_bytes = crate::parse_size(&au_size)?;
             if let Some(s) = sector_size {
                 if s != 512 && s != 4096 {
                     bail!("sector size {s}: use 512 or 4096");

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use cairn_format::DiskLabel;
 use cairn_io::host::Host;
 use cairn_io::{new_file_engine, EngineKind, FileEngine};
@@ -237,6 +237,33 @@ pub(crate) fn engine_kind(arg: EngineArg) -> EngineKind {
     }
 }
 
+/// A size from the command line: `4M`, `64m`, `1048576`, `1.5g`, and the
+/// same with `iB` or `B` after the unit (`4MiB`, `4MB`, `512B`). Units are
+/// powers of 1024, as every size in Cairn (AUs, sectors, transfers) is.
+pub(crate) fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let unit = |c: char| matches!(c.to_ascii_lowercase(), 'k' | 'm' | 'g' | 't');
+    let core = if let Some(rest) = t.strip_suffix("iB").or_else(|| t.strip_suffix("ib")) {
+        rest.ends_with(unit).then_some(rest)
+    } else if let Some(rest) = t.strip_suffix('B').or_else(|| t.strip_suffix('b')) {
+        Some(rest)
+    } else {
+        Some(t)
+    };
+    let parsed = core
+        .filter(|c| !c.is_empty())
+        .map(cairn_bench::quick::parse_size);
+    match parsed {
+        Some(Ok(bytes)) => Ok(bytes),
+        Some(Err(e)) => bail!(
+            "size {text:?}: {e}; write a number with an optional unit: 4096, 64K, 4M, 4MiB, 1G"
+        ),
+        None => {
+            bail!("size {text:?}: write a number with an optional unit: 4096, 64K, 4M, 4MiB, 1G")
+        }
+    }
+}
+
 pub(crate) fn discovery(flag: Option<&str>) -> Result<DiscoveryString> {
     let env = std::env::var("CAIRN_DISCOVER").ok();
     let config = std::env::var_os("CAIRN_CONFIG")
@@ -317,7 +344,7 @@ fn run(cli: Cli) -> Result<Outcome> {
             let copy = group_cmd::CopyFlags {
                 max_bytes: max_size
                     .as_deref()
-                    .map(group_cmd::parse_size)
+                    .map(parse_size)
                     .transpose()
                     .context("--max-size")?,
                 force,
@@ -479,6 +506,31 @@ fn main() -> ExitCode {
         Err(error) => {
             eprintln!("cairn: error: {}", one_line(&format!("{error:#}")));
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_take_their_unit_with_or_without_ib() {
+        for (text, bytes) in [
+            ("4M", 4 << 20),
+            ("4m", 4 << 20),
+            ("4MiB", 4 << 20),
+            ("4MB", 4 << 20),
+            ("64KiB", 64 << 10),
+            ("1g", 1 << 30),
+            ("1048576", 1 << 20),
+            ("512B", 512),
+            ("2T", 2 << 40),
+        ] {
+            assert_eq!(parse_size(text).ok(), Some(bytes), "{text}");
+        }
+        for bad in ["", "B", "iB", "4iB", "4X", "4MiBs", "-1M", "M"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} accepted");
         }
     }
 }

@@ -14,7 +14,6 @@ use cairn_bench::oltp::result::{OltpInterval, OltpResult};
 use cairn_bench::oltp::run::{self, RunOptions};
 use cairn_bench::oltp::session::ReadPath;
 use cairn_bench::oltp::stats::Event;
-use cairn_bench::quick::parse_size;
 use cairn_io::host::Host;
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -118,7 +117,7 @@ pub(crate) enum ReadPathArg {
 }
 
 fn size_arg(s: &str) -> Result<u64, String> {
-    parse_size(s)
+    crate::parse_size(s).map_err(|e| format!("{e:#}"))
 }
 
 pub(crate) fn run_oltp(command: OltpCommand, engine: EngineArg) -> Result<()> {
