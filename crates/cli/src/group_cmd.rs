@@ -150,12 +150,27 @@ fn finish(group: Group<'_>) -> Result<()> {
     let name = group.name().to_string();
     let offlined = group.disks_taken_offline().to_vec();
     let result = group.dismount();
-    for d in offlined {
+    warn_offlined(&name, &offlined);
+    Ok(result?)
+}
+
+/// Say which disks a command took offline after an I/O error — whether the
+/// command then succeeded or not: the disk is out of use for good.
+fn warn_offlined(group: &str, disks: &[String]) {
+    for d in disks {
         eprintln!(
-            "cairn: warning: group {name}: disk {d} and is now OFFLINE; the group runs DEGRADED on the other copies (check the disk and the kernel log, dmesg)"
+            "cairn: warning: group {group}: disk {d} and is now OFFLINE; the group runs DEGRADED on the other copies (check the disk and the kernel log, dmesg)"
         );
     }
-    Ok(result?)
+}
+
+/// A writing command's result, with the disks it took offline said even when
+/// it failed.
+fn said<T, E>(group: &Group<'_>, result: Result<T, E>) -> Result<T, E> {
+    if result.is_err() {
+        warn_offlined(group.name(), group.disks_taken_offline());
+    }
+    result
 }
 
 pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcome> {
@@ -711,7 +726,8 @@ pub fn rm(engine_kind: EngineArg, paths: &[String], discover: &Discover) -> Resu
             let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
             let m = mount(engine.as_mut(), discover, path.group.as_str())?;
             let mut group = m.group;
-            group.remove(&path)?;
+            let removed = group.remove(&path);
+            said(&group, removed)?;
             finish(group)
         })();
         match result {
@@ -824,7 +840,7 @@ pub fn cp(
                 &mut |done, _| bar.set_position(done),
             );
             bar.finish_and_clear();
-            let report = report?;
+            let report = said(&group, report)?;
             finish(group)?;
             if report.stopped_at_max {
                 eprintln!(
@@ -845,7 +861,10 @@ pub fn cp(
                 .file_name()
                 .map(|c| c.as_str().to_string())
                 .with_context(|| format!("{src} is the group's root; name a file in it"))?;
+            // Settled before the group is mounted: the protections, and a
+            // FIFO's open (which waits for its reader) hold no lock.
             let target = file_copy::resolve_destination(dest, &name)?;
+            let prepared = file_copy::prepare_destination(&target, &host, copy.force)?;
             let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
             let m = mount_read_only(engine.as_mut(), discover, src.group.as_str())?;
             let mut group = m.group;
@@ -855,9 +874,7 @@ pub fn cp(
                 &mut group,
                 info.number,
                 info.size_bytes,
-                &target,
-                &host,
-                copy.force,
+                prepared,
                 &mut |done, _| bar.set_position(done),
             );
             bar.finish_and_clear();
@@ -889,7 +906,7 @@ pub fn cp(
                     &mut |done, _| bar.set_position(done),
                 );
                 bar.finish_and_clear();
-                result?;
+                said(&group, result)?;
                 finish(group)?;
             } else {
                 // Both mounted at once, in one process: the source read-only,
@@ -918,7 +935,7 @@ pub fn cp(
                 );
                 bar.finish_and_clear();
                 from.dismount()?;
-                result?;
+                said(&to, result)?;
                 finish(to)?;
             }
         }
@@ -965,7 +982,7 @@ fn into_directory(
 pub struct CopyFlags {
     /// Stop after this many bytes (an endless source).
     pub max_bytes: Option<u64>,
-    /// Overwrite a block device that carries a filesystem, a label or
+    /// Overwrite a file or block device that carries a filesystem, a label or
     /// another owner's data.
     pub force: bool,
 }

@@ -122,7 +122,7 @@ enum Noun {
         /// Copy at most SIZE bytes (4M, 1G...): for an endless source such as /dev/urandom; a longer source is cut there, and cp says so.
         #[arg(long, value_name = "SIZE")]
         max_size: Option<String>,
-        /// Copying out to a block device: overwrite it even if it carries a filesystem, a label or another owner's data.
+        /// Copying out: overwrite a file or block device even if it carries a filesystem, a Cairn label or another owner's data (never a disk of a group).
         #[arg(long)]
         force: bool,
         #[command(flatten)]

@@ -55,6 +55,14 @@ pub enum OpenError {
     PermissionDenied { path: PathBuf, write: bool },
     #[error("{} is read-only ({reason}); make it writable first if it is meant to be a Cairn disk", path.display())]
     ReadOnly { path: PathBuf, reason: String },
+    /// An inode attribute refuses writes even to root.
+    #[error("{} is {attribute}: no one may write it, root included; `chattr -{flag} {}` removes the attribute", path.display(), path.display())]
+    Immutable {
+        path: PathBuf,
+        /// `immutable (chattr +i)` or `append-only (chattr +a)`.
+        attribute: &'static str,
+        flag: char,
+    },
     #[error("{} is in use ({by}); stop that use first", path.display())]
     InUse { path: PathBuf, by: String },
     #[error("{}: its filesystem ({filesystem}) does not support direct I/O (O_DIRECT); use a file on ext4, xfs or btrfs, or a block device", path.display())]
@@ -247,9 +255,10 @@ fn open_error(path: &Path, err: io::Error, mode: OpenMode, is_block: bool) -> Op
     match err.raw_os_error() {
         Some(libc::ENOENT) | Some(libc::ENXIO) | Some(libc::ENOMEDIUM) => OpenError::NotFound { path: path.into() },
         Some(libc::EPERM) if mode.write => match attribute_forbids_writes(path) {
-            Some((what, flag)) => OpenError::ReadOnly {
+            Some((attribute, flag)) => OpenError::Immutable {
                 path: path.into(),
-                reason: format!("{what}; `chattr -{flag} {}` removes it", path.display()),
+                attribute,
+                flag,
             },
             None => OpenError::PermissionDenied {
                 path: path.into(),

@@ -49,6 +49,10 @@ pub enum AdminError {
     AlreadyLabelled { path: PathBuf, description: String },
     #[error("{} is {description}; a write workload would destroy it — unlabel it first, or run again with --force", path.display())]
     CairnDisk { path: PathBuf, description: String },
+    #[error("{} is {member}; a copy never writes over a group's disk, with or without --force — to reuse it, take it out of its group first", path.display())]
+    GroupDiskOverwrite { path: PathBuf, member: String },
+    #[error("{} carries {what}; a copy would overwrite it — if that data is not wanted, run again with --force", path.display())]
+    OverwriteRefused { path: PathBuf, what: String },
     #[error("label {label} is already used by {} (uuid {uuid}); choose another name", other.display())]
     DuplicateLabel {
         label: String,
@@ -214,6 +218,46 @@ pub fn open_for_overwrite(host: &Host, path: &Path, force: bool) -> Result<Devic
             description,
         }),
         _ => Ok(device),
+    }
+}
+
+/// Refuse to write a copy over `path` (a file about to be replaced, a device
+/// about to be written through): never when it is a disk of a Cairn group
+/// (with or without `force`: a copy is not how a disk leaves its group), and
+/// unless `force`, not when it carries a Cairn label, a filesystem, LVM, md,
+/// a partition table, Oracle ASM or any other owner's signature. Reads only.
+pub fn refuse_overwrite(host: &Host, path: &Path, force: bool) -> Result<(), AdminError> {
+    let device = DeviceFile::open(path, OpenMode::READ, host)?;
+    let mut engine = cairn_io::sync_engine::SyncEngine::new(1);
+    let id = engine.attach(device);
+    let scan = HeaderScan::read(&mut engine, id).map_err(AdminError::io(path))?;
+    if let Some(newest) = scan.newest() {
+        if let Some(group) = newest.header.group_uuid {
+            let name = crate::group::membership(&mut engine, id)
+                .and_then(|m| m.group.map(|g| g.name))
+                .unwrap_or_else(|| "(never completely created)".into());
+            return Err(AdminError::GroupDiskOverwrite {
+                path: path.into(),
+                member: format!(
+                    "disk {} of disk group {name} (uuid {group})",
+                    newest.header.label
+                ),
+            });
+        }
+    }
+    if force {
+        return Ok(());
+    }
+    let content = Content::read(&mut engine, id, path)?;
+    let obstacles = protection::content_obstacles(&scan, &content.found, &content.external.found);
+    match obstacles.into_iter().next() {
+        Some(Obstacle::Foreign { what }) | Some(Obstacle::CairnLabel { description: what }) => {
+            Err(AdminError::OverwriteRefused {
+                path: path.into(),
+                what,
+            })
+        }
+        _ => Ok(()),
     }
 }
 

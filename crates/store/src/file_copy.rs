@@ -156,12 +156,7 @@ pub fn copy_in(
     max_bytes: Option<u64>,
     progress: Progress<'_>,
 ) -> Result<CopyInReport, CopyError> {
-    if group.open(dest).is_ok() {
-        return Err(GroupError::Exists(format!(
-            "{dest} already exists; remove it first or choose another name"
-        ))
-        .into());
-    }
+    group.check_name_free(dest)?;
     let sector = u64::from(group.sector_bytes());
     let expected = source.len_bytes.map(|l| max_bytes.map_or(l, |m| l.min(m)));
     let initial = expected.map_or(0, |l| l.div_ceil(sector) * sector);
@@ -234,9 +229,18 @@ fn fill(
         }
         let padded = (got as u64).div_ceil(sector) * sector;
         if at + padded > capacity {
+            // Ahead of the data (doubling, up to a step), so a stream costs
+            // few allocation commits; near a full group, only what is needed.
             let grow = capacity.clamp(COPY_CHUNK_BYTES as u64, STREAM_GROW_BYTES_MAX);
-            capacity = (at + padded).max(capacity + grow).div_ceil(sector) * sector;
-            group.grow_unnamed(number, capacity)?;
+            let ahead = (at + padded).max(capacity + grow).div_ceil(sector) * sector;
+            capacity = match group.grow_unnamed(number, ahead) {
+                Ok(()) => ahead,
+                Err(GroupError::NoSpace(_)) => {
+                    group.grow_unnamed(number, at + padded)?;
+                    at + padded
+                }
+                Err(e) => return Err(e.into()),
+            };
         }
         buf[got..padded as usize].fill(0);
         group.write(number, at, &buf[..padded as usize])?;
@@ -283,12 +287,18 @@ pub enum Destination {
     BlockDevice { path: PathBuf },
     /// A character device or FIFO, written as a stream.
     Stream { path: PathBuf },
+    /// Standard output (`-`, `/dev/stdout`).
+    Stdout,
 }
 
-/// Resolve the OS destination `text` of a copy of a file named `name`: into a
-/// directory (an existing one, or any text ending in `/`), through symbolic
-/// links to what they name, and by what is there.
+/// Resolve the OS destination `text` of a copy of a file named `name`: `-`
+/// or `/dev/stdout` is standard output; into a directory (an existing one,
+/// or any text ending in `/`); through symbolic links to what they name; and
+/// by what is there.
 pub fn resolve_destination(text: &str, name: &str) -> Result<Destination, CopyError> {
+    if text == "-" || text == "/dev/stdout" {
+        return Ok(Destination::Stdout);
+    }
     let mut path = PathBuf::from(text);
     let is_dir = std::fs::metadata(&path).is_ok_and(|m| m.is_dir());
     if is_dir || text.ends_with('/') {
@@ -360,33 +370,158 @@ pub fn resolve_destination(text: &str, name: &str) -> Result<Destination, CopyEr
     )))
 }
 
-/// Copy file `number` (of `size_bytes`) out of the group to `dest`. `force`
-/// lets a block device that carries a filesystem, a label or another owner's
-/// data be overwritten (a device in use never is).
-pub fn copy_out(
-    group: &mut Group<'_>,
-    number: u32,
-    size_bytes: u64,
+/// A destination made ready before the group is mounted: checked against
+/// the protections, opened (a FIFO waiting for its reader holds no lock),
+/// and for a file, its temporary created.
+pub struct Prepared {
+    kind: PreparedKind,
+}
+
+enum PreparedKind {
+    File {
+        path: PathBuf,
+        tmp: Temporary,
+    },
+    Device {
+        path: PathBuf,
+        engine: cairn_io::sync_engine::SyncEngine,
+        id: cairn_io::DeviceId,
+        sector_bytes: u64,
+        device_bytes: u64,
+    },
+    Stream {
+        shown: String,
+        file: File,
+    },
+    Stdout,
+}
+
+/// Make `dest` ready for a copy, before the group is mounted. A file or
+/// device that carries a Cairn disk of a group is never written over (with
+/// or without `force`: `cp` is not how a disk leaves its group); one that
+/// carries any other label, filesystem or owner's signature only with
+/// `force`. A block device must not be in use (and [`copy_out`] checks that
+/// it holds the file before writing a byte).
+pub fn prepare_destination(
     dest: &Destination,
     host: &Host,
     force: bool,
-    progress: Progress<'_>,
-) -> Result<(), CopyError> {
-    match dest {
-        Destination::File { path } => copy_out_to_file(group, number, size_bytes, path, progress),
-        Destination::Stream { path } => {
-            let mut out = OpenOptions::new().write(true).open(path).map_err(|e| {
+) -> Result<Prepared, CopyError> {
+    let kind = match dest {
+        Destination::Stdout => PreparedKind::Stdout,
+        Destination::Stream { path } => PreparedKind::Stream {
+            shown: path.display().to_string(),
+            file: OpenOptions::new().write(true).open(path).map_err(|e| {
                 CopyError::Destination(format!(
                     "cannot open {}: {}",
                     path.display(),
                     describe_io(&e, "check its permissions")
                 ))
-            })?;
-            let shown = path.display().to_string();
-            stream_out(group, number, size_bytes, &mut out, &shown, progress)
+            })?,
+        },
+        Destination::File { path } => {
+            if path.exists() {
+                admin::refuse_overwrite(host, path, force)?;
+            }
+            PreparedKind::File {
+                path: path.clone(),
+                tmp: Temporary::create(path)?,
+            }
         }
         Destination::BlockDevice { path } => {
-            copy_out_to_device(group, number, size_bytes, path, host, force, progress)
+            admin::refuse_overwrite(host, path, force)?;
+            // Content judged above; this opens it exclusively and refuses a
+            // device in use, which no flag overrides.
+            let device = admin::open_for_overwrite(host, path, true)?;
+            let device_bytes = device.probe().size_bytes;
+            let sector_bytes = u64::from(device.geometry().logical_sector_bytes);
+            let mut engine = cairn_io::sync_engine::SyncEngine::new(1);
+            let id = engine.attach(device);
+            PreparedKind::Device {
+                path: path.clone(),
+                engine,
+                id,
+                sector_bytes,
+                device_bytes,
+            }
+        }
+    };
+    Ok(Prepared { kind })
+}
+
+/// Copy file `number` (of `size_bytes`) out of the group to a destination
+/// [`prepare_destination`] made ready. On failure a new file's temporary
+/// is removed; a device or stream holds what was written.
+pub fn copy_out(
+    group: &mut Group<'_>,
+    number: u32,
+    size_bytes: u64,
+    prepared: Prepared,
+    progress: Progress<'_>,
+) -> Result<(), CopyError> {
+    match prepared.kind {
+        PreparedKind::Stdout => {
+            let mut out = std::io::stdout().lock();
+            stream_out(
+                group,
+                number,
+                size_bytes,
+                &mut out,
+                "standard output",
+                progress,
+            )
+        }
+        PreparedKind::Stream { shown, mut file } => {
+            stream_out(group, number, size_bytes, &mut file, &shown, progress)
+        }
+        PreparedKind::File { path, mut tmp } => {
+            let shown = path.display().to_string();
+            let written = stream_out(group, number, size_bytes, tmp.file(), &shown, progress)
+                .and_then(|()| {
+                    tmp.file().sync_all().map_err(|e| {
+                        CopyError::Destination(format!(
+                            "flushing {shown}: {}",
+                            describe_io(&e, "check the destination")
+                        ))
+                    })
+                });
+            written.and_then(|()| tmp.install(&path))
+        }
+        PreparedKind::Device {
+            path,
+            mut engine,
+            id,
+            sector_bytes,
+            device_bytes,
+        } => {
+            if size_bytes.div_ceil(sector_bytes) * sector_bytes > device_bytes {
+                return Err(CopyError::Destination(format!(
+                    "{} is {device_bytes} bytes, smaller than the {size_bytes}-byte file; nothing was written",
+                    path.display()
+                )));
+            }
+            let io = |e: cairn_io::IoError| {
+                CopyError::Destination(format!(
+                    "writing {}: {e}; check the device and the kernel log (dmesg)",
+                    path.display()
+                ))
+            };
+            let mut buf = vec![0u8; COPY_CHUNK_BYTES];
+            let mut at = 0u64;
+            while at < size_bytes {
+                let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
+                group.read(number, at, &mut buf[..n])?;
+                // The last piece, in whole device sectors (a 512-byte-sector
+                // group file onto a 4Kn device): zeros after the file's end.
+                let padded = (n as u64).div_ceil(sector_bytes) as usize * sector_bytes as usize;
+                buf[n..padded].fill(0);
+                engine
+                    .write_at(id, at, AlignedBuf::from_slice(&buf[..padded]), false)
+                    .map_err(io)?;
+                at += n as u64;
+                progress(at, Some(size_bytes));
+            }
+            engine.flush(id).map_err(io)
         }
     }
 }
@@ -401,80 +536,175 @@ fn stream_out(
 ) -> Result<(), CopyError> {
     let mut buf = vec![0u8; COPY_CHUNK_BYTES];
     let mut at = 0u64;
-    while at < size_bytes {
-        let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
-        group.read(number, at, &mut buf[..n])?;
-        out.write_all(&buf[..n]).map_err(|e| {
-            CopyError::Destination(format!(
-                "writing {shown}: {}",
-                describe_io(&e, "check the destination")
-            ))
-        })?;
-        at += n as u64;
-        progress(at, Some(size_bytes));
-    }
-    out.flush().map_err(|e| {
+    let failed = |e: std::io::Error| {
         CopyError::Destination(format!(
             "writing {shown}: {}",
             describe_io(&e, "check the destination")
         ))
-    })
+    };
+    while at < size_bytes {
+        let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
+        group.read(number, at, &mut buf[..n])?;
+        out.write_all(&buf[..n]).map_err(failed)?;
+        at += n as u64;
+        progress(at, Some(size_bytes));
+    }
+    out.flush().map_err(failed)
 }
 
-/// A new or replaced regular file: a private temporary name beside it,
-/// renamed over it once complete and flushed.
-fn copy_out_to_file(
-    group: &mut Group<'_>,
-    number: u32,
-    size_bytes: u64,
-    path: &Path,
-    progress: Progress<'_>,
-) -> Result<(), CopyError> {
-    let (tmp, mut out) = create_temporary(path)?;
-    let shown = path.display().to_string();
-    let result = stream_out(group, number, size_bytes, &mut out, &shown, progress)
-        .and_then(|()| {
-            out.sync_all().map_err(|e| {
-                CopyError::Destination(format!(
-                    "flushing {shown}: {}",
-                    describe_io(&e, "check the destination")
-                ))
-            })
-        })
-        .and_then(|()| {
-            // A file replaced keeps its permissions.
-            if let Ok(m) = std::fs::metadata(path) {
-                let _ = std::fs::set_permissions(&tmp, m.permissions());
-            }
-            std::fs::rename(&tmp, path).map_err(|e| {
-                CopyError::Destination(format!(
-                    "cannot rename {} to {shown}: {}",
-                    tmp.display(),
-                    describe_io(&e, "check the directory")
-                ))
-            })
-        });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-        return result;
-    }
-    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        // The rename is durable once the directory is.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
+/// A new file's contents before they get its name: an anonymous file
+/// (`O_TMPFILE`, which a crash leaves nowhere) where the file system can,
+/// else a private name beside it (`O_CREAT|O_EXCL`, which never follows a
+/// link), removed when dropped uninstalled. Either way it is readable as a
+/// new file would be (the umask applies), and a replaced file's permissions
+/// are kept.
+struct Temporary {
+    file: File,
+    dir: PathBuf,
+    /// Its name, once it has one (from the start, without `O_TMPFILE`).
+    named: Option<PathBuf>,
+    installed: bool,
 }
 
-/// Attempts at a temporary name before giving up (each collides only with a
+/// Attempts at a private name before giving up (each collides only with a
 /// file created since the previous attempt).
 const TEMPORARY_NAME_ATTEMPTS_MAX: u32 = 16;
 
-/// Create `.NAME.cairn-partial-PID-N` beside `path`: exclusively
-/// (`O_CREAT|O_EXCL`, which never follows a link), readable as a new file
-/// would be (the umask applies).
-fn create_temporary(path: &Path) -> Result<(PathBuf, File), CopyError> {
+impl Temporary {
+    fn create(path: &Path) -> Result<Self, CopyError> {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        match OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .mode(0o666)
+            .open(&dir)
+        {
+            Ok(file) => {
+                return Ok(Self {
+                    file,
+                    dir,
+                    named: None,
+                    installed: false,
+                })
+            }
+            // Not supported by this file system (or kernel): a name then.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL)
+                ) => {}
+            Err(e) => return Err(cannot_create(&dir, &e)),
+        }
+        let (named, file) = create_named(path)?;
+        Ok(Self {
+            file,
+            dir,
+            named: Some(named),
+            installed: false,
+        })
+    }
+
+    fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// Put the contents at `path`, replacing what is there, and make the
+    /// directory entry durable.
+    fn install(mut self, path: &Path) -> Result<(), CopyError> {
+        let named = match &self.named {
+            Some(named) => named.clone(),
+            None => {
+                let named = link_anonymous(&self.file, path)?;
+                self.named = Some(named.clone());
+                named
+            }
+        };
+        // A file replaced keeps its permissions.
+        if let Ok(m) = std::fs::metadata(path) {
+            let _ = std::fs::set_permissions(&named, m.permissions());
+        }
+        // What resolve_destination saw must still be there: never replace a
+        // device node or a link that appeared meanwhile.
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            if !m.file_type().is_file() {
+                return Err(CopyError::Destination(format!(
+                    "{} is no longer a regular file (something replaced it during the copy); nothing was changed",
+                    path.display()
+                )));
+            }
+        }
+        std::fs::rename(&named, path).map_err(|e| {
+            CopyError::Destination(format!(
+                "cannot rename {} to {}: {}",
+                named.display(),
+                path.display(),
+                describe_io(&e, "check the directory")
+            ))
+        })?;
+        self.installed = true;
+        if let Ok(d) = File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        if !self.installed {
+            if let Some(named) = &self.named {
+                let _ = std::fs::remove_file(named);
+            }
+        }
+    }
+}
+
+/// Give an anonymous file a private name beside `path` (linkat through
+/// /proc/self/fd, which needs no privilege); returns that name.
+fn link_anonymous(file: &File, path: &Path) -> Result<PathBuf, CopyError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let from = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .expect("invariant: no NUL in a /proc path");
+    let mut last = None;
+    for n in 0..TEMPORARY_NAME_ATTEMPTS_MAX {
+        let named = temporary_name(path, n);
+        let to = std::ffi::CString::new(named.as_os_str().as_bytes()).map_err(|_| {
+            CopyError::Destination(format!("{} has a NUL byte in its name", path.display()))
+        })?;
+        // SAFETY: both paths are NUL-terminated C strings that outlive the
+        // call; AT_FDCWD makes them relative to the working directory.
+        let rc = unsafe {
+            libc::linkat(
+                libc::AT_FDCWD,
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                libc::AT_SYMLINK_FOLLOW,
+            )
+        };
+        if rc == 0 {
+            return Ok(named);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(cannot_create(named.parent().unwrap_or(Path::new(".")), &e));
+        }
+        last = Some(e);
+    }
+    Err(CopyError::Destination(format!(
+        "cannot name the copy beside {}: {}",
+        path.display(),
+        last.map_or_else(String::new, |e| e.to_string())
+    )))
+}
+
+/// `.NAME.cairn-partial-PID-N` beside `path`.
+fn temporary_name(path: &Path, n: u32) -> PathBuf {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -482,9 +712,14 @@ fn create_temporary(path: &Path) -> Result<(PathBuf, File), CopyError> {
     let name = path
         .file_name()
         .map_or_else(|| "copy".into(), |n| n.to_string_lossy().into_owned());
+    dir.join(format!(".{name}.cairn-partial-{}-{n}", std::process::id()))
+}
+
+/// Create a private name beside `path` exclusively.
+fn create_named(path: &Path) -> Result<(PathBuf, File), CopyError> {
     let mut last = None;
     for n in 0..TEMPORARY_NAME_ATTEMPTS_MAX {
-        let tmp = dir.join(format!(".{name}.cairn-partial-{}-{n}", std::process::id()));
+        let tmp = temporary_name(path, n);
         match OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -494,64 +729,23 @@ fn create_temporary(path: &Path) -> Result<(PathBuf, File), CopyError> {
             Ok(file) => return Ok((tmp, file)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => {
-                return Err(CopyError::Destination(format!(
-                    "cannot create a file in {}: {}",
-                    dir.display(),
-                    describe_io(&e, "check the directory's permissions and free space")
-                )))
+                return Err(cannot_create(tmp.parent().unwrap_or(Path::new(".")), &e));
             }
         }
     }
     Err(CopyError::Destination(format!(
-        "cannot create a temporary file in {}: {}",
-        dir.display(),
+        "cannot create a temporary file beside {}: {}",
+        path.display(),
         last.map_or_else(String::new, |e| e.to_string())
     )))
 }
 
-fn copy_out_to_device(
-    group: &mut Group<'_>,
-    number: u32,
-    size_bytes: u64,
-    path: &Path,
-    host: &Host,
-    force: bool,
-    progress: Progress<'_>,
-) -> Result<(), CopyError> {
-    let device = admin::open_for_overwrite(host, path, force)?;
-    let device_bytes = device.probe().size_bytes;
-    let sector = u64::from(device.geometry().logical_sector_bytes);
-    let needed = size_bytes.div_ceil(sector) * sector;
-    if needed > device_bytes {
-        return Err(CopyError::Destination(format!(
-            "{} is {device_bytes} bytes, smaller than the {size_bytes}-byte file; nothing was written",
-            path.display()
-        )));
-    }
-    let mut engine = cairn_io::sync_engine::SyncEngine::new(1);
-    let id = engine.attach(device);
-    let io = |e: cairn_io::IoError| {
-        CopyError::Destination(format!(
-            "writing {}: {e}; check the device and the kernel log (dmesg)",
-            path.display()
-        ))
-    };
-    let mut buf = vec![0u8; COPY_CHUNK_BYTES];
-    let mut at = 0u64;
-    while at < size_bytes {
-        let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
-        group.read(number, at, &mut buf[..n])?;
-        // The last piece, in whole device sectors (a 512-byte-sector group
-        // file onto a 4Kn device): zeros after the file's end.
-        let padded = (n as u64).div_ceil(sector) as usize * sector as usize;
-        buf[n..padded].fill(0);
-        engine
-            .write_at(id, at, AlignedBuf::from_slice(&buf[..padded]), false)
-            .map_err(io)?;
-        at += n as u64;
-        progress(at, Some(size_bytes));
-    }
-    engine.flush(id).map_err(io)
+fn cannot_create(dir: &Path, e: &std::io::Error) -> CopyError {
+    CopyError::Destination(format!(
+        "cannot create a file in {}: {}",
+        dir.display(),
+        describe_io(e, "check the directory's permissions and free space")
+    ))
 }
 
 /// Copy file `number` (of `size_bytes`) of group `from` into group `to` as
@@ -565,12 +759,7 @@ pub fn copy_between(
     options: &CreateOptions,
     progress: Progress<'_>,
 ) -> Result<FileInfo, CopyError> {
-    if to.open(dest).is_ok() {
-        return Err(GroupError::Exists(format!(
-            "{dest} already exists; remove it first or choose another name"
-        ))
-        .into());
-    }
+    to.check_name_free(dest)?;
     let sector = u64::from(to.sector_bytes());
     if !size_bytes.is_multiple_of(sector) {
         return Err(GroupError::Invalid(format!(
@@ -609,12 +798,7 @@ pub fn copy_within(
     options: &CreateOptions,
     progress: Progress<'_>,
 ) -> Result<FileInfo, CopyError> {
-    if group.open(dest).is_ok() {
-        return Err(GroupError::Exists(format!(
-            "{dest} already exists; remove it first or choose another name"
-        ))
-        .into());
-    }
+    group.check_name_free(dest)?;
     let file = group.create_unnamed(size_bytes, options)?;
     let result = (|| -> Result<FileInfo, CopyError> {
         let mut buf = vec![0u8; COPY_CHUNK_BYTES];

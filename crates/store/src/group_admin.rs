@@ -4,7 +4,7 @@
 //! exclusively, and hands them to [`crate::group`]. Creating a group first puts
 //! every device through the label protections of [`crate::admin`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use cairn_io::host::Host;
@@ -106,7 +106,10 @@ pub fn create<'e>(
     }
     let lock = GroupLock::acquire(run_dir, spec.group_uuid, name.as_str())?;
     let checked = check_disks(host, disks, spec, &name, take_from, discovery)?;
-    // Every claim another group has on these disks was judged above.
+    // Labelling a new disk overrides another owner's signature only with the
+    // user's own --force; the group's create may take the claimed disks,
+    // each of which was judged above.
+    let label_force = spec.force;
     let spec = &GroupSpec {
         force: spec.force || checked.iter().any(|c| c.overrode.is_some()),
         ..spec.clone()
@@ -132,7 +135,7 @@ pub fn create<'e>(
                         &arg.path,
                         &LabelRequest {
                             label,
-                            force: spec.force,
+                            force: label_force,
                             disk_uuid: Uuid::new_v4(),
                             now_unix_seconds: spec.now_unix_seconds,
                             discovery: discovery.cloned(),
@@ -156,16 +159,33 @@ pub fn create<'e>(
         }
         Ok(())
     })();
-    if let Err(e) = result {
-        // A refusal part way leaves no trace: labels written by this call go.
-        for device in labelled_here {
-            if let Ok(scan) = HeaderScan::read(engine, device) {
-                let _ = crate::labeling::erase_label(engine, device, &scan);
+    // A refusal or failure part way leaves no trace of this call's labels
+    // (a create that fails after naming the group in the disks' headers
+    // leaves a group that never finished, which `--force` takes again).
+    let erase = |engine: &mut dyn FileEngine, devices: &[DeviceId]| {
+        for device in devices {
+            if let Ok(scan) = HeaderScan::read(engine, *device) {
+                let _ = crate::labeling::erase_label(engine, *device, &scan);
             }
         }
+    };
+    if let Err(e) = result {
+        erase(engine, &labelled_here);
         return Err(e);
     }
-    let group = group::create(engine, &new_disks, spec)?;
+    // Created and dismounted, then mounted again: a failure can then still
+    // reach the engine to erase the labels this call wrote.
+    if let Err(e) = group::create(&mut *engine, &new_disks, spec).and_then(Group::dismount) {
+        erase(engine, &labelled_here);
+        return Err(e.into());
+    }
+    let devices: Vec<DeviceId> = new_disks.iter().map(|d| d.device).collect();
+    let (group, _) = group::mount_with(
+        engine,
+        &devices,
+        &GroupSelector::Uuid(spec.group_uuid),
+        group::MissingDisks::Refuse,
+    )?;
     Ok((group, lock, created))
 }
 
@@ -196,6 +216,7 @@ fn check_disks(
     let mut labels = Vec::new();
     let mut sectors: Vec<(PathBuf, u32)> = Vec::new();
     let mut failgroups: Vec<String> = Vec::new();
+    let mut claims: Vec<Claim> = Vec::new();
     for (i, arg) in disks.iter().enumerate() {
         let meta = std::fs::metadata(&arg.path).map_err(|_| {
             AdminError::Open(cairn_io::OpenError::NotFound {
@@ -212,12 +233,18 @@ fn check_disks(
         }
         seen.push((arg.path.clone(), meta));
         let header = read_header(host, &arg.path)?;
-        let overrode = match header.as_ref().and_then(|h| h.group_uuid) {
-            Some(_) => Some(judge_claim(
-                host, &arg.path, spec.force, take_from, discovery,
-            )?),
-            None => None,
-        };
+        if let Some(h) = header.as_ref() {
+            if let Some(group) = h.group_uuid {
+                claims.push(Claim {
+                    index: i,
+                    path: arg.path.clone(),
+                    group,
+                    disk_uuid: h.disk_uuid,
+                    label: h.label.to_string(),
+                });
+            }
+        }
+        let overrode = None;
         if AtLayout::for_disk(probe.size_bytes, au).is_none() {
             return Err(GroupAdminError::Invalid(format!(
                 "{} ({} bytes) is too small for {}-MiB AUs; use a bigger device or a smaller --au-size",
@@ -272,108 +299,199 @@ fn check_disks(
             failgroups.len()
         )));
     }
+    if disks.len() > cairn_format::group::DISKS_MAX {
+        return Err(GroupAdminError::Invalid(format!(
+            "{} disks; a group holds at most {}",
+            disks.len(),
+            cairn_format::group::DISKS_MAX
+        )));
+    }
+    for (index, what) in judge_claims(host, &claims, spec.force, take_from, discovery)? {
+        labels[index].overrode = Some(what);
+    }
     Ok(labels)
 }
 
-/// Whether a disk another group's label claims may be taken, and if so, the
-/// claim overridden, described. The rule: a group that cannot use the disk
-/// (its create never finished, it recorded the disk offline, or it cannot be
-/// mounted anyway) gives it up to `--force`; a group that is mountable and
-/// counts on the disk gives it up only when named in `take_from`
-/// (`--take-from-group`), because taking it degrades or breaks that group.
-fn judge_claim(
+/// A disk named for a new group whose label claims it for another.
+#[derive(Debug, Clone)]
+struct Claim {
+    /// Its place among the disks named.
+    index: usize,
+    path: PathBuf,
+    group: Uuid,
+    disk_uuid: Uuid,
+    label: String,
+}
+
+/// Which claims other groups have on the disks may be overridden, and how
+/// each is described; an error for the first that may not. The claiming
+/// group is judged as mount would see it — by the newest superblock any of
+/// its disks holds (the claimed disks, and every disk discovery reaches) —
+/// and all the disks taken from one group are judged together:
+/// - no disk holds a superblock of it: its create never finished; `force`;
+/// - its directory records the disk offline (or lacks it): it no longer
+///   uses the disk; `force`;
+/// - otherwise it counts on the disk, and only `take_from` naming it
+///   (`--take-from-group`) lets the disks go, because the group is left
+///   DEGRADED or UNMOUNTABLE — whether or not its other disks are in sight,
+///   since a discovery string that misses them says nothing of their state.
+fn judge_claims(
     host: &Host,
-    path: &Path,
+    claims: &[Claim],
     force: bool,
     take_from: &[String],
     discovery: Option<&DiscoveryString>,
-) -> Result<String, GroupAdminError> {
-    let mut scratch = cairn_io::new_file_engine(cairn_io::EngineKind::Sync, 4)
-        .map_err(|e| GroupAdminError::Invalid(format!("cannot start an I/O engine: {e}")))?;
-    let device = DeviceFile::open(path, OpenMode::READ, host).map_err(AdminError::from)?;
-    let id = scratch.attach(device);
-    let m = group::membership(scratch.as_mut(), id).ok_or_else(|| {
-        GroupAdminError::Invalid(format!(
-            "{}: its label changed while it was read; try again",
-            path.display()
-        ))
-    })?;
-    let disk_uuid = m.disk_uuid;
-    let shown = path.display();
-    let needs_force = |claim: String| -> Result<String, GroupAdminError> {
-        if force {
-            Ok(claim)
-        } else {
-            Err(GroupAdminError::Invalid(format!(
-                "{shown} is {claim}; run again with --force to take it"
-            )))
+) -> Result<BTreeMap<usize, String>, GroupAdminError> {
+    let mut out = BTreeMap::new();
+    if claims.is_empty() {
+        return Ok(out);
+    }
+    let found = match discovery {
+        Some(d) => find_groups(host, d)?,
+        None => Vec::new(),
+    };
+    let mut groups: BTreeMap<Uuid, Vec<&Claim>> = BTreeMap::new();
+    for c in claims {
+        groups.entry(c.group).or_default().push(c);
+    }
+    for (uuid, taken) in groups {
+        let mut paths: Vec<PathBuf> = taken.iter().map(|c| c.path.clone()).collect();
+        for g in found.iter().filter(|g| g.uuid == uuid) {
+            paths.extend(g.disks.iter().map(|d| d.path.clone()));
         }
-    };
-    let Some(group) = m.group.as_ref() else {
-        return needs_force(format!(
-            "disk {} of disk group {}, whose creation never finished (no disk holds its superblock)",
-            m.label, m.group_uuid
-        ));
-    };
-    let entry = match m.entry() {
-        Some(e) if e.state == cairn_format::group::DiskState::Online => e.clone(),
-        _ => {
-            return needs_force(format!(
-                "disk {} of disk group {} (uuid {}), which no longer uses it (recorded OFFLINE)",
-                m.label, group.name, m.group_uuid
+        paths.sort();
+        paths.dedup();
+        let mut newest: Option<group::GroupOnDisk> = None;
+        let mut present: BTreeSet<Uuid> = BTreeSet::new();
+        for path in &paths {
+            let Some(m) = membership_of(host, path)? else {
+                continue;
+            };
+            if m.group_uuid != uuid {
+                continue;
+            }
+            present.insert(m.disk_uuid);
+            if let Some(g) = m.group {
+                if newest.as_ref().is_none_or(|n| g.generation > n.generation) {
+                    newest = Some(g);
+                }
+            }
+        }
+        let refuse = |c: &Claim, what: String| {
+            GroupAdminError::Invalid(format!(
+                "{} is {what}; run again with --force to take it",
+                c.path.display()
             ))
+        };
+        let Some(group) = newest else {
+            for c in &taken {
+                let what = format!(
+                    "disk {} of disk group {uuid}, whose superblock no disk in reach holds: its create never finished (or its other disks are outside the discovery string)",
+                    c.label
+                );
+                if !force {
+                    return Err(refuse(c, what));
+                }
+                out.insert(c.index, what);
+            }
+            continue;
+        };
+        let online =
+            |d: &&cairn_format::group::DiskEntry| d.state == cairn_format::group::DiskState::Online;
+        let mut counted = Vec::new();
+        for c in &taken {
+            match group
+                .disks
+                .iter()
+                .filter(online)
+                .find(|d| d.disk_uuid == c.disk_uuid)
+            {
+                Some(entry) => counted.push((*c, entry.clone())),
+                None => {
+                    let what = format!(
+                        "disk {} of disk group {} (uuid {uuid}), which no longer uses it (recorded OFFLINE)",
+                        c.label, group.name
+                    );
+                    if !force {
+                        return Err(refuse(c, what));
+                    }
+                    out.insert(c.index, what);
+                }
+            }
         }
-    };
-    // Which of the group's disks discovery reaches: with this one gone, does
-    // the group still mount, and does it mount now?
-    let present: Vec<Uuid> = match discovery {
-        Some(d) => find_groups(host, d)?
-            .into_iter()
-            .filter(|g| g.uuid == m.group_uuid)
-            .flat_map(|g| g.disks.into_iter().map(|d| d.disk_uuid))
-            .collect(),
-        // Unknown: assume every disk is there (the cautious answer).
-        None => group.disks.iter().map(|d| d.disk_uuid).collect(),
-    };
-    let down = |without: Option<Uuid>| -> usize {
-        let fgs: std::collections::BTreeSet<u16> = group
+        if counted.is_empty() {
+            continue;
+        }
+        // The group without the disks taken, and without those not in sight.
+        let gone: BTreeSet<Uuid> = counted.iter().map(|(c, _)| c.disk_uuid).collect();
+        let down: BTreeSet<u16> = group
             .disks
             .iter()
-            .filter(|d| d.state == cairn_format::group::DiskState::Online)
-            .filter(|d| {
-                Some(d.disk_uuid) == without
-                    || (d.disk_uuid != disk_uuid && !present.contains(&d.disk_uuid))
-            })
+            .filter(online)
+            .filter(|d| gone.contains(&d.disk_uuid) || !present.contains(&d.disk_uuid))
             .map(|d| d.failgroup_id)
             .collect();
-        fgs.len()
-    };
-    let copies = usize::from(group.copies);
-    if down(None) >= copies {
-        return needs_force(format!(
-            "disk {} of disk group {} (uuid {}), which cannot be mounted anyway: disks it needs are missing",
-            entry.label, group.name, m.group_uuid
-        ));
+        let unseen = group
+            .disks
+            .iter()
+            .filter(online)
+            .filter(|d| !present.contains(&d.disk_uuid))
+            .count();
+        let after = if down.len() >= usize::from(group.copies) {
+            "UNMOUNTABLE"
+        } else {
+            "DEGRADED"
+        };
+        let caveat = if unseen > 0 {
+            format!(" ({unseen} of its other disks are not among the discovered devices)")
+        } else {
+            String::new()
+        };
+        let names: Vec<String> = counted.iter().map(|(_, e)| e.label.clone()).collect();
+        if take_from
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(&group.name))
+        {
+            for (c, entry) in &counted {
+                out.insert(
+                    c.index,
+                    format!(
+                        "disk {} of disk group {} (uuid {uuid}), which counted on it and is now {after}{caveat}",
+                        entry.label, group.name
+                    ),
+                );
+            }
+            continue;
+        }
+        let (c, entry) = &counted[0];
+        return Err(GroupAdminError::Invalid(format!(
+            "{} is disk {} of disk group {} (uuid {uuid}), which counts on it: taking {} leaves {} {after}{caveat}; there is no `disk drop` yet — if {} may lose {}, run again with --take-from-group {}",
+            c.path.display(),
+            entry.label,
+            group.name,
+            if names.len() == 1 {
+                "it".to_string()
+            } else {
+                format!("{} ({})", names.len(), names.join(", "))
+            },
+            group.name,
+            group.name,
+            if names.len() == 1 { "this disk" } else { "these disks" },
+            group.name
+        )));
     }
-    let after = if down(Some(disk_uuid)) >= copies {
-        "UNMOUNTABLE"
-    } else {
-        "DEGRADED"
+    Ok(out)
+}
+
+/// What a device's label and superblocks say of its group (read-only).
+fn membership_of(host: &Host, path: &Path) -> Result<Option<group::Membership>, GroupAdminError> {
+    let mut scratch = cairn_io::new_file_engine(cairn_io::EngineKind::Sync, 4)
+        .map_err(|e| GroupAdminError::Invalid(format!("cannot start an I/O engine: {e}")))?;
+    let Ok(device) = DeviceFile::open(path, OpenMode::READ, host) else {
+        return Ok(None);
     };
-    let claim = format!(
-        "disk {} of disk group {} (uuid {}), which is mountable and counts on it: taking it leaves {} {after}",
-        entry.label, group.name, m.group_uuid, group.name
-    );
-    if take_from
-        .iter()
-        .any(|t| t.eq_ignore_ascii_case(&group.name))
-    {
-        return Ok(claim);
-    }
-    Err(GroupAdminError::Invalid(format!(
-        "{shown} is {claim}; there is no `disk drop` yet — if {} may lose this disk, run again with --take-from-group {}",
-        group.name, group.name
-    )))
+    let id = scratch.attach(device);
+    Ok(group::membership(scratch.as_mut(), id))
 }
 
 /// The newest good header of a device, if it carries a Cairn label.
@@ -634,15 +752,14 @@ fn mount_inner<'e>(
                 paths.insert(id.0, member.path.clone());
                 devices.push(id);
             }
-            // A member that is gone, or that refuses to be opened (for
-            // writing: immutable, read-only, permissions) is left out, as a
-            // missing member: the group mounts degraded where redundancy
-            // allows. A busy one fails the mount: its holder may be a moment
-            // from letting go, and a disk must not be lost to that.
+            // A member that is gone, or that no one may write (an immutable
+            // file), is left out, as a missing member: the group mounts
+            // degraded where redundancy allows. A busy one, or one this user
+            // may not write, fails the mount instead: its holder may be a
+            // moment from letting go, or another user may write it, and a
+            // disk must not be lost to that.
             Err(AdminError::Open(
-                e @ (OpenError::NotFound { .. }
-                | OpenError::PermissionDenied { .. }
-                | OpenError::ReadOnly { .. }),
+                e @ (OpenError::NotFound { .. } | OpenError::Immutable { .. }),
             )) => unopened.push(format!(
                 "disk {} could not be opened, so it is treated as missing: {e}",
                 member.label

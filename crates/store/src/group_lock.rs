@@ -68,6 +68,12 @@ fn writable(dir: &Path) -> bool {
 /// holders letting go: each retry means another process released the lock
 /// in between, so this bounds a pathological churn, not a normal wait.
 const ACQUIRE_ATTEMPTS_MAX: usize = 64;
+/// A lock found held is looked at again, a pause apart, for up to this long
+/// before the holder is reported: a holder letting go holds it exclusively
+/// for the moment its unlink takes (longer if it is descheduled meanwhile),
+/// and a reader must not take that for a writer.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+const RELEASE_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl GroupLock {
     /// Take the lock of group `uuid` (named `name` in messages) for writing,
@@ -89,7 +95,9 @@ impl GroupLock {
         };
         std::fs::create_dir_all(dir).map_err(dir_err)?;
         let path = dir.join(format!("{uuid}.lock"));
-        for _ in 0..ACQUIRE_ATTEMPTS_MAX {
+        let started = std::time::Instant::now();
+        let mut removed_under_us = 0;
+        while removed_under_us < ACQUIRE_ATTEMPTS_MAX {
             let mut file = OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -104,6 +112,17 @@ impl GroupLock {
             };
             match locked {
                 Ok(()) => {}
+                Err(TryLockError::WouldBlock) if !same_file(&file, &path) => {
+                    // A holder letting go removed it: take the new one.
+                    removed_under_us += 1;
+                    continue;
+                }
+                Err(TryLockError::WouldBlock) if started.elapsed() < RELEASE_WAIT => {
+                    // A holder letting go holds it exclusively for as long as
+                    // its unlink takes: look again in a moment.
+                    std::thread::sleep(RELEASE_PAUSE);
+                    continue;
+                }
                 Err(TryLockError::WouldBlock) => {
                     // Readers do not write their names: if a shared lock can
                     // be had, only readers hold it.
@@ -123,6 +142,7 @@ impl GroupLock {
             }
             if !same_file(&file, &path) {
                 // Removed by a holder letting go after we opened it.
+                removed_under_us += 1;
                 continue;
             }
             if exclusive {
@@ -224,6 +244,31 @@ mod tests {
         );
         drop(first);
         GroupLock::acquire(dir.path(), uuid, "DATA").unwrap();
+    }
+
+    /// Readers taking and letting go of the lock at once never refuse each
+    /// other, although each release holds it exclusively for a moment.
+    #[test]
+    fn concurrent_readers_never_refuse_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let uuid = Uuid::from_u128(7);
+        let refused = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..500 {
+                        match GroupLock::acquire_shared(dir.path(), uuid, "DATA") {
+                            Ok(lock) => drop(lock),
+                            Err(_) => {
+                                refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(refused.into_inner(), 0, "a reader refused another");
+        assert!(!dir.path().join(format!("{uuid}.lock")).exists());
     }
 
     #[test]

@@ -873,3 +873,97 @@ fn check_names_a_degraded_group_and_damaged_superblocks() {
     let report = g.check(false).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+/// A lost alias block's ids are not handed out again, nor a lost
+/// directory's: a new directory must not adopt the lost one's children.
+#[test]
+fn a_new_name_never_takes_the_id_of_a_lost_one() {
+    use cairn_format::group::FILE_ALIAS_DIRECTORY;
+    let (mut engine, ids) = rig(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
+    let places = {
+        let mut g = mount(&mut engine, &ids);
+        g.mkdir(&path("dbs"), false).unwrap();
+        for i in 0..40 {
+            g.create_file(&path(&format!("filler{i}")), 0, &CreateOptions::default())
+                .unwrap();
+        }
+        g.create_file(&path("dbs/secret.dbf"), 0, &CreateOptions::default())
+            .unwrap();
+        let extent = g.extents(FILE_ALIAS_DIRECTORY).unwrap()[0];
+        let places: Vec<(AuAddr, u64)> = extent
+            .copies()
+            .iter()
+            .map(|c| (*c, u64::from(c.au) * g.au_bytes()))
+            .collect();
+        g.dismount().unwrap();
+        places
+    };
+    destroy(&mut engine, &ids, &places);
+    let mut g = mount(&mut engine, &ids);
+    g.mkdir(&path("brand_new"), false).unwrap();
+    assert!(
+        g.list(&path("brand_new")).unwrap().is_empty(),
+        "a new directory adopted a lost one's children"
+    );
+    g.dismount().unwrap();
+    let mut g = mount(&mut engine, &ids);
+    let report = g.check(true).unwrap();
+    assert!(report.clean(), "{:?}", report.problems);
+    assert!(g.open(&path("lost+found/secret.dbf")).is_ok());
+    assert!(g.list(&path("brand_new")).unwrap().is_empty());
+}
+
+/// An indirect block of a file's extent map lost on every mirror: the file
+/// is not lost with it. It reads up to where its map is whole, is not
+/// written meanwhile, and `check --repair` cuts it there, keeping that data.
+#[test]
+fn a_lost_indirect_block_cuts_the_file_instead_of_losing_it() {
+    let (mut engine, ids) = rig(&[(256 * MIB, "A"), (256 * MIB, "B")], Redundancy::Normal);
+    let head = vec![0x3Cu8; 8 * MIB as usize];
+    let (number, places) = {
+        let mut g = mount(&mut engine, &ids);
+        let f = g
+            .create_file(&path("big"), 120 * MIB, &CreateOptions::default())
+            .unwrap();
+        g.write(f.number, 0, &head).unwrap();
+        let pointer = g.indirect_aus(f.number).unwrap()[0];
+        let places: Vec<(AuAddr, u64)> = pointer
+            .copies()
+            .iter()
+            .map(|c| (*c, u64::from(c.au) * g.au_bytes()))
+            .collect();
+        g.dismount().unwrap();
+        (f.number, places)
+    };
+    destroy(&mut engine, &ids, &places);
+    let (mut g, report) =
+        group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    let damage = report.damage.join(" | ");
+    assert!(
+        damage.contains("+SIM/big has a damaged extent map")
+            && damage.contains(&format!(
+                "reads up to byte {} of its {}",
+                106 * MIB,
+                120 * MIB
+            )),
+        "{damage}"
+    );
+    let mut back = vec![0u8; head.len()];
+    g.read(number, 0, &mut back).unwrap();
+    assert!(back == head, "the whole part reads");
+    assert!(
+        g.write(number, 0, &head[..4096]).is_err(),
+        "not written meanwhile"
+    );
+    let report = g.check(true).unwrap();
+    assert!(report.clean(), "{:?}", report.problems);
+    g.dismount().unwrap();
+    let (mut g, report) =
+        group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    assert!(report.damage.is_empty(), "{report:?}");
+    assert_eq!(g.open(&path("big")).unwrap().size_bytes, 106 * MIB);
+    g.read(number, 0, &mut back).unwrap();
+    assert!(back == head);
+    g.write(number, 0, &head[..4096]).unwrap();
+    assert!(g.check(false).unwrap().problems.is_empty());
+}

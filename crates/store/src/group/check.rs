@@ -80,7 +80,7 @@ impl Group<'_> {
         let mut report = CheckReport::default();
         self.check_extents(repair, &mut report)?;
         self.check_aliases(repair, &mut report)?;
-        self.check_lost(repair, &mut report);
+        self.check_lost(repair, &mut report)?;
         self.check_mirrors(repair, &mut report)?;
         self.check_superblocks(repair, &mut report)?;
         for what in &self.short_disks {
@@ -334,6 +334,9 @@ impl Group<'_> {
                 repairable: true,
             });
         }
+        if repair {
+            self.find_orphan_parents();
+        }
         for number in nameless {
             let named = match lost_found {
                 Some(dir) => Some(self.name_in_lost_and_found(number, dir)?),
@@ -371,11 +374,20 @@ impl Group<'_> {
     fn free_name_in(&self, dir: u32, base: &str) -> Result<Component, GroupError> {
         let mut n = 0u32;
         loop {
-            let text = if n == 0 {
-                base.to_string()
+            let suffix = if n == 0 {
+                String::new()
             } else {
-                format!("{base}.{n}")
+                format!(".{n}")
             };
+            // Cut the base so the suffix fits the limit (at a character
+            // boundary: a name read from disk is not trusted to be ASCII).
+            let mut keep = base
+                .len()
+                .min(cairn_format::group::ALIAS_NAME_LEN_MAX - suffix.len());
+            while !base.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            let text = format!("{}{suffix}", &base[..keep]);
             let c = Component::parse(&text).map_err(GroupError::from)?;
             if self.child(dir, &c).is_none() {
                 return Ok(c);
@@ -386,7 +398,13 @@ impl Group<'_> {
 
     fn move_to_lost_and_found(&mut self, id: u32, dir: u32) -> Result<String, GroupError> {
         let mut record = self.aliases[&id].clone();
-        let name = self.free_name_in(dir, &record.name)?;
+        // A name read from disk that is not a valid name today gets its id.
+        let base = if Component::parse(&record.name).is_ok() {
+            record.name.clone()
+        } else {
+            format!("name_{id}")
+        };
+        let name = self.free_name_in(dir, &base)?;
         self.remove_alias(id);
         record.parent = dir;
         record.name = name.as_str().to_string();
@@ -408,19 +426,26 @@ impl Group<'_> {
     /// it afresh from what the group holds now (an entry as free, an alias
     /// block with the names that are left, the default templates or
     /// attributes).
-    fn check_lost(&mut self, repair: bool, report: &mut CheckReport) {
+    fn check_lost(&mut self, repair: bool, report: &mut CheckReport) -> Result<(), GroupError> {
         let described = self.describe_lost();
         let lost: Vec<super::LostBlock> = self.lost.keys().copied().collect();
         for (block, what) in lost.into_iter().zip(described) {
             let location = match block {
                 super::LostBlock::Entry(n) => format!("file directory entry {n}"),
+                super::LostBlock::Map(n) => format!("extent map of file {n}"),
                 super::LostBlock::Alias(k) => format!("alias block {k}"),
                 super::LostBlock::Templates => "templates block".to_string(),
                 super::LostBlock::Attributes => "attributes block".to_string(),
             };
             if repair {
+                if let super::LostBlock::Map(n) = block {
+                    // Cut where the map ends: the entry says so, and the
+                    // indirect AUs past it go.
+                    let keep = self.files[&n].extents.len() as u64;
+                    self.trim_extents(n, keep)?;
+                }
                 self.dirty.insert(match block {
-                    super::LostBlock::Entry(n) => Dirty::Entry(n),
+                    super::LostBlock::Entry(n) | super::LostBlock::Map(n) => Dirty::Entry(n),
                     super::LostBlock::Alias(k) => Dirty::Alias(k),
                     super::LostBlock::Templates => Dirty::Templates,
                     super::LostBlock::Attributes => Dirty::Attributes,
@@ -434,6 +459,7 @@ impl Group<'_> {
                 repairable: true,
             });
         }
+        Ok(())
     }
 
     /// Every member in use holds the group's newest superblock generation in
@@ -456,17 +482,13 @@ impl Group<'_> {
                 let name = ["A", "B"][slot];
                 match super::read_slot(self.engine, device, self.uuid, *base) {
                     Some(read) => newest = newest.max(Some(read.generation)),
-                    None => {
-                        let blank = self
-                            .read_one(n, *base, BLOCK_BYTES)
-                            .is_ok_and(|b| b.iter().all(|x| *x == 0));
-                        if !blank {
-                            found.push((
-                                format!("disk {label} superblock slot {name} (offset {base})"),
-                                "damaged: not a valid superblock of this group".to_string(),
-                            ));
-                        }
+                    None if super::slot_damaged(self.engine, device, self.uuid, *base) => {
+                        found.push((
+                            format!("disk {label} superblock slot {name} (offset {base})"),
+                            "damaged (a torn write, or overwritten): not a valid superblock of this group".to_string(),
+                        ));
                     }
+                    None => {}
                 }
             }
             match newest {

@@ -148,11 +148,23 @@ impl Group<'_> {
         let capacity = self.files[&FILE_ALIAS_DIRECTORY].extents.len() as u64
             * self.blocks_per_au()
             * ALIASES_PER_BLOCK as u64;
+        // The lowest free id — not one of a lost alias block's (its names
+        // may still be found there) nor one a name still gives as its
+        // directory (a lost directory's children would move into the new
+        // name).
         let mut id = 1u32;
         for used in self.aliases.keys() {
             if *used != id {
                 break;
             }
+            id += 1;
+        }
+        while self.aliases.contains_key(&id)
+            || self.orphan_parents.contains(&id)
+            || self
+                .lost
+                .contains_key(&LostBlock::Alias(alias_block_of(id)))
+        {
             id += 1;
         }
         if u64::from(id) > capacity {
@@ -479,6 +491,25 @@ impl Group<'_> {
         self.publish_as(number, parent, &name, size_bytes)
     }
 
+    /// Whether a new file could be named `path`: its directory exists, the
+    /// name is free. For a caller about to fill a file before naming it (a
+    /// copy), so that a bad name is refused before the copy, not after.
+    pub fn check_name_free(&self, path: &GroupPath) -> Result<(), GroupError> {
+        let (parent_path, name) = split(path)?;
+        let parent = self.directory_id(&parent_path).map_err(|e| match e {
+            GroupError::NotFound(m) => {
+                GroupError::NotFound(format!("{m}; create it with `cairn mkdir`"))
+            }
+            other => other,
+        })?;
+        if self.child(parent, &name).is_some() {
+            return Err(GroupError::Exists(format!(
+                "{path} already exists; remove it first or choose another name"
+            )));
+        }
+        Ok(())
+    }
+
     /// Where a new file named `path` goes: its directory's id and its name.
     /// Refused if the directory does not exist (unless `parents`, which
     /// creates it) or the name is taken.
@@ -656,6 +687,11 @@ impl Group<'_> {
             )));
         }
         self.trim_extents(number, keep)?;
+        // The name first (it may fail: no room to grow the alias directory,
+        // and the file is then still one being created, for discard_unnamed),
+        // and in the same commit the file becomes active.
+        let rec = self.files[&number].clone();
+        self.add_alias(parent, name, AliasKind::File, Some(&rec))?;
         let rec = self
             .files
             .get_mut(&number)
@@ -663,10 +699,7 @@ impl Group<'_> {
         rec.entry.state = FileState::Active;
         rec.entry.size_bytes = size_bytes;
         rec.entry.target_bytes = 0;
-        let rec = rec.clone();
         self.dirty.insert(Dirty::Entry(number));
-        // The name comes in the same commit that makes the file active.
-        self.add_alias(parent, name, AliasKind::File, Some(&rec))?;
         self.commit()?;
         Ok(self.info(&self.files[&number]))
     }
@@ -721,7 +754,7 @@ impl Group<'_> {
 
     /// Free extents past `keep`, last first, committing in steps; then the
     /// indirect AUs no longer needed.
-    fn trim_extents(&mut self, number: u32, keep: u64) -> Result<(), GroupError> {
+    pub(super) fn trim_extents(&mut self, number: u32, keep: u64) -> Result<(), GroupError> {
         while self.files[&number].extents.len() as u64 > keep {
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             let index = rec.extents.len() as u64 - 1;
@@ -875,10 +908,26 @@ impl Group<'_> {
                 // that finds it Deleting drops whatever names remain).
                 let number = record.file_number;
                 if self.live_file(&record).is_none() {
-                    // Its file is gone (lost, or never there): only the names
-                    // are left to remove, and a lost entry is written free.
+                    // Its file is gone (lost, or never there): only its names
+                    // are left to remove — those of this incarnation, never a
+                    // live file's — and a lost entry is written free.
                     self.remove_alias(record.id);
-                    self.drop_names_of(number)?;
+                    let dead: Vec<u32> = self
+                        .aliases
+                        .values()
+                        .filter(|r| {
+                            r.kind != AliasKind::Directory
+                                && r.file_number == number
+                                && r.file_incarnation == record.file_incarnation
+                        })
+                        .map(|r| r.id)
+                        .collect();
+                    for id in dead {
+                        self.remove_alias(id);
+                        if self.dirty_count() >= STEP_DIRTY_MAX {
+                            self.commit()?;
+                        }
+                    }
                     if self.lost.remove(&LostBlock::Entry(number)).is_some() {
                         self.dirty.insert(Dirty::Entry(number));
                     }
@@ -1444,6 +1493,12 @@ impl Group<'_> {
     /// The device of a member disk, if online.
     pub fn disk_device(&self, disk: u16) -> Option<cairn_io::DeviceId> {
         self.member(disk).and_then(Member::online)
+    }
+
+    /// The AUs holding a file's indirect extent blocks (one extent per AU,
+    /// each with its copies), for the checker and tests.
+    pub fn indirect_aus(&self, number: u32) -> Option<&[Extent]> {
+        self.files.get(&number).map(|f| &f.entry.indirect[..])
     }
 
     /// Extents of a file (copies and initialised flag), for the checker and tests.

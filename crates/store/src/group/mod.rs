@@ -222,9 +222,12 @@ struct FileRec {
 /// A metadata block with no valid copy on any disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum LostBlock {
-    /// A user file's directory entry, or a block of its extent map: the file
-    /// cannot be reached.
+    /// A user file's directory entry: the file cannot be reached.
     Entry(u32),
+    /// Part of a user file's extent map (an indirect block, or an entry that
+    /// contradicts itself): the file reads up to where its map is whole, and
+    /// is not written until `check --repair` cuts it there.
+    Map(u32),
     /// A block of the alias directory: the names in it are gone.
     Alias(u64),
     Templates,
@@ -319,6 +322,11 @@ pub struct Group<'e> {
     /// Metadata copies found damaged, blank or stale that a read-only mount
     /// left as they were.
     copies_left_damaged: u64,
+    /// Directory ids that names give as their parent but that no name has
+    /// (their alias block was lost): never handed out again, or the lost
+    /// directory's children would appear in the new one. Set at mount and
+    /// after a repair.
+    orphan_parents: BTreeSet<u32>,
     /// Members found smaller than the group recorded, described: treated as
     /// missing, and problems for `check`.
     short_disks: Vec<String>,
@@ -422,6 +430,7 @@ impl<'e> Group<'e> {
             failed_disks: BTreeSet::new(),
             shared_aus: BTreeMap::new(),
             lost: BTreeMap::new(),
+            orphan_parents: BTreeSet::new(),
             short_disks: Vec::new(),
             read_only: false,
             taken_offline: Vec::new(),
@@ -1390,6 +1399,13 @@ impl<'e> Group<'e> {
     /// Refuse to change file `number` while it claims an AU another file
     /// also claims: a write to one would land in the other.
     fn refuse_if_sharing(&self, number: u32) -> Result<(), GroupError> {
+        if self.lost.contains_key(&LostBlock::Map(number)) {
+            return Err(GroupError::Lost(format!(
+                "{} has a damaged extent map, so it is not written; `cairn group check {} --repair` cuts it where its map ends, then it can be",
+                self.path_of(number),
+                self.name
+            )));
+        }
         let Some(((disk, au), owners)) = self
             .shared_aus
             .iter()
@@ -1867,6 +1883,10 @@ impl Group<'_> {
                         if names.len() == 1 { "that name" } else { "its names" }
                     )
                 }
+                LostBlock::Map(n) => format!(
+                    "{} has a damaged extent map: {why}. It is not written until {repair} cuts it there (what lay past that point cannot be placed in the file any more)",
+                    self.path_of(*n)
+                ),
                 LostBlock::Alias(k) => format!(
                     "alias block {k} is lost: {why}. The names it held (ids {} to {}) are gone; the files are not: {repair} names each file left without one in +{}/lost+found",
                     k * ALIASES_PER_BLOCK as u64 + 1,
@@ -2082,6 +2102,17 @@ pub fn membership(engine: &mut dyn IoEngine, device: DeviceId) -> Option<Members
             disks: s.entries,
         }),
     })
+}
+
+/// Whether a superblock slot holds something that is neither a valid slot of
+/// `group` nor blank (never written): a torn or damaged slot.
+fn slot_damaged(engine: &mut dyn IoEngine, device: DeviceId, group: Uuid, base: u64) -> bool {
+    if read_slot(engine, device, group, base).is_some() {
+        return false;
+    }
+    engine
+        .read_at(device, base, BLOCK_BYTES)
+        .is_ok_and(|b| b.iter().any(|x| *x != 0))
 }
 
 /// A device that names a group in its label: its header and best superblock
@@ -2361,8 +2392,20 @@ fn mount_inner<'e>(
     let behind = disks
         .iter()
         .any(|(_, _, slot)| slot.as_ref().is_none_or(|(g, _)| *g < best.generation));
-    if (!missing.is_empty() || behind) && !read_only {
-        group.write_superblocks()?;
+    // A slot torn by a crash (or damaged) beside a good one: both slots are
+    // written afresh, so every member again holds two.
+    let torn = disks.iter().any(|(device, _, _)| {
+        SUPER_SLOT_OFFSETS_BYTES
+            .iter()
+            .any(|base| slot_damaged(group.engine, *device, uuid, *base))
+    });
+    if !read_only {
+        if !missing.is_empty() || behind || torn {
+            group.write_superblocks()?;
+        }
+        if torn {
+            group.write_superblocks()?;
+        }
     }
 
     group.load_tables(&mut report)?;
@@ -2370,6 +2413,7 @@ fn mount_inner<'e>(
     group.verify_tables(&mut report)?;
     group.rebuild_tables()?;
     group.load_aliases()?;
+    group.find_orphan_parents();
     report.damage.extend(group.describe_shared_aus());
     let templates = group
         .read_meta_file_block(FILE_TEMPLATES, BlockType::Template, 0)
@@ -2675,9 +2719,15 @@ impl Group<'_> {
             } else {
                 for (i, stored) in stored_summary.iter().enumerate() {
                     if let Some(p) = alloc.check_summary(i as u64, stored) {
-                        report
-                            .warnings
-                            .push(format!("{}: {p}; rewritten", self.disk_name(n)));
+                        report.warnings.push(format!(
+                            "{}: {p}; {}",
+                            self.disk_name(n),
+                            if self.read_only {
+                                "the next command that writes rewrites it"
+                            } else {
+                                "rewritten"
+                            }
+                        ));
                     }
                 }
             }
@@ -2822,16 +2872,20 @@ impl Group<'_> {
                 continue;
             }
             let loaded = self.read_entry(n).and_then(|entry| match entry {
+                Some(entry) if n >= FILE_NUMBER_USER_MIN => self.load_user_file(entry).map(Some),
                 Some(entry) => {
                     let extents = self.read_extent_map(&entry)?;
                     self.validate_map(&entry, &extents)?;
-                    Ok(Some(FileRec { entry, extents }))
+                    Ok(Some((FileRec { entry, extents }, None)))
                 }
                 None => Ok(None),
             });
             match loaded {
-                Ok(Some(rec)) => {
+                Ok(Some((rec, damage))) => {
                     self.files.insert(n, rec);
+                    if let Some(why) = damage {
+                        self.lost.insert(LostBlock::Map(n), why);
+                    }
                 }
                 Ok(None) => {}
                 // A user file whose entry or map is gone or self-contradicting
@@ -2881,6 +2935,94 @@ impl Group<'_> {
         }
     }
 
+    /// A user file's entry and as much of its extent map as is whole: a map
+    /// block with no valid copy, or a map that contradicts the entry, cuts it
+    /// (returned with why, and where it now ends). An I/O error is not cut
+    /// around: the disk may answer again.
+    fn load_user_file(
+        &mut self,
+        mut entry: FileEntry,
+    ) -> Result<(FileRec, Option<String>), GroupError> {
+        let (mut extents, mut why) = match self.read_extent_map(&entry) {
+            Ok(extents) => (extents, None),
+            Err(GroupError::Corrupt(m)) if m.contains("could not be read") => {
+                return Err(GroupError::Corrupt(m))
+            }
+            Err(GroupError::Lost(m) | GroupError::Corrupt(m)) => {
+                let prefix = self.read_map_prefix(&entry);
+                (prefix, Some(m))
+            }
+            Err(e) => return Err(e),
+        };
+        let layout = placement::FileLayout::new(
+            self.au_bytes,
+            if entry.striping == STRIPING_FINE {
+                Striping::Fine
+            } else {
+                Striping::Coarse
+            },
+        );
+        if entry.striping == STRIPING_FINE {
+            let whole_sets =
+                extents.len() as u64 / placement::FINE_STRIPE_WIDTH * placement::FINE_STRIPE_WIDTH;
+            if (extents.len() as u64) != whole_sets {
+                extents.truncate(whole_sets as usize);
+                why.get_or_insert_with(|| "its extents are not whole fine-stripe sets of 8".into());
+            }
+        }
+        let recorded = entry.size_bytes;
+        let capacity = layout.capacity_bytes(extents.len() as u64);
+        if capacity < recorded {
+            let sector = u64::from(self.sector_bytes);
+            entry.size_bytes = capacity / sector * sector;
+            why.get_or_insert_with(|| format!("{recorded} bytes do not fit its extents"));
+        }
+        let damage = why.map(|w| {
+            format!(
+                "{w}; it reads up to byte {} of its {recorded}",
+                entry.size_bytes
+            )
+        });
+        Ok((FileRec { entry, extents }, damage))
+    }
+
+    /// The extents of `entry`'s map up to its first block that cannot be
+    /// used (best effort: what [`Self::read_extent_map`] refused).
+    fn read_map_prefix(&mut self, entry: &FileEntry) -> Vec<Extent> {
+        let mut extents = entry.direct.clone();
+        let mut remaining = entry.extent_count.saturating_sub(DIRECT_EXTENTS as u64);
+        let per_au = self.blocks_per_au();
+        let mut block = 0u64;
+        while remaining > 0 {
+            let Some(pointer) = entry.indirect.get((block / per_au) as usize) else {
+                break;
+            };
+            let within = (block % per_au) * BLOCK_BYTES as u64;
+            let places: Vec<(u16, u64)> = pointer
+                .copies()
+                .iter()
+                .map(|c| (c.disk, u64::from(c.au) * self.au_bytes + within))
+                .collect();
+            let id = BlockId {
+                block_type: BlockType::Indirect,
+                owner: entry.number,
+                owner_tag: entry.incarnation,
+                index: block,
+            };
+            let count = remaining.min(EXTENTS_PER_INDIRECT_BLOCK as u64) as usize;
+            let Ok(Some(data)) = self.read_meta(&places, id) else {
+                break;
+            };
+            let Ok(more) = fmt::decode_indirect(&data[..], count) else {
+                break;
+            };
+            extents.extend(more);
+            remaining -= count as u64;
+            block += 1;
+        }
+        extents
+    }
+
     fn read_extent_map(&mut self, entry: &FileEntry) -> Result<Vec<Extent>, GroupError> {
         let mut extents = entry.direct.clone();
         let mut remaining = entry.extent_count.saturating_sub(DIRECT_EXTENTS as u64);
@@ -2913,8 +3055,8 @@ impl Group<'_> {
             };
             let count = remaining.min(EXTENTS_PER_INDIRECT_BLOCK as u64) as usize;
             let data = self.read_meta(&places, id)?.ok_or_else(|| {
-                corrupt(format!(
-                    "file {}: indirect block {block} is blank",
+                GroupError::Lost(format!(
+                    "file {}: indirect block {block} is blank on every copy",
                     entry.number
                 ))
             })?;
@@ -2926,6 +3068,16 @@ impl Group<'_> {
             block += 1;
         }
         Ok(extents)
+    }
+
+    /// Recompute [`Group::orphan_parents`] from the names.
+    pub(super) fn find_orphan_parents(&mut self) {
+        self.orphan_parents = self
+            .aliases
+            .values()
+            .map(|r| r.parent)
+            .filter(|p| *p != 0 && !self.aliases.contains_key(p))
+            .collect();
     }
 
     /// One line per AU two files claim: where it is and who claims it.
