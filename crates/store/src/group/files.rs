@@ -495,19 +495,7 @@ impl Group<'_> {
     /// name is free. For a caller about to fill a file before naming it (a
     /// copy), so that a bad name is refused before the copy, not after.
     pub fn check_name_free(&self, path: &GroupPath) -> Result<(), GroupError> {
-        let (parent_path, name) = split(path)?;
-        let parent = self.directory_id(&parent_path).map_err(|e| match e {
-            GroupError::NotFound(m) => {
-                GroupError::NotFound(format!("{m}; create it with `cairn mkdir`"))
-            }
-            other => other,
-        })?;
-        if self.child(parent, &name).is_some() {
-            return Err(GroupError::Exists(format!(
-                "{path} already exists; remove it first or choose another name"
-            )));
-        }
-        Ok(())
+        self.free_name(path).map(|_| ())
     }
 
     /// Where a new file named `path` goes: its directory's id and its name.
@@ -518,10 +506,17 @@ impl Group<'_> {
         path: &GroupPath,
         parents: bool,
     ) -> Result<(u32, Component), GroupError> {
-        let (parent_path, name) = split(path)?;
-        if parents && !parent_path.is_root() && self.resolve(&parent_path).is_err() {
-            self.mkdir(&parent_path, true)?;
+        if parents {
+            let (parent_path, _) = split(path)?;
+            if !parent_path.is_root() && self.resolve(&parent_path).is_err() {
+                self.mkdir(&parent_path, true)?;
+            }
         }
+        self.free_name(path)
+    }
+
+    fn free_name(&self, path: &GroupPath) -> Result<(u32, Component), GroupError> {
+        let (parent_path, name) = split(path)?;
         let parent = self.directory_id(&parent_path).map_err(|e| match e {
             GroupError::NotFound(m) => {
                 GroupError::NotFound(format!("{m}; create it with `cairn mkdir`"))

@@ -2943,15 +2943,13 @@ impl Group<'_> {
         &mut self,
         mut entry: FileEntry,
     ) -> Result<(FileRec, Option<String>), GroupError> {
-        let (mut extents, mut why) = match self.read_extent_map(&entry) {
-            Ok(extents) => (extents, None),
+        let (mut extents, whole) = self.read_map_upto(&entry);
+        let mut why = match whole {
+            Ok(()) => None,
             Err(GroupError::Corrupt(m)) if m.contains("could not be read") => {
                 return Err(GroupError::Corrupt(m))
             }
-            Err(GroupError::Lost(m) | GroupError::Corrupt(m)) => {
-                let prefix = self.read_map_prefix(&entry);
-                (prefix, Some(m))
-            }
+            Err(GroupError::Lost(m) | GroupError::Corrupt(m)) => Some(m),
             Err(e) => return Err(e),
         };
         let layout = placement::FileLayout::new(
@@ -2986,44 +2984,14 @@ impl Group<'_> {
         Ok((FileRec { entry, extents }, damage))
     }
 
-    /// The extents of `entry`'s map up to its first block that cannot be
-    /// used (best effort: what [`Self::read_extent_map`] refused).
-    fn read_map_prefix(&mut self, entry: &FileEntry) -> Vec<Extent> {
-        let mut extents = entry.direct.clone();
-        let mut remaining = entry.extent_count.saturating_sub(DIRECT_EXTENTS as u64);
-        let per_au = self.blocks_per_au();
-        let mut block = 0u64;
-        while remaining > 0 {
-            let Some(pointer) = entry.indirect.get((block / per_au) as usize) else {
-                break;
-            };
-            let within = (block % per_au) * BLOCK_BYTES as u64;
-            let places: Vec<(u16, u64)> = pointer
-                .copies()
-                .iter()
-                .map(|c| (c.disk, u64::from(c.au) * self.au_bytes + within))
-                .collect();
-            let id = BlockId {
-                block_type: BlockType::Indirect,
-                owner: entry.number,
-                owner_tag: entry.incarnation,
-                index: block,
-            };
-            let count = remaining.min(EXTENTS_PER_INDIRECT_BLOCK as u64) as usize;
-            let Ok(Some(data)) = self.read_meta(&places, id) else {
-                break;
-            };
-            let Ok(more) = fmt::decode_indirect(&data[..], count) else {
-                break;
-            };
-            extents.extend(more);
-            remaining -= count as u64;
-            block += 1;
-        }
-        extents
+    fn read_extent_map(&mut self, entry: &FileEntry) -> Result<Vec<Extent>, GroupError> {
+        let (extents, whole) = self.read_map_upto(entry);
+        whole.map(|()| extents)
     }
 
-    fn read_extent_map(&mut self, entry: &FileEntry) -> Result<Vec<Extent>, GroupError> {
+    /// The extents of `entry`'s map, read block by block up to the first
+    /// that cannot be used; with it, why not (`Ok` when the map is whole).
+    fn read_map_upto(&mut self, entry: &FileEntry) -> (Vec<Extent>, Result<(), GroupError>) {
         let mut extents = entry.direct.clone();
         let mut remaining = entry.extent_count.saturating_sub(DIRECT_EXTENTS as u64);
         let per_au = self.blocks_per_au();
@@ -3031,12 +2999,13 @@ impl Group<'_> {
             .div_ceil(EXTENTS_PER_INDIRECT_BLOCK as u64)
             .div_ceil(per_au);
         if needed > entry.indirect.len() as u64 {
-            return Err(corrupt(format!(
+            let why = corrupt(format!(
                 "file {}: {} extents need {needed} indirect AUs, the entry has {}",
                 entry.number,
                 entry.extent_count,
                 entry.indirect.len()
-            )));
+            ));
+            return (extents, Err(why));
         }
         let mut block = 0u64;
         while remaining > 0 {
@@ -3054,20 +3023,24 @@ impl Group<'_> {
                 index: block,
             };
             let count = remaining.min(EXTENTS_PER_INDIRECT_BLOCK as u64) as usize;
-            let data = self.read_meta(&places, id)?.ok_or_else(|| {
-                GroupError::Lost(format!(
-                    "file {}: indirect block {block} is blank on every copy",
-                    entry.number
-                ))
-            })?;
-            extents.extend(
+            let more = self.read_meta(&places, id).and_then(|data| {
+                let data = data.ok_or_else(|| {
+                    GroupError::Lost(format!(
+                        "file {}: indirect block {block} is blank on every copy",
+                        entry.number
+                    ))
+                })?;
                 fmt::decode_indirect(&data[..], count)
-                    .map_err(|e| corrupt(format!("file {}: {e}", entry.number)))?,
-            );
+                    .map_err(|e| corrupt(format!("file {}: {e}", entry.number)))
+            });
+            match more {
+                Ok(more) => extents.extend(more),
+                Err(e) => return (extents, Err(e)),
+            }
             remaining -= count as u64;
             block += 1;
         }
-        Ok(extents)
+        (extents, Ok(()))
     }
 
     /// Recompute [`Group::orphan_parents`] from the names.
