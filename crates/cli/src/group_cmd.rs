@@ -419,7 +419,8 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             } else {
                 mount_read_only(engine.as_mut(), &discover, &name)?
             };
-            let report = m.group.check(repair)?;
+            let report = m.group.check(repair);
+            let report = said(&m.group, report)?;
             let group_name = m.group.name().to_string();
             if repair {
                 finish(m.group)?;
@@ -710,7 +711,8 @@ pub fn mkdir(engine_kind: EngineArg, path: &str, parents: bool, discover: &Disco
     let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
     let m = mount(engine.as_mut(), discover, path.group.as_str())?;
     let mut group = m.group;
-    group.mkdir(&path, parents)?;
+    let made = group.mkdir(&path, parents);
+    said(&group, made)?;
     finish(group)?;
     Ok(())
 }
@@ -776,7 +778,8 @@ pub fn mkalias(
     let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
     let m = mount(engine.as_mut(), discover, target.group.as_str())?;
     let mut group = m.group;
-    group.mkalias(&target, &alias)?;
+    let made = group.mkalias(&target, &alias);
+    said(&group, made)?;
     finish(group)?;
     Ok(())
 }

@@ -217,6 +217,8 @@ struct Model {
     /// The file the last operation worked on: after a crash in it, only that
     /// file may differ from the model.
     touched: Option<String>,
+    /// The file a copy in was filling, as it is once named.
+    copied: Option<ModelFile>,
 }
 
 impl Model {
@@ -264,6 +266,8 @@ fn sector_ok(file: &ModelFile, actual: &[u8]) -> Result<(), String> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Op {
     Create,
+    /// A copy in: an unnamed file filled, then named.
+    Copy,
     Write,
     Sync,
     Resize,
@@ -276,7 +280,8 @@ enum Op {
 
 fn pick_op(rng: &mut Rand) -> Op {
     match rng.below(100) {
-        0..=19 => Op::Create,
+        0..=14 => Op::Create,
+        15..=19 => Op::Copy,
         20..=49 => Op::Write,
         50..=59 => Op::Sync,
         60..=69 => Op::Resize,
@@ -332,6 +337,35 @@ fn apply(
                 Err(GroupError::NoSpace(_)) if !crashing => Ok(()),
                 Err(e) => Err(e),
             }
+        }
+        Op::Copy => {
+            let full = format!("c{}", rng.below(20));
+            m.touched = Some(full.clone());
+            m.copied = None;
+            if m.files.contains_key(&full) || m.dirs.contains(&full) {
+                assert!(g.check_name_free(&path(&full)).is_err());
+                return Ok(());
+            }
+            let size = (1 + rng.below(48)) * 32 * 1024;
+            let data = rng.bytes(size as usize);
+            if trace() {
+                eprintln!("  copy in {full} size {size}");
+            }
+            let f = match g.create_unnamed(size, &CreateOptions::default()) {
+                Ok(f) => f,
+                Err(GroupError::NoSpace(_)) if !crashing => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            // What the file holds if the crash comes after its name: all of
+            // it (publish's commit flushes the data before the name).
+            let mut whole = ModelFile::new(f.number, size);
+            whole.durable = data.clone();
+            m.copied = Some(whole.clone());
+            g.write(f.number, 0, &data)?;
+            g.publish(f.number, &path(&full), size)?;
+            m.sync();
+            m.files.insert(full, whole);
+            Ok(())
         }
         Op::Write => {
             let Some(name) = pick(rng) else { return Ok(()) };
@@ -483,6 +517,11 @@ fn settle(g: &Group<'_>, before: &Model, after: &Model, op: Op) -> Model {
         let is_touched = touched.as_deref() == Some(name.as_str());
         let mut f = match base.files.get(name) {
             Some(f) => f.clone(),
+            // A copy is named only with all its data: whole, or absent.
+            None if is_touched && op == Op::Copy => after
+                .copied
+                .clone()
+                .unwrap_or_else(|| panic!("after a crash in a copy: {name} was never filled")),
             None => {
                 assert!(
                     is_touched && op == Op::Create,
@@ -504,7 +543,8 @@ fn settle(g: &Group<'_>, before: &Model, after: &Model, op: Op) -> Model {
     }
     for name in base.files.keys().filter(|n| !actual.contains_key(*n)) {
         assert!(
-            touched.as_deref() == Some(name.as_str()) && matches!(op, Op::Delete | Op::Create),
+            touched.as_deref() == Some(name.as_str())
+                && matches!(op, Op::Delete | Op::Create | Op::Copy),
             "after a crash in {op:?}: {name} is gone"
         );
     }
@@ -619,11 +659,43 @@ fn run_seed(seed: u64) {
                 };
                 engine.inner.crash(policy);
                 model.crashed();
+                // A listing first: it must see what the writer will, journal
+                // records applied in memory, and write nothing.
+                let listed: BTreeMap<String, u64> = {
+                    let mutations = budget.get();
+                    let (g, _) = group::mount_read_only(
+                        &mut engine,
+                        &ids,
+                        &GroupSelector::Name("SIM".into()),
+                    )
+                    .unwrap_or_else(|e| {
+                        panic!("seed {seed}: read-only mount after crash in {op:?}: {e}")
+                    });
+                    let seen = group_files(&g)
+                        .into_iter()
+                        .map(|(n, i)| (n, i.size_bytes))
+                        .collect();
+                    drop(g);
+                    assert_eq!(
+                        budget.get(),
+                        mutations,
+                        "seed {seed}: a read-only mount after a crash in {op:?} wrote"
+                    );
+                    seen
+                };
                 let (mut g, _) =
                     group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into()))
                         .unwrap_or_else(|e| {
                             panic!("seed {seed}: mount after crash in {op:?}: {e}")
                         });
+                let mounted: BTreeMap<String, u64> = group_files(&g)
+                    .into_iter()
+                    .map(|(n, i)| (n, i.size_bytes))
+                    .collect();
+                assert_eq!(
+                    listed, mounted,
+                    "seed {seed}: after a crash in {op:?}, a listing and the next writer saw different files"
+                );
                 // The process died during the operation: whatever it returned,
                 // nobody heard it, so it may or may not have happened.
                 let mut before = *before;

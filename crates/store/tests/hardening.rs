@@ -967,3 +967,51 @@ fn a_lost_indirect_block_cuts_the_file_instead_of_losing_it() {
     g.write(number, 0, &head[..4096]).unwrap();
     assert!(g.check(false).unwrap().problems.is_empty());
 }
+
+/// A map that names one AU twice for the same file (its extents 0 and 1):
+/// found at mount, and `rm` frees the AU once, not twice.
+#[test]
+fn a_file_that_claims_an_au_twice_is_removed_cleanly() {
+    use cairn_format::group::FileEntry;
+    use cairn_format::meta::{self, BlockId, BlockType};
+    let (mut engine, ids) = rig(&[(64 * MIB, "A")], Redundancy::External);
+    let (uuid, number, at) = {
+        let mut g = mount(&mut engine, &ids);
+        let f = g
+            .create_file(&path("x"), 2 * MIB, &CreateOptions::default())
+            .unwrap();
+        let (_, at) = entry_place(&g, f.number, 0);
+        let uuid = g.uuid();
+        g.dismount().unwrap();
+        (uuid, f.number, at)
+    };
+    let bytes = engine.inner.contents(ids[0], at, BLOCK as usize);
+    let id = BlockId {
+        block_type: BlockType::FileEntry,
+        owner: FILE_DIRECTORY,
+        owner_tag: 0,
+        index: u64::from(number),
+    };
+    let generation = meta::open(&bytes, id, uuid).unwrap();
+    let mut entry = FileEntry::decode(&bytes, number).unwrap().unwrap();
+    entry.direct[1] = entry.direct[0];
+    let mut block = meta::empty_block();
+    entry.encode_into(&mut block);
+    meta::seal(&mut block, id, uuid, generation);
+    engine.inner.scribble(ids[0], at, &block[..]);
+    let (mut g, report) =
+        group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    assert!(
+        report
+            .damage
+            .iter()
+            .any(|d| d.contains("+SIM/x and +SIM/x")),
+        "{report:?}"
+    );
+    g.remove(&path("x")).unwrap();
+    // Its second AU, which the damaged map no longer names, is a leak.
+    assert!(g.check(true).unwrap().clean());
+    g.dismount().unwrap();
+    let mut g = mount(&mut engine, &ids);
+    assert!(g.check(false).unwrap().problems.is_empty());
+}
