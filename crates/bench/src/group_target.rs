@@ -93,7 +93,7 @@ pub fn group_path(sd: &SdDef) -> Option<Result<GroupPath, GroupTargetError>> {
     if !text.starts_with('+') {
         return None;
     }
-    Some(GroupPath::parse(text).map_err(|e| GroupTargetError {
+    Some(GroupPath::parse_file(text).map_err(|e| GroupTargetError {
         sd: sd.name.clone(),
         path: text.to_string(),
         message: format!("{e}"),
