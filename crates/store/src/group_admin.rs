@@ -775,7 +775,7 @@ fn mount_inner<'e>(
     let (group, mut report) = mounted.map_err(|e| match (e, unopened.first()) {
         (GroupError::Mount(m), Some(why)) => GroupError::Mount(format!("{m} ({why})")),
         // What mount itself cannot do without: said plainly, with the group.
-        (GroupError::Corrupt(m), _) if m.contains("could not be read") => {
+        (GroupError::Unreadable(m), _) => {
             GroupError::Mount(format!("group {wanted} cannot be mounted: {m}"))
         }
         (GroupError::Corrupt(m) | GroupError::Lost(m), _) => GroupError::Mount(format!(

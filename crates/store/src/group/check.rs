@@ -92,20 +92,15 @@ impl Group<'_> {
             });
         }
         report.disks_not_in_use = self
-            .members
-            .iter()
-            .flatten()
-            .filter(|m| m.online().is_none())
-            .map(|m| {
+            .disks()
+            .into_iter()
+            .filter(|d| d.state != cairn_format::group::DiskState::Online)
+            .map(|d| {
                 format!(
                     "{} (failure group {}): {}",
-                    m.entry.label,
-                    m.entry.failgroup,
-                    if m.entry.state == cairn_format::group::DiskState::Online {
-                        "missing"
-                    } else {
-                        "OFFLINE"
-                    }
+                    d.label,
+                    d.failgroup,
+                    if d.missing { "missing" } else { "OFFLINE" }
                 )
             })
             .collect();

@@ -468,9 +468,14 @@ impl Group<'_> {
     // Create, resize, delete
 
     fn layout_for(&self, rec: &FileRec) -> FileLayout {
+        self.file_layout(&rec.entry)
+    }
+
+    /// How a file's bytes lie across its extents, by its entry's striping.
+    pub(super) fn file_layout(&self, entry: &FileEntry) -> FileLayout {
         FileLayout::new(
             self.au_bytes,
-            if rec.entry.striping == STRIPING_FINE {
+            if entry.striping == STRIPING_FINE {
                 Striping::Fine
             } else {
                 Striping::Coarse
@@ -907,22 +912,7 @@ impl Group<'_> {
                     // are left to remove — those of this incarnation, never a
                     // live file's — and a lost entry is written free.
                     self.remove_alias(record.id);
-                    let dead: Vec<u32> = self
-                        .aliases
-                        .values()
-                        .filter(|r| {
-                            r.kind != AliasKind::Directory
-                                && r.file_number == number
-                                && r.file_incarnation == record.file_incarnation
-                        })
-                        .map(|r| r.id)
-                        .collect();
-                    for id in dead {
-                        self.remove_alias(id);
-                        if self.dirty_count() >= STEP_DIRTY_MAX {
-                            self.commit()?;
-                        }
-                    }
+                    self.drop_names_of(number, Some(record.file_incarnation))?;
                     if self.lost.remove(&LostBlock::Entry(number)).is_some() {
                         self.dirty.insert(Dirty::Entry(number));
                     }
@@ -933,7 +923,7 @@ impl Group<'_> {
                 rec.entry.state = FileState::Deleting;
                 self.dirty.insert(Dirty::Entry(number));
                 self.commit()?;
-                self.drop_names_of(number)?;
+                self.drop_names_of(number, None)?;
                 self.finish_delete(number)
             }
         }
@@ -977,12 +967,12 @@ impl Group<'_> {
                 FileState::Creating => {
                     // Names that point at it cannot exist (named last), but a
                     // damaged alias directory might: drop them too.
-                    self.drop_names_of(number)?;
+                    self.drop_names_of(number, None)?;
                     self.finish_delete(number)?;
                     done.push(format!("file {number}: unfinished create undone"));
                 }
                 FileState::Deleting => {
-                    self.drop_names_of(number)?;
+                    self.drop_names_of(number, None)?;
                     self.finish_delete(number)?;
                     done.push(format!("file {number}: unfinished delete completed"));
                 }
@@ -1006,12 +996,14 @@ impl Group<'_> {
         Ok(done)
     }
 
-    /// Remove every name of a file, committing in bounded steps.
-    fn drop_names_of(&mut self, number: u32) -> Result<(), GroupError> {
+    /// Remove every name of file `number` (only those of `incarnation`, when
+    /// given), committing in bounded steps.
+    fn drop_names_of(&mut self, number: u32, incarnation: Option<u32>) -> Result<(), GroupError> {
         let names: Vec<u32> = self
             .aliases
             .values()
             .filter(|r| r.kind != AliasKind::Directory && r.file_number == number)
+            .filter(|r| incarnation.is_none_or(|i| r.file_incarnation == i))
             .map(|r| r.id)
             .collect();
         for id in names {
@@ -1425,27 +1417,15 @@ impl Group<'_> {
             // extents that are zero and still read as zeros.
             self.zero_whole_extents(&whole);
             self.offline_failed()?;
-            for i in batch {
-                let ext = self.files[&number].extents[*i as usize];
-                if self.online_copies(&ext).is_empty() {
-                    return Err(GroupError::Corrupt(format!(
-                        "file {number} extent {i}: no copy could be zeroed (every copy is offline)"
-                    )));
-                }
-                let rec = self.files.get_mut(&number).expect("invariant: checked");
-                rec.extents[*i as usize].initialized = true;
-                self.dirty_extent(number, *i);
-                if self.dirty_count() >= STEP_DIRTY_MAX {
-                    self.commit()?;
-                }
+            if let Some(i) = batch.iter().find(|i| {
+                let ext = self.files[&number].extents[**i as usize];
+                self.online_copies(&ext).is_empty()
+            }) {
+                return Err(GroupError::Corrupt(format!(
+                    "file {number} extent {i}: no copy could be zeroed (every copy is offline)"
+                )));
             }
-        }
-        if !fresh.is_empty() {
-            let now = (self.clock)();
-            let rec = self.files.get_mut(&number).expect("invariant: checked");
-            rec.entry.modified_unix_seconds = now;
-            self.dirty.insert(Dirty::Entry(number));
-            self.commit()?;
+            self.mark_initialized(number, batch)?;
         }
         Ok(fresh.len() as u64)
     }

@@ -128,6 +128,10 @@ pub enum GroupError {
     /// A metadata block with no valid copy on any disk: what it held is lost.
     #[error("{0}")]
     Lost(String),
+    /// A metadata block no copy of which could be read (I/O errors): not a
+    /// loss, as the disks may answer again.
+    #[error("{0}")]
+    Unreadable(String),
     #[error("{0}")]
     NoSpace(String),
     #[error("{0}")]
@@ -510,11 +514,6 @@ impl<'e> Group<'e> {
         &self.taken_offline
     }
 
-    /// Whether this mount may write (it was not mounted read-only).
-    pub fn is_read_only(&self) -> bool {
-        self.read_only
-    }
-
     // -----------------------------------------------------------------------
     // Raw I/O across disks
 
@@ -702,7 +701,7 @@ impl<'e> Group<'e> {
             None if !blank.is_empty() && bad.is_empty() => Ok(None),
             // A copy that could not be read may be whole once its disk
             // answers again: that is an I/O problem, not a loss.
-            None if unreadable => Err(GroupError::Corrupt(format!(
+            None if unreadable => Err(GroupError::Unreadable(format!(
                 "{id} could not be read from any copy ({}); check the disks and the kernel log (dmesg)",
                 problems.join("; ")
             ))),
@@ -1173,15 +1172,16 @@ impl<'e> Group<'e> {
 
     fn set_offline(&mut self, disks: &[u16]) -> Result<(), GroupError> {
         for d in disks {
-            if let Some(m) = self.member_mut(*d) {
-                if m.entry.state == DiskState::Online {
-                    let what = format!(
+            let newly = self
+                .member(*d)
+                .filter(|m| m.entry.state == DiskState::Online)
+                .map(|m| {
+                    format!(
                         "{} (failure group {}): an I/O to it failed",
                         m.entry.label, m.entry.failgroup
-                    );
-                    self.taken_offline.push(what);
-                }
-            }
+                    )
+                });
+            self.taken_offline.extend(newly);
             if let Some(m) = self.member_mut(*d) {
                 m.entry.state = DiskState::Offline;
                 m.alloc = None;
@@ -2415,39 +2415,22 @@ fn mount_inner<'e>(
     group.load_aliases()?;
     group.find_orphan_parents();
     report.damage.extend(group.describe_shared_aus());
-    let templates = group
-        .read_meta_file_block(FILE_TEMPLATES, BlockType::Template, 0)
-        .and_then(|b| {
-            b.map(|b| {
-                fmt::decode_templates(&b[..])
-                    .map_err(|e| GroupError::Lost(format!("the templates block: {e}")))
-            })
-            .transpose()
-        });
-    group.templates = match templates {
-        Ok(t) => t.unwrap_or_default(),
-        Err(GroupError::Lost(why)) => {
-            group.lost.insert(LostBlock::Templates, why);
-            default_templates()
-        }
-        Err(e) => return Err(e),
-    };
-    let attributes = group
-        .read_meta_file_block(FILE_ATTRIBUTES, BlockType::Attribute, 0)
-        .and_then(|b| {
-            b.map(|b| {
-                fmt::decode_attributes(&b[..])
-                    .map_err(|e| GroupError::Lost(format!("the attributes block: {e}")))
-            })
-            .transpose()
-        });
-    group.attributes = match attributes {
-        Ok(a) => a.unwrap_or_default(),
-        Err(GroupError::Lost(why)) => {
-            group.lost.insert(LostBlock::Attributes, why);
-            group.default_attributes()
-        }
-        Err(e) => return Err(e),
+    group.templates = group
+        .read_small_file(
+            FILE_TEMPLATES,
+            BlockType::Template,
+            LostBlock::Templates,
+            fmt::decode_templates,
+        )?
+        .unwrap_or_else(default_templates);
+    group.attributes = match group.read_small_file(
+        FILE_ATTRIBUTES,
+        BlockType::Attribute,
+        LostBlock::Attributes,
+        fmt::decode_attributes,
+    )? {
+        Some(a) => a,
+        None => group.default_attributes(),
     };
     report.damage.extend(group.describe_lost());
     if read_only {
@@ -2580,6 +2563,38 @@ impl Group<'_> {
         // sees to it, and stops the mount if redundancy cannot cover them).
         self.checkpoint()?;
         Ok(replayed)
+    }
+
+    /// A one-block metadata file (templates, attributes), decoded; blank
+    /// reads as empty. `None` when the block has no valid copy, or does not
+    /// decode: the loss is recorded as `lost`, for the caller's defaults and
+    /// for `check --repair` to write.
+    fn read_small_file<T: Default>(
+        &mut self,
+        file: u32,
+        block_type: BlockType,
+        lost: LostBlock,
+        decode: fn(&[u8]) -> Result<T, MetaError>,
+    ) -> Result<Option<T>, GroupError> {
+        let decoded = self
+            .read_meta_file_block(file, block_type, 0)
+            .and_then(|block| {
+                block
+                    .map(|b| {
+                        decode(&b[..]).map_err(|e| {
+                            GroupError::Lost(format!("the {} block: {e}", block_type.name()))
+                        })
+                    })
+                    .transpose()
+            });
+        match decoded {
+            Ok(t) => Ok(Some(t.unwrap_or_default())),
+            Err(GroupError::Lost(why)) => {
+                self.lost.insert(lost, why);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// A read-only mount's replay: remember the record's images by place, so
@@ -2888,10 +2903,10 @@ impl Group<'_> {
                     }
                 }
                 Ok(None) => {}
-                // A user file whose entry or map is gone or self-contradicting
-                // is lost; the rest of the group is not.
+                // A user file whose entry is gone or self-contradicting is
+                // lost; the rest of the group is not.
                 Err(GroupError::Lost(why) | GroupError::Corrupt(why))
-                    if n >= FILE_NUMBER_USER_MIN && !why.contains("could not be read") =>
+                    if n >= FILE_NUMBER_USER_MIN =>
                 {
                     self.lost.insert(LostBlock::Entry(n), why);
                 }
@@ -2909,26 +2924,22 @@ impl Group<'_> {
     /// What the data path relies on: the extents hold the file's size, fine
     /// striping has whole sets of 8, metadata files have their first extent.
     fn validate_map(&self, entry: &FileEntry, extents: &[Extent]) -> Result<(), GroupError> {
-        let striping = if entry.striping == STRIPING_FINE {
-            Striping::Fine
-        } else {
-            Striping::Coarse
-        };
-        let layout = placement::FileLayout::new(self.au_bytes, striping);
+        let layout = self.file_layout(entry);
         let n = extents.len() as u64;
-        let problem =
-            if striping == Striping::Fine && !n.is_multiple_of(placement::FINE_STRIPE_WIDTH) {
-                Some(format!("{n} extents is not whole fine-stripe sets of 8"))
-            } else if layout.capacity_bytes(n) < entry.size_bytes {
-                Some(format!(
-                    "{} bytes do not fit its {n} extents",
-                    entry.size_bytes
-                ))
-            } else if entry.number < FILE_NUMBER_USER_MIN && n == 0 {
-                Some("a metadata file with no extent".to_string())
-            } else {
-                None
-            };
+        let problem = if layout.striping == Striping::Fine
+            && !n.is_multiple_of(placement::FINE_STRIPE_WIDTH)
+        {
+            Some(format!("{n} extents is not whole fine-stripe sets of 8"))
+        } else if layout.capacity_bytes(n) < entry.size_bytes {
+            Some(format!(
+                "{} bytes do not fit its {n} extents",
+                entry.size_bytes
+            ))
+        } else if entry.number < FILE_NUMBER_USER_MIN && n == 0 {
+            Some("a metadata file with no extent".to_string())
+        } else {
+            None
+        };
         match problem {
             Some(p) => Err(corrupt(format!("file {}: {p}", entry.number))),
             None => Ok(()),
@@ -2946,20 +2957,10 @@ impl Group<'_> {
         let (mut extents, whole) = self.read_map_upto(&entry);
         let mut why = match whole {
             Ok(()) => None,
-            Err(GroupError::Corrupt(m)) if m.contains("could not be read") => {
-                return Err(GroupError::Corrupt(m))
-            }
             Err(GroupError::Lost(m) | GroupError::Corrupt(m)) => Some(m),
             Err(e) => return Err(e),
         };
-        let layout = placement::FileLayout::new(
-            self.au_bytes,
-            if entry.striping == STRIPING_FINE {
-                Striping::Fine
-            } else {
-                Striping::Coarse
-            },
-        );
+        let layout = self.file_layout(&entry);
         if entry.striping == STRIPING_FINE {
             let whole_sets =
                 extents.len() as u64 / placement::FINE_STRIPE_WIDTH * placement::FINE_STRIPE_WIDTH;
