@@ -886,7 +886,8 @@ pub fn cp(
         }
         (true, true) => {
             let src = group_path(source)?;
-            let options = new.options(None)?;
+            // The flags are checked before anything is mounted.
+            new.options(None)?;
             let name = src.file_name().map(|c| c.as_str().to_string());
             let dst = group_dest(dest, name.as_deref())?;
             if src.group == dst.group {
@@ -895,10 +896,7 @@ pub fn cp(
                 let mut group = m.group;
                 let dst = into_directory(&group, dst, dest, name.as_deref())?;
                 let info = group.open(&src)?;
-                let options = CreateOptions {
-                    template: options.template.or(Some(info.template.clone())),
-                    ..options
-                };
+                let options = new.options(Some(info.template.clone()))?;
                 let bar = progress(Some(info.size_bytes));
                 let result = file_copy::copy_within(
                     &mut group,
@@ -922,10 +920,7 @@ pub fn cp(
                 let mut to = to.group;
                 let dst = into_directory(&to, dst, dest, name.as_deref())?;
                 let info = from.open(&src)?;
-                let options = CreateOptions {
-                    template: options.template.or(Some(info.template.clone())),
-                    ..options
-                };
+                let options = new.options(Some(info.template.clone()))?;
                 let bar = progress(Some(info.size_bytes));
                 let result = file_copy::copy_between(
                     &mut from,

@@ -206,9 +206,7 @@ pub fn open_for_overwrite(host: &Host, path: &Path, force: bool) -> Result<Devic
     let mut engine = cairn_io::sync_engine::SyncEngine::new(1);
     let id = engine.attach(sample);
     let scan = HeaderScan::read(&mut engine, id).map_err(AdminError::io(path))?;
-    let content = Content::read(&mut engine, id, path)?;
-    let obstacles = protection::content_obstacles(&scan, &content.found, &content.external.found);
-    match obstacles.into_iter().next() {
+    match first_owner(&mut engine, id, path, &scan)? {
         Some(Obstacle::Foreign { what }) => Err(AdminError::Foreign {
             path: path.into(),
             what,
@@ -219,6 +217,23 @@ pub fn open_for_overwrite(host: &Host, path: &Path, force: bool) -> Result<Devic
         }),
         _ => Ok(device),
     }
+}
+
+/// The first sign that a device holds someone's data, for a command about
+/// to overwrite it: another owner's signature (Cairn's recognisers, wipefs)
+/// or a Cairn label.
+fn first_owner(
+    engine: &mut dyn FileEngine,
+    id: DeviceId,
+    path: &Path,
+    scan: &HeaderScan,
+) -> Result<Option<Obstacle>, AdminError> {
+    let content = Content::read(engine, id, path)?;
+    Ok(
+        protection::content_obstacles(scan, &content.found, &content.external.found)
+            .into_iter()
+            .find(|o| matches!(o, Obstacle::Foreign { .. } | Obstacle::CairnLabel { .. })),
+    )
 }
 
 /// Refuse to write a copy over `path` (a file about to be replaced, a device
@@ -248,9 +263,7 @@ pub fn refuse_overwrite(host: &Host, path: &Path, force: bool) -> Result<(), Adm
     if force {
         return Ok(());
     }
-    let content = Content::read(&mut engine, id, path)?;
-    let obstacles = protection::content_obstacles(&scan, &content.found, &content.external.found);
-    match obstacles.into_iter().next() {
+    match first_owner(&mut engine, id, path, &scan)? {
         Some(Obstacle::Foreign { what }) | Some(Obstacle::CairnLabel { description: what }) => {
             Err(AdminError::OverwriteRefused {
                 path: path.into(),

@@ -9,16 +9,16 @@
 //! stops an endless one. The source is opened before the group is mounted, so
 //! a FIFO waiting for its writer holds no lock.
 //!
-//! Out of a group: an OS file that does not exist, or a regular file, is
-//! written under a private temporary name (created exclusively, never through
-//! a link) in the destination's directory and renamed over it once complete
-//! and flushed; a symbolic link is followed to its target, which is what gets
-//! replaced or written. A block device is written through, in place, only
-//! after the protections of a write benchmark ([`admin::open_for_overwrite`]:
-//! never a device in use, and one carrying a filesystem, a label or another
-//! owner's data only with `force`) and only if the file fits. A character
-//! device or a FIFO is written through as a stream. A device node, link or
-//! socket is never replaced by a regular file.
+//! Out of a group: the destination is settled before the group is mounted.
+//! A new or regular file is written to an anonymous file (`O_TMPFILE`, which a
+//! crash leaves nowhere) — or a private name beside it, created exclusively
+//! and never through a link — and renamed over the destination once complete
+//! and flushed; a symbolic link is followed to its target. A disk of a Cairn
+//! group is never written over; a file or block device with a filesystem, a
+//! label or another owner's data only with `force` ([`admin::refuse_overwrite`]);
+//! a block device in use never, and only if the file fits. A character device
+//! or a FIFO is written through as a stream. A device node, link or socket is
+//! never replaced by a regular file.
 //!
 //! Between groups: both are mounted at once — the source read-only, the
 //! destination for writing — and data moves chunk by chunk, with no staging
@@ -327,10 +327,7 @@ pub fn resolve_destination(text: &str, name: &str) -> Result<Destination, CopyEr
     let meta = match std::fs::metadata(&target) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let parent = target
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
+            let parent = directory_of(&target);
             if !parent.is_dir() {
                 return Err(CopyError::Destination(format!(
                     "{}: directory {} does not exist; create it first",
@@ -506,21 +503,15 @@ pub fn copy_out(
                     path.display()
                 ))
             };
-            let mut buf = vec![0u8; COPY_CHUNK_BYTES];
-            let mut at = 0u64;
-            while at < size_bytes {
-                let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
-                group.read(number, at, &mut buf[..n])?;
+            for_each_chunk(group, number, size_bytes, progress, &mut |at, buf, n| {
                 // The last piece, in whole device sectors (a 512-byte-sector
                 // group file onto a 4Kn device): zeros after the file's end.
                 let padded = (n as u64).div_ceil(sector_bytes) as usize * sector_bytes as usize;
                 buf[n..padded].fill(0);
                 engine
                     .write_at(id, at, AlignedBuf::from_slice(&buf[..padded]), false)
-                    .map_err(io)?;
-                at += n as u64;
-                progress(at, Some(size_bytes));
-            }
+                    .map_err(io)
+            })?;
             engine.flush(id).map_err(io)
         }
     }
@@ -534,22 +525,42 @@ fn stream_out(
     shown: &str,
     progress: Progress<'_>,
 ) -> Result<(), CopyError> {
-    let mut buf = vec![0u8; COPY_CHUNK_BYTES];
-    let mut at = 0u64;
     let failed = |e: std::io::Error| {
         CopyError::Destination(format!(
             "writing {shown}: {}",
             describe_io(&e, "check the destination")
         ))
     };
+    for_each_chunk(group, number, size_bytes, progress, &mut |_, buf, n| {
+        out.write_all(&buf[..n]).map_err(failed)
+    })?;
+    out.flush().map_err(failed)
+}
+
+/// Takes a chunk of a file copied out: its offset, the chunk buffer (whole,
+/// for padding past the data) and how many bytes of it are data.
+type Sink<'s> = &'s mut dyn FnMut(u64, &mut [u8], usize) -> Result<(), CopyError>;
+
+/// Read file `number` (of `size_bytes`) chunk by chunk and hand each to
+/// `sink`: its offset, the chunk buffer (whole, for padding past the data)
+/// and how many bytes of it are data.
+fn for_each_chunk(
+    group: &mut Group<'_>,
+    number: u32,
+    size_bytes: u64,
+    progress: Progress<'_>,
+    sink: Sink<'_>,
+) -> Result<(), CopyError> {
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES];
+    let mut at = 0u64;
     while at < size_bytes {
         let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
         group.read(number, at, &mut buf[..n])?;
-        out.write_all(&buf[..n]).map_err(failed)?;
+        sink(at, &mut buf, n)?;
         at += n as u64;
         progress(at, Some(size_bytes));
     }
-    out.flush().map_err(failed)
+    Ok(())
 }
 
 /// A new file's contents before they get its name: an anonymous file
@@ -572,11 +583,7 @@ const TEMPORARY_NAME_ATTEMPTS_MAX: u32 = 16;
 
 impl Temporary {
     fn create(path: &Path) -> Result<Self, CopyError> {
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
+        let dir = directory_of(path).to_path_buf();
         match OpenOptions::new()
             .write(true)
             .custom_flags(libc::O_TMPFILE)
@@ -692,7 +699,7 @@ fn link_anonymous(file: &File, path: &Path) -> Result<PathBuf, CopyError> {
         }
         let e = std::io::Error::last_os_error();
         if e.kind() != std::io::ErrorKind::AlreadyExists {
-            return Err(cannot_create(named.parent().unwrap_or(Path::new(".")), &e));
+            return Err(cannot_create(directory_of(&named), &e));
         }
         last = Some(e);
     }
@@ -703,12 +710,16 @@ fn link_anonymous(file: &File, path: &Path) -> Result<PathBuf, CopyError> {
     )))
 }
 
+/// The directory `path` is in (`.` for a bare name).
+fn directory_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
 /// `.NAME.cairn-partial-PID-N` beside `path`.
 fn temporary_name(path: &Path, n: u32) -> PathBuf {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = directory_of(path);
     let name = path
         .file_name()
         .map_or_else(|| "copy".into(), |n| n.to_string_lossy().into_owned());
@@ -729,7 +740,7 @@ fn create_named(path: &Path) -> Result<(PathBuf, File), CopyError> {
             Ok(file) => return Ok((tmp, file)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => {
-                return Err(cannot_create(tmp.parent().unwrap_or(Path::new(".")), &e));
+                return Err(cannot_create(directory_of(&tmp), &e));
             }
         }
     }
@@ -759,7 +770,6 @@ pub fn copy_between(
     options: &CreateOptions,
     progress: Progress<'_>,
 ) -> Result<FileInfo, CopyError> {
-    to.check_name_free(dest)?;
     let sector = u64::from(to.sector_bytes());
     if !size_bytes.is_multiple_of(sector) {
         return Err(GroupError::Invalid(format!(
@@ -768,24 +778,14 @@ pub fn copy_between(
         ))
         .into());
     }
-    let file = to.create_unnamed(size_bytes, options)?;
-    let result = (|| -> Result<FileInfo, CopyError> {
-        let mut buf = vec![0u8; COPY_CHUNK_BYTES];
-        let mut at = 0u64;
-        while at < size_bytes {
-            let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
-            from.read(number, at, &mut buf[..n])?;
-            to.write(file.number, at, &buf[..n])?;
-            at += n as u64;
-            progress(at, Some(size_bytes));
-        }
-        to.sync()?;
-        Ok(to.publish(file.number, dest, size_bytes)?)
-    })();
-    if result.is_err() {
-        let _ = to.discard_unnamed(file.number);
-    }
-    result
+    copy_group_file(
+        to,
+        size_bytes,
+        dest,
+        options,
+        progress,
+        &mut |_, at, buf| from.read(number, at, buf),
+    )
 }
 
 /// Copy file `number` (of `size_bytes`) to the new file `dest` of the same
@@ -798,23 +798,47 @@ pub fn copy_within(
     options: &CreateOptions,
     progress: Progress<'_>,
 ) -> Result<FileInfo, CopyError> {
-    group.check_name_free(dest)?;
-    let file = group.create_unnamed(size_bytes, options)?;
+    copy_group_file(
+        group,
+        size_bytes,
+        dest,
+        options,
+        progress,
+        &mut |g, at, buf| g.read(number, at, buf),
+    )
+}
+
+/// Reads `buf.len()` bytes at an offset of the file being copied; handed the
+/// destination group, for a copy within it.
+type ReadAt<'r> = &'r mut dyn FnMut(&mut Group<'_>, u64, &mut [u8]) -> Result<(), GroupError>;
+
+/// Fill a new file `dest` of group `to` with `size_bytes` that `read` gives,
+/// and name it last; on failure the unnamed file is dropped again.
+fn copy_group_file(
+    to: &mut Group<'_>,
+    size_bytes: u64,
+    dest: &GroupPath,
+    options: &CreateOptions,
+    progress: Progress<'_>,
+    read: ReadAt<'_>,
+) -> Result<FileInfo, CopyError> {
+    to.check_name_free(dest)?;
+    let file = to.create_unnamed(size_bytes, options)?;
     let result = (|| -> Result<FileInfo, CopyError> {
         let mut buf = vec![0u8; COPY_CHUNK_BYTES];
         let mut at = 0u64;
         while at < size_bytes {
             let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
-            group.read(number, at, &mut buf[..n])?;
-            group.write(file.number, at, &buf[..n])?;
+            read(to, at, &mut buf[..n])?;
+            to.write(file.number, at, &buf[..n])?;
             at += n as u64;
             progress(at, Some(size_bytes));
         }
-        group.sync()?;
-        Ok(group.publish(file.number, dest, size_bytes)?)
+        to.sync()?;
+        Ok(to.publish(file.number, dest, size_bytes)?)
     })();
     if result.is_err() {
-        let _ = group.discard_unnamed(file.number);
+        let _ = to.discard_unnamed(file.number);
     }
     result
 }

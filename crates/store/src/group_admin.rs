@@ -93,19 +93,19 @@ pub fn create<'e>(
     run_dir: &Path,
 ) -> Result<(Group<'e>, GroupLock, Vec<CreatedDisk>), GroupAdminError> {
     let name = crate::names::GroupName::parse(&spec.name).map_err(GroupError::from)?;
-    if let Some(d) = discovery {
-        if let Some(existing) = find_groups(host, d)?
-            .into_iter()
-            .find(|g| g.name == name.as_str())
-        {
-            return Err(GroupAdminError::Invalid(format!(
-                "a disk group named {} already exists (uuid {}); choose another name",
-                existing.name, existing.uuid
-            )));
-        }
+    // The groups discovery reaches: for the name, and for judging claims.
+    let found = match discovery {
+        Some(d) => find_groups(host, d)?,
+        None => Vec::new(),
+    };
+    if let Some(existing) = found.iter().find(|g| g.name == name.as_str()) {
+        return Err(GroupAdminError::Invalid(format!(
+            "a disk group named {} already exists (uuid {}); choose another name",
+            existing.name, existing.uuid
+        )));
     }
     let lock = GroupLock::acquire(run_dir, spec.group_uuid, name.as_str())?;
-    let checked = check_disks(host, disks, spec, &name, take_from, discovery)?;
+    let checked = check_disks(host, disks, spec, &name, take_from, &found)?;
     // Labelling a new disk overrides another owner's signature only with the
     // user's own --force; the group's create may take the claimed disks,
     // each of which was judged above.
@@ -199,7 +199,7 @@ fn check_disks(
     spec: &GroupSpec,
     name: &crate::names::GroupName,
     take_from: &[String],
-    discovery: Option<&DiscoveryString>,
+    found: &[FoundGroup],
 ) -> Result<Vec<CheckedDisk>, GroupAdminError> {
     let au = spec.au_bytes;
     if !au.is_power_of_two() || !(AU_BYTES_MIN..=AU_BYTES_MAX).contains(&au) {
@@ -306,7 +306,7 @@ fn check_disks(
             cairn_format::group::DISKS_MAX
         )));
     }
-    for (index, what) in judge_claims(host, &claims, spec.force, take_from, discovery)? {
+    for (index, what) in judge_claims(host, &claims, spec.force, take_from, found)? {
         labels[index].overrode = Some(what);
     }
     Ok(labels)
@@ -340,16 +340,9 @@ fn judge_claims(
     claims: &[Claim],
     force: bool,
     take_from: &[String],
-    discovery: Option<&DiscoveryString>,
+    found: &[FoundGroup],
 ) -> Result<BTreeMap<usize, String>, GroupAdminError> {
     let mut out = BTreeMap::new();
-    if claims.is_empty() {
-        return Ok(out);
-    }
-    let found = match discovery {
-        Some(d) => find_groups(host, d)?,
-        None => Vec::new(),
-    };
     let mut groups: BTreeMap<Uuid, Vec<&Claim>> = BTreeMap::new();
     for c in claims {
         groups.entry(c.group).or_default().push(c);
