@@ -27,6 +27,20 @@ fn shape(schemas: u32, table_blocks: u64, scan_blocks: u64, obfuscate: bool) -> 
     }
 }
 
+/// Verify the dataset on `targets` and `redo` (the default engine, no
+/// progress, never interrupted).
+fn verify_all(targets: &[PathBuf], redo: &Path, host: &Host) -> dataset::VerifyReport {
+    dataset::verify(
+        targets,
+        redo,
+        host,
+        EngineKind::Auto,
+        false,
+        &AtomicBool::new(false),
+    )
+    .unwrap()
+}
+
 fn opts(host: &Host, shape: Shape) -> SetupOptions<'_> {
     SetupOptions {
         host,
@@ -112,15 +126,7 @@ fn setup_then_verify_is_clean() {
     );
     assert_eq!(std::fs::metadata(&redo).unwrap().len(), REDO_BYTES_MIN);
 
-    let v = dataset::verify(
-        &targets,
-        &redo,
-        &host,
-        EngineKind::Auto,
-        false,
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let v = verify_all(&targets, &redo, &host);
     assert_eq!(v.dataset_id, report.dataset_id);
     assert_eq!(v.state, DatasetState::Clean);
     assert_eq!(v.blocks_checked, layout.total_blocks());
@@ -135,15 +141,7 @@ fn setup_then_verify_is_clean() {
     assert_eq!(ds.redo_end, REDO_BYTES_MIN);
     ds.mark(DatasetState::Running).unwrap();
     drop(ds);
-    let v = dataset::verify(
-        &targets,
-        &redo,
-        &host,
-        EngineKind::Auto,
-        false,
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let v = verify_all(&targets, &redo, &host);
     assert_eq!(v.state, DatasetState::Running);
     assert_eq!(v.problems_total, 0);
     let ds = dataset::open(&targets, &redo, &open_opts(&host, s)).unwrap();
@@ -166,15 +164,7 @@ fn verify_counts_versions_of_updated_blocks() {
         block::update_row(&mut b, 2, &mut Vec::new());
     }
     write_at(&targets[0], at.offset_bytes, &b);
-    let v = dataset::verify(
-        &targets,
-        &redo,
-        &host,
-        EngineKind::Auto,
-        false,
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let v = verify_all(&targets, &redo, &host);
     assert_eq!(v.problems_total, 0, "{:?}", v.problems);
     assert_eq!(v.table_versions, 3);
     assert_eq!(v.dataset_id, report.dataset_id);
@@ -219,15 +209,7 @@ fn two_targets_get_extents_round_robin() {
     for t in &targets {
         assert_eq!(std::fs::metadata(t).unwrap().len(), needed);
     }
-    let v = dataset::verify(
-        &targets,
-        &redo,
-        &host,
-        EngineKind::Auto,
-        false,
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let v = verify_all(&targets, &redo, &host);
     assert_eq!(v.problems_total, 0);
     assert_eq!(v.blocks_checked, layout.total_blocks());
 }
@@ -283,15 +265,7 @@ fn a_corrupted_block_is_reported_with_its_place() {
         let at = layout.locate(id);
         write_at(&targets[at.target], at.offset_bytes + 1000, &[0x5A; 8]);
     }
-    let v = dataset::verify(
-        &targets,
-        &redo,
-        &host,
-        EngineKind::Auto,
-        false,
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let v = verify_all(&targets, &redo, &host);
     assert_eq!(v.problems_total, 2, "{:?}", v.problems);
     assert_eq!(v.dataset_id, report.dataset_id);
     // In block order: the leaf (schema 1) first.
@@ -327,15 +301,7 @@ fn a_misdirected_write_is_named() {
     let layout = Layout::new(s, 1);
     let b17 = read_block(&targets[0], layout.locate(17).offset_bytes, 8192);
     write_at(&targets[0], layout.locate(5).offset_bytes, &b17);
-    let v = dataset::verify(
-        &targets,
-        &redo,
-        &host,
-        EngineKind::Auto,
-        false,
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let v = verify_all(&targets, &redo, &host);
     assert_eq!(v.problems_total, 1);
     assert_eq!(v.problems[0].number, 5);
     assert_eq!(
@@ -597,15 +563,7 @@ fn open_refuses_another_shape_the_wrong_order_and_another_datasets_redo() {
     let m = usage(dataset::open(&mixed, &redo, &open_opts(&host, s)).unwrap_err());
     assert!(m.contains("give the data targets of one dataset"), "{m}");
     // All still intact.
-    let v = dataset::verify(
-        &targets,
-        &redo,
-        &host,
-        EngineKind::Auto,
-        false,
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let v = verify_all(&targets, &redo, &host);
     assert_eq!(v.problems_total, 0);
 }
 
@@ -707,15 +665,7 @@ fn default_blocks_compress_and_obfuscated_ones_do_not() {
         } else {
             assert!(distinct * 10 < total, "default: {distinct} of {total}");
         }
-        let v = dataset::verify(
-            &targets,
-            &redo,
-            &host,
-            EngineKind::Auto,
-            false,
-            &AtomicBool::new(false),
-        )
-        .unwrap();
+        let v = verify_all(&targets, &redo, &host);
         assert_eq!(v.problems_total, 0);
         assert_eq!(v.dataset_id, report.dataset_id);
     }
@@ -781,15 +731,7 @@ fn on_loop_devices_setup_open_and_verify_agree() {
     assert_eq!(ds.redo_end, REDO_BYTES_MIN);
     ds.mark(DatasetState::Running).unwrap();
     drop(ds);
-    let v = dataset::verify(
-        &targets,
-        &redo,
-        &host,
-        EngineKind::Auto,
-        false,
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let v = verify_all(&targets, &redo, &host);
     assert_eq!(v.state, DatasetState::Running);
     assert_eq!(v.problems_total, 0, "{:?}", v.problems.first());
     assert_eq!(v.blocks_checked, Layout::new(s, 2).total_blocks());
@@ -808,15 +750,7 @@ fn on_loop_devices_setup_open_and_verify_agree() {
         m.contains("over 2 targets need") && m.contains("each"),
         "{m}"
     );
-    let v = dataset::verify(
-        &targets,
-        &redo,
-        &host,
-        EngineKind::Auto,
-        false,
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let v = verify_all(&targets, &redo, &host);
     assert_eq!(v.problems_total, 0);
 }
 
@@ -838,15 +772,7 @@ fn setup_again_over_a_loaded_dataset_needs_no_force_and_makes_a_new_one() {
     // The old shape is refused, the new one opens.
     let m = usage(dataset::open(&targets, &redo, &open_opts(&host, s)).unwrap_err());
     assert!(m.starts_with("loaded with SCALE=400 blocks"), "{m}");
-    let v = dataset::verify(
-        &targets,
-        &redo,
-        &host,
-        EngineKind::Auto,
-        false,
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let v = verify_all(&targets, &redo, &host);
     assert_eq!(v.dataset_id, second.dataset_id);
     assert!(v.shape.obfuscate);
     assert_eq!(v.problems_total, 0);

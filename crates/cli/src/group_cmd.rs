@@ -41,7 +41,7 @@ pub enum GroupCommand {
         /// Logical sector size the group uses (512 or 4096); every disk must have it.
         #[arg(long)]
         sector_size: Option<u32>,
-        /// Take devices that carry other data, or disks of a group that cannot use them (a create that never finished, a disk it recorded offline, a group that cannot be mounted).
+        /// Take devices that carry other data, or disks of a group that cannot use them (a create that never finished, or a disk it recorded offline).
         #[arg(long)]
         force: bool,
         /// Take disks of group NAME even though it is mountable and counts on them (it goes DEGRADED or UNMOUNTABLE). Repeat for several groups.
