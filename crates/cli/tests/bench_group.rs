@@ -20,33 +20,7 @@ use serde_json::Value;
 
 const MIB: u64 = 1 << 20;
 
-/// A directory, the discovery string of its disks, and a lock directory.
-struct Rig {
-    dir: tempfile::TempDir,
-    discover: String,
-    run_dir: String,
-}
-
 impl Rig {
-    fn new(discover: impl FnOnce(&Path) -> String) -> Self {
-        let dir = scratch();
-        let discover = discover(dir.path());
-        let run_dir = dir.path().join("run").display().to_string();
-        Self {
-            dir,
-            discover,
-            run_dir,
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn cairn(&self, args: &[&str]) -> Run {
-        cairn_with(&self.discover, &[("CAIRN_RUN_DIR", &self.run_dir)], args)
-    }
-
     /// Group DATA, normal redundancy, one failure group per disk.
     fn create_data(&self, disks: &[PathBuf]) {
         let specs: Vec<String> = disks
@@ -93,7 +67,7 @@ fn assert_clean_validated_run(result: &Value) {
 
 #[test]
 fn a_group_file_is_measured_where_the_group_keeps_it_on_both_copies() {
-    let rig = Rig::new(|dir| format!("{}/*.img", dir.display()));
+    let rig = Rig::new();
     let disks = vec![
         sparse(&rig.path("d0.img"), 512 * MIB),
         sparse(&rig.path("d1.img"), 512 * MIB),
@@ -203,7 +177,7 @@ fn a_group_file_is_measured_where_the_group_keeps_it_on_both_copies() {
 
 #[test]
 fn two_files_of_one_group_in_one_plan_and_what_is_refused() {
-    let rig = Rig::new(|dir| format!("{}/*.img", dir.display()));
+    let rig = Rig::new();
     let disks = vec![
         sparse(&rig.path("d0.img"), 256 * MIB),
         sparse(&rig.path("d1.img"), 256 * MIB),
@@ -320,7 +294,7 @@ fn a_group_file_on_4kn_loop_devices_with_io_uring() {
         println!("skipped: {reason}");
         return;
     }
-    let mut rig = Rig::new(|_| String::new());
+    let mut rig = Rig::discovering(|_| String::new());
     let mut loops: Vec<LoopDevice> = Vec::new();
     for i in 0..2 {
         match LoopDevice::create(&rig.path(&format!("lo{i}.img")), 256 * MIB, 4096) {
@@ -387,7 +361,7 @@ fn a_group_file_on_4kn_loop_devices_with_io_uring() {
 
 #[test]
 fn an_awr_report_replays_onto_a_group_file() {
-    let rig = Rig::new(|dir| format!("{}/*.img", dir.display()));
+    let rig = Rig::new();
     let disks = vec![
         sparse(&rig.path("d0.img"), 256 * MIB),
         sparse(&rig.path("d1.img"), 256 * MIB),
@@ -431,7 +405,7 @@ fn an_awr_report_replays_onto_a_group_file() {
 
 #[test]
 fn the_engine_flag_mounts_the_group_with_that_engine() {
-    let rig = Rig::new(|dir| format!("{}/*.img", dir.display()));
+    let rig = Rig::new();
     let disks = vec![
         sparse(&rig.path("d0.img"), 256 * MIB),
         sparse(&rig.path("d1.img"), 256 * MIB),

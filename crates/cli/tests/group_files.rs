@@ -9,7 +9,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -18,48 +18,7 @@ use serde_json::Value;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-/// A directory of sparse disks, the glob that discovers them, and a lock
-/// directory of its own.
-struct Rig {
-    dir: tempfile::TempDir,
-    discover: String,
-    run_dir: String,
-}
-
 impl Rig {
-    fn new() -> Self {
-        let dir = scratch();
-        let discover = format!("{}/*.img", dir.path().display());
-        let run_dir = dir.path().join("run").display().to_string();
-        Self {
-            dir,
-            discover,
-            run_dir,
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// A path as the text `cairn` takes.
-    fn arg(&self, name: &str) -> String {
-        self.path(name).display().to_string()
-    }
-
-    fn cairn(&self, args: &[&str]) -> Run {
-        cairn_with(&self.discover, &[("CAIRN_RUN_DIR", &self.run_dir)], args)
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        cairn_command(&self.discover, &[("CAIRN_RUN_DIR", &self.run_dir)])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
     /// Sparse disks `names` (each `*.img`, so discovered) of `size_bytes`.
     fn disks(&self, names: &[&str], size_bytes: u64) -> Vec<PathBuf> {
         names
@@ -97,14 +56,6 @@ impl Rig {
             .find(|g| g["name"] == name)
             .unwrap_or_else(|| panic!("{name} not listed: {list:#}"))
             .clone()
-    }
-
-    /// `group check` passes and says so.
-    fn check_clean(&self, group: &str) {
-        let run = self.cairn(&["group", "check", group]).ok();
-        assert_eq!(run.stdout.lines().last(), Some("clean"), "{}", run.stdout);
-        let report = self.cairn(&["group", "check", group, "--json"]).ok().json();
-        assert_eq!(report["problems"], serde_json::json!([]), "{report:#}");
     }
 
     /// Copy `group_path` out to a new OS file and compare it with `expected`.

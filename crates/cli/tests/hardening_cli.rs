@@ -12,7 +12,7 @@ mod common;
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 use common::*;
 use serde_json::Value;
@@ -20,49 +20,10 @@ use serde_json::Value;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-struct Rig {
-    dir: tempfile::TempDir,
-    discover: String,
-    run_dir: String,
-}
-
 impl Rig {
-    fn new() -> Self {
-        let dir = scratch();
-        let discover = format!("{}/*.img", dir.path().display());
-        let run_dir = dir.path().join("run").display().to_string();
-        Self {
-            dir,
-            discover,
-            run_dir,
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn arg(&self, name: &str) -> String {
-        self.path(name).display().to_string()
-    }
-
-    fn cairn(&self, args: &[&str]) -> Run {
-        cairn_with(&self.discover, &[("CAIRN_RUN_DIR", &self.run_dir)], args)
-    }
-
     /// `cairn` with another discovery string (a typo, say).
     fn cairn_discovering(&self, discover: &str, args: &[&str]) -> Run {
         cairn_with(discover, &[("CAIRN_RUN_DIR", &self.run_dir)], args)
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        cairn_command(&self.discover, &[("CAIRN_RUN_DIR", &self.run_dir)])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
     }
 
     /// A normal-redundancy group over `n` (2 or 4) 1 GiB disks
@@ -99,11 +60,6 @@ impl Rig {
         for d in disks.as_array().unwrap() {
             assert_eq!(d["state"], "ONLINE", "{disks:#}");
         }
-    }
-
-    fn check_clean(&self, group: &str) {
-        let run = self.cairn(&["group", "check", group]).ok();
-        assert_eq!(run.stdout.lines().last(), Some("clean"), "{}", run.stdout);
     }
 
     fn assert_reads_back(&self, group_path: &str, expected: &Path) {

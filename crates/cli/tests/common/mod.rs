@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
@@ -262,4 +262,65 @@ pub fn random_file(path: &Path, size_bytes: u64, seed: u64) -> PathBuf {
     }
     out.into_inner().unwrap().sync_all().unwrap();
     path.to_path_buf()
+}
+
+/// A scratch directory of disks, the discovery string that finds them and a
+/// lock directory (`CAIRN_RUN_DIR`) of its own: tests run in parallel without
+/// seeing each other's disks or locks. Test files add what they need in
+/// `impl Rig` blocks of their own.
+pub struct Rig {
+    pub dir: tempfile::TempDir,
+    pub discover: String,
+    pub run_dir: String,
+}
+
+impl Rig {
+    /// Disks discovered as `*.img` in the directory.
+    pub fn new() -> Self {
+        Self::discovering(|dir| format!("{}/*.img", dir.display()))
+    }
+
+    /// The discovery string made from the directory.
+    pub fn discovering(discover: impl FnOnce(&Path) -> String) -> Self {
+        let dir = scratch();
+        let discover = discover(dir.path());
+        let run_dir = dir.path().join("run").display().to_string();
+        Self {
+            dir,
+            discover,
+            run_dir,
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A path as the text `cairn` takes.
+    pub fn arg(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+
+    pub fn cairn(&self, args: &[&str]) -> Run {
+        cairn_with(&self.discover, &[("CAIRN_RUN_DIR", &self.run_dir)], args)
+    }
+
+    /// `cairn` started and left running, its stderr piped.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        cairn_command(&self.discover, &[("CAIRN_RUN_DIR", &self.run_dir)])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `group check` passes and says so, in text and in JSON.
+    pub fn check_clean(&self, group: &str) {
+        let run = self.cairn(&["group", "check", group]).ok();
+        assert_eq!(run.stdout.lines().last(), Some("clean"), "{}", run.stdout);
+        let report = self.cairn(&["group", "check", group, "--json"]).ok().json();
+        assert_eq!(report["problems"], serde_json::json!([]), "{report:#}");
+    }
 }
