@@ -687,40 +687,26 @@ fn a_lost_directory_block_gets_advice_that_helps() {
 /// Where the alias directory's block 0 is on each disk: (disk file name,
 /// byte offset), read from the group's metadata through the library.
 fn alias_block_places(rig: &Rig) -> Vec<(String, u64)> {
-    let mut engine = cairn_io::new_file_engine(cairn_io::EngineKind::Sync, 8).unwrap();
-    let host = cairn_io::host::Host::real();
-    let discovery = cairn_store::discovery::DiscoveryString::resolve(
-        Some(&rig.discover),
-        None,
-        Path::new("/nonexistent"),
-    )
-    .unwrap();
-    let m = cairn_store::group_admin::mount_read_only(
-        engine.as_mut(),
-        &host,
-        &discovery,
-        "DATA",
-        Path::new(&rig.run_dir),
-    )
-    .unwrap();
-    let extent = m
-        .group
-        .extents(cairn_format::group::FILE_ALIAS_DIRECTORY)
-        .unwrap()[0];
-    let au = m.group.au_bytes();
-    let out = extent
-        .copies()
-        .iter()
-        .map(|c| {
-            let device = m.group.disk_device(c.disk).unwrap();
-            let path = &m.paths[&device.0];
-            (
-                path.file_name().unwrap().to_string_lossy().into_owned(),
-                u64::from(c.au) * au,
-            )
-        })
-        .collect();
-    out
+    with_group(rig, |g, paths| {
+        let extent = g
+            .extents(cairn_format::group::FILE_ALIAS_DIRECTORY)
+            .unwrap()[0];
+        extent
+            .copies()
+            .iter()
+            .map(|c| {
+                let device = g.disk_device(c.disk).unwrap();
+                (
+                    paths[&device.0]
+                        .file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                    u64::from(c.au) * g.au_bytes(),
+                )
+            })
+            .collect()
+    })
 }
 
 /// Item 20: an immutable member (`chattr +i`). Reading commands work (they

@@ -88,15 +88,12 @@ fn entry_place(g: &Group<'_>, number: u32, copy: usize) -> (AuAddr, u64) {
     )
 }
 
-/// A lost in-place write leaves the previous, checksum-valid generation of a
-/// metadata block on one mirror. The newest valid generation must win at
-/// mount, and `check` must call the old copy stale and repair it from the
-/// newest — never spread the old one.
-#[test]
-fn the_newest_generation_of_a_metadata_block_wins_over_a_stale_mirror() {
-    let (mut engine, ids) = rig(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
+/// Create the 1 MiB file `x`, dismount, and return its number, where its
+/// entry's primary copy lives (device, byte offset) and that copy's bytes as
+/// they are now: what a later lost write would leave behind.
+fn x_and_its_entry(engine: &mut CrashAfter, ids: &[DeviceId]) -> (u32, DeviceId, u64, Vec<u8>) {
     let (number, primary, at) = {
-        let mut g = mount(&mut engine, &ids);
+        let mut g = mount(engine, ids);
         let f = g
             .create_file(&path("x"), MIB, &CreateOptions::default())
             .unwrap();
@@ -105,7 +102,18 @@ fn the_newest_generation_of_a_metadata_block_wins_over_a_stale_mirror() {
         (f.number, primary, at)
     };
     let device = ids[usize::from(primary.disk)];
-    let stale = engine.inner.contents(device, at, BLOCK as usize);
+    let bytes = engine.inner.contents(device, at, BLOCK as usize);
+    (number, device, at, bytes)
+}
+
+/// A lost in-place write leaves the previous, checksum-valid generation of a
+/// metadata block on one mirror. The newest valid generation must win at
+/// mount, and `check` must call the old copy stale and repair it from the
+/// newest — never spread the old one.
+#[test]
+fn the_newest_generation_of_a_metadata_block_wins_over_a_stale_mirror() {
+    let (mut engine, ids) = rig(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
+    let (number, device, at, stale) = x_and_its_entry(&mut engine, &ids);
     {
         let mut g = mount(&mut engine, &ids);
         g.resize(&path("x"), 3 * MIB).unwrap();
@@ -138,17 +146,7 @@ fn the_newest_generation_of_a_metadata_block_wins_over_a_stale_mirror() {
 #[test]
 fn a_deleted_file_does_not_come_back_from_a_stale_mirror() {
     let (mut engine, ids) = rig(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
-    let (primary, at) = {
-        let mut g = mount(&mut engine, &ids);
-        let f = g
-            .create_file(&path("x"), MIB, &CreateOptions::default())
-            .unwrap();
-        let place = entry_place(&g, f.number, 0);
-        g.dismount().unwrap();
-        place
-    };
-    let device = ids[usize::from(primary.disk)];
-    let stale = engine.inner.contents(device, at, BLOCK as usize);
+    let (_, device, at, stale) = x_and_its_entry(&mut engine, &ids);
     {
         let mut g = mount(&mut engine, &ids);
         g.remove(&path("x")).unwrap();
@@ -445,17 +443,7 @@ fn a_read_only_mount_after_a_crash_sees_the_journal_and_writes_nothing() {
 #[test]
 fn check_reports_a_stale_copy_and_repair_restores_the_newest() {
     let (mut engine, ids) = rig(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
-    let (primary, at) = {
-        let mut g = mount(&mut engine, &ids);
-        let f = g
-            .create_file(&path("x"), MIB, &CreateOptions::default())
-            .unwrap();
-        let place = entry_place(&g, f.number, 0);
-        g.dismount().unwrap();
-        place
-    };
-    let device = ids[usize::from(primary.disk)];
-    let stale = engine.inner.contents(device, at, BLOCK as usize);
+    let (_, device, at, stale) = x_and_its_entry(&mut engine, &ids);
     {
         let mut g = mount(&mut engine, &ids);
         g.resize(&path("x"), 2 * MIB).unwrap();
@@ -469,11 +457,11 @@ fn check_reports_a_stale_copy_and_repair_restores_the_newest() {
         assert_eq!(g.open(&path("x")).unwrap().size_bytes, 2 * MIB);
         let report = g.check(false).unwrap();
         assert!(
-            report
-                .problems
-                .iter()
-                .any(|p| p.what.contains("stale")
-                    && p.location.contains(&format!("D{}", primary.disk))),
+            report.problems.iter().any(|p| p.what.contains("stale")
+                && p.location.contains(&format!(
+                    "D{}",
+                    ids.iter().position(|d| *d == device).unwrap()
+                ))),
             "{:?}",
             report.problems
         );
