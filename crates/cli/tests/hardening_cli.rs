@@ -561,6 +561,21 @@ fn a_disk_of_a_healthy_group_is_taken_only_when_that_group_is_named() {
     rig.cairn(&["disk", "unlabel", &d0])
         .refused("disk DATA_0000 of disk group DATA");
     rig.assert_all_online("DATA");
+    // A group named that gives up none of the disks: a typo, said.
+    sparse(&rig.path("x1.img"), GIB);
+    rig.cairn(&[
+        "group",
+        "create",
+        "OTHER",
+        "--take-from-group",
+        "DTA",
+        "--disk",
+        &format!("{}=A", rig.arg("x1.img")),
+        "--disk",
+        &disks[1],
+    ])
+    .refused("--take-from-group DTA: none of the disks named");
+    assert_eq!(allocated(&rig.path("x1.img")), 0, "a refused create wrote");
 
     let run = rig
         .cairn(&[

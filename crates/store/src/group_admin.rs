@@ -343,6 +343,8 @@ fn judge_claims(
     found: &[FoundGroup],
 ) -> Result<BTreeMap<usize, String>, GroupAdminError> {
     let mut out = BTreeMap::new();
+    // The groups `take_from` named that did give up a disk.
+    let mut licensed: BTreeSet<String> = BTreeSet::new();
     let mut groups: BTreeMap<Uuid, Vec<&Claim>> = BTreeMap::new();
     for c in claims {
         groups.entry(c.group).or_default().push(c);
@@ -445,6 +447,7 @@ fn judge_claims(
             .iter()
             .any(|t| t.eq_ignore_ascii_case(&group.name))
         {
+            licensed.insert(group.name.to_ascii_uppercase());
             for (c, entry) in &counted {
                 out.insert(
                     c.index,
@@ -471,6 +474,17 @@ fn judge_claims(
             group.name,
             if names.len() == 1 { "this disk" } else { "these disks" },
             group.name
+        )));
+    }
+    // A name that licensed nothing is a typo, or a disk left off the list:
+    // say so rather than go on as if it had been heeded.
+    if let Some(unused) = take_from
+        .iter()
+        .find(|t| !licensed.contains(&t.to_ascii_uppercase()))
+    {
+        return Err(GroupAdminError::Invalid(format!(
+            "--take-from-group {unused}: none of the disks named is a disk group {} counts on; check the group's name and the --disk list, or drop the flag",
+            unused.to_ascii_uppercase()
         )));
     }
     Ok(out)
