@@ -8,6 +8,7 @@
 
 pub mod disk_header;
 pub mod disk_label;
+pub mod extent_map;
 pub mod foreign;
 pub mod group;
 pub mod layout;
