@@ -110,7 +110,11 @@ impl Group<'_> {
         Ok(report)
     }
 
-    fn check_extents(&mut self, repair: bool, report: &mut CheckReport) -> Result<(), GroupError> {
+    pub(super) fn check_extents(
+        &mut self,
+        repair: bool,
+        report: &mut CheckReport,
+    ) -> Result<(), GroupError> {
         // Who owns each AU, per the extent maps.
         let mut owner: BTreeMap<(u16, u64), String> = BTreeMap::new();
         let mut problems = Vec::new();
@@ -220,7 +224,11 @@ impl Group<'_> {
     /// keeps everything else reachable: a name whose directory is gone, or
     /// whose directories loop, moves into `lost+found`; a file with no name of
     /// its own gets one there (`file_N`).
-    fn check_aliases(&mut self, repair: bool, report: &mut CheckReport) -> Result<(), GroupError> {
+    pub(super) fn check_aliases(
+        &mut self,
+        repair: bool,
+        report: &mut CheckReport,
+    ) -> Result<(), GroupError> {
         let mut dangling = Vec::new();
         let mut homeless = Vec::new();
         let mut primary: BTreeMap<u32, u32> = BTreeMap::new();
@@ -351,7 +359,7 @@ impl Group<'_> {
     }
 
     /// The `lost+found` directory at the root, made if need be.
-    fn lost_and_found(&mut self) -> Result<u32, GroupError> {
+    pub(super) fn lost_and_found(&mut self) -> Result<u32, GroupError> {
         let name = Component::parse(LOST_AND_FOUND).map_err(GroupError::from)?;
         if let Some(r) = self.child(0, &name) {
             if r.kind == AliasKind::Directory {
@@ -366,7 +374,7 @@ impl Group<'_> {
     }
 
     /// A free name in `lost+found` starting with `base`.
-    fn free_name_in(&self, dir: u32, base: &str) -> Result<Component, GroupError> {
+    pub(super) fn free_name_in(&self, dir: u32, base: &str) -> Result<Component, GroupError> {
         let mut n = 0u32;
         loop {
             let suffix = if n == 0 {
@@ -391,7 +399,11 @@ impl Group<'_> {
         }
     }
 
-    fn move_to_lost_and_found(&mut self, id: u32, dir: u32) -> Result<String, GroupError> {
+    pub(super) fn move_to_lost_and_found(
+        &mut self,
+        id: u32,
+        dir: u32,
+    ) -> Result<String, GroupError> {
         let mut record = self.aliases[&id].clone();
         // A name read from disk that is not a valid name today gets its id.
         let base = if Component::parse(&record.name).is_ok() {
@@ -410,7 +422,11 @@ impl Group<'_> {
         Ok(format!("+{}/{LOST_AND_FOUND}/{}", self.name, name.as_str()))
     }
 
-    fn name_in_lost_and_found(&mut self, number: u32, dir: u32) -> Result<String, GroupError> {
+    pub(super) fn name_in_lost_and_found(
+        &mut self,
+        number: u32,
+        dir: u32,
+    ) -> Result<String, GroupError> {
         let name = self.free_name_in(dir, &format!("file_{number}"))?;
         let rec = self.files[&number].clone();
         self.add_alias(dir, &name, AliasKind::File, Some(&rec))?;
@@ -421,7 +437,11 @@ impl Group<'_> {
     /// it afresh from what the group holds now (an entry as free, an alias
     /// block with the names that are left, the default templates or
     /// attributes).
-    fn check_lost(&mut self, repair: bool, report: &mut CheckReport) -> Result<(), GroupError> {
+    pub(super) fn check_lost(
+        &mut self,
+        repair: bool,
+        report: &mut CheckReport,
+    ) -> Result<(), GroupError> {
         let described = self.describe_lost();
         let lost: Vec<super::LostBlock> = self.lost.keys().copied().collect();
         for (block, what) in lost.into_iter().zip(described) {
@@ -461,7 +481,7 @@ impl Group<'_> {
     /// one of its two slots, and no slot holds damaged bytes (a blank slot is
     /// one never written yet). Repair writes two fresh generations, so both
     /// slots of every member are whole.
-    fn check_superblocks(
+    pub(super) fn check_superblocks(
         &mut self,
         repair: bool,
         report: &mut CheckReport,
@@ -518,7 +538,11 @@ impl Group<'_> {
     }
 
     /// Every metadata block's copies must be valid and identical.
-    fn check_mirrors(&mut self, repair: bool, report: &mut CheckReport) -> Result<(), GroupError> {
+    pub(super) fn check_mirrors(
+        &mut self,
+        repair: bool,
+        report: &mut CheckReport,
+    ) -> Result<(), GroupError> {
         let mut blocks: Vec<Dirty> = Vec::new();
         for (number, rec) in &self.files {
             blocks.push(Dirty::Entry(*number));

@@ -1,0 +1,368 @@
+//! Creating a group: everything that can refuse is checked before the
+//! first write; then labels, metadata files, the journal, the headers, and
+//! the superblocks last (the commit point). See `docs/groups.md`.
+
+use super::*;
+
+/// Create a group on labelled disks attached to `engine`, and return it mounted.
+pub fn create<'e>(
+    engine: &'e mut dyn IoEngine,
+    disks: &[NewDisk],
+    spec: &GroupSpec,
+) -> Result<Group<'e>, GroupError> {
+    let name = crate::names::GroupName::parse(&spec.name)?;
+    let copies = spec.redundancy.copies();
+    if !spec.au_bytes.is_power_of_two()
+        || !(fmt::AU_BYTES_MIN..=fmt::AU_BYTES_MAX).contains(&spec.au_bytes)
+    {
+        return Err(GroupError::Invalid(format!(
+            "AU size {} is not a power of two from 1M to 64M; use --au-size 1M, 2M, 4M ... 64M",
+            spec.au_bytes
+        )));
+    }
+    if disks.is_empty() {
+        return Err(GroupError::Invalid(
+            "a group needs at least one disk; name them with --disk".into(),
+        ));
+    }
+    if disks.len() > DISKS_MAX {
+        return Err(GroupError::Invalid(format!(
+            "{} disks; a group holds at most {DISKS_MAX}",
+            disks.len()
+        )));
+    }
+    let mut headers: Vec<DiskHeader> = Vec::new();
+    for d in disks {
+        let scan =
+            HeaderScan::read(engine, d.device).map_err(io_err(format!("device {}", d.device.0)))?;
+        let header = scan
+            .good()
+            .map(|(_, h)| h.header.clone())
+            .max_by_key(|h| h.generation)
+            .ok_or_else(|| {
+                GroupError::Invalid(format!(
+                    "device {} carries no Cairn label; label it first",
+                    d.device.0
+                ))
+            })?;
+        if let Some(other) = header.group_uuid {
+            if !spec.force {
+                return Err(GroupError::Exists(format!(
+                    "disk {} already belongs to group {other}; drop it from that group, or use --force to take it",
+                    header.label
+                )));
+            }
+        }
+        headers.push(header);
+    }
+    // Sector sizes: 512e and 512n mix (both have 512-byte logical sectors); 4Kn does not mix with 512.
+    let sector = spec.sector_bytes.unwrap_or(headers[0].logical_sector_bytes);
+    if let Some(h) = headers.iter().find(|h| h.logical_sector_bytes != sector) {
+        return Err(GroupError::Invalid(format!(
+            "disk {} has {}-byte logical sectors but the group uses {sector}; 512-byte (512n/512e) and 4096-byte (4Kn) disks cannot mix",
+            h.label, h.logical_sector_bytes
+        )));
+    }
+    // Failure groups.
+    let mut fg_ids: BTreeMap<String, u16> = BTreeMap::new();
+    let mut members = Vec::new();
+    for (n, (d, h)) in disks.iter().zip(&headers).enumerate() {
+        let fg = d
+            .failgroup
+            .clone()
+            .unwrap_or_else(|| h.label.as_str().to_string())
+            .to_ascii_uppercase();
+        crate::names::GroupName::parse(&fg)
+            .map_err(|e| GroupError::Invalid(format!("failure group name: {e}")))?;
+        let next = fg_ids.len() as u16;
+        let fg_id = *fg_ids.entry(fg.clone()).or_insert(next);
+        let layout = AtLayout::for_disk(h.device_size_bytes, spec.au_bytes).ok_or_else(|| {
+            GroupError::Invalid(format!(
+                "disk {} ({} bytes) is too small for {}-byte AUs",
+                h.label, h.device_size_bytes, spec.au_bytes
+            ))
+        })?;
+        members.push(Some(Member {
+            entry: DiskEntry {
+                number: n as u16,
+                disk_uuid: h.disk_uuid,
+                label: h.label.as_str().to_string(),
+                failgroup: fg,
+                failgroup_id: fg_id,
+                state: DiskState::Online,
+                au_count: layout.au_count,
+                size_bytes: h.device_size_bytes,
+                logical_sector_bytes: h.logical_sector_bytes,
+                physical_sector_bytes: h.physical_sector_bytes,
+                created_unix_seconds: spec.now_unix_seconds,
+            },
+            device: Some(d.device),
+            alloc: Some(DiskAlloc::empty(layout)),
+            needs_flush: false,
+        }));
+    }
+    if fg_ids.len() < usize::from(copies) {
+        return Err(GroupError::Invalid(format!(
+            "{} redundancy keeps {copies} copies in different failure groups, but the disks form only {} failure group(s); name more disks or give them failure groups with PATH=FAILGROUP",
+            spec.redundancy.as_str().to_lowercase(),
+            fg_ids.len()
+        )));
+    }
+
+    let mut group = Group::assemble(
+        engine,
+        GroupSuper {
+            name: name.as_str().to_string(),
+            copies,
+            au_bytes: spec.au_bytes as u32,
+            logical_sector_bytes: sector,
+            disk_number: 0,
+            disk_count: members.len() as u16,
+            created_unix_seconds: spec.now_unix_seconds,
+            features: FeatureSet::default(),
+            file_directory: Extent::new(&[AuAddr { disk: 0, au: 1 }], false),
+        },
+        spec.group_uuid,
+        0,
+        members,
+    );
+    group.templates = default_templates();
+    group.attributes = group.default_attributes();
+
+    // Metadata files: extents placed like any file's.
+    let journal_extents = JOURNAL_BYTES.div_ceil(spec.au_bytes);
+    for (file, extents) in [
+        (FILE_DIRECTORY, 1),
+        (FILE_JOURNAL, journal_extents),
+        (FILE_ALIAS_DIRECTORY, 1),
+        (FILE_TEMPLATES, 1),
+        (FILE_ATTRIBUTES, 1),
+    ] {
+        let mut list = Vec::new();
+        for i in 0..extents {
+            let mut e = group.allocate_extent(usize::from(copies), i)?;
+            e.initialized = true;
+            list.push(e);
+        }
+        group.files.insert(
+            file,
+            FileRec {
+                entry: FileEntry {
+                    number: file,
+                    incarnation: 0,
+                    state: FileState::Active,
+                    copies,
+                    striping: STRIPING_COARSE,
+                    size_bytes: extents * spec.au_bytes,
+                    extent_count: extents,
+                    target_bytes: 0,
+                    created_unix_seconds: spec.now_unix_seconds,
+                    modified_unix_seconds: spec.now_unix_seconds,
+                    template: String::new(),
+                    direct: Vec::new(),
+                    indirect: Vec::new(),
+                },
+                extents: list,
+            },
+        );
+    }
+    group.journal.capacity_blocks = journal_extents * group.blocks_per_au();
+
+    // The AUs just taken may hold anything: metadata files read "all zeros =
+    // empty", so zero them before anything points at them.
+    group.zero_metadata_extents(&[
+        FILE_DIRECTORY,
+        FILE_ALIAS_DIRECTORY,
+        FILE_TEMPLATES,
+        FILE_ATTRIBUTES,
+    ])?;
+
+    // Everything but the superblocks goes straight to its place: nothing refers
+    // to it until the superblocks do.
+    group.mark_table_dirty();
+    for f in [
+        FILE_DIRECTORY,
+        FILE_JOURNAL,
+        FILE_ALIAS_DIRECTORY,
+        FILE_TEMPLATES,
+        FILE_ATTRIBUTES,
+    ] {
+        group.dirty.insert(Dirty::Entry(f));
+    }
+    group.dirty.insert(Dirty::Templates);
+    group.dirty.insert(Dirty::Attributes);
+    let dirty: Vec<Dirty> = std::mem::take(&mut group.dirty).into_iter().collect();
+    let mut items = Vec::new();
+    for d in dirty {
+        let (id, places) = group.dirty_id_and_places(d);
+        let block = group.encode_dirty(d, 0);
+        let copies = places
+            .into_iter()
+            .map(|(disk, offset)| (disk, offset, AlignedBuf::from_slice(&block[..])))
+            .collect();
+        items.push(DurableItem::block(id.to_string(), copies));
+    }
+    group.write_durably(items, "initial metadata")?;
+    group.checkpoint()?;
+
+    // The disk headers name the group, then the superblocks make it exist.
+    // A crash before any superblock leaves a group that never finished —
+    // headers naming a group no disk holds a superblock of — which mount
+    // refuses to guess at and `group create --force` takes again; a crash
+    // among the superblock writes leaves a whole group (every disk's header
+    // names it, and one superblock lists them all), whose next mount writes
+    // the superblocks that are missing.
+    for m in group.members.iter().flatten() {
+        let device = m.device.expect("invariant: new disks are attached");
+        let scan = HeaderScan::read(group.engine, device).map_err(io_err(m.entry.label.clone()))?;
+        let mut header = scan
+            .good()
+            .map(|(_, h)| h.header.clone())
+            .max_by_key(|h| h.generation)
+            .ok_or_else(|| {
+                GroupError::Invalid(format!(
+                    "disk {} lost its label during create",
+                    m.entry.label
+                ))
+            })?;
+        header.group_uuid = Some(group.uuid);
+        header.generation = scan.generation_max() + 1;
+        header.written_unix_seconds = spec.now_unix_seconds;
+        let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
+        labeling::write_copies(group.engine, device, &header, &all).map_err(|e| {
+            GroupError::Invalid(format!(
+                "disk {}: writing the group into its header: {e}",
+                m.entry.label
+            ))
+        })?;
+    }
+    group.write_superblocks()?;
+    Ok(group)
+}
+
+/// Default templates, by file type (as ASM ships them): online logs and control
+/// files are fine-striped, everything else coarse; 0 copies = the group's.
+pub fn default_templates() -> Vec<Template> {
+    let fine = ["CONTROLFILE", "ONLINELOG"];
+    [
+        "DEFAULT",
+        "DATAFILE",
+        "TEMPFILE",
+        "ONLINELOG",
+        "CONTROLFILE",
+        "ARCHIVELOG",
+        "BACKUPSET",
+        "PARAMETERFILE",
+        "FLASHBACK",
+        "DATAGUARDCONFIG",
+        "CHANGETRACKING",
+        "DUMPSET",
+        "XTRANSPORT",
+        "AUTOBACKUP",
+    ]
+    .iter()
+    .map(|name| Template {
+        name: (*name).to_string(),
+        copies: 0,
+        striping: if fine.contains(name) {
+            STRIPING_FINE
+        } else {
+            STRIPING_COARSE
+        },
+    })
+    .collect()
+}
+
+impl Group<'_> {
+    /// The attributes a new group starts with.
+    pub(super) fn default_attributes(&self) -> Vec<(String, String)> {
+        vec![
+            ("au_size".into(), self.au_bytes.to_string()),
+            ("sector_size".into(), self.sector_bytes.to_string()),
+            ("compatible.cairn".into(), "0.1".into()),
+            ("content.type".into(), "data".into()),
+        ]
+    }
+
+    /// Zero every AU of the given metadata files on every copy.
+    pub(super) fn zero_metadata_extents(&mut self, files: &[u32]) -> Result<(), GroupError> {
+        let extents: Vec<(Extent, u64)> = files
+            .iter()
+            .flat_map(|f| self.files[f].extents.iter().map(|e| (*e, self.au_bytes)))
+            .collect();
+        self.zero_whole_extents(&extents);
+        match self.failed_disks.first() {
+            Some(d) => Err(GroupError::Invalid(format!(
+                "disk {} failed while the group was being created; check it",
+                self.disk_name(*d)
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Make every online copy of whole extents (extent, length) read as zeros:
+    /// by discard where the device guarantees zeros after it (a hole in a thin
+    /// file or LUN, which also hands the space back), else by write-zeroes. A
+    /// disk that fails is noted for offlining.
+    pub(super) fn zero_whole_extents(&mut self, extents: &[(Extent, u64)]) {
+        let mut requests = Vec::new();
+        let mut disks = Vec::new();
+        for (extent, len_bytes) in extents {
+            for c in extent.copies() {
+                let Some(device) = self.member(c.disk).and_then(Member::online) else {
+                    continue;
+                };
+                let offset_bytes = u64::from(c.au) * self.au_bytes;
+                let len_bytes = *len_bytes;
+                let discard_zeroes = matches!(
+                    self.engine.geometry(device).map(|g| g.discard),
+                    Some(cairn_io::geometry::DiscardSupport::Supported {
+                        reads_zeroes: true,
+                        ..
+                    })
+                );
+                disks.push(c.disk);
+                requests.push(Request {
+                    device,
+                    tag: requests.len() as u64,
+                    op: if discard_zeroes {
+                        Op::Discard {
+                            offset_bytes,
+                            len_bytes,
+                        }
+                    } else {
+                        Op::WriteZeroes {
+                            offset_bytes,
+                            len_bytes,
+                        }
+                    },
+                });
+            }
+        }
+        self.run_zeroing(requests, disks);
+    }
+
+    /// Run zeroing requests; the disks written need a flush, the ones that
+    /// failed go offline after the step.
+    pub(super) fn run_zeroing(&mut self, requests: Vec<Request>, disks: Vec<u16>) {
+        let completions = match self.engine.execute_all(requests) {
+            Ok(c) => c,
+            Err(_) => {
+                self.failed_disks.extend(disks);
+                return;
+            }
+        };
+        for (c, disk) in completions.into_iter().zip(disks) {
+            match c.result {
+                Ok(_) => {
+                    if let Some(m) = self.member_mut(disk) {
+                        m.needs_flush = true;
+                    }
+                }
+                Err(_) => {
+                    self.failed_disks.insert(disk);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Raw I/O across the member disks for the metadata plane: writes and
+//! flushes fanned out over disks, and reading a mirrored metadata block
+//! (the newest valid copy wins; bad, blank and older copies are rewritten).
+
+use super::*;
+
+impl Group<'_> {
+    /// Run writes (disk, offset, buffer) concurrently. Returns the disks whose
+    /// writes failed; writes to offline disks are skipped.
+    pub(super) fn write_many(
+        &mut self,
+        writes: Vec<(u16, u64, AlignedBuf)>,
+    ) -> Result<Vec<u16>, GroupError> {
+        assert!(
+            !self.read_only || writes.is_empty(),
+            "invariant: a read-only mount never writes"
+        );
+        let mut requests = Vec::with_capacity(writes.len());
+        let mut disk_of = Vec::with_capacity(writes.len());
+        for (disk, offset_bytes, buf) in writes {
+            let Some(device) = self.member(disk).and_then(Member::online) else {
+                continue;
+            };
+            disk_of.push(disk);
+            requests.push(Request {
+                device,
+                tag: requests.len() as u64,
+                op: Op::Write {
+                    offset_bytes,
+                    buf,
+                    fua: false,
+                },
+            });
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(io_err("(engine)"))?;
+        let mut failed = BTreeSet::new();
+        for (completion, disk) in completions.into_iter().zip(disk_of) {
+            match completion.result {
+                Ok(_) => {
+                    if let Some(m) = self.member_mut(disk) {
+                        m.needs_flush = true;
+                    }
+                }
+                Err(_) => {
+                    failed.insert(disk);
+                }
+            }
+        }
+        Ok(failed.into_iter().collect())
+    }
+
+    /// Flush the given disks (all online ones that need it when `None`).
+    pub(super) fn flush_disks(
+        &mut self,
+        only: Option<&BTreeSet<u16>>,
+    ) -> Result<Vec<u16>, GroupError> {
+        let mut requests = Vec::new();
+        let mut disk_of = Vec::new();
+        for (n, m) in self.members.iter().enumerate() {
+            let Some(m) = m else { continue };
+            let Some(device) = m.online() else { continue };
+            let n = n as u16;
+            let wanted = match only {
+                Some(set) => set.contains(&n),
+                None => m.needs_flush,
+            };
+            if wanted {
+                disk_of.push(n);
+                requests.push(Request {
+                    device,
+                    tag: requests.len() as u64,
+                    op: Op::Flush,
+                });
+            }
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(io_err("(engine)"))?;
+        let mut failed = Vec::new();
+        for (completion, disk) in completions.into_iter().zip(disk_of) {
+            match completion.result {
+                Ok(_) => {
+                    if let Some(m) = self.member_mut(disk) {
+                        m.needs_flush = false;
+                    }
+                }
+                Err(_) => failed.push(disk),
+            }
+        }
+        Ok(failed)
+    }
+
+    pub(super) fn read_one(
+        &mut self,
+        disk: u16,
+        offset_bytes: u64,
+        len: usize,
+    ) -> Result<AlignedBuf, IoError> {
+        let device = self
+            .member(disk)
+            .and_then(Member::online)
+            .ok_or(IoError::UnknownDevice(DeviceId(u32::from(disk))))?;
+        let mut buf = self.engine.read_at(device, offset_bytes, len)?;
+        // Blocks start at 4 KiB multiples: look back one block for an image
+        // that begins before the range.
+        let from = offset_bytes.saturating_sub(BLOCK_BYTES as u64 - 1);
+        for ((_, at), image) in self
+            .overlay
+            .range((disk, from)..(disk, offset_bytes + len as u64))
+        {
+            let start = (*at).max(offset_bytes);
+            let end = (*at + BLOCK_BYTES as u64).min(offset_bytes + len as u64);
+            if start < end {
+                buf[(start - offset_bytes) as usize..(end - offset_bytes) as usize]
+                    .copy_from_slice(&image[(start - at) as usize..(end - at) as usize]);
+            }
+        }
+        Ok(buf)
+    }
+
+    /// Read a metadata block that has copies at `places`: the valid copy with
+    /// the newest generation wins (a lost or misdirected in-place write leaves
+    /// an older, checksum-valid copy on a mirror, which must never be served
+    /// or spread); a blank copy counts only if no copy is valid. Bad, blank and
+    /// older copies beside the winner are rewritten from it.
+    pub(super) fn read_meta(
+        &mut self,
+        places: &[(u16, u64)],
+        id: BlockId,
+    ) -> Result<Option<Box<Block>>, GroupError> {
+        // (generation, block, place) of the newest valid copy so far.
+        let mut newest: Option<(u64, Box<Block>, (u16, u64))> = None;
+        let mut outdated = Vec::new();
+        let mut bad = Vec::new();
+        let mut blank = Vec::new();
+        let mut problems = Vec::new();
+        let mut unreadable = false;
+        for &(disk, offset) in places {
+            if self.member(disk).and_then(Member::online).is_none() {
+                continue;
+            }
+            match self.read_one(disk, offset, BLOCK_BYTES) {
+                Ok(buf) => match meta::open(&buf[..], id, self.uuid) {
+                    Ok(generation) => {
+                        if newest.as_ref().is_none_or(|(g, _, _)| generation > *g) {
+                            let mut block = meta::empty_block();
+                            block.copy_from_slice(&buf[..]);
+                            if let Some((_, _, place)) =
+                                newest.replace((generation, block, (disk, offset)))
+                            {
+                                outdated.push(place);
+                            }
+                        } else if newest
+                            .as_ref()
+                            .is_some_and(|(g, b, _)| generation < *g || b[..] != buf[..])
+                        {
+                            outdated.push((disk, offset));
+                        }
+                    }
+                    Err(MetaError::Blank) => blank.push((disk, offset)),
+                    Err(e) => {
+                        problems.push(format!("{} at {offset}: {e}", self.disk_name(disk)));
+                        bad.push((disk, offset));
+                    }
+                },
+                Err(e) => {
+                    problems.push(format!("{} at {offset}: {e}", self.disk_name(disk)));
+                    bad.push((disk, offset));
+                    unreadable = true;
+                }
+            }
+        }
+        match newest {
+            Some((_, block, _)) => {
+                let rewrite: Vec<(u16, u64)> =
+                    bad.into_iter().chain(blank).chain(outdated).collect();
+                if self.read_only {
+                    self.copies_left_damaged += rewrite.len() as u64;
+                } else if !rewrite.is_empty() {
+                    self.repaired_copies += rewrite.len() as u64;
+                    let writes = rewrite
+                        .into_iter()
+                        .map(|(d, o)| (d, o, AlignedBuf::from_slice(&block[..])))
+                        .collect();
+                    let failed = self.write_many(writes)?;
+                    self.failed_disks.extend(failed);
+                }
+                Ok(Some(block))
+            }
+            None if problems.is_empty() => Ok(None),
+            None if !blank.is_empty() && bad.is_empty() => Ok(None),
+            // A copy that could not be read may be whole once its disk
+            // answers again: that is an I/O problem, not a loss.
+            None if unreadable => Err(GroupError::Unreadable(format!(
+                "{id} could not be read from any copy ({}); check the disks and the kernel log (dmesg)",
+                problems.join("; ")
+            ))),
+            None => Err(GroupError::Lost(format!(
+                "{id} has no valid copy on any disk ({})",
+                problems.join("; ")
+            ))),
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! The journal: a transaction's blocks as one record (commit), their
+//! in-place writes, checkpoints, and replay of whole records at mount (or,
+//! read-only, an overlay of their images in memory).
+
+use super::*;
+
+impl Group<'_> {
+    /// Make every change since the last commit durable and atomic.
+    pub fn commit(&mut self) -> Result<(), GroupError> {
+        self.check_writable()?;
+        let result = self.commit_inner();
+        if let Err(e) = &result {
+            self.poisoned = Some(e.to_string());
+        }
+        result?;
+        // Disks that failed during the commit are recorded offline before
+        // anything can drop the record from the ring.
+        self.offline_failed()?;
+        if self.checkpoint_before_reuse {
+            self.checkpoint()?;
+            self.checkpoint_before_reuse = false;
+        }
+        self.discard_freed()?;
+        self.offline_failed()
+    }
+
+    /// Commit a dirty set that may exceed one transaction (rebuilds and
+    /// repairs of derived state, where each block stands on its own), in
+    /// transactions of at most [`TXN_IMAGES_MAX`] blocks.
+    pub(super) fn commit_in_chunks(&mut self) -> Result<(), GroupError> {
+        self.mark_table_dirty();
+        let all: Vec<Dirty> = std::mem::take(&mut self.dirty).into_iter().collect();
+        for chunk in all.chunks(TXN_IMAGES_MAX) {
+            self.dirty.extend(chunk.iter().copied());
+            self.commit()?;
+        }
+        self.commit()
+    }
+
+    /// Whether a dirty block is still part of the metadata: indirect blocks of
+    /// a file that shrank or went away are not written.
+    pub(super) fn dirty_in_use(&self, d: &Dirty) -> bool {
+        match d {
+            Dirty::Indirect { file, block } => self.files.get(file).is_some_and(|f| {
+                let used = (f.extents.len().saturating_sub(DIRECT_EXTENTS))
+                    .div_ceil(EXTENTS_PER_INDIRECT_BLOCK);
+                (*block as usize) < used
+                    && ((*block / self.blocks_per_au()) as usize) < f.entry.indirect.len()
+            }),
+            Dirty::Summary { disk, .. } | Dirty::Bitmap { disk, .. } => {
+                self.member(*disk).and_then(|m| m.alloc.as_ref()).is_some()
+            }
+            _ => true,
+        }
+    }
+
+    pub(super) fn commit_inner(&mut self) -> Result<(), GroupError> {
+        self.mark_table_dirty();
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        let dirty: Vec<Dirty> = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .filter(|d| self.dirty_in_use(d))
+            .collect();
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        assert!(
+            dirty.len() <= TXN_IMAGES_MAX,
+            "invariant: a transaction carries at most {TXN_IMAGES_MAX} blocks, got {}",
+            dirty.len()
+        );
+        let seq = self.journal.next_seq;
+        let mut images = Vec::with_capacity(dirty.len());
+        let mut targets = Vec::new();
+        for (i, d) in dirty.iter().enumerate() {
+            let (_, places) = self.dirty_id_and_places(*d);
+            for (disk, offset_bytes) in places {
+                targets.push(JournalTarget {
+                    image: i as u16,
+                    disk,
+                    offset_bytes,
+                });
+            }
+            images.push(self.encode_dirty(*d, seq));
+        }
+        assert!(
+            targets.len() <= JOURNAL_TARGETS_MAX,
+            "invariant: targets fit a record"
+        );
+        let record_blocks = 1 + images.len() as u64;
+        if self.journal.position + record_blocks > self.journal.capacity_blocks {
+            self.checkpoint()?;
+        }
+        // Barrier: data and zeroing written before this metadata change must be
+        // durable before the change is (an extent marked initialised must never
+        // expose an AU's old contents).
+        self.flush_all_checked()?;
+
+        let record = JournalRecord {
+            seq,
+            prev_checksum: self.journal.prev_checksum,
+            image_count: images.len() as u16,
+            images_crc: images_crc(&images.iter().map(|b| &**b).collect::<Vec<_>>()),
+            targets: targets.clone(),
+        };
+        let mut header = meta::empty_block();
+        record.encode_into(&mut header);
+        let position = self.journal.position;
+        meta::seal(
+            &mut header,
+            journal_id(BlockType::JournalRecord, position),
+            self.uuid,
+            seq,
+        );
+        let mut items = Vec::new();
+        for (k, block) in std::iter::once(&header).chain(images.iter()).enumerate() {
+            let index = position + k as u64;
+            let copies = self
+                .file_block_places(FILE_JOURNAL, index)
+                .into_iter()
+                .map(|(disk, offset)| (disk, offset, AlignedBuf::from_slice(&block[..])))
+                .collect();
+            items.push(DurableItem::block(format!("journal block {index}"), copies));
+        }
+        self.write_durably(items, &format!("journal record {seq}"))?;
+
+        self.journal.position += record_blocks;
+        self.journal.next_seq += 1;
+        self.journal.prev_checksum = meta::checksum_of(&header[..]);
+
+        self.write_in_place(&targets, |i| &images[i][..])
+    }
+
+    /// Write a journal record's images to their places (commit, and replay).
+    /// Disks that fail are noted for offlining.
+    pub(super) fn write_in_place<'b>(
+        &mut self,
+        targets: &[JournalTarget],
+        image: impl Fn(usize) -> &'b [u8],
+    ) -> Result<(), GroupError> {
+        let writes = targets
+            .iter()
+            .map(|t| {
+                (
+                    t.disk,
+                    t.offset_bytes,
+                    AlignedBuf::from_slice(image(usize::from(t.image))),
+                )
+            })
+            .collect();
+        let failed = self.write_many(writes)?;
+        self.failed_disks.extend(failed);
+        Ok(())
+    }
+
+    /// Write `items` and flush their disks: every item must land, whole, on
+    /// at least one of its copies (a copy on a disk that failed, or was
+    /// offline, does not count), else the write did not happen and the group
+    /// cannot go on. `what` names the set in the error.
+    pub(super) fn write_durably(
+        &mut self,
+        items: Vec<DurableItem>,
+        what: &str,
+    ) -> Result<(), GroupError> {
+        let mut writes = Vec::new();
+        let mut copy_disks: Vec<(String, Vec<u16>)> = Vec::with_capacity(items.len());
+        for item in items {
+            let mut disks = Vec::with_capacity(item.copies.len());
+            for (disk, blocks) in item.copies {
+                disks.push(disk);
+                writes.extend(blocks.into_iter().map(|(o, b)| (disk, o, b)));
+            }
+            copy_disks.push((item.what, disks));
+        }
+        let written: BTreeSet<u16> = writes
+            .iter()
+            .map(|w| w.0)
+            .filter(|d| self.member(*d).and_then(Member::online).is_some())
+            .collect();
+        let mut failed: BTreeSet<u16> = self.write_many(writes)?.into_iter().collect();
+        let flushed: BTreeSet<u16> = written.difference(&failed).copied().collect();
+        failed.extend(self.flush_disks(Some(&flushed))?);
+        self.failed_disks.extend(failed.iter().copied());
+        let lost: Vec<String> = copy_disks
+            .iter()
+            .filter(|(_, disks)| {
+                !disks
+                    .iter()
+                    .any(|d| written.contains(d) && !failed.contains(d))
+            })
+            .map(|(item, disks)| {
+                let names: Vec<String> = disks.iter().map(|d| self.disk_name(*d)).collect();
+                format!("{item} (copies on {})", names.join(", "))
+            })
+            .collect();
+        if lost.is_empty() {
+            return Ok(());
+        }
+        Err(GroupError::WriteFailed(format!(
+            "could not write the {what} to any copy of {}{}; the group stopped — check those disks and the kernel log (dmesg), then mount the group again",
+            lost[0],
+            match lost.len() {
+                1 => String::new(),
+                n => format!(" and {} more block(s)", n - 1),
+            }
+        )))
+    }
+
+    pub(super) fn flush_all_checked(&mut self) -> Result<(), GroupError> {
+        let failed = self.flush_disks(None)?;
+        self.failed_disks.extend(failed);
+        Ok(())
+    }
+
+    /// Make everything in place durable and start the journal ring afresh.
+    pub(super) fn checkpoint(&mut self) -> Result<(), GroupError> {
+        self.flush_all_checked()?;
+        // A disk whose in-place writes or flush failed holds stale blocks the
+        // ring could still repair: it must be on record as offline before the
+        // ring is reset.
+        self.offline_failed()?;
+        let header = JournalHeader {
+            header_generation: self.journal.header_generation + 1,
+            next_seq: self.journal.next_seq,
+            ring_blocks: self.journal.capacity_blocks - JOURNAL_HEADER_BLOCKS,
+        };
+        let slot = header.header_generation % JOURNAL_HEADER_BLOCKS;
+        let mut block = meta::empty_block();
+        header.encode_into(&mut block);
+        meta::seal(
+            &mut block,
+            journal_id(BlockType::JournalHeader, slot),
+            self.uuid,
+            header.header_generation,
+        );
+        let copies = self
+            .file_block_places(FILE_JOURNAL, slot)
+            .into_iter()
+            .map(|(d, o)| (d, o, AlignedBuf::from_slice(&block[..])))
+            .collect();
+        self.write_durably(
+            vec![DurableItem::block(
+                format!("journal header slot {slot}"),
+                copies,
+            )],
+            "journal header",
+        )?;
+        self.journal.header_generation = header.header_generation;
+        self.journal.position = JOURNAL_HEADER_BLOCKS;
+        self.journal.prev_checksum = 0;
+        Ok(())
+    }
+
+    /// Tell the devices about AUs whose free state is now durable.
+    pub(super) fn discard_freed(&mut self) -> Result<(), GroupError> {
+        let au = self.au_bytes;
+        let mut requests = Vec::new();
+        for m in self.members.iter_mut().flatten() {
+            let device = m.online();
+            let Some(alloc) = m.alloc.as_mut() else {
+                continue;
+            };
+            let runs = alloc.release_quarantine();
+            let Some(device) = device else { continue };
+            for (start, len) in runs {
+                requests.push(Request {
+                    device,
+                    tag: requests.len() as u64,
+                    op: Op::Discard {
+                        offset_bytes: u64::from(start) * au,
+                        len_bytes: u64::from(len) * au,
+                    },
+                });
+            }
+        }
+        // A device that refuses discard keeps the bytes; only the space report
+        // shows it. Errors here never fail the operation.
+        let _ = self
+            .engine
+            .execute_all(requests)
+            .map_err(io_err("(engine)"))?;
+        Ok(())
+    }
+
+    /// Read the journal copy by copy: a record counts if it is whole on any copy.
+    pub(super) fn read_journal_block(&mut self, index: u64) -> Vec<AlignedBuf> {
+        let places = self.file_block_places(FILE_JOURNAL, index);
+        places
+            .into_iter()
+            .filter_map(|(d, o)| self.read_one(d, o, BLOCK_BYTES).ok())
+            .collect()
+    }
+
+    /// Replay every whole record after the last checkpoint; return how many.
+    pub(super) fn replay(&mut self) -> Result<u64, GroupError> {
+        let mut header: Option<JournalHeader> = None;
+        for slot in 0..JOURNAL_HEADER_BLOCKS {
+            for buf in self.read_journal_block(slot) {
+                if meta::open(
+                    &buf[..],
+                    journal_id(BlockType::JournalHeader, slot),
+                    self.uuid,
+                )
+                .is_ok()
+                {
+                    if let Ok(h) = JournalHeader::decode(&buf[..]) {
+                        if header.is_none_or(|b| h.header_generation > b.header_generation) {
+                            header = Some(h);
+                        }
+                    }
+                }
+            }
+        }
+        let header = header.ok_or_else(|| corrupt("no journal header copy is readable"))?;
+        self.journal.header_generation = header.header_generation;
+        self.journal.next_seq = header.next_seq;
+        let mut position = JOURNAL_HEADER_BLOCKS;
+        let mut prev = 0u32;
+        let mut replayed = 0;
+        let copies = self.files[&FILE_JOURNAL].extents[0].copies().len();
+        'records: while position < self.journal.capacity_blocks {
+            // Try each copy of the journal in turn for a whole record.
+            for copy in 0..copies {
+                let Some(record) = self.read_record(position, copy, prev) else {
+                    continue;
+                };
+                let (record, images, checksum) = record;
+                if self.read_only {
+                    self.overlay_record(&record.targets, &images);
+                } else {
+                    self.write_in_place(&record.targets, |i| &images[i][..])?;
+                }
+                position += 1 + u64::from(record.image_count);
+                prev = checksum;
+                self.journal.next_seq += 1;
+                replayed += 1;
+                continue 'records;
+            }
+            break;
+        }
+        self.journal.position = position;
+        self.journal.prev_checksum = prev;
+        if self.read_only {
+            return Ok(replayed);
+        }
+        // Make the replayed state the new starting point — only once every
+        // disk a replay write failed on is on record as offline (checkpoint
+        // sees to it, and stops the mount if redundancy cannot cover them).
+        self.checkpoint()?;
+        Ok(replayed)
+    }
+
+    /// A read-only mount's replay: remember the record's images by place, so
+    /// reads see what a writer's replay would have put there.
+    pub(super) fn overlay_record(&mut self, targets: &[JournalTarget], images: &[AlignedBuf]) {
+        for t in targets {
+            let mut block = meta::empty_block();
+            block.copy_from_slice(&images[usize::from(t.image)][..]);
+            self.overlay.insert((t.disk, t.offset_bytes), block);
+        }
+    }
+
+    /// Drop every change a read-only mount computed (rebuilt tables, summary
+    /// counts to rewrite): nothing of it is written.
+    pub(super) fn forget_dirty(&mut self) {
+        self.dirty.clear();
+        for alloc in self
+            .members
+            .iter_mut()
+            .flatten()
+            .filter_map(|m| m.alloc.as_mut())
+        {
+            alloc.take_dirty();
+        }
+    }
+
+    /// The record at `position` on journal copy `copy`, if whole and next in the chain.
+    pub(super) fn read_record(
+        &mut self,
+        position: u64,
+        copy: usize,
+        prev: u32,
+    ) -> Option<(JournalRecord, Vec<AlignedBuf>, u32)> {
+        let places = self.file_block_places(FILE_JOURNAL, position);
+        let (disk, offset) = *places.get(copy)?;
+        let head = self.read_one(disk, offset, BLOCK_BYTES).ok()?;
+        let seq = meta::open(
+            &head[..],
+            journal_id(BlockType::JournalRecord, position),
+            self.uuid,
+        )
+        .ok()?;
+        let record = JournalRecord::decode(&head[..]).ok()?;
+        if seq != self.journal.next_seq || record.seq != seq || record.prev_checksum != prev {
+            return None;
+        }
+        if position + 1 + u64::from(record.image_count) > self.journal.capacity_blocks {
+            return None;
+        }
+        let mut images = Vec::with_capacity(usize::from(record.image_count));
+        for k in 0..u64::from(record.image_count) {
+            let places = self.file_block_places(FILE_JOURNAL, position + 1 + k);
+            let (d, o) = *places.get(copy)?;
+            images.push(self.read_one(d, o, BLOCK_BYTES).ok()?);
+        }
+        let blocks: Vec<Box<Block>> = images
+            .iter()
+            .map(|b| {
+                let mut block = meta::empty_block();
+                block.copy_from_slice(&b[..]);
+                block
+            })
+            .collect();
+        if images_crc(&blocks.iter().map(|b| &**b).collect::<Vec<_>>()) != record.images_crc {
+            return None;
+        }
+        Some((record, images, meta::checksum_of(&head[..])))
+    }
+}

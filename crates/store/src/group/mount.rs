@@ -1,0 +1,671 @@
+//! Mounting: finding the newest superblock, bootstrapping the metadata
+//! files, replaying the journal, loading tables, extent maps and names, and
+//! reporting the damage found on the way (read-only mounts write nothing).
+
+use super::*;
+
+/// Which group to mount.
+#[derive(Debug, Clone)]
+pub enum GroupSelector {
+    Name(String),
+    Uuid(Uuid),
+}
+
+/// Mount a group from the devices attached to `engine` (any order, any names).
+/// A member that is online in the group's metadata but not among `devices`
+/// is marked offline, for good (there is no resync), as a lost disk must be.
+pub fn mount<'e>(
+    engine: &'e mut dyn IoEngine,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+) -> Result<(Group<'e>, MountReport), GroupError> {
+    mount_with(engine, devices, selector, MissingDisks::MarkOffline)
+}
+
+/// What a mount does with a member that is online in the group's metadata
+/// but not among the devices it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingDisks {
+    /// Mark it offline (for good) and mount degraded: the disk is lost.
+    MarkOffline,
+    /// Refuse to mount, writing nothing: for a caller that only borrows the
+    /// group (a benchmark) and must not turn a typo in a discovery string
+    /// into a lost disk.
+    Refuse,
+}
+
+/// [`mount`], choosing what a missing member means.
+pub fn mount_with<'e>(
+    engine: &'e mut dyn IoEngine,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+    missing_disks: MissingDisks,
+) -> Result<(Group<'e>, MountReport), GroupError> {
+    mount_inner(engine, devices, selector, missing_disks, false)
+}
+
+/// Mount for listing and inspecting: nothing is written, ever. A member not
+/// among `devices` is missing (the group is degraded in memory) but not
+/// marked offline; journal records a crash left are applied in memory, not
+/// replayed onto the disks; damaged metadata copies are reported, not
+/// rewritten; unfinished operations are left for the next writer. Every
+/// change is refused ([`GroupError::ReadOnly`]).
+pub fn mount_read_only<'e>(
+    engine: &'e mut dyn IoEngine,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+) -> Result<(Group<'e>, MountReport), GroupError> {
+    mount_inner(engine, devices, selector, MissingDisks::MarkOffline, true)
+}
+
+pub(super) fn mount_inner<'e>(
+    engine: &'e mut dyn IoEngine,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+    missing_disks: MissingDisks,
+    read_only: bool,
+) -> Result<(Group<'e>, MountReport), GroupError> {
+    let found = identify(engine, devices);
+    let mut matching: Vec<(Uuid, Vec<FoundDisk>)> = found
+        .into_iter()
+        .filter(|(uuid, disks)| match selector {
+            GroupSelector::Uuid(u) => u == uuid,
+            GroupSelector::Name(n) => disks.iter().any(|(_, _, s)| {
+                s.as_ref()
+                    .is_some_and(|(_, sup)| sup.name.eq_ignore_ascii_case(n))
+            }),
+        })
+        .collect();
+    let wanted = match selector {
+        GroupSelector::Name(n) => n.to_ascii_uppercase(),
+        GroupSelector::Uuid(u) => u.to_string(),
+    };
+    let (uuid, disks) = match matching.len() {
+        0 => {
+            return Err(GroupError::NotFound(format!(
+                "no disk group {wanted} on the discovered disks; `cairn group list` shows the groups found"
+            )))
+        }
+        1 => matching.remove(0),
+        _ => {
+            return Err(GroupError::Mount(format!(
+                "two groups are named {wanted} ({} and {}); mount one by UUID",
+                matching[0].0, matching[1].0
+            )))
+        }
+    };
+    // The newest slot anywhere is the group's truth.
+    let mut best: Option<SlotRead> = None;
+    for (device, _, _) in &disks {
+        for base in SUPER_SLOT_OFFSETS_BYTES {
+            if let Some(slot) = read_slot(engine, *device, uuid, base) {
+                if best.as_ref().is_none_or(|b| slot.generation > b.generation) {
+                    best = Some(slot);
+                }
+            }
+        }
+    }
+    let best = best.ok_or_else(|| {
+        GroupError::Mount(format!("group {wanted}: no disk has a readable superblock; the group was never completely created, or its disks are damaged"))
+    })?;
+    let mut report = MountReport::default();
+    let sup = best.sup.clone();
+    let mut members: Vec<Option<Member>> = (0..sup.disk_count).map(|_| None).collect();
+    let mut by_uuid: HashMap<Uuid, DeviceId> = HashMap::new();
+    for (device, header, _) in &disks {
+        if let Some(other) = by_uuid.insert(header.disk_uuid, *device) {
+            // A copy of a member beside the member: either could be taken for
+            // it, and writes through the wrong one are lost.
+            return Err(GroupError::Mount(format!(
+                "group {}: disk {} (uuid {}) is on two devices (#{} and #{}); one is a copy — hide it from discovery and try again",
+                sup.name, header.label, header.disk_uuid, other.0, device.0
+            )));
+        }
+    }
+    let mut missing = Vec::new();
+    let mut short = Vec::new();
+    for entry in &best.entries {
+        let mut device = by_uuid.get(&entry.disk_uuid).copied();
+        // A member smaller than the group recorded (a truncated file, a
+        // smaller device in its place) has lost what lay past its end: it
+        // must not be read or written as if whole. It is treated as missing.
+        if let Some(size) = device
+            .and_then(|d| engine.geometry(d))
+            .map(|g| g.size_bytes)
+        {
+            if size < entry.size_bytes && entry.state == DiskState::Online {
+                short.push(format!(
+                    "disk {} is {size} bytes, smaller than the {} bytes the group recorded for it (a truncated file, or a smaller device in its place): what lay past its end is gone, so it is treated as missing",
+                    entry.label, entry.size_bytes
+                ));
+                device = None;
+            }
+        }
+        let layout =
+            AtLayout::for_disk(entry.size_bytes, u64::from(sup.au_bytes)).ok_or_else(|| {
+                corrupt(format!(
+                    "disk {} is too small for the group's AU size",
+                    entry.label
+                ))
+            })?;
+        let online = entry.state == DiskState::Online && device.is_some();
+        if entry.state == DiskState::Online && device.is_none() {
+            missing.push(entry.number);
+        }
+        let slot = members.get_mut(usize::from(entry.number)).ok_or_else(|| {
+            corrupt(format!(
+                "disk directory names disk {} of {}",
+                entry.number, sup.disk_count
+            ))
+        })?;
+        *slot = Some(Member {
+            entry: entry.clone(),
+            device,
+            alloc: online.then(|| DiskAlloc::empty(layout)),
+            needs_flush: false,
+        });
+    }
+    if !missing.is_empty() && missing_disks == MissingDisks::Refuse {
+        let names: Vec<String> = missing
+            .iter()
+            .filter_map(|d| members.get(usize::from(*d)).and_then(Option::as_ref))
+            .map(|m| format!("{} (failure group {})", m.entry.label, m.entry.failgroup))
+            .collect();
+        return Err(GroupError::Mount(format!(
+            "group {} is missing disk(s) {} among the discovered devices; nothing was changed — check the discovery string (--discover) and that the disks are attached",
+            sup.name,
+            names.join(", ")
+        )));
+    }
+    let mut group = Group::assemble(engine, sup.clone(), uuid, best.generation, members);
+    group.read_only = read_only;
+    report.damage.extend(short.iter().cloned());
+    group.short_disks = short;
+    if !missing.is_empty() {
+        for d in &missing {
+            if let Some(m) = group.member_mut(*d) {
+                // A reader leaves the record alone: the disk is only missing.
+                if !read_only {
+                    m.entry.state = DiskState::Offline;
+                }
+            }
+        }
+        let names: Vec<String> = missing
+            .iter()
+            .map(|d| {
+                let m = group.member(*d).expect("invariant: listed");
+                format!(
+                    "{} (failure group {}, uuid {})",
+                    m.entry.label, m.entry.failgroup, m.entry.disk_uuid
+                )
+            })
+            .collect();
+        if !group.redundancy_holds() {
+            return Err(GroupError::Mount(format!(
+                "group {} is missing disk(s) {}; {} redundancy cannot run without them: attach them (check the discovery string) and mount again{}",
+                group.name,
+                names.join(", "),
+                group.redundancy().as_str(),
+                if group.short_disks.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", group.short_disks.join("; "))
+                }
+            )));
+        }
+        if read_only {
+            report.disks_missing = names;
+        } else {
+            report.disks_marked_offline = names;
+        }
+    }
+
+    // Bootstrap: the file directory's first extent, then the journal's entry.
+    group.files.insert(
+        FILE_DIRECTORY,
+        FileRec {
+            entry: placeholder_entry(FILE_DIRECTORY, sup.copies),
+            extents: vec![sup.file_directory],
+        },
+    );
+    let journal_entry = group
+        .read_entry(FILE_JOURNAL)?
+        .ok_or_else(|| corrupt("the journal's file entry is missing"))?;
+    let journal_extents = journal_entry.direct.clone();
+    let journal_expected = JOURNAL_BYTES.div_ceil(u64::from(sup.au_bytes));
+    if journal_extents.len() as u64 != journal_expected {
+        return Err(corrupt(format!(
+            "the journal has {} extents; a group with {}-byte AUs has {journal_expected}",
+            journal_extents.len(),
+            sup.au_bytes
+        )));
+    }
+    group.journal.capacity_blocks = journal_extents.len() as u64 * group.blocks_per_au();
+    group.files.insert(
+        FILE_JOURNAL,
+        FileRec {
+            entry: journal_entry,
+            extents: journal_extents,
+        },
+    );
+    report.journal_records_replayed = group.replay()?;
+
+    // Offline disks noticed at mount are recorded only after replay, so replay
+    // writes reach every disk the journal names. A member whose own slots lack
+    // the newest generation (a crash among the superblock writes of a create
+    // or a change) gets it too.
+    let behind = disks
+        .iter()
+        .any(|(_, _, slot)| slot.as_ref().is_none_or(|(g, _)| *g < best.generation));
+    // A slot torn by a crash (or damaged) beside a good one: both slots are
+    // written afresh, so every member again holds two.
+    let torn = disks.iter().any(|(device, _, _)| {
+        SUPER_SLOT_OFFSETS_BYTES
+            .iter()
+            .any(|base| slot_damaged(group.engine, *device, uuid, *base))
+    });
+    if !read_only {
+        if !missing.is_empty() || behind || torn {
+            group.write_superblocks()?;
+        }
+        if torn {
+            group.write_superblocks()?;
+        }
+    }
+
+    group.load_tables(&mut report)?;
+    group.load_files()?;
+    group.verify_tables(&mut report)?;
+    group.rebuild_tables()?;
+    group.load_aliases()?;
+    group.find_orphan_parents();
+    report.damage.extend(group.describe_shared_aus());
+    group.templates = group
+        .read_small_file(
+            FILE_TEMPLATES,
+            BlockType::Template,
+            LostBlock::Templates,
+            fmt::decode_templates,
+        )?
+        .unwrap_or_else(default_templates);
+    group.attributes = match group.read_small_file(
+        FILE_ATTRIBUTES,
+        BlockType::Attribute,
+        LostBlock::Attributes,
+        fmt::decode_attributes,
+    )? {
+        Some(a) => a,
+        None => group.default_attributes(),
+    };
+    report.damage.extend(group.describe_lost());
+    if read_only {
+        report.warnings.extend(group.pending_operations());
+        if group.copies_left_damaged > 0 {
+            report.warnings.push(format!(
+                "{} metadata copies are damaged, blank or out of date beside a good one; a command that writes rewrites them as it reads them, or run `cairn group check {} --repair`",
+                group.copies_left_damaged, group.name
+            ));
+        }
+        group.forget_dirty();
+        return Ok((group, report));
+    }
+    report.operations_recovered = group.recover_operations()?;
+    report.repaired_copies = group.repaired_copies;
+    group.commit()?;
+    group.offline_failed()?;
+    Ok((group, report))
+}
+
+pub(super) fn placeholder_entry(number: u32, copies: u8) -> FileEntry {
+    FileEntry {
+        number,
+        incarnation: 0,
+        state: FileState::Active,
+        copies,
+        striping: STRIPING_COARSE,
+        size_bytes: 0,
+        extent_count: 0,
+        target_bytes: 0,
+        created_unix_seconds: 0,
+        modified_unix_seconds: 0,
+        template: String::new(),
+        direct: Vec::new(),
+        indirect: Vec::new(),
+    }
+}
+
+impl Group<'_> {
+    /// One line per lost metadata block: what it held, what is affected,
+    /// and the step that helps.
+    pub(super) fn describe_lost(&self) -> Vec<String> {
+        let repair = format!("`cairn group check {} --repair`", self.name);
+        self.lost
+            .iter()
+            .map(|(block, why)| match block {
+                LostBlock::Entry(n) => {
+                    let names = self.names_of(*n);
+                    format!(
+                        "file {n} is lost: {why}. Its extent map went with it, so its data cannot be reached; {}. {repair} removes {} and frees its space",
+                        if names.is_empty() {
+                            "it had no name".to_string()
+                        } else {
+                            format!("its names: {}", names.join(", "))
+                        },
+                        if names.len() == 1 { "that name" } else { "its names" }
+                    )
+                }
+                LostBlock::Map(n) => format!(
+                    "{} has a damaged extent map: {why}. It is not written until {repair} cuts it there (what lay past that point cannot be placed in the file any more)",
+                    self.path_of(*n)
+                ),
+                LostBlock::Alias(k) => format!(
+                    "alias block {k} is lost: {why}. The names it held (ids {} to {}) are gone; the files are not: {repair} names each file left without one in +{}/lost+found",
+                    k * ALIASES_PER_BLOCK as u64 + 1,
+                    (k + 1) * ALIASES_PER_BLOCK as u64,
+                    self.name
+                ),
+                LostBlock::Templates => format!(
+                    "the templates block is lost: {why}. The default templates are used; {repair} writes them"
+                ),
+                LostBlock::Attributes => format!(
+                    "the attributes block is lost: {why}. The defaults are used; {repair} writes them"
+                ),
+            })
+            .collect()
+    }
+
+    pub(super) fn read_entry(&mut self, file: u32) -> Result<Option<FileEntry>, GroupError> {
+        let places = self.file_block_places(FILE_DIRECTORY, u64::from(file));
+        match self.read_meta(&places, entry_id(file))? {
+            Some(block) => FileEntry::decode(&block[..], file)
+                .map_err(|e| corrupt(format!("file entry {file}: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) fn read_meta_file_block(
+        &mut self,
+        file: u32,
+        block_type: BlockType,
+        index: u64,
+    ) -> Result<Option<Box<Block>>, GroupError> {
+        let places = self.file_block_places(file, index);
+        self.read_meta(
+            &places,
+            BlockId {
+                block_type,
+                owner: file,
+                owner_tag: 0,
+                index,
+            },
+        )
+    }
+
+    /// A one-block metadata file (templates, attributes), decoded; blank
+    /// reads as empty. `None` when the block has no valid copy, or does not
+    /// decode: the loss is recorded as `lost`, for the caller's defaults and
+    /// for `check --repair` to write.
+    pub(super) fn read_small_file<T: Default>(
+        &mut self,
+        file: u32,
+        block_type: BlockType,
+        lost: LostBlock,
+        decode: fn(&[u8]) -> Result<T, MetaError>,
+    ) -> Result<Option<T>, GroupError> {
+        let decoded = self
+            .read_meta_file_block(file, block_type, 0)
+            .and_then(|block| {
+                block
+                    .map(|b| {
+                        decode(&b[..]).map_err(|e| {
+                            GroupError::Lost(format!("the {} block: {e}", block_type.name()))
+                        })
+                    })
+                    .transpose()
+            });
+        match decoded {
+            Ok(t) => Ok(Some(t.unwrap_or_default())),
+            Err(GroupError::Lost(why)) => {
+                self.lost.insert(lost, why);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) fn load_files(&mut self) -> Result<(), GroupError> {
+        let dir = self
+            .read_entry(FILE_DIRECTORY)?
+            .ok_or_else(|| corrupt("the file directory's own entry is missing"))?;
+        let dir_extents = self.read_extent_map(&dir)?;
+        self.validate_map(&dir, &dir_extents)?;
+        self.files.insert(
+            FILE_DIRECTORY,
+            FileRec {
+                entry: dir,
+                extents: dir_extents,
+            },
+        );
+        let entries = self.files[&FILE_DIRECTORY].extents.len() as u64 * self.blocks_per_au();
+        for n in 1..entries as u32 {
+            if n == FILE_DIRECTORY || n == FILE_JOURNAL {
+                continue;
+            }
+            let loaded = self.read_entry(n).and_then(|entry| match entry {
+                Some(entry) if n >= FILE_NUMBER_USER_MIN => self.load_user_file(entry).map(Some),
+                Some(entry) => {
+                    let extents = self.read_extent_map(&entry)?;
+                    self.validate_map(&entry, &extents)?;
+                    Ok(Some((FileRec { entry, extents }, None)))
+                }
+                None => Ok(None),
+            });
+            match loaded {
+                Ok(Some((rec, damage))) => {
+                    self.files.insert(n, rec);
+                    if let Some(why) = damage {
+                        self.lost.insert(LostBlock::Map(n), why);
+                    }
+                }
+                Ok(None) => {}
+                // A user file whose entry is gone or self-contradicting is
+                // lost; the rest of the group is not.
+                Err(GroupError::Lost(why) | GroupError::Corrupt(why))
+                    if n >= FILE_NUMBER_USER_MIN =>
+                {
+                    self.lost.insert(LostBlock::Entry(n), why);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        for f in [FILE_ALIAS_DIRECTORY, FILE_TEMPLATES, FILE_ATTRIBUTES] {
+            if !self.files.contains_key(&f) {
+                return Err(corrupt(format!("metadata file {f} has no entry")));
+            }
+        }
+        Ok(())
+    }
+
+    /// What the data path relies on: the extents hold the file's size, fine
+    /// striping has whole sets of 8, metadata files have their first extent.
+    pub(super) fn validate_map(
+        &self,
+        entry: &FileEntry,
+        extents: &[Extent],
+    ) -> Result<(), GroupError> {
+        let layout = self.file_layout(entry);
+        let n = extents.len() as u64;
+        let problem = if layout.striping == Striping::Fine
+            && !n.is_multiple_of(placement::FINE_STRIPE_WIDTH)
+        {
+            Some(format!("{n} extents is not whole fine-stripe sets of 8"))
+        } else if layout.capacity_bytes(n) < entry.size_bytes {
+            Some(format!(
+                "{} bytes do not fit its {n} extents",
+                entry.size_bytes
+            ))
+        } else if entry.number < FILE_NUMBER_USER_MIN && n == 0 {
+            Some("a metadata file with no extent".to_string())
+        } else {
+            None
+        };
+        match problem {
+            Some(p) => Err(corrupt(format!("file {}: {p}", entry.number))),
+            None => Ok(()),
+        }
+    }
+
+    /// A user file's entry and as much of its extent map as is whole: a map
+    /// block with no valid copy, or a map that contradicts the entry, cuts it
+    /// (returned with why, and where it now ends). An I/O error is not cut
+    /// around: the disk may answer again.
+    pub(super) fn load_user_file(
+        &mut self,
+        mut entry: FileEntry,
+    ) -> Result<(FileRec, Option<String>), GroupError> {
+        let (mut extents, whole) = self.read_map_upto(&entry);
+        let mut why = match whole {
+            Ok(()) => None,
+            Err(GroupError::Lost(m) | GroupError::Corrupt(m)) => Some(m),
+            Err(e) => return Err(e),
+        };
+        let layout = self.file_layout(&entry);
+        if entry.striping == STRIPING_FINE {
+            let whole_sets =
+                extents.len() as u64 / placement::FINE_STRIPE_WIDTH * placement::FINE_STRIPE_WIDTH;
+            if (extents.len() as u64) != whole_sets {
+                extents.truncate(whole_sets as usize);
+                why.get_or_insert_with(|| "its extents are not whole fine-stripe sets of 8".into());
+            }
+        }
+        let recorded = entry.size_bytes;
+        let capacity = layout.capacity_bytes(extents.len() as u64);
+        if capacity < recorded {
+            let sector = u64::from(self.sector_bytes);
+            entry.size_bytes = capacity / sector * sector;
+            why.get_or_insert_with(|| format!("{recorded} bytes do not fit its extents"));
+        }
+        let damage = why.map(|w| {
+            format!(
+                "{w}; it reads up to byte {} of its {recorded}",
+                entry.size_bytes
+            )
+        });
+        Ok((FileRec { entry, extents }, damage))
+    }
+
+    pub(super) fn read_extent_map(&mut self, entry: &FileEntry) -> Result<Vec<Extent>, GroupError> {
+        let (extents, whole) = self.read_map_upto(entry);
+        whole.map(|()| extents)
+    }
+
+    /// The extents of `entry`'s map, read block by block up to the first
+    /// that cannot be used; with it, why not (`Ok` when the map is whole).
+    pub(super) fn read_map_upto(
+        &mut self,
+        entry: &FileEntry,
+    ) -> (Vec<Extent>, Result<(), GroupError>) {
+        let mut extents = entry.direct.clone();
+        let mut remaining = entry.extent_count.saturating_sub(DIRECT_EXTENTS as u64);
+        let per_au = self.blocks_per_au();
+        let needed = remaining
+            .div_ceil(EXTENTS_PER_INDIRECT_BLOCK as u64)
+            .div_ceil(per_au);
+        if needed > entry.indirect.len() as u64 {
+            let why = corrupt(format!(
+                "file {}: {} extents need {needed} indirect AUs, the entry has {}",
+                entry.number,
+                entry.extent_count,
+                entry.indirect.len()
+            ));
+            return (extents, Err(why));
+        }
+        let mut block = 0u64;
+        while remaining > 0 {
+            let pointer = &entry.indirect[(block / per_au) as usize];
+            let within = (block % per_au) * BLOCK_BYTES as u64;
+            let places: Vec<(u16, u64)> = pointer
+                .copies()
+                .iter()
+                .map(|c| (c.disk, u64::from(c.au) * self.au_bytes + within))
+                .collect();
+            let id = BlockId {
+                block_type: BlockType::Indirect,
+                owner: entry.number,
+                owner_tag: entry.incarnation,
+                index: block,
+            };
+            let count = remaining.min(EXTENTS_PER_INDIRECT_BLOCK as u64) as usize;
+            let more = self.read_meta(&places, id).and_then(|data| {
+                let data = data.ok_or_else(|| {
+                    GroupError::Lost(format!(
+                        "file {}: indirect block {block} is blank on every copy",
+                        entry.number
+                    ))
+                })?;
+                fmt::decode_indirect(&data[..], count)
+                    .map_err(|e| corrupt(format!("file {}: {e}", entry.number)))
+            });
+            match more {
+                Ok(more) => extents.extend(more),
+                Err(e) => return (extents, Err(e)),
+            }
+            remaining -= count as u64;
+            block += 1;
+        }
+        (extents, Ok(()))
+    }
+
+    /// Recompute [`Group::orphan_parents`] from the names.
+    pub(super) fn find_orphan_parents(&mut self) {
+        self.orphan_parents = self
+            .aliases
+            .values()
+            .map(|r| r.parent)
+            .filter(|p| *p != 0 && !self.aliases.contains_key(p))
+            .collect();
+    }
+
+    /// One line per AU two files claim: where it is and who claims it.
+    pub(super) fn describe_shared_aus(&self) -> Vec<String> {
+        self.shared_aus
+            .iter()
+            .map(|((disk, au), owners)| {
+                let who: Vec<String> = owners.iter().map(|o| self.path_of(*o)).collect();
+                format!(
+                    "AU {au} of disk {} is claimed by {} extent maps ({}): reads of either file may return the other's data, and neither will be written until one is removed",
+                    self.disk_name(*disk),
+                    owners.len(),
+                    who.join(" and ")
+                )
+            })
+            .collect()
+    }
+
+    pub(super) fn load_aliases(&mut self) -> Result<(), GroupError> {
+        let blocks = self.files[&FILE_ALIAS_DIRECTORY].extents.len() as u64 * self.blocks_per_au();
+        for index in 0..blocks {
+            let records =
+                match self.read_meta_file_block(FILE_ALIAS_DIRECTORY, BlockType::Alias, index) {
+                    Ok(None) => continue,
+                    Ok(Some(block)) => fmt::decode_alias_block(&block[..], index)
+                        .map_err(|e| GroupError::Lost(format!("alias block {index}: {e}"))),
+                    Err(e) => Err(e),
+                };
+            let records = match records {
+                Ok(r) => r,
+                Err(GroupError::Lost(why)) => {
+                    self.lost.insert(LostBlock::Alias(index), why);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for r in records {
+                let key = (r.parent, r.name.to_ascii_lowercase());
+                self.alias_index.insert(key, r.id);
+                self.aliases.insert(r.id, r);
+            }
+        }
+        Ok(())
+    }
+}

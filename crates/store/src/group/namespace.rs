@@ -1,0 +1,419 @@
+//! The name space: directories, file names and aliases (resolving,
+//! adding, removing, listing, `du`).
+
+use super::*;
+use crate::names::{Component, GroupPath};
+use cairn_format::group::{
+    AliasKind, AliasRecord, FileState, ALIASES_PER_BLOCK, ALIAS_NAME_LEN_MAX, FILE_ALIAS_DIRECTORY,
+    FILE_NUMBER_USER_MIN,
+};
+
+impl Group<'_> {
+    // -----------------------------------------------------------------------
+    // Name space
+
+    pub(super) fn check_group(&self, path: &GroupPath) -> Result<(), GroupError> {
+        if !path.group.as_str().eq_ignore_ascii_case(&self.name) {
+            return Err(GroupError::Invalid(format!(
+                "{path} names group {}, but group {} is mounted",
+                path.group, self.name
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn child(&self, parent: u32, name: &Component) -> Option<&AliasRecord> {
+        self.alias_index
+            .get(&(parent, name.key()))
+            .and_then(|id| self.aliases.get(id))
+    }
+
+    /// The alias record a path names (`None` for the root).
+    pub(super) fn resolve(&self, path: &GroupPath) -> Result<Option<&AliasRecord>, GroupError> {
+        self.check_group(path)?;
+        let mut parent = ROOT;
+        let mut found = None;
+        for (i, c) in path.components.iter().enumerate() {
+            let record = self.child(parent, c).ok_or_else(|| {
+                let upto = GroupPath {
+                    group: path.group.clone(),
+                    components: path.components[..=i].to_vec(),
+                };
+                GroupError::NotFound(format!("{upto} does not exist"))
+            })?;
+            if i + 1 < path.components.len() && record.kind != AliasKind::Directory {
+                return Err(GroupError::Invalid(format!(
+                    "{} is a file, not a directory",
+                    GroupPath {
+                        group: path.group.clone(),
+                        components: path.components[..=i].to_vec(),
+                    }
+                )));
+            }
+            parent = record.id;
+            found = Some(record);
+        }
+        Ok(found)
+    }
+
+    pub(super) fn directory_id(&self, path: &GroupPath) -> Result<u32, GroupError> {
+        match self.resolve(path)? {
+            None => Ok(ROOT),
+            Some(r) if r.kind == AliasKind::Directory => Ok(r.id),
+            Some(_) => Err(GroupError::Invalid(format!(
+                "{path} is a file, not a directory"
+            ))),
+        }
+    }
+
+    /// Add a name record; grows the alias directory when it is full.
+    pub(super) fn add_alias(
+        &mut self,
+        parent: u32,
+        name: &Component,
+        kind: AliasKind,
+        file: Option<&FileRec>,
+    ) -> Result<u32, GroupError> {
+        assert!(
+            name.as_str().len() <= ALIAS_NAME_LEN_MAX,
+            "invariant: names validated"
+        );
+        let capacity = self.files[&FILE_ALIAS_DIRECTORY].extents.len() as u64
+            * self.blocks_per_au()
+            * ALIASES_PER_BLOCK as u64;
+        // The lowest free id — not one of a lost alias block's (its names
+        // may still be found there) nor one a name still gives as its
+        // directory (a lost directory's children would move into the new
+        // name).
+        let mut id = 1u32;
+        for used in self.aliases.keys() {
+            if *used != id {
+                break;
+            }
+            id += 1;
+        }
+        while self.aliases.contains_key(&id)
+            || self.orphan_parents.contains(&id)
+            || self
+                .lost
+                .contains_key(&LostBlock::Alias(alias_block_of(id)))
+        {
+            id += 1;
+        }
+        if u64::from(id) > capacity {
+            self.grow_metadata_file(FILE_ALIAS_DIRECTORY)?;
+        }
+        let record = AliasRecord {
+            id,
+            parent,
+            kind,
+            name: name.as_str().to_string(),
+            file_number: file.map_or(0, |f| f.entry.number),
+            file_incarnation: file.map_or(0, |f| f.entry.incarnation),
+            created_unix_seconds: (self.clock)(),
+        };
+        self.alias_index.insert((parent, name.key()), id);
+        self.aliases.insert(id, record);
+        self.dirty.insert(Dirty::Alias(alias_block_of(id)));
+        Ok(id)
+    }
+
+    pub(super) fn remove_alias(&mut self, id: u32) {
+        if let Some(r) = self.aliases.remove(&id) {
+            self.alias_index
+                .remove(&(r.parent, r.name.to_ascii_lowercase()));
+            self.dirty.insert(Dirty::Alias(alias_block_of(id)));
+        }
+    }
+
+    /// Add one extent to a metadata file (file directory or alias directory),
+    /// zeroed so its blocks read as empty.
+    pub(super) fn grow_metadata_file(&mut self, file: u32) -> Result<(), GroupError> {
+        let index = self.files[&file].extents.len() as u64;
+        // Past the direct extents, a metadata file's map continues in indirect
+        // AUs like any file's.
+        self.ensure_indirect_capacity(file, index + 1)?;
+        let mut extent = self.allocate_extent(usize::from(self.copies), index)?;
+        extent.initialized = true;
+        let rec = self.files.get_mut(&file).expect("invariant: metadata file");
+        rec.extents.push(extent);
+        rec.entry.size_bytes += self.au_bytes;
+        self.dirty_extent(file, index);
+        self.zero_metadata_extent(file, index as usize)
+    }
+
+    pub(super) fn zero_metadata_extent(
+        &mut self,
+        file: u32,
+        index: usize,
+    ) -> Result<(), GroupError> {
+        let extent = self.files[&file].extents[index];
+        self.zero_whole_extents(&[(extent, self.au_bytes)]);
+        Ok(())
+    }
+
+    /// Create a directory (and, with `parents`, the missing ones above it).
+    pub fn mkdir(&mut self, path: &GroupPath, parents: bool) -> Result<(), GroupError> {
+        self.check_writable()?;
+        self.check_group(path)?;
+        if path.is_root() {
+            return Err(GroupError::Exists(format!("{path} is the group's root")));
+        }
+        let mut parent = ROOT;
+        for (i, c) in path.components.iter().enumerate() {
+            let last = i + 1 == path.components.len();
+            match self.child(parent, c) {
+                Some(r) if r.kind == AliasKind::Directory => {
+                    if last && !parents {
+                        return Err(GroupError::Exists(format!("{path} already exists")));
+                    }
+                    parent = r.id;
+                }
+                Some(_) => {
+                    return Err(GroupError::Exists(format!(
+                        "{} is a file, not a directory",
+                        GroupPath {
+                            group: path.group.clone(),
+                            components: path.components[..=i].to_vec()
+                        }
+                    )))
+                }
+                None if last || parents => {
+                    parent = self.add_alias(parent, c, AliasKind::Directory, None)?
+                }
+                None => {
+                    return Err(GroupError::NotFound(format!(
+                        "{} does not exist; create it first, or use --parents",
+                        GroupPath {
+                            group: path.group.clone(),
+                            components: path.components[..=i].to_vec()
+                        }
+                    )))
+                }
+            }
+        }
+        self.commit()
+    }
+
+    /// Another name for an existing file.
+    pub fn mkalias(&mut self, target: &GroupPath, alias: &GroupPath) -> Result<(), GroupError> {
+        self.check_writable()?;
+        let record = self
+            .resolve(target)?
+            .ok_or_else(|| GroupError::Invalid(format!("{target} is the root, not a file")))?;
+        if record.kind == AliasKind::Directory {
+            return Err(GroupError::Invalid(format!(
+                "{target} is a directory; aliases name files"
+            )));
+        }
+        let number = record.file_number;
+        let (parent_path, name) = split(alias)?;
+        let parent = self.directory_id(&parent_path)?;
+        if self.child(parent, &name).is_some() {
+            return Err(GroupError::Exists(format!("{alias} already exists")));
+        }
+        let rec = self.files.get(&number).cloned().ok_or_else(|| {
+            GroupError::Corrupt(format!("{target} names file {number}, which has no entry"))
+        })?;
+        self.add_alias(parent, &name, AliasKind::Alias, Some(&rec))?;
+        self.commit()
+    }
+
+    /// List a directory (or describe one file).
+    pub fn list(&self, path: &GroupPath) -> Result<Vec<DirEntry>, GroupError> {
+        let dir = match self.resolve(path)? {
+            Some(r) if r.kind != AliasKind::Directory => {
+                return Ok(vec![self.dir_entry(r)]);
+            }
+            Some(r) => r.id,
+            None => ROOT,
+        };
+        let mut out: Vec<DirEntry> = self
+            .aliases
+            .values()
+            .filter(|r| r.parent == dir)
+            .map(|r| self.dir_entry(r))
+            .collect();
+        out.sort_by_key(|e| e.name.to_ascii_lowercase());
+        Ok(out)
+    }
+
+    pub(super) fn dir_entry(&self, r: &AliasRecord) -> DirEntry {
+        let file = (r.kind != AliasKind::Directory)
+            .then(|| self.live_file(r).map(|f| self.info(f)))
+            .flatten();
+        DirEntry {
+            name: r.name.clone(),
+            kind: r.kind,
+            lost: r.kind != AliasKind::Directory && file.is_none(),
+            file,
+        }
+    }
+
+    /// The file a name names, if it is there: the same number and
+    /// incarnation, and not being deleted.
+    pub(super) fn live_file(&self, r: &AliasRecord) -> Option<&FileRec> {
+        self.files.get(&r.file_number).filter(|f| {
+            f.entry.incarnation == r.file_incarnation && f.entry.state != FileState::Deleting
+        })
+    }
+
+    pub(super) fn info(&self, rec: &FileRec) -> FileInfo {
+        let layout = self.layout_for(rec);
+        let aus: u64 = (0..rec.extents.len() as u64)
+            .map(|i| layout.extent_bytes(i))
+            .sum::<u64>()
+            * u64::from(rec.entry.copies);
+        FileInfo {
+            number: rec.entry.number,
+            incarnation: rec.entry.incarnation,
+            size_bytes: rec.entry.size_bytes,
+            allocated_bytes: aus,
+            copies: rec.entry.copies,
+            striping: striping_name(rec.entry.striping),
+            template: rec.entry.template.clone(),
+            created_unix_seconds: rec.entry.created_unix_seconds,
+            modified_unix_seconds: rec.entry.modified_unix_seconds,
+        }
+    }
+
+    /// Bytes used under a path: (logical bytes, allocated bytes with mirrors).
+    pub fn du(&self, path: &GroupPath) -> Result<(u64, u64), GroupError> {
+        let start = match self.resolve(path)? {
+            Some(r) if r.kind != AliasKind::Directory => {
+                let f = self.files.get(&r.file_number).ok_or_else(|| {
+                    GroupError::Corrupt(format!(
+                        "{path} names file {}, which has no entry",
+                        r.file_number
+                    ))
+                })?;
+                let i = self.info(f);
+                return Ok((i.size_bytes, i.allocated_bytes));
+            }
+            Some(r) => r.id,
+            None => ROOT,
+        };
+        let mut stack = vec![start];
+        let mut seen = std::collections::BTreeSet::new();
+        let (mut logical, mut allocated) = (0, 0);
+        while let Some(dir) = stack.pop() {
+            // A damaged alias directory could loop; `check` reports it.
+            if !seen.insert(dir) {
+                continue;
+            }
+            for r in self.aliases.values().filter(|r| r.parent == dir) {
+                match r.kind {
+                    AliasKind::Directory => stack.push(r.id),
+                    AliasKind::File => {
+                        if let Some(f) = self.files.get(&r.file_number) {
+                            let i = self.info(f);
+                            logical += i.size_bytes;
+                            allocated += i.allocated_bytes;
+                        }
+                    }
+                    AliasKind::Alias => {}
+                }
+            }
+        }
+        Ok((logical, allocated))
+    }
+
+    /// Open a file by name.
+    pub fn open(&self, path: &GroupPath) -> Result<FileInfo, GroupError> {
+        let r = self.resolve(path)?.ok_or_else(|| {
+            GroupError::Invalid(format!("{path} is the group's root, not a file"))
+        })?;
+        if r.kind == AliasKind::Directory {
+            return Err(GroupError::Invalid(format!(
+                "{path} is a directory, not a file"
+            )));
+        }
+        let f = self.live_file(r).ok_or_else(|| {
+            if self.lost.contains_key(&LostBlock::Entry(r.file_number)) {
+                GroupError::Lost(format!(
+                    "{path} is lost: the directory entry of its file ({}) has no valid copy on any disk; `cairn group check {} --repair` removes the name",
+                    r.file_number, self.name
+                ))
+            } else {
+                GroupError::Corrupt(format!(
+                    "{path} names file {}, which does not exist; `cairn group check {} --repair` removes the name",
+                    r.file_number, self.name
+                ))
+            }
+        })?;
+        Ok(self.info(f))
+    }
+
+    /// A file by number (a named file, or one being created).
+    pub fn file_info(&self, number: u32) -> Result<FileInfo, GroupError> {
+        self.files
+            .get(&number)
+            .filter(|f| number >= FILE_NUMBER_USER_MIN && f.entry.state != FileState::Deleting)
+            .map(|f| self.info(f))
+            .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))
+    }
+
+    /// The path of file `number` by its own (primary) name, for messages;
+    /// `file N` when it has none.
+    pub fn path_of(&self, number: u32) -> String {
+        self.aliases
+            .values()
+            .find(|r| r.kind == AliasKind::File && r.file_number == number)
+            .map_or_else(|| format!("file {number}"), |r| self.alias_path(r))
+    }
+
+    /// Every name of file `number` (its own and its aliases), as paths.
+    pub(super) fn names_of(&self, number: u32) -> Vec<String> {
+        self.aliases
+            .values()
+            .filter(|r| r.kind != AliasKind::Directory && r.file_number == number)
+            .map(|r| self.alias_path(r))
+            .collect()
+    }
+
+    /// The full path of a name record.
+    pub(super) fn alias_path(&self, record: &AliasRecord) -> String {
+        let mut parts = vec![record.name.as_str()];
+        let mut parent = record.parent;
+        // A damaged alias directory could loop; `check` reports it.
+        while parent != ROOT && parts.len() <= self.aliases.len() {
+            match self.aliases.get(&parent) {
+                Some(p) => {
+                    parts.push(p.name.as_str());
+                    parent = p.parent;
+                }
+                None => {
+                    parts.push("?");
+                    break;
+                }
+            }
+        }
+        parts.reverse();
+        format!("+{}/{}", self.name, parts.join("/"))
+    }
+
+    /// Every user file, for the checker and tests.
+    pub fn file_numbers(&self) -> Vec<u32> {
+        self.files
+            .keys()
+            .copied()
+            .filter(|n| *n >= FILE_NUMBER_USER_MIN)
+            .collect()
+    }
+}
+
+/// Split a path into its parent and last component.
+pub(super) fn split(path: &GroupPath) -> Result<(GroupPath, Component), GroupError> {
+    let name = path.file_name().cloned().ok_or_else(|| {
+        GroupError::Invalid(format!("{path} is the group's root; name a file in it"))
+    })?;
+    let parent = path
+        .parent()
+        .expect("invariant: a path with a name has a parent");
+    Ok((parent, name))
+}
+
+/// Alias-kind helpers shared with files.rs.
+pub(super) fn alias_block_of(id: u32) -> u64 {
+    u64::from(id - 1) / ALIASES_PER_BLOCK as u64
+}

@@ -1,0 +1,202 @@
+//! Where metadata lives: the places (disk, byte offset) of every copy of a
+//! metadata block, the self-address each kind of block is sealed with, and
+//! the encoding of a dirty block from the state in memory.
+
+use super::*;
+
+impl Group<'_> {
+    /// Physical places of block `block` of a metadata file (all copies).
+    pub(super) fn file_block_places(&self, file: u32, block: u64) -> Vec<(u16, u64)> {
+        let rec = self
+            .files
+            .get(&file)
+            .expect("invariant: metadata files exist");
+        let extent = &rec.extents[(block / self.blocks_per_au()) as usize];
+        let within = (block % self.blocks_per_au()) * BLOCK_BYTES as u64;
+        extent
+            .copies()
+            .iter()
+            .map(|c| (c.disk, u64::from(c.au) * self.au_bytes + within))
+            .collect()
+    }
+
+    pub(super) fn indirect_places(&self, file: u32, block: u64) -> Vec<(u16, u64)> {
+        let rec = &self.files[&file];
+        let pointer = &rec.entry.indirect[(block / self.blocks_per_au()) as usize];
+        let within = (block % self.blocks_per_au()) * BLOCK_BYTES as u64;
+        pointer
+            .copies()
+            .iter()
+            .map(|c| (c.disk, u64::from(c.au) * self.au_bytes + within))
+            .collect()
+    }
+
+    pub(super) fn dirty_id_and_places(&self, d: Dirty) -> (BlockId, Vec<(u16, u64)>) {
+        let file_block = |file: u32, block_type: BlockType, owner_tag: u32, index: u64| {
+            (
+                BlockId {
+                    block_type,
+                    owner: file,
+                    owner_tag,
+                    index,
+                },
+                self.file_block_places(file, index),
+            )
+        };
+        match d {
+            Dirty::Summary { disk, index } => {
+                let layout = self.layout_of(disk);
+                let offset = layout.summary_offset_bytes(index);
+                (
+                    per_disk_id(BlockType::AtSummary, disk, offset),
+                    vec![(disk, offset)],
+                )
+            }
+            Dirty::Bitmap { disk, index } => {
+                let layout = self.layout_of(disk);
+                let offset = layout.bitmap_offset_bytes(index);
+                (
+                    per_disk_id(BlockType::AtBitmap, disk, offset),
+                    vec![(disk, offset)],
+                )
+            }
+            Dirty::Entry(n) => {
+                let (mut id, places) =
+                    file_block(FILE_DIRECTORY, BlockType::FileEntry, 0, u64::from(n));
+                id.owner = FILE_DIRECTORY;
+                (id, places)
+            }
+            Dirty::Indirect { file, block } => {
+                let incarnation = self.files.get(&file).map_or(0, |r| r.entry.incarnation);
+                (
+                    BlockId {
+                        block_type: BlockType::Indirect,
+                        owner: file,
+                        owner_tag: incarnation,
+                        index: block,
+                    },
+                    self.indirect_places(file, block),
+                )
+            }
+            Dirty::Alias(block) => file_block(FILE_ALIAS_DIRECTORY, BlockType::Alias, 0, block),
+            Dirty::Templates => file_block(FILE_TEMPLATES, BlockType::Template, 0, 0),
+            Dirty::Attributes => file_block(FILE_ATTRIBUTES, BlockType::Attribute, 0, 0),
+        }
+    }
+
+    pub(super) fn layout_of(&self, disk: u16) -> AtLayout {
+        self.member(disk)
+            .and_then(|m| m.alloc.as_ref())
+            .map(|a| a.layout)
+            .expect("invariant: table blocks are dirtied on online disks only")
+    }
+
+    /// The block image for a dirty address, sealed with `generation`. A file
+    /// entry or alias block that became empty is sealed with an empty payload
+    /// (free): it carries a generation, so a stale copy of what it held
+    /// before, left on a mirror by a lost write, is recognised as older.
+    pub(super) fn encode_dirty(&self, d: Dirty, generation: u64) -> Box<Block> {
+        let (id, _) = self.dirty_id_and_places(d);
+        let mut block = meta::empty_block();
+        match d {
+            Dirty::Summary { disk, index } => {
+                let alloc = self.member(disk).and_then(|m| m.alloc.as_ref());
+                let alloc = alloc.expect("invariant: online disk");
+                fmt::encode_summary(&mut block, alloc.summary_counts(index));
+            }
+            Dirty::Bitmap { disk, index } => {
+                let alloc = self.member(disk).and_then(|m| m.alloc.as_ref());
+                let alloc = alloc.expect("invariant: online disk");
+                fmt::encode_bitmap(&mut block, alloc.bitmap_bytes(index));
+            }
+            Dirty::Entry(n) => {
+                if let Some(rec) = self.files.get(&n) {
+                    self.encode_entry(rec, &mut block);
+                }
+            }
+            Dirty::Indirect { file, block: index } => {
+                let rec = &self.files[&file];
+                let first = DIRECT_EXTENTS + index as usize * EXTENTS_PER_INDIRECT_BLOCK;
+                let last = (first + EXTENTS_PER_INDIRECT_BLOCK).min(rec.extents.len());
+                fmt::encode_indirect(&mut block, rec.extents.get(first..last).unwrap_or(&[]));
+            }
+            Dirty::Alias(index) => {
+                let first = (index * ALIASES_PER_BLOCK as u64 + 1) as u32;
+                let last = first + ALIASES_PER_BLOCK as u32;
+                let records: Vec<&AliasRecord> =
+                    self.aliases.range(first..last).map(|(_, r)| r).collect();
+                fmt::encode_alias_block(&mut block, index, &records);
+            }
+            Dirty::Templates => fmt::encode_templates(&mut block, &self.templates),
+            Dirty::Attributes => fmt::encode_attributes(&mut block, &self.attributes),
+        }
+        meta::seal(&mut block, id, self.uuid, generation);
+        block
+    }
+
+    pub(super) fn encode_entry(&self, rec: &FileRec, block: &mut Block) {
+        let mut entry = rec.entry.clone();
+        entry.extent_count = rec.extents.len() as u64;
+        entry.direct = rec.extents.iter().take(DIRECT_EXTENTS).copied().collect();
+        entry.encode_into(block);
+    }
+
+    pub(super) fn mark_table_dirty(&mut self) {
+        let mut found = Vec::new();
+        for (n, m) in self.members.iter_mut().enumerate() {
+            if let Some(alloc) = m.as_mut().and_then(|m| m.alloc.as_mut()) {
+                for b in alloc.take_dirty() {
+                    found.push(match b {
+                        alloc::AtBlock::Summary(index) => Dirty::Summary {
+                            disk: n as u16,
+                            index,
+                        },
+                        alloc::AtBlock::Bitmap(index) => Dirty::Bitmap {
+                            disk: n as u16,
+                            index,
+                        },
+                    });
+                }
+            }
+        }
+        self.dirty.extend(found);
+    }
+
+    pub(super) fn dirty_count(&self) -> usize {
+        self.dirty.len()
+            + self
+                .members
+                .iter()
+                .flatten()
+                .filter_map(|m| m.alloc.as_ref())
+                .map(DiskAlloc::dirty_count)
+                .sum::<usize>()
+    }
+}
+
+pub(super) fn per_disk_id(block_type: BlockType, disk: u16, offset_bytes: u64) -> BlockId {
+    BlockId {
+        block_type,
+        owner: u32::from(disk),
+        owner_tag: 0,
+        index: offset_bytes / BLOCK_BYTES as u64,
+    }
+}
+
+pub(super) fn journal_id(block_type: BlockType, index: u64) -> BlockId {
+    BlockId {
+        block_type,
+        owner: FILE_JOURNAL,
+        owner_tag: 0,
+        index,
+    }
+}
+
+pub(super) fn entry_id(file: u32) -> BlockId {
+    BlockId {
+        block_type: BlockType::FileEntry,
+        owner: FILE_DIRECTORY,
+        owner_tag: 0,
+        index: u64::from(file),
+    }
+}

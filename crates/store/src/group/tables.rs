@@ -1,0 +1,416 @@
+//! The allocation tables at group level: loading, verifying and rebuilding
+//! them at mount, allocating and freeing extents (placement, then AU runs),
+//! and the AUs that more than one extent map claims.
+
+use super::*;
+
+impl Group<'_> {
+    pub(super) fn disk_spaces(&self) -> Vec<DiskSpace> {
+        self.members
+            .iter()
+            .enumerate()
+            .filter_map(|(n, m)| {
+                let m = m.as_ref()?;
+                m.online()?;
+                let alloc = m.alloc.as_ref()?;
+                Some(DiskSpace {
+                    disk: DiskNumber(n as u16),
+                    failgroup: FailGroupId(m.entry.failgroup_id),
+                    au_total: alloc.layout.data_aus(),
+                    au_used: alloc.used_aus(),
+                })
+            })
+            .collect()
+    }
+
+    /// Allocate extent `index` of a file with `copies` copies: choose disks
+    /// (placement) and AU runs (allocator).
+    pub(super) fn allocate_extent(
+        &mut self,
+        copies: usize,
+        index: u64,
+    ) -> Result<Extent, GroupError> {
+        let mut spaces = self.disk_spaces();
+        let aus = placement::extent_aus(index);
+        for _attempt in 0..spaces.len().max(1) {
+            let choice = placement::place(&spaces, copies, index, 1)
+                .map_err(|e| GroupError::NoSpace(e.to_string()))?;
+            let disks = choice
+                .into_iter()
+                .next()
+                .expect("invariant: one extent placed");
+            let mut got = Vec::with_capacity(copies);
+            let mut short = None;
+            for d in &disks {
+                let alloc = self
+                    .member_mut(d.0)
+                    .and_then(|m| m.alloc.as_mut())
+                    .expect("invariant: placement picks online disks");
+                match alloc.allocate(aus) {
+                    Some(au) => got.push(AuAddr { disk: d.0, au }),
+                    None => {
+                        short = Some(d.0);
+                        break;
+                    }
+                }
+            }
+            match short {
+                None => return Ok(Extent::new(&got, false)),
+                Some(full) => {
+                    // Fragmented: no run of `aus` there. Undo, and let placement
+                    // see that disk as full.
+                    for a in got {
+                        self.member_mut(a.disk)
+                            .and_then(|m| m.alloc.as_mut())
+                            .expect("invariant: online")
+                            .mark(u64::from(a.au), aus, false);
+                    }
+                    for s in &mut spaces {
+                        if s.disk.0 == full {
+                            s.au_used = s.au_total;
+                        }
+                    }
+                }
+            }
+        }
+        Err(GroupError::NoSpace(format!(
+            "no space: no run of {aus} free AUs on enough failure groups"
+        )))
+    }
+
+    /// Free the AUs of extent `index` (or an indirect AU) of file `file`. An
+    /// AU another extent map also claims (damage found at mount) stays used,
+    /// for the other owner, instead of being freed under it.
+    pub(super) fn free_extent(&mut self, file: u32, extent: &Extent, index: u64) {
+        let aus = placement::extent_aus(index) as u32;
+        for c in extent.copies() {
+            let run = u64::from(c.au)..u64::from(c.au) + u64::from(aus);
+            let shared: Vec<u64> = self
+                .shared_aus
+                .range((c.disk, run.start)..(c.disk, run.end))
+                .map(|((_, au), _)| *au)
+                .collect();
+            for au in &shared {
+                let owners = self
+                    .shared_aus
+                    .get_mut(&(c.disk, *au))
+                    .expect("invariant: listed above");
+                if let Some(i) = owners.iter().position(|o| *o == file) {
+                    owners.swap_remove(i);
+                }
+                if owners.len() <= 1 {
+                    self.shared_aus.remove(&(c.disk, *au));
+                }
+            }
+            let Some(alloc) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) else {
+                continue;
+            };
+            if shared.is_empty() {
+                alloc.free(c.au, aus);
+                continue;
+            }
+            for au in run.filter(|a| !shared.contains(a)) {
+                alloc.free(au as u32, 1);
+            }
+        }
+    }
+
+    /// Refuse to change file `number` while it claims an AU another file
+    /// also claims: a write to one would land in the other.
+    pub(super) fn refuse_if_sharing(&self, number: u32) -> Result<(), GroupError> {
+        if self.lost.contains_key(&LostBlock::Map(number)) {
+            return Err(GroupError::Lost(format!(
+                "{} has a damaged extent map, so it is not written; `cairn group check {} --repair` cuts it where its map ends, then it can be",
+                self.path_of(number),
+                self.name
+            )));
+        }
+        let Some(((disk, au), owners)) = self
+            .shared_aus
+            .iter()
+            .find(|(_, owners)| owners.contains(&number))
+        else {
+            return Ok(());
+        };
+        let others: Vec<String> = owners
+            .iter()
+            .filter(|o| **o != number)
+            .map(|o| self.path_of(*o))
+            .collect();
+        Err(GroupError::Corrupt(format!(
+            "{} shares AU {au} of disk {} with {}: an extent map is damaged, so a write to one would land in the other; copy out what you need (`cairn cp`), then remove the damaged file with `cairn rm`",
+            self.path_of(number),
+            self.disk_name(*disk),
+            if others.is_empty() {
+                "itself".to_string()
+            } else {
+                others.join(", ")
+            }
+        )))
+    }
+
+    pub(super) fn load_tables(&mut self, report: &mut MountReport) -> Result<(), GroupError> {
+        for n in 0..self.members.len() as u16 {
+            let Some(m) = self.member(n) else { continue };
+            if m.online().is_none() {
+                continue;
+            }
+            let layout = m
+                .alloc
+                .as_ref()
+                .map(|a| a.layout)
+                .expect("invariant: online");
+            let mut alloc = DiskAlloc::empty(layout);
+            // The whole table in a few large reads: it is one contiguous
+            // region, and most of it is never written (blank = all free).
+            let blocks = layout.summary_blocks + layout.bitmap_blocks;
+            let mut stored_summary: Vec<Vec<u32>> = Vec::new();
+            let mut unreadable: Option<String> = None;
+            let mut index = 0u64;
+            while index < blocks {
+                let count = (blocks - index).min(TABLE_READ_BLOCKS_MAX);
+                let offset = fmt::AT_START_BYTES + index * BLOCK_BYTES as u64;
+                let data = match self.read_one(n, offset, (count as usize) * BLOCK_BYTES) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        unreadable = Some(e.to_string());
+                        break;
+                    }
+                };
+                for (k, block) in data.chunks_exact(BLOCK_BYTES).enumerate() {
+                    let at = index + k as u64;
+                    let block_offset = fmt::AT_START_BYTES + at * BLOCK_BYTES as u64;
+                    if at < layout.summary_blocks {
+                        let id = per_disk_id(BlockType::AtSummary, n, block_offset);
+                        // A bad summary is only a bad count: recomputed below.
+                        stored_summary.push(match meta::open(block, id, self.uuid) {
+                            Ok(_) => fmt::decode_summary(block),
+                            Err(MetaError::Blank) => vec![0; AT_COUNTS_PER_SUMMARY as usize],
+                            Err(_) => vec![u32::MAX; AT_COUNTS_PER_SUMMARY as usize],
+                        });
+                        continue;
+                    }
+                    let bitmap = at - layout.summary_blocks;
+                    match meta::open(
+                        block,
+                        per_disk_id(BlockType::AtBitmap, n, block_offset),
+                        self.uuid,
+                    ) {
+                        Ok(_) => {
+                            for p in alloc.load_bitmap(bitmap, &fmt::decode_bitmap(block)) {
+                                report.warnings.push(format!("{}: {p}", self.disk_name(n)));
+                            }
+                        }
+                        Err(MetaError::Blank) => {}
+                        Err(e) => {
+                            unreadable.get_or_insert(format!("bitmap block {bitmap}: {e}"));
+                        }
+                    }
+                }
+                index += count;
+            }
+            if let Some(e) = unreadable {
+                // The table is derived data: rebuild it from the extent maps.
+                report.warnings.push(format!(
+                    "{}: allocation table unreadable ({e}); rebuilt from the extent maps",
+                    self.disk_name(n)
+                ));
+                self.tables_to_rebuild.push(n);
+            } else {
+                for (i, stored) in stored_summary.iter().enumerate() {
+                    if let Some(p) = alloc.check_summary(i as u64, stored) {
+                        report.warnings.push(format!(
+                            "{}: {p}; {}",
+                            self.disk_name(n),
+                            if self.read_only {
+                                "the next command that writes rewrites it"
+                            } else {
+                                "rewritten"
+                            }
+                        ));
+                    }
+                }
+            }
+            if let Some(m) = self.member_mut(n) {
+                m.alloc = Some(alloc);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every AU run the extent maps name, with its owner.
+    pub(super) fn owned_runs(&self) -> Vec<OwnedRun> {
+        let mut out = Vec::new();
+        for (number, rec) in &self.files {
+            let extents = rec
+                .extents
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e, i as u64, false));
+            let pointers = rec
+                .entry
+                .indirect
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e, i as u64, true));
+            for (extent, index, indirect) in extents.chain(pointers) {
+                let len = if indirect {
+                    1
+                } else {
+                    placement::extent_aus(index)
+                };
+                for (copy, c) in extent.copies().iter().enumerate() {
+                    out.push(OwnedRun {
+                        disk: c.disk,
+                        au: u64::from(c.au),
+                        len,
+                        file: *number,
+                        index,
+                        indirect,
+                        copy,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Every AU a file owns must be a data AU marked used on its disk. A table
+    /// that calls an owned AU free (a zeroed bitmap block reads as "all free")
+    /// would hand it out twice: rebuild it. An AU outside the disk's data area
+    /// is damage no rebuild can explain.
+    pub(super) fn verify_tables(&mut self, report: &mut MountReport) -> Result<(), GroupError> {
+        let mut stale = BTreeSet::new();
+        let runs = self.owned_runs();
+        self.shared_aus = shared_aus(&runs);
+        for run in runs {
+            let Some(m) = self.member(run.disk) else {
+                return Err(corrupt(format!(
+                    "{}: on disk {}, which is not in the group",
+                    run.describe(),
+                    run.disk
+                )));
+            };
+            let Some(alloc) = m.alloc.as_ref() else {
+                continue;
+            };
+            let layout = alloc.layout;
+            if run.au < layout.first_data_au || run.au + run.len > layout.au_count {
+                return Err(corrupt(format!(
+                    "{}: AUs {}..{} lie outside disk {}'s data AUs {}..{}",
+                    run.describe(),
+                    run.au,
+                    run.au + run.len,
+                    m.entry.label,
+                    layout.first_data_au,
+                    layout.au_count
+                )));
+            }
+            if (run.au..run.au + run.len).any(|a| !alloc.is_used(a))
+                && !self.tables_to_rebuild.contains(&run.disk)
+            {
+                stale.insert(run.disk);
+            }
+        }
+        for disk in stale {
+            report.warnings.push(format!(
+                "{}: allocation table marks AUs free that files own; rebuilt from the extent maps",
+                self.disk_name(disk)
+            ));
+            self.tables_to_rebuild.push(disk);
+        }
+        Ok(())
+    }
+
+    /// Rebuild the allocation tables `load_tables` could not read: every AU an
+    /// extent map names is used, every other data AU free.
+    pub(super) fn rebuild_tables(&mut self) -> Result<(), GroupError> {
+        let disks = std::mem::take(&mut self.tables_to_rebuild);
+        if disks.is_empty() {
+            return Ok(());
+        }
+        let owned = self.owned_runs();
+        for n in disks {
+            let Some(alloc) = self.member_mut(n).and_then(|m| m.alloc.as_mut()) else {
+                continue;
+            };
+            let mut fresh = DiskAlloc::empty(alloc.layout);
+            let range = alloc.layout.first_data_au..alloc.layout.au_count;
+            for run in owned.iter().filter(|o| o.disk == n) {
+                for a in (run.au..run.au + run.len).filter(|a| range.contains(a)) {
+                    if !fresh.is_used(a) {
+                        fresh.mark(a, 1, true);
+                    }
+                }
+            }
+            fresh.mark_all_dirty();
+            *alloc = fresh;
+        }
+        if self.read_only {
+            // Rebuilt in memory for this look; a writer rewrites it.
+            return Ok(());
+        }
+        self.commit_in_chunks()
+    }
+}
+
+/// An AU run an extent map names: whose it is, for messages.
+#[derive(Debug, Clone)]
+pub(super) struct OwnedRun {
+    pub disk: u16,
+    pub au: u64,
+    pub len: u64,
+    pub file: u32,
+    /// Extent index, or indirect pointer index when `indirect`.
+    pub index: u64,
+    pub indirect: bool,
+    pub copy: usize,
+}
+
+impl OwnedRun {
+    pub fn describe(&self) -> String {
+        if self.indirect {
+            format!(
+                "file {} indirect AU {} copy {}",
+                self.file, self.index, self.copy
+            )
+        } else {
+            format!(
+                "file {} extent {} copy {}",
+                self.file, self.index, self.copy
+            )
+        }
+    }
+}
+
+/// The AUs more than one run claims, each with the file of every claim (a
+/// file that claims an AU twice is listed twice). A sweep over the runs
+/// sorted by start finds the overlaps; only their AUs are then counted.
+pub(super) fn shared_aus(runs: &[OwnedRun]) -> BTreeMap<(u16, u64), Vec<u32>> {
+    let mut sorted: Vec<&OwnedRun> = runs.iter().collect();
+    sorted.sort_by_key(|r| (r.disk, r.au, r.au + r.len));
+    let mut overlapping: BTreeSet<(u16, u64)> = BTreeSet::new();
+    // Runs on the current disk that may still overlap what comes next.
+    let mut open: Vec<&OwnedRun> = Vec::new();
+    for run in sorted {
+        open.retain(|o| o.disk == run.disk && o.au + o.len > run.au);
+        for o in &open {
+            let end = (o.au + o.len).min(run.au + run.len);
+            overlapping.extend((run.au..end).map(|au| (run.disk, au)));
+        }
+        open.push(run);
+    }
+    let mut shared: BTreeMap<(u16, u64), Vec<u32>> = BTreeMap::new();
+    if overlapping.is_empty() {
+        return shared;
+    }
+    for run in runs {
+        for au in overlapping
+            .range((run.disk, run.au)..(run.disk, run.au + run.len))
+            .map(|(_, au)| *au)
+        {
+            shared.entry((run.disk, au)).or_default().push(run.file);
+        }
+    }
+    shared
+}
