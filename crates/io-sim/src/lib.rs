@@ -621,7 +621,7 @@ pub fn geometry(size_bytes: u64, logical: u32, physical: u32, max_transfer_bytes
 /// can re-arm it while the engine is lent out.
 pub struct CrashAfter {
     pub inner: SimEngine,
-    budget: std::rc::Rc<std::cell::Cell<usize>>,
+    budget: Budget,
     /// Past the budget, report success and do nothing (see [`CrashAfter::vanishing`]).
     vanish: bool,
     vanished: VecDeque<Completion>,
@@ -632,7 +632,9 @@ impl CrashAfter {
     pub fn new(inner: SimEngine, budget: usize) -> Self {
         Self {
             inner,
-            budget: std::rc::Rc::new(std::cell::Cell::new(budget)),
+            budget: Budget(std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(
+                budget,
+            ))),
             vanish: false,
             vanished: VecDeque::new(),
         }
@@ -650,8 +652,22 @@ impl CrashAfter {
     }
 
     /// The shared budget: set it to `usize::MAX` for "never crash".
-    pub fn budget(&self) -> std::rc::Rc<std::cell::Cell<usize>> {
+    pub fn budget(&self) -> Budget {
         self.budget.clone()
+    }
+}
+
+/// The requests a [`CrashAfter`] has left before it "crashes", shared with the
+/// test that arms it.
+#[derive(Debug, Clone)]
+pub struct Budget(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Budget {
+    pub fn get(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    pub fn set(&self, left: usize) {
+        self.0.store(left, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -211,8 +211,10 @@ pub struct EngineStats {
     pub bytes_written: u64,
 }
 
-/// A completion-based I/O engine over one or more devices.
-pub trait IoEngine {
+/// A completion-based I/O engine over one or more devices. `Send`, so an
+/// engine can be made on one thread and handed to the thread that uses it
+/// (each data-plane thread has its own; see `docs/live-core.md`).
+pub trait IoEngine: Send {
     /// Backend name, as shown in reports (`io_uring`, `sync`, `sim`).
     fn name(&self) -> &'static str;
 

@@ -17,9 +17,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 use cairn_format::DiskLabel;
 use cairn_io::{DeviceId, IoEngine};
@@ -570,7 +568,7 @@ fn run_seed(seed: u64) {
     }
     let (sim, ids) = build(seed, &cfg);
     let mut engine = CrashAfter::vanishing(sim, usize::MAX);
-    let budget: Rc<Cell<usize>> = engine.budget();
+    let budget = engine.budget();
     let mut model = Model::default();
     let crash_at = rng.below(OPS_PER_SEED as u64) as usize;
     let mut lost_fgs: Vec<String> = Vec::new();

@@ -23,6 +23,9 @@ pub enum AtBlock {
     Bitmap(u64),
 }
 
+/// A quarantined run's tag before its transaction commits.
+const UNSEALED: u64 = u64::MAX;
+
 #[derive(Debug, Clone)]
 pub struct DiskAlloc {
     pub layout: AtLayout,
@@ -30,7 +33,10 @@ pub struct DiskAlloc {
     used_per_block: Vec<u32>,
     used: u64,
     dirty: BTreeSet<AtBlock>,
-    quarantine: Vec<(u32, u32)>,
+    /// Freed runs not yet reusable: (start, length, tag). The tag is
+    /// [`UNSEALED`] until the transaction that freed the run has committed,
+    /// then the data plane's epoch after which no reader can use it.
+    quarantine: Vec<(u32, u32, u64)>,
     cursor: u64,
 }
 
@@ -116,7 +122,7 @@ impl DiskAlloc {
     }
 
     fn quarantined(&self, au: u64) -> bool {
-        self.quarantine.iter().any(|(start, len)| {
+        self.quarantine.iter().any(|(start, len, _)| {
             (u64::from(*start)..u64::from(*start) + u64::from(*len)).contains(&au)
         })
     }
@@ -183,15 +189,42 @@ impl DiskAlloc {
         }
     }
 
-    /// Free a run; it stays unavailable until [`DiskAlloc::release_quarantine`].
+    /// Free a run; it stays unavailable until its transaction has committed
+    /// ([`DiskAlloc::seal_quarantine`]) and no reader can still use it
+    /// ([`DiskAlloc::release_quarantine`]).
     pub fn free(&mut self, start: u32, len: u32) {
         self.mark(u64::from(start), u64::from(len), false);
-        self.quarantine.push((start, len));
+        self.quarantine.push((start, len, UNSEALED));
     }
 
-    /// The runs freed since the last release, for discarding.
-    pub fn release_quarantine(&mut self) -> Vec<(u32, u32)> {
-        std::mem::take(&mut self.quarantine)
+    /// The transaction that freed the unsealed runs has committed: tag them
+    /// with the data plane's `epoch`. Returns whether there were any.
+    pub fn seal_quarantine(&mut self, epoch: u64) -> bool {
+        let mut any = false;
+        for (_, _, tag) in self.quarantine.iter_mut().filter(|q| q.2 == UNSEALED) {
+            *tag = epoch;
+            any = true;
+        }
+        any
+    }
+
+    /// Whether runs freed by the current transaction are waiting.
+    pub fn has_unsealed(&self) -> bool {
+        self.quarantine.iter().any(|q| q.2 == UNSEALED)
+    }
+
+    /// Make reusable the sealed runs tagged at or below `epoch` (no reader
+    /// older than that runs), and return them, for discarding.
+    pub fn release_quarantine(&mut self, epoch: u64) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        self.quarantine.retain(|&(start, len, tag)| {
+            let free = tag != UNSEALED && tag <= epoch;
+            if free {
+                out.push((start, len));
+            }
+            !free
+        });
+        out
     }
 
     /// Every table block, to be written again (after a rebuild).
@@ -256,7 +289,17 @@ mod tests {
         assert_eq!(a.used_aus(), 0);
         let y = a.allocate(1).unwrap();
         assert_ne!(y, x, "a quarantined AU is not handed out again");
-        assert_eq!(a.release_quarantine(), vec![(x, 4)]);
+        assert!(
+            a.release_quarantine(u64::MAX - 1).is_empty(),
+            "not before its transaction commits"
+        );
+        assert!(a.seal_quarantine(7));
+        assert!(
+            a.release_quarantine(6).is_empty(),
+            "not while a reader older than its epoch runs"
+        );
+        assert_eq!(a.release_quarantine(7), vec![(x, 4)]);
+        assert!(a.release_quarantine(u64::MAX).is_empty(), "released once");
     }
 
     #[test]
@@ -277,7 +320,8 @@ mod tests {
         for x in first.iter().step_by(2) {
             a.free(*x, 1);
         }
-        a.release_quarantine();
+        a.seal_quarantine(1);
+        a.release_quarantine(1);
         let run = a.allocate(3).unwrap();
         assert!(run > first[9], "no 3-run among the holes");
     }

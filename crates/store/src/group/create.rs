@@ -237,6 +237,7 @@ pub fn create<'e>(
         })?;
     }
     group.write_superblocks()?;
+    group.publish_all();
     Ok(group)
 }
 

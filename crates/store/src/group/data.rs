@@ -1,18 +1,735 @@
-//! The data path: a write goes to every online copy and is acknowledged when all
-//! have completed; durability is [`Group::sync`]'s job, as `fsync` is a file's. A
-//! read goes to the primary and falls back copy by copy on an I/O error or when
-//! the caller's check rejects the bytes; a copy that failed is rewritten from the
-//! one that passed. An extent never written reads as zeros without I/O; the first
-//! write zeroes the rest of its AUs and only then marks it initialised.
+//! The data path, one for every caller: the group's own single-threaded
+//! calls ([`Group::read`], [`Group::write`]), and each live data handle
+//! (`live.rs`). Both run the functions here against what the metadata plane
+//! published (a file's snapshot, the disk view; see `plane.rs` and
+//! `docs/live-core.md`) through a [`DataPort`]: the engine to use, and the
+//! way back to the metadata plane for what only it may change.
+//!
+//! - A **read** goes to the primary copy of each piece and falls back piece by
+//!   piece to the next copy on an I/O error; when the caller's check rejects
+//!   the whole buffer, every piece moves to its next copy. Bad copies are then
+//!   rewritten from the good one, under the extents' latches (so no writer's
+//!   newer bytes are overwritten), read again there from the good copy. A
+//!   rewrite that fails is a failed disk.
+//! - A **write** goes to every copy online in the disk view, under shared
+//!   latches, and is acknowledged when all have completed — or, for copies
+//!   that failed, once the metadata plane has taken their disks offline (a
+//!   copy that missed a write must never be read again). A piece that
+//!   reached no copy fails the write.
+//! - The **first write** into an extent never written takes its latch
+//!   exclusively, looks at the current snapshot again, zeroes the rest of
+//!   the extent, writes, and has the metadata plane mark it initialised (the
+//!   commit's barrier flushes the disks written first). An extent never
+//!   written reads as zeros without I/O.
+//!
+//! Durability of plain writes is `sync`'s job, as `fsync` is a file's.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicU64;
+
+use std::sync::Arc;
+
+use super::plane::{
+    DataPlane, DiskView, FileSnapshot, LatchKey, NotWritable, OperationGuard, Piece,
+};
 use super::*;
 use crate::placement::{FileLayout, Striping};
-use cairn_format::group::{AuAddr, Extent, FileState};
+use cairn_format::group::{AuAddr, Extent, FileState, FILE_NUMBER_USER_MIN};
 use cairn_io::{AlignedBuf, Op, Request};
+
+/// Bytes of a write's data turned into requests at once: a bigger write goes
+/// to the disks in batches, so memory stays bounded whatever the caller
+/// hands in (each copy holds its own buffer).
+const WRITE_BATCH_BYTES_MAX: u64 = 32 << 20;
+
+/// The errno a write reports when no copy of it could be written.
+const EIO: i32 = 5;
+
+/// What a data operation needs from whoever runs it.
+pub(crate) trait DataPort {
+    fn plane(&self) -> &Arc<DataPlane>;
+    /// The engine this caller does its I/O with.
+    fn engine(&mut self) -> &mut dyn IoEngine;
+    /// This engine's device for member disk `disk`, if attached.
+    fn device(&self, disk: u16) -> Option<DeviceId>;
+    /// Whether bad copies may be rewritten (not on a read-only mount).
+    fn may_write(&self) -> bool;
+    /// Writes completed on `disks` that no flush has covered yet: a sync, a
+    /// barrier or a dismount must flush them.
+    fn wrote(&mut self, disks: &BTreeSet<u16>);
+    /// Mark `extents` of the file initialised, durably (the commit's barrier
+    /// flushes `written`, the disks the zeros and data went to, first), and
+    /// publish the new snapshot. Called with the extents' latches held.
+    fn mark_initialized(
+        &mut self,
+        file: u32,
+        incarnation: u32,
+        extents: &[u64],
+        written: &BTreeSet<u16>,
+    ) -> Result<(), GroupError>;
+    /// Disks an I/O of this operation failed on, as seen in the disk view of
+    /// `epoch`: returns once they are offline (durably), or fails when the
+    /// group cannot go on without them.
+    fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError>;
+}
+
+/// One I/O of a data operation, on a member disk.
+struct DiskIo {
+    disk: u16,
+    op: Op,
+}
+
+/// What became of one [`DiskIo`]: its result, and its buffer back.
+type IoOutcome = (Result<u64, IoError>, Option<AlignedBuf>);
+
+/// Run `ios` at once on the port's engine; per I/O, its outcome.
+fn run(port: &mut dyn DataPort, ios: Vec<DiskIo>) -> Result<Vec<IoOutcome>, GroupError> {
+    let mut out: Vec<Option<IoOutcome>> = (0..ios.len()).map(|_| None).collect();
+    let mut requests = Vec::with_capacity(ios.len());
+    for (i, io) in ios.into_iter().enumerate() {
+        match port.device(io.disk) {
+            Some(device) => requests.push(Request {
+                device,
+                tag: i as u64,
+                op: io.op,
+            }),
+            None => {
+                out[i] = Some((
+                    Err(IoError::UnknownDevice(DeviceId(u32::from(io.disk)))),
+                    None,
+                ))
+            }
+        }
+    }
+    let completions = port
+        .engine()
+        .execute_all(requests)
+        .map_err(io_err("(engine)"))?;
+    for c in completions {
+        out[c.tag as usize] = Some((c.result, c.buf));
+    }
+    Ok(out
+        .into_iter()
+        .map(|r| r.expect("invariant: every I/O has an outcome"))
+        .collect())
+}
+
+/// Where copy `c` of a piece is on its disk.
+fn at(snap: &FileSnapshot, c: AuAddr, piece: &Piece) -> u64 {
+    u64::from(c.au) * snap.au_bytes + piece.within
+}
+
+/// The copies of an extent online in the view, primary first.
+fn online_copies(view: &DiskView, extent: &Extent) -> Vec<AuAddr> {
+    extent
+        .copies()
+        .iter()
+        .copied()
+        .filter(|c| view.is_online(c.disk))
+        .collect()
+}
+
+fn file_snapshot(plane: &DataPlane, number: u32) -> Result<Arc<FileSnapshot>, GroupError> {
+    plane
+        .file(number)
+        .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))
+}
+
+/// The range must be sector-aligned and inside the file.
+fn check_range(snap: &FileSnapshot, offset: u64, len: u64) -> Result<(), GroupError> {
+    let sector = u64::from(snap.sector_bytes);
+    if !offset.is_multiple_of(sector) || !len.is_multiple_of(sector) {
+        return Err(GroupError::Invalid(format!(
+            "I/O at offset {offset} length {len} is not aligned to the group's {sector}-byte sectors"
+        )));
+    }
+    if offset
+        .checked_add(len)
+        .is_none_or(|end| end > snap.size_bytes)
+    {
+        return Err(GroupError::Invalid(format!(
+            "I/O at offset {offset} length {len} goes past the end of the file ({} bytes); resize it first",
+            snap.size_bytes
+        )));
+    }
+    Ok(())
+}
+
+fn pieces_of(snap: &FileSnapshot, offset: u64, len: u64) -> Result<Vec<Piece>, GroupError> {
+    snap.pieces(offset, len).ok_or_else(|| {
+        GroupError::Corrupt(format!(
+            "file {}: its extent map does not cover {offset}..{}",
+            snap.number,
+            offset + len
+        ))
+    })
+}
+
+fn no_copy_error(disks: String) -> GroupError {
+    GroupError::Io {
+        disk: disks,
+        error: IoError::Os {
+            kind: cairn_io::OpKind::Write,
+            offset_bytes: 0,
+            len_bytes: 0,
+            errno: EIO,
+        },
+    }
+}
+
+/// Read `buf.len()` bytes at `offset` of file `number`, accepting the bytes
+/// only if `accept` passes on the whole buffer.
+pub(crate) fn read(
+    port: &mut dyn DataPort,
+    slot: Option<&AtomicU64>,
+    number: u32,
+    offset: u64,
+    buf: &mut [u8],
+    accept: &dyn Fn(&[u8]) -> bool,
+) -> Result<(), GroupError> {
+    let _guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+    let snap = file_snapshot(port.plane(), number)?;
+    let view = port.plane().disks();
+    check_range(&snap, offset, buf.len() as u64)?;
+    let pieces = pieces_of(&snap, offset, buf.len() as u64)?;
+    // Per piece: its online copies (empty for an extent never written, which
+    // reads as zeros), the one to read next, and whether it is read.
+    let mut copies: Vec<Vec<AuAddr>> = Vec::with_capacity(pieces.len());
+    for p in &pieces {
+        let extent = snap
+            .extent(p.extent)
+            .expect("invariant: pieces are in the map");
+        if extent.initialized {
+            let online = online_copies(&view, extent);
+            if online.is_empty() {
+                return Err(GroupError::Corrupt(format!(
+                    "file {number} offset {offset}: no copy could be read (every copy is offline)"
+                )));
+            }
+            copies.push(online);
+        } else {
+            buf[p.at..p.at + p.len as usize].fill(0);
+            copies.push(Vec::new());
+        }
+    }
+    let mut choice = vec![0usize; pieces.len()];
+    let mut pending: Vec<usize> = (0..pieces.len())
+        .filter(|i| !copies[*i].is_empty())
+        .collect();
+    // Copies found bad (piece, copy), and the disks whose reads failed.
+    let mut bad: Vec<(usize, AuAddr)> = Vec::new();
+    let mut problems: Vec<String> = Vec::new();
+    loop {
+        while !pending.is_empty() {
+            let ios = pending
+                .iter()
+                .map(|&i| {
+                    let c = copies[i][choice[i]];
+                    DiskIo {
+                        disk: c.disk,
+                        op: Op::Read {
+                            offset_bytes: at(&snap, c, &pieces[i]),
+                            buf: AlignedBuf::zeroed(pieces[i].len as usize),
+                        },
+                    }
+                })
+                .collect();
+            let results = run(port, ios)?;
+            let mut again = Vec::new();
+            for (&i, (result, data)) in pending.iter().zip(results) {
+                let p = &pieces[i];
+                match (result, data) {
+                    (Ok(_), Some(data)) => {
+                        buf[p.at..p.at + p.len as usize].copy_from_slice(&data[..p.len as usize])
+                    }
+                    (result, _) => {
+                        let c = copies[i][choice[i]];
+                        problems.push(format!(
+                            "disk {} at {}: {}",
+                            view.name(c.disk),
+                            at(&snap, c, p),
+                            result
+                                .err()
+                                .map_or("no data".to_string(), |e| e.to_string())
+                        ));
+                        bad.push((i, c));
+                        choice[i] += 1;
+                        if choice[i] >= copies[i].len() {
+                            return Err(GroupError::Corrupt(format!(
+                                "file {number} offset {offset}: no copy could be read ({})",
+                                problems.join("; ")
+                            )));
+                        }
+                        again.push(i);
+                    }
+                }
+            }
+            pending = again;
+        }
+        if accept(buf) {
+            break;
+        }
+        // The caller's check failed on the whole buffer: every piece with
+        // another copy moves to it.
+        problems.push(format!(
+            "copies {:?} failed the caller's check",
+            choice.iter().collect::<Vec<_>>()
+        ));
+        for i in 0..pieces.len() {
+            if choice[i] + 1 < copies[i].len() {
+                bad.push((i, copies[i][choice[i]]));
+                choice[i] += 1;
+                pending.push(i);
+            }
+        }
+        if pending.is_empty() {
+            return Err(GroupError::Corrupt(format!(
+                "file {number} offset {offset}: no copy could be read ({})",
+                problems.join("; ")
+            )));
+        }
+    }
+    if bad.is_empty() || !port.may_write() {
+        return Ok(());
+    }
+    let good: BTreeMap<usize, AuAddr> = bad
+        .iter()
+        .map(|(i, _)| (*i, copies[*i][choice[*i]]))
+        .collect();
+    repair(port, &snap, &view, &pieces, &bad, &good)
+}
+
+/// Rewrite bad copies of pieces from their good copies, under the extents'
+/// latches: the good copy is read again there, so a write that landed after
+/// our read is what the bad copy gets. Rewrites that fail are failed disks.
+fn repair(
+    port: &mut dyn DataPort,
+    snap: &FileSnapshot,
+    view: &DiskView,
+    pieces: &[Piece],
+    bad: &[(usize, AuAddr)],
+    good: &BTreeMap<usize, AuAddr>,
+) -> Result<(), GroupError> {
+    let keys: Vec<LatchKey> = good
+        .keys()
+        .map(|i| (snap.number, snap.incarnation, pieces[*i].extent))
+        .collect();
+    let current = port.plane().file(snap.number);
+    if current
+        .as_ref()
+        .is_none_or(|c| c.incarnation != snap.incarnation)
+    {
+        return Ok(()); // the file went away meanwhile: nothing to repair
+    }
+    let reads: Vec<(usize, AuAddr)> = good.iter().map(|(i, c)| (*i, *c)).collect();
+    let latch = port
+        .plane()
+        .latch(keys.into_iter().map(|k| (k, true)).collect());
+    let ios = reads
+        .iter()
+        .map(|(i, c)| DiskIo {
+            disk: c.disk,
+            op: Op::Read {
+                offset_bytes: at(snap, *c, &pieces[*i]),
+                buf: AlignedBuf::zeroed(pieces[*i].len as usize),
+            },
+        })
+        .collect();
+    let results = run(port, ios)?;
+    let mut fresh: BTreeMap<usize, AlignedBuf> = BTreeMap::new();
+    for ((i, _), (result, data)) in reads.iter().zip(results) {
+        if let (Ok(_), Some(data)) = (result, data) {
+            fresh.insert(*i, data);
+        }
+    }
+    let mut writes = Vec::new();
+    let mut targets = Vec::new();
+    for (i, c) in bad {
+        let Some(data) = fresh.get(i) else { continue };
+        if good.get(i) == Some(c) || !view.is_online(c.disk) {
+            continue;
+        }
+        targets.push(c.disk);
+        writes.push(DiskIo {
+            disk: c.disk,
+            op: Op::Write {
+                offset_bytes: at(snap, *c, &pieces[*i]),
+                buf: AlignedBuf::from_slice(&data[..]),
+                fua: false,
+            },
+        });
+    }
+    let results = run(port, writes)?;
+    drop(latch);
+    let (ok, failed): (Vec<_>, Vec<_>) = targets
+        .into_iter()
+        .zip(results)
+        .partition(|(_, (r, _))| r.is_ok());
+    port.wrote(&ok.into_iter().map(|(d, _)| d).collect());
+    let failed: BTreeSet<u16> = failed.into_iter().map(|(d, _)| d).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    port.disks_failed(&failed, view.epoch)
+}
+/// Write `data` at `offset` of file `number` to every online copy.
+pub(crate) fn write(
+    port: &mut dyn DataPort,
+    slot: Option<&AtomicU64>,
+    number: u32,
+    offset: u64,
+    data: &[u8],
+) -> Result<(), GroupError> {
+    let _guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+    let len = data.len() as u64;
+    let mut snap = file_snapshot(port.plane(), number)?;
+    let mut attempts = 0;
+    // Latch, then look again: the extents a first write latches
+    // exclusively must still be the ones never written.
+    let (snap, pieces, fresh, _latch) = loop {
+        if let Some(why) = &snap.read_only {
+            return Err(why.error());
+        }
+        check_range(&snap, offset, len)?;
+        let pieces = pieces_of(&snap, offset, len)?;
+        let fresh: BTreeSet<u64> = pieces
+            .iter()
+            .filter(|p| !snap.extent(p.extent).is_some_and(|e| e.initialized))
+            .map(|p| p.extent)
+            .collect();
+        let keys = pieces
+            .iter()
+            .map(|p| {
+                (
+                    (number, snap.incarnation, p.extent),
+                    fresh.contains(&p.extent),
+                )
+            })
+            .collect();
+        let latch = port.plane().latch(keys);
+        let now = file_snapshot(port.plane(), number)?;
+        if now.version == snap.version {
+            break (snap, pieces, fresh, latch);
+        }
+        let now_fresh: BTreeSet<u64> = pieces_of(&now, offset, len)
+            .unwrap_or_default()
+            .iter()
+            .filter(|p| !now.extent(p.extent).is_some_and(|e| e.initialized))
+            .map(|p| p.extent)
+            .collect();
+        if now.incarnation == snap.incarnation
+            && now_fresh
+                .iter()
+                .all(|e| latch.holds_exclusive(&(number, snap.incarnation, *e)))
+            && check_range(&now, offset, len).is_ok()
+        {
+            let pieces = pieces_of(&now, offset, len)?;
+            break (now, pieces, now_fresh, latch);
+        }
+        // The file changed under us in a way the latches do not cover (a
+        // shrink and a grow, a delete and a create): start again from it.
+        drop(latch);
+        attempts += 1;
+        assert!(
+            attempts < 1000,
+            "invariant: a writer is not starved by metadata changes"
+        );
+        snap = now;
+    };
+    let view = port.plane().disks();
+    let mut failed: BTreeSet<u16> = BTreeSet::new();
+    let mut written: BTreeSet<u16> = BTreeSet::new();
+    // First writes: zero what this write does not cover of each fresh extent.
+    let mut covered: BTreeMap<u64, u64> = BTreeMap::new();
+    for p in pieces.iter().filter(|p| fresh.contains(&p.extent)) {
+        *covered.entry(p.extent).or_default() += p.len;
+    }
+    let mut zeroing = Vec::new();
+    for (extent, bytes) in &covered {
+        let whole = snap.layout.extent_bytes(*extent);
+        if *bytes >= whole {
+            continue;
+        }
+        let ext = snap
+            .extent(*extent)
+            .expect("invariant: pieces are in the map");
+        for c in online_copies(&view, ext) {
+            zeroing.push((c.disk, u64::from(c.au) * snap.au_bytes, whole));
+        }
+    }
+    if !zeroing.is_empty() {
+        let ios = zeroing
+            .iter()
+            .map(|(disk, offset_bytes, len_bytes)| DiskIo {
+                disk: *disk,
+                op: zero_op(port, *disk, *offset_bytes, *len_bytes),
+            })
+            .collect();
+        for ((disk, _, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
+            match result {
+                Ok(_) => written.insert(*disk),
+                Err(_) => failed.insert(*disk),
+            };
+        }
+    }
+    // The data, in bounded batches, to every online copy.
+    let mut landed = vec![0usize; pieces.len()];
+    let mut start = 0;
+    while start < pieces.len() {
+        let mut end = start;
+        let mut bytes = 0;
+        while end < pieces.len()
+            && (end == start || bytes + pieces[end].len <= WRITE_BATCH_BYTES_MAX)
+        {
+            bytes += pieces[end].len;
+            end += 1;
+        }
+        let mut ios = Vec::new();
+        let mut of = Vec::new();
+        for (i, p) in pieces.iter().enumerate().take(end).skip(start) {
+            let ext = snap
+                .extent(p.extent)
+                .expect("invariant: pieces are in the map");
+            for c in online_copies(&view, ext) {
+                of.push((i, c.disk));
+                ios.push(DiskIo {
+                    disk: c.disk,
+                    op: Op::Write {
+                        offset_bytes: at(&snap, c, p),
+                        buf: AlignedBuf::from_slice(&data[p.at..p.at + p.len as usize]),
+                        fua: false,
+                    },
+                });
+            }
+        }
+        for ((i, disk), (result, _)) in of.into_iter().zip(run(port, ios)?) {
+            match result {
+                Ok(_) => {
+                    landed[i] += 1;
+                    written.insert(disk);
+                }
+                Err(_) => {
+                    failed.insert(disk);
+                }
+            }
+        }
+        start = end;
+    }
+    port.wrote(&written);
+    // A copy that missed the write is never read again: its disk goes
+    // offline before the write is acknowledged (or fails).
+    let lost_piece = pieces.iter().zip(&landed).find(|(_, n)| **n == 0);
+    if !failed.is_empty() {
+        port.disks_failed(&failed, view.epoch)?;
+    }
+    if let Some((p, _)) = lost_piece {
+        let ext = snap
+            .extent(p.extent)
+            .expect("invariant: pieces are in the map");
+        return Err(no_copy_error(
+            ext.copies()
+                .iter()
+                .map(|c| view.name(c.disk))
+                .collect::<Vec<_>>()
+                .join(","),
+        ));
+    }
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    let fresh: Vec<u64> = fresh.into_iter().collect();
+    port.mark_initialized(number, snap.incarnation, &fresh, &written)
+}
+
+/// Make a whole extent copy read as zeros: by discard where the device
+/// promises discarded blocks read back as zeros (a thin LUN stays thin),
+/// else by write-zeroes.
+fn zero_op(port: &mut dyn DataPort, disk: u16, offset_bytes: u64, len_bytes: u64) -> Op {
+    let discard_zeroes = port.device(disk).is_some_and(|device| {
+        matches!(
+            port.engine().geometry(device).map(|g| g.discard),
+            Some(cairn_io::geometry::DiscardSupport::Supported {
+                reads_zeroes: true,
+                ..
+            })
+        )
+    });
+    if discard_zeroes {
+        Op::Discard {
+            offset_bytes,
+            len_bytes,
+        }
+    } else {
+        Op::WriteZeroes {
+            offset_bytes,
+            len_bytes,
+        }
+    }
+}
+
+impl DataPort for Group<'_> {
+    fn plane(&self) -> &Arc<DataPlane> {
+        &self.plane
+    }
+    fn engine(&mut self) -> &mut dyn IoEngine {
+        &mut *self.engine
+    }
+    fn device(&self, disk: u16) -> Option<DeviceId> {
+        self.member(disk).and_then(Member::online)
+    }
+    fn may_write(&self) -> bool {
+        !self.read_only
+    }
+    fn wrote(&mut self, disks: &BTreeSet<u16>) {
+        for disk in disks {
+            if let Some(m) = self.member_mut(*disk) {
+                m.needs_flush = true;
+            }
+        }
+    }
+    fn mark_initialized(
+        &mut self,
+        file: u32,
+        incarnation: u32,
+        extents: &[u64],
+        written: &BTreeSet<u16>,
+    ) -> Result<(), GroupError> {
+        self.wrote(written);
+        let Some(rec) = self
+            .files
+            .get(&file)
+            .filter(|r| r.entry.incarnation == incarnation)
+        else {
+            return Err(GroupError::NotFound(format!("file {file} does not exist")));
+        };
+        let count = rec.extents.len() as u64;
+        let extents: Vec<u64> = extents.iter().copied().filter(|e| *e < count).collect();
+        Group::mark_initialized(self, file, &extents)
+    }
+    fn disks_failed(&mut self, disks: &BTreeSet<u16>, _epoch: u64) -> Result<(), GroupError> {
+        self.failed_disks.extend(disks.iter().copied());
+        self.offline_failed()
+    }
+}
 
 impl Group<'_> {
     // -----------------------------------------------------------------------
     // Data path
+
+    /// Write `data` at `offset` of file `number` to every online copy.
+    pub fn write(&mut self, number: u32, offset: u64, data: &[u8]) -> Result<(), GroupError> {
+        self.check_writable()?;
+        write(self, None, number, offset, data)
+    }
+
+    /// Read into `buf` from `offset` of file `number`.
+    pub fn read(&mut self, number: u32, offset: u64, buf: &mut [u8]) -> Result<(), GroupError> {
+        self.read_checked(number, offset, buf, &|_| true)
+    }
+
+    /// Read, accepting a copy only if `accept` passes on the whole buffer (the
+    /// caller's own checksum). A copy that fails is rewritten from one that passes.
+    pub fn read_checked(
+        &mut self,
+        number: u32,
+        offset: u64,
+        buf: &mut [u8],
+        accept: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<(), GroupError> {
+        self.check_usable()?;
+        read(self, None, number, offset, buf, accept)?;
+        if self.read_only {
+            return Ok(());
+        }
+        self.offline_failed()
+    }
+
+    // -----------------------------------------------------------------------
+    // What the data plane sees
+
+    /// The data plane this group publishes to: data handles read and write
+    /// through it (`live.rs`).
+    pub fn data_plane(&self) -> &Arc<DataPlane> {
+        &self.plane
+    }
+
+    /// Publish the files the last commit changed.
+    pub(super) fn publish_changed(&mut self) {
+        for number in std::mem::take(&mut self.to_publish) {
+            self.publish_file(number);
+        }
+    }
+
+    /// Publish a file's snapshot as memory has it (or withdraw it: gone, or
+    /// being deleted), sharing the chunks that did not change.
+    pub(super) fn publish_file(&mut self, number: u32) {
+        let changed = self.changed_chunks.remove(&number).unwrap_or_default();
+        let snapshot = self
+            .files
+            .get(&number)
+            .filter(|r| r.entry.state != FileState::Deleting)
+            .map(|rec| {
+                let previous = self.plane.file(number);
+                FileSnapshot::build(
+                    number,
+                    rec.entry.incarnation,
+                    rec.entry.size_bytes,
+                    self.layout_for(rec),
+                    self.sector_bytes,
+                    rec.entry.copies,
+                    self.not_writable(number),
+                    &rec.extents,
+                    previous.as_deref().map(|p| (p, &changed)),
+                )
+            });
+        self.plane.publish_file(number, snapshot);
+    }
+
+    /// Publish every user file and the disk view (mount, create).
+    pub(super) fn publish_all(&mut self) {
+        self.plane.clear_files();
+        let numbers: Vec<u32> = self
+            .files
+            .keys()
+            .copied()
+            .filter(|n| *n >= FILE_NUMBER_USER_MIN)
+            .collect();
+        self.changed_chunks.clear();
+        self.to_publish.clear();
+        for n in numbers {
+            self.publish_file(n);
+        }
+        self.publish_disks();
+    }
+
+    /// Publish which disks data I/O may use.
+    pub(super) fn publish_disks(&self) {
+        let online = (0..self.members.len() as u16)
+            .map(|d| self.member(d).and_then(Member::online).is_some())
+            .collect();
+        let names = (0..self.members.len() as u16)
+            .map(|d| self.disk_name(d))
+            .collect();
+        self.plane.publish_disks(online, names);
+    }
+
+    /// Why a file may not be written, if it may not.
+    fn not_writable(&self, number: u32) -> Option<NotWritable> {
+        match self.refuse_if_sharing(number) {
+            Ok(()) => None,
+            Err(GroupError::Lost(m)) => Some(NotWritable::Lost(m)),
+            Err(e) => Some(NotWritable::Shared(e.to_string())),
+        }
+    }
+
+    /// The copies of an extent on online disks, primary first.
+    pub(super) fn online_copies(&self, ext: &Extent) -> Vec<AuAddr> {
+        ext.copies()
+            .iter()
+            .copied()
+            .filter(|c| self.member(c.disk).and_then(Member::online).is_some())
+            .collect()
+    }
 
     pub(super) fn check_io(&self, number: u32, offset: u64, len: u64) -> Result<(), GroupError> {
         let sector = u64::from(self.sector_bytes);
@@ -51,61 +768,6 @@ impl Group<'_> {
         out
     }
 
-    /// Write `data` at `offset` of file `number` to every online copy.
-    pub fn write(&mut self, number: u32, offset: u64, data: &[u8]) -> Result<(), GroupError> {
-        self.check_writable()?;
-        self.check_io(number, offset, data.len() as u64)?;
-        self.refuse_if_sharing(number)?;
-        let pieces = self.pieces(number, offset, data.len() as u64);
-        let layout = self.layout_for(&self.files[&number]);
-        // First writes to an extent: zero what this write does not cover.
-        let mut covered: std::collections::BTreeMap<u64, u64> = Default::default();
-        for (extent, _, _, len) in &pieces {
-            if !self.files[&number].extents[*extent as usize].initialized {
-                *covered.entry(*extent).or_default() += len;
-            }
-        }
-        for (extent, bytes) in &covered {
-            if *bytes < layout.extent_bytes(*extent) {
-                self.zero_extent(number, *extent)?;
-            }
-        }
-        // The data in bounded batches: one call may be bigger than memory
-        // should hold twice (once per copy).
-        let mut start = 0;
-        while start < pieces.len() {
-            let mut end = start;
-            let mut bytes = 0;
-            while end < pieces.len()
-                && (end == start || bytes + pieces[end].3 <= WRITE_BATCH_BYTES_MAX)
-            {
-                bytes += pieces[end].3;
-                end += 1;
-            }
-            let batch = &pieces[start..end];
-            let mut writes = Vec::new();
-            for (extent, within, at, len) in batch {
-                let ext = self.files[&number].extents[*extent as usize];
-                for c in ext.copies() {
-                    writes.push((
-                        c.disk,
-                        u64::from(c.au) * self.au_bytes + within,
-                        AlignedBuf::from_slice(&data[*at..*at + *len as usize]),
-                    ));
-                }
-            }
-            let failed = self.write_many(writes)?;
-            self.fail_if_no_copy(number, batch, &failed)?;
-            self.failed_disks.extend(failed);
-            start = end;
-        }
-        if covered.is_empty() {
-            return self.offline_failed();
-        }
-        let fresh: Vec<u64> = covered.into_keys().collect();
-        self.mark_initialized(number, &fresh)
-    }
-
     /// Mark extents of a file initialised, committing in steps of at most
     /// [`STEP_DIRTY_MAX`] dirty blocks (a big write first-writes more extents
     /// than one transaction can name). Each step's barrier flush makes the
@@ -130,38 +792,6 @@ impl Group<'_> {
         rec.entry.modified_unix_seconds = now;
         self.dirty.insert(Dirty::Entry(number));
         self.commit()
-    }
-
-    /// Every piece must have landed on at least one copy.
-    pub(super) fn fail_if_no_copy(
-        &self,
-        number: u32,
-        pieces: &[(u64, u64, usize, u64)],
-        failed: &[u16],
-    ) -> Result<(), GroupError> {
-        for (extent, _, _, _) in pieces {
-            let ext = &self.files[&number].extents[*extent as usize];
-            let alive = ext.copies().iter().any(|c| {
-                self.member(c.disk).and_then(Member::online).is_some() && !failed.contains(&c.disk)
-            });
-            if !alive {
-                return Err(GroupError::Io {
-                    disk: ext
-                        .copies()
-                        .iter()
-                        .map(|c| self.disk_name(c.disk))
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    error: cairn_io::IoError::Os {
-                        kind: cairn_io::OpKind::Write,
-                        offset_bytes: 0,
-                        len_bytes: 0,
-                        errno: EIO,
-                    },
-                });
-            }
-        }
-        Ok(())
     }
 
     /// Make a logical range read as zeros on every copy of the initialised
@@ -195,172 +825,6 @@ impl Group<'_> {
             }
         }
         self.run_zeroing(requests, disks);
-        Ok(())
-    }
-
-    pub(super) fn zero_extent(&mut self, number: u32, extent: u64) -> Result<(), GroupError> {
-        let len = self.layout_for(&self.files[&number]).extent_bytes(extent);
-        let ext = self.files[&number].extents[extent as usize];
-        self.zero_whole_extents(&[(ext, len)]);
-        Ok(())
-    }
-
-    /// Read into `buf` from `offset` of file `number`.
-    pub fn read(&mut self, number: u32, offset: u64, buf: &mut [u8]) -> Result<(), GroupError> {
-        self.read_checked(number, offset, buf, &|_| true)
-    }
-
-    /// Read, accepting a copy only if `accept` passes on the whole buffer (the
-    /// caller's own checksum). A copy that fails is rewritten from one that passes.
-    pub fn read_checked(
-        &mut self,
-        number: u32,
-        offset: u64,
-        buf: &mut [u8],
-        accept: &dyn Fn(&[u8]) -> bool,
-    ) -> Result<(), GroupError> {
-        self.check_usable()?;
-        self.check_io(number, offset, buf.len() as u64)?;
-        let pieces = self.pieces(number, offset, buf.len() as u64);
-        let copies = usize::from(self.files[&number].entry.copies);
-        let mut problems = Vec::new();
-        let mut bad_attempts: Vec<usize> = Vec::new();
-        // Attempt k reads each piece from its k-th online copy (the last one
-        // when it has fewer), so one offline disk never hides the others.
-        for attempt in 0..copies {
-            match self.read_attempt(number, &pieces, attempt, buf) {
-                Ok(true) if accept(buf) => {
-                    if !bad_attempts.is_empty() && !self.read_only {
-                        self.rewrite_attempts(number, &pieces, &bad_attempts, attempt, buf)?;
-                    }
-                    return self.offline_failed();
-                }
-                Ok(true) => {
-                    problems.push(format!("copy {attempt} failed the caller's check"));
-                    bad_attempts.push(attempt);
-                }
-                Ok(false) => break,
-                Err(e) => {
-                    problems.push(format!("copy {attempt}: {e}"));
-                    bad_attempts.push(attempt);
-                }
-            }
-        }
-        Err(GroupError::Corrupt(format!(
-            "file {number} offset {offset}: no copy could be read ({})",
-            if problems.is_empty() {
-                "every copy is offline".to_string()
-            } else {
-                problems.join("; ")
-            }
-        )))
-    }
-
-    /// The copies of an extent on online disks, primary first.
-    pub(super) fn online_copies(&self, ext: &Extent) -> Vec<AuAddr> {
-        ext.copies()
-            .iter()
-            .copied()
-            .filter(|c| self.member(c.disk).and_then(Member::online).is_some())
-            .collect()
-    }
-
-    /// Read every piece for `attempt`. `Ok(false)`: nothing new to try (a
-    /// piece has no online copy, or every piece has fewer online copies).
-    pub(super) fn read_attempt(
-        &mut self,
-        number: u32,
-        pieces: &[(u64, u64, usize, u64)],
-        attempt: usize,
-        buf: &mut [u8],
-    ) -> Result<bool, GroupError> {
-        let mut requests = Vec::new();
-        let mut places = Vec::new();
-        let mut fresh = attempt == 0;
-        for (extent, within, at, len) in pieces {
-            let ext = self.files[&number].extents[*extent as usize];
-            if !ext.initialized {
-                buf[*at..*at + *len as usize].fill(0);
-                continue;
-            }
-            let online = self.online_copies(&ext);
-            let Some(c) = online
-                .get(attempt.min(online.len().saturating_sub(1)))
-                .copied()
-            else {
-                return Ok(false);
-            };
-            fresh |= attempt < online.len();
-            let device = self
-                .member(c.disk)
-                .and_then(Member::online)
-                .expect("invariant: online copy");
-            places.push((*at, *len as usize, c.disk));
-            requests.push(Request {
-                device,
-                tag: requests.len() as u64,
-                op: Op::Read {
-                    offset_bytes: u64::from(c.au) * self.au_bytes + within,
-                    buf: AlignedBuf::zeroed(*len as usize),
-                },
-            });
-        }
-        if !fresh {
-            return Ok(false);
-        }
-        let completions = self
-            .engine
-            .execute_all(requests)
-            .map_err(super::io_err("(engine)"))?;
-        for (c, (at, len, disk)) in completions.into_iter().zip(places) {
-            match (c.result, c.buf) {
-                (Ok(_), Some(data)) => buf[at..at + len].copy_from_slice(&data[..][..len]),
-                (Err(e), _) => {
-                    return Err(GroupError::Io {
-                        disk: self.disk_name(disk),
-                        error: e,
-                    });
-                }
-                (Ok(_), None) => unreachable!("invariant: a read hands its buffer back"),
-            }
-        }
-        Ok(true)
-    }
-
-    /// Rewrite, from `good`, the copies the failed attempts read (never the
-    /// copy the good attempt read).
-    pub(super) fn rewrite_attempts(
-        &mut self,
-        number: u32,
-        pieces: &[(u64, u64, usize, u64)],
-        bad: &[usize],
-        good_attempt: usize,
-        good: &[u8],
-    ) -> Result<(), GroupError> {
-        let mut writes = Vec::new();
-        for (extent, within, at, len) in pieces {
-            let ext = self.files[&number].extents[*extent as usize];
-            if !ext.initialized {
-                continue;
-            }
-            let online = self.online_copies(&ext);
-            let last = online.len().saturating_sub(1);
-            let good_copy = online.get(good_attempt.min(last));
-            for attempt in bad {
-                let Some(c) = online.get((*attempt).min(last)) else {
-                    continue;
-                };
-                if Some(c) != good_copy {
-                    writes.push((
-                        c.disk,
-                        u64::from(c.au) * self.au_bytes + within,
-                        AlignedBuf::from_slice(&good[*at..*at + *len as usize]),
-                    ));
-                }
-            }
-        }
-        let failed = self.write_many(writes)?;
-        self.failed_disks.extend(failed);
         Ok(())
     }
 
@@ -486,14 +950,6 @@ impl Group<'_> {
         self.files.get(&number).map(|f| &f.extents[..])
     }
 }
-
-/// Bytes of a write's data turned into requests at once: a bigger write goes
-/// to the disks in batches, so memory stays bounded whatever the caller
-/// hands in (each copy holds its own buffer).
-const WRITE_BATCH_BYTES_MAX: u64 = 32 << 20;
-
-/// The errno a write reports when no copy of it could be written.
-const EIO: i32 = 5;
 
 /// A file's extent map, taken whole ([`Group::map_file`]).
 #[derive(Debug, Clone)]

@@ -238,6 +238,9 @@ impl Group<'_> {
             .get_mut(&number)
             .expect("invariant: just created");
         rec.entry.size_bytes = size_bytes;
+        // Committed (and so published) now: the caller writes into it next.
+        self.dirty.insert(Dirty::Entry(number));
+        self.commit()?;
         Ok(self.info(&self.files[&number]))
     }
 
@@ -255,7 +258,7 @@ impl Group<'_> {
         rec.entry.size_bytes = size_bytes;
         rec.entry.target_bytes = size_bytes;
         self.dirty.insert(Dirty::Entry(number));
-        Ok(())
+        self.commit()
     }
 
     /// Give a file [`Self::create_unnamed`] made its size and its name, in
@@ -412,6 +415,10 @@ impl Group<'_> {
 
     pub(super) fn dirty_extent(&mut self, number: u32, index: u64) {
         self.dirty.insert(Dirty::Entry(number));
+        self.changed_chunks
+            .entry(number)
+            .or_default()
+            .insert(index as usize / plane::SNAPSHOT_CHUNK_EXTENTS);
         if index >= DIRECT_EXTENTS as u64 {
             let block = (index - DIRECT_EXTENTS as u64) / EXTENTS_PER_INDIRECT_BLOCK as u64;
             self.dirty.insert(Dirty::Indirect {

@@ -13,6 +13,7 @@ impl Group<'_> {
             self.poisoned = Some(e.to_string());
         }
         result?;
+        self.publish_changed();
         // Disks that failed during the commit are recorded offline before
         // anything can drop the record from the ring.
         self.offline_failed()?;
@@ -66,6 +67,10 @@ impl Group<'_> {
         if dirty.is_empty() {
             return Ok(());
         }
+        self.to_publish.extend(dirty.iter().filter_map(|d| match d {
+            Dirty::Entry(n) if *n >= FILE_NUMBER_USER_MIN => Some(*n),
+            _ => None,
+        }));
         assert!(
             dirty.len() <= TXN_IMAGES_MAX,
             "invariant: a transaction carries at most {TXN_IMAGES_MAX} blocks, got {}",
@@ -256,13 +261,33 @@ impl Group<'_> {
     /// Tell the devices about AUs whose free state is now durable.
     pub(super) fn discard_freed(&mut self) -> Result<(), GroupError> {
         let au = self.au_bytes;
+        // Runs this commit freed wait for the readers that started before
+        // the files were published without them: their epoch is the next.
+        let freed = self
+            .members
+            .iter()
+            .flatten()
+            .filter_map(|m| m.alloc.as_ref())
+            .any(DiskAlloc::has_unsealed);
+        if freed {
+            let epoch = self.plane.advance_epoch();
+            for alloc in self
+                .members
+                .iter_mut()
+                .flatten()
+                .filter_map(|m| m.alloc.as_mut())
+            {
+                alloc.seal_quarantine(epoch);
+            }
+        }
+        let free_of_readers = self.plane.oldest_running();
         let mut requests = Vec::new();
         for m in self.members.iter_mut().flatten() {
             let device = m.online();
             let Some(alloc) = m.alloc.as_mut() else {
                 continue;
             };
-            let runs = alloc.release_quarantine();
+            let runs = alloc.release_quarantine(free_of_readers);
             let Some(device) = device else { continue };
             for (start, len) in runs {
                 requests.push(Request {

@@ -54,10 +54,12 @@ mod journal;
 mod mount;
 mod namespace;
 mod places;
+pub mod plane;
 mod superblock;
 mod tables;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use cairn_format::group::{
     self as fmt, images_crc, AliasRecord, AtLayout, AuAddr, DiskEntry, DiskState, Extent,
@@ -373,6 +375,15 @@ pub struct Group<'e> {
     /// each claimant's file number: never freed while another still claims it,
     /// and their files are never written.
     shared_aus: BTreeMap<(u16, u64), Vec<u32>>,
+    /// What the data plane sees: file snapshots and the disk view, published
+    /// here as changes commit (`data.rs`).
+    plane: Arc<plane::DataPlane>,
+    /// Per user file, the snapshot chunks its changes since the last
+    /// publication touched.
+    changed_chunks: HashMap<u32, HashSet<usize>>,
+    /// User files whose entries the current transaction changed: published
+    /// once it commits.
+    to_publish: BTreeSet<u32>,
 }
 
 fn system_clock() -> u64 {
@@ -439,6 +450,9 @@ impl<'e> Group<'e> {
             taken_offline: Vec::new(),
             overlay: BTreeMap::new(),
             copies_left_damaged: 0,
+            plane: Arc::new(plane::DataPlane::new()),
+            changed_chunks: HashMap::new(),
+            to_publish: BTreeSet::new(),
         }
     }
 

@@ -307,12 +307,14 @@ pub(super) fn mount_inner<'e>(
             ));
         }
         group.forget_dirty();
+        group.publish_all();
         return Ok((group, report));
     }
     report.operations_recovered = group.recover_operations()?;
     report.repaired_copies = group.repaired_copies;
     group.commit()?;
     group.offline_failed()?;
+    group.publish_all();
     Ok((group, report))
 }
 

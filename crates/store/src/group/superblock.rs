@@ -46,6 +46,8 @@ impl Group<'_> {
             self.poisoned = Some(e.to_string());
             return Err(e);
         }
+        // Durably offline: data threads stop using them from the next view.
+        self.publish_disks();
         Ok(())
     }
 

@@ -1,0 +1,449 @@
+//! The data plane's shared state: what the metadata plane publishes for data
+//! threads (per-file extent-map snapshots, the disk view), the latches of
+//! first writes, and the guards that keep freed AUs from reuse while an older
+//! operation may still use them. The rules are in `docs/live-core.md`.
+//!
+//! Who changes what:
+//! - `files` and `disks` are replaced whole (a new `Arc`) by the metadata
+//!   plane only, while it holds the group's metadata lock; data threads clone
+//!   the `Arc` under the read lock and let go at once.
+//! - `latches` are taken and let go by data threads (and by the metadata
+//!   plane's own data path); the lock order is latch → metadata lock, never
+//!   the other way.
+//! - each guard slot is written by its own handle's thread only; the metadata
+//!   plane reads them all to decide which freed AUs may be reused.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+
+use cairn_format::extent_map::FileLayout;
+use cairn_format::group::Extent;
+
+/// Extents per snapshot chunk: a change to one extent copies its chunk, not
+/// the whole map (a 1 TiB file has tens of thousands of extents).
+pub const SNAPSHOT_CHUNK_EXTENTS: usize = 1024;
+
+/// A guard slot's value while its handle runs no operation.
+const IDLE: u64 = u64::MAX;
+
+/// A file's extent map as published: immutable, versioned. A new version
+/// shares the chunks that did not change with the one before.
+#[derive(Debug, Clone)]
+pub struct FileSnapshot {
+    pub number: u32,
+    pub incarnation: u32,
+    /// Bumped by every publication of this file.
+    pub version: u64,
+    pub size_bytes: u64,
+    pub layout: FileLayout,
+    pub au_bytes: u64,
+    /// The group's logical sector: I/O is aligned to it.
+    pub sector_bytes: u32,
+    /// Copies per extent the file asks for.
+    pub copies: u8,
+    /// Why the file may not be written (damage found at mount: an AU another
+    /// file claims, a cut map), or `None`.
+    pub read_only: Option<NotWritable>,
+    chunks: Vec<Arc<Vec<Extent>>>,
+    extent_count: usize,
+}
+
+impl FileSnapshot {
+    /// A snapshot of `extents`, reusing `previous`'s chunks where `changed`
+    /// (chunk indices) says nothing changed. `previous: None` builds all.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn build(
+        number: u32,
+        incarnation: u32,
+        size_bytes: u64,
+        layout: FileLayout,
+        sector_bytes: u32,
+        copies: u8,
+        read_only: Option<NotWritable>,
+        extents: &[Extent],
+        previous: Option<(&FileSnapshot, &HashSet<usize>)>,
+    ) -> Self {
+        let chunk_count = extents.len().div_ceil(SNAPSHOT_CHUNK_EXTENTS);
+        let mut chunks = Vec::with_capacity(chunk_count);
+        for c in 0..chunk_count {
+            let range =
+                c * SNAPSHOT_CHUNK_EXTENTS..((c + 1) * SNAPSHOT_CHUNK_EXTENTS).min(extents.len());
+            let reuse = previous.and_then(|(p, changed)| {
+                let old = p.chunks.get(c)?;
+                (p.incarnation == incarnation && !changed.contains(&c) && old.len() == range.len())
+                    .then(|| old.clone())
+            });
+            chunks.push(reuse.unwrap_or_else(|| Arc::new(extents[range].to_vec())));
+        }
+        Self {
+            number,
+            incarnation,
+            version: previous.map_or(1, |(p, _)| p.version + 1),
+            size_bytes,
+            layout,
+            au_bytes: layout.au_bytes,
+            sector_bytes,
+            copies,
+            read_only,
+            chunks,
+            extent_count: extents.len(),
+        }
+    }
+
+    pub fn extent(&self, index: u64) -> Option<&Extent> {
+        let i = usize::try_from(index).ok()?;
+        self.chunks
+            .get(i / SNAPSHOT_CHUNK_EXTENTS)?
+            .get(i % SNAPSHOT_CHUNK_EXTENTS)
+    }
+
+    pub fn extent_count(&self) -> usize {
+        self.extent_count
+    }
+
+    pub fn extents(&self) -> impl Iterator<Item = &Extent> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
+    /// The pieces of `len` bytes at `offset`: (extent, offset in the
+    /// extent's AU run, offset in the caller's buffer, length). `None` if the
+    /// range is not inside the file or its map.
+    pub fn pieces(&self, offset: u64, len: u64) -> Option<Vec<Piece>> {
+        let end = offset.checked_add(len)?;
+        if end > self.size_bytes {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut done = 0u64;
+        while done < len {
+            let loc = self.layout.locate(offset + done);
+            let run = loc.run_bytes.min(len - done);
+            self.extent(loc.extent)?;
+            out.push(Piece {
+                extent: loc.extent,
+                within: loc.offset_in_extent,
+                at: done as usize,
+                len: run,
+            });
+            done += run;
+        }
+        Some(out)
+    }
+}
+
+/// Why a file is not written.
+#[derive(Debug, Clone)]
+pub enum NotWritable {
+    /// Part of its extent map is lost.
+    Lost(String),
+    /// It claims an AU another file claims too.
+    Shared(String),
+}
+
+impl NotWritable {
+    pub fn error(&self) -> super::GroupError {
+        match self {
+            Self::Lost(m) => super::GroupError::Lost(m.clone()),
+            Self::Shared(m) => super::GroupError::Corrupt(m.clone()),
+        }
+    }
+}
+
+/// A piece of a range: contiguous in the file and in each copy's AU run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
+    pub extent: u64,
+    /// Offset inside the extent's AU run (the same on every copy).
+    pub within: u64,
+    /// Offset in the caller's buffer.
+    pub at: usize,
+    pub len: u64,
+}
+
+/// Which member disks the data plane may use, as of one epoch.
+#[derive(Debug, Clone, Default)]
+pub struct DiskView {
+    /// Bumped each time a disk leaves (or joins) the set.
+    pub epoch: u64,
+    /// By disk number: usable for data I/O.
+    pub online: Vec<bool>,
+    /// By disk number: the disk's label, for messages.
+    pub names: Vec<String>,
+}
+
+impl DiskView {
+    pub fn is_online(&self, disk: u16) -> bool {
+        self.online.get(usize::from(disk)).copied().unwrap_or(false)
+    }
+
+    pub fn name(&self, disk: u16) -> String {
+        self.names
+            .get(usize::from(disk))
+            .cloned()
+            .unwrap_or_else(|| format!("#{disk}"))
+    }
+}
+
+/// An extent's latch: (file, incarnation, extent).
+pub type LatchKey = (u32, u32, u64);
+
+/// Shards of the latch table: writers to different extents rarely meet on
+/// one mutex.
+const LATCH_SHARDS: usize = 64;
+
+/// Holders of one extent's latch.
+#[derive(Debug, Default, Clone, Copy)]
+struct LatchState {
+    shared: u32,
+    exclusive: bool,
+}
+
+#[derive(Debug, Default)]
+struct LatchShard {
+    held: Mutex<HashMap<LatchKey, LatchState>>,
+    freed: Condvar,
+}
+
+/// The shared state of the data plane. One per mounted group.
+#[derive(Debug)]
+pub struct DataPlane {
+    files: RwLock<HashMap<u32, Arc<FileSnapshot>>>,
+    disks: RwLock<Arc<DiskView>>,
+    latches: Vec<LatchShard>,
+    /// Bumped by every publication that may drop AUs from a snapshot.
+    epoch: AtomicU64,
+    guards: Mutex<Vec<Arc<AtomicU64>>>,
+}
+
+fn unpoison<T>(r: Result<T, PoisonError<T>>) -> T {
+    // A panic while one of these short critical sections held the lock left
+    // nothing half-changed (each is one assignment or one set operation).
+    r.unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Default for DataPlane {
+    fn default() -> Self {
+        Self {
+            files: RwLock::default(),
+            disks: RwLock::default(),
+            latches: (0..LATCH_SHARDS).map(|_| LatchShard::default()).collect(),
+            epoch: AtomicU64::new(0),
+            guards: Mutex::default(),
+        }
+    }
+}
+
+impl DataPlane {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The file's current snapshot.
+    pub fn file(&self, number: u32) -> Option<Arc<FileSnapshot>> {
+        unpoison(self.files.read()).get(&number).cloned()
+    }
+
+    pub fn disks(&self) -> Arc<DiskView> {
+        unpoison(self.disks.read()).clone()
+    }
+
+    /// Publish (or, with `None`, withdraw) a file's snapshot. Metadata plane only.
+    pub(super) fn publish_file(&self, number: u32, snapshot: Option<FileSnapshot>) {
+        let mut files = unpoison(self.files.write());
+        match snapshot {
+            Some(s) => {
+                files.insert(number, Arc::new(s));
+            }
+            None => {
+                files.remove(&number);
+            }
+        }
+    }
+
+    /// Withdraw every file (a remount of the metadata after a failed commit).
+    pub(super) fn clear_files(&self) {
+        unpoison(self.files.write()).clear();
+    }
+
+    /// Publish a new disk view. Metadata plane only.
+    pub(super) fn publish_disks(&self, online: Vec<bool>, names: Vec<String>) {
+        let mut disks = unpoison(self.disks.write());
+        if disks.online == online && disks.names == names {
+            return;
+        }
+        let epoch = disks.epoch + 1;
+        *disks = Arc::new(DiskView {
+            epoch,
+            online,
+            names,
+        });
+    }
+
+    // -- the reuse epoch ------------------------------------------------------
+
+    /// The current publication epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Move the epoch on after a publication that dropped AUs from a
+    /// snapshot; returns the new epoch. AUs freed before it may be reused
+    /// once no guard is older.
+    pub(super) fn advance_epoch(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// A new guard slot for a data handle.
+    pub fn guard_slot(&self) -> Arc<AtomicU64> {
+        let slot = Arc::new(AtomicU64::new(IDLE));
+        unpoison(self.guards.lock()).push(slot.clone());
+        slot
+    }
+
+    /// Forget a handle's slot (the handle is dropped).
+    pub fn drop_guard_slot(&self, slot: &Arc<AtomicU64>) {
+        unpoison(self.guards.lock()).retain(|s| !Arc::ptr_eq(s, slot));
+    }
+
+    /// The oldest epoch any running data operation started in, or `u64::MAX`
+    /// when none runs: AUs tagged with an epoch at or below it are free of
+    /// readers.
+    pub fn oldest_running(&self) -> u64 {
+        unpoison(self.guards.lock())
+            .iter()
+            .map(|s| s.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(IDLE)
+    }
+
+    // -- latches ----------------------------------------------------------------
+
+    fn shard(&self, key: &LatchKey) -> &LatchShard {
+        let h = (u64::from(key.0) << 32 ^ u64::from(key.1)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ key.2.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+        &self.latches[(h >> 58) as usize % LATCH_SHARDS]
+    }
+
+    /// Take the latches of `keys`, each exclusive (a first write, a copy
+    /// repair) or shared (a plain write), waiting while a holder excludes
+    /// us. Keys are taken in sorted order, so two takers never deadlock; a
+    /// key named twice is taken once, exclusive if either asks it. Held
+    /// until the guard drops.
+    pub fn latch(self: &Arc<Self>, mut keys: Vec<(LatchKey, bool)>) -> LatchGuard {
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        keys.dedup_by_key(|k| k.0);
+        for (key, exclusive) in &keys {
+            let shard = self.shard(key);
+            let mut held = unpoison(shard.held.lock());
+            loop {
+                let state = held.entry(*key).or_default();
+                if !state.exclusive && (!*exclusive || state.shared == 0) {
+                    if *exclusive {
+                        state.exclusive = true;
+                    } else {
+                        state.shared += 1;
+                    }
+                    break;
+                }
+                held = unpoison(shard.freed.wait(held));
+            }
+        }
+        LatchGuard {
+            plane: self.clone(),
+            keys,
+        }
+    }
+
+    /// [`Self::latch`] exclusively, but only if no one holds any of them now.
+    pub fn try_latch_exclusive(self: &Arc<Self>, mut keys: Vec<LatchKey>) -> Option<LatchGuard> {
+        keys.sort_unstable();
+        keys.dedup();
+        let mut taken = Vec::new();
+        for key in &keys {
+            let shard = self.shard(key);
+            let mut held = unpoison(shard.held.lock());
+            let state = held.entry(*key).or_default();
+            if state.exclusive || state.shared > 0 {
+                drop(held);
+                drop(LatchGuard {
+                    plane: self.clone(),
+                    keys: taken,
+                });
+                return None;
+            }
+            state.exclusive = true;
+            taken.push((*key, true));
+        }
+        Some(LatchGuard {
+            plane: self.clone(),
+            keys: taken,
+        })
+    }
+}
+
+/// Latches held; let go on drop.
+#[derive(Debug)]
+pub struct LatchGuard {
+    plane: Arc<DataPlane>,
+    /// Each key, and whether it is held exclusively.
+    keys: Vec<(LatchKey, bool)>,
+}
+
+impl LatchGuard {
+    /// Whether `key` is held exclusively by this guard.
+    pub fn holds_exclusive(&self, key: &LatchKey) -> bool {
+        self.keys.iter().any(|(k, e)| k == key && *e)
+    }
+}
+
+impl Drop for LatchGuard {
+    fn drop(&mut self) {
+        for (key, exclusive) in &self.keys {
+            let shard = self.plane.shard(key);
+            let mut held = unpoison(shard.held.lock());
+            let mut gone = false;
+            if let Some(state) = held.get_mut(key) {
+                if *exclusive {
+                    state.exclusive = false;
+                } else {
+                    state.shared = state.shared.saturating_sub(1);
+                }
+                gone = !state.exclusive && state.shared == 0;
+            }
+            if gone {
+                held.remove(key);
+            }
+            drop(held);
+            shard.freed.notify_all();
+        }
+    }
+}
+
+/// A data operation in progress: its slot says the epoch it started in, so
+/// AUs freed after that are not reused under it.
+pub struct OperationGuard<'s> {
+    slot: &'s AtomicU64,
+}
+
+impl<'s> OperationGuard<'s> {
+    /// Start an operation: call before taking the snapshots it will use.
+    pub fn start(plane: &DataPlane, slot: &'s AtomicU64) -> Self {
+        // First a value that holds every AU back, then the epoch: a scan that
+        // ran between our reading the epoch and storing it would otherwise see
+        // the slot idle and free AUs the snapshot we are about to take names.
+        slot.store(0, Ordering::SeqCst);
+        slot.store(plane.epoch(), Ordering::SeqCst);
+        Self { slot }
+    }
+}
+
+impl Drop for OperationGuard<'_> {
+    fn drop(&mut self) {
+        self.slot.store(IDLE, Ordering::SeqCst);
+    }
+}
+
+/// Runs of AUs waiting to be reused, by the epoch after which they are free
+/// of readers. Kept by the metadata plane.
+pub type HeldRuns = BTreeMap<u64, Vec<(u16, u32, u32)>>;
