@@ -38,6 +38,9 @@ use cairn_io::{
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 
+mod shared;
+pub use shared::{SharedSim, SimHandle};
+
 const EIO: i32 = 5;
 const ENXIO: i32 = 6;
 const PER_MILLION: u64 = 1_000_000;

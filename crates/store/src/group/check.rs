@@ -495,9 +495,9 @@ impl Group<'_> {
             let mut newest = None;
             for (slot, base) in SUPER_SLOT_OFFSETS_BYTES.iter().enumerate() {
                 let name = ["A", "B"][slot];
-                match super::read_slot(self.engine, device, self.uuid, *base) {
+                match super::read_slot(&mut *self.engine, device, self.uuid, *base) {
                     Some(read) => newest = newest.max(Some(read.generation)),
-                    None if super::slot_damaged(self.engine, device, self.uuid, *base) => {
+                    None if super::slot_damaged(&mut *self.engine, device, self.uuid, *base) => {
                         found.push((
                             format!("disk {label} superblock slot {name} (offset {base})"),
                             "damaged (a torn write, or overwritten): not a valid superblock of this group".to_string(),

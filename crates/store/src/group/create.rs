@@ -110,7 +110,7 @@ pub fn create<'e>(
     }
 
     let mut group = Group::assemble(
-        engine,
+        EngineRef::Borrowed(engine),
         GroupSuper {
             name: name.as_str().to_string(),
             copies,
@@ -214,7 +214,8 @@ pub fn create<'e>(
     // the superblocks that are missing.
     for m in group.members.iter().flatten() {
         let device = m.device.expect("invariant: new disks are attached");
-        let scan = HeaderScan::read(group.engine, device).map_err(io_err(m.entry.label.clone()))?;
+        let scan =
+            HeaderScan::read(&mut *group.engine, device).map_err(io_err(m.entry.label.clone()))?;
         let mut header = scan
             .good()
             .map(|(_, h)| h.header.clone())
@@ -229,7 +230,7 @@ pub fn create<'e>(
         header.generation = scan.generation_max() + 1;
         header.written_unix_seconds = spec.now_unix_seconds;
         let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
-        labeling::write_copies(group.engine, device, &header, &all).map_err(|e| {
+        labeling::write_copies(&mut *group.engine, device, &header, &all).map_err(|e| {
             GroupError::Invalid(format!(
                 "disk {}: writing the group into its header: {e}",
                 m.entry.label

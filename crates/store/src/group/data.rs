@@ -130,6 +130,9 @@ fn online_copies(view: &DiskView, extent: &Extent) -> Vec<AuAddr> {
 }
 
 fn file_snapshot(plane: &DataPlane, number: u32) -> Result<Arc<FileSnapshot>, GroupError> {
+    if let Some(why) = plane.stopped() {
+        return Err(GroupError::Poisoned(why));
+    }
     plane
         .file(number)
         .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))
@@ -607,8 +610,33 @@ impl DataPort for Group<'_> {
         Group::mark_initialized(self, file, &extents)
     }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, _epoch: u64) -> Result<(), GroupError> {
-        self.failed_disks.extend(disks.iter().copied());
+        self.check_usable()?;
+        // A disk another thread's report took offline already is done: the
+        // write that saw it fail skipped no copy anyone will read.
+        let still: Vec<u16> = disks
+            .iter()
+            .copied()
+            .filter(|d| self.member(*d).and_then(Member::online).is_some())
+            .collect();
+        if still.is_empty() {
+            return Ok(());
+        }
+        self.failed_disks.extend(still);
         self.offline_failed()
+    }
+}
+
+impl Group<'_> {
+    /// Every member disk attached to the metadata plane's engine, by number.
+    pub fn member_devices(&self) -> BTreeMap<u16, DeviceId> {
+        (0..self.members.len() as u16)
+            .filter_map(|d| Some((d, self.member(d)?.device?)))
+            .collect()
+    }
+
+    /// Mounted read-only (a listing or inspecting command).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 }
 

@@ -10,7 +10,7 @@ impl Group<'_> {
         self.check_writable()?;
         let result = self.commit_inner();
         if let Err(e) = &result {
-            self.poisoned = Some(e.to_string());
+            self.stop(e.to_string());
         }
         result?;
         self.publish_changed();

@@ -51,6 +51,7 @@ mod data;
 mod disk_io;
 mod files;
 mod journal;
+pub mod live;
 mod mount;
 mod namespace;
 mod places;
@@ -84,7 +85,8 @@ pub use cairn_format::group::AliasKind;
 pub use create::{create, default_templates};
 pub use data::{FileMap, MapPiece, PrimaryPiece};
 pub use files::{CreateOptions, DirEntry, FileInfo};
-pub use mount::{mount, mount_read_only, mount_with, GroupSelector, MissingDisks};
+pub use live::{DataHandle, EngineSource, LiveGroup, SameDevices};
+pub use mount::{mount, mount_owned, mount_read_only, mount_with, GroupSelector, MissingDisks};
 pub use superblock::{identify, membership, FoundDisk, GroupOnDisk, Membership};
 
 use files::{striping_name, ROOT};
@@ -316,9 +318,35 @@ impl DurableItem {
     }
 }
 
+/// The metadata plane's engine: lent by the caller (a command that mounts
+/// for itself), or owned (a live group, which outlives the call that made it).
+pub enum EngineRef<'e> {
+    Borrowed(&'e mut dyn IoEngine),
+    Owned(Box<dyn IoEngine>),
+}
+
+impl<'e> std::ops::Deref for EngineRef<'e> {
+    type Target = dyn IoEngine + 'e;
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Self::Borrowed(e) => &**e,
+            Self::Owned(e) => &**e,
+        }
+    }
+}
+
+impl std::ops::DerefMut for EngineRef<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            Self::Borrowed(e) => &mut **e,
+            Self::Owned(e) => &mut **e,
+        }
+    }
+}
+
 /// A mounted disk group.
 pub struct Group<'e> {
-    engine: &'e mut dyn IoEngine,
+    engine: EngineRef<'e>,
     uuid: Uuid,
     name: String,
     copies: u8,
@@ -406,7 +434,7 @@ impl<'e> Group<'e> {
     /// the common start of `create` and `mount`. Only the superblock's group
     /// fields are used (not its disk number or bootstrap extent).
     fn assemble(
-        engine: &'e mut dyn IoEngine,
+        engine: EngineRef<'e>,
         sup: GroupSuper,
         uuid: Uuid,
         slot_generation: u64,
@@ -482,7 +510,7 @@ impl<'e> Group<'e> {
     }
     /// Give the engine back (tests crash the simulator after a group "dies").
     pub fn engine(&mut self) -> &mut dyn IoEngine {
-        self.engine
+        &mut *self.engine
     }
 
     fn blocks_per_au(&self) -> u64 {
@@ -502,6 +530,14 @@ impl<'e> Group<'e> {
     fn disk_name(&self, disk: u16) -> String {
         self.member(disk)
             .map_or_else(|| format!("#{disk}"), |m| m.entry.label.clone())
+    }
+
+    /// Stop the group after a failed metadata write: memory is ahead of the
+    /// disks, so every later call fails until the group is mounted again,
+    /// data handles' included.
+    fn stop(&mut self, why: String) {
+        self.plane.stop(&why);
+        self.poisoned.get_or_insert(why);
     }
 
     fn check_usable(&self) -> Result<(), GroupError> {

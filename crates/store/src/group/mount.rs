@@ -41,7 +41,13 @@ pub fn mount_with<'e>(
     selector: &GroupSelector,
     missing_disks: MissingDisks,
 ) -> Result<(Group<'e>, MountReport), GroupError> {
-    mount_inner(engine, devices, selector, missing_disks, false)
+    mount_inner(
+        EngineRef::Borrowed(engine),
+        devices,
+        selector,
+        missing_disks,
+        false,
+    )
 }
 
 /// Mount for listing and inspecting: nothing is written, ever. A member not
@@ -55,17 +61,40 @@ pub fn mount_read_only<'e>(
     devices: &[DeviceId],
     selector: &GroupSelector,
 ) -> Result<(Group<'e>, MountReport), GroupError> {
-    mount_inner(engine, devices, selector, MissingDisks::MarkOffline, true)
+    mount_inner(
+        EngineRef::Borrowed(engine),
+        devices,
+        selector,
+        MissingDisks::MarkOffline,
+        true,
+    )
+}
+
+/// [`mount_with`] on an engine the group keeps: the group outlives the call
+/// (a live group, `live.rs`), and the engine goes with it.
+pub fn mount_owned(
+    engine: Box<dyn IoEngine>,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+    missing_disks: MissingDisks,
+) -> Result<(Group<'static>, MountReport), GroupError> {
+    mount_inner(
+        EngineRef::Owned(engine),
+        devices,
+        selector,
+        missing_disks,
+        false,
+    )
 }
 
 pub(super) fn mount_inner<'e>(
-    engine: &'e mut dyn IoEngine,
+    mut engine: EngineRef<'e>,
     devices: &[DeviceId],
     selector: &GroupSelector,
     missing_disks: MissingDisks,
     read_only: bool,
 ) -> Result<(Group<'e>, MountReport), GroupError> {
-    let found = identify(engine, devices);
+    let found = identify(&mut *engine, devices);
     let mut matching: Vec<(Uuid, Vec<FoundDisk>)> = found
         .into_iter()
         .filter(|(uuid, disks)| match selector {
@@ -98,7 +127,7 @@ pub(super) fn mount_inner<'e>(
     let mut best: Option<SlotRead> = None;
     for (device, _, _) in &disks {
         for base in SUPER_SLOT_OFFSETS_BYTES {
-            if let Some(slot) = read_slot(engine, *device, uuid, base) {
+            if let Some(slot) = read_slot(&mut *engine, *device, uuid, base) {
                 if best.as_ref().is_none_or(|b| slot.generation > b.generation) {
                     best = Some(slot);
                 }
@@ -262,7 +291,7 @@ pub(super) fn mount_inner<'e>(
     let torn = disks.iter().any(|(device, _, _)| {
         SUPER_SLOT_OFFSETS_BYTES
             .iter()
-            .any(|base| slot_damaged(group.engine, *device, uuid, *base))
+            .any(|base| slot_damaged(&mut *group.engine, *device, uuid, *base))
     });
     if !read_only {
         if !missing.is_empty() || behind || torn {

@@ -14,7 +14,7 @@
 //!   plane reads them all to decide which freed AUs may be reused.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 
 use cairn_format::extent_map::FileLayout;
@@ -214,6 +214,10 @@ pub struct DataPlane {
     /// Bumped by every publication that may drop AUs from a snapshot.
     epoch: AtomicU64,
     guards: Mutex<Vec<Arc<AtomicU64>>>,
+    /// Set when the metadata plane stops (a failed commit, too many disks
+    /// lost): every data operation then fails with the reason.
+    stopped: AtomicBool,
+    stop_reason: Mutex<Option<String>>,
 }
 
 fn unpoison<T>(r: Result<T, PoisonError<T>>) -> T {
@@ -230,6 +234,8 @@ impl Default for DataPlane {
             latches: (0..LATCH_SHARDS).map(|_| LatchShard::default()).collect(),
             epoch: AtomicU64::new(0),
             guards: Mutex::default(),
+            stopped: AtomicBool::new(false),
+            stop_reason: Mutex::default(),
         }
     }
 }
@@ -278,6 +284,20 @@ impl DataPlane {
             online,
             names,
         });
+    }
+
+    /// Stop the data plane: every operation from now on fails with `why`.
+    pub(super) fn stop(&self, why: &str) {
+        unpoison(self.stop_reason.lock()).get_or_insert_with(|| why.to_string());
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    /// Why the group stopped, if it did.
+    pub fn stopped(&self) -> Option<String> {
+        if !self.stopped.load(Ordering::SeqCst) {
+            return None;
+        }
+        unpoison(self.stop_reason.lock()).clone()
     }
 
     // -- the reuse epoch ------------------------------------------------------

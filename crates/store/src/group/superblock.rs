@@ -37,13 +37,13 @@ impl Group<'_> {
                 disks.iter().map(|d| self.disk_name(*d)).collect::<Vec<_>>(),
                 self.redundancy().as_str()
             );
-            self.poisoned = Some(why.clone());
+            self.stop(why.clone());
             return Err(GroupError::Poisoned(why));
         }
         // Memory now skips these disks; if the superblocks cannot say so, a
         // later mount would trust their stale blocks. Stop instead.
         if let Err(e) = self.write_superblocks() {
-            self.poisoned = Some(e.to_string());
+            self.stop(e.to_string());
             return Err(e);
         }
         // Durably offline: data threads stop using them from the next view.

@@ -1,0 +1,252 @@
+//! A live group: the metadata plane behind one lock, shared by any number of
+//! threads, each moving file bytes through its own [`DataHandle`] (its own
+//! engine on the group's disks). The rules, and the lock order, are in
+//! `docs/live-core.md`; the data path is `data.rs`, the shared state
+//! `plane.rs`.
+//!
+//! Who holds what:
+//! - `Inner::meta` (the [`Group`], the metadata plane's state and its engine):
+//!   a mutex, held for a metadata step; a data handle takes it only to have an
+//!   extent marked initialised or a failed disk taken offline, with any
+//!   extent latches it needs already held (latch → meta, never the reverse).
+//! - the [`DataPlane`]: published by the metadata plane under `meta`, read by
+//!   handles without it.
+//! - each handle's engine, unflushed-disk set and guard slot: its own thread.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cairn_io::{DeviceId, IoEngine, Op, Request};
+
+use super::data::{self, DataPort};
+use super::plane::{DataPlane, FileSnapshot};
+use super::{Group, GroupError};
+
+/// Makes the engine of a new data handle.
+pub trait EngineSource: Send + Sync {
+    /// A new engine of at least `depth` requests with the group's member
+    /// disks attached. `disks` gives, per member disk number, its device in
+    /// the metadata plane's engine; the answer gives its device in the new
+    /// engine.
+    fn engine(
+        &self,
+        disks: &BTreeMap<u16, DeviceId>,
+        depth: usize,
+    ) -> Result<(Box<dyn IoEngine>, BTreeMap<u16, DeviceId>), GroupError>;
+}
+
+/// An [`EngineSource`] whose engines see the disks under the same device ids
+/// as the metadata plane's (handles onto one simulator, say): `F` makes an
+/// engine of a given depth.
+pub struct SameDevices<F>(pub F);
+
+impl<F> EngineSource for SameDevices<F>
+where
+    F: Fn(usize) -> Box<dyn IoEngine> + Send + Sync,
+{
+    fn engine(
+        &self,
+        disks: &BTreeMap<u16, DeviceId>,
+        depth: usize,
+    ) -> Result<(Box<dyn IoEngine>, BTreeMap<u16, DeviceId>), GroupError> {
+        Ok(((self.0)(depth), disks.clone()))
+    }
+}
+
+struct Inner {
+    meta: Mutex<Group<'static>>,
+    plane: Arc<DataPlane>,
+    engines: Box<dyn EngineSource>,
+}
+
+/// A mounted group many threads use at once. Cheap to clone.
+#[derive(Clone)]
+pub struct LiveGroup {
+    inner: Arc<Inner>,
+}
+
+impl Inner {
+    /// The metadata plane, under its lock. A panic during a metadata step
+    /// leaves memory half-changed: the group is then stopped.
+    fn meta(&self) -> Result<MutexGuard<'_, Group<'static>>, GroupError> {
+        self.meta.lock().map_err(|_| {
+            GroupError::Poisoned("a metadata step panicked; mount the group again".into())
+        })
+    }
+}
+
+impl LiveGroup {
+    /// Make a mounted group live. Its engine stays the metadata plane's;
+    /// `engines` makes one for each data handle.
+    pub fn new(group: Group<'static>, engines: Box<dyn EngineSource>) -> Self {
+        let plane = group.data_plane().clone();
+        Self {
+            inner: Arc::new(Inner {
+                meta: Mutex::new(group),
+                plane,
+                engines,
+            }),
+        }
+    }
+
+    /// Run a metadata operation (create, resize, remove, a listing …) under
+    /// the metadata plane's lock.
+    pub fn meta<R>(&self, f: impl FnOnce(&mut Group<'static>) -> R) -> Result<R, GroupError> {
+        let mut group = self.inner.meta()?;
+        Ok(f(&mut group))
+    }
+
+    pub fn plane(&self) -> &Arc<DataPlane> {
+        &self.inner.plane
+    }
+
+    /// A data handle with an engine of `depth` requests.
+    pub fn handle(&self, depth: usize) -> Result<DataHandle, GroupError> {
+        let (disks, read_only) = {
+            let group = self.inner.meta()?;
+            (group.member_devices(), group.is_read_only())
+        };
+        let (engine, devices) = self.inner.engines.engine(&disks, depth)?;
+        Ok(DataHandle {
+            slot: self.inner.plane.guard_slot(),
+            inner: self.inner.clone(),
+            engine,
+            devices,
+            unflushed: BTreeSet::new(),
+            read_only,
+        })
+    }
+
+    /// Make everything written durable, checkpoint and stop. Every handle
+    /// must be gone: one still alive is a caller bug, refused.
+    pub fn dismount(self) -> Result<(), GroupError> {
+        let inner = Arc::try_unwrap(self.inner).map_err(|_| {
+            GroupError::Invalid("the group still has data handles; drop them first".into())
+        })?;
+        let group = inner.meta.into_inner().map_err(|_| {
+            GroupError::Poisoned("a metadata step panicked; mount the group again".into())
+        })?;
+        let mut group = group;
+        group.sync()?;
+        group.dismount()
+    }
+}
+
+/// One thread's way to a live group's file bytes: its own engine on the
+/// member disks. Not shared; make one per thread.
+pub struct DataHandle {
+    inner: Arc<Inner>,
+    engine: Box<dyn IoEngine>,
+    /// Member disk number → device in `engine`.
+    devices: BTreeMap<u16, DeviceId>,
+    /// The epoch the running operation started in (see `plane.rs`).
+    slot: Arc<AtomicU64>,
+    /// Disks this handle wrote to since its last sync.
+    unflushed: BTreeSet<u16>,
+    read_only: bool,
+}
+
+impl DataHandle {
+    pub fn read(&mut self, number: u32, offset: u64, buf: &mut [u8]) -> Result<(), GroupError> {
+        self.read_checked(number, offset, buf, &|_| true)
+    }
+
+    /// Read, accepting a copy only if `accept` passes on the whole buffer.
+    pub fn read_checked(
+        &mut self,
+        number: u32,
+        offset: u64,
+        buf: &mut [u8],
+        accept: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<(), GroupError> {
+        let slot = self.slot.clone();
+        data::read(self, Some(&slot), number, offset, buf, accept)
+    }
+
+    /// Write to every online copy; acknowledged when all have it (or the
+    /// disks that failed are offline).
+    pub fn write(&mut self, number: u32, offset: u64, bytes: &[u8]) -> Result<(), GroupError> {
+        if self.read_only {
+            return Err(GroupError::ReadOnly(self.inner.meta()?.name().to_string()));
+        }
+        let slot = self.slot.clone();
+        data::write(self, Some(&slot), number, offset, bytes)
+    }
+
+    /// Make this handle's acknowledged writes durable (`fsync`).
+    pub fn sync(&mut self) -> Result<(), GroupError> {
+        let disks: Vec<u16> = std::mem::take(&mut self.unflushed).into_iter().collect();
+        let mut requests = Vec::new();
+        let mut of = Vec::new();
+        for disk in &disks {
+            if let Some(device) = self.devices.get(disk) {
+                of.push(*disk);
+                requests.push(Request {
+                    device: *device,
+                    tag: requests.len() as u64,
+                    op: Op::Flush,
+                });
+            }
+        }
+        let view = self.inner.plane.disks();
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(super::io_err("(engine)"))?;
+        let failed: BTreeSet<u16> = of
+            .into_iter()
+            .zip(completions)
+            .filter(|(_, c)| c.result.is_err())
+            .map(|(d, _)| d)
+            .collect();
+        if failed.is_empty() {
+            return Ok(());
+        }
+        self.disks_failed(&failed, view.epoch)
+    }
+
+    /// The file's current snapshot, if it exists.
+    pub fn file(&self, number: u32) -> Option<Arc<FileSnapshot>> {
+        self.inner.plane.file(number)
+    }
+}
+
+impl Drop for DataHandle {
+    fn drop(&mut self) {
+        self.inner.plane.drop_guard_slot(&self.slot);
+    }
+}
+
+impl DataPort for DataHandle {
+    fn plane(&self) -> &Arc<DataPlane> {
+        &self.inner.plane
+    }
+    fn engine(&mut self) -> &mut dyn IoEngine {
+        &mut *self.engine
+    }
+    fn device(&self, disk: u16) -> Option<DeviceId> {
+        self.devices.get(&disk).copied()
+    }
+    fn may_write(&self) -> bool {
+        !self.read_only
+    }
+    fn wrote(&mut self, disks: &BTreeSet<u16>) {
+        self.unflushed.extend(disks);
+    }
+    fn mark_initialized(
+        &mut self,
+        file: u32,
+        incarnation: u32,
+        extents: &[u64],
+        written: &BTreeSet<u16>,
+    ) -> Result<(), GroupError> {
+        let mut group = self.inner.meta()?;
+        DataPort::mark_initialized(&mut *group, file, incarnation, extents, written)
+    }
+    fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError> {
+        let mut group = self.inner.meta()?;
+        // Another thread may have taken them offline since: once is enough.
+        group.disks_failed(disks, epoch)
+    }
+}
