@@ -59,12 +59,14 @@ pub(crate) trait DataPort {
     fn wrote(&mut self, disks: &BTreeSet<u16>);
     /// Mark `extents` of the file initialised, durably (the commit's barrier
     /// flushes `written`, the disks the zeros and data went to, first), and
-    /// publish the new snapshot. Called with the extents' latches held.
+    /// publish the new snapshot. Called with the extents' latches held. Each
+    /// extent comes with the copies that were written: one the file no
+    /// longer has there (shrunk and grown again meanwhile) is left alone.
     fn mark_initialized(
         &mut self,
         file: u32,
         incarnation: u32,
-        extents: &[u64],
+        extents: &[(u64, Extent)],
         written: &BTreeSet<u16>,
     ) -> Result<(), GroupError>;
     /// Disks an I/O of this operation failed on, as seen in the disk view of
@@ -190,7 +192,9 @@ pub(crate) fn read(
     buf: &mut [u8],
     accept: &dyn Fn(&[u8]) -> bool,
 ) -> Result<(), GroupError> {
-    let _guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+    // The guard covers the I/O only, never a wait for a latch or for the
+    // metadata plane: freed AUs wait for it.
+    let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
     let snap = file_snapshot(port.plane(), number)?;
     let view = port.plane().disks();
     check_range(&snap, offset, buf.len() as u64)?;
@@ -292,6 +296,7 @@ pub(crate) fn read(
             )));
         }
     }
+    drop(guard);
     if bad.is_empty() || !port.may_write() {
         return Ok(());
     }
@@ -299,7 +304,7 @@ pub(crate) fn read(
         .iter()
         .map(|(i, _)| (*i, copies[*i][choice[*i]]))
         .collect();
-    repair(port, &snap, &view, &pieces, &bad, &good)
+    repair(port, slot, &snap, &view, &pieces, &bad, &good)
 }
 
 /// Rewrite bad copies of pieces from their good copies, under the extents'
@@ -307,6 +312,7 @@ pub(crate) fn read(
 /// our read is what the bad copy gets. Rewrites that fail are failed disks.
 fn repair(
     port: &mut dyn DataPort,
+    slot: Option<&AtomicU64>,
     snap: &FileSnapshot,
     view: &DiskView,
     pieces: &[Piece],
@@ -317,17 +323,23 @@ fn repair(
         .keys()
         .map(|i| (snap.number, snap.incarnation, pieces[*i].extent))
         .collect();
-    let current = port.plane().file(snap.number);
-    if current
-        .as_ref()
-        .is_none_or(|c| c.incarnation != snap.incarnation)
-    {
-        return Ok(()); // the file went away meanwhile: nothing to repair
-    }
     let reads: Vec<(usize, AuAddr)> = good.iter().map(|(i, c)| (*i, *c)).collect();
     let latch = port
         .plane()
         .latch(keys.into_iter().map(|k| (k, true)).collect());
+    let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+    // The extents must still be where we read them (not freed, not moved).
+    let current = port.plane().file(snap.number);
+    let unchanged = current.as_ref().is_some_and(|c| {
+        c.incarnation == snap.incarnation
+            && good.keys().all(|i| {
+                let e = pieces[*i].extent;
+                c.extent(e).map(Extent::copies) == snap.extent(e).map(Extent::copies)
+            })
+    });
+    if !unchanged {
+        return Ok(());
+    }
     let ios = reads
         .iter()
         .map(|(i, c)| DiskIo {
@@ -363,6 +375,7 @@ fn repair(
         });
     }
     let results = run(port, writes)?;
+    drop(guard);
     drop(latch);
     let (ok, failed): (Vec<_>, Vec<_>) = targets
         .into_iter()
@@ -383,13 +396,14 @@ pub(crate) fn write(
     offset: u64,
     data: &[u8],
 ) -> Result<(), GroupError> {
-    let _guard = slot.map(|s| OperationGuard::start(port.plane(), s));
     let len = data.len() as u64;
     let mut snap = file_snapshot(port.plane(), number)?;
     let mut attempts = 0;
     // Latch, then look again: the extents a first write latches
-    // exclusively must still be the ones never written.
-    let (snap, pieces, fresh, _latch) = loop {
+    // exclusively must still be the ones never written. The guard starts
+    // after the latch (a wait for it must not hold freed AUs back) and before
+    // the snapshot the I/O uses.
+    let (snap, pieces, fresh, latch, guard) = loop {
         if let Some(why) = &snap.read_only {
             return Err(why.error());
         }
@@ -410,9 +424,10 @@ pub(crate) fn write(
             })
             .collect();
         let latch = port.plane().latch(keys);
+        let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
         let now = file_snapshot(port.plane(), number)?;
         if now.version == snap.version {
-            break (snap, pieces, fresh, latch);
+            break (now, pieces, fresh, latch, guard);
         }
         let now_fresh: BTreeSet<u64> = pieces_of(&now, offset, len)
             .unwrap_or_default()
@@ -421,16 +436,18 @@ pub(crate) fn write(
             .map(|p| p.extent)
             .collect();
         if now.incarnation == snap.incarnation
+            && now.read_only.is_none()
+            && check_range(&now, offset, len).is_ok()
             && now_fresh
                 .iter()
                 .all(|e| latch.holds_exclusive(&(number, snap.incarnation, *e)))
-            && check_range(&now, offset, len).is_ok()
         {
             let pieces = pieces_of(&now, offset, len)?;
-            break (now, pieces, now_fresh, latch);
+            break (now, pieces, now_fresh, latch, guard);
         }
         // The file changed under us in a way the latches do not cover (a
         // shrink and a grow, a delete and a create): start again from it.
+        drop(guard);
         drop(latch);
         attempts += 1;
         assert!(
@@ -519,6 +536,7 @@ pub(crate) fn write(
         start = end;
     }
     port.wrote(&written);
+    drop(guard);
     // A copy that missed the write is never read again: its disk goes
     // offline before the write is acknowledged (or fails).
     let lost_piece = pieces.iter().zip(&landed).find(|(_, n)| **n == 0);
@@ -540,8 +558,18 @@ pub(crate) fn write(
     if fresh.is_empty() {
         return Ok(());
     }
-    let fresh: Vec<u64> = fresh.into_iter().collect();
-    port.mark_initialized(number, snap.incarnation, &fresh, &written)
+    let fresh: Vec<(u64, Extent)> = fresh
+        .into_iter()
+        .map(|e| {
+            (
+                e,
+                *snap.extent(e).expect("invariant: pieces are in the map"),
+            )
+        })
+        .collect();
+    let marked = port.mark_initialized(number, snap.incarnation, &fresh, &written);
+    drop(latch);
+    marked
 }
 
 /// Make a whole extent copy read as zeros: by discard where the device
@@ -594,9 +622,10 @@ impl DataPort for Group<'_> {
         &mut self,
         file: u32,
         incarnation: u32,
-        extents: &[u64],
+        extents: &[(u64, Extent)],
         written: &BTreeSet<u16>,
     ) -> Result<(), GroupError> {
+        self.check_writable()?;
         self.wrote(written);
         let Some(rec) = self
             .files
@@ -605,8 +634,15 @@ impl DataPort for Group<'_> {
         else {
             return Err(GroupError::NotFound(format!("file {file} does not exist")));
         };
-        let count = rec.extents.len() as u64;
-        let extents: Vec<u64> = extents.iter().copied().filter(|e| *e < count).collect();
+        let extents: Vec<u64> = extents
+            .iter()
+            .filter(|(i, written)| {
+                rec.extents
+                    .get(*i as usize)
+                    .is_some_and(|now| now.copies() == written.copies())
+            })
+            .map(|(i, _)| *i)
+            .collect();
         Group::mark_initialized(self, file, &extents)
     }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, _epoch: u64) -> Result<(), GroupError> {

@@ -260,7 +260,6 @@ impl Group<'_> {
 
     /// Tell the devices about AUs whose free state is now durable.
     pub(super) fn discard_freed(&mut self) -> Result<(), GroupError> {
-        let au = self.au_bytes;
         // Runs this commit freed wait for the readers that started before
         // the files were published without them: their epoch is the next.
         let freed = self
@@ -280,6 +279,13 @@ impl Group<'_> {
                 alloc.seal_quarantine(epoch);
             }
         }
+        self.release_free_of_readers()
+    }
+
+    /// Make reusable, and discard, the freed runs no running data operation
+    /// can still use (their transaction has committed).
+    pub(super) fn release_free_of_readers(&mut self) -> Result<(), GroupError> {
+        let au = self.au_bytes;
         let free_of_readers = self.plane.oldest_running();
         let mut requests = Vec::new();
         for m in self.members.iter_mut().flatten() {

@@ -24,6 +24,9 @@ use super::plane::{DataPlane, FileSnapshot};
 use super::{Group, GroupError};
 
 /// Makes the engine of a new data handle.
+/// A data handle's engine and, per member disk number, its device in it.
+pub type HandleEngine = (Box<dyn IoEngine>, BTreeMap<u16, DeviceId>);
+
 pub trait EngineSource: Send + Sync {
     /// A new engine of at least `depth` requests with the group's member
     /// disks attached. `disks` gives, per member disk number, its device in
@@ -33,7 +36,7 @@ pub trait EngineSource: Send + Sync {
         &self,
         disks: &BTreeMap<u16, DeviceId>,
         depth: usize,
-    ) -> Result<(Box<dyn IoEngine>, BTreeMap<u16, DeviceId>), GroupError>;
+    ) -> Result<HandleEngine, GroupError>;
 }
 
 /// An [`EngineSource`] whose engines see the disks under the same device ids
@@ -49,7 +52,7 @@ where
         &self,
         disks: &BTreeMap<u16, DeviceId>,
         depth: usize,
-    ) -> Result<(Box<dyn IoEngine>, BTreeMap<u16, DeviceId>), GroupError> {
+    ) -> Result<HandleEngine, GroupError> {
         Ok(((self.0)(depth), disks.clone()))
     }
 }
@@ -238,7 +241,7 @@ impl DataPort for DataHandle {
         &mut self,
         file: u32,
         incarnation: u32,
-        extents: &[u64],
+        extents: &[(u64, cairn_format::group::Extent)],
         written: &BTreeSet<u16>,
     ) -> Result<(), GroupError> {
         let mut group = self.inner.meta()?;

@@ -30,6 +30,18 @@ impl Group<'_> {
         copies: usize,
         index: u64,
     ) -> Result<Extent, GroupError> {
+        match self.allocate_extent_now(copies, index) {
+            // Freed runs may have come free of readers since the last
+            // commit: give them back, and try once more.
+            Err(GroupError::NoSpace(_)) if !self.read_only => {
+                self.release_free_of_readers()?;
+                self.allocate_extent_now(copies, index)
+            }
+            other => other,
+        }
+    }
+
+    fn allocate_extent_now(&mut self, copies: usize, index: u64) -> Result<Extent, GroupError> {
         let mut spaces = self.disk_spaces();
         let aus = placement::extent_aus(index);
         for _attempt in 0..spaces.len().max(1) {
