@@ -21,7 +21,6 @@
 //! statistics for it, and hands the finished [`IntervalRecord`] to the
 //! [`Observer`] (the live display).
 
-pub mod mapped;
 mod sched;
 mod worker;
 

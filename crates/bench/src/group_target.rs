@@ -2,43 +2,75 @@
 //!
 //! The point of having the storage manager and the test kit in one tool:
 //! measure a database's files where Cairn keeps them, mirroring and striping
-//! included. Opening one:
+//! included, through the same data path a database would use. Opening one:
 //!
-//! 1. the group is found by discovery, locked and mounted, as `cairn group
-//!    mount` does; a file that does not exist is created at its `size=`;
+//! 1. the group is found by discovery, locked and mounted live
+//!    ([`group_admin::mount_live`]), and stays mounted for the whole run; a
+//!    file that does not exist is created at its `size=`;
 //! 2. every extent is initialised through the group: a new file the plan
-//!    reads is filled with data (reading never-written AUs would measure
-//!    nothing), any other extent never written is zeroed, so direct reads
-//!    return what the group would;
-//! 3. the file's whole extent map is taken ([`Group::map_file`]), the member
-//!    disks' handles are kept (duplicated from the mount's exclusive opens)
-//!    and the group is dismounted — but its lock is held until the run ends,
-//!    so no other Cairn process can mount it and move an extent under the
-//!    benchmark.
+//!    reads is filled with data (reading never-written extents would measure
+//!    nothing: they read as zeros without I/O), any other extent never
+//!    written is zeroed, so every read reaches the disks;
+//! 3. each worker gets duplicates of the member disks' exclusive handles for
+//!    its own engine, and drives the file through the data plane's engine
+//!    ([`cairn_store::group::FileIo`]): reads to the primary copy with
+//!    fallback, writes to every copy, a failed disk taken offline by the
+//!    metadata plane — the rules every other caller of the group follows.
 //!
-//! The I/O itself then goes straight from each worker's engine to the member
-//! disks through [`crate::engine::mapped::MappedEngine`]: reads to the primary
-//! copy, writes to every copy.
+//! When the last target of a group goes, the group is dismounted (every
+//! write made durable, the journal checkpointed) and its lock let go.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cairn_io::host::Host;
-use cairn_io::{DeviceFile, EngineKind, FileEngine, Geometry};
+use cairn_io::{DeviceFile, EngineKind, Geometry};
 use cairn_store::discovery::DiscoveryString;
-use cairn_store::group::{CreateOptions, FileMap, Group, GroupError, MissingDisks};
-use cairn_store::group_admin::{self, Mounted};
+use cairn_store::group::{CreateOptions, DataHandle, Group, GroupError, LiveGroup, MissingDisks};
+use cairn_store::group_admin::{self, LiveMounted};
 use cairn_store::group_lock::{self, GroupLock};
 use cairn_store::names::GroupPath;
+use cairn_store::placement::{Striping, FINE_STRIPE_BYTES};
 
 use crate::model::SdDef;
 use crate::pattern::DataPattern;
 
-/// Requests the mount's own engine may have in flight (metadata, the fill).
+/// Requests the metadata plane's engine may have in flight.
 const MOUNT_DEPTH: usize = 64;
 /// Bytes written through the group per request while filling a new file.
 const FILL_CHUNK_BYTES: u64 = 4 << 20;
+
+/// A group mounted live for a run: dismounted, and its lock let go, when the
+/// last of its files' targets is dropped.
+pub struct RunGroup {
+    live: Mutex<Option<LiveGroup>>,
+    _lock: GroupLock,
+}
+
+impl RunGroup {
+    /// The live group (until the run ends).
+    pub fn live(&self) -> Option<LiveGroup> {
+        self.live.lock().ok().and_then(|g| g.clone())
+    }
+}
+
+impl std::fmt::Debug for RunGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunGroup")
+    }
+}
+
+impl Drop for RunGroup {
+    fn drop(&mut self) {
+        let live = self.live.get_mut().ok().and_then(Option::take);
+        if let Some(live) = live {
+            // Every worker's engine is gone by now; if one is not, the
+            // journal covers what a checkpoint would have.
+            let _ = live.dismount();
+        }
+    }
+}
 
 /// One group file, open for a run.
 #[derive(Debug)]
@@ -46,9 +78,16 @@ pub struct GroupFileTarget {
     /// As the plan names it: `+DATA/bench/f1`.
     pub path: GroupPath,
     pub redundancy: &'static str,
-    pub map: Arc<FileMap>,
+    /// The group, mounted live for the run.
+    pub group: Arc<RunGroup>,
+    /// The file's number in the group.
+    pub number: u32,
+    /// Copies per extent, and the stripe unit (for the engine's fan-out).
+    pub copies: usize,
+    pub stripe_unit_bytes: u64,
     /// The member disks the file has extents on: disk number, the path it
-    /// was found at, and its handle (exclusive, direct I/O).
+    /// was found at, and a handle (exclusive, direct I/O) to duplicate for
+    /// each worker's engine.
     pub members: Vec<(u16, PathBuf, DeviceFile)>,
     /// The file as one device: its size, the group's sector, the members'
     /// smallest maximum transfer.
@@ -58,8 +97,6 @@ pub struct GroupFileTarget {
     /// (`io_uring`, `sync`).
     pub engine: EngineKind,
     pub mount_engine: &'static str,
-    /// Held for the whole run, shared by the group's files in the plan.
-    _lock: Arc<GroupLock>,
 }
 
 /// What opening group files needs besides the sds.
@@ -117,42 +154,44 @@ pub fn open_group_files(
     let Some((first_sd, first_path)) = sds.first() else {
         return Ok(Vec::new());
     };
-    let mut engine: Box<dyn FileEngine> = cairn_io::new_file_engine(open.engine, MOUNT_DEPTH)
-        .map_err(|e| {
-            fail(
-                first_sd,
-                first_path,
-                format!("cannot start an I/O engine: {e}"),
-            )
-        })?;
-    let Mounted {
-        mut group,
+    let LiveMounted {
+        group: live,
         lock,
         paths,
+        members,
         ..
-    } = group_admin::mount_with(
-        engine.as_mut(),
+    } = group_admin::mount_live(
         open.host,
         open.discovery,
         first_path.group.as_str(),
         &group_lock::run_dir(),
         // A member discovery misses is not lost: refuse, changing nothing.
         MissingDisks::Refuse,
+        open.engine,
+        MOUNT_DEPTH,
     )
     .map_err(|e| fail(first_sd, first_path, format!("{e}")))?;
-
+    let mount_engine = live
+        .meta(|g| g.engine().name())
+        .map_err(|e| fail(first_sd, first_path, format!("{e}")))?;
     let mut prepared: Vec<Prepared> = Vec::new();
     let mut created: Vec<GroupPath> = Vec::new();
     let outcome = (|| -> Result<(), GroupTargetError> {
-        check_before_any_write(&group, sds, open)?;
+        let mut handle = live
+            .handle(MOUNT_DEPTH)
+            .map_err(|e| fail(first_sd, first_path, format!("{e}")))?;
+        live.meta(|g| check_before_any_write(g, sds, open))
+            .map_err(|e| fail(first_sd, first_path, format!("{e}")))??;
         for (sd, path) in sds {
             // Names are case-blind: two spellings of one file share it.
-            let number = group.open(path).ok().map(|info| info.number);
+            let number = live
+                .meta(|g| g.open(path).ok().map(|info| info.number))
+                .map_err(|e| fail(sd, path, format!("{e}")))?;
             if let Some(i) = number.and_then(|n| prepared.iter().position(|p| p.number == n)) {
                 prepared.push(prepared[i].clone());
                 continue;
             }
-            let p = prepare(&mut group, sd, path, open, &mut created)
+            let p = prepare(&live, &mut handle, sd, path, open, &mut created)
                 .map_err(|message| fail(sd, path, message))?;
             prepared.push(p);
         }
@@ -160,47 +199,50 @@ pub fn open_group_files(
     })();
     if let Err(mut e) = outcome {
         // Leave nothing this call made: the files it created go again.
-        let kept = created
-            .iter()
-            .filter(|path| group.remove(path).is_err())
-            .count();
-        let dismounted = group.dismount();
+        let kept = live
+            .meta(|g| {
+                created
+                    .iter()
+                    .filter(|path| g.remove(path).is_err())
+                    .count()
+            })
+            .unwrap_or(created.len());
+        let dismounted = live.dismount();
         if kept > 0 || dismounted.is_err() {
             // Try once more from a fresh mount (our lock and handles let go
             // first); say what is left if that fails.
             drop(lock);
-            drop(engine);
+            drop(members);
             if let Err(left) = remove_created(open.host, open.discovery, open.engine, &created) {
                 e.message = format!("{}; {left}", e.message);
             }
         }
         return Err(e);
     }
-    let redundancy = group.redundancy().as_str();
-    let dismounted = group.dismount().map_err(|e| {
-        fail(
-            first_sd,
-            first_path,
-            format!("cannot dismount the group: {e}"),
-        )
+    let redundancy = live
+        .meta(|g| g.redundancy().as_str())
+        .map_err(|e| fail(first_sd, first_path, format!("{e}")))?;
+    let run = Arc::new(RunGroup {
+        live: Mutex::new(Some(live)),
+        _lock: lock,
     });
-    let handed_out = dismounted.and_then(|()| {
-        hand_out(
-            sds,
-            &prepared,
-            redundancy,
-            open.engine,
-            engine.as_ref(),
-            &paths,
-            lock,
-        )
-    });
+    let handed_out = hand_out(
+        sds,
+        &prepared,
+        redundancy,
+        open.engine,
+        mount_engine,
+        &members,
+        &paths_by_disk(&run, &paths),
+        &run,
+    );
     match handed_out {
         Ok(out) => Ok(out),
         Err(mut e) => {
-            // The lock went with the failed hand-out; the engine's handles
-            // go now, then the files this call made are removed.
-            drop(engine);
+            // The group goes with the failed hand-out; then the files this
+            // call made are removed.
+            drop(run);
+            drop(members);
             if let Err(left) = remove_created(open.host, open.discovery, open.engine, &created) {
                 e.message = format!("{}; {left}", e.message);
             }
@@ -209,19 +251,29 @@ pub fn open_group_files(
     }
 }
 
-/// The prepared files as targets: each with duplicated member handles (the
-/// mount's hold the disks exclusively; duplicates keep that claim once the
-/// mount's engine is gone) and the group's lock.
+/// The path each member disk was found at, by disk number.
+fn paths_by_disk(run: &RunGroup, paths: &BTreeMap<u32, PathBuf>) -> BTreeMap<u16, PathBuf> {
+    run.live()
+        .and_then(|live| live.meta(|g| g.member_devices()).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(disk, id)| Some((disk, paths.get(&id.0)?.clone())))
+        .collect()
+}
+
+/// The prepared files as targets, each with duplicates of its member disks'
+/// handles and the group.
+#[allow(clippy::too_many_arguments)]
 fn hand_out(
     sds: &[(&SdDef, GroupPath)],
     prepared: &[Prepared],
     redundancy: &'static str,
     engine_kind: EngineKind,
-    engine: &dyn FileEngine,
-    paths: &BTreeMap<u32, PathBuf>,
-    lock: GroupLock,
+    mount_engine: &'static str,
+    members: &BTreeMap<u16, DeviceFile>,
+    paths: &BTreeMap<u16, PathBuf>,
+    run: &Arc<RunGroup>,
 ) -> Result<Vec<Arc<GroupFileTarget>>, GroupTargetError> {
-    let lock = Arc::new(lock);
     let mut out: Vec<Arc<GroupFileTarget>> = Vec::new();
     for (k, p) in prepared.iter().enumerate() {
         if let Some(i) = prepared[..k].iter().position(|q| q.number == p.number) {
@@ -229,29 +281,29 @@ fn hand_out(
             continue;
         }
         let (sd, path) = &sds[k];
-        let mut members = Vec::new();
-        for (disk, id) in &p.disks {
-            let device = engine
-                .device(*id)
+        let mut handles = Vec::new();
+        for disk in &p.disks {
+            let device = members
+                .get(disk)
                 .ok_or_else(|| fail(sd, path, format!("member disk {disk} is not open")))?
                 .try_clone()
                 .map_err(|e| fail(sd, path, format!("cannot share member disk {disk}: {e}")))?;
             let found_at = paths
-                .get(&id.0)
+                .get(disk)
                 .cloned()
                 .unwrap_or_else(|| device.path().to_path_buf());
-            members.push((*disk, found_at, device));
+            handles.push((*disk, found_at, device));
         }
         let geometry = Geometry {
             size_bytes: p.size_bytes,
             logical_sector_bytes: p.sector_bytes,
-            physical_sector_bytes: members
+            physical_sector_bytes: handles
                 .iter()
                 .map(|(_, _, d)| d.geometry().physical_sector_bytes)
                 .max()
                 .unwrap_or(p.sector_bytes)
                 .max(p.sector_bytes),
-            max_transfer_bytes: members
+            max_transfer_bytes: handles
                 .iter()
                 .map(|(_, _, d)| d.geometry().max_transfer_bytes)
                 .min()
@@ -261,13 +313,15 @@ fn hand_out(
         out.push(Arc::new(GroupFileTarget {
             path: p.path.clone(),
             redundancy,
-            map: p.map.clone(),
-            members,
+            group: run.clone(),
+            number: p.number,
+            copies: p.copies,
+            stripe_unit_bytes: p.stripe_unit_bytes,
+            members: handles,
             geometry,
             created: p.created,
             engine: engine_kind,
-            mount_engine: engine.name(),
-            _lock: lock.clone(),
+            mount_engine,
         }));
     }
     Ok(out)
@@ -321,20 +375,23 @@ struct Prepared {
     created: bool,
     size_bytes: u64,
     sector_bytes: u32,
-    map: Arc<FileMap>,
-    /// Member disk number → the mount engine's device.
-    disks: BTreeMap<u16, cairn_io::DeviceId>,
+    copies: usize,
+    stripe_unit_bytes: u64,
+    /// The member disks the file has extents on.
+    disks: Vec<u16>,
 }
 
 fn prepare(
-    group: &mut Group<'_>,
+    live: &LiveGroup,
+    handle: &mut DataHandle,
     sd: &SdDef,
     path: &GroupPath,
     open: &mut GroupOpen<'_>,
     created: &mut Vec<GroupPath>,
 ) -> Result<Prepared, String> {
-    let sector = u64::from(group.sector_bytes());
-    let info = match group.open(path) {
+    let meta_err = |e: GroupError| format!("{e}");
+    let sector = u64::from(live.meta(|g| g.sector_bytes()).map_err(meta_err)?);
+    let info = match live.meta(|g| g.open(path)).map_err(meta_err)? {
         Ok(info) => info,
         Err(GroupError::NotFound(_)) => {
             let Some(size) = sd.size_bytes else {
@@ -347,44 +404,48 @@ fn prepare(
                 parents: true,
                 ..CreateOptions::default()
             };
-            let info = group
-                .create_file(path, size, &options)
+            let info = live
+                .meta(|g| g.create_file(path, size, &options))
+                .map_err(meta_err)?
                 .map_err(|e| format!("cannot create it: {e}"))?;
             created.push(path.clone());
             if open.reads {
-                fill(group, info.number, size, open.fill_progress)?;
+                fill(handle, info.number, size, open.fill_progress)?;
             }
             info
         }
         Err(e) => return Err(format!("{e}")),
     };
-    group
-        .initialize_file(info.number)
+    live.meta(|g| g.initialize_file(info.number))
+        .map_err(meta_err)?
         .map_err(|e| format!("cannot initialise its extents: {e}"))?;
-    let map = group
-        .map_file(info.number)
-        .map_err(|e| format!("cannot map it: {e}"))?;
-    let mut disks = BTreeMap::new();
-    for disk in map.disks() {
-        let id = group
-            .disk_device(disk)
-            .ok_or_else(|| format!("member disk {disk} is offline"))?;
-        disks.insert(disk, id);
-    }
+    let snap = handle
+        .file(info.number)
+        .ok_or_else(|| "it went away while it was prepared".to_string())?;
+    let mut disks: Vec<u16> = snap
+        .extents()
+        .flat_map(|e| e.copies().iter().map(|c| c.disk).collect::<Vec<_>>())
+        .collect();
+    disks.sort_unstable();
+    disks.dedup();
     Ok(Prepared {
         path: path.clone(),
         number: info.number,
         created: created.contains(path),
         size_bytes: info.size_bytes,
-        sector_bytes: group.sector_bytes(),
-        map: Arc::new(map),
+        sector_bytes: snap.sector_bytes,
+        copies: usize::from(snap.copies),
+        stripe_unit_bytes: match snap.layout.striping {
+            Striping::Coarse => snap.au_bytes,
+            Striping::Fine => FINE_STRIPE_BYTES.min(snap.au_bytes),
+        },
         disks,
     })
 }
 
 /// Write data over a new file through the group, so reads reach the disks.
 fn fill(
-    group: &mut Group<'_>,
+    handle: &mut DataHandle,
     number: u32,
     size: u64,
     progress: &mut dyn FnMut(u64, u64) -> bool,
@@ -397,7 +458,7 @@ fn fill(
         let len = FILL_CHUNK_BYTES.min(size - offset) as usize;
         counter += 1;
         pattern.fill(&mut buf[..len], offset, counter);
-        group
+        handle
             .write(number, offset, &buf[..len])
             .map_err(|e| format!("filling it failed: {e}"))?;
         offset += len as u64;
@@ -405,7 +466,7 @@ fn fill(
             return Err("filling it was interrupted".into());
         }
     }
-    group.sync().map_err(|e| format!("filling it failed: {e}"))
+    handle.sync().map_err(|e| format!("filling it failed: {e}"))
 }
 
 /// Remove group files a refused run created: mount the group again (after

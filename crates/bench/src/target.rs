@@ -28,7 +28,6 @@ use cairn_io::host::Host;
 use cairn_io::probe::DeviceKind;
 use cairn_io::{AlignedBuf, DeviceFile, EngineKind, Geometry, Op, OpenMode, Request};
 use cairn_store::discovery::DiscoveryString;
-use cairn_store::group::FileMap;
 use cairn_store::names::GroupPath;
 
 use crate::group_target::{self, GroupFileTarget, GroupOpen, GroupTargetError};
@@ -54,8 +53,9 @@ pub enum Backing {
 pub enum SdBacking {
     Device(DeviceFile),
     GroupFile {
-        map: Arc<FileMap>,
-        /// Member disk number and its handle.
+        /// The file and its group (mounted live for the run).
+        file: Arc<GroupFileTarget>,
+        /// Member disk number and the worker's own handle on it.
         members: Vec<(u16, DeviceFile)>,
     },
 }
@@ -137,7 +137,7 @@ impl Target {
         Ok(match &self.backing {
             Backing::Device(d) => SdBacking::Device(d.try_clone()?),
             Backing::GroupFile(g) => SdBacking::GroupFile {
-                map: g.map.clone(),
+                file: g.clone(),
                 members: g
                     .members
                     .iter()

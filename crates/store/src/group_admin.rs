@@ -702,6 +702,17 @@ pub fn mount_read_only<'e>(
     mount_inner(engine, host, discovery, name, run_dir, None)
 }
 
+/// A group found, locked, and its members opened and attached.
+struct Opened {
+    wanted: String,
+    uuid: uuid::Uuid,
+    lock: GroupLock,
+    devices: Vec<cairn_io::DeviceId>,
+    paths: BTreeMap<u32, PathBuf>,
+    /// Members that could not be opened, said as warnings.
+    unopened: Vec<String>,
+}
+
 /// `missing_disks`: `Some` for a writer, `None` for a read-only mount.
 fn mount_inner<'e>(
     engine: &'e mut dyn FileEngine,
@@ -711,6 +722,55 @@ fn mount_inner<'e>(
     run_dir: &Path,
     missing_disks: Option<group::MissingDisks>,
 ) -> Result<Mounted<'e>, GroupAdminError> {
+    let opened = open_group(
+        engine,
+        host,
+        discovery,
+        name,
+        run_dir,
+        missing_disks.is_some(),
+    )?;
+    let selector = GroupSelector::Uuid(opened.uuid);
+    let mounted = match missing_disks {
+        Some(missing) => group::mount_with(engine, &opened.devices, &selector, missing),
+        None => group::mount_read_only(engine, &opened.devices, &selector),
+    };
+    let (group, mut report) = mounted.map_err(|e| mount_error(e, &opened))?;
+    report.warnings.splice(0..0, opened.unopened);
+    Ok(Mounted {
+        group,
+        report,
+        lock: opened.lock,
+        paths: opened.paths,
+    })
+}
+
+/// A mount's error, said with the group and with why a member was missing.
+fn mount_error(e: GroupError, opened: &Opened) -> GroupError {
+    let wanted = &opened.wanted;
+    match (e, opened.unopened.first()) {
+        (GroupError::Mount(m), Some(why)) => GroupError::Mount(format!("{m} ({why})")),
+        // What mount itself cannot do without: said plainly, with the group.
+        (GroupError::Unreadable(m), _) => {
+            GroupError::Mount(format!("group {wanted} cannot be mounted: {m}"))
+        }
+        (GroupError::Corrupt(m) | GroupError::Lost(m), _) => GroupError::Mount(format!(
+            "group {wanted} cannot be mounted: {m}; this is metadata every file depends on, so Cairn cannot reach the group's files — keep the disks as they are"
+        )),
+        (e, _) => e,
+    }
+}
+
+/// Find group `name` by discovery, lock it (exclusively to write, shared to
+/// read) and attach its members to `engine`.
+fn open_group(
+    engine: &mut dyn FileEngine,
+    host: &Host,
+    discovery: &DiscoveryString,
+    name: &str,
+    run_dir: &Path,
+    write: bool,
+) -> Result<Opened, GroupAdminError> {
     let wanted = name.trim_start_matches('+').to_ascii_uppercase();
     let groups = find_groups(host, discovery)?;
     let matching: Vec<&FoundGroup> = groups.iter().filter(|g| g.name == wanted).collect();
@@ -741,17 +801,19 @@ fn mount_inner<'e>(
         }
     };
     group.refuse_clones()?;
-    let lock = match missing_disks {
-        Some(_) => GroupLock::acquire(run_dir, group.uuid, &wanted)?,
-        None => GroupLock::acquire_shared(run_dir, group.uuid, &wanted)?,
+    let lock = if write {
+        GroupLock::acquire(run_dir, group.uuid, &wanted)?
+    } else {
+        GroupLock::acquire_shared(run_dir, group.uuid, &wanted)?
     };
     let mut devices = Vec::new();
     let mut paths = BTreeMap::new();
     let mut unopened = Vec::new();
     for member in &group.disks {
-        let opened = match missing_disks {
-            Some(_) => open_member(host, &member.path),
-            None => DeviceFile::open(&member.path, OpenMode::READ, host).map_err(AdminError::from),
+        let opened = if write {
+            open_member(host, &member.path)
+        } else {
+            DeviceFile::open(&member.path, OpenMode::READ, host).map_err(AdminError::from)
         };
         match opened {
             Ok(device) => {
@@ -774,29 +836,108 @@ fn mount_inner<'e>(
             Err(e) => return Err(e.into()),
         }
     }
-    let selector = GroupSelector::Uuid(group.uuid);
-    let mounted = match missing_disks {
-        Some(missing) => group::mount_with(engine, &devices, &selector, missing),
-        None => group::mount_read_only(engine, &devices, &selector),
-    };
-    let (group, mut report) = mounted.map_err(|e| match (e, unopened.first()) {
-        (GroupError::Mount(m), Some(why)) => GroupError::Mount(format!("{m} ({why})")),
-        // What mount itself cannot do without: said plainly, with the group.
-        (GroupError::Unreadable(m), _) => {
-            GroupError::Mount(format!("group {wanted} cannot be mounted: {m}"))
-        }
-        (GroupError::Corrupt(m) | GroupError::Lost(m), _) => GroupError::Mount(format!(
-            "group {wanted} cannot be mounted: {m}; this is metadata every file depends on, so Cairn cannot reach the group's files — keep the disks as they are"
-        )),
-        (e, _) => e,
-    })?;
-    report.warnings.splice(0..0, unopened);
-    Ok(Mounted {
-        group,
-        report,
+    Ok(Opened {
+        wanted,
+        uuid: group.uuid,
         lock,
+        devices,
         paths,
+        unopened,
     })
+}
+
+/// A group mounted live ([`mount_live`]).
+pub struct LiveMounted {
+    pub group: group::LiveGroup,
+    pub report: MountReport,
+    /// Held until dropped.
+    pub lock: GroupLock,
+    /// The path each member was opened by, by its device id in the metadata
+    /// plane's engine.
+    pub paths: BTreeMap<u32, PathBuf>,
+    /// Duplicates of the members' handles, by member disk number, for
+    /// callers that attach them to engines of their own.
+    pub members: BTreeMap<u16, DeviceFile>,
+}
+
+/// Find group `name`, lock it and mount it live for writing: the metadata
+/// plane on an engine of `kind` it owns, and data handles on engines of the
+/// same kind over duplicates of the members' exclusive handles.
+pub fn mount_live(
+    host: &Host,
+    discovery: &DiscoveryString,
+    name: &str,
+    run_dir: &Path,
+    missing_disks: group::MissingDisks,
+    kind: cairn_io::EngineKind,
+    depth: usize,
+) -> Result<LiveMounted, GroupAdminError> {
+    let mut engine = cairn_io::new_file_engine(kind, depth)
+        .map_err(|e| GroupAdminError::Invalid(format!("cannot start an I/O engine: {e}")))?;
+    let opened = open_group(engine.as_mut(), host, discovery, name, run_dir, true)?;
+    let mut files = BTreeMap::new();
+    for id in &opened.devices {
+        let device = engine
+            .device(*id)
+            .ok_or_else(|| GroupAdminError::Invalid(format!("device {} is not attached", id.0)))?
+            .try_clone()
+            .map_err(|e| {
+                GroupAdminError::Invalid(format!("cannot share a member's handle: {e}"))
+            })?;
+        files.insert(*id, device);
+    }
+    let selector = GroupSelector::Uuid(opened.uuid);
+    let engine: Box<dyn cairn_io::IoEngine> = engine;
+    let (group, mut report) = group::mount_owned(engine, &opened.devices, &selector, missing_disks)
+        .map_err(|e| mount_error(e, &opened))?;
+    let mut members = BTreeMap::new();
+    for (disk, id) in group.member_devices() {
+        if let Some(file) = files.get(&id) {
+            let dup = file.try_clone().map_err(|e| {
+                GroupAdminError::Invalid(format!("cannot share a member's handle: {e}"))
+            })?;
+            members.insert(disk, dup);
+        }
+    }
+    report.warnings.splice(0..0, opened.unopened);
+    let source = FileSource { kind, files };
+    Ok(LiveMounted {
+        group: group::LiveGroup::new(group, Box::new(source)),
+        report,
+        lock: opened.lock,
+        paths: opened.paths,
+        members,
+    })
+}
+
+/// Engines for data handles of a live group on real disks: each a new engine
+/// of one kind, with duplicates of the members' handles attached.
+struct FileSource {
+    kind: cairn_io::EngineKind,
+    /// By the metadata plane's device id.
+    files: BTreeMap<cairn_io::DeviceId, DeviceFile>,
+}
+
+impl group::EngineSource for FileSource {
+    fn engine(
+        &self,
+        disks: &BTreeMap<u16, cairn_io::DeviceId>,
+        depth: usize,
+    ) -> Result<group::live::HandleEngine, GroupError> {
+        let mut engine = cairn_io::new_file_engine(self.kind, depth)
+            .map_err(|e| GroupError::Invalid(format!("cannot start an I/O engine: {e}")))?;
+        let mut ids = BTreeMap::new();
+        for (disk, meta_id) in disks {
+            let Some(file) = self.files.get(meta_id) else {
+                continue;
+            };
+            let dup = file
+                .try_clone()
+                .map_err(|e| GroupError::Invalid(format!("cannot share a member's handle: {e}")))?;
+            ids.insert(*disk, engine.attach(dup));
+        }
+        Ok((engine, ids))
+    }
 }
 
 /// How long a member disk may stay busy after its previous owner died: the

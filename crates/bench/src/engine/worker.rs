@@ -21,8 +21,8 @@ use crate::pattern::{check_unit, seal_unit, DataPattern, UnitHeader};
 use crate::result::ValidationError;
 use crate::target::SdBacking;
 
-use super::mapped::{MappedEngine, Mapping};
 use super::sched::{IoSpec, Next, SdSched};
+use cairn_store::group::{FileIo, Mapping};
 
 /// How long the end of a run waits for I/Os still in flight.
 const DRAIN_MAX: Duration = Duration::from_secs(30);
@@ -265,9 +265,12 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
                 .iter()
                 .map(|sd| {
                     let fan_out = match &sd.backing {
-                        Some(SdBacking::GroupFile { map, members }) => {
-                            MappedEngine::fan_out(map, members.len(), sd.max_len)
-                        }
+                        Some(SdBacking::GroupFile { file, members }) => FileIo::fan_out(
+                            file.copies,
+                            members.len(),
+                            file.stripe_unit_bytes,
+                            sd.max_len,
+                        ),
                         _ => 1,
                     };
                     sd.slots as usize * fan_out
@@ -299,8 +302,11 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
                     .ok_or_else(|| format!("sd={}: no device to drive", sd.name))?;
                 mappings.push(match backing {
                     SdBacking::Device(device) => Mapping::Direct(engine.attach(device)),
-                    SdBacking::GroupFile { map, members } => Mapping::GroupFile {
-                        map,
+                    SdBacking::GroupFile { file, members } => Mapping::GroupFile {
+                        group: file.group.live().ok_or_else(|| {
+                            format!("sd={}: the group was dismounted before the run", sd.name)
+                        })?,
+                        number: file.number,
                         disks: members
                             .into_iter()
                             .map(|(disk, device)| (disk, engine.attach(device)))
@@ -324,7 +330,7 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
             // A group file among them: every sd is a device of the wrapper,
             // numbered in order.
             let ids = (0..mappings.len() as u32).map(DeviceId).collect();
-            let engine = MappedEngine::new(engine as Box<dyn IoEngine>, mappings, depth);
+            let engine = FileIo::new(engine as Box<dyn IoEngine>, mappings, depth);
             Ok((Box::new(engine) as Box<dyn IoEngine>, ids, flags))
         }
     }
