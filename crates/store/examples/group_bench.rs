@@ -64,6 +64,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let outcome = match args.first().map(String::as_str) {
         Some("direct-path") => direct_path(&args[1..]),
+        Some("data-plane") => data_plane(&args[1..]),
         Some("create-1pib") => create_1pib(&args[1..]),
         Some("mount-phase") => mount_phase(&args[1..]),
         _ => Err(usage().into()),
@@ -75,7 +76,7 @@ fn main() {
 }
 
 fn usage() -> &'static str {
-    "usage:\n  group_bench direct-path --device /dev/loopN [--seconds 10] [--rounds 3] [--file-mib 1024] [--no-fio] [--no-per-io] [--quiet-wait 10] [--ios N] [--lookup-calls N]\n  group_bench create-1pib --dir DIR [--disks 64] [--disk-bytes N] [--au-mib 4]"
+    "usage:\n  group_bench data-plane --device /dev/loopN [--seconds 5] [--rounds 3] [--file-mib 1024] [--quiet-wait 10]\n  group_bench direct-path --device /dev/loopN [--seconds 10] [--rounds 3] [--file-mib 1024] [--no-fio] [--no-per-io] [--quiet-wait 10] [--ios N] [--lookup-calls N]\n  group_bench create-1pib --dir DIR [--disks 64] [--disk-bytes N] [--au-mib 4]"
 }
 
 /// `--name value` options.
@@ -1278,5 +1279,379 @@ fn mount_phase(args: &[String]) -> BenchResult<()> {
         "  peak RSS of the mount process (VmHWM): {hwm_mounted_kib} KiB ({:.1} MiB) after mount, {hwm_end_kib} KiB after check + dismount; {hwm_start_kib} KiB at start; ru_maxrss {maxrss_kib} KiB",
         hwm_mounted_kib as f64 / 1024.0
     );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The data plane against the raw device, from several threads
+
+/// A workload of the data-plane benchmark.
+#[derive(Debug, Clone, Copy)]
+enum Mix {
+    /// 8 KiB random reads.
+    Read,
+    /// 8 KiB random I/O, 70% reads and 30% writes.
+    Oltp,
+}
+
+impl Mix {
+    fn name(self) -> &'static str {
+        match self {
+            Mix::Read => "8K random read",
+            Mix::Oltp => "8K random 70/30 r/w",
+        }
+    }
+}
+
+/// One thread's way to do one I/O: (write?, file offset, buffer).
+type OneIo = Box<dyn FnMut(bool, u64, &mut [u8]) -> BenchResult<()> + Send>;
+/// Makes a thread's [`OneIo`].
+type MakeIo<'a> = dyn Fn() -> BenchResult<OneIo> + Sync + 'a;
+
+/// One side's figures for one run: I/Os per second and latency percentiles.
+struct ThreadsFigures {
+    iops: f64,
+    p50_us: u64,
+    p99_us: u64,
+}
+
+/// Run `threads` threads for `seconds`, each doing QD1 I/O of `io_bytes` at
+/// random offsets of a `span`-byte file through `io` (made per thread).
+fn run_threads(
+    threads: usize,
+    seconds: u64,
+    span: u64,
+    io_bytes: u64,
+    mix: Mix,
+    seed: u64,
+    make: &MakeIo<'_>,
+) -> BenchResult<ThreadsFigures> {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let results: Vec<Result<(u64, LatencyHistogram), String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || -> Result<(u64, LatencyHistogram), String> {
+                    let mut io = make().map_err(|e| e.to_string())?;
+                    let mut rng = Rng(seed ^ ((t as u64 + 1) * 0x1234_5678));
+                    let mut buf = vec![0x5Au8; io_bytes as usize];
+                    let mut histogram = LatencyHistogram::new();
+                    let mut ios = 0u64;
+                    let slots = span / io_bytes;
+                    while Instant::now() < deadline {
+                        let offset = rng.below(slots) * io_bytes;
+                        let write = matches!(mix, Mix::Oltp) && rng.below(10) < 3;
+                        let started = Instant::now();
+                        io(write, offset, &mut buf).map_err(|e| e.to_string())?;
+                        histogram.record(started.elapsed());
+                        ios += 1;
+                    }
+                    Ok((ios, histogram))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a thread panicked".to_string()))
+            })
+            .collect()
+    });
+    let mut total = 0u64;
+    let mut merged = LatencyHistogram::new();
+    for r in results {
+        let (ios, h) = r?;
+        total += ios;
+        for (a, b) in merged.counts.iter_mut().zip(&h.counts) {
+            *a += b;
+        }
+    }
+    Ok(ThreadsFigures {
+        iops: total as f64 / seconds as f64,
+        p50_us: merged.percentile_us(0.50),
+        p99_us: merged.percentile_us(0.99),
+    })
+}
+
+/// Makes a data handle's engine: a new io_uring engine with a duplicate of
+/// the device attached.
+struct OneDevice {
+    file: DeviceFile,
+}
+
+impl cairn_store::group::EngineSource for OneDevice {
+    fn engine(
+        &self,
+        disks: &std::collections::BTreeMap<u16, DeviceId>,
+        depth: usize,
+    ) -> Result<cairn_store::group::live::HandleEngine, cairn_store::group::GroupError> {
+        let mut engine = new_file_engine(EngineKind::Uring, depth)
+            .map_err(|e| cairn_store::group::GroupError::Invalid(e.to_string()))?;
+        let mut ids = std::collections::BTreeMap::new();
+        for disk in disks.keys() {
+            let dup = self
+                .file
+                .try_clone()
+                .map_err(|e| cairn_store::group::GroupError::Invalid(e.to_string()))?;
+            ids.insert(*disk, engine.attach(dup));
+        }
+        Ok((engine, ids))
+    }
+}
+
+fn data_plane(args: &[String]) -> BenchResult<()> {
+    let options = Options::parse(args)?;
+    let device_path = PathBuf::from(
+        options
+            .text("device")
+            .ok_or("data-plane needs --device /dev/loopN (the device is overwritten)")?,
+    );
+    let seconds = options.number("seconds", 5)?.max(1);
+    let rounds = options.number("rounds", 3)?.max(1);
+    let file_bytes = options.number("file-mib", 1024)? * MIB;
+    let quiet_wait = options.number("quiet-wait", 10)?;
+    let io_bytes = 8 * KIB;
+    let au_bytes = 4 * MIB;
+    if file_bytes == 0 || !file_bytes.is_multiple_of(au_bytes) {
+        return Err(format!(
+            "--file-mib must be a positive multiple of {}",
+            au_bytes / MIB
+        )
+        .into());
+    }
+    let thread_counts = [1usize, 2, 4];
+
+    // The group: one external-redundancy file, written whole once.
+    let (number, raw_start) = {
+        let mut engine = uring_engine(DEPTH_MAX)?;
+        let file = DeviceFile::open(&device_path, OpenMode::WRITE_EXCLUSIVE, &Host::real())?;
+        let device = engine.attach(file);
+        write_label(engine.as_mut(), device, &label_spec("BENCH_0000")?)?;
+        let spec = GroupSpec {
+            name: "BENCH".into(),
+            redundancy: Redundancy::External,
+            au_bytes,
+            sector_bytes: None,
+            force: true,
+            now_unix_seconds: now_unix_seconds(),
+            group_uuid: Uuid::new_v4(),
+        };
+        let engine_ref: &mut dyn IoEngine = engine.as_mut();
+        let mut group = create(
+            engine_ref,
+            &[NewDisk {
+                device,
+                failgroup: None,
+            }],
+            &spec,
+        )?;
+        let number = group
+            .create_file(
+                &GroupPath::parse("+BENCH/f")?,
+                file_bytes,
+                &CreateOptions::default(),
+            )?
+            .number;
+        let mut chunk = vec![0u8; au_bytes as usize];
+        for (i, b) in chunk.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        for au in 0..file_bytes / au_bytes {
+            group.write(number, au * au_bytes, &chunk)?;
+        }
+        // The raw side's region: the last `file_bytes` of the disk's AUs,
+        // past every AU the group uses.
+        let used_end = group
+            .extents(number)
+            .unwrap_or(&[])
+            .iter()
+            .flat_map(|e| e.copies().iter().map(|c| u64::from(c.au) + 1))
+            .max()
+            .unwrap_or(0)
+            * au_bytes;
+        let disk_aus = group.disks()[0].total_aus;
+        let layout_end = AtLayout::for_disk(group.disks()[0].size_bytes, au_bytes)
+            .map_or(0, |l| l.au_count)
+            * au_bytes;
+        let raw_start = layout_end.saturating_sub(file_bytes);
+        if raw_start < used_end || disk_aus == 0 {
+            return Err(format!(
+                "the device is too small: the file ends at {} MiB, the raw region would start at {} MiB; give a bigger device or a smaller --file-mib",
+                used_end / MIB,
+                raw_start / MIB
+            )
+            .into());
+        }
+        group.dismount()?;
+        (number, raw_start)
+    };
+
+    // Mounted live: the metadata plane's engine, and one engine per thread.
+    let file = DeviceFile::open(&device_path, OpenMode::WRITE_EXCLUSIVE, &Host::real())?;
+    let mut meta_engine = uring_engine(DEPTH_MAX)?;
+    let device = meta_engine.attach(file.try_clone()?);
+    let meta_engine: Box<dyn IoEngine> = meta_engine;
+    let (group, _) = cairn_store::group::mount_owned(
+        meta_engine,
+        &[device],
+        &GroupSelector::Name("BENCH".into()),
+        cairn_store::group::MissingDisks::Refuse,
+    )?;
+    let live = cairn_store::group::LiveGroup::new(
+        group,
+        Box::new(OneDevice {
+            file: file.try_clone()?,
+        }),
+    );
+    println!(
+        "device {}: external-redundancy group, {} MiB AUs, file of {} MiB; raw region {}..{} MiB; QD1 per thread, {} s per side, {} rounds",
+        device_path.display(),
+        au_bytes / MIB,
+        file_bytes / MIB,
+        raw_start / MIB,
+        (raw_start + file_bytes) / MIB,
+        seconds,
+        rounds
+    );
+
+    let raw_io = || -> BenchResult<OneIo> {
+        let mut engine = new_file_engine(EngineKind::Uring, 4)?;
+        let id = engine.attach(file.try_clone()?);
+        Ok(Box::new(move |write, offset, buf: &mut [u8]| {
+            let at = raw_start + offset;
+            if write {
+                engine.write_at(id, at, AlignedBuf::from_slice(buf), false)?;
+            } else {
+                let data = engine.read_at(id, at, buf.len())?;
+                buf.copy_from_slice(&data[..]);
+            }
+            Ok(())
+        }))
+    };
+    let group_io = || -> BenchResult<OneIo> {
+        let mut handle = live.handle(4)?;
+        Ok(Box::new(move |write, offset, buf: &mut [u8]| {
+            if write {
+                handle.write(number, offset, buf)?;
+            } else {
+                handle.read(number, offset, buf)?;
+            }
+            Ok(())
+        }))
+    };
+
+    for mix in [Mix::Read, Mix::Oltp] {
+        for &threads in &thread_counts {
+            let mut raw = Vec::new();
+            let mut grp = Vec::new();
+            let mut lines = Vec::new();
+            for round in 0..rounds {
+                // Alternate which side goes first.
+                for side in 0..2 {
+                    let group_side = (side + round as usize) % 2 == 1;
+                    quiet_gate(Duration::from_secs(quiet_wait));
+                    let figures = if group_side {
+                        run_threads(
+                            threads, seconds, file_bytes, io_bytes, mix, round, &group_io,
+                        )?
+                    } else {
+                        run_threads(threads, seconds, file_bytes, io_bytes, mix, round, &raw_io)?
+                    };
+                    lines.push(format!(
+                        "    round {} {:5}: {:>9.0} IOPS  p50 {:>4} µs  p99 {:>5} µs",
+                        round + 1,
+                        if group_side { "group" } else { "raw" },
+                        figures.iops,
+                        figures.p50_us,
+                        figures.p99_us
+                    ));
+                    if group_side {
+                        grp.push(figures.iops);
+                    } else {
+                        raw.push(figures.iops);
+                    }
+                }
+            }
+            let paired: Vec<f64> = grp.iter().zip(&raw).map(|(g, r)| g / r).collect();
+            let ratio = median(&mut grp.clone()) / median(&mut raw.clone());
+            println!(
+                "{} from {threads} thread{}: group/raw {:.3}× (medians {:.0} / {:.0} IOPS; paired per round {})",
+                mix.name(),
+                if threads == 1 { "" } else { "s" },
+                ratio,
+                median(&mut grp.clone()),
+                median(&mut raw.clone()),
+                paired
+                    .iter()
+                    .map(|r| format!("{r:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            for line in lines {
+                println!("{line}");
+            }
+        }
+    }
+
+    // Metadata while data I/O runs: creates and deletes against 2 threads of
+    // 70/30 I/O on the data plane.
+    quiet_gate(Duration::from_secs(quiet_wait));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (data, meta) = std::thread::scope(|scope| {
+        let meta = scope.spawn(
+            || -> Result<(u64, LatencyHistogram, LatencyHistogram), String> {
+                let text = |e: &dyn std::fmt::Display| e.to_string();
+                let mut creates = LatencyHistogram::new();
+                let mut deletes = LatencyHistogram::new();
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let path =
+                        GroupPath::parse(&format!("+BENCH/m{}", n % 8)).map_err(|e| text(&e))?;
+                    let started = Instant::now();
+                    live.meta(|g| g.create_file(&path, 4 * MIB, &CreateOptions::default()))
+                        .map_err(|e| text(&e))?
+                        .map_err(|e| text(&e))?;
+                    creates.record(started.elapsed());
+                    let started = Instant::now();
+                    live.meta(|g| g.remove(&path))
+                        .map_err(|e| text(&e))?
+                        .map_err(|e| text(&e))?;
+                    deletes.record(started.elapsed());
+                    n += 1;
+                }
+                Ok((n, creates, deletes))
+            },
+        );
+        let data = run_threads(
+            2,
+            seconds * 2,
+            file_bytes,
+            io_bytes,
+            Mix::Oltp,
+            99,
+            &group_io,
+        );
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        (
+            data,
+            meta.join()
+                .unwrap_or_else(|_| Err("the metadata thread panicked".to_string())),
+        )
+    });
+    let data = data?;
+    let (pairs, creates, deletes) = meta.map_err(|e| -> Box<dyn Error> { e.into() })?;
+    println!(
+        "metadata while 2 threads run 70/30 on the group: {:.0} file create+delete pairs/s ({} in {} s); create p50 {} µs p99 {} µs, delete p50 {} µs p99 {} µs (each includes its commits: barrier, journal write and flush); data meanwhile {:.0} IOPS, p99 {} µs",
+        pairs as f64 / (seconds * 2) as f64,
+        pairs,
+        seconds * 2,
+        creates.percentile_us(0.50),
+        creates.percentile_us(0.99),
+        deletes.percentile_us(0.50),
+        deletes.percentile_us(0.99),
+        data.iops,
+        data.p99_us
+    );
+    live.dismount()?;
     Ok(())
 }
