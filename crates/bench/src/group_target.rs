@@ -416,8 +416,8 @@ fn prepare(
         }
         Err(e) => return Err(format!("{e}")),
     };
-    live.meta(|g| g.initialize_file(info.number))
-        .map_err(meta_err)?
+    handle
+        .initialize_file(info.number)
         .map_err(|e| format!("cannot initialise its extents: {e}"))?;
     let snap = handle
         .file(info.number)

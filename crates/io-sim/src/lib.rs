@@ -39,7 +39,9 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 
 mod shared;
+pub mod turnstile;
 pub use shared::{SharedSim, SimHandle};
+pub use turnstile::{Actor, Turnstile};
 
 const EIO: i32 = 5;
 const ENXIO: i32 = 6;

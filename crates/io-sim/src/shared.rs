@@ -145,6 +145,9 @@ impl IoEngine for SimHandle {
     }
 
     fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
+        // Every I/O is a point where the interleaving simulator may switch
+        // threads (a no-op otherwise).
+        cairn_io::sched::yield_now();
         let mut state = lock(&self.state);
         let mutates = !matches!(request.op, Op::Read { .. });
         let dead = match state.budget {
@@ -185,6 +188,7 @@ impl IoEngine for SimHandle {
     }
 
     fn wait(&mut self, min_completions: usize) -> Result<(), IoError> {
+        cairn_io::sched::yield_now();
         let mut state = lock(&self.state);
         state.route();
         let mine = state.in_flight.get(&self.id).copied().unwrap_or(0);

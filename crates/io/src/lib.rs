@@ -20,6 +20,7 @@ pub mod engine;
 pub mod geometry;
 pub mod host;
 pub mod probe;
+pub mod sched;
 pub mod sync_engine;
 pub mod uring_engine;
 

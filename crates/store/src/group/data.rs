@@ -426,7 +426,9 @@ pub(crate) fn write(
         let latch = port.plane().latch(keys);
         let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
         let now = file_snapshot(port.plane(), number)?;
-        if now.version == snap.version {
+        // The same published snapshot (not just the same version number: a
+        // file number reused by a new file starts its versions again).
+        if Arc::ptr_eq(&now, &snap) {
             break (now, pieces, fresh, latch, guard);
         }
         let now_fresh: BTreeSet<u64> = pieces_of(&now, offset, len)
@@ -572,6 +574,96 @@ pub(crate) fn write(
     marked
 }
 
+/// Make every extent of file `number` initialised: the ones never written
+/// are zeroed on every online copy, then marked — as a first write does, under
+/// their latches (exclusive), so no first writer's data is zeroed. Returns how
+/// many extents it zeroed.
+pub(crate) fn initialize(
+    port: &mut dyn DataPort,
+    slot: Option<&AtomicU64>,
+    number: u32,
+) -> Result<u64, GroupError> {
+    /// Extents zeroed by one batch of requests.
+    const BATCH: usize = 64;
+    let mut done = 0u64;
+    loop {
+        let snap = file_snapshot(port.plane(), number)?;
+        if let Some(why) = &snap.read_only {
+            return Err(why.error());
+        }
+        let fresh: Vec<u64> = snap
+            .extents()
+            .enumerate()
+            .filter(|(_, e)| !e.initialized)
+            .map(|(i, _)| i as u64)
+            .take(BATCH)
+            .collect();
+        if fresh.is_empty() {
+            return Ok(done);
+        }
+        let latch = port.plane().latch(
+            fresh
+                .iter()
+                .map(|e| ((number, snap.incarnation, *e), true))
+                .collect(),
+        );
+        let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+        let now = file_snapshot(port.plane(), number)?;
+        if now.incarnation != snap.incarnation {
+            return Err(GroupError::NotFound(format!(
+                "file {number} does not exist"
+            )));
+        }
+        // Another first writer may have finished some meanwhile.
+        let still: Vec<(u64, Extent)> = fresh
+            .iter()
+            .filter_map(|e| now.extent(*e).filter(|x| !x.initialized).map(|x| (*e, *x)))
+            .collect();
+        let view = port.plane().disks();
+        let mut zeroing = Vec::new();
+        for (e, extent) in &still {
+            let copies = online_copies(&view, extent);
+            if copies.is_empty() {
+                return Err(GroupError::Corrupt(format!(
+                    "file {number} extent {e}: no copy could be zeroed (every copy is offline)"
+                )));
+            }
+            for c in copies {
+                zeroing.push((
+                    c.disk,
+                    u64::from(c.au) * now.au_bytes,
+                    now.layout.extent_bytes(*e),
+                ));
+            }
+        }
+        let ios = zeroing
+            .iter()
+            .map(|(disk, offset_bytes, len_bytes)| DiskIo {
+                disk: *disk,
+                op: zero_op(port, *disk, *offset_bytes, *len_bytes),
+            })
+            .collect();
+        let mut written = BTreeSet::new();
+        let mut failed = BTreeSet::new();
+        for ((disk, _, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
+            match result {
+                Ok(_) => written.insert(*disk),
+                Err(_) => failed.insert(*disk),
+            };
+        }
+        drop(guard);
+        port.wrote(&written);
+        if !failed.is_empty() {
+            port.disks_failed(&failed, view.epoch)?;
+        }
+        // Zeroed before the map says so: a crash in between leaves extents
+        // that are zero and still read as zeros.
+        port.mark_initialized(number, now.incarnation, &still, &written)?;
+        drop(latch);
+        done += still.len() as u64;
+    }
+}
+
 /// Make a whole extent copy read as zeros: by discard where the device
 /// promises discarded blocks read back as zeros (a thin LUN stays thin),
 /// else by write-zeroes.
@@ -683,7 +775,20 @@ impl Group<'_> {
     /// Write `data` at `offset` of file `number` to every online copy.
     pub fn write(&mut self, number: u32, offset: u64, data: &[u8]) -> Result<(), GroupError> {
         self.check_writable()?;
+        self.refuse_if_live()?;
         write(self, None, number, offset, data)
+    }
+
+    /// A live group's data goes through data handles: the group's own data
+    /// calls run under the metadata lock, and a data path there would take
+    /// latches after that lock (the order is latch, then lock).
+    fn refuse_if_live(&self) -> Result<(), GroupError> {
+        if self.live {
+            return Err(GroupError::Invalid(
+                "this group is live: read and write its files through a data handle".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Read into `buf` from `offset` of file `number`.
@@ -701,6 +806,7 @@ impl Group<'_> {
         accept: &dyn Fn(&[u8]) -> bool,
     ) -> Result<(), GroupError> {
         self.check_usable()?;
+        self.refuse_if_live()?;
         read(self, None, number, offset, buf, accept)?;
         if self.read_only {
             return Ok(());
@@ -923,44 +1029,9 @@ impl Group<'_> {
     /// group would (zeros) and not an earlier file's bytes. Returns how many
     /// extents it zeroed. For a caller about to do its own I/O ([`Self::map_file`]).
     pub fn initialize_file(&mut self, number: u32) -> Result<u64, GroupError> {
-        /// Extents zeroed by one batch of requests.
-        const BATCH: usize = 64;
         self.check_writable()?;
-        self.check_io(number, 0, 0)?;
-        self.refuse_if_sharing(number)?;
-        let layout = self.layout_for(&self.files[&number]);
-        let fresh: Vec<u64> = self.files[&number]
-            .extents
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| !e.initialized)
-            .map(|(i, _)| i as u64)
-            .collect();
-        for batch in fresh.chunks(BATCH) {
-            let whole: Vec<(Extent, u64)> = batch
-                .iter()
-                .map(|i| {
-                    (
-                        self.files[&number].extents[*i as usize],
-                        layout.extent_bytes(*i),
-                    )
-                })
-                .collect();
-            // Zeroed before the map says so: a crash in between leaves
-            // extents that are zero and still read as zeros.
-            self.zero_whole_extents(&whole);
-            self.offline_failed()?;
-            if let Some(i) = batch.iter().find(|i| {
-                let ext = self.files[&number].extents[**i as usize];
-                self.online_copies(&ext).is_empty()
-            }) {
-                return Err(GroupError::Corrupt(format!(
-                    "file {number} extent {i}: no copy could be zeroed (every copy is offline)"
-                )));
-            }
-            self.mark_initialized(number, batch)?;
-        }
-        Ok(fresh.len() as u64)
+        self.refuse_if_live()?;
+        initialize(self, None, number)
     }
 
     /// The whole extent map of file `number`, for a caller that does its own

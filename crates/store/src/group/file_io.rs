@@ -44,6 +44,7 @@ const EIO: i32 = 5;
 const E2BIG: i32 = 7;
 const EAGAIN: i32 = 11;
 const ENXIO: i32 = 6;
+const EROFS: i32 = 30;
 
 /// A guard slot's value while nothing is in flight.
 const IDLE: u64 = u64::MAX;
@@ -146,6 +147,9 @@ pub struct FileIo {
     /// offset, length), read again through the synchronous path (which
     /// rewrites the bad copy) once nothing is in flight.
     repairs: Vec<(usize, u64, u64)>,
+    /// Per device index: a file of a group mounted read-only (as a
+    /// [`DataHandle`] of it, taken when made: its writes are refused).
+    read_only: Vec<bool>,
     requests: u64,
     bytes_read: u64,
     bytes_written: u64,
@@ -165,6 +169,17 @@ impl FileIo {
                     .or_insert_with(|| (group.plane().guard_slot(), BTreeMap::new()));
             }
         }
+        // A read-only mount publishes snapshots like any other; only the
+        // handles know not to write. Ask once, as `LiveGroup::handle` does.
+        let read_only = devices
+            .iter()
+            .map(|m| match m {
+                Mapping::GroupFile { group, .. } => {
+                    group.meta(|g| g.is_read_only()).unwrap_or(true)
+                }
+                Mapping::Direct(_) => false,
+            })
+            .collect();
         Self {
             inner,
             devices,
@@ -175,6 +190,7 @@ impl FileIo {
             guards,
             slow: BTreeMap::new(),
             repairs: Vec::new(),
+            read_only,
             requests: 0,
             bytes_read: 0,
             bytes_written: 0,
@@ -661,6 +677,26 @@ impl IoEngine for FileIo {
     }
 }
 
+impl Drop for FileIo {
+    /// Let the guard slots go, as a dropped [`DataHandle`] does: a slot left
+    /// registered at the epoch of requests still in flight would hold every
+    /// AU freed after it back from reuse for the rest of the mount. Those
+    /// requests' I/O finishes first (their completions are dropped), so no
+    /// write of theirs can land in an AU given to another file meanwhile; if
+    /// the inner engine cannot tell, the slots stay (holding AUs back is
+    /// safe, reusing them under a write is not).
+    fn drop(&mut self) {
+        if self.drain().is_err() {
+            return;
+        }
+        for (key, (slot, _)) in &self.guards {
+            if let Mapping::GroupFile { group, .. } = &self.devices[*key] {
+                group.plane().drop_guard_slot(slot);
+            }
+        }
+    }
+}
+
 /// A caller request made ready for the inner engine.
 struct Planned {
     pending: Pending,
@@ -719,6 +755,18 @@ impl FileIo {
         let mut pending = Pending::new(device, tag, kind, offset, len);
         pending.file_device = Some(index);
         if let Op::Flush = op {
+            // One inner flush per member disk: more disks than the inner
+            // engine can ever hold would be handed back as QueueFull for
+            // ever, even on an idle engine. Fail it, as a read or write that
+            // can never fit does.
+            if disks.len() > self.inner.depth_max() {
+                self.requests += 1;
+                self.fail(
+                    Request { device, tag, op },
+                    IoError::Engine { errno: E2BIG },
+                );
+                return Ok(None);
+            }
             if self.inner.in_flight() + disks.len() > self.inner.depth_max() {
                 return Err(SubmitError::QueueFull(Request { device, tag, op }));
             }
@@ -768,6 +816,10 @@ impl FileIo {
         let is_write = matches!(op, Op::Write { .. });
         if is_write && snap.read_only.is_some() {
             return refuse(self, op, IoError::Engine { errno: EIO });
+        }
+        // A group mounted read-only: its fast path must not write either.
+        if is_write && self.read_only[index] {
+            return refuse(self, op, IoError::Engine { errno: EROFS });
         }
         let mut copies: Vec<Vec<AuAddr>> = Vec::with_capacity(pieces.len());
         let mut fresh = false;

@@ -13,10 +13,12 @@ impl Group<'_> {
             self.stop(e.to_string());
         }
         result?;
-        self.publish_changed();
         // Disks that failed during the commit are recorded offline before
-        // anything can drop the record from the ring.
+        // anything can drop the record from the ring, and before the data
+        // plane sees what the commit published (a disk whose barrier flush
+        // failed must not serve the extents it marks initialised).
         self.offline_failed()?;
+        self.publish_changed();
         if self.checkpoint_before_reuse {
             self.checkpoint()?;
             self.checkpoint_before_reuse = false;

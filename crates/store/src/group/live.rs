@@ -73,8 +73,12 @@ impl Inner {
     /// The metadata plane, under its lock. A panic during a metadata step
     /// leaves memory half-changed: the group is then stopped.
     fn meta(&self) -> Result<MutexGuard<'_, Group<'static>>, GroupError> {
-        self.meta.lock().map_err(|_| {
-            GroupError::Poisoned("a metadata step panicked; mount the group again".into())
+        // Held across metadata I/O: under the interleaving simulator a
+        // waiter yields instead of blocking the one thread that runs.
+        cairn_io::sched::lock(&self.meta).map_err(|_| {
+            let why = "a metadata step panicked; mount the group again";
+            self.plane.stop(why);
+            GroupError::Poisoned(why.into())
         })
     }
 }
@@ -82,7 +86,8 @@ impl Inner {
 impl LiveGroup {
     /// Make a mounted group live. Its engine stays the metadata plane's;
     /// `engines` makes one for each data handle.
-    pub fn new(group: Group<'static>, engines: Box<dyn EngineSource>) -> Self {
+    pub fn new(mut group: Group<'static>, engines: Box<dyn EngineSource>) -> Self {
+        group.set_live();
         let plane = group.data_plane().clone();
         Self {
             inner: Arc::new(Inner {
@@ -179,34 +184,55 @@ impl DataHandle {
 
     /// Make this handle's acknowledged writes durable (`fsync`).
     pub fn sync(&mut self) -> Result<(), GroupError> {
-        let disks: Vec<u16> = std::mem::take(&mut self.unflushed).into_iter().collect();
+        let disks: Vec<u16> = self.unflushed.iter().copied().collect();
         let mut requests = Vec::new();
         let mut of = Vec::new();
+        let mut failed: BTreeSet<u16> = BTreeSet::new();
         for disk in &disks {
-            if let Some(device) = self.devices.get(disk) {
-                of.push(*disk);
-                requests.push(Request {
-                    device: *device,
-                    tag: requests.len() as u64,
-                    op: Op::Flush,
-                });
+            match self.devices.get(disk) {
+                Some(device) => {
+                    of.push(*disk);
+                    requests.push(Request {
+                        device: *device,
+                        tag: requests.len() as u64,
+                        op: Op::Flush,
+                    });
+                }
+                // Written through this handle, yet not flushable by it: it
+                // cannot say the writes are durable.
+                None => {
+                    failed.insert(*disk);
+                }
             }
         }
         let view = self.inner.plane.disks();
+        // On an engine error the disks stay unflushed: a later sync tries again.
         let completions = self
             .engine
             .execute_all(requests)
             .map_err(super::io_err("(engine)"))?;
-        let failed: BTreeSet<u16> = of
-            .into_iter()
-            .zip(completions)
-            .filter(|(_, c)| c.result.is_err())
-            .map(|(d, _)| d)
-            .collect();
+        failed.extend(
+            of.into_iter()
+                .zip(completions)
+                .filter(|(_, c)| c.result.is_err())
+                .map(|(d, _)| d),
+        );
+        self.unflushed.clear();
         if failed.is_empty() {
             return Ok(());
         }
         self.disks_failed(&failed, view.epoch)
+    }
+
+    /// Make every extent of the file initialised (zeroing the ones never
+    /// written), as a caller about to read all of it wants: reads of a
+    /// never-written extent return zeros without touching a disk.
+    pub fn initialize_file(&mut self, number: u32) -> Result<u64, GroupError> {
+        if self.read_only {
+            return Err(GroupError::ReadOnly(self.inner.meta()?.name().to_string()));
+        }
+        let slot = self.slot.clone();
+        data::initialize(self, Some(&slot), number)
     }
 
     /// The file's current snapshot, if it exists.

@@ -414,6 +414,9 @@ pub struct Group<'e> {
     /// User files whose entries the current transaction changed: published
     /// once it commits.
     to_publish: BTreeSet<u32>,
+    /// Behind a [`LiveGroup`]'s lock: its file data goes through data
+    /// handles, never through this group's own data calls.
+    live: bool,
 }
 
 fn system_clock() -> u64 {
@@ -483,6 +486,7 @@ impl<'e> Group<'e> {
             plane: Arc::new(plane::DataPlane::new()),
             changed_chunks: HashMap::new(),
             to_publish: BTreeSet::new(),
+            live: false,
         }
     }
 
@@ -532,6 +536,11 @@ impl<'e> Group<'e> {
     fn disk_name(&self, disk: u16) -> String {
         self.member(disk)
             .map_or_else(|| format!("#{disk}"), |m| m.entry.label.clone())
+    }
+
+    /// The group is behind a [`LiveGroup`]'s lock from now on.
+    fn set_live(&mut self) {
+        self.live = true;
     }
 
     /// Stop the group after a failed metadata write: memory is ahead of the

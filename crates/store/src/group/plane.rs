@@ -366,7 +366,15 @@ impl DataPlane {
                     }
                     break;
                 }
-                held = unpoison(shard.freed.wait(held));
+                held = if cairn_io::sched::scheduled() {
+                    // Under the interleaving simulator the holder cannot run
+                    // while we block: yield until it lets go.
+                    drop(held);
+                    cairn_io::sched::blocked();
+                    unpoison(shard.held.lock())
+                } else {
+                    unpoison(shard.freed.wait(held))
+                };
             }
         }
         LatchGuard {
