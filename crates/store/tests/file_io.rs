@@ -1025,8 +1025,6 @@ fn a_file_io_dropped_with_requests_in_flight_holds_no_freed_aus_back() {
 /// wants the first, `submit` blocks on the latch and never reaps the write
 /// the repair waits for. Neither side ever moves on.
 #[test]
-#[ignore = "known deadlock: FileIo::submit blocks on an extent latch while its own writes in \
-            flight hold others; needs a non-blocking shared latch in plane.rs to drain first"]
 fn a_write_waiting_for_a_latch_never_holds_up_the_repair_it_waits_for() {
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
@@ -1075,7 +1073,7 @@ fn a_write_waiting_for_a_latch_never_holds_up_the_repair_it_waits_for() {
     let plane = live.plane().clone();
     let key = (number, s.incarnation, 0u64);
     let start = Instant::now();
-    while let Some(probe) = plane.try_latch_exclusive(vec![key]) {
+    while let Some(probe) = plane.try_latch(vec![(key, true)]) {
         drop(probe);
         assert!(
             start.elapsed() < Duration::from_secs(10),

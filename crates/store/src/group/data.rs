@@ -328,7 +328,13 @@ fn repair(
         .plane()
         .latch(keys.into_iter().map(|k| (k, true)).collect());
     let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
-    // The extents must still be where we read them (not freed, not moved).
+    // The extents must still be where we read them (not freed, not moved),
+    // and the good copies still online: a copy whose disk went offline since
+    // may have missed writes, and must not be copied over another.
+    let view_now = port.plane().disks();
+    if good.values().any(|c| !view_now.is_online(c.disk)) {
+        return Ok(());
+    }
     let current = port.plane().file(snap.number);
     let unchanged = current.as_ref().is_some_and(|c| {
         c.incarnation == snap.incarnation

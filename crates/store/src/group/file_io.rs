@@ -451,10 +451,12 @@ impl FileIo {
     }
 
     fn finish(&mut self, mut done: Pending) {
-        drop(done.latch.take());
         if let (Some(file), Some(epoch)) = (done.file_device, done.epoch) {
             self.guard_end(file, epoch);
         }
+        // The latches are held until the disks that missed the write are
+        // offline: a repair must not copy from them meanwhile.
+        let latch = done.latch.take();
         // A write or flush that missed copies: their disks go offline
         // before it completes, and a write must have landed every piece on
         // some copy.
@@ -481,6 +483,7 @@ impl FileIo {
             Some(e) => Err(at_request(e, done.kind, done.offset, done.len)),
             None => Ok(done.len),
         };
+        drop(latch);
         self.complete_now(done.device, done.tag, done.kind, result, done.buf.take());
     }
 
@@ -799,6 +802,43 @@ impl FileIo {
             self.fail(Request { device, tag, op }, IoError::Engine { errno: EIO });
             return Ok(None);
         }
+        // A write takes its extents' shared latches first — never waiting
+        // for one while it holds others (its writes in flight): it drains
+        // them first — then its guard, then the snapshot it uses, which
+        // must be the one it latched.
+        let latch = if matches!(op, Op::Write { .. }) {
+            let Some(pre) = plane.file(number) else {
+                self.requests += 1;
+                self.fail(
+                    Request { device, tag, op },
+                    IoError::Engine { errno: ENXIO },
+                );
+                return Ok(None);
+            };
+            let Some(pieces) = pre.pieces(offset, len) else {
+                self.requests += 1;
+                self.fail(Request { device, tag, op }, IoError::Engine { errno: EIO });
+                return Ok(None);
+            };
+            let keys: Vec<_> = pieces
+                .iter()
+                .map(|p| ((number, pre.incarnation, p.extent), false))
+                .collect();
+            let latch = match plane.try_latch(keys.clone()) {
+                Some(latch) => latch,
+                None => {
+                    if let Err(e) = self.drain() {
+                        self.requests += 1;
+                        self.fail(Request { device, tag, op }, e);
+                        return Ok(None);
+                    }
+                    plane.latch(keys)
+                }
+            };
+            Some((latch, pre))
+        } else {
+            None
+        };
         let epoch = self.guard_start(index);
         let view = plane.disks();
         let refuse = |me: &mut Self, op: Op, error: IoError| {
@@ -809,6 +849,17 @@ impl FileIo {
         };
         let Some(snap) = plane.file(number) else {
             return refuse(self, op, IoError::Engine { errno: ENXIO });
+        };
+        let latch = match latch {
+            Some((latch, pre)) if Arc::ptr_eq(&pre, &snap) => Some(latch),
+            Some((latch, _)) => {
+                // The file changed between the latch and the guard: plan
+                // again from what it is now.
+                drop(latch);
+                self.guard_end(index, epoch);
+                return self.plan_file(index, Request { device, tag, op });
+            }
+            None => None,
         };
         let Some(pieces) = snap.pieces(offset, len) else {
             return refuse(self, op, IoError::Engine { errno: EIO });
@@ -844,11 +895,22 @@ impl FileIo {
             });
         }
         if is_write && fresh {
-            // The first write into an extent: the synchronous path.
+            // The first write into an extent: the synchronous path, which
+            // takes the extent's latch exclusively — so let ours go first.
+            drop(latch);
             self.guard_end(index, epoch);
             self.requests += 1;
             self.slow_write(index, Request { device, tag, op })?;
             return Ok(None);
+        }
+        // Every copy's disk must be attached to this engine: a file grown
+        // onto a disk this engine was not given fails, it does not panic.
+        if copies
+            .iter()
+            .flatten()
+            .any(|c| !disks.contains_key(&c.disk))
+        {
+            return refuse(self, op, IoError::Engine { errno: ENXIO });
         }
         let needed: usize = if is_write {
             copies.iter().map(Vec::len).sum()
@@ -925,11 +987,7 @@ impl FileIo {
                 }));
             }
             Op::Write { buf, fua, .. } => {
-                let keys = pieces
-                    .iter()
-                    .map(|p| ((number, snap.incarnation, p.extent), false))
-                    .collect();
-                pending.latch = Some(plane.latch(keys));
+                pending.latch = latch;
                 pending.landed = vec![0; pieces.len()];
                 let whole = pieces.len() == 1;
                 let mut caller_buf = Some(buf);

@@ -197,6 +197,19 @@ const LATCH_SHARDS: usize = 64;
 struct LatchState {
     shared: u32,
     exclusive: bool,
+    /// Exclusive takers waiting: new shared takers wait behind them, so a
+    /// repair or a first write is not starved by a stream of plain writes.
+    exclusive_waiting: u32,
+}
+
+impl LatchState {
+    fn admits(&self, exclusive: bool) -> bool {
+        if exclusive {
+            !self.exclusive && self.shared == 0
+        } else {
+            !self.exclusive && self.exclusive_waiting == 0
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -356,15 +369,23 @@ impl DataPlane {
         for (key, exclusive) in &keys {
             let shard = self.shard(key);
             let mut held = unpoison(shard.held.lock());
+            let mut queued = false;
             loop {
                 let state = held.entry(*key).or_default();
-                if !state.exclusive && (!*exclusive || state.shared == 0) {
+                if state.admits(*exclusive) {
+                    if queued {
+                        state.exclusive_waiting -= 1;
+                    }
                     if *exclusive {
                         state.exclusive = true;
                     } else {
                         state.shared += 1;
                     }
                     break;
+                }
+                if *exclusive && !queued {
+                    state.exclusive_waiting += 1;
+                    queued = true;
                 }
                 held = if cairn_io::sched::scheduled() {
                     // Under the interleaving simulator the holder cannot run
@@ -383,30 +404,34 @@ impl DataPlane {
         }
     }
 
-    /// [`Self::latch`] exclusively, but only if no one holds any of them now.
-    pub fn try_latch_exclusive(self: &Arc<Self>, mut keys: Vec<LatchKey>) -> Option<LatchGuard> {
-        keys.sort_unstable();
-        keys.dedup();
-        let mut taken = Vec::new();
-        for key in &keys {
-            let shard = self.shard(key);
-            let mut held = unpoison(shard.held.lock());
-            let state = held.entry(*key).or_default();
-            if state.exclusive || state.shared > 0 {
-                drop(held);
-                drop(LatchGuard {
-                    plane: self.clone(),
-                    keys: taken,
-                });
-                return None;
-            }
-            state.exclusive = true;
-            taken.push((*key, true));
-        }
-        Some(LatchGuard {
+    /// [`Self::latch`], but only if every key can be taken now; `None`
+    /// (holding nothing) otherwise. For a caller that must not wait while it
+    /// holds latches of its own.
+    pub fn try_latch(self: &Arc<Self>, mut keys: Vec<(LatchKey, bool)>) -> Option<LatchGuard> {
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        keys.dedup_by_key(|k| k.0);
+        let mut taken = LatchGuard {
             plane: self.clone(),
-            keys: taken,
-        })
+            keys: Vec::with_capacity(keys.len()),
+        };
+        for (key, exclusive) in keys {
+            let shard = self.shard(&key);
+            let mut held = unpoison(shard.held.lock());
+            let state = held.entry(key).or_default();
+            if !state.admits(exclusive) {
+                if !state.exclusive && state.shared == 0 && state.exclusive_waiting == 0 {
+                    held.remove(&key);
+                }
+                return None; // `taken` lets go of what it holds
+            }
+            if exclusive {
+                state.exclusive = true;
+            } else {
+                state.shared += 1;
+            }
+            taken.keys.push((key, exclusive));
+        }
+        Some(taken)
     }
 }
 
@@ -437,7 +462,7 @@ impl Drop for LatchGuard {
                 } else {
                     state.shared = state.shared.saturating_sub(1);
                 }
-                gone = !state.exclusive && state.shared == 0;
+                gone = !state.exclusive && state.shared == 0 && state.exclusive_waiting == 0;
             }
             if gone {
                 held.remove(key);
