@@ -265,6 +265,20 @@ pub fn open(block: &[u8], expected: BlockId, group_uuid: Uuid) -> Result<u64, Me
     Ok(header.generation.get())
 }
 
+/// The generation of a sealed block of group `group_uuid` whose envelope is
+/// whole (magic, checksum, version, group), without checking which block it
+/// says it is: for a journal image, whose self-address is its target's, not
+/// its place in the ring. Never panics.
+pub fn sealed_generation(block: &[u8], group_uuid: Uuid) -> Option<u64> {
+    let (header, _) = RawMetaHeader::ref_from_prefix(block).ok()?;
+    let whole = block.len() == BLOCK_BYTES
+        && header.magic == META_MAGIC
+        && header.checksum.get() == checksum_of(block)
+        && (1..=META_FORMAT_VERSION).contains(&header.format_version.get())
+        && Uuid::from_bytes(header.group_uuid) == group_uuid;
+    whole.then(|| header.generation.get())
+}
+
 /// The group UUID a block claims, without checking anything else: for finding
 /// which group a superblock belongs to before its UUID is known.
 pub fn claimed_group(block: &[u8]) -> Option<Uuid> {

@@ -32,6 +32,8 @@ thread_local! {
 struct State {
     /// The actor holding the baton.
     running: Option<usize>,
+    /// Per actor: its thread, once it has started (woken by unpark).
+    threads: Vec<Option<std::thread::Thread>>,
     /// Per actor: still running its closure.
     live: Vec<bool>,
     rng: ChaCha8Rng,
@@ -59,6 +61,7 @@ impl Turnstile {
             seed,
             state: Mutex::new(State {
                 running: None,
+                threads: Vec::new(),
                 live: Vec::new(),
                 rng: ChaCha8Rng::seed_from_u64(seed ^ 0x7475_726e_7374_696c),
                 switches: 0,
@@ -79,6 +82,7 @@ impl Turnstile {
         {
             let mut state = lock(&self.state);
             state.live = vec![true; actors.len()];
+            state.threads = vec![None; actors.len()];
             state.running = None;
         }
         let results: Vec<Option<String>> = std::thread::scope(|scope| {
@@ -100,7 +104,8 @@ impl Turnstile {
                 .collect();
             {
                 let mut state = lock(&self.state);
-                state.running = self.pick(&mut state, None);
+                let first = self.pick(&mut state, None);
+                state.running = first;
                 self.turn.notify_all();
             }
             handles
@@ -113,6 +118,7 @@ impl Turnstile {
 
     fn wait_turn(&self, me: usize) {
         let mut state = lock(&self.state);
+        state.threads[me] = Some(std::thread::current());
         while state.running != Some(me) {
             state = self
                 .turn
@@ -121,11 +127,23 @@ impl Turnstile {
         }
     }
 
+    /// Hand the baton to `next`: wake just that thread (parked in
+    /// `switch`), and any thread still waiting for its first turn.
+    fn hand_over(&self, state: &mut State, next: Option<usize>) {
+        state.running = next;
+        // A thread waiting for its first turn waits on the condition
+        // variable (cheap to notify when nobody does); after that, it parks.
+        self.turn.notify_all();
+        if let Some(thread) = next.and_then(|n| state.threads[n].clone()) {
+            thread.unpark();
+        }
+    }
+
     fn finish(&self, me: usize) {
         let mut state = lock(&self.state);
         state.live[me] = false;
-        state.running = self.pick(&mut state, None);
-        self.turn.notify_all();
+        let next = self.pick(&mut state, None);
+        self.hand_over(&mut state, next);
     }
 
     /// The next actor to run, drawn from the seed among the live ones
@@ -165,13 +183,13 @@ impl Turnstile {
         if next == Some(me) {
             return;
         }
-        state.running = next;
-        self.turn.notify_all();
+        self.hand_over(&mut state, next);
+        // Parked until handed the baton again (a wake-up without it, which
+        // park allows, just parks again).
         while state.running != Some(me) {
-            state = self
-                .turn
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+            drop(state);
+            std::thread::park();
+            state = lock(&self.state);
         }
     }
 }

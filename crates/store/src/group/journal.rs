@@ -352,26 +352,19 @@ impl Group<'_> {
         let mut position = JOURNAL_HEADER_BLOCKS;
         let mut prev = 0u32;
         let mut replayed = 0;
-        let copies = self.files[&FILE_JOURNAL].extents[0].copies().len();
-        'records: while position < self.journal.capacity_blocks {
-            // Try each copy of the journal in turn for a whole record.
-            for copy in 0..copies {
-                let Some(record) = self.read_record(position, copy, prev) else {
-                    continue;
-                };
-                let (record, images, checksum) = record;
-                if self.read_only {
-                    self.overlay_record(&record.targets, &images);
-                } else {
-                    self.write_in_place(&record.targets, |i| &images[i][..])?;
-                }
-                position += 1 + u64::from(record.image_count);
-                prev = checksum;
-                self.journal.next_seq += 1;
-                replayed += 1;
-                continue 'records;
+        while position < self.journal.capacity_blocks {
+            let Some((record, images, checksum)) = self.read_record(position, prev) else {
+                break;
+            };
+            if self.read_only {
+                self.overlay_record(&record.targets, &images);
+            } else {
+                self.write_in_place(&record.targets, |i| &images[i][..])?;
             }
-            break;
+            position += 1 + u64::from(record.image_count);
+            prev = checksum;
+            self.journal.next_seq += 1;
+            replayed += 1;
         }
         self.journal.position = position;
         self.journal.prev_checksum = prev;
@@ -409,34 +402,40 @@ impl Group<'_> {
         }
     }
 
-    /// The record at `position` on journal copy `copy`, if whole and next in the chain.
+    /// The whole record at `position`, if there is one that follows `prev`:
+    /// its header from any copy that is valid, and each image from any copy
+    /// sealed with the record's sequence — block by block, so a record whose
+    /// blocks are whole only on different disks (copies lost in a crossed
+    /// pattern) is still read. The images' checksum confirms the set.
     pub(super) fn read_record(
         &mut self,
         position: u64,
-        copy: usize,
         prev: u32,
     ) -> Option<(JournalRecord, Vec<AlignedBuf>, u32)> {
         let places = self.file_block_places(FILE_JOURNAL, position);
-        let (disk, offset) = *places.get(copy)?;
-        let head = self.read_one(disk, offset, BLOCK_BYTES).ok()?;
-        let seq = meta::open(
-            &head[..],
-            journal_id(BlockType::JournalRecord, position),
-            self.uuid,
-        )
-        .ok()?;
-        let record = JournalRecord::decode(&head[..]).ok()?;
-        if seq != self.journal.next_seq || record.seq != seq || record.prev_checksum != prev {
-            return None;
-        }
+        let (record, head) = places.into_iter().find_map(|(disk, offset)| {
+            let head = self.read_one(disk, offset, BLOCK_BYTES).ok()?;
+            let seq = meta::open(
+                &head[..],
+                journal_id(BlockType::JournalRecord, position),
+                self.uuid,
+            )
+            .ok()?;
+            let record = JournalRecord::decode(&head[..]).ok()?;
+            (seq == self.journal.next_seq && record.seq == seq && record.prev_checksum == prev)
+                .then_some((record, head))
+        })?;
         if position + 1 + u64::from(record.image_count) > self.journal.capacity_blocks {
             return None;
         }
         let mut images = Vec::with_capacity(usize::from(record.image_count));
         for k in 0..u64::from(record.image_count) {
             let places = self.file_block_places(FILE_JOURNAL, position + 1 + k);
-            let (d, o) = *places.get(copy)?;
-            images.push(self.read_one(d, o, BLOCK_BYTES).ok()?);
+            let image = places.into_iter().find_map(|(d, o)| {
+                let buf = self.read_one(d, o, BLOCK_BYTES).ok()?;
+                (meta::sealed_generation(&buf[..], self.uuid) == Some(record.seq)).then_some(buf)
+            })?;
+            images.push(image);
         }
         let blocks: Vec<Box<Block>> = images
             .iter()

@@ -1,0 +1,1032 @@
+//! The interleaving simulator, in the manner of TigerBeetle's VOPR: a seed
+//! picks a group (disks, failure groups, redundancy, sector sizes) and drives
+//! several concurrent actors on a live group — two writers, each creating,
+//! writing, reading back, syncing, resizing and deleting its own files (big
+//! enough for indirect extents, some fine-striped), a metadata actor making
+//! directories, aliases and short-lived files, and a fault actor — over
+//! simulated disks shared by every actor's engine. A deterministic scheduler
+//! (`cairn_io_sim::Turnstile`) runs one actor at a time and switches at every
+//! I/O and every wait for another actor, as the seed says; the disks reorder
+//! completions, and at a point the seed picks the process "dies": every I/O
+//! fails, the disks keep, lose or tear what was not flushed, and the group is
+//! mounted again — sometimes dying once more during that mount's recovery.
+//!
+//! Faults in the random runs (mirrored groups only, on disks of one failure
+//! group, so a copy survives): a lost disk, transient read and write errors,
+//! misdirected writes and bit rot; and at the crash, writes torn at 512-byte
+//! sectors inside 4 KiB metadata blocks (512n disks).
+//!
+//! After recovery: every file whose create was acknowledged exists with the
+//! size last acknowledged; every sector reads back as its synced content or
+//! one of the writes acknowledged since (read with the caller's check, as a
+//! database with block checksums reads, so a rotted or misdirected copy is
+//! passed over and rewritten); then every copy of every written extent holds
+//! those bytes (mirrors compared); directories and aliases are what was
+//! acknowledged; `group check` is clean (no AU leaked or owned twice).
+//!
+//! `CAIRN_INTERLEAVE_SEEDS` sets how many seeds (CI default below) and
+//! `CAIRN_INTERLEAVE_FIRST_SEED` where they start; `CAIRN_INTERLEAVE_SEED`
+//! replays one, `CAIRN_INTERLEAVE_TRACE=1` says what each actor does. A
+//! failure prints the command that replays it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use cairn_format::DiskLabel;
+use cairn_io::{DeviceId, IoEngine};
+use cairn_io_sim::{geometry, Actor, CrashPolicy, SharedSim, SimEngine, Turnstile};
+use cairn_store::group::{
+    self, AliasKind, CreateOptions, GroupError, GroupSelector, GroupSpec, LiveGroup, MissingDisks,
+    NewDisk, Redundancy, SameDevices,
+};
+use cairn_store::labeling::{write_label, LabelSpec};
+use cairn_store::names::GroupPath;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{Rng, SeedableRng};
+use uuid::Uuid;
+
+const MIB: u64 = 1 << 20;
+const KIB: u64 = 1 << 10;
+/// Seeds per CI run (about two minutes on this 2-core machine, at ~0.4
+/// seeds a second); `CAIRN_INTERLEAVE_SEEDS` raises it for a long run.
+const SEEDS_CI: u64 = 50;
+/// Operations per writer and per metadata actor, before the crash cuts them.
+const OPS_PER_ACTOR: usize = 80;
+
+struct Rand(ChaCha8Rng);
+
+impl Rand {
+    fn new(seed: u64) -> Self {
+        Self(ChaCha8Rng::seed_from_u64(seed))
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.0.next_u64() % n.max(1)
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        for chunk in v.chunks_mut(8) {
+            let x = self.0.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&x[..chunk.len()]);
+        }
+        v
+    }
+}
+
+fn trace() -> bool {
+    std::env::var_os("CAIRN_INTERLEAVE_TRACE").is_some()
+}
+
+#[derive(Debug, Clone)]
+struct Config {
+    /// (size, failure group) per disk.
+    disks: Vec<(u64, usize)>,
+    redundancy: Redundancy,
+    logical: u32,
+    physical: u32,
+}
+
+fn config(rng: &mut Rand) -> Config {
+    let redundancy = match rng.below(4) {
+        0 => Redundancy::External,
+        1 | 2 => Redundancy::Normal,
+        _ => Redundancy::High,
+    };
+    let fgs = usize::from(redundancy.copies()) + rng.below(2) as usize;
+    let count = fgs + rng.below(3) as usize;
+    let disks = (0..count)
+        .map(|i| (384 * MIB + rng.below(3) * 128 * MIB, i % fgs))
+        .collect();
+    let logical = if rng.chance(50) { 512 } else { 4096 };
+    // 512n disks tear 4 KiB metadata blocks at 512-byte sectors.
+    let physical = if logical == 512 && rng.chance(50) {
+        512
+    } else {
+        4096
+    };
+    Config {
+        disks,
+        redundancy,
+        logical,
+        physical,
+    }
+}
+
+/// Labelled disks and a new group on them, dismounted.
+fn build(seed: u64, cfg: &Config) -> (SimEngine, Vec<DeviceId>) {
+    let mut sim = SimEngine::new(seed, 256);
+    let mut ids = Vec::new();
+    for (i, (size, _)) in cfg.disks.iter().enumerate() {
+        let d = sim.add_disk(geometry(*size, cfg.logical, cfg.physical, 512 << 10));
+        write_label(
+            &mut sim,
+            d,
+            &LabelSpec {
+                label: DiskLabel::parse(&format!("D{i}")).unwrap(),
+                disk_uuid: Uuid::from_u128(0xC0DE << 64 | u128::from(seed) << 16 | i as u128),
+                now_unix_seconds: 1_763_700_000,
+                generation: 1,
+            },
+        )
+        .unwrap();
+        ids.push(d);
+    }
+    let disks: Vec<NewDisk> = ids
+        .iter()
+        .zip(&cfg.disks)
+        .map(|(d, (_, fg))| NewDisk {
+            device: *d,
+            failgroup: Some(format!("FG{fg}")),
+        })
+        .collect();
+    let g = group::create(
+        &mut sim,
+        &disks,
+        &GroupSpec {
+            name: "SIM".into(),
+            redundancy: cfg.redundancy,
+            au_bytes: MIB,
+            sector_bytes: None,
+            force: false,
+            now_unix_seconds: 1_763_700_000,
+            group_uuid: Uuid::from_u128(0x1E7E ^ u128::from(seed)),
+        },
+    )
+    .unwrap();
+    g.dismount().unwrap();
+    (sim, ids)
+}
+
+fn path(name: &str) -> GroupPath {
+    GroupPath::parse(&format!("+SIM/{name}")).unwrap()
+}
+
+fn live(shared: &SharedSim, ids: &[DeviceId]) -> Result<LiveGroup, GroupError> {
+    let (g, report) = group::mount_owned(
+        Box::new(shared.handle()),
+        ids,
+        &GroupSelector::Name("SIM".into()),
+        MissingDisks::MarkOffline,
+    )?;
+    if trace() {
+        eprintln!("mount: {report:?}");
+    }
+    let source = shared.clone();
+    Ok(LiveGroup::new(
+        g,
+        Box::new(SameDevices(move |_depth| {
+            Box::new(source.handle()) as Box<dyn IoEngine>
+        })),
+    ))
+}
+
+// ---------------------------------------------------------------------------
+// The model
+
+/// What a file must read as.
+#[derive(Debug, Clone)]
+struct ModelFile {
+    number: u32,
+    size: u64,
+    /// Content as of the last completed sync.
+    durable: Vec<u8>,
+    /// Writes since (offset, data): each may or may not have landed.
+    pending: Vec<(u64, Vec<u8>)>,
+    /// An operation on it was in flight when something failed: its size and
+    /// existence are uncertain.
+    uncertain: bool,
+    /// A write to it failed (a fault): what it reads back is any allowed
+    /// content, not exactly the last write.
+    inexact: bool,
+}
+
+impl ModelFile {
+    fn new(number: u32, size: u64) -> Self {
+        Self {
+            number,
+            size,
+            durable: vec![0; size as usize],
+            pending: Vec::new(),
+            uncertain: false,
+            inexact: false,
+        }
+    }
+
+    fn sync(&mut self) {
+        for (off, data) in std::mem::take(&mut self.pending) {
+            self.durable[off as usize..off as usize + data.len()].copy_from_slice(&data);
+        }
+    }
+
+    /// What `len` bytes at `offset` must read as, once every write landed.
+    fn latest(&self, offset: u64, len: u64) -> Vec<u8> {
+        let (start, end) = (offset as usize, (offset + len) as usize);
+        let mut v = self.durable[start..end].to_vec();
+        for (off, data) in &self.pending {
+            let (w0, w1) = (*off as usize, *off as usize + data.len());
+            let (a, b) = (w0.max(start), w1.min(end));
+            if a < b {
+                v[a - start..b - start].copy_from_slice(&data[a - w0..b - w0]);
+            }
+        }
+        v
+    }
+
+    /// The file's size changes; what lay past the new end is gone, and a
+    /// grow reads as zeros.
+    fn resize(&mut self, new: u64) {
+        let mut pending = Vec::new();
+        for (off, data) in std::mem::take(&mut self.pending) {
+            if off >= new {
+                continue;
+            }
+            let keep = ((new - off) as usize).min(data.len());
+            pending.push((off, data[..keep].to_vec()));
+        }
+        self.pending = pending;
+        let old = self.size as usize;
+        self.durable.truncate(new as usize);
+        self.durable.resize(new as usize, 0);
+        // What the shrink cut and a grow brought back reads as zeros.
+        if (new as usize) > old {
+            self.durable[old..].fill(0);
+        }
+        self.size = new;
+    }
+
+    /// Whether `actual` at `offset` is, sector by sector, the synced content
+    /// or one of the writes since.
+    fn allowed(&self, offset: u64, actual: &[u8], sector: u64) -> Result<(), String> {
+        for (s, chunk) in actual.chunks(sector as usize).enumerate() {
+            let off = offset + s as u64 * sector;
+            let range = off as usize..off as usize + chunk.len();
+            if self.durable.get(range) == Some(chunk) {
+                continue;
+            }
+            let pending = self.pending.iter().any(|(w, data)| {
+                *w <= off && off + chunk.len() as u64 <= *w + data.len() as u64 && {
+                    let start = (off - w) as usize;
+                    &data[start..start + chunk.len()] == chunk
+                }
+            });
+            if !pending {
+                return Err(format!(
+                    "file {} sector at {off}: neither synced nor a write since",
+                    self.number
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    files: BTreeMap<String, ModelFile>,
+    /// Directories acknowledged, and ones whose mkdir was in flight.
+    dirs: BTreeSet<String>,
+    dirs_uncertain: BTreeSet<String>,
+    /// Aliases acknowledged: name → file name.
+    aliases: BTreeMap<String, String>,
+    aliases_uncertain: BTreeSet<String>,
+    /// Files whose create or delete was in flight at a failure.
+    names_uncertain: BTreeSet<String>,
+}
+
+/// What the run shares between actors.
+struct World {
+    live: LiveGroup,
+    shared: SharedSim,
+    ids: Vec<DeviceId>,
+    cfg: Config,
+    model: Mutex<Model>,
+    /// A fault was injected: errors may follow.
+    faulted: AtomicBool,
+    sector: u64,
+    /// Operations the actors completed (acknowledged or failed).
+    ops: AtomicU64,
+    /// Actors that have finished.
+    finished: AtomicU64,
+    /// Data was silently damaged on a copy (a misdirected write, bit rot):
+    /// data blocks carry no checksums, so only a reader with its own check
+    /// finds it, and a copy nobody read stays as it is (`scrub` is not built
+    /// yet) — the mirrors are then not compared.
+    silent_damage: AtomicBool,
+}
+
+impl World {
+    /// An error is acceptable if the process "died" or a fault was injected;
+    /// returns whether the actor must stop (the process died, or the group
+    /// stopped).
+    fn expected(&self, e: &GroupError, what: &str, seed: u64) -> bool {
+        if self.shared.crashed() || self.faulted.load(Ordering::SeqCst) {
+            if trace() {
+                eprintln!("  {what}: {e} (expected after a crash or a fault)");
+            }
+            return self.shared.crashed() || matches!(e, GroupError::Poisoned(_));
+        }
+        panic!("seed {seed}: {what}: {e} with no crash and no fault");
+    }
+    fn stopped(&self) -> bool {
+        self.shared.crashed()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Actors
+
+fn writer(world: &World, seed: u64, me: usize) {
+    let mut rng = Rand::new(seed ^ ((me as u64 + 1) * 0x5851_F42D));
+    let mut handle = match world.live.handle(64) {
+        Ok(h) => h,
+        Err(e) => {
+            world.expected(&e, "handle", seed);
+            return;
+        }
+    };
+    let mut mine: Vec<String> = Vec::new();
+    let mut made = 0;
+    for _ in 0..OPS_PER_ACTOR {
+        if world.stopped() {
+            return;
+        }
+        world.ops.fetch_add(1, Ordering::SeqCst);
+        let pick = rng.below(100);
+        if mine.is_empty() || (pick < 8 && mine.len() < 3) {
+            // Create: small, medium, or big enough for indirect extents.
+            let size = match rng.below(3) {
+                0 => (1 + rng.below(64)) * 64 * KIB,
+                1 => (4 + rng.below(28)) * MIB,
+                _ => (110 + rng.below(30)) * MIB,
+            };
+            let fine = rng.chance(25);
+            let name = format!("w{me}_{made}");
+            made += 1;
+            let options = CreateOptions {
+                template: fine.then(|| "ONLINELOG".into()),
+                ..CreateOptions::default()
+            };
+            world
+                .model
+                .lock()
+                .unwrap()
+                .names_uncertain
+                .insert(name.clone());
+            match world
+                .live
+                .meta(|g| g.create_file(&path(&name), size, &options))
+                .and_then(|r| r)
+            {
+                Ok(info) => {
+                    let mut m = world.model.lock().unwrap();
+                    m.names_uncertain.remove(&name);
+                    m.files
+                        .insert(name.clone(), ModelFile::new(info.number, size));
+                    mine.push(name);
+                }
+                // A full group refuses, leaving nothing.
+                Err(GroupError::NoSpace(_)) => {
+                    world.model.lock().unwrap().names_uncertain.remove(&name);
+                }
+                Err(e) => {
+                    if world.expected(&e, &format!("create {name}"), seed) {
+                        return;
+                    }
+                }
+            }
+            continue;
+        }
+        let name = mine[rng.below(mine.len() as u64) as usize].clone();
+        let (number, size) = {
+            let m = world.model.lock().unwrap();
+            let f = &m.files[&name];
+            (f.number, f.size)
+        };
+        let sector = world.sector;
+        match pick {
+            // Write a random sector-aligned range.
+            8..=57 if size >= sector => {
+                let sectors = size / sector;
+                let start = rng.below(sectors);
+                let len = (1 + rng.below((256 * KIB / sector).min(sectors - start))) * sector;
+                let data = rng.bytes(len as usize);
+                let offset = start * sector;
+                world
+                    .model
+                    .lock()
+                    .unwrap()
+                    .files
+                    .get_mut(&name)
+                    .unwrap()
+                    .pending
+                    .push((offset, data.clone()));
+                if trace() {
+                    eprintln!("  w{me}: write {name} at {offset} len {len}");
+                }
+                if let Err(e) = handle.write(number, offset, &data) {
+                    world
+                        .model
+                        .lock()
+                        .unwrap()
+                        .files
+                        .get_mut(&name)
+                        .unwrap()
+                        .inexact = true;
+                    if world.expected(&e, &format!("write {name}"), seed) {
+                        return;
+                    }
+                }
+            }
+            // Read back and compare with what was acknowledged.
+            58..=77 if size >= sector => {
+                let sectors = size / sector;
+                let start = rng.below(sectors);
+                let len = (1 + rng.below((256 * KIB / sector).min(sectors - start))) * sector;
+                let offset = start * sector;
+                let mut buf = vec![0u8; len as usize];
+                if let Err(e) = handle.read(number, offset, &mut buf) {
+                    if world.expected(&e, &format!("read {name}"), seed) {
+                        return;
+                    }
+                    continue;
+                }
+                let m = world.model.lock().unwrap();
+                let f = &m.files[&name];
+                if f.inexact {
+                    if let Err(why) = f.allowed(offset, &buf, sector) {
+                        panic!("seed {seed}: w{me} read of {name}: {why}");
+                    }
+                } else {
+                    let want = f.latest(offset, len);
+                    assert!(
+                        buf == want,
+                        "seed {seed}: w{me} read {name} at {offset} len {len}: not what was written"
+                    );
+                }
+            }
+            // Sync: every acknowledged write of this actor is durable.
+            78..=87 => {
+                if let Err(e) = handle.sync() {
+                    if world.expected(&e, "sync", seed) {
+                        return;
+                    }
+                    continue;
+                }
+                let mut m = world.model.lock().unwrap();
+                for n in &mine {
+                    let f = m.files.get_mut(n).unwrap();
+                    if !f.inexact {
+                        f.sync();
+                    }
+                }
+            }
+            // Resize.
+            88..=95 => {
+                let new = match rng.below(3) {
+                    0 => size / 2 / sector * sector,
+                    1 => size + (1 + rng.below(8)) * MIB,
+                    _ => (1 + rng.below(140)) * MIB,
+                };
+                world
+                    .model
+                    .lock()
+                    .unwrap()
+                    .files
+                    .get_mut(&name)
+                    .unwrap()
+                    .uncertain = true;
+                if trace() {
+                    eprintln!("  w{me}: resize {name} {size} -> {new}");
+                }
+                match world
+                    .live
+                    .meta(|g| g.resize(&path(&name), new))
+                    .and_then(|r| r)
+                {
+                    Ok(_) => {
+                        let mut m = world.model.lock().unwrap();
+                        let f = m.files.get_mut(&name).unwrap();
+                        f.resize(new);
+                        f.uncertain = false;
+                    }
+                    // A grow the group has no room for is undone.
+                    Err(GroupError::NoSpace(_)) => {
+                        let mut m = world.model.lock().unwrap();
+                        m.files.get_mut(&name).unwrap().uncertain = false;
+                    }
+                    Err(e) => {
+                        // Its size is uncertain now: leave the file alone.
+                        mine.retain(|n| *n != name);
+                        if world.expected(&e, &format!("resize {name}"), seed) {
+                            return;
+                        }
+                    }
+                }
+            }
+            // Delete.
+            _ => {
+                world
+                    .model
+                    .lock()
+                    .unwrap()
+                    .names_uncertain
+                    .insert(name.clone());
+                match world.live.meta(|g| g.remove(&path(&name))).and_then(|r| r) {
+                    Ok(()) => {
+                        let mut m = world.model.lock().unwrap();
+                        m.files.remove(&name);
+                        m.names_uncertain.remove(&name);
+                        m.aliases.retain(|_, target| *target != name);
+                        mine.retain(|n| *n != name);
+                    }
+                    Err(e) => {
+                        mine.retain(|n| *n != name);
+                        if world.expected(&e, &format!("remove {name}"), seed) {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn metadata_actor(world: &World, seed: u64) {
+    let mut rng = Rand::new(seed ^ 0xD1CE);
+    let mut made = 0;
+    for _ in 0..OPS_PER_ACTOR {
+        if world.stopped() {
+            return;
+        }
+        world.ops.fetch_add(1, Ordering::SeqCst);
+        match rng.below(3) {
+            0 => {
+                let name = format!("d{}", rng.below(6));
+                let exists = world.model.lock().unwrap().dirs.contains(&name);
+                world
+                    .model
+                    .lock()
+                    .unwrap()
+                    .dirs_uncertain
+                    .insert(name.clone());
+                match world
+                    .live
+                    .meta(|g| g.mkdir(&path(&name), false))
+                    .and_then(|r| r)
+                {
+                    Ok(()) => {
+                        let mut m = world.model.lock().unwrap();
+                        m.dirs.insert(name.clone());
+                        m.dirs_uncertain.remove(&name);
+                    }
+                    Err(GroupError::Exists(_)) if exists => {
+                        world.model.lock().unwrap().dirs_uncertain.remove(&name);
+                    }
+                    Err(e) => {
+                        if world.expected(&e, &format!("mkdir {name}"), seed) {
+                            return;
+                        }
+                    }
+                }
+            }
+            1 => {
+                // An alias of some acknowledged file.
+                let target = {
+                    let m = world.model.lock().unwrap();
+                    let names: Vec<&String> = m
+                        .files
+                        .keys()
+                        .filter(|n| !m.names_uncertain.contains(*n))
+                        .collect();
+                    if names.is_empty() {
+                        continue;
+                    }
+                    names[rng.below(names.len() as u64) as usize].clone()
+                };
+                let alias = format!("a{made}");
+                made += 1;
+                world
+                    .model
+                    .lock()
+                    .unwrap()
+                    .aliases_uncertain
+                    .insert(alias.clone());
+                match world
+                    .live
+                    .meta(|g| g.mkalias(&path(&target), &path(&alias)))
+                    .and_then(|r| r)
+                {
+                    Ok(()) => {
+                        let mut m = world.model.lock().unwrap();
+                        m.aliases_uncertain.remove(&alias);
+                        m.aliases.insert(alias, target);
+                    }
+                    // Its target was removed meanwhile by its writer.
+                    Err(GroupError::NotFound(_)) => {
+                        world.model.lock().unwrap().aliases_uncertain.remove(&alias);
+                    }
+                    Err(e) => {
+                        if world.expected(&e, &format!("mkalias {alias}"), seed) {
+                            return;
+                        }
+                    }
+                }
+            }
+            _ => {
+                // A short-lived file: made and removed.
+                let name = format!("m{}", rng.below(1000));
+                world
+                    .model
+                    .lock()
+                    .unwrap()
+                    .names_uncertain
+                    .insert(name.clone());
+                let size = (1 + rng.below(8)) * MIB;
+                let made_ok = world
+                    .live
+                    .meta(|g| {
+                        g.create_file(&path(&name), size, &CreateOptions::default())?;
+                        g.remove(&path(&name))
+                    })
+                    .and_then(|r| r);
+                match made_ok {
+                    Ok(()) | Err(GroupError::NoSpace(_)) => {
+                        world.model.lock().unwrap().names_uncertain.remove(&name);
+                    }
+                    Err(GroupError::Exists(_)) => {}
+                    Err(e) => {
+                        if world.expected(&e, &format!("scratch {name}"), seed) {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Injects faults on the disks of one failure group (mirrored groups only):
+/// a copy of everything survives on the others.
+fn fault_actor(world: &World, seed: u64) {
+    let mut rng = Rand::new(seed ^ 0xFA17);
+    if world.cfg.redundancy == Redundancy::External {
+        return;
+    }
+    let victim_fg =
+        rng.below(world.cfg.disks.iter().map(|d| d.1).max().unwrap_or(0) as u64 + 1) as usize;
+    let victims: Vec<DeviceId> = world
+        .ids
+        .iter()
+        .zip(&world.cfg.disks)
+        .filter(|(_, (_, fg))| *fg == victim_fg)
+        .map(|(id, _)| *id)
+        .collect();
+    for _ in 0..OPS_PER_ACTOR / 4 {
+        if world.stopped() {
+            return;
+        }
+        // Let the others run a while.
+        for _ in 0..rng.below(20) {
+            cairn_io::sched::yield_now();
+        }
+        let disk = victims[rng.below(victims.len() as u64) as usize];
+        world.faulted.store(true, Ordering::SeqCst);
+        let what = rng.below(100);
+        if (55..=84).contains(&what) {
+            world.silent_damage.store(true, Ordering::SeqCst);
+        }
+        world.shared.with(|sim| {
+            let f = &mut sim.disk_mut(disk).faults;
+            match what {
+                0..=4 => sim.lose_disk(disk),
+                5..=29 => f.write_error_per_million = 30_000,
+                30..=54 => f.read_error_per_million = 30_000,
+                55..=69 => f.misdirect_per_million = 20_000,
+                70..=84 => {
+                    // Bit rot somewhere in the data area.
+                    let size = sim.geometry(disk).map_or(0, |g| g.size_bytes);
+                    let at = 4 * MIB + rng.below((size.saturating_sub(8 * MIB)) / 4096) * 4096;
+                    sim.rot(disk, at, (rng.below(8)) as u8);
+                }
+                _ => {
+                    let f = &mut sim.disk_mut(disk).faults;
+                    f.write_error_per_million = 0;
+                    f.read_error_per_million = 0;
+                    f.misdirect_per_million = 0;
+                }
+            }
+        });
+        if trace() {
+            eprintln!("  faults: {what} on disk {}", disk.0);
+        }
+    }
+    // Transient faults end; a lost disk stays lost.
+    world.shared.with(|sim| {
+        for d in &victims {
+            let f = &mut sim.disk_mut(*d).faults;
+            f.write_error_per_million = 0;
+            f.read_error_per_million = 0;
+            f.misdirect_per_million = 0;
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------
+// A seed
+
+struct SeedFigures {
+    ops: u64,
+    switches: u64,
+    crashes: u64,
+    faults: bool,
+}
+
+fn run_seed(seed: u64) -> SeedFigures {
+    let mut rng = Rand::new(seed);
+    let cfg = config(&mut rng);
+    if trace() {
+        eprintln!("seed {seed}: {cfg:?}");
+    }
+    let (sim, ids) = build(seed, &cfg);
+    let shared = SharedSim::new(sim);
+    let sector = u64::from(cfg.logical);
+    // The process dies once the actors have done a number of operations the
+    // seed picks (at least 200), a few mutating requests later.
+    let crash_at_ops = 200 + rng.below(40);
+    let crash_delay = rng.below(50) as usize;
+    let world = World {
+        live: live(&shared, &ids).unwrap(),
+        shared: shared.clone(),
+        ids: ids.clone(),
+        cfg: cfg.clone(),
+        model: Mutex::new(Model::default()),
+        faulted: AtomicBool::new(false),
+        sector,
+        ops: AtomicU64::new(0),
+        finished: AtomicU64::new(0),
+        silent_damage: AtomicBool::new(false),
+    };
+    let turnstile = Turnstile::new(seed);
+    let done = |f: &dyn Fn()| {
+        f();
+        world.finished.fetch_add(1, Ordering::SeqCst);
+    };
+    let actors: Vec<Actor<'_>> = vec![
+        Box::new(|| done(&|| writer(&world, seed, 0))),
+        Box::new(|| done(&|| writer(&world, seed, 1))),
+        Box::new(|| done(&|| metadata_actor(&world, seed))),
+        Box::new(|| done(&|| fault_actor(&world, seed))),
+        Box::new(|| {
+            // The crash: armed once enough has happened (or everyone else
+            // is done).
+            while world.ops.load(Ordering::SeqCst) < crash_at_ops
+                && world.finished.load(Ordering::SeqCst) < 4
+            {
+                // Nothing to do until then: let the others run.
+                cairn_io::sched::blocked();
+            }
+            world.shared.crash_after(Some(crash_delay));
+        }),
+    ];
+    let panics = turnstile.run(actors);
+    for (i, p) in panics.iter().enumerate() {
+        if let Some(p) = p {
+            panic!("seed {seed}: actor {i} panicked: {p}");
+        }
+    }
+    let World {
+        live: group,
+        model,
+        faulted,
+        ops,
+        silent_damage,
+        ..
+    } = world;
+    let mut model = model.into_inner().unwrap();
+    if trace() {
+        let states: Vec<_> = group
+            .meta(|g| {
+                g.disks()
+                    .iter()
+                    .map(|d| (d.number, d.state, d.missing))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        eprintln!("disks before the crash: {states:?}");
+    }
+    // The process dies (if the budget did not run out, now): every write
+    // not flushed is kept, lost or torn.
+    drop(group);
+    if trace() {
+        eprintln!("crash (the budget ran out: {})", shared.crashed());
+    }
+    let policy = match rng.below(4) {
+        0 => CrashPolicy::KEEP_ALL,
+        1 => CrashPolicy::LOSE_ALL,
+        2 => CrashPolicy::TEAR_ALL,
+        _ => CrashPolicy::MIXED,
+    };
+    shared.with(|sim| sim.crash(policy));
+    shared.reset_handles();
+    shared.crash_after(None);
+    let mut crashes = 1;
+    // Sometimes the recovery dies too.
+    if rng.chance(30) {
+        shared.crash_after(Some(rng.below(60) as usize));
+        let outcome = live(&shared, &ids);
+        drop(outcome);
+        if shared.crashed() {
+            shared.with(|sim| sim.crash(policy));
+            crashes += 1;
+        }
+        if trace() {
+            eprintln!("recovery mount crashed: {}", crashes > 1);
+        }
+        shared.reset_handles();
+        shared.crash_after(None);
+    }
+    // Transient faults are over; a lost disk stays lost.
+    shared.with(|sim| {
+        for id in &ids {
+            let f = &mut sim.disk_mut(*id).faults;
+            f.write_error_per_million = 0;
+            f.read_error_per_million = 0;
+            f.misdirect_per_million = 0;
+        }
+    });
+    let group =
+        live(&shared, &ids).unwrap_or_else(|e| panic!("seed {seed}: mount after the crash: {e}"));
+    let compare_mirrors = !silent_damage.load(Ordering::SeqCst);
+    verify(&group, &shared, &mut model, seed, sector, compare_mirrors);
+    group.dismount().unwrap();
+    SeedFigures {
+        ops: ops.load(Ordering::SeqCst),
+        switches: turnstile.switches(),
+        crashes,
+        faults: faulted.load(Ordering::SeqCst),
+    }
+}
+
+/// The group after recovery against the model.
+fn verify(
+    group: &LiveGroup,
+    shared: &SharedSim,
+    model: &mut Model,
+    seed: u64,
+    sector: u64,
+    compare_mirrors: bool,
+) {
+    let mut h = group.handle(64).unwrap();
+    let members = group.meta(|g| g.member_devices()).unwrap();
+    for (name, f) in &model.files {
+        let info = group.meta(|g| g.open(&path(name))).unwrap();
+        let info = match info {
+            Ok(info) => info,
+            Err(_) if f.uncertain || model.names_uncertain.contains(name) => continue,
+            Err(e) => panic!("seed {seed}: {name} is gone after recovery: {e}"),
+        };
+        if f.uncertain {
+            continue;
+        }
+        assert_eq!(info.size_bytes, f.size, "seed {seed}: {name} size");
+        // Read as a database reads: its own check picks a good copy, and a
+        // bad one is rewritten.
+        let chunk = 1 << 20;
+        let mut offset = 0;
+        while offset < f.size {
+            let len = chunk.min(f.size - offset);
+            let mut buf = vec![0u8; len as usize];
+            let check = |b: &[u8]| f.allowed(offset, b, sector).is_ok();
+            h.read_checked(f.number, offset, &mut buf, &check)
+                .unwrap_or_else(|e| panic!("seed {seed}: {name} at {offset}: {e}"));
+            offset += len;
+        }
+        if !compare_mirrors {
+            continue;
+        }
+        // Every copy of every written extent holds what the file reads.
+        let snap = h.file(f.number).unwrap();
+        for (i, extent) in snap.extents().enumerate() {
+            if !extent.initialized {
+                continue;
+            }
+            for c in extent.copies() {
+                let Some(device) = members.get(&c.disk) else {
+                    continue;
+                };
+                let online = group.plane().disks().is_online(c.disk);
+                if !online {
+                    continue;
+                }
+                let start = snap.layout.capacity_bytes(i as u64);
+                let len = snap.layout.extent_bytes(i as u64);
+                if snap.layout.striping != cairn_store::placement::Striping::Coarse {
+                    continue; // fine striping interleaves; read back above
+                }
+                let end = (start + len).min(f.size);
+                if start >= end {
+                    continue;
+                }
+                let on_disk = shared.with(|sim| {
+                    sim.contents(
+                        *device,
+                        u64::from(c.au) * snap.au_bytes,
+                        (end - start) as usize,
+                    )
+                });
+                let mut back = vec![0u8; (end - start) as usize];
+                h.read(f.number, start, &mut back).unwrap();
+                assert!(
+                    on_disk == back,
+                    "seed {seed}: {name} extent {i}: the copy on disk {} differs",
+                    c.disk
+                );
+            }
+        }
+    }
+    drop(h);
+    // Names: directories and aliases acknowledged are there.
+    let root = group
+        .meta(|g| g.list(&GroupPath::parse("+SIM").unwrap()))
+        .unwrap()
+        .unwrap();
+    for dir in &model.dirs {
+        assert!(
+            root.iter()
+                .any(|e| e.kind == AliasKind::Directory && e.name.eq_ignore_ascii_case(dir)),
+            "seed {seed}: directory {dir} is gone"
+        );
+    }
+    for (alias, target) in &model.aliases {
+        if model.aliases_uncertain.contains(alias) || model.names_uncertain.contains(target) {
+            continue;
+        }
+        let Some(f) = model.files.get(target) else {
+            continue;
+        };
+        let entry = root.iter().find(|e| e.name.eq_ignore_ascii_case(alias));
+        let entry = entry.unwrap_or_else(|| panic!("seed {seed}: alias {alias} is gone"));
+        assert_eq!(
+            entry.file.as_ref().map(|i| i.number),
+            Some(f.number),
+            "seed {seed}: alias {alias} names another file"
+        );
+    }
+    let report = group.meta(|g| g.check(false)).unwrap().unwrap();
+    assert!(
+        report.problems.is_empty(),
+        "seed {seed}: check after recovery: {:?}",
+        report.problems
+    );
+}
+
+fn seeds() -> (u64, u64) {
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    if let Some(one) = env("CAIRN_INTERLEAVE_SEED") {
+        return (one, 1);
+    }
+    (
+        env("CAIRN_INTERLEAVE_FIRST_SEED").unwrap_or(0),
+        env("CAIRN_INTERLEAVE_SEEDS").unwrap_or(SEEDS_CI),
+    )
+}
+
+#[test]
+fn interleaving_simulation() {
+    let (first, count) = seeds();
+    let started = std::time::Instant::now();
+    let (mut ops, mut switches, mut crashes, mut faulted) = (0u64, 0u64, 0u64, 0u64);
+    for seed in first..first + count {
+        let outcome = std::panic::catch_unwind(|| run_seed(seed));
+        match outcome {
+            Ok(f) => {
+                assert!(
+                    f.ops >= 200 && f.crashes > 0,
+                    "seed {seed}: only {} operations, {} crashes",
+                    f.ops,
+                    f.crashes
+                );
+                ops += f.ops;
+                switches += f.switches;
+                crashes += f.crashes;
+                faulted += u64::from(f.faults);
+            }
+            Err(p) => {
+                eprintln!(
+                    "interleaving simulation failed; replay with:\n  CAIRN_INTERLEAVE_SEED={seed} cargo test -p cairn-store --test interleave -- --nocapture"
+                );
+                std::panic::resume_unwind(p);
+            }
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults",
+        count as f64 / secs
+    );
+}
