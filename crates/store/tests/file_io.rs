@@ -11,22 +11,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use cairn_format::DiskLabel;
 use cairn_io::{AlignedBuf, Completion, DeviceId, IoEngine, IoError, Op, Request, SubmitError};
-use cairn_io_sim::{geometry, SharedSim, SimEngine};
+use cairn_io_sim::{geometry, SharedSim};
 use cairn_store::group::plane::FileSnapshot;
 use cairn_store::group::{
-    self, CreateOptions, FileIo, GroupSelector, GroupSpec, LiveGroup, Mapping, MissingDisks,
-    NewDisk, Redundancy, SameDevices,
+    self, CreateOptions, FileIo, GroupSelector, LiveGroup, Mapping, SameDevices,
 };
-use cairn_store::labeling::{write_label, LabelSpec};
 use cairn_store::names::GroupPath;
 use cairn_store::placement::Striping;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
-use uuid::Uuid;
 
-const MIB: u64 = 1 << 20;
+mod common;
+use common::MIB;
 const SECTOR: u64 = 4096;
 const E2BIG: i32 = 7;
 
@@ -34,61 +31,7 @@ const E2BIG: i32 = 7;
 /// in the other), a normal-redundancy group with 1 MiB AUs, mounted live.
 /// The simulator takes `sim_depth` requests at once, from every engine on it.
 fn live_group(seed: u64, sim_depth: usize) -> (SharedSim, Vec<DeviceId>, LiveGroup) {
-    let mut sim = SimEngine::new(seed, sim_depth);
-    let mut ids = Vec::new();
-    for i in 0..4 {
-        let d = sim.add_disk(geometry(128 * MIB, 4096, 4096, 512 << 10));
-        write_label(
-            &mut sim,
-            d,
-            &LabelSpec {
-                label: DiskLabel::parse(&format!("D{i}")).unwrap(),
-                disk_uuid: Uuid::from_u128(u128::from(seed) << 8 | i as u128),
-                now_unix_seconds: 1_763_700_000,
-                generation: 1,
-            },
-        )
-        .unwrap();
-        ids.push(d);
-    }
-    let disks: Vec<NewDisk> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, d)| NewDisk {
-            device: *d,
-            failgroup: Some(format!("FG{}", i % 2)),
-        })
-        .collect();
-    let g = group::create(
-        &mut sim,
-        &disks,
-        &GroupSpec {
-            name: "FIO".into(),
-            redundancy: Redundancy::Normal,
-            au_bytes: MIB,
-            sector_bytes: None,
-            force: false,
-            now_unix_seconds: 1_763_700_000,
-            group_uuid: Uuid::from_u128(0xF110 ^ u128::from(seed)),
-        },
-    )
-    .unwrap();
-    g.dismount().unwrap();
-    let shared = SharedSim::new(sim);
-    let (g, _) = group::mount_owned(
-        Box::new(shared.handle()),
-        &ids,
-        &GroupSelector::Name("FIO".into()),
-        MissingDisks::MarkOffline,
-    )
-    .unwrap();
-    let source = shared.clone();
-    let live = LiveGroup::new(
-        g,
-        Box::new(SameDevices(move |_depth| {
-            Box::new(source.handle()) as Box<dyn IoEngine>
-        })),
-    );
+    let (shared, ids, live) = common::four_disk_live_group(seed, "FIO", 0xF110, sim_depth);
     // Member disk N is the N-th disk made above: the tests address copies by it.
     let members = live.meta(|g| g.member_devices()).unwrap();
     assert_eq!(

@@ -39,8 +39,7 @@ use cairn_format::DiskLabel;
 use cairn_io::{DeviceId, IoEngine};
 use cairn_io_sim::{geometry, Actor, CrashPolicy, SharedSim, SimEngine, Turnstile};
 use cairn_store::group::{
-    self, AliasKind, CreateOptions, GroupError, GroupSelector, GroupSpec, LiveGroup, MissingDisks,
-    NewDisk, Redundancy, SameDevices,
+    self, AliasKind, CreateOptions, GroupError, GroupSpec, LiveGroup, NewDisk, Redundancy,
 };
 use cairn_store::labeling::{write_label, LabelSpec};
 use cairn_store::names::GroupPath;
@@ -48,7 +47,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use uuid::Uuid;
 
-const MIB: u64 = 1 << 20;
+mod common;
+use common::MIB;
 const KIB: u64 = 1 << 10;
 /// Seeds per CI run (about two minutes on this 2-core machine, at ~0.4
 /// seeds a second); `CAIRN_INTERLEAVE_SEEDS` raises it for a long run.
@@ -167,22 +167,11 @@ fn path(name: &str) -> GroupPath {
 }
 
 fn live(shared: &SharedSim, ids: &[DeviceId]) -> Result<LiveGroup, GroupError> {
-    let (g, report) = group::mount_owned(
-        Box::new(shared.handle()),
-        ids,
-        &GroupSelector::Name("SIM".into()),
-        MissingDisks::MarkOffline,
-    )?;
+    let (live, report) = common::mount_live(shared, ids, "SIM")?;
     if trace() {
         eprintln!("mount: {report:?}");
     }
-    let source = shared.clone();
-    Ok(LiveGroup::new(
-        g,
-        Box::new(SameDevices(move |_depth| {
-            Box::new(source.handle()) as Box<dyn IoEngine>
-        })),
-    ))
+    Ok(live)
 }
 
 // ---------------------------------------------------------------------------

@@ -7,82 +7,20 @@
 
 use std::sync::{Arc, Barrier};
 
-use cairn_format::DiskLabel;
-use cairn_io::{DeviceId, IoEngine};
-use cairn_io_sim::{geometry, SharedSim, SimEngine};
-use cairn_store::group::{
-    self, CreateOptions, GroupError, GroupSelector, GroupSpec, LiveGroup, MissingDisks, NewDisk,
-    Redundancy, SameDevices,
-};
-use cairn_store::labeling::{write_label, LabelSpec};
+use cairn_io::DeviceId;
+use cairn_io_sim::SharedSim;
+use cairn_store::group::{CreateOptions, GroupError, LiveGroup};
 use cairn_store::names::GroupPath;
-use uuid::Uuid;
 
-const MIB: u64 = 1 << 20;
+mod common;
+use common::MIB;
 
-/// Four 128 MiB disks in two failure groups, a normal-redundancy group with
-/// 1 MiB AUs, mounted live.
 fn live_group(seed: u64) -> (SharedSim, Vec<DeviceId>, LiveGroup) {
-    let mut sim = SimEngine::new(seed, 256);
-    let mut ids = Vec::new();
-    for i in 0..4 {
-        let d = sim.add_disk(geometry(128 * MIB, 4096, 4096, 512 << 10));
-        write_label(
-            &mut sim,
-            d,
-            &LabelSpec {
-                label: DiskLabel::parse(&format!("D{i}")).unwrap(),
-                disk_uuid: Uuid::from_u128(u128::from(seed) << 8 | i as u128),
-                now_unix_seconds: 1_763_700_000,
-                generation: 1,
-            },
-        )
-        .unwrap();
-        ids.push(d);
-    }
-    let disks: Vec<NewDisk> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, d)| NewDisk {
-            device: *d,
-            failgroup: Some(format!("FG{}", i % 2)),
-        })
-        .collect();
-    let g = group::create(
-        &mut sim,
-        &disks,
-        &GroupSpec {
-            name: "LIVE".into(),
-            redundancy: Redundancy::Normal,
-            au_bytes: MIB,
-            sector_bytes: None,
-            force: false,
-            now_unix_seconds: 1_763_700_000,
-            group_uuid: Uuid::from_u128(0x11FE ^ u128::from(seed)),
-        },
-    )
-    .unwrap();
-    g.dismount().unwrap();
-    let shared = SharedSim::new(sim);
-    let live = mount_live(&shared, &ids);
-    (shared, ids, live)
+    common::four_disk_live_group(seed, "LIVE", 0x11FE, 256)
 }
 
 fn mount_live(shared: &SharedSim, ids: &[DeviceId]) -> LiveGroup {
-    let (g, _) = group::mount_owned(
-        Box::new(shared.handle()),
-        ids,
-        &GroupSelector::Name("LIVE".into()),
-        MissingDisks::MarkOffline,
-    )
-    .unwrap();
-    let source = shared.clone();
-    LiveGroup::new(
-        g,
-        Box::new(SameDevices(move |_depth| {
-            Box::new(source.handle()) as Box<dyn IoEngine>
-        })),
-    )
+    common::mount_live(shared, ids, "LIVE").unwrap().0
 }
 
 fn path(name: &str) -> GroupPath {

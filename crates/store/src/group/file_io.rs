@@ -929,10 +929,7 @@ impl FileIo {
         let at = |c: &AuAddr, p: &Piece| u64::from(c.au) * snap.au_bytes + p.within;
         let mut requests = Vec::with_capacity(needed);
         match op {
-            Op::Read {
-                offset_bytes,
-                mut buf,
-            } => {
+            Op::Read { mut buf, .. } => {
                 let single = pieces.len() == 1 && !copies[0].is_empty();
                 for (i, p) in pieces.iter().enumerate() {
                     if copies[i].is_empty() {
@@ -979,7 +976,6 @@ impl FileIo {
                     }
                     pending.buf = Some(buf);
                 }
-                let _ = offset_bytes;
                 pending.plan = Some(Arc::new(ReadPlan {
                     snap: snap.clone(),
                     pieces,

@@ -13,7 +13,7 @@
 //! - each guard slot is written by its own handle's thread only; the metadata
 //!   plane reads them all to decide which freed AUs may be reused.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 
@@ -496,7 +496,3 @@ impl Drop for OperationGuard<'_> {
         self.slot.store(IDLE, Ordering::SeqCst);
     }
 }
-
-/// Runs of AUs waiting to be reused, by the epoch after which they are free
-/// of readers. Kept by the metadata plane.
-pub type HeldRuns = BTreeMap<u64, Vec<(u16, u32, u32)>>;
