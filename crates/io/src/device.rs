@@ -327,7 +327,10 @@ fn attribute_forbids_writes(path: &Path) -> Option<(&'static str, char)> {
 const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// `flock(LOCK_EX | LOCK_NB)`, retried for up to [`LOCK_RETRY`] while it says
-/// the file is locked.
+/// the file is locked. Between tries the thread waits as [`crate::sched`]
+/// says: a few milliseconds in production; under a test's scheduler, until
+/// the test has let the holder go (`tests/exclusive_open.rs`), so the retry
+/// is exercised by a handshake rather than by racing a sleep.
 fn lock_exclusive(file: &File) -> io::Result<()> {
     let deadline = std::time::Instant::now() + LOCK_RETRY;
     loop {
@@ -339,7 +342,9 @@ fn lock_exclusive(file: &File) -> io::Result<()> {
         if err.raw_os_error() != Some(libc::EWOULDBLOCK) || std::time::Instant::now() >= deadline {
             return Err(err);
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        if !crate::sched::blocked() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }
 
