@@ -16,6 +16,12 @@
 //! delayed. A curve runs max first, then the requested percentages of what
 //! max achieved.
 //!
+//! Time: a run reads the time and sleeps only through a
+//! [`cairn_io::clock::Clock`] — the machine's, or with
+//! [`EngineMaker::Simulated`] a simulator's, in which a run of seconds takes
+//! no real time and its rates, latencies and intervals are the seed's on any
+//! machine (how the tests show the schedule's logic; speed is for benchmarks).
+//!
 //! The collector (the calling thread) closes each interval: it samples the
 //! process's CPU and `/proc/diskstats` at the boundary, gathers each worker's
 //! statistics for it, and hands the finished [`IntervalRecord`] to the
@@ -43,7 +49,7 @@ use crate::sysinfo;
 use crate::target::{resolve_band, Target};
 
 pub use sched::{IoSpec, Next, SdSched, Stream, StreamSpec, Validation, BACKLOG_MAX, BACKLOG_MIN};
-use worker::{lock, DirStat, Msg, RunShared, Start, Tick, WorkerSd, WorkerSetup};
+use worker::{lock, DirStat, Msg, RunShared, RunTime, Start, Tick, WorkerSd, WorkerSetup};
 pub use worker::{EngineFactory, EngineMaker};
 
 /// How long workers may take to set up (open rings, allocate buffers).
@@ -120,6 +126,7 @@ pub fn run_bench(
             EngineMaker::Uring => "uring",
             EngineMaker::Sync => "sync",
             EngineMaker::Custom(_) => "custom",
+            EngineMaker::Simulated(..) => "simulated",
         }
         .into(),
         flags: Vec::new(),
@@ -590,11 +597,15 @@ fn run_one(
             }
         }
     } else {
-        let n = options
-            .workers
-            .map(|w| w as usize)
-            .unwrap_or(cpus.saturating_sub(1).max(1))
-            .clamp(1, scheds.len().max(1));
+        let n = match options.engine {
+            // Simulated time has one writer: one worker drives every sd.
+            EngineMaker::Simulated(..) => 1,
+            _ => options
+                .workers
+                .map(|w| w as usize)
+                .unwrap_or(cpus.saturating_sub(1).max(1))
+                .clamp(1, scheds.len().max(1)),
+        };
         layouts = vec![Vec::new(); n];
         for (k, (_, _, threads, _, _)) in scheds.iter().enumerate() {
             layouts[k % n].push((k, *threads));
@@ -612,6 +623,7 @@ fn run_one(
     });
     let (tx, rx) = mpsc::channel::<Msg>();
     let n_workers = layouts.len();
+    let clock = options.engine.clock();
 
     let outcome = std::thread::scope(|scope| -> Result<(RunRecord, Vec<String>), BenchError> {
         // Declared in the scope: on any early return the senders drop before
@@ -624,7 +636,7 @@ fn run_one(
                 let (i, sched, _, max_len, writes) = &scheds[k];
                 let target = &targets[*i];
                 let backing = match options.engine {
-                    EngineMaker::Custom(_) => None,
+                    EngineMaker::Custom(_) | EngineMaker::Simulated(..) => None,
                     _ => Some(target.share().map_err(|e| {
                         setup_error(format!(
                             "sd={}: cannot share its device: {e}",
@@ -660,6 +672,7 @@ fn run_one(
                 tx: tx.clone(),
                 start: start_rx,
                 seed: seed ^ (id as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F),
+                clock: clock.clone(),
             };
             std::thread::Builder::new()
                 .name(format!("cairn-io-{id}"))
@@ -705,10 +718,14 @@ fn run_one(
             warmup_ns,
         );
         collector.bounds_us = plan.general.histogram_bounds_us.clone();
-        let t0 = Instant::now();
+        let t0 = RunTime {
+            clock: clock.clone(),
+            origin_ns: clock.now_ns(),
+        };
+        let origin_ns = t0.origin_ns;
         let mut collector = collector.start(t0);
         for s in &starts {
-            s.send(Start::Go(t0)).ok();
+            s.send(Start::Go(origin_ns)).ok();
         }
         let record = collector.collect(
             &rx,
@@ -793,7 +810,7 @@ struct Collector<'a> {
 
 struct Running<'a> {
     c: Collector<'a>,
-    t0: Instant,
+    t0: RunTime,
     cpu_prev: sysinfo::CpuSample,
     disk_prev: sysinfo::DiskStatsSnapshot,
     cpu_measured_from: sysinfo::CpuSample,
@@ -823,7 +840,7 @@ impl<'a> Collector<'a> {
         }
     }
 
-    fn start(self, t0: Instant) -> Running<'a> {
+    fn start(self, t0: RunTime) -> Running<'a> {
         let cpu = sysinfo::cpu_sample(self.host);
         let disk = sysinfo::diskstats(self.host, self.devices);
         Running {
@@ -880,7 +897,7 @@ impl Running<'_> {
             let boundary = (u64::from(index) * interval_ns).min(end_ns);
             // Until the boundary (or until every worker has finished).
             loop {
-                let now = self.t0.elapsed().as_nanos() as u64;
+                let now = self.t0.now_ns();
                 if now >= boundary || done.iter().all(Option::is_some) {
                     break;
                 }

@@ -15,6 +15,26 @@
 //! does closed loop at the same threads=, and skips a rate (saying so) that
 //! has less than twice that headroom. The loop device is RAM.
 
+//! Open-loop rates: the schedule's logic in simulated time, and a real device
+//! fed at a rate.
+//!
+//! In simulated time (engine_support::simulated_disk: the disk's latency and
+//! the engine's sleeps on one clock), 8 KiB random reads at threads=8 arrive
+//! at the requested rate and complete at it, within 2%, over the measured
+//! window, and the run says the rate was held; a rate the disk cannot sustain
+//! is reported as not held, with the I/Os never issued counted. These figures
+//! are the seed's on any machine. The arrivals are seeded
+//! (engine_support::SEED); the rates and durations are still chosen so that
+//! ±2% is several standard deviations of a Poisson count (σ/n = 1/√n), i.e.
+//! the assertion does not rest on a lucky seed: 5,000/s × 3 s → 2% ≈ 2.4σ;
+//! 15,000/s × 3 s → 2% ≈ 4.2σ.
+//!
+//! On a loop device with 4096-byte sectors, as root, the same engine paces
+//! real writes: it never runs ahead of the schedule, and the device received
+//! exactly the writes the run counted. Whether a real device held the rate
+//! is the machine's business — speed is shown by benchmarks — so it is
+//! printed, not asserted.
+
 #![allow(clippy::unwrap_used)]
 
 mod engine_support;
@@ -24,6 +44,7 @@ use std::time::Duration;
 
 use cairn_bench::model::{Arrival, Rate, Seek, XferSize};
 use cairn_bench::result::RunRecord;
+use cairn_io::test_support::prerequisite::or_skip;
 use cairn_io::test_support::LoopDevice;
 use engine_support::*;
 
@@ -33,8 +54,15 @@ const THREADS: u32 = 8;
 type Asked = (f64, Arrival);
 const SECONDS: u64 = 3;
 
-/// 8 KiB random reads at threads=8 on `lun`, one run per (rate, arrival).
-fn rate_plan(lun: &Path, size: Option<u64>, rates: &[Asked]) -> cairn_bench::model::Plan {
+/// 8 KiB random I/O (`rdpct` reads) at threads=8 on `lun`, one run of
+/// `seconds` per (rate, arrival).
+fn rate_plan(
+    lun: &Path,
+    size: Option<u64>,
+    rdpct: f64,
+    seconds: u64,
+    rates: &[Asked],
+) -> cairn_bench::model::Plan {
     let runs = rates
         .iter()
         .enumerate()
@@ -43,7 +71,7 @@ fn rate_plan(lun: &Path, size: Option<u64>, rates: &[Asked]) -> cairn_bench::mod
                 &format!("r{i}"),
                 &["w"],
                 Rate::Fixed(*rate),
-                Duration::from_secs(SECONDS),
+                Duration::from_secs(seconds),
                 *arrival,
             )
         })
@@ -53,7 +81,7 @@ fn rate_plan(lun: &Path, size: Option<u64>, rates: &[Asked]) -> cairn_bench::mod
         vec![wd(
             "w",
             &["sd1"],
-            100.0,
+            rdpct,
             XferSize::Fixed(8 * KIB),
             Seek::Random(100.0),
         )],
@@ -87,39 +115,18 @@ fn assert_held(r: &RunRecord, target: f64) {
 }
 
 #[test]
-fn open_loop_rates_are_held_on_a_file() {
-    let _serial = serial();
+fn open_loop_rates_are_held_in_simulated_time() {
     let dir = scratch();
-    let path = dir.path().join("rates.dat");
-    let size = Some(64 * MIB);
-    // What the file does at threads=8 right now (the engine fills it first).
-    let mut calibrate = rate_plan(&path, size, &[(1.0, Arrival::Deterministic)]);
-    calibrate.runs[0].rate = Rate::Max;
-    calibrate.runs[0].elapsed = Duration::from_secs(1);
-    let max = open_and_bench(&calibrate, default_engine()).runs[0]
-        .totals
-        .all
-        .all
-        .iops;
-    println!("the file does {max:.0} IO/s closed loop at threads={THREADS}");
-
-    let wanted = [
+    // The file gives the geometry; the I/O goes to the simulator.
+    let lun = filled_file(&dir.path().join("rates.dat"), 16 * MIB);
+    let rates = [
         (2_000.0, Arrival::Deterministic),
         (5_000.0, Arrival::Exponential),
+        (15_000.0, Arrival::Exponential),
     ];
-    let (sustainable, skipped): (Vec<Asked>, Vec<Asked>) =
-        wanted.into_iter().partition(|(rate, _)| max >= 2.0 * rate);
-    for (rate, arrival) in &skipped {
-        println!(
-            "skipped: {rate} IO/s {arrival:?} on a file: the file's storage did only {max:.0} IO/s closed loop at threads={THREADS} (the machine's disk is busy with something else); holding a rate needs twice that headroom"
-        );
-    }
-    if sustainable.is_empty() {
-        return;
-    }
-    let rates = sustainable;
-    let plan = rate_plan(&path, size, &rates);
-    let result = open_and_bench(&plan, default_engine());
+    let plan = rate_plan(&lun, None, 100.0, SECONDS, &rates);
+    // Eight threads on a disk answering in 100–300 µs: 40,000 IO/s or more.
+    let result = open_and_bench(&plan, simulated_disk(SEED, 100_000..300_000));
     assert_eq!(result.runs.len(), rates.len());
     for (r, (rate, _)) in result.runs.iter().zip(&rates) {
         assert_held(r, *rate);
@@ -127,49 +134,81 @@ fn open_loop_rates_are_held_on_a_file() {
 }
 
 #[test]
-fn open_loop_rates_are_held_on_a_ram_backed_4096_byte_sector_loop_device() {
+fn a_rate_the_disk_cannot_sustain_is_reported_as_not_held() {
+    let dir = scratch();
+    let lun = filled_file(&dir.path().join("slow.dat"), 16 * MIB);
+    let plan = rate_plan(
+        &lun,
+        None,
+        100.0,
+        SECONDS,
+        &[(15_000.0, Arrival::Deterministic)],
+    );
+    // Eight threads at 1–2 ms an I/O: 4,000 to 8,000 IO/s.
+    let result = open_and_bench(&plan, simulated_disk(SEED, 1_000_000..2_000_000));
+    let r = &result.runs[0];
+    println!("{}", describe(r));
+    let achieved = r.totals.all.all.iops;
+    assert!((4_000.0..=8_000.0).contains(&achieved), "{}", describe(r));
+    assert!(!r.rate_outcome.held, "{}", describe(r));
+    // The backlog (one second of the rate) filled: arrivals were dropped,
+    // and counted.
+    assert!(r.rate_outcome.not_issued > 0, "{}", describe(r));
+    assert_eq!(r.rate_outcome.backlog_limit, 15_000);
+    let message = r.rate_outcome.message.as_deref().unwrap_or("");
+    assert!(
+        message.contains("target 15000 IO/s not held") && message.contains("never issued"),
+        "{message}"
+    );
+}
+
+#[test]
+fn open_loop_writes_on_a_4096_byte_sector_loop_device_all_reach_it() {
     let _serial = serial();
-    // RAM behind the loop device, pre-filled: first touch of tmpfs pages is
-    // slow, and a device that pauses to allocate is not what this measures.
-    let shm = Path::new("/dev/shm");
-    let dir = if shm.is_dir() {
-        tempfile::tempdir_in(shm).unwrap()
-    } else {
-        println!("skipped: no /dev/shm for a RAM-backed loop device");
+    let dir = scratch();
+    let backing = dir.path().join("rates-lo.img");
+    let Some(lo) = or_skip(LoopDevice::create(&backing, 64 * MIB, 4096)) else {
         return;
     };
-    if let Some(reason) = cairn_io::test_support::loop_device::unavailable_reason() {
-        println!("skipped: {reason}");
-        return;
-    }
-    let backing = filled_file(&dir.path().join("rates-lo.img"), 64 * MIB);
-    let lo = LoopDevice::attach(&backing, 4096, &[]).unwrap();
-    let rates = [
-        (2_000.0, Arrival::Deterministic),
-        (15_000.0, Arrival::Exponential),
-    ];
-    let plan = rate_plan(&lo.path, None, &rates);
+    const RATE: f64 = 2_000.0;
+    let plan = rate_plan(&lo.path, None, 0.0, 1, &[(RATE, Arrival::Deterministic)]);
     let targets = open(&plan);
     assert_eq!(targets[0].sector_bytes(), 4096);
+    let before = write_requests(&lo);
     let result = bench(&plan, &targets, default_engine());
     drop(targets);
+    let after = write_requests(&lo);
     assert_eq!(result.targets[0].kind, "block");
-    assert_eq!(result.runs.len(), rates.len());
-    for (r, (rate, _)) in result.runs.iter().zip(&rates) {
-        assert_held(r, *rate);
-    }
-    // The device saw them: /proc/diskstats over the measured window.
-    let name = lo.name();
-    let dev = result.runs[1]
-        .devices
-        .iter()
-        .find(|d| d.device == name)
-        .unwrap_or_else(|| panic!("no diskstats for {name}: {:?}", result.runs[1].devices));
-    assert!(
-        (dev.r_s - 15_000.0).abs() / 15_000.0 < 0.05,
-        "the device read {:.0}/s",
-        dev.r_s
+    let r = &result.runs[0];
+    println!(
+        "{} (held or not is this machine's speed: not asserted)",
+        describe(r)
     );
+    let all = &r.totals.all.all;
+    assert_eq!(r.rate_outcome.target_iops, Some(RATE));
+    assert_eq!(r.errors.count, 0, "{:?}", r.errors.first);
+    assert!(all.ios > 0);
+    assert_eq!(r.totals.all.write.ios, all.ios);
+    assert_eq!(all.bytes, all.ios * 8 * KIB);
+    // Never ahead of the schedule: one arrival every 0.5 ms for 1 s.
+    assert!(all.ios <= RATE as u64 + 1, "{}", describe(r));
+    // The device received exactly the writes the run counted, each whole.
+    assert_eq!(
+        after - before,
+        all.ios,
+        "write requests the device received"
+    );
+}
+
+/// Write requests a block device has received: completed plus merged into
+/// others (`/sys/block/*/stat`), i.e. what was submitted to it.
+fn write_requests(lo: &LoopDevice) -> u64 {
+    let text = std::fs::read_to_string(format!("/sys/block/{}/stat", lo.name())).unwrap();
+    let f: Vec<u64> = text
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    f[4] + f[5]
 }
 
 /// Writes honour a target's maximum transfer: 2 MiB sequential writes on a
@@ -181,18 +220,11 @@ fn open_loop_rates_are_held_on_a_ram_backed_4096_byte_sector_loop_device() {
 #[test]
 fn large_writes_reach_the_device_no_larger_than_its_max_transfer() {
     let _serial = serial();
-    let shm = Path::new("/dev/shm");
-    if !shm.is_dir() {
-        println!("skipped: no /dev/shm for a RAM-backed loop device");
+    let dir = scratch();
+    let backing = dir.path().join("xfer-lo.img");
+    let Some(lo) = or_skip(LoopDevice::create(&backing, 64 * MIB, 4096)) else {
         return;
-    }
-    if let Some(reason) = cairn_io::test_support::loop_device::unavailable_reason() {
-        println!("skipped: {reason}");
-        return;
-    }
-    let dir = tempfile::tempdir_in(shm).unwrap();
-    let backing = filled_file(&dir.path().join("xfer-lo.img"), 64 * MIB);
-    let lo = LoopDevice::attach(&backing, 4096, &[]).unwrap();
+    };
     let plan = plan(
         vec![sd("sd1", &lo.path, None, 4)],
         vec![wd(
@@ -253,7 +285,7 @@ fn a_plan_with_a_rate_the_schedule_cannot_time_is_refused_before_any_io() {
     let before = std::fs::read(&lun).unwrap();
     // Built without a parser (as an AWR replay's --scale builds one).
     for rate in [1e300, 2e9, f64::INFINITY] {
-        let mut plan = rate_plan(&lun, None, &[(rate, Arrival::Exponential)]);
+        let mut plan = rate_plan(&lun, None, 100.0, SECONDS, &[(rate, Arrival::Exponential)]);
         plan.wds[0].rdpct = 0.0;
         let targets = open(&plan);
         let host = cairn_io::host::Host::real();

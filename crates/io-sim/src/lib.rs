@@ -24,11 +24,17 @@
 //! Requests are validated and split exactly as the real backends do (the
 //! conformance suite runs here too), and each device-level piece is asserted to
 //! respect the maximum transfer.
+//!
+//! Time is the engine's own (it moves to each completion's due time as the
+//! caller waits), or a [`SimClock`] shared with the loop that drives the disk
+//! ([`SimEngine::with_clock`]), so that loop's sleeps and the disk's latencies
+//! are one simulated time; [`Stall`] hangs the disk in that time.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::ops::Range;
 
+use cairn_io::clock::Clock;
 use cairn_io::engine::{pieces, validate};
 use cairn_io::geometry::DiscardSupport;
 use cairn_io::{
@@ -38,8 +44,10 @@ use cairn_io::{
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 
+mod clock;
 mod shared;
 pub mod turnstile;
+pub use clock::SimClock;
 pub use shared::{SharedSim, SimHandle};
 pub use turnstile::{Actor, Turnstile};
 
@@ -237,6 +245,8 @@ pub struct SimEngine {
     depth_max: usize,
     stats: EngineStats,
     events: Vec<FaultEvent>,
+    /// The time shared with the caller, if any (see [`SimEngine::with_clock`]).
+    clock: Option<SimClock>,
 }
 
 impl SimEngine {
@@ -257,7 +267,18 @@ impl SimEngine {
             depth_max,
             stats: EngineStats::default(),
             events: Vec::new(),
+            clock: None,
         }
+    }
+
+    /// Keep time on `clock`, shared with the caller: a request is issued at
+    /// the clock's time, waiting moves the clock to each completion's due
+    /// time, and [`IoEngine::wait_timeout`] gives up at its timeout in
+    /// simulated time (moving the clock there) when nothing is due sooner.
+    pub fn with_clock(mut self, clock: SimClock) -> Self {
+        self.now_ns = self.now_ns.max(clock.now_ns());
+        self.clock = Some(clock);
+        self
     }
 
     /// Completion latency drawn uniformly from `range` (nanoseconds of simulated time).
@@ -390,6 +411,37 @@ impl SimEngine {
             }
         }
         report
+    }
+
+    /// Complete requests in due order until `min_completions` are ready (or
+    /// none is left), but none due after `deadline_ns`; false if it stopped
+    /// at the deadline. The shared clock, if any, follows.
+    fn wait_until(&mut self, min_completions: usize, deadline_ns: u64) -> bool {
+        let target = min_completions.min(self.in_flight());
+        let mut reached = true;
+        while self.ready.len() < target {
+            let Some(&Reverse((due_ns, sequence))) = self.in_flight.peek() else {
+                break;
+            };
+            if due_ns > deadline_ns {
+                reached = false;
+                break;
+            }
+            self.in_flight.pop();
+            self.now_ns = self.now_ns.max(due_ns);
+            if let Some((disk, issued_at_ns)) = self.flushes.remove(&sequence) {
+                self.disks[disk].flush(issued_at_ns);
+            }
+            let completion = self
+                .waiting
+                .remove(&sequence)
+                .expect("invariant: every in-flight entry has its completion");
+            self.ready.push_back(completion);
+        }
+        if let Some(clock) = &self.clock {
+            clock.advance_to(self.now_ns);
+        }
+        reached
     }
 
     fn chance(&mut self, per_million: u32) -> bool {
@@ -540,6 +592,9 @@ impl IoEngine for SimEngine {
             return Err(SubmitError::QueueFull(request));
         }
         self.stats.requests += 1;
+        if let Some(clock) = &self.clock {
+            self.now_ns = self.now_ns.max(clock.now_ns());
+        }
         let latency = self.latency_ns.start
             + self.rng.next_u64() % (self.latency_ns.end - self.latency_ns.start);
         let completes_at_ns = self.now_ns + latency;
@@ -570,20 +625,26 @@ impl IoEngine for SimEngine {
     }
 
     fn wait(&mut self, min_completions: usize) -> Result<(), IoError> {
-        let target = min_completions.min(self.in_flight());
-        while self.ready.len() < target {
-            let Some(Reverse((due_ns, sequence))) = self.in_flight.pop() else {
-                break;
-            };
-            self.now_ns = self.now_ns.max(due_ns);
-            if let Some((disk, issued_at_ns)) = self.flushes.remove(&sequence) {
-                self.disks[disk].flush(issued_at_ns);
+        self.wait_until(min_completions, u64::MAX);
+        Ok(())
+    }
+
+    fn wait_timeout(
+        &mut self,
+        min_completions: usize,
+        timeout: std::time::Duration,
+    ) -> Result<(), IoError> {
+        let Some(clock) = &self.clock else {
+            return self.wait(min_completions);
+        };
+        let now = self.now_ns.max(clock.now_ns());
+        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let deadline = now.saturating_add(timeout_ns);
+        if !self.wait_until(min_completions, deadline) {
+            self.now_ns = self.now_ns.max(deadline);
+            if let Some(clock) = &self.clock {
+                clock.advance_to(self.now_ns);
             }
-            let completion = self
-                .waiting
-                .remove(&sequence)
-                .expect("invariant: every in-flight entry has its completion");
-            self.ready.push_back(completion);
         }
         Ok(())
     }
@@ -735,24 +796,28 @@ impl IoEngine for CrashAfter {
     }
 }
 
-/// A disk that hangs for a while, in real time: the `at`-th request submitted
-/// (counting from 0) holds its submitter for `stall` before it goes through,
-/// as a device that stops answering for half a second does. For testing tools
-/// that must *see* a stall rather than wait politely through it (the workload
-/// engine's open-loop latency, which counts from each I/O's intended start).
+/// A disk that hangs for a while, in simulated time: the `at`-th request
+/// submitted (counting from 0) holds its submitter for `stall` of `clock`'s
+/// time before it goes through, as a device that stops answering for half a
+/// second does. For testing tools that must *see* a stall rather than wait
+/// politely through it (the workload engine's open-loop latency, which counts
+/// from each I/O's intended start). The inner engine should keep time on the
+/// same clock ([`SimEngine::with_clock`]).
 pub struct Stall<E> {
     inner: E,
     at: u64,
     stall: std::time::Duration,
+    clock: SimClock,
     submitted: u64,
 }
 
 impl<E: IoEngine> Stall<E> {
-    pub fn new(inner: E, at: u64, stall: std::time::Duration) -> Self {
+    pub fn new(inner: E, at: u64, stall: std::time::Duration, clock: SimClock) -> Self {
         Self {
             inner,
             at,
             stall,
+            clock,
             submitted: 0,
         }
     }
@@ -773,7 +838,7 @@ impl<E: IoEngine> IoEngine for Stall<E> {
 
     fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
         if self.submitted == self.at {
-            std::thread::sleep(self.stall);
+            self.clock.advance(self.stall);
         }
         self.submitted += 1;
         self.inner.submit(request)
@@ -781,6 +846,10 @@ impl<E: IoEngine> IoEngine for Stall<E> {
 
     fn wait(&mut self, min: usize) -> Result<(), IoError> {
         self.inner.wait(min)
+    }
+
+    fn wait_timeout(&mut self, min: usize, timeout: std::time::Duration) -> Result<(), IoError> {
+        self.inner.wait_timeout(min, timeout)
     }
 
     fn pop_completion(&mut self) -> Option<Completion> {

@@ -439,3 +439,46 @@ fn a_flush_never_brings_older_data_back() {
         "some seed completes the newer write and the flush before the older write"
     );
 }
+
+/// With a shared clock, the disk and its caller keep one simulated time: a
+/// request is issued at the clock's time, a wait moves the clock to the
+/// completion's due time, a wait with a timeout gives up at the timeout when
+/// nothing is due sooner, and a stall moves the clock by its length.
+#[test]
+fn a_shared_clock_is_the_disks_time_and_its_callers() {
+    use cairn_io::clock::Clock;
+    use cairn_io_sim::{SimClock, Stall};
+    use std::time::Duration;
+
+    let clock = SimClock::new();
+    let mut sim = SimEngine::new(3, 8)
+        .with_latency(100_000..100_001)
+        .with_clock(clock.clone());
+    let id = sim.add_disk(geometry(64 * MIB, 4096, 4096, 1280 << 10));
+    let mut engine = Stall::new(sim, 1, Duration::from_millis(500), clock.clone());
+    let read = |tag| Request {
+        device: id,
+        tag,
+        op: Op::Read {
+            offset_bytes: 0,
+            buf: AlignedBuf::zeroed(4096),
+        },
+    };
+    // The caller sleeps to 1 ms: the next request is issued then.
+    clock.sleep_until_ns(1_000_000);
+    engine.submit(read(0)).unwrap();
+    // Nothing is due within 40 µs: the wait gives up there.
+    engine.wait_timeout(1, Duration::from_micros(40)).unwrap();
+    assert!(engine.pop_completion().is_none());
+    assert_eq!(clock.now_ns(), 1_040_000);
+    // Due 100 µs after it was issued.
+    engine.wait_timeout(1, Duration::from_secs(1)).unwrap();
+    assert_eq!(engine.pop_completion().unwrap().tag, 0);
+    assert_eq!(clock.now_ns(), 1_100_000);
+    // The second request stalls 500 ms before it goes through.
+    engine.submit(read(1)).unwrap();
+    assert_eq!(clock.now_ns(), 501_100_000);
+    engine.wait(1).unwrap();
+    assert_eq!(engine.pop_completion().unwrap().tag, 1);
+    assert_eq!(clock.now_ns(), 501_200_000);
+}

@@ -3,6 +3,7 @@
 //! - [`engine`]: the completion-based [`IoEngine`] trait every backend implements —
 //!   submit requests with owned, aligned buffers and a tag; drain completions.
 //! - [`buf`]: [`AlignedBuf`], the owned buffer that travels with a request.
+//! - [`clock`]: where a timed loop reads its time (real, or a simulator's).
 //! - [`geometry`]: what the engine needs to know of a device to keep every request legal.
 //! - [`host`], [`probe`]: what the kernel says about a block device or file (sysfs,
 //!   procfs, statx), read-only.
@@ -15,6 +16,7 @@
 
 pub mod block_ioctl;
 pub mod buf;
+pub mod clock;
 pub mod device;
 pub mod engine;
 pub mod geometry;

@@ -6,12 +6,15 @@
 //! due time, record each completion's latency from its intended start.
 //! Statistics stay thread-local and are shipped to the collector at each
 //! interval boundary, so the hot path takes no lock unless validation is on.
+//! Every time the loop reads, and every sleep, goes through the run's
+//! [`Clock`]: the machine's, or a simulator's ([`EngineMaker::Simulated`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use cairn_io::clock::Clock;
 use cairn_io::{AlignedBuf, DeviceId, Geometry, IoEngine, Op, Request};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -43,6 +46,12 @@ pub enum EngineMaker {
     /// Anything else (the simulator in tests): given the sds' geometries in
     /// order, an engine whose device ids are 0, 1, … in that order.
     Custom(EngineFactory),
+    /// A simulated engine (made as by `Custom`) and the simulated time it
+    /// keeps: the run reads its every time and sleeps on that clock, so it
+    /// takes no real time and its latencies, rates and intervals are the
+    /// seed's on any machine. One worker thread drives every sd, the clock's
+    /// only writer.
+    Simulated(EngineFactory, Arc<dyn Clock>),
 }
 
 impl EngineMaker {
@@ -53,7 +62,16 @@ impl EngineMaker {
         match self {
             EngineMaker::Uring => cairn_io::EngineKind::Uring,
             EngineMaker::Sync => cairn_io::EngineKind::Sync,
-            EngineMaker::Custom(_) => cairn_io::EngineKind::Auto,
+            EngineMaker::Custom(_) | EngineMaker::Simulated(..) => cairn_io::EngineKind::Auto,
+        }
+    }
+
+    /// The clock a run with this engine keeps time on: the simulator's, or
+    /// the machine's.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        match self {
+            EngineMaker::Simulated(_, clock) => clock.clone(),
+            _ => Arc::new(cairn_io::clock::Monotonic::new()),
         }
     }
 }
@@ -168,7 +186,8 @@ pub enum Msg {
 }
 
 pub enum Start {
-    Go(Instant),
+    /// Start, with the run's time 0 on the clock.
+    Go(u64),
     Abort,
 }
 
@@ -184,6 +203,7 @@ pub struct WorkerSetup {
     pub tx: Sender<Msg>,
     pub start: Receiver<Start>,
     pub seed: u64,
+    pub clock: Arc<dyn Clock>,
 }
 
 struct InFlight {
@@ -218,16 +238,19 @@ pub fn run(mut setup: WorkerSetup) {
         return;
     }
     let t0 = match setup.start.recv() {
-        Ok(Start::Go(t0)) => t0,
+        Ok(Start::Go(t0)) => RunTime {
+            clock: setup.clock.clone(),
+            origin_ns: t0,
+        },
         _ => return,
     };
-    let reason = w.run(engine.as_mut(), &setup, t0);
+    let reason = w.run(engine.as_mut(), &setup, &t0);
     if engine.in_flight() > 0 {
         // The kernel still owns buffers of a hung device: dropping the engine
         // would wait for it forever. Leak it, so the measurements get out.
         std::mem::forget(engine);
     }
-    let now = t0.elapsed().as_nanos() as u64;
+    let now = t0.now_ns();
     let tick = w.tick(&setup, now);
     setup.tx.send(Msg::Tick(Box::new(tick))).ok();
     setup
@@ -252,7 +275,7 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
         .sum::<usize>()
         .max(1);
     match &setup.maker {
-        EngineMaker::Custom(make) => {
+        EngineMaker::Custom(make) | EngineMaker::Simulated(make, _) => {
             let geometries: Vec<Geometry> = setup.sds.iter().map(|s| s.geometry.clone()).collect();
             let engine = make(&geometries);
             let ids = (0..setup.sds.len() as u32).map(DeviceId).collect();
@@ -336,6 +359,24 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
     }
 }
 
+/// The run's time: its clock, and the clock's reading at the start.
+pub struct RunTime {
+    pub clock: Arc<dyn Clock>,
+    pub origin_ns: u64,
+}
+
+impl RunTime {
+    /// Nanoseconds since the start.
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns().saturating_sub(self.origin_ns)
+    }
+
+    /// Sleep until `ns` after the start.
+    pub fn sleep_until_ns(&self, ns: u64) {
+        self.clock.sleep_until_ns(self.origin_ns.saturating_add(ns));
+    }
+}
+
 struct Worker {
     devices: Vec<DeviceId>,
     outstanding: Vec<u32>,
@@ -398,7 +439,7 @@ impl Worker {
         &mut self,
         engine: &mut dyn IoEngine,
         setup: &WorkerSetup,
-        t0: Instant,
+        t0: &RunTime,
     ) -> Option<String> {
         let interval = setup.interval_ns.max(1);
         let mut next_tick = interval;
@@ -406,7 +447,7 @@ impl Worker {
         let n = setup.sds.len();
         let mut first = 0usize;
         loop {
-            let now = t0.elapsed().as_nanos() as u64;
+            let now = t0.now_ns();
             if now >= setup.end_ns || setup.shared.stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -467,13 +508,10 @@ impl Worker {
                     reason = Some(crate::result::ENDED_AT_EOF.into());
                     break;
                 }
-                let now = t0.elapsed().as_nanos() as u64;
-                if wake > now {
-                    std::thread::sleep(Duration::from_nanos(wake - now));
-                }
+                t0.sleep_until_ns(wake);
                 continue;
             }
-            let now = t0.elapsed().as_nanos() as u64;
+            let now = t0.now_ns();
             let timeout = Duration::from_nanos(wake.saturating_sub(now).max(1_000));
             if let Err(e) = engine.wait_timeout(1, timeout) {
                 let why = format!("the I/O engine failed: {e}");
@@ -577,8 +615,8 @@ impl Worker {
         Ok(())
     }
 
-    fn reap(&mut self, engine: &mut dyn IoEngine, setup: &WorkerSetup, t0: Instant) {
-        let now = t0.elapsed().as_nanos() as u64;
+    fn reap(&mut self, engine: &mut dyn IoEngine, setup: &WorkerSetup, t0: &RunTime) {
+        let now = t0.now_ns();
         while let Some(c) = engine.pop_completion() {
             let slot = c.tag as usize;
             let Some(io) = self.inflight.get_mut(slot).and_then(Option::take) else {

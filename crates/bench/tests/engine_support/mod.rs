@@ -1,13 +1,16 @@
 //! Shared material for the engine's end-to-end tests (`engine_*.rs`): plans
 //! built from the model structs, targets opened as the CLI opens them, a
-//! bench run with a fixed seed, and a lock that keeps timing-sensitive runs
-//! of one test binary from sharing the machine's two cores with each other.
+//! bench run with a fixed seed, a simulated disk in simulated time (where a
+//! test asserts rates and latencies: they are then the seed's, on any
+//! machine), and a lock that keeps the real-time runs of one test binary
+//! from sharing the machine's cores with each other.
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use cairn_bench::engine::{run_bench, BenchOptions, EngineMaker, Quiet};
@@ -18,6 +21,8 @@ use cairn_bench::model::{
 use cairn_bench::result::{BenchResult, DirectionStats, RunRecord};
 use cairn_bench::target::{open_targets, Target, TargetOptions};
 use cairn_io::host::Host;
+use cairn_io::{Geometry, IoEngine};
+use cairn_io_sim::{SimClock, SimEngine};
 
 pub const KIB: u64 = 1024;
 pub const MIB: u64 = 1024 * 1024;
@@ -117,13 +122,17 @@ pub fn open(plan: &Plan) -> Vec<Target> {
     .unwrap_or_else(|e| panic!("open_targets: {e}"))
 }
 
-/// io_uring where the kernel offers it, else the sync engine (said aloud).
+/// io_uring where the kernel offers it, else the sync engine (said aloud;
+/// under CAIRN_REQUIRE_TOOLS a kernel without io_uring fails the test).
 pub fn default_engine() -> EngineMaker {
-    if cairn_io::uring_engine::UringEngine::new(1).is_ok() {
-        EngineMaker::Uring
-    } else {
-        println!("note: io_uring is not available here; these runs use the sync engine");
-        EngineMaker::Sync
+    match uring_available() {
+        None => EngineMaker::Uring,
+        Some(reason) => {
+            cairn_io::test_support::prerequisite::missing(&format!(
+                "{reason}; these runs would use the sync engine"
+            ));
+            EngineMaker::Sync
+        }
     }
 }
 
@@ -131,6 +140,25 @@ pub fn uring_available() -> Option<String> {
     cairn_io::uring_engine::UringEngine::new(1)
         .err()
         .map(|e| format!("io_uring is not available: {e}"))
+}
+
+/// A simulated disk per sd, each I/O completing after `latency_ns` drawn
+/// from the seed, in simulated time: the run's clock is the disk's.
+pub fn simulated_disk(seed: u64, latency_ns: Range<u64>) -> EngineMaker {
+    let clock = SimClock::new();
+    let time = clock.clone();
+    EngineMaker::Simulated(
+        Arc::new(move |geometries: &[Geometry]| {
+            let mut sim = SimEngine::new(seed, 1024)
+                .with_latency(latency_ns.clone())
+                .with_clock(time.clone());
+            for g in geometries {
+                sim.add_disk(g.clone());
+            }
+            Box::new(sim) as Box<dyn IoEngine>
+        }),
+        Arc::new(clock),
+    )
 }
 
 /// Run `plan` on `targets` with the fixed seed, quietly.
