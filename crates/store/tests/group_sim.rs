@@ -187,8 +187,13 @@ impl ModelFile {
         }
     }
 
+    /// A resize commits only what it depends on (the zeros it writes):
+    /// earlier writes stay pending, cut to the new size.
     fn resize(&mut self, new: u64) {
-        self.sync();
+        self.pending.retain_mut(|(off, data)| {
+            data.truncate(new.saturating_sub(*off) as usize);
+            !data.is_empty()
+        });
         self.durable.resize(new as usize, 0);
         self.size = new;
         let beyond: Vec<u64> = self.maybe.range(new..).map(|(k, _)| *k).collect();
@@ -252,8 +257,20 @@ fn sector_ok(file: &ModelFile, actual: &[u8]) -> Result<(), String> {
             .get(&off)
             .is_some_and(|c| c.iter().any(|v| v.as_slice() == chunk));
         if !pending_match && !maybe_match {
+            let zeros = chunk.iter().all(|b| *b == 0);
+            let halves: Vec<bool> = chunk
+                .chunks(512)
+                .enumerate()
+                .map(|(i, c)| {
+                    file.durable[off as usize + i * 512..off as usize + i * 512 + c.len()] == *c
+                        || file
+                            .maybe
+                            .get(&off)
+                            .is_some_and(|m| m.iter().any(|v| &v[i * 512..i * 512 + c.len()] == c))
+                })
+                .collect();
             return Err(format!(
-                "file {} sector at {off}: neither synced nor a pending write",
+                "file {} sector at {off}: neither synced nor a pending write (zeros {zeros}, per-512 known {halves:?})",
                 file.number
             ));
         }
@@ -361,7 +378,6 @@ fn apply(
             m.copied = Some(whole.clone());
             g.write(f.number, 0, &data)?;
             g.publish(f.number, &path(&full), size)?;
-            m.sync();
             m.files.insert(full, whole);
             Ok(())
         }
@@ -405,9 +421,6 @@ fn apply(
             match g.resize(&path(&name), new) {
                 Ok(info) => {
                     assert_eq!(info.size_bytes, new);
-                    // A resize commits through the journal, which flushes every
-                    // disk first: all earlier writes are durable now.
-                    m.sync();
                     m.files.get_mut(&name).unwrap().resize(new);
                     Ok(())
                 }
@@ -421,7 +434,6 @@ fn apply(
             g.remove(&path(&name))?;
             let number = m.files.remove(&name).map(|f| f.number);
             m.aliases.retain(|_, n| Some(*n) != number);
-            m.sync();
             Ok(())
         }
         Op::Mkdir => {
@@ -431,7 +443,6 @@ fn apply(
             }
             g.mkdir(&path(&name), false)?;
             m.dirs.push(name);
-            m.sync();
             Ok(())
         }
         Op::Alias => {
@@ -445,7 +456,6 @@ fn apply(
             }
             g.mkalias(&path(&name), &path(&alias))?;
             m.aliases.insert(alias, m.files[&name].number);
-            m.sync();
             Ok(())
         }
         Op::Remount | Op::LoseDisk => Ok(()),
@@ -1249,4 +1259,113 @@ fn fine_striped_and_overridden_files_read_back() {
     g.read(mirrored.number, 0, &mut back).unwrap();
     assert!(back == data[..MIB as usize]);
     assert!(g.check(false).unwrap().problems.is_empty());
+}
+
+/// Every request an engine is given, by device and kind, for tests that
+/// check which I/O an operation does.
+type Log = std::sync::Arc<std::sync::Mutex<Vec<(DeviceId, cairn_io::OpKind)>>>;
+
+struct Recording<'a> {
+    inner: &'a mut dyn IoEngine,
+    log: Log,
+}
+
+fn take(log: &Log) -> Vec<(DeviceId, cairn_io::OpKind)> {
+    std::mem::take(&mut *log.lock().unwrap())
+}
+
+impl IoEngine for Recording<'_> {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+    fn geometry(&self, device: DeviceId) -> Option<&cairn_io::Geometry> {
+        self.inner.geometry(device)
+    }
+    fn submit(&mut self, request: cairn_io::Request) -> Result<(), cairn_io::SubmitError> {
+        self.log
+            .lock()
+            .unwrap()
+            .push((request.device, request.op.kind()));
+        self.inner.submit(request)
+    }
+    fn wait(&mut self, min: usize) -> Result<(), cairn_io::IoError> {
+        self.inner.wait(min)
+    }
+    fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
+        self.inner.pop_completion()
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+    fn depth_max(&self) -> usize {
+        self.inner.depth_max()
+    }
+    fn stats(&self) -> cairn_io::EngineStats {
+        self.inner.stats()
+    }
+}
+
+/// Which devices `log` flushes, and whether each flush follows a write to
+/// its device within `log`.
+fn flushes(log: &[(DeviceId, cairn_io::OpKind)]) -> Vec<(DeviceId, bool)> {
+    use cairn_io::OpKind;
+    log.iter()
+        .enumerate()
+        .filter(|(_, (_, k))| *k == OpKind::Flush)
+        .map(|(i, (d, _))| {
+            let written = log[..i]
+                .iter()
+                .any(|(w, k)| w == d && matches!(k, OpKind::Write | OpKind::WriteZeroes));
+            (*d, written)
+        })
+        .collect()
+}
+
+/// A commit's barrier flushes only the disks holding data its metadata
+/// points at, not every disk an earlier commit wrote in place (the journal
+/// covers those until a checkpoint): a metadata-only commit flushes only
+/// disks it has itself written (its record's copies), and a first write's
+/// commit flushes every disk the data went to.
+#[test]
+fn a_commit_flushes_only_the_disks_it_depends_on() {
+    use cairn_io::OpKind;
+    let disks: Vec<(u64, &str)> = ["A", "B", "C", "D"].map(|fg| (64 * MIB, fg)).to_vec();
+    let (mut engine, ids, _) = scenario(&disks, Redundancy::External);
+    let log = Log::default();
+    let mut rec = Recording {
+        inner: &mut engine,
+        log: log.clone(),
+    };
+    let mut g = group::mount(&mut rec, &ids, &GroupSelector::Name("SIM".into()))
+        .unwrap()
+        .0;
+    // In-place writes on every disk: a file with extents on all four.
+    let wide = g
+        .create_file(&path("wide"), 8 * MIB, &CreateOptions::default())
+        .unwrap();
+    take(&log);
+    g.write(wide.number, 0, &pattern(8 * MIB as usize, 3))
+        .unwrap();
+    let first_write = take(&log);
+    let data_disks: std::collections::BTreeSet<DeviceId> = first_write
+        .iter()
+        .filter(|(_, k)| *k == OpKind::Write)
+        .map(|(d, _)| *d)
+        .collect();
+    assert_eq!(data_disks.len(), 4, "the data went to every disk");
+    let flushed: std::collections::BTreeSet<DeviceId> =
+        flushes(&first_write).iter().map(|(d, _)| *d).collect();
+    assert_eq!(flushed, data_disks, "the barrier flushed the data's disks");
+
+    g.create_file(&path("empty"), 0, &CreateOptions::default())
+        .unwrap();
+    let metadata_only = flushes(&take(&log));
+    assert!(!metadata_only.is_empty(), "the commit flushed its record");
+    for (disk, written) in metadata_only {
+        assert!(
+            written,
+            "a metadata-only commit flushed {disk:?}, which it had not written"
+        );
+    }
+    g.dismount().unwrap();
 }

@@ -26,6 +26,32 @@ pub enum AtBlock {
 /// A quarantined run's tag before its transaction commits.
 const UNSEALED: u64 = u64::MAX;
 
+/// A freed run, held back until nothing can still use it.
+#[derive(Debug, Clone, Copy)]
+struct Quarantined {
+    start: u32,
+    len: u32,
+    /// [`UNSEALED`] until the transaction that freed the run has committed,
+    /// then the data plane's epoch after which no reader can use it.
+    tag: u64,
+    /// For a run that held journaled metadata (an indirect AU): the journal
+    /// ring generation whose records may still target it. Replaying one of
+    /// them would write over whatever the run holds next, so the run waits
+    /// until a checkpoint has started a later generation.
+    ring: Option<u64>,
+}
+
+impl Quarantined {
+    fn contains(&self, au: u64) -> bool {
+        (u64::from(self.start)..u64::from(self.start) + u64::from(self.len)).contains(&au)
+    }
+
+    /// Free of readers as of `epoch`.
+    fn readers_gone(&self, epoch: u64) -> bool {
+        self.tag != UNSEALED && self.tag <= epoch
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct DiskAlloc {
     pub layout: AtLayout,
@@ -33,10 +59,8 @@ pub struct DiskAlloc {
     used_per_block: Vec<u32>,
     used: u64,
     dirty: BTreeSet<AtBlock>,
-    /// Freed runs not yet reusable: (start, length, tag). The tag is
-    /// [`UNSEALED`] until the transaction that freed the run has committed,
-    /// then the data plane's epoch after which no reader can use it.
-    quarantine: Vec<(u32, u32, u64)>,
+    /// Freed runs not yet reusable.
+    quarantine: Vec<Quarantined>,
     cursor: u64,
 }
 
@@ -122,9 +146,7 @@ impl DiskAlloc {
     }
 
     fn quarantined(&self, au: u64) -> bool {
-        self.quarantine.iter().any(|(start, len, _)| {
-            (u64::from(*start)..u64::from(*start) + u64::from(*len)).contains(&au)
-        })
+        self.quarantine.iter().any(|q| q.contains(au))
     }
 
     /// Find and take `len` contiguous free AUs, first fit from a rotating cursor.
@@ -193,16 +215,32 @@ impl DiskAlloc {
     /// ([`DiskAlloc::seal_quarantine`]) and no reader can still use it
     /// ([`DiskAlloc::release_quarantine`]).
     pub fn free(&mut self, start: u32, len: u32) {
+        self.free_run(start, len, None);
+    }
+
+    /// Free a run that held journaled metadata while the journal ring was
+    /// at generation `ring`: it also waits for a checkpoint past it
+    /// ([`DiskAlloc::release_quarantine`]).
+    pub fn free_journaled(&mut self, start: u32, len: u32, ring: u64) {
+        self.free_run(start, len, Some(ring));
+    }
+
+    fn free_run(&mut self, start: u32, len: u32, ring: Option<u64>) {
         self.mark(u64::from(start), u64::from(len), false);
-        self.quarantine.push((start, len, UNSEALED));
+        self.quarantine.push(Quarantined {
+            start,
+            len,
+            tag: UNSEALED,
+            ring,
+        });
     }
 
     /// The transaction that freed the unsealed runs has committed: tag them
     /// with the data plane's `epoch`. Returns whether there were any.
     pub fn seal_quarantine(&mut self, epoch: u64) -> bool {
         let mut any = false;
-        for (_, _, tag) in self.quarantine.iter_mut().filter(|q| q.2 == UNSEALED) {
-            *tag = epoch;
+        for q in self.quarantine.iter_mut().filter(|q| q.tag == UNSEALED) {
+            q.tag = epoch;
             any = true;
         }
         any
@@ -210,21 +248,30 @@ impl DiskAlloc {
 
     /// Whether runs freed by the current transaction are waiting.
     pub fn has_unsealed(&self) -> bool {
-        self.quarantine.iter().any(|q| q.2 == UNSEALED)
+        self.quarantine.iter().any(|q| q.tag == UNSEALED)
     }
 
     /// Make reusable the sealed runs tagged at or below `epoch` (no reader
-    /// older than that runs), and return them, for discarding.
-    pub fn release_quarantine(&mut self, epoch: u64) -> Vec<(u32, u32)> {
+    /// older than that runs) that no journal record of a generation before
+    /// `ring` can target, and return them, for discarding.
+    pub fn release_quarantine(&mut self, epoch: u64, ring: u64) -> Vec<(u32, u32)> {
         let mut out = Vec::new();
-        self.quarantine.retain(|&(start, len, tag)| {
-            let free = tag != UNSEALED && tag <= epoch;
+        self.quarantine.retain(|q| {
+            let free = q.readers_gone(epoch) && q.ring.is_none_or(|g| g < ring);
             if free {
-                out.push((start, len));
+                out.push((q.start, q.len));
             }
             !free
         });
         out
+    }
+
+    /// Whether a checkpoint would free runs: free of readers as of `epoch`,
+    /// they wait only for the journal ring to pass generation `ring`.
+    pub fn waits_for_checkpoint(&self, epoch: u64, ring: u64) -> bool {
+        self.quarantine
+            .iter()
+            .any(|q| q.readers_gone(epoch) && q.ring.is_some_and(|g| g >= ring))
     }
 
     /// Every table block, to be written again (after a rebuild).
@@ -290,16 +337,38 @@ mod tests {
         let y = a.allocate(1).unwrap();
         assert_ne!(y, x, "a quarantined AU is not handed out again");
         assert!(
-            a.release_quarantine(u64::MAX - 1).is_empty(),
+            a.release_quarantine(u64::MAX - 1, 0).is_empty(),
             "not before its transaction commits"
         );
         assert!(a.seal_quarantine(7));
         assert!(
-            a.release_quarantine(6).is_empty(),
+            a.release_quarantine(6, 0).is_empty(),
             "not while a reader older than its epoch runs"
         );
-        assert_eq!(a.release_quarantine(7), vec![(x, 4)]);
-        assert!(a.release_quarantine(u64::MAX).is_empty(), "released once");
+        assert_eq!(a.release_quarantine(7, 0), vec![(x, 4)]);
+        assert!(
+            a.release_quarantine(u64::MAX, 0).is_empty(),
+            "released once"
+        );
+    }
+
+    #[test]
+    fn a_journaled_run_waits_for_a_checkpoint_past_its_ring() {
+        let mut a = alloc();
+        let x = a.allocate(1).unwrap();
+        let y = a.allocate(1).unwrap();
+        a.free_journaled(x, 1, 3);
+        a.free(y, 1);
+        a.seal_quarantine(5);
+        assert!(!a.waits_for_checkpoint(4, 3), "readers still run");
+        assert!(a.waits_for_checkpoint(5, 3));
+        assert_eq!(
+            a.release_quarantine(5, 3),
+            vec![(y, 1)],
+            "the ring of generation 3 may still replay into x"
+        );
+        assert!(!a.waits_for_checkpoint(5, 4), "a checkpoint started ring 4");
+        assert_eq!(a.release_quarantine(5, 4), vec![(x, 1)]);
     }
 
     #[test]
@@ -321,7 +390,7 @@ mod tests {
             a.free(*x, 1);
         }
         a.seal_quarantine(1);
-        a.release_quarantine(1);
+        a.release_quarantine(1, 0);
         let run = a.allocate(3).unwrap();
         assert!(run > first[9], "no 3-run among the holes");
     }

@@ -344,8 +344,8 @@ impl Group<'_> {
         self.run_zeroing(requests, disks);
     }
 
-    /// Run zeroing requests; the disks written need a flush, the ones that
-    /// failed go offline after the step.
+    /// Run zeroing requests; the disks written are flushed by the next
+    /// commit's barrier, the ones that failed go offline after the step.
     pub(super) fn run_zeroing(&mut self, requests: Vec<Request>, disks: Vec<u16>) {
         let completions = match self.engine.execute_all(requests) {
             Ok(c) => c,
@@ -356,11 +356,7 @@ impl Group<'_> {
         };
         for (c, disk) in completions.into_iter().zip(disks) {
             match c.result {
-                Ok(_) => {
-                    if let Some(m) = self.member_mut(disk) {
-                        m.needs_flush = true;
-                    }
-                }
+                Ok(_) => self.depend_on(disk),
                 Err(_) => {
                     self.failed_disks.insert(disk);
                 }

@@ -724,7 +724,9 @@ impl DataPort for Group<'_> {
         written: &BTreeSet<u16>,
     ) -> Result<(), GroupError> {
         self.check_writable()?;
-        self.wrote(written);
+        for disk in written {
+            self.depend_on(*disk);
+        }
         let Some(rec) = self
             .files
             .get(&file)

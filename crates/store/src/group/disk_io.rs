@@ -52,6 +52,15 @@ impl Group<'_> {
         Ok(failed.into_iter().collect())
     }
 
+    /// Data or zeros were written to `disk` for the running transaction:
+    /// its barrier flushes the disk before its record is written.
+    pub(super) fn depend_on(&mut self, disk: u16) {
+        if let Some(m) = self.member_mut(disk) {
+            m.needs_flush = true;
+            self.barrier.insert(disk);
+        }
+    }
+
     /// Flush the given disks (all online ones that need it when `None`).
     pub(super) fn flush_disks(
         &mut self,

@@ -293,6 +293,17 @@ impl Group<'_> {
             )));
         }
         self.trim_extents(number, keep)?;
+        // The name must not be durable before the data: the commit's barrier
+        // flushes the file's disks that this group's own calls wrote and did
+        // not flush yet (a writer through data handles syncs them first).
+        let unflushed: BTreeSet<u16> = self.files[&number]
+            .extents
+            .iter()
+            .flat_map(|e| e.copies())
+            .map(|c| c.disk)
+            .filter(|d| self.member(*d).is_some_and(|m| m.needs_flush))
+            .collect();
+        self.barrier.extend(unflushed);
         // The name first (it may fail: no room to grow the alias directory,
         // and the file is then still one being created, for discard_unnamed),
         // and in the same commit the file becomes active.
@@ -365,7 +376,7 @@ impl Group<'_> {
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             let index = rec.extents.len() as u64 - 1;
             let extent = rec.extents.pop().expect("invariant: non-empty");
-            self.free_extent(number, &extent, index);
+            self.free_extent(number, &extent, index, false);
             self.dirty_extent(number, index);
             if self.dirty_count() >= STEP_DIRTY_MAX {
                 self.commit()?;
@@ -375,8 +386,7 @@ impl Group<'_> {
         while self.files[&number].entry.indirect.len() as u64 > needed {
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             let pointer = rec.entry.indirect.pop().expect("invariant: non-empty");
-            self.free_extent(number, &pointer, 0);
-            self.checkpoint_before_reuse = true;
+            self.free_extent(number, &pointer, 0, true);
             self.dirty.insert(Dirty::Entry(number));
             if self.dirty_count() >= STEP_DIRTY_MAX {
                 self.commit()?;

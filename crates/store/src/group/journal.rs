@@ -19,10 +19,6 @@ impl Group<'_> {
         // failed must not serve the extents it marks initialised).
         self.offline_failed()?;
         self.publish_changed();
-        if self.checkpoint_before_reuse {
-            self.checkpoint()?;
-            self.checkpoint_before_reuse = false;
-        }
         self.discard_freed()?;
         self.offline_failed()
     }
@@ -102,8 +98,11 @@ impl Group<'_> {
         }
         // Barrier: data and zeroing written before this metadata change must be
         // durable before the change is (an extent marked initialised must never
-        // expose an AU's old contents).
-        self.flush_all_checked()?;
+        // expose an AU's old contents). Only the disks holding them: the
+        // ring covers earlier in-place writes until a checkpoint.
+        let barrier = std::mem::take(&mut self.barrier);
+        let failed = self.flush_disks(Some(&barrier))?;
+        self.failed_disks.extend(failed);
 
         let record = JournalRecord {
             seq,
@@ -289,13 +288,14 @@ impl Group<'_> {
     pub(super) fn release_free_of_readers(&mut self) -> Result<(), GroupError> {
         let au = self.au_bytes;
         let free_of_readers = self.plane.oldest_running();
+        let ring = self.journal.header_generation;
         let mut requests = Vec::new();
         for m in self.members.iter_mut().flatten() {
             let device = m.online();
             let Some(alloc) = m.alloc.as_mut() else {
                 continue;
             };
-            let runs = alloc.release_quarantine(free_of_readers);
+            let runs = alloc.release_quarantine(free_of_readers, ring);
             let Some(device) = device else { continue };
             for (start, len) in runs {
                 requests.push(Request {
@@ -315,6 +315,17 @@ impl Group<'_> {
             .execute_all(requests)
             .map_err(io_err("(engine)"))?;
         Ok(())
+    }
+
+    /// Whether freed runs, free of readers, wait only for a checkpoint.
+    pub(super) fn waits_for_checkpoint(&self) -> bool {
+        let epoch = self.plane.oldest_running();
+        let ring = self.journal.header_generation;
+        self.members
+            .iter()
+            .flatten()
+            .filter_map(|m| m.alloc.as_ref())
+            .any(|a| a.waits_for_checkpoint(epoch, ring))
     }
 
     /// Read the journal copy by copy: a record counts if it is whole on any copy.

@@ -370,9 +370,11 @@ pub struct Group<'e> {
     /// Disks whose allocation table could not be read: rebuilt from the
     /// extent maps once those are loaded.
     tables_to_rebuild: Vec<u16>,
-    /// A freed AU held journaled blocks (an indirect AU): records in the ring
-    /// still target it, so the ring must be checkpointed before it is reused.
-    checkpoint_before_reuse: bool,
+    /// Disks holding data or zeros written for the running transaction:
+    /// its barrier flushes them before its record is written, so what its
+    /// metadata points at is durable first. Only these: in-place metadata
+    /// writes are covered by the journal until a checkpoint flushes them.
+    barrier: BTreeSet<u16>,
     /// Metadata copies rewritten from a good mirror since mount.
     repaired_copies: u64,
     /// Disks whose writes failed during the current step, to offline after it.
@@ -472,7 +474,7 @@ impl<'e> Group<'e> {
             poisoned: None,
             clock: system_clock,
             tables_to_rebuild: Vec::new(),
-            checkpoint_before_reuse: false,
+            barrier: BTreeSet::new(),
             repaired_copies: 0,
             failed_disks: BTreeSet::new(),
             shared_aus: BTreeMap::new(),

@@ -35,6 +35,12 @@ impl Group<'_> {
             // commit: give them back, and try once more.
             Err(GroupError::NoSpace(_)) if !self.read_only => {
                 self.release_free_of_readers()?;
+                if self.waits_for_checkpoint() {
+                    // Freed indirect AUs wait for the ring to move past
+                    // the records that target them: move it now.
+                    self.checkpoint()?;
+                    self.release_free_of_readers()?;
+                }
                 self.allocate_extent_now(copies, index)
             }
             other => other,
@@ -90,10 +96,12 @@ impl Group<'_> {
         )))
     }
 
-    /// Free the AUs of extent `index` (or an indirect AU) of file `file`. An
+    /// Free the AUs of extent `index` (or an indirect AU, `journaled`: the
+    /// journal ring may still hold records that target it) of file `file`. An
     /// AU another extent map also claims (damage found at mount) stays used,
     /// for the other owner, instead of being freed under it.
-    pub(super) fn free_extent(&mut self, file: u32, extent: &Extent, index: u64) {
+    pub(super) fn free_extent(&mut self, file: u32, extent: &Extent, index: u64, journaled: bool) {
+        let ring = journaled.then_some(self.journal.header_generation);
         let aus = placement::extent_aus(index) as u32;
         for c in extent.copies() {
             let run = u64::from(c.au)..u64::from(c.au) + u64::from(aus);
@@ -117,12 +125,16 @@ impl Group<'_> {
             let Some(alloc) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) else {
                 continue;
             };
+            let mut free = |start: u32, len: u32| match ring {
+                Some(g) => alloc.free_journaled(start, len, g),
+                None => alloc.free(start, len),
+            };
             if shared.is_empty() {
-                alloc.free(c.au, aus);
+                free(c.au, aus);
                 continue;
             }
             for au in run.filter(|a| !shared.contains(a)) {
-                alloc.free(au as u32, 1);
+                free(au as u32, 1);
             }
         }
     }
