@@ -69,6 +69,19 @@ fn get<'a>(c: &'a BufferCache, id: BlockId, mode: Mode, op: &mut OpStats) -> Pin
     }
 }
 
+/// Until `n` sessions are in a buffer wait: the handshake that stands where
+/// a sleep would. A session that ends first never waited, and fails the test.
+fn until_waiting<T>(c: &BufferCache, n: usize, sessions: &[&std::thread::JoinHandle<T>]) {
+    while c.sessions_waiting() < n {
+        assert!(
+            sessions.iter().all(|s| !s.is_finished()),
+            "a session finished without waiting ({} waiting)",
+            c.sessions_waiting()
+        );
+        std::thread::yield_now();
+    }
+}
+
 fn counts(op: &mut OpStats) -> Counts {
     let slot = StatsSlot::default();
     slot.publish(op);
@@ -307,8 +320,7 @@ fn a_session_wanting_a_block_another_is_reading_waits_for_that_read() {
         })
     };
     started.wait();
-    // Give the waiter time to reach the frame (no timing is asserted).
-    std::thread::sleep(Duration::from_millis(200));
+    until_waiting(&c, 1, &[&waiter]);
     let mut buf = loading.take_buf();
     fill(&mut buf, 5, 0);
     let p = loading.complete(buf);
@@ -341,10 +353,11 @@ fn a_failed_read_sends_the_waiting_session_to_read_the_block_itself() {
         })
     };
     started.wait();
-    std::thread::sleep(Duration::from_millis(100));
+    until_waiting(&c, 1, &[&waiter]);
     let buf = loading.take_buf();
     loading.fail(buf);
     let s = waiter.join().unwrap();
+    assert_eq!(s.event(Event::ReadByOtherSession).waits, 1);
     assert_eq!(s.get(Stat::CacheMisses), 1, "the waiter read it itself");
     assert!(c.contains(5));
 }
@@ -389,7 +402,7 @@ fn a_change_waits_for_the_write_of_its_buffer() {
         })
     };
     started.wait();
-    std::thread::sleep(Duration::from_millis(100));
+    until_waiting(&c, 1, &[&changer]);
     assert_eq!(c.dirty_buffers(), 0, "changed while being written");
     c.end_write(&jobs[0], true);
     let s = changer.join().unwrap();
@@ -434,11 +447,12 @@ fn with_only_dirty_buffers_a_get_waits_for_the_writer_or_says_so() {
             counts(&mut op)
         })
     };
-    // The waiting session posts the writer.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !c.wait_for_writer_work(Duration::from_millis(100)) {
-        assert!(Instant::now() < deadline, "the writer was never posted");
-    }
+    // The waiting session posted the writer before it waited.
+    until_waiting(&c, 1, &[&waiter]);
+    assert!(
+        c.wait_for_writer_work(Duration::ZERO),
+        "the writer was never posted"
+    );
     let mut jobs = Vec::new();
     c.begin_writes(1, false, &mut jobs, &mut op);
     assert_eq!(jobs.len(), 1);
@@ -473,7 +487,7 @@ fn shutdown_wakes_every_waiter_and_no_one_waits_again() {
                 .err()
         })
     };
-    std::thread::sleep(Duration::from_millis(100));
+    until_waiting(&c, 2, &[&free_waiter, &write_waiter]);
     c.shutdown();
     assert_eq!(free_waiter.join().unwrap(), Some(CacheError::Shutdown));
     assert_eq!(write_waiter.join().unwrap(), Some(CacheError::Shutdown));
@@ -554,7 +568,9 @@ fn read_block(files: &[PathBuf], layout: &Layout, id: BlockId) -> Vec<u8> {
 }
 
 /// Data files for `layout` of `size` bytes each (the layout's need if None),
-/// opened for direct I/O; None (and a note) where the filesystem refuses O_DIRECT.
+/// opened for direct I/O, on the build's filesystem (not /tmp, which may be a
+/// tmpfs); None (and a note) where it refuses O_DIRECT, which fails the test
+/// under CAIRN_REQUIRE_TOOLS.
 fn data_files(
     dir: &Path,
     layout: &Layout,
@@ -571,7 +587,9 @@ fn data_files(
         match DeviceFile::open(&path, OpenMode::WRITE_EXCLUSIVE, &host) {
             Ok(d) => files.push(d),
             Err(e) => {
-                println!("skipped: {e}");
+                cairn_io::test_support::prerequisite::missing(&format!(
+                    "direct I/O on the build's filesystem: {e}"
+                ));
                 return None;
             }
         }
@@ -613,7 +631,7 @@ fn disk_cache(buffers: usize) -> Arc<BufferCache> {
 
 #[test]
 fn the_writer_writes_every_dirty_buffer_at_its_place_after_its_redo() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let layout = layout(2);
     let Some((paths, files)) = data_files(dir.path(), &layout, None) else {
         return;
@@ -681,7 +699,7 @@ fn the_writer_writes_every_dirty_buffer_at_its_place_after_its_redo() {
 
 #[test]
 fn the_writer_checkpoints_on_its_interval_and_frees_buffers_when_posted() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let layout = layout(1);
     let Some((paths, files)) = data_files(dir.path(), &layout, None) else {
         return;
@@ -742,7 +760,7 @@ fn the_writer_checkpoints_on_its_interval_and_frees_buffers_when_posted() {
 
 #[test]
 fn a_failed_write_fails_the_run_naming_target_and_offset() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let layout = layout(1);
     // Only the header region: every block lies beyond the end.
     let Some((_paths, files)) = data_files(dir.path(), &layout, Some(1 << 20)) else {

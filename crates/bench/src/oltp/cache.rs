@@ -238,6 +238,8 @@ pub struct BufferCache {
     free_waits: WaitQueue,
     write_waits: WaitQueue,
     writer_work: WaitQueue,
+    /// Sessions in a buffer wait right now (see [`BufferCache::sessions_waiting`]).
+    waiting: AtomicUsize,
     /// Spare job buffers, so the writer allocates only while warming up.
     writer_pool: Mutex<Vec<AlignedBuf>>,
     /// Where the next checkpoint batch resumes its scan.
@@ -387,6 +389,7 @@ impl BufferCache {
             free_waits: WaitQueue::default(),
             write_waits: WaitQueue::default(),
             writer_work: WaitQueue::default(),
+            waiting: AtomicUsize::new(0),
             writer_pool: Mutex::new(Vec::new()),
             writer_cursor: AtomicUsize::new(0),
         }
@@ -535,7 +538,9 @@ impl BufferCache {
                     }
                     let event = busy_event();
                     let t = Instant::now();
+                    let waiting = Waiting::new(&self.waiting);
                     let g = frame.data.read().expect(FRAME_POISONED);
+                    drop(waiting);
                     op.wait(event, t.elapsed());
                     PinGuard::Shared(g)
                 }
@@ -550,7 +555,9 @@ impl BufferCache {
                     }
                     let event = busy_event();
                     let t = Instant::now();
+                    let waiting = Waiting::new(&self.waiting);
                     let g = frame.data.write().expect(FRAME_POISONED);
+                    drop(waiting);
                     op.wait(event, t.elapsed());
                     PinGuard::Exclusive(g)
                 }
@@ -564,11 +571,13 @@ impl BufferCache {
         }
         if mode == Mode::Exclusive && frame.writing.load(SeqCst) {
             let t = Instant::now();
+            let waiting = Waiting::new(&self.waiting);
             while frame.writing.load(SeqCst) && !self.shutdown.load(SeqCst) {
                 self.write_waits.wait_while(WRITE_WAIT_SLICE, || {
                     frame.writing.load(SeqCst) && !self.shutdown.load(SeqCst)
                 });
             }
+            drop(waiting);
             op.wait(Event::WriteCompleteWaits, t.elapsed());
             if frame.writing.load(SeqCst) {
                 drop(guard);
@@ -604,9 +613,11 @@ impl BufferCache {
             }
             self.post_writer();
             let t = Instant::now();
+            let waiting = Waiting::new(&self.waiting);
             self.free_waits.wait_while(FREE_WAIT_SLICE, || {
                 self.free_epoch.load(SeqCst) == seen && !self.shutdown.load(SeqCst)
             });
+            drop(waiting);
             op.wait(Event::FreeBufferWaits, t.elapsed());
             if self.shutdown.load(SeqCst) {
                 return Err(CacheError::Shutdown);
@@ -700,6 +711,16 @@ impl BufferCache {
         let heads = self.latches[l].heads.lock().expect(LATCH_POISONED);
         self.find_in_chain(heads[s], id)
             .is_some_and(|f| self.frames[f].state.load(Acquire) == VALID)
+    }
+
+    /// Sessions in a buffer wait right now — read by other session, buffer
+    /// busy, write complete, free buffer; not latch waits — as Oracle's
+    /// `V$SESSION_WAIT` would list them. A session is counted from the moment
+    /// it has chosen to wait (its wait event is then certain) until the wait
+    /// ends. Tests wait for this count, not for a sleep, before they let the
+    /// awaited thing happen.
+    pub fn sessions_waiting(&self) -> usize {
+        self.waiting.load(SeqCst)
     }
 
     /// Buffers dirty and not being written (a buffer claimed by
@@ -849,6 +870,22 @@ impl BufferCache {
 
     pub fn is_shutdown(&self) -> bool {
         self.shutdown.load(SeqCst)
+    }
+}
+
+/// One session counted in [`BufferCache::sessions_waiting`] while this lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, SeqCst);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
     }
 }
 
