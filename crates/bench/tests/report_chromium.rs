@@ -18,7 +18,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_bench::report::chart::{palette, Rgb};
-use cairn_bench::report::{compare_html, compare_results, write_reports};
+use cairn_bench::report::{compare_html, compare_results};
+use cairn_bench::report_file::write_reports;
 use report_fixture::{compare_b, sample_result};
 
 /// Pixels of a series' colour below which its chart counts as not drawn. A

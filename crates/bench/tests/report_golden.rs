@@ -7,7 +7,8 @@ mod report_fixture;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use cairn_bench::report::{load_result, report_html, summary_text, write_reports};
+use cairn_bench::report::{report_html, summary_text};
+use cairn_bench::report_file::{load_result, write_reports};
 use cairn_bench::result::BenchResult;
 use report_fixture::sample_result;
 

@@ -253,7 +253,7 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
             )?;
             std::fs::write(out.join("verdict.html"), replay::verdict_html(&verdict))?;
             std::fs::write(out.join("params.vdb"), &verdict.parameter_file)?;
-            cairn_bench::report::write_reports(&out, &result)
+            cairn_bench::report_file::write_reports(&out, &result)
                 .with_context(|| format!("cannot write the reports into {}", out.display()))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&verdict)?);

@@ -11,7 +11,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use cairn_bench::engine::{self, BenchOptions, EngineMaker, Observer};
 use cairn_bench::model::{Arrival, Plan, RunDef, XferSize};
 use cairn_bench::quick::{self, QuickArgs, QuickRw};
-use cairn_bench::report::{self, compare, live};
+use cairn_bench::report::{compare, live};
+use cairn_bench::report_file;
 use cairn_bench::result::{BenchResult, IntervalRecord, RunRecord};
 use cairn_bench::target::{self, TargetOptions};
 use cairn_bench::vdbench;
@@ -120,7 +121,7 @@ pub(crate) fn discovery_for<'p>(
 
 #[derive(Subcommand)]
 pub(crate) enum ReportCommand {
-    /// Compare two runs side by side (result.json files, or the directories holding them).
+    /// Compare two runs side by side (result.json files, or the directories holding them), or two AWR or Statspack reports.
     Compare {
         a: PathBuf,
         b: PathBuf,
@@ -326,7 +327,7 @@ fn measure(
         }
     };
     drop(targets);
-    report::write_reports(out, &result)
+    report_file::write_reports(out, &result)
         .with_context(|| format!("cannot write the reports into {}", out.display()))?;
     Ok(result)
 }
@@ -465,9 +466,9 @@ pub(crate) fn run_report(command: ReportCommand) -> Result<()> {
                     p.to_path_buf()
                 }
             };
-            // Either kind of result: two workload runs or two OLTP runs.
+            // Two workload runs, two OLTP runs, or two AWR or Statspack reports.
             let mut comparison =
-                report::compare_files(&file(&a), &file(&b)).map_err(|e| anyhow!(e))?;
+                report_file::compare_files(&file(&a), &file(&b)).map_err(|e| anyhow!(e))?;
             comparison.rename(&a.display().to_string(), &b.display().to_string());
             if let Some(path) = html {
                 std::fs::write(&path, compare::compare_html(&comparison))

@@ -8,11 +8,11 @@
 //!   look for each series' colour in a screenshot).
 //!
 //! Every renderer is a pure function of the result: a report can be rebuilt at any
-//! time from `result.json` alone ([`load_result`]), so nothing a report shows may
-//! come from anywhere else. The only I/O here is [`write_reports`], which replaces
-//! the three files atomically so that a crash mid-write never leaves a torn
-//! report next to a good one. The text and HTML reports share one document model
-//! (`document`), so the two can never disagree on a number.
+//! time from `result.json` alone ([`result_from_json`]), so nothing a report shows may
+//! come from anywhere else. Nothing here does I/O: [`report_files`] renders the files
+//! of a run's directory, and [`crate::report_file`] (the I/O shell) reads results and
+//! writes the files. The text and HTML reports share one document model (`document`),
+//! so the two can never disagree on a number.
 
 pub mod chart;
 pub mod compare;
@@ -22,10 +22,6 @@ pub mod live;
 pub mod summary;
 pub(crate) mod units;
 
-use std::fs::{self, File};
-use std::io::{self, Write};
-use std::path::Path;
-
 use crate::oltp::result::{OltpResult, OLTP_SCHEMA, OLTP_SCHEMA_VERSION};
 use crate::result::{BenchResult, SCHEMA, SCHEMA_VERSION};
 
@@ -33,18 +29,25 @@ pub use compare::{compare_html, compare_results, compare_text, Comparison};
 pub use html::report_html;
 pub use summary::summary_text;
 
-/// Read a `result.json`, refusing anything that is not a Cairn bench result of a
-/// schema version this build understands.
+// The shell's readers, where the callers of this module have found them; the
+// reading is `crate::report_file`'s.
+pub use crate::report_file::{compare_files, load_any};
+
+/// Decode the text of a `result.json`, refusing anything that is not a Cairn
+/// bench result of a schema version this build understands. `shown` names the
+/// file in messages.
 ///
 /// The schema is checked before the whole document is decoded, so that a file
 /// from a newer Cairn says so instead of failing on whichever field changed.
 /// Errors are one line, naming the file and what to do.
-pub fn load_result(path: &Path) -> Result<BenchResult, String> {
-    let shown = path.display();
-    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+pub fn result_from_json(text: &str, shown: &str) -> Result<BenchResult, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         format!("{shown} is not a Cairn bench result (not JSON: {e}); give the result.json a bench run wrote")
     })?;
+    result_from_value(value, shown)
+}
+
+fn result_from_value(value: serde_json::Value, shown: &str) -> Result<BenchResult, String> {
     let schema = value.get("schema").and_then(|s| s.as_str());
     if schema != Some(SCHEMA) {
         let found = match value.get("schema") {
@@ -93,21 +96,20 @@ pub enum AnyResult {
     Oltp(Box<OltpResult>),
 }
 
-/// Read a `result.json` of either kind, telling them apart by its `schema`
-/// field, so that a command given a result (`cairn report compare`) need not
-/// be told which kind it is. Errors are one line, naming the file, what was
-/// found and what to do.
-pub fn load_any(path: &Path) -> Result<AnyResult, String> {
-    let shown = path.display();
-    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+/// Decode the text of a `result.json` of either kind, telling them apart by
+/// its `schema` field, so that a command given a result (`cairn report
+/// compare`) need not be told which kind it is. `shown` names the file in
+/// messages. Errors are one line, naming the file, what was found and what to
+/// do.
+pub fn any_from_json(text: &str, shown: &str) -> Result<AnyResult, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         format!(
             "{shown} is not a Cairn result (not JSON: {e}); give the result.json a bench run wrote"
         )
     })?;
     match value.get("schema").and_then(|s| s.as_str()) {
-        Some(SCHEMA) => load_result(path).map(AnyResult::Bench),
-        Some(OLTP_SCHEMA) => oltp_from_value(path, value).map(|r| AnyResult::Oltp(Box::new(r))),
+        Some(SCHEMA) => result_from_value(value, shown).map(AnyResult::Bench),
+        Some(OLTP_SCHEMA) => oltp_from_value(value, shown).map(|r| AnyResult::Oltp(Box::new(r))),
         _ => {
             let found = match value.get("schema") {
                 Some(s) => s.to_string(),
@@ -120,19 +122,16 @@ pub fn load_any(path: &Path) -> Result<AnyResult, String> {
     }
 }
 
-/// Read the `result.json` of an OLTP run, refusing anything else (a workload
-/// result, a newer schema version) with one clear line.
-pub fn load_oltp(path: &Path) -> Result<OltpResult, String> {
-    let shown = path.display();
-    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+/// Decode the text of an OLTP run's `result.json`, refusing anything else (a
+/// workload result, a newer schema version) with one clear line.
+pub fn oltp_from_json(text: &str, shown: &str) -> Result<OltpResult, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         format!("{shown} is not a Cairn OLTP result (not JSON: {e}); give the result.json `cairn bench oltp run` wrote")
     })?;
-    oltp_from_value(path, value)
+    oltp_from_value(value, shown)
 }
 
-fn oltp_from_value(path: &Path, value: serde_json::Value) -> Result<OltpResult, String> {
-    let shown = path.display();
+fn oltp_from_value(value: serde_json::Value, shown: &str) -> Result<OltpResult, String> {
     if value.get("schema").and_then(|s| s.as_str()) != Some(OLTP_SCHEMA) {
         let found = match value.get("schema") {
             Some(s) => s.to_string(),
@@ -167,92 +166,48 @@ fn oltp_from_value(path: &Path, value: serde_json::Value) -> Result<OltpResult, 
     })
 }
 
-/// Compare two `result.json` files of the same kind: two workload results
+/// Compare two results of the same kind: two workload results
 /// ([`compare_results`]) or two OLTP runs
 /// ([`crate::oltp::report::compare_oltp`]). Results of different kinds measure
-/// different things and are refused rather than half-compared.
-pub fn compare_files(a: &Path, b: &Path) -> Result<Comparison, String> {
-    // Two AWR or Statspack reports (anything but a result.json) compare on
-    // the figures the reports hold.
-    if !is_json(a) && !is_json(b) {
-        let ra = crate::awr::read::parse_file(a).map_err(|e| e.to_string())?;
-        let rb = crate::awr::read::parse_file(b).map_err(|e| e.to_string())?;
-        return Ok(crate::awr::compare::compare_awr(&ra, &rb));
-    }
-    match (load_any(a)?, load_any(b)?) {
-        (AnyResult::Bench(ra), AnyResult::Bench(rb)) => Ok(compare_results(&ra, &rb)),
-        (AnyResult::Oltp(ra), AnyResult::Oltp(rb)) => {
-            Ok(crate::oltp::report::compare_oltp(&ra, &rb))
-        }
+/// different things and are refused rather than half-compared; `shown` names
+/// the two in that message.
+pub fn compare_any(
+    a: &AnyResult,
+    b: &AnyResult,
+    shown: (&str, &str),
+) -> Result<Comparison, String> {
+    match (a, b) {
+        (AnyResult::Bench(ra), AnyResult::Bench(rb)) => Ok(compare_results(ra, rb)),
+        (AnyResult::Oltp(ra), AnyResult::Oltp(rb)) => Ok(crate::oltp::report::compare_oltp(ra, rb)),
         (ra, _) => {
             let (oltp, bench) = if matches!(ra, AnyResult::Oltp(_)) {
-                (a, b)
+                shown
             } else {
-                (b, a)
+                (shown.1, shown.0)
             };
             Err(format!(
-                "cannot compare an OLTP run with a workload run: {} is an OLTP result and {} a workload result; give two results of the same kind",
-                oltp.display(),
-                bench.display()
+                "cannot compare an OLTP run with a workload run: {oltp} is an OLTP result and {bench} a workload result; give two results of the same kind"
             ))
         }
     }
 }
 
-/// Whether `path` holds JSON (a result), by its first non-blank byte.
-fn is_json(path: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let n = fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .unwrap_or(0);
-    head[..n]
-        .iter()
+/// Whether a file whose first bytes are `head` holds JSON (a result), by its
+/// first non-blank byte.
+pub fn looks_like_json(head: &[u8]) -> bool {
+    head.iter()
         .find(|b| !b.is_ascii_whitespace())
         .is_some_and(|b| *b == b'{')
 }
 
-/// Write `result.json` (pretty), `summary.txt` and `report.html` into `dir`
-/// (created if missing).
-///
-/// Each file is written under a temporary name in the same directory, synced,
-/// then renamed over the final name, and the directory is synced last: a reader
-/// sees either the old file or the new one whole, never a prefix.
-pub fn write_reports(dir: &Path, result: &BenchResult) -> io::Result<()> {
-    fs::create_dir_all(dir).map_err(|e| with_path(e, dir))?;
-    let json = serde_json::to_string_pretty(result).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("cannot encode the result as JSON: {e}"),
-        )
-    })?;
-    write_atomically(dir, "result.json", format!("{json}\n").as_bytes())?;
-    write_atomically(dir, "summary.txt", summary_text(result).as_bytes())?;
-    write_atomically(dir, "report.html", report_html(result).as_bytes())?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| with_path(e, dir))
-}
-
-/// Replace `dir/name` with `bytes`: temp file, fsync, rename.
-pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let final_path = dir.join(name);
-    let temp_path = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let written = (|| {
-        let mut f = File::create(&temp_path)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    })();
-    if let Err(e) = written {
-        let _ = fs::remove_file(&temp_path);
-        return Err(with_path(e, &temp_path));
-    }
-    fs::rename(&temp_path, &final_path).map_err(|e| {
-        let _ = fs::remove_file(&temp_path);
-        with_path(e, &final_path)
-    })
-}
-
-fn with_path(e: io::Error, path: &Path) -> io::Error {
-    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+/// The files of a workload run's directory, rendered: `result.json`
+/// (pretty), `summary.txt` and `report.html`, by name.
+pub fn report_files(result: &BenchResult) -> Result<Vec<(&'static str, String)>, String> {
+    let json = serde_json::to_string_pretty(result)
+        .map_err(|e| format!("cannot encode the result as JSON: {e}"))?;
+    Ok(vec![
+        ("result.json", format!("{json}\n")),
+        ("summary.txt", summary_text(result)),
+        ("report.html", report_html(result)),
+    ])
 }

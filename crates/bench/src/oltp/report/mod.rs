@@ -4,9 +4,11 @@
 //! the reports of setup and verify.
 //!
 //! Every renderer is a pure function of the [`OltpResult`]: a report can be
-//! rebuilt from `result.json` alone, long after the run. The text and HTML
-//! share one document model (`crate::report::document`) and one set of derived
-//! figures (the `figures` module), so they can never disagree on a number.
+//! rebuilt from `result.json` alone, long after the run. Nothing here does
+//! I/O: [`crate::report_file`] writes the files [`oltp_report_files`]
+//! renders. The text and HTML share one document model
+//! (`crate::report::document`) and one set of derived figures (the `figures`
+//! module), so they can never disagree on a number.
 //!
 //! Definitions the report relies on (all over the measured window):
 //! - per second = total / `elapsed_s`; per transaction = total / user commits,
@@ -26,17 +28,15 @@ mod dataset;
 mod figures;
 mod html;
 
-use std::fs::{self, File};
-use std::io;
-use std::path::Path;
-
 use super::dataset::{LoadReport, VerifyReport};
 use super::result::OltpResult;
 use crate::report::compare::Comparison;
 use crate::report::document;
-use crate::report::write_atomically;
 
 pub use awr::awr_latency;
+// The shell's writer, where the callers of this module have found it; the
+// writing is `crate::report_file`'s.
+pub use crate::report_file::write_oltp_reports;
 
 /// `awr.txt`: header, Load Profile, Top Foreground Events, Background Wait
 /// Events, Wait Classes, Wait Event Histograms (ms and µs) with percentiles,
@@ -86,24 +86,17 @@ pub fn compare_oltp(a: &OltpResult, b: &OltpResult) -> Comparison {
     compare::compare(a, b)
 }
 
-/// Write `awr.txt`, `result.json` (pretty) and `report.html` into `dir`
-/// (created if missing), each atomically (temporary file, fsync, rename) and
-/// the directory synced last, as the workload reports are written.
-pub fn write_oltp_reports(dir: &Path, r: &OltpResult) -> io::Result<()> {
-    fs::create_dir_all(dir)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
-    let json = serde_json::to_string_pretty(r).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("cannot encode the OLTP result as JSON: {e}"),
-        )
-    })?;
-    write_atomically(dir, "result.json", format!("{json}\n").as_bytes())?;
-    write_atomically(dir, "awr.txt", awr_text(r).as_bytes())?;
-    write_atomically(dir, "report.html", oltp_html(r).as_bytes())?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+/// The files of an OLTP run's directory, rendered: `result.json` (pretty),
+/// `awr.txt` and `report.html`, by name
+/// ([`crate::report_file::write_oltp_reports`] writes them).
+pub fn oltp_report_files(r: &OltpResult) -> Result<Vec<(&'static str, String)>, String> {
+    let json = serde_json::to_string_pretty(r)
+        .map_err(|e| format!("cannot encode the OLTP result as JSON: {e}"))?;
+    Ok(vec![
+        ("result.json", format!("{json}\n")),
+        ("awr.txt", awr_text(r)),
+        ("report.html", oltp_html(r)),
+    ])
 }
 
 /// Setup's throughput report: what was written, how fast, at what CPU cost, where.
