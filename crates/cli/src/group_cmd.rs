@@ -8,11 +8,12 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use cairn_io::host::Host;
 use cairn_io::FileEngine;
-use cairn_store::file_copy;
-use cairn_store::group::{self, CreateOptions, Group, GroupSpec, Redundancy};
+use cairn_store::discovery::DiscoveryString;
+use cairn_store::group::{self, Group, GroupSpec, Redundancy};
 use cairn_store::group_admin::{self, DiskArg};
+use cairn_store::group_copy::{self, Copied, CopyRequest};
 use cairn_store::group_lock;
-use cairn_store::names::{is_group_path, Component, GroupPath};
+use cairn_store::names::GroupPath;
 use clap::Subcommand;
 use serde::Serialize;
 
@@ -784,205 +785,88 @@ pub fn mkalias(
     Ok(())
 }
 
-/// How `cp` creates a group file.
-pub struct NewFile {
-    pub template: Option<String>,
-    pub redundancy: Option<String>,
-}
-
-impl NewFile {
-    fn options(&self, fallback_template: Option<String>) -> Result<CreateOptions> {
-        let copies = match &self.redundancy {
-            Some(r) => Some(
-                Redundancy::parse(r)
-                    .with_context(|| format!("redundancy {r:?}: use external, normal or high"))?
-                    .copies(),
-            ),
-            None => None,
-        };
-        Ok(CreateOptions {
-            template: self.template.clone().or(fallback_template),
-            copies,
-            parents: false,
-        })
-    }
-}
-
-/// `cp`: OS file → group, group → OS file, group → group.
-pub fn cp(
-    engine_kind: EngineArg,
-    source: &str,
-    dest: &str,
-    new: &NewFile,
-    copy: &CopyFlags,
-    discover: &Discover,
-) -> Result<()> {
+/// `cp`: OS file → group, group → OS file, group → group. The copy, and the
+/// order of its steps, is [`group_copy::copy`]'s; this draws its progress and
+/// says what it reports.
+pub fn cp(engine_kind: EngineArg, request: &CopyRequest<'_>, discover: &Discover) -> Result<()> {
     let host = Host::real();
-    match (is_group_path(source), is_group_path(dest)) {
-        (false, true) => {
-            // Opened before the group is mounted: a FIFO waiting for its
-            // writer holds no lock.
-            let mut src = file_copy::open_source(source, &mut |fifo| {
-                if std::io::stderr().is_terminal() {
-                    eprintln!("cairn: {fifo} is a FIFO; waiting for a writer (Ctrl-C stops, leaving nothing)");
-                }
-            })?;
-            let options = new.options(None)?;
-            let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-            let dest_path = group_dest(dest, src.name.as_deref())?;
-            let m = mount(engine.as_mut(), discover, dest_path.group.as_str())?;
-            let mut group = m.group;
-            let dest_path = into_directory(&group, dest_path, dest, src.name.as_deref())?;
-            let bar = progress(src.len_bytes);
-            let report = file_copy::copy_in(
-                &mut group,
-                &mut src,
-                &dest_path,
-                &options,
-                copy.max_bytes,
-                &mut |done, _| bar.set_position(done),
+    let mut shell = CpShell {
+        engine_kind,
+        discover,
+        bar: None,
+    };
+    let copied = group_copy::copy(request, &host, &mut shell)?;
+    if let Copied::In { dest, report } = copied {
+        if report.stopped_at_max {
+            eprintln!(
+                "cairn: note: stopped at --max-size ({} bytes); {} had more",
+                report.bytes_copied, request.source
             );
-            bar.finish_and_clear();
-            let report = said(&group, report)?;
-            finish(group)?;
-            if report.stopped_at_max {
-                eprintln!(
-                    "cairn: note: stopped at --max-size ({} bytes); {source} had more",
-                    report.bytes_copied
-                );
-            }
-            if report.size_bytes != report.bytes_copied {
-                eprintln!(
-                    "cairn: note: {} bytes copied; {dest_path} is {} (padded with zeros to whole sectors)",
-                    report.bytes_copied, report.size_bytes
-                );
-            }
         }
-        (true, false) => {
-            let src = group_path(source)?;
-            let name = src
-                .file_name()
-                .map(|c| c.as_str().to_string())
-                .with_context(|| format!("{src} is the group's root; name a file in it"))?;
-            // Settled before the group is mounted: the protections, and a
-            // FIFO's open (which waits for its reader) hold no lock.
-            let target = file_copy::resolve_destination(dest, &name)?;
-            let prepared = file_copy::prepare_destination(&target, &host, copy.force)?;
-            let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-            let m = mount_read_only(engine.as_mut(), discover, src.group.as_str())?;
-            let mut group = m.group;
-            let info = group.open(&src)?;
-            let bar = progress(Some(info.size_bytes));
-            let result = file_copy::copy_out(
-                &mut group,
-                info.number,
-                info.size_bytes,
-                prepared,
-                &mut |done, _| bar.set_position(done),
+        if report.size_bytes != report.bytes_copied {
+            eprintln!(
+                "cairn: note: {} bytes copied; {dest} is {} (padded with zeros to whole sectors)",
+                report.bytes_copied, report.size_bytes
             );
-            bar.finish_and_clear();
-            group.dismount()?;
-            result?;
         }
-        (true, true) => {
-            let src = group_path(source)?;
-            // The flags are checked before anything is mounted.
-            new.options(None)?;
-            let name = src.file_name().map(|c| c.as_str().to_string());
-            let dst = group_dest(dest, name.as_deref())?;
-            if src.group == dst.group {
-                let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-                let m = mount(engine.as_mut(), discover, src.group.as_str())?;
-                let mut group = m.group;
-                let dst = into_directory(&group, dst, dest, name.as_deref())?;
-                let info = group.open(&src)?;
-                let options = new.options(Some(info.template.clone()))?;
-                let bar = progress(Some(info.size_bytes));
-                let result = file_copy::copy_within(
-                    &mut group,
-                    info.number,
-                    info.size_bytes,
-                    &dst,
-                    &options,
-                    &mut |done, _| bar.set_position(done),
-                );
-                bar.finish_and_clear();
-                said(&group, result)?;
-                finish(group)?;
-            } else {
-                // Both mounted at once, in one process: the source read-only,
-                // the destination for writing. No staging file.
-                let mut src_engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-                let from = mount_read_only(src_engine.as_mut(), discover, src.group.as_str())?;
-                let mut from = from.group;
-                let mut dst_engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-                let to = mount(dst_engine.as_mut(), discover, dst.group.as_str())?;
-                let mut to = to.group;
-                let dst = into_directory(&to, dst, dest, name.as_deref())?;
-                let info = from.open(&src)?;
-                let options = new.options(Some(info.template.clone()))?;
-                let bar = progress(Some(info.size_bytes));
-                let result = file_copy::copy_between(
-                    &mut from,
-                    info.number,
-                    info.size_bytes,
-                    &mut to,
-                    &dst,
-                    &options,
-                    &mut |done, _| bar.set_position(done),
-                );
-                bar.finish_and_clear();
-                from.dismount()?;
-                said(&to, result)?;
-                finish(to)?;
-            }
-        }
-        (false, false) => bail!(
-            "one of {source} and {dest} must be a group path (+GROUP/...); use cp for OS files"
-        ),
     }
     Ok(())
 }
 
-/// The group path a copy writes to, as typed: a trailing `/` (a directory)
-/// takes the source's name.
-fn group_dest(dest: &str, source_name: Option<&str>) -> Result<GroupPath> {
-    let path = group_path(dest)?;
-    if GroupPath::names_directory(dest) || path.is_root() {
-        let name = source_name.with_context(|| {
-            format!("{dest} is a directory and the source has no name; name the new file")
-        })?;
-        return Ok(path.join(Component::parse(name)?)?);
-    }
-    Ok(path)
+/// What `cp` gives the copy (engines of the chosen kind, the discovery
+/// string) and how it shows what it hears (stderr, a progress bar).
+struct CpShell<'a> {
+    engine_kind: EngineArg,
+    discover: &'a Discover,
+    bar: Option<indicatif::ProgressBar>,
 }
 
-/// A destination that is an existing directory gets the source's name
-/// inside it, as `cp` does.
-fn into_directory(
-    group: &Group<'_>,
-    path: GroupPath,
-    dest: &str,
-    source_name: Option<&str>,
-) -> Result<GroupPath> {
-    match group.list(&path) {
-        Ok(_) if group.open(&path).is_err() => {
-            let name = source_name.with_context(|| {
-                format!("{dest} is a directory and the source has no name; name the new file")
-            })?;
-            Ok(path.join(Component::parse(name)?)?)
+impl group_copy::CopyShell for CpShell<'_> {
+    type Error = anyhow::Error;
+
+    fn engine(&mut self) -> Result<Box<dyn FileEngine>> {
+        engine_depth(self.engine_kind, GROUP_DEPTH)
+    }
+
+    fn discovery(&mut self) -> Result<DiscoveryString> {
+        discovery(self.discover.discover.as_deref())
+    }
+
+    fn run_dir(&mut self) -> PathBuf {
+        group_lock::run_dir()
+    }
+
+    fn waiting_for_writer(&mut self, fifo: &str) {
+        if std::io::stderr().is_terminal() {
+            eprintln!(
+                "cairn: {fifo} is a FIFO; waiting for a writer (Ctrl-C stops, leaving nothing)"
+            );
         }
-        _ => Ok(path),
     }
-}
 
-/// How `cp` treats what it reads and writes outside the group.
-pub struct CopyFlags {
-    /// Stop after this many bytes (an endless source).
-    pub max_bytes: Option<u64>,
-    /// Overwrite a file or block device that carries a filesystem, a label or
-    /// another owner's data.
-    pub force: bool,
+    fn mounted(&mut self, group: &str, report: &group::MountReport) {
+        warn_mount(group, report);
+    }
+
+    fn progress_started(&mut self, total: Option<u64>) {
+        self.bar = Some(progress(total));
+    }
+
+    fn progress(&mut self, done: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(done);
+        }
+    }
+
+    fn progress_finished(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn taken_offline(&mut self, group: &str, disks: &[String]) {
+        warn_offlined(group, disks);
+    }
 }
 
 /// A progress bar on stderr for a copy of `total` bytes (a spinner with the

@@ -71,7 +71,7 @@ enum Noun {
     /// Workloads: vdbench parameter files (`bench run`) or flags (`bench quick`).
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
-    /// Reports of bench runs: compare two side by side.
+    /// Reports of runs and AWR reports: compare two side by side.
     #[command(subcommand)]
     Report(bench_cmd::ReportCommand),
     /// AWR and Statspack reports: parse them, derive their I/O mix, replay it.
@@ -337,20 +337,20 @@ fn run(cli: Cli) -> Result<Outcome> {
             force,
             discover,
         } => {
-            let new = group_cmd::NewFile {
-                template,
-                redundancy,
-            };
-            let copy = group_cmd::CopyFlags {
-                max_bytes: max_size
-                    .as_deref()
-                    .map(parse_size)
-                    .transpose()
-                    .context("--max-size")?,
+            let max_bytes = max_size
+                .as_deref()
+                .map(parse_size)
+                .transpose()
+                .context("--max-size")?;
+            let request = cairn_store::group_copy::CopyRequest {
+                source: &source,
+                dest: &dest,
+                template: template.as_deref(),
+                redundancy: redundancy.as_deref(),
+                max_bytes,
                 force,
             };
-            group_cmd::cp(engine_kind, &source, &dest, &new, &copy, &discover)
-                .map(|()| Outcome::Done)
+            group_cmd::cp(engine_kind, &request, &discover).map(|()| Outcome::Done)
         }
         Noun::Mkalias {
             target,

@@ -6,8 +6,9 @@
 //! `creating` file that the next mount that writes removes. A source that is
 //! not a regular file (a pipe, a FIFO, a character device, standard input) is
 //! streamed to its end, the file growing as the data comes, and `max_bytes`
-//! stops an endless one. The source is opened before the group is mounted, so
-//! a FIFO waiting for its writer holds no lock.
+//! stops an endless one. The source is opened before the group is mounted
+//! ([`crate::group_copy`] keeps that order), so a FIFO waiting for its writer
+//! holds no lock.
 //!
 //! Out of a group: the destination is settled before the group is mounted.
 //! A new or regular file is written to an anonymous file (`O_TMPFILE`, which a
@@ -23,6 +24,10 @@
 //! Between groups: both are mounted at once — the source read-only, the
 //! destination for writing — and data moves chunk by chunk, with no staging
 //! file anywhere.
+//!
+//! These are the steps on groups already mounted; [`crate::group_copy`] is
+//! the whole `cairn cp` (which way, what is settled before a mount, the
+//! mounts themselves).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -34,7 +39,8 @@ use cairn_io::{AlignedBuf, FileEngine, IoEngine};
 
 use crate::admin::{self, AdminError};
 use crate::group::{CreateOptions, FileInfo, Group, GroupError};
-use crate::names::GroupPath;
+use crate::group_admin::GroupAdminError;
+use crate::names::{GroupPath, NameError};
 
 /// Bytes per read and write of a copy.
 pub const COPY_CHUNK_BYTES: usize = 1 << 20;
@@ -48,6 +54,17 @@ pub enum CopyError {
     Group(#[from] GroupError),
     #[error(transparent)]
     Admin(#[from] AdminError),
+    /// Finding, locking or mounting a group by discovery.
+    #[error(transparent)]
+    GroupAdmin(#[from] GroupAdminError),
+    /// A group path that is not one.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The request itself cannot be done as given (a flag's value, a
+    /// destination that needs a name the source lacks): the message says
+    /// what to give instead.
+    #[error("{0}")]
+    Request(String),
     /// The source cannot be read: the message says what and what to do.
     #[error("{0}")]
     Source(String),

@@ -1,15 +1,26 @@
 //! Cairn's storage manager.
 //!
-//! This release: disk labels and their protection (what `asmcmd afd_label`,
-//! `afd_lsdsk` and `kfed` do), discovery by a discovery string, and header repair.
-//! Disk groups, files, rebalance and reclaim build on this in later releases.
+//! - Disk labels and their protection (what `asmcmd afd_label`, `afd_lsdsk`
+//!   and `kfed` do): [`admin`], [`labeling`], [`header_copies`], [`repair`],
+//!   [`protection`]; discovery by a discovery string ([`discovery`],
+//!   [`catalog`]).
+//! - Disk groups and their files ([`group`]): metadata, the journal, mount and
+//!   recovery, check, and the live core (a metadata plane and a data plane);
+//!   the pure rules beside it, [`placement`] and [`names`].
+//! - Groups on real devices ([`group_admin`], [`group_lock`]) and copies into,
+//!   out of and between them ([`file_copy`], [`group_copy`]).
+//!
+//! Rebalance, the disk life cycle and reclaim come in later releases.
 //!
 //! Layering: the pure decisions — which header copy is good ([`header_copies`]),
 //! what repair would do ([`repair::plan`]), what stands in a label's way
-//! ([`protection`]), which paths are one disk ([`catalog::build`]) — are
-//! functions of data. The I/O runs through the `IoEngine` trait the caller
-//! chose, so the simulated disk drives the same code in tests. [`admin`] strings
-//! the steps together for the CLI.
+//! ([`protection`]), which paths are one disk ([`catalog::build`]), which disks
+//! get each copy ([`placement`]) — are functions of data. The I/O runs through
+//! the `IoEngine` trait on the engine the caller chose, so the simulated disk
+//! drives the same code in tests; only short reads of headers and superblocks
+//! while scanning devices, and a copy out to a block device, use a
+//! synchronous engine of their own. [`admin`], [`group_admin`] and
+//! [`group_copy`] string the steps together for the CLI.
 
 pub mod admin;
 pub mod catalog;
@@ -17,6 +28,7 @@ pub mod discovery;
 pub mod file_copy;
 pub mod group;
 pub mod group_admin;
+pub mod group_copy;
 pub mod group_lock;
 pub mod header_copies;
 pub mod labeling;
