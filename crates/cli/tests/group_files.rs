@@ -9,8 +9,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
-use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
@@ -667,151 +665,63 @@ fn a_large_file_that_does_not_fit_is_refused_cleanly() {
     rig.check_clean("DATA");
 }
 
-/// A `cairn` run in the background; killed and reaped if the test ends first.
-struct Background(Child);
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Spawn `cp SRC +DATA/big.dbf` and wait until a second `group mount` is
-/// refused naming the copy's pid. `None` if the copy finished before any mount
-/// could see it.
+/// A copy holds its group: a second mount is refused, naming the copy's
+/// process; killed with `kill -9` mid-copy, its lock dies with it and the next
+/// mount recovers what it left half done.
 ///
-/// The lock file is flocked first and its holder text rewritten after, so a
-/// probe in between reads "holder unknown", or the text of the previous
-/// holder: such refusals are kept and shown if the copy's pid never appears.
-fn start_copy_holding_the_group(rig: &Rig, src: &str) -> Option<Background> {
-    let mut other_holders = Vec::new();
-    for _attempt in 0..5 {
-        let mut copy = Background(rig.spawn(&["cp", src, "+DATA/big.dbf"]));
-        let pid = format!("(pid {} ", copy.0.id());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            assert!(Instant::now() < deadline, "the copy neither ran nor ended");
-            let run = rig.cairn(&["group", "mount", "DATA"]);
-            if run.code != 0 {
-                let run = run.refused("group DATA is mounted by another process");
-                if run.stderr.contains(&pid) {
-                    return Some(copy);
-                }
-                other_holders.push(run.stderr);
-            } else if let Some(status) = copy.0.try_wait().unwrap() {
-                let mut stderr = String::new();
-                use std::io::Read;
-                copy.0
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut stderr)
-                    .unwrap();
-                if stderr.contains("is mounted by another process") {
-                    // Our probe held the group as the copy started: again.
-                    assert_eq!(status.code(), Some(1), "{stderr}");
-                    break;
-                }
-                assert!(status.success(), "the copy failed: {stderr}");
-                assert!(
-                    other_holders.is_empty(),
-                    "the copy held the group but was never named: {other_holders:#?}"
-                );
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-    panic!("the copy never got the group: each time a probe mount held it");
-}
-
+/// The copies read from a FIFO the test feeds ([`Rig::fed_copy`]), so each
+/// is known to be mid-way — mounted, locked, filling its file — when the test
+/// probes or kills it, and the killed one cannot have finished.
 #[test]
 fn a_group_is_held_by_one_process_and_recovers_when_it_dies() {
     let rig = Rig::new();
     rig.create_four("DATA", "d", &[]);
     let free_mb = rig.list_row("DATA")["free_mb"].clone();
-    // 300 MiB of incompressible (but cheaply made) bytes.
-    let chunk = random_file(&rig.path("chunk.bin"), MIB, 12);
-    let chunk = std::fs::read(chunk).unwrap();
-    let big = rig.path("big.bin");
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&big).unwrap();
-        for _ in 0..300 {
-            f.write_all(&chunk).unwrap();
-        }
-    }
-    let src = big.to_str().unwrap();
+    let src = random_file(&rig.path("src.bin"), 40 * MIB, 12);
+    let data = std::fs::read(&src).unwrap();
+    let held = |copy: &FedCopy| {
+        rig.cairn(&["group", "mount", "DATA"]).refused(&format!(
+            "group DATA is mounted by another process (pid {} ",
+            copy.pid()
+        ));
+    };
 
-    match start_copy_holding_the_group(&rig, src) {
-        Some(mut copy) => {
-            let status = copy.0.wait().unwrap();
-            assert!(status.success(), "the copy that held the group");
-        }
-        None => println!("note: the 300 MiB copy finished before a second mount could see it held"),
-    }
-    rig.assert_reads_back("+DATA/big.dbf", &big);
+    let mut copy = rig.fed_copy("first.fifo", &[], "+DATA/big.dbf");
+    copy.feed(&data[..(8 * MIB) as usize]);
+    copy.assert_mid_copy();
+    held(&copy);
+    copy.feed(&data[(8 * MIB) as usize..]);
+    let (status, stderr) = copy.finish();
+    assert!(status.success(), "the copy that held the group: {stderr}");
+    rig.assert_reads_back("+DATA/big.dbf", &src);
     rig.cairn(&["rm", "+DATA/big.dbf"]).ok();
 
-    // Killed mid-copy, the holder's lock dies with it and the next mount
-    // recovers whatever it left half done.
-    let Some(mut copy) = start_copy_holding_the_group(&rig, src) else {
-        println!("skipped: the kill -9 case: the copy finished before it could be killed");
-        return;
-    };
-    std::thread::sleep(Duration::from_millis(200));
-    copy.0.kill().unwrap();
-    let status = copy.0.wait().unwrap();
-    if status.success() {
-        println!("note: the copy finished before the kill -9 reached it");
-    }
-    let mounted = mount_after_a_crash(&rig);
+    // Killed while it waits on its FIFO, the copy has no I/O in flight, and
+    // it runs on the synchronous engine besides: every file it had open, and
+    // so every flock on the disks, is closed before it can be reaped, and the
+    // mount right after it cannot find a disk still "in use". (An io_uring
+    // request in flight at a kill keeps its file open until it completes,
+    // after the process is gone: docs/groups.md, "The lock".)
+    let mut copy = rig.fed_copy("killed.fifo", &["--engine", "sync"], "+DATA/big.dbf");
+    copy.feed(&data);
+    copy.assert_mid_copy();
+    held(&copy);
+    copy.kill_9();
+    let mounted = rig.cairn(&["group", "mount", "DATA", "--json"]).ok().json();
     assert_eq!(mounted["group"]["state"], "MOUNTABLE", "{mounted:#}");
+    assert!(
+        mounted["recovery"]["operations_recovered"]
+            .to_string()
+            .contains("unfinished create undone"),
+        "{mounted:#}"
+    );
     rig.check_clean("DATA");
-    // The create is atomic: the file is absent, or present at its full size.
-    let listed = rig.ls("+DATA");
-    match listed.as_slice() {
-        [] => println!("the killed copy left no file"),
-        [(name, kind, _, size)] => {
-            println!("the killed copy left its file, at its full size");
-            assert_eq!((name.as_str(), kind.as_str()), ("big.dbf", "file"));
-            assert_eq!(*size, Some(300 * MIB));
-            rig.cairn(&["rm", "+DATA/big.dbf"]).ok();
-        }
-        other => panic!("{other:?}"),
-    }
+    // The name comes last: the killed copy left no file.
+    assert!(rig.ls("+DATA").is_empty(), "{:?}", rig.ls("+DATA"));
     assert_eq!(rig.list_row("DATA")["free_mb"], free_mb, "no AU leaked");
     let small = random_file(&rig.path("small.bin"), 4 * MIB, 13);
     rig.cairn(&["cp", small.to_str().unwrap(), "+DATA/small.dbf"])
         .ok();
     rig.assert_reads_back("+DATA/small.dbf", &small);
     rig.check_clean("DATA");
-}
-
-/// `group mount --json` right after the holder was killed. With io_uring the
-/// kernel tears the dead process's ring down asynchronously, and its files
-/// (and so the disks' flocks) can stay held for a moment after it is reaped:
-/// a mount then is refused with "in use (locked by another Cairn process)".
-/// Retry that for up to 10 s, and say so.
-fn mount_after_a_crash(rig: &Rig) -> Value {
-    let started = Instant::now();
-    loop {
-        let run = rig.cairn(&["group", "mount", "DATA", "--json"]);
-        if run.code == 0 {
-            return run.json();
-        }
-        let transient = run
-            .stderr
-            .contains("is in use (locked by another Cairn process)");
-        assert!(
-            transient && started.elapsed() < Duration::from_secs(10),
-            "mount after kill -9: {run:?}"
-        );
-        println!(
-            "note: mount right after kill -9 refused ({}); retrying",
-            run.stderr.trim()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -323,4 +324,150 @@ impl Rig {
         let report = self.cairn(&["group", "check", group, "--json"]).ok().json();
         assert_eq!(report["problems"], serde_json::json!([]), "{report:#}");
     }
+}
+
+/// `cairn cp FIFO DEST` that the test feeds through the FIFO, so that the
+/// test, not the scheduler, decides how far the copy is when it looks at it
+/// or kills it: the copy cannot end before the test closes its end.
+///
+/// A write into a FIFO returns only once the reader has taken all but the
+/// pipe's buffer of it, and the copy reads its source only from inside the
+/// copy proper — after opening it, mounting the group, taking its lock and
+/// creating the unnamed file. So once [`FedCopy::feed`] has fed more than the
+/// pipe holds, the copy is known to be mid-way, holding the group.
+pub struct FedCopy {
+    child: Child,
+    feed: Option<File>,
+    fed_bytes: u64,
+}
+
+impl Rig {
+    /// Start `cairn [before...] cp <fifo> <dest>`, with a new FIFO named
+    /// `fifo` in the scratch directory, and open the FIFO's writing end
+    /// (the copy opens its end before it mounts anything).
+    pub fn fed_copy(&self, fifo: &str, before: &[&str], dest: &str) -> FedCopy {
+        use std::os::unix::ffi::OsStrExt;
+        let path = self.path(fifo);
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+        let path_arg = path.display().to_string();
+        let mut args = before.to_vec();
+        args.extend(["cp", path_arg.as_str(), dest]);
+        let mut child = self.spawn(&args);
+        // The open blocks until the copy opens its end; watch the copy
+        // meanwhile, so that one that ends first fails the test instead of
+        // hanging it.
+        let (sent, opened) = std::sync::mpsc::channel();
+        let writer_path = path.clone();
+        std::thread::spawn(move || {
+            let _ = sent.send(std::fs::OpenOptions::new().write(true).open(writer_path));
+        });
+        let feed = loop {
+            match opened.recv_timeout(std::time::Duration::from_millis(100)) {
+                Ok(file) => break file.unwrap(),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if child.try_wait().unwrap().is_some() {
+                        // Let the opener go (a reader now exists), then say why.
+                        let _reader = std::fs::OpenOptions::new()
+                            .read(true)
+                            .custom_flags(libc::O_NONBLOCK)
+                            .open(&path)
+                            .unwrap();
+                        panic!(
+                            "the copy ended before opening its source: {}",
+                            stderr_of(&mut child)
+                        );
+                    }
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        FedCopy {
+            child,
+            feed: Some(feed),
+            fed_bytes: 0,
+        }
+    }
+}
+
+impl FedCopy {
+    /// The copy's process id, as lock holders are named.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Write `bytes` into the copy. Returns once the copy has read all but
+    /// the pipe's buffer of everything fed so far; panics, with the copy's
+    /// stderr, if it has ended.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        let written = self
+            .feed
+            .as_mut()
+            .expect("the feed is open")
+            .write_all(bytes);
+        if let Err(e) = written {
+            panic!(
+                "feeding the copy: {e}; it ended: {}",
+                stderr_of(&mut self.child)
+            );
+        }
+        self.fed_bytes += bytes.len() as u64;
+    }
+
+    /// Assert that the copy has taken more than the pipe can hold, so it is
+    /// inside the copy proper (mounted, locked, filling its file).
+    pub fn assert_mid_copy(&self) {
+        use std::os::fd::AsRawFd;
+        let feed = self.feed.as_ref().expect("the feed is open");
+        // SAFETY: F_GETPIPE_SZ on a descriptor this process holds open.
+        let pipe_bytes = unsafe { libc::fcntl(feed.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        assert!(pipe_bytes > 0, "F_GETPIPE_SZ");
+        assert!(
+            self.fed_bytes > pipe_bytes as u64,
+            "fed {} bytes, not more than the pipe's {pipe_bytes}: the copy may not have read any",
+            self.fed_bytes
+        );
+    }
+
+    /// Close the feed: the copy reads its source's end and finishes. Returns
+    /// its exit status and stderr.
+    pub fn finish(mut self) -> (std::process::ExitStatus, String) {
+        drop(self.feed.take());
+        let stderr = stderr_of(&mut self.child);
+        (self.child.wait().unwrap(), stderr)
+    }
+
+    /// `kill -9` the copy while its feed is still open (so it cannot have
+    /// finished), reap it, and check that the signal is what ended it.
+    pub fn kill_9(mut self) {
+        use std::os::unix::process::ExitStatusExt;
+        self.child.kill().unwrap();
+        let status = self.child.wait().unwrap();
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGKILL),
+            "the copy ended by itself ({status}), not by the kill: {}",
+            stderr_of(&mut self.child)
+        );
+        drop(self.feed.take());
+    }
+}
+
+impl Drop for FedCopy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a child wrote to its piped stderr (to its end: call once it has
+/// ended, or is about to).
+fn stderr_of(child: &mut Child) -> String {
+    let mut text = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut text);
+    }
+    text
 }
