@@ -8,10 +8,13 @@
 
 mod common;
 
+use std::os::unix::fs::FileExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
 
+use cairn_bench::oltp::layout::HEADER_BYTES;
+use cairn_io::test_support::prerequisite;
 use common::*;
 
 const CONF: &str = "UPDATE_PCT=30\nSCAN_PCT=5\nRUN_TIME=2\nSCALE=2000\nSCAN_TABLE_SZ=16\nWORK_UNIT=16\nTHREADS_PER_SCHEMA=2\nDATABASE_STATISTICS_TYPE=awr   # Oracle-only\nSYSDBA_PASSWD=\"x\"\n";
@@ -37,6 +40,33 @@ fn files(conf: &str) -> Files {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
+}
+
+/// crc32c of `path` from `offset_bytes` to its end.
+fn digest_from(path: &Path, offset_bytes: u64) -> u32 {
+    let f = std::fs::File::open(path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut at, mut crc) = (offset_bytes, 0u32);
+    loop {
+        let n = f.read_at(&mut buf, at).unwrap();
+        if n == 0 {
+            return crc;
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        at += n as u64;
+    }
+}
+
+/// Until `done()` holds, watching `child`: one that exits first fails the
+/// test (the step it was to be caught in never came). No timer: the
+/// condition is what the test waits for.
+fn until_while_running(child: &mut Child, what: &str, mut done: impl FnMut() -> bool) {
+    while !done() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the child exited ({status}) before {what}");
+        }
+        std::thread::yield_now();
+    }
 }
 
 impl Files {
@@ -164,6 +194,9 @@ fn setup_run_verify_and_compare_on_files() {
 fn a_run_killed_midway_leaves_data_that_verify_finds_consistent() {
     let f = files(&CONF.replace("RUN_TIME=2", "RUN_TIME=60"));
     f.oltp("setup", &["--json"]).ok();
+    // The blocks as setup left them: the run changes them only by writing
+    // changed blocks (the database writer's batches and checkpoints).
+    let loaded = digest_from(&f.data, HEADER_BYTES);
     let out = f.dir.path().join("killed");
     let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args([
@@ -188,9 +221,18 @@ fn a_run_killed_midway_leaves_data_that_verify_finds_consistent() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(3));
+    // Kill it once a changed block has reached the data file: mid-run, with
+    // changes on disk and (RUN_TIME=60) most of the run still to come.
+    until_while_running(&mut child, "a changed block reached the data file", || {
+        digest_from(&f.data, HEADER_BYTES) != loaded
+    });
     child.kill().unwrap(); // SIGKILL: no shutdown, no final checkpoint
-    child.wait().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+    assert!(
+        !out.join("result.json").exists() && !out.join("awr.txt").exists(),
+        "the run had finished: it wrote its reports"
+    );
 
     let v = f.verify().ok();
     let j = v.json();
@@ -289,7 +331,7 @@ fn a_target_holding_someone_elses_data_is_refused_unless_forced() {
     let f = files(CONF);
     sparse(&f.data, 64 << 20);
     if let Err(reason) = tool("mkfs.ext4", &["-F", "-q", s(&f.data)]) {
-        println!("skipped: {reason}");
+        prerequisite::missing(&reason);
         return;
     }
     let before = digest(&f.data);
@@ -329,7 +371,7 @@ fn a_run_against_an_unloaded_or_differently_shaped_target_is_refused() {
 #[test]
 fn setup_interrupted_removes_the_files_it_created() {
     let f = files(&CONF.replace("SCALE=2000", "SCALE=2G"));
-    let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args([
             "bench",
             "oltp",
@@ -346,11 +388,16 @@ fn setup_interrupted_removes_the_files_it_created() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while !f.data.exists() && started.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    // Interrupt it mid-load: once the first data extent's first block is
+    // written (its files exist by then, and the handler is installed).
+    let mut first_block = vec![0u8; 8192];
+    until_while_running(&mut child, "it loaded a block", || {
+        std::fs::File::open(&f.data)
+            .and_then(|d| d.read_exact_at(&mut first_block, HEADER_BYTES))
+            .is_ok()
+            && first_block.iter().any(|b| *b != 0)
+    });
+    assert!(f.redo.exists(), "setup creates both files before loading");
     // SAFETY: sending SIGINT to our own child process.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
@@ -403,7 +450,7 @@ fn the_engine_flag_reaches_setups_loader_and_verify() {
     for (flag, name) in [("sync", "sync"), ("uring", "io_uring")] {
         if flag == "uring" {
             if let Some(why) = uring_refused() {
-                println!("skipped: --engine uring: {why}");
+                prerequisite::missing(&format!("--engine uring: {why}"));
                 continue;
             }
         }
