@@ -695,7 +695,7 @@ fn no_two_blocks_share_a_4k_half() {
 #[test]
 fn on_loop_devices_setup_open_and_verify_agree() {
     if let Some(reason) = cairn_io::test_support::loop_device::unavailable_reason() {
-        eprintln!("skipped: {reason}");
+        cairn_io::test_support::prerequisite::missing(&reason);
         return;
     }
     let host = Host::real();
@@ -715,7 +715,7 @@ fn on_loop_devices_setup_open_and_verify_agree() {
         ) {
             Ok(d) => devices.push(d),
             Err(reason) => {
-                eprintln!("skipped: {reason}");
+                cairn_io::test_support::prerequisite::missing(&reason);
                 return;
             }
         }

@@ -529,7 +529,7 @@ fn sessions_on_a_ram_loop_device() {
         ) {
             Ok(lo) => lo,
             Err(reason) => {
-                eprintln!("skipped: {reason}");
+                cairn_io::test_support::prerequisite::missing(&reason);
                 return;
             }
         };

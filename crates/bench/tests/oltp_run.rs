@@ -425,7 +425,7 @@ fn a_sixty_second_run_matches_the_kernels_diskstats_within_five_percent() {
     let data = match LoopDevice::create(&data_file, 256 << 20, 4096) {
         Ok(d) => d,
         Err(reason) => {
-            eprintln!("skipped: {reason}");
+            cairn_io::test_support::prerequisite::missing(&reason);
             return;
         }
     };

@@ -50,7 +50,7 @@ fn a_write_workload_refuses_a_file_with_a_filesystem_unless_forced_and_reads_are
     let dir = scratch();
     let img = sparse(&dir.path().join("ext4.img"), 64 * MIB);
     if let Err(reason) = tool("mkfs.ext4", &["-F", "-q", img.to_str().unwrap()]) {
-        println!("skipped: {reason}");
+        cairn_io::test_support::prerequisite::missing(&reason);
         return;
     }
     let before = digest(&img);

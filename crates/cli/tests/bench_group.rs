@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cairn_io::test_support::{loop_device, LoopDevice};
+use cairn_io::test_support::{loop_device, prerequisite, LoopDevice};
 use common::*;
 use serde_json::Value;
 
@@ -291,7 +291,7 @@ fn two_files_of_one_group_in_one_plan_and_what_is_refused() {
 #[test]
 fn a_group_file_on_4kn_loop_devices_with_io_uring() {
     if let Some(reason) = loop_device::unavailable_reason() {
-        println!("skipped: {reason}");
+        prerequisite::missing(&reason);
         return;
     }
     let mut rig = Rig::discovering(|_| String::new());
@@ -300,7 +300,7 @@ fn a_group_file_on_4kn_loop_devices_with_io_uring() {
         match LoopDevice::create(&rig.path(&format!("lo{i}.img")), 256 * MIB, 4096) {
             Ok(lo) => loops.push(lo),
             Err(reason) => {
-                println!("skipped: {reason}");
+                prerequisite::missing(&reason);
                 return;
             }
         }
@@ -414,7 +414,9 @@ fn the_engine_flag_mounts_the_group_with_that_engine() {
     for (flag, name, kind) in [("sync", "sync", "sync"), ("uring", "io_uring", "uring")] {
         if flag == "uring" {
             if let Err(e) = cairn_io::uring_engine::UringEngine::new(1) {
-                println!("skipped: --engine uring: io_uring is not available here: {e}");
+                prerequisite::missing(&format!(
+                    "--engine uring: io_uring is not available here: {e}"
+                ));
                 continue;
             }
         }

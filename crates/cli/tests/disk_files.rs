@@ -1,4 +1,6 @@
-//! End to end on sparse files: the real binary, no root needed.
+//! End to end on sparse files: the real binary, no root needed. A tool that
+//! is missing or fails (mkfs, sgdisk…) skips its case, out loud; under
+//! CAIRN_REQUIRE_TOOLS (CI) it fails the test.
 
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -8,6 +10,7 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use cairn_io::test_support::prerequisite;
 use common::*;
 
 const MIB: u64 = 1 << 20;
@@ -232,7 +235,7 @@ fn foreign_signatures_are_refused_and_nothing_is_written() {
     for (name, size, make, expected) in cases {
         let disk = sparse(&dir.path().join(format!("{name}.img")), *size);
         if let Err(reason) = make(&disk) {
-            println!("skipped: {name}: {reason}");
+            prerequisite::missing(&format!("{name}: {reason}"));
             continue;
         }
         let path = disk.to_str().unwrap();
@@ -325,7 +328,7 @@ fn repair_restores_unknown_bytes_in_a_copys_place_and_refuses_a_recognised_owner
     let other_path = other.to_str().unwrap();
     cairn(&d, &["disk", "label", "data2", other_path]).ok();
     if let Err(reason) = tool("mkfs.minix", &[other_path]) {
-        println!("skipped: minix case: {reason}");
+        prerequisite::missing(&format!("minix case: {reason}"));
         return;
     }
     let before = digest(&other);
@@ -528,7 +531,7 @@ fn repair_will_not_write_over_data_someone_put_there() {
     let path = disk.to_str().unwrap();
     cairn(&d, &["disk", "label", "data1", path]).ok();
     if let Err(reason) = tool("mkswap", &[path]) {
-        println!("skipped: {reason}");
+        prerequisite::missing(&reason);
         return;
     }
     let before = digest(&disk);
@@ -694,7 +697,7 @@ fn repair_over_foreign_data_erases_it_everywhere() {
     let path = disk.to_str().unwrap();
     cairn(&d, &["disk", "label", "data1", path]).ok();
     if let Err(reason) = tool("sgdisk", &["-o", path]) {
-        println!("skipped: {reason}");
+        prerequisite::missing(&reason);
         return;
     }
     assert_eq!(

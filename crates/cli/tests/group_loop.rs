@@ -1,6 +1,7 @@
 //! End to end for disk groups on loop devices with 512- and 4096-byte logical
 //! sectors: the real binary against real block devices. Needs root and loop
-//! support; elsewhere each test prints `skipped: <reason>`.
+//! support; elsewhere each test prints `skipped: <reason>`, and under
+//! CAIRN_REQUIRE_TOOLS (CI) fails.
 //!
 //! The tests here run one at a time: one of them detaches a loop device while
 //! its node stays named in a discovery string, and a parallel test attaching a
@@ -14,7 +15,7 @@ mod common;
 use std::path::Path;
 use std::sync::Mutex;
 
-use cairn_io::test_support::{loop_device, LoopDevice};
+use cairn_io::test_support::{loop_device, prerequisite, LoopDevice};
 use common::*;
 use serde_json::Value;
 
@@ -27,7 +28,7 @@ fn loop_devices_available() -> bool {
     match loop_device::unavailable_reason() {
         None => true,
         Some(reason) => {
-            println!("skipped: {reason}");
+            prerequisite::missing(&reason);
             false
         }
     }
@@ -46,7 +47,7 @@ fn loop_devices(
         match LoopDevice::create(&dir.join(format!("{prefix}{i}.img")), size_bytes, *sector) {
             Ok(lo) => devices.push(lo),
             Err(reason) => {
-                println!("skipped: {reason}");
+                prerequisite::missing(&reason);
                 return None;
             }
         }

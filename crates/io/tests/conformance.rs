@@ -1,9 +1,10 @@
 //! The conformance suite on the real backends: io_uring and pread/pwrite, on a
-//! sparse file and on 512- and 4096-byte-sector loop devices (root only; skipped
-//! out loud elsewhere). Every subject's maximum transfer is at most 1280 KiB, the
-//! `max_sectors_kb` of a loop device, so the suite's 4 MiB request is split: on a
-//! loop device at 512 KiB (its 128 segments of one page), on a file at the lower
-//! of 1280 KiB and its disk's own limit.
+//! sparse file and on 512- and 4096-byte-sector loop devices (root only;
+//! skipped out loud elsewhere, failing under CAIRN_REQUIRE_TOOLS). Every
+//! subject's maximum transfer is at most 1280 KiB, the `max_sectors_kb` of a
+//! loop device, so the suite's 4 MiB request is split: on a loop device at
+//! 512 KiB (its 128 segments of one page), on a file at the lower of 1280 KiB
+//! and its disk's own limit.
 
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use cairn_io::host::Host;
 use cairn_io::test_support::conformance::{self, Subject};
-use cairn_io::test_support::{loop_device, LoopDevice};
+use cairn_io::test_support::{loop_device, prerequisite, LoopDevice};
 use cairn_io::uring_engine::{UringEngine, UringOptions};
 use cairn_io::{new_file_engine, DeviceFile, EngineKind, FileEngine, OpenMode};
 
@@ -69,7 +70,7 @@ fn on_files(make: &dyn Fn() -> Box<dyn FileEngine>) {
 
 fn on_loop_devices(make: &dyn Fn() -> Box<dyn FileEngine>, sector_bytes: u32) {
     if let Some(reason) = loop_device::unavailable_reason() {
-        println!("skipped: {reason}");
+        prerequisite::missing(&reason);
         return;
     }
     let dir = scratch_dir();
@@ -135,7 +136,7 @@ fn uring_on_4096_byte_loop_devices() {
 #[test]
 fn loop_device_reports_its_own_max_transfer() {
     if let Some(reason) = loop_device::unavailable_reason() {
-        println!("skipped: {reason}");
+        prerequisite::missing(&reason);
         return;
     }
     let dir = scratch_dir();
@@ -172,7 +173,7 @@ fn device_counters(lo: &LoopDevice) -> [u64; 4] {
 #[test]
 fn the_device_receives_requests_no_larger_than_its_max_transfer() {
     if let Some(reason) = loop_device::unavailable_reason() {
-        println!("skipped: {reason}");
+        prerequisite::missing(&reason);
         return;
     }
     let dir = scratch_dir();
