@@ -1,20 +1,3 @@
-//! Open-loop rates are held: on a file on the build's real filesystem and, as
-//! root, on a RAM-backed loop device with 4096-byte sectors, 8 KiB random
-//! reads at threads=8 arrive at the requested rate and complete at it, within
-//! 2%, over the measured window — and the run says the rate was held.
-//!
-//! The arrivals are seeded (engine_support::SEED), so the number of
-//! exponential arrivals in a window is the same on every run; the rates and
-//! durations are still chosen so that ±2% is several standard deviations of
-//! a Poisson count (σ/n = 1/√n), i.e. the assertion would not rest on a lucky
-//! seed: 5,000/s × 3 s → 2% ≈ 2.4σ on the file; 15,000/s × 3 s → 2% ≈ 4.2σ
-//! on the loop device, which sustains far more.
-//!
-//! "When the device can sustain them": the file shares the machine's disk
-//! with whatever else runs, so each file test first measures what the file
-//! does closed loop at the same threads=, and skips a rate (saying so) that
-//! has less than twice that headroom. The loop device is RAM.
-
 //! Open-loop rates: the schedule's logic in simulated time, and a real device
 //! fed at a rate.
 //!
