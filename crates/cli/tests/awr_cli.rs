@@ -311,10 +311,9 @@ fn compare_two_awr_reports_gives_the_posts_rows() {
 #[test]
 fn an_interrupted_replay_says_so_in_its_verdict_and_exits_1() {
     use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
     let dir = scratch();
     let out = dir.path().join("replay");
-    let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args([
             "awr",
             "replay",
@@ -335,12 +334,21 @@ fn an_interrupted_replay_says_so_in_its_verdict_and_exits_1() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The target file appears when the run is about to start.
-    let started = Instant::now();
-    while !dir.path().join("t.dat").exists() && started.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
+    // Interrupt it once the run is under way: its I/O threads (named
+    // cairn-io-N) exist only while a run does, after the target is filled.
+    let tasks = format!("/proc/{}/task", child.id());
+    let running = || {
+        std::fs::read_dir(&tasks).is_ok_and(|ts| {
+            ts.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .any(|name| name.starts_with("cairn-io-"))
+        })
+    };
+    while !running() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the replay exited ({status}) before its run began");
+        }
+        std::thread::yield_now();
     }
-    std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: sending SIGINT to our own child process.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
