@@ -730,6 +730,10 @@ fn fault_actor(world: &World, seed: u64) {
 
 struct SeedFigures {
     ops: u64,
+    /// Metadata operations (first-write marks included) and the journal
+    /// records they were committed in, before the crash: group commit.
+    meta_ops: u64,
+    records: u64,
     switches: u64,
     crashes: u64,
     faults: bool,
@@ -797,6 +801,8 @@ fn run_seed(seed: u64) -> SeedFigures {
         ..
     } = world;
     let mut model = model.into_inner().unwrap();
+    let meta_ops = group.operations_begun();
+    let records = group.meta(|g| g.journal_records()).unwrap_or(0);
     if trace() {
         let states: Vec<_> = group
             .meta(|g| {
@@ -856,6 +862,8 @@ fn run_seed(seed: u64) -> SeedFigures {
     SeedFigures {
         ops: ops.load(Ordering::SeqCst),
         switches: turnstile.switches(),
+        meta_ops,
+        records,
         crashes,
         faults: faulted.load(Ordering::SeqCst),
     }
@@ -990,6 +998,7 @@ fn interleaving_simulation() {
     let (first, count) = seeds();
     let started = std::time::Instant::now();
     let (mut ops, mut switches, mut crashes, mut faulted) = (0u64, 0u64, 0u64, 0u64);
+    let (mut meta_ops, mut records) = (0u64, 0u64);
     for seed in first..first + count {
         let outcome = std::panic::catch_unwind(|| run_seed(seed));
         match outcome {
@@ -1002,6 +1011,8 @@ fn interleaving_simulation() {
                 );
                 ops += f.ops;
                 switches += f.switches;
+                meta_ops += f.meta_ops;
+                records += f.records;
                 crashes += f.crashes;
                 faulted += u64::from(f.faults);
             }
@@ -1015,7 +1026,7 @@ fn interleaving_simulation() {
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults",
+        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records",
         count as f64 / secs
     );
 }

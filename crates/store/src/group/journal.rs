@@ -5,14 +5,34 @@
 use super::*;
 
 impl Group<'_> {
-    /// Make every change since the last commit durable and atomic.
+    /// Make every change since the last commit durable and atomic: the end
+    /// of a step. Behind a [`LiveGroup`] the step's changes join the running
+    /// transaction instead, unless it has grown to [`STEP_DIRTY_MAX`]
+    /// blocks: the group commit that covers the operation writes it
+    /// (`live.rs`), together with the other operations' that joined it.
     pub fn commit(&mut self) -> Result<(), GroupError> {
         self.check_writable()?;
+        if self.live && self.dirty_count() < STEP_DIRTY_MAX {
+            return Ok(());
+        }
+        self.commit_now()
+    }
+
+    /// Write the running transaction as one journal record, now.
+    pub(super) fn commit_now(&mut self) -> Result<(), GroupError> {
+        self.check_writable()?;
+        let started = std::time::Instant::now();
+        let records = self.records_written;
         let result = self.commit_inner();
         if let Err(e) = &result {
             self.stop(e.to_string());
         }
         result?;
+        if self.records_written > records && self.commit_times.len() < COMMIT_TIMES_MAX {
+            self.commit_times.push(started.elapsed());
+        }
+        self.txn_done = self.txn_open;
+        self.txn_open += 1;
         // Disks that failed during the commit are recorded offline before
         // anything can drop the record from the ring, and before the data
         // plane sees what the commit published (a disk whose barrier flush
@@ -31,9 +51,59 @@ impl Group<'_> {
         let all: Vec<Dirty> = std::mem::take(&mut self.dirty).into_iter().collect();
         for chunk in all.chunks(TXN_IMAGES_MAX) {
             self.dirty.extend(chunk.iter().copied());
-            self.commit()?;
+            self.commit_now()?;
         }
-        self.commit()
+        self.commit_now()
+    }
+
+    /// Before an operation's first step behind a [`LiveGroup`]: the running
+    /// transaction takes one more operation only while it holds fewer than
+    /// [`JOIN_DIRTY_MAX`] blocks, so that with the operation's largest step
+    /// it still fits one record.
+    pub(super) fn begin_operation(&mut self) -> Result<(), GroupError> {
+        if self.live && self.dirty_count() >= JOIN_DIRTY_MAX {
+            self.commit_now()?;
+        }
+        Ok(())
+    }
+
+    /// Make transaction `ticket` durable, if it is not yet: commit the
+    /// running transaction (which holds it, and everything since).
+    pub(super) fn commit_through(&mut self, ticket: u64) -> Result<(), GroupError> {
+        self.check_usable()?;
+        if self.txn_done >= ticket {
+            return Ok(());
+        }
+        if self.dirty_count() == 0 && self.failed_disks.is_empty() {
+            // Nothing to write (an operation that only looked, or one that
+            // failed cleanly): durable as it stands.
+            self.txn_done = self.txn_open;
+            self.txn_open += 1;
+            return Ok(());
+        }
+        self.commit_now()
+    }
+
+    /// The running transaction: changes made now belong to it.
+    pub(super) fn txn_open(&self) -> u64 {
+        self.txn_open
+    }
+
+    /// The last transaction made durable.
+    pub(super) fn txn_done(&self) -> u64 {
+        self.txn_done
+    }
+
+    /// Journal records written since this mount.
+    pub fn journal_records(&self) -> u64 {
+        self.records_written
+    }
+
+    /// How long each commit that wrote a record took (barrier, record,
+    /// in-place writes) since the last call; at most the first
+    /// [`COMMIT_TIMES_MAX`] are kept between calls.
+    pub fn take_commit_times(&mut self) -> Vec<std::time::Duration> {
+        std::mem::take(&mut self.commit_times)
     }
 
     /// Whether a dirty block is still part of the metadata: indirect blocks of
@@ -134,6 +204,7 @@ impl Group<'_> {
 
         self.journal.position += record_blocks;
         self.journal.next_seq += 1;
+        self.records_written += 1;
         self.journal.prev_checksum = meta::checksum_of(&header[..]);
 
         self.write_in_place(&targets, |i| &images[i][..])

@@ -9,13 +9,17 @@
 //!   a mutex, held for a metadata step; a data handle takes it only to have an
 //!   extent marked initialised or a failed disk taken offline, with any
 //!   extent latches it needs already held (latch → meta, never the reverse).
+//! - `Inner::gate` ([`Gate`], group commit): a leaf mutex with a condition
+//!   variable, held only to count operations and hand over the commit; never
+//!   held while taking `meta` or a latch. Every operation runs its steps
+//!   under `meta`, then waits at the gate for a commit that covers them.
 //! - the [`DataPlane`]: published by the metadata plane under `meta`, read by
 //!   handles without it.
 //! - each handle's engine, unflushed-disk set and guard slot: its own thread.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use cairn_io::{DeviceId, IoEngine, Op, Request};
 
@@ -59,8 +63,73 @@ where
 
 struct Inner {
     meta: Mutex<Group<'static>>,
+    gate: Gate,
     plane: Arc<DataPlane>,
     engines: Box<dyn EngineSource>,
+}
+
+/// Group commit. An operation runs its steps under `meta`, then waits here
+/// until a commit covers them. The first to arrive with nobody committing
+/// leads: it waits until every operation that had begun by then has run its
+/// steps, then commits them all in one journal record; the others find
+/// their transaction durable. Held only briefly, never while taking `meta`
+/// or a latch (a leaf lock).
+struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// Operations that have begun (counted before they take `meta`).
+    begun: u64,
+    /// Operations whose steps under `meta` are over (done, failed or
+    /// panicked).
+    stepped: u64,
+    /// A leader is committing.
+    committing: bool,
+    /// The last transaction known durable.
+    durable: u64,
+}
+
+impl Gate {
+    fn state(&self) -> MutexGuard<'_, GateState> {
+        cairn_io::sched::lock(&self.state).unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wait until `ready` holds; return with the state locked.
+    fn wait_until(&self, ready: impl Fn(&GateState) -> bool) -> MutexGuard<'_, GateState> {
+        let mut st = self.state();
+        while !ready(&st) {
+            if cairn_io::sched::scheduled() {
+                drop(st);
+                cairn_io::sched::blocked();
+                st = self.state();
+            } else {
+                st = self
+                    .changed
+                    .wait(st)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+        st
+    }
+
+    /// An operation begins: counted, and counted as stepped when the
+    /// returned guard drops (whatever became of its steps).
+    fn begin(&self) -> Stepped<'_> {
+        self.state().begun += 1;
+        Stepped(self)
+    }
+}
+
+struct Stepped<'g>(&'g Gate);
+
+impl Drop for Stepped<'_> {
+    fn drop(&mut self) {
+        self.0.state().stepped += 1;
+        self.0.changed.notify_all();
+    }
 }
 
 /// A mounted group many threads use at once. Cheap to clone.
@@ -81,28 +150,83 @@ impl Inner {
             GroupError::Poisoned(why.into())
         })
     }
+
+    /// Run `f` as one metadata operation: its steps under `meta`, then,
+    /// before it returns, a commit that covers them (grouped: [`Gate`]).
+    fn operation<R>(&self, f: impl FnOnce(&mut Group<'static>) -> R) -> Result<R, GroupError> {
+        let (result, ticket) = {
+            let _stepped = self.gate.begin();
+            let mut group = self.meta()?;
+            group.begin_operation()?;
+            let result = f(&mut group);
+            // What `f` changed, or saw, belongs to the running transaction.
+            (result, group.txn_open())
+        };
+        self.commit_through(ticket)?;
+        Ok(result)
+    }
+
+    /// Return once transaction `ticket` is durable: lead a commit if nobody
+    /// is committing, else wait for the one that is.
+    fn commit_through(&self, ticket: u64) -> Result<(), GroupError> {
+        let mut st = self
+            .gate
+            .wait_until(|st| st.durable >= ticket || !st.committing);
+        if st.durable >= ticket {
+            return Ok(());
+        }
+        st.committing = true;
+        let goal = st.begun;
+        drop(st);
+        // Every operation that had begun joins this commit: its steps are
+        // short and need nothing the leader holds.
+        drop(self.gate.wait_until(|st| st.stepped >= goal));
+        let outcome = self.meta().and_then(|mut group| {
+            group.commit_through(ticket)?;
+            Ok(group.txn_done())
+        });
+        let mut st = self.gate.state();
+        st.committing = false;
+        if let Ok(done) = outcome {
+            st.durable = st.durable.max(done);
+        }
+        drop(st);
+        self.gate.changed.notify_all();
+        outcome.map(|_| ())
+    }
 }
 
 impl LiveGroup {
     /// Make a mounted group live. Its engine stays the metadata plane's;
     /// `engines` makes one for each data handle.
     pub fn new(mut group: Group<'static>, engines: Box<dyn EngineSource>) -> Self {
-        group.set_live();
+        group.set_live(true);
         let plane = group.data_plane().clone();
         Self {
             inner: Arc::new(Inner {
                 meta: Mutex::new(group),
+                gate: Gate {
+                    state: Mutex::new(GateState::default()),
+                    changed: Condvar::new(),
+                },
                 plane,
                 engines,
             }),
         }
     }
 
-    /// Run a metadata operation (create, resize, remove, a listing …) under
-    /// the metadata plane's lock.
+    /// Run a metadata operation (create, resize, remove, a listing …): its
+    /// steps under the metadata plane's lock, then a commit of the running
+    /// transaction, which other operations may share (group commit). It
+    /// returns once what it changed, or saw, is durable.
     pub fn meta<R>(&self, f: impl FnOnce(&mut Group<'static>) -> R) -> Result<R, GroupError> {
-        let mut group = self.inner.meta()?;
-        Ok(f(&mut group))
+        self.inner.operation(f)
+    }
+
+    /// Metadata operations begun since the group went live (with
+    /// [`Group::journal_records`], how many operations share a commit).
+    pub fn operations_begun(&self) -> u64 {
+        self.inner.gate.state().begun
     }
 
     pub fn plane(&self) -> &Arc<DataPlane> {
@@ -136,6 +260,9 @@ impl LiveGroup {
             GroupError::Poisoned("a metadata step panicked; mount the group again".into())
         })?;
         let mut group = group;
+        group.set_live(false);
+        let open = group.txn_open();
+        group.commit_through(open)?;
         group.sync()?;
         group.dismount()
     }
@@ -270,12 +397,13 @@ impl DataPort for DataHandle {
         extents: &[(u64, cairn_format::group::Extent)],
         written: &BTreeSet<u16>,
     ) -> Result<(), GroupError> {
-        let mut group = self.inner.meta()?;
-        DataPort::mark_initialized(&mut *group, file, incarnation, extents, written)
+        self.inner.operation(|group| {
+            DataPort::mark_initialized(group, file, incarnation, extents, written)
+        })?
     }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError> {
-        let mut group = self.inner.meta()?;
         // Another thread may have taken them offline since: once is enough.
-        group.disks_failed(disks, epoch)
+        self.inner
+            .operation(|group| group.disks_failed(disks, epoch))?
     }
 }

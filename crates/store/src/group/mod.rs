@@ -101,6 +101,13 @@ use superblock::{read_slot, slot_damaged, SlotRead};
 pub const JOURNAL_BYTES: u64 = 4 << 20;
 /// A continuing operation commits a step once it has dirtied this many blocks.
 pub const STEP_DIRTY_MAX: usize = 24;
+/// Behind a [`LiveGroup`], an operation joins the running transaction only
+/// while it holds fewer blocks than this; else that is committed first. The
+/// largest step of any operation (measured under the crash and interleaving
+/// simulators: 26 blocks) then still fits [`TXN_IMAGES_MAX`].
+pub const JOIN_DIRTY_MAX: usize = TXN_IMAGES_MAX / 4;
+/// Commit times kept between two [`Group::take_commit_times`].
+pub const COMMIT_TIMES_MAX: usize = 1 << 20;
 /// Most blocks one transaction may carry (a step can overshoot STEP_DIRTY_MAX by
 /// what one extent touches: its entry, an indirect block, and two table blocks
 /// per copy).
@@ -417,8 +424,18 @@ pub struct Group<'e> {
     /// once it commits.
     to_publish: BTreeSet<u32>,
     /// Behind a [`LiveGroup`]'s lock: its file data goes through data
-    /// handles, never through this group's own data calls.
+    /// handles, never through this group's own data calls, and its steps'
+    /// commits are grouped (`live.rs`).
     live: bool,
+    /// The running transaction's number: every change since the last
+    /// commit belongs to it.
+    txn_open: u64,
+    /// The last transaction made durable (0: none since mount).
+    txn_done: u64,
+    /// Journal records written since mount.
+    records_written: u64,
+    /// How long each commit took, for a benchmark to take.
+    commit_times: Vec<std::time::Duration>,
 }
 
 fn system_clock() -> u64 {
@@ -489,6 +506,10 @@ impl<'e> Group<'e> {
             changed_chunks: HashMap::new(),
             to_publish: BTreeSet::new(),
             live: false,
+            txn_open: 1,
+            txn_done: 0,
+            records_written: 0,
+            commit_times: Vec::new(),
         }
     }
 
@@ -541,8 +562,8 @@ impl<'e> Group<'e> {
     }
 
     /// The group is behind a [`LiveGroup`]'s lock from now on.
-    fn set_live(&mut self) {
-        self.live = true;
+    fn set_live(&mut self, live: bool) {
+        self.live = live;
     }
 
     /// Stop the group after a failed metadata write: memory is ahead of the
