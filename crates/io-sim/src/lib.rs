@@ -130,10 +130,28 @@ pub enum FaultEvent {
     },
 }
 
+/// What a pending write puts down: bytes, or zeros (write-zeroes, a
+/// discard that reads back zeros), kept as a length so that zeroing a big
+/// extent costs no buffer and no per-sector work.
+#[derive(Debug, Clone)]
+enum Payload {
+    Bytes(Vec<u8>),
+    Zeros(u64),
+}
+
+impl Payload {
+    fn len(&self) -> u64 {
+        match self {
+            Payload::Bytes(b) => b.len() as u64,
+            Payload::Zeros(n) => *n,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct PendingWrite {
     offset_bytes: u64,
-    data: Vec<u8>,
+    data: Payload,
     /// FUA: durable once the write has completed.
     fua: bool,
     /// Simulated time at which the write completes.
@@ -171,9 +189,40 @@ impl SimDisk {
     fn current_bytes(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
         let mut out = self.durable_bytes(offset_bytes, len);
         for write in &self.pending {
-            copy_overlap(&mut out, offset_bytes, &write.data, write.offset_bytes);
+            match &write.data {
+                Payload::Bytes(b) => copy_overlap(&mut out, offset_bytes, b, write.offset_bytes),
+                Payload::Zeros(n) => {
+                    let start = offset_bytes.max(write.offset_bytes);
+                    let end = (offset_bytes + len as u64).min(write.offset_bytes + n);
+                    if start < end {
+                        out[(start - offset_bytes) as usize..(end - offset_bytes) as usize].fill(0);
+                    }
+                }
+            }
         }
         out
+    }
+
+    /// Make `len` bytes of `payload`, from `from` bytes into it, durable at
+    /// `offset_bytes` (sector-aligned, as every write is).
+    fn land(&mut self, offset_bytes: u64, payload: &Payload, from: u64, len: u64) {
+        match payload {
+            Payload::Bytes(b) => {
+                self.make_durable(offset_bytes, &b[from as usize..(from + len) as usize]);
+            }
+            Payload::Zeros(_) => {
+                // Absent sectors read as zeros.
+                let s = self.sector();
+                let covered: Vec<u64> = self
+                    .durable
+                    .range(offset_bytes / s..(offset_bytes + len).div_ceil(s))
+                    .map(|(k, _)| *k)
+                    .collect();
+                for k in covered {
+                    self.durable.remove(&k);
+                }
+            }
+        }
     }
 
     fn make_durable(&mut self, offset_bytes: u64, data: &[u8]) {
@@ -196,12 +245,12 @@ impl SimDisk {
     fn flush(&mut self, issued_at_ns: u64) {
         let mut still_pending: Vec<PendingWrite> = Vec::new();
         for write in std::mem::take(&mut self.pending) {
-            let end = write.offset_bytes + write.data.len() as u64;
+            let end = write.offset_bytes + write.data.len();
             let behind_older = still_pending.iter().any(|p| {
-                p.offset_bytes < end && write.offset_bytes < p.offset_bytes + p.data.len() as u64
+                p.offset_bytes < end && write.offset_bytes < p.offset_bytes + p.data.len()
             });
             if write.completes_at_ns <= issued_at_ns && !behind_older {
-                self.make_durable(write.offset_bytes, &write.data);
+                self.land(write.offset_bytes, &write.data, 0, write.data.len());
             } else {
                 still_pending.push(write);
             }
@@ -387,21 +436,20 @@ impl SimEngine {
                 let durable = write.fua && write.completes_at_ns <= now_ns;
                 if durable || roll < u64::from(policy.keep_per_million) {
                     report.kept += 1;
-                    self.disks[d].make_durable(write.offset_bytes, &write.data);
+                    self.disks[d].land(write.offset_bytes, &write.data, 0, write.data.len());
                 } else if roll
                     < u64::from(policy.keep_per_million) + u64::from(policy.tear_per_million)
                 {
                     report.torn += 1;
                     // Each physical sector (the device's atomic unit, aligned
                     // on the device) independently survives or not.
-                    let end = write.offset_bytes + write.data.len() as u64;
+                    let end = write.offset_bytes + write.data.len();
                     let mut at = write.offset_bytes;
                     while at < end {
                         let next = ((at / unit + 1) * unit).min(end);
                         if self.rng.next_u64().is_multiple_of(2) {
-                            let from = (at - write.offset_bytes) as usize;
-                            let to = (next - write.offset_bytes) as usize;
-                            self.disks[d].make_durable(at, &write.data[from..to]);
+                            let from = at - write.offset_bytes;
+                            self.disks[d].land(at, &write.data, from, next - at);
                         }
                         at = next;
                     }
@@ -531,7 +579,7 @@ impl SimEngine {
                     self.stats.device_requests += 1;
                     self.disks[device.0 as usize].pending.push(PendingWrite {
                         offset_bytes: target + start,
-                        data: buf[start as usize..(start + len) as usize].to_vec(),
+                        data: Payload::Bytes(buf[start as usize..(start + len) as usize].to_vec()),
                         fua: *fua,
                         completes_at_ns,
                     });
@@ -570,7 +618,7 @@ impl SimEngine {
         for (start, len) in pieces(len_bytes, 1 << 20) {
             self.disks[device.0 as usize].pending.push(PendingWrite {
                 offset_bytes: offset_bytes + start,
-                data: vec![0; len as usize],
+                data: Payload::Zeros(len),
                 fua: false,
                 completes_at_ns,
             });

@@ -5,8 +5,8 @@
 //! enough for indirect extents, some fine-striped), a metadata actor making
 //! directories, aliases and short-lived files, and a fault actor — over
 //! simulated disks shared by every actor's engine. A deterministic scheduler
-//! (`cairn_io_sim::Turnstile`) runs one actor at a time and switches at every
-//! I/O and every wait for another actor, as the seed says; the disks reorder
+//! (`cairn_io_sim::Turnstile`) runs one actor at a time and may switch at
+//! every I/O and every wait for another actor, as the seed says; the disks reorder
 //! completions, and at a point the seed picks the process "dies": every I/O
 //! fails, the disks keep, lose or tear what was not flushed, and the group is
 //! mounted again — sometimes dying once more during that mount's recovery.
@@ -52,7 +52,7 @@ use common::MIB;
 const KIB: u64 = 1 << 10;
 /// Seeds per CI run (about two minutes on this 2-core machine, at ~0.4
 /// seeds a second); `CAIRN_INTERLEAVE_SEEDS` raises it for a long run.
-const SEEDS_CI: u64 = 50;
+const SEEDS_CI: u64 = 300;
 /// Operations per writer and per metadata actor, before the crash cuts them.
 const OPS_PER_ACTOR: usize = 80;
 
@@ -299,8 +299,11 @@ struct World {
     sector: u64,
     /// Operations the actors completed (acknowledged or failed).
     ops: AtomicU64,
-    /// Actors that have finished.
-    finished: AtomicU64,
+    /// The crash: the simulated disks' budget is armed once the actors have
+    /// done `crash_at_ops` operations, `crash_delay` mutating requests ahead.
+    crash_at_ops: u64,
+    crash_delay: usize,
+    armed: AtomicBool,
     /// Data was silently damaged on a copy (a misdirected write, bit rot):
     /// data blocks carry no checksums, so only a reader with its own check
     /// finds it, and a copy nobody read stays as it is (`scrub` is not built
@@ -309,6 +312,14 @@ struct World {
 }
 
 impl World {
+    /// An actor starts an operation; the crash is armed once enough have.
+    fn count_op(&self) {
+        let n = self.ops.fetch_add(1, Ordering::SeqCst) + 1;
+        if n >= self.crash_at_ops && !self.armed.swap(true, Ordering::SeqCst) {
+            self.shared.crash_after(Some(self.crash_delay));
+        }
+    }
+
     /// An error is acceptable if the process "died" or a fault was injected;
     /// returns whether the actor must stop (the process died, or the group
     /// stopped).
@@ -344,7 +355,7 @@ fn writer(world: &World, seed: u64, me: usize) {
         if world.stopped() {
             return;
         }
-        world.ops.fetch_add(1, Ordering::SeqCst);
+        world.count_op();
         let pick = rng.below(100);
         if mine.is_empty() || (pick < 8 && mine.len() < 3) {
             // Create: small, medium, or big enough for indirect extents.
@@ -552,7 +563,7 @@ fn metadata_actor(world: &World, seed: u64) {
         if world.stopped() {
             return;
         }
-        world.ops.fetch_add(1, Ordering::SeqCst);
+        world.count_op();
         match rng.below(3) {
             0 => {
                 let name = format!("d{}", rng.below(6));
@@ -761,30 +772,19 @@ fn run_seed(seed: u64) -> SeedFigures {
         faulted: AtomicBool::new(false),
         sector,
         ops: AtomicU64::new(0),
-        finished: AtomicU64::new(0),
+        crash_at_ops,
+        crash_delay,
+        armed: AtomicBool::new(false),
         silent_damage: AtomicBool::new(false),
     };
-    let turnstile = Turnstile::new(seed);
-    let done = |f: &dyn Fn()| {
-        f();
-        world.finished.fetch_add(1, Ordering::SeqCst);
-    };
+    // Some seeds switch at nearly every point, others let an actor run on.
+    let stay = [0, 50, 75, 90][rng.below(4) as usize];
+    let turnstile = Turnstile::new(seed).stay(stay);
     let actors: Vec<Actor<'_>> = vec![
-        Box::new(|| done(&|| writer(&world, seed, 0))),
-        Box::new(|| done(&|| writer(&world, seed, 1))),
-        Box::new(|| done(&|| metadata_actor(&world, seed))),
-        Box::new(|| done(&|| fault_actor(&world, seed))),
-        Box::new(|| {
-            // The crash: armed once enough has happened (or everyone else
-            // is done).
-            while world.ops.load(Ordering::SeqCst) < crash_at_ops
-                && world.finished.load(Ordering::SeqCst) < 4
-            {
-                // Nothing to do until then: let the others run.
-                cairn_io::sched::blocked();
-            }
-            world.shared.crash_after(Some(crash_delay));
-        }),
+        Box::new(|| writer(&world, seed, 0)),
+        Box::new(|| writer(&world, seed, 1)),
+        Box::new(|| metadata_actor(&world, seed)),
+        Box::new(|| fault_actor(&world, seed)),
     ];
     let panics = turnstile.run(actors);
     for (i, p) in panics.iter().enumerate() {
