@@ -33,7 +33,6 @@ use super::plane::{
     DataPlane, DiskView, FileSnapshot, LatchKey, NotWritable, OperationGuard, Piece,
 };
 use super::*;
-use crate::placement::{FileLayout, Striping};
 use cairn_format::group::{AuAddr, Extent, FileState, FILE_NUMBER_USER_MIN};
 use cairn_io::{AlignedBuf, Op, Request};
 
@@ -900,52 +899,6 @@ impl Group<'_> {
         }
     }
 
-    /// The copies of an extent on online disks, primary first.
-    pub(super) fn online_copies(&self, ext: &Extent) -> Vec<AuAddr> {
-        ext.copies()
-            .iter()
-            .copied()
-            .filter(|c| self.member(c.disk).and_then(Member::online).is_some())
-            .collect()
-    }
-
-    pub(super) fn check_io(&self, number: u32, offset: u64, len: u64) -> Result<(), GroupError> {
-        let sector = u64::from(self.sector_bytes);
-        if !offset.is_multiple_of(sector) || !len.is_multiple_of(sector) {
-            return Err(GroupError::Invalid(format!(
-                "I/O at offset {offset} length {len} is not aligned to the group's {sector}-byte sectors"
-            )));
-        }
-        let size = self
-            .files
-            .get(&number)
-            .filter(|f| f.entry.state != FileState::Deleting)
-            .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))?
-            .entry
-            .size_bytes;
-        if offset.checked_add(len).is_none_or(|end| end > size) {
-            return Err(GroupError::Invalid(format!(
-                "I/O at offset {offset} length {len} goes past the end of the file ({size} bytes); resize it first"
-            )));
-        }
-        Ok(())
-    }
-
-    /// The pieces of a logical range: (extent, offset in extent, offset in
-    /// the caller's buffer, length).
-    pub(super) fn pieces(&self, number: u32, offset: u64, len: u64) -> Vec<(u64, u64, usize, u64)> {
-        let layout = self.layout_for(&self.files[&number]);
-        let mut out = Vec::new();
-        let mut done = 0u64;
-        while done < len {
-            let loc = layout.locate(offset + done);
-            let run = loc.run_bytes.min(len - done);
-            out.push((loc.extent, loc.offset_in_extent, done as usize, run));
-            done += run;
-        }
-        out
-    }
-
     /// Mark extents of a file initialised, committing in steps of at most
     /// [`STEP_DIRTY_MAX`] dirty blocks (a big write first-writes more extents
     /// than one transaction can name). Each step's barrier flush makes the
@@ -982,7 +935,16 @@ impl Group<'_> {
     ) -> Result<(), GroupError> {
         let mut requests = Vec::new();
         let mut disks = Vec::new();
-        for (extent, within, _, run) in self.pieces(number, offset, len) {
+        let layout = self.layout_for(&self.files[&number]);
+        let mut done = 0u64;
+        while done < len {
+            let loc = layout.locate(offset + done);
+            let (extent, within, run) = (
+                loc.extent,
+                loc.offset_in_extent,
+                loc.run_bytes.min(len - done),
+            );
+            done += run;
             let ext = self.files[&number].extents[extent as usize];
             if !ext.initialized {
                 continue;
@@ -1006,75 +968,14 @@ impl Group<'_> {
         Ok(())
     }
 
-    /// Where each piece of a range lives, for a caller that does its own I/O
-    /// (the benchmark's direct path): (disk, byte offset, length, buffer offset)
-    /// of the primary copy. `None` if any extent is not yet initialised.
-    pub fn map_primary(
-        &self,
-        number: u32,
-        offset: u64,
-        len: u64,
-    ) -> Result<Option<Vec<PrimaryPiece>>, GroupError> {
-        self.check_io(number, offset, len)?;
-        let mut out = Vec::new();
-        for (extent, within, at, run) in self.pieces(number, offset, len) {
-            let ext = &self.files[&number].extents[extent as usize];
-            if !ext.initialized {
-                return Ok(None);
-            }
-            let Some(c) = self.online_copies(ext).first().copied() else {
-                return Err(GroupError::Corrupt(format!(
-                    "file {number} extent {extent}: every copy is offline"
-                )));
-            };
-            out.push((c.disk, u64::from(c.au) * self.au_bytes + within, run, at));
-        }
-        Ok(Some(out))
-    }
-
     /// Make every extent of file `number` initialised, zeroing on every copy
     /// the ones never written, so that direct reads of them return what the
     /// group would (zeros) and not an earlier file's bytes. Returns how many
-    /// extents it zeroed. For a caller about to do its own I/O ([`Self::map_file`]).
+    /// extents it zeroed. For a caller about to read all of it.
     pub fn initialize_file(&mut self, number: u32) -> Result<u64, GroupError> {
         self.check_writable()?;
         self.refuse_if_live()?;
         initialize(self, None, number)
-    }
-
-    /// The whole extent map of file `number`, for a caller that does its own
-    /// I/O to the member disks (the benchmark's direct path). It stays true
-    /// only while no extent moves: the caller must hold the group's lock and
-    /// keep it unmounted (no rebalance, no resize) for as long as it uses it.
-    /// Every extent must be initialised ([`Self::initialize_file`]) and have
-    /// an online copy.
-    pub fn map_file(&self, number: u32) -> Result<FileMap, GroupError> {
-        self.check_io(number, 0, 0)?;
-        let rec = &self.files[&number];
-        let mut extents = Vec::with_capacity(rec.extents.len());
-        for (i, ext) in rec.extents.iter().enumerate() {
-            if !ext.initialized {
-                return Err(GroupError::Invalid(format!(
-                    "file {number} extent {i} was never written; initialise the file before mapping it"
-                )));
-            }
-            let copies: Vec<(u16, u64)> = self
-                .online_copies(ext)
-                .iter()
-                .map(|c| (c.disk, u64::from(c.au) * self.au_bytes))
-                .collect();
-            if copies.is_empty() {
-                return Err(GroupError::Corrupt(format!(
-                    "file {number} extent {i}: every copy is offline"
-                )));
-            }
-            extents.push(copies);
-        }
-        Ok(FileMap {
-            size_bytes: rec.entry.size_bytes,
-            layout: self.layout_for(rec),
-            extents,
-        })
     }
 
     /// The device of a member disk, if online.
@@ -1093,85 +994,3 @@ impl Group<'_> {
         self.files.get(&number).map(|f| &f.extents[..])
     }
 }
-
-/// A file's extent map, taken whole ([`Group::map_file`]).
-#[derive(Debug, Clone)]
-pub struct FileMap {
-    pub size_bytes: u64,
-    pub layout: FileLayout,
-    /// Per extent, its copies on online disks, primary first: (disk number,
-    /// byte offset on that disk where the extent's AU run starts).
-    pub extents: Vec<Vec<(u16, u64)>>,
-}
-
-/// One piece of a range that is contiguous in the file and on every copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MapPiece<'m> {
-    /// Offset of the piece from the start of the range (in the caller's buffer).
-    pub at: u64,
-    pub len: u64,
-    /// Offset of the piece inside its extent's AU run.
-    pub within: u64,
-    /// The extent's copies, primary first: (disk number, start of its AU run).
-    pub copies: &'m [(u16, u64)],
-}
-
-impl MapPiece<'_> {
-    /// Where copy `k` of this piece is on its disk: (disk number, byte offset).
-    pub fn on_copy(&self, k: usize) -> Option<(u16, u64)> {
-        self.copies
-            .get(k)
-            .map(|(d, start)| (*d, start + self.within))
-    }
-}
-
-impl FileMap {
-    /// The pieces of `len` bytes at `offset`, in order. The range must lie
-    /// inside the file (`offset + len <= size_bytes`); `None` if it does not.
-    pub fn pieces(&self, offset: u64, len: u64) -> Option<Vec<MapPiece<'_>>> {
-        let end = offset.checked_add(len)?;
-        if end > self.size_bytes {
-            return None;
-        }
-        let mut out = Vec::new();
-        let mut done = 0u64;
-        while done < len {
-            let loc = self.layout.locate(offset + done);
-            let run = loc.run_bytes.min(len - done);
-            out.push(MapPiece {
-                at: done,
-                len: run,
-                within: loc.offset_in_extent,
-                copies: self.extents.get(loc.extent as usize)?,
-            });
-            done += run;
-        }
-        Some(out)
-    }
-
-    /// The most copies any extent has.
-    pub fn copies_max(&self) -> usize {
-        self.extents.iter().map(Vec::len).max().unwrap_or(0)
-    }
-
-    /// The most pieces a transfer of `len` bytes can be split into.
-    pub fn pieces_max(&self, len: u64) -> usize {
-        let unit = match self.layout.striping {
-            Striping::Coarse => self.layout.au_bytes,
-            Striping::Fine => crate::placement::FINE_STRIPE_BYTES.min(self.layout.au_bytes),
-        };
-        (len.div_ceil(unit.max(1)) + 1) as usize
-    }
-
-    /// The member disks the map uses.
-    pub fn disks(&self) -> Vec<u16> {
-        let mut disks: Vec<u16> = self.extents.iter().flatten().map(|(d, _)| *d).collect();
-        disks.sort_unstable();
-        disks.dedup();
-        disks
-    }
-}
-
-/// One piece of a range on its primary copy: (disk, byte offset on the disk,
-/// length, offset in the caller's buffer).
-pub type PrimaryPiece = (u16, u64, u64, usize);

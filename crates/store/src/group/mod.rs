@@ -84,7 +84,6 @@ use crate::placement::{self, DiskNumber, DiskSpace, FailGroupId, Striping};
 pub use alloc::DiskAlloc;
 pub use cairn_format::group::AliasKind;
 pub use create::{create, default_templates};
-pub use data::{FileMap, MapPiece, PrimaryPiece};
 pub use file_io::{FileIo, Mapping};
 pub use files::{CreateOptions, DirEntry, FileInfo};
 pub use live::{DataHandle, EngineSource, LiveGroup, SameDevices};

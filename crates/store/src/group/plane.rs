@@ -496,3 +496,63 @@ impl Drop for OperationGuard<'_> {
         self.slot.store(IDLE, Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use cairn_format::extent_map::{Striping, FINE_STRIPE_BYTES};
+    use cairn_format::group::AuAddr;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    proptest! {
+        /// `FileSnapshot::pieces` tiles a range exactly: pieces in order from
+        /// 0, each inside one extent (and one stripe unit when fine); a range
+        /// past the end has no pieces. Every reader and writer of file bytes
+        /// goes through it.
+        #[test]
+        fn pieces_tile_the_range_inside_their_extents(
+            shift in 0u32..=6,
+            fine in any::<bool>(),
+            sets in 1u64..6,
+            pick_offset in any::<u64>(),
+            pick_len in any::<u64>(),
+        ) {
+            let striping = if fine { Striping::Fine } else { Striping::Coarse };
+            let layout = FileLayout::new(MIB << shift, striping);
+            let count = sets * 8;
+            let size = layout.capacity_bytes(count);
+            let extents: Vec<Extent> = (0..count)
+                .map(|e| Extent::new(&[AuAddr { disk: e as u16, au: e as u32 * 1000 }], true))
+                .collect();
+            let snap = FileSnapshot::build(1, 1, size, layout, 4096, 1, None, &extents, None);
+            let sector = 4096u64;
+            let offset = pick_offset % (size / sector) * sector;
+            let len = (1 + pick_len % (4 * (MIB << shift) / sector)) * sector;
+            let len = len.min(size - offset);
+            let pieces = snap.pieces(offset, len).unwrap();
+            let mut at = 0u64;
+            for piece in &pieces {
+                prop_assert_eq!(piece.at as u64, at);
+                prop_assert!(piece.len > 0);
+                let loc = layout.locate(offset + at);
+                prop_assert_eq!(piece.extent, loc.extent);
+                prop_assert_eq!(piece.within, loc.offset_in_extent);
+                prop_assert!(piece.within + piece.len <= layout.extent_bytes(loc.extent));
+                prop_assert_eq!(snap.extent(piece.extent).unwrap().copies()[0].disk, loc.extent as u16);
+                if fine {
+                    prop_assert_eq!(
+                        piece.within / FINE_STRIPE_BYTES,
+                        (piece.within + piece.len - 1) / FINE_STRIPE_BYTES
+                    );
+                }
+                at += piece.len;
+            }
+            prop_assert_eq!(at, len);
+            prop_assert!(snap.pieces(size - sector, 2 * sector).is_none());
+        }
+    }
+}
