@@ -36,7 +36,7 @@ use cairn_bench::histogram::LatencyHistogram;
 use cairn_bench::oltp::dataset::{BlockProblem, DatasetState, LoadReport, VerifyReport};
 use cairn_bench::oltp::layout::Shape;
 use cairn_bench::oltp::report::{
-    awr_info_line, awr_text, compare_oltp, load_text, oltp_html, verify_text, write_oltp_reports,
+    awr_info_line, awr_text, compare_oltp, load_text, oltp_html, verify_text,
 };
 use cairn_bench::oltp::result::{
     ConfRecord, CrossCheck, EventRecord, IntervalEvent, OltpInterval, OltpResult, Settings,
@@ -45,7 +45,8 @@ use cairn_bench::oltp::result::{
 use cairn_bench::oltp::stats::{Event, Stat};
 use cairn_bench::report::chart::{palette, Rgb};
 use cairn_bench::report::compare::Verdict;
-use cairn_bench::report::{compare_files, compare_text, load_any, AnyResult};
+use cairn_bench::report::{compare_text, AnyResult};
+use cairn_bench::report_file::{compare_files, load_any, write_oltp_reports};
 use cairn_bench::result::{
     CpuInterval, CpuSummary, DeviceStats, Environment, ErrorSummary, TargetInfo, ToolInfo,
 };

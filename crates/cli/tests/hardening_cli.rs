@@ -14,6 +14,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use cairn_io::test_support::prerequisite;
 use common::*;
 use serde_json::Value;
 
@@ -720,7 +721,7 @@ fn alias_block_places(rig: &Rig) -> Vec<(String, u64)> {
 fn an_immutable_member_degrades_the_group_and_is_named() {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: chattr +i needs root");
+        prerequisite::missing("chattr +i needs root");
         return;
     }
     let rig = Rig::new();
@@ -730,7 +731,7 @@ fn an_immutable_member_degrades_the_group_and_is_named() {
         .ok();
     let d3 = rig.path("d3.img");
     if let Err(why) = tool("chattr", &["+i", d3.to_str().unwrap()]) {
-        println!("skipped: {why}");
+        prerequisite::missing(&why);
         return;
     }
     struct Mutable<'a>(&'a Path);
@@ -943,7 +944,7 @@ fn a_disk_failing_during_a_copy_is_taken_offline_and_said() {
     let fs = match SmallFs::mount(rig.dir.path(), 1536 * MIB) {
         Ok(fs) => fs,
         Err(why) => {
-            println!("skipped: {why}");
+            prerequisite::missing(&why);
             return;
         }
     };
@@ -1023,7 +1024,7 @@ fn a_copy_out_to_a_block_device_writes_through_with_protections() {
     let device = |name: &str, size: u64| match LoopDevice::create(&rig.path(name), size, 4096) {
         Ok(d) => Some(d),
         Err(why) => {
-            println!("skipped: {why}");
+            prerequisite::missing(&why);
             None
         }
     };
@@ -1177,7 +1178,7 @@ fn a_claim_is_judged_by_the_whole_group() {
 fn a_member_this_user_cannot_write_fails_the_command_and_stays_online() {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: running as another user needs root");
+        prerequisite::missing("running as another user needs root");
         return;
     }
     let rig = Rig::new();

@@ -29,10 +29,6 @@ pub use compare::{compare_html, compare_results, compare_text, Comparison};
 pub use html::report_html;
 pub use summary::summary_text;
 
-// The shell's readers, where the callers of this module have found them; the
-// reading is `crate::report_file`'s.
-pub use crate::report_file::{compare_files, load_any};
-
 /// Decode the text of a `result.json`, refusing anything that is not a Cairn
 /// bench result of a schema version this build understands. `shown` names the
 /// file in messages.

@@ -34,9 +34,6 @@ use crate::report::compare::Comparison;
 use crate::report::document;
 
 pub use awr::awr_latency;
-// The shell's writer, where the callers of this module have found it; the
-// writing is `crate::report_file`'s.
-pub use crate::report_file::write_oltp_reports;
 
 /// `awr.txt`: header, Load Profile, Top Foreground Events, Background Wait
 /// Events, Wait Classes, Wait Event Histograms (ms and µs) with percentiles,
