@@ -292,7 +292,7 @@ fn operations_that_queue_up_share_one_commit() {
         1,
         "three creates that queued up were committed in one journal record"
     );
-    // Each returned after the commit: all three are there after a remount.
+    // All three are named (the one record holds them all).
     let names = live
         .meta(|g| g.list(&GroupPath::parse("+LIVE").unwrap()))
         .unwrap()

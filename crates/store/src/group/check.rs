@@ -74,6 +74,10 @@ impl Group<'_> {
     pub fn check(&mut self, repair: bool) -> Result<CheckReport, GroupError> {
         if repair {
             self.check_writable()?;
+            // Repairs commit in chunks that stand alone: the running
+            // transaction (other operations' changes, behind a LiveGroup)
+            // goes first, whole, so no chunk carries a part of it.
+            self.commit_now()?;
         } else {
             self.check_usable()?;
         }

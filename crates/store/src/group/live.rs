@@ -123,6 +123,16 @@ impl Gate {
     }
 }
 
+/// The commit leader's role: given up (and the waiters woken) when dropped.
+struct Leading<'g>(&'g Gate);
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        self.0.state().committing = false;
+        self.0.changed.notify_all();
+    }
+}
+
 struct Stepped<'g>(&'g Gate);
 
 impl Drop for Stepped<'_> {
@@ -178,6 +188,9 @@ impl Inner {
         st.committing = true;
         let goal = st.begun;
         drop(st);
+        // Whatever becomes of the commit, even a panic in it (which poisons
+        // `meta`, so the next leader gets `Poisoned`), the lead is handed on.
+        let lead = Leading(&self.gate);
         // Every operation that had begun joins this commit: its steps are
         // short and need nothing the leader holds.
         drop(self.gate.wait_until(|st| st.stepped >= goal));
@@ -185,13 +198,11 @@ impl Inner {
             group.commit_through(ticket)?;
             Ok(group.txn_done())
         });
-        let mut st = self.gate.state();
-        st.committing = false;
         if let Ok(done) = outcome {
+            let mut st = self.gate.state();
             st.durable = st.durable.max(done);
         }
-        drop(st);
-        self.gate.changed.notify_all();
+        drop(lead);
         outcome.map(|_| ())
     }
 }
