@@ -52,7 +52,7 @@ use common::MIB;
 const KIB: u64 = 1 << 10;
 /// Seeds per CI run (about two minutes on this 2-core machine, at ~0.4
 /// seeds a second); `CAIRN_INTERLEAVE_SEEDS` raises it for a long run.
-const SEEDS_CI: u64 = 300;
+const SEEDS_CI: u64 = 250;
 /// Operations per writer and per metadata actor, before the crash cuts them.
 const OPS_PER_ACTOR: usize = 80;
 
