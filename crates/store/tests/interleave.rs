@@ -35,13 +35,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use cairn_format::DiskLabel;
 use cairn_io::{DeviceId, IoEngine};
 use cairn_io_sim::{geometry, Actor, CrashPolicy, SharedSim, SimEngine, Turnstile};
 use cairn_store::group::{
     self, AliasKind, CreateOptions, GroupError, GroupSpec, LiveGroup, NewDisk, Redundancy,
 };
-use cairn_store::labeling::{write_label, LabelSpec};
 use cairn_store::names::GroupPath;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -120,22 +118,13 @@ fn config(rng: &mut Rand) -> Config {
 /// Labelled disks and a new group on them, dismounted.
 fn build(seed: u64, cfg: &Config) -> (SimEngine, Vec<DeviceId>) {
     let mut sim = SimEngine::new(seed, 256);
-    let mut ids = Vec::new();
-    for (i, (size, _)) in cfg.disks.iter().enumerate() {
-        let d = sim.add_disk(geometry(*size, cfg.logical, cfg.physical, 512 << 10));
-        write_label(
-            &mut sim,
-            d,
-            &LabelSpec {
-                label: DiskLabel::parse(&format!("D{i}")).unwrap(),
-                disk_uuid: Uuid::from_u128(0xC0DE << 64 | u128::from(seed) << 16 | i as u128),
-                now_unix_seconds: 1_763_700_000,
-                generation: 1,
-            },
-        )
-        .unwrap();
-        ids.push(d);
-    }
+    let ids = common::labelled_disks(
+        &mut sim,
+        cfg.disks
+            .iter()
+            .map(|(size, _)| geometry(*size, cfg.logical, cfg.physical, 512 << 10)),
+        |i| 0xC0DE << 64 | u128::from(seed) << 16 | i as u128,
+    );
     let disks: Vec<NewDisk> = ids
         .iter()
         .zip(&cfg.disks)

@@ -14,6 +14,32 @@ use uuid::Uuid;
 
 pub const MIB: u64 = 1 << 20;
 
+/// Add a disk per geometry to `sim`, each labelled `D<i>` with the uuid
+/// `uuid(i)`; their device ids, in order.
+pub fn labelled_disks(
+    sim: &mut SimEngine,
+    geometries: impl IntoIterator<Item = cairn_io::Geometry>,
+    uuid: impl Fn(usize) -> u128,
+) -> Vec<DeviceId> {
+    let mut ids = Vec::new();
+    for (i, g) in geometries.into_iter().enumerate() {
+        let d = sim.add_disk(g);
+        write_label(
+            sim,
+            d,
+            &LabelSpec {
+                label: DiskLabel::parse(&format!("D{i}")).unwrap(),
+                disk_uuid: Uuid::from_u128(uuid(i)),
+                now_unix_seconds: 1_763_700_000,
+                generation: 1,
+            },
+        )
+        .unwrap();
+        ids.push(d);
+    }
+    ids
+}
+
 /// Mount group `name` on `shared`'s disks live for writing: the metadata
 /// plane on one handle, and a new handle for every data handle.
 pub fn mount_live(
@@ -48,22 +74,11 @@ pub fn four_disk_live_group(
     sim_depth: usize,
 ) -> (SharedSim, Vec<DeviceId>, LiveGroup) {
     let mut sim = SimEngine::new(seed, sim_depth);
-    let mut ids = Vec::new();
-    for i in 0..4 {
-        let d = sim.add_disk(geometry(128 * MIB, 4096, 4096, 512 << 10));
-        write_label(
-            &mut sim,
-            d,
-            &LabelSpec {
-                label: DiskLabel::parse(&format!("D{i}")).unwrap(),
-                disk_uuid: Uuid::from_u128(u128::from(seed) << 8 | i as u128),
-                now_unix_seconds: 1_763_700_000,
-                generation: 1,
-            },
-        )
-        .unwrap();
-        ids.push(d);
-    }
+    let ids = labelled_disks(
+        &mut sim,
+        (0..4).map(|_| geometry(128 * MIB, 4096, 4096, 512 << 10)),
+        |i| u128::from(seed) << 8 | i as u128,
+    );
     let disks: Vec<NewDisk> = ids
         .iter()
         .enumerate()
