@@ -315,29 +315,11 @@ impl Group<'_> {
                     continue;
                 };
                 let offset_bytes = u64::from(c.au) * self.au_bytes;
-                let len_bytes = *len_bytes;
-                let discard_zeroes = matches!(
-                    self.engine.geometry(device).map(|g| g.discard),
-                    Some(cairn_io::geometry::DiscardSupport::Supported {
-                        reads_zeroes: true,
-                        ..
-                    })
-                );
                 disks.push(c.disk);
                 requests.push(Request {
                     device,
                     tag: requests.len() as u64,
-                    op: if discard_zeroes {
-                        Op::Discard {
-                            offset_bytes,
-                            len_bytes,
-                        }
-                    } else {
-                        Op::WriteZeroes {
-                            offset_bytes,
-                            len_bytes,
-                        }
-                    },
+                    op: super::data::zero_op(self, c.disk, offset_bytes, *len_bytes),
                 });
             }
         }

@@ -672,7 +672,7 @@ pub(crate) fn initialize(
 /// Make a whole extent copy read as zeros: by discard where the device
 /// promises discarded blocks read back as zeros (a thin LUN stays thin),
 /// else by write-zeroes.
-fn zero_op(port: &mut dyn DataPort, disk: u16, offset_bytes: u64, len_bytes: u64) -> Op {
+pub(super) fn zero_op(port: &mut dyn DataPort, disk: u16, offset_bytes: u64, len_bytes: u64) -> Op {
     let discard_zeroes = port.device(disk).is_some_and(|device| {
         matches!(
             port.engine().geometry(device).map(|g| g.discard),
