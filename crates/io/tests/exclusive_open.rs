@@ -8,8 +8,13 @@
 //! fork and exec, tells the test it is there (holding the lock) and waits;
 //! the reopen's first `flock` finds the file locked and, instead of sleeping,
 //! calls the scheduler this test installs (`cairn_io::sched`), which lets the
-//! child go and waits until it has exec'd. So every run exercises the retry,
+//! child go and waits until it has exited. So every run exercises the retry,
 //! whatever the machine's speed.
+//!
+//! Why exited and not exec'd: the kernel closes a close-on-exec file at exec
+//! but releases it (and its lock) only as the task returns to user space, in
+//! an order that can put the pipe's end-of-file before the lock's release. A
+//! reaped child has released every file it held.
 
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -18,7 +23,7 @@ use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 
 use cairn_io::host::Host;
 use cairn_io::sched::{self, Scheduler};
@@ -53,11 +58,13 @@ fn close(fd: RawFd) {
 }
 
 /// Called where the reopen would sleep before trying the lock again: the
-/// first time, it lets the child exec and waits until it has (the pipe's
-/// write end the child holds closes at exec, so the read sees end of file).
+/// first time, it lets the child exec (the pipe's write end the child holds
+/// closes at exec, so the read sees end of file) and waits until the thread
+/// that spawned it has reaped it.
 struct ReleaseTheChild {
     go_write: RawFd,
     there_read: RawFd,
+    reaped: Mutex<mpsc::Receiver<()>>,
     waits: AtomicUsize,
 }
 
@@ -72,6 +79,8 @@ impl Scheduler for ReleaseTheChild {
         let written = unsafe { libc::write(self.go_write, b"g".as_ptr().cast(), 1) };
         assert_eq!(written, 1);
         assert_eq!(read_byte(self.there_read), None, "the child said more");
+        let reaped = self.reaped.lock().unwrap().recv();
+        assert!(reaped.is_ok(), "the spawning thread ended without reaping");
     }
 }
 
@@ -104,7 +113,13 @@ fn reopening_a_file_while_a_forked_child_still_shares_its_lock_waits_for_it() {
     }
     // Spawning blocks until the child execs, which waits for the test: so
     // another thread spawns.
-    let spawner = std::thread::spawn(move || command.spawn().unwrap().wait().unwrap());
+    let (reaped_tx, reaped) = mpsc::channel();
+    let spawner = std::thread::spawn(move || {
+        let status = command.spawn().unwrap().wait().unwrap();
+        // The test may have stopped listening (it fails below): no matter.
+        let _ = reaped_tx.send(());
+        status
+    });
     assert_eq!(read_byte(there_read), Some(b't'), "the child never forked");
     // The child is between fork and exec, with its copy of `first`.
     close(there_write);
@@ -114,6 +129,7 @@ fn reopening_a_file_while_a_forked_child_still_shares_its_lock_waits_for_it() {
     let release = Arc::new(ReleaseTheChild {
         go_write,
         there_read,
+        reaped: Mutex::new(reaped),
         waits: AtomicUsize::new(0),
     });
     sched::install(Some(release.clone()));
