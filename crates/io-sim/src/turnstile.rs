@@ -36,6 +36,9 @@ struct State {
     threads: Vec<Option<std::thread::Thread>>,
     /// Per actor: still running its closure.
     live: Vec<bool>,
+    /// Actors not yet past their first turn (they wait on the condition
+    /// variable; after it, they park).
+    starting: usize,
     rng: ChaCha8Rng,
     switches: u64,
     blocked_streak: u64,
@@ -66,6 +69,7 @@ impl Turnstile {
                 running: None,
                 threads: Vec::new(),
                 live: Vec::new(),
+                starting: 0,
                 rng: ChaCha8Rng::seed_from_u64(seed ^ 0x7475_726e_7374_696c),
                 switches: 0,
                 blocked_streak: 0,
@@ -96,6 +100,7 @@ impl Turnstile {
             let mut state = lock(&self.state);
             state.live = vec![true; actors.len()];
             state.threads = vec![None; actors.len()];
+            state.starting = actors.len();
             state.running = None;
         }
         let results: Vec<Option<String>> = std::thread::scope(|scope| {
@@ -138,6 +143,7 @@ impl Turnstile {
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
+        state.starting -= 1;
     }
 
     /// Hand the baton to `next`: wake just that thread (parked in
@@ -145,8 +151,10 @@ impl Turnstile {
     fn hand_over(&self, state: &mut State, next: Option<usize>) {
         state.running = next;
         // A thread waiting for its first turn waits on the condition
-        // variable (cheap to notify when nobody does); after that, it parks.
-        self.turn.notify_all();
+        // variable; after that, it parks.
+        if state.starting > 0 {
+            self.turn.notify_all();
+        }
         if let Some(thread) = next.and_then(|n| state.threads[n].clone()) {
             thread.unpark();
         }
