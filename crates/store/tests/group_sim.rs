@@ -1028,6 +1028,54 @@ fn a_damaged_metadata_copy_is_healed_at_mount() {
     );
 }
 
+/// A misdirected write that lands on one copy of a metadata block never
+/// written (an unused file directory entry) leaves that copy invalid and its
+/// mirror blank. No file was there: the blank copy is the truth (a blank
+/// beside a real entry would take a fault on each of two failure groups), so
+/// the mount reports no lost file and rewrites the bad copy blank. (Found by
+/// the interleaving simulator, seed 657.)
+#[test]
+fn a_misdirected_write_on_an_unused_entry_is_no_lost_file() {
+    let (mut engine, ids, _) = scenario(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
+    let mut g = mount_sim(&mut engine, &ids);
+    let f = g
+        .create_file(&path("x"), 2 * MIB, &CreateOptions::default())
+        .unwrap();
+    let au = g.au_bytes();
+    let per_au = au / 4096;
+    // The entry after x's, in the same directory AU: never written.
+    let unused = u64::from(f.number) + 1;
+    assert_ne!(unused % per_au, 0, "the next entry is in the same AU");
+    let dir = g.extents(cairn_format::group::FILE_DIRECTORY).unwrap()[(unused / per_au) as usize];
+    g.dismount().unwrap();
+    let (hit, mirror) = (dir.copies()[0], dir.copies()[1]);
+    let at = |c: cairn_format::group::AuAddr| u64::from(c.au) * au + (unused % per_au) * 4096;
+    assert!(engine
+        .inner
+        .contents(ids[usize::from(mirror.disk)], at(mirror), 4096)
+        .iter()
+        .all(|b| *b == 0));
+    // Half a block of someone else's data, as a misdirected 512-byte-sector
+    // write leaves it.
+    engine
+        .inner
+        .scribble(ids[usize::from(hit.disk)], at(hit) + 2048, &[0x5A; 2048]);
+    let (mut g, report) =
+        group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    assert!(report.damage.is_empty(), "{report:?}");
+    assert!(report.repaired_copies >= 1, "{report:?}");
+    assert!(g.check(false).unwrap().problems.is_empty());
+    drop(g);
+    assert!(
+        engine
+            .inner
+            .contents(ids[usize::from(hit.disk)], at(hit), 4096)
+            .iter()
+            .all(|b| *b == 0),
+        "the bad copy was rewritten blank"
+    );
+}
+
 /// An AU marked used that no file owns (a leak) is reported with its place,
 /// and `check --repair` frees it.
 #[test]

@@ -134,7 +134,8 @@ impl Group<'_> {
     /// Read a metadata block that has copies at `places`: the valid copy with
     /// the newest generation wins (a lost or misdirected in-place write leaves
     /// an older, checksum-valid copy on a mirror, which must never be served
-    /// or spread); a blank copy counts only if no copy is valid. Bad, blank and
+    /// or spread); a blank copy counts only if no copy is valid, and then it
+    /// wins over invalid ones unless a copy could not be read. Bad, blank and
     /// older copies beside the winner are rewritten from it.
     pub(super) fn read_meta(
         &mut self,
@@ -202,6 +203,25 @@ impl Group<'_> {
             }
             None if problems.is_empty() => Ok(None),
             None if !blank.is_empty() && bad.is_empty() => Ok(None),
+            // Blank copies beside invalid ones, every copy read: a block
+            // never written whose other copies were hit (a misdirected write,
+            // rot). A blank copy beside a real block would need a fault on
+            // its disk as well as on each invalid copy's: more failure groups
+            // than the redundancy covers. The bad copies are rewritten blank.
+            None if !blank.is_empty() && !unreadable => {
+                if self.read_only {
+                    self.copies_left_damaged += bad.len() as u64;
+                } else {
+                    self.repaired_copies += bad.len() as u64;
+                    let writes = bad
+                        .into_iter()
+                        .map(|(d, o)| (d, o, AlignedBuf::zeroed(BLOCK_BYTES)))
+                        .collect();
+                    let failed = self.write_many(writes)?;
+                    self.failed_disks.extend(failed);
+                }
+                Ok(None)
+            }
             // A copy that could not be read may be whole once its disk
             // answers again: that is an I/O problem, not a loss.
             None if unreadable => Err(GroupError::Unreadable(format!(
