@@ -200,9 +200,18 @@ struct LatchState {
     /// Exclusive takers waiting: new shared takers wait behind them, so a
     /// repair or a first write is not starved by a stream of plain writes.
     exclusive_waiting: u32,
+    /// Takers of either kind waiting for it: a holder letting go wakes the
+    /// shard only when there are (a wake-up is a system call, and a plain
+    /// write lets go of a latch every time).
+    waiting: u32,
 }
 
 impl LatchState {
+    /// Nobody holds it or waits for it: its entry may go.
+    fn unused(&self) -> bool {
+        !self.exclusive && self.shared == 0 && self.exclusive_waiting == 0 && self.waiting == 0
+    }
+
     fn admits(&self, exclusive: bool) -> bool {
         if exclusive {
             !self.exclusive && self.shared == 0
@@ -352,6 +361,14 @@ impl DataPlane {
 
     // -- latches ----------------------------------------------------------------
 
+    /// Takers waiting for `key`'s latch.
+    #[cfg(test)]
+    fn waiting(&self, key: &LatchKey) -> u32 {
+        unpoison(self.shard(key).held.lock())
+            .get(key)
+            .map_or(0, |s| s.waiting)
+    }
+
     fn shard(&self, key: &LatchKey) -> &LatchShard {
         let h = (u64::from(key.0) << 32 ^ u64::from(key.1)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ key.2.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
@@ -387,6 +404,7 @@ impl DataPlane {
                     state.exclusive_waiting += 1;
                     queued = true;
                 }
+                state.waiting += 1;
                 held = if cairn_io::sched::scheduled() {
                     // Under the interleaving simulator the holder cannot run
                     // while we block: yield until it lets go.
@@ -396,6 +414,10 @@ impl DataPlane {
                 } else {
                     unpoison(shard.freed.wait(held))
                 };
+                // Still there: an entry with a waiter is never removed.
+                if let Some(state) = held.get_mut(key) {
+                    state.waiting -= 1;
+                }
             }
         }
         LatchGuard {
@@ -419,7 +441,7 @@ impl DataPlane {
             let mut held = unpoison(shard.held.lock());
             let state = held.entry(key).or_default();
             if !state.admits(exclusive) {
-                if !state.exclusive && state.shared == 0 && state.exclusive_waiting == 0 {
+                if state.unused() {
                     held.remove(&key);
                 }
                 return None; // `taken` lets go of what it holds
@@ -455,20 +477,23 @@ impl Drop for LatchGuard {
         for (key, exclusive) in &self.keys {
             let shard = self.plane.shard(key);
             let mut held = unpoison(shard.held.lock());
-            let mut gone = false;
+            let (mut gone, mut wake) = (false, false);
             if let Some(state) = held.get_mut(key) {
                 if *exclusive {
                     state.exclusive = false;
                 } else {
                     state.shared = state.shared.saturating_sub(1);
                 }
-                gone = !state.exclusive && state.shared == 0 && state.exclusive_waiting == 0;
+                gone = state.unused();
+                wake = state.waiting > 0;
             }
             if gone {
                 held.remove(key);
             }
             drop(held);
-            shard.freed.notify_all();
+            if wake {
+                shard.freed.notify_all();
+            }
         }
     }
 }
@@ -507,6 +532,31 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
+
+    /// A holder letting go wakes the takers waiting for that latch (it wakes
+    /// the shard only when someone waits), shared behind exclusive and
+    /// exclusive behind shared; and the entry goes once nobody needs it.
+    #[test]
+    fn a_taker_waiting_for_a_latch_is_woken_when_it_is_let_go() {
+        let plane = Arc::new(DataPlane::new());
+        let key = (7, 1, 3);
+        for (first, then) in [(true, false), (false, true), (true, true)] {
+            let held = plane.latch(vec![(key, first)]);
+            std::thread::scope(|s| {
+                let p = plane.clone();
+                let waiter = s.spawn(move || drop(p.latch(vec![(key, then)])));
+                // Let go only once the waiter waits (a handshake on the
+                // latch's own state, not a sleep).
+                while plane.waiting(&key) == 0 {
+                    std::thread::yield_now();
+                }
+                drop(held);
+                waiter.join().unwrap();
+            });
+            let shard = unpoison(plane.shard(&key).held.lock());
+            assert!(shard.get(&key).is_none(), "{first} then {then}: entry left");
+        }
+    }
 
     proptest! {
         /// `FileSnapshot::pieces` tiles a range exactly: pieces in order from
