@@ -146,25 +146,27 @@ impl Turnstile {
         state.starting -= 1;
     }
 
-    /// Hand the baton to `next`: wake just that thread (parked in
-    /// `switch`), and any thread still waiting for its first turn.
-    fn hand_over(&self, state: &mut State, next: Option<usize>) {
+    /// Hand the baton to `next`; returns its thread, to be woken (unparked)
+    /// once the state's lock is let go, so that it does not wake only to
+    /// wait for the lock. Threads still waiting for their first turn wait on
+    /// the condition variable instead; after it, they park.
+    fn hand_over(&self, state: &mut State, next: Option<usize>) -> Option<std::thread::Thread> {
         state.running = next;
-        // A thread waiting for its first turn waits on the condition
-        // variable; after that, it parks.
         if state.starting > 0 {
             self.turn.notify_all();
         }
-        if let Some(thread) = next.and_then(|n| state.threads[n].clone()) {
-            thread.unpark();
-        }
+        next.and_then(|n| state.threads[n].clone())
     }
 
     fn finish(&self, me: usize) {
         let mut state = lock(&self.state);
         state.live[me] = false;
         let next = self.pick(&mut state, None);
-        self.hand_over(&mut state, next);
+        let wake = self.hand_over(&mut state, next);
+        drop(state);
+        if let Some(thread) = wake {
+            thread.unpark();
+        }
     }
 
     /// The next actor to run, drawn from the seed among the live ones
@@ -208,13 +210,15 @@ impl Turnstile {
         if next == Some(me) {
             return;
         }
-        self.hand_over(&mut state, next);
+        let wake = self.hand_over(&mut state, next);
+        drop(state);
+        if let Some(thread) = wake {
+            thread.unpark();
+        }
         // Parked until handed the baton again (a wake-up without it, which
         // park allows, just parks again).
-        while state.running != Some(me) {
-            drop(state);
+        while lock(&self.state).running != Some(me) {
             std::thread::park();
-            state = lock(&self.state);
         }
     }
 }
