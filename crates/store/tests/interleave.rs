@@ -1,7 +1,8 @@
 //! The interleaving simulator, in the manner of TigerBeetle's VOPR: a seed
 //! picks a group (disks, failure groups, redundancy, sector sizes) and drives
 //! several concurrent actors on a live group — two writers, each creating,
-//! writing, reading back, syncing, resizing and deleting its own files (big
+//! writing, reading back (once a copy may be silently damaged, with the
+//! caller's check), syncing, resizing and deleting its own files (big
 //! enough for indirect extents, some fine-striped), a metadata actor making
 //! directories, aliases and short-lived files, and a fault actor — over
 //! simulated disks shared by every actor's engine. A deterministic scheduler
@@ -513,7 +514,24 @@ fn writer(world: &World, seed: u64, me: usize) {
                 let len = (1 + rng.below((256 * KIB / sector).min(sectors - start))) * sector;
                 let offset = start * sector;
                 let mut buf = vec![0u8; len as usize];
-                if let Err(e) = handle.read(number, offset, &mut buf) {
+                // Once a copy may be silently damaged (data blocks carry no
+                // checksum), read as a database with block checksums reads:
+                // its check passes over a rotted or misdirected copy.
+                let read = if world.silent_damage.load(Ordering::SeqCst) {
+                    let check = |b: &[u8]| {
+                        let m = world.model.lock().unwrap();
+                        let f = &m.files[&name];
+                        if f.inexact {
+                            f.allowed(offset, b, sector).is_ok()
+                        } else {
+                            b == f.latest(offset, len)
+                        }
+                    };
+                    handle.read_checked(number, offset, &mut buf, &check)
+                } else {
+                    handle.read(number, offset, &mut buf)
+                };
+                if let Err(e) = read {
                     if world.expected(&e, &format!("read {name}"), seed) {
                         return;
                     }
