@@ -301,3 +301,118 @@ fn operations_that_queue_up_share_one_commit() {
         assert!(names.iter().any(|e| e.name == name), "{name} listed");
     }
 }
+
+/// The metadata plane's engine, panicking at a flush once armed: a flush is
+/// issued only by a commit (a step writes nothing below its dirty limit), so
+/// the panic lands in whichever operation leads the commit.
+struct PanicsAtFlush {
+    inner: Box<dyn cairn_io::IoEngine>,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl cairn_io::IoEngine for PanicsAtFlush {
+    fn name(&self) -> &'static str {
+        "panics-at-flush"
+    }
+    fn geometry(&self, device: DeviceId) -> Option<&cairn_io::Geometry> {
+        self.inner.geometry(device)
+    }
+    fn submit(&mut self, request: cairn_io::Request) -> Result<(), cairn_io::SubmitError> {
+        if matches!(request.op, cairn_io::Op::Flush)
+            && self.armed.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            panic!("the commit leader panics");
+        }
+        self.inner.submit(request)
+    }
+    fn wait(&mut self, min: usize) -> Result<(), cairn_io::IoError> {
+        self.inner.wait(min)
+    }
+    fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
+        self.inner.pop_completion()
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+    fn depth_max(&self) -> usize {
+        self.inner.depth_max()
+    }
+    fn stats(&self) -> cairn_io::EngineStats {
+        self.inner.stats()
+    }
+}
+
+/// A panic in the commit leader hands the lead on: the operation that waited
+/// for that commit is told the group stopped (`Poisoned`), it does not wait
+/// for ever, and so is every operation after it. Whichever of the two
+/// operations leads, the other waits for its commit.
+#[test]
+fn a_panic_in_the_commit_leader_fails_the_waiters_instead_of_hanging_them() {
+    use cairn_store::group::{self, GroupSelector, MissingDisks, SameDevices};
+    let (shared, ids, live) = live_group(11);
+    live.dismount().unwrap();
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (g, _) = group::mount_owned(
+        Box::new(PanicsAtFlush {
+            inner: Box::new(shared.handle()),
+            armed: armed.clone(),
+        }),
+        &ids,
+        &GroupSelector::Name("LIVE".into()),
+        MissingDisks::MarkOffline,
+    )
+    .unwrap();
+    let source = shared.clone();
+    let live = LiveGroup::new(
+        g,
+        Box::new(SameDevices(move |_depth| {
+            Box::new(source.handle()) as Box<dyn cairn_io::IoEngine>
+        })),
+    );
+    let begun = live.operations_begun();
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let (first, second) = std::thread::scope(|s| {
+        let other = {
+            let live = live.clone();
+            s.spawn(move || {
+                wait.recv().unwrap();
+                live.meta(|g| g.create_file(&path("b"), MIB, &CreateOptions::default()))
+            })
+        };
+        // The first operation holds the plane until the other has begun, so
+        // both belong to the one commit that panics.
+        let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            live.meta(|g| {
+                go.send(()).unwrap();
+                while live.operations_begun() < begun + 2 {
+                    std::thread::yield_now();
+                }
+                armed.store(true, std::sync::atomic::Ordering::SeqCst);
+                g.create_file(&path("a"), MIB, &CreateOptions::default())
+            })
+        }));
+        let second = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            other
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }));
+        (first, second)
+    });
+    // One of them led and panicked; the other returned Poisoned.
+    let outcomes = [first.map(|r| r.map(|_| ())), second.map(|r| r.map(|_| ()))];
+    let panicked = outcomes.iter().filter(|o| o.is_err()).count();
+    let poisoned = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(Err(GroupError::Poisoned(_)))))
+        .count();
+    assert_eq!(
+        (panicked, poisoned),
+        (1, 1),
+        "one leader panicked, one waiter failed"
+    );
+    // And every later operation is refused at once.
+    assert!(matches!(
+        live.meta(|g| g.create_file(&path("c"), MIB, &CreateOptions::default())),
+        Err(GroupError::Poisoned(_))
+    ));
+}
