@@ -127,7 +127,7 @@ fn create_group<'e>(
             sector_bytes: None,
             force: false,
             now_unix_seconds: 1_763_700_000,
-            group_uuid: Uuid::from_u128(0xC0FFEE ^ u128::from(seed)),
+            group_uuid: Uuid::from_u128(0xC0FFEE << 64 | u128::from(seed)),
         },
     )
     .unwrap()

@@ -10,7 +10,7 @@ use cairn_format::DiskLabel;
 use cairn_io::DeviceId;
 use cairn_io_sim::{geometry, CrashAfter, SimEngine};
 use cairn_store::group::{
-    self, CreateOptions, Group, GroupSelector, GroupSpec, NewDisk, Redundancy,
+    self, CreateOptions, Group, GroupError, GroupSelector, GroupSpec, NewDisk, Redundancy,
 };
 use cairn_store::labeling::{write_label, LabelSpec};
 use cairn_store::names::GroupPath;
@@ -577,6 +577,51 @@ fn a_file_filled_before_it_is_named_leaves_nothing_when_the_filler_dies() {
     g.read(f.number, 0, &mut back).unwrap();
     assert!(back == data);
     assert!(g.check(false).unwrap().problems.is_empty());
+}
+
+/// A nil group UUID means "in no group" in a disk header: a create given
+/// one is refused before it writes anything, not reported as a failing
+/// device when the headers read back unassigned. (The interleaving simulator
+/// made one from its seed, 7806.)
+#[test]
+fn a_create_with_a_nil_group_uuid_is_refused_and_writes_nothing() {
+    let mut sim = SimEngine::new(1, 64);
+    let d = sim.add_disk(geometry(64 * MIB, 4096, 4096, 512 << 10));
+    write_label(
+        &mut sim,
+        d,
+        &LabelSpec {
+            label: DiskLabel::parse("N0").unwrap(),
+            disk_uuid: Uuid::from_u128(0xA0),
+            now_unix_seconds: 1,
+            generation: 1,
+        },
+    )
+    .unwrap();
+    let before = cairn_io::IoEngine::stats(&sim).bytes_written;
+    let spec = GroupSpec {
+        name: "NEW".into(),
+        redundancy: Redundancy::External,
+        au_bytes: MIB,
+        sector_bytes: None,
+        force: false,
+        now_unix_seconds: 1_763_700_000,
+        group_uuid: Uuid::nil(),
+    };
+    let new = [NewDisk {
+        device: d,
+        failgroup: None,
+    }];
+    match group::create(&mut sim, &new, &spec) {
+        Err(GroupError::Invalid(why)) => assert!(why.contains("nil"), "{why}"),
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(_) => panic!("a group with a nil UUID was created"),
+    }
+    assert_eq!(
+        cairn_io::IoEngine::stats(&sim).bytes_written,
+        before,
+        "nothing written"
+    );
 }
 
 /// A crash at every mutating request of `group create` (each unflushed write

@@ -144,7 +144,7 @@ fn build(seed: u64, cfg: &Config) -> (SimEngine, Vec<DeviceId>) {
             sector_bytes: None,
             force: false,
             now_unix_seconds: 1_763_700_000,
-            group_uuid: Uuid::from_u128(0x1E7E ^ u128::from(seed)),
+            group_uuid: Uuid::from_u128(0x1E7E << 64 | u128::from(seed)),
         },
     )
     .unwrap();

@@ -20,6 +20,11 @@ pub fn create<'e>(
             spec.au_bytes
         )));
     }
+    if spec.group_uuid.is_nil() {
+        return Err(GroupError::Invalid(
+            "the group UUID is nil, which a disk header reads as \"in no group\"; give the group another UUID".into(),
+        ));
+    }
     if disks.is_empty() {
         return Err(GroupError::Invalid(
             "a group needs at least one disk; name them with --disk".into(),

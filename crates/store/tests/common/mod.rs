@@ -97,7 +97,7 @@ pub fn four_disk_live_group(
             sector_bytes: None,
             force: false,
             now_unix_seconds: 1_763_700_000,
-            group_uuid: Uuid::from_u128(group_tag ^ u128::from(seed)),
+            group_uuid: Uuid::from_u128(group_tag << 64 | u128::from(seed)),
         },
     )
     .unwrap();
