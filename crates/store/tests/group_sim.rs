@@ -31,9 +31,12 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use uuid::Uuid;
 
+mod common;
+
 const MIB: u64 = 1 << 20;
 const SECTOR: u64 = 4096;
-/// Seeds per CI run; `CAIRN_SIM_SEEDS` raises it for a long run.
+/// Seeds per CI run (~50 s on 2 cores, two at a time); `CAIRN_SIM_SEEDS`
+/// raises it for a long run.
 const SEEDS_CI: u64 = 3000;
 const OPS_PER_SEED: usize = 24;
 
@@ -750,17 +753,19 @@ fn crash_simulation() {
         }
     };
     let started = std::time::Instant::now();
-    for seed in &seeds {
-        let result = std::panic::catch_unwind(|| run_seed(*seed));
-        if let Err(panic) = result {
-            eprintln!("crash simulation failed; replay with:\n  CAIRN_SIM_SEED={seed} cargo test -p cairn-store --test group_sim crash_simulation -- --nocapture");
-            std::panic::resume_unwind(panic);
-        }
-    }
+    let (first, count) = (seeds[0], seeds.len() as u64);
+    common::run_seeds(
+        first,
+        count,
+        |seed| {
+            format!("crash simulation failed; replay with:\n  CAIRN_SIM_SEED={seed} cargo test -p cairn-store --test group_sim crash_simulation -- --nocapture")
+        },
+        run_seed,
+    );
     eprintln!(
-        "crash simulation: {} seeds in {:.1} s",
-        seeds.len(),
-        started.elapsed().as_secs_f64()
+        "crash simulation: {count} seeds in {:.1} s ({} at a time)",
+        started.elapsed().as_secs_f64(),
+        common::seed_workers(count)
     );
 }
 

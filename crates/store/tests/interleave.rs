@@ -49,9 +49,10 @@ use uuid::Uuid;
 mod common;
 use common::MIB;
 const KIB: u64 = 1 << 10;
-/// Seeds per CI run (about two minutes on this 2-core machine, at ~0.4
-/// seeds a second); `CAIRN_INTERLEAVE_SEEDS` raises it for a long run.
-const SEEDS_CI: u64 = 250;
+/// Seeds per CI run: about 130 s on a 2-core machine (~15 seeds a second,
+/// two at a time), what the suite's 25-minute budget leaves it;
+/// `CAIRN_INTERLEAVE_SEEDS` raises it for a long run (10,000 take ~11 min).
+const SEEDS_CI: u64 = 2000;
 /// Operations per writer and per metadata actor, before the crash cuts them.
 const OPS_PER_ACTOR: usize = 80;
 
@@ -1081,48 +1082,17 @@ fn seeds() -> (u64, u64) {
 fn interleaving_simulation() {
     let (first, count) = seeds();
     let started = std::time::Instant::now();
-    // Seeds are independent (each has its own disks and its own turnstile,
-    // and the scheduler is per thread), so they run on every core; a seed's
-    // run does not depend on which worker runs it, or when.
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(count as usize)
-        .max(1);
-    let next = AtomicU64::new(first);
-    let failed: Mutex<Option<(u64, Box<dyn std::any::Any + Send>)>> = Mutex::new(None);
-    let totals: Mutex<Vec<SeedFigures>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                if failed.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
-                    return;
-                }
-                let seed = next.fetch_add(1, Ordering::SeqCst);
-                if seed >= first + count {
-                    return;
-                }
-                match std::panic::catch_unwind(|| run_seed(seed)) {
-                    Ok(f) => totals.lock().unwrap().push(f),
-                    Err(p) => {
-                        let mut failed = failed.lock().unwrap_or_else(|p| p.into_inner());
-                        // The lowest failing seed is the one reported.
-                        if failed.as_ref().is_none_or(|(s, _)| seed < *s) {
-                            *failed = Some((seed, p));
-                        }
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    if let Some((seed, p)) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        eprintln!(
-            "interleaving simulation failed; replay with:\n  CAIRN_INTERLEAVE_SEED={seed} cargo test -p cairn-store --test interleave -- --nocapture"
-        );
-        std::panic::resume_unwind(p);
-    }
-    let totals = totals.into_inner().unwrap();
-    assert_eq!(totals.len() as u64, count, "every seed ran");
+    // Each seed has its own disks and its own turnstile, and the scheduler
+    // is per thread: seeds run on every core.
+    let workers = common::seed_workers(count);
+    let totals = common::run_seeds(
+        first,
+        count,
+        |seed| {
+            format!("interleaving simulation failed; replay with:\n  CAIRN_INTERLEAVE_SEED={seed} cargo test -p cairn-store --test interleave -- --nocapture")
+        },
+        run_seed,
+    );
     let (mut ops, mut switches, mut crashes, mut faulted) = (0u64, 0u64, 0u64, 0u64);
     let (mut meta_ops, mut records) = (0u64, 0u64);
     for f in &totals {

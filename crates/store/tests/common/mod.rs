@@ -106,3 +106,69 @@ pub fn four_disk_live_group(
     let (live, _) = mount_live(&shared, &ids, name).unwrap();
     (shared, ids, live)
 }
+
+/// Run `run` for every seed in `first..first + count` on every core (seeds are
+/// independent, and each one's run does not depend on which worker runs it
+/// or when); their results, in seed order. On a failure the workers stop
+/// taking seeds, `replay(seed)` names the lowest failing seed's command, and
+/// its panic goes on.
+pub fn run_seeds<T: Send>(
+    first: u64,
+    count: u64,
+    replay: impl Fn(u64) -> String,
+    run: impl Fn(u64) -> T + Sync,
+) -> Vec<T> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Mutex, PoisonError};
+    type Failure = (u64, Box<dyn std::any::Any + Send>);
+    let workers = seed_workers(count);
+    let next = AtomicU64::new(first);
+    let failed: Mutex<Option<Failure>> = Mutex::new(None);
+    let done: Mutex<Vec<(u64, T)>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                if failed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .is_some()
+                {
+                    return;
+                }
+                let seed = next.fetch_add(1, Ordering::SeqCst);
+                if seed >= first + count {
+                    return;
+                }
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(seed))) {
+                    Ok(t) => done
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((seed, t)),
+                    Err(p) => {
+                        let mut failed = failed.lock().unwrap_or_else(PoisonError::into_inner);
+                        if failed.as_ref().is_none_or(|(s, _)| seed < *s) {
+                            *failed = Some((seed, p));
+                        }
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    if let Some((seed, p)) = failed.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        eprintln!("{}", replay(seed));
+        std::panic::resume_unwind(p);
+    }
+    let mut done = done.into_inner().unwrap_or_else(PoisonError::into_inner);
+    assert_eq!(done.len() as u64, count, "every seed ran");
+    done.sort_by_key(|(seed, _)| *seed);
+    done.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Workers [`run_seeds`] uses.
+pub fn seed_workers(count: u64) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(usize::try_from(count).unwrap_or(usize::MAX))
+        .max(1)
+}
