@@ -4,14 +4,17 @@
 # random reads, and 70/30 reads/writes, on one external-redundancy group file
 # from 1, 2 and 4 threads (QD1 each, each thread its own io_uring engine),
 # against the same threads on a region of the same device the group does not
-# use; then file create + delete per second, with their latencies, while two
-# threads run 70/30 on the group. Target: group >= 0.97x raw at every count.
+# use, the threads switching between the two every 100 ms; then file create
+# + delete per second, with their latencies, while two threads run 70/30 on
+# the group. Target: group >= 0.97x raw at every count.
 #
 # Environment: IMG_MIB (loop device size, default 2304: a 1 GiB file, the
 # group's metadata, and a 1 GiB raw region must fit), SECTOR (logical sector
 # size of the loop device, 512 or 4096; default 4096).
-# Arguments are passed to the benchmark: --seconds N (default 5), --rounds N
-# (default 3), --file-mib N (default 1024), --quiet-wait N.
+# Arguments are passed to the benchmark: --seconds N (a round, default 5),
+# --rounds N (default 3), --slice-ms N (how often the threads switch between
+# raw and group within a round, default 100), --threads 1,2,4, --mix
+# read|oltp|both|write, --file-mib N (default 1024), --quiet-wait N.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -2,9 +2,12 @@
 //! same run; they assert nothing about timings.
 //!
 //! `data-plane --device /dev/loopN`: the group's data plane against the raw
-//! device, from 1, 2 and 4 threads (each its own io_uring engine through
-//! `FileIo`), 8 KiB random reads and 70/30, sides alternating within each
-//! round; then file create + delete per second from two threads, with the
+//! device, from 1, 2 and 4 threads (each its own io_uring engine: a data
+//! handle for the group, the device itself for raw), 8 KiB random reads and
+//! 70/30. Within each round every thread switches between the sides every
+//! `--slice-ms` (100) by the clock, all at once, so that what the shared
+//! machine does meanwhile falls on both alike; then file create + delete
+//! per second from two threads, with the
 //! group's commit times, while two threads run 70/30 on the group.
 //!
 //! `create-1pib --dir DIR`: create 64 sparse files of (16 TiB - 4 KiB) under DIR
@@ -533,6 +536,8 @@ enum Mix {
     Read,
     /// 8 KiB random I/O, 70% reads and 30% writes.
     Oltp,
+    /// 8 KiB random writes (only with `--mix write`).
+    Write,
 }
 
 impl Mix {
@@ -540,6 +545,15 @@ impl Mix {
         match self {
             Mix::Read => "8K random read",
             Mix::Oltp => "8K random 70/30 r/w",
+            Mix::Write => "8K random write",
+        }
+    }
+
+    fn next_is_write(self, rng: &mut Rng) -> bool {
+        match self {
+            Mix::Read => false,
+            Mix::Oltp => rng.below(10) < 3,
+            Mix::Write => true,
         }
     }
 }
@@ -580,7 +594,7 @@ fn run_threads(
                     let slots = span / io_bytes;
                     while Instant::now() < deadline {
                         let offset = rng.below(slots) * io_bytes;
-                        let write = matches!(mix, Mix::Oltp) && rng.below(10) < 3;
+                        let write = mix.next_is_write(&mut rng);
                         let started = Instant::now();
                         io(write, offset, &mut buf).map_err(|e| e.to_string())?;
                         histogram.record(started.elapsed());
@@ -612,6 +626,95 @@ fn run_threads(
         p50_us: merged.percentile_us(0.50),
         p99_us: merged.percentile_us(0.99),
     })
+}
+
+/// Run `threads` threads for `seconds`, each with both sides' I/O made once
+/// (`raw`, `group`), switching all together between the sides every
+/// `slice` by the clock (in the order raw, group, group, raw, ...), so that
+/// whatever the machine does meanwhile falls on both sides alike. Each
+/// thread does QD1 I/O of `io_bytes` at random offsets of a `span`-byte
+/// file; an I/O counts for the side it started on. Returns (raw, group).
+#[allow(clippy::too_many_arguments)]
+fn run_paired(
+    threads: usize,
+    seconds: u64,
+    slice: Duration,
+    span: u64,
+    io_bytes: u64,
+    mix: Mix,
+    seed: u64,
+    raw: &MakeIo<'_>,
+    group: &MakeIo<'_>,
+) -> BenchResult<[ThreadsFigures; 2]> {
+    type SideCounts = [(u64, LatencyHistogram); 2];
+    let ready = std::sync::Barrier::new(threads);
+    let start = std::sync::OnceLock::new();
+    let total = Duration::from_secs(seconds);
+    let results: Vec<Result<SideCounts, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (ready, start) = (&ready, &start);
+                scope.spawn(move || -> Result<SideCounts, String> {
+                    let mut ios = [
+                        raw().map_err(|e| e.to_string())?,
+                        group().map_err(|e| e.to_string())?,
+                    ];
+                    let mut rng = Rng(seed ^ ((t as u64 + 1) * 0x1234_5678));
+                    let mut buf = vec![0x5Au8; io_bytes as usize];
+                    let mut sides = [
+                        (0u64, LatencyHistogram::new()),
+                        (0u64, LatencyHistogram::new()),
+                    ];
+                    let slots = span / io_bytes;
+                    // Every thread's engines are made before the clock starts.
+                    ready.wait();
+                    let t0: Instant = *start.get_or_init(Instant::now);
+                    loop {
+                        let started = Instant::now();
+                        let since = started.saturating_duration_since(t0);
+                        if since >= total {
+                            break;
+                        }
+                        let n = (since.as_nanos() / slice.as_nanos().max(1)) as u64;
+                        // raw, group, group, raw, raw, group, ...
+                        let side = ((n + n / 2) % 2) as usize;
+                        let offset = rng.below(slots) * io_bytes;
+                        let write = mix.next_is_write(&mut rng);
+                        ios[side](write, offset, &mut buf).map_err(|e| e.to_string())?;
+                        sides[side].1.record(started.elapsed());
+                        sides[side].0 += 1;
+                    }
+                    Ok(sides)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a thread panicked".to_string()))
+            })
+            .collect()
+    });
+    let mut merged = [
+        (0u64, LatencyHistogram::new()),
+        (0u64, LatencyHistogram::new()),
+    ];
+    for r in results {
+        for (m, (ios, h)) in merged.iter_mut().zip(r?) {
+            m.0 += ios;
+            for (a, b) in m.1.counts.iter_mut().zip(&h.counts) {
+                *a += b;
+            }
+        }
+    }
+    // Each side had half the time.
+    let half = seconds as f64 / 2.0;
+    Ok(merged.map(|(ios, h)| ThreadsFigures {
+        iops: ios as f64 / half,
+        p50_us: h.percentile_us(0.50),
+        p99_us: h.percentile_us(0.99),
+    }))
 }
 
 /// Makes a data handle's engine: a new io_uring engine with a duplicate of
@@ -651,6 +754,8 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
     let rounds = options.number("rounds", 3)?.max(1);
     let file_bytes = options.number("file-mib", 1024)? * MIB;
     let quiet_wait = options.number("quiet-wait", 10)?;
+    // How often the threads switch between the sides within a round.
+    let slice = Duration::from_millis(options.number("slice-ms", 100)?.max(1));
     let io_bytes = 8 * KIB;
     let au_bytes = 4 * MIB;
     if file_bytes == 0 || !file_bytes.is_multiple_of(au_bytes) {
@@ -660,7 +765,27 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
         )
         .into());
     }
-    let thread_counts = [1usize, 2, 4];
+    // `--threads 4` or `--threads 1,2,4` (the default); `--mix read|oltp|both`
+    // (the default), or `write` to look at writes alone.
+    let thread_counts: Vec<usize> = options
+        .text("threads")
+        .unwrap_or("1,2,4")
+        .split(',')
+        .map(|t| {
+            t.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=64).contains(n))
+                .ok_or_else(|| format!("--threads {t}: give thread counts from 1 to 64, as 1,2,4"))
+        })
+        .collect::<Result<_, _>>()?;
+    let mixes: Vec<Mix> = match options.text("mix").unwrap_or("both") {
+        "read" => vec![Mix::Read],
+        "oltp" => vec![Mix::Oltp],
+        "write" => vec![Mix::Write],
+        "both" => vec![Mix::Read, Mix::Oltp],
+        other => return Err(format!("--mix {other}: give read, oltp, both or write").into()),
+    };
 
     // The group: one external-redundancy file, written whole once.
     let (number, raw_start) = {
@@ -745,14 +870,15 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
         }),
     );
     println!(
-        "device {}: external-redundancy group, {} MiB AUs, file of {} MiB; raw region {}..{} MiB; QD1 per thread, {} s per side, {} rounds",
+        "device {}: external-redundancy group, {} MiB AUs, file of {} MiB; raw region {}..{} MiB; QD1 per thread; {} rounds of {} s, in which every thread switches between raw and group every {} ms",
         device_path.display(),
         au_bytes / MIB,
         file_bytes / MIB,
         raw_start / MIB,
         (raw_start + file_bytes) / MIB,
+        rounds,
         seconds,
-        rounds
+        slice.as_millis()
     );
 
     let raw_io = || -> BenchResult<OneIo> {
@@ -781,37 +907,28 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
         }))
     };
 
-    for mix in [Mix::Read, Mix::Oltp] {
+    for &mix in &mixes {
         for &threads in &thread_counts {
             let mut raw = Vec::new();
             let mut grp = Vec::new();
             let mut lines = Vec::new();
             for round in 0..rounds {
-                // Alternate which side goes first.
-                for side in 0..2 {
-                    let group_side = (side + round as usize) % 2 == 1;
-                    quiet_gate(Duration::from_secs(quiet_wait));
-                    let figures = if group_side {
-                        run_threads(
-                            threads, seconds, file_bytes, io_bytes, mix, round, &group_io,
-                        )?
-                    } else {
-                        run_threads(threads, seconds, file_bytes, io_bytes, mix, round, &raw_io)?
-                    };
+                quiet_gate(Duration::from_secs(quiet_wait));
+                let [r, g] = run_paired(
+                    threads, seconds, slice, file_bytes, io_bytes, mix, round, &raw_io, &group_io,
+                )?;
+                for (name, figures) in [("raw", &r), ("group", &g)] {
                     lines.push(format!(
                         "    round {} {:5}: {:>9.0} IOPS  p50 {:>4} µs  p99 {:>5} µs",
                         round + 1,
-                        if group_side { "group" } else { "raw" },
+                        name,
                         figures.iops,
                         figures.p50_us,
                         figures.p99_us
                     ));
-                    if group_side {
-                        grp.push(figures.iops);
-                    } else {
-                        raw.push(figures.iops);
-                    }
                 }
+                raw.push(r.iops);
+                grp.push(g.iops);
             }
             let paired: Vec<f64> = grp.iter().zip(&raw).map(|(g, r)| g / r).collect();
             let ratio = median(&mut grp.clone()) / median(&mut raw.clone());
