@@ -655,10 +655,11 @@ fn run_paired(
             .map(|t| {
                 let (ready, start) = (&ready, &start);
                 scope.spawn(move || -> Result<SideCounts, String> {
-                    let mut ios = [
-                        raw().map_err(|e| e.to_string())?,
-                        group().map_err(|e| e.to_string())?,
-                    ];
+                    let made = raw().and_then(|r| Ok([r, group()?]));
+                    // Every thread's engines are made before the clock
+                    // starts; one that failed still meets the others here.
+                    ready.wait();
+                    let mut ios = made.map_err(|e| e.to_string())?;
                     let mut rng = Rng(seed ^ ((t as u64 + 1) * 0x1234_5678));
                     let mut buf = vec![0x5Au8; io_bytes as usize];
                     let mut sides = [
@@ -666,8 +667,6 @@ fn run_paired(
                         (0u64, LatencyHistogram::new()),
                     ];
                     let slots = span / io_bytes;
-                    // Every thread's engines are made before the clock starts.
-                    ready.wait();
                     let t0: Instant = *start.get_or_init(Instant::now);
                     loop {
                         let started = Instant::now();
@@ -708,13 +707,24 @@ fn run_paired(
             }
         }
     }
-    // Each side had half the time.
-    let half = seconds as f64 / 2.0;
-    Ok(merged.map(|(ios, h)| ThreadsFigures {
-        iops: ios as f64 / half,
-        p50_us: h.percentile_us(0.50),
-        p99_us: h.percentile_us(0.99),
-    }))
+    // Each side's time: its slices (the last one cut at the round's end).
+    let mut time = [0.0f64; 2];
+    let mut n = 0u64;
+    let mut at = Duration::ZERO;
+    while at < total {
+        let side = ((n + n / 2) % 2) as usize;
+        time[side] += slice.min(total - at).as_secs_f64();
+        at += slice;
+        n += 1;
+    }
+    let [raw, group] = merged;
+    Ok(
+        [(raw, time[0]), (group, time[1])].map(|((ios, h), secs)| ThreadsFigures {
+            iops: ios as f64 / secs,
+            p50_us: h.percentile_us(0.50),
+            p99_us: h.percentile_us(0.99),
+        }),
+    )
 }
 
 /// Makes a data handle's engine: a new io_uring engine with a duplicate of
@@ -756,6 +766,13 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
     let quiet_wait = options.number("quiet-wait", 10)?;
     // How often the threads switch between the sides within a round.
     let slice = Duration::from_millis(options.number("slice-ms", 100)?.max(1));
+    if slice * 4 > Duration::from_secs(seconds) {
+        return Err(format!(
+            "--slice-ms {}: a round of {seconds} s needs at least four slices (raw, group, group, raw); give a shorter slice or longer rounds",
+            slice.as_millis()
+        )
+        .into());
+    }
     let io_bytes = 8 * KIB;
     let au_bytes = 4 * MIB;
     if file_bytes == 0 || !file_bytes.is_multiple_of(au_bytes) {

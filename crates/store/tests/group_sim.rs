@@ -753,7 +753,7 @@ fn crash_simulation() {
         }
     };
     let started = std::time::Instant::now();
-    let (first, count) = (seeds[0], seeds.len() as u64);
+    let (first, count) = (seeds.first().copied().unwrap_or(1), seeds.len() as u64);
     common::run_seeds(
         first,
         count,

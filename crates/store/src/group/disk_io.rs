@@ -149,8 +149,11 @@ impl Group<'_> {
         let mut blank = Vec::new();
         let mut problems = Vec::new();
         let mut unreadable = false;
+        // A copy on a disk that is not online was not read.
+        let mut skipped = false;
         for &(disk, offset) in places {
             if self.member(disk).and_then(Member::online).is_none() {
+                skipped = true;
                 continue;
             }
             match self.read_one(disk, offset, BLOCK_BYTES) {
@@ -203,12 +206,13 @@ impl Group<'_> {
             }
             None if problems.is_empty() => Ok(None),
             None if !blank.is_empty() && bad.is_empty() => Ok(None),
-            // Blank copies beside invalid ones, every copy read: a block
-            // never written whose other copies were hit (a misdirected write,
-            // rot). A blank copy beside a real block would need a fault on
-            // its disk as well as on each invalid copy's: more failure groups
-            // than the redundancy covers. The bad copies are rewritten blank.
-            None if !blank.is_empty() && !unreadable => {
+            // Blank copies beside invalid ones, every copy read (none on a
+            // disk that is offline, none unreadable): a block never written
+            // whose other copies were hit (a misdirected write, rot). A blank
+            // copy beside a real block would need a fault on its disk as well
+            // as on each invalid copy's: more failure groups than the
+            // redundancy covers. The bad copies are rewritten blank.
+            None if !blank.is_empty() && !unreadable && !skipped => {
                 if self.read_only {
                     self.copies_left_damaged += bad.len() as u64;
                 } else {
