@@ -1318,44 +1318,8 @@ fn fine_striped_and_overridden_files_read_back() {
 /// check which I/O an operation does.
 type Log = std::sync::Arc<std::sync::Mutex<Vec<(DeviceId, cairn_io::OpKind)>>>;
 
-struct Recording<'a> {
-    inner: &'a mut dyn IoEngine,
-    log: Log,
-}
-
 fn take(log: &Log) -> Vec<(DeviceId, cairn_io::OpKind)> {
     std::mem::take(&mut *log.lock().unwrap())
-}
-
-impl IoEngine for Recording<'_> {
-    fn name(&self) -> &'static str {
-        "recording"
-    }
-    fn geometry(&self, device: DeviceId) -> Option<&cairn_io::Geometry> {
-        self.inner.geometry(device)
-    }
-    fn submit(&mut self, request: cairn_io::Request) -> Result<(), cairn_io::SubmitError> {
-        self.log
-            .lock()
-            .unwrap()
-            .push((request.device, request.op.kind()));
-        self.inner.submit(request)
-    }
-    fn wait(&mut self, min: usize) -> Result<(), cairn_io::IoError> {
-        self.inner.wait(min)
-    }
-    fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
-        self.inner.pop_completion()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
-    }
-    fn depth_max(&self) -> usize {
-        self.inner.depth_max()
-    }
-    fn stats(&self) -> cairn_io::EngineStats {
-        self.inner.stats()
-    }
 }
 
 /// Which devices `log` flushes, and whether each flush follows a write to
@@ -1383,11 +1347,12 @@ fn flushes(log: &[(DeviceId, cairn_io::OpKind)]) -> Vec<(DeviceId, bool)> {
 fn a_commit_flushes_only_the_disks_it_depends_on() {
     use cairn_io::OpKind;
     let disks: Vec<(u64, &str)> = ["A", "B", "C", "D"].map(|fg| (64 * MIB, fg)).to_vec();
-    let (mut engine, ids, _) = scenario(&disks, Redundancy::External);
+    let (engine, ids, _) = scenario(&disks, Redundancy::External);
     let log = Log::default();
-    let mut rec = Recording {
-        inner: &mut engine,
-        log: log.clone(),
+    let recorded = log.clone();
+    let mut rec = common::Hooked {
+        inner: engine,
+        hook: move |r: &cairn_io::Request| recorded.lock().unwrap().push((r.device, r.op.kind())),
     };
     let mut g = group::mount(&mut rec, &ids, &GroupSelector::Name("SIM".into()))
         .unwrap()

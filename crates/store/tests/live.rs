@@ -302,46 +302,6 @@ fn operations_that_queue_up_share_one_commit() {
     }
 }
 
-/// The metadata plane's engine, panicking at a flush once armed: a flush is
-/// issued only by a commit (a step writes nothing below its dirty limit), so
-/// the panic lands in whichever operation leads the commit.
-struct PanicsAtFlush {
-    inner: Box<dyn cairn_io::IoEngine>,
-    armed: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl cairn_io::IoEngine for PanicsAtFlush {
-    fn name(&self) -> &'static str {
-        "panics-at-flush"
-    }
-    fn geometry(&self, device: DeviceId) -> Option<&cairn_io::Geometry> {
-        self.inner.geometry(device)
-    }
-    fn submit(&mut self, request: cairn_io::Request) -> Result<(), cairn_io::SubmitError> {
-        if matches!(request.op, cairn_io::Op::Flush)
-            && self.armed.load(std::sync::atomic::Ordering::SeqCst)
-        {
-            panic!("the commit leader panics");
-        }
-        self.inner.submit(request)
-    }
-    fn wait(&mut self, min: usize) -> Result<(), cairn_io::IoError> {
-        self.inner.wait(min)
-    }
-    fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
-        self.inner.pop_completion()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
-    }
-    fn depth_max(&self) -> usize {
-        self.inner.depth_max()
-    }
-    fn stats(&self) -> cairn_io::EngineStats {
-        self.inner.stats()
-    }
-}
-
 /// A panic in the commit leader hands the lead on: the operation that waited
 /// for that commit is told the group stopped (`Poisoned`), it does not wait
 /// for ever, and so is every operation after it. Whichever of the two
@@ -352,10 +312,20 @@ fn a_panic_in_the_commit_leader_fails_the_waiters_instead_of_hanging_them() {
     let (shared, ids, live) = live_group(11);
     live.dismount().unwrap();
     let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The metadata plane's engine panics at a flush once armed: a flush is
+    // issued only by a commit (a step writes nothing below its dirty
+    // limit), so the panic lands in whichever operation leads the commit.
+    let arm = armed.clone();
     let (g, _) = group::mount_owned(
-        Box::new(PanicsAtFlush {
-            inner: Box::new(shared.handle()),
-            armed: armed.clone(),
+        Box::new(common::Hooked {
+            inner: shared.handle(),
+            hook: move |r: &cairn_io::Request| {
+                if matches!(r.op, cairn_io::Op::Flush)
+                    && arm.load(std::sync::atomic::Ordering::SeqCst)
+                {
+                    panic!("the commit leader panics");
+                }
+            },
         }),
         &ids,
         &GroupSelector::Name("LIVE".into()),

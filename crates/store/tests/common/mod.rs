@@ -172,3 +172,43 @@ pub fn seed_workers(count: u64) -> usize {
         .min(usize::try_from(count).unwrap_or(usize::MAX))
         .max(1)
 }
+
+/// An engine that passes everything to `inner`, first showing each request
+/// to `hook`: to record which I/O an operation does, or to make a chosen
+/// request panic.
+pub struct Hooked<E, F> {
+    pub inner: E,
+    pub hook: F,
+}
+
+impl<E, F> IoEngine for Hooked<E, F>
+where
+    E: IoEngine,
+    F: FnMut(&cairn_io::Request) + Send,
+{
+    fn name(&self) -> &'static str {
+        "hooked"
+    }
+    fn geometry(&self, device: DeviceId) -> Option<&cairn_io::Geometry> {
+        self.inner.geometry(device)
+    }
+    fn submit(&mut self, request: cairn_io::Request) -> Result<(), cairn_io::SubmitError> {
+        (self.hook)(&request);
+        self.inner.submit(request)
+    }
+    fn wait(&mut self, min: usize) -> Result<(), cairn_io::IoError> {
+        self.inner.wait(min)
+    }
+    fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
+        self.inner.pop_completion()
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+    fn depth_max(&self) -> usize {
+        self.inner.depth_max()
+    }
+    fn stats(&self) -> cairn_io::EngineStats {
+        self.inner.stats()
+    }
+}
