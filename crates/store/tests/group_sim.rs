@@ -27,11 +27,10 @@ use cairn_store::group::{
 };
 use cairn_store::labeling::{write_label, LabelSpec};
 use cairn_store::names::GroupPath;
-use rand_chacha::ChaCha8Rng;
-use rand_core::{Rng, SeedableRng};
 use uuid::Uuid;
 
 mod common;
+use common::Rand;
 
 const MIB: u64 = 1 << 20;
 const SECTOR: u64 = 4096;
@@ -39,24 +38,6 @@ const SECTOR: u64 = 4096;
 /// raises it for a long run.
 const SEEDS_CI: u64 = 3000;
 const OPS_PER_SEED: usize = 24;
-
-struct Rand(ChaCha8Rng);
-impl Rand {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0.next_u64() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        let mut v = vec![0u8; len];
-        for chunk in v.chunks_mut(8) {
-            let x = self.0.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&x[..chunk.len()]);
-        }
-        v
-    }
-}
 
 #[derive(Debug, Clone)]
 struct Config {
@@ -574,7 +555,7 @@ fn settle(g: &Group<'_>, before: &Model, after: &Model, op: Op) -> Model {
 }
 
 fn run_seed(seed: u64) {
-    let mut rng = Rand(ChaCha8Rng::seed_from_u64(seed));
+    let mut rng = Rand::new(seed);
     let cfg = config(&mut rng);
     if trace() {
         eprintln!("{cfg:?}");

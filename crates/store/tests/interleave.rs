@@ -42,11 +42,10 @@ use cairn_store::group::{
     self, AliasKind, CreateOptions, GroupError, GroupSpec, LiveGroup, NewDisk, Redundancy,
 };
 use cairn_store::names::GroupPath;
-use rand_chacha::ChaCha8Rng;
-use rand_core::{Rng, SeedableRng};
 use uuid::Uuid;
 
 mod common;
+use common::Rand;
 use common::MIB;
 const KIB: u64 = 1 << 10;
 /// Seeds per CI run: about 130 s on a 2-core machine (~15 seeds a second,
@@ -55,28 +54,6 @@ const KIB: u64 = 1 << 10;
 const SEEDS_CI: u64 = 2000;
 /// Operations per writer and per metadata actor, before the crash cuts them.
 const OPS_PER_ACTOR: usize = 80;
-
-struct Rand(ChaCha8Rng);
-
-impl Rand {
-    fn new(seed: u64) -> Self {
-        Self(ChaCha8Rng::seed_from_u64(seed))
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.0.next_u64() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        let mut v = vec![0u8; len];
-        for chunk in v.chunks_mut(8) {
-            let x = self.0.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&x[..chunk.len()]);
-        }
-        v
-    }
-}
 
 fn trace() -> bool {
     std::env::var_os("CAIRN_INTERLEAVE_TRACE").is_some()

@@ -212,3 +212,31 @@ where
         self.inner.stats()
     }
 }
+
+/// A simulator's random source: one stream per seed, the same on every
+/// machine.
+pub struct Rand(rand_chacha::ChaCha8Rng);
+
+impl Rand {
+    pub fn new(seed: u64) -> Self {
+        use rand_core::SeedableRng;
+        Self(rand_chacha::ChaCha8Rng::seed_from_u64(seed))
+    }
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        use rand_core::Rng;
+        self.0.next_u64() % n.max(1)
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        use rand_core::Rng;
+        let mut v = vec![0u8; len];
+        for chunk in v.chunks_mut(8) {
+            let x = self.0.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&x[..chunk.len()]);
+        }
+        v
+    }
+}
