@@ -135,8 +135,9 @@ impl Group<'_> {
     /// the newest generation wins (a lost or misdirected in-place write leaves
     /// an older, checksum-valid copy on a mirror, which must never be served
     /// or spread); a blank copy counts only if no copy is valid, and then it
-    /// wins over invalid ones unless a copy could not be read. Bad, blank and
-    /// older copies beside the winner are rewritten from it.
+    /// wins over invalid ones unless a copy could not be read or is on a
+    /// disk that is not online. Bad, blank and older copies beside the
+    /// winner are rewritten from it.
     pub(super) fn read_meta(
         &mut self,
         places: &[(u16, u64)],
