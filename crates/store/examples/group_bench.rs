@@ -617,15 +617,19 @@ fn run_threads(
     for r in results {
         let (ios, h) = r?;
         total += ios;
-        for (a, b) in merged.counts.iter_mut().zip(&h.counts) {
-            *a += b;
-        }
+        merged.merge(&h);
     }
     Ok(ThreadsFigures {
         iops: total as f64 / seconds as f64,
         p50_us: merged.percentile_us(0.50),
         p99_us: merged.percentile_us(0.99),
     })
+}
+
+/// The side (0 raw, 1 group) of slice `n` of a paired round: raw, group,
+/// group, raw, raw, group, ... so that neither side always goes first.
+fn side_of_slice(n: u64) -> usize {
+    ((n + n / 2) % 2) as usize
 }
 
 /// Run `threads` threads for `seconds`, each with both sides' I/O made once
@@ -646,7 +650,7 @@ fn run_paired(
     raw: &MakeIo<'_>,
     group: &MakeIo<'_>,
 ) -> BenchResult<[ThreadsFigures; 2]> {
-    type SideCounts = [(u64, LatencyHistogram); 2];
+    type SideCounts = [LatencyHistogram; 2];
     let ready = std::sync::Barrier::new(threads);
     let start = std::sync::OnceLock::new();
     let total = Duration::from_secs(seconds);
@@ -662,10 +666,7 @@ fn run_paired(
                     let mut ios = made.map_err(|e| e.to_string())?;
                     let mut rng = Rng(seed ^ ((t as u64 + 1) * 0x1234_5678));
                     let mut buf = vec![0x5Au8; io_bytes as usize];
-                    let mut sides = [
-                        (0u64, LatencyHistogram::new()),
-                        (0u64, LatencyHistogram::new()),
-                    ];
+                    let mut sides = [LatencyHistogram::new(), LatencyHistogram::new()];
                     let slots = span / io_bytes;
                     let t0: Instant = *start.get_or_init(Instant::now);
                     loop {
@@ -674,14 +675,12 @@ fn run_paired(
                         if since >= total {
                             break;
                         }
-                        let n = (since.as_nanos() / slice.as_nanos().max(1)) as u64;
-                        // raw, group, group, raw, raw, group, ...
-                        let side = ((n + n / 2) % 2) as usize;
+                        let side =
+                            side_of_slice((since.as_nanos() / slice.as_nanos().max(1)) as u64);
                         let offset = rng.below(slots) * io_bytes;
                         let write = mix.next_is_write(&mut rng);
                         ios[side](write, offset, &mut buf).map_err(|e| e.to_string())?;
-                        sides[side].1.record(started.elapsed());
-                        sides[side].0 += 1;
+                        sides[side].record(started.elapsed());
                     }
                     Ok(sides)
                 })
@@ -695,16 +694,10 @@ fn run_paired(
             })
             .collect()
     });
-    let mut merged = [
-        (0u64, LatencyHistogram::new()),
-        (0u64, LatencyHistogram::new()),
-    ];
+    let mut merged = [LatencyHistogram::new(), LatencyHistogram::new()];
     for r in results {
-        for (m, (ios, h)) in merged.iter_mut().zip(r?) {
-            m.0 += ios;
-            for (a, b) in m.1.counts.iter_mut().zip(&h.counts) {
-                *a += b;
-            }
+        for (m, h) in merged.iter_mut().zip(r?) {
+            m.merge(&h);
         }
     }
     // Each side's time: its slices (the last one cut at the round's end).
@@ -712,15 +705,14 @@ fn run_paired(
     let mut n = 0u64;
     let mut at = Duration::ZERO;
     while at < total {
-        let side = ((n + n / 2) % 2) as usize;
-        time[side] += slice.min(total - at).as_secs_f64();
+        time[side_of_slice(n)] += slice.min(total - at).as_secs_f64();
         at += slice;
         n += 1;
     }
     let [raw, group] = merged;
     Ok(
-        [(raw, time[0]), (group, time[1])].map(|((ios, h), secs)| ThreadsFigures {
-            iops: ios as f64 / secs,
+        [(raw, time[0]), (group, time[1])].map(|(h, secs)| ThreadsFigures {
+            iops: h.count() as f64 / secs,
             p50_us: h.percentile_us(0.50),
             p99_us: h.percentile_us(0.99),
         }),

@@ -978,39 +978,49 @@ fn a_bad_copy_is_read_around_and_rewritten() {
     assert_eq!(healed, data[..4096], "the bad copy was rewritten");
 }
 
-/// A damaged metadata mirror copy is healed by the mount that reads it.
-#[test]
-fn a_damaged_metadata_copy_is_healed_at_mount() {
+/// A normal-redundancy group on two disks holding one file `x`, dismounted,
+/// and the two copies, as (device, offset), of the file directory's block
+/// `entry(x's number)` (block n of the directory is file n's entry).
+fn directory_entry_copies(
+    entry: impl Fn(u64) -> u64,
+) -> (CrashAfter, Vec<DeviceId>, [(DeviceId, u64); 2]) {
     let (mut engine, ids, _) = scenario(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
     let mut g = mount_sim(&mut engine, &ids);
     let f = g
         .create_file(&path("x"), 2 * MIB, &CreateOptions::default())
         .unwrap();
+    let block = entry(u64::from(f.number));
     let au = g.au_bytes();
-    // Entry n is block n of the file directory: extent n / (blocks per AU).
     let per_au = au / 4096;
-    let dir = g.extents(cairn_format::group::FILE_DIRECTORY).unwrap()
-        [(u64::from(f.number) / per_au) as usize];
+    let dir = *g
+        .extents(cairn_format::group::FILE_DIRECTORY)
+        .unwrap()
+        .get((block / per_au) as usize)
+        .expect("the entry's directory AU is allocated");
     g.dismount().unwrap();
-    let (good, bad) = (dir.copies()[0], dir.copies()[1]);
-    let at = |c: cairn_format::group::AuAddr| {
-        u64::from(c.au) * au + (u64::from(f.number) % per_au) * 4096
+    let place = |c: cairn_format::group::AuAddr| {
+        (
+            ids[usize::from(c.disk)],
+            u64::from(c.au) * au + (block % per_au) * 4096,
+        )
     };
-    engine
-        .inner
-        .scribble(ids[usize::from(bad.disk)], at(bad) + 100, &[0x55; 16]);
+    let copies = [place(dir.copies()[0]), place(dir.copies()[1])];
+    (engine, ids, copies)
+}
+
+/// A damaged metadata mirror copy is healed by the mount that reads it.
+#[test]
+fn a_damaged_metadata_copy_is_healed_at_mount() {
+    let (mut engine, ids, [good, bad]) = directory_entry_copies(|x| x);
+    engine.inner.scribble(bad.0, bad.1 + 100, &[0x55; 16]);
     let (mut g, report) =
         group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
     assert!(report.repaired_copies >= 1, "{report:?}");
     assert!(g.check(false).unwrap().problems.is_empty());
     drop(g);
     assert_eq!(
-        engine
-            .inner
-            .contents(ids[usize::from(bad.disk)], at(bad), 4096),
-        engine
-            .inner
-            .contents(ids[usize::from(good.disk)], at(good), 4096)
+        engine.inner.contents(bad.0, bad.1, 4096),
+        engine.inner.contents(good.0, good.1, 4096)
     );
 }
 
@@ -1022,30 +1032,16 @@ fn a_damaged_metadata_copy_is_healed_at_mount() {
 /// the interleaving simulator, seed 657.)
 #[test]
 fn a_misdirected_write_on_an_unused_entry_is_no_lost_file() {
-    let (mut engine, ids, _) = scenario(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
-    let mut g = mount_sim(&mut engine, &ids);
-    let f = g
-        .create_file(&path("x"), 2 * MIB, &CreateOptions::default())
-        .unwrap();
-    let au = g.au_bytes();
-    let per_au = au / 4096;
-    // The entry after x's, in the same directory AU: never written.
-    let unused = u64::from(f.number) + 1;
-    assert_ne!(unused % per_au, 0, "the next entry is in the same AU");
-    let dir = g.extents(cairn_format::group::FILE_DIRECTORY).unwrap()[(unused / per_au) as usize];
-    g.dismount().unwrap();
-    let (hit, mirror) = (dir.copies()[0], dir.copies()[1]);
-    let at = |c: cairn_format::group::AuAddr| u64::from(c.au) * au + (unused % per_au) * 4096;
+    // The entry after x's: never written.
+    let (mut engine, ids, [hit, mirror]) = directory_entry_copies(|x| x + 1);
     assert!(engine
         .inner
-        .contents(ids[usize::from(mirror.disk)], at(mirror), 4096)
+        .contents(mirror.0, mirror.1, 4096)
         .iter()
         .all(|b| *b == 0));
     // Half a block of someone else's data, as a misdirected 512-byte-sector
     // write leaves it.
-    engine
-        .inner
-        .scribble(ids[usize::from(hit.disk)], at(hit) + 2048, &[0x5A; 2048]);
+    engine.inner.scribble(hit.0, hit.1 + 2048, &[0x5A; 2048]);
     let (mut g, report) =
         group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
     assert!(report.damage.is_empty(), "{report:?}");
@@ -1055,7 +1051,7 @@ fn a_misdirected_write_on_an_unused_entry_is_no_lost_file() {
     assert!(
         engine
             .inner
-            .contents(ids[usize::from(hit.disk)], at(hit), 4096)
+            .contents(hit.0, hit.1, 4096)
             .iter()
             .all(|b| *b == 0),
         "the bad copy was rewritten blank"
