@@ -131,6 +131,24 @@ impl Group<'_> {
         Ok(buf)
     }
 
+    /// Rewrite the metadata copies at `places` with `block` (counted as
+    /// repaired), or, on a read-only mount, count them as left damaged. A
+    /// disk whose write fails is noted as failed.
+    fn rewrite_copies(&mut self, places: Vec<(u16, u64)>, block: &[u8]) -> Result<(), GroupError> {
+        if self.read_only {
+            self.copies_left_damaged += places.len() as u64;
+        } else if !places.is_empty() {
+            self.repaired_copies += places.len() as u64;
+            let writes = places
+                .into_iter()
+                .map(|(d, o)| (d, o, AlignedBuf::from_slice(block)))
+                .collect();
+            let failed = self.write_many(writes)?;
+            self.failed_disks.extend(failed);
+        }
+        Ok(())
+    }
+
     /// Read a metadata block that has copies at `places`: the valid copy with
     /// the newest generation wins (a lost or misdirected in-place write leaves
     /// an older, checksum-valid copy on a mirror, which must never be served
@@ -190,19 +208,8 @@ impl Group<'_> {
         }
         match newest {
             Some((_, block, _)) => {
-                let rewrite: Vec<(u16, u64)> =
-                    bad.into_iter().chain(blank).chain(outdated).collect();
-                if self.read_only {
-                    self.copies_left_damaged += rewrite.len() as u64;
-                } else if !rewrite.is_empty() {
-                    self.repaired_copies += rewrite.len() as u64;
-                    let writes = rewrite
-                        .into_iter()
-                        .map(|(d, o)| (d, o, AlignedBuf::from_slice(&block[..])))
-                        .collect();
-                    let failed = self.write_many(writes)?;
-                    self.failed_disks.extend(failed);
-                }
+                let rewrite = bad.into_iter().chain(blank).chain(outdated).collect();
+                self.rewrite_copies(rewrite, &block[..])?;
                 Ok(Some(block))
             }
             None if problems.is_empty() => Ok(None),
@@ -214,17 +221,7 @@ impl Group<'_> {
             // as on each invalid copy's: more failure groups than the
             // redundancy covers. The bad copies are rewritten blank.
             None if !blank.is_empty() && !unreadable && !skipped => {
-                if self.read_only {
-                    self.copies_left_damaged += bad.len() as u64;
-                } else {
-                    self.repaired_copies += bad.len() as u64;
-                    let writes = bad
-                        .into_iter()
-                        .map(|(d, o)| (d, o, AlignedBuf::zeroed(BLOCK_BYTES)))
-                        .collect();
-                    let failed = self.write_many(writes)?;
-                    self.failed_disks.extend(failed);
-                }
+                self.rewrite_copies(bad, &[0u8; BLOCK_BYTES])?;
                 Ok(None)
             }
             // A copy that could not be read may be whole once its disk
