@@ -72,6 +72,32 @@ pub(crate) trait DataPort {
     /// `epoch`: returns once they are offline (durably), or fails when the
     /// group cannot go on without them.
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError>;
+    /// The file's current snapshot (see [`DataPlane::file`]).
+    fn snapshot(&mut self, number: u32) -> Option<Arc<FileSnapshot>> {
+        self.plane().file(number)
+    }
+    /// The current disk view (see [`DataPlane::disks`]).
+    fn disk_view(&mut self) -> Arc<DiskView> {
+        self.plane().disks()
+    }
+    /// A buffer of `len` bytes for one I/O. Its bytes are unspecified: a
+    /// read counts only if it filled the buffer whole, a write copies its
+    /// data in first.
+    fn buffer(&mut self, len: usize) -> AlignedBuf {
+        AlignedBuf::zeroed(len)
+    }
+    /// A buffer an I/O is done with, for [`DataPort::buffer`] to hand out
+    /// again.
+    fn recycle(&mut self, buf: AlignedBuf) {
+        drop(buf);
+    }
+}
+
+/// A buffer holding a copy of `bytes`, from the port's spares.
+fn buffer_with(port: &mut dyn DataPort, bytes: &[u8]) -> AlignedBuf {
+    let mut buf = port.buffer(bytes.len());
+    buf.copy_from_slice(bytes);
+    buf
 }
 
 /// One I/O of a data operation, on a member disk.
@@ -83,11 +109,63 @@ struct DiskIo {
 /// What became of one [`DiskIo`]: its result, and its buffer back.
 type IoOutcome = (Result<u64, IoError>, Option<AlignedBuf>);
 
+/// Where a read goes and how many bytes it must bring (`None` for other
+/// operations).
+fn read_range(op: &Op) -> Option<(u64, u64)> {
+    match op {
+        Op::Read { offset_bytes, buf } => Some((*offset_bytes, buf.len() as u64)),
+        _ => None,
+    }
+}
+
+/// A completion as an outcome. A read that did not fill its buffer whole is
+/// an error: a buffer from [`DataPort::buffer`] holds old bytes.
+fn outcome(c: cairn_io::Completion, read: Option<(u64, u64)>) -> IoOutcome {
+    let result = match (c.result, read) {
+        (Ok(done), Some((offset_bytes, len_bytes))) if done < len_bytes => {
+            Err(IoError::ShortTransfer {
+                kind: c.kind,
+                offset_bytes,
+                len_bytes,
+                done_bytes: done,
+            })
+        }
+        (result, _) => result,
+    };
+    (result, c.buf)
+}
+
+/// Run one I/O on the port's engine.
+fn run_one(port: &mut dyn DataPort, io: DiskIo) -> Result<IoOutcome, GroupError> {
+    let Some(device) = port.device(io.disk) else {
+        return Ok((
+            Err(IoError::UnknownDevice(DeviceId(u32::from(io.disk)))),
+            None,
+        ));
+    };
+    let read = read_range(&io.op);
+    let c = port
+        .engine()
+        .execute(Request {
+            device,
+            tag: 0,
+            op: io.op,
+        })
+        .map_err(io_err("(engine)"))?;
+    Ok(outcome(c, read))
+}
+
 /// Run `ios` at once on the port's engine; per I/O, its outcome.
-fn run(port: &mut dyn DataPort, ios: Vec<DiskIo>) -> Result<Vec<IoOutcome>, GroupError> {
+fn run(port: &mut dyn DataPort, mut ios: Vec<DiskIo>) -> Result<Vec<IoOutcome>, GroupError> {
+    if ios.len() == 1 {
+        let io = ios.pop().expect("invariant: one I/O");
+        return Ok(vec![run_one(port, io)?]);
+    }
     let mut out: Vec<Option<IoOutcome>> = (0..ios.len()).map(|_| None).collect();
+    let mut reads = Vec::with_capacity(ios.len());
     let mut requests = Vec::with_capacity(ios.len());
     for (i, io) in ios.into_iter().enumerate() {
+        reads.push(read_range(&io.op));
         match port.device(io.disk) {
             Some(device) => requests.push(Request {
                 device,
@@ -107,7 +185,8 @@ fn run(port: &mut dyn DataPort, ios: Vec<DiskIo>) -> Result<Vec<IoOutcome>, Grou
         .execute_all(requests)
         .map_err(io_err("(engine)"))?;
     for c in completions {
-        out[c.tag as usize] = Some((c.result, c.buf));
+        let i = c.tag as usize;
+        out[i] = Some(outcome(c, reads[i]));
     }
     Ok(out
         .into_iter()
@@ -130,12 +209,11 @@ fn online_copies(view: &DiskView, extent: &Extent) -> Vec<AuAddr> {
         .collect()
 }
 
-fn file_snapshot(plane: &DataPlane, number: u32) -> Result<Arc<FileSnapshot>, GroupError> {
-    if let Some(why) = plane.stopped() {
+fn file_snapshot(port: &mut dyn DataPort, number: u32) -> Result<Arc<FileSnapshot>, GroupError> {
+    if let Some(why) = port.plane().stopped() {
         return Err(GroupError::Poisoned(why));
     }
-    plane
-        .file(number)
+    port.snapshot(number)
         .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))
 }
 
@@ -194,9 +272,12 @@ pub(crate) fn read(
     // The guard covers the I/O only, never a wait for a latch or for the
     // metadata plane: freed AUs wait for it.
     let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
-    let snap = file_snapshot(port.plane(), number)?;
-    let view = port.plane().disks();
+    let snap = file_snapshot(port, number)?;
+    let view = port.disk_view();
     check_range(&snap, offset, buf.len() as u64)?;
+    if read_from_primary(port, &snap, &view, offset, buf, accept)? {
+        return Ok(());
+    }
     let pieces = pieces_of(&snap, offset, buf.len() as u64)?;
     // Per piece: its online copies (empty for an extent never written, which
     // reads as zeros), the one to read next, and whether it is read.
@@ -235,7 +316,7 @@ pub(crate) fn read(
                         disk: c.disk,
                         op: Op::Read {
                             offset_bytes: at(&snap, c, &pieces[i]),
-                            buf: AlignedBuf::zeroed(pieces[i].len as usize),
+                            buf: port.buffer(pieces[i].len as usize),
                         },
                     }
                 })
@@ -246,9 +327,13 @@ pub(crate) fn read(
                 let p = &pieces[i];
                 match (result, data) {
                     (Ok(_), Some(data)) => {
-                        buf[p.at..p.at + p.len as usize].copy_from_slice(&data[..p.len as usize])
+                        buf[p.at..p.at + p.len as usize].copy_from_slice(&data[..p.len as usize]);
+                        port.recycle(data);
                     }
-                    (result, _) => {
+                    (result, data) => {
+                        if let Some(data) = data {
+                            port.recycle(data);
+                        }
                         let c = copies[i][choice[i]];
                         problems.push(format!(
                             "disk {} at {}: {}",
@@ -306,6 +391,53 @@ pub(crate) fn read(
     repair(port, slot, &snap, &view, &pieces, &bad, &good)
 }
 
+/// The common read, without the general path's bookkeeping: a range inside
+/// one written extent, read whole from its first online copy. Whether it
+/// was read and accepted; if not (more than one piece, a failed read, a copy
+/// the caller rejects) the general path starts again from the first copy,
+/// which costs one read in a case that is rare anyway.
+fn read_from_primary(
+    port: &mut dyn DataPort,
+    snap: &FileSnapshot,
+    view: &DiskView,
+    offset: u64,
+    buf: &mut [u8],
+    accept: &dyn Fn(&[u8]) -> bool,
+) -> Result<bool, GroupError> {
+    let len = buf.len() as u64;
+    if len == 0 {
+        return Ok(false);
+    }
+    let loc = snap.layout.locate(offset);
+    if loc.run_bytes < len {
+        return Ok(false);
+    }
+    let primary = snap
+        .extent(loc.extent)
+        .filter(|e| e.initialized)
+        .and_then(|e| e.copies().iter().copied().find(|c| view.is_online(c.disk)));
+    let Some(c) = primary else {
+        return Ok(false);
+    };
+    let io = DiskIo {
+        disk: c.disk,
+        op: Op::Read {
+            offset_bytes: u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
+            buf: port.buffer(buf.len()),
+        },
+    };
+    let (result, data) = run_one(port, io)?;
+    let Some(data) = data else {
+        return Ok(false);
+    };
+    let read = result.is_ok();
+    if read {
+        buf.copy_from_slice(&data);
+    }
+    port.recycle(data);
+    Ok(read && accept(buf))
+}
+
 /// Rewrite bad copies of pieces from their good copies, under the extents'
 /// latches: the good copy is read again there, so a write that landed after
 /// our read is what the bad copy gets. Rewrites that fail are failed disks.
@@ -330,11 +462,11 @@ fn repair(
     // The extents must still be where we read them (not freed, not moved),
     // and the good copies still online: a copy whose disk went offline since
     // may have missed writes, and must not be copied over another.
-    let view_now = port.plane().disks();
+    let view_now = port.disk_view();
     if good.values().any(|c| !view_now.is_online(c.disk)) {
         return Ok(());
     }
-    let current = port.plane().file(snap.number);
+    let current = port.snapshot(snap.number);
     let unchanged = current.as_ref().is_some_and(|c| {
         c.incarnation == snap.incarnation
             && good.keys().all(|i| {
@@ -351,7 +483,7 @@ fn repair(
             disk: c.disk,
             op: Op::Read {
                 offset_bytes: at(snap, *c, &pieces[*i]),
-                buf: AlignedBuf::zeroed(pieces[*i].len as usize),
+                buf: port.buffer(pieces[*i].len as usize),
             },
         })
         .collect();
@@ -374,7 +506,7 @@ fn repair(
             disk: c.disk,
             op: Op::Write {
                 offset_bytes: at(snap, *c, &pieces[*i]),
-                buf: AlignedBuf::from_slice(&data[..]),
+                buf: buffer_with(port, data),
                 fua: false,
             },
         });
@@ -393,6 +525,102 @@ fn repair(
     }
     port.disks_failed(&failed, view.epoch)
 }
+/// After a write's I/O, before it is acknowledged: the disks written need a
+/// flush, and a copy that missed the write is never read again, so its disk
+/// goes offline first (or the write fails). `lost`: an extent of the write
+/// that reached no copy, which fails it.
+fn settle_write(
+    port: &mut dyn DataPort,
+    guard: Option<OperationGuard<'_>>,
+    written: &BTreeSet<u16>,
+    failed: &BTreeSet<u16>,
+    view: &DiskView,
+    lost: Option<&Extent>,
+) -> Result<(), GroupError> {
+    port.wrote(written);
+    drop(guard);
+    if !failed.is_empty() {
+        port.disks_failed(failed, view.epoch)?;
+    }
+    match lost {
+        Some(ext) => Err(no_copy_error(
+            ext.copies()
+                .iter()
+                .map(|c| view.name(c.disk))
+                .collect::<Vec<_>>()
+                .join(","),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The common write, without the general path's bookkeeping: a range inside
+/// one extent already written, to every online copy of it, under the
+/// extent's shared latch. `Ok(false)`, having written nothing, when the
+/// write is not that (more than one piece, a first write, a file that
+/// changed before the latch was taken, no copy online): the general path
+/// does it instead.
+fn write_in_place(
+    port: &mut dyn DataPort,
+    slot: Option<&AtomicU64>,
+    snap: &Arc<FileSnapshot>,
+    number: u32,
+    offset: u64,
+    data: &[u8],
+) -> Result<bool, GroupError> {
+    let len = data.len() as u64;
+    if len == 0 || snap.read_only.is_some() || check_range(snap, offset, len).is_err() {
+        return Ok(false);
+    }
+    let loc = snap.layout.locate(offset);
+    if loc.run_bytes < len || !snap.extent(loc.extent).is_some_and(|e| e.initialized) {
+        return Ok(false);
+    }
+    let latch = port
+        .plane()
+        .latch(vec![((number, snap.incarnation, loc.extent), false)]);
+    let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+    // Latched, look again (as the general path does): still this snapshot,
+    // so the copies are still the extent's and it is still written.
+    if !Arc::ptr_eq(&file_snapshot(port, number)?, snap) {
+        return Ok(false);
+    }
+    let view = port.disk_view();
+    let extent = *snap
+        .extent(loc.extent)
+        .expect("invariant: located in the map");
+    let copies = online_copies(&view, &extent);
+    if copies.is_empty() {
+        return Ok(false);
+    }
+    let ios = copies
+        .iter()
+        .map(|c| DiskIo {
+            disk: c.disk,
+            op: Op::Write {
+                offset_bytes: u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
+                buf: buffer_with(port, data),
+                fua: false,
+            },
+        })
+        .collect();
+    let mut written = BTreeSet::new();
+    let mut failed = BTreeSet::new();
+    for (c, (result, buf)) in copies.iter().zip(run(port, ios)?) {
+        if let Some(buf) = buf {
+            port.recycle(buf);
+        }
+        match result {
+            Ok(_) => written.insert(c.disk),
+            Err(_) => failed.insert(c.disk),
+        };
+    }
+    let lost = written.is_empty().then_some(&extent);
+    settle_write(port, guard, &written, &failed, &view, lost)?;
+    drop(latch);
+    Ok(true)
+}
+
 /// Write `data` at `offset` of file `number` to every online copy.
 pub(crate) fn write(
     port: &mut dyn DataPort,
@@ -402,7 +630,10 @@ pub(crate) fn write(
     data: &[u8],
 ) -> Result<(), GroupError> {
     let len = data.len() as u64;
-    let mut snap = file_snapshot(port.plane(), number)?;
+    let mut snap = file_snapshot(port, number)?;
+    if write_in_place(port, slot, &snap, number, offset, data)? {
+        return Ok(());
+    }
     let mut attempts = 0;
     // Latch, then look again: the extents a first write latches
     // exclusively must still be the ones never written. The guard starts
@@ -430,7 +661,7 @@ pub(crate) fn write(
             .collect();
         let latch = port.plane().latch(keys);
         let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
-        let now = file_snapshot(port.plane(), number)?;
+        let now = file_snapshot(port, number)?;
         // The same published snapshot (not just the same version number: a
         // file number reused by a new file starts its versions again).
         if Arc::ptr_eq(&now, &snap) {
@@ -463,7 +694,7 @@ pub(crate) fn write(
         );
         snap = now;
     };
-    let view = port.plane().disks();
+    let view = port.disk_view();
     let mut failed: BTreeSet<u16> = BTreeSet::new();
     let mut written: BTreeSet<u16> = BTreeSet::new();
     // First writes: zero what this write does not cover of each fresh extent.
@@ -523,13 +754,16 @@ pub(crate) fn write(
                     disk: c.disk,
                     op: Op::Write {
                         offset_bytes: at(&snap, c, p),
-                        buf: AlignedBuf::from_slice(&data[p.at..p.at + p.len as usize]),
+                        buf: buffer_with(port, &data[p.at..p.at + p.len as usize]),
                         fua: false,
                     },
                 });
             }
         }
-        for ((i, disk), (result, _)) in of.into_iter().zip(run(port, ios)?) {
+        for ((i, disk), (result, buf)) in of.into_iter().zip(run(port, ios)?) {
+            if let Some(buf) = buf {
+                port.recycle(buf);
+            }
             match result {
                 Ok(_) => {
                     landed[i] += 1;
@@ -542,26 +776,15 @@ pub(crate) fn write(
         }
         start = end;
     }
-    port.wrote(&written);
-    drop(guard);
-    // A copy that missed the write is never read again: its disk goes
-    // offline before the write is acknowledged (or fails).
-    let lost_piece = pieces.iter().zip(&landed).find(|(_, n)| **n == 0);
-    if !failed.is_empty() {
-        port.disks_failed(&failed, view.epoch)?;
-    }
-    if let Some((p, _)) = lost_piece {
-        let ext = snap
-            .extent(p.extent)
-            .expect("invariant: pieces are in the map");
-        return Err(no_copy_error(
-            ext.copies()
-                .iter()
-                .map(|c| view.name(c.disk))
-                .collect::<Vec<_>>()
-                .join(","),
-        ));
-    }
+    let lost = pieces
+        .iter()
+        .zip(&landed)
+        .find(|(_, n)| **n == 0)
+        .map(|(p, _)| {
+            snap.extent(p.extent)
+                .expect("invariant: pieces are in the map")
+        });
+    settle_write(port, guard, &written, &failed, &view, lost)?;
     if fresh.is_empty() {
         return Ok(());
     }
@@ -592,7 +815,7 @@ pub(crate) fn initialize(
     const BATCH: usize = 64;
     let mut done = 0u64;
     loop {
-        let snap = file_snapshot(port.plane(), number)?;
+        let snap = file_snapshot(port, number)?;
         if let Some(why) = &snap.read_only {
             return Err(why.error());
         }
@@ -613,7 +836,7 @@ pub(crate) fn initialize(
                 .collect(),
         );
         let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
-        let now = file_snapshot(port.plane(), number)?;
+        let now = file_snapshot(port, number)?;
         if now.incarnation != snap.incarnation {
             return Err(GroupError::NotFound(format!(
                 "file {number} does not exist"
@@ -624,7 +847,7 @@ pub(crate) fn initialize(
             .iter()
             .filter_map(|e| now.extent(*e).filter(|x| !x.initialized).map(|x| (*e, *x)))
             .collect();
-        let view = port.plane().disks();
+        let view = port.disk_view();
         let mut zeroing = Vec::new();
         for (e, extent) in &still {
             let copies = online_copies(&view, extent);

@@ -21,10 +21,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use cairn_io::{DeviceId, IoEngine, Op, Request};
+use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
 
 use super::data::{self, DataPort};
-use super::plane::{DataPlane, FileSnapshot};
+use super::plane::{DataPlane, DiskView, FileSnapshot, SnapshotCache};
 use super::{Group, GroupError};
 
 /// Makes the engine of a new data handle.
@@ -257,6 +257,8 @@ impl LiveGroup {
             engine,
             devices,
             unflushed: BTreeSet::new(),
+            spare: Vec::new(),
+            snapshots: SnapshotCache::default(),
             read_only,
         })
     }
@@ -291,7 +293,18 @@ pub struct DataHandle {
     /// Disks this handle wrote to since its last sync.
     unflushed: BTreeSet<u16>,
     read_only: bool,
+    /// I/O buffers done with, handed out again (at most [`SPARE_MAX`], none
+    /// bigger than [`SPARE_BYTES_MAX`]): a small read or write then neither
+    /// allocates nor faults in fresh pages.
+    spare: Vec<AlignedBuf>,
+    /// This handle's copies of the published snapshots.
+    snapshots: SnapshotCache,
 }
+
+/// Buffers a handle keeps for reuse.
+const SPARE_MAX: usize = 16;
+/// The biggest buffer a handle keeps for reuse, in bytes.
+const SPARE_BYTES_MAX: usize = 1 << 20;
 
 impl DataHandle {
     pub fn read(&mut self, number: u32, offset: u64, buf: &mut [u8]) -> Result<(), GroupError> {
@@ -416,5 +429,26 @@ impl DataPort for DataHandle {
         // Another thread may have taken them offline since: once is enough.
         self.inner
             .operation(|group| group.disks_failed(disks, epoch))?
+    }
+    fn snapshot(&mut self, number: u32) -> Option<Arc<FileSnapshot>> {
+        self.snapshots.file(&self.inner.plane, number)
+    }
+    fn disk_view(&mut self) -> Arc<DiskView> {
+        self.snapshots.disks(&self.inner.plane)
+    }
+    fn buffer(&mut self, len: usize) -> AlignedBuf {
+        match self.spare.iter().position(|b| b.capacity() >= len) {
+            Some(i) => {
+                let mut buf = self.spare.swap_remove(i);
+                buf.set_len(len);
+                buf
+            }
+            None => AlignedBuf::zeroed(len),
+        }
+    }
+    fn recycle(&mut self, buf: AlignedBuf) {
+        if self.spare.len() < SPARE_MAX && buf.capacity() <= SPARE_BYTES_MAX {
+            self.spare.push(buf);
+        }
     }
 }

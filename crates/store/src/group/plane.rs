@@ -235,6 +235,10 @@ pub struct DataPlane {
     latches: Vec<LatchShard>,
     /// Bumped by every publication that may drop AUs from a snapshot.
     epoch: AtomicU64,
+    /// Bumped by every publication of a file or of the disk view, after it,
+    /// under its write lock: a [`SnapshotCache`] whose entry was checked at
+    /// the current value holds what is published.
+    generation: AtomicU64,
     guards: Mutex<Vec<Arc<AtomicU64>>>,
     /// Set when the metadata plane stops (a failed commit, too many disks
     /// lost): every data operation then fails with the reason.
@@ -255,6 +259,7 @@ impl Default for DataPlane {
             disks: RwLock::default(),
             latches: (0..LATCH_SHARDS).map(|_| LatchShard::default()).collect(),
             epoch: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             guards: Mutex::default(),
             stopped: AtomicBool::new(false),
             stop_reason: Mutex::default(),
@@ -287,11 +292,14 @@ impl DataPlane {
                 files.remove(&number);
             }
         }
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Withdraw every file (a remount of the metadata after a failed commit).
     pub(super) fn clear_files(&self) {
-        unpoison(self.files.write()).clear();
+        let mut files = unpoison(self.files.write());
+        files.clear();
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Publish a new disk view. Metadata plane only.
@@ -306,6 +314,7 @@ impl DataPlane {
             online,
             names,
         });
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Stop the data plane: every operation from now on fails with `why`.
@@ -498,6 +507,66 @@ impl Drop for LatchGuard {
     }
 }
 
+/// One data handle's copies of what the plane publishes, so that a thread's
+/// operation takes its snapshots without touching a line other threads write
+/// (the plane's locks and the shared `Arc`s' counts): each entry is checked
+/// against the plane's generation, and taken again from the plane only when
+/// something was published since. Owned by one handle; no lock.
+#[derive(Default)]
+pub struct SnapshotCache {
+    /// By file number: the generation it was checked at, the plane's
+    /// snapshot, and this handle's copy of it.
+    files: HashMap<u32, (u64, Arc<FileSnapshot>, Arc<FileSnapshot>)>,
+    disks: Option<(u64, Arc<DiskView>, Arc<DiskView>)>,
+}
+
+/// Files a [`SnapshotCache`] remembers before it starts again.
+const CACHED_FILES_MAX: usize = 256;
+
+impl SnapshotCache {
+    /// The file's current snapshot, as [`DataPlane::file`] gives it. The
+    /// same `Arc` comes back for as long as the plane's snapshot of the file
+    /// is the same one.
+    pub fn file(&mut self, plane: &DataPlane, number: u32) -> Option<Arc<FileSnapshot>> {
+        // The generation first: the snapshot taken after it is at least as
+        // new as what it says.
+        let now = plane.generation.load(Ordering::SeqCst);
+        match self.files.get_mut(&number) {
+            Some((checked, _, local)) if *checked == now => return Some(local.clone()),
+            _ => {}
+        }
+        let Some(shared) = plane.file(number) else {
+            self.files.remove(&number);
+            return None;
+        };
+        let local = match self.files.get(&number) {
+            Some((_, was, local)) if Arc::ptr_eq(was, &shared) => local.clone(),
+            _ => Arc::new(FileSnapshot::clone(&shared)),
+        };
+        if self.files.len() >= CACHED_FILES_MAX && !self.files.contains_key(&number) {
+            self.files.clear();
+        }
+        self.files.insert(number, (now, shared, local.clone()));
+        Some(local)
+    }
+
+    /// The current disk view, as [`DataPlane::disks`] gives it.
+    pub fn disks(&mut self, plane: &DataPlane) -> Arc<DiskView> {
+        let now = plane.generation.load(Ordering::SeqCst);
+        match &self.disks {
+            Some((checked, _, local)) if *checked == now => return local.clone(),
+            _ => {}
+        }
+        let shared = plane.disks();
+        let local = match &self.disks {
+            Some((_, was, local)) if Arc::ptr_eq(was, &shared) => local.clone(),
+            _ => Arc::new(DiskView::clone(&shared)),
+        };
+        self.disks = Some((now, shared, local.clone()));
+        local
+    }
+}
+
 /// A data operation in progress: its slot says the epoch it started in, so
 /// AUs freed after that are not reused under it.
 pub struct OperationGuard<'s> {
@@ -532,6 +601,44 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
+
+    /// A handle's cache gives what is published: the same `Arc` while the
+    /// file's snapshot is the same one (whatever else is published), the new
+    /// snapshot once the file's is replaced, nothing once it is withdrawn,
+    /// and the new disk view once one is published.
+    #[test]
+    fn a_snapshot_cache_gives_what_is_published() {
+        let plane = DataPlane::new();
+        let layout = FileLayout::new(MIB, Striping::Coarse);
+        let snapshot = |number: u32, size: u64, disk: u16| {
+            let extents = [Extent::new(&[AuAddr { disk, au: 7 }], true)];
+            FileSnapshot::build(number, 1, size, layout, 4096, 1, None, &extents, None)
+        };
+        let mut cache = SnapshotCache::default();
+        plane.publish_file(1, Some(snapshot(1, MIB, 0)));
+        plane.publish_disks(vec![true, true], vec!["a".into(), "b".into()]);
+        let first = cache.file(&plane, 1).unwrap();
+        assert_eq!(first.size_bytes, MIB);
+        assert!(Arc::ptr_eq(&first, &cache.file(&plane, 1).unwrap()));
+        plane.publish_file(2, Some(snapshot(2, MIB, 1)));
+        assert!(
+            Arc::ptr_eq(&first, &cache.file(&plane, 1).unwrap()),
+            "another file's publication leaves this one's copy"
+        );
+        plane.publish_file(1, Some(snapshot(1, MIB / 2, 1)));
+        let second = cache.file(&plane, 1).unwrap();
+        assert_eq!(second.size_bytes, MIB / 2);
+        assert_eq!(second.extent(0).unwrap().copies()[0].disk, 1);
+        plane.publish_file(1, None);
+        assert!(cache.file(&plane, 1).is_none());
+        assert_eq!(cache.file(&plane, 2).unwrap().number, 2);
+
+        let view = cache.disks(&plane);
+        assert!(view.is_online(0) && view.is_online(1));
+        plane.publish_disks(vec![true, false], vec!["a".into(), "b".into()]);
+        let view = cache.disks(&plane);
+        assert!(view.is_online(0) && !view.is_online(1));
+    }
 
     /// A holder letting go wakes the takers waiting for that latch (it wakes
     /// the shard only when someone waits), shared behind exclusive and
