@@ -28,7 +28,7 @@ use cairn_format::DiskLabel;
 use cairn_io::host::Host;
 use cairn_io::{
     new_file_engine, AlignedBuf, DeviceFile, DeviceId, EngineKind, EngineStats, FileEngine,
-    IoEngine, OpenMode,
+    IoEngine, Op, OpenMode, Request,
 };
 use cairn_store::group::{
     create, mount, CreateOptions, GroupSelector, GroupSpec, NewDisk, Redundancy,
@@ -126,19 +126,50 @@ fn uring_engine(depth_max: usize) -> BenchResult<Box<dyn FileEngine>> {
 // ---------------------------------------------------------------------------
 // Measuring helpers
 
+/// The calling thread's CPU time so far: user, and kernel.
+fn thread_cpu() -> [Duration; 2] {
+    let usage = getrusage(libc::RUSAGE_THREAD);
+    [usage.ru_utime, usage.ru_stime].map(timeval)
+}
+
+/// CPU time (user, kernel) spent from `before` to `now`.
+fn cpu_since(now: [Duration; 2], before: [Duration; 2]) -> [Duration; 2] {
+    [
+        now[0].saturating_sub(before[0]),
+        now[1].saturating_sub(before[1]),
+    ]
+}
+
+fn add_cpu(a: [Duration; 2], b: [Duration; 2]) -> [Duration; 2] {
+    [a[0] + b[0], a[1] + b[1]]
+}
+
+/// CPU time (user, kernel) per I/O, in µs.
+fn per_io(cpu: [Duration; 2], ios: u64) -> [f64; 2] {
+    cpu.map(|c| c.as_secs_f64() * 1e6 / ios.max(1) as f64)
+}
+
 /// User + system CPU of this process (`who` = RUSAGE_SELF) or of its waited-for
 /// children (RUSAGE_CHILDREN), and the peak RSS in KiB.
 fn rusage(who: libc::c_int) -> (Duration, u64) {
+    let usage = getrusage(who);
+    (
+        timeval(usage.ru_utime) + timeval(usage.ru_stime),
+        usage.ru_maxrss as u64,
+    )
+}
+
+fn getrusage(who: libc::c_int) -> libc::rusage {
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes into the struct we own; `who` is a valid selector.
     let rc = unsafe { libc::getrusage(who, &mut usage) };
     assert_eq!(rc, 0, "invariant: getrusage with a valid selector succeeds");
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    (
-        tv(usage.ru_utime) + tv(usage.ru_stime),
-        usage.ru_maxrss as u64,
-    )
+    usage
+}
+
+fn timeval(t: libc::timeval) -> Duration {
+    Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000)
 }
 
 /// Busy time of the whole machine (all cores) from /proc/stat, in seconds:
@@ -568,6 +599,9 @@ struct ThreadsFigures {
     iops: f64,
     p50_us: u64,
     p99_us: u64,
+    /// CPU time of the I/O threads per I/O, in µs: user, and kernel in
+    /// their own context.
+    cpu_us_per_io: [f64; 2],
 }
 
 /// Run `threads` threads for `seconds`, each doing QD1 I/O of `io_bytes` at
@@ -582,47 +616,51 @@ fn run_threads(
     make: &MakeIo<'_>,
 ) -> BenchResult<ThreadsFigures> {
     let deadline = Instant::now() + Duration::from_secs(seconds);
-    let results: Vec<Result<(u64, LatencyHistogram), String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                scope.spawn(move || -> Result<(u64, LatencyHistogram), String> {
-                    let mut io = make().map_err(|e| e.to_string())?;
-                    let mut rng = Rng(seed ^ ((t as u64 + 1) * 0x1234_5678));
-                    let mut buf = vec![0x5Au8; io_bytes as usize];
-                    let mut histogram = LatencyHistogram::new();
-                    let mut ios = 0u64;
-                    let slots = span / io_bytes;
-                    while Instant::now() < deadline {
-                        let offset = rng.below(slots) * io_bytes;
-                        let write = mix.next_is_write(&mut rng);
-                        let started = Instant::now();
-                        io(write, offset, &mut buf).map_err(|e| e.to_string())?;
-                        histogram.record(started.elapsed());
-                        ios += 1;
-                    }
-                    Ok((ios, histogram))
+    let results: Vec<Result<(LatencyHistogram, [Duration; 2]), String>> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    scope.spawn(
+                        move || -> Result<(LatencyHistogram, [Duration; 2]), String> {
+                            let mut io = make().map_err(|e| e.to_string())?;
+                            let mut rng = Rng(seed ^ ((t as u64 + 1) * 0x1234_5678));
+                            let mut buf = vec![0x5Au8; io_bytes as usize];
+                            let mut histogram = LatencyHistogram::new();
+                            let cpu_before = thread_cpu();
+                            let slots = span / io_bytes;
+                            while Instant::now() < deadline {
+                                let offset = rng.below(slots) * io_bytes;
+                                let write = mix.next_is_write(&mut rng);
+                                let started = Instant::now();
+                                io(write, offset, &mut buf).map_err(|e| e.to_string())?;
+                                histogram.record(started.elapsed());
+                            }
+                            let cpu = cpu_since(thread_cpu(), cpu_before);
+                            Ok((histogram, cpu))
+                        },
+                    )
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a thread panicked".to_string()))
-            })
-            .collect()
-    });
-    let mut total = 0u64;
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("a thread panicked".to_string()))
+                })
+                .collect()
+        });
+    let mut cpu = [Duration::ZERO; 2];
     let mut merged = LatencyHistogram::new();
     for r in results {
-        let (ios, h) = r?;
-        total += ios;
+        let (h, c) = r?;
+        cpu = add_cpu(cpu, c);
         merged.merge(&h);
     }
     Ok(ThreadsFigures {
-        iops: total as f64 / seconds as f64,
+        iops: merged.count() as f64 / seconds as f64,
         p50_us: merged.percentile_us(0.50),
         p99_us: merged.percentile_us(0.99),
+        cpu_us_per_io: per_io(cpu, merged.count()),
     })
 }
 
@@ -650,7 +688,9 @@ fn run_paired(
     raw: &MakeIo<'_>,
     group: &MakeIo<'_>,
 ) -> BenchResult<[ThreadsFigures; 2]> {
-    type SideCounts = [LatencyHistogram; 2];
+    /// Per side: its latencies, and the CPU time its I/O threads spent
+    /// in its slices (user and kernel, in the threads' own context).
+    type SideCounts = [(LatencyHistogram, [Duration; 2]); 2];
     let ready = std::sync::Barrier::new(threads);
     let start = std::sync::OnceLock::new();
     let total = Duration::from_secs(seconds);
@@ -666,21 +706,31 @@ fn run_paired(
                     let mut ios = made.map_err(|e| e.to_string())?;
                     let mut rng = Rng(seed ^ ((t as u64 + 1) * 0x1234_5678));
                     let mut buf = vec![0x5Au8; io_bytes as usize];
-                    let mut sides = [LatencyHistogram::new(), LatencyHistogram::new()];
+                    let mut sides = [
+                        (LatencyHistogram::new(), [Duration::ZERO; 2]),
+                        (LatencyHistogram::new(), [Duration::ZERO; 2]),
+                    ];
                     let slots = span / io_bytes;
                     let t0: Instant = *start.get_or_init(Instant::now);
+                    // The side the thread is on, and its CPU time when it got there.
+                    let mut on = (0, thread_cpu());
                     loop {
                         let started = Instant::now();
                         let since = started.saturating_duration_since(t0);
+                        let side =
+                            side_of_slice((since.as_nanos() / slice.as_nanos().max(1)) as u64);
+                        if side != on.0 || since >= total {
+                            let cpu = thread_cpu();
+                            sides[on.0].1 = add_cpu(sides[on.0].1, cpu_since(cpu, on.1));
+                            on = (side, cpu);
+                        }
                         if since >= total {
                             break;
                         }
-                        let side =
-                            side_of_slice((since.as_nanos() / slice.as_nanos().max(1)) as u64);
                         let offset = rng.below(slots) * io_bytes;
                         let write = mix.next_is_write(&mut rng);
                         ios[side](write, offset, &mut buf).map_err(|e| e.to_string())?;
-                        sides[side].record(started.elapsed());
+                        sides[side].0.record(started.elapsed());
                     }
                     Ok(sides)
                 })
@@ -694,10 +744,14 @@ fn run_paired(
             })
             .collect()
     });
-    let mut merged = [LatencyHistogram::new(), LatencyHistogram::new()];
+    let mut merged = [
+        (LatencyHistogram::new(), [Duration::ZERO; 2]),
+        (LatencyHistogram::new(), [Duration::ZERO; 2]),
+    ];
     for r in results {
-        for (m, h) in merged.iter_mut().zip(r?) {
-            m.merge(&h);
+        for (m, (h, cpu)) in merged.iter_mut().zip(r?) {
+            m.0.merge(&h);
+            m.1 = add_cpu(m.1, cpu);
         }
     }
     // Each side's time: its slices (the last one cut at the round's end).
@@ -711,10 +765,11 @@ fn run_paired(
     }
     let [raw, group] = merged;
     Ok(
-        [(raw, time[0]), (group, time[1])].map(|(h, secs)| ThreadsFigures {
+        [(raw, time[0]), (group, time[1])].map(|((h, cpu), secs)| ThreadsFigures {
             iops: h.count() as f64 / secs,
             p50_us: h.percentile_us(0.50),
             p99_us: h.percentile_us(0.99),
+            cpu_us_per_io: per_io(cpu, h.count()),
         }),
     )
 }
@@ -893,14 +948,36 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
     let raw_io = || -> BenchResult<OneIo> {
         let mut engine = new_file_engine(EngineKind::Uring, 4)?;
         let id = engine.attach(file.try_clone()?);
+        // One aligned buffer, reused, as a careful direct-I/O program does;
+        // the caller's bytes are copied in and out, as the group's are.
+        let mut spare = Some(AlignedBuf::zeroed(io_bytes as usize));
         Ok(Box::new(move |write, offset, buf: &mut [u8]| {
-            let at = raw_start + offset;
-            if write {
-                engine.write_at(id, at, AlignedBuf::from_slice(buf), false)?;
+            let mut io_buf = spare.take().ok_or("the raw side lost its buffer")?;
+            let offset_bytes = raw_start + offset;
+            let op = if write {
+                io_buf.copy_from_slice(buf);
+                Op::Write {
+                    offset_bytes,
+                    buf: io_buf,
+                    fua: false,
+                }
             } else {
-                let data = engine.read_at(id, at, buf.len())?;
-                buf.copy_from_slice(&data[..]);
+                Op::Read {
+                    offset_bytes,
+                    buf: io_buf,
+                }
+            };
+            let done = engine.execute(Request {
+                device: id,
+                tag: 0,
+                op,
+            })?;
+            done.result?;
+            let io_buf = done.buf.ok_or("the engine kept the raw side's buffer")?;
+            if !write {
+                buf.copy_from_slice(&io_buf);
             }
+            spare = Some(io_buf);
             Ok(())
         }))
     };
@@ -920,6 +997,9 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
         for &threads in &thread_counts {
             let mut raw = Vec::new();
             let mut grp = Vec::new();
+            // Per round: the group's CPU per I/O less the raw device's.
+            let mut user_extra = Vec::new();
+            let mut kernel_extra = Vec::new();
             let mut lines = Vec::new();
             for round in 0..rounds {
                 quiet_gate(Duration::from_secs(quiet_wait));
@@ -928,21 +1008,25 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
                 )?;
                 for (name, figures) in [("raw", &r), ("group", &g)] {
                     lines.push(format!(
-                        "    round {} {:5}: {:>9.0} IOPS  p50 {:>4} µs  p99 {:>5} µs",
+                        "    round {} {:5}: {:>9.0} IOPS  p50 {:>4} µs  p99 {:>5} µs  CPU per I/O user {:>4.1} µs, kernel {:>5.1} µs",
                         round + 1,
                         name,
                         figures.iops,
                         figures.p50_us,
-                        figures.p99_us
+                        figures.p99_us,
+                        figures.cpu_us_per_io[0],
+                        figures.cpu_us_per_io[1]
                     ));
                 }
                 raw.push(r.iops);
                 grp.push(g.iops);
+                user_extra.push(g.cpu_us_per_io[0] - r.cpu_us_per_io[0]);
+                kernel_extra.push(g.cpu_us_per_io[1] - r.cpu_us_per_io[1]);
             }
             let paired: Vec<f64> = grp.iter().zip(&raw).map(|(g, r)| g / r).collect();
             let ratio = median(&mut grp.clone()) / median(&mut raw.clone());
             println!(
-                "{} from {threads} thread{}: group/raw {:.3}× (medians {:.0} / {:.0} IOPS; paired per round {})",
+                "{} from {threads} thread{}: group/raw {:.3}× (medians {:.0} / {:.0} IOPS; paired per round {}; the group's CPU per I/O over raw: user {:+.1} µs, kernel {:+.1} µs)",
                 mix.name(),
                 if threads == 1 { "" } else { "s" },
                 ratio,
@@ -952,7 +1036,9 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
                     .iter()
                     .map(|r| format!("{r:.3}"))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                median(&mut user_extra),
+                median(&mut kernel_extra)
             );
             for line in lines {
                 println!("{line}");
@@ -1033,7 +1119,7 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
         deletes.merge(&d);
     }
     println!(
-        "metadata (2 threads) while 2 threads run 70/30 on the group: {:.0} file create+delete pairs/s ({} in {} s); commit p50 {} µs p99 {} µs ({} commits; {:.2} operations per journal record); create p50 {} µs p99 {} µs, delete p50 {} µs p99 {} µs (each waits for its commit); data meanwhile {:.0} IOPS, p99 {} µs",
+        "metadata (2 threads) while 2 threads run 70/30 on the group: {:.0} file create+delete pairs/s ({} in {} s); commit p50 {} µs p99 {} µs ({} commits; {:.2} operations per journal record); create p50 {} µs p99 {} µs, delete p50 {} µs p99 {} µs (each waits for its commit); data meanwhile {:.0} IOPS, p99 {} µs, CPU per I/O user {:.1} µs, kernel {:.1} µs",
         pairs as f64 / (seconds * 2) as f64,
         pairs,
         seconds * 2,
@@ -1046,7 +1132,9 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
         deletes.percentile_us(0.50),
         deletes.percentile_us(0.99),
         data.iops,
-        data.p99_us
+        data.p99_us,
+        data.cpu_us_per_io[0],
+        data.cpu_us_per_io[1]
     );
     live.dismount()?;
     Ok(())
