@@ -53,9 +53,9 @@ pub(crate) trait DataPort {
     fn device(&self, disk: u16) -> Option<DeviceId>;
     /// Whether bad copies may be rewritten (not on a read-only mount).
     fn may_write(&self) -> bool;
-    /// Writes completed on `disks` that no flush has covered yet: a sync, a
-    /// barrier or a dismount must flush them.
-    fn wrote(&mut self, disks: &BTreeSet<u16>);
+    /// A write completed on `disk` that no flush has covered yet: a sync, a
+    /// barrier or a dismount must flush it.
+    fn wrote(&mut self, disk: u16);
     /// Mark `extents` of the file initialised, durably (the commit's barrier
     /// flushes `written`, the disks the zeros and data went to, first), and
     /// publish the new snapshot. Called with the extents' latches held. Each
@@ -518,26 +518,26 @@ fn repair(
         .into_iter()
         .zip(results)
         .partition(|(_, (r, _))| r.is_ok());
-    port.wrote(&ok.into_iter().map(|(d, _)| d).collect());
+    for (disk, _) in ok {
+        port.wrote(disk);
+    }
     let failed: BTreeSet<u16> = failed.into_iter().map(|(d, _)| d).collect();
     if failed.is_empty() {
         return Ok(());
     }
     port.disks_failed(&failed, view.epoch)
 }
-/// After a write's I/O, before it is acknowledged: the disks written need a
-/// flush, and a copy that missed the write is never read again, so its disk
-/// goes offline first (or the write fails). `lost`: an extent of the write
-/// that reached no copy, which fails it.
+/// After a write's I/O (the disks written reported to the port), before it
+/// is acknowledged: a copy that missed the write is never read again, so its
+/// disk goes offline first (or the write fails). `lost`: an extent of the
+/// write that reached no copy, which fails it.
 fn settle_write(
     port: &mut dyn DataPort,
     guard: Option<OperationGuard<'_>>,
-    written: &BTreeSet<u16>,
     failed: &BTreeSet<u16>,
     view: &DiskView,
     lost: Option<&Extent>,
 ) -> Result<(), GroupError> {
-    port.wrote(written);
     drop(guard);
     if !failed.is_empty() {
         port.disks_failed(failed, view.epoch)?;
@@ -589,34 +589,53 @@ fn write_in_place(
     let extent = *snap
         .extent(loc.extent)
         .expect("invariant: located in the map");
-    let copies = online_copies(&view, &extent);
-    if copies.is_empty() {
-        return Ok(false);
-    }
-    let ios = copies
-        .iter()
-        .map(|c| DiskIo {
-            disk: c.disk,
-            op: Op::Write {
-                offset_bytes: u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
-                buf: buffer_with(port, data),
-                fua: false,
-            },
-        })
-        .collect();
-    let mut written = BTreeSet::new();
+    let online = || {
+        extent
+            .copies()
+            .iter()
+            .copied()
+            .filter(|c| view.is_online(c.disk))
+    };
+    let io = |port: &mut dyn DataPort, c: AuAddr| DiskIo {
+        disk: c.disk,
+        op: Op::Write {
+            offset_bytes: u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
+            buf: buffer_with(port, data),
+            fua: false,
+        },
+    };
+    let mut landed = false;
     let mut failed = BTreeSet::new();
-    for (c, (result, buf)) in copies.iter().zip(run(port, ios)?) {
+    let mut settle = |port: &mut dyn DataPort, disk: u16, (result, buf): IoOutcome| {
         if let Some(buf) = buf {
             port.recycle(buf);
         }
-        match result {
-            Ok(_) => written.insert(c.disk),
-            Err(_) => failed.insert(c.disk),
-        };
+        if result.is_ok() {
+            landed = true;
+            port.wrote(disk);
+        } else {
+            failed.insert(disk);
+        }
+    };
+    // One copy (external redundancy) goes without collecting anything.
+    match online().count() {
+        0 => return Ok(false),
+        1 => {
+            let c = online().next().expect("invariant: one copy online");
+            let io = io(port, c);
+            let outcome = run_one(port, io)?;
+            settle(port, c.disk, outcome);
+        }
+        _ => {
+            let copies: Vec<AuAddr> = online().collect();
+            let ios = copies.iter().map(|c| io(port, *c)).collect();
+            for (c, outcome) in copies.iter().zip(run(port, ios)?) {
+                settle(port, c.disk, outcome);
+            }
+        }
     }
-    let lost = written.is_empty().then_some(&extent);
-    settle_write(port, guard, &written, &failed, &view, lost)?;
+    let lost = (!landed).then_some(&extent);
+    settle_write(port, guard, &failed, &view, lost)?;
     drop(latch);
     Ok(true)
 }
@@ -784,7 +803,10 @@ pub(crate) fn write(
             snap.extent(p.extent)
                 .expect("invariant: pieces are in the map")
         });
-    settle_write(port, guard, &written, &failed, &view, lost)?;
+    for disk in &written {
+        port.wrote(*disk);
+    }
+    settle_write(port, guard, &failed, &view, lost)?;
     if fresh.is_empty() {
         return Ok(());
     }
@@ -880,7 +902,9 @@ pub(crate) fn initialize(
             };
         }
         drop(guard);
-        port.wrote(&written);
+        for disk in &written {
+            port.wrote(*disk);
+        }
         if !failed.is_empty() {
             port.disks_failed(&failed, view.epoch)?;
         }
@@ -931,11 +955,9 @@ impl DataPort for Group<'_> {
     fn may_write(&self) -> bool {
         !self.read_only
     }
-    fn wrote(&mut self, disks: &BTreeSet<u16>) {
-        for disk in disks {
-            if let Some(m) = self.member_mut(*disk) {
-                m.needs_flush = true;
-            }
+    fn wrote(&mut self, disk: u16) {
+        if let Some(m) = self.member_mut(disk) {
+            m.needs_flush = true;
         }
     }
     fn mark_initialized(

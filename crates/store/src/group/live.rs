@@ -411,8 +411,8 @@ impl DataPort for DataHandle {
     fn may_write(&self) -> bool {
         !self.read_only
     }
-    fn wrote(&mut self, disks: &BTreeSet<u16>) {
-        self.unflushed.extend(disks);
+    fn wrote(&mut self, disk: u16) {
+        self.unflushed.insert(disk);
     }
     fn mark_initialized(
         &mut self,

@@ -444,9 +444,14 @@ fn system_clock() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Turns an engine error into a group error naming `disk`; the name becomes
+/// a `String` only when there is an error (the data path calls this for
+/// every I/O).
 fn io_err(disk: impl Into<String>) -> impl FnOnce(IoError) -> GroupError {
-    let disk = disk.into();
-    move |error| GroupError::Io { disk, error }
+    move |error| GroupError::Io {
+        disk: disk.into(),
+        error,
+    }
 }
 
 fn corrupt(e: impl std::fmt::Display) -> GroupError {

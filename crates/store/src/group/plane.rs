@@ -19,6 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 
 use cairn_format::extent_map::FileLayout;
 use cairn_format::group::Extent;
+use rustc_hash::FxHashMap;
 
 /// Extents per snapshot chunk: a change to one extent copies its chunk, not
 /// the whole map (a 1 TiB file has tens of thousands of extents).
@@ -223,7 +224,7 @@ impl LatchState {
 
 #[derive(Debug, Default)]
 struct LatchShard {
-    held: Mutex<HashMap<LatchKey, LatchState>>,
+    held: Mutex<FxHashMap<LatchKey, LatchState>>,
     freed: Condvar,
 }
 
@@ -516,7 +517,7 @@ impl Drop for LatchGuard {
 pub struct SnapshotCache {
     /// By file number: the generation it was checked at, the plane's
     /// snapshot, and this handle's copy of it.
-    files: HashMap<u32, (u64, Arc<FileSnapshot>, Arc<FileSnapshot>)>,
+    files: FxHashMap<u32, (u64, Arc<FileSnapshot>, Arc<FileSnapshot>)>,
     disks: Option<(u64, Arc<DiskView>, Arc<DiskView>)>,
 }
 
