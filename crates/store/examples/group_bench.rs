@@ -774,6 +774,175 @@ fn run_paired(
     )
 }
 
+/// One raw I/O, QD1, through one reused aligned buffer (`spare`), as a
+/// careful direct-I/O program does; the caller's bytes are copied in and
+/// out, as the group's are.
+fn raw_io_at(
+    engine: &mut dyn IoEngine,
+    device: DeviceId,
+    spare: &mut Option<AlignedBuf>,
+    write: bool,
+    offset_bytes: u64,
+    buf: &mut [u8],
+) -> BenchResult<()> {
+    let mut io_buf = spare.take().ok_or("the raw side lost its buffer")?;
+    let op = if write {
+        io_buf.copy_from_slice(buf);
+        Op::Write {
+            offset_bytes,
+            buf: io_buf,
+            fua: false,
+        }
+    } else {
+        Op::Read {
+            offset_bytes,
+            buf: io_buf,
+        }
+    };
+    let done = engine.execute(Request { device, tag: 0, op })?;
+    done.result?;
+    let io_buf = done.buf.ok_or("the engine kept the raw side's buffer")?;
+    if !write {
+        buf.copy_from_slice(&io_buf);
+    }
+    *spare = Some(io_buf);
+    Ok(())
+}
+
+/// An engine that does no I/O: every request completes at once, whole,
+/// with its buffer untouched. What is left of a group I/O's time on it is
+/// the data path's own work.
+struct NullEngine {
+    geometry: cairn_io::Geometry,
+    done: Vec<cairn_io::Completion>,
+}
+
+impl IoEngine for NullEngine {
+    fn name(&self) -> &'static str {
+        "null"
+    }
+    fn geometry(&self, _device: DeviceId) -> Option<&cairn_io::Geometry> {
+        Some(&self.geometry)
+    }
+    fn submit(&mut self, request: Request) -> Result<(), cairn_io::SubmitError> {
+        let kind = request.op.kind();
+        let (result, buf) = match request.op {
+            Op::Read { buf, .. } | Op::Write { buf, .. } => (buf.len() as u64, Some(buf)),
+            Op::Discard { len_bytes, .. } | Op::WriteZeroes { len_bytes, .. } => (len_bytes, None),
+            _ => (0, None),
+        };
+        self.done.push(cairn_io::Completion {
+            device: request.device,
+            tag: request.tag,
+            kind,
+            result: Ok(result),
+            buf,
+        });
+        Ok(())
+    }
+    fn wait(&mut self, _min: usize) -> Result<(), cairn_io::IoError> {
+        Ok(())
+    }
+    fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
+        self.done.pop()
+    }
+    fn in_flight(&self) -> usize {
+        self.done.len()
+    }
+    fn depth_max(&self) -> usize {
+        DEPTH_MAX
+    }
+    fn stats(&self) -> EngineStats {
+        EngineStats::default()
+    }
+}
+
+/// Makes data handles whose engine is a [`NullEngine`].
+struct NullSource {
+    geometry: cairn_io::Geometry,
+}
+
+impl cairn_store::group::EngineSource for NullSource {
+    fn engine(
+        &self,
+        disks: &std::collections::BTreeMap<u16, DeviceId>,
+        _depth: usize,
+    ) -> Result<cairn_store::group::live::HandleEngine, cairn_store::group::GroupError> {
+        let engine = NullEngine {
+            geometry: self.geometry.clone(),
+            done: Vec::new(),
+        };
+        Ok((Box::new(engine), disks.clone()))
+    }
+}
+
+/// The data path's own work per I/O: the group file's reads and writes
+/// from one thread through handles whose engine does no I/O, against the
+/// raw side's buffer handling on the same engine. Nothing reaches the
+/// device, so the figures do not move with the device or with the
+/// machine's other load the way the paired runs do.
+fn data_path_cost(
+    file: &DeviceFile,
+    number: u32,
+    file_bytes: u64,
+    io_bytes: u64,
+) -> BenchResult<()> {
+    const IOS: u64 = 200_000;
+    let mut meta_engine = uring_engine(DEPTH_MAX)?;
+    let device = meta_engine.attach(file.try_clone()?);
+    let geometry = meta_engine
+        .geometry(device)
+        .cloned()
+        .ok_or("the engine has no geometry for the device")?;
+    let meta_engine: Box<dyn IoEngine> = meta_engine;
+    let (group, _) = cairn_store::group::mount_owned(
+        meta_engine,
+        &[device],
+        &GroupSelector::Name("BENCH".into()),
+        cairn_store::group::MissingDisks::Refuse,
+    )?;
+    let live = cairn_store::group::LiveGroup::new(
+        group,
+        Box::new(NullSource {
+            geometry: geometry.clone(),
+        }),
+    );
+    let slots = file_bytes / io_bytes;
+    let mut buf = vec![0x5Au8; io_bytes as usize];
+    // Nanoseconds per I/O of IOS random I/Os through `io`.
+    let mut time = |io: &mut dyn FnMut(u64, &mut [u8]) -> BenchResult<()>| {
+        let mut rng = Rng(7);
+        let started = Instant::now();
+        for _ in 0..IOS {
+            io(rng.below(slots) * io_bytes, &mut buf)?;
+        }
+        BenchResult::Ok(started.elapsed().as_nanos() as f64 / IOS as f64)
+    };
+    let mut handle = live.handle(4)?;
+    let group_read = time(&mut |at, b| Ok(handle.read(number, at, b)?))?;
+    let group_write = time(&mut |at, b| Ok(handle.write(number, at, b)?))?;
+    drop(handle);
+    let mut engine = NullEngine {
+        geometry,
+        done: Vec::new(),
+    };
+    let mut spare = Some(AlignedBuf::zeroed(io_bytes as usize));
+    let raw_read = time(&mut |at, b| raw_io_at(&mut engine, device, &mut spare, false, at, b))?;
+    let raw_write = time(&mut |at, b| raw_io_at(&mut engine, device, &mut spare, true, at, b))?;
+    println!(
+        "the data path's own work per {} KiB I/O (1 thread, {IOS} random I/Os each, an engine that does no I/O): read {:.0} ns, write {:.0} ns; raw {:.0} / {:.0} ns; the group's excess {:+.0} / {:+.0} ns",
+        io_bytes / 1024,
+        group_read,
+        group_write,
+        raw_read,
+        raw_write,
+        group_read - raw_read,
+        group_write - raw_write
+    );
+    live.dismount()?;
+    Ok(())
+}
+
 /// Makes a data handle's engine: a new io_uring engine with a duplicate of
 /// the device attached.
 struct OneDevice {
@@ -952,33 +1121,7 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
         // the caller's bytes are copied in and out, as the group's are.
         let mut spare = Some(AlignedBuf::zeroed(io_bytes as usize));
         Ok(Box::new(move |write, offset, buf: &mut [u8]| {
-            let mut io_buf = spare.take().ok_or("the raw side lost its buffer")?;
-            let offset_bytes = raw_start + offset;
-            let op = if write {
-                io_buf.copy_from_slice(buf);
-                Op::Write {
-                    offset_bytes,
-                    buf: io_buf,
-                    fua: false,
-                }
-            } else {
-                Op::Read {
-                    offset_bytes,
-                    buf: io_buf,
-                }
-            };
-            let done = engine.execute(Request {
-                device: id,
-                tag: 0,
-                op,
-            })?;
-            done.result?;
-            let io_buf = done.buf.ok_or("the engine kept the raw side's buffer")?;
-            if !write {
-                buf.copy_from_slice(&io_buf);
-            }
-            spare = Some(io_buf);
-            Ok(())
+            raw_io_at(&mut *engine, id, &mut spare, write, raw_start + offset, buf)
         }))
     };
     let group_io = || -> BenchResult<OneIo> {
@@ -1137,5 +1280,5 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
         data.cpu_us_per_io[1]
     );
     live.dismount()?;
-    Ok(())
+    data_path_cost(&file, number, file_bytes, io_bytes)
 }
