@@ -14,7 +14,9 @@
 # Arguments are passed to the benchmark: --seconds N (a round, default 5),
 # --rounds N (default 3), --slice-ms N (how often the threads switch between
 # raw and group within a round, default 100), --threads 1,2,4, --mix
-# read|oltp|both|write, --file-mib N (default 1024), --quiet-wait N.
+# read|oltp|both|write, --file-mib N (default 1024), --quiet-wait N, --control
+# (the group side replaced by the raw device again: an A/A run that shows
+# how far the machine's noise alone moves the ratios).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -8,7 +8,10 @@
 //! `--slice-ms` (100) by the clock, all at once, so that what the shared
 //! machine does meanwhile falls on both alike; then file create + delete
 //! per second from two threads, with the
-//! group's commit times, while two threads run 70/30 on the group.
+//! group's commit times, while two threads run 70/30 on the group; then the
+//! data path's own work per I/O, on an engine that does no I/O. With
+//! `--control` the group's side is the raw device again (an A/A run: the
+//! ratios it prints are this machine's noise alone).
 //!
 //! `create-1pib --dir DIR`: create 64 sparse files of (16 TiB - 4 KiB) under DIR
 //! (ext4 refuses 16 TiB exactly), label them, create a group with 4 MiB AUs,
@@ -64,7 +67,7 @@ fn main() {
 }
 
 fn usage() -> &'static str {
-    "usage:\n  group_bench data-plane --device /dev/loopN [--seconds 5] [--rounds 3] [--file-mib 1024] [--quiet-wait 10]\n  group_bench create-1pib --dir DIR [--disks 64] [--disk-bytes N] [--au-mib 4]"
+    "usage:\n  group_bench data-plane --device /dev/loopN [--seconds 5] [--rounds 3] [--slice-ms 100] [--threads 1,2,4] [--mix read|oltp|both|write] [--file-mib 1024] [--quiet-wait 10] [--control]\n  group_bench create-1pib --dir DIR [--disks 64] [--disk-bytes N] [--au-mib 4]"
 }
 
 /// `--name value` options.
@@ -91,6 +94,10 @@ impl Options {
             .iter()
             .find(|(n, _)| n == name)
             .and_then(|(_, v)| v.as_deref())
+    }
+    /// Whether `--name` was given (a flag, without a value).
+    fn flag(&self, name: &str) -> bool {
+        self.pairs.iter().any(|(n, _)| n == name)
     }
     fn number(&self, name: &str, default: u64) -> BenchResult<u64> {
         match self.text(name) {
@@ -1136,6 +1143,15 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
         }))
     };
 
+    // With --control the second side is the raw device again, at the same
+    // region: an A/A run, whose ratios show how far this machine's noise
+    // alone moves them.
+    let control = options.flag("control");
+    let (second, second_name, ratio_name): (&MakeIo<'_>, _, _) = if control {
+        (&raw_io, "raw'", "raw'/raw (A/A control)")
+    } else {
+        (&group_io, "group", "group/raw")
+    };
     for &mix in &mixes {
         for &threads in &thread_counts {
             let mut raw = Vec::new();
@@ -1147,9 +1163,9 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
             for round in 0..rounds {
                 quiet_gate(Duration::from_secs(quiet_wait));
                 let [r, g] = run_paired(
-                    threads, seconds, slice, file_bytes, io_bytes, mix, round, &raw_io, &group_io,
+                    threads, seconds, slice, file_bytes, io_bytes, mix, round, &raw_io, second,
                 )?;
-                for (name, figures) in [("raw", &r), ("group", &g)] {
+                for (name, figures) in [("raw", &r), (second_name, &g)] {
                     lines.push(format!(
                         "    round {} {:5}: {:>9.0} IOPS  p50 {:>4} µs  p99 {:>5} µs  CPU per I/O user {:>4.1} µs, kernel {:>5.1} µs",
                         round + 1,
@@ -1169,7 +1185,7 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
             let paired: Vec<f64> = grp.iter().zip(&raw).map(|(g, r)| g / r).collect();
             let ratio = median(&mut grp.clone()) / median(&mut raw.clone());
             println!(
-                "{} from {threads} thread{}: group/raw {:.3}× (medians {:.0} / {:.0} IOPS; paired per round {}; the group's CPU per I/O over raw: user {:+.1} µs, kernel {:+.1} µs)",
+                "{} from {threads} thread{}: {ratio_name} {:.3}× (medians {:.0} / {:.0} IOPS; paired per round {}; {second_name}'s CPU per I/O over raw: user {:+.1} µs, kernel {:+.1} µs)",
                 mix.name(),
                 if threads == 1 { "" } else { "s" },
                 ratio,
