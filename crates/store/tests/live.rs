@@ -387,23 +387,39 @@ fn a_panic_in_the_commit_leader_fails_the_waiters_instead_of_hanging_them() {
     ));
 }
 
-/// An engine that, once armed, reports every read on one device as half
-/// done and leaves old bytes in the rest of the buffer, as a device that
-/// returns a short transfer does.
-struct ShortReads {
-    inner: Box<dyn cairn_io::IoEngine>,
-    device: DeviceId,
-    armed: Arc<std::sync::atomic::AtomicBool>,
+/// What [`Faulty`] does to reads on its device.
+#[derive(Clone, Copy, PartialEq)]
+enum ReadFault {
+    /// Nothing.
+    None,
+    /// Every read reports half its bytes, and the rest of the buffer holds
+    /// old bytes, as a device that returns a short transfer leaves it.
+    Short,
+    /// The next read fails with EIO, the ones after it succeed.
+    FailOnce,
 }
 
-impl cairn_io::IoEngine for ShortReads {
+/// An engine that passes everything to `inner`, and does `fault` to the
+/// reads on `device`; it counts the writes to `device`.
+struct Faulty {
+    inner: Box<dyn cairn_io::IoEngine>,
+    device: DeviceId,
+    fault: Arc<std::sync::Mutex<ReadFault>>,
+    writes: Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl cairn_io::IoEngine for Faulty {
     fn name(&self) -> &'static str {
-        "short-reads"
+        "faulty"
     }
     fn geometry(&self, device: DeviceId) -> Option<&cairn_io::Geometry> {
         self.inner.geometry(device)
     }
     fn submit(&mut self, request: cairn_io::Request) -> Result<(), cairn_io::SubmitError> {
+        if request.device == self.device && matches!(request.op, cairn_io::Op::Write { .. }) {
+            self.writes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         self.inner.submit(request)
     }
     fn wait(&mut self, min: usize) -> Result<(), cairn_io::IoError> {
@@ -411,12 +427,27 @@ impl cairn_io::IoEngine for ShortReads {
     }
     fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
         let mut c = self.inner.pop_completion()?;
-        let armed = self.armed.load(std::sync::atomic::Ordering::SeqCst);
-        if armed && c.device == self.device && c.kind == cairn_io::OpKind::Read {
-            if let (Ok(n), Some(buf)) = (&mut c.result, &mut c.buf) {
-                *n /= 2;
-                let half = buf.len() / 2;
-                buf[half..].fill(0xEE);
+        if c.device != self.device || c.kind != cairn_io::OpKind::Read {
+            return Some(c);
+        }
+        let mut fault = self.fault.lock().unwrap();
+        match *fault {
+            ReadFault::None => {}
+            ReadFault::Short => {
+                if let (Ok(n), Some(buf)) = (&mut c.result, &mut c.buf) {
+                    *n /= 2;
+                    let half = buf.len() / 2;
+                    buf[half..].fill(0xEE);
+                }
+            }
+            ReadFault::FailOnce => {
+                c.result = Err(cairn_io::IoError::Os {
+                    kind: cairn_io::OpKind::Read,
+                    offset_bytes: 0,
+                    len_bytes: 0,
+                    errno: 5,
+                });
+                *fault = ReadFault::None;
             }
         }
         Some(c)
@@ -432,13 +463,23 @@ impl cairn_io::IoEngine for ShortReads {
     }
 }
 
-/// A read the engine reports short is not taken as data: the handle's
-/// reused buffers hold old bytes past what was transferred. The read comes
-/// from the other copy instead, whole.
-#[test]
-fn a_short_read_is_not_taken_as_data() {
+/// A normal-redundancy group with one 1 MiB file holding `block(7, 8192)`
+/// at 0, mounted live again with data handles whose engine is [`Faulty`]
+/// on the disk of the block's primary copy; with the fault to set and the
+/// primary disk's write count.
+struct FaultyMirror {
+    shared: SharedSim,
+    ids: Vec<DeviceId>,
+    live: LiveGroup,
+    number: u32,
+    primary: cairn_format::group::AuAddr,
+    fault: Arc<std::sync::Mutex<ReadFault>>,
+    writes: Arc<std::sync::atomic::AtomicU32>,
+}
+
+fn faulty_mirror(seed: u64) -> FaultyMirror {
     use cairn_store::group::{self, GroupSelector, MissingDisks, SameDevices};
-    let (shared, ids, live) = live_group(12);
+    let (shared, ids, live) = live_group(seed);
     let number = live
         .meta(|g| g.create_file(&path("f"), MIB, &CreateOptions::default()))
         .unwrap()
@@ -448,7 +489,7 @@ fn a_short_read_is_not_taken_as_data() {
     h.write(number, 0, &block(7, 8192)).unwrap();
     h.sync().unwrap();
     let primary = live
-        .meta(|g| g.extents(number).unwrap()[0].copies()[0].disk)
+        .meta(|g| g.extents(number).unwrap()[0].copies()[0])
         .unwrap();
     drop(h);
     live.dismount().unwrap();
@@ -460,29 +501,130 @@ fn a_short_read_is_not_taken_as_data() {
         MissingDisks::MarkOffline,
     )
     .unwrap();
-    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (source, arm) = (shared.clone(), armed.clone());
-    let device = ids[usize::from(primary)];
-    let live = cairn_store::group::LiveGroup::new(
+    let fault = Arc::new(std::sync::Mutex::new(ReadFault::None));
+    let writes = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let (source, f, w) = (shared.clone(), fault.clone(), writes.clone());
+    let device = ids[usize::from(primary.disk)];
+    let live = LiveGroup::new(
         g,
         Box::new(SameDevices(move |_depth| {
-            Box::new(ShortReads {
+            Box::new(Faulty {
                 inner: Box::new(source.handle()),
                 device,
-                armed: arm.clone(),
+                fault: f.clone(),
+                writes: w.clone(),
             }) as Box<dyn cairn_io::IoEngine>
         })),
     );
+    FaultyMirror {
+        shared,
+        ids,
+        live,
+        number,
+        primary,
+        fault,
+        writes,
+    }
+}
+
+/// A read the engine reports short is not taken as data: the handle's
+/// reused buffers hold old bytes past what was transferred. The read comes
+/// from the other copy instead, whole.
+#[test]
+fn a_short_read_is_not_taken_as_data() {
+    let FaultyMirror {
+        live,
+        number,
+        fault,
+        ..
+    } = faulty_mirror(12);
     let mut h = live.handle(64).unwrap();
     let mut back = vec![0u8; 8192];
     h.read(number, 0, &mut back).unwrap();
     assert_eq!(back, block(7, 8192), "the block, before any fault");
-    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    *fault.lock().unwrap() = ReadFault::Short;
     let mut back = vec![0u8; 8192];
     h.read(number, 0, &mut back).unwrap();
     assert_eq!(
         back,
         block(7, 8192),
         "the block whole, from the other copy, not the short one"
+    );
+}
+
+/// A copy whose read fails once is not read again in the same operation
+/// (where it might succeed and hide the fault): the read goes to the other
+/// copy and the failed copy is rewritten from it.
+#[test]
+fn a_copy_that_fails_a_read_is_rewritten_from_the_other() {
+    let FaultyMirror {
+        live,
+        number,
+        fault,
+        writes,
+        ..
+    } = faulty_mirror(13);
+    let mut h = live.handle(64).unwrap();
+    *fault.lock().unwrap() = ReadFault::FailOnce;
+    let before = writes.load(std::sync::atomic::Ordering::SeqCst);
+    let mut back = vec![0u8; 8192];
+    h.read(number, 0, &mut back).unwrap();
+    assert_eq!(back, block(7, 8192));
+    assert!(
+        writes.load(std::sync::atomic::Ordering::SeqCst) > before,
+        "the primary copy was rewritten after its failed read"
+    );
+}
+
+/// The caller's check sees each copy once: a primary copy whose bytes are
+/// bad is rejected once, the mirror accepted, and the primary rewritten
+/// with the mirror's bytes.
+#[test]
+fn the_callers_check_sees_each_copy_once() {
+    let FaultyMirror {
+        shared,
+        ids,
+        live,
+        number,
+        primary,
+        ..
+    } = faulty_mirror(14);
+    // Damage the primary copy on its disk, behind the group's back.
+    let mut raw = shared.handle();
+    let device = ids[usize::from(primary.disk)];
+    cairn_io::IoEngine::write_at(
+        &mut raw,
+        device,
+        u64::from(primary.au) * MIB,
+        cairn_io::AlignedBuf::from_slice(&block(9, 8192)),
+        false,
+    )
+    .unwrap();
+    let mut h = live.handle(64).unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let good = block(7, 8192);
+    let mut back = vec![0u8; 8192];
+    h.read_checked(number, 0, &mut back, &|bytes| {
+        seen.lock().unwrap().push(bytes[0]);
+        bytes == good.as_slice()
+    })
+    .unwrap();
+    assert_eq!(back, good);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![block(9, 1)[0], good[0]],
+        "the bad primary once, then the mirror"
+    );
+    let mut again = vec![0u8; 8192];
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    h.read_checked(number, 0, &mut again, &|bytes| {
+        calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        bytes == good.as_slice()
+    })
+    .unwrap();
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the primary was rewritten: the next read takes it at once"
     );
 }

@@ -200,13 +200,20 @@ fn at(snap: &FileSnapshot, c: AuAddr, piece: &Piece) -> u64 {
 }
 
 /// The copies of an extent online in the view, primary first.
-fn online_copies(view: &DiskView, extent: &Extent) -> Vec<AuAddr> {
+fn online_copies_of<'a>(
+    view: &'a DiskView,
+    extent: &'a Extent,
+) -> impl Iterator<Item = AuAddr> + Clone + 'a {
     extent
         .copies()
         .iter()
         .copied()
         .filter(|c| view.is_online(c.disk))
-        .collect()
+}
+
+/// [`online_copies_of`], collected.
+fn online_copies(view: &DiskView, extent: &Extent) -> Vec<AuAddr> {
+    online_copies_of(view, extent).collect()
 }
 
 fn file_snapshot(port: &mut dyn DataPort, number: u32) -> Result<Arc<FileSnapshot>, GroupError> {
@@ -275,7 +282,8 @@ pub(crate) fn read(
     let snap = file_snapshot(port, number)?;
     let view = port.disk_view();
     check_range(&snap, offset, buf.len() as u64)?;
-    if read_from_primary(port, &snap, &view, offset, buf, accept)? {
+    let first = read_from_primary(port, &snap, &view, offset, buf, accept)?;
+    if matches!(first, First::Accepted) {
         return Ok(());
     }
     let pieces = pieces_of(&snap, offset, buf.len() as u64)?;
@@ -299,19 +307,33 @@ pub(crate) fn read(
             copies.push(Vec::new());
         }
     }
-    let mut choice = vec![0usize; pieces.len()];
+    let mut tries = Tries {
+        what: format!("file {number} offset {offset}"),
+        choice: vec![0usize; pieces.len()],
+        copies,
+        bad: Vec::new(),
+        problems: Vec::new(),
+    };
     let mut pending: Vec<usize> = (0..pieces.len())
-        .filter(|i| !copies[*i].is_empty())
+        .filter(|i| !tries.copies[*i].is_empty())
         .collect();
-    // Copies found bad (piece, copy), and the disks whose reads failed.
-    let mut bad: Vec<(usize, AuAddr)> = Vec::new();
-    let mut problems: Vec<String> = Vec::new();
+    // Where the short path left off: its one piece, from the first copy
+    // online (the one the general path would read first), failed to read
+    // or was rejected.
+    match first {
+        First::Accepted | First::NotTaken => {}
+        First::Failed(error) => {
+            let c = tries.copies[0][0];
+            tries.failed(0, read_problem(&view, c, at(&snap, c, &pieces[0]), &error))?;
+        }
+        First::Rejected => pending = tries.rejected()?,
+    }
     loop {
         while !pending.is_empty() {
             let ios = pending
                 .iter()
                 .map(|&i| {
-                    let c = copies[i][choice[i]];
+                    let c = tries.copies[i][tries.choice[i]];
                     DiskIo {
                         disk: c.disk,
                         op: Op::Read {
@@ -334,23 +356,11 @@ pub(crate) fn read(
                         if let Some(data) = data {
                             port.recycle(data);
                         }
-                        let c = copies[i][choice[i]];
-                        problems.push(format!(
-                            "disk {} at {}: {}",
-                            view.name(c.disk),
-                            at(&snap, c, p),
-                            result
-                                .err()
-                                .map_or("no data".to_string(), |e| e.to_string())
-                        ));
-                        bad.push((i, c));
-                        choice[i] += 1;
-                        if choice[i] >= copies[i].len() {
-                            return Err(GroupError::Corrupt(format!(
-                                "file {number} offset {offset}: no copy could be read ({})",
-                                problems.join("; ")
-                            )));
-                        }
+                        let c = tries.copies[i][tries.choice[i]];
+                        let error = result
+                            .err()
+                            .map_or("no data".to_string(), |e| e.to_string());
+                        tries.failed(i, read_problem(&view, c, at(&snap, c, p), &error))?;
                         again.push(i);
                     }
                 }
@@ -360,42 +370,100 @@ pub(crate) fn read(
         if accept(buf) {
             break;
         }
-        // The caller's check failed on the whole buffer: every piece with
-        // another copy moves to it.
-        problems.push(format!(
-            "copies {:?} failed the caller's check",
-            choice.iter().collect::<Vec<_>>()
-        ));
-        for i in 0..pieces.len() {
-            if choice[i] + 1 < copies[i].len() {
-                bad.push((i, copies[i][choice[i]]));
-                choice[i] += 1;
-                pending.push(i);
-            }
-        }
-        if pending.is_empty() {
-            return Err(GroupError::Corrupt(format!(
-                "file {number} offset {offset}: no copy could be read ({})",
-                problems.join("; ")
-            )));
-        }
+        pending = tries.rejected()?;
     }
     drop(guard);
-    if bad.is_empty() || !port.may_write() {
+    if tries.bad.is_empty() || !port.may_write() {
         return Ok(());
     }
-    let good: BTreeMap<usize, AuAddr> = bad
+    let good: BTreeMap<usize, AuAddr> = tries
+        .bad
         .iter()
-        .map(|(i, _)| (*i, copies[*i][choice[*i]]))
+        .map(|(i, _)| (*i, tries.copies[*i][tries.choice[*i]]))
         .collect();
-    repair(port, slot, &snap, &view, &pieces, &bad, &good)
+    repair(port, slot, &snap, &view, &pieces, &tries.bad, &good)
+}
+
+/// A read's progress through the copies of its pieces.
+struct Tries {
+    /// The file and offset, for messages.
+    what: String,
+    /// Per piece: its online copies, primary first (none: reads as zeros).
+    copies: Vec<Vec<AuAddr>>,
+    /// Per piece: the copy read now.
+    choice: Vec<usize>,
+    /// Copies found bad (piece, copy), to be rewritten from a good one.
+    bad: Vec<(usize, AuAddr)>,
+    /// What went wrong with each, for the error when no copy serves.
+    problems: Vec<String>,
+}
+
+impl Tries {
+    /// Piece `i`'s current copy failed to read (`problem`): it moves to the
+    /// next copy, or the read fails when there is none.
+    fn failed(&mut self, i: usize, problem: String) -> Result<(), GroupError> {
+        self.problems.push(problem);
+        self.bad.push((i, self.copies[i][self.choice[i]]));
+        self.choice[i] += 1;
+        if self.choice[i] >= self.copies[i].len() {
+            return Err(self.no_copy());
+        }
+        Ok(())
+    }
+
+    /// The caller's check failed on the whole buffer: every piece with
+    /// another copy moves to it. The pieces to read again, or an error when
+    /// none has another copy.
+    fn rejected(&mut self) -> Result<Vec<usize>, GroupError> {
+        self.problems.push(format!(
+            "copies {:?} failed the caller's check",
+            self.choice
+        ));
+        let mut again = Vec::new();
+        for i in 0..self.copies.len() {
+            if self.choice[i] + 1 < self.copies[i].len() {
+                self.bad.push((i, self.copies[i][self.choice[i]]));
+                self.choice[i] += 1;
+                again.push(i);
+            }
+        }
+        if again.is_empty() {
+            return Err(self.no_copy());
+        }
+        Ok(again)
+    }
+
+    fn no_copy(&self) -> GroupError {
+        GroupError::Corrupt(format!(
+            "{}: no copy could be read ({})",
+            self.what,
+            self.problems.join("; ")
+        ))
+    }
+}
+
+/// What went wrong reading copy `c` at byte `at` of its disk.
+fn read_problem(view: &DiskView, c: AuAddr, at: u64, error: &str) -> String {
+    format!("disk {} at {at}: {error}", view.name(c.disk))
+}
+
+/// How the short path's read went.
+enum First {
+    /// Not taken (more than one piece, an extent never written, no copy
+    /// online): nothing was read.
+    NotTaken,
+    /// Read from the first online copy and accepted: done.
+    Accepted,
+    /// The read of the first online copy failed, with this error.
+    Failed(String),
+    /// Read whole, into the caller's buffer, and rejected by its check.
+    Rejected,
 }
 
 /// The common read, without the general path's bookkeeping: a range inside
-/// one written extent, read whole from its first online copy. Whether it
-/// was read and accepted; if not (more than one piece, a failed read, a copy
-/// the caller rejects) the general path starts again from the first copy,
-/// which costs one read in a case that is rare anyway.
+/// one written extent, read whole from its first online copy. When that
+/// copy fails or is rejected, the general path goes on from there (to the
+/// next copy, and the repair of this one).
 fn read_from_primary(
     port: &mut dyn DataPort,
     snap: &FileSnapshot,
@@ -403,21 +471,21 @@ fn read_from_primary(
     offset: u64,
     buf: &mut [u8],
     accept: &dyn Fn(&[u8]) -> bool,
-) -> Result<bool, GroupError> {
+) -> Result<First, GroupError> {
     let len = buf.len() as u64;
     if len == 0 {
-        return Ok(false);
+        return Ok(First::NotTaken);
     }
     let loc = snap.layout.locate(offset);
     if loc.run_bytes < len {
-        return Ok(false);
+        return Ok(First::NotTaken);
     }
     let primary = snap
         .extent(loc.extent)
         .filter(|e| e.initialized)
-        .and_then(|e| e.copies().iter().copied().find(|c| view.is_online(c.disk)));
+        .and_then(|e| online_copies_of(view, e).next());
     let Some(c) = primary else {
-        return Ok(false);
+        return Ok(First::NotTaken);
     };
     let io = DiskIo {
         disk: c.disk,
@@ -427,15 +495,27 @@ fn read_from_primary(
         },
     };
     let (result, data) = run_one(port, io)?;
-    let Some(data) = data else {
-        return Ok(false);
-    };
-    let read = result.is_ok();
-    if read {
-        buf.copy_from_slice(&data);
+    if let Some(data) = &data {
+        if result.is_ok() {
+            buf.copy_from_slice(data);
+        }
     }
-    port.recycle(data);
-    Ok(read && accept(buf))
+    let read = result.is_ok() && data.is_some();
+    if let Some(data) = data {
+        port.recycle(data);
+    }
+    if !read {
+        return Ok(First::Failed(
+            result
+                .err()
+                .map_or("no data".to_string(), |e| e.to_string()),
+        ));
+    }
+    Ok(if accept(buf) {
+        First::Accepted
+    } else {
+        First::Rejected
+    })
 }
 
 /// Rewrite bad copies of pieces from their good copies, under the extents'
@@ -589,13 +669,7 @@ fn write_in_place(
     let extent = *snap
         .extent(loc.extent)
         .expect("invariant: located in the map");
-    let online = || {
-        extent
-            .copies()
-            .iter()
-            .copied()
-            .filter(|c| view.is_online(c.disk))
-    };
+    let online = || online_copies_of(&view, &extent);
     let io = |port: &mut dyn DataPort, c: AuAddr| DiskIo {
         disk: c.disk,
         op: Op::Write {

@@ -437,7 +437,15 @@ impl DataPort for DataHandle {
         self.snapshots.disks(&self.inner.plane)
     }
     fn buffer(&mut self, len: usize) -> AlignedBuf {
-        match self.spare.iter().position(|b| b.capacity() >= len) {
+        // The smallest spare that holds it: a big one stays for a big I/O.
+        let fits = self
+            .spare
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.capacity() >= len)
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i);
+        match fits {
             Some(i) => {
                 let mut buf = self.spare.swap_remove(i);
                 buf.set_len(len);

@@ -5,8 +5,10 @@
 //!
 //! Who changes what:
 //! - `files` and `disks` are replaced whole (a new `Arc`) by the metadata
-//!   plane only, while it holds the group's metadata lock; data threads clone
-//!   the `Arc` under the read lock and let go at once.
+//!   plane only, while it holds the group's metadata lock, and `generation`
+//!   is bumped after each swap under the same write lock; a data handle
+//!   keeps its own copies ([`SnapshotCache`]) and takes a new one, under the
+//!   read lock, only when the generation has moved.
 //! - `latches` are taken and let go by data threads (and by the metadata
 //!   plane's own data path); the lock order is latch → metadata lock, never
 //!   the other way.
