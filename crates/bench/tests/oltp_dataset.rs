@@ -35,7 +35,7 @@ fn verify_all(targets: &[PathBuf], redo: &Path, host: &Host) -> dataset::VerifyR
         redo,
         host,
         EngineKind::Auto,
-        false,
+        None,
         &AtomicBool::new(false),
     )
     .unwrap()
@@ -47,7 +47,7 @@ fn opts(host: &Host, shape: Shape) -> SetupOptions<'_> {
         shape,
         parallel: 2,
         force: false,
-        progress: false,
+        progress: None,
         seed: 1,
         redo_bytes: REDO_BYTES_MIN,
         engine: EngineKind::Auto,
@@ -482,7 +482,7 @@ fn open_refuses_an_unloaded_target_and_writes_nothing() {
             &redo,
             &host,
             EngineKind::Auto,
-            false,
+            None,
             &AtomicBool::new(false),
         )
         .unwrap_err(),
@@ -589,36 +589,37 @@ fn interrupting_setup_removes_the_files_it_created() {
     let dir = tempfile::tempdir().unwrap();
     let targets = paths(dir.path(), &["d1", "d2"]);
     let redo = dir.path().join("redo");
-    // Large enough that loading takes a while after its first header lands.
+    // Setup reports its first loaded extent with the loading header on
+    // disk; the report itself interrupts it, so the interruption lands
+    // mid-load whatever the machine's speed (the dataset has many extents).
     let s = shape(2, 4000, 0, false);
-    let o = SetupOptions {
-        parallel: 1,
-        ..opts(&host, s)
-    };
     let flag = AtomicBool::new(false);
     let watched = targets[0].clone();
-    let (result, saw_loading) = std::thread::scope(|scope| {
-        let flag = &flag;
-        let watcher = scope.spawn(move || {
-            // Interrupt once setup has begun writing: its loading header is there.
-            for _ in 0..20_000 {
-                let mut magic = [0u8; 10];
-                let seen = std::fs::File::open(&watched)
-                    .and_then(|f| std::io::Read::read_exact(&mut &f, &mut magic))
-                    .is_ok();
-                if seen && &magic == b"CAIRNOLTP1" {
-                    flag.store(true, Ordering::SeqCst);
-                    return true;
-                }
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
+    let saw = std::sync::Mutex::new(None::<(u64, u64, bool)>);
+    let interrupt = |done: u64, total: u64| {
+        let mut saw = saw.lock().unwrap();
+        if saw.is_none() {
+            let mut magic = [0u8; 10];
+            let header = std::fs::File::open(&watched)
+                .and_then(|f| std::io::Read::read_exact(&mut &f, &mut magic))
+                .is_ok()
+                && &magic == b"CAIRNOLTP1";
+            *saw = Some((done, total, header));
             flag.store(true, Ordering::SeqCst);
-            false
-        });
-        let r = dataset::setup(&targets, &redo, &o, flag);
-        (r, watcher.join().unwrap())
-    });
-    assert!(saw_loading, "setup never wrote its loading header");
+        }
+    };
+    let o = SetupOptions {
+        parallel: 1,
+        progress: Some(&interrupt),
+        ..opts(&host, s)
+    };
+    let result = dataset::setup(&targets, &redo, &o, &flag);
+    let (done, total, header) = saw.lock().unwrap().expect("setup reported progress");
+    assert!(
+        done > 0 && done < total,
+        "interrupted mid-load: {done} of {total} bytes"
+    );
+    assert!(header, "the loading header is on disk while setup loads");
     assert!(matches!(result, Err(OltpError::Interrupted)), "{result:?}");
     for p in targets.iter().chain([&redo]) {
         assert!(!p.exists(), "{} left behind", p.display());

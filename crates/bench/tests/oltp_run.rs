@@ -72,7 +72,7 @@ fn load_onto(parsed: &ParsedConf, schemas: u32, targets: &[PathBuf], redo: &Path
             },
             parallel: c.load_parallel_degree,
             force: false,
-            progress: false,
+            progress: None,
             seed: 7,
             redo_bytes: 64 << 20,
             engine: EngineKind::Auto,
@@ -134,7 +134,7 @@ fn verify(db: &Db) -> dataset::VerifyReport {
         &db.redo,
         &Host::real(),
         EngineKind::Auto,
-        false,
+        None,
         &NOT_INTERRUPTED,
     )
     .unwrap()
@@ -498,7 +498,7 @@ fn a_sixty_second_run_matches_the_kernels_diskstats_within_five_percent() {
         &redo.path,
         &Host::real(),
         EngineKind::Auto,
-        false,
+        None,
         &NOT_INTERRUPTED,
     )
     .unwrap();

@@ -370,14 +370,20 @@ pub(crate) fn check_run(result: &BenchResult) -> Result<()> {
 }
 
 pub(crate) fn fill_progress(terminal: bool) -> indicatif::ProgressBar {
+    bytes_bar(terminal, "filling new target")
+}
+
+/// A bar of bytes done, with the rate and the ETA, headed `what`, on a
+/// terminal (hidden otherwise, and with `--json`).
+pub(crate) fn bytes_bar(terminal: bool, what: &str) -> indicatif::ProgressBar {
     if !terminal || !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "filling new target {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {wide_bar}",
-        )
+        indicatif::ProgressStyle::with_template(&format!(
+            "{what} {{bytes}}/{{total_bytes}} {{bytes_per_sec}} ETA {{eta}} {{wide_bar}}"
+        ))
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar

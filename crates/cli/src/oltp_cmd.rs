@@ -17,7 +17,9 @@ use cairn_bench::oltp::stats::Event;
 use cairn_io::host::Host;
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::bench_cmd::{clock, clock_seed, install_interrupt_handler, timestamp, INTERRUPTED};
+use crate::bench_cmd::{
+    bytes_bar, clock, clock_seed, install_interrupt_handler, timestamp, INTERRUPTED,
+};
 use crate::{engine_kind, EngineArg};
 
 #[derive(Subcommand)]
@@ -219,16 +221,20 @@ pub(crate) fn run_oltp(command: OltpCommand, engine: EngineArg) -> Result<()> {
             json,
         } => {
             install_interrupt_handler();
-            let terminal = std::io::stderr().is_terminal() && !json;
+            let bar = bytes_bar(!json, "verifying");
             let report = dataset::verify(
                 &targets,
                 &redo,
                 &host,
                 engine_kind(engine),
-                terminal,
+                Some(&|done, total| {
+                    bar.set_length(total);
+                    bar.set_position(done);
+                }),
                 &INTERRUPTED,
-            )
-            .map_err(|e| anyhow!("{e}"))?;
+            );
+            bar.finish_and_clear();
+            let report = report.map_err(|e| anyhow!("{e}"))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -277,7 +283,11 @@ fn setup(
         obfuscate: conf.obfuscate_columns,
     };
     install_interrupt_handler();
-    let progress = std::io::stderr().is_terminal() && !json;
+    let bar = bytes_bar(!json, "loading");
+    let progress = |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
     let report = dataset::setup(
         &data.targets,
         &data.redo,
@@ -286,14 +296,15 @@ fn setup(
             shape,
             parallel: conf.load_parallel_degree,
             force,
-            progress,
+            progress: Some(&progress),
             seed: seed.unwrap_or_else(clock_seed),
             redo_bytes: redo_size,
             engine: engine_kind(engine),
         },
         &INTERRUPTED,
-    )
-    .map_err(|e| anyhow!("{e}"))?;
+    );
+    bar.finish_and_clear();
+    let report = report.map_err(|e| anyhow!("{e}"))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -29,7 +29,6 @@
 //! step leaves a dataset that `open` refuses as unfinished.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -93,8 +92,9 @@ pub struct SetupOptions<'a> {
     pub parallel: u32,
     /// Overwrite targets that carry someone else's data (a filesystem, LVM, …).
     pub force: bool,
-    /// A progress bar on the terminal.
-    pub progress: bool,
+    /// Told the bytes loaded so far and the total, as loading goes on (from
+    /// the loader threads); the CLI draws it.
+    pub progress: Option<Progress<'a>>,
     pub seed: u64,
     /// Size of a redo file that setup creates (an existing one keeps its size).
     pub redo_bytes: u64,
@@ -240,11 +240,7 @@ fn setup_inner(
     }
     admin.flush_all()?;
 
-    let bar = progress_bar(
-        opts.progress,
-        layout.total_blocks() * layout.block_bytes(),
-        "loading",
-    );
+    let bar = Meter::new(opts.progress, layout.total_blocks() * layout.block_bytes());
     let keymaps: Vec<KeyMap> = (0..opts.shape.schemas)
         .map(|schema| key_map(dataset_id, schema, &opts.shape))
         .collect();
@@ -294,7 +290,6 @@ fn setup_inner(
             })
             .collect()
     });
-    bar.finish_and_clear();
     let mut bytes = 0u64;
     // Every loader asked for the same kind; where `auto` resolved differently
     // between them (a kernel refusing some rings), the report names each.
@@ -396,7 +391,7 @@ fn load_worker(
     next: &AtomicU64,
     stop: &AtomicBool,
     interrupted: &AtomicBool,
-    bar: &indicatif::ProgressBar,
+    bar: &Meter,
 ) -> Result<(u64, &'static str), OltpError> {
     let layout = plan.layout;
     let mut engine = new_file_engine(plan.engine, IO_DEPTH)
@@ -452,7 +447,7 @@ fn load_worker(
                 .result
                 .map_err(|e| OltpError::io(format!("loading {path}"), e))?;
             written += n;
-            bar.inc(n);
+            bar.add(n);
             if let Some(b) = c.buf {
                 free.push(b);
             }
@@ -658,7 +653,7 @@ pub fn verify(
     redo: &Path,
     host: &Host,
     engine_kind: EngineKind,
-    progress: bool,
+    progress: Option<Progress<'_>>,
     interrupted: &AtomicBool,
 ) -> Result<VerifyReport, OltpError> {
     check_distinct(targets, redo)?;
@@ -673,11 +668,7 @@ pub fn verify(
     let mut engine = new_file_engine(engine_kind, IO_DEPTH)
         .map_err(|e| OltpError::os("starting an I/O engine for verify", e))?;
     let ids: Vec<DeviceId> = data.into_iter().map(|d| engine.attach(d)).collect();
-    let bar = progress_bar(
-        progress,
-        layout.total_blocks() * layout.block_bytes(),
-        "verifying",
-    );
+    let bar = Meter::new(progress, layout.total_blocks() * layout.block_bytes());
     let mut checker = Checker {
         layout,
         dataset: header.dataset,
@@ -737,7 +728,7 @@ pub fn verify(
                 (Err(e), _) => checker.unreadable(first, count, &e.to_string()),
                 (Ok(_), None) => checker.unreadable(first, count, "the read returned no buffer"),
             }
-            bar.inc(count * layout.block_bytes());
+            bar.add(count * layout.block_bytes());
             if let Some(b) = c.buf {
                 free.push(b);
             }
@@ -755,7 +746,6 @@ pub fn verify(
             }
         }
     }
-    bar.finish_and_clear();
     Ok(checker.report)
 }
 
@@ -1521,18 +1511,32 @@ fn new_dataset_id(seed: u64) -> u64 {
     block::mix64(seed ^ block::mix64(nanos ^ (pid << 40)))
 }
 
-fn progress_bar(enabled: bool, total: u64, what: &str) -> indicatif::ProgressBar {
-    if !enabled || !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
+/// A progress callback: bytes done so far, and the total.
+pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
+/// Bytes done of a total, shared by the threads doing them, each addition
+/// told to the caller's [`Progress`].
+struct Meter<'a> {
+    done: AtomicU64,
+    total: u64,
+    report: Option<Progress<'a>>,
+}
+
+impl<'a> Meter<'a> {
+    fn new(report: Option<Progress<'a>>, total: u64) -> Self {
+        Self {
+            done: AtomicU64::new(0),
+            total,
+            report,
+        }
     }
-    let bar = indicatif::ProgressBar::new(total);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!(
-            "{what} {{bytes}}/{{total_bytes}} {{bytes_per_sec}} ETA {{eta}} {{wide_bar}}"
-        ))
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
+
+    fn add(&self, bytes: u64) {
+        let done = self.done.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if let Some(report) = self.report {
+            report(done, self.total);
+        }
+    }
 }
 
 fn target_info(
