@@ -71,6 +71,10 @@ pub struct BenchOptions<'a> {
     /// Set (by a signal handler) to stop: the current run ends at once, the
     /// rest are skipped, and what was measured is still reported.
     pub interrupted: &'a AtomicBool,
+    /// Set (by a signal handler) to end the pause between runs (`pause=`)
+    /// now; the engine clears it as each pause begins, before it says so.
+    /// `None`: every pause lasts its time.
+    pub end_pause: Option<&'a AtomicBool>,
 }
 
 /// Who watches a bench as it runs (the live display, or nobody).
@@ -213,8 +217,13 @@ pub fn run_bench(
         observer.run_finished(&record);
         runs.push(record);
         if !run.pause.is_zero() && n + 1 < plan.runs.len() {
+            // Cleared before the pause is announced: a request seen after
+            // the announcement ends this pause, one from before does not.
+            if let Some(end) = options.end_pause {
+                end.store(false, Ordering::SeqCst);
+            }
             observer.note(&format!("pause {} s", run.pause.as_secs_f64()));
-            sleep_unless(run.pause, options.interrupted);
+            sleep_unless(run.pause, options.interrupted, options.end_pause);
         }
     }
     Ok(BenchResult {
@@ -231,9 +240,11 @@ pub fn run_bench(
     })
 }
 
-fn sleep_unless(d: Duration, flag: &AtomicBool) {
+/// Sleep for `d`, or until `flag` or `end_early` is set.
+fn sleep_unless(d: Duration, flag: &AtomicBool, end_early: Option<&AtomicBool>) {
     let end = Instant::now() + d;
-    while !flag.load(Ordering::SeqCst) {
+    let ended = || end_early.is_some_and(|e| e.load(Ordering::SeqCst));
+    while !flag.load(Ordering::SeqCst) && !ended() {
         let now = Instant::now();
         if now >= end {
             break;

@@ -60,6 +60,7 @@ fn bench_counting_threads(plan: &Plan, engine: EngineMaker) -> (BenchResult, usi
         seed: SEED,
         host: &host,
         interrupted: &interrupted,
+        end_pause: None,
     };
     let mut counter = ThreadCounter::default();
     let result = run_bench(plan, &targets, &options, &mut counter).unwrap();

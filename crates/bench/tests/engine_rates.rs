@@ -279,6 +279,7 @@ fn a_plan_with_a_rate_the_schedule_cannot_time_is_refused_before_any_io() {
             seed: SEED,
             host: &host,
             interrupted: &interrupted,
+            end_pause: None,
         };
         let e = cairn_bench::engine::run_bench(
             &plan,

@@ -617,7 +617,7 @@ fn interrupting_setup_removes_the_files_it_created() {
     let (done, total, header) = saw.lock().unwrap().expect("setup reported progress");
     assert!(
         done > 0 && done < total,
-        "interrupted mid-load: {done} of {total} bytes"
+        "the first report comes mid-load: {done} of {total} bytes"
     );
     assert!(header, "the loading header is on disk while setup loads");
     assert!(matches!(result, Err(OltpError::Interrupted)), "{result:?}");

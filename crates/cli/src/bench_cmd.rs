@@ -24,6 +24,10 @@ use crate::EngineArg;
 #[derive(Subcommand)]
 pub(crate) enum BenchCommand {
     /// Run a vdbench parameter file: `cairn bench run FILE [name=value ...]`.
+    ///
+    /// Ctrl-C stops the run under way, skips the rest and still writes the
+    /// reports. SIGUSR1 (`kill -USR1 PID`) ends a `pause=` between runs at
+    /// once: the next run starts.
     Run {
         /// The parameter file (sd=, wd=, rd= records; see docs/vdbench.md).
         file: PathBuf,
@@ -149,6 +153,25 @@ pub(crate) fn install_interrupt_handler() {
         libc::signal(
             libc::SIGINT,
             on_interrupt as *const () as libc::sighandler_t,
+        );
+    }
+}
+
+pub(crate) static END_PAUSE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_end_pause(_signal: libc::c_int) {
+    END_PAUSE.store(true, Ordering::SeqCst);
+}
+
+/// From here on SIGUSR1 (`kill -USR1`) sets [`END_PAUSE`]: the pause between
+/// runs (`pause=`) under way ends at once, and the next run starts.
+pub(crate) fn install_end_pause_handler() {
+    // SAFETY: installing a handler that only stores to an atomic is
+    // async-signal-safe.
+    unsafe {
+        libc::signal(
+            libc::SIGUSR1,
+            on_end_pause as *const () as libc::sighandler_t,
         );
     }
 }
@@ -285,6 +308,7 @@ fn measure(
     // From here on Ctrl-C stops the fill or the run cleanly: a half-filled
     // new file is removed, a run's figures are kept.
     install_interrupt_handler();
+    install_end_pause_handler();
     let bar = fill_progress(terminal);
     let mut progress = |done: u64, total: u64| {
         bar.set_length(total);
@@ -311,6 +335,7 @@ fn measure(
         seed,
         host,
         interrupted: &INTERRUPTED,
+        end_pause: Some(&END_PAUSE),
     };
     let mut display = Display {
         terminal,

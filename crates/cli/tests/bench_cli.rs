@@ -305,7 +305,7 @@ validate=yes
 sd=sd1,lun=$lun,size=1m,threads=4
 wd=fill,sd=sd1,rdpct=0,xfersize=8k,seekpct=eof
 wd=check,sd=sd1,rdpct=100,xfersize=8k,seekpct=random
-rd=fill,wd=fill,iorate=max,elapsed=10,interval=1,pause=2
+rd=fill,wd=fill,iorate=max,elapsed=10,interval=1,pause=3600
 rd=check,wd=check,iorate=max,elapsed=1,interval=1
 ";
 
@@ -341,8 +341,9 @@ fn a_block_corrupted_between_runs_fails_the_bench_naming_its_lba() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the pause after the fill run, then corrupt unit 37 behind
-    // the engine's back.
+    // Wait for the pause after the fill run, corrupt unit 37 behind the
+    // engine's back, then end the pause (SIGUSR1): the check run starts
+    // only once the corruption is on disk, whatever the machine's speed.
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut seen = String::new();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -358,8 +359,23 @@ fn a_block_corrupted_between_runs_fails_the_bench_naming_its_lba() {
     }
     assert!(seen.contains("fill"), "{seen}");
     corrupt_unit(&lun, 37);
+    let signalled = Instant::now();
+    // SAFETY: kill with a valid signal on our own child's pid.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGUSR1) };
+    assert_eq!(
+        rc,
+        0,
+        "signal the bench: {}",
+        std::io::Error::last_os_error()
+    );
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    // The pause is an hour: ending within minutes means the signal ended it
+    // (a liveness bound, far from any speed this depends on).
+    assert!(
+        signalled.elapsed() < Duration::from_secs(600),
+        "the pause ended on SIGUSR1"
+    );
     let output = child.wait_with_output().unwrap();
     let run = Run {
         code: output.status.code().unwrap_or(-1),

@@ -159,6 +159,8 @@ pub fn replay(
             seed: opts.seed,
             host: opts.host,
             interrupted: opts.interrupted,
+            // A replay's runs have no pauses between them.
+            end_pause: None,
         },
         observer,
     ) {

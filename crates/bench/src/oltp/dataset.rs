@@ -1515,9 +1515,9 @@ fn new_dataset_id(seed: u64) -> u64 {
 pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
 /// Bytes done of a total, shared by the threads doing them, each addition
-/// told to the caller's [`Progress`].
+/// told to the caller's [`Progress`] in order (a report never goes back).
 struct Meter<'a> {
-    done: AtomicU64,
+    done: std::sync::Mutex<u64>,
     total: u64,
     report: Option<Progress<'a>>,
 }
@@ -1525,16 +1525,18 @@ struct Meter<'a> {
 impl<'a> Meter<'a> {
     fn new(report: Option<Progress<'a>>, total: u64) -> Self {
         Self {
-            done: AtomicU64::new(0),
+            done: std::sync::Mutex::new(0),
             total,
             report,
         }
     }
 
     fn add(&self, bytes: u64) {
-        let done = self.done.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        // Reported under the lock: loader threads' reports arrive in order.
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        *done += bytes;
         if let Some(report) = self.report {
-            report(done, self.total);
+            report(*done, self.total);
         }
     }
 }

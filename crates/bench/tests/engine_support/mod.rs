@@ -171,6 +171,7 @@ pub fn bench(plan: &Plan, targets: &[Target], engine: EngineMaker) -> BenchResul
         seed: SEED,
         host: &host,
         interrupted: &interrupted,
+        end_pause: None,
     };
     run_bench(plan, targets, &options, &mut Quiet).unwrap_or_else(|e| panic!("run_bench: {e}"))
 }

@@ -323,6 +323,7 @@ pub(crate) fn read(
     match first {
         First::Accepted | First::NotTaken => {}
         First::Failed(error) => {
+            debug_assert_eq!(pieces.len(), 1, "the short path reads one piece");
             let c = tries.copies[0][0];
             tries.failed(0, read_problem(&view, c, at(&snap, c, &pieces[0]), &error))?;
         }
