@@ -895,25 +895,11 @@ fn data_path_cost(
     io_bytes: u64,
 ) -> BenchResult<()> {
     const IOS: u64 = 200_000;
-    let mut meta_engine = uring_engine(DEPTH_MAX)?;
-    let device = meta_engine.attach(file.try_clone()?);
-    let geometry = meta_engine
-        .geometry(device)
-        .cloned()
-        .ok_or("the engine has no geometry for the device")?;
-    let meta_engine: Box<dyn IoEngine> = meta_engine;
-    let (group, _) = cairn_store::group::mount_owned(
-        meta_engine,
-        &[device],
-        &GroupSelector::Name("BENCH".into()),
-        cairn_store::group::MissingDisks::Refuse,
-    )?;
-    let live = cairn_store::group::LiveGroup::new(
-        group,
-        Box::new(NullSource {
+    let (live, device, geometry) = mount_live(file, |geometry| {
+        Ok(Box::new(NullSource {
             geometry: geometry.clone(),
-        }),
-    );
+        }))
+    })?;
     let slots = file_bytes / io_bytes;
     let mut buf = vec![0x5Au8; io_bytes as usize];
     // Nanoseconds per I/O of IOS random I/Os through `io`, after a tenth as
@@ -952,6 +938,31 @@ fn data_path_cost(
     );
     live.dismount()?;
     Ok(())
+}
+
+/// Group BENCH on `file`, mounted live: the metadata plane on its own
+/// io_uring engine, data handles on the engines `source` makes (given the
+/// device's geometry). Also the device's id in the metadata plane's engine,
+/// and its geometry.
+fn mount_live(
+    file: &DeviceFile,
+    source: impl FnOnce(&cairn_io::Geometry) -> BenchResult<Box<dyn cairn_store::group::EngineSource>>,
+) -> BenchResult<(cairn_store::group::LiveGroup, DeviceId, cairn_io::Geometry)> {
+    let mut meta_engine = uring_engine(DEPTH_MAX)?;
+    let device = meta_engine.attach(file.try_clone()?);
+    let geometry = meta_engine
+        .geometry(device)
+        .cloned()
+        .ok_or("the engine has no geometry for the device")?;
+    let meta_engine: Box<dyn IoEngine> = meta_engine;
+    let (group, _) = cairn_store::group::mount_owned(
+        meta_engine,
+        &[device],
+        &GroupSelector::Name("BENCH".into()),
+        cairn_store::group::MissingDisks::Refuse,
+    )?;
+    let live = cairn_store::group::LiveGroup::new(group, source(&geometry)?);
+    Ok((live, device, geometry))
 }
 
 /// Makes a data handle's engine: a new io_uring engine with a duplicate of
@@ -1098,21 +1109,11 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
 
     // Mounted live: the metadata plane's engine, and one engine per thread.
     let file = DeviceFile::open(&device_path, OpenMode::WRITE_EXCLUSIVE, &Host::real())?;
-    let mut meta_engine = uring_engine(DEPTH_MAX)?;
-    let device = meta_engine.attach(file.try_clone()?);
-    let meta_engine: Box<dyn IoEngine> = meta_engine;
-    let (group, _) = cairn_store::group::mount_owned(
-        meta_engine,
-        &[device],
-        &GroupSelector::Name("BENCH".into()),
-        cairn_store::group::MissingDisks::Refuse,
-    )?;
-    let live = cairn_store::group::LiveGroup::new(
-        group,
-        Box::new(OneDevice {
+    let (live, _, _) = mount_live(&file, |_| {
+        Ok(Box::new(OneDevice {
             file: file.try_clone()?,
-        }),
-    );
+        }))
+    })?;
     println!(
         "device {}: external-redundancy group, {} MiB AUs, file of {} MiB; raw region {}..{} MiB; QD1 per thread; {} rounds of {} s, in which every thread switches between raw and group every {} ms",
         device_path.display(),

@@ -1330,6 +1330,7 @@ fn a_commit_flushes_only_the_disks_it_depends_on() {
     let mut rec = common::Hooked {
         inner: engine,
         hook: move |r: &cairn_io::Request| recorded.lock().unwrap().push((r.device, r.op.kind())),
+        done: common::untouched,
     };
     let mut g = group::mount(&mut rec, &ids, &GroupSelector::Name("SIM".into()))
         .unwrap()

@@ -326,6 +326,7 @@ fn a_panic_in_the_commit_leader_fails_the_waiters_instead_of_hanging_them() {
                     panic!("the commit leader panics");
                 }
             },
+            done: common::untouched,
         }),
         &ids,
         &GroupSelector::Name("LIVE".into()),
@@ -387,7 +388,7 @@ fn a_panic_in_the_commit_leader_fails_the_waiters_instead_of_hanging_them() {
     ));
 }
 
-/// What [`Faulty`] does to reads on its device.
+/// What a [`FaultyMirror`] does to the reads of its primary disk.
 #[derive(Clone, Copy, PartialEq)]
 enum ReadFault {
     /// Nothing.
@@ -399,73 +400,37 @@ enum ReadFault {
     FailOnce,
 }
 
-/// An engine that passes everything to `inner`, and does `fault` to the
-/// reads on `device`; it counts the writes to `device`.
-struct Faulty {
-    inner: Box<dyn cairn_io::IoEngine>,
-    device: DeviceId,
-    fault: Arc<std::sync::Mutex<ReadFault>>,
-    writes: Arc<std::sync::atomic::AtomicU32>,
-}
-
-impl cairn_io::IoEngine for Faulty {
-    fn name(&self) -> &'static str {
-        "faulty"
+/// Does `fault` to a completion of a read (a completion on another device,
+/// or of another kind, is left alone).
+fn apply_fault(fault: &std::sync::Mutex<ReadFault>, c: &mut cairn_io::Completion) {
+    if c.kind != cairn_io::OpKind::Read {
+        return;
     }
-    fn geometry(&self, device: DeviceId) -> Option<&cairn_io::Geometry> {
-        self.inner.geometry(device)
-    }
-    fn submit(&mut self, request: cairn_io::Request) -> Result<(), cairn_io::SubmitError> {
-        if request.device == self.device && matches!(request.op, cairn_io::Op::Write { .. }) {
-            self.writes
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        self.inner.submit(request)
-    }
-    fn wait(&mut self, min: usize) -> Result<(), cairn_io::IoError> {
-        self.inner.wait(min)
-    }
-    fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
-        let mut c = self.inner.pop_completion()?;
-        if c.device != self.device || c.kind != cairn_io::OpKind::Read {
-            return Some(c);
-        }
-        let mut fault = self.fault.lock().unwrap();
-        match *fault {
-            ReadFault::None => {}
-            ReadFault::Short => {
-                if let (Ok(n), Some(buf)) = (&mut c.result, &mut c.buf) {
-                    *n /= 2;
-                    let half = buf.len() / 2;
-                    buf[half..].fill(0xEE);
-                }
-            }
-            ReadFault::FailOnce => {
-                c.result = Err(cairn_io::IoError::Os {
-                    kind: cairn_io::OpKind::Read,
-                    offset_bytes: 0,
-                    len_bytes: 0,
-                    errno: 5,
-                });
-                *fault = ReadFault::None;
+    let mut fault = fault.lock().unwrap();
+    match *fault {
+        ReadFault::None => {}
+        ReadFault::Short => {
+            if let (Ok(n), Some(buf)) = (&mut c.result, &mut c.buf) {
+                *n /= 2;
+                let half = buf.len() / 2;
+                buf[half..].fill(0xEE);
             }
         }
-        Some(c)
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
-    }
-    fn depth_max(&self) -> usize {
-        self.inner.depth_max()
-    }
-    fn stats(&self) -> cairn_io::EngineStats {
-        self.inner.stats()
+        ReadFault::FailOnce => {
+            c.result = Err(cairn_io::IoError::Os {
+                kind: cairn_io::OpKind::Read,
+                offset_bytes: 0,
+                len_bytes: 0,
+                errno: 5,
+            });
+            *fault = ReadFault::None;
+        }
     }
 }
 
 /// A normal-redundancy group with one 1 MiB file holding `block(7, 8192)`
-/// at 0, mounted live again with data handles whose engine is [`Faulty`]
-/// on the disk of the block's primary copy; with the fault to set and the
+/// at 0, mounted live again with data handles whose engine does `fault` to
+/// the reads of the block's primary copy's disk and counts its writes; with the fault to set and the
 /// primary disk's write count.
 struct FaultyMirror {
     shared: SharedSim,
@@ -508,11 +473,19 @@ fn faulty_mirror(seed: u64) -> FaultyMirror {
     let live = LiveGroup::new(
         g,
         Box::new(SameDevices(move |_depth| {
-            Box::new(Faulty {
-                inner: Box::new(source.handle()),
-                device,
-                fault: f.clone(),
-                writes: w.clone(),
+            let (f, w) = (f.clone(), w.clone());
+            Box::new(common::Hooked {
+                inner: source.handle(),
+                hook: move |r: &cairn_io::Request| {
+                    if r.device == device && matches!(r.op, cairn_io::Op::Write { .. }) {
+                        w.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                },
+                done: move |c: &mut cairn_io::Completion| {
+                    if c.device == device {
+                        apply_fault(&f, c);
+                    }
+                },
             }) as Box<dyn cairn_io::IoEngine>
         })),
     );

@@ -174,17 +174,23 @@ pub fn seed_workers(count: u64) -> usize {
 }
 
 /// An engine that passes everything to `inner`, first showing each request
-/// to `hook`: to record which I/O an operation does, or to make a chosen
-/// request panic.
-pub struct Hooked<E, F> {
+/// to `hook` (to record which I/O an operation does, or to make a chosen
+/// request panic) and each completion to `done`, which may change it (to
+/// make a chosen read fail or come back short).
+pub struct Hooked<E, F, G = fn(&mut cairn_io::Completion)> {
     pub inner: E,
     pub hook: F,
+    pub done: G,
 }
 
-impl<E, F> IoEngine for Hooked<E, F>
+/// A `done` for [`Hooked`] that leaves completions alone.
+pub fn untouched(_: &mut cairn_io::Completion) {}
+
+impl<E, F, G> IoEngine for Hooked<E, F, G>
 where
     E: IoEngine,
     F: FnMut(&cairn_io::Request) + Send,
+    G: FnMut(&mut cairn_io::Completion) + Send,
 {
     fn name(&self) -> &'static str {
         "hooked"
@@ -200,7 +206,9 @@ where
         self.inner.wait(min)
     }
     fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
-        self.inner.pop_completion()
+        let mut c = self.inner.pop_completion()?;
+        (self.done)(&mut c);
+        Some(c)
     }
     fn in_flight(&self) -> usize {
         self.inner.in_flight()
