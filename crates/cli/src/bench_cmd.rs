@@ -147,14 +147,7 @@ extern "C" fn on_interrupt(_signal: libc::c_int) {
 /// From here on Ctrl-C sets [`INTERRUPTED`]: long work stops cleanly and keeps
 /// what it measured, instead of dying mid-write.
 pub(crate) fn install_interrupt_handler() {
-    // SAFETY: installing a handler that only stores to an atomic is
-    // async-signal-safe.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_interrupt as *const () as libc::sighandler_t,
-        );
-    }
+    install_flag_handler(libc::SIGINT, on_interrupt);
 }
 
 pub(crate) static END_PAUSE: AtomicBool = AtomicBool::new(false);
@@ -166,13 +159,15 @@ extern "C" fn on_end_pause(_signal: libc::c_int) {
 /// From here on SIGUSR1 (`kill -USR1`) sets [`END_PAUSE`]: the pause between
 /// runs (`pause=`) under way ends at once, and the next run starts.
 pub(crate) fn install_end_pause_handler() {
-    // SAFETY: installing a handler that only stores to an atomic is
-    // async-signal-safe.
+    install_flag_handler(libc::SIGUSR1, on_end_pause);
+}
+
+/// Install `handler`, which only stores to an atomic flag, for `signal`.
+fn install_flag_handler(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) {
+    // SAFETY: a handler that only stores to an atomic is async-signal-safe,
+    // and `signal` is a valid signal number.
     unsafe {
-        libc::signal(
-            libc::SIGUSR1,
-            on_end_pause as *const () as libc::sighandler_t,
-        );
+        libc::signal(signal, handler as *const () as libc::sighandler_t);
     }
 }
 

@@ -648,13 +648,7 @@ fn run_threads(
                     )
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("a thread panicked".to_string()))
-                })
-                .collect()
+            join_all(handles)
         });
     let mut cpu = [Duration::ZERO; 2];
     let mut merged = LatencyHistogram::new();
@@ -669,6 +663,19 @@ fn run_threads(
         p99_us: merged.percentile_us(0.99),
         cpu_us_per_io: per_io(cpu, merged.count()),
     })
+}
+
+/// Each thread's result, in order; a thread that panicked gives an error.
+fn join_all<T>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T, String>>>,
+) -> Vec<Result<T, String>> {
+    handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err("a thread panicked".to_string()))
+        })
+        .collect()
 }
 
 /// The side (0 raw, 1 group) of slice `n` of a paired round: raw, group,
@@ -743,13 +750,7 @@ fn run_paired(
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a thread panicked".to_string()))
-            })
-            .collect()
+        join_all(handles)
     });
     let mut merged = [
         (LatencyHistogram::new(), [Duration::ZERO; 2]),

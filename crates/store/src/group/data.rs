@@ -135,13 +135,15 @@ fn outcome(c: cairn_io::Completion, read: Option<(u64, u64)>) -> IoOutcome {
     (result, c.buf)
 }
 
+/// The outcome of an I/O on a disk the port's engine does not have.
+fn unknown_device(disk: u16) -> IoOutcome {
+    (Err(IoError::UnknownDevice(DeviceId(u32::from(disk)))), None)
+}
+
 /// Run one I/O on the port's engine.
 fn run_one(port: &mut dyn DataPort, io: DiskIo) -> Result<IoOutcome, GroupError> {
     let Some(device) = port.device(io.disk) else {
-        return Ok((
-            Err(IoError::UnknownDevice(DeviceId(u32::from(io.disk)))),
-            None,
-        ));
+        return Ok(unknown_device(io.disk));
     };
     let read = read_range(&io.op);
     let c = port
@@ -172,12 +174,7 @@ fn run(port: &mut dyn DataPort, mut ios: Vec<DiskIo>) -> Result<Vec<IoOutcome>, 
                 tag: i as u64,
                 op: io.op,
             }),
-            None => {
-                out[i] = Some((
-                    Err(IoError::UnknownDevice(DeviceId(u32::from(io.disk)))),
-                    None,
-                ))
-            }
+            None => out[i] = Some(unknown_device(io.disk)),
         }
     }
     let completions = port
@@ -194,9 +191,9 @@ fn run(port: &mut dyn DataPort, mut ios: Vec<DiskIo>) -> Result<Vec<IoOutcome>, 
         .collect())
 }
 
-/// Where copy `c` of a piece is on its disk.
-fn at(snap: &FileSnapshot, c: AuAddr, piece: &Piece) -> u64 {
-    u64::from(c.au) * snap.au_bytes + piece.within
+/// Where byte `within` of an extent's copy `c` is on its disk.
+fn at(snap: &FileSnapshot, c: AuAddr, within: u64) -> u64 {
+    u64::from(c.au) * snap.au_bytes + within
 }
 
 /// The copies of an extent online in the view, primary first.
@@ -308,7 +305,8 @@ pub(crate) fn read(
         }
     }
     let mut tries = Tries {
-        what: format!("file {number} offset {offset}"),
+        number,
+        offset,
         choice: vec![0usize; pieces.len()],
         copies,
         bad: Vec::new(),
@@ -325,7 +323,10 @@ pub(crate) fn read(
         First::Failed(error) => {
             debug_assert_eq!(pieces.len(), 1, "the short path reads one piece");
             let c = tries.copies[0][0];
-            tries.failed(0, read_problem(&view, c, at(&snap, c, &pieces[0]), &error))?;
+            tries.failed(
+                0,
+                read_problem(&view, c, at(&snap, c, pieces[0].within), &error),
+            )?;
         }
         First::Rejected => pending = tries.rejected()?,
     }
@@ -338,7 +339,7 @@ pub(crate) fn read(
                     DiskIo {
                         disk: c.disk,
                         op: Op::Read {
-                            offset_bytes: at(&snap, c, &pieces[i]),
+                            offset_bytes: at(&snap, c, pieces[i].within),
                             buf: port.buffer(pieces[i].len as usize),
                         },
                     }
@@ -358,10 +359,8 @@ pub(crate) fn read(
                             port.recycle(data);
                         }
                         let c = tries.copies[i][tries.choice[i]];
-                        let error = result
-                            .err()
-                            .map_or("no data".to_string(), |e| e.to_string());
-                        tries.failed(i, read_problem(&view, c, at(&snap, c, p), &error))?;
+                        let error = failure(result);
+                        tries.failed(i, read_problem(&view, c, at(&snap, c, p.within), &error))?;
                         again.push(i);
                     }
                 }
@@ -387,8 +386,9 @@ pub(crate) fn read(
 
 /// A read's progress through the copies of its pieces.
 struct Tries {
-    /// The file and offset, for messages.
-    what: String,
+    /// The file and offset read, for messages.
+    number: u32,
+    offset: u64,
     /// Per piece: its online copies, primary first (none: reads as zeros).
     copies: Vec<Vec<AuAddr>>,
     /// Per piece: the copy read now.
@@ -436,11 +436,19 @@ impl Tries {
 
     fn no_copy(&self) -> GroupError {
         GroupError::Corrupt(format!(
-            "{}: no copy could be read ({})",
-            self.what,
+            "file {} offset {}: no copy could be read ({})",
+            self.number,
+            self.offset,
             self.problems.join("; ")
         ))
     }
+}
+
+/// What went wrong with a read that brought no data.
+fn failure(result: Result<u64, IoError>) -> String {
+    result
+        .err()
+        .map_or_else(|| "no data".to_string(), |e| e.to_string())
 }
 
 /// What went wrong reading copy `c` at byte `at` of its disk.
@@ -491,7 +499,7 @@ fn read_from_primary(
     let io = DiskIo {
         disk: c.disk,
         op: Op::Read {
-            offset_bytes: u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
+            offset_bytes: at(snap, c, loc.offset_in_extent),
             buf: port.buffer(buf.len()),
         },
     };
@@ -506,11 +514,7 @@ fn read_from_primary(
         port.recycle(data);
     }
     if !read {
-        return Ok(First::Failed(
-            result
-                .err()
-                .map_or("no data".to_string(), |e| e.to_string()),
-        ));
+        return Ok(First::Failed(failure(result)));
     }
     Ok(if accept(buf) {
         First::Accepted
@@ -563,7 +567,7 @@ fn repair(
         .map(|(i, c)| DiskIo {
             disk: c.disk,
             op: Op::Read {
-                offset_bytes: at(snap, *c, &pieces[*i]),
+                offset_bytes: at(snap, *c, pieces[*i].within),
                 buf: port.buffer(pieces[*i].len as usize),
             },
         })
@@ -586,7 +590,7 @@ fn repair(
         writes.push(DiskIo {
             disk: c.disk,
             op: Op::Write {
-                offset_bytes: at(snap, *c, &pieces[*i]),
+                offset_bytes: at(snap, *c, pieces[*i].within),
                 buf: buffer_with(port, data),
                 fua: false,
             },
@@ -674,7 +678,7 @@ fn write_in_place(
     let io = |port: &mut dyn DataPort, c: AuAddr| DiskIo {
         disk: c.disk,
         op: Op::Write {
-            offset_bytes: u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
+            offset_bytes: at(snap, c, loc.offset_in_extent),
             buf: buffer_with(port, data),
             fua: false,
         },
@@ -847,7 +851,7 @@ pub(crate) fn write(
                 ios.push(DiskIo {
                     disk: c.disk,
                     op: Op::Write {
-                        offset_bytes: at(&snap, c, p),
+                        offset_bytes: at(&snap, c, p.within),
                         buf: buffer_with(port, &data[p.at..p.at + p.len as usize]),
                         fua: false,
                     },
