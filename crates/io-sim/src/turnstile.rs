@@ -13,6 +13,19 @@
 //! holds) hands the baton to another; if every actor left is blocked for
 //! many rounds in a row, that is a deadlock, reported as a panic naming the
 //! seed.
+//!
+//! A blocked actor is not handed the baton again until it may have become
+//! free: while it waits, only the other actors' waits have run, and they
+//! let nothing go. Each hand-over is a context switch, and on a contended
+//! lock most of them used to wake an actor only to find it still blocked.
+//! The rule is exact, given the one `sched` asks of wait loops: an actor
+//! that called `blocked` calls `resumed` once it leaves the loop, so an
+//! actor is *waiting* from its `blocked` until its `resumed`. Every waiting
+//! actor's mark is cleared whenever an actor that is not waiting reaches a
+//! scheduling point or finishes (it ran code that may have let something
+//! go); a waiting actor's `blocked` marks it. The baton at a blocked point
+//! goes to an unmarked actor if there is one (else, as before, to any other,
+//! and the deadlock count goes on).
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -36,6 +49,11 @@ struct State {
     threads: Vec<Option<std::thread::Thread>>,
     /// Per actor: still running its closure.
     live: Vec<bool>,
+    /// Per actor: inside a wait loop (from `blocked` to `resumed`).
+    waiting: Vec<bool>,
+    /// Per actor: found blocked since any actor last ran code outside a
+    /// wait loop, so there is no point running it yet.
+    stuck: Vec<bool>,
     /// Actors not yet past their first turn (they wait on the condition
     /// variable; after it, they park).
     starting: usize,
@@ -69,6 +87,8 @@ impl Turnstile {
                 running: None,
                 threads: Vec::new(),
                 live: Vec::new(),
+                waiting: Vec::new(),
+                stuck: Vec::new(),
                 starting: 0,
                 rng: ChaCha8Rng::seed_from_u64(seed ^ 0x7475_726e_7374_696c),
                 switches: 0,
@@ -99,6 +119,8 @@ impl Turnstile {
         {
             let mut state = lock(&self.state);
             state.live = vec![true; actors.len()];
+            state.waiting = vec![false; actors.len()];
+            state.stuck = vec![false; actors.len()];
             state.threads = vec![None; actors.len()];
             state.starting = actors.len();
             state.running = None;
@@ -161,6 +183,7 @@ impl Turnstile {
     fn finish(&self, me: usize) {
         let mut state = lock(&self.state);
         state.live[me] = false;
+        state.stuck.fill(false);
         let next = self.pick(&mut state, None);
         let wake = self.hand_over(&mut state, next);
         drop(state);
@@ -169,21 +192,30 @@ impl Turnstile {
         }
     }
 
-    /// The next actor to run, drawn from the seed among the live ones
-    /// (`except` excluded when another is live).
-    fn pick(&self, state: &mut State, except: Option<usize>) -> Option<usize> {
-        let live: Vec<usize> = (0..state.live.len()).filter(|i| state.live[*i]).collect();
-        let choices: Vec<usize> = match except {
-            Some(me) if live.iter().any(|i| *i != me) => {
-                live.into_iter().filter(|i| *i != me).collect()
-            }
-            _ => live,
+    /// The next actor to run, drawn from the seed among the live ones:
+    /// with `blocked_me`, among those other than it that are not stuck, or
+    /// if there are none, any other (itself only if it is the last).
+    fn pick(&self, state: &mut State, blocked_me: Option<usize>) -> Option<usize> {
+        let n = state.live.len();
+        let eligible = |state: &State, i: usize, strict: bool| {
+            state.live[i]
+                && match blocked_me {
+                    Some(me) => i != me && !(strict && state.stuck[i]),
+                    None => true,
+                }
         };
-        if choices.is_empty() {
-            return None;
+        let mut count = (0..n).filter(|i| eligible(state, *i, true)).count();
+        let mut strict = true;
+        if count == 0 {
+            strict = false;
+            count = (0..n).filter(|i| eligible(state, *i, false)).count();
         }
-        let k = (state.rng.next_u64() % choices.len() as u64) as usize;
-        Some(choices[k])
+        if count == 0 {
+            // Only the caller is left.
+            return blocked_me.filter(|me| state.live[*me]);
+        }
+        let k = (state.rng.next_u64() % count as u64) as usize;
+        (0..n).filter(|i| eligible(state, *i, strict)).nth(k)
     }
 
     fn switch(&self, blocked: bool) {
@@ -192,6 +224,13 @@ impl Turnstile {
         };
         let mut state = lock(&self.state);
         state.switches += 1;
+        if !blocked || !state.waiting[me] {
+            // Code ran since this actor's last point (a wait loop yields only
+            // through `blocked`): it may have let go of what others wait for.
+            state.stuck.fill(false);
+        }
+        state.waiting[me] = blocked;
+        state.stuck[me] = blocked;
         if blocked {
             state.blocked_streak += 1;
             assert!(
@@ -229,6 +268,11 @@ impl Scheduler for Turnstile {
     }
     fn blocked(&self) {
         self.switch(true);
+    }
+    fn resumed(&self) {
+        if let Some(me) = ME.with(Cell::get) {
+            lock(&self.state).waiting[me] = false;
+        }
     }
 }
 
@@ -288,6 +332,49 @@ mod tests {
         assert_eq!(panics[0].as_deref(), Some("boom"));
         assert!(panics[1].is_none());
         assert_eq!(*done.lock().unwrap_or_else(PoisonError::into_inner), 1);
+    }
+
+    /// Three actors wait for a fourth that holds what they need through ten
+    /// scheduling points. Between two of the holder's points each waiter
+    /// looks at most once, as nothing it waits for can change before the
+    /// holder runs again; handed the baton at random, the waiters would look
+    /// at each other's waits over and over, a context switch each.
+    #[test]
+    fn a_blocked_actor_waits_until_the_others_ran() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        const WAITERS: u64 = 3;
+        const HOLDER_POINTS: u64 = 10;
+        for seed in 0..40 {
+            let t = Turnstile::new(seed);
+            let held = AtomicBool::new(true);
+            let looks = AtomicU64::new(0);
+            let mut actors: Vec<Actor<'_>> = vec![Box::new(|| {
+                for _ in 0..HOLDER_POINTS {
+                    sched::yield_now();
+                }
+                held.store(false, Ordering::SeqCst);
+            })];
+            for _ in 0..WAITERS {
+                actors.push(Box::new(|| {
+                    let mut waited = false;
+                    while held.load(Ordering::SeqCst) {
+                        looks.fetch_add(1, Ordering::SeqCst);
+                        sched::blocked();
+                        waited = true;
+                    }
+                    if waited {
+                        sched::resumed();
+                    }
+                }));
+            }
+            let panics = t.run(actors);
+            assert!(panics.iter().all(Option::is_none), "{panics:?}");
+            let looks = looks.load(Ordering::SeqCst);
+            assert!(
+                looks <= WAITERS * (HOLDER_POINTS + 1),
+                "seed {seed}: the waiters looked {looks} times"
+            );
+        }
     }
 
     /// A lock taken through `sched::lock` while its holder is switched out

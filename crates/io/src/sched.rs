@@ -20,6 +20,10 @@ pub trait Scheduler: Send + Sync {
     /// The calling thread cannot go on until another thread acts (it waits
     /// for a lock or a latch another holds): switch to another.
     fn blocked(&self);
+    /// The calling thread, which called [`Scheduler::blocked`], got what it
+    /// waited for and goes on (from here it may let go of what others wait
+    /// for).
+    fn resumed(&self) {}
 }
 
 thread_local! {
@@ -59,6 +63,15 @@ pub fn blocked() -> bool {
     }
 }
 
+/// The caller, which waited through [`blocked`], goes on: under a
+/// scheduler, say so (nothing otherwise). Every wait loop that calls
+/// [`blocked`] calls this once it leaves.
+pub fn resumed() {
+    if let Some(s) = current() {
+        s.resumed();
+    }
+}
+
 /// Lock `mutex`; under a scheduler, yield while another thread holds it
 /// instead of blocking (the holder cannot run while we block). A poisoned
 /// lock is returned as the `Err` of [`Mutex::lock`] would.
@@ -66,11 +79,20 @@ pub fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, PoisonError<MutexG
     let Some(s) = current() else {
         return mutex.lock();
     };
+    let mut waited = false;
     loop {
-        match mutex.try_lock() {
-            Ok(guard) => return Ok(guard),
-            Err(TryLockError::Poisoned(p)) => return Err(p),
-            Err(TryLockError::WouldBlock) => s.blocked(),
+        let got = match mutex.try_lock() {
+            Ok(guard) => Ok(guard),
+            Err(TryLockError::Poisoned(p)) => Err(p),
+            Err(TryLockError::WouldBlock) => {
+                s.blocked();
+                waited = true;
+                continue;
+            }
+        };
+        if waited {
+            s.resumed();
         }
+        return got;
     }
 }

@@ -100,10 +100,12 @@ impl Gate {
     /// Wait until `ready` holds; return with the state locked.
     fn wait_until(&self, ready: impl Fn(&GateState) -> bool) -> MutexGuard<'_, GateState> {
         let mut st = self.state();
+        let mut waited = false;
         while !ready(&st) {
             if cairn_io::sched::scheduled() {
                 drop(st);
                 cairn_io::sched::blocked();
+                waited = true;
                 st = self.state();
             } else {
                 st = self
@@ -111,6 +113,9 @@ impl Gate {
                     .wait(st)
                     .unwrap_or_else(PoisonError::into_inner);
             }
+        }
+        if waited {
+            cairn_io::sched::resumed();
         }
         st
     }

@@ -399,6 +399,7 @@ impl DataPlane {
             let shard = self.shard(key);
             let mut held = unpoison(shard.held.lock());
             let mut queued = false;
+            let mut waited = false;
             loop {
                 let state = held.entry(*key).or_default();
                 if state.admits(*exclusive) {
@@ -422,6 +423,7 @@ impl DataPlane {
                     // while we block: yield until it lets go.
                     drop(held);
                     cairn_io::sched::blocked();
+                    waited = true;
                     unpoison(shard.held.lock())
                 } else {
                     unpoison(shard.freed.wait(held))
@@ -430,6 +432,9 @@ impl DataPlane {
                 if let Some(state) = held.get_mut(key) {
                     state.waiting -= 1;
                 }
+            }
+            if waited {
+                cairn_io::sched::resumed();
             }
         }
         LatchGuard {
