@@ -158,12 +158,18 @@ struct PendingWrite {
     completes_at_ns: u64,
 }
 
+/// The durable image is kept in chunks of this many bytes (a multiple of
+/// every sector size): one map entry and one allocation per 64 KiB, not per
+/// sector, which at 512-byte sectors was much of a simulation's time.
+const CHUNK: u64 = 64 << 10;
+
 /// One simulated disk.
 #[derive(Debug, Clone)]
 pub struct SimDisk {
     geometry: Geometry,
-    /// Durable contents by logical sector; absent sectors are zero.
-    durable: BTreeMap<u64, Vec<u8>>,
+    /// Durable contents by chunk (`CHUNK` bytes each); absent chunks are
+    /// zero.
+    durable: BTreeMap<u64, Box<[u8]>>,
     pending: Vec<PendingWrite>,
     pub faults: DiskFaults,
     lost: bool,
@@ -175,13 +181,12 @@ impl SimDisk {
     }
 
     fn durable_bytes(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
-        let s = self.sector();
         let mut out = vec![0u8; len];
         for (index, data) in self
             .durable
-            .range(offset_bytes / s..(offset_bytes + len as u64).div_ceil(s))
+            .range(offset_bytes / CHUNK..(offset_bytes + len as u64).div_ceil(CHUNK))
         {
-            copy_overlap(&mut out, offset_bytes, data, index * s);
+            copy_overlap(&mut out, offset_bytes, data, index * CHUNK);
         }
         out
     }
@@ -211,29 +216,45 @@ impl SimDisk {
                 self.make_durable(offset_bytes, &b[from as usize..(from + len) as usize]);
             }
             Payload::Zeros(_) => {
-                // Absent sectors read as zeros.
-                let s = self.sector();
+                // Absent chunks read as zeros; a chunk covered in part is
+                // zeroed in that part.
                 let covered: Vec<u64> = self
                     .durable
-                    .range(offset_bytes / s..(offset_bytes + len).div_ceil(s))
+                    .range(offset_bytes / CHUNK..(offset_bytes + len).div_ceil(CHUNK))
                     .map(|(k, _)| *k)
                     .collect();
                 for k in covered {
-                    self.durable.remove(&k);
+                    let start = offset_bytes.max(k * CHUNK);
+                    let end = (offset_bytes + len).min((k + 1) * CHUNK);
+                    if end - start == CHUNK {
+                        self.durable.remove(&k);
+                    } else if let Some(chunk) = self.durable.get_mut(&k) {
+                        chunk[(start - k * CHUNK) as usize..(end - k * CHUNK) as usize].fill(0);
+                    }
                 }
             }
         }
     }
 
     fn make_durable(&mut self, offset_bytes: u64, data: &[u8]) {
-        let s = self.sector();
-        for (i, chunk) in data.chunks(s as usize).enumerate() {
-            let index = offset_bytes / s + i as u64;
-            if chunk.iter().all(|b| *b == 0) {
-                self.durable.remove(&index);
-            } else {
-                self.durable.insert(index, chunk.to_vec());
+        let end = offset_bytes + data.len() as u64;
+        let mut at = offset_bytes;
+        while at < end {
+            let index = at / CHUNK;
+            let within = (at % CHUNK) as usize;
+            let n = (CHUNK - at % CHUNK).min(end - at) as usize;
+            let from = &data[(at - offset_bytes) as usize..][..n];
+            match self.durable.get_mut(&index) {
+                Some(chunk) => chunk[within..within + n].copy_from_slice(from),
+                // Zeros where nothing was stays sparse.
+                None if from.iter().all(|b| *b == 0) => {}
+                None => {
+                    let mut chunk = vec![0u8; CHUNK as usize].into_boxed_slice();
+                    chunk[within..within + n].copy_from_slice(from);
+                    self.durable.insert(index, chunk);
+                }
             }
+            at += n as u64;
         }
     }
 
