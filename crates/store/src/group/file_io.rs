@@ -24,7 +24,7 @@
 //! requests, in the order they finish.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ use slab::Slab;
 
 use super::data::DataPort;
 use super::live::{DataHandle, LiveGroup};
-use super::plane::{FileSnapshot, LatchGuard, Piece};
+use super::plane::{FileSnapshot, GuardSlot, LatchGuard, Piece};
 
 const EIO: i32 = 5;
 const E2BIG: i32 = 7;
@@ -139,7 +139,7 @@ pub struct FileIo {
     ready: VecDeque<Completion>,
     /// Per group (by device index of its first file): the slot, and the
     /// epochs of the requests in flight.
-    guards: BTreeMap<usize, (Arc<AtomicU64>, BTreeMap<u64, usize>)>,
+    guards: BTreeMap<usize, (Arc<GuardSlot>, BTreeMap<u64, usize>)>,
     /// Synchronous handles for the slow paths, made on first need, per
     /// device index of the group's first file.
     slow: BTreeMap<usize, DataHandle>,

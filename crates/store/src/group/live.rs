@@ -18,13 +18,12 @@
 //! - each handle's engine, unflushed-disk set and guard slot: its own thread.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
 
 use super::data::{self, DataPort};
-use super::plane::{DataPlane, DiskView, FileSnapshot, SnapshotCache};
+use super::plane::{DataPlane, DiskView, FileSnapshot, GuardSlot, SnapshotCache};
 use super::{Group, GroupError};
 
 /// Makes the engine of a new data handle.
@@ -294,7 +293,7 @@ pub struct DataHandle {
     /// Member disk number → device in `engine`.
     devices: BTreeMap<u16, DeviceId>,
     /// The epoch the running operation started in (see `plane.rs`).
-    slot: Arc<AtomicU64>,
+    slot: Arc<GuardSlot>,
     /// Disks this handle wrote to since its last sync.
     unflushed: BTreeSet<u16>,
     read_only: bool,
