@@ -604,18 +604,30 @@ pub struct OperationGuard<'s> {
 impl<'s> OperationGuard<'s> {
     /// Start an operation: call before taking the snapshots it will use.
     pub fn start(plane: &DataPlane, slot: &'s AtomicU64) -> Self {
-        // First a value that holds every AU back, then the epoch: a scan that
-        // ran between our reading the epoch and storing it would otherwise see
-        // the slot idle and free AUs the snapshot we are about to take names.
-        slot.store(0, Ordering::SeqCst);
-        slot.store(plane.epoch(), Ordering::SeqCst);
+        // Store the epoch, then check it did not move meanwhile: a scan that
+        // ran between our reading the epoch and storing it saw the slot idle
+        // and may have freed AUs that publications up to the new epoch
+        // dropped, so then store the new one (the snapshots we take after it
+        // no longer name those AUs). One full fence where two stores cost
+        // two.
+        let mut epoch = plane.epoch();
+        loop {
+            slot.store(epoch, Ordering::SeqCst);
+            let now = plane.epoch();
+            if now == epoch {
+                break;
+            }
+            epoch = now;
+        }
         Self { slot }
     }
 }
 
 impl Drop for OperationGuard<'_> {
     fn drop(&mut self) {
-        self.slot.store(IDLE, Ordering::SeqCst);
+        // Release: everything the operation read of its snapshots happens
+        // before a scan that sees the slot idle.
+        self.slot.store(IDLE, Ordering::Release);
     }
 }
 
