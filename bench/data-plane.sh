@@ -3,24 +3,25 @@
 # loop device (see bench/README.md and /work/shared/MEASURING.md): 8 KiB
 # random reads, and 70/30 reads/writes, on one external-redundancy group file
 # from 1, 2 and 4 threads (QD1 each, each thread its own io_uring engine),
-# against the same threads on a region of the same device the group does not
-# use, the threads switching between the two every 100 ms; then file create
-# + delete per second, with their latencies, while two threads run 70/30 on
-# the group. Target: group >= 0.97x raw at every count.
+# against the same threads doing the same I/O on the raw device, on the
+# blocks the group's file occupies, the threads switching between the two
+# every 10 ms; then file create + delete per second, with their latencies,
+# while two threads run 70/30 on the group. Target: group >= 0.97x raw at
+# every count.
 #
-# Environment: IMG_MIB (loop device size, default 2304: a 1 GiB file, the
-# group's metadata, and a 1 GiB raw region must fit), SECTOR (logical sector
-# size of the loop device, 512 or 4096; default 4096).
-# Arguments are passed to the benchmark: --seconds N (a round, default 5),
-# --rounds N (default 3), --slice-ms N (how often the threads switch between
-# raw and group within a round, default 100), --threads 1,2,4, --mix
+# Environment: IMG_MIB (loop device size, default 1280: a 1 GiB file and the
+# group's metadata must fit), SECTOR (logical sector size of the loop
+# device, 512 or 4096; default 4096).
+# Arguments are passed to the benchmark: --seconds N (a round, default 6),
+# --rounds N (default 5), --slice-ms N (how often the threads switch between
+# raw and group within a round, default 10), --threads 1,2,4, --mix
 # read|oltp|both|write, --file-mib N (default 1024), --quiet-wait N, --control
 # (the group side replaced by the raw device again: an A/A run that shows
 # how far the machine's noise alone moves the ratios).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-img_mib="${IMG_MIB:-2304}"
+img_mib="${IMG_MIB:-1280}"
 sector="${SECTOR:-4096}"
 
 if [ "$(id -u)" -ne 0 ]; then
