@@ -1186,20 +1186,26 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
                 user_extra.push(g.cpu_us_per_io[0] - r.cpu_us_per_io[0]);
                 kernel_extra.push(g.cpu_us_per_io[1] - r.cpu_us_per_io[1]);
             }
+            // The ratio is the median of the rounds' own ratios: each
+            // round's two sides ran in the same seconds, where the machine
+            // moves between rounds (at 1 thread by up to 4x in one run),
+            // and a ratio of the sides' medians would pair rounds that did
+            // not run together.
             let paired: Vec<f64> = grp.iter().zip(&raw).map(|(g, r)| g / r).collect();
-            let ratio = median(&mut grp.clone()) / median(&mut raw.clone());
+            let ratio = median(&mut paired.clone());
             println!(
-                "{} from {threads} thread{}: {ratio_name} {:.3}× (medians {:.0} / {:.0} IOPS; paired per round {}; {second_name}'s CPU per I/O over raw: user {:+.1} µs, kernel {:+.1} µs)",
+                "{} from {threads} thread{}: {ratio_name} {:.3}× (median of the rounds' ratios {}; IOPS medians {:.0} / {:.0}, their ratio {:.3}; {second_name}'s CPU per I/O over raw: user {:+.1} µs, kernel {:+.1} µs)",
                 mix.name(),
                 if threads == 1 { "" } else { "s" },
                 ratio,
-                median(&mut grp.clone()),
-                median(&mut raw.clone()),
                 paired
                     .iter()
                     .map(|r| format!("{r:.3}"))
                     .collect::<Vec<_>>()
                     .join(", "),
+                median(&mut grp.clone()),
+                median(&mut raw.clone()),
+                median(&mut grp.clone()) / median(&mut raw.clone()),
                 median(&mut user_extra),
                 median(&mut kernel_extra)
             );
