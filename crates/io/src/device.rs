@@ -333,19 +333,26 @@ const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 /// is exercised by a handshake rather than by racing a sleep.
 fn lock_exclusive(file: &File) -> io::Result<()> {
     let deadline = std::time::Instant::now() + LOCK_RETRY;
-    loop {
+    let mut waited = false;
+    let outcome = loop {
         // SAFETY: flock on an open fd has no memory-safety preconditions.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(());
+            break Ok(());
         }
         let err = io::Error::last_os_error();
         if err.raw_os_error() != Some(libc::EWOULDBLOCK) || std::time::Instant::now() >= deadline {
-            return Err(err);
+            break Err(err);
         }
-        if !crate::sched::blocked() {
+        if crate::sched::blocked() {
+            waited = true;
+        } else {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    };
+    if waited {
+        crate::sched::resumed();
     }
+    outcome
 }
 
 #[cfg(test)]

@@ -579,8 +579,6 @@ impl SnapshotCache {
     }
 }
 
-/// A data operation in progress: its slot says the epoch it started in, so
-/// AUs freed after that are not reused under it.
 /// A data handle's reuse guard: the epoch its running operation started in,
 /// or idle. Its owner writes it at the start and end of every operation, so
 /// it has its cache lines to itself (two handles' slots were 24-byte
@@ -597,6 +595,8 @@ impl std::ops::Deref for GuardSlot {
     }
 }
 
+/// A data operation in progress: its slot says the epoch it started in, so
+/// AUs freed after that are not reused under it.
 pub struct OperationGuard<'s> {
     slot: &'s AtomicU64,
 }
