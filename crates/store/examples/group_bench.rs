@@ -27,7 +27,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cairn_format::extent_map::{FileLayout, Striping};
 use cairn_format::DiskLabel;
 use cairn_io::host::Host;
 use cairn_io::{
@@ -1045,7 +1044,7 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
     };
 
     // The group: one external-redundancy file, written whole once.
-    let (number, file_at) = {
+    let number = {
         let mut engine = uring_engine(DEPTH_MAX)?;
         let file = DeviceFile::open(&device_path, OpenMode::WRITE_EXCLUSIVE, &Host::real())?;
         let device = engine.attach(file);
@@ -1082,27 +1081,8 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
         for au in 0..file_bytes / au_bytes {
             group.write(number, au * au_bytes, &chunk)?;
         }
-        // Where each AU of the file lies on the device: the raw side does
-        // its I/O on these very blocks, so both sides touch the same memory
-        // behind the loop device. (Against a separate raw region at the end
-        // of the device, the group read 0.85-0.94x at 2 and 4 threads in a
-        // run where the same blocks gave 0.98x; fio too found the two
-        // regions' rates apart after a run.)
-        let extents = group.extents(number).unwrap_or(&[]);
-        let layout = FileLayout::new(au_bytes, Striping::Coarse);
-        let at: Vec<u64> = (0..file_bytes / au_bytes)
-            .map(|i| {
-                let place = layout.locate(i * au_bytes);
-                let copy = usize::try_from(place.extent)
-                    .ok()
-                    .and_then(|e| extents.get(e))
-                    .and_then(|e| e.copies().first())
-                    .ok_or_else(|| format!("AU {i} of the file has no copy"))?;
-                Ok(u64::from(copy.au) * au_bytes + place.offset_in_extent)
-            })
-            .collect::<Result<_, String>>()?;
         group.dismount()?;
-        (number, at)
+        number
     };
 
     // Mounted live: the metadata plane's engine, and one engine per thread.
@@ -1112,6 +1092,32 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
             file: file.try_clone()?,
         }))
     })?;
+    // Where each AU of the file lies on the device, from its published
+    // snapshot: the raw side does its I/O on these very blocks, so both
+    // sides touch the same memory behind the loop device. (Against a
+    // separate raw region at the end of the device, the group read
+    // 0.85-0.94x at 2 and 4 threads in a run where the same blocks gave
+    // 0.98x; fio too found the two regions' rates apart after a run.)
+    let snap = live
+        .plane()
+        .file(number)
+        .ok_or("the benchmark's file is not published")?;
+    let file_at: Vec<u64> = (0..file_bytes / au_bytes)
+        .map(|i| {
+            let place = snap.layout.locate(i * au_bytes);
+            if place.run_bytes < au_bytes {
+                return Err(format!(
+                    "AU {i} of the file is not contiguous on its disk; the raw side maps whole AUs"
+                ));
+            }
+            let copy = snap
+                .extent(place.extent)
+                .and_then(|e| e.copies().first())
+                .ok_or_else(|| format!("AU {i} of the file has no copy"))?;
+            Ok(u64::from(copy.au) * snap.au_bytes + place.offset_in_extent)
+        })
+        .collect::<Result<_, String>>()?;
+    drop(snap);
     println!(
         "device {}: external-redundancy group, {} MiB AUs, file of {} MiB; the raw side does the same I/O on the blocks the file occupies; QD1 per thread; {} rounds of {} s, in which every thread switches between raw and group every {} ms",
         device_path.display(),
@@ -1193,6 +1199,7 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
             // not run together.
             let paired: Vec<f64> = grp.iter().zip(&raw).map(|(g, r)| g / r).collect();
             let ratio = median(&mut paired.clone());
+            let (grp_median, raw_median) = (median(&mut grp), median(&mut raw));
             println!(
                 "{} from {threads} thread{}: {ratio_name} {:.3}× (median of the rounds' ratios {}; IOPS medians {:.0} / {:.0}, their ratio {:.3}; {second_name}'s CPU per I/O over raw: user {:+.1} µs, kernel {:+.1} µs)",
                 mix.name(),
@@ -1203,9 +1210,9 @@ fn data_plane(args: &[String]) -> BenchResult<()> {
                     .map(|r| format!("{r:.3}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                median(&mut grp.clone()),
-                median(&mut raw.clone()),
-                median(&mut grp.clone()) / median(&mut raw.clone()),
+                grp_median,
+                raw_median,
+                grp_median / raw_median,
                 median(&mut user_extra),
                 median(&mut kernel_extra)
             );

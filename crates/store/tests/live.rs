@@ -400,8 +400,8 @@ enum ReadFault {
     FailOnce,
 }
 
-/// Does `fault` to a completion of a read (a completion on another device,
-/// or of another kind, is left alone).
+/// Does `fault` to a completion of a read (one of another kind is left
+/// alone).
 fn apply_fault(fault: &std::sync::Mutex<ReadFault>, c: &mut cairn_io::Completion) {
     if c.kind != cairn_io::OpKind::Read {
         return;
@@ -430,8 +430,8 @@ fn apply_fault(fault: &std::sync::Mutex<ReadFault>, c: &mut cairn_io::Completion
 
 /// A normal-redundancy group with one 1 MiB file holding `block(7, 8192)`
 /// at 0, mounted live again with data handles whose engine does `fault` to
-/// the reads of the block's primary copy's disk and counts its writes; with the fault to set and the
-/// primary disk's write count.
+/// the reads of the block's primary copy's disk and counts its writes; with
+/// the fault to set and the primary disk's write count.
 struct FaultyMirror {
     shared: SharedSim,
     ids: Vec<DeviceId>,

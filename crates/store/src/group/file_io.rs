@@ -231,7 +231,10 @@ impl FileIo {
         };
         let plane = group.plane().clone();
         let (slot, epochs) = self.guards.get_mut(&key).expect("invariant: made in new");
-        // As OperationGuard: hold everything back, then the epoch.
+        // The slot holds the oldest epoch in flight, so it cannot use
+        // OperationGuard's store-and-check: first a value that holds every AU
+        // back, then the epoch read after it (a scan in between would
+        // otherwise see only older requests, or idle).
         slot.store(0, Ordering::SeqCst);
         let epoch = plane.epoch();
         *epochs.entry(epoch).or_default() += 1;
