@@ -57,7 +57,8 @@ pub const FILE_NUMBER_USER_MIN: u32 = 256;
 pub struct RawCopy {
     pub au: U32,
     pub disk: U16,
-    pub reserved: U16,
+    /// Stale AUs of this copy (bit i: the extent's AU i); see [`Extent::stale`].
+    pub stale: U16,
 }
 
 /// One extent record, 32 bytes: flags and up to three copies.
@@ -89,6 +90,12 @@ pub struct Extent {
     pub copies: [AuAddr; COPIES_MAX],
     pub count: u8,
     pub initialized: bool,
+    /// Per copy, which of its AUs are stale (bit i: the extent's AU i): the
+    /// copy missed a write while its disk was offline, or a write to it
+    /// failed. A stale AU is never read; resync copies it from a good copy
+    /// and clears the bit. Kept in each copy's `RawCopy::stale` (an extent
+    /// has at most 16 AUs), under [`GROUP_INCOMPAT_STALE_COPIES`].
+    pub stale: [u16; COPIES_MAX],
 }
 
 impl Extent {
@@ -106,6 +113,7 @@ impl Extent {
             copies: slots,
             count: copies.len() as u8,
             initialized,
+            stale: [0; COPIES_MAX],
         }
     }
 
@@ -114,6 +122,38 @@ impl Extent {
         &self.copies[..usize::from(self.count)]
     }
 
+    /// Whether copy `slot` has a stale AU among the extent's AUs `aus`
+    /// (AU indices inside the extent).
+    pub fn stale_in(&self, slot: usize, aus: std::ops::Range<u64>) -> bool {
+        self.stale.get(slot).is_some_and(|m| *m & au_mask(aus) != 0)
+    }
+
+    /// Whether any copy has a stale AU.
+    pub fn any_stale(&self) -> bool {
+        self.stale[..usize::from(self.count)]
+            .iter()
+            .any(|m| *m != 0)
+    }
+}
+
+/// The stale-mask bits of an extent's AUs `aus` (AU indices inside the
+/// extent, below 16).
+pub fn au_mask(aus: std::ops::Range<u64>) -> u16 {
+    let lo = aus.start.min(16);
+    let hi = aus.end.min(16);
+    if hi <= lo {
+        return 0;
+    }
+    let bits = hi - lo;
+    let ones: u32 = if bits >= 16 {
+        0xFFFF
+    } else {
+        (1u32 << bits) - 1
+    };
+    ((ones << lo) & 0xFFFF) as u16
+}
+
+impl Extent {
     fn encode(&self) -> RawExtent {
         let mut raw = RawExtent::new_zeroed();
         raw.flags = U32::new(if self.initialized {
@@ -130,6 +170,7 @@ impl Extent {
                 Some(a) => {
                     copy.au = U32::new(a.au);
                     copy.disk = U16::new(a.disk);
+                    copy.stale = U16::new(self.stale[slot]);
                 }
                 None => copy.disk = U16::new(NO_DISK),
             }
@@ -147,11 +188,15 @@ impl Extent {
             return Err(invalid("extent.flags", format!("unknown bits {flags:#x}")));
         }
         let mut copies = Vec::with_capacity(COPIES_MAX);
+        let mut stale = [0u16; COPIES_MAX];
         let mut ended = false;
         for copy in &raw.copies {
             let disk = copy.disk.get();
             if disk == NO_DISK {
                 ended = true;
+                if copy.stale.get() != 0 {
+                    return Err(invalid("extent.copies", "stale bits on an empty slot"));
+                }
                 continue;
             }
             if ended {
@@ -160,6 +205,7 @@ impl Extent {
             if copy.au.get() == 0 {
                 return Err(invalid("extent.copies", "AU 0 is reserved"));
             }
+            stale[copies.len()] = copy.stale.get();
             copies.push(AuAddr {
                 disk,
                 au: copy.au.get(),
@@ -168,7 +214,9 @@ impl Extent {
         if copies.is_empty() {
             return Err(invalid("extent.copies", "no copy"));
         }
-        Ok(Some(Self::new(&copies, flags & EXTENT_INITIALIZED != 0)))
+        let mut extent = Self::new(&copies, flags & EXTENT_INITIALIZED != 0);
+        extent.stale = stale;
+        Ok(Some(extent))
     }
 }
 
@@ -331,10 +379,11 @@ impl GroupSuper {
                 format!("disk {} of {disk_count}", raw.disk_number.get()),
             ));
         }
-        if raw.features_incompat.get() != 0 {
+        let unknown = raw.features_incompat.get() & !GROUP_INCOMPAT_KNOWN;
+        if unknown != 0 {
             return Err(invalid(
                 "features_incompat",
-                format!("{:#x} unknown; upgrade Cairn", raw.features_incompat.get()),
+                format!("{unknown:#x} unknown; upgrade Cairn"),
             ));
         }
         let file_directory = Extent::decode(&raw.file_directory)?
@@ -350,7 +399,7 @@ impl GroupSuper {
             features: FeatureSet {
                 compat: raw.features_compat.get(),
                 ro_compat: raw.features_ro_compat.get(),
-                incompat: 0,
+                incompat: raw.features_incompat.get(),
             },
             file_directory,
         })
@@ -365,15 +414,21 @@ pub struct RawDiskEntry {
     pub failgroup: [u8; 32],
     pub number: U16,
     pub state: u8,
-    pub reserved0: u8,
+    /// [`DISK_FLAG_HELD`] and future flags.
+    pub flags: u8,
     pub failgroup_id: U16,
-    pub reserved1: U16,
+    /// `offline --drop-after`, in minutes; 0: the group's `disk_repair_time`.
+    pub drop_after_minutes: U16,
     pub au_count: U64,
     pub size_bytes: U64,
     pub logical_sector_bytes: U32,
     pub physical_sector_bytes: U32,
     pub created_unix_seconds: U64,
-    pub reserved_tail: [u8; 8],
+    /// Seconds the disk has been offline while the group was mounted.
+    pub offline_seconds: U32,
+    /// The low 32 bits of the last superblock generation the disk received
+    /// before it went offline (0 while in service).
+    pub synced_generation: U32,
 }
 const _: () = assert!(size_of::<RawDiskEntry>() == 128);
 
@@ -390,8 +445,12 @@ pub struct RawDiskDirectory {
 pub enum DiskState {
     /// Read and written.
     Online,
-    /// Missed writes (failed, or absent at mount): never read until resynced.
+    /// Missed writes (failed, absent at mount, or taken offline on request):
+    /// never read or written until resynced.
     Offline,
+    /// Back, and being resynced: written (so it misses nothing more), never
+    /// read until its stale AUs are copied and it is ONLINE again.
+    Syncing,
 }
 
 impl DiskState {
@@ -399,12 +458,14 @@ impl DiskState {
         match self {
             Self::Online => 1,
             Self::Offline => 2,
+            Self::Syncing => 3,
         }
     }
     fn from_code(code: u8) -> Option<Self> {
         match code {
             1 => Some(Self::Online),
             2 => Some(Self::Offline),
+            3 => Some(Self::Syncing),
             _ => None,
         }
     }
@@ -412,9 +473,22 @@ impl DiskState {
         match self {
             Self::Online => "ONLINE",
             Self::Offline => "OFFLINE",
+            Self::Syncing => "SYNCING",
         }
     }
 }
+
+/// The disk was taken offline on request (`cairn group offline`): a mount
+/// that finds it leaves it offline until `cairn group online`.
+pub const DISK_FLAG_HELD: u8 = 1;
+const DISK_FLAGS_KNOWN: u8 = DISK_FLAG_HELD;
+
+/// Incompatible group feature: extents may carry stale-copy bits
+/// ([`Extent::stale`]), which a reader that ignores them would serve stale
+/// data through, and disks may be SYNCING.
+pub const GROUP_INCOMPAT_STALE_COPIES: u64 = 1;
+/// The incompatible group features this code knows.
+pub const GROUP_INCOMPAT_KNOWN: u64 = GROUP_INCOMPAT_STALE_COPIES;
 
 /// One member disk, as the disk directory records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -425,12 +499,29 @@ pub struct DiskEntry {
     pub failgroup: String,
     pub failgroup_id: u16,
     pub state: DiskState,
+    /// [`DISK_FLAG_HELD`]...
+    pub flags: u8,
     /// AUs that fit before the tail header copy (AU 0 counted, reserved ones too).
     pub au_count: u64,
     pub size_bytes: u64,
     pub logical_sector_bytes: u32,
     pub physical_sector_bytes: u32,
     pub created_unix_seconds: u64,
+    /// `offline --drop-after`, in minutes (0: the group's `disk_repair_time`).
+    pub drop_after_minutes: u16,
+    /// Seconds offline while the group was mounted (the repair timer).
+    pub offline_seconds: u32,
+    /// Low 32 bits of the last superblock generation the disk received
+    /// before it went offline: a disk that comes back holding another
+    /// generation is an older (or foreign) image of it, and is refused.
+    pub synced_generation: u32,
+}
+
+impl DiskEntry {
+    /// Taken offline on request: stays offline until brought online.
+    pub fn held(&self) -> bool {
+        self.flags & DISK_FLAG_HELD != 0
+    }
 }
 
 /// Encode the disk directory block `index` (0-based) of a slot.
@@ -449,7 +540,11 @@ pub fn encode_disk_directory(block: &mut Block, index: usize, disks: &[DiskEntry
         put_name(&mut e.failgroup, &disk.failgroup);
         e.number = U16::new(disk.number);
         e.state = disk.state.code();
+        e.flags = disk.flags;
         e.failgroup_id = U16::new(disk.failgroup_id);
+        e.drop_after_minutes = U16::new(disk.drop_after_minutes);
+        e.offline_seconds = U32::new(disk.offline_seconds);
+        e.synced_generation = U32::new(disk.synced_generation);
         e.au_count = U64::new(disk.au_count);
         e.size_bytes = U64::new(disk.size_bytes);
         e.logical_sector_bytes = U32::new(disk.logical_sector_bytes);
@@ -475,6 +570,12 @@ pub fn decode_disk_directory(block: &[u8], index: usize) -> Result<Vec<DiskEntry
         }
         let state = DiskState::from_code(e.state)
             .ok_or_else(|| invalid("disk.state", format!("{}", e.state)))?;
+        if e.flags & !DISK_FLAGS_KNOWN != 0 {
+            return Err(invalid(
+                "disk.flags",
+                format!("unknown bits {:#x}", e.flags),
+            ));
+        }
         out.push(DiskEntry {
             number: e.number.get(),
             disk_uuid: Uuid::from_bytes(e.disk_uuid),
@@ -482,11 +583,15 @@ pub fn decode_disk_directory(block: &[u8], index: usize) -> Result<Vec<DiskEntry
             failgroup: get_name(&e.failgroup, "disk.failgroup")?,
             failgroup_id: e.failgroup_id.get(),
             state,
+            flags: e.flags,
             au_count: e.au_count.get(),
             size_bytes: e.size_bytes.get(),
             logical_sector_bytes: e.logical_sector_bytes.get(),
             physical_sector_bytes: e.physical_sector_bytes.get(),
             created_unix_seconds: e.created_unix_seconds.get(),
+            drop_after_minutes: e.drop_after_minutes.get(),
+            offline_seconds: e.offline_seconds.get(),
+            synced_generation: e.synced_generation.get(),
         });
     }
     Ok(out)
@@ -1262,16 +1367,20 @@ mod tests {
                 label: format!("D{n}"),
                 failgroup: format!("FG{}", n % 3),
                 failgroup_id: n % 3,
-                state: if n == 5 {
-                    DiskState::Offline
-                } else {
-                    DiskState::Online
+                state: match n {
+                    5 => DiskState::Offline,
+                    6 => DiskState::Syncing,
+                    _ => DiskState::Online,
                 },
+                flags: if n == 5 { DISK_FLAG_HELD } else { 0 },
                 au_count: 1000 + u64::from(n),
                 size_bytes: 1 << 32,
                 logical_sector_bytes: 512,
                 physical_sector_bytes: 4096,
                 created_unix_seconds: 3,
+                drop_after_minutes: if n == 5 { 90 } else { 0 },
+                offline_seconds: if n == 5 { 7_200 } else { 0 },
+                synced_generation: if n == 5 { 0xDEAD_BEEF } else { 0 },
             })
             .collect();
         let mut decoded = Vec::new();

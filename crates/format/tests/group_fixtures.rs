@@ -128,6 +128,10 @@ fn disks() -> Vec<DiskEntry> {
             logical_sector_bytes: 4096,
             physical_sector_bytes: 4096,
             created_unix_seconds: CREATED,
+            flags: 0,
+            drop_after_minutes: 0,
+            offline_seconds: 0,
+            synced_generation: 0,
         })
         .collect()
 }

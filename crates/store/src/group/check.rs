@@ -12,9 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cairn_format::group::{
-    AliasKind, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_DIRECTORY, SUPER_SLOT_OFFSETS_BYTES,
-};
+use cairn_format::group::{AliasKind, SUPER_SLOT_OFFSETS_BYTES};
 use cairn_format::meta::{self, BLOCK_BYTES};
 use cairn_io::AlignedBuf;
 use serde::Serialize;
@@ -547,25 +545,7 @@ impl Group<'_> {
         repair: bool,
         report: &mut CheckReport,
     ) -> Result<(), GroupError> {
-        let mut blocks: Vec<Dirty> = Vec::new();
-        for (number, rec) in &self.files {
-            blocks.push(Dirty::Entry(*number));
-            let indirect = (rec.extents.len().saturating_sub(DIRECT_EXTENTS))
-                .div_ceil(EXTENTS_PER_INDIRECT_BLOCK);
-            blocks.extend((0..indirect as u64).map(|block| Dirty::Indirect {
-                file: *number,
-                block,
-            }));
-        }
-        let alias_blocks: BTreeSet<u64> = self
-            .aliases
-            .keys()
-            .map(|id| super::alias_block_of(*id))
-            .collect();
-        blocks.extend(alias_blocks.into_iter().map(Dirty::Alias));
-        blocks.push(Dirty::Templates);
-        blocks.push(Dirty::Attributes);
-        let _ = FILE_DIRECTORY;
+        let mut blocks = self.metadata_blocks();
         // Blocks this repair is about to write whole are not compared.
         blocks.retain(|d| !self.dirty.contains(d));
         for d in blocks {

@@ -100,10 +100,15 @@ pub fn create<'e>(
                 logical_sector_bytes: h.logical_sector_bytes,
                 physical_sector_bytes: h.physical_sector_bytes,
                 created_unix_seconds: spec.now_unix_seconds,
+                flags: 0,
+                drop_after_minutes: 0,
+                offline_seconds: 0,
+                synced_generation: 0,
             },
             device: Some(d.device),
             alloc: Some(DiskAlloc::empty(layout)),
             needs_flush: false,
+            generation: 0,
         }));
     }
     if fg_ids.len() < usize::from(copies) {
@@ -124,7 +129,10 @@ pub fn create<'e>(
             disk_number: 0,
             disk_count: members.len() as u16,
             created_unix_seconds: spec.now_unix_seconds,
-            features: FeatureSet::default(),
+            features: FeatureSet {
+                incompat: fmt::GROUP_INCOMPAT_STALE_COPIES,
+                ..FeatureSet::default()
+            },
             file_directory: Extent::new(&[AuAddr { disk: 0, au: 1 }], false),
         },
         spec.group_uuid,

@@ -33,7 +33,7 @@ use super::plane::{
     DataPlane, DiskView, FileSnapshot, LatchKey, NotWritable, OperationGuard, Piece,
 };
 use super::*;
-use cairn_format::group::{AuAddr, Extent, FileState, FILE_NUMBER_USER_MIN};
+use cairn_format::group::{au_mask, AuAddr, Extent, FileState, FILE_NUMBER_USER_MIN};
 use cairn_io::{AlignedBuf, Op, Request};
 
 /// Bytes of a write's data turned into requests at once: a bigger write goes
@@ -72,6 +72,15 @@ pub(crate) trait DataPort {
     /// `epoch`: returns once they are offline (durably), or fails when the
     /// group cannot go on without them.
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError>;
+    /// Mark AUs of copies of the file stale, durably, and publish the new
+    /// snapshot: the copies missed (or are about to miss) a write. A mark
+    /// for a copy the file no longer has is dropped.
+    fn mark_stale(
+        &mut self,
+        file: u32,
+        incarnation: u32,
+        marks: &[StaleMark],
+    ) -> Result<(), GroupError>;
     /// The file's current snapshot (see [`DataPlane::file`]).
     fn snapshot(&mut self, number: u32) -> Option<Arc<FileSnapshot>> {
         self.plane().file(number)
@@ -100,14 +109,59 @@ fn buffer_with(port: &mut dyn DataPort, bytes: &[u8]) -> AlignedBuf {
     buf
 }
 
+/// AUs of one copy of an extent that missed a write: set in the copy's
+/// stale mask (`Extent::stale`), so they are never read until resynced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StaleMark {
+    pub extent: u64,
+    /// The copy, by where it is (a copy the file no longer has is skipped).
+    pub copy: AuAddr,
+    pub mask: u16,
+}
+
+/// The AUs (indices inside the extent) a piece touches.
+fn piece_aus(snap: &FileSnapshot, within: u64, len: u64) -> std::ops::Range<u64> {
+    let au = snap.au_bytes;
+    within / au..(within + len.max(1) - 1) / au + 1
+}
+
+/// Every AU of extent `index`.
+fn whole_extent_mask(index: u64) -> u16 {
+    au_mask(0..crate::placement::extent_aus(index))
+}
+
+/// Copies of `extent` not written in the view (their disk is offline) whose
+/// AUs in `mask` are not all marked stale yet: they must be before the
+/// write is acknowledged.
+fn missed_copies(
+    view: &DiskView,
+    index: u64,
+    extent: &Extent,
+    mask: u16,
+    out: &mut Vec<StaleMark>,
+) {
+    for (slot, c) in extent.copies().iter().enumerate() {
+        if !view.is_writable(c.disk) && extent.stale[slot] & mask != mask {
+            match out.iter_mut().find(|m| m.extent == index && m.copy == *c) {
+                Some(m) => m.mask |= mask,
+                None => out.push(StaleMark {
+                    extent: index,
+                    copy: *c,
+                    mask,
+                }),
+            }
+        }
+    }
+}
+
 /// One I/O of a data operation, on a member disk.
-struct DiskIo {
-    disk: u16,
-    op: Op,
+pub(super) struct DiskIo {
+    pub(super) disk: u16,
+    pub(super) op: Op,
 }
 
 /// What became of one [`DiskIo`]: its result, and its buffer back.
-type IoOutcome = (Result<u64, IoError>, Option<AlignedBuf>);
+pub(super) type IoOutcome = (Result<u64, IoError>, Option<AlignedBuf>);
 
 /// Where a read goes and how many bytes it must bring (`None` for other
 /// operations).
@@ -158,7 +212,10 @@ fn run_one(port: &mut dyn DataPort, io: DiskIo) -> Result<IoOutcome, GroupError>
 }
 
 /// Run `ios` at once on the port's engine; per I/O, its outcome.
-fn run(port: &mut dyn DataPort, mut ios: Vec<DiskIo>) -> Result<Vec<IoOutcome>, GroupError> {
+pub(super) fn run(
+    port: &mut dyn DataPort,
+    mut ios: Vec<DiskIo>,
+) -> Result<Vec<IoOutcome>, GroupError> {
     if ios.len() == 1 {
         let io = ios.pop().expect("invariant: one I/O");
         return Ok(vec![run_one(port, io)?]);
@@ -196,8 +253,29 @@ fn at(snap: &FileSnapshot, c: AuAddr, within: u64) -> u64 {
     u64::from(c.au) * snap.au_bytes + within
 }
 
-/// The copies of an extent online in the view, primary first.
-fn online_copies_of<'a>(
+/// The copies of an extent that may be read for its AUs `aus`: online in
+/// the view and not stale there, primary first.
+fn readable_copies_of<'a>(
+    view: &'a DiskView,
+    extent: &'a Extent,
+    aus: std::ops::Range<u64>,
+) -> impl Iterator<Item = AuAddr> + Clone + 'a {
+    extent
+        .copies()
+        .iter()
+        .enumerate()
+        .filter(move |(slot, c)| view.is_online(c.disk) && !extent.stale_in(*slot, aus.clone()))
+        .map(|(_, c)| *c)
+}
+
+/// [`readable_copies_of`], collected.
+fn readable_copies(view: &DiskView, extent: &Extent, aus: std::ops::Range<u64>) -> Vec<AuAddr> {
+    readable_copies_of(view, extent, aus).collect()
+}
+
+/// The copies of an extent a write goes to: on disks written in the view
+/// (ONLINE or SYNCING), primary first.
+fn writable_copies_of<'a>(
     view: &'a DiskView,
     extent: &'a Extent,
 ) -> impl Iterator<Item = AuAddr> + Clone + 'a {
@@ -205,12 +283,12 @@ fn online_copies_of<'a>(
         .copies()
         .iter()
         .copied()
-        .filter(|c| view.is_online(c.disk))
+        .filter(|c| view.is_writable(c.disk))
 }
 
-/// [`online_copies_of`], collected.
-fn online_copies(view: &DiskView, extent: &Extent) -> Vec<AuAddr> {
-    online_copies_of(view, extent).collect()
+/// [`writable_copies_of`], collected.
+fn writable_copies(view: &DiskView, extent: &Extent) -> Vec<AuAddr> {
+    writable_copies_of(view, extent).collect()
 }
 
 fn file_snapshot(port: &mut dyn DataPort, number: u32) -> Result<Arc<FileSnapshot>, GroupError> {
@@ -292,10 +370,10 @@ pub(crate) fn read(
             .extent(p.extent)
             .expect("invariant: pieces are in the map");
         if extent.initialized {
-            let online = online_copies(&view, extent);
+            let online = readable_copies(&view, extent, piece_aus(&snap, p.within, p.len));
             if online.is_empty() {
                 return Err(GroupError::Corrupt(format!(
-                    "file {number} offset {offset}: no copy could be read (every copy is offline)"
+                    "file {number} offset {offset}: no copy could be read (every copy is offline or stale)"
                 )));
             }
             copies.push(online);
@@ -492,7 +570,9 @@ fn read_from_primary(
     let primary = snap
         .extent(loc.extent)
         .filter(|e| e.initialized)
-        .and_then(|e| online_copies_of(view, e).next());
+        .and_then(|e| {
+            readable_copies_of(view, e, piece_aus(snap, loc.offset_in_extent, len)).next()
+        });
     let Some(c) = primary else {
         return Ok(First::NotTaken);
     };
@@ -616,14 +696,23 @@ fn repair(
 /// is acknowledged: a copy that missed the write is never read again, so its
 /// disk goes offline first (or the write fails). `lost`: an extent of the
 /// write that reached no copy, which fails it.
+///
+/// The copies that failed are marked stale first (`missed`), then their
+/// disks taken offline: a crash between the two leaves the marks, and the
+/// next mount resyncs those AUs whatever became of the disk.
 fn settle_write(
     port: &mut dyn DataPort,
     guard: Option<OperationGuard<'_>>,
+    (number, incarnation): (u32, u32),
+    missed: &[StaleMark],
     failed: &BTreeSet<u16>,
     view: &DiskView,
     lost: Option<&Extent>,
 ) -> Result<(), GroupError> {
     drop(guard);
+    if !missed.is_empty() {
+        port.mark_stale(number, incarnation, missed)?;
+    }
     if !failed.is_empty() {
         port.disks_failed(failed, view.epoch)?;
     }
@@ -674,7 +763,21 @@ fn write_in_place(
     let extent = *snap
         .extent(loc.extent)
         .expect("invariant: located in the map");
-    let online = || online_copies_of(&view, &extent);
+    let aus = piece_aus(snap, loc.offset_in_extent, len);
+    // A copy on an offline disk not yet marked stale here: the general path
+    // marks it first.
+    let mut unmarked = Vec::new();
+    missed_copies(
+        &view,
+        loc.extent,
+        &extent,
+        au_mask(aus.clone()),
+        &mut unmarked,
+    );
+    if !unmarked.is_empty() {
+        return Ok(false);
+    }
+    let online = || writable_copies_of(&view, &extent);
     let io = |port: &mut dyn DataPort, c: AuAddr| DiskIo {
         disk: c.disk,
         op: Op::Write {
@@ -685,15 +788,22 @@ fn write_in_place(
     };
     let mut landed = false;
     let mut failed = BTreeSet::new();
-    let mut settle = |port: &mut dyn DataPort, disk: u16, (result, buf): IoOutcome| {
+    let mut missed = Vec::new();
+    let mask = au_mask(aus);
+    let mut settle = |port: &mut dyn DataPort, c: AuAddr, (result, buf): IoOutcome| {
         if let Some(buf) = buf {
             port.recycle(buf);
         }
         if result.is_ok() {
             landed = true;
-            port.wrote(disk);
+            port.wrote(c.disk);
         } else {
-            failed.insert(disk);
+            failed.insert(c.disk);
+            missed.push(StaleMark {
+                extent: loc.extent,
+                copy: c,
+                mask,
+            });
         }
     };
     // One copy (external redundancy) goes without collecting anything.
@@ -703,18 +813,26 @@ fn write_in_place(
             let c = online().next().expect("invariant: one copy online");
             let io = io(port, c);
             let outcome = run_one(port, io)?;
-            settle(port, c.disk, outcome);
+            settle(port, c, outcome);
         }
         _ => {
             let copies: Vec<AuAddr> = online().collect();
             let ios = copies.iter().map(|c| io(port, *c)).collect();
             for (c, outcome) in copies.iter().zip(run(port, ios)?) {
-                settle(port, c.disk, outcome);
+                settle(port, *c, outcome);
             }
         }
     }
     let lost = (!landed).then_some(&extent);
-    settle_write(port, guard, &failed, &view, lost)?;
+    settle_write(
+        port,
+        guard,
+        (number, snap.incarnation),
+        &missed,
+        &failed,
+        &view,
+        lost,
+    )?;
     drop(latch);
     Ok(true)
 }
@@ -793,7 +911,28 @@ pub(crate) fn write(
         snap = now;
     };
     let view = port.disk_view();
+    // Copies on offline disks miss this write: marked stale before any byte
+    // of it lands (a first write changes the whole extent).
+    let mut unmarked = Vec::new();
+    for p in &pieces {
+        let ext = snap
+            .extent(p.extent)
+            .expect("invariant: pieces are in the map");
+        let mask = if fresh.contains(&p.extent) {
+            whole_extent_mask(p.extent)
+        } else {
+            au_mask(piece_aus(&snap, p.within, p.len))
+        };
+        missed_copies(&view, p.extent, ext, mask, &mut unmarked);
+    }
+    if !unmarked.is_empty() {
+        if let Err(e) = port.mark_stale(number, snap.incarnation, &unmarked) {
+            drop(guard);
+            return Err(e);
+        }
+    }
     let mut failed: BTreeSet<u16> = BTreeSet::new();
+    let mut missed: Vec<StaleMark> = Vec::new();
     let mut written: BTreeSet<u16> = BTreeSet::new();
     // First writes: zero what this write does not cover of each fresh extent.
     let mut covered: BTreeMap<u64, u64> = BTreeMap::new();
@@ -809,22 +948,31 @@ pub(crate) fn write(
         let ext = snap
             .extent(*extent)
             .expect("invariant: pieces are in the map");
-        for c in online_copies(&view, ext) {
-            zeroing.push((c.disk, u64::from(c.au) * snap.au_bytes, whole));
+        for c in writable_copies(&view, ext) {
+            zeroing.push((*extent, c, whole));
         }
     }
     if !zeroing.is_empty() {
         let ios = zeroing
             .iter()
-            .map(|(disk, offset_bytes, len_bytes)| DiskIo {
-                disk: *disk,
-                op: zero_op(port, *disk, *offset_bytes, *len_bytes),
+            .map(|(_, c, len_bytes)| DiskIo {
+                disk: c.disk,
+                op: zero_op(port, c.disk, u64::from(c.au) * snap.au_bytes, *len_bytes),
             })
             .collect();
-        for ((disk, _, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
+        for ((extent, c, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
             match result {
-                Ok(_) => written.insert(*disk),
-                Err(_) => failed.insert(*disk),
+                Ok(_) => {
+                    written.insert(c.disk);
+                }
+                Err(_) => {
+                    failed.insert(c.disk);
+                    missed.push(StaleMark {
+                        extent: *extent,
+                        copy: *c,
+                        mask: whole_extent_mask(*extent),
+                    });
+                }
             };
         }
     }
@@ -846,8 +994,8 @@ pub(crate) fn write(
             let ext = snap
                 .extent(p.extent)
                 .expect("invariant: pieces are in the map");
-            for c in online_copies(&view, ext) {
-                of.push((i, c.disk));
+            for c in writable_copies(&view, ext) {
+                of.push((i, c));
                 ios.push(DiskIo {
                     disk: c.disk,
                     op: Op::Write {
@@ -858,17 +1006,23 @@ pub(crate) fn write(
                 });
             }
         }
-        for ((i, disk), (result, buf)) in of.into_iter().zip(run(port, ios)?) {
+        for ((i, c), (result, buf)) in of.into_iter().zip(run(port, ios)?) {
             if let Some(buf) = buf {
                 port.recycle(buf);
             }
             match result {
                 Ok(_) => {
                     landed[i] += 1;
-                    written.insert(disk);
+                    written.insert(c.disk);
                 }
                 Err(_) => {
-                    failed.insert(disk);
+                    failed.insert(c.disk);
+                    let p = &pieces[i];
+                    missed.push(StaleMark {
+                        extent: p.extent,
+                        copy: c,
+                        mask: au_mask(piece_aus(&snap, p.within, p.len)),
+                    });
                 }
             }
         }
@@ -885,7 +1039,15 @@ pub(crate) fn write(
     for disk in &written {
         port.wrote(*disk);
     }
-    settle_write(port, guard, &failed, &view, lost)?;
+    settle_write(
+        port,
+        guard,
+        (number, snap.incarnation),
+        &missed,
+        &failed,
+        &view,
+        lost,
+    )?;
     if fresh.is_empty() {
         return Ok(());
     }
@@ -950,39 +1112,55 @@ pub(crate) fn initialize(
             .collect();
         let view = port.disk_view();
         let mut zeroing = Vec::new();
+        let mut unmarked = Vec::new();
         for (e, extent) in &still {
-            let copies = online_copies(&view, extent);
+            let copies = writable_copies(&view, extent);
             if copies.is_empty() {
                 return Err(GroupError::Corrupt(format!(
                     "file {number} extent {e}: no copy could be zeroed (every copy is offline)"
                 )));
             }
+            missed_copies(&view, *e, extent, whole_extent_mask(*e), &mut unmarked);
             for c in copies {
-                zeroing.push((
-                    c.disk,
-                    u64::from(c.au) * now.au_bytes,
-                    now.layout.extent_bytes(*e),
-                ));
+                zeroing.push((*e, c, now.layout.extent_bytes(*e)));
             }
+        }
+        if !unmarked.is_empty() {
+            drop(guard);
+            port.mark_stale(number, now.incarnation, &unmarked)?;
+            continue;
         }
         let ios = zeroing
             .iter()
-            .map(|(disk, offset_bytes, len_bytes)| DiskIo {
-                disk: *disk,
-                op: zero_op(port, *disk, *offset_bytes, *len_bytes),
+            .map(|(_, c, len_bytes)| DiskIo {
+                disk: c.disk,
+                op: zero_op(port, c.disk, u64::from(c.au) * now.au_bytes, *len_bytes),
             })
             .collect();
         let mut written = BTreeSet::new();
         let mut failed = BTreeSet::new();
-        for ((disk, _, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
+        let mut missed = Vec::new();
+        for ((e, c, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
             match result {
-                Ok(_) => written.insert(*disk),
-                Err(_) => failed.insert(*disk),
+                Ok(_) => {
+                    written.insert(c.disk);
+                }
+                Err(_) => {
+                    failed.insert(c.disk);
+                    missed.push(StaleMark {
+                        extent: *e,
+                        copy: *c,
+                        mask: whole_extent_mask(*e),
+                    });
+                }
             };
         }
         drop(guard);
         for disk in &written {
             port.wrote(*disk);
+        }
+        if !missed.is_empty() {
+            port.mark_stale(number, now.incarnation, &missed)?;
         }
         if !failed.is_empty() {
             port.disks_failed(&failed, view.epoch)?;
@@ -1029,7 +1207,7 @@ impl DataPort for Group<'_> {
         &mut *self.engine
     }
     fn device(&self, disk: u16) -> Option<DeviceId> {
-        self.member(disk).and_then(Member::online)
+        self.member(disk).and_then(Member::writable)
     }
     fn may_write(&self) -> bool {
         !self.read_only
@@ -1068,6 +1246,16 @@ impl DataPort for Group<'_> {
             .collect();
         Group::mark_initialized(self, file, &extents)
     }
+    fn mark_stale(
+        &mut self,
+        file: u32,
+        incarnation: u32,
+        marks: &[StaleMark],
+    ) -> Result<(), GroupError> {
+        self.check_writable()?;
+        self.set_stale(file, incarnation, marks);
+        self.commit()
+    }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, _epoch: u64) -> Result<(), GroupError> {
         self.check_usable()?;
         // A disk another thread's report took offline already is done: the
@@ -1075,7 +1263,7 @@ impl DataPort for Group<'_> {
         let still: Vec<u16> = disks
             .iter()
             .copied()
-            .filter(|d| self.member(*d).and_then(Member::online).is_some())
+            .filter(|d| self.member(*d).and_then(Member::writable).is_some())
             .collect();
         if still.is_empty() {
             return Ok(());
@@ -1208,10 +1396,13 @@ impl Group<'_> {
         let online = (0..self.members.len() as u16)
             .map(|d| self.member(d).and_then(Member::online).is_some())
             .collect();
+        let writable = (0..self.members.len() as u16)
+            .map(|d| self.member(d).and_then(Member::writable).is_some())
+            .collect();
         let names = (0..self.members.len() as u16)
             .map(|d| self.disk_name(d))
             .collect();
-        self.plane.publish_disks(online, names);
+        self.plane.publish_disks(online, writable, names);
     }
 
     /// Why a file may not be written, if it may not.

@@ -18,7 +18,7 @@ impl Group<'_> {
         let mut requests = Vec::with_capacity(writes.len());
         let mut disk_of = Vec::with_capacity(writes.len());
         for (disk, offset_bytes, buf) in writes {
-            let Some(device) = self.member(disk).and_then(Member::online) else {
+            let Some(device) = self.member(disk).and_then(Member::writable) else {
                 continue;
             };
             disk_of.push(disk);
@@ -70,7 +70,7 @@ impl Group<'_> {
         let mut disk_of = Vec::new();
         for (n, m) in self.members.iter().enumerate() {
             let Some(m) = m else { continue };
-            let Some(device) = m.online() else { continue };
+            let Some(device) = m.writable() else { continue };
             let n = n as u16;
             let wanted = match only {
                 Some(set) => set.contains(&n),

@@ -28,7 +28,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_format::group::AuAddr;
+use cairn_format::group::{au_mask, AuAddr};
 use cairn_io::engine::validate;
 use cairn_io::{
     AlignedBuf, Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, OpKind,
@@ -36,7 +36,7 @@ use cairn_io::{
 };
 use slab::Slab;
 
-use super::data::DataPort;
+use super::data::{DataPort, StaleMark};
 use super::live::{DataHandle, LiveGroup};
 use super::plane::{FileSnapshot, GuardSlot, LatchGuard, Piece};
 
@@ -83,6 +83,10 @@ struct Pending {
     /// Disks a write or flush failed on, to be taken offline before
     /// completion.
     failed_disks: BTreeSet<u16>,
+    /// Copies a write failed on: marked stale before their disks go
+    /// offline. With the file's incarnation the write used.
+    missed: Vec<StaleMark>,
+    incarnation: u32,
     /// For writes: per piece, the copies that landed.
     landed: Vec<u8>,
     /// A read piece was served by a later copy: repair once done.
@@ -124,6 +128,8 @@ enum Role {
         piece: usize,
         disk: u16,
         caller: bool,
+        /// What to mark stale if this write fails.
+        mark: StaleMark,
     },
     /// A flush of `disk`.
     Flush { disk: u16 },
@@ -424,6 +430,7 @@ impl FileIo {
                         piece: i,
                         disk,
                         caller,
+                        mark,
                     },
                     result,
                     buf,
@@ -435,6 +442,7 @@ impl FileIo {
                         Ok(_) => p.landed[i] += 1,
                         Err(_) => {
                             p.failed_disks.insert(disk);
+                            p.missed.push(mark);
                         }
                     }
                 }
@@ -466,8 +474,19 @@ impl FileIo {
         if !done.failed_disks.is_empty() {
             let file = done.file_device.expect("invariant: group file");
             let failed = std::mem::take(&mut done.failed_disks);
-            let view_epoch = done.view_epoch;
+            let missed = std::mem::take(&mut done.missed);
+            let number = match &self.devices[file] {
+                Mapping::GroupFile { number, .. } => *number,
+                Mapping::Direct(_) => unreachable!("invariant: a group file"),
+            };
+            let (view_epoch, incarnation) = (done.view_epoch, done.incarnation);
+            // The copies that missed the write are marked stale first, then
+            // their disks go offline (as the synchronous path does).
             let result = self.slow_handle(file).and_then(|h| {
+                if !missed.is_empty() {
+                    DataPort::mark_stale(h, number, incarnation, &missed)
+                        .map_err(|e| io_error(&e))?;
+                }
                 DataPort::disks_failed(h, &failed, view_epoch).map_err(|e| io_error(&e))
             });
             if let Err(e) = result {
@@ -724,6 +743,8 @@ impl Pending {
             latch: None,
             plan: None,
             failed_disks: BTreeSet::new(),
+            missed: Vec::new(),
+            incarnation: 0,
             landed: Vec::new(),
             needs_repair: false,
             view_epoch: 0,
@@ -882,11 +903,19 @@ impl FileIo {
                 .extent(p.extent)
                 .expect("invariant: pieces are in the map");
             fresh |= !extent.initialized;
+            // A write with a copy on a disk that is not ONLINE (it is
+            // SYNCING, or offline and its copy must be marked stale first)
+            // takes the synchronous path, as a first write does.
+            fresh |= is_write && extent.copies().iter().any(|c| !view.is_online(c.disk));
+            let aus = p.within / snap.au_bytes..(p.within + p.len.max(1) - 1) / snap.au_bytes + 1;
             let online: Vec<AuAddr> = extent
                 .copies()
                 .iter()
-                .copied()
-                .filter(|c| view.is_online(c.disk))
+                .enumerate()
+                .filter(|(slot, c)| {
+                    view.is_online(c.disk) && (is_write || !extent.stale_in(*slot, aus.clone()))
+                })
+                .map(|(_, c)| *c)
                 .collect();
             if extent.initialized && online.is_empty() {
                 return refuse(self, op, IoError::Engine { errno: EIO });
@@ -898,8 +927,9 @@ impl FileIo {
             });
         }
         if is_write && fresh {
-            // The first write into an extent: the synchronous path, which
-            // takes the extent's latch exclusively — so let ours go first.
+            // The first write into an extent (or one with a copy not
+            // ONLINE): the synchronous path, which may take the extent's
+            // latch exclusively — so let ours go first.
             drop(latch);
             self.guard_end(index, epoch);
             self.requests += 1;
@@ -987,6 +1017,7 @@ impl FileIo {
             }
             Op::Write { buf, fua, .. } => {
                 pending.latch = latch;
+                pending.incarnation = snap.incarnation;
                 pending.landed = vec![0; pieces.len()];
                 let whole = pieces.len() == 1;
                 let mut caller_buf = Some(buf);
@@ -1021,6 +1052,16 @@ impl FileIo {
                             piece: i,
                             disk: c.disk,
                             caller,
+                            mark: StaleMark {
+                                extent: pieces[i].extent,
+                                copy: c,
+                                mask: au_mask(
+                                    pieces[i].within / snap.au_bytes
+                                        ..(pieces[i].within + pieces[i].len.max(1) - 1)
+                                            / snap.au_bytes
+                                            + 1,
+                                ),
+                            },
                         },
                     ));
                 }

@@ -362,7 +362,7 @@ impl Group<'_> {
         let ring = self.journal.header_generation;
         let mut requests = Vec::new();
         for m in self.members.iter_mut().flatten() {
-            let device = m.online();
+            let device = m.writable();
             let Some(alloc) = m.alloc.as_mut() else {
                 continue;
             };

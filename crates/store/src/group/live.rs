@@ -429,6 +429,18 @@ impl DataPort for DataHandle {
             DataPort::mark_initialized(group, file, incarnation, extents, written)
         })?
     }
+    fn mark_stale(
+        &mut self,
+        file: u32,
+        incarnation: u32,
+        marks: &[super::data::StaleMark],
+    ) -> Result<(), GroupError> {
+        self.inner.operation(|group| {
+            group.check_writable()?;
+            group.set_stale(file, incarnation, marks);
+            Ok(())
+        })?
+    }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError> {
         // Another thread may have taken them offline since: once is enough.
         self.inner

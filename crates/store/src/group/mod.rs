@@ -45,6 +45,7 @@
 //! [`crate::group_admin`].
 
 mod alloc;
+pub mod attributes;
 pub mod check;
 mod create;
 mod data;
@@ -57,6 +58,7 @@ mod mount;
 mod namespace;
 mod places;
 pub mod plane;
+pub mod resync;
 mod superblock;
 mod tables;
 
@@ -240,6 +242,13 @@ pub struct MountReport {
     /// Metadata damage found at mount, each with where it is and what it
     /// affects (an AU two files claim, a block with no valid copy).
     pub damage: Vec<String>,
+    /// Members recorded offline and found again: resynced (a writer).
+    pub disks_returned: Vec<String>,
+    /// Members recorded offline and found again that stay offline, each
+    /// with why (taken offline on request, not the image the group left).
+    pub disks_refused: Vec<String>,
+    /// What the mount's resync did, if it ran.
+    pub resync: Option<resync::ResyncReport>,
 }
 
 /// One member disk as the mounted group knows it.
@@ -250,12 +259,24 @@ struct Member {
     /// `None` while offline.
     alloc: Option<DiskAlloc>,
     needs_flush: bool,
+    /// The newest superblock generation this disk is known to hold: what a
+    /// disk taken offline records as its `synced_generation`.
+    generation: u64,
 }
 
 impl Member {
+    /// Read and written: ONLINE, attached, its table loaded.
     fn online(&self) -> Option<DeviceId> {
         match (self.entry.state, self.device) {
             (DiskState::Online, Some(d)) if self.alloc.is_some() => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Written (ONLINE or SYNCING), but read only if [`Member::online`].
+    fn writable(&self) -> Option<DeviceId> {
+        match (self.entry.state, self.device) {
+            (DiskState::Online | DiskState::Syncing, Some(d)) if self.alloc.is_some() => Some(d),
             _ => None,
         }
     }
@@ -436,6 +457,9 @@ pub struct Group<'e> {
     records_written: u64,
     /// How long each commit took, for a benchmark to take.
     commit_times: Vec<std::time::Duration>,
+    /// When this mount began: OFFLINE disks' repair timers count the time
+    /// the group is mounted.
+    mounted_at: std::time::Instant,
 }
 
 fn system_clock() -> u64 {
@@ -515,6 +539,7 @@ impl<'e> Group<'e> {
             txn_done: 0,
             records_written: 0,
             commit_times: Vec::new(),
+            mounted_at: std::time::Instant::now(),
         }
     }
 
@@ -672,10 +697,15 @@ impl<'e> Group<'e> {
                     failgroup: m.entry.failgroup.clone(),
                     state: if m.online().is_some() {
                         DiskState::Online
+                    } else if m.writable().is_some() {
+                        DiskState::Syncing
                     } else {
                         DiskState::Offline
                     },
-                    missing: m.entry.state == DiskState::Online && m.device.is_none(),
+                    missing: m.entry.state != DiskState::Offline && m.device.is_none(),
+                    held: m.entry.held(),
+                    stale_aus: self.stale_aus_on(m.entry.number),
+                    repair_seconds_left: self.repair_seconds_left(m.entry.number),
                     device: m.device,
                     total_aus: layout.map_or(0, |l| l.data_aus()),
                     free_aus: m.alloc.as_ref().map(DiskAlloc::free_aus),
@@ -693,7 +723,7 @@ impl<'e> Group<'e> {
             return Ok(());
         }
         for m in self.members.iter_mut().flatten() {
-            if m.online().is_some() {
+            if m.writable().is_some() {
                 m.needs_flush = true;
             }
         }
@@ -709,6 +739,8 @@ impl<'e> Group<'e> {
             return Ok(());
         }
         self.commit()?;
+        let seconds = self.mounted_at.elapsed().as_secs();
+        self.count_offline_time(seconds)?;
         self.checkpoint()?;
         Ok(())
     }
@@ -732,11 +764,19 @@ pub struct DiskInfo {
     pub number: u16,
     pub label: String,
     pub failgroup: String,
-    /// ONLINE, or OFFLINE when it is not in use (recorded offline, or missing).
+    /// ONLINE; SYNCING (written, not yet read: its resync runs); OFFLINE
+    /// when it is not in use (recorded offline, or missing).
     pub state: DiskState,
     /// Not found at mount, and not (yet) recorded offline: a read-only mount
     /// leaves the record to a command that writes.
     pub missing: bool,
+    /// Taken offline on request: stays OFFLINE until `cairn group online`.
+    pub held: bool,
+    /// Stale AUs on its copies: what its resync will copy.
+    pub stale_aus: u64,
+    /// For an OFFLINE disk, seconds left before its repair timer runs out
+    /// (counted while the group is mounted).
+    pub repair_seconds_left: Option<u64>,
     #[serde(skip)]
     pub device: Option<DeviceId>,
     pub total_aus: u64,

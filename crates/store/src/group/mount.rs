@@ -153,6 +153,12 @@ pub(super) fn mount_inner<'e>(
     }
     let mut missing = Vec::new();
     let mut short = Vec::new();
+    let mut returned = Vec::new();
+    // Each device's newest superblock generation.
+    let slot_of: HashMap<DeviceId, u64> = disks
+        .iter()
+        .filter_map(|(d, _, s)| s.as_ref().map(|(g, _)| (*d, *g)))
+        .collect();
     for entry in &best.entries {
         let mut device = by_uuid.get(&entry.disk_uuid).copied();
         // A member smaller than the group recorded (a truncated file, a
@@ -162,7 +168,7 @@ pub(super) fn mount_inner<'e>(
             .and_then(|d| engine.geometry(d))
             .map(|g| g.size_bytes)
         {
-            if size < entry.size_bytes && entry.state == DiskState::Online {
+            if size < entry.size_bytes {
                 short.push(format!(
                     "disk {} is {size} bytes, smaller than the {} bytes the group recorded for it (a truncated file, or a smaller device in its place): what lay past its end is gone, so it is treated as missing",
                     entry.label, entry.size_bytes
@@ -177,10 +183,26 @@ pub(super) fn mount_inner<'e>(
                     entry.label
                 ))
             })?;
-        let online = entry.state == DiskState::Online && device.is_some();
-        if entry.state == DiskState::Online && device.is_none() {
+        let generation = device.and_then(|d| slot_of.get(&d).copied()).unwrap_or(0);
+        let mut entry = entry.clone();
+        let in_service = matches!(entry.state, DiskState::Online | DiskState::Syncing);
+        if in_service && device.is_none() {
             missing.push(entry.number);
         }
+        // An offline member found again: a writer resyncs it, unless it was
+        // taken offline on request or is not the image the group left.
+        if entry.state == DiskState::Offline && device.is_some() && !read_only {
+            match returning_refusal(&entry, generation) {
+                Some(why) => report.disks_refused.push(why),
+                None => {
+                    entry.state = DiskState::Syncing;
+                    report.disks_returned.push(entry.label.clone());
+                    returned.push(entry.number);
+                }
+            }
+        }
+        let online =
+            matches!(entry.state, DiskState::Online | DiskState::Syncing) && device.is_some();
         let slot = members.get_mut(usize::from(entry.number)).ok_or_else(|| {
             corrupt(format!(
                 "disk directory names disk {} of {}",
@@ -188,10 +210,11 @@ pub(super) fn mount_inner<'e>(
             ))
         })?;
         *slot = Some(Member {
-            entry: entry.clone(),
+            entry,
             device,
             alloc: online.then(|| DiskAlloc::empty(layout)),
             needs_flush: false,
+            generation,
         });
     }
     if !missing.is_empty() && missing_disks == MissingDisks::Refuse {
@@ -211,11 +234,14 @@ pub(super) fn mount_inner<'e>(
     report.damage.extend(short.iter().cloned());
     group.short_disks = short;
     if !missing.is_empty() {
+        let newest = best.generation;
         for d in &missing {
             if let Some(m) = group.member_mut(*d) {
                 // A reader leaves the record alone: the disk is only missing.
                 if !read_only {
                     m.entry.state = DiskState::Offline;
+                    // It was in service, so it holds the newest generation.
+                    m.entry.synced_generation = newest as u32;
                 }
             }
         }
@@ -305,6 +331,13 @@ pub(super) fn mount_inner<'e>(
     group.load_tables(&mut report)?;
     group.load_files()?;
     group.verify_tables(&mut report)?;
+    // A returning disk's table missed the frees made while it was away: the
+    // extent maps say what it holds.
+    for d in &returned {
+        if !group.tables_to_rebuild.contains(d) {
+            group.tables_to_rebuild.push(*d);
+        }
+    }
     group.rebuild_tables()?;
     group.load_aliases()?;
     group.find_orphan_parents();
@@ -344,7 +377,32 @@ pub(super) fn mount_inner<'e>(
     group.commit()?;
     group.offline_failed()?;
     group.publish_all();
+    // Disks that came back (or a resync a crash interrupted): copy what
+    // they missed, and bring them ONLINE.
+    let resync = group.resync(super::resync::RESYNC_POWER_DEFAULT, &mut |_| {})?;
+    if resync != super::resync::ResyncReport::default() {
+        report.resync = Some(resync);
+    }
     Ok((group, report))
+}
+
+/// Why a member recorded offline, found again, may not be resynced; `None`
+/// when it may. `generation`: the newest superblock generation on the
+/// device.
+pub(super) fn returning_refusal(entry: &DiskEntry, generation: u64) -> Option<String> {
+    if entry.held() {
+        return Some(format!(
+            "disk {} was taken offline on request and stays OFFLINE; `cairn group online` brings it back",
+            entry.label
+        ));
+    }
+    if generation as u32 != entry.synced_generation {
+        return Some(format!(
+            "disk {} is not the image the group took offline (its newest superblock is generation {generation}; the group last wrote generation {} (low 32 bits) to it): an older copy of the disk, or one written elsewhere, cannot be resynced — its data cannot be trusted. Attach the right device, or drop the disk",
+            entry.label, entry.synced_generation
+        ));
+    }
+    None
 }
 
 pub(super) fn placeholder_entry(number: u32, copies: u8) -> FileEntry {

@@ -169,8 +169,12 @@ pub struct Piece {
 pub struct DiskView {
     /// Bumped each time a disk leaves (or joins) the set.
     pub epoch: u64,
-    /// By disk number: usable for data I/O.
+    /// By disk number: read and written (ONLINE).
     pub online: Vec<bool>,
+    /// By disk number: written (ONLINE, or SYNCING: it must miss nothing
+    /// more, but is not read until its resync is done). A copy on a disk
+    /// that is neither missed the write and is marked stale first.
+    pub writable: Vec<bool>,
     /// By disk number: the disk's label, for messages.
     pub names: Vec<String>,
 }
@@ -178,6 +182,13 @@ pub struct DiskView {
 impl DiskView {
     pub fn is_online(&self, disk: u16) -> bool {
         self.online.get(usize::from(disk)).copied().unwrap_or(false)
+    }
+
+    pub fn is_writable(&self, disk: u16) -> bool {
+        self.writable
+            .get(usize::from(disk))
+            .copied()
+            .unwrap_or(false)
     }
 
     pub fn name(&self, disk: u16) -> String {
@@ -310,15 +321,16 @@ impl DataPlane {
     }
 
     /// Publish a new disk view. Metadata plane only.
-    pub(super) fn publish_disks(&self, online: Vec<bool>, names: Vec<String>) {
+    pub(super) fn publish_disks(&self, online: Vec<bool>, writable: Vec<bool>, names: Vec<String>) {
         let mut disks = unpoison(self.disks.write());
-        if disks.online == online && disks.names == names {
+        if disks.online == online && disks.writable == writable && disks.names == names {
             return;
         }
         let epoch = disks.epoch + 1;
         *disks = Arc::new(DiskView {
             epoch,
             online,
+            writable,
             names,
         });
         self.generation.fetch_add(1, Ordering::SeqCst);
@@ -656,7 +668,11 @@ mod tests {
         };
         let mut cache = SnapshotCache::default();
         plane.publish_file(1, Some(snapshot(1, MIB, 0)));
-        plane.publish_disks(vec![true, true], vec!["a".into(), "b".into()]);
+        plane.publish_disks(
+            vec![true, true],
+            vec![true, true],
+            vec!["a".into(), "b".into()],
+        );
         let first = cache.file(&plane, 1).unwrap();
         assert_eq!(first.size_bytes, MIB);
         assert!(Arc::ptr_eq(&first, &cache.file(&plane, 1).unwrap()));
@@ -675,7 +691,11 @@ mod tests {
 
         let view = cache.disks(&plane);
         assert!(view.is_online(0) && view.is_online(1));
-        plane.publish_disks(vec![true, false], vec!["a".into(), "b".into()]);
+        plane.publish_disks(
+            vec![true, false],
+            vec![true, false],
+            vec!["a".into(), "b".into()],
+        );
         let view = cache.disks(&plane);
         assert!(view.is_online(0) && !view.is_online(1));
     }

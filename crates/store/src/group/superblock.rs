@@ -16,20 +16,14 @@ impl Group<'_> {
 
     pub(super) fn set_offline(&mut self, disks: &[u16]) -> Result<(), GroupError> {
         for d in disks {
-            let newly = self
-                .member(*d)
-                .filter(|m| m.entry.state == DiskState::Online)
-                .map(|m| {
-                    format!(
-                        "{} (failure group {}): an I/O to it failed",
-                        m.entry.label, m.entry.failgroup
-                    )
-                });
+            let newly = self.member(*d).filter(|m| m.writable().is_some()).map(|m| {
+                format!(
+                    "{} (failure group {}): an I/O to it failed",
+                    m.entry.label, m.entry.failgroup
+                )
+            });
             self.taken_offline.extend(newly);
-            if let Some(m) = self.member_mut(*d) {
-                m.entry.state = DiskState::Offline;
-                m.alloc = None;
-            }
+            self.take_offline(*d);
         }
         if !self.redundancy_holds() {
             let why = format!(
@@ -49,6 +43,19 @@ impl Group<'_> {
         // Durably offline: data threads stop using them from the next view.
         self.publish_disks();
         Ok(())
+    }
+
+    /// Mark a member offline in memory: never read or written again until
+    /// resynced. It records the superblock generation it holds, so that
+    /// only that image of it is taken back.
+    pub(super) fn take_offline(&mut self, disk: u16) {
+        if let Some(m) = self.member_mut(disk) {
+            if m.writable().is_some() {
+                m.entry.synced_generation = m.generation as u32;
+            }
+            m.entry.state = DiskState::Offline;
+            m.alloc = None;
+        }
     }
 
     /// Failure groups with an offline member stay below the copy count.
@@ -80,7 +87,12 @@ impl Group<'_> {
             disk_number: disk,
             disk_count: self.members.len() as u16,
             created_unix_seconds: self.created_unix_seconds,
-            features: self.features,
+            // Written by code that knows stale copies: a reader that does
+            // not must refuse the group.
+            features: FeatureSet {
+                incompat: self.features.incompat | fmt::GROUP_INCOMPAT_STALE_COPIES,
+                ..self.features
+            },
             file_directory: self.files[&FILE_DIRECTORY].extents[0],
         }
     }
@@ -95,7 +107,7 @@ impl Group<'_> {
         let dir_blocks = self.members.len().div_ceil(DISK_ENTRIES_PER_BLOCK);
         let mut copies = Vec::new();
         for n in 0..self.members.len() as u16 {
-            if self.member(n).and_then(Member::online).is_none() {
+            if self.member(n).and_then(Member::writable).is_none() {
                 continue;
             }
             let mut writes = Vec::new();
@@ -123,11 +135,20 @@ impl Group<'_> {
             copies.push((n, writes));
         }
         self.flush_all_checked()?;
+        let written: Vec<u16> = copies.iter().map(|(n, _)| *n).collect();
         let item = DurableItem {
             what: format!("superblock generation {generation}"),
             copies,
         };
-        self.write_durably(vec![item], "superblocks")
+        self.write_durably(vec![item], "superblocks")?;
+        for n in written {
+            if !self.failed_disks.contains(&n) {
+                if let Some(m) = self.member_mut(n) {
+                    m.generation = generation;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,219 @@
+//! Group attributes (`cairn group get` / `set`): the keys a group knows,
+//! their defaults and ranges, kept in the attributes metadata file (one
+//! block, through the journal like every metadata change).
+
+use super::*;
+
+/// What a key accepts, for the refusal that lists the keys.
+#[derive(Debug, Clone, Copy)]
+pub struct AttributeSpec {
+    pub name: &'static str,
+    /// Shown when the group has no value of its own.
+    pub default: &'static str,
+    /// `None`: fixed when the group is made (shown, never set).
+    pub range: Option<&'static str>,
+    pub about: &'static str,
+}
+
+/// Every attribute a group has.
+pub const ATTRIBUTES: &[AttributeSpec] = &[
+    AttributeSpec {
+        name: "disk_repair_time",
+        default: "3.6h",
+        range: Some("a duration from 0 to 365d: a number with s, m, h or d (hours if none)"),
+        about: "how long an OFFLINE disk may stay offline (counted while the group is mounted) before it is dropped and its copies rebuilt elsewhere",
+    },
+    AttributeSpec {
+        name: "rebalance_compact",
+        default: "auto",
+        range: Some("auto, true or false (auto: only where every disk is rotational)"),
+        about: "whether a rebalance ends with a compact pass that moves data towards the start of each disk",
+    },
+    AttributeSpec {
+        name: "au_size",
+        default: "",
+        range: None,
+        about: "allocation unit in bytes",
+    },
+    AttributeSpec {
+        name: "sector_size",
+        default: "",
+        range: None,
+        about: "logical sector size in bytes",
+    },
+    AttributeSpec {
+        name: "compatible.cairn",
+        default: "0.1",
+        range: None,
+        about: "the Cairn version whose format the group uses",
+    },
+    AttributeSpec {
+        name: "content.type",
+        default: "data",
+        range: None,
+        about: "what the group holds",
+    },
+];
+
+/// The longest `disk_repair_time`.
+const REPAIR_TIME_MAX_SECONDS: u64 = 365 * 86_400;
+
+/// Seconds in a duration: a number (fractions allowed) with a unit `s`,
+/// `m`, `h` or `d`; hours when there is none (as ASM's `disk_repair_time`).
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let (number, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => (&t[..i], &t[i..]),
+        None => (t.as_str(), "h"),
+    };
+    let scale = match unit {
+        "s" | "sec" => 1.0,
+        "m" | "min" => 60.0,
+        "h" | "hr" => 3600.0,
+        "d" | "day" | "days" => 86_400.0,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use s, m, h or d)"
+            ))
+        }
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (a number with s, m, h or d)"))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("{text:?}: a duration is a number of 0 or more"));
+    }
+    let seconds = (value * scale).round();
+    if seconds > REPAIR_TIME_MAX_SECONDS as f64 {
+        return Err(format!("{text:?} is longer than 365d"));
+    }
+    Ok(seconds as u64)
+}
+
+/// `value` for `key`, made canonical, or why it is refused.
+fn validate(key: &str, value: &str) -> Result<String, String> {
+    match key {
+        "disk_repair_time" => {
+            parse_duration(value)?;
+            Ok(value.trim().to_ascii_lowercase())
+        }
+        "rebalance_compact" => match value.trim().to_ascii_lowercase().as_str() {
+            v @ ("auto" | "true" | "false") => Ok(v.to_string()),
+            _ => Err(format!("{value:?}: use auto, true or false")),
+        },
+        _ => Err("fixed when the group is made".into()),
+    }
+}
+
+/// The keys and what they take, for a refusal.
+fn keys_help() -> String {
+    ATTRIBUTES
+        .iter()
+        .map(|a| match a.range {
+            Some(r) => format!("{} ({r})", a.name),
+            None => format!("{} (fixed)", a.name),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Group<'_> {
+    /// The value of attribute `key` (the group's own, else the default),
+    /// `None` for a key no group has.
+    pub fn attribute(&self, key: &str) -> Option<String> {
+        let spec = ATTRIBUTES.iter().find(|a| a.name == key)?;
+        Some(
+            self.attributes
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or_else(|| spec.default.to_string(), |(_, v)| v.clone()),
+        )
+    }
+
+    /// Attributes by key (every one when `keys` is empty), refusing an
+    /// unknown key with the list of keys.
+    pub fn get_attributes(&self, keys: &[String]) -> Result<Vec<(String, String)>, GroupError> {
+        if keys.is_empty() {
+            return Ok(ATTRIBUTES
+                .iter()
+                .filter_map(|a| Some((a.name.to_string(), self.attribute(a.name)?)))
+                .collect());
+        }
+        keys.iter()
+            .map(|k| {
+                let key = k.trim().to_ascii_lowercase();
+                self.attribute(&key)
+                    .map(|v| (key, v))
+                    .ok_or_else(|| unknown_key(k))
+            })
+            .collect()
+    }
+
+    /// Set attributes: every pair is checked before any is set, and all are
+    /// set in one commit.
+    pub fn set_attributes(&mut self, pairs: &[(String, String)]) -> Result<(), GroupError> {
+        self.check_writable()?;
+        let mut checked = Vec::new();
+        for (k, v) in pairs {
+            let key = k.trim().to_ascii_lowercase();
+            if !ATTRIBUTES.iter().any(|a| a.name == key) {
+                return Err(unknown_key(k));
+            }
+            let value = validate(&key, v).map_err(|why| {
+                GroupError::Invalid(format!(
+                    "attribute {key}={v}: {why}; the keys are: {}",
+                    keys_help()
+                ))
+            })?;
+            checked.push((key, value));
+        }
+        for (key, value) in checked {
+            match self.attributes.iter_mut().find(|(k, _)| *k == key) {
+                Some(slot) => slot.1 = value,
+                None => {
+                    if self.attributes.len() >= fmt::ATTRIBUTES_PER_BLOCK {
+                        return Err(GroupError::NoSpace("the attributes block is full".into()));
+                    }
+                    self.attributes.push((key, value));
+                }
+            }
+        }
+        self.dirty.insert(Dirty::Attributes);
+        self.commit()
+    }
+
+    /// `disk_repair_time`, in seconds.
+    pub fn disk_repair_seconds(&self) -> u64 {
+        self.attribute("disk_repair_time")
+            .and_then(|v| parse_duration(&v).ok())
+            .unwrap_or(12_960)
+    }
+}
+
+fn unknown_key(key: &str) -> GroupError {
+    GroupError::Invalid(format!(
+        "no attribute {key:?}; the keys are: {}",
+        keys_help()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations_parse_as_asm_gives_them() {
+        assert_eq!(parse_duration("3.6h"), Ok(12_960));
+        assert_eq!(parse_duration("3.6"), Ok(12_960));
+        assert_eq!(parse_duration("90m"), Ok(5_400));
+        assert_eq!(parse_duration("45s"), Ok(45));
+        assert_eq!(parse_duration("2d"), Ok(172_800));
+        assert_eq!(parse_duration("0"), Ok(0));
+        assert!(parse_duration("-1h").is_err());
+        assert!(parse_duration("1y").is_err());
+        assert!(parse_duration("abc").is_err());
+        assert!(parse_duration("400d").is_err());
+        assert!(parse_duration("NaN").is_err());
+    }
+}

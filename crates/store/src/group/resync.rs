@@ -1,0 +1,656 @@
+//! Stale copies and fast mirror resync: the first part of the disk life
+//! cycle (`docs/lifecycle.md`).
+//!
+//! - A write that cannot reach a copy (its disk is offline, or the write to
+//!   it failed) marks that copy's AUs stale in the extent map first
+//!   ([`Group::set_stale`], through the journal like every map change); a
+//!   stale AU is never read.
+//! - A disk that comes back is SYNCING: written by every write from then on,
+//!   never read. Its resync refreshes its metadata copies, then copies only
+//!   its stale AUs from good copies, each under the extent's exclusive latch
+//!   (no writer can land between the copy and the clearing of the bit), and
+//!   clears the bits in a commit whose barrier flushes the copies first.
+//!   When no stale AU is left it goes ONLINE.
+
+use super::data::{self, DataPort, StaleMark};
+use super::plane::{LatchGuard, LatchKey};
+use super::*;
+
+/// Bytes one resync I/O moves at most: an AU bigger than this is copied in
+/// pieces, so power × this bounds the memory a resync holds.
+pub const RESYNC_IO_BYTES_MAX: u64 = 1 << 20;
+/// Power a resync runs at unless told otherwise (I/Os in flight).
+pub const RESYNC_POWER_DEFAULT: usize = 8;
+
+/// What a resync did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ResyncReport {
+    /// Disks brought back ONLINE, by label.
+    pub disks_online: Vec<String>,
+    /// Stale AUs copied from a good copy.
+    pub aus_copied: u64,
+    pub bytes_copied: u64,
+    /// Stale AUs of extents never written: cleared without I/O (they read as
+    /// zeros, and their first write reaches every copy).
+    pub aus_cleared_unwritten: u64,
+    /// Metadata blocks on the returning disks that differed from the newest
+    /// copy, rewritten.
+    pub metadata_blocks_rewritten: u64,
+    /// Stale AUs with no good copy to copy from (more failures than the
+    /// redundancy covers): left stale, never read.
+    pub aus_without_source: Vec<String>,
+}
+
+/// How far a long operation has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+    pub bytes_done: u64,
+}
+
+/// One stale AU of one copy, and where its good bytes are.
+#[derive(Debug, Clone, Copy)]
+struct StaleAu {
+    file: u32,
+    incarnation: u32,
+    extent: u64,
+    /// The stale copy.
+    target: AuAddr,
+    /// AU index inside the extent.
+    au: u64,
+}
+
+impl Group<'_> {
+    /// Mark AUs of copies stale in memory (dirtying their map blocks); the
+    /// caller commits. A mark for a copy the file no longer has is dropped.
+    pub(super) fn set_stale(&mut self, file: u32, incarnation: u32, marks: &[StaleMark]) {
+        let Some(rec) = self
+            .files
+            .get_mut(&file)
+            .filter(|r| r.entry.incarnation == incarnation)
+        else {
+            return;
+        };
+        let mut touched = Vec::new();
+        for m in marks {
+            let Some(ext) = rec.extents.get_mut(m.extent as usize) else {
+                continue;
+            };
+            let Some(slot) = ext.copies().iter().position(|c| *c == m.copy) else {
+                continue;
+            };
+            if ext.stale[slot] & m.mask != m.mask {
+                ext.stale[slot] |= m.mask;
+                touched.push(m.extent);
+            }
+        }
+        for e in touched {
+            self.dirty_extent(file, e);
+        }
+    }
+
+    /// Members being resynced.
+    pub(super) fn syncing_disks(&self) -> BTreeSet<u16> {
+        self.members
+            .iter()
+            .flatten()
+            .filter(|m| m.entry.state == DiskState::Syncing && m.writable().is_some())
+            .map(|m| m.entry.number)
+            .collect()
+    }
+
+    /// Every stale AU of a copy on a disk that is written (SYNCING, or
+    /// ONLINE after a write to it failed): what a resync copies.
+    fn stale_aus(&self) -> Vec<StaleAu> {
+        let mut out = Vec::new();
+        for (number, rec) in &self.files {
+            for (index, ext) in rec.extents.iter().enumerate() {
+                if !ext.any_stale() {
+                    continue;
+                }
+                for (slot, c) in ext.copies().iter().enumerate() {
+                    if self.member(c.disk).and_then(Member::writable).is_none() {
+                        continue;
+                    }
+                    let mask = ext.stale[slot];
+                    for au in (0..16u64).filter(|b| mask & (1 << b) != 0) {
+                        out.push(StaleAu {
+                            file: *number,
+                            incarnation: rec.entry.incarnation,
+                            extent: index as u64,
+                            target: *c,
+                            au,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Stale AUs left on copies of `disk`.
+    pub fn stale_aus_on(&self, disk: u16) -> u64 {
+        self.files
+            .values()
+            .flat_map(|r| r.extents.iter())
+            .map(|e| {
+                e.copies()
+                    .iter()
+                    .zip(e.stale)
+                    .filter(|(c, _)| c.disk == disk)
+                    .map(|(_, m)| u64::from(m.count_ones()))
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
+    /// Bring SYNCING disks (and stale copies on ONLINE ones) up to date:
+    /// refresh their metadata copies, copy every stale AU from a good copy,
+    /// and put each SYNCING disk with nothing stale left ONLINE. `power`:
+    /// I/Os of at most [`RESYNC_IO_BYTES_MAX`] in flight.
+    pub fn resync(
+        &mut self,
+        power: usize,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ResyncReport, GroupError> {
+        self.check_writable()?;
+        self.refuse_if_live_resync()?;
+        let mut report = ResyncReport::default();
+        let syncing = self.syncing_disks();
+        let work = self.stale_aus();
+        if syncing.is_empty() && work.is_empty() {
+            return Ok(report);
+        }
+        self.commit()?;
+        report.metadata_blocks_rewritten = self.refresh_metadata(&syncing)?;
+        let total = work.len() as u64;
+        let mut done = 0u64;
+        let au_bytes = self.au_bytes;
+        let per_au = au_bytes.div_ceil(RESYNC_IO_BYTES_MAX.min(au_bytes)).max(1) as usize;
+        let batch = (power.max(1) / per_au).max(1);
+        progress(Progress {
+            done,
+            total,
+            bytes_done: 0,
+        });
+        for chunk in work.chunks(batch) {
+            let (copied, latch) = copy_stale(self, chunk, &mut report)?;
+            // The copies' disks are flushed by the commit's barrier before
+            // the cleared bits are durable; the latches are held until then,
+            // so a write that failed on the copy after ours cannot have its
+            // mark cleared by this commit.
+            for c in &copied {
+                self.depend_on(c.target.disk);
+            }
+            self.clear_stale(&copied);
+            let committed = self.commit();
+            drop(latch);
+            committed?;
+            done += chunk.len() as u64;
+            progress(Progress {
+                done,
+                total,
+                bytes_done: report.bytes_copied,
+            });
+        }
+        // Every SYNCING disk with nothing stale left is whole again.
+        let whole: Vec<u16> = self
+            .syncing_disks()
+            .into_iter()
+            .filter(|d| self.stale_aus_on(*d) == 0)
+            .collect();
+        if !whole.is_empty() {
+            for d in &whole {
+                if let Some(m) = self.member_mut(*d) {
+                    m.entry.state = DiskState::Online;
+                    m.entry.offline_seconds = 0;
+                    m.entry.synced_generation = 0;
+                    report.disks_online.push(m.entry.label.clone());
+                }
+            }
+            // Its journal copy starts afresh with every other (the ring
+            // before this point missed records).
+            self.checkpoint()?;
+            self.write_superblocks()?;
+            self.publish_disks();
+        }
+        Ok(report)
+    }
+
+    /// A live group resyncs through its own operation (with data handles
+    /// running beside it), not through the group's own data path.
+    fn refuse_if_live_resync(&self) -> Result<(), GroupError> {
+        if self.live {
+            return Err(GroupError::Invalid(
+                "this group is live: resync runs as a live operation".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Clear the stale bits of AUs copied (only where the copy is still the
+    /// extent's: a copy that moved meanwhile keeps nothing of this).
+    fn clear_stale(&mut self, copied: &[StaleAu]) {
+        let mut touched = Vec::new();
+        for s in copied {
+            let Some(rec) = self
+                .files
+                .get_mut(&s.file)
+                .filter(|r| r.entry.incarnation == s.incarnation)
+            else {
+                continue;
+            };
+            let Some(ext) = rec.extents.get_mut(s.extent as usize) else {
+                continue;
+            };
+            let Some(slot) = ext.copies().iter().position(|c| *c == s.target) else {
+                continue;
+            };
+            ext.stale[slot] &= !(1u16 << s.au);
+            touched.push((s.file, s.extent));
+        }
+        touched.dedup();
+        for (file, extent) in touched {
+            self.dirty_extent(file, extent);
+        }
+    }
+
+    /// Every mirrored metadata block with a copy on `disks`: rewrite that
+    /// copy where it differs from the newest valid copy on an ONLINE disk.
+    /// The journal's copies start afresh at the next checkpoint.
+    fn refresh_metadata(&mut self, disks: &BTreeSet<u16>) -> Result<u64, GroupError> {
+        if disks.is_empty() {
+            return Ok(0);
+        }
+        let mut writes = Vec::new();
+        for d in self.metadata_blocks() {
+            let (id, places) = self.dirty_id_and_places(d);
+            if !places.iter().any(|(disk, _)| disks.contains(disk)) {
+                continue;
+            }
+            let mut newest: Option<(u64, AlignedBuf)> = None;
+            for (disk, offset) in &places {
+                if self.member(*disk).and_then(Member::online).is_none() {
+                    continue;
+                }
+                let Ok(buf) = self.read_one(*disk, *offset, BLOCK_BYTES) else {
+                    continue;
+                };
+                if let Ok(g) = meta::open(&buf[..], id, self.uuid) {
+                    if newest.as_ref().is_none_or(|(n, _)| g > *n) {
+                        newest = Some((g, buf));
+                    }
+                }
+            }
+            let Some((_, good)) = newest else { continue };
+            for (disk, offset) in places.iter().filter(|(d, _)| disks.contains(d)) {
+                let Some(device) = self.member(*disk).and_then(Member::writable) else {
+                    continue;
+                };
+                let same = self
+                    .engine
+                    .read_at(device, *offset, BLOCK_BYTES)
+                    .is_ok_and(|b| b[..] == good[..]);
+                if !same {
+                    writes.push((*disk, *offset, AlignedBuf::from_slice(&good[..])));
+                }
+            }
+        }
+        let rewritten = writes.len() as u64;
+        let failed = self.write_many(writes)?;
+        self.failed_disks.extend(failed);
+        self.flush_all_checked()?;
+        self.offline_failed()?;
+        Ok(rewritten)
+    }
+
+    /// Every mirrored metadata block in use (entries, indirect blocks, alias
+    /// blocks, templates, attributes).
+    pub(super) fn metadata_blocks(&self) -> Vec<Dirty> {
+        let mut blocks: Vec<Dirty> = Vec::new();
+        for (number, rec) in &self.files {
+            blocks.push(Dirty::Entry(*number));
+            let indirect = (rec.extents.len().saturating_sub(DIRECT_EXTENTS))
+                .div_ceil(EXTENTS_PER_INDIRECT_BLOCK);
+            blocks.extend((0..indirect as u64).map(|block| Dirty::Indirect {
+                file: *number,
+                block,
+            }));
+        }
+        let alias_blocks: BTreeSet<u64> =
+            self.aliases.keys().map(|id| alias_block_of(*id)).collect();
+        blocks.extend(alias_blocks.into_iter().map(Dirty::Alias));
+        blocks.push(Dirty::Templates);
+        blocks.push(Dirty::Attributes);
+        blocks
+    }
+}
+
+/// Copy a batch of stale AUs from good copies to the stale ones, under the
+/// extents' exclusive latches (so no write lands between the read of the
+/// good copy and the clearing of the bit), which it returns held. Returns
+/// the AUs now good on their stale copy (copied, or of an extent never
+/// written); a copy whose write failed is left stale (its disk goes
+/// offline).
+fn copy_stale(
+    port: &mut dyn DataPort,
+    batch: &[StaleAu],
+    report: &mut ResyncReport,
+) -> Result<(Vec<StaleAu>, LatchGuard), GroupError> {
+    let keys: Vec<(LatchKey, bool)> = batch
+        .iter()
+        .map(|s| ((s.file, s.incarnation, s.extent), true))
+        .collect();
+    let latch = port.plane().latch(keys);
+    let view = port.disk_view();
+    let mut done = Vec::new();
+    // (stale AU, source, offset in the AU, length)
+    let mut pieces: Vec<(StaleAu, AuAddr, u64, u64)> = Vec::new();
+    let mut au_bytes = 0;
+    for s in batch {
+        let Some(snap) = port
+            .snapshot(s.file)
+            .filter(|f| f.incarnation == s.incarnation)
+        else {
+            continue;
+        };
+        let Some(ext) = snap.extent(s.extent) else {
+            continue;
+        };
+        let Some(slot) = ext.copies().iter().position(|c| *c == s.target) else {
+            continue;
+        };
+        if ext.stale[slot] & (1 << s.au) == 0 {
+            continue;
+        }
+        if !ext.initialized {
+            report.aus_cleared_unwritten += 1;
+            done.push(*s);
+            continue;
+        }
+        let source = ext
+            .copies()
+            .iter()
+            .enumerate()
+            .find(|(k, c)| {
+                *k != slot && view.is_online(c.disk) && !ext.stale_in(*k, s.au..s.au + 1)
+            })
+            .map(|(_, c)| *c);
+        let Some(source) = source else {
+            report.aus_without_source.push(format!(
+                "file {} extent {} AU {} on disk {}",
+                s.file,
+                s.extent,
+                s.au,
+                view.name(s.target.disk)
+            ));
+            continue;
+        };
+        au_bytes = snap.au_bytes;
+        let step = RESYNC_IO_BYTES_MAX.min(snap.au_bytes);
+        let mut off = 0;
+        while off < snap.au_bytes {
+            pieces.push((*s, source, off, step.min(snap.au_bytes - off)));
+            off += step;
+        }
+    }
+    let place = |c: AuAddr, s: &StaleAu, off: u64| (u64::from(c.au) + s.au) * au_bytes + off;
+    let reads = pieces
+        .iter()
+        .map(|(s, src, off, len)| data::DiskIo {
+            disk: src.disk,
+            op: Op::Read {
+                offset_bytes: place(*src, s, *off),
+                buf: port.buffer(*len as usize),
+            },
+        })
+        .collect();
+    let mut writes = Vec::new();
+    let mut of = Vec::new();
+    let mut failed_read: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
+    for ((s, _, off, len), (result, buf)) in pieces.iter().zip(data::run(port, reads)?) {
+        match (result, buf) {
+            (Ok(_), Some(buf)) => {
+                of.push((*s, *len));
+                writes.push(data::DiskIo {
+                    disk: s.target.disk,
+                    op: Op::Write {
+                        offset_bytes: place(s.target, s, *off),
+                        buf,
+                        fua: false,
+                    },
+                });
+            }
+            _ => {
+                failed_read.insert((s.file, s.extent, s.au));
+            }
+        }
+    }
+    let mut failed_write: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
+    let mut failed_disks = BTreeSet::new();
+    let mut bytes = 0;
+    for ((s, len), (result, buf)) in of.iter().zip(data::run(port, writes)?) {
+        if let Some(buf) = buf {
+            port.recycle(buf);
+        }
+        match result {
+            Ok(_) => {
+                port.wrote(s.target.disk);
+                bytes += len;
+            }
+            Err(_) => {
+                failed_disks.insert(s.target.disk);
+                failed_write.insert((s.file, s.extent, s.au));
+            }
+        }
+    }
+    report.bytes_copied += bytes;
+    let mut seen = BTreeSet::new();
+    for (s, _, _, _) in &pieces {
+        let key = (s.file, s.extent, s.au);
+        if failed_read.contains(&key) || failed_write.contains(&key) || !seen.insert(key) {
+            continue;
+        }
+        report.aus_copied += 1;
+        done.push(*s);
+    }
+    if !failed_disks.is_empty() {
+        port.disks_failed(&failed_disks, view.epoch)?;
+    }
+    Ok((done, latch))
+}
+
+impl Group<'_> {
+    /// Member disk numbers by label (as `group disks` shows them), refusing
+    /// a name that is not a member.
+    pub(super) fn disks_named(&self, names: &[String]) -> Result<Vec<u16>, GroupError> {
+        names
+            .iter()
+            .map(|name| {
+                self.members
+                    .iter()
+                    .flatten()
+                    .find(|m| m.entry.label.eq_ignore_ascii_case(name.trim()))
+                    .map(|m| m.entry.number)
+                    .ok_or_else(|| {
+                        GroupError::NotFound(format!(
+                            "group {} has no disk {name}; `cairn group disks {}` lists its disks",
+                            self.name, self.name
+                        ))
+                    })
+            })
+            .collect()
+    }
+
+    /// Take disks offline on request (`cairn group offline`): they are
+    /// neither read nor written, every write that would reach them marks
+    /// their copies stale, and they stay OFFLINE until `online` (a mount
+    /// does not bring them back). `drop_after_minutes`: this disk's repair
+    /// timer instead of the group's `disk_repair_time`. Refused, changing
+    /// nothing, when the group could not run without them.
+    pub fn offline_disks(
+        &mut self,
+        names: &[String],
+        drop_after_minutes: Option<u16>,
+    ) -> Result<Vec<String>, GroupError> {
+        self.check_writable()?;
+        let disks = self.disks_named(names)?;
+        for d in &disks {
+            let m = self.member(*d).expect("invariant: named");
+            if m.writable().is_none() {
+                return Err(GroupError::Invalid(format!(
+                    "disk {} is already OFFLINE",
+                    m.entry.label
+                )));
+            }
+        }
+        let mut down: BTreeSet<u16> = self
+            .members
+            .iter()
+            .flatten()
+            .filter(|m| m.online().is_none())
+            .map(|m| m.entry.failgroup_id)
+            .collect();
+        for d in &disks {
+            down.insert(
+                self.member(*d)
+                    .expect("invariant: named")
+                    .entry
+                    .failgroup_id,
+            );
+        }
+        if down.len() >= usize::from(self.copies) {
+            return Err(GroupError::Invalid(format!(
+                "taking {} offline would leave some data with no copy to read: {} redundancy keeps {} cop{} in different failure groups, and {} failure group(s) would be down; bring the other disks ONLINE first{}",
+                names.join(", "),
+                self.redundancy().as_str(),
+                self.copies,
+                if self.copies == 1 { "y" } else { "ies" },
+                down.len(),
+                if self.copies == 1 {
+                    " (an external-redundancy group has no second copy: no disk of it can go offline)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        self.commit()?;
+        let mut done = Vec::new();
+        for d in &disks {
+            self.take_offline(*d);
+            if let Some(m) = self.member_mut(*d) {
+                m.entry.flags |= fmt::DISK_FLAG_HELD;
+                m.entry.drop_after_minutes = drop_after_minutes.unwrap_or(0);
+                m.entry.offline_seconds = 0;
+                done.push(m.entry.label.clone());
+            }
+        }
+        if let Err(e) = self.write_superblocks() {
+            self.stop(e.to_string());
+            return Err(e);
+        }
+        self.publish_disks();
+        Ok(done)
+    }
+
+    /// Bring OFFLINE disks back (`cairn group online`): each must be
+    /// attached and be the image the group took offline; it goes SYNCING,
+    /// its stale AUs are copied, and it is ONLINE. `names: None`: every
+    /// OFFLINE disk that is attached.
+    pub fn online_disks(
+        &mut self,
+        names: Option<&[String]>,
+        power: usize,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ResyncReport, GroupError> {
+        self.check_writable()?;
+        let disks: Vec<u16> = match names {
+            Some(n) => self.disks_named(n)?,
+            None => self
+                .members
+                .iter()
+                .flatten()
+                .filter(|m| m.entry.state == DiskState::Offline && m.device.is_some())
+                .map(|m| m.entry.number)
+                .collect(),
+        };
+        let mut back = Vec::new();
+        for d in disks {
+            let m = self.member(d).expect("invariant: named");
+            match m.entry.state {
+                DiskState::Online | DiskState::Syncing => continue,
+                DiskState::Offline => {}
+            }
+            if m.device.is_none() {
+                return Err(GroupError::Invalid(format!(
+                    "disk {} is not attached (not found by discovery, or it could not be opened); attach it, check the discovery string, and try again",
+                    m.entry.label
+                )));
+            }
+            let mut entry = m.entry.clone();
+            entry.flags &= !fmt::DISK_FLAG_HELD;
+            if let Some(why) = mount::returning_refusal(&entry, m.generation) {
+                return Err(GroupError::Invalid(why));
+            }
+            if self.short_disks.iter().any(|s| s.contains(&entry.label)) {
+                return Err(GroupError::Invalid(format!(
+                    "disk {} is smaller than the group recorded: it cannot come back",
+                    entry.label
+                )));
+            }
+            back.push(d);
+        }
+        self.commit()?;
+        for d in &back {
+            let size = self.member(*d).expect("invariant: named").entry.size_bytes;
+            let layout = AtLayout::for_disk(size, self.au_bytes)
+                .ok_or_else(|| corrupt(format!("disk {d} is too small for the group's AUs")))?;
+            if let Some(m) = self.member_mut(*d) {
+                m.entry.flags &= !fmt::DISK_FLAG_HELD;
+                m.entry.state = DiskState::Syncing;
+                m.alloc = Some(DiskAlloc::empty(layout));
+            }
+            self.tables_to_rebuild.push(*d);
+        }
+        if !back.is_empty() {
+            // Written from now on; its table as the extent maps say.
+            self.write_superblocks()?;
+            self.publish_disks();
+            self.rebuild_tables()?;
+        }
+        self.resync(power, progress)
+    }
+
+    /// Add the time this mount ran to every OFFLINE disk's repair timer
+    /// (`disk_repair_time` counts only while the group is mounted).
+    pub(super) fn count_offline_time(&mut self, seconds: u64) -> Result<(), GroupError> {
+        let mut any = false;
+        for m in self.members.iter_mut().flatten() {
+            if m.entry.state == DiskState::Offline {
+                m.entry.offline_seconds = m
+                    .entry
+                    .offline_seconds
+                    .saturating_add(u32::try_from(seconds).unwrap_or(u32::MAX));
+                any = true;
+            }
+        }
+        if any && seconds > 0 {
+            self.write_superblocks()?;
+        }
+        Ok(())
+    }
+
+    /// Seconds left on a disk's repair timer, if it is OFFLINE.
+    pub fn repair_seconds_left(&self, disk: u16) -> Option<u64> {
+        let m = self.member(disk)?;
+        if m.entry.state != DiskState::Offline {
+            return None;
+        }
+        let limit = match m.entry.drop_after_minutes {
+            0 => self.disk_repair_seconds(),
+            n => u64::from(n) * 60,
+        };
+        Some(limit.saturating_sub(u64::from(m.entry.offline_seconds)))
+    }
+}
