@@ -283,9 +283,13 @@ fn hand_out(
         let (sd, path) = &sds[k];
         let mut handles = Vec::new();
         for disk in &p.disks {
-            let device = members
-                .get(disk)
-                .ok_or_else(|| fail(sd, path, format!("member disk {disk} is not open")))?
+            // A disk OFFLINE in the group is not open: its copies are not
+            // read, and writes that miss them go through the group's data
+            // path, which marks them stale.
+            let Some(device) = members.get(disk) else {
+                continue;
+            };
+            let device = device
                 .try_clone()
                 .map_err(|e| fail(sd, path, format!("cannot share member disk {disk}: {e}")))?;
             let found_at = paths

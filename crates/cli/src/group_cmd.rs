@@ -95,6 +95,55 @@ pub enum GroupCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Bring OFFLINE disks back: each is resynced (only the AUs it missed are copied) and goes ONLINE.
+    Online {
+        name: String,
+        /// Disk labels (as `group disks` shows them).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        disks: Vec<String>,
+        /// Every OFFLINE disk that is attached.
+        #[arg(long)]
+        all: bool,
+        /// Resync I/Os in flight (1-1024).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        power: u16,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Take disks offline (for maintenance): not read or written, their copies marked stale as writes miss them; they stay OFFLINE until `group online`.
+    Offline {
+        name: String,
+        #[arg(required = true)]
+        disks: Vec<String>,
+        /// Drop the disk (and rebuild its copies elsewhere) once it has been offline this long while the group is mounted, instead of the group's disk_repair_time: a number with s, m, h or d.
+        #[arg(long, value_name = "DURATION")]
+        drop_after: Option<String>,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Set group attributes: KEY=VALUE ... (`group get` lists the keys).
+    Set {
+        name: String,
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Show group attributes (every one, or the keys named).
+    Get {
+        name: String,
+        keys: Vec<String>,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 /// Mount group `name` for a command that writes, saying on stderr what the
@@ -142,6 +191,25 @@ fn warn_mount(group: &str, report: &group::MountReport) {
         eprintln!(
             "cairn: warning: group {group}: disk {d} is not available (not found, or it could not be opened); reading from the other copies, nothing was changed (check the discovery string and that the disk is attached)"
         );
+    }
+    for d in &report.disks_refused {
+        eprintln!("cairn: warning: group {group}: {d}");
+    }
+    if let Some(r) = &report.resync {
+        eprintln!(
+            "cairn: group {group}: resynced {} stale AU(s) ({} MiB) and {} metadata block(s){}",
+            r.aus_copied,
+            r.bytes_copied >> 20,
+            r.metadata_blocks_rewritten,
+            if r.disks_online.is_empty() {
+                String::new()
+            } else {
+                format!("; disk(s) {} ONLINE again", r.disks_online.join(", "))
+            }
+        );
+        for a in &r.aus_without_source {
+            eprintln!("cairn: warning: group {group}: no good copy to resync {a}: it stays stale and is never read");
+        }
     }
 }
 
@@ -353,12 +421,19 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 print_json(&rows)?;
             } else {
                 println!(
-                    "{:>4}  {:<16} {:<14} {:<8} {:>10} {:>10}  PATH",
-                    "DISK", "LABEL", "FAILGROUP", "STATE", "TOTAL_AU", "FREE_AU"
+                    "{:>4}  {:<16} {:<14} {:<8} {:>10} {:>10} {:>9} {:>11}  PATH",
+                    "DISK",
+                    "LABEL",
+                    "FAILGROUP",
+                    "STATE",
+                    "TOTAL_AU",
+                    "FREE_AU",
+                    "STALE_AU",
+                    "REPAIR_LEFT"
                 );
                 for r in rows {
                     println!(
-                        "{:>4}  {:<16} {:<14} {:<8} {:>10} {:>10}  {}",
+                        "{:>4}  {:<16} {:<14} {:<8} {:>10} {:>10} {:>9} {:>11}  {}{}",
                         r.disk.number,
                         r.disk.label,
                         r.disk.failgroup,
@@ -367,8 +442,17 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                         r.disk
                             .free_aus
                             .map_or_else(|| "-".to_string(), |f| f.to_string()),
+                        r.disk.stale_aus,
+                        r.disk
+                            .repair_seconds_left
+                            .map_or_else(|| "-".to_string(), render_duration),
                         r.path
-                            .map_or_else(|| "(missing)".to_string(), |p| p.display().to_string())
+                            .map_or_else(|| "(missing)".to_string(), |p| p.display().to_string()),
+                        if r.disk.held {
+                            " (offline on request)"
+                        } else {
+                            ""
+                        }
                     );
                 }
             }
@@ -399,6 +483,9 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 );
                 for d in &report.disks_marked_offline {
                     println!("  disk marked offline: {d}");
+                }
+                for d in &report.disks_held {
+                    println!("  disk {d} stays OFFLINE (taken offline on request; `cairn group online` brings it back)");
                 }
                 for o in &report.operations_recovered {
                     println!("  recovered: {o}");
@@ -523,8 +610,218 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 }
             }
         }
+        GroupCommand::Online {
+            name,
+            disks,
+            all,
+            power,
+            discover,
+            output,
+        } => {
+            // The mount itself resyncs disks that came back on their own.
+            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let from_mount = m.report.resync.clone().unwrap_or_default();
+            let bar = au_progress(output.json);
+            bar.set_message("resync");
+            let report =
+                m.group
+                    .online_disks((!all).then_some(&disks[..]), usize::from(power), &mut |p| {
+                        bar.set_length(p.total);
+                        bar.set_position(p.done);
+                    });
+            bar.finish_and_clear();
+            let report = said(&m.group, report)?;
+            let rows = m.group.disks();
+            let group_name = m.group.name().to_string();
+            finish(m.group)?;
+            #[derive(Serialize)]
+            struct Onlined {
+                group: String,
+                mount_resync: group::resync::ResyncReport,
+                resync: group::resync::ResyncReport,
+                disks: Vec<group::DiskInfo>,
+            }
+            let out = Onlined {
+                group: group_name.clone(),
+                mount_resync: from_mount,
+                resync: report,
+                disks: rows,
+            };
+            if output.json {
+                print_json(&out)?;
+            } else {
+                let online: Vec<&str> = out
+                    .mount_resync
+                    .disks_online
+                    .iter()
+                    .chain(&out.resync.disks_online)
+                    .map(String::as_str)
+                    .collect();
+                println!(
+                    "group {group_name}: {} disk(s) brought ONLINE{}; resync copied {} stale AU(s) ({} MiB), cleared {} never written, refreshed {} metadata block(s)",
+                    online.len(),
+                    if online.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", online.join(", "))
+                    },
+                    out.mount_resync.aus_copied + out.resync.aus_copied,
+                    (out.mount_resync.bytes_copied + out.resync.bytes_copied) >> 20,
+                    out.mount_resync.aus_cleared_unwritten + out.resync.aus_cleared_unwritten,
+                    out.mount_resync.metadata_blocks_rewritten
+                        + out.resync.metadata_blocks_rewritten
+                );
+            }
+            let left: Vec<String> = out
+                .disks
+                .iter()
+                .filter(|d| d.state != cairn_format::group::DiskState::Online)
+                .filter(|d| all || disks.iter().any(|n| n.eq_ignore_ascii_case(&d.label)))
+                .map(|d| format!("{} ({})", d.label, d.state.as_str()))
+                .collect();
+            if !left.is_empty() {
+                return Ok(Outcome::Degraded(format!(
+                    "group {group_name} still has disks that are not ONLINE: {} (a disk that is not attached stays OFFLINE; see `cairn group disks {group_name}`)",
+                    left.join(", ")
+                )));
+            }
+        }
+        GroupCommand::Offline {
+            name,
+            disks,
+            drop_after,
+            discover,
+            output,
+        } => {
+            let minutes = match &drop_after {
+                None => None,
+                Some(text) => {
+                    let seconds = group::attributes::parse_duration(text)
+                        .map_err(|e| anyhow::anyhow!("--drop-after {e}"))?;
+                    let minutes = seconds.div_ceil(60);
+                    Some(u16::try_from(minutes).ok().filter(|m| *m > 0).with_context(|| {
+                        format!("--drop-after {text}: give 1m to 45d (a disk's own timer is kept in minutes)")
+                    })?)
+                }
+            };
+            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let done = m.group.offline_disks(&disks, minutes);
+            let done = said(&m.group, done)?;
+            let group_name = m.group.name().to_string();
+            let rows = m.group.disks();
+            finish(m.group)?;
+            if output.json {
+                #[derive(Serialize)]
+                struct Offlined {
+                    group: String,
+                    offline: Vec<String>,
+                    disks: Vec<group::DiskInfo>,
+                }
+                print_json(&Offlined {
+                    group: group_name,
+                    offline: done,
+                    disks: rows,
+                })?;
+            } else {
+                for d in &done {
+                    let left = rows
+                        .iter()
+                        .find(|r| &r.label == d)
+                        .and_then(|r| r.repair_seconds_left)
+                        .map_or_else(String::new, |s| {
+                            format!("; dropped after {} more mounted", render_duration(s))
+                        });
+                    println!(
+                        "group {group_name}: disk {d} is OFFLINE (on request){left}; `cairn group online {group_name} {d}` brings it back, copying only what it missed"
+                    );
+                }
+            }
+        }
+        GroupCommand::Set {
+            name,
+            pairs,
+            discover,
+            output,
+        } => {
+            let mut parsed = Vec::new();
+            for p in &pairs {
+                let (k, v) = p.split_once('=').with_context(|| {
+                    format!("{p:?}: give KEY=VALUE (`cairn group get {name}` lists the keys)")
+                })?;
+                parsed.push((k.to_string(), v.to_string()));
+            }
+            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let result = m.group.set_attributes(&parsed);
+            said(&m.group, result)?;
+            let keys: Vec<String> = parsed.iter().map(|(k, _)| k.clone()).collect();
+            let now = m.group.get_attributes(&keys)?;
+            finish(m.group)?;
+            if output.json {
+                print_json(
+                    &now.into_iter()
+                        .collect::<std::collections::BTreeMap<_, _>>(),
+                )?;
+            } else {
+                for (k, v) in now {
+                    println!("{k} = {v}");
+                }
+            }
+        }
+        GroupCommand::Get {
+            name,
+            keys,
+            discover,
+            output,
+        } => {
+            let m = mount_read_only(engine.as_mut(), &discover, &name)?;
+            let got = m.group.get_attributes(&keys);
+            m.group.dismount()?;
+            let got = got?;
+            if output.json {
+                print_json(
+                    &got.into_iter()
+                        .collect::<std::collections::BTreeMap<_, _>>(),
+                )?;
+            } else {
+                for (k, v) in got {
+                    println!("{k} = {v}");
+                }
+            }
+        }
     }
     Ok(Outcome::Done)
+}
+
+/// Seconds as a short duration: 3h36m, 5m, 45s.
+fn render_duration(seconds: u64) -> String {
+    let (d, h, m, s) = (
+        seconds / 86_400,
+        seconds / 3600 % 24,
+        seconds / 60 % 60,
+        seconds % 60,
+    );
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m"),
+        (0, _, _) => format!("{h}h{m:02}m"),
+        _ => format!("{d}d{h:02}h"),
+    }
+}
+
+/// A progress bar on stderr for a pass over `total` AUs: rate, done/total
+/// and ETA on a terminal; nothing when stderr is not one, or with --json.
+fn au_progress(json: bool) -> indicatif::ProgressBar {
+    if json || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} {pos}/{len} AUs {per_sec} ETA {eta} {wide_bar}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
 }
 
 fn group_bytes_written(group: &mut Group<'_>) -> u64 {

@@ -247,6 +247,8 @@ pub struct MountReport {
     /// Members recorded offline and found again that stay offline, each
     /// with why (taken offline on request, not the image the group left).
     pub disks_refused: Vec<String>,
+    /// Members found, but OFFLINE on request: left so until `online`.
+    pub disks_held: Vec<String>,
     /// What the mount's resync did, if it ran.
     pub resync: Option<resync::ResyncReport>,
 }

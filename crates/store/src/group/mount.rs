@@ -193,6 +193,8 @@ pub(super) fn mount_inner<'e>(
         // taken offline on request or is not the image the group left.
         if entry.state == DiskState::Offline && device.is_some() && !read_only {
             match returning_refusal(&entry, generation) {
+                // Asked for: not news at every mount.
+                Some(_) if entry.held() => report.disks_held.push(entry.label.clone()),
                 Some(why) => report.disks_refused.push(why),
                 None => {
                     entry.state = DiskState::Syncing;

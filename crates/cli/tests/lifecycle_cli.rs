@@ -1,0 +1,342 @@
+//! The disk life cycle end to end, with the real binary, on sparse files and
+//! on 512- and 4096-byte-sector loop devices: a disk goes away, the group
+//! runs on and is written, the disk comes back and is resynced with only the
+//! AUs it missed; a disk taken offline on request stays offline until
+//! brought online; attributes are set and shown; bad requests are refused
+//! with one line and change nothing.
+
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use cairn_io::test_support::{loop_device, prerequisite, LoopDevice};
+use common::*;
+use serde_json::Value;
+
+const MIB: u64 = 1 << 20;
+
+/// Loop-device tests run one at a time (see `group_loop.rs`).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Makes only the disks marked visible reachable; returns the discovery
+/// string to use.
+type Show = Box<dyn Fn(&[bool; 4]) -> String>;
+
+/// Four disks D0..D3 (failure groups FG1: D0, D1; FG2: D2, D3) and a way to
+/// show the binary only some of them.
+struct Disks {
+    dir: PathBuf,
+    run_dir: String,
+    /// The path of each disk as `group create` is given it.
+    paths: Vec<String>,
+    show: Show,
+}
+
+impl Disks {
+    fn cairn(&self, visible: &[bool; 4], args: &[&str]) -> Run {
+        let discover = (self.show)(visible);
+        cairn_with(&discover, &[("CAIRN_RUN_DIR", &self.run_dir)], args)
+    }
+}
+
+const ALL: [bool; 4] = [true; 4];
+const WITHOUT_D3: [bool; 4] = [true, true, true, false];
+const ONLY_FG1: [bool; 4] = [true, true, false, false];
+const ONLY_FG2: [bool; 4] = [false, false, true, true];
+
+fn disk_row(disks: &Value, index: usize) -> &Value {
+    &disks.as_array().unwrap()[index]
+}
+
+/// The issue's scenario on `disks`, group `name`.
+fn disk_comes_back(disks: &Disks, name: &str) {
+    let mut args = vec!["group".to_string(), "create".into(), name.into()];
+    for (i, p) in disks.paths.iter().enumerate() {
+        args.extend(["--disk".into(), format!("{p}=FG{}", 1 + i / 2)]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    disks.cairn(&ALL, &args).ok();
+    let src1 = random_file(&disks.dir.join("src1.bin"), 24 * MIB, 1);
+    let src2 = random_file(&disks.dir.join("src2.bin"), 12 * MIB, 2);
+    let a = format!("+{name}/a.dbf");
+    let b = format!("+{name}/b.dbf");
+    let f = format!("+{name}/bench/f1");
+    disks.cairn(&ALL, &["cp", src1.to_str().unwrap(), &a]).ok();
+    let out = |n: &str| disks.dir.join(n).display().to_string();
+    let bench = |visible: &[bool; 4], run: &str, extra: &[&str]| {
+        let o = out(run);
+        let mut args = vec![
+            "bench", "quick", "--json", "--out", &o, "--target", &f, "--size", "32m", "--bs", "8k",
+            "--qd", "8", "--time", "2s",
+        ];
+        args.extend(extra);
+        disks.cairn(visible, &args).ok()
+    };
+    bench(&ALL, "bench1", &["--rw", "randwrite"]);
+
+    // D3 goes away. The next command that writes marks it OFFLINE and says so.
+    let run = disks
+        .cairn(&WITHOUT_D3, &["cp", src2.to_str().unwrap(), &b])
+        .ok();
+    assert!(run.stderr.contains("now marked OFFLINE"), "{}", run.stderr);
+    // The group runs on and is written: the writes that D3's copies miss
+    // mark them stale.
+    bench(&WITHOUT_D3, "bench2", &["--rw", "randwrite", "--force"]);
+    let listed = disks
+        .cairn(&WITHOUT_D3, &["group", "disks", name, "--json"])
+        .ok()
+        .json();
+    let d3 = disk_row(&listed, 3);
+    assert_eq!(d3["state"], "OFFLINE", "{listed:#}");
+    let stale = d3["stale_aus"].as_u64().unwrap();
+    assert!(
+        stale > 0,
+        "writes while D3 was away marked its copies stale: {d3:#}"
+    );
+    assert!(d3["repair_seconds_left"].as_u64().is_some(), "{d3:#}");
+
+    // D3 is back: `online --all` resyncs it, copying only the stale AUs.
+    let back = disks
+        .cairn(&ALL, &["group", "online", name, "--all", "--json"])
+        .ok()
+        .json();
+    let copied = back["mount_resync"]["aus_copied"].as_u64().unwrap()
+        + back["resync"]["aus_copied"].as_u64().unwrap();
+    let bytes = back["mount_resync"]["bytes_copied"].as_u64().unwrap()
+        + back["resync"]["bytes_copied"].as_u64().unwrap();
+    let au = disks
+        .cairn(&ALL, &["group", "disks", name, "--json"])
+        .ok()
+        .json()[0]["au_bytes"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(copied, stale, "only the stale AUs are copied: {back:#}");
+    assert_eq!(bytes, stale * au, "{back:#}");
+    for d in back["disks"].as_array().unwrap() {
+        assert_eq!(d["state"], "ONLINE", "{back:#}");
+        assert_eq!(d["stale_aus"], 0, "{back:#}");
+    }
+    let check = disks.cairn(&ALL, &["group", "check", name]).ok();
+    assert_eq!(
+        check.stdout.lines().last(),
+        Some("clean"),
+        "{}",
+        check.stdout
+    );
+    // A second `online` finds nothing to do.
+    let again = disks
+        .cairn(&ALL, &["group", "online", name, "--all", "--json"])
+        .ok()
+        .json();
+    assert_eq!(again["resync"]["aus_copied"], 0, "{again:#}");
+
+    // Every file reads back whole from either failure group alone.
+    let mut f1 = Vec::new();
+    for (half, tag) in [(ONLY_FG1, "fg1"), (ONLY_FG2, "fg2")] {
+        for (file, src) in [(&a, Some(&src1)), (&b, Some(&src2)), (&f, None)] {
+            let to = out(&format!("{tag}-{}", file.rsplit('/').next().unwrap()));
+            disks.cairn(&half, &["cp", file, &to]).ok();
+            match src {
+                Some(src) => assert_eq!(digest(Path::new(&to)), digest(src), "{file} from {tag}"),
+                None => f1.push(digest(Path::new(&to))),
+            }
+        }
+    }
+    assert_eq!(
+        f1[0], f1[1],
+        "the benchmark file's copies agree across failure groups"
+    );
+}
+
+/// A disk taken offline on request, set/get, and the refusals.
+fn offline_on_request(disks: &Disks, name: &str) {
+    let d0 = format!("{name}_0000");
+    let d1 = format!("{name}_0001");
+    let d2 = format!("{name}_0002");
+    disks
+        .cairn(&ALL, &["group", "offline", name, &d0, &d2])
+        .refused("no copy to read");
+    disks
+        .cairn(&ALL, &["group", "offline", name, "NOPE_0000"])
+        .refused("has no disk NOPE_0000");
+    disks
+        .cairn(&ALL, &["group", "offline", name, &d1, "--drop-after", "7x"])
+        .refused("unknown unit");
+    let run = disks
+        .cairn(
+            &ALL,
+            &["group", "offline", name, &d1, "--drop-after", "90m"],
+        )
+        .ok();
+    assert!(
+        run.stdout.contains("is OFFLINE (on request)"),
+        "{}",
+        run.stdout
+    );
+    // A writer's mount leaves it offline: it was asked for.
+    let mounted = disks.cairn(&ALL, &["group", "mount", name]).ok();
+    assert!(
+        mounted.stdout.contains("taken offline on request"),
+        "{mounted:?}"
+    );
+    assert!(
+        mounted.stderr.is_empty(),
+        "asked for, so not warned about: {mounted:?}"
+    );
+    let listed = disks
+        .cairn(&ALL, &["group", "disks", name, "--json"])
+        .ok()
+        .json();
+    let row = disk_row(&listed, 1);
+    assert_eq!(
+        (&row["state"], &row["held"]),
+        (&Value::from("OFFLINE"), &Value::from(true))
+    );
+    assert!(row["repair_seconds_left"].as_u64().unwrap() <= 90 * 60);
+    disks
+        .cairn(&ALL, &["group", "offline", name, &d1])
+        .refused("already OFFLINE");
+    let back = disks
+        .cairn(&ALL, &["group", "online", name, &d1, "--json"])
+        .ok()
+        .json();
+    assert_eq!(back["resync"]["disks_online"][0], d1.as_str(), "{back:#}");
+
+    // Attributes.
+    let all = disks
+        .cairn(&ALL, &["group", "get", name, "--json"])
+        .ok()
+        .json();
+    assert_eq!(all["disk_repair_time"], "3.6h", "{all:#}");
+    assert_eq!(all["rebalance_compact"], "auto", "{all:#}");
+    disks
+        .cairn(&ALL, &["group", "set", name, "colour=red"])
+        .refused("the keys are: disk_repair_time");
+    disks
+        .cairn(
+            &ALL,
+            &[
+                "group",
+                "set",
+                name,
+                "disk_repair_time=2h",
+                "rebalance_compact=often",
+            ],
+        )
+        .refused("use auto, true or false");
+    disks
+        .cairn(&ALL, &["group", "set", name, "disk_repair_time"])
+        .refused("give KEY=VALUE");
+    let got = disks
+        .cairn(&ALL, &["group", "get", name, "disk_repair_time", "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        got["disk_repair_time"], "3.6h",
+        "a refused set changed nothing"
+    );
+    disks
+        .cairn(
+            &ALL,
+            &[
+                "group",
+                "set",
+                name,
+                "disk_repair_time=30m",
+                "rebalance_compact=false",
+            ],
+        )
+        .ok();
+    let got = disks
+        .cairn(&ALL, &["group", "get", name, "disk_repair_time"])
+        .ok();
+    assert_eq!(got.stdout.trim(), "disk_repair_time = 30m");
+    disks
+        .cairn(&ALL, &["group", "get", name, "nope"])
+        .refused("no attribute");
+}
+
+#[test]
+fn disk_life_cycle_on_sparse_files() {
+    let dir = scratch();
+    let root = dir.path().to_path_buf();
+    let paths: Vec<String> = (0..4)
+        .map(|i| {
+            sparse(&root.join(format!("d{i}.img")), 160 * MIB)
+                .display()
+                .to_string()
+        })
+        .collect();
+    let glob = format!("{}/*.img", root.display());
+    let moved = root.clone();
+    let disks = Disks {
+        dir: root.clone(),
+        run_dir: root.join("run").display().to_string(),
+        paths,
+        // Disks move away by name: discovery no longer matches them.
+        show: Box::new(move |visible| {
+            for (i, v) in visible.iter().enumerate() {
+                let here = moved.join(format!("d{i}.img"));
+                let away = moved.join(format!("d{i}.away"));
+                if *v && away.exists() {
+                    std::fs::rename(&away, &here).unwrap();
+                } else if !*v && here.exists() {
+                    std::fs::rename(&here, &away).unwrap();
+                }
+            }
+            glob.clone()
+        }),
+    };
+    disk_comes_back(&disks, "LIFE");
+    offline_on_request(&disks, "LIFE");
+}
+
+#[test]
+fn disk_life_cycle_on_512_and_4096_byte_loop_devices() {
+    if let Some(reason) = loop_device::unavailable_reason() {
+        prerequisite::missing(&reason);
+        return;
+    }
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for sector in [512u32, 4096] {
+        let dir = scratch();
+        let mut devices: Vec<LoopDevice> = Vec::new();
+        for i in 0..4 {
+            match LoopDevice::create(&dir.path().join(format!("l{i}.img")), 160 * MIB, sector) {
+                Ok(lo) => devices.push(lo),
+                Err(reason) => {
+                    prerequisite::missing(&reason);
+                    return;
+                }
+            }
+        }
+        let paths: Vec<String> = devices
+            .iter()
+            .map(|d| d.path.display().to_string())
+            .collect();
+        let shown = paths.clone();
+        let disks = Disks {
+            dir: dir.path().to_path_buf(),
+            run_dir: dir.path().join("run").display().to_string(),
+            paths,
+            // A device moves away from discovery: the string no longer names it.
+            show: Box::new(move |visible| {
+                shown
+                    .iter()
+                    .zip(visible)
+                    .filter(|(_, v)| **v)
+                    .map(|(p, _)| p.clone())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }),
+        };
+        let name = format!("LIFE{sector}");
+        disk_comes_back(&disks, &name);
+        offline_on_request(&disks, &name);
+        drop(devices);
+    }
+}
