@@ -724,13 +724,19 @@ fn metadata_actor(world: &World, seed: u64) {
 
 /// Injects faults on the disks of one failure group (mirrored groups only):
 /// a copy of everything survives on the others.
+/// The one failure group faults and maintenance hit in a seed: the group
+/// must survive (one failure group down at a time), so every acknowledged
+/// write must be there after recovery.
+fn victim_fg(world: &World, rng: &mut Rand) -> usize {
+    rng.below(world.cfg.disks.iter().map(|d| d.1).max().unwrap_or(0) as u64 + 1) as usize
+}
+
 fn fault_actor(world: &World, seed: u64) {
     let mut rng = Rand::new(seed ^ 0xFA17);
     if world.cfg.redundancy == Redundancy::External {
         return;
     }
-    let victim_fg =
-        rng.below(world.cfg.disks.iter().map(|d| d.1).max().unwrap_or(0) as u64 + 1) as usize;
+    let victim_fg = victim_fg(world, &mut rng);
     let victims: Vec<DeviceId> = world
         .ids
         .iter()
@@ -788,6 +794,70 @@ fn fault_actor(world: &World, seed: u64) {
     });
 }
 
+/// The disk life cycle while the others run: a disk taken offline on
+/// request (writes then mark its copies stale), then brought back online —
+/// made SYNCING and resynced at some power while writers write the very
+/// extents being copied. Refusals (redundancy would not allow it, the disk
+/// is already offline) are part of the game. It works on the failure group
+/// the fault actor hits: two failure groups down at once would lose
+/// acknowledged writes in a normal-redundancy group, by design.
+fn lifecycle_actor(world: &World, seed: u64) {
+    if world.cfg.redundancy == Redundancy::External {
+        return;
+    }
+    // The fault actor's failure group (its own stream, drawn the same way).
+    let fg = victim_fg(world, &mut Rand::new(seed ^ 0xFA17));
+    let mut rng = Rand::new(seed ^ 0x11FE);
+    if rng.chance(25) {
+        return;
+    }
+    let ours: Vec<usize> = (0..world.cfg.disks.len())
+        .filter(|i| world.cfg.disks[*i].1 == fg)
+        .collect();
+    for _ in 0..OPS_PER_ACTOR / 8 {
+        if world.stopped() {
+            return;
+        }
+        for _ in 0..rng.below(30) {
+            cairn_io::sched::yield_now();
+        }
+        let disk = format!("D{}", ours[rng.below(ours.len() as u64) as usize]);
+        world.count_op();
+        match world.live.offline_disks(std::slice::from_ref(&disk), None) {
+            Ok(_) | Err(GroupError::Invalid(_)) => {}
+            Err(e) => {
+                if world.expected(&e, &format!("offline {disk}"), seed) {
+                    return;
+                }
+            }
+        }
+        if trace() {
+            eprintln!("  offline {disk}");
+        }
+        for _ in 0..rng.below(60) {
+            cairn_io::sched::yield_now();
+        }
+        world.count_op();
+        let power = 1 + rng.below(16) as usize;
+        match world
+            .live
+            .online_disks(Some(std::slice::from_ref(&disk)), power, &mut |_| {})
+        {
+            Ok(r) => {
+                if trace() {
+                    eprintln!("  online {disk} at power {power}: {r:?}");
+                }
+            }
+            Err(GroupError::Invalid(_)) => {}
+            Err(e) => {
+                if world.expected(&e, &format!("online {disk}"), seed) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // A seed
 
@@ -838,6 +908,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         Box::new(|| writer(&world, seed, 1)),
         Box::new(|| metadata_actor(&world, seed)),
         Box::new(|| fault_actor(&world, seed)),
+        Box::new(|| lifecycle_actor(&world, seed)),
     ];
     let panics = turnstile.run(actors);
     for (i, p) in panics.iter().enumerate() {

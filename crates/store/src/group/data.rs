@@ -1464,8 +1464,20 @@ impl Group<'_> {
             if !ext.initialized {
                 continue;
             }
+            let incarnation = self.files[&number].entry.incarnation;
             for c in ext.copies() {
-                let Some(device) = self.member(c.disk).and_then(Member::online) else {
+                let Some(device) = self.member(c.disk).and_then(Member::writable) else {
+                    // It misses the zeros: stale there, in this transaction.
+                    let aus = within / self.au_bytes..(within + run.max(1) - 1) / self.au_bytes + 1;
+                    self.set_stale(
+                        number,
+                        incarnation,
+                        &[StaleMark {
+                            extent,
+                            copy: *c,
+                            mask: au_mask(aus),
+                        }],
+                    );
                     continue;
                 };
                 disks.push(c.disk);

@@ -267,6 +267,66 @@ impl LiveGroup {
         })
     }
 
+    /// Take disks offline on request ([`Group::offline_disks`]) while data
+    /// handles run: writes from the next disk view on mark their copies
+    /// stale.
+    pub fn offline_disks(
+        &self,
+        names: &[String],
+        drop_after_minutes: Option<u16>,
+    ) -> Result<Vec<String>, GroupError> {
+        self.inner
+            .operation(|g| g.offline_disks(names, drop_after_minutes))?
+    }
+
+    /// Bring disks back and resync them ([`Group::online_disks`]) while data
+    /// handles run: the disks are SYNCING (written by every write from the
+    /// next view on) before the first stale AU is copied, and each batch is
+    /// copied under its extents' exclusive latches, held until the commit
+    /// that clears the bits is durable.
+    pub fn online_disks(
+        &self,
+        names: Option<&[String]>,
+        power: usize,
+        progress: &mut dyn FnMut(super::resync::Progress),
+    ) -> Result<super::resync::ResyncReport, GroupError> {
+        self.inner.operation(|g| g.bring_back(names))??;
+        self.resync(power, progress)
+    }
+
+    /// Resync SYNCING disks, and stale copies on ONLINE ones, while data
+    /// handles run (see [`LiveGroup::online_disks`]).
+    pub fn resync(
+        &self,
+        power: usize,
+        progress: &mut dyn FnMut(super::resync::Progress),
+    ) -> Result<super::resync::ResyncReport, GroupError> {
+        let mut report = super::resync::ResyncReport::default();
+        let Some(work) = self.inner.operation(|g| g.resync_start(&mut report))?? else {
+            return Ok(report);
+        };
+        let au_bytes = self.inner.meta()?.au_bytes();
+        let mut handle = self.handle(super::resync::batch_len(power, au_bytes) * 2)?;
+        let total = work.len() as u64;
+        let mut done = 0u64;
+        for chunk in work.chunks(super::resync::batch_len(power, au_bytes)) {
+            let (copied, latch) = super::resync::copy_stale(&mut handle, chunk, &mut report)?;
+            // Latch → meta: the order every first writer keeps.
+            let cleared = self.inner.operation(|g| g.resync_copied(&copied));
+            drop(latch);
+            cleared?;
+            done += chunk.len() as u64;
+            progress(super::resync::Progress {
+                done,
+                total,
+                bytes_done: report.bytes_copied,
+            });
+        }
+        drop(handle);
+        self.inner.operation(|g| g.resync_finish(&mut report))??;
+        Ok(report)
+    }
+
     /// Make everything written durable, checkpoint and stop. Every handle
     /// must be gone: one still alive is a caller bug, refused.
     pub fn dismount(self) -> Result<(), GroupError> {

@@ -203,6 +203,11 @@ pub(super) fn mount_inner<'e>(
                 }
             }
         }
+        // A resync a crash interrupted: its table is rebuilt too (it is not
+        // read from a disk that is not ONLINE).
+        if entry.state == DiskState::Syncing && device.is_some() && !read_only {
+            returned.push(entry.number);
+        }
         let online =
             matches!(entry.state, DiskState::Online | DiskState::Syncing) && device.is_some();
         let slot = members.get_mut(usize::from(entry.number)).ok_or_else(|| {
@@ -330,16 +335,12 @@ pub(super) fn mount_inner<'e>(
         }
     }
 
+    // A returning disk's table missed the frees made while it was away: the
+    // extent maps say what it holds.
+    group.tables_to_rebuild.extend(&returned);
     group.load_tables(&mut report)?;
     group.load_files()?;
     group.verify_tables(&mut report)?;
-    // A returning disk's table missed the frees made while it was away: the
-    // extent maps say what it holds.
-    for d in &returned {
-        if !group.tables_to_rebuild.contains(d) {
-            group.tables_to_rebuild.push(*d);
-        }
-    }
     group.rebuild_tables()?;
     group.load_aliases()?;
     group.find_orphan_parents();

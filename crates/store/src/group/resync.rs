@@ -49,9 +49,15 @@ pub struct Progress {
     pub bytes_done: u64,
 }
 
-/// One stale AU of one copy, and where its good bytes are.
+/// Stale AUs one resync batch copies at `power` (I/Os in flight).
+pub(super) fn batch_len(power: usize, au_bytes: u64) -> usize {
+    let per_au = au_bytes.div_ceil(RESYNC_IO_BYTES_MAX.min(au_bytes)).max(1) as usize;
+    (power.max(1) / per_au).max(1)
+}
+
+/// One stale AU of one copy.
 #[derive(Debug, Clone, Copy)]
-struct StaleAu {
+pub(super) struct StaleAu {
     file: u32,
     incarnation: u32,
     extent: u64,
@@ -154,36 +160,21 @@ impl Group<'_> {
         power: usize,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ResyncReport, GroupError> {
-        self.check_writable()?;
         self.refuse_if_live_resync()?;
         let mut report = ResyncReport::default();
-        let syncing = self.syncing_disks();
-        let work = self.stale_aus();
-        if syncing.is_empty() && work.is_empty() {
+        let Some(work) = self.resync_start(&mut report)? else {
             return Ok(report);
-        }
-        self.commit()?;
-        report.metadata_blocks_rewritten = self.refresh_metadata(&syncing)?;
+        };
         let total = work.len() as u64;
         let mut done = 0u64;
-        let au_bytes = self.au_bytes;
-        let per_au = au_bytes.div_ceil(RESYNC_IO_BYTES_MAX.min(au_bytes)).max(1) as usize;
-        let batch = (power.max(1) / per_au).max(1);
         progress(Progress {
             done,
             total,
             bytes_done: 0,
         });
-        for chunk in work.chunks(batch) {
+        for chunk in work.chunks(batch_len(power, self.au_bytes)) {
             let (copied, latch) = copy_stale(self, chunk, &mut report)?;
-            // The copies' disks are flushed by the commit's barrier before
-            // the cleared bits are durable; the latches are held until then,
-            // so a write that failed on the copy after ours cannot have its
-            // mark cleared by this commit.
-            for c in &copied {
-                self.depend_on(c.target.disk);
-            }
-            self.clear_stale(&copied);
+            self.resync_copied(&copied);
             let committed = self.commit();
             drop(latch);
             committed?;
@@ -194,7 +185,42 @@ impl Group<'_> {
                 bytes_done: report.bytes_copied,
             });
         }
-        // Every SYNCING disk with nothing stale left is whole again.
+        self.resync_finish(&mut report)?;
+        Ok(report)
+    }
+
+    /// The start of a resync: the stale AUs to copy (`None`: nothing to
+    /// do), with the returning disks' metadata copies made current first.
+    pub(super) fn resync_start(
+        &mut self,
+        report: &mut ResyncReport,
+    ) -> Result<Option<Vec<StaleAu>>, GroupError> {
+        self.check_writable()?;
+        let syncing = self.syncing_disks();
+        let work = self.stale_aus();
+        if syncing.is_empty() && work.is_empty() {
+            return Ok(None);
+        }
+        self.commit()?;
+        report.metadata_blocks_rewritten += self.refresh_metadata(&syncing)?;
+        Ok(Some(work))
+    }
+
+    /// A batch copied: its bits are cleared by the caller's commit, whose
+    /// barrier flushes the copies first. The caller holds the batch's
+    /// latches until that commit is durable, so a write that failed on a
+    /// copy after ours cannot have its mark cleared by it.
+    pub(super) fn resync_copied(&mut self, copied: &[StaleAu]) {
+        for c in copied {
+            self.depend_on(c.target.disk);
+        }
+        self.clear_stale(copied);
+    }
+
+    /// The end of a resync: every SYNCING disk with nothing stale left is
+    /// ONLINE again.
+    pub(super) fn resync_finish(&mut self, report: &mut ResyncReport) -> Result<(), GroupError> {
+        self.check_writable()?;
         let whole: Vec<u16> = self
             .syncing_disks()
             .into_iter()
@@ -215,7 +241,7 @@ impl Group<'_> {
             self.write_superblocks()?;
             self.publish_disks();
         }
-        Ok(report)
+        Ok(())
     }
 
     /// A live group resyncs through its own operation (with data handles
@@ -333,7 +359,7 @@ impl Group<'_> {
 /// the AUs now good on their stale copy (copied, or of an extent never
 /// written); a copy whose write failed is left stale (its disk goes
 /// offline).
-fn copy_stale(
+pub(super) fn copy_stale(
     port: &mut dyn DataPort,
     batch: &[StaleAu],
     report: &mut ResyncReport,
@@ -564,6 +590,14 @@ impl Group<'_> {
         power: usize,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ResyncReport, GroupError> {
+        self.bring_back(names)?;
+        self.resync(power, progress)
+    }
+
+    /// The first part of `online`: the disks named (or every OFFLINE disk
+    /// attached) checked and made SYNCING — written from now on, their
+    /// tables rebuilt from the extent maps.
+    pub(super) fn bring_back(&mut self, names: Option<&[String]>) -> Result<(), GroupError> {
         self.check_writable()?;
         let disks: Vec<u16> = match names {
             Some(n) => self.disks_named(n)?,
@@ -601,7 +635,11 @@ impl Group<'_> {
             }
             back.push(d);
         }
-        self.commit()?;
+        // The rebuild below commits the table in chunks: the running
+        // transaction (other operations' changes, behind a live group) must
+        // be durable first, or a chunk would carry part of it.
+        let open = self.txn_open();
+        self.commit_through(open)?;
         for d in &back {
             let size = self.member(*d).expect("invariant: named").entry.size_bytes;
             let layout = AtLayout::for_disk(size, self.au_bytes)
@@ -619,7 +657,7 @@ impl Group<'_> {
             self.publish_disks();
             self.rebuild_tables()?;
         }
-        self.resync(power, progress)
+        Ok(())
     }
 
     /// Add the time this mount ran to every OFFLINE disk's repair timer

@@ -176,7 +176,7 @@ impl Group<'_> {
     pub(super) fn load_tables(&mut self, report: &mut MountReport) -> Result<(), GroupError> {
         for n in 0..self.members.len() as u16 {
             let Some(m) = self.member(n) else { continue };
-            if m.writable().is_none() {
+            if m.writable().is_none() || self.tables_to_rebuild.contains(&n) {
                 continue;
             }
             let layout = m
