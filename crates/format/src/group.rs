@@ -481,7 +481,11 @@ impl DiskState {
 /// The disk was taken offline on request (`cairn group offline`): a mount
 /// that finds it leaves it offline until `cairn group online`.
 pub const DISK_FLAG_HELD: u8 = 1;
-const DISK_FLAGS_KNOWN: u8 = DISK_FLAG_HELD;
+/// The disk went offline after an I/O to it failed (a write, or a flush):
+/// it may have lost writes nothing marked (its cache), so when it comes back
+/// every copy on it is resynced, not only the stale ones.
+pub const DISK_FLAG_RESYNC_ALL: u8 = 2;
+const DISK_FLAGS_KNOWN: u8 = DISK_FLAG_HELD | DISK_FLAG_RESYNC_ALL;
 
 /// Incompatible group feature: extents may carry stale-copy bits
 /// ([`Extent::stale`]), which a reader that ignores them would serve stale
@@ -521,6 +525,11 @@ impl DiskEntry {
     /// Taken offline on request: stays offline until brought online.
     pub fn held(&self) -> bool {
         self.flags & DISK_FLAG_HELD != 0
+    }
+
+    /// Went offline after a failed I/O: resynced whole when it comes back.
+    pub fn resync_all(&self) -> bool {
+        self.flags & DISK_FLAG_RESYNC_ALL != 0
     }
 }
 

@@ -391,6 +391,15 @@ impl SimEngine {
         self.disk_mut(device).lost = true;
     }
 
+    /// A lost disk comes back after a power cycle: what it had not made
+    /// durable (its volatile cache, writes in flight) is gone, the rest is
+    /// as it was.
+    pub fn restore_disk(&mut self, device: DeviceId) {
+        let disk = self.disk_mut(device);
+        disk.pending.clear();
+        disk.lost = false;
+    }
+
     /// What a read of the range would return now.
     pub fn contents(&self, device: DeviceId, offset_bytes: u64, len: usize) -> Vec<u8> {
         self.disks[device.0 as usize].current_bytes(offset_bytes, len)

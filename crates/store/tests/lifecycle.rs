@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use cairn_format::group::DiskState;
 use cairn_format::DiskLabel;
 use cairn_io::{DeviceId, IoEngine, Op, Request};
@@ -388,5 +390,236 @@ fn attributes_are_checked_and_kept() {
         vec![("rebalance_compact".to_string(), "false".to_string())]
     );
     assert!(g.get_attributes(&["nope".into()]).is_err());
+    g.dismount().unwrap();
+}
+
+/// Put `image` on `device` at byte `at` (what a power cycle left).
+fn put_at(engine: &mut CrashAfter, device: DeviceId, at: u64, image: &[u8]) {
+    let write = Request {
+        device,
+        tag: 0,
+        op: Op::Write {
+            offset_bytes: at,
+            buf: cairn_io::AlignedBuf::from_slice(image),
+            fua: true,
+        },
+    };
+    engine.inner.execute_all(vec![write]).unwrap();
+}
+
+/// Reads file `number` whole from the disks of `half` alone.
+fn read_from(engine: &mut CrashAfter, half: &[DeviceId], number: u32, len: u64) -> Vec<u8> {
+    let (mut g, _) =
+        group::mount_read_only(engine, half, &GroupSelector::Name("SIM".into())).unwrap();
+    let mut got = vec![0u8; len as usize];
+    g.read(number, 0, &mut got).unwrap();
+    g.dismount().unwrap();
+    got
+}
+
+/// A file of `len` bytes written with `seed`'s pattern and synced; its
+/// number.
+fn synced_file(engine: &mut CrashAfter, ids: &[DeviceId], name: &str, len: u64, seed: u8) -> u32 {
+    let (mut g, _) = mount(engine, ids);
+    let f = g
+        .create_file(&path(name), len, &CreateOptions::default())
+        .unwrap();
+    g.write(f.number, 0, &pattern(seed, len as usize)).unwrap();
+    g.sync().unwrap();
+    g.dismount().unwrap();
+    f.number
+}
+
+/// A disk whose flush failed may have lost any write it took since its last
+/// good flush: nothing marks those AUs, so when it comes back every copy on
+/// it is resynced, not only the marked ones.
+#[test]
+fn a_disk_that_failed_a_flush_is_resynced_whole() {
+    let (mut engine, ids) = rig();
+    let number = synced_file(&mut engine, &ids, "f", 16 * MIB, 1);
+    let newer = pattern(2, (16 * MIB) as usize);
+    let d3 = ids[3];
+    // The file's AUs on D3, as they are before the write.
+    let before: Vec<(u64, Vec<u8>)> = {
+        let (g, _) = mount(&mut engine, &ids);
+        let aus: Vec<u64> = g
+            .extents(number)
+            .unwrap()
+            .iter()
+            .flat_map(|e| {
+                e.copies()
+                    .iter()
+                    .filter(|c| c.disk == 3)
+                    .map(|c| u64::from(c.au))
+            })
+            .collect();
+        g.dismount().unwrap();
+        assert!(!aus.is_empty(), "D3 holds copies of the file");
+        aus.into_iter()
+            .map(|au| (au * MIB, engine.inner.contents(d3, au * MIB, MIB as usize)))
+            .collect()
+    };
+    {
+        // D3 takes the write into its cache, then its flush fails: it lost
+        // power.
+        let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let fail = failing.clone();
+        let mut hooked = common::Hooked {
+            inner: engine,
+            hook: |_: &Request| {},
+            done: move |c: &mut cairn_io::Completion| {
+                if c.device == d3
+                    && c.kind == cairn_io::OpKind::Flush
+                    && fail.load(std::sync::atomic::Ordering::SeqCst)
+                {
+                    c.result = Err(cairn_io::IoError::Os {
+                        kind: cairn_io::OpKind::Flush,
+                        offset_bytes: 0,
+                        len_bytes: 0,
+                        errno: 5,
+                    });
+                }
+            },
+        };
+        let (mut g, _) =
+            group::mount(&mut hooked, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+        g.write(number, 0, &newer).unwrap();
+        failing.store(true, std::sync::atomic::Ordering::SeqCst);
+        g.sync().unwrap();
+        assert_eq!(state(&g, 3), DiskState::Offline);
+        g.dismount().unwrap();
+        engine = hooked.inner;
+    }
+    // What it holds when it comes back: none of what its cache lost (the
+    // simulator flushed it, the disk's media did not).
+    for (at, bytes) in &before {
+        put_at(&mut engine, d3, *at, bytes);
+    }
+    {
+        let (g, report) = mount(&mut engine, &ids);
+        assert_eq!(report.disks_returned, vec!["D3".to_string()], "{report:?}");
+        assert_eq!(state(&g, 3), DiskState::Online);
+        g.dismount().unwrap();
+    }
+    assert!(
+        read_from(&mut engine, &ids[2..], number, 16 * MIB) == newer,
+        "failure group B alone serves the synced write"
+    );
+}
+
+/// A disk taken offline on request is flushed first: what it acknowledged
+/// is on it, so fast resync may trust what is not marked.
+#[test]
+fn a_disk_taken_offline_on_request_is_flushed_first() {
+    let (mut engine, ids) = rig();
+    let number = synced_file(&mut engine, &ids, "f", 16 * MIB, 3);
+    let newer = pattern(4, (16 * MIB) as usize);
+    {
+        let (mut g, _) = mount(&mut engine, &ids);
+        g.write(number, 0, &newer).unwrap();
+        g.offline_disks(&["D3".into()], None).unwrap();
+        g.dismount().unwrap();
+    }
+    // Pulled for maintenance: a power cycle loses its cache.
+    engine.inner.lose_disk(ids[3]);
+    engine.inner.restore_disk(ids[3]);
+    {
+        let (mut g, _) = mount(&mut engine, &ids);
+        g.online_disks(Some(&["D3".into()]), 8, &mut |_| {})
+            .unwrap();
+        g.dismount().unwrap();
+    }
+    assert!(read_from(&mut engine, &ids[2..], number, 16 * MIB) == newer);
+}
+
+/// A resync batch at high power clears stale bits in many files at once:
+/// its commit must stay within one transaction's bound.
+#[test]
+fn a_resync_over_many_files_commits_in_steps() {
+    let (mut engine, ids) = rig();
+    let numbers: Vec<u32> = {
+        let (mut g, _) = mount(&mut engine, &ids);
+        let numbers = (0..80)
+            .map(|i| {
+                let f = g
+                    .create_file(&path(&format!("s{i}")), MIB, &CreateOptions::default())
+                    .unwrap();
+                g.write(f.number, 0, &pattern(i as u8, MIB as usize))
+                    .unwrap();
+                f.number
+            })
+            .collect();
+        g.dismount().unwrap();
+        numbers
+    };
+    {
+        let (mut g, _) = mount(&mut engine, &ids);
+        g.offline_disks(&["D2".into(), "D3".into()], None).unwrap();
+        for n in &numbers {
+            g.write(*n, 0, &pattern(0xA5, 4096)).unwrap();
+        }
+        g.online_disks(None, 1024, &mut |_| {}).unwrap();
+        assert!(g.disks().iter().all(|d| d.state == DiskState::Online));
+        g.dismount().unwrap();
+    }
+    for n in numbers {
+        let got = read_from(&mut engine, &ids[2..], n, MIB);
+        assert!(got[..4096] == pattern(0xA5, 4096)[..]);
+    }
+}
+
+/// A superblock generation that did not move proves nothing: an image of a
+/// disk taken before writes that changed no disk state is still older than
+/// the disk the group took offline.
+#[test]
+fn an_older_image_from_the_same_generation_is_refused() {
+    let (mut engine, ids) = rig();
+    let number = synced_file(&mut engine, &ids, "f", 4 * MIB, 5);
+    let old_image = engine.inner.contents(ids[3], 0, DISK as usize);
+    {
+        // Writes, and nothing else: no disk changes state.
+        let (mut g, _) = mount(&mut engine, &ids);
+        g.write(number, 0, &pattern(6, (4 * MIB) as usize)).unwrap();
+        g.dismount().unwrap();
+    }
+    mount(&mut engine, &ids[..3]).0.dismount().unwrap();
+    let restore = Request {
+        device: ids[3],
+        tag: 0,
+        op: Op::Write {
+            offset_bytes: 0,
+            buf: cairn_io::AlignedBuf::from_slice(&old_image),
+            fua: false,
+        },
+    };
+    engine.inner.execute_all(vec![restore]).unwrap();
+    let (g, report) = mount(&mut engine, &ids);
+    assert!(report.disks_returned.is_empty(), "{report:?}");
+    assert_eq!(state(&g, 3), DiskState::Offline);
+    g.dismount().unwrap();
+}
+
+/// A file with one copy (a template below the group's redundancy) on a
+/// disk: taking that disk offline would leave it with no copy to read.
+#[test]
+fn offline_is_refused_when_a_file_would_have_no_copy() {
+    let (mut engine, ids) = rig();
+    let (mut g, _) = mount(&mut engine, &ids);
+    let f = g
+        .create_file(
+            &path("one"),
+            MIB,
+            &CreateOptions {
+                copies: Some(1),
+                ..CreateOptions::default()
+            },
+        )
+        .unwrap();
+    g.write(f.number, 0, &pattern(7, MIB as usize)).unwrap();
+    let disk = g.extents(f.number).unwrap()[0].copies()[0].disk;
+    let label = format!("D{disk}");
+    let e = g.offline_disks(&[label], None).unwrap_err();
+    assert!(e.to_string().contains("+SIM/one"), "names the file: {e}");
+    assert!(g.disks().iter().all(|d| d.state == DiskState::Online));
     g.dismount().unwrap();
 }

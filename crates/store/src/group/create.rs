@@ -109,6 +109,7 @@ pub fn create<'e>(
             alloc: Some(DiskAlloc::empty(layout)),
             needs_flush: false,
             generation: 0,
+            offline_since: None,
         }));
     }
     if fg_ids.len() < usize::from(copies) {

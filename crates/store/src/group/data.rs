@@ -824,6 +824,10 @@ fn write_in_place(
         }
     }
     let lost = (!landed).then_some(&extent);
+    if !landed {
+        // No copy has it: the write fails and every copy keeps what it had.
+        missed.clear();
+    }
     settle_write(
         port,
         guard,
@@ -926,6 +930,25 @@ pub(crate) fn write(
         missed_copies(&view, p.extent, ext, mask, &mut unmarked);
     }
     if !unmarked.is_empty() {
+        // Never mark the last copy: a piece no copy of which can be written
+        // fails the write, its copies left as they are.
+        let unwritable = pieces.iter().find(|p| {
+            snap.extent(p.extent)
+                .is_some_and(|e| writable_copies_of(&view, e).next().is_none())
+        });
+        if let Some(p) = unwritable {
+            drop(guard);
+            let ext = snap
+                .extent(p.extent)
+                .expect("invariant: pieces are in the map");
+            return Err(no_copy_error(
+                ext.copies()
+                    .iter()
+                    .map(|c| view.name(c.disk))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ));
+        }
         if let Err(e) = port.mark_stale(number, snap.incarnation, &unmarked) {
             drop(guard);
             return Err(e);
@@ -933,6 +956,9 @@ pub(crate) fn write(
     }
     let mut failed: BTreeSet<u16> = BTreeSet::new();
     let mut missed: Vec<StaleMark> = Vec::new();
+    // Failed data writes, by piece: marked only where the piece landed on
+    // some copy (else the write fails and every copy keeps what it had).
+    let mut missed_pieces: Vec<(usize, StaleMark)> = Vec::new();
     let mut written: BTreeSet<u16> = BTreeSet::new();
     // First writes: zero what this write does not cover of each fresh extent.
     let mut covered: BTreeMap<u64, u64> = BTreeMap::new();
@@ -1018,11 +1044,14 @@ pub(crate) fn write(
                 Err(_) => {
                     failed.insert(c.disk);
                     let p = &pieces[i];
-                    missed.push(StaleMark {
-                        extent: p.extent,
-                        copy: c,
-                        mask: au_mask(piece_aus(&snap, p.within, p.len)),
-                    });
+                    missed_pieces.push((
+                        i,
+                        StaleMark {
+                            extent: p.extent,
+                            copy: c,
+                            mask: au_mask(piece_aus(&snap, p.within, p.len)),
+                        },
+                    ));
                 }
             }
         }
@@ -1039,6 +1068,12 @@ pub(crate) fn write(
     for disk in &written {
         port.wrote(*disk);
     }
+    missed.extend(
+        missed_pieces
+            .into_iter()
+            .filter(|(i, _)| landed[*i] > 0)
+            .map(|(_, m)| m),
+    );
     settle_write(
         port,
         guard,
@@ -1253,7 +1288,7 @@ impl DataPort for Group<'_> {
         marks: &[StaleMark],
     ) -> Result<(), GroupError> {
         self.check_writable()?;
-        self.set_stale(file, incarnation, marks);
+        self.set_stale_in_steps(file, incarnation, marks)?;
         self.commit()
     }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, _epoch: u64) -> Result<(), GroupError> {

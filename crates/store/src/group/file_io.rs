@@ -917,7 +917,9 @@ impl FileIo {
                 })
                 .map(|(_, c)| *c)
                 .collect();
-            if extent.initialized && online.is_empty() {
+            // (A write whose copies are not all ONLINE takes the
+            // synchronous path below, which marks or fails as it must.)
+            if extent.initialized && online.is_empty() && !fresh {
                 return refuse(self, op, IoError::Engine { errno: EIO });
             }
             copies.push(if extent.initialized {

@@ -314,7 +314,7 @@ impl LiveGroup {
             // Latch → meta: the order every first writer keeps.
             let cleared = self.inner.operation(|g| g.resync_copied(&copied));
             drop(latch);
-            cleared?;
+            cleared??;
             done += chunk.len() as u64;
             progress(super::resync::Progress {
                 done,
@@ -497,8 +497,7 @@ impl DataPort for DataHandle {
     ) -> Result<(), GroupError> {
         self.inner.operation(|group| {
             group.check_writable()?;
-            group.set_stale(file, incarnation, marks);
-            Ok(())
+            group.set_stale_in_steps(file, incarnation, marks)
         })?
     }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError> {

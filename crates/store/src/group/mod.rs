@@ -264,6 +264,8 @@ struct Member {
     /// The newest superblock generation this disk is known to hold: what a
     /// disk taken offline records as its `synced_generation`.
     generation: u64,
+    /// When this mount took it offline (its repair timer counts from then).
+    offline_since: Option<std::time::Instant>,
 }
 
 impl Member {
@@ -741,8 +743,7 @@ impl<'e> Group<'e> {
             return Ok(());
         }
         self.commit()?;
-        let seconds = self.mounted_at.elapsed().as_secs();
-        self.count_offline_time(seconds)?;
+        self.count_offline_time()?;
         self.checkpoint()?;
         Ok(())
     }

@@ -222,6 +222,7 @@ pub(super) fn mount_inner<'e>(
             alloc: online.then(|| DiskAlloc::empty(layout)),
             needs_flush: false,
             generation,
+            offline_since: None,
         });
     }
     if !missing.is_empty() && missing_disks == MissingDisks::Refuse {
@@ -327,9 +328,13 @@ pub(super) fn mount_inner<'e>(
             .any(|base| slot_damaged(&mut *group.engine, *device, uuid, *base))
     });
     if !read_only {
-        if !missing.is_empty() || behind || torn {
-            group.write_superblocks()?;
-        }
+        // Every mount that writes starts a new generation, whether or not a
+        // disk changed: a disk that goes offline records the generation it
+        // holds, and an image of it from an earlier mount (a snapshot, a
+        // stale clone) is then told apart from it. The cost is one
+        // superblock write per disk.
+        let _ = (behind, &missing);
+        group.write_superblocks()?;
         if torn {
             group.write_superblocks()?;
         }

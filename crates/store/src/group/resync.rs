@@ -15,6 +15,7 @@
 use super::data::{self, DataPort, StaleMark};
 use super::plane::{LatchGuard, LatchKey};
 use super::*;
+use cairn_format::group::au_mask;
 
 /// Bytes one resync I/O moves at most: an AU bigger than this is copied in
 /// pieces, so power × this bounds the memory a resync holds.
@@ -96,6 +97,52 @@ impl Group<'_> {
         }
     }
 
+    /// [`Group::set_stale`], committing whenever a step's worth of blocks
+    /// is dirty (a big write marks more extents than one transaction
+    /// holds); the caller commits the rest.
+    pub(super) fn set_stale_in_steps(
+        &mut self,
+        file: u32,
+        incarnation: u32,
+        marks: &[StaleMark],
+    ) -> Result<(), GroupError> {
+        for m in marks {
+            self.set_stale(file, incarnation, std::slice::from_ref(m));
+            if self.dirty_count() >= STEP_DIRTY_MAX {
+                self.commit()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Mark every copy on `disk` stale, whole: the disk went offline after
+    /// a failed I/O, and may have lost any write it had not flushed.
+    fn mark_all_stale_on(&mut self, disk: u16) -> Result<(), GroupError> {
+        let mut marks: Vec<(u32, u32, StaleMark)> = Vec::new();
+        for (number, rec) in &self.files {
+            if *number < FILE_NUMBER_USER_MIN {
+                continue; // metadata: refreshed block by block
+            }
+            for (index, ext) in rec.extents.iter().enumerate() {
+                for c in ext.copies().iter().filter(|c| c.disk == disk) {
+                    marks.push((
+                        *number,
+                        rec.entry.incarnation,
+                        StaleMark {
+                            extent: index as u64,
+                            copy: *c,
+                            mask: au_mask(0..placement::extent_aus(index as u64)),
+                        },
+                    ));
+                }
+            }
+        }
+        for (file, incarnation, mark) in marks {
+            self.set_stale_in_steps(file, incarnation, &[mark])?;
+        }
+        self.commit()
+    }
+
     /// Members being resynced.
     pub(super) fn syncing_disks(&self) -> BTreeSet<u16> {
         self.members
@@ -119,7 +166,9 @@ impl Group<'_> {
                     if self.member(c.disk).and_then(Member::writable).is_none() {
                         continue;
                     }
-                    let mask = ext.stale[slot];
+                    // Bits past the extent's AUs mean nothing (and must not
+                    // send a copy outside the extent).
+                    let mask = ext.stale[slot] & au_mask(0..placement::extent_aus(index as u64));
                     for au in (0..16u64).filter(|b| mask & (1 << b) != 0) {
                         out.push(StaleAu {
                             file: *number,
@@ -174,8 +223,7 @@ impl Group<'_> {
         });
         for chunk in work.chunks(batch_len(power, self.au_bytes)) {
             let (copied, latch) = copy_stale(self, chunk, &mut report)?;
-            self.resync_copied(&copied);
-            let committed = self.commit();
+            let committed = self.resync_copied(&copied).and_then(|()| self.commit());
             drop(latch);
             committed?;
             done += chunk.len() as u64;
@@ -197,6 +245,11 @@ impl Group<'_> {
     ) -> Result<Option<Vec<StaleAu>>, GroupError> {
         self.check_writable()?;
         let syncing = self.syncing_disks();
+        for d in &syncing {
+            if self.member(*d).is_some_and(|m| m.entry.resync_all()) {
+                self.mark_all_stale_on(*d)?;
+            }
+        }
         let work = self.stale_aus();
         if syncing.is_empty() && work.is_empty() {
             return Ok(None);
@@ -210,11 +263,28 @@ impl Group<'_> {
     /// barrier flushes the copies first. The caller holds the batch's
     /// latches until that commit is durable, so a write that failed on a
     /// copy after ours cannot have its mark cleared by it.
-    pub(super) fn resync_copied(&mut self, copied: &[StaleAu]) {
-        for c in copied {
-            self.depend_on(c.target.disk);
+    pub(super) fn resync_copied(&mut self, copied: &[StaleAu]) -> Result<(), GroupError> {
+        // A target that went offline meanwhile keeps its bits: its copy may
+        // not be durable (the barrier flushes only disks in use).
+        let copied: Vec<StaleAu> = copied
+            .iter()
+            .filter(|c| {
+                self.member(c.target.disk)
+                    .and_then(Member::writable)
+                    .is_some()
+            })
+            .copied()
+            .collect();
+        for chunk in copied.chunks(STEP_DIRTY_MAX / 2) {
+            for c in chunk {
+                self.depend_on(c.target.disk);
+            }
+            self.clear_stale(chunk);
+            if self.dirty_count() >= STEP_DIRTY_MAX {
+                self.commit()?;
+            }
         }
-        self.clear_stale(copied);
+        Ok(())
     }
 
     /// The end of a resync: every SYNCING disk with nothing stale left is
@@ -230,6 +300,7 @@ impl Group<'_> {
             for d in &whole {
                 if let Some(m) = self.member_mut(*d) {
                     m.entry.state = DiskState::Online;
+                    m.entry.flags &= !fmt::DISK_FLAG_RESYNC_ALL;
                     m.entry.offline_seconds = 0;
                     m.entry.synced_generation = 0;
                     report.disks_online.push(m.entry.label.clone());
@@ -238,7 +309,7 @@ impl Group<'_> {
             // Its journal copy starts afresh with every other (the ring
             // before this point missed records).
             self.checkpoint()?;
-            self.write_superblocks()?;
+            self.superblocks_or_stop()?;
             self.publish_disks();
         }
         Ok(())
@@ -387,7 +458,7 @@ pub(super) fn copy_stale(
         let Some(slot) = ext.copies().iter().position(|c| *c == s.target) else {
             continue;
         };
-        if ext.stale[slot] & (1 << s.au) == 0 {
+        if ext.stale[slot] & (1 << s.au) == 0 || !view.is_writable(s.target.disk) {
             continue;
         }
         if !ext.initialized {
@@ -449,7 +520,15 @@ pub(super) fn copy_stale(
                 });
             }
             _ => {
-                failed_read.insert((s.file, s.extent, s.au));
+                if failed_read.insert((s.file, s.extent, s.au)) {
+                    report.aus_without_source.push(format!(
+                        "file {} extent {} AU {} on disk {}: its good copy could not be read",
+                        s.file,
+                        s.extent,
+                        s.au,
+                        view.name(s.target.disk)
+                    ));
+                }
             }
         }
     }
@@ -561,7 +640,42 @@ impl Group<'_> {
                 }
             )));
         }
+        // A file whose copies are fewer than the group's (a template or
+        // `cp --redundancy`) could be left with none to read.
+        let leaving: BTreeSet<u16> = disks.iter().copied().collect();
+        let orphaned: Vec<String> = self
+            .files
+            .iter()
+            .filter(|(n, _)| **n >= FILE_NUMBER_USER_MIN)
+            .filter(|(_, rec)| {
+                rec.extents.iter().any(|e| {
+                    e.initialized
+                        && !e.copies().iter().enumerate().any(|(slot, c)| {
+                            !leaving.contains(&c.disk)
+                                && self.member(c.disk).and_then(Member::online).is_some()
+                                && e.stale[slot] == 0
+                        })
+                })
+            })
+            .map(|(n, _)| self.path_of(*n))
+            .take(3)
+            .collect();
+        if !orphaned.is_empty() {
+            return Err(GroupError::Invalid(format!(
+                "taking {} offline would leave {} with no copy to read (its redundancy is below the group's, or its other copy is stale); copy it elsewhere or bring the other disks ONLINE first",
+                names.join(", "),
+                orphaned.join(", ")
+            )));
+        }
         self.commit()?;
+        // What the disks acknowledged is made durable on them first: fast
+        // resync trusts every AU it does not find marked. A disk whose flush
+        // fails goes offline as failed (and is resynced whole).
+        let failed = self.flush_disks(Some(&leaving))?;
+        if !failed.is_empty() {
+            self.failed_disks.extend(failed);
+            self.offline_failed()?;
+        }
         let mut done = Vec::new();
         for d in &disks {
             self.take_offline(*d);
@@ -572,10 +686,7 @@ impl Group<'_> {
                 done.push(m.entry.label.clone());
             }
         }
-        if let Err(e) = self.write_superblocks() {
-            self.stop(e.to_string());
-            return Err(e);
-        }
+        self.superblocks_or_stop()?;
         self.publish_disks();
         Ok(done)
     }
@@ -627,7 +738,11 @@ impl Group<'_> {
             if let Some(why) = mount::returning_refusal(&entry, m.generation) {
                 return Err(GroupError::Invalid(why));
             }
-            if self.short_disks.iter().any(|s| s.contains(&entry.label)) {
+            if self
+                .short_disks
+                .iter()
+                .any(|s| s.starts_with(&format!("disk {} is ", entry.label)))
+            {
                 return Err(GroupError::Invalid(format!(
                     "disk {} is smaller than the group recorded: it cannot come back",
                     entry.label
@@ -652,28 +767,44 @@ impl Group<'_> {
             self.tables_to_rebuild.push(*d);
         }
         if !back.is_empty() {
-            // Written from now on; its table as the extent maps say.
-            self.write_superblocks()?;
-            self.publish_disks();
+            // Its table as the extent maps say, then written from now on.
             self.rebuild_tables()?;
+            self.superblocks_or_stop()?;
+            self.publish_disks();
         }
         Ok(())
     }
 
-    /// Add the time this mount ran to every OFFLINE disk's repair timer
-    /// (`disk_repair_time` counts only while the group is mounted).
-    pub(super) fn count_offline_time(&mut self, seconds: u64) -> Result<(), GroupError> {
+    /// Write a superblock generation for a disk state memory already has:
+    /// if the disks cannot say so, memory is ahead of them, and the group
+    /// stops (a later mount trusts what the superblocks say).
+    pub(super) fn superblocks_or_stop(&mut self) -> Result<(), GroupError> {
+        if let Err(e) = self.write_superblocks() {
+            self.stop(e.to_string());
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Add the time each OFFLINE disk spent offline during this mount to its
+    /// repair timer (`disk_repair_time` counts only while the group is
+    /// mounted).
+    pub(super) fn count_offline_time(&mut self) -> Result<(), GroupError> {
+        let mounted = self.mounted_at.elapsed();
         let mut any = false;
         for m in self.members.iter_mut().flatten() {
             if m.entry.state == DiskState::Offline {
-                m.entry.offline_seconds = m
-                    .entry
-                    .offline_seconds
-                    .saturating_add(u32::try_from(seconds).unwrap_or(u32::MAX));
-                any = true;
+                let away = m
+                    .offline_since
+                    .map_or(mounted, |t| t.elapsed().min(mounted));
+                let seconds = u32::try_from(away.as_secs()).unwrap_or(u32::MAX);
+                if seconds > 0 {
+                    m.entry.offline_seconds = m.entry.offline_seconds.saturating_add(seconds);
+                    any = true;
+                }
             }
         }
-        if any && seconds > 0 {
+        if any {
             self.write_superblocks()?;
         }
         Ok(())

@@ -23,6 +23,12 @@ impl Group<'_> {
                 )
             });
             self.taken_offline.extend(newly);
+            if let Some(m) = self.member_mut(*d) {
+                if m.writable().is_some() {
+                    // Whatever it had not flushed may be gone with it.
+                    m.entry.flags |= fmt::DISK_FLAG_RESYNC_ALL;
+                }
+            }
             self.take_offline(*d);
         }
         if !self.redundancy_holds() {
@@ -55,6 +61,7 @@ impl Group<'_> {
             }
             m.entry.state = DiskState::Offline;
             m.alloc = None;
+            m.offline_since = Some(std::time::Instant::now());
         }
     }
 
