@@ -134,6 +134,12 @@ impl Extent {
             .iter()
             .any(|m| *m != 0)
     }
+
+    /// Copy `slot`'s stale mask, limited to the extent's `aus` AUs (bits
+    /// past them mean nothing).
+    pub fn stale_mask(&self, slot: usize, aus: u64) -> u16 {
+        self.stale.get(slot).map_or(0, |m| m & au_mask(0..aus))
+    }
 }
 
 /// The stale-mask bits of an extent's AUs `aus` (AU indices inside the

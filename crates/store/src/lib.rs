@@ -35,4 +35,5 @@ pub mod labeling;
 pub mod names;
 pub mod placement;
 pub mod protection;
+pub mod rebalance;
 pub mod repair;

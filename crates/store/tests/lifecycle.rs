@@ -623,3 +623,69 @@ fn offline_is_refused_when_a_file_would_have_no_copy() {
     assert!(g.disks().iter().all(|d| d.state == DiskState::Online));
     g.dismount().unwrap();
 }
+
+/// A disk that failed a flush holds the only copy of a file with one copy:
+/// when it comes back, that copy is the best there is — it is not marked
+/// stale (which would leave the file unreadable and the disk SYNCING for
+/// ever), and the disk goes ONLINE.
+#[test]
+fn a_failed_disk_holding_a_files_only_copy_comes_back_online() {
+    let (mut engine, ids) = rig();
+    let (number, disk) = {
+        let (mut g, _) = mount(&mut engine, &ids);
+        let f = g
+            .create_file(
+                &path("one"),
+                MIB,
+                &CreateOptions {
+                    copies: Some(1),
+                    ..CreateOptions::default()
+                },
+            )
+            .unwrap();
+        g.write(f.number, 0, &pattern(9, MIB as usize)).unwrap();
+        g.sync().unwrap();
+        let disk = g.extents(f.number).unwrap()[0].copies()[0].disk;
+        g.dismount().unwrap();
+        (f.number, disk)
+    };
+    let victim = ids[usize::from(disk)];
+    {
+        let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let fail = failing.clone();
+        let mut hooked = common::Hooked {
+            inner: engine,
+            hook: |_: &Request| {},
+            done: move |c: &mut cairn_io::Completion| {
+                if c.device == victim
+                    && c.kind == cairn_io::OpKind::Flush
+                    && fail.load(std::sync::atomic::Ordering::SeqCst)
+                {
+                    c.result = Err(cairn_io::IoError::Os {
+                        kind: cairn_io::OpKind::Flush,
+                        offset_bytes: 0,
+                        len_bytes: 0,
+                        errno: 5,
+                    });
+                }
+            },
+        };
+        let (mut g, _) =
+            group::mount(&mut hooked, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+        failing.store(true, std::sync::atomic::Ordering::SeqCst);
+        g.sync().unwrap();
+        assert_eq!(state(&g, disk), DiskState::Offline);
+        g.dismount().unwrap();
+        engine = hooked.inner;
+    }
+    let (mut g, report) = mount(&mut engine, &ids);
+    assert_eq!(state(&g, disk), DiskState::Online, "{report:?}");
+    let mut got = vec![0u8; MIB as usize];
+    g.read(number, 0, &mut got).unwrap();
+    assert!(got == pattern(9, MIB as usize));
+    g.dismount().unwrap();
+    // Nothing left to do at the next mount.
+    let (g, report) = mount(&mut engine, &ids);
+    assert!(report.resync.is_none(), "{report:?}");
+    g.dismount().unwrap();
+}

@@ -110,6 +110,7 @@ pub fn create<'e>(
             needs_flush: false,
             generation: 0,
             offline_since: None,
+            offline_count: 0,
         }));
     }
     if fg_ids.len() < usize::from(copies) {

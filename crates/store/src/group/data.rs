@@ -121,8 +121,13 @@ pub(crate) struct StaleMark {
 
 /// The AUs (indices inside the extent) a piece touches.
 fn piece_aus(snap: &FileSnapshot, within: u64, len: u64) -> std::ops::Range<u64> {
-    let au = snap.au_bytes;
-    within / au..(within + len.max(1) - 1) / au + 1
+    aus_touched(snap.au_bytes, within, len)
+}
+
+/// The AUs (indices inside an extent of `au_bytes` AUs) that `len` bytes at
+/// `within` touch.
+pub(super) fn aus_touched(au_bytes: u64, within: u64, len: u64) -> std::ops::Range<u64> {
+    within / au_bytes..(within + len.max(1) - 1) / au_bytes + 1
 }
 
 /// Every AU of extent `index`.
@@ -949,10 +954,13 @@ pub(crate) fn write(
                     .join(","),
             ));
         }
-        if let Err(e) = port.mark_stale(number, snap.incarnation, &unmarked) {
-            drop(guard);
-            return Err(e);
-        }
+        // The guard never spans a wait for the metadata plane (which may be
+        // waiting for running operations to drain), nor the latches: mark,
+        // then start again from the new snapshot.
+        drop(guard);
+        drop(latch);
+        port.mark_stale(number, snap.incarnation, &unmarked)?;
+        return write(port, slot, number, offset, data);
     }
     let mut failed: BTreeSet<u16> = BTreeSet::new();
     let mut missed: Vec<StaleMark> = Vec::new();
@@ -1503,7 +1511,7 @@ impl Group<'_> {
             for c in ext.copies() {
                 let Some(device) = self.member(c.disk).and_then(Member::writable) else {
                     // It misses the zeros: stale there, in this transaction.
-                    let aus = within / self.au_bytes..(within + run.max(1) - 1) / self.au_bytes + 1;
+                    let aus = aus_touched(self.au_bytes, within, run);
                     self.set_stale(
                         number,
                         incarnation,

@@ -36,7 +36,7 @@ use cairn_io::{
 };
 use slab::Slab;
 
-use super::data::{DataPort, StaleMark};
+use super::data::{aus_touched, DataPort, StaleMark};
 use super::live::{DataHandle, LiveGroup};
 use super::plane::{FileSnapshot, GuardSlot, LatchGuard, Piece};
 
@@ -907,7 +907,7 @@ impl FileIo {
             // SYNCING, or offline and its copy must be marked stale first)
             // takes the synchronous path, as a first write does.
             fresh |= is_write && extent.copies().iter().any(|c| !view.is_online(c.disk));
-            let aus = p.within / snap.au_bytes..(p.within + p.len.max(1) - 1) / snap.au_bytes + 1;
+            let aus = aus_touched(snap.au_bytes, p.within, p.len);
             let online: Vec<AuAddr> = extent
                 .copies()
                 .iter()
@@ -919,7 +919,7 @@ impl FileIo {
                 .collect();
             // (A write whose copies are not all ONLINE takes the
             // synchronous path below, which marks or fails as it must.)
-            if extent.initialized && online.is_empty() && !fresh {
+            if extent.initialized && online.is_empty() && !is_write {
                 return refuse(self, op, IoError::Engine { errno: EIO });
             }
             copies.push(if extent.initialized {
@@ -1057,12 +1057,11 @@ impl FileIo {
                             mark: StaleMark {
                                 extent: pieces[i].extent,
                                 copy: c,
-                                mask: au_mask(
-                                    pieces[i].within / snap.au_bytes
-                                        ..(pieces[i].within + pieces[i].len.max(1) - 1)
-                                            / snap.au_bytes
-                                            + 1,
-                                ),
+                                mask: au_mask(aus_touched(
+                                    snap.au_bytes,
+                                    pieces[i].within,
+                                    pieces[i].len,
+                                )),
                             },
                         },
                     ));

@@ -309,10 +309,13 @@ impl LiveGroup {
         let mut handle = self.handle(super::resync::batch_len(power, au_bytes) * 2)?;
         let total = work.len() as u64;
         let mut done = 0u64;
+        let slot = handle.slot.clone();
         for chunk in work.chunks(super::resync::batch_len(power, au_bytes)) {
-            let (copied, latch) = super::resync::copy_stale(&mut handle, chunk, &mut report)?;
+            let before = self.inner.meta()?.offline_counts();
+            let (copied, latch) =
+                super::resync::copy_stale(&mut handle, Some(&slot), chunk, &mut report)?;
             // Latch → meta: the order every first writer keeps.
-            let cleared = self.inner.operation(|g| g.resync_copied(&copied));
+            let cleared = self.inner.operation(|g| g.resync_copied(&copied, &before));
             drop(latch);
             cleared??;
             done += chunk.len() as u64;

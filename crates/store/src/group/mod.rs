@@ -266,6 +266,8 @@ struct Member {
     generation: u64,
     /// When this mount took it offline (its repair timer counts from then).
     offline_since: Option<std::time::Instant>,
+    /// Times this mount took it offline.
+    offline_count: u64,
 }
 
 impl Member {

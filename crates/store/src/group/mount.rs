@@ -223,6 +223,7 @@ pub(super) fn mount_inner<'e>(
             needs_flush: false,
             generation,
             offline_since: None,
+            offline_count: 0,
         });
     }
     if !missing.is_empty() && missing_disks == MissingDisks::Refuse {

@@ -13,7 +13,7 @@
 //!   When no stale AU is left it goes ONLINE.
 
 use super::data::{self, DataPort, StaleMark};
-use super::plane::{LatchGuard, LatchKey};
+use super::plane::{LatchGuard, LatchKey, OperationGuard};
 use super::*;
 use cairn_format::group::au_mask;
 
@@ -124,6 +124,17 @@ impl Group<'_> {
                 continue; // metadata: refreshed block by block
             }
             for (index, ext) in rec.extents.iter().enumerate() {
+                let aus = placement::extent_aus(index as u64);
+                // Never the last copy that can be read: with no other, what
+                // the disk holds is the best there is.
+                let other = ext.copies().iter().enumerate().any(|(slot, c)| {
+                    c.disk != disk
+                        && self.member(c.disk).and_then(Member::online).is_some()
+                        && ext.stale_mask(slot, aus) == 0
+                });
+                if !other {
+                    continue;
+                }
                 for c in ext.copies().iter().filter(|c| c.disk == disk) {
                     marks.push((
                         *number,
@@ -141,6 +152,16 @@ impl Group<'_> {
             self.set_stale_in_steps(file, incarnation, &[mark])?;
         }
         self.commit()
+    }
+
+    /// How many times each member has gone offline since mount: a resync
+    /// batch clears nothing on a disk that went offline during it.
+    pub(super) fn offline_counts(&self) -> BTreeMap<u16, u64> {
+        self.members
+            .iter()
+            .flatten()
+            .map(|m| (m.entry.number, m.offline_count))
+            .collect()
     }
 
     /// Members being resynced.
@@ -168,7 +189,7 @@ impl Group<'_> {
                     }
                     // Bits past the extent's AUs mean nothing (and must not
                     // send a copy outside the extent).
-                    let mask = ext.stale[slot] & au_mask(0..placement::extent_aus(index as u64));
+                    let mask = ext.stale_mask(slot, placement::extent_aus(index as u64));
                     for au in (0..16u64).filter(|b| mask & (1 << b) != 0) {
                         out.push(StaleAu {
                             file: *number,
@@ -188,13 +209,14 @@ impl Group<'_> {
     pub fn stale_aus_on(&self, disk: u16) -> u64 {
         self.files
             .values()
-            .flat_map(|r| r.extents.iter())
-            .map(|e| {
+            .flat_map(|r| r.extents.iter().enumerate())
+            .map(|(index, e)| {
+                let aus = placement::extent_aus(index as u64);
                 e.copies()
                     .iter()
-                    .zip(e.stale)
-                    .filter(|(c, _)| c.disk == disk)
-                    .map(|(_, m)| u64::from(m.count_ones()))
+                    .enumerate()
+                    .filter(|(_, c)| c.disk == disk)
+                    .map(|(slot, _)| u64::from(e.stale_mask(slot, aus).count_ones()))
                     .sum::<u64>()
             })
             .sum()
@@ -222,8 +244,11 @@ impl Group<'_> {
             bytes_done: 0,
         });
         for chunk in work.chunks(batch_len(power, self.au_bytes)) {
-            let (copied, latch) = copy_stale(self, chunk, &mut report)?;
-            let committed = self.resync_copied(&copied).and_then(|()| self.commit());
+            let before = self.offline_counts();
+            let (copied, latch) = copy_stale(self, None, chunk, &mut report)?;
+            let committed = self
+                .resync_copied(&copied, &before)
+                .and_then(|()| self.commit());
             drop(latch);
             committed?;
             done += chunk.len() as u64;
@@ -245,10 +270,25 @@ impl Group<'_> {
     ) -> Result<Option<Vec<StaleAu>>, GroupError> {
         self.check_writable()?;
         let syncing = self.syncing_disks();
-        for d in &syncing {
-            if self.member(*d).is_some_and(|m| m.entry.resync_all()) {
+        let whole: Vec<u16> = syncing
+            .iter()
+            .copied()
+            .filter(|d| self.member(*d).is_some_and(|m| m.entry.resync_all()))
+            .collect();
+        if !whole.is_empty() {
+            for d in &whole {
                 self.mark_all_stale_on(*d)?;
             }
+            // The marks durable, the flag goes: an interrupted resync goes on
+            // from the bits, it does not start over.
+            let open = self.txn_open();
+            self.commit_through(open)?;
+            for d in &whole {
+                if let Some(m) = self.member_mut(*d) {
+                    m.entry.flags &= !fmt::DISK_FLAG_RESYNC_ALL;
+                }
+            }
+            self.superblocks_or_stop()?;
         }
         let work = self.stale_aus();
         if syncing.is_empty() && work.is_empty() {
@@ -263,9 +303,14 @@ impl Group<'_> {
     /// barrier flushes the copies first. The caller holds the batch's
     /// latches until that commit is durable, so a write that failed on a
     /// copy after ours cannot have its mark cleared by it.
-    pub(super) fn resync_copied(&mut self, copied: &[StaleAu]) -> Result<(), GroupError> {
-        // A target that went offline meanwhile keeps its bits: its copy may
-        // not be durable (the barrier flushes only disks in use).
+    pub(super) fn resync_copied(
+        &mut self,
+        copied: &[StaleAu],
+        before: &BTreeMap<u16, u64>,
+    ) -> Result<(), GroupError> {
+        // A target that went offline since the batch began keeps its bits,
+        // even if it is back by now: its copy may not be durable.
+        let now = self.offline_counts();
         let copied: Vec<StaleAu> = copied
             .iter()
             .filter(|c| {
@@ -273,6 +318,7 @@ impl Group<'_> {
                     .and_then(Member::writable)
                     .is_some()
             })
+            .filter(|c| before.get(&c.target.disk) == now.get(&c.target.disk))
             .copied()
             .collect();
         for chunk in copied.chunks(STEP_DIRTY_MAX / 2) {
@@ -361,7 +407,7 @@ impl Group<'_> {
             return Ok(0);
         }
         let mut writes = Vec::new();
-        for d in self.metadata_blocks() {
+        for d in self.refresh_blocks() {
             let (id, places) = self.dirty_id_and_places(d);
             if !places.iter().any(|(disk, _)| disks.contains(disk)) {
                 continue;
@@ -380,7 +426,21 @@ impl Group<'_> {
                     }
                 }
             }
-            let Some((_, good)) = newest else { continue };
+            // No valid copy on an ONLINE disk (a block never written, or
+            // freed): the returning disk's copy must say the same, or an
+            // old, valid image of it (a deleted file's entry) could win later.
+            let good = match newest {
+                Some((_, good)) => good,
+                None => {
+                    let online = places
+                        .iter()
+                        .find(|(d, _)| self.member(*d).and_then(Member::online).is_some());
+                    match online.map(|(d, o)| self.read_one(*d, *o, BLOCK_BYTES)) {
+                        Some(Ok(buf)) => buf,
+                        _ => continue,
+                    }
+                }
+            };
             for (disk, offset) in places.iter().filter(|(d, _)| disks.contains(d)) {
                 let Some(device) = self.member(*disk).and_then(Member::writable) else {
                     continue;
@@ -400,6 +460,29 @@ impl Group<'_> {
         self.flush_all_checked()?;
         self.offline_failed()?;
         Ok(rewritten)
+    }
+
+    /// Every block of the mirrored metadata files, used or not (every entry
+    /// the file directory has room for, every alias block), and the indirect
+    /// blocks in use: what a returning disk's copies must match.
+    fn refresh_blocks(&self) -> Vec<Dirty> {
+        let per_au = self.blocks_per_au();
+        let room = |file: u32| {
+            self.files
+                .get(&file)
+                .map_or(0, |r| r.extents.len() as u64 * per_au)
+        };
+        let mut blocks: Vec<Dirty> = (0..room(FILE_DIRECTORY))
+            .filter_map(|n| u32::try_from(n).ok())
+            .map(Dirty::Entry)
+            .collect();
+        blocks.extend((0..room(FILE_ALIAS_DIRECTORY)).map(Dirty::Alias));
+        blocks.extend(
+            self.metadata_blocks()
+                .into_iter()
+                .filter(|d| !matches!(d, Dirty::Entry(_) | Dirty::Alias(_))),
+        );
+        blocks
     }
 
     /// Every mirrored metadata block in use (entries, indirect blocks, alias
@@ -432,6 +515,7 @@ impl Group<'_> {
 /// offline).
 pub(super) fn copy_stale(
     port: &mut dyn DataPort,
+    slot: Option<&std::sync::atomic::AtomicU64>,
     batch: &[StaleAu],
     report: &mut ResyncReport,
 ) -> Result<(Vec<StaleAu>, LatchGuard), GroupError> {
@@ -440,6 +524,9 @@ pub(super) fn copy_stale(
         .map(|s| ((s.file, s.incarnation, s.extent), true))
         .collect();
     let latch = port.plane().latch(keys);
+    // As every data operation: AUs freed after the snapshots below are not
+    // handed to another file while this copy may still write them.
+    let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
     let view = port.disk_view();
     let mut done = Vec::new();
     // (stale AU, source, offset in the AU, length)
@@ -550,6 +637,7 @@ pub(super) fn copy_stale(
             }
         }
     }
+    drop(guard);
     report.bytes_copied += bytes;
     let mut seen = BTreeSet::new();
     for (s, _, _, _) in &pieces {
@@ -648,12 +736,13 @@ impl Group<'_> {
             .iter()
             .filter(|(n, _)| **n >= FILE_NUMBER_USER_MIN)
             .filter(|(_, rec)| {
-                rec.extents.iter().any(|e| {
+                rec.extents.iter().enumerate().any(|(index, e)| {
+                    let aus = placement::extent_aus(index as u64);
                     e.initialized
                         && !e.copies().iter().enumerate().any(|(slot, c)| {
                             !leaving.contains(&c.disk)
                                 && self.member(c.disk).and_then(Member::online).is_some()
-                                && e.stale[slot] == 0
+                                && e.stale_mask(slot, aus) == 0
                         })
                 })
             })
@@ -688,6 +777,49 @@ impl Group<'_> {
         }
         self.superblocks_or_stop()?;
         self.publish_disks();
+        // Data operations that took the view before this one may still be
+        // writing to the disks: wait for them, then flush the disks again,
+        // so what they wrote is on the media (nothing marks it).
+        let epoch = self.plane.advance_epoch();
+        let mut waited = false;
+        while self.plane.oldest_running() < epoch {
+            waited = true;
+            if !cairn_io::sched::blocked() {
+                std::thread::yield_now();
+            }
+        }
+        if waited {
+            cairn_io::sched::resumed();
+        }
+        let mut requests = Vec::new();
+        let mut of = Vec::new();
+        for d in &disks {
+            if let Some(device) = self.member(*d).and_then(|m| m.device) {
+                of.push(*d);
+                requests.push(Request {
+                    device,
+                    tag: requests.len() as u64,
+                    op: Op::Flush,
+                });
+            }
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(io_err("(engine)"))?;
+        let mut lost = false;
+        for (d, c) in of.into_iter().zip(completions) {
+            if c.result.is_err() {
+                // It may have lost what it took: resynced whole.
+                if let Some(m) = self.member_mut(d) {
+                    m.entry.flags |= fmt::DISK_FLAG_RESYNC_ALL;
+                    lost = true;
+                }
+            }
+        }
+        if lost {
+            self.superblocks_or_stop()?;
+        }
         Ok(done)
     }
 

@@ -62,6 +62,7 @@ impl Group<'_> {
             m.entry.state = DiskState::Offline;
             m.alloc = None;
             m.offline_since = Some(std::time::Instant::now());
+            m.offline_count += 1;
         }
     }
 

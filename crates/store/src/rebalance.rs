@@ -1,0 +1,554 @@
+//! The rebalance plan: a pure function from the extent maps and the disks a
+//! group is to have to the list of extent-copy moves that gets it there.
+//! No I/O, no clock, no state: the same input gives the same plan, so a
+//! rebalance interrupted by a crash plans again from the maps as they are
+//! and finds only the moves still to do.
+//!
+//! Three passes, in this order:
+//! 1. **Rebuild**: an extent with fewer readable copies than it wants (a copy
+//!    on a disk dropped by force, which nobody can read) gets a new copy,
+//!    from one of the copies left. Redundancy is restored before anything
+//!    else moves.
+//! 2. **Evacuate**: every copy on a disk that is leaving (dropped, or past a
+//!    shrink's cut) moves to a disk that stays.
+//! 3. **Balance**: copies move from disks above their share to disks below
+//!    it, one at a time, only while a move brings both closer to their
+//!    shares; so data moves only from over-target to under-target disks,
+//!    and stops within about one extent of the share.
+//!
+//! Invariants (property-tested below): every copy moves at most once; the
+//! copies of an extent stay on disks of distinct failure groups; no copy is
+//! left on a leaving disk; a disk never receives more than it has room for.
+//!
+//! The share: each failure group can hold at most one copy of an extent, so
+//! a failure group's share is its part of the capacity, capped at one copy
+//! of every extent (water-filling the rest over the others); a disk's share
+//! is its part of its failure group's. With failure groups of equal size
+//! (the layout ASM recommends too) that is the disk's proportional share of
+//! all the group holds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A disk as the plan sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanDisk {
+    pub number: u16,
+    pub failgroup: u16,
+    /// AUs it may hold once the change is done (its data AUs, or fewer for
+    /// a shrink); 0 for a disk that is leaving.
+    pub capacity_aus: u64,
+    /// Its copies must move off (dropped, or cut by a shrink).
+    pub leaving: bool,
+    /// Its copies can be read (a disk dropped by force cannot: its copies
+    /// are rebuilt from the others).
+    pub readable: bool,
+}
+
+/// An extent as the plan sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanExtent {
+    pub file: u32,
+    pub index: u64,
+    /// AUs per copy (1, 4 or 16).
+    pub aus: u64,
+    /// The disks of its copies, primary first.
+    pub copies: Vec<u16>,
+}
+
+/// Why a move is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Pass {
+    Rebuild,
+    Evacuate,
+    Balance,
+}
+
+/// One copy of one extent, from one disk to another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Move {
+    pub file: u32,
+    pub index: u64,
+    pub aus: u64,
+    /// The disk the copy leaves (for a rebuild: the unreadable one it
+    /// replaces).
+    pub from: u16,
+    pub to: u16,
+    /// For a rebuild, a readable copy to copy from.
+    pub source: u16,
+    pub pass: Pass,
+}
+
+/// Why no plan could be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("file {file} extent {index} has no copy that can be read: it cannot be rebuilt")]
+    NoSource { file: u32, index: u64 },
+    #[error("no disk can take file {file} extent {index}: the disks that stay are full or in the failure groups of its other copies")]
+    NoRoom { file: u32, index: u64 },
+}
+
+/// The plan and what it moves per disk.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Plan {
+    pub moves: Vec<Move>,
+    /// AUs each disk receives and gives up.
+    pub aus_in: BTreeMap<u16, u64>,
+    pub aus_out: BTreeMap<u16, u64>,
+    /// Each disk's usage after the plan, and its share.
+    pub usage_after: BTreeMap<u16, u64>,
+    pub share: BTreeMap<u16, u64>,
+}
+
+struct State<'a> {
+    disks: BTreeMap<u16, &'a PlanDisk>,
+    usage: BTreeMap<u16, u64>,
+    share: BTreeMap<u16, u64>,
+}
+
+impl State<'_> {
+    fn failgroup(&self, disk: u16) -> Option<u16> {
+        self.disks.get(&disk).map(|d| d.failgroup)
+    }
+
+    fn room(&self, disk: u16, aus: u64) -> bool {
+        let d = self.disks[&disk];
+        !d.leaving && d.readable && self.usage[&disk] + aus <= d.capacity_aus
+    }
+
+    /// How far above its share a disk is (negative: below).
+    fn excess(&self, disk: u16) -> i128 {
+        i128::from(self.usage[&disk]) - i128::from(self.share[&disk])
+    }
+
+    /// The staying disk furthest below its share that may take a copy of
+    /// `aus` AUs beside copies on `others` (their failure groups excluded,
+    /// except `allow_fg`: the failure group of the copy being moved).
+    fn best_target(&self, aus: u64, others: &[u16], allow_fg: Option<u16>) -> Option<u16> {
+        let taken: BTreeSet<u16> = others.iter().filter_map(|d| self.failgroup(*d)).collect();
+        self.disks
+            .values()
+            .filter(|d| !others.contains(&d.number))
+            .filter(|d| Some(d.failgroup) == allow_fg || !taken.contains(&d.failgroup))
+            .filter(|d| self.room(d.number, aus))
+            .min_by_key(|d| (self.excess(d.number), d.number))
+            .map(|d| d.number)
+    }
+
+    fn apply(&mut self, m: &Move) {
+        if let Some(u) = self.usage.get_mut(&m.from) {
+            *u = u.saturating_sub(m.aus);
+        }
+        *self.usage.entry(m.to).or_default() += m.aus;
+    }
+}
+
+/// Shares: per failure group, its part of the capacity, capped at one copy
+/// of every extent (`cap`), the rest water-filled over the others; per
+/// disk, its part of its failure group's.
+fn shares(disks: &[PlanDisk], used: u64, cap: u64) -> BTreeMap<u16, u64> {
+    let mut fg_cap: BTreeMap<u16, u64> = BTreeMap::new();
+    for d in disks.iter().filter(|d| !d.leaving && d.readable) {
+        *fg_cap.entry(d.failgroup).or_default() += d.capacity_aus;
+    }
+    let mut fg_share: BTreeMap<u16, u64> = BTreeMap::new();
+    let mut open: BTreeSet<u16> = fg_cap.keys().copied().collect();
+    let mut left = used;
+    loop {
+        let open_cap: u64 = open.iter().map(|f| fg_cap[f]).sum();
+        if open_cap == 0 {
+            break;
+        }
+        let capped: Vec<u16> = open
+            .iter()
+            .copied()
+            .filter(|f| {
+                u128::from(left) * u128::from(fg_cap[f]) / u128::from(open_cap) > u128::from(cap)
+            })
+            .collect();
+        if capped.is_empty() {
+            for f in &open {
+                let s = u128::from(left) * u128::from(fg_cap[f]) / u128::from(open_cap);
+                fg_share.insert(*f, s as u64);
+            }
+            break;
+        }
+        for f in capped {
+            fg_share.insert(f, cap);
+            left = left.saturating_sub(cap);
+            open.remove(&f);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for d in disks {
+        let share = if d.leaving || !d.readable {
+            0
+        } else {
+            let fc = fg_cap[&d.failgroup];
+            let fs = fg_share.get(&d.failgroup).copied().unwrap_or(0);
+            if fc == 0 {
+                0
+            } else {
+                (u128::from(fs) * u128::from(d.capacity_aus) / u128::from(fc)) as u64
+            }
+        };
+        out.insert(d.number, share);
+    }
+    out
+}
+
+/// The moves that take `extents` from where they are to a balanced layout
+/// on the disks that stay. Each extent wants `copies` readable copies (its
+/// count of copies now).
+pub fn plan(disks: &[PlanDisk], extents: &[PlanExtent]) -> Result<Plan, PlanError> {
+    let mut state = State {
+        disks: disks.iter().map(|d| (d.number, d)).collect(),
+        usage: disks.iter().map(|d| (d.number, 0)).collect(),
+        share: BTreeMap::new(),
+    };
+    for e in extents {
+        for c in &e.copies {
+            *state.usage.entry(*c).or_default() += e.aus;
+        }
+    }
+    let used: u64 = extents.iter().map(|e| e.aus * e.copies.len() as u64).sum();
+    let one_each: u64 = extents.iter().map(|e| e.aus).sum();
+    state.share = shares(disks, used, one_each);
+    let mut moves = Vec::new();
+    // Copies (file, index, slot) that have moved: never again.
+    let mut moved: BTreeSet<(u32, u64, usize)> = BTreeSet::new();
+    // Where each extent's copies are as the plan goes.
+    let mut now: Vec<Vec<u16>> = extents.iter().map(|e| e.copies.clone()).collect();
+
+    let readable = |s: &State<'_>, d: u16| s.disks.get(&d).is_some_and(|x| x.readable);
+    // 1. Rebuild, then 2. evacuate.
+    for pass in [Pass::Rebuild, Pass::Evacuate] {
+        for (k, e) in extents.iter().enumerate() {
+            for slot in 0..now[k].len() {
+                let from = now[k][slot];
+                let d = state.disks.get(&from);
+                let wanted = match pass {
+                    Pass::Rebuild => d.is_none_or(|d| !d.readable),
+                    _ => d.is_some_and(|d| d.leaving),
+                };
+                if !wanted || moved.contains(&(e.file, e.index, slot)) {
+                    continue;
+                }
+                // A rebuild copies from another copy; an evacuation from
+                // the leaving copy itself while it can be read.
+                let source = match pass {
+                    Pass::Evacuate if readable(&state, from) => Some(from),
+                    _ => now[k]
+                        .iter()
+                        .copied()
+                        .find(|c| *c != from && readable(&state, *c)),
+                }
+                .ok_or(PlanError::NoSource {
+                    file: e.file,
+                    index: e.index,
+                })?;
+                let others: Vec<u16> = now[k]
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != slot)
+                    .map(|(_, d)| *d)
+                    .collect();
+                let to = state
+                    .best_target(e.aus, &others, None)
+                    .ok_or(PlanError::NoRoom {
+                        file: e.file,
+                        index: e.index,
+                    })?;
+                let m = Move {
+                    file: e.file,
+                    index: e.index,
+                    aus: e.aus,
+                    from,
+                    to,
+                    source,
+                    pass,
+                };
+                state.apply(&m);
+                now[k][slot] = to;
+                moved.insert((e.file, e.index, slot));
+                moves.push(m);
+            }
+        }
+    }
+    // 3. Balance: the disk furthest above its share gives a copy to the
+    // disk furthest below that may take it, while that brings both closer.
+    loop {
+        let mut best: Option<(i128, usize, usize, u16)> = None;
+        for (k, e) in extents.iter().enumerate() {
+            for slot in 0..now[k].len() {
+                if moved.contains(&(e.file, e.index, slot)) {
+                    continue;
+                }
+                let from = now[k][slot];
+                if !readable(&state, from) || state.disks[&from].leaving {
+                    continue;
+                }
+                let over = state.excess(from);
+                if over <= 0 {
+                    continue;
+                }
+                let others: Vec<u16> = now[k]
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != slot)
+                    .map(|(_, d)| *d)
+                    .collect();
+                let Some(to) = state.best_target(e.aus, &others, state.failgroup(from)) else {
+                    continue;
+                };
+                let under = state.excess(to);
+                // Both closer to their shares: the squared deviation falls.
+                let gain = over - under - i128::from(e.aus);
+                if to != from && gain > 0 && best.is_none_or(|b| gain > b.0) {
+                    best = Some((gain, k, slot, to));
+                }
+            }
+        }
+        let Some((_, k, slot, to)) = best else { break };
+        let e = &extents[k];
+        let m = Move {
+            file: e.file,
+            index: e.index,
+            aus: e.aus,
+            from: now[k][slot],
+            to,
+            source: now[k][slot],
+            pass: Pass::Balance,
+        };
+        state.apply(&m);
+        now[k][slot] = to;
+        moved.insert((e.file, e.index, slot));
+        moves.push(m);
+    }
+    let mut plan = Plan {
+        moves,
+        usage_after: state.usage.clone(),
+        share: state.share.clone(),
+        ..Plan::default()
+    };
+    for m in &plan.moves {
+        *plan.aus_in.entry(m.to).or_default() += m.aus;
+        *plan.aus_out.entry(m.from).or_default() += m.aus;
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn disk(number: u16, failgroup: u16, capacity_aus: u64) -> PlanDisk {
+        PlanDisk {
+            number,
+            failgroup,
+            capacity_aus,
+            leaving: false,
+            readable: true,
+        }
+    }
+
+    /// Extents laid out as placement would after a fill of `disks`
+    /// (round-robin over failure groups, by disk within them).
+    fn filled(disks: &[PlanDisk], copies: usize, count: u64) -> Vec<PlanExtent> {
+        let fgs: Vec<u16> = disks
+            .iter()
+            .map(|d| d.failgroup)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        (0..count)
+            .map(|i| {
+                let copies = (0..copies)
+                    .map(|c| {
+                        let fg = fgs[(i as usize + c) % fgs.len()];
+                        let members: Vec<u16> = disks
+                            .iter()
+                            .filter(|d| d.failgroup == fg)
+                            .map(|d| d.number)
+                            .collect();
+                        members[(i as usize / fgs.len()) % members.len()]
+                    })
+                    .collect();
+                PlanExtent {
+                    file: 256,
+                    index: i,
+                    aus: 1,
+                    copies,
+                }
+            })
+            .collect()
+    }
+
+    fn check_invariants(disks: &[PlanDisk], extents: &[PlanExtent], plan: &Plan) {
+        let mut now: BTreeMap<(u32, u64), Vec<u16>> = extents
+            .iter()
+            .map(|e| ((e.file, e.index), e.copies.clone()))
+            .collect();
+        let mut seen: BTreeSet<(u32, u64, usize)> = BTreeSet::new();
+        for m in &plan.moves {
+            let copies = now.get_mut(&(m.file, m.index)).unwrap();
+            let slot = copies.iter().position(|d| *d == m.from).unwrap();
+            assert!(
+                seen.insert((m.file, m.index, slot)),
+                "a copy moves at most once: {m:?}"
+            );
+            copies[slot] = m.to;
+        }
+        let fg: BTreeMap<u16, u16> = disks.iter().map(|d| (d.number, d.failgroup)).collect();
+        let mut usage: BTreeMap<u16, u64> = BTreeMap::new();
+        for (key, copies) in &now {
+            let groups: BTreeSet<u16> = copies.iter().map(|d| fg[d]).collect();
+            assert_eq!(
+                groups.len(),
+                copies.len(),
+                "{key:?}: copies share a failure group"
+            );
+            for d in copies {
+                let disk = disks.iter().find(|x| x.number == *d).unwrap();
+                assert!(!disk.leaving && disk.readable, "{key:?} left on {d}");
+                *usage.entry(*d).or_default() += 1;
+            }
+        }
+        for d in disks {
+            assert!(usage.get(&d.number).copied().unwrap_or(0) <= d.capacity_aus);
+        }
+    }
+
+    #[test]
+    fn add_two_and_drop_two_moves_only_the_dropped_disks_data() {
+        // Two failure groups of two; D1 and D3 leave, D4 and D5 join.
+        let mut disks = vec![
+            disk(0, 0, 100),
+            disk(1, 0, 100),
+            disk(2, 1, 100),
+            disk(3, 1, 100),
+        ];
+        let extents = filled(&disks, 2, 120);
+        disks[1].leaving = true;
+        disks[3].leaving = true;
+        disks.push(disk(4, 0, 100));
+        disks.push(disk(5, 1, 100));
+        let plan = plan(&disks, &extents).unwrap();
+        check_invariants(&disks, &extents, &plan);
+        let on_leaving: u64 = extents
+            .iter()
+            .flat_map(|e| &e.copies)
+            .filter(|d| **d == 1 || **d == 3)
+            .count() as u64;
+        let moved: u64 = plan.moves.iter().map(|m| m.aus).sum();
+        assert_eq!(moved, on_leaving, "exactly the dropped disks' data moves");
+        assert!(plan.moves.iter().all(|m| m.pass == Pass::Evacuate));
+    }
+
+    #[test]
+    fn a_disk_dropped_by_force_is_rebuilt_from_the_mirrors() {
+        let mut disks = vec![
+            disk(0, 0, 100),
+            disk(1, 0, 100),
+            disk(2, 1, 100),
+            disk(3, 1, 100),
+        ];
+        let extents = filled(&disks, 2, 60);
+        disks[3].readable = false;
+        disks[3].leaving = true;
+        let plan = plan(&disks, &extents).unwrap();
+        check_invariants(&disks, &extents, &plan);
+        assert!(plan
+            .moves
+            .iter()
+            .filter(|m| m.from == 3)
+            .all(|m| m.pass == Pass::Rebuild && m.source != 3 && m.to == 2));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn plans_keep_the_invariants(
+            fgs in 2u16..5,
+            per_fg in 1usize..4,
+            copies in 1usize..3,
+            count in 1u64..200,
+            sizes in proptest::collection::vec(60u64..200, 16),
+            leave in proptest::collection::vec(any::<bool>(), 16),
+            added in 0usize..3,
+        ) {
+            let mut disks = Vec::new();
+            for f in 0..fgs {
+                for i in 0..per_fg {
+                    let n = disks.len() as u16;
+                    disks.push(disk(n, f, sizes[(f as usize * per_fg + i) % 16]));
+                }
+            }
+            let copies = copies.min(fgs as usize);
+            let extents = filled(&disks, copies, count);
+            // A layout placement could have made: no disk over its size.
+            let mut start: BTreeMap<u16, u64> = BTreeMap::new();
+            for e in &extents {
+                for d in &e.copies {
+                    *start.entry(*d).or_default() += e.aus;
+                }
+            }
+            prop_assume!(disks.iter().all(|d| start.get(&d.number).copied().unwrap_or(0) <= d.capacity_aus));
+            // Some disks leave (never a whole failure group's last one),
+            // some join.
+            for (i, d) in disks.iter_mut().enumerate() {
+                if leave[i % 16] && i % per_fg != 0 {
+                    d.leaving = true;
+                }
+            }
+            for a in 0..added {
+                let n = disks.len() as u16;
+                disks.push(disk(n, a as u16 % fgs, 150));
+            }
+            match plan(&disks, &extents) {
+                Ok(plan) => {
+                    check_invariants(&disks, &extents, &plan);
+                    // Data only leaves leaving disks or disks above their share.
+                    for m in plan.moves.iter().filter(|m| m.pass == Pass::Balance) {
+                        prop_assert!(!disks[m.from as usize].leaving);
+                    }
+                    // Equal failure groups of equal disks: every disk ends
+                    // within one extent of its share.
+                    let equal = sizes[..disks.len().min(16)].iter().all(|s| *s == sizes[0]);
+                    if equal && added == 0 && !disks.iter().any(|d| d.leaving) {
+                        for d in &disks {
+                            let u = plan.usage_after[&d.number] as i128;
+                            let s = plan.share[&d.number] as i128;
+                            prop_assert!((u - s).abs() <= 1, "disk {} {u} vs share {s}", d.number);
+                        }
+                    }
+                }
+                Err(PlanError::NoRoom { .. }) => {}
+                Err(e) => prop_assert!(false, "{e}"),
+            }
+        }
+
+        #[test]
+        fn a_new_disk_ends_within_one_extent_of_its_share(
+            count in 40u64..400,
+            copies in 1usize..3,
+        ) {
+            let mut disks = vec![disk(0, 0, 500), disk(1, 1, 500), disk(2, 0, 500), disk(3, 1, 500)];
+            let extents = filled(&disks, copies, count);
+            disks.push(disk(4, 0, 500));
+            disks.push(disk(5, 1, 500));
+            let plan = plan(&disks, &extents).unwrap();
+            check_invariants(&disks, &extents, &plan);
+            for d in &disks {
+                let u = plan.usage_after[&d.number] as i128;
+                let s = plan.share[&d.number] as i128;
+                prop_assert!((u - s).abs() <= 1, "disk {} holds {u}, share {s}: {:?}", d.number, plan.usage_after);
+            }
+            // Nothing moves twice, and only what balance needs moves.
+            let moved: u64 = plan.moves.iter().map(|m| m.aus).sum();
+            let need: u64 = plan.share[&4] + plan.share[&5];
+            prop_assert!(moved <= need + 2, "moved {moved}, the new disks' shares {need}");
+        }
+    }
+}
