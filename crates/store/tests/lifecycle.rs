@@ -407,6 +407,43 @@ fn put_at(engine: &mut CrashAfter, device: DeviceId, at: u64, image: &[u8]) {
     engine.inner.execute_all(vec![write]).unwrap();
 }
 
+/// Run `f` on the group mounted through an engine on which `victim`'s
+/// flushes fail once `f` sets the flag it is given (the disk lost power with
+/// writes in its cache); the engine comes back afterwards.
+fn with_failing_flushes(
+    engine: CrashAfter,
+    ids: &[DeviceId],
+    victim: DeviceId,
+    f: impl FnOnce(&mut Group<'_>, &std::sync::atomic::AtomicBool),
+) -> CrashAfter {
+    let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fail = failing.clone();
+    let mut hooked = common::Hooked {
+        inner: engine,
+        hook: |_: &Request| {},
+        done: move |c: &mut cairn_io::Completion| {
+            if c.device == victim
+                && c.kind == cairn_io::OpKind::Flush
+                && fail.load(std::sync::atomic::Ordering::SeqCst)
+            {
+                c.result = Err(cairn_io::IoError::Os {
+                    kind: cairn_io::OpKind::Flush,
+                    offset_bytes: 0,
+                    len_bytes: 0,
+                    errno: 5,
+                });
+            }
+        },
+    };
+    {
+        let (mut g, _) =
+            group::mount(&mut hooked, ids, &GroupSelector::Name("SIM".into())).unwrap();
+        f(&mut g, &failing);
+        g.dismount().unwrap();
+    }
+    hooked.inner
+}
+
 /// Reads file `number` whole from the disks of `half` alone.
 fn read_from(engine: &mut CrashAfter, half: &[DeviceId], number: u32, len: u64) -> Vec<u8> {
     let (mut g, _) =
@@ -459,37 +496,13 @@ fn a_disk_that_failed_a_flush_is_resynced_whole() {
             .map(|au| (au * MIB, engine.inner.contents(d3, au * MIB, MIB as usize)))
             .collect()
     };
-    {
-        // D3 takes the write into its cache, then its flush fails: it lost
-        // power.
-        let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let fail = failing.clone();
-        let mut hooked = common::Hooked {
-            inner: engine,
-            hook: |_: &Request| {},
-            done: move |c: &mut cairn_io::Completion| {
-                if c.device == d3
-                    && c.kind == cairn_io::OpKind::Flush
-                    && fail.load(std::sync::atomic::Ordering::SeqCst)
-                {
-                    c.result = Err(cairn_io::IoError::Os {
-                        kind: cairn_io::OpKind::Flush,
-                        offset_bytes: 0,
-                        len_bytes: 0,
-                        errno: 5,
-                    });
-                }
-            },
-        };
-        let (mut g, _) =
-            group::mount(&mut hooked, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    // D3 takes the write into its cache, then its flush fails: it lost power.
+    engine = with_failing_flushes(engine, &ids, d3, |g, failing| {
         g.write(number, 0, &newer).unwrap();
         failing.store(true, std::sync::atomic::Ordering::SeqCst);
         g.sync().unwrap();
-        assert_eq!(state(&g, 3), DiskState::Offline);
-        g.dismount().unwrap();
-        engine = hooked.inner;
-    }
+        assert_eq!(state(g, 3), DiskState::Offline);
+    });
     // What it holds when it comes back: none of what its cache lost (the
     // simulator flushed it, the disk's media did not).
     for (at, bytes) in &before {
@@ -650,34 +663,11 @@ fn a_failed_disk_holding_a_files_only_copy_comes_back_online() {
         (f.number, disk)
     };
     let victim = ids[usize::from(disk)];
-    {
-        let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let fail = failing.clone();
-        let mut hooked = common::Hooked {
-            inner: engine,
-            hook: |_: &Request| {},
-            done: move |c: &mut cairn_io::Completion| {
-                if c.device == victim
-                    && c.kind == cairn_io::OpKind::Flush
-                    && fail.load(std::sync::atomic::Ordering::SeqCst)
-                {
-                    c.result = Err(cairn_io::IoError::Os {
-                        kind: cairn_io::OpKind::Flush,
-                        offset_bytes: 0,
-                        len_bytes: 0,
-                        errno: 5,
-                    });
-                }
-            },
-        };
-        let (mut g, _) =
-            group::mount(&mut hooked, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    engine = with_failing_flushes(engine, &ids, victim, |g, failing| {
         failing.store(true, std::sync::atomic::Ordering::SeqCst);
         g.sync().unwrap();
-        assert_eq!(state(&g, disk), DiskState::Offline);
-        g.dismount().unwrap();
-        engine = hooked.inner;
-    }
+        assert_eq!(state(g, disk), DiskState::Offline);
+    });
     let (mut g, report) = mount(&mut engine, &ids);
     assert_eq!(state(&g, disk), DiskState::Online, "{report:?}");
     let mut got = vec![0u8; MIB as usize];
