@@ -48,10 +48,11 @@ mod common;
 use common::Rand;
 use common::MIB;
 const KIB: u64 = 1 << 10;
-/// Seeds per CI run: about 5 minutes on a 2-core machine (~27 seeds a
-/// second, two at a time, with the life-cycle actor); `CAIRN_INTERLEAVE_SEEDS`
+/// Seeds per CI run: about 5 minutes on a 2-core machine (~17 seeds a
+/// second, two at a time, with the life-cycle actor: its seeds take twice
+/// the scheduling points, not yet understood); `CAIRN_INTERLEAVE_SEEDS`
 /// sets another count (100,000 for a long run).
-const SEEDS_CI: u64 = 8_000;
+const SEEDS_CI: u64 = 5_000;
 /// Operations per writer and per metadata actor, before the crash cuts them.
 const OPS_PER_ACTOR: usize = 80;
 
