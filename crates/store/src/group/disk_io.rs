@@ -66,24 +66,38 @@ impl Group<'_> {
         &mut self,
         only: Option<&BTreeSet<u16>>,
     ) -> Result<Vec<u16>, GroupError> {
-        let mut requests = Vec::new();
-        let mut disk_of = Vec::new();
+        let mut wanted = Vec::new();
         for (n, m) in self.members.iter().enumerate() {
             let Some(m) = m else { continue };
             let Some(device) = m.writable() else { continue };
             let n = n as u16;
-            let wanted = match only {
+            let flush = match only {
                 Some(set) => set.contains(&n),
                 None => m.needs_flush,
             };
-            if wanted {
-                disk_of.push(n);
-                requests.push(Request {
-                    device,
-                    tag: requests.len() as u64,
-                    op: Op::Flush,
-                });
+            if flush {
+                wanted.push((n, device));
             }
+        }
+        self.flush_devices(wanted)
+    }
+
+    /// Flush each (disk, device) given, whatever the disk's state (a disk
+    /// just taken offline is flushed once more); returns the disks whose
+    /// flush failed.
+    pub(super) fn flush_devices(
+        &mut self,
+        disks: Vec<(u16, DeviceId)>,
+    ) -> Result<Vec<u16>, GroupError> {
+        let mut requests = Vec::new();
+        let mut disk_of = Vec::new();
+        for (n, device) in disks {
+            disk_of.push(n);
+            requests.push(Request {
+                device,
+                tag: requests.len() as u64,
+                op: Op::Flush,
+            });
         }
         let completions = self
             .engine

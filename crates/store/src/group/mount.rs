@@ -315,12 +315,10 @@ pub(super) fn mount_inner<'e>(
     report.journal_records_replayed = group.replay()?;
 
     // Offline disks noticed at mount are recorded only after replay, so replay
-    // writes reach every disk the journal names. A member whose own slots lack
-    // the newest generation (a crash among the superblock writes of a create
-    // or a change) gets it too.
-    let behind = disks
-        .iter()
-        .any(|(_, _, slot)| slot.as_ref().is_none_or(|(g, _)| *g < best.generation));
+    // writes reach every disk the journal names. Every mount that writes
+    // writes a new generation (below), so a member whose own slots lack the
+    // newest (a crash among the superblock writes of a create or a change)
+    // gets it too.
     // A slot torn by a crash (or damaged) beside a good one: both slots are
     // written afresh, so every member again holds two.
     let torn = disks.iter().any(|(device, _, _)| {
@@ -334,7 +332,6 @@ pub(super) fn mount_inner<'e>(
         // holds, and an image of it from an earlier mount (a snapshot, a
         // stale clone) is then told apart from it. The cost is one
         // superblock write per disk.
-        let _ = (behind, &missing);
         group.write_superblocks()?;
         if torn {
             group.write_superblocks()?;

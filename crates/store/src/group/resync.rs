@@ -791,30 +791,16 @@ impl Group<'_> {
         if waited {
             cairn_io::sched::resumed();
         }
-        let mut requests = Vec::new();
-        let mut of = Vec::new();
-        for d in &disks {
-            if let Some(device) = self.member(*d).and_then(|m| m.device) {
-                of.push(*d);
-                requests.push(Request {
-                    device,
-                    tag: requests.len() as u64,
-                    op: Op::Flush,
-                });
-            }
-        }
-        let completions = self
-            .engine
-            .execute_all(requests)
-            .map_err(io_err("(engine)"))?;
+        let devices = disks
+            .iter()
+            .filter_map(|d| Some((*d, self.member(*d)?.device?)))
+            .collect();
         let mut lost = false;
-        for (d, c) in of.into_iter().zip(completions) {
-            if c.result.is_err() {
-                // It may have lost what it took: resynced whole.
-                if let Some(m) = self.member_mut(d) {
-                    m.entry.flags |= fmt::DISK_FLAG_RESYNC_ALL;
-                    lost = true;
-                }
+        for d in self.flush_devices(devices)? {
+            // It may have lost what it took: resynced whole.
+            if let Some(m) = self.member_mut(d) {
+                m.entry.flags |= fmt::DISK_FLAG_RESYNC_ALL;
+                lost = true;
             }
         }
         if lost {
