@@ -125,6 +125,88 @@ pub enum GroupCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Add and drop disks in one operation, then rebalance, so data moves once (ASM's ALTER DISKGROUP ... ADD ... DROP ... REBALANCE).
+    Alter {
+        name: String,
+        /// A disk to add, optionally with its failure group: PATH or PATH=FAILGROUP. Repeat for each disk.
+        #[arg(long = "add", value_name = "PATH[=FAILGROUP]")]
+        add: Vec<String>,
+        /// A disk to drop, by label: its data moves to the others first (DROPPING), then it leaves (FORMER). Repeat for each disk.
+        #[arg(long = "drop", value_name = "DISK")]
+        drop: Vec<String>,
+        /// Relocation I/Os in flight (1-1024); 0 makes the change and leaves the rebalance paused.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=1024))]
+        power: u16,
+        /// Change nothing: print the exact work (AUs and bytes each disk gives and takes) and its estimated time (ASM's EXPLAIN WORK).
+        #[arg(long)]
+        explain: bool,
+        /// Take an added device that carries another owner's data or another group's label.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Start or resume the rebalance (drops pending, copies to rebuild, balance); power 0 pauses it.
+    Rebalance {
+        name: String,
+        /// Relocation I/Os in flight (1-1024); 0 pauses.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=1024))]
+        power: u16,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Cancel the drops still pending (what already moved stays moved).
+    Undrop {
+        name: String,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Drop an OFFLINE disk that is gone: its copies are rebuilt from their mirrors (not in external redundancy).
+    DropDisk {
+        name: String,
+        disk: String,
+        /// Required: the disk's data is not moved off it but rebuilt from the other copies.
+        #[arg(long, required = true)]
+        force: bool,
+        /// Rebuild I/Os in flight (1-1024); 0 leaves the rebuild for `group rebalance`.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=1024))]
+        power: u16,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Put a new disk in place of an OFFLINE one (same failure group), filled from the mirrors.
+    Replace {
+        name: String,
+        /// The OFFLINE disk, by label.
+        disk: String,
+        /// The new device.
+        #[arg(long = "with", value_name = "PATH")]
+        with: PathBuf,
+        /// Rebuild I/Os in flight (1-1024).
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        power: u16,
+        /// Take a new device that carries another owner's data or another group's label.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Long operations running or interrupted (V$ASM_OPERATION): pass, state, power, AUs done/total, rate, ETA.
+    Ops {
+        name: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Set group attributes: KEY=VALUE ... (`group get` lists the keys).
     Set {
         name: String,
@@ -437,7 +519,11 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                         r.disk.number,
                         r.disk.label,
                         r.disk.failgroup,
-                        r.disk.state.as_str(),
+                        if r.disk.dropping {
+                            "DROPPING"
+                        } else {
+                            r.disk.state.as_str()
+                        },
                         r.disk.total_aus,
                         r.disk
                             .free_aus
@@ -448,7 +534,9 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                             .map_or_else(|| "-".to_string(), render_duration),
                         r.path
                             .map_or_else(|| "(missing)".to_string(), |p| p.display().to_string()),
-                        if r.disk.held {
+                        if r.disk.dropped_by_force {
+                            " (dropped by force: rebuilt from mirrors)"
+                        } else if r.disk.held {
                             " (offline on request)"
                         } else {
                             ""
@@ -737,6 +825,224 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 }
             }
         }
+        GroupCommand::Alter {
+            name,
+            add,
+            drop,
+            power,
+            explain,
+            force,
+            discover,
+            output,
+        } => {
+            if add.is_empty() && drop.is_empty() {
+                bail!("name disks to --add PATH[=FAILGROUP] or --drop DISK");
+            }
+            let host = Host::real();
+            let d = discovery(discover.discover.as_deref())?;
+            let args: Vec<DiskArg> = add.iter().map(|a| DiskArg::parse(a)).collect();
+            let (new, added) = group_admin::open_new_disks(
+                engine.as_mut(),
+                &host,
+                &d,
+                &name,
+                &args,
+                force,
+                now_unix_seconds(),
+            )?;
+            let outcome = alter(
+                engine.as_mut(),
+                &discover,
+                &name,
+                &new,
+                &drop,
+                power,
+                explain,
+                force,
+                output.json,
+            );
+            // Refused, or only explained: the disks this call labelled are
+            // as they were.
+            if outcome.is_err() || explain {
+                group_admin::erase_new_labels(engine.as_mut(), &added);
+            }
+            return outcome;
+        }
+        GroupCommand::Rebalance {
+            name,
+            power,
+            discover,
+            output,
+        } => {
+            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let report = run_rebalance(&mut m.group, usize::from(power), output.json);
+            let report = said(&m.group, report)?;
+            let rows = m.group.disks();
+            let group_name = m.group.name().to_string();
+            finish(m.group)?;
+            print_rebalance(&group_name, &report, &rows, output.json)?;
+        }
+        GroupCommand::Undrop {
+            name,
+            discover,
+            output,
+        } => {
+            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let done = m.group.undrop();
+            let done = said(&m.group, done)?;
+            let group_name = m.group.name().to_string();
+            finish(m.group)?;
+            if output.json {
+                print_json(&serde_json::json!({ "group": group_name, "undropped": done }))?;
+            } else {
+                println!(
+                    "group {group_name}: drop cancelled for {} (what already moved stays where it is)",
+                    done.join(", ")
+                );
+            }
+        }
+        GroupCommand::DropDisk {
+            name,
+            disk,
+            force: _,
+            power,
+            discover,
+            output,
+        } => {
+            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let done = m.group.drop_disks_forced(std::slice::from_ref(&disk));
+            said(&m.group, done)?;
+            let report = run_rebalance(&mut m.group, usize::from(power), output.json);
+            let report = said(&m.group, report)?;
+            let rows = m.group.disks();
+            let group_name = m.group.name().to_string();
+            finish(m.group)?;
+            print_rebalance(&group_name, &report, &rows, output.json)?;
+        }
+        GroupCommand::Replace {
+            name,
+            disk,
+            with,
+            power,
+            force,
+            discover,
+            output,
+        } => {
+            let host = Host::real();
+            let d = discovery(discover.discover.as_deref())?;
+            // The new disk joins the failure group of the one it replaces.
+            let failgroup = {
+                let m = mount_read_only(engine.as_mut(), &discover, &name)?;
+                let fg = m
+                    .group
+                    .disks()
+                    .into_iter()
+                    .find(|r| r.label.eq_ignore_ascii_case(&disk))
+                    .map(|r| (r.failgroup, r.state));
+                m.group.dismount()?;
+                match fg {
+                    None => bail!("group {name} has no disk {disk}; `cairn group disks {name}` lists its disks"),
+                    Some((_, state)) if state != cairn_format::group::DiskState::Offline => bail!(
+                        "disk {disk} is {}: only an OFFLINE disk is replaced; `cairn group alter {name} --add PATH --drop {disk}` swaps a working disk, moving its data once",
+                        state.as_str()
+                    ),
+                    Some((fg, _)) => fg,
+                }
+            };
+            let args = [DiskArg {
+                path: with.clone(),
+                failgroup: Some(failgroup),
+            }];
+            let (new, added) = group_admin::open_new_disks(
+                engine.as_mut(),
+                &host,
+                &d,
+                &name,
+                &args,
+                force,
+                now_unix_seconds(),
+            )?;
+            let outcome = (|| -> Result<Outcome> {
+                let mut m = mount(engine.as_mut(), &discover, &name)?;
+                let prepared = m.group.prepare_adds(&new, force);
+                let prepared = said(&m.group, prepared)?;
+                let result = m.group.add_disks(prepared);
+                said(&m.group, result)?;
+                let result = m.group.drop_disks_forced(std::slice::from_ref(&disk));
+                said(&m.group, result)?;
+                let report = run_rebalance(&mut m.group, usize::from(power), output.json);
+                let report = said(&m.group, report)?;
+                let rows = m.group.disks();
+                let group_name = m.group.name().to_string();
+                finish(m.group)?;
+                print_rebalance(&group_name, &report, &rows, output.json)?;
+                Ok(Outcome::Done)
+            })();
+            if outcome.is_err() {
+                group_admin::erase_new_labels(engine.as_mut(), &added);
+            }
+            return outcome;
+        }
+        GroupCommand::Ops { name, output } => {
+            let ops = cairn_store::ops::list(&group_lock::run_dir(), name.as_deref());
+            if output.json {
+                print_json(&ops)?;
+            } else if ops.is_empty() {
+                println!(
+                    "no operation is running{}",
+                    name.map_or_else(String::new, |n| format!(
+                        " on group {}",
+                        n.to_ascii_uppercase()
+                    ))
+                );
+            } else {
+                println!(
+                    "{:<12} {:<10} {:<12} {:>5} {:>16} {:>10} {:>10} {:>12}",
+                    "GROUP",
+                    "PASS",
+                    "STATE",
+                    "POWER",
+                    "AUS_DONE/TOTAL",
+                    "MiB/s",
+                    "ETA",
+                    "REDUNDANCY"
+                );
+                for o in ops {
+                    let when = |s: Option<u64>| match s {
+                        Some(0) => "now".to_string(),
+                        Some(s) => render_duration(s),
+                        None => "estimating".to_string(),
+                    };
+                    println!(
+                        "{:<12} {:<10} {:<12} {:>5} {:>16} {:>10} {:>10} {:>12}{}",
+                        o.group,
+                        o.pass,
+                        o.state,
+                        o.power,
+                        format!("{}/{}", o.aus_done, o.aus_total),
+                        o.rate_bytes_per_second
+                            .map_or_else(|| "-".to_string(), |r| format!("{:.1}", r / 1048576.0)),
+                        if o.state == "RUN" {
+                            when(o.eta_seconds)
+                        } else {
+                            "-".into()
+                        },
+                        if o.state == "RUN" {
+                            when(o.redundancy_eta_seconds)
+                        } else {
+                            "-".into()
+                        },
+                        if o.state == "INTERRUPTED" {
+                            format!("  (resume: cairn group rebalance {})", o.group)
+                        } else if o.resumed {
+                            "  (resumed)".to_string()
+                        } else {
+                            String::new()
+                        }
+                    );
+                }
+            }
+        }
         GroupCommand::Set {
             name,
             pairs,
@@ -790,6 +1096,209 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
         }
     }
     Ok(Outcome::Done)
+}
+
+/// `group alter` once the new disks are open: mount, check the change,
+/// explain it, or make it and rebalance.
+#[allow(clippy::too_many_arguments)]
+fn alter(
+    engine: &mut dyn FileEngine,
+    discover: &Discover,
+    name: &str,
+    new: &[group::NewDisk],
+    drops: &[String],
+    power: u16,
+    explain: bool,
+    force: bool,
+    json: bool,
+) -> Result<Outcome> {
+    let mut m = mount(engine, discover, name)?;
+    let prepared = m.group.prepare_adds(new, force);
+    let prepared = said(&m.group, prepared)?;
+    let work = m.group.explain_change(&prepared, drops);
+    let mut work = said(&m.group, work)?;
+    let group_name = m.group.name().to_string();
+    if explain {
+        let sources: Vec<u16> = work
+            .disks
+            .iter()
+            .filter(|d| d.bytes_out > 0 || d.bytes_in > 0)
+            .map(|d| d.number)
+            .collect();
+        let rates = m.group.measure_read_rates(&sources, 64 << 20);
+        work.estimate(&rates);
+        m.group.dismount()?;
+        if json {
+            print_json(&serde_json::json!({ "group": group_name, "explain": work }))?;
+        } else {
+            println!(
+                "group {group_name}: the change would move {} AU(s) ({} MiB) in {} move(s): {} rebuild, {} evacuate, {} balance{}",
+                work.aus_to_move,
+                work.bytes_to_move >> 20,
+                work.moves,
+                work.rebuild_moves,
+                work.evacuate_moves,
+                work.balance_moves,
+                work.estimated_seconds.map_or_else(String::new, |s| format!(
+                    "; about {} at the sequential read rates measured now",
+                    render_duration((s.ceil() as u64).max(1))
+                ))
+            );
+            println!(
+                "{:>4}  {:<16} {:<12} {:<9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9}",
+                "DISK",
+                "LABEL",
+                "FAILGROUP",
+                "STATE",
+                "USED_AU",
+                "AFTER_AU",
+                "IN_AU",
+                "OUT_AU",
+                "IN_MiB",
+                "OUT_MiB"
+            );
+            for d in &work.disks {
+                println!(
+                    "{:>4}  {:<16} {:<12} {:<9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9}",
+                    d.number,
+                    d.label,
+                    d.failgroup,
+                    d.state,
+                    d.aus_used_before,
+                    d.aus_used_after,
+                    d.aus_in,
+                    d.aus_out,
+                    d.bytes_in >> 20,
+                    d.bytes_out >> 20
+                );
+            }
+        }
+        return Ok(Outcome::Done);
+    }
+    let added = m.group.add_disks(prepared);
+    let added = said(&m.group, added)?;
+    if !drops.is_empty() {
+        let dropped = m.group.request_drops(drops);
+        said(&m.group, dropped)?;
+    }
+    if !json {
+        if !added.is_empty() {
+            println!("group {group_name}: added {}", added.join(", "));
+        }
+        if !drops.is_empty() {
+            println!(
+                "group {group_name}: dropping {}",
+                drops.join(", ").to_ascii_uppercase()
+            );
+        }
+    }
+    let report = run_rebalance(&mut m.group, usize::from(power), json);
+    let report = said(&m.group, report)?;
+    let rows = m.group.disks();
+    finish(m.group)?;
+    print_rebalance(&group_name, &report, &rows, json)?;
+    Ok(Outcome::Done)
+}
+
+/// Run (or resume) a rebalance with a progress bar on a terminal and a
+/// status file for `group ops`.
+fn run_rebalance(
+    group: &mut Group<'_>,
+    power: usize,
+    json: bool,
+) -> Result<group::relocate::RebalanceReport, group::GroupError> {
+    let plan = group.rebalance_plan();
+    let rebuild: u64 = plan
+        .as_ref()
+        .map(|p| {
+            p.moves
+                .iter()
+                .filter(|m| m.pass == cairn_store::rebalance::Pass::Rebuild)
+                .map(|m| m.aus)
+                .sum()
+        })
+        .unwrap_or(0);
+    let resumed = group.rebalance_pending().is_some();
+    let mut tracker = (power > 0).then(|| {
+        cairn_store::ops::OpTracker::start(
+            &group_lock::run_dir(),
+            group.name(),
+            group.uuid(),
+            if rebuild > 0 { "REBUILD" } else { "REBALANCE" },
+            power,
+            group.au_bytes(),
+            rebuild,
+            resumed,
+        )
+    });
+    let bar = au_progress(json);
+    bar.set_message("rebalance");
+    let report = group.rebalance(power, &mut |p| {
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+        if let Some(t) = tracker.as_mut() {
+            t.update(p.done, p.total, p.bytes_done);
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(t) = tracker {
+        t.finish();
+    }
+    report
+}
+
+fn print_rebalance(
+    group_name: &str,
+    report: &group::relocate::RebalanceReport,
+    rows: &[group::DiskInfo],
+    json: bool,
+) -> Result<()> {
+    if json {
+        #[derive(Serialize)]
+        struct Rebalanced<'a> {
+            group: &'a str,
+            rebalance: &'a group::relocate::RebalanceReport,
+            disks: &'a [group::DiskInfo],
+        }
+        return print_json(&Rebalanced {
+            group: group_name,
+            rebalance: report,
+            disks: rows,
+        });
+    }
+    if report.paused {
+        println!(
+            "group {group_name}: rebalance paused (power 0) with {} move(s) planned; `cairn group rebalance {group_name} --power N` resumes it",
+            report.moves_planned
+        );
+        return Ok(());
+    }
+    println!(
+        "group {group_name}: rebalance moved {} AU(s) ({} MiB copied) in {} move(s) ({} metadata, {} rebuilt from mirrors){}",
+        report.aus_moved,
+        report.bytes_copied >> 20,
+        report.moves_done,
+        report.metadata_moves,
+        report.copies_rebuilt,
+        if report.disks_dropped.is_empty() {
+            String::new()
+        } else {
+            format!("; dropped {} (FORMER)", report.disks_dropped.join(", "))
+        }
+    );
+    for left in &report.moves_left {
+        eprintln!("warning: not moved: {left}");
+    }
+    for lost in &report.aus_without_source {
+        eprintln!("warning: {lost}");
+    }
+    if !report.moves_left.is_empty() {
+        bail!(
+            "group {group_name}: {} move(s) could not be made (above); `cairn group rebalance {group_name}` tries again",
+            report.moves_left.len()
+        );
+    }
+    Ok(())
 }
 
 /// Seconds as a short duration: 3h36m, 5m, 45s.

@@ -43,10 +43,15 @@ const BLOCK_BYTES: usize = HEADER_BLOCK_BYTES as usize;
 /// mount (compatible), mount read-only (ro-compatible) or must refuse
 /// (incompatible).
 pub const FEATURES_KNOWN: FeatureSet = FeatureSet {
-    compat: 0,
+    compat: HEADER_COMPAT_FORMER,
     ro_compat: 0,
     incompat: 0,
 };
+
+/// Compatible header feature: `former_group_uuid` names the group the disk
+/// was dropped from (ASM's FORMER header status). A reader that does not
+/// know it sees a disk in no group, which is what a former member is.
+pub const HEADER_COMPAT_FORMER: u64 = 1;
 
 /// The on-disk layout, little-endian, 4096 bytes. Field order and sizes are pinned
 /// by the compile-time assertions below and by the golden fixture.
@@ -74,7 +79,10 @@ pub struct RawDiskHeader {
     pub device_size_bytes: U64,
     pub created_unix_seconds: U64,
     pub written_unix_seconds: U64,
-    pub reserved_tail: [u8; BLOCK_BYTES - 0xC0],
+    /// With [`HEADER_COMPAT_FORMER`]: the group this disk left by a
+    /// completed drop.
+    pub former_group_uuid: [u8; 16],
+    pub reserved_tail: [u8; BLOCK_BYTES - 0xD0],
 }
 
 const _: () = {
@@ -92,7 +100,8 @@ const _: () = {
     assert!(offset_of!(RawDiskHeader, logical_sector_bytes) == 0x0A0);
     assert!(offset_of!(RawDiskHeader, device_size_bytes) == 0x0A8);
     assert!(offset_of!(RawDiskHeader, written_unix_seconds) == 0x0B8);
-    assert!(offset_of!(RawDiskHeader, reserved_tail) == 0x0C0);
+    assert!(offset_of!(RawDiskHeader, former_group_uuid) == 0x0C0);
+    assert!(offset_of!(RawDiskHeader, reserved_tail) == 0x0D0);
 };
 
 /// Three sets of feature bits, as ext4 and redb use them.
@@ -122,6 +131,8 @@ pub struct DiskHeader {
     pub disk_uuid: Uuid,
     /// The disk group this disk belongs to; `None` until a group claims it.
     pub group_uuid: Option<Uuid>,
+    /// The group it was dropped from (FORMER), while in no group.
+    pub former_group: Option<Uuid>,
     pub logical_sector_bytes: u32,
     pub physical_sector_bytes: u32,
     /// Device size when this generation was written.
@@ -133,6 +144,19 @@ pub struct DiskHeader {
     pub features: FeatureSet,
     /// Where every copy lives, in copy order; a copy records its own index.
     pub copy_offsets_bytes: Vec<u64>,
+}
+
+impl DiskHeader {
+    /// Set (or clear) the group this disk was dropped from, with the
+    /// feature bit that says the field is in use.
+    pub fn set_former_group(&mut self, group: Option<Uuid>) {
+        self.former_group = group;
+        if group.is_some() {
+            self.features.compat |= HEADER_COMPAT_FORMER;
+        } else {
+            self.features.compat &= !HEADER_COMPAT_FORMER;
+        }
+    }
 }
 
 /// A header as read from one copy: the header and where the copy says it is.
@@ -300,6 +324,13 @@ impl DiskHeader {
             return Err(invalid("disk_uuid", "nil"));
         }
         let group_uuid = Some(Uuid::from_bytes(raw.group_uuid)).filter(|u| !u.is_nil());
+        let former_group = Some(Uuid::from_bytes(raw.former_group_uuid)).filter(|u| !u.is_nil());
+        if former_group.is_some() && features.compat & HEADER_COMPAT_FORMER == 0 {
+            return Err(invalid(
+                "former_group_uuid",
+                "set, but the FORMER feature bit is not",
+            ));
+        }
         let logical_sector_bytes = raw.logical_sector_bytes.get();
         let physical_sector_bytes = raw.physical_sector_bytes.get();
         if !is_sector_size(logical_sector_bytes) {
@@ -323,6 +354,7 @@ impl DiskHeader {
                 label,
                 disk_uuid,
                 group_uuid,
+                former_group,
                 logical_sector_bytes,
                 physical_sector_bytes,
                 device_size_bytes,
@@ -367,7 +399,12 @@ impl DiskHeader {
         raw.magic = MAGIC;
         raw.block_type = BLOCK_TYPE_DISK_HEADER.into();
         raw.format_version = FORMAT_VERSION.into();
-        raw.features_compat = self.features.compat.into();
+        let compat = if self.former_group.is_some() {
+            self.features.compat | HEADER_COMPAT_FORMER
+        } else {
+            self.features.compat & !HEADER_COMPAT_FORMER
+        };
+        raw.features_compat = compat.into();
         raw.features_ro_compat = self.features.ro_compat.into();
         raw.features_incompat = self.features.incompat.into();
         raw.self_offset_bytes = self.copy_offsets_bytes[copy_index].into();
@@ -390,6 +427,7 @@ impl DiskHeader {
         raw.device_size_bytes = self.device_size_bytes.into();
         raw.created_unix_seconds = self.created_unix_seconds.into();
         raw.written_unix_seconds = self.written_unix_seconds.into();
+        raw.former_group_uuid = self.former_group.map(|u| *u.as_bytes()).unwrap_or_default();
         out.copy_from_slice(raw.as_bytes());
         let checksum = checksum_of(out);
         out[offset_of!(RawDiskHeader, checksum)..CHECKSUM_FROM_BYTE]
@@ -578,8 +616,14 @@ const FIELD_SPECS: &[FieldSpec] = &[
         "when this generation was written"
     ),
     field!(
+        former_group_uuid,
+        16,
+        Uuid,
+        "the group this disk was dropped from (FORMER), or zero"
+    ),
+    field!(
         reserved_tail,
-        BLOCK_BYTES - 0xC0,
+        BLOCK_BYTES - 0xD0,
         ReservedTail,
         "reserved for later fields, zero"
     ),
@@ -666,6 +710,7 @@ mod tests {
             label: DiskLabel::parse("DATA1").unwrap(),
             disk_uuid: Uuid::from_u128(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
             group_uuid: None,
+            former_group: None,
             logical_sector_bytes: 4096,
             physical_sector_bytes: 4096,
             device_size_bytes: size,
@@ -779,7 +824,7 @@ mod tests {
         ));
         // A newer Cairn that uses the tail sets a feature bit; then the tail is
         // its business, and this Cairn will read but not rewrite the header.
-        block[0x10] = 0x01;
+        block[0x10] = 0x02;
         reseal(&mut block);
         let decoded = DiskHeader::decode(&block).unwrap();
         assert!(!decoded.header.features.rewritable());
@@ -828,13 +873,26 @@ mod tests {
             any::<u64>(),
             1u64..u64::MAX,
             any::<u64>(),
+            proptest::option::of(1u128..),
         )
             .prop_map(
-                |(label, disk, group, logical, shift, size, created, generation, compat)| {
+                |(
+                    label,
+                    disk,
+                    group,
+                    logical,
+                    shift,
+                    size,
+                    created,
+                    generation,
+                    compat,
+                    former,
+                )| {
                     DiskHeader {
                         label: DiskLabel::parse(&label).unwrap(),
                         disk_uuid: Uuid::from_u128(disk),
                         group_uuid: group.map(Uuid::from_u128),
+                        former_group: former.map(Uuid::from_u128),
                         logical_sector_bytes: logical,
                         physical_sector_bytes: (logical << shift).max(4096),
                         device_size_bytes: size,
@@ -842,7 +900,9 @@ mod tests {
                         written_unix_seconds: created.wrapping_add(1),
                         generation,
                         features: FeatureSet {
-                            compat,
+                            // The FORMER bit says whether the field is set.
+                            compat: (compat & !HEADER_COMPAT_FORMER)
+                                | (u64::from(former.is_some()) * HEADER_COMPAT_FORMER),
                             ro_compat: 0,
                             incompat: 0,
                         },

@@ -491,7 +491,17 @@ pub const DISK_FLAG_HELD: u8 = 1;
 /// it may have lost writes nothing marked (its cache), so when it comes back
 /// every copy on it is resynced, not only the stale ones.
 pub const DISK_FLAG_RESYNC_ALL: u8 = 2;
-const DISK_FLAGS_KNOWN: u8 = DISK_FLAG_HELD | DISK_FLAG_RESYNC_ALL;
+/// The disk is being dropped (`cairn group alter --drop`): nothing new is
+/// placed on it, a rebalance moves its copies to the disks that stay, and
+/// when none is left it leaves the directory (its header then says FORMER).
+/// Shown as the state DROPPING.
+pub const DISK_FLAG_DROPPING: u8 = 4;
+/// Dropped by force (`cairn group drop-disk --force`, or its repair timer
+/// ran out): with [`DISK_FLAG_DROPPING`], its copies are never read again
+/// and are rebuilt on the other disks from their mirrors.
+pub const DISK_FLAG_FORCED: u8 = 8;
+const DISK_FLAGS_KNOWN: u8 =
+    DISK_FLAG_HELD | DISK_FLAG_RESYNC_ALL | DISK_FLAG_DROPPING | DISK_FLAG_FORCED;
 
 /// Incompatible group feature: extents may carry stale-copy bits
 /// ([`Extent::stale`]), which a reader that ignores them would serve stale
@@ -536,6 +546,26 @@ impl DiskEntry {
     /// Went offline after a failed I/O: resynced whole when it comes back.
     pub fn resync_all(&self) -> bool {
         self.flags & DISK_FLAG_RESYNC_ALL != 0
+    }
+
+    /// Being dropped: its copies move off, nothing new lands on it.
+    pub fn dropping(&self) -> bool {
+        self.flags & DISK_FLAG_DROPPING != 0
+    }
+
+    /// Dropped by force: its copies are rebuilt elsewhere, never read.
+    pub fn forced(&self) -> bool {
+        self.flags & DISK_FLAG_FORCED != 0
+    }
+
+    /// The state as listed: DROPPING while a drop is pending, else the
+    /// recorded state.
+    pub fn shown_state(&self) -> &'static str {
+        if self.dropping() {
+            "DROPPING"
+        } else {
+            self.state.as_str()
+        }
     }
 }
 

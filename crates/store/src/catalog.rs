@@ -35,6 +35,9 @@ pub enum DiskStatus {
     Provisioned,
     /// Carries a Cairn label and belongs to a disk group.
     Member,
+    /// Carries a Cairn label and was dropped from a group (the drop
+    /// completed): free to add to a group, like a provisioned disk.
+    Former,
     /// Carries another owner's signature.
     Foreign,
     /// Could not be read.
@@ -47,6 +50,7 @@ impl std::fmt::Display for DiskStatus {
             DiskStatus::Candidate => "CANDIDATE",
             DiskStatus::Provisioned => "PROVISIONED",
             DiskStatus::Member => "MEMBER",
+            DiskStatus::Former => "FORMER",
             DiskStatus::Foreign => "FOREIGN",
             DiskStatus::Unknown => "UNKNOWN",
         })
@@ -75,6 +79,8 @@ pub struct DiskEntry {
     pub label: Option<String>,
     pub disk_uuid: Option<Uuid>,
     pub group_uuid: Option<Uuid>,
+    /// For a FORMER disk, the group it was dropped from.
+    pub former_group_uuid: Option<Uuid>,
     pub header: HeaderHealth,
     /// The state of each header copy.
     pub copies: Vec<String>,
@@ -319,6 +325,7 @@ fn describe(c: &Candidate) -> DiskEntry {
         label: None,
         disk_uuid: None,
         group_uuid: None,
+        former_group_uuid: None,
         header: HeaderHealth::None,
         copies: Vec::new(),
         foreign: c.foreign.clone(),
@@ -369,11 +376,13 @@ fn describe(c: &Candidate) -> DiskEntry {
         entry.label = Some(h.label.to_string());
         entry.disk_uuid = Some(h.disk_uuid);
         entry.group_uuid = h.group_uuid;
+        entry.former_group_uuid = h.former_group.filter(|_| h.group_uuid.is_none());
     }
     entry.status = match entry.header {
         HeaderHealth::None if c.foreign.is_empty() => DiskStatus::Candidate,
         HeaderHealth::None => DiskStatus::Foreign,
         _ if entry.group_uuid.is_some() => DiskStatus::Member,
+        _ if entry.former_group_uuid.is_some() => DiskStatus::Former,
         _ => DiskStatus::Provisioned,
     };
     match entry.header {
@@ -405,6 +414,7 @@ mod tests {
             label: DiskLabel::parse(label).unwrap(),
             disk_uuid: Uuid::from_u128(uuid),
             group_uuid: None,
+            former_group: None,
             logical_sector_bytes: 512,
             physical_sector_bytes: 4096,
             device_size_bytes: size,

@@ -101,6 +101,7 @@ pub fn write_label(
         label: spec.label.clone(),
         disk_uuid: spec.disk_uuid,
         group_uuid: None,
+        former_group: None,
         logical_sector_bytes: geometry.logical_sector_bytes,
         physical_sector_bytes: geometry.physical_sector_bytes,
         device_size_bytes: geometry.size_bytes,

@@ -33,6 +33,7 @@ pub mod group_lock;
 pub mod header_copies;
 pub mod labeling;
 pub mod names;
+pub mod ops;
 pub mod placement;
 pub mod protection;
 pub mod rebalance;

@@ -61,6 +61,10 @@ pub struct DiskAlloc {
     dirty: BTreeSet<AtBlock>,
     /// Freed runs not yet reusable.
     quarantine: Vec<Quarantined>,
+    /// Runs taken for a relocation in flight ([`DiskAlloc::reserve`]):
+    /// handed to nobody else, but not in the bitmap, so a crash before the
+    /// move commits leaves them free on disk (nothing leaks).
+    reserved: Vec<(u32, u32)>,
     cursor: u64,
 }
 
@@ -75,6 +79,7 @@ impl DiskAlloc {
             used: 0,
             dirty: BTreeSet::new(),
             quarantine: Vec::new(),
+            reserved: Vec::new(),
             cursor: layout.first_data_au,
         }
     }
@@ -147,10 +152,56 @@ impl DiskAlloc {
 
     fn quarantined(&self, au: u64) -> bool {
         self.quarantine.iter().any(|q| q.contains(au))
+            || self
+                .reserved
+                .iter()
+                .any(|(s, l)| (u64::from(*s)..u64::from(*s) + u64::from(*l)).contains(&au))
     }
 
     /// Find and take `len` contiguous free AUs, first fit from a rotating cursor.
     pub fn allocate(&mut self, len: u64) -> Option<u32> {
+        let start = self.find(len)?;
+        self.mark(u64::from(start), len, true);
+        Some(start)
+    }
+
+    /// Set `len` free AUs aside for a relocation: nobody else gets them, but
+    /// the bitmap does not say so until [`DiskAlloc::claim`] (in the
+    /// transaction that points a map at them).
+    pub fn reserve(&mut self, len: u64) -> Option<u32> {
+        let start = self.find(len)?;
+        self.reserved.push((
+            start,
+            u32::try_from(len).expect("invariant: extent AUs fit u32"),
+        ));
+        Some(start)
+    }
+
+    /// A reserved run is now in a map: mark it used.
+    pub fn claim(&mut self, start: u32, len: u32) {
+        let before = self.reserved.len();
+        self.reserved.retain(|r| *r != (start, len));
+        assert_ne!(
+            before,
+            self.reserved.len(),
+            "invariant: claim a reserved run"
+        );
+        self.mark(u64::from(start), u64::from(len), true);
+    }
+
+    /// A reserved run is not needed after all.
+    pub fn unreserve(&mut self, start: u32, len: u32) {
+        self.reserved.retain(|r| *r != (start, len));
+    }
+
+    /// Runs reserved and not yet claimed.
+    pub fn reserved_aus(&self) -> u64 {
+        self.reserved.iter().map(|(_, l)| u64::from(*l)).sum()
+    }
+
+    /// The first free run of `len` AUs from the rotating cursor (not used,
+    /// quarantined or reserved); the cursor moves past it.
+    fn find(&mut self, len: u64) -> Option<u32> {
         assert!(len >= 1, "invariant: allocate at least one AU");
         let lo = self.layout.first_data_au;
         let hi = self.layout.au_count;
@@ -171,7 +222,6 @@ impl DiskAlloc {
                 .find(|au| self.is_used(*au) || self.quarantined(*au));
             match blocked {
                 None => {
-                    self.mark(start, len, true);
                     self.cursor = start + len;
                     return Some(u32::try_from(start).expect("invariant: AU index fits u32"));
                 }

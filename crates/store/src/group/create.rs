@@ -242,6 +242,7 @@ pub fn create<'e>(
                 ))
             })?;
         header.group_uuid = Some(group.uuid);
+        header.set_former_group(None);
         header.generation = scan.generation_max() + 1;
         header.written_unix_seconds = spec.now_unix_seconds;
         let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();

@@ -330,6 +330,66 @@ impl LiveGroup {
         Ok(report)
     }
 
+    /// Run (or resume) the rebalance while data handles run
+    /// ([`Group::rebalance`]): metadata moves are metadata operations; each
+    /// batch of data moves is copied through a handle of its own under its
+    /// extents' exclusive latches, held until the operation that switches
+    /// the maps is durable (latch → meta, the order first writes keep).
+    pub fn rebalance(
+        &self,
+        power: usize,
+        progress: &mut dyn FnMut(super::resync::Progress),
+    ) -> Result<super::relocate::RebalanceReport, GroupError> {
+        use super::relocate::{copy_relocations, relocation_batch, INDIRECT_INDEX};
+        let mut report = super::relocate::RebalanceReport::default();
+        let Some(moves) = self
+            .inner
+            .operation(|g| g.rebalance_start(power, &mut report))??
+        else {
+            return Ok(report);
+        };
+        let total: u64 = moves.iter().map(|m| m.aus).sum();
+        let mut done = 0u64;
+        let (meta, data): (Vec<_>, Vec<_>) = moves.into_iter().partition(|m| {
+            m.file < cairn_format::group::FILE_NUMBER_USER_MIN || m.index & INDIRECT_INDEX != 0
+        });
+        for m in meta {
+            self.inner
+                .operation(|g| g.move_metadata(&m, &mut report))??;
+            done += m.aus;
+            progress(super::resync::Progress {
+                done,
+                total,
+                bytes_done: report.bytes_copied,
+            });
+        }
+        let au_bytes = self.inner.meta()?.au_bytes();
+        let batch_len = relocation_batch(power, au_bytes);
+        let mut handle = self.handle(batch_len * 2)?;
+        let slot = handle.slot.clone();
+        for chunk in data.chunks(batch_len) {
+            let batch = self
+                .inner
+                .operation(|g| g.reserve_moves(chunk, &mut report))?;
+            let (copied, latch) = copy_relocations(&mut handle, Some(&slot), &batch, &mut report)?;
+            let switched = self
+                .inner
+                .operation(|g| g.switch_relocations(&batch, &copied, &mut report));
+            drop(latch);
+            switched??;
+            done += chunk.iter().map(|m| m.aus).sum::<u64>();
+            progress(super::resync::Progress {
+                done,
+                total,
+                bytes_done: report.bytes_copied,
+            });
+        }
+        drop(handle);
+        self.inner
+            .operation(|g| g.rebalance_finish(&mut report))??;
+        Ok(report)
+    }
+
     /// Make everything written durable, checkpoint and stop. Every handle
     /// must be gone: one still alive is a caller bug, refused.
     pub fn dismount(self) -> Result<(), GroupError> {

@@ -58,6 +58,7 @@ mod mount;
 mod namespace;
 mod places;
 pub mod plane;
+pub mod relocate;
 pub mod resync;
 mod superblock;
 mod tables;
@@ -710,6 +711,8 @@ impl<'e> Group<'e> {
                     },
                     missing: m.entry.state != DiskState::Offline && m.device.is_none(),
                     held: m.entry.held(),
+                    dropping: m.entry.dropping(),
+                    dropped_by_force: m.entry.forced(),
                     stale_aus: self.stale_aus_on(m.entry.number),
                     repair_seconds_left: self.repair_seconds_left(m.entry.number),
                     device: m.device,
@@ -764,7 +767,7 @@ pub struct GroupSpace {
     pub offline_disks: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DiskInfo {
     pub number: u16,
     pub label: String,
@@ -777,6 +780,11 @@ pub struct DiskInfo {
     pub missing: bool,
     /// Taken offline on request: stays OFFLINE until `cairn group online`.
     pub held: bool,
+    /// Being dropped (listed as DROPPING): its copies move off, and it
+    /// leaves the group (FORMER) once none is left.
+    pub dropping: bool,
+    /// Dropped by force: its copies are rebuilt elsewhere, never read.
+    pub dropped_by_force: bool,
     /// Stale AUs on its copies: what its resync will copy.
     pub stale_aus: u64,
     /// For an OFFLINE disk, seconds left before its repair timer runs out

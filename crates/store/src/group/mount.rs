@@ -313,6 +313,9 @@ pub(super) fn mount_inner<'e>(
         },
     );
     report.journal_records_replayed = group.replay()?;
+    if !read_only {
+        group.adopt_moved_journal()?;
+    }
 
     // Offline disks noticed at mount are recorded only after replay, so replay
     // writes reach every disk the journal names. Every mount that writes
@@ -382,6 +385,20 @@ pub(super) fn mount_inner<'e>(
     report.repaired_copies = group.repaired_copies;
     group.commit()?;
     group.offline_failed()?;
+    group.finish_directory_move(sup.file_directory)?;
+    if let Some(power) = group.rebalance_pending() {
+        let dropping = group.dropping_disks();
+        report.warnings.push(format!(
+            "a rebalance is pending{} (power {power}): `cairn group rebalance {}` resumes it{}",
+            if dropping.is_empty() {
+                String::new()
+            } else {
+                format!(" to drop {}", dropping.join(", "))
+            },
+            group.name,
+            if power == 0 { " (it was paused)" } else { "" }
+        ));
+    }
     group.publish_all();
     // Disks that came back (or a resync a crash interrupted): copy what
     // they missed, and bring them ONLINE.
@@ -396,6 +413,12 @@ pub(super) fn mount_inner<'e>(
 /// when it may. `generation`: the newest superblock generation on the
 /// device.
 pub(super) fn returning_refusal(entry: &DiskEntry, generation: u64) -> Option<String> {
+    if entry.forced() {
+        return Some(format!(
+            "disk {} was dropped by force: its copies are rebuilt on the other disks, and it leaves the group once `cairn group rebalance` has run",
+            entry.label
+        ));
+    }
     if entry.held() {
         return Some(format!(
             "disk {} was taken offline on request and stays OFFLINE; `cairn group online` brings it back",
@@ -430,6 +453,38 @@ pub(super) fn placeholder_entry(number: u32, copies: u8) -> FileEntry {
 }
 
 impl Group<'_> {
+    /// A rebalance moved the journal's extent and a crash came before the
+    /// checkpoint that follows: replay put the new map in place, so the
+    /// journal is where that map says (its copy holds everything up to the
+    /// move). Start the ring there afresh.
+    pub(super) fn adopt_moved_journal(&mut self) -> Result<(), GroupError> {
+        let Some(entry) = self.read_entry(FILE_JOURNAL)? else {
+            return Ok(());
+        };
+        let now = &self.files[&FILE_JOURNAL].extents;
+        if entry.direct == *now || entry.direct.len() != now.len() {
+            return Ok(());
+        }
+        let extents = entry.direct.clone();
+        self.files.insert(FILE_JOURNAL, FileRec { entry, extents });
+        self.checkpoint()
+    }
+
+    /// A rebalance moved the file directory's first extent and a crash came
+    /// before the superblocks named the new place (or after, before the
+    /// directory's own entry was in place there): write the entry to where
+    /// the map says, durably, then the superblocks.
+    pub(super) fn finish_directory_move(&mut self, bootstrap: Extent) -> Result<(), GroupError> {
+        let now = self.files[&FILE_DIRECTORY].extents[0];
+        if now.copies() == bootstrap.copies() {
+            return Ok(());
+        }
+        self.dirty.insert(Dirty::Entry(FILE_DIRECTORY));
+        self.commit()?;
+        self.checkpoint()?;
+        self.superblocks_or_stop()
+    }
+
     /// One line per lost metadata block: what it held, what is affected,
     /// and the step that helps.
     pub(super) fn describe_lost(&self) -> Vec<String> {

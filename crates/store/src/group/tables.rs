@@ -12,6 +12,10 @@ impl Group<'_> {
             .filter_map(|(n, m)| {
                 let m = m.as_ref()?;
                 m.online()?;
+                // Nothing new lands on a disk that is leaving.
+                if m.entry.dropping() {
+                    return None;
+                }
                 let alloc = m.alloc.as_ref()?;
                 Some(DiskSpace {
                     disk: DiskNumber(n as u16),

@@ -1,0 +1,1439 @@
+//! Changing a group's disks and moving its data: add, drop (DROPPING, then
+//! FORMER), drop by force, undrop, and the rebalance that executes the plan
+//! of [`crate::rebalance`]. Why it is built this way: `docs/rebalance.md`.
+//!
+//! A move of one extent copy, online:
+//! 1. the target AUs are *reserved* in memory (handed to nobody else, not in
+//!    the bitmap: a crash before step 3 leaves them free, nothing leaks);
+//! 2. under the extent's exclusive latch (writers wait, readers go on with
+//!    the old copy) every AU is copied from a readable, non-stale copy —
+//!    the leaving copy itself where it can be read;
+//! 3. still under the latch, one transaction points the map at the new
+//!    copy, marks the AUs used and frees the old ones; its barrier flushes
+//!    the new copy first. The old AUs are reused (and discarded) only once
+//!    every reader that took the old map has finished (the quarantine).
+//!
+//! Metadata (the metadata files' extents and files' indirect AUs) moves
+//! under the metadata lock, where all metadata I/O happens: checkpoint, copy,
+//! switch, commit, checkpoint; the file directory's first extent is also
+//! named by the superblocks, written last (mount finishes a move a crash
+//! cut between the two).
+
+use super::data::{self, DataPort};
+use super::plane::{LatchGuard, LatchKey, OperationGuard};
+use super::resync::{Progress, RESYNC_IO_BYTES_MAX};
+use super::*;
+use crate::rebalance::{self, Pass, Plan, PlanDisk, PlanExtent};
+
+/// A plan extent index with this bit names indirect AU `index & !bit` of
+/// the file, not an extent.
+pub const INDIRECT_INDEX: u64 = 1 << 62;
+/// Power a rebalance runs at unless told otherwise (ASM's default is 1; a
+/// Cairn relocation I/O is at most 1 MiB, so 4 keeps a disk busy without
+/// crowding out the database).
+pub const REBALANCE_POWER_DEFAULT: usize = 4;
+/// Most relocation I/Os in flight (ASM's `ASM_POWER_LIMIT` maximum).
+pub const REBALANCE_POWER_MAX: usize = 1024;
+/// The attribute that records a pending rebalance's power (internal: not
+/// listed by `group get`).
+pub(super) const REBALANCE_PENDING_KEY: &str = "_rebalance_power";
+
+/// What a rebalance did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RebalanceReport {
+    /// Extent copies the plan moves (when it started).
+    pub moves_planned: u64,
+    pub moves_done: u64,
+    pub aus_moved: u64,
+    pub bytes_copied: u64,
+    /// Copies rebuilt from a mirror (of a disk dropped by force).
+    pub copies_rebuilt: u64,
+    /// Moves of metadata (metadata files' extents, indirect AUs).
+    pub metadata_moves: u64,
+    /// Moves left undone, and why (a disk failed, no room): the next
+    /// `rebalance` plans them again.
+    pub moves_left: Vec<String>,
+    /// AUs that had no readable copy to copy from: the new copy is marked
+    /// stale there, never read.
+    pub aus_without_source: Vec<String>,
+    /// Disks whose drop completed (they are FORMER now), by label.
+    pub disks_dropped: Vec<String>,
+    /// Stopped at power 0 before anything moved.
+    pub paused: bool,
+}
+
+/// One disk in an explanation of a plan (`alter --explain`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DiskWork {
+    pub number: u16,
+    pub label: String,
+    pub failgroup: String,
+    /// ONLINE, DROPPING, NEW (added by this change) ...
+    pub state: String,
+    pub aus_used_before: u64,
+    pub aus_used_after: u64,
+    pub aus_in: u64,
+    pub aus_out: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub capacity_aus: u64,
+}
+
+/// The exact work of a change: the plan, per disk.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explain {
+    pub moves: u64,
+    pub aus_to_move: u64,
+    pub bytes_to_move: u64,
+    pub rebuild_moves: u64,
+    pub evacuate_moves: u64,
+    pub balance_moves: u64,
+    pub disks: Vec<DiskWork>,
+    /// Seconds the moves should take at the disks' sequential read rates
+    /// measured now ([`Group::measure_read_rates`]; writes assumed to run
+    /// at the same rate), the busiest disk setting the pace; `None` until
+    /// measured, or when no disk could be measured.
+    pub estimated_seconds: Option<f64>,
+}
+
+impl Explain {
+    /// Fill in [`Explain::estimated_seconds`] from measured rates (bytes/s
+    /// per disk number): each disk reads what leaves it and writes what
+    /// comes in; disks work in parallel. A disk not measured (a new, empty
+    /// one) is taken at the slowest rate measured.
+    pub fn estimate(&mut self, rates: &BTreeMap<u16, f64>) {
+        let Some(slowest) = rates
+            .values()
+            .copied()
+            .filter(|r| *r > 0.0)
+            .reduce(f64::min)
+        else {
+            return;
+        };
+        let busiest = self
+            .disks
+            .iter()
+            .map(|d| {
+                let rate = rates
+                    .get(&d.number)
+                    .copied()
+                    .filter(|r| *r > 0.0)
+                    .unwrap_or(slowest);
+                (d.bytes_in + d.bytes_out) as f64 / rate
+            })
+            .fold(0.0, f64::max);
+        self.estimated_seconds = Some(busiest);
+    }
+}
+
+/// A disk a change adds, checked, before anything is written.
+#[derive(Debug, Clone)]
+pub struct PreparedDisk {
+    device: DeviceId,
+    entry: DiskEntry,
+    layout: AtLayout,
+}
+
+impl PreparedDisk {
+    pub fn label(&self) -> &str {
+        &self.entry.label
+    }
+    pub fn failgroup(&self) -> &str {
+        &self.entry.failgroup
+    }
+}
+
+/// One extent copy in flight.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Relocation {
+    file: u32,
+    incarnation: u32,
+    extent: u64,
+    aus: u64,
+    from: AuAddr,
+    /// Reserved, claimed by the switch.
+    to: AuAddr,
+    pass: Pass,
+    /// AUs of the new copy with no readable source: stale in it.
+    stale: u16,
+}
+
+impl Group<'_> {
+    // -- the plan -----------------------------------------------------------
+
+    /// The plan's view of the disks: `extra` are disks a change would add,
+    /// `leaving` disks it would drop.
+    fn plan_disks(&self, extra: &[PreparedDisk], leaving: &BTreeSet<u16>) -> Vec<PlanDisk> {
+        let mut out: Vec<PlanDisk> = self
+            .members
+            .iter()
+            .flatten()
+            .map(|m| PlanDisk {
+                number: m.entry.number,
+                failgroup: m.entry.failgroup_id,
+                capacity_aus: m
+                    .alloc
+                    .as_ref()
+                    .map(|a| a.layout.data_aus())
+                    .or_else(|| {
+                        AtLayout::for_disk(m.entry.size_bytes, self.au_bytes).map(|l| l.data_aus())
+                    })
+                    .unwrap_or(0),
+                leaving: m.entry.dropping() || leaving.contains(&m.entry.number),
+                readable: m.online().is_some() && !m.entry.forced(),
+            })
+            .collect();
+        out.extend(extra.iter().map(|p| PlanDisk {
+            number: p.entry.number,
+            failgroup: p.entry.failgroup_id,
+            capacity_aus: p.layout.data_aus(),
+            leaving: false,
+            readable: true,
+        }));
+        out
+    }
+
+    /// Every extent copy the group holds, metadata included, as the plan
+    /// sees them.
+    fn plan_extents(&self) -> Vec<PlanExtent> {
+        let mut out = Vec::new();
+        for (number, rec) in &self.files {
+            for (index, e) in rec.extents.iter().enumerate() {
+                out.push(PlanExtent {
+                    file: *number,
+                    index: index as u64,
+                    aus: placement::extent_aus(index as u64),
+                    copies: e.copies().iter().map(|c| c.disk).collect(),
+                });
+            }
+            for (k, e) in rec.entry.indirect.iter().enumerate() {
+                out.push(PlanExtent {
+                    file: *number,
+                    index: INDIRECT_INDEX | k as u64,
+                    aus: 1,
+                    copies: e.copies().iter().map(|c| c.disk).collect(),
+                });
+            }
+        }
+        out
+    }
+
+    /// What stops a rebalance from running now, said with what to do.
+    fn refuse_rebalance_now(&self) -> Result<(), GroupError> {
+        for m in self.members.iter().flatten() {
+            if m.entry.dropping() && m.entry.forced() {
+                continue;
+            }
+            match m.entry.state {
+                DiskState::Offline => {
+                    return Err(GroupError::Invalid(format!(
+                        "disk {} is OFFLINE: a rebalance moves data only among disks it can read and write; bring it back (`cairn group online {} {}`) or drop it (`cairn group drop-disk {} {} --force`) first",
+                        m.entry.label, self.name, m.entry.label, self.name, m.entry.label
+                    )))
+                }
+                DiskState::Syncing => {
+                    return Err(GroupError::Invalid(format!(
+                        "disk {} is SYNCING: let its resync finish first (`cairn group online {} {}`)",
+                        m.entry.label, self.name, m.entry.label
+                    )))
+                }
+                DiskState::Online => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn plan_for(
+        &self,
+        extra: &[PreparedDisk],
+        leaving: &BTreeSet<u16>,
+    ) -> Result<Plan, GroupError> {
+        let disks = self.plan_disks(extra, leaving);
+        rebalance::plan(&disks, &self.plan_extents()).map_err(|e| {
+            let what = |file: u32, index: u64| {
+                if index & INDIRECT_INDEX != 0 {
+                    format!("{}'s extent map", self.path_of(file))
+                } else if file < FILE_NUMBER_USER_MIN {
+                    format!("metadata file {file}")
+                } else {
+                    format!("{} extent {index}", self.path_of(file))
+                }
+            };
+            match e {
+                rebalance::PlanError::NoRoom { file, index } => GroupError::NoSpace(format!(
+                    "the disks that stay cannot hold {} (each copy in its own failure group): add disks or drop fewer",
+                    what(file, index)
+                )),
+                rebalance::PlanError::NoSource { file, index } => GroupError::Lost(format!(
+                    "{} has no copy left that can be read, so it cannot be rebuilt",
+                    what(file, index)
+                )),
+            }
+        })
+    }
+
+    /// The plan a rebalance would run now.
+    pub fn rebalance_plan(&self) -> Result<Plan, GroupError> {
+        self.plan_for(&[], &BTreeSet::new())
+    }
+
+    /// The exact work of a change (`alter --explain`): adding `extra`,
+    /// dropping `drops` (labels), then rebalancing. Changes nothing.
+    pub fn explain_change(
+        &self,
+        extra: &[PreparedDisk],
+        drops: &[String],
+    ) -> Result<Explain, GroupError> {
+        let leaving = self.check_drops(drops, extra)?;
+        let plan = self.plan_for(extra, &leaving)?;
+        let mut used: BTreeMap<u16, u64> = BTreeMap::new();
+        for e in self.plan_extents() {
+            for d in e.copies {
+                *used.entry(d).or_default() += e.aus;
+            }
+        }
+        let mut disks = Vec::new();
+        for pd in self.plan_disks(extra, &leaving) {
+            let (label, failgroup, state) = match self.member(pd.number) {
+                Some(m) => (
+                    m.entry.label.clone(),
+                    m.entry.failgroup.clone(),
+                    if pd.leaving {
+                        "DROPPING".to_string()
+                    } else {
+                        m.entry.shown_state().to_string()
+                    },
+                ),
+                None => {
+                    let p = extra
+                        .iter()
+                        .find(|p| p.entry.number == pd.number)
+                        .expect("invariant: a plan disk is a member or added");
+                    (
+                        p.entry.label.clone(),
+                        p.entry.failgroup.clone(),
+                        "NEW".to_string(),
+                    )
+                }
+            };
+            let aus_in = plan.aus_in.get(&pd.number).copied().unwrap_or(0);
+            let aus_out = plan.aus_out.get(&pd.number).copied().unwrap_or(0);
+            disks.push(DiskWork {
+                number: pd.number,
+                label,
+                failgroup,
+                state,
+                aus_used_before: used.get(&pd.number).copied().unwrap_or(0),
+                aus_used_after: plan.usage_after.get(&pd.number).copied().unwrap_or(0),
+                aus_in,
+                aus_out,
+                bytes_in: aus_in * self.au_bytes,
+                bytes_out: aus_out * self.au_bytes,
+                capacity_aus: pd.capacity_aus,
+            });
+        }
+        let count = |p: Pass| plan.moves.iter().filter(|m| m.pass == p).count() as u64;
+        let aus: u64 = plan.moves.iter().map(|m| m.aus).sum();
+        Ok(Explain {
+            moves: plan.moves.len() as u64,
+            aus_to_move: aus,
+            bytes_to_move: aus * self.au_bytes,
+            rebuild_moves: count(Pass::Rebuild),
+            evacuate_moves: count(Pass::Evacuate),
+            balance_moves: count(Pass::Balance),
+            disks,
+            estimated_seconds: None,
+        })
+    }
+
+    /// Each disk's sequential read rate (bytes/s), measured now by reading
+    /// up to `bytes` of the AUs it holds in 1 MiB requests, 8 in flight. A
+    /// disk holding nothing (a new one) is not measured: what it would read
+    /// is not its data.
+    pub fn measure_read_rates(&mut self, disks: &[u16], bytes: u64) -> BTreeMap<u16, f64> {
+        const IO: u64 = 1 << 20;
+        let mut out = BTreeMap::new();
+        for d in disks {
+            let Some(m) = self.member(*d) else { continue };
+            let (Some(device), Some(alloc)) = (m.online(), m.alloc.as_ref()) else {
+                continue;
+            };
+            let per_au = (self.au_bytes / IO).max(1);
+            let mut offsets = Vec::new();
+            'aus: for au in alloc.used_list() {
+                for k in 0..per_au {
+                    if offsets.len() as u64 * IO >= bytes {
+                        break 'aus;
+                    }
+                    offsets.push(au * self.au_bytes + k * IO);
+                }
+            }
+            if offsets.is_empty() {
+                continue;
+            }
+            let started = std::time::Instant::now();
+            let mut read = 0u64;
+            for chunk in offsets.chunks(8) {
+                let requests = chunk
+                    .iter()
+                    .map(|o| Request {
+                        device,
+                        tag: *o,
+                        op: Op::Read {
+                            offset_bytes: *o,
+                            buf: AlignedBuf::zeroed(IO.min(self.au_bytes) as usize),
+                        },
+                    })
+                    .collect();
+                match self.engine.execute_all(requests) {
+                    Ok(done) => {
+                        read += done.iter().filter(|c| c.result.is_ok()).count() as u64
+                            * IO.min(self.au_bytes);
+                    }
+                    Err(_) => break,
+                }
+            }
+            let secs = started.elapsed().as_secs_f64();
+            if read > 0 && secs > 0.0 {
+                out.insert(*d, read as f64 / secs);
+            }
+        }
+        out
+    }
+
+    // -- changing the disks -------------------------------------------------
+
+    /// Check disks to add (attached to this group's engine, labelled):
+    /// not a member already, in no other group (unless `force`), with the
+    /// group's sector size, big enough for one data AU. Numbers and failure
+    /// group ids are assigned as the add would. Writes nothing.
+    pub fn prepare_adds(
+        &mut self,
+        disks: &[NewDisk],
+        force: bool,
+    ) -> Result<Vec<PreparedDisk>, GroupError> {
+        let mut out: Vec<PreparedDisk> = Vec::new();
+        let mut next_number = self.members.len();
+        let free_numbers: Vec<u16> = (0..self.members.len() as u16)
+            .filter(|n| self.member(*n).is_none())
+            .collect();
+        let mut free_numbers = free_numbers.into_iter();
+        let mut fg_ids: BTreeMap<String, u16> = self
+            .members
+            .iter()
+            .flatten()
+            .map(|m| (m.entry.failgroup.clone(), m.entry.failgroup_id))
+            .collect();
+        for d in disks {
+            let scan = HeaderScan::read(&mut *self.engine, d.device)
+                .map_err(io_err(format!("device {}", d.device.0)))?;
+            let header = scan
+                .good()
+                .map(|(_, h)| h.header.clone())
+                .max_by_key(|h| h.generation)
+                .ok_or_else(|| {
+                    GroupError::Invalid(format!(
+                        "device {} carries no Cairn label; label it first",
+                        d.device.0
+                    ))
+                })?;
+            let label = header.label.as_str().to_string();
+            if self
+                .members
+                .iter()
+                .flatten()
+                .any(|m| m.entry.disk_uuid == header.disk_uuid)
+                || out.iter().any(|p| p.entry.disk_uuid == header.disk_uuid)
+            {
+                return Err(GroupError::Invalid(format!(
+                    "disk {label} is already a member of group {}; name each new disk once",
+                    self.name
+                )));
+            }
+            if self
+                .members
+                .iter()
+                .flatten()
+                .any(|m| m.entry.label.eq_ignore_ascii_case(&label))
+                || out
+                    .iter()
+                    .any(|p| p.entry.label.eq_ignore_ascii_case(&label))
+            {
+                return Err(GroupError::Invalid(format!(
+                    "group {} already has a disk labelled {label}; relabel the new disk (`cairn disk label --force`)",
+                    self.name
+                )));
+            }
+            match header.group_uuid {
+                Some(other) if other != self.uuid && !force => {
+                    return Err(GroupError::Exists(format!(
+                        "disk {label} belongs to another disk group ({other}); drop it from that group first, or use --force to take it"
+                    )))
+                }
+                _ => {}
+            }
+            if header.logical_sector_bytes != self.sector_bytes {
+                return Err(GroupError::Invalid(format!(
+                    "disk {label} has {}-byte logical sectors but group {} uses {}; 512-byte (512n/512e) and 4096-byte (4Kn) disks cannot mix",
+                    header.logical_sector_bytes, self.name, self.sector_bytes
+                )));
+            }
+            let size = self
+                .engine
+                .geometry(d.device)
+                .map_or(header.device_size_bytes, |g| g.size_bytes);
+            let layout = AtLayout::for_disk(size, self.au_bytes).ok_or_else(|| {
+                GroupError::Invalid(format!(
+                    "disk {label} ({size} bytes) is too small for the group's {}-MiB AUs",
+                    self.au_bytes >> 20
+                ))
+            })?;
+            let fg = d
+                .failgroup
+                .clone()
+                .unwrap_or_else(|| label.clone())
+                .to_ascii_uppercase();
+            crate::names::GroupName::parse(&fg)
+                .map_err(|e| GroupError::Invalid(format!("failure group name: {e}")))?;
+            let next_fg = fg_ids.values().max().map_or(0, |m| m + 1);
+            let fg_id = *fg_ids.entry(fg.clone()).or_insert(next_fg);
+            let number = match free_numbers.next() {
+                Some(n) => n,
+                None => {
+                    let n = next_number;
+                    next_number += 1;
+                    if n >= DISKS_MAX {
+                        return Err(GroupError::Invalid(format!(
+                            "group {} would have more than {DISKS_MAX} disks",
+                            self.name
+                        )));
+                    }
+                    n as u16
+                }
+            };
+            out.push(PreparedDisk {
+                device: d.device,
+                layout,
+                entry: DiskEntry {
+                    number,
+                    disk_uuid: header.disk_uuid,
+                    label,
+                    failgroup: fg,
+                    failgroup_id: fg_id,
+                    state: DiskState::Online,
+                    au_count: layout.au_count,
+                    size_bytes: size,
+                    logical_sector_bytes: header.logical_sector_bytes,
+                    physical_sector_bytes: header.physical_sector_bytes,
+                    created_unix_seconds: (self.clock)(),
+                    flags: 0,
+                    drop_after_minutes: 0,
+                    offline_seconds: 0,
+                    synced_generation: 0,
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Add prepared disks: each gets an empty allocation table (written in
+    /// place: nothing refers to it yet) and its header names the group;
+    /// then the superblocks, on every disk, list it (the commit point). A
+    /// crash before that leaves a disk whose header names a group whose
+    /// directory lacks it: `alter --add` takes it again without --force.
+    pub fn add_disks(&mut self, disks: Vec<PreparedDisk>) -> Result<Vec<String>, GroupError> {
+        self.check_writable()?;
+        let mut added = Vec::new();
+        for p in disks {
+            let n = usize::from(p.entry.number);
+            if self.members.len() <= n {
+                self.members.resize_with(n + 1, || None);
+            }
+            let mut alloc = DiskAlloc::empty(p.layout);
+            alloc.mark_all_dirty();
+            added.push(p.entry.label.clone());
+            self.members[n] = Some(Member {
+                entry: p.entry,
+                device: Some(p.device),
+                alloc: Some(alloc),
+                needs_flush: false,
+                generation: 0,
+                offline_since: None,
+                offline_count: 0,
+            });
+            // Its table, straight to its place, durably.
+            let blocks = self
+                .member_mut(n as u16)
+                .and_then(|m| m.alloc.as_mut())
+                .map(|a| a.take_dirty())
+                .unwrap_or_default();
+            let mut items = Vec::new();
+            for b in blocks {
+                let d = match b {
+                    alloc::AtBlock::Summary(index) => Dirty::Summary {
+                        disk: n as u16,
+                        index,
+                    },
+                    alloc::AtBlock::Bitmap(index) => Dirty::Bitmap {
+                        disk: n as u16,
+                        index,
+                    },
+                };
+                let (id, places) = self.dirty_id_and_places(d);
+                let block = self.encode_dirty(d, 0);
+                let copies = places
+                    .into_iter()
+                    .map(|(disk, offset)| (disk, offset, AlignedBuf::from_slice(&block[..])))
+                    .collect();
+                items.push(DurableItem::block(id.to_string(), copies));
+            }
+            if let Err(e) = self.write_durably(items, "a new disk's allocation table") {
+                self.members[n] = None;
+                return Err(e);
+            }
+            if let Err(e) = self.write_membership(n as u16, Some(self.uuid), None) {
+                self.members[n] = None;
+                return Err(e);
+            }
+        }
+        self.superblocks_or_stop()?;
+        self.publish_disks();
+        Ok(added)
+    }
+
+    /// Rewrite a member's disk header: in `group` (or in none), and FORMER
+    /// of `former`.
+    fn write_membership(
+        &mut self,
+        disk: u16,
+        group: Option<Uuid>,
+        former: Option<Uuid>,
+    ) -> Result<(), GroupError> {
+        let (device, label) = match self.member(disk) {
+            Some(m) => (m.device, m.entry.label.clone()),
+            None => return Ok(()),
+        };
+        let Some(device) = device else {
+            return Ok(());
+        };
+        let scan = HeaderScan::read(&mut *self.engine, device).map_err(io_err(label.clone()))?;
+        let mut header = scan
+            .good()
+            .map(|(_, h)| h.header.clone())
+            .max_by_key(|h| h.generation)
+            .ok_or_else(|| GroupError::Invalid(format!("disk {label} lost its label")))?;
+        header.group_uuid = group;
+        header.set_former_group(former);
+        header.generation = scan.generation_max() + 1;
+        header.written_unix_seconds = (self.clock)();
+        let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
+        labeling::write_copies(&mut *self.engine, device, &header, &all)
+            .map_err(|e| GroupError::Invalid(format!("disk {label}: writing its header: {e}")))
+    }
+
+    /// Check a drop of `names` (labels) beside disks a change adds: every
+    /// name a member not already leaving, and enough failure groups left
+    /// for the redundancy. Returns their numbers.
+    fn check_drops(
+        &self,
+        names: &[String],
+        extra: &[PreparedDisk],
+    ) -> Result<BTreeSet<u16>, GroupError> {
+        let disks: BTreeSet<u16> = self.disks_named(names)?.into_iter().collect();
+        for d in &disks {
+            let m = self.member(*d).expect("invariant: named");
+            if m.entry.dropping() {
+                return Err(GroupError::Invalid(format!(
+                    "disk {} is already being dropped; `cairn group rebalance {}` finishes the drop, `cairn group undrop {}` cancels it",
+                    m.entry.label, self.name, self.name
+                )));
+            }
+        }
+        let staying: BTreeSet<u16> = self
+            .members
+            .iter()
+            .flatten()
+            .filter(|m| !m.entry.dropping() && !disks.contains(&m.entry.number))
+            .map(|m| m.entry.failgroup_id)
+            .chain(extra.iter().map(|p| p.entry.failgroup_id))
+            .collect();
+        if staying.len() < usize::from(self.copies) {
+            let labels: Vec<String> = disks.iter().map(|d| self.disk_name(*d)).collect();
+            return Err(GroupError::Invalid(format!(
+                "dropping {} would leave {} failure group(s), and {} redundancy keeps {} copies in different failure groups; add a disk in another failure group in the same command (--add PATH=FAILGROUP), or drop fewer",
+                labels.join(", "),
+                staying.len(),
+                self.redundancy().as_str(),
+                self.copies
+            )));
+        }
+        Ok(disks)
+    }
+
+    /// Mark disks DROPPING (`alter --drop`): nothing new is placed on them
+    /// and the next rebalance moves their copies off. Refused, changing
+    /// nothing, when the disks that stay could not hold the data.
+    pub fn request_drops(&mut self, names: &[String]) -> Result<Vec<String>, GroupError> {
+        self.check_writable()?;
+        let disks = self.check_drops(names, &[])?;
+        self.plan_for(&[], &disks)?;
+        let mut done = Vec::new();
+        for d in &disks {
+            if let Some(m) = self.member_mut(*d) {
+                m.entry.flags |= fmt::DISK_FLAG_DROPPING;
+                done.push(m.entry.label.clone());
+            }
+        }
+        self.superblocks_or_stop()?;
+        self.publish_disks();
+        Ok(done)
+    }
+
+    /// Drop OFFLINE disks by force (`drop-disk --force`): their copies are
+    /// never read again and the next rebalance rebuilds them from their
+    /// mirrors. Refused in external redundancy (there is no mirror), for a
+    /// disk that is not OFFLINE (drop it with `alter --drop`, which moves
+    /// its data first), and when a copy would have no readable mirror.
+    pub fn drop_disks_forced(&mut self, names: &[String]) -> Result<Vec<String>, GroupError> {
+        self.check_writable()?;
+        if self.copies == 1 {
+            return Err(GroupError::Invalid(format!(
+                "group {} has external redundancy: a disk's data has no other copy, so dropping it by force loses that data; bring the disk back (`cairn group online`) or restore the files from a backup",
+                self.name
+            )));
+        }
+        let disks = self.disks_named(names)?;
+        for d in &disks {
+            let m = self.member(*d).expect("invariant: named");
+            if m.entry.state != DiskState::Offline {
+                return Err(GroupError::Invalid(format!(
+                    "disk {} is {}: only an OFFLINE disk is dropped by force; `cairn group alter {} --drop {}` moves its data off first",
+                    m.entry.label,
+                    m.entry.state.as_str(),
+                    self.name,
+                    m.entry.label
+                )));
+            }
+        }
+        let leaving: BTreeSet<u16> = disks.iter().copied().collect();
+        let mut trial = self.plan_disks(&[], &leaving);
+        for t in &mut trial {
+            if leaving.contains(&t.number) {
+                t.readable = false;
+            }
+        }
+        rebalance::plan(&trial, &self.plan_extents()).map_err(|e| match e {
+            rebalance::PlanError::NoSource { file, .. } => GroupError::Invalid(format!(
+                "dropping {} by force would lose {}: no other copy of it can be read; bring the disk back (`cairn group online`) instead",
+                names.join(", "),
+                self.path_of(file)
+            )),
+            rebalance::PlanError::NoRoom { .. } => GroupError::NoSpace(format!(
+                "the disks that stay cannot hold the copies of {} rebuilt elsewhere; add disks first",
+                names.join(", ")
+            )),
+        })?;
+        let mut done = Vec::new();
+        for d in &disks {
+            if let Some(m) = self.member_mut(*d) {
+                m.entry.flags |= fmt::DISK_FLAG_DROPPING | fmt::DISK_FLAG_FORCED;
+                done.push(m.entry.label.clone());
+            }
+        }
+        self.superblocks_or_stop()?;
+        self.publish_disks();
+        Ok(done)
+    }
+
+    /// Cancel the drops still pending (`undrop`): the disks are plain
+    /// members again (what already moved off them stays moved). A disk
+    /// dropped by force cannot be undropped: its copies are being rebuilt,
+    /// and it is brought back with `online` instead.
+    pub fn undrop(&mut self) -> Result<Vec<String>, GroupError> {
+        self.check_writable()?;
+        let mut done = Vec::new();
+        for m in self.members.iter_mut().flatten() {
+            if m.entry.dropping() && !m.entry.forced() {
+                m.entry.flags &= !fmt::DISK_FLAG_DROPPING;
+                done.push(m.entry.label.clone());
+            }
+        }
+        if done.is_empty() {
+            return Err(GroupError::Invalid(format!(
+                "group {} has no drop pending to cancel (a disk dropped by force is not undropped: bring it back with `cairn group online`)",
+                self.name
+            )));
+        }
+        self.superblocks_or_stop()?;
+        self.publish_disks();
+        Ok(done)
+    }
+
+    /// Disks whose drop is pending.
+    pub fn dropping_disks(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .flatten()
+            .filter(|m| m.entry.dropping())
+            .map(|m| m.entry.label.clone())
+            .collect()
+    }
+
+    /// The power a pending rebalance was left at (`None`: none pending).
+    pub fn rebalance_pending(&self) -> Option<usize> {
+        self.attributes
+            .iter()
+            .find(|(k, _)| k == REBALANCE_PENDING_KEY)
+            .and_then(|(_, v)| v.parse().ok())
+    }
+
+    /// Record (or clear) a pending rebalance and its power, durably.
+    pub(super) fn set_rebalance_pending(&mut self, power: Option<usize>) -> Result<(), GroupError> {
+        if self.rebalance_pending() == power {
+            return Ok(());
+        }
+        self.attributes.retain(|(k, _)| k != REBALANCE_PENDING_KEY);
+        if let Some(p) = power {
+            self.attributes
+                .push((REBALANCE_PENDING_KEY.to_string(), p.to_string()));
+        }
+        self.dirty.insert(Dirty::Attributes);
+        self.commit()
+    }
+
+    // -- running it ---------------------------------------------------------
+
+    /// Start or resume the rebalance: plan from the maps as they are, run
+    /// every move (metadata first, then data, `power` relocation I/Os of at
+    /// most 1 MiB in flight), and complete the drops whose disks are empty.
+    /// Power 0 records the rebalance as pending and moves nothing.
+    pub fn rebalance(
+        &mut self,
+        power: usize,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<RebalanceReport, GroupError> {
+        if self.live {
+            return Err(GroupError::Invalid(
+                "this group is live: rebalance runs as a live operation".into(),
+            ));
+        }
+        let mut report = RebalanceReport::default();
+        let Some(moves) = self.rebalance_start(power, &mut report)? else {
+            return Ok(report);
+        };
+        let total: u64 = moves.iter().map(|m| m.aus).sum();
+        let mut done_aus = 0;
+        progress(Progress {
+            done: 0,
+            total,
+            bytes_done: 0,
+        });
+        let (meta, data): (Vec<_>, Vec<_>) = moves
+            .into_iter()
+            .partition(|m| m.file < FILE_NUMBER_USER_MIN || m.index & INDIRECT_INDEX != 0);
+        for m in meta {
+            self.move_metadata(&m, &mut report)?;
+            done_aus += m.aus;
+            progress(Progress {
+                done: done_aus,
+                total,
+                bytes_done: report.bytes_copied,
+            });
+        }
+        for chunk in data.chunks(relocation_batch(power, self.au_bytes)) {
+            let batch = self.reserve_moves(chunk, &mut report);
+            let (copied, latch) = copy_relocations(self, None, &batch, &mut report)?;
+            let switched = self
+                .switch_relocations(&batch, &copied, &mut report)
+                .and_then(|()| self.commit());
+            drop(latch);
+            switched?;
+            done_aus += chunk.iter().map(|m| m.aus).sum::<u64>();
+            progress(Progress {
+                done: done_aus,
+                total,
+                bytes_done: report.bytes_copied,
+            });
+        }
+        self.rebalance_finish(&mut report)?;
+        Ok(report)
+    }
+
+    /// The start of a rebalance: checked, recorded pending, planned.
+    /// `None`: nothing to move now (paused, or finished at once).
+    pub(super) fn rebalance_start(
+        &mut self,
+        power: usize,
+        report: &mut RebalanceReport,
+    ) -> Result<Option<Vec<rebalance::Move>>, GroupError> {
+        self.check_writable()?;
+        if power > REBALANCE_POWER_MAX {
+            return Err(GroupError::Invalid(format!(
+                "power {power} is out of range: 0 (pause) to {REBALANCE_POWER_MAX}"
+            )));
+        }
+        self.refuse_rebalance_now()?;
+        let plan = self.rebalance_plan()?;
+        report.moves_planned = plan.moves.len() as u64;
+        if power == 0 {
+            self.set_rebalance_pending(Some(0))?;
+            report.paused = true;
+            return Ok(None);
+        }
+        if plan.moves.is_empty() {
+            self.rebalance_finish(report)?;
+            return Ok(None);
+        }
+        self.set_rebalance_pending(Some(power))?;
+        Ok(Some(plan.moves))
+    }
+
+    /// Reserve the target AUs of a batch of data moves; a move whose copy
+    /// has changed since the plan, or whose target is full, is left for the
+    /// next rebalance.
+    pub(super) fn reserve_moves(
+        &mut self,
+        moves: &[rebalance::Move],
+        report: &mut RebalanceReport,
+    ) -> Vec<Relocation> {
+        let mut out = Vec::new();
+        for m in moves {
+            let Some(rec) = self.files.get(&m.file) else {
+                continue;
+            };
+            let incarnation = rec.entry.incarnation;
+            let Some(ext) = rec.extents.get(m.index as usize) else {
+                continue;
+            };
+            let Some(from) = ext.copies().iter().find(|c| c.disk == m.from).copied() else {
+                continue;
+            };
+            let Some(au) = self
+                .member_mut(m.to)
+                .and_then(|t| t.alloc.as_mut())
+                .and_then(|a| a.reserve(m.aus))
+            else {
+                report.moves_left.push(format!(
+                    "{} extent {}: no run of {} free AUs on disk {}",
+                    self.path_of(m.file),
+                    m.index,
+                    m.aus,
+                    self.disk_name(m.to)
+                ));
+                continue;
+            };
+            out.push(Relocation {
+                file: m.file,
+                incarnation,
+                extent: m.index,
+                aus: m.aus,
+                from,
+                to: AuAddr { disk: m.to, au },
+                pass: m.pass,
+                stale: 0,
+            });
+        }
+        out
+    }
+
+    /// Point the maps at the copies made (`copied`, a subset of `batch`),
+    /// under the batch's latches; give back the reservations of the rest.
+    /// The caller commits (its barrier flushes the new copies first) and
+    /// holds the latches until that commit is durable.
+    pub(super) fn switch_relocations(
+        &mut self,
+        batch: &[Relocation],
+        copied: &[Relocation],
+        report: &mut RebalanceReport,
+    ) -> Result<(), GroupError> {
+        for r in batch {
+            let made = copied
+                .iter()
+                .find(|c| c.file == r.file && c.extent == r.extent && c.to == r.to)
+                .copied();
+            let switched = made.is_some_and(|c| self.switch_one(&c));
+            let Some(alloc) = self.member_mut(r.to.disk).and_then(|m| m.alloc.as_mut()) else {
+                continue;
+            };
+            let len = r.aus as u32;
+            if switched {
+                alloc.claim(r.to.au, len);
+                report.moves_done += 1;
+                report.aus_moved += r.aus;
+                if r.pass == Pass::Rebuild {
+                    report.copies_rebuilt += 1;
+                }
+                self.depend_on(r.to.disk);
+                if self.dirty_count() >= STEP_DIRTY_MAX {
+                    self.commit()?;
+                }
+            } else {
+                alloc.unreserve(r.to.au, len);
+            }
+        }
+        Ok(())
+    }
+
+    /// Switch one extent copy from `r.from` to `r.to` in the map, freeing
+    /// the old AUs; false when the copy is no longer the extent's (the file
+    /// was deleted, shrunk, or the copy moved), or the target disk went out
+    /// of service meanwhile.
+    fn switch_one(&mut self, r: &Relocation) -> bool {
+        if self.member(r.to.disk).and_then(Member::writable).is_none() {
+            return false;
+        }
+        let to_fg = self.member(r.to.disk).map(|m| m.entry.failgroup_id);
+        let fgs: Vec<Option<u16>> = {
+            let Some(rec) = self
+                .files
+                .get(&r.file)
+                .filter(|rec| rec.entry.incarnation == r.incarnation)
+            else {
+                return false;
+            };
+            let Some(ext) = rec.extents.get(r.extent as usize) else {
+                return false;
+            };
+            ext.copies()
+                .iter()
+                .filter(|c| **c != r.from)
+                .map(|c| self.member(c.disk).map(|m| m.entry.failgroup_id))
+                .collect()
+        };
+        if fgs.contains(&to_fg) {
+            return false;
+        }
+        let rec = self
+            .files
+            .get_mut(&r.file)
+            .expect("invariant: checked above");
+        let ext = &mut rec.extents[r.extent as usize];
+        let Some(slot) = ext.copies().iter().position(|c| *c == r.from) else {
+            return false;
+        };
+        let old = *ext;
+        ext.copies[slot] = r.to;
+        ext.stale[slot] = r.stale;
+        self.dirty_extent(r.file, r.extent);
+        if self.member(r.from.disk).is_some_and(|m| !m.entry.forced()) {
+            let mut gone = Extent::new(&[r.from], old.initialized);
+            gone.stale = [0; fmt::COPIES_MAX];
+            self.free_extent(r.file, &gone, r.extent, false);
+        }
+        true
+    }
+
+    /// Move one metadata extent copy (a metadata file's extent, or a file's
+    /// indirect AU) under the metadata lock: checkpoint, copy, switch in a
+    /// commit whose barrier flushes the copy, checkpoint. The file
+    /// directory's first extent is also named by the superblocks, written
+    /// last; mount finishes a move a crash cut between the two.
+    pub(super) fn move_metadata(
+        &mut self,
+        m: &rebalance::Move,
+        report: &mut RebalanceReport,
+    ) -> Result<(), GroupError> {
+        let indirect = m.index & INDIRECT_INDEX != 0;
+        let index = m.index & !INDIRECT_INDEX;
+        let Some(rec) = self.files.get(&m.file) else {
+            return Ok(());
+        };
+        let ext = if indirect {
+            rec.entry.indirect.get(index as usize).copied()
+        } else {
+            rec.extents.get(index as usize).copied()
+        };
+        let Some(ext) = ext else {
+            return Ok(());
+        };
+        let Some(from) = ext.copies().iter().find(|c| c.disk == m.from).copied() else {
+            return Ok(());
+        };
+        // Sources: the leaving copy while it can be read, else the others.
+        let mut sources: Vec<AuAddr> = Vec::new();
+        if self.member(from.disk).and_then(Member::online).is_some() && !self.is_forced(from.disk) {
+            sources.push(from);
+        }
+        sources.extend(
+            ext.copies()
+                .iter()
+                .filter(|c| **c != from && self.member(c.disk).and_then(Member::online).is_some()),
+        );
+        let Some(to_au) = self
+            .member_mut(m.to)
+            .and_then(|t| t.alloc.as_mut())
+            .and_then(|a| a.reserve(m.aus))
+        else {
+            report.moves_left.push(format!(
+                "metadata of file {}: no run of {} free AUs on disk {}",
+                m.file,
+                m.aus,
+                self.disk_name(m.to)
+            ));
+            return Ok(());
+        };
+        let to = AuAddr {
+            disk: m.to,
+            au: to_au,
+        };
+        let unreserve = |g: &mut Self| {
+            if let Some(a) = g.member_mut(to.disk).and_then(|t| t.alloc.as_mut()) {
+                a.unreserve(to.au, m.aus as u32);
+            }
+        };
+        // Everything journaled is in place first: the copy takes what the
+        // AU holds, and no record before this point needs replaying there.
+        if let Err(e) = self.checkpoint() {
+            unreserve(self);
+            return Err(e);
+        }
+        let bytes = m.aus * self.au_bytes;
+        let mut copied = false;
+        for src in &sources {
+            let (Some(sd), Some(td)) = (
+                self.member(src.disk).and_then(|x| x.device),
+                self.member(to.disk).and_then(Member::writable),
+            ) else {
+                continue;
+            };
+            let mut ok = true;
+            let mut off = 0;
+            while off < bytes && ok {
+                let len = RESYNC_IO_BYTES_MAX.min(bytes - off);
+                let buf = match self.engine.read_at(
+                    sd,
+                    u64::from(src.au) * self.au_bytes + off,
+                    len as usize,
+                ) {
+                    Ok(b) => b,
+                    Err(_) => {
+                        ok = false;
+                        break;
+                    }
+                };
+                if self
+                    .engine
+                    .write_at(td, u64::from(to.au) * self.au_bytes + off, buf, false)
+                    .is_err()
+                {
+                    unreserve(self);
+                    self.failed_disks.insert(to.disk);
+                    self.offline_failed()?;
+                    report.moves_left.push(format!(
+                        "metadata of file {}: the write to disk {} failed",
+                        m.file,
+                        self.disk_name(to.disk)
+                    ));
+                    return Ok(());
+                }
+                report.bytes_copied += len;
+                off += len;
+            }
+            if ok {
+                copied = true;
+                break;
+            }
+        }
+        if !copied {
+            unreserve(self);
+            report.aus_without_source.push(format!(
+                "metadata of file {} (extent {}): no copy could be read",
+                m.file, m.index
+            ));
+            return Ok(());
+        }
+        // Switch.
+        let rec = self.files.get_mut(&m.file).expect("invariant: found above");
+        let e = if indirect {
+            &mut rec.entry.indirect[index as usize]
+        } else {
+            &mut rec.extents[index as usize]
+        };
+        let Some(slot) = e.copies().iter().position(|c| *c == from) else {
+            unreserve(self);
+            return Ok(());
+        };
+        e.copies[slot] = to;
+        e.stale[slot] = 0;
+        let initialized = e.initialized;
+        if let Some(a) = self.member_mut(to.disk).and_then(|t| t.alloc.as_mut()) {
+            a.claim(to.au, m.aus as u32);
+        }
+        if indirect {
+            self.dirty.insert(Dirty::Entry(m.file));
+        } else {
+            self.dirty_extent(m.file, index);
+        }
+        if !self.is_forced(from.disk) {
+            let gone = Extent::new(&[from], initialized);
+            // Journaled metadata: the ring may hold records that target it.
+            self.free_extent(m.file, &gone, if indirect { 0 } else { index }, true);
+        }
+        self.depend_on(to.disk);
+        self.commit()?;
+        if m.file == FILE_DIRECTORY && !indirect && index == 0 {
+            self.checkpoint()?;
+            self.superblocks_or_stop()?;
+        }
+        self.checkpoint()?;
+        report.metadata_moves += 1;
+        report.moves_done += 1;
+        report.aus_moved += m.aus;
+        if m.pass == Pass::Rebuild {
+            report.copies_rebuilt += 1;
+        }
+        Ok(())
+    }
+
+    fn is_forced(&self, disk: u16) -> bool {
+        self.member(disk).is_some_and(|m| m.entry.forced())
+    }
+
+    /// The end of a rebalance: every DROPPING disk no copy is left on leaves
+    /// the group (FORMER); when the plan is empty the rebalance is no longer
+    /// pending.
+    pub(super) fn rebalance_finish(
+        &mut self,
+        report: &mut RebalanceReport,
+    ) -> Result<(), GroupError> {
+        self.check_writable()?;
+        let mut holding: BTreeSet<u16> = BTreeSet::new();
+        for e in self.plan_extents() {
+            holding.extend(e.copies);
+        }
+        let empty: Vec<u16> = self
+            .members
+            .iter()
+            .flatten()
+            .filter(|m| m.entry.dropping() && !holding.contains(&m.entry.number))
+            .map(|m| m.entry.number)
+            .collect();
+        if !empty.is_empty() {
+            // No reader of an old map may still be reading them.
+            self.wait_for_readers();
+            self.checkpoint()?;
+            let gone: Vec<(u16, Option<DeviceId>, String, bool)> = empty
+                .iter()
+                .filter_map(|d| {
+                    self.member(*d)
+                        .map(|m| (*d, m.device, m.entry.label.clone(), m.online().is_some()))
+                })
+                .collect();
+            for (d, _, _, _) in &gone {
+                self.members[usize::from(*d)] = None;
+            }
+            while self.members.last().is_some_and(Option::is_none) {
+                self.members.pop();
+            }
+            self.superblocks_or_stop()?;
+            self.publish_disks();
+            for (_, device, label, reachable) in gone {
+                report.disks_dropped.push(label.clone());
+                let Some(device) = device.filter(|_| reachable) else {
+                    continue;
+                };
+                // The group no longer lists it: its header says FORMER, so
+                // it lists as free to reuse. A failure here leaves a header
+                // naming a group that does not list the disk, which `alter
+                // --add` and `create` take again.
+                let _ = self.former_header(device, &label);
+            }
+        }
+        if self.rebalance_plan().is_ok_and(|p| p.moves.is_empty()) {
+            self.set_rebalance_pending(None)?;
+        }
+        Ok(())
+    }
+
+    fn former_header(&mut self, device: DeviceId, label: &str) -> Result<(), GroupError> {
+        let scan =
+            HeaderScan::read(&mut *self.engine, device).map_err(io_err(label.to_string()))?;
+        let mut header = scan
+            .good()
+            .map(|(_, h)| h.header.clone())
+            .max_by_key(|h| h.generation)
+            .ok_or_else(|| GroupError::Invalid(format!("disk {label} lost its label")))?;
+        header.group_uuid = None;
+        header.set_former_group(Some(self.uuid));
+        header.generation = scan.generation_max() + 1;
+        header.written_unix_seconds = (self.clock)();
+        let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
+        labeling::write_copies(&mut *self.engine, device, &header, &all)
+            .map_err(|e| GroupError::Invalid(format!("disk {label}: writing its header: {e}")))
+    }
+
+    /// Wait until every data operation that took a view before now is over.
+    pub(super) fn wait_for_readers(&self) {
+        let epoch = self.plane.advance_epoch();
+        let mut waited = false;
+        while self.plane.oldest_running() < epoch {
+            waited = true;
+            if !cairn_io::sched::blocked() {
+                std::thread::yield_now();
+            }
+        }
+        if waited {
+            cairn_io::sched::resumed();
+        }
+    }
+}
+
+/// Data moves one batch makes at `power` (relocation I/Os in flight, each
+/// at most 1 MiB).
+pub(super) fn relocation_batch(power: usize, au_bytes: u64) -> usize {
+    super::resync::batch_len(power, au_bytes)
+}
+
+/// Copy a batch of relocations under their extents' exclusive latches
+/// (returned held: the switch must commit before a writer may land):
+/// every AU from the leaving copy if it can be read there, else from
+/// another readable, non-stale copy. Returns the relocations whose new copy
+/// is whole (with the AUs no copy could give marked stale in it).
+pub(super) fn copy_relocations(
+    port: &mut dyn DataPort,
+    slot: Option<&std::sync::atomic::AtomicU64>,
+    batch: &[Relocation],
+    report: &mut RebalanceReport,
+) -> Result<(Vec<Relocation>, LatchGuard), GroupError> {
+    let keys: Vec<(LatchKey, bool)> = batch
+        .iter()
+        .map(|r| ((r.file, r.incarnation, r.extent), true))
+        .collect();
+    let latch = port.plane().latch(keys);
+    let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+    let view = port.disk_view();
+    let mut done: Vec<Relocation> = Vec::new();
+    // (relocation index, source, AU in the extent, offset in the AU, length)
+    let mut pieces: Vec<(usize, AuAddr, u64, u64, u64)> = Vec::new();
+    let mut ready: Vec<Relocation> = Vec::new();
+    let mut au_bytes = 0;
+    for r in batch {
+        let Some(snap) = port
+            .snapshot(r.file)
+            .filter(|f| f.incarnation == r.incarnation)
+        else {
+            continue;
+        };
+        let Some(ext) = snap.extent(r.extent) else {
+            continue;
+        };
+        let Some(from_slot) = ext.copies().iter().position(|c| *c == r.from) else {
+            continue;
+        };
+        if !view.is_writable(r.to.disk) {
+            continue;
+        }
+        let mut r = *r;
+        if !ext.initialized {
+            // Never written: nothing to copy (its first write zeroes every
+            // copy, the new one included).
+            done.push(r);
+            continue;
+        }
+        au_bytes = snap.au_bytes;
+        let k = ready.len();
+        for au in 0..r.aus {
+            let readable =
+                |slot: usize, c: &AuAddr| view.is_online(c.disk) && !ext.stale_in(slot, au..au + 1);
+            let source = if readable(from_slot, &r.from) {
+                Some(r.from)
+            } else {
+                ext.copies()
+                    .iter()
+                    .enumerate()
+                    .find(|(s, c)| *s != from_slot && readable(*s, c))
+                    .map(|(_, c)| *c)
+            };
+            let Some(source) = source else {
+                r.stale |= 1 << au;
+                report.aus_without_source.push(format!(
+                    "file {} extent {} AU {}: no readable copy; the new copy on disk {} is marked stale there",
+                    r.file,
+                    r.extent,
+                    au,
+                    view.name(r.to.disk)
+                ));
+                continue;
+            };
+            let step = RESYNC_IO_BYTES_MAX.min(snap.au_bytes);
+            let mut off = 0;
+            while off < snap.au_bytes {
+                pieces.push((k, source, au, off, step.min(snap.au_bytes - off)));
+                off += step;
+            }
+        }
+        ready.push(r);
+    }
+    let place = |c: AuAddr, au: u64, off: u64| (u64::from(c.au) + au) * au_bytes + off;
+    let reads = pieces
+        .iter()
+        .map(|(_, src, au, off, len)| data::DiskIo {
+            disk: src.disk,
+            op: Op::Read {
+                offset_bytes: place(*src, *au, *off),
+                buf: port.buffer(*len as usize),
+            },
+        })
+        .collect();
+    let mut failed: BTreeSet<usize> = BTreeSet::new();
+    let mut writes = Vec::new();
+    let mut of = Vec::new();
+    for ((k, _, au, off, len), (result, buf)) in pieces.iter().zip(data::run(port, reads)?) {
+        match (result, buf) {
+            (Ok(_), Some(buf)) => {
+                of.push((*k, *len));
+                writes.push(data::DiskIo {
+                    disk: ready[*k].to.disk,
+                    op: Op::Write {
+                        offset_bytes: place(ready[*k].to, *au, *off),
+                        buf,
+                        fua: false,
+                    },
+                });
+            }
+            _ => {
+                if failed.insert(*k) {
+                    report.moves_left.push(format!(
+                        "file {} extent {}: a read of its copy failed",
+                        ready[*k].file, ready[*k].extent
+                    ));
+                }
+            }
+        }
+    }
+    let mut failed_disks = BTreeSet::new();
+    for ((k, len), (result, buf)) in of.iter().zip(data::run(port, writes)?) {
+        if let Some(buf) = buf {
+            port.recycle(buf);
+        }
+        match result {
+            Ok(_) => {
+                port.wrote(ready[*k].to.disk);
+                report.bytes_copied += len;
+            }
+            Err(_) => {
+                failed_disks.insert(ready[*k].to.disk);
+                if failed.insert(*k) {
+                    report.moves_left.push(format!(
+                        "file {} extent {}: the write to disk {} failed",
+                        ready[*k].file,
+                        ready[*k].extent,
+                        view.name(ready[*k].to.disk)
+                    ));
+                }
+            }
+        }
+    }
+    drop(guard);
+    done.extend(
+        ready
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !failed.contains(k))
+            .map(|(_, r)| *r),
+    );
+    if !failed_disks.is_empty() {
+        port.disks_failed(&failed_disks, view.epoch)?;
+    }
+    Ok((done, latch))
+}

@@ -1,0 +1,399 @@
+//! Changing a group's disks on simulated disks: add and drop in one change
+//! move exactly the dropped disks' data, a drop completes (the disk leaves,
+//! its header says FORMER), a disk dropped by force is rebuilt from its
+//! mirrors, a crash anywhere in a rebalance loses nothing and the next
+//! rebalance goes on, and every refusal changes nothing.
+
+#![allow(clippy::unwrap_used)]
+
+use cairn_format::group::DiskState;
+use cairn_format::DiskLabel;
+use cairn_io::DeviceId;
+use cairn_io_sim::{geometry, CrashAfter, CrashPolicy, SimEngine};
+use cairn_store::group::{
+    self, CreateOptions, Group, GroupError, GroupSelector, GroupSpec, NewDisk, Redundancy,
+};
+use cairn_store::header_copies::HeaderScan;
+use cairn_store::labeling::{write_label, LabelSpec};
+use cairn_store::names::GroupPath;
+use uuid::Uuid;
+
+const MIB: u64 = 1 << 20;
+const DISK: u64 = 96 * MIB;
+const GROUP_UUID: u128 = 0x5EED;
+
+/// Six labelled simulated disks D0..D5; a group SIM of `redundancy` over
+/// D0..D3 in failure groups A, A, B, B (1 MiB AUs). D4 and D5 are spares.
+fn rig(redundancy: Redundancy) -> (CrashAfter, Vec<DeviceId>) {
+    let mut sim = SimEngine::new(11, 64);
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let d = sim.add_disk(geometry(DISK, 4096, 4096, 512 << 10));
+        write_label(
+            &mut sim,
+            d,
+            &LabelSpec {
+                label: DiskLabel::parse(&format!("D{i}")).unwrap(),
+                disk_uuid: Uuid::from_u128(0xD15C << 16 | i as u128),
+                now_unix_seconds: 1_763_700_000,
+                generation: 1,
+            },
+        )
+        .unwrap();
+        ids.push(d);
+    }
+    let mut engine = CrashAfter::vanishing(sim, usize::MAX);
+    let new: Vec<NewDisk> = ids[..4]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| NewDisk {
+            device: *d,
+            failgroup: Some(if i < 2 { "A" } else { "B" }.to_string()),
+        })
+        .collect();
+    group::create(
+        &mut engine,
+        &new,
+        &GroupSpec {
+            name: "SIM".into(),
+            redundancy,
+            au_bytes: MIB,
+            sector_bytes: None,
+            force: false,
+            now_unix_seconds: 1_763_700_000,
+            group_uuid: Uuid::from_u128(GROUP_UUID),
+        },
+    )
+    .unwrap()
+    .dismount()
+    .unwrap();
+    (engine, ids)
+}
+
+fn mount<'e>(engine: &'e mut CrashAfter, ids: &[DeviceId]) -> Group<'e> {
+    group::mount(engine, ids, &GroupSelector::Name("SIM".into()))
+        .unwrap()
+        .0
+}
+
+fn path(name: &str) -> GroupPath {
+    GroupPath::parse(&format!("+SIM/{name}")).unwrap()
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8)
+        .collect()
+}
+
+/// Files x (20 MiB) and y (9 MiB, written in part), as written.
+fn fill(g: &mut Group<'_>) -> Vec<(u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (name, size, seed, written) in [("x", 20 * MIB, 1, 20 * MIB), ("y", 9 * MIB, 2, 5 * MIB)] {
+        let f = g
+            .create_file(&path(name), size, &CreateOptions::default())
+            .unwrap();
+        let mut want = vec![0u8; size as usize];
+        let data = pattern(seed, written as usize);
+        g.write(f.number, 0, &data).unwrap();
+        want[..written as usize].copy_from_slice(&data);
+        out.push((f.number, want));
+    }
+    out
+}
+
+fn reads_back(g: &mut Group<'_>, files: &[(u32, Vec<u8>)]) {
+    for (number, want) in files {
+        let mut got = vec![0u8; want.len()];
+        g.read(*number, 0, &mut got).unwrap();
+        assert!(got == *want, "file {number} reads back as written");
+    }
+}
+
+fn header_of(engine: &mut CrashAfter, d: DeviceId) -> cairn_format::DiskHeader {
+    let scan = HeaderScan::read(engine, d).unwrap();
+    scan.good()
+        .map(|(_, h)| h.header.clone())
+        .max_by_key(|h| h.generation)
+        .unwrap()
+}
+
+fn members(g: &Group<'_>) -> Vec<String> {
+    g.disks().into_iter().map(|d| d.label).collect()
+}
+
+fn aus_on(g: &Group<'_>, label: &str) -> u64 {
+    let d = g.disks().into_iter().find(|d| d.label == label).unwrap();
+    d.total_aus - d.free_aus.unwrap()
+}
+
+/// ASM's "add and drop in one operation": D4 (A) and D5 (B) come in, D1
+/// (A) and D3 (B) go; the plan moves exactly what D1 and D3 held, the
+/// rebalance does what `--explain` said, the dropped disks leave the
+/// directory with FORMER headers, and every file reads back — from a mount
+/// without the dropped disks, too.
+#[test]
+fn add_two_and_drop_two_moves_the_dropped_disks_data_once() {
+    let (mut engine, ids) = rig(Redundancy::Normal);
+    let files = {
+        let mut g = mount(&mut engine, &ids);
+        let files = fill(&mut g);
+        let held = aus_on(&g, "D1") + aus_on(&g, "D3");
+        let adds = g
+            .prepare_adds(
+                &[
+                    NewDisk {
+                        device: ids[4],
+                        failgroup: Some("A".into()),
+                    },
+                    NewDisk {
+                        device: ids[5],
+                        failgroup: Some("B".into()),
+                    },
+                ],
+                false,
+            )
+            .unwrap();
+        let drops = vec!["D1".to_string(), "D3".to_string()];
+        let explain = g.explain_change(&adds, &drops).unwrap();
+        assert_eq!(
+            explain.aus_to_move, held,
+            "the plan moves exactly the dropped disks' AUs: {explain:#?}"
+        );
+        assert_eq!(explain.balance_moves, 0, "{explain:#?}");
+        // --explain changed nothing.
+        assert_eq!(members(&g), ["D0", "D1", "D2", "D3"]);
+        g.add_disks(adds).unwrap();
+        g.request_drops(&drops).unwrap();
+        assert!(g.disks().iter().filter(|d| d.dropping).count() == 2);
+        let mut seen = Vec::new();
+        let report = g.rebalance(4, &mut |p| seen.push(p)).unwrap();
+        assert_eq!(report.aus_moved, explain.aus_to_move, "{report:#?}");
+        assert!(report.moves_left.is_empty(), "{report:#?}");
+        assert!(report.metadata_moves > 0, "D1 or D3 held metadata copies");
+        assert_eq!(report.disks_dropped, ["D1", "D3"]);
+        assert_eq!(seen.last().unwrap().done, seen.last().unwrap().total);
+        assert_eq!(members(&g), ["D0", "D2", "D4", "D5"]);
+        assert_eq!(g.rebalance_pending(), None);
+        reads_back(&mut g, &files);
+        assert!(g.check(false).unwrap().clean());
+        g.dismount().unwrap();
+        files
+    };
+    for gone in [ids[1], ids[3]] {
+        let h = header_of(&mut engine, gone);
+        assert_eq!(h.group_uuid, None, "a dropped disk is in no group");
+        assert_eq!(h.former_group, Some(Uuid::from_u128(GROUP_UUID)));
+    }
+    // The group no longer needs D1 and D3: mounted without them, it is
+    // whole; mounted with them in sight, it ignores them.
+    let stay = [ids[0], ids[2], ids[4], ids[5]];
+    for devices in [stay.to_vec(), ids.clone()] {
+        let (mut g, report) =
+            group::mount(&mut engine, &devices, &GroupSelector::Name("SIM".into())).unwrap();
+        assert!(report.disks_marked_offline.is_empty(), "{report:?}");
+        assert!(g.disks().iter().all(|d| d.state == DiskState::Online));
+        reads_back(&mut g, &files);
+        assert!(g.check(false).unwrap().clean());
+        g.dismount().unwrap();
+    }
+}
+
+/// A crash at any point of an add-and-drop rebalance (each write the
+/// rebalance makes, in turn, as the last one) loses nothing: the next mount
+/// finishes the step in flight, the next rebalance goes on from the maps,
+/// and the result is the same as without a crash.
+#[test]
+fn a_crash_anywhere_in_a_rebalance_loses_nothing_and_it_resumes() {
+    let mut point = 0;
+    let mut crashed = 0;
+    loop {
+        let (mut engine, ids) = rig(Redundancy::Normal);
+        let budget = engine.budget();
+        let files = {
+            let mut g = mount(&mut engine, &ids);
+            let files = fill(&mut g);
+            let adds = g
+                .prepare_adds(
+                    &[
+                        NewDisk {
+                            device: ids[4],
+                            failgroup: Some("A".into()),
+                        },
+                        NewDisk {
+                            device: ids[5],
+                            failgroup: Some("B".into()),
+                        },
+                    ],
+                    false,
+                )
+                .unwrap();
+            g.add_disks(adds).unwrap();
+            g.request_drops(&["D0".to_string(), "D2".to_string()])
+                .unwrap();
+            budget.set(point);
+            let _ = g.rebalance(2, &mut |_| {});
+            files
+        };
+        let finished = budget.get() > 0;
+        budget.set(usize::MAX);
+        let policy = [
+            CrashPolicy::LOSE_ALL,
+            CrashPolicy::KEEP_ALL,
+            CrashPolicy::MIXED,
+        ][point % 3];
+        engine.inner.crash(policy);
+        {
+            let mut g = mount(&mut engine, &ids);
+            reads_back(&mut g, &files);
+            let report = g.rebalance(8, &mut |_| {}).unwrap();
+            assert!(report.moves_left.is_empty(), "point {point}: {report:#?}");
+            assert_eq!(
+                members(&g),
+                ["D1", "D3", "D4", "D5"],
+                "point {point}: the drop completed"
+            );
+            reads_back(&mut g, &files);
+            let check = g.check(false).unwrap();
+            assert!(check.clean(), "point {point}: {check:#?}");
+            g.dismount().unwrap();
+        }
+        let (mut g, _) = group::mount(
+            &mut engine,
+            &[ids[1], ids[3], ids[4], ids[5]],
+            &GroupSelector::Name("SIM".into()),
+        )
+        .unwrap();
+        reads_back(&mut g, &files);
+        g.dismount().unwrap();
+        if finished {
+            break;
+        }
+        crashed += 1;
+        // Every write early on (metadata moves), then every seventh.
+        point += if point < 60 { 1 } else { 7 };
+    }
+    assert!(crashed > 20, "the rebalance was cut at {crashed} points");
+}
+
+/// A disk that is gone is dropped by force; the rebalance rebuilds its
+/// copies from their mirrors on the disks of its failure group, and then
+/// the other failure group alone reads every file.
+#[test]
+fn a_disk_dropped_by_force_is_rebuilt_from_its_mirrors() {
+    let (mut engine, ids) = rig(Redundancy::Normal);
+    let files = {
+        let mut g = mount(&mut engine, &ids);
+        let files = fill(&mut g);
+        g.dismount().unwrap();
+        files
+    };
+    // D3 is gone for good.
+    let without = [ids[0], ids[1], ids[2], ids[4]];
+    let mut g = mount(&mut engine, &without);
+    // An ONLINE disk is not dropped by force; a name not in the group is
+    // refused; the refusals change nothing.
+    let e = g.drop_disks_forced(&["D2".into()]).unwrap_err();
+    assert!(e.to_string().contains("only an OFFLINE disk"), "{e}");
+    let e = g.drop_disks_forced(&["NOPE".into()]).unwrap_err();
+    assert!(matches!(e, GroupError::NotFound(_)), "{e}");
+    // Rebalance refuses while D3 is OFFLINE and not dropped.
+    let e = g.rebalance(4, &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("OFFLINE"), "{e}");
+    // D2 alone in failure group B: its copies are rebuilt there... but
+    // first a new disk joins B to take the load.
+    let adds = g
+        .prepare_adds(
+            &[NewDisk {
+                device: ids[4],
+                failgroup: Some("B".into()),
+            }],
+            false,
+        )
+        .unwrap();
+    g.add_disks(adds).unwrap();
+    g.drop_disks_forced(&["D3".into()]).unwrap();
+    let report = g.rebalance(16, &mut |_| {}).unwrap();
+    assert!(report.copies_rebuilt > 0, "{report:#?}");
+    assert!(report.moves_left.is_empty(), "{report:#?}");
+    assert_eq!(report.disks_dropped, ["D3"]);
+    assert_eq!(members(&g), ["D0", "D1", "D2", "D4"]);
+    assert!(g.check(false).unwrap().clean());
+    g.dismount().unwrap();
+    // Failure group A gone: B (D2, D4) alone holds every file.
+    let (mut g, _) = group::mount_read_only(
+        &mut engine,
+        &[ids[2], ids[4]],
+        &GroupSelector::Name("SIM".into()),
+    )
+    .unwrap();
+    reads_back(&mut g, &files);
+}
+
+/// Every refusal of a change says what is wrong and changes nothing.
+#[test]
+fn refused_changes_change_nothing() {
+    let (mut engine, ids) = rig(Redundancy::Normal);
+    let mut g = mount(&mut engine, &ids);
+    fill(&mut g);
+    let before = g.disks();
+    // Dropping a whole failure group leaves one: normal redundancy needs two.
+    let e = g.request_drops(&["D2".into(), "D3".into()]).unwrap_err();
+    assert!(e.to_string().contains("failure group"), "{e}");
+    // Not a member.
+    let e = g.request_drops(&["D9".into()]).unwrap_err();
+    assert!(matches!(e, GroupError::NotFound(_)), "{e}");
+    // A member added twice, and a disk already in the group.
+    let e = g
+        .prepare_adds(
+            &[NewDisk {
+                device: ids[0],
+                failgroup: None,
+            }],
+            false,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("already a member"), "{e}");
+    // Power out of range.
+    let e = g.rebalance(1025, &mut |_| {}).unwrap_err();
+    assert!(e.to_string().contains("0 (pause) to 1024"), "{e}");
+    // External redundancy has no mirror to rebuild from.
+    assert_eq!(g.disks(), before);
+    // Undrop with nothing pending.
+    assert!(g.undrop().is_err());
+    // A drop is pending, then undone: nothing moved, D1 a plain member.
+    g.request_drops(&["D1".into()]).unwrap();
+    assert_eq!(g.undrop().unwrap(), ["D1"]);
+    assert_eq!(g.disks(), before);
+    // Power 0: recorded as pending (paused), nothing moves.
+    g.request_drops(&["D1".into()]).unwrap();
+    let report = g.rebalance(0, &mut |_| {}).unwrap();
+    assert!(report.paused && report.moves_done == 0);
+    assert_eq!(g.rebalance_pending(), Some(0));
+    g.dismount().unwrap();
+    let (g, report) = group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("rebalance is pending to drop D1")),
+        "{report:?}"
+    );
+    assert!(g.disks().iter().any(|d| d.label == "D1" && d.dropping));
+}
+
+/// In external redundancy a disk is dropped by moving its data (there is
+/// no mirror to rebuild from, so a forced drop is refused, saying why).
+#[test]
+fn external_redundancy_drops_by_moving_and_refuses_force() {
+    let (mut engine, ids) = rig(Redundancy::External);
+    let mut g = mount(&mut engine, &ids);
+    let files = fill(&mut g);
+    let e = g.drop_disks_forced(&["D1".into()]).unwrap_err();
+    assert!(e.to_string().contains("external redundancy"), "{e}");
+    g.request_drops(&["D1".into()]).unwrap();
+    let report = g.rebalance(4, &mut |_| {}).unwrap();
+    assert_eq!(report.disks_dropped, ["D1"]);
+    reads_back(&mut g, &files);
+    assert!(g.check(false).unwrap().clean());
+}
