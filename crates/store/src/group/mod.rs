@@ -40,8 +40,10 @@
 //!   resize, delete as continuing operations), `data.rs` (file bytes);
 //! - `check.rs`: `cairn group check`.
 //!
-//! Not here: rebalance, adding and dropping disks, bringing an offline disk back
-//! (later work); the real-device plumbing (discovery, protection, locks) is in
+//! - `resync.rs`: stale copies and bringing an offline disk back;
+//!   `relocate.rs`: adding and dropping disks, and the rebalance.
+//!
+//! Not here: the real-device plumbing (discovery, protection, locks) is in
 //! [`crate::group_admin`].
 
 mod alloc;

@@ -425,18 +425,11 @@ impl Group<'_> {
             .map(|m| (m.entry.failgroup.clone(), m.entry.failgroup_id))
             .collect();
         for d in disks {
-            let scan = HeaderScan::read(&mut *self.engine, d.device)
-                .map_err(io_err(format!("device {}", d.device.0)))?;
-            let header = scan
-                .good()
-                .map(|(_, h)| h.header.clone())
-                .max_by_key(|h| h.generation)
-                .ok_or_else(|| {
-                    GroupError::Invalid(format!(
-                        "device {} carries no Cairn label; label it first",
-                        d.device.0
-                    ))
-                })?;
+            let (header, _) = newest_header(
+                &mut *self.engine,
+                d.device,
+                &format!("device {}", d.device.0),
+            )?;
             let label = header.label.as_str().to_string();
             if self
                 .members
@@ -546,6 +539,7 @@ impl Group<'_> {
         let mut added = Vec::new();
         for p in disks {
             let n = usize::from(p.entry.number);
+            let p_device = p.device;
             if self.members.len() <= n {
                 self.members.resize_with(n + 1, || None);
             }
@@ -591,7 +585,9 @@ impl Group<'_> {
                 self.members[n] = None;
                 return Err(e);
             }
-            if let Err(e) = self.write_membership(n as u16, Some(self.uuid), None) {
+            let label = self.disk_name(n as u16);
+            let device = p_device;
+            if let Err(e) = self.write_membership(device, &label, Some(self.uuid), None) {
                 self.members[n] = None;
                 return Err(e);
             }
@@ -601,30 +597,19 @@ impl Group<'_> {
         Ok(added)
     }
 
-    /// Rewrite a member's disk header: in `group` (or in none), and FORMER
-    /// of `former`.
+    /// Rewrite a disk's header: in `group` (or in none), and FORMER of
+    /// `former`.
     fn write_membership(
         &mut self,
-        disk: u16,
+        device: DeviceId,
+        label: &str,
         group: Option<Uuid>,
         former: Option<Uuid>,
     ) -> Result<(), GroupError> {
-        let (device, label) = match self.member(disk) {
-            Some(m) => (m.device, m.entry.label.clone()),
-            None => return Ok(()),
-        };
-        let Some(device) = device else {
-            return Ok(());
-        };
-        let scan = HeaderScan::read(&mut *self.engine, device).map_err(io_err(label.clone()))?;
-        let mut header = scan
-            .good()
-            .map(|(_, h)| h.header.clone())
-            .max_by_key(|h| h.generation)
-            .ok_or_else(|| GroupError::Invalid(format!("disk {label} lost its label")))?;
+        let (mut header, generation) = newest_header(&mut *self.engine, device, label)?;
         header.group_uuid = group;
         header.set_former_group(former);
-        header.generation = scan.generation_max() + 1;
+        header.generation = generation + 1;
         header.written_unix_seconds = (self.clock)();
         let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
         labeling::write_copies(&mut *self.engine, device, &header, &all)
@@ -1236,30 +1221,13 @@ impl Group<'_> {
                 // it lists as free to reuse. A failure here leaves a header
                 // naming a group that does not list the disk, which `alter
                 // --add` and `create` take again.
-                let _ = self.former_header(device, &label);
+                let _ = self.write_membership(device, &label, None, Some(self.uuid));
             }
         }
         if self.rebalance_plan().is_ok_and(|p| p.moves.is_empty()) {
             self.set_rebalance_pending(None)?;
         }
         Ok(())
-    }
-
-    fn former_header(&mut self, device: DeviceId, label: &str) -> Result<(), GroupError> {
-        let scan =
-            HeaderScan::read(&mut *self.engine, device).map_err(io_err(label.to_string()))?;
-        let mut header = scan
-            .good()
-            .map(|(_, h)| h.header.clone())
-            .max_by_key(|h| h.generation)
-            .ok_or_else(|| GroupError::Invalid(format!("disk {label} lost its label")))?;
-        header.group_uuid = None;
-        header.set_former_group(Some(self.uuid));
-        header.generation = scan.generation_max() + 1;
-        header.written_unix_seconds = (self.clock)();
-        let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
-        labeling::write_copies(&mut *self.engine, device, &header, &all)
-            .map_err(|e| GroupError::Invalid(format!("disk {label}: writing its header: {e}")))
     }
 
     /// Wait until every data operation that took a view before now is over.
@@ -1276,6 +1244,24 @@ impl Group<'_> {
             cairn_io::sched::resumed();
         }
     }
+}
+
+/// A device's newest good header and the highest generation any copy
+/// holds; refused, saying so, when it carries no Cairn label.
+pub(super) fn newest_header(
+    engine: &mut dyn IoEngine,
+    device: DeviceId,
+    what: &str,
+) -> Result<(DiskHeader, u64), GroupError> {
+    let scan = HeaderScan::read(engine, device).map_err(io_err(what.to_string()))?;
+    let header = scan
+        .good()
+        .map(|(_, h)| h.header.clone())
+        .max_by_key(|h| h.generation)
+        .ok_or_else(|| {
+            GroupError::Invalid(format!("{what} carries no Cairn label; label it first"))
+        })?;
+    Ok((header, scan.generation_max()))
 }
 
 /// Data moves one batch makes at `power` (relocation I/Os in flight, each

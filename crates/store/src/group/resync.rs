@@ -780,17 +780,7 @@ impl Group<'_> {
         // Data operations that took the view before this one may still be
         // writing to the disks: wait for them, then flush the disks again,
         // so what they wrote is on the media (nothing marks it).
-        let epoch = self.plane.advance_epoch();
-        let mut waited = false;
-        while self.plane.oldest_running() < epoch {
-            waited = true;
-            if !cairn_io::sched::blocked() {
-                std::thread::yield_now();
-            }
-        }
-        if waited {
-            cairn_io::sched::resumed();
-        }
+        self.wait_for_readers();
         let devices = disks
             .iter()
             .filter_map(|d| Some((*d, self.member(*d)?.device?)))
