@@ -850,20 +850,20 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 force,
                 now_unix_seconds(),
             )?;
+            let mut joined = false;
             let outcome = alter(
                 engine.as_mut(),
                 &discover,
                 &name,
                 &new,
                 &drop,
-                power,
-                explain,
-                force,
-                output.json,
+                (power, explain, force, output.json),
+                &mut joined,
             );
-            // Refused, or only explained: the disks this call labelled are
-            // as they were.
-            if outcome.is_err() || explain {
+            // Refused before the disks joined, or only explained: the disks
+            // this call labelled are as they were. Once they joined, their
+            // labels are the group's (whatever failed after).
+            if !joined && (outcome.is_err() || explain) {
                 group_admin::erase_new_labels(engine.as_mut(), &added);
             }
             return outcome;
@@ -962,12 +962,29 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 force,
                 now_unix_seconds(),
             )?;
+            let mut joined = false;
             let outcome = (|| -> Result<Outcome> {
                 let mut m = mount(engine.as_mut(), &discover, &name)?;
                 let prepared = m.group.prepare_adds(&new, force);
                 let prepared = said(&m.group, prepared)?;
+                // The rebuild must be able to run once the new disk is in:
+                // no other disk may be out of service.
+                if let Some(other) = m.group.disks().into_iter().find(|d| {
+                    !d.label.eq_ignore_ascii_case(&disk)
+                        && !d.dropped_by_force
+                        && d.state != cairn_format::group::DiskState::Online
+                }) {
+                    bail!(
+                        "disk {} is {} too: bring it back (`cairn group online {name} {}`) or drop it (`cairn group drop-disk {name} {} --force`) before replacing {disk}",
+                        other.label,
+                        other.state.as_str(),
+                        other.label,
+                        other.label
+                    );
+                }
                 let result = m.group.add_disks(prepared);
                 said(&m.group, result)?;
+                joined = true;
                 let result = m.group.drop_disks_forced(std::slice::from_ref(&disk));
                 said(&m.group, result)?;
                 let report = run_rebalance(&mut m.group, usize::from(power), output.json);
@@ -978,7 +995,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 print_rebalance(&group_name, &report, &rows, output.json)?;
                 Ok(Outcome::Done)
             })();
-            if outcome.is_err() {
+            if outcome.is_err() && !joined {
                 group_admin::erase_new_labels(engine.as_mut(), &added);
             }
             return outcome;
@@ -1100,17 +1117,14 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
 
 /// `group alter` once the new disks are open: mount, check the change,
 /// explain it, or make it and rebalance.
-#[allow(clippy::too_many_arguments)]
 fn alter(
     engine: &mut dyn FileEngine,
     discover: &Discover,
     name: &str,
     new: &[group::NewDisk],
     drops: &[String],
-    power: u16,
-    explain: bool,
-    force: bool,
-    json: bool,
+    (power, explain, force, json): (u16, bool, bool, bool),
+    joined: &mut bool,
 ) -> Result<Outcome> {
     let mut m = mount(engine, discover, name)?;
     let prepared = m.group.prepare_adds(new, force);
@@ -1175,8 +1189,15 @@ fn alter(
         }
         return Ok(Outcome::Done);
     }
+    // A rebalance that could not run would leave the change half done:
+    // refused before anything changes (power 0 asks for no rebalance).
+    if power > 0 {
+        let blocked = m.group.rebalance_blocker();
+        said(&m.group, blocked)?;
+    }
     let added = m.group.add_disks(prepared);
     let added = said(&m.group, added)?;
+    *joined = true;
     if !drops.is_empty() {
         let dropped = m.group.request_drops(drops);
         said(&m.group, dropped)?;
@@ -1208,14 +1229,30 @@ fn run_rebalance(
     json: bool,
 ) -> Result<group::relocate::RebalanceReport, group::GroupError> {
     let plan = group.rebalance_plan();
+    // Redundancy is whole once the last rebuild move is done, in the order
+    // the moves run (metadata first, then data).
     let rebuild: u64 = plan
         .as_ref()
         .map(|p| {
-            p.moves
+            let meta = |m: &&cairn_store::rebalance::Move| {
+                m.file < cairn_format::group::FILE_NUMBER_USER_MIN
+                    || m.index & group::relocate::INDIRECT_INDEX != 0
+            };
+            let order: Vec<&cairn_store::rebalance::Move> = p
+                .moves
                 .iter()
-                .filter(|m| m.pass == cairn_store::rebalance::Pass::Rebuild)
-                .map(|m| m.aus)
-                .sum()
+                .filter(meta)
+                .chain(p.moves.iter().filter(|m| !meta(m)))
+                .collect();
+            let mut done = 0;
+            let mut until = 0;
+            for m in order {
+                done += m.aus;
+                if m.pass == cairn_store::rebalance::Pass::Rebuild {
+                    until = done;
+                }
+            }
+            until
         })
         .unwrap_or(0);
     let resumed = group.rebalance_pending().is_some();

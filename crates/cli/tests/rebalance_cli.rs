@@ -235,3 +235,75 @@ fn add_and_drop_on_512_and_4096_byte_loop_devices() {
         drop(devices);
     }
 }
+
+/// A change whose rebalance could not run (a disk is OFFLINE) is refused
+/// before anything changes: the new disk stays blank; `replace` puts a new
+/// disk in place of the OFFLINE one, rebuilt from the mirrors; `drop-disk
+/// --force` is refused in external redundancy.
+#[test]
+fn changes_with_a_disk_offline() {
+    let dir = scratch();
+    let root = dir.path().to_path_buf();
+    let paths: Vec<String> = (0..6)
+        .map(|i| {
+            sparse(&root.join(format!("d{i}.img")), 160 * MIB)
+                .display()
+                .to_string()
+        })
+        .collect();
+    let glob = format!("{}/*.img", root.display());
+    let run = root.join("run").display().to_string();
+    let cairn = |args: &[&str]| cairn_with(&glob, &[("CAIRN_RUN_DIR", &run)], args);
+    let mut args = vec!["group", "create", "OFF"];
+    let disks: Vec<String> = paths[..4]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{p}=FG{}", 1 + i / 2))
+        .collect();
+    for d in &disks {
+        args.extend(["--disk", d]);
+    }
+    cairn(&args).ok();
+    let src = random_file(&root.join("src.bin"), 12 * MIB, 5);
+    cairn(&["cp", src.to_str().unwrap(), "+OFF/a.dbf"]).ok();
+    // OFF_0003 goes away; a mount records it OFFLINE.
+    std::fs::rename(&paths[3], root.join("d3.away")).unwrap();
+    cairn(&["group", "mount", "OFF"]).ok();
+    cairn(&["group", "alter", "OFF", "--add", &paths[4]]).refused("OFF_0003 is OFFLINE");
+    let list = cairn(&["disk", "list", "--json"]).ok().json();
+    assert_eq!(status_of(&list, &paths[4]), "CANDIDATE", "nothing changed");
+    // Replace it: the new disk joins FG2 and OFF_0003's copies are rebuilt
+    // from their mirrors onto it.
+    let done = cairn(&[
+        "group", "replace", "OFF", "OFF_0003", "--with", &paths[4], "--json",
+    ])
+    .ok()
+    .json();
+    let r = &done["rebalance"];
+    assert!(r["copies_rebuilt"].as_u64().unwrap() > 0, "{r:#}");
+    assert_eq!(r["disks_dropped"], serde_json::json!(["OFF_0003"]));
+    let rows = cairn(&["group", "disks", "OFF", "--json"]).ok().json();
+    assert_eq!(
+        labels(&rows),
+        ["OFF_0000", "OFF_0001", "OFF_0002", "OFF_0004"]
+    );
+    let fg2: Vec<&Value> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["failgroup"] == "FG2")
+        .collect();
+    assert_eq!(
+        fg2.len(),
+        2,
+        "the new disk took the failure group: {rows:#}"
+    );
+    cairn(&["group", "check", "OFF"]).ok();
+    // FG1 gone: FG2 alone (OFF_0002 and the new disk) reads the file whole.
+    for p in &paths[..2] {
+        std::fs::rename(p, format!("{p}.away")).unwrap();
+    }
+    let out = root.join("out.bin");
+    cairn(&["cp", "+OFF/a.dbf", out.to_str().unwrap()]).ok();
+    assert_eq!(digest(&out), digest(&src));
+}

@@ -1053,6 +1053,10 @@ pub fn open_new_disks(
             }
         }
     }
+    // A member out of reach keeps its label: a new disk must not take it.
+    if let Some(g) = &newest {
+        taken.extend(g.disks.iter().map(|d| d.label.to_ascii_uppercase()));
+    }
     let mut new = Vec::new();
     let mut added: Vec<AddedDisk> = Vec::new();
     let result = (|| -> Result<(), GroupAdminError> {

@@ -12,6 +12,12 @@
 //! fails, the disks keep, lose or tear what was not flushed, and the group is
 //! mounted again — sometimes dying once more during that mount's recovery.
 //!
+//! A life-cycle actor takes disks offline and brings them back (mirrored
+//! groups), and changes the disks: adds a spare, drops a member, and runs
+//! the rebalance at power 1, 2, 4 or 16 while the writers write the very
+//! extents it moves; after the crash a rebalance left pending is finished
+//! before the checks.
+//!
 //! Faults in the random runs (mirrored groups only, on disks of one failure
 //! group, so a copy survives): a lost disk, transient read and write errors,
 //! misdirected writes and bit rot; and at the crash, writes torn at 512-byte
@@ -48,10 +54,10 @@ mod common;
 use common::Rand;
 use common::MIB;
 const KIB: u64 = 1 << 10;
-/// Seeds per CI run: about 5 minutes on a 2-core machine (~17 seeds a
-/// second, two at a time, with the life-cycle actor: its seeds take twice
-/// the scheduling points, not yet understood); `CAIRN_INTERLEAVE_SEEDS`
-/// sets another count (100,000 for a long run).
+/// Seeds per CI run: about 4½ minutes on a 2-core machine (~19 seeds a
+/// second, two at a time, with the life-cycle actor's resyncs and
+/// rebalances); `CAIRN_INTERLEAVE_SEEDS` sets another count (100,000 for a
+/// long run).
 const SEEDS_CI: u64 = 5_000;
 /// Operations per writer and per metadata actor, before the crash cuts them.
 const OPS_PER_ACTOR: usize = 80;
@@ -64,6 +70,9 @@ fn trace() -> bool {
 struct Config {
     /// (size, failure group) per disk.
     disks: Vec<(u64, usize)>,
+    /// Labelled disks outside the group that the life-cycle actor may add
+    /// (size, failure group).
+    spares: Vec<(u64, usize)>,
     redundancy: Redundancy,
     logical: u32,
     physical: u32,
@@ -80,6 +89,14 @@ fn config(rng: &mut Rand) -> Config {
     let disks = (0..count)
         .map(|i| (384 * MIB + rng.below(3) * 128 * MIB, i % fgs))
         .collect();
+    let spares = (0..rng.below(3))
+        .map(|_| {
+            (
+                384 * MIB + rng.below(3) * 128 * MIB,
+                rng.below(fgs as u64) as usize,
+            )
+        })
+        .collect();
     let logical = if rng.chance(50) { 512 } else { 4096 };
     // 512n disks tear 4 KiB metadata blocks at 512-byte sectors.
     let physical = if logical == 512 && rng.chance(50) {
@@ -89,6 +106,7 @@ fn config(rng: &mut Rand) -> Config {
     };
     Config {
         disks,
+        spares,
         redundancy,
         logical,
         physical,
@@ -102,6 +120,7 @@ fn build(seed: u64, cfg: &Config) -> (SimEngine, Vec<DeviceId>) {
         &mut sim,
         cfg.disks
             .iter()
+            .chain(&cfg.spares)
             .map(|(size, _)| geometry(*size, cfg.logical, cfg.physical, 512 << 10)),
         |i| 0xC0DE << 64 | u128::from(seed) << 16 | i as u128,
     );
@@ -356,6 +375,10 @@ struct World {
     /// Disks taken offline on request and brought back (each resynced).
     offlined: AtomicU64,
     resynced: AtomicU64,
+    /// Spares added, drops completed, extent copies moved by rebalances.
+    added: AtomicU64,
+    dropped: AtomicU64,
+    moved: AtomicU64,
 }
 
 impl World {
@@ -806,15 +829,14 @@ fn fault_actor(world: &World, seed: u64) {
 /// the fault actor hits: two failure groups down at once would lose
 /// acknowledged writes in a normal-redundancy group, by design.
 fn lifecycle_actor(world: &World, seed: u64) {
-    if world.cfg.redundancy == Redundancy::External {
-        return;
-    }
     // The fault actor's failure group (its own stream, drawn the same way).
     let fg = victim_fg(world, &mut Rand::new(seed ^ 0xFA17));
     let mut rng = Rand::new(seed ^ 0x11FE);
     let ours: Vec<usize> = (0..world.cfg.disks.len())
         .filter(|i| world.cfg.disks[*i].1 == fg)
         .collect();
+    let mut spares = 0..world.cfg.spares.len();
+    let mirrored = world.cfg.redundancy != Redundancy::External;
     for _ in 0..OPS_PER_ACTOR / 8 {
         if world.stopped() {
             return;
@@ -822,13 +844,19 @@ fn lifecycle_actor(world: &World, seed: u64) {
         for _ in 0..rng.below(30) {
             cairn_io::sched::yield_now();
         }
+        if !mirrored || rng.chance(40) {
+            if change_disks(world, &mut rng, &mut spares, seed) {
+                return;
+            }
+            continue;
+        }
         let disk = format!("D{}", ours[rng.below(ours.len() as u64) as usize]);
         world.count_op();
         match world.live.offline_disks(std::slice::from_ref(&disk), None) {
             Ok(_) => {
                 world.offlined.fetch_add(1, Ordering::SeqCst);
             }
-            Err(GroupError::Invalid(_)) => {}
+            Err(GroupError::Invalid(_) | GroupError::NotFound(_)) => {}
             Err(e) => {
                 if world.expected(&e, &format!("offline {disk}"), seed) {
                     return;
@@ -855,7 +883,7 @@ fn lifecycle_actor(world: &World, seed: u64) {
                     eprintln!("  online {disk} at power {power}: {r:?}");
                 }
             }
-            Err(GroupError::Invalid(_)) => {}
+            Err(GroupError::Invalid(_) | GroupError::NotFound(_)) => {}
             Err(e) => {
                 if world.expected(&e, &format!("online {disk}"), seed) {
                     return;
@@ -863,6 +891,99 @@ fn lifecycle_actor(world: &World, seed: u64) {
             }
         }
     }
+}
+
+/// A change of disks while the others run: maybe add a spare, maybe drop a
+/// member, then rebalance at some power (writers write the very extents
+/// being moved). Refusals (a drop redundancy would not allow, or that does
+/// not fit; a rebalance while a disk is OFFLINE) are part of the game.
+/// Returns whether the actor must stop.
+fn change_disks(
+    world: &World,
+    rng: &mut Rand,
+    spares: &mut std::ops::Range<usize>,
+    seed: u64,
+) -> bool {
+    let refused = |e: &GroupError| {
+        matches!(
+            e,
+            GroupError::Invalid(_) | GroupError::NotFound(_) | GroupError::NoSpace(_)
+        )
+    };
+    world.count_op();
+    if rng.chance(50) {
+        if let Some(k) = spares.next() {
+            let id = world.ids[world.cfg.disks.len() + k];
+            let fg = world.cfg.spares[k].1;
+            let added = world.live.meta(|g| {
+                let p = g.prepare_adds(
+                    &[NewDisk {
+                        device: id,
+                        failgroup: Some(format!("FG{fg}")),
+                    }],
+                    false,
+                )?;
+                g.add_disks(p)
+            });
+            match added.and_then(|r| r) {
+                Ok(_) => {
+                    world.added.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(e) if refused(&e) => {}
+                Err(e) => {
+                    if world.expected(&e, "add a spare", seed) {
+                        return true;
+                    }
+                }
+            }
+            if trace() {
+                eprintln!("  add spare {k} (disk {}) to FG{fg}", id.0);
+            }
+        }
+    }
+    if rng.chance(50) {
+        let all = world.cfg.disks.len() + world.cfg.spares.len();
+        let disk = format!("D{}", rng.below(all as u64));
+        match world
+            .live
+            .meta(|g| g.request_drops(std::slice::from_ref(&disk)))
+            .and_then(|r| r)
+        {
+            Ok(_) => {}
+            Err(e) if refused(&e) => {}
+            Err(e) => {
+                if world.expected(&e, &format!("drop {disk}"), seed) {
+                    return true;
+                }
+            }
+        }
+        if trace() {
+            eprintln!("  drop {disk}");
+        }
+    }
+    for _ in 0..rng.below(30) {
+        cairn_io::sched::yield_now();
+    }
+    world.count_op();
+    let power = [1, 2, 4, 16][rng.below(4) as usize];
+    match world.live.rebalance(power, &mut |_| {}) {
+        Ok(r) => {
+            world.moved.fetch_add(r.moves_done, Ordering::SeqCst);
+            world
+                .dropped
+                .fetch_add(r.disks_dropped.len() as u64, Ordering::SeqCst);
+            if trace() {
+                eprintln!("  rebalance at power {power}: {r:?}");
+            }
+        }
+        Err(e) if refused(&e) => {}
+        Err(e) => {
+            if world.expected(&e, "rebalance", seed) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 // ---------------------------------------------------------------------------
@@ -873,6 +994,10 @@ struct SeedFigures {
     /// resync, before the crash.
     offlined: u64,
     resynced: u64,
+    /// Spares added, drops completed, extent copies moved.
+    added: u64,
+    dropped: u64,
+    moved: u64,
     seed: u64,
     ops: u64,
     /// Metadata operations (first-write marks included) and the journal
@@ -912,6 +1037,9 @@ fn run_seed(seed: u64) -> SeedFigures {
         silent_damage: AtomicBool::new(false),
         offlined: AtomicU64::new(0),
         resynced: AtomicU64::new(0),
+        added: AtomicU64::new(0),
+        dropped: AtomicU64::new(0),
+        moved: AtomicU64::new(0),
     };
     // Some seeds switch at nearly every point, others let an actor run on.
     let stay = [0, 50, 75, 90][rng.below(4) as usize];
@@ -937,6 +1065,9 @@ fn run_seed(seed: u64) -> SeedFigures {
         silent_damage,
         offlined,
         resynced,
+        added,
+        dropped,
+        moved,
         ..
     } = world;
     let mut model = model.into_inner().unwrap();
@@ -996,6 +1127,32 @@ fn run_seed(seed: u64) -> SeedFigures {
     let group =
         live(&shared, &ids).unwrap_or_else(|e| panic!("seed {seed}: mount after the crash: {e}"));
     let compare_mirrors = !silent_damage.load(Ordering::SeqCst);
+    // A change the crash cut short is finished now (unless a disk is out
+    // of service, which a rebalance refuses): redundancy is whole after it.
+    if group.meta(|g| g.rebalance_pending()).unwrap().is_some() {
+        if trace() {
+            let c = group.meta(|g| g.check(false)).unwrap().unwrap();
+            eprintln!("check before the resumed rebalance: {:?}", c.problems);
+        }
+        let resumed = group.rebalance(8, &mut |_| {});
+        if trace() {
+            eprintln!("resumed rebalance: {resumed:?}");
+        }
+        match resumed {
+            Ok(r) => assert!(
+                r.moves_left.is_empty(),
+                "seed {seed}: the resumed rebalance left moves: {r:?}"
+            ),
+            Err(GroupError::Invalid(why)) => assert!(
+                why.contains("OFFLINE") || why.contains("SYNCING"),
+                "seed {seed}: the resumed rebalance: {why}"
+            ),
+            // Writers filled the disks that stay since the drop was asked
+            // for: the drop cannot complete (undrop, or add disks).
+            Err(GroupError::NoSpace(_)) => {}
+            Err(e) => panic!("seed {seed}: the resumed rebalance: {e}"),
+        }
+    }
     verify(&group, &shared, &mut model, seed, sector, compare_mirrors);
     group.dismount().unwrap();
     SeedFigures {
@@ -1008,6 +1165,9 @@ fn run_seed(seed: u64) -> SeedFigures {
         faults: faulted.load(Ordering::SeqCst),
         offlined: offlined.load(Ordering::SeqCst),
         resynced: resynced.load(Ordering::SeqCst),
+        added: added.load(Ordering::SeqCst),
+        dropped: dropped.load(Ordering::SeqCst),
+        moved: moved.load(Ordering::SeqCst),
     }
 }
 
@@ -1041,7 +1201,15 @@ fn verify(
         while offset < f.size {
             let len = chunk.min(f.size - offset);
             let buf = &mut buf[..len as usize];
-            let check = |b: &[u8]| f.allowed(offset, b, sector).is_ok();
+            let check = |b: &[u8]| match f.allowed(offset, b, sector) {
+                Ok(()) => true,
+                Err(why) => {
+                    if trace() {
+                        eprintln!("check of {name} at {offset}: {why}");
+                    }
+                    false
+                }
+            };
             h.read_checked(f.number, offset, buf, &check)
                 .unwrap_or_else(|e| panic!("seed {seed}: {name} at {offset}: {e}"));
             offset += len;
@@ -1169,6 +1337,7 @@ fn interleaving_simulation() {
     let (mut ops, mut switches, mut crashes, mut faulted) = (0u64, 0u64, 0u64, 0u64);
     let (mut meta_ops, mut records) = (0u64, 0u64);
     let (mut offlined, mut resynced, mut lifecycle_seeds) = (0u64, 0u64, 0u64);
+    let (mut added, mut dropped, mut moved, mut change_seeds) = (0u64, 0u64, 0u64, 0u64);
     for f in &totals {
         assert!(
             f.ops >= 200 && f.crashes > 0,
@@ -1186,10 +1355,14 @@ fn interleaving_simulation() {
         offlined += f.offlined;
         resynced += f.resynced;
         lifecycle_seeds += u64::from(f.offlined > 0);
+        added += f.added;
+        dropped += f.dropped;
+        moved += f.moved;
+        change_seeds += u64::from(f.moved > 0 || f.added > 0);
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds",
+        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {added} disks added, {dropped} dropped and {moved} extent copies moved by rebalances, in {change_seeds} seeds",
         count as f64 / secs
     );
 }

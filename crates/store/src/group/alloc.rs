@@ -177,16 +177,27 @@ impl DiskAlloc {
         Some(start)
     }
 
-    /// A reserved run is now in a map: mark it used.
-    pub fn claim(&mut self, start: u32, len: u32) {
+    /// A reserved run is now in a map: mark it used. False (nothing done)
+    /// when the run is not reserved here.
+    pub fn claim(&mut self, start: u32, len: u32) -> bool {
         let before = self.reserved.len();
         self.reserved.retain(|r| *r != (start, len));
-        assert_ne!(
-            before,
-            self.reserved.len(),
-            "invariant: claim a reserved run"
-        );
+        if before == self.reserved.len() {
+            return false;
+        }
         self.mark(u64::from(start), u64::from(len), true);
+        true
+    }
+
+    /// The runs reserved, to carry over to a rebuilt table.
+    pub fn reservations(&self) -> Vec<(u32, u32)> {
+        self.reserved.clone()
+    }
+
+    /// Runs reserved before this table was rebuilt (or its disk went away
+    /// and came back): still handed to nobody else.
+    pub fn keep_reservations(&mut self, runs: Vec<(u32, u32)>) {
+        self.reserved.extend(runs);
     }
 
     /// A reserved run is not needed after all.

@@ -111,6 +111,7 @@ pub fn create<'e>(
             generation: 0,
             offline_since: None,
             offline_count: 0,
+            parked: Vec::new(),
         }));
     }
     if fg_ids.len() < usize::from(copies) {

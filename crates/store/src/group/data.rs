@@ -1491,6 +1491,11 @@ impl Group<'_> {
         offset: u64,
         len: u64,
     ) -> Result<(), GroupError> {
+        // Copies made of this file's extents before now (a resync, a
+        // relocation, which copy under latches this does not take) may
+        // miss these zeros: they are not trusted (`zeroed_since`).
+        self.zero_seq += 1;
+        self.zeroed_files.insert(number, self.zero_seq);
         let mut requests = Vec::new();
         let mut disks = Vec::new();
         let layout = self.layout_for(&self.files[&number]);

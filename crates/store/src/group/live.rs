@@ -264,6 +264,8 @@ impl LiveGroup {
             spare: Vec::new(),
             snapshots: SnapshotCache::default(),
             read_only,
+            depth,
+            devices_epoch: self.inner.plane.disks().epoch,
         })
     }
 
@@ -311,7 +313,10 @@ impl LiveGroup {
         let mut done = 0u64;
         let slot = handle.slot.clone();
         for chunk in work.chunks(super::resync::batch_len(power, au_bytes)) {
-            let before = self.inner.meta()?.offline_counts();
+            let before = {
+                let g = self.inner.meta()?;
+                (g.offline_counts(), g.zero_mark())
+            };
             let (copied, latch) =
                 super::resync::copy_stale(&mut handle, Some(&slot), chunk, &mut report)?;
             // Latch → meta: the order every first writer keeps.
@@ -371,7 +376,14 @@ impl LiveGroup {
             let batch = self
                 .inner
                 .operation(|g| g.reserve_moves(chunk, &mut report))?;
-            let (copied, latch) = copy_relocations(&mut handle, Some(&slot), &batch, &mut report)?;
+            let (copied, latch) =
+                match copy_relocations(&mut handle, Some(&slot), &batch, &mut report) {
+                    Ok(done) => done,
+                    Err(e) => {
+                        let _ = self.inner.operation(|g| g.unreserve_batch(&batch));
+                        return Err(e);
+                    }
+                };
             let switched = self
                 .inner
                 .operation(|g| g.switch_relocations(&batch, &copied, &mut report));
@@ -385,8 +397,22 @@ impl LiveGroup {
             });
         }
         drop(handle);
+        // Readers of the maps before the last switch end before a dropped
+        // disk leaves: waited for here, outside the metadata lock (a data
+        // operation may need it to end).
+        let epoch = self.inner.plane.advance_epoch();
+        let mut waited = false;
+        while self.inner.plane.oldest_running() < epoch {
+            waited = true;
+            if !cairn_io::sched::blocked() {
+                std::thread::yield_now();
+            }
+        }
+        if waited {
+            cairn_io::sched::resumed();
+        }
         self.inner
-            .operation(|g| g.rebalance_finish(&mut report))??;
+            .operation(|g| g.rebalance_finish(&mut report, false))??;
         Ok(report)
     }
 
@@ -426,6 +452,12 @@ pub struct DataHandle {
     spare: Vec<AlignedBuf>,
     /// This handle's copies of the published snapshots.
     snapshots: SnapshotCache,
+    /// Requests its engine holds (for a new engine, when disks join).
+    depth: usize,
+    /// The disk view epoch its engine's devices were checked against: a
+    /// disk added to the group since gets the handle a new engine (between
+    /// operations: nothing is in flight then).
+    devices_epoch: u64,
 }
 
 /// Buffers a handle keeps for reuse.
@@ -438,6 +470,29 @@ impl DataHandle {
         self.read_checked(number, offset, buf, &|_| true)
     }
 
+    /// A disk joined the group since this handle's engine was made: make a
+    /// new engine with every member attached. Called as an operation
+    /// starts, with nothing in flight; an engine source that cannot attach
+    /// the new disk leaves it out, and an I/O to it then fails like one to
+    /// a failed disk.
+    fn refresh_devices(&mut self) -> Result<(), GroupError> {
+        let view = self.inner.plane.disks();
+        if view.epoch == self.devices_epoch {
+            return Ok(());
+        }
+        self.devices_epoch = view.epoch;
+        let joined = (0..view.writable.len() as u16)
+            .any(|d| view.is_writable(d) && !self.devices.contains_key(&d));
+        if !joined {
+            return Ok(());
+        }
+        let disks = self.inner.meta()?.member_devices();
+        let (engine, devices) = self.inner.engines.engine(&disks, self.depth)?;
+        self.engine = engine;
+        self.devices = devices;
+        Ok(())
+    }
+
     /// Read, accepting a copy only if `accept` passes on the whole buffer.
     pub fn read_checked(
         &mut self,
@@ -446,6 +501,7 @@ impl DataHandle {
         buf: &mut [u8],
         accept: &dyn Fn(&[u8]) -> bool,
     ) -> Result<(), GroupError> {
+        self.refresh_devices()?;
         let slot = self.slot.clone();
         data::read(self, Some(&slot), number, offset, buf, accept)
     }
@@ -456,6 +512,7 @@ impl DataHandle {
         if self.read_only {
             return Err(GroupError::ReadOnly(self.inner.meta()?.name().to_string()));
         }
+        self.refresh_devices()?;
         let slot = self.slot.clone();
         data::write(self, Some(&slot), number, offset, bytes)
     }
@@ -509,6 +566,7 @@ impl DataHandle {
         if self.read_only {
             return Err(GroupError::ReadOnly(self.inner.meta()?.name().to_string()));
         }
+        self.refresh_devices()?;
         let slot = self.slot.clone();
         data::initialize(self, Some(&slot), number)
     }
@@ -569,7 +627,14 @@ impl DataPort for DataHandle {
             .operation(|group| group.disks_failed(disks, epoch))?
     }
     fn snapshot(&mut self, number: u32) -> Option<Arc<FileSnapshot>> {
-        self.snapshots.file(&self.inner.plane, number)
+        let snap = self.snapshots.file(&self.inner.plane, number);
+        // A snapshot may name a disk that joined after this operation
+        // began (a rebalance moved a copy there): its join bumped the view
+        // before that snapshot was published, so looking after the fetch
+        // finds it. Snapshots are taken between I/O batches, with nothing
+        // in flight. A failure here (the group stopped) shows in the I/O.
+        let _ = self.refresh_devices();
+        snap
     }
     fn disk_view(&mut self) -> Arc<DiskView> {
         self.snapshots.disks(&self.inner.plane)

@@ -271,6 +271,10 @@ struct Member {
     offline_since: Option<std::time::Instant>,
     /// Times this mount took it offline.
     offline_count: u64,
+    /// Relocation targets reserved on it when it went offline (its table
+    /// went with it): given back to its table when it returns, so a copy
+    /// still running into them never lands in an AU someone else got.
+    parked: Vec<(u32, u32)>,
 }
 
 impl Member {
@@ -469,6 +473,16 @@ pub struct Group<'e> {
     /// When this mount began: OFFLINE disks' repair timers count the time
     /// the group is mounted.
     mounted_at: std::time::Instant,
+    /// Disk numbers freed by drops during this mount: not given to a disk
+    /// added during it, since a data handle's engine may still map the
+    /// number to the dropped disk's device.
+    numbers_freed: BTreeSet<u16>,
+    /// The meta plane's own zeroing (a grow's) writes to copies without
+    /// the extents' latches: `zero_seq` counts those, and `zeroed_files`
+    /// says, per file, the last; a copy (resync, relocation) begun before
+    /// is not trusted for that file ([`Group::zeroed_since`]).
+    zero_seq: u64,
+    zeroed_files: HashMap<u32, u64>,
 }
 
 fn system_clock() -> u64 {
@@ -549,6 +563,9 @@ impl<'e> Group<'e> {
             records_written: 0,
             commit_times: Vec::new(),
             mounted_at: std::time::Instant::now(),
+            numbers_freed: BTreeSet::new(),
+            zero_seq: 0,
+            zeroed_files: HashMap::new(),
         }
     }
 

@@ -224,6 +224,7 @@ pub(super) fn mount_inner<'e>(
             generation,
             offline_since: None,
             offline_count: 0,
+            parked: Vec::new(),
         });
     }
     if !missing.is_empty() && missing_disks == MissingDisks::Refuse {
@@ -346,6 +347,7 @@ pub(super) fn mount_inner<'e>(
     group.tables_to_rebuild.extend(&returned);
     group.load_tables(&mut report)?;
     group.load_files()?;
+    group.adopt_directory_bootstrap(sup.file_directory);
     group.verify_tables(&mut report)?;
     group.rebuild_tables()?;
     group.load_aliases()?;
@@ -385,7 +387,6 @@ pub(super) fn mount_inner<'e>(
     report.repaired_copies = group.repaired_copies;
     group.commit()?;
     group.offline_failed()?;
-    group.finish_directory_move(sup.file_directory)?;
     if let Some(power) = group.rebalance_pending() {
         let dropping = group.dropping_disks();
         report.warnings.push(format!(
@@ -470,19 +471,43 @@ impl Group<'_> {
         self.checkpoint()
     }
 
-    /// A rebalance moved the file directory's first extent and a crash came
-    /// before the superblocks named the new place (or after, before the
-    /// directory's own entry was in place there): write the entry to where
-    /// the map says, durably, then the superblocks.
-    pub(super) fn finish_directory_move(&mut self, bootstrap: Extent) -> Result<(), GroupError> {
-        let now = self.files[&FILE_DIRECTORY].extents[0];
-        if now.copies() == bootstrap.copies() {
-            return Ok(());
+    /// A rebalance moved the file directory's first extent: the
+    /// superblocks named the new place, and a crash came before the commit
+    /// that puts it in the directory's own entry (and claims it in the
+    /// table). The superblocks are what this mount read the directory
+    /// through, and the new place holds it whole: adopt it, claim its AUs
+    /// and free the old ones; the mount's commit writes the entry there.
+    pub(super) fn adopt_directory_bootstrap(&mut self, bootstrap: Extent) {
+        let Some(rec) = self.files.get_mut(&FILE_DIRECTORY) else {
+            return;
+        };
+        let Some(first) = rec.extents.first_mut() else {
+            return;
+        };
+        if first.copies() == bootstrap.copies() {
+            return;
         }
+        let old = std::mem::replace(first, bootstrap);
         self.dirty.insert(Dirty::Entry(FILE_DIRECTORY));
-        self.commit()?;
-        self.checkpoint()?;
-        self.superblocks_or_stop()
+        let aus = placement::extent_aus(0);
+        for c in bootstrap.copies() {
+            if let Some(a) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) {
+                if !a.is_used(u64::from(c.au)) {
+                    a.mark(u64::from(c.au), aus, true);
+                }
+            }
+        }
+        for c in old
+            .copies()
+            .iter()
+            .filter(|c| !bootstrap.copies().contains(c))
+        {
+            if let Some(a) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) {
+                if a.is_used(u64::from(c.au)) {
+                    a.free(c.au, aus as u32);
+                }
+            }
+        }
     }
 
     /// One line per lost metadata block: what it held, what is affected,

@@ -44,6 +44,9 @@ pub struct RebalanceReport {
     /// Extent copies the plan moves (when it started).
     pub moves_planned: u64,
     pub moves_done: u64,
+    /// Moves whose copy changed before it was made (the file deleted or
+    /// shrunk): nothing to do; the next plan has what is left.
+    pub moves_skipped: u64,
     pub aus_moved: u64,
     pub bytes_copied: u64,
     /// Copies rebuilt from a mirror (of a disk dropped by force).
@@ -156,6 +159,23 @@ pub(super) struct Relocation {
     pass: Pass,
     /// AUs of the new copy with no readable source: stale in it.
     stale: u16,
+    /// [`Group::zero_mark`] when the move was reserved: a file zeroed since
+    /// (a grow) may have had zeros land on the old copy after it was read.
+    zero_mark: u64,
+    /// Times the target disk had gone offline when the run was reserved:
+    /// a copy to a disk that went offline since (even if it is back) may
+    /// not be durable, and is not switched to.
+    to_offline_count: u64,
+}
+
+/// What became of one copied relocation at its switch.
+enum Switch {
+    Done,
+    /// The copy is no longer the extent's (the file deleted or shrunk, the
+    /// copy moved): nothing to do, replanned by the next rebalance.
+    Gone,
+    /// Not made, and why (said in `moves_left`).
+    Left(String),
 }
 
 impl Group<'_> {
@@ -216,6 +236,12 @@ impl Group<'_> {
             }
         }
         out
+    }
+
+    /// Refused (with what to do) when a rebalance could not run now: a
+    /// disk OFFLINE and not dropped by force, or SYNCING.
+    pub fn rebalance_blocker(&self) -> Result<(), GroupError> {
+        self.refuse_rebalance_now()
     }
 
     /// What stops a rebalance from running now, said with what to do.
@@ -415,7 +441,7 @@ impl Group<'_> {
         let mut out: Vec<PreparedDisk> = Vec::new();
         let mut next_number = self.members.len();
         let free_numbers: Vec<u16> = (0..self.members.len() as u16)
-            .filter(|n| self.member(*n).is_none())
+            .filter(|n| self.member(*n).is_none() && !self.numbers_freed.contains(n))
             .collect();
         let mut free_numbers = free_numbers.into_iter();
         let mut fg_ids: BTreeMap<String, u16> = self
@@ -493,6 +519,9 @@ impl Group<'_> {
             let number = match free_numbers.next() {
                 Some(n) => n,
                 None => {
+                    while self.numbers_freed.contains(&(next_number as u16)) {
+                        next_number += 1;
+                    }
                     let n = next_number;
                     next_number += 1;
                     if n >= DISKS_MAX {
@@ -554,6 +583,7 @@ impl Group<'_> {
                 generation: 0,
                 offline_since: None,
                 offline_count: 0,
+                parked: Vec::new(),
             });
             // Its table, straight to its place, durably.
             let blocks = self
@@ -718,6 +748,32 @@ impl Group<'_> {
                 names.join(", ")
             )),
         })?;
+        // Every AU of every written extent with a copy there must be
+        // current on a copy that stays: a copy that missed writes (stale)
+        // while this disk had them is no source to rebuild from.
+        for (number, rec) in &self.files {
+            for (index, e) in rec.extents.iter().enumerate() {
+                if !e.initialized || !e.copies().iter().any(|c| leaving.contains(&c.disk)) {
+                    continue;
+                }
+                let aus = placement::extent_aus(index as u64);
+                let uncovered = (0..aus).find(|au| {
+                    !e.copies().iter().enumerate().any(|(slot, c)| {
+                        !leaving.contains(&c.disk)
+                            && self.member(c.disk).and_then(Member::online).is_some()
+                            && !self.is_forced(c.disk)
+                            && !e.stale_in(slot, *au..*au + 1)
+                    })
+                });
+                if let Some(au) = uncovered {
+                    return Err(GroupError::Invalid(format!(
+                        "dropping {} by force would lose {} (extent {index}, AU {au}): no copy that stays is current there; bring the disk back (`cairn group online`) instead",
+                        names.join(", "),
+                        self.path_of(*number)
+                    )));
+                }
+            }
+        }
         let mut done = Vec::new();
         for d in &disks {
             if let Some(m) = self.member_mut(*d) {
@@ -827,7 +883,13 @@ impl Group<'_> {
         }
         for chunk in data.chunks(relocation_batch(power, self.au_bytes)) {
             let batch = self.reserve_moves(chunk, &mut report);
-            let (copied, latch) = copy_relocations(self, None, &batch, &mut report)?;
+            let (copied, latch) = match copy_relocations(self, None, &batch, &mut report) {
+                Ok(done) => done,
+                Err(e) => {
+                    self.unreserve_batch(&batch);
+                    return Err(e);
+                }
+            };
             let switched = self
                 .switch_relocations(&batch, &copied, &mut report)
                 .and_then(|()| self.commit());
@@ -840,7 +902,7 @@ impl Group<'_> {
                 bytes_done: report.bytes_copied,
             });
         }
-        self.rebalance_finish(&mut report)?;
+        self.rebalance_finish(&mut report, true)?;
         Ok(report)
     }
 
@@ -865,10 +927,8 @@ impl Group<'_> {
             report.paused = true;
             return Ok(None);
         }
-        if plan.moves.is_empty() {
-            self.rebalance_finish(report)?;
-            return Ok(None);
-        }
+        // Even with nothing to move, the caller finishes (a drop whose disk
+        // holds nothing completes), after waiting for readers its own way.
         self.set_rebalance_pending(Some(power))?;
         Ok(Some(plan.moves))
     }
@@ -893,6 +953,16 @@ impl Group<'_> {
             let Some(from) = ext.copies().iter().find(|c| c.disk == m.from).copied() else {
                 continue;
             };
+            if self.member(m.to).and_then(Member::writable).is_none() {
+                report.moves_left.push(format!(
+                    "{} extent {}: disk {} is not in service",
+                    self.path_of(m.file),
+                    m.index,
+                    self.disk_name(m.to)
+                ));
+                continue;
+            }
+            let to_offline_count = self.member(m.to).map_or(0, |t| t.offline_count);
             let Some(au) = self
                 .member_mut(m.to)
                 .and_then(|t| t.alloc.as_mut())
@@ -916,6 +986,8 @@ impl Group<'_> {
                 to: AuAddr { disk: m.to, au },
                 pass: m.pass,
                 stale: 0,
+                to_offline_count,
+                zero_mark: self.zero_seq,
             });
         }
         out
@@ -936,76 +1008,134 @@ impl Group<'_> {
                 .iter()
                 .find(|c| c.file == r.file && c.extent == r.extent && c.to == r.to)
                 .copied();
-            let switched = made.is_some_and(|c| self.switch_one(&c));
-            let Some(alloc) = self.member_mut(r.to.disk).and_then(|m| m.alloc.as_mut()) else {
-                continue;
+            let outcome = match made {
+                Some(c) => self.switch_one(&c),
+                None => Switch::Gone,
             };
-            let len = r.aus as u32;
-            if switched {
-                alloc.claim(r.to.au, len);
-                report.moves_done += 1;
-                report.aus_moved += r.aus;
-                if r.pass == Pass::Rebuild {
-                    report.copies_rebuilt += 1;
+            match outcome {
+                Switch::Done => {
+                    report.moves_done += 1;
+                    report.aus_moved += r.aus;
+                    if r.pass == Pass::Rebuild {
+                        report.copies_rebuilt += 1;
+                    }
+                    self.depend_on(r.to.disk);
+                    if self.dirty_count() >= STEP_DIRTY_MAX {
+                        self.commit()?;
+                    }
                 }
-                self.depend_on(r.to.disk);
-                if self.dirty_count() >= STEP_DIRTY_MAX {
-                    self.commit()?;
+                Switch::Gone => {
+                    report.moves_skipped += 1;
+                    self.unreserve_run(r.to, r.aus);
                 }
-            } else {
-                alloc.unreserve(r.to.au, len);
+                Switch::Left(why) => {
+                    report.moves_left.push(why);
+                    self.unreserve_run(r.to, r.aus);
+                }
             }
         }
         Ok(())
     }
 
-    /// Switch one extent copy from `r.from` to `r.to` in the map, freeing
-    /// the old AUs; false when the copy is no longer the extent's (the file
-    /// was deleted, shrunk, or the copy moved), or the target disk went out
-    /// of service meanwhile.
-    fn switch_one(&mut self, r: &Relocation) -> bool {
-        if self.member(r.to.disk).and_then(Member::writable).is_none() {
-            return false;
+    /// Give back a reserved run (its disk may be away: then it is parked).
+    pub(super) fn unreserve_run(&mut self, at: AuAddr, aus: u64) {
+        let len = aus as u32;
+        if let Some(m) = self.member_mut(at.disk) {
+            match m.alloc.as_mut() {
+                Some(a) => a.unreserve(at.au, len),
+                None => m.parked.retain(|r| *r != (at.au, len)),
+            }
         }
-        let to_fg = self.member(r.to.disk).map(|m| m.entry.failgroup_id);
+    }
+
+    /// Give back the reservations of a batch that failed before its switch.
+    pub(super) fn unreserve_batch(&mut self, batch: &[Relocation]) {
+        for r in batch {
+            self.unreserve_run(r.to, r.aus);
+        }
+    }
+
+    /// Switch one extent copy from `r.from` to `r.to` in the map, claiming
+    /// the new run and freeing the old.
+    fn switch_one(&mut self, r: &Relocation) -> Switch {
+        let what = || format!("file {} extent {}", r.file, r.extent);
+        let Some(target) = self.member(r.to.disk) else {
+            return Switch::Left(format!("{}: its target disk left", what()));
+        };
+        if target.writable().is_none() || target.offline_count != r.to_offline_count {
+            return Switch::Left(format!(
+                "{}: disk {} went out of service during the copy",
+                what(),
+                target.entry.label
+            ));
+        }
+        // A copy that could be brought back is never replaced by one with
+        // AUs no copy could give: only a copy dropped by force (never read
+        // again) is.
+        if r.stale != 0 && !self.is_forced(r.from.disk) {
+            return Switch::Left(format!(
+                "{}: some AUs had no current copy to copy from; the copy on disk {} stays until they do",
+                what(),
+                self.disk_name(r.from.disk)
+            ));
+        }
+        if self.zeroed_since(r.file, r.zero_mark) {
+            return Switch::Gone;
+        }
+        let to_fg = target.entry.failgroup_id;
         let fgs: Vec<Option<u16>> = {
             let Some(rec) = self
                 .files
                 .get(&r.file)
                 .filter(|rec| rec.entry.incarnation == r.incarnation)
             else {
-                return false;
+                return Switch::Gone;
             };
             let Some(ext) = rec.extents.get(r.extent as usize) else {
-                return false;
+                return Switch::Gone;
             };
+            if !ext.copies().contains(&r.from) {
+                return Switch::Gone;
+            }
             ext.copies()
                 .iter()
                 .filter(|c| **c != r.from)
                 .map(|c| self.member(c.disk).map(|m| m.entry.failgroup_id))
                 .collect()
         };
-        if fgs.contains(&to_fg) {
-            return false;
+        if fgs.contains(&Some(to_fg)) {
+            return Switch::Left(format!(
+                "{}: another copy is in failure group {} now",
+                what(),
+                target.entry.failgroup
+            ));
+        }
+        let claimed = self
+            .member_mut(r.to.disk)
+            .and_then(|m| m.alloc.as_mut())
+            .is_some_and(|a| a.claim(r.to.au, r.aus as u32));
+        if !claimed {
+            return Switch::Left(format!("{}: its target run was not reserved", what()));
         }
         let rec = self
             .files
             .get_mut(&r.file)
             .expect("invariant: checked above");
         let ext = &mut rec.extents[r.extent as usize];
-        let Some(slot) = ext.copies().iter().position(|c| *c == r.from) else {
-            return false;
-        };
+        let slot = ext
+            .copies()
+            .iter()
+            .position(|c| *c == r.from)
+            .expect("invariant: checked above");
         let old = *ext;
         ext.copies[slot] = r.to;
         ext.stale[slot] = r.stale;
         self.dirty_extent(r.file, r.extent);
-        if self.member(r.from.disk).is_some_and(|m| !m.entry.forced()) {
-            let mut gone = Extent::new(&[r.from], old.initialized);
-            gone.stale = [0; fmt::COPIES_MAX];
+        if !self.is_forced(r.from.disk) {
+            let gone = Extent::new(&[r.from], old.initialized);
             self.free_extent(r.file, &gone, r.extent, false);
         }
-        true
+        Switch::Done
     }
 
     /// Move one metadata extent copy (a metadata file's extent, or a file's
@@ -1034,6 +1164,27 @@ impl Group<'_> {
         let Some(from) = ext.copies().iter().find(|c| c.disk == m.from).copied() else {
             return Ok(());
         };
+        let what = format!("metadata of file {} ({:#x})", m.file, m.index);
+        // The copies stay in distinct failure groups, whatever became of
+        // the moves before this one.
+        let to_fg = self.member(m.to).map(|t| t.entry.failgroup_id);
+        let clash = ext
+            .copies()
+            .iter()
+            .filter(|c| **c != from)
+            .any(|c| self.member(c.disk).map(|x| x.entry.failgroup_id) == to_fg);
+        if clash || self.member(m.to).and_then(Member::writable).is_none() {
+            report.moves_left.push(format!(
+                "{what}: disk {} {}",
+                self.disk_name(m.to),
+                if clash {
+                    "is in the failure group of another copy now"
+                } else {
+                    "is not in service"
+                }
+            ));
+            return Ok(());
+        }
         // Sources: the leaving copy while it can be read, else the others.
         let mut sources: Vec<AuAddr> = Vec::new();
         if self.member(from.disk).and_then(Member::online).is_some() && !self.is_forced(from.disk) {
@@ -1050,8 +1201,7 @@ impl Group<'_> {
             .and_then(|a| a.reserve(m.aus))
         else {
             report.moves_left.push(format!(
-                "metadata of file {}: no run of {} free AUs on disk {}",
-                m.file,
+                "{what}: no run of {} free AUs on disk {}",
                 m.aus,
                 self.disk_name(m.to)
             ));
@@ -1061,11 +1211,7 @@ impl Group<'_> {
             disk: m.to,
             au: to_au,
         };
-        let unreserve = |g: &mut Self| {
-            if let Some(a) = g.member_mut(to.disk).and_then(|t| t.alloc.as_mut()) {
-                a.unreserve(to.au, m.aus as u32);
-            }
-        };
+        let unreserve = |g: &mut Self| g.unreserve_run(to, m.aus);
         // Everything journaled is in place first: the copy takes what the
         // AU holds, and no record before this point needs replaying there.
         if let Err(e) = self.checkpoint() {
@@ -1105,14 +1251,25 @@ impl Group<'_> {
                     self.failed_disks.insert(to.disk);
                     self.offline_failed()?;
                     report.moves_left.push(format!(
-                        "metadata of file {}: the write to disk {} failed",
-                        m.file,
+                        "{what}: the write to disk {} failed",
                         self.disk_name(to.disk)
                     ));
                     return Ok(());
                 }
                 report.bytes_copied += len;
                 off += len;
+            }
+            // Durable before anything names it (the superblocks may, for
+            // the file directory's first extent, before the commit does).
+            if ok && self.engine.flush(td).is_err() {
+                unreserve(self);
+                self.failed_disks.insert(to.disk);
+                self.offline_failed()?;
+                report.moves_left.push(format!(
+                    "{what}: the flush of disk {} failed",
+                    self.disk_name(to.disk)
+                ));
+                return Ok(());
             }
             if ok {
                 copied = true;
@@ -1121,10 +1278,9 @@ impl Group<'_> {
         }
         if !copied {
             unreserve(self);
-            report.aus_without_source.push(format!(
-                "metadata of file {} (extent {}): no copy could be read",
-                m.file, m.index
-            ));
+            report
+                .moves_left
+                .push(format!("{what}: no copy of it could be read"));
             return Ok(());
         }
         // Switch.
@@ -1141,9 +1297,11 @@ impl Group<'_> {
         e.copies[slot] = to;
         e.stale[slot] = 0;
         let initialized = e.initialized;
-        if let Some(a) = self.member_mut(to.disk).and_then(|t| t.alloc.as_mut()) {
-            a.claim(to.au, m.aus as u32);
-        }
+        let claimed = self
+            .member_mut(to.disk)
+            .and_then(|t| t.alloc.as_mut())
+            .is_some_and(|a| a.claim(to.au, m.aus as u32));
+        assert!(claimed, "invariant: reserved under this metadata lock");
         if indirect {
             self.dirty.insert(Dirty::Entry(m.file));
         } else {
@@ -1155,11 +1313,16 @@ impl Group<'_> {
             self.free_extent(m.file, &gone, if indirect { 0 } else { index }, true);
         }
         self.depend_on(to.disk);
-        self.commit()?;
+        // The file directory's first extent is named by the superblocks
+        // too, and they are what mount reads it through: they name the new
+        // place first (the copy is durable, and holds everything up to the
+        // checkpoint above). A crash before the commit below leaves the
+        // directory's own entry naming the old place: mount adopts the
+        // superblocks' (`adopt_directory_bootstrap`).
         if m.file == FILE_DIRECTORY && !indirect && index == 0 {
-            self.checkpoint()?;
             self.superblocks_or_stop()?;
         }
+        self.commit()?;
         self.checkpoint()?;
         report.metadata_moves += 1;
         report.moves_done += 1;
@@ -1168,6 +1331,16 @@ impl Group<'_> {
             report.copies_rebuilt += 1;
         }
         Ok(())
+    }
+
+    /// Where the count of the meta plane's zeroings stands now.
+    pub(super) fn zero_mark(&self) -> u64 {
+        self.zero_seq
+    }
+
+    /// Whether file `file` was zeroed by the meta plane after `mark`.
+    pub(super) fn zeroed_since(&self, file: u32, mark: u64) -> bool {
+        self.zeroed_files.get(&file).is_some_and(|z| *z > mark)
     }
 
     fn is_forced(&self, disk: u16) -> bool {
@@ -1180,6 +1353,7 @@ impl Group<'_> {
     pub(super) fn rebalance_finish(
         &mut self,
         report: &mut RebalanceReport,
+        wait: bool,
     ) -> Result<(), GroupError> {
         self.check_writable()?;
         let mut holding: BTreeSet<u16> = BTreeSet::new();
@@ -1195,7 +1369,9 @@ impl Group<'_> {
             .collect();
         if !empty.is_empty() {
             // No reader of an old map may still be reading them.
-            self.wait_for_readers();
+            if wait {
+                self.wait_for_readers();
+            }
             self.checkpoint()?;
             let gone: Vec<(u16, Option<DeviceId>, String, bool)> = empty
                 .iter()
@@ -1206,6 +1382,7 @@ impl Group<'_> {
                 .collect();
             for (d, _, _, _) in &gone {
                 self.members[usize::from(*d)] = None;
+                self.numbers_freed.insert(*d);
             }
             while self.members.last().is_some_and(Option::is_none) {
                 self.members.pop();

@@ -244,7 +244,7 @@ impl Group<'_> {
             bytes_done: 0,
         });
         for chunk in work.chunks(batch_len(power, self.au_bytes)) {
-            let before = self.offline_counts();
+            let before = (self.offline_counts(), self.zero_mark());
             let (copied, latch) = copy_stale(self, None, chunk, &mut report)?;
             let committed = self
                 .resync_copied(&copied, &before)
@@ -299,14 +299,15 @@ impl Group<'_> {
         Ok(Some(work))
     }
 
-    /// A batch copied: its bits are cleared by the caller's commit, whose
+    /// A batch copied (`before`: the offline counts and the zero mark taken
+    /// before it began): its bits are cleared by the caller's commit, whose
     /// barrier flushes the copies first. The caller holds the batch's
     /// latches until that commit is durable, so a write that failed on a
     /// copy after ours cannot have its mark cleared by it.
     pub(super) fn resync_copied(
         &mut self,
         copied: &[StaleAu],
-        before: &BTreeMap<u16, u64>,
+        before: &(BTreeMap<u16, u64>, u64),
     ) -> Result<(), GroupError> {
         // A target that went offline since the batch began keeps its bits,
         // even if it is back by now: its copy may not be durable.
@@ -318,7 +319,11 @@ impl Group<'_> {
                     .and_then(Member::writable)
                     .is_some()
             })
-            .filter(|c| before.get(&c.target.disk) == now.get(&c.target.disk))
+            .filter(|c| before.0.get(&c.target.disk) == now.get(&c.target.disk))
+            // Zeros the meta plane wrote to the file since the batch began
+            // (a grow's, without the latches) may have landed on the good
+            // copy after it was read: copied again by a later resync.
+            .filter(|c| !self.zeroed_since(c.file, before.1))
             .copied()
             .collect();
         for chunk in copied.chunks(STEP_DIRTY_MAX / 2) {
@@ -870,7 +875,9 @@ impl Group<'_> {
             if let Some(m) = self.member_mut(*d) {
                 m.entry.flags &= !fmt::DISK_FLAG_HELD;
                 m.entry.state = DiskState::Syncing;
-                m.alloc = Some(DiskAlloc::empty(layout));
+                let mut alloc = DiskAlloc::empty(layout);
+                alloc.keep_reservations(std::mem::take(&mut m.parked));
+                m.alloc = Some(alloc);
             }
             self.tables_to_rebuild.push(*d);
         }

@@ -60,7 +60,9 @@ impl Group<'_> {
                 m.entry.synced_generation = m.generation as u32;
             }
             m.entry.state = DiskState::Offline;
-            m.alloc = None;
+            if let Some(a) = m.alloc.take() {
+                m.parked.extend(a.reservations());
+            }
             m.offline_since = Some(std::time::Instant::now());
             m.offline_count += 1;
         }

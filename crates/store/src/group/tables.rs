@@ -363,6 +363,7 @@ impl Group<'_> {
                 continue;
             };
             let mut fresh = DiskAlloc::empty(alloc.layout);
+            fresh.keep_reservations(alloc.reservations());
             let range = alloc.layout.first_data_au..alloc.layout.au_count;
             for run in owned.iter().filter(|o| o.disk == n) {
                 for a in (run.au..run.au + run.len).filter(|a| range.contains(a)) {
