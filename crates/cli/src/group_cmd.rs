@@ -277,6 +277,11 @@ fn warn_mount(group: &str, report: &group::MountReport) {
     for d in &report.disks_refused {
         eprintln!("cairn: warning: group {group}: {d}");
     }
+    for d in &report.disks_dropped_expired {
+        eprintln!(
+            "cairn: warning: group {group}: disk {d} was OFFLINE past its repair time (disk_repair_time) and is dropped by force; `cairn group rebalance {group}` rebuilds its copies from the mirrors"
+        );
+    }
     if let Some(r) = &report.resync {
         eprintln!(
             "cairn: group {group}: resynced {} stale AU(s) ({} MiB) and {} metadata block(s){}",

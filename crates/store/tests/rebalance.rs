@@ -397,3 +397,38 @@ fn external_redundancy_drops_by_moving_and_refuses_force() {
     reads_back(&mut g, &files);
     assert!(g.check(false).unwrap().clean());
 }
+
+/// An OFFLINE disk whose repair time runs out is dropped by force at the
+/// next mount that writes (as ASM drops it after DISK_REPAIR_TIME), and the
+/// rebalance rebuilds its copies; a disk with time left stays OFFLINE.
+#[test]
+fn a_disk_past_its_repair_time_is_dropped_by_force() {
+    let (mut engine, ids) = rig(Redundancy::Normal);
+    let files = {
+        let mut g = mount(&mut engine, &ids);
+        let files = fill(&mut g);
+        g.dismount().unwrap();
+        files
+    };
+    let without = [ids[0], ids[1], ids[2]];
+    {
+        let mut g = mount(&mut engine, &without);
+        // The default (3.6h) has not run out: D3 stays OFFLINE.
+        assert!(!g.disks().iter().any(|d| d.dropping));
+        g.set_attributes(&[("disk_repair_time".into(), "0m".into())])
+            .unwrap();
+        g.dismount().unwrap();
+    }
+    let (mut g, report) =
+        group::mount(&mut engine, &without, &GroupSelector::Name("SIM".into())).unwrap();
+    assert_eq!(report.disks_dropped_expired, ["D3"], "{report:?}");
+    let d3 = g.disks().into_iter().find(|d| d.label == "D3").unwrap();
+    assert!(d3.dropping && d3.dropped_by_force, "{d3:?}");
+    assert!(g.rebalance_pending().is_some());
+    let r = g.rebalance(8, &mut |_| {}).unwrap();
+    assert!(r.copies_rebuilt > 0 && r.moves_left.is_empty(), "{r:#?}");
+    assert_eq!(r.disks_dropped, ["D3"]);
+    assert_eq!(g.rebalance_pending(), None);
+    reads_back(&mut g, &files);
+    assert!(g.check(false).unwrap().clean());
+}

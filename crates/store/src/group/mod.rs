@@ -254,6 +254,9 @@ pub struct MountReport {
     pub disks_held: Vec<String>,
     /// What the mount's resync did, if it ran.
     pub resync: Option<resync::ResyncReport>,
+    /// OFFLINE disks whose repair timer had run out, dropped by force (a
+    /// rebalance rebuilds their copies).
+    pub disks_dropped_expired: Vec<String>,
 }
 
 /// One member disk as the mounted group knows it.

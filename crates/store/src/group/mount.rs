@@ -407,6 +407,9 @@ pub(super) fn mount_inner<'e>(
     if resync != super::resync::ResyncReport::default() {
         report.resync = Some(resync);
     }
+    let (dropped, refused) = group.drop_expired();
+    report.disks_dropped_expired = dropped;
+    report.warnings.extend(refused);
     Ok((group, report))
 }
 

@@ -701,6 +701,7 @@ impl Group<'_> {
         }
         self.superblocks_or_stop()?;
         self.publish_disks();
+        self.note_rebalance_pending()?;
         Ok(done)
     }
 
@@ -783,7 +784,33 @@ impl Group<'_> {
         }
         self.superblocks_or_stop()?;
         self.publish_disks();
+        self.note_rebalance_pending()?;
         Ok(done)
+    }
+
+    /// OFFLINE disks whose repair timer ran out (`disk_repair_time`, or
+    /// their own `--drop-after`) are dropped by force, as ASM drops them:
+    /// the next rebalance rebuilds their copies from the mirrors. Returns
+    /// the labels dropped, and for each disk that could not be, why.
+    pub fn drop_expired(&mut self) -> (Vec<String>, Vec<String>) {
+        let expired: Vec<String> = self
+            .members
+            .iter()
+            .flatten()
+            .filter(|m| m.entry.state == DiskState::Offline && !m.entry.dropping())
+            .filter(|m| self.repair_seconds_left(m.entry.number) == Some(0))
+            .map(|m| m.entry.label.clone())
+            .collect();
+        let (mut dropped, mut refused) = (Vec::new(), Vec::new());
+        for label in expired {
+            match self.drop_disks_forced(std::slice::from_ref(&label)) {
+                Ok(_) => dropped.push(label),
+                Err(e) => refused.push(format!(
+                    "disk {label}'s repair time ran out, but it is not dropped: {e}"
+                )),
+            }
+        }
+        (dropped, refused)
     }
 
     /// Cancel the drops still pending (`undrop`): the disks are plain
@@ -807,7 +834,19 @@ impl Group<'_> {
         }
         self.superblocks_or_stop()?;
         self.publish_disks();
+        if self.rebalance_plan().is_ok_and(|p| p.moves.is_empty()) {
+            self.set_rebalance_pending(None)?;
+        }
         Ok(done)
+    }
+
+    /// A drop is pending: say so durably (at the default power) unless a
+    /// rebalance is already recorded.
+    fn note_rebalance_pending(&mut self) -> Result<(), GroupError> {
+        if self.rebalance_pending().is_none() {
+            self.set_rebalance_pending(Some(REBALANCE_POWER_DEFAULT))?;
+        }
+        Ok(())
     }
 
     /// Disks whose drop is pending.

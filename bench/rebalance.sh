@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# The disk life cycle's costs, in one run (see bench/README.md, "Rebalance
+# and resync", and /work/shared/MEASURING.md):
+#
+#   sudo bench/rebalance.sh            # 512 MiB of file data
+#   sudo bench/rebalance.sh --quick    # 192 MiB
+#
+# Devices: six RAM-backed 4Kn loop devices (pre-filled /dev/shm files,
+# losetup --direct-io=on --sector-size 4096), made afresh for every case.
+# A normal-redundancy group over L0..L3 (failure groups A: L0 L1, B: L2 L3)
+# holds one file of random data; L4 (A) and L5 (B) are spares.
+#
+#  1. Movement: `alter --add L4=A --add L5=B --drop L1 --drop L3` in one
+#     command, against `alter --add ...` then `alter --drop ...`: AUs moved
+#     against the minimum (what L1 and L3 held). Target: one command moves
+#     exactly the minimum. `--explain` before it, against what it moved
+#     (target: equal).
+#  2. Throughput: the same one-command change at power 1, 4, 16 and 1024:
+#     MiB/s copied, against the devices' own sequential copy rate measured
+#     in the same run (fio: 1 MiB reads on one device and 1 MiB writes on
+#     another at once, QD8 each; the copy rate is the slower of the two).
+#     Target: >= 0.8x at power 1024.
+#  3. Resync: L3 offline, N MiB written to a new file, L3 online: bytes the
+#     resync copied against N (target: <= N rounded up to AUs), and its time.
+#  4. Impact: p99 of 8 KiB random reads (QD1) while the change runs at power
+#     1 and 1024, against idle. Only one process holds a group (until `cairn
+#     serve`), so the reads are taken on a member device that the rebalance
+#     reads from (L1, read-only), for as long as the change took in case 2.
+#
+# Environment: BENCH_DATA_MIB (512, quick 192), BENCH_OUT (default
+# target/rebalance/<UTC time>).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+quick=0
+for arg in "$@"; do
+    case "$arg" in
+        --quick) quick=1 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        *) echo "rebalance.sh: unknown argument '$arg'; expected --quick or nothing" >&2; exit 2 ;;
+    esac
+done
+data_mib="${BENCH_DATA_MIB:-$([ "$quick" -eq 1 ] && echo 192 || echo 512)}"
+out="${BENCH_OUT:-$root/target/rebalance/$(date -u +%Y%m%dT%H%M%SZ)}"
+# Each disk holds about half a copy of the data, with room to take a dropped
+# disk's share.
+img_mib=$((data_mib + 256))
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "skipped: needs root (it attaches loop devices)"
+    exit 0
+fi
+if [ ! -e /dev/loop-control ] || ! command -v losetup >/dev/null; then
+    echo "skipped: no loop device support (/dev/loop-control or losetup missing)"
+    exit 0
+fi
+shm_free_mib=$(( $(stat -f -c '%a*%S' /dev/shm) / 1048576 ))
+if [ "$shm_free_mib" -lt $((6 * img_mib + data_mib + 256)) ]; then
+    echo "skipped: /dev/shm has ${shm_free_mib} MiB free; the case needs $((6 * img_mib + data_mib)) MiB"
+    exit 0
+fi
+if ! command -v fio >/dev/null; then
+    "$root/scripts/install-deps" >/dev/null
+fi
+
+echo "building cairn (release)"
+(cd "$root" && cargo build --release --quiet -p cairn-cli)
+cairn="$root/target/release/cairn"
+mkdir -p "$out"
+src="/dev/shm/cairn-rebalance-$$-src.bin"
+head -c "$((data_mib << 20))" /dev/urandom > "$src"
+
+imgs=()
+loops=()
+detach() {
+    for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null || true; done
+    for i in "${imgs[@]}"; do rm -f "$i"; done
+    loops=()
+    imgs=()
+}
+trap 'detach; rm -f "$src"' EXIT INT TERM
+
+# Six fresh devices and group MOV on L0..L3 holding the file; prints nothing.
+setup() {
+    detach
+    for i in 0 1 2 3 4 5; do
+        img="/dev/shm/cairn-rebalance-$$-$i.img"
+        imgs+=("$img")
+        dd if=/dev/zero of="$img" bs=1M count="$img_mib" status=none
+        loops+=("$(losetup --find --show --direct-io=on --sector-size 4096 "$img")")
+    done
+    export CAIRN_DISCOVER
+    CAIRN_DISCOVER="$(IFS=,; echo "${loops[*]}")"
+    export CAIRN_RUN_DIR="$out/run"
+    export CAIRN_CONFIG=/nonexistent/cairn.toml
+    "$cairn" group create MOV --redundancy normal --au-size 4M \
+        --disk "${loops[0]}=A" --disk "${loops[1]}=A" \
+        --disk "${loops[2]}=B" --disk "${loops[3]}=B" >/dev/null
+    "$cairn" cp "$src" +MOV/data.dbf >/dev/null
+}
+
+used_aus() { # label
+    "$cairn" group disks MOV --json | jq --arg l "$1" '.[] | select(.label == $l) | .total_aus - .free_aus'
+}
+
+now() { date +%s.%N; }
+
+echo "host: $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "data: ${data_mib} MiB of random data in one file, normal redundancy, 4 MiB AUs; disks ${img_mib} MiB each, 4Kn, RAM loop"
+
+# 1. Movement.
+setup
+minimum=$(( $(used_aus MOV_0001) + $(used_aus MOV_0003) ))
+change=(--add "${loops[4]}=A" --add "${loops[5]}=B" --drop MOV_0001 --drop MOV_0003)
+explained=$("$cairn" group alter MOV "${change[@]}" --explain --json | jq .explain.aus_to_move)
+one=$("$cairn" group alter MOV "${change[@]}" --power 1024 --json | jq .rebalance.aus_moved)
+"$cairn" group check MOV >/dev/null
+setup
+a=$("$cairn" group alter MOV --add "${loops[4]}=A" --add "${loops[5]}=B" --power 1024 --json | jq .rebalance.aus_moved)
+b=$("$cairn" group alter MOV --drop MOV_0001 --drop MOV_0003 --power 1024 --json | jq .rebalance.aus_moved)
+two=$((a + b))
+echo
+echo "1. movement (AUs of 4 MiB; minimum = what the dropped disks held: $minimum)"
+printf "   %-34s %6s AUs  %5.2fx the minimum\n" "add 2 + drop 2 in one alter" "$one" "$(echo "$one / $minimum" | bc -l)"
+printf "   %-34s %6s AUs  %5.2fx the minimum (%s + %s)\n" "alter --add, then alter --drop" "$two" "$(echo "$two / $minimum" | bc -l)" "$a" "$b"
+printf "   %-34s %6s AUs  (the change moved %s: %s)\n" "--explain said" "$explained" "$one" "$([ "$explained" -eq "$one" ] && echo equal || echo DIFFERENT)"
+
+# 2. Throughput, against the devices' copy rate.
+setup
+fio --name=rd --filename="${loops[1]}" --rw=read --bs=1M --iodepth=8 --ioengine=libaio \
+    --direct=1 --size="${data_mib}M" --time_based --runtime=4 --output-format=json \
+    --name=wr --filename="${loops[4]}" --rw=write --bs=1M --iodepth=8 --ioengine=libaio \
+    --direct=1 --size="${data_mib}M" --time_based --runtime=4 > "$out/fio-copy.json"
+copy_mibs=$(jq '[.jobs[] | (.read.bw_bytes + .write.bw_bytes)] | min / 1048576' "$out/fio-copy.json")
+echo
+echo "2. throughput (MiB copied per second of the whole command; device copy rate, fio: $(printf %.0f "$copy_mibs") MiB/s)"
+declare -A took
+for power in 1 4 16 1024; do
+    setup
+    t0=$(now)
+    bytes=$("$cairn" group alter MOV "${change[@]}" --power "$power" --json | jq .rebalance.bytes_copied)
+    t1=$(now)
+    secs=$(echo "$t1 - $t0" | bc -l)
+    took[$power]=$secs
+    mibs=$(echo "$bytes / 1048576 / $secs" | bc -l)
+    printf "   power %-5s %8.0f MiB in %6.2f s = %7.0f MiB/s  %5.2fx the device copy rate\n" \
+        "$power" "$(echo "$bytes / 1048576" | bc -l)" "$secs" "$mibs" "$(echo "$mibs / $copy_mibs" | bc -l)"
+done
+
+# 3. Resync: only what was written while the disk was away.
+echo
+echo "3. resync (L3 offline while N MiB are written to a new file, then online)"
+for n in 16 64 $((data_mib / 4)); do
+    setup
+    "$cairn" group offline MOV MOV_0003 >/dev/null
+    head -c "$((n << 20))" "$src" > "$out/part.bin"
+    "$cairn" cp "$out/part.bin" +MOV/new.dbf >/dev/null
+    t0=$(now)
+    report=$("$cairn" group online MOV MOV_0003 --power 16 --json)
+    t1=$(now)
+    copied=$(echo "$report" | jq '.resync.bytes_copied + .mount_resync.bytes_copied')
+    bound=$(( (n + 3) / 4 * 4 ))
+    printf "   N = %4s MiB: resync copied %6.1f MiB (bound: %s MiB, N rounded up to AUs) in %.2f s\n" \
+        "$n" "$(echo "$copied / 1048576" | bc -l)" "$bound" "$(echo "$t1 - $t0" | bc -l)"
+done
+rm -f "$out/part.bin"
+
+# 4. Impact on reads of a member the rebalance reads from.
+p99() { # seconds -> p99 µs of 8 KiB random reads QD1 on L1
+    "$cairn" --engine sync bench quick --target "${loops[1]}" --rw randread --bs 8k --qd 1 \
+        --time "$1s" --size "${data_mib}m" --out "$out/impact-$RANDOM" --json |
+        jq '.runs[0].totals.all.all.latency.percentiles[] | select(.p == 99) | .us'
+}
+echo
+echo "4. impact: p99 of 8 KiB random reads (QD1) on L1 while the change runs"
+setup
+idle=$(p99 3)
+printf "   %-12s p99 %7.0f µs\n" "idle" "$idle"
+for power in 1 1024; do
+    setup
+    secs=$(printf %.0f "${took[$power]}")
+    [ "$secs" -ge 1 ] || secs=1
+    "$cairn" group alter MOV "${change[@]}" --power "$power" --json > "$out/impact-alter-$power.json" &
+    busy=$(p99 "$secs")
+    wait
+    printf "   %-12s p99 %7.0f µs  %5.2fx idle (reads over %s s, the change's time at this power)\n" \
+        "power $power" "$busy" "$(echo "$busy / $idle" | bc -l)" "$secs"
+done
+echo
+echo "figures under $out"
