@@ -355,6 +355,8 @@ impl LiveGroup {
         };
         let total: u64 = moves.iter().map(|m| m.aus).sum();
         let mut done = 0u64;
+        let started = std::time::Instant::now();
+        let mut pool = Vec::new();
         let (meta, data): (Vec<_>, Vec<_>) = moves.into_iter().partition(|m| {
             m.file < cairn_format::group::FILE_NUMBER_USER_MIN || m.index & INDIRECT_INDEX != 0
         });
@@ -369,7 +371,10 @@ impl LiveGroup {
             });
         }
         let au_bytes = self.inner.meta()?.au_bytes();
-        let batch_len = relocation_batch(power, au_bytes);
+        // Each I/O in flight holds a buffer of up to 1 MiB: a handle runs
+        // at most REBALANCE_INFLIGHT_MAX at once, whatever the power.
+        let batch_len =
+            relocation_batch(power.min(super::relocate::REBALANCE_INFLIGHT_MAX), au_bytes);
         let mut handle = self.handle(batch_len * 2)?;
         let slot = handle.slot.clone();
         for chunk in data.chunks(batch_len) {
@@ -377,7 +382,7 @@ impl LiveGroup {
                 .inner
                 .operation(|g| g.reserve_moves(chunk, &mut report))?;
             let (copied, latch) =
-                match copy_relocations(&mut handle, Some(&slot), &batch, &mut report) {
+                match copy_relocations(&mut handle, Some(&slot), &batch, &mut pool, &mut report) {
                     Ok(done) => done,
                     Err(e) => {
                         let _ = self.inner.operation(|g| g.unreserve_batch(&batch));
@@ -413,6 +418,7 @@ impl LiveGroup {
         }
         self.inner
             .operation(|g| g.rebalance_finish(&mut report, false))??;
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(report)
     }
 

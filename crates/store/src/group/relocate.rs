@@ -34,6 +34,9 @@ pub const INDIRECT_INDEX: u64 = 1 << 62;
 pub const REBALANCE_POWER_DEFAULT: usize = 4;
 /// Most relocation I/Os in flight (ASM's `ASM_POWER_LIMIT` maximum).
 pub const REBALANCE_POWER_MAX: usize = 1024;
+/// Relocation I/Os a live group's rebalance keeps in flight at most, whatever
+/// the power (each holds a buffer of up to 1 MiB).
+pub const REBALANCE_INFLIGHT_MAX: usize = 256;
 /// The attribute that records a pending rebalance's power (internal: not
 /// listed by `group get`).
 pub(super) const REBALANCE_PENDING_KEY: &str = "_rebalance_power";
@@ -63,6 +66,8 @@ pub struct RebalanceReport {
     pub disks_dropped: Vec<String>,
     /// Stopped at power 0 before anything moved.
     pub paused: bool,
+    /// Wall time of the moves and the drops' completion (not the mount).
+    pub elapsed_ms: u64,
 }
 
 /// One disk in an explanation of a plan (`alter --explain`).
@@ -908,6 +913,8 @@ impl Group<'_> {
             total,
             bytes_done: 0,
         });
+        let started = std::time::Instant::now();
+        let mut pool = Vec::new();
         let (meta, data): (Vec<_>, Vec<_>) = moves
             .into_iter()
             .partition(|m| m.file < FILE_NUMBER_USER_MIN || m.index & INDIRECT_INDEX != 0);
@@ -920,9 +927,13 @@ impl Group<'_> {
                 bytes_done: report.bytes_copied,
             });
         }
-        for chunk in data.chunks(relocation_batch(power, self.au_bytes)) {
+        // More I/Os than the engine holds only queue, and each holds a
+        // buffer: a batch is at most what the engine runs at once.
+        let batch = relocation_batch(power.min(self.engine.depth_max()), self.au_bytes);
+        for chunk in data.chunks(batch) {
             let batch = self.reserve_moves(chunk, &mut report);
-            let (copied, latch) = match copy_relocations(self, None, &batch, &mut report) {
+            let (copied, latch) = match copy_relocations(self, None, &batch, &mut pool, &mut report)
+            {
                 Ok(done) => done,
                 Err(e) => {
                     self.unreserve_batch(&batch);
@@ -942,6 +953,7 @@ impl Group<'_> {
             });
         }
         self.rebalance_finish(&mut report, true)?;
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(report)
     }
 
@@ -1495,6 +1507,7 @@ pub(super) fn copy_relocations(
     port: &mut dyn DataPort,
     slot: Option<&std::sync::atomic::AtomicU64>,
     batch: &[Relocation],
+    pool: &mut Vec<AlignedBuf>,
     report: &mut RebalanceReport,
 ) -> Result<(Vec<Relocation>, LatchGuard), GroupError> {
     let keys: Vec<(LatchKey, bool)> = batch
@@ -1573,7 +1586,13 @@ pub(super) fn copy_relocations(
             disk: src.disk,
             op: Op::Read {
                 offset_bytes: place(*src, *au, *off),
-                buf: port.buffer(*len as usize),
+                buf: match pool.pop() {
+                    Some(mut b) if b.capacity() >= *len as usize => {
+                        b.set_len(*len as usize);
+                        b
+                    }
+                    _ => port.buffer(*len as usize),
+                },
             },
         })
         .collect();
@@ -1606,7 +1625,9 @@ pub(super) fn copy_relocations(
     let mut failed_disks = BTreeSet::new();
     for ((k, len), (result, buf)) in of.iter().zip(data::run(port, writes)?) {
         if let Some(buf) = buf {
-            port.recycle(buf);
+            // The next batch reuses it: fresh buffers of a batch at power
+            // 1024 are a GiB of pages to fault in.
+            pool.push(buf);
         }
         match result {
             Ok(_) => {
