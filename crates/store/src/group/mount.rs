@@ -383,6 +383,16 @@ pub(super) fn mount_inner<'e>(
         group.publish_all();
         return Ok((group, report));
     }
+    // A rebalance a crash cut: a metadata move may have left a claimed AU
+    // no map names (see `free_leaked`).
+    if group.rebalance_pending().is_some() && group.lost.is_empty() {
+        let freed = group.free_leaked();
+        if freed > 0 {
+            report.warnings.push(format!(
+                "freed {freed} AU(s) a rebalance cut short had taken for a copy it never switched to"
+            ));
+        }
+    }
     report.operations_recovered = group.recover_operations()?;
     report.repaired_copies = group.repaired_copies;
     group.commit()?;

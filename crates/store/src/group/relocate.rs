@@ -1384,6 +1384,34 @@ impl Group<'_> {
         Ok(())
     }
 
+    /// After a crash in a rebalance: free the AUs marked used that no map
+    /// names. A metadata move whose commit was cut can leave one (the
+    /// journal's own move writes its record to the new place, which mount
+    /// does not read if the journal's entry did not reach the disk, while
+    /// the table's claim did). Nothing else is ever marked used without an
+    /// owner: reservations are not in the bitmap, and freed runs are marked
+    /// free at once. Returns the AUs freed.
+    pub(super) fn free_leaked(&mut self) -> u64 {
+        let mut owned: BTreeMap<u16, BTreeSet<u64>> = BTreeMap::new();
+        for r in self.owned_runs() {
+            owned.entry(r.disk).or_default().extend(r.au..r.au + r.len);
+        }
+        let mut freed = 0;
+        for n in 0..self.members.len() as u16 {
+            let mine = owned.remove(&n).unwrap_or_default();
+            let Some(alloc) = self.member_mut(n).and_then(|m| m.alloc.as_mut()) else {
+                continue;
+            };
+            for au in alloc.used_list() {
+                if !mine.contains(&au) {
+                    alloc.free(au as u32, 1);
+                    freed += 1;
+                }
+            }
+        }
+        freed
+    }
+
     /// Where the count of the meta plane's zeroings stands now.
     pub(super) fn zero_mark(&self) -> u64 {
         self.zero_seq
