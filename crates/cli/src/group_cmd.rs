@@ -879,13 +879,8 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             discover,
             output,
         } => {
-            let mut m = mount(engine.as_mut(), &discover, &name)?;
-            let report = run_rebalance(&mut m.group, usize::from(power), output.json);
-            let report = said(&m.group, report)?;
-            let rows = m.group.disks();
-            let group_name = m.group.name().to_string();
-            finish(m.group)?;
-            print_rebalance(&group_name, &report, &rows, output.json)?;
+            let m = mount(engine.as_mut(), &discover, &name)?;
+            rebalance_and_finish(m.group, power, output.json)?;
         }
         GroupCommand::Undrop {
             name,
@@ -917,12 +912,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             let mut m = mount(engine.as_mut(), &discover, &name)?;
             let done = m.group.drop_disks_forced(std::slice::from_ref(&disk));
             said(&m.group, done)?;
-            let report = run_rebalance(&mut m.group, usize::from(power), output.json);
-            let report = said(&m.group, report)?;
-            let rows = m.group.disks();
-            let group_name = m.group.name().to_string();
-            finish(m.group)?;
-            print_rebalance(&group_name, &report, &rows, output.json)?;
+            rebalance_and_finish(m.group, power, output.json)?;
         }
         GroupCommand::Replace {
             name,
@@ -992,12 +982,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 joined = true;
                 let result = m.group.drop_disks_forced(std::slice::from_ref(&disk));
                 said(&m.group, result)?;
-                let report = run_rebalance(&mut m.group, usize::from(power), output.json);
-                let report = said(&m.group, report)?;
-                let rows = m.group.disks();
-                let group_name = m.group.name().to_string();
-                finish(m.group)?;
-                print_rebalance(&group_name, &report, &rows, output.json)?;
+                rebalance_and_finish(m.group, power, output.json)?;
                 Ok(Outcome::Done)
             })();
             if outcome.is_err() && !joined {
@@ -1218,12 +1203,18 @@ fn alter(
             );
         }
     }
-    let report = run_rebalance(&mut m.group, usize::from(power), json);
-    let report = said(&m.group, report)?;
-    let rows = m.group.disks();
-    finish(m.group)?;
-    print_rebalance(&group_name, &report, &rows, json)?;
+    rebalance_and_finish(m.group, power, json)?;
     Ok(Outcome::Done)
+}
+
+/// Run (or resume) the rebalance, dismount, and say what it did.
+fn rebalance_and_finish(mut group: Group<'_>, power: u16, json: bool) -> Result<()> {
+    let report = run_rebalance(&mut group, usize::from(power), json);
+    let report = said(&group, report)?;
+    let rows = group.disks();
+    let group_name = group.name().to_string();
+    finish(group)?;
+    print_rebalance(&group_name, &report, &rows, json)
 }
 
 /// Run (or resume) a rebalance with a progress bar on a terminal and a

@@ -10,6 +10,7 @@ use cairn_format::group::DiskState;
 use cairn_format::DiskLabel;
 use cairn_io::DeviceId;
 use cairn_io_sim::{geometry, CrashAfter, CrashPolicy, SimEngine};
+use cairn_store::group::relocate::PreparedDisk;
 use cairn_store::group::{
     self, CreateOptions, Group, GroupError, GroupSelector, GroupSpec, NewDisk, Redundancy,
 };
@@ -118,6 +119,24 @@ fn header_of(engine: &mut CrashAfter, d: DeviceId) -> cairn_format::DiskHeader {
         .unwrap()
 }
 
+/// The spares D4 (failure group A) and D5 (B), checked for adding.
+fn spares(g: &mut Group<'_>, ids: &[DeviceId]) -> Vec<PreparedDisk> {
+    g.prepare_adds(
+        &[
+            NewDisk {
+                device: ids[4],
+                failgroup: Some("A".into()),
+            },
+            NewDisk {
+                device: ids[5],
+                failgroup: Some("B".into()),
+            },
+        ],
+        false,
+    )
+    .unwrap()
+}
+
 fn members(g: &Group<'_>) -> Vec<String> {
     g.disks().into_iter().map(|d| d.label).collect()
 }
@@ -139,21 +158,7 @@ fn add_two_and_drop_two_moves_the_dropped_disks_data_once() {
         let mut g = mount(&mut engine, &ids);
         let files = fill(&mut g);
         let held = aus_on(&g, "D1") + aus_on(&g, "D3");
-        let adds = g
-            .prepare_adds(
-                &[
-                    NewDisk {
-                        device: ids[4],
-                        failgroup: Some("A".into()),
-                    },
-                    NewDisk {
-                        device: ids[5],
-                        failgroup: Some("B".into()),
-                    },
-                ],
-                false,
-            )
-            .unwrap();
+        let adds = spares(&mut g, &ids);
         let drops = vec!["D1".to_string(), "D3".to_string()];
         let explain = g.explain_change(&adds, &drops).unwrap();
         assert_eq!(
@@ -213,21 +218,7 @@ fn a_crash_anywhere_in_a_rebalance_loses_nothing_and_it_resumes() {
         let files = {
             let mut g = mount(&mut engine, &ids);
             let files = fill(&mut g);
-            let adds = g
-                .prepare_adds(
-                    &[
-                        NewDisk {
-                            device: ids[4],
-                            failgroup: Some("A".into()),
-                        },
-                        NewDisk {
-                            device: ids[5],
-                            failgroup: Some("B".into()),
-                        },
-                    ],
-                    false,
-                )
-                .unwrap();
+            let adds = spares(&mut g, &ids);
             g.add_disks(adds).unwrap();
             g.request_drops(&["D0".to_string(), "D2".to_string()])
                 .unwrap();

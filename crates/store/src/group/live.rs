@@ -405,17 +405,7 @@ impl LiveGroup {
         // Readers of the maps before the last switch end before a dropped
         // disk leaves: waited for here, outside the metadata lock (a data
         // operation may need it to end).
-        let epoch = self.inner.plane.advance_epoch();
-        let mut waited = false;
-        while self.inner.plane.oldest_running() < epoch {
-            waited = true;
-            if !cairn_io::sched::blocked() {
-                std::thread::yield_now();
-            }
-        }
-        if waited {
-            cairn_io::sched::resumed();
-        }
+        self.inner.plane.wait_for_older_operations();
         self.inner
             .operation(|g| g.rebalance_finish(&mut report, false))??;
         report.elapsed_ms = started.elapsed().as_millis() as u64;

@@ -387,6 +387,24 @@ impl DataPlane {
             .unwrap_or(IDLE)
     }
 
+    /// Start a new epoch and wait until every data operation that began in
+    /// an earlier one is over (they took the views and snapshots before
+    /// now). The caller must not hold what such an operation may need to
+    /// end (a live group's metadata lock) unless no data thread runs.
+    pub(super) fn wait_for_older_operations(&self) {
+        let epoch = self.advance_epoch();
+        let mut waited = false;
+        while self.oldest_running() < epoch {
+            waited = true;
+            if !cairn_io::sched::blocked() {
+                std::thread::yield_now();
+            }
+        }
+        if waited {
+            cairn_io::sched::resumed();
+        }
+    }
+
     // -- latches ----------------------------------------------------------------
 
     /// Takers waiting for `key`'s latch.

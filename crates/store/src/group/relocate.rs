@@ -1488,17 +1488,7 @@ impl Group<'_> {
 
     /// Wait until every data operation that took a view before now is over.
     pub(super) fn wait_for_readers(&self) {
-        let epoch = self.plane.advance_epoch();
-        let mut waited = false;
-        while self.plane.oldest_running() < epoch {
-            waited = true;
-            if !cairn_io::sched::blocked() {
-                std::thread::yield_now();
-            }
-        }
-        if waited {
-            cairn_io::sched::resumed();
-        }
+        self.plane.wait_for_older_operations();
     }
 }
 
