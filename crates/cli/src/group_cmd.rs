@@ -125,7 +125,7 @@ pub enum GroupCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Add and drop disks in one operation, then rebalance, so data moves once (ASM's ALTER DISKGROUP ... ADD ... DROP ... REBALANCE).
+    /// Add, drop and resize disks in one operation, then rebalance, so data moves once (ASM's ALTER DISKGROUP ... ADD ... DROP ... RESIZE ... REBALANCE).
     Alter {
         name: String,
         /// A disk to add, optionally with its failure group: PATH or PATH=FAILGROUP. Repeat for each disk.
@@ -134,6 +134,9 @@ pub enum GroupCommand {
         /// A disk to drop, by label: its data moves to the others first (DROPPING), then it leaves (FORMER). Repeat for each disk.
         #[arg(long = "drop", value_name = "DISK")]
         drop: Vec<String>,
+        /// A new size for a disk, by label: DISK=SIZE (4096, 512M, 20G). A grow (the device grew first) takes effect at once; a shrink moves the data past the new end first. Repeat for each disk.
+        #[arg(long = "resize", value_name = "DISK=SIZE", value_parser = resize_arg)]
+        resize: Vec<(String, u64)>,
         /// Relocation I/Os in flight (1-1024); 0 makes the change and leaves the rebalance paused.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=1024))]
         power: u16,
@@ -540,11 +543,16 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                         r.path
                             .map_or_else(|| "(missing)".to_string(), |p| p.display().to_string()),
                         if r.disk.dropped_by_force {
-                            " (dropped by force: rebuilt from mirrors)"
+                            " (dropped by force: rebuilt from mirrors)".to_string()
                         } else if r.disk.held {
-                            " (offline on request)"
+                            " (offline on request)".to_string()
+                        } else if let Some(to) = r.disk.shrinking_to_bytes {
+                            format!(
+                                " (shrinking from {} to {to} bytes: `cairn group rebalance` moves what lies past the new end)",
+                                r.disk.size_bytes
+                            )
                         } else {
-                            ""
+                            String::new()
                         }
                     );
                 }
@@ -834,14 +842,15 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             name,
             add,
             drop,
+            resize,
             power,
             explain,
             force,
             discover,
             output,
         } => {
-            if add.is_empty() && drop.is_empty() {
-                bail!("name disks to --add PATH[=FAILGROUP] or --drop DISK");
+            if add.is_empty() && drop.is_empty() && resize.is_empty() {
+                bail!("name disks to --add PATH[=FAILGROUP], --drop DISK or --resize DISK=SIZE");
             }
             let host = Host::real();
             let d = discovery(discover.discover.as_deref())?;
@@ -861,7 +870,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 &discover,
                 &name,
                 &new,
-                &drop,
+                (&drop, &resize),
                 (power, explain, force, output.json),
                 &mut joined,
             );
@@ -1112,14 +1121,14 @@ fn alter(
     discover: &Discover,
     name: &str,
     new: &[group::NewDisk],
-    drops: &[String],
+    (drops, resizes): (&[String], &[(String, u64)]),
     (power, explain, force, json): (u16, bool, bool, bool),
     joined: &mut bool,
 ) -> Result<Outcome> {
     let mut m = mount(engine, discover, name)?;
     let prepared = m.group.prepare_adds(new, force);
     let prepared = said(&m.group, prepared)?;
-    let work = m.group.explain_change(&prepared, drops);
+    let work = m.group.explain_change(&prepared, drops, resizes);
     let mut work = said(&m.group, work)?;
     let group_name = m.group.name().to_string();
     if explain {
@@ -1192,6 +1201,12 @@ fn alter(
         let dropped = m.group.request_drops(drops);
         said(&m.group, dropped)?;
     }
+    let resized = if resizes.is_empty() {
+        Vec::new()
+    } else {
+        let r = m.group.request_resizes(resizes);
+        said(&m.group, r)?
+    };
     if !json {
         if !added.is_empty() {
             println!("group {group_name}: added {}", added.join(", "));
@@ -1201,6 +1216,9 @@ fn alter(
                 "group {group_name}: dropping {}",
                 drops.join(", ").to_ascii_uppercase()
             );
+        }
+        for line in resized {
+            println!("group {group_name}: {line}");
         }
     }
     rebalance_and_finish(m.group, power, json)?;
@@ -1307,7 +1325,7 @@ fn print_rebalance(
         return Ok(());
     }
     println!(
-        "group {group_name}: rebalance moved {} AU(s) ({} MiB copied) in {} move(s) ({} metadata, {} rebuilt from mirrors){}",
+        "group {group_name}: rebalance moved {} AU(s) ({} MiB copied) in {} move(s) ({} metadata, {} rebuilt from mirrors){}{}",
         report.aus_moved,
         report.bytes_copied >> 20,
         report.moves_done,
@@ -1317,6 +1335,11 @@ fn print_rebalance(
             String::new()
         } else {
             format!("; dropped {} (FORMER)", report.disks_dropped.join(", "))
+        },
+        if report.disks_resized.is_empty() {
+            String::new()
+        } else {
+            format!("; shrank {}", report.disks_resized.join(", "))
         }
     );
     for left in &report.moves_left {
@@ -1730,4 +1753,16 @@ fn progress(total: Option<u64>) -> indicatif::ProgressBar {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar
+}
+
+/// `--resize DISK=SIZE`.
+fn resize_arg(s: &str) -> Result<(String, u64), String> {
+    let (disk, size) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: write DISK=SIZE, for example DATA_0001=20G"))?;
+    if disk.trim().is_empty() {
+        return Err(format!("{s:?}: name the disk before '=' (its label)"));
+    }
+    let bytes = crate::parse_size(size).map_err(|e| format!("{e:#}"))?;
+    Ok((disk.trim().to_string(), bytes))
 }

@@ -307,3 +307,201 @@ fn changes_with_a_disk_offline() {
     cairn(&["cp", "+OFF/a.dbf", out.to_str().unwrap()]).ok();
     assert_eq!(digest(&out), digest(&src));
 }
+
+/// `alter --resize` with the real binary on four devices of 160 MiB (the
+/// first four of `paths`) that `grow` can make 224 MiB: a shrink of one
+/// disk to 24 MiB explains and then moves what lies past the cut, after
+/// which the disk's size is the new one; growing past the device is
+/// refused; the device grows and `--resize` takes the room at once; every
+/// file reads back and `check` is clean.
+fn shrink_and_grow(
+    dir: &Path,
+    discover: &str,
+    run_dir: &str,
+    paths: &[String],
+    name: &str,
+    grow: &dyn Fn(&str, u64),
+) {
+    let cairn = |args: &[&str]| cairn_with(discover, &[("CAIRN_RUN_DIR", run_dir)], args);
+    let mut args = vec!["group".to_string(), "create".into(), name.into()];
+    for (i, p) in paths[..4].iter().enumerate() {
+        args.extend(["--disk".into(), format!("{p}=FG{}", 1 + i / 2)]);
+    }
+    cairn(&args.iter().map(String::as_str).collect::<Vec<_>>()).ok();
+    let src = random_file(&dir.join("src.bin"), 40 * MIB, 7);
+    let file = format!("+{name}/a.dbf");
+    cairn(&["cp", src.to_str().unwrap(), &file]).ok();
+    let reads_back = || {
+        let out = dir.join("out.bin");
+        let _ = std::fs::remove_file(&out);
+        cairn(&["cp", &file, out.to_str().unwrap()]).ok();
+        assert_eq!(digest(&out), digest(&src), "{file} reads back as written");
+    };
+    let d0 = format!("{name}_0000");
+    let before = cairn(&["group", "disks", name, "--json"]).ok().json();
+    let shrink = format!("{d0}=24M");
+    let explained = cairn(&[
+        "group",
+        "alter",
+        name,
+        "--resize",
+        &shrink,
+        "--explain",
+        "--json",
+    ])
+    .ok()
+    .json();
+    let work = &explained["explain"];
+    assert!(work["aus_to_move"].as_u64().unwrap() > 0, "{work:#}");
+    assert_eq!(
+        cairn(&["group", "disks", name, "--json"]).ok().json(),
+        before,
+        "--explain changed nothing"
+    );
+    // Refusals: one line, nothing changed.
+    cairn(&["group", "alter", name, "--resize", &format!("{d0}=300M")]).refused("beyond its end");
+    cairn(&["group", "alter", name, "--resize", &format!("{d0}=2M")]).refused("too small");
+    cairn(&["group", "alter", name, "--resize", "NOPE=20M"]).refused("has no disk NOPE");
+    // Malformed arguments: clap's usage error (exit 2), saying what to write.
+    for (arg, says) in [(d0.clone(), "DISK=SIZE"), (format!("{d0}=lots"), "size")] {
+        let bad = cairn(&["group", "alter", name, "--resize", &arg]);
+        assert_eq!(bad.code, 2, "{}", bad.stderr);
+        assert!(bad.stderr.contains(says), "{}", bad.stderr);
+    }
+    assert_eq!(
+        cairn(&["group", "disks", name, "--json"]).ok().json(),
+        before
+    );
+    // The shrink: what lay past the cut moved, what --explain said.
+    let done = cairn(&["group", "alter", name, "--resize", &shrink, "--json"])
+        .ok()
+        .json();
+    let r = &done["rebalance"];
+    assert_eq!(r["aus_moved"], work["aus_to_move"], "{r:#}");
+    // 4-MiB AUs: 24 MiB holds five below the tail header's MiB, so the
+    // disk ends at 21 MiB, within what was asked.
+    assert_eq!(
+        r["disks_resized"],
+        serde_json::json!([format!("{d0} to {} bytes", 21 * MIB)])
+    );
+    let rows = cairn(&["group", "disks", name, "--json"]).ok().json();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == d0.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(row["size_bytes"], 21 * MIB, "{row:#}");
+    assert!(row["shrinking_to_bytes"].is_null(), "{row:#}");
+    cairn(&["group", "check", name]).ok();
+    reads_back();
+    // The device grows; --resize takes the room, and the rebalance gives
+    // the disk its share.
+    grow(&paths[0], 224 * MIB);
+    let grown = cairn(&[
+        "group",
+        "alter",
+        name,
+        "--resize",
+        &format!("{d0}=224M"),
+        "--json",
+    ])
+    .ok()
+    .json();
+    assert!(
+        grown["rebalance"]["aus_moved"].as_u64().unwrap() > 0,
+        "{grown:#}"
+    );
+    let rows = cairn(&["group", "disks", name, "--json"]).ok().json();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == d0.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(row["size_bytes"], 224 * MIB, "{row:#}");
+    cairn(&["group", "check", name]).ok();
+    reads_back();
+}
+
+#[test]
+fn resize_on_sparse_files() {
+    let dir = scratch();
+    let root = dir.path().to_path_buf();
+    let paths: Vec<String> = (0..4)
+        .map(|i| {
+            sparse(&root.join(format!("d{i}.img")), 160 * MIB)
+                .display()
+                .to_string()
+        })
+        .collect();
+    let glob = format!("{}/*.img", root.display());
+    let run = root.join("run").display().to_string();
+    let grow = |path: &str, size: u64| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+    };
+    shrink_and_grow(&root, &glob, &run, &paths, "SIZE", &grow);
+}
+
+#[test]
+fn resize_on_512_and_4096_byte_loop_devices() {
+    if let Some(reason) = loop_device::unavailable_reason() {
+        prerequisite::missing(&reason);
+        return;
+    }
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for sector in [512u32, 4096] {
+        let dir = scratch();
+        let mut devices: Vec<LoopDevice> = Vec::new();
+        for i in 0..4 {
+            match LoopDevice::create(&dir.path().join(format!("l{i}.img")), 160 * MIB, sector) {
+                Ok(lo) => devices.push(lo),
+                Err(reason) => {
+                    prerequisite::missing(&reason);
+                    return;
+                }
+            }
+        }
+        let paths: Vec<String> = devices
+            .iter()
+            .map(|d| d.path.display().to_string())
+            .collect();
+        let backing: Vec<(String, PathBuf)> = devices
+            .iter()
+            .map(|d| (d.path.display().to_string(), d.backing_file.clone()))
+            .collect();
+        // The backing file grows, then the loop device learns its size.
+        let grow = |path: &str, size: u64| {
+            let (_, file) = backing.iter().find(|(p, _)| p == path).unwrap();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(file)
+                .unwrap()
+                .set_len(size)
+                .unwrap();
+            let status = std::process::Command::new("losetup")
+                .args(["-c", path])
+                .status()
+                .unwrap();
+            assert!(status.success(), "losetup -c {path}");
+        };
+        let discover = paths.join(",");
+        let run: PathBuf = dir.path().join("run");
+        shrink_and_grow(
+            dir.path(),
+            &discover,
+            &run.display().to_string(),
+            &paths,
+            &format!("SIZE{sector}"),
+            &grow,
+        );
+        drop(devices);
+    }
+}

@@ -322,13 +322,20 @@ pub struct RawGroupSuper {
     pub features_ro_compat: U64,
     pub features_incompat: U64,
     pub file_directory: RawExtent,
-    pub reserved_tail: [u8; PAYLOAD_BYTES - 112],
+    /// The journal's extents (all-zero past the last; all zero in a group
+    /// whose superblocks predate the field: its file entry says).
+    pub journal: [RawExtent; JOURNAL_EXTENTS_MAX],
+    pub reserved_tail: [u8; PAYLOAD_BYTES - 112 - 32 * JOURNAL_EXTENTS_MAX],
 }
 const _: () = {
     assert!(size_of::<RawGroupSuper>() == PAYLOAD_BYTES);
     assert!(offset_of!(RawGroupSuper, au_bytes) == 36);
     assert!(offset_of!(RawGroupSuper, file_directory) == 80);
+    assert!(offset_of!(RawGroupSuper, journal) == 112);
 };
+
+/// Most extents a journal has (4 MiB of 1-MiB AUs).
+pub const JOURNAL_EXTENTS_MAX: usize = 4;
 
 /// What every disk says about its group. The slot's generation is the envelope's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -346,6 +353,11 @@ pub struct GroupSuper {
     pub features: FeatureSet,
     /// Extent 0 of the file directory: where mounting starts.
     pub file_directory: Extent,
+    /// The journal's extents, so that mount finds the journal without
+    /// reading its file entry (which a crash may have torn while a
+    /// rebalance moved the journal: the journal's own record repairs it).
+    /// Empty in superblocks written before the field existed.
+    pub journal: Vec<Extent>,
 }
 
 impl GroupSuper {
@@ -363,6 +375,9 @@ impl GroupSuper {
         raw.features_ro_compat = U64::new(self.features.ro_compat);
         raw.features_incompat = U64::new(self.features.incompat);
         raw.file_directory = self.file_directory.encode();
+        for (slot, e) in raw.journal.iter_mut().zip(&self.journal) {
+            *slot = e.encode();
+        }
     }
 
     pub fn decode(block: &[u8]) -> Result<Self, MetaError> {
@@ -394,6 +409,13 @@ impl GroupSuper {
         }
         let file_directory = Extent::decode(&raw.file_directory)?
             .ok_or_else(|| invalid("file_directory", "missing"))?;
+        let mut journal = Vec::new();
+        for e in &raw.journal {
+            match Extent::decode(e)? {
+                Some(e) => journal.push(e),
+                None => break,
+            }
+        }
         Ok(Self {
             name: get_name(&raw.name, "name")?,
             copies: raw.copies,
@@ -408,6 +430,7 @@ impl GroupSuper {
                 incompat: raw.features_incompat.get(),
             },
             file_directory,
+            journal,
         })
     }
 }
@@ -1401,6 +1424,7 @@ mod tests {
             created_unix_seconds: 9,
             features: FeatureSet::default(),
             file_directory: extent(&[0, 1], 2),
+            journal: vec![extent(&[2, 0], 3), extent(&[1, 2], 4)],
         };
         let mut block = empty_block();
         sup.encode_into(&mut block);

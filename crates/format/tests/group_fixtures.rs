@@ -106,6 +106,7 @@ fn superblock() -> GroupSuper {
         created_unix_seconds: CREATED,
         features: FeatureSet::default(),
         file_directory: file_directory_extent(),
+        journal: Vec::new(),
     }
 }
 

@@ -53,6 +53,9 @@ pub struct PlanExtent {
     pub aus: u64,
     /// The disks of its copies, primary first.
     pub copies: Vec<u16>,
+    /// Copies (bit per slot) that lie past their disk's shrink cut: they
+    /// move, to any disk with room below its cut (their own included).
+    pub cut: u8,
 }
 
 /// Why a move is made.
@@ -229,7 +232,7 @@ pub fn plan(disks: &[PlanDisk], extents: &[PlanExtent]) -> Result<Plan, PlanErro
                 let d = state.disks.get(&from);
                 let wanted = match pass {
                     Pass::Rebuild => d.is_none_or(|d| !d.readable),
-                    _ => d.is_some_and(|d| d.leaving),
+                    _ => d.is_some_and(|d| d.leaving) || e.cut & (1 << slot) != 0,
                 };
                 if !wanted || moved.contains(&(e.file, e.index, slot)) {
                     continue;
@@ -380,6 +383,7 @@ mod tests {
                     index: i,
                     aus: 1,
                     copies,
+                    cut: 0,
                 }
             })
             .collect()
@@ -444,6 +448,42 @@ mod tests {
         let moved: u64 = plan.moves.iter().map(|m| m.aus).sum();
         assert_eq!(moved, on_leaving, "exactly the dropped disks' data moves");
         assert!(plan.moves.iter().all(|m| m.pass == Pass::Evacuate));
+    }
+
+    #[test]
+    fn a_shrink_moves_only_the_copies_past_the_cut() {
+        // D0 has the room its failure group needs for what D1 gives up.
+        let mut disks = vec![
+            disk(0, 0, 200),
+            disk(1, 0, 100),
+            disk(2, 1, 100),
+            disk(3, 1, 100),
+        ];
+        let mut extents = filled(&disks, 2, 160);
+        // Disk 1 shrinks to 50 AUs: say its last 30 copies lie past the cut.
+        disks[1].capacity_aus = 50;
+        let mut past = 0;
+        for e in extents.iter_mut().rev() {
+            if let Some(slot) = e.copies.iter().position(|d| *d == 1) {
+                if past < 30 {
+                    e.cut |= 1 << slot;
+                    past += 1;
+                }
+            }
+        }
+        let plan = plan(&disks, &extents).unwrap();
+        check_invariants(&disks, &extents, &plan);
+        let evacuated: Vec<&Move> = plan
+            .moves
+            .iter()
+            .filter(|m| m.pass == Pass::Evacuate)
+            .collect();
+        assert_eq!(evacuated.len(), 30, "every copy past the cut moves");
+        assert!(evacuated.iter().all(|m| m.from == 1));
+        assert!(
+            plan.usage_after[&1] <= 50,
+            "the shrunk disk ends within its new size"
+        );
     }
 
     #[test]

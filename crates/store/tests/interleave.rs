@@ -379,6 +379,10 @@ struct World {
     added: AtomicU64,
     dropped: AtomicU64,
     moved: AtomicU64,
+    /// Disks resized (grown, or shrinks completed), and OFFLINE disks
+    /// replaced by a spare.
+    resized: AtomicU64,
+    replaced: AtomicU64,
 }
 
 impl World {
@@ -869,6 +873,16 @@ fn lifecycle_actor(world: &World, seed: u64) {
         for _ in 0..rng.below(60) {
             cairn_io::sched::yield_now();
         }
+        // Sometimes it is not coming back: a spare takes its place in its
+        // failure group (`group replace`), its copies rebuilt from mirrors.
+        if rng.chance(20) {
+            if let Some(k) = spares.next() {
+                if replace_disk(world, &mut rng, &disk, k, fg, seed) {
+                    return;
+                }
+                continue;
+            }
+        }
         world.count_op();
         let power = 1 + rng.below(16) as usize;
         match world
@@ -893,9 +907,83 @@ fn lifecycle_actor(world: &World, seed: u64) {
     }
 }
 
+/// `group replace`: spare `k` joins failure group `fg` in place of `disk`
+/// (OFFLINE, or the replace is refused), which is dropped by force; the
+/// rebalance rebuilds its copies from their mirrors. Returns whether the
+/// actor must stop.
+fn replace_disk(world: &World, rng: &mut Rand, disk: &str, k: usize, fg: usize, seed: u64) -> bool {
+    world.count_op();
+    let id = world.ids[world.cfg.disks.len() + k];
+    let replaced = world
+        .live
+        .meta(|g| {
+            if g.disks()
+                .iter()
+                .all(|d| d.label != disk || d.state != cairn_format::group::DiskState::Offline)
+            {
+                return Err(GroupError::Invalid(format!("{disk} is not OFFLINE")));
+            }
+            let p = g.prepare_adds(
+                &[NewDisk {
+                    device: id,
+                    failgroup: Some(format!("FG{fg}")),
+                }],
+                false,
+            )?;
+            g.add_disks(p)?;
+            world.added.fetch_add(1, Ordering::SeqCst);
+            g.drop_disks_forced(&[disk.to_string()])
+        })
+        .and_then(|r| r);
+    if trace() {
+        eprintln!("  replace {disk} with spare {k}: {replaced:?}");
+    }
+    match replaced {
+        Ok(_) => {
+            world.replaced.fetch_add(1, Ordering::SeqCst);
+        }
+        Err(GroupError::Invalid(_) | GroupError::NotFound(_) | GroupError::NoSpace(_)) => {}
+        Err(e) => {
+            if world.expected(&e, &format!("replace {disk}"), seed) {
+                return true;
+            }
+        }
+    }
+    rebalance_now(world, rng, seed)
+}
+
+/// A rebalance at some power; refusals (a disk OFFLINE, no room) are part
+/// of the game. Returns whether the actor must stop.
+fn rebalance_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
+    world.count_op();
+    let power = [1, 2, 4, 16][rng.below(4) as usize];
+    match world.live.rebalance(power, &mut |_| {}) {
+        Ok(r) => {
+            world.moved.fetch_add(r.moves_done, Ordering::SeqCst);
+            world
+                .dropped
+                .fetch_add(r.disks_dropped.len() as u64, Ordering::SeqCst);
+            world
+                .resized
+                .fetch_add(r.disks_resized.len() as u64, Ordering::SeqCst);
+            if trace() {
+                eprintln!("  rebalance at power {power}: {r:?}");
+            }
+        }
+        Err(GroupError::Invalid(_) | GroupError::NotFound(_) | GroupError::NoSpace(_)) => {}
+        Err(e) => {
+            if world.expected(&e, "rebalance", seed) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// A change of disks while the others run: maybe add a spare, maybe drop a
-/// member, then rebalance at some power (writers write the very extents
-/// being moved). Refusals (a drop redundancy would not allow, or that does
+/// member, maybe resize one (a shrink to 30-100% of its size, or back to
+/// all of it), then rebalance at some power (writers write the very
+/// extents being moved). Refusals (a drop redundancy would not allow, or that does
 /// not fit; a rebalance while a disk is OFFLINE) are part of the game.
 /// Returns whether the actor must stop.
 fn change_disks(
@@ -961,29 +1049,45 @@ fn change_disks(
             eprintln!("  drop {disk}");
         }
     }
+    if rng.chance(35) {
+        world.count_op();
+        let i = rng.below(world.cfg.disks.len() as u64) as usize;
+        let full = world.cfg.disks[i].0;
+        let size = if rng.chance(30) {
+            full
+        } else {
+            (full * (30 + rng.below(71)) / 100) & !(MIB - 1)
+        };
+        let disk = format!("D{i}");
+        let resized = world
+            .live
+            .meta(|g| {
+                let grows = g
+                    .disks()
+                    .iter()
+                    .any(|d| d.label == disk && size > d.size_bytes);
+                g.request_resizes(&[(disk.clone(), size)]).map(|_| grows)
+            })
+            .and_then(|r| r);
+        match resized {
+            Ok(grew) => {
+                world.resized.fetch_add(u64::from(grew), Ordering::SeqCst);
+            }
+            Err(e) if refused(&e) => {}
+            Err(e) => {
+                if world.expected(&e, &format!("resize {disk}"), seed) {
+                    return true;
+                }
+            }
+        }
+        if trace() {
+            eprintln!("  resize {disk} to {size}");
+        }
+    }
     for _ in 0..rng.below(30) {
         cairn_io::sched::yield_now();
     }
-    world.count_op();
-    let power = [1, 2, 4, 16][rng.below(4) as usize];
-    match world.live.rebalance(power, &mut |_| {}) {
-        Ok(r) => {
-            world.moved.fetch_add(r.moves_done, Ordering::SeqCst);
-            world
-                .dropped
-                .fetch_add(r.disks_dropped.len() as u64, Ordering::SeqCst);
-            if trace() {
-                eprintln!("  rebalance at power {power}: {r:?}");
-            }
-        }
-        Err(e) if refused(&e) => {}
-        Err(e) => {
-            if world.expected(&e, "rebalance", seed) {
-                return true;
-            }
-        }
-    }
-    false
+    rebalance_now(world, rng, seed)
 }
 
 // ---------------------------------------------------------------------------
@@ -998,6 +1102,9 @@ struct SeedFigures {
     added: u64,
     dropped: u64,
     moved: u64,
+    /// Disks resized, OFFLINE disks replaced.
+    resized: u64,
+    replaced: u64,
     seed: u64,
     ops: u64,
     /// Metadata operations (first-write marks included) and the journal
@@ -1040,6 +1147,8 @@ fn run_seed(seed: u64) -> SeedFigures {
         added: AtomicU64::new(0),
         dropped: AtomicU64::new(0),
         moved: AtomicU64::new(0),
+        resized: AtomicU64::new(0),
+        replaced: AtomicU64::new(0),
     };
     // Some seeds switch at nearly every point, others let an actor run on.
     let stay = [0, 50, 75, 90][rng.below(4) as usize];
@@ -1068,6 +1177,8 @@ fn run_seed(seed: u64) -> SeedFigures {
         added,
         dropped,
         moved,
+        resized,
+        replaced,
         ..
     } = world;
     let mut model = model.into_inner().unwrap();
@@ -1168,6 +1279,8 @@ fn run_seed(seed: u64) -> SeedFigures {
         added: added.load(Ordering::SeqCst),
         dropped: dropped.load(Ordering::SeqCst),
         moved: moved.load(Ordering::SeqCst),
+        resized: resized.load(Ordering::SeqCst),
+        replaced: replaced.load(Ordering::SeqCst),
     }
 }
 
@@ -1338,6 +1451,7 @@ fn interleaving_simulation() {
     let (mut meta_ops, mut records) = (0u64, 0u64);
     let (mut offlined, mut resynced, mut lifecycle_seeds) = (0u64, 0u64, 0u64);
     let (mut added, mut dropped, mut moved, mut change_seeds) = (0u64, 0u64, 0u64, 0u64);
+    let (mut resized, mut replaced) = (0u64, 0u64);
     for f in &totals {
         assert!(
             f.ops >= 200 && f.crashes > 0,
@@ -1358,11 +1472,13 @@ fn interleaving_simulation() {
         added += f.added;
         dropped += f.dropped;
         moved += f.moved;
-        change_seeds += u64::from(f.moved > 0 || f.added > 0);
+        resized += f.resized;
+        replaced += f.replaced;
+        change_seeds += u64::from(f.moved > 0 || f.added > 0 || f.resized > 0);
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {added} disks added, {dropped} dropped and {moved} extent copies moved by rebalances, in {change_seeds} seeds",
+        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances, in {change_seeds} seeds",
         count as f64 / secs
     );
 }

@@ -66,6 +66,10 @@ pub struct DiskAlloc {
     /// move commits leaves them free on disk (nothing leaks).
     reserved: Vec<(u32, u32)>,
     cursor: u64,
+    /// Nothing is handed out at or past this AU: the layout's end, or a
+    /// pending shrink's cut (`alter --resize`), past which copies wait to
+    /// be moved.
+    limit: u64,
 }
 
 impl DiskAlloc {
@@ -81,7 +85,84 @@ impl DiskAlloc {
             quarantine: Vec::new(),
             reserved: Vec::new(),
             cursor: layout.first_data_au,
+            limit: layout.au_count,
         }
+    }
+
+    /// An empty table whose allocations stop at `limit` (a pending shrink's
+    /// cut; at least one data AU, at most the layout's end).
+    pub fn with_limit(layout: AtLayout, limit: u64) -> Self {
+        let mut a = Self::empty(layout);
+        a.set_limit(limit);
+        a
+    }
+
+    /// Hand out nothing at or past `limit` from now on (kept within the
+    /// layout, and at least one data AU).
+    pub fn set_limit(&mut self, limit: u64) {
+        self.limit = limit.clamp(self.layout.first_data_au + 1, self.layout.au_count);
+    }
+
+    /// Where allocations stop.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Data AUs below the limit: what the disk holds once a pending shrink
+    /// is done.
+    pub fn capacity_aus(&self) -> u64 {
+        self.limit - self.layout.first_data_au
+    }
+
+    /// AUs in use at or past the limit: what a shrink still has to move.
+    pub fn used_past_limit(&self) -> u64 {
+        (self.limit..self.layout.au_count)
+            .filter(|au| self.is_used(*au))
+            .count() as u64
+    }
+
+    /// Whether any AU at or past the limit is quarantined or reserved
+    /// (freed by a move whose readers may still run, or taken by one).
+    pub fn busy_past_limit(&self) -> bool {
+        let limit = self.limit;
+        self.quarantine
+            .iter()
+            .any(|q| u64::from(q.start) + u64::from(q.len) > limit)
+            || self
+                .reserved
+                .iter()
+                .any(|(s, l)| u64::from(*s) + u64::from(*l) > limit)
+    }
+
+    /// This table for the same disk at another size (`layout`, with the
+    /// same first data AU): what is used below the new end is kept, and
+    /// every block is to be written again. The caller makes sure nothing
+    /// is used, reserved or quarantined past the new end.
+    pub fn resized(&self, layout: AtLayout) -> Self {
+        assert_eq!(
+            layout.first_data_au, self.layout.first_data_au,
+            "invariant: a resize keeps the table's place"
+        );
+        let mut fresh = Self::empty(layout);
+        for au in self.used_list() {
+            if au < layout.au_count {
+                fresh.mark(au, 1, true);
+            }
+        }
+        fresh.quarantine = self
+            .quarantine
+            .iter()
+            .filter(|q| u64::from(q.start) + u64::from(q.len) <= layout.au_count)
+            .copied()
+            .collect();
+        fresh.reserved = self
+            .reserved
+            .iter()
+            .filter(|(s, l)| u64::from(*s) + u64::from(*l) <= layout.au_count)
+            .copied()
+            .collect();
+        fresh.mark_all_dirty();
+        fresh
     }
 
     /// Load bitmap block `index` as read from disk. Returns a description of any
@@ -146,8 +227,10 @@ impl DiskAlloc {
         self.used
     }
 
+    /// Free data AUs below the limit (for a pending shrink, what is free
+    /// once the copies past the cut have moved in).
     pub fn free_aus(&self) -> u64 {
-        self.layout.data_aus() - self.used
+        self.capacity_aus().saturating_sub(self.used)
     }
 
     fn quarantined(&self, au: u64) -> bool {
@@ -215,7 +298,7 @@ impl DiskAlloc {
     fn find(&mut self, len: u64) -> Option<u32> {
         assert!(len >= 1, "invariant: allocate at least one AU");
         let lo = self.layout.first_data_au;
-        let hi = self.layout.au_count;
+        let hi = self.limit;
         if hi - lo < len {
             return None;
         }
@@ -468,5 +551,50 @@ mod tests {
         assert!(a.is_used(8) && !a.is_used(0));
         assert!(a.check_summary(0, &[2]).is_none());
         assert!(a.check_summary(0, &[3]).is_some());
+    }
+
+    #[test]
+    fn a_limit_keeps_allocations_below_the_cut_and_a_resize_keeps_what_is_used() {
+        let mut a = alloc();
+        let first = a.layout.first_data_au;
+        let end = a.layout.au_count;
+        // Fill the disk, then free all but the last AU.
+        let all: Vec<u32> = (first..end).map(|_| a.allocate(1).unwrap()).collect();
+        for x in &all[..all.len() - 1] {
+            a.free(*x, 1);
+        }
+        a.seal_quarantine(1);
+        a.release_quarantine(1, 0);
+        let cut = first + 10;
+        a.set_limit(cut);
+        assert_eq!(a.capacity_aus(), 10);
+        assert_eq!(a.used_past_limit(), 1, "the last AU waits to move");
+        assert!(!a.busy_past_limit());
+        for _ in 0..9 {
+            assert!(u64::from(a.allocate(1).unwrap()) < cut);
+        }
+        assert_eq!(a.free_aus(), 0, "the copy past the cut still needs a place");
+        let last = a.reserve(1).unwrap();
+        assert!(u64::from(last) < cut);
+        assert_eq!(a.allocate(1), None, "nothing at or past the cut");
+        a.unreserve(last, 1);
+        a.free(all[all.len() - 1], 1);
+        assert!(a.busy_past_limit(), "freed, but readers may still use it");
+        a.seal_quarantine(2);
+        a.release_quarantine(2, 0);
+        assert!(!a.busy_past_limit());
+        let small = AtLayout::for_disk(cut * (1 << 20) + (1 << 20), 1 << 20).unwrap();
+        assert_eq!(small.au_count, cut);
+        let b = a.resized(small);
+        assert_eq!(b.used_aus(), 9);
+        assert_eq!(b.limit(), cut);
+        assert_eq!(
+            b.dirty_count() as u64,
+            small.bitmap_blocks + small.summary_blocks
+        );
+        // And back: the grown table has the same used AUs, the rest free.
+        let grown = b.resized(a.layout);
+        assert_eq!(grown.used_aus(), 9);
+        assert_eq!(grown.free_aus(), a.layout.data_aus() - 9);
     }
 }

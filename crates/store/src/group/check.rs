@@ -148,15 +148,17 @@ impl Group<'_> {
                     repairable: false,
                 });
             }
-            let first_data = AtLayout::for_disk(m.entry.size_bytes, self.au_bytes)
-                .map_or(0, |l| l.first_data_au);
+            // A pending shrink's cut is not the end: copies past it wait
+            // to be moved, inside the layout.
+            let (first_data, end) = AtLayout::for_disk(m.entry.size_bytes, self.au_bytes)
+                .map_or((0, 0), |l| (l.first_data_au, l.au_count));
             for au in run.au..run.au + run.len {
-                if au >= m.entry.au_count || au < first_data {
+                if au >= end || au < first_data {
                     problems.push(Problem {
                         location: what.clone(),
                         what: format!(
-                            "AU {au} is outside disk {}'s data AUs {first_data}..{}",
-                            m.entry.label, m.entry.au_count
+                            "AU {au} is outside disk {}'s data AUs {first_data}..{end}",
+                            m.entry.label
                         ),
                         repaired: false,
                         repairable: false,

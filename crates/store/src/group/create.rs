@@ -137,6 +137,7 @@ pub fn create<'e>(
                 ..FeatureSet::default()
             },
             file_directory: Extent::new(&[AuAddr { disk: 0, au: 1 }], false),
+            journal: Vec::new(),
         },
         spec.group_uuid,
         0,

@@ -61,6 +61,7 @@ mod namespace;
 mod places;
 pub mod plane;
 pub mod relocate;
+mod resize;
 pub mod resync;
 mod superblock;
 mod tables;
@@ -480,6 +481,10 @@ pub struct Group<'e> {
     /// added during it, since a data handle's engine may still map the
     /// number to the dropped disk's device.
     numbers_freed: BTreeSet<u16>,
+    /// Set by mount when the superblocks name the journal elsewhere than
+    /// its entry (a move a crash cut before its commit): the old map, for
+    /// `adopt_journal_bootstrap`.
+    journal_moved_from: Option<Vec<Extent>>,
     /// The meta plane's own zeroing (a grow's) writes to copies without
     /// the extents' latches: `zero_seq` counts those, and `zeroed_files`
     /// says, per file, the last; a copy (resync, relocation) begun before
@@ -567,6 +572,7 @@ impl<'e> Group<'e> {
             commit_times: Vec::new(),
             mounted_at: std::time::Instant::now(),
             numbers_freed: BTreeSet::new(),
+            journal_moved_from: None,
             zero_seq: 0,
             zeroed_files: HashMap::new(),
         }
@@ -741,6 +747,7 @@ impl<'e> Group<'e> {
                     total_aus: layout.map_or(0, |l| l.data_aus()),
                     free_aus: m.alloc.as_ref().map(DiskAlloc::free_aus),
                     size_bytes: m.entry.size_bytes,
+                    shrinking_to_bytes: self.pending_shrink_bytes(m.entry.number),
                     disk_uuid: m.entry.disk_uuid,
                 }
             })
@@ -817,6 +824,8 @@ pub struct DiskInfo {
     pub total_aus: u64,
     pub free_aus: Option<u64>,
     pub size_bytes: u64,
+    /// While a shrink is pending (`alter --resize`), the size it goes to.
+    pub shrinking_to_bytes: Option<u64>,
     pub disk_uuid: Uuid,
 }
 

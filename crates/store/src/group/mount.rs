@@ -210,6 +210,7 @@ pub(super) fn mount_inner<'e>(
         }
         let online =
             matches!(entry.state, DiskState::Online | DiskState::Syncing) && device.is_some();
+        let limit = entry.au_count;
         let slot = members.get_mut(usize::from(entry.number)).ok_or_else(|| {
             corrupt(format!(
                 "disk directory names disk {} of {}",
@@ -219,7 +220,7 @@ pub(super) fn mount_inner<'e>(
         *slot = Some(Member {
             entry,
             device,
-            alloc: online.then(|| DiskAlloc::empty(layout)),
+            alloc: online.then(|| DiskAlloc::with_limit(layout, limit)),
             needs_flush: false,
             generation,
             offline_since: None,
@@ -293,9 +294,23 @@ pub(super) fn mount_inner<'e>(
             extents: vec![sup.file_directory],
         },
     );
-    let journal_entry = group
-        .read_entry(FILE_JOURNAL)?
-        .ok_or_else(|| corrupt("the journal's file entry is missing"))?;
+    // The superblocks name the journal too (groups whose superblocks
+    // predate that: its entry alone): its entry may be torn by a crash
+    // while a rebalance moved the journal, and the journal's own record is
+    // what repairs it. Replay reads the entry again.
+    let journal_entry = if sup.journal.is_empty() {
+        group
+            .read_entry(FILE_JOURNAL)?
+            .ok_or_else(|| corrupt("the journal's file entry is missing"))?
+    } else {
+        let mut entry = group
+            .read_entry(FILE_JOURNAL)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| placeholder_entry(FILE_JOURNAL, sup.copies));
+        entry.direct = sup.journal.clone();
+        entry
+    };
     let journal_extents = journal_entry.direct.clone();
     let journal_expected = JOURNAL_BYTES.div_ceil(u64::from(sup.au_bytes));
     if journal_extents.len() as u64 != journal_expected {
@@ -314,8 +329,22 @@ pub(super) fn mount_inner<'e>(
         },
     );
     report.journal_records_replayed = group.replay()?;
-    if !read_only {
-        group.adopt_moved_journal()?;
+    if sup.journal.is_empty() {
+        if !read_only {
+            group.adopt_moved_journal()?;
+        }
+    } else {
+        // The entry as replay left it; the map is the superblocks'.
+        let mut entry = group
+            .read_entry(FILE_JOURNAL)?
+            .ok_or_else(|| corrupt("the journal's file entry is missing after replay"))?;
+        if entry.direct != sup.journal {
+            group.journal_moved_from =
+                Some(std::mem::replace(&mut entry.direct, sup.journal.clone()));
+        }
+        if let Some(rec) = group.files.get_mut(&FILE_JOURNAL) {
+            rec.entry = entry;
+        }
     }
 
     // Offline disks noticed at mount are recorded only after replay, so replay
@@ -348,6 +377,7 @@ pub(super) fn mount_inner<'e>(
     group.load_tables(&mut report)?;
     group.load_files()?;
     group.adopt_directory_bootstrap(sup.file_directory);
+    group.adopt_journal_bootstrap();
     group.verify_tables(&mut report)?;
     group.rebuild_tables()?;
     group.load_aliases()?;
@@ -518,6 +548,43 @@ impl Group<'_> {
             if let Some(a) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) {
                 if a.is_used(u64::from(c.au)) {
                     a.free(c.au, aus as u32);
+                }
+            }
+        }
+    }
+
+    /// A rebalance moved the journal: the superblocks named its new place,
+    /// and a crash came before the commit that puts it in the journal's
+    /// own entry (and claims it in the table). This mount runs the journal
+    /// where the superblocks say (the copy holds it whole, as of the
+    /// checkpoint before the move): claim those AUs, free the old ones, and
+    /// the mount's commit writes the entry.
+    pub(super) fn adopt_journal_bootstrap(&mut self) {
+        let Some(old) = self.journal_moved_from.take() else {
+            return;
+        };
+        let Some(now) = self.files.get(&FILE_JOURNAL).map(|r| r.extents.clone()) else {
+            return;
+        };
+        self.dirty.insert(Dirty::Entry(FILE_JOURNAL));
+        for (index, (new, was)) in now.iter().zip(&old).enumerate() {
+            let aus = placement::extent_aus(index as u64);
+            for c in new.copies() {
+                if let Some(a) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) {
+                    for au in u64::from(c.au)..u64::from(c.au) + aus {
+                        if !a.is_used(au) {
+                            a.mark(au, 1, true);
+                        }
+                    }
+                }
+            }
+            for c in was.copies().iter().filter(|c| !new.copies().contains(c)) {
+                if let Some(a) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) {
+                    for au in u64::from(c.au)..u64::from(c.au) + aus {
+                        if a.is_used(au) {
+                            a.free(au as u32, 1);
+                        }
+                    }
                 }
             }
         }

@@ -21,6 +21,7 @@
 
 use super::data::{self, DataPort};
 use super::plane::{LatchGuard, LatchKey, OperationGuard};
+use super::resize::Cuts;
 use super::resync::{Progress, RESYNC_IO_BYTES_MAX};
 use super::*;
 use crate::rebalance::{self, Pass, Plan, PlanDisk, PlanExtent};
@@ -64,6 +65,8 @@ pub struct RebalanceReport {
     pub aus_without_source: Vec<String>,
     /// Disks whose drop completed (they are FORMER now), by label.
     pub disks_dropped: Vec<String>,
+    /// Shrinks that completed ("LABEL to N bytes").
+    pub disks_resized: Vec<String>,
     /// Stopped at power 0 before anything moved.
     pub paused: bool,
     /// Wall time of the moves and the drops' completion (not the mount).
@@ -187,8 +190,13 @@ impl Group<'_> {
     // -- the plan -----------------------------------------------------------
 
     /// The plan's view of the disks: `extra` are disks a change would add,
-    /// `leaving` disks it would drop.
-    fn plan_disks(&self, extra: &[PreparedDisk], leaving: &BTreeSet<u16>) -> Vec<PlanDisk> {
+    /// `leaving` disks it would drop, `cuts` the ends resizes would give.
+    pub(super) fn plan_disks(
+        &self,
+        extra: &[PreparedDisk],
+        leaving: &BTreeSet<u16>,
+        cuts: &Cuts,
+    ) -> Vec<PlanDisk> {
         let mut out: Vec<PlanDisk> = self
             .members
             .iter()
@@ -196,14 +204,10 @@ impl Group<'_> {
             .map(|m| PlanDisk {
                 number: m.entry.number,
                 failgroup: m.entry.failgroup_id,
-                capacity_aus: m
-                    .alloc
-                    .as_ref()
-                    .map(|a| a.layout.data_aus())
-                    .or_else(|| {
-                        AtLayout::for_disk(m.entry.size_bytes, self.au_bytes).map(|l| l.data_aus())
-                    })
-                    .unwrap_or(0),
+                capacity_aus: self.disk_end(m.entry.number, cuts).saturating_sub(
+                    AtLayout::for_disk(m.entry.size_bytes, self.au_bytes)
+                        .map_or(0, |l| l.first_data_au),
+                ),
                 leaving: m.entry.dropping() || leaving.contains(&m.entry.number),
                 readable: m.online().is_some() && !m.entry.forced(),
             })
@@ -219,25 +223,38 @@ impl Group<'_> {
     }
 
     /// Every extent copy the group holds, metadata included, as the plan
-    /// sees them.
-    fn plan_extents(&self) -> Vec<PlanExtent> {
+    /// sees them; copies past their disk's end (a shrink's cut, pending or
+    /// in `cuts`) are marked to move.
+    pub(super) fn plan_extents(&self, cuts: &Cuts) -> Vec<PlanExtent> {
+        let ends: BTreeMap<u16, u64> = self
+            .members
+            .iter()
+            .flatten()
+            .map(|m| (m.entry.number, self.disk_end(m.entry.number, cuts)))
+            .collect();
+        let extent = |file: u32, index: u64, aus: u64, e: &Extent| PlanExtent {
+            file,
+            index,
+            aus,
+            copies: e.copies().iter().map(|c| c.disk).collect(),
+            cut: e
+                .copies()
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    ends.get(&c.disk)
+                        .is_some_and(|end| u64::from(c.au) + aus > *end)
+                })
+                .fold(0u8, |mask, (slot, _)| mask | (1 << slot)),
+        };
         let mut out = Vec::new();
         for (number, rec) in &self.files {
             for (index, e) in rec.extents.iter().enumerate() {
-                out.push(PlanExtent {
-                    file: *number,
-                    index: index as u64,
-                    aus: placement::extent_aus(index as u64),
-                    copies: e.copies().iter().map(|c| c.disk).collect(),
-                });
+                let index = index as u64;
+                out.push(extent(*number, index, placement::extent_aus(index), e));
             }
             for (k, e) in rec.entry.indirect.iter().enumerate() {
-                out.push(PlanExtent {
-                    file: *number,
-                    index: INDIRECT_INDEX | k as u64,
-                    aus: 1,
-                    copies: e.copies().iter().map(|c| c.disk).collect(),
-                });
+                out.push(extent(*number, INDIRECT_INDEX | k as u64, 1, e));
             }
         }
         out
@@ -274,13 +291,14 @@ impl Group<'_> {
         Ok(())
     }
 
-    fn plan_for(
+    pub(super) fn plan_for(
         &self,
         extra: &[PreparedDisk],
         leaving: &BTreeSet<u16>,
+        cuts: &Cuts,
     ) -> Result<Plan, GroupError> {
-        let disks = self.plan_disks(extra, leaving);
-        rebalance::plan(&disks, &self.plan_extents()).map_err(|e| {
+        let disks = self.plan_disks(extra, leaving, cuts);
+        rebalance::plan(&disks, &self.plan_extents(cuts)).map_err(|e| {
             let what = |file: u32, index: u64| {
                 if index & INDIRECT_INDEX != 0 {
                     format!("{}'s extent map", self.path_of(file))
@@ -292,7 +310,7 @@ impl Group<'_> {
             };
             match e {
                 rebalance::PlanError::NoRoom { file, index } => GroupError::NoSpace(format!(
-                    "the disks that stay cannot hold {} (each copy in its own failure group): add disks or drop fewer",
+                    "the disks that stay, at their new sizes, cannot hold {} (each copy in its own failure group): add disks, or drop or shrink less",
                     what(file, index)
                 )),
                 rebalance::PlanError::NoSource { file, index } => GroupError::Lost(format!(
@@ -305,32 +323,39 @@ impl Group<'_> {
 
     /// The plan a rebalance would run now.
     pub fn rebalance_plan(&self) -> Result<Plan, GroupError> {
-        self.plan_for(&[], &BTreeSet::new())
+        self.plan_for(&[], &BTreeSet::new(), &Cuts::new())
     }
 
     /// The exact work of a change (`alter --explain`): adding `extra`,
-    /// dropping `drops` (labels), then rebalancing. Changes nothing.
+    /// dropping `drops` (labels), resizing (label, bytes), then
+    /// rebalancing. Changes nothing.
     pub fn explain_change(
         &self,
         extra: &[PreparedDisk],
         drops: &[String],
+        resizes: &[(String, u64)],
     ) -> Result<Explain, GroupError> {
         let leaving = self.check_drops(drops, extra)?;
-        let plan = self.plan_for(extra, &leaving)?;
+        let cuts = self.check_resizes(resizes, &leaving)?;
+        let cuts: Cuts = cuts.iter().map(|r| (r.disk, r.layout.au_count)).collect();
+        let plan = self.plan_for(extra, &leaving, &cuts)?;
         let mut used: BTreeMap<u16, u64> = BTreeMap::new();
-        for e in self.plan_extents() {
+        for e in self.plan_extents(&cuts) {
             for d in e.copies {
                 *used.entry(d).or_default() += e.aus;
             }
         }
         let mut disks = Vec::new();
-        for pd in self.plan_disks(extra, &leaving) {
+        for pd in self.plan_disks(extra, &leaving, &cuts) {
             let (label, failgroup, state) = match self.member(pd.number) {
                 Some(m) => (
                     m.entry.label.clone(),
                     m.entry.failgroup.clone(),
                     if pd.leaving {
                         "DROPPING".to_string()
+                    } else if let Some(end) = cuts.get(&pd.number) {
+                        let now = self.disk_end(pd.number, &Cuts::new());
+                        if *end < now { "SHRINKING" } else { "GROWING" }.to_string()
                     } else {
                         m.entry.shown_state().to_string()
                     },
@@ -696,7 +721,7 @@ impl Group<'_> {
     pub fn request_drops(&mut self, names: &[String]) -> Result<Vec<String>, GroupError> {
         self.check_writable()?;
         let disks = self.check_drops(names, &[])?;
-        self.plan_for(&[], &disks)?;
+        self.plan_for(&[], &disks, &Cuts::new())?;
         let mut done = Vec::new();
         for d in &disks {
             if let Some(m) = self.member_mut(*d) {
@@ -737,13 +762,13 @@ impl Group<'_> {
             }
         }
         let leaving: BTreeSet<u16> = disks.iter().copied().collect();
-        let mut trial = self.plan_disks(&[], &leaving);
+        let mut trial = self.plan_disks(&[], &leaving, &Cuts::new());
         for t in &mut trial {
             if leaving.contains(&t.number) {
                 t.readable = false;
             }
         }
-        rebalance::plan(&trial, &self.plan_extents()).map_err(|e| match e {
+        rebalance::plan(&trial, &self.plan_extents(&Cuts::new())).map_err(|e| match e {
             rebalance::PlanError::NoSource { file, .. } => GroupError::Invalid(format!(
                 "dropping {} by force would lose {}: no other copy of it can be read; bring the disk back (`cairn group online`) instead",
                 names.join(", "),
@@ -847,7 +872,7 @@ impl Group<'_> {
 
     /// A drop is pending: say so durably (at the default power) unless a
     /// rebalance is already recorded.
-    fn note_rebalance_pending(&mut self) -> Result<(), GroupError> {
+    pub(super) fn note_rebalance_pending(&mut self) -> Result<(), GroupError> {
         if self.rebalance_pending().is_none() {
             self.set_rebalance_pending(Some(REBALANCE_POWER_DEFAULT))?;
         }
@@ -1370,7 +1395,12 @@ impl Group<'_> {
         // checkpoint above). A crash before the commit below leaves the
         // directory's own entry naming the old place: mount adopts the
         // superblocks' (`adopt_directory_bootstrap`).
-        if m.file == FILE_DIRECTORY && !indirect && index == 0 {
+        // The journal's map is named by the superblocks as well, for the
+        // same reason: its entry's in-place write may be torn by a crash,
+        // and only the journal can repair it.
+        if (m.file == FILE_DIRECTORY && !indirect && index == 0)
+            || (m.file == FILE_JOURNAL && !indirect)
+        {
             self.superblocks_or_stop()?;
         }
         self.commit()?;
@@ -1436,7 +1466,7 @@ impl Group<'_> {
     ) -> Result<(), GroupError> {
         self.check_writable()?;
         let mut holding: BTreeSet<u16> = BTreeSet::new();
-        for e in self.plan_extents() {
+        for e in self.plan_extents(&Cuts::new()) {
             holding.extend(e.copies);
         }
         let empty: Vec<u16> = self
@@ -1480,7 +1510,16 @@ impl Group<'_> {
                 let _ = self.write_membership(device, &label, None, Some(self.uuid));
             }
         }
-        if self.rebalance_plan().is_ok_and(|p| p.moves.is_empty()) {
+        // A shrink whose copies have all moved: its cut becomes its end.
+        let shrinking =
+            |g: &Self| (0..g.members.len() as u16).any(|n| g.pending_shrink_bytes(n).is_some());
+        if shrinking(self) {
+            if wait {
+                self.wait_for_readers();
+            }
+            self.finish_shrinks(report)?;
+        }
+        if !shrinking(self) && self.rebalance_plan().is_ok_and(|p| p.moves.is_empty()) {
             self.set_rebalance_pending(None)?;
         }
         Ok(())

@@ -869,13 +869,16 @@ impl Group<'_> {
         let open = self.txn_open();
         self.commit_through(open)?;
         for d in &back {
-            let size = self.member(*d).expect("invariant: named").entry.size_bytes;
+            let (size, limit) = self
+                .member(*d)
+                .map(|m| (m.entry.size_bytes, m.entry.au_count))
+                .expect("invariant: named");
             let layout = AtLayout::for_disk(size, self.au_bytes)
                 .ok_or_else(|| corrupt(format!("disk {d} is too small for the group's AUs")))?;
             if let Some(m) = self.member_mut(*d) {
                 m.entry.flags &= !fmt::DISK_FLAG_HELD;
                 m.entry.state = DiskState::Syncing;
-                let mut alloc = DiskAlloc::empty(layout);
+                let mut alloc = DiskAlloc::with_limit(layout, limit);
                 alloc.keep_reservations(std::mem::take(&mut m.parked));
                 m.alloc = Some(alloc);
             }

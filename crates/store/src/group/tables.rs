@@ -183,12 +183,12 @@ impl Group<'_> {
             if m.writable().is_none() || self.tables_to_rebuild.contains(&n) {
                 continue;
             }
-            let layout = m
+            let (layout, limit) = m
                 .alloc
                 .as_ref()
-                .map(|a| a.layout)
+                .map(|a| (a.layout, a.limit()))
                 .expect("invariant: online");
-            let mut alloc = DiskAlloc::empty(layout);
+            let mut alloc = DiskAlloc::with_limit(layout, limit);
             // The whole table in a few large reads: it is one contiguous
             // region, and most of it is never written (blank = all free).
             let blocks = layout.summary_blocks + layout.bitmap_blocks;
@@ -362,7 +362,7 @@ impl Group<'_> {
             let Some(alloc) = self.member_mut(n).and_then(|m| m.alloc.as_mut()) else {
                 continue;
             };
-            let mut fresh = DiskAlloc::empty(alloc.layout);
+            let mut fresh = DiskAlloc::with_limit(alloc.layout, alloc.limit());
             fresh.keep_reservations(alloc.reservations());
             let range = alloc.layout.first_data_au..alloc.layout.au_count;
             for run in owned.iter().filter(|o| o.disk == n) {
