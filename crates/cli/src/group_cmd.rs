@@ -87,6 +87,20 @@ pub enum GroupCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Read every copy of every extent and of the metadata, and report each disagreement by file and offset; --repair restores metadata from its newest valid generation and data from the primary copy.
+    Scrub {
+        name: String,
+        /// Chunks of up to 1 MiB read at once (every copy of each).
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        power: u16,
+        /// Rewrite what disagrees: metadata from its newest valid copy, data from the primary copy (or, when the primary cannot be read, the first current copy).
+        #[arg(long)]
+        repair: bool,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
     /// What the group uses on each disk and what the device physically holds.
     Space {
         name: String,
@@ -678,6 +692,69 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 return Ok(Outcome::Degraded(format!(
                     "group {group_name} is DEGRADED: {} — its files are served from the other copies, and one more failure in another failure group could lose data",
                     report.disks_not_in_use.join(", ")
+                )));
+            }
+        }
+        GroupCommand::Scrub {
+            name,
+            power,
+            repair,
+            discover,
+            output,
+        } => {
+            let mut m = if repair {
+                mount(engine.as_mut(), &discover, &name)?
+            } else {
+                mount_read_only(engine.as_mut(), &discover, &name)?
+            };
+            let report = run_scrub(&mut m.group, usize::from(power), repair, output.json);
+            let report = said(&m.group, report)?;
+            let group_name = m.group.name().to_string();
+            if repair {
+                finish(m.group)?;
+            } else {
+                m.group.dismount()?;
+            }
+            if output.json {
+                print_json(&serde_json::json!({ "group": group_name, "scrub": report }))?;
+            } else {
+                println!(
+                    "scrubbed {group_name}: {} MiB read from {} copies of {} extents in {:.1} s; {} metadata blocks and {} header copies compared{}",
+                    report.bytes_read >> 20,
+                    report.copies_read,
+                    report.extents_read,
+                    report.elapsed_ms as f64 / 1000.0,
+                    report.metadata_blocks_compared,
+                    report.header_copies_checked,
+                    if report.bytes_rewritten > 0 {
+                        format!("; {} KiB of data rewritten", report.bytes_rewritten >> 10)
+                    } else {
+                        String::new()
+                    }
+                );
+                for p in &report.problems {
+                    println!(
+                        "  {}: {}{}",
+                        p.location,
+                        p.what,
+                        if p.repaired { " (repaired)" } else { "" }
+                    );
+                }
+                println!(
+                    "{}",
+                    if report.problems.is_empty() {
+                        "clean"
+                    } else if report.clean() {
+                        "all disagreements repaired"
+                    } else {
+                        "DISAGREEMENTS FOUND"
+                    }
+                );
+            }
+            if !report.clean() {
+                let left = report.problems.iter().filter(|p| !p.repaired).count();
+                return Ok(Outcome::Failed(format!(
+                    "group {group_name}: {left} disagreement(s) between copies (listed above); `cairn group scrub {group_name} --repair` rewrites them"
                 )));
             }
         }
@@ -1375,6 +1452,51 @@ fn render_duration(seconds: u64) -> String {
 
 /// A progress bar on stderr for a pass over `total` AUs: rate, done/total
 /// and ETA on a terminal; nothing when stderr is not one, or with --json.
+/// Scrub with a progress bar on a terminal and a status file for `group ops`.
+fn run_scrub(
+    group: &mut Group<'_>,
+    power: usize,
+    repair: bool,
+    json: bool,
+) -> Result<group::scrub::ScrubReport, group::GroupError> {
+    let au = group.au_bytes();
+    let mut tracker = cairn_store::ops::OpTracker::start(
+        &group_lock::run_dir(),
+        group.name(),
+        group.uuid(),
+        "SCRUB",
+        power,
+        au,
+        0,
+        false,
+    );
+    let bar = bytes_progress(json);
+    bar.set_message(if repair { "scrub --repair" } else { "scrub" });
+    let report = group.scrub(power, repair, &mut |p| {
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+        tracker.update(p.done / au, p.total.div_ceil(au), p.bytes_done);
+    });
+    bar.finish_and_clear();
+    tracker.finish();
+    report
+}
+
+/// A progress bar in bytes on a terminal; hidden with --json or a pipe.
+fn bytes_progress(json: bool) -> indicatif::ProgressBar {
+    if json || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {wide_bar}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
 fn au_progress(json: bool) -> indicatif::ProgressBar {
     if json || !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();

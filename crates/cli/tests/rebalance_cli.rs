@@ -424,6 +424,106 @@ fn shrink_and_grow(
     assert_eq!(row["size_bytes"], 224 * MIB, "{row:#}");
     cairn(&["group", "check", name]).ok();
     reads_back();
+    scrub(dir, discover, run_dir, paths, name, &src, &file);
+}
+
+/// `group scrub` on the group `shrink_and_grow` left: clean at first; then
+/// one copy of a 4 KiB block of `file` (at 8 MiB + 64 KiB) is overwritten
+/// on its device, and the scrub names that byte range and the copy; with
+/// `--repair` it rewrites it from the primary and scrubs clean after. Which
+/// copy was hit decides what the file reads: the primary's bytes.
+fn scrub(
+    dir: &Path,
+    discover: &str,
+    run_dir: &str,
+    paths: &[String],
+    name: &str,
+    src: &Path,
+    file: &str,
+) {
+    use std::os::unix::fs::FileExt;
+    let cairn = |args: &[&str]| cairn_with(discover, &[("CAIRN_RUN_DIR", run_dir)], args);
+    let clean = cairn(&["group", "scrub", name, "--json"]).ok().json();
+    let s = &clean["scrub"];
+    assert_eq!(s["problems"], serde_json::json!([]), "{s:#}");
+    assert!(s["bytes_read"].as_u64().unwrap() >= 2 * 40 * MIB, "{s:#}");
+    // Where the two copies of the block lie: search the devices.
+    let at = 8 * MIB + (64 << 10);
+    let source = std::fs::read(src).unwrap();
+    let block = &source[at as usize..at as usize + 4096];
+    let mut hits: Vec<(String, u64)> = Vec::new();
+    for p in &paths[..4] {
+        let bytes = std::fs::read(p).unwrap();
+        for (k, b) in bytes.chunks(4096).enumerate() {
+            if b == block {
+                hits.push((p.clone(), k as u64 * 4096));
+            }
+        }
+    }
+    assert_eq!(hits.len(), 2, "two copies of the block: {hits:?}");
+    let (hit_path, hit_at) = hits[1].clone();
+    let device = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&hit_path)
+        .unwrap();
+    device.write_all_at(&[0x5A; 4096], hit_at).unwrap();
+    device.sync_all().unwrap();
+    drop(device);
+    let rows = cairn(&["group", "disks", name, "--json"]).ok().json();
+    let canon = std::fs::canonicalize(&hit_path).unwrap();
+    let hit_label = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| {
+            d["path"]
+                .as_str()
+                .is_some_and(|p| std::fs::canonicalize(p).ok() == Some(canon.clone()))
+        })
+        .unwrap_or_else(|| panic!("{hit_path} in {rows:#}"))["label"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let found = cairn(&["group", "scrub", name, "--json"]);
+    assert_eq!(
+        found.code, 1,
+        "a disagreement fails the scrub: {}",
+        found.stderr
+    );
+    assert!(found.stderr.contains("--repair"), "{}", found.stderr);
+    let problems = found.json()["scrub"]["problems"].clone();
+    let range = format!("bytes {at}..{}", at + 4096);
+    let p = problems
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["location"].as_str().unwrap().contains(&range))
+        .unwrap_or_else(|| panic!("{range} named in {problems:#}"));
+    assert!(p["location"].as_str().unwrap().contains(file), "{p:#}");
+    // Against the primary, the other copy differs: if that is the one hit,
+    // the primary is intact.
+    let mirror_hit = p["location"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("copy on {hit_label}"));
+    let repaired = cairn(&["group", "scrub", name, "--repair", "--json"])
+        .ok()
+        .json();
+    assert_eq!(repaired["scrub"]["bytes_rewritten"], 4096, "{repaired:#}");
+    let again = cairn(&["group", "scrub", name, "--json"]).ok().json();
+    assert_eq!(again["scrub"]["problems"], serde_json::json!([]));
+    let out = dir.join("scrubbed.bin");
+    cairn(&["cp", file, out.to_str().unwrap()]).ok();
+    let got = std::fs::read(&out).unwrap();
+    if mirror_hit {
+        assert!(
+            got == source,
+            "the primary was intact: the file reads whole"
+        );
+    } else {
+        assert_eq!(&got[at as usize..at as usize + 4096], &[0x5A; 4096][..]);
+    }
+    cairn(&["group", "check", name]).ok();
 }
 
 #[test]

@@ -203,6 +203,23 @@ impl FileLayout {
         })
     }
 
+    /// The logical byte at `offset_in_extent` of extent `extent`: the
+    /// inverse of [`FileLayout::locate`] (to name a byte found on a disk).
+    pub fn logical_offset(&self, extent: u64, offset_in_extent: u64) -> u128 {
+        self.assert_valid();
+        let au = u128::from(self.au_bytes);
+        match self.striping {
+            Striping::Coarse => extent_start_aus(extent) * au + u128::from(offset_in_extent),
+            Striping::Fine => {
+                let set_first = extent - extent % FINE_STRIPE_WIDTH;
+                let row = offset_in_extent / FINE_STRIPE_BYTES;
+                let unit = row * FINE_STRIPE_WIDTH + (extent - set_first);
+                extent_start_aus(set_first) * au
+                    + u128::from(unit * FINE_STRIPE_BYTES + offset_in_extent % FINE_STRIPE_BYTES)
+            }
+        }
+    }
+
     /// Where logical byte `offset` lives. Every offset has a place: the
     /// layout does not know the file's size.
     pub fn locate(&self, offset: u64) -> Location {
@@ -381,6 +398,22 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn logical_offset_inverts_locate(
+            layout in layout_strategy(),
+            count in extent_count_strategy(),
+            pick in any::<u64>(),
+        ) {
+            let capacity = layout.capacity_bytes(count);
+            prop_assume!(capacity > 0);
+            let offset = pick % capacity;
+            let at = layout.locate(offset);
+            prop_assert_eq!(
+                layout.logical_offset(at.extent, at.offset_in_extent),
+                u128::from(offset)
+            );
+        }
+
         #[test]
         fn locate_stays_inside_and_runs_are_maximal(
             layout in layout_strategy(),

@@ -63,6 +63,7 @@ pub mod plane;
 pub mod relocate;
 mod resize;
 pub mod resync;
+pub mod scrub;
 mod superblock;
 mod tables;
 
