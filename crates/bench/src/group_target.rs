@@ -313,6 +313,7 @@ fn hand_out(
                 .min()
                 .unwrap_or(p.sector_bytes),
             discard: cairn_io::geometry::DiscardSupport::Unsupported,
+            rotational: None,
         };
         out.push(Arc::new(GroupFileTarget {
             path: p.path.clone(),

@@ -259,6 +259,29 @@ fn mount<'e>(
     Ok(m)
 }
 
+/// Mount group `name` to write (`mount`) or only to look (`mount_read_only`).
+fn mount_to<'e>(
+    engine: &'e mut dyn FileEngine,
+    discover: &Discover,
+    name: &str,
+    write: bool,
+) -> Result<group_admin::Mounted<'e>> {
+    if write {
+        mount(engine, discover, name)
+    } else {
+        mount_read_only(engine, discover, name)
+    }
+}
+
+/// Dismount a group `mount_to` mounted.
+fn close(group: Group<'_>, wrote: bool) -> Result<()> {
+    if wrote {
+        finish(group)
+    } else {
+        Ok(group.dismount()?)
+    }
+}
+
 /// Mount group `name` for listing or inspecting: nothing is written, a
 /// missing disk stays as it is recorded.
 fn mount_read_only<'e>(
@@ -617,19 +640,11 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             discover,
             output,
         } => {
-            let mut m = if repair {
-                mount(engine.as_mut(), &discover, &name)?
-            } else {
-                mount_read_only(engine.as_mut(), &discover, &name)?
-            };
+            let mut m = mount_to(engine.as_mut(), &discover, &name, repair)?;
             let report = m.group.check(repair);
             let report = said(&m.group, report)?;
             let group_name = m.group.name().to_string();
-            if repair {
-                finish(m.group)?;
-            } else {
-                m.group.dismount()?;
-            }
+            close(m.group, repair)?;
             if output.json {
                 print_json(&report)?;
             } else {
@@ -702,19 +717,11 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             discover,
             output,
         } => {
-            let mut m = if repair {
-                mount(engine.as_mut(), &discover, &name)?
-            } else {
-                mount_read_only(engine.as_mut(), &discover, &name)?
-            };
+            let mut m = mount_to(engine.as_mut(), &discover, &name, repair)?;
             let report = run_scrub(&mut m.group, usize::from(power), repair, output.json);
             let report = said(&m.group, report)?;
             let group_name = m.group.name().to_string();
-            if repair {
-                finish(m.group)?;
-            } else {
-                m.group.dismount()?;
-            }
+            close(m.group, repair)?;
             if output.json {
                 print_json(&serde_json::json!({ "group": group_name, "scrub": report }))?;
             } else {
@@ -1364,7 +1371,13 @@ fn run_rebalance(
     let report = group.rebalance(power, &mut |p| {
         bar.set_length(p.total);
         bar.set_position(p.done);
+        if p.compacting {
+            bar.set_message("compact");
+        }
         if let Some(t) = tracker.as_mut() {
+            if p.compacting {
+                t.set_pass("COMPACT");
+            }
             t.update(p.done, p.total, p.bytes_done);
         }
     });
@@ -1402,7 +1415,7 @@ fn print_rebalance(
         return Ok(());
     }
     println!(
-        "group {group_name}: rebalance moved {} AU(s) ({} MiB copied) in {} move(s) ({} metadata, {} rebuilt from mirrors){}{}",
+        "group {group_name}: rebalance moved {} AU(s) ({} MiB copied) in {} move(s) ({} metadata, {} rebuilt from mirrors){}{}{}",
         report.aus_moved,
         report.bytes_copied >> 20,
         report.moves_done,
@@ -1417,6 +1430,14 @@ fn print_rebalance(
             String::new()
         } else {
             format!("; shrank {}", report.disks_resized.join(", "))
+        },
+        if report.compact_aus_moved == 0 {
+            String::new()
+        } else {
+            format!(
+                "; the compact pass moved {} AU(s) towards the disks' start",
+                report.compact_aus_moved
+            )
         }
     );
     for left in &report.moves_left {
@@ -1484,29 +1505,25 @@ fn run_scrub(
 
 /// A progress bar in bytes on a terminal; hidden with --json or a pipe.
 fn bytes_progress(json: bool) -> indicatif::ProgressBar {
-    if json || !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{msg} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {wide_bar}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
+    progress_bar(
+        json,
+        "{msg} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {wide_bar}",
+    )
 }
 
+/// A progress bar in AUs on a terminal; hidden with --json or a pipe.
 fn au_progress(json: bool) -> indicatif::ProgressBar {
+    progress_bar(json, "{msg} {pos}/{len} AUs {per_sec} ETA {eta} {wide_bar}")
+}
+
+fn progress_bar(json: bool, template: &str) -> indicatif::ProgressBar {
     if json || !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{msg} {pos}/{len} AUs {per_sec} ETA {eta} {wide_bar}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar
 }

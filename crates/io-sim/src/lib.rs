@@ -756,6 +756,7 @@ pub fn geometry(size_bytes: u64, logical: u32, physical: u32, max_transfer_bytes
             granularity_bytes: physical,
             reads_zeroes: true,
         },
+        rotational: None,
     }
 }
 

@@ -13,6 +13,9 @@ pub struct Geometry {
     /// Largest single device request; bigger requests are split (`max_sectors_kb`).
     pub max_transfer_bytes: u32,
     pub discard: DiscardSupport,
+    /// Whether the device says it spins (`queue/rotational`); `None` when
+    /// not known (a file, a simulated disk).
+    pub rotational: Option<bool>,
 }
 
 /// Whether the device accepts discard, and what a discarded range reads back as.

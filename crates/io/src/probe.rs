@@ -220,6 +220,7 @@ impl DeviceProbe {
             physical_sector_bytes: self.physical_sector_bytes,
             max_transfer_bytes: self.max_transfer_bytes,
             discard,
+            rotational: self.block.as_ref().and_then(|b| b.rotational),
         }
     }
 

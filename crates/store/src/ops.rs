@@ -156,6 +156,14 @@ impl OpTracker {
         }
     }
 
+    /// The operation moved on to another pass (a rebalance's COMPACT).
+    pub fn set_pass(&mut self, pass: &str) {
+        if self.status.pass != pass {
+            self.status.pass = pass.to_string();
+            self.written = None;
+        }
+    }
+
     pub fn status(&self) -> &OpStatus {
         &self.status
     }

@@ -65,6 +65,8 @@ pub enum Pass {
     Rebuild,
     Evacuate,
     Balance,
+    /// Within one disk, towards its start ([`compact`]).
+    Compact,
 }
 
 /// One copy of one extent, from one disk to another.
@@ -80,6 +82,9 @@ pub struct Move {
     /// For a rebuild, a readable copy to copy from.
     pub source: u16,
     pub pass: Pass,
+    /// For a compact move, the AU the copy goes to (else the executor
+    /// picks a free run on `to`).
+    pub to_au: Option<u32>,
 }
 
 /// Why no plan could be made.
@@ -270,6 +275,7 @@ pub fn plan(disks: &[PlanDisk], extents: &[PlanExtent]) -> Result<Plan, PlanErro
                     to,
                     source,
                     pass,
+                    to_au: None,
                 };
                 state.apply(&m);
                 now[k][slot] = to;
@@ -322,6 +328,7 @@ pub fn plan(disks: &[PlanDisk], extents: &[PlanExtent]) -> Result<Plan, PlanErro
             to,
             source: now[k][slot],
             pass: Pass::Balance,
+            to_au: None,
         };
         state.apply(&m);
         now[k][slot] = to;
@@ -339,6 +346,63 @@ pub fn plan(disks: &[PlanDisk], extents: &[PlanExtent]) -> Result<Plan, PlanErro
         *plan.aus_out.entry(m.from).or_default() += m.aus;
     }
     Ok(plan)
+}
+
+/// One extent copy on a disk, as the compact pass sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacedCopy {
+    pub file: u32,
+    pub index: u64,
+    pub au: u32,
+    pub aus: u64,
+}
+
+/// The compact pass on one disk (ASM's, for spinning disks: data near the
+/// start is read faster and seeks are shorter): copies move, highest
+/// first, each to the lowest free run below it that holds it. `free[i]`
+/// says whether AU `first + i` may be taken now. A copy's old run is not
+/// counted free again (its AUs wait for readers), so every target is free
+/// when the moves run, in any order. No copy moves up; a copy with no free
+/// run below it stays.
+pub fn compact(disk: u16, copies: &[PlacedCopy], first: u64, free: &[bool]) -> Vec<Move> {
+    let mut free = free.to_vec();
+    let mut sorted: Vec<&PlacedCopy> = copies.iter().collect();
+    sorted.sort_by(|a, b| b.au.cmp(&a.au).then(a.file.cmp(&b.file)));
+    // Below `low`, no AU is free.
+    let mut low = 0usize;
+    let mut out = Vec::new();
+    for c in sorted {
+        while low < free.len() && !free[low] {
+            low += 1;
+        }
+        let Some(limit) = (u64::from(c.au)).checked_sub(first) else {
+            continue;
+        };
+        let len = c.aus as usize;
+        let mut at = low;
+        let found = loop {
+            if at + len > limit as usize || at + len > free.len() {
+                break None;
+            }
+            match free[at..at + len].iter().position(|f| !f) {
+                None => break Some(at),
+                Some(taken) => at += taken + 1,
+            }
+        };
+        let Some(at) = found else { continue };
+        free[at..at + len].iter_mut().for_each(|f| *f = false);
+        out.push(Move {
+            file: c.file,
+            index: c.index,
+            aus: c.aus,
+            from: disk,
+            to: disk,
+            source: disk,
+            pass: Pass::Compact,
+            to_au: Some((first + at as u64) as u32),
+        });
+    }
+    out
 }
 
 #[cfg(test)]
@@ -506,8 +570,77 @@ mod tests {
             .all(|m| m.pass == Pass::Rebuild && m.source != 3 && m.to == 2));
     }
 
+    #[test]
+    fn compact_fills_the_lowest_holes_with_the_highest_copies() {
+        // AUs 10..20: free at 10, 11, 13; copies at 12, 15, 19; busy 14.
+        let free: Vec<bool> = (10..20)
+            .map(|a| [10, 11, 13, 16, 17, 18].contains(&a))
+            .collect();
+        let copy = |index, au| PlacedCopy {
+            file: 300,
+            index,
+            au,
+            aus: 1,
+        };
+        let moves = compact(7, &[copy(0, 12), copy(1, 15), copy(2, 19)], 10, &free);
+        let to: Vec<(u64, Option<u32>)> = moves.iter().map(|m| (m.index, m.to_au)).collect();
+        // 19 -> 10, 15 -> 11, 12 -> nothing lower is free but 10/11 (taken).
+        assert_eq!(to, vec![(2, Some(10)), (1, Some(11))]);
+        assert!(moves
+            .iter()
+            .all(|m| m.from == 7 && m.to == 7 && m.pass == Pass::Compact));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn compact_moves_down_into_free_runs_only_and_leaves_no_copy_that_could_go_lower(
+            kinds in proptest::collection::vec(0u8..4, 1..160),
+        ) {
+            // Lay out AUs from `first`: 0 free, 1 busy, 2 a 1-AU copy, 3 a
+            // 4-AU copy (where it fits).
+            let first = 3u64;
+            let mut free = Vec::new();
+            let mut copies = Vec::new();
+            for (i, k) in kinds.into_iter().enumerate() {
+                let i = i as u64;
+                match k {
+                    0 => free.push(true),
+                    1 => free.push(false),
+                    2 => {
+                        copies.push(PlacedCopy { file: 256, index: i, au: (first + free.len() as u64) as u32, aus: 1 });
+                        free.push(false);
+                    }
+                    _ => {
+                        copies.push(PlacedCopy { file: 256, index: i, au: (first + free.len() as u64) as u32, aus: 4 });
+                        free.extend([false; 4]);
+                    }
+                }
+            }
+            let moves = compact(0, &copies, first, &free);
+            let mut after = free.clone();
+            let mut moved = BTreeSet::new();
+            for m in &moves {
+                let c = copies.iter().find(|c| c.index == m.index).unwrap();
+                prop_assert!(moved.insert(m.index), "a copy moves once");
+                let to = u64::from(m.to_au.unwrap());
+                prop_assert!(to + c.aus <= u64::from(c.au), "down, not overlapping itself");
+                for a in to..to + c.aus {
+                    let k = (a - first) as usize;
+                    prop_assert!(after[k], "AU {a} was free and is taken once");
+                    after[k] = false;
+                }
+            }
+            // Maximal: a copy left in place has no free run below it.
+            for c in copies.iter().filter(|c| !moved.contains(&c.index)) {
+                let below = (u64::from(c.au) - first) as usize;
+                let len = c.aus as usize;
+                let fits = (0..below.saturating_sub(len - 1))
+                    .any(|s| s + len <= below && after[s..s + len].iter().all(|f| *f));
+                prop_assert!(!fits, "copy at {} could go lower", c.au);
+            }
+        }
+
         #[test]
         fn plans_keep_the_invariants(
             fgs in 2u16..5,

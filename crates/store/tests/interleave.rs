@@ -383,6 +383,8 @@ struct World {
     /// replaced by a spare.
     resized: AtomicU64,
     replaced: AtomicU64,
+    /// Moves planned by compact passes.
+    compacted: AtomicU64,
 }
 
 impl World {
@@ -966,6 +968,7 @@ fn rebalance_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
             world
                 .resized
                 .fetch_add(r.disks_resized.len() as u64, Ordering::SeqCst);
+            world.compacted.fetch_add(r.compact_moves, Ordering::SeqCst);
             if trace() {
                 eprintln!("  rebalance at power {power}: {r:?}");
             }
@@ -1084,6 +1087,20 @@ fn change_disks(
             eprintln!("  resize {disk} to {size}");
         }
     }
+    if rng.chance(25) {
+        // The compact pass on or off for the rebalances from now on.
+        let value = if rng.chance(60) { "true" } else { "false" };
+        world.count_op();
+        let set = world
+            .live
+            .meta(|g| g.set_attributes(&[("rebalance_compact".into(), value.into())]))
+            .and_then(|r| r);
+        if let Err(e) = set {
+            if world.expected(&e, "set rebalance_compact", seed) {
+                return true;
+            }
+        }
+    }
     for _ in 0..rng.below(30) {
         cairn_io::sched::yield_now();
     }
@@ -1105,6 +1122,7 @@ struct SeedFigures {
     /// Disks resized, OFFLINE disks replaced.
     resized: u64,
     replaced: u64,
+    compacted: u64,
     seed: u64,
     ops: u64,
     /// Metadata operations (first-write marks included) and the journal
@@ -1149,6 +1167,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         moved: AtomicU64::new(0),
         resized: AtomicU64::new(0),
         replaced: AtomicU64::new(0),
+        compacted: AtomicU64::new(0),
     };
     // Some seeds switch at nearly every point, others let an actor run on.
     let stay = [0, 50, 75, 90][rng.below(4) as usize];
@@ -1179,6 +1198,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         moved,
         resized,
         replaced,
+        compacted,
         ..
     } = world;
     let mut model = model.into_inner().unwrap();
@@ -1250,10 +1270,26 @@ fn run_seed(seed: u64) -> SeedFigures {
             eprintln!("resumed rebalance: {resumed:?}");
         }
         match resumed {
-            Ok(r) => assert!(
-                r.moves_left.is_empty(),
-                "seed {seed}: the resumed rebalance left moves: {r:?}"
-            ),
+            Ok(r) => {
+                assert!(
+                    r.moves_left.is_empty(),
+                    "seed {seed}: the resumed rebalance left moves: {r:?}"
+                );
+                // Nothing reads behind it now: every shrink completed.
+                let shrinking: Vec<String> = group
+                    .meta(|g| {
+                        g.disks()
+                            .into_iter()
+                            .filter(|d| d.shrinking_to_bytes.is_some())
+                            .map(|d| d.label)
+                            .collect()
+                    })
+                    .unwrap();
+                assert!(
+                    shrinking.is_empty(),
+                    "seed {seed}: shrinks left pending after the resumed rebalance: {shrinking:?}"
+                );
+            }
             Err(GroupError::Invalid(why)) => assert!(
                 why.contains("OFFLINE") || why.contains("SYNCING"),
                 "seed {seed}: the resumed rebalance: {why}"
@@ -1281,6 +1317,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         moved: moved.load(Ordering::SeqCst),
         resized: resized.load(Ordering::SeqCst),
         replaced: replaced.load(Ordering::SeqCst),
+        compacted: compacted.load(Ordering::SeqCst),
     }
 }
 
@@ -1451,7 +1488,7 @@ fn interleaving_simulation() {
     let (mut meta_ops, mut records) = (0u64, 0u64);
     let (mut offlined, mut resynced, mut lifecycle_seeds) = (0u64, 0u64, 0u64);
     let (mut added, mut dropped, mut moved, mut change_seeds) = (0u64, 0u64, 0u64, 0u64);
-    let (mut resized, mut replaced) = (0u64, 0u64);
+    let (mut resized, mut replaced, mut compacted) = (0u64, 0u64, 0u64);
     for f in &totals {
         assert!(
             f.ops >= 200 && f.crashes > 0,
@@ -1474,11 +1511,21 @@ fn interleaving_simulation() {
         moved += f.moved;
         resized += f.resized;
         replaced += f.replaced;
+        compacted += f.compacted;
         change_seeds += u64::from(f.moved > 0 || f.added > 0 || f.resized > 0);
+    }
+    // With enough seeds, every life-cycle operation must have run: a
+    // regression that refuses one of them must not pass quietly.
+    if totals.len() >= 500 {
+        assert!(
+            added > 0 && dropped > 0 && resized > 0 && replaced > 0 && compacted > 0,
+            "{} seeds: {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves",
+            totals.len()
+        );
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances, in {change_seeds} seeds",
+        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds",
         count as f64 / secs
     );
 }

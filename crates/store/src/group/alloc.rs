@@ -260,6 +260,29 @@ impl DiskAlloc {
         Some(start)
     }
 
+    /// Reserve exactly `len` AUs from `start` (a compact move's target),
+    /// if every one is free now, below the limit; false (nothing done)
+    /// otherwise.
+    pub fn reserve_at(&mut self, start: u32, len: u64) -> bool {
+        let from = u64::from(start);
+        if from < self.layout.first_data_au
+            || from + len > self.limit
+            || !(from..from + len).all(|au| self.is_free_now(au))
+        {
+            return false;
+        }
+        self.reserved.push((
+            start,
+            u32::try_from(len).expect("invariant: extent AUs fit u32"),
+        ));
+        true
+    }
+
+    /// Not used, quarantined or reserved: may be handed out now.
+    pub fn is_free_now(&self, au: u64) -> bool {
+        !self.is_used(au) && !self.quarantined(au)
+    }
+
     /// A reserved run is now in a map: mark it used. False (nothing done)
     /// when the run is not reserved here.
     pub fn claim(&mut self, start: u32, len: u32) -> bool {

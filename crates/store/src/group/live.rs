@@ -328,6 +328,7 @@ impl LiveGroup {
                 done,
                 total,
                 bytes_done: report.bytes_copied,
+                ..Default::default()
             });
         }
         drop(handle);
@@ -368,6 +369,7 @@ impl LiveGroup {
                 done,
                 total,
                 bytes_done: report.bytes_copied,
+                ..Default::default()
             });
         }
         let au_bytes = self.inner.meta()?.au_bytes();
@@ -377,29 +379,51 @@ impl LiveGroup {
             relocation_batch(power.min(super::relocate::REBALANCE_INFLIGHT_MAX), au_bytes);
         let mut handle = self.handle(batch_len * 2)?;
         let slot = handle.slot.clone();
-        for chunk in data.chunks(batch_len) {
-            let batch = self
-                .inner
-                .operation(|g| g.reserve_moves(chunk, &mut report))?;
-            let (copied, latch) =
-                match copy_relocations(&mut handle, Some(&slot), &batch, &mut pool, &mut report) {
+        let mut total = total;
+        let mut phase = data;
+        loop {
+            for chunk in phase.chunks(batch_len) {
+                let batch = self
+                    .inner
+                    .operation(|g| g.reserve_moves(chunk, &mut report))?;
+                let (copied, latch) = match copy_relocations(
+                    &mut handle,
+                    Some(&slot),
+                    &batch,
+                    &mut pool,
+                    &mut report,
+                ) {
                     Ok(done) => done,
                     Err(e) => {
                         let _ = self.inner.operation(|g| g.unreserve_batch(&batch));
                         return Err(e);
                     }
                 };
-            let switched = self
-                .inner
-                .operation(|g| g.switch_relocations(&batch, &copied, &mut report));
-            drop(latch);
-            switched??;
-            done += chunk.iter().map(|m| m.aus).sum::<u64>();
-            progress(super::resync::Progress {
-                done,
-                total,
-                bytes_done: report.bytes_copied,
-            });
+                let switched = self
+                    .inner
+                    .operation(|g| g.switch_relocations(&batch, &copied, &mut report));
+                drop(latch);
+                switched??;
+                done += chunk.iter().map(|m| m.aus).sum::<u64>();
+                progress(super::resync::Progress {
+                    done,
+                    total,
+                    bytes_done: report.bytes_copied,
+                    compacting: chunk[0].pass == crate::rebalance::Pass::Compact,
+                });
+            }
+            // Then, where it helps, the compact pass (once).
+            if phase
+                .first()
+                .is_some_and(|m| m.pass == crate::rebalance::Pass::Compact)
+            {
+                break;
+            }
+            phase = self.inner.operation(|g| g.compact_now(&mut report))?;
+            if phase.is_empty() {
+                break;
+            }
+            total += phase.iter().map(|m| m.aus).sum::<u64>();
         }
         drop(handle);
         // Readers of the maps before the last switch end before a dropped

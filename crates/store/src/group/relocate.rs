@@ -67,6 +67,11 @@ pub struct RebalanceReport {
     pub disks_dropped: Vec<String>,
     /// Shrinks that completed ("LABEL to N bytes").
     pub disks_resized: Vec<String>,
+    /// Moves the compact pass planned (within a disk, towards its start),
+    /// and the AUs it moved (not in `aus_moved`, which is what `--explain`
+    /// predicts).
+    pub compact_moves: u64,
+    pub compact_aus_moved: u64,
     /// Stopped at power 0 before anything moved.
     pub paused: bool,
     /// Wall time of the moves and the drops' completion (not the mount).
@@ -355,7 +360,11 @@ impl Group<'_> {
                         "DROPPING".to_string()
                     } else if let Some(end) = cuts.get(&pd.number) {
                         let now = self.disk_end(pd.number, &Cuts::new());
-                        if *end < now { "SHRINKING" } else { "GROWING" }.to_string()
+                        match end.cmp(&now) {
+                            std::cmp::Ordering::Less => "SHRINKING".to_string(),
+                            std::cmp::Ordering::Greater => "GROWING".to_string(),
+                            std::cmp::Ordering::Equal => m.entry.shown_state().to_string(),
+                        }
                     } else {
                         m.entry.shown_state().to_string()
                     },
@@ -937,6 +946,7 @@ impl Group<'_> {
             done: 0,
             total,
             bytes_done: 0,
+            ..Default::default()
         });
         let started = std::time::Instant::now();
         let mut pool = Vec::new();
@@ -950,32 +960,47 @@ impl Group<'_> {
                 done: done_aus,
                 total,
                 bytes_done: report.bytes_copied,
+                ..Default::default()
             });
         }
         // More I/Os than the engine holds only queue, and each holds a
         // buffer: a batch is at most what the engine runs at once.
         let batch = relocation_batch(power.min(self.engine.depth_max()), self.au_bytes);
-        for chunk in data.chunks(batch) {
-            let batch = self.reserve_moves(chunk, &mut report);
-            let (copied, latch) = match copy_relocations(self, None, &batch, &mut pool, &mut report)
-            {
-                Ok(done) => done,
-                Err(e) => {
-                    self.unreserve_batch(&batch);
-                    return Err(e);
-                }
-            };
-            let switched = self
-                .switch_relocations(&batch, &copied, &mut report)
-                .and_then(|()| self.commit());
-            drop(latch);
-            switched?;
-            done_aus += chunk.iter().map(|m| m.aus).sum::<u64>();
-            progress(Progress {
-                done: done_aus,
-                total,
-                bytes_done: report.bytes_copied,
-            });
+        let mut total = total;
+        let mut phase = data;
+        loop {
+            for chunk in phase.chunks(batch) {
+                let batch = self.reserve_moves(chunk, &mut report);
+                let (copied, latch) =
+                    match copy_relocations(self, None, &batch, &mut pool, &mut report) {
+                        Ok(done) => done,
+                        Err(e) => {
+                            self.unreserve_batch(&batch);
+                            return Err(e);
+                        }
+                    };
+                let switched = self
+                    .switch_relocations(&batch, &copied, &mut report)
+                    .and_then(|()| self.commit());
+                drop(latch);
+                switched?;
+                done_aus += chunk.iter().map(|m| m.aus).sum::<u64>();
+                progress(Progress {
+                    done: done_aus,
+                    total,
+                    bytes_done: report.bytes_copied,
+                    compacting: chunk[0].pass == Pass::Compact,
+                });
+            }
+            // Then, where it helps, the compact pass (once).
+            if phase.first().is_some_and(|m| m.pass == Pass::Compact) {
+                break;
+            }
+            phase = self.compact_now(&mut report);
+            if phase.is_empty() {
+                break;
+            }
+            total += phase.iter().map(|m| m.aus).sum::<u64>();
         }
         self.rebalance_finish(&mut report, true)?;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -1029,6 +1054,11 @@ impl Group<'_> {
             let Some(from) = ext.copies().iter().find(|c| c.disk == m.from).copied() else {
                 continue;
             };
+            if m.to_au.is_some_and(|at| at >= from.au) {
+                // A compact move whose copy is no longer above its target.
+                report.moves_skipped += 1;
+                continue;
+            }
             if self.member(m.to).and_then(Member::writable).is_none() {
                 report.moves_left.push(format!(
                     "{} extent {}: disk {} is not in service",
@@ -1042,8 +1072,18 @@ impl Group<'_> {
             let Some(au) = self
                 .member_mut(m.to)
                 .and_then(|t| t.alloc.as_mut())
-                .and_then(|a| a.reserve(m.aus))
+                .and_then(|a| match m.to_au {
+                    // A compact move goes exactly where its plan said (a
+                    // run taken since is no longer lower-and-free).
+                    Some(at) => a.reserve_at(at, m.aus).then_some(at),
+                    None => a.reserve(m.aus),
+                })
             else {
+                if m.to_au.is_some() {
+                    // Compaction is an improvement, not a duty.
+                    report.moves_skipped += 1;
+                    continue;
+                }
                 report.moves_left.push(format!(
                     "{} extent {}: no run of {} free AUs on disk {}",
                     self.path_of(m.file),
@@ -1091,7 +1131,11 @@ impl Group<'_> {
             match outcome {
                 Switch::Done => {
                     report.moves_done += 1;
-                    report.aus_moved += r.aus;
+                    if r.pass == Pass::Compact {
+                        report.compact_aus_moved += r.aus;
+                    } else {
+                        report.aus_moved += r.aus;
+                    }
                     if r.pass == Pass::Rebuild {
                         report.copies_rebuilt += 1;
                     }
@@ -1520,9 +1564,79 @@ impl Group<'_> {
             self.finish_shrinks(report)?;
         }
         if !shrinking(self) && self.rebalance_plan().is_ok_and(|p| p.moves.is_empty()) {
+            // A resize cut by a crash between its header and its
+            // superblocks: the header follows the size on record.
+            self.fix_header_placements()?;
             self.set_rebalance_pending(None)?;
         }
         Ok(())
+    }
+
+    /// Whether a rebalance ends with the compact pass: `rebalance_compact`
+    /// true, or auto (the default) and every disk in service says it spins
+    /// (on flash, where the place of a block costs nothing, it only adds
+    /// I/O: the reference post's third tip).
+    pub fn compact_wanted(&self) -> bool {
+        match self.attribute("rebalance_compact").as_deref() {
+            Some("true") => true,
+            Some("false") => false,
+            _ => {
+                let mut disks = self
+                    .members
+                    .iter()
+                    .flatten()
+                    .filter_map(Member::online)
+                    .peekable();
+                disks.peek().is_some()
+                    && disks.all(|d| {
+                        self.engine
+                            .geometry(d)
+                            .is_some_and(|g| g.rotational == Some(true))
+                    })
+            }
+        }
+    }
+
+    /// The compact pass's moves, when it is wanted and the rebalance
+    /// proper has nothing left to move: per disk in service (not being
+    /// dropped), its data copies packed towards its start
+    /// ([`rebalance::compact`]). Counted in `report.compact_moves`.
+    pub(super) fn compact_now(&self, report: &mut RebalanceReport) -> Vec<rebalance::Move> {
+        if !self.compact_wanted() || !self.rebalance_plan().is_ok_and(|p| p.moves.is_empty()) {
+            return Vec::new();
+        }
+        let mut copies: BTreeMap<u16, Vec<rebalance::PlacedCopy>> = BTreeMap::new();
+        for (number, rec) in self.files.range(FILE_NUMBER_USER_MIN..) {
+            for (index, e) in rec.extents.iter().enumerate() {
+                for c in e.copies() {
+                    copies
+                        .entry(c.disk)
+                        .or_default()
+                        .push(rebalance::PlacedCopy {
+                            file: *number,
+                            index: index as u64,
+                            au: c.au,
+                            aus: placement::extent_aus(index as u64),
+                        });
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (disk, placed) in copies {
+            let Some(m) = self.member(disk).filter(|m| m.writable().is_some()) else {
+                continue;
+            };
+            let Some(alloc) = m.alloc.as_ref().filter(|_| !m.entry.dropping()) else {
+                continue;
+            };
+            let first = alloc.layout.first_data_au;
+            let free: Vec<bool> = (first..alloc.limit())
+                .map(|au| alloc.is_free_now(au))
+                .collect();
+            out.extend(rebalance::compact(disk, &placed, first, &free));
+        }
+        report.compact_moves += out.len() as u64;
+        out
     }
 
     /// Wait until every data operation that took a view before now is over.

@@ -30,7 +30,7 @@
 use super::relocate::{newest_header, RebalanceReport};
 use super::*;
 use crate::labeling;
-use cairn_format::layout::HeaderPlacement;
+use cairn_format::layout::{HeaderPlacement, DEVICE_SIZE_MIN_BYTES};
 
 /// Each resized disk's new end (its AU count), as the plan should see it.
 pub(super) type Cuts = BTreeMap<u16, u64>;
@@ -96,9 +96,13 @@ impl Group<'_> {
             }
             let (Some(device), Some(alloc)) = (m.online(), m.alloc.as_ref()) else {
                 return Err(GroupError::Invalid(format!(
-                    "disk {label} is {}: only a disk in service is resized (its data may have to move); bring it back first (`cairn group online {} {label}`)",
+                    "disk {label} is {}: only an ONLINE disk is resized (its data may have to move); {}",
                     m.entry.shown_state(),
-                    self.name
+                    if m.entry.state == DiskState::Syncing {
+                        "let its resync finish first".to_string()
+                    } else {
+                        format!("bring it back first (`cairn group online {} {label}`)", self.name)
+                    }
                 )));
             };
             let device_bytes = self
@@ -112,7 +116,11 @@ impl Group<'_> {
             }
             let now = alloc.layout;
             let layout = AtLayout::for_disk(*size, self.au_bytes)
-                .filter(|l| l.au_count > now.first_data_au)
+                .filter(|l| {
+                    l.au_count > now.first_data_au
+                        && l.au_count * self.au_bytes + TAIL_RESERVE_BYTES
+                            >= DEVICE_SIZE_MIN_BYTES
+                })
                 .ok_or_else(|| {
                     GroupError::Invalid(format!(
                         "{size} bytes is too small for disk {label}: it must hold its header copies, its allocation table and at least one {}-MiB AU",
@@ -123,6 +131,7 @@ impl Group<'_> {
                 || layout.summary_blocks != now.summary_blocks
             {
                 let (low, high) = self.table_keeping_range(now);
+                let high = high.min(device_bytes);
                 return Err(GroupError::Invalid(format!(
                     "resizing disk {label} to {size} bytes would change its allocation table's shape, laid out for the size it joined with: resize it within {low}..={high} bytes, or drop it and add it again at the new size"
                 )));
@@ -194,6 +203,9 @@ impl Group<'_> {
             .map(|r| (r.disk, r.layout.au_count))
             .collect();
         self.plan_for(&[], &BTreeSet::new(), &cuts)?;
+        // Pending before the cut is on record: a crash between leaves a
+        // rebalance with nothing to do, never a cut nobody finishes.
+        self.note_rebalance_pending()?;
         let mut said = Vec::new();
         let mut recorded = false;
         for r in checked {
@@ -207,6 +219,7 @@ impl Group<'_> {
                 said.push(format!("disk {label} grew to {} bytes", r.size_bytes));
                 continue;
             }
+            let was_shrinking = self.pending_shrink_bytes(r.disk).is_some();
             let m = self.member_mut(r.disk).expect("invariant: checked");
             m.entry.au_count = r.layout.au_count;
             if let Some(a) = m.alloc.as_mut() {
@@ -215,8 +228,13 @@ impl Group<'_> {
             recorded = true;
             said.push(if r.layout.au_count == now.au_count {
                 format!(
-                    "disk {label} keeps its {} bytes (a pending shrink is cancelled)",
-                    m.entry.size_bytes
+                    "disk {label} keeps its {} bytes{}",
+                    m.entry.size_bytes,
+                    if was_shrinking {
+                        " (its pending shrink is cancelled)"
+                    } else {
+                        ""
+                    }
                 )
             } else {
                 let to = r.layout.au_count * self.au_bytes + TAIL_RESERVE_BYTES;
@@ -237,7 +255,6 @@ impl Group<'_> {
         if recorded {
             self.superblocks_or_stop()?;
         }
-        self.note_rebalance_pending()?;
         Ok(said)
     }
 
@@ -279,13 +296,63 @@ impl Group<'_> {
         header.generation = generation + 1;
         header.written_unix_seconds = (self.clock)();
         let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
-        labeling::write_copies(&mut *self.engine, device, &header, &all)
-            .map_err(|e| GroupError::Invalid(format!("disk {label}: writing its header: {e}")))?;
-        for offset in old {
-            if !header.copy_offsets_bytes.contains(&offset) {
-                self.engine
-                    .write_at(device, offset, AlignedBuf::zeroed(BLOCK_BYTES), true)
-                    .map_err(io_err(&label))?;
+        let written = labeling::write_copies(&mut *self.engine, device, &header, &all);
+        // Old copies are cleared only outside the data AUs the directory
+        // gives the disk now: a place that is data now is not ours to zero.
+        let data_end = AtLayout::for_disk(
+            self.member(n).map_or(0, |m| m.entry.size_bytes),
+            self.au_bytes,
+        )
+        .map_or(u64::MAX, |l| l.au_count * self.au_bytes);
+        let mut result = written.map_err(|e| match e {
+            labeling::WriteError::Io(error) => GroupError::Io {
+                disk: label.clone(),
+                error,
+            },
+            other => GroupError::Invalid(format!("disk {label}: writing its header: {other}")),
+        });
+        if result.is_ok() {
+            for offset in old {
+                if !header.copy_offsets_bytes.contains(&offset) && offset >= data_end {
+                    if let Err(error) =
+                        self.engine
+                            .write_at(device, offset, AlignedBuf::zeroed(BLOCK_BYTES), true)
+                    {
+                        result = Err(GroupError::Io {
+                            disk: label.clone(),
+                            error,
+                        });
+                        break;
+                    }
+                }
+            }
+        }
+        if result.is_err() {
+            // A disk whose header write failed is failing: out of service.
+            self.failed_disks.insert(n);
+            self.offline_failed()?;
+        }
+        result
+    }
+
+    /// Disks in service whose header's placement is not the one their size
+    /// in the group gives (a crash between a resize's header write and its
+    /// superblocks): the header is written again for that size.
+    pub(super) fn fix_header_placements(&mut self) -> Result<(), GroupError> {
+        for n in 0..self.members.len() as u16 {
+            let Some((device, size)) = self
+                .member(n)
+                .and_then(|m| m.online().map(|d| (d, m.entry.size_bytes)))
+            else {
+                continue;
+            };
+            let label = self.disk_name(n);
+            let Ok((header, _)) = newest_header(&mut *self.engine, device, &label) else {
+                continue;
+            };
+            let want = HeaderPlacement::for_device(size).map(|p| p.offsets_bytes.to_vec());
+            if header.device_size_bytes != size || want.as_ref() != Ok(&header.copy_offsets_bytes) {
+                self.move_tail_header(n, size)?;
             }
         }
         Ok(())
@@ -338,7 +405,6 @@ impl Group<'_> {
             let layout = AtLayout::for_disk(size, self.au_bytes)
                 .filter(|l| l.au_count == alloc.limit())
                 .ok_or_else(|| corrupt(format!("disk {n}: no layout for its cut")))?;
-            self.move_tail_header(n, size)?;
             let m = self.member_mut(n).expect("invariant: listed");
             m.entry.size_bytes = size;
             m.entry.au_count = layout.au_count;
@@ -347,8 +413,13 @@ impl Group<'_> {
             report
                 .disks_resized
                 .push(format!("{} to {size} bytes", m.entry.label));
+            // The size first (the commit point), then the header: a crash
+            // between leaves the old tail copy past the group's end, where
+            // nothing is allocated (the next rebalance moves it in), never
+            // a tail copy among AUs a cancelled cut would hand out.
             self.superblocks_or_stop()?;
             self.commit_in_chunks()?;
+            self.move_tail_header(n, size)?;
         }
         Ok(())
     }

@@ -43,11 +43,13 @@ pub struct ResyncReport {
 }
 
 /// How far a long operation has come.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Progress {
     pub done: u64,
     pub total: u64,
     pub bytes_done: u64,
+    /// A rebalance has reached its compact pass.
+    pub compacting: bool,
 }
 
 /// Stale AUs one resync batch copies at `power` (I/Os in flight).
@@ -242,6 +244,7 @@ impl Group<'_> {
             done,
             total,
             bytes_done: 0,
+            ..Default::default()
         });
         for chunk in work.chunks(batch_len(power, self.au_bytes)) {
             let before = (self.offline_counts(), self.zero_mark());
@@ -256,6 +259,7 @@ impl Group<'_> {
                 done,
                 total,
                 bytes_done: report.bytes_copied,
+                ..Default::default()
             });
         }
         self.resync_finish(&mut report)?;

@@ -28,6 +28,9 @@ use check::{CheckReport, Problem};
 
 /// Scrub power unless told otherwise (chunks read at once).
 pub const SCRUB_POWER_DEFAULT: usize = 4;
+/// Most chunks read at once whatever the power: each holds a buffer of up
+/// to 1 MiB per copy.
+pub const SCRUB_INFLIGHT_MAX: usize = 64;
 /// The unit a data disagreement is reported in.
 const COMPARE_BYTES: usize = 4096;
 
@@ -57,6 +60,9 @@ impl ScrubReport {
     }
 }
 
+/// A repair's write: disk, byte offset, the reference's bytes.
+type Rewrite = (u16, u64, AlignedBuf);
+
 /// One chunk of one extent: every readable, current copy is read.
 struct Chunk {
     file: u32,
@@ -66,6 +72,8 @@ struct Chunk {
     len: u64,
     /// (slot, disk, byte offset on the disk) of each copy read.
     copies: Vec<(usize, u16, u64)>,
+    /// Copies the map lists (for progress: those not read count as done).
+    listed: u64,
 }
 
 impl Group<'_> {
@@ -101,30 +109,50 @@ impl Group<'_> {
         if repair {
             self.commit_in_chunks()?;
         }
-        // Data.
-        let chunks = self.scrub_chunks();
-        let total: u64 = chunks.iter().map(|c| c.len * c.copies.len() as u64).sum();
+        // Data: the chunks are made per extent as the scan goes (a big
+        // group has millions), at most SCRUB_INFLIGHT_MAX read at once.
+        let power = power.min(SCRUB_INFLIGHT_MAX);
+        let extents: Vec<(u32, u64)> = self
+            .files
+            .range(FILE_NUMBER_USER_MIN..)
+            .flat_map(|(n, rec)| {
+                rec.extents
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.initialized)
+                    .map(|(i, _)| (*n, i as u64))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let total: u64 = extents
+            .iter()
+            .map(|(n, i)| {
+                let e = &self.files[n].extents[*i as usize];
+                placement::extent_aus(*i) * self.au_bytes * e.copies().len() as u64
+            })
+            .sum();
         let mut done = 0u64;
         progress(Progress {
             done,
             total,
-            bytes_done: 0,
+            ..Default::default()
         });
-        let mut last_extent = None;
-        for batch in chunks.chunks(power) {
-            self.scrub_batch(batch, repair, &mut report)?;
-            for c in batch {
-                if last_extent != Some((c.file, c.extent)) {
-                    report.extents_read += 1;
-                    last_extent = Some((c.file, c.extent));
-                }
-                done += c.len * c.copies.len() as u64;
+        let mut batch: Vec<Chunk> = Vec::with_capacity(power);
+        for (k, (file, index)) in extents.iter().enumerate() {
+            batch.extend(self.extent_chunks(*file, *index));
+            report.extents_read += 1;
+            let last = k + 1 == extents.len();
+            while batch.len() >= power || (last && !batch.is_empty()) {
+                let take: Vec<Chunk> = batch.drain(..batch.len().min(power)).collect();
+                self.scrub_batch(&take, repair, &mut report)?;
+                done += take.iter().map(|c| c.len * c.listed).sum::<u64>();
+                progress(Progress {
+                    done,
+                    total,
+                    bytes_done: report.bytes_read,
+                    ..Default::default()
+                });
             }
-            progress(Progress {
-                done,
-                total,
-                bytes_done: report.bytes_read,
-            });
         }
         if repair && report.bytes_rewritten > 0 {
             self.flush_all_checked()?;
@@ -190,49 +218,61 @@ impl Group<'_> {
                 }
             }
             if repair && !bad.is_empty() {
-                labeling::write_copies(&mut *self.engine, device, &newest, &bad).map_err(|e| {
-                    GroupError::Invalid(format!("disk {label}: rewriting its header: {e}"))
-                })?;
+                if let Err(e) = labeling::write_copies(&mut *self.engine, device, &newest, &bad) {
+                    // Not repaired after all, and a disk that fails a write
+                    // leaves service.
+                    let prefix = format!("disk {label} header copy");
+                    for p in report
+                        .problems
+                        .iter_mut()
+                        .filter(|p| p.location.starts_with(&prefix) && p.repaired)
+                    {
+                        p.repaired = false;
+                        p.what = format!("{}; the rewrite failed: {e}", p.what);
+                    }
+                    self.failed_disks.insert(n);
+                    self.offline_failed()?;
+                }
             }
         }
         Ok(())
     }
 
-    /// Every chunk of every written user-file extent, with the copies to
-    /// read: on a disk in service, not stale there.
-    fn scrub_chunks(&self) -> Vec<Chunk> {
+    /// The chunks of one written extent, with the copies to read: on a
+    /// disk in service, not stale there.
+    fn extent_chunks(&self, file: u32, index: u64) -> Vec<Chunk> {
         let mut out = Vec::new();
-        for (number, rec) in self.files.range(FILE_NUMBER_USER_MIN..) {
-            for (index, e) in rec.extents.iter().enumerate() {
-                if !e.initialized {
-                    continue;
-                }
-                let aus = placement::extent_aus(index as u64);
-                let bytes = aus * self.au_bytes;
-                let mut offset = 0;
-                while offset < bytes {
-                    let len = RESYNC_IO_BYTES_MAX.min(bytes - offset);
-                    let au = offset / self.au_bytes;
-                    let copies = e
-                        .copies()
-                        .iter()
-                        .enumerate()
-                        .filter(|(slot, c)| {
-                            self.member(c.disk).and_then(Member::online).is_some()
-                                && !e.stale_in(*slot, au..au + 1)
-                        })
-                        .map(|(slot, c)| (slot, c.disk, u64::from(c.au) * self.au_bytes + offset))
-                        .collect();
-                    out.push(Chunk {
-                        file: *number,
-                        extent: index as u64,
-                        offset,
-                        len,
-                        copies,
-                    });
-                    offset += len;
-                }
-            }
+        let Some(e) = self
+            .files
+            .get(&file)
+            .and_then(|r| r.extents.get(index as usize))
+        else {
+            return out;
+        };
+        let bytes = placement::extent_aus(index) * self.au_bytes;
+        let mut offset = 0;
+        while offset < bytes {
+            let len = RESYNC_IO_BYTES_MAX.min(bytes - offset);
+            let au = offset / self.au_bytes;
+            let copies = e
+                .copies()
+                .iter()
+                .enumerate()
+                .filter(|(slot, c)| {
+                    self.member(c.disk).and_then(Member::online).is_some()
+                        && !e.stale_in(*slot, au..au + 1)
+                })
+                .map(|(slot, c)| (slot, c.disk, u64::from(c.au) * self.au_bytes + offset))
+                .collect();
+            out.push(Chunk {
+                file,
+                extent: index,
+                offset,
+                len,
+                copies,
+                listed: e.copies().len() as u64,
+            });
+            offset += len;
         }
         out
     }
@@ -275,7 +315,10 @@ impl Group<'_> {
             };
             read.insert(key, data);
         }
-        let mut rewrites: Vec<(u16, u64, AlignedBuf)> = Vec::new();
+        // Findings, each with the rewrite that repairs it (disk, offset,
+        // bytes), made once all are known: a rewrite whose disk fails is
+        // reported as not repaired.
+        let mut found: Vec<(Problem, Option<Rewrite>)> = Vec::new();
         for (k, c) in batch.iter().enumerate() {
             let rec = &self.files[&c.file];
             let layout = FileLayout::new(
@@ -283,27 +326,31 @@ impl Group<'_> {
                 Striping::from_code(rec.entry.striping).unwrap_or(Striping::Coarse),
             );
             let path = self.path_of(c.file);
-            let at = |offset: u64| layout.logical_offset(c.extent, offset);
-            // The reference: the primary if it was read, else the first
-            // current copy that was.
-            let reference = c
-                .copies
-                .iter()
-                .enumerate()
-                .find(|(i, _)| read.get(&(k, *i)).is_some_and(Result::is_ok));
+            // The file's byte ranges a stretch of the extent holds (more
+            // than one when fine striping splits it).
+            let ranges = |start: u64, len: u64| -> String {
+                file_ranges(&layout, c.extent, c.offset + start, len)
+                    .iter()
+                    .map(|(a, b)| format!("{a}..{b}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             for i in 0..c.copies.len() {
                 if read.get(&(k, i)).is_some_and(Result::is_ok) {
                     report.copies_read += 1;
                     report.bytes_read += c.len;
                 }
             }
-            let Some((ref_i, (ref_slot, ref_disk, _))) = reference else {
+            // The reference: the primary if it was read, else the first
+            // current copy that was.
+            let Some((ref_i, (ref_slot, ref_disk, _))) = c
+                .copies
+                .iter()
+                .enumerate()
+                .find(|(i, _)| read.get(&(k, *i)).is_some_and(Result::is_ok))
+            else {
                 report.problems.push(Problem {
-                    location: format!(
-                        "{path} bytes {}..{}",
-                        at(c.offset),
-                        at(c.offset) + u128::from(c.len)
-                    ),
+                    location: format!("{path} bytes {}", ranges(0, c.len)),
                     what: "no copy could be read".into(),
                     repaired: false,
                     repairable: false,
@@ -327,66 +374,89 @@ impl Group<'_> {
                     continue;
                 }
                 let disk_name = self.disk_name(*disk);
-                let differ: Vec<(u64, u64)> = match read.get(&(k, i)) {
-                    Some(Ok(data)) => differing_runs(&good[..], &data[..]),
-                    Some(Err(e)) => {
-                        report.problems.push(Problem {
-                            location: format!(
-                                "{path} bytes {}..{} copy on {disk_name}",
-                                at(c.offset),
-                                at(c.offset) + u128::from(c.len)
-                            ),
-                            what: format!(
-                                "unreadable ({e}){}",
-                                if repair {
-                                    format!("; rewritten from {from}")
-                                } else {
-                                    String::new()
-                                }
-                            ),
-                            repaired: repair,
-                            repairable: true,
-                        });
-                        vec![(0, c.len)]
-                    }
+                let (runs, why) = match read.get(&(k, i)) {
+                    Some(Ok(data)) => (differing_runs(&good[..], &data[..]), None),
+                    Some(Err(e)) => (vec![(0, c.len)], Some(format!("unreadable ({e})"))),
                     None => continue,
                 };
-                let unreadable = matches!(read.get(&(k, i)), Some(Err(_)));
-                for (start, len) in &differ {
-                    if !unreadable {
-                        report.problems.push(Problem {
-                            location: format!(
-                                "{path} bytes {}..{} ({} KiB) copy on {disk_name}",
-                                at(c.offset + start),
-                                at(c.offset + start) + u128::from(*len),
-                                len >> 10
-                            ),
-                            what: format!(
-                                "differs from {from}{}",
-                                if repair { "; rewritten from it" } else { "" }
-                            ),
-                            repaired: repair,
-                            repairable: true,
-                        });
-                    }
-                    if repair {
-                        let s = *start as usize;
-                        rewrites.push((
+                for (start, len) in runs {
+                    let what = why
+                        .clone()
+                        .unwrap_or_else(|| format!("differs from {from}"));
+                    let problem = Problem {
+                        location: format!(
+                            "{path} bytes {} ({} KiB) copy on {disk_name}",
+                            ranges(start, len),
+                            len >> 10
+                        ),
+                        what,
+                        repaired: false,
+                        repairable: true,
+                    };
+                    let rewrite = repair.then(|| {
+                        let s = start as usize;
+                        (
                             *disk,
                             offset + start,
-                            AlignedBuf::from_slice(&good[s..s + *len as usize]),
-                        ));
-                        report.bytes_rewritten += len;
-                    }
+                            AlignedBuf::from_slice(&good[s..s + len as usize]),
+                        )
+                    });
+                    found.push((problem, rewrite));
                 }
             }
         }
-        if !rewrites.is_empty() {
-            let failed = self.write_many(rewrites)?;
-            self.failed_disks.extend(failed);
+        let writes: Vec<(u16, u64, AlignedBuf)> = found
+            .iter()
+            .filter_map(|(_, w)| {
+                w.as_ref()
+                    .map(|(d, o, b)| (*d, *o, AlignedBuf::from_slice(b)))
+            })
+            .collect();
+        let failed = if writes.is_empty() {
+            Vec::new()
+        } else {
+            self.write_many(writes)?
+        };
+        for (mut problem, rewrite) in found {
+            if let Some((disk, _, bytes)) = rewrite {
+                if failed.contains(&disk) {
+                    problem
+                        .what
+                        .push_str("; the rewrite failed (the disk goes offline)");
+                } else {
+                    problem.what.push_str("; rewritten from the reference copy");
+                    problem.repaired = true;
+                    report.bytes_rewritten += bytes.len() as u64;
+                }
+            }
+            report.problems.push(problem);
         }
+        self.failed_disks.extend(failed);
         Ok(())
     }
+}
+
+/// The file's byte ranges (start..end) that `len` bytes at `offset` of
+/// extent `extent` hold: one for coarse striping, one per stripe unit
+/// touched for fine.
+fn file_ranges(layout: &FileLayout, extent: u64, offset: u64, len: u64) -> Vec<(u128, u128)> {
+    let unit = match layout.striping {
+        Striping::Coarse => len.max(1),
+        Striping::Fine => cairn_format::extent_map::FINE_STRIPE_BYTES,
+    };
+    let mut out: Vec<(u128, u128)> = Vec::new();
+    let mut at = offset;
+    while at < offset + len {
+        let next = ((at / unit + 1) * unit).min(offset + len);
+        let a = layout.logical_offset(extent, at);
+        let b = a + u128::from(next - at);
+        match out.last_mut() {
+            Some(last) if last.1 == a => last.1 = b,
+            _ => out.push((a, b)),
+        }
+        at = next;
+    }
+    out
 }
 
 /// The runs of [`COMPARE_BYTES`] blocks where `a` and `b` differ, as
@@ -414,6 +484,34 @@ fn differing_runs(a: &[u8], b: &[u8]) -> Vec<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_ranges_split_where_fine_striping_does() {
+        use cairn_format::extent_map::FINE_STRIPE_BYTES as UNIT;
+        let coarse = FileLayout::new(1 << 20, Striping::Coarse);
+        // Extent 2 of a coarse file starts at 2 MiB.
+        assert_eq!(
+            file_ranges(&coarse, 2, 4096, 3 * UNIT),
+            vec![(
+                2 * (1 << 20) + 4096,
+                2 * (1 << 20) + 4096 + 3 * u128::from(UNIT)
+            )]
+        );
+        // Fine: 8 extents take stripe units in turn; bytes that cross a
+        // unit in extent 1 are two ranges, 8 units apart in the file.
+        let fine = FileLayout::new(1 << 20, Striping::Fine);
+        let r = file_ranges(&fine, 1, UNIT - 4096, 8192);
+        let u = u128::from(UNIT);
+        assert_eq!(
+            r,
+            vec![(2 * u - 4096, 2 * u), (9 * u, 9 * u + 4096)],
+            "unit 0 of extent 1 is file unit 1; its unit 1 is file unit 9"
+        );
+        for (a, _) in &r {
+            let at = fine.locate(*a as u64);
+            assert_eq!(at.extent, 1);
+        }
+    }
 
     #[test]
     fn differing_runs_coalesce_neighbours() {

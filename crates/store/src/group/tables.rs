@@ -20,8 +20,9 @@ impl Group<'_> {
                 Some(DiskSpace {
                     disk: DiskNumber(n as u16),
                     failgroup: FailGroupId(m.entry.failgroup_id),
-                    au_total: alloc.layout.data_aus(),
-                    au_used: alloc.used_aus(),
+                    // A pending shrink's cut is the end placement sees.
+                    au_total: alloc.capacity_aus(),
+                    au_used: alloc.capacity_aus() - alloc.free_aus(),
                 })
             })
             .collect()
