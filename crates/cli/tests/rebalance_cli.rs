@@ -605,3 +605,66 @@ fn resize_on_512_and_4096_byte_loop_devices() {
         drop(devices);
     }
 }
+
+/// A disk labelled at one size and grown before it is added: the group
+/// uses the device's size, so the header's tail copy must move to that end
+/// (it lay among the AUs the group hands out, where data overwrote it).
+/// Filled to the brim, the group scrubs clean and the header is whole.
+#[test]
+fn a_disk_grown_after_its_label_keeps_its_header_when_added() {
+    let dir = scratch();
+    let root = dir.path().to_path_buf();
+    let d0 = sparse(&root.join("d0.img"), 96 * MIB);
+    let d1 = sparse(&root.join("d1.img"), 24 * MIB);
+    let glob = format!("{}/*.img", root.display());
+    let run = root.join("run").display().to_string();
+    let cairn = |args: &[&str]| cairn_with(&glob, &[("CAIRN_RUN_DIR", &run)], args);
+    cairn(&[
+        "group",
+        "create",
+        "GROWN",
+        "--redundancy",
+        "external",
+        "--au-size",
+        "1M",
+        "--disk",
+        d0.to_str().unwrap(),
+    ])
+    .ok();
+    cairn(&["disk", "label", "LATE", d1.to_str().unwrap()]).ok();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&d1)
+        .unwrap()
+        .set_len(96 * MIB)
+        .unwrap();
+    // Power 0: no rebalance completes (which would rewrite a header out of
+    // place): the add itself must put it right.
+    cairn(&[
+        "group",
+        "alter",
+        "GROWN",
+        "--add",
+        d1.to_str().unwrap(),
+        "--power",
+        "0",
+    ])
+    .ok();
+    // Fill both disks: the old tail copy's place (23 MiB) gets data.
+    let src = random_file(&root.join("src.bin"), 150 * MIB, 3);
+    cairn(&["cp", src.to_str().unwrap(), "+GROWN/full.dbf"]).ok();
+    let s = cairn(&["group", "scrub", "GROWN", "--json"]).ok().json();
+    assert_eq!(s["scrub"]["problems"], serde_json::json!([]), "{s:#}");
+    let list = cairn(&["disk", "list", "--json"]).ok().json();
+    let d1_row = list["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == "LATE")
+        .unwrap()
+        .clone();
+    assert_eq!(d1_row["header"], "ok", "{d1_row:#}");
+    let out = root.join("out.bin");
+    cairn(&["cp", "+GROWN/full.dbf", out.to_str().unwrap()]).ok();
+    assert_eq!(digest(&out), digest(&src));
+}

@@ -656,7 +656,8 @@ impl Group<'_> {
             }
             let label = self.disk_name(n as u16);
             let device = p_device;
-            if let Err(e) = self.write_membership(device, &label, Some(self.uuid), None) {
+            let size = self.member(n as u16).map(|m| m.entry.size_bytes);
+            if let Err(e) = self.write_membership(device, &label, Some(self.uuid), None, size) {
                 self.members[n] = None;
                 return Err(e);
             }
@@ -667,22 +668,41 @@ impl Group<'_> {
     }
 
     /// Rewrite a disk's header: in `group` (or in none), and FORMER of
-    /// `former`.
+    /// `former`; with `size`, for a device of that size (a disk that grew
+    /// between its label and its add: the tail copy goes to the end the
+    /// group will use, out of the AUs it will hand out, and the old one is
+    /// cleared — the disk holds nothing of the group's yet).
     fn write_membership(
         &mut self,
         device: DeviceId,
         label: &str,
         group: Option<Uuid>,
         former: Option<Uuid>,
+        size: Option<u64>,
     ) -> Result<(), GroupError> {
         let (mut header, generation) = newest_header(&mut *self.engine, device, label)?;
         header.group_uuid = group;
         header.set_former_group(former);
         header.generation = generation + 1;
         header.written_unix_seconds = (self.clock)();
+        let old = header.copy_offsets_bytes.clone();
+        if let Some(size) = size.filter(|s| *s != header.device_size_bytes) {
+            let placement = cairn_format::layout::HeaderPlacement::for_device(size)
+                .map_err(|e| GroupError::Invalid(format!("disk {label}: {e}")))?;
+            header.device_size_bytes = size;
+            header.copy_offsets_bytes = placement.offsets_bytes.to_vec();
+        }
         let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
         labeling::write_copies(&mut *self.engine, device, &header, &all)
-            .map_err(|e| GroupError::Invalid(format!("disk {label}: writing its header: {e}")))
+            .map_err(|e| GroupError::Invalid(format!("disk {label}: writing its header: {e}")))?;
+        for offset in old {
+            if !header.copy_offsets_bytes.contains(&offset) {
+                self.engine
+                    .write_at(device, offset, AlignedBuf::zeroed(BLOCK_BYTES), true)
+                    .map_err(io_err(label))?;
+            }
+        }
+        Ok(())
     }
 
     /// Check a drop of `names` (labels) beside disks a change adds: every
@@ -1551,7 +1571,7 @@ impl Group<'_> {
                 // it lists as free to reuse. A failure here leaves a header
                 // naming a group that does not list the disk, which `alter
                 // --add` and `create` take again.
-                let _ = self.write_membership(device, &label, None, Some(self.uuid));
+                let _ = self.write_membership(device, &label, None, Some(self.uuid), None);
             }
         }
         // A shrink whose copies have all moved: its cut becomes its end.
