@@ -368,18 +368,18 @@ pub fn compact(disk: u16, copies: &[PlacedCopy], first: u64, free: &[bool]) -> V
     let mut free = free.to_vec();
     let mut sorted: Vec<&PlacedCopy> = copies.iter().collect();
     sorted.sort_by(|a, b| b.au.cmp(&a.au).then(a.file.cmp(&b.file)));
-    // Below `low`, no AU is free.
-    let mut low = 0usize;
+    // Per run length, where the search starts: free space only shrinks
+    // while planning, so no run of that length fits below it (each cursor
+    // only moves forward, and the plan is linear in the AUs per length).
+    let mut low: BTreeMap<usize, usize> = BTreeMap::new();
     let mut out = Vec::new();
     for c in sorted {
-        while low < free.len() && !free[low] {
-            low += 1;
-        }
         let Some(limit) = (u64::from(c.au)).checked_sub(first) else {
             continue;
         };
         let len = c.aus as usize;
-        let mut at = low;
+        let cursor = low.entry(len).or_insert(0);
+        let mut at = *cursor;
         let found = loop {
             if at + len > limit as usize || at + len > free.len() {
                 break None;
@@ -389,7 +389,13 @@ pub fn compact(disk: u16, copies: &[PlacedCopy], first: u64, free: &[bool]) -> V
                 Some(taken) => at += taken + 1,
             }
         };
-        let Some(at) = found else { continue };
+        let Some(at) = found else {
+            // Nothing below this copy; where the scan stopped (short of
+            // the copy) nothing of this length fitted either.
+            *cursor = at.min(limit as usize);
+            continue;
+        };
+        *cursor = at;
         free[at..at + len].iter_mut().for_each(|f| *f = false);
         out.push(Move {
             file: c.file,

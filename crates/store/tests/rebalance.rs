@@ -795,6 +795,34 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
     assert!(g.check(false).unwrap().clean());
     let e = g.scrub(0, false, &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
+    g.dismount().unwrap();
+    // A header laid out for a smaller device than the group uses (as an
+    // older version left a disk grown between its label and its add): its
+    // tail copy would lie among the data AUs, so scrub never writes that
+    // place; --repair writes the header again for the size on record.
+    let mut h = header_of(&mut engine, ids[0]);
+    h.device_size_bytes = 48 * MIB;
+    h.copy_offsets_bytes = cairn_format::layout::HeaderPlacement::for_device(48 * MIB)
+        .unwrap()
+        .offsets_bytes
+        .to_vec();
+    h.generation += 1;
+    cairn_store::labeling::write_copies(&mut engine, ids[0], &h, &[0, 1, 2]).unwrap();
+    let mut g = mount(&mut engine, &ids);
+    let found = g.scrub(4, false, &mut |_| {}).unwrap();
+    assert!(
+        found
+            .problems
+            .iter()
+            .any(|p| p.location == "disk D0 header" && p.what.contains("50331648-byte")),
+        "{found:#?}"
+    );
+    let fixed = g.scrub(4, true, &mut |_| {}).unwrap();
+    assert!(fixed.clean(), "{fixed:#?}");
+    assert!(g.scrub(4, false, &mut |_| {}).unwrap().problems.is_empty());
+    g.dismount().unwrap();
+    let h = header_of(&mut engine, ids[0]);
+    assert_eq!(h.copy_offsets_bytes[2], DISK - MIB);
 }
 
 /// The highest AU any data copy of `files` holds on each disk.

@@ -278,6 +278,26 @@ impl DiskAlloc {
         true
     }
 
+    /// [`DiskAlloc::is_free_now`] for every data AU below the limit, from
+    /// the first data AU: the bitmap once, then each held run once.
+    pub fn free_now_map(&self) -> Vec<bool> {
+        let first = self.layout.first_data_au;
+        let mut map: Vec<bool> = (first..self.limit).map(|au| !self.is_used(au)).collect();
+        let held = self
+            .quarantine
+            .iter()
+            .map(|q| (q.start, q.len))
+            .chain(self.reserved.iter().copied());
+        for (start, len) in held {
+            for au in u64::from(start)..u64::from(start) + u64::from(len) {
+                if let Some(f) = au.checked_sub(first).and_then(|i| map.get_mut(i as usize)) {
+                    *f = false;
+                }
+            }
+        }
+        map
+    }
+
     /// Not used, quarantined or reserved: may be handed out now.
     pub fn is_free_now(&self, au: u64) -> bool {
         !self.is_used(au) && !self.quarantined(au)

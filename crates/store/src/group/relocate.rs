@@ -1074,10 +1074,18 @@ impl Group<'_> {
             let Some(from) = ext.copies().iter().find(|c| c.disk == m.from).copied() else {
                 continue;
             };
-            if m.to_au.is_some_and(|at| at >= from.au) {
-                // A compact move whose copy is no longer above its target.
-                report.moves_skipped += 1;
-                continue;
+            if let Some(at) = m.to_au {
+                // A compact move whose copy is no longer wholly above its
+                // target, whose extent has AUs no copy is current in (the
+                // switch would refuse it, every time), or whose disk left
+                // service: compaction is an improvement, not a duty.
+                if u64::from(at) + m.aus > u64::from(from.au)
+                    || ext.any_stale()
+                    || self.member(m.to).and_then(Member::online).is_none()
+                {
+                    report.moves_skipped += 1;
+                    continue;
+                }
             }
             if self.member(m.to).and_then(Member::writable).is_none() {
                 report.moves_left.push(format!(
@@ -1643,16 +1651,14 @@ impl Group<'_> {
         }
         let mut out = Vec::new();
         for (disk, placed) in copies {
-            let Some(m) = self.member(disk).filter(|m| m.writable().is_some()) else {
+            let Some(m) = self.member(disk).filter(|m| m.online().is_some()) else {
                 continue;
             };
             let Some(alloc) = m.alloc.as_ref().filter(|_| !m.entry.dropping()) else {
                 continue;
             };
             let first = alloc.layout.first_data_au;
-            let free: Vec<bool> = (first..alloc.limit())
-                .map(|au| alloc.is_free_now(au))
-                .collect();
+            let free = alloc.free_now_map();
             out.extend(rebalance::compact(disk, &placed, first, &free));
         }
         report.compact_moves += out.len() as u64;

@@ -281,7 +281,7 @@ impl Group<'_> {
     /// Rewrite disk `n`'s header for a device of `size_bytes` (its tail copy
     /// at the new end), then clear the old tail copy: a grow puts it among
     /// the data AUs, a shrink past the group's end.
-    fn move_tail_header(&mut self, n: u16, size_bytes: u64) -> Result<(), GroupError> {
+    pub(super) fn move_tail_header(&mut self, n: u16, size_bytes: u64) -> Result<(), GroupError> {
         let label = self.disk_name(n);
         let device = self
             .member(n)

@@ -171,10 +171,17 @@ impl Group<'_> {
                 continue;
             };
             let label = self.disk_name(n);
+            let (uuid, size) = self
+                .member(n)
+                .map(|m| (m.entry.disk_uuid, m.entry.size_bytes))
+                .expect("invariant: a member");
             let scan = HeaderScan::read(&mut *self.engine, device).map_err(io_err(&label))?;
+            // Only this disk's own header counts (a block of data that
+            // looks like another disk's header is data).
             let Some(newest) = scan
                 .good()
                 .map(|(_, d)| d.header.clone())
+                .filter(|h| h.disk_uuid == uuid)
                 .max_by_key(|h| h.generation)
             else {
                 report.problems.push(Problem {
@@ -185,6 +192,32 @@ impl Group<'_> {
                 });
                 continue;
             };
+            // A header laid out for another size than the group uses (a
+            // disk grown between its label and its add, by an older
+            // version; a resize a crash cut): its tail copy may lie among
+            // the data AUs, so it is never written in place — the header
+            // is written again for the size on record.
+            let want = cairn_format::layout::HeaderPlacement::for_device(size)
+                .map(|p| p.offsets_bytes.to_vec())
+                .ok();
+            if want.as_ref() != Some(&newest.copy_offsets_bytes) {
+                let fixed = repair && self.move_tail_header(n, size).is_ok();
+                report.problems.push(Problem {
+                    location: format!("disk {label} header"),
+                    what: format!(
+                        "laid out for a {}-byte device; the group uses {size} bytes of it{}",
+                        newest.device_size_bytes,
+                        if fixed {
+                            "; written again for that size"
+                        } else {
+                            ""
+                        }
+                    ),
+                    repaired: fixed,
+                    repairable: true,
+                });
+                continue;
+            }
             let mut bad = Vec::new();
             for slot in &scan.slots {
                 report.header_copies_checked += 1;
@@ -417,6 +450,7 @@ impl Group<'_> {
         } else {
             self.write_many(writes)?
         };
+        let any_failed = !failed.is_empty();
         for (mut problem, rewrite) in found {
             if let Some((disk, _, bytes)) = rewrite {
                 if failed.contains(&disk) {
@@ -432,6 +466,10 @@ impl Group<'_> {
             report.problems.push(problem);
         }
         self.failed_disks.extend(failed);
+        if any_failed {
+            // Out of service before the next batch reads from it.
+            self.offline_failed()?;
+        }
         Ok(())
     }
 }
