@@ -370,7 +370,8 @@ impl Group<'_> {
             };
             for i in 0..c.copies.len() {
                 if read.get(&(k, i)).is_some_and(Result::is_ok) {
-                    report.copies_read += 1;
+                    // A copy counts once, at its first chunk.
+                    report.copies_read += u64::from(c.offset == 0);
                     report.bytes_read += c.len;
                 }
             }
