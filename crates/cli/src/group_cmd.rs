@@ -808,13 +808,27 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             let from_mount = m.report.resync.clone().unwrap_or_default();
             let bar = au_progress(output.json);
             bar.set_message("resync");
+            // Listed by `group ops` while it runs; redundancy is whole
+            // when it ends.
+            let mut tracker = cairn_store::ops::OpTracker::start(
+                &group_lock::run_dir(),
+                m.group.name(),
+                m.group.uuid(),
+                "RESYNC",
+                usize::from(power),
+                m.group.au_bytes(),
+                cairn_store::ops::REBUILD_ALL,
+                false,
+            );
             let report =
                 m.group
                     .online_disks((!all).then_some(&disks[..]), usize::from(power), &mut |p| {
                         bar.set_length(p.total);
                         bar.set_position(p.done);
+                        tracker.update(p.done, p.total, p.bytes_done);
                     });
             bar.finish_and_clear();
+            tracker.finish();
             let report = said(&m.group, report)?;
             let rows = m.group.disks();
             let group_name = m.group.name().to_string();

@@ -68,6 +68,10 @@ pub fn eta(left: u64, rate: Option<f64>) -> Option<u64> {
     Some(((left as f64 / rate).ceil() as u64).max(1))
 }
 
+/// `rebuild_aus` for an operation all of whose work restores redundancy
+/// (a resync): redundancy is whole when it ends.
+pub const REBUILD_ALL: u64 = u64::MAX;
+
 /// The running side: keeps the status file current.
 pub struct OpTracker {
     path: PathBuf,
@@ -146,7 +150,12 @@ impl OpTracker {
         s.bytes_done = bytes;
         s.rate_bytes_per_second = rate;
         s.eta_seconds = eta(total.saturating_sub(done) * self.au_bytes, rate);
-        s.redundancy_eta_seconds = eta(self.rebuild_aus.saturating_sub(done) * self.au_bytes, rate);
+        let rebuild = if self.rebuild_aus == REBUILD_ALL {
+            total
+        } else {
+            self.rebuild_aus
+        };
+        s.redundancy_eta_seconds = eta(rebuild.saturating_sub(done) * self.au_bytes, rate);
         s.updated_unix_seconds = now_unix();
         if self
             .written
@@ -243,5 +252,31 @@ mod tests {
         dead.status.pid = u32::MAX;
         dead.write();
         assert_eq!(list(dir.path(), None)[0].state, "INTERRUPTED");
+    }
+
+    #[test]
+    fn a_resync_restores_redundancy_when_it_ends_and_a_pass_can_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let uuid = Uuid::from_u128(8);
+        let mut t = OpTracker::start(
+            dir.path(),
+            "DATA",
+            uuid,
+            "RESYNC",
+            4,
+            1 << 20,
+            REBUILD_ALL,
+            false,
+        );
+        assert_eq!(t.status().redundancy_eta_seconds, None, "no rate yet");
+        t.update(0, 10, 0);
+        t.update(5, 10, 5 << 20);
+        // Whatever rate was measured, redundancy is whole when all is done.
+        let s = t.status().clone();
+        assert_eq!(s.eta_seconds, s.redundancy_eta_seconds, "{s:?}");
+        t.set_pass("COMPACT");
+        t.update(6, 10, 6 << 20);
+        assert_eq!(list(dir.path(), None)[0].pass, "COMPACT");
+        t.finish();
     }
 }
