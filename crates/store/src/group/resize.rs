@@ -209,10 +209,23 @@ impl Group<'_> {
         let mut said = Vec::new();
         let mut recorded = false;
         for r in checked {
-            let (label, now) = {
-                let m = self.member(r.disk).expect("invariant: checked");
-                let now = m.alloc.as_ref().expect("invariant: online").layout;
-                (m.entry.label.clone(), now)
+            // An earlier resize of this change may have taken a failing
+            // disk out of service: said, not assumed.
+            let Some((label, now)) = self.member(r.disk).and_then(|m| {
+                m.alloc
+                    .as_ref()
+                    .filter(|_| m.online().is_some())
+                    .map(|a| (m.entry.label.clone(), a.layout))
+            }) else {
+                return Err(GroupError::Invalid(format!(
+                    "disk {} left service during the change; {} of it was done",
+                    self.disk_name(r.disk),
+                    if said.is_empty() {
+                        "none".to_string()
+                    } else {
+                        said.join("; ")
+                    }
+                )));
             };
             if r.layout.au_count > now.au_count {
                 self.grow_disk(r)?;
@@ -268,11 +281,17 @@ impl Group<'_> {
         let open = self.txn_open();
         self.commit_through(open)?;
         self.move_tail_header(r.disk, r.size_bytes)?;
-        let m = self.member_mut(r.disk).expect("invariant: checked");
+        let Some(m) = self.member_mut(r.disk).filter(|m| m.alloc.is_some()) else {
+            return Err(GroupError::Invalid(format!(
+                "disk {} left service during its grow; its size is unchanged",
+                self.disk_name(r.disk)
+            )));
+        };
         m.entry.size_bytes = r.size_bytes;
         m.entry.au_count = r.layout.au_count;
-        let alloc = m.alloc.as_mut().expect("invariant: online");
-        *alloc = alloc.resized(r.layout);
+        if let Some(alloc) = m.alloc.as_mut() {
+            *alloc = alloc.resized(r.layout);
+        }
         self.superblocks_or_stop()?;
         self.publish_disks();
         self.commit_in_chunks()
