@@ -909,6 +909,15 @@ fn lifecycle_actor(world: &World, seed: u64) {
     }
 }
 
+/// A refusal a disk change may meet by design (redundancy would not allow
+/// it, no room, a disk out of service or gone): part of the game.
+fn refused(e: &GroupError) -> bool {
+    matches!(
+        e,
+        GroupError::Invalid(_) | GroupError::NotFound(_) | GroupError::NoSpace(_)
+    )
+}
+
 /// `group replace`: spare `k` joins failure group `fg` in place of `disk`
 /// (OFFLINE, or the replace is refused), which is dropped by force; the
 /// rebalance rebuilds its copies from their mirrors. Returns whether the
@@ -944,7 +953,7 @@ fn replace_disk(world: &World, rng: &mut Rand, disk: &str, k: usize, fg: usize, 
         Ok(_) => {
             world.replaced.fetch_add(1, Ordering::SeqCst);
         }
-        Err(GroupError::Invalid(_) | GroupError::NotFound(_) | GroupError::NoSpace(_)) => {}
+        Err(e) if refused(&e) => {}
         Err(e) => {
             if world.expected(&e, &format!("replace {disk}"), seed) {
                 return true;
@@ -973,7 +982,7 @@ fn rebalance_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
                 eprintln!("  rebalance at power {power}: {r:?}");
             }
         }
-        Err(GroupError::Invalid(_) | GroupError::NotFound(_) | GroupError::NoSpace(_)) => {}
+        Err(e) if refused(&e) => {}
         Err(e) => {
             if world.expected(&e, "rebalance", seed) {
                 return true;
@@ -995,12 +1004,6 @@ fn change_disks(
     spares: &mut std::ops::Range<usize>,
     seed: u64,
 ) -> bool {
-    let refused = |e: &GroupError| {
-        matches!(
-            e,
-            GroupError::Invalid(_) | GroupError::NotFound(_) | GroupError::NoSpace(_)
-        )
-    };
     world.count_op();
     if rng.chance(50) {
         if let Some(k) = spares.next() {
