@@ -151,7 +151,7 @@ pub enum GroupCommand {
         /// A new size for a disk, by label: DISK=SIZE (4096, 512M, 20G). A grow (the device grew first) takes effect at once; a shrink moves the data past the new end first. Repeat for each disk.
         #[arg(long = "resize", value_name = "DISK=SIZE", value_parser = resize_arg)]
         resize: Vec<(String, u64)>,
-        /// Relocation I/Os in flight (1-1024); 0 makes the change and leaves the rebalance paused.
+        /// Relocation I/Os in flight (1-1024; at most 4 per disk the rebalance reads or writes); 0 makes the change and leaves the rebalance paused.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=1024))]
         power: u16,
         /// Change nothing: print the exact work (AUs and bytes each disk gives and takes) and its estimated time (ASM's EXPLAIN WORK).
@@ -168,7 +168,7 @@ pub enum GroupCommand {
     /// Start or resume the rebalance (drops pending, copies to rebuild, balance); power 0 pauses it.
     Rebalance {
         name: String,
-        /// Relocation I/Os in flight (1-1024); 0 pauses.
+        /// Relocation I/Os in flight (1-1024; at most 4 per disk the rebalance reads or writes); 0 pauses.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=1024))]
         power: u16,
         #[command(flatten)]

@@ -411,6 +411,70 @@ pub fn compact(disk: u16, copies: &[PlacedCopy], first: u64, free: &[bool]) -> V
     out
 }
 
+/// The disk a move reads from: the copy that leaves, or, for a rebuild,
+/// the readable copy it is made from.
+fn read_disk(m: &Move) -> u16 {
+    if m.pass == Pass::Rebuild {
+        m.source
+    } else {
+        m.from
+    }
+}
+
+/// The moves in the order to run them. Passes keep their order (rebuilds
+/// first: redundancy comes back before balance), and so do the moves of one
+/// extent (a copy may only take a failure group once the move before it
+/// has left it). Otherwise, within each run of one pass, the disks read
+/// from take turns, one move each in rotation, each disk's moves in their
+/// own order: consecutive moves — a batch — then read from (and write to)
+/// every disk involved at once, not one disk after another.
+pub fn spread(moves: Vec<Move>) -> Vec<Move> {
+    let mut out = Vec::with_capacity(moves.len());
+    let mut rest = moves.into_iter().peekable();
+    while let Some(pass) = rest.peek().map(|m| m.pass) {
+        // Per disk read from, its moves with their rank among their
+        // extent's moves in this run.
+        let mut queues: BTreeMap<u16, std::collections::VecDeque<(Move, usize)>> = BTreeMap::new();
+        let mut ranks: BTreeMap<(u32, u64), usize> = BTreeMap::new();
+        let mut order = Vec::new();
+        while let Some(m) = rest.next_if(|m| m.pass == pass) {
+            let rank = ranks.entry((m.file, m.index)).or_default();
+            queues
+                .entry(read_disk(&m))
+                .or_default()
+                .push_back((m, *rank));
+            *rank += 1;
+            order.push(m);
+        }
+        // Moves of each extent let out so far.
+        let mut let_out: BTreeMap<(u32, u64), usize> = BTreeMap::new();
+        let start = out.len();
+        while !queues.is_empty() {
+            let before = out.len();
+            queues.retain(|_, q| {
+                if let Some((m, rank)) = q.front() {
+                    let key = (m.file, m.index);
+                    if let_out.get(&key).copied().unwrap_or(0) == *rank {
+                        *let_out.entry(key).or_default() += 1;
+                        out.push(*m);
+                        q.pop_front();
+                    }
+                }
+                !q.is_empty()
+            });
+            if out.len() == before {
+                // Cannot happen: the earliest move not let out heads its
+                // disk's queue and waits for no other. Should it, the run
+                // keeps the order it came in.
+                out.truncate(start);
+                out.extend(order);
+                break;
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,6 +659,85 @@ mod tests {
         assert!(moves
             .iter()
             .all(|m| m.from == 7 && m.to == 7 && m.pass == Pass::Compact));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn spread_keeps_every_move_the_pass_order_and_each_extents_order_and_lets_the_disks_take_turns(
+            raw in proptest::collection::vec((0u8..3, 0u16..5, 0u16..5, 0usize..8), 0..120),
+        ) {
+            // Passes in runs (a pass may come back later), disks at random;
+            // some moves are of an extent moved before (a copy of it on
+            // another disk).
+            let passes = [Pass::Rebuild, Pass::Evacuate, Pass::Balance];
+            let moves: Vec<Move> = raw
+                .iter()
+                .enumerate()
+                .map(|(i, &(p, from, source, again))| Move {
+                    file: 256,
+                    index: if again < 2 && i > 0 { (i / 2) as u64 } else { 1000 + i as u64 },
+                    aus: 1,
+                    from,
+                    to: 9,
+                    source,
+                    pass: passes[usize::from(p)],
+                    to_au: Some(i as u32),
+                })
+                .collect();
+            let repeats = {
+                let mut seen = BTreeSet::new();
+                !moves.iter().all(|m| seen.insert(m.index))
+            };
+            let out = spread(moves.clone());
+            // The same moves (to_au tells them apart), the same sequence
+            // of passes, and each extent's moves in their order.
+            let id = |m: &Move| m.to_au.unwrap();
+            let mut a: Vec<u32> = out.iter().map(id).collect();
+            a.sort_unstable();
+            prop_assert_eq!(a, (0..moves.len() as u32).collect::<Vec<_>>());
+            prop_assert_eq!(
+                out.iter().map(|m| m.pass).collect::<Vec<_>>(),
+                moves.iter().map(|m| m.pass).collect::<Vec<_>>()
+            );
+            let mut last_of_extent: BTreeMap<u64, u32> = BTreeMap::new();
+            for m in &out {
+                if let Some(prev) = last_of_extent.insert(m.index, id(m)) {
+                    prop_assert!(prev < id(m), "extent {}'s moves keep their order", m.index);
+                }
+            }
+            // Within each run of one pass: every disk's moves in their
+            // order, and (when no extent waits on another move) in any
+            // prefix no disk read from is more than one move ahead of
+            // another that still has moves left.
+            let mut start = 0;
+            while start < out.len() {
+                let pass = out[start].pass;
+                let end = start + out[start..].iter().take_while(|m| m.pass == pass).count();
+                let run = &out[start..end];
+                let mut left: BTreeMap<u16, usize> = BTreeMap::new();
+                for m in run {
+                    *left.entry(read_disk(m)).or_default() += 1;
+                }
+                let mut taken: BTreeMap<u16, usize> = BTreeMap::new();
+                let mut last: BTreeMap<u16, u32> = BTreeMap::new();
+                for m in run {
+                    let d = read_disk(m);
+                    if let Some(prev) = last.insert(d, id(m)) {
+                        prop_assert!(prev < id(m), "disk {}'s moves keep their order", d);
+                    }
+                    *taken.entry(d).or_default() += 1;
+                    let mine = taken[&d];
+                    for (other, total) in &left {
+                        let theirs = taken.get(other).copied().unwrap_or(0);
+                        if theirs < *total && !repeats {
+                            prop_assert!(mine <= theirs + 1, "disk {} ran ahead of disk {}", d, other);
+                        }
+                    }
+                }
+                start = end;
+            }
+        }
     }
 
     proptest! {

@@ -253,6 +253,166 @@ pub(super) fn run(
         .collect())
 }
 
+/// One piece of a copy between member disks: `len` bytes read from disk
+/// `from.0` at byte `from.1` and written to disk `to.0` at byte `to.1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CopyIo {
+    pub(super) from: (u16, u64),
+    pub(super) to: (u16, u64),
+    pub(super) len: u64,
+}
+
+/// What became of one [`CopyIo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Copied {
+    /// Read and written (the write recorded with [`DataPort::wrote`]).
+    Done,
+    /// The read failed or came back short: nothing was written.
+    ReadFailed,
+    /// The write failed.
+    WriteFailed,
+}
+
+/// Copy `pieces`, with at most `inflight` I/Os (and no more than the
+/// engine holds) in flight at once. A piece's write is submitted as soon as
+/// its read completes, so reads and writes overlap; the next read is taken
+/// from the source disk with the fewest I/Os in flight, so that every disk
+/// stays busy whatever order the pieces come in. Buffers come from `pool`
+/// (else from the port) and go back to it: a copy of any size holds at most
+/// `inflight` of them. The engine must be idle; it is again on return.
+pub(super) fn copy(
+    port: &mut dyn DataPort,
+    pieces: &[CopyIo],
+    inflight: usize,
+    pool: &mut Vec<AlignedBuf>,
+) -> Result<Vec<Copied>, GroupError> {
+    use cairn_io::SubmitError;
+    use std::collections::VecDeque;
+    let mut out: Vec<Option<Copied>> = vec![None; pieces.len()];
+    // Pieces not read yet, per source disk, in the order given.
+    let mut waiting: BTreeMap<u16, VecDeque<usize>> = BTreeMap::new();
+    for (i, p) in pieces.iter().enumerate() {
+        waiting.entry(p.from.0).or_default().push_back(i);
+    }
+    // Requests made and not yet accepted by the engine (writes whose read
+    // is done, or a request it refused as full): submitted before any new
+    // read.
+    let mut ready: VecDeque<Request> = VecDeque::new();
+    // I/Os made and not completed, per disk and in all (ready ones count).
+    let mut busy: BTreeMap<u16, usize> = BTreeMap::new();
+    let mut running = 0usize;
+    let limit = inflight.max(1).min(port.engine().depth_max().max(1));
+    let mut left = pieces.len();
+    let buffer = |port: &mut dyn DataPort, pool: &mut Vec<AlignedBuf>, len: usize| match pool.pop()
+    {
+        Some(mut b) if b.capacity() >= len => {
+            b.set_len(len);
+            b
+        }
+        _ => port.buffer(len),
+    };
+    while left > 0 {
+        let mut full = false;
+        while let Some(r) = ready.pop_front() {
+            if let Err(SubmitError::QueueFull(r)) = port.engine().submit(r) {
+                ready.push_front(r);
+                full = true;
+                break;
+            }
+        }
+        while !full && running < limit {
+            let Some(disk) = waiting
+                .iter()
+                .filter(|(_, q)| !q.is_empty())
+                .min_by_key(|(d, _)| busy.get(*d).copied().unwrap_or(0))
+                .map(|(d, _)| *d)
+            else {
+                break;
+            };
+            let Some(i) = waiting.get_mut(&disk).and_then(VecDeque::pop_front) else {
+                break;
+            };
+            let p = pieces[i];
+            let Some(device) = port.device(p.from.0) else {
+                out[i] = Some(Copied::ReadFailed);
+                left -= 1;
+                continue;
+            };
+            let request = Request {
+                device,
+                tag: (i as u64) << 1,
+                op: Op::Read {
+                    offset_bytes: p.from.1,
+                    buf: buffer(port, pool, p.len as usize),
+                },
+            };
+            *busy.entry(p.from.0).or_default() += 1;
+            running += 1;
+            if let Err(SubmitError::QueueFull(r)) = port.engine().submit(request) {
+                ready.push_back(r);
+                full = true;
+            }
+        }
+        if left == 0 {
+            break;
+        }
+        if port.engine().in_flight() == 0 {
+            return Err(GroupError::Invalid(
+                "the I/O engine refused a request while idle; this is a bug".into(),
+            ));
+        }
+        port.engine().wait(1).map_err(io_err("(engine)"))?;
+        while let Some(c) = port.engine().pop_completion() {
+            let i = (c.tag >> 1) as usize;
+            let p = pieces[i];
+            let write = c.tag & 1 == 1;
+            if let Some(n) = busy.get_mut(if write { &p.to.0 } else { &p.from.0 }) {
+                *n = n.saturating_sub(1);
+            }
+            if write {
+                running -= 1;
+                left -= 1;
+                out[i] = Some(if c.result.is_ok() {
+                    port.wrote(p.to.0);
+                    Copied::Done
+                } else {
+                    Copied::WriteFailed
+                });
+                pool.extend(c.buf);
+                continue;
+            }
+            match (outcome(c, Some((p.from.1, p.len))), port.device(p.to.0)) {
+                ((Ok(_), Some(buf)), Some(device)) => {
+                    // The read's place in the window passes to its write.
+                    *busy.entry(p.to.0).or_default() += 1;
+                    ready.push_back(Request {
+                        device,
+                        tag: ((i as u64) << 1) | 1,
+                        op: Op::Write {
+                            offset_bytes: p.to.1,
+                            buf,
+                            fua: false,
+                        },
+                    });
+                }
+                ((result, buf), _) => {
+                    running -= 1;
+                    left -= 1;
+                    out[i] = Some(match (result, &buf) {
+                        (Ok(_), Some(_)) => Copied::WriteFailed,
+                        _ => Copied::ReadFailed,
+                    });
+                    pool.extend(buf);
+                }
+            }
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|o| o.expect("invariant: every piece has an outcome"))
+        .collect())
+}
+
 /// Where byte `within` of an extent's copy `c` is on its disk.
 fn at(snap: &FileSnapshot, c: AuAddr, within: u64) -> u64 {
     u64::from(c.au) * snap.au_bytes + within
@@ -1567,5 +1727,207 @@ impl Group<'_> {
     /// Extents of a file (copies and initialised flag), for the checker and tests.
     pub fn extents(&self, number: u32) -> Option<&[Extent]> {
         self.files.get(&number).map(|f| &f.extents[..])
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use cairn_io::{Completion, EngineStats, Geometry, IoError, SubmitError};
+    use cairn_io_sim::{geometry, SimEngine};
+
+    const KIB: u64 = 1 << 10;
+
+    /// An engine that records, over a simulated one, the most requests it
+    /// held at once and the order requests reached it.
+    struct Watched {
+        sim: SimEngine,
+        most: usize,
+        /// (a write, its device) of every request, in order.
+        kinds: Vec<(bool, u32)>,
+    }
+
+    impl IoEngine for Watched {
+        fn name(&self) -> &'static str {
+            "watched"
+        }
+        fn geometry(&self, device: DeviceId) -> Option<&Geometry> {
+            self.sim.geometry(device)
+        }
+        fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
+            let kind = (matches!(request.op, Op::Write { .. }), request.device.0);
+            self.sim.submit(request)?;
+            self.kinds.push(kind);
+            self.most = self.most.max(self.sim.in_flight());
+            Ok(())
+        }
+        fn wait(&mut self, min_completions: usize) -> Result<(), IoError> {
+            self.sim.wait(min_completions)
+        }
+        fn pop_completion(&mut self) -> Option<Completion> {
+            self.sim.pop_completion()
+        }
+        fn in_flight(&self) -> usize {
+            self.sim.in_flight()
+        }
+        fn depth_max(&self) -> usize {
+            self.sim.depth_max()
+        }
+        fn stats(&self) -> EngineStats {
+            self.sim.stats()
+        }
+    }
+
+    /// Disks 0..4 are the engine's devices 0..4.
+    struct Port {
+        plane: Arc<DataPlane>,
+        engine: Watched,
+        wrote: BTreeSet<u16>,
+    }
+
+    impl DataPort for Port {
+        fn plane(&self) -> &Arc<DataPlane> {
+            &self.plane
+        }
+        fn engine(&mut self) -> &mut dyn IoEngine {
+            &mut self.engine
+        }
+        fn device(&self, disk: u16) -> Option<DeviceId> {
+            (disk < 4).then_some(DeviceId(u32::from(disk)))
+        }
+        fn may_write(&self) -> bool {
+            true
+        }
+        fn wrote(&mut self, disk: u16) {
+            self.wrote.insert(disk);
+        }
+        fn mark_initialized(
+            &mut self,
+            _: u32,
+            _: u32,
+            _: &[(u64, Extent)],
+            _: &BTreeSet<u16>,
+        ) -> Result<(), GroupError> {
+            unreachable!("a copy marks nothing")
+        }
+        fn disks_failed(&mut self, _: &BTreeSet<u16>, _: u64) -> Result<(), GroupError> {
+            unreachable!("a copy reports, its caller fails disks")
+        }
+        fn mark_stale(&mut self, _: u32, _: u32, _: &[StaleMark]) -> Result<(), GroupError> {
+            unreachable!("a copy marks nothing")
+        }
+    }
+
+    fn port() -> Port {
+        let mut sim = SimEngine::new(7, 64).with_latency(1_000..50_000);
+        for _ in 0..4 {
+            sim.add_disk(geometry(4 << 20, 4096, 4096, 64 << 10));
+        }
+        Port {
+            plane: Arc::new(DataPlane::new()),
+            engine: Watched {
+                sim,
+                most: 0,
+                kinds: Vec::new(),
+            },
+            wrote: BTreeSet::new(),
+        }
+    }
+
+    fn fill(port: &mut Port, disk: u16, offset: u64, len: u64, seed: u8) -> Vec<u8> {
+        let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(seed)).collect();
+        let dev = port.device(disk).unwrap();
+        port.engine
+            .sim
+            .write_at(dev, offset, AlignedBuf::from_slice(&data), false)
+            .expect("the fill is written");
+        data
+    }
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)]
+    fn a_copy_keeps_its_window_overlaps_writes_with_reads_and_says_what_failed() {
+        let mut port = port();
+        // 24 pieces of 64 KiB: disk 0 → disk 2 and disk 1 → disk 3.
+        let mut pieces = Vec::new();
+        let mut want = Vec::new();
+        for i in 0..24u64 {
+            let (from, to) = if i % 2 == 0 { (0, 2) } else { (1, 3) };
+            let at = i * 64 * KIB;
+            want.push(fill(&mut port, from, at, 64 * KIB, i as u8 + 3));
+            pieces.push(CopyIo {
+                from: (from, at),
+                to: (to, at + (1 << 20)),
+                len: 64 * KIB,
+            });
+        }
+        // Piece 4's source cannot be read, piece 7's target not written;
+        // piece 9 goes to a disk the port does not have.
+        port.engine
+            .sim
+            .disk_mut(DeviceId(0))
+            .faults
+            .read_error_ranges = vec![4 * 64 * KIB..5 * 64 * KIB];
+        port.engine
+            .sim
+            .disk_mut(DeviceId(3))
+            .faults
+            .write_error_ranges = vec![(1 << 20) + 7 * 64 * KIB..(1 << 20) + 8 * 64 * KIB];
+        pieces[9].to.0 = 9;
+        let mut pool = Vec::new();
+        let out = copy(&mut port, &pieces, 6, &mut pool).unwrap();
+        for (i, o) in out.iter().enumerate() {
+            let expected = match i {
+                4 => Copied::ReadFailed,
+                7 | 9 => Copied::WriteFailed,
+                _ => Copied::Done,
+            };
+            assert_eq!(*o, expected, "piece {i}");
+            if expected == Copied::Done {
+                let dev = port.device(pieces[i].to.0).unwrap();
+                let got = port
+                    .engine
+                    .sim
+                    .contents(dev, pieces[i].to.1, 64 * KIB as usize);
+                assert!(got == want[i], "piece {i} copied whole");
+            }
+        }
+        assert_eq!(port.wrote, BTreeSet::from([2, 3]));
+        assert_eq!(port.engine.sim.in_flight(), 0, "the engine is idle again");
+        assert!(port.engine.most <= 6, "window kept: {}", port.engine.most);
+        // Writes began before the last read: they overlap.
+        let first_write = port.engine.kinds.iter().position(|k| k.0).unwrap();
+        let last_read = port.engine.kinds.iter().rposition(|k| !k.0).unwrap();
+        assert!(first_write < last_read, "{:?}", port.engine.kinds);
+        // Buffers were reused: no more were made than the window.
+        assert!(pool.len() <= 6, "{} buffers", pool.len());
+    }
+
+    #[test]
+    fn reads_go_first_to_the_least_busy_source_disk() {
+        let mut port = port();
+        // Pieces listed disk by disk: all of disk 0's, then disk 1's.
+        let pieces: Vec<CopyIo> = (0..16u64)
+            .map(|i| CopyIo {
+                from: (u16::from(i >= 8), (i % 8) * 64 * KIB),
+                to: (2, i * 64 * KIB),
+                len: 64 * KIB,
+            })
+            .collect();
+        let out = copy(&mut port, &pieces, 4, &mut Vec::new()).unwrap();
+        assert!(out.iter().all(|o| *o == Copied::Done));
+        // Every read is of the disk with fewer I/Os in flight: the two
+        // source disks alternate, though the pieces came disk by disk.
+        let reads: Vec<u32> = port
+            .engine
+            .kinds
+            .iter()
+            .filter(|k| !k.0)
+            .map(|k| k.1)
+            .collect();
+        assert_eq!(reads.len(), 16);
+        assert_eq!(&reads[..4], &[0, 1, 0, 1], "{reads:?}");
+        assert_eq!(port.engine.sim.in_flight(), 0);
     }
 }

@@ -318,7 +318,7 @@ impl LiveGroup {
                 (g.offline_counts(), g.zero_mark())
             };
             let (copied, latch) =
-                super::resync::copy_stale(&mut handle, Some(&slot), chunk, &mut report)?;
+                super::resync::copy_stale(&mut handle, Some(&slot), chunk, power, &mut report)?;
             // Latch → meta: the order every first writer keeps.
             let cleared = self.inner.operation(|g| g.resync_copied(&copied, &before));
             drop(latch);
@@ -346,7 +346,6 @@ impl LiveGroup {
         power: usize,
         progress: &mut dyn FnMut(super::resync::Progress),
     ) -> Result<super::relocate::RebalanceReport, GroupError> {
-        use super::relocate::{copy_relocations, relocation_batch, INDIRECT_INDEX};
         let mut report = super::relocate::RebalanceReport::default();
         let Some(moves) = self
             .inner
@@ -354,77 +353,19 @@ impl LiveGroup {
         else {
             return Ok(report);
         };
-        let total: u64 = moves.iter().map(|m| m.aus).sum();
-        let mut done = 0u64;
         let started = std::time::Instant::now();
-        let mut pool = Vec::new();
-        let (meta, data): (Vec<_>, Vec<_>) = moves.into_iter().partition(|m| {
-            m.file < cairn_format::group::FILE_NUMBER_USER_MIN || m.index & INDIRECT_INDEX != 0
-        });
-        for m in meta {
-            self.inner
-                .operation(|g| g.move_metadata(&m, &mut report))??;
-            done += m.aus;
-            progress(super::resync::Progress {
-                done,
-                total,
-                bytes_done: report.bytes_copied,
-                ..Default::default()
-            });
-        }
-        let au_bytes = self.inner.meta()?.au_bytes();
         // Each I/O in flight holds a buffer of up to 1 MiB: a handle runs
         // at most REBALANCE_INFLIGHT_MAX at once, whatever the power.
-        let batch_len =
-            relocation_batch(power.min(super::relocate::REBALANCE_INFLIGHT_MAX), au_bytes);
-        let mut handle = self.handle(batch_len * 2)?;
+        let inflight = power.min(super::relocate::REBALANCE_INFLIGHT_MAX);
+        let handle = self.handle(inflight)?;
         let slot = handle.slot.clone();
-        let mut total = total;
-        let mut phase = data;
-        loop {
-            for chunk in phase.chunks(batch_len) {
-                let batch = self
-                    .inner
-                    .operation(|g| g.reserve_moves(chunk, &mut report))?;
-                let (copied, latch) = match copy_relocations(
-                    &mut handle,
-                    Some(&slot),
-                    &batch,
-                    &mut pool,
-                    &mut report,
-                ) {
-                    Ok(done) => done,
-                    Err(e) => {
-                        let _ = self.inner.operation(|g| g.unreserve_batch(&batch));
-                        return Err(e);
-                    }
-                };
-                let switched = self
-                    .inner
-                    .operation(|g| g.switch_relocations(&batch, &copied, &mut report));
-                drop(latch);
-                switched??;
-                done += chunk.iter().map(|m| m.aus).sum::<u64>();
-                progress(super::resync::Progress {
-                    done,
-                    total,
-                    bytes_done: report.bytes_copied,
-                    compacting: chunk[0].pass == crate::rebalance::Pass::Compact,
-                });
-            }
-            // Then, where it helps, the compact pass (once).
-            if phase
-                .first()
-                .is_some_and(|m| m.pass == crate::rebalance::Pass::Compact)
-            {
-                break;
-            }
-            phase = self.inner.operation(|g| g.compact_now(&mut report))?;
-            if phase.is_empty() {
-                break;
-            }
-            total += phase.iter().map(|m| m.aus).sum::<u64>();
-        }
+        let mut site = LiveMoves {
+            live: self,
+            handle,
+            slot,
+        };
+        super::relocate::run_moves(&mut site, moves, inflight, &mut report, progress)?;
+        let LiveMoves { handle, .. } = site;
         drop(handle);
         // Readers of the maps before the last switch end before a dropped
         // disk leaves: waited for here, outside the metadata lock (a data
@@ -451,6 +392,24 @@ impl LiveGroup {
         group.commit_through(open)?;
         group.sync()?;
         group.dismount()
+    }
+}
+
+/// A live group's rebalance: its metadata steps are operations, its data
+/// goes through a handle of its own.
+struct LiveMoves<'l> {
+    live: &'l LiveGroup,
+    handle: DataHandle,
+    slot: Arc<GuardSlot>,
+}
+
+impl super::relocate::MoveSite<'static> for LiveMoves<'_> {
+    fn step<R>(&mut self, f: impl FnOnce(&mut Group<'static>) -> R) -> Result<R, GroupError> {
+        self.live.inner.operation(f)
+    }
+
+    fn data(&mut self) -> (&mut dyn DataPort, Option<&std::sync::atomic::AtomicU64>) {
+        (&mut self.handle, Some(&self.slot))
     }
 }
 

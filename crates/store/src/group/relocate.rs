@@ -76,6 +76,12 @@ pub struct RebalanceReport {
     pub paused: bool,
     /// Wall time of the moves and the drops' completion (not the mount).
     pub elapsed_ms: u64,
+    /// Of that: moving metadata (under the metadata lock), copying data
+    /// extents, and switching the maps (each batch's commit: the barrier
+    /// flush, the journal record, and the discard of the AUs freed).
+    pub metadata_ms: u64,
+    pub copy_ms: u64,
+    pub switch_ms: u64,
 }
 
 /// One disk in an explanation of a plan (`alter --explain`).
@@ -960,68 +966,11 @@ impl Group<'_> {
         let Some(moves) = self.rebalance_start(power, &mut report)? else {
             return Ok(report);
         };
-        let total: u64 = moves.iter().map(|m| m.aus).sum();
-        let mut done_aus = 0;
-        progress(Progress {
-            done: 0,
-            total,
-            bytes_done: 0,
-            ..Default::default()
-        });
         let started = std::time::Instant::now();
-        let mut pool = Vec::new();
-        let (meta, data): (Vec<_>, Vec<_>) = moves
-            .into_iter()
-            .partition(|m| m.file < FILE_NUMBER_USER_MIN || m.index & INDIRECT_INDEX != 0);
-        for m in meta {
-            self.move_metadata(&m, &mut report)?;
-            done_aus += m.aus;
-            progress(Progress {
-                done: done_aus,
-                total,
-                bytes_done: report.bytes_copied,
-                ..Default::default()
-            });
-        }
         // More I/Os than the engine holds only queue, and each holds a
-        // buffer: a batch is at most what the engine runs at once.
-        let batch = relocation_batch(power.min(self.engine.depth_max()), self.au_bytes);
-        let mut total = total;
-        let mut phase = data;
-        loop {
-            for chunk in phase.chunks(batch) {
-                let batch = self.reserve_moves(chunk, &mut report);
-                let (copied, latch) =
-                    match copy_relocations(self, None, &batch, &mut pool, &mut report) {
-                        Ok(done) => done,
-                        Err(e) => {
-                            self.unreserve_batch(&batch);
-                            return Err(e);
-                        }
-                    };
-                let switched = self
-                    .switch_relocations(&batch, &copied, &mut report)
-                    .and_then(|()| self.commit());
-                drop(latch);
-                switched?;
-                done_aus += chunk.iter().map(|m| m.aus).sum::<u64>();
-                progress(Progress {
-                    done: done_aus,
-                    total,
-                    bytes_done: report.bytes_copied,
-                    compacting: chunk[0].pass == Pass::Compact,
-                });
-            }
-            // Then, where it helps, the compact pass (once).
-            if phase.first().is_some_and(|m| m.pass == Pass::Compact) {
-                break;
-            }
-            phase = self.compact_now(&mut report);
-            if phase.is_empty() {
-                break;
-            }
-            total += phase.iter().map(|m| m.aus).sum::<u64>();
-        }
+        // buffer.
+        let inflight = power.min(self.engine.depth_max());
+        run_moves(self, moves, inflight, &mut report, progress)?;
         self.rebalance_finish(&mut report, true)?;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(report)
@@ -1689,21 +1638,163 @@ pub(super) fn newest_header(
     Ok((header, scan.generation_max()))
 }
 
-/// Data moves one batch makes at `power` (relocation I/Os in flight, each
-/// at most 1 MiB).
-pub(super) fn relocation_batch(power: usize, au_bytes: u64) -> usize {
-    super::resync::batch_len(power, au_bytes)
+/// Where a rebalance's moves run: a group one command holds (it is its own
+/// data port, and each step commits as it needs), or a live group (each
+/// step a metadata operation, the data through a handle of the
+/// rebalance's own).
+pub(super) trait MoveSite<'g> {
+    /// Run `f` on the group's metadata as one step, durable when this
+    /// returns.
+    fn step<R>(&mut self, f: impl FnOnce(&mut Group<'g>) -> R) -> Result<R, GroupError>;
+    /// The port the data copies go through, and the guard slot of its
+    /// operations (`None`: the port is the group itself).
+    fn data(&mut self) -> (&mut dyn DataPort, Option<&std::sync::atomic::AtomicU64>);
+}
+
+impl<'g> MoveSite<'g> for Group<'g> {
+    fn step<R>(&mut self, f: impl FnOnce(&mut Group<'g>) -> R) -> Result<R, GroupError> {
+        Ok(f(self))
+    }
+
+    fn data(&mut self) -> (&mut dyn DataPort, Option<&std::sync::atomic::AtomicU64>) {
+        (self, None)
+    }
+}
+
+/// Run a rebalance's moves: metadata first (each under the metadata lock),
+/// then the data moves in batches — reserved, copied under the extents'
+/// exclusive latches with `inflight` I/Os in flight, switched in a step
+/// whose commit makes the copies durable before the latches go — and then,
+/// where it is wanted, the compact pass. Data moves are taken from the
+/// source disks in turn ([`rebalance::spread`]), so each batch reads from
+/// and writes to every disk involved, not one at a time.
+pub(super) fn run_moves<'g>(
+    site: &mut impl MoveSite<'g>,
+    moves: Vec<rebalance::Move>,
+    inflight: usize,
+    report: &mut RebalanceReport,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(), GroupError> {
+    let mut total: u64 = moves.iter().map(|m| m.aus).sum();
+    let mut done = 0;
+    progress(Progress {
+        done,
+        total,
+        ..Default::default()
+    });
+    let (meta, data): (Vec<_>, Vec<_>) = moves
+        .into_iter()
+        .partition(|m| m.file < FILE_NUMBER_USER_MIN || m.index & INDIRECT_INDEX != 0);
+    let started = std::time::Instant::now();
+    for m in meta {
+        site.step(|g| g.move_metadata(&m, report))??;
+        done += m.aus;
+        progress(Progress {
+            done,
+            total,
+            bytes_done: report.bytes_copied,
+            ..Default::default()
+        });
+    }
+    report.metadata_ms += started.elapsed().as_millis() as u64;
+    let au_bytes = site.step(|g| g.au_bytes)?;
+    let mut pool = Vec::new();
+    let mut phase = rebalance::spread(data);
+    // Summed per batch, reported in whole milliseconds at the end.
+    let mut copying_for = std::time::Duration::ZERO;
+    let mut switching_for = std::time::Duration::ZERO;
+    let result: Result<(), GroupError> = 'run: loop {
+        let window = relocation_window(inflight, &phase);
+        for chunk in phase.chunks(relocation_batch(window, au_bytes)) {
+            let batch = site.step(|g| g.reserve_moves(chunk, report))?;
+            let copying = std::time::Instant::now();
+            let (port, slot) = site.data();
+            let (copied, latch) =
+                match copy_relocations(port, slot, &batch, window, &mut pool, report) {
+                    Ok(done) => done,
+                    Err(e) => {
+                        // The copy's error is the one to report.
+                        let _ = site.step(|g| g.unreserve_batch(&batch));
+                        break 'run Err(e);
+                    }
+                };
+            let switching = std::time::Instant::now();
+            copying_for += switching - copying;
+            let switched = site.step(|g| {
+                g.switch_relocations(&batch, &copied, report)
+                    .and_then(|()| g.commit())
+            });
+            drop(latch);
+            switching_for += switching.elapsed();
+            if let Err(e) = switched.and_then(|r| r) {
+                break 'run Err(e);
+            }
+            done += chunk.iter().map(|m| m.aus).sum::<u64>();
+            progress(Progress {
+                done,
+                total,
+                bytes_done: report.bytes_copied,
+                compacting: chunk[0].pass == Pass::Compact,
+            });
+        }
+        // Then, where it helps, the compact pass (once).
+        if phase.first().is_some_and(|m| m.pass == Pass::Compact) {
+            break 'run Ok(());
+        }
+        match site.step(|g| g.compact_now(report)) {
+            Ok(more) if more.is_empty() => break 'run Ok(()),
+            Ok(more) => phase = rebalance::spread(more),
+            Err(e) => break 'run Err(e),
+        }
+        total += phase.iter().map(|m| m.aus).sum::<u64>();
+    };
+    report.copy_ms += copying_for.as_millis() as u64;
+    report.switch_ms += switching_for.as_millis() as u64;
+    result
+}
+
+/// Relocation I/Os a disk is given at once, at most: with 1 MiB I/Os a
+/// disk is kept busy by a few; more only queue at the disk, each holding
+/// a buffer of fresh memory (on these machines, first-touched memory costs
+/// more than the copy: power 64 ran slower than 16 before this cap).
+pub const RELOCATION_DISK_INFLIGHT: usize = 4;
+
+/// The I/O window of a pass: the power (bounded by what the engine
+/// holds), but at most [`RELOCATION_DISK_INFLIGHT`] per disk the pass reads
+/// from or writes to.
+pub(super) fn relocation_window(inflight: usize, moves: &[rebalance::Move]) -> usize {
+    let disks: BTreeSet<u16> = moves
+        .iter()
+        .flat_map(|m| [m.from, m.to, m.source])
+        .collect();
+    inflight
+        .min(RELOCATION_DISK_INFLIGHT * disks.len().max(1))
+        .max(1)
+}
+
+/// How many times its window one batch of relocations holds: the window
+/// stays full while a batch runs (it only drains at the batch's end, for
+/// the switch), and a batch's commit — barrier flush, journal record,
+/// discards — is shared by more moves.
+const RELOCATION_BATCH_WINDOWS: usize = 4;
+
+/// Data moves one batch makes with a window of `window` relocation I/Os
+/// (each at most 1 MiB).
+pub(super) fn relocation_batch(window: usize, au_bytes: u64) -> usize {
+    super::resync::batch_len(window * RELOCATION_BATCH_WINDOWS, au_bytes)
 }
 
 /// Copy a batch of relocations under their extents' exclusive latches
 /// (returned held: the switch must commit before a writer may land):
 /// every AU from the leaving copy if it can be read there, else from
-/// another readable, non-stale copy. Returns the relocations whose new copy
-/// is whole (with the AUs no copy could give marked stale in it).
+/// another readable, non-stale copy, `inflight` I/Os at a time (reads and
+/// writes overlapping: [`data::copy`]). Returns the relocations whose new
+/// copy is whole (with the AUs no copy could give marked stale in it).
 pub(super) fn copy_relocations(
     port: &mut dyn DataPort,
     slot: Option<&std::sync::atomic::AtomicU64>,
     batch: &[Relocation],
+    inflight: usize,
     pool: &mut Vec<AlignedBuf>,
     report: &mut RebalanceReport,
 ) -> Result<(Vec<Relocation>, LatchGuard), GroupError> {
@@ -1777,71 +1868,34 @@ pub(super) fn copy_relocations(
         ready.push(r);
     }
     let place = |c: AuAddr, au: u64, off: u64| (u64::from(c.au) + au) * au_bytes + off;
-    let reads = pieces
+    let ios: Vec<data::CopyIo> = pieces
         .iter()
-        .map(|(_, src, au, off, len)| data::DiskIo {
-            disk: src.disk,
-            op: Op::Read {
-                offset_bytes: place(*src, *au, *off),
-                buf: match pool.pop() {
-                    Some(mut b) if b.capacity() >= *len as usize => {
-                        b.set_len(*len as usize);
-                        b
-                    }
-                    _ => port.buffer(*len as usize),
-                },
-            },
+        .map(|(k, src, au, off, len)| data::CopyIo {
+            from: (src.disk, place(*src, *au, *off)),
+            to: (ready[*k].to.disk, place(ready[*k].to, *au, *off)),
+            len: *len,
         })
         .collect();
     let mut failed: BTreeSet<usize> = BTreeSet::new();
-    let mut writes = Vec::new();
-    let mut of = Vec::new();
-    for ((k, _, au, off, len), (result, buf)) in pieces.iter().zip(data::run(port, reads)?) {
-        match (result, buf) {
-            (Ok(_), Some(buf)) => {
-                of.push((*k, *len));
-                writes.push(data::DiskIo {
-                    disk: ready[*k].to.disk,
-                    op: Op::Write {
-                        offset_bytes: place(ready[*k].to, *au, *off),
-                        buf,
-                        fua: false,
-                    },
-                });
-            }
-            _ => {
-                if failed.insert(*k) {
-                    report.moves_left.push(format!(
-                        "file {} extent {}: a read of its copy failed",
-                        ready[*k].file, ready[*k].extent
-                    ));
-                }
-            }
-        }
-    }
     let mut failed_disks = BTreeSet::new();
-    for ((k, len), (result, buf)) in of.iter().zip(data::run(port, writes)?) {
-        if let Some(buf) = buf {
-            // The next batch reuses it: fresh buffers of a batch at power
-            // 1024 are a GiB of pages to fault in.
-            pool.push(buf);
-        }
-        match result {
-            Ok(_) => {
-                port.wrote(ready[*k].to.disk);
+    let outcomes = data::copy(port, &ios, inflight, pool)?;
+    for ((k, _, _, _, len), outcome) in pieces.iter().zip(outcomes) {
+        let why = match outcome {
+            data::Copied::Done => {
                 report.bytes_copied += len;
+                continue;
             }
-            Err(_) => {
+            data::Copied::ReadFailed => "a read of its copy failed".to_string(),
+            data::Copied::WriteFailed => {
                 failed_disks.insert(ready[*k].to.disk);
-                if failed.insert(*k) {
-                    report.moves_left.push(format!(
-                        "file {} extent {}: the write to disk {} failed",
-                        ready[*k].file,
-                        ready[*k].extent,
-                        view.name(ready[*k].to.disk)
-                    ));
-                }
+                format!("the write to disk {} failed", view.name(ready[*k].to.disk))
             }
+        };
+        if failed.insert(*k) {
+            report.moves_left.push(format!(
+                "file {} extent {}: {why}",
+                ready[*k].file, ready[*k].extent
+            ));
         }
     }
     drop(guard);

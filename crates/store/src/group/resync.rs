@@ -248,7 +248,7 @@ impl Group<'_> {
         });
         for chunk in work.chunks(batch_len(power, self.au_bytes)) {
             let before = (self.offline_counts(), self.zero_mark());
-            let (copied, latch) = copy_stale(self, None, chunk, &mut report)?;
+            let (copied, latch) = copy_stale(self, None, chunk, power, &mut report)?;
             let committed = self
                 .resync_copied(&copied, &before)
                 .and_then(|()| self.commit());
@@ -526,6 +526,7 @@ pub(super) fn copy_stale(
     port: &mut dyn DataPort,
     slot: Option<&std::sync::atomic::AtomicU64>,
     batch: &[StaleAu],
+    inflight: usize,
     report: &mut ResyncReport,
 ) -> Result<(Vec<StaleAu>, LatchGuard), GroupError> {
     let keys: Vec<(LatchKey, bool)> = batch
@@ -589,33 +590,27 @@ pub(super) fn copy_stale(
         }
     }
     let place = |c: AuAddr, s: &StaleAu, off: u64| (u64::from(c.au) + s.au) * au_bytes + off;
-    let reads = pieces
+    let ios: Vec<data::CopyIo> = pieces
         .iter()
-        .map(|(s, src, off, len)| data::DiskIo {
-            disk: src.disk,
-            op: Op::Read {
-                offset_bytes: place(*src, s, *off),
-                buf: port.buffer(*len as usize),
-            },
+        .map(|(s, src, off, len)| data::CopyIo {
+            from: (src.disk, place(*src, s, *off)),
+            to: (s.target.disk, place(s.target, s, *off)),
+            len: *len,
         })
         .collect();
-    let mut writes = Vec::new();
-    let mut of = Vec::new();
+    let mut pool = Vec::new();
+    let outcomes = data::copy(port, &ios, inflight, &mut pool)?;
+    for buf in pool {
+        port.recycle(buf);
+    }
     let mut failed_read: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
-    for ((s, _, off, len), (result, buf)) in pieces.iter().zip(data::run(port, reads)?) {
-        match (result, buf) {
-            (Ok(_), Some(buf)) => {
-                of.push((*s, *len));
-                writes.push(data::DiskIo {
-                    disk: s.target.disk,
-                    op: Op::Write {
-                        offset_bytes: place(s.target, s, *off),
-                        buf,
-                        fua: false,
-                    },
-                });
-            }
-            _ => {
+    let mut failed_write: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
+    let mut failed_disks = BTreeSet::new();
+    let mut bytes = 0;
+    for ((s, _, _, len), outcome) in pieces.iter().zip(outcomes) {
+        match outcome {
+            data::Copied::Done => bytes += len,
+            data::Copied::ReadFailed => {
                 if failed_read.insert((s.file, s.extent, s.au)) {
                     report.aus_without_source.push(format!(
                         "file {} extent {} AU {} on disk {}: its good copy could not be read",
@@ -626,21 +621,7 @@ pub(super) fn copy_stale(
                     ));
                 }
             }
-        }
-    }
-    let mut failed_write: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
-    let mut failed_disks = BTreeSet::new();
-    let mut bytes = 0;
-    for ((s, len), (result, buf)) in of.iter().zip(data::run(port, writes)?) {
-        if let Some(buf) = buf {
-            port.recycle(buf);
-        }
-        match result {
-            Ok(_) => {
-                port.wrote(s.target.disk);
-                bytes += len;
-            }
-            Err(_) => {
+            data::Copied::WriteFailed => {
                 failed_disks.insert(s.target.disk);
                 failed_write.insert((s.file, s.extent, s.au));
             }
