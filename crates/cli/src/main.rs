@@ -12,6 +12,7 @@ mod bench_cmd;
 mod group_cmd;
 mod oltp_cmd;
 mod render;
+mod serve_cmd;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -128,6 +129,8 @@ enum Noun {
         #[command(flatten)]
         discover: Discover,
     },
+    /// Hold groups mounted and serve their files through a FUSE file system (read-only so far; see docs/serve.md). Runs in the foreground until SIGTERM or SIGINT.
+    Serve(serve_cmd::ServeArgs),
     /// Give a group file another name.
     Mkalias {
         target: String,
@@ -352,6 +355,7 @@ fn run(cli: Cli) -> Result<Outcome> {
             };
             group_cmd::cp(engine_kind, &request, &discover).map(|()| Outcome::Done)
         }
+        Noun::Serve(args) => serve_cmd::serve(engine_kind, &host, &args),
         Noun::Mkalias {
             target,
             alias,

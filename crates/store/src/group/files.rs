@@ -44,6 +44,19 @@ pub struct FileInfo {
     pub modified_unix_seconds: u64,
 }
 
+/// One name of the name space, by id ([`Group::node`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Node {
+    pub id: u32,
+    /// The directory it is in (0: the root).
+    pub parent: u32,
+    pub name: String,
+    pub kind: AliasKind,
+    /// For a file's name, the file (`None`: lost, or being deleted).
+    pub file: Option<FileInfo>,
+    pub created_unix_seconds: u64,
+}
+
 /// One name in a directory listing.
 #[derive(Debug, Clone, Serialize)]
 pub struct DirEntry {

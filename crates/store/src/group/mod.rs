@@ -92,7 +92,7 @@ pub use alloc::DiskAlloc;
 pub use cairn_format::group::AliasKind;
 pub use create::{create, default_templates};
 pub use file_io::{FileIo, Mapping};
-pub use files::{CreateOptions, DirEntry, FileInfo};
+pub use files::{CreateOptions, DirEntry, FileInfo, Node};
 pub use live::{DataHandle, EngineSource, LiveGroup, SameDevices};
 pub use mount::{mount, mount_owned, mount_read_only, mount_with, GroupSelector, MissingDisks};
 pub use superblock::{identify, membership, FoundDisk, GroupOnDisk, Membership};

@@ -219,6 +219,45 @@ impl Group<'_> {
         self.commit()
     }
 
+    /// A name by its id, for callers that walk the name space by id (the
+    /// file system: an id is its inode). `None` for an id no name has.
+    pub fn node(&self, id: u32) -> Option<Node> {
+        self.aliases.get(&id).map(|r| self.node_of(r))
+    }
+
+    /// The name `name` in directory `parent` (id 0: the root). Refused if
+    /// `name` breaks the naming rules (the file system answers EINVAL, never
+    /// a different file); `None` if there is no such name.
+    pub fn child_node(&self, parent: u32, name: &str) -> Result<Option<Node>, GroupError> {
+        let name = Component::parse(name).map_err(|e| GroupError::Invalid(e.to_string()))?;
+        Ok(self.child(parent, &name).map(|r| self.node_of(r)))
+    }
+
+    /// The names in directory `parent` (id 0: the root), by name.
+    pub fn children(&self, parent: u32) -> Vec<Node> {
+        let mut out: Vec<Node> = self
+            .aliases
+            .values()
+            .filter(|r| r.parent == parent)
+            .map(|r| self.node_of(r))
+            .collect();
+        out.sort_by_key(|n| n.name.to_ascii_lowercase());
+        out
+    }
+
+    fn node_of(&self, r: &AliasRecord) -> Node {
+        Node {
+            id: r.id,
+            parent: r.parent,
+            name: r.name.clone(),
+            kind: r.kind,
+            file: (r.kind != AliasKind::Directory)
+                .then(|| self.live_file(r).map(|f| self.info(f)))
+                .flatten(),
+            created_unix_seconds: r.created_unix_seconds,
+        }
+    }
+
     /// List a directory (or describe one file).
     pub fn list(&self, path: &GroupPath) -> Result<Vec<DirEntry>, GroupError> {
         let dir = match self.resolve(path)? {

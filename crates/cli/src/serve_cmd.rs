@@ -1,0 +1,109 @@
+//! `cairn serve`: mount the groups live, hand them to the service
+//! (`cairn-serve`), dismount them when it stops.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use cairn_io::host::Host;
+use cairn_store::{group, group_admin, group_lock};
+use clap::Args;
+
+use crate::{discovery, engine_kind, Discover, EngineArg, Outcome};
+
+/// Requests a live group's metadata engine holds.
+const SERVE_DEPTH: usize = 64;
+/// FUSE worker threads unless told otherwise (one per core here).
+const THREADS_DEFAULT: u16 = 2;
+
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// Where the file system is mounted: DIR/DATA/x.dbf is +DATA/x.dbf. An empty directory.
+    #[arg(long, value_name = "DIR", default_value = "/mnt/cairn")]
+    mountpoint: PathBuf,
+    /// A group to serve (repeat for more); default: every group discovery finds.
+    #[arg(long = "group", value_name = "NAME")]
+    groups: Vec<String>,
+    /// FUSE worker threads (requests served at once).
+    #[arg(long, default_value_t = THREADS_DEFAULT, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: u16,
+    #[command(flatten)]
+    discover: Discover,
+}
+
+pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<Outcome> {
+    init_logging();
+    let d = discovery(args.discover.discover.as_deref())?;
+    let names: Vec<String> = if args.groups.is_empty() {
+        let found = group_admin::find_groups(host, &d)?;
+        let names: Vec<String> = found
+            .into_iter()
+            .filter(|g| g.complete)
+            .map(|g| g.name)
+            .collect();
+        if names.is_empty() {
+            bail!(
+                "no group found on the disks discovery reaches ({}); create one (`cairn group create`) or say where the disks are (--discover)",
+                d.text
+            );
+        }
+        names
+    } else {
+        args.groups.clone()
+    };
+    let mut groups = Vec::new();
+    let mut locks = Vec::new();
+    for name in &names {
+        let m = group_admin::mount_live(
+            host,
+            &d,
+            name,
+            &group_lock::run_dir(),
+            group::MissingDisks::MarkOffline,
+            engine_kind(engine),
+            SERVE_DEPTH,
+        )
+        .with_context(|| format!("cannot serve group {name}"))?;
+        for w in &m.report.warnings {
+            tracing::warn!(group = %name, "{w}");
+        }
+        for d in &m.report.disks_marked_offline {
+            tracing::warn!(group = %name, disk = %d, "disk not available: marked OFFLINE, serving DEGRADED");
+        }
+        locks.push(m.lock);
+        groups.push((name.to_ascii_uppercase(), m.group));
+    }
+    let options = cairn_serve::ServeOptions {
+        mountpoint: args.mountpoint.clone(),
+        threads: usize::from(args.threads),
+    };
+    let (groups, stopped) = cairn_serve::serve(groups, &options)?;
+    let mut failed = Vec::new();
+    for (name, g) in groups {
+        match g.dismount() {
+            Ok(()) => tracing::info!(group = %name, "dismounted"),
+            Err(e) => failed.push(format!("group {name}: {e}")),
+        }
+    }
+    drop(locks);
+    tracing::info!(signal = ?stopped, "stopped");
+    Ok(if failed.is_empty() {
+        Outcome::Done
+    } else {
+        Outcome::Failed(format!(
+            "could not dismount cleanly: {}; the next mount replays the journal",
+            failed.join("; ")
+        ))
+    })
+}
+
+/// Structured log lines on stderr; `RUST_LOG` style filtering is not
+/// wired yet: info and above.
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::INFO)
+        .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
