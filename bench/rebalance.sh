@@ -167,7 +167,9 @@ for power in 1 4 16 1024; do
     printf "   power %-5s %6.0f MiB in %5.2f s = %6.0f MiB/s  %5.2fx the copy rate, %5.2fx copy and discard  (command: %.2f s)\n" \
         "$power" "$(echo "$bytes / 1048576" | bc -l)" "$secs" "$mibs" "$(echo "$mibs / $copy_mibs" | bc -l)" \
         "$(echo "$mibs / $both_mibs" | bc -l)" "$whole"
-    read -r meta_s copy_s switch_s < <(jq -r '.rebalance | "\(.metadata_ms / 1000) \(.copy_ms / 1000) \(.switch_ms / 1000)"' "$out/alter-$power.json")
+    # (copy_ms is whole milliseconds: at least 1 here, so nothing divides by 0;
+    # bytes_copied includes the metadata moves', a few AUs.)
+    read -r meta_s copy_s switch_s < <(jq -r '.rebalance | "\(.metadata_ms / 1000) \([.copy_ms, 1] | max / 1000) \(.switch_ms / 1000)"' "$out/alter-$power.json")
     printf "        of it: metadata %.2f s; copying %.2f s (%.0f MiB/s, %.2fx the copy rate); commits and discards %.2f s\n" \
         "$meta_s" "$copy_s" "$(echo "$bytes / 1048576 / $copy_s" | bc -l)" \
         "$(echo "$bytes / 1048576 / $copy_s / $copy_mibs" | bc -l)" "$switch_s"

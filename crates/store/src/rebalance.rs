@@ -413,7 +413,7 @@ pub fn compact(disk: u16, copies: &[PlacedCopy], first: u64, free: &[bool]) -> V
 
 /// The disk a move reads from: the copy that leaves, or, for a rebuild,
 /// the readable copy it is made from.
-fn read_disk(m: &Move) -> u16 {
+pub(crate) fn read_disk(m: &Move) -> u16 {
     if m.pass == Pass::Rebuild {
         m.source
     } else {
@@ -422,41 +422,78 @@ fn read_disk(m: &Move) -> u16 {
 }
 
 /// The moves in the order to run them. Passes keep their order (rebuilds
-/// first: redundancy comes back before balance), and so do the moves of one
-/// extent (a copy may only take a failure group once the move before it
-/// has left it). Otherwise, within each run of one pass, the disks read
-/// from take turns, one move each in rotation, each disk's moves in their
-/// own order: consecutive moves — a batch — then read from (and write to)
-/// every disk involved at once, not one disk after another.
+/// first: redundancy comes back before balance), and so does what the plan
+/// counted on:
+/// - the moves of one extent keep their order (a copy may only take a
+///   failure group once the move before it has left it);
+/// - a move into a disk comes after every move out of that disk planned
+///   before it (the plan gave it room counting on those moves' space).
+///
+/// Otherwise, within each run of one pass, the disks read from take turns,
+/// one move each in rotation, each disk's moves in their own order:
+/// consecutive moves — a batch — then read from (and write to) every disk
+/// involved at once, not one disk after another.
 pub fn spread(moves: Vec<Move>) -> Vec<Move> {
+    /// A move, with what must be let out before it: the moves of its
+    /// extent, and the first `outs_before` moves out of its target disk
+    /// (those planned before it).
+    struct Waiting {
+        m: Move,
+        extent_rank: usize,
+        /// Its rank among the moves out of its `from` disk.
+        out_rank: usize,
+        outs_before: usize,
+    }
     let mut out = Vec::with_capacity(moves.len());
     let mut rest = moves.into_iter().peekable();
     while let Some(pass) = rest.peek().map(|m| m.pass) {
-        // Per disk read from, its moves with their rank among their
-        // extent's moves in this run.
-        let mut queues: BTreeMap<u16, std::collections::VecDeque<(Move, usize)>> = BTreeMap::new();
+        let mut queues: BTreeMap<u16, std::collections::VecDeque<Waiting>> = BTreeMap::new();
         let mut ranks: BTreeMap<(u32, u64), usize> = BTreeMap::new();
+        let mut outs: BTreeMap<u16, usize> = BTreeMap::new();
         let mut order = Vec::new();
         while let Some(m) = rest.next_if(|m| m.pass == pass) {
             let rank = ranks.entry((m.file, m.index)).or_default();
-            queues
-                .entry(read_disk(&m))
-                .or_default()
-                .push_back((m, *rank));
+            let out_rank = outs.entry(m.from).or_default();
+            let waiting = Waiting {
+                m,
+                extent_rank: *rank,
+                out_rank: *out_rank,
+                outs_before: 0,
+            };
             *rank += 1;
+            *out_rank += 1;
+            let outs_before = outs.get(&m.to).copied().unwrap_or(0);
+            queues.entry(read_disk(&m)).or_default().push_back(Waiting {
+                outs_before,
+                ..waiting
+            });
             order.push(m);
         }
-        // Moves of each extent let out so far.
-        let mut let_out: BTreeMap<(u32, u64), usize> = BTreeMap::new();
+        // Let out so far: moves per extent; per disk, which of the moves
+        // out of it, and how many of the first ones all are.
+        let mut extent_done: BTreeMap<(u32, u64), usize> = BTreeMap::new();
+        let mut outs_let: BTreeMap<u16, Vec<bool>> = BTreeMap::new();
+        let mut outs_done: BTreeMap<u16, usize> = BTreeMap::new();
         let start = out.len();
         while !queues.is_empty() {
             let before = out.len();
             queues.retain(|_, q| {
-                if let Some((m, rank)) = q.front() {
-                    let key = (m.file, m.index);
-                    if let_out.get(&key).copied().unwrap_or(0) == *rank {
-                        *let_out.entry(key).or_default() += 1;
-                        out.push(*m);
+                if let Some(w) = q.front() {
+                    let key = (w.m.file, w.m.index);
+                    if extent_done.get(&key).copied().unwrap_or(0) == w.extent_rank
+                        && outs_done.get(&w.m.to).copied().unwrap_or(0) >= w.outs_before
+                    {
+                        *extent_done.entry(key).or_default() += 1;
+                        let flags = outs_let.entry(w.m.from).or_default();
+                        if flags.len() <= w.out_rank {
+                            flags.resize(w.out_rank + 1, false);
+                        }
+                        flags[w.out_rank] = true;
+                        let done = outs_done.entry(w.m.from).or_default();
+                        while flags.get(*done).copied().unwrap_or(false) {
+                            *done += 1;
+                        }
+                        out.push(w.m);
                         q.pop_front();
                     }
                 }
@@ -464,8 +501,8 @@ pub fn spread(moves: Vec<Move>) -> Vec<Move> {
             });
             if out.len() == before {
                 // Cannot happen: the earliest move not let out heads its
-                // disk's queue and waits for no other. Should it, the run
-                // keeps the order it came in.
+                // disk's queue, and everything planned before it is out.
+                // Should it, the run keeps the order it came in.
                 out.truncate(start);
                 out.extend(order);
                 break;
@@ -661,12 +698,34 @@ mod tests {
             .all(|m| m.from == 7 && m.to == 7 && m.pass == Pass::Compact));
     }
 
+    #[test]
+    fn spread_lets_a_move_into_a_disk_follow_the_very_moves_out_it_counted_on() {
+        // Found by the property below: a later move out of disk 3 (m2)
+        // does not stand in for the earlier one (m0) the plan counted on.
+        let m = |i: u64, from: u16, source: u16, to: u16| Move {
+            file: 256,
+            index: i,
+            aus: 1,
+            from,
+            to,
+            source,
+            pass: Pass::Rebuild,
+            to_au: None,
+        };
+        let out = spread(vec![m(0, 3, 4, 9), m(1, 0, 3, 3), m(2, 3, 0, 9)]);
+        let at = |i: u64| out.iter().position(|x| x.index == i).unwrap();
+        assert!(at(0) < at(1), "{out:?}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
         #[test]
         fn spread_keeps_every_move_the_pass_order_and_each_extents_order_and_lets_the_disks_take_turns(
             raw in proptest::collection::vec((0u8..3, 0u16..5, 0u16..5, 0usize..8), 0..120),
+            plain in any::<bool>(),
         ) {
+            // Half the cases plain (distinct extents, one target outside the
+            // sources): nothing waits, so the turns are checked strictly.
             // Passes in runs (a pass may come back later), disks at random;
             // some moves are of an extent moved before (a copy of it on
             // another disk).
@@ -676,18 +735,19 @@ mod tests {
                 .enumerate()
                 .map(|(i, &(p, from, source, again))| Move {
                     file: 256,
-                    index: if again < 2 && i > 0 { (i / 2) as u64 } else { 1000 + i as u64 },
+                    index: if !plain && again < 2 && i > 0 { (i / 2) as u64 } else { 1000 + i as u64 },
                     aus: 1,
                     from,
-                    to: 9,
+                    to: if !plain && again == 7 { source } else { 9 },
                     source,
                     pass: passes[usize::from(p)],
                     to_au: Some(i as u32),
                 })
                 .collect();
+            // Fairness is checked when nothing waits on an earlier move.
             let repeats = {
                 let mut seen = BTreeSet::new();
-                !moves.iter().all(|m| seen.insert(m.index))
+                !moves.iter().all(|m| seen.insert(m.index)) || moves.iter().any(|m| m.to != 9)
             };
             let out = spread(moves.clone());
             // The same moves (to_au tells them apart), the same sequence
@@ -704,6 +764,14 @@ mod tests {
             for m in &out {
                 if let Some(prev) = last_of_extent.insert(m.index, id(m)) {
                     prop_assert!(prev < id(m), "extent {}'s moves keep their order", m.index);
+                }
+            }
+            // A move into a disk comes after the moves out of it planned
+            // before it.
+            let at: BTreeMap<u32, usize> = out.iter().enumerate().map(|(k, m)| (id(m), k)).collect();
+            for m in &moves {
+                for earlier in moves.iter().filter(|e| id(e) < id(m) && e.from == m.to) {
+                    prop_assert!(at[&id(earlier)] < at[&id(m)], "move {} into disk {} before move {} out of it", id(m), m.to, id(earlier));
                 }
             }
             // Within each run of one pass: every disk's moves in their

@@ -1884,6 +1884,15 @@ mod tests {
                 _ => Copied::Done,
             };
             assert_eq!(*o, expected, "piece {i}");
+            if i == 4 || i == 7 {
+                // Nothing reached the target of a piece that failed.
+                let dev = port.device(pieces[i].to.0).unwrap();
+                let got = port
+                    .engine
+                    .sim
+                    .contents(dev, pieces[i].to.1, 64 * KIB as usize);
+                assert!(got.iter().all(|b| *b == 0), "piece {i}'s target untouched");
+            }
             if expected == Copied::Done {
                 let dev = port.device(pieces[i].to.0).unwrap();
                 let got = port

@@ -69,6 +69,17 @@ pub struct DirEntry {
     pub lost: bool,
 }
 
+impl From<Node> for DirEntry {
+    fn from(n: Node) -> Self {
+        DirEntry {
+            lost: n.kind != AliasKind::Directory && n.file.is_none(),
+            name: n.name,
+            kind: n.kind,
+            file: n.file,
+        }
+    }
+}
+
 pub(super) const ROOT: u32 = 0;
 
 pub(super) fn striping_name(s: u8) -> &'static str {

@@ -267,14 +267,7 @@ impl Group<'_> {
             Some(r) => r.id,
             None => ROOT,
         };
-        let mut out: Vec<DirEntry> = self
-            .aliases
-            .values()
-            .filter(|r| r.parent == dir)
-            .map(|r| self.dir_entry(r))
-            .collect();
-        out.sort_by_key(|e| e.name.to_ascii_lowercase());
-        Ok(out)
+        Ok(self.children(dir).into_iter().map(DirEntry::from).collect())
     }
 
     pub(super) fn dir_entry(&self, r: &AliasRecord) -> DirEntry {

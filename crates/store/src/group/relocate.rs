@@ -1643,8 +1643,10 @@ pub(super) fn newest_header(
 /// step a metadata operation, the data through a handle of the
 /// rebalance's own).
 pub(super) trait MoveSite<'g> {
-    /// Run `f` on the group's metadata as one step, durable when this
-    /// returns.
+    /// Run `f` on the group's metadata as one step: for a live group a
+    /// metadata operation (what it changed is durable when this returns);
+    /// for a group one command holds, `f` itself, which commits as it
+    /// needs (the switch step commits; reserving changes only memory).
     fn step<R>(&mut self, f: impl FnOnce(&mut Group<'g>) -> R) -> Result<R, GroupError>;
     /// The port the data copies go through, and the guard slot of its
     /// operations (`None`: the port is the group itself).
@@ -1705,7 +1707,7 @@ pub(super) fn run_moves<'g>(
     let mut switching_for = std::time::Duration::ZERO;
     let result: Result<(), GroupError> = 'run: loop {
         let window = relocation_window(inflight, &phase);
-        for chunk in phase.chunks(relocation_batch(window, au_bytes)) {
+        for chunk in relocation_batches(&phase, window, au_bytes) {
             let batch = site.step(|g| g.reserve_moves(chunk, report))?;
             let copying = std::time::Instant::now();
             let (port, slot) = site.data();
@@ -1759,13 +1761,13 @@ pub(super) fn run_moves<'g>(
 /// more than the copy: power 64 ran slower than 16 before this cap).
 pub const RELOCATION_DISK_INFLIGHT: usize = 4;
 
-/// The I/O window of a pass: the power (bounded by what the engine
-/// holds), but at most [`RELOCATION_DISK_INFLIGHT`] per disk the pass reads
-/// from or writes to.
+/// The I/O window of a phase (the data moves, or the compact pass): the
+/// power (bounded by what the engine holds), but at most
+/// [`RELOCATION_DISK_INFLIGHT`] per disk its moves read from or write to.
 pub(super) fn relocation_window(inflight: usize, moves: &[rebalance::Move]) -> usize {
     let disks: BTreeSet<u16> = moves
         .iter()
-        .flat_map(|m| [m.from, m.to, m.source])
+        .flat_map(|m| [rebalance::read_disk(m), m.to])
         .collect();
     inflight
         .min(RELOCATION_DISK_INFLIGHT * disks.len().max(1))
@@ -1778,10 +1780,31 @@ pub(super) fn relocation_window(inflight: usize, moves: &[rebalance::Move]) -> u
 /// discards — is shared by more moves.
 const RELOCATION_BATCH_WINDOWS: usize = 4;
 
-/// Data moves one batch makes with a window of `window` relocation I/Os
-/// (each at most 1 MiB).
-pub(super) fn relocation_batch(window: usize, au_bytes: u64) -> usize {
-    super::resync::batch_len(window * RELOCATION_BATCH_WINDOWS, au_bytes)
+/// The batches a phase runs in: consecutive moves, taken until their
+/// pieces (relocation I/Os of at most 1 MiB) make
+/// [`RELOCATION_BATCH_WINDOWS`] windows — at least one move, so at power 1
+/// a batch is one extent (1, 4 or 16 AUs).
+pub(super) fn relocation_batches(
+    moves: &[rebalance::Move],
+    window: usize,
+    au_bytes: u64,
+) -> Vec<&[rebalance::Move]> {
+    let per_au = au_bytes.div_ceil(RESYNC_IO_BYTES_MAX.min(au_bytes)).max(1);
+    let want = (window * RELOCATION_BATCH_WINDOWS) as u64;
+    let mut out = Vec::new();
+    let (mut start, mut pieces) = (0, 0);
+    for (k, m) in moves.iter().enumerate() {
+        pieces += m.aus * per_au;
+        if pieces >= want {
+            out.push(&moves[start..=k]);
+            start = k + 1;
+            pieces = 0;
+        }
+    }
+    if start < moves.len() {
+        out.push(&moves[start..]);
+    }
+    out
 }
 
 /// Copy a batch of relocations under their extents' exclusive latches
@@ -1910,4 +1933,62 @@ pub(super) fn copy_relocations(
         port.disks_failed(&failed_disks, view.epoch)?;
     }
     Ok((done, latch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mv(aus: u64, from: u16, to: u16) -> rebalance::Move {
+        rebalance::Move {
+            file: 256,
+            index: 0,
+            aus,
+            from,
+            to,
+            source: from,
+            pass: Pass::Balance,
+            to_au: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_holds_its_windows_of_pieces_and_at_least_one_move() {
+        // 4 MiB AUs: 4 pieces an AU; a window of 2 makes batches of 8.
+        let moves = [
+            mv(1, 0, 2),
+            mv(1, 1, 3),
+            mv(4, 0, 2),
+            mv(16, 1, 3),
+            mv(1, 0, 2),
+        ];
+        let lens: Vec<usize> = relocation_batches(&moves, 2, 4 << 20)
+            .iter()
+            .map(|b| b.len())
+            .collect();
+        assert_eq!(lens, [2, 1, 1, 1]);
+        // 1 MiB AUs at power 1: one move a batch until four pieces.
+        let lens: Vec<usize> = relocation_batches(&moves, 1, 1 << 20)
+            .iter()
+            .map(|b| b.len())
+            .collect();
+        assert_eq!(lens, [3, 1, 1]);
+    }
+
+    #[test]
+    fn the_window_counts_the_disks_read_and_written_only() {
+        // A rebuild reads its source, not the dead disk it replaces.
+        let mut rebuild = mv(1, 9, 2);
+        rebuild.pass = Pass::Rebuild;
+        rebuild.source = 0;
+        assert_eq!(
+            relocation_window(1024, &[rebuild]),
+            2 * RELOCATION_DISK_INFLIGHT
+        );
+        assert_eq!(relocation_window(3, &[rebuild]), 3);
+        assert_eq!(
+            relocation_window(1024, &[mv(1, 0, 2), mv(1, 1, 3)]),
+            4 * RELOCATION_DISK_INFLIGHT
+        );
+    }
 }
