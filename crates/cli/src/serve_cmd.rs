@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use cairn_io::host::Host;
 use cairn_store::{group, group_admin, group_lock};
 use clap::Args;
@@ -32,7 +32,12 @@ pub(crate) struct ServeArgs {
 }
 
 pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<Outcome> {
+    // Before any thread exists: a SIGTERM while the groups mount waits,
+    // then stops the service cleanly.
+    let signals = cairn_serve::Signals::block()?;
     init_logging();
+    // Refused before any group is mounted.
+    cairn_serve::check_mountpoint(&args.mountpoint)?;
     let d = discovery(args.discover.discover.as_deref())?;
     let names: Vec<String> = if args.groups.is_empty() {
         let found = group_admin::find_groups(host, &d)?;
@@ -54,7 +59,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
     let mut groups = Vec::new();
     let mut locks = Vec::new();
     for name in &names {
-        let m = group_admin::mount_live(
+        let mounted = group_admin::mount_live(
             host,
             &d,
             name,
@@ -62,8 +67,15 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
             group::MissingDisks::MarkOffline,
             engine_kind(engine),
             SERVE_DEPTH,
-        )
-        .with_context(|| format!("cannot serve group {name}"))?;
+        );
+        let m = match mounted {
+            Ok(m) => m,
+            Err(e) => {
+                // The groups mounted so far are dismounted, not dropped.
+                dismount_all(groups);
+                return Err(anyhow::Error::new(e).context(format!("cannot serve group {name}")));
+            }
+        };
         for w in &m.report.warnings {
             tracing::warn!(group = %name, "{w}");
         }
@@ -77,15 +89,10 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
         mountpoint: args.mountpoint.clone(),
         threads: usize::from(args.threads),
     };
-    let (groups, stopped) = cairn_serve::serve(groups, &options)?;
-    let mut failed = Vec::new();
-    for (name, g) in groups {
-        match g.dismount() {
-            Ok(()) => tracing::info!(group = %name, "dismounted"),
-            Err(e) => failed.push(format!("group {name}: {e}")),
-        }
-    }
+    let (groups, served) = cairn_serve::serve(groups, &options, &signals);
+    let failed = dismount_all(groups);
     drop(locks);
+    let stopped = served?;
     tracing::info!(signal = ?stopped, "stopped");
     Ok(if failed.is_empty() {
         Outcome::Done
@@ -95,6 +102,18 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
             failed.join("; ")
         ))
     })
+}
+
+/// Dismount every group (journal committed, checkpointed); the failures.
+fn dismount_all(groups: Vec<(String, group::LiveGroup)>) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (name, g) in groups {
+        match g.dismount() {
+            Ok(()) => tracing::info!(group = %name, "dismounted"),
+            Err(e) => failed.push(format!("group {name}: {e}")),
+        }
+    }
+    failed
 }
 
 /// Structured log lines on stderr; `RUST_LOG` style filtering is not

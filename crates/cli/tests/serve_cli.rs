@@ -136,6 +136,16 @@ impl Serving {
         self.mountpoint.join(rel)
     }
 
+    /// Wait for it to exit by itself: the exit status and what it logged.
+    fn exited(mut self) -> (i32, String) {
+        let status = self.child.take().unwrap().wait().unwrap();
+        for line in self.log.take().unwrap() {
+            self.seen.push_str(&line.unwrap());
+            self.seen.push('\n');
+        }
+        (status.code().unwrap_or(-1), std::mem::take(&mut self.seen))
+    }
+
     fn signal(&self, signal: i32) {
         let pid = self.child.as_ref().unwrap().id() as i32;
         // SAFETY: kill with a pid we spawned and a valid signal.
@@ -169,7 +179,11 @@ impl Serving {
 
 fn mounted(path: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    // As the kernel lists it: canonical (the scratch paths have no spaces,
+    // which it would escape).
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let path = path.to_str().unwrap();
+    assert!(!path.contains(' '), "{path}");
     mounts
         .lines()
         .any(|l| l.split_whitespace().nth(1) == Some(path))
@@ -275,9 +289,10 @@ fn serve_gives_every_file_back_through_fuse_and_stops_cleanly_on_sigterm() {
     // fsync on a served file succeeds (never ENOSYS).
     f.sync_all().unwrap();
     drop(f);
-    // The service holds the group: another mount is refused.
+    // The service holds the group: another mount is refused, saying so.
     let second = rig.cairn(&["ls", "+DATA"]);
     assert_ne!(second.code, 0, "{second:?}");
+    assert!(second.stderr.contains("DATA"), "{second:?}");
 
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
@@ -315,5 +330,34 @@ fn serve_refuses_a_bad_mountpoint_or_group_with_one_line_and_holds_nothing() {
     .refused("NOPE");
     // Nothing was left held or mounted.
     assert!(!mounted(&empty));
+    rig.check_clean("DATA");
+}
+
+#[test]
+fn serve_stops_and_dismounts_when_its_file_system_is_unmounted_from_outside() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let data = random_file(&rig.path("f.bin"), MIB, 5);
+    rig.cairn(&["cp", data.to_str().unwrap(), "+DATA/f.dbf"])
+        .ok();
+    let serving = Serving::start(&rig, &["--group", "DATA"]);
+    assert!(std::fs::read(serving.path("DATA/f.dbf")).unwrap() == std::fs::read(&data).unwrap());
+    // An administrator's umount: the service notices, and stops cleanly.
+    let path = std::ffi::CString::new(
+        std::fs::canonicalize(&serving.mountpoint)
+            .unwrap()
+            .to_str()
+            .unwrap(),
+    )
+    .unwrap();
+    // SAFETY: a valid C string; unmounting the test's own FUSE mount.
+    assert_eq!(unsafe { libc::umount2(path.as_ptr(), 0) }, 0);
+    let (code, log) = serving.exited();
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("unmounted from outside"), "{log}");
+    assert!(log.contains("dismounted"), "{log}");
     rig.check_clean("DATA");
 }

@@ -92,8 +92,12 @@ fn errno(e: &GroupError) -> Errno {
     }
 }
 
+/// A time on disk as the kernel is told it (one past what it can hold:
+/// the epoch; disk bytes never panic).
 fn time(unix_seconds: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(unix_seconds)
+    UNIX_EPOCH
+        .checked_add(Duration::from_secs(unix_seconds))
+        .unwrap_or(UNIX_EPOCH)
 }
 
 /// The served groups as one file system.
@@ -232,12 +236,13 @@ impl GroupFs {
         let start = offset - offset % s.sector_bytes;
         let stop = end.div_ceil(s.sector_bytes) * s.sector_bytes;
         let mut buf = vec![0u8; (stop - start) as usize];
-        let mut handle = match s
+        // Not under the pool's lock: making a handle takes `meta`.
+        let spare = s
             .handles
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .pop()
-        {
+            .pop();
+        let mut handle = match spare {
             Some(h) => h,
             None => s.group.handle(HANDLE_DEPTH).map_err(|e| errno(&e))?,
         };
@@ -381,10 +386,16 @@ impl Filesystem for GroupFs {
             }))
             .collect()),
             Some(Ino::Dir { slot, id }) => self.slot(slot).and_then(|s| {
-                let (children, parent) = s
+                let (children, node) = s
                     .group
-                    .meta(|g| (g.children(id), g.node(id).map_or(0, |n| n.parent)))
+                    .meta(|g| (g.children(id), g.node(id)))
                     .map_err(|e| errno(&e))?;
+                // A directory that is gone lists nothing, not "." and "..".
+                let parent = match (id, node) {
+                    (0, _) => 0,
+                    (_, Some(n)) if n.kind == AliasKind::Directory => n.parent,
+                    _ => return Err(Errno::ENOENT),
+                };
                 let up = if id == 0 {
                     ROOT
                 } else {

@@ -36,34 +36,68 @@ pub struct ServeOptions {
     pub threads: usize,
 }
 
-/// The signal that ended serving.
+/// What ended serving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stopped {
     Terminate,
     Interrupt,
+    /// The file system went away without the service (an administrator's
+    /// `umount`, or the session failed): the groups are dismounted all the
+    /// same.
+    SessionEnded,
 }
 
 /// Serve `groups` at the mountpoint until SIGTERM or SIGINT: mount the file
 /// system, send `READY=1` to `$NOTIFY_SOCKET` (systemd's `Type=notify`, and
-/// how tests know the mount is there), wait for the signal, unmount (the
-/// kernel lets requests in flight finish), and return the groups, no
-/// request holding them any more, for the caller to dismount. A file system
-/// still in use is not unmounted: the service says so and goes on serving
-/// until the next signal (what `umount` does; a lazy unmount would leave
-/// the groups held by files nobody can name).
+/// how tests know the mount is there), wait for the signal, unmount, and
+/// give the groups back — every request done, no handle left — for the
+/// caller to dismount. They are given back whatever happens, the error
+/// beside them: a group dropped undismounted is a crash to the next mount.
 ///
-/// The signals are blocked in the calling thread before any worker starts,
-/// so every thread inherits the mask and only the wait below takes them.
+/// A file system still in use is not unmounted: the service says so and
+/// goes on serving until the next signal (what `umount` does; a lazy
+/// unmount would leave the groups held by files nobody can name). A file
+/// system unmounted from outside ends the service as SIGTERM would.
+///
+/// `signals` must have been blocked before any thread was started (see
+/// [`Signals::block`]), so that only this thread takes them.
 pub fn serve(
     groups: Vec<(String, LiveGroup)>,
     options: &ServeOptions,
-) -> Result<(Vec<(String, LiveGroup)>, Stopped), ServeError> {
-    check_mountpoint(&options.mountpoint)?;
-    let signals = Signals::block()?;
+    signals: &Signals,
+) -> (Vec<(String, LiveGroup)>, Result<Stopped, ServeError>) {
     let shared: Vec<(String, Arc<LiveGroup>)> = groups
         .into_iter()
         .map(|(name, g)| (name, Arc::new(g)))
         .collect();
+    let result = run(&shared, options, signals);
+    let mut out = Vec::new();
+    let mut stuck = Vec::new();
+    for (name, g) in shared {
+        match Arc::try_unwrap(g) {
+            Ok(g) => out.push((name, g)),
+            Err(_) => stuck.push(name),
+        }
+    }
+    let result = match (result, stuck.is_empty()) {
+        (Ok(_), false) => Err(ServeError::Invalid(format!(
+            "group(s) {} still in use after the file system ended (a request that never finished); not dismounted: the next mount replays the journal",
+            stuck.join(", ")
+        ))),
+        (r, _) => r,
+    };
+    (out, result)
+}
+
+fn run(
+    shared: &[(String, Arc<LiveGroup>)],
+    options: &ServeOptions,
+    signals: &Signals,
+) -> Result<Stopped, ServeError> {
+    check_mountpoint(&options.mountpoint)?;
+    let mountpoint = options.mountpoint.canonicalize().map_err(|e| {
+        ServeError::Invalid(format!("mountpoint {}: {e}", options.mountpoint.display()))
+    })?;
     let fs = GroupFs::new(
         shared
             .iter()
@@ -87,68 +121,75 @@ pub fn serve(
         c.clone_fd = true;
         c
     };
-    let session = fuser::Session::new(fs, &options.mountpoint, &config).map_err(|error| {
-        ServeError::Mount {
-            path: options.mountpoint.clone(),
-            error,
-        }
-    })?;
-    let background = session.spawn().map_err(|error| ServeError::Mount {
+    let mount_error = |error| ServeError::Mount {
         path: options.mountpoint.clone(),
         error,
-    })?;
-    tracing::info!(mountpoint = %options.mountpoint.display(), groups = shared.len(), "serving");
+    };
+    let session = fuser::Session::new(fs, &mountpoint, &config).map_err(mount_error)?;
+    let background = session.spawn().map_err(mount_error)?;
+    // A watcher joins the session and, when it ends (after our unmount, or
+    // anyone else's), says so with SIGUSR1 — blocked too, so it waits for
+    // the main thread's `sigwait`.
+    let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let ended = ended.clone();
+        std::thread::Builder::new()
+            .name("cairn-fuse-watch".into())
+            .spawn(move || {
+                let result = background.join();
+                ended.store(true, std::sync::atomic::Ordering::SeqCst);
+                // SAFETY: signalling our own process with a valid signal.
+                unsafe { libc::kill(libc::getpid(), libc::SIGUSR1) };
+                result
+            })
+            .map_err(|e| ServeError::Invalid(format!("cannot start a thread: {e}")))?
+    };
+    tracing::info!(mountpoint = %mountpoint.display(), groups = shared.len(), "serving");
     notify_ready();
-    let stopped = loop {
-        let stopped = signals.wait();
-        tracing::info!(signal = ?stopped, "stopping: unmounting the file system");
-        match unmount(&options.mountpoint) {
-            Ok(()) => break stopped,
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => tracing::warn!(
-                mountpoint = %options.mountpoint.display(),
-                "the file system is in use (files open or a working directory under it); still serving: close them, then send SIGTERM again"
+    let mut stopping: Option<Stopped> = None;
+    loop {
+        match signals.wait() {
+            Signal::SessionEnded if ended.load(std::sync::atomic::Ordering::SeqCst) => {
+                if stopping.is_none() {
+                    tracing::warn!(
+                        mountpoint = %mountpoint.display(),
+                        "the file system was unmounted from outside (or its session failed); stopping"
+                    );
+                }
+                break;
+            }
+            Signal::SessionEnded => {}
+            Signal::Reload => tracing::warn!(
+                "SIGHUP: re-reading discovery is not built yet (docs/serve.md); still serving"
             ),
-            Err(e) => {
-                // Not mounted any more (unmounted by hand): the session
-                // has ended or is ending.
-                tracing::warn!(error = %e, "unmount failed; ending the session");
-                break stopped;
+            Signal::Stop(why) => {
+                tracing::info!(signal = ?why, "stopping: unmounting the file system");
+                match unmount(&mountpoint) {
+                    Ok(()) => stopping = Some(why),
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => tracing::warn!(
+                        mountpoint = %mountpoint.display(),
+                        "the file system is in use (files open or a working directory under it); still serving: close them, then send SIGTERM again"
+                    ),
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "cannot unmount the file system; still serving (unmount it by hand: umount {}, or fusermount3 -u)",
+                        mountpoint.display()
+                    ),
+                }
             }
         }
-    };
-    // Unmounted: the kernel ends the session once the requests in flight
-    // are answered.
-    if let Err(e) = background.join() {
-        tracing::warn!(error = %e, "the file system's session ended with an error");
     }
-    let mut out = Vec::new();
-    for (name, g) in shared {
-        let g = Arc::try_unwrap(g).map_err(|_| {
-            ServeError::Invalid(format!(
-                "group {name} is still in use after the file system ended; this is a bug"
-            ))
-        })?;
-        out.push((name, g));
+    match watcher.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "the file system's session ended with an error"),
+        Err(_) => tracing::warn!("the session watcher panicked"),
     }
-    Ok((out, stopped))
-}
-
-/// Unmount the file system (not lazily: a busy one stays, and says so).
-fn unmount(mountpoint: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = mountpoint.canonicalize()?;
-    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: a valid NUL-terminated path; umount2 reads only it.
-    if unsafe { libc::umount2(path.as_ptr(), 0) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    Ok(stopping.unwrap_or(Stopped::SessionEnded))
 }
 
 /// Refuse a mountpoint that is not an empty directory, saying what to do.
-fn check_mountpoint(path: &Path) -> Result<(), ServeError> {
+/// Checked before the groups are mounted, and again when serving starts.
+pub fn check_mountpoint(path: &Path) -> Result<(), ServeError> {
     let meta = std::fs::metadata(path).map_err(|e| {
         ServeError::Invalid(format!(
             "mountpoint {}: {e}; create the directory first (mkdir -p {})",
@@ -171,6 +212,36 @@ fn check_mountpoint(path: &Path) -> Result<(), ServeError> {
         )));
     }
     Ok(())
+}
+
+/// Unmount the file system (not lazily: a busy one stays, and says so).
+/// Not root: through `fusermount3 -u`, which is not lazy either.
+fn unmount(mountpoint: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a valid NUL-terminated path; umount2 reads only it.
+    if unsafe { libc::umount2(path.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EPERM) {
+        return Err(e);
+    }
+    let out = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg(mountpoint)
+        .output()?;
+    if out.status.success() {
+        Ok(())
+    } else if String::from_utf8_lossy(&out.stderr).contains("busy") {
+        Err(std::io::Error::from_raw_os_error(libc::EBUSY))
+    } else {
+        Err(std::io::Error::other(format!(
+            "fusermount3 -u: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
 }
 
 /// Tell the service manager the service is ready (`sd_notify(READY=1)`), if
@@ -196,22 +267,36 @@ fn notify_ready() {
     }
 }
 
-/// SIGTERM and SIGINT, blocked so that only [`Signals::wait`] takes them.
-struct Signals(libc::sigset_t);
+/// A signal the service acts on.
+enum Signal {
+    Stop(Stopped),
+    Reload,
+    /// SIGUSR1: the session watcher says the session ended (or someone
+    /// sent it: the caller checks).
+    SessionEnded,
+}
+
+/// SIGTERM, SIGINT, SIGHUP and SIGUSR1, blocked so that only
+/// [`Signals::wait`] takes them. Block them first thing, before any thread
+/// is made (mounting the groups may make some): every thread inherits the
+/// mask, and a SIGTERM while the groups mount waits until serving starts,
+/// then stops it cleanly.
+pub struct Signals(libc::sigset_t);
 
 impl Signals {
-    fn block() -> Result<Self, ServeError> {
+    pub fn block() -> Result<Self, ServeError> {
         // SAFETY: sigset_t is plain data; sigemptyset initialises it before
         // any other use, and every pointer is to this local.
         unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            libc::sigaddset(&mut set, libc::SIGINT);
+            for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1] {
+                libc::sigaddset(&mut set, signal);
+            }
             let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
             if rc != 0 {
                 return Err(ServeError::Invalid(format!(
-                    "cannot block SIGTERM and SIGINT: {}",
+                    "cannot block SIGTERM, SIGINT, SIGHUP and SIGUSR1: {}",
                     std::io::Error::from_raw_os_error(rc)
                 )));
             }
@@ -219,18 +304,20 @@ impl Signals {
         }
     }
 
-    fn wait(&self) -> Stopped {
+    fn wait(&self) -> Signal {
         loop {
             let mut signal = 0;
             // SAFETY: the set is initialised (block) and `signal` is a local.
             let rc = unsafe { libc::sigwait(&self.0, &mut signal) };
-            if rc == 0 {
-                return if signal == libc::SIGINT {
-                    Stopped::Interrupt
-                } else {
-                    Stopped::Terminate
-                };
+            if rc != 0 {
+                continue;
             }
+            return match signal {
+                libc::SIGINT => Signal::Stop(Stopped::Interrupt),
+                libc::SIGHUP => Signal::Reload,
+                libc::SIGUSR1 => Signal::SessionEnded,
+                _ => Signal::Stop(Stopped::Terminate),
+            };
         }
     }
 }
