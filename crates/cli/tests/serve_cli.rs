@@ -76,9 +76,7 @@ impl Drop for Serving {
             let _ = child.wait();
         }
         if mounted(&self.mountpoint) {
-            let path = std::ffi::CString::new(self.mountpoint.to_str().unwrap()).unwrap();
-            // SAFETY: a valid C string; detaching an unused FUSE mount.
-            unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+            let _ = umount(&self.mountpoint, libc::MNT_DETACH);
         }
     }
 }
@@ -175,6 +173,14 @@ impl Serving {
         }
         (status.code().unwrap_or(-1), std::mem::take(&mut self.seen))
     }
+}
+
+/// umount2 of the test's own FUSE mount (canonical path): its return code.
+fn umount(path: &Path, flags: i32) -> i32 {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; umount2 reads only it.
+    unsafe { libc::umount2(path.as_ptr(), flags) }
 }
 
 fn mounted(path: &Path) -> bool {
@@ -346,15 +352,7 @@ fn serve_stops_and_dismounts_when_its_file_system_is_unmounted_from_outside() {
     let serving = Serving::start(&rig, &["--group", "DATA"]);
     assert!(std::fs::read(serving.path("DATA/f.dbf")).unwrap() == std::fs::read(&data).unwrap());
     // An administrator's umount: the service notices, and stops cleanly.
-    let path = std::ffi::CString::new(
-        std::fs::canonicalize(&serving.mountpoint)
-            .unwrap()
-            .to_str()
-            .unwrap(),
-    )
-    .unwrap();
-    // SAFETY: a valid C string; unmounting the test's own FUSE mount.
-    assert_eq!(unsafe { libc::umount2(path.as_ptr(), 0) }, 0);
+    assert_eq!(umount(&serving.mountpoint, 0), 0);
     let (code, log) = serving.exited();
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("unmounted from outside"), "{log}");

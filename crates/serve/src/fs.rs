@@ -47,7 +47,6 @@ struct Slot {
     /// gives it back. A handle is one thread's engine, never shared.
     handles: Mutex<Vec<DataHandle>>,
     sector_bytes: u64,
-    au_bytes: u64,
     copies: u64,
 }
 
@@ -112,10 +111,9 @@ impl GroupFs {
     pub fn new(groups: Vec<Served>) -> Result<Self, GroupError> {
         let mut slots = Vec::new();
         for g in groups {
-            let (sector_bytes, au_bytes, copies) = g.group.meta(|m| {
+            let (sector_bytes, copies) = g.group.meta(|m| {
                 (
                     u64::from(m.sector_bytes()),
-                    m.au_bytes(),
                     u64::from(m.redundancy().copies()),
                 )
             })?;
@@ -124,7 +122,6 @@ impl GroupFs {
                 group: g.group,
                 handles: Mutex::new(Vec::new()),
                 sector_bytes,
-                au_bytes,
                 copies,
             });
         }
@@ -462,7 +459,6 @@ impl Filesystem for GroupFs {
                 }
                 Err(e) => return reply.error(errno(&e)),
             }
-            let _ = s.au_bytes;
         }
         reply.statfs(blocks, free, free, 0, 0, 4096, 48, 4096);
     }

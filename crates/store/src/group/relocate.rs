@@ -1789,7 +1789,7 @@ pub(super) fn relocation_batches(
     window: usize,
     au_bytes: u64,
 ) -> Vec<&[rebalance::Move]> {
-    let per_au = au_bytes.div_ceil(RESYNC_IO_BYTES_MAX.min(au_bytes)).max(1);
+    let per_au = super::resync::pieces_per_au(au_bytes);
     let want = (window * RELOCATION_BATCH_WINDOWS) as u64;
     let mut out = Vec::new();
     let (mut start, mut pieces) = (0, 0);
@@ -1881,12 +1881,9 @@ pub(super) fn copy_relocations(
                 ));
                 continue;
             };
-            let step = RESYNC_IO_BYTES_MAX.min(snap.au_bytes);
-            let mut off = 0;
-            while off < snap.au_bytes {
-                pieces.push((k, source, au, off, step.min(snap.au_bytes - off)));
-                off += step;
-            }
+            pieces.extend(
+                super::resync::au_pieces(snap.au_bytes).map(|(off, len)| (k, source, au, off, len)),
+            );
         }
         ready.push(r);
     }

@@ -52,10 +52,23 @@ pub struct Progress {
     pub compacting: bool,
 }
 
+/// Where the copy I/Os of one AU of `au_bytes` begin, and their lengths:
+/// at most [`RESYNC_IO_BYTES_MAX`] each.
+pub(super) fn au_pieces(au_bytes: u64) -> impl Iterator<Item = (u64, u64)> {
+    let step = RESYNC_IO_BYTES_MAX.min(au_bytes).max(1);
+    (0..au_bytes)
+        .step_by(step as usize)
+        .map(move |off| (off, step.min(au_bytes - off)))
+}
+
+/// How many copy I/Os one AU of `au_bytes` takes ([`au_pieces`]).
+pub(super) fn pieces_per_au(au_bytes: u64) -> u64 {
+    au_bytes.div_ceil(RESYNC_IO_BYTES_MAX.min(au_bytes)).max(1)
+}
+
 /// Stale AUs one resync batch copies at `power` (I/Os in flight).
 pub(super) fn batch_len(power: usize, au_bytes: u64) -> usize {
-    let per_au = au_bytes.div_ceil(RESYNC_IO_BYTES_MAX.min(au_bytes)).max(1) as usize;
-    (power.max(1) / per_au).max(1)
+    (power.max(1) / pieces_per_au(au_bytes) as usize).max(1)
 }
 
 /// One stale AU of one copy.
@@ -582,12 +595,7 @@ pub(super) fn copy_stale(
             continue;
         };
         au_bytes = snap.au_bytes;
-        let step = RESYNC_IO_BYTES_MAX.min(snap.au_bytes);
-        let mut off = 0;
-        while off < snap.au_bytes {
-            pieces.push((*s, source, off, step.min(snap.au_bytes - off)));
-            off += step;
-        }
+        pieces.extend(au_pieces(snap.au_bytes).map(|(off, len)| (*s, source, off, len)));
     }
     let place = |c: AuAddr, s: &StaleAu, off: u64| (u64::from(c.au) + s.au) * au_bytes + off;
     let ios: Vec<data::CopyIo> = pieces
