@@ -1,7 +1,9 @@
 //! `cairn serve` with the real binary and a real FUSE mount: the groups'
 //! files read back byte for byte through the file system, at any offset;
-//! the mount is read-only (so far) and says so; the group stays held (a
-//! second mount is refused); SIGTERM unmounts, dismounts and leaves the
+//! written at any offset, against a model; names changed as databases
+//! rely on (rename replacing atomically, unlink while open, fsync of file
+//! and directory surviving a kill -9); SQLite on the mount; the group stays
+//! held (a second mount is refused); SIGTERM unmounts, dismounts and leaves the
 //! group clean. The service says it is ready with systemd's `READY=1` on
 //! `$NOTIFY_SOCKET`, which is how the test waits for it: no sleeps.
 //! Bad requests are refused with one line before anything is mounted.
@@ -63,9 +65,13 @@ fn fuse_here() -> bool {
 struct Serving {
     child: Option<Child>,
     mountpoint: PathBuf,
-    /// Its log (stderr), read line by line as the test waits for events.
-    log: Option<std::io::Lines<std::io::BufReader<std::process::ChildStderr>>>,
+    /// Its log (stderr), line by line, drained by a thread of its own (a
+    /// service blocked on a full pipe would hang the test), for the test
+    /// to wait on events in.
+    log: Option<std::sync::mpsc::Receiver<String>>,
     seen: String,
+    /// Killed on purpose: its dead mount stays for the next service.
+    leave_mount: bool,
 }
 
 impl Drop for Serving {
@@ -75,7 +81,7 @@ impl Drop for Serving {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if mounted(&self.mountpoint) {
+        if !self.leave_mount && mounted(&self.mountpoint) {
             let _ = umount(&self.mountpoint, libc::MNT_DETACH);
         }
     }
@@ -85,8 +91,10 @@ impl Serving {
     /// `cairn serve` started on the rig, returned once it said READY=1.
     fn start(rig: &Rig, args: &[&str]) -> Self {
         let mountpoint = rig.path("mnt");
-        std::fs::create_dir_all(&mountpoint).unwrap();
+        // (After a kill -9 the dead mount is there, and unreadable.)
+        let _ = std::fs::create_dir_all(&mountpoint);
         let notify = rig.path("notify.sock");
+        let _ = std::fs::remove_file(&notify);
         let socket = UnixDatagram::bind(&notify).unwrap();
         // A bound on a failure, not a synchronisation: READY=1 is.
         socket
@@ -118,15 +126,23 @@ impl Serving {
                 );
             }
         }
-        let log = child
-            .stderr
-            .take()
-            .map(|e| std::io::BufRead::lines(std::io::BufReader::new(e)));
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let log = Some(rx);
         Self {
             child: Some(child),
             mountpoint,
             log,
             seen: String::new(),
+            leave_mount: false,
         }
     }
 
@@ -138,7 +154,7 @@ impl Serving {
     fn exited(mut self) -> (i32, String) {
         let status = self.child.take().unwrap().wait().unwrap();
         for line in self.log.take().unwrap() {
-            self.seen.push_str(&line.unwrap());
+            self.seen.push_str(&line);
             self.seen.push('\n');
         }
         (status.code().unwrap_or(-1), std::mem::take(&mut self.seen))
@@ -152,8 +168,7 @@ impl Serving {
 
     /// Read its log until a line contains `needle` (the event waited for).
     fn wait_for_log(&mut self, needle: &str) {
-        for line in self.log.as_mut().unwrap().by_ref() {
-            let line = line.unwrap();
+        for line in self.log.as_mut().unwrap().iter() {
             self.seen.push_str(&line);
             self.seen.push('\n');
             if line.contains(needle) {
@@ -163,12 +178,21 @@ impl Serving {
         panic!("the log ended without {needle:?}: {}", self.seen);
     }
 
+    /// SIGKILL: the service dies where it stands, its mount left dead
+    /// (for the next service to clean up).
+    fn kill_9(mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        self.leave_mount = true;
+    }
+
     /// SIGTERM, then the exit status and what it logged.
     fn stop(mut self) -> (i32, String) {
         self.signal(libc::SIGTERM);
         let status = self.child.take().unwrap().wait().unwrap();
         for line in self.log.take().unwrap() {
-            self.seen.push_str(&line.unwrap());
+            self.seen.push_str(&line);
             self.seen.push('\n');
         }
         (status.code().unwrap_or(-1), std::mem::take(&mut self.seen))
@@ -286,12 +310,6 @@ fn serve_gives_every_file_back_through_fuse_and_stops_cleanly_on_sigterm() {
             .kind(),
         std::io::ErrorKind::NotFound
     );
-    // Read-only, so far: writes are refused by the mount, not lost.
-    let refused = std::fs::OpenOptions::new()
-        .write(true)
-        .open(serving.path("DATA/control.ctl"))
-        .unwrap_err();
-    assert_eq!(refused.raw_os_error(), Some(libc::EROFS), "{refused}");
     // fsync on a served file succeeds (never ENOSYS).
     f.sync_all().unwrap();
     drop(f);
@@ -357,5 +375,559 @@ fn serve_stops_and_dismounts_when_its_file_system_is_unmounted_from_outside() {
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("unmounted from outside"), "{log}");
     assert!(log.contains("dismounted"), "{log}");
+    rig.check_clean("DATA");
+}
+
+/// A small deterministic generator (xorshift64*): the same ops every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// Writes at any offset and length (sectors written in part, appends,
+/// holes, cuts inside a sector then grows), page-cached and O_DIRECT,
+/// checked against a model of the file at every step's read and whole at
+/// the end; then the same bytes and attributes after a restart.
+#[test]
+fn serve_writes_at_any_offset_and_the_file_reads_as_its_model() {
+    if !fuse_here() {
+        return;
+    }
+    use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+    let rig = Rig::new();
+    group(&rig);
+    let serving = Serving::start(&rig, &[]);
+    std::fs::create_dir(serving.path("DATA/db")).unwrap();
+    let path = serving.path("DATA/db/model.dat");
+    let cached = std::fs::OpenOptions::new()
+        .create_new(true)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let direct = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .unwrap();
+    let mut model: Vec<u8> = Vec::new();
+    let mut rng = Rng(0x5eed_cafe);
+    for step in 0..400 {
+        let f = if rng.below(2) == 0 { &cached } else { &direct };
+        match rng.below(10) {
+            // A cut, or a grow (to a size that is rarely whole sectors).
+            0 => {
+                let size = rng.below(3 * MIB) as usize;
+                f.set_len(size as u64).unwrap();
+                model.resize(size, 0);
+            }
+            // A read anywhere, past the end too.
+            1 | 2 => {
+                let offset = rng.below(3 * MIB + 8192) as usize;
+                let len = 1 + rng.below(70_000) as usize;
+                let mut got = vec![0u8; len];
+                let n = f.read_at(&mut got, offset as u64).unwrap();
+                let want = &model[offset.min(model.len())..(offset + len).min(model.len())];
+                assert_eq!(n, want.len(), "step {step}: read of {len} at {offset}");
+                assert!(got[..n] == *want, "step {step}: {len} bytes at {offset}");
+            }
+            // A write: often small and unaligned, sometimes past the end.
+            _ => {
+                let offset = rng.below(3 * MIB) as usize;
+                let len = match rng.below(3) {
+                    0 => 1 + rng.below(600),
+                    1 => 1 + rng.below(70_000),
+                    _ => 4096 * (1 + rng.below(16)),
+                } as usize;
+                let data = rng.bytes(len);
+                f.write_all_at(&data, offset as u64).unwrap();
+                if model.len() < offset + len {
+                    model.resize(offset + len, 0);
+                }
+                model[offset..offset + len].copy_from_slice(&data);
+            }
+        }
+        if step % 100 == 99 {
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), model.len() as u64);
+        }
+    }
+    cached.sync_all().unwrap();
+    drop((cached, direct));
+    assert!(std::fs::read(&path).unwrap() == model, "the whole file");
+    // Mode, owner and times are the file's own, kept with it.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::chown(&path, Some(26), Some(27)).unwrap();
+    let when = std::time::UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_789);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    std::fs::set_permissions(
+        serving.path("DATA/db"),
+        std::fs::Permissions::from_mode(0o1770),
+    )
+    .unwrap();
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+
+    let serving = Serving::start(&rig, &[]);
+    let path = serving.path("DATA/db/model.dat");
+    assert!(std::fs::read(&path).unwrap() == model, "after a restart");
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        (meta.mode() & 0o7777, meta.uid(), meta.gid(), meta.len()),
+        (0o640, 26, 27, model.len() as u64)
+    );
+    assert_eq!(meta.modified().unwrap(), when);
+    assert_eq!(
+        std::fs::metadata(serving.path("DATA/db")).unwrap().mode() & 0o7777,
+        0o1770
+    );
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+}
+
+/// An unlinked file stays readable for whoever has it open (and for a
+/// path walk that just found it); its space comes back when the kernel lets
+/// go of it.
+#[test]
+fn serve_keeps_an_unlinked_file_while_it_is_open() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let serving = Serving::start(&rig, &["--threads", "1"]);
+    let dir = serving.path("DATA/pg");
+    std::fs::create_dir(&dir).unwrap();
+    let doomed = dir.join("doomed");
+    let blob = random_file(&rig.path("blob"), 8 * MIB, 3);
+    std::fs::copy(&blob, &doomed).unwrap();
+    // In a process of its own: a descriptor this (multi-threaded) test
+    // process held could be copied into a child another test forks, and
+    // outlive our close.
+    let script = r#"
+        exec 3< "$1"
+        before=$(stat -f -c %f "$2")
+        rm "$1" && ! test -e "$1" || exit 10
+        dd bs=4096 skip=1280 count=1 status=none <&3 > "$3" || exit 11
+        held=$(stat -f -c %f "$2")
+        exec 3<&-
+        after=$(stat -f -c %f "$2")
+        echo "$before $held $after"
+    "#;
+    let read_back = rig.path("read-back");
+    let out = std::process::Command::new("sh")
+        .args(["-c", script, "sh"])
+        .args([&doomed, &dir, &read_back])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let blocks: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let [before, held, after] = blocks[..] else {
+        panic!("{out:?}")
+    };
+    // Read through the descriptor after the unlink.
+    assert!(std::fs::read(&read_back).unwrap() == read_at(&blob, 5 * MIB, 4096));
+    assert_eq!(held, before, "kept while open");
+    // The last close makes the kernel let go of the inode (FORGET, queued
+    // before close returns); a FORGET is read before requests queued after
+    // it, and one worker thread serves them in order: the statfs that
+    // follows sees the file gone (4 KiB blocks).
+    assert!(
+        after >= before + 8 * MIB / 4096,
+        "freed when the kernel let go: {before} blocks free before, {after} after"
+    );
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}
+
+/// What databases rely on, checked directly through the kernel: rename
+/// replaces its target atomically (a reader never finds the name missing
+/// or a file half-written); truncate then reads beyond the end; O_DIRECT
+/// writers to distinct ranges of one file that share sectors lose nothing;
+/// name changes refused with the errno POSIX gives; and a file fsynced, renamed and its directory
+/// fsynced survives a kill -9 of the service.
+#[test]
+fn serve_changes_names_and_data_as_databases_rely_on() {
+    if !fuse_here() {
+        return;
+    }
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let rig = Rig::new();
+    group(&rig);
+    let serving = Serving::start(&rig, &[]);
+    let dir = serving.path("DATA/pg");
+    std::fs::create_dir(&dir).unwrap();
+
+    // Rename over a name a reader keeps opening.
+    let current = dir.join("current");
+    let version = |n: u32| format!("version {n:06} ").repeat(700).into_bytes();
+    std::fs::write(&current, version(0)).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (current, stop) = (current.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let got = std::fs::read(&current).expect("the name is never missing");
+                let head = got.get(..15).expect("never a short file").to_vec();
+                assert!(
+                    got.len() == 15 * 700 && got.chunks(15).all(|c| c == head),
+                    "a whole version, never a mix: {:?}",
+                    String::from_utf8_lossy(&got[..40])
+                );
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for n in 1..=60 {
+        let tmp = dir.join(format!("tmp.{n}"));
+        let mut f = std::fs::File::create(&tmp).unwrap();
+        std::io::Write::write_all(&mut f, &version(n)).unwrap();
+        f.sync_all().unwrap();
+        std::fs::rename(&tmp, &current).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(reader.join().unwrap() > 0);
+    assert!(std::fs::read(&current).unwrap() == version(60));
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(names.len(), 1, "the replaced files are gone");
+
+    // Truncate, then reads beyond the end find nothing; a grow reads zeros.
+    let cut = dir.join("cut");
+    std::fs::write(&cut, vec![7u8; 10_000]).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&cut)
+        .unwrap();
+    f.set_len(4097).unwrap();
+    assert_eq!(f.read_at(&mut [0u8; 100], 4097).unwrap(), 0);
+    assert_eq!(f.read_at(&mut [0u8; 100], 9000).unwrap(), 0);
+    f.set_len(9000).unwrap();
+    let mut back = vec![1u8; 9000];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back[..4097].iter().all(|b| *b == 7) && back[4097..].iter().all(|b| *b == 0));
+    drop(f);
+
+    // Writers to distinct ranges of one file, at once, O_DIRECT, ranges
+    // that share sectors (a read-modify-write each): nothing lost.
+    let shared = dir.join("shared");
+    std::fs::write(&shared, vec![0u8; 256 * 1024]).unwrap();
+    let writers: Vec<_> = (0..4u8)
+        .map(|w| {
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(&shared)
+                    .unwrap();
+                for round in 0..50u64 {
+                    for block in 0..16u64 {
+                        // 1000-byte slices, writer w's at 4000 * k + 1000 * w.
+                        let at = (block * 4 + round % 4) * 4000 + u64::from(w) * 1000;
+                        f.write_all_at(&[w + 1; 1000], at).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let got = std::fs::read(&shared).unwrap();
+    for k in 0..64usize {
+        for w in 0..4usize {
+            let at = k * 4000 + w * 1000;
+            assert!(
+                got[at..at + 1000].iter().all(|b| *b == w as u8 + 1),
+                "writer {w}'s slice at {at}"
+            );
+        }
+    }
+
+    // Refusals, with POSIX's errno.
+    let errno = |r: std::io::Result<()>| r.unwrap_err().raw_os_error();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/f"), b"x").unwrap();
+    assert_eq!(
+        errno(std::fs::create_dir(dir.join("sub"))),
+        Some(libc::EEXIST)
+    );
+    assert_eq!(
+        errno(std::fs::remove_dir(dir.join("sub"))),
+        Some(libc::ENOTEMPTY)
+    );
+    assert_eq!(
+        errno(std::fs::remove_file(dir.join("sub"))),
+        Some(libc::EISDIR)
+    );
+    assert_eq!(
+        errno(std::fs::remove_dir(dir.join("cut"))),
+        Some(libc::ENOTDIR)
+    );
+    assert_eq!(
+        errno(std::fs::rename(dir.join("sub"), dir.join("sub/inner"))),
+        Some(libc::EINVAL)
+    );
+    assert_eq!(
+        errno(std::fs::rename(dir.join("cut"), dir.join("sub"))),
+        Some(libc::EISDIR)
+    );
+    assert_eq!(
+        errno(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(dir.join("cut"))
+                .map(drop)
+        ),
+        Some(libc::EEXIST)
+    );
+    // A name the group's rules refuse.
+    assert_eq!(
+        errno(std::fs::write(dir.join("a*b"), b"x")),
+        Some(libc::EINVAL)
+    );
+    let fifo = std::ffi::CString::new(dir.join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a valid path; mkfifo reads only it.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EPERM)
+    );
+    // A directory moves with what is in it.
+    std::fs::rename(dir.join("sub"), dir.join("moved")).unwrap();
+    assert_eq!(std::fs::read(dir.join("moved/f")).unwrap(), b"x");
+
+    // Created, fsynced, renamed into place, directory fsynced: then the
+    // service dies. The next one cleans up the dead mount and has it all.
+    let tmp = dir.join("wal.tmp");
+    let mut f = std::fs::File::create(&tmp).unwrap();
+    std::io::Write::write_all(&mut f, &version(99)).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    std::fs::rename(&tmp, dir.join("wal")).unwrap();
+    std::fs::File::open(&dir).unwrap().sync_all().unwrap();
+    serving.kill_9();
+    let mut serving = Serving::start(&rig, &[]);
+    serving.wait_for_log("cleaned up the dead mount");
+    let dir = serving.path("DATA/pg");
+    assert!(std::fs::read(dir.join("wal")).unwrap() == version(99));
+    assert!(std::fs::read(dir.join("current")).unwrap() == version(60));
+    assert!(!dir.join("wal.tmp").exists());
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}
+
+/// Run `sqlite3 db` on `script` (stdin); its output, or why it failed.
+fn sqlite(db: &Path, script: &str) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sqlite3")
+        .arg(db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("sqlite3: {e}"))?;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    if !out.status.success() {
+        return Err(format!(
+            "sqlite3 {}: {}{}",
+            db.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// SQLite on the mount, as a database runs there: one database in WAL mode
+/// (its index shared through `MAP_SHARED` of the -shm file) and one with a
+/// rollback journal (created, written, fsynced and deleted per
+/// transaction), each taking thousands of transactions from several
+/// connections at once; `PRAGMA integrity_check` is ok and every row is
+/// there. Then the service is killed (`kill -9`) under a writer: the next
+/// service cleans up the dead mount and replays the journal, and every
+/// transaction SQLite reported committed is there.
+#[test]
+fn sqlite_runs_on_the_mount_and_keeps_every_commit_through_a_kill_9() {
+    if !fuse_here() {
+        return;
+    }
+    if std::process::Command::new("sqlite3")
+        .arg("-version")
+        .output()
+        .is_err()
+    {
+        prerequisite::missing("sqlite3 (scripts/install-deps installs it)");
+        return;
+    }
+    const CONNECTIONS: usize = 4;
+    const TRANSACTIONS: usize = 400;
+    let rig = Rig::new();
+    group(&rig);
+    let serving = Serving::start(&rig, &[]);
+    std::fs::create_dir(serving.path("DATA/sq")).unwrap();
+    for mode in ["wal", "delete"] {
+        let db = serving.path(&format!("DATA/sq/{mode}.db"));
+        assert_eq!(
+            sqlite(
+                &db,
+                &format!(
+                    "PRAGMA journal_mode={mode};\n\
+                     CREATE TABLE t(id INTEGER PRIMARY KEY, conn INT, n INT, pad BLOB);\n\
+                     CREATE INDEX t_conn ON t(conn, n);\n"
+                )
+            )
+            .unwrap(),
+            mode
+        );
+        let writers: Vec<_> = (0..CONNECTIONS)
+            .map(|c| {
+                let db = db.clone();
+                std::thread::spawn(move || {
+                    let mut script =
+                        String::from(".bail on\n.timeout 60000\nPRAGMA synchronous=FULL;\n");
+                    for n in 0..TRANSACTIONS {
+                        script.push_str(&format!(
+                            "BEGIN IMMEDIATE;\n\
+                             INSERT INTO t(conn, n, pad) VALUES ({c}, {n}, randomblob({}));\n\
+                             UPDATE t SET pad = randomblob(64) WHERE conn = {c} AND n = {};\n\
+                             COMMIT;\n",
+                            100 + (n * 37) % 900,
+                            n / 2
+                        ));
+                    }
+                    sqlite(&db, &script)
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap().unwrap();
+        }
+        let report = sqlite(
+            &db,
+            "PRAGMA integrity_check;\nSELECT count(*), count(DISTINCT conn), sum(n) FROM t;\n",
+        )
+        .unwrap();
+        let per_conn: usize = (0..TRANSACTIONS).sum();
+        assert_eq!(
+            report,
+            format!(
+                "ok\n{}|{CONNECTIONS}|{}",
+                CONNECTIONS * TRANSACTIONS,
+                CONNECTIONS * per_conn
+            ),
+            "{mode}"
+        );
+    }
+
+    // kill -9 under a writer that says each commit as it returns.
+    let db = serving.path("DATA/sq/wal.db");
+    sqlite(&db, "CREATE TABLE c(id INTEGER PRIMARY KEY);\n").unwrap();
+    let mut script = String::from(".bail on\nPRAGMA synchronous=FULL;\n");
+    for i in 1..=20_000 {
+        script.push_str(&format!(
+            "INSERT INTO c(id) VALUES ({i});\nSELECT 'committed {i}';\n"
+        ));
+    }
+    let mut writer = std::process::Command::new("stdbuf")
+        .args(["-oL", "sqlite3"])
+        .arg(&db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = writer.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        // Fails once the writer stops reading (it bails after the crash).
+        let _ = std::io::Write::write_all(&mut input, script.as_bytes());
+    });
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(writer.stdout.take().unwrap()));
+    let mut committed: Vec<u64> = Vec::new();
+    for line in lines.by_ref() {
+        committed.push(
+            line.unwrap()
+                .trim_start_matches("committed ")
+                .parse()
+                .unwrap(),
+        );
+        if committed.len() == 500 {
+            break;
+        }
+    }
+    serving.kill_9();
+    for line in lines {
+        committed.push(
+            line.unwrap()
+                .trim_start_matches("committed ")
+                .parse()
+                .unwrap(),
+        );
+    }
+    let status = writer.wait().unwrap();
+    feeder.join().unwrap();
+    assert!(
+        !status.success() && committed.len() < 20_000,
+        "the writer saw the service go ({} commits)",
+        committed.len()
+    );
+    let mut serving = Serving::start(&rig, &[]);
+    serving.wait_for_log("cleaned up the dead mount");
+    let db = serving.path("DATA/sq/wal.db");
+    let present: std::collections::BTreeSet<u64> =
+        sqlite(&db, "PRAGMA integrity_check;\nSELECT id FROM c;\n")
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| l.parse().unwrap())
+            .collect();
+    assert_eq!(
+        sqlite(&db, "PRAGMA integrity_check;\n").unwrap(),
+        "ok",
+        "after the crash"
+    );
+    let lost: Vec<&u64> = committed.iter().filter(|i| !present.contains(i)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} commits lost after kill -9, first {:?}",
+        lost.len(),
+        committed.len(),
+        &lost[..lost.len().min(5)]
+    );
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
     rig.check_clean("DATA");
 }

@@ -22,7 +22,7 @@
 use std::mem::offset_of;
 
 use uuid::Uuid;
-use zerocopy::little_endian::{U16, U32, U64};
+use zerocopy::little_endian::{I64, U16, U32, U64};
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 use crate::disk_header::FeatureSet;
@@ -780,12 +780,148 @@ pub struct RawFileEntry {
     pub created_unix_seconds: U64,
     pub modified_unix_seconds: U64,
     pub template: [u8; 32],
-    pub reserved1: [u8; 40],
+    /// All zero in an entry without attributes (every entry written before
+    /// [`GROUP_RO_COMPAT_FILE_ATTRS`]).
+    pub attrs: RawFileAttrs,
     pub indirect: [RawExtent; INDIRECT_POINTERS],
     pub direct: [RawExtent; DIRECT_EXTENTS],
 }
+/// A file's POSIX attributes, in what were the entry's 40 reserved bytes.
+#[repr(C)]
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
+pub struct RawFileAttrs {
+    pub mode: U32,
+    pub uid: U32,
+    pub gid: U32,
+    /// [`FILE_ATTRS_PRESENT`]; no other bit is defined.
+    pub flags: U32,
+    pub mtime_ns: I64,
+    pub ctime_ns: I64,
+    pub byte_size: U64,
+}
+const _: () = assert!(size_of::<RawFileAttrs>() == 40);
+
+/// In [`RawFileAttrs::flags`]: the attributes are there.
+pub const FILE_ATTRS_PRESENT: u32 = 1;
+/// Permission bits a file or directory may carry (setuid, setgid, sticky,
+/// and rwx for owner, group, others).
+pub const MODE_BITS: u32 = 0o7777;
+
+/// Ro-compatible group feature: file entries may carry [`FileAttrs`] and
+/// directory names [`DirAttrs`] in bytes that were reserved. A Cairn that
+/// does not know it must not rewrite an entry (it would zero them), so it
+/// may mount the group only read-only.
+pub const GROUP_RO_COMPAT_FILE_ATTRS: u64 = 1;
+/// The ro-compatible group features this code knows.
+pub const GROUP_RO_COMPAT_KNOWN: u64 = GROUP_RO_COMPAT_FILE_ATTRS;
+
+/// A file's POSIX attributes: what `stat` says of it through the file
+/// system. The byte size is the file's length in bytes; the entry's
+/// `size_bytes` stays whole sectors (what the data path reads and writes),
+/// at least `byte_size` and less than a sector more. atime is not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct FileAttrs {
+    /// Permission bits ([`MODE_BITS`]).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Nanoseconds since the Unix epoch.
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub byte_size: u64,
+}
+
+impl FileAttrs {
+    /// What a file that has none shows: 0644, owned by root, its byte size
+    /// its sectors, both times its modification time.
+    pub fn default_for(size_bytes: u64, modified_unix_seconds: u64) -> Self {
+        let ns = i64::try_from(modified_unix_seconds)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1_000_000_000);
+        Self {
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            mtime_ns: ns,
+            ctime_ns: ns,
+            byte_size: size_bytes,
+        }
+    }
+
+    fn encode(attrs: Option<&Self>) -> RawFileAttrs {
+        let mut raw = RawFileAttrs::new_zeroed();
+        if let Some(a) = attrs {
+            raw.mode = U32::new(a.mode);
+            raw.uid = U32::new(a.uid);
+            raw.gid = U32::new(a.gid);
+            raw.flags = U32::new(FILE_ATTRS_PRESENT);
+            raw.mtime_ns = I64::new(a.mtime_ns);
+            raw.ctime_ns = I64::new(a.ctime_ns);
+            raw.byte_size = U64::new(a.byte_size);
+        }
+        raw
+    }
+
+    fn decode(raw: &RawFileAttrs, size_bytes: u64) -> Result<Option<Self>, MetaError> {
+        let flags = raw.flags.get();
+        if flags & !FILE_ATTRS_PRESENT != 0 {
+            return Err(invalid("attrs.flags", format!("{flags:#x}")));
+        }
+        if flags & FILE_ATTRS_PRESENT == 0 {
+            if raw.as_bytes().iter().any(|b| *b != 0) {
+                return Err(invalid("attrs", "set without the present flag"));
+            }
+            return Ok(None);
+        }
+        let mode = raw.mode.get();
+        if mode & !MODE_BITS != 0 {
+            return Err(invalid("attrs.mode", format!("{mode:#o}")));
+        }
+        let byte_size = raw.byte_size.get();
+        if byte_size > size_bytes {
+            return Err(invalid(
+                "attrs.byte_size",
+                format!("{byte_size}, past the file's {size_bytes} bytes"),
+            ));
+        }
+        Ok(Some(Self {
+            mode,
+            uid: raw.uid.get(),
+            gid: raw.gid.get(),
+            mtime_ns: raw.mtime_ns.get(),
+            ctime_ns: raw.ctime_ns.get(),
+            byte_size,
+        }))
+    }
+}
+
+/// A directory's POSIX attributes, in its name record's reserved bytes
+/// (under [`GROUP_RO_COMPAT_FILE_ATTRS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DirAttrs {
+    /// Permission bits ([`MODE_BITS`]).
+    pub mode: u16,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Default for DirAttrs {
+    /// What a directory that has none shows: 0755, owned by root.
+    fn default() -> Self {
+        Self {
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+        }
+    }
+}
+
+/// In a name record's `mode`: the directory attributes are there.
+const DIR_ATTRS_PRESENT: u16 = 0x8000;
+
 const _: () = {
     assert!(size_of::<RawFileEntry>() == PAYLOAD_BYTES);
+    assert!(offset_of!(RawFileEntry, attrs) == 88);
     assert!(offset_of!(RawFileEntry, size_bytes) == 16);
     assert!(offset_of!(RawFileEntry, template) == 56);
     assert!(offset_of!(RawFileEntry, indirect) == 128);
@@ -849,6 +985,8 @@ pub struct FileEntry {
     pub created_unix_seconds: u64,
     pub modified_unix_seconds: u64,
     pub template: String,
+    /// POSIX attributes (`None`: never set; shown as defaults).
+    pub attrs: Option<FileAttrs>,
     /// The first `min(extent_count, DIRECT_EXTENTS)` extents.
     pub direct: Vec<Extent>,
     /// Indirect extent AUs, each holding AU/4 KiB indirect blocks.
@@ -880,6 +1018,7 @@ impl FileEntry {
         raw.created_unix_seconds = U64::new(self.created_unix_seconds);
         raw.modified_unix_seconds = U64::new(self.modified_unix_seconds);
         put_name(&mut raw.template, &self.template);
+        raw.attrs = FileAttrs::encode(self.attrs.as_ref());
         encode_extents(&mut raw.indirect, &self.indirect);
         encode_extents(&mut raw.direct, &self.direct);
     }
@@ -933,6 +1072,7 @@ impl FileEntry {
                     Ok(t)
                 }
             })?,
+            attrs: FileAttrs::decode(&raw.attrs, raw.size_bytes.get())?,
             direct,
             indirect,
         };
@@ -980,12 +1120,16 @@ pub struct RawAlias {
     pub parent: U32,
     pub kind: u8,
     pub name_len: u8,
-    pub reserved0: U16,
+    /// A directory's permission bits, with `DIR_ATTRS_PRESENT` (0x8000)
+    /// when its attributes are there; zero otherwise.
+    pub mode: U16,
     pub file_number: U32,
     pub file_incarnation: U32,
     pub created_unix_seconds: U64,
     pub name: [u8; ALIAS_NAME_LEN_MAX],
-    pub reserved1: [u8; 8],
+    /// A directory's owner, when `mode` says its attributes are there.
+    pub uid: U32,
+    pub gid: U32,
 }
 const _: () = assert!(size_of::<RawAlias>() == 128);
 
@@ -1035,6 +1179,8 @@ pub struct AliasRecord {
     pub file_number: u32,
     pub file_incarnation: u32,
     pub created_unix_seconds: u64,
+    /// A directory's attributes (`None`: never set, or not a directory).
+    pub dir_attrs: Option<DirAttrs>,
 }
 
 /// Encode alias block `index` from the records whose ids fall in it.
@@ -1056,6 +1202,11 @@ pub fn encode_alias_block(block: &mut Block, index: u64, records: &[&AliasRecord
         out.file_incarnation = U32::new(r.file_incarnation);
         out.created_unix_seconds = U64::new(r.created_unix_seconds);
         put_name(&mut out.name, &r.name);
+        if let Some(a) = r.dir_attrs.filter(|_| r.kind == AliasKind::Directory) {
+            out.mode = U16::new(DIR_ATTRS_PRESENT | (a.mode & MODE_BITS as u16));
+            out.uid = U32::new(a.uid);
+            out.gid = U32::new(a.gid);
+        }
     }
 }
 
@@ -1073,6 +1224,23 @@ pub fn decode_alias_block(block: &[u8], index: u64) -> Result<Vec<AliasRecord>, 
             return Err(invalid("alias.name", "length does not match"));
         }
         let id = index * ALIASES_PER_BLOCK as u64 + slot as u64 + 1;
+        let mode = r.mode.get();
+        let dir_attrs = if mode & DIR_ATTRS_PRESENT != 0 {
+            if kind != AliasKind::Directory
+                || u32::from(mode & !DIR_ATTRS_PRESENT) & !MODE_BITS != 0
+            {
+                return Err(invalid("alias.mode", format!("{mode:#o}")));
+            }
+            Some(DirAttrs {
+                mode: mode & !DIR_ATTRS_PRESENT,
+                uid: r.uid.get(),
+                gid: r.gid.get(),
+            })
+        } else if mode != 0 || r.uid.get() != 0 || r.gid.get() != 0 {
+            return Err(invalid("alias.mode", "owner set without the present flag"));
+        } else {
+            None
+        };
         out.push(AliasRecord {
             id: u32::try_from(id).map_err(|_| invalid("alias.id", "beyond u32"))?,
             parent: r.parent.get(),
@@ -1081,6 +1249,7 @@ pub fn decode_alias_block(block: &[u8], index: u64) -> Result<Vec<AliasRecord>, 
             file_number: r.file_number.get(),
             file_incarnation: r.file_incarnation.get(),
             created_unix_seconds: r.created_unix_seconds.get(),
+            dir_attrs,
         });
     }
     Ok(out)
@@ -1352,6 +1521,7 @@ mod tests {
             created_unix_seconds: 1,
             modified_unix_seconds: 2,
             template: "DATAFILE".into(),
+            attrs: None,
             direct: (0..DIRECT_EXTENTS as u32)
                 .map(|i| extent(&[0, 1], 10 + i))
                 .collect(),
@@ -1372,6 +1542,82 @@ mod tests {
         assert_eq!(FileEntry::decode(empty_block().as_slice(), 3), Ok(None));
     }
 
+    #[test]
+    fn file_and_directory_attributes_round_trip_and_garbage_is_refused() {
+        let mut entry = FileEntry {
+            number: 300,
+            incarnation: 7,
+            state: FileState::Active,
+            copies: 1,
+            striping: STRIPING_COARSE,
+            size_bytes: 8192,
+            extent_count: 0,
+            target_bytes: 0,
+            created_unix_seconds: 1,
+            modified_unix_seconds: 2,
+            template: "DEFAULT".into(),
+            attrs: Some(FileAttrs {
+                mode: 0o4640,
+                uid: 26,
+                gid: 27,
+                mtime_ns: 1_700_000_000_123_456_789,
+                ctime_ns: -5,
+                byte_size: 5000,
+            }),
+            direct: Vec::new(),
+            indirect: Vec::new(),
+        };
+        let mut block = empty_block();
+        entry.encode_into(&mut block);
+        assert_eq!(
+            FileEntry::decode(block.as_slice(), 300),
+            Ok(Some(entry.clone()))
+        );
+        let at = 64 + offset_of!(RawFileEntry, attrs);
+        // A byte size past the sectors, a mode beyond the permission bits,
+        // an unknown flag, attributes without the flag: refused.
+        for (offset, value) in [(32usize, 8193u64), (0, 0o10000), (12, 3)] {
+            let mut bad = block.clone();
+            bad[at + offset..at + offset + 8].copy_from_slice(&value.to_le_bytes());
+            if offset != 32 {
+                // Keep the neighbouring field as it was.
+                bad[at + offset + 4..at + offset + 8]
+                    .copy_from_slice(&block[at + offset + 4..at + offset + 8]);
+            }
+            assert!(
+                FileEntry::decode(bad.as_slice(), 300).is_err(),
+                "field at {offset} = {value}"
+            );
+        }
+        entry.attrs = None;
+        entry.encode_into(&mut block);
+        assert!(block[at..at + 40].iter().all(|b| *b == 0));
+        block[at + 4] = 1; // a uid without the present flag
+        assert!(FileEntry::decode(block.as_slice(), 300).is_err());
+
+        let dir = AliasRecord {
+            id: 1,
+            parent: 0,
+            kind: AliasKind::Directory,
+            name: "pg".into(),
+            file_number: 0,
+            file_incarnation: 0,
+            created_unix_seconds: 3,
+            dir_attrs: Some(DirAttrs {
+                mode: 0o1777,
+                uid: 26,
+                gid: 0,
+            }),
+        };
+        let mut block = empty_block();
+        encode_alias_block(&mut block, 0, &[&dir]);
+        assert_eq!(decode_alias_block(block.as_slice(), 0), Ok(vec![dir]));
+        // Directory attributes on a file's name are refused.
+        let at = 64 + offset_of!(RawAlias, kind);
+        block[at] = AliasKind::File.code();
+        assert!(decode_alias_block(block.as_slice(), 0).is_err());
+    }
+
     /// Found by fuzzing: a template name longer than the encoder allows was
     /// accepted, and re-encoding the entry then panicked.
     #[test]
@@ -1389,6 +1635,7 @@ mod tests {
             created_unix_seconds: 0,
             modified_unix_seconds: 0,
             template: "T".into(),
+            attrs: None,
             direct: Vec::new(),
             indirect: Vec::new(),
         }
@@ -1491,6 +1738,7 @@ mod tests {
                 file_number: 0,
                 file_incarnation: 0,
                 created_unix_seconds: 1,
+                dir_attrs: None,
             },
             AliasRecord {
                 id: 40,
@@ -1500,6 +1748,7 @@ mod tests {
                 file_number: 256,
                 file_incarnation: 3,
                 created_unix_seconds: 2,
+                dir_attrs: None,
             },
         ];
         let mut block = empty_block();

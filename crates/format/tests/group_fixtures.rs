@@ -154,6 +154,7 @@ fn file_entry() -> FileEntry {
         created_unix_seconds: CREATED,
         modified_unix_seconds: CREATED + 60,
         template: "DATAFILE".into(),
+        attrs: None,
         direct: vec![
             extent(&[(0, 2), (1, 2)], true),
             extent(&[(1, 3), (2, 2)], true),
@@ -180,6 +181,7 @@ fn aliases() -> Vec<AliasRecord> {
             file_number: 0,
             file_incarnation: 0,
             created_unix_seconds: CREATED,
+            dir_attrs: None,
         },
         AliasRecord {
             id: 2,
@@ -189,6 +191,7 @@ fn aliases() -> Vec<AliasRecord> {
             file_number: 256,
             file_incarnation: 1,
             created_unix_seconds: CREATED + 1,
+            dir_attrs: None,
         },
         AliasRecord {
             id: 3,
@@ -198,6 +201,7 @@ fn aliases() -> Vec<AliasRecord> {
             file_number: 256,
             file_incarnation: 1,
             created_unix_seconds: CREATED + 2,
+            dir_attrs: None,
         },
     ]
 }

@@ -1,7 +1,20 @@
 //! The groups' name space as a FUSE file system (`docs/serve.md`, "The file
-//! system"). Served read-only so far: lookup, getattr, readdir, open, read,
-//! statfs, and the fsync family (nothing to make durable on a read-only
-//! mount, and never `ENOSYS`).
+//! system"): lookup, getattr, setattr (size, mode, owner, times), readdir,
+//! open, read and write at any byte offset, create, mknod (regular files),
+//! mkdir, unlink, rmdir, rename, fallocate (growing), statfs, and the fsync
+//! family — durable on every copy's disk before the reply, never `ENOSYS`.
+//!
+//! Locks: a request takes a data handle from its group's pool, then the
+//! data path's latches, then `meta` (the live core's order). `known` and
+//! `written` are leaves: taken inside `meta` (unlink asks whether the
+//! kernel still knows a file), never held while taking anything else.
+//!
+//! A file's data outlive its last name while the kernel knows its inode
+//! (it counts lookups; `forget` gives them back): an open file, or one a
+//! path walk has just found, is never pulled away underneath its reader —
+//! a rename over a name a reader is opening gives the reader the old file
+//! whole. The file loses its names at once and goes on the last `forget`
+//! (or when the file system stops; after a crash, at the next mount).
 //!
 //! Inodes: 1 is the root, which lists the served groups. Below group slot
 //! `s` (0-based), a directory with alias id `d` (0: the group's root) is
@@ -9,16 +22,19 @@
 //! FILE_BIT | n` — every name of a file (its aliases too) is one inode. The
 //! FUSE generation of a file is its incarnation.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cairn_format::group::AliasKind;
-use cairn_store::group::{DataHandle, FileInfo, GroupError, LiveGroup};
+use cairn_format::group::{AliasKind, DirAttrs, FileAttrs};
+use cairn_store::group::{
+    AttrChange, CreateOptions, DataHandle, FileInfo, GroupError, LiveGroup, Node, Retired,
+};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
-    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, Request,
+    BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 /// How long the kernel may keep an answer (attributes, names) without
@@ -33,6 +49,10 @@ const HANDLE_DEPTH: usize = 32;
 /// The largest read the file system serves at once (the kernel asks for at
 /// most its `max_read`, 128 KiB to 1 MiB).
 const READ_BYTES_MAX: u64 = 4 << 20;
+/// readdir cookies: "." is 1, ".." 2, and a name with alias id `d` (or, in
+/// the root, the group in slot `d - 1`) is `d + 2`, so a listing resumed
+/// after names came and went neither skips nor repeats one.
+const COOKIE_BASE: u64 = 2;
 
 /// A group the file system serves.
 pub struct Served {
@@ -48,6 +68,38 @@ struct Slot {
     handles: Mutex<Vec<DataHandle>>,
     sector_bytes: u64,
     copies: u64,
+}
+
+impl Slot {
+    /// Run `f` with a data handle from the pool (made if the pool is empty;
+    /// not under the pool's lock, as making one takes `meta`).
+    fn with_handle<R>(
+        &self,
+        f: impl FnOnce(&mut DataHandle) -> Result<R, GroupError>,
+    ) -> Result<R, GroupError> {
+        let spare = lock(&self.handles).pop();
+        let mut handle = match spare {
+            Some(h) => h,
+            None => self.group.handle(HANDLE_DEPTH)?,
+        };
+        let result = f(&mut handle);
+        lock(&self.handles).push(handle);
+        result
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A file inode the kernel knows.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    /// Lookups the kernel has not given back (`forget`).
+    lookups: u64,
+    /// Its last name went while the kernel knew it: this incarnation is
+    /// dropped on the last `forget`.
+    unnamed: Option<u32>,
 }
 
 /// What an inode names.
@@ -87,24 +139,66 @@ fn errno(e: &GroupError) -> Errno {
         GroupError::Invalid(_) => Errno::EINVAL,
         GroupError::Exists(_) => Errno::EEXIST,
         GroupError::NoSpace(_) => Errno::ENOSPC,
+        GroupError::NotEmpty(_) => Errno::ENOTEMPTY,
+        GroupError::IsDirectory(_) => Errno::EISDIR,
+        GroupError::NotDirectory(_) => Errno::ENOTDIR,
+        GroupError::ReadOnly(_) => Errno::EROFS,
         _ => Errno::EIO,
     }
 }
 
-/// A time on disk as the kernel is told it (one past what it can hold:
-/// the epoch; disk bytes never panic).
+/// A time on disk as the kernel is told it (one it cannot hold: the epoch;
+/// disk bytes never panic).
 fn time(unix_seconds: u64) -> SystemTime {
     UNIX_EPOCH
         .checked_add(Duration::from_secs(unix_seconds))
         .unwrap_or(UNIX_EPOCH)
 }
 
+fn time_ns(ns: i64) -> SystemTime {
+    let d = Duration::from_nanos(ns.unsigned_abs());
+    if ns >= 0 {
+        UNIX_EPOCH.checked_add(d)
+    } else {
+        UNIX_EPOCH.checked_sub(d)
+    }
+    .unwrap_or(UNIX_EPOCH)
+}
+
+fn ns_of(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
+    }
+}
+
+fn now_ns() -> i64 {
+    ns_of(SystemTime::now())
+}
+
+/// How an open is served. O_DIRECT: no page cache, and writes in parallel
+/// (the kernel otherwise takes the inode's lock for each one): a
+/// database's writers to distinct blocks of one file go at once, and a
+/// sector two of them share is kept whole by the extent's
+/// read-modify-write latch (`DataHandle::write_bytes`).
+fn open_flags(direct: bool) -> FopenFlags {
+    if direct {
+        FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+    } else {
+        FopenFlags::empty()
+    }
+}
+
 /// The served groups as one file system.
 pub struct GroupFs {
     slots: Vec<Slot>,
-    /// uid and gid the files are shown with (the service's).
-    owner: (u32, u32),
     started: SystemTime,
+    /// File inodes the kernel knows, by (slot, file number). A leaf.
+    known: Mutex<HashMap<(usize, u32), Known>>,
+    /// When files were last written and their entries not yet told (ns):
+    /// a write does not commit metadata; `flush`, `fsync` and `release`
+    /// store the time. A leaf.
+    written: Mutex<HashMap<(usize, u32), i64>>,
 }
 
 impl GroupFs {
@@ -125,12 +219,11 @@ impl GroupFs {
                 copies,
             });
         }
-        // SAFETY: getuid and getgid cannot fail and touch no memory.
-        let owner = unsafe { (libc::getuid(), libc::getgid()) };
         Ok(Self {
             slots,
-            owner,
             started: SystemTime::now(),
+            known: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
         })
     }
 
@@ -138,7 +231,33 @@ impl GroupFs {
         self.slots.get(slot).ok_or(Errno::ENOENT)
     }
 
-    fn dir_attr(&self, ino: u64, created: SystemTime) -> FileAttr {
+    /// A metadata operation on a group, its error as an errno.
+    fn meta<R>(
+        &self,
+        slot: usize,
+        f: impl FnOnce(&mut cairn_store::group::Group<'static>) -> Result<R, GroupError>,
+    ) -> Result<R, Errno> {
+        let s = self.slot(slot)?;
+        match s.group.meta(f) {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) | Err(e) => {
+                if !matches!(
+                    e,
+                    GroupError::NotFound(_)
+                        | GroupError::Exists(_)
+                        | GroupError::NotEmpty(_)
+                        | GroupError::IsDirectory(_)
+                        | GroupError::NotDirectory(_)
+                        | GroupError::Invalid(_)
+                ) {
+                    tracing::warn!(group = %s.name, error = %e, "metadata operation failed");
+                }
+                Err(errno(&e))
+            }
+        }
+    }
+
+    fn dir_attr(&self, ino: u64, created: SystemTime, attrs: DirAttrs) -> FileAttr {
         FileAttr {
             ino: INodeNo(ino),
             size: 0,
@@ -148,10 +267,10 @@ impl GroupFs {
             ctime: created,
             crtime: created,
             kind: FileType::Directory,
-            perm: 0o755,
+            perm: attrs.mode,
             nlink: 2,
-            uid: self.owner.0,
-            gid: self.owner.1,
+            uid: attrs.uid,
+            gid: attrs.gid,
             rdev: 0,
             blksize: 4096,
             flags: 0,
@@ -160,56 +279,102 @@ impl GroupFs {
 
     fn file_attr(&self, slot: usize, info: &FileInfo) -> FileAttr {
         let sector = self.slots.get(slot).map_or(4096, |s| s.sector_bytes) as u32;
+        let a = info.attrs;
+        let mtime = lock(&self.written)
+            .get(&(slot, info.number))
+            .map_or(a.mtime_ns, |w| (*w).max(a.mtime_ns));
         FileAttr {
             ino: INodeNo(encode(Ino::File {
                 slot,
                 number: info.number,
             })),
-            size: info.size_bytes,
+            size: a.byte_size,
             blocks: info.allocated_bytes / 512,
-            atime: time(info.modified_unix_seconds),
-            mtime: time(info.modified_unix_seconds),
-            ctime: time(info.modified_unix_seconds),
+            atime: time_ns(mtime),
+            mtime: time_ns(mtime),
+            ctime: time_ns(a.ctime_ns.max(mtime)),
             crtime: time(info.created_unix_seconds),
             kind: FileType::RegularFile,
-            perm: 0o644,
+            perm: (a.mode & 0o7777) as u16,
             nlink: 1,
-            uid: self.owner.0,
-            gid: self.owner.1,
+            uid: a.uid,
+            gid: a.gid,
             rdev: 0,
             blksize: sector.max(4096),
             flags: 0,
         }
     }
 
+    /// The root's and each group root's attributes: the service's, 0755
+    /// (a group's root has no record to keep others in).
+    fn top_attr(&self, ino: u64) -> FileAttr {
+        // SAFETY: getuid and getgid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        self.dir_attr(
+            ino,
+            self.started,
+            DirAttrs {
+                mode: 0o755,
+                uid,
+                gid,
+            },
+        )
+    }
+
     /// The attributes of an inode, and its generation.
     fn attr(&self, ino: Ino) -> Result<(FileAttr, u64), Errno> {
         match ino {
-            Ino::Root => Ok((self.dir_attr(ROOT, self.started), 0)),
+            Ino::Root | Ino::Dir { id: 0, .. } => {
+                if let Ino::Dir { slot, .. } = ino {
+                    self.slot(slot)?;
+                }
+                Ok((self.top_attr(encode(ino)), 0))
+            }
             Ino::Dir { slot, id } => {
-                let s = self.slot(slot)?;
-                let created = if id == 0 {
-                    self.started
-                } else {
-                    let node = s
-                        .group
-                        .meta(|g| g.node(id))
-                        .map_err(|e| errno(&e))?
-                        .filter(|n| n.kind == AliasKind::Directory)
-                        .ok_or(Errno::ENOENT)?;
-                    time(node.created_unix_seconds)
-                };
-                Ok((self.dir_attr(encode(ino), created), 0))
+                let node = self
+                    .meta(slot, |g| Ok(g.node(id)))?
+                    .filter(|n| n.kind == AliasKind::Directory)
+                    .ok_or(Errno::ENOENT)?;
+                Ok((self.node_attr(slot, &node), 0))
             }
             Ino::File { slot, number } => {
-                let info = self
-                    .slot(slot)?
-                    .group
-                    .meta(|g| g.file_info(number))
-                    .map_err(|e| errno(&e))?
-                    .map_err(|e| errno(&e))?;
+                let info = self.meta(slot, |g| g.file_info(number))?;
                 Ok((self.file_attr(slot, &info), u64::from(info.incarnation)))
             }
+        }
+    }
+
+    fn node_attr(&self, slot: usize, node: &Node) -> FileAttr {
+        self.dir_attr(
+            encode(Ino::Dir { slot, id: node.id }),
+            time(node.created_unix_seconds),
+            node.dir_attrs,
+        )
+    }
+
+    /// The directory an inode names, for a change in it: a group's
+    /// directory (the root lists groups, which the file system does not
+    /// make or remove).
+    fn dir_of(&self, parent: INodeNo) -> Result<(usize, u32), Errno> {
+        match decode(parent.0) {
+            Some(Ino::Dir { slot, id }) => {
+                self.slot(slot)?;
+                Ok((slot, id))
+            }
+            Some(Ino::Root) => Err(Errno::EPERM),
+            Some(Ino::File { .. }) => Err(Errno::ENOTDIR),
+            None => Err(Errno::ENOENT),
+        }
+    }
+
+    fn file_of(&self, ino: INodeNo) -> Result<(usize, u32), Errno> {
+        match decode(ino.0) {
+            Some(Ino::File { slot, number }) => {
+                self.slot(slot)?;
+                Ok((slot, number))
+            }
+            Some(_) => Err(Errno::EISDIR),
+            None => Err(Errno::ENOENT),
         }
     }
 
@@ -226,29 +391,14 @@ impl GroupFs {
         let snap = s.group.plane().file(number).ok_or(Errno::ENOENT)?;
         let end = offset
             .saturating_add(size.min(READ_BYTES_MAX))
-            .min(snap.size_bytes);
+            .min(snap.byte_size);
         if offset >= end {
             return Ok(Vec::new());
         }
         let start = offset - offset % s.sector_bytes;
         let stop = end.div_ceil(s.sector_bytes) * s.sector_bytes;
         let mut buf = vec![0u8; (stop - start) as usize];
-        // Not under the pool's lock: making a handle takes `meta`.
-        let spare = s
-            .handles
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
-        let mut handle = match spare {
-            Some(h) => h,
-            None => s.group.handle(HANDLE_DEPTH).map_err(|e| errno(&e))?,
-        };
-        let result = handle.read(number, start, &mut buf);
-        s.handles
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(handle);
-        if let Err(e) = result {
+        if let Err(e) = s.with_handle(|h| h.read(number, start, &mut buf)) {
             tracing::warn!(group = %s.name, file = number, offset, size, error = %e, "read failed");
             return Err(errno(&e));
         }
@@ -256,6 +406,156 @@ impl GroupFs {
         buf.truncate((end - start) as usize);
         buf.drain(..from);
         Ok(buf)
+    }
+
+    /// Write `data` at `offset`, growing the file first if it ends past
+    /// the end (a metadata operation: the new size is durable before the
+    /// reply; what lies between the old end and `offset` reads as zeros).
+    fn write_file(&self, slot: usize, number: u32, offset: u64, data: &[u8]) -> Result<(), Errno> {
+        let s = self.slot(slot)?;
+        let snap = s.group.plane().file(number).ok_or(Errno::ENOENT)?;
+        let end = offset.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
+        if end > snap.byte_size {
+            self.meta(slot, |g| g.set_byte_size(number, end, now_ns(), true))?;
+        }
+        if let Err(e) = s.with_handle(|h| h.write_bytes(number, offset, data)) {
+            tracing::warn!(group = %s.name, file = number, offset, len = data.len(), error = %e, "write failed");
+            return Err(errno(&e));
+        }
+        lock(&self.written).insert((slot, number), now_ns());
+        Ok(())
+    }
+
+    /// Cut or grow a file to `size` bytes. Cutting inside a sector zeroes
+    /// the rest of that sector first, so that a later grow reads zeros
+    /// there.
+    fn truncate(&self, slot: usize, number: u32, size: u64) -> Result<(), Errno> {
+        let s = self.slot(slot)?;
+        let snap = s.group.plane().file(number).ok_or(Errno::ENOENT)?;
+        if size < snap.byte_size && !size.is_multiple_of(s.sector_bytes) {
+            let tail_end = size.next_multiple_of(s.sector_bytes).min(snap.byte_size);
+            let zeros = vec![0u8; (tail_end - size) as usize];
+            s.with_handle(|h| h.write_bytes(number, size, &zeros))
+                .map_err(|e| errno(&e))?;
+        }
+        self.meta(slot, |g| g.set_byte_size(number, size, now_ns(), false))?;
+        lock(&self.written).remove(&(slot, number));
+        Ok(())
+    }
+
+    /// Store the time of the last write, if one is not stored yet.
+    fn store_mtime(&self, slot: usize, number: u32) -> Result<(), Errno> {
+        let Some(when) = lock(&self.written).remove(&(slot, number)) else {
+            return Ok(());
+        };
+        let change = AttrChange {
+            mtime_ns: Some(when),
+            ..AttrChange::default()
+        };
+        match self.meta(slot, |g| g.set_file_attrs(number, change, when)) {
+            // Deleted since: nothing to keep.
+            Ok(_) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The kernel was told of a file inode (an entry reply): one more
+    /// lookup it will give back.
+    fn looked_up(&self, slot: usize, number: u32) {
+        lock(&self.known)
+            .entry((slot, number))
+            .or_insert(Known {
+                lookups: 0,
+                unnamed: None,
+            })
+            .lookups += 1;
+    }
+
+    /// For unlink and rename, inside `meta`: whether the kernel knows the
+    /// file, and if so, note that its last `forget` drops it.
+    fn unname_if_known(&self, slot: usize, number: u32, incarnation: u32) -> bool {
+        match lock(&self.known).get_mut(&(slot, number)) {
+            Some(k) if k.lookups > 0 => {
+                k.unnamed = Some(incarnation);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The kernel gave back `n` lookups of an inode: on the last, a file
+    /// that lost its names is dropped.
+    fn forgot(&self, ino: u64, n: u64) {
+        let Some(Ino::File { slot, number }) = decode(ino) else {
+            return;
+        };
+        let drop = {
+            let mut known = lock(&self.known);
+            match known.get_mut(&(slot, number)) {
+                Some(k) if k.lookups > n => {
+                    k.lookups -= n;
+                    None
+                }
+                Some(_) => known.remove(&(slot, number)).and_then(|k| k.unnamed),
+                None => None,
+            }
+        };
+        if let Some(incarnation) = drop {
+            self.drop_unnamed(slot, number, incarnation);
+        }
+    }
+
+    fn drop_unnamed(&self, slot: usize, number: u32, incarnation: u32) {
+        lock(&self.written).remove(&(slot, number));
+        match self.meta(slot, |g| g.drop_unnamed(number, incarnation)) {
+            Ok(()) => tracing::debug!(
+                file = number,
+                ino = encode(Ino::File { slot, number }),
+                "dropped a file unlinked while in use"
+            ),
+            // The next mount that writes drops it.
+            Err(e) => tracing::warn!(file = number, error = ?e, "dropping an unlinked file failed"),
+        }
+    }
+
+    fn retired(&self, slot: usize, retired: Retired) {
+        if let Retired::Deleted(number) = retired {
+            lock(&self.written).remove(&(slot, number));
+        }
+    }
+
+    fn entry(&self, slot: usize, info: &FileInfo, reply: ReplyEntry) {
+        self.looked_up(slot, info.number);
+        reply.entry(
+            &TTL,
+            &self.file_attr(slot, info),
+            Generation(u64::from(info.incarnation)),
+        );
+    }
+
+    fn new_file(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+    ) -> Result<(usize, FileInfo), Errno> {
+        let (slot, dir) = self.dir_of(parent)?;
+        let name = name.to_str().ok_or(Errno::EINVAL)?;
+        let now = now_ns();
+        let attrs = FileAttrs {
+            mode: mode & !umask & 0o7777,
+            uid: req.uid(),
+            gid: req.gid(),
+            mtime_ns: now,
+            ctime_ns: now,
+            byte_size: 0,
+        };
+        let info = self.meta(slot, |g| {
+            g.create_in(dir, name, attrs, &CreateOptions::default())
+        })?;
+        Ok((slot, info))
     }
 }
 
@@ -271,29 +571,51 @@ impl Filesystem for GroupFs {
                 .position(|s| s.name.eq_ignore_ascii_case(name))
                 .map(|slot| Ino::Dir { slot, id: 0 })
                 .ok_or(Errno::ENOENT),
-            Some(Ino::Dir { slot, id }) => self.slot(slot).and_then(|s| {
-                let node = s
-                    .group
-                    .meta(|g| g.child_node(id, name))
-                    .map_err(|e| errno(&e))?
+            Some(Ino::Dir { slot, id }) => self
+                .meta(slot, |g| {
                     // A name the group refuses names nothing here.
-                    .map_err(|_| Errno::ENOENT)?
-                    .ok_or(Errno::ENOENT)?;
-                match (node.kind, node.file) {
-                    (AliasKind::Directory, _) => Ok(Ino::Dir { slot, id: node.id }),
-                    (_, Some(f)) => Ok(Ino::File {
-                        slot,
-                        number: f.number,
-                    }),
-                    // A lost file, or one being deleted.
-                    (_, None) => Err(Errno::ENOENT),
-                }
-            }),
+                    Ok(g.child_node(id, name).ok().flatten())
+                })
+                .and_then(|node| {
+                    let node = node.ok_or(Errno::ENOENT)?;
+                    match (node.kind, node.file) {
+                        (AliasKind::Directory, _) => Ok(Ino::Dir { slot, id: node.id }),
+                        (_, Some(f)) => Ok(Ino::File {
+                            slot,
+                            number: f.number,
+                        }),
+                        // A lost file, or one being deleted.
+                        (_, None) => Err(Errno::ENOENT),
+                    }
+                }),
             _ => Err(Errno::ENOTDIR),
         };
-        match found.and_then(|ino| self.attr(ino)) {
-            Ok((attr, generation)) => reply.entry(&TTL, &attr, Generation(generation)),
+        match found.and_then(|ino| Ok((ino, self.attr(ino)?))) {
+            Ok((ino, (attr, generation))) => {
+                if let Ino::File { slot, number } = ino {
+                    self.looked_up(slot, number);
+                }
+                reply.entry(&TTL, &attr, Generation(generation))
+            }
             Err(e) => reply.error(e),
+        }
+    }
+
+    /// (fuser's `batch_forget` calls this for each.)
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.forgot(ino.0, nlookup);
+    }
+
+    /// The file system stops: files that lost their names while the
+    /// kernel knew them go now (the kernel need not forget everything at
+    /// unmount).
+    fn destroy(&mut self) {
+        let unnamed: Vec<((usize, u32), u32)> = lock(&self.known)
+            .drain()
+            .filter_map(|(key, k)| k.unnamed.map(|i| (key, i)))
+            .collect();
+        for ((slot, number), incarnation) in unnamed {
+            self.drop_unnamed(slot, number, incarnation);
         }
     }
 
@@ -307,32 +629,226 @@ impl Filesystem for GroupFs {
         }
     }
 
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let change = AttrChange {
+            mode,
+            uid,
+            gid,
+            mtime_ns: mtime.map(|t| match t {
+                TimeOrNow::SpecificTime(t) => ns_of(t),
+                TimeOrNow::Now => now_ns(),
+            }),
+        };
+        let changes = mode.is_some() || uid.is_some() || gid.is_some() || mtime.is_some();
+        let result = match decode(ino.0) {
+            Some(Ino::File { slot, number }) => (|| {
+                if let Some(size) = size {
+                    self.truncate(slot, number, size)?;
+                }
+                if changes {
+                    if mtime.is_some() {
+                        // An explicit time wins over the last write's.
+                        lock(&self.written).remove(&(slot, number));
+                    }
+                    self.meta(slot, |g| g.set_file_attrs(number, change, now_ns()))?;
+                }
+                self.attr(Ino::File { slot, number }).map(|(a, _)| a)
+            })(),
+            Some(Ino::Dir { slot, id }) if id != 0 => (|| {
+                if size.is_some() {
+                    return Err(Errno::EISDIR);
+                }
+                if mode.is_some() || uid.is_some() || gid.is_some() {
+                    let node = self.meta(slot, |g| g.set_dir_attrs(id, change))?;
+                    return Ok(self.node_attr(slot, &node));
+                }
+                self.attr(Ino::Dir { slot, id }).map(|(a, _)| a)
+            })(),
+            // The root and a group's root keep the service's attributes.
+            Some(i) => {
+                if size.is_some() {
+                    Err(Errno::EISDIR)
+                } else if mode.is_some() || uid.is_some() || gid.is_some() {
+                    Err(Errno::EPERM)
+                } else {
+                    self.attr(i).map(|(a, _)| a)
+                }
+            }
+            None => Err(Errno::ENOENT),
+        };
+        match result {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // Regular files only: a group holds no devices, pipes or sockets.
+        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
+            return reply.error(Errno::EPERM);
+        }
+        match self.new_file(req, parent, name, mode, umask) {
+            Ok((slot, info)) => self.entry(slot, &info, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let made = self.dir_of(parent).and_then(|(slot, dir)| {
+            let name = name.to_str().ok_or(Errno::EINVAL)?;
+            let attrs = DirAttrs {
+                mode: (mode & !umask & 0o7777) as u16,
+                uid: req.uid(),
+                gid: req.gid(),
+            };
+            let node = self.meta(slot, |g| g.mkdir_in(dir, name, attrs))?;
+            Ok(self.node_attr(slot, &node))
+        });
+        match made {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let done = self.dir_of(parent).and_then(|(slot, dir)| {
+            let name = name.to_str().ok_or(Errno::EINVAL)?;
+            let retired = self.meta(slot, |g| {
+                g.unlink_in(dir, name, &|n, i| self.unname_if_known(slot, n, i))
+            })?;
+            self.retired(slot, retired);
+            Ok(())
+        });
+        match done {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let done = self.dir_of(parent).and_then(|(slot, dir)| {
+            let name = name.to_str().ok_or(Errno::EINVAL)?;
+            self.meta(slot, |g| g.rmdir_in(dir, name))
+        });
+        match done {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let done = (|| {
+            if flags.intersects(!RenameFlags::RENAME_NOREPLACE) {
+                // Exchange and whiteout are not offered.
+                return Err(Errno::EINVAL);
+            }
+            let (slot, dir) = self.dir_of(parent)?;
+            let (new_slot, new_dir) = self.dir_of(newparent)?;
+            if slot != new_slot {
+                return Err(Errno::EXDEV);
+            }
+            let name = name.to_str().ok_or(Errno::EINVAL)?;
+            let newname = newname.to_str().ok_or(Errno::EINVAL)?;
+            let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
+            let retired = self.meta(slot, |g| {
+                g.rename_in((dir, name), (new_dir, newname), no_replace, &|n, i| {
+                    self.unname_if_known(slot, n, i)
+                })
+            })?;
+            self.retired(slot, retired);
+            Ok(())
+        })();
+        match done {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match decode(ino.0) {
-            Some(Ino::File { slot, number }) => {
-                if flags.acc_mode() != OpenAccMode::O_RDONLY {
-                    return reply.error(Errno::EROFS);
-                }
-                if self
-                    .slot(slot)
-                    .map(|s| s.group.plane().file(number).is_none())
-                    .unwrap_or(true)
-                {
-                    return reply.error(Errno::ENOENT);
-                }
+        let opened = self.file_of(ino).and_then(|(slot, number)| {
+            self.slot(slot)?
+                .group
+                .plane()
+                .file(number)
+                .ok_or(Errno::ENOENT)
+                .map(drop)
+        });
+        match opened {
+            Ok(()) => {
                 // O_DIRECT: no page cache for this open.
                 let direct = flags.0 & libc::O_DIRECT != 0;
-                reply.opened(
+                reply.opened(FileHandle(0), open_flags(direct));
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self.new_file(req, parent, name, mode, umask) {
+            Ok((slot, info)) => {
+                self.looked_up(slot, info.number);
+                let direct = flags & libc::O_DIRECT != 0;
+                reply.created(
+                    &TTL,
+                    &self.file_attr(slot, &info),
+                    Generation(u64::from(info.incarnation)),
                     FileHandle(0),
-                    if direct {
-                        FopenFlags::FOPEN_DIRECT_IO
-                    } else {
-                        FopenFlags::empty()
-                    },
+                    open_flags(direct),
                 );
             }
-            Some(_) => reply.error(Errno::EISDIR),
-            None => reply.error(Errno::ENOENT),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -347,15 +863,60 @@ impl Filesystem for GroupFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match decode(ino.0) {
-            Some(Ino::File { slot, number }) => {
-                match self.read_file(slot, number, offset, u64::from(size)) {
-                    Ok(data) => reply.data(&data),
-                    Err(e) => reply.error(e),
-                }
-            }
-            Some(_) => reply.error(Errno::EISDIR),
-            None => reply.error(Errno::ENOENT),
+        match self
+            .file_of(ino)
+            .and_then(|(slot, number)| self.read_file(slot, number, offset, u64::from(size)))
+        {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self
+            .file_of(ino)
+            .and_then(|(slot, number)| self.write_file(slot, number, offset, data))
+        {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        // Only growing: a group file's AUs are allocated as it grows, so
+        // the range up to its end already has its space. Keeping the size
+        // while allocating past it, and punching holes, are not offered.
+        if mode != 0 {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        let done = self.file_of(ino).and_then(|(slot, number)| {
+            let end = offset.checked_add(length).ok_or(Errno::EFBIG)?;
+            self.meta(slot, |g| g.set_byte_size(number, end, now_ns(), true))
+                .map(|_| ())
+        });
+        match done {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -367,70 +928,76 @@ impl Filesystem for GroupFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        // (inode, kind, name), "." and ".." first.
-        let entries: Result<Vec<(u64, FileType, String)>, Errno> = match decode(ino.0) {
+        // (cookie, inode, kind, name), "." and ".." first.
+        let entries: Result<Vec<(u64, u64, FileType, String)>, Errno> = match decode(ino.0) {
             Some(Ino::Root) => Ok([
-                (ROOT, FileType::Directory, ".".to_string()),
-                (ROOT, FileType::Directory, "..".to_string()),
+                (1, ROOT, FileType::Directory, ".".to_string()),
+                (2, ROOT, FileType::Directory, "..".to_string()),
             ]
             .into_iter()
             .chain(self.slots.iter().enumerate().map(|(slot, s)| {
                 (
+                    slot as u64 + 1 + COOKIE_BASE,
                     encode(Ino::Dir { slot, id: 0 }),
                     FileType::Directory,
                     s.name.clone(),
                 )
             }))
             .collect()),
-            Some(Ino::Dir { slot, id }) => self.slot(slot).and_then(|s| {
-                let (children, node) = s
-                    .group
-                    .meta(|g| (g.children(id), g.node(id)))
-                    .map_err(|e| errno(&e))?;
-                // A directory that is gone lists nothing, not "." and "..".
-                let parent = match (id, node) {
-                    (0, _) => 0,
-                    (_, Some(n)) if n.kind == AliasKind::Directory => n.parent,
-                    _ => return Err(Errno::ENOENT),
-                };
-                let up = if id == 0 {
-                    ROOT
-                } else {
-                    encode(Ino::Dir { slot, id: parent })
-                };
-                Ok([
-                    (
-                        encode(Ino::Dir { slot, id }),
-                        FileType::Directory,
-                        ".".into(),
-                    ),
-                    (up, FileType::Directory, "..".into()),
-                ]
-                .into_iter()
-                .chain(children.into_iter().filter_map(|n| match (n.kind, n.file) {
-                    (AliasKind::Directory, _) => Some((
-                        encode(Ino::Dir { slot, id: n.id }),
-                        FileType::Directory,
-                        n.name,
-                    )),
-                    (_, Some(f)) => Some((
-                        encode(Ino::File {
-                            slot,
-                            number: f.number,
-                        }),
-                        FileType::RegularFile,
-                        n.name,
-                    )),
-                    (_, None) => None,
-                }))
-                .collect())
-            }),
+            Some(Ino::Dir { slot, id }) => self
+                .meta(slot, |g| Ok((g.children(id), g.node(id))))
+                .and_then(|(mut children, node)| {
+                    // A directory that is gone lists nothing, not "." and "..".
+                    let parent = match (id, node) {
+                        (0, _) => 0,
+                        (_, Some(n)) if n.kind == AliasKind::Directory => n.parent,
+                        _ => return Err(Errno::ENOENT),
+                    };
+                    let up = if id == 0 {
+                        ROOT
+                    } else {
+                        encode(Ino::Dir { slot, id: parent })
+                    };
+                    children.sort_by_key(|n| n.id);
+                    Ok([
+                        (
+                            1,
+                            encode(Ino::Dir { slot, id }),
+                            FileType::Directory,
+                            ".".into(),
+                        ),
+                        (2, up, FileType::Directory, "..".into()),
+                    ]
+                    .into_iter()
+                    .chain(children.into_iter().filter_map(|n| {
+                        let cookie = u64::from(n.id) + COOKIE_BASE;
+                        match (n.kind, n.file) {
+                            (AliasKind::Directory, _) => Some((
+                                cookie,
+                                encode(Ino::Dir { slot, id: n.id }),
+                                FileType::Directory,
+                                n.name,
+                            )),
+                            (_, Some(f)) => Some((
+                                cookie,
+                                encode(Ino::File {
+                                    slot,
+                                    number: f.number,
+                                }),
+                                FileType::RegularFile,
+                                n.name,
+                            )),
+                            (_, None) => None,
+                        }
+                    }))
+                    .collect())
+                }),
             _ => Err(Errno::ENOTDIR),
         };
         match entries {
             Ok(entries) => {
-                for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
-                    if reply.add(INodeNo(*ino), i as u64 + 1, *kind, name) {
+                for (cookie, ino, kind, name) in entries.iter().filter(|e| e.0 > offset) {
+                    if reply.add(INodeNo(*ino), *cookie, *kind, name) {
                         break;
                     }
                 }
@@ -466,14 +1033,30 @@ impl Filesystem for GroupFs {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
-        _datasync: bool,
+        datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // Read-only: nothing written to make durable. Never ENOSYS (the
-        // kernel would stop asking, and take every later fsync as done).
-        reply.ok();
+        // Sizes and names are durable when their operations return; the
+        // data needs every disk flushed (any handle may have written it).
+        // Never ENOSYS: the kernel would stop asking, and take every later
+        // fsync as done.
+        let done = self.file_of(ino).and_then(|(slot, number)| {
+            let s = self.slot(slot)?;
+            if let Err(e) = s.with_handle(|h| h.sync_all()) {
+                tracing::warn!(group = %s.name, file = number, error = %e, "fsync failed");
+                return Err(errno(&e));
+            }
+            if !datasync {
+                self.store_mtime(slot, number)?;
+            }
+            Ok(())
+        });
+        match done {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn fsyncdir(
@@ -484,17 +1067,40 @@ impl Filesystem for GroupFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        // A change of names is durable when it returns: nothing is left.
         reply.ok();
     }
 
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        match self
+            .file_of(ino)
+            .and_then(|(slot, number)| self.store_mtime(slot, number))
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if let Ok((slot, number)) = self.file_of(ino) {
+            let _ = self.store_mtime(slot, number);
+        }
         reply.ok();
     }
 }

@@ -112,7 +112,6 @@ fn run(
         c.mount_options = vec![
             fuser::MountOption::FSName("cairn".into()),
             fuser::MountOption::Subtype("cairn".into()),
-            fuser::MountOption::RO,
             fuser::MountOption::NoDev,
             fuser::MountOption::NoSuid,
             fuser::MountOption::DefaultPermissions,
@@ -190,6 +189,7 @@ fn run(
 /// Refuse a mountpoint that is not an empty directory, saying what to do.
 /// Checked before the groups are mounted, and again when serving starts.
 pub fn check_mountpoint(path: &Path) -> Result<(), ServeError> {
+    clean_dead_mount(path)?;
     let meta = std::fs::metadata(path).map_err(|e| {
         ServeError::Invalid(format!(
             "mountpoint {}: {e}; create the directory first (mkdir -p {})",
@@ -211,6 +211,73 @@ pub fn check_mountpoint(path: &Path) -> Result<(), ServeError> {
             path.display()
         )));
     }
+    Ok(())
+}
+
+/// A service killed with SIGKILL leaves its FUSE mount behind, dead: every
+/// access fails with ENOTCONN ("Transport endpoint is not connected"), once
+/// the kernel has let go of the dead process's descriptors. If `path` is
+/// such a mount of Cairn's, detach it (nothing can be served through it
+/// any more) and say so. A live Cairn mount there is refused (another
+/// service serves it); any other mount is left to the checks that follow.
+fn clean_dead_mount(path: &Path) -> Result<(), ServeError> {
+    use std::os::unix::ffi::OsStrExt;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    // The kernel escapes a space in a path as \040, and so on.
+    let listed = absolute
+        .to_string_lossy()
+        .replace(' ', "\\040")
+        .replace('\t', "\\011")
+        .replace('\n', "\\012");
+    let ours = mounts.lines().any(|l| {
+        let mut f = l.split_whitespace();
+        let (source, target, fstype) = (f.next(), f.next(), f.next());
+        // As root the type is "fuse" (the subtype is not shown),
+        // through fusermount3 "fuse.cairn".
+        target == Some(listed.as_str())
+            && source == Some("cairn")
+            && fstype.is_some_and(|t| t == "fuse" || t == "fuse.cairn")
+    });
+    let dead = |e: &std::io::Error| {
+        matches!(
+            e.raw_os_error(),
+            Some(libc::ENOTCONN) | Some(libc::ECONNABORTED)
+        )
+    };
+    // A listing asks the service itself (attributes may be cached).
+    match std::fs::read_dir(path) {
+        Err(e) if dead(&e) && ours => {}
+        Err(e) if dead(&e) => {
+            return Err(ServeError::Invalid(format!(
+                "mountpoint {} is a dead mount that is not Cairn's; unmount it (umount -l {})",
+                path.display(),
+                path.display()
+            )))
+        }
+        Ok(_) if ours => {
+            return Err(ServeError::Invalid(format!(
+            "a Cairn service already serves at {}; stop it first, or choose another --mountpoint",
+            path.display()
+        )))
+        }
+        _ => return Ok(()),
+    }
+    let c = std::ffi::CString::new(absolute.as_os_str().as_bytes())
+        .map_err(|_| ServeError::Invalid(format!("mountpoint {}: bad path", path.display())))?;
+    // SAFETY: a valid NUL-terminated path; umount2 reads only it.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(ServeError::Invalid(format!(
+            "mountpoint {} is the dead mount of a Cairn service that was killed, and it could not be detached ({e}); unmount it (umount -l {}) and start again",
+            path.display(),
+            path.display()
+        )));
+    }
+    tracing::warn!(
+        mountpoint = %path.display(),
+        "cleaned up the dead mount a killed Cairn service left here"
+    );
     Ok(())
 }
 

@@ -273,6 +273,9 @@ enum Op {
     Delete,
     Mkdir,
     Alias,
+    /// A file system's rename: to a new name, or over another file (which
+    /// goes), in one transaction.
+    Rename,
     Remount,
     LoseDisk,
 }
@@ -286,7 +289,8 @@ fn pick_op(rng: &mut Rand) -> Op {
         60..=69 => Op::Resize,
         70..=79 => Op::Delete,
         80..=84 => Op::Mkdir,
-        85..=89 => Op::Alias,
+        85..=86 => Op::Alias,
+        87..=89 => Op::Rename,
         90..=96 => Op::Remount,
         _ => Op::LoseDisk,
     }
@@ -442,6 +446,46 @@ fn apply(
             m.aliases.insert(alias, m.files[&name].number);
             Ok(())
         }
+        Op::Rename => {
+            // Names in the root (id 0), as a file system would give them.
+            let roots: Vec<String> = file_names
+                .iter()
+                .filter(|n| !n.contains('/'))
+                .cloned()
+                .collect();
+            let Some(name) = roots
+                .get(rng.below(roots.len().max(1) as u64) as usize)
+                .cloned()
+            else {
+                return Ok(());
+            };
+            let target = if rng.chance(50) && roots.len() > 1 {
+                roots[rng.below(roots.len() as u64) as usize].clone()
+            } else {
+                format!("f{}", rng.below(40))
+            };
+            if m.dirs.contains(&target) {
+                return Ok(());
+            }
+            m.touched = Some(name.clone());
+            if trace() {
+                eprintln!("  rename {name} over {target}");
+            }
+            let replaced = (name != target)
+                .then(|| m.files.get(&target).map(|f| f.number))
+                .flatten();
+            let retired = g.rename_in((0, &name), (0, &target), false, &|_, _| false)?;
+            assert_eq!(
+                retired,
+                replaced.map_or(group::Retired::Nothing, group::Retired::Deleted)
+            );
+            if name != target {
+                let f = m.files.remove(&name).unwrap();
+                m.files.insert(target, f);
+                m.aliases.retain(|_, n| Some(*n) != replaced);
+            }
+            Ok(())
+        }
         Op::Remount | Op::LoseDisk => Ok(()),
     }
 }
@@ -501,9 +545,38 @@ fn settle(g: &Group<'_>, before: &Model, after: &Model, op: Op) -> Model {
     // Content: the operation died before it returned, so whatever it would
     // have made durable (a sync, the barrier flush of a metadata commit) may
     // not be. Only an interrupted write adds content of its own.
-    let base = if op == Op::Write { after } else { before };
+    let mut base = if op == Op::Write { after } else { before };
     let touched = after.touched.clone();
     let actual = group_files(g);
+    if op == Op::Rename {
+        // All or nothing: every name names what it did before, or what it
+        // does after (never a source gone and its target not yet there,
+        // nor a replaced file half-deleted under a name).
+        let numbers = |m: &BTreeMap<String, u32>| m.clone();
+        let seen: BTreeMap<String, u32> =
+            actual.iter().map(|(n, i)| (n.clone(), i.number)).collect();
+        let of = |m: &Model| -> BTreeMap<String, u32> {
+            m.files.iter().map(|(n, f)| (n.clone(), f.number)).collect()
+        };
+        if numbers(&seen) == of(after) {
+            base = after;
+        } else {
+            assert_eq!(
+                seen,
+                of(before),
+                "after a crash in a rename: neither the names before nor after"
+            );
+        }
+        let mut model = base.clone();
+        model.touched = None;
+        let root = g.list(&GroupPath::parse("+SIM").unwrap()).unwrap();
+        model.aliases = root
+            .iter()
+            .filter(|e| e.kind == group::AliasKind::Alias)
+            .filter_map(|e| Some((e.name.clone(), e.file.as_ref()?.number)))
+            .collect();
+        return model;
+    }
     let mut model = Model::default();
     for (name, info) in &actual {
         let is_touched = touched.as_deref() == Some(name.as_str());

@@ -1562,7 +1562,7 @@ impl Group<'_> {
             .filter(|r| r.entry.state != FileState::Deleting)
             .map(|rec| {
                 let previous = self.plane.file(number);
-                FileSnapshot::build(
+                let mut snap = FileSnapshot::build(
                     number,
                     rec.entry.incarnation,
                     rec.entry.size_bytes,
@@ -1572,7 +1572,9 @@ impl Group<'_> {
                     self.not_writable(number),
                     &rec.extents,
                     previous.as_deref().map(|p| (p, &changed)),
-                )
+                );
+                snap.byte_size = super::namespace::attrs_of(&rec.entry).byte_size;
+                snap
             });
         self.plane.publish_file(number, snapshot);
     }

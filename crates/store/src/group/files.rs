@@ -9,8 +9,9 @@
 //! last step, so an undone create leaves no name behind.
 
 use cairn_format::group::{
-    AliasKind, FileEntry, FileState, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_DIRECTORY,
-    FILE_NUMBER_USER_MIN, STRIPING_FINE, TEMPLATE_NAME_LEN_MAX,
+    AliasKind, DirAttrs, FileAttrs, FileEntry, FileState, DIRECT_EXTENTS,
+    EXTENTS_PER_INDIRECT_BLOCK, FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_FINE,
+    TEMPLATE_NAME_LEN_MAX,
 };
 use serde::Serialize;
 
@@ -42,6 +43,9 @@ pub struct FileInfo {
     pub template: String,
     pub created_unix_seconds: u64,
     pub modified_unix_seconds: u64,
+    /// Mode, owner, times and the size in bytes (a file that has none
+    /// stored shows [`FileAttrs::default_for`]).
+    pub attrs: FileAttrs,
 }
 
 /// One name of the name space, by id ([`Group::node`]).
@@ -55,6 +59,9 @@ pub struct Node {
     /// For a file's name, the file (`None`: lost, or being deleted).
     pub file: Option<FileInfo>,
     pub created_unix_seconds: u64,
+    /// A directory's mode and owner ([`DirAttrs::default`] when none are
+    /// stored, and for other names).
+    pub dir_attrs: DirAttrs,
 }
 
 /// One name in a directory listing.
@@ -242,6 +249,7 @@ impl Group<'_> {
                     created_unix_seconds: now,
                     modified_unix_seconds: now,
                     template: template.name.clone(),
+                    attrs: None,
                     direct: Vec::new(),
                     indirect: Vec::new(),
                 },
@@ -471,15 +479,32 @@ impl Group<'_> {
         self.check_writable()?;
         self.check_size(size_bytes)?;
         let number = self.file_number(path)?;
+        self.resize_number(number, size_bytes, size_bytes)
+    }
+
+    /// Grow or shrink file `number` to `size_bytes` (whole sectors), its
+    /// byte size, if it keeps one, becoming `byte_size` in the same steps
+    /// (so no committed entry has a byte size past its sectors). A file
+    /// without a name (being filled, or unlinked while open) stays one.
+    pub(super) fn resize_number(
+        &mut self,
+        number: u32,
+        size_bytes: u64,
+        byte_size: u64,
+    ) -> Result<FileInfo, GroupError> {
         self.refuse_if_sharing(number)?;
         let old = self.files[&number].entry.size_bytes;
         let rec = self.files.get_mut(&number).expect("invariant: open");
+        let was = rec.entry.state;
         rec.entry.state = FileState::Resizing;
         rec.entry.target_bytes = size_bytes;
         if size_bytes < old {
             // Shrink: the new size holds from the first step, so nothing reads
             // past it while the tail is freed.
             rec.entry.size_bytes = size_bytes;
+            if let Some(a) = &mut rec.entry.attrs {
+                a.byte_size = byte_size;
+            }
         }
         self.dirty.insert(Dirty::Entry(number));
         self.commit()?;
@@ -487,7 +512,7 @@ impl Group<'_> {
         let keep = layout.extent_count_for(size_bytes);
         if size_bytes < old {
             self.trim_extents(number, keep)?;
-            return self.finish_resize(number, size_bytes);
+            return self.finish_resize(number, size_bytes, byte_size, was);
         }
         // What lies between the old end and the end of the extents the file
         // already has may hold data from before a shrink: zero it, so the
@@ -504,25 +529,30 @@ impl Group<'_> {
                 let keep_old = layout.extent_count_for(old);
                 self.trim_extents(number, keep_old)?;
                 let rec = self.files.get_mut(&number).expect("invariant: open");
-                rec.entry.state = FileState::Active;
+                rec.entry.state = was;
                 rec.entry.target_bytes = 0;
                 self.dirty.insert(Dirty::Entry(number));
                 self.commit()?;
             }
             return Err(e);
         }
-        self.finish_resize(number, size_bytes)
+        self.finish_resize(number, size_bytes, byte_size, was)
     }
 
     pub(super) fn finish_resize(
         &mut self,
         number: u32,
         size_bytes: u64,
+        byte_size: u64,
+        state: FileState,
     ) -> Result<FileInfo, GroupError> {
         let now = (self.clock)();
         let rec = self.files.get_mut(&number).expect("invariant: open");
-        rec.entry.state = FileState::Active;
+        rec.entry.state = state;
         rec.entry.size_bytes = size_bytes;
+        if let Some(a) = &mut rec.entry.attrs {
+            a.byte_size = byte_size;
+        }
         rec.entry.target_bytes = 0;
         rec.entry.modified_unix_seconds = now;
         self.dirty.insert(Dirty::Entry(number));
@@ -627,6 +657,14 @@ impl Group<'_> {
                     self.drop_names_of(number, None)?;
                     self.finish_delete(number)?;
                     done.push(format!("file {number}: unfinished delete completed"));
+                }
+                FileState::Resizing if !self.is_named(number) => {
+                    // A file unlinked while open, resized, then the crash:
+                    // nothing names it any more.
+                    self.finish_delete(number)?;
+                    done.push(format!(
+                        "file {number}: unfinished resize of a file no name has; removed"
+                    ));
                 }
                 FileState::Resizing => {
                     let rec = &self.files[&number];

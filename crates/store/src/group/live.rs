@@ -439,6 +439,11 @@ pub struct DataHandle {
     devices_epoch: u64,
 }
 
+/// Set in the extent of a read-modify-write latch key
+/// ([`DataHandle::write_bytes`]): a key of its own beside the extent's data
+/// latch, which the write inside takes as usual.
+const RMW_LATCH: u64 = 1 << 63;
+
 /// Buffers a handle keeps for reuse.
 const SPARE_MAX: usize = 16;
 /// The biggest buffer a handle keeps for reuse, in bytes.
@@ -494,6 +499,96 @@ impl DataHandle {
         self.refresh_devices()?;
         let slot = self.slot.clone();
         data::write(self, Some(&slot), number, offset, bytes)
+    }
+
+    /// Write `bytes` at any byte `offset` inside the file's sectors (a
+    /// file system's write). Whole sectors go as they are; a sector the
+    /// write covers only in part is read, patched and written back, with
+    /// its extent's read-modify-write latch held exclusively from the read
+    /// to the end of the write — every `write_bytes` to the extent takes
+    /// that latch (shared when it has no partial sector), so no other
+    /// write lands between the read and the write back and is lost.
+    pub fn write_bytes(
+        &mut self,
+        number: u32,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<(), GroupError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let snap = self
+            .file(number)
+            .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))?;
+        let sector = u64::from(snap.sector_bytes);
+        let len = bytes.len() as u64;
+        let end = offset
+            .checked_add(len)
+            .filter(|e| *e <= snap.size_bytes)
+            .ok_or_else(|| {
+                GroupError::Invalid(format!(
+                    "write at offset {offset} length {len} goes past the end of the file ({} bytes); resize it first",
+                    snap.size_bytes
+                ))
+            })?;
+        let start = offset - offset % sector;
+        let stop = end.next_multiple_of(sector);
+        let head = !offset.is_multiple_of(sector);
+        // A tail sector of its own (not the head's, when the write lies
+        // inside one sector).
+        let tail_alone = !(head && stop - start == sector);
+        let tail = !end.is_multiple_of(sector) && tail_alone;
+        let partial: Vec<u64> = [head.then_some(start), tail.then_some(stop - sector)]
+            .into_iter()
+            .flatten()
+            .collect();
+        let pieces = snap.pieces(start, stop - start).ok_or_else(|| {
+            GroupError::Corrupt(format!(
+                "file {number}: its extent map does not cover {start}..{stop}"
+            ))
+        })?;
+        let partial_extents: BTreeSet<u64> = partial
+            .iter()
+            .map(|at| snap.layout.locate(*at).extent)
+            .collect();
+        let keys = pieces
+            .iter()
+            .map(|p| {
+                (
+                    (number, snap.incarnation, RMW_LATCH | p.extent),
+                    partial_extents.contains(&p.extent),
+                )
+            })
+            .collect();
+        let _rmw = self.inner.plane.latch(keys);
+        if partial.is_empty() {
+            return self.write(number, offset, bytes);
+        }
+        let mut buf = vec![0u8; (stop - start) as usize];
+        for at in &partial {
+            let i = (at - start) as usize;
+            self.read(number, *at, &mut buf[i..i + sector as usize])?;
+        }
+        let from = (offset - start) as usize;
+        buf[from..from + bytes.len()].copy_from_slice(bytes);
+        self.write(number, start, &buf)
+    }
+
+    /// Make every write any handle of the group had acknowledged durable:
+    /// a flush of every member disk this handle reaches (a flush covers
+    /// what any writer completed on the device). For a caller that cannot
+    /// tell which handle wrote (a file system's `fsync`).
+    pub fn sync_all(&mut self) -> Result<(), GroupError> {
+        self.refresh_devices()?;
+        let view = self.inner.plane.disks();
+        let writable: Vec<u16> = self
+            .devices
+            .keys()
+            .copied()
+            .filter(|d| view.is_writable(*d))
+            .collect();
+        self.unflushed.extend(writable);
+        self.sync()
     }
 
     /// Make this handle's acknowledged writes durable (`fsync`).

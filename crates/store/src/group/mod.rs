@@ -60,6 +60,7 @@ mod mount;
 mod namespace;
 mod places;
 pub mod plane;
+mod posix;
 pub mod relocate;
 mod resize;
 pub mod resync;
@@ -95,6 +96,7 @@ pub use file_io::{FileIo, Mapping};
 pub use files::{CreateOptions, DirEntry, FileInfo, Node};
 pub use live::{DataHandle, EngineSource, LiveGroup, SameDevices};
 pub use mount::{mount, mount_owned, mount_read_only, mount_with, GroupSelector, MissingDisks};
+pub use posix::{AttrChange, Retired};
 pub use superblock::{identify, membership, FoundDisk, GroupOnDisk, Membership};
 
 use files::{striping_name, ROOT};
@@ -190,6 +192,15 @@ pub enum GroupError {
     NotFound(String),
     #[error("{0}")]
     Exists(String),
+    /// A directory that must be empty is not.
+    #[error("{0}")]
+    NotEmpty(String),
+    /// A directory where a file was wanted.
+    #[error("{0}")]
+    IsDirectory(String),
+    /// A file where a directory was wanted.
+    #[error("{0}")]
+    NotDirectory(String),
     #[error("{0}")]
     Mount(String),
     /// A write that must be durable reached no copy of some block.

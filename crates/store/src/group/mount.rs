@@ -139,6 +139,15 @@ pub(super) fn mount_inner<'e>(
     })?;
     let mut report = MountReport::default();
     let sup = best.sup.clone();
+    // A feature this code does not know may keep fields in bytes it would
+    // zero when it rewrote a structure: it may read the group, not write it.
+    let unknown = sup.features.ro_compat & !fmt::GROUP_RO_COMPAT_KNOWN;
+    if unknown != 0 && !read_only {
+        return Err(GroupError::Mount(format!(
+            "group {} uses features this Cairn does not know (ro_compat {unknown:#x}), so it may only be read (`cairn ls`, `cairn cp` out); upgrade Cairn to change it",
+            sup.name
+        )));
+    }
     let mut members: Vec<Option<Member>> = (0..sup.disk_count).map(|_| None).collect();
     let mut by_uuid: HashMap<Uuid, DeviceId> = HashMap::new();
     for (device, header, _) in &disks {
@@ -491,6 +500,7 @@ pub(super) fn placeholder_entry(number: u32, copies: u8) -> FileEntry {
         created_unix_seconds: 0,
         modified_unix_seconds: 0,
         template: String::new(),
+        attrs: None,
         direct: Vec::new(),
         indirect: Vec::new(),
     }

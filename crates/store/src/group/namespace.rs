@@ -111,6 +111,7 @@ impl Group<'_> {
             file_number: file.map_or(0, |f| f.entry.number),
             file_incarnation: file.map_or(0, |f| f.entry.incarnation),
             created_unix_seconds: (self.clock)(),
+            dir_attrs: None,
         };
         self.alias_index.insert((parent, name.key()), id);
         self.aliases.insert(id, record);
@@ -255,6 +256,7 @@ impl Group<'_> {
                 .then(|| self.live_file(r).map(|f| self.info(f)))
                 .flatten(),
             created_unix_seconds: r.created_unix_seconds,
+            dir_attrs: r.dir_attrs.unwrap_or_default(),
         }
     }
 
@@ -306,6 +308,7 @@ impl Group<'_> {
             template: rec.entry.template.clone(),
             created_unix_seconds: rec.entry.created_unix_seconds,
             modified_unix_seconds: rec.entry.modified_unix_seconds,
+            attrs: attrs_of(&rec.entry),
         }
     }
 
@@ -432,6 +435,13 @@ impl Group<'_> {
             .filter(|n| *n >= FILE_NUMBER_USER_MIN)
             .collect()
     }
+}
+
+/// A file's attributes, stored or the defaults.
+pub(super) fn attrs_of(entry: &cairn_format::group::FileEntry) -> cairn_format::group::FileAttrs {
+    entry.attrs.unwrap_or_else(|| {
+        cairn_format::group::FileAttrs::default_for(entry.size_bytes, entry.modified_unix_seconds)
+    })
 }
 
 /// Split a path into its parent and last component.

@@ -38,7 +38,11 @@ pub struct FileSnapshot {
     pub incarnation: u32,
     /// Bumped by every publication of this file.
     pub version: u64,
+    /// Whole sectors: what the data path reads and writes.
     pub size_bytes: u64,
+    /// The file's length in bytes (at most `size_bytes`, less than a
+    /// sector short of it): what a file system shows.
+    pub byte_size: u64,
     pub layout: FileLayout,
     pub au_bytes: u64,
     /// The group's logical sector: I/O is aligned to it.
@@ -84,6 +88,7 @@ impl FileSnapshot {
             incarnation,
             version: previous.map_or(1, |(p, _)| p.version + 1),
             size_bytes,
+            byte_size: size_bytes,
             layout,
             au_bytes: layout.au_bytes,
             sector_bytes,

@@ -1,0 +1,651 @@
+//! What a file system asks of the name space: the same changes as the
+//! path-based calls (`files.rs`, `namespace.rs`), by directory id and file
+//! number, with POSIX's rules where the group's allow — create, mkdir,
+//! unlink (a file still open keeps its data until it is let go), rmdir,
+//! rename (replacing its target in one transaction), mode, owner, times and
+//! byte sizes (`docs/serve.md`, "The file system").
+
+use cairn_format::group::{
+    AliasKind, AliasRecord, DirAttrs, FileAttrs, FileState, GROUP_RO_COMPAT_FILE_ATTRS, MODE_BITS,
+};
+
+use super::files::ROOT;
+use super::namespace::{alias_block_of, attrs_of};
+use super::*;
+use crate::names::Component;
+
+/// A change of a file's or directory's attributes (`None`: left as it is).
+/// The change time is set whatever changes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttrChange {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub mtime_ns: Option<i64>,
+}
+
+/// What became of the file a name named, once the name is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retired {
+    /// No file went: the name was an alias, a directory, or nothing.
+    Nothing,
+    /// The file was deleted, its space freed.
+    Deleted(u32),
+    /// The file is open: it lost its names but keeps its data until
+    /// [`Group::drop_unnamed`] (on its last close), or the next mount that
+    /// writes, drops it.
+    KeptOpen(u32),
+}
+
+impl Group<'_> {
+    /// From now on attributes may be written: the superblocks say so first,
+    /// so that a Cairn that does not know them mounts the group read-only
+    /// and never zeroes them.
+    fn use_file_attrs(&mut self) -> Result<(), GroupError> {
+        if self.features.ro_compat & GROUP_RO_COMPAT_FILE_ATTRS == 0 {
+            self.features.ro_compat |= GROUP_RO_COMPAT_FILE_ATTRS;
+            self.write_superblocks()?;
+        }
+        Ok(())
+    }
+
+    /// Directory `id` (0: the root) is there, and is a directory.
+    fn check_directory(&self, id: u32) -> Result<(), GroupError> {
+        if id == ROOT {
+            return Ok(());
+        }
+        match self.aliases.get(&id) {
+            Some(r) if r.kind == AliasKind::Directory => Ok(()),
+            Some(r) => Err(GroupError::NotDirectory(format!(
+                "{} is a file, not a directory",
+                self.alias_path(r)
+            ))),
+            None => Err(GroupError::NotFound(format!(
+                "directory {id} does not exist"
+            ))),
+        }
+    }
+
+    /// `name` in directory `parent`: the name, checked against the group's
+    /// rules, and what it names now.
+    fn entry_in(
+        &self,
+        parent: u32,
+        name: &str,
+    ) -> Result<(Component, Option<AliasRecord>), GroupError> {
+        let name = Component::parse(name)?;
+        self.check_directory(parent)?;
+        let found = self.child(parent, &name).cloned();
+        Ok((name, found))
+    }
+
+    /// For messages: the path `name` has (or would have) in `parent`.
+    fn path_in(&self, parent: u32, name: &Component) -> String {
+        match self.aliases.get(&parent) {
+            Some(r) => format!("{}/{}", self.alias_path(r), name),
+            None => format!("+{}/{}", self.name, name),
+        }
+    }
+
+    /// Whether some name still names file `number` — or might: a lost alias
+    /// block may hold one.
+    pub(super) fn is_named(&self, number: u32) -> bool {
+        let Some(f) = self.files.get(&number) else {
+            return false;
+        };
+        self.aliases.values().any(|r| {
+            r.kind != AliasKind::Directory
+                && r.file_number == number
+                && r.file_incarnation == f.entry.incarnation
+        }) || self.lost.keys().any(|l| matches!(l, LostBlock::Alias(_)))
+    }
+
+    /// Create an empty file named `name` in directory `parent`, with
+    /// `attrs` (its byte size is 0).
+    pub fn create_in(
+        &mut self,
+        parent: u32,
+        name: &str,
+        attrs: FileAttrs,
+        options: &CreateOptions,
+    ) -> Result<FileInfo, GroupError> {
+        self.check_writable()?;
+        let (name, found) = self.entry_in(parent, name)?;
+        if found.is_some() {
+            return Err(GroupError::Exists(format!(
+                "{} already exists",
+                self.path_in(parent, &name)
+            )));
+        }
+        self.use_file_attrs()?;
+        let number = self.create_unnamed(0, options)?.number;
+        let rec = self.files.get_mut(&number).expect("invariant: just made");
+        rec.entry.attrs = Some(FileAttrs {
+            mode: attrs.mode & MODE_BITS,
+            byte_size: 0,
+            ..attrs
+        });
+        self.publish_as(number, parent, &name, 0)
+    }
+
+    /// Make directory `name` in `parent`.
+    pub fn mkdir_in(
+        &mut self,
+        parent: u32,
+        name: &str,
+        attrs: DirAttrs,
+    ) -> Result<Node, GroupError> {
+        self.check_writable()?;
+        let (name, found) = self.entry_in(parent, name)?;
+        if found.is_some() {
+            return Err(GroupError::Exists(format!(
+                "{} already exists",
+                self.path_in(parent, &name)
+            )));
+        }
+        self.use_file_attrs()?;
+        let id = self.add_alias(parent, &name, AliasKind::Directory, None)?;
+        let rec = self.aliases.get_mut(&id).expect("invariant: just added");
+        rec.dir_attrs = Some(DirAttrs {
+            mode: attrs.mode & MODE_BITS as u16,
+            ..attrs
+        });
+        self.commit()?;
+        self.node(id)
+            .ok_or_else(|| GroupError::Corrupt(format!("directory {id} vanished")))
+    }
+
+    /// Remove the name `name` in `parent`, which must not be a directory.
+    /// A file's own name takes the file (and its aliases) with it, as
+    /// `cairn rm` does; `is_open(number, incarnation)` says whether the file
+    /// system still has the file in use, and then its data stay until
+    /// [`Self::drop_unnamed`].
+    pub fn unlink_in(
+        &mut self,
+        parent: u32,
+        name: &str,
+        is_open: &dyn Fn(u32, u32) -> bool,
+    ) -> Result<Retired, GroupError> {
+        self.check_writable()?;
+        let (name, found) = self.entry_in(parent, name)?;
+        let record = found.ok_or_else(|| {
+            GroupError::NotFound(format!("{} does not exist", self.path_in(parent, &name)))
+        })?;
+        if record.kind == AliasKind::Directory {
+            return Err(GroupError::IsDirectory(format!(
+                "{} is a directory; remove it with rmdir",
+                self.alias_path(&record)
+            )));
+        }
+        let retired = self.retire_name(&record, is_open)?;
+        self.commit()?;
+        self.finish_retired(retired)
+    }
+
+    /// Remove directory `name` in `parent`, which must be empty.
+    pub fn rmdir_in(&mut self, parent: u32, name: &str) -> Result<(), GroupError> {
+        self.check_writable()?;
+        let (name, found) = self.entry_in(parent, name)?;
+        let record = found.ok_or_else(|| {
+            GroupError::NotFound(format!("{} does not exist", self.path_in(parent, &name)))
+        })?;
+        if record.kind != AliasKind::Directory {
+            return Err(GroupError::NotDirectory(format!(
+                "{} is a file, not a directory",
+                self.alias_path(&record)
+            )));
+        }
+        self.check_empty(&record)?;
+        self.remove_alias(record.id);
+        self.commit()
+    }
+
+    fn check_empty(&self, dir: &AliasRecord) -> Result<(), GroupError> {
+        if self.aliases.values().any(|r| r.parent == dir.id)
+            || self.orphan_parents.contains(&dir.id)
+        {
+            return Err(GroupError::NotEmpty(format!(
+                "directory {} is not empty; remove what is in it first",
+                self.alias_path(dir)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Rename `name` in `parent` to `new_name` in `new_parent`, in one
+    /// transaction: a name already there (a file, an alias, or an empty
+    /// directory when a directory moves) is replaced — nobody ever finds
+    /// neither — and a file it was the own name of goes as
+    /// [`Self::unlink_in`] would take it. `no_replace`: refuse instead.
+    pub fn rename_in(
+        &mut self,
+        (parent, name): (u32, &str),
+        (new_parent, new_name): (u32, &str),
+        no_replace: bool,
+        is_open: &dyn Fn(u32, u32) -> bool,
+    ) -> Result<Retired, GroupError> {
+        self.check_writable()?;
+        let (name, found) = self.entry_in(parent, name)?;
+        let (new_name, target) = self.entry_in(new_parent, new_name)?;
+        let source = found.ok_or_else(|| {
+            GroupError::NotFound(format!("{} does not exist", self.path_in(parent, &name)))
+        })?;
+        if source.kind == AliasKind::Directory {
+            // Not into itself, nor anywhere below it.
+            let mut at = new_parent;
+            let mut steps = 0;
+            while at != ROOT && steps <= self.aliases.len() {
+                if at == source.id {
+                    return Err(GroupError::Invalid(format!(
+                        "{} cannot move into itself",
+                        self.alias_path(&source)
+                    )));
+                }
+                at = self.aliases.get(&at).map_or(ROOT, |r| r.parent);
+                steps += 1;
+            }
+        }
+        let mut retired = None;
+        if let Some(target) = target.filter(|t| t.id != source.id) {
+            let same_file = source.kind != AliasKind::Directory
+                && target.kind != AliasKind::Directory
+                && source.file_number == target.file_number
+                && source.file_incarnation == target.file_incarnation;
+            if no_replace {
+                return Err(GroupError::Exists(format!(
+                    "{} already exists",
+                    self.alias_path(&target)
+                )));
+            }
+            if same_file {
+                // Two names of one file: POSIX leaves both as they are.
+                return Ok(Retired::Nothing);
+            }
+            match (source.kind, target.kind) {
+                (AliasKind::Directory, AliasKind::Directory) => self.check_empty(&target)?,
+                (AliasKind::Directory, _) => {
+                    return Err(GroupError::NotDirectory(format!(
+                        "{} is a file; a directory cannot replace it",
+                        self.alias_path(&target)
+                    )))
+                }
+                (_, AliasKind::Directory) => {
+                    return Err(GroupError::IsDirectory(format!(
+                        "{} is a directory; a file cannot replace it",
+                        self.alias_path(&target)
+                    )))
+                }
+                _ => {}
+            }
+            retired = Some(if target.kind == AliasKind::Directory {
+                self.remove_alias(target.id);
+                Retired::Nothing
+            } else {
+                self.retire_name(&target, is_open)?
+            });
+        }
+        // The move: the same record (its id, a directory's children, a
+        // listing's place) under its new name.
+        let mut record = self
+            .aliases
+            .remove(&source.id)
+            .expect("invariant: resolved above");
+        self.alias_index
+            .remove(&(record.parent, record.name.to_ascii_lowercase()));
+        record.parent = new_parent;
+        record.name = new_name.as_str().to_string();
+        self.alias_index
+            .insert((new_parent, new_name.key()), record.id);
+        self.aliases.insert(record.id, record);
+        self.dirty.insert(Dirty::Alias(alias_block_of(source.id)));
+        self.commit()?;
+        match retired {
+            Some(r) => self.finish_retired(r),
+            None => Ok(Retired::Nothing),
+        }
+    }
+
+    /// Take away name `record` (not a directory), in the running
+    /// transaction. A file's own name takes its file: marked for deletion
+    /// (finished after the commit, [`Self::finish_retired`]), or, if open,
+    /// left with no name.
+    fn retire_name(
+        &mut self,
+        record: &AliasRecord,
+        is_open: &dyn Fn(u32, u32) -> bool,
+    ) -> Result<Retired, GroupError> {
+        let number = record.file_number;
+        if record.kind == AliasKind::Alias {
+            self.remove_alias(record.id);
+            return Ok(Retired::Nothing);
+        }
+        if self.live_file(record).is_none() {
+            // Its file is gone (lost, or never there): only its names are
+            // left (those of this incarnation) and a lost entry is written
+            // free, as `remove` does.
+            self.remove_alias(record.id);
+            self.drop_names_of(number, Some(record.file_incarnation))?;
+            if self.lost.remove(&LostBlock::Entry(number)).is_some() {
+                self.dirty.insert(Dirty::Entry(number));
+            }
+            return Ok(Retired::Nothing);
+        }
+        self.remove_alias(record.id);
+        let keep = is_open(number, record.file_incarnation);
+        let rec = self.files.get_mut(&number).expect("invariant: a live file");
+        if keep {
+            // A file with no name, as one being filled is: the next mount
+            // that writes drops it if nobody does first.
+            rec.entry.state = FileState::Creating;
+            self.dirty.insert(Dirty::Entry(number));
+            self.drop_names_of(number, None)?;
+            return Ok(Retired::KeptOpen(number));
+        }
+        rec.entry.state = FileState::Deleting;
+        self.dirty.insert(Dirty::Entry(number));
+        Ok(Retired::Deleted(number))
+    }
+
+    /// After the commit that took a file's name: finish its delete.
+    fn finish_retired(&mut self, retired: Retired) -> Result<Retired, GroupError> {
+        if let Retired::Deleted(number) = retired {
+            self.drop_names_of(number, None)?;
+            self.finish_delete(number)?;
+        }
+        Ok(retired)
+    }
+
+    /// Drop file `number`, unlinked while open, now that nobody has it open.
+    /// Nothing if it is gone already, or has a name again.
+    pub fn drop_unnamed(&mut self, number: u32, incarnation: u32) -> Result<(), GroupError> {
+        self.check_writable()?;
+        match self.files.get(&number) {
+            Some(f)
+                if f.entry.incarnation == incarnation
+                    && f.entry.state == FileState::Creating
+                    && !self.is_named(number) =>
+            {
+                self.finish_delete(number)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Change a file's mode, owner or times (its byte size goes through
+    /// [`Self::set_byte_size`]); `now_ns` becomes its change time.
+    pub fn set_file_attrs(
+        &mut self,
+        number: u32,
+        change: AttrChange,
+        now_ns: i64,
+    ) -> Result<FileInfo, GroupError> {
+        self.check_writable()?;
+        self.check_changeable(number)?;
+        self.use_file_attrs()?;
+        let rec = self.files.get_mut(&number).expect("invariant: checked");
+        let mut attrs = attrs_of(&rec.entry);
+        if let Some(mode) = change.mode {
+            attrs.mode = mode & MODE_BITS;
+        }
+        attrs.uid = change.uid.unwrap_or(attrs.uid);
+        attrs.gid = change.gid.unwrap_or(attrs.gid);
+        attrs.mtime_ns = change.mtime_ns.unwrap_or(attrs.mtime_ns);
+        attrs.ctime_ns = now_ns;
+        rec.entry.attrs = Some(attrs);
+        self.dirty.insert(Dirty::Entry(number));
+        self.commit()?;
+        Ok(self.info(&self.files[&number]))
+    }
+
+    /// Change a directory's mode or owner.
+    pub fn set_dir_attrs(&mut self, id: u32, change: AttrChange) -> Result<Node, GroupError> {
+        self.check_writable()?;
+        let Some(record) = self
+            .aliases
+            .get(&id)
+            .filter(|r| r.kind == AliasKind::Directory)
+        else {
+            return Err(GroupError::NotFound(format!(
+                "directory {id} does not exist"
+            )));
+        };
+        let mut attrs = record.dir_attrs.unwrap_or_default();
+        self.use_file_attrs()?;
+        if let Some(mode) = change.mode {
+            attrs.mode = (mode & MODE_BITS) as u16;
+        }
+        attrs.uid = change.uid.unwrap_or(attrs.uid);
+        attrs.gid = change.gid.unwrap_or(attrs.gid);
+        let record = self.aliases.get_mut(&id).expect("invariant: found above");
+        record.dir_attrs = Some(attrs);
+        self.dirty.insert(Dirty::Alias(alias_block_of(id)));
+        self.commit()?;
+        self.node(id)
+            .ok_or_else(|| GroupError::Corrupt(format!("directory {id} vanished")))
+    }
+
+    /// A file the file system may change: there, named or open, and not
+    /// claiming another file's AUs.
+    fn check_changeable(&self, number: u32) -> Result<(), GroupError> {
+        match self.files.get(&number) {
+            Some(f)
+                if number >= cairn_format::group::FILE_NUMBER_USER_MIN
+                    && matches!(f.entry.state, FileState::Active | FileState::Creating) =>
+            {
+                self.refuse_if_sharing(number)
+            }
+            _ => Err(GroupError::NotFound(format!(
+                "file {number} does not exist"
+            ))),
+        }
+    }
+
+    /// Make file `number` `byte_size` bytes long (its sectors follow),
+    /// setting its modification and change times to `now_ns`. What lies
+    /// past the new end in its last sector must already read as zeros: a
+    /// caller cutting a file to a size that is not whole sectors zeroes
+    /// that tail through the data path first. With `grow_only`, a file
+    /// already that long or longer is left as it is (a write past the end,
+    /// racing another).
+    pub fn set_byte_size(
+        &mut self,
+        number: u32,
+        byte_size: u64,
+        now_ns: i64,
+        grow_only: bool,
+    ) -> Result<FileInfo, GroupError> {
+        self.check_writable()?;
+        self.check_changeable(number)?;
+        let sector = u64::from(self.sector_bytes);
+        let sectors = byte_size
+            .checked_next_multiple_of(sector)
+            .ok_or_else(|| GroupError::Invalid(format!("size {byte_size} is too large")))?;
+        let rec = &self.files[&number];
+        let mut attrs = attrs_of(&rec.entry);
+        if grow_only && attrs.byte_size >= byte_size {
+            return Ok(self.info(rec));
+        }
+        self.use_file_attrs()?;
+        let rec = self.files.get_mut(&number).expect("invariant: checked");
+        if rec.entry.attrs.is_none() {
+            rec.entry.attrs = Some(attrs);
+        }
+        if sectors != rec.entry.size_bytes {
+            self.resize_number(number, sectors, byte_size)?;
+        }
+        attrs = attrs_of(&self.files[&number].entry);
+        attrs.byte_size = byte_size;
+        attrs.mtime_ns = now_ns;
+        attrs.ctime_ns = now_ns;
+        let rec = self.files.get_mut(&number).expect("invariant: checked");
+        rec.entry.attrs = Some(attrs);
+        self.dirty.insert(Dirty::Entry(number));
+        self.commit()?;
+        Ok(self.info(&self.files[&number]))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use cairn_format::DiskLabel;
+    use cairn_io_sim::{geometry, SimEngine};
+
+    const MIB: u64 = 1 << 20;
+
+    fn group_on_sim() -> (SimEngine, Vec<DeviceId>) {
+        let mut sim = SimEngine::new(7, 64);
+        let mut ids = Vec::new();
+        for i in 0..2 {
+            let d = sim.add_disk(geometry(64 * MIB, 4096, 4096, 512 << 10));
+            crate::labeling::write_label(
+                &mut sim,
+                d,
+                &crate::labeling::LabelSpec {
+                    label: DiskLabel::parse(&format!("D{i}")).unwrap(),
+                    disk_uuid: Uuid::from_u128(0xA0 + i as u128),
+                    now_unix_seconds: 1,
+                    generation: 1,
+                },
+            )
+            .unwrap();
+            ids.push(d);
+        }
+        let disks: Vec<NewDisk> = ids
+            .iter()
+            .map(|d| NewDisk {
+                device: *d,
+                failgroup: None,
+            })
+            .collect();
+        let g = super::super::create(
+            &mut sim,
+            &disks,
+            &GroupSpec {
+                name: "P".into(),
+                redundancy: Redundancy::Normal,
+                au_bytes: MIB,
+                sector_bytes: None,
+                force: false,
+                now_unix_seconds: 1,
+                group_uuid: Uuid::from_u128(0x9051),
+            },
+        )
+        .unwrap();
+        g.dismount().unwrap();
+        (sim, ids)
+    }
+
+    fn mount_rw<'e>(sim: &'e mut SimEngine, ids: &[DeviceId]) -> Result<Group<'e>, GroupError> {
+        super::super::mount(sim, ids, &GroupSelector::Name("P".into())).map(|(g, _)| g)
+    }
+
+    fn attrs() -> FileAttrs {
+        FileAttrs {
+            mode: 0o600,
+            uid: 26,
+            gid: 26,
+            mtime_ns: 5,
+            ctime_ns: 5,
+            byte_size: 0,
+        }
+    }
+
+    /// A feature this code does not know: the group may be read, never
+    /// written (an entry rewritten here would lose its fields). A group made
+    /// before attributes existed mounts, and says it has them from the first
+    /// one written.
+    #[test]
+    fn attributes_are_a_ro_compat_feature_old_groups_gain_and_unknown_ones_keep_a_group_read_only()
+    {
+        let (mut sim, ids) = group_on_sim();
+        {
+            let mut g = mount_rw(&mut sim, &ids).unwrap();
+            assert_eq!(
+                g.features.ro_compat, GROUP_RO_COMPAT_FILE_ATTRS,
+                "new groups have it"
+            );
+            // As a group made before the feature.
+            g.features.ro_compat = 0;
+            g.write_superblocks().unwrap();
+            g.dismount().unwrap();
+        }
+        {
+            let mut g = mount_rw(&mut sim, &ids).unwrap();
+            assert_eq!(g.features.ro_compat, 0);
+            g.create_in(ROOT, "x.dbf", attrs(), &CreateOptions::default())
+                .unwrap();
+            assert_eq!(g.features.ro_compat, GROUP_RO_COMPAT_FILE_ATTRS);
+            g.features.ro_compat |= 1 << 9;
+            g.write_superblocks().unwrap();
+            g.dismount().unwrap();
+        }
+        let Err(e) = mount_rw(&mut sim, &ids) else {
+            panic!("a writing mount of a group with an unknown ro_compat feature");
+        };
+        assert!(
+            matches!(&e, GroupError::Mount(m) if m.contains("ro_compat 0x200") && m.contains("read")),
+            "{e}"
+        );
+        let (g, _) =
+            super::super::mount_read_only(&mut sim, &ids, &GroupSelector::Name("P".into()))
+                .unwrap();
+        let info = g
+            .open(&crate::names::GroupPath::parse("+P/x.dbf").unwrap())
+            .unwrap();
+        assert_eq!((info.attrs.mode, info.attrs.uid), (0o600, 26));
+    }
+
+    /// Byte sizes: the sectors follow, the byte size is kept in the same
+    /// steps (no committed entry says more bytes than sectors), and a file
+    /// unlinked while in use keeps its data, loses its names, and is
+    /// dropped by the next mount that writes if nobody dropped it.
+    #[test]
+    fn byte_sizes_follow_and_an_unlinked_file_in_use_outlives_its_names_not_a_remount() {
+        let (mut sim, ids) = group_on_sim();
+        let number;
+        let free_before;
+        {
+            let mut g = mount_rw(&mut sim, &ids).unwrap();
+            let dir = g.mkdir_in(ROOT, "pg", DirAttrs::default()).unwrap();
+            let f = g
+                .create_in(dir.id, "base.1", attrs(), &CreateOptions::default())
+                .unwrap();
+            number = f.number;
+            // (Metadata files grew for the names: that stays.)
+            free_before = g.space().usable_file_mb;
+            assert_eq!((f.size_bytes, f.attrs.byte_size), (0, 0));
+            let f = g.set_byte_size(number, 3 * MIB + 5, 9, false).unwrap();
+            assert_eq!(
+                (f.size_bytes, f.attrs.byte_size),
+                (3 * MIB + 4096, 3 * MIB + 5)
+            );
+            assert_eq!(f.attrs.mtime_ns, 9);
+            let snap = g.data_plane().file(number).unwrap();
+            assert_eq!(
+                (snap.size_bytes, snap.byte_size),
+                (3 * MIB + 4096, 3 * MIB + 5)
+            );
+            // Growing only: a smaller size leaves it.
+            let f = g.set_byte_size(number, 100, 10, true).unwrap();
+            assert_eq!(f.attrs.byte_size, 3 * MIB + 5);
+            let f = g.set_byte_size(number, 4097, 11, false).unwrap();
+            assert_eq!((f.size_bytes, f.attrs.byte_size), (8192, 4097));
+            // Unlinked while in use.
+            let retired = g.unlink_in(dir.id, "base.1", &|n, _| n == number).unwrap();
+            assert_eq!(retired, Retired::KeptOpen(number));
+            assert!(g.child_node(dir.id, "base.1").unwrap().is_none());
+            assert!(g.data_plane().file(number).is_some(), "its data stay");
+            g.rmdir_in(ROOT, "pg").unwrap();
+            g.dismount().unwrap();
+        }
+        let g = mount_rw(&mut sim, &ids).unwrap();
+        assert!(
+            g.data_plane().file(number).is_none(),
+            "dropped by the remount"
+        );
+        assert_eq!(g.space().usable_file_mb, free_before);
+        g.check_writable().unwrap();
+    }
+}
