@@ -1676,7 +1676,7 @@ pub fn ls(engine_kind: EngineArg, path: &str, discover: &Discover, output: &Outp
                 (kind, Some(f)) => println!(
                     "{:<10} {:>14} {:<8} {:<12} {}{}",
                     f.template,
-                    f.size_bytes,
+                    f.attrs.byte_size,
                     match f.copies {
                         1 => "UNPROT",
                         2 => "MIRROR",

@@ -129,7 +129,7 @@ enum Noun {
         #[command(flatten)]
         discover: Discover,
     },
-    /// Hold groups mounted and serve their files through a FUSE file system (read-only so far; see docs/serve.md). Runs in the foreground until SIGTERM or SIGINT.
+    /// Hold groups mounted and serve their files through a FUSE file system a database can use (docs/serve.md). Runs in the foreground until SIGTERM or SIGINT.
     Serve(serve_cmd::ServeArgs),
     /// Give a group file another name.
     Mkalias {

@@ -891,49 +891,6 @@ fn an_au_claimed_by_two_files_is_named_and_rm_works() {
     rig.check_clean("DATA");
 }
 
-/// A file system (in a file) mounted over a loop device, unmounted on drop.
-struct SmallFs {
-    mnt: PathBuf,
-}
-
-impl SmallFs {
-    /// Make and mount an ext4 of `size_bytes` at `dir/mnt`; `Err` says why not.
-    fn mount(dir: &Path, size_bytes: u64) -> Result<Self, String> {
-        if let Some(reason) = cairn_io::test_support::loop_device::unavailable_reason() {
-            return Err(reason);
-        }
-        let image = sparse(&dir.join("fs.ext4"), size_bytes);
-        tool("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()])?;
-        let mnt = dir.join("mnt");
-        std::fs::create_dir(&mnt).unwrap();
-        tool(
-            "mount",
-            &["-o", "loop", image.to_str().unwrap(), mnt.to_str().unwrap()],
-        )?;
-        Ok(Self { mnt })
-    }
-
-    /// From now on every read and write on its open files fails with EIO,
-    /// as a dead disk's do (EXT4_IOC_SHUTDOWN, no log flush).
-    fn shut_down(&self) {
-        use std::os::fd::AsRawFd;
-        const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587d;
-        const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
-        let dir = std::fs::File::open(&self.mnt).unwrap();
-        let flag = EXT4_GOING_FLAGS_NOLOGFLUSH;
-        // SAFETY: the ioctl reads one u32 through the pointer, which points
-        // at a live local.
-        let rc = unsafe { libc::ioctl(dir.as_raw_fd(), EXT4_IOC_SHUTDOWN, &flag) };
-        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = tool("umount", &[self.mnt.to_str().unwrap()]);
-    }
-}
-
 /// Item 2, the other half: a disk that fails for real while a copy runs
 /// (its file system shut down under the open file) is taken offline, the
 /// copy completes from the other copies — and the command says so on stderr
@@ -941,7 +898,7 @@ impl Drop for SmallFs {
 #[test]
 fn a_disk_failing_during_a_copy_is_taken_offline_and_said() {
     let rig = Rig::new();
-    let fs = match SmallFs::mount(rig.dir.path(), 1536 * MIB) {
+    let fs = match SmallFs::mount(rig.dir.path(), "mnt", 1536 * MIB) {
         Ok(fs) => fs,
         Err(why) => {
             prerequisite::missing(&why);

@@ -485,6 +485,17 @@ fn serve_writes_at_any_offset_and_the_file_reads_as_its_model() {
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
     rig.check_clean("DATA");
+    // `cairn cp` gives back the file's bytes, not its sectors.
+    assert_ne!(model.len() % 4096, 0, "the model ends inside a sector");
+    let out = rig.path("model.out");
+    rig.cairn(&["cp", "+DATA/db/model.dat", out.to_str().unwrap()])
+        .ok();
+    assert!(std::fs::read(&out).unwrap() == model, "copied out");
+    assert!(rig
+        .cairn(&["ls", "+DATA/db"])
+        .ok()
+        .stdout
+        .contains(&format!(" {} ", model.len())));
 
     let serving = Serving::start(&rig, &[]);
     let path = serving.path("DATA/db/model.dat");
@@ -929,5 +940,125 @@ fn sqlite_runs_on_the_mount_and_keeps_every_commit_through_a_kill_9() {
     );
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}
+
+/// fio with `verify=crc32c` and `verify_backlog` on a file on the mount, at
+/// queue depth 16 through io_uring and O_DIRECT, while a disk of the
+/// normal-redundancy group fails for real under it (its ext4 shut down:
+/// every I/O on its open descriptor fails with EIO): no verify error and no
+/// I/O error reaches fio. Then the disk comes back (after the service:
+/// bringing a disk online through the running service is the control
+/// socket's) and its copies are resynced: the group checks clean.
+#[test]
+fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
+    if !fuse_here() {
+        return;
+    }
+    if std::process::Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        prerequisite::missing("fio (scripts/install-deps installs it)");
+        return;
+    }
+    let rig = Rig::discovering(|dir| format!("{0}/d*.img,{0}/dying/*.img", dir.display()));
+    let fs = match SmallFs::mount(rig.dir.path(), "dying", 512 * MIB) {
+        Ok(fs) => fs,
+        Err(why) => {
+            prerequisite::missing(&why);
+            return;
+        }
+    };
+    let mut disks = Vec::new();
+    for (i, dir) in [
+        (0, rig.path("")),
+        (1, rig.path("")),
+        (2, fs.mnt.clone()),
+        (3, rig.path("")),
+    ] {
+        let path = sparse(&dir.join(format!("d{i}.img")), 256 * MIB);
+        rig.cairn(&["disk", "label", &format!("D{i}"), path.to_str().unwrap()])
+            .ok();
+        disks.push(path);
+    }
+    let disk = |i: usize, fg: &str| format!("{}={fg}", disks[i].display());
+    rig.cairn(&[
+        "group",
+        "create",
+        "DATA",
+        "--redundancy",
+        "normal",
+        "--au-size",
+        "1M",
+        "--disk",
+        &disk(0, "A"),
+        "--disk",
+        &disk(1, "A"),
+        "--disk",
+        &disk(2, "B"),
+        "--disk",
+        &disk(3, "B"),
+    ])
+    .ok();
+    let serving = Serving::start(&rig, &[]);
+    let file = serving.path("DATA/fio.dat");
+    let mut fio = std::process::Command::new("fio")
+        .args([
+            "--name=through-cairn",
+            &format!("--filename={}", file.display()),
+            "--size=48M",
+            "--io_size=192M",
+            "--rw=randwrite",
+            "--bs=8k",
+            "--ioengine=io_uring",
+            "--iodepth=16",
+            "--direct=1",
+            "--verify=crc32c",
+            "--verify_backlog=256",
+            "--verify_fatal=1",
+            "--do_verify=1",
+            "--eta=always",
+            "--eta-newline=1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // fio's own progress line says its I/O is under way: then the disk dies.
+    let mut out = std::io::BufRead::lines(std::io::BufReader::new(fio.stdout.take().unwrap()));
+    let mut seen = String::new();
+    for line in out.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("Jobs: 1") && line.contains("[w") {
+            break;
+        }
+    }
+    fs.shut_down();
+    for line in out {
+        seen.push_str(&line.unwrap());
+        seen.push('\n');
+    }
+    let status = fio.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut fio.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        status.success() && !err.contains("verify") && !err.contains("error"),
+        "fio: {status}\n{err}\n{seen}"
+    );
+    assert!(seen.contains("err= 0"), "{seen}");
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    let disks_json = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    assert!(
+        disks_json.to_string().contains("OFFLINE") || disks_json.to_string().contains("offline"),
+        "the failed disk is out: {disks_json}"
+    );
+    // The disk comes back, and its copies are brought up to date.
+    fs.remount();
+    rig.cairn(&["group", "online", "DATA", "D2"]).ok();
     rig.check_clean("DATA");
 }

@@ -570,9 +570,13 @@ fn for_each_chunk(
 ) -> Result<(), CopyError> {
     let mut buf = vec![0u8; COPY_CHUNK_BYTES];
     let mut at = 0u64;
+    // A file's byte size may end inside a sector: the whole sector is read
+    // (the rest of it is zeros), the bytes of the file handed on.
+    let sector = u64::from(group.sector_bytes());
     while at < size_bytes {
         let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
-        group.read(number, at, &mut buf[..n])?;
+        let whole = (n as u64).next_multiple_of(sector) as usize;
+        group.read(number, at, &mut buf[..whole])?;
         sink(at, &mut buf, n)?;
         at += n as u64;
         progress(at, Some(size_bytes));

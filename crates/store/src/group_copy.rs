@@ -175,14 +175,13 @@ fn copy_out<S: CopyShell>(
     let m = mount(shell, engine.as_mut(), host, &src, Mode::ReadOnly)?;
     let mut group = m.group;
     let info = group.open(&src).map_err(CopyError::from)?;
-    shell.progress_started(Some(info.size_bytes));
-    let result = file_copy::copy_out(
-        &mut group,
-        info.number,
-        info.size_bytes,
-        prepared,
-        &mut |done, _| shell.progress(done),
-    );
+    // Its length in bytes (a file written through `cairn serve` may end
+    // inside a sector).
+    let bytes = info.attrs.byte_size;
+    shell.progress_started(Some(bytes));
+    let result = file_copy::copy_out(&mut group, info.number, bytes, prepared, &mut |done, _| {
+        shell.progress(done)
+    });
     shell.progress_finished();
     group.dismount().map_err(CopyError::from)?;
     result?;

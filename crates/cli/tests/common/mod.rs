@@ -471,3 +471,65 @@ fn stderr_of(child: &mut Child) -> String {
     }
     text
 }
+
+/// A file system (in a file) mounted over a loop device, unmounted on drop.
+pub struct SmallFs {
+    pub mnt: PathBuf,
+    image: PathBuf,
+}
+
+impl SmallFs {
+    /// Make and mount an ext4 of `size_bytes` at `dir/name`; `Err` says why not.
+    pub fn mount(dir: &Path, name: &str, size_bytes: u64) -> Result<Self, String> {
+        if let Some(reason) = cairn_io::test_support::loop_device::unavailable_reason() {
+            return Err(reason);
+        }
+        let image = sparse(&dir.join(format!("{name}.ext4")), size_bytes);
+        tool("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()])?;
+        let mnt = dir.join(name);
+        std::fs::create_dir(&mnt).unwrap();
+        tool(
+            "mount",
+            &["-o", "loop", image.to_str().unwrap(), mnt.to_str().unwrap()],
+        )?;
+        Ok(Self { mnt, image })
+    }
+
+    /// From now on every read and write on its open files fails with EIO,
+    /// as a dead disk's do (EXT4_IOC_SHUTDOWN, no log flush).
+    pub fn shut_down(&self) {
+        use std::os::fd::AsRawFd;
+        const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587d;
+        const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
+        let dir = std::fs::File::open(&self.mnt).unwrap();
+        let flag = EXT4_GOING_FLAGS_NOLOGFLUSH;
+        // SAFETY: the ioctl reads one u32 through the pointer, which points
+        // at a live local.
+        let rc = unsafe { libc::ioctl(dir.as_raw_fd(), EXT4_IOC_SHUTDOWN, &flag) };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    }
+}
+
+impl SmallFs {
+    /// Unmount and mount it again: its files answer again (a disk that
+    /// comes back). Nothing may hold them open.
+    pub fn remount(&self) {
+        tool("umount", &[self.mnt.to_str().unwrap()]).unwrap();
+        tool(
+            "mount",
+            &[
+                "-o",
+                "loop",
+                self.image.to_str().unwrap(),
+                self.mnt.to_str().unwrap(),
+            ],
+        )
+        .unwrap();
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = tool("umount", &[self.mnt.to_str().unwrap()]);
+    }
+}
