@@ -733,6 +733,21 @@ fn serve_changes_names_and_data_as_databases_rely_on() {
     // A directory moves with what is in it.
     std::fs::rename(dir.join("sub"), dir.join("moved")).unwrap();
     assert_eq!(std::fs::read(dir.join("moved/f")).unwrap(), b"x");
+    // A directory removed while in use (a shell's cwd, here an open
+    // descriptor) keeps its inode: a new directory gets another, and works.
+    std::fs::create_dir(dir.join("gone")).unwrap();
+    let held = std::fs::File::open(dir.join("gone")).unwrap();
+    let gone_ino = std::os::unix::fs::MetadataExt::ino(&held.metadata().unwrap());
+    std::fs::remove_dir(dir.join("gone")).unwrap();
+    std::fs::create_dir(dir.join("new")).unwrap();
+    let new_ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(dir.join("new")).unwrap());
+    assert_ne!(
+        new_ino, gone_ino,
+        "a removed directory's inode is not reused while known"
+    );
+    std::fs::write(dir.join("new/f"), b"y").unwrap();
+    assert_eq!(std::fs::read(dir.join("new/f")).unwrap(), b"y");
+    drop(held);
 
     // Created, fsynced, renamed into place, directory fsynced: then the
     // service dies. The next one cleans up the dead mount and has it all.
@@ -1061,4 +1076,88 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
     fs.remount();
     rig.cairn(&["group", "online", "DATA", "D2"]).ok();
     rig.check_clean("DATA");
+}
+
+/// Flushes each loop device completed (`/sys/block/loopN/stat`, field 15).
+fn flushes(devices: &[cairn_io::test_support::loop_device::LoopDevice]) -> Vec<u64> {
+    devices
+        .iter()
+        .map(|d| {
+            let stat = std::fs::read_to_string(format!("/sys/block/{}/stat", d.name())).unwrap();
+            stat.split_whitespace().nth(15).unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
+/// An `O_DIRECT|O_DSYNC` write (a database's log opened that way) is on
+/// every copy's disk before it is acknowledged: for a direct-I/O open the
+/// kernel does not follow it with an fsync, it passes the flag, and the
+/// service flushes each disk. A plain write is not flushed. Counted by the
+/// disks themselves (loop devices' flush counters).
+#[test]
+fn a_synchronous_write_is_flushed_on_every_disk_before_it_is_acknowledged() {
+    if !fuse_here() {
+        return;
+    }
+    use cairn_io::test_support::loop_device::{self, LoopDevice};
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    if let Some(why) = loop_device::unavailable_reason() {
+        prerequisite::missing(&why);
+        return;
+    }
+    let mut devices = Vec::new();
+    let rig = Rig::discovering(|dir| {
+        for i in 0..2 {
+            devices
+                .push(LoopDevice::create(&dir.join(format!("l{i}.img")), 256 * MIB, 4096).unwrap());
+        }
+        devices
+            .iter()
+            .map(|d| d.path.display().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    for (i, d) in devices.iter().enumerate() {
+        rig.cairn(&["disk", "label", &format!("L{i}"), d.path.to_str().unwrap()])
+            .ok();
+    }
+    rig.cairn(&[
+        "group",
+        "create",
+        "DATA",
+        "--redundancy",
+        "normal",
+        "--disk",
+        &format!("{}=A", devices[0].path.display()),
+        "--disk",
+        &format!("{}=B", devices[1].path.display()),
+    ])
+    .ok();
+    let serving = Serving::start(&rig, &[]);
+    let path = serving.path("DATA/redo.log");
+    // Written whole first: the writes measured change no metadata.
+    std::fs::write(&path, vec![1u8; 4 * MIB as usize]).unwrap();
+    std::fs::File::open(&path).unwrap().sync_all().unwrap();
+    let open = |flags: i32| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT | flags)
+            .open(&path)
+            .unwrap()
+    };
+    let plain = open(0);
+    let before = flushes(&devices);
+    plain.write_all_at(&[2u8; 8192], 8192).unwrap();
+    assert_eq!(flushes(&devices), before, "a plain write is not flushed");
+    let dsync = open(libc::O_DSYNC);
+    dsync.write_all_at(&[3u8; 8192], 16384).unwrap();
+    let after = flushes(&devices);
+    assert!(
+        after.iter().zip(&before).all(|(a, b)| a > b),
+        "each disk flushed before the O_DSYNC write returned: {before:?} -> {after:?}"
+    );
+    drop((plain, dsync));
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    drop(rig);
 }

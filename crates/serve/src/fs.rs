@@ -195,6 +195,10 @@ pub struct GroupFs {
     started: SystemTime,
     /// File inodes the kernel knows, by (slot, file number). A leaf.
     known: Mutex<HashMap<(usize, u32), Known>>,
+    /// Directory inodes the kernel knows, by (slot, alias id): lookups it
+    /// has not given back, and whether the directory was removed meanwhile
+    /// (its id then held from reuse until the last `forget`). A leaf.
+    known_dirs: Mutex<HashMap<(usize, u32), (u64, bool)>>,
     /// When files were last written and their entries not yet told (ns):
     /// a write does not commit metadata; `flush`, `fsync` and `release`
     /// store the time. A leaf.
@@ -223,6 +227,7 @@ impl GroupFs {
             slots,
             started: SystemTime::now(),
             known: Mutex::new(HashMap::new()),
+            known_dirs: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
         })
     }
@@ -411,14 +416,30 @@ impl GroupFs {
     /// Write `data` at `offset`, growing the file first if it ends past
     /// the end (a metadata operation: the new size is durable before the
     /// reply; what lies between the old end and `offset` reads as zeros).
-    fn write_file(&self, slot: usize, number: u32, offset: u64, data: &[u8]) -> Result<(), Errno> {
+    fn write_file(
+        &self,
+        slot: usize,
+        number: u32,
+        offset: u64,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<(), Errno> {
         let s = self.slot(slot)?;
         let snap = s.group.plane().file(number).ok_or(Errno::ENOENT)?;
         let end = offset.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         if end > snap.byte_size {
             self.meta(slot, |g| g.set_byte_size(number, end, now_ns(), true))?;
         }
-        if let Err(e) = s.with_handle(|h| h.write_bytes(number, offset, data)) {
+        // O_DSYNC / O_SYNC: durable before the reply (for a direct-I/O open
+        // the kernel does not follow the write with an fsync; it tells us).
+        let written = s.with_handle(|h| {
+            h.write_bytes(number, offset, data)?;
+            if sync {
+                h.sync()?;
+            }
+            Ok(())
+        });
+        if let Err(e) = written {
             tracing::warn!(group = %s.name, file = number, offset, len = data.len(), error = %e, "write failed");
             return Err(errno(&e));
         }
@@ -435,8 +456,13 @@ impl GroupFs {
         if size < snap.byte_size && !size.is_multiple_of(s.sector_bytes) {
             let tail_end = size.next_multiple_of(s.sector_bytes).min(snap.byte_size);
             let zeros = vec![0u8; (tail_end - size) as usize];
-            s.with_handle(|h| h.write_bytes(number, size, &zeros))
-                .map_err(|e| errno(&e))?;
+            // Durable before the smaller size is: a crash between must not
+            // leave old bytes past the end for a later grow to show.
+            s.with_handle(|h| {
+                h.write_bytes(number, size, &zeros)?;
+                h.sync()
+            })
+            .map_err(|e| errno(&e))?;
         }
         self.meta(slot, |g| g.set_byte_size(number, size, now_ns(), false))?;
         lock(&self.written).remove(&(slot, number));
@@ -483,9 +509,46 @@ impl GroupFs {
         }
     }
 
+    /// A directory inode handed to the kernel (an entry reply).
+    fn looked_up_dir(&self, slot: usize, id: u32) {
+        lock(&self.known_dirs).entry((slot, id)).or_default().0 += 1;
+    }
+
+    /// For rmdir and rename, inside `meta`: whether the kernel knows the
+    /// directory; if so its id stays held until the last `forget`.
+    fn hold_if_known_dir(&self, slot: usize, id: u32) -> bool {
+        match lock(&self.known_dirs).get_mut(&(slot, id)) {
+            Some(k) if k.0 > 0 => {
+                k.1 = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The kernel gave back `n` lookups of an inode: on the last, a file
-    /// that lost its names is dropped.
+    /// that lost its names is dropped, a removed directory's id let go.
     fn forgot(&self, ino: u64, n: u64) {
+        if let Some(Ino::Dir { slot, id }) = decode(ino) {
+            let release = {
+                let mut known = lock(&self.known_dirs);
+                match known.get_mut(&(slot, id)) {
+                    Some(k) if k.0 > n => {
+                        k.0 -= n;
+                        false
+                    }
+                    Some(_) => known.remove(&(slot, id)).is_some_and(|k| k.1),
+                    None => false,
+                }
+            };
+            if release {
+                let _ = self.meta(slot, |g| {
+                    g.release_alias_id(id);
+                    Ok(())
+                });
+            }
+            return;
+        }
         let Some(Ino::File { slot, number }) = decode(ino) else {
             return;
         };
@@ -524,8 +587,8 @@ impl GroupFs {
         }
     }
 
+    /// An entry reply for a file already counted as looked up.
     fn entry(&self, slot: usize, info: &FileInfo, reply: ReplyEntry) {
-        self.looked_up(slot, info.number);
         reply.entry(
             &TTL,
             &self.file_attr(slot, info),
@@ -552,8 +615,12 @@ impl GroupFs {
             ctime_ns: now,
             byte_size: 0,
         };
+        // Counted as looked up under `meta`, with the create: the reply
+        // hands the kernel the inode.
         let info = self.meta(slot, |g| {
-            g.create_in(dir, name, attrs, &CreateOptions::default())
+            let info = g.create_in(dir, name, attrs, &CreateOptions::default())?;
+            self.looked_up(slot, info.number);
+            Ok(info)
         })?;
         Ok((slot, info))
     }
@@ -569,34 +636,38 @@ impl Filesystem for GroupFs {
                 .slots
                 .iter()
                 .position(|s| s.name.eq_ignore_ascii_case(name))
-                .map(|slot| Ino::Dir { slot, id: 0 })
-                .ok_or(Errno::ENOENT),
-            Some(Ino::Dir { slot, id }) => self
-                .meta(slot, |g| {
+                .ok_or(Errno::ENOENT)
+                .and_then(|slot| self.attr(Ino::Dir { slot, id: 0 })),
+            Some(Ino::Dir { slot, id }) => {
+                // The name, its file and the lookup counted in one step
+                // under `meta`: no unlink, and no reuse of the number, can
+                // come between.
+                let found = self.meta(slot, |g| {
                     // A name the group refuses names nothing here.
-                    Ok(g.child_node(id, name).ok().flatten())
-                })
-                .and_then(|node| {
-                    let node = node.ok_or(Errno::ENOENT)?;
-                    match (node.kind, node.file) {
-                        (AliasKind::Directory, _) => Ok(Ino::Dir { slot, id: node.id }),
-                        (_, Some(f)) => Ok(Ino::File {
-                            slot,
-                            number: f.number,
-                        }),
+                    let node = g.child_node(id, name).ok().flatten();
+                    match node.as_ref().map(|n| (n.kind, n.file.as_ref())) {
+                        Some((AliasKind::Directory, _)) => {
+                            self.looked_up_dir(slot, node.as_ref().map_or(0, |n| n.id))
+                        }
+                        Some((_, Some(f))) => self.looked_up(slot, f.number),
+                        _ => {}
+                    }
+                    Ok(node)
+                });
+                match found.and_then(|n| n.ok_or(Errno::ENOENT)) {
+                    Ok(node) => match (node.kind, &node.file) {
+                        (AliasKind::Directory, _) => Ok((self.node_attr(slot, &node), 0)),
+                        (_, Some(f)) => Ok((self.file_attr(slot, f), u64::from(f.incarnation))),
                         // A lost file, or one being deleted.
                         (_, None) => Err(Errno::ENOENT),
-                    }
-                }),
+                    },
+                    Err(e) => Err(e),
+                }
+            }
             _ => Err(Errno::ENOTDIR),
         };
-        match found.and_then(|ino| Ok((ino, self.attr(ino)?))) {
-            Ok((ino, (attr, generation))) => {
-                if let Ino::File { slot, number } = ino {
-                    self.looked_up(slot, number);
-                }
-                reply.entry(&TTL, &attr, Generation(generation))
-            }
+        match found {
+            Ok((attr, generation)) => reply.entry(&TTL, &attr, Generation(generation)),
             Err(e) => reply.error(e),
         }
     }
@@ -735,7 +806,11 @@ impl Filesystem for GroupFs {
                 uid: req.uid(),
                 gid: req.gid(),
             };
-            let node = self.meta(slot, |g| g.mkdir_in(dir, name, attrs))?;
+            let node = self.meta(slot, |g| {
+                let node = g.mkdir_in(dir, name, attrs)?;
+                self.looked_up_dir(slot, node.id);
+                Ok(node)
+            })?;
             Ok(self.node_attr(slot, &node))
         });
         match made {
@@ -762,7 +837,9 @@ impl Filesystem for GroupFs {
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let done = self.dir_of(parent).and_then(|(slot, dir)| {
             let name = name.to_str().ok_or(Errno::EINVAL)?;
-            self.meta(slot, |g| g.rmdir_in(dir, name))
+            self.meta(slot, |g| {
+                g.rmdir_in(dir, name, &|id| self.hold_if_known_dir(slot, id))
+            })
         });
         match done {
             Ok(()) => reply.ok(),
@@ -794,9 +871,13 @@ impl Filesystem for GroupFs {
             let newname = newname.to_str().ok_or(Errno::EINVAL)?;
             let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
             let retired = self.meta(slot, |g| {
-                g.rename_in((dir, name), (new_dir, newname), no_replace, &|n, i| {
-                    self.unname_if_known(slot, n, i)
-                })
+                g.rename_in(
+                    (dir, name),
+                    (new_dir, newname),
+                    no_replace,
+                    &|n, i| self.unname_if_known(slot, n, i),
+                    &|id| self.hold_if_known_dir(slot, id),
+                )
             })?;
             self.retired(slot, retired);
             Ok(())
@@ -838,7 +919,6 @@ impl Filesystem for GroupFs {
     ) {
         match self.new_file(req, parent, name, mode, umask) {
             Ok((slot, info)) => {
-                self.looked_up(slot, info.number);
                 let direct = flags & libc::O_DIRECT != 0;
                 reply.created(
                     &TTL,
@@ -880,13 +960,15 @@ impl Filesystem for GroupFs {
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        // O_SYNC includes O_DSYNC's bit.
+        let sync = flags.0 & libc::O_DSYNC != 0;
         match self
             .file_of(ino)
-            .and_then(|(slot, number)| self.write_file(slot, number, offset, data))
+            .and_then(|(slot, number)| self.write_file(slot, number, offset, data, sync))
         {
             Ok(()) => reply.written(data.len() as u32),
             Err(e) => reply.error(e),

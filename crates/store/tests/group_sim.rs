@@ -474,11 +474,26 @@ fn apply(
             let replaced = (name != target)
                 .then(|| m.files.get(&target).map(|f| f.number))
                 .flatten();
-            let retired = g.rename_in((0, &name), (0, &target), false, &|_, _| false)?;
+            // The replaced file may be in use (a file system's reader has
+            // it): it then loses its names but keeps its data until let go.
+            let in_use = rng.chance(50);
+            let incarnation = replaced.map(|n| g.file_info(n).unwrap().incarnation);
+            let retired =
+                g.rename_in((0, &name), (0, &target), false, &|_, _| in_use, &|_| false)?;
             assert_eq!(
                 retired,
-                replaced.map_or(group::Retired::Nothing, group::Retired::Deleted)
+                match replaced {
+                    None => group::Retired::Nothing,
+                    Some(n) if in_use => group::Retired::KeptOpen(n),
+                    Some(n) => group::Retired::Deleted(n),
+                }
             );
+            if let (Some(n), Some(i), true) = (replaced, incarnation, in_use) {
+                if rng.chance(50) {
+                    // Let go of (else the next mount drops it).
+                    g.drop_unnamed(n, i)?;
+                }
+            }
             if name != target {
                 let f = m.files.remove(&name).unwrap();
                 m.files.insert(target, f);

@@ -454,6 +454,11 @@ pub struct Group<'e> {
     /// directory's children would appear in the new one. Set at mount and
     /// after a repair.
     orphan_parents: BTreeSet<u32>,
+    /// Ids of directories removed while a file system's kernel still knew
+    /// them (their inode): not given to a new name until it lets go
+    /// ([`Group::release_alias_id`]), or a new directory would take the
+    /// old one's inode. In memory only: a remount starts a new kernel view.
+    held_alias_ids: BTreeSet<u32>,
     /// Members found smaller than the group recorded, described: treated as
     /// missing, and problems for `check`.
     short_disks: Vec<String>,
@@ -569,6 +574,7 @@ impl<'e> Group<'e> {
             shared_aus: BTreeMap::new(),
             lost: BTreeMap::new(),
             orphan_parents: BTreeSet::new(),
+            held_alias_ids: BTreeSet::new(),
             short_disks: Vec::new(),
             read_only: false,
             taken_offline: Vec::new(),

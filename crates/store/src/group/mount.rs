@@ -808,6 +808,12 @@ impl Group<'_> {
         if capacity < recorded {
             let sector = u64::from(self.sector_bytes);
             entry.size_bytes = capacity / sector * sector;
+            // The byte size follows (an entry saying more bytes than
+            // sectors is refused at decode: a repair that wrote it back
+            // would lose the whole file at the next mount).
+            if let Some(a) = &mut entry.attrs {
+                a.byte_size = a.byte_size.min(entry.size_bytes);
+            }
             why.get_or_insert_with(|| format!("{recorded} bytes do not fit its extents"));
         }
         let damage = why.map(|w| {

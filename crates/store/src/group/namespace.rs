@@ -94,6 +94,7 @@ impl Group<'_> {
         }
         while self.aliases.contains_key(&id)
             || self.orphan_parents.contains(&id)
+            || self.held_alias_ids.contains(&id)
             || self
                 .lost
                 .contains_key(&LostBlock::Alias(alias_block_of(id)))

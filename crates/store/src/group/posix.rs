@@ -24,6 +24,17 @@ pub struct AttrChange {
     pub mtime_ns: Option<i64>,
 }
 
+/// What is left to do once the transaction that took a name commits:
+/// (file number, incarnation).
+#[derive(Debug, Clone, Copy)]
+enum Retiring {
+    Nothing,
+    /// A lost file's other names.
+    Names(u32, u32),
+    KeptOpen(u32, u32),
+    Deleted(u32, u32),
+}
+
 /// What became of the file a name named, once the name is gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retired {
@@ -177,13 +188,20 @@ impl Group<'_> {
                 self.alias_path(&record)
             )));
         }
-        let retired = self.retire_name(&record, is_open)?;
+        let retired = self.retire_name(&record, is_open);
         self.commit()?;
         self.finish_retired(retired)
     }
 
     /// Remove directory `name` in `parent`, which must be empty.
-    pub fn rmdir_in(&mut self, parent: u32, name: &str) -> Result<(), GroupError> {
+    /// `dir_known(id)` says whether the file system's kernel still knows
+    /// the directory: its id is then held until [`Self::release_alias_id`].
+    pub fn rmdir_in(
+        &mut self,
+        parent: u32,
+        name: &str,
+        dir_known: &dyn Fn(u32) -> bool,
+    ) -> Result<(), GroupError> {
         self.check_writable()?;
         let (name, found) = self.entry_in(parent, name)?;
         let record = found.ok_or_else(|| {
@@ -196,8 +214,21 @@ impl Group<'_> {
             )));
         }
         self.check_empty(&record)?;
-        self.remove_alias(record.id);
+        self.remove_directory(record.id, dir_known);
         self.commit()
+    }
+
+    fn remove_directory(&mut self, id: u32, dir_known: &dyn Fn(u32) -> bool) {
+        self.remove_alias(id);
+        if dir_known(id) {
+            self.held_alias_ids.insert(id);
+        }
+    }
+
+    /// The file system's kernel let go of directory `id`, removed while it
+    /// knew it: the id may name something new.
+    pub fn release_alias_id(&mut self, id: u32) {
+        self.held_alias_ids.remove(&id);
     }
 
     fn check_empty(&self, dir: &AliasRecord) -> Result<(), GroupError> {
@@ -223,6 +254,7 @@ impl Group<'_> {
         (new_parent, new_name): (u32, &str),
         no_replace: bool,
         is_open: &dyn Fn(u32, u32) -> bool,
+        dir_known: &dyn Fn(u32) -> bool,
     ) -> Result<Retired, GroupError> {
         self.check_writable()?;
         let (name, found) = self.entry_in(parent, name)?;
@@ -278,10 +310,10 @@ impl Group<'_> {
                 _ => {}
             }
             retired = Some(if target.kind == AliasKind::Directory {
-                self.remove_alias(target.id);
-                Retired::Nothing
+                self.remove_directory(target.id, dir_known);
+                Retiring::Nothing
             } else {
-                self.retire_name(&target, is_open)?
+                self.retire_name(&target, is_open)
             });
         }
         // The move: the same record (its id, a directory's children, a
@@ -306,53 +338,66 @@ impl Group<'_> {
     }
 
     /// Take away name `record` (not a directory), in the running
-    /// transaction. A file's own name takes its file: marked for deletion
-    /// (finished after the commit, [`Self::finish_retired`]), or, if open,
-    /// left with no name.
+    /// transaction: only that name, so that the transaction stays one step
+    /// (a rename's move goes in it too). A file's own name marks its file
+    /// for deletion, or, if the file system still uses it, leaves it with
+    /// no name; the file's other names, and its space, go after the commit
+    /// ([`Self::finish_retired`]).
     fn retire_name(
         &mut self,
         record: &AliasRecord,
         is_open: &dyn Fn(u32, u32) -> bool,
-    ) -> Result<Retired, GroupError> {
+    ) -> Retiring {
         let number = record.file_number;
+        let incarnation = record.file_incarnation;
+        self.remove_alias(record.id);
         if record.kind == AliasKind::Alias {
-            self.remove_alias(record.id);
-            return Ok(Retired::Nothing);
+            return Retiring::Nothing;
         }
         if self.live_file(record).is_none() {
             // Its file is gone (lost, or never there): only its names are
-            // left (those of this incarnation) and a lost entry is written
+            // left (those of this incarnation), and a lost entry is written
             // free, as `remove` does.
-            self.remove_alias(record.id);
-            self.drop_names_of(number, Some(record.file_incarnation))?;
             if self.lost.remove(&LostBlock::Entry(number)).is_some() {
                 self.dirty.insert(Dirty::Entry(number));
             }
-            return Ok(Retired::Nothing);
+            return Retiring::Names(number, incarnation);
         }
-        self.remove_alias(record.id);
-        let keep = is_open(number, record.file_incarnation);
+        let keep = is_open(number, incarnation);
         let rec = self.files.get_mut(&number).expect("invariant: a live file");
+        self.dirty.insert(Dirty::Entry(number));
         if keep {
             // A file with no name, as one being filled is: the next mount
             // that writes drops it if nobody does first.
             rec.entry.state = FileState::Creating;
-            self.dirty.insert(Dirty::Entry(number));
-            self.drop_names_of(number, None)?;
-            return Ok(Retired::KeptOpen(number));
+            return Retiring::KeptOpen(number, incarnation);
         }
         rec.entry.state = FileState::Deleting;
-        self.dirty.insert(Dirty::Entry(number));
-        Ok(Retired::Deleted(number))
+        Retiring::Deleted(number, incarnation)
     }
 
-    /// After the commit that took a file's name: finish its delete.
-    fn finish_retired(&mut self, retired: Retired) -> Result<Retired, GroupError> {
-        if let Retired::Deleted(number) = retired {
-            self.drop_names_of(number, None)?;
-            self.finish_delete(number)?;
-        }
-        Ok(retired)
+    /// After the commit that took a file's name: its other names go (only
+    /// this incarnation's: a stale alias of an older file that reused the
+    /// number is not its), then, if it is not in use, its space.
+    fn finish_retired(&mut self, retiring: Retiring) -> Result<Retired, GroupError> {
+        Ok(match retiring {
+            Retiring::Nothing => Retired::Nothing,
+            Retiring::Names(number, incarnation) => {
+                self.drop_names_of(number, Some(incarnation))?;
+                self.commit()?;
+                Retired::Nothing
+            }
+            Retiring::KeptOpen(number, incarnation) => {
+                self.drop_names_of(number, Some(incarnation))?;
+                self.commit()?;
+                Retired::KeptOpen(number)
+            }
+            Retiring::Deleted(number, incarnation) => {
+                self.drop_names_of(number, Some(incarnation))?;
+                self.finish_delete(number)?;
+                Retired::Deleted(number)
+            }
+        })
     }
 
     /// Drop file `number`, unlinked while open, now that nobody has it open.
@@ -637,7 +682,7 @@ mod tests {
             assert_eq!(retired, Retired::KeptOpen(number));
             assert!(g.child_node(dir.id, "base.1").unwrap().is_none());
             assert!(g.data_plane().file(number).is_some(), "its data stay");
-            g.rmdir_in(ROOT, "pg").unwrap();
+            g.rmdir_in(ROOT, "pg", &|_| false).unwrap();
             g.dismount().unwrap();
         }
         let g = mount_rw(&mut sim, &ids).unwrap();
