@@ -27,28 +27,32 @@ const MIB: u64 = 1 << 20;
 /// A group DATA (normal redundancy, failure groups A and B) over four
 /// sparse disks of the rig.
 fn group(rig: &Rig) {
-    for i in 0..4 {
-        let path = sparse(&rig.path(&format!("d{i}.img")), 256 * MIB);
+    let dir = rig.path("");
+    group_on(rig, [&dir, &dir, &dir, &dir], &[]);
+}
+
+/// Group DATA over four sparse disks `D0`..`D3`, each in its directory
+/// (disks 0, 1 in failure group A; 2, 3 in B); `extra`: more `group
+/// create` flags.
+fn group_on(rig: &Rig, dirs: [&Path; 4], extra: &[&str]) {
+    let mut args: Vec<String> = ["group", "create", "DATA", "--redundancy", "normal"]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect();
+    for (i, dir) in dirs.iter().enumerate() {
+        let path = sparse(&dir.join(format!("d{i}.img")), 256 * MIB);
         rig.cairn(&["disk", "label", &format!("D{i}"), path.to_str().unwrap()])
             .ok();
+        args.push("--disk".into());
+        args.push(format!(
+            "{}={}",
+            path.display(),
+            if i < 2 { "A" } else { "B" }
+        ));
     }
-    let disk = |i: usize, fg: &str| format!("{}={fg}", rig.arg(&format!("d{i}.img")));
-    rig.cairn(&[
-        "group",
-        "create",
-        "DATA",
-        "--redundancy",
-        "normal",
-        "--disk",
-        &disk(0, "A"),
-        "--disk",
-        &disk(1, "A"),
-        "--disk",
-        &disk(2, "B"),
-        "--disk",
-        &disk(3, "B"),
-    ])
-    .ok();
+    rig.cairn(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .ok();
 }
 
 /// FUSE needs /dev/fuse and, to mount without a setuid helper, root.
@@ -986,37 +990,8 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
             return;
         }
     };
-    let mut disks = Vec::new();
-    for (i, dir) in [
-        (0, rig.path("")),
-        (1, rig.path("")),
-        (2, fs.mnt.clone()),
-        (3, rig.path("")),
-    ] {
-        let path = sparse(&dir.join(format!("d{i}.img")), 256 * MIB);
-        rig.cairn(&["disk", "label", &format!("D{i}"), path.to_str().unwrap()])
-            .ok();
-        disks.push(path);
-    }
-    let disk = |i: usize, fg: &str| format!("{}={fg}", disks[i].display());
-    rig.cairn(&[
-        "group",
-        "create",
-        "DATA",
-        "--redundancy",
-        "normal",
-        "--au-size",
-        "1M",
-        "--disk",
-        &disk(0, "A"),
-        "--disk",
-        &disk(1, "A"),
-        "--disk",
-        &disk(2, "B"),
-        "--disk",
-        &disk(3, "B"),
-    ])
-    .ok();
+    let here = rig.path("");
+    group_on(&rig, [&here, &here, &fs.mnt, &here], &["--au-size", "1M"]);
     let serving = Serving::start(&rig, &[]);
     let file = serving.path("DATA/fio.dat");
     let mut fio = std::process::Command::new("fio")

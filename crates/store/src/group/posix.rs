@@ -90,6 +90,21 @@ impl Group<'_> {
         Ok((name, found))
     }
 
+    /// A name free for something new in `parent`, on a group that may be
+    /// written and says it keeps attributes.
+    fn new_entry_in(&mut self, parent: u32, name: &str) -> Result<Component, GroupError> {
+        self.check_writable()?;
+        let (name, found) = self.entry_in(parent, name)?;
+        if found.is_some() {
+            return Err(GroupError::Exists(format!(
+                "{} already exists",
+                self.path_in(parent, &name)
+            )));
+        }
+        self.use_file_attrs()?;
+        Ok(name)
+    }
+
     /// For messages: the path `name` has (or would have) in `parent`.
     fn path_in(&self, parent: u32, name: &Component) -> String {
         match self.aliases.get(&parent) {
@@ -120,15 +135,7 @@ impl Group<'_> {
         attrs: FileAttrs,
         options: &CreateOptions,
     ) -> Result<FileInfo, GroupError> {
-        self.check_writable()?;
-        let (name, found) = self.entry_in(parent, name)?;
-        if found.is_some() {
-            return Err(GroupError::Exists(format!(
-                "{} already exists",
-                self.path_in(parent, &name)
-            )));
-        }
-        self.use_file_attrs()?;
+        let name = self.new_entry_in(parent, name)?;
         let number = self.create_unnamed(0, options)?.number;
         let rec = self.files.get_mut(&number).expect("invariant: just made");
         rec.entry.attrs = Some(FileAttrs {
@@ -146,15 +153,7 @@ impl Group<'_> {
         name: &str,
         attrs: DirAttrs,
     ) -> Result<Node, GroupError> {
-        self.check_writable()?;
-        let (name, found) = self.entry_in(parent, name)?;
-        if found.is_some() {
-            return Err(GroupError::Exists(format!(
-                "{} already exists",
-                self.path_in(parent, &name)
-            )));
-        }
-        self.use_file_attrs()?;
+        let name = self.new_entry_in(parent, name)?;
         let id = self.add_alias(parent, &name, AliasKind::Directory, None)?;
         let rec = self.aliases.get_mut(&id).expect("invariant: just added");
         rec.dir_attrs = Some(DirAttrs {
