@@ -92,14 +92,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A file inode the kernel knows.
-#[derive(Debug, Clone, Copy)]
+/// An inode the kernel knows (a file's or a directory's).
+#[derive(Debug, Clone, Copy, Default)]
 struct Known {
     /// Lookups the kernel has not given back (`forget`).
     lookups: u64,
-    /// Its last name went while the kernel knew it: this incarnation is
-    /// dropped on the last `forget`.
-    unnamed: Option<u32>,
+    /// Its last name went while the kernel knew it: what its last
+    /// `forget` settles.
+    gone: Option<Gone>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Gone {
+    /// A file unlinked (or replaced): this incarnation is dropped.
+    File { incarnation: u32 },
+    /// A directory removed: its id, held from reuse, is let go.
+    Dir,
 }
 
 /// What an inode names.
@@ -172,6 +180,14 @@ fn ns_of(t: SystemTime) -> i64 {
     }
 }
 
+/// An empty reply: done, or the errno.
+fn answer(reply: ReplyEmpty, done: Result<(), Errno>) {
+    match done {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
 fn now_ns() -> i64 {
     ns_of(SystemTime::now())
 }
@@ -193,12 +209,9 @@ fn open_flags(direct: bool) -> FopenFlags {
 pub struct GroupFs {
     slots: Vec<Slot>,
     started: SystemTime,
-    /// File inodes the kernel knows, by (slot, file number). A leaf.
-    known: Mutex<HashMap<(usize, u32), Known>>,
-    /// Directory inodes the kernel knows, by (slot, alias id): lookups it
-    /// has not given back, and whether the directory was removed meanwhile
-    /// (its id then held from reuse until the last `forget`). A leaf.
-    known_dirs: Mutex<HashMap<(usize, u32), (u64, bool)>>,
+    /// Inodes the kernel knows (files and directories), by inode number.
+    /// A leaf.
+    known: Mutex<HashMap<u64, Known>>,
     /// When files were last written and their entries not yet told (ns):
     /// a write does not commit metadata; `flush`, `fsync` and `release`
     /// store the time. A leaf.
@@ -227,7 +240,6 @@ impl GroupFs {
             slots,
             started: SystemTime::now(),
             known: Mutex::new(HashMap::new()),
-            known_dirs: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
         })
     }
@@ -485,86 +497,65 @@ impl GroupFs {
         }
     }
 
-    /// The kernel was told of a file inode (an entry reply): one more
-    /// lookup it will give back.
-    fn looked_up(&self, slot: usize, number: u32) {
-        lock(&self.known)
-            .entry((slot, number))
-            .or_insert(Known {
-                lookups: 0,
-                unnamed: None,
-            })
-            .lookups += 1;
+    /// The kernel was told of an inode (an entry reply): one more lookup
+    /// it will give back.
+    fn looked_up(&self, ino: Ino) {
+        lock(&self.known).entry(encode(ino)).or_default().lookups += 1;
     }
 
-    /// For unlink and rename, inside `meta`: whether the kernel knows the
-    /// file, and if so, note that its last `forget` drops it.
-    fn unname_if_known(&self, slot: usize, number: u32, incarnation: u32) -> bool {
-        match lock(&self.known).get_mut(&(slot, number)) {
+    /// For unlink, rmdir and rename, inside `meta`: whether the kernel
+    /// knows the inode whose last name goes, and if so, note what its last
+    /// `forget` settles.
+    fn gone_if_known(&self, ino: Ino, gone: Gone) -> bool {
+        match lock(&self.known).get_mut(&encode(ino)) {
             Some(k) if k.lookups > 0 => {
-                k.unnamed = Some(incarnation);
+                k.gone = Some(gone);
                 true
             }
             _ => false,
         }
     }
 
-    /// A directory inode handed to the kernel (an entry reply).
-    fn looked_up_dir(&self, slot: usize, id: u32) {
-        lock(&self.known_dirs).entry((slot, id)).or_default().0 += 1;
+    fn unname_if_known(&self, slot: usize, number: u32, incarnation: u32) -> bool {
+        self.gone_if_known(Ino::File { slot, number }, Gone::File { incarnation })
     }
 
-    /// For rmdir and rename, inside `meta`: whether the kernel knows the
-    /// directory; if so its id stays held until the last `forget`.
     fn hold_if_known_dir(&self, slot: usize, id: u32) -> bool {
-        match lock(&self.known_dirs).get_mut(&(slot, id)) {
-            Some(k) if k.0 > 0 => {
-                k.1 = true;
-                true
-            }
-            _ => false,
-        }
+        self.gone_if_known(Ino::Dir { slot, id }, Gone::Dir)
     }
 
     /// The kernel gave back `n` lookups of an inode: on the last, a file
     /// that lost its names is dropped, a removed directory's id let go.
     fn forgot(&self, ino: u64, n: u64) {
-        if let Some(Ino::Dir { slot, id }) = decode(ino) {
-            let release = {
-                let mut known = lock(&self.known_dirs);
-                match known.get_mut(&(slot, id)) {
-                    Some(k) if k.0 > n => {
-                        k.0 -= n;
-                        false
-                    }
-                    Some(_) => known.remove(&(slot, id)).is_some_and(|k| k.1),
-                    None => false,
+        let gone = {
+            let mut known = lock(&self.known);
+            match known.get_mut(&ino) {
+                Some(k) if k.lookups > n => {
+                    k.lookups -= n;
+                    None
                 }
-            };
-            if release {
+                Some(_) => known.remove(&ino).and_then(|k| k.gone),
+                None => None,
+            }
+        };
+        if let (Some(gone), Some(i)) = (gone, decode(ino)) {
+            self.settle(i, gone);
+        }
+    }
+
+    /// What a removed name's inode leaves once the kernel lets go of it.
+    fn settle(&self, ino: Ino, gone: Gone) {
+        match (ino, gone) {
+            (Ino::File { slot, number }, Gone::File { incarnation }) => {
+                self.drop_unnamed(slot, number, incarnation)
+            }
+            (Ino::Dir { slot, id }, Gone::Dir) => {
                 let _ = self.meta(slot, |g| {
                     g.release_alias_id(id);
                     Ok(())
                 });
             }
-            return;
-        }
-        let Some(Ino::File { slot, number }) = decode(ino) else {
-            return;
-        };
-        let drop = {
-            let mut known = lock(&self.known);
-            match known.get_mut(&(slot, number)) {
-                Some(k) if k.lookups > n => {
-                    k.lookups -= n;
-                    None
-                }
-                Some(_) => known.remove(&(slot, number)).and_then(|k| k.unnamed),
-                None => None,
-            }
-        };
-        if let Some(incarnation) = drop {
-            self.drop_unnamed(slot, number, incarnation);
+            _ => {}
         }
     }
 
@@ -619,7 +610,10 @@ impl GroupFs {
         // hands the kernel the inode.
         let info = self.meta(slot, |g| {
             let info = g.create_in(dir, name, attrs, &CreateOptions::default())?;
-            self.looked_up(slot, info.number);
+            self.looked_up(Ino::File {
+                slot,
+                number: info.number,
+            });
             Ok(info)
         })?;
         Ok((slot, info))
@@ -646,10 +640,14 @@ impl Filesystem for GroupFs {
                     // A name the group refuses names nothing here.
                     let node = g.child_node(id, name).ok().flatten();
                     match node.as_ref().map(|n| (n.kind, n.file.as_ref())) {
-                        Some((AliasKind::Directory, _)) => {
-                            self.looked_up_dir(slot, node.as_ref().map_or(0, |n| n.id))
-                        }
-                        Some((_, Some(f))) => self.looked_up(slot, f.number),
+                        Some((AliasKind::Directory, _)) => self.looked_up(Ino::Dir {
+                            slot,
+                            id: node.as_ref().map_or(0, |n| n.id),
+                        }),
+                        Some((_, Some(f))) => self.looked_up(Ino::File {
+                            slot,
+                            number: f.number,
+                        }),
                         _ => {}
                     }
                     Ok(node)
@@ -681,12 +679,14 @@ impl Filesystem for GroupFs {
     /// kernel knew them go now (the kernel need not forget everything at
     /// unmount).
     fn destroy(&mut self) {
-        let unnamed: Vec<((usize, u32), u32)> = lock(&self.known)
+        let gone: Vec<(u64, Gone)> = lock(&self.known)
             .drain()
-            .filter_map(|(key, k)| k.unnamed.map(|i| (key, i)))
+            .filter_map(|(ino, k)| Some((ino, k.gone?)))
             .collect();
-        for ((slot, number), incarnation) in unnamed {
-            self.drop_unnamed(slot, number, incarnation);
+        for (ino, gone) in gone {
+            if let Some(i) = decode(ino) {
+                self.settle(i, gone);
+            }
         }
     }
 
@@ -808,7 +808,7 @@ impl Filesystem for GroupFs {
             };
             let node = self.meta(slot, |g| {
                 let node = g.mkdir_in(dir, name, attrs)?;
-                self.looked_up_dir(slot, node.id);
+                self.looked_up(Ino::Dir { slot, id: node.id });
                 Ok(node)
             })?;
             Ok(self.node_attr(slot, &node))
@@ -828,10 +828,7 @@ impl Filesystem for GroupFs {
             self.retired(slot, retired);
             Ok(())
         });
-        match done {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        answer(reply, done);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -841,10 +838,7 @@ impl Filesystem for GroupFs {
                 g.rmdir_in(dir, name, &|id| self.hold_if_known_dir(slot, id))
             })
         });
-        match done {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        answer(reply, done);
     }
 
     fn rename(
@@ -882,10 +876,7 @@ impl Filesystem for GroupFs {
             self.retired(slot, retired);
             Ok(())
         })();
-        match done {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        answer(reply, done);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -996,10 +987,7 @@ impl Filesystem for GroupFs {
             self.meta(slot, |g| g.set_byte_size(number, end, now_ns(), true))
                 .map(|_| ())
         });
-        match done {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        answer(reply, done);
     }
 
     fn readdir(
@@ -1135,10 +1123,7 @@ impl Filesystem for GroupFs {
             }
             Ok(())
         });
-        match done {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        answer(reply, done);
     }
 
     fn fsyncdir(
@@ -1161,13 +1146,11 @@ impl Filesystem for GroupFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self
-            .file_of(ino)
-            .and_then(|(slot, number)| self.store_mtime(slot, number))
-        {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        answer(
+            reply,
+            self.file_of(ino)
+                .and_then(|(slot, number)| self.store_mtime(slot, number)),
+        );
     }
 
     fn release(

@@ -533,15 +533,16 @@ impl DataHandle {
             })?;
         let start = offset - offset % sector;
         let stop = end.next_multiple_of(sector);
-        let head = !offset.is_multiple_of(sector);
-        // A tail sector of its own (not the head's, when the write lies
-        // inside one sector).
-        let tail_alone = !(head && stop - start == sector);
-        let tail = !end.is_multiple_of(sector) && tail_alone;
-        let partial: Vec<u64> = [head.then_some(start), tail.then_some(stop - sector)]
-            .into_iter()
-            .flatten()
-            .collect();
+        // The sectors covered in part: the first, the last (one, when the
+        // write lies inside a sector).
+        let mut partial: Vec<u64> = [
+            (!offset.is_multiple_of(sector)).then_some(start),
+            (!end.is_multiple_of(sector)).then_some(stop - sector),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        partial.dedup();
         let pieces = snap.pieces(start, stop - start).ok_or_else(|| {
             GroupError::Corrupt(format!(
                 "file {number}: its extent map does not cover {start}..{stop}"

@@ -868,7 +868,7 @@ mod tests {
     const DISK_BYTES: u64 = 64 * MIB;
 
     /// Four labelled simulated disks in two failure groups (0, 1 in A; 2, 3 in B).
-    fn four_disks() -> (SimEngine, Vec<DeviceId>) {
+    pub(super) fn four_disks() -> (SimEngine, Vec<DeviceId>) {
         let mut sim = SimEngine::new(3, 64);
         let mut ids = Vec::new();
         for i in 0..4 {
@@ -889,7 +889,8 @@ mod tests {
         (sim, ids)
     }
 
-    fn create_normal<'e>(engine: &'e mut dyn IoEngine, ids: &[DeviceId]) -> Group<'e> {
+    /// A normal-redundancy group `T` with 1 MiB AUs over `ids`.
+    pub(super) fn create_normal<'e>(engine: &'e mut dyn IoEngine, ids: &[DeviceId]) -> Group<'e> {
         let disks: Vec<NewDisk> = ids
             .iter()
             .enumerate()

@@ -533,56 +533,22 @@ impl Group<'_> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use cairn_format::DiskLabel;
-    use cairn_io_sim::{geometry, SimEngine};
+    use cairn_io_sim::SimEngine;
 
     const MIB: u64 = 1 << 20;
 
+    /// Group `T` over four simulated disks (the group module's test rig),
+    /// dismounted.
     fn group_on_sim() -> (SimEngine, Vec<DeviceId>) {
-        let mut sim = SimEngine::new(7, 64);
-        let mut ids = Vec::new();
-        for i in 0..2 {
-            let d = sim.add_disk(geometry(64 * MIB, 4096, 4096, 512 << 10));
-            crate::labeling::write_label(
-                &mut sim,
-                d,
-                &crate::labeling::LabelSpec {
-                    label: DiskLabel::parse(&format!("D{i}")).unwrap(),
-                    disk_uuid: Uuid::from_u128(0xA0 + i as u128),
-                    now_unix_seconds: 1,
-                    generation: 1,
-                },
-            )
+        let (mut sim, ids) = super::super::tests::four_disks();
+        super::super::tests::create_normal(&mut sim, &ids)
+            .dismount()
             .unwrap();
-            ids.push(d);
-        }
-        let disks: Vec<NewDisk> = ids
-            .iter()
-            .map(|d| NewDisk {
-                device: *d,
-                failgroup: None,
-            })
-            .collect();
-        let g = super::super::create(
-            &mut sim,
-            &disks,
-            &GroupSpec {
-                name: "P".into(),
-                redundancy: Redundancy::Normal,
-                au_bytes: MIB,
-                sector_bytes: None,
-                force: false,
-                now_unix_seconds: 1,
-                group_uuid: Uuid::from_u128(0x9051),
-            },
-        )
-        .unwrap();
-        g.dismount().unwrap();
         (sim, ids)
     }
 
     fn mount_rw<'e>(sim: &'e mut SimEngine, ids: &[DeviceId]) -> Result<Group<'e>, GroupError> {
-        super::super::mount(sim, ids, &GroupSelector::Name("P".into())).map(|(g, _)| g)
+        super::super::mount(sim, ids, &GroupSelector::Name("T".into())).map(|(g, _)| g)
     }
 
     fn attrs() -> FileAttrs {
@@ -633,10 +599,10 @@ mod tests {
             "{e}"
         );
         let (g, _) =
-            super::super::mount_read_only(&mut sim, &ids, &GroupSelector::Name("P".into()))
+            super::super::mount_read_only(&mut sim, &ids, &GroupSelector::Name("T".into()))
                 .unwrap();
         let info = g
-            .open(&crate::names::GroupPath::parse("+P/x.dbf").unwrap())
+            .open(&crate::names::GroupPath::parse("+T/x.dbf").unwrap())
             .unwrap();
         assert_eq!((info.attrs.mode, info.attrs.uid), (0o600, 26));
     }
