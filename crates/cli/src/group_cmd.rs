@@ -17,9 +17,8 @@ use cairn_store::names::GroupPath;
 use clap::Subcommand;
 use serde::Serialize;
 
-use crate::{
-    discovery, engine_depth, now_unix_seconds, print_json, Discover, EngineArg, Outcome, Output,
-};
+use crate::console::{errln, out, outln, Console};
+use crate::{discovery, engine_depth, now_unix_seconds, Discover, EngineArg, Outcome, Output};
 
 /// Requests in flight for group work (data copies, metadata mirrors).
 const GROUP_DEPTH: usize = 64;
@@ -121,6 +120,9 @@ pub enum GroupCommand {
         /// Resync I/Os in flight (1-1024).
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
         power: u16,
+        /// Through the service: wait for the operation to end, showing its progress (without a service, the command always waits).
+        #[arg(long)]
+        wait: bool,
         #[command(flatten)]
         discover: Discover,
         #[command(flatten)]
@@ -171,6 +173,9 @@ pub enum GroupCommand {
         /// Relocation I/Os in flight (1-1024; at most 4 per disk the rebalance reads or writes); 0 pauses.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=1024))]
         power: u16,
+        /// Through the service: wait for the operation to end, showing its progress (without a service, the command always waits).
+        #[arg(long)]
+        wait: bool,
         #[command(flatten)]
         discover: Discover,
         #[command(flatten)]
@@ -194,6 +199,9 @@ pub enum GroupCommand {
         /// Rebuild I/Os in flight (1-1024); 0 leaves the rebuild for `group rebalance`.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(0..=1024))]
         power: u16,
+        /// Through the service: wait for the operation to end, showing its progress (without a service, the command always waits).
+        #[arg(long)]
+        wait: bool,
         #[command(flatten)]
         discover: Discover,
         #[command(flatten)]
@@ -248,6 +256,7 @@ pub enum GroupCommand {
 /// Mount group `name` for a command that writes, saying on stderr what the
 /// mount found (disks marked offline, damage).
 fn mount<'e>(
+    c: &mut Console<'_, '_>,
     engine: &'e mut dyn FileEngine,
     discover: &Discover,
     name: &str,
@@ -255,28 +264,29 @@ fn mount<'e>(
     let host = Host::real();
     let d = discovery(discover.discover.as_deref())?;
     let m = group_admin::mount(engine, &host, &d, name, &group_lock::run_dir())?;
-    warn_mount(m.group.name(), &m.report);
+    warn_mount(c, m.group.name(), &m.report);
     Ok(m)
 }
 
 /// Mount group `name` to write (`mount`) or only to look (`mount_read_only`).
 fn mount_to<'e>(
+    c: &mut Console<'_, '_>,
     engine: &'e mut dyn FileEngine,
     discover: &Discover,
     name: &str,
     write: bool,
 ) -> Result<group_admin::Mounted<'e>> {
     if write {
-        mount(engine, discover, name)
+        mount(c, engine, discover, name)
     } else {
-        mount_read_only(engine, discover, name)
+        mount_read_only(c, engine, discover, name)
     }
 }
 
 /// Dismount a group `mount_to` mounted.
-fn close(group: Group<'_>, wrote: bool) -> Result<()> {
+fn close(c: &mut Console<'_, '_>, group: Group<'_>, wrote: bool) -> Result<()> {
     if wrote {
-        finish(group)
+        finish(c, group)
     } else {
         Ok(group.dismount()?)
     }
@@ -285,6 +295,7 @@ fn close(group: Group<'_>, wrote: bool) -> Result<()> {
 /// Mount group `name` for listing or inspecting: nothing is written, a
 /// missing disk stays as it is recorded.
 fn mount_read_only<'e>(
+    c: &mut Console<'_, '_>,
     engine: &'e mut dyn FileEngine,
     discover: &Discover,
     name: &str,
@@ -292,38 +303,39 @@ fn mount_read_only<'e>(
     let host = Host::real();
     let d = discovery(discover.discover.as_deref())?;
     let m = group_admin::mount_read_only(engine, &host, &d, name, &group_lock::run_dir())?;
-    warn_mount(m.group.name(), &m.report);
+    warn_mount(c, m.group.name(), &m.report);
     Ok(m)
 }
 
 /// What a mount found that a person must hear about, one line each on stderr.
-fn warn_mount(group: &str, report: &group::MountReport) {
+fn warn_mount(c: &mut Console<'_, '_>, group: &str, report: &group::MountReport) {
     for w in &report.warnings {
-        eprintln!("cairn: warning: group {group}: {w}");
+        errln!(c, "cairn: warning: group {group}: {w}");
     }
     for d in &report.damage {
-        eprintln!("cairn: warning: group {group}: DAMAGE: {d}");
+        errln!(c, "cairn: warning: group {group}: DAMAGE: {d}");
     }
     for d in &report.disks_marked_offline {
-        eprintln!(
+        errln!(c,
             "cairn: warning: group {group}: disk {d} is not available (not found, or it could not be opened) and is now marked OFFLINE; the group runs DEGRADED on the other copies (check the discovery string and that the disk is attached)"
         );
     }
     for d in &report.disks_missing {
-        eprintln!(
+        errln!(c,
             "cairn: warning: group {group}: disk {d} is not available (not found, or it could not be opened); reading from the other copies, nothing was changed (check the discovery string and that the disk is attached)"
         );
     }
     for d in &report.disks_refused {
-        eprintln!("cairn: warning: group {group}: {d}");
+        errln!(c, "cairn: warning: group {group}: {d}");
     }
     for d in &report.disks_dropped_expired {
-        eprintln!(
+        errln!(c,
             "cairn: warning: group {group}: disk {d} was OFFLINE past its repair time (disk_repair_time) and is dropped by force; `cairn group rebalance {group}` rebuilds its copies from the mirrors"
         );
     }
     if let Some(r) = &report.resync {
-        eprintln!(
+        errln!(
+            c,
             "cairn: group {group}: resynced {} stale AU(s) ({} MiB) and {} metadata block(s){}",
             r.aus_copied,
             r.bytes_copied >> 20,
@@ -335,26 +347,26 @@ fn warn_mount(group: &str, report: &group::MountReport) {
             }
         );
         for a in &r.aus_without_source {
-            eprintln!("cairn: warning: group {group}: no good copy to resync {a}: it stays stale and is never read");
+            errln!(c, "cairn: warning: group {group}: no good copy to resync {a}: it stays stale and is never read");
         }
     }
 }
 
 /// Dismount a group a command wrote to, saying on stderr which disks it took
 /// offline after an I/O error.
-fn finish(group: Group<'_>) -> Result<()> {
+fn finish(c: &mut Console<'_, '_>, group: Group<'_>) -> Result<()> {
     let name = group.name().to_string();
     let offlined = group.disks_taken_offline().to_vec();
     let result = group.dismount();
-    warn_offlined(&name, &offlined);
+    warn_offlined(c, &name, &offlined);
     Ok(result?)
 }
 
 /// Say which disks a command took offline after an I/O error — whether the
 /// command then succeeded or not: the disk is out of use for good.
-fn warn_offlined(group: &str, disks: &[String]) {
+fn warn_offlined(c: &mut Console<'_, '_>, group: &str, disks: &[String]) {
     for d in disks {
-        eprintln!(
+        errln!(c,
             "cairn: warning: group {group}: disk {d} and is now OFFLINE; the group runs DEGRADED on the other copies (check the disk and the kernel log, dmesg)"
         );
     }
@@ -362,14 +374,18 @@ fn warn_offlined(group: &str, disks: &[String]) {
 
 /// A writing command's result, with the disks it took offline said even when
 /// it failed.
-fn said<T, E>(group: &Group<'_>, result: Result<T, E>) -> Result<T, E> {
+fn said<T, E>(c: &mut Console<'_, '_>, group: &Group<'_>, result: Result<T, E>) -> Result<T, E> {
     if result.is_err() {
-        warn_offlined(group.name(), group.disks_taken_offline());
+        warn_offlined(c, group.name(), group.disks_taken_offline());
     }
     result
 }
 
-pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcome> {
+pub fn run_group(
+    c: &mut Console<'_, '_>,
+    command: GroupCommand,
+    engine_kind: EngineArg,
+) -> Result<Outcome> {
     let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
     match command {
         GroupCommand::Create {
@@ -415,10 +431,11 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             )?;
             let summary = summary_of(&group);
             let written = group_bytes_written(&mut group);
-            finish(group)?;
+            finish(c, group)?;
             for d in &created {
                 if let Some(what) = &d.overrode {
-                    eprintln!(
+                    errln!(
+                        c,
                         "cairn: warning: {} was {what}; it is now {} of {}",
                         d.path.display(),
                         d.label,
@@ -438,9 +455,9 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                 bytes_written: written,
             };
             if output.json {
-                print_json(&report)?;
+                c.json(&report)?;
             } else {
-                println!(
+                outln!(c,
                     "created disk group {} ({} redundancy, {} MiB AUs, {}-byte sectors) on {} disk(s):",
                     report.group.name,
                     report.group.redundancy,
@@ -449,7 +466,8 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                     report.disks.len()
                 );
                 for d in &report.disks {
-                    println!(
+                    outln!(
+                        c,
                         "  {:<16} {:<14} {}{}",
                         d.label,
                         d.failgroup,
@@ -461,10 +479,11 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                         }
                     );
                     if let Some(what) = &d.overrode {
-                        println!("    overwrote: {what}");
+                        outln!(c, "    overwrote: {what}");
                     }
                 }
-                println!(
+                outln!(
+                    c,
                     "{} MiB usable for files; metadata written: {} KiB",
                     report.group.usable_file_mb,
                     report.bytes_written / 1024
@@ -472,51 +491,12 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             }
         }
         GroupCommand::List { discover, output } => {
-            let host = Host::real();
             let d = discovery(discover.discover.as_deref())?;
-            let found = group_admin::find_groups(&host, &d)?;
-            let mut rows = Vec::new();
-            for g in found {
-                if !g.complete {
-                    rows.push(GroupSummary::unmountable(
-                        &g,
-                        "INCOMPLETE",
-                        &format!(
-                            "its disks' labels name group {}, but none holds its superblock: a `group create` was interrupted; `cairn group create NAME --force` with these disks takes them again",
-                            g.uuid
-                        ),
-                    ));
-                    continue;
-                }
-                let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-                let row = match group_admin::mount_read_only(
-                    engine.as_mut(),
-                    &host,
-                    &d,
-                    &g.name,
-                    &group_lock::run_dir(),
-                ) {
-                    Ok(m) => {
-                        warn_mount(&g.name, &m.report);
-                        let mut s = summary_of(&m.group);
-                        s.warnings = m.report.warnings;
-                        s.warnings.extend(m.report.damage);
-                        m.group.dismount()?;
-                        s
-                    }
-                    // Another process holds it: mounted, not broken.
-                    Err(group_admin::GroupAdminError::Lock(group_lock::LockError::Held {
-                        holder,
-                        ..
-                    })) => GroupSummary::unmountable(&g, "MOUNTED", &format!("by {holder}")),
-                    Err(e) => GroupSummary::unmountable(&g, "UNMOUNTABLE", &e.to_string()),
-                };
-                rows.push(row);
-            }
+            let rows = list_rows(c, engine_kind, &d, &|_| None)?;
             if output.json {
-                print_json(&rows)?;
+                c.json(&rows)?;
             } else {
-                print!("{}", render_list(&rows));
+                out!(c, "{}", render_list(&rows));
             }
         }
         GroupCommand::Disks {
@@ -524,114 +504,53 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             discover,
             output,
         } => {
-            let m = mount_read_only(engine.as_mut(), &discover, &name)?;
+            let m = mount_read_only(c, engine.as_mut(), &discover, &name)?;
             let disks = m.group.disks();
             let au = m.group.au_bytes();
             let paths = m.paths.clone();
             m.group.dismount()?;
-            #[derive(Serialize)]
-            struct Row {
-                #[serde(flatten)]
-                disk: group::DiskInfo,
-                path: Option<PathBuf>,
-                au_bytes: u64,
-            }
-            let rows: Vec<Row> = disks
-                .into_iter()
-                .map(|d| Row {
-                    path: d.device.and_then(|id| paths.get(&id.0).cloned()),
-                    disk: d,
-                    au_bytes: au,
-                })
-                .collect();
-            if output.json {
-                print_json(&rows)?;
-            } else {
-                println!(
-                    "{:>4}  {:<16} {:<14} {:<8} {:>10} {:>10} {:>9} {:>11}  PATH",
-                    "DISK",
-                    "LABEL",
-                    "FAILGROUP",
-                    "STATE",
-                    "TOTAL_AU",
-                    "FREE_AU",
-                    "STALE_AU",
-                    "REPAIR_LEFT"
-                );
-                for r in rows {
-                    println!(
-                        "{:>4}  {:<16} {:<14} {:<8} {:>10} {:>10} {:>9} {:>11}  {}{}",
-                        r.disk.number,
-                        r.disk.label,
-                        r.disk.failgroup,
-                        if r.disk.dropping {
-                            "DROPPING"
-                        } else {
-                            r.disk.state.as_str()
-                        },
-                        r.disk.total_aus,
-                        r.disk
-                            .free_aus
-                            .map_or_else(|| "-".to_string(), |f| f.to_string()),
-                        r.disk.stale_aus,
-                        r.disk
-                            .repair_seconds_left
-                            .map_or_else(|| "-".to_string(), render_duration),
-                        r.path
-                            .map_or_else(|| "(missing)".to_string(), |p| p.display().to_string()),
-                        if r.disk.dropped_by_force {
-                            " (dropped by force: rebuilt from mirrors)".to_string()
-                        } else if r.disk.held {
-                            " (offline on request)".to_string()
-                        } else if let Some(to) = r.disk.shrinking_to_bytes {
-                            format!(
-                                " (shrinking from {} to {to} bytes: `cairn group rebalance` moves what lies past the new end)",
-                                r.disk.size_bytes
-                            )
-                        } else {
-                            String::new()
-                        }
-                    );
-                }
-            }
+            show_disks(c, disks, au, &paths, output.json)?;
         }
         GroupCommand::Mount {
             name,
             discover,
             output,
         } => {
-            let m = mount(engine.as_mut(), &discover, &name)?;
+            let m = mount(c, engine.as_mut(), &discover, &name)?;
             let summary = summary_of(&m.group);
             let report = m.report;
-            finish(m.group)?;
+            finish(c, m.group)?;
             if output.json {
                 #[derive(Serialize)]
                 struct Mounted {
                     group: GroupSummary,
                     recovery: group::MountReport,
                 }
-                print_json(&Mounted {
+                c.json(&Mounted {
                     group: summary,
                     recovery: report,
                 })?;
             } else {
-                println!(
+                outln!(
+                    c,
                     "mounted {} ({}): {} journal record(s) replayed",
-                    summary.name, summary.state, report.journal_records_replayed
+                    summary.name,
+                    summary.state,
+                    report.journal_records_replayed
                 );
                 for d in &report.disks_marked_offline {
-                    println!("  disk marked offline: {d}");
+                    outln!(c, "  disk marked offline: {d}");
                 }
                 for d in &report.disks_held {
-                    println!("  disk {d} stays OFFLINE (taken offline on request; `cairn group online` brings it back)");
+                    outln!(c, "  disk {d} stays OFFLINE (taken offline on request; `cairn group online` brings it back)");
                 }
                 for o in &report.operations_recovered {
-                    println!("  recovered: {o}");
+                    outln!(c, "  recovered: {o}");
                 }
                 for w in &report.warnings {
-                    println!("  warning: {w}");
+                    outln!(c, "  warning: {w}");
                 }
-                println!("dismounted cleanly");
+                outln!(c, "dismounted cleanly");
             }
         }
         GroupCommand::Check {
@@ -640,75 +559,13 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             discover,
             output,
         } => {
-            let mut m = mount_to(engine.as_mut(), &discover, &name, repair)?;
+            let mut m = mount_to(c, engine.as_mut(), &discover, &name, repair)?;
             let report = m.group.check(repair);
-            let report = said(&m.group, report)?;
+            let report = said(c, &m.group, report)?;
             let group_name = m.group.name().to_string();
-            close(m.group, repair)?;
-            if output.json {
-                print_json(&report)?;
-            } else {
-                println!(
-                    "checked {group_name}: {} files, {} extents, {} AUs in use, {} metadata blocks compared across mirrors",
-                    report.files,
-                    report.extents,
-                    report.aus_in_use,
-                    report.metadata_blocks_compared
-                );
-                for p in &report.problems {
-                    println!(
-                        "  {}: {}{}",
-                        p.location,
-                        p.what,
-                        if p.repaired { " (repaired)" } else { "" }
-                    );
-                }
-                for d in &report.disks_not_in_use {
-                    println!("  disk {d}");
-                }
-                println!("  data blocks were not read: they carry no checksums (docs/groups.md), so check cannot see rot in them");
-                println!(
-                    "{}",
-                    if !report.clean() {
-                        "PROBLEMS FOUND"
-                    } else if report.degraded() {
-                        "DEGRADED"
-                    } else if report.problems.is_empty() {
-                        "clean"
-                    } else {
-                        "all problems repaired"
-                    }
-                );
-            }
-            let left: Vec<&group::check::Problem> =
-                report.problems.iter().filter(|p| !p.repaired).collect();
-            if !left.is_empty() {
-                let fixable = left.iter().filter(|p| p.repairable).count();
-                let stuck: Vec<String> = left
-                    .iter()
-                    .filter(|p| !p.repairable)
-                    .map(|p| format!("{}: {}", p.location, p.what))
-                    .collect();
-                let mut message = format!("group {group_name} has {} problem(s)", left.len());
-                if fixable > 0 {
-                    message.push_str(&format!(
-                        "; `cairn group check {group_name} --repair` fixes {fixable} of them"
-                    ));
-                }
-                if let Some(first) = stuck.first() {
-                    message.push_str(&format!(
-                        "; {} cannot be fixed by check and need a decision (the first: {first})",
-                        stuck.len()
-                    ));
-                }
-                return Ok(Outcome::Failed(message));
-            }
-            if report.degraded() {
-                return Ok(Outcome::Degraded(format!(
-                    "group {group_name} is DEGRADED: {} — its files are served from the other copies, and one more failure in another failure group could lose data",
-                    report.disks_not_in_use.join(", ")
-                )));
-            }
+            close(c, m.group, repair)?;
+
+            return show_check(c, &group_name, &report, output.json);
         }
         GroupCommand::Scrub {
             name,
@@ -717,15 +574,15 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             discover,
             output,
         } => {
-            let mut m = mount_to(engine.as_mut(), &discover, &name, repair)?;
+            let mut m = mount_to(c, engine.as_mut(), &discover, &name, repair)?;
             let report = run_scrub(&mut m.group, usize::from(power), repair, output.json);
-            let report = said(&m.group, report)?;
+            let report = said(c, &m.group, report)?;
             let group_name = m.group.name().to_string();
-            close(m.group, repair)?;
+            close(c, m.group, repair)?;
             if output.json {
-                print_json(&serde_json::json!({ "group": group_name, "scrub": report }))?;
+                c.json(&serde_json::json!({ "group": group_name, "scrub": report }))?;
             } else {
-                println!(
+                outln!(c,
                     "scrubbed {group_name}: {} MiB read from {} copies of {} extents in {:.1} s; {} metadata blocks and {} header copies compared{}",
                     report.bytes_read >> 20,
                     report.copies_read,
@@ -740,14 +597,16 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                     }
                 );
                 for p in &report.problems {
-                    println!(
+                    outln!(
+                        c,
                         "  {}: {}{}",
                         p.location,
                         p.what,
                         if p.repaired { " (repaired)" } else { "" }
                     );
                 }
-                println!(
+                outln!(
+                    c,
                     "{}",
                     if report.problems.is_empty() {
                         "clean"
@@ -770,41 +629,23 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             discover,
             output,
         } => {
-            let m = mount_read_only(engine.as_mut(), &discover, &name)?;
+            let m = mount_read_only(c, engine.as_mut(), &discover, &name)?;
             let rows = group_admin::space(&m.group, &m.paths);
             m.group.dismount()?;
-            if output.json {
-                print_json(&rows)?;
-            } else {
-                println!(
-                    "{:>4}  {:<16} {:>12} {:>14} {:>16}  PATH",
-                    "DISK", "LABEL", "SIZE_MB", "GROUP_USED_MB", "DEVICE_HOLDS_MB"
-                );
-                for r in rows {
-                    println!(
-                        "{:>4}  {:<16} {:>12} {:>14} {:>16}  {}",
-                        r.number,
-                        r.label,
-                        r.size_bytes >> 20,
-                        r.group_used_bytes >> 20,
-                        r.device_allocated_bytes
-                            .map_or_else(|| "-".to_string(), |b| (b >> 20).to_string()),
-                        r.path
-                            .map_or_else(|| "(missing)".to_string(), |p| p.display().to_string())
-                    );
-                }
-            }
+
+            show_space(c, rows, output.json)?;
         }
         GroupCommand::Online {
             name,
             disks,
             all,
             power,
+            wait: _,
             discover,
             output,
         } => {
             // The mount itself resyncs disks that came back on their own.
-            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let mut m = mount(c, engine.as_mut(), &discover, &name)?;
             let from_mount = m.report.resync.clone().unwrap_or_default();
             let bar = au_progress(output.json);
             bar.set_message("resync");
@@ -829,61 +670,19 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                     });
             bar.finish_and_clear();
             tracker.finish();
-            let report = said(&m.group, report)?;
+            let report = said(c, &m.group, report)?;
             let rows = m.group.disks();
             let group_name = m.group.name().to_string();
-            finish(m.group)?;
-            #[derive(Serialize)]
-            struct Onlined {
-                group: String,
-                mount_resync: group::resync::ResyncReport,
-                resync: group::resync::ResyncReport,
-                disks: Vec<group::DiskInfo>,
-            }
-            let out = Onlined {
-                group: group_name.clone(),
-                mount_resync: from_mount,
-                resync: report,
-                disks: rows,
-            };
-            if output.json {
-                print_json(&out)?;
-            } else {
-                let online: Vec<&str> = out
-                    .mount_resync
-                    .disks_online
-                    .iter()
-                    .chain(&out.resync.disks_online)
-                    .map(String::as_str)
-                    .collect();
-                println!(
-                    "group {group_name}: {} disk(s) brought ONLINE{}; resync copied {} stale AU(s) ({} MiB), cleared {} never written, refreshed {} metadata block(s)",
-                    online.len(),
-                    if online.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", online.join(", "))
-                    },
-                    out.mount_resync.aus_copied + out.resync.aus_copied,
-                    (out.mount_resync.bytes_copied + out.resync.bytes_copied) >> 20,
-                    out.mount_resync.aus_cleared_unwritten + out.resync.aus_cleared_unwritten,
-                    out.mount_resync.metadata_blocks_rewritten
-                        + out.resync.metadata_blocks_rewritten
-                );
-            }
-            let left: Vec<String> = out
-                .disks
-                .iter()
-                .filter(|d| d.state != cairn_format::group::DiskState::Online)
-                .filter(|d| all || disks.iter().any(|n| n.eq_ignore_ascii_case(&d.label)))
-                .map(|d| format!("{} ({})", d.label, d.state.as_str()))
-                .collect();
-            if !left.is_empty() {
-                return Ok(Outcome::Degraded(format!(
-                    "group {group_name} still has disks that are not ONLINE: {} (a disk that is not attached stays OFFLINE; see `cairn group disks {group_name}`)",
-                    left.join(", ")
-                )));
-            }
+            finish(c, m.group)?;
+
+            return show_online(
+                c,
+                group_name,
+                (from_mount, report),
+                rows,
+                (all, &disks),
+                output.json,
+            );
         }
         GroupCommand::Offline {
             name,
@@ -892,49 +691,15 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             discover,
             output,
         } => {
-            let minutes = match &drop_after {
-                None => None,
-                Some(text) => {
-                    let seconds = group::attributes::parse_duration(text)
-                        .map_err(|e| anyhow::anyhow!("--drop-after {e}"))?;
-                    let minutes = seconds.div_ceil(60);
-                    Some(u16::try_from(minutes).ok().filter(|m| *m > 0).with_context(|| {
-                        format!("--drop-after {text}: give 1m to 45d (a disk's own timer is kept in minutes)")
-                    })?)
-                }
-            };
-            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let minutes = drop_after_minutes(drop_after.as_deref())?;
+            let mut m = mount(c, engine.as_mut(), &discover, &name)?;
             let done = m.group.offline_disks(&disks, minutes);
-            let done = said(&m.group, done)?;
+            let done = said(c, &m.group, done)?;
             let group_name = m.group.name().to_string();
             let rows = m.group.disks();
-            finish(m.group)?;
-            if output.json {
-                #[derive(Serialize)]
-                struct Offlined {
-                    group: String,
-                    offline: Vec<String>,
-                    disks: Vec<group::DiskInfo>,
-                }
-                print_json(&Offlined {
-                    group: group_name,
-                    offline: done,
-                    disks: rows,
-                })?;
-            } else {
-                for d in &done {
-                    let left = rows
-                        .iter()
-                        .find(|r| &r.label == d)
-                        .and_then(|r| r.repair_seconds_left)
-                        .map_or_else(String::new, |s| {
-                            format!("; dropped after {} more mounted", render_duration(s))
-                        });
-                    println!(
-                        "group {group_name}: disk {d} is OFFLINE (on request){left}; `cairn group online {group_name} {d}` brings it back, copying only what it missed"
-                    );
-                }
-            }
+            finish(c, m.group)?;
+
+            show_offline(c, group_name, done, rows, output.json)?;
         }
         GroupCommand::Alter {
             name,
@@ -964,9 +729,9 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             )?;
             let mut joined = false;
             let outcome = alter(
+                c,
                 engine.as_mut(),
-                &discover,
-                &name,
+                (&discover, &name),
                 &new,
                 (&drop, &resize),
                 (power, explain, force, output.json),
@@ -983,43 +748,39 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
         GroupCommand::Rebalance {
             name,
             power,
+            wait: _,
             discover,
             output,
         } => {
-            let m = mount(engine.as_mut(), &discover, &name)?;
-            rebalance_and_finish(m.group, power, output.json)?;
+            let m = mount(c, engine.as_mut(), &discover, &name)?;
+            rebalance_and_finish(c, m.group, power, output.json)?;
         }
         GroupCommand::Undrop {
             name,
             discover,
             output,
         } => {
-            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let mut m = mount(c, engine.as_mut(), &discover, &name)?;
             let done = m.group.undrop();
-            let done = said(&m.group, done)?;
+            let done = said(c, &m.group, done)?;
             let group_name = m.group.name().to_string();
-            finish(m.group)?;
-            if output.json {
-                print_json(&serde_json::json!({ "group": group_name, "undropped": done }))?;
-            } else {
-                println!(
-                    "group {group_name}: drop cancelled for {} (what already moved stays where it is)",
-                    done.join(", ")
-                );
-            }
+            finish(c, m.group)?;
+
+            show_undrop(c, &group_name, &done, output.json)?;
         }
         GroupCommand::DropDisk {
             name,
             disk,
             force: _,
             power,
+            wait: _,
             discover,
             output,
         } => {
-            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let mut m = mount(c, engine.as_mut(), &discover, &name)?;
             let done = m.group.drop_disks_forced(std::slice::from_ref(&disk));
-            said(&m.group, done)?;
-            rebalance_and_finish(m.group, power, output.json)?;
+            said(c, &m.group, done)?;
+            rebalance_and_finish(c, m.group, power, output.json)?;
         }
         GroupCommand::Replace {
             name,
@@ -1034,7 +795,7 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             let d = discovery(discover.discover.as_deref())?;
             // The new disk joins the failure group of the one it replaces.
             let failgroup = {
-                let m = mount_read_only(engine.as_mut(), &discover, &name)?;
+                let m = mount_read_only(c, engine.as_mut(), &discover, &name)?;
                 let fg = m
                     .group
                     .disks()
@@ -1066,9 +827,9 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             )?;
             let mut joined = false;
             let outcome = (|| -> Result<Outcome> {
-                let mut m = mount(engine.as_mut(), &discover, &name)?;
+                let mut m = mount(c, engine.as_mut(), &discover, &name)?;
                 let prepared = m.group.prepare_adds(&new, force);
-                let prepared = said(&m.group, prepared)?;
+                let prepared = said(c, &m.group, prepared)?;
                 // The rebuild must be able to run once the new disk is in:
                 // no other disk may be out of service.
                 if let Some(other) = m.group.disks().into_iter().find(|d| {
@@ -1085,11 +846,11 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
                     );
                 }
                 let result = m.group.add_disks(prepared);
-                said(&m.group, result)?;
+                said(c, &m.group, result)?;
                 joined = true;
                 let result = m.group.drop_disks_forced(std::slice::from_ref(&disk));
-                said(&m.group, result)?;
-                rebalance_and_finish(m.group, power, output.json)?;
+                said(c, &m.group, result)?;
+                rebalance_and_finish(c, m.group, power, output.json)?;
                 Ok(Outcome::Done)
             })();
             if outcome.is_err() && !joined {
@@ -1099,63 +860,8 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
         }
         GroupCommand::Ops { name, output } => {
             let ops = cairn_store::ops::list(&group_lock::run_dir(), name.as_deref());
-            if output.json {
-                print_json(&ops)?;
-            } else if ops.is_empty() {
-                println!(
-                    "no operation is running{}",
-                    name.map_or_else(String::new, |n| format!(
-                        " on group {}",
-                        n.to_ascii_uppercase()
-                    ))
-                );
-            } else {
-                println!(
-                    "{:<12} {:<10} {:<12} {:>5} {:>16} {:>10} {:>10} {:>12}",
-                    "GROUP",
-                    "PASS",
-                    "STATE",
-                    "POWER",
-                    "AUS_DONE/TOTAL",
-                    "MiB/s",
-                    "ETA",
-                    "REDUNDANCY"
-                );
-                for o in ops {
-                    let when = |s: Option<u64>| match s {
-                        Some(0) => "now".to_string(),
-                        Some(s) => render_duration(s),
-                        None => "estimating".to_string(),
-                    };
-                    println!(
-                        "{:<12} {:<10} {:<12} {:>5} {:>16} {:>10} {:>10} {:>12}{}",
-                        o.group,
-                        o.pass,
-                        o.state,
-                        o.power,
-                        format!("{}/{}", o.aus_done, o.aus_total),
-                        o.rate_bytes_per_second
-                            .map_or_else(|| "-".to_string(), |r| format!("{:.1}", r / 1048576.0)),
-                        if o.state == "RUN" {
-                            when(o.eta_seconds)
-                        } else {
-                            "-".into()
-                        },
-                        if o.state == "RUN" {
-                            when(o.redundancy_eta_seconds)
-                        } else {
-                            "-".into()
-                        },
-                        if o.state == "INTERRUPTED" {
-                            format!("  (resume: cairn group rebalance {})", o.group)
-                        } else if o.resumed {
-                            "  (resumed)".to_string()
-                        } else {
-                            String::new()
-                        }
-                    );
-                }
-            }
+
+            show_ops(c, ops, name, output.json)?;
         }
         GroupCommand::Set {
             name,
@@ -1163,29 +869,14 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             discover,
             output,
         } => {
-            let mut parsed = Vec::new();
-            for p in &pairs {
-                let (k, v) = p.split_once('=').with_context(|| {
-                    format!("{p:?}: give KEY=VALUE (`cairn group get {name}` lists the keys)")
-                })?;
-                parsed.push((k.to_string(), v.to_string()));
-            }
-            let mut m = mount(engine.as_mut(), &discover, &name)?;
+            let parsed = attribute_pairs(&name, &pairs)?;
+            let mut m = mount(c, engine.as_mut(), &discover, &name)?;
             let result = m.group.set_attributes(&parsed);
-            said(&m.group, result)?;
+            said(c, &m.group, result)?;
             let keys: Vec<String> = parsed.iter().map(|(k, _)| k.clone()).collect();
             let now = m.group.get_attributes(&keys)?;
-            finish(m.group)?;
-            if output.json {
-                print_json(
-                    &now.into_iter()
-                        .collect::<std::collections::BTreeMap<_, _>>(),
-                )?;
-            } else {
-                for (k, v) in now {
-                    println!("{k} = {v}");
-                }
-            }
+            finish(c, m.group)?;
+            show_attributes(c, now, output.json)?;
         }
         GroupCommand::Get {
             name,
@@ -1193,20 +884,11 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
             discover,
             output,
         } => {
-            let m = mount_read_only(engine.as_mut(), &discover, &name)?;
+            let m = mount_read_only(c, engine.as_mut(), &discover, &name)?;
             let got = m.group.get_attributes(&keys);
             m.group.dismount()?;
             let got = got?;
-            if output.json {
-                print_json(
-                    &got.into_iter()
-                        .collect::<std::collections::BTreeMap<_, _>>(),
-                )?;
-            } else {
-                for (k, v) in got {
-                    println!("{k} = {v}");
-                }
-            }
+            show_attributes(c, got, output.json)?;
         }
     }
     Ok(Outcome::Done)
@@ -1215,19 +897,19 @@ pub fn run_group(command: GroupCommand, engine_kind: EngineArg) -> Result<Outcom
 /// `group alter` once the new disks are open: mount, check the change,
 /// explain it, or make it and rebalance.
 fn alter(
+    c: &mut Console<'_, '_>,
     engine: &mut dyn FileEngine,
-    discover: &Discover,
-    name: &str,
+    (discover, name): (&Discover, &str),
     new: &[group::NewDisk],
     (drops, resizes): (&[String], &[(String, u64)]),
     (power, explain, force, json): (u16, bool, bool, bool),
     joined: &mut bool,
 ) -> Result<Outcome> {
-    let mut m = mount(engine, discover, name)?;
+    let mut m = mount(c, engine, discover, name)?;
     let prepared = m.group.prepare_adds(new, force);
-    let prepared = said(&m.group, prepared)?;
+    let prepared = said(c, &m.group, prepared)?;
     let work = m.group.explain_change(&prepared, drops, resizes);
-    let mut work = said(&m.group, work)?;
+    let mut work = said(c, &m.group, work)?;
     let group_name = m.group.name().to_string();
     if explain {
         let sources: Vec<u16> = work
@@ -1240,9 +922,9 @@ fn alter(
         work.estimate(&rates);
         m.group.dismount()?;
         if json {
-            print_json(&serde_json::json!({ "group": group_name, "explain": work }))?;
+            c.json(&serde_json::json!({ "group": group_name, "explain": work }))?;
         } else {
-            println!(
+            outln!(c,
                 "group {group_name}: the change would move {} AU(s) ({} MiB) in {} move(s): {} rebuild, {} evacuate, {} balance{}",
                 work.aus_to_move,
                 work.bytes_to_move >> 20,
@@ -1255,7 +937,8 @@ fn alter(
                     render_duration((s.ceil() as u64).max(1))
                 ))
             );
-            println!(
+            outln!(
+                c,
                 "{:>4}  {:<16} {:<12} {:<9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9}",
                 "DISK",
                 "LABEL",
@@ -1269,7 +952,8 @@ fn alter(
                 "OUT_MiB"
             );
             for d in &work.disks {
-                println!(
+                outln!(
+                    c,
                     "{:>4}  {:<16} {:<12} {:<9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9}",
                     d.number,
                     d.label,
@@ -1290,47 +974,53 @@ fn alter(
     // refused before anything changes (power 0 asks for no rebalance).
     if power > 0 {
         let blocked = m.group.rebalance_blocker();
-        said(&m.group, blocked)?;
+        said(c, &m.group, blocked)?;
     }
     let added = m.group.add_disks(prepared);
-    let added = said(&m.group, added)?;
+    let added = said(c, &m.group, added)?;
     *joined = true;
     if !drops.is_empty() {
         let dropped = m.group.request_drops(drops);
-        said(&m.group, dropped)?;
+        said(c, &m.group, dropped)?;
     }
     let resized = if resizes.is_empty() {
         Vec::new()
     } else {
         let r = m.group.request_resizes(resizes);
-        said(&m.group, r)?
+        said(c, &m.group, r)?
     };
     if !json {
         if !added.is_empty() {
-            println!("group {group_name}: added {}", added.join(", "));
+            outln!(c, "group {group_name}: added {}", added.join(", "));
         }
         if !drops.is_empty() {
-            println!(
+            outln!(
+                c,
                 "group {group_name}: dropping {}",
                 drops.join(", ").to_ascii_uppercase()
             );
         }
         for line in resized {
-            println!("group {group_name}: {line}");
+            outln!(c, "group {group_name}: {line}");
         }
     }
-    rebalance_and_finish(m.group, power, json)?;
+    rebalance_and_finish(c, m.group, power, json)?;
     Ok(Outcome::Done)
 }
 
 /// Run (or resume) the rebalance, dismount, and say what it did.
-fn rebalance_and_finish(mut group: Group<'_>, power: u16, json: bool) -> Result<()> {
+fn rebalance_and_finish(
+    c: &mut Console<'_, '_>,
+    mut group: Group<'_>,
+    power: u16,
+    json: bool,
+) -> Result<()> {
     let report = run_rebalance(&mut group, usize::from(power), json);
-    let report = said(&group, report)?;
+    let report = said(c, &group, report)?;
     let rows = group.disks();
     let group_name = group.name().to_string();
-    finish(group)?;
-    print_rebalance(&group_name, &report, &rows, json)
+    finish(c, group)?;
+    print_rebalance(c, &group_name, &report, &rows, json)
 }
 
 /// Run (or resume) a rebalance with a progress bar on a terminal and a
@@ -1340,46 +1030,7 @@ fn run_rebalance(
     power: usize,
     json: bool,
 ) -> Result<group::relocate::RebalanceReport, group::GroupError> {
-    let plan = group.rebalance_plan();
-    // Redundancy is whole once the last rebuild move is done, in the order
-    // the moves run (metadata first, then data).
-    let rebuild: u64 = plan
-        .as_ref()
-        .map(|p| {
-            let meta = |m: &&cairn_store::rebalance::Move| {
-                m.file < cairn_format::group::FILE_NUMBER_USER_MIN
-                    || m.index & group::relocate::INDIRECT_INDEX != 0
-            };
-            let order: Vec<&cairn_store::rebalance::Move> = p
-                .moves
-                .iter()
-                .filter(meta)
-                .chain(p.moves.iter().filter(|m| !meta(m)))
-                .collect();
-            let mut done = 0;
-            let mut until = 0;
-            for m in order {
-                done += m.aus;
-                if m.pass == cairn_store::rebalance::Pass::Rebuild {
-                    until = done;
-                }
-            }
-            until
-        })
-        .unwrap_or(0);
-    let resumed = group.rebalance_pending().is_some();
-    let mut tracker = (power > 0).then(|| {
-        cairn_store::ops::OpTracker::start(
-            &group_lock::run_dir(),
-            group.name(),
-            group.uuid(),
-            if rebuild > 0 { "REBUILD" } else { "REBALANCE" },
-            power,
-            group.au_bytes(),
-            rebuild,
-            resumed,
-        )
-    });
+    let mut tracker = rebalance_tracker(group, power);
     let bar = au_progress(json);
     bar.set_message("rebalance");
     let report = group.rebalance(power, &mut |p| {
@@ -1402,7 +1053,8 @@ fn run_rebalance(
     report
 }
 
-fn print_rebalance(
+pub(crate) fn print_rebalance(
+    c: &mut Console<'_, '_>,
     group_name: &str,
     report: &group::relocate::RebalanceReport,
     rows: &[group::DiskInfo],
@@ -1415,20 +1067,20 @@ fn print_rebalance(
             rebalance: &'a group::relocate::RebalanceReport,
             disks: &'a [group::DiskInfo],
         }
-        return print_json(&Rebalanced {
+        return c.json(&Rebalanced {
             group: group_name,
             rebalance: report,
             disks: rows,
         });
     }
     if report.paused {
-        println!(
+        outln!(c,
             "group {group_name}: rebalance paused (power 0) with {} move(s) planned; `cairn group rebalance {group_name} --power N` resumes it",
             report.moves_planned
         );
         return Ok(());
     }
-    println!(
+    outln!(c,
         "group {group_name}: rebalance moved {} AU(s) ({} MiB copied) in {} move(s) ({} metadata, {} rebuilt from mirrors){}{}{}",
         report.aus_moved,
         report.bytes_copied >> 20,
@@ -1455,10 +1107,10 @@ fn print_rebalance(
         }
     );
     for left in &report.moves_left {
-        eprintln!("warning: not moved: {left}");
+        errln!(c, "warning: not moved: {left}");
     }
     for lost in &report.aus_without_source {
-        eprintln!("warning: {lost}");
+        errln!(c, "warning: {lost}");
     }
     if !report.moves_left.is_empty() {
         bail!(
@@ -1526,7 +1178,7 @@ fn bytes_progress(json: bool) -> indicatif::ProgressBar {
 }
 
 /// A progress bar in AUs on a terminal; hidden with --json or a pipe.
-fn au_progress(json: bool) -> indicatif::ProgressBar {
+pub(crate) fn au_progress(json: bool) -> indicatif::ProgressBar {
     progress_bar(json, "{msg} {pos}/{len} AUs {per_sec} ETA {eta} {wide_bar}")
 }
 
@@ -1586,7 +1238,7 @@ impl GroupSummary {
     }
 }
 
-fn summary_of(group: &Group<'_>) -> GroupSummary {
+pub(crate) fn summary_of(group: &Group<'_>) -> GroupSummary {
     let space = group.space();
     GroupSummary {
         name: group.name().to_string(),
@@ -1609,7 +1261,7 @@ fn summary_of(group: &Group<'_>) -> GroupSummary {
     }
 }
 
-fn render_list(rows: &[GroupSummary]) -> String {
+pub(crate) fn render_list(rows: &[GroupSummary]) -> String {
     let mut out = format!(
         "{:<12} {:<10} {:>7} {:>6} {:>10} {:>10} {:>12} {:>12} {:>8}  NAME\n",
         "STATE",
@@ -1654,156 +1306,100 @@ fn group_path(text: &str) -> Result<GroupPath> {
     Ok(GroupPath::parse(text)?)
 }
 
-pub fn ls(engine_kind: EngineArg, path: &str, discover: &Discover, output: &Output) -> Result<()> {
+pub fn ls(
+    c: &mut Console<'_, '_>,
+    engine_kind: EngineArg,
+    path: &str,
+    discover: &Discover,
+    output: &Output,
+) -> Result<()> {
     let path = group_path(path)?;
     let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-    let m = mount_read_only(engine.as_mut(), discover, path.group.as_str())?;
+    let m = mount_read_only(c, engine.as_mut(), discover, path.group.as_str())?;
     let group = m.group;
     let entries = group.list(&path)?;
     group.dismount()?;
-    if output.json {
-        print_json(&entries)?;
-    } else {
-        for e in entries {
-            match (&e.kind, &e.file) {
-                (group::AliasKind::Directory, _) => {
-                    println!("{:<10} {:>14} {:<8} {:<12} {}/", "DIR", "", "", "", e.name)
-                }
-                (_, None) => println!(
-                    "{:<10} {:>14} {:<8} {:<12} {}  (its file is lost; `cairn group check {} --repair` removes the name)",
-                    "LOST", "", "", "", e.name, path.group
-                ),
-                (kind, Some(f)) => println!(
-                    "{:<10} {:>14} {:<8} {:<12} {}{}",
-                    f.template,
-                    f.attrs.byte_size,
-                    match f.copies {
-                        1 => "UNPROT",
-                        2 => "MIRROR",
-                        _ => "HIGH",
-                    },
-                    f.striping,
-                    e.name,
-                    if *kind == group::AliasKind::Alias {
-                        format!(" => file {}", f.number)
-                    } else {
-                        String::new()
-                    }
-                ),
-            }
-        }
-    }
-    Ok(())
+    show_ls(c, &path, entries, output.json)
 }
 
-pub fn du(engine_kind: EngineArg, path: &str, discover: &Discover, output: &Output) -> Result<()> {
+pub fn du(
+    c: &mut Console<'_, '_>,
+    engine_kind: EngineArg,
+    path: &str,
+    discover: &Discover,
+    output: &Output,
+) -> Result<()> {
     let path = group_path(path)?;
     let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-    let m = mount_read_only(engine.as_mut(), discover, path.group.as_str())?;
+    let m = mount_read_only(c, engine.as_mut(), discover, path.group.as_str())?;
     let group = m.group;
     let (logical, allocated) = group.du(&path)?;
     group.dismount()?;
-    if output.json {
-        #[derive(Serialize)]
-        struct Du {
-            path: String,
-            used_bytes: u64,
-            allocated_with_mirrors_bytes: u64,
-        }
-        print_json(&Du {
-            path: path.to_string(),
-            used_bytes: logical,
-            allocated_with_mirrors_bytes: allocated,
-        })?;
-    } else {
-        println!("{:>12} {:>20}  PATH", "USED_MB", "MIRROR_USED_MB");
-        println!("{:>12} {:>20}  {}", logical >> 20, allocated >> 20, path);
-    }
-    Ok(())
+    show_du(c, &path, logical, allocated, output.json)
 }
 
-pub fn mkdir(engine_kind: EngineArg, path: &str, parents: bool, discover: &Discover) -> Result<()> {
+pub fn mkdir(
+    c: &mut Console<'_, '_>,
+    engine_kind: EngineArg,
+    path: &str,
+    parents: bool,
+    discover: &Discover,
+) -> Result<()> {
     let path = group_path(path)?;
     let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-    let m = mount(engine.as_mut(), discover, path.group.as_str())?;
+    let m = mount(c, engine.as_mut(), discover, path.group.as_str())?;
     let mut group = m.group;
     let made = group.mkdir(&path, parents);
-    said(&group, made)?;
-    finish(group)?;
+    said(c, &group, made)?;
+    finish(c, group)?;
     Ok(())
 }
 
 /// `rm`: every path is tried; each failure is reported, along with what was
 /// removed before it, in one line.
-pub fn rm(engine_kind: EngineArg, paths: &[String], discover: &Discover) -> Result<()> {
-    let mut removed = Vec::new();
-    let mut failed = Vec::new();
-    for text in paths {
-        let result = (|| -> Result<()> {
-            let path = group_path(text)?;
-            let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-            let m = mount(engine.as_mut(), discover, path.group.as_str())?;
-            let mut group = m.group;
-            let removed = group.remove(&path);
-            said(&group, removed)?;
-            finish(group)
-        })();
-        match result {
-            Ok(()) => removed.push(text.as_str()),
-            Err(e) => failed.push(format!("{e:#}")),
-        }
-    }
-    match failed.len() {
-        0 => Ok(()),
-        n => bail!(
-            "{}{}{}",
-            failed.join("; "),
-            if n < paths.len() {
-                format!(" ({n} of {} not removed)", paths.len())
-            } else {
-                String::new()
-            },
-            if removed.is_empty() {
-                String::new()
-            } else {
-                format!("; removed: {}", removed.join(", "))
-            }
-        ),
-    }
+pub fn rm(
+    c: &mut Console<'_, '_>,
+    engine_kind: EngineArg,
+    paths: &[String],
+    discover: &Discover,
+) -> Result<()> {
+    rm_each(paths, |text| {
+        let path = group_path(text)?;
+        let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
+        let m = mount(c, engine.as_mut(), discover, path.group.as_str())?;
+        let mut group = m.group;
+        let removed = group.remove(&path);
+        said(c, &group, removed)?;
+        finish(c, group)
+    })
 }
 
 pub fn mkalias(
+    c: &mut Console<'_, '_>,
     engine_kind: EngineArg,
     target: &str,
     alias: &str,
     discover: &Discover,
 ) -> Result<()> {
-    let target = group_path(target)?;
-    let alias = GroupPath::parse_file(alias)?;
-    if !target
-        .group
-        .as_str()
-        .eq_ignore_ascii_case(alias.group.as_str())
-    {
-        bail!(
-            "an alias must be in the same group as its file ({} vs {})",
-            target.group,
-            alias.group
-        );
-    }
+    let (target, alias) = alias_paths(target, alias)?;
     let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
-    let m = mount(engine.as_mut(), discover, target.group.as_str())?;
+    let m = mount(c, engine.as_mut(), discover, target.group.as_str())?;
     let mut group = m.group;
     let made = group.mkalias(&target, &alias);
-    said(&group, made)?;
-    finish(group)?;
+    said(c, &group, made)?;
+    finish(c, group)?;
     Ok(())
 }
 
 /// `cp`: OS file → group, group → OS file, group → group. The copy, and the
 /// order of its steps, is [`group_copy::copy`]'s; this draws its progress and
 /// says what it reports.
-pub fn cp(engine_kind: EngineArg, request: &CopyRequest<'_>, discover: &Discover) -> Result<()> {
+pub fn cp(
+    c: &mut Console<'_, '_>,
+    engine_kind: EngineArg,
+    request: &CopyRequest<'_>,
+    discover: &Discover,
+) -> Result<()> {
     let host = Host::real();
     let mut shell = CpShell {
         engine_kind,
@@ -1811,17 +1407,13 @@ pub fn cp(engine_kind: EngineArg, request: &CopyRequest<'_>, discover: &Discover
         bar: None,
     };
     let copied = group_copy::copy(request, &host, &mut shell)?;
-    if let Copied::In { dest, report } = copied {
+    if let Copied::In { report, .. } = copied {
         if report.stopped_at_max {
-            eprintln!(
+            errln!(
+                c,
                 "cairn: note: stopped at --max-size ({} bytes); {} had more",
-                report.bytes_copied, request.source
-            );
-        }
-        if report.size_bytes != report.bytes_copied {
-            eprintln!(
-                "cairn: note: {} bytes copied; {dest} is {} (padded with zeros to whole sectors)",
-                report.bytes_copied, report.size_bytes
+                report.bytes_copied,
+                request.source
             );
         }
     }
@@ -1853,14 +1445,15 @@ impl group_copy::CopyShell for CpShell<'_> {
 
     fn waiting_for_writer(&mut self, fifo: &str) {
         if std::io::stderr().is_terminal() {
-            eprintln!(
+            errln!(
+                Console::Std,
                 "cairn: {fifo} is a FIFO; waiting for a writer (Ctrl-C stops, leaving nothing)"
             );
         }
     }
 
     fn mounted(&mut self, group: &str, report: &group::MountReport) {
-        warn_mount(group, report);
+        warn_mount(&mut Console::Std, group, report);
     }
 
     fn progress_started(&mut self, total: Option<u64>) {
@@ -1880,7 +1473,7 @@ impl group_copy::CopyShell for CpShell<'_> {
     }
 
     fn taken_offline(&mut self, group: &str, disks: &[String]) {
-        warn_offlined(group, disks);
+        warn_offlined(&mut Console::Std, group, disks);
     }
 }
 
@@ -1918,4 +1511,659 @@ fn resize_arg(s: &str) -> Result<(String, u64), String> {
     }
     let bytes = crate::parse_size(size).map_err(|e| format!("{e:#}"))?;
     Ok((disk.trim().to_string(), bytes))
+}
+
+// ---------------------------------------------------------------------------
+// Rendering, shared with the commands the service carries out (served.rs)
+
+/// `group disks`: one row a disk.
+pub(crate) fn show_disks(
+    c: &mut Console<'_, '_>,
+    disks: Vec<group::DiskInfo>,
+    au: u64,
+    paths: &std::collections::BTreeMap<u32, PathBuf>,
+    json: bool,
+) -> Result<()> {
+    #[derive(Serialize)]
+    struct Row {
+        #[serde(flatten)]
+        disk: group::DiskInfo,
+        path: Option<PathBuf>,
+        au_bytes: u64,
+    }
+    let rows: Vec<Row> = disks
+        .into_iter()
+        .map(|d| Row {
+            path: d.device.and_then(|id| paths.get(&id.0).cloned()),
+            disk: d,
+            au_bytes: au,
+        })
+        .collect();
+    if json {
+        c.json(&rows)?;
+    } else {
+        outln!(
+            c,
+            "{:>4}  {:<16} {:<14} {:<8} {:>10} {:>10} {:>9} {:>11}  PATH",
+            "DISK",
+            "LABEL",
+            "FAILGROUP",
+            "STATE",
+            "TOTAL_AU",
+            "FREE_AU",
+            "STALE_AU",
+            "REPAIR_LEFT"
+        );
+        for r in rows {
+            outln!(
+                c,
+                "{:>4}  {:<16} {:<14} {:<8} {:>10} {:>10} {:>9} {:>11}  {}{}",
+                r.disk.number,
+                r.disk.label,
+                r.disk.failgroup,
+                if r.disk.dropping {
+                    "DROPPING"
+                } else {
+                    r.disk.state.as_str()
+                },
+                r.disk.total_aus,
+                r.disk
+                    .free_aus
+                    .map_or_else(|| "-".to_string(), |f| f.to_string()),
+                r.disk.stale_aus,
+                r.disk
+                    .repair_seconds_left
+                    .map_or_else(|| "-".to_string(), render_duration),
+                r.path
+                    .map_or_else(|| "(missing)".to_string(), |p| p.display().to_string()),
+                if r.disk.dropped_by_force {
+                    " (dropped by force: rebuilt from mirrors)".to_string()
+                } else if r.disk.held {
+                    " (offline on request)".to_string()
+                } else if let Some(to) = r.disk.shrinking_to_bytes {
+                    format!(
+                    " (shrinking from {} to {to} bytes: `cairn group rebalance` moves what lies past the new end)",
+                    r.disk.size_bytes
+                )
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `group space`: one row a disk.
+pub(crate) fn show_space(
+    c: &mut Console<'_, '_>,
+    rows: Vec<group_admin::DiskSpaceReport>,
+    json: bool,
+) -> Result<()> {
+    if json {
+        c.json(&rows)?;
+    } else {
+        outln!(
+            c,
+            "{:>4}  {:<16} {:>12} {:>14} {:>16}  PATH",
+            "DISK",
+            "LABEL",
+            "SIZE_MB",
+            "GROUP_USED_MB",
+            "DEVICE_HOLDS_MB"
+        );
+        for r in rows {
+            outln!(
+                c,
+                "{:>4}  {:<16} {:>12} {:>14} {:>16}  {}",
+                r.number,
+                r.label,
+                r.size_bytes >> 20,
+                r.group_used_bytes >> 20,
+                r.device_allocated_bytes
+                    .map_or_else(|| "-".to_string(), |b| (b >> 20).to_string()),
+                r.path
+                    .map_or_else(|| "(missing)".to_string(), |p| p.display().to_string())
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `group check`: what it found, and the outcome (problems left: failed;
+/// a disk not in use: degraded).
+pub(crate) fn show_check(
+    c: &mut Console<'_, '_>,
+    group_name: &str,
+    report: &group::check::CheckReport,
+    json: bool,
+) -> Result<Outcome> {
+    if json {
+        c.json(&report)?;
+    } else {
+        outln!(c,
+        "checked {group_name}: {} files, {} extents, {} AUs in use, {} metadata blocks compared across mirrors",
+        report.files,
+        report.extents,
+        report.aus_in_use,
+        report.metadata_blocks_compared
+    );
+        for p in &report.problems {
+            outln!(
+                c,
+                "  {}: {}{}",
+                p.location,
+                p.what,
+                if p.repaired { " (repaired)" } else { "" }
+            );
+        }
+        for d in &report.disks_not_in_use {
+            outln!(c, "  disk {d}");
+        }
+        outln!(c, "  data blocks were not read: they carry no checksums (docs/groups.md), so check cannot see rot in them");
+        outln!(
+            c,
+            "{}",
+            if !report.clean() {
+                "PROBLEMS FOUND"
+            } else if report.degraded() {
+                "DEGRADED"
+            } else if report.problems.is_empty() {
+                "clean"
+            } else {
+                "all problems repaired"
+            }
+        );
+    }
+    let left: Vec<&group::check::Problem> =
+        report.problems.iter().filter(|p| !p.repaired).collect();
+    if !left.is_empty() {
+        let fixable = left.iter().filter(|p| p.repairable).count();
+        let stuck: Vec<String> = left
+            .iter()
+            .filter(|p| !p.repairable)
+            .map(|p| format!("{}: {}", p.location, p.what))
+            .collect();
+        let mut message = format!("group {group_name} has {} problem(s)", left.len());
+        if fixable > 0 {
+            message.push_str(&format!(
+                "; `cairn group check {group_name} --repair` fixes {fixable} of them"
+            ));
+        }
+        if let Some(first) = stuck.first() {
+            message.push_str(&format!(
+                "; {} cannot be fixed by check and need a decision (the first: {first})",
+                stuck.len()
+            ));
+        }
+        return Ok(Outcome::Failed(message));
+    }
+    if report.degraded() {
+        return Ok(Outcome::Degraded(format!(
+        "group {group_name} is DEGRADED: {} — its files are served from the other copies, and one more failure in another failure group could lose data",
+        report.disks_not_in_use.join(", ")
+    )));
+    }
+    Ok(Outcome::Done)
+}
+
+/// `group online`: what the resyncs did, and the outcome (a disk named
+/// that is not ONLINE: degraded).
+pub(crate) fn show_online(
+    c: &mut Console<'_, '_>,
+    group_name: String,
+    (from_mount, report): (group::resync::ResyncReport, group::resync::ResyncReport),
+    rows: Vec<group::DiskInfo>,
+    (all, disks): (bool, &[String]),
+    json: bool,
+) -> Result<Outcome> {
+    #[derive(Serialize)]
+    struct Onlined {
+        group: String,
+        mount_resync: group::resync::ResyncReport,
+        resync: group::resync::ResyncReport,
+        disks: Vec<group::DiskInfo>,
+    }
+    let out = Onlined {
+        group: group_name.clone(),
+        mount_resync: from_mount,
+        resync: report,
+        disks: rows,
+    };
+    if json {
+        c.json(&out)?;
+    } else {
+        let online: Vec<&str> = out
+            .mount_resync
+            .disks_online
+            .iter()
+            .chain(&out.resync.disks_online)
+            .map(String::as_str)
+            .collect();
+        outln!(c,
+        "group {group_name}: {} disk(s) brought ONLINE{}; resync copied {} stale AU(s) ({} MiB), cleared {} never written, refreshed {} metadata block(s)",
+        online.len(),
+        if online.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", online.join(", "))
+        },
+        out.mount_resync.aus_copied + out.resync.aus_copied,
+        (out.mount_resync.bytes_copied + out.resync.bytes_copied) >> 20,
+        out.mount_resync.aus_cleared_unwritten + out.resync.aus_cleared_unwritten,
+        out.mount_resync.metadata_blocks_rewritten
+            + out.resync.metadata_blocks_rewritten
+    );
+    }
+    let left: Vec<String> = out
+        .disks
+        .iter()
+        .filter(|d| d.state != cairn_format::group::DiskState::Online)
+        .filter(|d| all || disks.iter().any(|n| n.eq_ignore_ascii_case(&d.label)))
+        .map(|d| format!("{} ({})", d.label, d.state.as_str()))
+        .collect();
+    if !left.is_empty() {
+        return Ok(Outcome::Degraded(format!(
+        "group {group_name} still has disks that are not ONLINE: {} (a disk that is not attached stays OFFLINE; see `cairn group disks {group_name}`)",
+        left.join(", ")
+    )));
+    }
+    Ok(Outcome::Done)
+}
+
+/// `--drop-after DURATION` in minutes (a disk's own timer is kept in them).
+pub(crate) fn drop_after_minutes(text: Option<&str>) -> Result<Option<u16>> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let seconds =
+        group::attributes::parse_duration(text).map_err(|e| anyhow::anyhow!("--drop-after {e}"))?;
+    let minutes = seconds.div_ceil(60);
+    Ok(Some(
+        u16::try_from(minutes)
+            .ok()
+            .filter(|m| *m > 0)
+            .with_context(|| {
+                format!(
+                    "--drop-after {text}: give 1m to 45d (a disk's own timer is kept in minutes)"
+                )
+            })?,
+    ))
+}
+
+/// `group offline`: the disks taken offline.
+pub(crate) fn show_offline(
+    c: &mut Console<'_, '_>,
+    group_name: String,
+    done: Vec<String>,
+    rows: Vec<group::DiskInfo>,
+    json: bool,
+) -> Result<()> {
+    if json {
+        #[derive(Serialize)]
+        struct Offlined {
+            group: String,
+            offline: Vec<String>,
+            disks: Vec<group::DiskInfo>,
+        }
+        c.json(&Offlined {
+            group: group_name,
+            offline: done,
+            disks: rows,
+        })?;
+    } else {
+        for d in &done {
+            let left = rows
+                .iter()
+                .find(|r| &r.label == d)
+                .and_then(|r| r.repair_seconds_left)
+                .map_or_else(String::new, |s| {
+                    format!("; dropped after {} more mounted", render_duration(s))
+                });
+            outln!(c,
+            "group {group_name}: disk {d} is OFFLINE (on request){left}; `cairn group online {group_name} {d}` brings it back, copying only what it missed"
+        );
+        }
+    }
+    Ok(())
+}
+
+/// `group undrop`: the drops cancelled.
+pub(crate) fn show_undrop(
+    c: &mut Console<'_, '_>,
+    group_name: &str,
+    done: &[String],
+    json: bool,
+) -> Result<()> {
+    if json {
+        c.json(&serde_json::json!({ "group": group_name, "undropped": done }))?;
+    } else {
+        outln!(
+            c,
+            "group {group_name}: drop cancelled for {} (what already moved stays where it is)",
+            done.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// `group ops`: the long operations running or interrupted.
+pub(crate) fn show_ops(
+    c: &mut Console<'_, '_>,
+    ops: Vec<cairn_store::ops::OpStatus>,
+    name: Option<String>,
+    json: bool,
+) -> Result<()> {
+    if json {
+        c.json(&ops)?;
+    } else if ops.is_empty() {
+        outln!(
+            c,
+            "no operation is running{}",
+            name.map_or_else(String::new, |n| format!(
+                " on group {}",
+                n.to_ascii_uppercase()
+            ))
+        );
+    } else {
+        outln!(
+            c,
+            "{:<12} {:<10} {:<12} {:>5} {:>16} {:>10} {:>10} {:>12}",
+            "GROUP",
+            "PASS",
+            "STATE",
+            "POWER",
+            "AUS_DONE/TOTAL",
+            "MiB/s",
+            "ETA",
+            "REDUNDANCY"
+        );
+        for o in ops {
+            let when = |s: Option<u64>| match s {
+                Some(0) => "now".to_string(),
+                Some(s) => render_duration(s),
+                None => "estimating".to_string(),
+            };
+            outln!(
+                c,
+                "{:<12} {:<10} {:<12} {:>5} {:>16} {:>10} {:>10} {:>12}{}",
+                o.group,
+                o.pass,
+                o.state,
+                o.power,
+                format!("{}/{}", o.aus_done, o.aus_total),
+                o.rate_bytes_per_second
+                    .map_or_else(|| "-".to_string(), |r| format!("{:.1}", r / 1048576.0)),
+                if o.state == "RUN" {
+                    when(o.eta_seconds)
+                } else {
+                    "-".into()
+                },
+                if o.state == "RUN" {
+                    when(o.redundancy_eta_seconds)
+                } else {
+                    "-".into()
+                },
+                if o.state == "INTERRUPTED" {
+                    format!("  (resume: cairn group rebalance {})", o.group)
+                } else if o.resumed {
+                    "  (resumed)".to_string()
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `group set` KEY=VALUE arguments.
+pub(crate) fn attribute_pairs(name: &str, pairs: &[String]) -> Result<Vec<(String, String)>> {
+    let mut parsed = Vec::new();
+    for p in pairs {
+        let (k, v) = p.split_once('=').with_context(|| {
+            format!("{p:?}: give KEY=VALUE (`cairn group get {name}` lists the keys)")
+        })?;
+        parsed.push((k.to_string(), v.to_string()));
+    }
+    Ok(parsed)
+}
+
+/// `group get` and `group set`: KEY = VALUE lines.
+pub(crate) fn show_attributes(
+    c: &mut Console<'_, '_>,
+    got: Vec<(String, String)>,
+    json: bool,
+) -> Result<()> {
+    if json {
+        c.json(
+            &got.into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>(),
+        )?;
+    } else {
+        for (k, v) in got {
+            outln!(c, "{k} = {v}");
+        }
+    }
+    Ok(())
+}
+
+/// `ls`: one line a name.
+pub(crate) fn show_ls(
+    c: &mut Console<'_, '_>,
+    path: &GroupPath,
+    entries: Vec<group::DirEntry>,
+    json: bool,
+) -> Result<()> {
+    if json {
+        c.json(&entries)?;
+    } else {
+        for e in entries {
+            match (&e.kind, &e.file) {
+                (group::AliasKind::Directory, _) => {
+                    outln!(c, "{:<10} {:>14} {:<8} {:<12} {}/", "DIR", "", "", "", e.name)
+                }
+                (_, None) => outln!(c,
+                    "{:<10} {:>14} {:<8} {:<12} {}  (its file is lost; `cairn group check {} --repair` removes the name)",
+                    "LOST", "", "", "", e.name, path.group
+                ),
+                (kind, Some(f)) => outln!(c,
+                    "{:<10} {:>14} {:<8} {:<12} {}{}",
+                    f.template,
+                    f.attrs.byte_size,
+                    match f.copies {
+                        1 => "UNPROT",
+                        2 => "MIRROR",
+                        _ => "HIGH",
+                    },
+                    f.striping,
+                    e.name,
+                    if *kind == group::AliasKind::Alias {
+                        format!(" => file {}", f.number)
+                    } else {
+                        String::new()
+                    }
+                ),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `du`: the space used under a path, with and without mirrors.
+pub(crate) fn show_du(
+    c: &mut Console<'_, '_>,
+    path: &GroupPath,
+    logical: u64,
+    allocated: u64,
+    json: bool,
+) -> Result<()> {
+    if json {
+        #[derive(Serialize)]
+        struct Du {
+            path: String,
+            used_bytes: u64,
+            allocated_with_mirrors_bytes: u64,
+        }
+        c.json(&Du {
+            path: path.to_string(),
+            used_bytes: logical,
+            allocated_with_mirrors_bytes: allocated,
+        })?;
+    } else {
+        outln!(c, "{:>12} {:>20}  PATH", "USED_MB", "MIRROR_USED_MB");
+        outln!(c, "{:>12} {:>20}  {}", logical >> 20, allocated >> 20, path);
+    }
+    Ok(())
+}
+
+/// `rm`'s paths, each removed by `remove`: every one is tried; the failures
+/// are reported, with what was removed, in one line.
+pub(crate) fn rm_each(paths: &[String], mut remove: impl FnMut(&str) -> Result<()>) -> Result<()> {
+    let mut removed = Vec::new();
+    let mut failed = Vec::new();
+    for text in paths {
+        let result = remove(text);
+        match result {
+            Ok(()) => removed.push(text.as_str()),
+            Err(e) => failed.push(format!("{e:#}")),
+        }
+    }
+    match failed.len() {
+        0 => Ok(()),
+        n => bail!(
+            "{}{}{}",
+            failed.join("; "),
+            if n < paths.len() {
+                format!(" ({n} of {} not removed)", paths.len())
+            } else {
+                String::new()
+            },
+            if removed.is_empty() {
+                String::new()
+            } else {
+                format!("; removed: {}", removed.join(", "))
+            }
+        ),
+    }
+}
+
+/// `group list`'s rows: every group discovery finds, mounted read-only to
+/// look — but a group `held` answers for (the service's own) as it says.
+pub(crate) fn list_rows(
+    c: &mut Console<'_, '_>,
+    engine_kind: EngineArg,
+    d: &DiscoveryString,
+    held: &dyn Fn(&str) -> Option<GroupSummary>,
+) -> Result<Vec<GroupSummary>> {
+    let host = Host::real();
+    let found = group_admin::find_groups(&host, d)?;
+    let mut rows = Vec::new();
+    for g in found {
+        if !g.complete {
+            rows.push(GroupSummary::unmountable(
+            &g,
+            "INCOMPLETE",
+            &format!(
+                "its disks' labels name group {}, but none holds its superblock: a `group create` was interrupted; `cairn group create NAME --force` with these disks takes them again",
+                g.uuid
+            ),
+        ));
+            continue;
+        }
+        if let Some(row) = held(&g.name) {
+            rows.push(row);
+            continue;
+        }
+        let mut engine = engine_depth(engine_kind, GROUP_DEPTH)?;
+        let row = match group_admin::mount_read_only(
+            engine.as_mut(),
+            &host,
+            d,
+            &g.name,
+            &group_lock::run_dir(),
+        ) {
+            Ok(m) => {
+                warn_mount(c, &g.name, &m.report);
+                let mut s = summary_of(&m.group);
+                s.warnings = m.report.warnings;
+                s.warnings.extend(m.report.damage);
+                m.group.dismount()?;
+                s
+            }
+            // Another process holds it: mounted, not broken.
+            Err(group_admin::GroupAdminError::Lock(group_lock::LockError::Held {
+                holder, ..
+            })) => GroupSummary::unmountable(&g, "MOUNTED", &format!("by {holder}")),
+            Err(e) => GroupSummary::unmountable(&g, "UNMOUNTABLE", &e.to_string()),
+        };
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The status file `group ops` lists while a rebalance runs (none at power
+/// 0, which only plans): REBUILD while copies are rebuilt, then REBALANCE.
+pub(crate) fn rebalance_tracker(
+    group: &Group<'_>,
+    power: usize,
+) -> Option<cairn_store::ops::OpTracker> {
+    let plan = group.rebalance_plan();
+    // Redundancy is whole once the last rebuild move is done, in the order
+    // the moves run (metadata first, then data).
+    let rebuild: u64 = plan
+        .as_ref()
+        .map(|p| {
+            let meta = |m: &&cairn_store::rebalance::Move| {
+                m.file < cairn_format::group::FILE_NUMBER_USER_MIN
+                    || m.index & group::relocate::INDIRECT_INDEX != 0
+            };
+            let order: Vec<&cairn_store::rebalance::Move> = p
+                .moves
+                .iter()
+                .filter(meta)
+                .chain(p.moves.iter().filter(|m| !meta(m)))
+                .collect();
+            let mut done = 0;
+            let mut until = 0;
+            for m in order {
+                done += m.aus;
+                if m.pass == cairn_store::rebalance::Pass::Rebuild {
+                    until = done;
+                }
+            }
+            until
+        })
+        .unwrap_or(0);
+    let resumed = group.rebalance_pending().is_some();
+    (power > 0).then(|| {
+        cairn_store::ops::OpTracker::start(
+            &group_lock::run_dir(),
+            group.name(),
+            group.uuid(),
+            if rebuild > 0 { "REBUILD" } else { "REBALANCE" },
+            power,
+            group.au_bytes(),
+            rebuild,
+            resumed,
+        )
+    })
+}
+
+/// `mkalias`'s file and its new name, which must be in the same group.
+pub(crate) fn alias_paths(target: &str, alias: &str) -> Result<(GroupPath, GroupPath)> {
+    let target = group_path(target)?;
+    let alias = GroupPath::parse_file(alias)?;
+    if !target
+        .group
+        .as_str()
+        .eq_ignore_ascii_case(alias.group.as_str())
+    {
+        bail!(
+            "an alias must be in the same group as its file ({} vs {})",
+            target.group,
+            alias.group
+        );
+    }
+    Ok((target, alias))
 }

@@ -9,10 +9,13 @@
 
 mod awr_cmd;
 mod bench_cmd;
+mod console;
+mod forward;
 mod group_cmd;
 mod oltp_cmd;
 mod render;
 mod serve_cmd;
+mod served;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -26,10 +29,11 @@ use cairn_io::{new_file_engine, EngineKind, FileEngine};
 use cairn_store::admin::{self, LabelRequest};
 use cairn_store::discovery::{DiscoveryString, CONFIG_PATH_DEFAULT};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use console::Console;
 
 /// The exit status of a `group check` that found nothing wrong but a disk not
 /// in use: not clean, and not damaged either.
-const EXIT_DEGRADED: u8 = 3;
+pub(crate) const EXIT_DEGRADED: u8 = 3;
 
 /// In-flight requests for the disk commands: they do one thing at a time.
 const ADMIN_DEPTH: usize = 8;
@@ -305,11 +309,11 @@ pub(crate) enum Outcome {
     Degraded(String),
 }
 
-fn run(cli: Cli) -> Result<Outcome> {
+fn run(cli: Cli, c: &mut Console<'_, '_>) -> Result<Outcome> {
     let host = Host::real();
     let engine_kind = cli.engine;
     match cli.noun {
-        Noun::Group(command) => group_cmd::run_group(command, engine_kind),
+        Noun::Group(command) => group_cmd::run_group(c, command, engine_kind),
         Noun::Bench(command) => bench_cmd::run_bench(command, engine_kind).map(|()| Outcome::Done),
         Noun::Report(command) => bench_cmd::run_report(command).map(|()| Outcome::Done),
         Noun::Awr(command) => awr_cmd::run_awr(command, engine_kind).map(|()| Outcome::Done),
@@ -317,19 +321,19 @@ fn run(cli: Cli) -> Result<Outcome> {
             path,
             discover,
             output,
-        } => group_cmd::ls(engine_kind, &path, &discover, &output).map(|()| Outcome::Done),
+        } => group_cmd::ls(c, engine_kind, &path, &discover, &output).map(|()| Outcome::Done),
         Noun::Du {
             path,
             discover,
             output,
-        } => group_cmd::du(engine_kind, &path, &discover, &output).map(|()| Outcome::Done),
+        } => group_cmd::du(c, engine_kind, &path, &discover, &output).map(|()| Outcome::Done),
         Noun::Mkdir {
             path,
             parents,
             discover,
-        } => group_cmd::mkdir(engine_kind, &path, parents, &discover).map(|()| Outcome::Done),
+        } => group_cmd::mkdir(c, engine_kind, &path, parents, &discover).map(|()| Outcome::Done),
         Noun::Rm { paths, discover } => {
-            group_cmd::rm(engine_kind, &paths, &discover).map(|()| Outcome::Done)
+            group_cmd::rm(c, engine_kind, &paths, &discover).map(|()| Outcome::Done)
         }
         Noun::Cp {
             source,
@@ -353,14 +357,14 @@ fn run(cli: Cli) -> Result<Outcome> {
                 max_bytes,
                 force,
             };
-            group_cmd::cp(engine_kind, &request, &discover).map(|()| Outcome::Done)
+            group_cmd::cp(c, engine_kind, &request, &discover).map(|()| Outcome::Done)
         }
         Noun::Serve(args) => serve_cmd::serve(engine_kind, &host, &args),
         Noun::Mkalias {
             target,
             alias,
             discover,
-        } => group_cmd::mkalias(engine_kind, &target, &alias, &discover).map(|()| Outcome::Done),
+        } => group_cmd::mkalias(c, engine_kind, &target, &alias, &discover).map(|()| Outcome::Done),
         Noun::Device(DeviceCommand::Probe { paths, output }) => {
             let mut probes = Vec::new();
             let mut failures = Vec::new();
@@ -484,7 +488,7 @@ fn invalid_copy_message(path: &Path, report: &admin::InspectReport) -> String {
     )
 }
 
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -497,7 +501,21 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    match run(cli) {
+    // A command on a group a running service holds is carried out there.
+    let forwarded = served::concern(&cli.noun).and_then(|_| {
+        let flag = match &cli.noun {
+            Noun::Group(group_cmd::GroupCommand::List { discover, .. }) => {
+                discover.discover.as_deref()
+            }
+            _ => None,
+        };
+        forward::forward(flag)
+    });
+    let outcome = match forwarded {
+        Some(outcome) => outcome,
+        None => run(cli, &mut Console::Std),
+    };
+    match outcome {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::Failed(message)) => {
             eprintln!("cairn: error: {}", one_line(&message));

@@ -1,8 +1,10 @@
 //! `cairn serve`: mount the groups live, hand them to the service
 //! (`cairn-serve`), dismount them when it stops.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use cairn_io::host::Host;
@@ -24,6 +26,12 @@ pub(crate) struct ServeArgs {
     /// A group to serve (repeat for more); default: every group discovery finds.
     #[arg(long = "group", value_name = "NAME")]
     groups: Vec<String>,
+    /// The control socket the CLI reaches the service by (default: $CAIRN_SOCKET, else /run/cairn/cairn.sock).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Members of this group may use the control socket too (root and the service's own user always may).
+    #[arg(long, value_name = "GROUP")]
+    socket_group: Option<String>,
     /// FUSE worker threads (requests served at once).
     #[arg(long, default_value_t = THREADS_DEFAULT, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
@@ -39,6 +47,11 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
     // Refused before any group is mounted.
     cairn_serve::check_mountpoint(&args.mountpoint)?;
     let d = discovery(args.discover.discover.as_deref())?;
+    let socket_path = args
+        .socket
+        .clone()
+        .unwrap_or_else(cairn_serve::control::socket_path);
+    let socket = cairn_serve::ControlSocket::bind(&socket_path, args.socket_group.as_deref())?;
     let names: Vec<String> = if args.groups.is_empty() {
         let found = group_admin::find_groups(host, &d)?;
         let names: Vec<String> = found
@@ -58,6 +71,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
     };
     let mut groups = Vec::new();
     let mut locks = Vec::new();
+    let mut paths = BTreeMap::new();
     for name in &names {
         let mounted = group_admin::mount_live(
             host,
@@ -83,13 +97,25 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
             tracing::warn!(group = %name, disk = %d, "disk not available: marked OFFLINE, serving DEGRADED");
         }
         locks.push(m.lock);
+        paths.insert(name.to_ascii_uppercase(), m.paths);
         groups.push((name.to_ascii_uppercase(), m.group));
     }
     let options = cairn_serve::ServeOptions {
         mountpoint: args.mountpoint.clone(),
         threads: usize::from(args.threads),
     };
-    let (groups, served) = cairn_serve::serve(groups, &options, &signals);
+    let commands: cairn_serve::MakeCommands = Box::new(move |held| {
+        let groups = held
+            .into_iter()
+            .map(|held| crate::served::HeldGroup {
+                paths: paths.remove(&held.name).unwrap_or_default(),
+                held,
+            })
+            .collect();
+        Arc::new(crate::served::ServedCommands::new(groups, d, engine))
+    });
+    let control = cairn_serve::Control { socket, commands };
+    let (groups, served) = cairn_serve::serve(groups, &options, &signals, Some(control));
     let failed = dismount_all(groups);
     drop(locks);
     let stopped = served?;

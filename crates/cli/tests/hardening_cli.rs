@@ -334,19 +334,14 @@ fn streams_are_copied_to_their_end_or_to_max_size() {
             .stdin(std::fs::File::open(&src).unwrap())
             .output()
             .unwrap();
-        let run = Run::from(out).ok();
-        assert!(run.stderr.contains("padded with zeros"), "{}", run.stderr);
+        Run::from(out).ok();
         let listed = rig.cairn(&["ls", name, "--json"]).ok().json();
         assert_eq!(listed[0]["file"]["size_bytes"], 5 * MIB + 512);
+        assert_eq!(listed[0]["file"]["attrs"]["byte_size"], 5 * MIB + 100);
         let back = rig.path("back.bin");
         let _ = std::fs::remove_file(&back);
         rig.cairn(&["cp", name, back.to_str().unwrap()]).ok();
-        let data = std::fs::read(&back).unwrap();
-        assert_eq!(
-            data[..src.metadata().unwrap().len() as usize],
-            std::fs::read(&src).unwrap()[..]
-        );
-        assert!(data[(5 * MIB + 100) as usize..].iter().all(|b| *b == 0));
+        assert!(std::fs::read(&back).unwrap() == std::fs::read(&src).unwrap());
     }
     rig.cairn(&["cp", rig.dir.path().to_str().unwrap(), "+DATA/d.dbf"])
         .refused("is a directory");

@@ -318,9 +318,12 @@ fn serve_gives_every_file_back_through_fuse_and_stops_cleanly_on_sigterm() {
     f.sync_all().unwrap();
     drop(f);
     // The service holds the group: another mount is refused, saying so.
-    let second = rig.cairn(&["ls", "+DATA"]);
+    let second = rig.cairn(&["group", "mount", "DATA"]);
     assert_ne!(second.code, 0, "{second:?}");
-    assert!(second.stderr.contains("DATA"), "{second:?}");
+    assert!(
+        second.stderr.contains("DATA") && second.stderr.contains("service"),
+        "{second:?}"
+    );
 
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
@@ -1135,4 +1138,164 @@ fn a_synchronous_write_is_flushed_on_every_disk_before_it_is_acknowledged() {
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
     drop(rig);
+}
+
+/// CLI commands that give the same output (text or JSON) and exit status
+/// whether `cairn serve` holds the group or not.
+const SAME_THROUGH_THE_SOCKET: &[&[&str]] = &[
+    &["ls", "+DATA/"],
+    &["ls", "+DATA/orcl", "--json"],
+    &["du", "+DATA/"],
+    &["du", "+DATA/orcl", "--json"],
+    &["group", "list"],
+    &["group", "list", "--json"],
+    &["group", "disks", "DATA"],
+    &["group", "disks", "DATA", "--json"],
+    &["group", "check", "DATA"],
+    &["group", "check", "DATA", "--json"],
+    &["group", "get", "DATA"],
+    &["group", "get", "DATA", "disk_repair_time", "--json"],
+    &["group", "ops", "DATA"],
+];
+
+/// One request line sent raw to the control socket: the replies.
+fn raw_request(socket: &Path, line: &[u8]) -> String {
+    use std::io::Write;
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.write_all(line).unwrap();
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn the_cli_reaches_a_served_group_through_the_socket_with_the_same_output() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let data = random_file(&rig.path("data.bin"), 3 * MIB + 100, 21);
+    rig.cairn(&["mkdir", "+DATA/orcl"]).ok();
+    rig.cairn(&["cp", data.to_str().unwrap(), "+DATA/orcl/users01.dbf"])
+        .ok();
+    let before: Vec<Run> = SAME_THROUGH_THE_SOCKET
+        .iter()
+        .map(|args| rig.cairn(args))
+        .collect();
+    let missing = rig.cairn(&["rm", "+DATA/orcl/nothing.dbf"]);
+    assert_eq!(missing.code, 1, "{missing:?}");
+
+    let mut serving = Serving::start(&rig, &[]);
+    let socket = PathBuf::from(&rig.run_dir).join("cairn.sock");
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    // The same output, text and JSON, and the same exit status: the
+    // service carried each out (its log names every one).
+    for (args, local) in SAME_THROUGH_THE_SOCKET.iter().zip(&before) {
+        let served = rig.cairn(args);
+        assert_eq!(
+            (served.code, &served.stdout),
+            (local.code, &local.stdout),
+            "cairn {}: {served:?}",
+            args.join(" ")
+        );
+        serving.wait_for_log(&format!("cairn {}", args.join(" ")));
+    }
+    let gone = rig.cairn(&["rm", "+DATA/orcl/nothing.dbf"]);
+    assert_eq!(gone.code, 1, "{gone:?}");
+    assert!(gone.stderr.contains("does not exist"), "{gone:?}");
+    // Changes through the socket are the file system's at once.
+    rig.cairn(&["mkdir", "-p", "+DATA/arch/1"]).ok();
+    assert!(serving.path("DATA/arch/1").is_dir());
+    rig.cairn(&["mkalias", "+DATA/orcl/users01.dbf", "+DATA/users.dbf"])
+        .ok();
+    let through_alias = std::fs::read(serving.path("DATA/users.dbf")).unwrap();
+    let want = std::fs::read(&data).unwrap();
+    assert!(
+        through_alias == want,
+        "the alias reads {} bytes, the file has {}",
+        through_alias.len(),
+        want.len()
+    );
+    // A file removed by `cairn rm` while it is open stays readable through
+    // its descriptor, as with an unlink through the mount.
+    let mut open = std::fs::File::open(serving.path("DATA/orcl/users01.dbf")).unwrap();
+    rig.cairn(&["rm", "+DATA/orcl/users01.dbf"]).ok();
+    assert!(!rig
+        .cairn(&["ls", "+DATA/"])
+        .ok()
+        .stdout
+        .contains("users.dbf"));
+    let mut held = Vec::new();
+    open.read_to_end(&mut held).unwrap();
+    assert!(held == std::fs::read(&data).unwrap(), "read after rm");
+    drop(open);
+
+    // Bad requests get an error reply, and the service lives on.
+    let replies = raw_request(
+        &socket,
+        b"{\"protocol\":1,\"argv\":[\"ls\"],\"discovery\":x}\n",
+    );
+    assert!(
+        replies.contains("\"status\":2") && replies.contains("at byte 41"),
+        "{replies}"
+    );
+    let replies = raw_request(&socket, &vec![b'{'; 70_000]);
+    assert!(replies.contains("longer than 65536 bytes"), "{replies}");
+    let replies = raw_request(
+        &socket,
+        b"{\"protocol\":9,\"argv\":[\"ls\"],\"discovery\":\"\"}\n",
+    );
+    assert!(replies.contains("protocol 9"), "{replies}");
+    let replies = raw_request(
+        &socket,
+        b"{\"protocol\":1,\"argv\":[\"group\",\"disks\",\"NOSUCH\"],\"discovery\":\"\"}\n",
+    );
+    assert_eq!(replies.trim(), "\"not_held\"");
+    assert_eq!(rig.cairn(&["group", "disks", "DATA"]).ok().code, 0);
+
+    // Only root, the service's user and its --socket-group: another user
+    // who reaches the socket is refused by its credentials.
+    for dir in [rig.dir.path(), Path::new(&rig.run_dir)] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    }
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    use std::os::unix::process::CommandExt;
+    let nobody = cairn_command(&rig.discover, &[("CAIRN_RUN_DIR", rig.run_dir.as_str())])
+        .args(["group", "disks", "DATA"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let nobody = Run::from(nobody);
+    assert_eq!(nobody.code, 1, "{nobody:?}");
+    assert!(
+        nobody.stderr.contains("user 65534 may not use"),
+        "{nobody:?}"
+    );
+
+    // A second service on the same socket is refused, naming the first.
+    let pid = serving.child.as_ref().unwrap().id();
+    let other = rig.path("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let second = rig.cairn(&["serve", "--mountpoint", other.to_str().unwrap()]);
+    assert_eq!(second.code, 1, "{second:?}");
+    assert!(
+        second.stderr.contains(&format!("process {pid}")),
+        "{second:?}"
+    );
+    // And a command the service does not carry out, on its group, says
+    // who holds it.
+    let cp = rig.cairn(&["cp", "+DATA/users.dbf", rig.path("out").to_str().unwrap()]);
+    assert_eq!(cp.code, 1, "{cp:?}");
+    assert!(cp.stderr.contains("Cairn service"), "{cp:?}");
+
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    assert!(!socket.exists(), "the socket goes with the service");
+    rig.check_clean("DATA");
 }

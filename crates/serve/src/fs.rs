@@ -210,12 +210,62 @@ pub struct GroupFs {
     slots: Vec<Slot>,
     started: SystemTime,
     /// Inodes the kernel knows (files and directories), by inode number.
-    /// A leaf.
-    known: Mutex<HashMap<u64, Known>>,
+    /// A leaf. Shared with [`Names`] (the control socket's removals).
+    known: Arc<Mutex<HashMap<u64, Known>>>,
     /// When files were last written and their entries not yet told (ns):
     /// a write does not commit metadata; `flush`, `fsync` and `release`
-    /// store the time. A leaf.
-    written: Mutex<HashMap<(usize, u32), i64>>,
+    /// store the time. A leaf. Shared with [`Names`].
+    written: Arc<Mutex<HashMap<(usize, u32), i64>>>,
+}
+
+/// A served group's name space as the control socket changes it: a name
+/// removed by `cairn rm` while the kernel knows its file keeps the file's
+/// data for its readers, as an unlink through the mount does.
+#[derive(Clone)]
+pub struct Names {
+    slot: usize,
+    group: Arc<LiveGroup>,
+    known: Arc<Mutex<HashMap<u64, Known>>>,
+    written: Arc<Mutex<HashMap<(usize, u32), i64>>>,
+}
+
+impl Names {
+    /// Remove a name, as `cairn rm` does (a file's own name takes the file
+    /// and its aliases; a directory must be empty), keeping a file the
+    /// kernel still knows until its last `forget`.
+    pub fn remove(&self, path: &cairn_store::names::GroupPath) -> Result<(), GroupError> {
+        let slot = self.slot;
+        let retired = self.group.meta(|g| {
+            g.remove_path(
+                path,
+                &|n, i| {
+                    gone_if_known(
+                        &self.known,
+                        Ino::File { slot, number: n },
+                        Gone::File { incarnation: i },
+                    )
+                },
+                &|id| gone_if_known(&self.known, Ino::Dir { slot, id }, Gone::Dir),
+            )
+        })??;
+        if let Retired::Deleted(number) = retired {
+            lock(&self.written).remove(&(slot, number));
+        }
+        Ok(())
+    }
+}
+
+/// For unlink, rmdir and rename, inside `meta`: whether the kernel knows
+/// the inode whose last name goes, and if so, note what its last `forget`
+/// settles.
+fn gone_if_known(known: &Mutex<HashMap<u64, Known>>, ino: Ino, gone: Gone) -> bool {
+    match lock(known).get_mut(&encode(ino)) {
+        Some(k) if k.lookups > 0 => {
+            k.gone = Some(gone);
+            true
+        }
+        _ => false,
+    }
 }
 
 impl GroupFs {
@@ -239,8 +289,20 @@ impl GroupFs {
         Ok(Self {
             slots,
             started: SystemTime::now(),
-            known: Mutex::new(HashMap::new()),
-            written: Mutex::new(HashMap::new()),
+            known: Arc::new(Mutex::new(HashMap::new())),
+            written: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// The name space of the group in `slot` (in the order given to
+    /// [`GroupFs::new`]), for the control socket.
+    pub fn names(&self, slot: usize) -> Option<Names> {
+        let s = self.slots.get(slot)?;
+        Some(Names {
+            slot,
+            group: s.group.clone(),
+            known: self.known.clone(),
+            written: self.written.clone(),
         })
     }
 
@@ -503,25 +565,16 @@ impl GroupFs {
         lock(&self.known).entry(encode(ino)).or_default().lookups += 1;
     }
 
-    /// For unlink, rmdir and rename, inside `meta`: whether the kernel
-    /// knows the inode whose last name goes, and if so, note what its last
-    /// `forget` settles.
-    fn gone_if_known(&self, ino: Ino, gone: Gone) -> bool {
-        match lock(&self.known).get_mut(&encode(ino)) {
-            Some(k) if k.lookups > 0 => {
-                k.gone = Some(gone);
-                true
-            }
-            _ => false,
-        }
-    }
-
     fn unname_if_known(&self, slot: usize, number: u32, incarnation: u32) -> bool {
-        self.gone_if_known(Ino::File { slot, number }, Gone::File { incarnation })
+        gone_if_known(
+            &self.known,
+            Ino::File { slot, number },
+            Gone::File { incarnation },
+        )
     }
 
     fn hold_if_known_dir(&self, slot: usize, id: u32) -> bool {
-        self.gone_if_known(Ino::Dir { slot, id }, Gone::Dir)
+        gone_if_known(&self.known, Ino::Dir { slot, id }, Gone::Dir)
     }
 
     /// The kernel gave back `n` lookups of an inode: on the last, a file

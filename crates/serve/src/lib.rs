@@ -6,12 +6,14 @@
 //! crate mounts the file system, tells systemd it is ready, waits for a
 //! signal, then unmounts and hands the groups back to be dismounted.
 
+pub mod control;
 mod fs;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use fs::{GroupFs, Served};
+pub use control::{Commands, ControlSocket};
+pub use fs::{GroupFs, Names, Served};
 
 use cairn_store::group::{GroupError, LiveGroup};
 
@@ -34,6 +36,26 @@ pub struct ServeOptions {
     pub mountpoint: PathBuf,
     /// FUSE worker threads (each on a clone of the `/dev/fuse` descriptor).
     pub threads: usize,
+}
+
+/// A group as the control socket's commands see it.
+pub struct Held {
+    /// Upper case, as the group is named.
+    pub name: String,
+    pub group: Arc<LiveGroup>,
+    /// Its name space as the file system knows it (what `cairn rm` goes
+    /// through).
+    pub names: Names,
+}
+
+/// Makes the commands the control socket carries out, once the groups are
+/// shared.
+pub type MakeCommands = Box<dyn FnOnce(Vec<Held>) -> Arc<dyn Commands> + Send>;
+
+/// The control socket, bound, and what it will answer with.
+pub struct Control {
+    pub socket: ControlSocket,
+    pub commands: MakeCommands,
 }
 
 /// What ended serving.
@@ -61,16 +83,21 @@ pub enum Stopped {
 ///
 /// `signals` must have been blocked before any thread was started (see
 /// [`Signals::block`]), so that only this thread takes them.
+///
+/// With a [`Control`], its socket answers commands while the file system is
+/// served; it stops answering (background operations ended, the commands
+/// running finished) before the groups are given back.
 pub fn serve(
     groups: Vec<(String, LiveGroup)>,
     options: &ServeOptions,
     signals: &Signals,
+    control: Option<Control>,
 ) -> (Vec<(String, LiveGroup)>, Result<Stopped, ServeError>) {
     let shared: Vec<(String, Arc<LiveGroup>)> = groups
         .into_iter()
         .map(|(name, g)| (name, Arc::new(g)))
         .collect();
-    let result = run(&shared, options, signals);
+    let result = run(&shared, options, signals, control);
     let mut out = Vec::new();
     let mut stuck = Vec::new();
     for (name, g) in shared {
@@ -93,6 +120,7 @@ fn run(
     shared: &[(String, Arc<LiveGroup>)],
     options: &ServeOptions,
     signals: &Signals,
+    control: Option<Control>,
 ) -> Result<Stopped, ServeError> {
     check_mountpoint(&options.mountpoint)?;
     let mountpoint = options.mountpoint.canonicalize().map_err(|e| {
@@ -107,6 +135,17 @@ fn run(
             })
             .collect(),
     )?;
+    let held: Vec<Held> = shared
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, (name, g))| {
+            Some(Held {
+                name: name.clone(),
+                group: g.clone(),
+                names: fs.names(slot)?,
+            })
+        })
+        .collect();
     let config = {
         let mut c = fuser::Config::default();
         c.mount_options = vec![
@@ -143,6 +182,24 @@ fn run(
             })
             .map_err(|e| ServeError::Invalid(format!("cannot start a thread: {e}")))?
     };
+    let answering = match control {
+        Some(c) => {
+            let commands = (c.commands)(held);
+            match c.socket.answer(commands) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    // Nothing serves yet: take the file system down again.
+                    let _ = unmount(&mountpoint);
+                    let _ = watcher.join();
+                    return Err(e);
+                }
+            }
+        }
+        None => {
+            drop(held);
+            None
+        }
+    };
     tracing::info!(mountpoint = %mountpoint.display(), groups = shared.len(), "serving");
     notify_ready();
     let mut stopping: Option<Stopped> = None;
@@ -177,6 +234,9 @@ fn run(
                 }
             }
         }
+    }
+    if let Some(a) = answering {
+        a.stop();
     }
     match watcher.join() {
         Ok(Ok(())) => {}

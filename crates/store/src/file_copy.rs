@@ -156,7 +156,8 @@ pub struct CopyInReport {
     pub file: FileInfo,
     /// Bytes read from the source.
     pub bytes_copied: u64,
-    /// The file's size: the bytes copied, padded with zeros to whole sectors.
+    /// The sectors the file holds: the bytes copied, padded with zeros to
+    /// whole sectors (its length in bytes is `bytes_copied`).
     pub size_bytes: u64,
     /// The copy stopped at `max_bytes` with more data left in the source.
     pub stopped_at_max: bool,
@@ -184,7 +185,14 @@ pub fn copy_in(
             let size = copied.div_ceil(sector) * sector;
             let publish = group
                 .sync()
-                .and_then(|()| group.publish(number, dest, size));
+                .and_then(|()| group.publish(number, dest, size))
+                // The file's length in bytes: a source that ends inside a
+                // sector reads back as long as it was (a crash before this
+                // commit leaves it padded to the sector, as before).
+                .and_then(|file| match copied == size {
+                    true => Ok(file),
+                    false => group.set_byte_size(number, copied, now_ns(), false),
+                });
             match publish {
                 Ok(file) => Ok(CopyInReport {
                     file,
@@ -873,4 +881,11 @@ fn describe_io(e: &std::io::Error, hint: &str) -> String {
         }
         _ => format!("{e}; {hint}"),
     }
+}
+
+/// Now, in nanoseconds since the epoch (a file's times).
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }

@@ -35,11 +35,23 @@ pub struct GroupLock {
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error(
-        "group {name} is mounted by another process ({holder}); wait for it to finish or stop it"
+        "group {name} is mounted by another process ({holder}); {}",
+        held_advice(holder)
     )]
     Held { name: String, holder: String },
     #[error("cannot use the lock directory {}: {error}; set CAIRN_RUN_DIR to a writable directory", dir.display())]
     Dir { dir: PathBuf, error: std::io::Error },
+}
+
+/// What to do about a group another process holds: a Cairn service
+/// carries commands out through its socket (this one could not reach it)
+/// and serves the files through its file system.
+fn held_advice(holder: &str) -> &'static str {
+    if holder.contains(" serve") {
+        "the Cairn service holds it: commands reach it through its control socket (for root and members of its --socket-group; $CAIRN_SOCKET says where), and its files are read and written through its file system (its --mountpoint)"
+    } else {
+        "wait for it to finish or stop it"
+    }
 }
 
 /// The run directory: `$CAIRN_RUN_DIR`, else `/run/cairn` when it can be made,

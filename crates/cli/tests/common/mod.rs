@@ -66,6 +66,7 @@ pub fn cairn(discover: &str, args: &[&str]) -> Run {
         .args(args)
         .env("CAIRN_DISCOVER", discover)
         .env("CAIRN_CONFIG", "/nonexistent/cairn.toml")
+        .env("CAIRN_SOCKET", "/nonexistent/cairn.sock")
         .output()
         .expect("run cairn");
     Run::from(output)
@@ -215,9 +216,15 @@ pub fn cairn_command(discover: &str, envs: &[(&str, &str)]) -> Command {
     command
         .env("CAIRN_DISCOVER", discover)
         .env("CAIRN_CONFIG", "/nonexistent/cairn.toml")
-        .env("RUST_BACKTRACE", "0");
+        .env("RUST_BACKTRACE", "0")
+        // A test's commands reach only its own service (in its run
+        // directory), never one running on the host.
+        .env("CAIRN_SOCKET", "/nonexistent/cairn.sock");
     for (key, value) in envs {
         command.env(key, value);
+        if *key == "CAIRN_RUN_DIR" && !envs.iter().any(|(k, _)| *k == "CAIRN_SOCKET") {
+            command.env("CAIRN_SOCKET", format!("{value}/cairn.sock"));
+        }
     }
     command
 }

@@ -62,6 +62,9 @@ where
 
 struct Inner {
     meta: Mutex<Group<'static>>,
+    /// Set when long operations (resync, rebalance) are to stop at their
+    /// next batch: the service is stopping. Never cleared.
+    interrupted: std::sync::atomic::AtomicBool,
     gate: Gate,
     plane: Arc<DataPlane>,
     engines: Box<dyn EngineSource>,
@@ -220,6 +223,7 @@ impl LiveGroup {
         Self {
             inner: Arc::new(Inner {
                 meta: Mutex::new(group),
+                interrupted: std::sync::atomic::AtomicBool::new(false),
                 gate: Gate {
                     state: Mutex::new(GateState::default()),
                     changed: Condvar::new(),
@@ -236,6 +240,23 @@ impl LiveGroup {
     /// returns once what it changed, or saw, is durable.
     pub fn meta<R>(&self, f: impl FnOnce(&mut Group<'static>) -> R) -> Result<R, GroupError> {
         self.inner.operation(f)
+    }
+
+    /// Make the long operations running on this group (resync, rebalance)
+    /// stop at their next batch, with [`GroupError::Interrupted`], and any
+    /// started later stop at their first: what they did stays done, the
+    /// rest is resumed by the next mount or command. For a service that
+    /// is stopping.
+    pub fn interrupt_operations(&self) {
+        self.inner
+            .interrupted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn interrupted(&self) -> bool {
+        self.inner
+            .interrupted
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Metadata operations begun since the group went live (with
@@ -292,8 +313,16 @@ impl LiveGroup {
         power: usize,
         progress: &mut dyn FnMut(super::resync::Progress),
     ) -> Result<super::resync::ResyncReport, GroupError> {
-        self.inner.operation(|g| g.bring_back(names))??;
+        self.bring_back(names)?;
         self.resync(power, progress)
+    }
+
+    /// The first step of [`LiveGroup::online_disks`]: the disks named (or
+    /// every OFFLINE one that is attached) are SYNCING, written by every
+    /// write from the next view on; [`LiveGroup::resync`] copies what they
+    /// missed. A disk that is not attached, or not OFFLINE, is refused here.
+    pub fn bring_back(&self, names: Option<&[String]>) -> Result<(), GroupError> {
+        self.inner.operation(|g| g.bring_back(names))?
     }
 
     /// Resync SYNCING disks, and stale copies on ONLINE ones, while data
@@ -313,6 +342,11 @@ impl LiveGroup {
         let mut done = 0u64;
         let slot = handle.slot.clone();
         for chunk in work.chunks(super::resync::batch_len(power, au_bytes)) {
+            if self.interrupted() {
+                return Err(GroupError::Interrupted(
+                    "the resync stopped because the service is stopping; the disks stay SYNCING and the next mount (or `cairn group online`) finishes it".into(),
+                ));
+            }
             let before = {
                 let g = self.inner.meta()?;
                 (g.offline_counts(), g.zero_mark())
@@ -410,6 +444,10 @@ impl super::relocate::MoveSite<'static> for LiveMoves<'_> {
 
     fn data(&mut self) -> (&mut dyn DataPort, Option<&std::sync::atomic::AtomicU64>) {
         (&mut self.handle, Some(&self.slot))
+    }
+
+    fn interrupted(&self) -> bool {
+        self.live.interrupted()
     }
 }
 

@@ -211,6 +211,10 @@ pub enum GroupError {
     /// A change asked of a group mounted read-only.
     #[error("group {0} is mounted read-only (by a listing or inspecting command); this change needs a command that writes")]
     ReadOnly(String),
+    /// A long operation stopped before its end because the service is
+    /// stopping; what it did stays done, and it resumes where it stopped.
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 impl From<crate::names::NameError> for GroupError {

@@ -217,6 +217,32 @@ impl Group<'_> {
         self.commit()
     }
 
+    /// `cairn rm` of a group a file system serves: [`Self::remove`]'s rules
+    /// (a file's own name takes the file and its aliases, an alias goes
+    /// alone, a directory must be empty), with the file system's view of
+    /// what is in use — a file it still has open keeps its data, a
+    /// directory it knows keeps its id ([`Self::unlink_in`],
+    /// [`Self::rmdir_in`]).
+    pub fn remove_path(
+        &mut self,
+        path: &crate::names::GroupPath,
+        is_open: &dyn Fn(u32, u32) -> bool,
+        dir_known: &dyn Fn(u32) -> bool,
+    ) -> Result<Retired, GroupError> {
+        self.check_group(path)?;
+        let (parent, name) = super::namespace::split(path)?;
+        let dir = self.directory_id(&parent)?;
+        let is_dir = self
+            .child(dir, &name)
+            .is_some_and(|r| r.kind == AliasKind::Directory);
+        if is_dir {
+            self.rmdir_in(dir, name.as_str(), dir_known)?;
+            Ok(Retired::Nothing)
+        } else {
+            self.unlink_in(dir, name.as_str(), is_open)
+        }
+    }
+
     fn remove_directory(&mut self, id: u32, dir_known: &dyn Fn(u32) -> bool) {
         self.remove_alias(id);
         if dir_known(id) {

@@ -1651,6 +1651,11 @@ pub(super) trait MoveSite<'g> {
     /// The port the data copies go through, and the guard slot of its
     /// operations (`None`: the port is the group itself).
     fn data(&mut self) -> (&mut dyn DataPort, Option<&std::sync::atomic::AtomicU64>);
+    /// Whether to stop before the next batch (a live group whose service
+    /// is stopping): the moves made stay made, the rest stay pending.
+    fn interrupted(&self) -> bool {
+        false
+    }
 }
 
 impl<'g> MoveSite<'g> for Group<'g> {
@@ -1708,6 +1713,11 @@ pub(super) fn run_moves<'g>(
     let result: Result<(), GroupError> = 'run: loop {
         let window = relocation_window(inflight, &phase);
         for chunk in relocation_batches(&phase, window, au_bytes) {
+            if site.interrupted() {
+                break 'run Err(GroupError::Interrupted(
+                    "the rebalance stopped because the service is stopping; `cairn group rebalance` resumes it".into(),
+                ));
+            }
             let batch = site.step(|g| g.reserve_moves(chunk, report))?;
             let copying = std::time::Instant::now();
             let (port, slot) = site.data();

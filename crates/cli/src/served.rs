@@ -1,0 +1,551 @@
+//! The commands `cairn serve` carries out for the CLI, through its control
+//! socket, on the groups it holds (`docs/serve.md`, "The control socket").
+//!
+//! The CLI sends the command line as typed; the service parses it with the
+//! same parser, does the work on its live groups (a metadata operation
+//! under the metadata plane's lock, or a long operation beside the file
+//! system's I/O) and renders the result with the same code the CLI uses
+//! (`group_cmd`'s `show_*`), into the client's console. So a command gives
+//! the same text and the same JSON with or without the service.
+//!
+//! A long operation (resync, rebalance) runs on a thread of its own; the
+//! command returns once it has started, or with `--wait` follows it to its
+//! end. One long operation runs on a group at a time.
+//!
+//! Shared state: `busy` (the group each long operation runs on) and
+//! `background` (their threads) are leaves, held only to look or change.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use anyhow::{anyhow, bail, Result};
+use cairn_serve::control::{self, Peer, Replier, Reply, Request};
+use cairn_serve::Held;
+use cairn_store::discovery::DiscoveryString;
+use cairn_store::group::{self, LiveGroup};
+use cairn_store::group_admin;
+use cairn_store::group_lock;
+use cairn_store::names::GroupPath;
+use clap::Parser;
+
+use crate::console::Console;
+use crate::group_cmd::{self, GroupCommand};
+use crate::{Cli, EngineArg, Noun, Outcome};
+
+/// What a command is about, for deciding who carries it out.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Concern {
+    /// One group, by name (upper case).
+    Group(String),
+    /// Every group discovery finds (`group list`): the service answers when
+    /// its discovery string is the client's.
+    Discovery,
+    /// The long operations (`group ops` without a group).
+    Operations,
+}
+
+/// What a command the service may carry out is about; `None`: the CLI
+/// always does it itself (creating groups, disks, benchmarks, copies).
+pub(crate) fn concern(noun: &Noun) -> Option<Concern> {
+    let path_group = |p: &str| {
+        GroupPath::parse(p)
+            .ok()
+            .map(|p| Concern::Group(p.group.as_str().to_ascii_uppercase()))
+    };
+    let named = |n: &str| Some(Concern::Group(n.to_ascii_uppercase()));
+    match noun {
+        Noun::Ls { path, .. } | Noun::Du { path, .. } | Noun::Mkdir { path, .. } => {
+            path_group(path)
+        }
+        Noun::Mkalias { target, .. } => path_group(target),
+        Noun::Rm { paths, .. } => {
+            // Carried out by one party: all in one group.
+            let groups: BTreeSet<Option<Concern>> = paths.iter().map(|p| path_group(p)).collect();
+            match groups.into_iter().collect::<Vec<_>>().as_slice() {
+                [Some(g)] => Some(g.clone()),
+                _ => None,
+            }
+        }
+        Noun::Group(command) => match command {
+            GroupCommand::Create { .. } => None,
+            GroupCommand::List { .. } => Some(Concern::Discovery),
+            GroupCommand::Ops { name, .. } => match name {
+                Some(n) => named(n),
+                None => Some(Concern::Operations),
+            },
+            GroupCommand::Disks { name, .. }
+            | GroupCommand::Mount { name, .. }
+            | GroupCommand::Check { name, .. }
+            | GroupCommand::Scrub { name, .. }
+            | GroupCommand::Space { name, .. }
+            | GroupCommand::Online { name, .. }
+            | GroupCommand::Offline { name, .. }
+            | GroupCommand::Alter { name, .. }
+            | GroupCommand::Rebalance { name, .. }
+            | GroupCommand::Undrop { name, .. }
+            | GroupCommand::DropDisk { name, .. }
+            | GroupCommand::Replace { name, .. }
+            | GroupCommand::Set { name, .. }
+            | GroupCommand::Get { name, .. } => named(name),
+        },
+        _ => None,
+    }
+}
+
+/// A group the service holds, as its commands see it.
+pub(crate) struct HeldGroup {
+    pub(crate) held: Held,
+    /// Its disks' paths, by device id in the metadata plane's engine.
+    pub(crate) paths: BTreeMap<u32, PathBuf>,
+}
+
+impl HeldGroup {
+    fn live(&self) -> &Arc<LiveGroup> {
+        &self.held.group
+    }
+
+    fn name(&self) -> &str {
+        &self.held.name
+    }
+}
+
+pub(crate) struct ServedCommands {
+    groups: Vec<Arc<HeldGroup>>,
+    /// The service's discovery string.
+    discovery: DiscoveryString,
+    engine: EngineArg,
+    /// The groups a long operation runs on, and which. A leaf.
+    busy: Arc<Mutex<BTreeMap<String, &'static str>>>,
+    /// The threads of long operations whose clients did not wait. A leaf.
+    background: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A group's long operation, marked busy until this drops.
+struct Busy {
+    busy: Arc<Mutex<BTreeMap<String, &'static str>>>,
+    group: String,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        lock(&self.busy).remove(&self.group);
+    }
+}
+
+/// A long operation's work: given where its output (and progress) goes, it
+/// runs to its end.
+type Work = Box<dyn FnOnce(&mut Console<'_, '_>) -> Result<Outcome> + Send>;
+
+impl ServedCommands {
+    pub(crate) fn new(
+        groups: Vec<HeldGroup>,
+        discovery: DiscoveryString,
+        engine: EngineArg,
+    ) -> Self {
+        Self {
+            groups: groups.into_iter().map(Arc::new).collect(),
+            discovery,
+            engine,
+            busy: Arc::new(Mutex::new(BTreeMap::new())),
+            background: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn held(&self, name: &str) -> Option<&Arc<HeldGroup>> {
+        self.groups
+            .iter()
+            .find(|g| g.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The group a command names, which the service holds (checked before).
+    fn group(&self, name: &str) -> Result<Arc<HeldGroup>> {
+        self.held(name).cloned().ok_or_else(|| {
+            anyhow!(
+                "group {} is not held by this service",
+                name.to_ascii_uppercase()
+            )
+        })
+    }
+
+    /// Whether this service carries the command out.
+    fn carries_out(&self, concern: &Concern, request: &Request) -> bool {
+        match concern {
+            Concern::Group(name) => self.held(name).is_some(),
+            Concern::Discovery => request.discovery == self.discovery.text,
+            Concern::Operations => true,
+        }
+    }
+
+    /// Carry out a parsed command on the groups held.
+    fn carry_out(&self, noun: Noun, c: &mut Console<'_, '_>) -> Result<Outcome> {
+        match noun {
+            Noun::Ls { path, output, .. } => {
+                let path = GroupPath::parse(&path)?;
+                let g = self.group(path.group.as_str())?;
+                let entries = g.live().meta(|m| m.list(&path))??;
+                group_cmd::show_ls(c, &path, entries, output.json)?;
+            }
+            Noun::Du { path, output, .. } => {
+                let path = GroupPath::parse(&path)?;
+                let g = self.group(path.group.as_str())?;
+                let (logical, allocated) = g.live().meta(|m| m.du(&path))??;
+                group_cmd::show_du(c, &path, logical, allocated, output.json)?;
+            }
+            Noun::Mkdir { path, parents, .. } => {
+                let path = GroupPath::parse(&path)?;
+                let g = self.group(path.group.as_str())?;
+                g.live().meta(|m| m.mkdir(&path, parents))??;
+            }
+            Noun::Rm { paths, .. } => group_cmd::rm_each(&paths, |text| {
+                let path = GroupPath::parse(text)?;
+                let g = self.group(path.group.as_str())?;
+                Ok(g.held.names.remove(&path)?)
+            })?,
+            Noun::Mkalias { target, alias, .. } => {
+                let (target, alias) = group_cmd::alias_paths(&target, &alias)?;
+                let g = self.group(target.group.as_str())?;
+                g.live().meta(|m| m.mkalias(&target, &alias))??;
+            }
+            Noun::Group(command) => return self.group_command(command, c),
+            _ => bail!("this command is not carried out by the service"),
+        }
+        Ok(Outcome::Done)
+    }
+
+    fn group_command(&self, command: GroupCommand, c: &mut Console<'_, '_>) -> Result<Outcome> {
+        match command {
+            GroupCommand::List { output, .. } => {
+                let held = |name: &str| {
+                    let g = self.held(name)?;
+                    g.live().meta(|m| group_cmd::summary_of(m)).ok()
+                };
+                let rows = group_cmd::list_rows(c, self.engine, &self.discovery, &held)?;
+                if output.json {
+                    c.json(&rows)?;
+                } else {
+                    crate::console::out!(c, "{}", group_cmd::render_list(&rows));
+                }
+            }
+            GroupCommand::Disks { name, output, .. } => {
+                let g = self.group(&name)?;
+                let (disks, au) = g.live().meta(|m| (m.disks(), m.au_bytes()))?;
+                group_cmd::show_disks(c, disks, au, &g.paths, output.json)?;
+            }
+            GroupCommand::Space { name, output, .. } => {
+                let g = self.group(&name)?;
+                let rows = g.live().meta(|m| group_admin::space(m, &g.paths))?;
+                group_cmd::show_space(c, rows, output.json)?;
+            }
+            GroupCommand::Check {
+                name,
+                repair,
+                output,
+                ..
+            } => {
+                let g = self.group(&name)?;
+                let report = g.live().meta(|m| m.check(repair))??;
+                return group_cmd::show_check(c, g.name(), &report, output.json);
+            }
+            GroupCommand::Get {
+                name, keys, output, ..
+            } => {
+                let g = self.group(&name)?;
+                let got = g.live().meta(|m| m.get_attributes(&keys))??;
+                group_cmd::show_attributes(c, got, output.json)?;
+            }
+            GroupCommand::Set {
+                name,
+                pairs,
+                output,
+                ..
+            } => {
+                let parsed = group_cmd::attribute_pairs(&name, &pairs)?;
+                let g = self.group(&name)?;
+                let keys: Vec<String> = parsed.iter().map(|(k, _)| k.clone()).collect();
+                let now = g.live().meta(|m| {
+                    m.set_attributes(&parsed)?;
+                    m.get_attributes(&keys)
+                })??;
+                group_cmd::show_attributes(c, now, output.json)?;
+            }
+            GroupCommand::Offline {
+                name,
+                disks,
+                drop_after,
+                output,
+                ..
+            } => {
+                let minutes = group_cmd::drop_after_minutes(drop_after.as_deref())?;
+                let g = self.group(&name)?;
+                let done = g.live().offline_disks(&disks, minutes)?;
+                let rows = g.live().meta(|m| m.disks())?;
+                group_cmd::show_offline(c, g.name().to_string(), done, rows, output.json)?;
+            }
+            GroupCommand::Undrop { name, output, .. } => {
+                let g = self.group(&name)?;
+                let done = g.live().meta(|m| m.undrop())??;
+                group_cmd::show_undrop(c, g.name(), &done, output.json)?;
+            }
+            GroupCommand::Ops { name, output } => {
+                let ops = cairn_store::ops::list(&group_lock::run_dir(), name.as_deref());
+                group_cmd::show_ops(c, ops, name, output.json)?;
+            }
+            GroupCommand::Online {
+                name,
+                disks,
+                all,
+                power,
+                wait,
+                output,
+                ..
+            } => {
+                let g = self.group(&name)?;
+                let names = (!all).then(|| disks.clone());
+                let busy = self.claim(&g, "resync")?;
+                // Refused here (a disk not attached, not OFFLINE), before
+                // anything runs in the background.
+                g.live().bring_back(names.as_deref())?;
+                let json = output.json;
+                let work: Work = {
+                    let g = g.clone();
+                    Box::new(move |c| {
+                        let (uuid, au) = g.live().meta(|m| (m.uuid(), m.au_bytes()))?;
+                        let mut tracker = cairn_store::ops::OpTracker::start(
+                            &group_lock::run_dir(),
+                            g.name(),
+                            uuid,
+                            "RESYNC",
+                            usize::from(power),
+                            au,
+                            cairn_store::ops::REBUILD_ALL,
+                            false,
+                        );
+                        let report = g.live().resync(usize::from(power), &mut |p| {
+                            c.progress("resync", "AU", p.done, p.total);
+                            tracker.update(p.done, p.total, p.bytes_done);
+                        });
+                        tracker.finish();
+                        let report = report?;
+                        let rows = g.live().meta(|m| m.disks())?;
+                        group_cmd::show_online(
+                            c,
+                            g.name().to_string(),
+                            (group::resync::ResyncReport::default(), report),
+                            rows,
+                            (all, &disks),
+                            json,
+                        )
+                    })
+                };
+                return self.long(c, &g, busy, ("resync", usize::from(power)), wait, work);
+            }
+            GroupCommand::Rebalance {
+                name,
+                power,
+                wait,
+                output,
+                ..
+            } => {
+                let g = self.group(&name)?;
+                let busy = self.claim(&g, "rebalance")?;
+                if power > 0 {
+                    g.live().meta(|m| m.rebalance_blocker())??;
+                }
+                let work = self.rebalance_work(&g, power, output.json);
+                return self.long(c, &g, busy, ("rebalance", usize::from(power)), wait, work);
+            }
+            GroupCommand::DropDisk {
+                name,
+                disk,
+                power,
+                wait,
+                output,
+                ..
+            } => {
+                let g = self.group(&name)?;
+                let busy = self.claim(&g, "rebalance")?;
+                g.live()
+                    .meta(|m| m.drop_disks_forced(std::slice::from_ref(&disk)))??;
+                let work = self.rebalance_work(&g, power, output.json);
+                return self.long(c, &g, busy, ("rebalance", usize::from(power)), wait, work);
+            }
+            GroupCommand::Mount { name, .. } => {
+                let g = self.group(&name)?;
+                bail!(
+                    "group {} is mounted already: this Cairn service (pid {}) holds it",
+                    g.name(),
+                    std::process::id()
+                );
+            }
+            GroupCommand::Scrub { name, .. }
+            | GroupCommand::Alter { name, .. }
+            | GroupCommand::Replace { name, .. } => {
+                let g = self.group(&name)?;
+                bail!(
+                    "group {} is held by the Cairn service (pid {}), and this command is not built yet for a group being served (docs/serve.md); stop the service, run it, and start the service again",
+                    g.name(),
+                    std::process::id()
+                );
+            }
+            GroupCommand::Create { .. } => {
+                bail!("`group create` is not carried out by the service")
+            }
+        }
+        Ok(Outcome::Done)
+    }
+
+    /// A rebalance's work on a live group (after a change that asks for
+    /// one), rendered as the CLI renders it.
+    fn rebalance_work(&self, g: &Arc<HeldGroup>, power: u16, json: bool) -> Work {
+        let g = g.clone();
+        Box::new(move |c| {
+            let mut tracker = g
+                .live()
+                .meta(|m| group_cmd::rebalance_tracker(m, usize::from(power)))?;
+            let report = g.live().rebalance(usize::from(power), &mut |p| {
+                c.progress("rebalance", "AU", p.done, p.total);
+                if let Some(t) = tracker.as_mut() {
+                    if p.compacting {
+                        t.set_pass("COMPACT");
+                    }
+                    t.update(p.done, p.total, p.bytes_done);
+                }
+            });
+            if let Some(t) = tracker {
+                t.finish();
+            }
+            let report = report?;
+            let rows = g.live().meta(|m| m.disks())?;
+            group_cmd::print_rebalance(c, g.name(), &report, &rows, json)?;
+            Ok(Outcome::Done)
+        })
+    }
+
+    /// Mark a group busy with a long operation, or say which one runs.
+    fn claim(&self, g: &HeldGroup, what: &'static str) -> Result<Busy> {
+        let mut busy = lock(&self.busy);
+        if let Some(running) = busy.get(g.name()) {
+            bail!(
+                "a {running} is running on group {} already; `cairn group ops {}` follows it",
+                g.name(),
+                g.name()
+            );
+        }
+        busy.insert(g.name().to_string(), what);
+        Ok(Busy {
+            busy: self.busy.clone(),
+            group: g.name().to_string(),
+        })
+    }
+
+    /// Run a long operation: here, its progress to the client, when it
+    /// waits; else on a thread of its own, its output to the log, the
+    /// client told it has started.
+    fn long(
+        &self,
+        c: &mut Console<'_, '_>,
+        g: &HeldGroup,
+        busy: Busy,
+        (what, power): (&'static str, usize),
+        wait: bool,
+        work: Work,
+    ) -> Result<Outcome> {
+        if wait {
+            let outcome = work(c);
+            drop(busy);
+            return outcome;
+        }
+        let name = g.name().to_string();
+        let thread = std::thread::Builder::new()
+            .name(format!("cairn-{what}"))
+            .spawn(move || {
+                let _busy = busy;
+                let mut log = Console::Log;
+                match work(&mut log) {
+                    Ok(Outcome::Done) => tracing::info!(group = %name, "{what} done"),
+                    Ok(Outcome::Failed(m)) | Ok(Outcome::Degraded(m)) => {
+                        tracing::warn!(group = %name, "{what}: {m}")
+                    }
+                    Err(e) => tracing::warn!(group = %name, "{what} failed: {e:#}"),
+                }
+            })
+            .map_err(|e| anyhow!("cannot start a thread for the {what}: {e}"))?;
+        let mut list = lock(&self.background);
+        list.retain(|t| !t.is_finished());
+        list.push(thread);
+        drop(list);
+        crate::console::outln!(
+            c,
+            "group {}: {what} started in the background (power {power}); `cairn group ops {}` follows it, --wait waits for it",
+            g.name(),
+            g.name()
+        );
+        Ok(Outcome::Done)
+    }
+}
+
+impl control::Commands for ServedCommands {
+    fn run(&self, request: Request, peer: Peer, reply: &mut Replier<'_>) {
+        let argv = std::iter::once("cairn".to_string()).chain(request.argv.iter().cloned());
+        let cli = match Cli::try_parse_from(argv) {
+            Ok(cli) => cli,
+            Err(e) => {
+                reply.send(&Reply::Exit {
+                    status: 2,
+                    message: Some(e.to_string().lines().next().unwrap_or_default().to_string()),
+                });
+                return;
+            }
+        };
+        let Some(concern) = concern(&cli.noun) else {
+            reply.send(&Reply::NotHeld);
+            return;
+        };
+        if !self.carries_out(&concern, &request) {
+            reply.send(&Reply::NotHeld);
+            return;
+        }
+        tracing::info!(
+            pid = peer.pid,
+            uid = peer.uid,
+            "cairn {}",
+            request.argv.join(" ")
+        );
+        let outcome = {
+            let mut c = Console::Remote(reply);
+            self.carry_out(cli.noun, &mut c)
+        };
+        reply.send(&exit_reply(outcome));
+    }
+
+    fn stop(&self) {
+        for g in &self.groups {
+            g.live().interrupt_operations();
+        }
+        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.background));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A command's outcome as the last reply: the status and line the CLI
+/// ends with, as `main` would.
+fn exit_reply(outcome: Result<Outcome>) -> Reply {
+    let (status, message) = match outcome {
+        Ok(Outcome::Done) => (0, None),
+        Ok(Outcome::Failed(m)) => (1, Some(m)),
+        Ok(Outcome::Degraded(m)) => (crate::EXIT_DEGRADED, Some(m)),
+        Err(e) => (1, Some(format!("{e:#}"))),
+    };
+    Reply::Exit {
+        status,
+        message: message.map(|m| crate::one_line(&m)),
+    }
+}

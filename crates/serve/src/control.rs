@@ -1,0 +1,650 @@
+//! The control socket: how the CLI asks the service to carry out a command on
+//! a group it holds (`docs/serve.md`, "The control socket").
+//!
+//! One request per connection: a line of JSON ([`Request`], at most
+//! [`REQUEST_BYTES_MAX`] bytes) naming the command line as typed; the answer
+//! is lines of JSON ([`Reply`]): output, progress, and last an exit status —
+//! or [`Reply::NotHeld`], which sends the CLI to do it itself.
+//!
+//! Who may connect: root, the service's own user, and members of the group
+//! named by `--socket-group` (the socket is mode 0660, owned by that group;
+//! every connection's peer credentials are checked as well, so a socket
+//! reached another way is refused the same).
+//!
+//! Threads: one accepts; one per connection runs its command (the command
+//! takes what it needs from the live groups, whose own locks order it). The
+//! list of connections is a leaf lock.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ServeError;
+
+/// Where the socket is unless `--socket` or `$CAIRN_SOCKET` says otherwise.
+pub const SOCKET_PATH_DEFAULT: &str = "/run/cairn/cairn.sock";
+
+/// The longest request line, newline excluded.
+pub const REQUEST_BYTES_MAX: usize = 64 << 10;
+
+/// The most arguments a request's command line may have.
+pub const ARGS_MAX: usize = 1024;
+
+/// What this service speaks; a request in another is refused, saying so.
+pub const PROTOCOL: u32 = 1;
+
+/// Commands carried out at once; one more connection is told the service
+/// is busy.
+const CONNECTIONS_MAX: usize = 64;
+
+/// How long a connection may take to send its request line: a client that
+/// connects and says nothing does not hold a thread for ever.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The socket path the CLI and the service use: `$CAIRN_SOCKET`, else the
+/// default.
+pub fn socket_path() -> PathBuf {
+    std::env::var_os("CAIRN_SOCKET")
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| PathBuf::from(SOCKET_PATH_DEFAULT), PathBuf::from)
+}
+
+/// A command for the service: the command line as the user typed it (after
+/// the program's name), and the discovery string the CLI resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    pub protocol: u32,
+    pub argv: Vec<String>,
+    /// The discovery string the client resolved (its `--discover`,
+    /// `$CAIRN_DISCOVER` or configuration): a listing of every group is
+    /// answered by the service only when it is the service's own.
+    pub discovery: String,
+}
+
+/// Why a request line was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("the request is longer than {REQUEST_BYTES_MAX} bytes")]
+    TooLong,
+    #[error("the request ended before its newline")]
+    Unterminated,
+    #[error("the request is not a valid request at byte {at}: {what}")]
+    Malformed { at: usize, what: String },
+    #[error("the request speaks protocol {0}, this service {PROTOCOL}: the CLI and the service are different Cairn versions (restart the service after an upgrade)")]
+    Protocol(u32),
+    #[error("the request names no command")]
+    Empty,
+    #[error("the request has more than {ARGS_MAX} arguments")]
+    TooManyArgs,
+    #[error("argument {0} of the request holds a NUL byte")]
+    Nul(usize),
+}
+
+/// Decode one request line (without its newline). Outside input: any bytes
+/// give a request or an error saying where, never a panic.
+pub fn decode_request(line: &[u8]) -> Result<Request, RequestError> {
+    if line.len() > REQUEST_BYTES_MAX {
+        return Err(RequestError::TooLong);
+    }
+    let request: Request = serde_json::from_slice(line).map_err(|e| {
+        // serde_json counts lines and columns; a request is one line, so
+        // the column is the byte (1-based) — or past the end.
+        let what = e.to_string();
+        let what = what
+            .split(" at line ")
+            .next()
+            .unwrap_or(what.as_str())
+            .to_string();
+        RequestError::Malformed {
+            at: e.column(),
+            what,
+        }
+    })?;
+    if request.protocol != PROTOCOL {
+        return Err(RequestError::Protocol(request.protocol));
+    }
+    if request.argv.is_empty() {
+        return Err(RequestError::Empty);
+    }
+    if request.argv.len() > ARGS_MAX {
+        return Err(RequestError::TooManyArgs);
+    }
+    if let Some(i) = request.argv.iter().position(|a| a.contains('\0')) {
+        return Err(RequestError::Nul(i));
+    }
+    Ok(request)
+}
+
+/// Progress of a long operation, for the CLI to draw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Progress {
+    /// What runs: "resync", "rebalance" ...
+    pub what: String,
+    /// "AU" or "byte".
+    pub unit: String,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// One line of an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reply {
+    /// Text for standard output.
+    Out(String),
+    /// A line for standard error (without its newline).
+    Err(String),
+    Progress(Progress),
+    /// The service does not hold the group the command is about: the CLI
+    /// carries it out itself. Only ever the first and only reply.
+    NotHeld,
+    /// The last reply: the exit status the CLI ends with, and (when not 0)
+    /// the one line it says.
+    Exit {
+        status: u8,
+        message: Option<String>,
+    },
+}
+
+/// Where a command's answer goes: the connection, one JSON line a reply. A
+/// client gone is noted, not an error: the command is not undone by it.
+pub struct Replier<'s> {
+    stream: &'s mut UnixStream,
+    gone: bool,
+}
+
+impl Replier<'_> {
+    pub fn send(&mut self, reply: &Reply) {
+        if self.gone {
+            return;
+        }
+        let mut line = match serde_json::to_vec(reply) {
+            Ok(l) => l,
+            Err(_) => return,
+        };
+        line.push(b'\n');
+        if self.stream.write_all(&line).is_err() {
+            self.gone = true;
+        }
+    }
+
+    /// Whether the client has gone away (a write to it failed).
+    pub fn gone(&self) -> bool {
+        self.gone
+    }
+}
+
+/// Who is on the other end of a connection (`SO_PEERCRED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pub pid: i32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// What the service carries out: the CLI's commands, on the groups it
+/// holds. Called on a connection's own thread, any number at once.
+pub trait Commands: Send + Sync {
+    fn run(&self, request: Request, peer: Peer, reply: &mut Replier<'_>);
+
+    /// The service is stopping: end the background operations (they are
+    /// resumable) and return once none runs.
+    fn stop(&self);
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The peer credentials of a connected Unix socket: the client's seen by
+/// the service, or the service's (as of its `listen`) seen by a client.
+pub fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` is a ucred of `len` bytes the kernel fills in.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Peer {
+        pid: cred.pid,
+        uid: cred.uid,
+        gid: cred.gid,
+    })
+}
+
+/// The supplementary groups of a connection's peer (`SO_PEERGROUPS`).
+fn peer_groups(stream: &UnixStream) -> Vec<u32> {
+    let mut groups = vec![0u32; 256];
+    let mut len = (groups.len() * 4) as libc::socklen_t;
+    // SAFETY: `groups` holds `len` bytes the kernel fills in (and says how
+    // many it wrote).
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERGROUPS,
+            groups.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Vec::new();
+    }
+    groups.truncate(len as usize / 4);
+    groups
+}
+
+/// The group id of a group name (`--socket-group`).
+fn group_id(name: &str) -> Result<u32, ServeError> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| ServeError::Invalid(format!("--socket-group {name:?}: not a group name")))?;
+    // SAFETY: `group` is plain data (integers and pointers) for which all
+    // zeros is a valid value; getgrnam_r fills it in.
+    let mut group: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 1 << 16];
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is to a local of the size given; getgrnam_r
+    // writes only there.
+    let rc = unsafe {
+        libc::getgrnam_r(
+            c.as_ptr(),
+            &mut group,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() {
+        return Err(ServeError::Invalid(format!(
+            "--socket-group {name}: no such group (see /etc/group; create it with groupadd {name})"
+        )));
+    }
+    Ok(group.gr_gid)
+}
+
+/// A bound control socket, not yet answering: bound before the groups are
+/// mounted, so that a second service is refused at once (saying which
+/// process has the socket), and answering once they are served.
+pub struct ControlSocket {
+    path: PathBuf,
+    listener: UnixListener,
+    socket_gid: Option<u32>,
+}
+
+impl ControlSocket {
+    /// Bind the socket at `path`, mode 0660, group `socket_group` if named.
+    /// A socket left by a service that died is replaced; one a live
+    /// service answers on is refused, naming its process; anything else at
+    /// the path is left alone and refused.
+    pub fn bind(path: &Path, socket_group: Option<&str>) -> Result<Self, ServeError> {
+        let socket_gid = socket_group.map(group_id).transpose()?;
+        let bad = |what: String| ServeError::Invalid(format!("socket {}: {what}", path.display()));
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if !meta.file_type().is_socket() => {
+                return Err(bad(
+                    "exists and is not a socket; remove it, or give another --socket".into(),
+                ))
+            }
+            Ok(_) => match UnixStream::connect(path) {
+                Ok(stream) => {
+                    let who = peer_of(&stream).map_or_else(
+                        |_| "another process".to_string(),
+                        |p| format!("process {}", p.pid),
+                    );
+                    return Err(bad(format!(
+                        "a live Cairn service ({who}) answers on it; stop it first, or give another --socket"
+                    )));
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    std::fs::remove_file(path).map_err(|e| {
+                        bad(format!(
+                            "left by a service that died, and cannot be removed: {e}"
+                        ))
+                    })?;
+                    tracing::warn!(socket = %path.display(), "removed the socket a service that died left");
+                }
+                Err(e) => {
+                    return Err(bad(format!(
+                        "exists and cannot be reached ({e}); remove it, or give another --socket"
+                    )))
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(bad(e.to_string())),
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.exists() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| bad(format!("cannot create its directory: {e}")))?;
+                let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
+            }
+        }
+        let listener = UnixListener::bind(path).map_err(|e| bad(e.to_string()))?;
+        let mut made = Self {
+            path: path.to_path_buf(),
+            listener,
+            socket_gid,
+        };
+        // Until this is done the socket has the umask's mode: connecting
+        // needs write permission, which 022 gives nobody else.
+        made.restrict().map_err(|e| bad(e.to_string()))?;
+        Ok(made)
+    }
+
+    fn restrict(&mut self) -> std::io::Result<()> {
+        if let Some(gid) = self.socket_gid {
+            std::os::unix::fs::chown(&self.path, None, Some(gid))?;
+        }
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o660))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether a peer may use the socket.
+    fn allows(&self, peer: &Peer, stream: &UnixStream) -> bool {
+        // SAFETY: geteuid has no preconditions.
+        let own = unsafe { libc::geteuid() };
+        if peer.uid == 0 || peer.uid == own {
+            return true;
+        }
+        match self.socket_gid {
+            Some(gid) => peer.gid == gid || peer_groups(stream).contains(&gid),
+            None => false,
+        }
+    }
+
+    /// Start answering: a thread accepts, a thread per connection runs its
+    /// command through `commands`.
+    pub(crate) fn answer(self, commands: Arc<dyn Commands>) -> Result<Answering, ServeError> {
+        let listener_fd = self
+            .listener
+            .try_clone()
+            .map_err(|e| ServeError::Invalid(format!("socket {}: {e}", self.path.display())))?;
+        let stopping = Arc::new(AtomicBool::new(false));
+        let connections: Arc<Mutex<Vec<Connection>>> = Arc::new(Mutex::new(Vec::new()));
+        let path = self.path.clone();
+        let accept = {
+            let stopping = stopping.clone();
+            let connections = connections.clone();
+            let commands = commands.clone();
+            std::thread::Builder::new()
+                .name("cairn-control".into())
+                .spawn(move || self.accept_loop(&stopping, &connections, &commands))
+                .map_err(|e| ServeError::Invalid(format!("cannot start a thread: {e}")))?
+        };
+        tracing::info!(socket = %path.display(), "answering commands");
+        Ok(Answering {
+            path,
+            listener: listener_fd,
+            stopping,
+            accept: Some(accept),
+            connections,
+            commands,
+        })
+    }
+
+    fn accept_loop(
+        self,
+        stopping: &AtomicBool,
+        connections: &Arc<Mutex<Vec<Connection>>>,
+        commands: &Arc<dyn Commands>,
+    ) {
+        let this = Arc::new(self);
+        loop {
+            let accepted = this.listener.accept();
+            if stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            let mut stream = match accepted {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "control socket: accept failed");
+                    // Out of descriptors, say: let the others finish.
+                    std::thread::yield_now();
+                    continue;
+                }
+            };
+            let mut list = lock(connections);
+            list.retain(|c| !c.thread.is_finished());
+            if list.len() >= CONNECTIONS_MAX {
+                drop(list);
+                let mut reply = Replier {
+                    stream: &mut stream,
+                    gone: false,
+                };
+                reply.send(&Reply::Exit {
+                    status: 1,
+                    message: Some(format!(
+                        "the Cairn service is busy ({CONNECTIONS_MAX} commands at once); try again"
+                    )),
+                });
+                continue;
+            }
+            let Ok(reader) = stream.try_clone() else {
+                continue;
+            };
+            let (this2, commands) = (this.clone(), commands.clone());
+            let spawned = std::thread::Builder::new()
+                .name("cairn-command".into())
+                .spawn(move || this2.connection(stream, commands.as_ref()));
+            if let Ok(thread) = spawned {
+                list.push(Connection { reader, thread });
+            }
+        }
+    }
+
+    /// One connection: check the peer, read and decode the request, run it;
+    /// then end it (the list of connections holds a clone of the socket,
+    /// so dropping this one would not tell the client the answer is over).
+    fn connection(&self, mut stream: UnixStream, commands: &dyn Commands) {
+        self.answer_one(&mut stream, commands);
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+    }
+
+    fn answer_one(&self, stream: &mut UnixStream, commands: &dyn Commands) {
+        let peer = match peer_of(stream) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "control socket: no peer credentials; connection refused");
+                return;
+            }
+        };
+        if !self.allows(&peer, stream) {
+            tracing::warn!(
+                pid = peer.pid,
+                uid = peer.uid,
+                "control socket: peer not allowed"
+            );
+            Replier {
+                stream,
+                gone: false,
+            }
+            .send(&Reply::Exit {
+                status: 1,
+                message: Some(format!(
+                    "user {} may not use the Cairn service's socket {}: only root{}",
+                    peer.uid,
+                    self.path.display(),
+                    self.socket_gid
+                        .map_or_else(String::new, |g| format!(" and members of group {g}"))
+                )),
+            });
+            return;
+        }
+        let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
+        let line = read_request_line(stream);
+        let _ = stream.set_read_timeout(None);
+        let request = line.and_then(|l| decode_request(&l));
+        let mut reply = Replier {
+            stream,
+            gone: false,
+        };
+        match request {
+            Ok(request) => {
+                tracing::debug!(pid = peer.pid, uid = peer.uid, argv = ?request.argv, "command");
+                commands.run(request, peer, &mut reply);
+            }
+            Err(e) => {
+                tracing::warn!(pid = peer.pid, error = %e, "control socket: request refused");
+                reply.send(&Reply::Exit {
+                    status: 2,
+                    message: Some(e.to_string()),
+                });
+            }
+        }
+    }
+}
+
+/// Read one line of at most [`REQUEST_BYTES_MAX`] bytes (newline excluded).
+fn read_request_line(stream: &mut UnixStream) -> Result<Vec<u8>, RequestError> {
+    let mut reader = BufReader::new(stream.take(REQUEST_BYTES_MAX as u64 + 1));
+    let mut line = Vec::new();
+    match reader.read_until(b'\n', &mut line) {
+        Ok(_) if line.last() == Some(&b'\n') => {
+            line.pop();
+            Ok(line)
+        }
+        Ok(_) if line.len() > REQUEST_BYTES_MAX => Err(RequestError::TooLong),
+        _ => Err(RequestError::Unterminated),
+    }
+}
+
+struct Connection {
+    /// The connection, to stop reading a request that is not coming.
+    reader: UnixStream,
+    thread: JoinHandle<()>,
+}
+
+/// A control socket answering commands, until [`Answering::stop`].
+pub(crate) struct Answering {
+    path: PathBuf,
+    listener: UnixListener,
+    stopping: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+    connections: Arc<Mutex<Vec<Connection>>>,
+    commands: Arc<dyn Commands>,
+}
+
+impl Answering {
+    /// Stop answering: no new connection; a request still being read is
+    /// cut; background operations end (resumable); every command running
+    /// finishes; the socket goes.
+    pub(crate) fn stop(mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        // SAFETY: shutting down our own listening descriptor wakes the
+        // thread blocked in accept (it then finds `stopping`).
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        let list: Vec<Connection> = std::mem::take(&mut *lock(&self.connections));
+        for c in &list {
+            let _ = c.reader.shutdown(std::net::Shutdown::Read);
+        }
+        self.commands.stop();
+        for c in list {
+            let _ = c.thread.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(argv: &[&str]) -> Vec<u8> {
+        serde_json::to_vec(&Request {
+            protocol: PROTOCOL,
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            discovery: "/dev/sd*".into(),
+        })
+        .expect("encodes")
+    }
+
+    #[test]
+    fn a_request_round_trips() {
+        let r = decode_request(&line(&["group", "disks", "DATA", "--json"])).expect("decodes");
+        assert_eq!(r.argv, ["group", "disks", "DATA", "--json"]);
+        assert_eq!(r.discovery, "/dev/sd*");
+    }
+
+    #[test]
+    fn bad_requests_say_what_and_where() {
+        let at = |bytes: &[u8]| decode_request(bytes).expect_err("refused");
+        assert!(matches!(at(b""), RequestError::Malformed { .. }));
+        match at(br#"{"protocol":1,"argv":["ls"],"discovery":x}"#) {
+            RequestError::Malformed { at, .. } => assert_eq!(at, 41),
+            e => panic!("{e:?}"),
+        }
+        assert!(matches!(
+            at(br#"{"protocol":1,"argv":["ls"],"discovery":"","extra":1}"#),
+            RequestError::Malformed { .. }
+        ));
+        assert_eq!(
+            at(br#"{"protocol":7,"argv":["ls"],"discovery":""}"#),
+            RequestError::Protocol(7)
+        );
+        assert_eq!(
+            at(br#"{"protocol":1,"argv":[],"discovery":""}"#),
+            RequestError::Empty
+        );
+        assert_eq!(
+            at(br#"{"protocol":1,"argv":["ls","a\u0000b"],"discovery":""}"#),
+            RequestError::Nul(1)
+        );
+        let many: Vec<&str> = vec!["x"; ARGS_MAX + 1];
+        assert_eq!(at(&line(&many)), RequestError::TooManyArgs);
+        let long = vec![b' '; REQUEST_BYTES_MAX + 1];
+        assert_eq!(at(&long), RequestError::TooLong);
+    }
+
+    #[test]
+    fn replies_are_one_json_line_each() {
+        for r in [
+            Reply::Out("a\nb".into()),
+            Reply::Err("x".into()),
+            Reply::NotHeld,
+            Reply::Progress(Progress {
+                what: "resync".into(),
+                unit: "AU".into(),
+                done: 1,
+                total: 2,
+            }),
+            Reply::Exit {
+                status: 3,
+                message: Some("degraded".into()),
+            },
+        ] {
+            let text = serde_json::to_string(&r).expect("encodes");
+            assert!(!text.contains('\n'), "{text}");
+            assert_eq!(serde_json::from_str::<Reply>(&text).expect("decodes"), r);
+        }
+    }
+}
