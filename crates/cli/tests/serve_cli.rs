@@ -1299,3 +1299,151 @@ fn the_cli_reaches_a_served_group_through_the_socket_with_the_same_output() {
     assert!(!socket.exists(), "the socket goes with the service");
     rig.check_clean("DATA");
 }
+
+#[test]
+fn fio_verify_sees_no_error_while_a_disk_goes_offline_and_comes_back_through_the_socket() {
+    if !fuse_here() {
+        return;
+    }
+    if std::process::Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        prerequisite::missing("fio (scripts/install-deps installs it)");
+        return;
+    }
+    let rig = Rig::new();
+    let here = rig.path("");
+    group_on(&rig, [&here, &here, &here, &here], &["--au-size", "1M"]);
+    let serving = Serving::start(&rig, &[]);
+    let file = serving.path("DATA/fio.dat");
+    // A fixed run time (the workload's length, not a synchronisation):
+    // the disk leaves and comes back while fio writes and verifies.
+    let mut fio = std::process::Command::new("fio")
+        .args([
+            "--name=through-cairn",
+            &format!("--filename={}", file.display()),
+            "--size=32M",
+            "--rw=randwrite",
+            "--bs=8k",
+            "--ioengine=io_uring",
+            "--iodepth=16",
+            "--direct=1",
+            "--verify=crc32c",
+            "--verify_backlog=256",
+            "--verify_fatal=1",
+            "--do_verify=1",
+            "--time_based",
+            "--runtime=10s",
+            "--eta=always",
+            "--eta-newline=1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufRead::lines(std::io::BufReader::new(fio.stdout.take().unwrap()));
+    let mut seen = String::new();
+    // Wait for `n` more of fio's progress lines (its I/O under way).
+    let mut progress = |n: usize, seen: &mut String| {
+        let mut left = n;
+        for line in out.by_ref() {
+            let line = line.unwrap();
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains("Jobs: 1") && line.contains("[w") {
+                left -= 1;
+                if left == 0 {
+                    return;
+                }
+            }
+        }
+        panic!("fio ended early: {seen}");
+    };
+    progress(1, &mut seen);
+    rig.cairn(&["group", "offline", "DATA", "D2"]).ok();
+    progress(2, &mut seen);
+    let back = rig
+        .cairn(&["group", "online", "DATA", "D2", "--wait", "--json"])
+        .ok()
+        .json();
+    assert!(
+        back["resync"]["aus_copied"].as_u64().unwrap() > 0,
+        "what D2 missed is copied back: {back}"
+    );
+    assert!(
+        back["disks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["state"] == "ONLINE"),
+        "{back}"
+    );
+    for line in out {
+        seen.push_str(&line.unwrap());
+        seen.push('\n');
+    }
+    let status = fio.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut fio.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        status.success() && !err.contains("verify") && !err.contains("error"),
+        "fio: {status}\n{err}\n{seen}"
+    );
+    assert!(seen.contains("err= 0"), "{seen}");
+    // The service checks its group clean while serving, and after.
+    let check = rig.cairn(&["group", "check", "DATA"]).ok();
+    assert!(check.stdout.contains("clean"), "{check:?}");
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}
+
+#[test]
+fn the_benchmark_runs_on_a_file_through_the_mount() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let serving = Serving::start(&rig, &[]);
+    let target = serving.path("DATA/bench.dat");
+    let out = rig.path("bench-out");
+    let run = rig
+        .cairn(&[
+            "bench",
+            "quick",
+            "--target",
+            target.to_str().unwrap(),
+            "--size",
+            "16M",
+            "--rw",
+            "randrw",
+            "--qd",
+            "4",
+            "--time",
+            "1s",
+            "--interval",
+            "500ms",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .ok();
+    assert!(run.stdout.contains("reports:"), "{run:?}");
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let totals = &result["runs"][0]["totals"]["all"];
+    for rw in ["read", "write"] {
+        assert!(
+            totals[rw]["ios"].as_u64().unwrap() > 0,
+            "{rw}s went through the mount: {totals}"
+        );
+    }
+    // The file is the group's, as big as asked.
+    let listed = rig.cairn(&["ls", "+DATA/bench.dat", "--json"]).ok().json();
+    assert_eq!(listed[0]["file"]["attrs"]["byte_size"], 16 * MIB);
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}

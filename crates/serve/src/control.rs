@@ -99,11 +99,19 @@ pub fn decode_request(line: &[u8]) -> Result<Request, RequestError> {
         // serde_json counts lines and columns; a request is one line, so
         // the column is the byte (1-based) — or past the end.
         let what = e.to_string();
-        let what = what
+        // One line, and short: a name quoted from the request may hold
+        // any character, and be long.
+        let what: String = what
             .split(" at line ")
             .next()
             .unwrap_or(what.as_str())
-            .to_string();
+            .chars()
+            .flat_map(|c| match c.is_control() {
+                true => c.escape_default().collect::<Vec<_>>(),
+                false => vec![c],
+            })
+            .take(200)
+            .collect();
         RequestError::Malformed {
             at: e.column(),
             what,
@@ -607,6 +615,12 @@ mod tests {
             at(br#"{"protocol":1,"argv":["ls"],"discovery":"","extra":1}"#),
             RequestError::Malformed { .. }
         ));
+        // Found by fuzzing: a field name with a newline made a two-line
+        // error.
+        let e = at(br#"{"p*\rpt!*|*\npt"#);
+        assert!(!e.to_string().contains('\n'), "{e}");
+        let long = format!(r#"{{"{}":1}}"#, "x".repeat(10_000));
+        assert!(at(long.as_bytes()).to_string().len() < 400);
         assert_eq!(
             at(br#"{"protocol":7,"argv":["ls"],"discovery":""}"#),
             RequestError::Protocol(7)
