@@ -7,7 +7,8 @@
 //! not open, or a service that does not hold the group: the CLI does the
 //! work itself, as it always has.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
+use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
 
 use anyhow::{anyhow, Result};
@@ -20,13 +21,14 @@ use crate::Outcome;
 const REPLY_BYTES_MAX: u64 = 256 << 20;
 
 /// Send the command line to the service, if one holds what it is about:
-/// `None` when the CLI is to carry it out itself.
-pub(crate) fn forward(discover_flag: Option<&str>) -> Option<Result<Outcome>> {
+/// `None` when the CLI is to carry it out itself. `fds`: descriptors the
+/// command hands over (the file `cp` copies in).
+pub(crate) fn forward(discover_flag: Option<&str>, fds: &[RawFd]) -> Option<Result<Outcome>> {
     let argv: Vec<String> = std::env::args_os()
         .skip(1)
         .map(|a| a.into_string().ok())
         .collect::<Option<_>>()?;
-    let mut stream = UnixStream::connect(control::socket_path()).ok()?;
+    let stream = UnixStream::connect(control::socket_path()).ok()?;
     let discovery = crate::discovery(discover_flag)
         .map(|d| d.text)
         .unwrap_or_default();
@@ -38,7 +40,10 @@ pub(crate) fn forward(discover_flag: Option<&str>) -> Option<Result<Outcome>> {
     };
     let mut line = serde_json::to_vec(&request).ok()?;
     line.push(b'\n');
-    stream.write_all(&line).ok()?;
+    // A refusal (this user may not use the socket) may come, and the
+    // service stop reading, before the request is all sent: the answer
+    // is read either way.
+    let sent = control::send_request(&stream, &line, fds);
     let mut replies = BufReader::new(std::io::Read::take(stream, REPLY_BYTES_MAX));
     let mut bar: Option<indicatif::ProgressBar> = None;
     let mut first = true;
@@ -46,6 +51,7 @@ pub(crate) fn forward(discover_flag: Option<&str>) -> Option<Result<Outcome>> {
     loop {
         text.clear();
         let outcome = match replies.read_until(b'\n', &mut text) {
+            Ok(0) | Err(_) if first && sent.is_err() => return None,
             Ok(0) | Err(_) => Err(anyhow!(
                 "the Cairn service ended the connection before the command finished (see its log); what the command did is in place, what it had not done is not"
             )),
@@ -65,7 +71,10 @@ pub(crate) fn forward(discover_flag: Option<&str>) -> Option<Result<Outcome>> {
                 }
                 Ok(Reply::Progress(p)) => {
                     let b = bar.get_or_insert_with(|| {
-                        let b = crate::group_cmd::au_progress(json);
+                        let b = match p.unit.as_str() {
+                            "byte" => crate::group_cmd::bytes_progress(json),
+                            _ => crate::group_cmd::au_progress(json),
+                        };
                         b.set_message(p.what.clone());
                         b
                     });

@@ -1170,7 +1170,7 @@ fn run_scrub(
 }
 
 /// A progress bar in bytes on a terminal; hidden with --json or a pipe.
-fn bytes_progress(json: bool) -> indicatif::ProgressBar {
+pub(crate) fn bytes_progress(json: bool) -> indicatif::ProgressBar {
     progress_bar(
         json,
         "{msg} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {wide_bar}",

@@ -509,7 +509,22 @@ fn main() -> ExitCode {
             }
             _ => None,
         };
-        forward::forward(flag)
+        // `cp` into a group hands the service the file it copies from,
+        // opened here, with this user's rights (a source that cannot be
+        // opened is left to the CLI, which says why).
+        let source = match &cli.noun {
+            Noun::Cp { source, .. } if source == "-" => None,
+            Noun::Cp { source, .. } if !source.starts_with('+') => {
+                Some(std::fs::File::open(source).ok()?)
+            }
+            _ => None,
+        };
+        let fds: Vec<std::os::fd::RawFd> = match (&cli.noun, &source) {
+            (_, Some(f)) => vec![std::os::fd::AsRawFd::as_raw_fd(f)],
+            (Noun::Cp { source, .. }, None) if source == "-" => vec![0],
+            _ => Vec::new(),
+        };
+        forward::forward(flag, &fds)
     });
     let outcome = match forwarded {
         Some(outcome) => outcome,

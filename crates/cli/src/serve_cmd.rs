@@ -104,6 +104,8 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
         mountpoint: args.mountpoint.clone(),
         threads: usize::from(args.threads),
     };
+    let mountpoint =
+        std::path::absolute(&args.mountpoint).unwrap_or_else(|_| args.mountpoint.clone());
     let commands: cairn_serve::MakeCommands = Box::new(move |held| {
         let groups = held
             .into_iter()
@@ -112,7 +114,9 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
                 held,
             })
             .collect();
-        Arc::new(crate::served::ServedCommands::new(groups, d, engine))
+        Arc::new(crate::served::ServedCommands::new(
+            groups, mountpoint, d, engine,
+        ))
     });
     let control = cairn_serve::Control { socket, commands };
     let (groups, served) = cairn_serve::serve(groups, &options, &signals, Some(control));

@@ -20,14 +20,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-use anyhow::{anyhow, bail, Result};
+use std::os::fd::OwnedFd;
+
+use anyhow::{anyhow, bail, Context, Result};
 use cairn_serve::control::{self, Peer, Replier, Reply, Request};
 use cairn_serve::Held;
 use cairn_store::discovery::DiscoveryString;
 use cairn_store::group::{self, LiveGroup};
-use cairn_store::group_admin;
 use cairn_store::group_lock;
 use cairn_store::names::GroupPath;
+use cairn_store::{file_copy, group_admin, group_copy};
 use clap::Parser;
 
 use crate::console::Console;
@@ -60,6 +62,10 @@ pub(crate) fn concern(noun: &Noun) -> Option<Concern> {
             path_group(path)
         }
         Noun::Mkalias { target, .. } => path_group(target),
+        // Out of a group (or between groups): the source's group; in: the
+        // destination's.
+        Noun::Cp { source, dest, .. } if source.starts_with('+') => path_group(source),
+        Noun::Cp { dest, .. } => path_group(dest),
         Noun::Rm { paths, .. } => {
             // Carried out by one party: all in one group.
             let groups: BTreeSet<Option<Concern>> = paths.iter().map(|p| path_group(p)).collect();
@@ -113,6 +119,8 @@ impl HeldGroup {
 
 pub(crate) struct ServedCommands {
     groups: Vec<Arc<HeldGroup>>,
+    /// Where the file system is mounted.
+    mountpoint: PathBuf,
     /// The service's discovery string.
     discovery: DiscoveryString,
     engine: EngineArg,
@@ -145,11 +153,13 @@ type Work = Box<dyn FnOnce(&mut Console<'_, '_>) -> Result<Outcome> + Send>;
 impl ServedCommands {
     pub(crate) fn new(
         groups: Vec<HeldGroup>,
+        mountpoint: PathBuf,
         discovery: DiscoveryString,
         engine: EngineArg,
     ) -> Self {
         Self {
             groups: groups.into_iter().map(Arc::new).collect(),
+            mountpoint,
             discovery,
             engine,
             busy: Arc::new(Mutex::new(BTreeMap::new())),
@@ -183,7 +193,7 @@ impl ServedCommands {
     }
 
     /// Carry out a parsed command on the groups held.
-    fn carry_out(&self, noun: Noun, c: &mut Console<'_, '_>) -> Result<Outcome> {
+    fn carry_out(&self, noun: Noun, fds: Vec<OwnedFd>, c: &mut Console<'_, '_>) -> Result<Outcome> {
         match noun {
             Noun::Ls { path, output, .. } => {
                 let path = GroupPath::parse(&path)?;
@@ -211,6 +221,73 @@ impl ServedCommands {
                 let (target, alias) = group_cmd::alias_paths(&target, &alias)?;
                 let g = self.group(target.group.as_str())?;
                 g.live().meta(|m| m.mkalias(&target, &alias))??;
+            }
+            Noun::Cp {
+                source,
+                dest,
+                template,
+                redundancy,
+                max_size,
+                ..
+            } => {
+                if source.starts_with('+') {
+                    let path = GroupPath::parse(&source)?;
+                    let inside: Vec<&str> = path.components.iter().map(|c| c.as_str()).collect();
+                    bail!(
+                        "`cairn cp` out of a group the service holds is not built yet; read the file through the service's file system instead: cp {}/{}/{} {dest}",
+                        self.mountpoint.display(),
+                        path.group,
+                        inside.join("/")
+                    );
+                }
+                let fd = fds.into_iter().next().ok_or_else(|| {
+                    anyhow!("the CLI sent no descriptor of {source} to copy from (are the CLI and the service the same version?)")
+                })?;
+                let (shown, name) = match source.as_str() {
+                    "-" => ("standard input".to_string(), None),
+                    s => (
+                        s.to_string(),
+                        std::path::Path::new(s)
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned()),
+                    ),
+                };
+                let mut src = file_copy::Source::opened(std::fs::File::from(fd), &shown, name)?;
+                let max_bytes = max_size
+                    .as_deref()
+                    .map(crate::parse_size)
+                    .transpose()
+                    .context("--max-size")?;
+                let request = group_copy::CopyRequest {
+                    source: &source,
+                    dest: &dest,
+                    template: template.as_deref(),
+                    redundancy: redundancy.as_deref(),
+                    max_bytes,
+                    force: false,
+                };
+                let options = group_copy::new_file_options(&request, None)?;
+                let path = GroupPath::parse(&dest)?;
+                let g = self.group(path.group.as_str())?;
+                let path = g
+                    .live()
+                    .meta(|m| group_copy::into_directory(m, path, &dest, src.name.as_deref()))??;
+                let report = file_copy::copy_in_live(
+                    g.live(),
+                    &mut src,
+                    &path,
+                    &options,
+                    max_bytes,
+                    &mut |done, total| c.progress("cp", "byte", done, total.unwrap_or(0)),
+                )?;
+                if report.stopped_at_max {
+                    crate::console::errln!(
+                        c,
+                        "cairn: note: stopped at --max-size ({} bytes); {} had more",
+                        report.bytes_copied,
+                        source
+                    );
+                }
             }
             Noun::Group(command) => return self.group_command(command, c),
             _ => bail!("this command is not carried out by the service"),
@@ -491,7 +568,7 @@ impl ServedCommands {
 }
 
 impl control::Commands for ServedCommands {
-    fn run(&self, request: Request, peer: Peer, reply: &mut Replier<'_>) {
+    fn run(&self, request: Request, fds: Vec<OwnedFd>, peer: Peer, reply: &mut Replier<'_>) {
         let argv = std::iter::once("cairn".to_string()).chain(request.argv.iter().cloned());
         let cli = match Cli::try_parse_from(argv) {
             Ok(cli) => cli,
@@ -519,7 +596,7 @@ impl control::Commands for ServedCommands {
         );
         let outcome = {
             let mut c = Console::Remote(reply);
-            self.carry_out(cli.noun, &mut c)
+            self.carry_out(cli.noun, fds, &mut c)
         };
         reply.send(&exit_reply(outcome));
     }

@@ -1288,11 +1288,39 @@ fn the_cli_reaches_a_served_group_through_the_socket_with_the_same_output() {
         second.stderr.contains(&format!("process {pid}")),
         "{second:?}"
     );
-    // And a command the service does not carry out, on its group, says
-    // who holds it.
+    // `cp` in through the socket: the CLI hands over the file it opened
+    // (or its standard input); the name appears with every byte, and the
+    // file's length in bytes, readable through the mount at once.
+    let odd = random_file(&rig.path("odd.bin"), MIB + 777, 22);
+    rig.cairn(&["cp", odd.to_str().unwrap(), "+DATA/arch/"])
+        .ok();
+    serving.wait_for_log("cairn cp");
+    assert!(
+        std::fs::read(serving.path("DATA/arch/odd.bin")).unwrap() == std::fs::read(&odd).unwrap()
+    );
+    let piped = cairn_command(&rig.discover, &[("CAIRN_RUN_DIR", rig.run_dir.as_str())])
+        .args(["cp", "-", "+DATA/arch/piped.dat", "--max-size", "100000"])
+        .stdin(std::fs::File::open(&odd).unwrap())
+        .output()
+        .unwrap();
+    let piped = Run::from(piped).ok();
+    assert!(piped.stderr.contains("stopped at --max-size"), "{piped:?}");
+    assert!(
+        std::fs::read(serving.path("DATA/arch/piped.dat")).unwrap()[..]
+            == std::fs::read(&odd).unwrap()[..100_000]
+    );
+    let taken = rig.cairn(&["cp", odd.to_str().unwrap(), "+DATA/arch/odd.bin"]);
+    assert_eq!(taken.code, 1, "{taken:?}");
+    assert!(taken.stderr.contains("exists"), "{taken:?}");
+    // `cp` out of a served group is not built: it says where to read the
+    // file instead.
     let cp = rig.cairn(&["cp", "+DATA/users.dbf", rig.path("out").to_str().unwrap()]);
     assert_eq!(cp.code, 1, "{cp:?}");
-    assert!(cp.stderr.contains("Cairn service"), "{cp:?}");
+    assert!(
+        cp.stderr
+            .contains(&format!("{}/DATA/users.dbf", serving.mountpoint.display())),
+        "{cp:?}"
+    );
 
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");

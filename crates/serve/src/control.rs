@@ -15,8 +15,8 @@
 //! takes what it needs from the live groups, whose own locks order it). The
 //! list of connections is a leaf lock.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::AsRawFd;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -40,6 +40,9 @@ pub const ARGS_MAX: usize = 1024;
 
 /// What this service speaks; a request in another is refused, saying so.
 pub const PROTOCOL: u32 = 1;
+
+/// Descriptors a request may carry (SCM_RIGHTS).
+pub const FDS_MAX: usize = 2;
 
 /// Commands carried out at once; one more connection is told the service
 /// is busy.
@@ -87,6 +90,8 @@ pub enum RequestError {
     TooManyArgs,
     #[error("argument {0} of the request holds a NUL byte")]
     Nul(usize),
+    #[error("the request carries more than {FDS_MAX} descriptors")]
+    TooManyFds,
 }
 
 /// Decode one request line (without its newline). Outside input: any bytes
@@ -203,7 +208,9 @@ pub struct Peer {
 /// What the service carries out: the CLI's commands, on the groups it
 /// holds. Called on a connection's own thread, any number at once.
 pub trait Commands: Send + Sync {
-    fn run(&self, request: Request, peer: Peer, reply: &mut Replier<'_>);
+    /// `fds`: the descriptors the client passed with the request (for
+    /// `cp`, the file it copies from), at most [`FDS_MAX`].
+    fn run(&self, request: Request, fds: Vec<OwnedFd>, peer: Peer, reply: &mut Replier<'_>);
 
     /// The service is stopping: end the background operations (they are
     /// resumable) and return once none runs.
@@ -506,17 +513,17 @@ impl ControlSocket {
             return;
         }
         let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
-        let line = read_request_line(stream);
+        let read = read_request(stream);
         let _ = stream.set_read_timeout(None);
-        let request = line.and_then(|l| decode_request(&l));
+        let request = read.and_then(|(l, fds)| decode_request(&l).map(|r| (r, fds)));
         let mut reply = Replier {
             stream,
             gone: false,
         };
         match request {
-            Ok(request) => {
+            Ok((request, fds)) => {
                 tracing::debug!(pid = peer.pid, uid = peer.uid, argv = ?request.argv, "command");
-                commands.run(request, peer, &mut reply);
+                commands.run(request, fds, peer, &mut reply);
             }
             Err(e) => {
                 tracing::warn!(pid = peer.pid, error = %e, "control socket: request refused");
@@ -529,18 +536,125 @@ impl ControlSocket {
     }
 }
 
-/// Read one line of at most [`REQUEST_BYTES_MAX`] bytes (newline excluded).
-fn read_request_line(stream: &mut UnixStream) -> Result<Vec<u8>, RequestError> {
-    let mut reader = BufReader::new(stream.take(REQUEST_BYTES_MAX as u64 + 1));
+/// Read one request line of at most [`REQUEST_BYTES_MAX`] bytes (newline
+/// excluded), and the descriptors sent with it. More than [`FDS_MAX`]
+/// descriptors are refused (and closed: they are owned here).
+fn read_request(stream: &mut UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), RequestError> {
     let mut line = Vec::new();
-    match reader.read_until(b'\n', &mut line) {
-        Ok(_) if line.last() == Some(&b'\n') => {
-            line.pop();
-            Ok(line)
+    let mut fds = Vec::new();
+    let mut chunk = vec![0u8; 16 << 10];
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE((FDS_MAX * std::mem::size_of::<RawFd>()) as u32) };
+    // u64 elements: aligned for cmsghdr.
+    let mut control = vec![0u64; (space as usize).div_ceil(8)];
+    loop {
+        let mut iov = libc::iovec {
+            iov_base: chunk.as_mut_ptr().cast(),
+            iov_len: chunk.len(),
+        };
+        // SAFETY: msghdr is plain data; the fields set point at live
+        // buffers of the lengths given.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = control.len() * 8;
+        // SAFETY: a connected socket and the msghdr above.
+        let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(RequestError::Unterminated);
         }
-        Ok(_) if line.len() > REQUEST_BYTES_MAX => Err(RequestError::TooLong),
-        _ => Err(RequestError::Unterminated),
+        // SAFETY: walking the control messages the kernel wrote, within
+        // msg_controllen; each SCM_RIGHTS payload is whole descriptors.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                    let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                    let bytes = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                    for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                        fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        if msg.msg_flags & libc::MSG_CTRUNC != 0 || fds.len() > FDS_MAX {
+            return Err(RequestError::TooManyFds);
+        }
+        let n = n as usize;
+        if n == 0 {
+            return Err(RequestError::Unterminated);
+        }
+        if let Some(end) = chunk[..n].iter().position(|b| *b == b'\n') {
+            line.extend_from_slice(&chunk[..end]);
+            return match line.len() > REQUEST_BYTES_MAX {
+                true => Err(RequestError::TooLong),
+                false => Ok((line, fds)),
+            };
+        }
+        line.extend_from_slice(&chunk[..n]);
+        if line.len() > REQUEST_BYTES_MAX {
+            return Err(RequestError::TooLong);
+        }
     }
+}
+
+/// Send a request line (with its newline) and descriptors with it, as the
+/// CLI does (the descriptors ride with the first byte).
+pub fn send_request(stream: &UnixStream, line: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+    if fds.len() > FDS_MAX {
+        return Err(std::io::Error::other(
+            "too many descriptors for one request",
+        ));
+    }
+    let payload = std::mem::size_of_val(fds);
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut sent = 0;
+    while sent < line.len() {
+        let mut iov = libc::iovec {
+            iov_base: line[sent..].as_ptr() as *mut libc::c_void,
+            iov_len: line.len() - sent,
+        };
+        // SAFETY: msghdr is plain data; every pointer set is to a live
+        // buffer of the length given, read only by sendmsg.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        if sent == 0 && !fds.is_empty() {
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = space;
+            // SAFETY: the control buffer holds CMSG_SPACE(payload) bytes;
+            // one header and the descriptors are written into it.
+            unsafe {
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                (*c).cmsg_level = libc::SOL_SOCKET;
+                (*c).cmsg_type = libc::SCM_RIGHTS;
+                (*c).cmsg_len = libc::CMSG_LEN(payload as u32) as usize;
+                std::ptr::copy_nonoverlapping(
+                    fds.as_ptr(),
+                    libc::CMSG_DATA(c).cast::<RawFd>(),
+                    fds.len(),
+                );
+            }
+        }
+        // SAFETY: a connected socket and the msghdr above.
+        let n = unsafe { libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        sent += n as usize;
+    }
+    Ok(())
 }
 
 struct Connection {

@@ -29,6 +29,7 @@
 //! the whole `cairn cp` (which way, what is settled before a mount, the
 //! mounts themselves).
 
+use crate::group::{DataHandle, LiveGroup};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -121,33 +122,58 @@ pub fn open_source(text: &str, waiting: &mut dyn FnMut(&str)) -> Result<Source, 
     if kind.is_fifo() {
         waiting(text);
     }
-    let mut file = File::open(path).map_err(|e| {
+    let file = File::open(path).map_err(|e| {
         CopyError::Source(format!(
             "cannot open {text}: {}",
             describe_io(&e, "check its permissions")
         ))
     })?;
-    let len_bytes = if kind.is_file() {
-        Some(meta.len())
-    } else if kind.is_block_device() {
-        use std::io::Seek;
-        Some(
-            file.seek(std::io::SeekFrom::End(0))
-                .and_then(|end| {
-                    file.seek(std::io::SeekFrom::Start(0))?;
-                    Ok(end)
-                })
-                .map_err(|e| CopyError::Source(format!("cannot size {text}: {e}")))?,
-        )
-    } else {
-        None
-    };
-    Ok(Source {
-        reader: Box::new(file),
-        len_bytes,
-        name,
-        shown_as: text.to_string(),
-    })
+    Source::opened(file, text, name)
+}
+
+impl Source {
+    /// A source already open (standard input, or a descriptor a client of
+    /// the service passed): `shown_as` names it in messages, `name` is its
+    /// file name for a copy into a directory. A directory or a socket is
+    /// refused.
+    pub fn opened(mut file: File, shown_as: &str, name: Option<String>) -> Result<Self, CopyError> {
+        let text = shown_as;
+        let meta = file
+            .metadata()
+            .map_err(|e| CopyError::Source(format!("cannot look at {text}: {e}")))?;
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            return Err(CopyError::Source(format!(
+                "{text} is a directory; cp copies one file at a time"
+            )));
+        }
+        if kind.is_socket() {
+            return Err(CopyError::Source(format!(
+                "{text} is a socket; cp reads files, devices, pipes and FIFOs"
+            )));
+        }
+        let len_bytes = if kind.is_file() {
+            Some(meta.len())
+        } else if kind.is_block_device() {
+            use std::io::Seek;
+            Some(
+                file.seek(std::io::SeekFrom::End(0))
+                    .and_then(|end| {
+                        file.seek(std::io::SeekFrom::Start(0))?;
+                        Ok(end)
+                    })
+                    .map_err(|e| CopyError::Source(format!("cannot size {text}: {e}")))?,
+            )
+        } else {
+            None
+        };
+        Ok(Source {
+            reader: Box::new(file),
+            len_bytes,
+            name,
+            shown_as: text.to_string(),
+        })
+    }
 }
 
 /// What a copy into a group did.
@@ -219,16 +245,16 @@ pub fn copy_in(
 /// file `number`, growing it as needed. Returns (bytes copied, stopped at
 /// `max_bytes` with more to come).
 fn fill(
-    group: &mut Group<'_>,
+    group: &mut dyn FillSite,
     number: u32,
     source: &mut Source,
     expected: Option<u64>,
     max_bytes: Option<u64>,
     progress: Progress<'_>,
 ) -> Result<(u64, bool), CopyError> {
-    let sector = u64::from(group.sector_bytes());
+    let sector = group.sector_bytes();
     let mut buf = vec![0u8; COPY_CHUNK_BYTES];
-    let mut capacity = group.file_info(number)?.size_bytes;
+    let mut capacity = group.capacity(number)?;
     let mut at = 0u64;
     let limit = expected.or(max_bytes).unwrap_or(u64::MAX);
     loop {
@@ -286,6 +312,123 @@ fn fill(
         _ => false,
     };
     Ok((at, stopped_at_max))
+}
+
+/// Where [`fill`] puts a copy: a group one command holds (its own data
+/// path), or a live group the service holds (its metadata plane for the
+/// file's growth, a data handle for the bytes).
+trait FillSite {
+    fn sector_bytes(&self) -> u64;
+    fn capacity(&mut self, number: u32) -> Result<u64, GroupError>;
+    fn grow_unnamed(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError>;
+    fn write(&mut self, number: u32, offset: u64, bytes: &[u8]) -> Result<(), GroupError>;
+}
+
+impl FillSite for Group<'_> {
+    fn sector_bytes(&self) -> u64 {
+        u64::from(Group::sector_bytes(self))
+    }
+
+    fn capacity(&mut self, number: u32) -> Result<u64, GroupError> {
+        Ok(self.file_info(number)?.size_bytes)
+    }
+
+    fn grow_unnamed(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError> {
+        Group::grow_unnamed(self, number, size_bytes)
+    }
+
+    fn write(&mut self, number: u32, offset: u64, bytes: &[u8]) -> Result<(), GroupError> {
+        Group::write(self, number, offset, bytes)
+    }
+}
+
+/// A live group and a data handle of its own.
+struct LiveFill<'l> {
+    live: &'l LiveGroup,
+    handle: DataHandle,
+    sector_bytes: u64,
+}
+
+impl FillSite for LiveFill<'_> {
+    fn sector_bytes(&self) -> u64 {
+        self.sector_bytes
+    }
+
+    fn capacity(&mut self, number: u32) -> Result<u64, GroupError> {
+        self.live
+            .meta(|g| g.file_info(number))?
+            .map(|f| f.size_bytes)
+    }
+
+    fn grow_unnamed(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError> {
+        self.live.meta(|g| g.grow_unnamed(number, size_bytes))?
+    }
+
+    fn write(&mut self, number: u32, offset: u64, bytes: &[u8]) -> Result<(), GroupError> {
+        self.handle.write(number, offset, bytes)
+    }
+}
+
+/// Data handle depth of a copy into a live group.
+const LIVE_COPY_DEPTH: usize = 16;
+
+/// [`copy_in`] into a group the service holds live: the file is made and
+/// grown by metadata operations, its bytes go through a data handle beside
+/// the file system's I/O, and its name appears (with its length in bytes)
+/// once every byte is on every copy's disk. On any failure the unnamed
+/// file is dropped again.
+pub fn copy_in_live(
+    live: &LiveGroup,
+    source: &mut Source,
+    dest: &GroupPath,
+    options: &CreateOptions,
+    max_bytes: Option<u64>,
+    progress: Progress<'_>,
+) -> Result<CopyInReport, CopyError> {
+    let sector = live.meta(|g| u64::from(g.sector_bytes()))?;
+    let expected = source.len_bytes.map(|l| max_bytes.map_or(l, |m| l.min(m)));
+    let initial = expected.map_or(0, |l| l.div_ceil(sector) * sector);
+    let file = live.meta(|g| {
+        g.check_name_free(dest)?;
+        g.create_unnamed(initial, options)
+    })??;
+    let number = file.number;
+    let filled = live
+        .handle(LIVE_COPY_DEPTH)
+        .map_err(CopyError::from)
+        .and_then(|handle| {
+            let mut site = LiveFill {
+                live,
+                handle,
+                sector_bytes: sector,
+            };
+            let filled = fill(&mut site, number, source, expected, max_bytes, progress)?;
+            // The name must not be durable before the data.
+            site.handle.sync()?;
+            Ok(filled)
+        });
+    let published = filled.and_then(|(copied, stopped_at_max)| {
+        let size = copied.div_ceil(sector) * sector;
+        let file = live.meta(|g| {
+            let file = g.publish(number, dest, size)?;
+            match copied == size {
+                true => Ok(file),
+                false => g.set_byte_size(number, copied, now_ns(), false),
+            }
+        })??;
+        Ok(CopyInReport {
+            file,
+            bytes_copied: copied,
+            size_bytes: size,
+            stopped_at_max,
+        })
+    });
+    if published.is_err() {
+        // Best effort: if this fails too, the next mount that writes
+        // removes the unnamed file.
+        let _ = live.meta(|g| g.discard_unnamed(number));
+    }
+    published
 }
 
 /// Read until `buf` is full or the source ends; retries interrupted reads.

@@ -303,7 +303,7 @@ fn said<S: CopyShell, T>(
 
 /// The options of a new group file: the request's template (else
 /// `fallback_template`) and redundancy.
-fn new_file_options(
+pub fn new_file_options(
     request: &CopyRequest<'_>,
     fallback_template: Option<String>,
 ) -> Result<CreateOptions, CopyError> {
@@ -336,7 +336,8 @@ fn group_dest(dest: &str, source_name: Option<&str>) -> Result<GroupPath, CopyEr
 
 /// A destination that is an existing directory gets the source's name
 /// inside it, as `cp` does.
-fn into_directory(
+/// `path`, or — when it names a directory — the source's name in it.
+pub fn into_directory(
     group: &Group<'_>,
     path: GroupPath,
     dest: &str,
