@@ -12,7 +12,8 @@ use cairn_serve::control::{Replier, Reply};
 pub(crate) enum Console<'a, 's> {
     /// This process's stdout and stderr.
     Std,
-    /// The client of a control-socket connection.
+    /// The client of a control-socket connection (once it is gone — it
+    /// stopped reading, or went away — what follows goes to the log).
     Remote(&'a mut Replier<'s>),
     /// The service's log: a background operation's output once its client
     /// has been answered (standard output as info, standard error as
@@ -25,8 +26,8 @@ impl Console<'_, '_> {
     pub(crate) fn out(&mut self, text: fmt::Arguments<'_>) {
         match self {
             Console::Std => print!("{text}"),
-            Console::Remote(r) => r.send(&Reply::Out(text.to_string())),
-            Console::Log => {
+            Console::Remote(r) if !r.gone() => r.send(&Reply::Out(text.to_string())),
+            Console::Remote(_) | Console::Log => {
                 for line in text.to_string().lines().filter(|l| !l.is_empty()) {
                     tracing::info!("{line}");
                 }
@@ -38,8 +39,8 @@ impl Console<'_, '_> {
     pub(crate) fn err(&mut self, line: fmt::Arguments<'_>) {
         match self {
             Console::Std => eprintln!("{line}"),
-            Console::Remote(r) => r.send(&Reply::Err(line.to_string())),
-            Console::Log => tracing::warn!("{line}"),
+            Console::Remote(r) if !r.gone() => r.send(&Reply::Err(line.to_string())),
+            Console::Remote(_) | Console::Log => tracing::warn!("{line}"),
         }
     }
 
@@ -65,8 +66,12 @@ impl Console<'_, '_> {
                 let mut out = std::io::stdout().lock();
                 out.write_all(&text)?;
             }
-            Console::Remote(r) => r.send(&Reply::Out(String::from_utf8_lossy(&text).into_owned())),
-            Console::Log => tracing::info!("{}", String::from_utf8_lossy(&text).trim_end()),
+            Console::Remote(r) if !r.gone() => {
+                r.send(&Reply::Out(String::from_utf8_lossy(&text).into_owned()))
+            }
+            Console::Remote(_) | Console::Log => {
+                tracing::info!("{}", String::from_utf8_lossy(&text).trim_end())
+            }
         }
         Ok(())
     }

@@ -29,6 +29,13 @@ pub(crate) fn forward(discover_flag: Option<&str>, fds: &[RawFd]) -> Option<Resu
         .map(|a| a.into_string().ok())
         .collect::<Option<_>>()?;
     let stream = UnixStream::connect(control::socket_path()).ok()?;
+    // Only a service run by root, or by this user, is told the command
+    // (and believed): anyone else who made a socket there is not.
+    let server = control::peer_of(&stream).ok()?;
+    // SAFETY: geteuid has no preconditions.
+    if server.uid != 0 && server.uid != unsafe { libc::geteuid() } {
+        return None;
+    }
     let discovery = crate::discovery(discover_flag)
         .map(|d| d.text)
         .unwrap_or_default();

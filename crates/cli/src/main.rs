@@ -503,12 +503,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A command on a group a running service holds is carried out there.
     let forwarded = served::concern(&cli.noun).and_then(|_| {
-        let flag = match &cli.noun {
-            Noun::Group(group_cmd::GroupCommand::List { discover, .. }) => {
-                discover.discover.as_deref()
-            }
-            _ => None,
-        };
+        let flag = served::discover_flag(&cli.noun);
         // `cp` into a group hands the service the file it copies from,
         // opened here, with this user's rights (a source that cannot be
         // opened is left to the CLI, which says why).

@@ -48,6 +48,39 @@ pub(crate) enum Concern {
     Operations,
 }
 
+/// The `--discover` a command was given, if any.
+pub(crate) fn discover_flag(noun: &Noun) -> Option<&str> {
+    let d = match noun {
+        Noun::Ls { discover, .. }
+        | Noun::Du { discover, .. }
+        | Noun::Mkdir { discover, .. }
+        | Noun::Rm { discover, .. }
+        | Noun::Cp { discover, .. }
+        | Noun::Mkalias { discover, .. } => discover,
+        Noun::Group(command) => match command {
+            GroupCommand::Create { discover, .. }
+            | GroupCommand::List { discover, .. }
+            | GroupCommand::Disks { discover, .. }
+            | GroupCommand::Mount { discover, .. }
+            | GroupCommand::Check { discover, .. }
+            | GroupCommand::Scrub { discover, .. }
+            | GroupCommand::Space { discover, .. }
+            | GroupCommand::Online { discover, .. }
+            | GroupCommand::Offline { discover, .. }
+            | GroupCommand::Alter { discover, .. }
+            | GroupCommand::Rebalance { discover, .. }
+            | GroupCommand::Undrop { discover, .. }
+            | GroupCommand::DropDisk { discover, .. }
+            | GroupCommand::Replace { discover, .. }
+            | GroupCommand::Set { discover, .. }
+            | GroupCommand::Get { discover, .. } => discover,
+            GroupCommand::Ops { .. } => return None,
+        },
+        _ => return None,
+    };
+    d.discover.as_deref()
+}
+
 /// What a command the service may carry out is about; `None`: the CLI
 /// always does it itself (creating groups, disks, benchmarks, copies).
 pub(crate) fn concern(noun: &Noun) -> Option<Concern> {
@@ -126,8 +159,15 @@ pub(crate) struct ServedCommands {
     engine: EngineArg,
     /// The groups a long operation runs on, and which. A leaf.
     busy: Arc<Mutex<BTreeMap<String, &'static str>>>,
-    /// The threads of long operations whose clients did not wait. A leaf.
-    background: Mutex<Vec<JoinHandle<()>>>,
+    /// The threads of long operations whose clients did not wait, and
+    /// whether the service is stopping (no new one then). A leaf.
+    background: Mutex<Background>,
+}
+
+#[derive(Default)]
+struct Background {
+    threads: Vec<JoinHandle<()>>,
+    stopping: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -163,7 +203,7 @@ impl ServedCommands {
             discovery,
             engine,
             busy: Arc::new(Mutex::new(BTreeMap::new())),
-            background: Mutex::new(Vec::new()),
+            background: Mutex::new(Background::default()),
         }
     }
 
@@ -183,10 +223,36 @@ impl ServedCommands {
         })
     }
 
-    /// Whether this service carries the command out.
+    /// Whether this service carries the command out: a group it holds
+    /// (and no other of that name: the client's discovery string is the
+    /// service's, or reaches the very group the service holds), the
+    /// listing when both discover alike, the operations always.
     fn carries_out(&self, concern: &Concern, request: &Request) -> bool {
         match concern {
-            Concern::Group(name) => self.held(name).is_some(),
+            Concern::Group(name) => {
+                let Some(g) = self.held(name) else {
+                    return false;
+                };
+                if request.discovery == self.discovery.text {
+                    return true;
+                }
+                let Ok(uuid) = g.live().meta(|m| m.uuid()) else {
+                    return false;
+                };
+                let Ok(theirs) = DiscoveryString::parse(
+                    &request.discovery,
+                    cairn_store::discovery::DiscoverySource::Flag,
+                ) else {
+                    return false;
+                };
+                group_admin::find_groups(&cairn_io::host::Host::real(), &theirs).is_ok_and(
+                    |found| {
+                        found
+                            .iter()
+                            .any(|f| f.uuid == uuid && f.name.eq_ignore_ascii_case(name))
+                    },
+                )
+            }
             Concern::Discovery => request.discovery == self.discovery.text,
             Concern::Operations => true,
         }
@@ -326,6 +392,10 @@ impl ServedCommands {
                 ..
             } => {
                 let g = self.group(&name)?;
+                // A repair changes what a long operation works on.
+                let _busy = repair
+                    .then(|| self.claim(&g, "check --repair"))
+                    .transpose()?;
                 let report = g.live().meta(|m| m.check(repair))??;
                 return group_cmd::show_check(c, g.name(), &report, output.json);
             }
@@ -360,12 +430,14 @@ impl ServedCommands {
             } => {
                 let minutes = group_cmd::drop_after_minutes(drop_after.as_deref())?;
                 let g = self.group(&name)?;
+                let _busy = self.claim(&g, "offline")?;
                 let done = g.live().offline_disks(&disks, minutes)?;
                 let rows = g.live().meta(|m| m.disks())?;
                 group_cmd::show_offline(c, g.name().to_string(), done, rows, output.json)?;
             }
             GroupCommand::Undrop { name, output, .. } => {
                 let g = self.group(&name)?;
+                let _busy = self.claim(&g, "undrop")?;
                 let done = g.live().meta(|m| m.undrop())??;
                 group_cmd::show_undrop(c, g.name(), &done, output.json)?;
             }
@@ -435,6 +507,8 @@ impl ServedCommands {
                     g.live().meta(|m| m.rebalance_blocker())??;
                 }
                 let work = self.rebalance_work(&g, power, output.json);
+                // Power 0 only records the pause: nothing to wait for.
+                let wait = wait || power == 0;
                 return self.long(c, &g, busy, ("rebalance", usize::from(power)), wait, work);
             }
             GroupCommand::DropDisk {
@@ -539,6 +613,11 @@ impl ServedCommands {
             return outcome;
         }
         let name = g.name().to_string();
+        // Under the lock `stop` takes the threads in: none starts after.
+        let mut background = lock(&self.background);
+        if background.stopping {
+            bail!("the Cairn service is stopping; the {what} was not started");
+        }
         let thread = std::thread::Builder::new()
             .name(format!("cairn-{what}"))
             .spawn(move || {
@@ -553,10 +632,9 @@ impl ServedCommands {
                 }
             })
             .map_err(|e| anyhow!("cannot start a thread for the {what}: {e}"))?;
-        let mut list = lock(&self.background);
-        list.retain(|t| !t.is_finished());
-        list.push(thread);
-        drop(list);
+        background.threads.retain(|t| !t.is_finished());
+        background.threads.push(thread);
+        drop(background);
         crate::console::outln!(
             c,
             "group {}: {what} started in the background (power {power}); `cairn group ops {}` follows it, --wait waits for it",
@@ -588,12 +666,13 @@ impl control::Commands for ServedCommands {
             reply.send(&Reply::NotHeld);
             return;
         }
-        tracing::info!(
-            pid = peer.pid,
-            uid = peer.uid,
-            "cairn {}",
-            request.argv.join(" ")
-        );
+        // Escaped: an argument may hold any character, a newline too.
+        let argv: Vec<String> = request
+            .argv
+            .iter()
+            .map(|a| a.escape_debug().to_string())
+            .collect();
+        tracing::info!(pid = peer.pid, uid = peer.uid, "cairn {}", argv.join(" "));
         let outcome = {
             let mut c = Console::Remote(reply);
             self.carry_out(cli.noun, fds, &mut c)
@@ -605,7 +684,11 @@ impl control::Commands for ServedCommands {
         for g in &self.groups {
             g.live().interrupt_operations();
         }
-        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.background));
+        let threads: Vec<JoinHandle<()>> = {
+            let mut background = lock(&self.background);
+            background.stopping = true;
+            std::mem::take(&mut background.threads)
+        };
         for t in threads {
             let _ = t.join();
         }

@@ -52,6 +52,11 @@ const CONNECTIONS_MAX: usize = 64;
 /// connects and says nothing does not hold a thread for ever.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long one reply may wait for a client that does not read (stopped
+/// with Ctrl-Z, or piped into a pager): then the client counts as gone,
+/// and the command goes on, its output to the log.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The socket path the CLI and the service use: `$CAIRN_SOCKET`, else the
 /// default.
 pub fn socket_path() -> PathBuf {
@@ -265,7 +270,24 @@ fn peer_groups(stream: &UnixStream) -> Vec<u32> {
             &mut len,
         )
     };
-    if rc != 0 {
+    if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE) {
+        // More groups than room: the kernel said how many bytes it needs.
+        groups = vec![0u32; (len as usize).div_ceil(4)];
+        len = (groups.len() * 4) as libc::socklen_t;
+        // SAFETY: as above, with the larger buffer.
+        let rc = unsafe {
+            libc::getsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Vec::new();
+        }
+    } else if rc != 0 {
         return Vec::new();
     }
     groups.truncate(len as usize / 4);
@@ -305,6 +327,7 @@ fn group_id(name: &str) -> Result<u32, ServeError> {
 /// process has the socket), and answering once they are served.
 pub struct ControlSocket {
     path: PathBuf,
+    identity: (u64, u64),
     listener: UnixListener,
     socket_gid: Option<u32>,
 }
@@ -357,9 +380,22 @@ impl ControlSocket {
                 let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
             }
         }
-        let listener = UnixListener::bind(path).map_err(|e| bad(e.to_string()))?;
+        // Born 0660 (no window with the umask's mode).
+        // SAFETY: umask has no preconditions; it is put back at once.
+        let old_mask = unsafe { libc::umask(0o117) };
+        let bound = UnixListener::bind(path);
+        // SAFETY: as above.
+        unsafe { libc::umask(old_mask) };
+        let listener = bound.map_err(|e| bad(e.to_string()))?;
+        let identity = std::fs::symlink_metadata(path)
+            .map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                (m.dev(), m.ino())
+            })
+            .map_err(|e| bad(e.to_string()))?;
         let mut made = Self {
             path: path.to_path_buf(),
+            identity,
             listener,
             socket_gid,
         };
@@ -370,8 +406,17 @@ impl ControlSocket {
     }
 
     fn restrict(&mut self) -> std::io::Result<()> {
+        // Never through a link someone put at the path since the bind.
+        if !std::fs::symlink_metadata(&self.path)?
+            .file_type()
+            .is_socket()
+        {
+            return Err(std::io::Error::other(
+                "it is no longer the socket just made",
+            ));
+        }
         if let Some(gid) = self.socket_gid {
-            std::os::unix::fs::chown(&self.path, None, Some(gid))?;
+            std::os::unix::fs::lchown(&self.path, None, Some(gid))?;
         }
         std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o660))
     }
@@ -403,6 +448,7 @@ impl ControlSocket {
         let stopping = Arc::new(AtomicBool::new(false));
         let connections: Arc<Mutex<Vec<Connection>>> = Arc::new(Mutex::new(Vec::new()));
         let path = self.path.clone();
+        let identity = self.identity;
         let accept = {
             let stopping = stopping.clone();
             let connections = connections.clone();
@@ -415,6 +461,7 @@ impl ControlSocket {
         tracing::info!(socket = %path.display(), "answering commands");
         Ok(Answering {
             path,
+            identity,
             listener: listener_fd,
             stopping,
             accept: Some(accept),
@@ -513,6 +560,7 @@ impl ControlSocket {
             return;
         }
         let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
+        let _ = stream.set_write_timeout(Some(REPLY_TIMEOUT));
         let read = read_request(stream);
         let _ = stream.set_read_timeout(None);
         let request = read.and_then(|(l, fds)| decode_request(&l).map(|r| (r, fds)));
@@ -666,6 +714,8 @@ struct Connection {
 /// A control socket answering commands, until [`Answering::stop`].
 pub(crate) struct Answering {
     path: PathBuf,
+    /// The socket file's device and inode.
+    identity: (u64, u64),
     listener: UnixListener,
     stopping: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
@@ -690,10 +740,22 @@ impl Answering {
             let _ = c.reader.shutdown(std::net::Shutdown::Read);
         }
         self.commands.stop();
+        // What they still say goes nowhere: they finish at once.
+        for c in &list {
+            let _ = c.reader.shutdown(std::net::Shutdown::Both);
+        }
         for c in list {
             let _ = c.thread.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        // Only the socket this service made: another may have taken the
+        // path since (after this one stopped listening).
+        let ours = std::fs::symlink_metadata(&self.path).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino()) == self.identity
+        });
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 

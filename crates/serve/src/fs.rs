@@ -216,6 +216,7 @@ pub struct GroupFs {
     /// a write does not commit metadata; `flush`, `fsync` and `release`
     /// store the time. A leaf. Shared with [`Names`].
     written: Arc<Mutex<HashMap<(usize, u32), i64>>>,
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 /// A served group's name space as the control socket changes it: a name
@@ -227,6 +228,9 @@ pub struct Names {
     group: Arc<LiveGroup>,
     known: Arc<Mutex<HashMap<u64, Known>>>,
     written: Arc<Mutex<HashMap<(usize, u32), i64>>>,
+    /// How the kernel is told a name went (its dentry cache would find the
+    /// old file for up to [`TTL`]): set once the session exists.
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 impl Names {
@@ -235,7 +239,8 @@ impl Names {
     /// kernel still knows until its last `forget`.
     pub fn remove(&self, path: &cairn_store::names::GroupPath) -> Result<(), GroupError> {
         let slot = self.slot;
-        let retired = self.group.meta(|g| {
+        let (parent, retired) = self.group.meta(|g| {
+            let parent = path.parent().map(|p| g.directory_of(&p)).transpose()?;
             g.remove_path(
                 path,
                 &|n, i| {
@@ -247,9 +252,20 @@ impl Names {
                 },
                 &|id| gone_if_known(&self.known, Ino::Dir { slot, id }, Gone::Dir),
             )
+            .map(|r| (parent, r))
         })??;
         if let Retired::Deleted(number) = retired {
             lock(&self.written).remove(&(slot, number));
+        }
+        // Outside `meta`: the kernel may wait for a request in that
+        // directory, which may need `meta`.
+        if let (Some(n), Some(id), Some(name)) = (self.notifier.get(), parent, path.file_name()) {
+            let dir = encode(Ino::Dir { slot, id });
+            if let Err(e) = n.inval_entry(INodeNo(dir), OsStr::new(name.as_str())) {
+                if e.raw_os_error() != Some(libc::ENOENT) {
+                    tracing::warn!(error = %e, "could not tell the kernel a name went");
+                }
+            }
         }
         Ok(())
     }
@@ -291,7 +307,13 @@ impl GroupFs {
             started: SystemTime::now(),
             known: Arc::new(Mutex::new(HashMap::new())),
             written: Arc::new(Mutex::new(HashMap::new())),
+            notifier: Arc::new(std::sync::OnceLock::new()),
         })
+    }
+
+    /// How [`Names`] tell the kernel a name went: the session's notifier.
+    pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.notifier.clone()
     }
 
     /// The name space of the group in `slot` (in the order given to
@@ -303,6 +325,7 @@ impl GroupFs {
             group: s.group.clone(),
             known: self.known.clone(),
             written: self.written.clone(),
+            notifier: self.notifier.clone(),
         })
     }
 

@@ -163,7 +163,9 @@ fn run(
         path: options.mountpoint.clone(),
         error,
     };
+    let notifier = fs.notifier_slot();
     let session = fuser::Session::new(fs, &mountpoint, &config).map_err(mount_error)?;
+    let _ = notifier.set(session.notifier());
     let background = session.spawn().map_err(mount_error)?;
     // A watcher joins the session and, when it ends (after our unmount, or
     // anyone else's), says so with SIGUSR1 — blocked too, so it waits for

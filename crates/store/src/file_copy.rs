@@ -209,16 +209,18 @@ pub fn copy_in(
     match fill(group, number, source, expected, max_bytes, progress) {
         Ok((copied, stopped_at_max)) => {
             let size = copied.div_ceil(sector) * sector;
+            // The file's length in bytes (a source that ends inside a
+            // sector reads back as long as it was) is set while the file is
+            // nameless: it has it when its name appears.
             let publish = group
                 .sync()
-                .and_then(|()| group.publish(number, dest, size))
-                // The file's length in bytes: a source that ends inside a
-                // sector reads back as long as it was (a crash before this
-                // commit leaves it padded to the sector, as before).
-                .and_then(|file| match copied == size {
-                    true => Ok(file),
-                    false => group.set_byte_size(number, copied, now_ns(), false),
-                });
+                .and_then(|()| match copied == size {
+                    true => Ok(()),
+                    false => group
+                        .set_byte_size(number, copied, now_ns(), false)
+                        .map(|_| ()),
+                })
+                .and_then(|()| group.publish(number, dest, size));
             match publish {
                 Ok(file) => Ok(CopyInReport {
                     file,
@@ -410,11 +412,10 @@ pub fn copy_in_live(
     let published = filled.and_then(|(copied, stopped_at_max)| {
         let size = copied.div_ceil(sector) * sector;
         let file = live.meta(|g| {
-            let file = g.publish(number, dest, size)?;
-            match copied == size {
-                true => Ok(file),
-                false => g.set_byte_size(number, copied, now_ns(), false),
+            if copied != size {
+                g.set_byte_size(number, copied, now_ns(), false)?;
             }
+            g.publish(number, dest, size)
         })??;
         Ok(CopyInReport {
             file,

@@ -217,6 +217,12 @@ impl Group<'_> {
         self.commit()
     }
 
+    /// The alias id of the directory `path` names (0: the group's root).
+    pub fn directory_of(&self, path: &crate::names::GroupPath) -> Result<u32, GroupError> {
+        self.check_group(path)?;
+        self.directory_id(path)
+    }
+
     /// `cairn rm` of a group a file system serves: [`Self::remove`]'s rules
     /// (a file's own name takes the file and its aliases, an alias goes
     /// alone, a directory must be empty), with the file system's view of
