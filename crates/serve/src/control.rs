@@ -21,7 +21,7 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -322,22 +322,20 @@ fn group_id(name: &str) -> Result<u32, ServeError> {
     Ok(group.gr_gid)
 }
 
-/// A bound control socket, not yet answering: bound before the groups are
-/// mounted, so that a second service is refused at once (saying which
-/// process has the socket), and answering once they are served.
-pub struct ControlSocket {
+/// Where the socket is bound, and who may use it.
+struct Endpoint {
     path: PathBuf,
     identity: (u64, u64),
     listener: UnixListener,
     socket_gid: Option<u32>,
 }
 
-impl ControlSocket {
+impl Endpoint {
     /// Bind the socket at `path`, mode 0660, group `socket_group` if named.
     /// A socket left by a service that died is replaced; one a live
     /// service answers on is refused, naming its process; anything else at
     /// the path is left alone and refused.
-    pub fn bind(path: &Path, socket_group: Option<&str>) -> Result<Self, ServeError> {
+    fn bind(path: &Path, socket_group: Option<&str>) -> Result<Self, ServeError> {
         let socket_gid = socket_group.map(group_id).transpose()?;
         let bad = |what: String| ServeError::Invalid(format!("socket {}: {what}", path.display()));
         match std::fs::symlink_metadata(path) {
@@ -421,10 +419,6 @@ impl ControlSocket {
         std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o660))
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Whether a peer may use the socket.
     fn allows(&self, peer: &Peer, stream: &UnixStream) -> bool {
         // SAFETY: geteuid has no preconditions.
@@ -439,8 +433,9 @@ impl ControlSocket {
     }
 
     /// Start answering: a thread accepts, a thread per connection runs its
-    /// command through `commands`.
-    pub(crate) fn answer(self, commands: Arc<dyn Commands>) -> Result<Answering, ServeError> {
+    /// command through the commands once they are set (until then, the
+    /// service is starting, and says so).
+    fn answer(self, commands: Slot) -> Result<Answering, ServeError> {
         let listener_fd = self
             .listener
             .try_clone()
@@ -458,7 +453,6 @@ impl ControlSocket {
                 .spawn(move || self.accept_loop(&stopping, &connections, &commands))
                 .map_err(|e| ServeError::Invalid(format!("cannot start a thread: {e}")))?
         };
-        tracing::info!(socket = %path.display(), "answering commands");
         Ok(Answering {
             path,
             identity,
@@ -474,7 +468,7 @@ impl ControlSocket {
         self,
         stopping: &AtomicBool,
         connections: &Arc<Mutex<Vec<Connection>>>,
-        commands: &Arc<dyn Commands>,
+        commands: &Slot,
     ) {
         let this = Arc::new(self);
         loop {
@@ -514,7 +508,7 @@ impl ControlSocket {
             let (this2, commands) = (this.clone(), commands.clone());
             let spawned = std::thread::Builder::new()
                 .name("cairn-command".into())
-                .spawn(move || this2.connection(stream, commands.as_ref()));
+                .spawn(move || this2.connection(stream, &commands));
             if let Ok(thread) = spawned {
                 list.push(Connection { reader, thread });
             }
@@ -524,12 +518,12 @@ impl ControlSocket {
     /// One connection: check the peer, read and decode the request, run it;
     /// then end it (the list of connections holds a clone of the socket,
     /// so dropping this one would not tell the client the answer is over).
-    fn connection(&self, mut stream: UnixStream, commands: &dyn Commands) {
+    fn connection(&self, mut stream: UnixStream, commands: &Slot) {
         self.answer_one(&mut stream, commands);
         let _ = stream.shutdown(std::net::Shutdown::Both);
     }
 
-    fn answer_one(&self, stream: &mut UnixStream, commands: &dyn Commands) {
+    fn answer_one(&self, stream: &mut UnixStream, commands: &Slot) {
         let peer = match peer_of(stream) {
             Ok(p) => p,
             Err(e) => {
@@ -571,7 +565,16 @@ impl ControlSocket {
         match request {
             Ok((request, fds)) => {
                 tracing::debug!(pid = peer.pid, uid = peer.uid, argv = ?request.argv, "command");
-                commands.run(request, fds, peer, &mut reply);
+                match commands.get() {
+                    Some(commands) => commands.run(request, fds, peer, &mut reply),
+                    None => reply.send(&Reply::Exit {
+                        status: 1,
+                        message: Some(format!(
+                            "the Cairn service (pid {}) is starting: it is mounting its groups (replaying their journals, resyncing); try again once it serves",
+                            std::process::id()
+                        )),
+                    }),
+                }
             }
             Err(e) => {
                 tracing::warn!(pid = peer.pid, error = %e, "control socket: request refused");
@@ -720,7 +723,54 @@ pub(crate) struct Answering {
     stopping: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
     connections: Arc<Mutex<Vec<Connection>>>,
-    commands: Arc<dyn Commands>,
+    commands: Slot,
+}
+
+/// The commands a control socket carries out, once the service serves.
+type Slot = Arc<OnceLock<Arc<dyn Commands>>>;
+
+/// A control socket, bound and answering — at first only that the service
+/// is starting. Bound before the groups are mounted, so that a second
+/// service is refused at once (naming the process that has the socket);
+/// given its commands once they are served. Dropped without them (the
+/// service could not start), it stops answering and goes.
+pub struct ControlSocket {
+    answering: Option<Answering>,
+    commands: Slot,
+}
+
+impl ControlSocket {
+    /// Bind the socket at `path`, mode 0660, group `socket_group` if named,
+    /// and answer on it. A socket left by a service that died is replaced;
+    /// one a live service answers on is refused, naming its process;
+    /// anything else at the path is left alone and refused.
+    pub fn bind(path: &Path, socket_group: Option<&str>) -> Result<Self, ServeError> {
+        let commands: Slot = Arc::new(OnceLock::new());
+        let answering = Endpoint::bind(path, socket_group)?.answer(commands.clone())?;
+        tracing::debug!(socket = %path.display(), "control socket bound");
+        Ok(Self {
+            answering: Some(answering),
+            commands,
+        })
+    }
+
+    /// From now on, commands are carried out by `commands`.
+    pub(crate) fn serve(mut self, commands: Arc<dyn Commands>) -> Option<Answering> {
+        let _ = self.commands.set(commands);
+        let answering = self.answering.take();
+        if let Some(a) = &answering {
+            tracing::info!(socket = %a.path.display(), "answering commands");
+        }
+        answering
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        if let Some(a) = self.answering.take() {
+            a.stop();
+        }
+    }
 }
 
 impl Answering {
@@ -739,7 +789,9 @@ impl Answering {
         for c in &list {
             let _ = c.reader.shutdown(std::net::Shutdown::Read);
         }
-        self.commands.stop();
+        if let Some(commands) = self.commands.get() {
+            commands.stop();
+        }
         // What they still say goes nowhere: they finish at once.
         for c in &list {
             let _ = c.reader.shutdown(std::net::Shutdown::Both);

@@ -185,18 +185,7 @@ fn run(
             .map_err(|e| ServeError::Invalid(format!("cannot start a thread: {e}")))?
     };
     let answering = match control {
-        Some(c) => {
-            let commands = (c.commands)(held);
-            match c.socket.answer(commands) {
-                Ok(a) => Some(a),
-                Err(e) => {
-                    // Nothing serves yet: take the file system down again.
-                    let _ = unmount(&mountpoint);
-                    let _ = watcher.join();
-                    return Err(e);
-                }
-            }
-        }
+        Some(c) => c.socket.serve((c.commands)(held)),
         None => {
             drop(held);
             None
