@@ -32,6 +32,9 @@ pub(crate) struct ServeArgs {
     /// Members of this group may use the control socket too (root and the service's own user always may).
     #[arg(long, value_name = "GROUP")]
     socket_group: Option<String>,
+    /// Let every user reach the file system (FUSE's allow_other; each file's mode and owner still apply). Without it only root may: a database running as its own user needs it.
+    #[arg(long)]
+    allow_other: bool,
     /// FUSE worker threads (requests served at once).
     #[arg(long, default_value_t = THREADS_DEFAULT, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
@@ -58,6 +61,9 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
         .socket
         .clone()
         .unwrap_or_else(cairn_serve::control::socket_path);
+    // Before any thread is made (they inherit it); after the checks that
+    // refuse a bad command line, which say one line.
+    let flusher = cairn_serve::mark_io_flusher();
     let socket = cairn_serve::ControlSocket::bind(&socket_path, args.socket_group.as_deref())?;
     let names: Vec<String> = if args.groups.is_empty() {
         let found = group_admin::find_groups(host, &d)?;
@@ -109,6 +115,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
     }
     let options = cairn_serve::ServeOptions {
         mountpoint: args.mountpoint.clone(),
+        allow_other: args.allow_other,
         threads: usize::from(args.threads),
     };
     let mountpoint =
@@ -121,11 +128,14 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
                 held,
             })
             .collect();
-        Arc::new(crate::served::ServedCommands::new(
-            groups, mountpoint, d, engine,
-        ))
+        let commands = crate::served::ServedCommands::new(groups, mountpoint, d, engine);
+        commands.resume_pending();
+        Arc::new(commands)
     });
     let control = cairn_serve::Control { socket, commands };
+    if let Err(e) = &flusher {
+        cairn_serve::warn_not_io_flusher(e);
+    }
     let (groups, served) = cairn_serve::serve(groups, &options, &signals, Some(control));
     let failed = dismount_all(groups);
     drop(locks);

@@ -36,6 +36,11 @@ use crate::console::Console;
 use crate::group_cmd::{self, GroupCommand};
 use crate::{Cli, EngineArg, Noun, Outcome};
 
+/// The power a rebalance left pending resumes at when the service starts
+/// (ASM resumes at its power limit; changing a running rebalance's power
+/// through the service is not built).
+const REBALANCE_RESUME_POWER: u16 = 4;
+
 /// What a command is about, for deciding who carries it out.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Concern {
@@ -204,6 +209,35 @@ impl ServedCommands {
             engine,
             busy: Arc::new(Mutex::new(BTreeMap::new())),
             background: Mutex::new(Background::default()),
+        }
+    }
+
+    /// Resume in the background, at the default power, the rebalance a
+    /// group has pending (a stop or a crash interrupted it): what `cairn
+    /// group rebalance` would resume. A resync left by a stop was finished
+    /// by the mount.
+    pub(crate) fn resume_pending(&self) {
+        for g in &self.groups {
+            let pending = g.live().meta(|m| m.rebalance_pending()).ok().flatten();
+            let Some(moves) = pending else {
+                continue;
+            };
+            tracing::info!(group = %g.name(), moves, "resuming the rebalance pending");
+            let power = REBALANCE_RESUME_POWER;
+            let started = self.claim(g, "rebalance").and_then(|busy| {
+                let work = self.rebalance_work(g, power, false);
+                self.long(
+                    &mut Console::Log,
+                    g,
+                    busy,
+                    ("rebalance", usize::from(power)),
+                    false,
+                    work,
+                )
+            });
+            if let Err(e) = started {
+                tracing::warn!(group = %g.name(), "the pending rebalance did not resume: {e:#}");
+            }
         }
     }
 

@@ -1492,3 +1492,125 @@ fn the_benchmark_runs_on_a_file_through_the_mount() {
     assert_eq!(code, 0, "{log}");
     rig.check_clean("DATA");
 }
+
+#[test]
+fn the_unit_file_starts_the_service_with_arguments_it_takes() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../dist/cairn.service"
+    ))
+    .unwrap();
+    assert!(unit.lines().any(|l| l == "Type=notify"), "{unit}");
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap();
+    let mut words = exec.split_whitespace();
+    assert!(words.next().unwrap().ends_with("/cairn"), "{exec}");
+    // The same arguments, with a mountpoint that is not there: refused by
+    // the service itself (exit 1, one line), not by the argument parser.
+    let rig = Rig::new();
+    let missing = rig.path("nowhere");
+    let args: Vec<String> = words
+        .map(|w| match w {
+            "/mnt/cairn" => missing.to_str().unwrap().to_string(),
+            w => w.to_string(),
+        })
+        .collect();
+    assert!(
+        args.iter().any(|a| a == missing.to_str().unwrap()),
+        "{exec}"
+    );
+    rig.cairn(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .refused("create the directory first");
+}
+
+#[test]
+fn other_users_reach_the_mount_only_with_allow_other_and_by_each_file_s_mode() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(rig.dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        use std::os::unix::process::CommandExt;
+        let out = std::process::Command::new(args[0])
+            .args(&args[1..])
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        Run::from(out)
+    };
+    let serving = Serving::start(&rig, &[]);
+    std::fs::write(serving.path("DATA/open.txt"), b"for all").unwrap();
+    let mnt = serving.mountpoint.to_str().unwrap().to_string();
+    let refused = as_nobody(&["ls", &mnt]);
+    assert_ne!(refused.code, 0, "without --allow-other: {refused:?}");
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+
+    let serving = Serving::start(&rig, &["--allow-other"]);
+    let listed = as_nobody(&["ls", &format!("{mnt}/DATA")]);
+    assert_eq!(listed.code, 0, "{listed:?}");
+    assert!(listed.stdout.contains("open.txt"), "{listed:?}");
+    let read = as_nobody(&["cat", &format!("{mnt}/DATA/open.txt")]);
+    assert_eq!(read.stdout, "for all", "{read:?}");
+    // The kernel checks each file's mode and owner (default_permissions).
+    let secret = serving.path("DATA/secret.txt");
+    std::fs::write(&secret, b"root only").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let denied = as_nobody(&["cat", secret.to_str().unwrap()]);
+    assert_ne!(denied.code, 0, "{denied:?}");
+    assert!(denied.stderr.contains("Permission denied"), "{denied:?}");
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+}
+
+#[test]
+fn serve_resumes_a_pending_rebalance_in_the_background() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let data = random_file(&rig.path("data.bin"), 24 * MIB, 31);
+    rig.cairn(&["cp", data.to_str().unwrap(), "+DATA/big.dbf"])
+        .ok();
+    // A disk joins with the rebalance left paused: the group has moves
+    // pending.
+    let new = sparse(&rig.path("d4.img"), 256 * MIB);
+    rig.cairn(&["disk", "label", "D4", new.to_str().unwrap()])
+        .ok();
+    rig.cairn(&[
+        "group",
+        "alter",
+        "DATA",
+        "--add",
+        &format!("{}=B", new.display()),
+        "--power",
+        "0",
+    ])
+    .ok();
+    let used = |rig: &Rig| -> u64 {
+        let disks = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+        disks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["label"] == "D4")
+            .map(|d| d["total_aus"].as_u64().unwrap() - d["free_aus"].as_u64().unwrap())
+            .unwrap()
+    };
+    assert_eq!(used(&rig), 0, "nothing moved yet");
+    let mut serving = Serving::start(&rig, &[]);
+    serving.wait_for_log("resuming the rebalance pending");
+    serving.wait_for_log("rebalance done");
+    assert!(used(&rig) > 0, "the rebalance moved data onto D4");
+    assert!(std::fs::read(serving.path("DATA/big.dbf")).unwrap() == std::fs::read(&data).unwrap());
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}

@@ -34,6 +34,10 @@ pub enum ServeError {
 /// How to serve.
 pub struct ServeOptions {
     pub mountpoint: PathBuf,
+    /// Let every user reach the file system (`allow_other`; the kernel
+    /// still checks each file's mode and owner: `default_permissions`).
+    /// Off: only the service's own user (root) may.
+    pub allow_other: bool,
     /// FUSE worker threads (each on a clone of the `/dev/fuse` descriptor).
     pub threads: usize,
 }
@@ -155,6 +159,9 @@ fn run(
             fuser::MountOption::NoSuid,
             fuser::MountOption::DefaultPermissions,
         ];
+        if options.allow_other {
+            c.acl = fuser::SessionACL::All;
+        }
         c.n_threads = Some(options.threads.max(1));
         c.clone_fd = true;
         c
@@ -360,6 +367,30 @@ fn unmount(mountpoint: &Path) -> std::io::Result<()> {
             String::from_utf8_lossy(&out.stderr).trim()
         )))
     }
+}
+
+/// Mark the process as one the kernel's writeback depends on
+/// (`PR_SET_IO_FLUSHER`): its memory allocations do not wait for I/O, so
+/// a system short of memory, writing dirty pages back through this very
+/// file system, does not deadlock on the service. Call it before any thread
+/// is made (threads inherit it). Needs CAP_SYS_RESOURCE; without it the
+/// service runs, and should say so ([`warn_not_io_flusher`]).
+pub fn mark_io_flusher() -> std::io::Result<()> {
+    const PR_SET_IO_FLUSHER: libc::c_int = 57;
+    // SAFETY: prctl with integer arguments only.
+    match unsafe { libc::prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// Log why [`mark_io_flusher`] failed (once serving: a command line that is
+/// refused says one line only).
+pub fn warn_not_io_flusher(error: &std::io::Error) {
+    tracing::warn!(
+        error = %error,
+        "cannot mark the service PR_SET_IO_FLUSHER (needs CAP_SYS_RESOURCE): under memory pressure, writeback through its file system could stall"
+    );
 }
 
 /// Tell the service manager the service is ready (`sd_notify(READY=1)`), if
