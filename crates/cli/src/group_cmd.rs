@@ -95,6 +95,9 @@ pub enum GroupCommand {
         /// Rewrite what disagrees: metadata from its newest valid copy, data from the primary copy (or, when the primary cannot be read, the first current copy).
         #[arg(long)]
         repair: bool,
+        /// Through the service: wait for the scrub to end, showing its progress (without a service, the command always waits).
+        #[arg(long)]
+        wait: bool,
         #[command(flatten)]
         discover: Discover,
         #[command(flatten)]
@@ -571,6 +574,7 @@ pub fn run_group(
             name,
             power,
             repair,
+            wait: _,
             discover,
             output,
         } => {
@@ -579,50 +583,7 @@ pub fn run_group(
             let report = said(c, &m.group, report)?;
             let group_name = m.group.name().to_string();
             close(c, m.group, repair)?;
-            if output.json {
-                c.json(&serde_json::json!({ "group": group_name, "scrub": report }))?;
-            } else {
-                outln!(c,
-                    "scrubbed {group_name}: {} MiB read from {} copies of {} extents in {:.1} s; {} metadata blocks and {} header copies compared{}",
-                    report.bytes_read >> 20,
-                    report.copies_read,
-                    report.extents_read,
-                    report.elapsed_ms as f64 / 1000.0,
-                    report.metadata_blocks_compared,
-                    report.header_copies_checked,
-                    if report.bytes_rewritten > 0 {
-                        format!("; {} KiB of data rewritten", report.bytes_rewritten >> 10)
-                    } else {
-                        String::new()
-                    }
-                );
-                for p in &report.problems {
-                    outln!(
-                        c,
-                        "  {}: {}{}",
-                        p.location,
-                        p.what,
-                        if p.repaired { " (repaired)" } else { "" }
-                    );
-                }
-                outln!(
-                    c,
-                    "{}",
-                    if report.problems.is_empty() {
-                        "clean"
-                    } else if report.clean() {
-                        "all disagreements repaired"
-                    } else {
-                        "DISAGREEMENTS FOUND"
-                    }
-                );
-            }
-            if !report.clean() {
-                let left = report.problems.iter().filter(|p| !p.repaired).count();
-                return Ok(Outcome::Failed(format!(
-                    "group {group_name}: {left} disagreement(s) between copies (listed above); `cairn group scrub {group_name} --repair` rewrites them"
-                )));
-            }
+            return show_scrub(c, &group_name, &report, output.json);
         }
         GroupCommand::Space {
             name,
@@ -2166,4 +2127,59 @@ pub(crate) fn alias_paths(target: &str, alias: &str) -> Result<(GroupPath, Group
         );
     }
     Ok((target, alias))
+}
+
+/// `group scrub`: what it read and found, and the outcome (a disagreement
+/// left: failed).
+pub(crate) fn show_scrub(
+    c: &mut Console<'_, '_>,
+    group_name: &str,
+    report: &group::scrub::ScrubReport,
+    json: bool,
+) -> Result<Outcome> {
+    if json {
+        c.json(&serde_json::json!({ "group": group_name, "scrub": report }))?;
+    } else {
+        outln!(c,
+        "scrubbed {group_name}: {} MiB read from {} copies of {} extents in {:.1} s; {} metadata blocks and {} header copies compared{}",
+        report.bytes_read >> 20,
+        report.copies_read,
+        report.extents_read,
+        report.elapsed_ms as f64 / 1000.0,
+        report.metadata_blocks_compared,
+        report.header_copies_checked,
+        if report.bytes_rewritten > 0 {
+            format!("; {} KiB of data rewritten", report.bytes_rewritten >> 10)
+        } else {
+            String::new()
+        }
+    );
+        for p in &report.problems {
+            outln!(
+                c,
+                "  {}: {}{}",
+                p.location,
+                p.what,
+                if p.repaired { " (repaired)" } else { "" }
+            );
+        }
+        outln!(
+            c,
+            "{}",
+            if report.problems.is_empty() {
+                "clean"
+            } else if report.clean() {
+                "all disagreements repaired"
+            } else {
+                "DISAGREEMENTS FOUND"
+            }
+        );
+    }
+    if !report.clean() {
+        let left = report.problems.iter().filter(|p| !p.repaired).count();
+        return Ok(Outcome::Failed(format!(
+        "group {group_name}: {left} disagreement(s) between copies (listed above); `cairn group scrub {group_name} --repair` rewrites them"
+    )));
+    }
+    Ok(Outcome::Done)
 }

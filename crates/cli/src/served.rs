@@ -568,9 +568,42 @@ impl ServedCommands {
                     std::process::id()
                 );
             }
-            GroupCommand::Scrub { name, .. }
-            | GroupCommand::Alter { name, .. }
-            | GroupCommand::Replace { name, .. } => {
+            GroupCommand::Scrub {
+                name,
+                power,
+                repair,
+                wait,
+                output,
+                ..
+            } => {
+                let g = self.group(&name)?;
+                let busy = self.claim(&g, "scrub")?;
+                let json = output.json;
+                let work: Work = {
+                    let g = g.clone();
+                    Box::new(move |c| {
+                        let (uuid, au) = g.live().meta(|m| (m.uuid(), m.au_bytes()))?;
+                        let mut tracker = cairn_store::ops::OpTracker::start(
+                            &group_lock::run_dir(),
+                            g.name(),
+                            uuid,
+                            "SCRUB",
+                            usize::from(power),
+                            au,
+                            0,
+                            false,
+                        );
+                        let report = g.live().scrub(usize::from(power), repair, &mut |p| {
+                            c.progress("scrub", "byte", p.done, p.total);
+                            tracker.update(p.done / au, p.total.div_ceil(au), p.bytes_done);
+                        });
+                        tracker.finish();
+                        group_cmd::show_scrub(c, g.name(), &report?, json)
+                    })
+                };
+                return self.long(c, &g, busy, ("scrub", usize::from(power)), wait, work);
+            }
+            GroupCommand::Alter { name, .. } | GroupCommand::Replace { name, .. } => {
                 let g = self.group(&name)?;
                 bail!(
                     "group {} is held by the Cairn service (pid {}), and this command is not built yet for a group being served (docs/serve.md); stop the service, run it, and start the service again",

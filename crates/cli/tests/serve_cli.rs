@@ -1614,3 +1614,115 @@ fn serve_resumes_a_pending_rebalance_in_the_background() {
     assert_eq!(code, 0, "{log}");
     rig.check_clean("DATA");
 }
+
+#[test]
+fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let src = random_file(&rig.path("src.bin"), 8 * MIB, 41);
+    rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/still.dbf"])
+        .ok();
+    let serving = Serving::start(&rig, &[]);
+    // A writer through the mount (O_DIRECT, 64 KiB blocks, each pass a new
+    // pattern) while the scrubs run: none of its writes may look like a
+    // disagreement, nor be undone by a repair.
+    let busy = serving.path("DATA/busy.dbf");
+    std::fs::write(&busy, vec![0u8; 4 * MIB as usize]).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (busy, stop) = (busy.clone(), stop.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::fs::{FileExt, OpenOptionsExt};
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&busy)
+                .unwrap();
+            let mut block = cairn_io::AlignedBuf::zeroed(64 << 10);
+            let mut model = vec![0u8; 64];
+            let mut pass = 0u8;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                pass = pass.wrapping_add(1).max(1);
+                for (i, m) in model.iter_mut().enumerate() {
+                    block.fill(pass);
+                    f.write_all_at(&block, i as u64 * (64 << 10)).unwrap();
+                    *m = pass;
+                }
+            }
+            model
+        })
+    };
+    for args in [
+        &["group", "scrub", "DATA", "--wait", "--json"][..],
+        &["group", "scrub", "DATA", "--wait", "--repair", "--json"][..],
+    ] {
+        let run = rig.cairn(args).ok().json();
+        assert_eq!(run["scrub"]["problems"], serde_json::json!([]), "{run:#}");
+        assert_eq!(run["scrub"]["bytes_rewritten"], 0, "{run:#}");
+        assert!(
+            run["scrub"]["bytes_read"].as_u64().unwrap() >= 2 * 8 * MIB,
+            "{run:#}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let model = writer.join().unwrap();
+    let now = std::fs::read(&busy).unwrap();
+    for (i, m) in model.iter().enumerate() {
+        let at = i * (64 << 10);
+        assert!(
+            now[at..at + (64 << 10)].iter().all(|b| b == m),
+            "block {i} holds what was last written"
+        );
+    }
+
+    // One copy of a block of still.dbf rots on its disk.
+    use std::os::unix::fs::FileExt;
+    let at = 2 * MIB as usize + 4096;
+    let source = std::fs::read(&src).unwrap();
+    let block = &source[at..at + 4096];
+    let mut hits = Vec::new();
+    for i in 0..4 {
+        let p = rig.path(&format!("d{i}.img"));
+        let bytes = std::fs::read(&p).unwrap();
+        for (k, b) in bytes.chunks(4096).enumerate() {
+            if b == block {
+                hits.push((p.clone(), k as u64 * 4096));
+            }
+        }
+    }
+    assert_eq!(hits.len(), 2, "two copies of the block: {hits:?}");
+    let (hit_path, hit_at) = hits[1].clone();
+    let device = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&hit_path)
+        .unwrap();
+    device.write_all_at(&[0x5A; 4096], hit_at).unwrap();
+    device.sync_all().unwrap();
+    let found = rig.cairn(&["group", "scrub", "DATA", "--wait", "--json"]);
+    assert_eq!(found.code, 1, "{found:?}");
+    let range = format!("bytes {at}..{}", at + 4096);
+    assert!(
+        found.stdout.contains(&range) && found.stdout.contains("still.dbf"),
+        "{found:?}"
+    );
+    let repaired = rig
+        .cairn(&["group", "scrub", "DATA", "--wait", "--repair", "--json"])
+        .ok()
+        .json();
+    assert_eq!(repaired["scrub"]["bytes_rewritten"], 4096, "{repaired:#}");
+    let again = rig
+        .cairn(&["group", "scrub", "DATA", "--wait", "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        again["scrub"]["problems"],
+        serde_json::json!([]),
+        "{again:#}"
+    );
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}

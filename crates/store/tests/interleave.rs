@@ -374,6 +374,8 @@ struct World {
     silent_damage: AtomicBool,
     /// Disks taken offline on request and brought back (each resynced).
     offlined: AtomicU64,
+    /// Scrubs run beside the writers.
+    scrubbed: AtomicU64,
     resynced: AtomicU64,
     /// Spares added, drops completed, extent copies moved by rebalances.
     added: AtomicU64,
@@ -850,6 +852,12 @@ fn lifecycle_actor(world: &World, seed: u64) {
         for _ in 0..rng.below(30) {
             cairn_io::sched::yield_now();
         }
+        if mirrored && rng.chance(15) {
+            if scrub_now(world, &mut rng, seed) {
+                return;
+            }
+            continue;
+        }
         if !mirrored || rng.chance(40) {
             if change_disks(world, &mut rng, &mut spares, seed) {
                 return;
@@ -906,6 +914,38 @@ fn lifecycle_actor(world: &World, seed: u64) {
                 }
             }
         }
+    }
+}
+
+/// A scrub (sometimes repairing) while the writers write the very extents
+/// it reads: with no fault injected, it finds no disagreement — a write
+/// between the reads of two copies would look like one, and a repair would
+/// undo the write (the writers' own checks would then fail). Returns
+/// whether the actor must stop.
+fn scrub_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
+    world.count_op();
+    let power = 1 + rng.below(8) as usize;
+    let repair = rng.chance(50);
+    match world.live.scrub(power, repair, &mut |_| {}) {
+        Ok(r) => {
+            if trace() {
+                eprintln!("  scrub at power {power} (repair {repair}): {r:?}");
+            }
+            let quiet = !world.faulted.load(Ordering::SeqCst)
+                && !world.silent_damage.load(Ordering::SeqCst)
+                && !world.shared.crashed();
+            if quiet {
+                assert!(
+                    r.problems.is_empty() && r.bytes_rewritten == 0,
+                    "seed {seed}: a scrub beside the writers found disagreements: {:?}",
+                    r.problems
+                );
+            }
+            world.scrubbed.fetch_add(1, Ordering::SeqCst);
+            false
+        }
+        Err(GroupError::Invalid(_) | GroupError::NotFound(_)) => false,
+        Err(e) => world.expected(&e, "scrub", seed),
     }
 }
 
@@ -1118,6 +1158,8 @@ struct SeedFigures {
     /// resync, before the crash.
     offlined: u64,
     resynced: u64,
+    /// Scrubs run beside the writers.
+    scrubbed: u64,
     /// Spares added, drops completed, extent copies moved.
     added: u64,
     dropped: u64,
@@ -1165,6 +1207,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         silent_damage: AtomicBool::new(false),
         offlined: AtomicU64::new(0),
         resynced: AtomicU64::new(0),
+        scrubbed: AtomicU64::new(0),
         added: AtomicU64::new(0),
         dropped: AtomicU64::new(0),
         moved: AtomicU64::new(0),
@@ -1196,6 +1239,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         silent_damage,
         offlined,
         resynced,
+        scrubbed,
         added,
         dropped,
         moved,
@@ -1315,6 +1359,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         faults: faulted.load(Ordering::SeqCst),
         offlined: offlined.load(Ordering::SeqCst),
         resynced: resynced.load(Ordering::SeqCst),
+        scrubbed: scrubbed.load(Ordering::SeqCst),
         added: added.load(Ordering::SeqCst),
         dropped: dropped.load(Ordering::SeqCst),
         moved: moved.load(Ordering::SeqCst),
@@ -1490,6 +1535,7 @@ fn interleaving_simulation() {
     let (mut ops, mut switches, mut crashes, mut faulted) = (0u64, 0u64, 0u64, 0u64);
     let (mut meta_ops, mut records) = (0u64, 0u64);
     let (mut offlined, mut resynced, mut lifecycle_seeds) = (0u64, 0u64, 0u64);
+    let mut scrubbed = 0u64;
     let (mut added, mut dropped, mut moved, mut change_seeds) = (0u64, 0u64, 0u64, 0u64);
     let (mut resized, mut replaced, mut compacted) = (0u64, 0u64, 0u64);
     for f in &totals {
@@ -1508,6 +1554,7 @@ fn interleaving_simulation() {
         faulted += u64::from(f.faults);
         offlined += f.offlined;
         resynced += f.resynced;
+        scrubbed += f.scrubbed;
         lifecycle_seeds += u64::from(f.offlined > 0);
         added += f.added;
         dropped += f.dropped;
@@ -1521,14 +1568,14 @@ fn interleaving_simulation() {
     // regression that refuses one of them must not pass quietly.
     if totals.len() >= 500 {
         assert!(
-            added > 0 && dropped > 0 && resized > 0 && replaced > 0 && compacted > 0,
-            "{} seeds: {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves",
+            added > 0 && dropped > 0 && resized > 0 && replaced > 0 && compacted > 0 && scrubbed > 0,
+            "{} seeds: {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves, {scrubbed} scrubs",
             totals.len()
         );
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds",
+        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {scrubbed} scrubs beside the writers; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds",
         count as f64 / secs
     );
 }

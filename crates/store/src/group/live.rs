@@ -411,6 +411,71 @@ impl LiveGroup {
         Ok(report)
     }
 
+    /// Scrub the group ([`Group::scrub`]) while data handles run: the
+    /// metadata and headers as one operation; then the data extents in
+    /// batches, each under its extents' exclusive latches (no write lands
+    /// between the reads of two copies, nor under a repair's rewrite) and
+    /// `meta` (latch → meta, the order first writes keep). A file deleted
+    /// or replaced since the listing is skipped.
+    pub fn scrub(
+        &self,
+        power: usize,
+        repair: bool,
+        progress: &mut dyn FnMut(super::resync::Progress),
+    ) -> Result<super::scrub::ScrubReport, GroupError> {
+        let started = std::time::Instant::now();
+        let (mut report, extents, total) =
+            self.inner.operation(|g| g.scrub_start(power, repair))??;
+        // Chunks of up to 1 MiB, every copy (two, mostly) read together.
+        let per_batch = (power.min(super::scrub::SCRUB_INFLIGHT_MAX) as u64)
+            * super::resync::RESYNC_IO_BYTES_MAX
+            * 2;
+        let mut done = 0;
+        progress(super::resync::Progress {
+            done,
+            total,
+            ..Default::default()
+        });
+        let mut rest = &extents[..];
+        while !rest.is_empty() {
+            if self.interrupted() {
+                return Err(GroupError::Interrupted(
+                    "the scrub stopped because the service is stopping; run it again".into(),
+                ));
+            }
+            // Extents until their copies make about `power` chunks.
+            let mut n = 0;
+            let mut bytes = 0;
+            while n < rest.len() && (n == 0 || bytes < per_batch) {
+                bytes += rest[n].bytes;
+                n += 1;
+            }
+            let (batch, after) = rest.split_at(n);
+            rest = after;
+            let keys: Vec<_> = batch
+                .iter()
+                .map(|e| ((e.file, e.incarnation, e.index), true))
+                .collect();
+            let latch = self.inner.plane.latch(keys);
+            let scrubbed = self
+                .inner
+                .meta()
+                .and_then(|mut g| g.scrub_extents(batch, repair, &mut report));
+            drop(latch);
+            done += scrubbed?;
+            progress(super::resync::Progress {
+                done,
+                total,
+                bytes_done: report.bytes_read,
+                ..Default::default()
+            });
+        }
+        self.inner
+            .operation(|g| g.scrub_finish(repair, &mut report))??;
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(report)
+    }
+
     /// Make everything written durable, checkpoint and stop. Every handle
     /// must be gone: one still alive is a caller bug, refused.
     pub fn dismount(self) -> Result<(), GroupError> {

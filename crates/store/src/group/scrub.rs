@@ -14,9 +14,10 @@
 //!
 //! The data is read `power` chunks of up to 1 MiB at a time, every copy of
 //! a chunk together. A scrub runs under the metadata lock of a group this
-//! process mounted; scrubbing a group served to others needs the extents'
-//! latches (a write between the reads of two copies is not a disagreement),
-//! which the service will take.
+//! process mounted; a live group's ([`LiveGroup::scrub`](super::LiveGroup::scrub))
+//! also holds each batch's extents' exclusive latches, so a write never
+//! lands between the reads of two copies (which would look like a
+//! disagreement, and `--repair` would undo the write).
 
 use super::relocate::REBALANCE_POWER_MAX;
 use super::resync::{Progress, RESYNC_IO_BYTES_MAX};
@@ -64,6 +65,16 @@ impl ScrubReport {
 type Rewrite = (u16, u64, AlignedBuf);
 
 /// One chunk of one extent: every readable, current copy is read.
+/// A written data extent a scrub reads.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ScrubExtent {
+    pub(super) file: u32,
+    pub(super) incarnation: u32,
+    pub(super) index: u64,
+    /// Bytes its copies hold (listed copies × its length).
+    pub(super) bytes: u64,
+}
+
 struct Chunk {
     file: u32,
     extent: u64,
@@ -85,52 +96,9 @@ impl Group<'_> {
         repair: bool,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport, GroupError> {
-        if !(1..=REBALANCE_POWER_MAX).contains(&power) {
-            return Err(GroupError::Invalid(format!(
-                "power {power} is out of range: 1 to {REBALANCE_POWER_MAX}"
-            )));
-        }
-        if repair {
-            self.check_writable()?;
-            self.commit_now()?;
-        } else {
-            self.check_usable()?;
-        }
         let started = std::time::Instant::now();
-        let mut report = ScrubReport::default();
-        // Metadata: each block's copies against its newest valid generation,
-        // and the superblock slots (what `check` compares too).
-        let mut meta = CheckReport::default();
-        self.check_mirrors(repair, &mut meta)?;
-        self.check_superblocks(repair, &mut meta)?;
-        report.metadata_blocks_compared = meta.metadata_blocks_compared;
-        report.problems.extend(meta.problems);
-        self.scrub_headers(repair, &mut report)?;
-        if repair {
-            self.commit_in_chunks()?;
-        }
-        // Data: the chunks are made per extent as the scan goes (a big
-        // group has millions), at most SCRUB_INFLIGHT_MAX read at once.
+        let (mut report, extents, total) = self.scrub_start(power, repair)?;
         let power = power.min(SCRUB_INFLIGHT_MAX);
-        let extents: Vec<(u32, u64)> = self
-            .files
-            .range(FILE_NUMBER_USER_MIN..)
-            .flat_map(|(n, rec)| {
-                rec.extents
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, e)| e.initialized)
-                    .map(|(i, _)| (*n, i as u64))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        let total: u64 = extents
-            .iter()
-            .map(|(n, i)| {
-                let e = &self.files[n].extents[*i as usize];
-                placement::extent_aus(*i) * self.au_bytes * e.copies().len() as u64
-            })
-            .sum();
         let mut done = 0u64;
         progress(Progress {
             done,
@@ -138,8 +106,8 @@ impl Group<'_> {
             ..Default::default()
         });
         let mut batch: Vec<Chunk> = Vec::with_capacity(power);
-        for (k, (file, index)) in extents.iter().enumerate() {
-            batch.extend(self.extent_chunks(*file, *index));
+        for (k, e) in extents.iter().enumerate() {
+            batch.extend(self.extent_chunks(e.file, e.index));
             report.extents_read += 1;
             let last = k + 1 == extents.len();
             while batch.len() >= power || (last && !batch.is_empty()) {
@@ -154,12 +122,107 @@ impl Group<'_> {
                 });
             }
         }
+        self.scrub_finish(repair, &mut report)?;
+        report.elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(report)
+    }
+
+    /// A scrub's first step: the power checked, the metadata copies and
+    /// disk headers scrubbed, and the written data extents listed, with the
+    /// bytes their copies hold (the progress total).
+    pub(super) fn scrub_start(
+        &mut self,
+        power: usize,
+        repair: bool,
+    ) -> Result<(ScrubReport, Vec<ScrubExtent>, u64), GroupError> {
+        if !(1..=REBALANCE_POWER_MAX).contains(&power) {
+            return Err(GroupError::Invalid(format!(
+                "power {power} is out of range: 1 to {REBALANCE_POWER_MAX}"
+            )));
+        }
+        if repair {
+            self.check_writable()?;
+            self.commit_now()?;
+        } else {
+            self.check_usable()?;
+        }
+        let mut report = ScrubReport::default();
+        // Metadata: each block's copies against its newest valid generation,
+        // and the superblock slots (what `check` compares too).
+        let mut meta = CheckReport::default();
+        self.check_mirrors(repair, &mut meta)?;
+        self.check_superblocks(repair, &mut meta)?;
+        report.metadata_blocks_compared = meta.metadata_blocks_compared;
+        report.problems.extend(meta.problems);
+        self.scrub_headers(repair, &mut report)?;
+        if repair {
+            self.commit_in_chunks()?;
+        }
+        // Data: the chunks are made per extent as the scan goes (a big
+        // group has millions).
+        let extents: Vec<ScrubExtent> = self
+            .files
+            .range(FILE_NUMBER_USER_MIN..)
+            .flat_map(|(n, rec)| {
+                rec.extents
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.initialized)
+                    .map(|(i, e)| ScrubExtent {
+                        file: *n,
+                        incarnation: rec.entry.incarnation,
+                        index: i as u64,
+                        bytes: placement::extent_aus(i as u64)
+                            * self.au_bytes
+                            * e.copies().len() as u64,
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let total = extents.iter().map(|e| e.bytes).sum();
+        Ok((report, extents, total))
+    }
+
+    /// Scrub one batch of extents (a live group's step, under their
+    /// exclusive latches and `meta`): each still the same file's and
+    /// written, its chunks read, compared and (`repair`) rewritten. The
+    /// bytes their copies hold.
+    pub(super) fn scrub_extents(
+        &mut self,
+        extents: &[ScrubExtent],
+        repair: bool,
+        report: &mut ScrubReport,
+    ) -> Result<u64, GroupError> {
+        let mut chunks = Vec::new();
+        for e in extents {
+            let same = self.files.get(&e.file).is_some_and(|r| {
+                r.entry.incarnation == e.incarnation
+                    && r.extents
+                        .get(e.index as usize)
+                        .is_some_and(|x| x.initialized)
+            });
+            if same {
+                chunks.extend(self.extent_chunks(e.file, e.index));
+                report.extents_read += 1;
+            }
+        }
+        if !chunks.is_empty() {
+            self.scrub_batch(&chunks, repair, report)?;
+        }
+        Ok(extents.iter().map(|e| e.bytes).sum())
+    }
+
+    /// A scrub's last step: what it rewrote made durable.
+    pub(super) fn scrub_finish(
+        &mut self,
+        repair: bool,
+        report: &mut ScrubReport,
+    ) -> Result<(), GroupError> {
         if repair && report.bytes_rewritten > 0 {
             self.flush_all_checked()?;
             self.offline_failed()?;
         }
-        report.elapsed_ms = started.elapsed().as_millis() as u64;
-        Ok(report)
+        Ok(())
     }
 
     /// Each in-service member's three header copies against its newest:
