@@ -44,6 +44,13 @@ impl Console<'_, '_> {
         }
     }
 
+    /// `cp` out: where the client reads the file (through the mount).
+    pub(crate) fn read_through(&mut self, path: &std::path::Path) {
+        if let Console::Remote(r) = self {
+            r.send(&Reply::ReadThrough(path.display().to_string()));
+        }
+    }
+
     /// Progress of a long operation (`unit`: "AU" or "byte"), for a client
     /// to draw; this process draws its own bars.
     pub(crate) fn progress(&mut self, what: &str, unit: &str, done: u64, total: u64) {

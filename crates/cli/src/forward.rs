@@ -23,7 +23,13 @@ const REPLY_BYTES_MAX: u64 = 256 << 20;
 /// Send the command line to the service, if one holds what it is about:
 /// `None` when the CLI is to carry it out itself. `fds`: descriptors the
 /// command hands over (the file `cp` copies in).
-pub(crate) fn forward(discover_flag: Option<&str>, fds: &[RawFd]) -> Option<Result<Outcome>> {
+/// `read_through`: set when the service answers a `cp` out of its group
+/// with the path the file is to be read at, through its file system.
+pub(crate) fn forward(
+    discover_flag: Option<&str>,
+    fds: &[RawFd],
+    read_through: &mut Option<std::path::PathBuf>,
+) -> Option<Result<Outcome>> {
     let argv: Vec<String> = std::env::args_os()
         .skip(1)
         .map(|a| a.into_string().ok())
@@ -68,6 +74,11 @@ pub(crate) fn forward(discover_flag: Option<&str>, fds: &[RawFd]) -> Option<Resu
                 Ok(Reply::NotHeld) => Err(anyhow!("the Cairn service sent a reply out of order")),
                 Ok(Reply::Out(out)) => {
                     print!("{out}");
+                    first = false;
+                    continue;
+                }
+                Ok(Reply::ReadThrough(path)) => {
+                    *read_through = Some(path.into());
                     first = false;
                     continue;
                 }

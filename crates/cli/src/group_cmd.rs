@@ -2183,3 +2183,41 @@ pub(crate) fn show_scrub(
     }
     Ok(Outcome::Done)
 }
+
+/// `cp` out of a group a service holds: the service said the file is
+/// there; it is read through the service's file system at `at`, and
+/// written (checked, through a temporary, named at the end) as a copy out
+/// of a group this process mounted would be.
+pub(crate) fn cp_out_served(
+    at: &std::path::Path,
+    source: &str,
+    dest: &str,
+    force: bool,
+) -> Result<()> {
+    let host = Host::real();
+    let path = GroupPath::parse(source)?;
+    let name = path
+        .file_name()
+        .map(|c| c.as_str().to_string())
+        .with_context(|| format!("{source} is the group's root; name a file in it"))?;
+    let target = cairn_store::file_copy::resolve_destination(dest, &name)?;
+    let prepared = cairn_store::file_copy::prepare_destination(&target, &host, force)?;
+    let file = std::fs::File::open(at).with_context(|| {
+        format!(
+            "cannot read {} through the Cairn service's file system (it serves root only unless started with --allow-other)",
+            at.display()
+        )
+    })?;
+    let size = file.metadata()?.len();
+    let mut served = cairn_store::file_copy::ServedFile {
+        file,
+        shown_as: at.display().to_string(),
+    };
+    let bar = progress(Some(size));
+    let copied =
+        cairn_store::file_copy::copy_out(&mut served, 0, size, prepared, &mut |done, _| {
+            bar.set_position(done)
+        });
+    bar.finish_and_clear();
+    Ok(copied?)
+}

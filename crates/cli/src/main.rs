@@ -502,6 +502,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     // A command on a group a running service holds is carried out there.
+    let mut read_through = None;
     let forwarded = served::concern(&cli.noun).and_then(|_| {
         let flag = served::discover_flag(&cli.noun);
         // `cp` into a group hands the service the file it copies from,
@@ -519,11 +520,20 @@ fn main() -> ExitCode {
             (Noun::Cp { source, .. }, None) if source == "-" => vec![0],
             _ => Vec::new(),
         };
-        forward::forward(flag, &fds)
+        forward::forward(flag, &fds, &mut read_through)
     });
-    let outcome = match forwarded {
-        Some(outcome) => outcome,
-        None => run(cli, &mut Console::Std),
+    let outcome = match (forwarded, read_through) {
+        (Some(Ok(Outcome::Done)), Some(at)) => match &cli.noun {
+            Noun::Cp {
+                source,
+                dest,
+                force,
+                ..
+            } => group_cmd::cp_out_served(&at, source, dest, *force).map(|()| Outcome::Done),
+            _ => Ok(Outcome::Done),
+        },
+        (Some(outcome), _) => outcome,
+        (None, _) => run(cli, &mut Console::Std),
     };
     match outcome {
         Ok(Outcome::Done) => ExitCode::SUCCESS,

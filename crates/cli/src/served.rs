@@ -332,13 +332,22 @@ impl ServedCommands {
             } => {
                 if source.starts_with('+') {
                     let path = GroupPath::parse(&source)?;
-                    let inside: Vec<&str> = path.components.iter().map(|c| c.as_str()).collect();
-                    bail!(
-                        "`cairn cp` out of a group the service holds is not built yet; read the file through the service's file system instead: cp {}/{}/{} {dest}",
-                        self.mountpoint.display(),
-                        path.group,
-                        inside.join("/")
-                    );
+                    let g = self.group(path.group.as_str())?;
+                    if dest.starts_with('+') {
+                        bail!(
+                            "`cairn cp` from group {} to a group, while the service holds it, is not built yet; copy it out to a file, then in",
+                            g.name()
+                        );
+                    }
+                    // The file must be there (and a file); the client reads
+                    // it through the mount, by its canonical name.
+                    g.live().meta(|m| m.open(&path).map(|_| ()))??;
+                    let mut at = self.mountpoint.join(g.name());
+                    for c in &path.components {
+                        at.push(c.as_str());
+                    }
+                    c.read_through(&at);
+                    return Ok(Outcome::Done);
                 }
                 let fd = fds.into_iter().next().ok_or_else(|| {
                     anyhow!("the CLI sent no descriptor of {source} to copy from (are the CLI and the service the same version?)")

@@ -1329,15 +1329,22 @@ fn the_cli_reaches_a_served_group_through_the_socket_with_the_same_output() {
     let taken = rig.cairn(&["cp", odd.to_str().unwrap(), "+DATA/arch/odd.bin"]);
     assert_eq!(taken.code, 1, "{taken:?}");
     assert!(taken.stderr.contains("exists"), "{taken:?}");
-    // `cp` out of a served group is not built: it says where to read the
-    // file instead.
-    let cp = rig.cairn(&["cp", "+DATA/users.dbf", rig.path("out").to_str().unwrap()]);
-    assert_eq!(cp.code, 1, "{cp:?}");
-    assert!(
-        cp.stderr
-            .contains(&format!("{}/DATA/users.dbf", serving.mountpoint.display())),
-        "{cp:?}"
-    );
+    // `cp` out: the service says where its file system serves the file;
+    // the CLI reads it there and writes the destination as it always does.
+    let out = rig.path("out.bin");
+    rig.cairn(&["cp", "+DATA/arch/odd.bin", out.to_str().unwrap()])
+        .ok();
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&odd).unwrap());
+    let absent = rig.cairn(&[
+        "cp",
+        "+DATA/arch/none.bin",
+        rig.path("none").to_str().unwrap(),
+    ]);
+    assert_eq!(absent.code, 1, "{absent:?}");
+    assert!(!rig.path("none").exists());
+    let between = rig.cairn(&["cp", "+DATA/arch/odd.bin", "+DATA/arch/copy.bin"]);
+    assert_eq!(between.code, 1, "{between:?}");
+    assert!(between.stderr.contains("not built yet"), "{between:?}");
 
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");

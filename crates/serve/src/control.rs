@@ -166,6 +166,10 @@ pub enum Reply {
     /// The service does not hold the group the command is about: the CLI
     /// carries it out itself. Only ever the first and only reply.
     NotHeld,
+    /// `cp` out of a served group: the file is there, and the CLI reads it
+    /// through the service's file system at this path (its destination
+    /// is the CLI's: checked, written and named with its user's rights).
+    ReadThrough(String),
     /// The last reply: the exit status the CLI ends with, and (when not 0)
     /// the one line it says.
     Exit {

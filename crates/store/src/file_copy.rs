@@ -619,7 +619,7 @@ pub fn prepare_destination(
 /// [`prepare_destination`] made ready. On failure a new file's temporary
 /// is removed; a device or stream holds what was written.
 pub fn copy_out(
-    group: &mut Group<'_>,
+    group: &mut dyn ChunkSource,
     number: u32,
     size_bytes: u64,
     prepared: Prepared,
@@ -687,7 +687,7 @@ pub fn copy_out(
 }
 
 fn stream_out(
-    group: &mut Group<'_>,
+    group: &mut dyn ChunkSource,
     number: u32,
     size_bytes: u64,
     out: &mut dyn Write,
@@ -706,6 +706,60 @@ fn stream_out(
     out.flush().map_err(failed)
 }
 
+/// Where [`copy_out`] reads a file: a group one command holds, or — for a
+/// file a service holds — the file as its file system serves it.
+pub trait ChunkSource {
+    /// The unit reads are made in.
+    fn sector_bytes(&self) -> u64;
+    /// Read `buf` from file `number` at `offset` (whole sectors; past the
+    /// file's bytes, zeros).
+    fn read_chunk(&mut self, number: u32, offset: u64, buf: &mut [u8]) -> Result<(), CopyError>;
+}
+
+impl ChunkSource for Group<'_> {
+    fn sector_bytes(&self) -> u64 {
+        u64::from(Group::sector_bytes(self))
+    }
+
+    fn read_chunk(&mut self, number: u32, offset: u64, buf: &mut [u8]) -> Result<(), CopyError> {
+        Ok(self.read(number, offset, buf)?)
+    }
+}
+
+/// A group file read through the service's file system (the file number
+/// is the open file's).
+pub struct ServedFile {
+    pub file: File,
+    pub shown_as: String,
+}
+
+impl ChunkSource for ServedFile {
+    fn sector_bytes(&self) -> u64 {
+        4096
+    }
+
+    fn read_chunk(&mut self, _number: u32, offset: u64, buf: &mut [u8]) -> Result<(), CopyError> {
+        use std::os::unix::fs::FileExt;
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(CopyError::Source(format!(
+                        "reading {}: {}",
+                        self.shown_as,
+                        describe_io(&e, "check the service's log")
+                    )))
+                }
+            }
+        }
+        buf[done..].fill(0);
+        Ok(())
+    }
+}
+
 /// Takes a chunk of a file copied out: its offset, the chunk buffer (whole,
 /// for padding past the data) and how many bytes of it are data.
 type Sink<'s> = &'s mut dyn FnMut(u64, &mut [u8], usize) -> Result<(), CopyError>;
@@ -714,7 +768,7 @@ type Sink<'s> = &'s mut dyn FnMut(u64, &mut [u8], usize) -> Result<(), CopyError
 /// `sink`: its offset, the chunk buffer (whole, for padding past the data)
 /// and how many bytes of it are data.
 fn for_each_chunk(
-    group: &mut Group<'_>,
+    group: &mut dyn ChunkSource,
     number: u32,
     size_bytes: u64,
     progress: Progress<'_>,
@@ -724,11 +778,11 @@ fn for_each_chunk(
     let mut at = 0u64;
     // A file's byte size may end inside a sector: the whole sector is read
     // (the rest of it is zeros), the bytes of the file handed on.
-    let sector = u64::from(group.sector_bytes());
+    let sector = group.sector_bytes();
     while at < size_bytes {
         let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
         let whole = (n as u64).next_multiple_of(sector) as usize;
-        group.read(number, at, &mut buf[..whole])?;
+        group.read_chunk(number, at, &mut buf[..whole])?;
         sink(at, &mut buf, n)?;
         at += n as u64;
         progress(at, Some(size_bytes));
