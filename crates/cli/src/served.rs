@@ -507,17 +507,8 @@ impl ServedCommands {
                 let work: Work = {
                     let g = g.clone();
                     Box::new(move |c| {
-                        let (uuid, au) = g.live().meta(|m| (m.uuid(), m.au_bytes()))?;
-                        let mut tracker = cairn_store::ops::OpTracker::start(
-                            &group_lock::run_dir(),
-                            g.name(),
-                            uuid,
-                            "RESYNC",
-                            usize::from(power),
-                            au,
-                            cairn_store::ops::REBUILD_ALL,
-                            false,
-                        );
+                        let mut tracker =
+                            tracker(&g, "RESYNC", power, cairn_store::ops::REBUILD_ALL)?;
                         let report = g.live().resync(usize::from(power), &mut |p| {
                             c.progress("resync", "AU", p.done, p.total);
                             tracker.update(p.done, p.total, p.bytes_done);
@@ -591,17 +582,8 @@ impl ServedCommands {
                 let work: Work = {
                     let g = g.clone();
                     Box::new(move |c| {
-                        let (uuid, au) = g.live().meta(|m| (m.uuid(), m.au_bytes()))?;
-                        let mut tracker = cairn_store::ops::OpTracker::start(
-                            &group_lock::run_dir(),
-                            g.name(),
-                            uuid,
-                            "SCRUB",
-                            usize::from(power),
-                            au,
-                            0,
-                            false,
-                        );
+                        let au = g.live().meta(|m| m.au_bytes())?;
+                        let mut tracker = tracker(&g, "SCRUB", power, 0)?;
                         let report = g.live().scrub(usize::from(power), repair, &mut |p| {
                             c.progress("scrub", "byte", p.done, p.total);
                             tracker.update(p.done / au, p.total.div_ceil(au), p.bytes_done);
@@ -769,6 +751,26 @@ impl control::Commands for ServedCommands {
             let _ = t.join();
         }
     }
+}
+
+/// The status file `group ops` lists while a long operation runs.
+fn tracker(
+    g: &HeldGroup,
+    pass: &str,
+    power: u16,
+    rebuild_aus: u64,
+) -> Result<cairn_store::ops::OpTracker> {
+    let (uuid, au) = g.live().meta(|m| (m.uuid(), m.au_bytes()))?;
+    Ok(cairn_store::ops::OpTracker::start(
+        &group_lock::run_dir(),
+        g.name(),
+        uuid,
+        pass,
+        usize::from(power),
+        au,
+        rebuild_aus,
+        false,
+    ))
 }
 
 /// A command's outcome as the last reply: the status and line the CLI

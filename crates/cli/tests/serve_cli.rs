@@ -997,53 +997,11 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
     group_on(&rig, [&here, &here, &fs.mnt, &here], &["--au-size", "1M"]);
     let serving = Serving::start(&rig, &[]);
     let file = serving.path("DATA/fio.dat");
-    let mut fio = std::process::Command::new("fio")
-        .args([
-            "--name=through-cairn",
-            &format!("--filename={}", file.display()),
-            "--size=48M",
-            "--io_size=192M",
-            "--rw=randwrite",
-            "--bs=8k",
-            "--ioengine=io_uring",
-            "--iodepth=16",
-            "--direct=1",
-            "--verify=crc32c",
-            "--verify_backlog=256",
-            "--verify_state_save=0",
-            "--verify_fatal=1",
-            "--do_verify=1",
-            "--eta=always",
-            "--eta-newline=1",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // fio's own progress line says its I/O is under way: then the disk dies.
-    let mut out = std::io::BufRead::lines(std::io::BufReader::new(fio.stdout.take().unwrap()));
-    let mut seen = String::new();
-    for line in out.by_ref() {
-        let line = line.unwrap();
-        seen.push_str(&line);
-        seen.push('\n');
-        if line.contains("Jobs: 1") && line.contains("[w") {
-            break;
-        }
-    }
+    let mut fio = FioVerify::start(&file, &["--size=48M", "--io_size=192M"]);
+    // fio's own progress says its I/O is under way: then the disk dies.
+    fio.progress(1);
     fs.shut_down();
-    for line in out {
-        seen.push_str(&line.unwrap());
-        seen.push('\n');
-    }
-    let status = fio.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut fio.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(
-        status.success() && !err.contains("verify") && !err.contains("error"),
-        "fio: {status}\n{err}\n{seen}"
-    );
-    assert!(seen.contains("err= 0"), "{seen}");
+    fio.finish();
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
     let disks_json = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
@@ -1055,6 +1013,81 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
     fs.remount();
     rig.cairn(&["group", "online", "DATA", "D2"]).ok();
     rig.check_clean("DATA");
+}
+
+/// fio writing 8 KiB random blocks with `verify=crc32c` and
+/// `verify_backlog` through the mount (io_uring, O_DIRECT, QD16), its
+/// progress read as it goes.
+struct FioVerify {
+    child: Child,
+    out: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    seen: String,
+}
+
+impl FioVerify {
+    fn start(file: &Path, extra: &[&str]) -> Self {
+        let mut child = std::process::Command::new("fio")
+            .args([
+                "--name=through-cairn",
+                &format!("--filename={}", file.display()),
+                "--rw=randwrite",
+                "--bs=8k",
+                "--ioengine=io_uring",
+                "--iodepth=16",
+                "--direct=1",
+                "--verify=crc32c",
+                "--verify_backlog=256",
+                "--verify_state_save=0",
+                "--verify_fatal=1",
+                "--do_verify=1",
+                "--eta=always",
+                "--eta-newline=1",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+        Self {
+            child,
+            out,
+            seen: String::new(),
+        }
+    }
+
+    /// Wait for `n` more progress reports (its I/O under way: writing, or
+    /// verifying what it wrote; several may share a line).
+    fn progress(&mut self, n: usize) {
+        let mut left = n;
+        for line in self.out.by_ref() {
+            let line = line.unwrap();
+            self.seen.push_str(&line);
+            self.seen.push('\n');
+            left = left.saturating_sub(line.matches(" IOPS][eta").count());
+            if left == 0 {
+                return;
+            }
+        }
+        panic!("fio ended early: {}", self.seen);
+    }
+
+    /// Its end: exit 0, no verify error, no I/O error.
+    fn finish(mut self) {
+        for line in self.out.by_ref() {
+            self.seen.push_str(&line.unwrap());
+            self.seen.push('\n');
+        }
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut self.child.stderr.take().unwrap(), &mut err).unwrap();
+        let seen = &self.seen;
+        assert!(
+            status.success() && !err.contains("verify") && !err.contains("error"),
+            "fio: {status}\n{err}\n{seen}"
+        );
+        assert!(seen.contains("err= 0"), "{seen}");
+    }
 }
 
 /// Flushes each loop device completed (`/sys/block/loopN/stat`, field 15).
@@ -1372,50 +1405,10 @@ fn fio_verify_sees_no_error_while_a_disk_goes_offline_and_comes_back_through_the
     let file = serving.path("DATA/fio.dat");
     // A fixed run time (the workload's length, not a synchronisation):
     // the disk leaves and comes back while fio writes and verifies.
-    let mut fio = std::process::Command::new("fio")
-        .args([
-            "--name=through-cairn",
-            &format!("--filename={}", file.display()),
-            "--size=32M",
-            "--rw=randwrite",
-            "--bs=8k",
-            "--ioengine=io_uring",
-            "--iodepth=16",
-            "--direct=1",
-            "--verify=crc32c",
-            "--verify_backlog=256",
-            "--verify_state_save=0",
-            "--verify_fatal=1",
-            "--do_verify=1",
-            "--time_based",
-            "--runtime=10s",
-            "--eta=always",
-            "--eta-newline=1",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufRead::lines(std::io::BufReader::new(fio.stdout.take().unwrap()));
-    let mut seen = String::new();
-    // Wait for `n` more of fio's progress reports (its I/O under way:
-    // writing, or verifying what it wrote; several may share a line).
-    let mut progress = |n: usize, seen: &mut String| {
-        let mut left = n;
-        for line in out.by_ref() {
-            let line = line.unwrap();
-            seen.push_str(&line);
-            seen.push('\n');
-            left = left.saturating_sub(line.matches(" IOPS][eta").count());
-            if left == 0 {
-                return;
-            }
-        }
-        panic!("fio ended early: {seen}");
-    };
-    progress(1, &mut seen);
+    let mut fio = FioVerify::start(&file, &["--size=32M", "--time_based", "--runtime=10s"]);
+    fio.progress(1);
     rig.cairn(&["group", "offline", "DATA", "D2"]).ok();
-    progress(2, &mut seen);
+    fio.progress(2);
     let back = rig
         .cairn(&["group", "online", "DATA", "D2", "--wait", "--json"])
         .ok()
@@ -1432,18 +1425,7 @@ fn fio_verify_sees_no_error_while_a_disk_goes_offline_and_comes_back_through_the
             .all(|d| d["state"] == "ONLINE"),
         "{back}"
     );
-    for line in out {
-        seen.push_str(&line.unwrap());
-        seen.push('\n');
-    }
-    let status = fio.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut fio.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(
-        status.success() && !err.contains("verify") && !err.contains("error"),
-        "fio: {status}\n{err}\n{seen}"
-    );
-    assert!(seen.contains("err= 0"), "{seen}");
+    fio.finish();
     // The service checks its group clean while serving, and after.
     let check = rig.cairn(&["group", "check", "DATA"]).ok();
     assert!(check.stdout.contains("clean"), "{check:?}");

@@ -109,16 +109,8 @@ pub fn open_source(text: &str, waiting: &mut dyn FnMut(&str)) -> Result<Source, 
     })?;
     let kind = meta.file_type();
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-    if kind.is_dir() {
-        return Err(CopyError::Source(format!(
-            "{text} is a directory; cp copies one file at a time"
-        )));
-    }
-    if kind.is_socket() {
-        return Err(CopyError::Source(format!(
-            "{text} is a socket; cp reads files, devices, pipes and FIFOs"
-        )));
-    }
+    // Before the open: a socket cannot be opened, a FIFO's open waits.
+    refuse_kind(text, kind)?;
     if kind.is_fifo() {
         waiting(text);
     }
@@ -129,6 +121,21 @@ pub fn open_source(text: &str, waiting: &mut dyn FnMut(&str)) -> Result<Source, 
         ))
     })?;
     Source::opened(file, text, name)
+}
+
+/// A source cp does not read: a directory, a socket.
+fn refuse_kind(text: &str, kind: std::fs::FileType) -> Result<(), CopyError> {
+    if kind.is_dir() {
+        return Err(CopyError::Source(format!(
+            "{text} is a directory; cp copies one file at a time"
+        )));
+    }
+    if kind.is_socket() {
+        return Err(CopyError::Source(format!(
+            "{text} is a socket; cp reads files, devices, pipes and FIFOs"
+        )));
+    }
+    Ok(())
 }
 
 impl Source {
@@ -142,16 +149,7 @@ impl Source {
             .metadata()
             .map_err(|e| CopyError::Source(format!("cannot look at {text}: {e}")))?;
         let kind = meta.file_type();
-        if kind.is_dir() {
-            return Err(CopyError::Source(format!(
-                "{text} is a directory; cp copies one file at a time"
-            )));
-        }
-        if kind.is_socket() {
-            return Err(CopyError::Source(format!(
-                "{text} is a socket; cp reads files, devices, pipes and FIFOs"
-            )));
-        }
+        refuse_kind(text, kind)?;
         let len_bytes = if kind.is_file() {
             Some(meta.len())
         } else if kind.is_block_device() {
