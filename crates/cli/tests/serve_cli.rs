@@ -537,6 +537,9 @@ fn serve_keeps_an_unlinked_file_while_it_is_open() {
     let doomed = dir.join("doomed");
     let blob = random_file(&rig.path("blob"), 8 * MIB, 3);
     std::fs::copy(&blob, &doomed).unwrap();
+    // Written back now: pages still under writeback would hold the inode
+    // past the last close, and its FORGET with it.
+    std::fs::File::open(&doomed).unwrap().sync_all().unwrap();
     // In a process of its own: a descriptor this (multi-threaded) test
     // process held could be copied into a child another test forks, and
     // outlive our close.
@@ -547,13 +550,21 @@ fn serve_keeps_an_unlinked_file_while_it_is_open() {
         dd bs=4096 skip=1280 count=1 status=none <&3 > "$3" || exit 11
         held=$(stat -f -c %f "$2")
         exec 3<&-
-        after=$(stat -f -c %f "$2")
+        # The kernel sends the file's RELEASE in the background, and lets go
+        # of the inode (FORGET) only once it is answered: a statfs may
+        # overtake both. Wait for the space (a bound on a failure: 30 s).
+        for i in $(seq 300); do
+            after=$(stat -f -c %f "$2")
+            [ "$after" -ge $((before + $4)) ] && break
+            sleep 0.1
+        done
         echo "$before $held $after"
     "#;
     let read_back = rig.path("read-back");
     let out = std::process::Command::new("sh")
         .args(["-c", script, "sh"])
         .args([&doomed, &dir, &read_back])
+        .arg((8 * MIB / 4096).to_string())
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -567,10 +578,9 @@ fn serve_keeps_an_unlinked_file_while_it_is_open() {
     // Read through the descriptor after the unlink.
     assert!(std::fs::read(&read_back).unwrap() == read_at(&blob, 5 * MIB, 4096));
     assert_eq!(held, before, "kept while open");
-    // The last close makes the kernel let go of the inode (FORGET, queued
-    // before close returns); a FORGET is read before requests queued after
-    // it, and one worker thread serves them in order: the statfs that
-    // follows sees the file gone (4 KiB blocks).
+    // The last close makes the kernel let go of the inode (FORGET, once
+    // the RELEASE it sends in the background is answered): then the file's
+    // space comes back (4 KiB blocks).
     assert!(
         after >= before + 8 * MIB / 4096,
         "freed when the kernel let go: {before} blocks free before, {after} after"
@@ -974,15 +984,7 @@ fn sqlite_runs_on_the_mount_and_keeps_every_commit_through_a_kill_9() {
 /// socket's) and its copies are resynced: the group checks clean.
 #[test]
 fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
-    if !fuse_here() {
-        return;
-    }
-    if std::process::Command::new("fio")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        prerequisite::missing("fio (scripts/install-deps installs it)");
+    if !fuse_here() || !fio_here() {
         return;
     }
     let rig = Rig::discovering(|dir| format!("{0}/d*.img,{0}/dying/*.img", dir.display()));
@@ -997,7 +999,9 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
     group_on(&rig, [&here, &here, &fs.mnt, &here], &["--au-size", "1M"]);
     let serving = Serving::start(&rig, &[]);
     let file = serving.path("DATA/fio.dat");
-    let mut fio = FioVerify::start(&file, &["--size=48M", "--io_size=192M"]);
+    // A fixed run time (the workload's length, not a synchronisation): the
+    // disk dies while fio writes and verifies.
+    let mut fio = FioVerify::start(&file, &["--size=48M", "--time_based", "--runtime=8s"]);
     // fio's own progress says its I/O is under way: then the disk dies.
     fio.progress(1);
     fs.shut_down();
@@ -1018,6 +1022,19 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
 /// fio writing 8 KiB random blocks with `verify=crc32c` and
 /// `verify_backlog` through the mount (io_uring, O_DIRECT, QD16), its
 /// progress read as it goes.
+/// fio, which scripts/install-deps installs.
+fn fio_here() -> bool {
+    if std::process::Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        prerequisite::missing("fio (scripts/install-deps installs it)");
+        return false;
+    }
+    true
+}
+
 struct FioVerify {
     child: Child,
     out: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
@@ -1387,15 +1404,7 @@ fn the_cli_reaches_a_served_group_through_the_socket_with_the_same_output() {
 
 #[test]
 fn fio_verify_sees_no_error_while_a_disk_goes_offline_and_comes_back_through_the_socket() {
-    if !fuse_here() {
-        return;
-    }
-    if std::process::Command::new("fio")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        prerequisite::missing("fio (scripts/install-deps installs it)");
+    if !fuse_here() || !fio_here() {
         return;
     }
     let rig = Rig::new();

@@ -262,23 +262,11 @@ pub fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
 /// The supplementary groups of a connection's peer (`SO_PEERGROUPS`).
 fn peer_groups(stream: &UnixStream) -> Vec<u32> {
     let mut groups = vec![0u32; 256];
-    let mut len = (groups.len() * 4) as libc::socklen_t;
-    // SAFETY: `groups` holds `len` bytes the kernel fills in (and says how
-    // many it wrote).
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERGROUPS,
-            groups.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE) {
-        // More groups than room: the kernel said how many bytes it needs.
-        groups = vec![0u32; (len as usize).div_ceil(4)];
-        len = (groups.len() * 4) as libc::socklen_t;
-        // SAFETY: as above, with the larger buffer.
+    // Once more with the room the kernel says it needs, when 256 is short.
+    for _ in 0..2 {
+        let mut len = (groups.len() * 4) as libc::socklen_t;
+        // SAFETY: `groups` holds `len` bytes the kernel fills in (and says
+        // how many it wrote, or needs).
         let rc = unsafe {
             libc::getsockopt(
                 stream.as_raw_fd(),
@@ -288,14 +276,16 @@ fn peer_groups(stream: &UnixStream) -> Vec<u32> {
                 &mut len,
             )
         };
-        if rc != 0 {
-            return Vec::new();
+        if rc == 0 {
+            groups.truncate(len as usize / 4);
+            return groups;
         }
-    } else if rc != 0 {
-        return Vec::new();
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::ERANGE) {
+            break;
+        }
+        groups = vec![0u32; (len as usize).div_ceil(4).max(groups.len() + 1)];
     }
-    groups.truncate(len as usize / 4);
-    groups
+    Vec::new()
 }
 
 /// The group id of a group name (`--socket-group`).
