@@ -506,11 +506,19 @@ fn main() -> ExitCode {
     let forwarded = served::concern(&cli.noun).and_then(|_| {
         let flag = served::discover_flag(&cli.noun);
         // `cp` into a group hands the service the file it copies from,
-        // opened here, with this user's rights (a source that cannot be
-        // opened is left to the CLI, which says why).
+        // opened here, with this user's rights. Only a regular file or a
+        // block device is opened before it is known who copies: opening a
+        // FIFO waits for its writer and takes what it writes, so a FIFO (or
+        // a source that cannot be opened) is left to the CLI, which says
+        // why.
         let source = match &cli.noun {
             Noun::Cp { source, .. } if source == "-" => None,
             Noun::Cp { source, .. } if !source.starts_with('+') => {
+                use std::os::unix::fs::FileTypeExt;
+                let kind = std::fs::metadata(source).ok()?.file_type();
+                if !(kind.is_file() || kind.is_block_device()) {
+                    return None;
+                }
                 Some(std::fs::File::open(source).ok()?)
             }
             _ => None,
