@@ -1083,7 +1083,7 @@ pub(crate) fn print_rebalance(
 }
 
 /// Seconds as a short duration: 3h36m, 5m, 45s.
-fn render_duration(seconds: u64) -> String {
+pub(crate) fn render_duration(seconds: u64) -> String {
     let (d, h, m, s) = (
         seconds / 86_400,
         seconds / 3600 % 24,

@@ -135,6 +135,11 @@ enum Noun {
     },
     /// Hold groups mounted and serve their files through a FUSE file system a database can use (docs/serve.md). Runs in the foreground until SIGTERM or SIGINT.
     Serve(serve_cmd::ServeArgs),
+    /// What the running service holds and has done: its groups, their disks, the I/O its file system served, the long operations (the figures --metrics exports).
+    Status {
+        #[command(flatten)]
+        output: Output,
+    },
     /// Give a group file another name.
     Mkalias {
         target: String,
@@ -360,6 +365,11 @@ fn run(cli: Cli, c: &mut Console<'_, '_>) -> Result<Outcome> {
             group_cmd::cp(c, engine_kind, &request, &discover).map(|()| Outcome::Done)
         }
         Noun::Serve(args) => serve_cmd::serve(engine_kind, &host, &args),
+        // Reached only when no service answered (it carries `status` out).
+        Noun::Status { .. } => bail!(
+            "no Cairn service answers on {} (start one with `cairn serve`, or set $CAIRN_SOCKET to its socket)",
+            cairn_serve::control::socket_path().display()
+        ),
         Noun::Mkalias {
             target,
             alias,

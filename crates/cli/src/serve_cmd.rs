@@ -35,6 +35,9 @@ pub(crate) struct ServeArgs {
     /// Let every user reach the file system (FUSE's allow_other; each file's mode and owner still apply). Without it only root may: a database running as its own user needs it.
     #[arg(long)]
     allow_other: bool,
+    /// Answer Prometheus scrapes (GET /metrics) at this address, e.g. 127.0.0.1:9464 (off by default).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
     /// FUSE worker threads (requests served at once).
     #[arg(long, default_value_t = THREADS_DEFAULT, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
@@ -117,6 +120,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
         mountpoint: args.mountpoint.clone(),
         allow_other: args.allow_other,
         threads: usize::from(args.threads),
+        metrics: args.metrics.clone(),
     };
     let mountpoint =
         std::path::absolute(&args.mountpoint).unwrap_or_else(|_| args.mountpoint.clone());

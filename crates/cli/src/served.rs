@@ -112,6 +112,7 @@ pub(crate) fn concern(noun: &Noun) -> Option<Concern> {
                 _ => None,
             }
         }
+        Noun::Status { .. } => Some(Concern::Operations),
         Noun::Group(command) => match command {
             GroupCommand::Create { .. } => None,
             GroupCommand::List { .. } => Some(Concern::Discovery),
@@ -159,6 +160,8 @@ pub(crate) struct ServedCommands {
     groups: Vec<Arc<HeldGroup>>,
     /// Where the file system is mounted.
     mountpoint: PathBuf,
+    /// When the groups were served.
+    started: std::time::Instant,
     /// The service's discovery string.
     discovery: DiscoveryString,
     engine: EngineArg,
@@ -205,6 +208,7 @@ impl ServedCommands {
         Self {
             groups: groups.into_iter().map(Arc::new).collect(),
             mountpoint,
+            started: std::time::Instant::now(),
             discovery,
             engine,
             busy: Arc::new(Mutex::new(BTreeMap::new())),
@@ -399,6 +403,16 @@ impl ServedCommands {
                 }
             }
             Noun::Group(command) => return self.group_command(command, c),
+            Noun::Status { output } => {
+                let held: Vec<cairn_serve::Held> =
+                    self.groups.iter().map(|g| g.held.clone()).collect();
+                let status = cairn_serve::metrics::Status::take(&held, self.started);
+                if output.json {
+                    c.json(&status)?;
+                } else {
+                    show_status(c, &status);
+                }
+            }
             _ => bail!("this command is not carried out by the service"),
         }
         Ok(Outcome::Done)
@@ -750,6 +764,89 @@ impl control::Commands for ServedCommands {
         for t in threads {
             let _ = t.join();
         }
+    }
+}
+
+/// `cairn status` as text: the service, each group with its file
+/// system's I/O and its disks, then the long operations.
+fn show_status(c: &mut Console<'_, '_>, s: &cairn_serve::metrics::Status) {
+    use crate::console::outln;
+    outln!(
+        c,
+        "cairn serve: pid {}, serving for {}",
+        s.pid,
+        group_cmd::render_duration(s.uptime_seconds)
+    );
+    for g in &s.groups {
+        outln!(
+            c,
+            "group {} ({}): {} MiB, {} free, {} usable for files; {} disk(s) not in use",
+            g.name,
+            g.redundancy,
+            g.total_mb,
+            g.free_mb,
+            g.usable_file_mb,
+            g.offline_disks
+        );
+        outln!(
+            c,
+            "  {:<6} {:>12} {:>12} {:>8} {:>12}",
+            "I/O",
+            "REQUESTS",
+            "MIB",
+            "ERRORS",
+            "AVG_US"
+        );
+        for (op, o) in [
+            ("read", &g.reads),
+            ("write", &g.writes),
+            ("fsync", &g.syncs),
+        ] {
+            outln!(
+                c,
+                "  {:<6} {:>12} {:>12} {:>8} {:>12}",
+                op,
+                o.count,
+                o.bytes >> 20,
+                o.errors,
+                o.latency_micros_sum.checked_div(o.count).unwrap_or(0)
+            );
+        }
+        outln!(
+            c,
+            "  {:>4}  {:<16} {:<14} {:<9} {:>9}",
+            "DISK",
+            "LABEL",
+            "FAILGROUP",
+            "STATE",
+            "STALE_AU"
+        );
+        for d in &g.disks {
+            outln!(
+                c,
+                "  {:>4}  {:<16} {:<14} {:<9} {:>9}",
+                d.number,
+                d.label,
+                d.failgroup,
+                d.state,
+                d.stale_aus
+            );
+        }
+    }
+    if s.operations.is_empty() {
+        outln!(c, "no operation is running");
+    }
+    for o in &s.operations {
+        outln!(
+            c,
+            "operation {} on {}: {} {}/{} AUs (power {})",
+            o.pass,
+            o.group,
+            o.state,
+            o.aus_done,
+            o.aus_total,
+            o.power
+        );
     }
 }
 

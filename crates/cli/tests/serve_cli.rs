@@ -1724,3 +1724,92 @@ fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
     assert_eq!(code, 0, "{log}");
     rig.check_clean("DATA");
 }
+
+/// One HTTP GET to the metrics endpoint: (status line, body).
+fn http_get(addr: &str, request: &str) -> (String, String) {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        head.lines().next().unwrap_or_default().to_string(),
+        body.to_string(),
+    )
+}
+
+#[test]
+fn metrics_and_status_count_what_the_file_system_served() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let none = rig.cairn(&["status"]);
+    assert_eq!(none.code, 1, "{none:?}");
+    assert!(none.stderr.contains("no Cairn service answers"), "{none:?}");
+    let mut serving = Serving::start(&rig, &["--metrics", "127.0.0.1:0"]);
+    serving.wait_for_log("metrics at http://");
+    let addr = serving
+        .seen
+        .split("metrics at http://")
+        .nth(1)
+        .and_then(|t| t.split('/').next())
+        .unwrap()
+        .to_string();
+    // I/O through the mount: 3 writes of 64 KiB, an fsync, a read.
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(serving.path("DATA/m.dbf")).unwrap();
+        for _ in 0..3 {
+            f.write_all(&[7u8; 64 << 10]).unwrap();
+        }
+        f.sync_all().unwrap();
+    }
+    assert_eq!(
+        std::fs::read(serving.path("DATA/m.dbf")).unwrap().len(),
+        3 << 16
+    );
+    let (status, body) = http_get(&addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(status.contains("200"), "{status}");
+    let value = |name: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("{name} in {body}"))
+    };
+    assert!(value("cairn_fs_requests_total{group=\"DATA\",op=\"write\"}") >= 1.0);
+    assert!(value("cairn_fs_bytes_total{group=\"DATA\",op=\"write\"}") >= f64::from(3 << 16));
+    assert!(value("cairn_fs_requests_total{group=\"DATA\",op=\"fsync\"}") >= 1.0);
+    assert!(value("cairn_fs_bytes_total{group=\"DATA\",op=\"read\"}") >= f64::from(3 << 16));
+    assert_eq!(
+        value("cairn_fs_errors_total{group=\"DATA\",op=\"write\"}"),
+        0.0
+    );
+    let writes = value("cairn_fs_requests_total{group=\"DATA\",op=\"write\"}");
+    assert_eq!(
+        value("cairn_fs_latency_seconds_bucket{group=\"DATA\",op=\"write\",le=\"+Inf\"}"),
+        writes
+    );
+    for d in 0..4 {
+        assert!(
+            body.contains(&format!("cairn_disk_state{{group=\"DATA\",disk=\"D{d}\"")),
+            "{body}"
+        );
+    }
+    // Anything else: an answer, and the endpoint lives on.
+    assert!(http_get(&addr, "GET /x HTTP/1.1\r\n\r\n").0.contains("404"));
+    assert!(http_get(&addr, "\u{1}\u{2}garbage\r\n\r\n")
+        .0
+        .contains("400"));
+    // `cairn status`: the same figures through the socket.
+    let s = rig.cairn(&["status", "--json"]).ok().json();
+    let g = &s["groups"][0];
+    assert_eq!(g["name"], "DATA");
+    assert!(g["writes"]["bytes"].as_u64().unwrap() >= 3 << 16, "{s:#}");
+    assert_eq!(g["disks"].as_array().unwrap().len(), 4, "{s:#}");
+    let text = rig.cairn(&["status"]).ok();
+    assert!(text.stdout.contains("group DATA (NORMAL)"), "{text:?}");
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+}

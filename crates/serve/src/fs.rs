@@ -63,6 +63,8 @@ pub struct Served {
 struct Slot {
     name: String,
     group: Arc<LiveGroup>,
+    /// What the file system served on this group (atomics).
+    stats: Arc<crate::metrics::IoStats>,
     /// Data handles not in use: a request takes one (or makes one) and
     /// gives it back. A handle is one thread's engine, never shared.
     handles: Mutex<Vec<DataHandle>>,
@@ -297,6 +299,7 @@ impl GroupFs {
             slots.push(Slot {
                 name: g.name,
                 group: g.group,
+                stats: Arc::default(),
                 handles: Mutex::new(Vec::new()),
                 sector_bytes,
                 copies,
@@ -314,6 +317,11 @@ impl GroupFs {
     /// How [`Names`] tell the kernel a name went: the session's notifier.
     pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
         self.notifier.clone()
+    }
+
+    /// The counters of the group in `slot`.
+    pub fn stats(&self, slot: usize) -> Option<Arc<crate::metrics::IoStats>> {
+        self.slots.get(slot).map(|s| s.stats.clone())
     }
 
     /// The name space of the group in `slot` (in the order given to
@@ -1010,10 +1018,17 @@ impl Filesystem for GroupFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self
-            .file_of(ino)
-            .and_then(|(slot, number)| self.read_file(slot, number, offset, u64::from(size)))
-        {
+        let started = std::time::Instant::now();
+        let found = self.file_of(ino);
+        let read =
+            found.and_then(|(slot, number)| self.read_file(slot, number, offset, u64::from(size)));
+        if let Some(s) = found.ok().and_then(|(slot, _)| self.slots.get(slot)) {
+            let bytes = read.as_ref().map_or(0, |d| d.len() as u64);
+            s.stats
+                .reads
+                .record(bytes, read.is_err(), started.elapsed());
+        }
+        match read {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(e),
         }
@@ -1033,10 +1048,16 @@ impl Filesystem for GroupFs {
     ) {
         // O_SYNC includes O_DSYNC's bit.
         let sync = flags.0 & libc::O_DSYNC != 0;
-        match self
-            .file_of(ino)
-            .and_then(|(slot, number)| self.write_file(slot, number, offset, data, sync))
-        {
+        let started = std::time::Instant::now();
+        let found = self.file_of(ino);
+        let written =
+            found.and_then(|(slot, number)| self.write_file(slot, number, offset, data, sync));
+        if let Some(s) = found.ok().and_then(|(slot, _)| self.slots.get(slot)) {
+            s.stats
+                .writes
+                .record(data.len() as u64, written.is_err(), started.elapsed());
+        }
+        match written {
             Ok(()) => reply.written(data.len() as u32),
             Err(e) => reply.error(e),
         }
@@ -1188,7 +1209,9 @@ impl Filesystem for GroupFs {
         // data needs every disk flushed (any handle may have written it).
         // Never ENOSYS: the kernel would stop asking, and take every later
         // fsync as done.
-        let done = self.file_of(ino).and_then(|(slot, number)| {
+        let started = std::time::Instant::now();
+        let found = self.file_of(ino);
+        let done = found.and_then(|(slot, number)| {
             let s = self.slot(slot)?;
             if let Err(e) = s.with_handle(|h| h.sync_all()) {
                 tracing::warn!(group = %s.name, file = number, error = %e, "fsync failed");
@@ -1199,6 +1222,9 @@ impl Filesystem for GroupFs {
             }
             Ok(())
         });
+        if let Some(s) = found.ok().and_then(|(slot, _)| self.slots.get(slot)) {
+            s.stats.syncs.record(0, done.is_err(), started.elapsed());
+        }
         answer(reply, done);
     }
 

@@ -8,6 +8,7 @@
 
 pub mod control;
 mod fs;
+pub mod metrics;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,9 +41,12 @@ pub struct ServeOptions {
     pub allow_other: bool,
     /// FUSE worker threads (each on a clone of the `/dev/fuse` descriptor).
     pub threads: usize,
+    /// Where to answer `GET /metrics` (Prometheus text), if anywhere.
+    pub metrics: Option<String>,
 }
 
 /// A group as the control socket's commands see it.
+#[derive(Clone)]
 pub struct Held {
     /// Upper case, as the group is named.
     pub name: String,
@@ -50,6 +54,8 @@ pub struct Held {
     /// Its name space as the file system knows it (what `cairn rm` goes
     /// through).
     pub names: Names,
+    /// What the file system served on it.
+    pub stats: Arc<metrics::IoStats>,
 }
 
 /// Makes the commands the control socket carries out, once the groups are
@@ -147,9 +153,20 @@ fn run(
                 name: name.clone(),
                 group: g.clone(),
                 names: fs.names(slot)?,
+                stats: fs.stats(slot)?,
             })
         })
         .collect();
+    // Bound before the file system is mounted: a bad address is refused
+    // with nothing to undo.
+    let metrics = match &options.metrics {
+        Some(addr) => Some(metrics::Endpoint::start(
+            addr,
+            held.clone(),
+            std::time::Instant::now(),
+        )?),
+        None => None,
+    };
     let config = {
         let mut c = fuser::Config::default();
         c.mount_options = vec![
@@ -235,6 +252,9 @@ fn run(
     }
     if let Some(a) = answering {
         a.stop();
+    }
+    if let Some(m) = metrics {
+        m.stop();
     }
     match watcher.join() {
         Ok(Ok(())) => {}

@@ -806,7 +806,7 @@ impl<'e> Group<'e> {
 }
 
 /// Space figures in MiB, as `asmcmd lsdg` shows them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct GroupSpace {
     pub total_mb: u64,
     pub free_mb: u64,
