@@ -2204,7 +2204,7 @@ pub(crate) fn cp_out_served(
     let prepared = cairn_store::file_copy::prepare_destination(&target, &host, force)?;
     let file = std::fs::File::open(at).with_context(|| {
         format!(
-            "cannot read {} through the Cairn service's file system (it serves root only unless started with --allow-other)",
+            "cannot read {} through the Cairn service's file system (it serves only its own user unless started with --allow-other)",
             at.display()
         )
     })?;

@@ -36,9 +36,8 @@ use crate::console::Console;
 use crate::group_cmd::{self, GroupCommand};
 use crate::{Cli, EngineArg, Noun, Outcome};
 
-/// The power a rebalance left pending resumes at when the service starts
-/// (ASM resumes at its power limit; changing a running rebalance's power
-/// through the service is not built).
+/// The power a pending rebalance resumes at when its recorded power does
+/// not fit a command's (it always does, unless the record is damaged).
 const REBALANCE_RESUME_POWER: u16 = 4;
 
 /// What a command is about, for deciding who carries it out.
@@ -216,18 +215,25 @@ impl ServedCommands {
         }
     }
 
-    /// Resume in the background, at the default power, the rebalance a
+    /// Resume in the background, at its recorded power, the rebalance a
     /// group has pending (a stop or a crash interrupted it): what `cairn
-    /// group rebalance` would resume. A resync left by a stop was finished
-    /// by the mount.
+    /// group rebalance` would resume. One paused (power 0) stays paused. A
+    /// resync left by a stop was finished by the mount.
     pub(crate) fn resume_pending(&self) {
         for g in &self.groups {
             let pending = g.live().meta(|m| m.rebalance_pending()).ok().flatten();
-            let Some(moves) = pending else {
+            let Some(recorded) = pending else {
                 continue;
             };
-            tracing::info!(group = %g.name(), moves, "resuming the rebalance pending");
-            let power = REBALANCE_RESUME_POWER;
+            if recorded == 0 {
+                tracing::info!(group = %g.name(), "a rebalance is pending, paused (power 0); `cairn group rebalance {} --power N` resumes it", g.name());
+                continue;
+            }
+            // At the power it was given (within what a command may ask).
+            let power = u16::try_from(recorded)
+                .unwrap_or(REBALANCE_RESUME_POWER)
+                .min(1024);
+            tracing::info!(group = %g.name(), power, "resuming the rebalance pending");
             let started = self.claim(g, "rebalance").and_then(|busy| {
                 let work = self.rebalance_work(g, power, false);
                 self.long(

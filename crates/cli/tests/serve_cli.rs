@@ -1568,7 +1568,7 @@ fn other_users_reach_the_mount_only_with_allow_other_and_by_each_file_s_mode() {
 }
 
 #[test]
-fn serve_resumes_a_pending_rebalance_in_the_background() {
+fn serve_leaves_a_paused_rebalance_paused_and_resumes_it_when_told() {
     if !fuse_here() {
         return;
     }
@@ -1603,9 +1603,13 @@ fn serve_resumes_a_pending_rebalance_in_the_background() {
             .unwrap()
     };
     assert_eq!(used(&rig), 0, "nothing moved yet");
+    // Paused (power 0) is a decision: the service says so, and leaves it.
     let mut serving = Serving::start(&rig, &[]);
-    serving.wait_for_log("resuming the rebalance pending");
-    serving.wait_for_log("rebalance done");
+    serving.wait_for_log("a rebalance is pending, paused");
+    assert_eq!(used(&rig), 0, "still paused");
+    // Resumed through the socket at a power, it fills the new disk.
+    rig.cairn(&["group", "rebalance", "DATA", "--power", "4", "--wait"])
+        .ok();
     assert!(used(&rig) > 0, "the rebalance moved data onto D4");
     assert!(std::fs::read(serving.path("DATA/big.dbf")).unwrap() == std::fs::read(&data).unwrap());
     let (code, log) = serving.stop();

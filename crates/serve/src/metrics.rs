@@ -33,7 +33,6 @@ pub const LATENCY_BUCKETS_US: [u64; 12] = [
 /// One kind of request's counters.
 #[derive(Default)]
 pub struct OpStats {
-    count: AtomicU64,
     bytes: AtomicU64,
     errors: AtomicU64,
     /// Per bucket of [`LATENCY_BUCKETS_US`], then `+Inf`: not cumulative.
@@ -45,7 +44,6 @@ impl OpStats {
     /// A request served: its bytes, whether it failed, how long it took.
     pub fn record(&self, bytes: u64, failed: bool, took: Duration) {
         let us = took.as_micros().min(u128::from(u64::MAX)) as u64;
-        self.count.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         if failed {
             self.errors.fetch_add(1, Ordering::Relaxed);
@@ -66,7 +64,9 @@ impl OpStats {
             cumulative.push(sum);
         }
         OpSnapshot {
-            count: self.count.load(Ordering::Relaxed),
+            // The buckets' total, so that `_count` equals the `+Inf`
+            // bucket even while requests are being recorded.
+            count: sum,
             bytes: self.bytes.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             latency_buckets_cumulative: cumulative,
@@ -328,6 +328,9 @@ fn label(text: &str) -> String {
 /// The longest request head the metrics endpoint reads.
 const REQUEST_HEAD_MAX: usize = 8 << 10;
 
+/// The longest a request may take to arrive, and its answer to go.
+const REQUEST_TIME_MAX: Duration = Duration::from_secs(5);
+
 /// The metrics endpoint: plain HTTP on `addr` (`GET /metrics`), one
 /// connection at a time on a thread of its own; anything else gets a 404
 /// or 400, and the service goes on.
@@ -372,7 +375,15 @@ impl Endpoint {
         })
     }
 
-    pub(crate) fn stop(mut self) {
+    pub(crate) fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Endpoint {
+    /// Stopped on every way out (a service that could not start too): its
+    /// thread holds the groups.
+    fn drop(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
         // Wake the accepting thread.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
@@ -384,11 +395,17 @@ impl Endpoint {
 
 /// One HTTP exchange: `GET /metrics` gets the exposition.
 fn answer(mut stream: TcpStream, held: &[Held], started: Instant) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+    // One deadline for the whole request: a client that trickles bytes
+    // does not hold the endpoint (nor a stopping service) for longer.
+    let deadline = Instant::now() + REQUEST_TIME_MAX;
+    let _ = stream.set_write_timeout(Some(REQUEST_TIME_MAX));
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_HEAD_MAX {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
         match stream.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => head.extend_from_slice(&buf[..n]),

@@ -412,11 +412,11 @@ impl LiveGroup {
     }
 
     /// Scrub the group ([`Group::scrub`]) while data handles run: the
-    /// metadata and headers as one operation; then the data extents in
-    /// batches, each under its extents' exclusive latches (no write lands
-    /// between the reads of two copies, nor under a repair's rewrite) and
-    /// `meta` (latch → meta, the order first writes keep). A file deleted
-    /// or replaced since the listing is skipped.
+    /// metadata and headers as one operation; then each data extent under
+    /// its exclusive latch (no write lands between the reads of two copies,
+    /// nor under a repair's rewrite), `power` chunks at a time under `meta`
+    /// (latch → meta, the order first writes keep), checked again each
+    /// time. A file deleted or replaced since the listing is skipped.
     pub fn scrub(
         &self,
         power: usize,
@@ -426,43 +426,39 @@ impl LiveGroup {
         let started = std::time::Instant::now();
         let (mut report, extents, total) =
             self.inner.operation(|g| g.scrub_start(power, repair))??;
-        // Chunks of up to 1 MiB, every copy (two, mostly) read together.
-        let per_batch = (power.min(super::scrub::SCRUB_INFLIGHT_MAX) as u64)
-            * super::resync::RESYNC_IO_BYTES_MAX
-            * 2;
+        // At most `power` chunks of 1 MiB (every copy of each) read at
+        // once, as a scrub of a group one command holds: `meta` is held
+        // for one such read, the extent's latch for the whole extent.
+        let power = power.min(super::scrub::SCRUB_INFLIGHT_MAX);
         let mut done = 0;
         progress(super::resync::Progress {
             done,
             total,
             ..Default::default()
         });
-        let mut rest = &extents[..];
-        while !rest.is_empty() {
+        for e in &extents {
             if self.interrupted() {
                 return Err(GroupError::Interrupted(
                     "the scrub stopped because the service is stopping; run it again".into(),
                 ));
             }
-            // Extents until their copies make about `power` chunks.
-            let mut n = 0;
-            let mut bytes = 0;
-            while n < rest.len() && (n == 0 || bytes < per_batch) {
-                bytes += rest[n].bytes;
-                n += 1;
-            }
-            let (batch, after) = rest.split_at(n);
-            rest = after;
-            let keys: Vec<_> = batch
-                .iter()
-                .map(|e| ((e.file, e.incarnation, e.index), true))
-                .collect();
-            let latch = self.inner.plane.latch(keys);
-            let scrubbed = self
+            let latch = self
                 .inner
-                .meta()
-                .and_then(|mut g| g.scrub_extents(batch, repair, &mut report));
+                .plane
+                .latch(vec![((e.file, e.incarnation, e.index), true)]);
+            let mut from = 0;
+            loop {
+                let next =
+                    self.inner
+                        .meta()?
+                        .scrub_extent_part(e, from, power, repair, &mut report)?;
+                match next {
+                    Some(n) => from = n,
+                    None => break,
+                }
+            }
             drop(latch);
-            done += scrubbed?;
+            done += e.bytes;
             progress(super::resync::Progress {
                 done,
                 total,

@@ -64,7 +64,6 @@ impl ScrubReport {
 /// A repair's write: disk, byte offset, the reference's bytes.
 type Rewrite = (u16, u64, AlignedBuf);
 
-/// One chunk of one extent: every readable, current copy is read.
 /// A written data extent a scrub reads.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ScrubExtent {
@@ -75,6 +74,7 @@ pub(super) struct ScrubExtent {
     pub(super) bytes: u64,
 }
 
+/// One chunk of one extent: every readable, current copy is read.
 struct Chunk {
     file: u32,
     extent: u64,
@@ -183,33 +183,37 @@ impl Group<'_> {
         Ok((report, extents, total))
     }
 
-    /// Scrub one batch of extents (a live group's step, under their
-    /// exclusive latches and `meta`): each still the same file's and
-    /// written, its chunks read, compared and (`repair`) rewritten. The
-    /// bytes their copies hold.
-    pub(super) fn scrub_extents(
+    /// A live group's scrub step, under extent `e`'s exclusive latch and
+    /// `meta`: if it is still the same file's and written, read, compare
+    /// and (`repair`) rewrite at most `max_chunks` of its chunks from chunk
+    /// `from` on. The chunk to go on from, or `None` when the extent is
+    /// done (or gone).
+    pub(super) fn scrub_extent_part(
         &mut self,
-        extents: &[ScrubExtent],
+        e: &ScrubExtent,
+        from: usize,
+        max_chunks: usize,
         repair: bool,
         report: &mut ScrubReport,
-    ) -> Result<u64, GroupError> {
-        let mut chunks = Vec::new();
-        for e in extents {
-            let same = self.files.get(&e.file).is_some_and(|r| {
-                r.entry.incarnation == e.incarnation
-                    && r.extents
-                        .get(e.index as usize)
-                        .is_some_and(|x| x.initialized)
-            });
-            if same {
-                chunks.extend(self.extent_chunks(e.file, e.index));
-                report.extents_read += 1;
-            }
+    ) -> Result<Option<usize>, GroupError> {
+        let same = self.files.get(&e.file).is_some_and(|r| {
+            r.entry.incarnation == e.incarnation
+                && r.extents
+                    .get(e.index as usize)
+                    .is_some_and(|x| x.initialized)
+        });
+        if !same {
+            return Ok(None);
         }
-        if !chunks.is_empty() {
-            self.scrub_batch(&chunks, repair, report)?;
+        let chunks = self.extent_chunks(e.file, e.index);
+        if from == 0 {
+            report.extents_read += 1;
         }
-        Ok(extents.iter().map(|e| e.bytes).sum())
+        let to = chunks.len().min(from + max_chunks.max(1));
+        if from < to {
+            self.scrub_batch(&chunks[from..to], repair, report)?;
+        }
+        Ok((to < chunks.len()).then_some(to))
     }
 
     /// A scrub's last step: what it rewrote made durable.
