@@ -207,18 +207,9 @@ pub fn copy_in(
     match fill(group, number, source, expected, max_bytes, progress) {
         Ok((copied, stopped_at_max)) => {
             let size = copied.div_ceil(sector) * sector;
-            // The file's length in bytes (a source that ends inside a
-            // sector reads back as long as it was) is set while the file is
-            // nameless: it has it when its name appears.
             let publish = group
                 .sync()
-                .and_then(|()| match copied == size {
-                    true => Ok(()),
-                    false => group
-                        .set_byte_size(number, copied, now_ns(), false)
-                        .map(|_| ()),
-                })
-                .and_then(|()| group.publish(number, dest, size));
+                .and_then(|()| publish_copied(group, number, dest, copied, size));
             match publish {
                 Ok(file) => Ok(CopyInReport {
                     file,
@@ -409,12 +400,7 @@ pub fn copy_in_live(
         });
     let published = filled.and_then(|(copied, stopped_at_max)| {
         let size = copied.div_ceil(sector) * sector;
-        let file = live.meta(|g| {
-            if copied != size {
-                g.set_byte_size(number, copied, now_ns(), false)?;
-            }
-            g.publish(number, dest, size)
-        })??;
+        let file = live.meta(|g| publish_copied(g, number, dest, copied, size))??;
         Ok(CopyInReport {
             file,
             bytes_copied: copied,
@@ -1077,6 +1063,23 @@ fn describe_io(e: &std::io::Error, hint: &str) -> String {
         }
         _ => format!("{e}; {hint}"),
     }
+}
+
+/// Name a copied file `dest`, `size` bytes of whole sectors long. Its
+/// length in bytes (a source that ends inside a sector reads back as long
+/// as it was) is set first, while the file is nameless: it has it when its
+/// name appears.
+fn publish_copied(
+    group: &mut Group<'_>,
+    number: u32,
+    dest: &GroupPath,
+    copied: u64,
+    size: u64,
+) -> Result<FileInfo, GroupError> {
+    if copied != size {
+        group.set_byte_size(number, copied, now_ns(), false)?;
+    }
+    group.publish(number, dest, size)
 }
 
 /// Now, in nanoseconds since the epoch (a file's times).
