@@ -21,7 +21,8 @@
 # >= 1.5x bindfs's; CPU seconds per I/O of the fuse side (service + fio).
 #
 # Environment: BENCH_SECONDS (10, quick 3), BENCH_OUT (default
-# target/serve/<UTC time>).
+# target/serve/<UTC time>), BENCH_SERVE_ARGS (more arguments for
+# `cairn serve`, e.g. "--threads 8").
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -135,7 +136,8 @@ notify = f"{work}/notify.sock"
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(notify)
 s.settimeout(120)
-serve = subprocess.Popen([cairn, "serve", "--mountpoint", f"{work}/mnt"],
+serve = subprocess.Popen([cairn, "serve", "--mountpoint", f"{work}/mnt"]
+                         + os.environ.get("BENCH_SERVE_ARGS", "").split(),
                          env=dict(os.environ, NOTIFY_SOCKET=notify),
                          stderr=open(f"{out}/serve.log", "w"))
 assert s.recv(64) == b"READY=1\n"

@@ -33,8 +33,9 @@ use cairn_store::group::{
 };
 use fuser::{
     BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    TimeOrNow, WriteFlags,
 };
 
 /// How long the kernel may keep an answer (attributes, names) without
@@ -705,6 +706,33 @@ impl GroupFs {
 }
 
 impl Filesystem for GroupFs {
+    /// What the connection may do beyond fuser's defaults (asynchronous
+    /// reads, big writes).
+    ///
+    /// - `FUSE_ASYNC_DIO`: an `O_DIRECT` read or write submitted
+    ///   asynchronously (io_uring, libaio) is sent to the service without the
+    ///   submitter waiting for it, so a queue of them is in flight at once.
+    ///   Without it the kernel serves each one synchronously in the caller
+    ///   (for io_uring: in an io-wq worker, writes to one file serialised on
+    ///   its inode), and QD32 runs as QD1.
+    /// - `FUSE_PARALLEL_DIROPS`: lookups and readdirs in one directory are not
+    ///   serialised on its inode lock; the name table is under `meta` anyway.
+    /// - Background requests (asynchronous I/O, readahead): up to
+    ///   `MAX_BACKGROUND` in flight before the kernel queues, beyond the
+    ///   kernel's default of 12, which would cap a QD32 submitter.
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        const MAX_BACKGROUND: u16 = 128;
+        for flag in [InitFlags::FUSE_ASYNC_DIO, InitFlags::FUSE_PARALLEL_DIROPS] {
+            // A kernel without one works as before, only slower.
+            if config.add_capabilities(flag).is_err() {
+                tracing::info!(?flag, "the kernel does not offer this FUSE capability");
+            }
+        }
+        let _ = config.set_max_background(MAX_BACKGROUND);
+        let _ = config.set_congestion_threshold(MAX_BACKGROUND * 3 / 4);
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let Some(name) = name.to_str() else {
             return reply.error(Errno::ENOENT);
