@@ -46,10 +46,15 @@ pub(crate) fn forward(
         .map(|d| d.text)
         .unwrap_or_default();
     let json = argv.iter().any(|a| a == "--json");
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|d| d.into_os_string().into_string().ok())
+        .unwrap_or_default();
     let request = Request {
         protocol: PROTOCOL,
         argv,
         discovery,
+        cwd,
     };
     let mut line = serde_json::to_vec(&request).ok()?;
     line.push(b'\n');

@@ -165,6 +165,9 @@ pub enum GroupCommand {
         /// Take an added device that carries another owner's data or another group's label.
         #[arg(long)]
         force: bool,
+        /// Through the service: wait for the rebalance to end, showing its progress (without a service, the command always waits).
+        #[arg(long)]
+        wait: bool,
         #[command(flatten)]
         discover: Discover,
         #[command(flatten)]
@@ -224,6 +227,9 @@ pub enum GroupCommand {
         /// Take a new device that carries another owner's data or another group's label.
         #[arg(long)]
         force: bool,
+        /// Through the service: wait for the rebuild to end, showing its progress (without a service, the command always waits).
+        #[arg(long)]
+        wait: bool,
         #[command(flatten)]
         discover: Discover,
         #[command(flatten)]
@@ -367,7 +373,7 @@ fn finish(c: &mut Console<'_, '_>, group: Group<'_>) -> Result<()> {
 
 /// Say which disks a command took offline after an I/O error — whether the
 /// command then succeeded or not: the disk is out of use for good.
-fn warn_offlined(c: &mut Console<'_, '_>, group: &str, disks: &[String]) {
+pub(crate) fn warn_offlined(c: &mut Console<'_, '_>, group: &str, disks: &[String]) {
     for d in disks {
         errln!(c,
             "cairn: warning: group {group}: disk {d} and is now OFFLINE; the group runs DEGRADED on the other copies (check the disk and the kernel log, dmesg)"
@@ -670,12 +676,11 @@ pub fn run_group(
             power,
             explain,
             force,
+            wait: _,
             discover,
             output,
         } => {
-            if add.is_empty() && drop.is_empty() && resize.is_empty() {
-                bail!("name disks to --add PATH[=FAILGROUP], --drop DISK or --resize DISK=SIZE");
-            }
+            alter_named_something(&add, &drop, &resize)?;
             let host = Host::real();
             let d = discovery(discover.discover.as_deref())?;
             let args: Vec<DiskArg> = add.iter().map(|a| DiskArg::parse(a)).collect();
@@ -749,29 +754,17 @@ pub fn run_group(
             with,
             power,
             force,
+            wait: _,
             discover,
             output,
         } => {
             let host = Host::real();
             let d = discovery(discover.discover.as_deref())?;
-            // The new disk joins the failure group of the one it replaces.
             let failgroup = {
                 let m = mount_read_only(c, engine.as_mut(), &discover, &name)?;
-                let fg = m
-                    .group
-                    .disks()
-                    .into_iter()
-                    .find(|r| r.label.eq_ignore_ascii_case(&disk))
-                    .map(|r| (r.failgroup, r.state));
+                let rows = m.group.disks();
                 m.group.dismount()?;
-                match fg {
-                    None => bail!("group {name} has no disk {disk}; `cairn group disks {name}` lists its disks"),
-                    Some((_, state)) if state != cairn_format::group::DiskState::Offline => bail!(
-                        "disk {disk} is {}: only an OFFLINE disk is replaced; `cairn group alter {name} --add PATH --drop {disk}` swaps a working disk, moving its data once",
-                        state.as_str()
-                    ),
-                    Some((fg, _)) => fg,
-                }
+                replaced_failgroup(&rows, &name, &disk)?
             };
             let args = [DiskArg {
                 path: with.clone(),
@@ -791,21 +784,7 @@ pub fn run_group(
                 let mut m = mount(c, engine.as_mut(), &discover, &name)?;
                 let prepared = m.group.prepare_adds(&new, force);
                 let prepared = said(c, &m.group, prepared)?;
-                // The rebuild must be able to run once the new disk is in:
-                // no other disk may be out of service.
-                if let Some(other) = m.group.disks().into_iter().find(|d| {
-                    !d.label.eq_ignore_ascii_case(&disk)
-                        && !d.dropped_by_force
-                        && d.state != cairn_format::group::DiskState::Online
-                }) {
-                    bail!(
-                        "disk {} is {} too: bring it back (`cairn group online {name} {}`) or drop it (`cairn group drop-disk {name} {} --force`) before replacing {disk}",
-                        other.label,
-                        other.state.as_str(),
-                        other.label,
-                        other.label
-                    );
-                }
+                replace_blocker(&m.group.disks(), &name, &disk)?;
                 let result = m.group.add_disks(prepared);
                 said(c, &m.group, result)?;
                 joined = true;
@@ -873,62 +852,11 @@ fn alter(
     let mut work = said(c, &m.group, work)?;
     let group_name = m.group.name().to_string();
     if explain {
-        let sources: Vec<u16> = work
-            .disks
-            .iter()
-            .filter(|d| d.bytes_out > 0 || d.bytes_in > 0)
-            .map(|d| d.number)
-            .collect();
+        let sources = explain_sources(&work);
         let rates = m.group.measure_read_rates(&sources, 64 << 20);
         work.estimate(&rates);
         m.group.dismount()?;
-        if json {
-            c.json(&serde_json::json!({ "group": group_name, "explain": work }))?;
-        } else {
-            outln!(c,
-                "group {group_name}: the change would move {} AU(s) ({} MiB) in {} move(s): {} rebuild, {} evacuate, {} balance{}",
-                work.aus_to_move,
-                work.bytes_to_move >> 20,
-                work.moves,
-                work.rebuild_moves,
-                work.evacuate_moves,
-                work.balance_moves,
-                work.estimated_seconds.map_or_else(String::new, |s| format!(
-                    "; about {} at the sequential read rates measured now",
-                    render_duration((s.ceil() as u64).max(1))
-                ))
-            );
-            outln!(
-                c,
-                "{:>4}  {:<16} {:<12} {:<9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9}",
-                "DISK",
-                "LABEL",
-                "FAILGROUP",
-                "STATE",
-                "USED_AU",
-                "AFTER_AU",
-                "IN_AU",
-                "OUT_AU",
-                "IN_MiB",
-                "OUT_MiB"
-            );
-            for d in &work.disks {
-                outln!(
-                    c,
-                    "{:>4}  {:<16} {:<12} {:<9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9}",
-                    d.number,
-                    d.label,
-                    d.failgroup,
-                    d.state,
-                    d.aus_used_before,
-                    d.aus_used_after,
-                    d.aus_in,
-                    d.aus_out,
-                    d.bytes_in >> 20,
-                    d.bytes_out >> 20
-                );
-            }
-        }
+        show_explain(c, &group_name, &work, json)?;
         return Ok(Outcome::Done);
     }
     // A rebalance that could not run would leave the change half done:
@@ -950,23 +878,151 @@ fn alter(
         let r = m.group.request_resizes(resizes);
         said(c, &m.group, r)?
     };
-    if !json {
-        if !added.is_empty() {
-            outln!(c, "group {group_name}: added {}", added.join(", "));
-        }
-        if !drops.is_empty() {
-            outln!(
-                c,
-                "group {group_name}: dropping {}",
-                drops.join(", ").to_ascii_uppercase()
-            );
-        }
-        for line in resized {
-            outln!(c, "group {group_name}: {line}");
-        }
-    }
+    show_altered(c, &group_name, &added, drops, &resized, json)?;
     rebalance_and_finish(c, m.group, power, json)?;
     Ok(Outcome::Done)
+}
+
+/// `alter` refuses a call that names no change.
+pub(crate) fn alter_named_something(
+    add: &[String],
+    drop: &[String],
+    resize: &[(String, u64)],
+) -> Result<()> {
+    if add.is_empty() && drop.is_empty() && resize.is_empty() {
+        bail!("name disks to --add PATH[=FAILGROUP], --drop DISK or --resize DISK=SIZE");
+    }
+    Ok(())
+}
+
+/// The disks an explained change reads from (their read rates estimate
+/// its time).
+pub(crate) fn explain_sources(work: &group::relocate::Explain) -> Vec<u16> {
+    work.disks
+        .iter()
+        .filter(|d| d.bytes_out > 0 || d.bytes_in > 0)
+        .map(|d| d.number)
+        .collect()
+}
+
+/// `alter --explain`: the work a change would do, per disk.
+pub(crate) fn show_explain(
+    c: &mut Console<'_, '_>,
+    group_name: &str,
+    work: &group::relocate::Explain,
+    json: bool,
+) -> Result<()> {
+    if json {
+        return c.json(&serde_json::json!({ "group": group_name, "explain": work }));
+    }
+    outln!(c,
+        "group {group_name}: the change would move {} AU(s) ({} MiB) in {} move(s): {} rebuild, {} evacuate, {} balance{}",
+        work.aus_to_move,
+        work.bytes_to_move >> 20,
+        work.moves,
+        work.rebuild_moves,
+        work.evacuate_moves,
+        work.balance_moves,
+        work.estimated_seconds.map_or_else(String::new, |s| format!(
+            "; about {} at the sequential read rates measured now",
+            render_duration((s.ceil() as u64).max(1))
+        ))
+    );
+    outln!(
+        c,
+        "{:>4}  {:<16} {:<12} {:<9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9}",
+        "DISK",
+        "LABEL",
+        "FAILGROUP",
+        "STATE",
+        "USED_AU",
+        "AFTER_AU",
+        "IN_AU",
+        "OUT_AU",
+        "IN_MiB",
+        "OUT_MiB"
+    );
+    for d in &work.disks {
+        outln!(
+            c,
+            "{:>4}  {:<16} {:<12} {:<9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9}",
+            d.number,
+            d.label,
+            d.failgroup,
+            d.state,
+            d.aus_used_before,
+            d.aus_used_after,
+            d.aus_in,
+            d.aus_out,
+            d.bytes_in >> 20,
+            d.bytes_out >> 20
+        );
+    }
+    Ok(())
+}
+
+/// What `alter` changed, before its rebalance runs.
+pub(crate) fn show_altered(
+    c: &mut Console<'_, '_>,
+    group_name: &str,
+    added: &[String],
+    drops: &[String],
+    resized: &[String],
+    json: bool,
+) -> Result<()> {
+    if json {
+        return Ok(());
+    }
+    if !added.is_empty() {
+        outln!(c, "group {group_name}: added {}", added.join(", "));
+    }
+    if !drops.is_empty() {
+        outln!(
+            c,
+            "group {group_name}: dropping {}",
+            drops.join(", ").to_ascii_uppercase()
+        );
+    }
+    for line in resized {
+        outln!(c, "group {group_name}: {line}");
+    }
+    Ok(())
+}
+
+/// `replace`: the failure group the new disk joins (the replaced one's),
+/// which must be OFFLINE.
+pub(crate) fn replaced_failgroup(
+    rows: &[group::DiskInfo],
+    name: &str,
+    disk: &str,
+) -> Result<String> {
+    match rows.iter().find(|r| r.label.eq_ignore_ascii_case(disk)) {
+        None => bail!("group {name} has no disk {disk}; `cairn group disks {name}` lists its disks"),
+        Some(r) if r.state != cairn_format::group::DiskState::Offline => bail!(
+            "disk {disk} is {}: only an OFFLINE disk is replaced; `cairn group alter {name} --add PATH --drop {disk}` swaps a working disk, moving its data once",
+            r.state.as_str()
+        ),
+        Some(r) => Ok(r.failgroup.clone()),
+    }
+}
+
+/// `replace`: the rebuild must be able to run once the new disk is in, so
+/// no other disk may be out of service.
+pub(crate) fn replace_blocker(rows: &[group::DiskInfo], name: &str, disk: &str) -> Result<()> {
+    if let Some(other) = rows.iter().find(|d| {
+        !d.label.eq_ignore_ascii_case(disk)
+            && !d.dropped_by_force
+            && d.state != cairn_format::group::DiskState::Online
+    }) {
+        bail!(
+            "disk {} is {} too: bring it back (`cairn group online {name} {}`) or drop it (`cairn group drop-disk {name} {} --force`) before replacing {disk}",
+            other.label,
+            other.state.as_str(),
+            other.label,
+            other.label
+        );
+    }
+    Ok(())
 }
 
 /// Run (or resume) the rebalance, dismount, and say what it did.

@@ -132,7 +132,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
         let groups = held
             .into_iter()
             .map(|held| crate::served::HeldGroup {
-                paths: paths.remove(&held.name).unwrap_or_default(),
+                paths: std::sync::Mutex::new(paths.remove(&held.name).unwrap_or_default()),
                 held,
             })
             .collect();

@@ -27,6 +27,7 @@ use cairn_serve::control::{self, Peer, Replier, Reply, Request};
 use cairn_serve::Held;
 use cairn_store::discovery::DiscoveryString;
 use cairn_store::group::{self, LiveGroup};
+use cairn_store::group_admin::DiskArg;
 use cairn_store::group_lock;
 use cairn_store::names::GroupPath;
 use cairn_store::{file_copy, group_admin, group_copy};
@@ -141,13 +142,23 @@ pub(crate) fn concern(noun: &Noun) -> Option<Concern> {
 /// A group the service holds, as its commands see it.
 pub(crate) struct HeldGroup {
     pub(crate) held: Held,
-    /// Its disks' paths, by device id in the metadata plane's engine.
-    pub(crate) paths: BTreeMap<u32, PathBuf>,
+    /// Its disks' paths, by device id in the metadata plane's engine:
+    /// those found at mount, and disks added since. A leaf.
+    pub(crate) paths: Mutex<BTreeMap<u32, PathBuf>>,
 }
 
 impl HeldGroup {
     fn live(&self) -> &Arc<LiveGroup> {
         &self.held.group
+    }
+
+    /// New disks joined as `ids` (in the metadata plane's engine): their
+    /// paths are known from now on.
+    fn joined(&self, ids: &[cairn_io::DeviceId], new: &NewDisks) {
+        let mut paths = lock(&self.paths);
+        for (id, added) in ids.iter().zip(&new.added) {
+            paths.insert(id.0, added.path.clone());
+        }
     }
 
     fn name(&self) -> &str {
@@ -169,6 +180,74 @@ pub(crate) struct ServedCommands {
     /// The threads of long operations whose clients did not wait, and
     /// whether the service is stopping (no new one then). A leaf.
     background: Mutex<Background>,
+}
+
+/// Make the device paths of a command absolute against the client's
+/// working directory `cwd` (the service's own is not the client's).
+fn resolve_paths(noun: &mut Noun, cwd: &str) -> Result<()> {
+    let resolve = |path: &std::path::Path| -> Result<PathBuf> {
+        if path.is_absolute() {
+            return Ok(path.to_path_buf());
+        }
+        if !cwd.starts_with('/') {
+            bail!(
+                "the device path {} is relative and the service was not told the client's working directory; give the full path",
+                path.display()
+            );
+        }
+        Ok(std::path::Path::new(cwd).join(path))
+    };
+    match noun {
+        Noun::Group(GroupCommand::Alter { add, .. }) => {
+            for a in add.iter_mut() {
+                let joined = resolve(std::path::Path::new(a.as_str()))?;
+                *a = joined.to_string_lossy().into_owned();
+            }
+        }
+        Noun::Group(GroupCommand::Replace { with, .. }) => *with = resolve(with)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// What `alter` on a live group did before its rebalance.
+enum Altered {
+    Explained(group::relocate::Explain),
+    Changed {
+        added: Vec<String>,
+        resized: Vec<String>,
+    },
+}
+
+/// New disks opened and labelled for a change to a live group.
+struct NewDisks {
+    /// The engine that opened and labelled them (and erases a label it
+    /// made, if the change is refused).
+    engine: Box<dyn cairn_io::FileEngine>,
+    new: Vec<group::NewDisk>,
+    added: Vec<group_admin::AddedDisk>,
+    /// Their handles, shared, for the group's engines.
+    files: Vec<cairn_io::DeviceFile>,
+}
+
+impl NewDisks {
+    /// The disks as the group's engine knows them (`ids`, in order).
+    fn with_ids(&self, ids: &[cairn_io::DeviceId]) -> Vec<group::NewDisk> {
+        self.new
+            .iter()
+            .zip(ids)
+            .map(|(n, id)| group::NewDisk {
+                device: *id,
+                failgroup: n.failgroup.clone(),
+            })
+            .collect()
+    }
+
+    /// The change was refused before the disks joined: the labels this
+    /// call wrote are erased again.
+    fn refused(mut self) {
+        group_admin::erase_new_labels(self.engine.as_mut(), &self.added);
+    }
 }
 
 #[derive(Default)]
@@ -441,11 +520,13 @@ impl ServedCommands {
             GroupCommand::Disks { name, output, .. } => {
                 let g = self.group(&name)?;
                 let (disks, au) = g.live().meta(|m| (m.disks(), m.au_bytes()))?;
-                group_cmd::show_disks(c, disks, au, &g.paths, output.json)?;
+                let paths = lock(&g.paths).clone();
+                group_cmd::show_disks(c, disks, au, &paths, output.json)?;
             }
             GroupCommand::Space { name, output, .. } => {
                 let g = self.group(&name)?;
-                let rows = g.live().meta(|m| group_admin::space(m, &g.paths))?;
+                let paths = lock(&g.paths).clone();
+                let rows = g.live().meta(|m| group_admin::space(m, &paths))?;
                 group_cmd::show_space(c, rows, output.json)?;
             }
             GroupCommand::Check {
@@ -614,19 +695,181 @@ impl ServedCommands {
                 };
                 return self.long(c, &g, busy, ("scrub", usize::from(power)), wait, work);
             }
-            GroupCommand::Alter { name, .. } | GroupCommand::Replace { name, .. } => {
+            GroupCommand::Alter {
+                name,
+                add,
+                drop,
+                resize,
+                power,
+                explain,
+                force,
+                wait,
+                output,
+                ..
+            } => {
+                group_cmd::alter_named_something(&add, &drop, &resize)?;
                 let g = self.group(&name)?;
-                bail!(
-                    "group {} is held by the Cairn service (pid {}), and this command is not built yet for a group being served (docs/serve.md); stop the service, run it, and start the service again",
-                    g.name(),
-                    std::process::id()
-                );
+                let busy = self.claim(&g, "rebalance")?;
+                let args: Vec<DiskArg> = add.iter().map(|a| DiskArg::parse(a)).collect();
+                let mut new = self.open_new_disks(&name, &args, force)?;
+                let json = output.json;
+                let files = std::mem::take(&mut new.files);
+                let mut joined = false;
+                let mut attached = Vec::new();
+                let changed = g.live().add_devices(files, |m, ids| {
+                    attached = ids.to_vec();
+                    let prepared = m.prepare_adds(&new.with_ids(ids), force)?;
+                    let mut work = m.explain_change(&prepared, &drop, &resize)?;
+                    if explain {
+                        let rates =
+                            m.measure_read_rates(&group_cmd::explain_sources(&work), 64 << 20);
+                        work.estimate(&rates);
+                        return Ok(Altered::Explained(work));
+                    }
+                    // A rebalance that could not run would leave the change
+                    // half done: refused before anything changes.
+                    if power > 0 {
+                        m.rebalance_blocker()?;
+                    }
+                    let added = m.add_disks(prepared)?;
+                    joined = true;
+                    if !drop.is_empty() {
+                        m.request_drops(&drop)?;
+                    }
+                    let resized = if resize.is_empty() {
+                        Vec::new()
+                    } else {
+                        m.request_resizes(&resize)?
+                    };
+                    Ok(Altered::Changed { added, resized })
+                });
+                if !joined && (changed.is_err() || explain) {
+                    new.refused();
+                } else if joined {
+                    g.joined(&attached, &new);
+                }
+                let changed = self.said(c, &g, changed)?;
+                match changed {
+                    Altered::Explained(work) => {
+                        group_cmd::show_explain(c, g.name(), &work, json)?;
+                    }
+                    Altered::Changed { added, resized } => {
+                        group_cmd::show_altered(c, g.name(), &added, &drop, &resized, json)?;
+                        let work = self.rebalance_work(&g, power, json);
+                        // Power 0 only records the pause: nothing to wait for.
+                        let wait = wait || power == 0;
+                        return self.long(
+                            c,
+                            &g,
+                            busy,
+                            ("rebalance", usize::from(power)),
+                            wait,
+                            work,
+                        );
+                    }
+                }
+            }
+            GroupCommand::Replace {
+                name,
+                disk,
+                with,
+                power,
+                force,
+                wait,
+                output,
+                ..
+            } => {
+                let g = self.group(&name)?;
+                let busy = self.claim(&g, "rebalance")?;
+                let rows = g.live().meta(|m| m.disks())?;
+                let failgroup = group_cmd::replaced_failgroup(&rows, &name, &disk)?;
+                let args = [DiskArg {
+                    path: with,
+                    failgroup: Some(failgroup),
+                }];
+                let mut new = self.open_new_disks(&name, &args, force)?;
+                let files = std::mem::take(&mut new.files);
+                let mut joined = false;
+                let mut attached = Vec::new();
+                let changed = g.live().add_devices(files, |m, ids| {
+                    attached = ids.to_vec();
+                    let prepared = m.prepare_adds(&new.with_ids(ids), force)?;
+                    group_cmd::replace_blocker(&m.disks(), &name, &disk)
+                        .map_err(|e| group::GroupError::Invalid(e.to_string()))?;
+                    m.add_disks(prepared)?;
+                    joined = true;
+                    m.drop_disks_forced(std::slice::from_ref(&disk))
+                });
+                if !joined && changed.is_err() {
+                    new.refused();
+                } else if joined {
+                    g.joined(&attached, &new);
+                }
+                self.said(c, &g, changed)?;
+                let work = self.rebalance_work(&g, power, output.json);
+                return self.long(c, &g, busy, ("rebalance", usize::from(power)), wait, work);
             }
             GroupCommand::Create { .. } => {
                 bail!("`group create` is not carried out by the service")
             }
         }
         Ok(Outcome::Done)
+    }
+
+    /// New disks for a change to a live group (`alter --add`, `replace`):
+    /// checked, opened for writing and labelled through an engine of their
+    /// own, as the CLI does ([`group_admin::open_new_disks`]), each one's
+    /// handle shared for the group's engines.
+    fn open_new_disks(&self, name: &str, args: &[DiskArg], force: bool) -> Result<NewDisks> {
+        let mut engine = crate::engine_depth(self.engine, 8)?;
+        let (new, added) = group_admin::open_new_disks(
+            engine.as_mut(),
+            &cairn_io::host::Host::real(),
+            &self.discovery,
+            name,
+            args,
+            force,
+            crate::now_unix_seconds(),
+        )?;
+        let mut files = Vec::new();
+        for n in &new {
+            let shared = engine
+                .device(n.device)
+                .map(cairn_io::DeviceFile::try_clone)
+                .transpose()
+                .context("cannot share a new disk's handle");
+            match shared {
+                Ok(Some(f)) => files.push(f),
+                Ok(None) | Err(_) => {
+                    group_admin::erase_new_labels(engine.as_mut(), &added);
+                    return Err(shared.err().unwrap_or_else(|| {
+                        anyhow!("a new disk is not attached to the engine that opened it")
+                    }));
+                }
+            }
+        }
+        Ok(NewDisks {
+            engine,
+            new,
+            added,
+            files,
+        })
+    }
+
+    /// A change's result, after warning of any disk it found failing (as
+    /// the CLI's `said`).
+    fn said<T>(
+        &self,
+        c: &mut Console<'_, '_>,
+        g: &HeldGroup,
+        result: Result<T, group::GroupError>,
+    ) -> Result<T> {
+        if result.is_err() {
+            if let Ok(offlined) = g.live().meta(|m| m.disks_taken_offline().to_vec()) {
+                group_cmd::warn_offlined(c, g.name(), &offlined);
+            }
+        }
+        Ok(result?)
     }
 
     /// A rebalance's work on a live group (after a change that asks for
@@ -740,6 +983,14 @@ impl control::Commands for ServedCommands {
             reply.send(&Reply::NotHeld);
             return;
         };
+        let mut cli = cli;
+        if let Err(e) = resolve_paths(&mut cli.noun, &request.cwd) {
+            reply.send(&Reply::Exit {
+                status: 1,
+                message: Some(e.to_string()),
+            });
+            return;
+        }
         if !self.carries_out(&concern, &request) {
             reply.send(&Reply::NotHeld);
             return;
@@ -820,22 +1071,37 @@ fn show_status(c: &mut Console<'_, '_>, s: &cairn_serve::metrics::Status) {
         }
         outln!(
             c,
-            "  {:>4}  {:<16} {:<14} {:<9} {:>9}",
+            "  {:>4}  {:<16} {:<14} {:<9} {:>9} {:>10} {:>8} {:>10} {:>8} {:>7} {:>7}",
             "DISK",
             "LABEL",
             "FAILGROUP",
             "STATE",
-            "STALE_AU"
+            "STALE_AU",
+            "READS",
+            "READ_MIB",
+            "WRITES",
+            "WRIT_MIB",
+            "AVG_US",
+            "ERRORS"
         );
         for d in &g.disks {
+            let io = &d.io;
+            let requests = io.reads.count + io.writes.count;
+            let micros = io.reads.latency_micros_sum + io.writes.latency_micros_sum;
             outln!(
                 c,
-                "  {:>4}  {:<16} {:<14} {:<9} {:>9}",
+                "  {:>4}  {:<16} {:<14} {:<9} {:>9} {:>10} {:>8} {:>10} {:>8} {:>7} {:>7}",
                 d.number,
                 d.label,
                 d.failgroup,
                 d.state,
-                d.stale_aus
+                d.stale_aus,
+                io.reads.count,
+                io.reads.bytes >> 20,
+                io.writes.count,
+                io.writes.bytes >> 20,
+                micros.checked_div(requests).unwrap_or(0),
+                io.reads.errors + io.writes.errors + io.flushes.errors
             );
         }
     }

@@ -1801,6 +1801,31 @@ fn metrics_and_status_count_what_the_file_system_served() {
             "{body}"
         );
     }
+    // Per disk, the data plane's I/O: normal redundancy writes each byte on
+    // two disks (one per failure group), so the disks' writes hold at least
+    // twice the file's bytes; every disk was flushed by the fsync that had
+    // something on it; the reads the file system served (above) came
+    // from the disks.
+    let disk_total = |what: &str, op: &str| -> f64 {
+        (0..4)
+            .map(|d| {
+                value(&format!(
+                    "cairn_disk_io_{what}_total{{group=\"DATA\",disk=\"D{d}\",op=\"{op}\"}}"
+                ))
+            })
+            .sum()
+    };
+    assert!(
+        disk_total("bytes", "write") >= f64::from(2 * (3 << 16)),
+        "{body}"
+    );
+    assert!(disk_total("requests", "flush") >= 2.0, "{body}");
+    assert!(disk_total("bytes", "read") >= f64::from(3 << 16), "{body}");
+    assert_eq!(disk_total("errors", "write"), 0.0, "{body}");
+    assert_eq!(
+        value("cairn_disk_io_latency_seconds_bucket{group=\"DATA\",disk=\"D0\",op=\"write\",le=\"+Inf\"}"),
+        value("cairn_disk_io_requests_total{group=\"DATA\",disk=\"D0\",op=\"write\"}")
+    );
     // Anything else: an answer, and the endpoint lives on.
     assert!(http_get(&addr, "GET /x HTTP/1.1\r\n\r\n").0.contains("404"));
     assert!(http_get(&addr, "\u{1}\u{2}garbage\r\n\r\n")
@@ -1812,8 +1837,220 @@ fn metrics_and_status_count_what_the_file_system_served() {
     assert_eq!(g["name"], "DATA");
     assert!(g["writes"]["bytes"].as_u64().unwrap() >= 3 << 16, "{s:#}");
     assert_eq!(g["disks"].as_array().unwrap().len(), 4, "{s:#}");
+    let written: u64 = g["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["io"]["writes"]["bytes"].as_u64().unwrap())
+        .sum();
+    assert!(written >= 2 * (3 << 16), "{s:#}");
     let text = rig.cairn(&["status"]).ok();
     assert!(text.stdout.contains("group DATA (NORMAL)"), "{text:?}");
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
+}
+
+/// The files under `dir` a process has open (its /proc/PID/fd links).
+fn open_files_under(pid: u32, dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(dir))
+        .collect()
+}
+
+#[test]
+fn a_served_group_adds_and_drops_disks_under_fio_verify_and_lets_go_of_the_dropped() {
+    if !fuse_here() || !fio_here() {
+        return;
+    }
+    let rig = Rig::new();
+    let here = rig.path("");
+    group_on(&rig, [&here, &here, &here, &here], &["--au-size", "1M"]);
+    let serving = Serving::start(&rig, &[]);
+    let pid = serving.child.as_ref().unwrap().id();
+    let file = serving.path("DATA/fio.dat");
+    let mut fio = FioVerify::start(&file, &["--size=32M", "--time_based", "--runtime=8s"]);
+    fio.progress(1);
+    for i in [4, 5] {
+        sparse(&here.join(format!("d{i}.img")), 256 * MIB);
+    }
+    // Paths relative to the client's working directory: the service
+    // resolves them there, not in its own.
+    let explained: Run = cairn_command(&rig.discover, &[("CAIRN_RUN_DIR", &rig.run_dir)])
+        .current_dir(&here)
+        .args([
+            "group",
+            "alter",
+            "DATA",
+            "--add",
+            "d4.img=A",
+            "--drop",
+            "D0",
+            "--explain",
+        ])
+        .output()
+        .unwrap()
+        .into();
+    let explained = explained.ok();
+    assert!(
+        explained.stdout.contains("the change would move"),
+        "{explained:?}"
+    );
+    // Explained only: nothing changed, and the new disk is not held.
+    let disks = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    assert_eq!(disks.as_array().map(Vec::len), Some(4), "{disks}");
+    assert!(
+        !open_files_under(pid, &here).contains(&here.join("d4.img")),
+        "an explained disk is let go of"
+    );
+    let altered: Run = cairn_command(&rig.discover, &[("CAIRN_RUN_DIR", &rig.run_dir)])
+        .current_dir(&here)
+        .args([
+            "group", "alter", "DATA", "--add", "d4.img=A", "--add", "d5.img=B", "--drop", "D0",
+            "--drop", "D2", "--wait", "--json",
+        ])
+        .output()
+        .unwrap()
+        .into();
+    let altered = altered.ok().json();
+    let dropped: Vec<&str> = altered["rebalance"]["disks_dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.as_str())
+        .collect();
+    assert_eq!(dropped, ["D0", "D2"], "{altered}");
+    assert!(
+        altered["rebalance"]["aus_moved"].as_u64().unwrap_or(0) > 0
+            || altered["rebalance"]["moves_done"].as_u64().unwrap_or(0) > 0,
+        "data moved while fio ran: {altered}"
+    );
+    fio.progress(1);
+    fio.finish();
+    let disks = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    let mut labels: Vec<(String, String)> = disks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["label"].as_str().unwrap().to_string(),
+                d["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    labels.sort();
+    assert_eq!(labels.len(), 4, "{disks}");
+    assert!(labels.iter().all(|(_, s)| s == "ONLINE"), "{disks}");
+    assert!(
+        !labels.iter().any(|(l, _)| l == "D0" || l == "D2"),
+        "{disks}"
+    );
+    for added in ["d4.img", "d5.img"] {
+        let path = here.join(added).display().to_string();
+        assert!(
+            disks
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["path"].as_str() == Some(&path)),
+            "an added disk is listed with its path: {disks}"
+        );
+    }
+    // One direct read through the mount gives an idle handle back to the
+    // pool, which lets go of handles made before the disks changed.
+    tool(
+        "dd",
+        &[
+            &format!("if={}", file.display()),
+            "of=/dev/null",
+            "bs=8k",
+            "count=1",
+            "iflag=direct",
+        ],
+    )
+    .unwrap();
+    let open = open_files_under(pid, &here);
+    for gone in ["d0.img", "d2.img"] {
+        assert!(
+            !open.contains(&here.join(gone)),
+            "the service still holds the dropped {gone}: {open:?}"
+        );
+    }
+    assert!(open.contains(&here.join("d4.img")), "{open:?}");
+    let check = rig.cairn(&["group", "check", "DATA"]).ok();
+    assert!(check.stdout.contains("clean"), "{check:?}");
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+    // The dropped disks are free: another group may take them.
+    rig.cairn(&[
+        "group",
+        "create",
+        "SPARE",
+        "--redundancy",
+        "external",
+        "--disk",
+        &rig.arg("d0.img"),
+    ])
+    .ok();
+}
+
+#[test]
+fn a_served_group_replaces_an_offline_disk_and_refuses_what_it_must() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    let here = rig.path("");
+    group_on(&rig, [&here, &here, &here, &here], &["--au-size", "1M"]);
+    let serving = Serving::start(&rig, &[]);
+    let source = random_file(&rig.path("source.bin"), 24 * MIB, 7);
+    rig.cairn(&["cp", source.to_str().unwrap(), "+DATA/a.bin"])
+        .ok();
+    let new = sparse(&here.join("d4.img"), 256 * MIB);
+    let new = new.to_str().unwrap();
+    // Refused, one line each, and nothing changed.
+    rig.cairn(&["group", "alter", "DATA"])
+        .refused("name disks to --add");
+    rig.cairn(&["group", "replace", "DATA", "D3", "--with", new])
+        .refused("only an OFFLINE disk is replaced");
+    rig.cairn(&["group", "offline", "DATA", "D3"]).ok();
+    rig.cairn(&["group", "offline", "DATA", "D2"]).ok();
+    rig.cairn(&["group", "replace", "DATA", "D3", "--with", new])
+        .refused("disk D2 is OFFLINE too");
+    assert!(
+        !open_files_under(serving.child.as_ref().unwrap().id(), &here)
+            .contains(&here.join("d4.img")),
+        "a refused disk is let go of"
+    );
+    rig.cairn(&["group", "online", "DATA", "D2", "--wait"]).ok();
+    let replaced = rig
+        .cairn(&[
+            "group", "replace", "DATA", "D3", "--with", new, "--wait", "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        replaced["rebalance"]["disks_dropped"][0], "D3",
+        "{replaced}"
+    );
+    let disks = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    let joined = disks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["path"].as_str() == Some(new))
+        .unwrap_or_else(|| panic!("{disks}"));
+    assert_eq!(joined["failgroup"], "B", "{disks}");
+    assert_eq!(joined["state"], "ONLINE", "{disks}");
+    // Every byte back, through the mount, with D3 gone for good.
+    assert_eq!(
+        std::fs::read(serving.path("DATA/a.bin")).unwrap(),
+        std::fs::read(&source).unwrap()
+    );
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
 }

@@ -245,6 +245,23 @@ pub trait IoEngine: Send {
     /// The next ready completion, if any.
     fn pop_completion(&mut self) -> Option<Completion>;
 
+    /// Hand an opened device to an engine that works on files (a disk that
+    /// joins a live group); an engine that does not (a simulator) drops it
+    /// and says `None`.
+    fn attach_file(&mut self, device: DeviceFile) -> Option<DeviceId> {
+        drop(device);
+        None
+    }
+
+    /// Give up a device (a disk that left a live group): the engine closes
+    /// its handle, and a request to it fails as to an unknown device. Only
+    /// with nothing in flight; `None` when the engine is busy, does not work
+    /// on files, or has no such device. Its id is not reused.
+    fn detach_file(&mut self, device: DeviceId) -> Option<DeviceFile> {
+        let _ = device;
+        None
+    }
+
     /// Requests submitted whose completions have not been popped yet.
     fn in_flight(&self) -> usize;
 

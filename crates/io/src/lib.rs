@@ -17,6 +17,7 @@
 pub mod block_ioctl;
 pub mod buf;
 pub mod clock;
+pub mod counted;
 pub mod device;
 pub mod engine;
 pub mod geometry;

@@ -18,7 +18,8 @@ use crate::uring_engine::RETRY_MAX;
 
 /// pread/pwrite engine over attached devices.
 pub struct SyncEngine {
-    devices: Vec<DeviceFile>,
+    /// By id; `None` once detached (ids are not reused).
+    devices: Vec<Option<DeviceFile>>,
     ready: VecDeque<Completion>,
     depth_max: usize,
     stats: EngineStats,
@@ -39,6 +40,7 @@ impl SyncEngine {
         let dev = self
             .devices
             .get(device.0 as usize)
+            .and_then(Option::as_ref)
             .ok_or(IoError::UnknownDevice(device))?;
         validate(dev.geometry(), op)?;
         let kind = op.kind();
@@ -167,9 +169,18 @@ impl IoEngine for SyncEngine {
     }
 
     fn geometry(&self, device: DeviceId) -> Option<&Geometry> {
-        self.devices
-            .get(device.0 as usize)
-            .map(DeviceFile::geometry)
+        FileEngine::device(self, device).map(DeviceFile::geometry)
+    }
+
+    fn attach_file(&mut self, device: DeviceFile) -> Option<DeviceId> {
+        Some(FileEngine::attach(self, device))
+    }
+
+    fn detach_file(&mut self, device: DeviceId) -> Option<DeviceFile> {
+        if !self.ready.is_empty() {
+            return None;
+        }
+        self.devices.get_mut(device.0 as usize)?.take()
     }
 
     fn submit(&mut self, mut request: Request) -> Result<(), SubmitError> {
@@ -217,11 +228,11 @@ impl IoEngine for SyncEngine {
 
 impl FileEngine for SyncEngine {
     fn attach(&mut self, device: DeviceFile) -> DeviceId {
-        self.devices.push(device);
+        self.devices.push(Some(device));
         DeviceId(u32::try_from(self.devices.len() - 1).expect("invariant: fewer than 2^32 devices"))
     }
 
     fn device(&self, device: DeviceId) -> Option<&DeviceFile> {
-        self.devices.get(device.0 as usize)
+        self.devices.get(device.0 as usize)?.as_ref()
     }
 }

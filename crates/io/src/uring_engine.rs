@@ -87,7 +87,8 @@ struct Piece {
 pub struct UringEngine {
     ring: IoUring,
     sq_entries: usize,
-    devices: Vec<DeviceFile>,
+    /// By id; `None` once detached (ids are not reused).
+    devices: Vec<Option<DeviceFile>>,
     requests: Slab<InFlight>,
     /// Pieces in the kernel, keyed by SQE user_data.
     pieces: Slab<Piece>,
@@ -166,7 +167,13 @@ impl UringEngine {
 
     fn sqe_for(&mut self, key: usize, piece: Piece) -> squeue::Entry {
         let request = &mut self.requests[piece.request];
-        let fd = types::Fd(self.devices[request.device.0 as usize].raw_fd());
+        // Submitted only for an attached device, which cannot be detached
+        // while a request to it is in flight.
+        let fd = types::Fd(
+            self.devices[request.device.0 as usize]
+                .as_ref()
+                .map_or(-1, DeviceFile::raw_fd),
+        );
         let fixed = types::Fixed(request.device.0);
         let at = request.offset_bytes + piece.start_bytes;
         let len = piece.len_bytes;
@@ -228,7 +235,8 @@ impl UringEngine {
             // SAFETY: the SQE points into a buffer owned by self.requests[piece.request],
             // which is not removed or freed until this piece's CQE is reaped (and Drop
             // waits for every piece in the kernel); its fd belongs to a DeviceFile in
-            // self.devices, which only grows while the engine lives.
+            // self.devices, which keeps it while a request to it is in flight
+            // (detach_file refuses a busy engine).
             let pushed = unsafe { self.ring.submission().push(&entry) }.is_ok();
             if !pushed {
                 self.enter(0)?;
@@ -305,11 +313,9 @@ impl UringEngine {
         {
             // A short direct transfer: resume after what was done, if it is still sector-aligned.
             let done = result as u64;
-            let sector = u64::from(
-                self.devices[request.device.0 as usize]
-                    .geometry()
-                    .logical_sector_bytes,
-            );
+            let sector = self.devices[request.device.0 as usize]
+                .as_ref()
+                .map_or(1, |d| u64::from(d.geometry().logical_sector_bytes));
             if done > 0 && done.is_multiple_of(sector) {
                 self.backlog.push_back(Piece {
                     start_bytes: piece.start_bytes + done,
@@ -357,9 +363,23 @@ impl IoEngine for UringEngine {
     }
 
     fn geometry(&self, device: DeviceId) -> Option<&Geometry> {
-        self.devices
-            .get(device.0 as usize)
-            .map(DeviceFile::geometry)
+        FileEngine::device(self, device).map(DeviceFile::geometry)
+    }
+
+    fn attach_file(&mut self, device: DeviceFile) -> Option<DeviceId> {
+        Some(FileEngine::attach(self, device))
+    }
+
+    fn detach_file(&mut self, device: DeviceId) -> Option<DeviceFile> {
+        if self.in_flight() > 0 {
+            return None;
+        }
+        let file = self.devices.get_mut(device.0 as usize)?.take()?;
+        if self.fixed_files {
+            // The registered table's slot lets go of the file too (-1: empty).
+            let _ = self.ring.submitter().register_files_update(device.0, &[-1]);
+        }
+        Some(file)
     }
 
     /// Queues the request's pieces in the submission queue; the kernel sees them
@@ -371,7 +391,7 @@ impl IoEngine for UringEngine {
             return Err(SubmitError::QueueFull(request));
         }
         self.stats.requests += 1;
-        let Some(device) = self.devices.get(request.device.0 as usize) else {
+        let Some(device) = FileEngine::device(self, request.device) else {
             let device = request.device;
             self.ready
                 .push_back(Completion::failed(request, IoError::UnknownDevice(device)));
@@ -547,12 +567,12 @@ impl FileEngine for UringEngine {
                 self.flags.retain(|f| *f != "registered_files");
             }
         }
-        self.devices.push(device);
+        self.devices.push(Some(device));
         DeviceId(u32::try_from(self.devices.len() - 1).expect("invariant: fewer than 2^32 devices"))
     }
 
     fn device(&self, device: DeviceId) -> Option<&DeviceFile> {
-        self.devices.get(device.0 as usize)
+        self.devices.get(device.0 as usize)?.as_ref()
     }
 }
 

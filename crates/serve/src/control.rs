@@ -76,6 +76,11 @@ pub struct Request {
     /// `$CAIRN_DISCOVER` or configuration): a listing of every group is
     /// answered by the service only when it is the service's own.
     pub discovery: String,
+    /// The client's working directory, against which the service resolves
+    /// a relative path on the command line (a device to add); empty when
+    /// the client does not say.
+    #[serde(default)]
+    pub cwd: String,
 }
 
 /// Why a request line was refused.
@@ -138,6 +143,12 @@ pub fn decode_request(line: &[u8]) -> Result<Request, RequestError> {
     }
     if let Some(i) = request.argv.iter().position(|a| a.contains('\0')) {
         return Err(RequestError::Nul(i));
+    }
+    if request.cwd.contains('\0') {
+        return Err(RequestError::Malformed {
+            at: 0,
+            what: "the working directory holds a NUL byte".into(),
+        });
     }
     Ok(request)
 }
@@ -814,6 +825,7 @@ mod tests {
             protocol: PROTOCOL,
             argv: argv.iter().map(|s| s.to_string()).collect(),
             discovery: "/dev/sd*".into(),
+            cwd: "/root".into(),
         })
         .expect("encodes")
     }

@@ -86,7 +86,16 @@ impl Slot {
             None => self.group.handle(HANDLE_DEPTH)?,
         };
         let result = f(&mut handle);
-        lock(&self.handles).push(handle);
+        // Idle handles made before the disks changed (one joined, or left:
+        // its device is still open in their engines) are let go of here;
+        // dropped outside the pool's lock.
+        let stale: Vec<DataHandle> = {
+            let mut pool = lock(&self.handles);
+            let stale = pool.extract_if(.., |h| h.is_stale()).collect();
+            pool.push(handle);
+            stale
+        };
+        drop(stale);
         result
     }
 }

@@ -4,10 +4,11 @@
 //! text (`--metrics ADDR`) and as `cairn status` (`docs/serve.md`,
 //! "Metrics and status").
 //!
-//! The counters are the file system's: what a database asked of a group
-//! and how long the service took to answer (from the request reaching the
-//! service to its reply). Per-disk I/O counters are not kept yet (they
-//! belong in the data plane).
+//! Two sets of counters: the file system's (what a database asked of a
+//! group and how long the service took to answer, from the request
+//! reaching the service to its reply), and per disk the data plane's
+//! (each read, write and flush a data handle sent to the disk and how long
+//! it took, from submission to completion: `cairn_io::counted`).
 //!
 //! Shared state: [`IoStats`] is atomics only, written by the FUSE workers
 //! and read by whoever reports; nothing here takes a lock but the groups'
@@ -15,7 +16,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -24,56 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Held, ServeError};
 
-/// Upper bounds of the latency buckets, in microseconds (the last bucket,
-/// `+Inf`, is implicit).
-pub const LATENCY_BUCKETS_US: [u64; 12] = [
-    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 1_000_000,
-];
-
-/// One kind of request's counters.
-#[derive(Default)]
-pub struct OpStats {
-    bytes: AtomicU64,
-    errors: AtomicU64,
-    /// Per bucket of [`LATENCY_BUCKETS_US`], then `+Inf`: not cumulative.
-    buckets: [AtomicU64; LATENCY_BUCKETS_US.len() + 1],
-    micros: AtomicU64,
-}
-
-impl OpStats {
-    /// A request served: its bytes, whether it failed, how long it took.
-    pub fn record(&self, bytes: u64, failed: bool, took: Duration) {
-        let us = took.as_micros().min(u128::from(u64::MAX)) as u64;
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        if failed {
-            self.errors.fetch_add(1, Ordering::Relaxed);
-        }
-        let bucket = LATENCY_BUCKETS_US
-            .iter()
-            .position(|b| us <= *b)
-            .unwrap_or(LATENCY_BUCKETS_US.len());
-        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        self.micros.fetch_add(us, Ordering::Relaxed);
-    }
-
-    fn snapshot(&self) -> OpSnapshot {
-        let mut cumulative = Vec::with_capacity(self.buckets.len());
-        let mut sum = 0;
-        for b in &self.buckets {
-            sum += b.load(Ordering::Relaxed);
-            cumulative.push(sum);
-        }
-        OpSnapshot {
-            // The buckets' total, so that `_count` equals the `+Inf`
-            // bucket even while requests are being recorded.
-            count: sum,
-            bytes: self.bytes.load(Ordering::Relaxed),
-            errors: self.errors.load(Ordering::Relaxed),
-            latency_buckets_cumulative: cumulative,
-            latency_micros_sum: self.micros.load(Ordering::Relaxed),
-        }
-    }
-}
+pub use cairn_io::counted::{DeviceIoSnapshot, OpSnapshot, OpStats, LATENCY_BUCKETS_US};
 
 /// The file system's I/O on one group.
 #[derive(Default)]
@@ -81,18 +33,6 @@ pub struct IoStats {
     pub reads: OpStats,
     pub writes: OpStats,
     pub syncs: OpStats,
-}
-
-/// Counters of one kind of request, as read at one moment.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OpSnapshot {
-    pub count: u64,
-    pub bytes: u64,
-    pub errors: u64,
-    /// Requests that took at most each bound of [`LATENCY_BUCKETS_US`],
-    /// then all of them.
-    pub latency_buckets_cumulative: Vec<u64>,
-    pub latency_micros_sum: u64,
 }
 
 /// A disk as the status shows it.
@@ -105,6 +45,10 @@ pub struct DiskStatus {
     pub total_aus: u64,
     pub free_aus: Option<u64>,
     pub stale_aus: u64,
+    /// The data plane's I/O to the disk (file data, resync, rebalance,
+    /// scrub; not the metadata plane's own) since the service started.
+    #[serde(default)]
+    pub io: DeviceIoSnapshot,
 }
 
 /// A group as the status shows it.
@@ -142,6 +86,7 @@ impl Status {
                     .group
                     .meta(|g| (g.disks(), g.space(), g.redundancy().as_str().to_string()))
                     .unwrap_or_else(|_| (Vec::new(), Default::default(), "?".into()));
+                let io = h.group.disk_io().unwrap_or_default();
                 GroupStatus {
                     name: h.name.clone(),
                     redundancy,
@@ -163,6 +108,10 @@ impl Status {
                             total_aus: d.total_aus,
                             free_aus: d.free_aus,
                             stale_aus: d.stale_aus,
+                            io: io.get(&d.number).map_or_else(
+                                || cairn_io::counted::DeviceIo::default().snapshot(),
+                                |x| x.snapshot(),
+                            ),
                         })
                         .collect(),
                     reads: h.stats.reads.snapshot(),
@@ -251,56 +200,56 @@ impl Status {
                 ));
             }
         }
-        for (what, help) in [
-            ("requests", "Requests the file system served."),
-            ("bytes", "Bytes the file system read or wrote."),
-            ("errors", "Requests that failed."),
-        ] {
-            line(format!("# HELP cairn_fs_{what}_total {help}"));
-            line(format!("# TYPE cairn_fs_{what}_total counter"));
-            for g in &self.groups {
-                for (op, s) in [
+        let fs: Vec<(String, &OpSnapshot)> = self
+            .groups
+            .iter()
+            .flat_map(|g| {
+                let n = label(&g.name);
+                [
                     ("read", &g.reads),
                     ("write", &g.writes),
                     ("fsync", &g.syncs),
-                ] {
-                    let v = match what {
-                        "requests" => s.count,
-                        "bytes" => s.bytes,
-                        _ => s.errors,
-                    };
-                    line(format!(
-                        "cairn_fs_{what}_total{{group=\"{}\",op=\"{op}\"}} {v}",
-                        label(&g.name)
-                    ));
-                }
-            }
-        }
-        line("# HELP cairn_fs_latency_seconds Time from a request reaching the service to its answer.".into());
-        line("# TYPE cairn_fs_latency_seconds histogram".into());
-        for g in &self.groups {
-            for (op, s) in [
-                ("read", &g.reads),
-                ("write", &g.writes),
-                ("fsync", &g.syncs),
-            ] {
-                let n = label(&g.name);
-                for (k, c) in s.latency_buckets_cumulative.iter().enumerate() {
-                    let le = LATENCY_BUCKETS_US
-                        .get(k)
-                        .map_or_else(|| "+Inf".to_string(), |us| format!("{}", *us as f64 / 1e6));
-                    line(format!("cairn_fs_latency_seconds_bucket{{group=\"{n}\",op=\"{op}\",le=\"{le}\"}} {c}"));
-                }
-                line(format!(
-                    "cairn_fs_latency_seconds_sum{{group=\"{n}\",op=\"{op}\"}} {}",
-                    s.latency_micros_sum as f64 / 1e6
-                ));
-                line(format!(
-                    "cairn_fs_latency_seconds_count{{group=\"{n}\",op=\"{op}\"}} {}",
-                    s.count
-                ));
-            }
-        }
+                ]
+                .map(|(op, s)| (format!("group=\"{n}\",op=\"{op}\""), s))
+            })
+            .collect();
+        family(
+            &mut line,
+            "cairn_fs",
+            (
+                "Requests the file system served.",
+                "Bytes the file system read or wrote.",
+                "Requests that failed.",
+                "Time from a request reaching the service to its answer.",
+            ),
+            &fs,
+        );
+        let disks: Vec<(String, &OpSnapshot)> = self
+            .groups
+            .iter()
+            .flat_map(|g| {
+                g.disks.iter().flat_map(move |d| {
+                    let (n, l) = (label(&g.name), label(&d.label));
+                    [
+                        ("read", &d.io.reads),
+                        ("write", &d.io.writes),
+                        ("flush", &d.io.flushes),
+                    ]
+                    .map(|(op, s)| (format!("group=\"{n}\",disk=\"{l}\",op=\"{op}\""), s))
+                })
+            })
+            .collect();
+        family(
+            &mut line,
+            "cairn_disk_io",
+            (
+                "Requests the data plane sent to a disk (file data, resync, rebalance, scrub).",
+                "Bytes the data plane read from or wrote to a disk.",
+                "Disk requests that failed.",
+                "Time from a disk request's submission to its completion.",
+            ),
+            &disks,
+        );
         line("# HELP cairn_operation_aus Progress of a long operation (resync, rebalance, scrub): AUs done and in all.".into());
         line("# TYPE cairn_operation_aus gauge".into());
         for o in &self.operations {
@@ -315,6 +264,49 @@ impl Status {
             ));
         }
         out
+    }
+}
+
+/// One family of request counters: `PREFIX_requests_total`,
+/// `PREFIX_bytes_total`, `PREFIX_errors_total` and the histogram
+/// `PREFIX_latency_seconds`, a sample per (labels, snapshot).
+fn family(
+    line: &mut impl FnMut(String),
+    prefix: &str,
+    (requests, bytes, errors, latency): (&str, &str, &str, &str),
+    series: &[(String, &OpSnapshot)],
+) {
+    for (what, help) in [("requests", requests), ("bytes", bytes), ("errors", errors)] {
+        line(format!("# HELP {prefix}_{what}_total {help}"));
+        line(format!("# TYPE {prefix}_{what}_total counter"));
+        for (labels, s) in series {
+            let v = match what {
+                "requests" => s.count,
+                "bytes" => s.bytes,
+                _ => s.errors,
+            };
+            line(format!("{prefix}_{what}_total{{{labels}}} {v}"));
+        }
+    }
+    line(format!("# HELP {prefix}_latency_seconds {latency}"));
+    line(format!("# TYPE {prefix}_latency_seconds histogram"));
+    for (labels, s) in series {
+        for (k, c) in s.latency_buckets_cumulative.iter().enumerate() {
+            let le = LATENCY_BUCKETS_US
+                .get(k)
+                .map_or_else(|| "+Inf".to_string(), |us| format!("{}", *us as f64 / 1e6));
+            line(format!(
+                "{prefix}_latency_seconds_bucket{{{labels},le=\"{le}\"}} {c}"
+            ));
+        }
+        line(format!(
+            "{prefix}_latency_seconds_sum{{{labels}}} {}",
+            s.latency_micros_sum as f64 / 1e6
+        ));
+        line(format!(
+            "{prefix}_latency_seconds_count{{{labels}}} {}",
+            s.count
+        ));
     }
 }
 

@@ -900,7 +900,11 @@ pub fn mount_live(
         }
     }
     report.warnings.splice(0..0, opened.unopened);
-    let source = FileSource { kind, files };
+    let source = FileSource {
+        kind,
+        files: std::sync::Mutex::new(files),
+        io: std::sync::Mutex::new(BTreeMap::new()),
+    };
     Ok(LiveMounted {
         group: group::LiveGroup::new(group, Box::new(source)),
         report,
@@ -914,8 +918,34 @@ pub fn mount_live(
 /// of one kind, with duplicates of the members' handles attached.
 struct FileSource {
     kind: cairn_io::EngineKind,
-    /// By the metadata plane's device id.
-    files: BTreeMap<cairn_io::DeviceId, DeviceFile>,
+    /// By the metadata plane's device id. Changed only under the group's
+    /// `meta` (a disk added or let go of); read by each new data handle's
+    /// engine. A leaf lock.
+    files: std::sync::Mutex<BTreeMap<cairn_io::DeviceId, DeviceFile>>,
+    /// Each device's I/O counters, by the same id, which every data
+    /// handle's engine records into. A leaf lock, taken as an engine is
+    /// made and when they are read (never per I/O: the counters are
+    /// atomics).
+    io: std::sync::Mutex<BTreeMap<cairn_io::DeviceId, std::sync::Arc<cairn_io::counted::DeviceIo>>>,
+}
+
+impl FileSource {
+    fn io(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        BTreeMap<cairn_io::DeviceId, std::sync::Arc<cairn_io::counted::DeviceIo>>,
+    > {
+        self.io
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn files(&self) -> std::sync::MutexGuard<'_, BTreeMap<cairn_io::DeviceId, DeviceFile>> {
+        self.files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl group::EngineSource for FileSource {
@@ -927,16 +957,41 @@ impl group::EngineSource for FileSource {
         let mut engine = cairn_io::new_file_engine(self.kind, depth)
             .map_err(|e| GroupError::Invalid(format!("cannot start an I/O engine: {e}")))?;
         let mut ids = BTreeMap::new();
+        let mut counters = std::collections::HashMap::new();
+        let files = self.files();
+        let mut io = self.io();
         for (disk, meta_id) in disks {
-            let Some(file) = self.files.get(meta_id) else {
+            let Some(file) = files.get(meta_id) else {
                 continue;
             };
             let dup = file
                 .try_clone()
                 .map_err(|e| GroupError::Invalid(format!("cannot share a member's handle: {e}")))?;
-            ids.insert(*disk, engine.attach(dup));
+            let id = engine.attach(dup);
+            ids.insert(*disk, id);
+            counters.insert(id, io.entry(*meta_id).or_default().clone());
         }
-        Ok((engine, ids))
+        let engine: Box<dyn cairn_io::IoEngine> = engine;
+        Ok((
+            Box::new(cairn_io::counted::Counted::new(engine, counters)),
+            ids,
+        ))
+    }
+
+    fn device_io(
+        &self,
+    ) -> BTreeMap<cairn_io::DeviceId, std::sync::Arc<cairn_io::counted::DeviceIo>> {
+        self.io().clone()
+    }
+
+    fn add_device(&self, id: cairn_io::DeviceId, file: DeviceFile) -> Result<(), GroupError> {
+        self.files().insert(id, file);
+        Ok(())
+    }
+
+    fn remove_device(&self, id: cairn_io::DeviceId) {
+        self.files().remove(&id);
+        self.io().remove(&id);
     }
 }
 

@@ -1484,6 +1484,33 @@ impl Group<'_> {
             .collect()
     }
 
+    /// Attach a device to the metadata plane's engine (a disk about to be
+    /// added to a live group: [`super::LiveGroup::add_devices`]).
+    pub(super) fn attach_device(
+        &mut self,
+        file: cairn_io::DeviceFile,
+    ) -> Result<DeviceId, GroupError> {
+        self.engine.attach_file(file).ok_or_else(|| {
+            GroupError::Invalid(format!(
+                "group {}'s engine cannot take a new device while it is mounted",
+                self.name
+            ))
+        })
+    }
+
+    /// Let go of a device no member uses (the engine closes it).
+    pub(super) fn detach_device(&mut self, id: DeviceId) {
+        if self.member_devices().values().any(|d| *d == id) {
+            return;
+        }
+        drop(self.engine.detach_file(id));
+    }
+
+    /// The devices of disks whose drop completed since the last call.
+    pub(super) fn take_left_devices(&mut self) -> Vec<DeviceId> {
+        std::mem::take(&mut self.left_devices)
+    }
+
     /// Mounted read-only (a listing or inspecting command).
     pub fn is_read_only(&self) -> bool {
         self.read_only
@@ -1604,10 +1631,13 @@ impl Group<'_> {
         let writable = (0..self.members.len() as u16)
             .map(|d| self.member(d).and_then(Member::writable).is_some())
             .collect();
+        let member = (0..self.members.len() as u16)
+            .map(|d| self.member(d).is_some())
+            .collect();
         let names = (0..self.members.len() as u16)
             .map(|d| self.disk_name(d))
             .collect();
-        self.plane.publish_disks(online, writable, names);
+        self.plane.publish_disks(online, writable, member, names);
     }
 
     /// Why a file may not be written, if it may not.

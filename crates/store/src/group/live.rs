@@ -40,6 +40,30 @@ pub trait EngineSource: Send + Sync {
         disks: &BTreeMap<u16, DeviceId>,
         depth: usize,
     ) -> Result<HandleEngine, GroupError>;
+
+    /// A device was attached to the metadata plane's engine as `id` (a disk
+    /// about to join): engines made from now on attach `file` for it. A
+    /// source whose engines see the metadata plane's own devices (a
+    /// simulator's) cannot take one.
+    fn add_device(&self, id: DeviceId, file: cairn_io::DeviceFile) -> Result<(), GroupError> {
+        let _ = (id, file);
+        Err(GroupError::Invalid(
+            "this group's engines cannot take a new device".into(),
+        ))
+    }
+
+    /// The I/O counters of the data handles' engines, by the metadata
+    /// plane's device id (none if the source does not count).
+    fn device_io(&self) -> BTreeMap<DeviceId, Arc<cairn_io::counted::DeviceIo>> {
+        BTreeMap::new()
+    }
+
+    /// The device `id` no longer belongs to the group (its disk left, or
+    /// never joined): engines made from now on leave it out, and the source
+    /// lets go of its handle.
+    fn remove_device(&self, id: DeviceId) {
+        let _ = id;
+    }
 }
 
 /// An [`EngineSource`] whose engines see the disks under the same device ids
@@ -380,6 +404,18 @@ impl LiveGroup {
         power: usize,
         progress: &mut dyn FnMut(super::resync::Progress),
     ) -> Result<super::relocate::RebalanceReport, GroupError> {
+        let result = self.rebalance_moves(power, progress);
+        // The devices of disks whose drop completed are let go of, however
+        // the rebalance ended.
+        self.release_left_devices()?;
+        result
+    }
+
+    fn rebalance_moves(
+        &self,
+        power: usize,
+        progress: &mut dyn FnMut(super::resync::Progress),
+    ) -> Result<super::relocate::RebalanceReport, GroupError> {
         let mut report = super::relocate::RebalanceReport::default();
         let Some(moves) = self
             .inner
@@ -409,6 +445,81 @@ impl LiveGroup {
             .operation(|g| g.rebalance_finish(&mut report, false))??;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(report)
+    }
+
+    /// Add disks while data handles run. `files` are the new devices, opened
+    /// for writing and labelled; each is attached to the metadata plane's
+    /// engine, and given to the engine source for the data handles to come,
+    /// and `change` runs with their ids in that engine, as one metadata
+    /// operation (it prepares and adds them, and may drop or resize others
+    /// in the same step: `group alter`). A data handle takes a joined disk
+    /// into a new engine at its next I/O (the disk view's epoch changed). A
+    /// device that is no member once `change` is over (it failed before the
+    /// disk joined, or only explained) is let go of again.
+    pub fn add_devices<R>(
+        &self,
+        files: Vec<cairn_io::DeviceFile>,
+        change: impl FnOnce(&mut Group<'static>, &[DeviceId]) -> Result<R, GroupError>,
+    ) -> Result<R, GroupError> {
+        self.inner.operation(|g| {
+            let mut ids = Vec::new();
+            let mut attached = Ok(());
+            for file in files {
+                let dup = match file.try_clone() {
+                    Ok(d) => d,
+                    Err(e) => {
+                        attached = Err(GroupError::Invalid(format!(
+                            "cannot share a new disk's handle: {e}"
+                        )));
+                        break;
+                    }
+                };
+                let id = match g.attach_device(file) {
+                    Ok(id) => id,
+                    Err(e) => {
+                        attached = Err(e);
+                        break;
+                    }
+                };
+                ids.push(id);
+                if let Err(e) = self.inner.engines.add_device(id, dup) {
+                    attached = Err(e);
+                    break;
+                }
+            }
+            let result = attached.and_then(|()| change(g, &ids));
+            let members: BTreeSet<DeviceId> = g.member_devices().into_values().collect();
+            for id in ids.into_iter().filter(|id| !members.contains(id)) {
+                self.inner.engines.remove_device(id);
+                g.detach_device(id);
+            }
+            result
+        })?
+    }
+
+    /// The data plane's I/O per member disk (by disk number), as the
+    /// engine source counts it: every read, write and flush a data handle
+    /// sent to the disk since the group went live.
+    pub fn disk_io(&self) -> Result<BTreeMap<u16, Arc<cairn_io::counted::DeviceIo>>, GroupError> {
+        let members = self.inner.meta()?.member_devices();
+        let io = self.inner.engines.device_io();
+        Ok(members
+            .into_iter()
+            .filter_map(|(disk, id)| Some((disk, io.get(&id)?.clone())))
+            .collect())
+    }
+
+    /// Let go of the devices of disks that left the group (a drop that
+    /// completed): the metadata plane's engine closes them, the engine
+    /// source forgets them, and each data handle drops its own at its next
+    /// I/O (the disk view changed).
+    fn release_left_devices(&self) -> Result<(), GroupError> {
+        let mut g = self.inner.meta()?;
+        for id in g.take_left_devices() {
+            self.inner.engines.remove_device(id);
+            g.detach_device(id);
+        }
+        Ok(())
     }
 
     /// Scrub the group ([`Group::scrub`]) while data handles run: the
@@ -533,8 +644,8 @@ pub struct DataHandle {
     /// Requests its engine holds (for a new engine, when disks join).
     depth: usize,
     /// The disk view epoch its engine's devices were checked against: a
-    /// disk added to the group since gets the handle a new engine (between
-    /// operations: nothing is in flight then).
+    /// disk added to the group, or gone from it, since gets the handle a new
+    /// engine (between operations: nothing is in flight then).
     devices_epoch: u64,
 }
 
@@ -553,27 +664,51 @@ impl DataHandle {
         self.read_checked(number, offset, buf, &|_| true)
     }
 
-    /// A disk joined the group since this handle's engine was made: make a
-    /// new engine with every member attached. Called as an operation
-    /// starts, with nothing in flight; an engine source that cannot attach
-    /// the new disk leaves it out, and an I/O to it then fails like one to
-    /// a failed disk.
-    fn refresh_devices(&mut self) -> Result<(), GroupError> {
+    /// A disk joined the group since this handle's engine was made (or,
+    /// with `leaves`, one left it): make a new engine with every member
+    /// attached (and none that left: the handle lets go of a dropped disk's
+    /// device). Called with nothing in flight: as an operation starts
+    /// (`leaves`), and between an operation's I/O batches, where only a
+    /// join matters (a snapshot may name a disk that joined; a disk that
+    /// left is named by none, and an operation that began before it left
+    /// may still hold its guard, so a leave waits for the next operation).
+    /// An engine source that cannot attach the new disk leaves it out, and
+    /// an I/O to it then fails like one to a failed disk. `meta` is taken
+    /// only when the disk view shows such a change — rare, and the order
+    /// latch → meta holds.
+    fn refresh_devices_on(&mut self, leaves: bool) -> Result<(), GroupError> {
         let view = self.inner.plane.disks();
         if view.epoch == self.devices_epoch {
             return Ok(());
         }
-        self.devices_epoch = view.epoch;
         let joined = (0..view.writable.len() as u16)
             .any(|d| view.is_writable(d) && !self.devices.contains_key(&d));
-        if !joined {
+        let left = leaves && self.devices.keys().any(|d| !view.is_member(*d));
+        if !joined && !left {
+            // A leave seen between batches waits for the operation's end.
+            if leaves || !self.devices.keys().any(|d| !view.is_member(*d)) {
+                self.devices_epoch = view.epoch;
+            }
             return Ok(());
         }
+        self.devices_epoch = view.epoch;
         let disks = self.inner.meta()?.member_devices();
         let (engine, devices) = self.inner.engines.engine(&disks, self.depth)?;
         self.engine = engine;
         self.devices = devices;
         Ok(())
+    }
+
+    fn refresh_devices(&mut self) -> Result<(), GroupError> {
+        self.refresh_devices_on(true)
+    }
+
+    /// The group's disks changed (one joined or left, or changed state)
+    /// since this handle last looked: its next I/O looks again, and may make
+    /// a new engine. A pool of idle handles drops such ones, so that none
+    /// keeps a dropped disk's device open.
+    pub fn is_stale(&self) -> bool {
+        self.inner.plane.disks().epoch != self.devices_epoch
     }
 
     /// Read, accepting a copy only if `accept` passes on the whole buffer.
@@ -807,7 +942,7 @@ impl DataPort for DataHandle {
         // before that snapshot was published, so looking after the fetch
         // finds it. Snapshots are taken between I/O batches, with nothing
         // in flight. A failure here (the group stopped) shows in the I/O.
-        let _ = self.refresh_devices();
+        let _ = self.refresh_devices_on(false);
         snap
     }
     fn disk_view(&mut self) -> Arc<DiskView> {

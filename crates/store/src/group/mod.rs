@@ -502,6 +502,10 @@ pub struct Group<'e> {
     /// added during it, since a data handle's engine may still map the
     /// number to the dropped disk's device.
     numbers_freed: BTreeSet<u16>,
+    /// Devices of disks whose drop completed during this mount, still
+    /// attached to the engine: a live group lets go of them
+    /// ([`Group::take_left_devices`]).
+    left_devices: Vec<DeviceId>,
     /// Set by mount when the superblocks name the journal elsewhere than
     /// its entry (a move a crash cut before its commit): the old map, for
     /// `adopt_journal_bootstrap`.
@@ -594,6 +598,7 @@ impl<'e> Group<'e> {
             commit_times: Vec::new(),
             mounted_at: std::time::Instant::now(),
             numbers_freed: BTreeSet::new(),
+            left_devices: Vec::new(),
             journal_moved_from: None,
             zero_seq: 0,
             zeroed_files: HashMap::new(),

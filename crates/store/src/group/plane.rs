@@ -180,6 +180,9 @@ pub struct DiskView {
     /// more, but is not read until its resync is done). A copy on a disk
     /// that is neither missed the write and is marked stale first.
     pub writable: Vec<bool>,
+    /// By disk number: a member of the group, in any state (a disk whose
+    /// drop completed is not: a data handle then lets go of its device).
+    pub member: Vec<bool>,
     /// By disk number: the disk's label, for messages.
     pub names: Vec<String>,
 }
@@ -187,6 +190,10 @@ pub struct DiskView {
 impl DiskView {
     pub fn is_online(&self, disk: u16) -> bool {
         self.online.get(usize::from(disk)).copied().unwrap_or(false)
+    }
+
+    pub fn is_member(&self, disk: u16) -> bool {
+        self.member.get(usize::from(disk)).copied().unwrap_or(false)
     }
 
     pub fn is_writable(&self, disk: u16) -> bool {
@@ -326,9 +333,19 @@ impl DataPlane {
     }
 
     /// Publish a new disk view. Metadata plane only.
-    pub(super) fn publish_disks(&self, online: Vec<bool>, writable: Vec<bool>, names: Vec<String>) {
+    pub(super) fn publish_disks(
+        &self,
+        online: Vec<bool>,
+        writable: Vec<bool>,
+        member: Vec<bool>,
+        names: Vec<String>,
+    ) {
         let mut disks = unpoison(self.disks.write());
-        if disks.online == online && disks.writable == writable && disks.names == names {
+        if disks.online == online
+            && disks.writable == writable
+            && disks.member == member
+            && disks.names == names
+        {
             return;
         }
         let epoch = disks.epoch + 1;
@@ -336,6 +353,7 @@ impl DataPlane {
             epoch,
             online,
             writable,
+            member,
             names,
         });
         self.generation.fetch_add(1, Ordering::SeqCst);
@@ -694,6 +712,7 @@ mod tests {
         plane.publish_disks(
             vec![true, true],
             vec![true, true],
+            vec![true, true],
             vec!["a".into(), "b".into()],
         );
         let first = cache.file(&plane, 1).unwrap();
@@ -717,6 +736,7 @@ mod tests {
         plane.publish_disks(
             vec![true, false],
             vec![true, false],
+            vec![true, true],
             vec!["a".into(), "b".into()],
         );
         let view = cache.disks(&plane);

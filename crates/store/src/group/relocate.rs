@@ -1521,6 +1521,8 @@ impl Group<'_> {
             self.publish_disks();
             for (_, device, label, reachable) in gone {
                 report.disks_dropped.push(label.clone());
+                // Still attached, reachable or not: a live group lets go of it.
+                self.left_devices.extend(device);
                 let Some(device) = device.filter(|_| reachable) else {
                     continue;
                 };
