@@ -128,6 +128,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
     };
     let mountpoint =
         std::path::absolute(&args.mountpoint).unwrap_or_else(|_| args.mountpoint.clone());
+    let discover_flag = args.discover.discover.clone();
     let commands: cairn_serve::MakeCommands = Box::new(move |held| {
         let groups = held
             .into_iter()
@@ -136,7 +137,8 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
                 held,
             })
             .collect();
-        let commands = crate::served::ServedCommands::new(groups, mountpoint, d, engine);
+        let commands =
+            crate::served::ServedCommands::new(groups, mountpoint, (d, discover_flag), engine);
         commands.resume_pending();
         Arc::new(commands)
     });

@@ -172,8 +172,12 @@ pub(crate) struct ServedCommands {
     mountpoint: PathBuf,
     /// When the groups were served.
     started: std::time::Instant,
-    /// The service's discovery string.
-    discovery: DiscoveryString,
+    /// The service's discovery string: as resolved at start, and again at
+    /// each SIGHUP. A leaf.
+    discovery: Mutex<DiscoveryString>,
+    /// The service's `--discover`, if it was given one (it wins over the
+    /// environment and the configuration, at start and at SIGHUP).
+    discover_flag: Option<String>,
     engine: EngineArg,
     /// The groups a long operation runs on, and which. A leaf.
     busy: Arc<Mutex<BTreeMap<String, &'static str>>>,
@@ -280,17 +284,116 @@ impl ServedCommands {
     pub(crate) fn new(
         groups: Vec<HeldGroup>,
         mountpoint: PathBuf,
-        discovery: DiscoveryString,
+        (discovery, discover_flag): (DiscoveryString, Option<String>),
         engine: EngineArg,
     ) -> Self {
         Self {
             groups: groups.into_iter().map(Arc::new).collect(),
             mountpoint,
             started: std::time::Instant::now(),
-            discovery,
+            discovery: Mutex::new(discovery),
+            discover_flag,
             engine,
             busy: Arc::new(Mutex::new(BTreeMap::new())),
             background: Mutex::new(Background::default()),
+        }
+    }
+
+    /// The discovery string in force.
+    fn discovery(&self) -> DiscoveryString {
+        lock(&self.discovery).clone()
+    }
+
+    /// SIGHUP: the discovery string resolved again (flag, environment,
+    /// configuration file), then for each group held, its members that are
+    /// not attached (missing when it mounted, so OFFLINE) and that discovery
+    /// now reaches are attached — `group online` then brings them back —
+    /// and groups found that are not served are named. Everything is said
+    /// in the log; a failure leaves what was in force.
+    fn rediscover(&self) {
+        let d = match crate::discovery(self.discover_flag.as_deref()) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "SIGHUP: the discovery string cannot be read; the one in force stays");
+                return;
+            }
+        };
+        let host = cairn_io::host::Host::real();
+        let found = match group_admin::find_groups(&host, &d) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, discovery = %d.text, "SIGHUP: discovery failed; the one in force stays");
+                return;
+            }
+        };
+        if lock(&self.discovery).text != d.text {
+            tracing::info!(discovery = %d.text, "SIGHUP: the discovery string changed");
+        }
+        *lock(&self.discovery) = d;
+        for g in &self.groups {
+            let Ok(uuid) = g.live().meta(|m| m.uuid()) else {
+                continue;
+            };
+            let Some(group) = found.iter().find(|f| f.uuid == uuid) else {
+                continue;
+            };
+            let known: BTreeSet<PathBuf> = lock(&g.paths).values().cloned().collect();
+            let mut paths = Vec::new();
+            let mut files = Vec::new();
+            for path in group.paths.iter().filter(|p| !known.contains(*p)) {
+                match group_admin::open_member(&host, path) {
+                    Ok(f) => {
+                        paths.push(path.clone());
+                        files.push(f);
+                    }
+                    Err(e) => {
+                        tracing::warn!(group = %g.name(), path = %path.display(), error = %e, "SIGHUP: a disk of the group cannot be opened")
+                    }
+                }
+            }
+            if files.is_empty() {
+                continue;
+            }
+            let outcome = match g.live().reattach_devices(files) {
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::warn!(group = %g.name(), error = %e, "SIGHUP: cannot attach the disks found");
+                    continue;
+                }
+            };
+            for (path, o) in paths.into_iter().zip(outcome) {
+                match o {
+                    Ok(Some((label, id))) => {
+                        tracing::info!(
+                            group = %g.name(),
+                            disk = %label,
+                            path = %path.display(),
+                            "SIGHUP: disk found again and attached; `cairn group online {} {label}` brings it back",
+                            g.name()
+                        );
+                        lock(&g.paths).insert(id.0, path);
+                    }
+                    // A member attached already (under another path), or
+                    // one that left: nothing to do.
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(group = %g.name(), path = %path.display(), error = %e, "SIGHUP: a disk found again cannot come back")
+                    }
+                }
+            }
+        }
+        for f in found.iter().filter(|f| f.complete) {
+            if !self
+                .groups
+                .iter()
+                .any(|g| g.name().eq_ignore_ascii_case(&f.name))
+            {
+                tracing::info!(
+                    group = %f.name,
+                    "SIGHUP: group found and not served; restart the service to serve it (every group found, or --group {})",
+                    f.name
+                );
+            }
         }
     }
 
@@ -356,7 +459,7 @@ impl ServedCommands {
                 let Some(g) = self.held(name) else {
                     return false;
                 };
-                if request.discovery == self.discovery.text {
+                if request.discovery == self.discovery().text {
                     return true;
                 }
                 let Ok(uuid) = g.live().meta(|m| m.uuid()) else {
@@ -376,7 +479,7 @@ impl ServedCommands {
                     },
                 )
             }
-            Concern::Discovery => request.discovery == self.discovery.text,
+            Concern::Discovery => request.discovery == self.discovery().text,
             Concern::Operations => true,
         }
     }
@@ -510,7 +613,7 @@ impl ServedCommands {
                     let g = self.held(name)?;
                     g.live().meta(|m| group_cmd::summary_of(m)).ok()
                 };
-                let rows = group_cmd::list_rows(c, self.engine, &self.discovery, &held)?;
+                let rows = group_cmd::list_rows(c, self.engine, &self.discovery(), &held)?;
                 if output.json {
                     c.json(&rows)?;
                 } else {
@@ -825,7 +928,7 @@ impl ServedCommands {
         let (new, added) = group_admin::open_new_disks(
             engine.as_mut(),
             &cairn_io::host::Host::real(),
-            &self.discovery,
+            &self.discovery(),
             name,
             args,
             force,
@@ -1007,6 +1110,10 @@ impl control::Commands for ServedCommands {
             self.carry_out(cli.noun, fds, &mut c)
         };
         reply.send(&exit_reply(outcome));
+    }
+
+    fn reload(&self) {
+        self.rediscover();
     }
 
     fn stop(&self) {

@@ -2054,3 +2054,66 @@ fn a_served_group_replaces_an_offline_disk_and_refuses_what_it_must() {
     assert_eq!(code, 0, "{log}");
     rig.check_clean("DATA");
 }
+
+#[test]
+fn sighup_finds_a_disk_that_was_missing_at_start_and_online_brings_it_back() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    // A file with copies on every disk, then D3 out of discovery's reach
+    // when the service starts.
+    let before = random_file(&rig.path("before.bin"), 8 * MIB, 10);
+    rig.cairn(&["cp", before.to_str().unwrap(), "+DATA/while-away.bin"])
+        .ok();
+    let away = rig.path("d3.away");
+    std::fs::rename(rig.path("d3.img"), &away).unwrap();
+    let mut serving = Serving::start(&rig, &[]);
+    serving.wait_for_log("marked OFFLINE");
+    // Rewritten while D3 is away: its copies there go stale.
+    let source = random_file(&rig.path("source.bin"), 8 * MIB, 11);
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(serving.path("DATA/while-away.bin"))
+            .unwrap();
+        f.write_all(&std::fs::read(&source).unwrap()).unwrap();
+        f.sync_all().unwrap();
+    }
+    rig.cairn(&["group", "online", "DATA", "D3"])
+        .refused("disk D3 is not attached");
+    // Back where discovery looks, then SIGHUP: the service attaches it.
+    std::fs::rename(&away, rig.path("d3.img")).unwrap();
+    serving.signal(libc::SIGHUP);
+    serving.wait_for_log("disk found again and attached");
+    let back = rig
+        .cairn(&["group", "online", "DATA", "D3", "--wait", "--json"])
+        .ok()
+        .json();
+    assert!(
+        back["resync"]["aus_copied"].as_u64().unwrap() > 0,
+        "what D3 missed is copied back: {back}"
+    );
+    let disks = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    let d3 = disks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == "D3")
+        .unwrap();
+    assert_eq!(d3["state"], "ONLINE", "{disks}");
+    assert_eq!(d3["path"], rig.arg("d3.img"), "{disks}");
+    // A second SIGHUP finds nothing new, and the service goes on.
+    serving.signal(libc::SIGHUP);
+    serving.wait_for_log("SIGHUP: reading the discovery string again");
+    assert_eq!(
+        std::fs::read(serving.path("DATA/while-away.bin")).unwrap(),
+        std::fs::read(&source).unwrap()
+    );
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(log.matches("disk found again").count(), 1, "{log}");
+    rig.check_clean("DATA");
+}

@@ -235,6 +235,10 @@ pub trait Commands: Send + Sync {
     /// The service is stopping: end the background operations (they are
     /// resumable) and return once none runs.
     fn stop(&self);
+
+    /// SIGHUP: read the discovery string again (the configuration may have
+    /// changed) and look for what it now finds; the outcome goes to the log.
+    fn reload(&self);
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

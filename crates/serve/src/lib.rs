@@ -208,11 +208,14 @@ fn run(
             })
             .map_err(|e| ServeError::Invalid(format!("cannot start a thread: {e}")))?
     };
-    let answering = match control {
-        Some(c) => c.socket.serve((c.commands)(held)),
+    let (answering, commands) = match control {
+        Some(c) => {
+            let commands = (c.commands)(held);
+            (c.socket.serve(commands.clone()), Some(commands))
+        }
         None => {
             drop(held);
-            None
+            (None, None)
         }
     };
     tracing::info!(mountpoint = %mountpoint.display(), groups = shared.len(), "serving");
@@ -230,9 +233,13 @@ fn run(
                 break;
             }
             Signal::SessionEnded => {}
-            Signal::Reload => tracing::warn!(
-                "SIGHUP: re-reading discovery is not built yet (docs/serve.md); still serving"
-            ),
+            Signal::Reload => match &commands {
+                Some(c) => {
+                    tracing::info!("SIGHUP: reading the discovery string again");
+                    c.reload();
+                }
+                None => tracing::info!("SIGHUP: no control socket, nothing to re-read"),
+            },
             Signal::Stop(why) => {
                 tracing::info!(signal = ?why, "stopping: unmounting the file system");
                 match unmount(&mountpoint) {

@@ -1002,7 +1002,7 @@ const MEMBER_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Open a member disk. The group lock is ours, so a disk that is busy belongs
 /// to a process that is going away: wait for it a little.
-fn open_member(host: &Host, path: &Path) -> Result<DeviceFile, AdminError> {
+pub fn open_member(host: &Host, path: &Path) -> Result<DeviceFile, AdminError> {
     let started = std::time::Instant::now();
     loop {
         match admin::open_for_write(host, path) {

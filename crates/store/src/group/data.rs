@@ -1498,6 +1498,41 @@ impl Group<'_> {
         })
     }
 
+    /// A member that was not attached (missing when the group mounted, so
+    /// OFFLINE) found again on `device`, attached to the engine: from now
+    /// on it is that member's device, still OFFLINE until `online` brings
+    /// it back (which checks then that it is the image the group left).
+    /// The label of the member it is, or `None` when the device is not a
+    /// missing member of this group.
+    pub(super) fn reattach(&mut self, device: DeviceId) -> Result<Option<String>, GroupError> {
+        let found = super::superblock::identify(&mut *self.engine, &[device]);
+        let Some((_, header, slot)) = found
+            .get(&self.uuid)
+            .and_then(|disks| disks.first())
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let size = self.engine.geometry(device).map(|g| g.size_bytes);
+        let Some(m) = self
+            .members
+            .iter_mut()
+            .flatten()
+            .find(|m| m.entry.disk_uuid == header.disk_uuid && m.device.is_none())
+        else {
+            return Ok(None);
+        };
+        if size.is_none_or(|s| s < m.entry.size_bytes) {
+            return Err(GroupError::Invalid(format!(
+                "disk {} is smaller than the {} bytes the group recorded for it (a truncated file, or a smaller device in its place): it cannot come back",
+                m.entry.label, m.entry.size_bytes
+            )));
+        }
+        m.device = Some(device);
+        m.generation = slot.map_or(0, |(generation, _)| generation);
+        Ok(Some(m.entry.label.clone()))
+    }
+
     /// Let go of a device no member uses (the engine closes it).
     pub(super) fn detach_device(&mut self, id: DeviceId) {
         if self.member_devices().values().any(|d| *d == id) {

@@ -84,6 +84,11 @@ where
     }
 }
 
+/// What became of one device offered to [`LiveGroup::reattach_devices`]:
+/// the member it is (label, and its id in the metadata plane's engine), no
+/// missing member, or one that cannot come back.
+pub type Reattached = Result<Option<(String, DeviceId)>, GroupError>;
+
 struct Inner {
     meta: Mutex<Group<'static>>,
     /// Set when long operations (resync, rebalance) are to stop at their
@@ -507,6 +512,50 @@ impl LiveGroup {
             .into_iter()
             .filter_map(|(disk, id)| Some((disk, io.get(&id)?.clone())))
             .collect())
+    }
+
+    /// Members that were not attached, found again (re-discovery): each of
+    /// `files` that is a missing member of this group becomes its device —
+    /// in the metadata plane's engine and the engine source, in one
+    /// metadata operation — and stays OFFLINE until `online` brings it
+    /// back; one that is not is let go of. Per file, in order: the label
+    /// of the member it is and its id in the metadata plane's engine, or
+    /// nothing; a file that is a member but cannot come back (too small)
+    /// is an error for that file.
+    pub fn reattach_devices(
+        &self,
+        files: Vec<cairn_io::DeviceFile>,
+    ) -> Result<Vec<Reattached>, GroupError> {
+        self.inner.operation(|g| {
+            let mut out = Vec::new();
+            for file in files {
+                let attached = file
+                    .try_clone()
+                    .map_err(|e| GroupError::Invalid(format!("cannot share a disk's handle: {e}")))
+                    .and_then(|dup| Ok((dup, g.attach_device(file)?)));
+                let (dup, id) = match attached {
+                    Ok(a) => a,
+                    Err(e) => {
+                        out.push(Err(e));
+                        continue;
+                    }
+                };
+                // The source first: once the member has it, any engine
+                // made must be able to attach it.
+                let joined = self
+                    .inner
+                    .engines
+                    .add_device(id, dup)
+                    .and_then(|()| g.reattach(id))
+                    .map(|label| label.map(|l| (l, id)));
+                if !matches!(joined, Ok(Some(_))) {
+                    self.inner.engines.remove_device(id);
+                    g.detach_device(id);
+                }
+                out.push(joined);
+            }
+            out
+        })
     }
 
     /// Let go of the devices of disks that left the group (a drop that
