@@ -785,9 +785,10 @@ pub fn run_group(
                 let prepared = m.group.prepare_adds(&new, force);
                 let prepared = said(c, &m.group, prepared)?;
                 replace_blocker(&m.group.disks(), &name, &disk)?;
+                // As for alter: the labels stay once the add began.
+                joined = true;
                 let result = m.group.add_disks(prepared);
                 said(c, &m.group, result)?;
-                joined = true;
                 let result = m.group.drop_disks_forced(std::slice::from_ref(&disk));
                 said(c, &m.group, result)?;
                 rebalance_and_finish(c, m.group, power, output.json)?;
@@ -865,9 +866,12 @@ fn alter(
         let blocked = m.group.rebalance_blocker();
         said(c, &m.group, blocked)?;
     }
+    // From here the labels stay, whatever follows: a disk may have joined
+    // even if the call fails part-way (one left labelled but not listed is
+    // taken again by the next `alter --add`).
+    *joined = true;
     let added = m.group.add_disks(prepared);
     let added = said(c, &m.group, added)?;
-    *joined = true;
     if !drops.is_empty() {
         let dropped = m.group.request_drops(drops);
         said(c, &m.group, dropped)?;

@@ -186,6 +186,18 @@ pub(crate) struct ServedCommands {
     background: Mutex<Background>,
 }
 
+/// What a path names, whatever it is called: a block device by its device
+/// number, a file by its file system and inode.
+fn device_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata(path).ok()?;
+    Some(if m.file_type().is_block_device() {
+        (0, m.rdev())
+    } else {
+        (m.dev(), m.ino())
+    })
+}
+
 /// Make the device paths of a command absolute against the client's
 /// working directory `cwd` (the service's own is not the client's).
 fn resolve_paths(noun: &mut Noun, cwd: &str) -> Result<()> {
@@ -337,10 +349,24 @@ impl ServedCommands {
             let Some(group) = found.iter().find(|f| f.uuid == uuid) else {
                 continue;
             };
-            let known: BTreeSet<PathBuf> = lock(&g.paths).values().cloned().collect();
+            // The paths of disks that left go; a device attached already
+            // (under this path or another: a by-id link, a changed discovery
+            // string) is known by what it is, not by its name.
+            if let Ok(members) = g.live().meta(|m| m.member_devices()) {
+                let ids: BTreeSet<u32> = members.values().map(|d| d.0).collect();
+                lock(&g.paths).retain(|id, _| ids.contains(id));
+            }
+            let known: BTreeSet<(u64, u64)> = lock(&g.paths)
+                .values()
+                .filter_map(|p| device_identity(p))
+                .collect();
             let mut paths = Vec::new();
             let mut files = Vec::new();
-            for path in group.paths.iter().filter(|p| !known.contains(*p)) {
+            for path in group
+                .paths
+                .iter()
+                .filter(|p| device_identity(p).is_some_and(|i| !known.contains(&i)))
+            {
                 match group_admin::open_member(&host, path) {
                     Ok(f) => {
                         paths.push(path.clone());
@@ -822,11 +848,11 @@ impl ServedCommands {
                 let changed = g.live().add_devices(files, |m, ids| {
                     attached = ids.to_vec();
                     let prepared = m.prepare_adds(&new.with_ids(ids), force)?;
-                    let mut work = m.explain_change(&prepared, &drop, &resize)?;
+                    let work = m.explain_change(&prepared, &drop, &resize)?;
                     if explain {
-                        let rates =
-                            m.measure_read_rates(&group_cmd::explain_sources(&work), 64 << 20);
-                        work.estimate(&rates);
+                        // No time estimate: it reads 64 MiB from each disk
+                        // that gives data, which here would hold `meta`
+                        // (and so the file system's metadata) meanwhile.
                         return Ok(Altered::Explained(work));
                     }
                     // A rebalance that could not run would leave the change
@@ -834,8 +860,12 @@ impl ServedCommands {
                     if power > 0 {
                         m.rebalance_blocker()?;
                     }
-                    let added = m.add_disks(prepared)?;
+                    // From here the labels stay, whatever follows: a disk
+                    // may have joined even if the call fails part-way (one
+                    // left labelled but not listed is taken again by the
+                    // next `alter --add`).
                     joined = true;
+                    let added = m.add_disks(prepared)?;
                     if !drop.is_empty() {
                         m.request_drops(&drop)?;
                     }
@@ -899,8 +929,9 @@ impl ServedCommands {
                     let prepared = m.prepare_adds(&new.with_ids(ids), force)?;
                     group_cmd::replace_blocker(&m.disks(), &name, &disk)
                         .map_err(|e| group::GroupError::Invalid(e.to_string()))?;
-                    m.add_disks(prepared)?;
+                    // As for alter: the labels stay once the add began.
                     joined = true;
+                    m.add_disks(prepared)?;
                     m.drop_disks_forced(std::slice::from_ref(&disk))
                 });
                 if !joined && changed.is_err() {
@@ -1086,16 +1117,17 @@ impl control::Commands for ServedCommands {
             reply.send(&Reply::NotHeld);
             return;
         };
+
+        if !self.carries_out(&concern, &request) {
+            reply.send(&Reply::NotHeld);
+            return;
+        }
         let mut cli = cli;
         if let Err(e) = resolve_paths(&mut cli.noun, &request.cwd) {
             reply.send(&Reply::Exit {
                 status: 1,
                 message: Some(e.to_string()),
             });
-            return;
-        }
-        if !self.carries_out(&concern, &request) {
-            reply.send(&Reply::NotHeld);
             return;
         }
         // Escaped: an argument may hold any character, a newline too.
@@ -1208,7 +1240,7 @@ fn show_status(c: &mut Console<'_, '_>, s: &cairn_serve::metrics::Status) {
                 io.writes.count,
                 io.writes.bytes >> 20,
                 micros.checked_div(requests).unwrap_or(0),
-                io.reads.errors + io.writes.errors + io.flushes.errors
+                io.reads.errors + io.writes.errors + io.flushes.errors + io.discards.errors
             );
         }
     }

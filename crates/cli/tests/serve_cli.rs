@@ -171,15 +171,29 @@ impl Serving {
     }
 
     /// Read its log until a line contains `needle` (the event waited for).
+    /// (A bound on a failure, not a synchronisation: a service that never
+    /// logs it fails the test after two minutes rather than hang it.)
     fn wait_for_log(&mut self, needle: &str) {
-        for line in self.log.as_mut().unwrap().iter() {
-            self.seen.push_str(&line);
-            self.seen.push('\n');
-            if line.contains(needle) {
-                return;
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let log = self.log.as_mut().unwrap();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match log.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                    if line.contains(needle) {
+                        return;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("no {needle:?} in the log within 2 minutes: {}", self.seen)
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the log ended without {needle:?}: {}", self.seen)
+                }
             }
         }
-        panic!("the log ended without {needle:?}: {}", self.seen);
     }
 
     /// SIGKILL: the service dies where it stands, its mount left dead
@@ -1822,10 +1836,6 @@ fn metrics_and_status_count_what_the_file_system_served() {
     assert!(disk_total("requests", "flush") >= 2.0, "{body}");
     assert!(disk_total("bytes", "read") >= f64::from(3 << 16), "{body}");
     assert_eq!(disk_total("errors", "write"), 0.0, "{body}");
-    assert_eq!(
-        value("cairn_disk_io_latency_seconds_bucket{group=\"DATA\",disk=\"D0\",op=\"write\",le=\"+Inf\"}"),
-        value("cairn_disk_io_requests_total{group=\"DATA\",disk=\"D0\",op=\"write\"}")
-    );
     // Anything else: an answer, and the endpoint lives on.
     assert!(http_get(&addr, "GET /x HTTP/1.1\r\n\r\n").0.contains("404"));
     assert!(http_get(&addr, "\u{1}\u{2}garbage\r\n\r\n")
@@ -1958,19 +1968,6 @@ fn a_served_group_adds_and_drops_disks_under_fio_verify_and_lets_go_of_the_dropp
             "an added disk is listed with its path: {disks}"
         );
     }
-    // One direct read through the mount gives an idle handle back to the
-    // pool, which lets go of handles made before the disks changed.
-    tool(
-        "dd",
-        &[
-            &format!("if={}", file.display()),
-            "of=/dev/null",
-            "bs=8k",
-            "count=1",
-            "iflag=direct",
-        ],
-    )
-    .unwrap();
     let open = open_files_under(pid, &here);
     for gone in ["d0.img", "d2.img"] {
         assert!(
@@ -1979,12 +1976,9 @@ fn a_served_group_adds_and_drops_disks_under_fio_verify_and_lets_go_of_the_dropp
         );
     }
     assert!(open.contains(&here.join("d4.img")), "{open:?}");
-    let check = rig.cairn(&["group", "check", "DATA"]).ok();
-    assert!(check.stdout.contains("clean"), "{check:?}");
-    let (code, log) = serving.stop();
-    assert_eq!(code, 0, "{log}");
-    rig.check_clean("DATA");
-    // The dropped disks are free: another group may take them.
+    // The dropped disks are free while the service runs (no descriptor,
+    // no registered file, no lock of theirs left in it): another group
+    // takes one.
     rig.cairn(&[
         "group",
         "create",
@@ -1995,6 +1989,11 @@ fn a_served_group_adds_and_drops_disks_under_fio_verify_and_lets_go_of_the_dropp
         &rig.arg("d0.img"),
     ])
     .ok();
+    let check = rig.cairn(&["group", "check", "DATA"]).ok();
+    assert!(check.stdout.contains("clean"), "{check:?}");
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
 }
 
 #[test]

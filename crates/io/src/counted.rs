@@ -71,7 +71,7 @@ impl OpStats {
 }
 
 /// Counters of one kind of request, as read at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpSnapshot {
     pub count: u64,
     pub bytes: u64,
@@ -82,14 +82,23 @@ pub struct OpSnapshot {
     pub latency_micros_sum: u64,
 }
 
+impl Default for OpSnapshot {
+    /// Nothing counted: every bucket there, at zero (a histogram without
+    /// buckets is not one).
+    fn default() -> Self {
+        OpStats::default().snapshot()
+    }
+}
+
 /// One device's I/O.
 #[derive(Default)]
 pub struct DeviceIo {
     pub reads: OpStats,
     pub writes: OpStats,
-    /// Cache flushes (and other requests that move no data: discards,
-    /// write-zeroes, counted with their range's bytes).
+    /// Cache flushes.
     pub flushes: OpStats,
+    /// Discards and write-zeroes, with their ranges' bytes.
+    pub discards: OpStats,
 }
 
 impl DeviceIo {
@@ -98,21 +107,27 @@ impl DeviceIo {
             reads: self.reads.snapshot(),
             writes: self.writes.snapshot(),
             flushes: self.flushes.snapshot(),
+            discards: self.discards.snapshot(),
         }
     }
 }
 
 /// A device's I/O, as read at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DeviceIoSnapshot {
     pub reads: OpSnapshot,
     pub writes: OpSnapshot,
     pub flushes: OpSnapshot,
+    pub discards: OpSnapshot,
 }
 
 /// An engine that counts the requests to some of its devices (each into
 /// the [`DeviceIo`] it was given for it) and passes everything to the
-/// engine inside.
+/// engine inside. A completion is matched to its submission by device and
+/// tag, first in first out: callers that reuse a tag for requests in
+/// flight at once to one device (none in Cairn's data plane) get their
+/// latencies paired in order, not exactly.
 pub struct Counted {
     inner: Box<dyn IoEngine>,
     counters: HashMap<DeviceId, Arc<DeviceIo>>,
@@ -173,15 +188,18 @@ impl IoEngine for Counted {
                 }
                 None => None,
             };
-            let took = since.map_or(Duration::ZERO, |t| t.elapsed());
-            let (stats, bytes) = match c.kind {
-                OpKind::Read => (&io.reads, c.result.as_ref().map_or(0, |n| *n)),
-                OpKind::Write => (&io.writes, c.result.as_ref().map_or(0, |n| *n)),
-                OpKind::Flush | OpKind::Discard | OpKind::WriteZeroes => {
-                    (&io.flushes, c.result.as_ref().map_or(0, |n| *n))
-                }
-            };
-            stats.record(bytes, c.result.is_err(), took);
+            // Every counted request has its start; one without (it cannot
+            // happen) is left out rather than counted as instant.
+            if let Some(since) = since {
+                let stats = match c.kind {
+                    OpKind::Read => &io.reads,
+                    OpKind::Write => &io.writes,
+                    OpKind::Flush => &io.flushes,
+                    OpKind::Discard | OpKind::WriteZeroes => &io.discards,
+                };
+                let bytes = c.result.as_ref().map_or(0, |n| *n);
+                stats.record(bytes, c.result.is_err(), since.elapsed());
+            }
         }
         Some(c)
     }
@@ -203,8 +221,10 @@ impl IoEngine for Counted {
     }
 
     fn detach_file(&mut self, device: DeviceId) -> Option<DeviceFile> {
+        let file = self.inner.detach_file(device)?;
         self.counters.remove(&device);
-        self.inner.detach_file(device)
+        self.started.retain(|(d, _), _| *d != device);
+        Some(file)
     }
 }
 
@@ -282,6 +302,7 @@ mod tests {
         );
         assert_eq!((s.reads.count, s.reads.bytes, s.reads.errors), (2, 4096, 1));
         assert_eq!(s.flushes.count, 1);
+        assert_eq!(s.discards.count, 0);
         assert_eq!(s.reads.latency_buckets_cumulative.last(), Some(&2));
     }
 }

@@ -100,6 +100,10 @@ pub struct UringEngine {
     stats: EngineStats,
     /// Devices are addressed by their index in the registered-file table.
     fixed_files: bool,
+    /// The registered-file table exists (it may hold earlier devices even
+    /// after `fixed_files` fell back to plain descriptors): a detached
+    /// device's slot is cleared, and the table is unregistered at drop.
+    files_table: bool,
     flags: Vec<&'static str>,
 }
 
@@ -156,6 +160,7 @@ impl UringEngine {
             depth_max,
             stats: EngineStats::default(),
             fixed_files,
+            files_table: fixed_files,
             flags,
         })
     }
@@ -375,8 +380,10 @@ impl IoEngine for UringEngine {
             return None;
         }
         let file = self.devices.get_mut(device.0 as usize)?.take()?;
-        if self.fixed_files {
-            // The registered table's slot lets go of the file too (-1: empty).
+        if self.files_table && device.0 < FIXED_FILES_MAX {
+            // The registered table's slot lets go of the file too (-1:
+            // empty), whether or not the engine still addresses devices
+            // through it.
             let _ = self.ring.submitter().register_files_update(device.0, &[-1]);
         }
         Some(file)
@@ -596,7 +603,7 @@ impl Drop for UringEngine {
         // until then its registered files stay open — with their flock, so
         // the next process to claim the device would find it "in use".
         // Unregistering is synchronous: the files are released here.
-        if self.fixed_files {
+        if self.files_table {
             self.ring.submitter().unregister_files().ok();
         }
     }

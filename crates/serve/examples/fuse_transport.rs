@@ -380,8 +380,8 @@ fn ring_cmd(
 /// Serve one queue of FUSE over io_uring: register `depth` entries, then
 /// answer each request as it completes and fetch the next.
 fn serve_queue(fs: Arc<Fs>, fd: RawFd, qid: u16, depth: usize) -> io::Result<()> {
-    let mut ring: IoUring<squeue::Entry128, cqueue::Entry32> =
-        IoUring::builder().build((depth as u32 * 2).next_power_of_two())?;
+    // The buffers first, so that they are dropped after the ring: the
+    // kernel may write into them while a command is registered.
     let mut entries: Vec<Entry> = (0..depth)
         .map(|_| {
             let mut header = vec![0u8; RING_HEADER];
@@ -403,6 +403,8 @@ fn serve_queue(fs: Arc<Fs>, fd: RawFd, qid: u16, depth: usize) -> io::Result<()>
             }
         })
         .collect();
+    let mut ring: IoUring<squeue::Entry128, cqueue::Entry32> =
+        IoUring::builder().build((depth as u32 * 2).next_power_of_two())?;
     for (i, e) in entries.iter().enumerate() {
         let sqe = ring_cmd(fd, URING_CMD_REGISTER, e, qid, 0, i as u64);
         // SAFETY: the entry's buffers live as long as the ring's commands.
@@ -423,8 +425,11 @@ fn serve_queue(fs: Arc<Fs>, fd: RawFd, qid: u16, depth: usize) -> io::Result<()>
             .collect();
         for (tag, res) in done {
             if res < 0 {
-                // ENOTCONN and friends: unmounted.
-                return Ok(());
+                return match -res {
+                    // Unmounted.
+                    libc::ENOTCONN | libc::ENODEV | libc::ECONNABORTED => Ok(()),
+                    errno => Err(io::Error::from_raw_os_error(errno)),
+                };
             }
             let e = &mut entries[tag as usize];
             let h = &e.header;

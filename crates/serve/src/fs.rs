@@ -68,7 +68,8 @@ struct Slot {
     stats: Arc<crate::metrics::IoStats>,
     /// Data handles not in use: a request takes one (or makes one) and
     /// gives it back. A handle is one thread's engine, never shared.
-    handles: Mutex<Vec<DataHandle>>,
+    /// (Shared with the group's devices-left hook, which empties it.)
+    handles: Arc<Mutex<Vec<DataHandle>>>,
     sector_bytes: u64,
     copies: u64,
 }
@@ -87,12 +88,17 @@ impl Slot {
         };
         let result = f(&mut handle);
         // Idle handles made before the disks changed (one joined, or left:
-        // its device is still open in their engines) are let go of here;
-        // dropped outside the pool's lock.
+        // its device is still open in their engines) are let go of here —
+        // this one too, if it is — dropped outside the pool's lock. (A
+        // completed drop empties the pool at once: `Slot`'s hook.)
         let stale: Vec<DataHandle> = {
             let mut pool = lock(&self.handles);
-            let stale = pool.extract_if(.., |h| h.is_stale()).collect();
-            pool.push(handle);
+            let mut stale: Vec<DataHandle> = pool.extract_if(.., |h| h.is_stale()).collect();
+            if handle.is_stale() {
+                stale.push(handle);
+            } else {
+                pool.push(handle);
+            }
             stale
         };
         drop(stale);
@@ -306,11 +312,21 @@ impl GroupFs {
                     u64::from(m.redundancy().copies()),
                 )
             })?;
+            // When a dropped disk's device is let go of, the idle handles
+            // (which hold it in their engines) go too.
+            let handles: Arc<Mutex<Vec<DataHandle>>> = Arc::default();
+            let pool = Arc::downgrade(&handles);
+            g.group.on_devices_left(Box::new(move || {
+                if let Some(pool) = pool.upgrade() {
+                    let idle = std::mem::take(&mut *lock(&pool));
+                    drop(idle);
+                }
+            }));
             slots.push(Slot {
                 name: g.name,
                 group: g.group,
                 stats: Arc::default(),
-                handles: Mutex::new(Vec::new()),
+                handles,
                 sector_bytes,
                 copies,
             });

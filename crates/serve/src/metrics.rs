@@ -7,7 +7,7 @@
 //! Two sets of counters: the file system's (what a database asked of a
 //! group and how long the service took to answer, from the request
 //! reaching the service to its reply), and per disk the data plane's
-//! (each read, write and flush a data handle sent to the disk and how long
+//! (each read, write, flush and discard a data handle sent to the disk and how long
 //! it took, from submission to completion: `cairn_io::counted`).
 //!
 //! Shared state: [`IoStats`] is atomics only, written by the FUSE workers
@@ -234,6 +234,7 @@ impl Status {
                         ("read", &d.io.reads),
                         ("write", &d.io.writes),
                         ("flush", &d.io.flushes),
+                        ("discard", &d.io.discards),
                     ]
                     .map(|(op, s)| (format!("group=\"{n}\",disk=\"{l}\",op=\"{op}\""), s))
                 })

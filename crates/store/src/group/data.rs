@@ -1519,6 +1519,8 @@ impl Group<'_> {
             .iter_mut()
             .flatten()
             .find(|m| m.entry.disk_uuid == header.disk_uuid && m.device.is_none())
+            // A disk dropped by force, or leaving, does not come back.
+            .filter(|m| !m.entry.forced() && !m.entry.dropping())
         else {
             return Ok(None);
         };
@@ -1530,7 +1532,17 @@ impl Group<'_> {
         }
         m.device = Some(device);
         m.generation = slot.map_or(0, |(generation, _)| generation);
-        Ok(Some(m.entry.label.clone()))
+        let label = m.entry.label.clone();
+        self.publish_disks();
+        Ok(Some(label))
+    }
+
+    /// The disk a device attached to the engine is, by its label: its uuid
+    /// and label, if it carries this group's label.
+    pub(super) fn disk_on(&mut self, device: DeviceId) -> Option<(Uuid, String)> {
+        let found = super::superblock::identify(&mut *self.engine, &[device]);
+        let (_, header, _) = found.get(&self.uuid)?.first()?;
+        Some((header.disk_uuid, header.label.as_str().to_string()))
     }
 
     /// Let go of a device no member uses (the engine closes it).
@@ -1669,10 +1681,14 @@ impl Group<'_> {
         let member = (0..self.members.len() as u16)
             .map(|d| self.member(d).is_some())
             .collect();
+        let devices = (0..self.members.len() as u16)
+            .map(|d| self.member(d).and_then(|m| m.device))
+            .collect();
         let names = (0..self.members.len() as u16)
             .map(|d| self.disk_name(d))
             .collect();
-        self.plane.publish_disks(online, writable, member, names);
+        self.plane
+            .publish_disks(online, writable, member, devices, names);
     }
 
     /// Why a file may not be written, if it may not.

@@ -97,6 +97,10 @@ struct Inner {
     gate: Gate,
     plane: Arc<DataPlane>,
     engines: Box<dyn EngineSource>,
+    /// Called (without `meta`) when devices of disks that left were let go
+    /// of: a pool of idle data handles empties itself. Added to by whoever
+    /// keeps such a pool; a leaf lock.
+    devices_left: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
 /// Group commit. An operation runs its steps under `meta`, then waits here
@@ -259,6 +263,7 @@ impl LiveGroup {
                 },
                 plane,
                 engines,
+                devices_left: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -300,9 +305,15 @@ impl LiveGroup {
 
     /// A data handle with an engine of `depth` requests.
     pub fn handle(&self, depth: usize) -> Result<DataHandle, GroupError> {
-        let (disks, read_only) = {
+        // The members and the view's epoch as one: the view is published
+        // under `meta`, so a disk that joins after this is seen as a change.
+        let (disks, read_only, epoch) = {
             let group = self.inner.meta()?;
-            (group.member_devices(), group.is_read_only())
+            (
+                group.member_devices(),
+                group.is_read_only(),
+                self.inner.plane.disks().epoch,
+            )
         };
         let (engine, devices) = self.inner.engines.engine(&disks, depth)?;
         Ok(DataHandle {
@@ -315,7 +326,7 @@ impl LiveGroup {
             snapshots: SnapshotCache::default(),
             read_only,
             depth,
-            devices_epoch: self.inner.plane.disks().epoch,
+            devices_epoch: epoch,
         })
     }
 
@@ -527,27 +538,47 @@ impl LiveGroup {
         files: Vec<cairn_io::DeviceFile>,
     ) -> Result<Vec<Reattached>, GroupError> {
         self.inner.operation(|g| {
+            let attached: Vec<Result<(cairn_io::DeviceFile, DeviceId), GroupError>> = files
+                .into_iter()
+                .map(|file| {
+                    let dup = file.try_clone().map_err(|e| {
+                        GroupError::Invalid(format!("cannot share a disk's handle: {e}"))
+                    })?;
+                    Ok((dup, g.attach_device(file)?))
+                })
+                .collect();
+            // Which disk each is, by its label's uuid: a disk found on two
+            // devices at once (a copy beside it, a second path) is taken on
+            // neither, as a mount refuses it.
+            let disks: Vec<Option<(uuid::Uuid, String)>> = attached
+                .iter()
+                .map(|a| a.as_ref().ok().and_then(|(_, id)| g.disk_on(*id)))
+                .collect();
             let mut out = Vec::new();
-            for file in files {
-                let attached = file
-                    .try_clone()
-                    .map_err(|e| GroupError::Invalid(format!("cannot share a disk's handle: {e}")))
-                    .and_then(|dup| Ok((dup, g.attach_device(file)?)));
-                let (dup, id) = match attached {
+            for (a, disk) in attached.into_iter().zip(&disks) {
+                let (dup, id) = match a {
                     Ok(a) => a,
                     Err(e) => {
                         out.push(Err(e));
                         continue;
                     }
                 };
-                // The source first: once the member has it, any engine
-                // made must be able to attach it.
-                let joined = self
-                    .inner
-                    .engines
-                    .add_device(id, dup)
-                    .and_then(|()| g.reattach(id))
-                    .map(|label| label.map(|l| (l, id)));
+                let twice = disk.as_ref().filter(|(u, _)| {
+                    disks.iter().flatten().filter(|(v, _)| v == u).count() > 1
+                });
+                let joined = match twice {
+                    Some((_, label)) => Err(GroupError::Invalid(format!(
+                        "disk {label} is on two of the devices found; one is a copy (or a second path to it): hide it from discovery, then send SIGHUP again"
+                    ))),
+                    // The source first: once the member has it, any engine
+                    // made must be able to attach it.
+                    None => self
+                        .inner
+                        .engines
+                        .add_device(id, dup)
+                        .and_then(|()| g.reattach(id))
+                        .map(|label| label.map(|l| (l, id))),
+                };
                 if !matches!(joined, Ok(Some(_))) {
                     self.inner.engines.remove_device(id);
                     g.detach_device(id);
@@ -563,12 +594,37 @@ impl LiveGroup {
     /// source forgets them, and each data handle drops its own at its next
     /// I/O (the disk view changed).
     fn release_left_devices(&self) -> Result<(), GroupError> {
-        let mut g = self.inner.meta()?;
-        for id in g.take_left_devices() {
-            self.inner.engines.remove_device(id);
-            g.detach_device(id);
+        let left = {
+            let mut g = self.inner.meta()?;
+            let left = g.take_left_devices();
+            for id in &left {
+                self.inner.engines.remove_device(*id);
+                g.detach_device(*id);
+            }
+            left
+        };
+        if !left.is_empty() {
+            let hooks = self
+                .inner
+                .devices_left
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for hook in hooks.iter() {
+                hook();
+            }
         }
         Ok(())
+    }
+
+    /// Call `hook` (without `meta`) each time devices of disks that left
+    /// the group have been let go of: whoever keeps idle data handles drops
+    /// them, as they hold those devices in their engines.
+    pub fn on_devices_left(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        self.inner
+            .devices_left
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(hook);
     }
 
     /// Scrub the group ([`Group::scrub`]) while data handles run: the
@@ -719,12 +775,12 @@ impl DataHandle {
     /// device). Called with nothing in flight: as an operation starts
     /// (`leaves`), and between an operation's I/O batches, where only a
     /// join matters (a snapshot may name a disk that joined; a disk that
-    /// left is named by none, and an operation that began before it left
-    /// may still hold its guard, so a leave waits for the next operation).
-    /// An engine source that cannot attach the new disk leaves it out, and
-    /// an I/O to it then fails like one to a failed disk. `meta` is taken
-    /// only when the disk view shows such a change — rare, and the order
-    /// latch → meta holds.
+    /// left is named by none, so its device waits for the next operation).
+    /// The members' devices come from the disk view, never from `meta`:
+    /// between batches the operation holds its guard, and `meta`'s holder
+    /// may be waiting for that guard (`offline_disks`). An engine source
+    /// that cannot attach the new disk leaves it out, and an I/O to it then
+    /// fails like one to a failed disk.
     fn refresh_devices_on(&mut self, leaves: bool) -> Result<(), GroupError> {
         let view = self.inner.plane.disks();
         if view.epoch == self.devices_epoch {
@@ -741,7 +797,7 @@ impl DataHandle {
             return Ok(());
         }
         self.devices_epoch = view.epoch;
-        let disks = self.inner.meta()?.member_devices();
+        let disks = view.member_devices();
         let (engine, devices) = self.inner.engines.engine(&disks, self.depth)?;
         self.engine = engine;
         self.devices = devices;

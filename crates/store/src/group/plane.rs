@@ -183,6 +183,10 @@ pub struct DiskView {
     /// By disk number: a member of the group, in any state (a disk whose
     /// drop completed is not: a data handle then lets go of its device).
     pub member: Vec<bool>,
+    /// By disk number: the member's device in the metadata plane's engine,
+    /// if it has one: what a data handle's engine attaches, read without
+    /// `meta` (a handle mid-operation must not wait for it).
+    pub devices: Vec<Option<cairn_io::DeviceId>>,
     /// By disk number: the disk's label, for messages.
     pub names: Vec<String>,
 }
@@ -190,6 +194,15 @@ pub struct DiskView {
 impl DiskView {
     pub fn is_online(&self, disk: u16) -> bool {
         self.online.get(usize::from(disk)).copied().unwrap_or(false)
+    }
+
+    /// The members' devices in the metadata plane's engine, by disk number.
+    pub fn member_devices(&self) -> std::collections::BTreeMap<u16, cairn_io::DeviceId> {
+        self.devices
+            .iter()
+            .enumerate()
+            .filter_map(|(d, id)| Some((u16::try_from(d).ok()?, (*id)?)))
+            .collect()
     }
 
     pub fn is_member(&self, disk: u16) -> bool {
@@ -338,12 +351,14 @@ impl DataPlane {
         online: Vec<bool>,
         writable: Vec<bool>,
         member: Vec<bool>,
+        devices: Vec<Option<cairn_io::DeviceId>>,
         names: Vec<String>,
     ) {
         let mut disks = unpoison(self.disks.write());
         if disks.online == online
             && disks.writable == writable
             && disks.member == member
+            && disks.devices == devices
             && disks.names == names
         {
             return;
@@ -354,6 +369,7 @@ impl DataPlane {
             online,
             writable,
             member,
+            devices,
             names,
         });
         self.generation.fetch_add(1, Ordering::SeqCst);
@@ -713,6 +729,7 @@ mod tests {
             vec![true, true],
             vec![true, true],
             vec![true, true],
+            vec![None, None],
             vec!["a".into(), "b".into()],
         );
         let first = cache.file(&plane, 1).unwrap();
@@ -737,6 +754,7 @@ mod tests {
             vec![true, false],
             vec![true, false],
             vec![true, true],
+            vec![None, None],
             vec!["a".into(), "b".into()],
         );
         let view = cache.disks(&plane);
