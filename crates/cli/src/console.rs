@@ -51,6 +51,14 @@ impl Console<'_, '_> {
         }
     }
 
+    /// The template of the file a copy between groups reads (before its
+    /// `read_through`).
+    pub(crate) fn source_template(&mut self, template: &str) {
+        if let Console::Remote(r) = self {
+            r.send(&Reply::SourceTemplate(template.to_string()));
+        }
+    }
+
     /// Progress of a long operation (`unit`: "AU" or "byte"), for a client
     /// to draw; this process draws its own bars.
     pub(crate) fn progress(&mut self, what: &str, unit: &str, done: u64, total: u64) {

@@ -20,20 +20,26 @@ use crate::Outcome;
 /// one output reply).
 const REPLY_BYTES_MAX: u64 = 256 << 20;
 
-/// Send the command line to the service, if one holds what it is about:
-/// `None` when the CLI is to carry it out itself. `fds`: descriptors the
-/// command hands over (the file `cp` copies in).
-/// `read_through`: set when the service answers a `cp` out of its group
-/// with the path the file is to be read at, through its file system.
+/// A `cp` out of a served group, as the service answers it: the path the
+/// file is read at through its file system, and (for a copy to a group)
+/// the source file's template.
+#[derive(Default)]
+pub(crate) struct ReadThrough {
+    pub(crate) path: Option<std::path::PathBuf>,
+    pub(crate) template: Option<String>,
+}
+
+/// Send the command line `argv` (after the program's name) to the
+/// service, if one holds what it is about: `None` when the CLI is to carry
+/// it out itself. `fds`: descriptors the command hands over (the file `cp`
+/// copies in). `read_through`: set when the service answers a `cp` out of
+/// its group.
 pub(crate) fn forward(
+    argv: Vec<String>,
     discover_flag: Option<&str>,
     fds: &[RawFd],
-    read_through: &mut Option<std::path::PathBuf>,
+    read_through: &mut ReadThrough,
 ) -> Option<Result<Outcome>> {
-    let argv: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|a| a.into_string().ok())
-        .collect::<Option<_>>()?;
     let stream = UnixStream::connect(control::socket_path()).ok()?;
     // Only a service run by root, or by this user, is told the command
     // (and believed): anyone else who made a socket there is not.
@@ -83,7 +89,12 @@ pub(crate) fn forward(
                     continue;
                 }
                 Ok(Reply::ReadThrough(path)) => {
-                    *read_through = Some(path.into());
+                    read_through.path = Some(path.into());
+                    first = false;
+                    continue;
+                }
+                Ok(Reply::SourceTemplate(t)) => {
+                    read_through.template = Some(t);
                     first = false;
                     continue;
                 }

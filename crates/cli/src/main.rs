@@ -511,8 +511,34 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    let argv: Option<Vec<String>> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string().ok())
+        .collect();
+    let outcome = dispatch(cli, argv);
+    match outcome {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed(message)) => {
+            eprintln!("cairn: error: {}", one_line(&message));
+            ExitCode::FAILURE
+        }
+        Ok(Outcome::Degraded(message)) => {
+            eprintln!("cairn: warning: {}", one_line(&message));
+            ExitCode::from(EXIT_DEGRADED)
+        }
+        Err(error) => {
+            eprintln!("cairn: error: {}", one_line(&format!("{error:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Carry out a parsed command line: through a running service that holds
+/// what it is about, else here. `argv` is the command line after the
+/// program's name (what the service is sent); `None` when it is not text.
+fn dispatch(cli: Cli, argv: Option<Vec<String>>) -> Result<Outcome> {
     // A command on a group a running service holds is carried out there.
-    let mut read_through = None;
+    let mut read_through = forward::ReadThrough::default();
     let forwarded = served::concern(&cli.noun).and_then(|_| {
         let flag = served::discover_flag(&cli.noun);
         // `cp` into a group hands the service the file it copies from,
@@ -538,35 +564,54 @@ fn main() -> ExitCode {
             (Noun::Cp { source, .. }, None) if source == "-" => vec![0],
             _ => Vec::new(),
         };
-        forward::forward(flag, &fds, &mut read_through)
+        forward::forward(argv?, flag, &fds, &mut read_through)
     });
-    let outcome = match (forwarded, read_through) {
-        (Some(Ok(Outcome::Done)), Some(at)) => match &cli.noun {
+    match (forwarded, read_through.path) {
+        (Some(Ok(Outcome::Done)), Some(at)) => match cli.noun {
+            // Between groups, the source served: read through the mount and
+            // copied in as a file — by the service again if it holds the
+            // destination too (handed the file opened here), else here.
+            Noun::Cp {
+                dest,
+                template,
+                redundancy,
+                max_size,
+                force,
+                discover,
+                ..
+            } if dest.starts_with('+') => {
+                let mut next = vec!["cp".to_string(), at.display().to_string(), dest.clone()];
+                if let Some(t) = template.or(read_through.template) {
+                    next.extend(["--template".to_string(), t]);
+                }
+                if let Some(r) = redundancy {
+                    next.extend(["--redundancy".to_string(), r]);
+                }
+                if let Some(m) = max_size {
+                    next.extend(["--max-size".to_string(), m]);
+                }
+                if force {
+                    next.push("--force".to_string());
+                }
+                if let Some(d) = discover.discover {
+                    next.extend(["--discover".to_string(), d]);
+                }
+                let then = Cli::try_parse_from(
+                    std::iter::once("cairn".to_string()).chain(next.iter().cloned()),
+                )
+                .context("the copy in from the mount")?;
+                dispatch(then, Some(next))
+            }
             Noun::Cp {
                 source,
                 dest,
                 force,
                 ..
-            } => group_cmd::cp_out_served(&at, source, dest, *force).map(|()| Outcome::Done),
+            } => group_cmd::cp_out_served(&at, &source, &dest, force).map(|()| Outcome::Done),
             _ => Ok(Outcome::Done),
         },
         (Some(outcome), _) => outcome,
         (None, _) => run(cli, &mut Console::Std),
-    };
-    match outcome {
-        Ok(Outcome::Done) => ExitCode::SUCCESS,
-        Ok(Outcome::Failed(message)) => {
-            eprintln!("cairn: error: {}", one_line(&message));
-            ExitCode::FAILURE
-        }
-        Ok(Outcome::Degraded(message)) => {
-            eprintln!("cairn: warning: {}", one_line(&message));
-            ExitCode::from(EXIT_DEGRADED)
-        }
-        Err(error) => {
-            eprintln!("cairn: error: {}", one_line(&format!("{error:#}")));
-            ExitCode::FAILURE
-        }
     }
 }
 

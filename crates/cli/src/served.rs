@@ -551,15 +551,14 @@ impl ServedCommands {
                 if source.starts_with('+') {
                     let path = GroupPath::parse(&source)?;
                     let g = self.group(path.group.as_str())?;
-                    if dest.starts_with('+') {
-                        bail!(
-                            "`cairn cp` from group {} to a group, while the service holds it, is not built yet; copy it out to a file, then in",
-                            g.name()
-                        );
-                    }
                     // The file must be there (and a file); the client reads
-                    // it through the mount, by its canonical name.
-                    g.live().meta(|m| m.open(&path).map(|_| ()))??;
+                    // it through the mount, by its canonical name — and, for
+                    // a copy to a group, copies it in from there (a new file
+                    // takes the source's template unless told another).
+                    let info = g.live().meta(|m| m.open(&path))??;
+                    if dest.starts_with('+') {
+                        c.source_template(&info.template);
+                    }
                     let mut at = self.mountpoint.join(g.name());
                     for c in &path.components {
                         at.push(c.as_str());

@@ -2116,3 +2116,81 @@ fn sighup_finds_a_disk_that_was_missing_at_start_and_online_brings_it_back() {
     assert_eq!(log.matches("disk found again").count(), 1, "{log}");
     rig.check_clean("DATA");
 }
+
+#[test]
+fn cp_between_groups_reads_a_served_source_through_the_mount() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    // FRA: a second group, over a disk of its own.
+    let f0 = sparse(&rig.path("f0.img"), 256 * MIB);
+    rig.cairn(&["disk", "label", "F0", f0.to_str().unwrap()])
+        .ok();
+    rig.cairn(&[
+        "group",
+        "create",
+        "FRA",
+        "--redundancy",
+        "external",
+        "--disk",
+        f0.to_str().unwrap(),
+    ])
+    .ok();
+    // Not a whole number of sectors: the byte length must come across.
+    let source = random_file(&rig.path("redo.bin"), 3 * MIB + 5, 21);
+    rig.cairn(&[
+        "cp",
+        source.to_str().unwrap(),
+        "+DATA/redo01.log",
+        "--template",
+        "ONLINELOG",
+    ])
+    .ok();
+    let want = std::fs::read(&source).unwrap();
+    // Only DATA served: the copy into FRA is the CLI's, from the mount.
+    let serving = Serving::start(&rig, &["--group", "DATA"]);
+    rig.cairn(&["cp", "+DATA/redo01.log", "+FRA/redo01.log"])
+        .ok();
+    let listed = rig.cairn(&["ls", "+FRA/"]).ok();
+    assert!(
+        listed.stdout.contains("ONLINELOG") && listed.stdout.contains(&format!("{}", want.len())),
+        "the copy keeps the source's template and byte length: {listed:?}"
+    );
+    rig.cairn(&[
+        "cp",
+        "+FRA/redo01.log",
+        rig.path("back.bin").to_str().unwrap(),
+    ])
+    .ok();
+    assert_eq!(std::fs::read(rig.path("back.bin")).unwrap(), want);
+    // Within the served group: the service copies from its own mount.
+    rig.cairn(&[
+        "cp",
+        "+DATA/redo01.log",
+        "+DATA/redo02.log",
+        "--template",
+        "DATAFILE",
+    ])
+    .ok();
+    assert_eq!(
+        std::fs::read(serving.path("DATA/redo02.log")).unwrap(),
+        want
+    );
+    let listed = rig.cairn(&["ls", "+DATA/"]).ok();
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.contains("redo02.log") && l.starts_with("DATAFILE")),
+        "a template given wins: {listed:?}"
+    );
+    // A source that is not there: one line, nothing made.
+    rig.cairn(&["cp", "+DATA/nothing.log", "+FRA/nothing.log"])
+        .refused("nothing.log");
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+    rig.check_clean("FRA");
+}

@@ -380,6 +380,16 @@ fn ring_cmd(
 /// Serve one queue of FUSE over io_uring: register `depth` entries, then
 /// answer each request as it completes and fetch the next.
 fn serve_queue(fs: Arc<Fs>, fd: RawFd, qid: u16, depth: usize) -> io::Result<()> {
+    // On the queue's own CPU: a request is queued on the CPU its submitter
+    // runs on, and its completion is the ring owner's task work — a thread
+    // elsewhere would be woken across CPUs for every request (libfuse pins
+    // its queue threads the same way).
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(usize::from(qid), &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
     // The buffers first, so that they are dropped after the ring: the
     // kernel may write into them while a command is registered.
     let mut entries: Vec<Entry> = (0..depth)

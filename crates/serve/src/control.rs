@@ -181,6 +181,9 @@ pub enum Reply {
     /// through the service's file system at this path (its destination
     /// is the CLI's: checked, written and named with its user's rights).
     ReadThrough(String),
+    /// Before a `ReadThrough` for a copy to a group: the source file's
+    /// template, which the new file takes unless the command names one.
+    SourceTemplate(String),
     /// The last reply: the exit status the CLI ends with, and (when not 0)
     /// the one line it says.
     Exit {
