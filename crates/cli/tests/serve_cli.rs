@@ -2189,6 +2189,15 @@ fn cp_between_groups_reads_a_served_source_through_the_mount() {
     // A source that is not there: one line, nothing made.
     rig.cairn(&["cp", "+DATA/nothing.log", "+FRA/nothing.log"])
         .refused("nothing.log");
+    // Into the served group from one it does not hold: refused, saying who
+    // holds it and that its files are reached through its file system —
+    // where a copy out lands as it should.
+    rig.cairn(&["cp", "+FRA/redo01.log", "+DATA/redo03.log"])
+        .refused("the Cairn service holds it");
+    let through = serving.path("DATA/redo03.log");
+    rig.cairn(&["cp", "+FRA/redo01.log", through.to_str().unwrap()])
+        .ok();
+    assert_eq!(std::fs::read(&through).unwrap(), want);
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
     rig.check_clean("DATA");
