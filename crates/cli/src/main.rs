@@ -16,6 +16,7 @@ mod oltp_cmd;
 mod render;
 mod serve_cmd;
 mod served;
+mod volume_cmd;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -140,6 +141,9 @@ enum Noun {
         #[command(flatten)]
         output: Output,
     },
+    /// Volumes: group files the host sees as block devices, for a file system of their own (through the service).
+    #[command(subcommand)]
+    Volume(volume_cmd::VolumeCommand),
     /// Give a group file another name.
     Mkalias {
         target: String,
@@ -365,6 +369,12 @@ fn run(cli: Cli, c: &mut Console<'_, '_>) -> Result<Outcome> {
             group_cmd::cp(c, engine_kind, &request, &discover).map(|()| Outcome::Done)
         }
         Noun::Serve(args) => serve_cmd::serve(engine_kind, &host, &args),
+        // Reached only when no service answered (it carries volumes out).
+        Noun::Volume(command) => bail!(
+            "volumes are attached and managed by the Cairn service, and none holds group {} (socket {}): start one with `cairn serve --mountpoint DIR`",
+            command.group().unwrap_or_else(|| "any".into()),
+            cairn_serve::control::socket_path().display()
+        ),
         // Reached only when no service answered (it carries `status` out).
         Noun::Status { .. } => bail!(
             "no Cairn service answers on {} (start one with `cairn serve`, or set $CAIRN_SOCKET to its socket)",

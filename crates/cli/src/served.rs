@@ -35,6 +35,7 @@ use clap::Parser;
 
 use crate::console::Console;
 use crate::group_cmd::{self, GroupCommand};
+use crate::volume_cmd::{self, VolumeCommand};
 use crate::{Cli, EngineArg, Noun, Outcome};
 
 /// The power a pending rebalance resumes at when its recorded power does
@@ -113,6 +114,10 @@ pub(crate) fn concern(noun: &Noun) -> Option<Concern> {
             }
         }
         Noun::Status { .. } => Some(Concern::Operations),
+        Noun::Volume(command) => Some(match command.group() {
+            Some(g) => Concern::Group(g.to_ascii_uppercase()),
+            None => Concern::Operations,
+        }),
         Noun::Group(command) => match command {
             GroupCommand::Create { .. } => None,
             GroupCommand::List { .. } => Some(Concern::Discovery),
@@ -559,11 +564,7 @@ impl ServedCommands {
                     if dest.starts_with('+') {
                         c.source_template(&info.template);
                     }
-                    let mut at = self.mountpoint.join(g.name());
-                    for c in &path.components {
-                        at.push(c.as_str());
-                    }
-                    c.read_through(&at);
+                    c.read_through(&self.served_path(&g, &path));
                     return Ok(Outcome::Done);
                 }
                 let fd = fds.into_iter().next().ok_or_else(|| {
@@ -616,6 +617,7 @@ impl ServedCommands {
                 }
             }
             Noun::Group(command) => return self.group_command(command, c),
+            Noun::Volume(command) => return self.volume(command, c),
             Noun::Status { output } => {
                 let held: Vec<cairn_serve::Held> =
                     self.groups.iter().map(|g| g.held.clone()).collect();
@@ -944,6 +946,207 @@ impl ServedCommands {
             }
             GroupCommand::Create { .. } => {
                 bail!("`group create` is not carried out by the service")
+            }
+        }
+        Ok(Outcome::Done)
+    }
+
+    /// Where a group file is served: its path in the mount.
+    fn served_path(&self, g: &HeldGroup, path: &GroupPath) -> PathBuf {
+        let mut at = self.mountpoint.join(g.name());
+        for c in &path.components {
+            at.push(c.as_str());
+        }
+        at
+    }
+
+    /// A volume of a held group: the group, its path, its file, and where
+    /// the mount serves it. A file that is not a volume is refused.
+    fn volume_of(
+        &self,
+        name: &str,
+    ) -> Result<(Arc<HeldGroup>, GroupPath, group::FileInfo, PathBuf)> {
+        let path = GroupPath::parse(name)?;
+        let g = self.group(path.group.as_str())?;
+        let info = g.live().meta(|m| m.open(&path))??;
+        if info.template != volume_cmd::VOLUME_TEMPLATE {
+            bail!(
+                "{name} is not a volume (its template is {}); `cairn volume create` makes one",
+                info.template
+            );
+        }
+        let at = self.served_path(&g, &path);
+        Ok((g, path, info, at))
+    }
+
+    /// `cairn volume ...` (`docs/volumes.md`).
+    fn volume(&self, command: VolumeCommand, c: &mut Console<'_, '_>) -> Result<Outcome> {
+        use crate::console::outln;
+        match command {
+            VolumeCommand::Create {
+                name,
+                size,
+                redundancy,
+                output,
+            } => {
+                let path = GroupPath::parse(&name)?;
+                let g = self.group(path.group.as_str())?;
+                let size_bytes = crate::parse_size(&size).context("--size")?;
+                let copies = redundancy
+                    .as_deref()
+                    .map(|r| {
+                        group::Redundancy::parse(r)
+                            .map(|r| r.copies())
+                            .ok_or_else(|| {
+                                anyhow!("redundancy {r:?}: use external, normal or high")
+                            })
+                    })
+                    .transpose()?;
+                let info = g.live().meta(|m| {
+                    let sector = u64::from(m.sector_bytes());
+                    if size_bytes == 0 || size_bytes % sector != 0 {
+                        return Err(group::GroupError::Invalid(format!(
+                            "a volume's size is a whole number of the group's {sector}-byte sectors, and not 0: {size} is not"
+                        )));
+                    }
+                    m.ensure_template(volume_cmd::VOLUME_TEMPLATE)?;
+                    m.create_file(
+                        &path,
+                        size_bytes,
+                        &group::CreateOptions {
+                            template: Some(volume_cmd::VOLUME_TEMPLATE.to_string()),
+                            copies,
+                            parents: true,
+                        },
+                    )
+                })??;
+                let row = volume_cmd::VolumeRow {
+                    name: path.to_string(),
+                    size_bytes: info.size_bytes,
+                    redundancy: volume_cmd::redundancy_of(info.copies),
+                    device: None,
+                    state: "DETACHED",
+                };
+                if output.json {
+                    c.json(&row)?;
+                } else {
+                    outln!(
+                        c,
+                        "volume {} created: {} MiB, {}; `cairn volume attach {}` gives its block device",
+                        row.name,
+                        row.size_bytes >> 20,
+                        row.redundancy,
+                        row.name
+                    );
+                }
+            }
+            VolumeCommand::Attach { name, output } => {
+                let (g, _, _, at) = self.volume_of(&name)?;
+                if let Some(device) = cairn_serve::volume::attached_to(&at) {
+                    bail!("volume {name} is attached already, as {}", device.display());
+                }
+                let sector = g.live().meta(|m| m.sector_bytes())?;
+                let device = cairn_serve::volume::attach(&at, sector)
+                    .with_context(|| format!("cannot attach volume {name} to a loop device"))?;
+                tracing::info!(volume = %name, device = %device.display(), "volume attached");
+                if output.json {
+                    c.json(&serde_json::json!({ "name": name, "device": device }))?;
+                } else {
+                    outln!(c, "{}", device.display());
+                }
+            }
+            VolumeCommand::Detach { name } => {
+                let (_, _, _, at) = self.volume_of(&name)?;
+                let Some(device) = cairn_serve::volume::attached_to(&at) else {
+                    bail!("volume {name} is not attached");
+                };
+                if let Some(why) = cairn_serve::volume::in_use(&device)? {
+                    bail!(
+                        "volume {name} ({}) is in use: {why}; unmount it first",
+                        device.display()
+                    );
+                }
+                cairn_serve::volume::detach(&device)
+                    .with_context(|| format!("cannot detach {}", device.display()))?;
+                tracing::info!(volume = %name, device = %device.display(), "volume detached");
+                outln!(c, "volume {name} detached from {}", device.display());
+            }
+            VolumeCommand::Resize { name, size } => {
+                let (g, path, info, at) = self.volume_of(&name)?;
+                let size_bytes = crate::parse_size(&size).context("--size")?;
+                if size_bytes <= info.size_bytes {
+                    bail!(
+                        "volume {name} is {} bytes: a volume only grows (the file system on it would lose its end)",
+                        info.size_bytes
+                    );
+                }
+                let sector = g.live().meta(|m| m.sector_bytes())?;
+                if size_bytes % u64::from(sector) != 0 {
+                    bail!("a volume's size is a whole number of the group's {sector}-byte sectors: {size} is not");
+                }
+                g.live().meta(|m| m.resize(&path, size_bytes))??;
+                let device = cairn_serve::volume::attached_to(&at);
+                if let Some(d) = &device {
+                    cairn_serve::volume::refresh_capacity(d).with_context(|| {
+                        format!("the volume grew, but {} did not follow", d.display())
+                    })?;
+                }
+                outln!(
+                    c,
+                    "volume {name} is {} MiB{}",
+                    size_bytes >> 20,
+                    device.map_or_else(String::new, |d| format!(
+                        "; {} follows (grow the file system on it with its own tool)",
+                        d.display()
+                    ))
+                );
+            }
+            VolumeCommand::List { group, output } => {
+                let mut rows = Vec::new();
+                for g in &self.groups {
+                    if group.as_deref().is_some_and(|want| {
+                        !want.trim_start_matches('+').eq_ignore_ascii_case(g.name())
+                    }) {
+                        continue;
+                    }
+                    let files = g.live().meta(|m| {
+                        m.file_numbers()
+                            .into_iter()
+                            .filter_map(|n| {
+                                let info = m.file_info(n).ok()?;
+                                (info.template == volume_cmd::VOLUME_TEMPLATE)
+                                    .then(|| (m.path_of(n), info))
+                            })
+                            .collect::<Vec<_>>()
+                    })?;
+                    for (name, info) in files {
+                        let device = GroupPath::parse(&name).ok().and_then(|p| {
+                            cairn_serve::volume::attached_to(&self.served_path(g, &p))
+                        });
+                        rows.push(volume_cmd::VolumeRow {
+                            name,
+                            size_bytes: info.size_bytes,
+                            redundancy: volume_cmd::redundancy_of(info.copies),
+                            state: if device.is_some() {
+                                "ATTACHED"
+                            } else {
+                                "DETACHED"
+                            },
+                            device: device.map(|d| d.display().to_string()),
+                        });
+                    }
+                }
+                if let Some(want) = &group {
+                    if !self
+                        .groups
+                        .iter()
+                        .any(|g| g.name().eq_ignore_ascii_case(want.trim_start_matches('+')))
+                    {
+                        bail!("the service holds no group {want}");
+                    }
+                }
+                rows.sort_by(|a, b| a.name.cmp(&b.name));
+                volume_cmd::show_list(c, &rows, output.json)?;
             }
         }
         Ok(Outcome::Done)

@@ -2203,3 +2203,113 @@ fn cp_between_groups_reads_a_served_source_through_the_mount() {
     rig.check_clean("DATA");
     rig.check_clean("FRA");
 }
+
+/// A volume's block device and its mount, let go of however the test ends.
+struct VolumeGuard {
+    device: String,
+    mount: PathBuf,
+}
+
+impl Drop for VolumeGuard {
+    fn drop(&mut self) {
+        if mounted(&self.mount) {
+            let _ = umount(&self.mount, libc::MNT_DETACH);
+        }
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.device])
+            .status();
+    }
+}
+
+#[test]
+fn a_volume_carries_a_file_system_through_the_service() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    // No service: one line saying how to start one.
+    rig.cairn(&["volume", "list"]).refused("cairn serve");
+    let serving = Serving::start(&rig, &[]);
+    let created = rig
+        .cairn(&[
+            "volume",
+            "create",
+            "+DATA/vol/v1",
+            "--size",
+            "64M",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(created["size_bytes"], 64 * MIB, "{created}");
+    assert_eq!(created["redundancy"], "NORMAL", "{created}");
+    rig.cairn(&["volume", "create", "+DATA/vol/v2", "--size", "1000"])
+        .refused("whole number");
+    let plain = random_file(&rig.path("plain.bin"), MIB, 3);
+    rig.cairn(&["cp", plain.to_str().unwrap(), "+DATA/plain.dbf"])
+        .ok();
+    rig.cairn(&["volume", "attach", "+DATA/plain.dbf"])
+        .refused("not a volume");
+    let device = rig
+        .cairn(&["volume", "attach", "+DATA/vol/v1"])
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+    assert!(device.starts_with("/dev/loop"), "{device}");
+    let fs_dir = rig.path("fs");
+    std::fs::create_dir_all(&fs_dir).unwrap();
+    let guard = VolumeGuard {
+        device: device.clone(),
+        mount: fs_dir.clone(),
+    };
+    rig.cairn(&["volume", "attach", "+DATA/vol/v1"])
+        .refused("attached already");
+    // A file system on it, a file written, read back after a remount.
+    tool("mkfs.ext4", &["-q", "-F", &device]).unwrap();
+    tool("mount", &[&device, fs_dir.to_str().unwrap()]).unwrap();
+    let data = random_file(&rig.path("data.bin"), 16 * MIB, 5);
+    std::fs::copy(&data, fs_dir.join("data.bin")).unwrap();
+    tool("sync", &[]).unwrap();
+    rig.cairn(&["volume", "detach", "+DATA/vol/v1"])
+        .refused(&format!("mounted at {}", fs_dir.display()));
+    let listed = rig.cairn(&["volume", "list", "--json"]).ok().json();
+    assert_eq!(listed[0]["name"], "+DATA/vol/v1", "{listed}");
+    assert_eq!(listed[0]["state"], "ATTACHED", "{listed}");
+    assert_eq!(listed[0]["device"], device.as_str(), "{listed}");
+    assert_eq!(umount(&fs_dir, 0), 0);
+    tool("mount", &[&device, fs_dir.to_str().unwrap()]).unwrap();
+    assert_eq!(
+        std::fs::read(fs_dir.join("data.bin")).unwrap(),
+        std::fs::read(&data).unwrap()
+    );
+    assert_eq!(umount(&fs_dir, 0), 0);
+    // Grown online: the device follows.
+    rig.cairn(&["volume", "resize", "+DATA/vol/v1", "--size", "32M"])
+        .refused("only grows");
+    rig.cairn(&["volume", "resize", "+DATA/vol/v1", "--size", "96M"])
+        .ok();
+    let sectors: u64 = std::fs::read_to_string(format!(
+        "/sys/block/{}/size",
+        device.trim_start_matches("/dev/")
+    ))
+    .unwrap()
+    .trim()
+    .parse()
+    .unwrap();
+    assert_eq!(sectors * 512, 96 * MIB);
+    rig.cairn(&["volume", "detach", "+DATA/vol/v1"]).ok();
+    let listed = rig.cairn(&["volume", "list"]).ok();
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("+DATA/vol/v1") && l.ends_with("DETACHED")),
+        "{listed:?}"
+    );
+    drop(guard);
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}

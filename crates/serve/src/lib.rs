@@ -9,6 +9,7 @@
 pub mod control;
 mod fs;
 pub mod metrics;
+pub mod volume;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

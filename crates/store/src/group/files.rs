@@ -117,6 +117,36 @@ impl Group<'_> {
         )
     }
 
+    /// Give the group template `name` (coarse striping, the group's
+    /// redundancy) if it has none of that name: a group made before a
+    /// template was shipped takes it when first needed (a volume). Whether
+    /// it was added; written with the running transaction.
+    pub fn ensure_template(&mut self, name: &str) -> Result<bool, GroupError> {
+        self.check_writable()?;
+        let name = name.to_ascii_uppercase();
+        if self.templates.iter().any(|t| t.name == name) {
+            return Ok(false);
+        }
+        if self.templates.len() >= fmt::TEMPLATES_PER_BLOCK {
+            return Err(GroupError::Invalid(format!(
+                "the group has {} templates, the most it keeps",
+                self.templates.len()
+            )));
+        }
+        if name.is_empty() || name.len() > TEMPLATE_NAME_LEN_MAX {
+            return Err(GroupError::Invalid(format!(
+                "template name {name:?}: 1 to {TEMPLATE_NAME_LEN_MAX} characters"
+            )));
+        }
+        self.templates.push(Template {
+            name,
+            copies: 0,
+            striping: STRIPING_COARSE,
+        });
+        self.dirty.insert(Dirty::Templates);
+        Ok(true)
+    }
+
     /// Create a file of `size_bytes` (a multiple of the sector size).
     pub fn create_file(
         &mut self,

@@ -1,0 +1,202 @@
+//! Volumes' block devices: a group file exported as a loop device over the
+//! service's own mount, with direct I/O and the group's sector size
+//! (`docs/volumes.md`). The service attaches and detaches them; nothing
+//! here does I/O to a volume's device (the service must never wait on one:
+//! its I/O comes back to the service through FUSE).
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+// <linux/loop.h>
+const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+const LOOP_SET_CAPACITY: libc::c_ulong = 0x4C07;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LO_FLAGS_DIRECT_IO: u32 = 16;
+
+/// `struct loop_info64`.
+#[repr(C)]
+struct LoopInfo64 {
+    device: u64,
+    inode: u64,
+    rdevice: u64,
+    offset: u64,
+    sizelimit: u64,
+    number: u32,
+    encrypt_type: u32,
+    encrypt_key_size: u32,
+    flags: u32,
+    file_name: [u8; 64],
+    crypt_name: [u8; 64],
+    encrypt_key: [u8; 32],
+    init: [u64; 2],
+}
+
+/// `struct loop_config`.
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+/// How many times a free loop device is asked for when another process
+/// takes the one the kernel offered first.
+const ATTACH_TRIES: usize = 8;
+
+/// Attach `file` (a volume's file in the service's mount) to a free loop
+/// device with direct I/O and logical blocks of `sector_bytes`: the
+/// device's path.
+pub fn attach(file: &Path, sector_bytes: u32) -> io::Result<PathBuf> {
+    // O_DIRECT: the service's file system serves it without the page
+    // cache, and the loop driver's direct I/O goes straight to it.
+    let backing = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(file)?;
+    let control = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/loop-control")?;
+    let mut last = io::Error::from_raw_os_error(libc::EBUSY);
+    for _ in 0..ATTACH_TRIES {
+        // SAFETY: an ioctl with no argument on our own descriptor.
+        let n = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let device = PathBuf::from(format!("/dev/loop{n}"));
+        let dev = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&device)?;
+        let mut name = [0u8; 64];
+        let shown = file.as_os_str().as_encoded_bytes();
+        let len = shown.len().min(63);
+        name[..len].copy_from_slice(&shown[..len]);
+        let config = LoopConfig {
+            fd: backing.as_raw_fd() as u32,
+            block_size: sector_bytes,
+            info: LoopInfo64 {
+                device: 0,
+                inode: 0,
+                rdevice: 0,
+                offset: 0,
+                sizelimit: 0,
+                number: 0,
+                encrypt_type: 0,
+                encrypt_key_size: 0,
+                flags: LO_FLAGS_DIRECT_IO,
+                file_name: name,
+                crypt_name: [0; 64],
+                encrypt_key: [0; 32],
+                init: [0; 2],
+            },
+            reserved: [0; 8],
+        };
+        // SAFETY: LOOP_CONFIGURE reads a `struct loop_config`, which
+        // `config` is (repr(C), the kernel's layout), for the call only.
+        if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE, &config) } == 0 {
+            return Ok(device);
+        }
+        last = io::Error::last_os_error();
+        // Taken by someone else between GET_FREE and CONFIGURE: ask again.
+        if last.raw_os_error() != Some(libc::EBUSY) {
+            return Err(last);
+        }
+    }
+    Err(last)
+}
+
+/// The loop device `file` is attached to, if one is.
+pub fn attached_to(file: &Path) -> Option<PathBuf> {
+    let want = std::fs::canonicalize(file).ok()?;
+    let entries = std::fs::read_dir("/sys/block").ok()?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) else {
+            continue;
+        };
+        if Path::new(backing.trim_end()) == want {
+            return Some(PathBuf::from(format!("/dev/{name}")));
+        }
+    }
+    None
+}
+
+/// Who uses a block device: where it is mounted, or what holds it (a
+/// device-mapper or md stack on it). `None`: nobody.
+pub fn in_use(device: &Path) -> io::Result<Option<String>> {
+    let meta = std::fs::metadata(device)?;
+    if !meta.file_type().is_block_device() {
+        return Err(io::Error::other(format!(
+            "{} is not a block device",
+            device.display()
+        )));
+    }
+    let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+    let wanted = format!("{major}:{minor}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for line in mounts.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if f.get(2) == Some(&wanted.as_str()) {
+            return Ok(Some(format!(
+                "it is mounted at {}",
+                f.get(4).copied().unwrap_or("?")
+            )));
+        }
+    }
+    let name = device
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if let Ok(holders) = std::fs::read_dir(format!("/sys/block/{name}/holders")) {
+        let held: Vec<String> = holders
+            .flatten()
+            .map(|h| h.file_name().to_string_lossy().into_owned())
+            .collect();
+        if !held.is_empty() {
+            return Ok(Some(format!("{} holds it", held.join(", "))));
+        }
+    }
+    Ok(None)
+}
+
+/// Detach a loop device (after [`in_use`] said nobody uses it).
+pub fn detach(device: &Path) -> io::Result<()> {
+    let dev = File::open(device)?;
+    // SAFETY: an ioctl with no argument on our own descriptor.
+    if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The loop device follows its file's new size.
+pub fn refresh_capacity(device: &Path) -> io::Result<()> {
+    let dev = File::open(device)?;
+    // SAFETY: an ioctl with no argument on our own descriptor.
+    if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_SET_CAPACITY) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loop_structures_have_the_kernel_s_sizes() {
+        assert_eq!(std::mem::size_of::<LoopInfo64>(), 232);
+        assert_eq!(std::mem::size_of::<LoopConfig>(), 304);
+    }
+}
