@@ -42,6 +42,9 @@ pub(crate) struct ServeArgs {
     /// Answer Prometheus scrapes (GET /metrics) at this address, e.g. 127.0.0.1:9464 (off by default).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Attach again the volumes attached when the service last stopped (or was killed): recorded in the run directory.
+    #[arg(long)]
+    attach_volumes: bool,
     /// FUSE worker threads (requests served at once).
     #[arg(long, default_value_t = THREADS_DEFAULT, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
@@ -129,6 +132,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
     let mountpoint =
         std::path::absolute(&args.mountpoint).unwrap_or_else(|_| args.mountpoint.clone());
     let discover_flag = args.discover.discover.clone();
+    let attach_volumes = args.attach_volumes;
     let commands: cairn_serve::MakeCommands = Box::new(move |held| {
         let groups = held
             .into_iter()
@@ -140,6 +144,9 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
         let commands =
             crate::served::ServedCommands::new(groups, mountpoint, (d, discover_flag), engine);
         commands.resume_pending();
+        if attach_volumes {
+            commands.attach_recorded_volumes();
+        }
         Arc::new(commands)
     });
     let control = cairn_serve::Control { socket, commands };

@@ -428,6 +428,28 @@ impl ServedCommands {
         }
     }
 
+    /// `--attach-volumes`: the volumes attached when the service last
+    /// stopped, attached again (each one's outcome in the log).
+    pub(crate) fn attach_recorded_volumes(&self) {
+        for name in cairn_serve::volume::recorded(&group_lock::run_dir()) {
+            let attached = self.volume_of(&name).and_then(|(g, _, _, at)| {
+                if let Some(d) = cairn_serve::volume::attached_to(&at) {
+                    return Ok(d);
+                }
+                let sector = g.live().meta(|m| m.sector_bytes())?;
+                Ok(cairn_serve::volume::attach(&at, sector)?)
+            });
+            match attached {
+                Ok(d) => {
+                    tracing::info!(volume = %name, device = %d.display(), "volume attached again")
+                }
+                Err(e) => {
+                    tracing::warn!(volume = %name, error = %format!("{e:#}"), "cannot attach the volume again")
+                }
+            }
+        }
+    }
+
     /// Resume in the background, at its recorded power, the rebalance a
     /// group has pending (a stop or a crash interrupted it): what `cairn
     /// group rebalance` would resume. One paused (power 0) stays paused. A
@@ -1049,6 +1071,9 @@ impl ServedCommands {
                 let device = cairn_serve::volume::attach(&at, sector)
                     .with_context(|| format!("cannot attach volume {name} to a loop device"))?;
                 tracing::info!(volume = %name, device = %device.display(), "volume attached");
+                if let Err(e) = cairn_serve::volume::record(&group_lock::run_dir(), &name, true) {
+                    tracing::warn!(volume = %name, error = %e, "cannot record the attachment: --attach-volumes will not attach it again");
+                }
                 if output.json {
                     c.json(&serde_json::json!({ "name": name, "device": device }))?;
                 } else {
@@ -1069,6 +1094,9 @@ impl ServedCommands {
                 cairn_serve::volume::detach(&device)
                     .with_context(|| format!("cannot detach {}", device.display()))?;
                 tracing::info!(volume = %name, device = %device.display(), "volume detached");
+                if let Err(e) = cairn_serve::volume::record(&group_lock::run_dir(), &name, false) {
+                    tracing::warn!(volume = %name, error = %e, "cannot record the detachment");
+                }
                 outln!(c, "volume {name} detached from {}", device.display());
             }
             VolumeCommand::Resize { name, size } => {
@@ -1084,7 +1112,15 @@ impl ServedCommands {
                 if size_bytes % u64::from(sector) != 0 {
                     bail!("a volume's size is a whole number of the group's {sector}-byte sectors: {size} is not");
                 }
-                g.live().meta(|m| m.resize(&path, size_bytes))??;
+                // Through the mount, so that the kernel's idea of the file's
+                // size (which the loop device's capacity is read from)
+                // changes with it.
+                let _ = path;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&at)
+                    .and_then(|f| f.set_len(size_bytes))
+                    .with_context(|| format!("cannot grow volume {name}"))?;
                 let device = cairn_serve::volume::attached_to(&at);
                 if let Some(d) = &device {
                     cairn_serve::volume::refresh_capacity(d).with_context(|| {

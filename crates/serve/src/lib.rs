@@ -349,6 +349,16 @@ fn clean_dead_mount(path: &Path) -> Result<(), ServeError> {
         }
         _ => return Ok(()),
     }
+    // Its volumes' loop devices point at the dead mount: let go of them
+    // while their backing files still show the mount's path
+    // (`--attach-volumes` attaches the volumes again once serving).
+    let (detached, left) = volume::detach_dead(&absolute);
+    for d in detached {
+        tracing::warn!(device = %d.display(), "detached a volume's loop device the killed service left");
+    }
+    for l in left {
+        tracing::warn!("{l}");
+    }
     let c = std::ffi::CString::new(absolute.as_os_str().as_bytes())
         .map_err(|_| ServeError::Invalid(format!("mountpoint {}: bad path", path.display())))?;
     // SAFETY: a valid NUL-terminated path; umount2 reads only it.
@@ -364,6 +374,7 @@ fn clean_dead_mount(path: &Path) -> Result<(), ServeError> {
         mountpoint = %path.display(),
         "cleaned up the dead mount a killed Cairn service left here"
     );
+
     Ok(())
 }
 

@@ -190,6 +190,73 @@ pub fn refresh_capacity(device: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The volumes attached, by name, as the run directory records them
+/// (`volumes.json`): what `cairn serve --attach-volumes` attaches again.
+/// Written whole through a temporary and a rename, so a crash leaves the
+/// old list or the new one.
+pub fn recorded(run_dir: &Path) -> Vec<String> {
+    std::fs::read(run_dir.join(RECORD))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Vec<String>>(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Record that `name` is attached (`true`) or not.
+pub fn record(run_dir: &Path, name: &str, attached: bool) -> io::Result<()> {
+    let mut names = recorded(run_dir);
+    names.retain(|n| !n.eq_ignore_ascii_case(name));
+    if attached {
+        names.push(name.to_string());
+    }
+    names.sort();
+    std::fs::create_dir_all(run_dir)?;
+    let tmp = run_dir.join(format!("{RECORD}.tmp"));
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec_pretty(&names).map_err(io::Error::other)?,
+    )?;
+    std::fs::rename(&tmp, run_dir.join(RECORD))
+}
+
+const RECORD: &str = "volumes.json";
+
+/// Loop devices whose backing file is under `mountpoint` (a service's
+/// mount): after a `kill -9` they point at a dead file system, and fail
+/// every I/O. Each one that nobody mounts or holds is detached; the
+/// devices detached, and a line for each that could not be.
+pub fn detach_dead(mountpoint: &Path) -> (Vec<PathBuf>, Vec<String>) {
+    let (mut detached, mut left) = (Vec::new(), Vec::new());
+    let Ok(entries) = std::fs::read_dir("/sys/block") else {
+        return (detached, left);
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) else {
+            continue;
+        };
+        if !Path::new(backing.trim_end()).starts_with(mountpoint) {
+            continue;
+        }
+        let device = PathBuf::from(format!("/dev/{name}"));
+        match in_use(&device) {
+            Ok(None) => match detach(&device) {
+                Ok(()) => detached.push(device),
+                Err(e) => left.push(format!("{}: {e}", device.display())),
+            },
+            Ok(Some(why)) => left.push(format!(
+                "{} (a volume of the killed service) is in use: {why}; unmount it, then detach it (losetup -d {})",
+                device.display(),
+                device.display()
+            )),
+            Err(e) => left.push(format!("{}: {e}", device.display())),
+        }
+    }
+    (detached, left)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
