@@ -574,7 +574,7 @@ fn dispatch(cli: Cli, argv: Option<Vec<String>>) -> Result<Outcome> {
             (Noun::Cp { source, .. }, None) if source == "-" => vec![0],
             _ => Vec::new(),
         };
-        forward::forward(argv?, flag, &fds, &mut read_through)
+        forward::forward(argv.clone()?, flag, &fds, &mut read_through)
     });
     match (forwarded, read_through.path) {
         (Some(Ok(Outcome::Done)), Some(at)) => match cli.noun {
@@ -590,21 +590,34 @@ fn dispatch(cli: Cli, argv: Option<Vec<String>>) -> Result<Outcome> {
                 discover,
                 ..
             } if dest.starts_with('+') => {
-                let mut next = vec!["cp".to_string(), at.display().to_string(), dest.clone()];
+                // The global --engine as given; every value as --opt=value
+                // (a value may begin with '-').
+                let words: Vec<String> = argv.unwrap_or_default();
+                let mut next: Vec<String> = words
+                    .iter()
+                    .zip(words.iter().skip(1).chain(std::iter::once(&String::new())))
+                    .find_map(|(a, b)| match a.strip_prefix("--engine") {
+                        Some("") => Some(format!("--engine={b}")),
+                        Some(v) if v.starts_with('=') => Some(a.clone()),
+                        _ => None,
+                    })
+                    .into_iter()
+                    .collect();
+                next.extend(["cp".to_string(), at.display().to_string(), dest.clone()]);
                 if let Some(t) = template.or(read_through.template) {
-                    next.extend(["--template".to_string(), t]);
+                    next.push(format!("--template={t}"));
                 }
                 if let Some(r) = redundancy {
-                    next.extend(["--redundancy".to_string(), r]);
+                    next.push(format!("--redundancy={r}"));
                 }
                 if let Some(m) = max_size {
-                    next.extend(["--max-size".to_string(), m]);
+                    next.push(format!("--max-size={m}"));
                 }
                 if force {
                     next.push("--force".to_string());
                 }
                 if let Some(d) = discover.discover {
-                    next.extend(["--discover".to_string(), d]);
+                    next.push(format!("--discover={d}"));
                 }
                 let then = Cli::try_parse_from(
                     std::iter::once("cairn".to_string()).chain(next.iter().cloned()),

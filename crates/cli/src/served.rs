@@ -186,6 +186,11 @@ pub(crate) struct ServedCommands {
     engine: EngineArg,
     /// The groups a long operation runs on, and which. A leaf.
     busy: Arc<Mutex<BTreeMap<String, &'static str>>>,
+    /// Held across each volume command (and the stop's detaching), so that
+    /// one looks at the loop devices and acts on them, and changes the
+    /// record of attachments, at a time. Taken before any group's locks,
+    /// never by the file system's requests.
+    volumes: Mutex<()>,
     /// The threads of long operations whose clients did not wait, and
     /// whether the service is stopping (no new one then). A leaf.
     background: Mutex<Background>,
@@ -312,6 +317,7 @@ impl ServedCommands {
             discover_flag,
             engine,
             busy: Arc::new(Mutex::new(BTreeMap::new())),
+            volumes: Mutex::new(()),
             background: Mutex::new(Background::default()),
         }
     }
@@ -431,6 +437,7 @@ impl ServedCommands {
     /// `--attach-volumes`: the volumes attached when the service last
     /// stopped, attached again (each one's outcome in the log).
     pub(crate) fn attach_recorded_volumes(&self) {
+        let _one_at_a_time = lock(&self.volumes);
         for name in cairn_serve::volume::recorded(&group_lock::run_dir()) {
             let attached = self.volume_of(&name).and_then(|(g, _, _, at)| {
                 if let Some(d) = cairn_serve::volume::attached_to(&at) {
@@ -560,6 +567,20 @@ impl ServedCommands {
             Noun::Rm { paths, .. } => group_cmd::rm_each(&paths, |text| {
                 let path = GroupPath::parse(text)?;
                 let g = self.group(path.group.as_str())?;
+                // An attached volume's file stays until its device lets go,
+                // then goes, and the file system on it with it: refused.
+                if let Ok(info) = g.live().meta(|m| m.open(&path))? {
+                    if info.template == volume_cmd::VOLUME_TEMPLATE {
+                        if let Some(d) =
+                            cairn_serve::volume::attached_to(&self.served_path(&g, &path))
+                        {
+                            bail!(
+                                "{text} is a volume attached as {}: `cairn volume detach {text}` first",
+                                d.display()
+                            );
+                        }
+                    }
+                }
                 Ok(g.held.names.remove(&path)?)
             })?,
             Noun::Mkalias { target, alias, .. } => {
@@ -1004,6 +1025,7 @@ impl ServedCommands {
     /// `cairn volume ...` (`docs/volumes.md`).
     fn volume(&self, command: VolumeCommand, c: &mut Console<'_, '_>) -> Result<Outcome> {
         use crate::console::outln;
+        let _one_at_a_time = lock(&self.volumes);
         match command {
             VolumeCommand::Create {
                 name,
@@ -1025,6 +1047,13 @@ impl ServedCommands {
                     })
                     .transpose()?;
                 let info = g.live().meta(|m| {
+                    // Refused before anything changes (the template, the
+                    // directories).
+                    if m.open(&path).is_ok() {
+                        return Err(group::GroupError::Invalid(format!(
+                            "{path} exists already"
+                        )));
+                    }
                     let sector = u64::from(m.sector_bytes());
                     if size_bytes == 0 || size_bytes % sector != 0 {
                         return Err(group::GroupError::Invalid(format!(
@@ -1091,8 +1120,16 @@ impl ServedCommands {
                         device.display()
                     );
                 }
-                cairn_serve::volume::detach(&device)
+                let identity = cairn_serve::volume::identity(&at)?;
+                let gone = cairn_serve::volume::detach(&device, identity)
                     .with_context(|| format!("cannot detach {}", device.display()))?;
+                if !gone {
+                    outln!(
+                        c,
+                        "cairn: note: {} is still open somewhere; the kernel detaches it at its last close",
+                        device.display()
+                    );
+                }
                 tracing::info!(volume = %name, device = %device.display(), "volume detached");
                 if let Err(e) = cairn_serve::volume::record(&group_lock::run_dir(), &name, false) {
                     tracing::warn!(volume = %name, error = %e, "cannot record the detachment");
@@ -1123,7 +1160,8 @@ impl ServedCommands {
                     .with_context(|| format!("cannot grow volume {name}"))?;
                 let device = cairn_serve::volume::attached_to(&at);
                 if let Some(d) = &device {
-                    cairn_serve::volume::refresh_capacity(d).with_context(|| {
+                    cairn_serve::volume::refresh_capacity(d, cairn_serve::volume::identity(&at)?)
+                        .with_context(|| {
                         format!("the volume grew, but {} did not follow", d.display())
                     })?;
                 }
@@ -1384,6 +1422,37 @@ impl control::Commands for ServedCommands {
 
     fn reload(&self) {
         self.rediscover();
+    }
+
+    /// Before the file system is unmounted: each recorded volume's device
+    /// that nobody uses is detached (its record kept, so that the next
+    /// `cairn serve --attach-volumes` attaches it again); one in use keeps
+    /// the file system busy, and the service says which.
+    fn before_unmount(&self) {
+        let _one_at_a_time = lock(&self.volumes);
+        for name in cairn_serve::volume::recorded(&group_lock::run_dir()) {
+            let Ok((_, _, _, at)) = self.volume_of(&name) else {
+                continue;
+            };
+            let Some(device) = cairn_serve::volume::attached_to(&at) else {
+                continue;
+            };
+            let detached = match cairn_serve::volume::in_use(&device) {
+                Ok(None) => cairn_serve::volume::identity(&at)
+                    .and_then(|id| cairn_serve::volume::detach(&device, id))
+                    .map_err(|e| e.to_string()),
+                Ok(Some(why)) => Err(why),
+                Err(e) => Err(e.to_string()),
+            };
+            match detached {
+                Ok(_) => {
+                    tracing::info!(volume = %name, device = %device.display(), "volume detached for the stop (attached again by --attach-volumes)")
+                }
+                Err(why) => {
+                    tracing::warn!(volume = %name, device = %device.display(), "volume still in use ({why}): the file system stays busy; unmount what is on it")
+                }
+            }
+        }
     }
 
     fn stop(&self) {

@@ -60,7 +60,11 @@ impl VolumeCommand {
             | Self::Attach { name, .. }
             | Self::Detach { name }
             | Self::Resize { name, .. } => name,
-            Self::List { group, .. } => return group.clone(),
+            Self::List { group, .. } => {
+                return group
+                    .as_deref()
+                    .map(|g| g.trim_start_matches('+').to_string())
+            }
         };
         Some(
             cairn_store::names::GroupPath::parse(name)

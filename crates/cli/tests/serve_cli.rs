@@ -2207,6 +2207,23 @@ fn cp_between_groups_reads_a_served_source_through_the_mount() {
     rig.check_clean("FRA");
 }
 
+/// Volumes need loop devices (and mkfs.ext4 for a file system on one).
+fn loop_here() -> bool {
+    if let Some(why) = cairn_io::test_support::loop_device::unavailable_reason() {
+        prerequisite::missing(&format!("loop devices: {why}"));
+        return false;
+    }
+    if std::process::Command::new("mkfs.ext4")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        prerequisite::missing("mkfs.ext4 (e2fsprogs)");
+        return false;
+    }
+    true
+}
+
 /// A volume's block device and its mount, let go of however the test ends
 /// — the device only while it is still this test's (its backing file under
 /// `owner`): once let go of, its number may be another test's.
@@ -2226,7 +2243,8 @@ impl Drop for VolumeGuard {
             self.device.trim_start_matches("/dev/")
         ))
         .unwrap_or_default();
-        if Path::new(backing.trim_end()).starts_with(&self.owner) {
+        let owner = std::fs::canonicalize(&self.owner).unwrap_or_else(|_| self.owner.clone());
+        if Path::new(backing.trim_end()).starts_with(&owner) {
             let _ = std::process::Command::new("losetup")
                 .args(["-d", &self.device])
                 .status();
@@ -2236,7 +2254,7 @@ impl Drop for VolumeGuard {
 
 #[test]
 fn a_volume_carries_a_file_system_through_the_service() {
-    if !fuse_here() {
+    if !fuse_here() || !loop_here() {
         return;
     }
     let rig = Rig::new();
@@ -2280,6 +2298,16 @@ fn a_volume_carries_a_file_system_through_the_service() {
     };
     rig.cairn(&["volume", "attach", "+DATA/vol/v1"])
         .refused("attached already");
+    // The same file by another spelling of its name, or another name: the
+    // same volume.
+    rig.cairn(&["volume", "attach", "+DATA/VOL/V1"])
+        .refused("attached already");
+    rig.cairn(&["mkalias", "+DATA/vol/v1", "+DATA/v1-alias"])
+        .ok();
+    rig.cairn(&["volume", "attach", "+DATA/v1-alias"])
+        .refused("attached already");
+    // Its file is not removed under its device.
+    rig.cairn(&["rm", "+DATA/vol/v1"]).refused("volume detach");
     // A file system on it, a file written, read back after a remount.
     tool("mkfs.ext4", &["-q", "-F", &device]).unwrap();
     tool("mount", &[&device, fs_dir.to_str().unwrap()]).unwrap();
@@ -2323,14 +2351,36 @@ fn a_volume_carries_a_file_system_through_the_service() {
         "{listed:?}"
     );
     drop(guard);
+    // Attached when the service stops: it lets go of the device (nobody
+    // uses it) and unmounts, rather than stay busy.
+    let again = rig
+        .cairn(&["volume", "attach", "+DATA/vol/v1"])
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+    let _again = VolumeGuard {
+        device: again.clone(),
+        mount: rig.path("no-mount"),
+        owner: rig.path(""),
+    };
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
+    assert!(log.contains("volume detached for the stop"), "{log}");
+    assert!(
+        !Path::new(&format!(
+            "/sys/block/{}/loop/backing_file",
+            again.trim_start_matches("/dev/")
+        ))
+        .exists(),
+        "{again} is let go of"
+    );
     rig.check_clean("DATA");
 }
 
 #[test]
 fn volumes_are_attached_again_after_a_kill_9() {
-    if !fuse_here() {
+    if !fuse_here() || !loop_here() {
         return;
     }
     let rig = Rig::new();

@@ -242,6 +242,10 @@ pub trait Commands: Send + Sync {
     /// SIGHUP: read the discovery string again (the configuration may have
     /// changed) and look for what it now finds; the outcome goes to the log.
     fn reload(&self);
+
+    /// SIGTERM, before the file system is unmounted: let go of what would
+    /// keep it busy that the service itself holds (volumes' devices).
+    fn before_unmount(&self) {}
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

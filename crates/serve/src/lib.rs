@@ -242,6 +242,9 @@ fn run(
                 None => tracing::info!("SIGHUP: no control socket, nothing to re-read"),
             },
             Signal::Stop(why) => {
+                if let Some(c) = &commands {
+                    c.before_unmount();
+                }
                 tracing::info!(signal = ?why, "stopping: unmounting the file system");
                 match unmount(&mountpoint) {
                     Ok(()) => stopping = Some(why),

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 // <linux/loop.h>
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 const LOOP_SET_CAPACITY: libc::c_ulong = 0x4C07;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
@@ -113,20 +114,41 @@ pub fn attach(file: &Path, sector_bytes: u32) -> io::Result<PathBuf> {
     Err(last)
 }
 
-/// The loop device `file` is attached to, if one is.
+/// What a file is, whatever it is called: its device and inode.
+pub fn identity(file: &Path) -> io::Result<(u64, u64)> {
+    let m = std::fs::metadata(file)?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// The file a loop device is bound to (its device and inode, from the
+/// driver), if it is bound.
+fn bound_to(dev: &File) -> Option<(u64, u64)> {
+    // SAFETY: all-zero is a valid `loop_info64`.
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    // SAFETY: LOOP_GET_STATUS64 writes a `struct loop_info64` into `info`.
+    if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_GET_STATUS64, &mut info) } != 0 {
+        return None;
+    }
+    Some((info.device, info.inode))
+}
+
+/// The loop device bound to `file`, if one is: matched by what the file
+/// is (device and inode), not by its name — an alias, or another spelling
+/// of the name, is the same file.
 pub fn attached_to(file: &Path) -> Option<PathBuf> {
-    let want = std::fs::canonicalize(file).ok()?;
+    let want = identity(file).ok()?;
     let entries = std::fs::read_dir("/sys/block").ok()?;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("loop") {
+        if !name.starts_with("loop") || !e.path().join("loop/backing_file").exists() {
             continue;
         }
-        let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) else {
+        let device = PathBuf::from(format!("/dev/{name}"));
+        let Ok(dev) = File::open(&device) else {
             continue;
         };
-        if Path::new(backing.trim_end()) == want {
-            return Some(PathBuf::from(format!("/dev/{name}")));
+        if bound_to(&dev) == Some(want) {
+            return Some(device);
         }
     }
     None
@@ -158,6 +180,20 @@ pub fn in_use(device: &Path) -> io::Result<Option<String>> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // Mounted in another namespace, swap, a partition in use, an exclusive
+    // opener: the kernel refuses an exclusive open.
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(device)
+    {
+        if e.raw_os_error() == Some(libc::EBUSY) {
+            return Ok(Some(
+                "it is open exclusively (mounted, perhaps in another mount namespace, or used as swap)"
+                    .into(),
+            ));
+        }
+    }
     if let Ok(holders) = std::fs::read_dir(format!("/sys/block/{name}/holders")) {
         let held: Vec<String> = holders
             .flatten()
@@ -170,19 +206,35 @@ pub fn in_use(device: &Path) -> io::Result<Option<String>> {
     Ok(None)
 }
 
-/// Detach a loop device (after [`in_use`] said nobody uses it).
-pub fn detach(device: &Path) -> io::Result<()> {
+/// Detach a loop device (after [`in_use`] said nobody uses it), if it is
+/// still bound to the file `identity` names (between the look and now,
+/// it may have been let go of and taken by someone else). `Ok(false)`:
+/// another opener keeps it, and the kernel detaches it at its last close.
+pub fn detach(device: &Path, identity: (u64, u64)) -> io::Result<bool> {
     let dev = File::open(device)?;
+    if bound_to(&dev) != Some(identity) {
+        return Err(io::Error::other(format!(
+            "{} is no longer this volume's device",
+            device.display()
+        )));
+    }
     // SAFETY: an ioctl with no argument on our own descriptor.
     if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(())
+    Ok(bound_to(&dev).is_none())
 }
 
-/// The loop device follows its file's new size.
-pub fn refresh_capacity(device: &Path) -> io::Result<()> {
+/// The loop device (still bound to the file `identity` names) follows its
+/// file's new size.
+pub fn refresh_capacity(device: &Path, identity: (u64, u64)) -> io::Result<()> {
     let dev = File::open(device)?;
+    if bound_to(&dev) != Some(identity) {
+        return Err(io::Error::other(format!(
+            "{} is no longer this volume's device",
+            device.display()
+        )));
+    }
     // SAFETY: an ioctl with no argument on our own descriptor.
     if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_SET_CAPACITY) } != 0 {
         return Err(io::Error::last_os_error());
@@ -194,11 +246,16 @@ pub fn refresh_capacity(device: &Path) -> io::Result<()> {
 /// (`volumes.json`): what `cairn serve --attach-volumes` attaches again.
 /// Written whole through a temporary and a rename, so a crash leaves the
 /// old list or the new one.
+/// The caller serialises its changes (the service: one volume command at
+/// a time).
 pub fn recorded(run_dir: &Path) -> Vec<String> {
-    std::fs::read(run_dir.join(RECORD))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Vec<String>>(&b).ok())
-        .unwrap_or_default()
+    let Ok(bytes) = std::fs::read(run_dir.join(RECORD)) else {
+        return Vec::new();
+    };
+    serde_json::from_slice::<Vec<String>>(&bytes).unwrap_or_else(|e| {
+        tracing::warn!(file = %run_dir.join(RECORD).display(), error = %e, "the record of attached volumes cannot be read; it starts again empty");
+        Vec::new()
+    })
 }
 
 /// Record that `name` is attached (`true`) or not.
@@ -210,11 +267,15 @@ pub fn record(run_dir: &Path, name: &str, attached: bool) -> io::Result<()> {
     }
     names.sort();
     std::fs::create_dir_all(run_dir)?;
-    let tmp = run_dir.join(format!("{RECORD}.tmp"));
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec_pretty(&names).map_err(io::Error::other)?,
-    )?;
+    let tmp = run_dir.join(format!("{RECORD}.{}.tmp", std::process::id()));
+    {
+        let mut f = File::create(&tmp)?;
+        std::io::Write::write_all(
+            &mut f,
+            &serde_json::to_vec_pretty(&names).map_err(io::Error::other)?,
+        )?;
+        f.sync_all()?;
+    }
     std::fs::rename(&tmp, run_dir.join(RECORD))
 }
 
@@ -241,17 +302,19 @@ pub fn detach_dead(mountpoint: &Path) -> (Vec<PathBuf>, Vec<String>) {
             continue;
         }
         let device = PathBuf::from(format!("/dev/{name}"));
-        match in_use(&device) {
-            Ok(None) => match detach(&device) {
-                Ok(()) => detached.push(device),
+        let bound = File::open(&device).ok().and_then(|d| bound_to(&d));
+        match (in_use(&device), bound) {
+            (Ok(None), Some(identity)) => match detach(&device, identity) {
+                Ok(_) => detached.push(device),
                 Err(e) => left.push(format!("{}: {e}", device.display())),
             },
-            Ok(Some(why)) => left.push(format!(
+            (Ok(None), None) => {}
+            (Ok(Some(why)), _) => left.push(format!(
                 "{} (a volume of the killed service) is in use: {why}; unmount it, then detach it (losetup -d {})",
                 device.display(),
                 device.display()
             )),
-            Err(e) => left.push(format!("{}: {e}", device.display())),
+            (Err(e), _) => left.push(format!("{}: {e}", device.display())),
         }
     }
     (detached, left)
