@@ -2441,3 +2441,151 @@ fn volumes_are_attached_again_after_a_kill_9() {
     assert_eq!(code, 0, "{log}");
     rig.check_clean("DATA");
 }
+
+/// PostgreSQL 15's programs (Debian's postgresql-15; scripts/install-deps).
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// A PostgreSQL program run as the `postgres` user: its output, or why it
+/// failed.
+fn as_postgres(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new("runuser")
+        .args(["-u", "postgres", "--", &format!("{PG_BIN}/{program}")])
+        .args(args)
+        .output()
+        .map_err(|e| format!("runuser {program}: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{program} {args:?}: {}\n{text}", out.status))
+    }
+}
+
+/// A PostgreSQL server on a directory, stopped (immediately) however the
+/// test ends.
+struct Postgres {
+    data: String,
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = as_postgres(
+            "pg_ctl",
+            &["-D", &self.data, "-m", "immediate", "-w", "stop"],
+        );
+    }
+}
+
+#[test]
+fn postgres_runs_on_xfs_on_a_volume_and_keeps_every_transaction() {
+    if !fuse_here() || !loop_here() {
+        return;
+    }
+    if !Path::new(PG_BIN).join("pgbench").exists() {
+        prerequisite::missing("PostgreSQL 15 (postgresql-15; scripts/install-deps installs it)");
+        return;
+    }
+    // DATA over four 1 GiB sparse disks: room for a 400 MiB volume (XFS
+    // needs 300) in normal redundancy.
+    let rig = Rig::new();
+    let mut args: Vec<String> = ["group", "create", "DATA", "--redundancy", "normal"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for i in 0..4 {
+        let path = sparse(&rig.path(&format!("d{i}.img")), 1 << 30);
+        rig.cairn(&["disk", "label", &format!("D{i}"), path.to_str().unwrap()])
+            .ok();
+        args.push("--disk".into());
+        args.push(format!(
+            "{}={}",
+            path.display(),
+            if i < 2 { "A" } else { "B" }
+        ));
+    }
+    rig.cairn(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .ok();
+    let serving = Serving::start(&rig, &["--allow-other"]);
+    rig.cairn(&["volume", "create", "+DATA/vol/pg01", "--size", "400M"])
+        .ok();
+    let device = rig
+        .cairn(&["volume", "attach", "+DATA/vol/pg01"])
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+    // Outside the test's private directory, which `postgres` cannot enter.
+    let mnt = std::env::temp_dir().join(format!("cairn-pg-{}", std::process::id()));
+    std::fs::create_dir_all(&mnt).unwrap();
+    let _volume = VolumeGuard {
+        device: device.clone(),
+        mount: mnt.clone(),
+        owner: rig.path(""),
+    };
+    tool("mkfs.xfs", &["-q", "-f", &device]).unwrap();
+    tool("mount", &[&device, mnt.to_str().unwrap()]).unwrap();
+    tool("chown", &["postgres:postgres", mnt.to_str().unwrap()]).unwrap();
+    let data = mnt.join("data").display().to_string();
+    let sockets = mnt.display().to_string();
+    as_postgres("initdb", &["-k", "-A", "trust", "-D", &data]).unwrap();
+    let _server = Postgres { data: data.clone() };
+    as_postgres(
+        "pg_ctl",
+        &[
+            "-D",
+            &data,
+            "-o",
+            &format!("-k {sockets} -c listen_addresses=''"),
+            "-l",
+            &format!("{data}/server.log"),
+            "-w",
+            "start",
+        ],
+    )
+    .unwrap();
+    as_postgres(
+        "pgbench",
+        &["-h", &sockets, "-i", "-s", "1", "-q", "postgres"],
+    )
+    .unwrap();
+    // A fixed run time: the workload's length, not a synchronisation.
+    let run = as_postgres(
+        "pgbench",
+        &["-h", &sockets, "-c", "4", "-T", "5", "postgres"],
+    )
+    .unwrap();
+    let processed: u64 = run
+        .lines()
+        .find_map(|l| l.strip_prefix("number of transactions actually processed: "))
+        .and_then(|n| n.split('/').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{run}"));
+    assert!(processed > 0, "{run}");
+    assert!(run.contains("number of failed transactions: 0"), "{run}");
+    let rows = as_postgres(
+        "psql",
+        &[
+            "-h",
+            &sockets,
+            "-qAtc",
+            "select count(*) from pgbench_history",
+            "postgres",
+        ],
+    )
+    .unwrap();
+    assert_eq!(rows.trim().parse::<u64>().ok(), Some(processed), "{rows}");
+    // A clean shutdown, then every page's checksum.
+    as_postgres("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]).unwrap();
+    let sums = as_postgres("pg_checksums", &["-c", "-D", &data]).unwrap();
+    assert!(sums.contains("Bad checksums:  0"), "{sums}");
+    assert_eq!(umount(&mnt, 0), 0);
+    rig.cairn(&["volume", "detach", "+DATA/vol/pg01"]).ok();
+    let _ = std::fs::remove_dir(&mnt);
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}
