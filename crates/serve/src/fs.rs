@@ -91,10 +91,14 @@ impl Slot {
         // its device is still open in their engines) are let go of here —
         // this one too, if it is — dropped outside the pool's lock. (A
         // completed drop empties the pool at once: `Slot`'s hook.)
+        // The view's epoch read once, outside the pool's lock.
+        let epoch = self.group.plane().disks().epoch;
         let stale: Vec<DataHandle> = {
             let mut pool = lock(&self.handles);
-            let mut stale: Vec<DataHandle> = pool.extract_if(.., |h| h.is_stale()).collect();
-            if handle.is_stale() {
+            let mut stale: Vec<DataHandle> = pool
+                .extract_if(.., |h| h.devices_epoch() != epoch)
+                .collect();
+            if handle.devices_epoch() != epoch {
                 stale.push(handle);
             } else {
                 pool.push(handle);

@@ -506,8 +506,7 @@ impl LiveGroup {
             let result = attached.and_then(|()| change(g, &ids));
             let members: BTreeSet<DeviceId> = g.member_devices().into_values().collect();
             for id in ids.into_iter().filter(|id| !members.contains(id)) {
-                self.inner.engines.remove_device(id);
-                g.detach_device(id);
+                self.let_go(g, id);
             }
             result
         })?
@@ -580,8 +579,7 @@ impl LiveGroup {
                         .map(|label| label.map(|l| (l, id))),
                 };
                 if !matches!(joined, Ok(Some(_))) {
-                    self.inner.engines.remove_device(id);
-                    g.detach_device(id);
+                    self.let_go(g, id);
                 }
                 out.push(joined);
             }
@@ -598,8 +596,7 @@ impl LiveGroup {
             let mut g = self.inner.meta()?;
             let left = g.take_left_devices();
             for id in &left {
-                self.inner.engines.remove_device(*id);
-                g.detach_device(*id);
+                self.let_go(&mut g, *id);
             }
             left
         };
@@ -614,6 +611,13 @@ impl LiveGroup {
             }
         }
         Ok(())
+    }
+
+    /// Let go of device `id` (no member's): the engine source forgets it and
+    /// the metadata plane's engine closes it. Under `meta`.
+    fn let_go(&self, g: &mut Group<'static>, id: DeviceId) {
+        self.inner.engines.remove_device(id);
+        g.detach_device(id);
     }
 
     /// Call `hook` (without `meta`) each time devices of disks that left
@@ -808,12 +812,13 @@ impl DataHandle {
         self.refresh_devices_on(true)
     }
 
-    /// The group's disks changed (one joined or left, or changed state)
-    /// since this handle last looked: its next I/O looks again, and may make
-    /// a new engine. A pool of idle handles drops such ones, so that none
-    /// keeps a dropped disk's device open.
-    pub fn is_stale(&self) -> bool {
-        self.inner.plane.disks().epoch != self.devices_epoch
+    /// The disk view epoch this handle last checked its devices against.
+    /// Behind the plane's (`plane().disks().epoch`), the group's disks
+    /// changed since (one joined or left, or changed state): its next I/O
+    /// looks again, and may make a new engine. A pool of idle handles drops
+    /// such ones, so that none keeps a dropped disk's device open.
+    pub fn devices_epoch(&self) -> u64 {
+        self.devices_epoch
     }
 
     /// Read, accepting a copy only if `accept` passes on the whole buffer.
