@@ -884,14 +884,8 @@ impl ServedCommands {
                 let g = self.group(&name)?;
                 let busy = self.claim(&g, "rebalance")?;
                 let args: Vec<DiskArg> = add.iter().map(|a| DiskArg::parse(a)).collect();
-                let mut new = self.open_new_disks(&name, &args, force)?;
                 let json = output.json;
-                let files = std::mem::take(&mut new.files);
-                let mut joined = false;
-                let mut attached = Vec::new();
-                let changed = g.live().add_devices(files, |m, ids| {
-                    attached = ids.to_vec();
-                    let prepared = m.prepare_adds(&new.with_ids(ids), force)?;
+                let changed = self.with_new_disks(c, &g, &args, force, |m, prepared, joined| {
                     let work = m.explain_change(&prepared, &drop, &resize)?;
                     if explain {
                         // No time estimate: it reads 64 MiB from each disk
@@ -904,11 +898,7 @@ impl ServedCommands {
                     if power > 0 {
                         m.rebalance_blocker()?;
                     }
-                    // From here the labels stay, whatever follows: a disk
-                    // may have joined even if the call fails part-way (one
-                    // left labelled but not listed is taken again by the
-                    // next `alter --add`).
-                    joined = true;
+                    *joined = true;
                     let added = m.add_disks(prepared)?;
                     if !drop.is_empty() {
                         m.request_drops(&drop)?;
@@ -919,13 +909,7 @@ impl ServedCommands {
                         m.request_resizes(&resize)?
                     };
                     Ok(Altered::Changed { added, resized })
-                });
-                if !joined && (changed.is_err() || explain) {
-                    new.refused();
-                } else if joined {
-                    g.joined(&attached, &new);
-                }
-                let changed = self.said(c, &g, changed)?;
+                })?;
                 match changed {
                     Altered::Explained(work) => {
                         group_cmd::show_explain(c, g.name(), &work, json)?;
@@ -964,26 +948,13 @@ impl ServedCommands {
                     path: with,
                     failgroup: Some(failgroup),
                 }];
-                let mut new = self.open_new_disks(&name, &args, force)?;
-                let files = std::mem::take(&mut new.files);
-                let mut joined = false;
-                let mut attached = Vec::new();
-                let changed = g.live().add_devices(files, |m, ids| {
-                    attached = ids.to_vec();
-                    let prepared = m.prepare_adds(&new.with_ids(ids), force)?;
+                self.with_new_disks(c, &g, &args, force, |m, prepared, joined| {
                     group_cmd::replace_blocker(&m.disks(), &name, &disk)
                         .map_err(|e| group::GroupError::Invalid(e.to_string()))?;
-                    // As for alter: the labels stay once the add began.
-                    joined = true;
+                    *joined = true;
                     m.add_disks(prepared)?;
                     m.drop_disks_forced(std::slice::from_ref(&disk))
-                });
-                if !joined && changed.is_err() {
-                    new.refused();
-                } else if joined {
-                    g.joined(&attached, &new);
-                }
-                self.said(c, &g, changed)?;
+                })?;
                 let work = self.rebalance_work(&g, power, output.json);
                 return self.long(c, &g, busy, ("rebalance", usize::from(power)), wait, work);
             }
@@ -1224,6 +1195,44 @@ impl ServedCommands {
             }
         }
         Ok(Outcome::Done)
+    }
+
+    /// A change that adds disks to a live group (`alter --add`,
+    /// `replace`): the new disks opened and labelled
+    /// ([`Self::open_new_disks`]), then, in one metadata operation
+    /// ([`LiveGroup::add_devices`]), prepared and handed to `change`, which
+    /// sets `joined` as it begins to add them. From then on the labels stay,
+    /// whatever follows: a disk may have joined even if the call fails
+    /// part-way (one left labelled but not listed is taken again by the
+    /// next `alter --add`); before it, the labels this call wrote are
+    /// erased. The joined disks' paths are known from then on.
+    fn with_new_disks<R>(
+        &self,
+        c: &mut Console<'_, '_>,
+        g: &HeldGroup,
+        args: &[DiskArg],
+        force: bool,
+        change: impl FnOnce(
+            &mut group::Group<'static>,
+            Vec<group::relocate::PreparedDisk>,
+            &mut bool,
+        ) -> Result<R, group::GroupError>,
+    ) -> Result<R> {
+        let mut new = self.open_new_disks(g.name(), args, force)?;
+        let files = std::mem::take(&mut new.files);
+        let mut joined = false;
+        let mut attached = Vec::new();
+        let changed = g.live().add_devices(files, |m, ids| {
+            attached = ids.to_vec();
+            let prepared = m.prepare_adds(&new.with_ids(ids), force)?;
+            change(m, prepared, &mut joined)
+        });
+        if joined {
+            g.joined(&attached, &new);
+        } else {
+            new.refused();
+        }
+        self.said(c, g, changed)
     }
 
     /// New disks for a change to a live group (`alter --add`, `replace`):
