@@ -37,6 +37,7 @@ use crate::console::Console;
 use crate::group_cmd::{self, GroupCommand};
 use crate::volume_cmd::{self, VolumeCommand};
 use crate::{Cli, EngineArg, Noun, Outcome};
+use cairn_serve::volume::Detached;
 
 /// The power a pending rebalance resumes at when its recorded power does
 /// not fit a command's (it always does, unless the record is damaged).
@@ -1085,21 +1086,20 @@ impl ServedCommands {
                 let Some(device) = cairn_serve::volume::attached_to(&at) else {
                     bail!("volume {name} is not attached");
                 };
-                if let Some(why) = cairn_serve::volume::in_use(&device)? {
-                    bail!(
-                        "volume {name} ({}) is in use: {why}; unmount it first",
-                        device.display()
-                    );
-                }
                 let identity = cairn_serve::volume::identity(&at)?;
-                let gone = cairn_serve::volume::detach(&device, identity)
-                    .with_context(|| format!("cannot detach {}", device.display()))?;
-                if !gone {
-                    outln!(
+                match cairn_serve::volume::detach(&device, identity)
+                    .with_context(|| format!("cannot detach {}", device.display()))?
+                {
+                    Detached::Done => {}
+                    Detached::Deferred => outln!(
                         c,
                         "cairn: note: {} is still open somewhere; the kernel detaches it at its last close",
                         device.display()
-                    );
+                    ),
+                    Detached::InUse(why) => bail!(
+                        "volume {name} ({}) is in use: {why}; unmount it first",
+                        device.display()
+                    ),
                 }
                 tracing::info!(volume = %name, device = %device.display(), "volume detached");
                 if let Err(e) = cairn_serve::volume::record(&group_lock::run_dir(), &name, false) {
@@ -1446,19 +1446,17 @@ impl control::Commands for ServedCommands {
             let Some(device) = cairn_serve::volume::attached_to(&at) else {
                 continue;
             };
-            let detached = match cairn_serve::volume::in_use(&device) {
-                Ok(None) => cairn_serve::volume::identity(&at)
-                    .and_then(|id| cairn_serve::volume::detach(&device, id))
-                    .map_err(|e| e.to_string()),
-                Ok(Some(why)) => Err(why),
-                Err(e) => Err(e.to_string()),
-            };
+            let detached = cairn_serve::volume::identity(&at)
+                .and_then(|id| cairn_serve::volume::detach(&device, id));
             match detached {
-                Ok(_) => {
+                Ok(Detached::Done | Detached::Deferred) => {
                     tracing::info!(volume = %name, device = %device.display(), "volume detached for the stop (attached again by --attach-volumes)")
                 }
-                Err(why) => {
+                Ok(Detached::InUse(why)) => {
                     tracing::warn!(volume = %name, device = %device.display(), "volume still in use ({why}): the file system stays busy; unmount what is on it")
+                }
+                Err(e) => {
+                    tracing::warn!(volume = %name, device = %device.display(), error = %e, "cannot detach the volume: the file system stays busy")
                 }
             }
         }

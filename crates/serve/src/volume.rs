@@ -206,11 +206,21 @@ pub fn in_use(device: &Path) -> io::Result<Option<String>> {
     Ok(None)
 }
 
-/// Detach a loop device (after [`in_use`] said nobody uses it), if it is
-/// still bound to the file `identity` names (between the look and now,
-/// it may have been let go of and taken by someone else). `Ok(false)`:
-/// another opener keeps it, and the kernel detaches it at its last close.
-pub fn detach(device: &Path, identity: (u64, u64)) -> io::Result<bool> {
+/// What [`detach`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Detached {
+    Done,
+    /// Another plain opener keeps it: the kernel detaches it at its last
+    /// close.
+    Deferred,
+    /// Nothing: it is in use ([`in_use`] says how).
+    InUse(String),
+}
+
+/// Detach a loop device if nobody uses it ([`in_use`]) and it is still
+/// bound to the file `identity` names (between a look and now, it may have
+/// been let go of and taken by someone else).
+pub fn detach(device: &Path, identity: (u64, u64)) -> io::Result<Detached> {
     let dev = File::open(device)?;
     if bound_to(&dev) != Some(identity) {
         return Err(io::Error::other(format!(
@@ -218,11 +228,17 @@ pub fn detach(device: &Path, identity: (u64, u64)) -> io::Result<bool> {
             device.display()
         )));
     }
+    if let Some(why) = in_use(device)? {
+        return Ok(Detached::InUse(why));
+    }
     // SAFETY: an ioctl with no argument on our own descriptor.
     if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(bound_to(&dev).is_none())
+    Ok(match bound_to(&dev) {
+        None => Detached::Done,
+        Some(_) => Detached::Deferred,
+    })
 }
 
 /// The loop device (still bound to the file `identity` names) follows its
@@ -302,19 +318,17 @@ pub fn detach_dead(mountpoint: &Path) -> (Vec<PathBuf>, Vec<String>) {
             continue;
         }
         let device = PathBuf::from(format!("/dev/{name}"));
-        let bound = File::open(&device).ok().and_then(|d| bound_to(&d));
-        match (in_use(&device), bound) {
-            (Ok(None), Some(identity)) => match detach(&device, identity) {
-                Ok(_) => detached.push(device),
-                Err(e) => left.push(format!("{}: {e}", device.display())),
-            },
-            (Ok(None), None) => {}
-            (Ok(Some(why)), _) => left.push(format!(
+        let Some(identity) = File::open(&device).ok().and_then(|d| bound_to(&d)) else {
+            continue;
+        };
+        match detach(&device, identity) {
+            Ok(Detached::Done | Detached::Deferred) => detached.push(device),
+            Ok(Detached::InUse(why)) => left.push(format!(
                 "{} (a volume of the killed service) is in use: {why}; unmount it, then detach it (losetup -d {})",
                 device.display(),
                 device.display()
             )),
-            (Err(e), _) => left.push(format!("{}: {e}", device.display())),
+            Err(e) => left.push(format!("{}: {e}", device.display())),
         }
     }
     (detached, left)
