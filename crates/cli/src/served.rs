@@ -665,7 +665,8 @@ impl ServedCommands {
             Noun::Status { output } => {
                 let held: Vec<cairn_serve::Held> =
                     self.groups.iter().map(|g| g.held.clone()).collect();
-                let status = cairn_serve::metrics::Status::take(&held, self.started);
+                let status =
+                    cairn_serve::metrics::Status::take(&held, self.started, &self.mountpoint);
                 if output.json {
                     c.json(&status)?;
                 } else {
@@ -775,6 +776,15 @@ impl ServedCommands {
                 let g = self.group(&name)?;
                 let names = (!all).then(|| disks.clone());
                 let busy = self.claim(&g, "resync")?;
+                // A disk that failed keeps failing on the descriptor the
+                // service holds, even once it is back (a cable put back, a
+                // file system mounted again): let go of it, and look for it
+                // again as SIGHUP does.
+                let released = g.live().release_dead_devices(names.as_deref())?;
+                if !released.is_empty() {
+                    tracing::info!(group = %g.name(), disks = ?released, "online: a failed disk's device no longer answers; let go of it, looking for the disk again");
+                    self.rediscover();
+                }
                 // Refused here (a disk not attached, not OFFLINE), before
                 // anything runs in the background.
                 g.live().bring_back(names.as_deref())?;
@@ -1511,6 +1521,7 @@ fn show_status(c: &mut Console<'_, '_>, s: &cairn_serve::metrics::Status) {
             ("read", &g.reads),
             ("write", &g.writes),
             ("fsync", &g.syncs),
+            ("discard", &g.discards),
         ] {
             outln!(
                 c,
@@ -1557,6 +1568,38 @@ fn show_status(c: &mut Console<'_, '_>, s: &cairn_serve::metrics::Status) {
                 io.reads.errors + io.writes.errors + io.flushes.errors + io.discards.errors
             );
         }
+    }
+    if !s.volumes.is_empty() {
+        outln!(
+            c,
+            "{:<32} {:<12} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>8} {:>6}",
+            "VOLUME",
+            "DEVICE",
+            "SIZE_MB",
+            "READS",
+            "READ_MIB",
+            "WRITES",
+            "WRIT_MIB",
+            "DISCARDS",
+            "FLUSHES",
+            "QUEUE"
+        );
+    }
+    for v in &s.volumes {
+        outln!(
+            c,
+            "{:<32} {:<12} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>8} {:>6}",
+            v.name,
+            v.device,
+            v.size_bytes >> 20,
+            v.reads,
+            v.read_bytes >> 20,
+            v.writes,
+            v.write_bytes >> 20,
+            v.discards,
+            v.flushes,
+            v.in_flight
+        );
     }
     if s.operations.is_empty() {
         outln!(c, "no operation is running");

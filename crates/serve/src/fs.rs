@@ -1130,17 +1130,61 @@ impl Filesystem for GroupFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        // Only growing: a group file's AUs are allocated as it grows, so
-        // the range up to its end already has its space. Keeping the size
-        // while allocating past it, and punching holes, are not offered.
-        if mode != 0 {
-            return reply.error(Errno::EOPNOTSUPP);
-        }
-        let done = self.file_of(ino).and_then(|(slot, number)| {
+        // A group file's AUs are allocated as it grows, so the range up to
+        // its end already has its space: growing (mode 0) sets the size;
+        // KEEP_SIZE alone asks for nothing more inside the file. PUNCH_HOLE
+        // (a volume's discard, `fstrim`) and ZERO_RANGE (its write-zeroes)
+        // make the range read as zeros, the whole extents in it unwritten
+        // again, and a punch discards their AUs on the member disks; the
+        // file keeps its AUs (a volume is thick). Allocating past the end
+        // while keeping the size is not offered.
+        const KEEP_SIZE: i32 = libc::FALLOC_FL_KEEP_SIZE;
+        const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        const ZERO: i32 = libc::FALLOC_FL_ZERO_RANGE;
+        const ZERO_KEEP: i32 = libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE;
+        let started = std::time::Instant::now();
+        let found = self.file_of(ino);
+        let done = found.and_then(|(slot, number)| {
             let end = offset.checked_add(length).ok_or(Errno::EFBIG)?;
-            self.meta(slot, |g| g.set_byte_size(number, end, now_ns(), true))
-                .map(|_| ())
+            let s = self.slot(slot)?;
+            let size = s.group.plane().file(number).ok_or(Errno::ENOENT)?.byte_size;
+            match mode {
+                0 => self
+                    .meta(slot, |g| g.set_byte_size(number, end, now_ns(), true))
+                    .map(|_| ()),
+                KEEP_SIZE if end <= size => Ok(()),
+                PUNCH | ZERO | ZERO_KEEP => {
+                    if mode & KEEP_SIZE == 0 && end > size {
+                        self.meta(slot, |g| g.set_byte_size(number, end, now_ns(), true))?;
+                    }
+                    let end = if mode & KEEP_SIZE == 0 { end } else { end.min(size) };
+                    if offset >= end {
+                        return Ok(());
+                    }
+                    let punched =
+                        s.with_handle(|h| h.punch(number, offset, end - offset, mode == PUNCH));
+                    match punched {
+                        Ok(p) => {
+                            tracing::debug!(group = %s.name, file = number, offset, len = end - offset, extents = p.extents, discarded = p.discarded_bytes, zeroed = p.zeroed_bytes, "punched");
+                            lock(&self.written).insert((slot, number), now_ns());
+                            Ok(())
+                        }
+                        Err(e) => {
+                            tracing::warn!(group = %s.name, file = number, offset, len = end - offset, error = %e, "punch failed");
+                            Err(errno(&e))
+                        }
+                    }
+                }
+                _ => Err(Errno::EOPNOTSUPP),
+            }
         });
+        if mode != 0 {
+            if let Some(s) = found.ok().and_then(|(slot, _)| self.slots.get(slot)) {
+                s.stats
+                    .discards
+                    .record(length, done.is_err(), started.elapsed());
+            }
+        }
         answer(reply, done);
     }
 
@@ -1241,17 +1285,26 @@ impl Filesystem for GroupFs {
             }
             _ => self.slots.iter().collect(),
         };
+        // The block size reported is one AU for a group's files: a loop
+        // device over one (a volume) takes it as its discard granularity,
+        // so `fstrim` skips free ranges too small to unwrite a whole extent.
+        // The fragment size (what `df` counts in) stays 4 KiB.
+        let mut bsize = 4096u32;
+        let single = slots.len() == 1 && !matches!(decode(ino.0), Some(Ino::Root) | None);
         let (mut blocks, mut free) = (0u64, 0u64);
         for s in slots {
-            match s.group.meta(|g| g.space()) {
-                Ok(space) => {
+            match s.group.meta(|g| (g.space(), g.au_bytes())) {
+                Ok((space, au)) => {
+                    if single {
+                        bsize = u32::try_from(au).unwrap_or(bsize);
+                    }
                     blocks += (space.total_mb << 8) / s.copies.max(1);
                     free += (space.usable_file_mb.max(0) as u64) << 8;
                 }
                 Err(e) => return reply.error(errno(&e)),
             }
         }
-        reply.statfs(blocks, free, free, 0, 0, 4096, 48, 4096);
+        reply.statfs(blocks, free, free, 0, 0, bsize, 48, 4096);
     }
 
     fn fsync(

@@ -165,6 +165,7 @@ fn run(
             addr,
             held.clone(),
             std::time::Instant::now(),
+            mountpoint.clone(),
         )?),
         None => None,
     };

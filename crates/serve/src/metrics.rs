@@ -16,6 +16,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -33,6 +34,9 @@ pub struct IoStats {
     pub reads: OpStats,
     pub writes: OpStats,
     pub syncs: OpStats,
+    /// `fallocate` with a mode: hole punches (a volume's discards) and
+    /// zeroed ranges; bytes are the ranges' lengths.
+    pub discards: OpStats,
 }
 
 /// A disk as the status shows it.
@@ -64,6 +68,67 @@ pub struct GroupStatus {
     pub reads: OpSnapshot,
     pub writes: OpSnapshot,
     pub syncs: OpSnapshot,
+    #[serde(default)]
+    pub discards: OpSnapshot,
+}
+
+/// A volume attached as a block device, and the I/O its device took as
+/// the kernel counts it (`/sys/block/NAME/stat`, since the service
+/// attached it): what the file system on it asked, before FUSE and the
+/// group.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct VolumeStatus {
+    /// `+GROUP/path`, from the file the device is bound to.
+    pub name: String,
+    pub device: String,
+    pub size_bytes: u64,
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    pub write_bytes: u64,
+    pub discards: u64,
+    pub discard_bytes: u64,
+    pub flushes: u64,
+    /// Requests in flight now.
+    pub in_flight: u64,
+    /// Milliseconds the device had a request in flight (`io_ticks`).
+    pub busy_ms: u64,
+}
+
+impl VolumeStatus {
+    /// The volumes exported from `mountpoint` (the service's mount).
+    pub fn exported(mountpoint: &Path) -> Vec<Self> {
+        crate::volume::exported(mountpoint)
+            .into_iter()
+            .map(|(device, file)| {
+                let size =
+                    std::fs::read_to_string(Path::new("/sys/block").join(&device).join("size"))
+                        .unwrap_or_default();
+                // Fields: reads, merges, sectors, ticks; writes …; in flight,
+                // io_ticks, time in queue; discards …; flushes, ticks.
+                let stat = crate::volume::counters(&device);
+                let at = |i: usize| stat.get(i).copied().unwrap_or(0);
+                let name = file
+                    .strip_prefix(mountpoint)
+                    .map(|p| format!("+{}", p.display()))
+                    .unwrap_or_else(|_| file.display().to_string());
+                Self {
+                    name,
+                    device: format!("/dev/{device}"),
+                    size_bytes: size.trim().parse::<u64>().unwrap_or(0) * 512,
+                    reads: at(0),
+                    read_bytes: at(2) * 512,
+                    writes: at(4),
+                    write_bytes: at(6) * 512,
+                    in_flight: at(8),
+                    busy_ms: at(9),
+                    discards: at(11),
+                    discard_bytes: at(13) * 512,
+                    flushes: at(15),
+                }
+            })
+            .collect()
+    }
 }
 
 /// What the service holds and has done, at one moment.
@@ -73,12 +138,15 @@ pub struct Status {
     pub uptime_seconds: u64,
     pub groups: Vec<GroupStatus>,
     pub operations: Vec<cairn_store::ops::OpStatus>,
+    /// Volumes attached from the service's mount.
+    #[serde(default)]
+    pub volumes: Vec<VolumeStatus>,
 }
 
 impl Status {
     /// Read the groups (their disks and space, briefly under `meta`), the
     /// file system's counters and the long operations' status files.
-    pub fn take(held: &[Held], started: Instant) -> Self {
+    pub fn take(held: &[Held], started: Instant, mountpoint: &Path) -> Self {
         let groups = held
             .iter()
             .map(|h| {
@@ -117,6 +185,7 @@ impl Status {
                     reads: h.stats.reads.snapshot(),
                     writes: h.stats.writes.snapshot(),
                     syncs: h.stats.syncs.snapshot(),
+                    discards: h.stats.discards.snapshot(),
                 }
             })
             .collect();
@@ -130,6 +199,7 @@ impl Status {
             uptime_seconds: started.elapsed().as_secs(),
             groups,
             operations,
+            volumes: VolumeStatus::exported(mountpoint),
         }
     }
 
@@ -209,6 +279,7 @@ impl Status {
                     ("read", &g.reads),
                     ("write", &g.writes),
                     ("fsync", &g.syncs),
+                    ("discard", &g.discards),
                 ]
                 .map(|(op, s)| (format!("group=\"{n}\",op=\"{op}\""), s))
             })
@@ -251,6 +322,49 @@ impl Status {
             ),
             &disks,
         );
+        line("# HELP cairn_volume_io_requests_total Requests a volume's block device completed (the kernel's count since the attach).".into());
+        line("# TYPE cairn_volume_io_requests_total counter".into());
+        let vol = |v: &VolumeStatus, op: &str| {
+            format!(
+                "volume=\"{}\",device=\"{}\",op=\"{op}\"",
+                label(&v.name),
+                label(&v.device)
+            )
+        };
+        for v in &self.volumes {
+            for (op, n) in [
+                ("read", v.reads),
+                ("write", v.writes),
+                ("discard", v.discards),
+                ("flush", v.flushes),
+            ] {
+                line(format!(
+                    "cairn_volume_io_requests_total{{{}}} {n}",
+                    vol(v, op)
+                ));
+            }
+        }
+        line("# HELP cairn_volume_io_bytes_total Bytes a volume's block device read, wrote or discarded.".into());
+        line("# TYPE cairn_volume_io_bytes_total counter".into());
+        for v in &self.volumes {
+            for (op, n) in [
+                ("read", v.read_bytes),
+                ("write", v.write_bytes),
+                ("discard", v.discard_bytes),
+            ] {
+                line(format!("cairn_volume_io_bytes_total{{{}}} {n}", vol(v, op)));
+            }
+        }
+        line("# HELP cairn_volume_in_flight Requests in flight on a volume's block device.".into());
+        line("# TYPE cairn_volume_in_flight gauge".into());
+        for v in &self.volumes {
+            line(format!(
+                "cairn_volume_in_flight{{volume=\"{}\",device=\"{}\"}} {}",
+                label(&v.name),
+                label(&v.device),
+                v.in_flight
+            ));
+        }
         line("# HELP cairn_operation_aus Progress of a long operation (resync, rebalance, scrub): AUs done and in all.".into());
         line("# TYPE cairn_operation_aus gauge".into());
         for o in &self.operations {
@@ -334,7 +448,12 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    pub(crate) fn start(addr: &str, held: Vec<Held>, started: Instant) -> Result<Self, ServeError> {
+    pub(crate) fn start(
+        addr: &str,
+        held: Vec<Held>,
+        started: Instant,
+        mountpoint: PathBuf,
+    ) -> Result<Self, ServeError> {
         let listener = TcpListener::bind(addr).map_err(|e| {
             ServeError::Invalid(format!(
                 "--metrics {addr}: {e}; give a free address, such as 127.0.0.1:9464"
@@ -354,7 +473,7 @@ impl Endpoint {
                             return;
                         }
                         if let Ok(s) = stream {
-                            answer(s, &held, started);
+                            answer(s, &held, started, &mountpoint);
                         }
                     }
                 })
@@ -387,7 +506,7 @@ impl Drop for Endpoint {
 }
 
 /// One HTTP exchange: `GET /metrics` gets the exposition.
-fn answer(mut stream: TcpStream, held: &[Held], started: Instant) {
+fn answer(mut stream: TcpStream, held: &[Held], started: Instant, mountpoint: &Path) {
     // One deadline for the whole request: a client that trickles bytes
     // does not hold the endpoint (nor a stopping service) for longer.
     let deadline = Instant::now() + REQUEST_TIME_MAX;
@@ -408,7 +527,10 @@ fn answer(mut stream: TcpStream, held: &[Held], started: Instant) {
     let first = String::from_utf8_lossy(first);
     let mut parts = first.split_whitespace();
     let (status, body) = match (parts.next(), parts.next()) {
-        (Some("GET"), Some("/metrics")) => ("200 OK", Status::take(held, started).prometheus()),
+        (Some("GET"), Some("/metrics")) => (
+            "200 OK",
+            Status::take(held, started, mountpoint).prometheus(),
+        ),
         (Some("GET"), Some(_)) => (
             "404 Not Found",
             "not found: the metrics are at /metrics\n".into(),

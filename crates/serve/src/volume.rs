@@ -4,6 +4,7 @@
 //! here does I/O to a volume's device (the service must never wait on one:
 //! its I/O comes back to the service through FUSE).
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -12,29 +13,12 @@ use std::path::{Path, PathBuf};
 
 // <linux/loop.h>
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
-const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 const LOOP_SET_CAPACITY: libc::c_ulong = 0x4C07;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LO_FLAGS_DIRECT_IO: u32 = 16;
 
-/// `struct loop_info64`.
-#[repr(C)]
-struct LoopInfo64 {
-    device: u64,
-    inode: u64,
-    rdevice: u64,
-    offset: u64,
-    sizelimit: u64,
-    number: u32,
-    encrypt_type: u32,
-    encrypt_key_size: u32,
-    flags: u32,
-    file_name: [u8; 64],
-    crypt_name: [u8; 64],
-    encrypt_key: [u8; 32],
-    init: [u64; 2],
-}
+use cairn_io::block_ioctl::LoopInfo64;
 
 /// `struct loop_config`.
 #[repr(C)]
@@ -84,25 +68,17 @@ pub fn attach(file: &Path, sector_bytes: u32) -> io::Result<PathBuf> {
             fd: backing.as_raw_fd() as u32,
             block_size: sector_bytes,
             info: LoopInfo64 {
-                device: 0,
-                inode: 0,
-                rdevice: 0,
-                offset: 0,
-                sizelimit: 0,
-                number: 0,
-                encrypt_type: 0,
-                encrypt_key_size: 0,
                 flags: LO_FLAGS_DIRECT_IO,
                 file_name: name,
-                crypt_name: [0; 64],
-                encrypt_key: [0; 32],
-                init: [0; 2],
+                ..LoopInfo64::default()
             },
             reserved: [0; 8],
         };
         // SAFETY: LOOP_CONFIGURE reads a `struct loop_config`, which
         // `config` is (repr(C), the kernel's layout), for the call only.
         if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE, &config) } == 0 {
+            let stat = device_stat(&format!("loop{n}"));
+            lock_counts().insert(format!("loop{n}"), stat);
             return Ok(device);
         }
         last = io::Error::last_os_error();
@@ -114,6 +90,48 @@ pub fn attach(file: &Path, sector_bytes: u32) -> io::Result<PathBuf> {
     Err(last)
 }
 
+/// A block device's counters as the kernel keeps them
+/// (`/sys/block/NAME/stat`, fields in the kernel's order); zeros for one
+/// it does not know.
+fn device_stat(name: &str) -> Vec<u64> {
+    std::fs::read_to_string(Path::new("/sys/block").join(name).join("stat"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect()
+}
+
+/// Each loop device this process attached, with its counters at the
+/// attach: a loop device is reused, and the kernel's counts run on
+/// across attaches. Written by `attach`, read by `counters`; the lock is
+/// held for the map's update or copy only.
+static COUNTS_AT_ATTACH: std::sync::Mutex<BTreeMap<String, Vec<u64>>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+fn lock_counts() -> std::sync::MutexGuard<'static, BTreeMap<String, Vec<u64>>> {
+    COUNTS_AT_ATTACH
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A loop device's counters (`/sys/block/NAME/stat`) since this process
+/// attached it (since the device was made, for one it did not attach).
+/// The in-flight count (field 8) is as it is now.
+pub fn counters(name: &str) -> Vec<u64> {
+    let now = device_stat(name);
+    let at = lock_counts().get(name).cloned().unwrap_or_default();
+    now.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            if i == 8 {
+                *v
+            } else {
+                v.saturating_sub(at.get(i).copied().unwrap_or(0))
+            }
+        })
+        .collect()
+}
+
 /// What a file is, whatever it is called: its device and inode.
 pub fn identity(file: &Path) -> io::Result<(u64, u64)> {
     let m = std::fs::metadata(file)?;
@@ -123,12 +141,7 @@ pub fn identity(file: &Path) -> io::Result<(u64, u64)> {
 /// The file a loop device is bound to (its device and inode, from the
 /// driver), if it is bound.
 fn bound_to(dev: &File) -> Option<(u64, u64)> {
-    // SAFETY: all-zero is a valid `loop_info64`.
-    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
-    // SAFETY: LOOP_GET_STATUS64 writes a `struct loop_info64` into `info`.
-    if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_GET_STATUS64, &mut info) } != 0 {
-        return None;
-    }
+    let info = cairn_io::block_ioctl::loop_status(dev.as_raw_fd()).ok()?;
     Some((info.device, info.inode))
 }
 
@@ -298,25 +311,35 @@ pub fn record(run_dir: &Path, name: &str, attached: bool) -> io::Result<()> {
 const RECORD: &str = "volumes.json";
 
 /// Loop devices whose backing file is under `mountpoint` (a service's
+/// mount), as the kernel lists them: (the device's name in /sys/block,
+/// its backing file). The file's name is the one it was attached under.
+pub fn exported(mountpoint: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("loop") {
+                return None;
+            }
+            let backing = std::fs::read_to_string(e.path().join("loop/backing_file")).ok()?;
+            let backing = PathBuf::from(backing.trim_end());
+            backing.starts_with(mountpoint).then_some((name, backing))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Loop devices whose backing file is under `mountpoint` (a service's
 /// mount): after a `kill -9` they point at a dead file system, and fail
 /// every I/O. Each one that nobody mounts or holds is detached; the
 /// devices detached, and a line for each that could not be.
 pub fn detach_dead(mountpoint: &Path) -> (Vec<PathBuf>, Vec<String>) {
     let (mut detached, mut left) = (Vec::new(), Vec::new());
-    let Ok(entries) = std::fs::read_dir("/sys/block") else {
-        return (detached, left);
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("loop") {
-            continue;
-        }
-        let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) else {
-            continue;
-        };
-        if !Path::new(backing.trim_end()).starts_with(mountpoint) {
-            continue;
-        }
+    for (name, _) in exported(mountpoint) {
         let device = PathBuf::from(format!("/dev/{name}"));
         let Some(identity) = File::open(&device).ok().and_then(|d| bound_to(&d)) else {
             continue;

@@ -1,7 +1,7 @@
 //! The interleaving simulator, in the manner of TigerBeetle's VOPR: a seed
 //! picks a group (disks, failure groups, redundancy, sector sizes) and drives
 //! several concurrent actors on a live group — two writers, each creating,
-//! writing, reading back (once a copy may be silently damaged, with the
+//! writing, punching holes (a volume's discard), reading back (once a copy may be silently damaged, with the
 //! caller's check), syncing, resizing and deleting its own files (big
 //! enough for indirect extents, some fine-striped), a metadata actor making
 //! directories, aliases and short-lived files, and a fault actor — over
@@ -487,8 +487,31 @@ fn writer(world: &World, seed: u64, me: usize) {
         };
         let sector = world.sector;
         match pick {
+            // Punch a random sector-aligned range (a volume's discard): it
+            // reads as zeros, as a write of zeros would.
+            8..=12 if size >= sector => {
+                let sectors = size / sector;
+                let start = rng.below(sectors);
+                let len = (1 + rng.below((3 * MIB / sector).min(sectors - start))) * sector;
+                let offset = start * sector;
+                let discard = rng.chance(75);
+                if trace() {
+                    eprintln!("  w{me}: punch {name} at {offset} len {len} discard {discard}");
+                }
+                let punched = handle.punch(number, offset, len, discard);
+                let mut m = world.model.lock().unwrap();
+                let f = m.files.get_mut(&name).unwrap();
+                f.pending.push((offset, vec![0u8; len as usize]));
+                if let Err(e) = punched {
+                    f.inexact = true;
+                    drop(m);
+                    if world.expected(&e, &format!("punch {name}"), seed) {
+                        return;
+                    }
+                }
+            }
             // Write a random sector-aligned range.
-            8..=57 if size >= sector => {
+            13..=57 if size >= sector => {
                 let sectors = size / sector;
                 let start = rng.below(sectors);
                 let len = (1 + rng.below((256 * KIB / sector).min(sectors - start))) * sector;

@@ -651,3 +651,152 @@ fn the_callers_check_sees_each_copy_once() {
         "the primary was rewritten: the next read takes it at once"
     );
 }
+
+/// A punched range (`fallocate` PUNCH_HOLE on a volume) reads as zeros:
+/// the extents it covers whole are unwritten again and their AUs
+/// discarded on every copy's disk; the parts of extents it covers in part
+/// are zeroed in place on every copy (discarded where the disk reads
+/// zeros after it), and a sector covered in part is read, patched and
+/// written;
+/// the rest of the file keeps its bytes, across a remount. A write into a
+/// punched extent zeroes the rest of it first, as any first write does.
+#[test]
+fn a_punched_range_reads_as_zeros_and_its_whole_extents_are_discarded_on_every_copy() {
+    let (shared, ids, live) = live_group(21);
+    let size = 8 * MIB;
+    let number = live
+        .meta(|g| g.create_file(&path("vol"), size, &CreateOptions::default()))
+        .unwrap()
+        .unwrap()
+        .number;
+    let mut h = live.handle(64).unwrap();
+    let mut expected = block(5, size as usize);
+    h.write(number, 0, &expected).unwrap();
+    let (offset, len) = (MIB / 2, 4 * MIB + 100);
+    let done = h.punch(number, offset, len, true).unwrap();
+    expected[offset as usize..(offset + len) as usize].fill(0);
+    assert_eq!(done.extents, 3, "extents 1, 2 and 3 are covered whole");
+    assert_eq!(done.discarded_bytes, 3 * MIB * 2, "both copies of each");
+    assert_eq!(done.zeroed_bytes, MIB / 2 + MIB / 2 + 100);
+    let mut back = vec![0u8; size as usize];
+    h.read(number, 0, &mut back).unwrap();
+    assert!(
+        back == expected,
+        "the range reads as zeros, the rest as written"
+    );
+    let snap = h.file(number).unwrap();
+    let written: Vec<bool> = snap.extents().map(|e| e.initialized).collect();
+    assert_eq!(written[..6], [true, false, false, false, true, true]);
+    // On the disks: the punched extents' copies were discarded (the
+    // simulated disk reads a discarded range as zeros); the first
+    // extent's copies keep its first half.
+    let mut raw = shared.handle();
+    for e in 0..4u64 {
+        for c in snap.extent(e).unwrap().copies() {
+            let bytes = cairn_io::IoEngine::read_at(
+                &mut raw,
+                ids[usize::from(c.disk)],
+                u64::from(c.au) * MIB,
+                4096,
+            )
+            .unwrap();
+            if e == 0 {
+                assert_eq!(
+                    &bytes[..],
+                    &block(5, 4096)[..],
+                    "extent 0 on disk {}",
+                    c.disk
+                );
+                let half = cairn_io::IoEngine::read_at(
+                    &mut raw,
+                    ids[usize::from(c.disk)],
+                    u64::from(c.au) * MIB + MIB / 2,
+                    MIB as usize / 2,
+                )
+                .unwrap();
+                assert!(
+                    half.iter().all(|b| *b == 0),
+                    "extent 0's second half zeroed in place"
+                );
+            } else {
+                assert!(
+                    bytes.iter().all(|b| *b == 0),
+                    "extent {e} on disk {} discarded",
+                    c.disk
+                );
+            }
+        }
+    }
+    // Punching again finds no written extent to unwrite.
+    let again = h.punch(number, offset, len, true).unwrap();
+    assert_eq!((again.extents, again.discarded_bytes), (0, 0));
+    // A first write into a punched extent: the rest of it reads as zeros.
+    h.write(number, 2 * MIB + 8192, &block(6, 4096)).unwrap();
+    expected[(2 * MIB + 8192) as usize..(2 * MIB + 12288) as usize]
+        .copy_from_slice(&block(6, 4096));
+    drop(h);
+    live.dismount().unwrap();
+    let live = mount_live(&shared, &ids);
+    let mut h = live.handle(64).unwrap();
+    let mut back = vec![0u8; size as usize];
+    h.read(number, 0, &mut back).unwrap();
+    assert!(back == expected, "after a remount");
+    // A range past the end stops there; an empty one does nothing.
+    let tail = h.punch(number, 7 * MIB, 4 * MIB, false).unwrap();
+    assert_eq!((tail.extents, tail.discarded_bytes), (1, 0));
+    assert_eq!(
+        h.punch(number, size, MIB, true).unwrap(),
+        Default::default()
+    );
+}
+
+/// A punch racing a write into the same extent (one that patches partial
+/// sectors): afterwards the extent holds the write's bytes or zeros, and
+/// zeros everywhere else — never a byte from before the punch. The punch
+/// takes the read-modify-write latch too, so a write cannot read old bytes
+/// before the punch and write them back after it.
+#[test]
+fn a_punch_racing_a_write_leaves_the_write_or_zeros_never_old_bytes() {
+    let (_shared, _ids, live) = live_group(22);
+    for round in 0..30u8 {
+        let number = live
+            .meta(|g| {
+                g.create_file(
+                    &path(&format!("r{round}")),
+                    2 * MIB,
+                    &CreateOptions::default(),
+                )
+            })
+            .unwrap()
+            .unwrap()
+            .number;
+        let mut h = live.handle(64).unwrap();
+        h.write(number, 0, &block(0xA5, (2 * MIB) as usize))
+            .unwrap();
+        let (at, len) = (MIB + 1000 + u64::from(round) * 512, 5000usize);
+        let start = Arc::new(Barrier::new(2));
+        let writer = {
+            let (live, start) = (live.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut h = live.handle(64).unwrap();
+                start.wait();
+                h.write_bytes(number, at, &block(round, len)).unwrap();
+            })
+        };
+        start.wait();
+        h.punch(number, 0, 2 * MIB, true).unwrap();
+        writer.join().unwrap();
+        let mut back = vec![0u8; (2 * MIB) as usize];
+        h.read(number, 0, &mut back).unwrap();
+        let (from, to) = (at as usize, at as usize + len);
+        let written = &back[from..to];
+        assert!(
+            written == block(round, len).as_slice() || written.iter().all(|b| *b == 0),
+            "round {round}: the write's bytes are whole or punched"
+        );
+        assert!(
+            back[..from].iter().chain(&back[to..]).all(|b| *b == 0),
+            "round {round}: no byte from before the punch survives"
+        );
+    }
+}

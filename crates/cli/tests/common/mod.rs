@@ -483,6 +483,8 @@ fn stderr_of(child: &mut Child) -> String {
 pub struct SmallFs {
     pub mnt: PathBuf,
     image: PathBuf,
+    /// The loop device [`SmallFs::revive`] mounted it from, if it did.
+    revived: std::cell::RefCell<Option<String>>,
 }
 
 impl SmallFs {
@@ -499,7 +501,11 @@ impl SmallFs {
             "mount",
             &["-o", "loop", image.to_str().unwrap(), mnt.to_str().unwrap()],
         )?;
-        Ok(Self { mnt, image })
+        Ok(Self {
+            mnt,
+            image,
+            revived: std::cell::RefCell::new(None),
+        })
     }
 
     /// From now on every read and write on its open files fails with EIO,
@@ -518,25 +524,31 @@ impl SmallFs {
 }
 
 impl SmallFs {
-    /// Unmount and mount it again: its files answer again (a disk that
-    /// comes back). Nothing may hold them open.
-    pub fn remount(&self) {
-        tool("umount", &[self.mnt.to_str().unwrap()]).unwrap();
-        tool(
-            "mount",
-            &[
-                "-o",
-                "loop",
-                self.image.to_str().unwrap(),
-                self.mnt.to_str().unwrap(),
-            ],
-        )
-        .unwrap();
+    /// Bring it back while its dead files are still open (by a service
+    /// that holds a failed disk): the dead instance is let go of lazily,
+    /// and the image mounted again from a loop device of its own (the old
+    /// one stays with the dead instance until its last file is closed).
+    /// The dead instance never writes again (shut down), so the two never
+    /// both write the image. Files opened from now on answer; the old
+    /// descriptors keep failing, as a failed disk's do.
+    pub fn revive(&self) {
+        tool("umount", &["-l", self.mnt.to_str().unwrap()]).unwrap();
+        let out = std::process::Command::new("losetup")
+            .args(["-f", "--show", self.image.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let device = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        tool("mount", &[&device, self.mnt.to_str().unwrap()]).unwrap();
+        *self.revived.borrow_mut() = Some(device);
     }
 }
 
 impl Drop for SmallFs {
     fn drop(&mut self) {
         let _ = tool("umount", &[self.mnt.to_str().unwrap()]);
+        if let Some(device) = self.revived.borrow_mut().take() {
+            let _ = tool("losetup", &["-d", &device]);
+        }
     }
 }

@@ -66,6 +66,36 @@ impl LoopDevice {
         })
     }
 
+    /// Show only the first `bytes` of the backing file (0: all of it),
+    /// at once, under whoever has the device open: with a limit below the
+    /// disk's first block, every read of an open descriptor comes back
+    /// empty and every write fails (ENOSPC), as a disk whose path was lost
+    /// does; with 0 again the same descriptor works again, data intact
+    /// (the path restored). Retried while the kernel is busy with the
+    /// device's page cache (EAGAIN).
+    pub fn set_size_limit(&self, bytes: u64) -> Result<(), String> {
+        use std::os::fd::AsRawFd;
+        let dev = std::fs::OpenOptions::new()
+            .read(true)
+            .open(&self.path)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let mut info = crate::block_ioctl::loop_status(dev.as_raw_fd())
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        info.sizelimit = bytes;
+        let mut last = None;
+        for _ in 0..100 {
+            match crate::block_ioctl::set_loop_status(dev.as_raw_fd(), &info) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                    last = Some(e);
+                    std::thread::yield_now();
+                }
+                Err(e) => return Err(format!("{}: {e}", self.path.display())),
+            }
+        }
+        Err(format!("{}: {:?}", self.path.display(), last))
+    }
+
     /// Kernel name (`loop3`).
     pub fn name(&self) -> String {
         self.path

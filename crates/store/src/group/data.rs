@@ -68,6 +68,16 @@ pub(crate) trait DataPort {
         extents: &[(u64, Extent)],
         written: &BTreeSet<u16>,
     ) -> Result<(), GroupError>;
+    /// Mark `extents` of the file unwritten again (they read as zeros and
+    /// their next write zeroes them first), durably, and publish the new
+    /// snapshot. Called with the extents' latches held. An extent whose
+    /// copies are no longer the ones given (moved meanwhile) is left alone.
+    fn mark_unwritten(
+        &mut self,
+        file: u32,
+        incarnation: u32,
+        extents: &[(u64, Extent)],
+    ) -> Result<(), GroupError>;
     /// Disks an I/O of this operation failed on, as seen in the disk view of
     /// `epoch`: returns once they are offline (durably), or fails when the
     /// group cannot go on without them.
@@ -1376,6 +1386,215 @@ pub(crate) fn initialize(
     }
 }
 
+/// What a punch did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Punched {
+    /// Written extents made unwritten again (they read as zeros).
+    pub extents: u64,
+    /// Bytes discarded on member disks, every copy counted.
+    pub discarded_bytes: u64,
+    /// Bytes of the range zeroed in place (parts of written extents it
+    /// does not cover whole), counted once.
+    pub zeroed_bytes: u64,
+}
+
+/// Set in the extent of a read-modify-write latch key
+/// (`DataHandle::write_bytes`): a key of its own beside the extent's data
+/// latch. Taken before the data latch, in a call of its own (a single call
+/// sorts keys, and would take the data latch first).
+pub(super) const RMW_LATCH: u64 = 1 << 63;
+
+/// Make whole extents of file `number` read as zeros again, as if never
+/// written (a hole punched in a volume: `fstrim`, `blkdiscard`):
+///
+/// 1. under each extent's read-modify-write latch and data latch, both
+///    exclusive (no write is in flight on it, and none starts, so none is
+///    lost or resurrected), the extents still written are marked unwritten
+///    in one durable commit, and the new map published;
+/// 2. every operation that took the old map (a reader, which takes no
+///    latch) is waited for;
+/// 3. with `discard`, each copy's AUs are discarded on its disk where the
+///    disk takes discard (an error is ignored: the bytes stay, and the map
+///    already says zeros).
+///
+/// The AUs stay the file's: a volume is thick (its file system never meets
+/// ENOSPC from the group), and the array gets the blocks back. A crash
+/// after the commit leaves the extents unwritten with their old bytes on
+/// disk, which read as zeros all the same.
+pub(crate) fn punch_extents(
+    port: &mut dyn DataPort,
+    slot: Option<&AtomicU64>,
+    number: u32,
+    incarnation: u32,
+    extents: &[u64],
+    discard: bool,
+) -> Result<Punched, GroupError> {
+    /// Extents per latch and commit.
+    const BATCH: usize = 256;
+    let mut done = Punched::default();
+    for batch in extents.chunks(BATCH) {
+        let keys = |tag: u64, e: &u64| ((number, incarnation, tag | *e), true);
+        let rmw = port
+            .plane()
+            .latch(batch.iter().map(|e| keys(RMW_LATCH, e)).collect());
+        let latch = port
+            .plane()
+            .latch(batch.iter().map(|e| keys(0, e)).collect());
+        let now = file_snapshot(port, number)?;
+        if now.incarnation != incarnation {
+            return Err(GroupError::NotFound(format!(
+                "file {number} does not exist"
+            )));
+        }
+        if let Some(why) = &now.read_only {
+            return Err(why.error());
+        }
+        let still: Vec<(u64, Extent)> = batch
+            .iter()
+            .filter_map(|e| now.extent(*e).filter(|x| x.initialized).map(|x| (*e, *x)))
+            .collect();
+        if still.is_empty() {
+            continue;
+        }
+        port.mark_unwritten(number, incarnation, &still)?;
+        done.extents += still.len() as u64;
+        // Readers take no latch: one that took the old map may still be
+        // reading these AUs.
+        port.plane().wait_for_older_operations();
+        if discard {
+            let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+            let view = port.disk_view();
+            let mut ios = Vec::new();
+            let mut lens = Vec::new();
+            for (e, extent) in &still {
+                let len_bytes = now.layout.extent_bytes(*e);
+                for c in writable_copies(&view, extent) {
+                    let takes = port.device(c.disk).is_some_and(|device| {
+                        matches!(
+                            port.engine().geometry(device).map(|g| g.discard),
+                            Some(cairn_io::geometry::DiscardSupport::Supported { .. })
+                        )
+                    });
+                    if takes {
+                        lens.push(len_bytes);
+                        ios.push(DiskIo {
+                            disk: c.disk,
+                            op: Op::Discard {
+                                offset_bytes: u64::from(c.au) * now.au_bytes,
+                                len_bytes,
+                            },
+                        });
+                    }
+                }
+            }
+            for (len_bytes, (result, _)) in lens.into_iter().zip(run(port, ios)?) {
+                if result.is_ok() {
+                    done.discarded_bytes += len_bytes;
+                }
+            }
+            drop(guard);
+        }
+        drop(latch);
+        drop(rmw);
+    }
+    Ok(done)
+}
+
+/// Make `parts` of written extents of file `number` read as zeros in
+/// place, on every copy: with `unmap`, by discard where the disk promises
+/// zeros after it (so a thin array gets those blocks back too), else by
+/// write-zeroes ([`zero_op`]). Each part is (extent, offset in its AU run, length),
+/// sector-aligned. Under the extents' read-modify-write and data latches,
+/// exclusive, as [`punch_extents`]. A copy on a disk not written now is
+/// marked stale first; one whose I/O fails is marked stale and its disk
+/// reported, as a write's. Returns the bytes zeroed, counted once.
+pub(crate) fn zero_parts(
+    port: &mut dyn DataPort,
+    slot: Option<&AtomicU64>,
+    number: u32,
+    incarnation: u32,
+    parts: &[(u64, u64, u64)],
+    unmap: bool,
+) -> Result<u64, GroupError> {
+    let extents: BTreeSet<u64> = parts.iter().map(|p| p.0).collect();
+    let keys = |tag: u64| {
+        extents
+            .iter()
+            .map(|e| ((number, incarnation, tag | *e), true))
+            .collect()
+    };
+    let rmw = port.plane().latch(keys(RMW_LATCH));
+    let latch = port.plane().latch(keys(0));
+    loop {
+        let now = file_snapshot(port, number)?;
+        if now.incarnation != incarnation {
+            return Err(GroupError::NotFound(format!(
+                "file {number} does not exist"
+            )));
+        }
+        if let Some(why) = &now.read_only {
+            return Err(why.error());
+        }
+        let view = port.disk_view();
+        let mut unmarked = Vec::new();
+        let mut ios = Vec::new();
+        let mut marks = Vec::new();
+        let mut zeroed = 0;
+        for (e, within, len) in parts {
+            // An unwritten extent reads as zeros already.
+            let Some(extent) = now.extent(*e).filter(|x| x.initialized) else {
+                continue;
+            };
+            zeroed += len;
+            let mask = au_mask(piece_aus(&now, *within, *len));
+            missed_copies(&view, *e, extent, mask, &mut unmarked);
+            for c in writable_copies(&view, extent) {
+                let at = u64::from(c.au) * now.au_bytes + within;
+                marks.push(StaleMark {
+                    extent: *e,
+                    copy: c,
+                    mask,
+                });
+                let op = if unmap {
+                    zero_op(port, c.disk, at, *len)
+                } else {
+                    Op::WriteZeroes {
+                        offset_bytes: at,
+                        len_bytes: *len,
+                    }
+                };
+                ios.push(DiskIo { disk: c.disk, op });
+            }
+        }
+        if !unmarked.is_empty() {
+            port.mark_stale(number, incarnation, &unmarked)?;
+            continue;
+        }
+        let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+        let mut failed = BTreeSet::new();
+        let mut missed = Vec::new();
+        for (mark, (result, _)) in marks.into_iter().zip(run(port, ios)?) {
+            match result {
+                Ok(_) => port.wrote(mark.copy.disk),
+                Err(_) => {
+                    failed.insert(mark.copy.disk);
+                    missed.push(mark);
+                }
+            }
+        }
+        drop(guard);
+        if !missed.is_empty() {
+            port.mark_stale(number, incarnation, &missed)?;
+        }
+        if !failed.is_empty() {
+            port.disks_failed(&failed, view.epoch)?;
+        }
+        drop(latch);
+        drop(rmw);
+        return Ok(zeroed);
+    }
+}
+
 /// Make a whole extent copy read as zeros: by discard where the device
 /// promises discarded blocks read back as zeros (a thin LUN stays thin),
 /// else by write-zeroes.
@@ -1447,7 +1666,35 @@ impl DataPort for Group<'_> {
             })
             .map(|(i, _)| *i)
             .collect();
-        Group::mark_initialized(self, file, &extents)
+        Group::set_initialized(self, file, &extents, true)
+    }
+    fn mark_unwritten(
+        &mut self,
+        file: u32,
+        incarnation: u32,
+        extents: &[(u64, Extent)],
+    ) -> Result<(), GroupError> {
+        self.check_writable()?;
+        let Some(rec) = self
+            .files
+            .get(&file)
+            .filter(|r| r.entry.incarnation == incarnation)
+        else {
+            return Err(GroupError::NotFound(format!("file {file} does not exist")));
+        };
+        let extents: Vec<u64> = extents
+            .iter()
+            .filter(|(i, seen)| {
+                rec.extents
+                    .get(*i as usize)
+                    .is_some_and(|now| now.initialized && now.copies() == seen.copies())
+            })
+            .map(|(i, _)| *i)
+            .collect();
+        if extents.is_empty() {
+            return Ok(());
+        }
+        Group::set_initialized(self, file, &extents, false)
     }
     fn mark_stale(
         &mut self,
@@ -1543,6 +1790,44 @@ impl Group<'_> {
         let found = super::superblock::identify(&mut *self.engine, &[device]);
         let (_, header, _) = found.get(&self.uuid)?.first()?;
         Some((header.disk_uuid, header.label.as_str().to_string()))
+    }
+
+    /// OFFLINE members (those named, by label, or all; not one leaving)
+    /// still holding a device whose first block cannot be read: each is
+    /// detached from its device, as a disk missing at mount is, and
+    /// returned with it (label, device) for the caller to let go of.
+    pub(super) fn release_dead_devices(
+        &mut self,
+        names: Option<&[String]>,
+    ) -> Vec<(String, DeviceId)> {
+        let candidates: Vec<(usize, DeviceId)> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let m = m.as_ref()?;
+                let named = names.is_none_or(|n| {
+                    n.iter()
+                        .any(|l| l.eq_ignore_ascii_case(m.entry.label.as_str()))
+                });
+                (m.entry.state == DiskState::Offline && !m.entry.dropping() && named)
+                    .then_some((i, m.device?))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for (i, device) in candidates {
+            if self.engine.read_at(device, 0, BLOCK_BYTES).is_ok() {
+                continue;
+            }
+            if let Some(m) = self.members[i].as_mut() {
+                m.device = None;
+                out.push((m.entry.label.as_str().to_string(), device));
+            }
+        }
+        if !out.is_empty() {
+            self.publish_disks();
+        }
+        out
     }
 
     /// Let go of a device no member uses (the engine closes it).
@@ -1700,20 +1985,22 @@ impl Group<'_> {
         }
     }
 
-    /// Mark extents of a file initialised, committing in steps of at most
+    /// Mark extents of a file initialised (or, `initialized` false,
+    /// unwritten again: a punched hole), committing in steps of at most
     /// [`STEP_DIRTY_MAX`] dirty blocks (a big write first-writes more extents
     /// than one transaction can name). Each step's barrier flush makes the
     /// data and zeros written before it durable before its flags are; a crash
     /// between steps leaves some extents still reading as zeros, which a
     /// write that was never acknowledged may do.
-    pub(super) fn mark_initialized(
+    pub(super) fn set_initialized(
         &mut self,
         number: u32,
         extents: &[u64],
+        initialized: bool,
     ) -> Result<(), GroupError> {
         for e in extents {
             let rec = self.files.get_mut(&number).expect("invariant: checked");
-            rec.extents[*e as usize].initialized = true;
+            rec.extents[*e as usize].initialized = initialized;
             self.dirty_extent(number, *e);
             if self.dirty_count() >= STEP_DIRTY_MAX {
                 self.commit()?;
@@ -1891,6 +2178,14 @@ mod tests {
             _: u32,
             _: &[(u64, Extent)],
             _: &BTreeSet<u16>,
+        ) -> Result<(), GroupError> {
+            unreachable!("a copy marks nothing")
+        }
+        fn mark_unwritten(
+            &mut self,
+            _: u32,
+            _: u32,
+            _: &[(u64, Extent)],
         ) -> Result<(), GroupError> {
             unreachable!("a copy marks nothing")
         }

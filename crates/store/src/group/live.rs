@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
 
-use super::data::{self, DataPort};
+use super::data::{self, DataPort, RMW_LATCH};
 use super::plane::{DataPlane, DiskView, FileSnapshot, GuardSlot, SnapshotCache};
 use super::{Group, GroupError};
 
@@ -321,6 +321,7 @@ impl LiveGroup {
             inner: self.inner.clone(),
             engine,
             devices,
+            made_from: disks,
             unflushed: BTreeSet::new(),
             spare: Vec::new(),
             snapshots: SnapshotCache::default(),
@@ -587,6 +588,37 @@ impl LiveGroup {
         })
     }
 
+    /// OFFLINE members (those named, or all) whose device no longer
+    /// answers — a disk that failed keeps failing on the descriptor the
+    /// group holds, even once the disk is back — are let go of, so that
+    /// discovery may attach them anew ([`Self::reattach_devices`]) and
+    /// `online` bring them back. Idle handles drop them too (the
+    /// `on_devices_left` hooks); a running operation's handle, at its next
+    /// batch (the disk view changed). Their labels.
+    pub fn release_dead_devices(
+        &self,
+        names: Option<&[String]>,
+    ) -> Result<Vec<String>, GroupError> {
+        let released = self.inner.operation(|g| {
+            let dead = g.release_dead_devices(names);
+            for (_, id) in &dead {
+                self.let_go(g, *id);
+            }
+            dead.into_iter().map(|(label, _)| label).collect::<Vec<_>>()
+        })?;
+        if !released.is_empty() {
+            let hooks = self
+                .inner
+                .devices_left
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for hook in hooks.iter() {
+                hook();
+            }
+        }
+        Ok(released)
+    }
+
     /// Let go of the devices of disks that left the group (a drop that
     /// completed): the metadata plane's engine closes them, the engine
     /// source forgets them, and each data handle drops its own at its next
@@ -739,6 +771,10 @@ pub struct DataHandle {
     engine: Box<dyn IoEngine>,
     /// Member disk number → device in `engine`.
     devices: BTreeMap<u16, DeviceId>,
+    /// Member disk number → its device in the metadata plane's engine, as
+    /// `engine` was made from: a disk whose device changed since (let go of
+    /// when it failed, attached again when found) gets a new engine too.
+    made_from: BTreeMap<u16, DeviceId>,
     /// The epoch the running operation started in (see `plane.rs`).
     slot: Arc<GuardSlot>,
     /// Disks this handle wrote to since its last sync.
@@ -757,11 +793,6 @@ pub struct DataHandle {
     /// engine (between operations: nothing is in flight then).
     devices_epoch: u64,
 }
-
-/// Set in the extent of a read-modify-write latch key
-/// ([`DataHandle::write_bytes`]): a key of its own beside the extent's data
-/// latch, which the write inside takes as usual.
-const RMW_LATCH: u64 = 1 << 63;
 
 /// Buffers a handle keeps for reuse.
 const SPARE_MAX: usize = 16;
@@ -790,21 +821,26 @@ impl DataHandle {
         if view.epoch == self.devices_epoch {
             return Ok(());
         }
+        let now = view.member_devices();
+        // A member whose device is not the one this engine was made with:
+        // let go of (it failed), perhaps attached again under a new one.
+        let changed = |d: &u16| now.get(d) != self.made_from.get(d);
         let joined = (0..view.writable.len() as u16)
-            .any(|d| view.is_writable(d) && !self.devices.contains_key(&d));
-        let left = leaves && self.devices.keys().any(|d| !view.is_member(*d));
+            .any(|d| view.is_writable(d) && (!self.devices.contains_key(&d) || changed(&d)));
+        let gone = |d: &u16| !view.is_member(*d) || changed(d);
+        let left = leaves && self.devices.keys().any(gone);
         if !joined && !left {
             // A leave seen between batches waits for the operation's end.
-            if leaves || !self.devices.keys().any(|d| !view.is_member(*d)) {
+            if leaves || !self.devices.keys().any(gone) {
                 self.devices_epoch = view.epoch;
             }
             return Ok(());
         }
         self.devices_epoch = view.epoch;
-        let disks = view.member_devices();
-        let (engine, devices) = self.inner.engines.engine(&disks, self.depth)?;
+        let (engine, devices) = self.inner.engines.engine(&now, self.depth)?;
         self.engine = engine;
         self.devices = devices;
+        self.made_from = now;
         Ok(())
     }
 
@@ -919,6 +955,81 @@ impl DataHandle {
         self.write(number, start, &buf)
     }
 
+    /// Make `len` bytes at `offset` of the file read as zeros, keeping its
+    /// size and its AUs: `fallocate(PUNCH_HOLE | KEEP_SIZE)` with
+    /// `discard`, `ZERO_RANGE` without. Extents the range covers whole
+    /// become unwritten again, their AUs discarded on the member disks with
+    /// `discard` ([`data::punch_extents`]). The rest of the range, in
+    /// written extents, is zeroed in place on every copy
+    /// ([`data::zero_parts`]), and sectors it covers in part are written.
+    /// A range past the end stops there.
+    pub fn punch(
+        &mut self,
+        number: u32,
+        offset: u64,
+        len: u64,
+        discard: bool,
+    ) -> Result<data::Punched, GroupError> {
+        if self.read_only {
+            return Err(GroupError::ReadOnly(self.inner.meta()?.name().to_string()));
+        }
+        self.refresh_devices()?;
+        let snap = self
+            .file(number)
+            .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))?;
+        let end = offset.saturating_add(len).min(snap.size_bytes);
+        let mut done = data::Punched::default();
+        if offset >= end {
+            return Ok(done);
+        }
+        // Sectors covered in part: written with zeros (read, patched, written).
+        let sector = u64::from(snap.sector_bytes);
+        let (first, last) = (offset.next_multiple_of(sector), end - end % sector);
+        let edges = if first >= last {
+            vec![(offset, end)]
+        } else {
+            vec![(offset, first), (last, end)]
+        };
+        for (a, b) in edges.into_iter().filter(|(a, b)| a < b) {
+            self.write_bytes(number, a, &vec![0u8; (b - a) as usize])?;
+            done.zeroed_bytes += b - a;
+        }
+        if first >= last {
+            return Ok(done);
+        }
+        let pieces = snap.pieces(first, last - first).ok_or_else(|| {
+            GroupError::Corrupt(format!(
+                "file {number}: its extent map does not cover {first}..{last}"
+            ))
+        })?;
+        // Bytes of each extent the range covers: all of them (fine striping
+        // deals an extent out in stripe units), or only some.
+        let mut covered: BTreeMap<u64, u64> = BTreeMap::new();
+        for p in &pieces {
+            *covered.entry(p.extent).or_default() += p.len;
+        }
+        let whole: Vec<u64> = covered
+            .iter()
+            .filter(|(e, n)| **n == snap.layout.extent_bytes(**e))
+            .map(|(e, _)| *e)
+            .collect();
+        let parts: Vec<(u64, u64, u64)> = pieces
+            .iter()
+            .filter(|p| whole.binary_search(&p.extent).is_err())
+            .map(|p| (p.extent, p.within, p.len))
+            .collect();
+        let slot = self.slot.clone();
+        if !parts.is_empty() {
+            done.zeroed_bytes +=
+                data::zero_parts(self, Some(&slot), number, snap.incarnation, &parts, discard)?;
+        }
+        let punched =
+            data::punch_extents(self, Some(&slot), number, snap.incarnation, &whole, discard)?;
+        done.extents = punched.extents;
+        done.discarded_bytes = punched.discarded_bytes;
+        Ok(done)
+    }
+
     /// Make every write any handle of the group had acknowledged durable:
     /// a flush of every member disk this handle reaches (a flush covers
     /// what any writer completed on the device). For a caller that cannot
@@ -1028,6 +1139,15 @@ impl DataPort for DataHandle {
         self.inner.operation(|group| {
             DataPort::mark_initialized(group, file, incarnation, extents, written)
         })?
+    }
+    fn mark_unwritten(
+        &mut self,
+        file: u32,
+        incarnation: u32,
+        extents: &[(u64, cairn_format::group::Extent)],
+    ) -> Result<(), GroupError> {
+        self.inner
+            .operation(|group| DataPort::mark_unwritten(group, file, incarnation, extents))?
     }
     fn mark_stale(
         &mut self,

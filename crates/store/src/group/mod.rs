@@ -92,6 +92,7 @@ use crate::placement::{self, DiskNumber, DiskSpace, FailGroupId, Striping};
 pub use alloc::DiskAlloc;
 pub use cairn_format::group::AliasKind;
 pub use create::{create, default_templates};
+pub use data::Punched;
 pub use file_io::{FileIo, Mapping};
 pub use files::{CreateOptions, DirEntry, FileInfo, Node};
 pub use live::{DataHandle, EngineSource, LiveGroup, SameDevices};
