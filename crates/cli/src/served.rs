@@ -358,66 +358,8 @@ impl ServedCommands {
             let Ok(uuid) = g.live().meta(|m| m.uuid()) else {
                 continue;
             };
-            let Some(group) = found.iter().find(|f| f.uuid == uuid) else {
-                continue;
-            };
-            // The paths of disks that left go; a device attached already
-            // (under this path or another: a by-id link, a changed discovery
-            // string) is known by what it is, not by its name.
-            if let Ok(members) = g.live().meta(|m| m.member_devices()) {
-                let ids: BTreeSet<u32> = members.values().map(|d| d.0).collect();
-                lock(&g.paths).retain(|id, _| ids.contains(id));
-            }
-            let known: BTreeSet<(u64, u64)> = lock(&g.paths)
-                .values()
-                .filter_map(|p| device_identity(p))
-                .collect();
-            let mut paths = Vec::new();
-            let mut files = Vec::new();
-            for path in group
-                .paths
-                .iter()
-                .filter(|p| device_identity(p).is_some_and(|i| !known.contains(&i)))
-            {
-                match group_admin::open_member(&host, path) {
-                    Ok(f) => {
-                        paths.push(path.clone());
-                        files.push(f);
-                    }
-                    Err(e) => {
-                        tracing::warn!(group = %g.name(), path = %path.display(), error = %e, "SIGHUP: a disk of the group cannot be opened")
-                    }
-                }
-            }
-            if files.is_empty() {
-                continue;
-            }
-            let outcome = match g.live().reattach_devices(files) {
-                Ok(o) => o,
-                Err(e) => {
-                    tracing::warn!(group = %g.name(), error = %e, "SIGHUP: cannot attach the disks found");
-                    continue;
-                }
-            };
-            for (path, o) in paths.into_iter().zip(outcome) {
-                match o {
-                    Ok(Some((label, id))) => {
-                        tracing::info!(
-                            group = %g.name(),
-                            disk = %label,
-                            path = %path.display(),
-                            "SIGHUP: disk found again and attached; `cairn group online {} {label}` brings it back",
-                            g.name()
-                        );
-                        lock(&g.paths).insert(id.0, path);
-                    }
-                    // A member attached already (under another path), or
-                    // one that left: nothing to do.
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(group = %g.name(), path = %path.display(), error = %e, "SIGHUP: a disk found again cannot come back")
-                    }
-                }
+            if let Some(group) = found.iter().find(|f| f.uuid == uuid) {
+                self.attach_found(g, group, &host, "SIGHUP");
             }
         }
         for f in found.iter().filter(|f| f.complete) {
@@ -431,6 +373,97 @@ impl ServedCommands {
                     "SIGHUP: group found and not served; restart the service to serve it (every group found, or --group {})",
                     f.name
                 );
+            }
+        }
+    }
+
+    /// `group online` of a disk whose dead device was let go of: `g`'s
+    /// members found by the discovery string in force are attached (it
+    /// stays as it is; SIGHUP re-reads it).
+    fn find_again(&self, g: &HeldGroup) {
+        let d = self.discovery();
+        let host = cairn_io::host::Host::real();
+        let found = match group_admin::find_groups(&host, &d) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, discovery = %d.text, "online: discovery failed");
+                return;
+            }
+        };
+        let Ok(uuid) = g.live().meta(|m| m.uuid()) else {
+            return;
+        };
+        if let Some(group) = found.iter().find(|f| f.uuid == uuid) {
+            self.attach_found(g, group, &host, "online");
+        }
+    }
+
+    /// `g`'s members that are not attached and that discovery found
+    /// (`group`): each attached, as OFFLINE (`group online` brings it
+    /// back). Said in the log, each line starting with `why`.
+    fn attach_found(
+        &self,
+        g: &HeldGroup,
+        group: &group_admin::FoundGroup,
+        host: &cairn_io::host::Host,
+        why: &str,
+    ) {
+        // The paths of disks that left go; a device attached already
+        // (under this path or another: a by-id link, a changed discovery
+        // string) is known by what it is, not by its name.
+        if let Ok(members) = g.live().meta(|m| m.member_devices()) {
+            let ids: BTreeSet<u32> = members.values().map(|d| d.0).collect();
+            lock(&g.paths).retain(|id, _| ids.contains(id));
+        }
+        let known: BTreeSet<(u64, u64)> = lock(&g.paths)
+            .values()
+            .filter_map(|p| device_identity(p))
+            .collect();
+        let mut paths = Vec::new();
+        let mut files = Vec::new();
+        for path in group
+            .paths
+            .iter()
+            .filter(|p| device_identity(p).is_some_and(|i| !known.contains(&i)))
+        {
+            match group_admin::open_member(host, path) {
+                Ok(f) => {
+                    paths.push(path.clone());
+                    files.push(f);
+                }
+                Err(e) => {
+                    tracing::warn!(group = %g.name(), path = %path.display(), error = %e, "{why}: a disk of the group cannot be opened")
+                }
+            }
+        }
+        if files.is_empty() {
+            return;
+        }
+        let outcome = match g.live().reattach_devices(files) {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(group = %g.name(), error = %e, "{why}: cannot attach the disks found");
+                return;
+            }
+        };
+        for (path, o) in paths.into_iter().zip(outcome) {
+            match o {
+                Ok(Some((label, id))) => {
+                    tracing::info!(
+                        group = %g.name(),
+                        disk = %label,
+                        path = %path.display(),
+                        "{why}: disk found again and attached; `cairn group online {} {label}` brings it back",
+                        g.name()
+                    );
+                    lock(&g.paths).insert(id.0, path);
+                }
+                // A member attached already (under another path), or
+                // one that left: nothing to do.
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(group = %g.name(), path = %path.display(), error = %e, "{why}: a disk found again cannot come back")
+                }
             }
         }
     }
@@ -783,7 +816,7 @@ impl ServedCommands {
                 let released = g.live().release_dead_devices(names.as_deref())?;
                 if !released.is_empty() {
                     tracing::info!(group = %g.name(), disks = ?released, "online: a failed disk's device no longer answers; let go of it, looking for the disk again");
-                    self.rediscover();
+                    self.find_again(&g);
                 }
                 // Refused here (a disk not attached, not OFFLINE), before
                 // anything runs in the background.

@@ -1045,7 +1045,8 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
     assert!(
-        log.contains("a failed disk's device no longer answers") && log.contains("D2"),
+        log.lines()
+            .any(|l| l.contains("a failed disk's device no longer answers") && l.contains("D2")),
         "{log}"
     );
     rig.check_clean("DATA");
@@ -2256,6 +2257,8 @@ impl Drop for VolumeGuard {
         if mounted(&self.mount) {
             let _ = umount(&self.mount, libc::MNT_DETACH);
         }
+        // (Only if empty: a mount point the test made, never data.)
+        let _ = std::fs::remove_dir(&self.mount);
         let backing = std::fs::read_to_string(format!(
             "/sys/block/{}/loop/backing_file",
             self.device.trim_start_matches("/dev/")
@@ -2399,7 +2402,11 @@ fn a_volume_carries_a_file_system_through_the_service() {
         "the last MiB stays"
     );
     let status = rig.cairn(&["status", "--json"]).ok().json();
-    assert_eq!(status["groups"][0]["discards"]["count"], 1, "{status}");
+    // (The block layer may split the range at the granularity.)
+    assert!(
+        status["groups"][0]["discards"]["count"].as_u64().unwrap() >= 1,
+        "{status}"
+    );
     assert!(
         status["groups"][0]["disks"]
             .as_array()
@@ -2408,7 +2415,7 @@ fn a_volume_carries_a_file_system_through_the_service() {
             .all(|d| d["io"]["discards"]["count"].as_u64().unwrap() > 0),
         "{status}"
     );
-    assert_eq!(status["volumes"][0]["discards"], 1, "{status}");
+    assert_eq!(status["volumes"][0]["discard_bytes"], 30 * MIB, "{status}");
     // A file system on it, a file written, read back after a remount.
     tool("mkfs.ext4", &["-q", "-F", &device]).unwrap();
     tool("mount", &[&device, fs_dir.to_str().unwrap()]).unwrap();
@@ -2442,7 +2449,8 @@ fn a_volume_carries_a_file_system_through_the_service() {
     .parse()
     .unwrap();
     assert_eq!(sectors * 512, 96 * MIB);
-    rig.cairn(&["volume", "detach", "+DATA/vol/v1"]).ok();
+    let detached = rig.cairn(&["volume", "detach", "+DATA/vol/v1"]).ok();
+    assert!(!detached.stdout.contains("still open"), "{detached:?}");
     let listed = rig.cairn(&["volume", "list"]).ok();
     assert!(
         listed
@@ -2776,7 +2784,8 @@ fn postgres_on_a_volume_keeps_every_transaction_through_a_disk_failure_a_rebalan
     rig.cairn(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .ok();
     let mut serving = Serving::start(&rig, &[]);
-    rig.cairn(&["volume", "create", "+DATA/vol/pg01", "--size", "1G"])
+    // Room for scale 20 and the WAL pgbench makes (max_wal_size is 1 GB).
+    rig.cairn(&["volume", "create", "+DATA/vol/pg01", "--size", "2G"])
         .ok();
     let device = rig
         .cairn(&["volume", "attach", "+DATA/vol/pg01"])
@@ -2980,11 +2989,18 @@ fn postgres_on_a_volume_keeps_every_transaction_through_a_disk_failure_a_rebalan
         let _ = as_postgres("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
         std::thread::sleep(Duration::from_millis(50));
     }
-    if umount(&mnt, 0) != 0 {
-        assert_eq!(umount(&mnt, libc::MNT_DETACH), 0);
-    }
+    assert_eq!(umount(&mnt, 0), 0, "{}", std::io::Error::last_os_error());
     serving = Serving::start(&rig, &["--attach-volumes"]);
     serving.wait_for_log("volume attached again");
+    // The dead device was let go of (its file's attributes no longer
+    // cached: the kernel cannot say which file it is bound to).
+    assert!(
+        serving
+            .seen
+            .contains("detached a volume's loop device the killed service left"),
+        "{}",
+        serving.seen
+    );
     let listed = rig.cairn(&["volume", "list", "--json"]).ok().json();
     let device = listed[0]["device"].as_str().unwrap().to_string();
     let _again = VolumeGuard {

@@ -72,6 +72,7 @@ struct Slot {
     handles: Arc<Mutex<Vec<DataHandle>>>,
     sector_bytes: u64,
     copies: u64,
+    au_bytes: u64,
 }
 
 impl Slot {
@@ -310,10 +311,11 @@ impl GroupFs {
     pub fn new(groups: Vec<Served>) -> Result<Self, GroupError> {
         let mut slots = Vec::new();
         for g in groups {
-            let (sector_bytes, copies) = g.group.meta(|m| {
+            let (sector_bytes, copies, au_bytes) = g.group.meta(|m| {
                 (
                     u64::from(m.sector_bytes()),
                     u64::from(m.redundancy().copies()),
+                    m.au_bytes(),
                 )
             })?;
             // When a dropped disk's device is let go of, the idle handles
@@ -333,6 +335,7 @@ impl GroupFs {
                 handles,
                 sector_bytes,
                 copies,
+                au_bytes,
             });
         }
         Ok(Self {
@@ -1178,7 +1181,7 @@ impl Filesystem for GroupFs {
                 _ => Err(Errno::EOPNOTSUPP),
             }
         });
-        if mode != 0 {
+        if matches!(mode, PUNCH | ZERO | ZERO_KEEP) {
             if let Some(s) = found.ok().and_then(|(slot, _)| self.slots.get(slot)) {
                 s.stats
                     .discards
@@ -1276,35 +1279,45 @@ impl Filesystem for GroupFs {
     }
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        // In 4 KiB blocks: the group's size and free space after mirroring
-        // (what files can still take), as `group space` says; for the root,
-        // every served group's.
+        // The group's size and free space after mirroring (what files can
+        // still take), as `group space` says; for the root, every served
+        // group's.
         let slots: Vec<&Slot> = match decode(ino.0) {
             Some(Ino::Dir { slot, .. }) | Some(Ino::File { slot, .. }) => {
                 self.slots.get(slot).into_iter().collect()
             }
             _ => self.slots.iter().collect(),
         };
-        // The block size reported is one AU for a group's files: a loop
-        // device over one (a volume) takes it as its discard granularity,
-        // so `fstrim` skips free ranges too small to unwrite a whole extent.
-        // The fragment size (what `df` counts in) stays 4 KiB.
-        let mut bsize = 4096u32;
-        let single = slots.len() == 1 && !matches!(decode(ino.0), Some(Ino::Root) | None);
-        let (mut blocks, mut free) = (0u64, 0u64);
+        // The block size: for a group's file, its largest extent (one AU
+        // up to 20,000 AUs, then 4, then 16: `extent_map`); for a group's
+        // directory, one AU; for the root, 4 KiB. A loop device over a file
+        // (a volume) takes it as its discard granularity, so `fstrim` asks
+        // for ranges that unwrite whole extents. Counts are in the same unit
+        // (f_frsize = f_bsize), so a tool that multiplies by either is
+        // right.
+        let unit = match decode(ino.0) {
+            Some(Ino::File { slot, number }) => self.slots.get(slot).and_then(|s| {
+                let snap = s.group.plane().file(number)?;
+                let last = snap.extents().count().checked_sub(1)? as u64;
+                Some(snap.layout.extent_bytes(last))
+            }),
+            Some(Ino::Dir { slot, .. }) => self.slots.get(slot).map(|s| s.au_bytes),
+            _ => None,
+        }
+        .and_then(|u| u32::try_from(u).ok())
+        .unwrap_or(4096);
+        let (mut bytes, mut free_bytes) = (0u64, 0u64);
         for s in slots {
-            match s.group.meta(|g| (g.space(), g.au_bytes())) {
-                Ok((space, au)) => {
-                    if single {
-                        bsize = u32::try_from(au).unwrap_or(bsize);
-                    }
-                    blocks += (space.total_mb << 8) / s.copies.max(1);
-                    free += (space.usable_file_mb.max(0) as u64) << 8;
+            match s.group.meta(|g| g.space()) {
+                Ok(space) => {
+                    bytes += (space.total_mb << 20) / s.copies.max(1);
+                    free_bytes += (space.usable_file_mb.max(0) as u64) << 20;
                 }
                 Err(e) => return reply.error(errno(&e)),
             }
         }
-        reply.statfs(blocks, free, free, 0, 0, bsize, 48, 4096);
+        let (blocks, free) = (bytes / u64::from(unit), free_bytes / u64::from(unit));
+        reply.statfs(blocks, free, free, 0, 0, unit, 48, unit);
     }
 
     fn fsync(

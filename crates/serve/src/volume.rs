@@ -234,8 +234,14 @@ pub enum Detached {
 /// bound to the file `identity` names (between a look and now, it may have
 /// been let go of and taken by someone else).
 pub fn detach(device: &Path, identity: (u64, u64)) -> io::Result<Detached> {
+    detach_if(device, &|dev| bound_to(dev) == Some(identity))
+}
+
+/// Detach a loop device if nobody uses it and `still_ours` holds on it,
+/// opened.
+fn detach_if(device: &Path, still_ours: &dyn Fn(&File) -> bool) -> io::Result<Detached> {
     let dev = File::open(device)?;
-    if bound_to(&dev) != Some(identity) {
+    if !still_ours(&dev) {
         return Err(io::Error::other(format!(
             "{} is no longer this volume's device",
             device.display()
@@ -248,10 +254,21 @@ pub fn detach(device: &Path, identity: (u64, u64)) -> io::Result<Detached> {
     if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(match bound_to(&dev) {
-        None => Detached::Done,
-        Some(_) => Detached::Deferred,
-    })
+    // The kernel lets go at the last close: ours first. Still bound after
+    // it, another opener defers the detach to its own last close.
+    drop(dev);
+    let name = device.file_name().unwrap_or_default();
+    Ok(
+        if Path::new("/sys/block")
+            .join(name)
+            .join("loop/backing_file")
+            .exists()
+        {
+            Detached::Deferred
+        } else {
+            Detached::Done
+        },
+    )
 }
 
 /// The loop device (still bound to the file `identity` names) follows its
@@ -341,10 +358,18 @@ pub fn detach_dead(mountpoint: &Path) -> (Vec<PathBuf>, Vec<String>) {
     let (mut detached, mut left) = (Vec::new(), Vec::new());
     for (name, _) in exported(mountpoint) {
         let device = PathBuf::from(format!("/dev/{name}"));
-        let Some(identity) = File::open(&device).ok().and_then(|d| bound_to(&d)) else {
-            continue;
+        // Not by the file's identity: asking for it goes to the dead file
+        // system, which fails once its attributes are no longer cached.
+        // Still bound under the dead mount, as the kernel says.
+        let under_dead_mount = |_: &File| {
+            std::fs::read_to_string(
+                Path::new("/sys/block")
+                    .join(&name)
+                    .join("loop/backing_file"),
+            )
+            .is_ok_and(|b| Path::new(b.trim_end()).starts_with(mountpoint))
         };
-        match detach(&device, identity) {
+        match detach_if(&device, &under_dead_mount) {
             Ok(Detached::Done | Detached::Deferred) => detached.push(device),
             Ok(Detached::InUse(why)) => left.push(format!(
                 "{} (a volume of the killed service) is in use: {why}; unmount it, then detach it (losetup -d {})",

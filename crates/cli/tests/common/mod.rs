@@ -539,8 +539,8 @@ impl SmallFs {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         let device = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        *self.revived.borrow_mut() = Some(device.clone());
         tool("mount", &[&device, self.mnt.to_str().unwrap()]).unwrap();
-        *self.revived.borrow_mut() = Some(device);
     }
 }
 

@@ -71,13 +71,14 @@ pub(crate) trait DataPort {
     /// Mark `extents` of the file unwritten again (they read as zeros and
     /// their next write zeroes them first), durably, and publish the new
     /// snapshot. Called with the extents' latches held. An extent whose
-    /// copies are no longer the ones given (moved meanwhile) is left alone.
+    /// copies are no longer the ones given (moved or cut meanwhile) is left
+    /// alone. Returns the extents marked.
     fn mark_unwritten(
         &mut self,
         file: u32,
         incarnation: u32,
         extents: &[(u64, Extent)],
-    ) -> Result<(), GroupError>;
+    ) -> Result<Vec<u64>, GroupError>;
     /// Disks an I/O of this operation failed on, as seen in the disk view of
     /// `epoch`: returns once they are offline (durably), or fails when the
     /// group cannot go on without them.
@@ -1456,18 +1457,30 @@ pub(crate) fn punch_extents(
         if still.is_empty() {
             continue;
         }
-        port.mark_unwritten(number, incarnation, &still)?;
-        done.extents += still.len() as u64;
+        let marked = port.mark_unwritten(number, incarnation, &still)?;
+        done.extents += marked.len() as u64;
         // Readers take no latch: one that took the old map may still be
         // reading these AUs.
         port.plane().wait_for_older_operations();
         if discard {
+            // The guard before the snapshot the discards are taken from:
+            // AUs a cut (which takes no latch) freed before it are not in
+            // that snapshot, and those it frees after wait for the guard.
+            // Only what is still this extent, unwritten, where it was.
             let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+            let after = file_snapshot(port, number)?;
             let view = port.disk_view();
             let mut ios = Vec::new();
             let mut lens = Vec::new();
-            for (e, extent) in &still {
-                let len_bytes = now.layout.extent_bytes(*e);
+            let unchanged = still.iter().filter(|(e, extent)| {
+                marked.contains(e)
+                    && after.incarnation == incarnation
+                    && after
+                        .extent(*e)
+                        .is_some_and(|x| !x.initialized && x.copies() == extent.copies())
+            });
+            for (e, extent) in unchanged {
+                let len_bytes = after.layout.extent_bytes(*e);
                 for c in writable_copies(&view, extent) {
                     let takes = port.device(c.disk).is_some_and(|device| {
                         matches!(
@@ -1480,7 +1493,7 @@ pub(crate) fn punch_extents(
                         ios.push(DiskIo {
                             disk: c.disk,
                             op: Op::Discard {
-                                offset_bytes: u64::from(c.au) * now.au_bytes,
+                                offset_bytes: u64::from(c.au) * after.au_bytes,
                                 len_bytes,
                             },
                         });
@@ -1503,11 +1516,14 @@ pub(crate) fn punch_extents(
 /// Make `parts` of written extents of file `number` read as zeros in
 /// place, on every copy: with `unmap`, by discard where the disk promises
 /// zeros after it (so a thin array gets those blocks back too), else by
-/// write-zeroes ([`zero_op`]). Each part is (extent, offset in its AU run, length),
-/// sector-aligned. Under the extents' read-modify-write and data latches,
-/// exclusive, as [`punch_extents`]. A copy on a disk not written now is
-/// marked stale first; one whose I/O fails is marked stale and its disk
-/// reported, as a write's. Returns the bytes zeroed, counted once.
+/// write-zeroes ([`zero_op`]). Each part is (extent, offset in its AU run,
+/// length), sector-aligned. Under the extents' read-modify-write and data
+/// latches, exclusive, as [`punch_extents`]. As a write: a copy on a disk
+/// not written now is marked stale first, never the last copy (a part no
+/// copy of which can be written fails, its copies left as they are); a
+/// copy whose I/O fails is marked stale if another copy of the part took
+/// the zeros, and its disk reported; a part no copy took fails. Returns the
+/// bytes zeroed, counted once.
 pub(crate) fn zero_parts(
     port: &mut dyn DataPort,
     slot: Option<&AtomicU64>,
@@ -1526,6 +1542,8 @@ pub(crate) fn zero_parts(
     let rmw = port.plane().latch(keys(RMW_LATCH));
     let latch = port.plane().latch(keys(0));
     loop {
+        // The guard before the snapshot the I/O uses (a cut may free AUs).
+        let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
         let now = file_snapshot(port, number)?;
         if now.incarnation != incarnation {
             return Err(GroupError::NotFound(format!(
@@ -1536,25 +1554,47 @@ pub(crate) fn zero_parts(
             return Err(why.error());
         }
         let view = port.disk_view();
+        // The parts still in written extents (an unwritten one reads as
+        // zeros already), with their extents.
+        let live: Vec<(u64, u64, u64, Extent)> = parts
+            .iter()
+            .filter_map(|(e, within, len)| {
+                now.extent(*e)
+                    .filter(|x| x.initialized)
+                    .map(|x| (*e, *within, *len, *x))
+            })
+            .collect();
+        if let Some((_, _, _, extent)) = live
+            .iter()
+            .find(|(_, _, _, x)| writable_copies_of(&view, x).next().is_none())
+        {
+            drop(guard);
+            return Err(no_copy_error(
+                extent
+                    .copies()
+                    .iter()
+                    .map(|c| view.name(c.disk))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ));
+        }
         let mut unmarked = Vec::new();
-        let mut ios = Vec::new();
-        let mut marks = Vec::new();
-        let mut zeroed = 0;
-        for (e, within, len) in parts {
-            // An unwritten extent reads as zeros already.
-            let Some(extent) = now.extent(*e).filter(|x| x.initialized) else {
-                continue;
-            };
-            zeroed += len;
+        for (e, within, len, extent) in &live {
             let mask = au_mask(piece_aus(&now, *within, *len));
             missed_copies(&view, *e, extent, mask, &mut unmarked);
+        }
+        if !unmarked.is_empty() {
+            // Never over the metadata plane: mark, then look again.
+            drop(guard);
+            port.mark_stale(number, incarnation, &unmarked)?;
+            continue;
+        }
+        let mut ios = Vec::new();
+        let mut of = Vec::new();
+        for (i, (e, within, len, extent)) in live.iter().enumerate() {
+            let mask = au_mask(piece_aus(&now, *within, *len));
             for c in writable_copies(&view, extent) {
                 let at = u64::from(c.au) * now.au_bytes + within;
-                marks.push(StaleMark {
-                    extent: *e,
-                    copy: c,
-                    mask,
-                });
                 let op = if unmap {
                     zero_op(port, c.disk, at, *len)
                 } else {
@@ -1563,35 +1603,58 @@ pub(crate) fn zero_parts(
                         len_bytes: *len,
                     }
                 };
+                of.push((
+                    i,
+                    StaleMark {
+                        extent: *e,
+                        copy: c,
+                        mask,
+                    },
+                ));
                 ios.push(DiskIo { disk: c.disk, op });
             }
         }
-        if !unmarked.is_empty() {
-            port.mark_stale(number, incarnation, &unmarked)?;
-            continue;
-        }
-        let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+        let mut landed = vec![0usize; live.len()];
         let mut failed = BTreeSet::new();
         let mut missed = Vec::new();
-        for (mark, (result, _)) in marks.into_iter().zip(run(port, ios)?) {
+        let mut written = BTreeSet::new();
+        for ((i, mark), (result, _)) in of.into_iter().zip(run(port, ios)?) {
             match result {
-                Ok(_) => port.wrote(mark.copy.disk),
+                Ok(_) => {
+                    landed[i] += 1;
+                    written.insert(mark.copy.disk);
+                }
                 Err(_) => {
                     failed.insert(mark.copy.disk);
-                    missed.push(mark);
+                    missed.push((i, mark));
                 }
             }
         }
-        drop(guard);
-        if !missed.is_empty() {
-            port.mark_stale(number, incarnation, &missed)?;
+        for disk in &written {
+            port.wrote(*disk);
         }
-        if !failed.is_empty() {
-            port.disks_failed(&failed, view.epoch)?;
-        }
+        let missed: Vec<StaleMark> = missed
+            .into_iter()
+            .filter(|(i, _)| landed[*i] > 0)
+            .map(|(_, m)| m)
+            .collect();
+        let lost = live
+            .iter()
+            .zip(&landed)
+            .find(|(_, n)| **n == 0)
+            .map(|((_, _, _, x), _)| x);
+        settle_write(
+            port,
+            guard,
+            (number, incarnation),
+            &missed,
+            &failed,
+            &view,
+            lost,
+        )?;
         drop(latch);
         drop(rmw);
-        return Ok(zeroed);
+        return Ok(live.iter().map(|(_, _, len, _)| len).sum());
     }
 }
 
@@ -1673,7 +1736,7 @@ impl DataPort for Group<'_> {
         file: u32,
         incarnation: u32,
         extents: &[(u64, Extent)],
-    ) -> Result<(), GroupError> {
+    ) -> Result<Vec<u64>, GroupError> {
         self.check_writable()?;
         let Some(rec) = self
             .files
@@ -1691,10 +1754,10 @@ impl DataPort for Group<'_> {
             })
             .map(|(i, _)| *i)
             .collect();
-        if extents.is_empty() {
-            return Ok(());
+        if !extents.is_empty() {
+            Group::set_initialized(self, file, &extents, false)?;
         }
-        Group::set_initialized(self, file, &extents, false)
+        Ok(extents)
     }
     fn mark_stale(
         &mut self,
@@ -1793,41 +1856,34 @@ impl Group<'_> {
     }
 
     /// OFFLINE members (those named, by label, or all; not one leaving)
-    /// still holding a device whose first block cannot be read: each is
-    /// detached from its device, as a disk missing at mount is, and
-    /// returned with it (label, device) for the caller to let go of.
-    pub(super) fn release_dead_devices(
-        &mut self,
-        names: Option<&[String]>,
-    ) -> Vec<(String, DeviceId)> {
-        let candidates: Vec<(usize, DeviceId)> = self
-            .members
+    /// that still hold a device: (disk, device).
+    pub(super) fn offline_devices(&self, names: Option<&[String]>) -> Vec<(u16, DeviceId)> {
+        self.members
             .iter()
-            .enumerate()
-            .filter_map(|(i, m)| {
-                let m = m.as_ref()?;
-                let named = names.is_none_or(|n| {
-                    n.iter()
-                        .any(|l| l.eq_ignore_ascii_case(m.entry.label.as_str()))
-                });
-                (m.entry.state == DiskState::Offline && !m.entry.dropping() && named)
-                    .then_some((i, m.device?))
+            .flatten()
+            .filter(|m| {
+                m.entry.state == DiskState::Offline
+                    && !m.entry.dropping()
+                    && names.is_none_or(|n| {
+                        n.iter()
+                            .any(|l| l.trim().eq_ignore_ascii_case(m.entry.label.as_str()))
+                    })
             })
-            .collect();
-        let mut out = Vec::new();
-        for (i, device) in candidates {
-            if self.engine.read_at(device, 0, BLOCK_BYTES).is_ok() {
-                continue;
-            }
-            if let Some(m) = self.members[i].as_mut() {
-                m.device = None;
-                out.push((m.entry.label.as_str().to_string(), device));
-            }
+            .filter_map(|m| Some((m.entry.number, m.device?)))
+            .collect()
+    }
+
+    /// Detach OFFLINE member `disk` from `device`, as a disk missing at
+    /// mount is, if that is still its device: its label.
+    pub(super) fn release_device(&mut self, disk: u16, device: DeviceId) -> Option<String> {
+        let m = self.member_mut(disk)?;
+        if m.entry.state != DiskState::Offline || m.device != Some(device) {
+            return None;
         }
-        if !out.is_empty() {
-            self.publish_disks();
-        }
-        out
+        m.device = None;
+        let label = m.entry.label.as_str().to_string();
+        self.publish_disks();
+        Some(label)
     }
 
     /// Let go of a device no member uses (the engine closes it).
@@ -2186,7 +2242,7 @@ mod tests {
             _: u32,
             _: u32,
             _: &[(u64, Extent)],
-        ) -> Result<(), GroupError> {
+        ) -> Result<Vec<u64>, GroupError> {
             unreachable!("a copy marks nothing")
         }
         fn disks_failed(&mut self, _: &BTreeSet<u16>, _: u64) -> Result<(), GroupError> {

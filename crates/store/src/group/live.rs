@@ -599,12 +599,29 @@ impl LiveGroup {
         &self,
         names: Option<&[String]>,
     ) -> Result<Vec<String>, GroupError> {
+        let candidates = self.inner.meta()?.offline_devices(names);
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Probed outside `meta`: a path that hangs rather than fails holds
+        // up this command, not every metadata operation.
+        let mut probe = self.handle(1)?;
+        let dead: Vec<(u16, DeviceId)> = candidates
+            .into_iter()
+            .filter(|(disk, _)| !probe.answers(*disk))
+            .collect();
+        drop(probe);
+        if dead.is_empty() {
+            return Ok(Vec::new());
+        }
         let released = self.inner.operation(|g| {
-            let dead = g.release_dead_devices(names);
-            for (_, id) in &dead {
-                self.let_go(g, *id);
-            }
-            dead.into_iter().map(|(label, _)| label).collect::<Vec<_>>()
+            dead.iter()
+                .filter_map(|(disk, id)| {
+                    let label = g.release_device(*disk, *id)?;
+                    self.let_go(g, *id);
+                    Some(label)
+                })
+                .collect::<Vec<_>>()
         })?;
         if !released.is_empty() {
             let hooks = self
@@ -848,6 +865,16 @@ impl DataHandle {
         self.refresh_devices_on(true)
     }
 
+    /// Whether member `disk`'s device answers: its first block reads.
+    fn answers(&mut self, disk: u16) -> bool {
+        let Some(device) = self.devices.get(&disk).copied() else {
+            return false;
+        };
+        self.engine
+            .read_at(device, 0, cairn_format::meta::BLOCK_BYTES)
+            .is_ok()
+    }
+
     /// The disk view epoch this handle last checked its devices against.
     /// Behind the plane's (`plane().disks().epoch`), the group's disks
     /// changed since (one joined or left, or changed state): its next I/O
@@ -990,7 +1017,13 @@ impl DataHandle {
         } else {
             vec![(offset, first), (last, end)]
         };
-        for (a, b) in edges.into_iter().filter(|(a, b)| a < b) {
+        // (Not in an unwritten extent: it reads as zeros already, and a
+        // write there would be its first, zeroing it whole.)
+        let written = |at: u64| {
+            snap.extent(snap.layout.locate(at).extent)
+                .is_some_and(|e| e.initialized)
+        };
+        for (a, b) in edges.into_iter().filter(|(a, b)| a < b && written(*a)) {
             self.write_bytes(number, a, &vec![0u8; (b - a) as usize])?;
             done.zeroed_bytes += b - a;
         }
@@ -1145,7 +1178,7 @@ impl DataPort for DataHandle {
         file: u32,
         incarnation: u32,
         extents: &[(u64, cairn_format::group::Extent)],
-    ) -> Result<(), GroupError> {
+    ) -> Result<Vec<u64>, GroupError> {
         self.inner
             .operation(|group| DataPort::mark_unwritten(group, file, incarnation, extents))?
     }
