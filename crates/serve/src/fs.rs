@@ -1,12 +1,13 @@
 //! The groups' name space as a FUSE file system (`docs/serve.md`, "The file
 //! system"): lookup, getattr, setattr (size, mode, owner, times), readdir,
 //! open, read and write at any byte offset, create, mknod (regular files),
-//! mkdir, unlink, rmdir, rename, fallocate (growing), statfs, and the fsync
+//! mkdir, unlink, rmdir, rename, fallocate (growing, punching holes,
+//! zeroing ranges), statfs, and the fsync
 //! family — durable on every copy's disk before the reply, never `ENOSYS`.
 //!
 //! Locks: a request takes a data handle from its group's pool, then the
-//! data path's latches, then `meta` (the live core's order). `known` and
-//! `written` are leaves: taken inside `meta` (unlink asks whether the
+//! data path's latches, then `meta` (the live core's order). `known`,
+//! `written` and `mtime_stored` are leaves: taken inside `meta` (unlink asks whether the
 //! kernel still knows a file), never held while taking anything else.
 //!
 //! A file's data outlive its last name while the kernel knows its inode
@@ -239,8 +240,20 @@ pub struct GroupFs {
     /// a write does not commit metadata; `flush`, `fsync` and `release`
     /// store the time. A leaf. Shared with [`Names`].
     written: Arc<Mutex<HashMap<(usize, u32), i64>>>,
+    /// When an `fsync` last stored a file's modification time: the next
+    /// within [`MTIME_EVERY`] leaves it pending (for a later `fsync`, the
+    /// close, or `getattr`, which shows it). A leaf.
+    mtime_stored: Mutex<HashMap<(usize, u32), std::time::Instant>>,
     notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
+
+/// How often an `fsync` makes a file's modification time durable: a
+/// metadata commit (a journal write and the barrier's flushes) that a loop
+/// device's every FLUSH would otherwise pay (the loop driver asks for a
+/// full `fsync`, not `fdatasync`). The data are durable on every `fsync`;
+/// after a crash the time may be up to this much older than the last
+/// write, as with `lazytime`.
+const MTIME_EVERY: Duration = Duration::from_secs(1);
 
 /// A served group's name space as the control socket changes it: a name
 /// removed by `cairn rm` while the kernel knows its file keeps the file's
@@ -343,6 +356,7 @@ impl GroupFs {
             started: SystemTime::now(),
             known: Arc::new(Mutex::new(HashMap::new())),
             written: Arc::new(Mutex::new(HashMap::new())),
+            mtime_stored: Mutex::new(HashMap::new()),
             notifier: Arc::new(std::sync::OnceLock::new()),
         })
     }
@@ -1341,7 +1355,14 @@ impl Filesystem for GroupFs {
                 return Err(errno(&e));
             }
             if !datasync {
-                self.store_mtime(slot, number)?;
+                let now = std::time::Instant::now();
+                let due = lock(&self.mtime_stored)
+                    .get(&(slot, number))
+                    .is_none_or(|at| now.duration_since(*at) >= MTIME_EVERY);
+                if due {
+                    self.store_mtime(slot, number)?;
+                    lock(&self.mtime_stored).insert((slot, number), now);
+                }
             }
             Ok(())
         });
@@ -1390,6 +1411,7 @@ impl Filesystem for GroupFs {
     ) {
         if let Ok((slot, number)) = self.file_of(ino) {
             let _ = self.store_mtime(slot, number);
+            lock(&self.mtime_stored).remove(&(slot, number));
         }
         reply.ok();
     }
