@@ -1713,22 +1713,7 @@ impl DataPort for Group<'_> {
         for disk in written {
             self.depend_on(*disk);
         }
-        let Some(rec) = self
-            .files
-            .get(&file)
-            .filter(|r| r.entry.incarnation == incarnation)
-        else {
-            return Err(GroupError::NotFound(format!("file {file} does not exist")));
-        };
-        let extents: Vec<u64> = extents
-            .iter()
-            .filter(|(i, written)| {
-                rec.extents
-                    .get(*i as usize)
-                    .is_some_and(|now| now.copies() == written.copies())
-            })
-            .map(|(i, _)| *i)
-            .collect();
+        let extents = self.extents_still(file, incarnation, extents, |_| true)?;
         Group::set_initialized(self, file, &extents, true)
     }
     fn mark_unwritten(
@@ -1738,22 +1723,7 @@ impl DataPort for Group<'_> {
         extents: &[(u64, Extent)],
     ) -> Result<Vec<u64>, GroupError> {
         self.check_writable()?;
-        let Some(rec) = self
-            .files
-            .get(&file)
-            .filter(|r| r.entry.incarnation == incarnation)
-        else {
-            return Err(GroupError::NotFound(format!("file {file} does not exist")));
-        };
-        let extents: Vec<u64> = extents
-            .iter()
-            .filter(|(i, seen)| {
-                rec.extents
-                    .get(*i as usize)
-                    .is_some_and(|now| now.initialized && now.copies() == seen.copies())
-            })
-            .map(|(i, _)| *i)
-            .collect();
+        let extents = self.extents_still(file, incarnation, extents, |now| now.initialized)?;
         if !extents.is_empty() {
             Group::set_initialized(self, file, &extents, false)?;
         }
@@ -1853,6 +1823,33 @@ impl Group<'_> {
         let found = super::superblock::identify(&mut *self.engine, &[device]);
         let (_, header, _) = found.get(&self.uuid)?.first()?;
         Some((header.disk_uuid, header.label.as_str().to_string()))
+    }
+
+    /// Which of `extents` (index, as seen) file `file` (this incarnation)
+    /// still has with the same copies, and `also` holds for.
+    fn extents_still(
+        &self,
+        file: u32,
+        incarnation: u32,
+        extents: &[(u64, Extent)],
+        also: impl Fn(&Extent) -> bool,
+    ) -> Result<Vec<u64>, GroupError> {
+        let Some(rec) = self
+            .files
+            .get(&file)
+            .filter(|r| r.entry.incarnation == incarnation)
+        else {
+            return Err(GroupError::NotFound(format!("file {file} does not exist")));
+        };
+        Ok(extents
+            .iter()
+            .filter(|(i, seen)| {
+                rec.extents
+                    .get(*i as usize)
+                    .is_some_and(|now| also(now) && now.copies() == seen.copies())
+            })
+            .map(|(i, _)| *i)
+            .collect())
     }
 
     /// OFFLINE members (those named, by label, or all; not one leaving)
