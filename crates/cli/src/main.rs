@@ -370,11 +370,14 @@ fn run(cli: Cli, c: &mut Console<'_, '_>) -> Result<Outcome> {
         }
         Noun::Serve(args) => serve_cmd::serve(engine_kind, &host, &args),
         // Reached only when no service answered (it carries volumes out).
-        Noun::Volume(command) => bail!(
-            "volumes are attached and managed by the Cairn service, and none holds group {} (socket {}): start one with `cairn serve --mountpoint DIR`",
-            command.group().unwrap_or_else(|| "any".into()),
-            cairn_serve::control::socket_path().display()
-        ),
+        Noun::Volume(command) => {
+            command.check_name()?;
+            bail!(
+                "volumes are attached and managed by the Cairn service, and none holds group {} (socket {}): start one with `cairn serve --mountpoint DIR`",
+                command.group().unwrap_or_else(|| "any".into()),
+                cairn_serve::control::socket_path().display()
+            )
+        }
         // Reached only when no service answered (it carries `status` out).
         Noun::Status { .. } => bail!(
             "no Cairn service answers on {} (start one with `cairn serve`, or set $CAIRN_SOCKET to its socket)",

@@ -54,6 +54,22 @@ pub(crate) enum VolumeCommand {
 
 impl VolumeCommand {
     /// The group the command is about (`None`: every group served).
+    /// The volume's name, if the command names one, checked as the group
+    /// checks a file's name: a wrong one is the first thing to say.
+    pub(crate) fn check_name(&self) -> anyhow::Result<()> {
+        match self {
+            Self::Create { name, .. }
+            | Self::Attach { name, .. }
+            | Self::Detach { name }
+            | Self::Resize { name, .. } => {
+                cairn_store::names::GroupPath::parse(name)
+                    .map_err(|e| anyhow::anyhow!("volume name {name}: {e}"))?;
+                Ok(())
+            }
+            Self::List { .. } => Ok(()),
+        }
+    }
+
     pub(crate) fn group(&self) -> Option<String> {
         let name = match self {
             Self::Create { name, .. }

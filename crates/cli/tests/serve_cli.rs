@@ -2282,8 +2282,10 @@ fn a_volume_carries_a_file_system_through_the_service() {
     }
     let rig = Rig::new();
     group(&rig);
-    // No service: one line saying how to start one.
+    // No service: one line saying how to start one (a wrong name first).
     rig.cairn(&["volume", "list"]).refused("cairn serve");
+    rig.cairn(&["volume", "create", "+DATA/vol/bad*name", "--size", "64M"])
+        .refused("volume name +DATA/vol/bad*name");
     let serving = Serving::start(&rig, &[]);
     let created = rig
         .cairn(&[
@@ -2300,6 +2302,10 @@ fn a_volume_carries_a_file_system_through_the_service() {
     assert_eq!(created["redundancy"], "NORMAL", "{created}");
     rig.cairn(&["volume", "create", "+DATA/vol/v2", "--size", "1000"])
         .refused("whole number");
+    rig.cairn(&["volume", "create", "+DATA/vol/bad*name", "--size", "64M"])
+        .refused("'*'");
+    rig.cairn(&["volume", "create", "+DATA/vol/v1", "--size", "64M"])
+        .refused("exists");
     let plain = random_file(&rig.path("plain.bin"), MIB, 3);
     rig.cairn(&["cp", plain.to_str().unwrap(), "+DATA/plain.dbf"])
         .ok();
