@@ -183,10 +183,19 @@ fn dismount_all(groups: Vec<(String, group::LiveGroup)>) -> Vec<String> {
 /// Structured log lines on stderr; `RUST_LOG` style filtering is not
 /// wired yet: info and above.
 fn init_logging() {
+    use tracing_subscriber::prelude::*;
+    let targets = tracing_subscriber::filter::Targets::new()
+        .with_default(tracing::Level::INFO)
+        // fuser warns when its own unmount, as the session ends, finds the
+        // file system gone: the service unmounts it first (to see EBUSY),
+        // so that is every stop, not news.
+        .with_target("fuser::mnt", tracing::Level::ERROR);
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::INFO)
         .with_target(false)
         .with_ansi(std::io::stderr().is_terminal())
+        .finish()
+        .with(targets)
         .try_init();
 }
