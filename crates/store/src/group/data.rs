@@ -30,7 +30,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::plane::{
-    DataPlane, DiskView, FileSnapshot, LatchKey, NotWritable, OperationGuard, Piece,
+    DataPlane, DiskView, FileSnapshot, LatchGuard, LatchKey, NotWritable, OperationGuard, Piece,
 };
 use super::*;
 use cairn_format::group::{au_mask, AuAddr, Extent, FileState, FILE_NUMBER_USER_MIN};
@@ -1405,6 +1405,45 @@ pub struct Punched {
 /// sorts keys, and would take the data latch first).
 pub(super) const RMW_LATCH: u64 = 1 << 63;
 
+/// The read-modify-write latches of `extents` of file `number`, then their
+/// data latches, all exclusive: in two calls, as `write_bytes` takes them (a
+/// single call sorts the keys, and would take the data latches first).
+fn latch_whole(
+    port: &mut dyn DataPort,
+    number: u32,
+    incarnation: u32,
+    extents: &[u64],
+) -> (LatchGuard, LatchGuard) {
+    let keys = |tag: u64| {
+        extents
+            .iter()
+            .map(|e| ((number, incarnation, tag | *e), true))
+            .collect()
+    };
+    let rmw = port.plane().latch(keys(RMW_LATCH));
+    let data = port.plane().latch(keys(0));
+    (rmw, data)
+}
+
+/// File `number`'s snapshot, if it is still `incarnation` and may be
+/// written.
+fn writable_snapshot(
+    port: &mut dyn DataPort,
+    number: u32,
+    incarnation: u32,
+) -> Result<Arc<FileSnapshot>, GroupError> {
+    let now = file_snapshot(port, number)?;
+    if now.incarnation != incarnation {
+        return Err(GroupError::NotFound(format!(
+            "file {number} does not exist"
+        )));
+    }
+    if let Some(why) = &now.read_only {
+        return Err(why.error());
+    }
+    Ok(now)
+}
+
 /// Make whole extents of file `number` read as zeros again, as if never
 /// written (a hole punched in a volume: `fstrim`, `blkdiscard`):
 ///
@@ -1434,22 +1473,8 @@ pub(crate) fn punch_extents(
     const BATCH: usize = 256;
     let mut done = Punched::default();
     for batch in extents.chunks(BATCH) {
-        let keys = |tag: u64, e: &u64| ((number, incarnation, tag | *e), true);
-        let rmw = port
-            .plane()
-            .latch(batch.iter().map(|e| keys(RMW_LATCH, e)).collect());
-        let latch = port
-            .plane()
-            .latch(batch.iter().map(|e| keys(0, e)).collect());
-        let now = file_snapshot(port, number)?;
-        if now.incarnation != incarnation {
-            return Err(GroupError::NotFound(format!(
-                "file {number} does not exist"
-            )));
-        }
-        if let Some(why) = &now.read_only {
-            return Err(why.error());
-        }
+        let (rmw, latch) = latch_whole(port, number, incarnation, batch);
+        let now = writable_snapshot(port, number, incarnation)?;
         let still: Vec<(u64, Extent)> = batch
             .iter()
             .filter_map(|e| now.extent(*e).filter(|x| x.initialized).map(|x| (*e, *x)))
@@ -1532,27 +1557,17 @@ pub(crate) fn zero_parts(
     parts: &[(u64, u64, u64)],
     unmap: bool,
 ) -> Result<u64, GroupError> {
-    let extents: BTreeSet<u64> = parts.iter().map(|p| p.0).collect();
-    let keys = |tag: u64| {
-        extents
-            .iter()
-            .map(|e| ((number, incarnation, tag | *e), true))
-            .collect()
-    };
-    let rmw = port.plane().latch(keys(RMW_LATCH));
-    let latch = port.plane().latch(keys(0));
+    let extents: Vec<u64> = parts
+        .iter()
+        .map(|p| p.0)
+        .collect::<BTreeSet<u64>>()
+        .into_iter()
+        .collect();
+    let (rmw, latch) = latch_whole(port, number, incarnation, &extents);
     loop {
         // The guard before the snapshot the I/O uses (a cut may free AUs).
         let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
-        let now = file_snapshot(port, number)?;
-        if now.incarnation != incarnation {
-            return Err(GroupError::NotFound(format!(
-                "file {number} does not exist"
-            )));
-        }
-        if let Some(why) = &now.read_only {
-            return Err(why.error());
-        }
+        let now = writable_snapshot(port, number, incarnation)?;
         let view = port.disk_view();
         // The parts still in written extents (an unwritten one reads as
         // zeros already), with their extents.
