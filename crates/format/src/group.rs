@@ -723,6 +723,32 @@ impl AtLayout {
         );
         AT_START_BYTES + (self.summary_blocks + index) * 4096
     }
+
+    /// Blocks free between the table's end and the first data AU: where
+    /// the discard map lives, laid down from the first data AU backwards
+    /// so that its place never moves when a resize changes the table.
+    pub fn slack_blocks(&self) -> u64 {
+        let table_end = AT_START_BYTES + (self.summary_blocks + self.bitmap_blocks) * 4096;
+        (self.first_data_au * self.au_bytes).saturating_sub(table_end) / 4096
+    }
+
+    /// Whether the whole discard map fits the slack (one block per bitmap
+    /// block). A disk whose map does not fit keeps none: every free AU on
+    /// it counts as holding data.
+    pub fn has_clean_map(&self) -> bool {
+        self.slack_blocks() >= self.bitmap_blocks
+    }
+
+    /// Where block `index` of the discard map lies (bit i of byte j: AU
+    /// `index * AT_BITS_PER_BLOCK + j*8 + i` is free and known to hold
+    /// nothing on the device). `index` must be below [`Self::slack_blocks`].
+    pub fn clean_offset_bytes(&self, index: u64) -> u64 {
+        assert!(
+            index < self.slack_blocks(),
+            "invariant: discard map block in the slack"
+        );
+        self.first_data_au * self.au_bytes - (index + 1) * 4096
+    }
 }
 
 /// Used-AU counts of the bitmap blocks one summary block covers.
@@ -812,8 +838,15 @@ pub const MODE_BITS: u32 = 0o7777;
 /// does not know it must not rewrite an entry (it would zero them), so it
 /// may mount the group only read-only.
 pub const GROUP_RO_COMPAT_FILE_ATTRS: u64 = 1;
+/// Ro-compatible group feature: disks may carry a discard map
+/// ([`AtLayout::clean_offset_bytes`]) that marks free AUs known to hold
+/// nothing on the array. A Cairn that does not know it would hand such an
+/// AU out and write it without clearing its mark, and the map would then
+/// call an AU that holds data returned: it may mount the group only
+/// read-only.
+pub const GROUP_RO_COMPAT_CLEAN_MAP: u64 = 2;
 /// The ro-compatible group features this code knows.
-pub const GROUP_RO_COMPAT_KNOWN: u64 = GROUP_RO_COMPAT_FILE_ATTRS;
+pub const GROUP_RO_COMPAT_KNOWN: u64 = GROUP_RO_COMPAT_FILE_ATTRS | GROUP_RO_COMPAT_CLEAN_MAP;
 
 /// A file's POSIX attributes: what `stat` says of it through the file
 /// system. The byte size is the file's length in bytes; the entry's
@@ -1725,6 +1758,25 @@ mod tests {
             "2 MiB front + 2 table blocks spill into AU 2"
         );
         assert!(AtLayout::for_disk(8 << 20, 64 << 20).is_none());
+    }
+
+    #[test]
+    fn the_discard_map_lies_in_the_slack_below_the_first_data_au() {
+        let big = AtLayout::for_disk(16 << 40, 4 << 20).unwrap();
+        assert!(
+            big.has_clean_map(),
+            "131 map blocks fit the 380 left in AU 0"
+        );
+        assert_eq!(big.clean_offset_bytes(0), (4 << 20) - 4096);
+        let table_end = AT_START_BYTES + (big.summary_blocks + big.bitmap_blocks) * 4096;
+        assert!(big.clean_offset_bytes(big.bitmap_blocks - 1) >= table_end);
+        // 1 MiB AUs on 16 TiB: 521 bitmap blocks spill into AU 4, leaving
+        // less slack than a map needs.
+        let crowded = AtLayout::for_disk(16 << 40, 1 << 20).unwrap();
+        assert!(!crowded.has_clean_map());
+        let small = AtLayout::for_disk(64 << 20, 1 << 20).unwrap();
+        assert!(small.has_clean_map());
+        assert_eq!(small.clean_offset_bytes(0), (3 << 20) - 4096);
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub enum BlockType {
     Attribute = 10,
     JournalHeader = 11,
     JournalRecord = 12,
+    /// A disk's returnable map ([`crate::group::AtLayout::clean_offset_bytes`]).
+    AtClean = 13,
 }
 
 impl BlockType {
@@ -100,6 +102,7 @@ impl BlockType {
             10 => Self::Attribute,
             11 => Self::JournalHeader,
             12 => Self::JournalRecord,
+            13 => Self::AtClean,
             _ => return None,
         })
     }
@@ -117,6 +120,7 @@ impl BlockType {
             Self::Attribute => "attributes",
             Self::JournalHeader => "journal header",
             Self::JournalRecord => "journal record",
+            Self::AtClean => "discard map",
         }
     }
 }

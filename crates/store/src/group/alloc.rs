@@ -8,6 +8,16 @@
 //! until the caller has discarded them after the free is durable, so a discard
 //! can never hit an AU that was already handed to someone else.
 //!
+//! Beside the bitmap it keeps the discard map (`clean`, bit set = the AU is
+//! free and known to hold nothing on the device: discarded, or zero-filled,
+//! since it was last written). An AU loses its mark the moment it is handed
+//! out ([`DiskAlloc::mark`], [`DiskAlloc::reserve`]), in the transaction
+//! that hands it out, before anything can write it; it gains one only
+//! after a discard of it completed ([`DiskAlloc::set_clean`]). So a crash
+//! can leave an AU that holds nothing unmarked (returned again, once),
+//! never a marked AU that holds data. A free AU without the mark is
+//! *returnable*: `cairn group reclaim` discards it (docs/thin-reclaim.md).
+//!
 //! Does no I/O: the group reads the table at mount and writes what
 //! [`DiskAlloc::take_dirty`] names.
 
@@ -21,6 +31,8 @@ use cairn_format::meta::PAYLOAD_BYTES;
 pub enum AtBlock {
     Summary(u64),
     Bitmap(u64),
+    /// A block of the discard map ([`AtLayout::clean_offset_bytes`]).
+    Clean(u64),
 }
 
 /// A quarantined run's tag before its transaction commits.
@@ -56,6 +68,10 @@ impl Quarantined {
 pub struct DiskAlloc {
     pub layout: AtLayout,
     bits: Vec<u8>,
+    /// The discard map: one bit per AU, as `bits`. Kept in memory for every
+    /// disk; written only where the layout has room for it
+    /// ([`AtLayout::has_clean_map`]).
+    clean: Vec<u8>,
     used_per_block: Vec<u32>,
     used: u64,
     dirty: BTreeSet<AtBlock>,
@@ -79,6 +95,7 @@ impl DiskAlloc {
         Self {
             layout,
             bits: vec![0; blocks * PAYLOAD_BYTES],
+            clean: vec![0; blocks * PAYLOAD_BYTES],
             used_per_block: vec![0; blocks],
             used: 0,
             dirty: BTreeSet::new(),
@@ -149,6 +166,13 @@ impl DiskAlloc {
                 fresh.mark(au, 1, true);
             }
         }
+        if layout.has_clean_map() {
+            for au in layout.first_data_au..layout.au_count {
+                if self.is_clean(au) {
+                    fresh.set_bit_clean(au, true);
+                }
+            }
+        }
         fresh.quarantine = self
             .quarantine
             .iter()
@@ -162,6 +186,13 @@ impl DiskAlloc {
             .copied()
             .collect();
         fresh.mark_all_dirty();
+        // Map blocks the old layout wrote and the new one does not name are
+        // written empty: left as they were, a later resize could read their
+        // marks back for AUs that have held data since.
+        let room = layout.slack_blocks();
+        for index in 0..self.layout.bitmap_blocks.min(room) {
+            fresh.dirty.insert(AtBlock::Clean(index));
+        }
         fresh
     }
 
@@ -204,6 +235,129 @@ impl DiskAlloc {
         Some(format!(
             "allocation summary block {index} disagrees with the bitmap"
         ))
+    }
+
+    /// Load discard-map block `index` as read from disk. A mark on an AU
+    /// in use, or outside the data AUs, is dropped (and the block noted for
+    /// rewriting): only a free AU can be known to hold nothing.
+    pub fn load_clean(&mut self, index: u64, bits: &[u8]) {
+        let first = index * AT_BITS_PER_BLOCK;
+        let start = index as usize * PAYLOAD_BYTES;
+        let Some(slot) = self.clean.get_mut(start..start + PAYLOAD_BYTES) else {
+            return;
+        };
+        slot.copy_from_slice(&bits[..PAYLOAD_BYTES]);
+        let mut wrong = false;
+        for au in first..first + AT_BITS_PER_BLOCK {
+            if self.is_clean(au)
+                && (self.is_used(au)
+                    || au < self.layout.first_data_au
+                    || au >= self.layout.au_count)
+            {
+                self.set_bit_clean(au, false);
+                wrong = true;
+            }
+        }
+        if wrong {
+            self.dirty.insert(AtBlock::Clean(index));
+        }
+    }
+
+    /// Free and known to hold nothing on the device.
+    pub fn is_clean(&self, au: u64) -> bool {
+        let byte = (au / 8) as usize;
+        self.clean
+            .get(byte)
+            .is_some_and(|b| b & (1 << (au % 8)) != 0)
+    }
+
+    fn set_bit_clean(&mut self, au: u64, clean: bool) {
+        let byte = (au / 8) as usize;
+        if clean {
+            self.clean[byte] |= 1 << (au % 8);
+        } else {
+            self.clean[byte] &= !(1 << (au % 8));
+        }
+    }
+
+    /// The AUs of a run hold data from now on (or may): drop their marks.
+    fn unmark_clean(&mut self, start: u64, len: u64) {
+        for au in start..start + len {
+            if self.is_clean(au) {
+                self.set_bit_clean(au, false);
+                self.dirty.insert(AtBlock::Clean(au / AT_BITS_PER_BLOCK));
+            }
+        }
+    }
+
+    /// A discard (or zero-fill) of a run completed: its AUs that are still
+    /// free hold nothing on the device. Returns how many gained the mark.
+    pub fn set_clean(&mut self, start: u32, len: u32) -> u64 {
+        let mut n = 0;
+        for au in u64::from(start)..u64::from(start) + u64::from(len) {
+            if au < self.layout.first_data_au
+                || au >= self.layout.au_count
+                || self.is_used(au)
+                || self.is_clean(au)
+            {
+                continue;
+            }
+            self.set_bit_clean(au, true);
+            self.dirty.insert(AtBlock::Clean(au / AT_BITS_PER_BLOCK));
+            n += 1;
+        }
+        n
+    }
+
+    /// Whether any AU carries the mark (the group must say it keeps a map
+    /// before one is written).
+    pub fn any_clean(&self) -> bool {
+        self.clean.iter().any(|b| *b != 0)
+    }
+
+    /// Free data AUs that may still hold data on the device: the free
+    /// space a reclaim would give back (including runs quarantined or
+    /// reserved now, which are free on disk).
+    pub fn returnable_aus(&self) -> u64 {
+        (self.layout.first_data_au..self.layout.au_count)
+            .filter(|au| !self.is_used(*au) && !self.is_clean(*au))
+            .count() as u64
+    }
+
+    /// Reserve, for a reclaim, returnable AUs that may be handed out now
+    /// (below the limit, not quarantined or reserved), from `from` on, as
+    /// runs of at most `run_max` AUs and `total_max` AUs in all. Nobody is
+    /// handed them until [`DiskAlloc::unreserve`]. Returns the runs, in
+    /// order; the next call goes on from past the last.
+    pub fn reserve_returnable(
+        &mut self,
+        from: u64,
+        run_max: u64,
+        total_max: u64,
+    ) -> Vec<(u32, u32)> {
+        let free = self.free_now_map();
+        let first = self.layout.first_data_au;
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        let mut total = 0u64;
+        let mut au = from.max(first);
+        while au < self.limit && total < total_max {
+            let take = free[(au - first) as usize] && !self.is_clean(au);
+            if take {
+                let grows = runs.last_mut().filter(|(s, l)| {
+                    u64::from(*s) + u64::from(*l) == au && u64::from(*l) < run_max
+                });
+                match grows {
+                    Some((_, l)) => *l += 1,
+                    None => {
+                        runs.push((u32::try_from(au).expect("invariant: AU index fits u32"), 1))
+                    }
+                }
+                total += 1;
+            }
+            au += 1;
+        }
+        self.reserved.extend(runs.iter().copied());
+        runs
     }
 
     pub fn is_used(&self, au: u64) -> bool {
@@ -257,6 +411,7 @@ impl DiskAlloc {
             start,
             u32::try_from(len).expect("invariant: extent AUs fit u32"),
         ));
+        self.unmark_clean(u64::from(start), len);
         Some(start)
     }
 
@@ -275,6 +430,7 @@ impl DiskAlloc {
             start,
             u32::try_from(len).expect("invariant: extent AUs fit u32"),
         ));
+        self.unmark_clean(from, len);
         true
     }
 
@@ -383,6 +539,10 @@ impl DiskAlloc {
             );
             assert_ne!(self.is_used(au), used, "invariant: AU {au} changes state");
             self.set(au, used);
+            if used && self.is_clean(au) {
+                self.set_bit_clean(au, false);
+                self.dirty.insert(AtBlock::Clean(au / AT_BITS_PER_BLOCK));
+            }
             let block = au / AT_BITS_PER_BLOCK;
             let count = &mut self.used_per_block[block as usize];
             if used {
@@ -469,6 +629,20 @@ impl DiskAlloc {
         for index in 0..self.layout.summary_blocks {
             self.dirty.insert(AtBlock::Summary(index));
         }
+        if self.layout.has_clean_map() {
+            for index in 0..self.layout.bitmap_blocks {
+                self.dirty.insert(AtBlock::Clean(index));
+            }
+        }
+    }
+
+    /// A rebuilt table keeps the marks of the AUs still free.
+    pub fn keep_clean(&mut self, from: &DiskAlloc) {
+        for au in self.layout.first_data_au..self.layout.au_count {
+            if from.is_clean(au) && !self.is_used(au) {
+                self.set_bit_clean(au, true);
+            }
+        }
     }
 
     pub fn take_dirty(&mut self) -> Vec<AtBlock> {
@@ -482,6 +656,16 @@ impl DiskAlloc {
     pub fn bitmap_bytes(&self, index: u64) -> &[u8] {
         let start = index as usize * PAYLOAD_BYTES;
         &self.bits[start..start + PAYLOAD_BYTES]
+    }
+
+    /// Discard-map block `index` as it is to be written: empty past the
+    /// map, or where the layout keeps none.
+    pub fn clean_bytes(&self, index: u64) -> Vec<u8> {
+        let start = index as usize * PAYLOAD_BYTES;
+        match self.clean.get(start..start + PAYLOAD_BYTES) {
+            Some(b) if self.layout.has_clean_map() => b.to_vec(),
+            _ => vec![0; PAYLOAD_BYTES],
+        }
     }
 
     pub fn summary_counts(&self, index: u64) -> &[u32] {
@@ -633,11 +817,67 @@ mod tests {
         assert_eq!(b.limit(), cut);
         assert_eq!(
             b.dirty_count() as u64,
-            small.bitmap_blocks + small.summary_blocks
+            small.bitmap_blocks * 2 + small.summary_blocks,
+            "the bitmap, its summary and the discard map"
         );
         // And back: the grown table has the same used AUs, the rest free.
         let grown = b.resized(a.layout);
         assert_eq!(grown.used_aus(), 9);
         assert_eq!(grown.free_aus(), a.layout.data_aus() - 9);
+    }
+
+    #[test]
+    fn an_au_is_returnable_from_its_hand_out_until_a_discard_of_it_as_free() {
+        let mut a = alloc();
+        let data = a.layout.data_aus();
+        assert_eq!(a.returnable_aus(), data, "nothing is known of a new disk");
+        let first = a.layout.first_data_au;
+        assert_eq!(a.set_clean(first as u32, data as u32), data);
+        assert_eq!(a.returnable_aus(), 0);
+        // Handed out: no longer known to hold nothing, at once.
+        let x = a.allocate(2).unwrap();
+        assert!(!a.is_clean(u64::from(x)) && !a.is_clean(u64::from(x) + 1));
+        assert!(a.take_dirty().contains(&AtBlock::Clean(0)));
+        assert_eq!(a.returnable_aus(), 0, "used AUs are not returnable");
+        let r = a.reserve(1).unwrap();
+        assert!(
+            !a.is_clean(u64::from(r)),
+            "a relocation writes it before its claim"
+        );
+        a.unreserve(r, 1);
+        a.free(x, 2);
+        assert_eq!(
+            a.returnable_aus(),
+            3,
+            "freed, and written since its discard"
+        );
+        // A reclaim reserves the returnable runs, so nobody is handed them.
+        let runs = a.reserve_returnable(0, 2, u64::MAX);
+        assert_eq!(
+            runs,
+            vec![(r, 1)],
+            "quarantined runs wait for their readers"
+        );
+        a.unreserve(r, 1);
+        a.seal_quarantine(1);
+        a.release_quarantine(1, 0);
+        let runs = a.reserve_returnable(0, 2, u64::MAX);
+        assert_eq!(runs.iter().map(|r| u64::from(r.1)).sum::<u64>(), 3);
+        assert!(runs.iter().all(|r| r.1 <= 2));
+        for (s, l) in &runs {
+            assert!(!a.is_free_now(u64::from(*s)), "reserved");
+            a.unreserve(*s, *l);
+            a.set_clean(*s, *l);
+        }
+        assert_eq!(a.returnable_aus(), 0);
+        // Marks are read back only for free AUs.
+        let mut b = alloc();
+        let y = b.allocate(1).unwrap();
+        let mut bits = vec![0xffu8; PAYLOAD_BYTES];
+        bits[0] = 0xff;
+        b.load_clean(0, &bits);
+        assert!(!b.is_clean(u64::from(y)), "a used AU is never clean");
+        assert!(!b.is_clean(0), "nor an AU of the table");
+        assert!(b.is_clean(u64::from(y) + 1));
     }
 }

@@ -30,6 +30,12 @@ pub const ATTRIBUTES: &[AttributeSpec] = &[
         about: "whether a rebalance ends with a compact pass that moves data towards the start of each disk",
     },
     AttributeSpec {
+        name: "thin_provisioned",
+        default: "auto",
+        range: Some("auto, true or false (auto: where every disk in service accepts discard)"),
+        about: "whether AUs are discarded as they are freed, handing the space back to a thin array; off, freed space stays returnable by `cairn group reclaim`",
+    },
+    AttributeSpec {
         name: "au_size",
         default: "",
         range: None,
@@ -98,10 +104,12 @@ fn validate(key: &str, value: &str) -> Result<String, String> {
             parse_duration(value)?;
             Ok(value.trim().to_ascii_lowercase())
         }
-        "rebalance_compact" => match value.trim().to_ascii_lowercase().as_str() {
-            v @ ("auto" | "true" | "false") => Ok(v.to_string()),
-            _ => Err(format!("{value:?}: use auto, true or false")),
-        },
+        "rebalance_compact" | "thin_provisioned" => {
+            match value.trim().to_ascii_lowercase().as_str() {
+                v @ ("auto" | "true" | "false") => Ok(v.to_string()),
+                _ => Err(format!("{value:?}: use auto, true or false")),
+            }
+        }
         _ => Err("fixed when the group is made".into()),
     }
 }
@@ -181,6 +189,34 @@ impl Group<'_> {
         }
         self.dirty.insert(Dirty::Attributes);
         self.commit()
+    }
+
+    /// Whether freed AUs are discarded as they are freed:
+    /// `thin_provisioned` true, or auto (the default) and every disk in
+    /// service accepts discard. Off, they stay returnable (a reclaim gives
+    /// them back later); nothing else depends on it.
+    pub fn discards_on_free(&self) -> bool {
+        match self.attribute("thin_provisioned").as_deref() {
+            Some("true") => true,
+            Some("false") => false,
+            _ => {
+                let mut disks = self
+                    .members
+                    .iter()
+                    .flatten()
+                    .filter_map(Member::online)
+                    .peekable();
+                disks.peek().is_some()
+                    && disks.all(|d| {
+                        self.engine.geometry(d).is_some_and(|g| {
+                            matches!(
+                                g.discard,
+                                cairn_io::geometry::DiscardSupport::Supported { .. }
+                            )
+                        })
+                    })
+            }
+        }
     }
 
     /// `disk_repair_time`, in seconds.

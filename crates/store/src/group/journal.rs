@@ -116,7 +116,9 @@ impl Group<'_> {
                 (*block as usize) < used
                     && ((*block / self.blocks_per_au()) as usize) < f.entry.indirect.len()
             }),
-            Dirty::Summary { disk, .. } | Dirty::Bitmap { disk, .. } => {
+            Dirty::Summary { disk, .. }
+            | Dirty::Bitmap { disk, .. }
+            | Dirty::Clean { disk, .. } => {
                 self.member(*disk).and_then(|m| m.alloc.as_ref()).is_some()
             }
             _ => true,
@@ -360,15 +362,23 @@ impl Group<'_> {
         let au = self.au_bytes;
         let free_of_readers = self.plane.oldest_running();
         let ring = self.journal.header_generation;
+        let discard = self.discards_on_free();
         let mut requests = Vec::new();
-        for m in self.members.iter_mut().flatten() {
+        let mut runs_of = Vec::new();
+        for (n, m) in self.members.iter_mut().enumerate() {
+            let Some(m) = m.as_mut() else { continue };
             let device = m.writable();
             let Some(alloc) = m.alloc.as_mut() else {
                 continue;
             };
             let runs = alloc.release_quarantine(free_of_readers, ring);
-            let Some(device) = device else { continue };
+            let Some(device) = device.filter(|_| discard) else {
+                // Kept quiet (`thin_provisioned=false`): the runs stay
+                // returnable, for `cairn group reclaim`.
+                continue;
+            };
             for (start, len) in runs {
+                runs_of.push((n as u16, start, len));
                 requests.push(Request {
                     device,
                     tag: requests.len() as u64,
@@ -379,12 +389,40 @@ impl Group<'_> {
                 });
             }
         }
-        // A device that refuses discard keeps the bytes; only the space report
-        // shows it. Errors here never fail the operation.
-        let _ = self
+        // A device that refuses discard keeps the bytes: the runs stay
+        // returnable, and the space report shows them. Errors here never
+        // fail the operation. Nothing can have been handed a run between
+        // its release and here (`meta` is held throughout): each run that
+        // was discarded is free and holds nothing.
+        let done = self
             .engine
             .execute_all(requests)
             .map_err(io_err("(engine)"))?;
+        // The marks join the next transaction: at most CLEAN_BLOCKS_PER_RELEASE
+        // map blocks, so that they never crowd an operation's own blocks
+        // out of a record. Runs past that stay unmarked: a reclaim
+        // discards them again, once.
+        let mut blocks = BTreeSet::new();
+        for c in done {
+            if c.result.is_err() {
+                continue;
+            }
+            let Some((n, start, len)) = usize::try_from(c.tag).ok().and_then(|t| runs_of.get(t))
+            else {
+                continue;
+            };
+            let first = u64::from(*start) / fmt::AT_BITS_PER_BLOCK;
+            let last = (u64::from(*start) + u64::from(*len) - 1) / fmt::AT_BITS_PER_BLOCK;
+            let mut more = blocks.clone();
+            more.extend((first..=last).map(|b| (*n, b)));
+            if more.len() > CLEAN_BLOCKS_PER_RELEASE {
+                continue;
+            }
+            blocks = more;
+            if let Some(alloc) = self.member_mut(*n).and_then(|m| m.alloc.as_mut()) {
+                alloc.set_clean(*start, *len);
+            }
+        }
         Ok(())
     }
 

@@ -122,6 +122,10 @@ pub const COMMIT_TIMES_MAX: usize = 1 << 20;
 /// what one extent touches: its entry, an indirect block, and two table blocks
 /// per copy).
 pub const TXN_IMAGES_MAX: usize = 64;
+
+/// Discard-map blocks one release of freed runs may mark (they join the
+/// next transaction, beside an operation's own blocks).
+const CLEAN_BLOCKS_PER_RELEASE: usize = 8;
 /// Blocks of an allocation table read per request at mount (1 MiB).
 const TABLE_READ_BLOCKS_MAX: u64 = 256;
 /// Default AU size.
@@ -341,10 +345,24 @@ pub(super) enum LostBlock {
 /// A metadata block the current transaction changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Dirty {
-    Summary { disk: u16, index: u64 },
-    Bitmap { disk: u16, index: u64 },
+    Summary {
+        disk: u16,
+        index: u64,
+    },
+    Bitmap {
+        disk: u16,
+        index: u64,
+    },
+    /// A block of a disk's discard map.
+    Clean {
+        disk: u16,
+        index: u64,
+    },
     Entry(u32),
-    Indirect { file: u32, block: u64 },
+    Indirect {
+        file: u32,
+        block: u64,
+    },
     Alias(u64),
     Templates,
     Attributes,

@@ -374,6 +374,10 @@ pub(super) fn mount_inner<'e>(
         // holds, and an image of it from an earlier mount (a snapshot, a
         // stale clone) is then told apart from it. The cost is one
         // superblock write per disk.
+        //
+        // From now on the disks keep a discard map: an older Cairn that
+        // would not keep it up to date may only read the group.
+        group.features.ro_compat |= fmt::GROUP_RO_COMPAT_CLEAN_MAP;
         group.write_superblocks()?;
         if torn {
             group.write_superblocks()?;

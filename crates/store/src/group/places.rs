@@ -60,6 +60,14 @@ impl Group<'_> {
                     vec![(disk, offset)],
                 )
             }
+            Dirty::Clean { disk, index } => {
+                let layout = self.layout_of(disk);
+                let offset = layout.clean_offset_bytes(index);
+                (
+                    per_disk_id(BlockType::AtClean, disk, offset),
+                    vec![(disk, offset)],
+                )
+            }
             Dirty::Entry(n) => {
                 let (mut id, places) =
                     file_block(FILE_DIRECTORY, BlockType::FileEntry, 0, u64::from(n));
@@ -109,6 +117,11 @@ impl Group<'_> {
                 let alloc = alloc.expect("invariant: online disk");
                 fmt::encode_bitmap(&mut block, alloc.bitmap_bytes(index));
             }
+            Dirty::Clean { disk, index } => {
+                let alloc = self.member(disk).and_then(|m| m.alloc.as_ref());
+                let alloc = alloc.expect("invariant: online disk");
+                fmt::encode_bitmap(&mut block, &alloc.clean_bytes(index));
+            }
             Dirty::Entry(n) => {
                 if let Some(rec) = self.files.get(&n) {
                     self.encode_entry(rec, &mut block);
@@ -152,6 +165,10 @@ impl Group<'_> {
                             index,
                         },
                         alloc::AtBlock::Bitmap(index) => Dirty::Bitmap {
+                            disk: n as u16,
+                            index,
+                        },
+                        alloc::AtBlock::Clean(index) => Dirty::Clean {
                             disk: n as u16,
                             index,
                         },

@@ -647,6 +647,10 @@ impl Group<'_> {
                         disk: n as u16,
                         index,
                     },
+                    alloc::AtBlock::Clean(index) => Dirty::Clean {
+                        disk: n as u16,
+                        index,
+                    },
                 };
                 let (id, places) = self.dirty_id_and_places(d);
                 let block = self.encode_dirty(d, 0);

@@ -238,6 +238,9 @@ impl Group<'_> {
                 }
                 index += count;
             }
+            if layout.has_clean_map() {
+                self.load_clean_map(n, &mut alloc);
+            }
             if let Some(e) = unreadable {
                 // The table is derived data: rebuild it from the extent maps.
                 report.warnings.push(format!(
@@ -265,6 +268,28 @@ impl Group<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Read disk `n`'s discard map into `alloc` (its bitmap loaded). The
+    /// map is a hint that only ever makes a reclaim skip an AU: a block
+    /// that cannot be read, or fails its checks, counts as empty (every
+    /// free AU it covers is returnable), and the mount goes on.
+    fn load_clean_map(&mut self, n: u16, alloc: &mut DiskAlloc) {
+        let layout = alloc.layout;
+        let blocks = layout.bitmap_blocks;
+        // One region: block i lies i+1 blocks below the first data AU.
+        let low = layout.clean_offset_bytes(blocks - 1);
+        let Ok(data) = self.read_one(n, low, blocks as usize * BLOCK_BYTES) else {
+            return;
+        };
+        for index in 0..blocks {
+            let offset = layout.clean_offset_bytes(index);
+            let at = ((offset - low) as usize) / BLOCK_BYTES;
+            let block = &data[at * BLOCK_BYTES..(at + 1) * BLOCK_BYTES];
+            if meta::open(block, per_disk_id(BlockType::AtClean, n, offset), self.uuid).is_ok() {
+                alloc.load_clean(index, &fmt::decode_bitmap(block));
+            }
+        }
     }
 
     /// Every AU run the extent maps name, with its owner.
@@ -373,6 +398,7 @@ impl Group<'_> {
                     }
                 }
             }
+            fresh.keep_clean(alloc);
             fresh.mark_all_dirty();
             *alloc = fresh;
         }
