@@ -103,7 +103,33 @@ pub enum GroupCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// What the group uses on each disk and what the device physically holds.
+    /// Give a thin array back the free space it may still hold: discard every free AU not discarded since it was last written (docs/thin-reclaim.md).
+    Reclaim {
+        name: String,
+        /// Say per disk what would be given back (or written), and change nothing.
+        #[arg(long)]
+        explain: bool,
+        /// Pace, in MB/s of range per disk (0: unpaced). The pace also halves while the group's own I/O on a disk slows by half.
+        #[arg(long, value_name = "MB/s", default_value = "256")]
+        rate: String,
+        /// Requests in flight per disk (1-16).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+        power: u16,
+        /// Write zeros over the free space instead, for arrays that only detect zeros (never on a disk that accepts discard, unless --force).
+        #[arg(long)]
+        zero_fill: bool,
+        /// With --zero-fill: zero-fill disks that accept discard, too.
+        #[arg(long, requires = "zero_fill")]
+        force: bool,
+        /// Through the service: wait for the reclaim to end, showing its progress (without a service, the command always waits).
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        discover: Discover,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// What the group uses on each disk, what is free, what a reclaim would give back, and what the device physically holds.
     Space {
         name: String,
         #[command(flatten)]
@@ -590,6 +616,25 @@ pub fn run_group(
             let group_name = m.group.name().to_string();
             close(c, m.group, repair)?;
             return show_scrub(c, &group_name, &report, output.json);
+        }
+        GroupCommand::Reclaim {
+            name,
+            explain,
+            rate,
+            power,
+            zero_fill,
+            force,
+            wait: _,
+            discover,
+            output,
+        } => {
+            let options = reclaim_options(explain, &rate, power, zero_fill, force)?;
+            let mut m = mount_to(c, engine.as_mut(), &discover, &name, !explain)?;
+            let report = run_reclaim(&mut m.group, options, output.json);
+            let report = said(c, &m.group, report)?;
+            let group_name = m.group.name().to_string();
+            close(c, m.group, !explain)?;
+            return show_reclaim(c, &group_name, &report, output.json);
         }
         GroupCommand::Space {
             name,
@@ -1190,6 +1235,169 @@ fn run_scrub(
     report
 }
 
+/// The options of `group reclaim`; `--rate` is MB/s, a number of 0 or
+/// more (checked here, before anything is mounted, for a one-line refusal).
+pub(crate) fn reclaim_options(
+    explain: bool,
+    rate: &str,
+    power: u16,
+    zero_fill: bool,
+    force: bool,
+) -> Result<group::reclaim::ReclaimOptions> {
+    let rate_mb = match rate.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => v,
+        _ => bail!("--rate {rate:?} is not a rate: give MB/s per disk as a number (0: unpaced)"),
+    };
+    Ok(group::reclaim::ReclaimOptions {
+        method: if zero_fill {
+            group::reclaim::ReclaimMethod::ZeroFill
+        } else {
+            group::reclaim::ReclaimMethod::Discard
+        },
+        force,
+        rate_bytes: (rate_mb > 0.0).then_some((rate_mb * 1e6) as u64),
+        power: usize::from(power),
+        explain,
+    })
+}
+
+/// Reclaim with a progress bar on a terminal and a status file for `group ops`.
+fn run_reclaim(
+    group: &mut Group<'_>,
+    options: group::reclaim::ReclaimOptions,
+    json: bool,
+) -> Result<group::reclaim::ReclaimReport, group::GroupError> {
+    if options.explain {
+        return group.reclaim(options, &mut |_| {});
+    }
+    let au = group.au_bytes();
+    let mut tracker = cairn_store::ops::OpTracker::start(
+        &group_lock::run_dir(),
+        group.name(),
+        group.uuid(),
+        "RECLAIM",
+        options.power,
+        au,
+        0,
+        false,
+    );
+    let bar = bytes_progress(json);
+    bar.set_message(match options.method {
+        group::reclaim::ReclaimMethod::Discard => "reclaim",
+        group::reclaim::ReclaimMethod::ZeroFill => "reclaim --zero-fill",
+    });
+    let report = group.reclaim(options, &mut |p| {
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+        tracker.update(p.done / au, p.total.div_ceil(au), p.bytes_done);
+    });
+    bar.finish_and_clear();
+    tracker.finish();
+    report
+}
+
+/// `group reclaim`: per disk what was returnable and what was given back
+/// (or, `--explain`, would be). Requests a device refused: degraded (their
+/// AUs stay returnable; the next reclaim tries them again).
+pub(crate) fn show_reclaim(
+    c: &mut Console<'_, '_>,
+    group_name: &str,
+    report: &group::reclaim::ReclaimReport,
+    json: bool,
+) -> Result<Outcome> {
+    use group::reclaim::ReclaimMethod;
+    let failed: u64 = report.disks.iter().map(|d| d.failed_requests).sum();
+    if json {
+        c.json(&serde_json::json!({ "group": group_name, "reclaim": report }))?;
+    } else {
+        let (verb, done) = match report.method {
+            ReclaimMethod::Discard => ("discard", "discarded"),
+            ReclaimMethod::ZeroFill => ("zero-fill", "zero-filled"),
+        };
+        let doable: u64 = report
+            .disks
+            .iter()
+            .filter(|d| d.skipped.is_none())
+            .map(|d| d.returnable_bytes)
+            .sum();
+        if report.explain {
+            outln!(
+                c,
+                "reclaim {group_name} (explain, nothing changed): would {verb} {} MiB of {} MiB returnable",
+                doable >> 20,
+                report.returnable_bytes >> 20
+            );
+        } else if report.returnable_bytes == 0 {
+            outln!(
+                c,
+                "nothing to reclaim in {group_name}: every free AU is known to hold nothing on its device"
+            );
+        } else {
+            let pace = match report.rate_bytes {
+                None => "unpaced".to_string(),
+                Some(r) if report.slowest_fraction < 1.0 => format!(
+                    "paced at {} MB/s a disk, down to 1/{:.0} of it while the group's own I/O slowed",
+                    r / 1_000_000,
+                    1.0 / report.slowest_fraction
+                ),
+                Some(r) => format!("paced at {} MB/s a disk", r / 1_000_000),
+            };
+            outln!(
+                c,
+                "reclaimed {group_name}: {done} {} MiB of {} MiB returnable in {:.1} s ({pace})",
+                report.returned_bytes >> 20,
+                report.returnable_bytes >> 20,
+                report.elapsed_ms as f64 / 1000.0
+            );
+        }
+        outln!(
+            c,
+            "{:>4}  {:<16} {:>15} {:>13} {:>9}  NOTE",
+            "DISK",
+            "LABEL",
+            "RETURNABLE_MB",
+            if report.explain {
+                "WOULD_MB"
+            } else {
+                "RETURNED_MB"
+            },
+            "REQUESTS"
+        );
+        for d in &report.disks {
+            let note = match (&d.skipped, d.failed_requests) {
+                (Some(why), _) => format!("skipped: {why}"),
+                (None, 0) => String::new(),
+                (None, n) => {
+                    format!("{n} request(s) refused by the device; their AUs stay returnable")
+                }
+            };
+            let line = format!(
+                "{:>4}  {:<16} {:>15} {:>13} {:>9}  {note}",
+                d.number,
+                d.label,
+                d.returnable_bytes >> 20,
+                if report.explain {
+                    if d.skipped.is_some() {
+                        0
+                    } else {
+                        d.returnable_bytes >> 20
+                    }
+                } else {
+                    d.returned_bytes >> 20
+                },
+                d.requests
+            );
+            outln!(c, "{}", line.trim_end());
+        }
+    }
+    if failed > 0 {
+        return Ok(Outcome::Degraded(format!(
+            "group {group_name}: the devices refused {failed} reclaim request(s); those AUs stay returnable (`cairn group space {group_name}`), and the next reclaim tries them again"
+        )));
+    }
+    Ok(Outcome::Done)
+}
+
 /// A progress bar in bytes on a terminal; hidden with --json or a pipe.
 pub(crate) fn bytes_progress(json: bool) -> indicatif::ProgressBar {
     progress_bar(
@@ -1626,21 +1834,26 @@ pub(crate) fn show_space(
     } else {
         outln!(
             c,
-            "{:>4}  {:<16} {:>12} {:>14} {:>16}  PATH",
+            "{:>4}  {:<16} {:>12} {:>14} {:>10} {:>15} {:>16}  PATH",
             "DISK",
             "LABEL",
             "SIZE_MB",
             "GROUP_USED_MB",
+            "FREE_MB",
+            "RETURNABLE_MB",
             "DEVICE_HOLDS_MB"
         );
+        let mb = |b: Option<u64>| b.map_or_else(|| "-".to_string(), |b| (b >> 20).to_string());
         for r in rows {
             outln!(
                 c,
-                "{:>4}  {:<16} {:>12} {:>14} {:>16}  {}",
+                "{:>4}  {:<16} {:>12} {:>14} {:>10} {:>15} {:>16}  {}",
                 r.number,
                 r.label,
                 r.size_bytes >> 20,
                 r.group_used_bytes >> 20,
+                mb(r.free_bytes),
+                mb(r.returnable_bytes),
                 r.device_allocated_bytes
                     .map_or_else(|| "-".to_string(), |b| (b >> 20).to_string()),
                 r.path

@@ -71,6 +71,7 @@ pub(crate) fn discover_flag(noun: &Noun) -> Option<&str> {
             | GroupCommand::Mount { discover, .. }
             | GroupCommand::Check { discover, .. }
             | GroupCommand::Scrub { discover, .. }
+            | GroupCommand::Reclaim { discover, .. }
             | GroupCommand::Space { discover, .. }
             | GroupCommand::Online { discover, .. }
             | GroupCommand::Offline { discover, .. }
@@ -130,6 +131,7 @@ pub(crate) fn concern(noun: &Noun) -> Option<Concern> {
             | GroupCommand::Mount { name, .. }
             | GroupCommand::Check { name, .. }
             | GroupCommand::Scrub { name, .. }
+            | GroupCommand::Reclaim { name, .. }
             | GroupCommand::Space { name, .. }
             | GroupCommand::Online { name, .. }
             | GroupCommand::Offline { name, .. }
@@ -911,6 +913,44 @@ impl ServedCommands {
                     })
                 };
                 return self.long(c, &g, busy, ("scrub", usize::from(power)), wait, work);
+            }
+            GroupCommand::Reclaim {
+                name,
+                explain,
+                rate,
+                power,
+                zero_fill,
+                force,
+                wait,
+                output,
+                ..
+            } => {
+                let options = group_cmd::reclaim_options(explain, &rate, power, zero_fill, force)?;
+                let g = self.group(&name)?;
+                let json = output.json;
+                if explain {
+                    let report = g.live().reclaim(options, &mut |_| {})?;
+                    return group_cmd::show_reclaim(c, g.name(), &report, json);
+                }
+                let busy = self.claim(&g, "reclaim")?;
+                // Refusals (a zero-fill of a disk that takes discard) come
+                // back now, not from the background.
+                g.live()
+                    .meta(|m| m.reclaim_plan(options.method, options.force))??;
+                let work: Work = {
+                    let g = g.clone();
+                    Box::new(move |c| {
+                        let au = g.live().meta(|m| m.au_bytes())?;
+                        let mut tracker = tracker(&g, "RECLAIM", power, 0)?;
+                        let report = g.live().reclaim(options, &mut |p| {
+                            c.progress("reclaim", "byte", p.done, p.total);
+                            tracker.update(p.done / au, p.total.div_ceil(au), p.bytes_done);
+                        });
+                        tracker.finish();
+                        group_cmd::show_reclaim(c, g.name(), &report?, json)
+                    })
+                };
+                return self.long(c, &g, busy, ("reclaim", usize::from(power)), wait, work);
             }
             GroupCommand::Alter {
                 name,

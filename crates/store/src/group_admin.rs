@@ -1025,7 +1025,14 @@ pub struct DiskSpaceReport {
     pub path: Option<PathBuf>,
     pub size_bytes: u64,
     pub group_used_bytes: u64,
-    /// Bytes the device physically holds, where it can tell (files: allocated blocks).
+    /// Free data AUs (`None`: the disk's table is not loaded, it is not in
+    /// service).
+    pub free_bytes: Option<u64>,
+    /// Free, and not known to hold nothing on the device: what `cairn
+    /// group reclaim` would give back (docs/thin-reclaim.md).
+    pub returnable_bytes: Option<u64>,
+    /// Bytes the device physically holds, where it can tell: a file's
+    /// allocated blocks, or a loop device's backing file's.
     pub device_allocated_bytes: Option<u64>,
 }
 
@@ -1035,11 +1042,7 @@ pub fn space(group: &Group<'_>, engine_paths: &BTreeMap<u32, PathBuf>) -> Vec<Di
         .into_iter()
         .map(|d| {
             let path = d.device.and_then(|id| engine_paths.get(&id.0).cloned());
-            let allocated = path.as_ref().and_then(|p| {
-                use std::os::unix::fs::MetadataExt;
-                let m = std::fs::metadata(p).ok()?;
-                m.file_type().is_file().then_some(m.blocks() * 512)
-            });
+            let allocated = path.as_deref().and_then(physically_held);
             DiskSpaceReport {
                 number: d.number,
                 label: d.label,
@@ -1048,10 +1051,32 @@ pub fn space(group: &Group<'_>, engine_paths: &BTreeMap<u32, PathBuf>) -> Vec<Di
                 group_used_bytes: d
                     .free_aus
                     .map_or(0, |free| (d.total_aus - free) * group.au_bytes()),
+                free_bytes: d.free_aus.map(|f| f * group.au_bytes()),
+                returnable_bytes: group.returnable_bytes(d.number),
                 device_allocated_bytes: allocated,
             }
         })
         .collect()
+}
+
+/// What the storage under `path` physically holds, where it can be known:
+/// a file's allocated blocks; a loop device's backing file's. `None` for
+/// other devices (an array's LUN says nothing of it to the host).
+pub fn physically_held(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata(path).ok()?;
+    if m.file_type().is_file() {
+        return Some(m.blocks() * 512);
+    }
+    if !m.file_type().is_block_device() {
+        return None;
+    }
+    let real = std::fs::canonicalize(path).ok()?;
+    let name = real.file_name()?.to_str()?;
+    let backing = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")).ok()?;
+    let backing = backing.trim_end_matches('\n');
+    let b = std::fs::metadata(backing.trim_end_matches(" (deleted)")).ok()?;
+    b.file_type().is_file().then_some(b.blocks() * 512)
 }
 
 /// A disk `group alter --add` (or `replace`) brings in, opened.

@@ -325,34 +325,34 @@ impl DiskAlloc {
     }
 
     /// Reserve, for a reclaim, returnable AUs that may be handed out now
-    /// (below the limit, not quarantined or reserved), from `from` on, as
-    /// runs of at most `run_max` AUs and `total_max` AUs in all. Nobody is
-    /// handed them until [`DiskAlloc::unreserve`]. Returns the runs, in
-    /// order; the next call goes on from past the last.
+    /// (below the limit, not quarantined or reserved), from `from` on: at
+    /// most `runs_max` runs of at most `run_max` AUs. Nobody is handed them
+    /// until [`DiskAlloc::unreserve`]. Returns the runs, in order; the next
+    /// call goes on from past the last.
     pub fn reserve_returnable(
         &mut self,
         from: u64,
         run_max: u64,
-        total_max: u64,
+        runs_max: usize,
     ) -> Vec<(u32, u32)> {
         let free = self.free_now_map();
         let first = self.layout.first_data_au;
         let mut runs: Vec<(u32, u32)> = Vec::new();
-        let mut total = 0u64;
         let mut au = from.max(first);
-        while au < self.limit && total < total_max {
+        while au < self.limit {
             let take = free[(au - first) as usize] && !self.is_clean(au);
             if take {
+                let full = runs.len() >= runs_max;
                 let grows = runs.last_mut().filter(|(s, l)| {
                     u64::from(*s) + u64::from(*l) == au && u64::from(*l) < run_max
                 });
                 match grows {
                     Some((_, l)) => *l += 1,
+                    None if full => break,
                     None => {
                         runs.push((u32::try_from(au).expect("invariant: AU index fits u32"), 1))
                     }
                 }
-                total += 1;
             }
             au += 1;
         }
@@ -852,7 +852,7 @@ mod tests {
             "freed, and written since its discard"
         );
         // A reclaim reserves the returnable runs, so nobody is handed them.
-        let runs = a.reserve_returnable(0, 2, u64::MAX);
+        let runs = a.reserve_returnable(0, 2, usize::MAX);
         assert_eq!(
             runs,
             vec![(r, 1)],
@@ -861,7 +861,7 @@ mod tests {
         a.unreserve(r, 1);
         a.seal_quarantine(1);
         a.release_quarantine(1, 0);
-        let runs = a.reserve_returnable(0, 2, u64::MAX);
+        let runs = a.reserve_returnable(0, 2, usize::MAX);
         assert_eq!(runs.iter().map(|r| u64::from(r.1)).sum::<u64>(), 3);
         assert!(runs.iter().all(|r| r.1 <= 2));
         for (s, l) in &runs {

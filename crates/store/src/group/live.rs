@@ -464,6 +464,31 @@ impl LiveGroup {
         Ok(report)
     }
 
+    /// Reclaim the group's returnable space while data handles run
+    /// ([`super::reclaim::run_reclaim`]): each batch's runs are reserved in
+    /// a metadata operation, discarded (or zeroed) through a handle of its
+    /// own outside `meta`, then given back and marked in another. The
+    /// pace backs off while the data plane's own I/O on a disk slows.
+    pub fn reclaim(
+        &self,
+        options: super::reclaim::ReclaimOptions,
+        progress: &mut dyn FnMut(super::resync::Progress),
+    ) -> Result<super::reclaim::ReclaimReport, GroupError> {
+        let handle = self.handle(options.power.clamp(1, super::reclaim::RECLAIM_POWER_MAX))?;
+        let slot = handle.slot.clone();
+        let mut site = LiveMoves {
+            live: self,
+            handle,
+            slot,
+        };
+        let foreground = || {
+            self.disk_io()
+                .map(|io| io.into_iter().map(|(d, c)| (d, c.snapshot())).collect())
+                .unwrap_or_default()
+        };
+        super::reclaim::run_reclaim(&mut site, options, &foreground, progress)
+    }
+
     /// Add disks while data handles run. `files` are the new devices, opened
     /// for writing and labelled; each is attached to the metadata plane's
     /// engine, and given to the engine source for the data handles to come,

@@ -61,6 +61,7 @@ mod namespace;
 mod places;
 pub mod plane;
 mod posix;
+pub mod reclaim;
 pub mod relocate;
 mod resize;
 pub mod resync;

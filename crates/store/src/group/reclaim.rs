@@ -1,0 +1,456 @@
+//! `cairn group reclaim`: hand back to a thin array the free space it may
+//! still hold (design: docs/thin-reclaim.md).
+//!
+//! A free AU without its discard-map mark is *returnable* (alloc.rs). A
+//! reclaim takes returnable runs out of the free pool in batches (reserved,
+//! under `meta`: from then on nobody can be handed them, so a discard can
+//! never meet an AU someone was just given), discards (or, `--zero-fill`,
+//! zeroes) them outside `meta`, then in one step gives them back to the
+//! free pool and marks the ones whose I/O completed. The map is the
+//! progress: a reclaim cut short by a crash leaves the rest unmarked, and
+//! the next one goes on; one with nothing unmarked does nothing.
+//!
+//! Pacing, per disk: a token bucket at the rate asked for, and while the
+//! data plane's own reads and writes on the disk (the foreground) show a
+//! p99 above 1.5x what they showed before the reclaim began, the rate
+//! halves (down to 1/16), creeping back by 1/16 a round when it recovers.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use cairn_io::counted::{DeviceIoSnapshot, OpSnapshot, LATENCY_BUCKETS_US};
+use serde::Serialize;
+
+use super::data::{self, DiskIo};
+use super::relocate::MoveSite;
+use super::*;
+
+/// The largest request a reclaim sends.
+pub const RECLAIM_REQUEST_BYTES_MAX: u64 = 128 << 20;
+
+/// The default pace: bytes of range a second per disk.
+pub const RECLAIM_RATE_DEFAULT: u64 = 256_000_000;
+
+/// Requests in flight per disk at most, whatever the power.
+pub const RECLAIM_POWER_MAX: usize = 16;
+
+/// How a reclaim gives the space back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReclaimMethod {
+    /// Discard (UNMAP, TRIM, a hole punched in a file).
+    Discard,
+    /// Write zeros, for arrays that only detect zeros.
+    ZeroFill,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ReclaimOptions {
+    pub method: ReclaimMethod,
+    /// Zero-fill a disk that accepts discard, too.
+    pub force: bool,
+    /// Bytes of range a second per disk; `None`: as fast as it goes.
+    pub rate_bytes: Option<u64>,
+    /// Requests in flight per disk.
+    pub power: usize,
+    /// Say what would be done; do nothing.
+    pub explain: bool,
+}
+
+impl Default for ReclaimOptions {
+    fn default() -> Self {
+        Self {
+            method: ReclaimMethod::Discard,
+            force: false,
+            rate_bytes: Some(RECLAIM_RATE_DEFAULT),
+            power: 1,
+            explain: false,
+        }
+    }
+}
+
+/// One disk's part.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReclaimDisk {
+    pub number: u16,
+    pub label: String,
+    /// Free and not known to hold nothing, when the reclaim began.
+    pub returnable_bytes: u64,
+    /// Given back (discarded, or zero-filled) by this reclaim.
+    pub returned_bytes: u64,
+    /// Requests sent, and refused by the device.
+    pub requests: u64,
+    pub failed_requests: u64,
+    /// Why nothing is done on this disk, when nothing is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReclaimReport {
+    pub method: ReclaimMethod,
+    pub explain: bool,
+    pub disks: Vec<ReclaimDisk>,
+    pub returnable_bytes: u64,
+    pub returned_bytes: u64,
+    /// The pace asked for (bytes a second per disk; `None`: unpaced), and
+    /// the lowest fraction of it the back-off went down to.
+    pub rate_bytes: Option<u64>,
+    pub slowest_fraction: f64,
+    pub elapsed_ms: u64,
+}
+
+/// A reserved run (start AU, AUs), and whether its I/O completed.
+type RunDone = ((u32, u32), bool);
+
+/// One disk's work, as planned.
+struct DiskWork {
+    disk: u16,
+    /// Where the next batch starts looking.
+    from: u64,
+    done: bool,
+    /// The token bucket: this disk may go on at this time.
+    next_at: Instant,
+    /// Fraction of the rate in force (1/16 ..= 1).
+    fraction: f64,
+    baseline_p99_us: Option<u64>,
+    last_io: Option<DeviceIoSnapshot>,
+}
+
+impl Group<'_> {
+    /// Per disk in service: what a reclaim by `method` would give back, or
+    /// why it skips the disk. Refuses a zero-fill of a disk that accepts
+    /// discard unless `force`.
+    pub fn reclaim_plan(
+        &self,
+        method: ReclaimMethod,
+        force: bool,
+    ) -> Result<Vec<ReclaimDisk>, GroupError> {
+        let mut out = Vec::new();
+        for (n, m) in self.members.iter().enumerate() {
+            let Some(m) = m.as_ref() else { continue };
+            let label = m.entry.label.clone();
+            let Some(alloc) = m.alloc.as_ref() else {
+                continue;
+            };
+            let returnable_bytes = alloc.returnable_aus() * self.au_bytes;
+            let discard = m
+                .writable()
+                .and_then(|d| self.engine.geometry(d))
+                .map(|g| g.discard);
+            let skipped = match (m.writable(), method, discard) {
+                (None, _, _) => Some(format!("the disk is {}", m.entry.shown_state())),
+                (_, ReclaimMethod::Discard, Some(DiscardSupport::Supported { .. })) => None,
+                (_, ReclaimMethod::Discard, _) => Some(
+                    "the device does not accept discard (for an array that detects zeros: --zero-fill)"
+                        .into(),
+                ),
+                (_, ReclaimMethod::ZeroFill, Some(DiscardSupport::Supported { .. })) if !force => {
+                    return Err(GroupError::Invalid(format!(
+                        "disk {label} accepts discard: `cairn group reclaim {}` gives its free space back without writing it; --zero-fill would write zeros over {} MiB (add --force to zero-fill anyway)",
+                        self.name,
+                        returnable_bytes >> 20
+                    )));
+                }
+                (_, ReclaimMethod::ZeroFill, _) => None,
+            };
+            out.push(ReclaimDisk {
+                number: n as u16,
+                label,
+                returnable_bytes,
+                returned_bytes: 0,
+                requests: 0,
+                failed_requests: 0,
+                skipped,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Take returnable runs of disk `disk` out of the free pool, from AU
+    /// `from` on: at most `count` runs of at most
+    /// [`RECLAIM_REQUEST_BYTES_MAX`] each.
+    fn reclaim_reserve(&mut self, disk: u16, from: u64, count: usize) -> Vec<(u32, u32)> {
+        let run_max = (RECLAIM_REQUEST_BYTES_MAX / self.au_bytes).max(1);
+        let Some(alloc) = self.member_mut(disk).and_then(|m| m.alloc.as_mut()) else {
+            return Vec::new();
+        };
+        alloc.reserve_returnable(from, run_max, count)
+    }
+
+    /// A batch's I/O is over: its runs go back to the free pool, and those
+    /// whose I/O completed are marked as holding nothing.
+    fn reclaim_done(&mut self, disk: u16, runs: &[RunDone]) -> Result<(), GroupError> {
+        if let Some(alloc) = self.member_mut(disk).and_then(|m| m.alloc.as_mut()) {
+            for ((start, len), ok) in runs {
+                alloc.unreserve(*start, *len);
+                if *ok {
+                    alloc.set_clean(*start, *len);
+                }
+            }
+        }
+        self.commit()
+    }
+}
+
+use cairn_io::geometry::DiscardSupport;
+
+/// p99 of a latency histogram's growth between two snapshots, in µs (the
+/// bound of the bucket it falls in); `None` under 20 requests.
+fn p99_between(before: &OpSnapshot, after: &OpSnapshot) -> Option<u64> {
+    let count = after.count.checked_sub(before.count)?;
+    if count < 20 {
+        return None;
+    }
+    let want = count - count / 100;
+    for (i, bound) in LATENCY_BUCKETS_US.iter().enumerate() {
+        let grew =
+            after.latency_buckets_cumulative.get(i)? - before.latency_buckets_cumulative.get(i)?;
+        if grew >= want {
+            return Some(*bound);
+        }
+    }
+    Some(u64::MAX)
+}
+
+/// The foreground's p99 (reads and writes) between two snapshots.
+fn foreground_p99(before: &DeviceIoSnapshot, after: &DeviceIoSnapshot) -> Option<u64> {
+    let reads = p99_between(&before.reads, &after.reads);
+    let writes = p99_between(&before.writes, &after.writes);
+    reads.max(writes)
+}
+
+/// Run a reclaim through `site` (a group one command holds, or a live
+/// group's handle). `foreground` reads the data plane's per-disk counters
+/// (empty where nothing else runs). Progress is in bytes of range.
+pub(super) fn run_reclaim<'g>(
+    site: &mut impl MoveSite<'g>,
+    options: ReclaimOptions,
+    foreground: &dyn Fn() -> BTreeMap<u16, DeviceIoSnapshot>,
+    progress: &mut dyn FnMut(super::resync::Progress),
+) -> Result<ReclaimReport, GroupError> {
+    let started = Instant::now();
+    let mut disks = site.step(|g| g.reclaim_plan(options.method, options.force))??;
+    let mut report = ReclaimReport {
+        method: options.method,
+        explain: options.explain,
+        returnable_bytes: disks.iter().map(|d| d.returnable_bytes).sum(),
+        returned_bytes: 0,
+        rate_bytes: options.rate_bytes.filter(|r| *r > 0),
+        slowest_fraction: 1.0,
+        elapsed_ms: 0,
+        disks: Vec::new(),
+    };
+    if options.explain {
+        report.disks = disks;
+        return Ok(report);
+    }
+    site.step(|g| g.check_writable())??;
+    let total: u64 = disks
+        .iter()
+        .filter(|d| d.skipped.is_none())
+        .map(|d| d.returnable_bytes)
+        .sum();
+    let au = site.step(|g| g.au_bytes)?;
+    let power = options.power.clamp(1, RECLAIM_POWER_MAX);
+    let rate = report.rate_bytes;
+    let io_before = foreground();
+    let mut work: Vec<DiskWork> = disks
+        .iter()
+        .filter(|d| d.skipped.is_none() && d.returnable_bytes > 0)
+        .map(|d| DiskWork {
+            disk: d.number,
+            from: 0,
+            done: false,
+            next_at: started,
+            fraction: 1.0,
+            baseline_p99_us: None,
+            last_io: io_before.get(&d.number).cloned(),
+        })
+        .collect();
+    // The baseline: the foreground's p99 over a short look before the
+    // first request (none when nothing runs beside the reclaim).
+    if rate.is_some() && work.iter().any(|w| w.last_io.is_some()) {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = foreground();
+        for w in &mut work {
+            if let (Some(before), Some(after)) = (&w.last_io, now.get(&w.disk)) {
+                w.baseline_p99_us = foreground_p99(before, after);
+                w.last_io = Some(after.clone());
+            }
+        }
+    }
+    let mut done_bytes = 0u64;
+    progress(super::resync::Progress {
+        done: 0,
+        total,
+        ..Default::default()
+    });
+    while work.iter().any(|w| !w.done) {
+        if site.interrupted() {
+            return Err(GroupError::Interrupted(
+                "the reclaim stopped because the service is stopping; what it gave back stays given back, and `cairn group reclaim` goes on from there".into(),
+            ));
+        }
+        // The disks whose bucket allows a batch now; else wait for the first.
+        let now = Instant::now();
+        let ready: Vec<usize> = (0..work.len())
+            .filter(|i| !work[*i].done && work[*i].next_at <= now)
+            .collect();
+        if ready.is_empty() {
+            let wake = work
+                .iter()
+                .filter(|w| !w.done)
+                .map(|w| w.next_at)
+                .min()
+                .unwrap_or(now);
+            std::thread::sleep(wake.saturating_duration_since(now));
+            continue;
+        }
+        // Reserve a batch on each (one metadata step).
+        let batches: Vec<(usize, Vec<(u32, u32)>)> = site.step(|g| {
+            ready
+                .iter()
+                .map(|i| (*i, g.reclaim_reserve(work[*i].disk, work[*i].from, power)))
+                .collect()
+        })?;
+        let method = options.method;
+        let mut ios = Vec::new();
+        let mut owners = Vec::new();
+        for (i, runs) in &batches {
+            let w = &mut work[*i];
+            match runs.last() {
+                None => {
+                    w.done = true;
+                    continue;
+                }
+                Some((s, l)) => w.from = u64::from(*s) + u64::from(*l),
+            }
+            for (start, len) in runs {
+                let offset_bytes = u64::from(*start) * au;
+                let len_bytes = u64::from(*len) * au;
+                owners.push((*i, (*start, *len)));
+                ios.push(DiskIo {
+                    disk: w.disk,
+                    op: match method {
+                        ReclaimMethod::Discard => Op::Discard {
+                            offset_bytes,
+                            len_bytes,
+                        },
+                        ReclaimMethod::ZeroFill => Op::WriteZeroes {
+                            offset_bytes,
+                            len_bytes,
+                        },
+                    },
+                });
+            }
+        }
+        if ios.is_empty() {
+            continue;
+        }
+        let (port, _) = site.data();
+        let outcomes = data::run(port, ios);
+        // Whatever happened, the runs go back to the free pool.
+        let outcomes = match outcomes {
+            Ok(o) => o,
+            Err(e) => {
+                let back: Vec<(u16, Vec<RunDone>)> = batches
+                    .iter()
+                    .map(|(i, runs)| (work[*i].disk, runs.iter().map(|r| (*r, false)).collect()))
+                    .collect();
+                site.step(|g| {
+                    for (disk, runs) in &back {
+                        let _ = g.reclaim_done(*disk, runs);
+                    }
+                })?;
+                return Err(e);
+            }
+        };
+        let mut per_disk: BTreeMap<usize, Vec<RunDone>> = BTreeMap::new();
+        for ((i, run), (result, _)) in owners.iter().zip(&outcomes) {
+            let ok = result.is_ok();
+            per_disk.entry(*i).or_default().push((*run, ok));
+            let bytes = u64::from(run.1) * au;
+            let d = disks
+                .iter_mut()
+                .find(|d| d.number == work[*i].disk)
+                .expect("invariant: planned disk");
+            d.requests += 1;
+            if ok {
+                d.returned_bytes += bytes;
+            } else {
+                d.failed_requests += 1;
+            }
+            done_bytes += bytes;
+        }
+        let marks: Vec<(u16, Vec<RunDone>)> = per_disk
+            .iter()
+            .map(|(i, runs)| (work[*i].disk, runs.clone()))
+            .collect();
+        site.step(|g| {
+            marks
+                .iter()
+                .try_for_each(|(disk, runs)| g.reclaim_done(*disk, runs))
+        })??;
+        // Pace: each disk's bucket pays for its batch at the rate in force.
+        let io_now = foreground();
+        for (i, runs) in &per_disk {
+            let w = &mut work[*i];
+            if let (Some(before), Some(after)) = (&w.last_io, io_now.get(&w.disk)) {
+                let p99 = foreground_p99(before, after);
+                match (p99, w.baseline_p99_us) {
+                    (Some(now), Some(base)) if now.saturating_mul(2) > base.saturating_mul(3) => {
+                        w.fraction = (w.fraction / 2.0).max(1.0 / 16.0);
+                    }
+                    (Some(_), _) => w.fraction = (w.fraction + 1.0 / 16.0).min(1.0),
+                    (None, _) => {}
+                }
+                if p99.is_some() {
+                    w.last_io = Some(after.clone());
+                }
+                report.slowest_fraction = report.slowest_fraction.min(w.fraction);
+            }
+            if let Some(rate) = rate {
+                let bytes: u64 = runs.iter().map(|(r, _)| u64::from(r.1) * au).sum();
+                let pay = Duration::from_secs_f64(bytes as f64 / (rate as f64 * w.fraction));
+                // No credit for time the disk spent idle or in I/O.
+                w.next_at = w.next_at.max(now) + pay;
+            }
+        }
+        progress(super::resync::Progress {
+            done: done_bytes.min(total),
+            total,
+            bytes_done: done_bytes,
+            ..Default::default()
+        });
+    }
+    report.returned_bytes = disks.iter().map(|d| d.returned_bytes).sum();
+    report.disks = disks;
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+impl Group<'_> {
+    /// Free bytes of disk `disk` that may still hold data on the device
+    /// (`None`: its table is not loaded).
+    pub fn returnable_bytes(&self, disk: u16) -> Option<u64> {
+        let alloc = self.member(disk)?.alloc.as_ref()?;
+        Some(alloc.returnable_aus() * self.au_bytes)
+    }
+}
+
+impl<'g> Group<'g> {
+    /// Reclaim the group's returnable space ([`run_reclaim`]), one command
+    /// holding the group: nothing runs beside it, so only the rate paces.
+    pub fn reclaim(
+        &mut self,
+        options: ReclaimOptions,
+        progress: &mut dyn FnMut(super::resync::Progress),
+    ) -> Result<ReclaimReport, GroupError> {
+        let report = run_reclaim(self, options, &BTreeMap::new, progress)?;
+        if !options.explain {
+            self.commit_now()?;
+        }
+        Ok(report)
+    }
+}
