@@ -34,6 +34,14 @@ pub const RECLAIM_RATE_DEFAULT: u64 = 256_000_000;
 /// Requests in flight per disk at most, whatever the power.
 pub const RECLAIM_POWER_MAX: usize = 16;
 
+/// A zero-fill reserves runs of at most this, and writes them in pieces of
+/// at most [`ZERO_WRITE_BYTES`] (a batch holds `power` runs' buffers).
+const ZERO_RUN_BYTES_MAX: u64 = 8 << 20;
+const ZERO_WRITE_BYTES: u64 = 1 << 20;
+
+/// The longest a paced reclaim waits before it looks whether to stop.
+const PACE_SLICE: Duration = Duration::from_millis(100);
+
 /// How a reclaim gives the space back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -170,8 +178,18 @@ impl Group<'_> {
     /// Take returnable runs of disk `disk` out of the free pool, from AU
     /// `from` on: at most `count` runs of at most
     /// [`RECLAIM_REQUEST_BYTES_MAX`] each.
-    fn reclaim_reserve(&mut self, disk: u16, from: u64, count: usize) -> Vec<(u32, u32)> {
-        let run_max = (RECLAIM_REQUEST_BYTES_MAX / self.au_bytes).max(1);
+    fn reclaim_reserve(
+        &mut self,
+        disk: u16,
+        from: u64,
+        count: usize,
+        method: ReclaimMethod,
+    ) -> Vec<(u32, u32)> {
+        let bytes = match method {
+            ReclaimMethod::Discard => RECLAIM_REQUEST_BYTES_MAX,
+            ReclaimMethod::ZeroFill => ZERO_RUN_BYTES_MAX,
+        };
+        let run_max = (bytes / self.au_bytes).max(1);
         let Some(alloc) = self.member_mut(disk).and_then(|m| m.alloc.as_mut()) else {
             return Vec::new();
         };
@@ -304,19 +322,25 @@ pub(super) fn run_reclaim<'g>(
                 .map(|w| w.next_at)
                 .min()
                 .unwrap_or(now);
-            std::thread::sleep(wake.saturating_duration_since(now));
+            // In slices, so that a stop is heard within one.
+            std::thread::sleep(wake.saturating_duration_since(now).min(PACE_SLICE));
             continue;
         }
         // Reserve a batch on each (one metadata step).
         let batches: Vec<(usize, Vec<(u32, u32)>)> = site.step(|g| {
             ready
                 .iter()
-                .map(|i| (*i, g.reclaim_reserve(work[*i].disk, work[*i].from, power)))
+                .map(|i| {
+                    let w = &work[*i];
+                    (*i, g.reclaim_reserve(w.disk, w.from, power, options.method))
+                })
                 .collect()
         })?;
         let method = options.method;
+        // Per I/O, the batch entry and run it serves (a zero-fill writes a
+        // run in pieces).
         let mut ios = Vec::new();
-        let mut owners = Vec::new();
+        let mut owners: Vec<(usize, (u32, u32))> = Vec::new();
         for (i, runs) in &batches {
             let w = &mut work[*i];
             match runs.last() {
@@ -329,27 +353,71 @@ pub(super) fn run_reclaim<'g>(
             for (start, len) in runs {
                 let offset_bytes = u64::from(*start) * au;
                 let len_bytes = u64::from(*len) * au;
-                owners.push((*i, (*start, *len)));
-                ios.push(DiskIo {
-                    disk: w.disk,
-                    op: match method {
-                        ReclaimMethod::Discard => Op::Discard {
-                            offset_bytes,
-                            len_bytes,
-                        },
-                        ReclaimMethod::ZeroFill => Op::WriteZeroes {
-                            offset_bytes,
-                            len_bytes,
-                        },
-                    },
-                });
+                match method {
+                    ReclaimMethod::Discard => {
+                        owners.push((*i, (*start, *len)));
+                        ios.push(DiskIo {
+                            disk: w.disk,
+                            op: Op::Discard {
+                                offset_bytes,
+                                len_bytes,
+                            },
+                        });
+                    }
+                    ReclaimMethod::ZeroFill => {
+                        let mut at = 0;
+                        while at < len_bytes {
+                            let n = (len_bytes - at).min(ZERO_WRITE_BYTES);
+                            owners.push((*i, (*start, *len)));
+                            ios.push(DiskIo {
+                                disk: w.disk,
+                                op: Op::Write {
+                                    offset_bytes: offset_bytes + at,
+                                    buf: AlignedBuf::zeroed(n as usize),
+                                    fua: false,
+                                },
+                            });
+                            at += n;
+                        }
+                    }
+                }
             }
         }
         if ios.is_empty() {
             continue;
         }
+        // Then a flush of each disk: a mark says the device holds nothing
+        // there, which a discard or zeros still in its cache do not make
+        // true.
+        let flushed: Vec<u16> = {
+            let mut d: Vec<u16> = batches.iter().map(|(i, _)| work[*i].disk).collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        };
         let (port, _) = site.data();
-        let outcomes = data::run(port, ios);
+        let outcomes = data::run(port, ios).and_then(|mut o| {
+            let flushes = data::run(
+                port,
+                flushed
+                    .iter()
+                    .map(|disk| DiskIo {
+                        disk: *disk,
+                        op: Op::Flush,
+                    })
+                    .collect(),
+            )?;
+            for (disk, (result, _)) in flushed.iter().zip(flushes) {
+                if let Err(e) = result {
+                    for (k, (i, _)) in owners.iter().enumerate() {
+                        if work[*i].disk == *disk {
+                            o[k].0 = Err(e.clone());
+                        }
+                    }
+                }
+            }
+            Ok(o)
+        });
         // Whatever happened, the runs go back to the free pool.
         let outcomes = match outcomes {
             Ok(o) => o,
@@ -366,20 +434,29 @@ pub(super) fn run_reclaim<'g>(
                 return Err(e);
             }
         };
-        let mut per_disk: BTreeMap<usize, Vec<RunDone>> = BTreeMap::new();
+        // A run is done when every I/O of it completed.
+        let mut runs_ok: BTreeMap<(usize, (u32, u32)), bool> = BTreeMap::new();
         for ((i, run), (result, _)) in owners.iter().zip(&outcomes) {
-            let ok = result.is_ok();
-            per_disk.entry(*i).or_default().push((*run, ok));
-            let bytes = u64::from(run.1) * au;
             let d = disks
                 .iter_mut()
                 .find(|d| d.number == work[*i].disk)
                 .expect("invariant: planned disk");
             d.requests += 1;
-            if ok {
-                d.returned_bytes += bytes;
-            } else {
+            if result.is_err() {
                 d.failed_requests += 1;
+            }
+            *runs_ok.entry((*i, *run)).or_insert(true) &= result.is_ok();
+        }
+        let mut per_disk: BTreeMap<usize, Vec<RunDone>> = BTreeMap::new();
+        for ((i, run), ok) in runs_ok {
+            per_disk.entry(i).or_default().push((run, ok));
+            let bytes = u64::from(run.1) * au;
+            if ok {
+                let d = disks
+                    .iter_mut()
+                    .find(|d| d.number == work[i].disk)
+                    .expect("invariant: planned disk");
+                d.returned_bytes += bytes;
             }
             done_bytes += bytes;
         }
