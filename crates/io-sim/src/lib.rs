@@ -405,6 +405,30 @@ impl SimEngine {
         self.disks[device.0 as usize].current_bytes(offset_bytes, len)
     }
 
+    /// Whether a read of the range would return only zeros now (without
+    /// building it where nothing was written).
+    pub fn reads_zeros(&self, device: DeviceId, offset_bytes: u64, len: usize) -> bool {
+        let disk = &self.disks[device.0 as usize];
+        let end = offset_bytes + len as u64;
+        let pending = disk
+            .pending
+            .iter()
+            .any(|w| w.offset_bytes < end && w.offset_bytes + w.data.len() > offset_bytes);
+        if pending {
+            return disk
+                .current_bytes(offset_bytes, len)
+                .iter()
+                .all(|b| *b == 0);
+        }
+        disk.durable
+            .range(offset_bytes / CHUNK..end.div_ceil(CHUNK))
+            .all(|(k, chunk)| {
+                let from = offset_bytes.max(k * CHUNK) - k * CHUNK;
+                let to = end.min((k + 1) * CHUNK) - k * CHUNK;
+                chunk[from as usize..to as usize].iter().all(|b| *b == 0)
+            })
+    }
+
     /// What would survive a crash that lost every unflushed write.
     pub fn durable_contents(&self, device: DeviceId, offset_bytes: u64, len: usize) -> Vec<u8> {
         self.disks[device.0 as usize].durable_bytes(offset_bytes, len)
@@ -607,9 +631,18 @@ impl SimEngine {
                         "invariant: piece within max transfer"
                     );
                     self.stats.device_requests += 1;
+                    let piece = &buf[start as usize..(start + len) as usize];
+                    // A piece of zeros is kept as its length (a zero-fill
+                    // writes hundreds of MiB): it reads, lands and tears
+                    // the same.
+                    let data = if piece.iter().all(|b| *b == 0) {
+                        Payload::Zeros(len)
+                    } else {
+                        Payload::Bytes(piece.to_vec())
+                    };
                     self.disks[device.0 as usize].pending.push(PendingWrite {
                         offset_bytes: target + start,
-                        data: Payload::Bytes(buf[start as usize..(start + len) as usize].to_vec()),
+                        data,
                         fua: *fua,
                         completes_at_ns,
                     });

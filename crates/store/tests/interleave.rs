@@ -387,6 +387,8 @@ struct World {
     replaced: AtomicU64,
     /// Moves planned by compact passes.
     compacted: AtomicU64,
+    /// Bytes given back by reclaims beside the writers.
+    reclaimed: AtomicU64,
 }
 
 impl World {
@@ -868,12 +870,33 @@ fn lifecycle_actor(world: &World, seed: u64) {
         .collect();
     let mut spares = 0..world.cfg.spares.len();
     let mirrored = world.cfg.redundancy != Redundancy::External;
+    // Half the seeds keep quiet as they free: what they free stays
+    // returnable, for the reclaims below.
+    if rng.chance(50) {
+        world.count_op();
+        let quiet = [("thin_provisioned".to_string(), "false".to_string())];
+        if let Err(e) = world
+            .live
+            .meta(|g| g.set_attributes(&quiet))
+            .and_then(|r| r)
+        {
+            if world.expected(&e, "set thin_provisioned", seed) {
+                return;
+            }
+        }
+    }
     for _ in 0..OPS_PER_ACTOR / 8 {
         if world.stopped() {
             return;
         }
         for _ in 0..rng.below(30) {
             cairn_io::sched::yield_now();
+        }
+        if rng.chance(15) {
+            if reclaim_now(world, &mut rng, seed) {
+                return;
+            }
+            continue;
         }
         if mirrored && rng.chance(15) {
             if scrub_now(world, &mut rng, seed) {
@@ -969,6 +992,43 @@ fn scrub_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
         }
         Err(GroupError::Invalid(_) | GroupError::NotFound(_)) => false,
         Err(e) => world.expected(&e, "scrub", seed),
+    }
+}
+
+/// A reclaim (discard, or zero-fill) of the free space while the writers
+/// allocate, write and free: it may only ever touch AUs nobody holds (a
+/// discard or zeros over an AU in use shows as lost data in the writers'
+/// checks and in the verification). Unpaced: the simulation has no clock to
+/// pace by. Returns whether the actor must stop.
+fn reclaim_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
+    use cairn_store::group::reclaim::{ReclaimMethod, ReclaimOptions};
+    world.count_op();
+    let options = ReclaimOptions {
+        method: if rng.chance(30) {
+            ReclaimMethod::ZeroFill
+        } else {
+            ReclaimMethod::Discard
+        },
+        force: true,
+        rate_bytes: None,
+        power: 1 + rng.below(4) as usize,
+        explain: false,
+    };
+    match world.live.reclaim(options, &mut |_| {}) {
+        Ok(r) => {
+            if trace() {
+                eprintln!(
+                    "  reclaim {:?} at power {}: {} of {} bytes",
+                    options.method, options.power, r.returned_bytes, r.returnable_bytes
+                );
+            }
+            world
+                .reclaimed
+                .fetch_add(r.returned_bytes, Ordering::SeqCst);
+            false
+        }
+        Err(GroupError::Invalid(_) | GroupError::NotFound(_)) => false,
+        Err(e) => world.expected(&e, "reclaim", seed),
     }
 }
 
@@ -1191,6 +1251,7 @@ struct SeedFigures {
     resized: u64,
     replaced: u64,
     compacted: u64,
+    reclaimed: u64,
     seed: u64,
     ops: u64,
     /// Metadata operations (first-write marks included) and the journal
@@ -1237,6 +1298,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         resized: AtomicU64::new(0),
         replaced: AtomicU64::new(0),
         compacted: AtomicU64::new(0),
+        reclaimed: AtomicU64::new(0),
     };
     // Some seeds switch at nearly every point, others let an actor run on.
     let stay = [0, 50, 75, 90][rng.below(4) as usize];
@@ -1254,6 +1316,18 @@ fn run_seed(seed: u64) -> SeedFigures {
             panic!("seed {seed}: actor {i} panicked: {p}");
         }
     }
+    // The fault actor's disks: misdirected writes and rot may land on any
+    // of their AUs, marked or not.
+    let victims: BTreeSet<DeviceId> = if world.faulted.load(Ordering::SeqCst) {
+        let fg = victim_fg(&world, &mut Rand::new(seed ^ 0xFA17));
+        ids.iter()
+            .zip(&cfg.disks)
+            .filter(|(_, (_, g))| *g == fg)
+            .map(|(id, _)| *id)
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
     let World {
         live: group,
         model,
@@ -1269,6 +1343,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         resized,
         replaced,
         compacted,
+        reclaimed,
         ..
     } = world;
     let mut model = model.into_inner().unwrap();
@@ -1371,6 +1446,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         }
     }
     verify(&group, &shared, &mut model, seed, sector, compare_mirrors);
+    marks_read_as_discarded(&group, &shared, &victims, seed);
     group.dismount().unwrap();
     SeedFigures {
         seed,
@@ -1389,6 +1465,40 @@ fn run_seed(seed: u64) -> SeedFigures {
         resized: resized.load(Ordering::SeqCst),
         replaced: replaced.load(Ordering::SeqCst),
         compacted: compacted.load(Ordering::SeqCst),
+        reclaimed: reclaimed.load(Ordering::SeqCst),
+    }
+}
+
+/// After recovery, every AU a disk's discard map marks as holding nothing
+/// reads as zeros (the simulated disks read a discarded range as zeros): a
+/// mark made durable before its discard or zeros were, or left on an AU
+/// handed out since, would show here as data. The fault actor's disks
+/// (`victims`) are passed over: its misdirected writes land anywhere.
+fn marks_read_as_discarded(
+    group: &LiveGroup,
+    shared: &SharedSim,
+    victims: &BTreeSet<DeviceId>,
+    seed: u64,
+) {
+    let (members, au, marks) = group
+        .meta(|g| {
+            let members = g.member_devices();
+            let marks: BTreeMap<u16, Vec<u64>> =
+                members.keys().map(|d| (*d, g.discard_marks(*d))).collect();
+            (members, g.au_bytes(), marks)
+        })
+        .unwrap();
+    let view = group.plane().disks();
+    for (disk, device) in members {
+        if !view.is_online(disk) || victims.contains(&device) {
+            continue;
+        }
+        for a in &marks[&disk] {
+            assert!(
+                shared.with(|sim| sim.reads_zeros(device, a * au, au as usize)),
+                "seed {seed}: disk {disk} AU {a} is marked as holding nothing, and holds data"
+            );
+        }
     }
 }
 
@@ -1561,6 +1671,7 @@ fn interleaving_simulation() {
     let mut scrubbed = 0u64;
     let (mut added, mut dropped, mut moved, mut change_seeds) = (0u64, 0u64, 0u64, 0u64);
     let (mut resized, mut replaced, mut compacted) = (0u64, 0u64, 0u64);
+    let (mut reclaimed, mut reclaim_seeds) = (0u64, 0u64);
     for f in &totals {
         assert!(
             f.ops >= 200 && f.crashes > 0,
@@ -1585,20 +1696,29 @@ fn interleaving_simulation() {
         resized += f.resized;
         replaced += f.replaced;
         compacted += f.compacted;
+        reclaimed += f.reclaimed;
+        reclaim_seeds += u64::from(f.reclaimed > 0);
         change_seeds += u64::from(f.moved > 0 || f.added > 0 || f.resized > 0);
     }
     // With enough seeds, every life-cycle operation must have run: a
     // regression that refuses one of them must not pass quietly.
     if totals.len() >= 500 {
         assert!(
-            added > 0 && dropped > 0 && resized > 0 && replaced > 0 && compacted > 0 && scrubbed > 0,
-            "{} seeds: {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves, {scrubbed} scrubs",
+            added > 0
+                && dropped > 0
+                && resized > 0
+                && replaced > 0
+                && compacted > 0
+                && scrubbed > 0
+                && reclaim_seeds > 0,
+            "{} seeds: {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves, {scrubbed} scrubs, {reclaim_seeds} seeds with reclaims",
             totals.len()
         );
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {scrubbed} scrubs beside the writers; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds",
-        count as f64 / secs
+        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {scrubbed} scrubs beside the writers; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds; {} MiB given back by reclaims in {reclaim_seeds} seeds",
+        count as f64 / secs,
+        reclaimed >> 20
     );
 }

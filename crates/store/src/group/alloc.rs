@@ -309,6 +309,11 @@ impl DiskAlloc {
         n
     }
 
+    /// Whether a discard-map block changed since the last [`Self::take_dirty`].
+    pub fn clean_changed(&self) -> bool {
+        self.dirty.iter().any(|b| matches!(b, AtBlock::Clean(_)))
+    }
+
     /// Whether any AU carries the mark (the group must say it keeps a map
     /// before one is written).
     pub fn any_clean(&self) -> bool {

@@ -421,6 +421,9 @@ impl Group<'_> {
             blocks = more;
             if let Some(alloc) = self.member_mut(*n).and_then(|m| m.alloc.as_mut()) {
                 alloc.set_clean(*start, *len);
+                // The discard must be durable before the mark is: the next
+                // commit's barrier flushes the disk first.
+                self.barrier.insert(*n);
             }
         }
         Ok(())

@@ -508,6 +508,34 @@ pub(super) fn run_reclaim<'g>(
 }
 
 impl Group<'_> {
+    /// Make durable now the discard marks that runs reserved for a copy
+    /// lost ([`alloc::DiskAlloc::reserve`]): the copy writes them before the
+    /// commit that claims them, and a crash in between must not leave an
+    /// AU that holds the copy marked as holding nothing.
+    pub(super) fn save_mark_clears(&mut self) -> Result<(), GroupError> {
+        let changed = self
+            .members
+            .iter()
+            .flatten()
+            .filter_map(|m| m.alloc.as_ref())
+            .any(alloc::DiskAlloc::clean_changed);
+        if changed {
+            self.commit_now()?;
+        }
+        Ok(())
+    }
+
+    /// The AUs of disk `disk` its discard map marks as holding nothing (for
+    /// checks: each must read back as the device reads a discarded range).
+    pub fn discard_marks(&self, disk: u16) -> Vec<u64> {
+        let Some(alloc) = self.member(disk).and_then(|m| m.alloc.as_ref()) else {
+            return Vec::new();
+        };
+        (alloc.layout.first_data_au..alloc.layout.au_count)
+            .filter(|au| alloc.is_clean(*au))
+            .collect()
+    }
+
     /// Free bytes of disk `disk` that may still hold data on the device
     /// (`None`: its table is not loaded).
     pub fn returnable_bytes(&self, disk: u16) -> Option<u64> {

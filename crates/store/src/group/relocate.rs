@@ -1313,6 +1313,10 @@ impl Group<'_> {
             au: to_au,
         };
         let unreserve = |g: &mut Self| g.unreserve_run(to, m.aus);
+        if let Err(e) = self.save_mark_clears() {
+            unreserve(self);
+            return Err(e);
+        }
         // Everything journaled is in place first: the copy takes what the
         // AU holds, and no record before this point needs replaying there.
         if let Err(e) = self.checkpoint() {
@@ -1724,7 +1728,15 @@ pub(super) fn run_moves<'g>(
                     "the rebalance stopped because the service is stopping; `cairn group rebalance` resumes it".into(),
                 ));
             }
-            let batch = site.step(|g| g.reserve_moves(chunk, report))?;
+            let (batch, saved) = site.step(|g| {
+                let batch = g.reserve_moves(chunk, report);
+                let saved = g.save_mark_clears();
+                (batch, saved)
+            })?;
+            if let Err(e) = saved {
+                let _ = site.step(|g| g.unreserve_batch(&batch));
+                break 'run Err(e);
+            }
             let copying = std::time::Instant::now();
             let (port, slot) = site.data();
             let (copied, latch) =
