@@ -121,6 +121,9 @@ pub enum GroupCommand {
         /// With --zero-fill: zero-fill disks that accept discard, too.
         #[arg(long, requires = "zero_fill")]
         force: bool,
+        /// First move the data towards the start of each disk (online, through the rebalance engine), so that the free space is one tail; then give it back.
+        #[arg(long)]
+        compact: bool,
         /// Through the service: wait for the reclaim to end, showing its progress (without a service, the command always waits).
         #[arg(long)]
         wait: bool,
@@ -624,11 +627,12 @@ pub fn run_group(
             power,
             zero_fill,
             force,
+            compact,
             wait: _,
             discover,
             output,
         } => {
-            let options = reclaim_options(explain, &rate, power, zero_fill, force)?;
+            let options = reclaim_options(explain, &rate, power, (zero_fill, force), compact)?;
             let mut m = mount_to(c, engine.as_mut(), &discover, &name, !explain)?;
             let report = run_reclaim(&mut m.group, options, output.json);
             let report = said(c, &m.group, report)?;
@@ -1241,8 +1245,8 @@ pub(crate) fn reclaim_options(
     explain: bool,
     rate: &str,
     power: u16,
-    zero_fill: bool,
-    force: bool,
+    (zero_fill, force): (bool, bool),
+    compact: bool,
 ) -> Result<group::reclaim::ReclaimOptions> {
     let rate_mb = match rate.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => v,
@@ -1258,6 +1262,7 @@ pub(crate) fn reclaim_options(
         rate_bytes: (rate_mb > 0.0).then_some((rate_mb * 1e6) as u64),
         power: usize::from(power),
         explain,
+        compact,
     })
 }
 
@@ -1321,13 +1326,22 @@ pub(crate) fn show_reclaim(
             .map(|d| d.returnable_bytes)
             .sum();
         if report.explain {
+            if report.compact_moves > 0 {
+                outln!(
+                    c,
+                    "reclaim {group_name} --compact (explain, nothing changed): would first move {} extent copies ({} MiB) towards the start of their disks, freeing as much above them",
+                    report.compact_moves,
+                    report.compact_bytes >> 20
+                );
+            }
             outln!(
                 c,
-                "reclaim {group_name} (explain, nothing changed): would {verb} {} MiB of {} MiB returnable",
+                "reclaim {group_name} (explain, nothing changed): would {verb} {} MiB of {} MiB returnable{}",
                 doable >> 20,
-                report.returnable_bytes >> 20
+                report.returnable_bytes >> 20,
+                if report.compact_moves > 0 { " now" } else { "" }
             );
-        } else if report.returnable_bytes == 0 {
+        } else if report.returnable_bytes == 0 && report.compact_moves == 0 {
             outln!(
                 c,
                 "nothing to reclaim in {group_name}: every free AU is known to hold nothing on its device"
@@ -1342,6 +1356,14 @@ pub(crate) fn show_reclaim(
                 ),
                 Some(r) => format!("paced at {} MB/s a disk", r / 1_000_000),
             };
+            if report.compact_moves > 0 {
+                outln!(
+                    c,
+                    "compacted {group_name}: moved {} extent copies ({} MiB) towards the start of their disks",
+                    report.compact_moves,
+                    report.compact_bytes >> 20
+                );
+            }
             outln!(
                 c,
                 "reclaimed {group_name}: {done} {} MiB of {} MiB returnable in {:.1} s ({pace})",

@@ -921,11 +921,13 @@ impl ServedCommands {
                 power,
                 zero_fill,
                 force,
+                compact,
                 wait,
                 output,
                 ..
             } => {
-                let options = group_cmd::reclaim_options(explain, &rate, power, zero_fill, force)?;
+                let options =
+                    group_cmd::reclaim_options(explain, &rate, power, (zero_fill, force), compact)?;
                 let g = self.group(&name)?;
                 let json = output.json;
                 if explain {

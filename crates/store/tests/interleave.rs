@@ -1013,6 +1013,7 @@ fn reclaim_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
         rate_bytes: None,
         power: 1 + rng.below(4) as usize,
         explain: false,
+        compact: rng.chance(25),
     };
     match world.live.reclaim(options, &mut |_| {}) {
         Ok(r) => {

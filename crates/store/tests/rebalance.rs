@@ -901,6 +901,7 @@ fn reclaim_options(method: group::reclaim::ReclaimMethod) -> group::reclaim::Rec
         rate_bytes: None,
         power: 2,
         explain: false,
+        compact: false,
     }
 }
 
@@ -992,4 +993,86 @@ fn a_crash_anywhere_in_a_reclaim_loses_nothing_and_the_next_one_finishes() {
 fn a_crash_anywhere_in_a_zero_fill_loses_nothing_and_the_next_one_finishes() {
     let crashed = a_crash_anywhere_in_a_reclaim(group::reclaim::ReclaimMethod::ZeroFill);
     assert!(crashed >= 8, "the zero-fill was cut at {crashed} points");
+}
+
+/// `reclaim --compact` (ASRU's method, online): with a hole low on the
+/// disks and `rebalance_compact` left at auto (these disks do not spin, so
+/// a rebalance alone would not compact), it packs the copies down first,
+/// then gives back every free AU; explained, it says so and changes
+/// nothing. Refused while a rebalance is pending.
+#[test]
+fn reclaim_compact_packs_the_data_down_then_gives_back_the_free_tail() {
+    use group::reclaim::ReclaimMethod;
+    let (mut engine, ids) = rig(Redundancy::Normal);
+    let mut g = mount(&mut engine, &ids);
+    g.set_attributes(&[("thin_provisioned".into(), "false".into())])
+        .unwrap();
+    let hole = g
+        .create_file(&path("hole"), 12 * MIB, &CreateOptions::default())
+        .unwrap();
+    g.write(hole.number, 0, &pattern(9, (12 * MIB) as usize))
+        .unwrap();
+    let files = fill(&mut g);
+    g.remove(&path("hole")).unwrap();
+    g.commit().unwrap();
+    let numbers: Vec<u32> = files.iter().map(|(n, _)| *n).collect();
+    let before = highest_aus(&g, &numbers);
+    assert!(!g.compact_wanted());
+
+    let compact = group::reclaim::ReclaimOptions {
+        compact: true,
+        ..reclaim_options(ReclaimMethod::Discard)
+    };
+    let explained = g
+        .reclaim(
+            group::reclaim::ReclaimOptions {
+                explain: true,
+                ..compact
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+    assert!(explained.compact_moves > 0, "{explained:#?}");
+    assert_eq!(explained.compact_bytes, explained.compact_moves * MIB);
+    assert_eq!(explained.returned_bytes, 0);
+    assert_eq!(
+        highest_aus(&g, &numbers),
+        before,
+        "explained: nothing moved"
+    );
+
+    let report = g.reclaim(compact, &mut |_| {}).unwrap();
+    assert_eq!(report.compact_moves, explained.compact_moves, "{report:#?}");
+    assert!(report.returned_bytes > 0);
+    assert_eq!(report.returned_bytes, report.returnable_bytes);
+    let after = highest_aus(&g, &numbers);
+    assert!(
+        after.iter().all(|(d, top)| *top <= before[d]) && after != before,
+        "packed down: {before:?} -> {after:?}"
+    );
+    assert!(!g.compact_wanted(), "asked for this reclaim only");
+    assert_eq!((0..4).filter_map(|d| g.returnable_bytes(d)).sum::<u64>(), 0);
+    reads_back(&mut g, &files);
+    assert!(g.check(false).unwrap().clean());
+    let again = g
+        .reclaim(
+            group::reclaim::ReclaimOptions {
+                explain: true,
+                ..compact
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+    assert_eq!(again.compact_moves, 0, "packed: {again:#?}");
+
+    // A paused rebalance is pending: a compact would run it, unasked.
+    g.rebalance(0, &mut |_| {}).unwrap();
+    let Err(GroupError::Invalid(why)) = g.reclaim(compact, &mut |_| {}) else {
+        panic!("reclaim --compact with a rebalance pending");
+    };
+    assert!(why.contains("a rebalance is pending"), "{why}");
+    g.dismount().unwrap();
+    let mut g = mount(&mut engine, &ids);
+    reads_back(&mut g, &files);
+    assert!(g.check(false).unwrap().clean());
 }

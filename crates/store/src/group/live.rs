@@ -474,6 +474,14 @@ impl LiveGroup {
         options: super::reclaim::ReclaimOptions,
         progress: &mut dyn FnMut(super::resync::Progress),
     ) -> Result<super::reclaim::ReclaimReport, GroupError> {
+        let compacted = if options.compact && !options.explain {
+            self.inner.operation(|g| g.compact_begin())??;
+            let r = self.rebalance(options.power.max(1), progress);
+            self.inner.operation(|g| g.compact_end())?;
+            Some(r?)
+        } else {
+            None
+        };
         let handle = self.handle(options.power.clamp(1, super::reclaim::RECLAIM_POWER_MAX))?;
         let slot = handle.slot.clone();
         let mut site = LiveMoves {
@@ -486,7 +494,13 @@ impl LiveGroup {
                 .map(|io| io.into_iter().map(|(d, c)| (d, c.snapshot())).collect())
                 .unwrap_or_default()
         };
-        super::reclaim::run_reclaim(&mut site, options, &foreground, progress)
+        let mut report = super::reclaim::run_reclaim(&mut site, options, &foreground, progress)?;
+        if let Some(r) = compacted {
+            let au = self.inner.meta()?.au_bytes();
+            report.compact_moves = r.compact_moves;
+            report.compact_bytes = r.compact_aus_moved * au;
+        }
+        Ok(report)
     }
 
     /// Add disks while data handles run. `files` are the new devices, opened

@@ -506,6 +506,9 @@ pub struct Group<'e> {
     /// handles, never through this group's own data calls, and its steps'
     /// commits are grouped (`live.rs`).
     live: bool,
+    /// A reclaim `--compact` runs: the rebalance it runs first ends with
+    /// the compact pass whatever `rebalance_compact` says (memory only).
+    compact_asked: bool,
     /// The running transaction's number: every change since the last
     /// commit belongs to it.
     txn_open: u64,
@@ -612,6 +615,7 @@ impl<'e> Group<'e> {
             changed_chunks: HashMap::new(),
             to_publish: BTreeSet::new(),
             live: false,
+            compact_asked: false,
             txn_open: 1,
             txn_done: 0,
             records_written: 0,

@@ -63,6 +63,9 @@ pub struct ReclaimOptions {
     pub power: usize,
     /// Say what would be done; do nothing.
     pub explain: bool,
+    /// First pack the data towards the start of each disk (the rebalance
+    /// engine's compact pass), so that the free space is one tail.
+    pub compact: bool,
 }
 
 impl Default for ReclaimOptions {
@@ -73,6 +76,7 @@ impl Default for ReclaimOptions {
             rate_bytes: Some(RECLAIM_RATE_DEFAULT),
             power: 1,
             explain: false,
+            compact: false,
         }
     }
 }
@@ -105,6 +109,10 @@ pub struct ReclaimReport {
     /// the lowest fraction of it the back-off went down to.
     pub rate_bytes: Option<u64>,
     pub slowest_fraction: f64,
+    /// `--compact`: extent copies moved towards the start of their disks
+    /// first (or, explained, that would be), and their bytes.
+    pub compact_moves: u64,
+    pub compact_bytes: u64,
     pub elapsed_ms: u64,
 }
 
@@ -256,10 +264,21 @@ pub(super) fn run_reclaim<'g>(
         returned_bytes: 0,
         rate_bytes: options.rate_bytes.filter(|r| *r > 0),
         slowest_fraction: 1.0,
+        compact_moves: 0,
+        compact_bytes: 0,
         elapsed_ms: 0,
         disks: Vec::new(),
     };
     if options.explain {
+        if options.compact {
+            let (moves, bytes) = site.step(|g| {
+                let moves = g.compact_moves();
+                let bytes = moves.iter().map(|m| m.aus * g.au_bytes).sum::<u64>();
+                (moves.len() as u64, bytes)
+            })?;
+            report.compact_moves = moves;
+            report.compact_bytes = bytes;
+        }
         report.disks = disks;
         return Ok(report);
     }
@@ -547,15 +566,55 @@ impl Group<'_> {
 impl<'g> Group<'g> {
     /// Reclaim the group's returnable space ([`run_reclaim`]), one command
     /// holding the group: nothing runs beside it, so only the rate paces.
+    /// With `compact`, a rebalance that ends with the compact pass runs
+    /// first.
     pub fn reclaim(
         &mut self,
         options: ReclaimOptions,
         progress: &mut dyn FnMut(super::resync::Progress),
     ) -> Result<ReclaimReport, GroupError> {
-        let report = run_reclaim(self, options, &BTreeMap::new, progress)?;
+        let compacted = if options.compact && !options.explain {
+            self.compact_begin()?;
+            let r = self.rebalance(options.power.max(1), progress);
+            self.compact_end();
+            Some(r?)
+        } else {
+            None
+        };
+        let mut report = run_reclaim(self, options, &BTreeMap::new, progress)?;
         if !options.explain {
             self.commit_now()?;
         }
+        if let Some(r) = compacted {
+            report.compact_moves = r.compact_moves;
+            report.compact_bytes = r.compact_aus_moved * self.au_bytes;
+        }
         Ok(report)
+    }
+
+    /// Before a reclaim's compact pass: refused while a rebalance is
+    /// pending (the compact runs as one, and would finish it, with its
+    /// drops and resizes, unasked); then the pass is asked for.
+    pub(super) fn compact_begin(&mut self) -> Result<(), GroupError> {
+        self.check_writable()?;
+        if let Some(power) = self.rebalance_pending() {
+            return Err(GroupError::Invalid(format!(
+                "a rebalance is pending in group {} ({}): finish it first (`cairn group rebalance {}`), then reclaim with --compact",
+                self.name,
+                if power == 0 {
+                    "paused".to_string()
+                } else {
+                    format!("power {power}")
+                },
+                self.name
+            )));
+        }
+        self.compact_asked = true;
+        Ok(())
+    }
+
+    /// The reclaim's compact pass is over (however it ended).
+    pub(super) fn compact_end(&mut self) {
+        self.compact_asked = false;
     }
 }

@@ -1564,6 +1564,9 @@ impl Group<'_> {
     /// (on flash, where the place of a block costs nothing, it only adds
     /// I/O: the reference post's third tip).
     pub fn compact_wanted(&self) -> bool {
+        if self.compact_asked {
+            return true;
+        }
         match self.attribute("rebalance_compact").as_deref() {
             Some("true") => true,
             Some("false") => false,
@@ -1592,6 +1595,14 @@ impl Group<'_> {
         if !self.compact_wanted() || !self.rebalance_plan().is_ok_and(|p| p.moves.is_empty()) {
             return Vec::new();
         }
+        let out = self.compact_moves();
+        report.compact_moves += out.len() as u64;
+        out
+    }
+
+    /// Per disk in service (not being dropped), the moves that pack its
+    /// data copies towards its start ([`rebalance::compact`]).
+    pub(super) fn compact_moves(&self) -> Vec<rebalance::Move> {
         let mut copies: BTreeMap<u16, Vec<rebalance::PlacedCopy>> = BTreeMap::new();
         for (number, rec) in self.files.range(FILE_NUMBER_USER_MIN..) {
             for (index, e) in rec.extents.iter().enumerate() {
@@ -1620,7 +1631,6 @@ impl Group<'_> {
             let free = alloc.free_now_map();
             out.extend(rebalance::compact(disk, &placed, first, &free));
         }
-        report.compact_moves += out.len() as u64;
         out
     }
 
