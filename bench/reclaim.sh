@@ -17,6 +17,8 @@
 # The foreground: fio, 8 KiB random reads at QD1 (O_DIRECT, psync) on
 # hot.dbf through the mount, for as long as each reclaim runs; its p99
 # against the same workload with nothing else running (idle, 20 s).
+# The p99s are of the reads that completed while the reclaim sent its
+# requests (fio's per-I/O latency log, cut to that window).
 # Rounds: the reclaim at its default pace (256 MB/s a disk, backing off
 # while the foreground slows), and unpaced (--rate 0). Printed: each
 # reclaim's time and rate, how far the back-off went, and the foreground's
@@ -112,13 +114,31 @@ def fio_cmd(tag, seconds=None):
     if seconds:
         cmd += ["--time_based", f"--runtime={seconds}"]
     else:
-        cmd += ["--time_based", "--runtime=3600"]
+        # Every I/O's completion latency, timed from the job's start: the
+        # p99 is taken over the reclaim's own window.
+        cmd += ["--time_based", "--runtime=3600", f"--write_lat_log={out}/{tag}",
+                "--log_avg_msec=0"]
     return cmd
 
+def window_result(tag, start, end):
+    lat = []
+    with open(f"{out}/{tag}_clat.1.log") as f:
+        for line in f:
+            t, ns = line.split(",")[:2]
+            if start <= int(t) / 1000 <= end:
+                lat.append(int(ns) / 1000)
+    lat.sort()
+    if not lat:
+        return 0, 0.0, 0.0, 0.0
+    pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+    return len(lat) / (end - start), pick(0.50), pick(0.99), lat[-1]
+
 def fio_result(tag):
-    j = json.load(open(f"{out}/{tag}.json"))["jobs"][0]["read"]
+    # (fio stopped by SIGINT says so on the first line.)
+    text = open(f"{out}/{tag}.json").read()
+    j = json.loads(text[text.index("{"):])["jobs"][0]["read"]
     p = j["clat_ns"]["percentile"]
-    return j["iops"], p["50.000000"] / 1000, p["99.000000"] / 1000
+    return j["iops"], p["50.000000"] / 1000, p["99.000000"] / 1000, j["clat_ns"]["max"] / 1000
 
 notify = f"{work}/notify.sock"
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -140,6 +160,7 @@ try:
                         f"count={return_mib // 2 // 4}", "oflag=direct", "status=none"], check=True)
         os.remove(f"{mnt}/DATA/drop.dbf")
         held = held_mib()
+        fio_started = time.time()
         fg = subprocess.Popen(fio_cmd(tag), stdout=subprocess.DEVNULL)
         time.sleep(2)  # the foreground running before the reclaim looks at it
         args = [cairn, "group", "reclaim", "DATA", "--wait", "--json"]
@@ -152,18 +173,22 @@ try:
         fg.wait()
         rep = json.loads(r.stdout)["reclaim"]
         open(f"{out}/{tag}-reclaim.json", "w").write(r.stdout)
-        rows.append((tag, rep, secs, held - held_mib(), fio_result(tag)))
+        # The window: from the reclaim's first request (after the 0.5 s it
+        # spends measuring the foreground's baseline, when paced) to its end.
+        first = 0.5 if rate is None else 0.0
+        window = (t - fio_started + first, t - fio_started + secs)
+        rows.append((tag, rep, secs, held - held_mib(), window_result(tag, *window)))
 finally:
     serve.send_signal(signal.SIGTERM)
     serve.wait()
 
-i_iops, i_p50, i_p99 = idle
-print(f"\nforeground idle: {i_iops:,.0f} IOPS, p50 {i_p50:.0f} µs, p99 {i_p99:.0f} µs")
-print(f"\n{'reclaim':8} {'returned':>10} {'freed':>9} {'time':>7} {'rate':>10} {'back-off':>9} {'fg IOPS':>8} {'p50 µs':>7} {'p99 µs':>7} {'p99/idle':>8}")
-for tag, rep, secs, freed, (iops, p50, p99) in rows:
+i_iops, i_p50, i_p99, i_max = idle
+print(f"\nforeground idle: {i_iops:,.0f} IOPS, p50 {i_p50:.0f} µs, p99 {i_p99:.0f} µs, max {i_max:,.0f} µs")
+print(f"\n{'reclaim':8} {'returned':>10} {'freed':>9} {'time':>7} {'rate':>10} {'back-off':>9} {'fg IOPS':>8} {'p50 µs':>7} {'p99 µs':>7} {'max µs':>8} {'p99/idle':>8}")
+for tag, rep, secs, freed, (iops, p50, p99, mx) in rows:
     ret = rep["returned_bytes"] / 2**20
     print(f"{tag:8} {ret:>7,.0f} MiB {freed:>5,.0f} MiB {secs:>6.1f}s {ret / secs:>6,.0f} MiB/s "
-          f"{'1/' + format(1 / rep['slowest_fraction'], '.0f'):>9} {iops:>8,.0f} {p50:>7.0f} {p99:>7.0f} {p99 / i_p99:>7.2f}x")
+          f"{'1/' + format(1 / rep['slowest_fraction'], '.0f'):>9} {iops:>8,.0f} {p50:>7.0f} {p99:>7.0f} {mx:>8,.0f} {p99 / i_p99:>7.2f}x")
 paced = rows[0][4][2] / i_p99
 print(f"\ntarget: p99 during the paced reclaim <= 1.5x idle: {paced:.2f}x ({'met' if paced <= 1.5 else 'missed'})")
 EOF

@@ -16,7 +16,10 @@
 //! groups), and changes the disks: adds a spare, drops a member, and runs
 //! the rebalance at power 1, 2, 4 or 16 while the writers write the very
 //! extents it moves; after the crash a rebalance left pending is finished
-//! before the checks.
+//! before the checks. It also reclaims the free space (discard or
+//! zero-fill, sometimes compacting first; half the seeds keep quiet as they
+//! free), and after recovery every AU a discard map marks must read as
+//! discarded.
 //!
 //! Faults in the random runs (mirrored groups only, on disks of one failure
 //! group, so a copy survives): a lost disk, transient read and write errors,

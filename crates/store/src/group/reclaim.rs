@@ -184,20 +184,15 @@ impl Group<'_> {
     }
 
     /// Take returnable runs of disk `disk` out of the free pool, from AU
-    /// `from` on: at most `count` runs of at most
-    /// [`RECLAIM_REQUEST_BYTES_MAX`] each.
+    /// `from` on: at most `count` runs of at most [`request_bytes`] each.
     fn reclaim_reserve(
         &mut self,
         disk: u16,
         from: u64,
         count: usize,
-        method: ReclaimMethod,
+        options: &ReclaimOptions,
     ) -> Vec<(u32, u32)> {
-        let bytes = match method {
-            ReclaimMethod::Discard => RECLAIM_REQUEST_BYTES_MAX,
-            ReclaimMethod::ZeroFill => ZERO_RUN_BYTES_MAX,
-        };
-        let run_max = (bytes / self.au_bytes).max(1);
+        let run_max = (request_bytes(options) / self.au_bytes).max(1);
         let Some(alloc) = self.member_mut(disk).and_then(|m| m.alloc.as_mut()) else {
             return Vec::new();
         };
@@ -220,6 +215,23 @@ impl Group<'_> {
 }
 
 use cairn_io::geometry::DiscardSupport;
+
+/// The largest run one request covers: [`RECLAIM_REQUEST_BYTES_MAX`] for a
+/// discard (a zero-fill: [`ZERO_RUN_BYTES_MAX`], written in pieces); paced,
+/// at most a tenth of a second of the rate. A discard of allocated space
+/// keeps the device busy for as long as it takes (a 128 MiB one stalled
+/// reads for 20 ms on a loop device over tmpfs, bench/README.md §12): the
+/// pace spreads that cost in small pieces instead of rare large ones.
+fn request_bytes(options: &ReclaimOptions) -> u64 {
+    let most = match options.method {
+        ReclaimMethod::Discard => RECLAIM_REQUEST_BYTES_MAX,
+        ReclaimMethod::ZeroFill => ZERO_RUN_BYTES_MAX,
+    };
+    match options.rate_bytes {
+        Some(rate) => most.min(rate / 10),
+        None => most,
+    }
+}
 
 /// p99 of a latency histogram's growth between two snapshots, in µs (the
 /// bound of the bucket it falls in); `None` under 20 requests.
@@ -351,7 +363,7 @@ pub(super) fn run_reclaim<'g>(
                 .iter()
                 .map(|i| {
                     let w = &work[*i];
-                    (*i, g.reclaim_reserve(w.disk, w.from, power, options.method))
+                    (*i, g.reclaim_reserve(w.disk, w.from, power, &options))
                 })
                 .collect()
         })?;
