@@ -1207,8 +1207,39 @@ pub(crate) fn render_duration(seconds: u64) -> String {
     }
 }
 
-/// A progress bar on stderr for a pass over `total` AUs: rate, done/total
-/// and ETA on a terminal; nothing when stderr is not one, or with --json.
+/// A pass over a group's bytes (`pass`, as `group ops` shows it) run by
+/// `run` with a progress bar on a terminal (rate, done/total, ETA; nothing
+/// when stderr is not one, or with --json) and a status file for `group
+/// ops`.
+fn tracked<'g, R>(
+    group: &mut Group<'g>,
+    (pass, power, message): (&str, usize, &'static str),
+    json: bool,
+    run: impl FnOnce(&mut Group<'g>, &mut dyn FnMut(group::resync::Progress)) -> R,
+) -> R {
+    let au = group.au_bytes();
+    let mut tracker = cairn_store::ops::OpTracker::start(
+        &group_lock::run_dir(),
+        group.name(),
+        group.uuid(),
+        pass,
+        power,
+        au,
+        0,
+        false,
+    );
+    let bar = bytes_progress(json);
+    bar.set_message(message);
+    let result = run(group, &mut |p| {
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+        tracker.update(p.done / au, p.total.div_ceil(au), p.bytes_done);
+    });
+    bar.finish_and_clear();
+    tracker.finish();
+    result
+}
+
 /// Scrub with a progress bar on a terminal and a status file for `group ops`.
 fn run_scrub(
     group: &mut Group<'_>,
@@ -1216,27 +1247,10 @@ fn run_scrub(
     repair: bool,
     json: bool,
 ) -> Result<group::scrub::ScrubReport, group::GroupError> {
-    let au = group.au_bytes();
-    let mut tracker = cairn_store::ops::OpTracker::start(
-        &group_lock::run_dir(),
-        group.name(),
-        group.uuid(),
-        "SCRUB",
-        power,
-        au,
-        0,
-        false,
-    );
-    let bar = bytes_progress(json);
-    bar.set_message(if repair { "scrub --repair" } else { "scrub" });
-    let report = group.scrub(power, repair, &mut |p| {
-        bar.set_length(p.total);
-        bar.set_position(p.done);
-        tracker.update(p.done / au, p.total.div_ceil(au), p.bytes_done);
-    });
-    bar.finish_and_clear();
-    tracker.finish();
-    report
+    let message = if repair { "scrub --repair" } else { "scrub" };
+    tracked(group, ("SCRUB", power, message), json, |g, progress| {
+        g.scrub(power, repair, progress)
+    })
 }
 
 /// The options of `group reclaim`; `--rate` is MB/s, a number of 0 or
@@ -1275,30 +1289,16 @@ fn run_reclaim(
     if options.explain {
         return group.reclaim(options, &mut |_| {});
     }
-    let au = group.au_bytes();
-    let mut tracker = cairn_store::ops::OpTracker::start(
-        &group_lock::run_dir(),
-        group.name(),
-        group.uuid(),
-        "RECLAIM",
-        options.power,
-        au,
-        0,
-        false,
-    );
-    let bar = bytes_progress(json);
-    bar.set_message(match options.method {
+    let message = match options.method {
         group::reclaim::ReclaimMethod::Discard => "reclaim",
         group::reclaim::ReclaimMethod::ZeroFill => "reclaim --zero-fill",
-    });
-    let report = group.reclaim(options, &mut |p| {
-        bar.set_length(p.total);
-        bar.set_position(p.done);
-        tracker.update(p.done / au, p.total.div_ceil(au), p.bytes_done);
-    });
-    bar.finish_and_clear();
-    tracker.finish();
-    report
+    };
+    tracked(
+        group,
+        ("RECLAIM", options.power, message),
+        json,
+        |g, progress| g.reclaim(options, progress),
+    )
 }
 
 /// `group reclaim`: per disk what was returnable and what was given back

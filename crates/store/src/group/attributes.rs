@@ -199,24 +199,28 @@ impl Group<'_> {
         match self.attribute("thin_provisioned").as_deref() {
             Some("true") => true,
             Some("false") => false,
-            _ => {
-                let mut disks = self
-                    .members
-                    .iter()
-                    .flatten()
-                    .filter_map(Member::online)
-                    .peekable();
-                disks.peek().is_some()
-                    && disks.all(|d| {
-                        self.engine.geometry(d).is_some_and(|g| {
-                            matches!(
-                                g.discard,
-                                cairn_io::geometry::DiscardSupport::Supported { .. }
-                            )
-                        })
-                    })
-            }
+            _ => self.every_disk_in_service(|g| {
+                matches!(
+                    g.discard,
+                    cairn_io::geometry::DiscardSupport::Supported { .. }
+                )
+            }),
         }
+    }
+
+    /// Whether there is a disk in service and every one's geometry says
+    /// `what` (the `auto` of `thin_provisioned` and `rebalance_compact`).
+    pub(super) fn every_disk_in_service(
+        &self,
+        what: impl Fn(&cairn_io::geometry::Geometry) -> bool,
+    ) -> bool {
+        let mut disks = self
+            .members
+            .iter()
+            .flatten()
+            .filter_map(Member::online)
+            .peekable();
+        disks.peek().is_some() && disks.all(|d| self.engine.geometry(d).is_some_and(&what))
     }
 
     /// `disk_repair_time`, in seconds.

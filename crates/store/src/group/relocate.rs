@@ -1570,20 +1570,7 @@ impl Group<'_> {
         match self.attribute("rebalance_compact").as_deref() {
             Some("true") => true,
             Some("false") => false,
-            _ => {
-                let mut disks = self
-                    .members
-                    .iter()
-                    .flatten()
-                    .filter_map(Member::online)
-                    .peekable();
-                disks.peek().is_some()
-                    && disks.all(|d| {
-                        self.engine
-                            .geometry(d)
-                            .is_some_and(|g| g.rotational == Some(true))
-                    })
-            }
+            _ => self.every_disk_in_service(|g| g.rotational == Some(true)),
         }
     }
 
