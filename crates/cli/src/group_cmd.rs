@@ -1273,7 +1273,8 @@ pub(crate) fn reclaim_options(
             group::reclaim::ReclaimMethod::Discard
         },
         force,
-        rate_bytes: (rate_mb > 0.0).then_some((rate_mb * 1e6) as u64),
+        // (Any rate above 0 paces, however small.)
+        rate_bytes: (rate_mb > 0.0).then_some(((rate_mb * 1e6) as u64).max(1)),
         power: usize::from(power),
         explain,
         compact,
@@ -1390,7 +1391,7 @@ pub(crate) fn show_reclaim(
                 (Some(why), _) => format!("skipped: {why}"),
                 (None, 0) => String::new(),
                 (None, n) => {
-                    format!("{n} request(s) refused by the device; their AUs stay returnable")
+                    format!("{n} request(s) failed; their AUs stay returnable")
                 }
             };
             let line = format!(
@@ -1414,7 +1415,19 @@ pub(crate) fn show_reclaim(
     }
     if failed > 0 {
         return Ok(Outcome::Degraded(format!(
-            "group {group_name}: the devices refused {failed} reclaim request(s); those AUs stay returnable (`cairn group space {group_name}`), and the next reclaim tries them again"
+            "group {group_name}: {failed} reclaim request(s) failed (refused by the device, or not flushed); those AUs stay returnable (`cairn group space {group_name}`), and the next reclaim tries them again"
+        )));
+    }
+    let skipped: u64 = report
+        .disks
+        .iter()
+        .filter(|d| d.skipped.is_some())
+        .map(|d| d.returnable_bytes)
+        .sum();
+    if !report.explain && report.returned_bytes == 0 && skipped > 0 {
+        return Ok(Outcome::Failed(format!(
+            "group {group_name}: nothing given back: {} MiB are returnable on disks this reclaim skips (see NOTE); for an array that only detects zeros, reclaim with --zero-fill",
+            skipped >> 20
         )));
     }
     Ok(Outcome::Done)

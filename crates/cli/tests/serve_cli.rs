@@ -3092,8 +3092,8 @@ fn a_served_reclaim_runs_beside_readers_refuses_a_second_operation_and_resumes_a
     let serving = Serving::start(&rig, &[]);
     let returnable = returnable_total(&rig);
     assert!(returnable >= 2 * 64 * MIB, "{returnable}");
-    // At 1 MB/s a disk, the first batch (up to 128 MiB a disk) is paid for
-    // over minutes: the reclaim runs until it is stopped.
+    // At 1 MB/s a disk, each batch (one AU a request, paced) is paid for
+    // over seconds: the reclaim runs until it is stopped.
     let started = rig.cairn(&["group", "reclaim", "DATA", "--rate", "1"]).ok();
     assert!(
         started.stdout.contains("reclaim started in the background"),

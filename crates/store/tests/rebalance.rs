@@ -1041,6 +1041,22 @@ fn reclaim_compact_packs_the_data_down_then_gives_back_the_free_tail() {
         "explained: nothing moved"
     );
 
+    // A zero-fill of disks that take discard is refused before anything
+    // moves.
+    let refused = g.reclaim(
+        group::reclaim::ReclaimOptions {
+            method: ReclaimMethod::ZeroFill,
+            force: false,
+            ..compact
+        },
+        &mut |_| {},
+    );
+    assert!(
+        matches!(&refused, Err(GroupError::Invalid(why)) if why.contains("accepts discard")),
+        "{refused:?}"
+    );
+    assert_eq!(highest_aus(&g, &numbers), before, "refused: nothing moved");
+
     let report = g.reclaim(compact, &mut |_| {}).unwrap();
     assert_eq!(report.compact_moves, explained.compact_moves, "{report:#?}");
     assert!(report.returned_bytes > 0);

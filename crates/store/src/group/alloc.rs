@@ -259,6 +259,14 @@ impl DiskAlloc {
             }
         }
         if wrong {
+            self.dirty_clean(au_block(first));
+        }
+    }
+
+    /// Note discard-map block `index` for writing, where the layout keeps
+    /// a map (elsewhere the marks live in memory only).
+    fn dirty_clean(&mut self, index: u64) {
+        if self.layout.has_clean_map() {
             self.dirty.insert(AtBlock::Clean(index));
         }
     }
@@ -285,7 +293,7 @@ impl DiskAlloc {
         for au in start..start + len {
             if self.is_clean(au) {
                 self.set_bit_clean(au, false);
-                self.dirty.insert(AtBlock::Clean(au / AT_BITS_PER_BLOCK));
+                self.dirty_clean(au_block(au));
             }
         }
     }
@@ -303,15 +311,18 @@ impl DiskAlloc {
                 continue;
             }
             self.set_bit_clean(au, true);
-            self.dirty.insert(AtBlock::Clean(au / AT_BITS_PER_BLOCK));
+            self.dirty_clean(au_block(au));
             n += 1;
         }
         n
     }
 
-    /// Whether a discard-map block changed since the last [`Self::take_dirty`].
-    pub fn clean_changed(&self) -> bool {
-        self.dirty.iter().any(|b| matches!(b, AtBlock::Clean(_)))
+    /// Discard-map blocks changed since the last [`Self::take_dirty`].
+    pub fn clean_dirty(&self) -> usize {
+        self.dirty
+            .iter()
+            .filter(|b| matches!(b, AtBlock::Clean(_)))
+            .count()
     }
 
     /// Whether any AU carries the mark (the group must say it keeps a map
@@ -320,12 +331,20 @@ impl DiskAlloc {
         self.clean.iter().any(|b| *b != 0)
     }
 
-    /// Free data AUs that may still hold data on the device: the free
-    /// space a reclaim would give back (including runs quarantined or
-    /// reserved now, which are free on disk).
+    /// Free data AUs below the limit that may still hold data on the
+    /// device (including runs quarantined or reserved now, which are free
+    /// on disk): what `group space` calls returnable.
     pub fn returnable_aus(&self) -> u64 {
-        (self.layout.first_data_au..self.layout.au_count)
+        (self.layout.first_data_au..self.limit)
             .filter(|au| !self.is_used(*au) && !self.is_clean(*au))
+            .count() as u64
+    }
+
+    /// What a reclaim could take now: returnable AUs that are neither
+    /// quarantined nor reserved.
+    pub fn reclaimable_aus(&self) -> u64 {
+        (self.layout.first_data_au..self.limit)
+            .filter(|au| !self.is_used(*au) && !self.is_clean(*au) && !self.quarantined(*au))
             .count() as u64
     }
 
@@ -340,12 +359,20 @@ impl DiskAlloc {
         run_max: u64,
         runs_max: usize,
     ) -> Vec<(u32, u32)> {
-        let free = self.free_now_map();
-        let first = self.layout.first_data_au;
         let mut runs: Vec<(u32, u32)> = Vec::new();
-        let mut au = from.max(first);
+        let mut au = from.max(self.layout.first_data_au);
         while au < self.limit {
-            let take = free[(au - first) as usize] && !self.is_clean(au);
+            // Eight AUs used or marked at once: skipped in one step (a
+            // batch looks only as far as it takes, not over the disk).
+            let byte = (au / 8) as usize;
+            if au.is_multiple_of(8)
+                && au + 8 <= self.limit
+                && self.bits[byte] | self.clean[byte] == 0xff
+            {
+                au += 8;
+                continue;
+            }
+            let take = !self.is_used(au) && !self.is_clean(au) && !self.quarantined(au);
             if take {
                 let full = runs.len() >= runs_max;
                 let grows = runs.last_mut().filter(|(s, l)| {
@@ -546,7 +573,7 @@ impl DiskAlloc {
             self.set(au, used);
             if used && self.is_clean(au) {
                 self.set_bit_clean(au, false);
-                self.dirty.insert(AtBlock::Clean(au / AT_BITS_PER_BLOCK));
+                self.dirty_clean(au_block(au));
             }
             let block = au / AT_BITS_PER_BLOCK;
             let count = &mut self.used_per_block[block as usize];
@@ -685,6 +712,11 @@ impl DiskAlloc {
             .filter(|au| self.is_used(*au))
             .collect()
     }
+}
+
+/// The discard-map (or bitmap) block that holds AU `au`'s bit.
+fn au_block(au: u64) -> u64 {
+    au / AT_BITS_PER_BLOCK
 }
 
 #[cfg(test)]
@@ -884,5 +916,31 @@ mod tests {
         assert!(!b.is_clean(u64::from(y)), "a used AU is never clean");
         assert!(!b.is_clean(0), "nor an AU of the table");
         assert!(b.is_clean(u64::from(y) + 1));
+    }
+
+    /// A disk whose table leaves no room for a map keeps its marks in
+    /// memory: nothing names a map block to write (its place would be
+    /// outside the slack).
+    #[test]
+    fn a_disk_without_room_for_a_map_keeps_its_marks_in_memory_only() {
+        let crowded = AtLayout::for_disk(16 << 40, 1 << 20).unwrap();
+        assert!(!crowded.has_clean_map());
+        let mut a = DiskAlloc::empty(crowded);
+        a.take_dirty();
+        let last = crowded.au_count - 1;
+        assert_eq!(a.set_clean(last as u32, 1), 1);
+        assert!(a.is_clean(last));
+        assert_eq!(a.clean_dirty(), 0, "no map block to write");
+        let x = a.allocate(1).unwrap();
+        a.free(x, 1);
+        assert!(a
+            .take_dirty()
+            .iter()
+            .all(|b| !matches!(b, AtBlock::Clean(_))));
+        a.mark_all_dirty();
+        assert!(a
+            .take_dirty()
+            .iter()
+            .all(|b| !matches!(b, AtBlock::Clean(_))));
     }
 }

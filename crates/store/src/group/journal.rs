@@ -49,7 +49,9 @@ impl Group<'_> {
     pub(super) fn commit_in_chunks(&mut self) -> Result<(), GroupError> {
         self.mark_table_dirty();
         let all: Vec<Dirty> = std::mem::take(&mut self.dirty).into_iter().collect();
-        for chunk in all.chunks(TXN_IMAGES_MAX) {
+        // Each commit's release of freed runs may add map blocks to the
+        // next chunk: room is left for them.
+        for chunk in all.chunks(TXN_IMAGES_MAX - CLEAN_BLOCKS_PER_TXN) {
             self.dirty.extend(chunk.iter().copied());
             self.commit_now()?;
         }
@@ -398,10 +400,19 @@ impl Group<'_> {
             .engine
             .execute_all(requests)
             .map_err(io_err("(engine)"))?;
-        // The marks join the next transaction: at most CLEAN_BLOCKS_PER_RELEASE
-        // map blocks, so that they never crowd an operation's own blocks
-        // out of a record. Runs past that stay unmarked: a reclaim
-        // discards them again, once.
+        // The marks join the running transaction: with the map blocks it
+        // holds already, at most CLEAN_BLOCKS_PER_TXN, so that they never
+        // crowd an operation's own blocks out of a record (a release can
+        // run twice in one step: `allocate_extent`'s retry). Runs past that
+        // stay unmarked: a reclaim discards them again, once.
+        let held: usize = self
+            .members
+            .iter()
+            .flatten()
+            .filter_map(|m| m.alloc.as_ref())
+            .map(DiskAlloc::clean_dirty)
+            .sum();
+        let budget = CLEAN_BLOCKS_PER_TXN.saturating_sub(held);
         let mut blocks = BTreeSet::new();
         for c in done {
             if c.result.is_err() {
@@ -415,7 +426,7 @@ impl Group<'_> {
             let last = (u64::from(*start) + u64::from(*len) - 1) / fmt::AT_BITS_PER_BLOCK;
             let mut more = blocks.clone();
             more.extend((first..=last).map(|b| (*n, b)));
-            if more.len() > CLEAN_BLOCKS_PER_RELEASE {
+            if more.len() > budget {
                 continue;
             }
             blocks = more;

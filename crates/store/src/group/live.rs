@@ -475,8 +475,15 @@ impl LiveGroup {
         progress: &mut dyn FnMut(super::resync::Progress),
     ) -> Result<super::reclaim::ReclaimReport, GroupError> {
         let compacted = if options.compact && !options.explain {
+            // A refusal comes before anything moves.
+            self.inner
+                .operation(|g| g.reclaim_plan(options.method, options.force))??;
             self.inner.operation(|g| g.compact_begin())??;
-            let r = self.rebalance(options.power.max(1), progress);
+            let au = self.inner.meta()?.au_bytes();
+            let r = self.rebalance(
+                options.power.max(1),
+                &mut super::reclaim::in_bytes(au, progress),
+            );
             self.inner.operation(|g| g.compact_end())?;
             Some(r?)
         } else {

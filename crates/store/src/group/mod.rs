@@ -124,9 +124,14 @@ pub const COMMIT_TIMES_MAX: usize = 1 << 20;
 /// per copy).
 pub const TXN_IMAGES_MAX: usize = 64;
 
-/// Discard-map blocks one release of freed runs may mark (they join the
-/// next transaction, beside an operation's own blocks).
-const CLEAN_BLOCKS_PER_RELEASE: usize = 8;
+/// Discard-map blocks that releases of freed runs may mark in one
+/// transaction (they join it, beside an operation's own blocks).
+const CLEAN_BLOCKS_PER_TXN: usize = 8;
+
+/// A relocation batch commits the marks its reservations cleared once
+/// they reach this many map blocks (each reservation adds at most two), so
+/// that a batch over many disks never makes a record too large.
+const CLEAN_CLEARS_PER_COMMIT: usize = 16;
 /// Blocks of an allocation table read per request at mount (1 MiB).
 const TABLE_READ_BLOCKS_MAX: u64 = 256;
 /// Default AU size.

@@ -109,8 +109,8 @@ pub struct ReclaimReport {
     /// the lowest fraction of it the back-off went down to.
     pub rate_bytes: Option<u64>,
     pub slowest_fraction: f64,
-    /// `--compact`: extent copies moved towards the start of their disks
-    /// first (or, explained, that would be), and their bytes.
+    /// `--compact`: the compact pass's moves (planned; explained: that
+    /// would be), and the bytes it moved (explained: would move).
     pub compact_moves: u64,
     pub compact_bytes: u64,
     pub elapsed_ms: u64,
@@ -149,7 +149,7 @@ impl Group<'_> {
             let Some(alloc) = m.alloc.as_ref() else {
                 continue;
             };
-            let returnable_bytes = alloc.returnable_aus() * self.au_bytes;
+            let returnable_bytes = alloc.reclaimable_aus() * self.au_bytes;
             let discard = m
                 .writable()
                 .and_then(|d| self.engine.geometry(d))
@@ -161,7 +161,9 @@ impl Group<'_> {
                     "the device does not accept discard (for an array that detects zeros: --zero-fill)"
                         .into(),
                 ),
-                (_, ReclaimMethod::ZeroFill, Some(DiscardSupport::Supported { .. })) if !force => {
+                (_, ReclaimMethod::ZeroFill, Some(DiscardSupport::Supported { .. }))
+                    if !force && returnable_bytes > 0 =>
+                {
                     return Err(GroupError::Invalid(format!(
                         "disk {label} accepts discard: `cairn group reclaim {}` gives its free space back without writing it; --zero-fill would write zeros over {} MiB (add --force to zero-fill anyway)",
                         self.name,
@@ -202,9 +204,10 @@ impl Group<'_> {
     /// A batch's I/O is over: its runs go back to the free pool, and those
     /// whose I/O completed are marked as holding nothing.
     fn reclaim_done(&mut self, disk: u16, runs: &[RunDone]) -> Result<(), GroupError> {
-        if let Some(alloc) = self.member_mut(disk).and_then(|m| m.alloc.as_mut()) {
-            for ((start, len), ok) in runs {
-                alloc.unreserve(*start, *len);
+        for ((start, len), ok) in runs {
+            // (Parked with the disk's table if it went offline meanwhile.)
+            self.unreserve_run(AuAddr { disk, au: *start }, u64::from(*len));
+            if let Some(alloc) = self.member_mut(disk).and_then(|m| m.alloc.as_mut()) {
                 if *ok {
                     alloc.set_clean(*start, *len);
                 }
@@ -233,6 +236,20 @@ fn request_bytes(options: &ReclaimOptions) -> u64 {
     }
 }
 
+/// A rebalance's progress (in AUs) as a reclaim's (in bytes).
+pub(super) fn in_bytes(
+    au: u64,
+    progress: &mut dyn FnMut(super::resync::Progress),
+) -> impl FnMut(super::resync::Progress) + '_ {
+    move |p| {
+        progress(super::resync::Progress {
+            done: p.done * au,
+            total: p.total * au,
+            ..p
+        })
+    }
+}
+
 /// p99 of a latency histogram's growth between two snapshots, in µs (the
 /// bound of the bucket it falls in); `None` under 20 requests.
 fn p99_between(before: &OpSnapshot, after: &OpSnapshot) -> Option<u64> {
@@ -242,8 +259,10 @@ fn p99_between(before: &OpSnapshot, after: &OpSnapshot) -> Option<u64> {
     }
     let want = count - count / 100;
     for (i, bound) in LATENCY_BUCKETS_US.iter().enumerate() {
-        let grew =
-            after.latency_buckets_cumulative.get(i)? - before.latency_buckets_cumulative.get(i)?;
+        let grew = after
+            .latency_buckets_cumulative
+            .get(i)?
+            .checked_sub(*before.latency_buckets_cumulative.get(i)?)?;
         if grew >= want {
             return Some(*bound);
         }
@@ -251,11 +270,18 @@ fn p99_between(before: &OpSnapshot, after: &OpSnapshot) -> Option<u64> {
     Some(u64::MAX)
 }
 
-/// The foreground's p99 (reads and writes) between two snapshots.
-fn foreground_p99(before: &DeviceIoSnapshot, after: &DeviceIoSnapshot) -> Option<u64> {
+/// The foreground's p99 between two snapshots: reads and writes; for a
+/// zero-fill, whose own writes are counted with them, reads only.
+fn foreground_p99(
+    method: ReclaimMethod,
+    before: &DeviceIoSnapshot,
+    after: &DeviceIoSnapshot,
+) -> Option<u64> {
     let reads = p99_between(&before.reads, &after.reads);
-    let writes = p99_between(&before.writes, &after.writes);
-    reads.max(writes)
+    match method {
+        ReclaimMethod::Discard => reads.max(p99_between(&before.writes, &after.writes)),
+        ReclaimMethod::ZeroFill => reads,
+    }
 }
 
 /// Run a reclaim through `site` (a group one command holds, or a live
@@ -283,6 +309,7 @@ pub(super) fn run_reclaim<'g>(
     };
     if options.explain {
         if options.compact {
+            site.step(|g| g.compact_refusal())??;
             let (moves, bytes) = site.step(|g| {
                 let moves = g.compact_moves();
                 let bytes = moves.iter().map(|m| m.aus * g.au_bytes).sum::<u64>();
@@ -324,7 +351,7 @@ pub(super) fn run_reclaim<'g>(
         let now = foreground();
         for w in &mut work {
             if let (Some(before), Some(after)) = (&w.last_io, now.get(&w.disk)) {
-                w.baseline_p99_us = foreground_p99(before, after);
+                w.baseline_p99_us = foreground_p99(options.method, before, after);
                 w.last_io = Some(after.clone());
             }
         }
@@ -505,12 +532,15 @@ pub(super) fn run_reclaim<'g>(
         for (i, runs) in &per_disk {
             let w = &mut work[*i];
             if let (Some(before), Some(after)) = (&w.last_io, io_now.get(&w.disk)) {
-                let p99 = foreground_p99(before, after);
+                let p99 = foreground_p99(options.method, before, after);
                 match (p99, w.baseline_p99_us) {
                     (Some(now), Some(base)) if now.saturating_mul(2) > base.saturating_mul(3) => {
                         w.fraction = (w.fraction / 2.0).max(1.0 / 16.0);
                     }
-                    (Some(_), _) => w.fraction = (w.fraction + 1.0 / 16.0).min(1.0),
+                    (Some(_), Some(_)) => w.fraction = (w.fraction + 1.0 / 16.0).min(1.0),
+                    // A foreground idle while the baseline was taken: its
+                    // first busy window is the baseline.
+                    (Some(now), None) => w.baseline_p99_us = Some(now),
                     (None, _) => {}
                 }
                 if p99.is_some() {
@@ -521,7 +551,8 @@ pub(super) fn run_reclaim<'g>(
             if let Some(rate) = rate {
                 let bytes: u64 = runs.iter().map(|(r, _)| u64::from(r.1) * au).sum();
                 let pay = Duration::from_secs_f64(bytes as f64 / (rate as f64 * w.fraction));
-                // No credit for time the disk spent idle or in I/O.
+                // From when the batch started, or when it was due if
+                // later: no credit for time the disk spent idle.
                 w.next_at = w.next_at.max(now) + pay;
             }
         }
@@ -544,16 +575,20 @@ impl Group<'_> {
     /// commit that claims them, and a crash in between must not leave an
     /// AU that holds the copy marked as holding nothing.
     pub(super) fn save_mark_clears(&mut self) -> Result<(), GroupError> {
-        let changed = self
-            .members
-            .iter()
-            .flatten()
-            .filter_map(|m| m.alloc.as_ref())
-            .any(alloc::DiskAlloc::clean_changed);
-        if changed {
+        if self.clean_dirty_blocks() > 0 {
             self.commit_now()?;
         }
         Ok(())
+    }
+
+    /// Discard-map blocks the running transaction has changed.
+    pub(super) fn clean_dirty_blocks(&self) -> usize {
+        self.members
+            .iter()
+            .flatten()
+            .filter_map(|m| m.alloc.as_ref())
+            .map(alloc::DiskAlloc::clean_dirty)
+            .sum()
     }
 
     /// The AUs of disk `disk` its discard map marks as holding nothing (for
@@ -586,8 +621,11 @@ impl<'g> Group<'g> {
         progress: &mut dyn FnMut(super::resync::Progress),
     ) -> Result<ReclaimReport, GroupError> {
         let compacted = if options.compact && !options.explain {
+            // A refusal comes before anything moves.
+            self.reclaim_plan(options.method, options.force)?;
             self.compact_begin()?;
-            let r = self.rebalance(options.power.max(1), progress);
+            let au = self.au_bytes;
+            let r = self.rebalance(options.power.max(1), &mut in_bytes(au, progress));
             self.compact_end();
             Some(r?)
         } else {
@@ -609,6 +647,22 @@ impl<'g> Group<'g> {
     /// drops and resizes, unasked); then the pass is asked for.
     pub(super) fn compact_begin(&mut self) -> Result<(), GroupError> {
         self.check_writable()?;
+        self.compact_refusal()?;
+        self.compact_asked = true;
+        Ok(())
+    }
+
+    /// Why a reclaim may not compact now: a rebalance pending, or one that
+    /// would move data between disks first (the compact runs as a
+    /// rebalance, and would do that work, unasked).
+    pub(super) fn compact_refusal(&self) -> Result<(), GroupError> {
+        let planned = self.rebalance_plan().map(|p| p.moves.len()).unwrap_or(0);
+        if planned > 0 {
+            return Err(GroupError::Invalid(format!(
+                "group {} needs a rebalance first ({planned} extent copies to move between disks): run `cairn group rebalance {}`, then reclaim with --compact",
+                self.name, self.name
+            )));
+        }
         if let Some(power) = self.rebalance_pending() {
             return Err(GroupError::Invalid(format!(
                 "a rebalance is pending in group {} ({}): finish it first (`cairn group rebalance {}`), then reclaim with --compact",
@@ -621,7 +675,6 @@ impl<'g> Group<'g> {
                 self.name
             )));
         }
-        self.compact_asked = true;
         Ok(())
     }
 

@@ -1009,14 +1009,22 @@ impl Group<'_> {
 
     /// Reserve the target AUs of a batch of data moves; a move whose copy
     /// has changed since the plan, or whose target is full, is left for the
-    /// next rebalance.
+    /// next rebalance. The discard marks the reservations cleared are
+    /// durable when it returns (`save_mark_clears`, a few blocks at a time):
+    /// the copies land before the claim commits. Its error comes with the
+    /// runs reserved, for the caller to give back.
     pub(super) fn reserve_moves(
         &mut self,
         moves: &[rebalance::Move],
         report: &mut RebalanceReport,
-    ) -> Vec<Relocation> {
+    ) -> (Vec<Relocation>, Result<(), GroupError>) {
         let mut out = Vec::new();
         for m in moves {
+            if self.clean_dirty_blocks() >= CLEAN_CLEARS_PER_COMMIT {
+                if let Err(e) = self.save_mark_clears() {
+                    return (out, Err(e));
+                }
+            }
             let Some(rec) = self.files.get(&m.file) else {
                 continue;
             };
@@ -1087,7 +1095,8 @@ impl Group<'_> {
                 zero_mark: self.zero_seq,
             });
         }
-        out
+        let saved = self.save_mark_clears();
+        (out, saved)
     }
 
     /// Point the maps at the copies made (`copied`, a subset of `batch`),
@@ -1725,11 +1734,7 @@ pub(super) fn run_moves<'g>(
                     "the rebalance stopped because the service is stopping; `cairn group rebalance` resumes it".into(),
                 ));
             }
-            let (batch, saved) = site.step(|g| {
-                let batch = g.reserve_moves(chunk, report);
-                let saved = g.save_mark_clears();
-                (batch, saved)
-            })?;
+            let (batch, saved) = site.step(|g| g.reserve_moves(chunk, report))?;
             if let Err(e) = saved {
                 let _ = site.step(|g| g.unreserve_batch(&batch));
                 break 'run Err(e);
