@@ -895,7 +895,7 @@ fn lifecycle_actor(world: &World, seed: u64) {
         for _ in 0..rng.below(30) {
             cairn_io::sched::yield_now();
         }
-        if rng.chance(15) {
+        if rng.chance(10) {
             if reclaim_now(world, &mut rng, seed) {
                 return;
             }
@@ -1007,7 +1007,7 @@ fn reclaim_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
     use cairn_store::group::reclaim::{ReclaimMethod, ReclaimOptions};
     world.count_op();
     let options = ReclaimOptions {
-        method: if rng.chance(30) {
+        method: if rng.chance(20) {
             ReclaimMethod::ZeroFill
         } else {
             ReclaimMethod::Discard
