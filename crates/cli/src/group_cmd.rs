@@ -1424,7 +1424,10 @@ pub(crate) fn show_reclaim(
         .filter(|d| d.skipped.is_some())
         .map(|d| d.returnable_bytes)
         .sum();
-    if !report.explain && report.returned_bytes == 0 && skipped > 0 {
+    // Failed only when no disk could be worked on at all (every one
+    // skipped) while some hold returnable space.
+    let none_worked = report.disks.iter().all(|d| d.skipped.is_some());
+    if !report.explain && none_worked && skipped > 0 {
         return Ok(Outcome::Failed(format!(
             "group {group_name}: nothing given back: {} MiB are returnable on disks this reclaim skips (see NOTE); for an array that only detects zeros, reclaim with --zero-fill",
             skipped >> 20

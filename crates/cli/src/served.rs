@@ -937,8 +937,13 @@ impl ServedCommands {
                 let busy = self.claim(&g, "reclaim")?;
                 // Refusals (a zero-fill of a disk that takes discard) come
                 // back now, not from the background.
-                g.live()
-                    .meta(|m| m.reclaim_plan(options.method, options.force))??;
+                g.live().meta(|m| {
+                    m.reclaim_plan(options.method, options.force)?;
+                    if options.compact {
+                        m.compact_refusal()?;
+                    }
+                    Ok::<_, cairn_store::group::GroupError>(())
+                })??;
                 let work: Work = {
                     let g = g.clone();
                     Box::new(move |c| {

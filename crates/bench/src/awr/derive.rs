@@ -362,6 +362,17 @@ pub fn derive(report: &AwrReport, opts: &DeriveOptions) -> Result<Derivation, De
             kept.push(c);
         }
     }
+    // Together the classes run as one rd, whose rate is their sum: the
+    // fastest are left out until it is one a schedule can time.
+    kept.sort_by(|a, b| b.rate_per_s.total_cmp(&a.rate_per_s));
+    while kept.iter().map(|c| c.rate_per_s).sum::<f64>() > RATE_MAX_PER_S {
+        let c = kept.remove(0);
+        lk.notes.push(format!(
+            "{}: {} with the other classes is over {RATE_MAX_PER_S}/s in all: class left out",
+            c.kind.describe(),
+            rate_text(c.rate_per_s)
+        ));
+    }
     kept.sort_by_key(|c| c.kind);
     if kept.is_empty() {
         let missing: Vec<&str> = [

@@ -343,9 +343,25 @@ impl DiskAlloc {
     /// What a reclaim could take now: returnable AUs that are neither
     /// quarantined nor reserved.
     pub fn reclaimable_aus(&self) -> u64 {
-        (self.layout.first_data_au..self.limit)
-            .filter(|au| !self.is_used(*au) && !self.is_clean(*au) && !self.quarantined(*au))
+        let first = self.layout.first_data_au;
+        self.free_now_map()
+            .iter()
+            .enumerate()
+            .filter(|(i, free)| **free && !self.is_clean(first + *i as u64))
             .count() as u64
+    }
+
+    /// The quarantined and reserved runs, as sorted AU ranges.
+    fn held_ranges(&self) -> Vec<std::ops::Range<u64>> {
+        let mut held: Vec<std::ops::Range<u64>> = self
+            .quarantine
+            .iter()
+            .map(|q| (q.start, q.len))
+            .chain(self.reserved.iter().copied())
+            .map(|(s, l)| u64::from(s)..u64::from(s) + u64::from(l))
+            .collect();
+        held.sort_by_key(|r| r.start);
+        held
     }
 
     /// Reserve, for a reclaim, returnable AUs that may be handed out now
@@ -361,6 +377,10 @@ impl DiskAlloc {
     ) -> Vec<(u32, u32)> {
         let mut runs: Vec<(u32, u32)> = Vec::new();
         let mut au = from.max(self.layout.first_data_au);
+        // Quarantined and reserved runs, passed in order as the scan goes:
+        // each AU is looked up once, not against every run.
+        let held = self.held_ranges();
+        let mut next_held = 0;
         while au < self.limit {
             // Eight AUs used or marked at once: skipped in one step (a
             // batch looks only as far as it takes, not over the disk).
@@ -372,7 +392,14 @@ impl DiskAlloc {
                 au += 8;
                 continue;
             }
-            let take = !self.is_used(au) && !self.is_clean(au) && !self.quarantined(au);
+            while held.get(next_held).is_some_and(|r| r.end <= au) {
+                next_held += 1;
+            }
+            let in_held = held[next_held..]
+                .iter()
+                .take_while(|r| r.start <= au)
+                .any(|r| r.contains(&au));
+            let take = !self.is_used(au) && !self.is_clean(au) && !in_held;
             if take {
                 let full = runs.len() >= runs_max;
                 let grows = runs.last_mut().filter(|(s, l)| {
@@ -931,6 +958,19 @@ mod tests {
         assert_eq!(a.set_clean(last as u32, 1), 1);
         assert!(a.is_clean(last));
         assert_eq!(a.clean_dirty(), 0, "no map block to write");
+        assert!(a.reserve_at(last as u32, 1), "a relocation's target");
+        assert!(!a.is_clean(last));
+        assert_eq!(a.clean_dirty(), 0, "a mark cleared: still nothing to write");
+        a.unreserve(last as u32, 1);
+        a.set_clean(last as u32, 1);
+        let mut bits = vec![0u8; PAYLOAD_BYTES];
+        bits[0] = 1;
+        a.load_clean(0, &bits);
+        assert_eq!(
+            a.clean_dirty(),
+            0,
+            "a wrong mark dropped at load: nothing to write"
+        );
         let x = a.allocate(1).unwrap();
         a.free(x, 1);
         assert!(a

@@ -18,6 +18,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+#[cfg(test)]
+use cairn_io::counted::OpStats;
 use cairn_io::counted::{DeviceIoSnapshot, OpSnapshot, LATENCY_BUCKETS_US};
 use serde::Serialize;
 
@@ -161,9 +163,9 @@ impl Group<'_> {
                     "the device does not accept discard (for an array that detects zeros: --zero-fill)"
                         .into(),
                 ),
-                (_, ReclaimMethod::ZeroFill, Some(DiscardSupport::Supported { .. }))
-                    if !force && returnable_bytes > 0 =>
-                {
+                // (Even with nothing returnable yet: a compact first frees
+                // some, and the refusal must come before it moves data.)
+                (_, ReclaimMethod::ZeroFill, Some(DiscardSupport::Supported { .. })) if !force => {
                     return Err(GroupError::Invalid(format!(
                         "disk {label} accepts discard: `cairn group reclaim {}` gives its free space back without writing it; --zero-fill would write zeros over {} MiB (add --force to zero-fill anyway)",
                         self.name,
@@ -260,20 +262,24 @@ fn p99_between(before: &OpSnapshot, after: &OpSnapshot) -> Option<u64> {
     if count < 20 {
         return None;
     }
-    let want = count - count / 100;
+    // The rank, as `histogram_quantile` takes it: not the slowest request
+    // of a window of under 100.
+    let rank = 0.99 * count as f64;
     let (mut below, mut lower) = (0u64, 0u64);
     for (i, bound) in LATENCY_BUCKETS_US.iter().enumerate() {
         let upto = after
             .latency_buckets_cumulative
             .get(i)?
             .checked_sub(*before.latency_buckets_cumulative.get(i)?)?;
-        if upto >= want {
-            let within = (want - below) as f64 / (upto - below).max(1) as f64;
-            return Some(lower + ((bound - lower) as f64 * within) as u64);
+        if upto as f64 >= rank {
+            let within = (rank - below as f64) / (upto - below).max(1) as f64;
+            return Some(lower + ((bound - lower) as f64 * within.clamp(0.0, 1.0)) as u64);
         }
         (below, lower) = (upto, *bound);
     }
-    Some(u64::MAX)
+    // Past the last bound: that bound (a baseline of "infinity" would
+    // never back off).
+    LATENCY_BUCKETS_US.last().copied()
 }
 
 /// The foreground's p99 between two snapshots: reads and writes; for a
@@ -551,7 +557,9 @@ pub(super) fn run_reclaim<'g>(
                     (Some(now), None) => w.baseline_p99_us = Some(now),
                     (None, _) => {}
                 }
-                if p99.is_some() {
+                // (A counter that went backwards, its device replaced:
+                // start again from it.)
+                if p99.is_some() || after.reads.count < before.reads.count {
                     w.last_io = Some(after.clone());
                 }
                 report.slowest_fraction = report.slowest_fraction.min(w.fraction);
@@ -660,17 +668,11 @@ impl<'g> Group<'g> {
         Ok(())
     }
 
-    /// Why a reclaim may not compact now: a rebalance pending, or one that
-    /// would move data between disks first (the compact runs as a
-    /// rebalance, and would do that work, unasked).
-    pub(super) fn compact_refusal(&self) -> Result<(), GroupError> {
-        let planned = self.rebalance_plan().map(|p| p.moves.len()).unwrap_or(0);
-        if planned > 0 {
-            return Err(GroupError::Invalid(format!(
-                "group {} needs a rebalance first ({planned} extent copies to move between disks): run `cairn group rebalance {}`, then reclaim with --compact",
-                self.name, self.name
-            )));
-        }
+    /// Why a reclaim may not compact now: a rebalance pending (the compact
+    /// runs as a rebalance, and would finish it, with its drops and
+    /// resizes, unasked). A group merely out of balance is balanced first:
+    /// the compact pass follows the rebalance proper.
+    pub fn compact_refusal(&self) -> Result<(), GroupError> {
         if let Some(power) = self.rebalance_pending() {
             return Err(GroupError::Invalid(format!(
                 "a rebalance is pending in group {} ({}): finish it first (`cairn group rebalance {}`), then reclaim with --compact",
@@ -729,6 +731,29 @@ mod tests {
         assert_eq!(
             p99_between(&none, &histogram(&[(50, 980), (100, 20)])),
             Some(75)
+        );
+        // 50 reads, one slow: half-way into its bucket by rank (49.5 of
+        // 50), not the bucket's bound.
+        assert_eq!(
+            p99_between(&none, &histogram(&[(50, 49), (100, 1)])),
+            Some(75)
+        );
+        // Past the last bound: that bound, not "infinity".
+        let slow = OpStats::default();
+        slow.record(0, false, std::time::Duration::from_secs(5));
+        let mut all = histogram(&[(50, 99)]);
+        for (c, d) in all
+            .latency_buckets_cumulative
+            .iter_mut()
+            .zip(slow.snapshot().latency_buckets_cumulative)
+        {
+            *c += d;
+        }
+        all.count += 1;
+        assert_eq!(
+            p99_between(&none, &all),
+            Some(50),
+            "the 99th of 100 is fast"
         );
         // Growth only: what was there before does not count.
         let before = histogram(&[(1_000, 500)]);
