@@ -120,8 +120,10 @@ pub const JOIN_DIRTY_MAX: usize = TXN_IMAGES_MAX / 4;
 /// Commit times kept between two [`Group::take_commit_times`].
 pub const COMMIT_TIMES_MAX: usize = 1 << 20;
 /// Most blocks one transaction may carry (a step can overshoot STEP_DIRTY_MAX by
-/// what one extent touches: its entry, an indirect block, and two table blocks
-/// per copy).
+/// what one extent touches: its entry, an indirect block, and three table
+/// blocks per copy: bitmap, summary and discard map). Budget: a joined
+/// transaction under JOIN_DIRTY_MAX, the largest step (about 39), and the
+/// discard marks of releases (CLEAN_BLOCKS_PER_TXN).
 pub const TXN_IMAGES_MAX: usize = 64;
 
 /// Discard-map blocks that releases of freed runs may mark in one
