@@ -1092,3 +1092,57 @@ fn reclaim_compact_packs_the_data_down_then_gives_back_the_free_tail() {
     reads_back(&mut g, &files);
     assert!(g.check(false).unwrap().clean());
 }
+
+/// With `thin_provisioned` on (auto, these disks take discard), a delete
+/// discards the AUs it frees and marks them: cut at each of its writes, no
+/// mark is ever durable before its discard is (the disk joins the next
+/// commit's barrier), files read back and check is clean.
+#[test]
+fn a_crash_anywhere_in_a_delete_that_discards_never_marks_an_au_that_holds_data() {
+    let crashed = crash_at_every_write(
+        &|| rig(Redundancy::Normal),
+        &|g, _| {
+            assert!(g.discards_on_free());
+            let files = fill(g);
+            let z = g
+                .create_file(&path("z"), 12 * MIB, &CreateOptions::default())
+                .unwrap();
+            g.write(z.number, 0, &pattern(3, 12 * MIB as usize))
+                .unwrap();
+            g.commit().unwrap();
+            files
+        },
+        &|g| {
+            if g.remove(&path("z")).is_ok() {
+                // The release that discards and marks follows a commit;
+                // another commit makes the marks durable.
+                let _ = g.set_attributes(&[("disk_repair_time".into(), "4h".into())]);
+            }
+        },
+        &rotating_policy,
+        &|point| point + 1,
+        &|engine, ids, files, point| {
+            let mut g = mount(engine, ids);
+            reads_back(&mut g, files);
+            let check = g.check(false).unwrap();
+            assert!(check.clean(), "point {point}: {check:#?}");
+            let marks: Vec<(DeviceId, Vec<u64>)> = g
+                .member_devices()
+                .into_iter()
+                .map(|(disk, device)| (device, g.discard_marks(disk)))
+                .collect();
+            let au = g.au_bytes();
+            g.dismount().unwrap();
+            for (device, marked) in marks {
+                for a in marked {
+                    let bytes = engine.inner.contents(device, a * au, au as usize);
+                    assert!(
+                        bytes.iter().all(|b| *b == 0),
+                        "point {point}: AU {a} is marked as holding nothing, and holds data"
+                    );
+                }
+            }
+        },
+    );
+    assert!(crashed >= 4, "the delete was cut at {crashed} points");
+}
