@@ -325,12 +325,6 @@ impl DiskAlloc {
             .count()
     }
 
-    /// Whether any AU carries the mark (the group must say it keeps a map
-    /// before one is written).
-    pub fn any_clean(&self) -> bool {
-        self.clean.iter().any(|b| *b != 0)
-    }
-
     /// Free data AUs below the limit that may still hold data on the
     /// device (including runs quarantined or reserved now, which are free
     /// on disk): what `group space` calls returnable.
@@ -498,13 +492,8 @@ impl DiskAlloc {
     pub fn free_now_map(&self) -> Vec<bool> {
         let first = self.layout.first_data_au;
         let mut map: Vec<bool> = (first..self.limit).map(|au| !self.is_used(au)).collect();
-        let held = self
-            .quarantine
-            .iter()
-            .map(|q| (q.start, q.len))
-            .chain(self.reserved.iter().copied());
-        for (start, len) in held {
-            for au in u64::from(start)..u64::from(start) + u64::from(len) {
+        for held in self.held_ranges() {
+            for au in held {
                 if let Some(f) = au.checked_sub(first).and_then(|i| map.get_mut(i as usize)) {
                     *f = false;
                 }

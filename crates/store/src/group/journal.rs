@@ -405,14 +405,7 @@ impl Group<'_> {
         // crowd an operation's own blocks out of a record (a release can
         // run twice in one step: `allocate_extent`'s retry). Runs past that
         // stay unmarked: a reclaim discards them again, once.
-        let held: usize = self
-            .members
-            .iter()
-            .flatten()
-            .filter_map(|m| m.alloc.as_ref())
-            .map(DiskAlloc::clean_dirty)
-            .sum();
-        let budget = CLEAN_BLOCKS_PER_TXN.saturating_sub(held);
+        let budget = CLEAN_BLOCKS_PER_TXN.saturating_sub(self.clean_dirty_blocks());
         let mut blocks = BTreeSet::new();
         for c in done {
             if c.result.is_err() {
@@ -424,12 +417,13 @@ impl Group<'_> {
             };
             let first = u64::from(*start) / fmt::AT_BITS_PER_BLOCK;
             let last = (u64::from(*start) + u64::from(*len) - 1) / fmt::AT_BITS_PER_BLOCK;
-            let mut more = blocks.clone();
-            more.extend((first..=last).map(|b| (*n, b)));
-            if more.len() > budget {
+            let new = (first..=last)
+                .filter(|b| !blocks.contains(&(*n, *b)))
+                .count();
+            if blocks.len() + new > budget {
                 continue;
             }
-            blocks = more;
+            blocks.extend((first..=last).map(|b| (*n, b)));
             if let Some(alloc) = self.member_mut(*n).and_then(|m| m.alloc.as_mut()) {
                 alloc.set_clean(*start, *len);
                 // The discard must be durable before the mark is: the next

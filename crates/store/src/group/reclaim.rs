@@ -30,9 +30,6 @@ use super::*;
 /// The largest request a reclaim sends.
 pub const RECLAIM_REQUEST_BYTES_MAX: u64 = 128 << 20;
 
-/// The default pace: bytes of range a second per disk.
-pub const RECLAIM_RATE_DEFAULT: u64 = 256_000_000;
-
 /// Requests in flight per disk at most, whatever the power.
 pub const RECLAIM_POWER_MAX: usize = 16;
 
@@ -68,19 +65,6 @@ pub struct ReclaimOptions {
     /// First pack the data towards the start of each disk (the rebalance
     /// engine's compact pass), so that the free space is one tail.
     pub compact: bool,
-}
-
-impl Default for ReclaimOptions {
-    fn default() -> Self {
-        Self {
-            method: ReclaimMethod::Discard,
-            force: false,
-            rate_bytes: Some(RECLAIM_RATE_DEFAULT),
-            power: 1,
-            explain: false,
-            compact: false,
-        }
-    }
 }
 
 /// One disk's part.
