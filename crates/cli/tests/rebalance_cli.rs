@@ -470,20 +470,25 @@ fn scrub(
     device.sync_all().unwrap();
     drop(device);
     let rows = cairn(&["group", "disks", name, "--json"]).ok().json();
-    let canon = std::fs::canonicalize(&hit_path).unwrap();
-    let hit_label = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| {
-            d["path"]
-                .as_str()
-                .is_some_and(|p| std::fs::canonicalize(p).ok() == Some(canon.clone()))
-        })
-        .unwrap_or_else(|| panic!("{hit_path} in {rows:#}"))["label"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let label_of = |path: &str| {
+        let canon = std::fs::canonicalize(path).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|d| {
+                d["path"]
+                    .as_str()
+                    .is_some_and(|p| std::fs::canonicalize(p).ok() == Some(canon.clone()))
+            })
+            .unwrap_or_else(|| panic!("{path} in {rows:#}"))["label"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let hit_label = label_of(&hit_path);
+    // The copy the test did not touch: the one that is right, known from
+    // the source file, not from what scrub says.
+    let good_label = label_of(&hits[0].0);
     let found = cairn(&["group", "scrub", name, "--json"]);
     assert_eq!(
         found.code, 1,
@@ -500,29 +505,39 @@ fn scrub(
         .find(|p| p["location"].as_str().unwrap().contains(&range))
         .unwrap_or_else(|| panic!("{range} named in {problems:#}"));
     assert!(p["location"].as_str().unwrap().contains(file), "{p:#}");
-    // Against the primary, the other copy differs: if that is the one hit,
-    // the primary is intact.
-    let mirror_hit = p["location"]
-        .as_str()
-        .unwrap()
-        .ends_with(&format!("copy on {hit_label}"));
-    let repaired = cairn(&["group", "scrub", name, "--repair", "--json"])
-        .ok()
-        .json();
+    // Two copies that differ: nothing says which is right, and a repair
+    // does not guess (it would rewrite the good copy from the bad one half
+    // the time).
+    assert!(p["what"].as_str().unwrap().contains("--prefer"), "{p:#}");
+    let unsure = cairn(&["group", "scrub", name, "--repair", "--json"]);
+    assert_eq!(unsure.code, 1, "{}", unsure.stderr);
+    assert_eq!(unsure.json()["scrub"]["bytes_rewritten"], 0);
+    // Told which copy to keep, it rewrites the other from it.
+    let repaired = cairn(&[
+        "group",
+        "scrub",
+        name,
+        "--repair",
+        "--prefer",
+        &good_label,
+        "--json",
+    ])
+    .ok()
+    .json();
     assert_eq!(repaired["scrub"]["bytes_rewritten"], 4096, "{repaired:#}");
     let again = cairn(&["group", "scrub", name, "--json"]).ok().json();
     assert_eq!(again["scrub"]["problems"], serde_json::json!([]));
+    // The repaired copy alone serves the file: the good copy's disk is
+    // taken offline, and the file reads whole, as the source.
+    cairn(&["group", "offline", name, &good_label]).ok();
     let out = dir.join("scrubbed.bin");
     cairn(&["cp", file, out.to_str().unwrap()]).ok();
     let got = std::fs::read(&out).unwrap();
-    if mirror_hit {
-        assert!(
-            got == source,
-            "the primary was intact: the file reads whole"
-        );
-    } else {
-        assert_eq!(&got[at as usize..at as usize + 4096], &[0x5A; 4096][..]);
-    }
+    assert!(
+        got == source,
+        "the copy on {hit_label}, repaired, reads as the source"
+    );
+    cairn(&["group", "online", name, &good_label]).ok();
     cairn(&["group", "check", name]).ok();
 }
 

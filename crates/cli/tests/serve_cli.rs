@@ -1289,7 +1289,13 @@ fn the_cli_reaches_a_served_group_through_the_socket_with_the_same_output() {
             "cairn {}: {served:?}",
             args.join(" ")
         );
-        serving.wait_for_log(&format!("cairn {}", args.join(" ")));
+        // The service logs each request by its command's name.
+        let name = match args {
+            ["group", sub, ..] => format!("group {sub}"),
+            [first, ..] => first.to_string(),
+            [] => String::new(),
+        };
+        serving.wait_for_log(&format!("cairn {name}: "));
     }
     // Another discovery string: carried out by the service only when it
     // reaches the very group the service holds.
@@ -1338,24 +1344,32 @@ fn the_cli_reaches_a_served_group_through_the_socket_with_the_same_output() {
     drop(open);
 
     // Bad requests get an error reply, and the service lives on.
-    let replies = raw_request(
-        &socket,
-        b"{\"protocol\":1,\"argv\":[\"ls\"],\"discovery\":x}\n",
-    );
+    let replies = raw_request(&socket, b"{\"protocol\":2,\"discovery\":x}\n");
     assert!(
-        replies.contains("\"status\":2") && replies.contains("at byte 41"),
+        replies.contains("\"status\":2") && replies.contains("at byte 27"),
         "{replies}"
     );
     let replies = raw_request(&socket, &vec![b'{'; 70_000]);
     assert!(replies.contains("longer than 65536 bytes"), "{replies}");
     let replies = raw_request(
         &socket,
-        b"{\"protocol\":9,\"argv\":[\"ls\"],\"discovery\":\"\"}\n",
+        b"{\"protocol\":9,\"discovery\":\"\",\"request\":{\"command\":\"status\"}}\n",
     );
     assert!(replies.contains("protocol 9"), "{replies}");
+    // The command line of protocol 1 is not taken, however it is put.
     let replies = raw_request(
         &socket,
-        b"{\"protocol\":1,\"argv\":[\"group\",\"disks\",\"NOSUCH\"],\"discovery\":\"\"}\n",
+        b"{\"protocol\":1,\"argv\":[\"group\",\"disks\",\"DATA\"],\"discovery\":\"\"}\n",
+    );
+    assert!(replies.contains("protocol 1"), "{replies}");
+    let replies = raw_request(
+        &socket,
+        b"{\"protocol\":2,\"discovery\":\"\",\"request\":{\"command\":\"group_disks\",\"group\":\"DATA\"},\"argv\":[\"group\",\"disks\",\"DATA\"]}\n",
+    );
+    assert!(replies.contains("unknown field `argv`"), "{replies}");
+    let replies = raw_request(
+        &socket,
+        b"{\"protocol\":2,\"discovery\":\"\",\"request\":{\"command\":\"group_disks\",\"group\":\"NOSUCH\"}}\n",
     );
     assert_eq!(replies.trim(), "\"not_held\"");
     assert_eq!(rig.cairn(&["group", "disks", "DATA"]).ok().code, 0);
@@ -1748,8 +1762,28 @@ fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
         found.stdout.contains(&range) && found.stdout.contains("still.dbf"),
         "{found:?}"
     );
+    // Which disks hold the two copies: the one the test rotted, and the
+    // good one (known from the source file, not from what scrub says).
+    let rows = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    let label_of = |path: &std::path::Path| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["path"].as_str() == Some(path.to_str().unwrap()))
+            .unwrap_or_else(|| panic!("{} in {rows:#}", path.display()))["label"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let good = label_of(&hits[0].0);
+    // Two copies that differ: a repair does not guess between them.
+    let unsure = rig.cairn(&["group", "scrub", "DATA", "--wait", "--repair", "--json"]);
+    assert_eq!(unsure.code, 1, "{unsure:?}");
+    assert_eq!(unsure.json()["scrub"]["bytes_rewritten"], 0, "{unsure:?}");
     let repaired = rig
-        .cairn(&["group", "scrub", "DATA", "--wait", "--repair", "--json"])
+        .cairn(&[
+            "group", "scrub", "DATA", "--wait", "--repair", "--prefer", &good, "--json",
+        ])
         .ok()
         .json();
     assert_eq!(repaired["scrub"]["bytes_rewritten"], 4096, "{repaired:#}");
@@ -1762,6 +1796,13 @@ fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
         serde_json::json!([]),
         "{again:#}"
     );
+    // The repaired copy alone serves the file: the good copy's disk goes
+    // offline, and the file reads through the mount as the source.
+    rig.cairn(&["group", "offline", "DATA", &good]).ok();
+    let read = std::fs::read(serving.path("DATA/still.dbf")).unwrap();
+    assert!(read == source, "the repaired copy reads as the source");
+    rig.cairn(&["group", "online", "DATA", &good, "--wait"])
+        .ok();
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
     rig.check_clean("DATA");

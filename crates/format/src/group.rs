@@ -469,7 +469,7 @@ pub struct RawDiskDirectory {
 }
 
 /// A member disk's state in the group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum DiskState {
     /// Read and written.
@@ -852,7 +852,7 @@ pub const GROUP_RO_COMPAT_KNOWN: u64 = GROUP_RO_COMPAT_FILE_ATTRS | GROUP_RO_COM
 /// system. The byte size is the file's length in bytes; the entry's
 /// `size_bytes` stays whole sectors (what the data path reads and writes),
 /// at least `byte_size` and less than a sector more. atime is not kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileAttrs {
     /// Permission bits ([`MODE_BITS`]).
     pub mode: u32,
@@ -930,7 +930,7 @@ impl FileAttrs {
 
 /// A directory's POSIX attributes, in its name record's reserved bytes
 /// (under [`GROUP_RO_COMPAT_FILE_ATTRS`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DirAttrs {
     /// Permission bits ([`MODE_BITS`]).
     pub mode: u16,
@@ -1174,7 +1174,7 @@ pub struct RawAliasBlock {
 }
 
 /// What a name in the alias directory is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AliasKind {
     Directory,

@@ -57,7 +57,7 @@ impl DiskArg {
 }
 
 /// What `group create` did, per disk.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct CreatedDisk {
     pub path: PathBuf,
     pub label: String,
@@ -860,6 +860,18 @@ pub struct LiveMounted {
     pub members: BTreeMap<u16, DeviceFile>,
 }
 
+/// How a live mount may use its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveAccess {
+    /// Change it: the group lock exclusively, members opened to write (and
+    /// held exclusively); a member not found is dealt with as said.
+    Write(group::MissingDisks),
+    /// Only look: the group lock shared, members opened read-only, nothing
+    /// ever written ([`group::mount_read_only`]); a member not found stays
+    /// as recorded.
+    Look,
+}
+
 /// Find group `name`, lock it and mount it live for writing: the metadata
 /// plane on an engine of `kind` it owns, and data handles on engines of the
 /// same kind over duplicates of the members' exclusive handles.
@@ -872,9 +884,31 @@ pub fn mount_live(
     kind: cairn_io::EngineKind,
     depth: usize,
 ) -> Result<LiveMounted, GroupAdminError> {
+    mount_live_for(
+        host,
+        discovery,
+        name,
+        run_dir,
+        LiveAccess::Write(missing_disks),
+        kind,
+        depth,
+    )
+}
+
+/// [`mount_live`], to write or only to look ([`LiveAccess`]).
+pub fn mount_live_for(
+    host: &Host,
+    discovery: &DiscoveryString,
+    name: &str,
+    run_dir: &Path,
+    access: LiveAccess,
+    kind: cairn_io::EngineKind,
+    depth: usize,
+) -> Result<LiveMounted, GroupAdminError> {
     let mut engine = cairn_io::new_file_engine(kind, depth)
         .map_err(|e| GroupAdminError::Invalid(format!("cannot start an I/O engine: {e}")))?;
-    let opened = open_group(engine.as_mut(), host, discovery, name, run_dir, true)?;
+    let write = access != LiveAccess::Look;
+    let opened = open_group(engine.as_mut(), host, discovery, name, run_dir, write)?;
     let mut files = BTreeMap::new();
     for id in &opened.devices {
         let device = engine
@@ -888,8 +922,13 @@ pub fn mount_live(
     }
     let selector = GroupSelector::Uuid(opened.uuid);
     let engine: Box<dyn cairn_io::IoEngine> = engine;
-    let (group, mut report) = group::mount_owned(engine, &opened.devices, &selector, missing_disks)
-        .map_err(|e| mount_error(e, &opened))?;
+    let mounted = match access {
+        LiveAccess::Write(missing) => {
+            group::mount_owned(engine, &opened.devices, &selector, missing)
+        }
+        LiveAccess::Look => group::mount_owned_read_only(engine, &opened.devices, &selector),
+    };
+    let (group, mut report) = mounted.map_err(|e| mount_error(e, &opened))?;
     let mut members = BTreeMap::new();
     for (disk, id) in group.member_devices() {
         if let Some(file) = files.get(&id) {
@@ -1018,7 +1057,7 @@ pub fn open_member(host: &Host, path: &Path) -> Result<DeviceFile, AdminError> {
 
 /// Per-disk space as the devices hold it (for thin provisioning: what a sparse
 /// file really occupies).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct DiskSpaceReport {
     pub number: u16,
     pub label: String,

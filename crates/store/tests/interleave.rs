@@ -975,7 +975,8 @@ fn scrub_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
     world.count_op();
     let power = 1 + rng.below(8) as usize;
     let repair = rng.chance(50);
-    match world.live.scrub(power, repair, &mut |_| {}) {
+    let how = cairn_store::group::scrub::ScrubRepair::new(repair, None);
+    match world.live.scrub(power, how, &mut |_| {}) {
         Ok(r) => {
             if trace() {
                 eprintln!("  scrub at power {power} (repair {repair}): {r:?}");

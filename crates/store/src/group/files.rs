@@ -31,7 +31,7 @@ pub struct CreateOptions {
 }
 
 /// A file as `open` and `ls` see it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct FileInfo {
     pub number: u32,
     pub incarnation: u32,
@@ -39,7 +39,7 @@ pub struct FileInfo {
     /// Bytes of AUs allocated, all copies included.
     pub allocated_bytes: u64,
     pub copies: u8,
-    pub striping: &'static str,
+    pub striping: String,
     pub template: String,
     pub created_unix_seconds: u64,
     pub modified_unix_seconds: u64,
@@ -65,7 +65,7 @@ pub struct Node {
 }
 
 /// One name in a directory listing.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct DirEntry {
     pub name: String,
     pub kind: AliasKind,

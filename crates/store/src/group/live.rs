@@ -30,6 +30,10 @@ use super::{Group, GroupError};
 /// A data handle's engine and, per member disk number, its device in it.
 pub type HandleEngine = (Box<dyn IoEngine>, BTreeMap<u16, DeviceId>);
 
+/// Requests in flight on the engine that reads a returning disk's label and
+/// superblocks (a few small reads, one at a time).
+const PROBE_DEPTH: usize = 4;
+
 pub trait EngineSource: Send + Sync {
     /// A new engine of at least `depth` requests with the group's member
     /// disks attached. `disks` gives, per member disk number, its device in
@@ -363,7 +367,57 @@ impl LiveGroup {
     /// write from the next view on; [`LiveGroup::resync`] copies what they
     /// missed. A disk that is not attached, or not OFFLINE, is refused here.
     pub fn bring_back(&self, names: Option<&[String]>) -> Result<(), GroupError> {
-        self.inner.operation(|g| g.bring_back(names))?
+        // What each device holds now is read outside `meta`, on an engine
+        // of its own: an OFFLINE disk is the one most likely to hang, and
+        // nothing waits on a disk while holding the metadata lock. The
+        // metadata step then checks the device it was read from is still
+        // the disk's.
+        let (devices, group) = self
+            .inner
+            .operation(|g| g.returning_devices(names).map(|d| (d, g.uuid())))??;
+        let mut probes = BTreeMap::new();
+        if !devices.is_empty() {
+            let (mut engine, ids) = self.inner.engines.engine(&devices, PROBE_DEPTH)?;
+            for (disk, meta_id) in &devices {
+                let Some(id) = ids.get(disk) else {
+                    continue;
+                };
+                let probe = super::mount::probe_device(engine.as_mut(), *id, group);
+                probes.insert(*disk, (*meta_id, probe));
+            }
+        }
+        self.inner
+            .operation(|g| g.bring_back(names, Some(&probes)))?
+    }
+
+    /// Each disk's sequential read rate ([`Group::measure_read_rates`]),
+    /// for an explained change's time estimate: where to read is planned
+    /// under `meta`, the reads are made outside it on an engine of their
+    /// own (what they read is only timed, so an AU freed meanwhile does no
+    /// harm).
+    pub fn measure_read_rates(
+        &self,
+        disks: &[u16],
+        bytes: u64,
+    ) -> Result<BTreeMap<u16, f64>, GroupError> {
+        let (plan, au_bytes) = self
+            .inner
+            .operation(|g| (g.read_rate_plan(disks, bytes), g.au_bytes()))?;
+        let devices: BTreeMap<u16, DeviceId> =
+            plan.iter().map(|(d, (device, _))| (*d, *device)).collect();
+        let mut out = BTreeMap::new();
+        if devices.is_empty() {
+            return Ok(out);
+        }
+        let (mut engine, ids) = self.inner.engines.engine(&devices, PROBE_DEPTH * 2)?;
+        let io = super::relocate::RATE_IO_BYTES.min(au_bytes);
+        for (d, (_, offsets)) in plan {
+            let Some(id) = ids.get(&d) else { continue };
+            if let Some(rate) = super::relocate::time_reads(engine.as_mut(), *id, &offsets, io) {
+                out.insert(d, rate);
+            }
+        }
+        Ok(out)
     }
 
     /// Resync SYNCING disks, and stale copies on ONLINE ones, while data
@@ -735,12 +789,13 @@ impl LiveGroup {
     pub fn scrub(
         &self,
         power: usize,
-        repair: bool,
+        how: super::scrub::ScrubRepair,
         progress: &mut dyn FnMut(super::resync::Progress),
     ) -> Result<super::scrub::ScrubReport, GroupError> {
         let started = std::time::Instant::now();
+        let repair = how.repair;
         let (mut report, extents, total) =
-            self.inner.operation(|g| g.scrub_start(power, repair))??;
+            self.inner.operation(|g| g.scrub_start(power, how))??;
         // At most `power` chunks of 1 MiB (every copy of each) read at
         // once, as a scrub of a group one command holds: `meta` is held
         // for one such read, the extent's latch for the whole extent.
@@ -766,7 +821,7 @@ impl LiveGroup {
                 let next =
                     self.inner
                         .meta()?
-                        .scrub_extent_part(e, from, power, repair, &mut report)?;
+                        .scrub_extent_part(e, from, power, how, &mut report)?;
                 match next {
                     Some(n) => from = n,
                     None => break,

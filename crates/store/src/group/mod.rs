@@ -97,8 +97,11 @@ pub use data::Punched;
 pub use file_io::{FileIo, Mapping};
 pub use files::{CreateOptions, DirEntry, FileInfo, Node};
 pub use live::{DataHandle, EngineSource, LiveGroup, SameDevices};
-pub use mount::{mount, mount_owned, mount_read_only, mount_with, GroupSelector, MissingDisks};
-pub use posix::{AttrChange, Retired};
+pub use mount::{
+    mount, mount_owned, mount_owned_read_only, mount_read_only, mount_with, GroupSelector,
+    MissingDisks,
+};
+pub use posix::{group_root_attrs, AttrChange, Retired};
 pub use superblock::{identify, membership, FoundDisk, GroupOnDisk, Membership};
 
 use files::{striping_name, ROOT};
@@ -259,7 +262,7 @@ pub struct GroupSpec {
 }
 
 /// What a mount found and did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct MountReport {
     /// Journal records replayed (applied in memory only, on a read-only mount).
     pub journal_records_replayed: u64,
@@ -854,7 +857,7 @@ pub struct GroupSpace {
     pub offline_disks: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct DiskInfo {
     pub number: u16,
     pub label: String,

@@ -305,7 +305,7 @@ impl Group<'_> {
             size_bytes: rec.entry.size_bytes,
             allocated_bytes: aus,
             copies: rec.entry.copies,
-            striping: striping_name(rec.entry.striping),
+            striping: striping_name(rec.entry.striping).to_string(),
             template: rec.entry.template.clone(),
             created_unix_seconds: rec.entry.created_unix_seconds,
             modified_unix_seconds: rec.entry.modified_unix_seconds,

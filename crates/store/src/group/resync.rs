@@ -24,7 +24,7 @@ pub const RESYNC_IO_BYTES_MAX: u64 = 1 << 20;
 pub const RESYNC_POWER_DEFAULT: usize = 8;
 
 /// What a resync did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ResyncReport {
     /// Disks brought back ONLINE, by label.
     pub disks_online: Vec<String>,
@@ -43,7 +43,7 @@ pub struct ResyncReport {
 }
 
 /// How far a long operation has come.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Progress {
     pub done: u64,
     pub total: u64,
@@ -653,6 +653,14 @@ pub(super) fn copy_stale(
 }
 
 impl Group<'_> {
+    /// A member disk's number by its label (as `group disks` shows it).
+    pub fn disk_number(&self, label: &str) -> Result<u16, GroupError> {
+        self.disks_named(&[label.to_string()])?
+            .first()
+            .copied()
+            .ok_or_else(|| GroupError::NotFound(format!("no disk {label}")))
+    }
+
     /// Member disk numbers by label (as `group disks` shows them), refusing
     /// a name that is not a member.
     pub(super) fn disks_named(&self, names: &[String]) -> Result<Vec<u16>, GroupError> {
@@ -779,21 +787,23 @@ impl Group<'_> {
         // writing to the disks: wait for them, then flush the disks again,
         // so what they wrote is on the media (nothing marks it).
         self.wait_for_readers();
-        let devices = disks
+        let devices: Vec<(u16, DeviceId)> = disks
             .iter()
             .filter_map(|d| Some((*d, self.member(*d)?.device?)))
             .collect();
-        let mut lost = false;
-        for d in self.flush_devices(devices)? {
+        let failed = self.flush_devices(devices.clone())?;
+        for d in &failed {
             // It may have lost what it took: resynced whole.
-            if let Some(m) = self.member_mut(d) {
+            if let Some(m) = self.member_mut(*d) {
                 m.entry.flags |= fmt::DISK_FLAG_RESYNC_ALL;
-                lost = true;
             }
         }
-        if lost {
-            self.superblocks_or_stop()?;
-        }
+        let stamped: Vec<(u16, DeviceId)> = devices
+            .into_iter()
+            .filter(|(d, _)| !failed.contains(d))
+            .collect();
+        self.stamp_offline(&stamped)?;
+        self.superblocks_or_stop()?;
         Ok(done)
     }
 
@@ -807,14 +817,18 @@ impl Group<'_> {
         power: usize,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ResyncReport, GroupError> {
-        self.bring_back(names)?;
+        self.bring_back(names, None)?;
         self.resync(power, progress)
     }
 
-    /// The first part of `online`: the disks named (or every OFFLINE disk
-    /// attached) checked and made SYNCING — written from now on, their
-    /// tables rebuilt from the extent maps.
-    pub(super) fn bring_back(&mut self, names: Option<&[String]>) -> Result<(), GroupError> {
+    /// The OFFLINE disks `online` would bring back (those named, or every
+    /// one attached), with their devices: what must be read
+    /// ([`mount::probe_device`]) before they may. A name that is no member,
+    /// or an OFFLINE disk that is not attached, is refused here.
+    pub(super) fn returning_devices(
+        &self,
+        names: Option<&[String]>,
+    ) -> Result<BTreeMap<u16, DeviceId>, GroupError> {
         self.check_writable()?;
         let disks: Vec<u16> = match names {
             Some(n) => self.disks_named(n)?,
@@ -826,22 +840,50 @@ impl Group<'_> {
                 .map(|m| m.entry.number)
                 .collect(),
         };
-        let mut back = Vec::new();
+        let mut out = BTreeMap::new();
         for d in disks {
             let m = self.member(d).expect("invariant: named");
-            match m.entry.state {
-                DiskState::Online | DiskState::Syncing => continue,
-                DiskState::Offline => {}
+            if m.entry.state != DiskState::Offline {
+                continue;
             }
-            if m.device.is_none() {
+            let Some(device) = m.device else {
                 return Err(GroupError::Invalid(format!(
                     "disk {} is not attached (not found by discovery, or it could not be opened); attach it, check the discovery string, and try again",
                     m.entry.label
                 )));
-            }
+            };
+            out.insert(d, device);
+        }
+        Ok(out)
+    }
+
+    /// The first part of `online`: the disks named (or every OFFLINE disk
+    /// attached) checked and made SYNCING — written from now on, their
+    /// tables rebuilt from the extent maps. `probes`: what each one's
+    /// device holds, read (outside the metadata lock, by a live group)
+    /// with the device it was read from; `None`: read here.
+    pub(super) fn bring_back(
+        &mut self,
+        names: Option<&[String]>,
+        probes: Option<&BTreeMap<u16, (DeviceId, mount::DeviceProbe)>>,
+    ) -> Result<(), GroupError> {
+        let devices = self.returning_devices(names)?;
+        let mut back = Vec::new();
+        for (d, device) in devices {
+            let probe = match probes.and_then(|p| p.get(&d)) {
+                Some((read_from, probe)) if *read_from == device => probe.clone(),
+                Some(_) => {
+                    return Err(GroupError::Invalid(format!(
+                        "disk {}'s device changed while it was being read; try again",
+                        self.member(d).map_or("?", |m| m.entry.label.as_str())
+                    )))
+                }
+                None => mount::probe_device(&mut *self.engine, device, self.uuid),
+            };
+            let m = self.member(d).expect("invariant: named");
             let mut entry = m.entry.clone();
             entry.flags &= !fmt::DISK_FLAG_HELD;
-            if let Some(why) = mount::returning_refusal(&entry, m.generation) {
+            if let Some(why) = mount::returning_refusal(&entry, (&self.name, self.uuid), &probe) {
                 return Err(GroupError::Invalid(why));
             }
             if self

@@ -113,42 +113,54 @@ impl Group<'_> {
         }
     }
 
+    /// The blocks of superblock generation `generation` for disk `n`: the
+    /// superblock and the disk directory, at the slot the generation
+    /// selects (offset, block).
+    fn superblock_blocks(
+        &self,
+        n: u16,
+        generation: u64,
+        entries: &[DiskEntry],
+    ) -> Vec<(u64, AlignedBuf)> {
+        let base = SUPER_SLOT_OFFSETS_BYTES[(generation % 2) as usize];
+        let dir_blocks = self.members.len().div_ceil(DISK_ENTRIES_PER_BLOCK);
+        let mut writes = Vec::new();
+        let mut block = meta::empty_block();
+        self.superblock_for(n).encode_into(&mut block);
+        meta::seal(
+            &mut block,
+            per_disk_id(BlockType::GroupSuper, n, base),
+            self.uuid,
+            generation,
+        );
+        writes.push((base, AlignedBuf::from_slice(&block[..])));
+        for i in 0..dir_blocks {
+            let offset = base + (1 + i as u64) * BLOCK_BYTES as u64;
+            let mut block = meta::empty_block();
+            fmt::encode_disk_directory(&mut block, i, entries);
+            meta::seal(
+                &mut block,
+                per_disk_id(BlockType::DiskDirectory, n, offset),
+                self.uuid,
+                generation,
+            );
+            writes.push((offset, AlignedBuf::from_slice(&block[..])));
+        }
+        writes
+    }
+
     /// Write a new superblock generation (with the disk directory) to the slot
     /// it selects on every online disk.
     pub(super) fn write_superblocks(&mut self) -> Result<(), GroupError> {
         self.slot_generation += 1;
         let generation = self.slot_generation;
-        let base = SUPER_SLOT_OFFSETS_BYTES[(generation % 2) as usize];
         let entries = self.disk_entries();
-        let dir_blocks = self.members.len().div_ceil(DISK_ENTRIES_PER_BLOCK);
         let mut copies = Vec::new();
         for n in 0..self.members.len() as u16 {
             if self.member(n).and_then(Member::writable).is_none() {
                 continue;
             }
-            let mut writes = Vec::new();
-            let mut block = meta::empty_block();
-            self.superblock_for(n).encode_into(&mut block);
-            meta::seal(
-                &mut block,
-                per_disk_id(BlockType::GroupSuper, n, base),
-                self.uuid,
-                generation,
-            );
-            writes.push((base, AlignedBuf::from_slice(&block[..])));
-            for i in 0..dir_blocks {
-                let offset = base + (1 + i as u64) * BLOCK_BYTES as u64;
-                let mut block = meta::empty_block();
-                fmt::encode_disk_directory(&mut block, i, &entries);
-                meta::seal(
-                    &mut block,
-                    per_disk_id(BlockType::DiskDirectory, n, offset),
-                    self.uuid,
-                    generation,
-                );
-                writes.push((offset, AlignedBuf::from_slice(&block[..])));
-            }
-            copies.push((n, writes));
+            copies.push((n, self.superblock_blocks(n, generation, &entries)));
         }
         self.flush_all_checked()?;
         let written: Vec<u16> = copies.iter().map(|(n, _)| *n).collect();
@@ -160,6 +172,79 @@ impl Group<'_> {
         for n in written {
             if !self.failed_disks.contains(&n) {
                 if let Some(m) = self.member_mut(n) {
+                    m.generation = generation;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Disks just taken OFFLINE on request, with nothing of the group's
+    /// left to reach them (`offline_disks` has waited for the data
+    /// operations that could, and flushed them): each is given a superblock
+    /// generation of its own, written to it and flushed, and records it as
+    /// the image it must hold to come back. So any copy of the disk made
+    /// before this point — a snapshot, a clone of the LUN, a backup put
+    /// back — holds an older generation and is refused at `online`
+    /// ([`super::mount::returning_refusal`]): its data may lack writes the
+    /// group made to the disk since, which no stale mark records. A disk
+    /// that cannot take the stamp is resynced whole when it comes back,
+    /// which no image can fool. The other disks' directory records it in
+    /// the caller's next superblock generation.
+    pub(super) fn stamp_offline(&mut self, disks: &[(u16, DeviceId)]) -> Result<(), GroupError> {
+        if disks.is_empty() {
+            return Ok(());
+        }
+        self.slot_generation += 1;
+        let generation = self.slot_generation;
+        let before: Vec<(u16, u32)> = disks
+            .iter()
+            .filter_map(|(d, _)| Some((*d, self.member(*d)?.entry.synced_generation)))
+            .collect();
+        for (d, _) in disks {
+            if let Some(m) = self.member_mut(*d) {
+                m.entry.synced_generation = generation as u32;
+            }
+        }
+        let entries = self.disk_entries();
+        let mut requests = Vec::new();
+        let mut disk_of = Vec::new();
+        for (d, device) in disks {
+            for (offset_bytes, buf) in self.superblock_blocks(*d, generation, &entries) {
+                disk_of.push(*d);
+                requests.push(Request {
+                    device: *device,
+                    tag: requests.len() as u64,
+                    op: Op::Write {
+                        offset_bytes,
+                        buf,
+                        fua: false,
+                    },
+                });
+            }
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(io_err("(engine)"))?;
+        let mut failed: BTreeSet<u16> = completions
+            .into_iter()
+            .zip(disk_of)
+            .filter(|(c, _)| c.result.is_err())
+            .map(|(_, d)| d)
+            .collect();
+        let flush: Vec<(u16, DeviceId)> = disks
+            .iter()
+            .filter(|(d, _)| !failed.contains(d))
+            .copied()
+            .collect();
+        failed.extend(self.flush_devices(flush)?);
+        for (d, synced) in before {
+            if let Some(m) = self.member_mut(d) {
+                if failed.contains(&d) {
+                    m.entry.synced_generation = synced;
+                    m.entry.flags |= fmt::DISK_FLAG_RESYNC_ALL;
+                } else {
                     m.generation = generation;
                 }
             }
