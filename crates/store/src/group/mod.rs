@@ -51,6 +51,7 @@ pub mod attributes;
 pub mod check;
 mod create;
 mod data;
+mod discard;
 mod disk_io;
 mod file_io;
 mod files;
@@ -94,6 +95,7 @@ pub use alloc::DiskAlloc;
 pub use cairn_format::group::AliasKind;
 pub use create::{create, default_templates};
 pub use data::Punched;
+pub use discard::{DiscardQueue, DISCARD_BATCH_RUNS_MAX, DISCARD_QUEUE_RUNS_MAX};
 pub use file_io::{FileIo, Mapping};
 pub use files::{CreateOptions, DirEntry, FileInfo, Node};
 pub use live::{DataHandle, EngineSource, LiveGroup, SameDevices};
@@ -101,6 +103,7 @@ pub use mount::{mount, mount_owned, mount_read_only, mount_with, GroupSelector, 
 pub use posix::{AttrChange, Retired};
 pub use superblock::{identify, membership, FoundDisk, GroupOnDisk, Membership};
 
+use discard::DiscardRun;
 use files::{striping_name, ROOT};
 use namespace::{alias_block_of, split};
 use places::{entry_id, journal_id, per_disk_id};
@@ -546,6 +549,10 @@ pub struct Group<'e> {
     /// is not trusted for that file ([`Group::zeroed_since`]).
     zero_seq: u64,
     zeroed_files: HashMap<u32, u64>,
+    /// Behind a [`LiveGroup`]: where freed runs wait for their discard,
+    /// which the live group's drain runs outside `meta` (`discard.rs`).
+    /// `None`: a commit discards what it releases at once.
+    discards: Option<Arc<DiscardQueue>>,
 }
 
 fn system_clock() -> u64 {
@@ -633,6 +640,7 @@ impl<'e> Group<'e> {
             journal_moved_from: None,
             zero_seq: 0,
             zeroed_files: HashMap::new(),
+            discards: None,
         }
     }
 
