@@ -1385,6 +1385,12 @@ impl DataPort for DataHandle {
             group.set_stale_in_steps(file, incarnation, marks)
         })?
     }
+    fn missed_writes(&mut self, disks: &BTreeSet<u16>) {
+        // Not an operation: the group has stopped, and only records this.
+        if let Ok(mut group) = self.inner.meta() {
+            group.missed_writes(disks);
+        }
+    }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError> {
         // Another thread may have taken them offline since: once is enough.
         self.inner

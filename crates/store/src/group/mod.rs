@@ -553,6 +553,11 @@ pub struct Group<'e> {
     /// which the live group's drain runs outside `meta` (`discard.rs`).
     /// `None`: a commit discards what it releases at once.
     discards: Option<Arc<DiscardQueue>>,
+    /// What the last superblock generation written says (the superblock,
+    /// its disk number aside, and the disk directory): what a group that
+    /// stopped, whose memory may be ahead of the disks, still writes from
+    /// ([`Group::record_missed_writes`]).
+    written_super: Option<(GroupSuper, Vec<DiskEntry>)>,
 }
 
 fn system_clock() -> u64 {
@@ -641,6 +646,7 @@ impl<'e> Group<'e> {
             zero_seq: 0,
             zeroed_files: HashMap::new(),
             discards: None,
+            written_super: None,
         }
     }
 

@@ -38,6 +38,10 @@ impl Group<'_> {
                 self.redundancy().as_str()
             );
             self.stop(why.clone());
+            // Not recorded offline (a disk that holds the only readable copy
+            // of a journal record must stay readable for the next mount's
+            // replay), but what it missed must not be trusted.
+            self.record_missed_writes(&disks.iter().copied().collect());
             return Err(GroupError::Poisoned(why));
         }
         // Memory now skips these disks; if the superblocks cannot say so, a
@@ -116,19 +120,75 @@ impl Group<'_> {
     /// Write a new superblock generation (with the disk directory) to the slot
     /// it selects on every online disk.
     pub(super) fn write_superblocks(&mut self) -> Result<(), GroupError> {
+        let sup = self.superblock_for(0);
+        let entries = self.disk_entries();
+        let to: Vec<u16> = (0..self.members.len() as u16)
+            .filter(|n| self.member(*n).and_then(Member::writable).is_some())
+            .collect();
+        self.flush_all_checked()?;
+        self.write_generation(&sup, &entries, &to)?;
+        self.written_super = Some((sup, entries));
+        Ok(())
+    }
+
+    /// After the group stopped, before copies on `disks` that missed writes
+    /// could be marked stale (or the disks recorded offline): record that
+    /// they missed writes, as a generation of the superblocks the group last
+    /// wrote with those disks flagged RESYNC_ALL, on every other disk that
+    /// is written. The next mount marks every copy on them stale (but one
+    /// that is the last readable copy of its extent) and resyncs them from
+    /// the others, so that a write which reached some copies and not these
+    /// leaves one content. The last generation written, not memory: memory
+    /// may be ahead of the disks after a stop. Best effort: if no disk takes
+    /// it, nothing is recorded (and the copies may differ until a scrub
+    /// repairs them).
+    pub(super) fn record_missed_writes(&mut self, disks: &BTreeSet<u16>) {
+        let Some((sup, mut entries)) = self.written_super.clone() else {
+            return;
+        };
+        let mut changed = false;
+        for e in entries.iter_mut().filter(|e| disks.contains(&e.number)) {
+            if matches!(e.state, DiskState::Online | DiskState::Syncing) && !e.resync_all() {
+                e.flags |= fmt::DISK_FLAG_RESYNC_ALL;
+                // The image it holds: a mount that misses it, and a later
+                // one that finds it, must take it back.
+                e.synced_generation = self.member(e.number).map_or(0, |m| m.generation) as u32;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+        let to: Vec<u16> = (0..self.members.len() as u16)
+            .filter(|n| !disks.contains(n))
+            .filter(|n| self.member(*n).and_then(Member::writable).is_some())
+            .collect();
+        if self.write_generation(&sup, &entries, &to).is_ok() {
+            self.written_super = Some((sup, entries));
+        }
+    }
+
+    /// Write `sup` and `entries` as a new superblock generation to disks
+    /// `to`, durably (at least one copy).
+    fn write_generation(
+        &mut self,
+        sup: &GroupSuper,
+        entries: &[DiskEntry],
+        to: &[u16],
+    ) -> Result<(), GroupError> {
         self.slot_generation += 1;
         let generation = self.slot_generation;
         let base = SUPER_SLOT_OFFSETS_BYTES[(generation % 2) as usize];
-        let entries = self.disk_entries();
-        let dir_blocks = self.members.len().div_ceil(DISK_ENTRIES_PER_BLOCK);
+        let dir_blocks = usize::from(sup.disk_count).div_ceil(DISK_ENTRIES_PER_BLOCK);
         let mut copies = Vec::new();
-        for n in 0..self.members.len() as u16 {
-            if self.member(n).and_then(Member::writable).is_none() {
-                continue;
-            }
+        for &n in to {
             let mut writes = Vec::new();
             let mut block = meta::empty_block();
-            self.superblock_for(n).encode_into(&mut block);
+            GroupSuper {
+                disk_number: n,
+                ..sup.clone()
+            }
+            .encode_into(&mut block);
             meta::seal(
                 &mut block,
                 per_disk_id(BlockType::GroupSuper, n, base),
@@ -139,7 +199,7 @@ impl Group<'_> {
             for i in 0..dir_blocks {
                 let offset = base + (1 + i as u64) * BLOCK_BYTES as u64;
                 let mut block = meta::empty_block();
-                fmt::encode_disk_directory(&mut block, i, &entries);
+                fmt::encode_disk_directory(&mut block, i, entries);
                 meta::seal(
                     &mut block,
                     per_disk_id(BlockType::DiskDirectory, n, offset),
@@ -150,7 +210,6 @@ impl Group<'_> {
             }
             copies.push((n, writes));
         }
-        self.flush_all_checked()?;
         let written: Vec<u16> = copies.iter().map(|(n, _)| *n).collect();
         let item = DurableItem {
             what: format!("superblock generation {generation}"),
