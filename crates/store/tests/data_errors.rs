@@ -483,7 +483,18 @@ fn a_write_the_group_stopped_under_leaves_one_content_after_the_next_mount() {
     shared.with(|s| s.restore_disk(ids[usize::from(x)]));
     shared.reset_handles();
     let (live, report) = common::mount_live(&shared, &ids, "DE").unwrap();
-    eprintln!("mount: {report:?}");
+    let name = format!("D{x}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains(&name) && w.contains("missed writes")),
+        "the mount says why it resyncs {name}: {report:?}"
+    );
+    assert!(
+        report.resync.as_ref().is_some_and(|r| r.aus_copied > 0),
+        "{report:?}"
+    );
     let scrub = live.scrub(4, false, &mut |_| {}).unwrap();
     assert!(scrub.clean(), "the copies differ: {:?}", scrub.problems);
     let check = live.meta(|g| g.check(false)).unwrap().unwrap();
@@ -514,6 +525,14 @@ fn a_write_the_group_stopped_under_leaves_one_content_after_the_next_mount() {
         seen[0] == seen[1],
         "reads differ by the copy that serves them"
     );
+    // Resynced once: the record is cleared.
+    live.dismount().unwrap();
+    let (live, report) = common::mount_live(&shared, &ids, "DE").unwrap();
+    assert!(
+        report.resync.is_none() && report.warnings.is_empty(),
+        "{report:?}"
+    );
+    live.dismount().unwrap();
 }
 
 // ---------------------------------------------------------------------------

@@ -308,6 +308,11 @@ impl Group<'_> {
             for d in &whole {
                 if let Some(m) = self.member_mut(*d) {
                     m.entry.flags &= !fmt::DISK_FLAG_RESYNC_ALL;
+                    // An ONLINE one records no image (it names one only
+                    // while it is OFFLINE).
+                    if m.entry.state == DiskState::Online {
+                        m.entry.synced_generation = 0;
+                    }
                 }
             }
             self.superblocks_or_stop()?;
