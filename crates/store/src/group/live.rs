@@ -16,13 +16,17 @@
 //! - the [`DataPlane`]: published by the metadata plane under `meta`, read by
 //!   handles without it.
 //! - each handle's engine, unflushed-disk set and guard slot: its own thread.
+//! - `Inner::discards` ([`DiscardQueue`]): freed runs waiting for their
+//!   discard, pushed under `meta`, drained without it by the group's drain
+//!   thread (`discard.rs`); a leaf lock.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 
 use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
 
 use super::data::{self, DataPort, RMW_LATCH};
+use super::discard::{self, DiscardQueue};
 use super::plane::{DataPlane, DiskView, FileSnapshot, GuardSlot, SnapshotCache};
 use super::{Group, GroupError};
 
@@ -105,6 +109,33 @@ struct Inner {
     /// of: a pool of idle data handles empties itself. Added to by whoever
     /// keeps such a pool; a leaf lock.
     devices_left: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+    /// Freed runs waiting for their discard (the group's own `discards`);
+    /// stopped when the group goes, so that the drain thread ends.
+    discards: StopsQueue,
+    /// The thread that drains `discards`, started by the first operation
+    /// that leaves runs waiting (never under the interleaving simulator);
+    /// joined by `dismount`. A leaf lock.
+    drain: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// This, for the drain thread: it holds the group only while it
+    /// drains, so a group dropped without a dismount goes away.
+    me: Weak<Inner>,
+}
+
+/// A group's discard queue, stopped when dropped: its drain thread waits
+/// for runs, and ends then.
+struct StopsQueue(Arc<DiscardQueue>);
+
+impl std::ops::Deref for StopsQueue {
+    type Target = Arc<DiscardQueue>;
+    fn deref(&self) -> &Arc<DiscardQueue> {
+        &self.0
+    }
+}
+
+impl Drop for StopsQueue {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// Group commit. An operation runs its steps under `meta`, then waits here
@@ -217,7 +248,96 @@ impl Inner {
             (result, group.txn_open())
         };
         self.commit_through(ticket)?;
+        self.see_to_discards();
         Ok(result)
+    }
+
+    /// Freed runs wait for their discard: see that they are drained, never
+    /// under `meta` (which the caller does not hold). Under the
+    /// interleaving simulator the calling actor drains them now (a thread
+    /// it does not schedule would make a seed run differently each time);
+    /// otherwise the group's drain thread does, started here the first
+    /// time.
+    fn see_to_discards(&self) {
+        if !self.discards.has_waiting() {
+            return;
+        }
+        if cairn_io::sched::scheduled() {
+            self.drain_discards();
+            return;
+        }
+        let mut drain = self.drain.lock().unwrap_or_else(PoisonError::into_inner);
+        if drain.is_some() {
+            return;
+        }
+        let (me, queue) = (self.me.clone(), Arc::clone(&self.discards));
+        let spawned = std::thread::Builder::new()
+            .name("cairn-discard".into())
+            .spawn(move || {
+                while queue.wait_for_runs() {
+                    let Some(inner) = me.upgrade() else { break };
+                    inner.drain_discards();
+                }
+            });
+        match spawned {
+            Ok(handle) => *drain = Some(handle),
+            // No thread: the runs wait; the next operation tries again, and
+            // an allocation short of space takes them back.
+            Err(e) => tracing::warn!("cannot start the thread that discards freed space: {e}"),
+        }
+    }
+
+    /// Discard the runs waiting, batch by batch, through a data handle of
+    /// the drain's own; after each batch, under `meta`, its runs go back to
+    /// the free pool and those discarded are marked (`discard.rs`). Only
+    /// disks written now are sent to: a run on a disk gone offline stays
+    /// returnable.
+    fn drain_discards(&self) {
+        let Some(me) = self.me.upgrade() else { return };
+        let live = LiveGroup { inner: me };
+        let mut handle: Option<(DataHandle, u64)> = None;
+        loop {
+            // A group that stopped sends nothing more (its runs stay
+            // reserved in memory, free on disk), and its drain thread ends.
+            if self.plane.stopped().is_some() {
+                self.discards.stop();
+                return;
+            }
+            let runs = self.discards.take();
+            if runs.is_empty() {
+                return;
+            }
+            if handle.is_none() {
+                let au_bytes = self.meta().map(|g| g.au_bytes());
+                handle = au_bytes
+                    .and_then(|au| Ok((live.handle(discard::DISCARD_BATCH_RUNS_MAX)?, au)))
+                    .ok();
+            }
+            let view = self.plane.disks();
+            let (ok, failed) = match handle.as_mut() {
+                Some((h, au_bytes)) => {
+                    let au_bytes = *au_bytes;
+                    let devices = h.devices.clone();
+                    discard::discard_runs(
+                        &mut *h.engine,
+                        |d| devices.get(&d).copied().filter(|_| view.is_writable(d)),
+                        au_bytes,
+                        &runs,
+                    )
+                }
+                None => (
+                    vec![false; runs.len()],
+                    Some("no data handle could be made".into()),
+                ),
+            };
+            if let Ok(mut group) = self.meta() {
+                if let Some(why) = &failed {
+                    group.discard_failed(&runs, why);
+                }
+                group.discards_done(&runs, &ok);
+            }
+            self.discards.done(runs.len());
+        }
     }
 
     /// Return once transaction `ticket` is durable: lead a commit if nobody
@@ -256,9 +376,11 @@ impl LiveGroup {
     /// `engines` makes one for each data handle.
     pub fn new(mut group: Group<'static>, engines: Box<dyn EngineSource>) -> Self {
         group.set_live(true);
+        let discards = Arc::new(DiscardQueue::default());
+        group.set_discard_queue(Some(discards.clone()));
         let plane = group.data_plane().clone();
         Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|me| Inner {
                 meta: Mutex::new(group),
                 interrupted: std::sync::atomic::AtomicBool::new(false),
                 gate: Gate {
@@ -268,8 +390,17 @@ impl LiveGroup {
                 plane,
                 engines,
                 devices_left: Mutex::new(Vec::new()),
+                discards: StopsQueue(discards),
+                drain: Mutex::new(None),
+                me: me.clone(),
             }),
         }
+    }
+
+    /// Freed runs reserved for a discard that is waiting or in flight
+    /// (`discard.rs`): handed to nobody until it is over.
+    pub fn discards_pending(&self) -> usize {
+        self.inner.discards.pending()
     }
 
     /// Run a metadata operation (create, resize, remove, a listing …): its
@@ -845,6 +976,19 @@ impl LiveGroup {
     /// Make everything written durable, checkpoint and stop. Every handle
     /// must be gone: one still alive is a caller bug, refused.
     pub fn dismount(self) -> Result<(), GroupError> {
+        // The drain ends after its batch (bounded: DISCARD_BATCH_RUNS_MAX
+        // runs); what still waits stays returnable.
+        self.inner.discards.stop();
+        let drain = self
+            .inner
+            .drain
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(drain) = drain {
+            // A panic in it left its runs reserved: gone with this mount.
+            let _ = drain.join();
+        }
         let inner = Arc::try_unwrap(self.inner).map_err(|_| {
             GroupError::Invalid("the group still has data handles; drop them first".into())
         })?;
@@ -852,6 +996,8 @@ impl LiveGroup {
             GroupError::Poisoned("a metadata step panicked; mount the group again".into())
         })?;
         let mut group = group;
+        group.take_back_discards();
+        group.set_discard_queue(None);
         group.set_live(false);
         let open = group.txn_open();
         group.commit_through(open)?;
@@ -1293,6 +1439,12 @@ impl DataPort for DataHandle {
             group.check_writable()?;
             group.set_stale_in_steps(file, incarnation, marks)
         })?
+    }
+    fn missed_writes(&mut self, disks: &BTreeSet<u16>) {
+        // Not an operation: the group has stopped, and only records this.
+        if let Ok(mut group) = self.inner.meta() {
+            group.missed_writes(disks);
+        }
     }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError> {
         // Another thread may have taken them offline since: once is enough.

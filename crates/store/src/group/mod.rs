@@ -51,6 +51,7 @@ pub mod attributes;
 pub mod check;
 mod create;
 mod data;
+mod discard;
 mod disk_io;
 mod file_io;
 mod files;
@@ -94,6 +95,7 @@ pub use alloc::DiskAlloc;
 pub use cairn_format::group::AliasKind;
 pub use create::{create, default_templates};
 pub use data::Punched;
+pub use discard::{DiscardQueue, DISCARD_BATCH_RUNS_MAX, DISCARD_QUEUE_RUNS_MAX};
 pub use file_io::{FileIo, Mapping};
 pub use files::{CreateOptions, DirEntry, FileInfo, Node};
 pub use live::{DataHandle, EngineSource, LiveGroup, SameDevices};
@@ -104,6 +106,7 @@ pub use mount::{
 pub use posix::{group_root_attrs, AttrChange, Retired};
 pub use superblock::{identify, membership, FoundDisk, GroupOnDisk, Membership};
 
+use discard::DiscardRun;
 use files::{striping_name, ROOT};
 use namespace::{alias_block_of, split};
 use places::{entry_id, journal_id, per_disk_id};
@@ -549,6 +552,15 @@ pub struct Group<'e> {
     /// is not trusted for that file ([`Group::zeroed_since`]).
     zero_seq: u64,
     zeroed_files: HashMap<u32, u64>,
+    /// Behind a [`LiveGroup`]: where freed runs wait for their discard,
+    /// which the live group's drain runs outside `meta` (`discard.rs`).
+    /// `None`: a commit discards what it releases at once.
+    discards: Option<Arc<DiscardQueue>>,
+    /// What the last superblock generation written says (the superblock,
+    /// its disk number aside, and the disk directory): what a group that
+    /// stopped, whose memory may be ahead of the disks, still writes from
+    /// ([`Group::record_missed_writes`]).
+    written_super: Option<(GroupSuper, Vec<DiskEntry>)>,
 }
 
 fn system_clock() -> u64 {
@@ -636,6 +648,8 @@ impl<'e> Group<'e> {
             journal_moved_from: None,
             zero_seq: 0,
             zeroed_files: HashMap::new(),
+            discards: None,
+            written_super: None,
         }
     }
 

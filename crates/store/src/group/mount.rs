@@ -283,8 +283,12 @@ pub(super) fn mount_inner<'e>(
                 // A reader leaves the record alone: the disk is only missing.
                 if !read_only {
                     m.entry.state = DiskState::Offline;
-                    // It was in service, so it holds the newest generation.
-                    m.entry.synced_generation = newest as u32;
+                    // It was in service, so it holds the newest generation
+                    // (unless the group stopped before it could mark what
+                    // it missed: then the record says which it holds).
+                    if !m.entry.resync_all() {
+                        m.entry.synced_generation = newest as u32;
+                    }
                 }
             }
         }
@@ -477,6 +481,14 @@ pub(super) fn mount_inner<'e>(
         ));
     }
     group.publish_all();
+    for m in group.members.iter().flatten() {
+        if m.entry.state == DiskState::Online && m.entry.resync_all() && m.device.is_some() {
+            report.warnings.push(format!(
+                "disk {} missed writes the group could not mark before it stopped: every copy on it is resynced from the others",
+                m.entry.label
+            ));
+        }
+    }
     // Disks that came back (or a resync a crash interrupted): copy what
     // they missed, and bring them ONLINE.
     let resync = group.resync(super::resync::RESYNC_POWER_DEFAULT, &mut |_| {})?;

@@ -287,10 +287,15 @@ impl Group<'_> {
     ) -> Result<Option<Vec<StaleAu>>, GroupError> {
         self.check_writable()?;
         let syncing = self.syncing_disks();
-        let whole: Vec<u16> = syncing
+        // Every copy on a disk that may have lost writes nothing marked: one
+        // coming back after a failure, or one the group stopped before it
+        // could mark or take offline (ONLINE, `record_missed_writes`).
+        let whole: Vec<u16> = self
+            .members
             .iter()
-            .copied()
-            .filter(|d| self.member(*d).is_some_and(|m| m.entry.resync_all()))
+            .flatten()
+            .filter(|m| m.writable().is_some() && m.entry.resync_all())
+            .map(|m| m.entry.number)
             .collect();
         if !whole.is_empty() {
             for d in &whole {
@@ -303,6 +308,11 @@ impl Group<'_> {
             for d in &whole {
                 if let Some(m) = self.member_mut(*d) {
                     m.entry.flags &= !fmt::DISK_FLAG_RESYNC_ALL;
+                    // An ONLINE one records no image (it names one only
+                    // while it is OFFLINE).
+                    if m.entry.state == DiskState::Online {
+                        m.entry.synced_generation = 0;
+                    }
                 }
             }
             self.superblocks_or_stop()?;
@@ -312,7 +322,8 @@ impl Group<'_> {
             return Ok(None);
         }
         self.commit()?;
-        report.metadata_blocks_rewritten += self.refresh_metadata(&syncing)?;
+        let refresh = syncing.iter().chain(&whole).copied().collect();
+        report.metadata_blocks_rewritten += self.refresh_metadata(&refresh)?;
         Ok(Some(work))
     }
 

@@ -550,11 +550,23 @@ impl Group<'_> {
             .execute_all(requests)
             .map_err(io_err("(engine)"))?;
         let mut read: BTreeMap<(usize, usize), Result<AlignedBuf, String>> = BTreeMap::new();
+        // Disks whose read failed as a disk fails (it came back short): out
+        // of service, never rewritten.
+        let mut dead: BTreeSet<u16> = BTreeSet::new();
         for c in done {
             let key = ((c.tag >> 8) as usize, (c.tag & 0xFF) as usize);
             let data = match (c.result, c.buf) {
                 (Ok(_), Some(buf)) => Ok(buf),
-                (Err(e), _) => Err(e.to_string()),
+                (Err(e), _) => {
+                    if super::disk_io::read_fails_the_disk(&e) {
+                        if let Some((_, disk, _)) =
+                            batch.get(key.0).and_then(|b| b.copies.get(key.1))
+                        {
+                            dead.insert(*disk);
+                        }
+                    }
+                    Err(e.to_string())
+                }
                 (Ok(_), None) => Err("no data returned".into()),
             };
             read.insert(key, data);
@@ -662,7 +674,7 @@ impl Group<'_> {
                             repaired: false,
                             repairable: true,
                         };
-                        let rewrite = how.repair.then(|| {
+                        let rewrite = (how.repair && !dead.contains(&disk)).then(|| {
                             let s = run.start as usize;
                             let good =
                                 copies[reference].expect("invariant: the reference was read");
@@ -705,7 +717,8 @@ impl Group<'_> {
             report.problems.push(problem);
         }
         self.failed_disks.extend(failed);
-        if any_failed {
+        self.failed_disks.extend(dead.iter().copied());
+        if any_failed || !dead.is_empty() {
             // Out of service before the next batch reads from it.
             self.offline_failed()?;
         }

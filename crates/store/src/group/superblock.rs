@@ -38,6 +38,10 @@ impl Group<'_> {
                 self.redundancy().as_str()
             );
             self.stop(why.clone());
+            // Not recorded offline (a disk that holds the only readable copy
+            // of a journal record must stay readable for the next mount's
+            // replay), but what it missed must not be trusted.
+            self.record_missed_writes(&disks.iter().copied().collect());
             return Err(GroupError::Poisoned(why));
         }
         // Memory now skips these disks; if the superblocks cannot say so, a
@@ -113,20 +117,25 @@ impl Group<'_> {
         }
     }
 
-    /// The blocks of superblock generation `generation` for disk `n`: the
-    /// superblock and the disk directory, at the slot the generation
-    /// selects (offset, block).
+    /// The blocks of superblock generation `generation` of `sup` for disk
+    /// `n`: the superblock and the disk directory `entries`, at the slot the
+    /// generation selects (offset, block).
     fn superblock_blocks(
         &self,
+        sup: &GroupSuper,
         n: u16,
         generation: u64,
         entries: &[DiskEntry],
     ) -> Vec<(u64, AlignedBuf)> {
         let base = SUPER_SLOT_OFFSETS_BYTES[(generation % 2) as usize];
-        let dir_blocks = self.members.len().div_ceil(DISK_ENTRIES_PER_BLOCK);
+        let dir_blocks = usize::from(sup.disk_count).div_ceil(DISK_ENTRIES_PER_BLOCK);
         let mut writes = Vec::new();
         let mut block = meta::empty_block();
-        self.superblock_for(n).encode_into(&mut block);
+        GroupSuper {
+            disk_number: n,
+            ..sup.clone()
+        }
+        .encode_into(&mut block);
         meta::seal(
             &mut block,
             per_disk_id(BlockType::GroupSuper, n, base),
@@ -152,17 +161,68 @@ impl Group<'_> {
     /// Write a new superblock generation (with the disk directory) to the slot
     /// it selects on every online disk.
     pub(super) fn write_superblocks(&mut self) -> Result<(), GroupError> {
+        let sup = self.superblock_for(0);
+        let entries = self.disk_entries();
+        let to: Vec<u16> = (0..self.members.len() as u16)
+            .filter(|n| self.member(*n).and_then(Member::writable).is_some())
+            .collect();
+        self.flush_all_checked()?;
+        self.write_generation(&sup, &entries, &to)?;
+        self.written_super = Some((sup, entries));
+        Ok(())
+    }
+
+    /// After the group stopped, before copies on `disks` that missed writes
+    /// could be marked stale (or the disks recorded offline): record that
+    /// they missed writes, as a generation of the superblocks the group last
+    /// wrote with those disks flagged RESYNC_ALL, on every other disk that
+    /// is written. The next mount marks every copy on them stale (but one
+    /// that is the last readable copy of its extent) and resyncs them from
+    /// the others, so that a write which reached some copies and not these
+    /// leaves one content. The last generation written, not memory: memory
+    /// may be ahead of the disks after a stop. Best effort: if no disk takes
+    /// it, nothing is recorded (and the copies may differ until a scrub
+    /// repairs them).
+    pub(super) fn record_missed_writes(&mut self, disks: &BTreeSet<u16>) {
+        let Some((sup, mut entries)) = self.written_super.clone() else {
+            return;
+        };
+        let mut changed = false;
+        for e in entries.iter_mut().filter(|e| disks.contains(&e.number)) {
+            if matches!(e.state, DiskState::Online | DiskState::Syncing) && !e.resync_all() {
+                e.flags |= fmt::DISK_FLAG_RESYNC_ALL;
+                // The image it holds: a mount that misses it, and a later
+                // one that finds it, must take it back.
+                e.synced_generation = self.member(e.number).map_or(0, |m| m.generation) as u32;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+        let to: Vec<u16> = (0..self.members.len() as u16)
+            .filter(|n| !disks.contains(n))
+            .filter(|n| self.member(*n).and_then(Member::writable).is_some())
+            .collect();
+        if self.write_generation(&sup, &entries, &to).is_ok() {
+            self.written_super = Some((sup, entries));
+        }
+    }
+
+    /// Write `sup` and `entries` as a new superblock generation to disks
+    /// `to`, durably (at least one copy).
+    fn write_generation(
+        &mut self,
+        sup: &GroupSuper,
+        entries: &[DiskEntry],
+        to: &[u16],
+    ) -> Result<(), GroupError> {
         self.slot_generation += 1;
         let generation = self.slot_generation;
-        let entries = self.disk_entries();
         let mut copies = Vec::new();
-        for n in 0..self.members.len() as u16 {
-            if self.member(n).and_then(Member::writable).is_none() {
-                continue;
-            }
-            copies.push((n, self.superblock_blocks(n, generation, &entries)));
+        for &n in to {
+            copies.push((n, self.superblock_blocks(sup, n, generation, entries)));
         }
-        self.flush_all_checked()?;
         let written: Vec<u16> = copies.iter().map(|(n, _)| *n).collect();
         let item = DurableItem {
             what: format!("superblock generation {generation}"),
@@ -207,10 +267,11 @@ impl Group<'_> {
             }
         }
         let entries = self.disk_entries();
+        let sup = self.superblock_for(0);
         let mut requests = Vec::new();
         let mut disk_of = Vec::new();
         for (d, device) in disks {
-            for (offset_bytes, buf) in self.superblock_blocks(*d, generation, &entries) {
+            for (offset_bytes, buf) in self.superblock_blocks(&sup, *d, generation, &entries) {
                 disk_of.push(*d);
                 requests.push(Request {
                     device: *device,

@@ -40,11 +40,16 @@ impl Group<'_> {
             // commit: give them back, and try once more.
             Err(GroupError::NoSpace(_)) if !self.read_only => {
                 self.release_free_of_readers()?;
+                // Space needed now comes before giving it back to the
+                // array: runs still waiting for their discard are taken
+                // back, unmarked (returnable).
+                self.take_back_discards();
                 if self.waits_for_checkpoint() {
                     // Freed indirect AUs wait for the ring to move past
                     // the records that target them: move it now.
                     self.checkpoint()?;
                     self.release_free_of_readers()?;
+                    self.take_back_discards();
                 }
                 self.allocate_extent_now(copies, index)
             }
