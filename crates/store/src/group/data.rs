@@ -565,6 +565,7 @@ pub(crate) fn read(
         copies,
         bad: Vec::new(),
         problems: Vec::new(),
+        hung: BTreeSet::new(),
     };
     let mut pending: Vec<usize> = (0..pieces.len())
         .filter(|i| !tries.copies[*i].is_empty())
@@ -574,9 +575,12 @@ pub(crate) fn read(
     // or was rejected.
     match first {
         First::Accepted | First::NotTaken => {}
-        First::Failed(error) => {
+        First::Failed(error, timed_out) => {
             debug_assert_eq!(pieces.len(), 1, "the short path reads one piece");
             let c = tries.copies[0][0];
+            if timed_out {
+                tries.hung.insert(c.disk);
+            }
             tries.failed(
                 0,
                 read_problem(&view, c, at(&snap, c, pieces[0].within), &error),
@@ -613,6 +617,9 @@ pub(crate) fn read(
                             port.recycle(data);
                         }
                         let c = tries.copies[i][tries.choice[i]];
+                        if matches!(result, Err(IoError::TimedOut { .. })) {
+                            tries.hung.insert(c.disk);
+                        }
                         let error = failure(result);
                         tries.failed(i, read_problem(&view, c, at(&snap, c, p.within), &error))?;
                         again.push(i);
@@ -627,7 +634,17 @@ pub(crate) fn read(
         pending = tries.rejected()?;
     }
     drop(guard);
-    if tries.bad.is_empty() || !port.may_write() {
+    if !port.may_write() {
+        return Ok(());
+    }
+    // A copy whose read timed out is on a disk that does not answer: a
+    // rewrite would only wait as long again. Its disk has failed.
+    if !tries.hung.is_empty() {
+        let hung = std::mem::take(&mut tries.hung);
+        tries.bad.retain(|(_, c)| !hung.contains(&c.disk));
+        port.disks_failed(&hung, view.epoch)?;
+    }
+    if tries.bad.is_empty() {
         return Ok(());
     }
     let good: BTreeMap<usize, AuAddr> = tries
@@ -651,6 +668,8 @@ struct Tries {
     bad: Vec<(usize, AuAddr)>,
     /// What went wrong with each, for the error when no copy serves.
     problems: Vec<String>,
+    /// Disks a read of this timed out on: failed, not rewritten.
+    hung: BTreeSet<u16>,
 }
 
 impl Tries {
@@ -717,8 +736,9 @@ enum First {
     NotTaken,
     /// Read from the first online copy and accepted: done.
     Accepted,
-    /// The read of the first online copy failed, with this error.
-    Failed(String),
+    /// The read of the first online copy failed, with this error (and
+    /// whether it timed out).
+    Failed(String, bool),
     /// Read whole, into the caller's buffer, and rejected by its check.
     Rejected,
 }
@@ -770,7 +790,8 @@ fn read_from_primary(
         port.recycle(data);
     }
     if !read {
-        return Ok(First::Failed(failure(result)));
+        let timed_out = matches!(result, Err(IoError::TimedOut { .. }));
+        return Ok(First::Failed(failure(result), timed_out));
     }
     Ok(if accept(buf) {
         First::Accepted
@@ -1485,9 +1506,10 @@ pub(crate) fn punch_extents(
         let marked = port.mark_unwritten(number, incarnation, &still)?;
         done.extents += marked.len() as u64;
         // Readers take no latch: one that took the old map may still be
-        // reading these AUs.
-        port.plane().wait_for_older_operations();
-        if discard {
+        // reading these AUs. If they do not end in time, the extents stay
+        // unwritten without their discard (a reclaim returns the space).
+        let drained = port.plane().wait_for_older_operations();
+        if discard && drained {
             // The guard before the snapshot the discards are taken from:
             // AUs a cut (which takes no latch) freed before it are not in
             // that snapshot, and those it frees after wait for the guard.

@@ -315,11 +315,14 @@ impl LiveGroup {
                 self.inner.plane.disks().epoch,
             )
         };
-        let (engine, devices) = self.inner.engines.engine(&disks, depth)?;
+        let (mut engine, devices) = self.inner.engines.engine(&disks, depth)?;
+        let io_timeout = self.inner.plane.io_timeout();
+        engine.set_io_timeout(io_timeout);
         Ok(DataHandle {
             slot: self.inner.plane.guard_slot(),
             inner: self.inner.clone(),
             engine,
+            io_timeout,
             devices,
             made_from: disks,
             unflushed: BTreeSet::new(),
@@ -333,14 +336,21 @@ impl LiveGroup {
 
     /// Take disks offline on request ([`Group::offline_disks`]) while data
     /// handles run: writes from the next disk view on mark their copies
-    /// stale.
+    /// stale. The data operations that took the old view are waited for
+    /// between two metadata operations, without `meta` (one may need it to
+    /// end), and at most the plane's drain bound.
     pub fn offline_disks(
         &self,
         names: &[String],
         drop_after_minutes: Option<u16>,
     ) -> Result<Vec<String>, GroupError> {
+        let (done, disks) = self
+            .inner
+            .operation(|g| g.offline_disks_begin(names, drop_after_minutes))??;
+        let drained = self.inner.plane.wait_for_older_operations();
         self.inner
-            .operation(|g| g.offline_disks(names, drop_after_minutes))?
+            .operation(|g| g.offline_disks_end(&disks, drained))??;
+        Ok(done)
     }
 
     /// Bring disks back and resync them ([`Group::online_disks`]) while data
@@ -457,7 +467,7 @@ impl LiveGroup {
         // Readers of the maps before the last switch end before a dropped
         // disk leaves: waited for here, outside the metadata lock (a data
         // operation may need it to end).
-        self.inner.plane.wait_for_older_operations();
+        super::relocate::readers_done(&self.inner.plane)?;
         self.inner
             .operation(|g| g.rebalance_finish(&mut report, false))??;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -851,6 +861,9 @@ pub struct DataHandle {
     snapshots: SnapshotCache,
     /// Requests its engine holds (for a new engine, when disks join).
     depth: usize,
+    /// The I/O timeout its engine has: the group's `disk_io_timeout`, as
+    /// the plane said when last looked at (each operation's start).
+    io_timeout: Option<std::time::Duration>,
     /// The disk view epoch its engine's devices were checked against: a
     /// disk added to the group, or gone from it, since gets the handle a new
     /// engine (between operations: nothing is in flight then).
@@ -880,6 +893,11 @@ impl DataHandle {
     /// that cannot attach the new disk leaves it out, and an I/O to it then
     /// fails like one to a failed disk.
     fn refresh_devices_on(&mut self, leaves: bool) -> Result<(), GroupError> {
+        let io_timeout = self.inner.plane.io_timeout();
+        if io_timeout != self.io_timeout {
+            self.engine.set_io_timeout(io_timeout);
+            self.io_timeout = io_timeout;
+        }
         let view = self.inner.plane.disks();
         if view.epoch == self.devices_epoch {
             return Ok(());
@@ -900,7 +918,8 @@ impl DataHandle {
             return Ok(());
         }
         self.devices_epoch = view.epoch;
-        let (engine, devices) = self.inner.engines.engine(&now, self.depth)?;
+        let (mut engine, devices) = self.inner.engines.engine(&now, self.depth)?;
+        engine.set_io_timeout(self.io_timeout);
         self.engine = engine;
         self.devices = devices;
         self.made_from = now;
