@@ -266,12 +266,10 @@ pub trait IoEngine: Send {
     /// takes). Applies to requests submitted from now on. A timed-out
     /// request's completion hands no buffer back: the device may still
     /// hold it, and the engine keeps it until the device lets go (each
-    /// backend says how). An engine whose requests cannot hang (in memory,
-    /// or a wrapper's own) keeps the default, which ignores it; a wrapper
-    /// passes it on.
-    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
-        let _ = timeout;
-    }
+    /// backend says how). No default: a wrapper passes it on, and an engine
+    /// whose requests cannot hang (in memory) says so where it ignores it —
+    /// a wrapper that forgot would leave a group with no timeout at all.
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>);
 
     /// Hand an opened device to an engine that works on files (a disk that
     /// joins a live group); an engine that does not (a simulator) drops it

@@ -2225,6 +2225,9 @@ mod tests {
         fn wait(&mut self, min_completions: usize) -> Result<(), IoError> {
             self.sim.wait(min_completions)
         }
+        fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+            self.sim.set_io_timeout(timeout);
+        }
         fn pop_completion(&mut self) -> Option<Completion> {
             self.sim.pop_completion()
         }
