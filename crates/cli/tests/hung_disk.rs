@@ -270,12 +270,17 @@ impl Fio {
             self.seen.push_str(&line);
             self.seen.push('\n');
         }
-        let status = match self.child.try_wait().unwrap() {
-            Some(status) => status,
-            None => {
+        // Its output ends just before it exits: wait for the exit (a poll
+        // of the process, bounded).
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= deadline {
                 let _ = self.child.kill();
                 panic!("fio did not end within {BOUND:?}: {}", self.seen);
             }
+            std::thread::sleep(Duration::from_millis(20));
         };
         let mut err = String::new();
         std::io::Read::read_to_string(&mut self.child.stderr.take().unwrap(), &mut err).unwrap();
