@@ -27,7 +27,7 @@ mod common;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use cairn_io::test_support::hang_fs::HangFs;
@@ -41,7 +41,7 @@ const BOUND: Duration = Duration::from_secs(120);
 /// Disks `d0`, `d1` (failure group A) and `d3` (B) as sparse files in the
 /// rig, and D2 (B) on the hanging file system; group DATA (normal
 /// redundancy) over them, with `disk_io_timeout` set to `timeout`.
-fn group_with_a_disk_that_can_hang(timeout: &str) -> Option<(Rig, HangFs)> {
+fn group_with_a_disk_that_can_hang(timeout: &str) -> Option<(Rig, Arc<HangFs>)> {
     // SAFETY: geteuid cannot fail and touches no memory.
     if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
         prerequisite::missing("FUSE: needs root and /dev/fuse");
@@ -59,7 +59,7 @@ fn group_with_a_disk_that_can_hang(timeout: &str) -> Option<(Rig, HangFs)> {
     let backing = sparse(&rig.path("hang-backing.img"), 256 * MIB);
     let mnt = rig.path("hang");
     std::fs::create_dir(&mnt).unwrap();
-    let fs = prerequisite::or_skip(HangFs::mount(&mnt, &backing))?;
+    let fs = Arc::new(prerequisite::or_skip(HangFs::mount(&mnt, &backing))?);
     let mut args: Vec<String> = ["group", "create", "DATA", "--redundancy", "normal"]
         .iter()
         .chain(&["--au-size", "1M"])
@@ -131,11 +131,14 @@ fn disk_state(rig: &Rig, label: &str) -> String {
 struct Service {
     child: Option<Child>,
     mountpoint: PathBuf,
+    /// Unblocked before the service is killed: a process waiting in a FUSE
+    /// request the daemon holds cannot die until it is answered.
+    fs: Arc<HangFs>,
 }
 
 impl Service {
     /// Started on the rig; returned once it said READY=1.
-    fn start(rig: &Rig) -> Self {
+    fn start(rig: &Rig, fs: &Arc<HangFs>) -> Self {
         let mountpoint = rig.path("mnt");
         std::fs::create_dir_all(&mountpoint).unwrap();
         let notify = rig.path("notify.sock");
@@ -151,12 +154,14 @@ impl Service {
         .args(["serve", "--mountpoint", mountpoint.to_str().unwrap()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // Its log, for the failure report.
+        .stderr(std::fs::File::create(rig.path("serve.log")).unwrap())
         .spawn()
         .unwrap();
         let service = Self {
             child: Some(child),
             mountpoint,
+            fs: fs.clone(),
         };
         let mut buf = [0u8; 64];
         let n = socket.recv(&mut buf).expect("serve never said READY=1");
@@ -185,6 +190,7 @@ impl Service {
 impl Drop for Service {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            self.fs.unblock();
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -318,6 +324,16 @@ fn wait_for_state(rig: &Rig, label: &str, state: &str) {
     }
 }
 
+/// fio's end ([`Fio::finish`]), with the service's log if it failed.
+fn finish_or_show_log(rig: &Rig, fio: Fio) {
+    let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fio.finish()));
+    if let Err(why) = ended {
+        let log = std::fs::read_to_string(rig.path("serve.log")).unwrap_or_default();
+        eprintln!("the service's log:\n{log}");
+        std::panic::resume_unwind(why);
+    }
+}
+
 /// The disk answers again; it comes back (resynced whole), the service
 /// stops cleanly and the group checks clean.
 fn recover(rig: &Rig, fs: &HangFs, service: Service) {
@@ -342,7 +358,7 @@ fn a_disk_that_stops_answering_goes_offline_at_its_timeout_and_fio_sees_no_error
     let Some((rig, fs)) = group_with_a_disk_that_can_hang("2s") else {
         return;
     };
-    let service = Service::start(&rig);
+    let service = Service::start(&rig, &fs);
     let mut fio = Fio::start(&rig.path("mnt/DATA/fio.dat"), "12s");
     fio.progress();
     assert_eq!(disk_state(&rig, "D2"), "ONLINE");
@@ -359,7 +375,7 @@ fn a_disk_that_stops_answering_goes_offline_at_its_timeout_and_fio_sees_no_error
         fs.held_total()
     );
     fio.progress();
-    fio.finish();
+    finish_or_show_log(&rig, fio);
     recover(&rig, &fs, service);
 }
 
@@ -371,7 +387,7 @@ fn group_offline_returns_while_the_disk_s_io_hangs() {
     let Some((rig, fs)) = group_with_a_disk_that_can_hang("5s") else {
         return;
     };
-    let service = Service::start(&rig);
+    let service = Service::start(&rig, &fs);
     let mut fio = Fio::start(&rig.path("mnt/DATA/fio.dat"), "12s");
     fio.progress();
     fs.block();
@@ -388,6 +404,6 @@ fn group_offline_returns_while_the_disk_s_io_hangs() {
     assert_eq!(disk_state(&rig, "D2"), "OFFLINE");
     // The held requests are answered now; fio's writes went on without D2.
     fs.unblock();
-    fio.finish();
+    finish_or_show_log(&rig, fio);
     recover(&rig, &fs, service);
 }
