@@ -313,6 +313,9 @@ impl IoEngine for BreaksOnDiscard {
         }
         self.inner.wait(min)
     }
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.inner.set_io_timeout(timeout);
+    }
     fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
         self.inner.pop_completion()
     }

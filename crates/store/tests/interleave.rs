@@ -23,8 +23,11 @@
 //!
 //! Faults in the random runs (mirrored groups only, on disks of one failure
 //! group, so a copy survives): a lost disk, transient read and write errors,
-//! misdirected writes and bit rot; and at the crash, writes torn at 512-byte
-//! sectors inside 4 KiB metadata blocks (512n disks).
+//! misdirected writes and bit rot; a disk that hangs (its requests answered
+//! by nothing, until each times out after the group's `disk_io_timeout` in
+//! simulated time and the disk is taken offline as failed; it answers again
+//! after the crash); and at the crash, writes torn at 512-byte sectors
+//! inside 4 KiB metadata blocks (512n disks).
 //!
 //! After recovery: every file whose create was acknowledged exists with the
 //! size last acknowledged; every sector reads back as its synced content or
@@ -375,6 +378,8 @@ struct World {
     /// finds it, and a copy nobody read stays as it is (`scrub` is not built
     /// yet) — the mirrors are then not compared.
     silent_damage: AtomicBool,
+    /// The fault actor hung a disk.
+    hung: AtomicBool,
     /// Disks taken offline on request and brought back (each resynced).
     offlined: AtomicU64,
     /// Scrubs run beside the writers.
@@ -807,13 +812,28 @@ fn fault_actor(world: &World, seed: u64) {
         .filter(|(_, (_, fg))| *fg == victim_fg)
         .map(|(id, _)| *id)
         .collect();
-    for _ in 0..OPS_PER_ACTOR / 4 {
+    // In some seeds, at one of its turns, a disk stops answering (its own
+    // stream, so the other faults stay as they were).
+    let mut hang = Rand::new(seed ^ 0x4A96);
+    let hang_at = hang
+        .chance(15)
+        .then(|| hang.below((OPS_PER_ACTOR / 4) as u64) as usize);
+    for turn in 0..OPS_PER_ACTOR / 4 {
         if world.stopped() {
             return;
         }
         // Let the others run a while.
         for _ in 0..rng.below(20) {
             cairn_io::sched::yield_now();
+        }
+        if hang_at == Some(turn) {
+            let disk = victims[hang.below(victims.len() as u64) as usize];
+            world.faulted.store(true, Ordering::SeqCst);
+            world.hung.store(true, Ordering::SeqCst);
+            world.shared.with(|sim| sim.hang_disk(disk, true));
+            if trace() {
+                eprintln!("  faults: disk {} hangs", disk.0);
+            }
         }
         let disk = victims[rng.below(victims.len() as u64) as usize];
         world.faulted.store(true, Ordering::SeqCst);
@@ -1268,6 +1288,9 @@ struct SeedFigures {
     switches: u64,
     crashes: u64,
     faults: bool,
+    /// A disk hung; requests to it that timed out before the crash.
+    hung: bool,
+    timed_out: u64,
 }
 
 fn run_seed(seed: u64) -> SeedFigures {
@@ -1296,6 +1319,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         crash_delay,
         armed: AtomicBool::new(false),
         silent_damage: AtomicBool::new(false),
+        hung: AtomicBool::new(false),
         offlined: AtomicU64::new(0),
         resynced: AtomicU64::new(0),
         scrubbed: AtomicU64::new(0),
@@ -1318,6 +1342,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         Box::new(|| lifecycle_actor(&world, seed)),
     ];
     let panics = turnstile.run(actors);
+    let timed_out = shared.with(|sim| sim.timed_out());
     for (i, p) in panics.iter().enumerate() {
         if let Some(p) = p {
             panic!("seed {seed}: actor {i} panicked: {p}");
@@ -1341,6 +1366,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         faulted,
         ops,
         silent_damage,
+        hung,
         offlined,
         resynced,
         scrubbed,
@@ -1398,9 +1424,11 @@ fn run_seed(seed: u64) -> SeedFigures {
         shared.reset_handles();
         shared.crash_after(None);
     }
-    // Transient faults are over; a lost disk stays lost.
+    // Transient faults are over; a lost disk stays lost; a hung one
+    // answers again (the path came back while the process was down).
     shared.with(|sim| {
         for id in &ids {
+            sim.hang_disk(*id, false);
             let f = &mut sim.disk_mut(*id).faults;
             f.write_error_per_million = 0;
             f.read_error_per_million = 0;
@@ -1463,6 +1491,8 @@ fn run_seed(seed: u64) -> SeedFigures {
         records,
         crashes,
         faults: faulted.load(Ordering::SeqCst),
+        hung: hung.load(Ordering::SeqCst),
+        timed_out,
         offlined: offlined.load(Ordering::SeqCst),
         resynced: resynced.load(Ordering::SeqCst),
         scrubbed: scrubbed.load(Ordering::SeqCst),
@@ -1673,6 +1703,7 @@ fn interleaving_simulation() {
         run_seed,
     );
     let (mut ops, mut switches, mut crashes, mut faulted) = (0u64, 0u64, 0u64, 0u64);
+    let (mut hung, mut timed_out) = (0u64, 0u64);
     let (mut meta_ops, mut records) = (0u64, 0u64);
     let (mut offlined, mut resynced, mut lifecycle_seeds) = (0u64, 0u64, 0u64);
     let mut scrubbed = 0u64;
@@ -1693,6 +1724,8 @@ fn interleaving_simulation() {
         records += f.records;
         crashes += f.crashes;
         faulted += u64::from(f.faults);
+        hung += u64::from(f.hung);
+        timed_out += f.timed_out;
         offlined += f.offlined;
         resynced += f.resynced;
         scrubbed += f.scrubbed;
@@ -1717,14 +1750,16 @@ fn interleaving_simulation() {
                 && replaced > 0
                 && compacted > 0
                 && scrubbed > 0
-                && reclaim_seeds > 0,
-            "{} seeds: {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves, {scrubbed} scrubs, {reclaim_seeds} seeds with reclaims",
+                && reclaim_seeds > 0
+                && hung > 0
+                && timed_out > 0,
+            "{} seeds: {hung} with a hung disk ({timed_out} requests timed out), {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves, {scrubbed} scrubs, {reclaim_seeds} seeds with reclaims",
             totals.len()
         );
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults; {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {scrubbed} scrubs beside the writers; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds; {} MiB given back by reclaims in {reclaim_seeds} seeds",
+        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults ({hung} with a disk that hung, {timed_out} of its requests timed out); {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {scrubbed} scrubs beside the writers; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds; {} MiB given back by reclaims in {reclaim_seeds} seeds",
         count as f64 / secs,
         reclaimed >> 20
     );

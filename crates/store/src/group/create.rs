@@ -146,6 +146,7 @@ pub fn create<'e>(
     );
     group.templates = default_templates();
     group.attributes = group.default_attributes();
+    group.apply_io_timeout();
 
     // Metadata files: extents placed like any file's.
     let journal_extents = JOURNAL_BYTES.div_ceil(spec.au_bytes);

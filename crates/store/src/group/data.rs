@@ -1620,9 +1620,10 @@ pub(crate) fn punch_extents(
         let marked = port.mark_unwritten(number, incarnation, &still)?;
         done.extents += marked.len() as u64;
         // Readers take no latch: one that took the old map may still be
-        // reading these AUs.
-        port.plane().wait_for_older_operations();
-        if discard {
+        // reading these AUs. If they do not end in time, the extents stay
+        // unwritten without their discard (a reclaim returns the space).
+        let drained = port.plane().wait_for_older_operations();
+        if discard && drained {
             // The guard before the snapshot the discards are taken from:
             // AUs a cut (which takes no latch) freed before it are not in
             // that snapshot, and those it frees after wait for the guard.
@@ -2357,6 +2358,9 @@ mod tests {
         }
         fn wait(&mut self, min_completions: usize) -> Result<(), IoError> {
             self.sim.wait(min_completions)
+        }
+        fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+            self.sim.set_io_timeout(timeout);
         }
         fn pop_completion(&mut self) -> Option<Completion> {
             self.sim.pop_completion()

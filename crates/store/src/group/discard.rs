@@ -27,8 +27,9 @@
 //! drain takes at most [`DISCARD_BATCH_RUNS_MAX`] runs at a time. An
 //! allocation that finds no space takes back the runs still waiting (space
 //! needed now comes before giving it back to the array); a batch in flight
-//! comes back when its discards end. A stop (dismount) lets the batch in
-//! flight finish and leaves the rest returnable.
+//! comes back when its discards end. A dismount lets the batch in flight
+//! finish, then discards the rest itself, once the group is its alone
+//! ([`Group::discard_waiting_now`]).
 //!
 //! A discard that fails (a device that refuses it, an engine that fails
 //! whole) is the disk's or the array's matter, never the operation's: the
@@ -227,22 +228,43 @@ impl Group<'_> {
                 let none = vec![false; left.len()];
                 self.discards_done(&left, &none);
             }
-            None => {
-                let members: BTreeMap<u16, DeviceId> = (0..self.members.len() as u16)
-                    .filter_map(|d| Some((d, self.member(d)?.writable()?)))
-                    .collect();
-                let (ok, failed) = discard_runs(
-                    &mut *self.engine,
-                    |d| members.get(&d).copied(),
-                    self.au_bytes,
-                    &runs,
-                );
-                if let Some(why) = failed {
-                    self.discard_failed(&runs, &why);
-                }
-                self.discards_done(&runs, &ok);
-            }
+            None => self.discard_now(&runs),
         }
+    }
+
+    /// Discard `runs` (reserved) now, on the metadata plane's engine, and
+    /// give them back: for a group nobody else waits on.
+    fn discard_now(&mut self, runs: &[DiscardRun]) {
+        if runs.is_empty() {
+            return;
+        }
+        let members: BTreeMap<u16, DeviceId> = (0..self.members.len() as u16)
+            .filter_map(|d| Some((d, self.member(d)?.writable()?)))
+            .collect();
+        let (ok, failed) = discard_runs(
+            &mut *self.engine,
+            |d| members.get(&d).copied(),
+            self.au_bytes,
+            runs,
+        );
+        if let Some(why) = failed {
+            self.discard_failed(runs, &why);
+        }
+        self.discards_done(runs, &ok);
+    }
+
+    /// A live group let go of (its dismount, every data handle and its
+    /// drain gone): the runs still waiting are discarded now, as a group
+    /// one command holds discards them, and the group discards at once
+    /// from here on. Without this, a command that frees space and
+    /// dismounts at once (`cairn rm` on a group it holds) would leave
+    /// every run it freed returnable.
+    pub(super) fn discard_waiting_now(&mut self) {
+        let Some(queue) = self.discards.take() else {
+            return;
+        };
+        let runs = queue.take_waiting();
+        self.discard_now(&runs);
     }
 
     /// The discards of `runs` are over (`ok`: per run, whether it

@@ -4,13 +4,18 @@
 
 use super::*;
 
-/// Whether a read's error means its disk failed, not one place on it: it
-/// came back short, or ran past the device's end. The device is no longer
-/// the size the group recorded (a file truncated under it, a LUN shrunk),
-/// so what lay past its new end is gone, as if the disk had failed; and
-/// rewriting a copy there from a good one (what a read error at one place
-/// gets) would extend a file with a hole that reads back as zeros. The
-/// disk goes offline instead, as any disk that failed does.
+/// Whether a read's error means its disk failed, not one place on it:
+///
+/// - it came back short, or ran past the device's end. The device is no
+///   longer the size the group recorded (a file truncated under it, a LUN
+///   shrunk), so what lay past its new end is gone, as if the disk had
+///   failed; and rewriting a copy there from a good one (what a read error
+///   at one place gets) would extend a file with a hole that reads back as
+///   zeros;
+/// - it did not answer within the group's `disk_io_timeout`: the disk
+///   hangs, and a rewrite would only wait as long again.
+///
+/// The disk goes offline instead, as any disk that failed does.
 pub(super) fn read_fails_the_disk(error: &IoError) -> bool {
     matches!(
         error,
@@ -20,7 +25,7 @@ pub(super) fn read_fails_the_disk(error: &IoError) -> bool {
         } | IoError::OutOfRange {
             kind: cairn_io::OpKind::Read,
             ..
-        }
+        } | IoError::TimedOut { .. }
     )
 }
 

@@ -450,11 +450,14 @@ impl LiveGroup {
                 self.inner.plane.disks().epoch,
             )
         };
-        let (engine, devices) = self.inner.engines.engine(&disks, depth)?;
+        let (mut engine, devices) = self.inner.engines.engine(&disks, depth)?;
+        let io_timeout = self.inner.plane.io_timeout();
+        engine.set_io_timeout(io_timeout);
         Ok(DataHandle {
             slot: self.inner.plane.guard_slot(),
             inner: self.inner.clone(),
             engine,
+            io_timeout,
             devices,
             made_from: disks,
             unflushed: BTreeSet::new(),
@@ -468,14 +471,21 @@ impl LiveGroup {
 
     /// Take disks offline on request ([`Group::offline_disks`]) while data
     /// handles run: writes from the next disk view on mark their copies
-    /// stale.
+    /// stale. The data operations that took the old view are waited for
+    /// between two metadata operations, without `meta` (one may need it to
+    /// end), and at most the plane's drain bound.
     pub fn offline_disks(
         &self,
         names: &[String],
         drop_after_minutes: Option<u16>,
     ) -> Result<Vec<String>, GroupError> {
+        let (done, disks) = self
+            .inner
+            .operation(|g| g.offline_disks_begin(names, drop_after_minutes))??;
+        let drained = self.inner.plane.wait_for_older_operations();
         self.inner
-            .operation(|g| g.offline_disks(names, drop_after_minutes))?
+            .operation(|g| g.offline_disks_end(&disks, drained))??;
+        Ok(done)
     }
 
     /// Bring disks back and resync them ([`Group::online_disks`]) while data
@@ -493,6 +503,20 @@ impl LiveGroup {
         self.resync(power, progress)
     }
 
+    /// An engine of `depth` requests over `devices`, for reads made
+    /// outside `meta` with no data handle (probes, timed reads): under the
+    /// group's I/O timeout, as a handle's engine is, so a hung disk fails
+    /// them instead of holding the command for ever.
+    fn side_engine(
+        &self,
+        devices: &BTreeMap<u16, DeviceId>,
+        depth: usize,
+    ) -> Result<HandleEngine, GroupError> {
+        let (mut engine, ids) = self.inner.engines.engine(devices, depth)?;
+        engine.set_io_timeout(self.inner.plane.io_timeout());
+        Ok((engine, ids))
+    }
+
     /// The first step of [`LiveGroup::online_disks`]: the disks named (or
     /// every OFFLINE one that is attached) are SYNCING, written by every
     /// write from the next view on; [`LiveGroup::resync`] copies what they
@@ -508,7 +532,7 @@ impl LiveGroup {
             .operation(|g| g.returning_devices(names).map(|d| (d, g.uuid())))??;
         let mut probes = BTreeMap::new();
         if !devices.is_empty() {
-            let (mut engine, ids) = self.inner.engines.engine(&devices, PROBE_DEPTH)?;
+            let (mut engine, ids) = self.side_engine(&devices, PROBE_DEPTH)?;
             for (disk, meta_id) in &devices {
                 let Some(id) = ids.get(disk) else {
                     continue;
@@ -540,7 +564,7 @@ impl LiveGroup {
         if devices.is_empty() {
             return Ok(out);
         }
-        let (mut engine, ids) = self.inner.engines.engine(&devices, PROBE_DEPTH * 2)?;
+        let (mut engine, ids) = self.side_engine(&devices, PROBE_DEPTH * 2)?;
         let io = super::relocate::RATE_IO_BYTES.min(au_bytes);
         for (d, (_, offsets)) in plan {
             let Some(id) = ids.get(&d) else { continue };
@@ -642,7 +666,7 @@ impl LiveGroup {
         // Readers of the maps before the last switch end before a dropped
         // disk leaves: waited for here, outside the metadata lock (a data
         // operation may need it to end).
-        self.inner.plane.wait_for_older_operations();
+        super::relocate::readers_done(&self.inner.plane)?;
         self.inner
             .operation(|g| g.rebalance_finish(&mut report, false))??;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -977,7 +1001,8 @@ impl LiveGroup {
     /// must be gone: one still alive is a caller bug, refused.
     pub fn dismount(self) -> Result<(), GroupError> {
         // The drain ends after its batch (bounded: DISCARD_BATCH_RUNS_MAX
-        // runs); what still waits stays returnable.
+        // runs); what still waits is discarded below, once the group is
+        // this thread's alone.
         self.inner.discards.stop();
         let drain = self
             .inner
@@ -996,8 +1021,7 @@ impl LiveGroup {
             GroupError::Poisoned("a metadata step panicked; mount the group again".into())
         })?;
         let mut group = group;
-        group.take_back_discards();
-        group.set_discard_queue(None);
+        group.discard_waiting_now();
         group.set_live(false);
         let open = group.txn_open();
         group.commit_through(open)?;
@@ -1052,6 +1076,9 @@ pub struct DataHandle {
     snapshots: SnapshotCache,
     /// Requests its engine holds (for a new engine, when disks join).
     depth: usize,
+    /// The I/O timeout its engine has: the group's `disk_io_timeout`, as
+    /// the plane said when last looked at (each operation's start).
+    io_timeout: Option<std::time::Duration>,
     /// The disk view epoch its engine's devices were checked against: a
     /// disk added to the group, or gone from it, since gets the handle a new
     /// engine (between operations: nothing is in flight then).
@@ -1081,6 +1108,11 @@ impl DataHandle {
     /// that cannot attach the new disk leaves it out, and an I/O to it then
     /// fails like one to a failed disk.
     fn refresh_devices_on(&mut self, leaves: bool) -> Result<(), GroupError> {
+        let io_timeout = self.inner.plane.io_timeout();
+        if io_timeout != self.io_timeout {
+            self.engine.set_io_timeout(io_timeout);
+            self.io_timeout = io_timeout;
+        }
         let view = self.inner.plane.disks();
         if view.epoch == self.devices_epoch {
             return Ok(());
@@ -1101,7 +1133,8 @@ impl DataHandle {
             return Ok(());
         }
         self.devices_epoch = view.epoch;
-        let (engine, devices) = self.inner.engines.engine(&now, self.depth)?;
+        let (mut engine, devices) = self.inner.engines.engine(&now, self.depth)?;
+        engine.set_io_timeout(self.io_timeout);
         self.engine = engine;
         self.devices = devices;
         self.made_from = now;

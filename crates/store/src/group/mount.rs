@@ -110,6 +110,9 @@ pub(super) fn mount_inner<'e>(
     missing_disks: MissingDisks,
     read_only: bool,
 ) -> Result<(Group<'e>, MountReport), GroupError> {
+    // Until the group's own timeout is read, a disk that hangs is given
+    // the default: a mount is not held for ever by one dead path.
+    engine.set_io_timeout(Some(super::attributes::DISK_IO_TIMEOUT_DEFAULT));
     let found = identify(&mut *engine, devices);
     let mut matching: Vec<(Uuid, Vec<FoundDisk>)> = found
         .into_iter()
@@ -440,6 +443,7 @@ pub(super) fn mount_inner<'e>(
         Some(a) => a,
         None => group.default_attributes(),
     };
+    group.apply_io_timeout();
     report.damage.extend(group.describe_lost());
     if read_only {
         report.warnings.extend(group.pending_operations());

@@ -1507,7 +1507,7 @@ impl Group<'_> {
         if !empty.is_empty() {
             // No reader of an old map may still be reading them.
             if wait {
-                self.wait_for_readers();
+                self.wait_for_readers()?;
             }
             self.checkpoint()?;
             let gone: Vec<(u16, Option<DeviceId>, String, bool)> = empty
@@ -1545,7 +1545,7 @@ impl Group<'_> {
             |g: &Self| (0..g.members.len() as u16).any(|n| g.pending_shrink_bytes(n).is_some());
         if shrinking(self) {
             if wait {
-                self.wait_for_readers();
+                self.wait_for_readers()?;
             }
             self.finish_shrinks(report)?;
         }
@@ -1620,10 +1620,23 @@ impl Group<'_> {
         out
     }
 
-    /// Wait until every data operation that took a view before now is over.
-    pub(super) fn wait_for_readers(&self) {
-        self.plane.wait_for_older_operations();
+    /// Wait until every data operation that took a view before now is
+    /// over; refused when some still run after the drain's bound.
+    pub(super) fn wait_for_readers(&self) -> Result<(), GroupError> {
+        readers_done(&self.plane)
     }
+}
+
+/// Wait for the data operations older than now ([`DataPlane::wait_for_older_operations`]),
+/// or say why the caller cannot go on.
+pub(super) fn readers_done(plane: &super::plane::DataPlane) -> Result<(), GroupError> {
+    if plane.wait_for_older_operations() {
+        return Ok(());
+    }
+    Err(GroupError::Interrupted(format!(
+        "data operations begun before this one still ran after {:?} (4 times disk_io_timeout): a disk may hang in a way its timeout does not end; nothing was changed by this step, so run the command again",
+        plane.drain_bound()
+    )))
 }
 
 /// A device's newest good header and the highest generation any copy

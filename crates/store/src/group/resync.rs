@@ -699,11 +699,34 @@ impl Group<'_> {
     /// does not bring them back). `drop_after_minutes`: this disk's repair
     /// timer instead of the group's `disk_repair_time`. Refused, changing
     /// nothing, when the group could not run without them.
+    ///
+    /// Three parts: [`Group::offline_disks_begin`] (the disks durably
+    /// OFFLINE, the new view published), a drain of the data operations
+    /// that took the old view, and [`Group::offline_disks_end`]. A live
+    /// group runs the first and last as metadata operations and drains
+    /// between them, without `meta` (`LiveGroup::offline_disks`): such an
+    /// operation may need `meta` to end (to have a failed disk taken
+    /// offline), and one in an I/O to a hung disk ends only at its timeout.
     pub fn offline_disks(
         &mut self,
         names: &[String],
         drop_after_minutes: Option<u16>,
     ) -> Result<Vec<String>, GroupError> {
+        let (done, disks) = self.offline_disks_begin(names, drop_after_minutes)?;
+        // No data thread runs beside a group one command holds: at once.
+        let drained = self.plane.wait_for_older_operations();
+        self.offline_disks_end(&disks, drained)?;
+        Ok(done)
+    }
+
+    /// The first part of [`Group::offline_disks`]: checked, flushed, made
+    /// OFFLINE (and HELD) in the superblocks, and the new view published.
+    /// The labels done, and the disks' numbers for the last part.
+    pub(super) fn offline_disks_begin(
+        &mut self,
+        names: &[String],
+        drop_after_minutes: Option<u16>,
+    ) -> Result<(Vec<String>, Vec<u16>), GroupError> {
         self.check_writable()?;
         let disks = self.disks_named(names)?;
         for d in &disks {
@@ -794,28 +817,60 @@ impl Group<'_> {
         }
         self.superblocks_or_stop()?;
         self.publish_disks();
-        // Data operations that took the view before this one may still be
-        // writing to the disks: wait for them, then flush the disks again,
-        // so what they wrote is on the media (nothing marks it).
-        self.wait_for_readers();
-        let devices: Vec<(u16, DeviceId)> = disks
+        Ok((done, disks))
+    }
+
+    /// The last part of [`Group::offline_disks`], once the data operations
+    /// that took the view before its first part are over (`drained`): the
+    /// disks are flushed again, so what those operations wrote is on the
+    /// media (nothing marks it). A disk whose flush fails, or whose writers
+    /// may still run (`drained` false: they outlived the drain's bound), is
+    /// marked RESYNC_ALL: it may lack an acknowledged write nothing marks,
+    /// so it is resynced whole when it comes back. Only disks still OFFLINE
+    /// (an `online` may have come between the parts); one already marked
+    /// is not flushed (a hung disk would only time out again).
+    pub(super) fn offline_disks_end(
+        &mut self,
+        disks: &[u16],
+        drained: bool,
+    ) -> Result<(), GroupError> {
+        self.check_writable()?;
+        let still: Vec<u16> = disks
+            .iter()
+            .copied()
+            .filter(|d| {
+                self.member(*d).is_some_and(|m| {
+                    m.entry.state == DiskState::Offline
+                        && m.entry.flags & fmt::DISK_FLAG_RESYNC_ALL == 0
+                })
+            })
+            .collect();
+        let devices: Vec<(u16, DeviceId)> = still
             .iter()
             .filter_map(|d| Some((*d, self.member(*d)?.device?)))
             .collect();
-        let failed = self.flush_devices(devices.clone())?;
-        for d in &failed {
+        let lost: Vec<u16> = if drained {
+            self.flush_devices(devices.clone())?
+        } else {
+            still.clone()
+        };
+        for d in &lost {
             // It may have lost what it took: resynced whole.
             if let Some(m) = self.member_mut(*d) {
                 m.entry.flags |= fmt::DISK_FLAG_RESYNC_ALL;
             }
         }
+        // What it holds now is all it will hold: stamped, so that a copy of
+        // it made before is never taken back ([`Group::stamp_offline`]).
         let stamped: Vec<(u16, DeviceId)> = devices
             .into_iter()
-            .filter(|(d, _)| !failed.contains(d))
+            .filter(|(d, _)| !lost.contains(d))
             .collect();
         self.stamp_offline(&stamped)?;
-        self.superblocks_or_stop()?;
-        Ok(done)
+        if !lost.is_empty() || !stamped.is_empty() {
+            self.superblocks_or_stop()?;
+        }
+        Ok(())
     }
 
     /// Bring OFFLINE disks back (`cairn group online`): each must be
