@@ -70,6 +70,9 @@ pub enum GroupCommand {
     /// Mount a group (replaying its journal and finishing interrupted work), report, and dismount.
     Mount {
         name: String,
+        /// Take the group over from another host that stopped without letting go (it crashed, or lost its disks): its heartbeat is watched for twice its timeout first (20 s by default), and the mount is refused if it moves. Never takes a group from a host that still writes it.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         discover: Discover,
         #[command(flatten)]
@@ -551,10 +554,26 @@ pub fn run_group(
         }
         GroupCommand::Mount {
             name,
+            force,
             discover,
             output,
         } => {
-            let m = mount(c, engine.as_mut(), &discover, &name)?;
+            let m = if force {
+                let d = discovery(discover.discover.as_deref())?;
+                let m = group_admin::mount_with(
+                    engine.as_mut(),
+                    &Host::real(),
+                    &d,
+                    &name,
+                    &group_lock::run_dir(),
+                    group::MissingDisks::MarkOffline,
+                    group::heartbeat::Takeover::Force,
+                )?;
+                warn_mount(c, m.group.name(), &m.report);
+                m
+            } else {
+                mount(c, engine.as_mut(), &discover, &name)?
+            };
             let summary = summary_of(&m.group);
             let report = m.report;
             finish(c, m.group)?;
