@@ -194,13 +194,14 @@ pub fn create<'e>(
     let source = Arc::new(HeartbeatSource(Arc::new(FileSource::over(
         engine, &devices,
     )?)));
+    let beating = beat_from_claim(claim, source)?;
     let mounted = group::mount_with(
         engine,
         &devices,
         &GroupSelector::Uuid(spec.group_uuid),
         group::MissingDisks::Refuse,
     );
-    let (group, _) = mounted_on_claim(mounted, claim, source)?;
+    let (group, _) = mounted_on_claim(mounted, beating)?;
     Ok((group, lock, created))
 }
 
@@ -764,8 +765,9 @@ fn mount_inner<'e>(
                 engine,
                 &opened.devices,
             )?)));
+            let beating = beat_from_claim(claim, source)?;
             let mounted = group::mount_with(engine, &opened.devices, &selector, missing);
-            mounted_on_claim(mounted, claim, source)
+            mounted_on_claim(mounted, beating)
         }
         None => {
             owned_by = owned_elsewhere(engine, &opened)?;
@@ -946,10 +948,10 @@ pub fn mount_live(
         })?;
         source.files().insert(*id, dup);
     }
+    let beating = beat_from_claim(claim, Arc::new(HeartbeatSource(source.clone())))?;
     let mounted = group::mount_owned(engine, &opened.devices, &selector, missing_disks);
     let (group, mut report) =
-        mounted_on_claim(mounted, claim, Arc::new(HeartbeatSource(source.clone())))
-            .map_err(|e| mount_error(e, &opened))?;
+        mounted_on_claim(mounted, beating).map_err(|e| mount_error(e, &opened))?;
     let mut members = BTreeMap::new();
     for (disk, id) in group.member_devices() {
         if let Some(file) = files.get(&id) {
@@ -1129,33 +1131,33 @@ fn claim_group(
     )?)
 }
 
-/// A mount made on `claim`: beating from now on, or, if it failed, the
-/// claim let go of.
-fn mounted_on_claim<'e>(
-    mounted: Result<(Group<'e>, MountReport), GroupError>,
+/// Beat for a claim from now on, through the mount that follows it (a
+/// long mount must not look like a dead owner to another host): the link,
+/// and whom the group was taken from.
+fn beat_from_claim(
     claim: heartbeat::Claim,
     source: Arc<HeartbeatSource>,
+) -> Result<(heartbeat::Link, Option<String>), GroupError> {
+    let taken_from = claim.taken_from.clone();
+    let beater = heartbeat::Beater::new(claim, source, 0);
+    Ok((heartbeat::start(beater)?, taken_from))
+}
+
+/// A mount made while beating: the heartbeat handed to the group, or, if
+/// the mount failed, stopped and released (as the link drops).
+fn mounted_on_claim<'e>(
+    mounted: Result<(Group<'e>, MountReport), GroupError>,
+    beating: (heartbeat::Link, Option<String>),
 ) -> Result<(Group<'e>, MountReport), GroupError> {
-    let (mut group, mut report) = match mounted {
-        Ok(m) => m,
-        Err(e) => {
-            heartbeat::release_claim(&*source, &claim, now_unix_ms());
-            return Err(e);
-        }
-    };
-    if let Some(from) = &claim.taken_from {
+    let (link, taken_from) = beating;
+    let (mut group, mut report) = mounted?;
+    if let Some(from) = taken_from {
         report
             .warnings
-            .push(format!("group {} was taken over from {from}", claim.name));
+            .push(format!("group {} was taken over from {from}", group.name()));
     }
-    let beater = heartbeat::Beater::new(
-        claim,
-        group.slot_generation(),
-        group.data_plane().clone(),
-        source,
-        0,
-    );
-    group.attach_heartbeat(heartbeat::start(beater)?);
+    link.attach(group.data_plane().clone(), group.slot_generation());
+    group.attach_heartbeat(link);
     Ok((group, report))
 }
 

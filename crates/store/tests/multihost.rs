@@ -140,14 +140,10 @@ fn mount(
             Box::new(shared.handle()) as Box<dyn IoEngine>
         }))
     };
-    let beater = Beater::new(
-        claim,
-        g.slot_generation(),
-        g.data_plane().clone(),
-        engines.clone(),
-        sim_clock.now_ns(),
-    );
-    g.attach_heartbeat(beater.link());
+    let beater = Beater::new(claim, engines.clone(), sim_clock.now_ns());
+    let link = beater.link();
+    link.attach(g.data_plane().clone(), g.slot_generation());
+    g.attach_heartbeat(link);
     Ok(Mounted {
         live: LiveGroup::new(g, Box::new(engines)),
         beater,

@@ -20,12 +20,14 @@
 //!
 //! Then the mounting host *claims* the group: its own active heartbeat, one
 //! sequence past every one it read, on every member, before the mount
-//! writes anything ([`claim`]). The [`Beater`] keeps it beating, on a thread
-//! of its own ([`start`]) that never takes the metadata lock and never
-//! waits for data I/O: it reads each disk's block before it writes it, and
+//! writes anything ([`claim`]). The [`Beater`] keeps it beating from then
+//! on — through the mount itself, which may be long, and must not look
+//! like a dead owner — on a thread of its own ([`start`]) that never takes
+//! the metadata lock and never waits for data I/O: it reads each disk's
+//! block before it writes it, and
 //! a block another host wrote with a newer sequence means the group was
-//! taken over: the group stops. A write that fails (or does not complete
-//! within the beat) is that disk's failure, handed to the metadata plane
+//! taken over: the group stops. A read or write that fails, or hangs for
+//! the timeout, is that disk's failure, handed to the metadata plane
 //! ([`Link::take_failed`]). If no heartbeat lands on any disk for the
 //! writer's timeout (`fail_intervals` × interval), another host may be
 //! taking the group over at that moment: the group stops writing, as ZFS
@@ -397,41 +399,6 @@ pub struct Claim {
     pub disks: Vec<(u16, DeviceId)>,
 }
 
-/// Let go of a claim whose mount failed: a released heartbeat, one past
-/// the claim, on its disks, written through an engine `source` makes (the
-/// claiming engine may be gone with the failed mount). Best effort: a
-/// claim left active only makes the next mount on another host refuse
-/// until `--force`.
-pub fn release_claim(source: &dyn EngineSource, claim: &Claim, now_unix_ms: u64) {
-    let disks: BTreeMap<u16, DeviceId> = claim.disks.iter().copied().collect();
-    let Ok((mut engine, devices)) = source.engine(&disks, disks.len().max(1)) else {
-        return;
-    };
-    let heartbeat = Heartbeat {
-        host_id: claim.me.id,
-        host_name: claim.me.name.clone(),
-        pid: claim.me.pid,
-        written_unix_ms: now_unix_ms,
-        mount_generation: 0,
-        interval_ms: claim.timing.interval_ms,
-        fail_intervals: claim.timing.fail_intervals,
-        state: HeartbeatState::Released,
-    };
-    let requests = devices
-        .iter()
-        .map(|(disk, device)| Request {
-            device: *device,
-            tag: u64::from(*disk),
-            op: Op::Write {
-                offset_bytes: HEARTBEAT_OFFSET_BYTES,
-                buf: sealed(claim.group, *disk, claim.sequence + 1, &heartbeat),
-                fua: true,
-            },
-        })
-        .collect();
-    let _ = engine.execute_all(requests);
-}
-
 /// Claim group `group` (named `name` in messages) for host `me` before a
 /// mount writes anything: read every member's heartbeat, refuse if another
 /// host holds it (or, with [`Takeover::Force`], if its heartbeat moves while
@@ -538,18 +505,30 @@ pub fn claim(
 
 /// What the group and the beater share. Leaf locks, each held only to look
 /// or change.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Shared {
     /// Why the heartbeat stopped the group (taken over, or no heartbeat
     /// landed for the timeout); set once, never cleared. Written by the
     /// beater, read by the metadata plane.
     stopped: Mutex<Option<String>>,
+    /// The mounted group's data plane and the superblock generation its
+    /// mount wrote, once the mount is done ([`Link::attach`]); until then
+    /// the beater beats the claimed disks. Set once, by the mounting
+    /// thread; read by the beater at each beat.
+    mounted: Mutex<Option<(Arc<DataPlane>, u64)>>,
     /// Disks whose heartbeat write failed or did not complete: added to by
     /// the beater, taken by the metadata plane at its next commit.
     failed: Mutex<BTreeSet<u16>>,
 }
 
 impl Shared {
+    fn mounted(&self) -> Option<(Arc<DataPlane>, u64)> {
+        self.mounted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     fn stopped(&self) -> Option<String> {
         self.stopped
             .lock()
@@ -559,21 +538,26 @@ impl Shared {
 }
 
 /// Writes one group's heartbeat, a beat at a time ([`Beater::beat`]), on an
-/// engine of its own over the disks the data plane's view says are written.
-/// Owned by one thread (its [`start`]ed thread, or a simulator's driver).
+/// engine of its own: from the claim on (a long mount must not look like a
+/// dead owner), on the claimed disks until the mount is done, then on the
+/// disks the data plane's view says are written. Owned by one thread (its
+/// [`start`]ed thread, or a simulator's driver).
 pub struct Beater {
     claim: Claim,
-    mount_generation: u64,
-    plane: Arc<DataPlane>,
     source: Arc<dyn EngineSource>,
     /// The engine, the devices in it by disk number, and what it was made
     /// from (disk number → device in the metadata plane's engine).
     engine: Option<Box<dyn IoEngine>>,
     devices: BTreeMap<u16, DeviceId>,
     made_from: BTreeMap<u16, DeviceId>,
-    /// Requests submitted and not yet completed, by tag: disk and whether a
-    /// write. A disk with one is not beaten again until it completes.
-    pending: BTreeMap<u64, (u16, bool)>,
+    /// Requests submitted and not yet completed, by tag: disk, whether a
+    /// write, and when it was submitted. A disk with one is not beaten
+    /// again until it completes; one outstanding for the timeout is a hung
+    /// disk, reported once.
+    pending: BTreeMap<u64, (u16, bool, u64)>,
+    hung_reported: BTreeSet<u64>,
+    /// The time of the beat under way (this host's monotonic clock).
+    beat_ns: u64,
     next_tag: u64,
     /// The last sequence this host wrote.
     sequence: u64,
@@ -587,32 +571,28 @@ pub struct Beater {
 pub struct BeatReport {
     /// Disks the heartbeat landed on.
     pub landed: Vec<u16>,
-    /// Disks whose heartbeat write failed or timed out.
+    /// Disks whose heartbeat read or write failed, or has hung for the
+    /// timeout.
     pub failed: Vec<u16>,
     /// Set when this beat stopped the group, and why.
     pub stopped: Option<String>,
 }
 
 impl Beater {
-    /// A beater for `claim`, whose mount wrote superblock generation
-    /// `mount_generation`, starting at `now_ns` (the claim just landed).
-    pub fn new(
-        claim: Claim,
-        mount_generation: u64,
-        plane: Arc<DataPlane>,
-        source: Arc<dyn EngineSource>,
-        now_ns: u64,
-    ) -> Self {
+    /// A beater for `claim`, starting at `now_ns` (the claim just landed).
+    /// `source` makes its engines from disk numbers and the claiming
+    /// engine's device ids (which are the metadata plane's).
+    pub fn new(claim: Claim, source: Arc<dyn EngineSource>, now_ns: u64) -> Self {
         Self {
             sequence: claim.sequence,
             claim,
-            mount_generation,
-            plane,
             source,
             engine: None,
             devices: BTreeMap::new(),
             made_from: BTreeMap::new(),
             pending: BTreeMap::new(),
+            hung_reported: BTreeSet::new(),
+            beat_ns: now_ns,
             next_tag: 0,
             landed_ns: now_ns,
             shared: Arc::default(),
@@ -639,13 +619,19 @@ impl Beater {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get_or_insert_with(|| why.clone());
-        self.plane.stop(&why);
+        if let Some((plane, _)) = self.shared.mounted() {
+            plane.stop(&why);
+        }
         why
     }
 
-    /// The disks to beat: written in the data plane's view, with a device.
+    /// The disks to beat: written in the data plane's view, with a device;
+    /// the claimed ones until the mount is done.
     fn wanted(&self) -> BTreeMap<u16, DeviceId> {
-        let view = self.plane.disks();
+        let Some((plane, _)) = self.shared.mounted() else {
+            return self.claim.disks.iter().copied().collect();
+        };
+        let view = plane.disks();
         view.member_devices()
             .into_iter()
             .filter(|(d, _)| view.writable.get(usize::from(*d)).copied().unwrap_or(false))
@@ -682,7 +668,7 @@ impl Beater {
             self.next_tag += 1;
             let write = matches!(op, Op::Write { .. });
             if engine.submit(Request { device, tag, op }).is_ok() {
-                self.pending.insert(tag, (disk, write));
+                self.pending.insert(tag, (disk, write, self.beat_ns));
                 tags.push(tag);
             }
         }
@@ -700,7 +686,8 @@ impl Beater {
         let started = std::time::Instant::now();
         loop {
             while let Some(c) = engine.pop_completion() {
-                if let Some((disk, write)) = self.pending.remove(&c.tag) {
+                if let Some((disk, write, _)) = self.pending.remove(&c.tag) {
+                    self.hung_reported.remove(&c.tag);
                     out.push(Done {
                         tag: c.tag,
                         disk,
@@ -727,7 +714,7 @@ impl Beater {
             host_name: self.claim.me.name.clone(),
             pid: self.claim.me.pid,
             written_unix_ms: now_unix_ms,
-            mount_generation: self.mount_generation,
+            mount_generation: self.shared.mounted().map_or(0, |(_, g)| g),
             interval_ms: self.claim.timing.interval_ms,
             fail_intervals: self.claim.timing.fail_intervals,
             state,
@@ -772,11 +759,6 @@ impl Beater {
                 failed.insert(done.disk);
             }
         }
-        for tag in &tags {
-            if let Some((disk, _)) = self.pending.get(tag) {
-                failed.insert(*disk);
-            }
-        }
         landed.sort_unstable();
         (landed, failed)
     }
@@ -791,9 +773,10 @@ impl Beater {
         if self.stopped().is_some() {
             return report;
         }
+        self.beat_ns = now_ns;
         self.refresh_engine();
         let budget = Duration::from_millis(u64::from(self.claim.timing.interval_ms) / 2);
-        let busy: BTreeSet<u16> = self.pending.values().map(|(d, _)| *d).collect();
+        let busy: BTreeSet<u16> = self.pending.values().map(|(d, _, _)| *d).collect();
         let disks: Vec<u16> = self
             .made_from
             .keys()
@@ -837,12 +820,6 @@ impl Beater {
             }
             readable.push(done.disk);
         }
-        // A read that did not complete within the beat: the disk hangs.
-        for tag in &read_tags {
-            if let Some((disk, _)) = self.pending.get(tag) {
-                failed.insert(*disk);
-            }
-        }
         readable.sort_unstable();
         let (landed, write_failed) = self.write(
             &readable,
@@ -852,6 +829,15 @@ impl Beater {
             budget,
         );
         failed.extend(write_failed);
+        // A request outstanding for the whole timeout: the disk hangs, and
+        // that is its failure. (A slow one is only skipped until it
+        // answers: a beat's budget is no I/O timeout.)
+        let fail_after = self.claim.timing.fail_after_ns();
+        for (tag, (disk, _, since)) in &self.pending {
+            if now_ns.saturating_sub(*since) > fail_after && self.hung_reported.insert(*tag) {
+                failed.insert(*disk);
+            }
+        }
         if !landed.is_empty() {
             self.landed_ns = now_ns;
         }
@@ -884,7 +870,7 @@ impl Beater {
             return Vec::new();
         }
         self.refresh_engine();
-        let busy: BTreeSet<u16> = self.pending.values().map(|(d, _)| *d).collect();
+        let busy: BTreeSet<u16> = self.pending.values().map(|(d, _, _)| *d).collect();
         let disks: Vec<u16> = self
             .made_from
             .keys()
@@ -933,6 +919,20 @@ pub struct Link {
 }
 
 impl Link {
+    /// The group is mounted: from the next beat on, beat the disks its data
+    /// plane writes, carry `mount_generation`, and stop the plane if the
+    /// heartbeat stops (at once, if it already has).
+    pub fn attach(&self, plane: Arc<DataPlane>, mount_generation: u64) {
+        *self
+            .shared
+            .mounted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((plane.clone(), mount_generation));
+        if let Some(why) = self.stopped() {
+            plane.stop(&why);
+        }
+    }
+
     /// Why the heartbeat stopped the group, if it did.
     pub fn stopped(&self) -> Option<String> {
         self.shared.stopped()
@@ -1039,5 +1039,75 @@ impl Drop for Link {
                 beater.release(unix_ms());
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn beat(disk: u16, sequence: u64, host: u128, state: HeartbeatState) -> Option<Beat> {
+        Some(Beat {
+            disk,
+            sequence,
+            heartbeat: Heartbeat {
+                host_id: Uuid::from_u128(host),
+                host_name: format!("h{host}"),
+                pid: 1,
+                written_unix_ms: 0,
+                mount_generation: 1,
+                interval_ms: 1000,
+                fail_intervals: 10,
+                state,
+            },
+        })
+    }
+
+    const ME: u128 = 1;
+    const OTHER: u128 = 2;
+    use HeartbeatState::{Active, Released};
+
+    #[test]
+    fn the_newest_heartbeat_says_who_holds_the_group() {
+        let me = Uuid::from_u128(ME);
+        assert_eq!(owner(me, &[None, None]), Owner::Free);
+        // Another host's, newest: held.
+        let beats = [beat(0, 5, OTHER, Active), beat(1, 4, ME, Active)];
+        assert!(matches!(owner(me, &beats), Owner::Other(b) if b.sequence == 5));
+        // Released after, on one disk only (the other missed it): free.
+        let beats = [beat(0, 6, OTHER, Released), beat(1, 5, OTHER, Active)];
+        assert_eq!(owner(me, &beats), Owner::Free);
+        // This host's own, newest: free (its previous mount died).
+        let beats = [beat(0, 7, ME, Active), beat(1, 6, OTHER, Active)];
+        assert_eq!(owner(me, &beats), Owner::Free);
+    }
+
+    #[test]
+    fn the_watch_ends_still_at_its_end_and_moved_at_the_first_change() {
+        let first = [beat(0, 5, OTHER, Active), None, beat(2, 4, OTHER, Active)];
+        let owner = first[0].clone().unwrap();
+        let mut check = ActivityCheck::start(owner, &first, 0);
+        assert_eq!(check.duration_ns(), 20_000_000_000);
+        assert_eq!(check.next_read_ns(0), 1_000_000_000);
+        // The same, a disk unreadable now, or one readable again with an
+        // older sequence: not movement.
+        let later = [beat(0, 5, OTHER, Active), beat(1, 3, OTHER, Active), None];
+        assert_eq!(check.observe(&later, 19_999_999_999), None);
+        assert!(matches!(
+            check.observe(&later, 20_000_000_000),
+            Some(Activity::Still(b)) if b.sequence == 5
+        ));
+        // One disk's sequence changed: moved.
+        let mut check = ActivityCheck::start(first[0].clone().unwrap(), &first, 0);
+        let later = [beat(0, 5, OTHER, Active), None, beat(2, 6, OTHER, Active)];
+        assert!(matches!(
+            check.observe(&later, 1),
+            Some(Activity::Moved(b)) if b.disk == 2
+        ));
+        // A disk with nothing at first shows a sequence past all: moved.
+        let mut check = ActivityCheck::start(first[0].clone().unwrap(), &first, 0);
+        let later = [beat(0, 5, OTHER, Active), beat(1, 6, OTHER, Active), None];
+        assert!(matches!(check.observe(&later, 1), Some(Activity::Moved(_))));
     }
 }
