@@ -58,6 +58,9 @@ pub enum GroupCommand {
     /// Mount a group (replaying its journal and finishing interrupted work), report, and dismount.
     Mount {
         name: String,
+        /// Take the group over from another host that stopped without letting go (it crashed, or lost its disks): its heartbeat is watched for twice its timeout first (20 s by default), and the mount is refused if it moves. Never takes a group from a host that still writes it.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         discover: Discover,
         #[command(flatten)]
@@ -366,7 +369,7 @@ impl GroupCommand {
             },
             GroupCommand::List { .. } => Request::GroupList,
             GroupCommand::Disks { name, .. } => Request::GroupDisks { group: name },
-            GroupCommand::Mount { name, .. } => Request::GroupMount { group: name },
+            GroupCommand::Mount { name, force, .. } => Request::GroupMount { group: name, force },
             GroupCommand::Check { name, repair, .. } => Request::GroupCheck {
                 group: name,
                 repair,

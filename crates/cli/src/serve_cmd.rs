@@ -105,6 +105,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
             name,
             &group_lock::run_dir(),
             group::MissingDisks::MarkOffline,
+            group::heartbeat::Takeover::Refuse,
             engine_kind(engine),
             SERVE_DEPTH,
         );

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use cairn_io::host::Host as OsHost;
 use cairn_io::EngineKind;
 use cairn_store::discovery::DiscoveryString;
+use cairn_store::group::heartbeat::Takeover;
 use cairn_store::group::MissingDisks;
 use cairn_store::group_admin::{self, LiveAccess};
 
@@ -48,7 +49,8 @@ impl Host for HeldHost {
     ) -> Result<Arc<Opened>, CommandError> {
         let access = match access {
             Access::Look => LiveAccess::Look,
-            Access::Change => LiveAccess::Write(MissingDisks::MarkOffline),
+            Access::Change => LiveAccess::Write(MissingDisks::MarkOffline, Takeover::Refuse),
+            Access::TakeOver => LiveAccess::Write(MissingDisks::MarkOffline, Takeover::Force),
         };
         let m = group_admin::mount_live_for(
             &OsHost::real(),

@@ -33,6 +33,10 @@ pub enum Access {
     Look,
     /// It changes the group.
     Change,
+    /// It changes the group, taking it over from another host whose
+    /// heartbeat has stopped (`group mount --force`; never from a host
+    /// that still writes it: `docs/multihost.md`).
+    TakeOver,
 }
 
 /// A group a command works on, as its host opened it.

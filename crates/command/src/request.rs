@@ -88,6 +88,9 @@ pub enum Request {
     /// Mount, report, dismount: only by a process that can mount it.
     GroupMount {
         group: String,
+        /// Take the group over from another host that stopped without
+        /// letting go (`docs/multihost.md`).
+        force: bool,
     },
     GroupCheck {
         group: String,
@@ -320,7 +323,7 @@ impl Request {
                 Concern::Group(group_name(g))
             }
             Self::GroupDisks { group }
-            | Self::GroupMount { group }
+            | Self::GroupMount { group, .. }
             | Self::GroupCheck { group, .. }
             | Self::GroupScrub { group, .. }
             | Self::GroupReclaim { group, .. }
@@ -608,7 +611,7 @@ impl Request {
                 texts.extend(keys.iter().map(String::as_str));
             }
             Self::GroupDisks { group }
-            | Self::GroupMount { group }
+            | Self::GroupMount { group, .. }
             | Self::GroupCheck { group, .. }
             | Self::GroupSpace { group }
             | Self::GroupUndrop { group } => texts.push(group),

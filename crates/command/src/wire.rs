@@ -176,6 +176,7 @@ mod tests {
             },
             Request::GroupMount {
                 group: "DATA".into(),
+                force: true,
             },
             Request::GroupCheck {
                 group: "DATA".into(),

@@ -221,7 +221,12 @@ impl Exec<'_> {
         })
     }
 
-    pub(super) fn mount(&self, name: &str, events: &mut dyn Events) -> Result<Reply, CommandError> {
+    pub(super) fn mount(
+        &self,
+        name: &str,
+        force: bool,
+        events: &mut dyn Events,
+    ) -> Result<Reply, CommandError> {
         if let Some(s) = self.host.service() {
             return Err(CommandError::failed(format!(
                 "group {} is mounted already: this Cairn service (pid {}) holds it",
@@ -229,7 +234,12 @@ impl Exec<'_> {
                 s.pid()
             )));
         }
-        self.with_group(name, Access::Change, events, |g, _| {
+        let access = if force {
+            Access::TakeOver
+        } else {
+            Access::Change
+        };
+        self.with_group(name, access, events, |g, _| {
             let summary = g.live.meta(|m| summary_of(m))?;
             Ok(Reply::Mounted(Mounted {
                 group: summary,

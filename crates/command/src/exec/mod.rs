@@ -68,7 +68,7 @@ pub fn execute(
         ),
         Request::GroupList => x.list(events),
         Request::GroupDisks { group } => x.disks(&group, events),
-        Request::GroupMount { group } => x.mount(&group, events),
+        Request::GroupMount { group, force } => x.mount(&group, force, events),
         Request::GroupCheck { group, repair } => x.check(&group, repair, events),
         Request::GroupScrub {
             group,

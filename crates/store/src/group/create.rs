@@ -134,7 +134,9 @@ pub fn create<'e>(
             created_unix_seconds: spec.now_unix_seconds,
             features: FeatureSet {
                 incompat: fmt::GROUP_INCOMPAT_STALE_COPIES,
-                ro_compat: fmt::GROUP_RO_COMPAT_FILE_ATTRS | fmt::GROUP_RO_COMPAT_CLEAN_MAP,
+                ro_compat: fmt::GROUP_RO_COMPAT_FILE_ATTRS
+                    | fmt::GROUP_RO_COMPAT_CLEAN_MAP
+                    | fmt::GROUP_RO_COMPAT_MULTIHOST,
                 ..FeatureSet::default()
             },
             file_directory: Extent::new(&[AuAddr { disk: 0, au: 1 }], false),

@@ -21,6 +21,7 @@ impl Group<'_> {
     /// Write the running transaction as one journal record, now.
     pub(super) fn commit_now(&mut self) -> Result<(), GroupError> {
         self.check_writable()?;
+        self.take_heartbeat_failures();
         let started = std::time::Instant::now();
         let records = self.records_written;
         let result = self.commit_inner();
@@ -73,6 +74,7 @@ impl Group<'_> {
     /// running transaction (which holds it, and everything since).
     pub(super) fn commit_through(&mut self, ticket: u64) -> Result<(), GroupError> {
         self.check_usable()?;
+        self.take_heartbeat_failures();
         if self.txn_done >= ticket {
             return Ok(());
         }

@@ -74,6 +74,30 @@ pub trait EngineSource: Send + Sync {
     }
 }
 
+/// A source shared (with the heartbeat, which makes its own engine the
+/// same way).
+impl<T: EngineSource + ?Sized> EngineSource for Arc<T> {
+    fn engine(
+        &self,
+        disks: &BTreeMap<u16, DeviceId>,
+        depth: usize,
+    ) -> Result<HandleEngine, GroupError> {
+        (**self).engine(disks, depth)
+    }
+
+    fn add_device(&self, id: DeviceId, file: cairn_io::DeviceFile) -> Result<(), GroupError> {
+        (**self).add_device(id, file)
+    }
+
+    fn device_io(&self) -> BTreeMap<DeviceId, Arc<cairn_io::counted::DeviceIo>> {
+        (**self).device_io()
+    }
+
+    fn remove_device(&self, id: DeviceId) {
+        (**self).remove_device(id)
+    }
+}
+
 /// An [`EngineSource`] whose engines see the disks under the same device ids
 /// as the metadata plane's (handles onto one simulator, say): `F` makes an
 /// engine of a given depth.

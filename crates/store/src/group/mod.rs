@@ -55,6 +55,7 @@ mod discard;
 mod disk_io;
 mod file_io;
 mod files;
+pub mod heartbeat;
 mod journal;
 pub mod live;
 mod mount;
@@ -227,6 +228,10 @@ pub enum GroupError {
     WriteFailed(String),
     #[error("the group stopped after a failed metadata write ({0}); mount it again to recover")]
     Poisoned(String),
+    /// The group's heartbeat stopped it: another host took it over, or no
+    /// heartbeat could be written for the timeout (`heartbeat.rs`).
+    #[error("{0}")]
+    Fenced(String),
     /// A change asked of a group mounted read-only.
     #[error("group {0} is mounted read-only (by a listing or inspecting command); this change needs a command that writes")]
     ReadOnly(String),
@@ -561,6 +566,12 @@ pub struct Group<'e> {
     /// stopped, whose memory may be ahead of the disks, still writes from
     /// ([`Group::record_missed_writes`]).
     written_super: Option<(GroupSuper, Vec<DiskEntry>)>,
+    /// This host's heartbeat on the group's disks (multihost protection,
+    /// `heartbeat.rs`), for a mount that writes on real disks: it stops
+    /// the group when another host takes it over or no heartbeat lands,
+    /// and it lets go (writes the release) when the group is dropped, so
+    /// it is the last field: dropped after everything that writes.
+    heartbeat: Option<heartbeat::Link>,
 }
 
 fn system_clock() -> u64 {
@@ -650,6 +661,7 @@ impl<'e> Group<'e> {
             zeroed_files: HashMap::new(),
             discards: None,
             written_super: None,
+            heartbeat: None,
         }
     }
 
@@ -706,6 +718,26 @@ impl<'e> Group<'e> {
         self.live = live;
     }
 
+    /// Beat for this group from now on (after a [`heartbeat::claim`]): its
+    /// failures stop the group, and dropping the group lets go.
+    pub fn attach_heartbeat(&mut self, link: heartbeat::Link) {
+        self.heartbeat = Some(link);
+    }
+
+    /// The superblock generation this mount wrote (or found, read-only).
+    pub fn slot_generation(&self) -> u64 {
+        self.slot_generation
+    }
+
+    /// Disks whose heartbeat write failed: failed disks, taken offline by
+    /// the next commit like any disk a write failed on.
+    fn take_heartbeat_failures(&mut self) {
+        if let Some(link) = &self.heartbeat {
+            let failed = link.take_failed();
+            self.failed_disks.extend(failed);
+        }
+    }
+
     /// Stop the group after a failed metadata write: memory is ahead of the
     /// disks, so every later call fails until the group is mounted again,
     /// data handles' included.
@@ -715,10 +747,14 @@ impl<'e> Group<'e> {
     }
 
     fn check_usable(&self) -> Result<(), GroupError> {
-        match &self.poisoned {
-            Some(why) => Err(GroupError::Poisoned(why.clone())),
-            None => Ok(()),
+        if let Some(why) = &self.poisoned {
+            return Err(GroupError::Poisoned(why.clone()));
         }
+        // Another host may hold the group now: nothing more is written.
+        if let Some(why) = self.heartbeat.as_ref().and_then(heartbeat::Link::stopped) {
+            return Err(GroupError::Fenced(why));
+        }
+        Ok(())
     }
 
     /// Usable, and mounted for writing.

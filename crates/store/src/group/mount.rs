@@ -408,6 +408,9 @@ pub(super) fn mount_inner<'e>(
         // From now on the disks keep a discard map: an older Cairn that
         // would not keep it up to date may only read the group.
         group.features.ro_compat |= fmt::GROUP_RO_COMPAT_CLEAN_MAP;
+        // And a heartbeat (`heartbeat.rs`): an older Cairn would neither
+        // beat nor look, and could write the group beside another host.
+        group.features.ro_compat |= fmt::GROUP_RO_COMPAT_MULTIHOST;
         group.write_superblocks()?;
         if torn {
             group.write_superblocks()?;
