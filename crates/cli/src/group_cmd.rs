@@ -1872,20 +1872,21 @@ pub(crate) fn show_space(
     } else {
         outln!(
             c,
-            "{:>4}  {:<16} {:>12} {:>14} {:>10} {:>15} {:>16}  PATH",
+            "{:>4}  {:<16} {:>12} {:>14} {:>10} {:>15} {:>16} {:>11}  PATH",
             "DISK",
             "LABEL",
             "SIZE_MB",
             "GROUP_USED_MB",
             "FREE_MB",
             "RETURNABLE_MB",
-            "DEVICE_HOLDS_MB"
+            "DEVICE_HOLDS_MB",
+            "MISSING_MB"
         );
         let mb = |b: Option<u64>| b.map_or_else(|| "-".to_string(), |b| (b >> 20).to_string());
         for r in rows {
             outln!(
                 c,
-                "{:>4}  {:<16} {:>12} {:>14} {:>10} {:>15} {:>16}  {}",
+                "{:>4}  {:<16} {:>12} {:>14} {:>10} {:>15} {:>16} {:>11}  {}",
                 r.number,
                 r.label,
                 r.size_bytes >> 20,
@@ -1894,6 +1895,7 @@ pub(crate) fn show_space(
                 mb(r.returnable_bytes),
                 r.device_allocated_bytes
                     .map_or_else(|| "-".to_string(), |b| (b >> 20).to_string()),
+                r.missing_copy_bytes >> 20,
                 r.path
                     .map_or_else(|| "(missing)".to_string(), |p| p.display().to_string())
             );
