@@ -530,13 +530,20 @@ fn show_space(rows: &[cairn_store::group_admin::DiskSpaceReport], as_json: bool)
         return json(&rows);
     }
     println!(
-        "{:>4}  {:<16} {:>12} {:>14} {:>10} {:>15} {:>16}  PATH",
-        "DISK", "LABEL", "SIZE_MB", "GROUP_USED_MB", "FREE_MB", "RETURNABLE_MB", "DEVICE_HOLDS_MB"
+        "{:>4}  {:<16} {:>12} {:>14} {:>10} {:>15} {:>16} {:>11}  PATH",
+        "DISK",
+        "LABEL",
+        "SIZE_MB",
+        "GROUP_USED_MB",
+        "FREE_MB",
+        "RETURNABLE_MB",
+        "DEVICE_HOLDS_MB",
+        "MISSING_MB"
     );
     let mb = |b: Option<u64>| b.map_or_else(|| "-".to_string(), |b| (b >> 20).to_string());
     for r in rows {
         println!(
-            "{:>4}  {:<16} {:>12} {:>14} {:>10} {:>15} {:>16}  {}",
+            "{:>4}  {:<16} {:>12} {:>14} {:>10} {:>15} {:>16} {:>11}  {}",
             r.number,
             r.label,
             r.size_bytes >> 20,
@@ -544,6 +551,7 @@ fn show_space(rows: &[cairn_store::group_admin::DiskSpaceReport], as_json: bool)
             mb(r.free_bytes),
             mb(r.returnable_bytes),
             mb(r.device_allocated_bytes),
+            r.missing_copy_bytes >> 20,
             r.path
                 .as_ref()
                 .map_or_else(|| "(missing)".to_string(), |p| p.display().to_string())

@@ -17,6 +17,9 @@ pub struct DiskStatus {
     pub total_aus: u64,
     pub free_aus: Option<u64>,
     pub stale_aus: u64,
+    /// AUs of its copies that serve no read now (`DiskInfo::missing_copy_aus`).
+    #[serde(default)]
+    pub missing_copy_aus: u64,
     /// The data plane's I/O to the disk (file data, resync, rebalance,
     /// scrub; not the metadata plane's own) since the service started.
     #[serde(default)]
@@ -32,6 +35,12 @@ pub struct GroupStatus {
     pub free_mb: u64,
     pub usable_file_mb: i64,
     pub offline_disks: usize,
+    /// Extents whose redundancy is lowered, and their bytes (one copy
+    /// each): `Group::redundancy_lowered`.
+    #[serde(default)]
+    pub redundancy_lowered_extents: u64,
+    #[serde(default)]
+    pub redundancy_lowered_bytes: u64,
     pub disks: Vec<DiskStatus>,
     pub reads: OpSnapshot,
     pub writes: OpSnapshot,

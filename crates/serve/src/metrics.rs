@@ -78,10 +78,24 @@ pub fn status_of(held: &[Held], started: Instant, mountpoint: &Path) -> Status {
     let groups = held
         .iter()
         .map(|h| {
-            let (disks, space, redundancy) = h
+            let (disks, space, redundancy, lowered) = h
                 .group
-                .meta(|g| (g.disks(), g.space(), g.redundancy().as_str().to_string()))
-                .unwrap_or_else(|_| (Vec::new(), Default::default(), "?".into()));
+                .meta(|g| {
+                    (
+                        g.disks(),
+                        g.space(),
+                        g.redundancy().as_str().to_string(),
+                        g.redundancy_lowered(),
+                    )
+                })
+                .unwrap_or_else(|_| {
+                    (
+                        Vec::new(),
+                        Default::default(),
+                        "?".into(),
+                        Default::default(),
+                    )
+                });
             let io = h.group.disk_io().unwrap_or_default();
             GroupStatus {
                 name: h.name.clone(),
@@ -90,6 +104,8 @@ pub fn status_of(held: &[Held], started: Instant, mountpoint: &Path) -> Status {
                 free_mb: space.free_mb,
                 usable_file_mb: space.usable_file_mb,
                 offline_disks: space.offline_disks,
+                redundancy_lowered_extents: lowered.extents,
+                redundancy_lowered_bytes: lowered.bytes,
                 disks: disks
                     .into_iter()
                     .map(|d| DiskStatus {
@@ -104,6 +120,7 @@ pub fn status_of(held: &[Held], started: Instant, mountpoint: &Path) -> Status {
                         total_aus: d.total_aus,
                         free_aus: d.free_aus,
                         stale_aus: d.stale_aus,
+                        missing_copy_aus: d.missing_copy_aus,
                         io: io.get(&d.number).map_or_else(
                             || cairn_io::counted::DeviceIo::default().snapshot(),
                             |x| x.snapshot(),
@@ -170,6 +187,26 @@ pub fn prometheus(status: &Status) -> String {
             g.offline_disks
         ));
     }
+    line("# HELP cairn_group_redundancy_lowered_extents Extents held by fewer copies that can be read than their file asks (a disk not ONLINE, or a stale copy); 0 once resync or a rebuild restores them.".into());
+    line("# TYPE cairn_group_redundancy_lowered_extents gauge".into());
+    for g in &status.groups {
+        line(format!(
+            "cairn_group_redundancy_lowered_extents{{group=\"{}\"}} {}",
+            label(&g.name),
+            g.redundancy_lowered_extents
+        ));
+    }
+    line(
+        "# HELP cairn_group_redundancy_lowered_bytes Bytes of those extents, one copy each.".into(),
+    );
+    line("# TYPE cairn_group_redundancy_lowered_bytes gauge".into());
+    for g in &status.groups {
+        line(format!(
+            "cairn_group_redundancy_lowered_bytes{{group=\"{}\"}} {}",
+            label(&g.name),
+            g.redundancy_lowered_bytes
+        ));
+    }
     line("# HELP cairn_disk_state A disk's state: 1 for the state it is in.".into());
     line("# TYPE cairn_disk_state gauge".into());
     for g in &status.groups {
@@ -195,6 +232,18 @@ pub fn prometheus(status: &Status) -> String {
                 label(&g.name),
                 label(&d.label),
                 d.stale_aus
+            ));
+        }
+    }
+    line("# HELP cairn_disk_missing_copy_aus AUs of a disk's copies that serve no read now (all it holds while not ONLINE, its stale AUs when it is).".into());
+    line("# TYPE cairn_disk_missing_copy_aus gauge".into());
+    for g in &status.groups {
+        for d in &g.disks {
+            line(format!(
+                "cairn_disk_missing_copy_aus{{group=\"{}\",disk=\"{}\"}} {}",
+                label(&g.name),
+                label(&d.label),
+                d.missing_copy_aus
             ));
         }
     }

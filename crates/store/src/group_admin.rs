@@ -1305,6 +1305,12 @@ pub struct DiskSpaceReport {
     /// Bytes the device physically holds, where it can tell: a file's
     /// allocated blocks, or a loop device's backing file's.
     pub device_allocated_bytes: Option<u64>,
+    /// Bytes of its extent copies that serve no read now (all it holds
+    /// while it is not ONLINE, its stale AUs when it is): by this much the
+    /// group is short of its redundancy here, until `group online` (or the
+    /// rebuild after a drop) restores them. 0 on every disk: every extent
+    /// has all its copies.
+    pub missing_copy_bytes: u64,
 }
 
 pub fn space(group: &Group<'_>, engine_paths: &BTreeMap<u32, PathBuf>) -> Vec<DiskSpaceReport> {
@@ -1325,6 +1331,7 @@ pub fn space(group: &Group<'_>, engine_paths: &BTreeMap<u32, PathBuf>) -> Vec<Di
                 free_bytes: d.free_aus.map(|f| f * group.au_bytes()),
                 returnable_bytes: group.returnable_bytes(d.number),
                 device_allocated_bytes: allocated,
+                missing_copy_bytes: d.missing_copy_aus * group.au_bytes(),
             }
         })
         .collect()

@@ -19,7 +19,10 @@
 //! before the checks. It also reclaims the free space (discard or
 //! zero-fill, sometimes compacting first; half the seeds keep quiet as they
 //! free), and after recovery every AU a discard map marks must read as
-//! discarded.
+//! discarded. While a failure group is away the writers go on creating and
+//! growing files, their copies there recorded missing (lowered
+//! redundancy); once every disk is back ONLINE nothing may be left
+//! lowered.
 //!
 //! Faults in the random runs (mirrored groups only, on disks of one failure
 //! group, so a copy survives): a lost disk, transient read and write errors,
@@ -397,6 +400,9 @@ struct World {
     compacted: AtomicU64,
     /// Bytes given back by reclaims beside the writers.
     reclaimed: AtomicU64,
+    /// Files created with their redundancy lowered (a failure group away:
+    /// copies recorded on its disks, restored by a resync or a rebuild).
+    lowered: AtomicU64,
 }
 
 impl World {
@@ -471,6 +477,9 @@ fn writer(world: &World, seed: u64, me: usize) {
                 .and_then(|r| r)
             {
                 Ok(info) => {
+                    if info.redundancy_lowered {
+                        world.lowered.fetch_add(1, Ordering::SeqCst);
+                    }
                     let mut m = world.model.lock().unwrap();
                     m.names_uncertain.remove(&name);
                     m.files
@@ -1279,6 +1288,10 @@ struct SeedFigures {
     replaced: u64,
     compacted: u64,
     reclaimed: u64,
+    /// Files created with lowered redundancy.
+    lowered: u64,
+    /// Every disk was ONLINE at the end: nothing may be left lowered.
+    whole: bool,
     seed: u64,
     ops: u64,
     /// Metadata operations (first-write marks included) and the journal
@@ -1330,6 +1343,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         replaced: AtomicU64::new(0),
         compacted: AtomicU64::new(0),
         reclaimed: AtomicU64::new(0),
+        lowered: AtomicU64::new(0),
     };
     // Some seeds switch at nearly every point, others let an actor run on.
     let stay = [0, 50, 75, 90][rng.below(4) as usize];
@@ -1377,6 +1391,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         replaced,
         compacted,
         reclaimed,
+        lowered,
         ..
     } = world;
     let mut model = model.into_inner().unwrap();
@@ -1480,7 +1495,7 @@ fn run_seed(seed: u64) -> SeedFigures {
             Err(e) => panic!("seed {seed}: the resumed rebalance: {e}"),
         }
     }
-    verify(&group, &shared, &mut model, seed, sector, compare_mirrors);
+    let whole = verify(&group, &shared, &mut model, seed, sector, compare_mirrors);
     marks_read_as_discarded(&group, &shared, &victims, seed);
     group.dismount().unwrap();
     SeedFigures {
@@ -1503,6 +1518,8 @@ fn run_seed(seed: u64) -> SeedFigures {
         replaced: replaced.load(Ordering::SeqCst),
         compacted: compacted.load(Ordering::SeqCst),
         reclaimed: reclaimed.load(Ordering::SeqCst),
+        lowered: lowered.load(Ordering::SeqCst),
+        whole,
     }
 }
 
@@ -1547,7 +1564,7 @@ fn verify(
     seed: u64,
     sector: u64,
     compare_mirrors: bool,
-) {
+) -> bool {
     let mut h = group.handle(64).unwrap();
     let members = group.meta(|g| g.member_devices()).unwrap();
     let chunk = 1 << 20;
@@ -1659,6 +1676,24 @@ fn verify(
         "seed {seed}: check after recovery: {:?}",
         report.problems
     );
+    // Every disk back in service: every copy recorded missing (a failure
+    // group away when it was allocated, or a write it missed) was restored.
+    let (disks, lowered) = group.meta(|g| (g.disks(), g.redundancy_lowered())).unwrap();
+    let whole = disks
+        .iter()
+        .all(|d| d.state == cairn_format::group::DiskState::Online);
+    if whole {
+        assert_eq!(
+            (lowered.extents, lowered.bytes),
+            (0, 0),
+            "seed {seed}: redundancy still lowered with every disk ONLINE: {disks:?}"
+        );
+        assert!(
+            disks.iter().all(|d| d.missing_copy_aus == 0),
+            "seed {seed}: {disks:?}"
+        );
+    }
+    whole
 }
 
 fn seeds() -> (u64, u64) {
@@ -1710,6 +1745,7 @@ fn interleaving_simulation() {
     let (mut added, mut dropped, mut moved, mut change_seeds) = (0u64, 0u64, 0u64, 0u64);
     let (mut resized, mut replaced, mut compacted) = (0u64, 0u64, 0u64);
     let (mut reclaimed, mut reclaim_seeds) = (0u64, 0u64);
+    let (mut lowered, mut lowered_seeds, mut whole_seeds) = (0u64, 0u64, 0u64);
     for f in &totals {
         assert!(
             f.ops >= 200 && f.crashes > 0,
@@ -1738,6 +1774,9 @@ fn interleaving_simulation() {
         compacted += f.compacted;
         reclaimed += f.reclaimed;
         reclaim_seeds += u64::from(f.reclaimed > 0);
+        lowered += f.lowered;
+        lowered_seeds += u64::from(f.lowered > 0);
+        whole_seeds += u64::from(f.whole && f.lowered > 0);
         change_seeds += u64::from(f.moved > 0 || f.added > 0 || f.resized > 0);
     }
     // With enough seeds, every life-cycle operation must have run: a
@@ -1752,14 +1791,16 @@ fn interleaving_simulation() {
                 && scrubbed > 0
                 && reclaim_seeds > 0
                 && hung > 0
-                && timed_out > 0,
-            "{} seeds: {hung} with a hung disk ({timed_out} requests timed out), {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves, {scrubbed} scrubs, {reclaim_seeds} seeds with reclaims",
+                && timed_out > 0
+                && lowered_seeds > 0
+                && whole_seeds > 0,
+            "{} seeds: {hung} with a hung disk ({timed_out} requests timed out), {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves, {scrubbed} scrubs, {reclaim_seeds} seeds with reclaims, {lowered_seeds} with files created at lowered redundancy ({whole_seeds} checked whole again at the end)",
             totals.len()
         );
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults ({hung} with a disk that hung, {timed_out} of its requests timed out); {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {scrubbed} scrubs beside the writers; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds; {} MiB given back by reclaims in {reclaim_seeds} seeds",
+        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {crashes} crashes, {faulted} seeds with faults ({hung} with a disk that hung, {timed_out} of its requests timed out); {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {scrubbed} scrubs beside the writers; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds; {} MiB given back by reclaims in {reclaim_seeds} seeds; {lowered} files created with a failure group away (lowered redundancy) in {lowered_seeds} seeds, {whole_seeds} of them whole again at the end",
         count as f64 / secs,
         reclaimed >> 20
     );

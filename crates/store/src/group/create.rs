@@ -112,6 +112,7 @@ pub fn create<'e>(
             offline_since: None,
             offline_count: 0,
             parked: Vec::new(),
+            away: None,
         }));
     }
     if fg_ids.len() < usize::from(copies) {

@@ -46,6 +46,12 @@ pub struct FileInfo {
     /// Mode, owner, times and the size in bytes (a file that has none
     /// stored shows [`FileAttrs::default_for`]).
     pub attrs: FileAttrs,
+    /// Some extent has fewer copies that serve reads than `copies` (ASM's
+    /// REDUNDANCY_LOWERED): a copy on a disk not ONLINE, or stale. Cleared
+    /// when a resync (`group online`) or a rebuild restores them.
+    pub redundancy_lowered: bool,
+    /// How many extents.
+    pub redundancy_lowered_extents: u64,
 }
 
 /// One name of the name space, by id ([`Group::node`]).
@@ -420,7 +426,8 @@ impl Group<'_> {
         while (self.files[&number].extents.len() as u64) < need {
             let index = self.files[&number].extents.len() as u64;
             self.ensure_indirect_capacity(number, index + 1)?;
-            let extent = self.allocate_extent(copies, index)?;
+            let mut extent = self.allocate_extent(copies, index)?;
+            self.record_missing_copies(&mut extent, index);
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             rec.extents.push(extent);
             self.dirty_extent(number, index);

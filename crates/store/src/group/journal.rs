@@ -340,11 +340,14 @@ impl Group<'_> {
     pub(super) fn discard_freed(&mut self) -> Result<(), GroupError> {
         // Runs this commit freed wait for the readers that started before
         // the files were published without them: their epoch is the next.
+        // An OFFLINE disk's table (the maps') holds its freed runs back
+        // too: a data operation that took a view before it went offline
+        // may still write them.
         let freed = self
             .members
             .iter()
             .flatten()
-            .filter_map(|m| m.alloc.as_ref())
+            .filter_map(Member::table)
             .any(DiskAlloc::has_unsealed);
         if freed {
             let epoch = self.plane.advance_epoch();
@@ -352,7 +355,7 @@ impl Group<'_> {
                 .members
                 .iter_mut()
                 .flatten()
-                .filter_map(|m| m.alloc.as_mut())
+                .filter_map(Member::table_mut)
             {
                 alloc.seal_quarantine(epoch);
             }
@@ -371,8 +374,9 @@ impl Group<'_> {
         let mut runs = Vec::new();
         for (n, m) in self.members.iter_mut().enumerate() {
             let Some(m) = m.as_mut() else { continue };
+            // Not written (OFFLINE): its runs come free without a discard.
             let writable = m.writable().is_some();
-            let Some(alloc) = m.alloc.as_mut() else {
+            let Some(alloc) = m.table_mut() else {
                 continue;
             };
             let released = alloc.release_quarantine(free_of_readers, ring);
@@ -409,7 +413,7 @@ impl Group<'_> {
         self.members
             .iter()
             .flatten()
-            .filter_map(|m| m.alloc.as_ref())
+            .filter_map(Member::table)
             .any(|a| a.waits_for_checkpoint(epoch, ring))
     }
 

@@ -261,6 +261,7 @@ pub(super) fn mount_inner<'e>(
             offline_since: None,
             offline_count: 0,
             parked: Vec::new(),
+            away: None,
         });
     }
     if !missing.is_empty() && missing_disks == MissingDisks::Refuse {
@@ -426,6 +427,7 @@ pub(super) fn mount_inner<'e>(
     group.adopt_journal_bootstrap();
     group.verify_tables(&mut report)?;
     group.rebuild_tables()?;
+    group.build_away_tables();
     group.load_aliases()?;
     group.find_orphan_parents();
     report.damage.extend(group.describe_shared_aus());

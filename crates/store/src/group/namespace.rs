@@ -299,6 +299,7 @@ impl Group<'_> {
             .map(|i| layout.extent_bytes(i))
             .sum::<u64>()
             * u64::from(rec.entry.copies);
+        let (lowered, _) = self.lowered_extents(rec);
         FileInfo {
             number: rec.entry.number,
             incarnation: rec.entry.incarnation,
@@ -310,6 +311,8 @@ impl Group<'_> {
             created_unix_seconds: rec.entry.created_unix_seconds,
             modified_unix_seconds: rec.entry.modified_unix_seconds,
             attrs: attrs_of(&rec.entry),
+            redundancy_lowered: lowered > 0,
+            redundancy_lowered_extents: lowered,
         }
     }
 

@@ -619,6 +619,7 @@ impl Group<'_> {
                 offline_since: None,
                 offline_count: 0,
                 parked: Vec::new(),
+                away: None,
             });
             // Its table, straight to its place, durably.
             let blocks = self
@@ -1143,7 +1144,12 @@ impl Group<'_> {
         if let Some(m) = self.member_mut(at.disk) {
             match m.alloc.as_mut() {
                 Some(a) => a.unreserve(at.au, len),
-                None => m.parked.retain(|r| *r != (at.au, len)),
+                None => {
+                    m.parked.retain(|r| *r != (at.au, len));
+                    if let Some(a) = m.away.as_mut() {
+                        a.unreserve(at.au, len);
+                    }
+                }
             }
         }
     }

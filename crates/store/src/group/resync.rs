@@ -142,11 +142,11 @@ impl Group<'_> {
                 let aus = placement::extent_aus(index as u64);
                 // Never the last copy that can be read: with no other, what
                 // the disk holds is the best there is.
-                let other = ext.copies().iter().enumerate().any(|(slot, c)| {
-                    c.disk != disk
-                        && self.member(c.disk).and_then(Member::online).is_some()
-                        && ext.stale_mask(slot, aus) == 0
-                });
+                let other = ext
+                    .copies()
+                    .iter()
+                    .enumerate()
+                    .any(|(slot, c)| c.disk != disk && self.copy_serves(ext, slot, aus));
                 if !other {
                     continue;
                 }
@@ -218,6 +218,61 @@ impl Group<'_> {
             }
         }
         out
+    }
+
+    /// Whether copy `slot` of an extent of `aus` AUs serves reads now: its
+    /// disk is ONLINE and none of its AUs is stale. The one rule by which
+    /// an extent's redundancy is counted (what may go offline, what a
+    /// resync may copy from, what is reported as lowered).
+    pub(super) fn copy_serves(&self, extent: &Extent, slot: usize, aus: u64) -> bool {
+        extent
+            .copies()
+            .get(slot)
+            .is_some_and(|c| self.member(c.disk).and_then(Member::online).is_some())
+            && extent.stale_mask(slot, aus) == 0
+    }
+
+    /// The extents of `rec` whose redundancy is lowered: fewer of their
+    /// copies serve reads than the file's redundancy asks (a copy on a
+    /// disk not ONLINE, a copy with a stale AU). How many, and their AUs
+    /// (one copy each).
+    pub(super) fn lowered_extents(&self, rec: &FileRec) -> (u64, u64) {
+        let wanted = usize::from(rec.entry.copies);
+        let mut out = (0, 0);
+        for (index, e) in rec.extents.iter().enumerate() {
+            let aus = placement::extent_aus(index as u64);
+            let serving = (0..e.copies().len())
+                .filter(|slot| self.copy_serves(e, *slot, aus))
+                .count();
+            if serving < wanted {
+                out.0 += 1;
+                out.1 += aus;
+            }
+        }
+        out
+    }
+
+    /// AUs of the copies on `disk` that serve no read now: all it holds
+    /// while it is not ONLINE, its stale AUs when it is. What the group is
+    /// short of its redundancy there, until a resync (or, for a disk
+    /// dropped by force, the rebuild) restores them.
+    pub fn missing_copy_aus(&self, disk: u16) -> u64 {
+        if self.member(disk).and_then(Member::online).is_some() {
+            return self.stale_aus_on(disk);
+        }
+        let on = |e: &Extent| e.copies().iter().filter(|c| c.disk == disk).count() as u64;
+        self.files
+            .values()
+            .map(|r| {
+                let data: u64 = r
+                    .extents
+                    .iter()
+                    .enumerate()
+                    .map(|(index, e)| on(e) * placement::extent_aus(index as u64))
+                    .sum();
+                data + r.entry.indirect.iter().map(on).sum::<u64>()
+            })
+            .sum()
     }
 
     /// Stale AUs left on copies of `disk`.
@@ -780,9 +835,7 @@ impl Group<'_> {
                     let aus = placement::extent_aus(index as u64);
                     e.initialized
                         && !e.copies().iter().enumerate().any(|(slot, c)| {
-                            !leaving.contains(&c.disk)
-                                && self.member(c.disk).and_then(Member::online).is_some()
-                                && e.stale_mask(slot, aus) == 0
+                            !leaving.contains(&c.disk) && self.copy_serves(e, slot, aus)
                         })
                 })
             })
@@ -981,6 +1034,11 @@ impl Group<'_> {
                 m.entry.state = DiskState::Syncing;
                 let mut alloc = DiskAlloc::with_limit(layout, limit);
                 alloc.keep_reservations(std::mem::take(&mut m.parked));
+                // What it held back from reuse while away stays held: the
+                // rebuild below keeps it.
+                if let Some(away) = m.away.take() {
+                    alloc.keep_quarantine(&away);
+                }
                 m.alloc = Some(alloc);
             }
             self.tables_to_rebuild.push(*d);

@@ -64,8 +64,14 @@ impl Group<'_> {
                 m.entry.synced_generation = m.generation as u32;
             }
             m.entry.state = DiskState::Offline;
-            if let Some(a) = m.alloc.take() {
+            if let Some(mut a) = m.alloc.take() {
                 m.parked.extend(a.reservations());
+                // The table it had is the maps' from now on: what it holds
+                // back from reuse stays held (a data operation that took
+                // the view before this one may still write a freed run).
+                // Its changed blocks are never written.
+                a.take_dirty();
+                m.away = Some(a);
             }
             m.offline_since = Some(std::time::Instant::now());
             m.offline_count += 1;
