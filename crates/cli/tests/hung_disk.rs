@@ -376,6 +376,19 @@ fn a_disk_that_stops_answering_goes_offline_at_its_timeout_and_fio_sees_no_error
     );
     fio.progress();
     finish_or_show_log(&rig, fio);
+    // Said once in the service's log, with why: the timeout (met by a data
+    // or metadata I/O, or by the heartbeat's write, whichever came first).
+    let log = std::fs::read_to_string(rig.path("serve.log")).unwrap();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("disk D2: ONLINE -> OFFLINE"))
+        .collect();
+    assert_eq!(said.len(), 1, "{log}");
+    assert!(
+        said[0].contains("I/O timeout") || said[0].contains("heartbeat"),
+        "{}",
+        said[0]
+    );
     recover(&rig, &fs, service);
 }
 

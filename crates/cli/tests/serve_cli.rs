@@ -154,6 +154,31 @@ impl Serving {
         self.mountpoint.join(rel)
     }
 
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// The metrics endpoint's address, from its log line (waited for).
+    fn metrics_addr(&mut self) -> String {
+        self.wait_for_log("metrics at http://");
+        self.seen
+            .split("metrics at http://")
+            .nth(1)
+            .and_then(|t| t.split('/').next())
+            .unwrap()
+            .to_string()
+    }
+
+    /// The last log line seen that contains `needle` (after a
+    /// [`Serving::wait_for_log`] for it).
+    fn line_with(&self, needle: &str) -> String {
+        self.seen
+            .lines()
+            .rfind(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in the log: {}", self.seen))
+            .to_string()
+    }
+
     /// Wait for it to exit by itself: the exit status and what it logged.
     fn exited(mut self) -> (i32, String) {
         let status = self.child.take().unwrap().wait().unwrap();
@@ -1027,9 +1052,9 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
         disks_json.to_string().contains("OFFLINE"),
         "the failed disk is out: {disks_json}"
     );
-    // The disk comes back while the service runs: the descriptor it holds
-    // keeps failing, so `online` lets go of it, finds the disk again as
-    // SIGHUP does, and resyncs it.
+    // The disk comes back while the service runs: the service let go of
+    // its descriptors as it went OFFLINE, so `online` finds the disk again
+    // as SIGHUP does, opens it anew, and resyncs it.
     fs.revive();
     let back = rig
         .cairn(&["group", "online", "DATA", "D2", "--wait", "--json"])
@@ -1048,7 +1073,7 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
     assert_eq!(code, 0, "{log}");
     assert!(
         log.lines()
-            .any(|l| l.contains("a failed disk's device no longer answers") && l.contains("D2")),
+            .any(|l| l.contains("disk found again and attached") && l.contains("D2")),
         "{log}"
     );
     rig.check_clean("DATA");
@@ -2134,7 +2159,7 @@ fn sighup_finds_a_disk_that_was_missing_at_start_and_online_brings_it_back() {
     let away = rig.path("d3.away");
     std::fs::rename(rig.path("d3.img"), &away).unwrap();
     let mut serving = Serving::start(&rig, &[]);
-    serving.wait_for_log("marked OFFLINE");
+    serving.wait_for_log("disk D3: ONLINE -> OFFLINE: missing at mount");
     // Rewritten while D3 is away: its copies there go stale.
     let source = random_file(&rig.path("source.bin"), 8 * MIB, 11);
     {
@@ -2146,8 +2171,9 @@ fn sighup_finds_a_disk_that_was_missing_at_start_and_online_brings_it_back() {
         f.write_all(&std::fs::read(&source).unwrap()).unwrap();
         f.sync_all().unwrap();
     }
+    // Looked for, not found: said so, naming discovery.
     rig.cairn(&["group", "online", "DATA", "D3"])
-        .refused("disk D3 is not attached");
+        .refused("disk D3 of group DATA cannot be brought back: discovery");
     // Back where discovery looks, then SIGHUP: the service attaches it.
     std::fs::rename(&away, rig.path("d3.img")).unwrap();
     serving.signal(libc::SIGHUP);
@@ -3192,5 +3218,256 @@ fn a_served_reclaim_runs_beside_readers_refuses_a_second_operation_and_resumes_a
     assert!(std::fs::read(serving.path("DATA/keep.dbf")).unwrap() == std::fs::read(&keep).unwrap());
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}
+
+/// A metric's value at the endpoint `addr` (0 when the series is not
+/// there: a counter that never counted).
+fn metric(addr: &str, series: &str) -> f64 {
+    let (status, body) = http_get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(status.contains("200"), "{status}");
+    body.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+/// `cairn_disk_state_changes_total` of a disk of DATA, to a state.
+fn state_changes(addr: &str, disk: &str, to: &str) -> f64 {
+    metric(
+        addr,
+        &format!("cairn_disk_state_changes_total{{group=\"DATA\",disk=\"{disk}\",to=\"{to}\"}}"),
+    )
+}
+
+/// Wait until `done` holds, checking every 50 ms (a bound on a failure,
+/// not a synchronisation: the condition is).
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not within a minute: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A member that fails under the service (its file system shut down: every
+/// I/O on the descriptors the service holds fails with EIO) while a file
+/// is rewritten through the mount: the write and its fsync succeed on the
+/// other copies; the log says, in one line, that D2 went ONLINE -> OFFLINE
+/// and why (the I/O error); the metrics count it; the service lets go of
+/// every descriptor of D2's file, so its file system can be unmounted
+/// (not lazily) for repair. While it is away, `group online` says what is
+/// the matter (discovery does not find the disk), not that it "is not
+/// attached"; mounted again, `group online` opens it anew and resyncs it,
+/// and the log and the metrics say SYNCING, then ONLINE.
+#[test]
+fn a_failed_disk_is_logged_counted_let_go_of_and_brought_back_through_the_service() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::discovering(|dir| format!("{0}/d*.img,{0}/dying/*.img", dir.display()));
+    let fs = match SmallFs::mount(rig.dir.path(), "dying", 512 * MIB) {
+        Ok(fs) => fs,
+        Err(why) => {
+            prerequisite::missing(&why);
+            return;
+        }
+    };
+    let here = rig.path("");
+    group_on(&rig, [&here, &here, &fs.mnt, &here], &["--au-size", "1M"]);
+    let mut serving = Serving::start(&rig, &["--metrics", "127.0.0.1:0"]);
+    let addr = serving.metrics_addr();
+    let pid = serving.pid();
+    assert!(
+        !open_files_under(pid, &fs.mnt).is_empty(),
+        "the service holds D2 while it is ONLINE"
+    );
+    let first = random_file(&rig.path("first.bin"), 8 * MIB, 21);
+    let second = random_file(&rig.path("second.bin"), 8 * MIB, 22);
+    let write = |from: &Path| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(serving.path("DATA/f.bin"))
+            .unwrap();
+        f.write_all(&std::fs::read(from).unwrap()).unwrap();
+        f.sync_all().unwrap();
+    };
+    write(&first);
+    assert_eq!(state_changes(&addr, "D2", "OFFLINE"), 0.0);
+    fs.shut_down();
+    // Every extent has a copy in failure group B (D2, D3): the rewrite
+    // reaches D2, fails there, and lands on the other copies.
+    write(&second);
+    serving.wait_for_log("disk D2: ONLINE -> OFFLINE");
+    let line = serving.line_with("disk D2: ONLINE -> OFFLINE");
+    assert!(line.contains("DATA"), "the group is named: {line}");
+    assert!(
+        line.contains("failed") && line.contains("Input/output error"),
+        "why, with the error: {line}"
+    );
+    assert_eq!(state_changes(&addr, "D2", "OFFLINE"), 1.0);
+    // Every descriptor of the failed disk is let go of, so its file system
+    // can be unmounted for repair.
+    wait_until("the service lets go of D2", || {
+        open_files_under(pid, &fs.mnt).is_empty()
+    });
+    fs.unmount().unwrap();
+    // Away: `online` says what is the matter.
+    let away = rig.cairn(&["group", "online", "DATA", "D2"]);
+    assert!(!away.stderr.contains("is not attached"), "{away:?}");
+    away.refused("discovery");
+    fs.mount_again();
+    let back = rig
+        .cairn(&["group", "online", "DATA", "D2", "--wait", "--json"])
+        .ok()
+        .json();
+    assert!(back["resync"]["aus_copied"].as_u64().unwrap() > 0, "{back}");
+    assert!(
+        back["disks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["state"] == "ONLINE"),
+        "{back}"
+    );
+    serving.wait_for_log("disk D2: OFFLINE -> SYNCING");
+    serving.wait_for_log("disk D2: SYNCING -> ONLINE");
+    assert_eq!(state_changes(&addr, "D2", "SYNCING"), 1.0);
+    assert_eq!(state_changes(&addr, "D2", "ONLINE"), 1.0);
+    assert_eq!(state_changes(&addr, "D2", "OFFLINE"), 1.0);
+    assert_eq!(state_changes(&addr, "D0", "OFFLINE"), 0.0);
+    assert!(std::fs::read(serving.path("DATA/f.bin")).unwrap() == std::fs::read(&second).unwrap());
+    let disks = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    let d2 = disks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == "D2")
+        .unwrap();
+    assert_eq!(
+        d2["path"],
+        fs.mnt.join("d2.img").display().to_string(),
+        "{disks}"
+    );
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(
+        log.matches("disk D2: ONLINE -> OFFLINE").count(),
+        1,
+        "{log}"
+    );
+    rig.check_clean("DATA");
+}
+
+/// What a mount does to disks is said and counted as well: a member
+/// missing when the service starts is ONLINE -> OFFLINE (missing), and
+/// found by the next start it is OFFLINE -> SYNCING, resynced by the
+/// mount, then SYNCING -> ONLINE.
+#[test]
+fn the_service_logs_and_counts_a_mount_that_marks_a_disk_offline_and_one_that_resyncs_it() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let away = rig.path("d3.away");
+    std::fs::rename(rig.path("d3.img"), &away).unwrap();
+    let mut serving = Serving::start(&rig, &["--metrics", "127.0.0.1:0"]);
+    serving.wait_for_log("disk D3: ONLINE -> OFFLINE");
+    let line = serving.line_with("disk D3: ONLINE -> OFFLINE");
+    assert!(line.contains("missing"), "{line}");
+    let addr = serving.metrics_addr();
+    assert_eq!(state_changes(&addr, "D3", "OFFLINE"), 1.0);
+    // Written while D3 is away: its copies go stale.
+    let source = random_file(&rig.path("source.bin"), 8 * MIB, 31);
+    std::fs::copy(&source, serving.path("DATA/while-away.bin")).unwrap();
+    std::fs::File::open(serving.path("DATA/while-away.bin"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    std::fs::rename(&away, rig.path("d3.img")).unwrap();
+    let mut serving = Serving::start(&rig, &["--metrics", "127.0.0.1:0"]);
+    serving.wait_for_log("disk D3: OFFLINE -> SYNCING");
+    serving.wait_for_log("disk D3: SYNCING -> ONLINE");
+    let addr = serving.metrics_addr();
+    assert_eq!(state_changes(&addr, "D3", "SYNCING"), 1.0);
+    assert_eq!(state_changes(&addr, "D3", "ONLINE"), 1.0);
+    assert_eq!(state_changes(&addr, "D3", "OFFLINE"), 0.0);
+    assert!(
+        std::fs::read(serving.path("DATA/while-away.bin")).unwrap()
+            == std::fs::read(&source).unwrap()
+    );
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    rig.check_clean("DATA");
+}
+
+/// SIGHUP after member files moved: D1 renamed where discovery still finds
+/// it is the same disk (its label's uuid, and the very file the service
+/// holds open): its path is updated and said, never opened a second time
+/// (which the service's own lock would refuse); D3 moved out of
+/// discovery's reach while ONLINE is said too, and stays in use through
+/// the descriptor the service holds.
+#[test]
+fn sighup_follows_a_renamed_member_by_identity_and_says_one_that_left_discovery() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let mut serving = Serving::start(&rig, &[]);
+    let moved = rig.path("d1-moved.img");
+    std::fs::rename(rig.path("d1.img"), &moved).unwrap();
+    let away = rig.path("d3.away");
+    std::fs::rename(rig.path("d3.img"), &away).unwrap();
+    serving.signal(libc::SIGHUP);
+    serving.wait_for_log("disk D1 is now at");
+    let line = serving.line_with("disk D1 is now at");
+    assert!(line.contains(&moved.display().to_string()), "{line}");
+    serving.wait_for_log("is no longer found by discovery");
+    let line = serving.line_with("is no longer found by discovery");
+    assert!(line.contains("disk D3"), "{line}");
+    assert!(
+        line.contains("no longer found by discovery") && line.contains("ONLINE"),
+        "{line}"
+    );
+    assert!(
+        !serving.seen.contains("locked by another Cairn process"),
+        "{}",
+        serving.seen
+    );
+    let disks = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    let row = |label: &str| {
+        disks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["label"] == label)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("D1")["path"], moved.display().to_string(), "{disks}");
+    assert_eq!(row("D3")["state"], "ONLINE", "{disks}");
+    // Every disk still serves the files.
+    let source = random_file(&rig.path("source.bin"), 8 * MIB, 41);
+    std::fs::copy(&source, serving.path("DATA/after.bin")).unwrap();
+    assert!(
+        std::fs::read(serving.path("DATA/after.bin")).unwrap() == std::fs::read(&source).unwrap()
+    );
+    // A second SIGHUP has nothing new to say of D1.
+    serving.signal(libc::SIGHUP);
+    serving.wait_for_log("SIGHUP: reading the discovery string again");
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(log.matches("disk D1 is now at").count(), 1, "{log}");
+    assert!(!log.contains("cannot be opened"), "{log}");
+    std::fs::rename(&away, rig.path("d3.img")).unwrap();
     rig.check_clean("DATA");
 }

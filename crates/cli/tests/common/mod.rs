@@ -524,6 +524,26 @@ impl SmallFs {
 }
 
 impl SmallFs {
+    /// Unmount it, not lazily, as an administrator would to repair it:
+    /// `Err` (umount's own words) while a process holds a file on it.
+    pub fn unmount(&self) -> Result<(), String> {
+        tool("umount", &[self.mnt.to_str().unwrap()])
+    }
+
+    /// Mount it again from its image, after [`SmallFs::unmount`].
+    pub fn mount_again(&self) {
+        tool(
+            "mount",
+            &[
+                "-o",
+                "loop",
+                self.image.to_str().unwrap(),
+                self.mnt.to_str().unwrap(),
+            ],
+        )
+        .unwrap();
+    }
+
     /// Bring it back while its dead files are still open (by a service
     /// that holds a failed disk): the dead instance is let go of lazily,
     /// and the image mounted again from a loop device of its own (the old
