@@ -80,6 +80,20 @@ pub enum OpenError {
     },
 }
 
+/// What a device is, whatever it is called: a block device by its device
+/// number (`(0, rdev)`), a regular file by its file system and inode. Two
+/// paths (a rename, a by-id link) name one device exactly when their
+/// identities are equal; the one rule for every caller that tells devices
+/// apart by what they are.
+pub fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    if meta.file_type().is_block_device() {
+        (0, meta.rdev())
+    } else {
+        (meta.dev(), meta.ino())
+    }
+}
+
 /// An open device (block device or regular file) with its probe and geometry.
 #[derive(Debug)]
 pub struct DeviceFile {
@@ -193,6 +207,12 @@ impl DeviceFile {
 
     pub fn raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
+    }
+
+    /// What the open device is, whatever path it was opened by or is named
+    /// by now ([`identity`] of its own descriptor's status).
+    pub fn identity(&self) -> io::Result<(u64, u64)> {
+        Ok(identity(&self.file.metadata()?))
     }
 
     /// Lower the largest request the engines send to this device (never raise it:
