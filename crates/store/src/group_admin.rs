@@ -1264,6 +1264,15 @@ impl group::EngineSource for FileSource {
         self.files().remove(&id);
         self.io().remove(&id);
     }
+
+    /// Real devices: opened again by their paths.
+    fn reopens(&self) -> bool {
+        true
+    }
+
+    fn identity(&self, id: cairn_io::DeviceId) -> Option<(u64, u64)> {
+        self.files().get(&id).and_then(|f| f.identity().ok())
+    }
 }
 
 /// How long a member disk may stay busy after its previous owner died: the

@@ -49,6 +49,17 @@ const WRITE_BATCH_BYTES_MAX: u64 = 32 << 20;
 /// changes the file as fast as it can (a loop of ftruncate).
 pub(super) const WRITE_ATTEMPTS_MAX: u32 = 64;
 
+/// Disks an I/O failed on, each with why (its first failure's reason):
+/// what going OFFLINE is said with.
+pub(super) type FailedDisks = BTreeMap<u16, String>;
+
+/// Note that an I/O to `disk` failed with `error` (its first failure is kept).
+fn note_failed(failed: &mut FailedDisks, disk: u16, error: &IoError) {
+    failed
+        .entry(disk)
+        .or_insert_with(|| disk_states::failure_reason(error));
+}
+
 /// What a data operation needs from whoever runs it.
 pub(crate) trait DataPort {
     fn plane(&self) -> &Arc<DataPlane>;
@@ -84,10 +95,11 @@ pub(crate) trait DataPort {
         incarnation: u32,
         extents: &[(u64, Extent)],
     ) -> Result<Vec<u64>, GroupError>;
-    /// Disks an I/O of this operation failed on, as seen in the disk view of
-    /// `epoch`: returns once they are offline (durably), or fails when the
-    /// group cannot go on without them.
-    fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError>;
+    /// Disks an I/O of this operation failed on, with why (the first
+    /// failure on each: [`disk_states::failure_reason`]), as seen in the
+    /// disk view of `epoch`: returns once they are offline (durably), or
+    /// fails when the group cannot go on without them.
+    fn disks_failed(&mut self, disks: &FailedDisks, epoch: u64) -> Result<(), GroupError>;
     /// Mark AUs of copies of the file stale, durably, and publish the new
     /// snapshot: the copies missed (or are about to miss) a write. A mark
     /// for a copy the file no longer has is dropped.
@@ -577,7 +589,7 @@ pub(crate) fn read(
         choice: vec![0usize; pieces.len()],
         copies: Vec::with_capacity(pieces.len()),
         bad: Vec::new(),
-        failed_disks: BTreeSet::new(),
+        failed_disks: FailedDisks::new(),
         problems: Vec::new(),
     };
     let result = read_copies(port, &snap, &view, &pieces, buf, accept, first, &mut tries);
@@ -711,7 +723,7 @@ struct Tries {
     bad: Vec<(usize, AuAddr)>,
     /// Disks a read failed on as a disk fails ([`read_fails_the_disk`]):
     /// taken offline, their copies not rewritten.
-    failed_disks: BTreeSet<u16>,
+    failed_disks: FailedDisks,
     /// What went wrong with each, for the error when no copy serves.
     problems: Vec<String>,
 }
@@ -736,8 +748,8 @@ impl Tries {
                 .as_ref()
                 .map_or_else(|| "no data".to_string(), ToString::to_string)
         ));
-        if error.as_ref().is_some_and(read_fails_the_disk) {
-            self.failed_disks.insert(c.disk);
+        if let Some(e) = error.as_ref().filter(|e| read_fails_the_disk(e)) {
+            note_failed(&mut self.failed_disks, c.disk, e);
         } else {
             self.bad.push((i, c));
         }
@@ -966,11 +978,16 @@ fn repair(
     for (disk, _) in ok {
         port.wrote(disk);
     }
-    let failed: BTreeSet<u16> = failed.into_iter().map(|(d, _)| d).collect();
-    if failed.is_empty() {
+    let mut failed_disks = FailedDisks::new();
+    for (disk, (result, _)) in failed {
+        if let Err(e) = result {
+            note_failed(&mut failed_disks, disk, &e);
+        }
+    }
+    if failed_disks.is_empty() {
         return Ok(());
     }
-    port.disks_failed(&failed, view.epoch)
+    port.disks_failed(&failed_disks, view.epoch)
 }
 /// After a write's I/O (the disks written reported to the port), before it
 /// is acknowledged: a copy that missed the write is never read again, so its
@@ -985,7 +1002,7 @@ fn settle_write(
     guard: Option<OperationGuard<'_>>,
     (number, incarnation): (u32, u32),
     missed: &[StaleMark],
-    failed: &BTreeSet<u16>,
+    failed: &FailedDisks,
     view: &DiskView,
     lost: Option<GroupError>,
 ) -> Result<(), GroupError> {
@@ -1078,7 +1095,7 @@ fn write_in_place(
         },
     };
     let mut landed = false;
-    let mut failed = BTreeSet::new();
+    let mut failed = FailedDisks::new();
     let mut missed = Vec::new();
     let mut errors = Vec::new();
     let mask = au_mask(aus);
@@ -1092,7 +1109,7 @@ fn write_in_place(
                 port.wrote(c.disk);
             }
             Err(e) => {
-                failed.insert(c.disk);
+                note_failed(&mut failed, c.disk, &e);
                 errors.push((c.disk, e));
                 missed.push(StaleMark {
                     extent: loc.extent,
@@ -1255,7 +1272,7 @@ pub(crate) fn write(
         port.mark_stale(number, now.incarnation, &unmarked)?;
         snap = file_snapshot(port, number)?;
     };
-    let mut failed: BTreeSet<u16> = BTreeSet::new();
+    let mut failed = FailedDisks::new();
     let mut missed: Vec<StaleMark> = Vec::new();
     // Failed data writes, by piece: marked only where the piece landed on
     // some copy (else the write fails and every copy keeps what it had).
@@ -1292,8 +1309,8 @@ pub(crate) fn write(
                 Ok(_) => {
                     written.insert(c.disk);
                 }
-                Err(_) => {
-                    failed.insert(c.disk);
+                Err(e) => {
+                    note_failed(&mut failed, c.disk, &e);
                     missed.push(StaleMark {
                         extent: *extent,
                         copy: *c,
@@ -1343,7 +1360,7 @@ pub(crate) fn write(
                     written.insert(c.disk);
                 }
                 Err(e) => {
-                    failed.insert(c.disk);
+                    note_failed(&mut failed, c.disk, &e);
                     let p = &pieces[i];
                     missed_pieces.push((
                         i,
@@ -1488,15 +1505,15 @@ pub(crate) fn initialize(
             })
             .collect();
         let mut written = BTreeSet::new();
-        let mut failed = BTreeSet::new();
+        let mut failed = FailedDisks::new();
         let mut missed = Vec::new();
         for ((e, c, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
             match result {
                 Ok(_) => {
                     written.insert(c.disk);
                 }
-                Err(_) => {
-                    failed.insert(c.disk);
+                Err(error) => {
+                    note_failed(&mut failed, c.disk, &error);
                     missed.push(StaleMark {
                         extent: *e,
                         copy: *c,
@@ -1766,7 +1783,7 @@ pub(crate) fn zero_parts(
             }
         }
         let mut landed = vec![0usize; live.len()];
-        let mut failed = BTreeSet::new();
+        let mut failed = FailedDisks::new();
         let mut missed = Vec::new();
         let mut written = BTreeSet::new();
         for ((i, mark), (result, _)) in of.into_iter().zip(run(port, ios)?) {
@@ -1776,7 +1793,7 @@ pub(crate) fn zero_parts(
                     written.insert(mark.copy.disk);
                 }
                 Err(e) => {
-                    failed.insert(mark.copy.disk);
+                    note_failed(&mut failed, mark.copy.disk, &e);
                     missed.push((i, mark, e));
                 }
             }
@@ -1910,19 +1927,22 @@ impl DataPort for Group<'_> {
             self.record_missed_writes(disks);
         }
     }
-    fn disks_failed(&mut self, disks: &BTreeSet<u16>, _epoch: u64) -> Result<(), GroupError> {
+    fn disks_failed(&mut self, disks: &FailedDisks, _epoch: u64) -> Result<(), GroupError> {
         self.check_usable()?;
         // A disk another thread's report took offline already is done: the
         // write that saw it fail skipped no copy anyone will read.
-        let still: Vec<u16> = disks
+        let still: Vec<(u16, &String)> = disks
             .iter()
-            .copied()
-            .filter(|d| self.member(*d).and_then(Member::writable).is_some())
+            .filter(|(d, _)| self.member(**d).and_then(Member::writable).is_some())
+            .map(|(d, why)| (*d, why))
             .collect();
         if still.is_empty() {
             return Ok(());
         }
-        self.failed_disks.extend(still);
+        for (d, why) in still {
+            self.note_failure_why(d, why);
+            self.failed_disks.insert(d);
+        }
         self.offline_failed()
     }
 }
@@ -2052,6 +2072,35 @@ impl Group<'_> {
         let label = m.entry.label.as_str().to_string();
         self.publish_disks();
         Some(label)
+    }
+
+    /// The disks gone OFFLINE since the last call (after an I/O error, or
+    /// on request once stamped) that still hold a device: with `release`,
+    /// each gives it up (detached from its member, as a disk missing at
+    /// mount is, and a new disk view published) and the devices are
+    /// returned for the caller to let go of; without, nothing changes (a
+    /// source that cannot open them again keeps them).
+    pub(super) fn release_offline(&mut self, release: bool) -> Vec<DeviceId> {
+        let disks = std::mem::take(&mut self.to_release);
+        if !release {
+            return Vec::new();
+        }
+        let mut ids = Vec::new();
+        for d in disks {
+            let Some(m) = self.member_mut(d) else {
+                continue;
+            };
+            if m.entry.state != DiskState::Offline {
+                continue;
+            }
+            if let Some(id) = m.device.take() {
+                ids.push(id);
+            }
+        }
+        if !ids.is_empty() {
+            self.publish_disks();
+        }
+        ids
     }
 
     /// Let go of a device no member uses (the engine closes it).
@@ -2416,7 +2465,7 @@ mod tests {
         ) -> Result<Vec<u64>, GroupError> {
             unreachable!("a copy marks nothing")
         }
-        fn disks_failed(&mut self, _: &BTreeSet<u16>, _: u64) -> Result<(), GroupError> {
+        fn disks_failed(&mut self, _: &FailedDisks, _: u64) -> Result<(), GroupError> {
             unreachable!("a copy reports, its caller fails disks")
         }
         fn mark_stale(&mut self, _: u32, _: u32, _: &[StaleMark]) -> Result<(), GroupError> {
@@ -2627,7 +2676,7 @@ mod tests {
         ) -> Result<Vec<u64>, GroupError> {
             Ok(Vec::new())
         }
-        fn disks_failed(&mut self, _: &BTreeSet<u16>, _: u64) -> Result<(), GroupError> {
+        fn disks_failed(&mut self, _: &FailedDisks, _: u64) -> Result<(), GroupError> {
             Ok(())
         }
         fn mark_stale(&mut self, _: u32, _: u32, _: &[StaleMark]) -> Result<(), GroupError> {

@@ -69,7 +69,8 @@ impl Group<'_> {
                         m.needs_flush = true;
                     }
                 }
-                Err(_) => {
+                Err(e) => {
+                    self.note_failure(disk, &e);
                     failed.insert(disk);
                 }
             }
@@ -136,7 +137,10 @@ impl Group<'_> {
                         m.needs_flush = false;
                     }
                 }
-                Err(_) => failed.push(disk),
+                Err(e) => {
+                    self.note_failure(disk, &e);
+                    failed.push(disk);
+                }
             }
         }
         Ok(failed)
@@ -158,6 +162,7 @@ impl Group<'_> {
                 // Noted here, where every metadata read passes: the step's
                 // end takes the disk offline (a reader writes nothing).
                 if read_fails_the_disk(&e) && !self.read_only {
+                    self.note_failure(disk, &e);
                     self.failed_disks.insert(disk);
                 }
                 return Err(e);

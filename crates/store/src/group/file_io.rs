@@ -23,7 +23,7 @@
 //! Its own engine does the I/O (`inner`); completions are the caller's
 //! requests, in the order they finish.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,7 +82,7 @@ struct Pending {
     plan: Option<Arc<ReadPlan>>,
     /// Disks a write or flush failed on, to be taken offline before
     /// completion.
-    failed_disks: BTreeSet<u16>,
+    failed_disks: super::data::FailedDisks,
     /// Copies a write failed on: marked stale before their disks go
     /// offline. With the file's incarnation the write used.
     missed: Vec<StaleMark>,
@@ -440,15 +440,19 @@ impl FileIo {
                     }
                     match result {
                         Ok(_) => p.landed[i] += 1,
-                        Err(_) => {
-                            p.failed_disks.insert(disk);
+                        Err(e) => {
+                            p.failed_disks
+                                .entry(disk)
+                                .or_insert_with(|| super::disk_states::failure_reason(&e));
                             p.missed.push(mark);
                         }
                     }
                 }
                 (Role::Flush { disk }, result, _) => {
-                    if result.is_err() {
-                        p.failed_disks.insert(disk);
+                    if let Err(e) = result {
+                        p.failed_disks
+                            .entry(disk)
+                            .or_insert_with(|| super::disk_states::failure_reason(&e));
                     }
                 }
             }
@@ -746,7 +750,7 @@ impl Pending {
             epoch: None,
             latch: None,
             plan: None,
-            failed_disks: BTreeSet::new(),
+            failed_disks: super::data::FailedDisks::new(),
             missed: Vec::new(),
             incarnation: 0,
             landed: Vec::new(),

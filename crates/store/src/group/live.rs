@@ -72,6 +72,23 @@ pub trait EngineSource: Send + Sync {
     fn remove_device(&self, id: DeviceId) {
         let _ = id;
     }
+
+    /// Whether the disks are devices that can be opened again by their
+    /// paths (real devices, files): a live group then lets go of every
+    /// descriptor of a disk once it is OFFLINE ([`LiveGroup`]'s
+    /// operations), and `group online` or a rescan opens it anew. A
+    /// source whose disks cannot be (a simulator's) keeps them attached.
+    fn reopens(&self) -> bool {
+        false
+    }
+
+    /// What the device the source holds for `id` is
+    /// ([`cairn_io::device::identity`]), if it can say: a device found
+    /// under another path is known by it.
+    fn identity(&self, id: DeviceId) -> Option<(u64, u64)> {
+        let _ = id;
+        None
+    }
 }
 
 /// A source shared (with the heartbeat, which makes its own engine the
@@ -95,6 +112,14 @@ impl<T: EngineSource + ?Sized> EngineSource for Arc<T> {
 
     fn remove_device(&self, id: DeviceId) {
         (**self).remove_device(id)
+    }
+
+    fn reopens(&self) -> bool {
+        (**self).reopens()
+    }
+
+    fn identity(&self, id: DeviceId) -> Option<(u64, u64)> {
+        (**self).identity(id)
     }
 }
 
@@ -263,17 +288,58 @@ impl Inner {
     /// Run `f` as one metadata operation: its steps under `meta`, then,
     /// before it returns, a commit that covers them (grouped: [`Gate`]).
     fn operation<R>(&self, f: impl FnOnce(&mut Group<'static>) -> R) -> Result<R, GroupError> {
-        let (result, ticket) = {
+        let (result, ticket, released) = {
             let _stepped = self.gate.begin();
             let mut group = self.meta()?;
             group.begin_operation()?;
             let result = f(&mut group);
+            let released = self.release_offline(&mut group);
             // What `f` changed, or saw, belongs to the running transaction.
-            (result, group.txn_open())
+            (result, group.txn_open(), released)
         };
+        if released {
+            self.devices_left();
+        }
         self.commit_through(ticket)?;
         self.see_to_discards();
         Ok(result)
+    }
+
+    /// Disks that went OFFLINE (after an I/O error, or on request once
+    /// stamped) give up their devices, on real devices: the group's
+    /// member slot, the engine source's handle and the metadata plane's
+    /// engine here, under `meta`; each data handle's engine at its next
+    /// operation (the disk view changed), the idle ones at once
+    /// ([`Inner::devices_left`], after `meta`), the heartbeat's at its
+    /// next beat (it beats written disks only). A failed disk keeps
+    /// failing on them, and they would keep its file system from being
+    /// unmounted for repair. Whether any was let go of.
+    fn release_offline(&self, group: &mut Group<'static>) -> bool {
+        let ids = group.release_offline(self.engines.reopens());
+        for id in &ids {
+            self.let_go(group, *id);
+        }
+        !ids.is_empty()
+    }
+
+    /// Let go of device `id` (no member's): the engine source forgets it and
+    /// the metadata plane's engine closes it. Under `meta`.
+    fn let_go(&self, g: &mut Group<'static>, id: DeviceId) {
+        self.engines.remove_device(id);
+        g.detach_device(id);
+    }
+
+    /// Devices of the group were let go of: whoever keeps idle data
+    /// handles (which hold them in their engines) drops them. Without
+    /// `meta`.
+    fn devices_left(&self) {
+        let hooks = self
+            .devices_left
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for hook in hooks.iter() {
+            hook();
+        }
     }
 
     /// Freed runs wait for their discard: see that they are drained, never
@@ -903,16 +969,17 @@ impl LiveGroup {
                 .collect::<Vec<_>>()
         })?;
         if !released.is_empty() {
-            let hooks = self
-                .inner
-                .devices_left
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            for hook in hooks.iter() {
-                hook();
-            }
+            self.inner.devices_left();
         }
         Ok(released)
+    }
+
+    /// What member `disk`'s device is ([`cairn_io::device::identity`]), as
+    /// the engine source holds it: `None` when it is not attached, or the
+    /// source cannot say.
+    pub fn device_identity(&self, disk: u16) -> Result<Option<(u64, u64)>, GroupError> {
+        let id = self.inner.meta()?.member_devices().get(&disk).copied();
+        Ok(id.and_then(|id| self.inner.engines.identity(id)))
     }
 
     /// Let go of the devices of disks that left the group (a drop that
@@ -929,14 +996,7 @@ impl LiveGroup {
             left
         };
         if !left.is_empty() {
-            let hooks = self
-                .inner
-                .devices_left
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            for hook in hooks.iter() {
-                hook();
-            }
+            self.inner.devices_left();
         }
         Ok(())
     }
@@ -944,8 +1004,7 @@ impl LiveGroup {
     /// Let go of device `id` (no member's): the engine source forgets it and
     /// the metadata plane's engine closes it. Under `meta`.
     fn let_go(&self, g: &mut Group<'static>, id: DeviceId) {
-        self.inner.engines.remove_device(id);
-        g.detach_device(id);
+        self.inner.let_go(g, id);
     }
 
     /// Call `hook` (without `meta`) each time devices of disks that left
@@ -1389,7 +1448,7 @@ impl DataHandle {
         let disks: Vec<u16> = self.unflushed.iter().copied().collect();
         let mut requests = Vec::new();
         let mut of = Vec::new();
-        let mut failed: BTreeSet<u16> = BTreeSet::new();
+        let mut failed = data::FailedDisks::new();
         for disk in &disks {
             match self.devices.get(disk) {
                 Some(device) => {
@@ -1403,7 +1462,10 @@ impl DataHandle {
                 // Written through this handle, yet not flushable by it: it
                 // cannot say the writes are durable.
                 None => {
-                    failed.insert(*disk);
+                    failed.insert(
+                        *disk,
+                        "written through a data handle that no longer holds its device, so not flushed".into(),
+                    );
                 }
             }
         }
@@ -1413,12 +1475,13 @@ impl DataHandle {
             .engine
             .execute_all(requests)
             .map_err(super::io_err("(engine)"))?;
-        failed.extend(
-            of.into_iter()
-                .zip(completions)
-                .filter(|(_, c)| c.result.is_err())
-                .map(|(d, _)| d),
-        );
+        for (d, c) in of.into_iter().zip(completions) {
+            if let Err(e) = &c.result {
+                failed
+                    .entry(d)
+                    .or_insert_with(|| super::disk_states::failure_reason(e));
+            }
+        }
         self.unflushed.clear();
         if failed.is_empty() {
             return Ok(());
@@ -1503,7 +1566,7 @@ impl DataPort for DataHandle {
             group.missed_writes(disks);
         }
     }
-    fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError> {
+    fn disks_failed(&mut self, disks: &data::FailedDisks, epoch: u64) -> Result<(), GroupError> {
         // Another thread may have taken them offline since: once is enough.
         self.inner
             .operation(|group| group.disks_failed(disks, epoch))?

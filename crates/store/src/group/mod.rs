@@ -53,6 +53,7 @@ mod create;
 mod data;
 mod discard;
 mod disk_io;
+pub mod disk_states;
 mod file_io;
 mod files;
 pub mod heartbeat;
@@ -97,6 +98,7 @@ pub use cairn_format::group::AliasKind;
 pub use create::{create, default_templates};
 pub use data::Punched;
 pub use discard::{DiscardQueue, DISCARD_BATCH_RUNS_MAX, DISCARD_QUEUE_RUNS_MAX};
+pub use disk_states::StateChangeCount;
 pub use file_io::{FileIo, Mapping};
 pub use files::{CreateOptions, DirEntry, FileInfo, Node};
 pub use live::{DataHandle, EngineSource, LiveGroup, SameDevices};
@@ -595,6 +597,22 @@ pub struct Group<'e> {
     /// stopped, whose memory may be ahead of the disks, still writes from
     /// ([`Group::record_missed_writes`]).
     written_super: Option<(GroupSuper, Vec<DiskEntry>)>,
+    /// The disk directory the superblocks last recorded (read at mount,
+    /// then each generation written), by disk uuid: what a new generation's
+    /// states are compared with (`disk_states.rs`).
+    recorded_states: BTreeMap<Uuid, disk_states::Recorded>,
+    /// Why each disk's next recorded state change happens, said by the
+    /// code that changes it; forgotten once a generation is written.
+    change_why: BTreeMap<u16, String>,
+    /// The first I/O failure noted on each disk since it was last taken
+    /// offline: what its going OFFLINE is said with.
+    failure_why: BTreeMap<u16, String>,
+    /// State changes recorded since mount, by (disk label, state to).
+    state_changes: BTreeMap<(String, &'static str), u64>,
+    /// Disks gone OFFLINE whose devices a live group lets go of at the end
+    /// of the metadata operation (`LiveGroup`): taken after an I/O error,
+    /// or on request once stamped ([`Group::take_offline_released`]).
+    to_release: BTreeSet<u16>,
     /// This host's heartbeat on the group's disks (multihost protection,
     /// `heartbeat.rs`), for a mount that writes on real disks: it stops
     /// the group when another host takes it over or no heartbeat lands,
@@ -690,6 +708,11 @@ impl<'e> Group<'e> {
             zeroed_files: HashMap::new(),
             discards: None,
             written_super: None,
+            recorded_states: BTreeMap::new(),
+            change_why: BTreeMap::new(),
+            failure_why: BTreeMap::new(),
+            state_changes: BTreeMap::new(),
+            to_release: BTreeSet::new(),
             heartbeat: None,
         }
     }
@@ -761,16 +784,23 @@ impl<'e> Group<'e> {
     /// Disks whose heartbeat write failed: failed disks, taken offline by
     /// the next commit like any disk a write failed on.
     fn take_heartbeat_failures(&mut self) {
-        if let Some(link) = &self.heartbeat {
-            let failed = link.take_failed();
-            self.failed_disks.extend(failed);
+        let failed = match &self.heartbeat {
+            Some(link) => link.take_failed(),
+            None => return,
+        };
+        for d in &failed {
+            self.note_failure_why(*d, "its heartbeat write failed, or did not answer");
         }
+        self.failed_disks.extend(failed);
     }
 
     /// Stop the group after a failed metadata write: memory is ahead of the
     /// disks, so every later call fails until the group is mounted again,
     /// data handles' included.
     fn stop(&mut self, why: String) {
+        if self.poisoned.is_none() {
+            tracing::error!(group = %self.name, "group {} stopped: {why}", self.name);
+        }
         self.plane.stop(&why);
         self.poisoned.get_or_insert(why);
     }

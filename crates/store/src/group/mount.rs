@@ -182,6 +182,8 @@ pub(super) fn mount_inner<'e>(
     let mut missing = Vec::new();
     let mut short = Vec::new();
     let mut returned = Vec::new();
+    // OFFLINE members found again, which this mount resyncs.
+    let mut found_again = Vec::new();
     // Each device's newest superblock generation.
     let slot_of: HashMap<DeviceId, u64> = disks
         .iter()
@@ -235,6 +237,7 @@ pub(super) fn mount_inner<'e>(
                     entry.state = DiskState::Syncing;
                     report.disks_returned.push(entry.label.clone());
                     returned.push(entry.number);
+                    found_again.push(entry.number);
                 }
             }
         }
@@ -278,11 +281,33 @@ pub(super) fn mount_inner<'e>(
     }
     let mut group = Group::assemble(engine, sup.clone(), uuid, best.generation, members);
     group.read_only = read_only;
+    // What this mount changes is said against the directory it found.
+    group.recorded_states = super::disk_states::recorded(&best.entries);
+    for d in found_again {
+        group.say_why(
+            d,
+            "found again at mount, the image the group took offline: what it missed is resynced",
+        );
+    }
     report.damage.extend(short.iter().cloned());
     group.short_disks = short;
     if !missing.is_empty() {
         let newest = best.generation;
         for d in &missing {
+            let smaller = group.member(*d).is_some_and(|m| {
+                group
+                    .short_disks
+                    .iter()
+                    .any(|s| s.starts_with(&format!("disk {} is ", m.entry.label)))
+            });
+            group.say_why(
+                *d,
+                if smaller {
+                    "found smaller than the group recorded at mount (a truncated file, or a smaller device in its place): treated as missing"
+                } else {
+                    "missing at mount: not among the devices discovery found"
+                },
+            );
             if let Some(m) = group.member_mut(*d) {
                 // A reader leaves the record alone: the disk is only missing.
                 if !read_only {

@@ -863,11 +863,23 @@ impl Group<'_> {
             .collect();
         let (mut dropped, mut refused) = (Vec::new(), Vec::new());
         for label in expired {
+            let number = self.disks_named(std::slice::from_ref(&label)).ok();
+            for d in number.iter().flatten() {
+                self.say_why(
+                    *d,
+                    "its repair time (disk_repair_time) ran out: dropped by force, its copies rebuilt from their mirrors",
+                );
+            }
             match self.drop_disks_forced(std::slice::from_ref(&label)) {
                 Ok(_) => dropped.push(label),
-                Err(e) => refused.push(format!(
-                    "disk {label}'s repair time ran out, but it is not dropped: {e}"
-                )),
+                Err(e) => {
+                    for d in number.iter().flatten() {
+                        self.change_why.remove(d);
+                    }
+                    refused.push(format!(
+                        "disk {label}'s repair time ran out, but it is not dropped: {e}"
+                    ));
+                }
             }
         }
         (dropped, refused)
@@ -1936,7 +1948,7 @@ pub(super) fn copy_relocations(
         })
         .collect();
     let mut failed: BTreeSet<usize> = BTreeSet::new();
-    let mut failed_disks = BTreeSet::new();
+    let mut failed_disks = data::FailedDisks::new();
     let outcomes = data::copy(port, &ios, inflight, pool)?;
     for ((k, _, _, _, len), outcome) in pieces.iter().zip(outcomes) {
         let why = match outcome {
@@ -1946,7 +1958,9 @@ pub(super) fn copy_relocations(
             }
             data::Copied::ReadFailed => "a read of its copy failed".to_string(),
             data::Copied::WriteFailed => {
-                failed_disks.insert(ready[*k].to.disk);
+                failed_disks
+                    .entry(ready[*k].to.disk)
+                    .or_insert_with(|| "a rebalance's write to it failed".to_string());
                 format!("the write to disk {} failed", view.name(ready[*k].to.disk))
             }
         };

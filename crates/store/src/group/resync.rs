@@ -679,7 +679,7 @@ pub(super) fn copy_stale(
     }
     let mut failed_read: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
     let mut failed_write: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
-    let mut failed_disks = BTreeSet::new();
+    let mut failed_disks = data::FailedDisks::new();
     let mut bytes = 0;
     for ((s, _, _, len), outcome) in pieces.iter().zip(outcomes) {
         match outcome {
@@ -696,7 +696,9 @@ pub(super) fn copy_stale(
                 }
             }
             data::Copied::WriteFailed => {
-                failed_disks.insert(s.target.disk);
+                failed_disks
+                    .entry(s.target.disk)
+                    .or_insert_with(|| "a resync's write to it failed".to_string());
                 failed_write.insert((s.file, s.extent, s.au));
             }
         }
@@ -861,6 +863,7 @@ impl Group<'_> {
         let mut done = Vec::new();
         for d in &disks {
             self.take_offline(*d);
+            self.say_why(*d, "taken offline on request (`cairn group offline`)");
             if let Some(m) = self.member_mut(*d) {
                 m.entry.flags |= fmt::DISK_FLAG_HELD;
                 m.entry.drop_after_minutes = drop_after_minutes.unwrap_or(0);
@@ -923,6 +926,9 @@ impl Group<'_> {
         if !lost.is_empty() || !stamped.is_empty() {
             self.superblocks_or_stop()?;
         }
+        // Nothing more is written to them: a live group lets go of their
+        // devices, as of any OFFLINE disk's.
+        self.to_release.extend(&still);
         Ok(())
     }
 
@@ -1029,6 +1035,10 @@ impl Group<'_> {
                 .expect("invariant: named");
             let layout = AtLayout::for_disk(size, self.au_bytes)
                 .ok_or_else(|| corrupt(format!("disk {d} is too small for the group's AUs")))?;
+            self.say_why(
+                *d,
+                "brought back (`cairn group online`), the image the group took offline: what it missed is resynced",
+            );
             if let Some(m) = self.member_mut(*d) {
                 m.entry.flags &= !fmt::DISK_FLAG_HELD;
                 m.entry.state = DiskState::Syncing;

@@ -22,6 +22,18 @@ impl Group<'_> {
                     m.entry.label, m.entry.failgroup
                 )
             });
+            if newly.is_some() {
+                let why = self
+                    .failure_why
+                    .remove(d)
+                    .unwrap_or_else(|| "an I/O to it failed".into());
+                self.say_why(*d, why);
+                // Its devices are let go of once it is recorded OFFLINE
+                // (by a live group, at the operation's end): a failed disk
+                // keeps failing on them, and they would keep its file
+                // system from being unmounted for repair.
+                self.to_release.insert(*d);
+            }
             self.taken_offline.extend(newly);
             if let Some(m) = self.member_mut(*d) {
                 if m.writable().is_some() {
@@ -59,6 +71,8 @@ impl Group<'_> {
     /// resynced. It records the superblock generation it holds, so that
     /// only that image of it is taken back.
     pub(super) fn take_offline(&mut self, disk: u16) {
+        // A failure noted before is told with this change or not at all.
+        self.failure_why.remove(&disk);
         if let Some(m) = self.member_mut(disk) {
             if m.writable().is_some() {
                 m.entry.synced_generation = m.generation as u32;
@@ -235,6 +249,7 @@ impl Group<'_> {
             copies,
         };
         self.write_durably(vec![item], "superblocks")?;
+        self.record_states(entries);
         for n in written {
             if !self.failed_disks.contains(&n) {
                 if let Some(m) = self.member_mut(n) {
