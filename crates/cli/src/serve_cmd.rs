@@ -117,11 +117,10 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
                 return Err(anyhow::Error::new(e).context(format!("cannot serve group {name}")));
             }
         };
+        // Disks the mount marked OFFLINE (or resynced) are said by the
+        // group itself, one line per state change (`disk_states.rs`).
         for w in &m.report.warnings {
             tracing::warn!(group = %name, "{w}");
-        }
-        for d in &m.report.disks_marked_offline {
-            tracing::warn!(group = %name, disk = %d, "disk not available: marked OFFLINE, serving DEGRADED");
         }
         locks.push(m.lock);
         paths.insert(name.to_ascii_uppercase(), m.paths);

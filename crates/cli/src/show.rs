@@ -1027,6 +1027,17 @@ fn show_status(s: &Status) {
                 io.reads.errors + io.writes.errors + io.flushes.errors + io.discards.errors
             );
         }
+        if !g.state_changes.is_empty() {
+            let said: Vec<String> = g
+                .state_changes
+                .iter()
+                .map(|c| format!("{} -> {} x{}", c.disk, c.to, c.count))
+                .collect();
+            println!(
+                "  disk state changes since the service started (the log says why): {}",
+                said.join(", ")
+            );
+        }
     }
     if !s.volumes.is_empty() {
         println!(

@@ -73,6 +73,7 @@ impl Host for HeldHost {
             mount: None,
             report: Some(m.report),
             lock: Some(m.lock),
+            offline_before: 0,
         }))
     }
 

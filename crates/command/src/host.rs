@@ -53,6 +53,10 @@ pub struct Opened {
     pub report: Option<MountReport>,
     /// The group lock, held while the command runs (a host that mounts).
     pub lock: Option<GroupLock>,
+    /// How many disks the group had taken offline after an I/O error
+    /// (`Group::disks_taken_offline`) when the command began: a command
+    /// that fails says only the ones taken while it ran.
+    pub offline_before: usize,
 }
 
 impl Opened {

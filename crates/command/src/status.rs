@@ -41,6 +41,11 @@ pub struct GroupStatus {
     pub redundancy_lowered_extents: u64,
     #[serde(default)]
     pub redundancy_lowered_bytes: u64,
+    /// Changes of its disks' states since the service mounted it, by disk
+    /// and the state gone to (`Group::disk_state_changes`; each is also a
+    /// line of the service's log).
+    #[serde(default)]
+    pub state_changes: Vec<cairn_store::group::StateChangeCount>,
     pub disks: Vec<DiskStatus>,
     pub reads: OpSnapshot,
     pub writes: OpSnapshot,

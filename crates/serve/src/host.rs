@@ -135,10 +135,10 @@ impl Events for Log {
     fn send(&mut self, event: Event) {
         match event {
             Event::Note(line) => tracing::info!("{line}"),
-            Event::TakenOffline { group, disks } => {
-                tracing::warn!(group = %group, disks = ?disks, "disk(s) taken OFFLINE after an I/O error")
-            }
-            Event::Mounted { .. } | Event::Progress(_) => {}
+            // Every disk state change is logged once, by the group itself
+            // as the superblocks record it (`disk_states.rs`), whoever's
+            // command met it: a command's own account would say it twice.
+            Event::TakenOffline { .. } | Event::Mounted { .. } | Event::Progress(_) => {}
         }
     }
 }
@@ -234,6 +234,11 @@ impl ServedHost {
     }
 
     fn opened(&self, g: &HeldGroup) -> Arc<Opened> {
+        let offline_before = g
+            .held
+            .group
+            .meta(|m| m.disks_taken_offline().len())
+            .unwrap_or(0);
         Arc::new(Opened {
             name: g.held.name.clone(),
             live: g.held.group.clone(),
@@ -244,6 +249,7 @@ impl ServedHost {
             })),
             report: None,
             lock: None,
+            offline_before,
         })
     }
 
@@ -328,13 +334,18 @@ impl ServedHost {
         if lock(&self.discovery).text != d.text {
             tracing::info!(discovery = %d.text, "SIGHUP: the discovery string changed");
         }
-        *lock(&self.discovery) = d;
+        *lock(&self.discovery) = d.clone();
         for g in &self.groups {
             let Ok(uuid) = g.held.group.meta(|m| m.uuid()) else {
                 continue;
             };
-            if let Some(group) = found.iter().find(|f| f.uuid == uuid) {
-                exec::attach_found(&self.opened(g), group, "SIGHUP", &mut Log);
+            let opened = self.opened(g);
+            let group = found.iter().find(|f| f.uuid == uuid);
+            if let Some(group) = group {
+                exec::attach_found(&opened, group, &d.text, "SIGHUP", &mut Log);
+            }
+            for line in exec::left_discovery(&opened, group, &d.text) {
+                tracing::warn!(group = %g.held.name, "SIGHUP: {line}");
             }
         }
         for f in found.iter().filter(|f| f.complete) {

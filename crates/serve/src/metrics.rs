@@ -78,7 +78,7 @@ pub fn status_of(held: &[Held], started: Instant, mountpoint: &Path) -> Status {
     let groups = held
         .iter()
         .map(|h| {
-            let (disks, space, redundancy, lowered) = h
+            let (disks, space, redundancy, lowered, state_changes) = h
                 .group
                 .meta(|g| {
                     (
@@ -86,6 +86,7 @@ pub fn status_of(held: &[Held], started: Instant, mountpoint: &Path) -> Status {
                         g.space(),
                         g.redundancy().as_str().to_string(),
                         g.redundancy_lowered(),
+                        g.disk_state_changes(),
                     )
                 })
                 .unwrap_or_else(|_| {
@@ -94,6 +95,7 @@ pub fn status_of(held: &[Held], started: Instant, mountpoint: &Path) -> Status {
                         Default::default(),
                         "?".into(),
                         Default::default(),
+                        Vec::new(),
                     )
                 });
             let io = h.group.disk_io().unwrap_or_default();
@@ -106,6 +108,7 @@ pub fn status_of(held: &[Held], started: Instant, mountpoint: &Path) -> Status {
                 offline_disks: space.offline_disks,
                 redundancy_lowered_extents: lowered.extents,
                 redundancy_lowered_bytes: lowered.bytes,
+                state_changes,
                 disks: disks
                     .into_iter()
                     .map(|d| DiskStatus {
@@ -244,6 +247,19 @@ pub fn prometheus(status: &Status) -> String {
                 label(&g.name),
                 label(&d.label),
                 d.missing_copy_aus
+            ));
+        }
+    }
+    line("# HELP cairn_disk_state_changes_total Changes of a disk's state since the service mounted its group, by the state it went to (ONLINE, SYNCING, OFFLINE, DROPPING, DROPPED); each is also one line of the log, saying why.".into());
+    line("# TYPE cairn_disk_state_changes_total counter".into());
+    for g in &status.groups {
+        for c in &g.state_changes {
+            line(format!(
+                "cairn_disk_state_changes_total{{group=\"{}\",disk=\"{}\",to=\"{}\"}} {}",
+                label(&g.name),
+                label(&c.disk),
+                label(&c.to),
+                c.count
             ));
         }
     }

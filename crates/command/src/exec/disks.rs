@@ -2,9 +2,10 @@
 //! `replace`, and members found again (by `group online` after a dead
 //! device was let go of, and by a service's SIGHUP).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use cairn_format::group::DiskState;
 use cairn_io::host::Host as OsHost;
 use cairn_store::group;
 use cairn_store::group_admin::{self, DiskArg};
@@ -96,119 +97,242 @@ impl NewDisks {
     }
 }
 
-/// What a path names, whatever it is called: a block device by its device
-/// number, a file by its file system and inode.
+/// What a path names now, whatever it is called
+/// ([`cairn_io::device::identity`]), if it names anything.
 fn device_identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let m = std::fs::metadata(path).ok()?;
-    Some(if m.file_type().is_block_device() {
-        (0, m.rdev())
-    } else {
-        (m.dev(), m.ino())
-    })
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| cairn_io::device::identity(&m))
 }
 
-/// `g`'s members that are not attached and that discovery found (`found`):
-/// each attached, as OFFLINE (`group online` brings it back, checking then
-/// that it is the disk the group took offline). What happened to each is
-/// told as a note, starting with `why` (a service logs it).
+/// Members of `g` that are OFFLINE and attached to no device, after a
+/// rescan: (label, why none is attached).
+pub type NotAttached = Vec<(String, String)>;
+
+/// `g`'s members as discovery finds them now (`found`, with the discovery
+/// string `discovery` it came from), each known by its label's disk uuid
+/// and by what its device is, never by its path alone:
+///
+/// - a member the group holds, found under another path that is the very
+///   device it holds (a renamed file, a new link): its path is updated and
+///   said; never opened a second time (its own lock would refuse it);
+/// - a device that carries the label of a member the group holds on
+///   another device (a copy, a clone): said, and left alone;
+/// - a member not attached (missing at mount, or let go of once OFFLINE):
+///   opened and attached, still OFFLINE (`group online` brings it back,
+///   checking then that it is the disk the group took offline).
+///
+/// What happened is told as notes starting with `why` (a service logs
+/// them). Returns the OFFLINE members still not attached, with why.
 pub fn attach_found(
     g: &Opened,
     found: &group_admin::FoundGroup,
+    discovery: &str,
     why: &str,
     events: &mut dyn Events,
-) {
+) -> NotAttached {
     let host = OsHost::real();
-    // The paths of disks that left go; a device attached already (under
-    // this path or another: a by-id link, a changed discovery string) is
-    // known by what it is, not by its name.
-    if let Ok(members) = g.live.meta(|m| m.member_devices()) {
-        let ids: BTreeSet<u32> = members.values().map(|d| d.0).collect();
-        g.paths().retain(|id, _| ids.contains(id));
-    }
-    let known: BTreeSet<(u64, u64)> = g
-        .paths()
-        .values()
-        .filter_map(|p| device_identity(p))
-        .collect();
-    let mut paths = Vec::new();
-    let mut files = Vec::new();
-    for path in found
-        .paths
-        .iter()
-        .filter(|p| device_identity(p).is_some_and(|i| !known.contains(&i)))
-    {
-        match group_admin::open_member(&host, path) {
-            Ok(f) => {
-                paths.push(path.clone());
-                files.push(f);
-            }
-            Err(e) => events.send(Event::Note(format!(
-                "{why}: group {}: a disk of the group at {} cannot be opened: {e}",
-                g.name,
-                path.display()
-            ))),
-        }
-    }
-    if files.is_empty() {
-        return;
-    }
-    let outcome = match g.live.reattach_devices(files) {
-        Ok(o) => o,
+    let disks = match g.live.meta(|m| m.disks()) {
+        Ok(d) => d,
         Err(e) => {
             events.send(Event::Note(format!(
-                "{why}: group {}: cannot attach the disks found: {e}",
+                "{why}: group {}: cannot look at its disks: {e}",
                 g.name
             )));
-            return;
+            return Vec::new();
         }
     };
-    for (path, o) in paths.into_iter().zip(outcome) {
-        match o {
-            Ok(Some((label, id))) => {
-                events.send(Event::Note(format!(
-                    "{why}: disk found again and attached: group {}, disk {label}, at {}; `cairn group online {} {label}` brings it back",
-                    g.name,
-                    path.display(),
-                    g.name
-                )));
-                g.paths().insert(id.0, path);
+    // The paths of devices no member holds any more go.
+    let ids: BTreeSet<u32> = disks.iter().filter_map(|d| d.device).map(|d| d.0).collect();
+    g.paths().retain(|id, _| ids.contains(id));
+    // What each attached member's device is, as the group holds it.
+    let held: BTreeMap<(u64, u64), u16> = disks
+        .iter()
+        .filter(|d| d.device.is_some())
+        .filter_map(|d| Some((g.live.device_identity(d.number).ok()??, d.number)))
+        .collect();
+    let mut why_not: BTreeMap<uuid::Uuid, String> = BTreeMap::new();
+    let mut to_open = Vec::new();
+    for f in &found.disks {
+        let Some(d) = disks.iter().find(|d| d.disk_uuid == f.disk_uuid) else {
+            // Not a member (a disk that left, or one never added).
+            continue;
+        };
+        let now = device_identity(&f.path);
+        match d.device {
+            Some(id) => {
+                let same = now.is_some_and(|i| held.get(&i) == Some(&d.number));
+                let old = g.paths().get(&id.0).cloned();
+                if same && old.as_deref() != Some(f.path.as_path()) {
+                    events.send(Event::Note(format!(
+                        "{why}: group {}: disk {} is now at {} (was {}): the same device, known by its label and by what it is; its path is updated",
+                        g.name,
+                        d.label,
+                        f.path.display(),
+                        old.map_or_else(|| "?".into(), |p| p.display().to_string())
+                    )));
+                    g.paths().insert(id.0, f.path.clone());
+                } else if !same && now.is_some_and(|i| !held.contains_key(&i)) {
+                    events.send(Event::Note(format!(
+                        "{why}: group {}: the device at {} carries the label of disk {}, which the group holds on another device{}: a copy of it, or a second path to it; it is left alone (hide it from discovery)",
+                        g.name,
+                        f.path.display(),
+                        d.label,
+                        old.map_or_else(String::new, |p| format!(" ({})", p.display()))
+                    )));
+                }
             }
-            // A member attached already (under another path), or one that
-            // left: nothing to do.
-            Ok(None) => {}
+            // One the group holds under another member's name cannot be.
+            None if now.is_some_and(|i| held.contains_key(&i)) => {}
+            None => to_open.push(f),
+        }
+    }
+    let mut paths = Vec::new();
+    let mut files = Vec::new();
+    for f in to_open {
+        match group_admin::open_member(&host, &f.path) {
+            Ok(file) => {
+                paths.push((f.path.clone(), f.disk_uuid));
+                files.push(file);
+            }
+            Err(e) => {
+                events.send(Event::Note(format!(
+                    "{why}: group {}: disk {} at {} cannot be opened: {e}",
+                    g.name,
+                    f.label,
+                    f.path.display()
+                )));
+                why_not.insert(
+                    f.disk_uuid,
+                    format!("its device at {} cannot be opened: {e}", f.path.display()),
+                );
+            }
+        }
+    }
+    let mut attached: BTreeSet<uuid::Uuid> = BTreeSet::new();
+    if !files.is_empty() {
+        match g.live.reattach_devices(files) {
+            Ok(outcome) => {
+                for ((path, uuid), o) in paths.into_iter().zip(outcome) {
+                    match o {
+                        Ok(Some((label, id))) => {
+                            events.send(Event::Note(format!(
+                                "{why}: disk found again and attached: group {}, disk {label}, at {}; `cairn group online {} {label}` brings it back",
+                                g.name,
+                                path.display(),
+                                g.name
+                            )));
+                            g.paths().insert(id.0, path);
+                            attached.insert(uuid);
+                        }
+                        // A member attached meanwhile, or one that left:
+                        // nothing to do.
+                        Ok(None) => {}
+                        Err(e) => {
+                            events.send(Event::Note(format!(
+                                "{why}: group {}: the disk at {} cannot come back: {e}",
+                                g.name,
+                                path.display()
+                            )));
+                            why_not.insert(
+                                uuid,
+                                format!("its device at {} cannot come back: {e}", path.display()),
+                            );
+                        }
+                    }
+                }
+            }
             Err(e) => events.send(Event::Note(format!(
-                "{why}: group {}: the disk at {} cannot come back: {e}",
-                g.name,
-                path.display()
+                "{why}: group {}: cannot attach the disks found: {e}",
+                g.name
             ))),
         }
     }
+    disks
+        .iter()
+        .filter(|d| d.device.is_none() && d.state == DiskState::Offline)
+        .filter(|d| !d.dropping && !attached.contains(&d.disk_uuid))
+        .map(|d| {
+            let reason = why_not.remove(&d.disk_uuid).unwrap_or_else(|| {
+                format!(
+                    "discovery ({discovery}) finds no device with its label (uuid {})",
+                    d.disk_uuid
+                )
+            });
+            (d.label.clone(), reason)
+        })
+        .collect()
+}
+
+/// Members in use (attached and not OFFLINE) that discovery no longer
+/// finds (`found`: the group as discovery found it, if it found any of
+/// it): one line each, for a rescan to say. They stay in use through the
+/// descriptors the group holds; the next start would not find them.
+pub fn left_discovery(
+    g: &Opened,
+    found: Option<&group_admin::FoundGroup>,
+    discovery: &str,
+) -> Vec<String> {
+    let Ok(disks) = g.live.meta(|m| m.disks()) else {
+        return Vec::new();
+    };
+    let paths = g.paths().clone();
+    disks
+        .iter()
+        .filter(|d| d.device.is_some() && d.state != DiskState::Offline)
+        .filter(|d| found.is_none_or(|f| !f.disks.iter().any(|x| x.disk_uuid == d.disk_uuid)))
+        .map(|d| {
+            format!(
+                "group {}: disk {} ({}{}) is no longer found by discovery ({discovery}): it stays in use through the device the group holds, but the next start will not find it; put it back where discovery looks (or change the discovery string), or drop it (`cairn group alter {} --drop {}`)",
+                g.name,
+                d.label,
+                d.state.as_str(),
+                d.device
+                    .and_then(|id| paths.get(&id.0))
+                    .map_or_else(String::new, |p| format!(", at {}", p.display())),
+                g.name,
+                d.label
+            )
+        })
+        .collect()
 }
 
 impl Exec<'_> {
-    /// `group online` of a disk whose dead device was let go of: `g`'s
-    /// members that discovery finds now are attached.
-    pub(super) fn find_again(&self, g: &Opened, events: &mut dyn Events) {
-        let found = self
-            .host
-            .discovery()
-            .and_then(|d| Ok(group_admin::find_groups(&OsHost::real(), &d)?));
-        let found = match found {
+    /// `group online`: `g`'s members that are not attached are looked for
+    /// by discovery, and those found attached ([`attach_found`]). Returns
+    /// the OFFLINE members still not attached, with why.
+    pub(super) fn find_again(&self, g: &Opened, events: &mut dyn Events) -> NotAttached {
+        let d = match self.host.discovery() {
+            Ok(d) => d,
+            Err(e) => return self.not_attached(g, &format!("discovery failed: {e}")),
+        };
+        let found = match group_admin::find_groups(&OsHost::real(), &d) {
             Ok(found) => found,
-            Err(e) => {
-                events.send(Event::Note(format!(
-                    "online: group {}: discovery failed: {e}",
-                    g.name
-                )));
-                return;
-            }
+            Err(e) => return self.not_attached(g, &format!("discovery ({}) failed: {e}", d.text)),
         };
         let Ok(uuid) = g.live.meta(|m| m.uuid()) else {
-            return;
+            return Vec::new();
         };
-        if let Some(group) = found.iter().find(|f| f.uuid == uuid) {
-            attach_found(g, group, "online", events);
+        match found.iter().find(|f| f.uuid == uuid) {
+            Some(group) => attach_found(g, group, &d.text, "online", events),
+            None => self.not_attached(
+                g,
+                &format!("discovery ({}) finds no disk of the group", d.text),
+            ),
         }
+    }
+
+    /// Every OFFLINE member attached to no device, with `why`.
+    fn not_attached(&self, g: &Opened, why: &str) -> NotAttached {
+        g.live
+            .meta(|m| {
+                m.disks()
+                    .into_iter()
+                    .filter(|d| d.device.is_none() && d.state == DiskState::Offline)
+                    .filter(|d| !d.dropping)
+                    .map(|d| (d.label, why.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }

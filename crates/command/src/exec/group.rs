@@ -440,7 +440,9 @@ impl Exec<'_> {
             }
             // A disk that failed keeps failing on the descriptor the group
             // holds, even once it is back (a cable put back, a file system
-            // mounted again): let go of it, and look for it again.
+            // mounted again): let go of it, and look for it again. (A group
+            // on real devices lets go of a disk's devices as it goes
+            // OFFLINE: this is for one found OFFLINE at mount.)
             let released = g.live.release_dead_devices(names)?;
             if !released.is_empty() {
                 events.send(Event::Note(format!(
@@ -448,10 +450,33 @@ impl Exec<'_> {
                     g.name,
                     released.join(", ")
                 )));
-                self.find_again(g, events);
             }
-            // Refused here (not attached, not the image the group took
-            // offline), before anything runs in the background.
+            // The disks asked for (or every OFFLINE one) that no device
+            // holds are looked for by discovery and opened anew; one that
+            // cannot be is refused with what is the matter.
+            let unattached = rows
+                .iter()
+                .filter(|r| r.state == DiskState::Offline && r.device.is_none() && !r.dropping)
+                .any(|r| {
+                    names.is_none_or(|n| n.iter().any(|x| x.trim().eq_ignore_ascii_case(&r.label)))
+                });
+            if unattached || !released.is_empty() {
+                let missing = self.find_again(g, events);
+                let asked: Vec<&(String, String)> = missing
+                    .iter()
+                    .filter(|(label, _)| {
+                        names.is_some_and(|n| n.iter().any(|x| x.trim().eq_ignore_ascii_case(label)))
+                    })
+                    .collect();
+                if let Some((label, why)) = asked.first() {
+                    return Err(CommandError::failed(format!(
+                        "disk {label} of group {} cannot be brought back: {why}; attach it (or mount the file system it is on) and try again",
+                        g.name
+                    )));
+                }
+            }
+            // Refused here (not the image the group took offline), before
+            // anything runs in the background.
             g.live.bring_back(names)?;
             let work: Work = {
                 let g = g.clone();

@@ -23,7 +23,7 @@ use crate::host::{Access, Host, Opened};
 use crate::reply::Reply;
 use crate::request::{Authority, Request};
 
-pub use disks::attach_found;
+pub use disks::{attach_found, left_discovery, NotAttached};
 pub use files::{CopySource, Input};
 pub use group::summary_of;
 
@@ -249,9 +249,15 @@ impl Exec<'_> {
 }
 
 /// Say which disks `g`'s metadata plane has taken offline after an I/O
-/// error (for a command that failed, or a host that dismounts).
+/// error since the command began (for a command that failed).
 pub fn say_taken_offline(g: &Opened, events: &mut dyn Events) {
-    if let Ok(disks) = g.live.meta(|m| m.disks_taken_offline().to_vec()) {
+    let since = g.offline_before;
+    if let Ok(disks) = g.live.meta(|m| {
+        m.disks_taken_offline()
+            .get(since..)
+            .unwrap_or_default()
+            .to_vec()
+    }) {
         if !disks.is_empty() {
             events.send(Event::TakenOffline {
                 group: g.name.clone(),
