@@ -240,6 +240,85 @@ fn a_disk_taken_offline_on_request_stays_offline_until_brought_online() {
     g.dismount().unwrap();
 }
 
+/// Each mount's disk state changes, as (disk, state to, count).
+fn changes(g: &Group<'_>) -> Vec<(String, String, u64)> {
+    g.disk_state_changes()
+        .into_iter()
+        .map(|c| (c.disk, c.to, c.count))
+        .collect()
+}
+
+fn change(disk: &str, to: &str, count: u64) -> (String, String, u64) {
+    (disk.to_string(), to.to_string(), count)
+}
+
+/// Every change of a disk's state is counted once, where a superblock
+/// generation records it, whichever path made it: a mount that marks a
+/// missing disk OFFLINE, and the next that finds it and resyncs it; an
+/// offline on request and the online that brings it back; a write that
+/// fails on a disk. A mount that changes nothing counts nothing.
+#[test]
+fn every_disk_state_change_is_counted_once_where_the_superblocks_record_it() {
+    let (mut engine, ids) = rig();
+    let number = {
+        let (mut g, _) = mount(&mut engine, &ids[..3]);
+        assert_eq!(changes(&g), vec![change("D3", "OFFLINE", 1)]);
+        let f = g
+            .create_file(&path("c"), 4 * MIB, &CreateOptions::default())
+            .unwrap();
+        g.write(f.number, 0, &pattern(3, (4 * MIB) as usize))
+            .unwrap();
+        assert_eq!(changes(&g), vec![change("D3", "OFFLINE", 1)]);
+        g.dismount().unwrap();
+        f.number
+    };
+    {
+        let (mut g, report) = mount(&mut engine, &ids);
+        assert!(report.resync.is_some(), "{report:?}");
+        assert_eq!(
+            changes(&g),
+            vec![change("D3", "ONLINE", 1), change("D3", "SYNCING", 1)]
+        );
+        g.offline_disks(&["D1".into()], None).unwrap();
+        g.online_disks(Some(&["D1".into()]), 4, &mut |_| {})
+            .unwrap();
+        assert_eq!(
+            changes(&g),
+            vec![
+                change("D1", "OFFLINE", 1),
+                change("D1", "ONLINE", 1),
+                change("D1", "SYNCING", 1),
+                change("D3", "ONLINE", 1),
+                change("D3", "SYNCING", 1),
+            ]
+        );
+        g.dismount().unwrap();
+    }
+    let extent = {
+        let (g, _) = mount(&mut engine, &ids);
+        assert_eq!(changes(&g), vec![], "nothing changed at this mount");
+        let e = g.extents(number).unwrap()[0];
+        g.dismount().unwrap();
+        e
+    };
+    let victim = *extent.copies().iter().find(|c| c.disk >= 2).unwrap();
+    let at = u64::from(victim.au) * MIB;
+    engine
+        .inner
+        .disk_mut(ids[usize::from(victim.disk)])
+        .faults
+        .write_error_ranges
+        .push(at..at + MIB);
+    let (mut g, _) = mount(&mut engine, &ids);
+    g.write(number, 0, &pattern(4, MIB as usize)).unwrap();
+    assert_eq!(state(&g, victim.disk), DiskState::Offline);
+    assert_eq!(
+        changes(&g),
+        vec![change(&format!("D{}", victim.disk), "OFFLINE", 1)]
+    );
+    g.dismount().unwrap();
+}
+
 /// A write that fails on one copy marks that copy's AU stale before its
 /// disk goes offline; when the disk answers again, the resync copies it.
 #[test]
