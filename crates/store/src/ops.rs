@@ -53,6 +53,23 @@ pub fn status_path(run_dir: &Path, uuid: Uuid) -> PathBuf {
     run_dir.join(format!("{uuid}.op.json"))
 }
 
+/// Group `uuid` was just locked for writing by this process: a status file
+/// another process left (it died, or was killed, mid-operation) describes
+/// work that is over — what it left undone is recorded in the group and
+/// this mount resumes or finishes it — so it goes, and `group ops` no
+/// longer shows a dead process's operation after a restart. Only the
+/// exclusive lock's holder may call this: nobody else runs an operation
+/// on the group meanwhile.
+pub fn forget_left_behind(run_dir: &Path, uuid: Uuid) {
+    let path = status_path(run_dir, uuid);
+    let left = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<OpStatus>(&b).ok());
+    if left.is_some_and(|s| s.pid != std::process::id()) {
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
 fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -252,6 +269,15 @@ mod tests {
         dead.status.pid = u32::MAX;
         dead.write();
         assert_eq!(list(dir.path(), None)[0].state, "INTERRUPTED");
+        // The next writer of the group (a restarted service) forgets it;
+        // its own file stays.
+        forget_left_behind(dir.path(), uuid);
+        assert!(list(dir.path(), None).is_empty());
+        let mut mine =
+            OpTracker::start(dir.path(), "DATA", uuid, "REBALANCE", 4, 1 << 20, 0, false);
+        mine.update(1, 10, 1 << 20);
+        forget_left_behind(dir.path(), uuid);
+        assert_eq!(list(dir.path(), None)[0].state, "RUN");
     }
 
     #[test]
