@@ -11,7 +11,9 @@
 //! discovery string in force and each group's table of paths are leaves,
 //! held only to look or change, never across a group's locks. `volumes` is
 //! held across each volume command, before any group's locks, and never by
-//! the file system's requests.
+//! the file system's requests. `repair` (the repair timer's stop flag and
+//! the groups whose rebuild it still has to start) is a leaf, and its
+//! thread holds no lock while it waits.
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -125,7 +127,26 @@ pub struct ServedHost {
     /// The threads of long operations whose clients did not wait, and
     /// whether the service is stopping (no new one then). A leaf.
     background: Mutex<Background>,
+    /// The repair timer ([`ServedHost::start_repair_timer`]).
+    repair: Arc<RepairTimer>,
 }
+
+/// The repair timer's state: whether the service is stopping (and the
+/// condition variable its thread waits on, a second at a time, to hear
+/// it), the groups whose rebuild it has still to start (a long operation
+/// was running when their disks were dropped), and the refusals it has
+/// already logged (said once, not every second). Leaf locks.
+#[derive(Default)]
+struct RepairTimer {
+    stopping: Mutex<bool>,
+    stop: std::sync::Condvar,
+    rebuild_wanted: Mutex<std::collections::BTreeSet<String>>,
+    said: Mutex<std::collections::BTreeSet<String>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// How often the repair timer looks at the groups' OFFLINE disks.
+const REPAIR_TICK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Events that go to the service's log (a background operation's, once
 /// its client has been answered; what SIGHUP finds).
@@ -223,6 +244,117 @@ impl ServedHost {
             busy: Arc::new(Mutex::new(BTreeMap::new())),
             volumes: Mutex::new(()),
             background: Mutex::new(Background::default()),
+            repair: Arc::new(RepairTimer::default()),
+        }
+    }
+
+    /// Start the repair timer (issue 34 item 17): `disk_repair_time` runs
+    /// while the group is served, as it does for ASM. Once a second a
+    /// thread of its own drops by force the OFFLINE disks whose timer ran
+    /// out (`LiveGroup::drop_expired`, a metadata operation; never while a
+    /// long operation runs on the group: it waits for the next second) and
+    /// starts the rebalance that rebuilds their copies from the mirrors, in
+    /// the background as `group rebalance` would. It holds the host only
+    /// for a tick, and stops with the service.
+    pub fn start_repair_timer(self: &Arc<Self>) {
+        let host = Arc::downgrade(self);
+        let timer = self.repair.clone();
+        let spawned = std::thread::Builder::new()
+            .name("cairn-repair-timer".into())
+            .spawn(move || loop {
+                {
+                    let stopping = lock(&timer.stopping);
+                    let (stopping, _) = timer
+                        .stop
+                        .wait_timeout_while(stopping, REPAIR_TICK, |s| !*s)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    if *stopping {
+                        return;
+                    }
+                }
+                let Some(host) = host.upgrade() else {
+                    return;
+                };
+                host.repair_tick();
+            });
+        match spawned {
+            Ok(t) => *lock(&self.repair.thread) = Some(t),
+            Err(e) => tracing::warn!(
+                "cannot start the repair timer ({e}): OFFLINE disks are dropped when their repair time ran out only at the next mount"
+            ),
+        }
+    }
+
+    /// One look of the repair timer at every group.
+    fn repair_tick(&self) {
+        for g in &self.groups {
+            let name = &g.held.name;
+            let opened = self.opened(g);
+            let Ok(busy) = self.claim(&opened, "rebalance") else {
+                continue;
+            };
+            let expired = g.held.group.drop_expired();
+            drop(busy);
+            let (dropped, refused) = match expired {
+                Ok(r) => r,
+                Err(e) => {
+                    self.say_once(format!(
+                        "group {name}: the repair timer cannot drop disks: {e}"
+                    ));
+                    continue;
+                }
+            };
+            for label in &dropped {
+                tracing::warn!(
+                    group = %name,
+                    disk = %label,
+                    "group {name}: disk {label}'s repair time ran out while it was OFFLINE: dropped by force; its copies are rebuilt from the mirrors"
+                );
+            }
+            for why in refused {
+                self.say_once(format!("group {name}: {why}"));
+            }
+            if !dropped.is_empty() {
+                lock(&self.repair.rebuild_wanted).insert(name.clone());
+            }
+        }
+        let wanted: Vec<String> = lock(&self.repair.rebuild_wanted).iter().cloned().collect();
+        for name in wanted {
+            let Some(g) = self.held(&name) else { continue };
+            let power = g
+                .held
+                .group
+                .meta(|m| m.rebalance_pending())
+                .ok()
+                .flatten()
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p > 0)
+                .unwrap_or(REBALANCE_RESUME_POWER)
+                .min(cairn_command::request::POWER_MAX);
+            let started = cairn_command::execute(
+                self,
+                &Caller::this_process(),
+                Request::GroupRebalance {
+                    group: name.clone(),
+                    power,
+                    wait: false,
+                },
+                Input::default(),
+                &mut Log,
+            );
+            // Refused while another long operation runs: the next tick
+            // tries again.
+            if started.is_ok() {
+                tracing::info!(group = %name, power, "rebuilding the copies of the disks the repair timer dropped");
+                lock(&self.repair.rebuild_wanted).remove(&name);
+            }
+        }
+    }
+
+    /// Log `line` the first time the repair timer finds it.
+    fn say_once(&self, line: String) {
+        if lock(&self.repair.said).insert(line.clone()) {
+            tracing::warn!("{line}");
         }
     }
 
@@ -652,6 +784,13 @@ impl Commands for ServedHost {
     }
 
     fn stop(&self) {
+        *lock(&self.repair.stopping) = true;
+        self.repair.stop.notify_all();
+        let timer = lock(&self.repair.thread).take();
+        if let Some(t) = timer {
+            // (A tick in progress ends first: it waits on nothing long.)
+            let _ = t.join();
+        }
         for g in &self.groups {
             g.held.group.interrupt_operations();
         }

@@ -1071,10 +1071,7 @@ impl Group<'_> {
         let mut any = false;
         for m in self.members.iter_mut().flatten() {
             if m.entry.state == DiskState::Offline {
-                let away = m
-                    .offline_since
-                    .map_or(mounted, |t| t.elapsed().min(mounted));
-                let seconds = u32::try_from(away.as_secs()).unwrap_or(u32::MAX);
+                let seconds = away_this_mount(m, mounted);
                 if seconds > 0 {
                     m.entry.offline_seconds = m.entry.offline_seconds.saturating_add(seconds);
                     any = true;
@@ -1087,7 +1084,9 @@ impl Group<'_> {
         Ok(())
     }
 
-    /// Seconds left on a disk's repair timer, if it is OFFLINE.
+    /// Seconds left on a disk's repair timer, if it is OFFLINE: the time
+    /// it was away while the group was mounted before, and during this
+    /// mount so far (a served group's timer runs out while it is served).
     pub fn repair_seconds_left(&self, disk: u16) -> Option<u64> {
         let m = self.member(disk)?;
         if m.entry.state != DiskState::Offline {
@@ -1097,6 +1096,18 @@ impl Group<'_> {
             0 => self.disk_repair_seconds(),
             n => u64::from(n) * 60,
         };
-        Some(limit.saturating_sub(u64::from(m.entry.offline_seconds)))
+        let away = u64::from(m.entry.offline_seconds)
+            + u64::from(away_this_mount(m, self.mounted_at.elapsed()));
+        Some(limit.saturating_sub(away))
     }
+}
+
+/// Whole seconds an OFFLINE member has been away during this mount
+/// (`mounted`: how long the group has been mounted): since it went
+/// OFFLINE, or since the mount if it was OFFLINE already.
+fn away_this_mount(m: &Member, mounted: std::time::Duration) -> u32 {
+    let away = m
+        .offline_since
+        .map_or(mounted, |t| t.elapsed().min(mounted));
+    u32::try_from(away.as_secs()).unwrap_or(u32::MAX)
 }
