@@ -2466,6 +2466,89 @@ impl Drop for VolumeGuard {
     }
 }
 
+/// Issue 34 item 19: a volume attached (not mounted), then a double
+/// failure — every disk's file system shut down — stops the group while
+/// the volume is written. SIGTERM still stops the service: the volume's
+/// device is found and detached by what the kernel says of it, not through
+/// the stopped file system, and the mount goes.
+#[test]
+fn sigterm_detaches_an_unused_volume_of_a_group_a_double_failure_stopped() {
+    if !fuse_here() || !loop_here() {
+        return;
+    }
+    let rig = Rig::discovering(|dir| format!("{}/dying/*.img", dir.display()));
+    let fs = match SmallFs::mount(rig.dir.path(), "dying", 1024 * MIB) {
+        Ok(fs) => fs,
+        Err(why) => {
+            prerequisite::missing(&why);
+            return;
+        }
+    };
+    group_on(
+        &rig,
+        [&fs.mnt, &fs.mnt, &fs.mnt, &fs.mnt],
+        &["--au-size", "1M"],
+    );
+    let mut serving = Serving::start(&rig, &[]);
+    rig.cairn(&["volume", "create", "+DATA/vol/v1", "--size", "64M"])
+        .ok();
+    let device = rig
+        .cairn(&["volume", "attach", "+DATA/vol/v1"])
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+    let _guard = VolumeGuard {
+        device: device.clone(),
+        mount: rig.path("unused"),
+        owner: rig.path(""),
+    };
+    fs.shut_down();
+    // Written through the device: every copy's disk fails, the group stops.
+    let dd = std::process::Command::new("dd")
+        .args([
+            "if=/dev/zero",
+            &format!("of={device}"),
+            "bs=1M",
+            "count=16",
+            "oflag=direct",
+        ])
+        .output()
+        .unwrap();
+    assert!(!dd.status.success(), "the write must fail: {dd:?}");
+    serving.signal(libc::SIGTERM);
+    // Bounded: a deaf service fails the test (and is killed by the guard).
+    let mut child = serving.child.take().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the service did not stop on SIGTERM within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut log = String::new();
+    for line in serving.log.take().unwrap() {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    eprintln!("serve exited {status} after SIGTERM:\n{log}");
+    assert!(log.contains("volume detached for the stop"), "{log}");
+    let backing = format!(
+        "/sys/block/{}/loop/backing_file",
+        device.trim_start_matches("/dev/")
+    );
+    let still = std::fs::read_to_string(&backing).unwrap_or_default();
+    assert!(
+        !still.contains(rig.dir.path().file_name().unwrap().to_str().unwrap()),
+        "{device} still bound to {still}"
+    );
+    assert!(!mounted(&serving.mountpoint), "the mount is gone");
+}
+
 #[test]
 fn a_volume_carries_a_file_system_through_the_service() {
     if !fuse_here() || !loop_here() {

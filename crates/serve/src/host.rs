@@ -753,33 +753,27 @@ impl Commands for ServedHost {
     /// that nobody uses is detached (its record kept, so that the next
     /// `cairn serve --attach-volumes` attaches it again); one in use keeps
     /// the file system busy, and the service says which.
+    /// Every volume device over the service's mount is detached before
+    /// the unmount (attached again by `--attach-volumes`), found by what
+    /// the kernel says of it, not through the file system: after a double
+    /// failure stopped a group, its files no longer answer, and a device
+    /// left attached keeps the mount busy, the service deaf to SIGTERM.
+    /// One a file system is mounted on stays, named in the log.
     fn before_unmount(&self) {
         let _one_at_a_time = lock(&self.volumes);
-        for name in crate::volume::recorded(&group_lock::run_dir()) {
-            let Ok(path) = GroupPath::parse(&name) else {
-                continue;
-            };
-            let Some(g) = self.held(path.group.as_str()) else {
-                continue;
-            };
-            let at = self.opened(g).mount.as_ref().map(|m| m.served_path(&path));
-            let Some(at) = at else { continue };
-            let Some(device) = crate::volume::attached_to(&at) else {
-                continue;
-            };
-            let detached =
-                crate::volume::identity(&at).and_then(|id| crate::volume::detach(&device, id));
-            match detached {
-                Ok(crate::volume::Detached::Done | crate::volume::Detached::Deferred) => {
-                    tracing::info!(volume = %name, device = %device.display(), "volume detached for the stop (attached again by --attach-volumes)")
-                }
-                Ok(crate::volume::Detached::InUse(why)) => {
-                    tracing::warn!(volume = %name, device = %device.display(), "volume still in use ({why}): the file system stays busy; unmount what is on it")
-                }
-                Err(e) => {
-                    tracing::warn!(volume = %name, device = %device.display(), error = %e, "cannot detach the volume: the file system stays busy")
-                }
-            }
+        // As the kernel names backing files: the real path (the parent
+        // resolved outside the mount, so nothing asks the file system).
+        let mountpoint = match (self.mountpoint.parent(), self.mountpoint.file_name()) {
+            (Some(parent), Some(name)) => std::fs::canonicalize(parent)
+                .map_or_else(|_| self.mountpoint.clone(), |p| p.join(name)),
+            _ => self.mountpoint.clone(),
+        };
+        let (detached, left) = crate::volume::detach_under(&mountpoint, "a volume");
+        for device in detached {
+            tracing::info!(device = %device.display(), "volume detached for the stop (attached again by --attach-volumes)");
+        }
+        for why in left {
+            tracing::warn!("{why}: the file system stays busy until it is let go of");
         }
     }
 
