@@ -46,6 +46,15 @@ use crate::Held;
 /// not fit a command's (it always does, unless the record is damaged).
 const REBALANCE_RESUME_POWER: u16 = 4;
 
+/// The power to run a rebalance the group recorded as pending at: its
+/// recorded power (`None`: none recorded), within a command's bounds.
+fn resume_power(recorded: Option<usize>) -> u16 {
+    recorded
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(REBALANCE_RESUME_POWER)
+        .min(cairn_command::request::POWER_MAX)
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -321,27 +330,9 @@ impl ServedHost {
         let wanted: Vec<String> = lock(&self.repair.rebuild_wanted).iter().cloned().collect();
         for name in wanted {
             let Some(g) = self.held(&name) else { continue };
-            let power = g
-                .held
-                .group
-                .meta(|m| m.rebalance_pending())
-                .ok()
-                .flatten()
-                .and_then(|p| u16::try_from(p).ok())
-                .filter(|p| *p > 0)
-                .unwrap_or(REBALANCE_RESUME_POWER)
-                .min(cairn_command::request::POWER_MAX);
-            let started = cairn_command::execute(
-                self,
-                &Caller::this_process(),
-                Request::GroupRebalance {
-                    group: name.clone(),
-                    power,
-                    wait: false,
-                },
-                Input::default(),
-                &mut Log,
-            );
+            let recorded = g.held.group.meta(|m| m.rebalance_pending()).ok().flatten();
+            let power = resume_power(recorded.filter(|p| *p > 0));
+            let started = self.rebalance_in_background(&name, power);
             // Refused while another long operation runs: the next tick
             // tries again.
             if started.is_ok() {
@@ -349,6 +340,22 @@ impl ServedHost {
                 lock(&self.repair.rebuild_wanted).remove(&name);
             }
         }
+    }
+
+    /// Start `group rebalance NAME --power POWER` in the background, as a
+    /// client would, through the executor; its outcome goes to the log.
+    fn rebalance_in_background(&self, name: &str, power: u16) -> Result<Reply, CommandError> {
+        cairn_command::execute(
+            self,
+            &Caller::this_process(),
+            Request::GroupRebalance {
+                group: name.to_string(),
+                power,
+                wait: false,
+            },
+            Input::default(),
+            &mut Log,
+        )
     }
 
     /// Log `line` the first time the repair timer finds it.
@@ -518,21 +525,9 @@ impl ServedHost {
                 tracing::info!(group = %name, "a rebalance is pending, paused (power 0); `cairn group rebalance {name} --power N` resumes it");
                 continue;
             }
-            let power = u16::try_from(recorded)
-                .unwrap_or(REBALANCE_RESUME_POWER)
-                .min(cairn_command::request::POWER_MAX);
+            let power = resume_power(Some(recorded));
             tracing::info!(group = %name, power, "resuming the rebalance pending");
-            let started = cairn_command::execute(
-                self,
-                &Caller::this_process(),
-                Request::GroupRebalance {
-                    group: name.clone(),
-                    power,
-                    wait: false,
-                },
-                Input::default(),
-                &mut Log,
-            );
+            let started = self.rebalance_in_background(name, power);
             if let Err(e) = started {
                 tracing::warn!(group = %name, "the pending rebalance did not resume: {e}");
             }
