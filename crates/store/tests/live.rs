@@ -875,3 +875,120 @@ fn online_refuses_an_older_image_a_blank_device_and_a_foreign_disk() {
     let report = live.meta(|g| g.check(false)).unwrap().unwrap();
     assert!(report.problems.is_empty(), "{report:?}");
 }
+
+/// High redundancy: two disks in two failure groups taken offline, a file
+/// written meanwhile (every extent of it then has two stale copies of the
+/// same AUs, one on each), and one `online` of both. Both are ONLINE with
+/// nothing stale, and with the third failure group offline the file reads
+/// back whole from the two disks that came back.
+#[test]
+fn online_of_two_disks_with_stale_copies_of_the_same_aus_brings_both_back() {
+    use cairn_format::group::DiskState;
+    use cairn_store::group::{self, GroupSpec, NewDisk, Redundancy};
+    let mut sim = cairn_io_sim::SimEngine::new(12, 256);
+    let ids = common::labelled_disks(
+        &mut sim,
+        (0..6).map(|_| cairn_io_sim::geometry(64 * MIB, 4096, 4096, 512 << 10)),
+        |i| 0x4816 << 8 | i as u128,
+    );
+    // D0 and D3 in FG0, D1 and D4 in FG1, D2 and D5 in FG2.
+    let disks: Vec<NewDisk> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, d)| NewDisk {
+            device: *d,
+            failgroup: Some(format!("FG{}", i % 3)),
+        })
+        .collect();
+    group::create(
+        &mut sim,
+        &disks,
+        &GroupSpec {
+            name: "LIVE".into(),
+            redundancy: Redundancy::High,
+            au_bytes: MIB,
+            sector_bytes: None,
+            force: false,
+            now_unix_seconds: 1_763_700_000,
+            group_uuid: uuid::Uuid::from_u128(0x4816),
+        },
+    )
+    .unwrap()
+    .dismount()
+    .unwrap();
+    let shared = cairn_io_sim::SharedSim::new(sim);
+    let live = mount_live(&shared, &ids);
+    let number = live
+        .meta(|g| g.create_file(&path("f"), 8 * MIB, &CreateOptions::default()))
+        .unwrap()
+        .unwrap()
+        .number;
+    let mut h = live.handle(16).unwrap();
+    h.write(number, 0, &block(1, (8 * MIB) as usize)).unwrap();
+    h.sync().unwrap();
+    live.offline_disks(&["D0".into(), "D1".into()], None)
+        .unwrap();
+    let want = block(2, (8 * MIB) as usize);
+    h.write(number, 0, &want).unwrap();
+    h.sync().unwrap();
+    let rows = |live: &LiveGroup| live.meta(|g| g.disks()).unwrap();
+    let stale_on = |live: &LiveGroup, label: &str| {
+        rows(live)
+            .iter()
+            .find(|d| d.label == label)
+            .map_or(0, |d| d.stale_aus)
+    };
+    let stale = stale_on(&live, "D0") + stale_on(&live, "D1");
+    assert!(
+        stale_on(&live, "D0") > 0 && stale_on(&live, "D1") > 0,
+        "the writes marked copies on both D0 and D1 stale"
+    );
+    let report = live
+        .online_disks(Some(&["D0".into(), "D1".into()]), 4, &mut |_| {})
+        .unwrap();
+    assert_eq!(
+        report.disks_online,
+        vec!["D0".to_string(), "D1".to_string()]
+    );
+    assert_eq!(report.aus_copied, stale, "each stale AU copied once");
+    assert!(report.aus_without_source.is_empty(), "{report:?}");
+    for d in rows(&live) {
+        assert_eq!(d.state, DiskState::Online, "{d:?}");
+        assert_eq!(d.stale_aus, 0, "{d:?}");
+    }
+    // Every copy on D0 and D1 holds what was written while they were away
+    // (1 MiB AUs, 1-AU extents: extent i is MiB i).
+    let extents = live
+        .meta(|g| g.extents(number).map(<[_]>::to_vec))
+        .unwrap()
+        .unwrap();
+    assert_eq!(extents.len(), 8);
+    let mut checked = 0;
+    for (i, e) in extents.iter().enumerate() {
+        for c in e.copies().iter().filter(|c| c.disk <= 1) {
+            let on_disk = shared.with(|sim| {
+                sim.durable_contents(
+                    ids[usize::from(c.disk)],
+                    u64::from(c.au) * MIB,
+                    MIB as usize,
+                )
+            });
+            assert!(
+                on_disk[..] == want[i * MIB as usize..(i + 1) * MIB as usize],
+                "extent {i}'s copy on D{}",
+                c.disk
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, stale, "every copy checked was one resynced");
+    // With failure group FG2 offline, the file reads back from FG0 and FG1.
+    live.offline_disks(&["D2".into(), "D5".into()], None)
+        .unwrap();
+    let mut back = vec![0u8; want.len()];
+    h.read(number, 0, &mut back).unwrap();
+    assert!(back == want, "the file reads back from FG0 and FG1");
+    drop(h);
+    let check = live.meta(|g| g.check(false)).unwrap().unwrap();
+    assert!(check.problems.is_empty(), "{check:?}");
+}

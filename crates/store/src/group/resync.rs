@@ -677,15 +677,19 @@ pub(super) fn copy_stale(
     for buf in pool {
         port.recycle(buf);
     }
-    let mut failed_read: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
-    let mut failed_write: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
+    // An AU is known by its stale copy, not only by (file, extent, AU):
+    // with three copies two may be stale at once, each copied and cleared
+    // on its own (one whose piece failed keeps its bit, the other not).
+    let key = |s: &StaleAu| (s.file, s.extent, s.au, s.target);
+    let mut failed_read = BTreeSet::new();
+    let mut failed_write = BTreeSet::new();
     let mut failed_disks = BTreeSet::new();
     let mut bytes = 0;
     for ((s, _, _, len), outcome) in pieces.iter().zip(outcomes) {
         match outcome {
             data::Copied::Done => bytes += len,
             data::Copied::ReadFailed => {
-                if failed_read.insert((s.file, s.extent, s.au)) {
+                if failed_read.insert(key(s)) {
                     report.aus_without_source.push(format!(
                         "file {} extent {} AU {} on disk {}: its good copy could not be read",
                         s.file,
@@ -697,7 +701,7 @@ pub(super) fn copy_stale(
             }
             data::Copied::WriteFailed => {
                 failed_disks.insert(s.target.disk);
-                failed_write.insert((s.file, s.extent, s.au));
+                failed_write.insert(key(s));
             }
         }
     }
@@ -705,8 +709,8 @@ pub(super) fn copy_stale(
     report.bytes_copied += bytes;
     let mut seen = BTreeSet::new();
     for (s, _, _, _) in &pieces {
-        let key = (s.file, s.extent, s.au);
-        if failed_read.contains(&key) || failed_write.contains(&key) || !seen.insert(key) {
+        let k = key(s);
+        if failed_read.contains(&k) || failed_write.contains(&k) || !seen.insert(k) {
             continue;
         }
         report.aus_copied += 1;
