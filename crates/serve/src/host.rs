@@ -206,10 +206,15 @@ fn log_outcome(group: &str, what: &str, reply: &Result<Reply, CommandError>) {
 fn summary(reply: &Reply) -> String {
     match reply {
         Reply::Online(o) => format!(
-            "{} disk(s) ONLINE ({}); {} stale AU(s) copied",
+            "{} disk(s) ONLINE ({}); {} stale AU(s) copied{}",
             o.resync.disks_online.len(),
             o.resync.disks_online.join(", "),
-            o.resync.aus_copied
+            o.resync.aus_copied,
+            if o.resync.disks_left.is_empty() {
+                String::new()
+            } else {
+                format!("; stopped: {}", o.resync.disks_left.join("; "))
+            }
         ),
         Reply::Rebalanced(r) => format!(
             "{} AU(s) moved in {} move(s), {} copies rebuilt",
