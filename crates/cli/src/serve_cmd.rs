@@ -149,12 +149,13 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
     };
     let attach_volumes = args.attach_volumes;
     let commands: cairn_serve::MakeCommands = Box::new(move |held| {
-        let host = cairn_serve::host::ServedHost::new(held, host_options);
+        let host = Arc::new(cairn_serve::host::ServedHost::new(held, host_options));
         host.resume_pending();
         if attach_volumes {
             host.attach_recorded_volumes();
         }
-        Arc::new(host)
+        host.start_repair_timer();
+        host
     });
     let control = cairn_serve::Control { socket, commands };
     if let Err(e) = &flusher {

@@ -910,8 +910,15 @@ fn show_ops(group: Option<&str>, ops: &[cairn_store::ops::OpStatus], as_json: bo
             } else {
                 "-".into()
             },
-            if o.state == "INTERRUPTED" {
-                format!("  (resume: cairn group rebalance {})", o.group)
+            if let Some(why) = &o.why {
+                format!("  ({why})")
+            } else if o.state == "INTERRUPTED" {
+                let resume = if o.pass == "RESYNC" {
+                    format!("cairn group online {} --all", o.group)
+                } else {
+                    format!("cairn group rebalance {}", o.group)
+                };
+                format!("  (resume: {resume})")
             } else if o.resumed {
                 "  (resumed)".to_string()
             } else {

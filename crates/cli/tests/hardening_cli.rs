@@ -1146,7 +1146,9 @@ fn a_member_this_user_cannot_write_fails_the_command_and_stays_online() {
     std::fs::set_permissions(rig.dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let run_dir = rig.path("run-nobody");
     std::fs::create_dir(&run_dir).unwrap();
-    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // Its own: a run directory others may write to is refused.
+    std::os::unix::fs::chown(&run_dir, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(env!("CARGO_BIN_EXE_cairn"))
@@ -1223,4 +1225,71 @@ fn a_create_that_fails_late_leaves_no_labels() {
     for d in list["disks"].as_array().unwrap() {
         assert_eq!(d["status"], "CANDIDATE", "{d:#}");
     }
+}
+
+/// Issue 34 item 16: a disk too small to hold more than an AU or two of
+/// data is refused as a member — at create and at `alter --add` — with the
+/// size that would do; nothing is written to it or to the group.
+#[test]
+fn a_disk_below_the_member_minimum_is_refused_with_the_size_that_would_do() {
+    let rig = Rig::new();
+    for i in 0..2 {
+        sparse(&rig.path(&format!("m{i}.img")), 256 * MIB);
+    }
+    let tiny = rig.path("tiny.img");
+    sparse(&tiny, 10 * MIB);
+    let (m0, m1, tiny) = (
+        rig.arg("m0.img"),
+        rig.arg("m1.img"),
+        tiny.to_str().unwrap().to_string(),
+    );
+    let refused = rig
+        .cairn(&[
+            "group",
+            "create",
+            "SMALL",
+            "--redundancy",
+            "external",
+            "--au-size",
+            "4M",
+            "--disk",
+            &m0,
+            "--disk",
+            &tiny,
+        ])
+        .refused("too small for a member disk");
+    assert!(
+        refused.stderr.contains("at least 4 AUs of 4 MiB"),
+        "{refused:?}"
+    );
+    assert!(refused.stderr.contains("MiB or more"), "{refused:?}");
+    rig.cairn(&[
+        "group",
+        "create",
+        "SMALL",
+        "--redundancy",
+        "external",
+        "--au-size",
+        "4M",
+        "--disk",
+        &m0,
+        "--disk",
+        &m1,
+    ])
+    .ok();
+    let before = rig.disks_json("SMALL");
+    let refused = rig
+        .cairn(&["group", "alter", "SMALL", "--add", &tiny])
+        .refused("too small for a member disk");
+    assert!(refused.stderr.contains("MiB or more"), "{refused:?}");
+    assert_eq!(rig.disks_json("SMALL"), before);
+    let list = rig.cairn(&["disk", "list", "--json"]).ok().json();
+    let tiny_row = list["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["path"].as_str() == Some(tiny.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_ne!(tiny_row["status"], "MEMBER", "{list:#}");
 }

@@ -1644,6 +1644,156 @@ fn other_users_reach_the_mount_only_with_allow_other_and_by_each_file_s_mode() {
     assert_eq!(code, 0, "{log}");
 }
 
+/// Issue 34 items 6 and 7: through the socket a member of its group is
+/// checked by its own credentials, as the mount checks it — a root-owned
+/// 0755 directory and 0644 file it may only read, a 0600 file it may not
+/// alias — and it gives no administrative command; a user the socket's
+/// mode keeps out is told "permission denied", not that no service
+/// answers.
+#[test]
+fn a_socket_group_member_is_checked_as_the_mount_checks_it() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    // Other users may pass through to the socket and the sources, no more.
+    for dir in [rig.dir.path(), Path::new(&rig.run_dir)] {
+        mode(dir, 0o711);
+    }
+    let serving = Serving::start(&rig, &["--socket-group", "nogroup"]);
+    let socket = PathBuf::from(&rig.run_dir).join("cairn.sock");
+    std::fs::create_dir(serving.path("DATA/root")).unwrap();
+    mode(&serving.path("DATA/root"), 0o755);
+    std::fs::write(serving.path("DATA/root/kept.dbf"), b"root's").unwrap();
+    mode(&serving.path("DATA/root/kept.dbf"), 0o644);
+    std::fs::write(serving.path("DATA/root/secret.dbf"), b"root only").unwrap();
+    mode(&serving.path("DATA/root/secret.dbf"), 0o600);
+    std::fs::create_dir(serving.path("DATA/shared")).unwrap();
+    mode(&serving.path("DATA/shared"), 0o777);
+    let source = rig.path("src.bin");
+    std::fs::write(&source, b"nobody's bytes").unwrap();
+    mode(&source, 0o644);
+    let as_user = |uid: u32, gid: u32, args: &[&str]| {
+        use std::os::unix::process::CommandExt;
+        let out = cairn_command(&rig.discover, &[("CAIRN_RUN_DIR", rig.run_dir.as_str())])
+            .args(args)
+            .uid(uid)
+            .gid(gid)
+            .output()
+            .unwrap();
+        Run::from(out)
+    };
+    let member = |args: &[&str]| as_user(65534, 65534, args);
+    let refused = |run: Run, what: &str| {
+        assert_eq!(run.code, 1, "{what}: {run:?}");
+        assert!(run.stderr.contains("permission denied"), "{what}: {run:?}");
+        assert_eq!(run.stderr.lines().count(), 1, "{what}: {run:?}");
+    };
+    // What the member may do: list, read, and change a directory it may
+    // write.
+    let listed = member(&["ls", "+DATA/root"]);
+    assert_eq!(listed.code, 0, "{listed:?}");
+    assert!(listed.stdout.contains("kept.dbf"), "{listed:?}");
+    assert_eq!(member(&["mkdir", "+DATA/shared/mine"]).code, 0);
+    let copied = member(&["cp", source.to_str().unwrap(), "+DATA/shared/mine/"]);
+    assert_eq!(copied.code, 0, "{copied:?}");
+    assert_eq!(
+        std::fs::read(serving.path("DATA/shared/mine/src.bin")).unwrap(),
+        b"nobody's bytes"
+    );
+    assert_eq!(member(&["rm", "+DATA/shared/mine/src.bin"]).code, 0);
+    // What the mount would refuse it, the socket refuses.
+    refused(
+        member(&["rm", "+DATA/root/kept.dbf"]),
+        "rm in a 0755 root directory",
+    );
+    refused(
+        member(&["cp", source.to_str().unwrap(), "+DATA/root/"]),
+        "cp into a 0755 root directory",
+    );
+    refused(
+        member(&["mkdir", "+DATA/root/sub"]),
+        "mkdir in a 0755 root directory",
+    );
+    refused(
+        member(&["mkalias", "+DATA/root/secret.dbf", "+DATA/shared/alias"]),
+        "mkalias of a 0600 file it does not own",
+    );
+    refused(
+        member(&[
+            "cp",
+            "+DATA/root/secret.dbf",
+            rig.path("out.bin").to_str().unwrap(),
+        ]),
+        "cp out of a 0600 file",
+    );
+    // Administrative commands need root, the service's user or
+    // --admin-group.
+    refused(member(&["group", "offline", "DATA", "D3"]), "group offline");
+    refused(
+        member(&["group", "set", "DATA", "disk_repair_time=1h"]),
+        "group set",
+    );
+    refused(member(&["group", "scrub", "DATA"]), "group scrub");
+    assert_eq!(
+        std::fs::read(serving.path("DATA/root/kept.dbf")).unwrap(),
+        b"root's"
+    );
+    assert!(!serving.path("DATA/root/sub").exists());
+    assert!(!serving.path("DATA/root/src.bin").exists());
+    assert!(!serving.path("DATA/shared/alias").exists());
+    assert!(!rig.path("out.bin").exists());
+    assert_eq!(disk_state(&rig, "D3"), "ONLINE");
+    // A user outside the socket's group cannot open it (mode 0660).
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    let outsider = as_user(4242, 4242, &["ls", "+DATA"]);
+    refused(outsider, "a user the socket's mode keeps out");
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+}
+
+/// Issue 34 item 17: `disk_repair_time` runs while the group is served.
+/// D3 taken offline under a 3 s timer is dropped by force by the service
+/// itself when it runs out (the log says so), its copies are rebuilt from
+/// the mirrors in the background, and the file then reads back from D3's
+/// failure group partner alone. A sub-second timer is refused, not
+/// rounded to 0.
+#[test]
+fn a_served_groups_offline_disk_is_dropped_and_rebuilt_when_its_repair_time_runs_out() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let f = random_file(&rig.path("f.bin"), 3 * MIB + 512, 17);
+    rig.cairn(&["cp", f.to_str().unwrap(), "+DATA/f.dbf"]).ok();
+    rig.cairn(&["group", "set", "DATA", "disk_repair_time=0.3s"])
+        .refused("under a second");
+    rig.cairn(&["group", "set", "DATA", "disk_repair_time=3s"])
+        .ok();
+    let mut serving = Serving::start(&rig, &[]);
+    rig.cairn(&["group", "offline", "DATA", "D3"]).ok();
+    serving.wait_for_log("disk D3's repair time ran out while it was OFFLINE");
+    serving.wait_for_log("rebalance done");
+    assert_eq!(disk_state(&rig, "D3"), "GONE");
+    rig.cairn(&["group", "offline", "DATA", "D0", "D1"]).ok();
+    let out = rig.path("back.bin");
+    rig.cairn(&["cp", "+DATA/f.dbf", out.to_str().unwrap()])
+        .ok();
+    assert_eq!(digest(&out), digest(&f), "read from D2 alone");
+    rig.cairn(&["group", "online", "DATA", "D0", "D1", "--wait"])
+        .ok();
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    let check = rig.cairn(&["group", "check", "DATA"]);
+    assert_eq!(check.code, 0, "{check:?}");
+}
+
 #[test]
 fn serve_leaves_a_paused_rebalance_paused_and_resumes_it_when_told() {
     if !fuse_here() {
@@ -2340,6 +2490,89 @@ impl Drop for VolumeGuard {
                 .status();
         }
     }
+}
+
+/// Issue 34 item 19: a volume attached (not mounted), then a double
+/// failure — every disk's file system shut down — stops the group while
+/// the volume is written. SIGTERM still stops the service: the volume's
+/// device is found and detached by what the kernel says of it, not through
+/// the stopped file system, and the mount goes.
+#[test]
+fn sigterm_detaches_an_unused_volume_of_a_group_a_double_failure_stopped() {
+    if !fuse_here() || !loop_here() {
+        return;
+    }
+    let rig = Rig::discovering(|dir| format!("{}/dying/*.img", dir.display()));
+    let fs = match SmallFs::mount(rig.dir.path(), "dying", 1024 * MIB) {
+        Ok(fs) => fs,
+        Err(why) => {
+            prerequisite::missing(&why);
+            return;
+        }
+    };
+    group_on(
+        &rig,
+        [&fs.mnt, &fs.mnt, &fs.mnt, &fs.mnt],
+        &["--au-size", "1M"],
+    );
+    let mut serving = Serving::start(&rig, &[]);
+    rig.cairn(&["volume", "create", "+DATA/vol/v1", "--size", "64M"])
+        .ok();
+    let device = rig
+        .cairn(&["volume", "attach", "+DATA/vol/v1"])
+        .ok()
+        .stdout
+        .trim()
+        .to_string();
+    let _guard = VolumeGuard {
+        device: device.clone(),
+        mount: rig.path("unused"),
+        owner: rig.path(""),
+    };
+    fs.shut_down();
+    // Written through the device: every copy's disk fails, the group stops.
+    let dd = std::process::Command::new("dd")
+        .args([
+            "if=/dev/zero",
+            &format!("of={device}"),
+            "bs=1M",
+            "count=16",
+            "oflag=direct",
+        ])
+        .output()
+        .unwrap();
+    assert!(!dd.status.success(), "the write must fail: {dd:?}");
+    serving.signal(libc::SIGTERM);
+    // Bounded: a deaf service fails the test (and is killed by the guard).
+    let mut child = serving.child.take().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the service did not stop on SIGTERM within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut log = String::new();
+    for line in serving.log.take().unwrap() {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    eprintln!("serve exited {status} after SIGTERM:\n{log}");
+    assert!(log.contains("volume detached for the stop"), "{log}");
+    let backing = format!(
+        "/sys/block/{}/loop/backing_file",
+        device.trim_start_matches("/dev/")
+    );
+    let still = std::fs::read_to_string(&backing).unwrap_or_default();
+    assert!(
+        !still.contains(rig.dir.path().file_name().unwrap().to_str().unwrap()),
+        "{device} still bound to {still}"
+    );
+    assert!(!mounted(&serving.mountpoint), "the mount is gone");
 }
 
 #[test]

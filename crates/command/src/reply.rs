@@ -309,6 +309,25 @@ fn reclaim_outcome(group: &str, report: &ReclaimReport) -> Outcome {
 }
 
 fn online_outcome(o: &Onlined) -> Outcome {
+    // The resync stopped short of bringing a disk back: which, and why.
+    let stopped: Vec<&String> = o
+        .mount_resync
+        .disks_left
+        .iter()
+        .chain(&o.resync.disks_left)
+        .collect();
+    if !stopped.is_empty() {
+        return Outcome::Failed(format!(
+            "group {}: the resync could not bring every disk ONLINE: {}; `cairn group online {} --all` tries again once the cause is dealt with",
+            o.group,
+            stopped
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+            o.group
+        ));
+    }
     let left: Vec<String> = o
         .disks
         .iter()

@@ -21,7 +21,9 @@ use cairn_io::test_support::conformance::pattern;
 use cairn_io::test_support::hang_fs::HangFs;
 use cairn_io::test_support::prerequisite;
 use cairn_io::uring_engine::UringEngine;
-use cairn_io::{AlignedBuf, DeviceFile, FileEngine, IoError, Op, OpKind, OpenMode, Request};
+use cairn_io::{
+    AlignedBuf, DeviceFile, FileEngine, IoEngine, IoError, Op, OpKind, OpenMode, Request,
+};
 
 /// How long a step may take before the test calls it hung: far beyond the
 /// timeout set, so it bounds a failure and never gates a pass.
@@ -174,4 +176,73 @@ fn an_engine_with_a_request_held_by_a_hung_device_can_be_dropped() {
         fs.unblock();
         drop(fs);
     }
+}
+
+/// A hung device must not starve the others on the same engine. A request
+/// io_uring cannot issue without blocking (a read of a FUSE file) goes to
+/// the kernel's io-wq workers, of which a thread has few by default (4 per
+/// CPU); requests held by the hung device keep theirs until it answers. If
+/// the healthy device's requests queued behind them, they would time out
+/// too and a healthy disk would fail beside the hung one. (Written when a
+/// healthy disk was once reported failed in `cli/tests/hung_disk.rs` on a
+/// loaded machine: this is not what happened there — it passes — and that
+/// failure is not understood yet.)
+#[test]
+fn requests_held_by_a_hung_device_do_not_starve_a_healthy_one() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let Some(fs) = hang_fs(dir.path()) else {
+        return;
+    };
+    let healthy_path = dir.path().join("healthy.img");
+    File::create(&healthy_path)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let mut engine = UringEngine::new(64).unwrap();
+    let hung = engine
+        .attach(DeviceFile::open(&fs.file(), OpenMode::WRITE_EXCLUSIVE, &Host::real()).unwrap());
+    let healthy = engine
+        .attach(DeviceFile::open(&healthy_path, OpenMode::WRITE_EXCLUSIVE, &Host::real()).unwrap());
+    engine.set_io_timeout(Some(Duration::from_secs(3)));
+    fs.block();
+    let held = 24u64;
+    let (hung_results, healthy_results) = bounded("requests beside a hung device", move || {
+        let mut engine = engine;
+        for tag in 0..held {
+            engine.submit(read(hung, tag)).unwrap();
+        }
+        // Into holes: each needs an io-wq worker.
+        for i in 0..16u64 {
+            engine
+                .submit(Request {
+                    device: healthy,
+                    tag: 1000 + i,
+                    op: Op::Write {
+                        offset_bytes: i * (2 << 20),
+                        buf: AlignedBuf::from_slice(&pattern(i, 64 << 10)),
+                        fua: false,
+                    },
+                })
+                .unwrap();
+        }
+        let mut out = Vec::new();
+        while out.len() < held as usize + 16 {
+            engine.wait(1).unwrap();
+            out.extend(std::iter::from_fn(|| engine.pop_completion()));
+        }
+        let (healthy, hung): (Vec<_>, Vec<_>) = out.into_iter().partition(|c| c.tag >= 1000);
+        (hung, healthy)
+    });
+    assert!(fs.held_total() >= 1, "nothing was held");
+    for c in &healthy_results {
+        assert!(c.result.is_ok(), "the healthy device's write: {c:?}");
+    }
+    for c in &hung_results {
+        assert!(
+            matches!(c.result, Err(IoError::TimedOut { .. })),
+            "the hung device's read: {c:?}"
+        );
+    }
+    fs.unblock();
+    drop(fs);
 }

@@ -11,7 +11,9 @@
 //! discovery string in force and each group's table of paths are leaves,
 //! held only to look or change, never across a group's locks. `volumes` is
 //! held across each volume command, before any group's locks, and never by
-//! the file system's requests.
+//! the file system's requests. `repair` (the repair timer's stop flag and
+//! the groups whose rebuild it still has to start) is a leaf, and its
+//! thread holds no lock while it waits.
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -43,6 +45,15 @@ use crate::Held;
 /// The power a pending rebalance resumes at when its recorded power does
 /// not fit a command's (it always does, unless the record is damaged).
 const REBALANCE_RESUME_POWER: u16 = 4;
+
+/// The power to run a rebalance the group recorded as pending at: its
+/// recorded power (`None`: none recorded), within a command's bounds.
+fn resume_power(recorded: Option<usize>) -> u16 {
+    recorded
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(REBALANCE_RESUME_POWER)
+        .min(cairn_command::request::POWER_MAX)
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -125,7 +136,26 @@ pub struct ServedHost {
     /// The threads of long operations whose clients did not wait, and
     /// whether the service is stopping (no new one then). A leaf.
     background: Mutex<Background>,
+    /// The repair timer ([`ServedHost::start_repair_timer`]).
+    repair: Arc<RepairTimer>,
 }
+
+/// The repair timer's state: whether the service is stopping (and the
+/// condition variable its thread waits on, a second at a time, to hear
+/// it), the groups whose rebuild it has still to start (a long operation
+/// was running when their disks were dropped), and the refusals it has
+/// already logged (said once, not every second). Leaf locks.
+#[derive(Default)]
+struct RepairTimer {
+    stopping: Mutex<bool>,
+    stop: std::sync::Condvar,
+    rebuild_wanted: Mutex<std::collections::BTreeSet<String>>,
+    said: Mutex<std::collections::BTreeSet<String>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// How often the repair timer looks at the groups' OFFLINE disks.
+const REPAIR_TICK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Events that go to the service's log (a background operation's, once
 /// its client has been answered; what SIGHUP finds).
@@ -176,10 +206,15 @@ fn log_outcome(group: &str, what: &str, reply: &Result<Reply, CommandError>) {
 fn summary(reply: &Reply) -> String {
     match reply {
         Reply::Online(o) => format!(
-            "{} disk(s) ONLINE ({}); {} stale AU(s) copied",
+            "{} disk(s) ONLINE ({}); {} stale AU(s) copied{}",
             o.resync.disks_online.len(),
             o.resync.disks_online.join(", "),
-            o.resync.aus_copied
+            o.resync.aus_copied,
+            if o.resync.disks_left.is_empty() {
+                String::new()
+            } else {
+                format!("; stopped: {}", o.resync.disks_left.join("; "))
+            }
         ),
         Reply::Rebalanced(r) => format!(
             "{} AU(s) moved in {} move(s), {} copies rebuilt",
@@ -223,6 +258,115 @@ impl ServedHost {
             busy: Arc::new(Mutex::new(BTreeMap::new())),
             volumes: Mutex::new(()),
             background: Mutex::new(Background::default()),
+            repair: Arc::new(RepairTimer::default()),
+        }
+    }
+
+    /// Start the repair timer (issue 34 item 17): `disk_repair_time` runs
+    /// while the group is served, as it does for ASM. Once a second a
+    /// thread of its own drops by force the OFFLINE disks whose timer ran
+    /// out (`LiveGroup::drop_expired`, a metadata operation; never while a
+    /// long operation runs on the group: it waits for the next second) and
+    /// starts the rebalance that rebuilds their copies from the mirrors, in
+    /// the background as `group rebalance` would. It holds the host only
+    /// for a tick, and stops with the service.
+    pub fn start_repair_timer(self: &Arc<Self>) {
+        let host = Arc::downgrade(self);
+        let timer = self.repair.clone();
+        let spawned = std::thread::Builder::new()
+            .name("cairn-repair-timer".into())
+            .spawn(move || loop {
+                {
+                    let stopping = lock(&timer.stopping);
+                    let (stopping, _) = timer
+                        .stop
+                        .wait_timeout_while(stopping, REPAIR_TICK, |s| !*s)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    if *stopping {
+                        return;
+                    }
+                }
+                let Some(host) = host.upgrade() else {
+                    return;
+                };
+                host.repair_tick();
+            });
+        match spawned {
+            Ok(t) => *lock(&self.repair.thread) = Some(t),
+            Err(e) => tracing::warn!(
+                "cannot start the repair timer ({e}): OFFLINE disks are dropped when their repair time ran out only at the next mount"
+            ),
+        }
+    }
+
+    /// One look of the repair timer at every group.
+    fn repair_tick(&self) {
+        for g in &self.groups {
+            let name = &g.held.name;
+            let opened = self.opened(g);
+            let Ok(busy) = self.claim(&opened, "rebalance") else {
+                continue;
+            };
+            let expired = g.held.group.drop_expired();
+            drop(busy);
+            let (dropped, refused) = match expired {
+                Ok(r) => r,
+                Err(e) => {
+                    self.say_once(format!(
+                        "group {name}: the repair timer cannot drop disks: {e}"
+                    ));
+                    continue;
+                }
+            };
+            for label in &dropped {
+                tracing::warn!(
+                    group = %name,
+                    disk = %label,
+                    "group {name}: disk {label}'s repair time ran out while it was OFFLINE: dropped by force; its copies are rebuilt from the mirrors"
+                );
+            }
+            for why in refused {
+                self.say_once(format!("group {name}: {why}"));
+            }
+            if !dropped.is_empty() {
+                lock(&self.repair.rebuild_wanted).insert(name.clone());
+            }
+        }
+        let wanted: Vec<String> = lock(&self.repair.rebuild_wanted).iter().cloned().collect();
+        for name in wanted {
+            let Some(g) = self.held(&name) else { continue };
+            let recorded = g.held.group.meta(|m| m.rebalance_pending()).ok().flatten();
+            let power = resume_power(recorded.filter(|p| *p > 0));
+            let started = self.rebalance_in_background(&name, power);
+            // Refused while another long operation runs: the next tick
+            // tries again.
+            if started.is_ok() {
+                tracing::info!(group = %name, power, "rebuilding the copies of the disks the repair timer dropped");
+                lock(&self.repair.rebuild_wanted).remove(&name);
+            }
+        }
+    }
+
+    /// Start `group rebalance NAME --power POWER` in the background, as a
+    /// client would, through the executor; its outcome goes to the log.
+    fn rebalance_in_background(&self, name: &str, power: u16) -> Result<Reply, CommandError> {
+        cairn_command::execute(
+            self,
+            &Caller::this_process(),
+            Request::GroupRebalance {
+                group: name.to_string(),
+                power,
+                wait: false,
+            },
+            Input::default(),
+            &mut Log,
+        )
+    }
+
+    /// Log `line` the first time the repair timer finds it.
+    fn say_once(&self, line: String) {
+        if lock(&self.repair.said).insert(line.clone()) {
+            tracing::warn!("{line}");
         }
     }
 
@@ -397,21 +541,9 @@ impl ServedHost {
                 tracing::info!(group = %name, "a rebalance is pending, paused (power 0); `cairn group rebalance {name} --power N` resumes it");
                 continue;
             }
-            let power = u16::try_from(recorded)
-                .unwrap_or(REBALANCE_RESUME_POWER)
-                .min(cairn_command::request::POWER_MAX);
+            let power = resume_power(Some(recorded));
             tracing::info!(group = %name, power, "resuming the rebalance pending");
-            let started = cairn_command::execute(
-                self,
-                &Caller::this_process(),
-                Request::GroupRebalance {
-                    group: name.clone(),
-                    power,
-                    wait: false,
-                },
-                Input::default(),
-                &mut Log,
-            );
+            let started = self.rebalance_in_background(name, power);
             if let Err(e) = started {
                 tracing::warn!(group = %name, "the pending rebalance did not resume: {e}");
             }
@@ -632,37 +764,38 @@ impl Commands for ServedHost {
     /// that nobody uses is detached (its record kept, so that the next
     /// `cairn serve --attach-volumes` attaches it again); one in use keeps
     /// the file system busy, and the service says which.
+    /// Every volume device over the service's mount is detached before
+    /// the unmount (attached again by `--attach-volumes`), found by what
+    /// the kernel says of it, not through the file system: after a double
+    /// failure stopped a group, its files no longer answer, and a device
+    /// left attached keeps the mount busy, the service deaf to SIGTERM.
+    /// One a file system is mounted on stays, named in the log.
     fn before_unmount(&self) {
         let _one_at_a_time = lock(&self.volumes);
-        for name in crate::volume::recorded(&group_lock::run_dir()) {
-            let Ok(path) = GroupPath::parse(&name) else {
-                continue;
-            };
-            let Some(g) = self.held(path.group.as_str()) else {
-                continue;
-            };
-            let at = self.opened(g).mount.as_ref().map(|m| m.served_path(&path));
-            let Some(at) = at else { continue };
-            let Some(device) = crate::volume::attached_to(&at) else {
-                continue;
-            };
-            let detached =
-                crate::volume::identity(&at).and_then(|id| crate::volume::detach(&device, id));
-            match detached {
-                Ok(crate::volume::Detached::Done | crate::volume::Detached::Deferred) => {
-                    tracing::info!(volume = %name, device = %device.display(), "volume detached for the stop (attached again by --attach-volumes)")
-                }
-                Ok(crate::volume::Detached::InUse(why)) => {
-                    tracing::warn!(volume = %name, device = %device.display(), "volume still in use ({why}): the file system stays busy; unmount what is on it")
-                }
-                Err(e) => {
-                    tracing::warn!(volume = %name, device = %device.display(), error = %e, "cannot detach the volume: the file system stays busy")
-                }
-            }
+        // As the kernel names backing files: the real path (the parent
+        // resolved outside the mount, so nothing asks the file system).
+        let mountpoint = match (self.mountpoint.parent(), self.mountpoint.file_name()) {
+            (Some(parent), Some(name)) => std::fs::canonicalize(parent)
+                .map_or_else(|_| self.mountpoint.clone(), |p| p.join(name)),
+            _ => self.mountpoint.clone(),
+        };
+        let (detached, left) = crate::volume::detach_under(&mountpoint, "a volume");
+        for device in detached {
+            tracing::info!(device = %device.display(), "volume detached for the stop (attached again by --attach-volumes)");
+        }
+        for why in left {
+            tracing::warn!("{why}: the file system stays busy until it is let go of");
         }
     }
 
     fn stop(&self) {
+        *lock(&self.repair.stopping) = true;
+        self.repair.stop.notify_all();
+        let timer = lock(&self.repair.thread).take();
+        if let Some(t) = timer {
+            // (A tick in progress ends first: it waits on nothing long.)
+            let _ = t.join();
+        }
         for g in &self.groups {
             g.held.group.interrupt_operations();
         }

@@ -355,12 +355,22 @@ pub fn exported(mountpoint: &Path) -> Vec<(String, PathBuf)> {
 /// every I/O. Each one that nobody mounts or holds is detached; the
 /// devices detached, and a line for each that could not be.
 pub fn detach_dead(mountpoint: &Path) -> (Vec<PathBuf>, Vec<String>) {
+    detach_under(mountpoint, "a volume of the killed service")
+}
+
+/// Every loop device whose backing file is under `mountpoint`, detached
+/// if nobody mounts or holds it — for a stop, whatever state the groups
+/// are in: the devices are found and checked by what the kernel says of
+/// them (`/sys/block`), never by asking the file system, which a stopped
+/// group (a double failure) no longer answers. The devices detached, and
+/// a line naming each that could not be and why (`what`: what they are).
+pub fn detach_under(mountpoint: &Path, what: &str) -> (Vec<PathBuf>, Vec<String>) {
     let (mut detached, mut left) = (Vec::new(), Vec::new());
-    for (name, _) in exported(mountpoint) {
+    for (name, backing) in exported(mountpoint) {
         let device = PathBuf::from(format!("/dev/{name}"));
-        // Not by the file's identity: asking for it goes to the dead file
-        // system, which fails once its attributes are no longer cached.
-        // Still bound under the dead mount, as the kernel says.
+        // Not by the file's identity: asking for it goes to the file
+        // system, which fails once a dead or stopped one has no cached
+        // attributes. Still bound under the mount, as the kernel says.
         let under_dead_mount = |_: &File| {
             std::fs::read_to_string(
                 Path::new("/sys/block")
@@ -372,11 +382,12 @@ pub fn detach_dead(mountpoint: &Path) -> (Vec<PathBuf>, Vec<String>) {
         match detach_if(&device, &under_dead_mount) {
             Ok(Detached::Done | Detached::Deferred) => detached.push(device),
             Ok(Detached::InUse(why)) => left.push(format!(
-                "{} (a volume of the killed service) is in use: {why}; unmount it, then detach it (losetup -d {})",
+                "{} ({what}, {}) is in use: {why}; unmount it, then detach it (losetup -d {})",
                 device.display(),
+                backing.display(),
                 device.display()
             )),
-            Err(e) => left.push(format!("{}: {e}", device.display())),
+            Err(e) => left.push(format!("{} ({}): {e}", device.display(), backing.display())),
         }
     }
     (detached, left)

@@ -19,7 +19,7 @@ use crate::group::heartbeat::{self, Takeover};
 use crate::group::{self, Group, GroupError, GroupSelector, GroupSpec, MountReport, NewDisk};
 use crate::group_lock::{GroupLock, LockError};
 use crate::header_copies::HeaderScan;
-use cairn_format::group::{AtLayout, AU_BYTES_MAX, AU_BYTES_MIN};
+use cairn_format::group::{AU_BYTES_MAX, AU_BYTES_MIN};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GroupAdminError {
@@ -261,12 +261,10 @@ fn check_disks(
             }
         }
         let overrode = None;
-        if AtLayout::for_disk(probe.size_bytes, au).is_none() {
+        if let Err(why) = group::member_layout(probe.size_bytes, au) {
             return Err(GroupAdminError::Invalid(format!(
-                "{} ({} bytes) is too small for {}-MiB AUs; use a bigger device or a smaller --au-size",
+                "{}: {why}; use a bigger device or a smaller --au-size",
                 arg.path.display(),
-                probe.size_bytes,
-                au >> 20
             )));
         }
         sectors.push((arg.path.clone(), probe.logical_sector_bytes));
@@ -842,7 +840,9 @@ fn open_group(
     };
     group.refuse_clones()?;
     let lock = if write {
-        GroupLock::acquire(run_dir, group.uuid, &wanted)?
+        let lock = GroupLock::acquire(run_dir, group.uuid, &wanted)?;
+        crate::ops::forget_left_behind(run_dir, group.uuid);
+        lock
     } else {
         GroupLock::acquire_shared(run_dir, group.uuid, &wanted)?
     };

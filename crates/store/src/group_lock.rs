@@ -39,7 +39,7 @@ pub enum LockError {
         held_advice(holder)
     )]
     Held { name: String, holder: String },
-    #[error("cannot use the lock directory {}: {error}; set CAIRN_RUN_DIR to a writable directory", dir.display())]
+    #[error("cannot use the lock directory {}: {error}; set CAIRN_RUN_DIR to a directory of your own that only you may write to", dir.display())]
     Dir { dir: PathBuf, error: std::io::Error },
 }
 
@@ -54,8 +54,11 @@ fn held_advice(holder: &str) -> &'static str {
     }
 }
 
-/// The run directory: `$CAIRN_RUN_DIR`, else `/run/cairn` when it can be made,
-/// else a per-user directory under the temporary directory.
+/// The run directory: `$CAIRN_RUN_DIR`, else `/run/cairn` when it can be
+/// made (root), else the user's own runtime directory
+/// (`$XDG_RUNTIME_DIR/cairn`), else a per-user directory under the
+/// temporary directory. The last has a name anyone can predict, so another
+/// user may have made it first: [`secure_run_dir`] refuses it then.
 pub fn run_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CAIRN_RUN_DIR") {
         return PathBuf::from(dir);
@@ -64,9 +67,55 @@ pub fn run_dir() -> PathBuf {
     if std::fs::create_dir_all(&system).is_ok() && writable(&system) {
         return system;
     }
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(runtime).join("cairn");
+    }
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
     std::env::temp_dir().join(format!("cairn-run-{uid}"))
+}
+
+/// Make the run directory `dir` if it is missing (mode 0700, its parents
+/// as `create_dir_all` makes them), and check that it is safe to keep
+/// locks and status files in: a real directory (not a symbolic link),
+/// owned by this user or by root, that nobody else may write to. Another
+/// user who made it first — in a shared temporary directory, where its name
+/// is predictable — could otherwise swap our lock files or read and forge
+/// our status files.
+pub fn secure_run_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let unsafe_because = if meta.file_type().is_symlink() {
+        Some("it is a symbolic link".to_string())
+    } else if !meta.is_dir() {
+        Some("it is not a directory".to_string())
+    } else if meta.uid() != me && meta.uid() != 0 {
+        Some(format!("it belongs to another user (uid {})", meta.uid()))
+    } else if meta.mode() & 0o022 != 0 {
+        Some(format!(
+            "others may write to it (mode {:o})",
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    };
+    match unsafe_because {
+        Some(why) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("not a safe run directory: {why}"),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn writable(dir: &Path) -> bool {
@@ -105,7 +154,7 @@ impl GroupLock {
             dir: dir.to_path_buf(),
             error,
         };
-        std::fs::create_dir_all(dir).map_err(dir_err)?;
+        secure_run_dir(dir).map_err(dir_err)?;
         let path = dir.join(format!("{uuid}.lock"));
         let started = std::time::Instant::now();
         let mut removed_under_us = 0;
@@ -237,6 +286,51 @@ fn read_holder(file: &mut File) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_dir_others_may_write_or_that_is_a_link_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let uuid = Uuid::from_u128(9);
+        // Made here: 0700, and a lock taken in it.
+        let fresh = tmp.path().join("a/cairn-run");
+        drop(GroupLock::acquire(&fresh, uuid, "DATA").unwrap());
+        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        // Someone else's trap: world-writable (as a directory another user
+        // made in /tmp under the predictable name would be to them), and a
+        // link to somewhere else.
+        let open = tmp.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let err = GroupLock::acquire(&open, uuid, "DATA")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("others may write to it (mode 1777)"), "{err}");
+        assert!(err.contains("CAIRN_RUN_DIR"), "{err}");
+        assert!(
+            std::fs::read_dir(&open).unwrap().next().is_none(),
+            "nothing made in it"
+        );
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&fresh, &link).unwrap();
+        let err = GroupLock::acquire(&link, uuid, "DATA")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a symbolic link"), "{err}");
+        // Another user's directory (only root can make one here).
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            let theirs = tmp.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(4242), Some(4242)).unwrap();
+            std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+            let err = GroupLock::acquire(&theirs, uuid, "DATA")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("belongs to another user (uid 4242)"), "{err}");
+        }
+    }
 
     #[test]
     fn second_holder_is_told_who_has_it_and_the_lock_frees_on_drop() {

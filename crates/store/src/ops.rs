@@ -28,8 +28,12 @@ pub struct OpStatus {
     pub group_uuid: Uuid,
     /// RESYNC, REBUILD (copies of a disk dropped by force), REBALANCE.
     pub pass: String,
-    /// RUN, or INTERRUPTED (its process is gone: resumable).
+    /// RUN; INTERRUPTED (its process is gone: resumable); or STOPPED (it
+    /// ended short of its goal, `why` says why: resumable once dealt with).
     pub state: String,
+    /// Why a STOPPED operation stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
     pub power: usize,
     pub aus_done: u64,
     pub aus_total: u64,
@@ -51,6 +55,23 @@ pub struct OpStatus {
 /// Where group `uuid`'s status file lives.
 pub fn status_path(run_dir: &Path, uuid: Uuid) -> PathBuf {
     run_dir.join(format!("{uuid}.op.json"))
+}
+
+/// Group `uuid` was just locked for writing by this process: a status file
+/// another process left (it died, or was killed, mid-operation) describes
+/// work that is over — what it left undone is recorded in the group and
+/// this mount resumes or finishes it — so it goes, and `group ops` no
+/// longer shows a dead process's operation after a restart. Only the
+/// exclusive lock's holder may call this: nobody else runs an operation
+/// on the group meanwhile.
+pub fn forget_left_behind(run_dir: &Path, uuid: Uuid) {
+    let path = status_path(run_dir, uuid);
+    let left = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<OpStatus>(&b).ok());
+    if left.is_some_and(|s| s.pid != std::process::id()) {
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 fn now_unix() -> u64 {
@@ -105,6 +126,7 @@ impl OpTracker {
                 group_uuid: uuid,
                 pass: pass.to_string(),
                 state: "RUN".into(),
+                why: None,
                 power,
                 aus_done: 0,
                 aus_total: 0,
@@ -193,6 +215,19 @@ impl OpTracker {
     pub fn finish(self) {
         let _ = std::fs::remove_file(&self.path);
     }
+
+    /// The operation ended short of its goal (a resync that left a disk
+    /// SYNCING): it stays listed as STOPPED with `why`, until the group's
+    /// next operation starts (its file takes this one's place).
+    pub fn stop(mut self, why: &str) {
+        self.status.state = "STOPPED".into();
+        self.status.why = Some(why.to_string());
+        self.status.rate_bytes_per_second = None;
+        self.status.eta_seconds = None;
+        self.status.redundancy_eta_seconds = None;
+        self.status.updated_unix_seconds = now_unix();
+        self.write();
+    }
 }
 
 /// Every operation with a status file in `run_dir` (of group `name` only,
@@ -208,7 +243,7 @@ pub fn list(run_dir: &Path, name: Option<&str>) -> Vec<OpStatus> {
         .filter_map(|b| serde_json::from_slice::<OpStatus>(&b).ok())
         .filter(|s| name.is_none_or(|n| s.group.eq_ignore_ascii_case(n.trim_start_matches('+'))))
         .map(|mut s| {
-            if !Path::new(&format!("/proc/{}", s.pid)).exists() {
+            if s.state == "RUN" && !Path::new(&format!("/proc/{}", s.pid)).exists() {
                 s.state = "INTERRUPTED".into();
                 s.rate_bytes_per_second = None;
                 s.eta_seconds = None;
@@ -252,6 +287,35 @@ mod tests {
         dead.status.pid = u32::MAX;
         dead.write();
         assert_eq!(list(dir.path(), None)[0].state, "INTERRUPTED");
+        // The next writer of the group (a restarted service) forgets it;
+        // its own file stays.
+        forget_left_behind(dir.path(), uuid);
+        assert!(list(dir.path(), None).is_empty());
+        let mut mine =
+            OpTracker::start(dir.path(), "DATA", uuid, "REBALANCE", 4, 1 << 20, 0, false);
+        mine.update(1, 10, 1 << 20);
+        forget_left_behind(dir.path(), uuid);
+        assert_eq!(list(dir.path(), None)[0].state, "RUN");
+    }
+
+    #[test]
+    fn a_stopped_operation_stays_listed_with_why_until_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let uuid = Uuid::from_u128(8);
+        let mut t = OpTracker::start(dir.path(), "DATA", uuid, "RESYNC", 4, 1 << 20, 0, false);
+        t.status.pid = u32::MAX; // its process gone: still STOPPED, not INTERRUPTED
+        t.stop("D0 (SYNCING): 1 stale AU(s) left");
+        let listed = list(dir.path(), None);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].state, "STOPPED");
+        assert_eq!(
+            listed[0].why.as_deref(),
+            Some("D0 (SYNCING): 1 stale AU(s) left")
+        );
+        let next = OpTracker::start(dir.path(), "DATA", uuid, "RESYNC", 4, 1 << 20, 0, false);
+        assert_eq!(list(dir.path(), None)[0].state, "RUN");
+        next.finish();
+        assert!(list(dir.path(), None).is_empty());
     }
 
     #[test]

@@ -875,3 +875,219 @@ fn online_refuses_an_older_image_a_blank_device_and_a_foreign_disk() {
     let report = live.meta(|g| g.check(false)).unwrap().unwrap();
     assert!(report.problems.is_empty(), "{report:?}");
 }
+
+/// Six 64 MiB disks (D0 and D3 in FG0, D1 and D4 in FG1, D2 and D5 in FG2)
+/// of a high-redundancy group LIVE with 1 MiB AUs, mounted live, with an
+/// 8 MiB file written whole; the file's number.
+fn high_group(seed: u64) -> (cairn_io_sim::SharedSim, Vec<DeviceId>, LiveGroup, u32) {
+    use cairn_store::group::{self, GroupSpec, NewDisk, Redundancy};
+    let mut sim = cairn_io_sim::SimEngine::new(seed, 256);
+    let ids = common::labelled_disks(
+        &mut sim,
+        (0..6).map(|_| cairn_io_sim::geometry(64 * MIB, 4096, 4096, 512 << 10)),
+        |i| u128::from(seed) << 8 | i as u128,
+    );
+    let disks: Vec<NewDisk> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, d)| NewDisk {
+            device: *d,
+            failgroup: Some(format!("FG{}", i % 3)),
+        })
+        .collect();
+    group::create(
+        &mut sim,
+        &disks,
+        &GroupSpec {
+            name: "LIVE".into(),
+            redundancy: Redundancy::High,
+            au_bytes: MIB,
+            sector_bytes: None,
+            force: false,
+            now_unix_seconds: 1_763_700_000,
+            group_uuid: uuid::Uuid::from_u128(0x4816 << 64 | u128::from(seed)),
+        },
+    )
+    .unwrap()
+    .dismount()
+    .unwrap();
+    let shared = cairn_io_sim::SharedSim::new(sim);
+    let live = mount_live(&shared, &ids);
+    let number = live
+        .meta(|g| g.create_file(&path("f"), 8 * MIB, &CreateOptions::default()))
+        .unwrap()
+        .unwrap()
+        .number;
+    let mut h = live.handle(16).unwrap();
+    h.write(number, 0, &block(1, (8 * MIB) as usize)).unwrap();
+    h.sync().unwrap();
+    (shared, ids, live, number)
+}
+
+fn disk_rows(live: &LiveGroup) -> Vec<cairn_store::group::DiskInfo> {
+    live.meta(|g| g.disks()).unwrap()
+}
+
+fn disk_row(live: &LiveGroup, label: &str) -> cairn_store::group::DiskInfo {
+    disk_rows(live)
+        .into_iter()
+        .find(|d| d.label == label)
+        .unwrap()
+}
+
+/// High redundancy: two disks in two failure groups taken offline, the
+/// file written meanwhile (every extent of it then has two stale copies of
+/// the same AUs, one on each), and one `online` of both. While they are
+/// SYNCING, `check` says SYNCING as `disks` does. Then both are ONLINE with
+/// nothing stale, every copy on them holds what was written, and with the
+/// third failure group offline the file reads back from the other two.
+#[test]
+fn online_of_two_disks_with_stale_copies_of_the_same_aus_brings_both_back() {
+    use cairn_format::group::DiskState;
+    let (shared, ids, live, number) = high_group(12);
+    let mut h = live.handle(16).unwrap();
+    live.offline_disks(&["D0".into(), "D1".into()], None)
+        .unwrap();
+    let want = block(2, (8 * MIB) as usize);
+    h.write(number, 0, &want).unwrap();
+    h.sync().unwrap();
+    let (stale0, stale1) = (
+        disk_row(&live, "D0").stale_aus,
+        disk_row(&live, "D1").stale_aus,
+    );
+    assert!(
+        stale0 > 0 && stale1 > 0,
+        "the writes marked copies on both D0 and D1 stale"
+    );
+    // What `online` does: bring back, then resync.
+    live.bring_back(Some(&["D0".into(), "D1".into()])).unwrap();
+    let check = live.meta(|g| g.check(false)).unwrap().unwrap();
+    for label in ["D0", "D1"] {
+        assert_eq!(disk_row(&live, label).state, DiskState::Syncing);
+        assert!(
+            check
+                .disks_not_in_use
+                .iter()
+                .any(|d| d.starts_with(label) && d.ends_with("SYNCING")),
+            "check says SYNCING as disks does: {check:?}"
+        );
+    }
+    let report = live.resync(4, &mut |_| {}).unwrap();
+    assert_eq!(
+        report.disks_online,
+        vec!["D0".to_string(), "D1".to_string()]
+    );
+    assert_eq!(
+        report.aus_copied,
+        stale0 + stale1,
+        "each stale AU copied once"
+    );
+    assert!(report.aus_without_source.is_empty(), "{report:?}");
+    assert!(report.disks_left.is_empty(), "{report:?}");
+    for d in disk_rows(&live) {
+        assert_eq!(d.state, DiskState::Online, "{d:?}");
+        assert_eq!(d.stale_aus, 0, "{d:?}");
+    }
+    // Every copy on D0 and D1 holds what was written while they were away
+    // (1 MiB AUs, 1-AU extents: extent i is MiB i).
+    let extents = live
+        .meta(|g| g.extents(number).map(<[_]>::to_vec))
+        .unwrap()
+        .unwrap();
+    assert_eq!(extents.len(), 8);
+    let mut checked = 0;
+    for (i, e) in extents.iter().enumerate() {
+        for c in e.copies().iter().filter(|c| c.disk <= 1) {
+            let on_disk = shared.with(|sim| {
+                sim.durable_contents(
+                    ids[usize::from(c.disk)],
+                    u64::from(c.au) * MIB,
+                    MIB as usize,
+                )
+            });
+            assert!(
+                on_disk[..] == want[i * MIB as usize..(i + 1) * MIB as usize],
+                "extent {i}'s copy on D{}",
+                c.disk
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(
+        checked,
+        stale0 + stale1,
+        "every copy checked was one resynced"
+    );
+    // With failure group FG2 offline, the file reads back from FG0 and FG1.
+    live.offline_disks(&["D2".into(), "D5".into()], None)
+        .unwrap();
+    let mut back = vec![0u8; want.len()];
+    h.read(number, 0, &mut back).unwrap();
+    assert!(back == want, "the file reads back from FG0 and FG1");
+    drop(h);
+    let check = live.meta(|g| g.check(false)).unwrap().unwrap();
+    assert!(check.problems.is_empty(), "{check:?}");
+}
+
+/// A resync that cannot bring a disk ONLINE (every good copy of one AU
+/// fails its read) says which disk and why, and leaves it SYNCING with
+/// that AU stale (never read); once the copies read again, the next resync
+/// brings it ONLINE.
+#[test]
+fn a_resync_that_cannot_finish_says_which_disk_and_why() {
+    use cairn_format::group::DiskState;
+    let (shared, ids, live, number) = high_group(13);
+    let mut h = live.handle(16).unwrap();
+    live.offline_disks(&["D0".into()], None).unwrap();
+    let want = block(3, (8 * MIB) as usize);
+    h.write(number, 0, &want).unwrap();
+    h.sync().unwrap();
+    // The extent with a copy on D0: its other copies fail every read.
+    let extents = live
+        .meta(|g| g.extents(number).map(<[_]>::to_vec))
+        .unwrap()
+        .unwrap();
+    let sources: Vec<(usize, u64)> = extents
+        .iter()
+        .find(|e| e.copies().iter().any(|c| c.disk == 0))
+        .unwrap()
+        .copies()
+        .iter()
+        .filter(|c| c.disk != 0)
+        .map(|c| (usize::from(c.disk), u64::from(c.au) * MIB))
+        .collect();
+    assert_eq!(sources.len(), 2);
+    shared.with(|sim| {
+        for (d, at) in &sources {
+            sim.disk_mut(ids[*d])
+                .faults
+                .read_error_ranges
+                .push(*at..*at + MIB);
+        }
+    });
+    let report = live
+        .online_disks(Some(&["D0".into()]), 4, &mut |_| {})
+        .unwrap();
+    assert!(report.disks_online.is_empty(), "{report:?}");
+    assert_eq!(report.disks_left.len(), 1, "{report:?}");
+    let left = &report.disks_left[0];
+    assert!(
+        left.starts_with(
+            "D0 (SYNCING): 1 stale AU(s) left, 1 with no good copy that could be read"
+        ),
+        "{left}"
+    );
+    let d0 = disk_row(&live, "D0");
+    assert_eq!((d0.state, d0.stale_aus), (DiskState::Syncing, 1), "{d0:?}");
+    shared.with(|sim| {
+        for (d, _) in &sources {
+            sim.disk_mut(ids[*d]).faults.read_error_ranges.clear();
+        }
+    });
+    let report = live.resync(4, &mut |_| {}).unwrap();
+    assert_eq!(report.disks_online, vec!["D0".to_string()], "{report:?}");
+    assert!(report.disks_left.is_empty(), "{report:?}");
+    let mut back = vec![0u8; want.len()];
+    h.read(number, 0, &mut back).unwrap();
+    assert!(back == want);
+}

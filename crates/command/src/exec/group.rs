@@ -416,7 +416,8 @@ impl Exec<'_> {
                 .unwrap_or_default();
             let names = asked.as_deref();
             // Disks named that are ONLINE already: nothing to do for them,
-            // and said so; all of them: refused, nothing started.
+            // and said so; all of them: refused, nothing started. A SYNCING
+            // one is not: its resync (stopped, or never run) goes on.
             let rows = g.live.meta(|m| m.disks())?;
             let already: Vec<String> = names
                 .unwrap_or_default()
@@ -424,7 +425,7 @@ impl Exec<'_> {
                 .filter_map(|n| {
                     rows.iter()
                         .find(|r| r.label.eq_ignore_ascii_case(n.trim()))
-                        .filter(|r| r.state != DiskState::Offline)
+                        .filter(|r| r.state == DiskState::Online)
                         .map(|r| format!("{} ({})", r.label, r.state.as_str()))
                 })
                 .collect();
@@ -492,7 +493,15 @@ impl Exec<'_> {
                         }));
                         tracker.update(p.done, p.total, p.bytes_done);
                     });
-                    tracker.finish();
+                    // A resync that leaves a disk short of ONLINE stays
+                    // listed by `group ops`, saying why, until the next.
+                    match &report {
+                        Ok(r) if !r.disks_left.is_empty() => {
+                            tracker.stop(&r.disks_left.join("; "));
+                        }
+                        Ok(_) => tracker.finish(),
+                        Err(e) => tracker.stop(&e.to_string()),
+                    }
                     let report = report?;
                     let disks = g.live.meta(|m| m.disks())?;
                     Ok(Reply::Online(Onlined {

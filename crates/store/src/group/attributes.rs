@@ -139,6 +139,11 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
         return Err(format!("{text:?}: a duration is a number of 0 or more"));
     }
     let seconds = (value * scale).round();
+    if value > 0.0 && seconds < 1.0 {
+        return Err(format!(
+            "{text:?} is under a second: the repair timer counts whole seconds (give 1s or more, or 0 to drop a failed disk at once)"
+        ));
+    }
     if seconds > REPAIR_TIME_MAX_SECONDS as f64 {
         return Err(format!("{text:?} is longer than 365d"));
     }
@@ -333,6 +338,11 @@ mod tests {
         assert_eq!(parse_duration("45s"), Ok(45));
         assert_eq!(parse_duration("2d"), Ok(172_800));
         assert_eq!(parse_duration("0"), Ok(0));
+        // Never rounded to 0 (which drops a failed disk at once).
+        let e = parse_duration("0.4s").unwrap_err();
+        assert!(e.contains("under a second"), "{e}");
+        assert!(parse_duration("0.0001h").is_err());
+        assert_eq!(parse_duration("0.6s"), Ok(1));
         assert!(parse_duration("-1h").is_err());
         assert!(parse_duration("1y").is_err());
         assert!(parse_duration("abc").is_err());

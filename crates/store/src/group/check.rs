@@ -47,7 +47,7 @@ pub struct CheckReport {
     pub aus_in_use: u64,
     pub metadata_blocks_compared: u64,
     pub problems: Vec<Problem>,
-    /// Members not in use (recorded OFFLINE, or missing): the group runs on
+    /// Members not serving reads (OFFLINE, SYNCING, or missing): the group runs on
     /// the other copies, and one more failure may lose data.
     pub disks_not_in_use: Vec<String>,
     /// Always false: the check reads metadata only. Data blocks carry no
@@ -102,7 +102,13 @@ impl Group<'_> {
                     "{} (failure group {}): {}",
                     d.label,
                     d.failgroup,
-                    if d.missing { "missing" } else { "OFFLINE" }
+                    // As `group disks` says it: OFFLINE, or SYNCING (written,
+                    // not yet read).
+                    if d.missing {
+                        "missing"
+                    } else {
+                        d.state.as_str()
+                    }
                 )
             })
             .collect();

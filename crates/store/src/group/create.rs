@@ -81,12 +81,8 @@ pub fn create<'e>(
             .map_err(|e| GroupError::Invalid(format!("failure group name: {e}")))?;
         let next = fg_ids.len() as u16;
         let fg_id = *fg_ids.entry(fg.clone()).or_insert(next);
-        let layout = AtLayout::for_disk(h.device_size_bytes, spec.au_bytes).ok_or_else(|| {
-            GroupError::Invalid(format!(
-                "disk {} ({} bytes) is too small for {}-byte AUs",
-                h.label, h.device_size_bytes, spec.au_bytes
-            ))
-        })?;
+        let layout = member_layout(h.device_size_bytes, spec.au_bytes)
+            .map_err(|why| GroupError::Invalid(format!("disk {}: {why}", h.label)))?;
         members.push(Some(Member {
             entry: DiskEntry {
                 number: n as u16,

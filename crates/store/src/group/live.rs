@@ -593,6 +593,14 @@ impl LiveGroup {
         self.resync(power, progress)
     }
 
+    /// OFFLINE disks whose repair timer ran out are dropped by force
+    /// ([`Group::drop_expired`]): the labels dropped, and why any could
+    /// not be. For a holder that keeps the group mounted (the service),
+    /// which calls it from time to time; a mount does it itself.
+    pub fn drop_expired(&self) -> Result<(Vec<String>, Vec<String>), GroupError> {
+        self.inner.operation(|g| g.drop_expired())
+    }
+
     /// An engine of `depth` requests over `devices`, for reads made
     /// outside `meta` with no data handle (probes, timed reads): under the
     /// group's I/O timeout, as a handle's engine is, so a hung disk fails

@@ -147,6 +147,45 @@ const CLEAN_CLEARS_PER_COMMIT: usize = 16;
 const TABLE_READ_BLOCKS_MAX: u64 = 256;
 /// Default AU size.
 pub const AU_BYTES_DEFAULT: u64 = 4 << 20;
+/// AUs of data a member disk holds at least, beyond its header copies and
+/// allocation table: a disk of one AU (a 10 MiB file with 4 MiB AUs) adds
+/// nothing a database can use and only makes placement fail on it.
+pub const MEMBER_DATA_AUS_MIN: u64 = 4;
+
+/// The layout of a disk of `size_bytes` as a member of a group of
+/// `au_bytes` AUs — created with it, added to it, or resized to that size:
+/// the one rule for how small a member may be. Refused, it says the
+/// smallest size that would do.
+pub fn member_layout(size_bytes: u64, au_bytes: u64) -> Result<AtLayout, String> {
+    let fits = |size: u64| {
+        AtLayout::for_disk(size, au_bytes).filter(|l| l.data_aus() >= MEMBER_DATA_AUS_MIN)
+    };
+    if let Some(layout) = fits(size_bytes) {
+        return Ok(layout);
+    }
+    // The smallest size that fits, by whole AUs (the table grows by a
+    // block per 32K AUs, so a few steps past the data AUs themselves).
+    let least = (MEMBER_DATA_AUS_MIN + 1..MEMBER_DATA_AUS_MIN + 64)
+        .map(|aus| aus * au_bytes + fmt_layout_reserve())
+        .find(|size| fits(*size).is_some());
+    Err(match least {
+        Some(least) => format!(
+            "{size_bytes} bytes is too small for a member disk: it must hold its header copies, its allocation table and at least {MEMBER_DATA_AUS_MIN} AUs of {} MiB — {} MiB or more",
+            au_bytes >> 20,
+            least.div_ceil(1 << 20)
+        ),
+        None => format!(
+            "{size_bytes} bytes is too small for a member disk with {}-MiB AUs",
+            au_bytes >> 20
+        ),
+    })
+}
+
+/// Room a device keeps besides its AUs (header copies at its start and
+/// end), for [`member_layout`]'s estimate of the least size.
+fn fmt_layout_reserve() -> u64 {
+    cairn_format::DEVICE_SIZE_MIN_BYTES
+}
 
 /// Redundancy of a group (copies of every extent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -536,12 +536,8 @@ impl Group<'_> {
                 .engine
                 .geometry(d.device)
                 .map_or(header.device_size_bytes, |g| g.size_bytes);
-            let layout = AtLayout::for_disk(size, self.au_bytes).ok_or_else(|| {
-                GroupError::Invalid(format!(
-                    "disk {label} ({size} bytes) is too small for the group's {}-MiB AUs",
-                    self.au_bytes >> 20
-                ))
-            })?;
+            let layout = member_layout(size, self.au_bytes)
+                .map_err(|why| GroupError::Invalid(format!("disk {label}: {why}")))?;
             let fg = d
                 .failgroup
                 .clone()

@@ -115,17 +115,19 @@ impl Group<'_> {
                 )));
             }
             let now = alloc.layout;
-            let layout = AtLayout::for_disk(*size, self.au_bytes)
-                .filter(|l| {
-                    l.au_count > now.first_data_au
+            let layout = member_layout(*size, self.au_bytes)
+                .map_err(|why| GroupError::Invalid(format!("disk {label}: {why}")))
+                .and_then(|l| {
+                    (l.au_count > now.first_data_au
                         && l.au_count * self.au_bytes + TAIL_RESERVE_BYTES
-                            >= DEVICE_SIZE_MIN_BYTES
-                })
-                .ok_or_else(|| {
-                    GroupError::Invalid(format!(
-                        "{size} bytes is too small for disk {label}: it must hold its header copies, its allocation table and at least one {}-MiB AU",
-                        self.au_bytes >> 20
-                    ))
+                            >= DEVICE_SIZE_MIN_BYTES)
+                        .then_some(l)
+                        .ok_or_else(|| {
+                            GroupError::Invalid(format!(
+                                "{size} bytes is too small for disk {label}: it must hold its header copies, its allocation table and at least one {}-MiB AU",
+                                self.au_bytes >> 20
+                            ))
+                        })
                 })?;
             if layout.first_data_au != now.first_data_au
                 || layout.summary_blocks != now.summary_blocks

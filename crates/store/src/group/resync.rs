@@ -40,6 +40,17 @@ pub struct ResyncReport {
     /// Stale AUs with no good copy to copy from (more failures than the
     /// redundancy covers): left stale, never read.
     pub aus_without_source: Vec<String>,
+    /// Disks this resync was to bring ONLINE that it could not, each as
+    /// `LABEL (STATE): why`: what `online` reports as stopped.
+    #[serde(default)]
+    pub disks_left: Vec<String>,
+    /// The disks being resynced (SYNCING, or resynced whole), by number:
+    /// those `disks_left` speaks of.
+    #[serde(skip)]
+    resyncing: BTreeSet<u16>,
+    /// Per target disk, stale AUs left because no good copy could be read.
+    #[serde(skip)]
+    unread: BTreeMap<u16, u64>,
 }
 
 /// How far a long operation has come.
@@ -377,7 +388,8 @@ impl Group<'_> {
             return Ok(None);
         }
         self.commit()?;
-        let refresh = syncing.iter().chain(&whole).copied().collect();
+        let refresh: BTreeSet<u16> = syncing.iter().chain(&whole).copied().collect();
+        report.resyncing.extend(&refresh);
         report.metadata_blocks_rewritten += self.refresh_metadata(&refresh)?;
         Ok(Some(work))
     }
@@ -446,7 +458,43 @@ impl Group<'_> {
             self.superblocks_or_stop()?;
             self.publish_disks();
         }
+        report.disks_left = self.disks_left(report);
         Ok(())
+    }
+
+    /// The disks `report`'s resync was to bring ONLINE that are not, each
+    /// with why: gone OFFLINE under it, or stale AUs left (with no good
+    /// copy that could be read, or written to again while copied).
+    fn disks_left(&self, report: &ResyncReport) -> Vec<String> {
+        let mut out = Vec::new();
+        for d in &report.resyncing {
+            let Some(m) = self.member(*d) else {
+                continue;
+            };
+            let label = &m.entry.label;
+            if m.online().is_some() {
+                continue;
+            }
+            if m.writable().is_none() {
+                out.push(format!(
+                    "{label} (OFFLINE): it failed during the resync (an I/O to it failed or did not answer)"
+                ));
+                continue;
+            }
+            let stale = self.stale_aus_on(*d);
+            let unread = report.unread.get(d).copied().unwrap_or(0).min(stale);
+            let why = if unread > 0 {
+                format!(
+                    "{stale} stale AU(s) left, {unread} with no good copy that could be read (the other copies are not ONLINE, are stale too, or failed a read)"
+                )
+            } else {
+                format!(
+                    "{stale} stale AU(s) left uncleared (changed while they were copied); the next resync copies them"
+                )
+            };
+            out.push(format!("{label} (SYNCING): {why}"));
+        }
+        out
     }
 
     /// A live group resyncs through its own operation (with data handles
@@ -651,6 +699,7 @@ pub(super) fn copy_stale(
             })
             .map(|(_, c)| *c);
         let Some(source) = source else {
+            *report.unread.entry(s.target.disk).or_default() += 1;
             report.aus_without_source.push(format!(
                 "file {} extent {} AU {} on disk {}",
                 s.file,
@@ -677,15 +726,20 @@ pub(super) fn copy_stale(
     for buf in pool {
         port.recycle(buf);
     }
-    let mut failed_read: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
-    let mut failed_write: BTreeSet<(u32, u64, u64)> = BTreeSet::new();
+    // An AU is known by its stale copy, not only by (file, extent, AU):
+    // with three copies two may be stale at once, each copied and cleared
+    // on its own (one whose piece failed keeps its bit, the other not).
+    let key = |s: &StaleAu| (s.file, s.extent, s.au, s.target);
+    let mut failed_read = BTreeSet::new();
+    let mut failed_write = BTreeSet::new();
     let mut failed_disks = data::FailedDisks::new();
     let mut bytes = 0;
     for ((s, _, _, len), outcome) in pieces.iter().zip(outcomes) {
         match outcome {
             data::Copied::Done => bytes += len,
             data::Copied::ReadFailed => {
-                if failed_read.insert((s.file, s.extent, s.au)) {
+                if failed_read.insert(key(s)) {
+                    *report.unread.entry(s.target.disk).or_default() += 1;
                     report.aus_without_source.push(format!(
                         "file {} extent {} AU {} on disk {}: its good copy could not be read",
                         s.file,
@@ -699,7 +753,7 @@ pub(super) fn copy_stale(
                 failed_disks
                     .entry(s.target.disk)
                     .or_insert_with(|| "a resync's write to it failed".to_string());
-                failed_write.insert((s.file, s.extent, s.au));
+                failed_write.insert(key(s));
             }
         }
     }
@@ -707,8 +761,8 @@ pub(super) fn copy_stale(
     report.bytes_copied += bytes;
     let mut seen = BTreeSet::new();
     for (s, _, _, _) in &pieces {
-        let key = (s.file, s.extent, s.au);
-        if failed_read.contains(&key) || failed_write.contains(&key) || !seen.insert(key) {
+        let k = key(s);
+        if failed_read.contains(&k) || failed_write.contains(&k) || !seen.insert(k) {
             continue;
         }
         report.aus_copied += 1;
@@ -1081,10 +1135,7 @@ impl Group<'_> {
         let mut any = false;
         for m in self.members.iter_mut().flatten() {
             if m.entry.state == DiskState::Offline {
-                let away = m
-                    .offline_since
-                    .map_or(mounted, |t| t.elapsed().min(mounted));
-                let seconds = u32::try_from(away.as_secs()).unwrap_or(u32::MAX);
+                let seconds = away_this_mount(m, mounted);
                 if seconds > 0 {
                     m.entry.offline_seconds = m.entry.offline_seconds.saturating_add(seconds);
                     any = true;
@@ -1097,7 +1148,9 @@ impl Group<'_> {
         Ok(())
     }
 
-    /// Seconds left on a disk's repair timer, if it is OFFLINE.
+    /// Seconds left on a disk's repair timer, if it is OFFLINE: the time
+    /// it was away while the group was mounted before, and during this
+    /// mount so far (a served group's timer runs out while it is served).
     pub fn repair_seconds_left(&self, disk: u16) -> Option<u64> {
         let m = self.member(disk)?;
         if m.entry.state != DiskState::Offline {
@@ -1107,6 +1160,18 @@ impl Group<'_> {
             0 => self.disk_repair_seconds(),
             n => u64::from(n) * 60,
         };
-        Some(limit.saturating_sub(u64::from(m.entry.offline_seconds)))
+        let away = u64::from(m.entry.offline_seconds)
+            + u64::from(away_this_mount(m, self.mounted_at.elapsed()));
+        Some(limit.saturating_sub(away))
     }
+}
+
+/// Whole seconds an OFFLINE member has been away during this mount
+/// (`mounted`: how long the group has been mounted): since it went
+/// OFFLINE, or since the mount if it was OFFLINE already.
+fn away_this_mount(m: &Member, mounted: std::time::Duration) -> u32 {
+    let away = m
+        .offline_since
+        .map_or(mounted, |t| t.elapsed().min(mounted));
+    u32::try_from(away.as_secs()).unwrap_or(u32::MAX)
 }

@@ -1,0 +1,433 @@
+//! One test body, two hosts (issue 34, part 1): each scenario here runs
+//! once with the CLI carrying its commands out on a group it mounts for
+//! each (no service), and once with `cairn serve` holding the group, every
+//! command going through its socket. The commands, their checks and what
+//! must come of them are the same text; only the host differs — so a
+//! check one door makes and the other forgets fails one of the pair.
+//!
+//! The scenarios are part 2 of the issue: a disk that must never come
+//! back (an older clone of it, a blank device, another group's disk, put
+//! where the member was), and scrub that must not spread damage.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use cairn_io::test_support::prerequisite;
+use common::*;
+
+const MIB: u64 = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Host {
+    /// No service: each command mounts the group for itself.
+    Held,
+    /// `cairn serve` holds the group; commands go through its socket.
+    Served,
+}
+
+/// The rig, and the service while one runs.
+struct Hosts {
+    rig: Rig,
+    host: Host,
+    service: Option<Child>,
+    log: PathBuf,
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.service.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let mnt = self.rig.path("mnt");
+        let c = std::ffi::CString::new(mnt.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string; umount2 reads only it. (Nothing
+        // mounted there: an error, ignored.)
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+impl Hosts {
+    /// A rig for `host`, or `None` where this machine cannot serve
+    /// (FUSE needs root and /dev/fuse; a missing prerequisite fails in CI).
+    fn new(host: Host) -> Option<Self> {
+        if host == Host::Served {
+            // SAFETY: geteuid cannot fail and touches no memory.
+            let root = unsafe { libc::geteuid() } == 0;
+            if !root || !Path::new("/dev/fuse").exists() {
+                prerequisite::missing("FUSE: needs root and /dev/fuse");
+                return None;
+            }
+        }
+        let rig = Rig::new();
+        let log = rig.path("serve.log");
+        Some(Self {
+            rig,
+            host,
+            service: None,
+            log,
+        })
+    }
+
+    /// Group DATA, normal redundancy: D0, D1 in failure group A; D2, D3
+    /// in B; 1 MiB AUs.
+    fn create(&self) {
+        let mut args: Vec<String> = [
+            "group",
+            "create",
+            "DATA",
+            "--redundancy",
+            "normal",
+            "--au-size",
+            "1M",
+        ]
+        .map(String::from)
+        .to_vec();
+        for i in 0..4 {
+            let path = sparse(&self.rig.path(&format!("d{i}.img")), 128 * MIB);
+            self.rig
+                .cairn(&["disk", "label", &format!("D{i}"), path.to_str().unwrap()])
+                .ok();
+            args.push("--disk".into());
+            args.push(format!(
+                "{}={}",
+                path.display(),
+                if i < 2 { "A" } else { "B" }
+            ));
+        }
+        self.rig
+            .cairn(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .ok();
+    }
+
+    /// Start the service (held: nothing to start).
+    fn start(&mut self) {
+        if self.host == Host::Held {
+            return;
+        }
+        let mnt = self.rig.path("mnt");
+        let _ = std::fs::create_dir_all(&mnt);
+        let notify = self.rig.path("notify.sock");
+        let _ = std::fs::remove_file(&notify);
+        let ready = UnixDatagram::bind(&notify).unwrap();
+        // A bound on a failure, not a synchronisation: READY=1 is.
+        ready
+            .set_read_timeout(Some(Duration::from_secs(120)))
+            .unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let mut child = cairn_command(
+            &self.rig.discover,
+            &[
+                ("CAIRN_RUN_DIR", self.rig.run_dir.as_str()),
+                ("NOTIFY_SOCKET", notify.to_str().unwrap()),
+            ],
+        )
+        .args(["serve", "--mountpoint", mnt.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+        let mut buf = [0u8; 64];
+        match ready.recv(&mut buf) {
+            Ok(n) => assert_eq!(&buf[..n], b"READY=1\n"),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("serve never said READY ({e}): {}", self.log_text());
+            }
+        }
+        self.service = Some(child);
+    }
+
+    /// Stop the service cleanly (SIGTERM, exit 0).
+    fn stop(&mut self) {
+        let Some(mut child) = self.service.take() else {
+            return;
+        };
+        // SAFETY: kill with a pid we spawned and a valid signal.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let status = child.wait().unwrap();
+        assert!(status.success(), "serve: {status}: {}", self.log_text());
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `cairn ARGS`: through the socket while the service runs (and then
+    /// the service must have carried it out: its log names it).
+    fn cairn(&self, args: &[&str]) -> Run {
+        let before = self.log_text().len();
+        let run = self.rig.cairn(args);
+        if self.service.is_some() && args[0] != "disk" {
+            let log = self.log_text();
+            let name = if matches!(args[0], "group" | "volume") {
+                args[..2].join(" ")
+            } else {
+                args[0].to_string()
+            };
+            let needle = format!("cairn {name}: ");
+            assert!(
+                log[before.min(log.len())..].contains(&needle),
+                "the service did not carry out {args:?} (no {needle:?} in its log):\n{log}\n{run:?}"
+            );
+        }
+        run
+    }
+
+    fn state(&self, label: &str) -> String {
+        let disks = self
+            .cairn(&["group", "disks", "DATA", "--json"])
+            .ok()
+            .json();
+        disks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["label"] == label)
+            .map(|d| d["state"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| "GONE".into())
+    }
+
+    /// Copy `file` in as `+DATA/name`.
+    fn put(&self, file: &Path, name: &str) {
+        self.cairn(&["cp", file.to_str().unwrap(), &format!("+DATA/{name}")])
+            .ok();
+    }
+
+    /// `+DATA/name` reads back as `file`.
+    fn reads_back(&self, name: &str, file: &Path) {
+        let out = self.rig.path("readback.bin");
+        let _ = std::fs::remove_file(&out);
+        self.cairn(&["cp", &format!("+DATA/{name}"), out.to_str().unwrap()])
+            .ok();
+        assert_eq!(digest(&out), digest(file), "+DATA/{name}");
+    }
+}
+
+/// Each scenario as two tests, one per host.
+macro_rules! two_hosts {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            #[test]
+            fn held() {
+                super::$body(super::Host::Held)
+            }
+            #[test]
+            fn served() {
+                super::$body(super::Host::Served)
+            }
+        }
+    };
+}
+
+two_hosts!(
+    a_wrong_image_in_a_members_place_never_comes_back,
+    wrong_image_never_comes_back
+);
+
+/// Part 2 items 1 and 2: D3 is taken offline and files are written
+/// meanwhile; in its place are put, in turn, an older image of D3 (copied
+/// before B was written), a blank device of its size, and a disk of
+/// another group. `group online --wait` refuses each, naming what it
+/// found, and D3 stays OFFLINE; with its own image back it comes ONLINE,
+/// and every file reads back from its failure group (B) alone.
+fn wrong_image_never_comes_back(host: Host) {
+    let Some(mut h) = Hosts::new(host) else {
+        return;
+    };
+    h.create();
+    let [a, b, c] = [1u64, 2, 3].map(|seed| {
+        random_file(
+            &h.rig.path(&format!("f{seed}.bin")),
+            3 * MIB + 4096 * seed,
+            seed,
+        )
+    });
+    h.start();
+    h.put(&a, "a.dbf");
+    h.stop();
+    let d3 = h.rig.path("d3.img");
+    let older = h.rig.path("d3.older");
+    std::fs::copy(&d3, &older).unwrap();
+    h.start();
+    h.put(&b, "b.dbf");
+    h.cairn(&["group", "offline", "DATA", "D3"]).ok();
+    assert_eq!(h.state("D3"), "OFFLINE");
+    h.put(&c, "c.dbf");
+    let own = h.rig.path("d3.own");
+    std::fs::copy(&d3, &own).unwrap();
+
+    // Written in place (the same file, as a copy put back would be).
+    let put_back = |from: &Path| {
+        let bytes = std::fs::read(from).unwrap();
+        std::fs::write(&d3, &bytes).unwrap();
+    };
+    let refused = |h: &Hosts, what: &str, needle: &str| {
+        let run = h
+            .cairn(&["group", "online", "DATA", "D3", "--wait"])
+            .refused(needle);
+        assert_eq!(run.stderr.trim().lines().count(), 1, "{what}: {run:?}");
+        assert_eq!(h.state("D3"), "OFFLINE", "{what}");
+        h.reads_back("b.dbf", &b);
+    };
+    put_back(&older);
+    refused(&h, "an older image", "not the image the group took offline");
+
+    let size = std::fs::metadata(&d3).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&d3).unwrap();
+    f.set_len(0).unwrap();
+    f.set_len(size).unwrap();
+    drop(f);
+    // The service still has the member's device open and reads what is
+    // on it now; a command of its own finds disks by their labels, and a
+    // blank device has none: discovery does not find D3 at all.
+    let blank = match host {
+        Host::Served => "no copy of a Cairn label is on it",
+        Host::Held => "disk D3 is not attached (not found by discovery",
+    };
+    refused(&h, "a blank device", blank);
+
+    let other = h.rig.path("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let o0 = sparse(&other.join("o0.bin"), 128 * MIB);
+    h.rig
+        .cairn(&["disk", "label", "O0", o0.to_str().unwrap()])
+        .ok();
+    h.rig
+        .cairn(&[
+            "group",
+            "create",
+            "OTHER",
+            "--redundancy",
+            "external",
+            "--au-size",
+            "1M",
+            "--disk",
+            o0.to_str().unwrap(),
+        ])
+        .ok();
+    put_back(&o0);
+    // (A command of its own finds there disk O0 of group OTHER, by its
+    // label: D3 is not found at all.)
+    let foreign = match host {
+        Host::Served => "a disk of another group",
+        Host::Held => "disk D3 is not attached (not found by discovery",
+    };
+    refused(&h, "another group's disk", foreign);
+
+    // Its own image: back, resynced, and B alone serves every file.
+    put_back(&own);
+    h.cairn(&["group", "online", "DATA", "D3", "--wait"]).ok();
+    assert_eq!(h.state("D3"), "ONLINE");
+    h.cairn(&["group", "offline", "DATA", "D0", "D1"]).ok();
+    for (name, file) in [("a.dbf", &a), ("b.dbf", &b), ("c.dbf", &c)] {
+        h.reads_back(name, file);
+    }
+    h.cairn(&["group", "online", "DATA", "D0", "D1", "--wait"])
+        .ok();
+    let check = h.cairn(&["group", "check", "DATA"]);
+    assert_eq!(check.code, 0, "{check:?}");
+    h.stop();
+}
+
+two_hosts!(
+    scrub_never_copies_a_bad_copy_over_a_good_one,
+    scrub_does_not_guess
+);
+
+/// Part 2 item 3, two copies: a block of one copy rotted; scrub reports
+/// it, `--repair` without a choice rewrites nothing (two copies that
+/// differ, nothing says which is right), and `--prefer` the good copy's
+/// disk repairs it: then the rotted disk's failure group alone reads the
+/// file back whole.
+fn scrub_does_not_guess(host: Host) {
+    let Some(mut h) = Hosts::new(host) else {
+        return;
+    };
+    h.create();
+    let f = random_file(&h.rig.path("f.bin"), 2 * MIB, 9);
+    h.start();
+    h.put(&f, "f.dbf");
+    h.stop();
+    // Where the file's block at 8 KiB lies, copy by copy (found by its
+    // bytes, which are random: one place on one disk of each failure
+    // group).
+    let data = std::fs::read(&f).unwrap();
+    let block = &data[8192..8192 + 4096];
+    let copies = find_block(&h.rig, block);
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    let ((bad_disk, at), (good_disk, _)) = (copies[0], copies[1]);
+    assert_ne!(
+        bad_disk < 2,
+        good_disk < 2,
+        "one copy in each failure group"
+    );
+    // Rot it on `bad_disk`, with nothing holding the group.
+    let image = h.rig.path(&format!("d{bad_disk}.img"));
+    let mut bytes = std::fs::read(&image).unwrap();
+    for x in &mut bytes[at as usize..at as usize + 4096] {
+        *x ^= 0x5a;
+    }
+    std::fs::write(&image, &bytes).unwrap();
+    h.start();
+    let found = h.cairn(&["group", "scrub", "DATA", "--wait", "--json"]);
+    assert_ne!(found.code, 0, "{found:?}");
+    let guessed = h.cairn(&["group", "scrub", "DATA", "--repair", "--wait"]);
+    assert_ne!(
+        guessed.code, 0,
+        "two copies that differ: no guess: {guessed:?}"
+    );
+    assert_eq!(
+        std::fs::read(&image).unwrap()[at as usize..at as usize + 4096],
+        bytes[at as usize..at as usize + 4096],
+        "nothing rewritten without a choice"
+    );
+    h.cairn(&[
+        "group",
+        "scrub",
+        "DATA",
+        "--repair",
+        "--prefer",
+        &format!("D{good_disk}"),
+        "--wait",
+    ])
+    .ok();
+    let clean = h.cairn(&["group", "scrub", "DATA", "--wait"]);
+    assert_eq!(clean.code, 0, "{clean:?}");
+    // The repaired copy's failure group alone serves the file.
+    let (away1, away2) = if bad_disk < 2 {
+        ("D2", "D3")
+    } else {
+        ("D0", "D1")
+    };
+    h.cairn(&["group", "offline", "DATA", away1, away2]).ok();
+    h.reads_back("f.dbf", &f);
+    h.stop();
+}
+
+/// Where `block` (4 KiB) lies on the disks `d0.img`..`d3.img`: (disk
+/// number, byte offset), each 4 KiB-aligned place that holds it.
+fn find_block(rig: &Rig, block: &[u8]) -> Vec<(u64, u64)> {
+    let mut found = Vec::new();
+    for d in 0..4u64 {
+        let image = std::fs::read(rig.path(&format!("d{d}.img"))).unwrap();
+        for (i, chunk) in image.chunks_exact(4096).enumerate() {
+            if chunk == block {
+                found.push((d, i as u64 * 4096));
+            }
+        }
+    }
+    found
+}
