@@ -1073,7 +1073,7 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
     assert_eq!(code, 0, "{log}");
     assert!(
         log.lines()
-            .any(|l| l.contains("disk found again and attached") && l.contains("D2")),
+            .any(|l| l.contains("disk D2: OFFLINE -> SYNCING: brought back")),
         "{log}"
     );
     rig.check_clean("DATA");
@@ -1778,7 +1778,9 @@ fn a_served_groups_offline_disk_is_dropped_and_rebuilt_when_its_repair_time_runs
         .ok();
     let mut serving = Serving::start(&rig, &[]);
     rig.cairn(&["group", "offline", "DATA", "D3"]).ok();
-    serving.wait_for_log("disk D3's repair time ran out while it was OFFLINE");
+    serving
+        .wait_for_log("disk D3: OFFLINE -> DROPPING: its repair time (disk_repair_time) ran out");
+    serving.wait_for_log("disk D3: DROPPING -> DROPPED: dropped by force");
     serving.wait_for_log("rebalance done");
     assert_eq!(disk_state(&rig, "D3"), "GONE");
     rig.cairn(&["group", "offline", "DATA", "D0", "D1"]).ok();

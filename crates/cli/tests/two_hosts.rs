@@ -290,12 +290,14 @@ fn wrong_image_never_comes_back(host: Host) {
     f.set_len(0).unwrap();
     f.set_len(size).unwrap();
     drop(f);
-    // The service still has the member's device open and reads what is
-    // on it now; a command of its own finds disks by their labels, and a
-    // blank device has none: discovery does not find D3 at all.
+    // The service has the member's device open again (it let go of it at
+    // `offline`, and opened it anew, by discovery, for the older image it
+    // refused) and reads what is on it now; a command of its own finds
+    // disks by their labels, and a blank device has none: discovery does
+    // not find D3 at all, and `online` says so.
     let blank = match host {
         Host::Served => "no copy of a Cairn label is on it",
-        Host::Held => "disk D3 is not attached (not found by discovery",
+        Host::Held => "disk D3 of group DATA cannot be brought back: discovery",
     };
     refused(&h, "a blank device", blank);
 
@@ -323,7 +325,7 @@ fn wrong_image_never_comes_back(host: Host) {
     // label: D3 is not found at all.)
     let foreign = match host {
         Host::Served => "a disk of another group",
-        Host::Held => "disk D3 is not attached (not found by discovery",
+        Host::Held => "disk D3 of group DATA cannot be brought back: discovery",
     };
     refused(&h, "another group's disk", foreign);
 

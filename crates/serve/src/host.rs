@@ -318,13 +318,8 @@ impl ServedHost {
                     continue;
                 }
             };
-            for label in &dropped {
-                tracing::warn!(
-                    group = %name,
-                    disk = %label,
-                    "group {name}: disk {label}'s repair time ran out while it was OFFLINE: dropped by force; its copies are rebuilt from the mirrors"
-                );
-            }
+            // Each drop is said by the group itself, as its state change
+            // (OFFLINE -> DROPPING, the repair time ran out: `disk_states.rs`).
             for why in refused {
                 self.say_once(format!("group {name}: {why}"));
             }
@@ -486,7 +481,7 @@ impl ServedHost {
             let opened = self.opened(g);
             let group = found.iter().find(|f| f.uuid == uuid);
             if let Some(group) = group {
-                exec::attach_found(&opened, group, &d.text, "SIGHUP", &mut Log);
+                exec::attach_found(&opened, group, &d.text, ("SIGHUP", true), &mut Log);
             }
             for line in exec::left_discovery(&opened, group, &d.text) {
                 tracing::warn!(group = %g.held.name, "SIGHUP: {line}");

@@ -123,12 +123,15 @@ pub type NotAttached = Vec<(String, String)>;
 ///   checking then that it is the disk the group took offline).
 ///
 /// What happened is told as notes starting with `why` (a service logs
-/// them). Returns the OFFLINE members still not attached, with why.
+/// them); a member attached is told only with `say_attached` (a rescan
+/// says it; `group online`, which goes on to bring it back, has its own
+/// reply, and its log the disk's state change). Returns the OFFLINE
+/// members still not attached, with why.
 pub fn attach_found(
     g: &Opened,
     found: &group_admin::FoundGroup,
     discovery: &str,
-    why: &str,
+    (why, say_attached): (&str, bool),
     events: &mut dyn Events,
 ) -> NotAttached {
     let host = OsHost::real();
@@ -216,12 +219,14 @@ pub fn attach_found(
                 for ((path, uuid), o) in paths.into_iter().zip(outcome) {
                     match o {
                         Ok(Some((label, id))) => {
-                            events.send(Event::Note(format!(
-                                "{why}: disk found again and attached: group {}, disk {label}, at {}; `cairn group online {} {label}` brings it back",
-                                g.name,
-                                path.display(),
-                                g.name
-                            )));
+                            if say_attached {
+                                events.send(Event::Note(format!(
+                                    "{why}: disk found again and attached: group {}, disk {label}, at {}; `cairn group online {} {label}` brings it back",
+                                    g.name,
+                                    path.display(),
+                                    g.name
+                                )));
+                            }
                             g.paths().insert(id.0, path);
                             attached.insert(uuid);
                         }
@@ -314,7 +319,7 @@ impl Exec<'_> {
             return Vec::new();
         };
         match found.iter().find(|f| f.uuid == uuid) {
-            Some(group) => attach_found(g, group, &d.text, "online", events),
+            Some(group) => attach_found(g, group, &d.text, ("online", false), events),
             None => self.not_attached(
                 g,
                 &format!("discovery ({}) finds no disk of the group", d.text),
