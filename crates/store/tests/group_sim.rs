@@ -1146,6 +1146,52 @@ fn a_misdirected_write_on_an_unused_entry_is_no_lost_file() {
     );
 }
 
+/// A metadata block never written, one copy of which cannot be read (a
+/// read error on one failure group's disk, or on both: either copy),
+/// reads as blank: a blank copy beside a real block would take a fault on
+/// each of two failure groups, more than normal redundancy covers. The
+/// unreadable copy is left as it is. (Found by the crash simulation once
+/// it injected read errors: every mount failed, "could not be read from
+/// any copy", while the disk kept failing that read.)
+#[test]
+fn a_blank_metadata_block_with_an_unreadable_copy_reads_as_blank() {
+    for unreadable in [0, 1] {
+        let (mut engine, ids, copies) = directory_entry_copies(|x| x + 1);
+        for (device, offset) in copies {
+            assert!(engine
+                .inner
+                .contents(device, offset, 4096)
+                .iter()
+                .all(|b| *b == 0));
+        }
+        let (device, offset) = copies[unreadable];
+        engine
+            .inner
+            .disk_mut(device)
+            .faults
+            .read_error_ranges
+            .push(offset..offset + 4096);
+        let (g, report) = group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into()))
+            .unwrap_or_else(|e| panic!("copy {unreadable} unreadable: mount: {e}"));
+        assert!(report.damage.is_empty(), "{report:?}");
+        assert_eq!(
+            group_files(&g).keys().collect::<Vec<_>>(),
+            ["x"],
+            "copy {unreadable} unreadable"
+        );
+        drop(g);
+        engine.inner.disk_mut(device).faults.read_error_ranges.clear();
+        assert!(
+            engine
+                .inner
+                .contents(device, offset, 4096)
+                .iter()
+                .all(|b| *b == 0),
+            "the unreadable copy is left as it was"
+        );
+    }
+}
+
 /// An AU marked used that no file owns (a leak) is reported with its place,
 /// and `check --repair` frees it.
 #[test]
