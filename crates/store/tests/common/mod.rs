@@ -284,3 +284,45 @@ impl Rand {
         v
     }
 }
+
+/// Counts by name, for a simulator's accounting: how often each of its
+/// conditional checks ran, and how many errors it accepted and why. A
+/// check that never runs is no check (TigerBeetle's `maybe`): a run of
+/// enough seeds asserts that every name in its list was counted.
+#[derive(Debug, Default, Clone)]
+pub struct Tally(pub std::collections::BTreeMap<&'static str, u64>);
+
+impl Tally {
+    pub fn add(&mut self, name: &'static str, n: u64) {
+        *self.0.entry(name).or_default() += n;
+    }
+    pub fn hit(&mut self, name: &'static str) {
+        self.add(name, 1);
+    }
+    pub fn get(&self, name: &str) -> u64 {
+        self.0.get(name).copied().unwrap_or(0)
+    }
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+    pub fn merge(&mut self, other: &Tally) {
+        for (k, v) in &other.0 {
+            self.add(k, *v);
+        }
+    }
+    /// `name: count` lines, indented, for a summary.
+    pub fn lines(&self) -> String {
+        self.0
+            .iter()
+            .map(|(k, v)| format!("    {v:>10}  {k}\n"))
+            .collect()
+    }
+    /// The names of `required` this tally never counted.
+    pub fn missing<'a>(&self, required: &[&'a str]) -> Vec<&'a str> {
+        required
+            .iter()
+            .copied()
+            .filter(|k| self.get(k) == 0)
+            .collect()
+    }
+}
