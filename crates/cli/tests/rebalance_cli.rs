@@ -429,9 +429,13 @@ fn shrink_and_grow(
 
 /// `group scrub` on the group `shrink_and_grow` left: clean at first; then
 /// one copy of a 4 KiB block of `file` (at 8 MiB + 64 KiB) is overwritten
-/// on its device, and the scrub names that byte range and the copy; with
-/// `--repair` it rewrites it from the primary and scrubs clean after. Which
-/// copy was hit decides what the file reads: the primary's bytes.
+/// on its device — the mirror's, not the primary's: the copy a read of
+/// the file does not return (found by reading, never from scrub's own
+/// report) — and the scrub names that byte range and that copy; with
+/// `--repair` it rewrites the mirror from the primary, and scrubs clean
+/// after. Then both copies as they lie on their devices hold the block's
+/// bytes, and the file read with the repaired copy's failure group alone
+/// (the other's disks left out of the discovery string) is whole.
 fn scrub(
     dir: &Path,
     discover: &str,
@@ -447,30 +451,66 @@ fn scrub(
     let s = &clean["scrub"];
     assert_eq!(s["problems"], serde_json::json!([]), "{s:#}");
     assert!(s["bytes_read"].as_u64().unwrap() >= 2 * 40 * MIB, "{s:#}");
-    // Where the two copies of the block lie: search the devices.
+    // Where the two copies of the block lie: search the devices. Disks 0
+    // and 1 are failure group FG1, 2 and 3 FG2.
     let at = 8 * MIB + (64 << 10);
     let source = std::fs::read(src).unwrap();
     let block = &source[at as usize..at as usize + 4096];
-    let mut hits: Vec<(String, u64)> = Vec::new();
-    for p in &paths[..4] {
+    let mut hits: Vec<(usize, u64)> = Vec::new();
+    for (i, p) in paths[..4].iter().enumerate() {
         let bytes = std::fs::read(p).unwrap();
         for (k, b) in bytes.chunks(4096).enumerate() {
             if b == block {
-                hits.push((p.clone(), k as u64 * 4096));
+                hits.push((i, k as u64 * 4096));
             }
         }
     }
     assert_eq!(hits.len(), 2, "two copies of the block: {hits:?}");
-    let (hit_path, hit_at) = hits[1].clone();
-    let device = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&hit_path)
-        .unwrap();
-    device.write_all_at(&[0x5A; 4096], hit_at).unwrap();
-    device.sync_all().unwrap();
-    drop(device);
+    assert_ne!(hits[0].0 / 2, hits[1].0 / 2, "copies in two failure groups");
+    let put = |(i, offset): (usize, u64), bytes: &[u8]| {
+        let device = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&paths[i])
+            .unwrap();
+        device.write_all_at(bytes, offset).unwrap();
+        device.sync_all().unwrap();
+    };
+    // Around the page cache (it may still hold what `put` wrote).
+    let raw = |(i, offset): (usize, u64)| {
+        use std::os::unix::fs::OpenOptionsExt;
+        let device = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&paths[i])
+            .unwrap();
+        let mut buf = cairn_io::AlignedBuf::zeroed(4096);
+        device.read_exact_at(&mut buf, offset).unwrap();
+        buf.to_vec()
+    };
+    let out = dir.join("scrubbed.bin");
+    let read_block = || {
+        cairn(&["cp", file, out.to_str().unwrap()]).ok();
+        std::fs::read(&out).unwrap()[at as usize..at as usize + 4096].to_vec()
+    };
+    // Damage one copy; if a read of the file now returns the damage, that
+    // copy is the primary: put it back and damage the other.
+    let mut hit = hits[1];
+    put(hit, &[0x5A; 4096]);
+    let seen = read_block();
+    if seen != block {
+        assert_eq!(
+            seen,
+            vec![0x5A; 4096],
+            "a read returns one copy or the other"
+        );
+        put(hit, block);
+        hit = hits[0];
+        put(hit, &[0x5A; 4096]);
+        assert_eq!(read_block(), block, "a read returns the primary");
+    }
+    let good = if hit == hits[0] { hits[1] } else { hits[0] };
     let rows = cairn(&["group", "disks", name, "--json"]).ok().json();
-    let canon = std::fs::canonicalize(&hit_path).unwrap();
+    let canon = std::fs::canonicalize(&paths[hit.0]).unwrap();
     let hit_label = rows
         .as_array()
         .unwrap()
@@ -480,7 +520,7 @@ fn scrub(
                 .as_str()
                 .is_some_and(|p| std::fs::canonicalize(p).ok() == Some(canon.clone()))
         })
-        .unwrap_or_else(|| panic!("{hit_path} in {rows:#}"))["label"]
+        .unwrap_or_else(|| panic!("{} in {rows:#}", paths[hit.0]))["label"]
         .as_str()
         .unwrap()
         .to_string();
@@ -499,30 +539,36 @@ fn scrub(
         .iter()
         .find(|p| p["location"].as_str().unwrap().contains(&range))
         .unwrap_or_else(|| panic!("{range} named in {problems:#}"));
-    assert!(p["location"].as_str().unwrap().contains(file), "{p:#}");
-    // Against the primary, the other copy differs: if that is the one hit,
-    // the primary is intact.
-    let mirror_hit = p["location"]
-        .as_str()
-        .unwrap()
-        .ends_with(&format!("copy on {hit_label}"));
+    let location = p["location"].as_str().unwrap();
+    assert!(location.contains(file), "{p:#}");
+    assert!(
+        location.ends_with(&format!("copy on {hit_label}")),
+        "the damaged copy is named: {p:#}"
+    );
     let repaired = cairn(&["group", "scrub", name, "--repair", "--json"])
         .ok()
         .json();
     assert_eq!(repaired["scrub"]["bytes_rewritten"], 4096, "{repaired:#}");
     let again = cairn(&["group", "scrub", name, "--json"]).ok().json();
     assert_eq!(again["scrub"]["problems"], serde_json::json!([]));
-    let out = dir.join("scrubbed.bin");
-    cairn(&["cp", file, out.to_str().unwrap()]).ok();
-    let got = std::fs::read(&out).unwrap();
-    if mirror_hit {
-        assert!(
-            got == source,
-            "the primary was intact: the file reads whole"
-        );
-    } else {
-        assert_eq!(&got[at as usize..at as usize + 4096], &[0x5A; 4096][..]);
-    }
+    // The repair wrote the primary's bytes over the damaged copy, and left
+    // the primary alone: on the devices, both copies are the block.
+    assert_eq!(raw(hit), block, "the repaired copy holds the block");
+    assert_eq!(raw(good), block, "the primary is untouched");
+    // Read with the repaired copy's failure group alone.
+    let alone: Vec<&str> = paths[..4]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i / 2 == hit.0 / 2)
+        .map(|(_, p)| p.as_str())
+        .collect();
+    let alone = alone.join(",");
+    let by_itself = |args: &[&str]| cairn_with(&alone, &[("CAIRN_RUN_DIR", run_dir)], args);
+    by_itself(&["cp", file, out.to_str().unwrap()]).ok();
+    assert!(
+        std::fs::read(&out).unwrap() == source,
+        "the file reads whole from the repaired copy's failure group alone"
+    );
     cairn(&["group", "check", name]).ok();
 }
 

@@ -1718,35 +1718,75 @@ fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
         );
     }
 
-    // One copy of a block of still.dbf rots on its disk.
-    use std::os::unix::fs::FileExt;
+    // One copy of a block of still.dbf rots on its disk: the mirror's, not
+    // the primary's (the copy a read of the file does not return — found
+    // by reading, never from scrub's own report).
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
     let at = 2 * MIB as usize + 4096;
     let source = std::fs::read(&src).unwrap();
     let block = &source[at..at + 4096];
-    let mut hits = Vec::new();
+    let mut hits: Vec<(usize, u64)> = Vec::new();
     for i in 0..4 {
-        let p = rig.path(&format!("d{i}.img"));
-        let bytes = std::fs::read(&p).unwrap();
+        let bytes = std::fs::read(rig.path(&format!("d{i}.img"))).unwrap();
         for (k, b) in bytes.chunks(4096).enumerate() {
             if b == block {
-                hits.push((p.clone(), k as u64 * 4096));
+                hits.push((i, k as u64 * 4096));
             }
         }
     }
     assert_eq!(hits.len(), 2, "two copies of the block: {hits:?}");
-    let (hit_path, hit_at) = hits[1].clone();
-    let device = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&hit_path)
-        .unwrap();
-    device.write_all_at(&[0x5A; 4096], hit_at).unwrap();
-    device.sync_all().unwrap();
+    assert_ne!(
+        hits[0].0 / 2,
+        hits[1].0 / 2,
+        "copies in failure groups A and B"
+    );
+    let put = |(i, offset): (usize, u64), bytes: &[u8]| {
+        let device = std::fs::OpenOptions::new()
+            .write(true)
+            .open(rig.path(&format!("d{i}.img")))
+            .unwrap();
+        device.write_all_at(bytes, offset).unwrap();
+        device.sync_all().unwrap();
+    };
+    // Around the page cache (it may still hold what `put` wrote).
+    let raw = |(i, offset): (usize, u64)| {
+        let device = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(rig.path(&format!("d{i}.img")))
+            .unwrap();
+        let mut buf = cairn_io::AlignedBuf::zeroed(4096);
+        device.read_exact_at(&mut buf, offset).unwrap();
+        buf.to_vec()
+    };
+    let out = rig.path("still.out");
+    let read_block = || {
+        rig.cairn(&["cp", "+DATA/still.dbf", out.to_str().unwrap()])
+            .ok();
+        std::fs::read(&out).unwrap()[at..at + 4096].to_vec()
+    };
+    let mut hit = hits[1];
+    put(hit, &[0x5A; 4096]);
+    let seen = read_block();
+    if seen != block {
+        assert_eq!(
+            seen,
+            vec![0x5A; 4096],
+            "a read returns one copy or the other"
+        );
+        put(hit, block);
+        hit = hits[0];
+        put(hit, &[0x5A; 4096]);
+        assert_eq!(read_block(), block, "a read returns the primary");
+    }
+    let good = if hit == hits[0] { hits[1] } else { hits[0] };
     let found = rig.cairn(&["group", "scrub", "DATA", "--wait", "--json"]);
     assert_eq!(found.code, 1, "{found:?}");
     let range = format!("bytes {at}..{}", at + 4096);
+    let named = format!("{range} (4 KiB) copy on D{}", hit.0);
     assert!(
-        found.stdout.contains(&range) && found.stdout.contains("still.dbf"),
-        "{found:?}"
+        found.stdout.contains(&named) && found.stdout.contains("still.dbf"),
+        "the damaged copy is named ({named}): {found:?}"
     );
     let repaired = rig
         .cairn(&["group", "scrub", "DATA", "--wait", "--repair", "--json"])
@@ -1762,8 +1802,28 @@ fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
         serde_json::json!([]),
         "{again:#}"
     );
+    // The repair wrote the primary's bytes over the damaged copy and left
+    // the primary alone: on the disks, both copies are the block.
+    assert_eq!(raw(hit), block, "the repaired copy holds the block");
+    assert_eq!(raw(good), block, "the primary is untouched");
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
+    // The file read with the repaired copy's failure group alone (the
+    // other's disks left out of the discovery string) is whole.
+    let alone: Vec<String> = (0..4)
+        .filter(|i| i / 2 == hit.0 / 2)
+        .map(|i| rig.arg(&format!("d{i}.img")))
+        .collect();
+    cairn_with(
+        &alone.join(","),
+        &[("CAIRN_RUN_DIR", &rig.run_dir)],
+        &["cp", "+DATA/still.dbf", out.to_str().unwrap()],
+    )
+    .ok();
+    assert!(
+        std::fs::read(&out).unwrap() == source,
+        "still.dbf reads whole from the repaired copy's failure group alone"
+    );
     rig.check_clean("DATA");
 }
 
@@ -2069,12 +2129,26 @@ fn a_served_group_replaces_an_offline_disk_and_refuses_what_it_must() {
     assert_eq!(joined["failgroup"], "B", "{disks}");
     assert_eq!(joined["state"], "ONLINE", "{disks}");
     // Every byte back, through the mount, with D3 gone for good.
-    assert_eq!(
-        std::fs::read(serving.path("DATA/a.bin")).unwrap(),
-        std::fs::read(&source).unwrap()
+    assert!(
+        std::fs::read(serving.path("DATA/a.bin")).unwrap() == std::fs::read(&source).unwrap(),
+        "a.bin reads back whole through the mount"
     );
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
+    // And from failure group B alone (D2 and the new disk): with A's disks
+    // there, a read takes A's copy wherever it is the primary, so a bad
+    // rebuild would hide behind it.
+    let out = rig.path("a.out");
+    cairn_with(
+        &format!("{},{new}", rig.arg("d2.img")),
+        &[("CAIRN_RUN_DIR", &rig.run_dir)],
+        &["cp", "+DATA/a.bin", out.to_str().unwrap()],
+    )
+    .ok();
+    assert!(
+        std::fs::read(&out).unwrap() == std::fs::read(&source).unwrap(),
+        "a.bin reads whole from failure group B alone, the rebuilt disk in it"
+    );
     rig.check_clean("DATA");
 }
 
