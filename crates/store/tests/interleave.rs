@@ -483,6 +483,8 @@ struct World {
     crash_at_ops: u64,
     crash_delay: usize,
     armed: AtomicBool,
+    /// Journal records written when the crash was armed.
+    records: AtomicU64,
     /// Data may have been silently damaged on a copy on the fault actor's
     /// disks (a misdirected write, bit rot): data blocks carry no
     /// checksums, so only a reader with its own check finds it.
@@ -516,6 +518,10 @@ impl World {
     fn count_op(&self) {
         let n = self.ops.fetch_add(1, Ordering::SeqCst) + 1;
         if n >= self.crash_at_ops && !self.armed.swap(true, Ordering::SeqCst) {
+            // Group commit, as of the crash (after it the group has
+            // usually stopped, and says nothing).
+            let records = self.live.meta(|g| g.journal_records()).unwrap_or(0);
+            self.records.store(records, Ordering::SeqCst);
             self.shared.crash_after(Some(self.crash_delay));
         }
     }
@@ -1658,8 +1664,8 @@ struct SeedFigures {
     reclaimed: u64,
     seed: u64,
     ops: u64,
-    /// Metadata operations (first-write marks included) and the journal
-    /// records they were committed in, before the crash: group commit.
+    /// Metadata operations (first-write marks included) before the crash,
+    /// and the journal records written when it was armed: group commit.
     meta_ops: u64,
     records: u64,
     switches: u64,
@@ -1708,6 +1714,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         crash_at_ops,
         crash_delay,
         armed: AtomicBool::new(false),
+        records: AtomicU64::new(0),
         silent_damage: AtomicBool::new(false),
         tainted: Mutex::new(BTreeSet::new()),
         accounts: Mutex::new(Accounts::default()),
@@ -1746,6 +1753,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         silent_damage,
         tainted,
         accounts,
+        records,
         offlined,
         resynced,
         scrubbed,
@@ -1763,7 +1771,7 @@ fn run_seed(seed: u64) -> SeedFigures {
     let mut tainted = tainted.into_inner().unwrap();
     let silent = silent_damage.load(Ordering::SeqCst);
     let meta_ops = group.operations_begun();
-    let records = group.meta(|g| g.journal_records()).unwrap_or(0);
+    let records = records.load(Ordering::SeqCst);
     if trace() {
         let states: Vec<_> = group
             .meta(|g| {
