@@ -6,6 +6,7 @@ use cairn_format::group::{
     decode_alias_block, decode_attributes, decode_disk_directory, decode_indirect,
     decode_summary, decode_templates, FileEntry, GroupSuper, JournalHeader, JournalRecord,
 };
+use cairn_format::heartbeat::Heartbeat;
 use cairn_format::meta::{self, BlockId, BlockType, BLOCK_BYTES};
 use libfuzzer_sys::fuzz_target;
 use uuid::Uuid;
@@ -16,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     block[..n].copy_from_slice(&data[..n]);
     // The envelope, with the address and group the block claims and others.
     let group = meta::claimed_group(&block).unwrap_or_else(Uuid::nil);
-    for block_type in [BlockType::GroupSuper, BlockType::FileEntry, BlockType::JournalRecord] {
+    for block_type in [BlockType::GroupSuper, BlockType::FileEntry, BlockType::JournalRecord, BlockType::Heartbeat] {
         let id = BlockId { block_type, owner: u32::from(block[0x20]), owner_tag: 0, index: u64::from(block[0x28]) };
         let _ = meta::open(&block, id, group);
         let _ = meta::open(&data[..n], id, group);
@@ -41,6 +42,12 @@ fuzz_target!(|data: &[u8]| {
     let _ = decode_templates(&block);
     let _ = decode_attributes(&block);
     let _ = JournalHeader::decode(&block);
+    let _ = Heartbeat::decode(&data[..n]);
+    if let Ok(beat) = Heartbeat::decode(&block) {
+        let mut again = meta::empty_block();
+        beat.encode_into(&mut again);
+        assert_eq!(Heartbeat::decode(&again[..]), Ok(beat));
+    }
     if let Ok(record) = JournalRecord::decode(&block) {
         let mut again = meta::empty_block();
         record.encode_into(&mut again);

@@ -167,6 +167,7 @@ pub fn open_group_files(
         &group_lock::run_dir(),
         // A member discovery misses is not lost: refuse, changing nothing.
         MissingDisks::Refuse,
+        cairn_store::group::heartbeat::Takeover::Refuse,
         open.engine,
         MOUNT_DEPTH,
     )
@@ -502,6 +503,7 @@ pub fn remove_created(
                 &name,
                 &group_lock::run_dir(),
                 MissingDisks::Refuse,
+                cairn_store::group::heartbeat::Takeover::Refuse,
             )
             .map_err(|e| e.to_string())?;
             let mut kept = Vec::new();

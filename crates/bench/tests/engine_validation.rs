@@ -174,6 +174,9 @@ impl<E: IoEngine> IoEngine for CorruptOnRead<E> {
     fn wait(&mut self, min: usize) -> Result<(), IoError> {
         self.inner.wait(min)
     }
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.inner.set_io_timeout(timeout);
+    }
     fn pop_completion(&mut self) -> Option<Completion> {
         let mut c = self.inner.pop_completion()?;
         if let Some(offset) = self.reads.remove(&c.tag) {

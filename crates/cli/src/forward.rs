@@ -1,46 +1,68 @@
-//! The CLI's side of the control socket: a command on a group that a
-//! running `cairn serve` holds is sent to it and carried out there; its
-//! output, progress and exit status come back and are shown as if this
-//! process had done the work (`docs/serve.md`, "The control socket").
+//! The CLI's side of the control socket: a command about a group that a
+//! running `cairn serve` holds is sent to it, typed, and carried out there;
+//! its events and reply come back and are shown as if this process had
+//! done the work (`docs/serve.md`, "The control socket").
 //!
-//! No service (no socket, or nobody answering on it), a socket this user may
-//! not open, or a service that does not hold the group: the CLI does the
-//! work itself, as it always has.
+//! No service (no socket, or nobody answering on it), or a service that
+//! does not hold the group: the CLI carries the command out itself, through
+//! the same executor. A socket this user may not use is said so: a service
+//! is there, and the command is meant to go through it.
 
 use std::io::{BufRead, BufReader};
 use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
 
-use anyhow::{anyhow, Result};
-use cairn_serve::control::{self, Reply, Request, PROTOCOL};
-
-use crate::Outcome;
+use cairn_command::event::Events;
+use cairn_command::reply::Reply;
+use cairn_command::request::Request;
+use cairn_command::wire::{self, ReplyLine, RequestLine, PROTOCOL};
+use cairn_serve::control;
 
 /// The longest reply line taken from a service (a listing of many files is
-/// one output reply).
+/// one reply).
 const REPLY_BYTES_MAX: u64 = 256 << 20;
 
-/// A `cp` out of a served group, as the service answers it: the path the
-/// file is read at through its file system, and (for a copy to a group)
-/// the source file's template.
-#[derive(Default)]
-pub(crate) struct ReadThrough {
-    pub(crate) path: Option<std::path::PathBuf>,
-    pub(crate) template: Option<String>,
+/// How a forwarded command failed: the status the CLI exits with, and the
+/// line it says.
+#[derive(Debug)]
+pub(crate) struct Refused {
+    pub(crate) status: u8,
+    pub(crate) message: String,
 }
 
-/// Send the command line `argv` (after the program's name) to the
-/// service, if one holds what it is about: `None` when the CLI is to carry
-/// it out itself. `fds`: descriptors the command hands over (the file `cp`
-/// copies in). `read_through`: set when the service answers a `cp` out of
-/// its group.
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+fn refused(message: String) -> Refused {
+    Refused { status: 1, message }
+}
+
+/// Send `request` to the service, if one answers for what it is about:
+/// `None` when the CLI is to carry it out itself. `fds`: descriptors the
+/// command hands over (the file `cp` copies in). Events go to `events` as
+/// they come.
 pub(crate) fn forward(
-    argv: Vec<String>,
-    discover_flag: Option<&str>,
+    request: &Request,
+    discovery: &str,
     fds: &[RawFd],
-    read_through: &mut ReadThrough,
-) -> Option<Result<Outcome>> {
-    let stream = UnixStream::connect(control::socket_path()).ok()?;
+    events: &mut dyn Events,
+) -> Option<Result<Reply, Refused>> {
+    let path = control::socket_path();
+    let stream = match UnixStream::connect(&path) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Some(Err(refused(format!(
+                "permission denied: this user may not use the Cairn service's socket {} (it is for root, the service's user and its --socket-group); ask to be added to that group, or run as root",
+                path.display()
+            ))))
+        }
+        Err(_) => return None,
+    };
     // Only a service run by root, or by this user, is told the command
     // (and believed): anyone else who made a socket there is not.
     let server = control::peer_of(&stream).ok()?;
@@ -48,89 +70,50 @@ pub(crate) fn forward(
     if server.uid != 0 && server.uid != unsafe { libc::geteuid() } {
         return None;
     }
-    let discovery = crate::discovery(discover_flag)
-        .map(|d| d.text)
-        .unwrap_or_default();
-    let json = argv.iter().any(|a| a == "--json");
-    let cwd = std::env::current_dir()
-        .ok()
-        .and_then(|d| d.into_os_string().into_string().ok())
-        .unwrap_or_default();
-    let request = Request {
+    let line = wire::encode_request(&RequestLine {
         protocol: PROTOCOL,
-        argv,
-        discovery,
-        cwd,
-    };
-    let mut line = serde_json::to_vec(&request).ok()?;
-    line.push(b'\n');
+        discovery: discovery.to_string(),
+        request: request.clone(),
+    });
     // A refusal (this user may not use the socket) may come, and the
-    // service stop reading, before the request is all sent: the answer
-    // is read either way.
+    // service stop reading, before the request is all sent: the answer is
+    // read either way.
     let sent = control::send_request(&stream, &line, fds);
     let mut replies = BufReader::new(std::io::Read::take(stream, REPLY_BYTES_MAX));
-    let mut bar: Option<indicatif::ProgressBar> = None;
     let mut first = true;
     let mut text = Vec::new();
     loop {
         text.clear();
-        let outcome = match replies.read_until(b'\n', &mut text) {
+        let line = match replies.read_until(b'\n', &mut text) {
             Ok(0) | Err(_) if first && sent.is_err() => return None,
-            Ok(0) | Err(_) => Err(anyhow!(
-                "the Cairn service ended the connection before the command finished (see its log); what the command did is in place, what it had not done is not"
-            )),
-            Ok(_) => match serde_json::from_slice::<Reply>(&text) {
-                Err(e) => Err(anyhow!("the Cairn service sent a reply this CLI does not understand ({e}); are they the same version?")),
-                Ok(Reply::NotHeld) if first => return None,
-                Ok(Reply::NotHeld) => Err(anyhow!("the Cairn service sent a reply out of order")),
-                Ok(Reply::Out(out)) => {
-                    print!("{out}");
-                    first = false;
-                    continue;
-                }
-                Ok(Reply::ReadThrough(path)) => {
-                    read_through.path = Some(path.into());
-                    first = false;
-                    continue;
-                }
-                Ok(Reply::SourceTemplate(t)) => {
-                    read_through.template = Some(t);
-                    first = false;
-                    continue;
-                }
-                Ok(Reply::Err(line)) => {
-                    eprintln!("{line}");
-                    first = false;
-                    continue;
-                }
-                Ok(Reply::Progress(p)) => {
-                    let b = bar.get_or_insert_with(|| {
-                        let b = match p.unit.as_str() {
-                            "byte" => crate::group_cmd::bytes_progress(json),
-                            _ => crate::group_cmd::au_progress(json),
-                        };
-                        b.set_message(p.what.clone());
-                        b
-                    });
-                    b.set_length(p.total);
-                    b.set_position(p.done);
-                    first = false;
-                    continue;
-                }
-                Ok(Reply::Exit { status, message }) => Ok(match (status, message) {
-                    (0, _) => Outcome::Done,
-                    (crate::EXIT_DEGRADED, m) => {
-                        Outcome::Degraded(m.unwrap_or_else(|| "the group is DEGRADED".into()))
-                    }
-                    (_, m) => Outcome::Failed(
-                        m.unwrap_or_else(|| "the Cairn service says the command failed".into()),
-                    ),
-                }),
-            },
+            Ok(0) | Err(_) => {
+                return Some(Err(refused(
+                    "the Cairn service ended the connection before the command finished (see its log); what the command did is in place, what it had not done is not".into(),
+                )))
+            }
+            Ok(_) => wire::decode_reply(text.strip_suffix(b"\n").unwrap_or(&text)),
         };
-        if let Some(b) = bar.take() {
-            b.finish_and_clear();
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                return Some(Err(refused(format!(
+                    "the Cairn service sent a reply this CLI does not understand ({e}); are they the same version?"
+                ))))
+            }
+        };
+        match line {
+            ReplyLine::NotHeld if first => return None,
+            ReplyLine::NotHeld => {
+                return Some(Err(refused(
+                    "the Cairn service sent a reply out of order".into(),
+                )))
+            }
+            ReplyLine::Event(e) => {
+                first = false;
+                events.send(e);
+            }
+            ReplyLine::Reply(r) => return Some(Ok(r)),
+            ReplyLine::Error { status, message } => return Some(Err(Refused { status, message })),
         }
-        return Some(outcome);
     }
 }

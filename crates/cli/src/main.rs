@@ -9,13 +9,13 @@
 
 mod awr_cmd;
 mod bench_cmd;
-mod console;
+mod cp_cmd;
 mod forward;
 mod group_cmd;
 mod oltp_cmd;
 mod render;
 mod serve_cmd;
-mod served;
+mod show;
 mod volume_cmd;
 
 use std::io::Write;
@@ -24,13 +24,14 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+use cairn_command::request::Request;
+use cairn_command::{Caller, Input, Outcome};
 use cairn_format::DiskLabel;
 use cairn_io::host::Host;
 use cairn_io::{new_file_engine, EngineKind, FileEngine};
 use cairn_store::admin::{self, LabelRequest};
-use cairn_store::discovery::{DiscoveryString, CONFIG_PATH_DEFAULT};
+use cairn_store::discovery::DiscoveryString;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use console::Console;
 
 /// The exit status of a `group check` that found nothing wrong but a disk not
 /// in use: not clean, and not damaged either.
@@ -281,11 +282,7 @@ pub(crate) fn parse_size(text: &str) -> Result<u64> {
 }
 
 pub(crate) fn discovery(flag: Option<&str>) -> Result<DiscoveryString> {
-    let env = std::env::var("CAIRN_DISCOVER").ok();
-    let config = std::env::var_os("CAIRN_CONFIG")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(CONFIG_PATH_DEFAULT));
-    Ok(DiscoveryString::resolve(flag, env.as_deref(), &config)?)
+    Ok(cairn_command::resolve_discovery(flag)?)
 }
 
 pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<()> {
@@ -308,42 +305,62 @@ pub(crate) fn now_unix_seconds() -> u64 {
         .unwrap_or(0)
 }
 
-/// What a command ended with: success, a failure already reported in part,
-/// or (for `group check`) a group that is consistent but degraded.
-pub(crate) enum Outcome {
-    Done,
-    Failed(String),
-    /// Exit status 3: distinct from a failure, as a degraded group is not a
-    /// damaged one.
-    Degraded(String),
-}
-
-fn run(cli: Cli, c: &mut Console<'_, '_>) -> Result<Outcome> {
+fn run(cli: Cli) -> Result<Outcome> {
     let host = Host::real();
-    let engine_kind = cli.engine;
+    let engine = cli.engine;
     match cli.noun {
-        Noun::Group(command) => group_cmd::run_group(c, command, engine_kind),
-        Noun::Bench(command) => bench_cmd::run_bench(command, engine_kind).map(|()| Outcome::Done),
-        Noun::Report(command) => bench_cmd::run_report(command).map(|()| Outcome::Done),
-        Noun::Awr(command) => awr_cmd::run_awr(command, engine_kind).map(|()| Outcome::Done),
+        Noun::Group(command) => {
+            let (discover, json) = command.flags();
+            let discover = discover.map(str::to_string);
+            let request = command.request()?;
+            carry_out(request, discover.as_deref(), json, engine)
+        }
         Noun::Ls {
             path,
             discover,
             output,
-        } => group_cmd::ls(c, engine_kind, &path, &discover, &output).map(|()| Outcome::Done),
+        } => carry_out(
+            Request::Ls { path },
+            discover.discover.as_deref(),
+            output.json,
+            engine,
+        ),
         Noun::Du {
             path,
             discover,
             output,
-        } => group_cmd::du(c, engine_kind, &path, &discover, &output).map(|()| Outcome::Done),
+        } => carry_out(
+            Request::Du { path },
+            discover.discover.as_deref(),
+            output.json,
+            engine,
+        ),
         Noun::Mkdir {
             path,
             parents,
             discover,
-        } => group_cmd::mkdir(c, engine_kind, &path, parents, &discover).map(|()| Outcome::Done),
-        Noun::Rm { paths, discover } => {
-            group_cmd::rm(c, engine_kind, &paths, &discover).map(|()| Outcome::Done)
-        }
+        } => carry_out(
+            Request::Mkdir { path, parents },
+            discover.discover.as_deref(),
+            false,
+            engine,
+        ),
+        Noun::Rm { paths, discover } => carry_out(
+            Request::Rm { paths },
+            discover.discover.as_deref(),
+            false,
+            engine,
+        ),
+        Noun::Mkalias {
+            target,
+            alias,
+            discover,
+        } => carry_out(
+            Request::Mkalias { target, alias },
+            discover.discover.as_deref(),
+            false,
+            engine,
+        ),
         Noun::Cp {
             source,
             dest,
@@ -358,36 +375,27 @@ fn run(cli: Cli, c: &mut Console<'_, '_>) -> Result<Outcome> {
                 .map(parse_size)
                 .transpose()
                 .context("--max-size")?;
-            let request = cairn_store::group_copy::CopyRequest {
-                source: &source,
-                dest: &dest,
-                template: template.as_deref(),
-                redundancy: redundancy.as_deref(),
+            let copy = cp_cmd::Copy {
+                source,
+                dest,
+                template,
+                redundancy,
                 max_bytes,
                 force,
+                discover: discover.discover,
+                engine,
             };
-            group_cmd::cp(c, engine_kind, &request, &discover).map(|()| Outcome::Done)
+            copy.run()
         }
-        Noun::Serve(args) => serve_cmd::serve(engine_kind, &host, &args),
-        // Reached only when no service answered (it carries volumes out).
         Noun::Volume(command) => {
-            command.check_name()?;
-            bail!(
-                "volumes are attached and managed by the Cairn service, and none holds group {} (socket {}): start one with `cairn serve --mountpoint DIR`",
-                command.group().unwrap_or_else(|| "any".into()),
-                cairn_serve::control::socket_path().display()
-            )
+            let json = command.json();
+            carry_out(command.request()?, None, json, engine)
         }
-        // Reached only when no service answered (it carries `status` out).
-        Noun::Status { .. } => bail!(
-            "no Cairn service answers on {} (start one with `cairn serve`, or set $CAIRN_SOCKET to its socket)",
-            cairn_serve::control::socket_path().display()
-        ),
-        Noun::Mkalias {
-            target,
-            alias,
-            discover,
-        } => group_cmd::mkalias(c, engine_kind, &target, &alias, &discover).map(|()| Outcome::Done),
+        Noun::Status { output } => carry_out(Request::Status, None, output.json, engine),
+        Noun::Bench(command) => bench_cmd::run_bench(command, engine).map(|()| Outcome::Done),
+        Noun::Report(command) => bench_cmd::run_report(command).map(|()| Outcome::Done),
+        Noun::Awr(command) => awr_cmd::run_awr(command, engine).map(|()| Outcome::Done),
+        Noun::Serve(args) => serve_cmd::serve(engine, &host, &args),
         Noun::Device(DeviceCommand::Probe { paths, output }) => {
             let mut probes = Vec::new();
             let mut failures = Vec::new();
@@ -407,8 +415,73 @@ fn run(cli: Cli, c: &mut Console<'_, '_>) -> Result<Outcome> {
                 _ => Outcome::Failed(failures.join("; ")),
             })
         }
-        Noun::Disk(command) => disk(command, cli.engine, &host),
+        Noun::Disk(command) => disk(command, engine, &host),
     }
+}
+
+/// A command's request carried out: by the service, when one answers for
+/// what it is about; else here, through the same executor, on a mount of
+/// this command's own. Its events are shown as it goes, then its reply.
+pub(crate) fn carry_out(
+    request: Request,
+    discover: Option<&str>,
+    json: bool,
+    engine: EngineArg,
+) -> Result<Outcome> {
+    let reply = request_reply(request, discover, json, engine, Input::default(), &[])?;
+    show::reply(&reply, json)
+}
+
+/// [`carry_out`] up to the reply, with what comes with the request: `fds`
+/// for the service, `input` for this process's own executor.
+pub(crate) fn request_reply(
+    request: Request,
+    discover: Option<&str>,
+    json: bool,
+    engine: EngineArg,
+    input: Input,
+    fds: &[std::os::fd::RawFd],
+) -> Result<cairn_command::Reply> {
+    let mut shown = show::Shown::new(json);
+    let forwarded = match request.concern() {
+        cairn_command::request::Concern::Asker => None,
+        _ => {
+            // The discovery string goes along as resolved: the service
+            // answers for a group only when it reaches the very group it
+            // holds.
+            let d = discovery(discover).map(|d| d.text).unwrap_or_default();
+            forward::forward(&request, &d, fds, &mut shown)
+        }
+    };
+    let reply = match forwarded {
+        Some(Ok(reply)) => reply,
+        Some(Err(refused)) => return Err(refused.into()),
+        None => execute_here(request, discover, engine, input, &mut shown)?,
+    };
+    shown.finish();
+    Ok(reply)
+}
+
+/// Carry `request` out in this process, on a mount of its own.
+pub(crate) fn execute_here(
+    request: Request,
+    discover: Option<&str>,
+    engine: EngineArg,
+    input: Input,
+    events: &mut dyn cairn_command::Events,
+) -> Result<cairn_command::Reply> {
+    let host = cairn_command::held::HeldHost::new(
+        discovery(discover)?,
+        engine_kind(engine),
+        cairn_store::group_lock::run_dir(),
+    );
+    Ok(cairn_command::execute(
+        &host,
+        &Caller::this_process(),
+        request,
+        input,
+        events,
+    )?)
 }
 
 fn disk(command: DiskCommand, engine_kind: EngineArg, host: &Host) -> Result<Outcome> {
@@ -524,11 +597,7 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    let argv: Option<Vec<String>> = std::env::args_os()
-        .skip(1)
-        .map(|a| a.into_string().ok())
-        .collect();
-    let outcome = dispatch(cli, argv);
+    let outcome = run(cli);
     match outcome {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::Failed(message)) => {
@@ -541,103 +610,17 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             eprintln!("cairn: error: {}", one_line(&format!("{error:#}")));
-            ExitCode::FAILURE
+            // A request line the service could not read at all is a
+            // malformed command, as clap's refusals are (exit 2).
+            let usage = error
+                .downcast_ref::<forward::Refused>()
+                .is_some_and(|r| r.status == 2);
+            if usage {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
-    }
-}
-
-/// Carry out a parsed command line: through a running service that holds
-/// what it is about, else here. `argv` is the command line after the
-/// program's name (what the service is sent); `None` when it is not text.
-fn dispatch(cli: Cli, argv: Option<Vec<String>>) -> Result<Outcome> {
-    // A command on a group a running service holds is carried out there.
-    let mut read_through = forward::ReadThrough::default();
-    let forwarded = served::concern(&cli.noun).and_then(|_| {
-        let flag = served::discover_flag(&cli.noun);
-        // `cp` into a group hands the service the file it copies from,
-        // opened here, with this user's rights. Only a regular file or a
-        // block device is opened before it is known who copies: opening a
-        // FIFO waits for its writer and takes what it writes, so a FIFO (or
-        // a source that cannot be opened) is left to the CLI, which says
-        // why.
-        let source = match &cli.noun {
-            Noun::Cp { source, .. } if source == "-" => None,
-            Noun::Cp { source, .. } if !source.starts_with('+') => {
-                use std::os::unix::fs::FileTypeExt;
-                let kind = std::fs::metadata(source).ok()?.file_type();
-                if !(kind.is_file() || kind.is_block_device()) {
-                    return None;
-                }
-                Some(std::fs::File::open(source).ok()?)
-            }
-            _ => None,
-        };
-        let fds: Vec<std::os::fd::RawFd> = match (&cli.noun, &source) {
-            (_, Some(f)) => vec![std::os::fd::AsRawFd::as_raw_fd(f)],
-            (Noun::Cp { source, .. }, None) if source == "-" => vec![0],
-            _ => Vec::new(),
-        };
-        forward::forward(argv.clone()?, flag, &fds, &mut read_through)
-    });
-    match (forwarded, read_through.path) {
-        (Some(Ok(Outcome::Done)), Some(at)) => match cli.noun {
-            // Between groups, the source served: read through the mount and
-            // copied in as a file — by the service again if it holds the
-            // destination too (handed the file opened here), else here.
-            Noun::Cp {
-                dest,
-                template,
-                redundancy,
-                max_size,
-                force,
-                discover,
-                ..
-            } if dest.starts_with('+') => {
-                // The global --engine as given; every value as --opt=value
-                // (a value may begin with '-').
-                let words: Vec<String> = argv.unwrap_or_default();
-                let mut next: Vec<String> = words
-                    .iter()
-                    .zip(words.iter().skip(1).chain(std::iter::once(&String::new())))
-                    .find_map(|(a, b)| match a.strip_prefix("--engine") {
-                        Some("") => Some(format!("--engine={b}")),
-                        Some(v) if v.starts_with('=') => Some(a.clone()),
-                        _ => None,
-                    })
-                    .into_iter()
-                    .collect();
-                next.extend(["cp".to_string(), at.display().to_string(), dest.clone()]);
-                if let Some(t) = template.or(read_through.template) {
-                    next.push(format!("--template={t}"));
-                }
-                if let Some(r) = redundancy {
-                    next.push(format!("--redundancy={r}"));
-                }
-                if let Some(m) = max_size {
-                    next.push(format!("--max-size={m}"));
-                }
-                if force {
-                    next.push("--force".to_string());
-                }
-                if let Some(d) = discover.discover {
-                    next.push(format!("--discover={d}"));
-                }
-                let then = Cli::try_parse_from(
-                    std::iter::once("cairn".to_string()).chain(next.iter().cloned()),
-                )
-                .context("the copy in from the mount")?;
-                dispatch(then, Some(next))
-            }
-            Noun::Cp {
-                source,
-                dest,
-                force,
-                ..
-            } => group_cmd::cp_out_served(&at, &source, &dest, force).map(|()| Outcome::Done),
-            _ => Ok(Outcome::Done),
-        },
-        (Some(outcome), _) => outcome,
-        (None, _) => run(cli, &mut Console::Std),
     }
 }
 

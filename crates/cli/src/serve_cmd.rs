@@ -33,9 +33,12 @@ pub(crate) struct ServeArgs {
     /// The control socket the CLI reaches the service by (default: $CAIRN_SOCKET, else /run/cairn/cairn.sock).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// Members of this group may use the control socket too (root and the service's own user always may).
+    /// Members of this group may use the control socket too (root and the service's own user always may): listings, and file commands checked against their own credentials as the mount checks them.
     #[arg(long, value_name = "GROUP")]
     socket_group: Option<String>,
+    /// Members of this group may also give administrative commands through the socket (online, offline, alter, scrub, reclaim, set ...); without it only root and the service's own user may. Its members must reach the socket too (--socket-group).
+    #[arg(long, value_name = "GROUP")]
+    admin_group: Option<String>,
     /// Let every user reach the file system (FUSE's allow_other; each file's mode and owner still apply). Without it only root may: a database running as its own user needs it.
     #[arg(long)]
     allow_other: bool,
@@ -102,6 +105,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
             name,
             &group_lock::run_dir(),
             group::MissingDisks::MarkOffline,
+            group::heartbeat::Takeover::Refuse,
             engine_kind(engine),
             SERVE_DEPTH,
         );
@@ -131,23 +135,27 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
     };
     let mountpoint =
         std::path::absolute(&args.mountpoint).unwrap_or_else(|_| args.mountpoint.clone());
-    let discover_flag = args.discover.discover.clone();
+    let admin_gid = args
+        .admin_group
+        .as_deref()
+        .map(cairn_serve::control::group_id)
+        .transpose()?;
+    let host_options = cairn_serve::host::HostOptions {
+        mountpoint,
+        discovery: d,
+        discover_flag: args.discover.discover.clone(),
+        engine: engine_kind(engine),
+        admin_gid,
+        paths,
+    };
     let attach_volumes = args.attach_volumes;
     let commands: cairn_serve::MakeCommands = Box::new(move |held| {
-        let groups = held
-            .into_iter()
-            .map(|held| crate::served::HeldGroup {
-                paths: std::sync::Mutex::new(paths.remove(&held.name).unwrap_or_default()),
-                held,
-            })
-            .collect();
-        let commands =
-            crate::served::ServedCommands::new(groups, mountpoint, (d, discover_flag), engine);
-        commands.resume_pending();
+        let host = cairn_serve::host::ServedHost::new(held, host_options);
+        host.resume_pending();
         if attach_volumes {
-            commands.attach_recorded_volumes();
+            host.attach_recorded_volumes();
         }
-        Arc::new(commands)
+        Arc::new(host)
     });
     let control = cairn_serve::Control { socket, commands };
     if let Err(e) = &flusher {

@@ -151,6 +151,84 @@ fn a_text_that_only_mentions_reports_is_not_read_as_one() {
     assert_eq!(parsed[0]["format"], "awr_text");
 }
 
+/// AWR reports as people paste them (docs/awr-formats.md §5): an excerpt
+/// from the Load Profile or the host table on, a report inside a mail, and
+/// the seed post whose excerpts were cut, through `awr parse` and `awr
+/// workload`.
+#[test]
+fn pasted_reports_and_excerpts_are_read_as_their_whole_report() {
+    let dir = scratch();
+    let parsed = |file: &PathBuf| {
+        let json = cairn(s(dir.path()), &["awr", "parse", "--json", s(file)])
+            .ok()
+            .json();
+        json[0].clone()
+    };
+    const SECTIONS: &[&str] = &[
+        "load_profile",
+        "io_profile",
+        "instance_activity",
+        "top_events",
+        "foreground_events",
+        "background_events",
+        "wait_classes",
+        "histograms",
+        "iostat_by_function",
+        "parameters",
+    ];
+    let whole = parsed(&corpus("text/awr_122.txt"));
+    for excerpt in [
+        "pasted/awr_122_from_load_profile.txt",
+        "pasted/awr_122_from_host_table.txt",
+    ] {
+        let part = parsed(&corpus(excerpt));
+        for section in SECTIONS {
+            assert_eq!(part[section], whole[section], "{excerpt}: {section}");
+        }
+        assert!(part["load_profile"].as_array().unwrap().len() > 15);
+    }
+    let host = parsed(&corpus("pasted/awr_122_from_host_table.txt"));
+    assert_eq!(host["header"]["host"], "oracle1");
+    assert_eq!(
+        host["header"]["elapsed_min"],
+        whole["header"]["elapsed_min"]
+    );
+    // A whole report in a mail: the report's figures, the mail's none.
+    let mail = parsed(&corpus("pasted/awr_11201_in_a_mail.txt"));
+    let alone = parsed(&corpus("text/awr_11201.txt"));
+    for section in SECTIONS.iter().chain(&["header"]) {
+        assert_eq!(mail[section], alone[section], "mail: {section}");
+    }
+    // `awr workload` reads them the same way: the same classes.
+    let classes = |file: &PathBuf| -> Vec<String> {
+        cairn(s(dir.path()), &["awr", "workload", s(file)])
+            .ok()
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("wd=") || l.starts_with("rd="))
+            .map(str::to_string)
+            .collect()
+    };
+    let from_whole = classes(&corpus("text/awr_11201.txt"));
+    assert!(from_whole.len() >= 5, "{from_whole:?}");
+    assert_eq!(
+        classes(&corpus("pasted/awr_11201_in_a_mail.txt")),
+        from_whole
+    );
+    assert_eq!(
+        classes(&corpus("pasted/awr_122_from_host_table.txt")),
+        classes(&corpus("text/awr_122.txt"))
+    );
+    // The seed post: what is left of a report in it is a pasted header, so
+    // it is refused in one line saying where that is, never read as figures.
+    let post = corpus("pasted/blog_post_003_shape.txt");
+    for command in ["parse", "workload"] {
+        cairn(s(dir.path()), &["awr", command, s(&post)]).refused(
+            "no Load Profile, Instance Activity Stats or wait events could be read (the report is lines",
+        );
+    }
+}
+
 #[test]
 fn workload_writes_a_parameter_file_that_bench_run_accepts() {
     let dir = scratch();

@@ -429,13 +429,12 @@ fn shrink_and_grow(
 
 /// `group scrub` on the group `shrink_and_grow` left: clean at first; then
 /// one copy of a 4 KiB block of `file` (at 8 MiB + 64 KiB) is overwritten
-/// on its device — the mirror's, not the primary's: the copy a read of
-/// the file does not return (found by reading, never from scrub's own
-/// report) — and the scrub names that byte range and that copy; with
-/// `--repair` it rewrites the mirror from the primary, and scrubs clean
-/// after. Then both copies as they lie on their devices hold the block's
-/// bytes, and the file read with the repaired copy's failure group alone
-/// (the other's disks left out of the discovery string) is whole.
+/// on its device, and the scrub names that byte range and both copies. Two
+/// copies that differ: `--repair` alone rewrites nothing (nothing says
+/// which is right); with `--prefer` the untouched copy's disk it rewrites
+/// the other from it and scrubs clean after. Then both copies as they lie
+/// on their devices hold the block's bytes, and the file read with the
+/// untouched copy's disk offline (the repaired copy alone) is whole.
 fn scrub(
     dir: &Path,
     discover: &str,
@@ -467,15 +466,15 @@ fn scrub(
     }
     assert_eq!(hits.len(), 2, "two copies of the block: {hits:?}");
     assert_ne!(hits[0].0 / 2, hits[1].0 / 2, "copies in two failure groups");
-    let put = |(i, offset): (usize, u64), bytes: &[u8]| {
-        let device = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&paths[i])
-            .unwrap();
-        device.write_all_at(bytes, offset).unwrap();
-        device.sync_all().unwrap();
-    };
-    // Around the page cache (it may still hold what `put` wrote).
+    let (hit, good) = (hits[1], hits[0]);
+    let device = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&paths[hit.0])
+        .unwrap();
+    device.write_all_at(&[0x5A; 4096], hit.1).unwrap();
+    device.sync_all().unwrap();
+    drop(device);
+    // A copy as it lies on its device, around the page cache.
     let raw = |(i, offset): (usize, u64)| {
         use std::os::unix::fs::OpenOptionsExt;
         let device = std::fs::OpenOptions::new()
@@ -487,43 +486,26 @@ fn scrub(
         device.read_exact_at(&mut buf, offset).unwrap();
         buf.to_vec()
     };
-    let out = dir.join("scrubbed.bin");
-    let read_block = || {
-        cairn(&["cp", file, out.to_str().unwrap()]).ok();
-        std::fs::read(&out).unwrap()[at as usize..at as usize + 4096].to_vec()
-    };
-    // Damage one copy; if a read of the file now returns the damage, that
-    // copy is the primary: put it back and damage the other.
-    let mut hit = hits[1];
-    put(hit, &[0x5A; 4096]);
-    let seen = read_block();
-    if seen != block {
-        assert_eq!(
-            seen,
-            vec![0x5A; 4096],
-            "a read returns one copy or the other"
-        );
-        put(hit, block);
-        hit = hits[0];
-        put(hit, &[0x5A; 4096]);
-        assert_eq!(read_block(), block, "a read returns the primary");
-    }
-    let good = if hit == hits[0] { hits[1] } else { hits[0] };
     let rows = cairn(&["group", "disks", name, "--json"]).ok().json();
-    let canon = std::fs::canonicalize(&paths[hit.0]).unwrap();
-    let hit_label = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| {
-            d["path"]
-                .as_str()
-                .is_some_and(|p| std::fs::canonicalize(p).ok() == Some(canon.clone()))
-        })
-        .unwrap_or_else(|| panic!("{} in {rows:#}", paths[hit.0]))["label"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let label_of = |path: &str| {
+        let canon = std::fs::canonicalize(path).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|d| {
+                d["path"]
+                    .as_str()
+                    .is_some_and(|p| std::fs::canonicalize(p).ok() == Some(canon.clone()))
+            })
+            .unwrap_or_else(|| panic!("{path} in {rows:#}"))["label"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let hit_label = label_of(&paths[hit.0]);
+    // The copy the test did not touch: the one that is right, known from
+    // the source file, not from what scrub says.
+    let good_label = label_of(&paths[good.0]);
     let found = cairn(&["group", "scrub", name, "--json"]);
     assert_eq!(
         found.code, 1,
@@ -541,34 +523,62 @@ fn scrub(
         .unwrap_or_else(|| panic!("{range} named in {problems:#}"));
     let location = p["location"].as_str().unwrap();
     assert!(location.contains(file), "{p:#}");
-    assert!(
-        location.ends_with(&format!("copy on {hit_label}")),
-        "the damaged copy is named: {p:#}"
+    // Two copies that differ: both are named (nothing says which is
+    // damaged), each once.
+    let named = location
+        .rsplit_once("copies on ")
+        .map(|(_, disks)| {
+            let mut d: Vec<&str> = disks.split(", ").collect();
+            d.sort_unstable();
+            d
+        })
+        .unwrap_or_default();
+    let mut both = vec![hit_label.as_str(), good_label.as_str()];
+    both.sort_unstable();
+    assert_eq!(named, both, "both copies are named: {p:#}");
+    // Two copies that differ: nothing says which is right, and a repair
+    // does not guess (it would rewrite the good copy from the bad one half
+    // the time).
+    assert!(p["what"].as_str().unwrap().contains("--prefer"), "{p:#}");
+    let unsure = cairn(&["group", "scrub", name, "--repair", "--json"]);
+    assert_eq!(unsure.code, 1, "{}", unsure.stderr);
+    assert_eq!(unsure.json()["scrub"]["bytes_rewritten"], 0);
+    assert_eq!(
+        raw(hit),
+        vec![0x5A; 4096],
+        "nothing rewritten without a choice"
     );
-    let repaired = cairn(&["group", "scrub", name, "--repair", "--json"])
-        .ok()
-        .json();
+    assert_eq!(raw(good), block, "nothing rewritten without a choice");
+    // Told which copy to keep, it rewrites the other from it.
+    let repaired = cairn(&[
+        "group",
+        "scrub",
+        name,
+        "--repair",
+        "--prefer",
+        &good_label,
+        "--json",
+    ])
+    .ok()
+    .json();
     assert_eq!(repaired["scrub"]["bytes_rewritten"], 4096, "{repaired:#}");
     let again = cairn(&["group", "scrub", name, "--json"]).ok().json();
     assert_eq!(again["scrub"]["problems"], serde_json::json!([]));
-    // The repair wrote the primary's bytes over the damaged copy, and left
-    // the primary alone: on the devices, both copies are the block.
+    // On the devices, both copies are the block: the damaged one
+    // rewritten, the preferred one left alone.
     assert_eq!(raw(hit), block, "the repaired copy holds the block");
-    assert_eq!(raw(good), block, "the primary is untouched");
-    // Read with the repaired copy's failure group alone.
-    let alone: Vec<&str> = paths[..4]
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| i / 2 == hit.0 / 2)
-        .map(|(_, p)| p.as_str())
-        .collect();
-    let alone = alone.join(",");
-    let by_itself = |args: &[&str]| cairn_with(&alone, &[("CAIRN_RUN_DIR", run_dir)], args);
-    by_itself(&["cp", file, out.to_str().unwrap()]).ok();
+    assert_eq!(raw(good), block, "the preferred copy is untouched");
+    // The repaired copy alone serves the file: the good copy's disk is
+    // taken offline, and the file reads whole, as the source.
+    cairn(&["group", "offline", name, &good_label]).ok();
+    let out = dir.join("scrubbed.bin");
+    cairn(&["cp", file, out.to_str().unwrap()]).ok();
+    let got = std::fs::read(&out).unwrap();
     assert!(
-        std::fs::read(&out).unwrap() == source,
-        "the file reads whole from the repaired copy's failure group alone"
+        got == source,
+        "the copy on {hit_label}, repaired, reads as the source"
     );
+    cairn(&["group", "online", name, &good_label]).ok();
     cairn(&["group", "check", name]).ok();
 }
 

@@ -260,14 +260,14 @@ fn decode_extents(
 // ---------------------------------------------------------------------------
 // Names stored in fixed fields
 
-fn put_name(out: &mut [u8], name: &str) {
+pub(crate) fn put_name(out: &mut [u8], name: &str) {
     assert!(name.len() <= out.len(), "invariant: name fits its field");
     out.fill(0);
     out[..name.len()].copy_from_slice(name.as_bytes());
 }
 
 /// A zero-padded ASCII name; printable, no interior zero.
-fn get_name(raw: &[u8], field: &'static str) -> Result<String, MetaError> {
+pub(crate) fn get_name(raw: &[u8], field: &'static str) -> Result<String, MetaError> {
     let len = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
     if raw[len..].iter().any(|b| *b != 0) {
         return Err(invalid(field, "bytes after the terminating zero"));
@@ -279,13 +279,13 @@ fn get_name(raw: &[u8], field: &'static str) -> Result<String, MetaError> {
     Ok(String::from_utf8_lossy(bytes).into_owned())
 }
 
-fn cast<T: FromBytes + KnownLayout + Immutable>(bytes: &[u8]) -> &T {
+pub(crate) fn cast<T: FromBytes + KnownLayout + Immutable>(bytes: &[u8]) -> &T {
     T::ref_from_prefix(bytes)
         .expect("invariant: payload layouts fit the payload")
         .0
 }
 
-fn cast_mut<T: FromBytes + IntoBytes + KnownLayout>(bytes: &mut [u8]) -> &mut T {
+pub(crate) fn cast_mut<T: FromBytes + IntoBytes + KnownLayout>(bytes: &mut [u8]) -> &mut T {
     T::mut_from_prefix(bytes)
         .expect("invariant: payload layouts fit the payload")
         .0
@@ -469,7 +469,7 @@ pub struct RawDiskDirectory {
 }
 
 /// A member disk's state in the group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum DiskState {
     /// Read and written.
@@ -845,14 +845,21 @@ pub const GROUP_RO_COMPAT_FILE_ATTRS: u64 = 1;
 /// call an AU that holds data returned: it may mount the group only
 /// read-only.
 pub const GROUP_RO_COMPAT_CLEAN_MAP: u64 = 2;
+/// Ro-compatible group feature: whoever writes the group keeps a heartbeat
+/// on its disks ([`crate::heartbeat`]) and checks the others' before it
+/// mounts. A Cairn that does not know it would mount a group another host
+/// is writing, and both would write: it may mount the group only
+/// read-only.
+pub const GROUP_RO_COMPAT_MULTIHOST: u64 = 4;
 /// The ro-compatible group features this code knows.
-pub const GROUP_RO_COMPAT_KNOWN: u64 = GROUP_RO_COMPAT_FILE_ATTRS | GROUP_RO_COMPAT_CLEAN_MAP;
+pub const GROUP_RO_COMPAT_KNOWN: u64 =
+    GROUP_RO_COMPAT_FILE_ATTRS | GROUP_RO_COMPAT_CLEAN_MAP | GROUP_RO_COMPAT_MULTIHOST;
 
 /// A file's POSIX attributes: what `stat` says of it through the file
 /// system. The byte size is the file's length in bytes; the entry's
 /// `size_bytes` stays whole sectors (what the data path reads and writes),
 /// at least `byte_size` and less than a sector more. atime is not kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileAttrs {
     /// Permission bits ([`MODE_BITS`]).
     pub mode: u32,
@@ -930,7 +937,7 @@ impl FileAttrs {
 
 /// A directory's POSIX attributes, in its name record's reserved bytes
 /// (under [`GROUP_RO_COMPAT_FILE_ATTRS`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DirAttrs {
     /// Permission bits ([`MODE_BITS`]).
     pub mode: u16,
@@ -1174,7 +1181,7 @@ pub struct RawAliasBlock {
 }
 
 /// What a name in the alias directory is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AliasKind {
     Directory,

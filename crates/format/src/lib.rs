@@ -11,6 +11,7 @@ pub mod disk_label;
 pub mod extent_map;
 pub mod foreign;
 pub mod group;
+pub mod heartbeat;
 pub mod layout;
 pub mod meta;
 

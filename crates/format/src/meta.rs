@@ -86,6 +86,8 @@ pub enum BlockType {
     JournalRecord = 12,
     /// A disk's returnable map ([`crate::group::AtLayout::clean_offset_bytes`]).
     AtClean = 13,
+    /// A disk's heartbeat ([`crate::heartbeat`]).
+    Heartbeat = 14,
 }
 
 impl BlockType {
@@ -103,6 +105,7 @@ impl BlockType {
             11 => Self::JournalHeader,
             12 => Self::JournalRecord,
             13 => Self::AtClean,
+            14 => Self::Heartbeat,
             _ => return None,
         })
     }
@@ -121,6 +124,7 @@ impl BlockType {
             Self::JournalHeader => "journal header",
             Self::JournalRecord => "journal record",
             Self::AtClean => "discard map",
+            Self::Heartbeat => "heartbeat",
         }
     }
 }

@@ -27,6 +27,7 @@ use cairn_format::group::{
     FILE_ATTRIBUTES, FILE_DIRECTORY, FILE_JOURNAL, FILE_TEMPLATES, STRIPING_COARSE, STRIPING_FINE,
     SUPER_SLOT_OFFSETS_BYTES,
 };
+use cairn_format::heartbeat::{Heartbeat, HeartbeatState, HEARTBEAT_OFFSET_BYTES};
 use cairn_format::meta::{self, Block, BlockId, BlockType, BLOCK_BYTES};
 use cairn_format::FeatureSet;
 use uuid::Uuid;
@@ -677,6 +678,61 @@ fn journal_fixtures() {
     );
 }
 
+/// Disk 1's heartbeat, sequence 42, by host `dbhost1` (pid 4242), whose
+/// mount wrote superblock generation 3, beating every second and stopping
+/// after 10 seconds without one landing; written 500 ms after `CREATED`.
+fn heartbeat() -> Heartbeat {
+    Heartbeat {
+        host_id: Uuid::from_u128(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10),
+        host_name: "dbhost1".into(),
+        pid: 4242,
+        written_unix_ms: CREATED * 1000 + 500,
+        mount_generation: 3,
+        interval_ms: 1000,
+        fail_intervals: 10,
+        state: HeartbeatState::Active,
+    }
+}
+
+fn heartbeat_id() -> BlockId {
+    per_disk(BlockType::Heartbeat, 1, HEARTBEAT_OFFSET_BYTES)
+}
+
+fn heartbeat_block() -> Box<Block> {
+    sealed(heartbeat_id(), 42, |b| heartbeat().encode_into(b))
+}
+
+#[test]
+fn heartbeat_fixture() {
+    check_fixture(
+        "heartbeat",
+        &heartbeat_block(),
+        "Heartbeat of disk 1 (block 1), sequence 42: host dbhost1, host id\n\
+         01020304-0506-0708-090a-0b0c0d0e0f10, pid 4242, written 1763700000500 ms,\n\
+         mount generation 3, every 1000 ms, stops after 10 intervals, active. Every\n\
+         byte after the last line is zero.",
+    );
+    let bytes = fixture_bytes("heartbeat");
+    opens_as(&bytes, heartbeat_id(), 42);
+    assert_eq!(Heartbeat::decode(&bytes), Ok(heartbeat()));
+    // The offsets the format document quotes.
+    let b = heartbeat_block();
+    assert_eq!(u16_at(&b[..], 0x0C), 14, "block type");
+    assert_eq!(u64_at(&b[..], 0x28), 1, "index");
+    assert_eq!(&b[0x40..0x50], heartbeat().host_id.as_bytes(), "host_id");
+    assert_eq!(
+        u64_at(&b[..], 0x50),
+        CREATED * 1000 + 500,
+        "written_unix_ms"
+    );
+    assert_eq!(u64_at(&b[..], 0x58), 3, "mount_generation");
+    assert_eq!(u32_at(&b[..], 0x60), 1000, "interval_ms");
+    assert_eq!(u16_at(&b[..], 0x64), 10, "fail_intervals");
+    assert_eq!(b[0x66], 1, "state");
+    assert_eq!(u32_at(&b[..], 0x68), 4242, "pid");
+    assert_eq!(&b[0x70..0x77], b"dbhost1", "host_name");
+}
+
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
 }
@@ -812,6 +868,7 @@ fn self_addresses_are_distinct() {
         attribute_id(),
         journal_header_id(),
         journal_record_id(),
+        heartbeat_id(),
     ];
     for (i, a) in ids.iter().enumerate() {
         for b in &ids[i + 1..] {

@@ -14,6 +14,12 @@
 //! Faults, all driven by the seed so a failing run replays exactly:
 //! - read and write errors on byte ranges, or at a rate per million requests (EIO);
 //! - a lost disk: every request fails with ENXIO;
+//! - a hung disk ([`SimEngine::hang_disk`]): a request to it takes no effect
+//!   and never completes — with an I/O timeout set
+//!   ([`IoEngine::set_io_timeout`]) it completes with `TimedOut` that long
+//!   after its submission, in simulated time (waiting moves the time
+//!   there), with no buffer back; with none, a wait for it is a caller that
+//!   would hang for ever, and panics saying so;
 //! - bit rot: a bit flipped in stored data, reported to the test, silent to the reader;
 //! - misdirected writes at a rate: the data lands at another aligned offset and the
 //!   write reports success;
@@ -173,6 +179,7 @@ pub struct SimDisk {
     pending: Vec<PendingWrite>,
     pub faults: DiskFaults,
     lost: bool,
+    hung: bool,
 }
 
 impl SimDisk {
@@ -317,7 +324,14 @@ pub struct SimEngine {
     events: Vec<FaultEvent>,
     /// The time shared with the caller, if any (see [`SimEngine::with_clock`]).
     clock: Option<SimClock>,
+    /// See [`IoEngine::set_io_timeout`]: for requests submitted from now on.
+    io_timeout_ns: Option<u64>,
+    /// Requests to a hung disk that timed out so far.
+    timed_out: u64,
 }
+
+/// The due time of a request to a hung disk with no timeout: never.
+const NEVER: u64 = u64::MAX;
 
 impl SimEngine {
     /// An engine whose every random choice follows `seed`.
@@ -338,6 +352,8 @@ impl SimEngine {
             stats: EngineStats::default(),
             events: Vec::new(),
             clock: None,
+            io_timeout_ns: None,
+            timed_out: 0,
         }
     }
 
@@ -378,6 +394,7 @@ impl SimEngine {
             pending: Vec::new(),
             faults: DiskFaults::default(),
             lost: false,
+            hung: false,
         });
         DeviceId(u32::try_from(self.disks.len() - 1).expect("invariant: fewer than 2^32 disks"))
     }
@@ -389,6 +406,23 @@ impl SimEngine {
     /// The disk disappears: every request to it fails with ENXIO from now on.
     pub fn lose_disk(&mut self, device: DeviceId) {
         self.disk_mut(device).lost = true;
+    }
+
+    /// The disk stops answering (`true`) or answers again (`false`): see
+    /// the module's notes. Requests that hung stay timed out (they never
+    /// took effect).
+    pub fn hang_disk(&mut self, device: DeviceId, hung: bool) {
+        self.disk_mut(device).hung = hung;
+    }
+
+    /// Requests to a hung disk that timed out so far.
+    pub fn timed_out(&self) -> u64 {
+        self.timed_out
+    }
+
+    /// Whether the disk is hung.
+    pub fn is_hung(&self, device: DeviceId) -> bool {
+        self.disks.get(device.0 as usize).is_some_and(|d| d.hung)
     }
 
     /// A lost disk comes back after a power cycle: what it had not made
@@ -529,6 +563,11 @@ impl SimEngine {
                 reached = false;
                 break;
             }
+            assert!(
+                due_ns != NEVER,
+                "invariant: a wait for a hung disk's request with no I/O timeout set would hang for ever (seed {})",
+                self.seed
+            );
             self.in_flight.pop();
             self.now_ns = self.now_ns.max(due_ns);
             if let Some((disk, issued_at_ns)) = self.flushes.remove(&sequence) {
@@ -538,6 +577,9 @@ impl SimEngine {
                 .waiting
                 .remove(&sequence)
                 .expect("invariant: every in-flight entry has its completion");
+            if matches!(completion.result, Err(IoError::TimedOut { .. })) {
+                self.timed_out += 1;
+            }
             self.ready.push_back(completion);
         }
         if let Some(clock) = &self.clock {
@@ -708,9 +750,35 @@ impl IoEngine for SimEngine {
         }
         let latency = self.latency_ns.start
             + self.rng.next_u64() % (self.latency_ns.end - self.latency_ns.start);
-        let completes_at_ns = self.now_ns + latency;
-        let result = self.perform(request.device, &mut request.op, completes_at_ns);
+        let mut completes_at_ns = self.now_ns + latency;
         let kind = request.op.kind();
+        if self.is_hung(request.device) {
+            // Nothing happens on the disk; the caller hears at its timeout.
+            let (offset_bytes, len_bytes) = request.op.range();
+            completes_at_ns = self
+                .io_timeout_ns
+                .map_or(NEVER, |t| self.now_ns.saturating_add(t));
+            self.sequence += 1;
+            self.in_flight
+                .push(Reverse((completes_at_ns, self.sequence)));
+            self.waiting.insert(
+                self.sequence,
+                Completion {
+                    device: request.device,
+                    tag: request.tag,
+                    kind,
+                    result: Err(IoError::TimedOut {
+                        kind,
+                        offset_bytes,
+                        len_bytes,
+                        timeout_ms: self.io_timeout_ns.unwrap_or(0) / 1_000_000,
+                    }),
+                    buf: None,
+                },
+            );
+            return Ok(());
+        }
+        let result = self.perform(request.device, &mut request.op, completes_at_ns);
         if kind == OpKind::Flush && result.is_ok() {
             self.flushes
                 .insert(self.sequence + 1, (request.device.0 as usize, self.now_ns));
@@ -762,6 +830,10 @@ impl IoEngine for SimEngine {
 
     fn pop_completion(&mut self) -> Option<Completion> {
         self.ready.pop_front()
+    }
+
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.io_timeout_ns = timeout.map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX));
     }
 
     fn in_flight(&self) -> usize {
@@ -905,6 +977,9 @@ impl IoEngine for CrashAfter {
             .pop_front()
             .or_else(|| self.inner.pop_completion())
     }
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.inner.set_io_timeout(timeout);
+    }
     fn in_flight(&self) -> usize {
         self.inner.in_flight() + self.vanished.len()
     }
@@ -970,6 +1045,10 @@ impl<E: IoEngine> IoEngine for Stall<E> {
 
     fn wait_timeout(&mut self, min: usize, timeout: std::time::Duration) -> Result<(), IoError> {
         self.inner.wait_timeout(min, timeout)
+    }
+
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.inner.set_io_timeout(timeout);
     }
 
     fn pop_completion(&mut self) -> Option<Completion> {

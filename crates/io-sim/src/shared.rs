@@ -95,6 +95,7 @@ impl SharedSim {
             id,
             geometries,
             depth_max,
+            io_timeout: None,
         }
     }
 
@@ -133,6 +134,8 @@ pub struct SimHandle {
     id: u32,
     geometries: Vec<Geometry>,
     depth_max: usize,
+    /// This handle's I/O timeout, given to the simulator with each request.
+    io_timeout: Option<std::time::Duration>,
 }
 
 impl IoEngine for SimHandle {
@@ -170,6 +173,7 @@ impl IoEngine for SimHandle {
             tag: engine_tag,
             op: request.op,
         };
+        state.sim.set_io_timeout(self.io_timeout);
         match state.sim.submit(routed) {
             Ok(()) => {
                 state.next_tag += 1;
@@ -220,6 +224,10 @@ impl IoEngine for SimHandle {
             *n = n.saturating_sub(1);
         }
         Some(c)
+    }
+
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.io_timeout = timeout;
     }
 
     fn in_flight(&self) -> usize {

@@ -482,3 +482,86 @@ fn a_shared_clock_is_the_disks_time_and_its_callers() {
     assert_eq!(engine.pop_completion().unwrap().tag, 1);
     assert_eq!(clock.now_ns(), 501_200_000);
 }
+
+/// A hung disk answers nothing: with an I/O timeout, each request to it
+/// completes with `TimedOut` exactly that long after it was submitted (in
+/// simulated time, which the wait moves there), without its buffer and
+/// without taking effect; other disks go on; once it answers again, new
+/// requests do. With no timeout, waiting for it is a bug the simulator
+/// names instead of hanging.
+#[test]
+fn a_hung_disk_times_out_in_simulated_time_and_takes_nothing() {
+    let mut engine = SimEngine::new(11, 16);
+    let hung = engine.add_disk(geometry(16 << 20, 4096, 4096, 1 << 20));
+    let fine = engine.add_disk(geometry(16 << 20, 4096, 4096, 1 << 20));
+    write(&mut engine, hung, 0, &[1u8; 4096], false).unwrap();
+    engine.set_io_timeout(Some(std::time::Duration::from_secs(30)));
+    engine.hang_disk(hung, true);
+    let start = engine.now_ns();
+    engine
+        .submit(Request {
+            device: hung,
+            tag: 1,
+            op: Op::Write {
+                offset_bytes: 0,
+                buf: AlignedBuf::from_slice(&[2u8; 4096]),
+                fua: false,
+            },
+        })
+        .unwrap();
+    engine
+        .submit(Request {
+            device: fine,
+            tag: 2,
+            op: Op::Write {
+                offset_bytes: 0,
+                buf: AlignedBuf::from_slice(&[3u8; 4096]),
+                fua: false,
+            },
+        })
+        .unwrap();
+    engine.wait(1).unwrap();
+    let c = engine.pop_completion().unwrap();
+    assert_eq!((c.tag, c.result), (2, Ok(4096)), "the other disk goes on");
+    assert!(
+        engine.now_ns() < start + 30_000_000_000,
+        "the other disk did not wait"
+    );
+    engine.wait(1).unwrap();
+    let c = engine.pop_completion().unwrap();
+    assert_eq!(c.tag, 1);
+    assert!(
+        matches!(
+            c.result,
+            Err(IoError::TimedOut {
+                timeout_ms: 30_000,
+                ..
+            })
+        ),
+        "{c:?}"
+    );
+    assert!(c.buf.is_none());
+    assert_eq!(engine.now_ns(), start + 30_000_000_000);
+    assert_eq!(engine.timed_out(), 1);
+    engine.hang_disk(hung, false);
+    assert_eq!(
+        engine.contents(hung, 0, 4096),
+        vec![1u8; 4096],
+        "the hung write took no effect"
+    );
+    assert_eq!(read(&mut engine, hung, 0, 4096), Ok(vec![1u8; 4096]));
+
+    engine.set_io_timeout(None);
+    engine.hang_disk(hung, true);
+    engine
+        .submit(Request {
+            device: hung,
+            tag: 3,
+            op: Op::Flush,
+        })
+        .unwrap();
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.wait(1)));
+    let why = waited.unwrap_err();
+    let why = why.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(why.contains("would hang for ever (seed 11)"), "{why}");
+}

@@ -174,6 +174,10 @@ impl IoEngine for Counted {
         self.inner.wait_timeout(min_completions, timeout)
     }
 
+    fn set_io_timeout(&mut self, timeout: Option<Duration>) {
+        self.inner.set_io_timeout(timeout);
+    }
+
     fn pop_completion(&mut self) -> Option<Completion> {
         let c = self.inner.pop_completion()?;
         if let Some(io) = self.counters.get(&c.device) {

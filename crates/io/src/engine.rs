@@ -17,6 +17,13 @@
 //! Errors in completions are operational (the device said no); a request the
 //! engine could not even attempt also completes with an error, so the caller has
 //! one place to look.
+//!
+//! A device may hang as well as fail (a SAN path that stops answering). With
+//! an I/O timeout set ([`IoEngine::set_io_timeout`]), a request not complete
+//! that long after its submission completes with [`IoError::TimedOut`], as if
+//! the device had failed it. Whatever the kernel still holds of it (the
+//! buffer it may write into) stays with the engine until the kernel lets go:
+//! see each backend for how.
 
 use std::fmt;
 
@@ -181,6 +188,14 @@ pub enum IoError {
     UnknownDevice(DeviceId),
     #[error("the I/O engine failed: {}", std::io::Error::from_raw_os_error(*errno))]
     Engine { errno: i32 },
+    /// The device did not answer within the engine's I/O timeout.
+    #[error("{kind} of {len_bytes} bytes at offset {offset_bytes} did not complete within {timeout_ms} ms (the device does not answer)")]
+    TimedOut {
+        kind: OpKind,
+        offset_bytes: u64,
+        len_bytes: u64,
+        timeout_ms: u64,
+    },
 }
 
 impl IoError {
@@ -188,6 +203,7 @@ impl IoError {
     pub fn errno(&self) -> Option<i32> {
         match self {
             IoError::Os { errno, .. } | IoError::Engine { errno } => Some(*errno),
+            IoError::TimedOut { .. } => Some(libc::ETIMEDOUT),
             _ => None,
         }
     }
@@ -244,6 +260,16 @@ pub trait IoEngine: Send {
 
     /// The next ready completion, if any.
     fn pop_completion(&mut self) -> Option<Completion>;
+
+    /// Complete every request not done `timeout` after its submission with
+    /// [`IoError::TimedOut`] (`None`: wait for the device however long it
+    /// takes). Applies to requests submitted from now on. A timed-out
+    /// request's completion hands no buffer back: the device may still
+    /// hold it, and the engine keeps it until the device lets go (each
+    /// backend says how). No default: a wrapper passes it on, and an engine
+    /// whose requests cannot hang (in memory) says so where it ignores it —
+    /// a wrapper that forgot would leave a group with no timeout at all.
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>);
 
     /// Hand an opened device to an engine that works on files (a disk that
     /// joins a live group); an engine that does not (a simulator) drops it

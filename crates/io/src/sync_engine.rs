@@ -3,9 +3,26 @@
 //! Each request runs to the end inside `submit` and its completion waits in a
 //! queue, so the semantics are the simplest possible — the yardstick the
 //! io_uring backend is held to, and the fallback where io_uring is refused.
+//!
+//! Timeouts ([`IoEngine::set_io_timeout`]): a blocking pread cannot be timed
+//! out in the thread that makes it, so with a timeout set each request runs
+//! on a worker thread of the engine's while `submit` waits for it, at most
+//! the timeout. A request that does not come back in time completes with
+//! [`IoError::TimedOut`], and its worker is abandoned with the request's
+//! buffer (and a reference to its device): the worker frees both and ends
+//! when the system call returns. The next request gets a new worker. At most
+//! [`ABANDONED_MAX`] workers may be stuck at once; past that a request times
+//! out at once without reaching the device (the device is not answering
+//! anyway), so a hung device costs a bounded number of threads. The price
+//! of a timeout is a hand-over between threads per request; without one,
+//! requests run in the caller's thread as before.
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::buf::AlignedBuf;
 use crate::device::DeviceFile;
@@ -16,13 +33,33 @@ use crate::engine::{
 use crate::geometry::Geometry;
 use crate::uring_engine::RETRY_MAX;
 
+/// Workers of one engine that may be stuck in a device at once, beyond its
+/// running one.
+pub const ABANDONED_MAX: usize = 16;
+
+/// What a worker is handed, and hands back.
+type Job = (Arc<DeviceFile>, Op);
+type Done = (Op, Result<u64, IoError>, EngineStats);
+
+/// The thread a timed request runs on.
+struct Worker {
+    jobs: mpsc::Sender<Job>,
+    done: mpsc::Receiver<Done>,
+}
+
 /// pread/pwrite engine over attached devices.
 pub struct SyncEngine {
-    /// By id; `None` once detached (ids are not reused).
-    devices: Vec<Option<DeviceFile>>,
+    /// By id; `None` once detached (ids are not reused). Shared with a
+    /// worker running a request on it.
+    devices: Vec<Option<Arc<DeviceFile>>>,
     ready: VecDeque<Completion>,
     depth_max: usize,
     stats: EngineStats,
+    io_timeout: Option<Duration>,
+    worker: Option<Worker>,
+    /// Workers alive, this engine's current one included (each ends when
+    /// its channel closes and its request is done).
+    workers: Arc<AtomicUsize>,
 }
 
 impl SyncEngine {
@@ -33,92 +70,175 @@ impl SyncEngine {
             ready: VecDeque::with_capacity(depth_max),
             depth_max,
             stats: EngineStats::default(),
+            io_timeout: None,
+            worker: None,
+            workers: Arc::new(AtomicUsize::new(0)),
         }
     }
 
-    fn run(&mut self, device: DeviceId, op: &mut Op) -> Result<u64, IoError> {
-        let dev = self
-            .devices
-            .get(device.0 as usize)
-            .and_then(Option::as_ref)
-            .ok_or(IoError::UnknownDevice(device))?;
-        validate(dev.geometry(), op)?;
-        let kind = op.kind();
-        let (offset_bytes, len_bytes) = op.range();
-        let os = |err: io::Error, at: u64, len: u64| IoError::Os {
-            kind,
-            offset_bytes: at,
-            len_bytes: len,
-            errno: err.raw_os_error().unwrap_or(libc::EIO),
+    /// Run `op` on `device`, in this thread or, with a timeout, on the
+    /// worker; the op (and so its buffer) comes back with the result unless
+    /// it timed out.
+    fn run(&mut self, device: DeviceId, mut op: Op) -> (Option<Op>, Result<u64, IoError>) {
+        let Some(dev) = self.devices.get(device.0 as usize).and_then(Option::clone) else {
+            return (Some(op), Err(IoError::UnknownDevice(device)));
         };
-        let fd = dev.raw_fd();
-        let sector = u64::from(dev.geometry().logical_sector_bytes);
-        match op {
-            Op::Read { buf, .. } => {
-                for (start, len) in pieces(len_bytes, dev.geometry().max_transfer_aligned_bytes()) {
-                    self.stats.device_requests += 1;
-                    transfer(
-                        kind,
-                        offset_bytes + start,
-                        sector,
-                        &mut buf[start as usize..(start + len) as usize],
-                        |chunk, at| {
-                            // SAFETY: chunk is a valid, writable slice of the owned buffer.
-                            unsafe {
-                                libc::pread(
-                                    fd,
-                                    chunk.as_mut_ptr().cast(),
-                                    chunk.len(),
-                                    at as libc::off_t,
-                                )
-                            }
-                        },
-                    )?;
+        let Some(timeout) = self.io_timeout else {
+            let result = run_op(&dev, &mut op, &mut self.stats);
+            return (Some(op), result);
+        };
+        let timed_out = |op: &Op| {
+            let (offset_bytes, len_bytes) = op.range();
+            IoError::TimedOut {
+                kind: op.kind(),
+                offset_bytes,
+                len_bytes,
+                timeout_ms: timeout.as_millis() as u64,
+            }
+        };
+        if self.worker.is_none() {
+            if self.workers.load(Ordering::SeqCst) > ABANDONED_MAX {
+                let error = timed_out(&op);
+                return (Some(op), Err(error));
+            }
+            match spawn_worker(self.workers.clone()) {
+                Ok(w) => self.worker = Some(w),
+                Err(e) => {
+                    let errno = e.raw_os_error().unwrap_or(libc::EAGAIN);
+                    return (Some(op), Err(IoError::Engine { errno }));
                 }
-                self.stats.bytes_read += len_bytes;
-            }
-            Op::Write { buf, fua, .. } => {
-                let flags = if *fua { libc::RWF_DSYNC } else { 0 };
-                for (start, len) in pieces(len_bytes, dev.geometry().max_transfer_aligned_bytes()) {
-                    self.stats.device_requests += 1;
-                    transfer(
-                        kind,
-                        offset_bytes + start,
-                        sector,
-                        &mut buf[start as usize..(start + len) as usize],
-                        |chunk, at| {
-                            let iov = libc::iovec {
-                                iov_base: chunk.as_mut_ptr().cast(),
-                                iov_len: chunk.len(),
-                            };
-                            // SAFETY: iov points into the owned buffer for its length;
-                            // pwritev2 only reads it.
-                            unsafe { libc::pwritev2(fd, &iov, 1, at as libc::off_t, flags) }
-                        },
-                    )?;
-                }
-                self.stats.bytes_written += len_bytes;
-            }
-            Op::Flush => {
-                self.stats.device_requests += 1;
-                // SAFETY: fdatasync on an open fd has no memory-safety preconditions.
-                if unsafe { libc::fdatasync(fd) } != 0 {
-                    return Err(os(io::Error::last_os_error(), 0, 0));
-                }
-            }
-            Op::Discard { .. } => {
-                self.stats.device_requests += 1;
-                dev.discard_now(offset_bytes, len_bytes)
-                    .map_err(|e| os(e, offset_bytes, len_bytes))?;
-            }
-            Op::WriteZeroes { .. } => {
-                self.stats.device_requests += 1;
-                dev.write_zeroes_now(offset_bytes, len_bytes)
-                    .map_err(|e| os(e, offset_bytes, len_bytes))?;
             }
         }
-        Ok(len_bytes)
+        let worker = self
+            .worker
+            .as_ref()
+            .expect("invariant: a worker was just made");
+        let error = timed_out(&op);
+        if let Err(mpsc::SendError((_, op))) = worker.jobs.send((dev, op)) {
+            self.worker = None;
+            return (Some(op), Err(IoError::Engine { errno: libc::EPIPE }));
+        }
+        match worker.done.recv_timeout(timeout) {
+            Ok((op, result, stats)) => {
+                self.stats.device_requests += stats.device_requests;
+                self.stats.bytes_read += stats.bytes_read;
+                self.stats.bytes_written += stats.bytes_written;
+                (Some(op), result)
+            }
+            Err(_) => {
+                // Abandoned with the request: see the module's notes.
+                self.worker = None;
+                (None, Err(error))
+            }
+        }
     }
+}
+
+/// A worker for timed requests: runs each job it is sent and sends it back,
+/// until its engine lets go of it.
+fn spawn_worker(alive: Arc<AtomicUsize>) -> io::Result<Worker> {
+    let (jobs, inbox) = mpsc::channel::<Job>();
+    let (outbox, done) = mpsc::channel::<Done>();
+    alive.fetch_add(1, Ordering::SeqCst);
+    let counted = alive.clone();
+    let spawned = std::thread::Builder::new()
+        .name("cairn-sync-io".into())
+        .spawn(move || {
+            while let Ok((dev, mut op)) = inbox.recv() {
+                let mut stats = EngineStats::default();
+                let result = run_op(&dev, &mut op, &mut stats);
+                drop(dev);
+                if outbox.send((op, result, stats)).is_err() {
+                    break;
+                }
+            }
+            counted.fetch_sub(1, Ordering::SeqCst);
+        });
+    if let Err(e) = spawned {
+        alive.fetch_sub(1, Ordering::SeqCst);
+        return Err(e);
+    }
+    Ok(Worker { jobs, done })
+}
+
+/// Carry out `op` on `dev` with pread/pwrite and friends, counting it in `stats`.
+fn run_op(dev: &DeviceFile, op: &mut Op, stats: &mut EngineStats) -> Result<u64, IoError> {
+    validate(dev.geometry(), op)?;
+    let kind = op.kind();
+    let (offset_bytes, len_bytes) = op.range();
+    let os = |err: io::Error, at: u64, len: u64| IoError::Os {
+        kind,
+        offset_bytes: at,
+        len_bytes: len,
+        errno: err.raw_os_error().unwrap_or(libc::EIO),
+    };
+    let fd = dev.raw_fd();
+    let sector = u64::from(dev.geometry().logical_sector_bytes);
+    match op {
+        Op::Read { buf, .. } => {
+            for (start, len) in pieces(len_bytes, dev.geometry().max_transfer_aligned_bytes()) {
+                stats.device_requests += 1;
+                transfer(
+                    kind,
+                    offset_bytes + start,
+                    sector,
+                    &mut buf[start as usize..(start + len) as usize],
+                    |chunk, at| {
+                        // SAFETY: chunk is a valid, writable slice of the owned buffer.
+                        unsafe {
+                            libc::pread(
+                                fd,
+                                chunk.as_mut_ptr().cast(),
+                                chunk.len(),
+                                at as libc::off_t,
+                            )
+                        }
+                    },
+                )?;
+            }
+            stats.bytes_read += len_bytes;
+        }
+        Op::Write { buf, fua, .. } => {
+            let flags = if *fua { libc::RWF_DSYNC } else { 0 };
+            for (start, len) in pieces(len_bytes, dev.geometry().max_transfer_aligned_bytes()) {
+                stats.device_requests += 1;
+                transfer(
+                    kind,
+                    offset_bytes + start,
+                    sector,
+                    &mut buf[start as usize..(start + len) as usize],
+                    |chunk, at| {
+                        let iov = libc::iovec {
+                            iov_base: chunk.as_mut_ptr().cast(),
+                            iov_len: chunk.len(),
+                        };
+                        // SAFETY: iov points into the owned buffer for its length;
+                        // pwritev2 only reads it.
+                        unsafe { libc::pwritev2(fd, &iov, 1, at as libc::off_t, flags) }
+                    },
+                )?;
+            }
+            stats.bytes_written += len_bytes;
+        }
+        Op::Flush => {
+            stats.device_requests += 1;
+            // SAFETY: fdatasync on an open fd has no memory-safety preconditions.
+            if unsafe { libc::fdatasync(fd) } != 0 {
+                return Err(os(io::Error::last_os_error(), 0, 0));
+            }
+        }
+        Op::Discard { .. } => {
+            stats.device_requests += 1;
+            dev.discard_now(offset_bytes, len_bytes)
+                .map_err(|e| os(e, offset_bytes, len_bytes))?;
+        }
+        Op::WriteZeroes { .. } => {
+            stats.device_requests += 1;
+            dev.write_zeroes_now(offset_bytes, len_bytes)
+                .map_err(|e| os(e, offset_bytes, len_bytes))?;
+        }
+    }
+    Ok(len_bytes)
 }
 
 /// Move all of `chunk` with `call` (pread or pwrite), as the io_uring engine
@@ -180,18 +300,27 @@ impl IoEngine for SyncEngine {
         if !self.ready.is_empty() {
             return None;
         }
-        self.devices.get_mut(device.0 as usize)?.take()
+        let slot = self.devices.get_mut(device.0 as usize)?;
+        // A worker abandoned in a hung request may still hold it: busy.
+        let file = Arc::try_unwrap(slot.take()?);
+        match file {
+            Ok(file) => Some(file),
+            Err(shared) => {
+                *slot = Some(shared);
+                None
+            }
+        }
     }
 
-    fn submit(&mut self, mut request: Request) -> Result<(), SubmitError> {
+    fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
         if self.ready.len() >= self.depth_max {
             return Err(SubmitError::QueueFull(request));
         }
         self.stats.requests += 1;
-        let result = self.run(request.device, &mut request.op);
         let kind = request.op.kind();
-        let buf: Option<AlignedBuf> = match request.op {
-            Op::Read { buf, .. } | Op::Write { buf, .. } => Some(buf),
+        let (op, result) = self.run(request.device, request.op);
+        let buf: Option<AlignedBuf> = match op {
+            Some(Op::Read { buf, .. } | Op::Write { buf, .. }) => Some(buf),
             _ => None,
         };
         self.ready.push_back(Completion {
@@ -213,6 +342,10 @@ impl IoEngine for SyncEngine {
         self.ready.pop_front()
     }
 
+    fn set_io_timeout(&mut self, timeout: Option<Duration>) {
+        self.io_timeout = timeout;
+    }
+
     fn in_flight(&self) -> usize {
         self.ready.len()
     }
@@ -228,11 +361,11 @@ impl IoEngine for SyncEngine {
 
 impl FileEngine for SyncEngine {
     fn attach(&mut self, device: DeviceFile) -> DeviceId {
-        self.devices.push(Some(device));
+        self.devices.push(Some(Arc::new(device)));
         DeviceId(u32::try_from(self.devices.len() - 1).expect("invariant: fewer than 2^32 devices"))
     }
 
     fn device(&self, device: DeviceId) -> Option<&DeviceFile> {
-        self.devices.get(device.0 as usize)?.as_ref()
+        self.devices.get(device.0 as usize)?.as_deref()
     }
 }

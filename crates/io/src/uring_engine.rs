@@ -8,7 +8,43 @@
 //! Buffer lifetime: the kernel writes into (or reads from) a request's buffer
 //! until that piece's CQE arrives. The buffer is a heap allocation owned by the
 //! request entry, which is removed only after its last CQE is reaped, and `Drop`
-//! waits for every piece still in the kernel before anything is freed.
+//! waits for every piece still in the kernel before anything is freed — or,
+//! for pieces that timed out, hands the ring and those buffers to a reaper
+//! thread that waits for them (below).
+//!
+//! Timeouts ([`IoEngine::set_io_timeout`]): each request carries a deadline,
+//! checked in `wait` (which sleeps in the kernel no longer than the earliest
+//! one). At its deadline a request completes with [`IoError::TimedOut`] at
+//! once; its pieces never handed to the kernel are dropped, and those in the
+//! kernel are *parked*: the request entry, and so its buffer, stays until
+//! their CQEs arrive, and is then dropped without a completion (the caller
+//! has had its answer). The completion hands back no buffer. A parked
+//! request no longer counts as in flight (the caller may submit others in
+//! its place), but its pieces still count against the kernel's `sq_entries`,
+//! so a device that hangs for good fills at most the ring: later pieces wait
+//! in the backlog and time out there.
+//!
+//! The engine also asks the kernel to cancel each parked piece
+//! (IORING_OP_ASYNC_CANCEL, best effort: no room in the submission queue,
+//! no cancel). What that achieves depends on where the piece waits. A read
+//! or write of a file on a FUSE file system runs in an io-wq worker (FUSE
+//! files take no non-blocking attempt), blocked in the FUSE request: the
+//! cancel signals the worker, the kernel sends the daemon an INTERRUPT, and
+//! then waits on (killably, or not at all once the daemon has the request)
+//! until the daemon answers — a daemon that honours interrupts ends it with
+//! EINTR, one that does not (or a hung SAN behind a loop device, whose bio is
+//! already in the block layer, where cancel does nothing: -EALREADY) keeps
+//! the piece until the device answers or the FUSE connection is aborted.
+//! Hence parking rather than freeing: nothing the engine does can make the
+//! kernel let go of the buffer sooner.
+//!
+//! `Drop` with parked pieces (or pieces past their deadline) left does not
+//! wait for them: the ring, the parked requests and their buffers go to a
+//! thread of their own that reaps them and then frees everything, so the
+//! dropper (a data handle let go of, a service stopping) is never held by a
+//! hung device. That thread lives as long as the device hangs; a process
+//! that exits meanwhile ends it (its exit waits for the kernel's pieces as
+//! any process with I/O in flight does).
 //!
 //! Bounds: at most `depth_max` requests outstanding; at most `sq_entries` pieces
 //! in the kernel (the CQ has twice as many slots, so it cannot overflow); a piece
@@ -20,6 +56,8 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::mem::ManuallyDrop;
+use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring};
 use slab::Slab;
@@ -34,6 +72,9 @@ use crate::geometry::Geometry;
 
 /// Retries of one piece after EAGAIN or EINTR before the request fails.
 pub const RETRY_MAX: u8 = 8;
+/// The `user_data` of an ASYNC_CANCEL's own CQE (never a piece's key: the
+/// pieces slab holds at most `sq_entries`).
+const CANCEL_KEY: u64 = u64::MAX;
 /// Largest submission queue the engine asks for.
 const SQ_ENTRIES_MAX: usize = 4096;
 /// Slots in the registered-file table of an engine built with `register_files`.
@@ -72,6 +113,11 @@ struct InFlight {
     fua: bool,
     pieces_left: u64,
     error: Option<IoError>,
+    /// When it times out (`None`: no timeout was set when it was submitted).
+    deadline: Option<Instant>,
+    /// It timed out and its completion was handed out: its pieces still in
+    /// the kernel are waited for, and then it is dropped with its buffer.
+    parked: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -85,7 +131,8 @@ struct Piece {
 
 /// io_uring engine over attached devices.
 pub struct UringEngine {
-    ring: IoUring,
+    /// Taken by `Drop` only (handed to a reaper thread, or dropped).
+    ring: ManuallyDrop<IoUring>,
     sq_entries: usize,
     /// By id; `None` once detached (ids are not reused).
     devices: Vec<Option<DeviceFile>>,
@@ -98,6 +145,13 @@ pub struct UringEngine {
     reaped: Vec<(u64, i32)>,
     depth_max: usize,
     stats: EngineStats,
+    /// See [`IoEngine::set_io_timeout`].
+    io_timeout: Option<Duration>,
+    /// The earliest deadline of a request in `requests` not parked, or
+    /// later (a cached lower bound, so `wait` scans only when it passed).
+    next_deadline: Option<Instant>,
+    /// Requests in `requests` that are parked.
+    parked: usize,
     /// Devices are addressed by their index in the registered-file table.
     fixed_files: bool,
     /// The registered-file table exists (it may hold earlier devices even
@@ -149,7 +203,7 @@ impl UringEngine {
             flags.push("registered_files");
         }
         Ok(Self {
-            ring,
+            ring: ManuallyDrop::new(ring),
             sq_entries,
             devices: Vec::new(),
             requests: Slab::with_capacity(depth_max),
@@ -159,6 +213,9 @@ impl UringEngine {
             reaped: Vec::with_capacity(2 * sq_entries),
             depth_max,
             stats: EngineStats::default(),
+            io_timeout: None,
+            next_deadline: None,
+            parked: 0,
             fixed_files,
             files_table: fixed_files,
             flags,
@@ -290,6 +347,9 @@ impl UringEngine {
         );
         for i in 0..self.reaped.len() {
             let (key, result) = self.reaped[i];
+            if key == CANCEL_KEY {
+                continue;
+            }
             let piece = self.pieces.remove(key as usize);
             self.finish_piece(piece, result);
         }
@@ -297,6 +357,17 @@ impl UringEngine {
 
     fn finish_piece(&mut self, piece: Piece, result: i32) {
         let request = &mut self.requests[piece.request];
+        if request.parked {
+            // Its caller has had its completion: the kernel is done with
+            // this piece's part of the buffer, and with the last piece the
+            // buffer goes.
+            request.pieces_left -= 1;
+            if request.pieces_left == 0 {
+                self.requests.remove(piece.request);
+                self.parked -= 1;
+            }
+            return;
+        }
         let at = request.offset_bytes + piece.start_bytes;
         if result < 0 {
             let errno = -result;
@@ -359,6 +430,156 @@ impl UringEngine {
             result,
             buf: request.buf,
         });
+    }
+}
+
+impl UringEngine {
+    /// Time out every request past its deadline (see the module's notes):
+    /// its completion is ready now, its pieces not yet in the kernel are
+    /// dropped, and it is parked if the kernel holds any.
+    fn expire(&mut self) {
+        let Some(next) = self.next_deadline else {
+            return;
+        };
+        let now = Instant::now();
+        if next > now {
+            return;
+        }
+        let timeout_ms = self.io_timeout.map_or(0, |t| t.as_millis() as u64);
+        let expired: Vec<usize> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| !r.parked && r.deadline.is_some_and(|d| d <= now))
+            .map(|(key, _)| key)
+            .collect();
+        for key in expired {
+            let before = self.backlog.len();
+            self.backlog.retain(|p| p.request != key);
+            let dropped = (before - self.backlog.len()) as u64;
+            let request = &mut self.requests[key];
+            request.pieces_left -= dropped;
+            let error = IoError::TimedOut {
+                kind: request.kind,
+                offset_bytes: request.offset_bytes,
+                len_bytes: request.len_bytes,
+                timeout_ms,
+            };
+            let (device, tag, kind) = (request.device, request.tag, request.kind);
+            let buf = if request.pieces_left == 0 {
+                // The kernel holds none of it: the buffer goes back.
+                self.requests.remove(key).buf
+            } else {
+                request.parked = true;
+                self.parked += 1;
+                let in_kernel: Vec<u64> = self
+                    .pieces
+                    .iter()
+                    .filter(|(_, p)| p.request == key)
+                    .map(|(k, _)| k as u64)
+                    .collect();
+                for k in in_kernel {
+                    let cancel = opcode::AsyncCancel::new(k).build().user_data(CANCEL_KEY);
+                    // SAFETY: a cancel names a piece by its user_data and
+                    // points at no memory.
+                    if unsafe { self.ring.submission().push(&cancel) }.is_err() {
+                        break;
+                    }
+                }
+                None
+            };
+            self.ready.push_back(Completion {
+                device,
+                tag,
+                kind,
+                result: Err(error),
+                buf,
+            });
+        }
+        self.next_deadline = self
+            .requests
+            .iter()
+            .filter(|(_, r)| !r.parked)
+            .filter_map(|(_, r)| r.deadline)
+            .min();
+    }
+
+    /// Submit what is queued and wait for a CQE, at most `timeout`.
+    fn enter_timeout(&mut self, timeout: Duration) -> Result<(), IoError> {
+        let timespec = types::Timespec::from(timeout);
+        let args = types::SubmitArgs::new().timespec(&timespec);
+        match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(IoError::Engine {
+                errno: e.raw_os_error().unwrap_or(libc::EIO),
+            }),
+        }
+    }
+
+    /// Wait in the kernel for a CQE, no later than the next deadline.
+    fn enter_wait(&mut self) -> Result<(), IoError> {
+        match self.next_deadline {
+            Some(deadline) => {
+                self.enter_timeout(deadline.saturating_duration_since(Instant::now()))
+            }
+            None => self.enter(1),
+        }
+    }
+
+    /// Pieces in the kernel that belong to a request not parked.
+    fn live_pieces(&self) -> bool {
+        self.pieces
+            .iter()
+            .any(|(_, p)| !self.requests[p.request].parked)
+    }
+}
+
+/// What a dropped engine leaves the kernel: its ring and the parked
+/// requests whose pieces it still holds, buffers and all.
+struct Parked {
+    ring: IoUring,
+    requests: Slab<InFlight>,
+    pieces: Slab<Piece>,
+    files_table: bool,
+}
+
+impl Parked {
+    /// Reap until the kernel holds nothing of ours, then free it all. If
+    /// the ring fails, leak the buffers rather than free memory the kernel
+    /// may still write.
+    fn reap(mut self) {
+        while !self.pieces.is_empty() {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
+                Err(_) => {
+                    std::mem::forget(self);
+                    return;
+                }
+            }
+            for cqe in self.ring.completion() {
+                let key = cqe.user_data();
+                if key == CANCEL_KEY || !self.pieces.contains(key as usize) {
+                    continue;
+                }
+                let piece = self.pieces.remove(key as usize);
+                let request = &mut self.requests[piece.request];
+                request.pieces_left -= 1;
+                if request.pieces_left == 0 {
+                    self.requests.remove(piece.request);
+                }
+            }
+        }
+        if self.files_table {
+            self.ring.submitter().unregister_files().ok();
+        }
     }
 }
 
@@ -453,7 +674,12 @@ impl IoEngine for UringEngine {
             fua,
             pieces_left: piece_count,
             error: None,
+            deadline: self.io_timeout.map(|t| Instant::now() + t),
+            parked: false,
         });
+        if let Some(deadline) = self.requests[key].deadline {
+            self.next_deadline = Some(self.next_deadline.map_or(deadline, |d| d.min(deadline)));
+        }
         if split {
             self.backlog.extend(
                 pieces(len_bytes, max_piece).map(|(start_bytes, len)| Piece {
@@ -486,6 +712,7 @@ impl IoEngine for UringEngine {
         loop {
             self.push_backlog()?;
             self.reap();
+            self.expire();
             if self.ready.len() >= target {
                 // Hand queued submissions to the kernel without waiting.
                 return self.enter(0);
@@ -497,7 +724,7 @@ impl IoEngine for UringEngine {
             if self.pieces.is_empty() {
                 continue;
             }
-            self.enter(1)?;
+            self.enter_wait()?;
         }
     }
 
@@ -509,6 +736,7 @@ impl IoEngine for UringEngine {
         let target = min_completions.min(self.in_flight());
         self.push_backlog()?;
         self.reap();
+        self.expire();
         if self.ready.len() >= target {
             return self.enter(0);
         }
@@ -516,23 +744,14 @@ impl IoEngine for UringEngine {
             // Only backlog (a full submission queue): nothing to time out on.
             return self.wait(min_completions);
         }
-        let timespec = types::Timespec::from(timeout);
-        let args = types::SubmitArgs::new().timespec(&timespec);
-        match self.ring.submitter().submit_with_args(1, &args) {
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)
-                ) => {}
-            Err(e) => {
-                return Err(IoError::Engine {
-                    errno: e.raw_os_error().unwrap_or(libc::EIO),
-                })
-            }
-        }
+        let timeout = match self.next_deadline {
+            Some(d) => timeout.min(d.saturating_duration_since(Instant::now())),
+            None => timeout,
+        };
+        self.enter_timeout(timeout)?;
         self.push_backlog()?;
         self.reap();
+        self.expire();
         Ok(())
     }
 
@@ -540,8 +759,12 @@ impl IoEngine for UringEngine {
         self.ready.pop_front()
     }
 
+    fn set_io_timeout(&mut self, timeout: Option<Duration>) {
+        self.io_timeout = timeout;
+    }
+
     fn in_flight(&self) -> usize {
-        self.requests.len() + self.ready.len()
+        self.requests.len() - self.parked + self.ready.len()
     }
 
     fn depth_max(&self) -> usize {
@@ -585,26 +808,57 @@ impl FileEngine for UringEngine {
 
 impl Drop for UringEngine {
     fn drop(&mut self) {
-        // The kernel may still be reading or writing request buffers: wait for every
-        // piece it holds before those buffers are freed. If the ring fails, leak the
+        // The kernel may still be reading or writing request buffers: wait for
+        // every piece it holds of a request still running (at most until its
+        // deadline) before those buffers are freed. If the ring fails, leak the
         // buffers rather than free memory the kernel may still write.
-        while !self.pieces.is_empty() {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
-                Err(_) => {
-                    std::mem::forget(std::mem::take(&mut self.requests));
-                    return;
-                }
-            }
+        loop {
             self.reap();
+            self.expire();
+            if !self.live_pieces() {
+                break;
+            }
+            let waited = match self.next_deadline {
+                Some(_) => self.enter_wait().map_err(|_| ()),
+                None => match self.ring.submit_and_wait(1) {
+                    Err(e)
+                        if !matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) =>
+                    {
+                        Err(())
+                    }
+                    _ => Ok(()),
+                },
+            };
+            if waited.is_err() {
+                std::mem::forget(std::mem::take(&mut self.requests));
+                // SAFETY: the ring is taken once, here, and never used again.
+                std::mem::forget(unsafe { ManuallyDrop::take(&mut self.ring) });
+                return;
+            }
         }
-        // The kernel tears a ring down asynchronously after its fd closes, and
-        // until then its registered files stay open — with their flock, so
-        // the next process to claim the device would find it "in use".
-        // Unregistering is synchronous: the files are released here.
-        if self.files_table {
-            self.ring.submitter().unregister_files().ok();
+        // SAFETY: the ring is taken once, here (Drop runs once), and `self`
+        // does not use it again.
+        let ring = unsafe { ManuallyDrop::take(&mut self.ring) };
+        let parked = Parked {
+            ring,
+            requests: std::mem::take(&mut self.requests),
+            pieces: std::mem::take(&mut self.pieces),
+            files_table: self.files_table,
+        };
+        if parked.pieces.is_empty() {
+            // The kernel tears a ring down asynchronously after its fd closes, and
+            // until then its registered files stay open — with their flock, so
+            // the next process to claim the device would find it "in use".
+            // Unregistering is synchronous: the files are released here.
+            parked.reap();
+            return;
         }
+        // Parked pieces: a device that does not answer. Their buffers go with
+        // the ring to a thread that waits for them; if it cannot be started,
+        // they are leaked (ManuallyDrop), never freed under the kernel.
+        let payload = ManuallyDrop::new(parked);
+        let _ = std::thread::Builder::new()
+            .name("cairn-uring-reaper".into())
+            .spawn(move || ManuallyDrop::into_inner(payload).reap());
     }
 }

@@ -1,10 +1,11 @@
 //! The control socket: how the CLI asks the service to carry out a command on
 //! a group it holds (`docs/serve.md`, "The control socket").
 //!
-//! One request per connection: a line of JSON ([`Request`], at most
-//! [`REQUEST_BYTES_MAX`] bytes) naming the command line as typed; the answer
-//! is lines of JSON ([`Reply`]): output, progress, and last an exit status —
-//! or [`Reply::NotHeld`], which sends the CLI to do it itself.
+//! One request per connection: a line of JSON carrying a typed request
+//! (`cairn_command::wire`, at most [`REQUEST_BYTES_MAX`] bytes); the answer
+//! is lines of JSON: events, and last the command's reply or error — or
+//! `not_held`, which sends the CLI to carry it out itself. The service
+//! never sees a command line.
 //!
 //! Who may connect: root, the service's own user, and members of the group
 //! named by `--socket-group` (the socket is mode 0660, owned by that group;
@@ -25,21 +26,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::ServeError;
 
 /// Where the socket is unless `--socket` or `$CAIRN_SOCKET` says otherwise.
 pub const SOCKET_PATH_DEFAULT: &str = "/run/cairn/cairn.sock";
 
-/// The longest request line, newline excluded.
-pub const REQUEST_BYTES_MAX: usize = 64 << 10;
-
-/// The most arguments a request's command line may have.
-pub const ARGS_MAX: usize = 1024;
-
-/// What this service speaks; a request in another is refused, saying so.
-pub const PROTOCOL: u32 = 1;
+pub use cairn_command::wire::{
+    decode_request, ReplyLine, RequestError, RequestLine, PROTOCOL, REQUEST_BYTES_MAX,
+};
 
 /// Descriptors a request may carry (SCM_RIGHTS).
 pub const FDS_MAX: usize = 2;
@@ -65,133 +59,6 @@ pub fn socket_path() -> PathBuf {
         .map_or_else(|| PathBuf::from(SOCKET_PATH_DEFAULT), PathBuf::from)
 }
 
-/// A command for the service: the command line as the user typed it (after
-/// the program's name), and the discovery string the CLI resolved.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Request {
-    pub protocol: u32,
-    pub argv: Vec<String>,
-    /// The discovery string the client resolved (its `--discover`,
-    /// `$CAIRN_DISCOVER` or configuration): a listing of every group is
-    /// answered by the service only when it is the service's own.
-    pub discovery: String,
-    /// The client's working directory, against which the service resolves
-    /// a relative path on the command line (a device to add); empty when
-    /// the client does not say.
-    #[serde(default)]
-    pub cwd: String,
-}
-
-/// Why a request line was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
-    #[error("the request is longer than {REQUEST_BYTES_MAX} bytes")]
-    TooLong,
-    #[error("the request ended before its newline")]
-    Unterminated,
-    #[error("the request is not a valid request at byte {at}: {what}")]
-    Malformed { at: usize, what: String },
-    #[error("the request speaks protocol {0}, this service {PROTOCOL}: the CLI and the service are different Cairn versions (restart the service after an upgrade)")]
-    Protocol(u32),
-    #[error("the request names no command")]
-    Empty,
-    #[error("the request has more than {ARGS_MAX} arguments")]
-    TooManyArgs,
-    #[error("argument {0} of the request holds a NUL byte")]
-    Nul(usize),
-    #[error("the request carries more than {FDS_MAX} descriptors")]
-    TooManyFds,
-}
-
-/// Decode one request line (without its newline). Outside input: any bytes
-/// give a request or an error saying where, never a panic.
-pub fn decode_request(line: &[u8]) -> Result<Request, RequestError> {
-    if line.len() > REQUEST_BYTES_MAX {
-        return Err(RequestError::TooLong);
-    }
-    let request: Request = serde_json::from_slice(line).map_err(|e| {
-        // serde_json counts lines and columns; a request is one line, so
-        // the column is the byte (1-based) — or past the end.
-        let what = e.to_string();
-        // One line, and short: a name quoted from the request may hold
-        // any character, and be long.
-        let what: String = what
-            .split(" at line ")
-            .next()
-            .unwrap_or(what.as_str())
-            .chars()
-            .flat_map(|c| match c.is_control() {
-                true => c.escape_default().collect::<Vec<_>>(),
-                false => vec![c],
-            })
-            .take(200)
-            .collect();
-        RequestError::Malformed {
-            at: e.column(),
-            what,
-        }
-    })?;
-    if request.protocol != PROTOCOL {
-        return Err(RequestError::Protocol(request.protocol));
-    }
-    if request.argv.is_empty() {
-        return Err(RequestError::Empty);
-    }
-    if request.argv.len() > ARGS_MAX {
-        return Err(RequestError::TooManyArgs);
-    }
-    if let Some(i) = request.argv.iter().position(|a| a.contains('\0')) {
-        return Err(RequestError::Nul(i));
-    }
-    if request.cwd.contains('\0') {
-        return Err(RequestError::Malformed {
-            at: 0,
-            what: "the working directory holds a NUL byte".into(),
-        });
-    }
-    Ok(request)
-}
-
-/// Progress of a long operation, for the CLI to draw.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Progress {
-    /// What runs: "resync", "rebalance" ...
-    pub what: String,
-    /// "AU" or "byte".
-    pub unit: String,
-    pub done: u64,
-    pub total: u64,
-}
-
-/// One line of an answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Reply {
-    /// Text for standard output.
-    Out(String),
-    /// A line for standard error (without its newline).
-    Err(String),
-    Progress(Progress),
-    /// The service does not hold the group the command is about: the CLI
-    /// carries it out itself. Only ever the first and only reply.
-    NotHeld,
-    /// `cp` out of a served group: the file is there, and the CLI reads it
-    /// through the service's file system at this path (its destination
-    /// is the CLI's: checked, written and named with its user's rights).
-    ReadThrough(String),
-    /// Before a `ReadThrough` for a copy to a group: the source file's
-    /// template, which the new file takes unless the command names one.
-    SourceTemplate(String),
-    /// The last reply: the exit status the CLI ends with, and (when not 0)
-    /// the one line it says.
-    Exit {
-        status: u8,
-        message: Option<String>,
-    },
-}
-
 /// Where a command's answer goes: the connection, one JSON line a reply. A
 /// client gone is noted, not an error: the command is not undone by it.
 pub struct Replier<'s> {
@@ -200,15 +67,11 @@ pub struct Replier<'s> {
 }
 
 impl Replier<'_> {
-    pub fn send(&mut self, reply: &Reply) {
+    pub fn send(&mut self, reply: &ReplyLine) {
         if self.gone {
             return;
         }
-        let mut line = match serde_json::to_vec(reply) {
-            Ok(l) => l,
-            Err(_) => return,
-        };
-        line.push(b'\n');
+        let line = cairn_command::wire::encode_reply(reply);
         if self.stream.write_all(&line).is_err() {
             self.gone = true;
         }
@@ -220,12 +83,14 @@ impl Replier<'_> {
     }
 }
 
-/// Who is on the other end of a connection (`SO_PEERCRED`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who is on the other end of a connection (`SO_PEERCRED`, and
+/// `SO_PEERGROUPS` for its supplementary groups).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
     pub pid: i32,
     pub uid: u32,
     pub gid: u32,
+    pub groups: Vec<u32>,
 }
 
 /// What the service carries out: the CLI's commands, on the groups it
@@ -233,7 +98,7 @@ pub struct Peer {
 pub trait Commands: Send + Sync {
     /// `fds`: the descriptors the client passed with the request (for
     /// `cp`, the file it copies from), at most [`FDS_MAX`].
-    fn run(&self, request: Request, fds: Vec<OwnedFd>, peer: Peer, reply: &mut Replier<'_>);
+    fn run(&self, request: RequestLine, fds: Vec<OwnedFd>, peer: Peer, reply: &mut Replier<'_>);
 
     /// The service is stopping: end the background operations (they are
     /// resumable) and return once none runs.
@@ -278,6 +143,7 @@ pub fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
         pid: cred.pid,
         uid: cred.uid,
         gid: cred.gid,
+        groups: peer_groups(stream),
     })
 }
 
@@ -310,8 +176,8 @@ fn peer_groups(stream: &UnixStream) -> Vec<u32> {
     Vec::new()
 }
 
-/// The group id of a group name (`--socket-group`).
-fn group_id(name: &str) -> Result<u32, ServeError> {
+/// The group id of a group name (`--socket-group`, `--admin-group`).
+pub fn group_id(name: &str) -> Result<u32, ServeError> {
     let c = std::ffi::CString::new(name)
         .map_err(|_| ServeError::Invalid(format!("--socket-group {name:?}: not a group name")))?;
     // SAFETY: `group` is plain data (integers and pointers) for which all
@@ -394,56 +260,48 @@ impl Endpoint {
                 let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
             }
         }
-        // Born 0660 (no window with the umask's mode).
-        // SAFETY: umask has no preconditions; it is put back at once.
-        let old_mask = unsafe { libc::umask(0o117) };
-        let bound = UnixListener::bind(path);
-        // SAFETY: as above.
-        unsafe { libc::umask(old_mask) };
-        let listener = bound.map_err(|e| bad(e.to_string()))?;
-        let identity = std::fs::symlink_metadata(path)
+        // Bound in a directory of its own that only this user may enter,
+        // given its mode and group there, and only then renamed into place:
+        // nobody can reach it while it has the umask's mode, and the
+        // process-wide umask is never changed (other threads may be making
+        // files meanwhile).
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        let private = tempfile::Builder::new()
+            .prefix(".cairn-socket-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(dir.unwrap_or(Path::new(".")))
+            .map_err(|e| bad(format!("cannot make a private directory beside it: {e}")))?;
+        let staged = private.path().join("sock");
+        let listener = UnixListener::bind(&staged).map_err(|e| bad(e.to_string()))?;
+        if let Some(gid) = socket_gid {
+            std::os::unix::fs::lchown(&staged, None, Some(gid)).map_err(|e| bad(e.to_string()))?;
+        }
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o660))
+            .map_err(|e| bad(e.to_string()))?;
+        let identity = std::fs::symlink_metadata(&staged)
             .map(|m| {
                 use std::os::unix::fs::MetadataExt;
                 (m.dev(), m.ino())
             })
             .map_err(|e| bad(e.to_string()))?;
-        let mut made = Self {
+        std::fs::rename(&staged, path).map_err(|e| bad(format!("cannot put it in place: {e}")))?;
+        Ok(Self {
             path: path.to_path_buf(),
             identity,
             listener,
             socket_gid,
-        };
-        // Until this is done the socket has the umask's mode: connecting
-        // needs write permission, which 022 gives nobody else.
-        made.restrict().map_err(|e| bad(e.to_string()))?;
-        Ok(made)
-    }
-
-    fn restrict(&mut self) -> std::io::Result<()> {
-        // Never through a link someone put at the path since the bind.
-        if !std::fs::symlink_metadata(&self.path)?
-            .file_type()
-            .is_socket()
-        {
-            return Err(std::io::Error::other(
-                "it is no longer the socket just made",
-            ));
-        }
-        if let Some(gid) = self.socket_gid {
-            std::os::unix::fs::lchown(&self.path, None, Some(gid))?;
-        }
-        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o660))
+        })
     }
 
     /// Whether a peer may use the socket.
-    fn allows(&self, peer: &Peer, stream: &UnixStream) -> bool {
+    fn allows(&self, peer: &Peer) -> bool {
         // SAFETY: geteuid has no preconditions.
         let own = unsafe { libc::geteuid() };
         if peer.uid == 0 || peer.uid == own {
             return true;
         }
         match self.socket_gid {
-            Some(gid) => peer.gid == gid || peer_groups(stream).contains(&gid),
+            Some(gid) => peer.gid == gid || peer.groups.contains(&gid),
             None => false,
         }
     }
@@ -510,11 +368,11 @@ impl Endpoint {
                     stream: &mut stream,
                     gone: false,
                 };
-                reply.send(&Reply::Exit {
+                reply.send(&ReplyLine::Error {
                     status: 1,
-                    message: Some(format!(
+                    message: format!(
                         "the Cairn service is busy ({CONNECTIONS_MAX} commands at once); try again"
-                    )),
+                    ),
                 });
                 continue;
             }
@@ -547,7 +405,7 @@ impl Endpoint {
                 return;
             }
         };
-        if !self.allows(&peer, stream) {
+        if !self.allows(&peer) {
             tracing::warn!(
                 pid = peer.pid,
                 uid = peer.uid,
@@ -557,15 +415,15 @@ impl Endpoint {
                 stream,
                 gone: false,
             }
-            .send(&Reply::Exit {
+            .send(&ReplyLine::Error {
                 status: 1,
-                message: Some(format!(
-                    "user {} may not use the Cairn service's socket {}: only root{}",
+                message: format!(
+                    "permission denied: user {} may not use the Cairn service's socket {}: only root, the service's own user{}",
                     peer.uid,
                     self.path.display(),
                     self.socket_gid
                         .map_or_else(String::new, |g| format!(" and members of group {g}"))
-                )),
+                ),
             });
             return;
         }
@@ -579,24 +437,21 @@ impl Endpoint {
             gone: false,
         };
         match request {
-            Ok((request, fds)) => {
-                tracing::debug!(pid = peer.pid, uid = peer.uid, argv = ?request.argv, "command");
-                match commands.get() {
-                    Some(commands) => commands.run(request, fds, peer, &mut reply),
-                    None => reply.send(&Reply::Exit {
-                        status: 1,
-                        message: Some(format!(
-                            "the Cairn service (pid {}) is starting: it is mounting its groups (replaying their journals, resyncing); try again once it serves",
-                            std::process::id()
-                        )),
-                    }),
-                }
-            }
+            Ok((request, fds)) => match commands.get() {
+                Some(commands) => commands.run(request, fds, peer, &mut reply),
+                None => reply.send(&ReplyLine::Error {
+                    status: 1,
+                    message: format!(
+                        "the Cairn service (pid {}) is starting: it is mounting its groups (replaying their journals, resyncing); try again once it serves",
+                        std::process::id()
+                    ),
+                }),
+            },
             Err(e) => {
                 tracing::warn!(pid = peer.pid, error = %e, "control socket: request refused");
-                reply.send(&Reply::Exit {
+                reply.send(&ReplyLine::Error {
                     status: 2,
-                    message: Some(e.to_string()),
+                    message: e.to_string(),
                 });
             }
         }
@@ -650,7 +505,7 @@ fn read_request(stream: &mut UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), Requ
             }
         }
         if msg.msg_flags & libc::MSG_CTRUNC != 0 || fds.len() > FDS_MAX {
-            return Err(RequestError::TooManyFds);
+            return Err(RequestError::TooManyFds(FDS_MAX));
         }
         let n = n as usize;
         if n == 0 {
@@ -823,87 +678,6 @@ impl Answering {
         });
         if ours {
             let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn line(argv: &[&str]) -> Vec<u8> {
-        serde_json::to_vec(&Request {
-            protocol: PROTOCOL,
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            discovery: "/dev/sd*".into(),
-            cwd: "/root".into(),
-        })
-        .expect("encodes")
-    }
-
-    #[test]
-    fn a_request_round_trips() {
-        let r = decode_request(&line(&["group", "disks", "DATA", "--json"])).expect("decodes");
-        assert_eq!(r.argv, ["group", "disks", "DATA", "--json"]);
-        assert_eq!(r.discovery, "/dev/sd*");
-    }
-
-    #[test]
-    fn bad_requests_say_what_and_where() {
-        let at = |bytes: &[u8]| decode_request(bytes).expect_err("refused");
-        assert!(matches!(at(b""), RequestError::Malformed { .. }));
-        match at(br#"{"protocol":1,"argv":["ls"],"discovery":x}"#) {
-            RequestError::Malformed { at, .. } => assert_eq!(at, 41),
-            e => panic!("{e:?}"),
-        }
-        assert!(matches!(
-            at(br#"{"protocol":1,"argv":["ls"],"discovery":"","extra":1}"#),
-            RequestError::Malformed { .. }
-        ));
-        // Found by fuzzing: a field name with a newline made a two-line
-        // error.
-        let e = at(br#"{"p*\rpt!*|*\npt"#);
-        assert!(!e.to_string().contains('\n'), "{e}");
-        let long = format!(r#"{{"{}":1}}"#, "x".repeat(10_000));
-        assert!(at(long.as_bytes()).to_string().len() < 400);
-        assert_eq!(
-            at(br#"{"protocol":7,"argv":["ls"],"discovery":""}"#),
-            RequestError::Protocol(7)
-        );
-        assert_eq!(
-            at(br#"{"protocol":1,"argv":[],"discovery":""}"#),
-            RequestError::Empty
-        );
-        assert_eq!(
-            at(br#"{"protocol":1,"argv":["ls","a\u0000b"],"discovery":""}"#),
-            RequestError::Nul(1)
-        );
-        let many: Vec<&str> = vec!["x"; ARGS_MAX + 1];
-        assert_eq!(at(&line(&many)), RequestError::TooManyArgs);
-        let long = vec![b' '; REQUEST_BYTES_MAX + 1];
-        assert_eq!(at(&long), RequestError::TooLong);
-    }
-
-    #[test]
-    fn replies_are_one_json_line_each() {
-        for r in [
-            Reply::Out("a\nb".into()),
-            Reply::Err("x".into()),
-            Reply::NotHeld,
-            Reply::Progress(Progress {
-                what: "resync".into(),
-                unit: "AU".into(),
-                done: 1,
-                total: 2,
-            }),
-            Reply::Exit {
-                status: 3,
-                message: Some("degraded".into()),
-            },
-        ] {
-            let text = serde_json::to_string(&r).expect("encodes");
-            assert!(!text.contains('\n'), "{text}");
-            assert_eq!(serde_json::from_str::<Reply>(&text).expect("decodes"), r);
         }
     }
 }

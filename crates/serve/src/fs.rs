@@ -272,10 +272,16 @@ pub struct Names {
 impl Names {
     /// Remove a name, as `cairn rm` does (a file's own name takes the file
     /// and its aliases; a directory must be empty), keeping a file the
-    /// kernel still knows until its last `forget`.
-    pub fn remove(&self, path: &cairn_store::names::GroupPath) -> Result<(), GroupError> {
+    /// kernel still knows until its last `forget`. `check` runs first, in
+    /// the same metadata step (the asker's permission to remove it).
+    pub fn remove(
+        &self,
+        path: &cairn_store::names::GroupPath,
+        check: &dyn Fn(&cairn_store::group::Group<'static>) -> Result<(), GroupError>,
+    ) -> Result<(), GroupError> {
         let slot = self.slot;
         let (parent, retired) = self.group.meta(|g| {
+            check(g)?;
             let parent = path.parent().map(|p| g.directory_of(&p)).transpose()?;
             g.remove_path(
                 path,
@@ -465,17 +471,7 @@ impl GroupFs {
     /// The root's and each group root's attributes: the service's, 0755
     /// (a group's root has no record to keep others in).
     fn top_attr(&self, ino: u64) -> FileAttr {
-        // SAFETY: getuid and getgid cannot fail and touch no memory.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        self.dir_attr(
-            ino,
-            self.started,
-            DirAttrs {
-                mode: 0o755,
-                uid,
-                gid,
-            },
-        )
+        self.dir_attr(ino, self.started, cairn_store::group::group_root_attrs())
     }
 
     /// The attributes of an inode, and its generation.

@@ -8,6 +8,7 @@
 
 pub mod control;
 mod fs;
+pub mod host;
 pub mod metrics;
 pub mod volume;
 

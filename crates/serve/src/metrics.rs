@@ -22,8 +22,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::{Held, ServeError};
 
 pub use cairn_io::counted::{DeviceIoSnapshot, OpSnapshot, OpStats, LATENCY_BUCKETS_US};
@@ -39,347 +37,325 @@ pub struct IoStats {
     pub discards: OpStats,
 }
 
-/// A disk as the status shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DiskStatus {
-    pub number: u16,
-    pub label: String,
-    pub failgroup: String,
-    pub state: String,
-    pub total_aus: u64,
-    pub free_aus: Option<u64>,
-    pub stale_aus: u64,
-    /// The data plane's I/O to the disk (file data, resync, rebalance,
-    /// scrub; not the metadata plane's own) since the service started.
-    #[serde(default)]
-    pub io: DeviceIoSnapshot,
-}
+pub use cairn_command::status::{DiskStatus, GroupStatus, Status, VolumeStatus};
 
-/// A group as the status shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct GroupStatus {
-    pub name: String,
-    pub redundancy: String,
-    pub total_mb: u64,
-    pub free_mb: u64,
-    pub usable_file_mb: i64,
-    pub offline_disks: usize,
-    pub disks: Vec<DiskStatus>,
-    pub reads: OpSnapshot,
-    pub writes: OpSnapshot,
-    pub syncs: OpSnapshot,
-    #[serde(default)]
-    pub discards: OpSnapshot,
-}
-
-/// A volume attached as a block device, and the I/O its device took as
-/// the kernel counts it (`/sys/block/NAME/stat`, since the service
-/// attached it): what the file system on it asked, before FUSE and the
-/// group.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct VolumeStatus {
-    /// `+GROUP/path`, from the file the device is bound to.
-    pub name: String,
-    pub device: String,
-    pub size_bytes: u64,
-    pub reads: u64,
-    pub read_bytes: u64,
-    pub writes: u64,
-    pub write_bytes: u64,
-    pub discards: u64,
-    pub discard_bytes: u64,
-    pub flushes: u64,
-    /// Requests in flight now.
-    pub in_flight: u64,
-    /// Milliseconds the device had a request in flight (`io_ticks`).
-    pub busy_ms: u64,
-}
-
-impl VolumeStatus {
-    /// The volumes exported from `mountpoint` (the service's mount).
-    pub fn exported(mountpoint: &Path) -> Vec<Self> {
-        crate::volume::exported(mountpoint)
-            .into_iter()
-            .map(|(device, file)| {
-                let size =
-                    std::fs::read_to_string(Path::new("/sys/block").join(&device).join("size"))
-                        .unwrap_or_default();
-                // Fields: reads, merges, sectors, ticks; writes …; in flight,
-                // io_ticks, time in queue; discards …; flushes, ticks.
-                let stat = crate::volume::counters(&device);
-                let at = |i: usize| stat.get(i).copied().unwrap_or(0);
-                let name = file
-                    .strip_prefix(mountpoint)
-                    .map(|p| format!("+{}", p.display()))
-                    .unwrap_or_else(|_| file.display().to_string());
-                Self {
-                    name,
-                    device: format!("/dev/{device}"),
-                    size_bytes: size.trim().parse::<u64>().unwrap_or(0) * 512,
-                    reads: at(0),
-                    read_bytes: at(2) * 512,
-                    writes: at(4),
-                    write_bytes: at(6) * 512,
-                    in_flight: at(8),
-                    busy_ms: at(9),
-                    discards: at(11),
-                    discard_bytes: at(13) * 512,
-                    flushes: at(15),
-                }
-            })
-            .collect()
-    }
-}
-
-/// What the service holds and has done, at one moment.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Status {
-    pub pid: u32,
-    pub uptime_seconds: u64,
-    pub groups: Vec<GroupStatus>,
-    pub operations: Vec<cairn_store::ops::OpStatus>,
-    /// Volumes attached from the service's mount.
-    #[serde(default)]
-    pub volumes: Vec<VolumeStatus>,
-}
-
-impl Status {
-    /// Read the groups (their disks and space, briefly under `meta`), the
-    /// file system's counters and the long operations' status files.
-    pub fn take(held: &[Held], started: Instant, mountpoint: &Path) -> Self {
-        let groups = held
-            .iter()
-            .map(|h| {
-                let (disks, space, redundancy) = h
-                    .group
-                    .meta(|g| (g.disks(), g.space(), g.redundancy().as_str().to_string()))
-                    .unwrap_or_else(|_| (Vec::new(), Default::default(), "?".into()));
-                let io = h.group.disk_io().unwrap_or_default();
-                GroupStatus {
-                    name: h.name.clone(),
-                    redundancy,
-                    total_mb: space.total_mb,
-                    free_mb: space.free_mb,
-                    usable_file_mb: space.usable_file_mb,
-                    offline_disks: space.offline_disks,
-                    disks: disks
-                        .into_iter()
-                        .map(|d| DiskStatus {
-                            number: d.number,
-                            label: d.label,
-                            failgroup: d.failgroup,
-                            state: if d.dropping {
-                                "DROPPING".into()
-                            } else {
-                                d.state.as_str().to_string()
-                            },
-                            total_aus: d.total_aus,
-                            free_aus: d.free_aus,
-                            stale_aus: d.stale_aus,
-                            io: io.get(&d.number).map_or_else(
-                                || cairn_io::counted::DeviceIo::default().snapshot(),
-                                |x| x.snapshot(),
-                            ),
-                        })
-                        .collect(),
-                    reads: h.stats.reads.snapshot(),
-                    writes: h.stats.writes.snapshot(),
-                    syncs: h.stats.syncs.snapshot(),
-                    discards: h.stats.discards.snapshot(),
-                }
-            })
-            .collect();
-        let run_dir = cairn_store::group_lock::run_dir();
-        let operations = held
-            .iter()
-            .flat_map(|h| cairn_store::ops::list(&run_dir, Some(&h.name)))
-            .collect();
-        Self {
-            pid: std::process::id(),
-            uptime_seconds: started.elapsed().as_secs(),
-            groups,
-            operations,
-            volumes: VolumeStatus::exported(mountpoint),
-        }
-    }
-
-    /// Prometheus text exposition (format 0.0.4).
-    pub fn prometheus(&self) -> String {
-        let mut out = String::new();
-        let mut line = |s: String| {
-            out.push_str(&s);
-            out.push('\n');
-        };
-        line("# HELP cairn_up The service is up.".into());
-        line("# TYPE cairn_up gauge".into());
-        line("cairn_up 1".into());
-        line("# HELP cairn_uptime_seconds Seconds since the service started.".into());
-        line("# TYPE cairn_uptime_seconds counter".into());
-        line(format!("cairn_uptime_seconds {}", self.uptime_seconds));
-        line("# HELP cairn_group_space_mb A group's space: total, free, usable for files after mirroring.".into());
-        line("# TYPE cairn_group_space_mb gauge".into());
-        for g in &self.groups {
-            let n = label(&g.name);
-            line(format!(
-                "cairn_group_space_mb{{group=\"{n}\",kind=\"total\"}} {}",
-                g.total_mb
-            ));
-            line(format!(
-                "cairn_group_space_mb{{group=\"{n}\",kind=\"free\"}} {}",
-                g.free_mb
-            ));
-            line(format!(
-                "cairn_group_space_mb{{group=\"{n}\",kind=\"usable\"}} {}",
-                g.usable_file_mb
-            ));
-        }
-        line("# HELP cairn_group_offline_disks Disks of a group not in use.".into());
-        line("# TYPE cairn_group_offline_disks gauge".into());
-        for g in &self.groups {
-            line(format!(
-                "cairn_group_offline_disks{{group=\"{}\"}} {}",
-                label(&g.name),
-                g.offline_disks
-            ));
-        }
-        line("# HELP cairn_disk_state A disk's state: 1 for the state it is in.".into());
-        line("# TYPE cairn_disk_state gauge".into());
-        for g in &self.groups {
-            for d in &g.disks {
-                line(format!(
-                    "cairn_disk_state{{group=\"{}\",disk=\"{}\",failgroup=\"{}\",state=\"{}\"}} 1",
-                    label(&g.name),
-                    label(&d.label),
-                    label(&d.failgroup),
-                    label(&d.state)
-                ));
+/// The volumes exported from `mountpoint` (the service's mount).
+pub fn volumes_exported(mountpoint: &Path) -> Vec<VolumeStatus> {
+    crate::volume::exported(mountpoint)
+        .into_iter()
+        .map(|(device, file)| {
+            let size = std::fs::read_to_string(Path::new("/sys/block").join(&device).join("size"))
+                .unwrap_or_default();
+            // Fields: reads, merges, sectors, ticks; writes …; in flight,
+            // io_ticks, time in queue; discards …; flushes, ticks.
+            let stat = crate::volume::counters(&device);
+            let at = |i: usize| stat.get(i).copied().unwrap_or(0);
+            let name = file
+                .strip_prefix(mountpoint)
+                .map(|p| format!("+{}", p.display()))
+                .unwrap_or_else(|_| file.display().to_string());
+            VolumeStatus {
+                name,
+                device: format!("/dev/{device}"),
+                size_bytes: size.trim().parse::<u64>().unwrap_or(0) * 512,
+                reads: at(0),
+                read_bytes: at(2) * 512,
+                writes: at(4),
+                write_bytes: at(6) * 512,
+                in_flight: at(8),
+                busy_ms: at(9),
+                discards: at(11),
+                discard_bytes: at(13) * 512,
+                flushes: at(15),
             }
-        }
-        line(
-            "# HELP cairn_disk_stale_aus AUs a disk's copies missed (resynced when it comes back)."
-                .into(),
-        );
-        line("# TYPE cairn_disk_stale_aus gauge".into());
-        for g in &self.groups {
-            for d in &g.disks {
-                line(format!(
-                    "cairn_disk_stale_aus{{group=\"{}\",disk=\"{}\"}} {}",
-                    label(&g.name),
-                    label(&d.label),
-                    d.stale_aus
-                ));
-            }
-        }
-        let fs: Vec<(String, &OpSnapshot)> = self
-            .groups
-            .iter()
-            .flat_map(|g| {
-                let n = label(&g.name);
-                [
-                    ("read", &g.reads),
-                    ("write", &g.writes),
-                    ("fsync", &g.syncs),
-                    ("discard", &g.discards),
-                ]
-                .map(|(op, s)| (format!("group=\"{n}\",op=\"{op}\""), s))
-            })
-            .collect();
-        family(
-            &mut line,
-            "cairn_fs",
-            (
-                "Requests the file system served.",
-                "Bytes the file system read or wrote.",
-                "Requests that failed.",
-                "Time from a request reaching the service to its answer.",
-            ),
-            &fs,
-        );
-        let disks: Vec<(String, &OpSnapshot)> = self
-            .groups
-            .iter()
-            .flat_map(|g| {
-                g.disks.iter().flat_map(move |d| {
-                    let (n, l) = (label(&g.name), label(&d.label));
-                    [
-                        ("read", &d.io.reads),
-                        ("write", &d.io.writes),
-                        ("flush", &d.io.flushes),
-                        ("discard", &d.io.discards),
-                    ]
-                    .map(|(op, s)| (format!("group=\"{n}\",disk=\"{l}\",op=\"{op}\""), s))
+        })
+        .collect()
+}
+
+/// Read the groups (their disks and space, briefly under `meta`), the file
+/// system's counters and the long operations' status files.
+pub fn status_of(held: &[Held], started: Instant, mountpoint: &Path) -> Status {
+    let groups = held
+        .iter()
+        .map(|h| {
+            let (disks, space, redundancy, lowered) = h
+                .group
+                .meta(|g| {
+                    (
+                        g.disks(),
+                        g.space(),
+                        g.redundancy().as_str().to_string(),
+                        g.redundancy_lowered(),
+                    )
                 })
-            })
-            .collect();
-        family(
-            &mut line,
-            "cairn_disk_io",
-            (
-                "Requests the data plane sent to a disk (file data, resync, rebalance, scrub).",
-                "Bytes the data plane read from or wrote to a disk.",
-                "Disk requests that failed.",
-                "Time from a disk request's submission to its completion.",
-            ),
-            &disks,
-        );
-        line("# HELP cairn_volume_io_requests_total Requests a volume's block device completed (the kernel's count since the attach).".into());
-        line("# TYPE cairn_volume_io_requests_total counter".into());
-        let vol = |v: &VolumeStatus, op: &str| {
-            format!(
-                "volume=\"{}\",device=\"{}\",op=\"{op}\"",
-                label(&v.name),
-                label(&v.device)
-            )
-        };
-        for v in &self.volumes {
-            for (op, n) in [
-                ("read", v.reads),
-                ("write", v.writes),
-                ("discard", v.discards),
-                ("flush", v.flushes),
-            ] {
-                line(format!(
-                    "cairn_volume_io_requests_total{{{}}} {n}",
-                    vol(v, op)
-                ));
+                .unwrap_or_else(|_| {
+                    (
+                        Vec::new(),
+                        Default::default(),
+                        "?".into(),
+                        Default::default(),
+                    )
+                });
+            let io = h.group.disk_io().unwrap_or_default();
+            GroupStatus {
+                name: h.name.clone(),
+                redundancy,
+                total_mb: space.total_mb,
+                free_mb: space.free_mb,
+                usable_file_mb: space.usable_file_mb,
+                offline_disks: space.offline_disks,
+                redundancy_lowered_extents: lowered.extents,
+                redundancy_lowered_bytes: lowered.bytes,
+                disks: disks
+                    .into_iter()
+                    .map(|d| DiskStatus {
+                        number: d.number,
+                        label: d.label,
+                        failgroup: d.failgroup,
+                        state: if d.dropping {
+                            "DROPPING".into()
+                        } else {
+                            d.state.as_str().to_string()
+                        },
+                        total_aus: d.total_aus,
+                        free_aus: d.free_aus,
+                        stale_aus: d.stale_aus,
+                        missing_copy_aus: d.missing_copy_aus,
+                        io: io.get(&d.number).map_or_else(
+                            || cairn_io::counted::DeviceIo::default().snapshot(),
+                            |x| x.snapshot(),
+                        ),
+                    })
+                    .collect(),
+                reads: h.stats.reads.snapshot(),
+                writes: h.stats.writes.snapshot(),
+                syncs: h.stats.syncs.snapshot(),
+                discards: h.stats.discards.snapshot(),
             }
-        }
-        line("# HELP cairn_volume_io_bytes_total Bytes a volume's block device read, wrote or discarded.".into());
-        line("# TYPE cairn_volume_io_bytes_total counter".into());
-        for v in &self.volumes {
-            for (op, n) in [
-                ("read", v.read_bytes),
-                ("write", v.write_bytes),
-                ("discard", v.discard_bytes),
-            ] {
-                line(format!("cairn_volume_io_bytes_total{{{}}} {n}", vol(v, op)));
-            }
-        }
-        line("# HELP cairn_volume_in_flight Requests in flight on a volume's block device.".into());
-        line("# TYPE cairn_volume_in_flight gauge".into());
-        for v in &self.volumes {
-            line(format!(
-                "cairn_volume_in_flight{{volume=\"{}\",device=\"{}\"}} {}",
-                label(&v.name),
-                label(&v.device),
-                v.in_flight
-            ));
-        }
-        line("# HELP cairn_operation_aus Progress of a long operation (resync, rebalance, scrub): AUs done and in all.".into());
-        line("# TYPE cairn_operation_aus gauge".into());
-        for o in &self.operations {
-            let (g, p) = (label(&o.group), label(&o.pass));
-            line(format!(
-                "cairn_operation_aus{{group=\"{g}\",pass=\"{p}\",kind=\"done\"}} {}",
-                o.aus_done
-            ));
-            line(format!(
-                "cairn_operation_aus{{group=\"{g}\",pass=\"{p}\",kind=\"total\"}} {}",
-                o.aus_total
-            ));
-        }
-        out
+        })
+        .collect();
+    let run_dir = cairn_store::group_lock::run_dir();
+    let operations = held
+        .iter()
+        .flat_map(|h| cairn_store::ops::list(&run_dir, Some(&h.name)))
+        .collect();
+    Status {
+        pid: std::process::id(),
+        uptime_seconds: started.elapsed().as_secs(),
+        groups,
+        operations,
+        volumes: volumes_exported(mountpoint),
     }
+}
+
+/// Prometheus text exposition (format 0.0.4) of a status.
+pub fn prometheus(status: &Status) -> String {
+    let mut out = String::new();
+    let mut line = |s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+    line("# HELP cairn_up The service is up.".into());
+    line("# TYPE cairn_up gauge".into());
+    line("cairn_up 1".into());
+    line("# HELP cairn_uptime_seconds Seconds since the service started.".into());
+    line("# TYPE cairn_uptime_seconds counter".into());
+    line(format!("cairn_uptime_seconds {}", status.uptime_seconds));
+    line("# HELP cairn_group_space_mb A group's space: total, free, usable for files after mirroring.".into());
+    line("# TYPE cairn_group_space_mb gauge".into());
+    for g in &status.groups {
+        let n = label(&g.name);
+        line(format!(
+            "cairn_group_space_mb{{group=\"{n}\",kind=\"total\"}} {}",
+            g.total_mb
+        ));
+        line(format!(
+            "cairn_group_space_mb{{group=\"{n}\",kind=\"free\"}} {}",
+            g.free_mb
+        ));
+        line(format!(
+            "cairn_group_space_mb{{group=\"{n}\",kind=\"usable\"}} {}",
+            g.usable_file_mb
+        ));
+    }
+    line("# HELP cairn_group_offline_disks Disks of a group not in use.".into());
+    line("# TYPE cairn_group_offline_disks gauge".into());
+    for g in &status.groups {
+        line(format!(
+            "cairn_group_offline_disks{{group=\"{}\"}} {}",
+            label(&g.name),
+            g.offline_disks
+        ));
+    }
+    line("# HELP cairn_group_redundancy_lowered_extents Extents held by fewer copies that can be read than their file asks (a disk not ONLINE, or a stale copy); 0 once resync or a rebuild restores them.".into());
+    line("# TYPE cairn_group_redundancy_lowered_extents gauge".into());
+    for g in &status.groups {
+        line(format!(
+            "cairn_group_redundancy_lowered_extents{{group=\"{}\"}} {}",
+            label(&g.name),
+            g.redundancy_lowered_extents
+        ));
+    }
+    line(
+        "# HELP cairn_group_redundancy_lowered_bytes Bytes of those extents, one copy each.".into(),
+    );
+    line("# TYPE cairn_group_redundancy_lowered_bytes gauge".into());
+    for g in &status.groups {
+        line(format!(
+            "cairn_group_redundancy_lowered_bytes{{group=\"{}\"}} {}",
+            label(&g.name),
+            g.redundancy_lowered_bytes
+        ));
+    }
+    line("# HELP cairn_disk_state A disk's state: 1 for the state it is in.".into());
+    line("# TYPE cairn_disk_state gauge".into());
+    for g in &status.groups {
+        for d in &g.disks {
+            line(format!(
+                "cairn_disk_state{{group=\"{}\",disk=\"{}\",failgroup=\"{}\",state=\"{}\"}} 1",
+                label(&g.name),
+                label(&d.label),
+                label(&d.failgroup),
+                label(&d.state)
+            ));
+        }
+    }
+    line(
+        "# HELP cairn_disk_stale_aus AUs a disk's copies missed (resynced when it comes back)."
+            .into(),
+    );
+    line("# TYPE cairn_disk_stale_aus gauge".into());
+    for g in &status.groups {
+        for d in &g.disks {
+            line(format!(
+                "cairn_disk_stale_aus{{group=\"{}\",disk=\"{}\"}} {}",
+                label(&g.name),
+                label(&d.label),
+                d.stale_aus
+            ));
+        }
+    }
+    line("# HELP cairn_disk_missing_copy_aus AUs of a disk's copies that serve no read now (all it holds while not ONLINE, its stale AUs when it is).".into());
+    line("# TYPE cairn_disk_missing_copy_aus gauge".into());
+    for g in &status.groups {
+        for d in &g.disks {
+            line(format!(
+                "cairn_disk_missing_copy_aus{{group=\"{}\",disk=\"{}\"}} {}",
+                label(&g.name),
+                label(&d.label),
+                d.missing_copy_aus
+            ));
+        }
+    }
+    let fs: Vec<(String, &OpSnapshot)> = status
+        .groups
+        .iter()
+        .flat_map(|g| {
+            let n = label(&g.name);
+            [
+                ("read", &g.reads),
+                ("write", &g.writes),
+                ("fsync", &g.syncs),
+                ("discard", &g.discards),
+            ]
+            .map(|(op, s)| (format!("group=\"{n}\",op=\"{op}\""), s))
+        })
+        .collect();
+    family(
+        &mut line,
+        "cairn_fs",
+        (
+            "Requests the file system served.",
+            "Bytes the file system read or wrote.",
+            "Requests that failed.",
+            "Time from a request reaching the service to its answer.",
+        ),
+        &fs,
+    );
+    let disks: Vec<(String, &OpSnapshot)> = status
+        .groups
+        .iter()
+        .flat_map(|g| {
+            g.disks.iter().flat_map(move |d| {
+                let (n, l) = (label(&g.name), label(&d.label));
+                [
+                    ("read", &d.io.reads),
+                    ("write", &d.io.writes),
+                    ("flush", &d.io.flushes),
+                    ("discard", &d.io.discards),
+                ]
+                .map(|(op, s)| (format!("group=\"{n}\",disk=\"{l}\",op=\"{op}\""), s))
+            })
+        })
+        .collect();
+    family(
+        &mut line,
+        "cairn_disk_io",
+        (
+            "Requests the data plane sent to a disk (file data, resync, rebalance, scrub).",
+            "Bytes the data plane read from or wrote to a disk.",
+            "Disk requests that failed.",
+            "Time from a disk request's submission to its completion.",
+        ),
+        &disks,
+    );
+    line("# HELP cairn_volume_io_requests_total Requests a volume's block device completed (the kernel's count since the attach).".into());
+    line("# TYPE cairn_volume_io_requests_total counter".into());
+    let vol = |v: &VolumeStatus, op: &str| {
+        format!(
+            "volume=\"{}\",device=\"{}\",op=\"{op}\"",
+            label(&v.name),
+            label(&v.device)
+        )
+    };
+    for v in &status.volumes {
+        for (op, n) in [
+            ("read", v.reads),
+            ("write", v.writes),
+            ("discard", v.discards),
+            ("flush", v.flushes),
+        ] {
+            line(format!(
+                "cairn_volume_io_requests_total{{{}}} {n}",
+                vol(v, op)
+            ));
+        }
+    }
+    line("# HELP cairn_volume_io_bytes_total Bytes a volume's block device read, wrote or discarded.".into());
+    line("# TYPE cairn_volume_io_bytes_total counter".into());
+    for v in &status.volumes {
+        for (op, n) in [
+            ("read", v.read_bytes),
+            ("write", v.write_bytes),
+            ("discard", v.discard_bytes),
+        ] {
+            line(format!("cairn_volume_io_bytes_total{{{}}} {n}", vol(v, op)));
+        }
+    }
+    line("# HELP cairn_volume_in_flight Requests in flight on a volume's block device.".into());
+    line("# TYPE cairn_volume_in_flight gauge".into());
+    for v in &status.volumes {
+        line(format!(
+            "cairn_volume_in_flight{{volume=\"{}\",device=\"{}\"}} {}",
+            label(&v.name),
+            label(&v.device),
+            v.in_flight
+        ));
+    }
+    line("# HELP cairn_operation_aus Progress of a long operation (resync, rebalance, scrub): AUs done and in all.".into());
+    line("# TYPE cairn_operation_aus gauge".into());
+    for o in &status.operations {
+        let (g, p) = (label(&o.group), label(&o.pass));
+        line(format!(
+            "cairn_operation_aus{{group=\"{g}\",pass=\"{p}\",kind=\"done\"}} {}",
+            o.aus_done
+        ));
+        line(format!(
+            "cairn_operation_aus{{group=\"{g}\",pass=\"{p}\",kind=\"total\"}} {}",
+            o.aus_total
+        ));
+    }
+    out
 }
 
 /// One family of request counters: `PREFIX_requests_total`,
@@ -527,10 +503,9 @@ fn answer(mut stream: TcpStream, held: &[Held], started: Instant, mountpoint: &P
     let first = String::from_utf8_lossy(first);
     let mut parts = first.split_whitespace();
     let (status, body) = match (parts.next(), parts.next()) {
-        (Some("GET"), Some("/metrics")) => (
-            "200 OK",
-            Status::take(held, started, mountpoint).prometheus(),
-        ),
+        (Some("GET"), Some("/metrics")) => {
+            ("200 OK", prometheus(&status_of(held, started, mountpoint)))
+        }
         (Some("GET"), Some(_)) => (
             "404 Not Found",
             "not found: the metrics are at /metrics\n".into(),

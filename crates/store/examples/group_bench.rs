@@ -851,6 +851,9 @@ impl IoEngine for NullEngine {
     fn wait(&mut self, _min: usize) -> Result<(), cairn_io::IoError> {
         Ok(())
     }
+    fn set_io_timeout(&mut self, _timeout: Option<std::time::Duration>) {
+        // Every request completes in `submit`: none can hang.
+    }
     fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
         self.done.pop()
     }

@@ -174,6 +174,100 @@ impl Source {
     }
 }
 
+impl Source {
+    /// A group file of a live group as a source (a copy between groups, or
+    /// within one): read through a data handle of its own, `len_bytes`
+    /// long (its length in bytes).
+    pub fn group_file(
+        live: &LiveGroup,
+        number: u32,
+        len_bytes: u64,
+        shown_as: &str,
+        name: Option<String>,
+    ) -> Result<Self, CopyError> {
+        let file = LiveFile::open(live, number)?;
+        Ok(Source {
+            reader: Box::new(GroupFileReader {
+                file,
+                number,
+                len_bytes,
+                at: 0,
+                buf: Vec::new(),
+                start: 0,
+            }),
+            len_bytes: Some(len_bytes),
+            name,
+            shown_as: shown_as.to_string(),
+        })
+    }
+}
+
+/// A live group's files read through a data handle of their own, in whole
+/// sectors (past a file's bytes, zeros): what a copy out reads.
+pub struct LiveFile {
+    handle: DataHandle,
+    sector_bytes: u64,
+}
+
+impl LiveFile {
+    pub fn open(live: &LiveGroup, number: u32) -> Result<Self, CopyError> {
+        let _ = number;
+        let sector_bytes = live.meta(|g| u64::from(g.sector_bytes()))?;
+        Ok(Self {
+            handle: live.handle(LIVE_COPY_DEPTH)?,
+            sector_bytes,
+        })
+    }
+}
+
+impl ChunkSource for LiveFile {
+    fn sector_bytes(&self) -> u64 {
+        self.sector_bytes
+    }
+
+    fn read_chunk(&mut self, number: u32, offset: u64, buf: &mut [u8]) -> Result<(), CopyError> {
+        Ok(self.handle.read(number, offset, buf)?)
+    }
+}
+
+/// [`Source::group_file`]'s reader: whole chunks of sectors read ahead,
+/// handed out as asked, to the file's length in bytes.
+struct GroupFileReader {
+    file: LiveFile,
+    number: u32,
+    len_bytes: u64,
+    /// The file offset `buf` starts at.
+    at: u64,
+    buf: Vec<u8>,
+    /// What of `buf` has been handed out.
+    start: usize,
+}
+
+impl Read for GroupFileReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.start == self.buf.len() {
+            let at = self.at + self.buf.len() as u64;
+            if at >= self.len_bytes {
+                return Ok(0);
+            }
+            let sector = self.file.sector_bytes.max(1);
+            let want = (self.len_bytes - at).min(COPY_CHUNK_BYTES as u64);
+            let whole = want.div_ceil(sector) * sector;
+            self.buf.resize(whole as usize, 0);
+            self.file
+                .read_chunk(self.number, at, &mut self.buf)
+                .map_err(std::io::Error::other)?;
+            self.buf.truncate(want as usize);
+            self.at = at;
+            self.start = 0;
+        }
+        let n = out.len().min(self.buf.len() - self.start);
+        out[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
+        self.start += n;
+        Ok(n)
+    }
+}
+
 /// What a copy into a group did.
 #[derive(Debug, Clone)]
 pub struct CopyInReport {
@@ -187,56 +281,11 @@ pub struct CopyInReport {
     pub stopped_at_max: bool,
 }
 
-/// Copy `source` into the group as the new file `dest`. The name appears
-/// only once every byte is written and durable; on any failure the unnamed
-/// file is dropped again.
-pub fn copy_in(
-    group: &mut Group<'_>,
-    source: &mut Source,
-    dest: &GroupPath,
-    options: &CreateOptions,
-    max_bytes: Option<u64>,
-    progress: Progress<'_>,
-) -> Result<CopyInReport, CopyError> {
-    group.check_name_free(dest)?;
-    let sector = u64::from(group.sector_bytes());
-    let expected = source.len_bytes.map(|l| max_bytes.map_or(l, |m| l.min(m)));
-    let initial = expected.map_or(0, |l| l.div_ceil(sector) * sector);
-    let file = group.create_unnamed(initial, options)?;
-    let number = file.number;
-    match fill(group, number, source, expected, max_bytes, progress) {
-        Ok((copied, stopped_at_max)) => {
-            let size = copied.div_ceil(sector) * sector;
-            let publish = group
-                .sync()
-                .and_then(|()| publish_copied(group, number, dest, copied, size));
-            match publish {
-                Ok(file) => Ok(CopyInReport {
-                    file,
-                    bytes_copied: copied,
-                    size_bytes: size,
-                    stopped_at_max,
-                }),
-                Err(e) => {
-                    let _ = group.discard_unnamed(number);
-                    Err(e.into())
-                }
-            }
-        }
-        Err(e) => {
-            // Best effort: if this fails too, the next mount that writes
-            // removes the unnamed file.
-            let _ = group.discard_unnamed(number);
-            Err(e)
-        }
-    }
-}
-
 /// Read the source to its end (or its known length, or `max_bytes`) into
 /// file `number`, growing it as needed. Returns (bytes copied, stopped at
 /// `max_bytes` with more to come).
 fn fill(
-    group: &mut dyn FillSite,
+    group: &mut LiveFill<'_>,
     number: u32,
     source: &mut Source,
     expected: Option<u64>,
@@ -305,42 +354,15 @@ fn fill(
     Ok((at, stopped_at_max))
 }
 
-/// Where [`fill`] puts a copy: a group one command holds (its own data
-/// path), or a live group the service holds (its metadata plane for the
-/// file's growth, a data handle for the bytes).
-trait FillSite {
-    fn sector_bytes(&self) -> u64;
-    fn capacity(&mut self, number: u32) -> Result<u64, GroupError>;
-    fn grow_unnamed(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError>;
-    fn write(&mut self, number: u32, offset: u64, bytes: &[u8]) -> Result<(), GroupError>;
-}
-
-impl FillSite for Group<'_> {
-    fn sector_bytes(&self) -> u64 {
-        u64::from(Group::sector_bytes(self))
-    }
-
-    fn capacity(&mut self, number: u32) -> Result<u64, GroupError> {
-        Ok(self.file_info(number)?.size_bytes)
-    }
-
-    fn grow_unnamed(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError> {
-        Group::grow_unnamed(self, number, size_bytes)
-    }
-
-    fn write(&mut self, number: u32, offset: u64, bytes: &[u8]) -> Result<(), GroupError> {
-        Group::write(self, number, offset, bytes)
-    }
-}
-
-/// A live group and a data handle of its own.
+/// Where [`fill`] puts a copy: a live group (its metadata plane for the
+/// file's growth) and a data handle of its own (for the bytes).
 struct LiveFill<'l> {
     live: &'l LiveGroup,
     handle: DataHandle,
     sector_bytes: u64,
 }
 
-impl FillSite for LiveFill<'_> {
+impl LiveFill<'_> {
     fn sector_bytes(&self) -> u64 {
         self.sector_bytes
     }
@@ -363,11 +385,11 @@ impl FillSite for LiveFill<'_> {
 /// Data handle depth of a copy into a live group.
 const LIVE_COPY_DEPTH: usize = 16;
 
-/// [`copy_in`] into a group the service holds live: the file is made and
-/// grown by metadata operations, its bytes go through a data handle beside
-/// the file system's I/O, and its name appears (with its length in bytes)
-/// once every byte is on every copy's disk. On any failure the unnamed
-/// file is dropped again.
+/// Copy `source` into a live group as the new file `dest`: the file is made
+/// and grown by metadata operations, its bytes go through a data handle
+/// beside any other I/O, and its name appears (with its length in bytes)
+/// only once every byte is on every copy's disk. On any failure the
+/// unnamed file is dropped again.
 pub fn copy_in_live(
     live: &LiveGroup,
     source: &mut Source,
@@ -700,16 +722,6 @@ pub trait ChunkSource {
     fn read_chunk(&mut self, number: u32, offset: u64, buf: &mut [u8]) -> Result<(), CopyError>;
 }
 
-impl ChunkSource for Group<'_> {
-    fn sector_bytes(&self) -> u64 {
-        u64::from(Group::sector_bytes(self))
-    }
-
-    fn read_chunk(&mut self, number: u32, offset: u64, buf: &mut [u8]) -> Result<(), CopyError> {
-        Ok(self.read(number, offset, buf)?)
-    }
-}
-
 /// A group file read through the service's file system (the file number
 /// is the open file's).
 pub struct ServedFile {
@@ -968,90 +980,6 @@ fn cannot_create(dir: &Path, e: &std::io::Error) -> CopyError {
         dir.display(),
         describe_io(e, "check the directory's permissions and free space")
     ))
-}
-
-/// Copy file `number` (of `size_bytes`) of group `from` into group `to` as
-/// the new file `dest`: no staging file, the name last.
-pub fn copy_between(
-    from: &mut Group<'_>,
-    number: u32,
-    size_bytes: u64,
-    to: &mut Group<'_>,
-    dest: &GroupPath,
-    options: &CreateOptions,
-    progress: Progress<'_>,
-) -> Result<FileInfo, CopyError> {
-    let sector = u64::from(to.sector_bytes());
-    if !size_bytes.is_multiple_of(sector) {
-        return Err(GroupError::Invalid(format!(
-            "the file is {size_bytes} bytes, not whole {sector}-byte sectors of group {}",
-            to.name()
-        ))
-        .into());
-    }
-    copy_group_file(
-        to,
-        size_bytes,
-        dest,
-        options,
-        progress,
-        &mut |_, at, buf| from.read(number, at, buf),
-    )
-}
-
-/// Copy file `number` (of `size_bytes`) to the new file `dest` of the same
-/// group: the name last.
-pub fn copy_within(
-    group: &mut Group<'_>,
-    number: u32,
-    size_bytes: u64,
-    dest: &GroupPath,
-    options: &CreateOptions,
-    progress: Progress<'_>,
-) -> Result<FileInfo, CopyError> {
-    copy_group_file(
-        group,
-        size_bytes,
-        dest,
-        options,
-        progress,
-        &mut |g, at, buf| g.read(number, at, buf),
-    )
-}
-
-/// Reads `buf.len()` bytes at an offset of the file being copied; handed the
-/// destination group, for a copy within it.
-type ReadAt<'r> = &'r mut dyn FnMut(&mut Group<'_>, u64, &mut [u8]) -> Result<(), GroupError>;
-
-/// Fill a new file `dest` of group `to` with `size_bytes` that `read` gives,
-/// and name it last; on failure the unnamed file is dropped again.
-fn copy_group_file(
-    to: &mut Group<'_>,
-    size_bytes: u64,
-    dest: &GroupPath,
-    options: &CreateOptions,
-    progress: Progress<'_>,
-    read: ReadAt<'_>,
-) -> Result<FileInfo, CopyError> {
-    to.check_name_free(dest)?;
-    let file = to.create_unnamed(size_bytes, options)?;
-    let result = (|| -> Result<FileInfo, CopyError> {
-        let mut buf = vec![0u8; COPY_CHUNK_BYTES];
-        let mut at = 0u64;
-        while at < size_bytes {
-            let n = (size_bytes - at).min(COPY_CHUNK_BYTES as u64) as usize;
-            read(to, at, &mut buf[..n])?;
-            to.write(file.number, at, &buf[..n])?;
-            at += n as u64;
-            progress(at, Some(size_bytes));
-        }
-        to.sync()?;
-        Ok(to.publish(file.number, dest, size_bytes)?)
-    })();
-    if result.is_err() {
-        let _ = to.discard_unnamed(file.number);
-    }
-    result
 }
 
 /// An OS error as the end of a one-line message: what it is, and `hint`.

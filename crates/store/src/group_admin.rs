@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cairn_io::host::Host;
 use cairn_io::{DeviceFile, DeviceId, FileEngine, OpenError, OpenMode};
@@ -14,6 +15,7 @@ use uuid::Uuid;
 
 use crate::admin::{self, AdminError, LabelRequest};
 use crate::discovery::{DiscoveryError, DiscoveryString};
+use crate::group::heartbeat::{self, Takeover};
 use crate::group::{self, Group, GroupError, GroupSelector, GroupSpec, MountReport, NewDisk};
 use crate::group_lock::{GroupLock, LockError};
 use crate::header_copies::HeaderScan;
@@ -57,7 +59,7 @@ impl DiskArg {
 }
 
 /// What `group create` did, per disk.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct CreatedDisk {
     pub path: PathBuf,
     pub label: String,
@@ -180,12 +182,26 @@ pub fn create<'e>(
         return Err(e.into());
     }
     let devices: Vec<DeviceId> = new_disks.iter().map(|d| d.device).collect();
-    let (group, _) = group::mount_with(
+    // A new group is claimed like any: its heartbeat tells other hosts
+    // that see the disks who writes them, from its first mount on.
+    let claim = claim_group(
+        engine,
+        &devices,
+        spec.group_uuid,
+        name.as_str(),
+        Takeover::Refuse,
+    )?;
+    let source = Arc::new(HeartbeatSource(Arc::new(FileSource::over(
+        engine, &devices,
+    )?)));
+    let beating = beat_from_claim(claim, source)?;
+    let mounted = group::mount_with(
         engine,
         &devices,
         &GroupSelector::Uuid(spec.group_uuid),
         group::MissingDisks::Refuse,
-    )?;
+    );
+    let (group, _) = mounted_on_claim(mounted, beating)?;
     Ok((group, lock, created))
 }
 
@@ -675,10 +691,13 @@ pub fn mount<'e>(
         name,
         run_dir,
         group::MissingDisks::MarkOffline,
+        Takeover::Refuse,
     )
 }
 
-/// [`mount`], choosing what a member discovery does not reach means.
+/// [`mount`], choosing what a member discovery does not reach means, and
+/// whether to take the group over from another host whose heartbeat has
+/// stopped (`group::heartbeat`; never from one that still beats).
 pub fn mount_with<'e>(
     engine: &'e mut dyn FileEngine,
     host: &Host,
@@ -686,8 +705,16 @@ pub fn mount_with<'e>(
     name: &str,
     run_dir: &Path,
     missing_disks: group::MissingDisks,
+    takeover: Takeover,
 ) -> Result<Mounted<'e>, GroupAdminError> {
-    mount_inner(engine, host, discovery, name, run_dir, Some(missing_disks))
+    mount_inner(
+        engine,
+        host,
+        discovery,
+        name,
+        run_dir,
+        Some((missing_disks, takeover)),
+    )
 }
 
 /// Find group `name` and mount it for listing and inspecting: a shared lock,
@@ -713,30 +740,43 @@ struct Opened {
     unopened: Vec<String>,
 }
 
-/// `missing_disks`: `Some` for a writer, `None` for a read-only mount.
+/// `write`: `Some` for a writer, `None` for a read-only mount.
 fn mount_inner<'e>(
     engine: &'e mut dyn FileEngine,
     host: &Host,
     discovery: &DiscoveryString,
     name: &str,
     run_dir: &Path,
-    missing_disks: Option<group::MissingDisks>,
+    write: Option<(group::MissingDisks, Takeover)>,
 ) -> Result<Mounted<'e>, GroupAdminError> {
-    let opened = open_group(
-        engine,
-        host,
-        discovery,
-        name,
-        run_dir,
-        missing_disks.is_some(),
-    )?;
+    let opened = open_group(engine, host, discovery, name, run_dir, write.is_some())?;
     let selector = GroupSelector::Uuid(opened.uuid);
-    let mounted = match missing_disks {
-        Some(missing) => group::mount_with(engine, &opened.devices, &selector, missing),
-        None => group::mount_read_only(engine, &opened.devices, &selector),
+    let mut owned_by = None;
+    let mounted = match write {
+        Some((missing, takeover)) => {
+            let claim = claim_group(
+                engine,
+                &opened.devices,
+                opened.uuid,
+                &opened.wanted,
+                takeover,
+            )?;
+            let source = Arc::new(HeartbeatSource(Arc::new(FileSource::over(
+                engine,
+                &opened.devices,
+            )?)));
+            let beating = beat_from_claim(claim, source)?;
+            let mounted = group::mount_with(engine, &opened.devices, &selector, missing);
+            mounted_on_claim(mounted, beating)
+        }
+        None => {
+            owned_by = owned_elsewhere(engine, &opened)?;
+            group::mount_read_only(engine, &opened.devices, &selector)
+        }
     };
     let (group, mut report) = mounted.map_err(|e| mount_error(e, &opened))?;
     report.warnings.splice(0..0, opened.unopened);
+    report.warnings.extend(owned_by);
     Ok(Mounted {
         group,
         report,
@@ -860,21 +900,73 @@ pub struct LiveMounted {
     pub members: BTreeMap<u16, DeviceFile>,
 }
 
+/// How a live mount may use its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveAccess {
+    /// Change it: the group lock exclusively, members opened to write (and
+    /// held exclusively); a member not found is dealt with as said, and
+    /// another host's claim on the group as said (`group::heartbeat`).
+    Write(group::MissingDisks, Takeover),
+    /// Only look: the group lock shared, members opened read-only, nothing
+    /// ever written ([`group::mount_read_only`]); a member not found stays
+    /// as recorded.
+    Look,
+}
+
 /// Find group `name`, lock it and mount it live for writing: the metadata
 /// plane on an engine of `kind` it owns, and data handles on engines of the
 /// same kind over duplicates of the members' exclusive handles.
+#[allow(clippy::too_many_arguments)]
 pub fn mount_live(
     host: &Host,
     discovery: &DiscoveryString,
     name: &str,
     run_dir: &Path,
     missing_disks: group::MissingDisks,
+    takeover: Takeover,
+    kind: cairn_io::EngineKind,
+    depth: usize,
+) -> Result<LiveMounted, GroupAdminError> {
+    mount_live_for(
+        host,
+        discovery,
+        name,
+        run_dir,
+        LiveAccess::Write(missing_disks, takeover),
+        kind,
+        depth,
+    )
+}
+
+/// [`mount_live`], to write or only to look ([`LiveAccess`]).
+pub fn mount_live_for(
+    host: &Host,
+    discovery: &DiscoveryString,
+    name: &str,
+    run_dir: &Path,
+    access: LiveAccess,
     kind: cairn_io::EngineKind,
     depth: usize,
 ) -> Result<LiveMounted, GroupAdminError> {
     let mut engine = cairn_io::new_file_engine(kind, depth)
         .map_err(|e| GroupAdminError::Invalid(format!("cannot start an I/O engine: {e}")))?;
-    let opened = open_group(engine.as_mut(), host, discovery, name, run_dir, true)?;
+    let write = access != LiveAccess::Look;
+    let opened = open_group(engine.as_mut(), host, discovery, name, run_dir, write)?;
+    // A writer claims the group for this host first (multihost
+    // protection); a look only warns when another host writes it.
+    let (claim, owned_by) = match access {
+        LiveAccess::Write(_, takeover) => (
+            Some(claim_group(
+                engine.as_mut(),
+                &opened.devices,
+                opened.uuid,
+                &opened.wanted,
+                takeover,
+            )?),
+            None,
+        ),
+        LiveAccess::Look => (None, owned_elsewhere(engine.as_mut(), &opened)?),
+    };
     let mut files = BTreeMap::new();
     for id in &opened.devices {
         let device = engine
@@ -888,8 +980,27 @@ pub fn mount_live(
     }
     let selector = GroupSelector::Uuid(opened.uuid);
     let engine: Box<dyn cairn_io::IoEngine> = engine;
-    let (group, mut report) = group::mount_owned(engine, &opened.devices, &selector, missing_disks)
-        .map_err(|e| mount_error(e, &opened))?;
+    let source = Arc::new(FileSource {
+        kind,
+        files: std::sync::Mutex::new(BTreeMap::new()),
+        io: std::sync::Mutex::new(BTreeMap::new()),
+    });
+    for (id, file) in &files {
+        let dup = file.try_clone().map_err(|e| {
+            GroupAdminError::Invalid(format!("cannot share a member's handle: {e}"))
+        })?;
+        source.files().insert(*id, dup);
+    }
+    let mounted = match (access, claim) {
+        (LiveAccess::Write(missing, _), Some(claim)) => {
+            let beating = beat_from_claim(claim, Arc::new(HeartbeatSource(source.clone())))?;
+            let mounted = group::mount_owned(engine, &opened.devices, &selector, missing);
+            mounted_on_claim(mounted, beating)
+        }
+        _ => group::mount_owned_read_only(engine, &opened.devices, &selector),
+    };
+    let (group, mut report) = mounted.map_err(|e| mount_error(e, &opened))?;
+    report.warnings.extend(owned_by);
     let mut members = BTreeMap::new();
     for (disk, id) in group.member_devices() {
         if let Some(file) = files.get(&id) {
@@ -899,12 +1010,8 @@ pub fn mount_live(
             members.insert(disk, dup);
         }
     }
+    drop(files);
     report.warnings.splice(0..0, opened.unopened);
-    let source = FileSource {
-        kind,
-        files: std::sync::Mutex::new(files),
-        io: std::sync::Mutex::new(BTreeMap::new()),
-    };
     Ok(LiveMounted {
         group: group::LiveGroup::new(group, Box::new(source)),
         report,
@@ -948,18 +1055,48 @@ impl FileSource {
     }
 }
 
-impl group::EngineSource for FileSource {
-    fn engine(
+/// An engine [`FileSource::make`] made: the engine, each disk's device in
+/// it, and (metadata plane's device id, its device in the engine) pairs.
+type MadeEngine = (
+    Box<dyn FileEngine>,
+    BTreeMap<u16, DeviceId>,
+    Vec<(DeviceId, DeviceId)>,
+);
+
+impl FileSource {
+    /// A source over duplicates of the handles of `devices`, attached to
+    /// `engine` (a mount's own engine, borrowed).
+    fn over(engine: &dyn FileEngine, devices: &[DeviceId]) -> Result<Self, GroupError> {
+        let mut files = BTreeMap::new();
+        for id in devices {
+            let Some(device) = engine.device(*id) else {
+                continue;
+            };
+            let dup = device
+                .try_clone()
+                .map_err(|e| GroupError::Invalid(format!("cannot share a member's handle: {e}")))?;
+            files.insert(*id, dup);
+        }
+        Ok(Self {
+            kind: cairn_io::EngineKind::Auto,
+            files: std::sync::Mutex::new(files),
+            io: std::sync::Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// An engine of `kind` over duplicates of the handles of `disks`
+    /// (disk number → the metadata plane's device id).
+    fn make(
         &self,
+        kind: cairn_io::EngineKind,
         disks: &BTreeMap<u16, cairn_io::DeviceId>,
         depth: usize,
-    ) -> Result<group::live::HandleEngine, GroupError> {
-        let mut engine = cairn_io::new_file_engine(self.kind, depth)
+    ) -> Result<MadeEngine, GroupError> {
+        let mut engine = cairn_io::new_file_engine(kind, depth)
             .map_err(|e| GroupError::Invalid(format!("cannot start an I/O engine: {e}")))?;
         let mut ids = BTreeMap::new();
-        let mut counters = std::collections::HashMap::new();
+        let mut pairs = Vec::new();
         let files = self.files();
-        let mut io = self.io();
         for (disk, meta_id) in disks {
             let Some(file) = files.get(meta_id) else {
                 continue;
@@ -969,8 +1106,142 @@ impl group::EngineSource for FileSource {
                 .map_err(|e| GroupError::Invalid(format!("cannot share a member's handle: {e}")))?;
             let id = engine.attach(dup);
             ids.insert(*disk, id);
-            counters.insert(id, io.entry(*meta_id).or_default().clone());
+            pairs.push((*meta_id, id));
         }
+        Ok((engine, ids, pairs))
+    }
+}
+
+/// The heartbeat's engines (`group::heartbeat`): over the same handles as
+/// the data handles', but io_uring wherever the kernel has it, whatever
+/// the mount's engine, so that a hung disk never holds the heartbeat
+/// thread past its beat (a waiting read or write gives up at its
+/// deadline); and not counted in the data plane's I/O figures.
+struct HeartbeatSource(Arc<FileSource>);
+
+impl group::EngineSource for HeartbeatSource {
+    fn engine(
+        &self,
+        disks: &BTreeMap<u16, cairn_io::DeviceId>,
+        depth: usize,
+    ) -> Result<group::live::HandleEngine, GroupError> {
+        let (engine, ids, _) = self.0.make(cairn_io::EngineKind::Auto, disks, depth)?;
+        let engine: Box<dyn cairn_io::IoEngine> = engine;
+        Ok((engine, ids))
+    }
+}
+
+/// The heartbeat's pace: [`heartbeat::Timing::DEFAULT`], or, for tests
+/// only, an interval of `CAIRN_TEST_HEARTBEAT_MS` milliseconds (a test
+/// that waits out a takeover cannot wait 20 s).
+pub const TEST_HEARTBEAT_MS_ENV: &str = "CAIRN_TEST_HEARTBEAT_MS";
+
+fn heartbeat_timing() -> heartbeat::Timing {
+    std::env::var(TEST_HEARTBEAT_MS_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|ms| (1..=cairn_format::heartbeat::HEARTBEAT_INTERVAL_MS_MAX).contains(ms))
+        .map_or(heartbeat::Timing::DEFAULT, |interval_ms| {
+            heartbeat::Timing {
+                interval_ms,
+                ..heartbeat::Timing::DEFAULT
+            }
+        })
+}
+
+fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Claim the group for this host before the mount writes anything
+/// (`heartbeat::claim`): refused while another host holds it.
+fn claim_group(
+    engine: &mut dyn FileEngine,
+    devices: &[DeviceId],
+    uuid: Uuid,
+    name: &str,
+    takeover: Takeover,
+) -> Result<heartbeat::Claim, GroupAdminError> {
+    let me = crate::host_identity::this_host().map_err(GroupAdminError::Invalid)?;
+    let disks = heartbeat::members(engine, devices, uuid);
+    let clock = cairn_io::clock::Monotonic::new();
+    Ok(heartbeat::claim(
+        engine,
+        uuid,
+        name,
+        &disks,
+        &me,
+        heartbeat_timing(),
+        takeover,
+        &clock,
+        &now_unix_ms,
+    )?)
+}
+
+/// Beat for a claim from now on, through the mount that follows it (a
+/// long mount must not look like a dead owner to another host): the link,
+/// and whom the group was taken from.
+fn beat_from_claim(
+    claim: heartbeat::Claim,
+    source: Arc<HeartbeatSource>,
+) -> Result<(heartbeat::Link, Option<String>), GroupError> {
+    let taken_from = claim.taken_from.clone();
+    let beater = heartbeat::Beater::new(claim, source, 0);
+    Ok((heartbeat::start(beater)?, taken_from))
+}
+
+/// A mount made while beating: the heartbeat handed to the group, or, if
+/// the mount failed, stopped and released (as the link drops).
+fn mounted_on_claim<'e>(
+    mounted: Result<(Group<'e>, MountReport), GroupError>,
+    beating: (heartbeat::Link, Option<String>),
+) -> Result<(Group<'e>, MountReport), GroupError> {
+    let (link, taken_from) = beating;
+    let (mut group, mut report) = mounted?;
+    if let Some(from) = taken_from {
+        report
+            .warnings
+            .push(format!("group {} was taken over from {from}", group.name()));
+    }
+    link.attach(group.data_plane().clone(), group.slot_generation());
+    group.attach_heartbeat(link);
+    Ok((group, report))
+}
+
+/// For a read-only mount: the warning that another host writes the group
+/// meanwhile, if its heartbeat says so (a listing does not refuse, but what
+/// it shows may change under it).
+fn owned_elsewhere(
+    engine: &mut dyn FileEngine,
+    opened: &Opened,
+) -> Result<Option<String>, GroupAdminError> {
+    let me = crate::host_identity::this_host().map_err(GroupAdminError::Invalid)?;
+    let disks = heartbeat::members(engine, &opened.devices, opened.uuid);
+    let beats = heartbeat::read_beats(engine, opened.uuid, &disks);
+    Ok(match heartbeat::owner(me.id, &beats) {
+        heartbeat::Owner::Other(beat) => Some(format!(
+            "group {} is mounted for writing by {}: what is shown here may change meanwhile, and a change in progress there may show here as damage",
+            opened.wanted,
+            beat.describe(now_unix_ms())
+        )),
+        heartbeat::Owner::Free => None,
+    })
+}
+
+impl group::EngineSource for FileSource {
+    fn engine(
+        &self,
+        disks: &BTreeMap<u16, cairn_io::DeviceId>,
+        depth: usize,
+    ) -> Result<group::live::HandleEngine, GroupError> {
+        let (engine, ids, pairs) = self.make(self.kind, disks, depth)?;
+        let mut io = self.io();
+        let counters = pairs
+            .into_iter()
+            .map(|(meta_id, id)| (id, io.entry(meta_id).or_default().clone()))
+            .collect();
         let engine: Box<dyn cairn_io::IoEngine> = engine;
         Ok((
             Box::new(cairn_io::counted::Counted::new(engine, counters)),
@@ -1018,7 +1289,7 @@ pub fn open_member(host: &Host, path: &Path) -> Result<DeviceFile, AdminError> {
 
 /// Per-disk space as the devices hold it (for thin provisioning: what a sparse
 /// file really occupies).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct DiskSpaceReport {
     pub number: u16,
     pub label: String,
@@ -1034,6 +1305,12 @@ pub struct DiskSpaceReport {
     /// Bytes the device physically holds, where it can tell: a file's
     /// allocated blocks, or a loop device's backing file's.
     pub device_allocated_bytes: Option<u64>,
+    /// Bytes of its extent copies that serve no read now (all it holds
+    /// while it is not ONLINE, its stale AUs when it is): by this much the
+    /// group is short of its redundancy here, until `group online` (or the
+    /// rebuild after a drop) restores them. 0 on every disk: every extent
+    /// has all its copies.
+    pub missing_copy_bytes: u64,
 }
 
 pub fn space(group: &Group<'_>, engine_paths: &BTreeMap<u32, PathBuf>) -> Vec<DiskSpaceReport> {
@@ -1054,6 +1331,7 @@ pub fn space(group: &Group<'_>, engine_paths: &BTreeMap<u32, PathBuf>) -> Vec<Di
                 free_bytes: d.free_aus.map(|f| f * group.au_bytes()),
                 returnable_bytes: group.returnable_bytes(d.number),
                 device_allocated_bytes: allocated,
+                missing_copy_bytes: d.missing_copy_aus * group.au_bytes(),
             }
         })
         .collect()

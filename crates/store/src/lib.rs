@@ -31,6 +31,7 @@ pub mod group_admin;
 pub mod group_copy;
 pub mod group_lock;
 pub mod header_copies;
+pub mod host_identity;
 pub mod labeling;
 pub mod names;
 pub mod ops;

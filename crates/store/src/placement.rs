@@ -148,6 +148,84 @@ pub fn place(
 /// Most extents' results reserved up front; more grow the Vec as usual.
 const PLACE_RESERVE_MAX: usize = 1 << 16;
 
+/// Choose the disks for extent `extent`'s `copies` copies when some disks
+/// are *away*: members that are not read now (OFFLINE, or SYNCING back)
+/// but stay in the group, so a copy may be recorded on them and restored
+/// when they are read again (`docs/lifecycle.md`, "Allocating with a
+/// failure group missing"). `in_service` are the disks that are read.
+///
+/// As many copies as fit go to disks in service ([`place`] among them
+/// alone, so with every failure group in service this is `place` exactly);
+/// the rest go to away disks of failure groups that hold no copy yet. At
+/// least one copy is in service, and the copies in service come first (the
+/// primary is one that can be read). Never two copies in one failure
+/// group, counting the away disks' groups: a failure group with a disk in
+/// service and one away still takes one copy.
+///
+/// Complete: when some choice of disks with room puts at least one copy in
+/// service, one is found. (Let `r` be the number of failure groups with an
+/// in-service disk with room, `r < copies`: any such choice can move its
+/// away copies in those groups to the in-service disk, so it needs
+/// `copies - r` away groups with room outside them, which is what the
+/// attempt with `r` copies in service looks for.)
+///
+/// # Errors
+/// [`place`]'s, for the attempt with every copy in service, when `away`
+/// offers nothing; otherwise [`PlacementError::NoSpace`] when no choice
+/// fits (or nothing is in service to read a copy from).
+///
+/// # Panics
+/// As [`place`]; and disk numbers must be unique across both lists.
+pub fn place_with_away(
+    in_service: &[DiskSpace],
+    away: &[DiskSpace],
+    copies: usize,
+    extent: u64,
+) -> Result<Vec<DiskNumber>, PlacementError> {
+    let whole = match place(in_service, copies, extent, 1) {
+        Ok(mut placed) => return Ok(placed.pop().expect("invariant: one extent placed")),
+        Err(e) => e,
+    };
+    assert!(
+        away.iter()
+            .all(|a| in_service.iter().all(|d| d.disk != a.disk)),
+        "precondition: a disk is in service or away, not both"
+    );
+    if away.is_empty() {
+        return Err(whole);
+    }
+    let no_space = PlacementError::NoSpace {
+        extent,
+        aus: extent_aus(extent),
+        copies,
+    };
+    let group_of = |n: DiskNumber| {
+        in_service
+            .iter()
+            .find(|d| d.disk == n)
+            .map(|d| d.failgroup)
+            .expect("invariant: placed among these disks")
+    };
+    for in_copies in (1..copies).rev() {
+        let Ok(mut first) = place(in_service, in_copies, extent, 1) else {
+            continue;
+        };
+        let first = first.pop().expect("invariant: one extent placed");
+        let taken: Vec<FailGroupId> = first.iter().map(|n| group_of(*n)).collect();
+        let rest: Vec<DiskSpace> = away
+            .iter()
+            .filter(|a| !taken.contains(&a.failgroup))
+            .cloned()
+            .collect();
+        if let Ok(mut second) = place(&rest, copies - in_copies, extent, 1) {
+            let mut chosen = first;
+            chosen.extend(second.pop().expect("invariant: one extent placed"));
+            return Ok(chosen);
+        }
+    }
+    Err(no_space)
+}
+
 /// The usage one call has planned so far.
 struct Plan<'a> {
     disks: &'a [DiskSpace],
@@ -886,6 +964,130 @@ mod tests {
         fn wide_mul_low_half_and_symmetry(x in any::<u128>(), y in any::<u128>()) {
             prop_assert_eq!(wide_mul(x, y).1, x.wrapping_mul(y));
             prop_assert_eq!(wide_mul(x, y), wide_mul(y, x));
+        }
+    }
+
+    // -- placement with disks away ----------------------------------------
+
+    #[test]
+    fn a_failure_group_away_takes_the_copy_the_others_cannot() {
+        // Normal redundancy, failure group 1 away: one copy in each group,
+        // the one in service first.
+        let in_service = [disk(0, 0, 100, 0), disk(1, 0, 100, 0)];
+        let away = [disk(2, 1, 100, 0), disk(3, 1, 100, 0)];
+        assert_eq!(
+            place(&in_service, 2, 0, 1),
+            Err(PlacementError::TooFewFailGroups {
+                copies: 2,
+                online: 1
+            })
+        );
+        for extent in 0..8 {
+            let set = place_with_away(&in_service, &away, 2, extent).unwrap();
+            assert_eq!(set.len(), 2);
+            assert!(set[0].0 < 2 && set[1].0 >= 2, "{set:?}");
+        }
+        // Nothing away: today's refusal, as it was.
+        assert_eq!(
+            place_with_away(&in_service, &[], 2, 0),
+            place(&in_service, 2, 0, 1).map(|mut p| p.pop().unwrap())
+        );
+        // The away group full: no space, whatever is free in service.
+        let full = [disk(2, 1, 100, 100)];
+        assert_eq!(
+            place_with_away(&in_service, &full, 2, 0),
+            Err(PlacementError::NoSpace {
+                extent: 0,
+                aus: 1,
+                copies: 2
+            })
+        );
+        // Every group in service with room: nothing goes away.
+        let three = [disk(0, 0, 100, 0), disk(1, 1, 100, 0)];
+        let set = place_with_away(&three, &[disk(2, 2, 100, 0)], 2, 0).unwrap();
+        assert!(set.iter().all(|n| n.0 < 2), "{set:?}");
+        // High redundancy, two groups away: one copy in service.
+        let set = place_with_away(
+            &[disk(0, 0, 100, 0)],
+            &[disk(1, 1, 100, 0), disk(2, 2, 100, 0)],
+            3,
+            0,
+        )
+        .unwrap();
+        assert_eq!(set[0], DiskNumber(0));
+        assert_eq!(set.len(), 3);
+        // Nothing in service: no copy could be read, so none is placed.
+        assert!(place_with_away(&[], &away, 2, 0).is_err());
+        // A group with a disk in service and one away takes one copy.
+        let mixed_in = [disk(0, 0, 100, 0)];
+        let mixed_away = [disk(1, 0, 100, 0)];
+        assert!(place_with_away(&mixed_in, &mixed_away, 2, 0).is_err());
+    }
+
+    proptest! {
+        /// Away disks: the copies are on distinct disks in distinct
+        /// failure groups, at least one in service and those first, as
+        /// many in service as fit; no disk takes more than it has free;
+        /// and an error comes only when no choice with a copy in service
+        /// fits (brute force).
+        #[test]
+        fn placing_with_disks_away_is_sound_and_complete(
+            specs in vec((0u16..4, 0u64..40, 0u64..40, any::<bool>()), 1..=7),
+            keys in vec(any::<u32>(), 1..8),
+            copies in 1usize..=3,
+            extent in first_extent(),
+        ) {
+            let flags: Vec<bool> = specs.iter().map(|s| s.3).collect();
+            let disks = numbered(
+                specs.iter().map(|&(fg, t, u, _)| (fg, t, u.min(t))).collect(),
+                &keys,
+            );
+            let (in_service, away): (Vec<DiskSpace>, Vec<DiskSpace>) = {
+                let mut a = Vec::new();
+                let mut b = Vec::new();
+                for (d, away) in disks.iter().zip(&flags) {
+                    if *away { b.push(d.clone()) } else { a.push(d.clone()) }
+                }
+                (a, b)
+            };
+            let aus = extent_aus(extent);
+            let fits = |d: &DiskSpace| d.au_total - d.au_used >= aus;
+            let fg = |n: DiskNumber| disks[position(&disks, n)].failgroup;
+            let serves = |n: DiskNumber| in_service.iter().any(|d| d.disk == n);
+            // The most copies in service any feasible choice has (None: no
+            // choice with one in service fits).
+            let n = disks.len();
+            let mut best: Option<usize> = None;
+            for mask in 0u32..(1 << n) {
+                if mask.count_ones() as usize != copies {
+                    continue;
+                }
+                let set: Vec<&DiskSpace> = (0..n).filter(|i| mask & (1 << i) != 0).map(|i| &disks[i]).collect();
+                let mut groups: Vec<FailGroupId> = set.iter().map(|d| d.failgroup).collect();
+                groups.sort_unstable();
+                groups.dedup();
+                let served = set.iter().filter(|d| serves(d.disk)).count();
+                if groups.len() == copies && set.iter().all(|d| fits(d)) && served > 0 {
+                    best = best.max(Some(served));
+                }
+            }
+            match place_with_away(&in_service, &away, copies, extent) {
+                Ok(set) => {
+                    prop_assert_eq!(set.len(), copies);
+                    let mut groups: Vec<FailGroupId> = set.iter().map(|n| fg(*n)).collect();
+                    groups.sort_unstable();
+                    groups.dedup();
+                    prop_assert_eq!(groups.len(), copies, "a failure group twice: {:?}", set);
+                    let served = set.iter().take_while(|n| serves(**n)).count();
+                    prop_assert!(served > 0, "no copy in service: {:?}", set);
+                    prop_assert!(set[served..].iter().all(|n| !serves(*n)), "in service first: {:?}", set);
+                    prop_assert_eq!(Some(served), best, "as many in service as fit: {:?}", set);
+                    for n in &set {
+                        prop_assert!(fits(&disks[position(&disks, *n)]));
+                    }
+                }
+                Err(e) => prop_assert!(best.is_none(), "{:?}, yet a choice fits", e),
+            }
         }
     }
 

@@ -298,6 +298,9 @@ impl cairn_io::IoEngine for DataSink {
     fn wait(&mut self, min: usize) -> Result<(), cairn_io::IoError> {
         self.inner.wait(min.saturating_sub(self.sunk.len()))
     }
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.inner.set_io_timeout(timeout);
+    }
     fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
         self.sunk
             .pop_front()

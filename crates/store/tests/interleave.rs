@@ -19,18 +19,24 @@
 //! before the checks. It also reclaims the free space (discard or
 //! zero-fill, sometimes compacting first; half the seeds keep quiet as they
 //! free), and after recovery every AU a discard map marks must read as
-//! discarded.
+//! discarded. While a failure group is away the writers go on creating and
+//! growing files, their copies there recorded missing (lowered
+//! redundancy); once every disk is back ONLINE nothing may be left
+//! lowered.
 //!
 //! Faults in the random runs (mirrored groups only, on disks of one failure
 //! group, so a copy survives; which kinds, drawn per seed: none, only loud
 //! ones, or silent ones too — [`FaultPlan`]): a lost disk, transient read
-//! and write errors, misdirected writes and bit rot; and at the crash,
-//! writes torn at 512-byte sectors inside 4 KiB metadata blocks (512n
-//! disks). An error reaches an actor only where the fault model says its
-//! caller may see one ([`World::failed`]): never from one failure group's
-//! faults to a caller of a mirrored group. Refusals of `offline` and
-//! `online` are checked against the disk's state, and a scrub beside the
-//! writers must find nothing no fault explains.
+//! and write errors, misdirected writes and bit rot; a disk that hangs (its
+//! requests answered by nothing, until each times out after the group's
+//! `disk_io_timeout` in simulated time and the disk is taken offline as
+//! failed; it answers again after the crash); and at the crash, writes
+//! torn at 512-byte sectors inside 4 KiB metadata blocks (512n disks). An
+//! error reaches an actor only where the fault model says its caller may
+//! see one ([`World::failed`]): never from one failure group's faults to a
+//! caller of a mirrored group. Refusals of `offline` and `online` are
+//! checked against the disk's state, and a scrub beside the writers must
+//! find nothing no fault explains.
 //!
 //! After recovery, before any read (a read that finds a bad copy rewrites
 //! it): every copy in service of every written extent, read off its
@@ -381,10 +387,19 @@ struct FaultPlan {
     read_errors: bool,
     misdirect: bool,
     rot: bool,
+    /// A disk stops answering at some turn (a loud fault: its requests time
+    /// out and the disk is failed); only in seeds with other faults, so the
+    /// fifth with none stays clean.
+    hang: bool,
 }
 
 impl FaultPlan {
     fn draw(rng: &mut Rand, mirrored: bool) -> Self {
+        let mut plan = Self::draw_kinds(rng, mirrored);
+        plan.hang = plan.any() && rng.chance(18);
+        plan
+    }
+    fn draw_kinds(rng: &mut Rand, mirrored: bool) -> Self {
         let kind = rng.below(100);
         if !mirrored || kind < 20 {
             return Self::default();
@@ -395,6 +410,7 @@ impl FaultPlan {
             read_errors: rng.chance(percent),
             misdirect: false,
             rot: false,
+            hang: false,
         };
         if kind < 60 {
             let mut plan = loud(rng, 60);
@@ -412,7 +428,7 @@ impl FaultPlan {
         self.misdirect || self.rot
     }
     fn any(&self) -> bool {
-        self.lose || self.write_errors || self.read_errors || self.silent()
+        self.lose || self.write_errors || self.read_errors || self.hang || self.silent()
     }
 }
 
@@ -494,6 +510,8 @@ struct World {
     /// move of that copy carries its damage to whichever disk it lands on.
     tainted: Mutex<BTreeSet<(u32, u32, u64)>>,
     accounts: Mutex<Accounts>,
+    /// The disk the fault actor hung (it stays hung until the crash).
+    hung: Mutex<Option<DeviceId>>,
     /// Disks taken offline on request and brought back (each resynced).
     offlined: AtomicU64,
     /// Scrubs run beside the writers.
@@ -511,6 +529,9 @@ struct World {
     compacted: AtomicU64,
     /// Bytes given back by reclaims beside the writers.
     reclaimed: AtomicU64,
+    /// Files created with their redundancy lowered (a failure group away:
+    /// copies recorded on its disks, restored by a resync or a rebuild).
+    lowered: AtomicU64,
 }
 
 impl World {
@@ -566,6 +587,10 @@ impl World {
 
     fn lost(&self, device: DeviceId) -> bool {
         self.lost.lock().unwrap().contains(&device)
+    }
+
+    fn hung(&self, device: DeviceId) -> bool {
+        *self.hung.lock().unwrap() == Some(device)
     }
 
     /// The device of the disk labelled `label` (`D<i>`).
@@ -686,6 +711,9 @@ fn writer(world: &World, seed: u64, me: usize) {
                 .and_then(|r| r)
             {
                 Ok(info) => {
+                    if info.redundancy_lowered {
+                        world.lowered.fetch_add(1, Ordering::SeqCst);
+                    }
                     let mut m = world.model.lock().unwrap();
                     m.names_uncertain.remove(&name);
                     m.files
@@ -1045,13 +1073,28 @@ fn fault_actor(world: &World, seed: u64) {
     .map(|(_, w, k)| (w, k))
     .collect();
     let weights: u64 = kinds.iter().map(|(w, _)| w).sum();
-    for _ in 0..OPS_PER_ACTOR / 4 {
+    // In seeds whose plan says so, at one of its turns, a disk stops
+    // answering (its own stream, so the other faults stay as they were).
+    let mut hang = Rand::new(seed ^ 0x4A96);
+    let hang_at = plan
+        .hang
+        .then(|| hang.below((OPS_PER_ACTOR / 4) as u64) as usize);
+    for turn in 0..OPS_PER_ACTOR / 4 {
         if world.stopped() {
             return;
         }
         // Let the others run a while.
         for _ in 0..rng.below(20) {
             cairn_io::sched::yield_now();
+        }
+        if hang_at == Some(turn) {
+            let disk = victims[hang.below(victims.len() as u64) as usize];
+            world.faulted.store(true, Ordering::SeqCst);
+            *world.hung.lock().unwrap() = Some(disk);
+            world.shared.with(|sim| sim.hang_disk(disk, true));
+            if trace() {
+                eprintln!("  faults: disk {} hangs", disk.0);
+            }
         }
         let disk = victims[rng.below(victims.len() as u64) as usize];
         let mut draw = rng.below(weights);
@@ -1252,7 +1295,10 @@ fn online_now(world: &World, disk: &str, power: usize, seed: u64) -> bool {
     let failing = || {
         device.is_some_and(|d| {
             world.victims.contains(&d)
-                && (world.lost(d) || world.plan.write_errors || world.plan.read_errors)
+                && (world.lost(d)
+                    || world.hung(d)
+                    || world.plan.write_errors
+                    || world.plan.read_errors)
         })
     };
     let result = world
@@ -1317,10 +1363,12 @@ fn scrub_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
     use cairn_store::group::check::Problem;
     world.count_op();
     let power = 1 + rng.below(8) as usize;
-    // Where a copy may be silently damaged, no repair: data blocks carry
-    // no checksums, so a repair takes the primary for right, and a damaged
-    // primary would be copied over the good copies.
-    let repair = rng.chance(50) && !world.plan.silent();
+    // A repair where a copy may be silently damaged too: data blocks carry
+    // no checksums, so two differing copies are only reported (no guess)
+    // and three are judged by their majority — a repair that took the
+    // damaged copy would spread it to a disk no fault touched, which the
+    // raw comparison after recovery finds.
+    let repair = rng.chance(50);
     let read_errors = || {
         world.shared.with(|sim| {
             sim.events()
@@ -1341,7 +1389,12 @@ fn scrub_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
     let reads_before = read_errors();
     let lost_before = lost_in_service();
     let losses_before = losses();
-    let result = world.live.scrub(power, repair, &mut |_| {});
+    // A request to a hung disk that timed out fails its read as an error
+    // would.
+    let timed_out = || world.shared.with(|sim| sim.timed_out());
+    let timed_out_before = timed_out();
+    let how = cairn_store::group::scrub::ScrubRepair::new(repair, None);
+    let result = world.live.scrub(power, how, &mut |_| {});
     if trace() {
         eprintln!("  scrub at power {power} (repair {repair}): {result:?}");
     }
@@ -1351,12 +1404,14 @@ fn scrub_now(world: &World, rng: &mut Rand, seed: u64) -> bool {
         || world.silent_damage.load(Ordering::SeqCst)
         || read_errors() != reads_before
         || lost_before
-        || losses() != losses_before;
+        || losses() != losses_before
+        || timed_out() != timed_out_before;
     if trace() {
         eprintln!(
-            "  scrub: silent {silent_before}, read errors {reads_before} -> {}, a lost disk in service {lost_before}, disks lost {losses_before} -> {}",
+            "  scrub: silent {silent_before}, read errors {reads_before} -> {}, a lost disk in service {lost_before}, disks lost {losses_before} -> {}, timed out {timed_out_before} -> {}",
             read_errors(),
-            losses()
+            losses(),
+            timed_out()
         );
     }
     let victim_labels: Vec<String> = world
@@ -1662,6 +1717,10 @@ struct SeedFigures {
     replaced: u64,
     compacted: u64,
     reclaimed: u64,
+    /// Files created with lowered redundancy.
+    lowered: u64,
+    /// Every disk was ONLINE at the end: nothing may be left lowered.
+    whole: bool,
     seed: u64,
     ops: u64,
     /// Metadata operations (first-write marks included) before the crash,
@@ -1672,6 +1731,9 @@ struct SeedFigures {
     faults: bool,
     plan: FaultPlan,
     accounts: Accounts,
+    /// A disk hung; requests to it that timed out before the crash.
+    hung: bool,
+    timed_out: u64,
 }
 
 fn run_seed(seed: u64) -> SeedFigures {
@@ -1718,6 +1780,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         silent_damage: AtomicBool::new(false),
         tainted: Mutex::new(BTreeSet::new()),
         accounts: Mutex::new(Accounts::default()),
+        hung: Mutex::new(None),
         offlined: AtomicU64::new(0),
         resynced: AtomicU64::new(0),
         scrubbed: AtomicU64::new(0),
@@ -1728,6 +1791,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         replaced: AtomicU64::new(0),
         compacted: AtomicU64::new(0),
         reclaimed: AtomicU64::new(0),
+        lowered: AtomicU64::new(0),
     };
     // Some seeds switch at nearly every point, others let an actor run on.
     let stay = [0, 50, 75, 90][rng.below(4) as usize];
@@ -1740,6 +1804,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         Box::new(|| lifecycle_actor(&world, seed)),
     ];
     let panics = turnstile.run(actors);
+    let timed_out = shared.with(|sim| sim.timed_out());
     for (i, p) in panics.iter().enumerate() {
         if let Some(p) = p {
             panic!("seed {seed}: actor {i} panicked: {p}");
@@ -1754,6 +1819,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         tainted,
         accounts,
         records,
+        hung,
         offlined,
         resynced,
         scrubbed,
@@ -1764,6 +1830,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         replaced,
         compacted,
         reclaimed,
+        lowered,
         ..
     } = world;
     let mut model = model.into_inner().unwrap();
@@ -1819,9 +1886,11 @@ fn run_seed(seed: u64) -> SeedFigures {
         shared.reset_handles();
         shared.crash_after(None);
     }
-    // Transient faults are over; a lost disk stays lost.
+    // Transient faults are over; a lost disk stays lost; a hung one
+    // answers again (the path came back while the process was down).
     shared.with(|sim| {
         for id in &ids {
+            sim.hang_disk(*id, false);
             let f = &mut sim.disk_mut(*id).faults;
             f.write_error_per_million = 0;
             f.read_error_per_million = 0;
@@ -1881,7 +1950,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         victims: &victims,
         tainted: &tainted,
     };
-    verify(
+    let whole = verify(
         &group,
         &shared,
         &mut model,
@@ -1916,6 +1985,8 @@ fn run_seed(seed: u64) -> SeedFigures {
         faults: faulted.load(Ordering::SeqCst),
         plan,
         accounts,
+        hung: hung.into_inner().unwrap().is_some(),
+        timed_out,
         offlined: offlined.load(Ordering::SeqCst),
         resynced: resynced.load(Ordering::SeqCst),
         scrubbed: scrubbed.load(Ordering::SeqCst),
@@ -1926,6 +1997,8 @@ fn run_seed(seed: u64) -> SeedFigures {
         replaced: replaced.load(Ordering::SeqCst),
         compacted: compacted.load(Ordering::SeqCst),
         reclaimed: reclaimed.load(Ordering::SeqCst),
+        lowered: lowered.load(Ordering::SeqCst),
+        whole,
     }
 }
 
@@ -1984,7 +2057,7 @@ fn verify(
     checks: &mut Tally,
     seed: u64,
     sector: u64,
-) {
+) -> bool {
     let mut h = group.handle(64).unwrap();
     // The files to compare: those whose existence and size are certain.
     let mut files: Vec<(&String, &ModelFile)> = Vec::new();
@@ -2046,6 +2119,24 @@ fn verify(
         "seed {seed}: check after recovery: {:?}",
         report.problems
     );
+    // Every disk back in service: every copy recorded missing (a failure
+    // group away when it was allocated, or a write it missed) was restored.
+    let (disks, lowered) = group.meta(|g| (g.disks(), g.redundancy_lowered())).unwrap();
+    let whole = disks
+        .iter()
+        .all(|d| d.state == cairn_format::group::DiskState::Online);
+    if whole {
+        assert_eq!(
+            (lowered.extents, lowered.bytes),
+            (0, 0),
+            "seed {seed}: redundancy still lowered with every disk ONLINE: {disks:?}"
+        );
+        assert!(
+            disks.iter().all(|d| d.missing_copy_aus == 0),
+            "seed {seed}: {disks:?}"
+        );
+    }
+    whole
 }
 
 /// Every copy in service of every written extent, read straight off its
@@ -2236,6 +2327,7 @@ fn interleaving_simulation() {
         run_seed,
     );
     let (mut ops, mut switches, mut faulted) = (0u64, 0u64, 0u64);
+    let (mut hung, mut timed_out) = (0u64, 0u64);
     let (mut meta_ops, mut records) = (0u64, 0u64);
     let (mut offlined, mut resynced, mut lifecycle_seeds) = (0u64, 0u64, 0u64);
     let mut scrubbed = 0u64;
@@ -2245,6 +2337,7 @@ fn interleaving_simulation() {
     let (mut quiet, mut loud, mut silent) = (0u64, 0u64, 0u64);
     let (mut checks, mut accepted) = (Tally::default(), Tally::default());
     let (mut accepted_max, mut accepted_max_seed) = (0u64, 0u64);
+    let (mut lowered, mut lowered_seeds, mut whole_seeds) = (0u64, 0u64, 0u64);
     for f in &totals {
         assert!(
             f.ops >= 200,
@@ -2264,6 +2357,8 @@ fn interleaving_simulation() {
         } else {
             quiet += 1;
         }
+        hung += u64::from(f.hung);
+        timed_out += f.timed_out;
         offlined += f.offlined;
         resynced += f.resynced;
         scrubbed += f.scrubbed;
@@ -2276,6 +2371,9 @@ fn interleaving_simulation() {
         compacted += f.compacted;
         reclaimed += f.reclaimed;
         reclaim_seeds += u64::from(f.reclaimed > 0);
+        lowered += f.lowered;
+        lowered_seeds += u64::from(f.lowered > 0);
+        whole_seeds += u64::from(f.whole && f.lowered > 0);
         change_seeds += u64::from(f.moved > 0 || f.added > 0 || f.resized > 0);
         checks.merge(&f.accounts.checks);
         accepted.merge(&f.accounts.accepted);
@@ -2286,7 +2384,7 @@ fn interleaving_simulation() {
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {faulted} seeds with faults injected ({quiet} planned none, {loud} only errors and lost disks, {silent} silent damage too); {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {scrubbed} scrubs beside the writers; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds; {} MiB given back by reclaims in {reclaim_seeds} seeds",
+        "interleaving simulation: {count} seeds in {secs:.1} s ({:.1} seeds/s, {workers} at a time): {ops} operations, {switches} scheduling points, {faulted} seeds with faults injected ({quiet} planned none, {loud} only errors, lost and hung disks, {silent} silent damage too; {hung} with a disk that hung, {timed_out} of its requests timed out); {meta_ops} metadata operations in {records} journal records; {offlined} disks taken offline and {resynced} resynced back ONLINE, in {lifecycle_seeds} seeds; {scrubbed} scrubs beside the writers; {added} disks added, {dropped} dropped, {resized} resized, {replaced} OFFLINE disks replaced and {moved} extent copies moved by rebalances ({compacted} by compact passes), in {change_seeds} seeds; {} MiB given back by reclaims in {reclaim_seeds} seeds; {lowered} files created with a failure group away (lowered redundancy) in {lowered_seeds} seeds, {whole_seeds} of them whole again at the end",
         count as f64 / secs,
         reclaimed >> 20
     );
@@ -2309,8 +2407,12 @@ fn interleaving_simulation() {
                 && scrubbed > 0
                 && offlined > 0
                 && resynced > 0
-                && reclaim_seeds > 0,
-            "{} seeds: {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves, {scrubbed} scrubs, {offlined} offlined, {resynced} resynced, {reclaim_seeds} seeds with reclaims",
+                && reclaim_seeds > 0
+                && hung > 0
+                && timed_out > 0
+                && lowered_seeds > 0
+                && whole_seeds > 0,
+            "{} seeds: {added} added, {dropped} dropped, {resized} resized, {replaced} replaced, {compacted} compact moves, {scrubbed} scrubs, {offlined} offlined, {resynced} resynced, {reclaim_seeds} seeds with reclaims, {hung} with a hung disk ({timed_out} requests timed out), {lowered_seeds} with files created at lowered redundancy ({whole_seeds} checked whole again at the end)",
             totals.len()
         );
         let never = checks.missing(CHECKS);

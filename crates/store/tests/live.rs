@@ -800,3 +800,78 @@ fn a_punch_racing_a_write_leaves_the_write_or_zeros_never_old_bytes() {
         );
     }
 }
+
+/// `online` of a live group reads what the disk's device holds *now*: an
+/// older image put back while it was OFFLINE, a blank device, or a disk of
+/// no group (or another group) in its place is refused, naming what was
+/// found, and the disk stays OFFLINE — the group never serves data the disk
+/// does not hold. The right image comes back and is resynced.
+#[test]
+fn online_refuses_an_older_image_a_blank_device_and_a_foreign_disk() {
+    let (shared, ids, live) = live_group(11);
+    let number = live
+        .meta(|g| g.create_file(&path("f"), 4 * MIB, &CreateOptions::default()))
+        .unwrap()
+        .unwrap()
+        .number;
+    let mut h = live.handle(16).unwrap();
+    h.write(number, 0, &block(1, 64 * 1024)).unwrap();
+    h.sync().unwrap();
+    // A copy of D1 as it is now (a snapshot, a clone of the LUN).
+    let size = 128 * MIB as usize;
+    let old = shared.with(|sim| sim.durable_contents(ids[1], 0, size));
+    h.write(number, 0, &block(2, 64 * 1024)).unwrap();
+    h.sync().unwrap();
+    live.offline_disks(&["D1".into()], None).unwrap();
+    h.write(number, 64 * 1024, &block(3, 64 * 1024)).unwrap();
+    h.sync().unwrap();
+    let current = shared.with(|sim| sim.durable_contents(ids[1], 0, size));
+    let offline = |live: &LiveGroup| {
+        live.meta(|g| {
+            g.disks()
+                .iter()
+                .find(|d| d.label == "D1")
+                .map(|d| d.state.as_str())
+        })
+        .unwrap()
+    };
+    // The older image.
+    shared.with(|sim| sim.scribble(ids[1], 0, &old));
+    let e = live.bring_back(Some(&["D1".into()])).unwrap_err();
+    assert!(e.to_string().contains("not the image"), "{e}");
+    assert_eq!(offline(&live), Some("OFFLINE"));
+    // A blank device.
+    shared.with(|sim| sim.scribble(ids[1], 0, &vec![0u8; size]));
+    let e = live.bring_back(Some(&["D1".into()])).unwrap_err();
+    assert!(e.to_string().contains("no copy of a Cairn label"), "{e}");
+    assert_eq!(offline(&live), Some("OFFLINE"));
+    // A labelled disk of no group.
+    shared.with(|sim| {
+        cairn_store::labeling::write_label(
+            sim,
+            ids[1],
+            &cairn_store::labeling::LabelSpec {
+                label: cairn_format::DiskLabel::parse("STRAY").unwrap(),
+                disk_uuid: uuid::Uuid::from_u128(77),
+                now_unix_seconds: 1_763_700_000,
+                generation: 1,
+            },
+        )
+        .unwrap()
+    });
+    let e = live.bring_back(Some(&["D1".into()])).unwrap_err();
+    assert!(e.to_string().contains("STRAY"), "{e}");
+    assert_eq!(offline(&live), Some("OFFLINE"));
+    // The image the group took offline comes back, and is resynced.
+    shared.with(|sim| sim.scribble(ids[1], 0, &current));
+    live.online_disks(Some(&["D1".into()]), 4, &mut |_| {})
+        .unwrap();
+    assert_eq!(offline(&live), Some("ONLINE"));
+    let mut back = vec![0u8; 128 * 1024];
+    h.read(number, 0, &mut back).unwrap();
+    assert_eq!(&back[..64 * 1024], &block(2, 64 * 1024)[..]);
+    assert_eq!(&back[64 * 1024..], &block(3, 64 * 1024)[..]);
+    drop(h);
+    let report = live.meta(|g| g.check(false)).unwrap().unwrap();
+    assert!(report.problems.is_empty(), "{report:?}");
+}

@@ -13,6 +13,7 @@ use cairn_format::DiskLabel;
 use cairn_io::DeviceId;
 use cairn_io_sim::{geometry, CrashAfter, CrashPolicy, SimEngine};
 use cairn_store::group::relocate::PreparedDisk;
+use cairn_store::group::scrub::ScrubRepair;
 use cairn_store::group::{
     self, CreateOptions, Group, GroupError, GroupSelector, GroupSpec, NewDisk, Redundancy,
 };
@@ -597,7 +598,7 @@ fn a_crash_anywhere_in_a_shrink_loses_nothing_and_it_completes() {
             reads_back(&mut g, files);
             let check = g.check(false).unwrap();
             assert!(check.clean(), "point {point}: {check:#?}");
-            let scrub = g.scrub(8, false, &mut |_| {}).unwrap();
+            let scrub = g.scrub(8, ScrubRepair::report(), &mut |_| {}).unwrap();
             assert!(scrub.problems.is_empty(), "point {point}: {scrub:#?}");
             g.dismount().unwrap();
             let h = header_of(engine, ids[2]);
@@ -714,7 +715,7 @@ fn a_crash_anywhere_in_a_grow_loses_nothing() {
             reads_back(&mut g, files);
             let check = g.check(false).unwrap();
             assert!(check.clean(), "point {point}: {check:#?}");
-            let scrub = g.scrub(8, false, &mut |_| {}).unwrap();
+            let scrub = g.scrub(8, ScrubRepair::report(), &mut |_| {}).unwrap();
             assert!(scrub.problems.is_empty(), "point {point}: {scrub:#?}");
             g.dismount().unwrap();
             let h = header_of(engine, ids[1]);
@@ -726,25 +727,26 @@ fn a_crash_anywhere_in_a_grow_loses_nothing() {
 
 /// `scrub` reads every copy: a clean group has nothing to say; a mirror
 /// copy whose bytes rotted is named by file and byte range, as is a damaged
-/// metadata copy and a damaged header copy; `--repair` rewrites them (data
-/// from the primary), and afterwards the group scrubs clean, reads back and
-/// checks clean. A rotted primary is reported too — against it, the
-/// mirror "differs" — and repair would copy the primary: data carries no
-/// checksum to say which copy is right (docs/rebalance.md).
+/// metadata copy and a damaged header copy; `--repair` rewrites the
+/// metadata and the header, but not data where two copies differ — data
+/// carries no checksum to say which copy is right, so it rewrites only
+/// with `--prefer` naming the copy to keep (docs/rebalance.md) — and
+/// afterwards the group scrubs clean, reads back and checks clean.
 #[test]
 fn scrub_names_each_disagreement_and_repair_rewrites_it() {
     use cairn_io::{AlignedBuf, IoEngine};
     let (mut engine, ids) = rig(Redundancy::Normal);
-    let (files, mirror, entry_copy) = {
+    let (files, mirror, entry_copy, primary) = {
         let mut g = mount(&mut engine, &ids);
         let files = fill(&mut g);
-        let clean = g.scrub(4, false, &mut |_| {}).unwrap();
+        let clean = g.scrub(4, ScrubRepair::report(), &mut |_| {}).unwrap();
         assert!(clean.problems.is_empty(), "{clean:#?}");
         // x (20 MiB) and the 5 MiB written of y, two copies each.
         assert!(clean.bytes_read >= 2 * 25 * MIB, "{clean:#?}");
         assert!(clean.metadata_blocks_compared > 0 && clean.header_copies_checked == 12);
         let ext = g.extents(files[0].0).unwrap()[2];
         let mirror = ext.copies()[1];
+        let primary = ext.copies()[0].disk;
         let device = |d: u16| {
             g.disks()
                 .iter()
@@ -755,7 +757,7 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
         };
         let mirror_dev = device(mirror.disk);
         g.dismount().unwrap();
-        (files, (mirror_dev, mirror), ids[3])
+        (files, (mirror_dev, mirror), ids[3], primary)
     };
     // 8 KiB of rot 64 KiB into the mirror of x's extent 2 (file bytes 2 MiB
     // + 64 KiB), and D3's tail header copy wiped.
@@ -768,7 +770,7 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
         .write_at(entry_copy, DISK - MIB, AlignedBuf::zeroed(4096), true)
         .unwrap();
     let mut g = mount(&mut engine, &ids);
-    let found = g.scrub(2, false, &mut |_| {}).unwrap();
+    let found = g.scrub(2, ScrubRepair::report(), &mut |_| {}).unwrap();
     let from = 2 * MIB + (64 << 10);
     let rot = found
         .problems
@@ -779,7 +781,8 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
         })
         .unwrap_or_else(|| panic!("the rot is named by its file bytes: {found:#?}"));
     assert!(rot.location.contains("+SIM/x"), "{rot:?}");
-    assert!(rot.what.contains("differs from the primary"), "{rot:?}");
+    // Two copies that differ: nothing says which is right.
+    assert!(rot.what.contains("no majority"), "{rot:?}");
     assert!(
         found
             .problems
@@ -788,14 +791,23 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
         "{found:#?}"
     );
     assert!(!found.clean());
-    let repaired = g.scrub(2, true, &mut |_| {}).unwrap();
+    // A repair does not guess between two copies: the header is repaired,
+    // the data is not, until the asker says which copy to keep.
+    let unsure = g
+        .scrub(2, ScrubRepair::new(true, None), &mut |_| {})
+        .unwrap();
+    assert!(!unsure.clean(), "{unsure:#?}");
+    assert_eq!(unsure.bytes_rewritten, 0);
+    let repaired = g
+        .scrub(2, ScrubRepair::new(true, Some(primary)), &mut |_| {})
+        .unwrap();
     assert!(repaired.clean(), "{repaired:#?}");
     assert_eq!(repaired.bytes_rewritten, 8192);
-    let again = g.scrub(16, false, &mut |_| {}).unwrap();
+    let again = g.scrub(16, ScrubRepair::report(), &mut |_| {}).unwrap();
     assert!(again.problems.is_empty(), "{again:#?}");
     reads_back(&mut g, &files);
     assert!(g.check(false).unwrap().clean());
-    let e = g.scrub(0, false, &mut |_| {}).unwrap_err();
+    let e = g.scrub(0, ScrubRepair::report(), &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
     g.dismount().unwrap();
     // A header laid out for a smaller device than the group uses (as an
@@ -811,7 +823,7 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
     h.generation += 1;
     cairn_store::labeling::write_copies(&mut engine, ids[0], &h, &[0, 1, 2]).unwrap();
     let mut g = mount(&mut engine, &ids);
-    let found = g.scrub(4, false, &mut |_| {}).unwrap();
+    let found = g.scrub(4, ScrubRepair::report(), &mut |_| {}).unwrap();
     assert!(
         found
             .problems
@@ -819,9 +831,15 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
             .any(|p| p.location == "disk D0 header" && p.what.contains("50331648-byte")),
         "{found:#?}"
     );
-    let fixed = g.scrub(4, true, &mut |_| {}).unwrap();
+    let fixed = g
+        .scrub(4, ScrubRepair::new(true, None), &mut |_| {})
+        .unwrap();
     assert!(fixed.clean(), "{fixed:#?}");
-    assert!(g.scrub(4, false, &mut |_| {}).unwrap().problems.is_empty());
+    assert!(g
+        .scrub(4, ScrubRepair::report(), &mut |_| {})
+        .unwrap()
+        .problems
+        .is_empty());
     g.dismount().unwrap();
     let h = header_of(&mut engine, ids[0]);
     assert_eq!(h.copy_offsets_bytes[2], DISK - MIB);

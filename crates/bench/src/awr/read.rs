@@ -2,12 +2,14 @@
 //!
 //! The kind is told from the report's own markers, not the file name: AWR
 //! HTML by its markup and AWR's title or tables; Statspack by its `STATSPACK
-//! report for` banner; AWR text by its `WORKLOAD REPOSITORY` banner (near the
-//! top, so a report pasted into a mail or a blog is still found), or the
-//! title of Cairn's own OLTP `awr.txt` at its top, or — a
-//! fragment cut from a report, as DBAs post them — by starting with one of
-//! AWR's sections. Anything else is refused, saying what was expected: a
-//! README that names Statspack and quotes a Load Profile is not a report.
+//! report for` banner; AWR text by its own structure — its `WORKLOAD
+//! REPOSITORY` banner, a header table over its rule, a section title over its
+//! table (see `text::locate`). Both are found wherever they are in the text,
+//! so a report pasted into a mail or a blog post, or an excerpt cut from one
+//! at its Load Profile or its host table, is read, and only the report is
+//! read, not the text around it. Anything else is refused, saying what was
+//! expected: a README that names Statspack and quotes a Load Profile is not a
+//! report.
 
 use std::path::Path;
 
@@ -31,7 +33,7 @@ pub enum AwrError {
 }
 
 /// Why a text is not a report of any kind read here, and what was expected.
-pub const NOT_A_REPORT: &str = "is not an AWR or Statspack report: no 'WORKLOAD REPOSITORY report for' or 'STATSPACK report for' header found, and it does not start with an AWR section; give the text or HTML output of awrrpt.sql, or the output of spreport.sql";
+pub const NOT_A_REPORT: &str = "is not an AWR or Statspack report: no 'WORKLOAD REPOSITORY report for' or 'STATSPACK report for' header found, nor any AWR section over its table (a title underlined with ~~~~ such as Load Profile, a title tagged DB/Inst:, the DB Name or Host Name table); give the text or HTML output of awrrpt.sql, or the output of spreport.sql";
 
 /// The biggest report read (AWR reports of a busy RAC run to tens of MB).
 pub const REPORT_BYTES_MAX: u64 = 512 << 20;
@@ -40,39 +42,31 @@ pub const REPORT_BYTES_MAX: u64 = 512 << 20;
 /// HTML is only told by its markup here: whether it is AWR's is for the HTML
 /// reader to say (its title and tables), see [`parse_str`].
 pub fn detect(text: &str) -> Option<Format> {
+    find(text).map(|(format, _)| format)
+}
+
+/// The kind of report in `text` and the line (1-based) where it starts: the
+/// first of an AWR text report's structure and a Statspack banner when the
+/// text holds both (a Statspack report has AWR's section titles too, under
+/// its banner).
+fn find(text: &str) -> Option<(Format, usize)> {
     let head: String = text
         .chars()
         .take(64 * 1024)
         .collect::<String>()
         .to_ascii_lowercase();
     if head.contains("<html") || head.contains("<table") || head.contains("<!doctype html") {
-        return Some(Format::AwrHtml);
+        return Some((Format::AwrHtml, 1));
     }
-    let top = || text.lines().take(HEADER_LINES_MAX).map(str::trim_start);
-    if top().any(|l| {
-        l.get(..STATSPACK_BANNER.len())
-            .is_some_and(|b| b.eq_ignore_ascii_case(STATSPACK_BANNER))
-    }) {
-        Some(Format::StatspackText)
-    } else if top().any(|l| l.starts_with(AWR_BANNER))
-        || text.lines().find(|l| !l.trim().is_empty()).map(str::trim)
-            == Some(crate::oltp::report::AWR_TITLE)
-        || super::text::starts_with_a_section(text)
-    {
-        Some(Format::AwrText)
-    } else {
-        None
+    let statspack = super::statspack::banner_line(text);
+    let awr = super::text::report_start(text);
+    match (statspack, awr) {
+        (Some(s), Some(a)) if a < s => Some((Format::AwrText, a)),
+        (Some(s), _) => Some((Format::StatspackText, s)),
+        (None, Some(a)) => Some((Format::AwrText, a)),
+        (None, None) => None,
     }
 }
-
-/// The first line of a Statspack report (any case).
-const STATSPACK_BANNER: &str = "statspack report for";
-/// The first line of an AWR text report: `WORKLOAD REPOSITORY report for`,
-/// or `WORKLOAD REPOSITORY PDB report` for a PDB's (Oracle prints it so).
-const AWR_BANNER: &str = "WORKLOAD REPOSITORY";
-/// Lines at the top of a file searched for a report's banner: a report
-/// pasted into a mail comes after its headers and a greeting.
-const HEADER_LINES_MAX: usize = 120;
 
 /// Oracle's other reports, told by their banners: read as an AWR report they
 /// would give wrong figures (a compare-period report's Load Profile has two
@@ -100,19 +94,28 @@ const OTHER_REPORTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Lines at the top of a report searched for another report's banner.
+/// Lines around a report's start searched for another report's banner.
 const BANNER_LINES: usize = 60;
 
-/// The warning for one of Oracle's other reports, if `text` is one.
-fn other_report(text: &str) -> Option<ParseWarning> {
+/// The warning for one of Oracle's other reports, if the report of `format`
+/// found at line `start` of `text` is one: in HTML its title or heading
+/// anywhere in the first lines; in text a line starting with its banner,
+/// near where the report starts (an ASH report's banner comes just above
+/// the header table it shares with AWR).
+fn other_report(text: &str, format: Format, start: usize) -> Option<ParseWarning> {
+    let from = start.saturating_sub(BANNER_LINES + 1);
     text.lines()
-        .take(BANNER_LINES)
         .enumerate()
+        .skip(from)
+        .take(2 * BANNER_LINES)
         .find_map(|(i, line)| {
-            let lower = line.to_ascii_lowercase();
+            let lower = line.trim_start().to_ascii_lowercase();
             OTHER_REPORTS
                 .iter()
-                .find(|(banner, _)| lower.contains(banner))
+                .find(|(banner, _)| match format {
+                    Format::AwrHtml => lower.contains(banner),
+                    _ => lower.starts_with(banner),
+                })
                 .map(|(_, what)| ParseWarning {
                     section: "report".into(),
                     line: i + 1,
@@ -125,18 +128,24 @@ fn other_report(text: &str) -> Option<ParseWarning> {
 /// that is no report read here, saying what was expected (it follows the
 /// file's name: "notes.txt is not an AWR or Statspack report: …").
 pub fn parse_str(text: &str, source: &str) -> Result<AwrReport, String> {
-    if let Some(w) = other_report(text) {
-        let mut r = AwrReport::empty(source, detect(text).unwrap_or(Format::AwrText));
+    let found = find(text);
+    // Oracle's other reports share none of AWR's marks (ASH, ADDM) or only
+    // some: their banners are looked for near the top when nothing is found.
+    let (format, start) = found.unwrap_or((Format::AwrText, 1));
+    if let Some(w) = other_report(text, format, start) {
+        let mut r = AwrReport::empty(source, format);
         r.warnings.push(w);
         return Ok(r);
     }
-    match detect(text) {
-        Some(Format::AwrHtml) => {
+    if found.is_none() {
+        return Err(NOT_A_REPORT.to_string());
+    }
+    match format {
+        Format::AwrHtml => {
             super::html::parse_awr_html_checked(text, source).map_err(|why| format!("is {why}"))
         }
-        Some(Format::StatspackText) => Ok(super::statspack::parse_statspack_text(text, source)),
-        Some(Format::AwrText) => Ok(super::text::parse_awr_text(text, source)),
-        None => Err(NOT_A_REPORT.to_string()),
+        Format::StatspackText => Ok(super::statspack::parse_statspack_text(text, source)),
+        Format::AwrText => Ok(super::text::parse_awr_text(text, source)),
     }
 }
 
@@ -227,7 +236,7 @@ mod tests {
         }
         // An AWR report is not one of them.
         let awr = "WORKLOAD REPOSITORY report for\n\nLoad Profile\n";
-        assert!(other_report(awr).is_none());
+        assert!(other_report(awr, Format::AwrText, 1).is_none());
     }
 
     #[test]
@@ -243,17 +252,29 @@ mod tests {
             detect("WORKLOAD REPOSITORY PDB report (root snapshots)\n"),
             Some(Format::AwrText)
         );
-        // A fragment starts with one of AWR's sections.
+        // A Statspack report below an AWR excerpt is the second report: the
+        // first one found is read.
+        let sp_late = format!(
+            "{}\n{sp}",
+            "Load Profile   Per Second\n~~~~~~~~~~~~  -------\n  Redo size:  1.0\n"
+        );
+        assert_eq!(detect(&sp_late), Some(Format::AwrText));
+        // A fragment is one of AWR's sections over its table, wherever it is.
         let fragment = "\nStatistic                                     Total     per Second     per Trans\n\
                         -------------------------------- ------------------ -------------- -------------\n\
                         redo writes                                 341,363           47.4           7.3\n";
         assert_eq!(detect(fragment), Some(Format::AwrText));
         let profile = "Load Profile              Per Second    Per Transaction\n~~~~~~~~~~~~  ---------------   ---------------\n";
         assert_eq!(detect(profile), Some(Format::AwrText));
+        assert_eq!(
+            find(&format!("Here it is:\n\n{profile}")),
+            Some((Format::AwrText, 3))
+        );
         // Cairn's own awr.txt.
         let cairn = "Cairn OLTP Report (AWR style)\n=============================\n";
         assert_eq!(detect(cairn), Some(Format::AwrText));
-        // Prose that names reports, or quotes a section further down, is none.
+        // Prose that names reports, or quotes a title without its table or a
+        // table without its rule, is none.
         for text in [
             "",
             "# Notes\n\nAWR and Statspack reports are read.\nA STATSPACK report for a week...\n",

@@ -37,7 +37,23 @@ const TITLES: [&str; 9] = [
     "Top 5 Timed Events",
     "Wait Events",
 ];
-/// The header is in the first lines; SQL text further down must not be taken for it.
+/// Whether a line is a Statspack report's banner, `STATSPACK report for`
+/// (any case), at its start.
+fn is_banner(line: &str) -> bool {
+    const BANNER: &str = "statspack report for";
+    line.trim_start()
+        .get(..BANNER.len())
+        .is_some_and(|b| b.eq_ignore_ascii_case(BANNER))
+}
+
+/// The line (1-based) of a Statspack report's banner, wherever it is in
+/// `text`: a report pasted into a mail comes after the mail's text.
+pub(crate) fn banner_line(text: &str) -> Option<usize> {
+    text.lines().position(is_banner).map(|i| i + 1)
+}
+
+/// The header is in the first lines under the banner; SQL text further down
+/// must not be taken for it.
 const HEADER_LINES_MAX: usize = 120;
 /// Row warnings of one section beyond this are summed up in one.
 const ROW_WARNINGS_MAX: usize = 20;
@@ -45,7 +61,7 @@ const ROW_WARNINGS_MAX: usize = 20;
 /// Read a Statspack text report. Never fails: what could not be read is in
 /// `warnings`, and a text that is not a Statspack report says so there.
 pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
-    let lines: Vec<String> = text.lines().map(normalize).collect();
+    let mut lines: Vec<String> = text.lines().map(normalize).collect();
     let mut report = AwrReport::empty(source, Format::StatspackText);
     let mut warnings: Vec<ParseWarning> = Vec::new();
     let mut warn = |section: &str, line: usize, message: String| {
@@ -56,22 +72,38 @@ pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
         });
     };
 
-    let banner = lines.iter().take(HEADER_LINES_MAX).any(|l| {
-        l.trim()
-            .to_ascii_lowercase()
-            .starts_with("statspack report for")
-    });
-    if !banner {
-        warn(
+    let banner = lines.iter().position(|l| is_banner(l));
+    match banner {
+        None => warn(
             "report",
             0,
-            "not a Statspack report: no `STATSPACK report for` banner at its top; \
-             sections are read as far as they match"
+            "not a Statspack report: no `STATSPACK report for` banner; sections are read as \
+             far as they match"
                 .into(),
-        );
+        ),
+        Some(from) => {
+            // Only the report is read, from its banner to its `End of
+            // Report`: the rest is blanked (so line numbers stay the file's),
+            // as the text of a mail around a pasted report could otherwise
+            // pass for a Load Profile row.
+            let end = lines[from..]
+                .iter()
+                .position(|l| l.trim_start().starts_with("End of Report"))
+                .map_or(lines.len(), |k| from + k + 1);
+            let text_in = |r: &[String]| r.iter().any(|l| !l.trim().is_empty());
+            let (before, after) = (text_in(&lines[..from]), text_in(&lines[end..]));
+            if let Some(w) = super::text::surroundings_warning(from + 1, end, before, after) {
+                warn(&w.section, w.line, w.message);
+            }
+            for (i, l) in lines.iter_mut().enumerate() {
+                if i < from || i >= end {
+                    l.clear();
+                }
+            }
+        }
     }
 
-    read_header(&lines, &mut report.header);
+    read_header(&lines[banner.unwrap_or(0)..], &mut report.header);
 
     let joined = lines.join("\n");
     match read_load_profile(&joined) {

@@ -138,13 +138,8 @@ const UNDERLINE_LOOKAHEAD_MAX: usize = 2;
 /// spooled copy of one); `source` names the file in the report and warnings.
 pub fn parse_awr_text(text: &str, source: &str) -> AwrReport {
     let mut report = AwrReport::empty(source, Format::AwrText);
-    let lines = normalize(text);
-    let sections = find_sections(&lines);
-    let has_title = lines
-        .iter()
-        .any(|l| l.text.trim_start().starts_with("WORKLOAD REPOSITORY"));
-    let has_stat_header = lines.iter().any(|l| is_stat_header(&l.text));
-    if lines
+    let all = normalize(text);
+    if all
         .iter()
         .any(|l| l.text.trim_start().starts_with("STATSPACK report for"))
     {
@@ -155,15 +150,24 @@ pub fn parse_awr_text(text: &str, source: &str) -> AwrReport {
         ));
         return report;
     }
-    if !has_title && sections.is_empty() && !has_stat_header {
+    let Some(found) = locate(&all) else {
         report.warnings.push(warn(
             "report",
             0,
             "no AWR section found: this does not look like an AWR report (no 'WORKLOAD \
-             REPOSITORY report', no 'Load Profile')",
+             REPOSITORY report' banner, and no section of one over its table)",
         ));
         return report;
-    }
+    };
+    // Only the report is read: the text of the mail or post around it could
+    // otherwise pass for a header line or a Load Profile row.
+    let lines = &all[found.lines.clone()];
+    warn_surroundings(&all, &found, &mut report);
+    let sections = find_sections(lines);
+    let has_title = lines
+        .iter()
+        .any(|l| l.text.trim_start().starts_with(AWR_BANNER));
+    let has_stat_header = lines.iter().any(|l| is_stat_header(&l.text));
     if lines
         .iter()
         .any(|l| l.text.contains("COMPARE PERIOD REPORT"))
@@ -176,16 +180,16 @@ pub fn parse_awr_text(text: &str, source: &str) -> AwrReport {
         ));
         return report;
     }
-    read_header(&lines, &sections, has_title, &mut report);
-    read_profile(&lines, &mut report);
-    read_top_events(&lines, &sections, &mut report);
-    read_wait_classes(&lines, &sections, &mut report);
-    read_event_tables(&lines, &sections, &mut report);
-    read_histograms(&lines, &sections, &mut report);
-    read_io_profile(&lines, &sections, &mut report);
-    read_statistics(&lines, &sections, has_stat_header, &mut report);
-    read_iostat(&lines, &sections, &mut report);
-    read_parameters(&lines, &sections, &mut report);
+    read_header(lines, &sections, has_title, &mut report);
+    read_profile(lines, &mut report);
+    read_top_events(lines, &sections, &mut report);
+    read_wait_classes(lines, &sections, &mut report);
+    read_event_tables(lines, &sections, &mut report);
+    read_histograms(lines, &sections, &mut report);
+    read_io_profile(lines, &sections, &mut report);
+    read_statistics(lines, &sections, has_stat_header, &mut report);
+    read_iostat(lines, &sections, &mut report);
+    read_parameters(lines, &sections, &mut report);
     if report.header.block_size.is_none() {
         if let Some(v) = report
             .parameters
@@ -196,8 +200,58 @@ pub fn parse_awr_text(text: &str, source: &str) -> AwrReport {
             report.header.block_size = whole_u32(v);
         }
     }
-    warn_missing(&lines, &sections, has_title, &mut report);
+    warn_missing(lines, &sections, has_title, &mut report);
     report
+}
+
+/// Say where the report is when other text is around it, and that another
+/// report follows when one does: neither is read.
+fn warn_surroundings(all: &[Line], found: &Located, report: &mut AwrReport) {
+    let (first, last) = (
+        all[found.lines.start].no,
+        all[found.lines.end.saturating_sub(1).max(found.lines.start)].no,
+    );
+    if let Some(next) = found.next {
+        report.warnings.push(warn(
+            "report",
+            all[next].no,
+            &format!(
+                "another report starts at line {}: only the first, lines {first}-{last}, is \
+                 read; give each report in its own file",
+                all[next].no
+            ),
+        ));
+    }
+    let text_in = |r: &[Line]| r.iter().any(|l| !l.text.trim().is_empty());
+    let before = text_in(&all[..found.lines.start]);
+    let after = found.next.is_none() && text_in(&all[found.lines.end..]);
+    report
+        .warnings
+        .extend(surroundings_warning(first, last, before, after));
+}
+
+/// The warning for a report (lines `first` to `last` of its file) with
+/// other text before or after it, which is not read.
+pub(crate) fn surroundings_warning(
+    first: usize,
+    last: usize,
+    before: bool,
+    after: bool,
+) -> Option<ParseWarning> {
+    let around = match (before, after) {
+        (true, true) => "before and after it",
+        (true, false) => "before it",
+        (false, true) => "after it",
+        (false, false) => return None,
+    };
+    Some(warn(
+        "report",
+        first,
+        &format!(
+            "the report is lines {first}-{last} of the file: the text {around} is not part of \
+             it and is not read"
+        ),
+    ))
 }
 
 fn warn(section: &str, line: usize, message: &str) -> ParseWarning {
@@ -211,29 +265,273 @@ fn warn(section: &str, line: usize, message: &str) -> ParseWarning {
 // ---------------------------------------------------------------------------
 // Normalising and cutting into sections
 
-/// Lines with the damage of §5 undone and the SQL*Plus artefacts dropped,
-/// each with its line number in the original text.
-/// Whether `text` starts (at its first non-blank line) with one of an AWR
-/// report's own sections: a section title, or the column header of a
-/// statistics table. That is what a fragment cut from a report looks like;
-/// a document that merely quotes a report further down does not.
-pub(crate) fn starts_with_a_section(text: &str) -> bool {
-    // Enough lines after the first for a title's underline to be seen.
-    let head: String = text
-        .split('\n')
-        .take(FRAGMENT_HEAD_LINES)
-        .collect::<Vec<_>>()
-        .join("\n");
-    let lines = normalize(&head);
-    let Some(first) = lines.iter().position(|l| !l.text.trim().is_empty()) else {
-        return false;
-    };
-    is_stat_header(&lines[first].text) || title_of(&lines, first).is_some()
+// ---------------------------------------------------------------------------
+// Where the report is
+
+/// The first line of an AWR text report: `WORKLOAD REPOSITORY report for`,
+/// or `WORKLOAD REPOSITORY PDB report` for a PDB's (Oracle prints it so; its
+/// other reports' banners start the same way and are told apart by
+/// `read::other_report`).
+pub(crate) const AWR_BANNER: &str = "WORKLOAD REPOSITORY";
+
+/// Lines between a main section's title and the start of its table (its
+/// `->` notes, a blank line, up to four header lines): a title with no table
+/// within them is a title only, not a mark of a report.
+const TABLE_START_LINES_MAX: usize = 16;
+/// Lines of one table of the header block (the snapshot table, the longest,
+/// has six): a pasted header's table is not allowed to run on into prose.
+const HEADER_TABLE_LINES_MAX: usize = 8;
+
+/// Where the AWR report lies among the normalised lines of a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Located {
+    /// Indices of its lines: from its first mark to the end of its last.
+    lines: std::ops::Range<usize>,
+    /// Index of the first mark of another report after it, if there is one.
+    next: Option<usize>,
 }
 
-/// Lines of a text's head that [`starts_with_a_section`] looks at.
-const FRAGMENT_HEAD_LINES: usize = 64;
+/// One of a report's own marks: a line of its structure that prose does not
+/// have, each backed by its table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Mark {
+    /// `WORKLOAD REPOSITORY report for` and the header tables under it.
+    Banner,
+    /// A header table (`DB Name  DB Id …`, `Host Name  Platform …`) over
+    /// its column rule: an excerpt that starts below the banner.
+    Header,
+    /// A summary title underlined with `~~~~`, with its table.
+    Summary(String),
+    /// A main title (tagged `DB/Inst:`, or one Cairn reads) over its table,
+    /// or a statistics table's own column header over its rule.
+    Main,
+}
 
+/// The header table a line is the column names of, if it is one.
+fn header_kind(line: &str) -> Option<&'static str> {
+    let c = collapse(line);
+    let has = |s: &str| c.to_ascii_lowercase().contains(&s.to_ascii_lowercase());
+    if c.starts_with("DB Name") && has("DB Id") {
+        Some("DB Name")
+    } else if c.starts_with("Instance") && has("Inst Num") {
+        Some("Instance")
+    } else if c.starts_with("Container DB Id") {
+        Some("Container")
+    } else if c.starts_with("Host Name") && has("Platform") {
+        Some("Host Name")
+    } else if c.starts_with("Snap Id") && has("Snap Time") {
+        Some("Snap Id")
+    } else {
+        None
+    }
+}
+
+/// The header tables from line `j` on (blank lines between them): each its
+/// column names and, under its rule, its lines up to a blank one, or without
+/// a rule its one line of values. The index of the last line of the last
+/// table (`j - 1` when there is none), and which tables they were.
+fn header_block(lines: &[Line], mut j: usize) -> (usize, Vec<&'static str>) {
+    let mut end = j.saturating_sub(1);
+    let mut kinds = Vec::new();
+    loop {
+        let mut k = j;
+        while lines.get(k).is_some_and(|l| l.text.trim().is_empty()) {
+            k += 1;
+        }
+        let Some(kind) = lines.get(k).and_then(|l| header_kind(&l.text)) else {
+            break;
+        };
+        kinds.push(kind);
+        end = k;
+        let belongs = |m: usize| {
+            lines.get(m).is_some_and(|l| {
+                !l.text.trim().is_empty()
+                    && header_kind(&l.text).is_none()
+                    && title_of(lines, m).is_none()
+            })
+        };
+        let mut m = k + 1;
+        if lines.get(m).is_some_and(|l| rule_ranges(&l.text).is_some()) {
+            // Under its rule, the table's lines up to a blank one.
+            while m <= k + HEADER_TABLE_LINES_MAX && belongs(m) {
+                end = m;
+                m += 1;
+            }
+        } else if belongs(m) && lines[m].text.chars().any(|c| c.is_ascii_digit()) {
+            // No rule (lost on the way): its one line of values, which
+            // always has a figure (an id, a number, a date).
+            end = m;
+            m += 1;
+        }
+        j = m;
+    }
+    (end, kinds)
+}
+
+/// The index of the last line of a section's table, its body starting at
+/// `from`: the table starts at its column rule, at `No data exists`, or —
+/// in a summary section, whose figures may stand under the `~~~~` alone —
+/// at a `Label:  figure` line (the `->` notes and the column names, which
+/// may hold figures of their own, come before); it ends at a blank line, the
+/// section's end rule or the next title. `None` when no table starts within
+/// a few lines: a title alone.
+fn table_end(lines: &[Line], from: usize, summary: bool) -> Option<usize> {
+    let mut started = false;
+    for j in from..lines.len() {
+        let t = lines[j].text.trim();
+        if is_end_rule(t) {
+            return Some(j);
+        }
+        if title_of(lines, j).is_some() || header_kind(t).is_some() {
+            return started.then(|| j - 1);
+        }
+        if started {
+            if t.is_empty() {
+                return Some(j - 1);
+            }
+        } else if rule_ranges(t).is_some()
+            || t.starts_with("No data exists")
+            || (summary && is_label_and_figure(t))
+        {
+            started = true;
+        } else if j >= from + TABLE_START_LINES_MAX {
+            return None;
+        }
+    }
+    started.then(|| lines.len() - 1)
+}
+
+/// `Buffer Nowait %:  100.00`, `Host Mem (MB):  514,048.0`: a summary
+/// section's row without a column rule over it.
+fn is_label_and_figure(t: &str) -> bool {
+    t.split_once(':').is_some_and(|(label, rest)| {
+        !label.trim().is_empty()
+            && rest
+                .split_whitespace()
+                .next()
+                .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit() || c == '.'))
+    })
+}
+
+/// The mark line `i` is, if any, and the index of its last line.
+fn mark_at(lines: &[Line], i: usize) -> Option<(Mark, usize)> {
+    let t = lines[i].text.trim_start();
+    if t.starts_with(AWR_BANNER) {
+        let (end, _) = header_block(lines, i + 1);
+        return Some((Mark::Banner, end.max(i)));
+    }
+    if header_kind(t).is_some()
+        && lines
+            .get(i + 1)
+            .is_some_and(|l| rule_ranges(&l.text).is_some())
+    {
+        return Some((Mark::Header, header_block(lines, i).0));
+    }
+    if is_stat_header(t) {
+        let ruled = lines
+            .get(i + 1)
+            .is_some_and(|l| rule_ranges(&l.text).is_some());
+        return ruled
+            .then(|| table_end(lines, i + 1, false))
+            .flatten()
+            .map(|end| (Mark::Main, end));
+    }
+    let title = title_of(lines, i)?;
+    if SUMMARY_TITLES
+        .iter()
+        .any(|s| s.eq_ignore_ascii_case(&title))
+    {
+        // The body starts under the `~~~~` underline (which may carry the
+        // column rule itself, as the Load Profile's does).
+        let underline = (i + 1..lines.len())
+            .take(UNDERLINE_LOOKAHEAD_MAX)
+            .find(|&k| !lines[k].text.trim().is_empty())?;
+        let end = if rule_ranges(&lines[underline].text).is_some() {
+            table_end(lines, underline + 1, true).unwrap_or(underline)
+        } else {
+            table_end(lines, underline + 1, true)?
+        };
+        return Some((Mark::Summary(title), end));
+    }
+    table_end(lines, i + 1, false).map(|end| (Mark::Main, end))
+}
+
+/// Where the AWR report is among `lines`, by its own structure: it starts
+/// at its first mark (its banner, a header table over its rule, a summary
+/// title underlined with `~~~~`, a main title or a statistics header over
+/// its table) and ends at `End of Report` or at the end of its last mark's
+/// table, so that the text around a report pasted into a mail or a blog is
+/// not read as part of it. A second banner, or a header table or summary
+/// section the report already has, starts another report: a post that sets
+/// two reports side by side must not have them read as one. Cairn's own
+/// OLTP `awr.txt` (its title on the first line) is read whole. `None`: no
+/// mark at all, so no report.
+fn locate(lines: &[Line]) -> Option<Located> {
+    let first = lines.iter().position(|l| !l.text.trim().is_empty())?;
+    if lines[first].text.trim() == crate::oltp::report::AWR_TITLE {
+        return Some(Located {
+            lines: first..lines.len(),
+            next: None,
+        });
+    }
+    let mut start: Option<usize> = None;
+    let mut end = 0;
+    let mut seen: Vec<String> = Vec::new();
+    let mut i = first;
+    while i < lines.len() {
+        if start.is_some() && lines[i].text.trim() == "End of Report" {
+            end = i;
+            i += 1;
+            break;
+        }
+        let Some((mark, last)) = mark_at(lines, i) else {
+            i += 1;
+            continue;
+        };
+        // What a report has once: a second one is the next report's.
+        let once: Vec<String> = match &mark {
+            Mark::Banner => vec!["banner".into()],
+            Mark::Summary(title) => vec![title.to_ascii_lowercase()],
+            Mark::Header => header_block(lines, i)
+                .1
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            Mark::Main => Vec::new(),
+        };
+        let again = once.iter().any(|k| seen.contains(k));
+        if start.is_some() && (mark == Mark::Banner || again) {
+            return Some(Located {
+                lines: start.unwrap_or(i)..end + 1,
+                next: Some(i),
+            });
+        }
+        if mark == Mark::Banner {
+            seen.extend(header_block(lines, i + 1).1.into_iter().map(str::to_string));
+        }
+        seen.extend(once);
+        start.get_or_insert(i);
+        end = end.max(last);
+        i = last.max(i) + 1;
+    }
+    let start = start?;
+    let next = (i..lines.len()).find(|&k| mark_at(lines, k).is_some());
+    Some(Located {
+        lines: start..end + 1,
+        next,
+    })
+}
+
+/// The line (1-based, in `text`) where an AWR text report starts, found by
+/// its own structure wherever it is in the text (see [`locate`]); `None`
+/// when `text` has none of it.
+pub(crate) fn report_start(text: &str) -> Option<usize> {
+    let lines = normalize(text);
+    locate(&lines).map(|found| lines[found.lines.start].no)
+}
+
+/// Lines with the damage of §5 undone and the SQL*Plus artefacts dropped,
+/// each with its line number in the original text.
 fn normalize(text: &str) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
     let mut skip_underline = false;
@@ -591,16 +889,14 @@ fn read_header(lines: &[Line], sections: &[Section], has_title: bool, report: &m
         if c.starts_with("WORKLOAD REPOSITORY") && c.contains("PDB") {
             h.container.get_or_insert_with(String::new);
         }
-        let table = if c.starts_with("DB Name") && c.contains("DB Id") {
-            db_line_at = Some(lines[i].no);
-            header_table(lines, i)
-        } else if (c.starts_with("Instance") && c.contains("Inst Num"))
-            || c.starts_with("Container DB Id")
-            || c.starts_with("Host Name")
-        {
-            header_table(lines, i)
-        } else {
-            None
+        // The snapshot table's figures are read by their labels below.
+        let table = match header_kind(&c) {
+            Some("DB Name") => {
+                db_line_at = Some(lines[i].no);
+                header_table(lines, i)
+            }
+            Some("Snap Id") | None => None,
+            Some(_) => header_table(lines, i),
         };
         for (label, value) in table.unwrap_or_default() {
             if value.is_empty() {

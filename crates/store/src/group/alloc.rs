@@ -535,6 +535,18 @@ impl DiskAlloc {
         self.reserved.retain(|r| *r != (start, len));
     }
 
+    /// Hold back from reuse here the runs `from` holds back (this table
+    /// is rebuilt for the same disk: a data operation may still write
+    /// them). Only runs free here are taken.
+    pub fn keep_quarantine(&mut self, from: &DiskAlloc) {
+        for q in &from.quarantine {
+            let run = u64::from(q.start)..u64::from(q.start) + u64::from(q.len);
+            if run.end <= self.layout.au_count && !run.clone().any(|au| self.is_used(au)) {
+                self.quarantine.push(*q);
+            }
+        }
+    }
+
     /// Runs reserved and not yet claimed.
     pub fn reserved_aus(&self) -> u64 {
         self.reserved.iter().map(|(_, l)| u64::from(*l)).sum()

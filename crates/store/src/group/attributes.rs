@@ -24,6 +24,12 @@ pub const ATTRIBUTES: &[AttributeSpec] = &[
         about: "how long an OFFLINE disk may stay offline (counted while the group is mounted) before it is dropped and its copies rebuilt elsewhere",
     },
     AttributeSpec {
+        name: "disk_io_timeout",
+        default: "30s",
+        range: Some("a duration from 1s to 60m: a number with ms, s or m (seconds if none)"),
+        about: "how long a read, write or flush may go unanswered before its disk is taken OFFLINE as if it had failed (a path that hangs rather than fails)",
+    },
+    AttributeSpec {
         name: "rebalance_compact",
         default: "auto",
         range: Some("auto, true or false (auto: only where every disk is rotational)"),
@@ -64,6 +70,48 @@ pub const ATTRIBUTES: &[AttributeSpec] = &[
 /// The longest `disk_repair_time`.
 const REPAIR_TIME_MAX_SECONDS: u64 = 365 * 86_400;
 
+/// `disk_io_timeout` when the group sets none: in the tens of seconds, as
+/// ASM's disk I/O timeout, so a SAN path failing over (which may take tens
+/// of seconds) is waited for, and a dead one is not for ever.
+pub const DISK_IO_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The shortest `disk_io_timeout`: below a second a busy but healthy disk
+/// (a queue of large writes, a flush behind them) would be taken offline.
+const IO_TIMEOUT_MIN_MS: u64 = 1_000;
+/// The longest: past an hour the service is as good as hung.
+const IO_TIMEOUT_MAX_MS: u64 = 3_600_000;
+
+/// Milliseconds in an I/O timeout: a number (fractions allowed) with a
+/// unit `ms`, `s` or `m`; seconds when there is none. From 1s to 60m.
+pub fn parse_io_timeout(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let (number, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => (&t[..i], &t[i..]),
+        None => (t.as_str(), "s"),
+    };
+    let scale = match unit {
+        "ms" => 1.0,
+        "s" | "sec" => 1_000.0,
+        "m" | "min" => 60_000.0,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use ms, s or m)")),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (a number with ms, s or m)"))?;
+    if !value.is_finite() {
+        return Err(format!(
+            "{text:?} is not a duration (a number with ms, s or m)"
+        ));
+    }
+    let ms = (value * scale).round();
+    if ms < IO_TIMEOUT_MIN_MS as f64 || ms > IO_TIMEOUT_MAX_MS as f64 {
+        return Err(format!(
+            "{text:?} is out of range: an I/O timeout is from 1s to 60m"
+        ));
+    }
+    Ok(ms as u64)
+}
+
 /// Seconds in a duration: a number (fractions allowed) with a unit `s`,
 /// `m`, `h` or `d`; hours when there is none (as ASM's `disk_repair_time`).
 pub fn parse_duration(text: &str) -> Result<u64, String> {
@@ -102,6 +150,10 @@ fn validate(key: &str, value: &str) -> Result<String, String> {
     match key {
         "disk_repair_time" => {
             parse_duration(value)?;
+            Ok(value.trim().to_ascii_lowercase())
+        }
+        "disk_io_timeout" => {
+            parse_io_timeout(value)?;
             Ok(value.trim().to_ascii_lowercase())
         }
         "rebalance_compact" | "thin_provisioned" => {
@@ -188,7 +240,24 @@ impl Group<'_> {
             }
         }
         self.dirty.insert(Dirty::Attributes);
-        self.commit()
+        self.commit()?;
+        self.apply_io_timeout();
+        Ok(())
+    }
+
+    /// `disk_io_timeout`.
+    pub fn disk_io_timeout(&self) -> std::time::Duration {
+        self.attribute("disk_io_timeout")
+            .and_then(|v| parse_io_timeout(&v).ok())
+            .map_or(DISK_IO_TIMEOUT_DEFAULT, std::time::Duration::from_millis)
+    }
+
+    /// Give the metadata plane's engine, and through the data plane every
+    /// data handle's (at its next operation), the group's I/O timeout.
+    pub(super) fn apply_io_timeout(&mut self) {
+        let timeout = self.disk_io_timeout();
+        self.engine.set_io_timeout(Some(timeout));
+        self.plane.set_io_timeout(timeout);
     }
 
     /// Whether freed AUs are discarded as they are freed:
@@ -240,7 +309,21 @@ fn unknown_key(key: &str) -> GroupError {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{parse_duration, parse_io_timeout};
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn io_timeouts_parse_in_their_range_and_refuse_the_rest() {
+        assert_eq!(parse_io_timeout("30s"), Ok(30_000));
+        assert_eq!(parse_io_timeout("30"), Ok(30_000));
+        assert_eq!(parse_io_timeout("1500ms"), Ok(1_500));
+        assert_eq!(parse_io_timeout("2m"), Ok(120_000));
+        assert_eq!(parse_io_timeout("1.5"), Ok(1_500));
+        for bad in ["0", "999ms", "61m", "-1s", "1h", "fast", "NaN", "inf"] {
+            let why = parse_io_timeout(bad).unwrap_err();
+            assert!(why.contains(&format!("{bad:?}")), "{bad}: {why}");
+        }
+    }
 
     #[test]
     fn durations_parse_as_asm_gives_them() {

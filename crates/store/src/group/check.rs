@@ -28,7 +28,7 @@ use cairn_format::group::AtLayout;
 type Generation = (u64, Vec<u8>);
 
 /// One problem the check found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Problem {
     /// Where: `disk DATA_0001 AU 57`, `file 260 extent 3`, `alias +DATA/x`...
     pub location: String,
@@ -40,7 +40,7 @@ pub struct Problem {
     pub repairable: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct CheckReport {
     pub files: usize,
     pub extents: u64,

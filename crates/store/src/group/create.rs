@@ -112,6 +112,7 @@ pub fn create<'e>(
             offline_since: None,
             offline_count: 0,
             parked: Vec::new(),
+            away: None,
         }));
     }
     if fg_ids.len() < usize::from(copies) {
@@ -134,7 +135,9 @@ pub fn create<'e>(
             created_unix_seconds: spec.now_unix_seconds,
             features: FeatureSet {
                 incompat: fmt::GROUP_INCOMPAT_STALE_COPIES,
-                ro_compat: fmt::GROUP_RO_COMPAT_FILE_ATTRS | fmt::GROUP_RO_COMPAT_CLEAN_MAP,
+                ro_compat: fmt::GROUP_RO_COMPAT_FILE_ATTRS
+                    | fmt::GROUP_RO_COMPAT_CLEAN_MAP
+                    | fmt::GROUP_RO_COMPAT_MULTIHOST,
                 ..FeatureSet::default()
             },
             file_directory: Extent::new(&[AuAddr { disk: 0, au: 1 }], false),
@@ -146,6 +149,7 @@ pub fn create<'e>(
     );
     group.templates = default_templates();
     group.attributes = group.default_attributes();
+    group.apply_io_timeout();
 
     // Metadata files: extents placed like any file's.
     let journal_extents = JOURNAL_BYTES.div_ceil(spec.au_bytes);

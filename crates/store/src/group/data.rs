@@ -29,6 +29,7 @@ use std::sync::atomic::AtomicU64;
 
 use std::sync::Arc;
 
+use super::disk_io::read_fails_the_disk;
 use super::plane::{
     DataPlane, DiskView, FileSnapshot, LatchGuard, LatchKey, NotWritable, OperationGuard, Piece,
 };
@@ -41,8 +42,12 @@ use cairn_io::{AlignedBuf, Op, Request};
 /// hands in (each copy holds its own buffer).
 const WRITE_BATCH_BYTES_MAX: u64 = 32 << 20;
 
-/// The errno a write reports when no copy of it could be written.
-const EIO: i32 = 5;
+/// Looks a write takes at its file before it gives up on a file that keeps
+/// changing under the latches it took (a cut and a grow, a delete and a
+/// create, a stale mark that did not take). Each look costs a snapshot and
+/// a latch, no I/O; a writer needs more than two only beside a client that
+/// changes the file as fast as it can (a loop of ftruncate).
+pub(super) const WRITE_ATTEMPTS_MAX: u32 = 64;
 
 /// What a data operation needs from whoever runs it.
 pub(crate) trait DataPort {
@@ -92,6 +97,10 @@ pub(crate) trait DataPort {
         incarnation: u32,
         marks: &[StaleMark],
     ) -> Result<(), GroupError>;
+    /// Copies on `disks` missed a write, and their stale marks could not
+    /// be made durable: if the group stopped, have the superblocks record
+    /// it ([`Group::record_missed_writes`]); nothing otherwise.
+    fn missed_writes(&mut self, disks: &BTreeSet<u16>);
     /// The file's current snapshot (see [`DataPlane::file`]).
     fn snapshot(&mut self, number: u32) -> Option<Arc<FileSnapshot>> {
         self.plane().file(number)
@@ -505,16 +514,39 @@ fn pieces_of(snap: &FileSnapshot, offset: u64, len: u64) -> Result<Vec<Piece>, G
     })
 }
 
-fn no_copy_error(disks: String) -> GroupError {
-    GroupError::Io {
-        disk: disks,
-        error: IoError::Os {
-            kind: cairn_io::OpKind::Write,
-            offset_bytes: 0,
-            len_bytes: 0,
-            errno: EIO,
-        },
-    }
+/// A write to `len` bytes at `offset` of file `number` none of whose
+/// copies (`extent`'s) can be written: each is on a disk not written now.
+fn unwritable_error(
+    number: u32,
+    offset: u64,
+    len: u64,
+    view: &DiskView,
+    extent: &Extent,
+) -> GroupError {
+    let disks: Vec<String> = extent.copies().iter().map(|c| view.name(c.disk)).collect();
+    GroupError::WriteFailed(format!(
+        "file {number} offset {offset} length {len}: no copy can be written, every one is on a disk that is offline ({}); nothing was written — bring one of them back (`cairn group online`)",
+        disks.join(", ")
+    ))
+}
+
+/// `len` bytes at `offset` of file `number` (one piece of a write, or of
+/// a zeroing: `what`) reached none of their copies: `failures` says what
+/// each copy's I/O answered, by disk.
+fn lost_write_error(
+    what: &str,
+    (number, offset, len): (u32, u64, u64),
+    view: &DiskView,
+    failures: &[(u16, IoError)],
+) -> GroupError {
+    let copies: Vec<String> = failures
+        .iter()
+        .map(|(d, e)| format!("disk {}: {e}", view.name(*d)))
+        .collect();
+    GroupError::WriteFailed(format!(
+        "file {number} offset {offset} length {len}: the {what} reached no copy ({}); check those disks and the kernel log (dmesg)",
+        copies.join("; ")
+    ))
 }
 
 /// Read `buf.len()` bytes at `offset` of file `number`, accepting the bytes
@@ -538,34 +570,71 @@ pub(crate) fn read(
         return Ok(());
     }
     let pieces = pieces_of(&snap, offset, buf.len() as u64)?;
-    // Per piece: its online copies (empty for an extent never written, which
-    // reads as zeros), the one to read next, and whether it is read.
-    let mut copies: Vec<Vec<AuAddr>> = Vec::with_capacity(pieces.len());
-    for p in &pieces {
+    let mut tries = Tries {
+        number,
+        offset,
+        len: buf.len() as u64,
+        choice: vec![0usize; pieces.len()],
+        copies: Vec::with_capacity(pieces.len()),
+        bad: Vec::new(),
+        failed_disks: BTreeSet::new(),
+        problems: Vec::new(),
+    };
+    let result = read_copies(port, &snap, &view, &pieces, buf, accept, first, &mut tries);
+    drop(guard);
+    // A disk whose read failed as a disk fails is taken offline before the
+    // read answers, served or not: no later read goes to it.
+    let offlined = if !tries.failed_disks.is_empty() && port.may_write() {
+        port.disks_failed(&tries.failed_disks, view.epoch)
+    } else {
+        Ok(())
+    };
+    // The read's own error first: it names what failed where.
+    result?;
+    offlined?;
+    if tries.bad.is_empty() || !port.may_write() {
+        return Ok(());
+    }
+    let good: BTreeMap<usize, AuAddr> = tries
+        .bad
+        .iter()
+        .map(|(i, _)| (*i, tries.copies[*i][tries.choice[*i]]))
+        .collect();
+    repair(port, slot, &snap, &view, &pieces, &tries.bad, &good)
+}
+
+/// The general read: every piece from its copies in turn, until the
+/// caller's check passes on the whole buffer. `first`: what the short path
+/// did (its one piece's first copy).
+#[allow(clippy::too_many_arguments)]
+fn read_copies(
+    port: &mut dyn DataPort,
+    snap: &FileSnapshot,
+    view: &DiskView,
+    pieces: &[Piece],
+    buf: &mut [u8],
+    accept: &dyn Fn(&[u8]) -> bool,
+    first: First,
+    tries: &mut Tries,
+) -> Result<(), GroupError> {
+    // Per piece: its readable copies (none for an extent never written,
+    // which reads as zeros).
+    for p in pieces {
         let extent = snap
             .extent(p.extent)
             .expect("invariant: pieces are in the map");
         if extent.initialized {
-            let online = readable_copies(&view, extent, piece_aus(&snap, p.within, p.len));
+            let aus = piece_aus(snap, p.within, p.len);
+            let online = readable_copies(view, extent, aus.clone());
             if online.is_empty() {
-                return Err(GroupError::Corrupt(format!(
-                    "file {number} offset {offset}: no copy could be read (every copy is offline or stale)"
-                )));
+                return Err(tries.none_readable(view, extent, aus));
             }
-            copies.push(online);
+            tries.copies.push(online);
         } else {
             buf[p.at..p.at + p.len as usize].fill(0);
-            copies.push(Vec::new());
+            tries.copies.push(Vec::new());
         }
     }
-    let mut tries = Tries {
-        number,
-        offset,
-        choice: vec![0usize; pieces.len()],
-        copies,
-        bad: Vec::new(),
-        problems: Vec::new(),
-    };
     let mut pending: Vec<usize> = (0..pieces.len())
         .filter(|i| !tries.copies[*i].is_empty())
         .collect();
@@ -574,12 +643,13 @@ pub(crate) fn read(
     // or was rejected.
     match first {
         First::Accepted | First::NotTaken => {}
-        First::Failed(error) => {
+        First::Failed(result) => {
             debug_assert_eq!(pieces.len(), 1, "the short path reads one piece");
-            let c = tries.copies[0][0];
             tries.failed(
                 0,
-                read_problem(&view, c, at(&snap, c, pieces[0].within), &error),
+                view,
+                at(snap, tries.copies[0][0], pieces[0].within),
+                result,
             )?;
         }
         First::Rejected => pending = tries.rejected()?,
@@ -593,7 +663,7 @@ pub(crate) fn read(
                     DiskIo {
                         disk: c.disk,
                         op: Op::Read {
-                            offset_bytes: at(&snap, c, pieces[i].within),
+                            offset_bytes: at(snap, c, pieces[i].within),
                             buf: port.buffer(pieces[i].len as usize),
                         },
                     }
@@ -613,8 +683,7 @@ pub(crate) fn read(
                             port.recycle(data);
                         }
                         let c = tries.copies[i][tries.choice[i]];
-                        let error = failure(result);
-                        tries.failed(i, read_problem(&view, c, at(&snap, c, p.within), &error))?;
+                        tries.failed(i, view, at(snap, c, p.within), result)?;
                         again.push(i);
                     }
                 }
@@ -622,43 +691,56 @@ pub(crate) fn read(
             pending = again;
         }
         if accept(buf) {
-            break;
+            return Ok(());
         }
         pending = tries.rejected()?;
     }
-    drop(guard);
-    if tries.bad.is_empty() || !port.may_write() {
-        return Ok(());
-    }
-    let good: BTreeMap<usize, AuAddr> = tries
-        .bad
-        .iter()
-        .map(|(i, _)| (*i, tries.copies[*i][tries.choice[*i]]))
-        .collect();
-    repair(port, slot, &snap, &view, &pieces, &tries.bad, &good)
 }
 
 /// A read's progress through the copies of its pieces.
 struct Tries {
-    /// The file and offset read, for messages.
+    /// The range read, for messages.
     number: u32,
     offset: u64,
+    len: u64,
     /// Per piece: its online copies, primary first (none: reads as zeros).
     copies: Vec<Vec<AuAddr>>,
     /// Per piece: the copy read now.
     choice: Vec<usize>,
     /// Copies found bad (piece, copy), to be rewritten from a good one.
     bad: Vec<(usize, AuAddr)>,
+    /// Disks a read failed on as a disk fails ([`read_fails_the_disk`]):
+    /// taken offline, their copies not rewritten.
+    failed_disks: BTreeSet<u16>,
     /// What went wrong with each, for the error when no copy serves.
     problems: Vec<String>,
 }
 
 impl Tries {
-    /// Piece `i`'s current copy failed to read (`problem`): it moves to the
-    /// next copy, or the read fails when there is none.
-    fn failed(&mut self, i: usize, problem: String) -> Result<(), GroupError> {
-        self.problems.push(problem);
-        self.bad.push((i, self.copies[i][self.choice[i]]));
+    /// Piece `i`'s current copy failed to read, at byte `at` of its disk,
+    /// with `result` (an error, or a success that brought no data): it
+    /// moves to the next copy, or the read fails when there is none.
+    fn failed(
+        &mut self,
+        i: usize,
+        view: &DiskView,
+        at: u64,
+        result: Result<u64, IoError>,
+    ) -> Result<(), GroupError> {
+        let c = self.copies[i][self.choice[i]];
+        let error = result.err();
+        self.problems.push(format!(
+            "disk {} at byte {at}: {}",
+            view.name(c.disk),
+            error
+                .as_ref()
+                .map_or_else(|| "no data".to_string(), ToString::to_string)
+        ));
+        if error.as_ref().is_some_and(read_fails_the_disk) {
+            self.failed_disks.insert(c.disk);
+        } else {
+            self.bad.push((i, c));
+        }
         self.choice[i] += 1;
         if self.choice[i] >= self.copies[i].len() {
             return Err(self.no_copy());
@@ -689,25 +771,46 @@ impl Tries {
     }
 
     fn no_copy(&self) -> GroupError {
-        GroupError::Corrupt(format!(
-            "file {} offset {}: no copy could be read ({})",
+        GroupError::Unreadable(format!(
+            "file {} offset {} length {}: no copy could be read ({}); check those disks and the kernel log (dmesg)",
             self.number,
             self.offset,
+            self.len,
             self.problems.join("; ")
         ))
     }
-}
 
-/// What went wrong with a read that brought no data.
-fn failure(result: Result<u64, IoError>) -> String {
-    result
-        .err()
-        .map_or_else(|| "no data".to_string(), |e| e.to_string())
-}
-
-/// What went wrong reading copy `c` at byte `at` of its disk.
-fn read_problem(view: &DiskView, c: AuAddr, at: u64, error: &str) -> String {
-    format!("disk {} at {at}: {error}", view.name(c.disk))
+    /// No copy of `extent` may be read for its AUs `aus`: each is on a disk
+    /// that is not online, or stale there.
+    fn none_readable(
+        &self,
+        view: &DiskView,
+        extent: &Extent,
+        aus: std::ops::Range<u64>,
+    ) -> GroupError {
+        let copies: Vec<String> = extent
+            .copies()
+            .iter()
+            .enumerate()
+            .map(|(slot, c)| {
+                let why = if !view.is_online(c.disk) {
+                    "offline"
+                } else if extent.stale_in(slot, aus.clone()) {
+                    "stale: it missed a write"
+                } else {
+                    "readable"
+                };
+                format!("disk {} {why}", view.name(c.disk))
+            })
+            .collect();
+        GroupError::Unreadable(format!(
+            "file {} offset {} length {}: no copy can be read ({}); bring the disk back (`cairn group online`)",
+            self.number,
+            self.offset,
+            self.len,
+            copies.join(", ")
+        ))
+    }
 }
 
 /// How the short path's read went.
@@ -717,8 +820,9 @@ enum First {
     NotTaken,
     /// Read from the first online copy and accepted: done.
     Accepted,
-    /// The read of the first online copy failed, with this error.
-    Failed(String),
+    /// The read of the first online copy failed: its result (an error, or
+    /// a success that brought no data).
+    Failed(Result<u64, IoError>),
     /// Read whole, into the caller's buffer, and rejected by its check.
     Rejected,
 }
@@ -770,7 +874,7 @@ fn read_from_primary(
         port.recycle(data);
     }
     if !read {
-        return Ok(First::Failed(failure(result)));
+        return Ok(First::Failed(result));
     }
     Ok(if accept(buf) {
         First::Accepted
@@ -870,8 +974,8 @@ fn repair(
 }
 /// After a write's I/O (the disks written reported to the port), before it
 /// is acknowledged: a copy that missed the write is never read again, so its
-/// disk goes offline first (or the write fails). `lost`: an extent of the
-/// write that reached no copy, which fails it.
+/// disk goes offline first (or the write fails). `lost`: why a piece of
+/// the write reached no copy, which fails it.
 ///
 /// The copies that failed are marked stale first (`missed`), then their
 /// disks taken offline: a crash between the two leaves the marks, and the
@@ -883,25 +987,36 @@ fn settle_write(
     missed: &[StaleMark],
     failed: &BTreeSet<u16>,
     view: &DiskView,
-    lost: Option<&Extent>,
+    lost: Option<GroupError>,
 ) -> Result<(), GroupError> {
     drop(guard);
-    if !missed.is_empty() {
-        port.mark_stale(number, incarnation, missed)?;
-    }
+    mark_missed(port, (number, incarnation), missed)?;
     if !failed.is_empty() {
         port.disks_failed(failed, view.epoch)?;
     }
     match lost {
-        Some(ext) => Err(no_copy_error(
-            ext.copies()
-                .iter()
-                .map(|c| view.name(c.disk))
-                .collect::<Vec<_>>()
-                .join(","),
-        )),
+        Some(error) => Err(error),
         None => Ok(()),
     }
+}
+
+/// Mark stale, durably, copies that missed a write (or zeros) some other
+/// copy took. If the marks cannot be made durable (the group stopped), the
+/// disks of those copies are recorded as having missed writes, so that the
+/// next mount resyncs them: a write that did not land everywhere never
+/// leaves copies that differ with nothing to say so.
+fn mark_missed(
+    port: &mut dyn DataPort,
+    (number, incarnation): (u32, u32),
+    missed: &[StaleMark],
+) -> Result<(), GroupError> {
+    if missed.is_empty() {
+        return Ok(());
+    }
+    port.mark_stale(number, incarnation, missed)
+        .inspect_err(|_| {
+            port.missed_writes(&missed.iter().map(|m| m.copy.disk).collect());
+        })
 }
 
 /// The common write, without the general path's bookkeeping: a range inside
@@ -965,21 +1080,26 @@ fn write_in_place(
     let mut landed = false;
     let mut failed = BTreeSet::new();
     let mut missed = Vec::new();
+    let mut errors = Vec::new();
     let mask = au_mask(aus);
     let mut settle = |port: &mut dyn DataPort, c: AuAddr, (result, buf): IoOutcome| {
         if let Some(buf) = buf {
             port.recycle(buf);
         }
-        if result.is_ok() {
-            landed = true;
-            port.wrote(c.disk);
-        } else {
-            failed.insert(c.disk);
-            missed.push(StaleMark {
-                extent: loc.extent,
-                copy: c,
-                mask,
-            });
+        match result {
+            Ok(_) => {
+                landed = true;
+                port.wrote(c.disk);
+            }
+            Err(e) => {
+                failed.insert(c.disk);
+                errors.push((c.disk, e));
+                missed.push(StaleMark {
+                    extent: loc.extent,
+                    copy: c,
+                    mask,
+                });
+            }
         }
     };
     // One copy (external redundancy) goes without collecting anything.
@@ -999,7 +1119,7 @@ fn write_in_place(
             }
         }
     }
-    let lost = (!landed).then_some(&extent);
+    let lost = (!landed).then(|| lost_write_error("write", (number, offset, len), &view, &errors));
     if !landed {
         // No copy has it: the write fails and every copy keeps what it had.
         missed.clear();
@@ -1030,12 +1150,21 @@ pub(crate) fn write(
     if write_in_place(port, slot, &snap, number, offset, data)? {
         return Ok(());
     }
-    let mut attempts = 0;
     // Latch, then look again: the extents a first write latches
     // exclusively must still be the ones never written. The guard starts
     // after the latch (a wait for it must not hold freed AUs back) and before
-    // the snapshot the I/O uses.
-    let (snap, pieces, fresh, latch, guard) = loop {
+    // the snapshot the I/O uses. A pass that finds the file changed in a
+    // way the latches do not cover, or that must mark copies stale first,
+    // starts again from the file as it is: at most WRITE_ATTEMPTS_MAX
+    // passes, none of which writes a byte.
+    let mut attempts = 0;
+    let (snap, pieces, fresh, latch, guard, view) = loop {
+        if attempts == WRITE_ATTEMPTS_MAX {
+            return Err(GroupError::WriteFailed(format!(
+                "file {number} offset {offset} length {len}: the file changed under the write {WRITE_ATTEMPTS_MAX} times in a row (cut and grown, replaced, or a disk went offline meanwhile); nothing was written — write again once the file stops changing"
+            )));
+        }
+        attempts += 1;
         if let Some(why) = &snap.read_only {
             return Err(why.error());
         }
@@ -1060,84 +1189,77 @@ pub(crate) fn write(
         let now = file_snapshot(port, number)?;
         // The same published snapshot (not just the same version number: a
         // file number reused by a new file starts its versions again).
-        if Arc::ptr_eq(&now, &snap) {
-            break (now, pieces, fresh, latch, guard);
-        }
-        let now_fresh: BTreeSet<u64> = pieces_of(&now, offset, len)
-            .unwrap_or_default()
-            .iter()
-            .filter(|p| !now.extent(p.extent).is_some_and(|e| e.initialized))
-            .map(|p| p.extent)
-            .collect();
-        if now.incarnation == snap.incarnation
-            && now.read_only.is_none()
-            && check_range(&now, offset, len).is_ok()
-            && now_fresh
-                .iter()
-                .all(|e| latch.holds_exclusive(&(number, snap.incarnation, *e)))
-        {
-            let pieces = pieces_of(&now, offset, len)?;
-            break (now, pieces, now_fresh, latch, guard);
-        }
-        // The file changed under us in a way the latches do not cover (a
-        // shrink and a grow, a delete and a create): start again from it.
-        drop(guard);
-        drop(latch);
-        attempts += 1;
-        assert!(
-            attempts < 1000,
-            "invariant: a writer is not starved by metadata changes"
-        );
-        snap = now;
-    };
-    let view = port.disk_view();
-    // Copies on offline disks miss this write: marked stale before any byte
-    // of it lands (a first write changes the whole extent).
-    let mut unmarked = Vec::new();
-    for p in &pieces {
-        let ext = snap
-            .extent(p.extent)
-            .expect("invariant: pieces are in the map");
-        let mask = if fresh.contains(&p.extent) {
-            whole_extent_mask(p.extent)
+        let (now, pieces, fresh) = if Arc::ptr_eq(&now, &snap) {
+            (now, pieces, fresh)
         } else {
-            au_mask(piece_aus(&snap, p.within, p.len))
+            let now_fresh: BTreeSet<u64> = pieces_of(&now, offset, len)
+                .unwrap_or_default()
+                .iter()
+                .filter(|p| !now.extent(p.extent).is_some_and(|e| e.initialized))
+                .map(|p| p.extent)
+                .collect();
+            if !(now.incarnation == snap.incarnation
+                && now.read_only.is_none()
+                && check_range(&now, offset, len).is_ok()
+                && now_fresh
+                    .iter()
+                    .all(|e| latch.holds_exclusive(&(number, snap.incarnation, *e))))
+            {
+                // The file changed under us in a way the latches do not
+                // cover (a shrink and a grow, a delete and a create): start
+                // again from it.
+                drop(guard);
+                drop(latch);
+                snap = now;
+                continue;
+            }
+            let pieces = pieces_of(&now, offset, len)?;
+            (now, pieces, now_fresh)
         };
-        missed_copies(&view, p.extent, ext, mask, &mut unmarked);
-    }
-    if !unmarked.is_empty() {
+        let view = port.disk_view();
+        // Copies on offline disks miss this write: marked stale before any
+        // byte of it lands (a first write changes the whole extent).
+        let mut unmarked = Vec::new();
+        for p in &pieces {
+            let ext = now
+                .extent(p.extent)
+                .expect("invariant: pieces are in the map");
+            let mask = if fresh.contains(&p.extent) {
+                whole_extent_mask(p.extent)
+            } else {
+                au_mask(piece_aus(&now, p.within, p.len))
+            };
+            missed_copies(&view, p.extent, ext, mask, &mut unmarked);
+        }
+        if unmarked.is_empty() {
+            break (now, pieces, fresh, latch, guard, view);
+        }
         // Never mark the last copy: a piece no copy of which can be written
         // fails the write, its copies left as they are.
         let unwritable = pieces.iter().find(|p| {
-            snap.extent(p.extent)
+            now.extent(p.extent)
                 .is_some_and(|e| writable_copies_of(&view, e).next().is_none())
         });
         if let Some(p) = unwritable {
             drop(guard);
-            let ext = snap
+            let ext = now
                 .extent(p.extent)
                 .expect("invariant: pieces are in the map");
-            return Err(no_copy_error(
-                ext.copies()
-                    .iter()
-                    .map(|c| view.name(c.disk))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ));
+            return Err(unwritable_error(number, offset, len, &view, ext));
         }
         // The guard never spans a wait for the metadata plane (which may be
         // waiting for running operations to drain), nor the latches: mark,
         // then start again from the new snapshot.
         drop(guard);
         drop(latch);
-        port.mark_stale(number, snap.incarnation, &unmarked)?;
-        return write(port, slot, number, offset, data);
-    }
+        port.mark_stale(number, now.incarnation, &unmarked)?;
+        snap = file_snapshot(port, number)?;
+    };
     let mut failed: BTreeSet<u16> = BTreeSet::new();
     let mut missed: Vec<StaleMark> = Vec::new();
     // Failed data writes, by piece: marked only where the piece landed on
     // some copy (else the write fails and every copy keeps what it had).
-    let mut missed_pieces: Vec<(usize, StaleMark)> = Vec::new();
+    let mut missed_pieces: Vec<(usize, StaleMark, IoError)> = Vec::new();
     let mut written: BTreeSet<u16> = BTreeSet::new();
     // First writes: zero what this write does not cover of each fresh extent.
     let mut covered: BTreeMap<u64, u64> = BTreeMap::new();
@@ -1220,7 +1342,7 @@ pub(crate) fn write(
                     landed[i] += 1;
                     written.insert(c.disk);
                 }
-                Err(_) => {
+                Err(e) => {
                     failed.insert(c.disk);
                     let p = &pieces[i];
                     missed_pieces.push((
@@ -1230,28 +1352,35 @@ pub(crate) fn write(
                             copy: c,
                             mask: au_mask(piece_aus(&snap, p.within, p.len)),
                         },
+                        e,
                     ));
                 }
             }
         }
         start = end;
     }
-    let lost = pieces
-        .iter()
-        .zip(&landed)
-        .find(|(_, n)| **n == 0)
-        .map(|(p, _)| {
-            snap.extent(p.extent)
-                .expect("invariant: pieces are in the map")
-        });
+    let lost = landed.iter().position(|n| *n == 0).map(|i| {
+        let p = &pieces[i];
+        let errors: Vec<(u16, IoError)> = missed_pieces
+            .iter()
+            .filter(|(j, _, _)| *j == i)
+            .map(|(_, m, e)| (m.copy.disk, e.clone()))
+            .collect();
+        lost_write_error(
+            "write",
+            (number, offset + p.at as u64, p.len),
+            &view,
+            &errors,
+        )
+    });
     for disk in &written {
         port.wrote(*disk);
     }
     missed.extend(
         missed_pieces
             .into_iter()
-            .filter(|(i, _)| landed[*i] > 0)
-            .map(|(_, m)| m),
+            .filter(|(i, _, _)| landed[*i] > 0)
+            .map(|(_, m, _)| m),
     );
     settle_write(
         port,
@@ -1291,7 +1420,14 @@ pub(crate) fn initialize(
     /// Extents zeroed by one batch of requests.
     const BATCH: usize = 64;
     let mut done = 0u64;
+    // Passes since the last batch zeroed: one that must mark copies stale
+    // first starts again, at most WRITE_ATTEMPTS_MAX times in a row.
+    let mut attempts = 0;
     loop {
+        if attempts == WRITE_ATTEMPTS_MAX {
+            return Err(changing_error("zeroing", number));
+        }
+        attempts += 1;
         let snap = file_snapshot(port, number)?;
         if let Some(why) = &snap.read_only {
             return Err(why.error());
@@ -1330,9 +1466,9 @@ pub(crate) fn initialize(
         for (e, extent) in &still {
             let copies = writable_copies(&view, extent);
             if copies.is_empty() {
-                return Err(GroupError::Corrupt(format!(
-                    "file {number} extent {e}: no copy could be zeroed (every copy is offline)"
-                )));
+                let at = u64::try_from(now.layout.logical_offset(*e, 0)).unwrap_or(u64::MAX);
+                let len = now.layout.extent_bytes(*e);
+                return Err(unwritable_error(number, at, len, &view, extent));
             }
             missed_copies(&view, *e, extent, whole_extent_mask(*e), &mut unmarked);
             for c in copies {
@@ -1373,9 +1509,7 @@ pub(crate) fn initialize(
         for disk in &written {
             port.wrote(*disk);
         }
-        if !missed.is_empty() {
-            port.mark_stale(number, now.incarnation, &missed)?;
-        }
+        mark_missed(port, (number, now.incarnation), &missed)?;
         if !failed.is_empty() {
             port.disks_failed(&failed, view.epoch)?;
         }
@@ -1384,6 +1518,7 @@ pub(crate) fn initialize(
         port.mark_initialized(number, now.incarnation, &still, &written)?;
         drop(latch);
         done += still.len() as u64;
+        attempts = 0;
     }
 }
 
@@ -1485,9 +1620,10 @@ pub(crate) fn punch_extents(
         let marked = port.mark_unwritten(number, incarnation, &still)?;
         done.extents += marked.len() as u64;
         // Readers take no latch: one that took the old map may still be
-        // reading these AUs.
-        port.plane().wait_for_older_operations();
-        if discard {
+        // reading these AUs. If they do not end in time, the extents stay
+        // unwritten without their discard (a reclaim returns the space).
+        let drained = port.plane().wait_for_older_operations();
+        if discard && drained {
             // The guard before the snapshot the discards are taken from:
             // AUs a cut (which takes no latch) freed before it are not in
             // that snapshot, and those it frees after wait for the guard.
@@ -1564,7 +1700,9 @@ pub(crate) fn zero_parts(
         .into_iter()
         .collect();
     let (rmw, latch) = latch_whole(port, number, incarnation, &extents);
-    loop {
+    // A pass that must mark copies stale first starts again: at most
+    // WRITE_ATTEMPTS_MAX of them.
+    for _ in 0..WRITE_ATTEMPTS_MAX {
         // The guard before the snapshot the I/O uses (a cut may free AUs).
         let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
         let now = writable_snapshot(port, number, incarnation)?;
@@ -1584,14 +1722,12 @@ pub(crate) fn zero_parts(
             .find(|(_, _, _, x)| writable_copies_of(&view, x).next().is_none())
         {
             drop(guard);
-            return Err(no_copy_error(
-                extent
-                    .copies()
-                    .iter()
-                    .map(|c| view.name(c.disk))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ));
+            let (e, within, len, _) = live
+                .iter()
+                .find(|(_, _, _, x)| x == extent)
+                .expect("invariant: found in the parts");
+            let at = u64::try_from(now.layout.logical_offset(*e, *within)).unwrap_or(u64::MAX);
+            return Err(unwritable_error(number, at, *len, &view, extent));
         }
         let mut unmarked = Vec::new();
         for (e, within, len, extent) in &live {
@@ -1639,25 +1775,30 @@ pub(crate) fn zero_parts(
                     landed[i] += 1;
                     written.insert(mark.copy.disk);
                 }
-                Err(_) => {
+                Err(e) => {
                     failed.insert(mark.copy.disk);
-                    missed.push((i, mark));
+                    missed.push((i, mark, e));
                 }
             }
         }
         for disk in &written {
             port.wrote(*disk);
         }
+        let lost = landed.iter().position(|n| *n == 0).map(|i| {
+            let (e, within, len, _) = live[i];
+            let at = u64::try_from(now.layout.logical_offset(e, within)).unwrap_or(u64::MAX);
+            let errors: Vec<(u16, IoError)> = missed
+                .iter()
+                .filter(|(j, _, _)| *j == i)
+                .map(|(_, m, e)| (m.copy.disk, e.clone()))
+                .collect();
+            lost_write_error("zeroing", (number, at, len), &view, &errors)
+        });
         let missed: Vec<StaleMark> = missed
             .into_iter()
-            .filter(|(i, _)| landed[*i] > 0)
-            .map(|(_, m)| m)
+            .filter(|(i, _, _)| landed[*i] > 0)
+            .map(|(_, m, _)| m)
             .collect();
-        let lost = live
-            .iter()
-            .zip(&landed)
-            .find(|(_, n)| **n == 0)
-            .map(|((_, _, _, x), _)| x);
         settle_write(
             port,
             guard,
@@ -1671,6 +1812,16 @@ pub(crate) fn zero_parts(
         drop(rmw);
         return Ok(live.iter().map(|(_, _, len, _)| len).sum());
     }
+    Err(changing_error("zeroing", number))
+}
+
+/// A write (or zeroing: `what`) of file `number` that found the file, or
+/// the disks, changed under it [`WRITE_ATTEMPTS_MAX`] times in a row, and
+/// gave up having written nothing.
+fn changing_error(what: &str, number: u32) -> GroupError {
+    GroupError::WriteFailed(format!(
+        "file {number}: the {what} found the file changed under it {WRITE_ATTEMPTS_MAX} times in a row (cut and grown, replaced, or a disk went offline meanwhile); nothing was written — try again once the file stops changing"
+    ))
 }
 
 /// Make a whole extent copy read as zeros: by discard where the device
@@ -1753,6 +1904,11 @@ impl DataPort for Group<'_> {
         self.check_writable()?;
         self.set_stale_in_steps(file, incarnation, marks)?;
         self.commit()
+    }
+    fn missed_writes(&mut self, disks: &BTreeSet<u16>) {
+        if self.poisoned.is_some() && !self.read_only {
+            self.record_missed_writes(disks);
+        }
     }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, _epoch: u64) -> Result<(), GroupError> {
         self.check_usable()?;
@@ -2203,6 +2359,9 @@ mod tests {
         fn wait(&mut self, min_completions: usize) -> Result<(), IoError> {
             self.sim.wait(min_completions)
         }
+        fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+            self.sim.set_io_timeout(timeout);
+        }
         fn pop_completion(&mut self) -> Option<Completion> {
             self.sim.pop_completion()
         }
@@ -2261,6 +2420,9 @@ mod tests {
             unreachable!("a copy reports, its caller fails disks")
         }
         fn mark_stale(&mut self, _: u32, _: u32, _: &[StaleMark]) -> Result<(), GroupError> {
+            unreachable!("a copy marks nothing")
+        }
+        fn missed_writes(&mut self, _: &BTreeSet<u16>) {
             unreachable!("a copy marks nothing")
         }
     }
@@ -2384,5 +2546,166 @@ mod tests {
         assert_eq!(reads.len(), 16);
         assert_eq!(&reads[..4], &[0, 1, 0, 1], "{reads:?}");
         assert_eq!(port.engine.sim.in_flight(), 0);
+    }
+
+    /// A port onto file 9 (two extents, 1 MiB AUs, copies on disks 0 and
+    /// 1), whose metadata plane never lets a writer settle: with `flip`,
+    /// every look at the file (`snapshot`) finds a new publication in which
+    /// extents 0 and 1 have swapped which one is written (a client looping
+    /// ftruncate cuts and grows them again, and another writer first-writes
+    /// one meanwhile); with `offline`, disk 1 is offline in the view and a
+    /// stale mark never takes (each is for a copy the file no longer has by
+    /// the time it is made). It counts the looks and the marks asked for.
+    struct Churn {
+        plane: Arc<DataPlane>,
+        engine: SimEngine,
+        flip: bool,
+        view: Arc<DiskView>,
+        looks: u32,
+        marks: u32,
+    }
+
+    impl Churn {
+        fn new(flip: bool, offline: bool) -> Self {
+            let mut engine = SimEngine::new(11, 64);
+            for _ in 0..2 {
+                engine.add_disk(geometry(64 << 20, 4096, 4096, 64 << 10));
+            }
+            Self {
+                plane: Arc::new(DataPlane::new()),
+                engine,
+                flip,
+                view: Arc::new(DiskView {
+                    epoch: 1,
+                    online: vec![true, !offline],
+                    writable: vec![true, !offline],
+                    member: vec![true, true],
+                    devices: vec![Some(DeviceId(0)), Some(DeviceId(1))],
+                    names: vec!["D0".into(), "D1".into()],
+                }),
+                looks: 0,
+                marks: 0,
+            }
+        }
+
+        fn layout() -> cairn_format::extent_map::FileLayout {
+            cairn_format::extent_map::FileLayout::new(
+                1 << 20,
+                cairn_format::extent_map::Striping::Coarse,
+            )
+        }
+    }
+
+    impl DataPort for Churn {
+        fn plane(&self) -> &Arc<DataPlane> {
+            &self.plane
+        }
+        fn engine(&mut self) -> &mut dyn IoEngine {
+            &mut self.engine
+        }
+        fn device(&self, disk: u16) -> Option<DeviceId> {
+            (disk < 2).then_some(DeviceId(u32::from(disk)))
+        }
+        fn may_write(&self) -> bool {
+            true
+        }
+        fn wrote(&mut self, _: u16) {}
+        fn mark_initialized(
+            &mut self,
+            _: u32,
+            _: u32,
+            _: &[(u64, Extent)],
+            _: &BTreeSet<u16>,
+        ) -> Result<(), GroupError> {
+            Ok(())
+        }
+        fn mark_unwritten(
+            &mut self,
+            _: u32,
+            _: u32,
+            _: &[(u64, Extent)],
+        ) -> Result<Vec<u64>, GroupError> {
+            Ok(Vec::new())
+        }
+        fn disks_failed(&mut self, _: &BTreeSet<u16>, _: u64) -> Result<(), GroupError> {
+            Ok(())
+        }
+        fn mark_stale(&mut self, _: u32, _: u32, _: &[StaleMark]) -> Result<(), GroupError> {
+            self.marks += 1;
+            Ok(())
+        }
+        fn missed_writes(&mut self, _: &BTreeSet<u16>) {}
+        fn snapshot(&mut self, number: u32) -> Option<Arc<FileSnapshot>> {
+            self.looks += 1;
+            let first_written = !self.flip || self.looks % 2 == 1;
+            let extents: Vec<Extent> = [first_written, !self.flip || !first_written]
+                .iter()
+                .enumerate()
+                .map(|(i, written)| {
+                    let au = 100 + 10 * i as u32;
+                    Extent::new(&[AuAddr { disk: 0, au }, AuAddr { disk: 1, au }], *written)
+                })
+                .collect();
+            let layout = Self::layout();
+            Some(Arc::new(FileSnapshot::build(
+                number,
+                1,
+                layout.capacity_bytes(2),
+                layout,
+                4096,
+                2,
+                None,
+                &extents,
+                None,
+            )))
+        }
+        fn disk_view(&mut self) -> Arc<DiskView> {
+            self.view.clone()
+        }
+    }
+
+    /// A write across two extents beside a client that changes the file at
+    /// every look (the latches the writer took no longer cover what it must
+    /// write): it gives up after `WRITE_ATTEMPTS_MAX` looks with an error
+    /// that says what happened, having written nothing, instead of
+    /// panicking the thread that serves it.
+    #[test]
+    fn a_write_beside_a_file_that_keeps_changing_gives_up_with_an_error() {
+        let mut port = Churn::new(true, false);
+        // The last 4 KiB of extent 0 and the first of extent 1.
+        let at = Churn::layout().extent_bytes(0) - 4096;
+        let err = write(&mut port, None, 9, at, &[7u8; 8192]).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, GroupError::WriteFailed(_)),
+            "not an I/O error nor a panic: {err:?}"
+        );
+        assert!(
+            text.contains("file 9") && text.contains(&format!("offset {at}")),
+            "names the write: {text}"
+        );
+        assert!(text.contains("changed"), "says why: {text}");
+        assert!(
+            port.looks <= WRITE_ATTEMPTS_MAX * 2 + 2,
+            "bounded: {} looks",
+            port.looks
+        );
+        assert_eq!(port.engine.stats().bytes_written, 0, "nothing written");
+    }
+
+    /// A write whose copy on an offline disk must be marked stale first,
+    /// where the mark never takes: it asks at most `WRITE_ATTEMPTS_MAX`
+    /// times and fails, instead of calling itself again without end.
+    #[test]
+    fn a_write_whose_stale_marks_never_take_gives_up_with_an_error() {
+        let mut port = Churn::new(false, true);
+        let err = write(&mut port, None, 9, 0, &[7u8; 4096]).unwrap_err();
+        assert!(matches!(err, GroupError::WriteFailed(_)), "{err:?}");
+        assert!(
+            (1..=WRITE_ATTEMPTS_MAX).contains(&port.marks),
+            "{} marks asked for",
+            port.marks
+        );
+        assert_eq!(port.engine.stats().bytes_written, 0, "nothing written");
     }
 }

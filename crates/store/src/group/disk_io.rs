@@ -4,6 +4,31 @@
 
 use super::*;
 
+/// Whether a read's error means its disk failed, not one place on it:
+///
+/// - it came back short, or ran past the device's end. The device is no
+///   longer the size the group recorded (a file truncated under it, a LUN
+///   shrunk), so what lay past its new end is gone, as if the disk had
+///   failed; and rewriting a copy there from a good one (what a read error
+///   at one place gets) would extend a file with a hole that reads back as
+///   zeros;
+/// - it did not answer within the group's `disk_io_timeout`: the disk
+///   hangs, and a rewrite would only wait as long again.
+///
+/// The disk goes offline instead, as any disk that failed does.
+pub(super) fn read_fails_the_disk(error: &IoError) -> bool {
+    matches!(
+        error,
+        IoError::ShortTransfer {
+            kind: cairn_io::OpKind::Read,
+            ..
+        } | IoError::OutOfRange {
+            kind: cairn_io::OpKind::Read,
+            ..
+        } | IoError::TimedOut { .. }
+    )
+}
+
 impl Group<'_> {
     /// Run writes (disk, offset, buffer) concurrently. Returns the disks whose
     /// writes failed; writes to offline disks are skipped.
@@ -127,7 +152,17 @@ impl Group<'_> {
             .member(disk)
             .and_then(Member::online)
             .ok_or(IoError::UnknownDevice(DeviceId(u32::from(disk))))?;
-        let mut buf = self.engine.read_at(device, offset_bytes, len)?;
+        let mut buf = match self.engine.read_at(device, offset_bytes, len) {
+            Ok(buf) => buf,
+            Err(e) => {
+                // Noted here, where every metadata read passes: the step's
+                // end takes the disk offline (a reader writes nothing).
+                if read_fails_the_disk(&e) && !self.read_only {
+                    self.failed_disks.insert(disk);
+                }
+                return Err(e);
+            }
+        };
         // Blocks start at 4 KiB multiples: look back one block for an image
         // that begins before the range.
         let from = offset_bytes.saturating_sub(BLOCK_BYTES as u64 - 1);
@@ -225,11 +260,15 @@ impl Group<'_> {
         }
         match newest {
             Some((_, block, _)) => {
+                // A copy on a disk that failed is not rewritten: the disk
+                // goes offline at the step's end.
+                let failed = &self.failed_disks;
                 let rewrite = bad
                     .into_iter()
                     .chain(unread)
                     .chain(blank)
                     .chain(outdated)
+                    .filter(|(d, _)| !failed.contains(d))
                     .collect();
                 self.rewrite_copies(rewrite, &block[..])?;
                 Ok(Some(block))

@@ -677,6 +677,10 @@ impl IoEngine for FileIo {
         }
     }
 
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.inner.set_io_timeout(timeout);
+    }
+
     fn pop_completion(&mut self) -> Option<Completion> {
         if self.ready.is_empty() {
             self.reap();

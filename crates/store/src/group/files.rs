@@ -31,7 +31,7 @@ pub struct CreateOptions {
 }
 
 /// A file as `open` and `ls` see it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct FileInfo {
     pub number: u32,
     pub incarnation: u32,
@@ -39,13 +39,19 @@ pub struct FileInfo {
     /// Bytes of AUs allocated, all copies included.
     pub allocated_bytes: u64,
     pub copies: u8,
-    pub striping: &'static str,
+    pub striping: String,
     pub template: String,
     pub created_unix_seconds: u64,
     pub modified_unix_seconds: u64,
     /// Mode, owner, times and the size in bytes (a file that has none
     /// stored shows [`FileAttrs::default_for`]).
     pub attrs: FileAttrs,
+    /// Some extent has fewer copies that serve reads than `copies` (ASM's
+    /// REDUNDANCY_LOWERED): a copy on a disk not ONLINE, or stale. Cleared
+    /// when a resync (`group online`) or a rebuild restores them.
+    pub redundancy_lowered: bool,
+    /// How many extents.
+    pub redundancy_lowered_extents: u64,
 }
 
 /// One name of the name space, by id ([`Group::node`]).
@@ -65,7 +71,7 @@ pub struct Node {
 }
 
 /// One name in a directory listing.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct DirEntry {
     pub name: String,
     pub kind: AliasKind,
@@ -420,7 +426,8 @@ impl Group<'_> {
         while (self.files[&number].extents.len() as u64) < need {
             let index = self.files[&number].extents.len() as u64;
             self.ensure_indirect_capacity(number, index + 1)?;
-            let extent = self.allocate_extent(copies, index)?;
+            let mut extent = self.allocate_extent(copies, index)?;
+            self.record_missing_copies(&mut extent, index);
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             rec.extents.push(extent);
             self.dirty_extent(number, index);

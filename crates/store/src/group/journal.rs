@@ -21,6 +21,7 @@ impl Group<'_> {
     /// Write the running transaction as one journal record, now.
     pub(super) fn commit_now(&mut self) -> Result<(), GroupError> {
         self.check_writable()?;
+        self.take_heartbeat_failures();
         let started = std::time::Instant::now();
         let records = self.records_written;
         let result = self.commit_inner();
@@ -73,6 +74,7 @@ impl Group<'_> {
     /// running transaction (which holds it, and everything since).
     pub(super) fn commit_through(&mut self, ticket: u64) -> Result<(), GroupError> {
         self.check_usable()?;
+        self.take_heartbeat_failures();
         if self.txn_done >= ticket {
             return Ok(());
         }
@@ -338,11 +340,14 @@ impl Group<'_> {
     pub(super) fn discard_freed(&mut self) -> Result<(), GroupError> {
         // Runs this commit freed wait for the readers that started before
         // the files were published without them: their epoch is the next.
+        // An OFFLINE disk's table (the maps') holds its freed runs back
+        // too: a data operation that took a view before it went offline
+        // may still write them.
         let freed = self
             .members
             .iter()
             .flatten()
-            .filter_map(|m| m.alloc.as_ref())
+            .filter_map(Member::table)
             .any(DiskAlloc::has_unsealed);
         if freed {
             let epoch = self.plane.advance_epoch();
@@ -350,7 +355,7 @@ impl Group<'_> {
                 .members
                 .iter_mut()
                 .flatten()
-                .filter_map(|m| m.alloc.as_mut())
+                .filter_map(Member::table_mut)
             {
                 alloc.seal_quarantine(epoch);
             }
@@ -358,79 +363,46 @@ impl Group<'_> {
         self.release_free_of_readers()
     }
 
-    /// Make reusable, and discard, the freed runs no running data operation
-    /// can still use (their transaction has committed).
+    /// Make reusable the freed runs no running data operation can still
+    /// use (their transaction has committed), and ask for their discard
+    /// where the group discards on free (`discard.rs`: they are reusable
+    /// once it is over).
     pub(super) fn release_free_of_readers(&mut self) -> Result<(), GroupError> {
-        let au = self.au_bytes;
         let free_of_readers = self.plane.oldest_running();
         let ring = self.journal.header_generation;
         let discard = self.discards_on_free();
-        let mut requests = Vec::new();
-        let mut runs_of = Vec::new();
+        let mut runs = Vec::new();
         for (n, m) in self.members.iter_mut().enumerate() {
             let Some(m) = m.as_mut() else { continue };
-            let device = m.writable();
-            let Some(alloc) = m.alloc.as_mut() else {
+            // Not written (OFFLINE): its runs come free without a discard.
+            let writable = m.writable().is_some();
+            let Some(alloc) = m.table_mut() else {
                 continue;
             };
-            let runs = alloc.release_quarantine(free_of_readers, ring);
-            let Some(device) = device.filter(|_| discard) else {
+            let released = alloc.release_quarantine(free_of_readers, ring);
+            if !(discard && writable) {
                 // Kept quiet (`thin_provisioned=false`): the runs stay
                 // returnable, for `cairn group reclaim`.
                 continue;
-            };
-            for (start, len) in runs {
-                runs_of.push((n as u16, start, len));
-                requests.push(Request {
-                    device,
-                    tag: requests.len() as u64,
-                    op: Op::Discard {
-                        offset_bytes: u64::from(start) * au,
-                        len_bytes: u64::from(len) * au,
-                    },
-                });
             }
+            // Not past a pending shrink's cut: reserved there, they would
+            // hold the shrink back until their discard is over.
+            let limit = alloc.limit();
+            runs.extend(
+                released
+                    .into_iter()
+                    .filter(|(start, len)| u64::from(*start) + u64::from(*len) <= limit)
+                    .map(|(start, len)| DiscardRun {
+                        disk: n as u16,
+                        start,
+                        len,
+                    }),
+            );
         }
-        // A device that refuses discard keeps the bytes: the runs stay
-        // returnable, and the space report shows them. Errors here never
-        // fail the operation. Nothing can have been handed a run between
-        // its release and here (`meta` is held throughout): each run that
-        // was discarded is free and holds nothing.
-        let done = self
-            .engine
-            .execute_all(requests)
-            .map_err(io_err("(engine)"))?;
-        // The marks join the running transaction: with the map blocks it
-        // holds already, at most CLEAN_BLOCKS_PER_TXN, so that they never
-        // crowd an operation's own blocks out of a record (a release can
-        // run twice in one step: `allocate_extent`'s retry). Runs past that
-        // stay unmarked: a reclaim discards them again, once.
-        let budget = CLEAN_BLOCKS_PER_TXN.saturating_sub(self.clean_dirty_blocks());
-        let mut blocks = BTreeSet::new();
-        for c in done {
-            if c.result.is_err() {
-                continue;
-            }
-            let Some((n, start, len)) = usize::try_from(c.tag).ok().and_then(|t| runs_of.get(t))
-            else {
-                continue;
-            };
-            let first = u64::from(*start) / fmt::AT_BITS_PER_BLOCK;
-            let last = (u64::from(*start) + u64::from(*len) - 1) / fmt::AT_BITS_PER_BLOCK;
-            let new = (first..=last)
-                .filter(|b| !blocks.contains(&(*n, *b)))
-                .count();
-            if blocks.len() + new > budget {
-                continue;
-            }
-            blocks.extend((first..=last).map(|b| (*n, b)));
-            if let Some(alloc) = self.member_mut(*n).and_then(|m| m.alloc.as_mut()) {
-                alloc.set_clean(*start, *len);
-                // The discard must be durable before the mark is: the next
-                // commit's barrier flushes the disk first.
-                self.barrier.insert(*n);
-            }
-        }
+        // Nothing can have been handed a run between its release and here
+        // (`meta` is held throughout): each is free, and reserved from here
+        // until its discard is over.
+        self.discard_released(runs);
         Ok(())
     }
 
@@ -441,7 +413,7 @@ impl Group<'_> {
         self.members
             .iter()
             .flatten()
-            .filter_map(|m| m.alloc.as_ref())
+            .filter_map(Member::table)
             .any(|a| a.waits_for_checkpoint(epoch, ring))
     }
 

@@ -16,19 +16,27 @@
 //! - the [`DataPlane`]: published by the metadata plane under `meta`, read by
 //!   handles without it.
 //! - each handle's engine, unflushed-disk set and guard slot: its own thread.
+//! - `Inner::discards` ([`DiscardQueue`]): freed runs waiting for their
+//!   discard, pushed under `meta`, drained without it by the group's drain
+//!   thread (`discard.rs`); a leaf lock.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 
 use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
 
 use super::data::{self, DataPort, RMW_LATCH};
+use super::discard::{self, DiscardQueue};
 use super::plane::{DataPlane, DiskView, FileSnapshot, GuardSlot, SnapshotCache};
 use super::{Group, GroupError};
 
 /// Makes the engine of a new data handle.
 /// A data handle's engine and, per member disk number, its device in it.
 pub type HandleEngine = (Box<dyn IoEngine>, BTreeMap<u16, DeviceId>);
+
+/// Requests in flight on the engine that reads a returning disk's label and
+/// superblocks (a few small reads, one at a time).
+const PROBE_DEPTH: usize = 4;
 
 pub trait EngineSource: Send + Sync {
     /// A new engine of at least `depth` requests with the group's member
@@ -63,6 +71,30 @@ pub trait EngineSource: Send + Sync {
     /// lets go of its handle.
     fn remove_device(&self, id: DeviceId) {
         let _ = id;
+    }
+}
+
+/// A source shared (with the heartbeat, which makes its own engine the
+/// same way).
+impl<T: EngineSource + ?Sized> EngineSource for Arc<T> {
+    fn engine(
+        &self,
+        disks: &BTreeMap<u16, DeviceId>,
+        depth: usize,
+    ) -> Result<HandleEngine, GroupError> {
+        (**self).engine(disks, depth)
+    }
+
+    fn add_device(&self, id: DeviceId, file: cairn_io::DeviceFile) -> Result<(), GroupError> {
+        (**self).add_device(id, file)
+    }
+
+    fn device_io(&self) -> BTreeMap<DeviceId, Arc<cairn_io::counted::DeviceIo>> {
+        (**self).device_io()
+    }
+
+    fn remove_device(&self, id: DeviceId) {
+        (**self).remove_device(id)
     }
 }
 
@@ -101,6 +133,33 @@ struct Inner {
     /// of: a pool of idle data handles empties itself. Added to by whoever
     /// keeps such a pool; a leaf lock.
     devices_left: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+    /// Freed runs waiting for their discard (the group's own `discards`);
+    /// stopped when the group goes, so that the drain thread ends.
+    discards: StopsQueue,
+    /// The thread that drains `discards`, started by the first operation
+    /// that leaves runs waiting (never under the interleaving simulator);
+    /// joined by `dismount`. A leaf lock.
+    drain: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// This, for the drain thread: it holds the group only while it
+    /// drains, so a group dropped without a dismount goes away.
+    me: Weak<Inner>,
+}
+
+/// A group's discard queue, stopped when dropped: its drain thread waits
+/// for runs, and ends then.
+struct StopsQueue(Arc<DiscardQueue>);
+
+impl std::ops::Deref for StopsQueue {
+    type Target = Arc<DiscardQueue>;
+    fn deref(&self) -> &Arc<DiscardQueue> {
+        &self.0
+    }
+}
+
+impl Drop for StopsQueue {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// Group commit. An operation runs its steps under `meta`, then waits here
@@ -213,7 +272,96 @@ impl Inner {
             (result, group.txn_open())
         };
         self.commit_through(ticket)?;
+        self.see_to_discards();
         Ok(result)
+    }
+
+    /// Freed runs wait for their discard: see that they are drained, never
+    /// under `meta` (which the caller does not hold). Under the
+    /// interleaving simulator the calling actor drains them now (a thread
+    /// it does not schedule would make a seed run differently each time);
+    /// otherwise the group's drain thread does, started here the first
+    /// time.
+    fn see_to_discards(&self) {
+        if !self.discards.has_waiting() {
+            return;
+        }
+        if cairn_io::sched::scheduled() {
+            self.drain_discards();
+            return;
+        }
+        let mut drain = self.drain.lock().unwrap_or_else(PoisonError::into_inner);
+        if drain.is_some() {
+            return;
+        }
+        let (me, queue) = (self.me.clone(), Arc::clone(&self.discards));
+        let spawned = std::thread::Builder::new()
+            .name("cairn-discard".into())
+            .spawn(move || {
+                while queue.wait_for_runs() {
+                    let Some(inner) = me.upgrade() else { break };
+                    inner.drain_discards();
+                }
+            });
+        match spawned {
+            Ok(handle) => *drain = Some(handle),
+            // No thread: the runs wait; the next operation tries again, and
+            // an allocation short of space takes them back.
+            Err(e) => tracing::warn!("cannot start the thread that discards freed space: {e}"),
+        }
+    }
+
+    /// Discard the runs waiting, batch by batch, through a data handle of
+    /// the drain's own; after each batch, under `meta`, its runs go back to
+    /// the free pool and those discarded are marked (`discard.rs`). Only
+    /// disks written now are sent to: a run on a disk gone offline stays
+    /// returnable.
+    fn drain_discards(&self) {
+        let Some(me) = self.me.upgrade() else { return };
+        let live = LiveGroup { inner: me };
+        let mut handle: Option<(DataHandle, u64)> = None;
+        loop {
+            // A group that stopped sends nothing more (its runs stay
+            // reserved in memory, free on disk), and its drain thread ends.
+            if self.plane.stopped().is_some() {
+                self.discards.stop();
+                return;
+            }
+            let runs = self.discards.take();
+            if runs.is_empty() {
+                return;
+            }
+            if handle.is_none() {
+                let au_bytes = self.meta().map(|g| g.au_bytes());
+                handle = au_bytes
+                    .and_then(|au| Ok((live.handle(discard::DISCARD_BATCH_RUNS_MAX)?, au)))
+                    .ok();
+            }
+            let view = self.plane.disks();
+            let (ok, failed) = match handle.as_mut() {
+                Some((h, au_bytes)) => {
+                    let au_bytes = *au_bytes;
+                    let devices = h.devices.clone();
+                    discard::discard_runs(
+                        &mut *h.engine,
+                        |d| devices.get(&d).copied().filter(|_| view.is_writable(d)),
+                        au_bytes,
+                        &runs,
+                    )
+                }
+                None => (
+                    vec![false; runs.len()],
+                    Some("no data handle could be made".into()),
+                ),
+            };
+            if let Ok(mut group) = self.meta() {
+                if let Some(why) = &failed {
+                    group.discard_failed(&runs, why);
+                }
+                group.discards_done(&runs, &ok);
+            }
+            self.discards.done(runs.len());
+        }
     }
 
     /// Return once transaction `ticket` is durable: lead a commit if nobody
@@ -252,9 +400,11 @@ impl LiveGroup {
     /// `engines` makes one for each data handle.
     pub fn new(mut group: Group<'static>, engines: Box<dyn EngineSource>) -> Self {
         group.set_live(true);
+        let discards = Arc::new(DiscardQueue::default());
+        group.set_discard_queue(Some(discards.clone()));
         let plane = group.data_plane().clone();
         Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|me| Inner {
                 meta: Mutex::new(group),
                 interrupted: std::sync::atomic::AtomicBool::new(false),
                 gate: Gate {
@@ -264,8 +414,17 @@ impl LiveGroup {
                 plane,
                 engines,
                 devices_left: Mutex::new(Vec::new()),
+                discards: StopsQueue(discards),
+                drain: Mutex::new(None),
+                me: me.clone(),
             }),
         }
+    }
+
+    /// Freed runs reserved for a discard that is waiting or in flight
+    /// (`discard.rs`): handed to nobody until it is over.
+    pub fn discards_pending(&self) -> usize {
+        self.inner.discards.pending()
     }
 
     /// Run a metadata operation (create, resize, remove, a listing …): its
@@ -315,11 +474,14 @@ impl LiveGroup {
                 self.inner.plane.disks().epoch,
             )
         };
-        let (engine, devices) = self.inner.engines.engine(&disks, depth)?;
+        let (mut engine, devices) = self.inner.engines.engine(&disks, depth)?;
+        let io_timeout = self.inner.plane.io_timeout();
+        engine.set_io_timeout(io_timeout);
         Ok(DataHandle {
             slot: self.inner.plane.guard_slot(),
             inner: self.inner.clone(),
             engine,
+            io_timeout,
             devices,
             made_from: disks,
             unflushed: BTreeSet::new(),
@@ -333,14 +495,21 @@ impl LiveGroup {
 
     /// Take disks offline on request ([`Group::offline_disks`]) while data
     /// handles run: writes from the next disk view on mark their copies
-    /// stale.
+    /// stale. The data operations that took the old view are waited for
+    /// between two metadata operations, without `meta` (one may need it to
+    /// end), and at most the plane's drain bound.
     pub fn offline_disks(
         &self,
         names: &[String],
         drop_after_minutes: Option<u16>,
     ) -> Result<Vec<String>, GroupError> {
+        let (done, disks) = self
+            .inner
+            .operation(|g| g.offline_disks_begin(names, drop_after_minutes))??;
+        let drained = self.inner.plane.wait_for_older_operations();
         self.inner
-            .operation(|g| g.offline_disks(names, drop_after_minutes))?
+            .operation(|g| g.offline_disks_end(&disks, drained))??;
+        Ok(done)
     }
 
     /// Bring disks back and resync them ([`Group::online_disks`]) while data
@@ -358,12 +527,76 @@ impl LiveGroup {
         self.resync(power, progress)
     }
 
+    /// An engine of `depth` requests over `devices`, for reads made
+    /// outside `meta` with no data handle (probes, timed reads): under the
+    /// group's I/O timeout, as a handle's engine is, so a hung disk fails
+    /// them instead of holding the command for ever.
+    fn side_engine(
+        &self,
+        devices: &BTreeMap<u16, DeviceId>,
+        depth: usize,
+    ) -> Result<HandleEngine, GroupError> {
+        let (mut engine, ids) = self.inner.engines.engine(devices, depth)?;
+        engine.set_io_timeout(self.inner.plane.io_timeout());
+        Ok((engine, ids))
+    }
+
     /// The first step of [`LiveGroup::online_disks`]: the disks named (or
     /// every OFFLINE one that is attached) are SYNCING, written by every
     /// write from the next view on; [`LiveGroup::resync`] copies what they
     /// missed. A disk that is not attached, or not OFFLINE, is refused here.
     pub fn bring_back(&self, names: Option<&[String]>) -> Result<(), GroupError> {
-        self.inner.operation(|g| g.bring_back(names))?
+        // What each device holds now is read outside `meta`, on an engine
+        // of its own: an OFFLINE disk is the one most likely to hang, and
+        // nothing waits on a disk while holding the metadata lock. The
+        // metadata step then checks the device it was read from is still
+        // the disk's.
+        let (devices, group) = self
+            .inner
+            .operation(|g| g.returning_devices(names).map(|d| (d, g.uuid())))??;
+        let mut probes = BTreeMap::new();
+        if !devices.is_empty() {
+            let (mut engine, ids) = self.side_engine(&devices, PROBE_DEPTH)?;
+            for (disk, meta_id) in &devices {
+                let Some(id) = ids.get(disk) else {
+                    continue;
+                };
+                let probe = super::mount::probe_device(engine.as_mut(), *id, group);
+                probes.insert(*disk, (*meta_id, probe));
+            }
+        }
+        self.inner
+            .operation(|g| g.bring_back(names, Some(&probes)))?
+    }
+
+    /// Each disk's sequential read rate ([`Group::measure_read_rates`]),
+    /// for an explained change's time estimate: where to read is planned
+    /// under `meta`, the reads are made outside it on an engine of their
+    /// own (what they read is only timed, so an AU freed meanwhile does no
+    /// harm).
+    pub fn measure_read_rates(
+        &self,
+        disks: &[u16],
+        bytes: u64,
+    ) -> Result<BTreeMap<u16, f64>, GroupError> {
+        let (plan, au_bytes) = self
+            .inner
+            .operation(|g| (g.read_rate_plan(disks, bytes), g.au_bytes()))?;
+        let devices: BTreeMap<u16, DeviceId> =
+            plan.iter().map(|(d, (device, _))| (*d, *device)).collect();
+        let mut out = BTreeMap::new();
+        if devices.is_empty() {
+            return Ok(out);
+        }
+        let (mut engine, ids) = self.side_engine(&devices, PROBE_DEPTH * 2)?;
+        let io = super::relocate::RATE_IO_BYTES.min(au_bytes);
+        for (d, (_, offsets)) in plan {
+            let Some(id) = ids.get(&d) else { continue };
+            if let Some(rate) = super::relocate::time_reads(engine.as_mut(), *id, &offsets, io) {
+                out.insert(d, rate);
+            }
+        }
+        Ok(out)
     }
 
     /// Resync SYNCING disks, and stale copies on ONLINE ones, while data
@@ -457,7 +690,7 @@ impl LiveGroup {
         // Readers of the maps before the last switch end before a dropped
         // disk leaves: waited for here, outside the metadata lock (a data
         // operation may need it to end).
-        self.inner.plane.wait_for_older_operations();
+        super::relocate::readers_done(&self.inner.plane)?;
         self.inner
             .operation(|g| g.rebalance_finish(&mut report, false))??;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -735,12 +968,13 @@ impl LiveGroup {
     pub fn scrub(
         &self,
         power: usize,
-        repair: bool,
+        how: super::scrub::ScrubRepair,
         progress: &mut dyn FnMut(super::resync::Progress),
     ) -> Result<super::scrub::ScrubReport, GroupError> {
         let started = std::time::Instant::now();
+        let repair = how.repair;
         let (mut report, extents, total) =
-            self.inner.operation(|g| g.scrub_start(power, repair))??;
+            self.inner.operation(|g| g.scrub_start(power, how))??;
         // At most `power` chunks of 1 MiB (every copy of each) read at
         // once, as a scrub of a group one command holds: `meta` is held
         // for one such read, the extent's latch for the whole extent.
@@ -766,7 +1000,7 @@ impl LiveGroup {
                 let next =
                     self.inner
                         .meta()?
-                        .scrub_extent_part(e, from, power, repair, &mut report)?;
+                        .scrub_extent_part(e, from, power, how, &mut report)?;
                 match next {
                     Some(n) => from = n,
                     None => break,
@@ -790,6 +1024,20 @@ impl LiveGroup {
     /// Make everything written durable, checkpoint and stop. Every handle
     /// must be gone: one still alive is a caller bug, refused.
     pub fn dismount(self) -> Result<(), GroupError> {
+        // The drain ends after its batch (bounded: DISCARD_BATCH_RUNS_MAX
+        // runs); what still waits is discarded below, once the group is
+        // this thread's alone.
+        self.inner.discards.stop();
+        let drain = self
+            .inner
+            .drain
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(drain) = drain {
+            // A panic in it left its runs reserved: gone with this mount.
+            let _ = drain.join();
+        }
         let inner = Arc::try_unwrap(self.inner).map_err(|_| {
             GroupError::Invalid("the group still has data handles; drop them first".into())
         })?;
@@ -797,6 +1045,7 @@ impl LiveGroup {
             GroupError::Poisoned("a metadata step panicked; mount the group again".into())
         })?;
         let mut group = group;
+        group.discard_waiting_now();
         group.set_live(false);
         let open = group.txn_open();
         group.commit_through(open)?;
@@ -851,6 +1100,9 @@ pub struct DataHandle {
     snapshots: SnapshotCache,
     /// Requests its engine holds (for a new engine, when disks join).
     depth: usize,
+    /// The I/O timeout its engine has: the group's `disk_io_timeout`, as
+    /// the plane said when last looked at (each operation's start).
+    io_timeout: Option<std::time::Duration>,
     /// The disk view epoch its engine's devices were checked against: a
     /// disk added to the group, or gone from it, since gets the handle a new
     /// engine (between operations: nothing is in flight then).
@@ -880,6 +1132,11 @@ impl DataHandle {
     /// that cannot attach the new disk leaves it out, and an I/O to it then
     /// fails like one to a failed disk.
     fn refresh_devices_on(&mut self, leaves: bool) -> Result<(), GroupError> {
+        let io_timeout = self.inner.plane.io_timeout();
+        if io_timeout != self.io_timeout {
+            self.engine.set_io_timeout(io_timeout);
+            self.io_timeout = io_timeout;
+        }
         let view = self.inner.plane.disks();
         if view.epoch == self.devices_epoch {
             return Ok(());
@@ -900,7 +1157,8 @@ impl DataHandle {
             return Ok(());
         }
         self.devices_epoch = view.epoch;
-        let (engine, devices) = self.inner.engines.engine(&now, self.depth)?;
+        let (mut engine, devices) = self.inner.engines.engine(&now, self.depth)?;
+        engine.set_io_timeout(self.io_timeout);
         self.engine = engine;
         self.devices = devices;
         self.made_from = now;
@@ -1238,6 +1496,12 @@ impl DataPort for DataHandle {
             group.check_writable()?;
             group.set_stale_in_steps(file, incarnation, marks)
         })?
+    }
+    fn missed_writes(&mut self, disks: &BTreeSet<u16>) {
+        // Not an operation: the group has stopped, and only records this.
+        if let Ok(mut group) = self.inner.meta() {
+            group.missed_writes(disks);
+        }
     }
     fn disks_failed(&mut self, disks: &BTreeSet<u16>, epoch: u64) -> Result<(), GroupError> {
         // Another thread may have taken them offline since: once is enough.

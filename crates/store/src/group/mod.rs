@@ -51,9 +51,11 @@ pub mod attributes;
 pub mod check;
 mod create;
 mod data;
+mod discard;
 mod disk_io;
 mod file_io;
 mod files;
+pub mod heartbeat;
 mod journal;
 pub mod live;
 mod mount;
@@ -94,13 +96,18 @@ pub use alloc::DiskAlloc;
 pub use cairn_format::group::AliasKind;
 pub use create::{create, default_templates};
 pub use data::Punched;
+pub use discard::{DiscardQueue, DISCARD_BATCH_RUNS_MAX, DISCARD_QUEUE_RUNS_MAX};
 pub use file_io::{FileIo, Mapping};
 pub use files::{CreateOptions, DirEntry, FileInfo, Node};
 pub use live::{DataHandle, EngineSource, LiveGroup, SameDevices};
-pub use mount::{mount, mount_owned, mount_read_only, mount_with, GroupSelector, MissingDisks};
-pub use posix::{AttrChange, Retired};
+pub use mount::{
+    mount, mount_owned, mount_owned_read_only, mount_read_only, mount_with, GroupSelector,
+    MissingDisks,
+};
+pub use posix::{group_root_attrs, AttrChange, Retired};
 pub use superblock::{identify, membership, FoundDisk, GroupOnDisk, Membership};
 
+use discard::DiscardRun;
 use files::{striping_name, ROOT};
 use namespace::{alias_block_of, split};
 use places::{entry_id, journal_id, per_disk_id};
@@ -221,6 +228,10 @@ pub enum GroupError {
     WriteFailed(String),
     #[error("the group stopped after a failed metadata write ({0}); mount it again to recover")]
     Poisoned(String),
+    /// The group's heartbeat stopped it: another host took it over, or no
+    /// heartbeat could be written for the timeout (`heartbeat.rs`).
+    #[error("{0}")]
+    Fenced(String),
     /// A change asked of a group mounted read-only.
     #[error("group {0} is mounted read-only (by a listing or inspecting command); this change needs a command that writes")]
     ReadOnly(String),
@@ -259,7 +270,7 @@ pub struct GroupSpec {
 }
 
 /// What a mount found and did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct MountReport {
     /// Journal records replayed (applied in memory only, on a read-only mount).
     pub journal_records_replayed: u64,
@@ -296,6 +307,15 @@ struct Member {
     device: Option<DeviceId>,
     /// `None` while offline.
     alloc: Option<DiskAlloc>,
+    /// While OFFLINE, the table the extent maps give it (its own cannot be
+    /// written): new copies are recorded on it from this one when a
+    /// failure group is missing (`place_with_away`), and frees made while
+    /// it is away go to it. Never written; set when the disk goes OFFLINE
+    /// (the table it had, with what it held back from reuse) or at mount
+    /// (built from the maps), and dropped when it comes back, whose table
+    /// is rebuilt from the maps. Changed under the metadata lock, like
+    /// `alloc`; `None` whenever `alloc` is `Some`.
+    away: Option<DiskAlloc>,
     needs_flush: bool,
     /// The newest superblock generation this disk is known to hold: what a
     /// disk taken offline records as its `synced_generation`.
@@ -325,6 +345,26 @@ impl Member {
             (DiskState::Online | DiskState::Syncing, Some(d)) if self.alloc.is_some() => Some(d),
             _ => None,
         }
+    }
+
+    /// Its allocation table: the one it keeps on disk when written, the
+    /// extent maps' while it is away.
+    fn table(&self) -> Option<&DiskAlloc> {
+        self.alloc.as_ref().or(self.away.as_ref())
+    }
+
+    fn table_mut(&mut self) -> Option<&mut DiskAlloc> {
+        match self.alloc.as_mut() {
+            Some(a) => Some(a),
+            None => self.away.as_mut(),
+        }
+    }
+
+    /// May receive new copies: not leaving, and with a table (ONLINE and
+    /// read; or SYNCING or OFFLINE, a copy there restored when it is read
+    /// again).
+    fn receives_copies(&self) -> bool {
+        !self.entry.dropping() && self.table().is_some()
     }
 }
 
@@ -546,6 +586,21 @@ pub struct Group<'e> {
     /// is not trusted for that file ([`Group::zeroed_since`]).
     zero_seq: u64,
     zeroed_files: HashMap<u32, u64>,
+    /// Behind a [`LiveGroup`]: where freed runs wait for their discard,
+    /// which the live group's drain runs outside `meta` (`discard.rs`).
+    /// `None`: a commit discards what it releases at once.
+    discards: Option<Arc<DiscardQueue>>,
+    /// What the last superblock generation written says (the superblock,
+    /// its disk number aside, and the disk directory): what a group that
+    /// stopped, whose memory may be ahead of the disks, still writes from
+    /// ([`Group::record_missed_writes`]).
+    written_super: Option<(GroupSuper, Vec<DiskEntry>)>,
+    /// This host's heartbeat on the group's disks (multihost protection,
+    /// `heartbeat.rs`), for a mount that writes on real disks: it stops
+    /// the group when another host takes it over or no heartbeat lands,
+    /// and it lets go (writes the release) when the group is dropped, so
+    /// it is the last field: dropped after everything that writes.
+    heartbeat: Option<heartbeat::Link>,
 }
 
 fn system_clock() -> u64 {
@@ -633,6 +688,9 @@ impl<'e> Group<'e> {
             journal_moved_from: None,
             zero_seq: 0,
             zeroed_files: HashMap::new(),
+            discards: None,
+            written_super: None,
+            heartbeat: None,
         }
     }
 
@@ -689,6 +747,26 @@ impl<'e> Group<'e> {
         self.live = live;
     }
 
+    /// Beat for this group from now on (after a [`heartbeat::claim`]): its
+    /// failures stop the group, and dropping the group lets go.
+    pub fn attach_heartbeat(&mut self, link: heartbeat::Link) {
+        self.heartbeat = Some(link);
+    }
+
+    /// The superblock generation this mount wrote (or found, read-only).
+    pub fn slot_generation(&self) -> u64 {
+        self.slot_generation
+    }
+
+    /// Disks whose heartbeat write failed: failed disks, taken offline by
+    /// the next commit like any disk a write failed on.
+    fn take_heartbeat_failures(&mut self) {
+        if let Some(link) = &self.heartbeat {
+            let failed = link.take_failed();
+            self.failed_disks.extend(failed);
+        }
+    }
+
     /// Stop the group after a failed metadata write: memory is ahead of the
     /// disks, so every later call fails until the group is mounted again,
     /// data handles' included.
@@ -698,10 +776,14 @@ impl<'e> Group<'e> {
     }
 
     fn check_usable(&self) -> Result<(), GroupError> {
-        match &self.poisoned {
-            Some(why) => Err(GroupError::Poisoned(why.clone())),
-            None => Ok(()),
+        if let Some(why) = &self.poisoned {
+            return Err(GroupError::Poisoned(why.clone()));
         }
+        // Another host may hold the group now: nothing more is written.
+        if let Some(why) = self.heartbeat.as_ref().and_then(heartbeat::Link::stopped) {
+            return Err(GroupError::Fenced(why));
+        }
+        Ok(())
     }
 
     /// Usable, and mounted for writing.
@@ -739,6 +821,13 @@ impl<'e> Group<'e> {
     // Listing
 
     /// Figures for `cairn group list`.
+    ///
+    /// Free space is where new copies go: the ONLINE disks', and, with a
+    /// failure group missing, the free space the extent maps leave on its
+    /// disks (a new extent's copy is recorded there and restored when they
+    /// are back, `docs/lifecycle.md`). So a disk taken offline changes no
+    /// figure but the count of disks not in use; only a disk dropped (or
+    /// being dropped by force) leaves them.
     pub fn space(&self) -> GroupSpace {
         let mut total = 0u64;
         let mut free = 0u64;
@@ -748,15 +837,19 @@ impl<'e> Group<'e> {
             let layout = AtLayout::for_disk(m.entry.size_bytes, self.au_bytes);
             let data = layout.map_or(0, |l| l.data_aus());
             total += data;
-            match &m.alloc {
-                Some(a) if m.online().is_some() => {
-                    free += a.free_aus();
-                    let e = by_fg.entry(m.entry.failgroup_id).or_default();
-                    e.0 += data;
-                    e.1 += a.free_aus();
-                }
-                _ => offline += 1,
+            if m.online().is_none() {
+                offline += 1;
             }
+            let Some(table) = m
+                .table()
+                .filter(|_| m.online().is_some() || m.receives_copies())
+            else {
+                continue;
+            };
+            free += table.free_aus();
+            let e = by_fg.entry(m.entry.failgroup_id).or_default();
+            e.0 += data;
+            e.1 += table.free_aus();
         }
         // AUs are whole MiB (1 to 64).
         let au_mb = self.au_bytes >> 20;
@@ -766,15 +859,30 @@ impl<'e> Group<'e> {
         fg_sizes.sort_unstable_by(|a, b| b.cmp(a));
         let copies = u64::from(self.copies);
         let required_mirror_free: u64 = fg_sizes.iter().take(self.copies as usize - 1).sum();
-        // Negative when the group could not restore redundancy: lsdg's warning.
-        let usable = (free as i64 - required_mirror_free as i64).div_euclid(copies as i64);
+        // asmcmd shows a negative figure when the free space could not
+        // restore redundancy after that loss; here that is 0: nothing is
+        // usable without eating into that room (FREE_MB says what is left).
+        let usable = free.saturating_sub(required_mirror_free) / copies;
         GroupSpace {
             total_mb: total * au_mb,
             free_mb: free * au_mb,
             required_mirror_free_mb: required_mirror_free * au_mb,
-            usable_file_mb: usable * au_mb as i64,
+            usable_file_mb: i64::try_from(usable * au_mb).unwrap_or(i64::MAX),
             offline_disks: offline,
         }
+    }
+
+    /// The extents whose redundancy is lowered, over every file (metadata
+    /// included). A walk of every extent map: kept out of [`Self::space`],
+    /// which the service's `statfs` asks for.
+    pub fn redundancy_lowered(&self) -> RedundancyLowered {
+        let mut out = RedundancyLowered::default();
+        for rec in self.files.values() {
+            let (extents, aus) = self.lowered_extents(rec);
+            out.extents += extents;
+            out.bytes += aus * self.au_bytes;
+        }
+        out
     }
 
     /// Per-disk figures for `cairn group disks`.
@@ -800,6 +908,7 @@ impl<'e> Group<'e> {
                     dropping: m.entry.dropping(),
                     dropped_by_force: m.entry.forced(),
                     stale_aus: self.stale_aus_on(m.entry.number),
+                    missing_copy_aus: self.missing_copy_aus(m.entry.number),
                     repair_seconds_left: self.repair_seconds_left(m.entry.number),
                     device: m.device,
                     total_aus: layout.map_or(0, |l| l.data_aus()),
@@ -846,15 +955,29 @@ impl<'e> Group<'e> {
 pub struct GroupSpace {
     pub total_mb: u64,
     pub free_mb: u64,
-    /// Space needed to restore redundancy after losing the largest failure group.
+    /// Space needed to restore redundancy after losing the largest failure
+    /// group (the two largest, for high redundancy).
     pub required_mirror_free_mb: u64,
-    /// Free space usable for new files once mirroring and the above are allowed for.
-    /// Negative when a failure could not be covered by free space.
+    /// Free space usable for new files once mirroring and the above are
+    /// allowed for: `(free - required) / copies`, and 0 (never less) when
+    /// the free space could not cover that loss.
     pub usable_file_mb: i64,
+    /// Disks not ONLINE.
     pub offline_disks: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Extents (of every file, metadata included) whose redundancy is lowered:
+/// fewer of their copies serve reads than their file asks (a copy on a disk
+/// not ONLINE, or stale). ASM's REDUNDANCY_LOWERED. 0 once a resync or a
+/// rebuild has restored them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RedundancyLowered {
+    pub extents: u64,
+    /// Their bytes, one copy each.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct DiskInfo {
     pub number: u16,
     pub label: String,
@@ -874,6 +997,10 @@ pub struct DiskInfo {
     pub dropped_by_force: bool,
     /// Stale AUs on its copies: what its resync will copy.
     pub stale_aus: u64,
+    /// AUs of its copies that serve no read now: every one while it is not
+    /// ONLINE (the stale ones and those it holds whole alike), the stale
+    /// ones when it is. 0 on every disk: every extent has all its copies.
+    pub missing_copy_aus: u64,
     /// For an OFFLINE disk, seconds left before its repair timer runs out
     /// (counted while the group is mounted).
     pub repair_seconds_left: Option<u64>,

@@ -87,6 +87,22 @@ pub fn mount_owned(
     )
 }
 
+/// [`mount_read_only`] on an engine the group keeps: a live group that only
+/// looks (a listing command's own mount), the engine going with it.
+pub fn mount_owned_read_only(
+    engine: Box<dyn IoEngine>,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+) -> Result<(Group<'static>, MountReport), GroupError> {
+    mount_inner(
+        EngineRef::Owned(engine),
+        devices,
+        selector,
+        MissingDisks::MarkOffline,
+        true,
+    )
+}
+
 pub(super) fn mount_inner<'e>(
     mut engine: EngineRef<'e>,
     devices: &[DeviceId],
@@ -94,6 +110,9 @@ pub(super) fn mount_inner<'e>(
     missing_disks: MissingDisks,
     read_only: bool,
 ) -> Result<(Group<'e>, MountReport), GroupError> {
+    // Until the group's own timeout is read, a disk that hangs is given
+    // the default: a mount is not held for ever by one dead path.
+    engine.set_io_timeout(Some(super::attributes::DISK_IO_TIMEOUT_DEFAULT));
     let found = identify(&mut *engine, devices);
     let mut matching: Vec<(Uuid, Vec<FoundDisk>)> = found
         .into_iter()
@@ -201,7 +220,14 @@ pub(super) fn mount_inner<'e>(
         // An offline member found again: a writer resyncs it, unless it was
         // taken offline on request or is not the image the group left.
         if entry.state == DiskState::Offline && device.is_some() && !read_only {
-            match returning_refusal(&entry, generation) {
+            // Found by its label (disk uuid), so only the image is in doubt.
+            let probe = DeviceProbe {
+                label: Some((Some(uuid), entry.disk_uuid, entry.label.clone())),
+                why: None,
+                generation,
+                size_bytes: None,
+            };
+            match returning_refusal(&entry, (&sup.name, uuid), &probe) {
                 // Asked for: not news at every mount.
                 Some(_) if entry.held() => report.disks_held.push(entry.label.clone()),
                 Some(why) => report.disks_refused.push(why),
@@ -235,6 +261,7 @@ pub(super) fn mount_inner<'e>(
             offline_since: None,
             offline_count: 0,
             parked: Vec::new(),
+            away: None,
         });
     }
     if !missing.is_empty() && missing_disks == MissingDisks::Refuse {
@@ -260,8 +287,12 @@ pub(super) fn mount_inner<'e>(
                 // A reader leaves the record alone: the disk is only missing.
                 if !read_only {
                     m.entry.state = DiskState::Offline;
-                    // It was in service, so it holds the newest generation.
-                    m.entry.synced_generation = newest as u32;
+                    // It was in service, so it holds the newest generation
+                    // (unless the group stopped before it could mark what
+                    // it missed: then the record says which it holds).
+                    if !m.entry.resync_all() {
+                        m.entry.synced_generation = newest as u32;
+                    }
                 }
             }
         }
@@ -378,6 +409,9 @@ pub(super) fn mount_inner<'e>(
         // From now on the disks keep a discard map: an older Cairn that
         // would not keep it up to date may only read the group.
         group.features.ro_compat |= fmt::GROUP_RO_COMPAT_CLEAN_MAP;
+        // And a heartbeat (`heartbeat.rs`): an older Cairn would neither
+        // beat nor look, and could write the group beside another host.
+        group.features.ro_compat |= fmt::GROUP_RO_COMPAT_MULTIHOST;
         group.write_superblocks()?;
         if torn {
             group.write_superblocks()?;
@@ -393,6 +427,7 @@ pub(super) fn mount_inner<'e>(
     group.adopt_journal_bootstrap();
     group.verify_tables(&mut report)?;
     group.rebuild_tables()?;
+    group.build_away_tables();
     group.load_aliases()?;
     group.find_orphan_parents();
     report.damage.extend(group.describe_shared_aus());
@@ -413,6 +448,7 @@ pub(super) fn mount_inner<'e>(
         Some(a) => a,
         None => group.default_attributes(),
     };
+    group.apply_io_timeout();
     report.damage.extend(group.describe_lost());
     if read_only {
         report.warnings.extend(group.pending_operations());
@@ -454,6 +490,14 @@ pub(super) fn mount_inner<'e>(
         ));
     }
     group.publish_all();
+    for m in group.members.iter().flatten() {
+        if m.entry.state == DiskState::Online && m.entry.resync_all() && m.device.is_some() {
+            report.warnings.push(format!(
+                "disk {} missed writes the group could not mark before it stopped: every copy on it is resynced from the others",
+                m.entry.label
+            ));
+        }
+    }
     // Disks that came back (or a resync a crash interrupted): copy what
     // they missed, and bring them ONLINE.
     let resync = group.resync(super::resync::RESYNC_POWER_DEFAULT, &mut |_| {})?;
@@ -466,10 +510,83 @@ pub(super) fn mount_inner<'e>(
     Ok((group, report))
 }
 
-/// Why a member recorded offline, found again, may not be resynced; `None`
-/// when it may. `generation`: the newest superblock generation on the
-/// device.
-pub(super) fn returning_refusal(entry: &DiskEntry, generation: u64) -> Option<String> {
+/// What a member's device holds now, read before the disk may come back
+/// (at a mount, or at `group online` long after it went OFFLINE: the image
+/// may have been swapped meanwhile — an older copy put back, the file
+/// emptied, another group's disk in its place). Bytes read, never trusted
+/// from memory.
+#[derive(Debug, Clone)]
+pub struct DeviceProbe {
+    /// The newest good header copy: its group, disk uuid and label; `None`
+    /// when no copy of a Cairn label can be read (what `why` says).
+    pub label: Option<(Option<Uuid>, Uuid, String)>,
+    /// Why no label was read, when none was.
+    pub why: Option<String>,
+    /// The newest superblock generation on it for the group it should be
+    /// in (0: none readable).
+    pub generation: u64,
+    /// The device's size now, when known.
+    pub size_bytes: Option<u64>,
+}
+
+/// Read what `device` holds now ([`DeviceProbe`]), for group `group`.
+pub fn probe_device(engine: &mut dyn IoEngine, device: DeviceId, group: Uuid) -> DeviceProbe {
+    let size_bytes = engine.geometry(device).map(|g| g.size_bytes);
+    let scan = match HeaderScan::read(engine, device) {
+        Ok(scan) => scan,
+        Err(e) => {
+            return DeviceProbe {
+                label: None,
+                why: Some(format!("its header cannot be read: {e}")),
+                generation: 0,
+                size_bytes,
+            }
+        }
+    };
+    let Some(header) = scan
+        .good()
+        .map(|(_, h)| h.header.clone())
+        .max_by_key(|h| h.generation)
+    else {
+        return DeviceProbe {
+            label: None,
+            why: Some("no copy of a Cairn label is on it: a blank or overwritten device".into()),
+            generation: 0,
+            size_bytes,
+        };
+    };
+    let generation = SUPER_SLOT_OFFSETS_BYTES
+        .iter()
+        .filter_map(|base| read_slot(engine, device, group, *base))
+        .map(|s| s.generation)
+        .max()
+        .unwrap_or(0);
+    DeviceProbe {
+        label: Some((
+            header.group_uuid,
+            header.disk_uuid,
+            header.label.as_str().to_string(),
+        )),
+        why: None,
+        generation,
+        size_bytes,
+    }
+}
+
+/// Why a member recorded OFFLINE, found on a device, may not come back and
+/// be resynced; `None` when it may. The one rule for a mount that finds it
+/// and for `group online` (through the service or not): the device must
+/// hold this very disk of this very group (its label), be as large as the
+/// group recorded, and be the image the group last wrote (its newest
+/// superblock generation) — an older copy, a blank device, another group's
+/// disk or a copy written elsewhere would be resynced as if it held what
+/// the group left there, and serve wrong data.
+pub(super) fn returning_refusal(
+    entry: &DiskEntry,
+    group: (&str, Uuid),
+    probe: &DeviceProbe,
+) -> Option<String> {
+    let (name, uuid) = group;
     if entry.forced() {
         return Some(format!(
             "disk {} was dropped by force: its copies are rebuilt on the other disks, and it leaves the group once `cairn group rebalance` has run",
@@ -482,9 +599,44 @@ pub(super) fn returning_refusal(entry: &DiskEntry, generation: u64) -> Option<St
             entry.label
         ));
     }
+    let advice = format!(
+        "attach the disk the group took offline, or drop this one (`cairn group drop-disk {name} {} --force` rebuilds its copies from the mirrors)",
+        entry.label
+    );
+    let Some((their_group, their_disk, their_label)) = &probe.label else {
+        return Some(format!(
+            "disk {} is not the disk the group took offline: {}; {advice}",
+            entry.label,
+            probe.why.as_deref().unwrap_or("no Cairn label is on it")
+        ));
+    };
+    if *their_group != Some(uuid) {
+        return Some(format!(
+            "disk {} is not the disk the group took offline: its device holds {} ({}); {advice}",
+            entry.label,
+            their_label,
+            their_group.map_or_else(
+                || "a Cairn disk in no group".to_string(),
+                |g| format!("a disk of another group, {g}")
+            )
+        ));
+    }
+    if *their_disk != entry.disk_uuid {
+        return Some(format!(
+            "disk {} is not the disk the group took offline: its device holds disk {their_label} of this group (uuid {their_disk}, not {}), a copy of another member; {advice}",
+            entry.label, entry.disk_uuid
+        ));
+    }
+    if let Some(size) = probe.size_bytes.filter(|s| *s < entry.size_bytes) {
+        return Some(format!(
+            "disk {} is {size} bytes, smaller than the {} bytes the group recorded for it (a truncated file, or a smaller device in its place): it cannot come back; {advice}",
+            entry.label, entry.size_bytes
+        ));
+    }
+    let generation = probe.generation;
     if generation as u32 != entry.synced_generation {
         return Some(format!(
-            "disk {} is not the image the group took offline (its newest superblock is generation {generation}; the group last wrote generation {} (low 32 bits) to it): an older copy of the disk, or one written elsewhere, cannot be resynced — its data cannot be trusted. Attach the right device, or drop the disk",
+            "disk {} is not the image the group took offline (its newest superblock is generation {generation}; the group last wrote generation {} (low 32 bits) to it): an older copy of the disk, or one written elsewhere, cannot be resynced — its data cannot be trusted; {advice}",
             entry.label, entry.synced_generation
         ));
     }

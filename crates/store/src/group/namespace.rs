@@ -299,17 +299,20 @@ impl Group<'_> {
             .map(|i| layout.extent_bytes(i))
             .sum::<u64>()
             * u64::from(rec.entry.copies);
+        let (lowered, _) = self.lowered_extents(rec);
         FileInfo {
             number: rec.entry.number,
             incarnation: rec.entry.incarnation,
             size_bytes: rec.entry.size_bytes,
             allocated_bytes: aus,
             copies: rec.entry.copies,
-            striping: striping_name(rec.entry.striping),
+            striping: striping_name(rec.entry.striping).to_string(),
             template: rec.entry.template.clone(),
             created_unix_seconds: rec.entry.created_unix_seconds,
             modified_unix_seconds: rec.entry.modified_unix_seconds,
             attrs: attrs_of(&rec.entry),
+            redundancy_lowered: lowered > 0,
+            redundancy_lowered_extents: lowered,
         }
     }
 

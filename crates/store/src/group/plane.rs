@@ -14,10 +14,19 @@
 //!   the other way.
 //! - each guard slot is written by its own handle's thread only; the metadata
 //!   plane reads them all to decide which freed AUs may be reused.
+//! - [`DRAIN`] (a leaf mutex, process-wide, with its condition variable) is
+//!   taken by a thread that waits for older operations to end
+//!   ([`DataPlane::wait_for_older_operations`]) and, only while such a
+//!   waiter is counted in [`DRAINERS`], by an operation ending, to wake it.
+//!   Never held while taking another lock.
+//! - `io_timeout_ms` is written by the metadata plane (at mount, and when
+//!   `disk_io_timeout` is set) and read by each data handle as an operation
+//!   starts, for its own engine.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use cairn_format::extent_map::FileLayout;
 use cairn_format::group::Extent;
@@ -29,6 +38,26 @@ pub const SNAPSHOT_CHUNK_EXTENTS: usize = 1024;
 
 /// A guard slot's value while its handle runs no operation.
 const IDLE: u64 = u64::MAX;
+
+/// A drain ([`DataPlane::wait_for_older_operations`]) waits at most this
+/// many I/O timeouts. An operation older than the drain is at worst in an
+/// I/O to a disk that hangs (it ends within one timeout), then waiting for
+/// the metadata lock while another thread takes a disk offline (whose step
+/// writes superblocks: one timeout more), then taking its own failed disk
+/// offline (one more); the fourth is margin. Past it, something other than
+/// a hung disk holds the operation, and the drain's caller takes the safe
+/// way out instead of waiting on.
+pub const DRAIN_TIMEOUTS_MAX: u32 = 4;
+
+/// Threads in [`DataPlane::wait_for_older_operations`], in any group: an
+/// operation ending takes [`DRAIN`] and wakes them only when there are.
+/// Process-wide because an operation's guard holds only its slot (the data
+/// path passes slots, and a reference to the plane would be one more shared
+/// count to touch per I/O); a drain is rare, and one woken by another
+/// group's operation looks again and goes back to sleep.
+static DRAINERS: AtomicU64 = AtomicU64::new(0);
+static DRAIN: Mutex<()> = Mutex::new(());
+static DRAINED: Condvar = Condvar::new();
 
 /// A file's extent map as published: immutable, versioned. A new version
 /// shares the chunks that did not change with the one before.
@@ -287,6 +316,8 @@ pub struct DataPlane {
     /// lost): every data operation then fails with the reason.
     stopped: AtomicBool,
     stop_reason: Mutex<Option<String>>,
+    /// The group's `disk_io_timeout`, in milliseconds (0: not set yet).
+    io_timeout_ms: AtomicU64,
 }
 
 fn unpoison<T>(r: Result<T, PoisonError<T>>) -> T {
@@ -306,6 +337,7 @@ impl Default for DataPlane {
             guards: Mutex::default(),
             stopped: AtomicBool::new(false),
             stop_reason: Mutex::default(),
+            io_timeout_ms: AtomicU64::new(0),
         }
     }
 }
@@ -426,22 +458,71 @@ impl DataPlane {
             .unwrap_or(IDLE)
     }
 
+    /// The I/O timeout data handles give their engines (the group's
+    /// `disk_io_timeout`), once the metadata plane has set one.
+    pub fn io_timeout(&self) -> Option<Duration> {
+        match self.io_timeout_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    pub(super) fn set_io_timeout(&self, timeout: Duration) {
+        let ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        self.io_timeout_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// How long a drain waits: [`DRAIN_TIMEOUTS_MAX`] I/O timeouts.
+    pub fn drain_bound(&self) -> Duration {
+        self.io_timeout()
+            .unwrap_or(super::attributes::DISK_IO_TIMEOUT_DEFAULT)
+            .saturating_mul(DRAIN_TIMEOUTS_MAX)
+    }
+
     /// Start a new epoch and wait until every data operation that began in
     /// an earlier one is over (they took the views and snapshots before
-    /// now). The caller must not hold what such an operation may need to
-    /// end (a live group's metadata lock) unless no data thread runs.
-    pub(super) fn wait_for_older_operations(&self) {
+    /// now), at most [`DataPlane::drain_bound`]: `false` if some were still
+    /// running then. The caller must not hold what such an operation may
+    /// need to end (a live group's metadata lock) unless no data thread
+    /// runs.
+    ///
+    /// It blocks on a condition variable that every operation ending
+    /// signals while a drain waits (under the interleaving simulator, it
+    /// yields instead: the operations are other actors, and run only when
+    /// it does; the simulator's own deadlock count bounds it there).
+    #[must_use]
+    pub(super) fn wait_for_older_operations(&self) -> bool {
         let epoch = self.advance_epoch();
-        let mut waited = false;
-        while self.oldest_running() < epoch {
-            waited = true;
-            if !cairn_io::sched::blocked() {
-                std::thread::yield_now();
+        if self.oldest_running() >= epoch {
+            return true;
+        }
+        if cairn_io::sched::scheduled() {
+            while self.oldest_running() < epoch {
+                cairn_io::sched::blocked();
             }
-        }
-        if waited {
             cairn_io::sched::resumed();
+            return true;
         }
+        let deadline = Instant::now() + self.drain_bound();
+        // Counted before the slots are read again: an operation that ends
+        // after our read sees the count and wakes us (both sides SeqCst).
+        DRAINERS.fetch_add(1, Ordering::SeqCst);
+        let mut lock = unpoison(DRAIN.lock());
+        let drained = loop {
+            if self.oldest_running() >= epoch {
+                break true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            lock = unpoison(DRAINED.wait_timeout(lock, left)).0;
+        };
+        drop(lock);
+        DRAINERS.fetch_sub(1, Ordering::SeqCst);
+        drained
     }
 
     // -- latches ----------------------------------------------------------------
@@ -694,9 +775,15 @@ impl<'s> OperationGuard<'s> {
 
 impl Drop for OperationGuard<'_> {
     fn drop(&mut self) {
-        // Release: everything the operation read of its snapshots happens
-        // before a scan that sees the slot idle.
-        self.slot.store(IDLE, Ordering::Release);
+        // Everything the operation read of its snapshots happens before a
+        // scan that sees the slot idle (release); and SeqCst against a
+        // drain's count of itself, so that either the drain sees the slot
+        // idle or this end sees the drain and wakes it.
+        self.slot.store(IDLE, Ordering::SeqCst);
+        if DRAINERS.load(Ordering::SeqCst) > 0 {
+            let _lock = unpoison(DRAIN.lock());
+            DRAINED.notify_all();
+        }
     }
 }
 

@@ -14,6 +14,20 @@ use super::namespace::{alias_block_of, attrs_of};
 use super::*;
 use crate::names::Component;
 
+/// A group's root directory's mode and owner: it has no record to keep
+/// them in, so it shows 0755, owned by the process that holds the group
+/// (the service, or a command's own mount). The file system shows it so,
+/// and a command through the service is checked against it so.
+pub fn group_root_attrs() -> DirAttrs {
+    // SAFETY: getuid and getgid cannot fail and touch no memory.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    DirAttrs {
+        mode: 0o755,
+        uid,
+        gid,
+    }
+}
+
 /// A change of a file's or directory's attributes (`None`: left as it is).
 /// The change time is set whatever changes.
 #[derive(Debug, Clone, Copy, Default)]

@@ -42,7 +42,7 @@ const ZERO_WRITE_BYTES: u64 = 1 << 20;
 const PACE_SLICE: Duration = Duration::from_millis(100);
 
 /// How a reclaim gives the space back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReclaimMethod {
     /// Discard (UNMAP, TRIM, a hole punched in a file).
@@ -68,7 +68,7 @@ pub struct ReclaimOptions {
 }
 
 /// One disk's part.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ReclaimDisk {
     pub number: u16,
     pub label: String,
@@ -84,7 +84,7 @@ pub struct ReclaimDisk {
     pub skipped: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ReclaimReport {
     pub method: ReclaimMethod,
     pub explain: bool,

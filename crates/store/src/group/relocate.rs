@@ -43,7 +43,7 @@ pub const REBALANCE_INFLIGHT_MAX: usize = 256;
 pub(super) const REBALANCE_PENDING_KEY: &str = "_rebalance_power";
 
 /// What a rebalance did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct RebalanceReport {
     /// Extent copies the plan moves (when it started).
     pub moves_planned: u64,
@@ -85,7 +85,7 @@ pub struct RebalanceReport {
 }
 
 /// One disk in an explanation of a plan (`alter --explain`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct DiskWork {
     pub number: u16,
     pub label: String,
@@ -102,7 +102,7 @@ pub struct DiskWork {
 }
 
 /// The exact work of a change: the plan, per disk.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Explain {
     pub moves: u64,
     pub aus_to_move: u64,
@@ -417,56 +417,46 @@ impl Group<'_> {
         })
     }
 
-    /// Each disk's sequential read rate (bytes/s), measured now by reading
-    /// up to `bytes` of the AUs it holds in 1 MiB requests, 8 in flight. A
-    /// disk holding nothing (a new one) is not measured: what it would read
-    /// is not its data.
-    pub fn measure_read_rates(&mut self, disks: &[u16], bytes: u64) -> BTreeMap<u16, f64> {
-        const IO: u64 = 1 << 20;
+    /// Where to read to measure each of `disks`' sequential read rate (for
+    /// [`Explain::estimate`]): up to `bytes` of its AUs in use, in
+    /// [`RATE_IO_BYTES`] pieces, with its device. A disk not in use, or
+    /// holding nothing, is left out. Reads nothing: the reads
+    /// ([`time_reads`]) are made by whoever holds an engine on the disks —
+    /// a live group outside its metadata lock.
+    pub fn read_rate_plan(&self, disks: &[u16], bytes: u64) -> BTreeMap<u16, (DeviceId, Vec<u64>)> {
+        let io = RATE_IO_BYTES.min(self.au_bytes);
         let mut out = BTreeMap::new();
         for d in disks {
             let Some(m) = self.member(*d) else { continue };
             let (Some(device), Some(alloc)) = (m.online(), m.alloc.as_ref()) else {
                 continue;
             };
-            let per_au = (self.au_bytes / IO).max(1);
+            let per_au = (self.au_bytes / io).max(1);
             let mut offsets = Vec::new();
             'aus: for au in alloc.used_list() {
                 for k in 0..per_au {
-                    if offsets.len() as u64 * IO >= bytes {
+                    if offsets.len() as u64 * io >= bytes {
                         break 'aus;
                     }
-                    offsets.push(au * self.au_bytes + k * IO);
+                    offsets.push(au * self.au_bytes + k * io);
                 }
             }
-            if offsets.is_empty() {
-                continue;
+            if !offsets.is_empty() {
+                out.insert(*d, (device, offsets));
             }
-            let started = std::time::Instant::now();
-            let mut read = 0u64;
-            for chunk in offsets.chunks(8) {
-                let requests = chunk
-                    .iter()
-                    .map(|o| Request {
-                        device,
-                        tag: *o,
-                        op: Op::Read {
-                            offset_bytes: *o,
-                            buf: AlignedBuf::zeroed(IO.min(self.au_bytes) as usize),
-                        },
-                    })
-                    .collect();
-                match self.engine.execute_all(requests) {
-                    Ok(done) => {
-                        read += done.iter().filter(|c| c.result.is_ok()).count() as u64
-                            * IO.min(self.au_bytes);
-                    }
-                    Err(_) => break,
-                }
-            }
-            let secs = started.elapsed().as_secs_f64();
-            if read > 0 && secs > 0.0 {
-                out.insert(*d, read as f64 / secs);
+        }
+        out
+    }
+
+    /// Each of `disks`' sequential read rate in bytes a second, measured
+    /// now on this group's own engine by reading up to `bytes` of its data
+    /// ([`Group::read_rate_plan`], [`time_reads`]).
+    pub fn measure_read_rates(&mut self, disks: &[u16], bytes: u64) -> BTreeMap<u16, f64> {
+        let io = RATE_IO_BYTES.min(self.au_bytes);
+        let mut out = BTreeMap::new();
+        for (d, (device, offsets)) in self.read_rate_plan(disks, bytes) {
+            if let Some(rate) = time_reads(&mut *self.engine, device, &offsets, io) {
+                out.insert(d, rate);
             }
         }
         out
@@ -629,6 +619,7 @@ impl Group<'_> {
                 offline_since: None,
                 offline_count: 0,
                 parked: Vec::new(),
+                away: None,
             });
             // Its table, straight to its place, durably.
             let blocks = self
@@ -1153,7 +1144,12 @@ impl Group<'_> {
         if let Some(m) = self.member_mut(at.disk) {
             match m.alloc.as_mut() {
                 Some(a) => a.unreserve(at.au, len),
-                None => m.parked.retain(|r| *r != (at.au, len)),
+                None => {
+                    m.parked.retain(|r| *r != (at.au, len));
+                    if let Some(a) = m.away.as_mut() {
+                        a.unreserve(at.au, len);
+                    }
+                }
             }
         }
     }
@@ -1517,7 +1513,7 @@ impl Group<'_> {
         if !empty.is_empty() {
             // No reader of an old map may still be reading them.
             if wait {
-                self.wait_for_readers();
+                self.wait_for_readers()?;
             }
             self.checkpoint()?;
             let gone: Vec<(u16, Option<DeviceId>, String, bool)> = empty
@@ -1555,7 +1551,7 @@ impl Group<'_> {
             |g: &Self| (0..g.members.len() as u16).any(|n| g.pending_shrink_bytes(n).is_some());
         if shrinking(self) {
             if wait {
-                self.wait_for_readers();
+                self.wait_for_readers()?;
             }
             self.finish_shrinks(report)?;
         }
@@ -1630,10 +1626,23 @@ impl Group<'_> {
         out
     }
 
-    /// Wait until every data operation that took a view before now is over.
-    pub(super) fn wait_for_readers(&self) {
-        self.plane.wait_for_older_operations();
+    /// Wait until every data operation that took a view before now is
+    /// over; refused when some still run after the drain's bound.
+    pub(super) fn wait_for_readers(&self) -> Result<(), GroupError> {
+        readers_done(&self.plane)
     }
+}
+
+/// Wait for the data operations older than now ([`DataPlane::wait_for_older_operations`]),
+/// or say why the caller cannot go on.
+pub(super) fn readers_done(plane: &super::plane::DataPlane) -> Result<(), GroupError> {
+    if plane.wait_for_older_operations() {
+        return Ok(());
+    }
+    Err(GroupError::Interrupted(format!(
+        "data operations begun before this one still ran after {:?} (4 times disk_io_timeout): a disk may hang in a way its timeout does not end; nothing was changed by this step, so run the command again",
+        plane.drain_bound()
+    )))
 }
 
 /// A device's newest good header and the highest generation any copy
@@ -1960,6 +1969,40 @@ pub(super) fn copy_relocations(
         port.disks_failed(&failed_disks, view.epoch)?;
     }
     Ok((done, latch))
+}
+
+/// The size of each read [`time_reads`] makes.
+pub const RATE_IO_BYTES: u64 = 1 << 20;
+
+/// Read `io`-byte pieces at `offsets` of `device`, eight at a time, and
+/// say the rate in bytes a second (`None`: nothing could be read).
+pub fn time_reads(
+    engine: &mut dyn cairn_io::IoEngine,
+    device: DeviceId,
+    offsets: &[u64],
+    io: u64,
+) -> Option<f64> {
+    let started = std::time::Instant::now();
+    let mut read = 0u64;
+    for chunk in offsets.chunks(8) {
+        let requests = chunk
+            .iter()
+            .map(|o| Request {
+                device,
+                tag: *o,
+                op: Op::Read {
+                    offset_bytes: *o,
+                    buf: AlignedBuf::zeroed(io as usize),
+                },
+            })
+            .collect();
+        match engine.execute_all(requests) {
+            Ok(done) => read += done.iter().filter(|c| c.result.is_ok()).count() as u64 * io,
+            Err(_) => break,
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    (read > 0 && secs > 0.0).then(|| read as f64 / secs)
 }
 
 #[cfg(test)]

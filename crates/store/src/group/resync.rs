@@ -24,7 +24,7 @@ pub const RESYNC_IO_BYTES_MAX: u64 = 1 << 20;
 pub const RESYNC_POWER_DEFAULT: usize = 8;
 
 /// What a resync did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ResyncReport {
     /// Disks brought back ONLINE, by label.
     pub disks_online: Vec<String>,
@@ -43,7 +43,7 @@ pub struct ResyncReport {
 }
 
 /// How far a long operation has come.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Progress {
     pub done: u64,
     pub total: u64,
@@ -142,11 +142,11 @@ impl Group<'_> {
                 let aus = placement::extent_aus(index as u64);
                 // Never the last copy that can be read: with no other, what
                 // the disk holds is the best there is.
-                let other = ext.copies().iter().enumerate().any(|(slot, c)| {
-                    c.disk != disk
-                        && self.member(c.disk).and_then(Member::online).is_some()
-                        && ext.stale_mask(slot, aus) == 0
-                });
+                let other = ext
+                    .copies()
+                    .iter()
+                    .enumerate()
+                    .any(|(slot, c)| c.disk != disk && self.copy_serves(ext, slot, aus));
                 if !other {
                     continue;
                 }
@@ -220,6 +220,61 @@ impl Group<'_> {
         out
     }
 
+    /// Whether copy `slot` of an extent of `aus` AUs serves reads now: its
+    /// disk is ONLINE and none of its AUs is stale. The one rule by which
+    /// an extent's redundancy is counted (what may go offline, what a
+    /// resync may copy from, what is reported as lowered).
+    pub(super) fn copy_serves(&self, extent: &Extent, slot: usize, aus: u64) -> bool {
+        extent
+            .copies()
+            .get(slot)
+            .is_some_and(|c| self.member(c.disk).and_then(Member::online).is_some())
+            && extent.stale_mask(slot, aus) == 0
+    }
+
+    /// The extents of `rec` whose redundancy is lowered: fewer of their
+    /// copies serve reads than the file's redundancy asks (a copy on a
+    /// disk not ONLINE, a copy with a stale AU). How many, and their AUs
+    /// (one copy each).
+    pub(super) fn lowered_extents(&self, rec: &FileRec) -> (u64, u64) {
+        let wanted = usize::from(rec.entry.copies);
+        let mut out = (0, 0);
+        for (index, e) in rec.extents.iter().enumerate() {
+            let aus = placement::extent_aus(index as u64);
+            let serving = (0..e.copies().len())
+                .filter(|slot| self.copy_serves(e, *slot, aus))
+                .count();
+            if serving < wanted {
+                out.0 += 1;
+                out.1 += aus;
+            }
+        }
+        out
+    }
+
+    /// AUs of the copies on `disk` that serve no read now: all it holds
+    /// while it is not ONLINE, its stale AUs when it is. What the group is
+    /// short of its redundancy there, until a resync (or, for a disk
+    /// dropped by force, the rebuild) restores them.
+    pub fn missing_copy_aus(&self, disk: u16) -> u64 {
+        if self.member(disk).and_then(Member::online).is_some() {
+            return self.stale_aus_on(disk);
+        }
+        let on = |e: &Extent| e.copies().iter().filter(|c| c.disk == disk).count() as u64;
+        self.files
+            .values()
+            .map(|r| {
+                let data: u64 = r
+                    .extents
+                    .iter()
+                    .enumerate()
+                    .map(|(index, e)| on(e) * placement::extent_aus(index as u64))
+                    .sum();
+                data + r.entry.indirect.iter().map(on).sum::<u64>()
+            })
+            .sum()
+    }
+
     /// Stale AUs left on copies of `disk`.
     pub fn stale_aus_on(&self, disk: u16) -> u64 {
         self.files
@@ -287,10 +342,15 @@ impl Group<'_> {
     ) -> Result<Option<Vec<StaleAu>>, GroupError> {
         self.check_writable()?;
         let syncing = self.syncing_disks();
-        let whole: Vec<u16> = syncing
+        // Every copy on a disk that may have lost writes nothing marked: one
+        // coming back after a failure, or one the group stopped before it
+        // could mark or take offline (ONLINE, `record_missed_writes`).
+        let whole: Vec<u16> = self
+            .members
             .iter()
-            .copied()
-            .filter(|d| self.member(*d).is_some_and(|m| m.entry.resync_all()))
+            .flatten()
+            .filter(|m| m.writable().is_some() && m.entry.resync_all())
+            .map(|m| m.entry.number)
             .collect();
         if !whole.is_empty() {
             for d in &whole {
@@ -303,6 +363,11 @@ impl Group<'_> {
             for d in &whole {
                 if let Some(m) = self.member_mut(*d) {
                     m.entry.flags &= !fmt::DISK_FLAG_RESYNC_ALL;
+                    // An ONLINE one records no image (it names one only
+                    // while it is OFFLINE).
+                    if m.entry.state == DiskState::Online {
+                        m.entry.synced_generation = 0;
+                    }
                 }
             }
             self.superblocks_or_stop()?;
@@ -312,7 +377,8 @@ impl Group<'_> {
             return Ok(None);
         }
         self.commit()?;
-        report.metadata_blocks_rewritten += self.refresh_metadata(&syncing)?;
+        let refresh = syncing.iter().chain(&whole).copied().collect();
+        report.metadata_blocks_rewritten += self.refresh_metadata(&refresh)?;
         Ok(Some(work))
     }
 
@@ -653,6 +719,14 @@ pub(super) fn copy_stale(
 }
 
 impl Group<'_> {
+    /// A member disk's number by its label (as `group disks` shows it).
+    pub fn disk_number(&self, label: &str) -> Result<u16, GroupError> {
+        self.disks_named(&[label.to_string()])?
+            .first()
+            .copied()
+            .ok_or_else(|| GroupError::NotFound(format!("no disk {label}")))
+    }
+
     /// Member disk numbers by label (as `group disks` shows them), refusing
     /// a name that is not a member.
     pub(super) fn disks_named(&self, names: &[String]) -> Result<Vec<u16>, GroupError> {
@@ -680,11 +754,34 @@ impl Group<'_> {
     /// does not bring them back). `drop_after_minutes`: this disk's repair
     /// timer instead of the group's `disk_repair_time`. Refused, changing
     /// nothing, when the group could not run without them.
+    ///
+    /// Three parts: [`Group::offline_disks_begin`] (the disks durably
+    /// OFFLINE, the new view published), a drain of the data operations
+    /// that took the old view, and [`Group::offline_disks_end`]. A live
+    /// group runs the first and last as metadata operations and drains
+    /// between them, without `meta` (`LiveGroup::offline_disks`): such an
+    /// operation may need `meta` to end (to have a failed disk taken
+    /// offline), and one in an I/O to a hung disk ends only at its timeout.
     pub fn offline_disks(
         &mut self,
         names: &[String],
         drop_after_minutes: Option<u16>,
     ) -> Result<Vec<String>, GroupError> {
+        let (done, disks) = self.offline_disks_begin(names, drop_after_minutes)?;
+        // No data thread runs beside a group one command holds: at once.
+        let drained = self.plane.wait_for_older_operations();
+        self.offline_disks_end(&disks, drained)?;
+        Ok(done)
+    }
+
+    /// The first part of [`Group::offline_disks`]: checked, flushed, made
+    /// OFFLINE (and HELD) in the superblocks, and the new view published.
+    /// The labels done, and the disks' numbers for the last part.
+    pub(super) fn offline_disks_begin(
+        &mut self,
+        names: &[String],
+        drop_after_minutes: Option<u16>,
+    ) -> Result<(Vec<String>, Vec<u16>), GroupError> {
         self.check_writable()?;
         let disks = self.disks_named(names)?;
         for d in &disks {
@@ -738,9 +835,7 @@ impl Group<'_> {
                     let aus = placement::extent_aus(index as u64);
                     e.initialized
                         && !e.copies().iter().enumerate().any(|(slot, c)| {
-                            !leaving.contains(&c.disk)
-                                && self.member(c.disk).and_then(Member::online).is_some()
-                                && e.stale_mask(slot, aus) == 0
+                            !leaving.contains(&c.disk) && self.copy_serves(e, slot, aus)
                         })
                 })
             })
@@ -775,26 +870,60 @@ impl Group<'_> {
         }
         self.superblocks_or_stop()?;
         self.publish_disks();
-        // Data operations that took the view before this one may still be
-        // writing to the disks: wait for them, then flush the disks again,
-        // so what they wrote is on the media (nothing marks it).
-        self.wait_for_readers();
-        let devices = disks
+        Ok((done, disks))
+    }
+
+    /// The last part of [`Group::offline_disks`], once the data operations
+    /// that took the view before its first part are over (`drained`): the
+    /// disks are flushed again, so what those operations wrote is on the
+    /// media (nothing marks it). A disk whose flush fails, or whose writers
+    /// may still run (`drained` false: they outlived the drain's bound), is
+    /// marked RESYNC_ALL: it may lack an acknowledged write nothing marks,
+    /// so it is resynced whole when it comes back. Only disks still OFFLINE
+    /// (an `online` may have come between the parts); one already marked
+    /// is not flushed (a hung disk would only time out again).
+    pub(super) fn offline_disks_end(
+        &mut self,
+        disks: &[u16],
+        drained: bool,
+    ) -> Result<(), GroupError> {
+        self.check_writable()?;
+        let still: Vec<u16> = disks
+            .iter()
+            .copied()
+            .filter(|d| {
+                self.member(*d).is_some_and(|m| {
+                    m.entry.state == DiskState::Offline
+                        && m.entry.flags & fmt::DISK_FLAG_RESYNC_ALL == 0
+                })
+            })
+            .collect();
+        let devices: Vec<(u16, DeviceId)> = still
             .iter()
             .filter_map(|d| Some((*d, self.member(*d)?.device?)))
             .collect();
-        let mut lost = false;
-        for d in self.flush_devices(devices)? {
+        let lost: Vec<u16> = if drained {
+            self.flush_devices(devices.clone())?
+        } else {
+            still.clone()
+        };
+        for d in &lost {
             // It may have lost what it took: resynced whole.
-            if let Some(m) = self.member_mut(d) {
+            if let Some(m) = self.member_mut(*d) {
                 m.entry.flags |= fmt::DISK_FLAG_RESYNC_ALL;
-                lost = true;
             }
         }
-        if lost {
+        // What it holds now is all it will hold: stamped, so that a copy of
+        // it made before is never taken back ([`Group::stamp_offline`]).
+        let stamped: Vec<(u16, DeviceId)> = devices
+            .into_iter()
+            .filter(|(d, _)| !lost.contains(d))
+            .collect();
+        self.stamp_offline(&stamped)?;
+        if !lost.is_empty() || !stamped.is_empty() {
             self.superblocks_or_stop()?;
         }
-        Ok(done)
+        Ok(())
     }
 
     /// Bring OFFLINE disks back (`cairn group online`): each must be
@@ -807,14 +936,18 @@ impl Group<'_> {
         power: usize,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ResyncReport, GroupError> {
-        self.bring_back(names)?;
+        self.bring_back(names, None)?;
         self.resync(power, progress)
     }
 
-    /// The first part of `online`: the disks named (or every OFFLINE disk
-    /// attached) checked and made SYNCING — written from now on, their
-    /// tables rebuilt from the extent maps.
-    pub(super) fn bring_back(&mut self, names: Option<&[String]>) -> Result<(), GroupError> {
+    /// The OFFLINE disks `online` would bring back (those named, or every
+    /// one attached), with their devices: what must be read
+    /// ([`mount::probe_device`]) before they may. A name that is no member,
+    /// or an OFFLINE disk that is not attached, is refused here.
+    pub(super) fn returning_devices(
+        &self,
+        names: Option<&[String]>,
+    ) -> Result<BTreeMap<u16, DeviceId>, GroupError> {
         self.check_writable()?;
         let disks: Vec<u16> = match names {
             Some(n) => self.disks_named(n)?,
@@ -826,22 +959,50 @@ impl Group<'_> {
                 .map(|m| m.entry.number)
                 .collect(),
         };
-        let mut back = Vec::new();
+        let mut out = BTreeMap::new();
         for d in disks {
             let m = self.member(d).expect("invariant: named");
-            match m.entry.state {
-                DiskState::Online | DiskState::Syncing => continue,
-                DiskState::Offline => {}
+            if m.entry.state != DiskState::Offline {
+                continue;
             }
-            if m.device.is_none() {
+            let Some(device) = m.device else {
                 return Err(GroupError::Invalid(format!(
                     "disk {} is not attached (not found by discovery, or it could not be opened); attach it, check the discovery string, and try again",
                     m.entry.label
                 )));
-            }
+            };
+            out.insert(d, device);
+        }
+        Ok(out)
+    }
+
+    /// The first part of `online`: the disks named (or every OFFLINE disk
+    /// attached) checked and made SYNCING — written from now on, their
+    /// tables rebuilt from the extent maps. `probes`: what each one's
+    /// device holds, read (outside the metadata lock, by a live group)
+    /// with the device it was read from; `None`: read here.
+    pub(super) fn bring_back(
+        &mut self,
+        names: Option<&[String]>,
+        probes: Option<&BTreeMap<u16, (DeviceId, mount::DeviceProbe)>>,
+    ) -> Result<(), GroupError> {
+        let devices = self.returning_devices(names)?;
+        let mut back = Vec::new();
+        for (d, device) in devices {
+            let probe = match probes.and_then(|p| p.get(&d)) {
+                Some((read_from, probe)) if *read_from == device => probe.clone(),
+                Some(_) => {
+                    return Err(GroupError::Invalid(format!(
+                        "disk {}'s device changed while it was being read; try again",
+                        self.member(d).map_or("?", |m| m.entry.label.as_str())
+                    )))
+                }
+                None => mount::probe_device(&mut *self.engine, device, self.uuid),
+            };
+            let m = self.member(d).expect("invariant: named");
             let mut entry = m.entry.clone();
             entry.flags &= !fmt::DISK_FLAG_HELD;
-            if let Some(why) = mount::returning_refusal(&entry, m.generation) {
+            if let Some(why) = mount::returning_refusal(&entry, (&self.name, self.uuid), &probe) {
                 return Err(GroupError::Invalid(why));
             }
             if self
@@ -873,6 +1034,11 @@ impl Group<'_> {
                 m.entry.state = DiskState::Syncing;
                 let mut alloc = DiskAlloc::with_limit(layout, limit);
                 alloc.keep_reservations(std::mem::take(&mut m.parked));
+                // What it held back from reuse while away stays held: the
+                // rebuild below keeps it.
+                if let Some(away) = m.away.take() {
+                    alloc.keep_quarantine(&away);
+                }
                 m.alloc = Some(alloc);
             }
             self.tables_to_rebuild.push(*d);

@@ -36,7 +36,7 @@ pub const SCRUB_INFLIGHT_MAX: usize = 64;
 const COMPARE_BYTES: usize = 4096;
 
 /// What a scrub read, found and did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct ScrubReport {
     /// Data extents read, and the bytes read from all their copies.
     pub extents_read: u64,
@@ -59,6 +59,140 @@ impl ScrubReport {
     pub fn clean(&self) -> bool {
         self.problems.iter().all(|p| p.repaired)
     }
+}
+
+/// What `--repair` may do: rewrite copies where the copies themselves say
+/// which is right (all readable ones agree; or, with three copies or more,
+/// a strict majority does), and — where they do not — the copy on the disk
+/// `prefer` names, if one was chosen. Two copies that differ are never
+/// settled by guessing: the primary is no more likely right than the
+/// mirror (the bit rot, the lost write or the misdirected write may be on
+/// either), and rewriting the good copy from the bad one would make the
+/// damage permanent and invisible.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScrubRepair {
+    pub repair: bool,
+    /// A member disk, by number.
+    pub prefer: Option<u16>,
+}
+
+impl ScrubRepair {
+    pub fn new(repair: bool, prefer: Option<u16>) -> Self {
+        Self { repair, prefer }
+    }
+
+    /// Only look.
+    pub fn report() -> Self {
+        Self::default()
+    }
+}
+
+/// Why a copy is taken as right for a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reference {
+    /// Every copy read holds it (the others could not be read).
+    Agreed,
+    /// More than half of the copies read (of three or more) hold it.
+    Majority,
+    /// The disk `--prefer` named holds it, where nothing else decides.
+    Preferred,
+}
+
+/// What a scrub finds in a run of blocks of one chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finding {
+    NoneReadable,
+    /// The copies read differ and nothing says which is right.
+    Undecided,
+    /// Copy `copy` (unreadable, or different) should hold what copy
+    /// `reference` holds.
+    Differs {
+        copy: usize,
+        reference: usize,
+        why: Reference,
+    },
+}
+
+/// A run of blocks (offset and length in the chunk) with one finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    start: u64,
+    len: u64,
+    finding: Finding,
+}
+
+/// The copy that is right for one block, and why: `blocks[i]` is copy i's
+/// bytes (`None`: not read); `prefer`, the copy the asker chose.
+fn judge_block(blocks: &[Option<&[u8]>], prefer: Option<usize>) -> Option<(usize, Reference)> {
+    let read: Vec<usize> = (0..blocks.len()).filter(|i| blocks[*i].is_some()).collect();
+    let first = *read.first()?;
+    // Each distinct content, with the copies that hold it.
+    let mut groups: Vec<(usize, usize)> = Vec::new();
+    for &i in &read {
+        match groups.iter_mut().find(|(r, _)| blocks[*r] == blocks[i]) {
+            Some(g) => g.1 += 1,
+            None => groups.push((i, 1)),
+        }
+    }
+    if groups.len() == 1 {
+        return Some((first, Reference::Agreed));
+    }
+    if read.len() >= 3 {
+        if let Some((r, _)) = groups.iter().find(|(_, n)| n * 2 > read.len()) {
+            return Some((*r, Reference::Majority));
+        }
+    }
+    prefer
+        .filter(|p| blocks.get(*p).is_some_and(Option::is_some))
+        .map(|p| (p, Reference::Preferred))
+}
+
+/// Judge a chunk of `len` bytes block by block ([`COMPARE_BYTES`]):
+/// the runs where something is wrong, neighbours with one finding joined.
+fn judge_chunk(copies: &[Option<&[u8]>], len: u64, prefer: Option<usize>) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    let mut push = |start: u64, len: u64, finding: Finding| match runs
+        .iter_mut()
+        .rev()
+        .find(|r| r.finding == finding)
+    {
+        Some(last) if last.start + last.len == start => last.len += len,
+        _ => runs.push(Run {
+            start,
+            len,
+            finding,
+        }),
+    };
+    let mut start = 0u64;
+    while start < len {
+        let n = (COMPARE_BYTES as u64).min(len - start);
+        let (a, b) = (start as usize, (start + n) as usize);
+        let blocks: Vec<Option<&[u8]>> = copies.iter().map(|c| c.map(|d| &d[a..b])).collect();
+        if blocks.iter().all(Option::is_none) {
+            push(start, n, Finding::NoneReadable);
+        } else {
+            match judge_block(&blocks, prefer) {
+                Some((reference, why)) => {
+                    for (copy, block) in blocks.iter().enumerate() {
+                        if copy != reference && *block != blocks[reference] {
+                            push(
+                                start,
+                                n,
+                                Finding::Differs {
+                                    copy,
+                                    reference,
+                                    why,
+                                },
+                            );
+                        }
+                    }
+                }
+                None => push(start, n, Finding::Undecided),
+            }
+        }
+        start += n;
+    }
+    runs
 }
 
 /// A repair's write: disk, byte offset, the reference's bytes.
@@ -93,11 +227,12 @@ impl Group<'_> {
     pub fn scrub(
         &mut self,
         power: usize,
-        repair: bool,
+        how: ScrubRepair,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport, GroupError> {
         let started = std::time::Instant::now();
-        let (mut report, extents, total) = self.scrub_start(power, repair)?;
+        let repair = how.repair;
+        let (mut report, extents, total) = self.scrub_start(power, how)?;
         let power = power.min(SCRUB_INFLIGHT_MAX);
         let mut done = 0u64;
         progress(Progress {
@@ -112,7 +247,7 @@ impl Group<'_> {
             let last = k + 1 == extents.len();
             while batch.len() >= power || (last && !batch.is_empty()) {
                 let take: Vec<Chunk> = batch.drain(..batch.len().min(power)).collect();
-                self.scrub_batch(&take, repair, &mut report)?;
+                self.scrub_batch(&take, how, &mut report)?;
                 done += take.iter().map(|c| c.len * c.listed).sum::<u64>();
                 progress(Progress {
                     done,
@@ -133,8 +268,17 @@ impl Group<'_> {
     pub(super) fn scrub_start(
         &mut self,
         power: usize,
-        repair: bool,
+        how: ScrubRepair,
     ) -> Result<(ScrubReport, Vec<ScrubExtent>, u64), GroupError> {
+        let repair = how.repair;
+        if let Some(d) = how.prefer {
+            if self.member(d).and_then(Member::online).is_none() {
+                return Err(GroupError::Invalid(format!(
+                    "--prefer {}: the disk is not in service, so it holds no copy a scrub reads",
+                    self.disk_name(d)
+                )));
+            }
+        }
         if !(1..=REBALANCE_POWER_MAX).contains(&power) {
             return Err(GroupError::Invalid(format!(
                 "power {power} is out of range: 1 to {REBALANCE_POWER_MAX}"
@@ -193,7 +337,7 @@ impl Group<'_> {
         e: &ScrubExtent,
         from: usize,
         max_chunks: usize,
-        repair: bool,
+        how: ScrubRepair,
         report: &mut ScrubReport,
     ) -> Result<Option<usize>, GroupError> {
         let same = self.files.get(&e.file).is_some_and(|r| {
@@ -211,7 +355,7 @@ impl Group<'_> {
         }
         let to = chunks.len().min(from + max_chunks.max(1));
         if from < to {
-            self.scrub_batch(&chunks[from..to], repair, report)?;
+            self.scrub_batch(&chunks[from..to], how, report)?;
         }
         Ok((to < chunks.len()).then_some(to))
     }
@@ -382,7 +526,7 @@ impl Group<'_> {
     fn scrub_batch(
         &mut self,
         batch: &[Chunk],
-        repair: bool,
+        how: ScrubRepair,
         report: &mut ScrubReport,
     ) -> Result<(), GroupError> {
         let mut requests = Vec::new();
@@ -406,11 +550,23 @@ impl Group<'_> {
             .execute_all(requests)
             .map_err(io_err("(engine)"))?;
         let mut read: BTreeMap<(usize, usize), Result<AlignedBuf, String>> = BTreeMap::new();
+        // Disks whose read failed as a disk fails (it came back short): out
+        // of service, never rewritten.
+        let mut dead: BTreeSet<u16> = BTreeSet::new();
         for c in done {
             let key = ((c.tag >> 8) as usize, (c.tag & 0xFF) as usize);
             let data = match (c.result, c.buf) {
                 (Ok(_), Some(buf)) => Ok(buf),
-                (Err(e), _) => Err(e.to_string()),
+                (Err(e), _) => {
+                    if super::disk_io::read_fails_the_disk(&e) {
+                        if let Some((_, disk, _)) =
+                            batch.get(key.0).and_then(|b| b.copies.get(key.1))
+                        {
+                            dead.insert(*disk);
+                        }
+                    }
+                    Err(e.to_string())
+                }
                 (Ok(_), None) => Err("no data returned".into()),
             };
             read.insert(key, data);
@@ -435,74 +591,101 @@ impl Group<'_> {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            for i in 0..c.copies.len() {
-                if read.get(&(k, i)).is_some_and(Result::is_ok) {
-                    // A copy counts once, at its first chunk.
-                    report.copies_read += u64::from(c.offset == 0);
-                    report.bytes_read += c.len;
-                }
+            let copies: Vec<Option<&[u8]>> = (0..c.copies.len())
+                .map(|i| match read.get(&(k, i)) {
+                    Some(Ok(data)) => Some(&data[..]),
+                    _ => None,
+                })
+                .collect();
+            for data in copies.iter().flatten() {
+                // A copy counts once, at its first chunk.
+                report.copies_read += u64::from(c.offset == 0);
+                report.bytes_read += data.len() as u64;
             }
-            // The reference: the primary if it was read, else the first
-            // current copy that was.
-            let Some((ref_i, (ref_slot, ref_disk, _))) = c
+            let prefer = how
+                .prefer
+                .and_then(|d| c.copies.iter().position(|(_, disk, _)| *disk == d));
+            let names: Vec<String> = c
                 .copies
                 .iter()
-                .enumerate()
-                .find(|(i, _)| read.get(&(k, *i)).is_some_and(Result::is_ok))
-            else {
-                report.problems.push(Problem {
-                    location: format!("{path} bytes {}", ranges(0, c.len)),
-                    what: "no copy could be read".into(),
-                    repaired: false,
-                    repairable: false,
-                });
-                continue;
-            };
-            let from = format!(
-                "the {} on {}",
-                if *ref_slot == 0 {
-                    "primary"
-                } else {
-                    "first readable current copy"
-                },
-                self.disk_name(*ref_disk)
-            );
-            let Some(Ok(good)) = read.get(&(k, ref_i)) else {
-                continue;
-            };
-            for (i, (_, disk, offset)) in c.copies.iter().enumerate() {
-                if i == ref_i {
-                    continue;
-                }
-                let disk_name = self.disk_name(*disk);
-                let (runs, why) = match read.get(&(k, i)) {
-                    Some(Ok(data)) => (differing_runs(&good[..], &data[..]), None),
-                    Some(Err(e)) => (vec![(0, c.len)], Some(format!("unreadable ({e})"))),
-                    None => continue,
-                };
-                for (start, len) in runs {
-                    let what = why
-                        .clone()
-                        .unwrap_or_else(|| format!("differs from {from}"));
-                    let problem = Problem {
-                        location: format!(
-                            "{path} bytes {} ({} KiB) copy on {disk_name}",
-                            ranges(start, len),
-                            len >> 10
-                        ),
-                        what,
-                        repaired: false,
-                        repairable: true,
-                    };
-                    let rewrite = repair.then(|| {
-                        let s = start as usize;
-                        (
-                            *disk,
-                            offset + start,
-                            AlignedBuf::from_slice(&good[s..s + len as usize]),
-                        )
-                    });
-                    found.push((problem, rewrite));
+                .map(|(_, d, _)| self.disk_name(*d))
+                .collect();
+            for run in judge_chunk(&copies, c.len, prefer) {
+                let at = format!(
+                    "{path} bytes {} ({} KiB)",
+                    ranges(run.start, run.len),
+                    run.len >> 10
+                );
+                match run.finding {
+                    Finding::NoneReadable => {
+                        report.problems.push(Problem {
+                            location: format!("{path} bytes {}", ranges(run.start, run.len)),
+                            what: "no copy could be read".into(),
+                            repaired: false,
+                            repairable: false,
+                        });
+                    }
+                    Finding::Undecided => {
+                        let held: Vec<&str> = copies
+                            .iter()
+                            .zip(&names)
+                            .filter(|(d, _)| d.is_some())
+                            .map(|(_, n)| n.as_str())
+                            .collect();
+                        report.problems.push(Problem {
+                            location: format!("{at} copies on {}", held.join(", ")),
+                            what: format!(
+                                "the copies disagree and no majority says which is right (data blocks carry no checksums), so repair does not guess: not rewritten; `cairn group scrub {} --repair --prefer DISK` keeps that disk's copy",
+                                self.name
+                            ),
+                            repaired: false,
+                            repairable: false,
+                        });
+                    }
+                    Finding::Differs {
+                        copy,
+                        reference,
+                        why,
+                    } => {
+                        let (_, disk, offset) = c.copies[copy];
+                        let what = match (&copies[copy], why) {
+                            (None, _) => format!(
+                                "unreadable ({})",
+                                match read.get(&(k, copy)) {
+                                    Some(Err(e)) => e.as_str(),
+                                    _ => "not read",
+                                }
+                            ),
+                            (Some(_), Reference::Agreed) => {
+                                format!("differs from the copy on {}", names[reference])
+                            }
+                            (Some(_), Reference::Majority) => format!(
+                                "differs from the majority of the copies (the one on {} and those that agree with it)",
+                                names[reference]
+                            ),
+                            (Some(_), Reference::Preferred) => format!(
+                                "differs from the copy on {}, which --prefer chose",
+                                names[reference]
+                            ),
+                        };
+                        let problem = Problem {
+                            location: format!("{at} copy on {}", names[copy]),
+                            what,
+                            repaired: false,
+                            repairable: true,
+                        };
+                        let rewrite = (how.repair && !dead.contains(&disk)).then(|| {
+                            let s = run.start as usize;
+                            let good =
+                                copies[reference].expect("invariant: the reference was read");
+                            (
+                                disk,
+                                offset + run.start,
+                                AlignedBuf::from_slice(&good[s..s + run.len as usize]),
+                            )
+                        });
+                        found.push((problem, rewrite));
+                    }
                 }
             }
         }
@@ -526,7 +709,7 @@ impl Group<'_> {
                         .what
                         .push_str("; the rewrite failed (the disk goes offline)");
                 } else {
-                    problem.what.push_str("; rewritten from the reference copy");
+                    problem.what.push_str("; rewritten from it");
                     problem.repaired = true;
                     report.bytes_rewritten += bytes.len() as u64;
                 }
@@ -534,7 +717,8 @@ impl Group<'_> {
             report.problems.push(problem);
         }
         self.failed_disks.extend(failed);
-        if any_failed {
+        self.failed_disks.extend(dead.iter().copied());
+        if any_failed || !dead.is_empty() {
             // Out of service before the next batch reads from it.
             self.offline_failed()?;
         }
@@ -561,28 +745,6 @@ fn file_ranges(layout: &FileLayout, extent: u64, offset: u64, len: u64) -> Vec<(
             _ => out.push((a, b)),
         }
         at = next;
-    }
-    out
-}
-
-/// The runs of [`COMPARE_BYTES`] blocks where `a` and `b` differ, as
-/// (offset, length) in bytes.
-fn differing_runs(a: &[u8], b: &[u8]) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (k, (x, y)) in a
-        .chunks(COMPARE_BYTES)
-        .zip(b.chunks(COMPARE_BYTES))
-        .enumerate()
-    {
-        if x == y {
-            continue;
-        }
-        let start = (k * COMPARE_BYTES) as u64;
-        let len = x.len() as u64;
-        match out.last_mut() {
-            Some(last) if last.0 + last.1 == start => last.1 += len,
-            _ => out.push((start, len)),
-        }
     }
     out
 }
@@ -620,19 +782,70 @@ mod tests {
     }
 
     #[test]
-    fn differing_runs_coalesce_neighbours() {
-        let a = vec![0u8; 5 * COMPARE_BYTES];
+    fn a_scrub_keeps_what_the_copies_agree_on_and_never_guesses_between_two() {
+        let a = vec![1u8; 2 * COMPARE_BYTES];
         let mut b = a.clone();
-        b[COMPARE_BYTES + 7] = 1;
-        b[2 * COMPARE_BYTES] = 1;
-        b[4 * COMPARE_BYTES + 1] = 1;
+        b[COMPARE_BYTES + 7] = 9;
+        let len = a.len() as u64;
+        let block = COMPARE_BYTES as u64;
+        // Two copies that differ: undecided, whichever is first.
+        let runs = judge_chunk(&[Some(&a), Some(&b)], len, None);
         assert_eq!(
-            differing_runs(&a, &b),
-            vec![
-                (COMPARE_BYTES as u64, 2 * COMPARE_BYTES as u64),
-                (4 * COMPARE_BYTES as u64, COMPARE_BYTES as u64)
-            ]
+            runs,
+            vec![Run {
+                start: block,
+                len: block,
+                finding: Finding::Undecided
+            }]
         );
-        assert!(differing_runs(&a, &a).is_empty());
+        // The asker's choice settles it, either way.
+        let runs = judge_chunk(&[Some(&a), Some(&b)], len, Some(1));
+        assert_eq!(
+            runs[0].finding,
+            Finding::Differs {
+                copy: 0,
+                reference: 1,
+                why: Reference::Preferred
+            }
+        );
+        // Three copies: the two that agree win, even over the primary, and
+        // even against --prefer.
+        let runs = judge_chunk(&[Some(&b), Some(&a), Some(&a)], len, Some(0));
+        assert_eq!(
+            runs,
+            vec![Run {
+                start: block,
+                len: block,
+                finding: Finding::Differs {
+                    copy: 0,
+                    reference: 1,
+                    why: Reference::Majority
+                }
+            }]
+        );
+        // Three copies all different: undecided.
+        let mut c = a.clone();
+        c[COMPARE_BYTES] = 3;
+        let runs = judge_chunk(&[Some(&a), Some(&b), Some(&c)], len, None);
+        assert_eq!(runs[0].finding, Finding::Undecided);
+        // An unreadable copy is rewritten from the ones read when they
+        // agree; none read is said so.
+        let runs = judge_chunk(&[None, Some(&a)], len, None);
+        assert_eq!(
+            runs,
+            vec![Run {
+                start: 0,
+                len,
+                finding: Finding::Differs {
+                    copy: 0,
+                    reference: 1,
+                    why: Reference::Agreed
+                }
+            }]
+        );
+        assert_eq!(
+            judge_chunk(&[None, None], len, None)[0].finding,
+            Finding::NoneReadable
+        );
     }
 }

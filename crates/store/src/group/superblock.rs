@@ -38,6 +38,10 @@ impl Group<'_> {
                 self.redundancy().as_str()
             );
             self.stop(why.clone());
+            // Not recorded offline (a disk that holds the only readable copy
+            // of a journal record must stay readable for the next mount's
+            // replay), but what it missed must not be trusted.
+            self.record_missed_writes(&disks.iter().copied().collect());
             return Err(GroupError::Poisoned(why));
         }
         // Memory now skips these disks; if the superblocks cannot say so, a
@@ -60,8 +64,14 @@ impl Group<'_> {
                 m.entry.synced_generation = m.generation as u32;
             }
             m.entry.state = DiskState::Offline;
-            if let Some(a) = m.alloc.take() {
+            if let Some(mut a) = m.alloc.take() {
                 m.parked.extend(a.reservations());
+                // The table it had is the maps' from now on: what it holds
+                // back from reuse stays held (a data operation that took
+                // the view before this one may still write a freed run).
+                // Its changed blocks are never written.
+                a.take_dirty();
+                m.away = Some(a);
             }
             m.offline_since = Some(std::time::Instant::now());
             m.offline_count += 1;
@@ -113,44 +123,112 @@ impl Group<'_> {
         }
     }
 
-    /// Write a new superblock generation (with the disk directory) to the slot
-    /// it selects on every online disk.
-    pub(super) fn write_superblocks(&mut self) -> Result<(), GroupError> {
-        self.slot_generation += 1;
-        let generation = self.slot_generation;
+    /// The blocks of superblock generation `generation` of `sup` for disk
+    /// `n`: the superblock and the disk directory `entries`, at the slot the
+    /// generation selects (offset, block).
+    fn superblock_blocks(
+        &self,
+        sup: &GroupSuper,
+        n: u16,
+        generation: u64,
+        entries: &[DiskEntry],
+    ) -> Vec<(u64, AlignedBuf)> {
         let base = SUPER_SLOT_OFFSETS_BYTES[(generation % 2) as usize];
-        let entries = self.disk_entries();
-        let dir_blocks = self.members.len().div_ceil(DISK_ENTRIES_PER_BLOCK);
-        let mut copies = Vec::new();
-        for n in 0..self.members.len() as u16 {
-            if self.member(n).and_then(Member::writable).is_none() {
-                continue;
-            }
-            let mut writes = Vec::new();
+        let dir_blocks = usize::from(sup.disk_count).div_ceil(DISK_ENTRIES_PER_BLOCK);
+        let mut writes = Vec::new();
+        let mut block = meta::empty_block();
+        GroupSuper {
+            disk_number: n,
+            ..sup.clone()
+        }
+        .encode_into(&mut block);
+        meta::seal(
+            &mut block,
+            per_disk_id(BlockType::GroupSuper, n, base),
+            self.uuid,
+            generation,
+        );
+        writes.push((base, AlignedBuf::from_slice(&block[..])));
+        for i in 0..dir_blocks {
+            let offset = base + (1 + i as u64) * BLOCK_BYTES as u64;
             let mut block = meta::empty_block();
-            self.superblock_for(n).encode_into(&mut block);
+            fmt::encode_disk_directory(&mut block, i, entries);
             meta::seal(
                 &mut block,
-                per_disk_id(BlockType::GroupSuper, n, base),
+                per_disk_id(BlockType::DiskDirectory, n, offset),
                 self.uuid,
                 generation,
             );
-            writes.push((base, AlignedBuf::from_slice(&block[..])));
-            for i in 0..dir_blocks {
-                let offset = base + (1 + i as u64) * BLOCK_BYTES as u64;
-                let mut block = meta::empty_block();
-                fmt::encode_disk_directory(&mut block, i, &entries);
-                meta::seal(
-                    &mut block,
-                    per_disk_id(BlockType::DiskDirectory, n, offset),
-                    self.uuid,
-                    generation,
-                );
-                writes.push((offset, AlignedBuf::from_slice(&block[..])));
-            }
-            copies.push((n, writes));
+            writes.push((offset, AlignedBuf::from_slice(&block[..])));
         }
+        writes
+    }
+
+    /// Write a new superblock generation (with the disk directory) to the slot
+    /// it selects on every online disk.
+    pub(super) fn write_superblocks(&mut self) -> Result<(), GroupError> {
+        let sup = self.superblock_for(0);
+        let entries = self.disk_entries();
+        let to: Vec<u16> = (0..self.members.len() as u16)
+            .filter(|n| self.member(*n).and_then(Member::writable).is_some())
+            .collect();
         self.flush_all_checked()?;
+        self.write_generation(&sup, &entries, &to)?;
+        self.written_super = Some((sup, entries));
+        Ok(())
+    }
+
+    /// After the group stopped, before copies on `disks` that missed writes
+    /// could be marked stale (or the disks recorded offline): record that
+    /// they missed writes, as a generation of the superblocks the group last
+    /// wrote with those disks flagged RESYNC_ALL, on every other disk that
+    /// is written. The next mount marks every copy on them stale (but one
+    /// that is the last readable copy of its extent) and resyncs them from
+    /// the others, so that a write which reached some copies and not these
+    /// leaves one content. The last generation written, not memory: memory
+    /// may be ahead of the disks after a stop. Best effort: if no disk takes
+    /// it, nothing is recorded (and the copies may differ until a scrub
+    /// repairs them).
+    pub(super) fn record_missed_writes(&mut self, disks: &BTreeSet<u16>) {
+        let Some((sup, mut entries)) = self.written_super.clone() else {
+            return;
+        };
+        let mut changed = false;
+        for e in entries.iter_mut().filter(|e| disks.contains(&e.number)) {
+            if matches!(e.state, DiskState::Online | DiskState::Syncing) && !e.resync_all() {
+                e.flags |= fmt::DISK_FLAG_RESYNC_ALL;
+                // The image it holds: a mount that misses it, and a later
+                // one that finds it, must take it back.
+                e.synced_generation = self.member(e.number).map_or(0, |m| m.generation) as u32;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+        let to: Vec<u16> = (0..self.members.len() as u16)
+            .filter(|n| !disks.contains(n))
+            .filter(|n| self.member(*n).and_then(Member::writable).is_some())
+            .collect();
+        if self.write_generation(&sup, &entries, &to).is_ok() {
+            self.written_super = Some((sup, entries));
+        }
+    }
+
+    /// Write `sup` and `entries` as a new superblock generation to disks
+    /// `to`, durably (at least one copy).
+    fn write_generation(
+        &mut self,
+        sup: &GroupSuper,
+        entries: &[DiskEntry],
+        to: &[u16],
+    ) -> Result<(), GroupError> {
+        self.slot_generation += 1;
+        let generation = self.slot_generation;
+        let mut copies = Vec::new();
+        for &n in to {
+            copies.push((n, self.superblock_blocks(sup, n, generation, entries)));
+        }
         let written: Vec<u16> = copies.iter().map(|(n, _)| *n).collect();
         let item = DurableItem {
             what: format!("superblock generation {generation}"),
@@ -160,6 +238,80 @@ impl Group<'_> {
         for n in written {
             if !self.failed_disks.contains(&n) {
                 if let Some(m) = self.member_mut(n) {
+                    m.generation = generation;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Disks just taken OFFLINE on request, with nothing of the group's
+    /// left to reach them (`offline_disks` has waited for the data
+    /// operations that could, and flushed them): each is given a superblock
+    /// generation of its own, written to it and flushed, and records it as
+    /// the image it must hold to come back. So any copy of the disk made
+    /// before this point — a snapshot, a clone of the LUN, a backup put
+    /// back — holds an older generation and is refused at `online`
+    /// ([`super::mount::returning_refusal`]): its data may lack writes the
+    /// group made to the disk since, which no stale mark records. A disk
+    /// that cannot take the stamp is resynced whole when it comes back,
+    /// which no image can fool. The other disks' directory records it in
+    /// the caller's next superblock generation.
+    pub(super) fn stamp_offline(&mut self, disks: &[(u16, DeviceId)]) -> Result<(), GroupError> {
+        if disks.is_empty() {
+            return Ok(());
+        }
+        self.slot_generation += 1;
+        let generation = self.slot_generation;
+        let before: Vec<(u16, u32)> = disks
+            .iter()
+            .filter_map(|(d, _)| Some((*d, self.member(*d)?.entry.synced_generation)))
+            .collect();
+        for (d, _) in disks {
+            if let Some(m) = self.member_mut(*d) {
+                m.entry.synced_generation = generation as u32;
+            }
+        }
+        let entries = self.disk_entries();
+        let sup = self.superblock_for(0);
+        let mut requests = Vec::new();
+        let mut disk_of = Vec::new();
+        for (d, device) in disks {
+            for (offset_bytes, buf) in self.superblock_blocks(&sup, *d, generation, &entries) {
+                disk_of.push(*d);
+                requests.push(Request {
+                    device: *device,
+                    tag: requests.len() as u64,
+                    op: Op::Write {
+                        offset_bytes,
+                        buf,
+                        fua: false,
+                    },
+                });
+            }
+        }
+        let completions = self
+            .engine
+            .execute_all(requests)
+            .map_err(io_err("(engine)"))?;
+        let mut failed: BTreeSet<u16> = completions
+            .into_iter()
+            .zip(disk_of)
+            .filter(|(c, _)| c.result.is_err())
+            .map(|(_, d)| d)
+            .collect();
+        let flush: Vec<(u16, DeviceId)> = disks
+            .iter()
+            .filter(|(d, _)| !failed.contains(d))
+            .copied()
+            .collect();
+        failed.extend(self.flush_devices(flush)?);
+        for (d, synced) in before {
+            if let Some(m) = self.member_mut(d) {
+                if failed.contains(&d) {
+                    m.entry.synced_generation = synced;
+                    m.entry.flags |= fmt::DISK_FLAG_RESYNC_ALL;
+                } else {
                     m.generation = generation;
                 }
             }

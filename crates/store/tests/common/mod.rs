@@ -244,6 +244,9 @@ where
     fn wait(&mut self, min: usize) -> Result<(), cairn_io::IoError> {
         self.inner.wait(min)
     }
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.inner.set_io_timeout(timeout);
+    }
     fn pop_completion(&mut self) -> Option<cairn_io::Completion> {
         let mut c = self.inner.pop_completion()?;
         (self.done)(&mut c);

@@ -1,0 +1,340 @@
+//! Discards of freed space, off the commit path (`docs/thin-reclaim.md`,
+//! "discard on free"; the threads in `docs/live-core.md`).
+//!
+//! A run a commit freed comes free of readers in a later commit
+//! (`journal.rs`, [`Group::release_free_of_readers`]). Where the group
+//! discards on free, the run is then *reserved* (handed to nobody, as a
+//! reclaim's runs are) and its discard requested; once the discard is
+//! over, under `meta`, the run goes back to the free pool
+//! ([`Group::discards_done`]) and, if the discard completed, is marked in
+//! the discard map: the disk joins the running transaction's barrier, so
+//! the discard is flushed before the record that carries the mark. So an AU
+//! is never handed out while its discard may be in flight, and a mark is
+//! never durable before its discard.
+//!
+//! Who runs the discards:
+//! - a group one command holds (not live): the commit that released the
+//!   runs, at once, on the metadata plane's engine (nobody else waits);
+//! - a live group: never under `meta`. The runs wait in the group's
+//!   [`DiscardQueue`], which one thread of the group's own drains through a
+//!   data handle of its own (`live.rs`); under the interleaving simulator,
+//!   whose actors are its only threads, the actor whose operation queued
+//!   them drains them after its commit, outside `meta`.
+//!
+//! Bounds: at most [`DISCARD_QUEUE_RUNS_MAX`] runs wait; a run released
+//! while the queue is full (or stopped) goes straight back to the free pool
+//! unmarked: *returnable*, which a `cairn group reclaim` discards later. A
+//! drain takes at most [`DISCARD_BATCH_RUNS_MAX`] runs at a time. An
+//! allocation that finds no space takes back the runs still waiting (space
+//! needed now comes before giving it back to the array); a batch in flight
+//! comes back when its discards end. A dismount lets the batch in flight
+//! finish, then discards the rest itself, once the group is its alone
+//! ([`Group::discard_waiting_now`]).
+//!
+//! A discard that fails (a device that refuses it, an engine that fails
+//! whole) is the disk's or the array's matter, never the operation's: the
+//! free is durable before any discard is asked for. Its runs stay
+//! returnable and the failure is logged.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+use cairn_io::{DeviceId, IoEngine, Op, Request};
+
+use super::*;
+
+/// Runs waiting for their discard at most. A delete of a 1 TiB file with
+/// 4 MiB AUs frees about 256K runs at worst (one per extent copy, when no
+/// two are adjacent), so a big delete overflows it: the rest is left
+/// returnable rather than held out of the free pool for minutes.
+pub const DISCARD_QUEUE_RUNS_MAX: usize = 4096;
+
+/// Runs one drain discards at once (requests in flight on its engine at
+/// most): each is at most an extent copy's AUs (16 of them: 64 MiB with
+/// 4 MiB AUs), so a batch that must end before a stop returns is bounded.
+pub const DISCARD_BATCH_RUNS_MAX: usize = 64;
+
+/// One freed run whose discard is asked for: `len` AUs from `start` on
+/// disk `disk`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiscardRun {
+    pub disk: u16,
+    pub start: u32,
+    pub len: u32,
+}
+
+/// The runs of a live group waiting for their discard.
+///
+/// Who changes it: the metadata plane pushes runs under `meta` (it has
+/// reserved them first) and takes back those still waiting (an allocation
+/// short of space, a dismount); a drain takes batches without `meta` and
+/// reports them done after it has handed their results to the metadata
+/// plane. Its mutex is a leaf lock: held only to move runs in or out,
+/// never while taking `meta` or a latch, never across I/O.
+#[derive(Debug, Default)]
+pub struct DiscardQueue {
+    state: Mutex<QueueState>,
+    /// Signalled when runs arrive or the queue stops (the drain thread
+    /// waits on it).
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    runs: VecDeque<DiscardRun>,
+    /// Runs a drain has taken whose results the metadata plane does not
+    /// have yet.
+    taken: usize,
+    /// Nothing more is queued or taken: a dismount.
+    stopped: bool,
+}
+
+impl DiscardQueue {
+    fn state(&self) -> MutexGuard<'_, QueueState> {
+        // One push or pop per critical section: a panic leaves nothing half
+        // changed.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queue `runs` (reserved by the caller). Returns those that do not
+    /// fit, or all of them once stopped: the caller gives them back
+    /// unmarked.
+    pub(super) fn push(&self, runs: Vec<DiscardRun>) -> Vec<DiscardRun> {
+        let mut st = self.state();
+        if st.stopped {
+            return runs;
+        }
+        let room = DISCARD_QUEUE_RUNS_MAX.saturating_sub(st.runs.len());
+        let mut runs = runs.into_iter();
+        st.runs.extend(runs.by_ref().take(room));
+        let left: Vec<DiscardRun> = runs.collect();
+        drop(st);
+        self.changed.notify_all();
+        left
+    }
+
+    /// Take a batch to discard: at most [`DISCARD_BATCH_RUNS_MAX`] runs,
+    /// none once stopped. The caller reports it with [`Self::done`].
+    pub(super) fn take(&self) -> Vec<DiscardRun> {
+        let mut st = self.state();
+        if st.stopped {
+            return Vec::new();
+        }
+        let n = st.runs.len().min(DISCARD_BATCH_RUNS_MAX);
+        let batch: Vec<DiscardRun> = st.runs.drain(..n).collect();
+        st.taken += batch.len();
+        batch
+    }
+
+    /// A taken batch of `n` runs is over: its results are with the
+    /// metadata plane.
+    pub(super) fn done(&self, n: usize) {
+        let mut st = self.state();
+        st.taken = st.taken.saturating_sub(n);
+        drop(st);
+        self.changed.notify_all();
+    }
+
+    /// Take back every run not yet taken by a drain.
+    pub(super) fn take_waiting(&self) -> Vec<DiscardRun> {
+        self.state().runs.drain(..).collect()
+    }
+
+    /// Take no more runs: a drain ends after its batch, and a push is
+    /// refused from now on.
+    pub(super) fn stop(&self) {
+        self.state().stopped = true;
+        self.changed.notify_all();
+    }
+
+    /// Wait until runs wait or the queue stops; false once stopped. For
+    /// the drain thread, which holds nothing while it waits.
+    pub(super) fn wait_for_runs(&self) -> bool {
+        let mut st = self.state();
+        while st.runs.is_empty() && !st.stopped {
+            st = self
+                .changed
+                .wait(st)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        !st.stopped
+    }
+
+    /// Whether runs wait (not counting a batch in flight).
+    pub(super) fn has_waiting(&self) -> bool {
+        !self.state().runs.is_empty()
+    }
+
+    /// Runs waiting or in flight: reserved for a discard, handed to nobody.
+    pub fn pending(&self) -> usize {
+        let st = self.state();
+        st.runs.len() + st.taken
+    }
+}
+
+/// Discard `runs` (AUs of `au_bytes`) on `engine`, whose device for a
+/// member disk `device` gives (none: not discarded). Per run, whether its
+/// discard completed; and, if the engine failed whole, why.
+pub(super) fn discard_runs(
+    engine: &mut dyn IoEngine,
+    device: impl Fn(u16) -> Option<DeviceId>,
+    au_bytes: u64,
+    runs: &[DiscardRun],
+) -> (Vec<bool>, Option<String>) {
+    let mut ok = vec![false; runs.len()];
+    let mut requests = Vec::with_capacity(runs.len());
+    for (i, r) in runs.iter().enumerate() {
+        if let Some(device) = device(r.disk) {
+            requests.push(Request {
+                device,
+                tag: i as u64,
+                op: Op::Discard {
+                    offset_bytes: u64::from(r.start) * au_bytes,
+                    len_bytes: u64::from(r.len) * au_bytes,
+                },
+            });
+        }
+    }
+    match engine.execute_all(requests) {
+        Ok(done) => {
+            for c in done {
+                if let Some(slot) = usize::try_from(c.tag).ok().and_then(|t| ok.get_mut(t)) {
+                    *slot = c.result.is_ok();
+                }
+            }
+            (ok, None)
+        }
+        Err(e) => (ok, Some(e.to_string())),
+    }
+}
+
+impl Group<'_> {
+    /// Ask for the discard of `runs`, free of readers and no longer in
+    /// any map: reserved until it is over. Behind a live group they are
+    /// queued for its drain (those that do not fit go back unmarked);
+    /// otherwise they are discarded now, on this group's engine.
+    pub(super) fn discard_released(&mut self, runs: Vec<DiscardRun>) {
+        if runs.is_empty() {
+            return;
+        }
+        for r in &runs {
+            if let Some(alloc) = self.member_mut(r.disk).and_then(|m| m.alloc.as_mut()) {
+                alloc.keep_reservations(vec![(r.start, r.len)]);
+            }
+        }
+        match self.discards.clone() {
+            Some(queue) => {
+                let left = queue.push(runs);
+                let none = vec![false; left.len()];
+                self.discards_done(&left, &none);
+            }
+            None => self.discard_now(&runs),
+        }
+    }
+
+    /// Discard `runs` (reserved) now, on the metadata plane's engine, and
+    /// give them back: for a group nobody else waits on.
+    fn discard_now(&mut self, runs: &[DiscardRun]) {
+        if runs.is_empty() {
+            return;
+        }
+        let members: BTreeMap<u16, DeviceId> = (0..self.members.len() as u16)
+            .filter_map(|d| Some((d, self.member(d)?.writable()?)))
+            .collect();
+        let (ok, failed) = discard_runs(
+            &mut *self.engine,
+            |d| members.get(&d).copied(),
+            self.au_bytes,
+            runs,
+        );
+        if let Some(why) = failed {
+            self.discard_failed(runs, &why);
+        }
+        self.discards_done(runs, &ok);
+    }
+
+    /// A live group let go of (its dismount, every data handle and its
+    /// drain gone): the runs still waiting are discarded now, as a group
+    /// one command holds discards them, and the group discards at once
+    /// from here on. Without this, a command that frees space and
+    /// dismounts at once (`cairn rm` on a group it holds) would leave
+    /// every run it freed returnable.
+    pub(super) fn discard_waiting_now(&mut self) {
+        let Some(queue) = self.discards.take() else {
+            return;
+        };
+        let runs = queue.take_waiting();
+        self.discard_now(&runs);
+    }
+
+    /// The discards of `runs` are over (`ok`: per run, whether it
+    /// completed): they go back to the free pool, and those that completed
+    /// are marked in the running transaction, whose barrier flushes their
+    /// disks first. At most [`CLEAN_BLOCKS_PER_TXN`] map blocks a
+    /// transaction are marked, so that marks never crowd an operation's
+    /// own blocks out of a record (a release can run twice in one step:
+    /// `allocate_extent`'s retry); runs past that stay unmarked, and a
+    /// reclaim discards them again, once.
+    pub(super) fn discards_done(&mut self, runs: &[DiscardRun], ok: &[bool]) {
+        let budget = CLEAN_BLOCKS_PER_TXN.saturating_sub(self.clean_dirty_blocks());
+        let mut blocks = BTreeSet::new();
+        for (r, ok) in runs.iter().zip(ok) {
+            // (Parked with the disk's table if it went offline meanwhile.)
+            self.unreserve_run(
+                AuAddr {
+                    disk: r.disk,
+                    au: r.start,
+                },
+                u64::from(r.len),
+            );
+            if !ok {
+                continue;
+            }
+            let first = u64::from(r.start) / fmt::AT_BITS_PER_BLOCK;
+            let last = (u64::from(r.start) + u64::from(r.len) - 1) / fmt::AT_BITS_PER_BLOCK;
+            let new = (first..=last)
+                .filter(|b| !blocks.contains(&(r.disk, *b)))
+                .count();
+            if blocks.len() + new > budget {
+                continue;
+            }
+            if let Some(alloc) = self.member_mut(r.disk).and_then(|m| m.alloc.as_mut()) {
+                blocks.extend((first..=last).map(|b| (r.disk, b)));
+                alloc.set_clean(r.start, r.len);
+                // The discard must be durable before the mark is.
+                self.barrier.insert(r.disk);
+            }
+        }
+    }
+
+    /// The discards of `runs` failed whole (`why`): said once, in the log.
+    /// The runs stay returnable; nothing else depends on them.
+    pub(super) fn discard_failed(&self, runs: &[DiscardRun], why: &str) {
+        let aus: u64 = runs.iter().map(|r| u64::from(r.len)).sum();
+        tracing::warn!(
+            group = %self.name,
+            aus,
+            "the discard of freed space failed ({why}); it stays returnable: `cairn group reclaim {}` gives it back to the array later",
+            self.name
+        );
+    }
+
+    /// Runs still waiting for their discard go back to the free pool
+    /// unmarked (returnable): an allocation that found no space needs them
+    /// now, or the queue is being let go of.
+    pub(super) fn take_back_discards(&mut self) -> usize {
+        let Some(queue) = self.discards.clone() else {
+            return 0;
+        };
+        let runs = queue.take_waiting();
+        let none = vec![false; runs.len()];
+        self.discards_done(&runs, &none);
+        runs.len()
+    }
+
+    /// Behind a live group: freed runs are queued on `queue` for its drain
+    /// (`None`: discarded at once, by the commit that released them).
+    pub(super) fn set_discard_queue(&mut self, queue: Option<Arc<DiscardQueue>>) {
+        self.discards = queue;
+    }
+}
