@@ -3,26 +3,43 @@
 //! and the AUs that more than one extent map claims.
 
 use super::*;
+use cairn_format::group::au_mask;
 
 impl Group<'_> {
+    /// The disks new copies go to first: ONLINE (read and written), not
+    /// leaving.
     pub(super) fn disk_spaces(&self) -> Vec<DiskSpace> {
+        self.spaces_where(|m| m.online().is_some())
+    }
+
+    /// The disks that take a copy the others cannot (a failure group
+    /// missing): not read now (SYNCING, OFFLINE), not leaving. A copy
+    /// there is restored when the disk is read again: by the resync at
+    /// `online` (an OFFLINE disk's copy is recorded stale at once,
+    /// [`Group::record_missing_copies`]; a SYNCING disk's is written by
+    /// every write), or by the rebuild when the disk is dropped
+    /// (`docs/lifecycle.md`, "Allocating with a failure group missing").
+    fn away_spaces(&self) -> Vec<DiskSpace> {
+        self.spaces_where(|m| m.online().is_none())
+    }
+
+    fn spaces_where(&self, pick: impl Fn(&Member) -> bool) -> Vec<DiskSpace> {
         self.members
             .iter()
             .enumerate()
             .filter_map(|(n, m)| {
                 let m = m.as_ref()?;
-                m.online()?;
                 // Nothing new lands on a disk that is leaving.
-                if m.entry.dropping() {
+                if !m.receives_copies() || !pick(m) {
                     return None;
                 }
-                let alloc = m.alloc.as_ref()?;
+                let table = m.table()?;
                 Some(DiskSpace {
                     disk: DiskNumber(n as u16),
                     failgroup: FailGroupId(m.entry.failgroup_id),
                     // A pending shrink's cut is the end placement sees.
-                    au_total: alloc.capacity_aus(),
-                    au_used: alloc.capacity_aus() - alloc.free_aus(),
+                    au_total: table.capacity_aus(),
+                    au_used: table.capacity_aus() - table.free_aus(),
                 })
             })
             .collect()
@@ -40,11 +57,16 @@ impl Group<'_> {
             // commit: give them back, and try once more.
             Err(GroupError::NoSpace(_)) if !self.read_only => {
                 self.release_free_of_readers()?;
+                // Space needed now comes before giving it back to the
+                // array: runs still waiting for their discard are taken
+                // back, unmarked (returnable).
+                self.take_back_discards();
                 if self.waits_for_checkpoint() {
                     // Freed indirect AUs wait for the ring to move past
                     // the records that target them: move it now.
                     self.checkpoint()?;
                     self.release_free_of_readers()?;
+                    self.take_back_discards();
                 }
                 self.allocate_extent_now(copies, index)
             }
@@ -53,23 +75,20 @@ impl Group<'_> {
     }
 
     fn allocate_extent_now(&mut self, copies: usize, index: u64) -> Result<Extent, GroupError> {
-        let mut spaces = self.disk_spaces();
+        let mut in_service = self.disk_spaces();
+        let mut away = self.away_spaces();
         let aus = placement::extent_aus(index);
-        for _attempt in 0..spaces.len().max(1) {
-            let choice = placement::place(&spaces, copies, index, 1)
+        for _attempt in 0..(in_service.len() + away.len()).max(1) {
+            let disks = placement::place_with_away(&in_service, &away, copies, index)
                 .map_err(|e| GroupError::NoSpace(e.to_string()))?;
-            let disks = choice
-                .into_iter()
-                .next()
-                .expect("invariant: one extent placed");
             let mut got = Vec::with_capacity(copies);
             let mut short = None;
             for d in &disks {
-                let alloc = self
+                let table = self
                     .member_mut(d.0)
-                    .and_then(|m| m.alloc.as_mut())
-                    .expect("invariant: placement picks online disks");
-                match alloc.allocate(aus) {
+                    .and_then(Member::table_mut)
+                    .expect("invariant: placement picks disks with a table");
+                match table.allocate(aus) {
                     Some(au) => got.push(AuAddr { disk: d.0, au }),
                     None => {
                         short = Some(d.0);
@@ -84,11 +103,11 @@ impl Group<'_> {
                     // see that disk as full.
                     for a in got {
                         self.member_mut(a.disk)
-                            .and_then(|m| m.alloc.as_mut())
-                            .expect("invariant: online")
+                            .and_then(Member::table_mut)
+                            .expect("invariant: allocated from it")
                             .mark(u64::from(a.au), aus, false);
                     }
-                    for s in &mut spaces {
+                    for s in in_service.iter_mut().chain(away.iter_mut()) {
                         if s.disk.0 == full {
                             s.au_used = s.au_total;
                         }
@@ -99,6 +118,25 @@ impl Group<'_> {
         Err(GroupError::NoSpace(format!(
             "no space: no run of {aus} free AUs on enough failure groups"
         )))
+    }
+
+    /// A new extent of a file's data: its copies on OFFLINE disks are
+    /// recorded stale whole, in the map that first names them. A copy that
+    /// was never written is then never read (the extent reads as zeros
+    /// until written; after that its other copies serve it), no first
+    /// write needs a commit of its own to mark it, and the resync at
+    /// `online` clears it (without I/O while the extent is unwritten) or
+    /// copies it. Metadata files' copies are not marked: the resync
+    /// refreshes them block by block. A SYNCING disk's copy is written by
+    /// every write, and needs no mark.
+    pub(super) fn record_missing_copies(&self, extent: &mut Extent, index: u64) {
+        let aus = placement::extent_aus(index);
+        for slot in 0..extent.copies().len() {
+            let disk = extent.copies()[slot].disk;
+            if self.member(disk).and_then(Member::writable).is_none() {
+                extent.stale[slot] |= au_mask(0..aus);
+            }
+        }
     }
 
     /// Free the AUs of extent `index` (or an indirect AU, `journaled`: the
@@ -127,7 +165,9 @@ impl Group<'_> {
                     self.shared_aus.remove(&(c.disk, *au));
                 }
             }
-            let Some(alloc) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) else {
+            // An OFFLINE disk's run goes back to the maps' table it keeps
+            // while away, held back from reuse as any freed run.
+            let Some(alloc) = self.member_mut(c.disk).and_then(Member::table_mut) else {
                 continue;
             };
             let mut free = |start: u32, len: u32| match ring {
@@ -376,6 +416,40 @@ impl Group<'_> {
         Ok(())
     }
 
+    /// Give every member that is not written (OFFLINE, or missing) the
+    /// table the extent maps give it ([`Member::away`]), with the
+    /// relocation targets parked on it still held. At mount, after the maps
+    /// are loaded and before anything frees or allocates.
+    ///
+    /// A disk this mount took offline already has an away table, and it is
+    /// not the maps': one taken offline during replay carries the blank
+    /// table made before `load_tables` (every AU free), one taken offline
+    /// later its stored table, never checked against the maps
+    /// (`verify_tables` checks written disks only). Either would free an
+    /// AU twice or hand one out that a copy holds: it is built again from
+    /// the maps, keeping what it held back.
+    pub(super) fn build_away_tables(&mut self) {
+        let owned = self.owned_runs();
+        for n in 0..self.members.len() as u16 {
+            let Some(m) = self.member(n) else { continue };
+            if m.alloc.is_some() {
+                continue;
+            }
+            let Some(layout) = AtLayout::for_disk(m.entry.size_bytes, self.au_bytes) else {
+                continue;
+            };
+            let mut table = table_from_maps(&owned, n, layout, m.entry.au_count);
+            table.keep_reservations(m.parked.clone());
+            if let Some(before) = m.away.as_ref() {
+                table.keep_quarantine(before);
+            }
+            table.take_dirty();
+            if let Some(m) = self.member_mut(n) {
+                m.away = Some(table);
+            }
+        }
+    }
+
     /// Rebuild the allocation tables `load_tables` could not read: every AU an
     /// extent map names is used, every other data AU free.
     pub(super) fn rebuild_tables(&mut self) -> Result<(), GroupError> {
@@ -388,16 +462,9 @@ impl Group<'_> {
             let Some(alloc) = self.member_mut(n).and_then(|m| m.alloc.as_mut()) else {
                 continue;
             };
-            let mut fresh = DiskAlloc::with_limit(alloc.layout, alloc.limit());
+            let mut fresh = table_from_maps(&owned, n, alloc.layout, alloc.limit());
             fresh.keep_reservations(alloc.reservations());
-            let range = alloc.layout.first_data_au..alloc.layout.au_count;
-            for run in owned.iter().filter(|o| o.disk == n) {
-                for a in (run.au..run.au + run.len).filter(|a| range.contains(a)) {
-                    if !fresh.is_used(a) {
-                        fresh.mark(a, 1, true);
-                    }
-                }
-            }
+            fresh.keep_quarantine(alloc);
             fresh.keep_clean(alloc);
             fresh.mark_all_dirty();
             *alloc = fresh;
@@ -408,6 +475,22 @@ impl Group<'_> {
         }
         self.commit_in_chunks()
     }
+}
+
+/// Disk `disk`'s table as the extent maps say: every AU a map names used
+/// (once, even if named twice: damage the checker reports), every other
+/// data AU free; nothing at or past `limit` handed out.
+fn table_from_maps(owned: &[OwnedRun], disk: u16, layout: AtLayout, limit: u64) -> DiskAlloc {
+    let mut table = DiskAlloc::with_limit(layout, limit);
+    let range = layout.first_data_au..layout.au_count;
+    for run in owned.iter().filter(|o| o.disk == disk) {
+        for a in (run.au..run.au + run.len).filter(|a| range.contains(a)) {
+            if !table.is_used(a) {
+                table.mark(a, 1, true);
+            }
+        }
+    }
+    table
 }
 
 /// An AU run an extent map names: whose it is, for messages.
