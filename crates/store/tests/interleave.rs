@@ -36,7 +36,11 @@
 //! see one ([`World::failed`]): never from one failure group's faults to a
 //! caller of a mirrored group. Refusals of `offline` and `online` are
 //! checked against the disk's state, and a scrub beside the writers must
-//! find nothing no fault explains.
+//! find nothing no fault explains. In some seeds a disk taken OFFLINE finds
+//! another image in its place when `online` is asked — an older copy of
+//! it, a blank device, another group's disk ([`WrongImage`]): the online
+//! must be refused naming what it found, the disk stay OFFLINE, and if the
+//! process dies meanwhile the recovery mount must refuse it too.
 //!
 //! After recovery, before any read (a read that finds a bad copy rewrites
 //! it): every copy in service of every written extent, read off its
@@ -62,11 +66,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use cairn_format::group::DiskState;
 use cairn_io::{DeviceId, IoEngine};
-use cairn_io_sim::{geometry, Actor, CrashPolicy, SharedSim, SimEngine, Turnstile};
+use cairn_io_sim::{geometry, Actor, CrashPolicy, DiskImage, SharedSim, SimEngine, Turnstile};
 use cairn_store::group::{
     self, AliasKind, CreateOptions, GroupError, GroupSpec, LiveGroup, NewDisk, Redundancy,
 };
@@ -448,6 +452,9 @@ const CHECKS: &[&str] = &[
     "offline: the disk went OFFLINE",
     "offline refused: the disk was OFFLINE already or leaves the group",
     "online: an OFFLINE disk came back ONLINE with nothing left without a source",
+    "online refused: an older image of the disk in its place",
+    "online refused: a blank device in the disk's place",
+    "online refused: another group's disk in the disk's place",
     "raw copies: an AU of a copy compared with the model",
     "raw copies: a mirrored seed compared every copy in service",
     "raw copies: a copy on a disk out of service passed over",
@@ -465,6 +472,7 @@ const CHECKS: &[&str] = &[
 const RARE: &[&str] = &[
     "crash: the process died after the actors finished",
     "online: an OFFLINE disk left SYNCING (a grow zeroed what it copied)",
+    "wrong image: in the disk's place when the process died (the recovery mount must refuse it)",
     "raw copies: a stale AU passed over",
     "raw copies: a damaged copy on a faulted disk passed over",
 ];
@@ -591,6 +599,12 @@ impl World {
 
     fn hung(&self, device: DeviceId) -> bool {
         *self.hung.lock().unwrap() == Some(device)
+    }
+
+    /// The fault actor fails I/O on `device` (one of its disks): lost,
+    /// hung, or erring at a rate.
+    fn fault_touches(&self, device: DeviceId) -> bool {
+        self.lost(device) || self.hung(device) || self.plan.write_errors || self.plan.read_errors
     }
 
     /// The device of the disk labelled `label` (`D<i>`).
@@ -1167,6 +1181,12 @@ fn lifecycle_actor(world: &World, seed: u64) {
         .collect();
     let mut spares = 0..world.cfg.spares.len();
     let mirrored = world.cfg.redundancy != Redundancy::External;
+    // In some seeds, a disk taken OFFLINE finds another image in its place
+    // when `online` is asked (its own stream, so the rest of the seed stays
+    // as it was); images of our disks saved before their offlines.
+    let mut wrong = Rand::new(seed ^ 0x1A6E);
+    let wrong_images = mirrored && wrong.chance(60);
+    let mut saved: BTreeMap<String, DiskImage> = BTreeMap::new();
     // Half the seeds keep quiet as they free: what they free stays
     // returnable, for the reclaims below.
     if rng.chance(50) {
@@ -1208,6 +1228,23 @@ fn lifecycle_actor(world: &World, seed: u64) {
             continue;
         }
         let disk = format!("D{}", ours[rng.below(ours.len() as u64) as usize]);
+        // An image saved while the disk is in service: the offline below
+        // stamps the disk, so it is older than what the group takes back.
+        if wrong_images && (wrong.chance(50) || !saved.contains_key(&disk)) {
+            match world.disk_state(&disk, seed) {
+                Ok(Some((DiskState::Online, false))) => {
+                    if let Some(device) = world.device_of(&disk) {
+                        saved.insert(disk.clone(), world.shared.with(|sim| sim.image(device)));
+                    }
+                }
+                Ok(_) => {}
+                Err(stop) => {
+                    if stop {
+                        return;
+                    }
+                }
+            }
+        }
         world.count_op();
         if offline_now(world, &disk, seed) {
             return;
@@ -1227,10 +1264,167 @@ fn lifecycle_actor(world: &World, seed: u64) {
         }
         world.count_op();
         let power = 1 + rng.below(16) as usize;
+        if wrong_images && wrong.chance(60) {
+            let image = match wrong.below(3) {
+                0 => saved.get(&disk).map(|i| (WrongImage::Older, i.clone())),
+                1 => Some((WrongImage::Blank, DiskImage::blank())),
+                _ => Some((WrongImage::OtherGroup, other_group_disk().clone())),
+            };
+            if let Some((kind, image)) = image {
+                if wrong_image_online(world, &disk, kind, &image, power, seed) {
+                    return;
+                }
+                world.count_op();
+            }
+        }
         if online_now(world, &disk, power, seed) {
             return;
         }
     }
+}
+
+/// What the life-cycle actor may put in an OFFLINE disk's place before it
+/// asks `online` (issue 34 part 2): what an operator restoring a snapshot,
+/// emptying a file or swapping a LUN leaves there.
+#[derive(Debug, Clone, Copy)]
+enum WrongImage {
+    /// The disk as it was before an earlier `offline` (taken just before
+    /// the request, so before the offline stamped it).
+    Older,
+    /// A device that holds nothing.
+    Blank,
+    /// A disk of another group.
+    OtherGroup,
+}
+
+impl WrongImage {
+    /// What the refusal must say it found, and the check it counts.
+    fn refusal(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Older => (
+                "not the image the group took offline",
+                "online refused: an older image of the disk in its place",
+            ),
+            Self::Blank => (
+                "no copy of a Cairn label",
+                "online refused: a blank device in the disk's place",
+            ),
+            Self::OtherGroup => (
+                "a disk of another group",
+                "online refused: another group's disk in the disk's place",
+            ),
+        }
+    }
+}
+
+/// A disk of another group (one disk, external redundancy), made once.
+fn other_group_disk() -> &'static DiskImage {
+    static DISK: OnceLock<DiskImage> = OnceLock::new();
+    DISK.get_or_init(|| {
+        let mut sim = SimEngine::new(0x07E4, 64);
+        let ids = common::labelled_disks(
+            &mut sim,
+            [geometry(384 * MIB, 4096, 4096, 512 << 10)],
+            |_| 0x07E4 << 64,
+        );
+        group::create(
+            &mut sim,
+            &[NewDisk {
+                device: ids[0],
+                failgroup: None,
+            }],
+            &GroupSpec {
+                name: "OTHER".into(),
+                redundancy: Redundancy::External,
+                au_bytes: MIB,
+                sector_bytes: None,
+                force: false,
+                now_unix_seconds: 1_763_700_000,
+                group_uuid: Uuid::from_u128(0x07E4),
+            },
+        )
+        .unwrap()
+        .dismount()
+        .unwrap();
+        sim.image(ids[0])
+    })
+}
+
+/// `group online` of `disk`, OFFLINE, with `image` put in its place: it
+/// must be refused, naming what it found, and the disk stay OFFLINE — an
+/// image taken back would be resynced as if it held what the group left
+/// there, and serve what it holds. Then the disk the group took offline is
+/// put back. Only on a disk no fault touches: an offline whose stamp could
+/// not be written leaves the disk to be resynced whole (which no image can
+/// fool), and a failing read says nothing of what the disk holds. If the
+/// process dies meanwhile the image stays: the recovery mount must refuse
+/// it too (and the checks after recovery still hold). Returns whether the
+/// actor must stop.
+fn wrong_image_online(
+    world: &World,
+    disk: &str,
+    kind: WrongImage,
+    image: &DiskImage,
+    power: usize,
+    seed: u64,
+) -> bool {
+    let Some(device) = world.device_of(disk) else {
+        return false;
+    };
+    let failing = || world.victims.contains(&device) && world.fault_touches(device);
+    match world.disk_state(disk, seed) {
+        Ok(Some((DiskState::Offline, false))) if !failing() => {}
+        Ok(_) => return false,
+        Err(stop) => return stop,
+    }
+    let current = world.shared.with(|sim| {
+        let current = sim.image(device);
+        sim.put_image(device, image);
+        current
+    });
+    if trace() {
+        eprintln!("  {disk}: {kind:?} image put in its place");
+    }
+    let result = world
+        .live
+        .online_disks(Some(&[disk.to_string()]), power, &mut |_| {});
+    if trace() {
+        eprintln!("  online {disk} with {kind:?} in its place: {result:?}");
+    }
+    if let Ok(r) = &result {
+        panic!("seed {seed}: online {disk} took back {kind:?} in the disk's place: {r:?}");
+    }
+    if world.stopped() {
+        world.check(
+            "wrong image: in the disk's place when the process died (the recovery mount must refuse it)",
+        );
+        return true;
+    }
+    let e = result.expect_err("invariant: Ok panicked above");
+    if failing() {
+        // A fault came to the disk meanwhile: any refusal will do.
+        if world.failed(&e, &format!("online {disk}"), seed, Some(ONLINE_FAILING)) {
+            return true;
+        }
+    } else {
+        let (found, check) = kind.refusal();
+        assert!(
+            matches!(e, GroupError::Invalid(_)) && e.to_string().contains(found),
+            "seed {seed}: online {disk} with {kind:?} in its place was refused without saying it found {found:?}: {e}"
+        );
+        let now = match world.disk_state(disk, seed) {
+            Ok(state) => state,
+            Err(stop) => return stop,
+        };
+        assert_eq!(
+            now,
+            Some((DiskState::Offline, false)),
+            "seed {seed}: online {disk} refused {kind:?}, and the disk is not OFFLINE"
+        );
+        world.check(check);
+    }
+    world.shared.with(|sim| sim.put_image(device, &current));
+    false
 }
 
 /// `group offline` of `disk`, a member of the faulted failure group: only
@@ -1292,15 +1486,7 @@ fn online_now(world: &World, disk: &str, power: usize, seed: u64) -> bool {
     // Bringing a disk back reads its metadata and writes what it missed: a
     // read or write error there leaves it out.
     // (The fault actor may lose it while the online runs.)
-    let failing = || {
-        device.is_some_and(|d| {
-            world.victims.contains(&d)
-                && (world.lost(d)
-                    || world.hung(d)
-                    || world.plan.write_errors
-                    || world.plan.read_errors)
-        })
-    };
+    let failing = || device.is_some_and(|d| world.victims.contains(&d) && world.fault_touches(d));
     let result = world
         .live
         .online_disks(Some(&[disk.to_string()]), power, &mut |_| {});
