@@ -840,14 +840,20 @@ fn online_refuses_an_older_image_a_blank_device_and_a_foreign_disk() {
     let e = live
         .bring_back(Some(&["D1".into()]))
         .expect_err("an older image of D1 is refused");
-    assert!(e.to_string().contains("not the image"), "{e}");
+    assert!(
+        e.to_string().contains("not the image"),
+        "an older image is named as such: {e}"
+    );
     assert_eq!(offline(&live), Some("OFFLINE"));
     // A blank device.
     shared.with(|sim| sim.scribble(ids[1], 0, &vec![0u8; size]));
     let e = live
         .bring_back(Some(&["D1".into()]))
         .expect_err("a blank device in D1's place is refused");
-    assert!(e.to_string().contains("no copy of a Cairn label"), "{e}");
+    assert!(
+        e.to_string().contains("no copy of a Cairn label"),
+        "a blank device is named as such: {e}"
+    );
     assert_eq!(offline(&live), Some("OFFLINE"));
     // A disk of another group (its D1, of the same size).
     let (other, other_ids, other_live) = common::four_disk_live_group(12, "OTHER", 0x07E4, 64);
@@ -857,7 +863,10 @@ fn online_refuses_an_older_image_a_blank_device_and_a_foreign_disk() {
     let e = live
         .bring_back(Some(&["D1".into()]))
         .expect_err("another group's disk in D1's place is refused");
-    assert!(e.to_string().contains("a disk of another group"), "{e}");
+    assert!(
+        e.to_string().contains("a disk of another group"),
+        "another group's disk is named as such: {e}"
+    );
     assert_eq!(offline(&live), Some("OFFLINE"));
     // A labelled disk of no group.
     shared.with(|sim| {
