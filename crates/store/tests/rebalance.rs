@@ -788,7 +788,10 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
         .unwrap_or_else(|| panic!("the rot is named by its file bytes: {found:#?}"));
     assert!(rot.location.contains("+SIM/x"), "{rot:?}");
     // Two copies that differ: nothing says which is right.
-    assert!(rot.what.contains("no majority"), "{rot:?}");
+    assert!(
+        rot.what.contains("no majority"),
+        "two differing copies are reported undecided: {rot:?}"
+    );
     assert!(
         found
             .problems
