@@ -196,20 +196,46 @@ impl SimDisk {
 
     fn durable_bytes(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
         let mut out = vec![0u8; len];
-        for (index, data) in self
-            .durable
-            .range(offset_bytes / CHUNK..(offset_bytes + len as u64).div_ceil(CHUNK))
-        {
-            copy_overlap(&mut out, offset_bytes, data, index * CHUNK);
-        }
+        self.durable_into(offset_bytes, &mut out, true);
         out
     }
 
+    /// The durable contents at `offset_bytes` into `out`; where no chunk
+    /// was ever written, zeros (written only if `out` is not `zeroed`
+    /// already: a read fills its own buffer, and each pass over a large
+    /// buffer showed in the simulations' time).
+    fn durable_into(&self, offset_bytes: u64, out: &mut [u8], zeroed: bool) {
+        let end = offset_bytes + out.len() as u64;
+        let mut at = offset_bytes;
+        for (index, data) in self
+            .durable
+            .range(offset_bytes / CHUNK..end.div_ceil(CHUNK))
+        {
+            let from = index * CHUNK;
+            if !zeroed && from > at {
+                out[(at - offset_bytes) as usize..(from - offset_bytes) as usize].fill(0);
+            }
+            copy_overlap(out, offset_bytes, data, from);
+            at = at.max((from + CHUNK).min(end));
+        }
+        if !zeroed && at < end {
+            out[(at - offset_bytes) as usize..].fill(0);
+        }
+    }
+
     fn current_bytes(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
-        let mut out = self.durable_bytes(offset_bytes, len);
+        let mut out = vec![0u8; len];
+        self.current_into(offset_bytes, &mut out, true);
+        out
+    }
+
+    /// What a read of `out.len()` bytes at `offset_bytes` returns now.
+    fn current_into(&self, offset_bytes: u64, out: &mut [u8], zeroed: bool) {
+        self.durable_into(offset_bytes, out, zeroed);
+        let len = out.len();
         for write in &self.pending {
             match &write.data {
-                Payload::Bytes(b) => copy_overlap(&mut out, offset_bytes, b, write.offset_bytes),
+                Payload::Bytes(b) => copy_overlap(out, offset_bytes, b, write.offset_bytes),
                 Payload::Zeros(n) => {
                     let start = offset_bytes.max(write.offset_bytes);
                     let end = (offset_bytes + len as u64).min(write.offset_bytes + n);
@@ -219,7 +245,6 @@ impl SimDisk {
                 }
             }
         }
-        out
     }
 
     /// Make `len` bytes of `payload`, from `from` bytes into it, durable at
@@ -263,7 +288,11 @@ impl SimDisk {
             match self.durable.get_mut(&index) {
                 Some(chunk) => Arc::make_mut(chunk)[within..within + n].copy_from_slice(from),
                 // Zeros where nothing was stays sparse.
-                None if from.iter().all(|b| *b == 0) => {}
+                None if all_zeros(from) => {}
+                // A whole chunk: made from the bytes, never zeroed first.
+                None if n == CHUNK as usize => {
+                    self.durable.insert(index, Arc::from(from));
+                }
                 None => {
                     // Collected straight into its shared allocation (a
                     // Vec turned into an Arc would be copied once more).
@@ -702,8 +731,11 @@ impl SimEngine {
                         "invariant: piece within max transfer"
                     );
                     self.stats.device_requests += 1;
-                    let data = self.contents(device, offset_bytes + start, len as usize);
-                    buf[start as usize..(start + len) as usize].copy_from_slice(&data);
+                    self.disks[device.0 as usize].current_into(
+                        offset_bytes + start,
+                        &mut buf[start as usize..(start + len) as usize],
+                        false,
+                    );
                 }
                 self.stats.bytes_read += len_bytes;
             }

@@ -243,6 +243,14 @@ impl Sparse {
     }
 
     /// Whether the bytes at `offset` are `data`.
+    /// Whether any page of `offset..offset + len` was ever written.
+    fn touches(&self, offset: u64, len: u64) -> bool {
+        self.pages
+            .range(offset / PAGE..(offset + len).div_ceil(PAGE))
+            .next()
+            .is_some()
+    }
+
     fn holds(&self, offset: u64, data: &[u8]) -> bool {
         let mut from = 0;
         Self::pieces(offset, data.len() as u64).all(|(page, within, n)| {
@@ -293,6 +301,16 @@ impl ModelFile {
             uncertain: false,
             inexact: false,
         }
+    }
+
+    /// Whether the model saw any write to `offset..offset + len`, synced or
+    /// not.
+    fn touches(&self, offset: u64, len: u64) -> bool {
+        self.durable.touches(offset, len)
+            || self
+                .pending
+                .iter()
+                .any(|(w, data)| *w < offset + len && offset < w + data.len() as u64)
     }
 
     fn sync(&mut self) {
@@ -2269,9 +2287,21 @@ fn verify(
     let chunk = 1 << 20;
     let mut buf = vec![0u8; chunk as usize];
     for (name, f) in &files {
+        let snap = h.file(f.number).unwrap();
         let mut offset = 0;
         while offset < f.size {
             let len = chunk.min(f.size - offset);
+            // A stretch that only extents never written hold, and that the
+            // model never saw a write to, is passed over: the read would
+            // fill it with zeros without asking a disk, and compare zeros
+            // with zeros (most of a file's 140 MiB, and a fifth of the
+            // simulation's time). An extent the group wrongly calls
+            // unwritten, or wrongly written, still shows: the model holds
+            // a write there, or the extent is read.
+            if !f.touches(offset, len) && !written_extent_in(&snap, offset, len) {
+                offset += len;
+                continue;
+            }
             let buf = &mut buf[..len as usize];
             if damage.silent {
                 let check = |b: &[u8]| match f.allowed(offset, b, sector) {
@@ -2323,6 +2353,24 @@ fn verify(
         );
     }
     whole
+}
+
+/// Whether any extent holding a byte of `offset..offset + len` of the file
+/// was written (initialized).
+fn written_extent_in(
+    snap: &cairn_store::group::plane::FileSnapshot,
+    offset: u64,
+    len: u64,
+) -> bool {
+    let mut at = offset;
+    while at < offset + len {
+        let loc = snap.layout.locate(at);
+        if snap.extent(loc.extent).is_none_or(|e| e.initialized) {
+            return true;
+        }
+        at += loc.run_bytes.min(offset + len - at);
+    }
+    false
 }
 
 /// Every copy in service of every written extent, read straight off its
