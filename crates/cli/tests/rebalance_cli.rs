@@ -429,9 +429,12 @@ fn shrink_and_grow(
 
 /// `group scrub` on the group `shrink_and_grow` left: clean at first; then
 /// one copy of a 4 KiB block of `file` (at 8 MiB + 64 KiB) is overwritten
-/// on its device, and the scrub names that byte range and the copy; with
-/// `--repair` it rewrites it from the primary and scrubs clean after. Which
-/// copy was hit decides what the file reads: the primary's bytes.
+/// on its device, and the scrub names that byte range and both copies. Two
+/// copies that differ: `--repair` alone rewrites nothing (nothing says
+/// which is right); with `--prefer` the untouched copy's disk it rewrites
+/// the other from it and scrubs clean after. Then both copies as they lie
+/// on their devices hold the block's bytes, and the file read with the
+/// untouched copy's disk offline (the repaired copy alone) is whole.
 fn scrub(
     dir: &Path,
     discover: &str,
@@ -447,28 +450,42 @@ fn scrub(
     let s = &clean["scrub"];
     assert_eq!(s["problems"], serde_json::json!([]), "{s:#}");
     assert!(s["bytes_read"].as_u64().unwrap() >= 2 * 40 * MIB, "{s:#}");
-    // Where the two copies of the block lie: search the devices.
+    // Where the two copies of the block lie: search the devices. Disks 0
+    // and 1 are failure group FG1, 2 and 3 FG2.
     let at = 8 * MIB + (64 << 10);
     let source = std::fs::read(src).unwrap();
     let block = &source[at as usize..at as usize + 4096];
-    let mut hits: Vec<(String, u64)> = Vec::new();
-    for p in &paths[..4] {
+    let mut hits: Vec<(usize, u64)> = Vec::new();
+    for (i, p) in paths[..4].iter().enumerate() {
         let bytes = std::fs::read(p).unwrap();
         for (k, b) in bytes.chunks(4096).enumerate() {
             if b == block {
-                hits.push((p.clone(), k as u64 * 4096));
+                hits.push((i, k as u64 * 4096));
             }
         }
     }
     assert_eq!(hits.len(), 2, "two copies of the block: {hits:?}");
-    let (hit_path, hit_at) = hits[1].clone();
+    assert_ne!(hits[0].0 / 2, hits[1].0 / 2, "copies in two failure groups");
+    let (hit, good) = (hits[1], hits[0]);
     let device = std::fs::OpenOptions::new()
         .write(true)
-        .open(&hit_path)
+        .open(&paths[hit.0])
         .unwrap();
-    device.write_all_at(&[0x5A; 4096], hit_at).unwrap();
+    device.write_all_at(&[0x5A; 4096], hit.1).unwrap();
     device.sync_all().unwrap();
     drop(device);
+    // A copy as it lies on its device, around the page cache.
+    let raw = |(i, offset): (usize, u64)| {
+        use std::os::unix::fs::OpenOptionsExt;
+        let device = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&paths[i])
+            .unwrap();
+        let mut buf = cairn_io::AlignedBuf::zeroed(4096);
+        device.read_exact_at(&mut buf, offset).unwrap();
+        buf.to_vec()
+    };
     let rows = cairn(&["group", "disks", name, "--json"]).ok().json();
     let label_of = |path: &str| {
         let canon = std::fs::canonicalize(path).unwrap();
@@ -485,10 +502,10 @@ fn scrub(
             .unwrap()
             .to_string()
     };
-    let hit_label = label_of(&hit_path);
+    let hit_label = label_of(&paths[hit.0]);
     // The copy the test did not touch: the one that is right, known from
     // the source file, not from what scrub says.
-    let good_label = label_of(&hits[0].0);
+    let good_label = label_of(&paths[good.0]);
     let found = cairn(&["group", "scrub", name, "--json"]);
     assert_eq!(
         found.code, 1,
@@ -504,7 +521,21 @@ fn scrub(
         .iter()
         .find(|p| p["location"].as_str().unwrap().contains(&range))
         .unwrap_or_else(|| panic!("{range} named in {problems:#}"));
-    assert!(p["location"].as_str().unwrap().contains(file), "{p:#}");
+    let location = p["location"].as_str().unwrap();
+    assert!(location.contains(file), "{p:#}");
+    // Two copies that differ: both are named (nothing says which is
+    // damaged), each once.
+    let named = location
+        .rsplit_once("copies on ")
+        .map(|(_, disks)| {
+            let mut d: Vec<&str> = disks.split(", ").collect();
+            d.sort_unstable();
+            d
+        })
+        .unwrap_or_default();
+    let mut both = vec![hit_label.as_str(), good_label.as_str()];
+    both.sort_unstable();
+    assert_eq!(named, both, "both copies are named: {p:#}");
     // Two copies that differ: nothing says which is right, and a repair
     // does not guess (it would rewrite the good copy from the bad one half
     // the time).
@@ -512,6 +543,12 @@ fn scrub(
     let unsure = cairn(&["group", "scrub", name, "--repair", "--json"]);
     assert_eq!(unsure.code, 1, "{}", unsure.stderr);
     assert_eq!(unsure.json()["scrub"]["bytes_rewritten"], 0);
+    assert_eq!(
+        raw(hit),
+        vec![0x5A; 4096],
+        "nothing rewritten without a choice"
+    );
+    assert_eq!(raw(good), block, "nothing rewritten without a choice");
     // Told which copy to keep, it rewrites the other from it.
     let repaired = cairn(&[
         "group",
@@ -527,6 +564,10 @@ fn scrub(
     assert_eq!(repaired["scrub"]["bytes_rewritten"], 4096, "{repaired:#}");
     let again = cairn(&["group", "scrub", name, "--json"]).ok().json();
     assert_eq!(again["scrub"]["problems"], serde_json::json!([]));
+    // On the devices, both copies are the block: the damaged one
+    // rewritten, the preferred one left alone.
+    assert_eq!(raw(hit), block, "the repaired copy holds the block");
+    assert_eq!(raw(good), block, "the preferred copy is untouched");
     // The repaired copy alone serves the file: the good copy's disk is
     // taken offline, and the file reads whole, as the source.
     cairn(&["group", "offline", name, &good_label]).ok();

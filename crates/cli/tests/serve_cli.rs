@@ -1910,39 +1910,48 @@ fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
     }
 
     // One copy of a block of still.dbf rots on its disk.
-    use std::os::unix::fs::FileExt;
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
     let at = 2 * MIB as usize + 4096;
     let source = std::fs::read(&src).unwrap();
     let block = &source[at..at + 4096];
-    let mut hits = Vec::new();
+    let mut hits: Vec<(usize, u64)> = Vec::new();
     for i in 0..4 {
-        let p = rig.path(&format!("d{i}.img"));
-        let bytes = std::fs::read(&p).unwrap();
+        let bytes = std::fs::read(rig.path(&format!("d{i}.img"))).unwrap();
         for (k, b) in bytes.chunks(4096).enumerate() {
             if b == block {
-                hits.push((p.clone(), k as u64 * 4096));
+                hits.push((i, k as u64 * 4096));
             }
         }
     }
     assert_eq!(hits.len(), 2, "two copies of the block: {hits:?}");
-    let (hit_path, hit_at) = hits[1].clone();
+    assert_ne!(
+        hits[0].0 / 2,
+        hits[1].0 / 2,
+        "copies in failure groups A and B"
+    );
+    let (hit, good_copy) = (hits[1], hits[0]);
     let device = std::fs::OpenOptions::new()
         .write(true)
-        .open(&hit_path)
+        .open(rig.path(&format!("d{}.img", hit.0)))
         .unwrap();
-    device.write_all_at(&[0x5A; 4096], hit_at).unwrap();
+    device.write_all_at(&[0x5A; 4096], hit.1).unwrap();
     device.sync_all().unwrap();
-    let found = rig.cairn(&["group", "scrub", "DATA", "--wait", "--json"]);
-    assert_eq!(found.code, 1, "{found:?}");
-    let range = format!("bytes {at}..{}", at + 4096);
-    assert!(
-        found.stdout.contains(&range) && found.stdout.contains("still.dbf"),
-        "{found:?}"
-    );
+    // A copy as it lies on its device, around the page cache.
+    let raw = |(i, offset): (usize, u64)| {
+        let device = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(rig.path(&format!("d{i}.img")))
+            .unwrap();
+        let mut buf = cairn_io::AlignedBuf::zeroed(4096);
+        device.read_exact_at(&mut buf, offset).unwrap();
+        buf.to_vec()
+    };
     // Which disks hold the two copies: the one the test rotted, and the
     // good one (known from the source file, not from what scrub says).
     let rows = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
-    let label_of = |path: &std::path::Path| {
+    let label_of = |i: usize| {
+        let path = rig.path(&format!("d{i}.img"));
         rows.as_array()
             .unwrap()
             .iter()
@@ -1952,11 +1961,30 @@ fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
             .unwrap()
             .to_string()
     };
-    let good = label_of(&hits[0].0);
+    let (rotten, good) = (label_of(hit.0), label_of(good_copy.0));
+    let found = rig.cairn(&["group", "scrub", "DATA", "--wait", "--json"]);
+    assert_eq!(found.code, 1, "{found:?}");
+    let range = format!("bytes {at}..{}", at + 4096);
+    // Two copies that differ: both are named (nothing says which is
+    // damaged).
+    let named = [
+        format!("{range} (4 KiB) copies on {rotten}, {good}"),
+        format!("{range} (4 KiB) copies on {good}, {rotten}"),
+    ];
+    assert!(
+        named.iter().any(|n| found.stdout.contains(n)) && found.stdout.contains("still.dbf"),
+        "both copies are named ({named:?}): {found:?}"
+    );
     // Two copies that differ: a repair does not guess between them.
     let unsure = rig.cairn(&["group", "scrub", "DATA", "--wait", "--repair", "--json"]);
     assert_eq!(unsure.code, 1, "{unsure:?}");
     assert_eq!(unsure.json()["scrub"]["bytes_rewritten"], 0, "{unsure:?}");
+    assert_eq!(
+        raw(hit),
+        vec![0x5A; 4096],
+        "nothing rewritten without a choice"
+    );
+    assert_eq!(raw(good_copy), block, "nothing rewritten without a choice");
     let repaired = rig
         .cairn(&[
             "group", "scrub", "DATA", "--wait", "--repair", "--prefer", &good, "--json",
@@ -1973,6 +2001,10 @@ fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
         serde_json::json!([]),
         "{again:#}"
     );
+    // The repair wrote the preferred copy's bytes over the damaged one and
+    // left the preferred one alone: on the devices, both are the block.
+    assert_eq!(raw(hit), block, "the repaired copy holds the block");
+    assert_eq!(raw(good_copy), block, "the preferred copy is untouched");
     // The repaired copy alone serves the file: the good copy's disk goes
     // offline, and the file reads through the mount as the source.
     rig.cairn(&["group", "offline", "DATA", &good]).ok();
@@ -2287,12 +2319,26 @@ fn a_served_group_replaces_an_offline_disk_and_refuses_what_it_must() {
     assert_eq!(joined["failgroup"], "B", "{disks}");
     assert_eq!(joined["state"], "ONLINE", "{disks}");
     // Every byte back, through the mount, with D3 gone for good.
-    assert_eq!(
-        std::fs::read(serving.path("DATA/a.bin")).unwrap(),
-        std::fs::read(&source).unwrap()
+    assert!(
+        std::fs::read(serving.path("DATA/a.bin")).unwrap() == std::fs::read(&source).unwrap(),
+        "a.bin reads back whole through the mount"
     );
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
+    // And from failure group B alone (D2 and the new disk): with A's disks
+    // there, a read takes A's copy wherever it is the primary, so a bad
+    // rebuild would hide behind it.
+    let out = rig.path("a.out");
+    cairn_with(
+        &format!("{},{new}", rig.arg("d2.img")),
+        &[("CAIRN_RUN_DIR", &rig.run_dir)],
+        &["cp", "+DATA/a.bin", out.to_str().unwrap()],
+    )
+    .ok();
+    assert!(
+        std::fs::read(&out).unwrap() == std::fs::read(&source).unwrap(),
+        "a.bin reads whole from failure group B alone, the rebuilt disk in it"
+    );
     rig.check_clean("DATA");
 }
 

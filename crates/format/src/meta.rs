@@ -224,7 +224,10 @@ pub fn open(block: &[u8], expected: BlockId, group_uuid: Uuid) -> Result<u64, Me
             len_bytes: block.len(),
         });
     }
-    if block.iter().all(|b| *b == 0) {
+    // One comparison with a zero block (vectorised), not a byte at a time:
+    // a mount reads many blocks never written.
+    static ZERO_BLOCK: [u8; BLOCK_BYTES] = [0; BLOCK_BYTES];
+    if block == ZERO_BLOCK.as_slice() {
         return Err(MetaError::Blank);
     }
     if header.magic != META_MAGIC {

@@ -25,7 +25,11 @@
 //!   write reports success;
 //! - discard that reads back stale data instead of zeros;
 //! - a crash: each pending write is kept, lost, or torn (each physical sector kept
-//!   or not) by the [`CrashPolicy`]; completions not yet delivered are lost.
+//!   or not) by the [`CrashPolicy`]; completions not yet delivered are lost;
+//! - another image in the disk's place ([`SimEngine::image`],
+//!   [`SimEngine::put_image`]): an older copy of it put back, a blank
+//!   device, another group's disk — what an operator restoring a snapshot
+//!   or swapping a LUN does while the group is not looking.
 //!
 //! Requests are validated and split exactly as the real backends do (the
 //! conformance suite runs here too), and each device-level piece is asserted to
@@ -39,6 +43,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::ops::Range;
+use std::sync::Arc;
 
 use cairn_io::clock::Clock;
 use cairn_io::engine::{pieces, validate};
@@ -174,8 +179,10 @@ const CHUNK: u64 = 64 << 10;
 pub struct SimDisk {
     geometry: Geometry,
     /// Durable contents by chunk (`CHUNK` bytes each); absent chunks are
-    /// zero.
-    durable: BTreeMap<u64, Box<[u8]>>,
+    /// zero. Shared with the images taken of the disk ([`DiskImage`]) until
+    /// one side writes the chunk (copy on write), so an image costs a map
+    /// of pointers, not the disk's bytes.
+    durable: BTreeMap<u64, Arc<[u8]>>,
     pending: Vec<PendingWrite>,
     pub faults: DiskFaults,
     lost: bool,
@@ -189,20 +196,46 @@ impl SimDisk {
 
     fn durable_bytes(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
         let mut out = vec![0u8; len];
-        for (index, data) in self
-            .durable
-            .range(offset_bytes / CHUNK..(offset_bytes + len as u64).div_ceil(CHUNK))
-        {
-            copy_overlap(&mut out, offset_bytes, data, index * CHUNK);
-        }
+        self.durable_into(offset_bytes, &mut out, true);
         out
     }
 
+    /// The durable contents at `offset_bytes` into `out`; where no chunk
+    /// was ever written, zeros (written only if `out` is not `zeroed`
+    /// already: a read fills its own buffer, and each pass over a large
+    /// buffer showed in the simulations' time).
+    fn durable_into(&self, offset_bytes: u64, out: &mut [u8], zeroed: bool) {
+        let end = offset_bytes + out.len() as u64;
+        let mut at = offset_bytes;
+        for (index, data) in self
+            .durable
+            .range(offset_bytes / CHUNK..end.div_ceil(CHUNK))
+        {
+            let from = index * CHUNK;
+            if !zeroed && from > at {
+                out[(at - offset_bytes) as usize..(from - offset_bytes) as usize].fill(0);
+            }
+            copy_overlap(out, offset_bytes, data, from);
+            at = at.max((from + CHUNK).min(end));
+        }
+        if !zeroed && at < end {
+            out[(at - offset_bytes) as usize..].fill(0);
+        }
+    }
+
     fn current_bytes(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
-        let mut out = self.durable_bytes(offset_bytes, len);
+        let mut out = vec![0u8; len];
+        self.current_into(offset_bytes, &mut out, true);
+        out
+    }
+
+    /// What a read of `out.len()` bytes at `offset_bytes` returns now.
+    fn current_into(&self, offset_bytes: u64, out: &mut [u8], zeroed: bool) {
+        self.durable_into(offset_bytes, out, zeroed);
+        let len = out.len();
         for write in &self.pending {
             match &write.data {
-                Payload::Bytes(b) => copy_overlap(&mut out, offset_bytes, b, write.offset_bytes),
+                Payload::Bytes(b) => copy_overlap(out, offset_bytes, b, write.offset_bytes),
                 Payload::Zeros(n) => {
                     let start = offset_bytes.max(write.offset_bytes);
                     let end = (offset_bytes + len as u64).min(write.offset_bytes + n);
@@ -212,7 +245,6 @@ impl SimDisk {
                 }
             }
         }
-        out
     }
 
     /// Make `len` bytes of `payload`, from `from` bytes into it, durable at
@@ -236,7 +268,9 @@ impl SimDisk {
                     if end - start == CHUNK {
                         self.durable.remove(&k);
                     } else if let Some(chunk) = self.durable.get_mut(&k) {
-                        chunk[(start - k * CHUNK) as usize..(end - k * CHUNK) as usize].fill(0);
+                        Arc::make_mut(chunk)
+                            [(start - k * CHUNK) as usize..(end - k * CHUNK) as usize]
+                            .fill(0);
                     }
                 }
             }
@@ -252,12 +286,19 @@ impl SimDisk {
             let n = (CHUNK - at % CHUNK).min(end - at) as usize;
             let from = &data[(at - offset_bytes) as usize..][..n];
             match self.durable.get_mut(&index) {
-                Some(chunk) => chunk[within..within + n].copy_from_slice(from),
+                Some(chunk) => Arc::make_mut(chunk)[within..within + n].copy_from_slice(from),
                 // Zeros where nothing was stays sparse.
-                None if from.iter().all(|b| *b == 0) => {}
+                None if all_zeros(from) => {}
+                // A whole chunk: made from the bytes, never zeroed first.
+                None if n == CHUNK as usize => {
+                    self.durable.insert(index, Arc::from(from));
+                }
                 None => {
-                    let mut chunk = vec![0u8; CHUNK as usize].into_boxed_slice();
-                    chunk[within..within + n].copy_from_slice(from);
+                    // Collected straight into its shared allocation (a
+                    // Vec turned into an Arc would be copied once more).
+                    let mut chunk: Arc<[u8]> = std::iter::repeat_n(0u8, CHUNK as usize).collect();
+                    Arc::get_mut(&mut chunk).expect("invariant: just made")[within..within + n]
+                        .copy_from_slice(from);
                     self.durable.insert(index, chunk);
                 }
             }
@@ -284,6 +325,23 @@ impl SimDisk {
             }
         }
         self.pending = still_pending;
+    }
+}
+
+/// Everything a simulated disk holds, flushed or not ([`SimEngine::image`]):
+/// to be put back in its place, or another's, later
+/// ([`SimEngine::put_image`]). Cheap to take and keep: its chunks are
+/// shared with the disk until either is written.
+#[derive(Debug, Clone, Default)]
+pub struct DiskImage {
+    durable: BTreeMap<u64, Arc<[u8]>>,
+    pending: Vec<PendingWrite>,
+}
+
+impl DiskImage {
+    /// A device that holds nothing: every byte reads as zero.
+    pub fn blank() -> Self {
+        Self::default()
     }
 }
 
@@ -432,6 +490,43 @@ impl SimEngine {
         let disk = self.disk_mut(device);
         disk.pending.clear();
         disk.lost = false;
+    }
+
+    /// The disk's whole image as it is now, its unflushed writes too.
+    pub fn image(&self, device: DeviceId) -> DiskImage {
+        let disk = &self.disks[device.0 as usize];
+        DiskImage {
+            durable: disk.durable.clone(),
+            pending: disk.pending.clone(),
+        }
+    }
+
+    /// Put `image` in the disk's place, bypassing the engine: from now on
+    /// the disk holds exactly what it holds (what lay past the disk's end
+    /// is cut). As an operator restoring a snapshot, blanking the device or
+    /// swapping the LUN would, while nothing reads or writes the disk;
+    /// requests in flight still complete, as they would have.
+    pub fn put_image(&mut self, device: DeviceId, image: &DiskImage) {
+        let disk = self.disk_mut(device);
+        let end = disk.geometry.size_bytes;
+        disk.durable = image
+            .durable
+            .range(..end.div_ceil(CHUNK))
+            .map(|(k, c)| (*k, c.clone()))
+            .collect();
+        disk.pending = image
+            .pending
+            .iter()
+            .filter(|w| w.offset_bytes + w.data.len() <= end)
+            .cloned()
+            .collect();
+        if let Some((k, chunk)) = disk.durable.last_key_value().map(|(k, c)| (*k, c.clone())) {
+            if (k + 1) * CHUNK > end {
+                let mut cut = chunk.to_vec();
+                cut[(end - k * CHUNK) as usize..].fill(0);
+                disk.durable.insert(k, cut.into());
+            }
+        }
     }
 
     /// What a read of the range would return now.
@@ -636,8 +731,11 @@ impl SimEngine {
                         "invariant: piece within max transfer"
                     );
                     self.stats.device_requests += 1;
-                    let data = self.contents(device, offset_bytes + start, len as usize);
-                    buf[start as usize..(start + len) as usize].copy_from_slice(&data);
+                    self.disks[device.0 as usize].current_into(
+                        offset_bytes + start,
+                        &mut buf[start as usize..(start + len) as usize],
+                        false,
+                    );
                 }
                 self.stats.bytes_read += len_bytes;
             }

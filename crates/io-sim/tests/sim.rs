@@ -565,3 +565,49 @@ fn a_hung_disk_times_out_in_simulated_time_and_takes_nothing() {
     let why = why.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(why.contains("would hang for ever (seed 11)"), "{why}");
 }
+
+/// An image of a disk is what it held when taken, whatever is written
+/// after (its chunks are shared until written, never changed under it);
+/// put back, the disk reads as it did, unflushed writes too; a blank image
+/// reads as zeros; another disk's image, put in a smaller disk's place, is
+/// cut at that disk's end.
+#[test]
+fn an_image_put_back_is_the_disk_as_it_was() {
+    let (mut engine, id) = engine_with_disk(7, 4096);
+    let other = engine.add_disk(geometry(32 * MIB, 4096, 4096, 1280 << 10));
+    write(&mut engine, id, 0, &pattern(1, 128 << 10), false).unwrap();
+    flush(&mut engine, id);
+    write(&mut engine, id, 40 * MIB - 4096, &pattern(2, 8192), false).unwrap();
+    let old = engine.image(id);
+    // Overwritten, flushed and unflushed, after the image.
+    write(&mut engine, id, 4096, &pattern(3, 4096), false).unwrap();
+    flush(&mut engine, id);
+    write(&mut engine, id, 64 << 10, &pattern(4, 4096), false).unwrap();
+    assert_eq!(
+        read(&mut engine, id, 4096, 4096).unwrap(),
+        pattern(3, 4096).to_vec()
+    );
+    engine.put_image(id, &old);
+    assert_eq!(
+        read(&mut engine, id, 0, 128 << 10).unwrap(),
+        pattern(1, 128 << 10).to_vec()
+    );
+    assert_eq!(
+        read(&mut engine, id, 40 * MIB - 4096, 8192).unwrap(),
+        pattern(2, 8192).to_vec(),
+        "an unflushed write in the image is there"
+    );
+    engine.put_image(id, &cairn_io_sim::DiskImage::blank());
+    assert!(engine.reads_zeros(id, 0, (64 * MIB) as usize));
+    // The 64 MiB disk's image in a 32 MiB disk's place.
+    engine.put_image(id, &old);
+    engine.put_image(other, &old);
+    assert_eq!(
+        read(&mut engine, other, 0, 128 << 10).unwrap(),
+        pattern(1, 128 << 10).to_vec()
+    );
+    assert_eq!(
+        engine.contents(id, 40 * MIB - 4096, 8192),
+        pattern(2, 8192).to_vec()
+    );
+}

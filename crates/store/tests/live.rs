@@ -802,8 +802,8 @@ fn a_punch_racing_a_write_leaves_the_write_or_zeros_never_old_bytes() {
 }
 
 /// `online` of a live group reads what the disk's device holds *now*: an
-/// older image put back while it was OFFLINE, a blank device, or a disk of
-/// no group (or another group) in its place is refused, naming what was
+/// older image put back while it was OFFLINE, a blank device, a disk of
+/// another group or of no group in its place is refused, naming what was
 /// found, and the disk stays OFFLINE — the group never serves data the disk
 /// does not hold. The right image comes back and is resynced.
 #[test]
@@ -837,13 +837,36 @@ fn online_refuses_an_older_image_a_blank_device_and_a_foreign_disk() {
     };
     // The older image.
     shared.with(|sim| sim.scribble(ids[1], 0, &old));
-    let e = live.bring_back(Some(&["D1".into()])).unwrap_err();
-    assert!(e.to_string().contains("not the image"), "{e}");
+    let e = live
+        .bring_back(Some(&["D1".into()]))
+        .expect_err("an older image of D1 is refused");
+    assert!(
+        e.to_string().contains("not the image"),
+        "an older image is named as such: {e}"
+    );
     assert_eq!(offline(&live), Some("OFFLINE"));
     // A blank device.
     shared.with(|sim| sim.scribble(ids[1], 0, &vec![0u8; size]));
-    let e = live.bring_back(Some(&["D1".into()])).unwrap_err();
-    assert!(e.to_string().contains("no copy of a Cairn label"), "{e}");
+    let e = live
+        .bring_back(Some(&["D1".into()]))
+        .expect_err("a blank device in D1's place is refused");
+    assert!(
+        e.to_string().contains("no copy of a Cairn label"),
+        "a blank device is named as such: {e}"
+    );
+    assert_eq!(offline(&live), Some("OFFLINE"));
+    // A disk of another group (its D1, of the same size).
+    let (other, other_ids, other_live) = common::four_disk_live_group(12, "OTHER", 0x07E4, 64);
+    other_live.dismount().unwrap();
+    let theirs = other.with(|sim| sim.durable_contents(other_ids[1], 0, size));
+    shared.with(|sim| sim.scribble(ids[1], 0, &theirs));
+    let e = live
+        .bring_back(Some(&["D1".into()]))
+        .expect_err("another group's disk in D1's place is refused");
+    assert!(
+        e.to_string().contains("a disk of another group"),
+        "another group's disk is named as such: {e}"
+    );
     assert_eq!(offline(&live), Some("OFFLINE"));
     // A labelled disk of no group.
     shared.with(|sim| {
@@ -859,8 +882,13 @@ fn online_refuses_an_older_image_a_blank_device_and_a_foreign_disk() {
         )
         .unwrap()
     });
-    let e = live.bring_back(Some(&["D1".into()])).unwrap_err();
-    assert!(e.to_string().contains("STRAY"), "{e}");
+    let e = live
+        .bring_back(Some(&["D1".into()]))
+        .expect_err("a disk of no group in D1's place is refused");
+    assert!(
+        e.to_string().contains("STRAY") && e.to_string().contains("a Cairn disk in no group"),
+        "{e}"
+    );
     assert_eq!(offline(&live), Some("OFFLINE"));
     // The image the group took offline comes back, and is resynced.
     shared.with(|sim| sim.scribble(ids[1], 0, &current));

@@ -34,6 +34,12 @@ fn rig(redundancy: Redundancy) -> (CrashAfter, Vec<DeviceId>) {
 
 /// [`rig`] on disks of `sector`-byte logical and physical sectors.
 fn rig_with(redundancy: Redundancy, sector: u32) -> (CrashAfter, Vec<DeviceId>) {
+    rig_in(redundancy, sector, &["A", "A", "B", "B"])
+}
+
+/// Six labelled disks, the group over the first `failgroups.len()` of them,
+/// in those failure groups.
+fn rig_in(redundancy: Redundancy, sector: u32, failgroups: &[&str]) -> (CrashAfter, Vec<DeviceId>) {
     let mut sim = SimEngine::new(11, 64);
     let mut ids = Vec::new();
     for i in 0..6 {
@@ -52,12 +58,12 @@ fn rig_with(redundancy: Redundancy, sector: u32) -> (CrashAfter, Vec<DeviceId>) 
         ids.push(d);
     }
     let mut engine = CrashAfter::vanishing(sim, usize::MAX);
-    let new: Vec<NewDisk> = ids[..4]
+    let new: Vec<NewDisk> = ids
         .iter()
-        .enumerate()
-        .map(|(i, d)| NewDisk {
+        .zip(failgroups)
+        .map(|(d, fg)| NewDisk {
             device: *d,
-            failgroup: Some(if i < 2 { "A" } else { "B" }.to_string()),
+            failgroup: Some(fg.to_string()),
         })
         .collect();
     group::create(
@@ -782,7 +788,10 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
         .unwrap_or_else(|| panic!("the rot is named by its file bytes: {found:#?}"));
     assert!(rot.location.contains("+SIM/x"), "{rot:?}");
     // Two copies that differ: nothing says which is right.
-    assert!(rot.what.contains("no majority"), "{rot:?}");
+    assert!(
+        rot.what.contains("no majority"),
+        "two differing copies are reported undecided: {rot:?}"
+    );
     assert!(
         found
             .problems
@@ -796,8 +805,10 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
     let unsure = g
         .scrub(2, ScrubRepair::new(true, None), &mut |_| {})
         .unwrap();
-    assert!(!unsure.clean(), "{unsure:#?}");
-    assert_eq!(unsure.bytes_rewritten, 0);
+    assert!(
+        !unsure.clean() && unsure.bytes_rewritten == 0,
+        "a repair does not guess between two copies: {unsure:#?}"
+    );
     let repaired = g
         .scrub(2, ScrubRepair::new(true, Some(primary)), &mut |_| {})
         .unwrap();
@@ -843,6 +854,75 @@ fn scrub_names_each_disagreement_and_repair_rewrites_it() {
     g.dismount().unwrap();
     let h = header_of(&mut engine, ids[0]);
     assert_eq!(h.copy_offsets_bytes[2], DISK - MIB);
+}
+
+/// In high redundancy three copies judge each block: 4 KiB of the primary
+/// copy rotted (the copy a repair once took for right, rewriting the two
+/// good copies from it) is named as differing from the majority, and
+/// `--repair` with no choice rewrites it from the two copies that agree;
+/// afterwards every copy, as it lies on its disk, holds the file's bytes
+/// (issue 34 item 3).
+#[test]
+fn in_high_redundancy_a_repair_takes_the_majority_over_a_rotten_primary() {
+    use cairn_io::{AlignedBuf, IoEngine};
+    let (mut engine, ids) = rig_in(Redundancy::High, 4096, &["A", "A", "B", "B", "C", "C"]);
+    let (files, copies) = {
+        let mut g = mount(&mut engine, &ids);
+        let files = fill(&mut g);
+        let ext = g.extents(files[0].0).unwrap()[2];
+        let devices = g.disks();
+        let copies: Vec<(DeviceId, u64)> = ext
+            .copies()
+            .iter()
+            .map(|c| {
+                let d = devices.iter().find(|i| i.number == c.disk).unwrap();
+                (d.device.unwrap(), u64::from(c.au) * MIB + (64 << 10))
+            })
+            .collect();
+        g.dismount().unwrap();
+        (files, copies)
+    };
+    assert_eq!(copies.len(), 3, "three copies: {copies:?}");
+    // x's bytes at 2 MiB + 64 KiB: 64 KiB into its extent 2.
+    let from = 2 * MIB + (64 << 10);
+    let want = files[0].1[from as usize..from as usize + 4096].to_vec();
+    let (primary, at) = copies[0];
+    engine
+        .write_at(primary, at, AlignedBuf::from_slice(&[0x5A; 4096]), true)
+        .unwrap();
+    let mut g = mount(&mut engine, &ids);
+    let found = g.scrub(2, ScrubRepair::report(), &mut |_| {}).unwrap();
+    let rot = found
+        .problems
+        .iter()
+        .find(|p| {
+            p.location
+                .contains(&format!("bytes {from}..{}", from + 4096))
+        })
+        .unwrap_or_else(|| panic!("the rot is named by its file bytes: {found:#?}"));
+    assert!(rot.what.contains("majority"), "{rot:?}");
+    let repaired = g
+        .scrub(2, ScrubRepair::new(true, None), &mut |_| {})
+        .unwrap();
+    g.dismount().unwrap();
+    for (i, (device, at)) in copies.iter().enumerate() {
+        let got = engine.read_at(*device, *at, 4096).unwrap();
+        assert!(
+            got[..] == want[..],
+            "copy {i} holds the file's bytes after the repair (the majority's, not the rotten primary's)"
+        );
+    }
+    assert!(repaired.clean(), "{repaired:#?}");
+    assert_eq!(
+        repaired.bytes_rewritten, 4096,
+        "only the rotten copy is rewritten: {repaired:#?}"
+    );
+    let mut g = mount(&mut engine, &ids);
+    reads_back(&mut g, &files);
+    let again = g.scrub(4, ScrubRepair::report(), &mut |_| {}).unwrap();
+    assert!(again.problems.is_empty(), "{again:#?}");
+    assert!(g.check(false).unwrap().clean());
+    g.dismount().unwrap();
 }
 
 /// The highest AU any data copy of `files` holds on each disk.

@@ -219,6 +219,9 @@ impl Group<'_> {
         let mut newest: Option<(u64, Box<Block>, (u16, u64))> = None;
         let mut outdated = Vec::new();
         let mut bad = Vec::new();
+        // Copies that could not be read: never rewritten blank (a read
+        // error may pass, and the copy may be the block).
+        let mut unread = Vec::new();
         let mut blank = Vec::new();
         let mut problems = Vec::new();
         let mut unreadable = false;
@@ -255,7 +258,7 @@ impl Group<'_> {
                 },
                 Err(e) => {
                     problems.push(format!("{} at {offset}: {e}", self.disk_name(disk)));
-                    bad.push((disk, offset));
+                    unread.push((disk, offset));
                     unreadable = true;
                 }
             }
@@ -267,6 +270,7 @@ impl Group<'_> {
                 let failed = &self.failed_disks;
                 let rewrite = bad
                     .into_iter()
+                    .chain(unread)
                     .chain(blank)
                     .chain(outdated)
                     .filter(|(d, _)| !failed.contains(d))
@@ -275,14 +279,17 @@ impl Group<'_> {
                 Ok(Some(block))
             }
             None if problems.is_empty() => Ok(None),
-            None if !blank.is_empty() && bad.is_empty() => Ok(None),
-            // Blank copies beside invalid ones, every copy read (none on a
-            // disk that is offline, none unreadable): a block never written
-            // whose other copies were hit (a misdirected write, rot). A blank
-            // copy beside a real block would need a fault on its disk as well
-            // as on each invalid copy's: more failure groups than the
-            // redundancy covers. The bad copies are rewritten blank.
-            None if !blank.is_empty() && !unreadable && !skipped => {
+            None if !blank.is_empty() && bad.is_empty() && unread.is_empty() => Ok(None),
+            // Blank copies beside invalid or unreadable ones, every copy
+            // on a disk in service: a block never written whose other
+            // copies were hit (a misdirected write, rot, a read error). A
+            // blank copy beside a real block would need a fault on its
+            // disk as well as on each other copy's: more failure groups
+            // than the redundancy covers. (A disk out of service may hold
+            // the one copy written while the blank one's disk was away.)
+            // The invalid copies are rewritten blank; an unreadable one is
+            // left as it is.
+            None if !blank.is_empty() && !skipped => {
                 self.rewrite_copies(bad, &[0u8; BLOCK_BYTES])?;
                 Ok(None)
             }

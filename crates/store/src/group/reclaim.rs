@@ -353,6 +353,12 @@ pub(super) fn run_reclaim<'g>(
         }
     }
     let mut done_bytes = 0u64;
+    // A zero-fill's buffers, kept from one batch to the next: a write
+    // leaves its buffer as it was, so one that comes back still holds
+    // zeros. Made afresh, each cost a pass over its bytes (an aligned
+    // allocation is zeroed by hand), as much again as the write. At most
+    // one batch's worth, as the batch handed them out.
+    let mut zeros: Vec<AlignedBuf> = Vec::new();
     progress(super::resync::Progress {
         done: 0,
         total,
@@ -427,7 +433,10 @@ pub(super) fn run_reclaim<'g>(
                                 disk: w.disk,
                                 op: Op::Write {
                                     offset_bytes: offset_bytes + at,
-                                    buf: AlignedBuf::zeroed(n as usize),
+                                    buf: match zeros.iter().position(|b| b.len() as u64 == n) {
+                                        Some(k) => zeros.swap_remove(k),
+                                        None => AlignedBuf::zeroed(n as usize),
+                                    },
                                     fua: false,
                                 },
                             });
@@ -488,6 +497,10 @@ pub(super) fn run_reclaim<'g>(
                 return Err(e);
             }
         };
+        let mut outcomes = outcomes;
+        if method == ReclaimMethod::ZeroFill {
+            zeros.extend(outcomes.iter_mut().filter_map(|(_, buf)| buf.take()));
+        }
         // A run is done when every I/O of it completed.
         let mut runs_ok: BTreeMap<(usize, (u32, u32)), bool> = BTreeMap::new();
         for ((i, run), (result, _)) in owners.iter().zip(&outcomes) {

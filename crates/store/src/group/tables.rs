@@ -420,11 +420,19 @@ impl Group<'_> {
     /// table the extent maps give it ([`Member::away`]), with the
     /// relocation targets parked on it still held. At mount, after the maps
     /// are loaded and before anything frees or allocates.
+    ///
+    /// A disk this mount took offline already has an away table, and it is
+    /// not the maps': one taken offline during replay carries the blank
+    /// table made before `load_tables` (every AU free), one taken offline
+    /// later its stored table, never checked against the maps
+    /// (`verify_tables` checks written disks only). Either would free an
+    /// AU twice or hand one out that a copy holds: it is built again from
+    /// the maps, keeping what it held back.
     pub(super) fn build_away_tables(&mut self) {
         let owned = self.owned_runs();
         for n in 0..self.members.len() as u16 {
             let Some(m) = self.member(n) else { continue };
-            if m.alloc.is_some() || m.away.is_some() {
+            if m.alloc.is_some() {
                 continue;
             }
             let Some(layout) = AtLayout::for_disk(m.entry.size_bytes, self.au_bytes) else {
@@ -432,6 +440,9 @@ impl Group<'_> {
             };
             let mut table = table_from_maps(&owned, n, layout, m.entry.au_count);
             table.keep_reservations(m.parked.clone());
+            if let Some(before) = m.away.as_ref() {
+                table.keep_quarantine(before);
+            }
             table.take_dirty();
             if let Some(m) = self.member_mut(n) {
                 m.away = Some(table);

@@ -265,12 +265,12 @@ where
 
 /// A simulator's random source: one stream per seed, the same on every
 /// machine.
-pub struct Rand(rand_chacha::ChaCha8Rng);
+pub struct Rand(rand_chacha::ChaCha8Rng, u64);
 
 impl Rand {
     pub fn new(seed: u64) -> Self {
         use rand_core::SeedableRng;
-        Self(rand_chacha::ChaCha8Rng::seed_from_u64(seed))
+        Self(rand_chacha::ChaCha8Rng::seed_from_u64(seed), seed)
     }
     /// A number below `n` (0 when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
@@ -280,10 +280,71 @@ impl Rand {
     pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
+    /// `len` bytes no other stream or place in this one gives (data to
+    /// write: a block misplaced shows). From a cheap generator (SplitMix64)
+    /// keyed by this stream's seed and position; the stream then moves
+    /// past them exactly as drawing them from it would, so every later
+    /// draw is what it was when they were ChaCha's — whose fill was a
+    /// twentieth of the interleaving simulation's time.
     pub fn bytes(&mut self, len: usize) -> Vec<u8> {
-        use rand_core::Rng;
-        let mut v = vec![0u8; len];
-        self.0.fill_bytes(&mut v);
+        let at = self.0.get_word_pos();
+        self.0.set_word_pos(at + len.div_ceil(4) as u128);
+        let mut x = self.1 ^ (at as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((at >> 64) as u64);
+        let mut next = || {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let mut v = Vec::with_capacity(len);
+        while v.len() + 8 <= len {
+            v.extend_from_slice(&next().to_le_bytes());
+        }
+        let tail = len - v.len();
+        v.extend_from_slice(&next().to_le_bytes()[..tail]);
         v
+    }
+}
+
+/// Counts by name, for a simulator's accounting: how often each of its
+/// conditional checks ran, and how many errors it accepted and why. A
+/// check that never runs is no check (TigerBeetle's `maybe`): a run of
+/// enough seeds asserts that every name in its list was counted.
+#[derive(Debug, Default, Clone)]
+pub struct Tally(pub std::collections::BTreeMap<&'static str, u64>);
+
+impl Tally {
+    pub fn add(&mut self, name: &'static str, n: u64) {
+        *self.0.entry(name).or_default() += n;
+    }
+    pub fn hit(&mut self, name: &'static str) {
+        self.add(name, 1);
+    }
+    pub fn get(&self, name: &str) -> u64 {
+        self.0.get(name).copied().unwrap_or(0)
+    }
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+    pub fn merge(&mut self, other: &Tally) {
+        for (k, v) in &other.0 {
+            self.add(k, *v);
+        }
+    }
+    /// `name: count` lines, indented, for a summary.
+    pub fn lines(&self) -> String {
+        self.0
+            .iter()
+            .map(|(k, v)| format!("    {v:>10}  {k}\n"))
+            .collect()
+    }
+    /// The names of `required` this tally never counted.
+    pub fn missing<'a>(&self, required: &[&'a str]) -> Vec<&'a str> {
+        required
+            .iter()
+            .copied()
+            .filter(|k| self.get(k) == 0)
+            .collect()
     }
 }
