@@ -326,6 +326,54 @@ fn gone_if_known(known: &Mutex<HashMap<u64, Known>>, ino: Ino, gone: Gone) -> bo
     }
 }
 
+/// A lookup counted for an entry reply not yet made. The count is taken
+/// under `meta`, in the step that found or made the inode (so no unlink
+/// comes between), but the reply may still end in an error — the commit
+/// that step waits for can fail — and the kernel returns only what it was
+/// told of. So the count is given back, as a `forget` would, unless
+/// [`Counted::replied`] says the entry reply carries it.
+///
+/// Whether a reply reaches the kernel is not ours to see (fuser 0.18
+/// reports a failed send only in its log). On Linux it does whenever the
+/// connection lives: the kernel waits out a request it has handed to us,
+/// interrupted or not (`request_wait_answer`: after an interrupt, and for
+/// a fatal signal, it waits uninterruptibly for the reply of a request
+/// already read), so the reply finds it; a reply is refused only once the
+/// connection is aborted, and then the file system stops and every count
+/// goes with it (files that lost their names are dropped then, or at the
+/// next mount after a crash).
+struct Counted<'a> {
+    fs: &'a GroupFs,
+    ino: Option<u64>,
+}
+
+impl<'a> Counted<'a> {
+    fn none(fs: &'a GroupFs) -> Self {
+        Self { fs, ino: None }
+    }
+
+    /// Count a lookup of `ino` (under `meta`): one the kernel will give
+    /// back once the entry reply is made.
+    fn count(&mut self, ino: Ino) {
+        self.fs.looked_up(ino);
+        self.ino = Some(encode(ino));
+    }
+
+    /// The entry reply carries the count: the kernel's `forget` returns it.
+    fn replied(mut self) {
+        self.ino = None;
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if let Some(ino) = self.ino.take() {
+            // Never under `meta`: the guard lives outside the step.
+            self.fs.forgot(ino, 1);
+        }
+    }
+}
+
 impl GroupFs {
     pub fn new(groups: Vec<Served>) -> Result<Self, GroupError> {
         let mut slots = Vec::new();
@@ -705,6 +753,53 @@ impl GroupFs {
         }
     }
 
+    /// What `name` in directory `parent` is, for an entry reply: its
+    /// attributes, generation, and the lookup counted for the reply (given
+    /// back if the reply is not made). An error leaves no count.
+    fn entry_of(&self, parent: u64, name: &str) -> Result<(FileAttr, u64, Counted<'_>), Errno> {
+        let mut counted = Counted::none(self);
+        let (attr, generation) = match decode(parent) {
+            Some(Ino::Root) => self
+                .slots
+                .iter()
+                .position(|s| s.name.eq_ignore_ascii_case(name))
+                .ok_or(Errno::ENOENT)
+                .and_then(|slot| self.attr(Ino::Dir { slot, id: 0 }))?,
+            Some(Ino::Dir { slot, id }) => {
+                // The name, its file and the lookup counted in one step
+                // under `meta`: no unlink, and no reuse of the number, can
+                // come between. The step's commit may still fail (the
+                // group stopped): then `counted` gives the count back.
+                let node = self
+                    .meta(slot, |g| {
+                        // A name the group refuses names nothing here.
+                        let node = g.child_node(id, name).ok().flatten();
+                        match node.as_ref().map(|n| (n.kind, n.file.as_ref())) {
+                            Some((AliasKind::Directory, _)) => counted.count(Ino::Dir {
+                                slot,
+                                id: node.as_ref().map_or(0, |n| n.id),
+                            }),
+                            Some((_, Some(f))) => counted.count(Ino::File {
+                                slot,
+                                number: f.number,
+                            }),
+                            _ => {}
+                        }
+                        Ok(node)
+                    })?
+                    .ok_or(Errno::ENOENT)?;
+                match (node.kind, &node.file) {
+                    (AliasKind::Directory, _) => (self.node_attr(slot, &node), 0),
+                    (_, Some(f)) => (self.file_attr(slot, f), u64::from(f.incarnation)),
+                    // A lost file, or one being deleted.
+                    (_, None) => return Err(Errno::ENOENT),
+                }
+            }
+            _ => return Err(Errno::ENOTDIR),
+        };
+        Ok((attr, generation, counted))
+    }
+
     /// An entry reply for a file already counted as looked up.
     fn entry(&self, slot: usize, info: &FileInfo, reply: ReplyEntry) {
         reply.entry(
@@ -721,6 +816,7 @@ impl GroupFs {
         name: &OsStr,
         mode: u32,
         umask: u32,
+        counted: &mut Counted<'_>,
     ) -> Result<(usize, FileInfo), Errno> {
         let (slot, dir) = self.dir_of(parent)?;
         let name = name.to_str().ok_or(Errno::EINVAL)?;
@@ -737,7 +833,7 @@ impl GroupFs {
         // hands the kernel the inode.
         let info = self.meta(slot, |g| {
             let info = g.create_in(dir, name, attrs, &CreateOptions::default())?;
-            self.looked_up(Ino::File {
+            counted.count(Ino::File {
                 slot,
                 number: info.number,
             });
@@ -779,47 +875,11 @@ impl Filesystem for GroupFs {
         let Some(name) = name.to_str() else {
             return reply.error(Errno::ENOENT);
         };
-        let found = match decode(parent.0) {
-            Some(Ino::Root) => self
-                .slots
-                .iter()
-                .position(|s| s.name.eq_ignore_ascii_case(name))
-                .ok_or(Errno::ENOENT)
-                .and_then(|slot| self.attr(Ino::Dir { slot, id: 0 })),
-            Some(Ino::Dir { slot, id }) => {
-                // The name, its file and the lookup counted in one step
-                // under `meta`: no unlink, and no reuse of the number, can
-                // come between.
-                let found = self.meta(slot, |g| {
-                    // A name the group refuses names nothing here.
-                    let node = g.child_node(id, name).ok().flatten();
-                    match node.as_ref().map(|n| (n.kind, n.file.as_ref())) {
-                        Some((AliasKind::Directory, _)) => self.looked_up(Ino::Dir {
-                            slot,
-                            id: node.as_ref().map_or(0, |n| n.id),
-                        }),
-                        Some((_, Some(f))) => self.looked_up(Ino::File {
-                            slot,
-                            number: f.number,
-                        }),
-                        _ => {}
-                    }
-                    Ok(node)
-                });
-                match found.and_then(|n| n.ok_or(Errno::ENOENT)) {
-                    Ok(node) => match (node.kind, &node.file) {
-                        (AliasKind::Directory, _) => Ok((self.node_attr(slot, &node), 0)),
-                        (_, Some(f)) => Ok((self.file_attr(slot, f), u64::from(f.incarnation))),
-                        // A lost file, or one being deleted.
-                        (_, None) => Err(Errno::ENOENT),
-                    },
-                    Err(e) => Err(e),
-                }
+        match self.entry_of(parent.0, name) {
+            Ok((attr, generation, counted)) => {
+                counted.replied();
+                reply.entry(&TTL, &attr, Generation(generation))
             }
-            _ => Err(Errno::ENOTDIR),
-        };
-        match found {
-            Ok((attr, generation)) => reply.entry(&TTL, &attr, Generation(generation)),
             Err(e) => reply.error(e),
         }
     }
@@ -938,8 +998,12 @@ impl Filesystem for GroupFs {
         if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
             return reply.error(Errno::EPERM);
         }
-        match self.new_file(req, parent, name, mode, umask) {
-            Ok((slot, info)) => self.entry(slot, &info, reply),
+        let mut counted = Counted::none(self);
+        match self.new_file(req, parent, name, mode, umask, &mut counted) {
+            Ok((slot, info)) => {
+                counted.replied();
+                self.entry(slot, &info, reply)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -953,6 +1017,7 @@ impl Filesystem for GroupFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        let mut counted = Counted::none(self);
         let made = self.dir_of(parent).and_then(|(slot, dir)| {
             let name = name.to_str().ok_or(Errno::EINVAL)?;
             let attrs = DirAttrs {
@@ -962,13 +1027,16 @@ impl Filesystem for GroupFs {
             };
             let node = self.meta(slot, |g| {
                 let node = g.mkdir_in(dir, name, attrs)?;
-                self.looked_up(Ino::Dir { slot, id: node.id });
+                counted.count(Ino::Dir { slot, id: node.id });
                 Ok(node)
             })?;
             Ok(self.node_attr(slot, &node))
         });
         match made {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Ok(attr) => {
+                counted.replied();
+                reply.entry(&TTL, &attr, Generation(0))
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -1062,8 +1130,10 @@ impl Filesystem for GroupFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match self.new_file(req, parent, name, mode, umask) {
+        let mut counted = Counted::none(self);
+        match self.new_file(req, parent, name, mode, umask, &mut counted) {
             Ok((slot, info)) => {
+                counted.replied();
                 let direct = flags & libc::O_DIRECT != 0;
                 reply.created(
                     &TTL,
@@ -1414,8 +1484,155 @@ impl Filesystem for GroupFs {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A normal-redundancy group `LIVE` on two simulated disks in two
+    /// failure groups, mounted live: the simulator (to lose disks) and the
+    /// group.
+    fn live_group() -> (
+        cairn_io_sim::SharedSim,
+        Vec<cairn_io::DeviceId>,
+        Arc<LiveGroup>,
+    ) {
+        use cairn_store::group::{
+            GroupSelector, GroupSpec, MissingDisks, NewDisk, Redundancy, SameDevices,
+        };
+        use cairn_store::labeling::{write_label, LabelSpec};
+        let mut sim = cairn_io_sim::SimEngine::new(7, 64);
+        let mut disks = Vec::new();
+        for i in 0..2u128 {
+            let device = sim.add_disk(cairn_io_sim::geometry(64 * MIB, 4096, 4096, 512 << 10));
+            write_label(
+                &mut sim,
+                device,
+                &LabelSpec {
+                    label: cairn_format::DiskLabel::parse(&format!("D{i}")).unwrap(),
+                    disk_uuid: uuid::Uuid::from_u128(0x1000 + i),
+                    now_unix_seconds: 1_763_700_000,
+                    generation: 1,
+                },
+            )
+            .unwrap();
+            disks.push(NewDisk {
+                device,
+                failgroup: Some(format!("FG{i}")),
+            });
+        }
+        let ids: Vec<_> = disks.iter().map(|d| d.device).collect();
+        cairn_store::group::create(
+            &mut sim,
+            &disks,
+            &GroupSpec {
+                name: "LIVE".into(),
+                redundancy: Redundancy::Normal,
+                au_bytes: MIB,
+                sector_bytes: None,
+                force: false,
+                now_unix_seconds: 1_763_700_000,
+                group_uuid: uuid::Uuid::from_u128(0x2000),
+            },
+        )
+        .unwrap()
+        .dismount()
+        .unwrap();
+        let shared = cairn_io_sim::SharedSim::new(sim);
+        let (g, _) = cairn_store::group::mount_owned(
+            Box::new(shared.handle()),
+            &ids,
+            &GroupSelector::Name("LIVE".into()),
+            MissingDisks::MarkOffline,
+        )
+        .unwrap();
+        let source = shared.clone();
+        let live = LiveGroup::new(
+            g,
+            Box::new(SameDevices(move |_depth| {
+                Box::new(source.handle()) as Box<dyn cairn_io::IoEngine>
+            })),
+        );
+        (shared, ids, Arc::new(live))
+    }
+
+    fn lookups(fs: &GroupFs, ino: Ino) -> u64 {
+        lock(&fs.known).get(&encode(ino)).map_or(0, |k| k.lookups)
+    }
+
+    /// Issue 34 item 13: the kernel gives back only the lookups it was
+    /// told of. A lookup whose step found the file (and counted it) but
+    /// whose commit then failed — the group stopped — is answered with an
+    /// error, so its count must not stay: before, it did, and a file
+    /// unlinked while known was never dropped.
+    #[test]
+    fn a_lookup_answered_with_an_error_leaves_no_count_behind() {
+        let (shared, ids, live) = live_group();
+        let info = live
+            .meta(|g| {
+                g.create_file(
+                    &cairn_store::names::GroupPath::parse("+LIVE/f").unwrap(),
+                    MIB,
+                    &CreateOptions::default(),
+                )
+            })
+            .unwrap()
+            .unwrap();
+        let fs = GroupFs::new(vec![Served {
+            name: "LIVE".into(),
+            group: live.clone(),
+        }])
+        .unwrap();
+        let dir = encode(Ino::Dir { slot: 0, id: 0 });
+        let file = Ino::File {
+            slot: 0,
+            number: info.number,
+        };
+
+        let (_, generation, counted) = fs.entry_of(dir, "f").unwrap();
+        assert_eq!(generation, u64::from(info.incarnation));
+        counted.replied();
+        assert_eq!(lookups(&fs, file), 1, "one entry reply, one lookup");
+        // Not replied (the reply was never made): given back.
+        drop(fs.entry_of(dir, "f").unwrap());
+        assert_eq!(
+            lookups(&fs, file),
+            1,
+            "an entry never replied is not counted"
+        );
+
+        // Every disk lost: the next change's commit fails and the group
+        // stops; a lookup's step still runs, its commit fails.
+        shared.with(|sim| {
+            for d in &ids {
+                sim.lose_disk(*d);
+            }
+        });
+        let change = live.meta(|g| {
+            g.create_file(
+                &cairn_store::names::GroupPath::parse("+LIVE/g").unwrap(),
+                MIB,
+                &CreateOptions::default(),
+            )
+        });
+        assert!(
+            !matches!(change, Ok(Ok(_))),
+            "a create with every disk lost must fail"
+        );
+        assert!(live.plane().stopped().is_some(), "the group stopped");
+        let refused = fs.entry_of(dir, "f").map(|(a, g, _)| (a.ino, g));
+        assert!(refused.is_err(), "the lookup fails: {refused:?}");
+        assert_eq!(
+            lookups(&fs, file),
+            1,
+            "a lookup answered with an error leaves no count the kernel would never give back"
+        );
+        // The kernel gives back the one it was told of: nothing is left.
+        fs.forgot(encode(file), 1);
+        assert_eq!(lookups(&fs, file), 0);
+        assert!(lock(&fs.known).is_empty());
+    }
 
     #[test]
     fn inodes_round_trip_and_do_not_collide() {
