@@ -2540,13 +2540,14 @@ impl Drop for VolumeGuard {
     }
 }
 
-/// Issue 34 item 19: a volume attached (not mounted), then a double
+/// Issue 34 item 19: two volumes attached (not mounted), then a double
 /// failure — every disk's file system shut down — stops the group while
-/// the volume is written. SIGTERM still stops the service: the volume's
-/// device is found and detached by what the kernel says of it, not through
-/// the stopped file system, and the mount goes.
+/// one is written. `volume list` still lists both, and `volume detach`
+/// lets go of one, by what the kernel says of their devices (the stopped
+/// group answers nothing about its files); SIGTERM still stops the
+/// service, detaching the other, and the mount goes.
 #[test]
-fn sigterm_detaches_an_unused_volume_of_a_group_a_double_failure_stopped() {
+fn volumes_of_a_group_a_double_failure_stopped_are_listed_detached_and_let_go_at_sigterm() {
     if !fuse_here() || !loop_here() {
         return;
     }
@@ -2564,25 +2565,31 @@ fn sigterm_detaches_an_unused_volume_of_a_group_a_double_failure_stopped() {
         &["--au-size", "1M"],
     );
     let mut serving = Serving::start(&rig, &[]);
-    rig.cairn(&["volume", "create", "+DATA/vol/v1", "--size", "64M"])
-        .ok();
-    let device = rig
-        .cairn(&["volume", "attach", "+DATA/vol/v1"])
-        .ok()
-        .stdout
-        .trim()
-        .to_string();
-    let _guard = VolumeGuard {
-        device: device.clone(),
-        mount: rig.path("unused"),
-        owner: rig.path(""),
-    };
+    let mut devices = Vec::new();
+    let mut guards = Vec::new();
+    for v in ["v1", "v2"] {
+        let name = format!("+DATA/vol/{v}");
+        rig.cairn(&["volume", "create", &name, "--size", "64M"])
+            .ok();
+        let device = rig
+            .cairn(&["volume", "attach", &name])
+            .ok()
+            .stdout
+            .trim()
+            .to_string();
+        guards.push(VolumeGuard {
+            device: device.clone(),
+            mount: rig.path(&format!("unused-{v}")),
+            owner: rig.path(""),
+        });
+        devices.push(device);
+    }
     fs.shut_down();
     // Written through the device: every copy's disk fails, the group stops.
     let dd = std::process::Command::new("dd")
         .args([
             "if=/dev/zero",
-            &format!("of={device}"),
+            &format!("of={}", devices[0]),
             "bs=1M",
             "count=16",
             "oflag=direct",
@@ -2590,6 +2597,43 @@ fn sigterm_detaches_an_unused_volume_of_a_group_a_double_failure_stopped() {
         .output()
         .unwrap();
     assert!(!dd.status.success(), "the write must fail: {dd:?}");
+    let bound = |device: &str| {
+        std::fs::read_to_string(format!(
+            "/sys/block/{}/loop/backing_file",
+            device.trim_start_matches("/dev/")
+        ))
+        .unwrap_or_default()
+        .contains(rig.dir.path().file_name().unwrap().to_str().unwrap())
+    };
+
+    // Listed as the kernel knows them, with a line saying why.
+    let listed = rig.cairn(&["volume", "list", "--json"]).ok();
+    assert!(
+        listed.stderr.contains("stopped"),
+        "says the group stopped: {}",
+        listed.stderr
+    );
+    let rows = listed.json();
+    let rows = rows.as_array().expect("a list");
+    for (v, device) in ["v1", "v2"].iter().zip(&devices) {
+        let row = rows
+            .iter()
+            .find(|r| r["name"] == format!("+DATA/vol/{v}"))
+            .unwrap_or_else(|| panic!("{v} listed: {rows:?}"));
+        assert_eq!(row["device"], device.as_str(), "{row}");
+        assert_eq!(row["state"], "ATTACHED", "{row}");
+        assert_eq!(row["size_bytes"], 64 * MIB, "{row}");
+    }
+    // Detached on the stopped group.
+    let out = rig.cairn(&["volume", "detach", "+DATA/vol/v1"]).ok();
+    assert!(!bound(&devices[0]), "{} still bound: {out:?}", devices[0]);
+    let rows = rig.cairn(&["volume", "list", "--json"]).ok().json();
+    assert!(
+        rows.as_array()
+            .is_some_and(|r| r.len() == 1 && r[0]["name"] == "+DATA/vol/v2"),
+        "{rows}"
+    );
+
     serving.signal(libc::SIGTERM);
     // Bounded: a deaf service fails the test (and is killed by the guard).
     let mut child = serving.child.take().unwrap();
@@ -2611,16 +2655,9 @@ fn sigterm_detaches_an_unused_volume_of_a_group_a_double_failure_stopped() {
     }
     eprintln!("serve exited {status} after SIGTERM:\n{log}");
     assert!(log.contains("volume detached for the stop"), "{log}");
-    let backing = format!(
-        "/sys/block/{}/loop/backing_file",
-        device.trim_start_matches("/dev/")
-    );
-    let still = std::fs::read_to_string(&backing).unwrap_or_default();
-    assert!(
-        !still.contains(rig.dir.path().file_name().unwrap().to_str().unwrap()),
-        "{device} still bound to {still}"
-    );
+    assert!(!bound(&devices[1]), "{} still bound", devices[1]);
     assert!(!mounted(&serving.mountpoint), "the mount is gone");
+    drop(guards);
 }
 
 #[test]

@@ -224,6 +224,12 @@ pub trait Volumes: Sync {
         at: &std::path::Path,
     ) -> Result<Detached, CommandError>;
 
+    /// The loop devices the kernel says are bound to files under `dir`
+    /// (a group's directory in the mount), without asking the file system:
+    /// what a stopped group's volumes are attached as. Each: the device,
+    /// the file it is bound to, its size in bytes.
+    fn attached_under(&self, dir: &std::path::Path) -> Vec<(PathBuf, PathBuf, u64)>;
+
     /// The file served at `at` grew: its device follows.
     fn refresh(&self, device: &std::path::Path, at: &std::path::Path) -> Result<(), CommandError>;
 

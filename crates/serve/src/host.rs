@@ -693,9 +693,7 @@ impl Volumes for ServedHost {
     }
 
     fn detach(&self, device: &Path, at: &Path) -> Result<Detached, CommandError> {
-        let identity = crate::volume::identity(at)
-            .map_err(|e| CommandError::failed(format!("{}: {e}", at.display())))?;
-        let done = crate::volume::detach(device, identity).map_err(|e| {
+        let done = crate::volume::detach(device, at).map_err(|e| {
             CommandError::failed(format!("cannot detach {}: {e}", device.display()))
         })?;
         Ok(match done {
@@ -706,6 +704,16 @@ impl Volumes for ServedHost {
             crate::volume::Detached::Deferred => Detached::Deferred,
             crate::volume::Detached::InUse(why) => Detached::InUse(why),
         })
+    }
+
+    fn attached_under(&self, dir: &Path) -> Vec<(PathBuf, PathBuf, u64)> {
+        crate::volume::exported(dir)
+            .into_iter()
+            .map(|(name, backing)| {
+                let bytes = crate::volume::capacity_bytes(&name);
+                (PathBuf::from(format!("/dev/{name}")), backing, bytes)
+            })
+            .collect()
     }
 
     fn refresh(&self, device: &Path, at: &Path) -> Result<(), CommandError> {

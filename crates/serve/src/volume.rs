@@ -147,9 +147,13 @@ fn bound_to(dev: &File) -> Option<(u64, u64)> {
 
 /// The loop device bound to `file`, if one is: matched by what the file
 /// is (device and inode), not by its name — an alias, or another spelling
-/// of the name, is the same file.
+/// of the name, is the same file. A file that cannot be asked what it is
+/// (its group stopped: the file system answers nothing for it) is matched
+/// by the path the kernel says the device is bound to.
 pub fn attached_to(file: &Path) -> Option<PathBuf> {
-    let want = identity(file).ok()?;
+    let Ok(want) = identity(file) else {
+        return bound_at(file).map(|name| PathBuf::from(format!("/dev/{name}")));
+    };
     let entries = std::fs::read_dir("/sys/block").ok()?;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -233,8 +237,18 @@ pub enum Detached {
 /// Detach a loop device if nobody uses it ([`in_use`]) and it is still
 /// bound to the file `identity` names (between a look and now, it may have
 /// been let go of and taken by someone else).
-pub fn detach(device: &Path, identity: (u64, u64)) -> io::Result<Detached> {
-    detach_if(device, &|dev| bound_to(dev) == Some(identity))
+pub fn detach(device: &Path, file: &Path) -> io::Result<Detached> {
+    match identity(file) {
+        Ok(identity) => detach_if(device, &|dev| bound_to(dev) == Some(identity)),
+        // A stopped group's file: by the path the kernel reports.
+        Err(_) => {
+            let name = device
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            detach_if(device, &|_| bound_at(file).as_deref() == Some(&*name))
+        }
+    }
 }
 
 /// Detach a loop device if nobody uses it and `still_ours` holds on it,
@@ -326,6 +340,23 @@ pub fn record(run_dir: &Path, name: &str, attached: bool) -> io::Result<()> {
 }
 
 const RECORD: &str = "volumes.json";
+
+/// A block device's size in bytes, as /sys/block says (0 if it cannot).
+pub fn capacity_bytes(name: &str) -> u64 {
+    std::fs::read_to_string(Path::new("/sys/block").join(name).join("size"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(0, |sectors| sectors * 512)
+}
+
+/// The loop device (its name in /sys/block) the kernel says is bound to
+/// the path `file`, without asking the file system anything.
+fn bound_at(file: &Path) -> Option<String> {
+    exported(file)
+        .into_iter()
+        .find(|(_, backing)| backing == file)
+        .map(|(name, _)| name)
+}
 
 /// Loop devices whose backing file is under `mountpoint` (a service's
 /// mount), as the kernel lists them: (the device's name in /sys/block,

@@ -62,12 +62,15 @@ impl Exec<'_> {
                 info.template
             )));
         }
-        let at = g
-            .mount
+        Ok((info, Self::served_at(g, path)?))
+    }
+
+    /// Where the mount serves `path`.
+    fn served_at(g: &Opened, path: &GroupPath) -> Result<std::path::PathBuf, CommandError> {
+        g.mount
             .as_ref()
             .map(|m| m.served_path(path))
-            .ok_or_else(|| CommandError::failed(format!("group {} is not served", g.name)))?;
-        Ok((info, at))
+            .ok_or_else(|| CommandError::failed(format!("group {} is not served", g.name)))
     }
 
     pub(super) fn volume_create(
@@ -161,7 +164,14 @@ impl Exec<'_> {
         let volumes = service.volumes();
         let _one = volumes.one_at_a_time();
         self.with_group(path.group.as_str(), Access::Change, events, |g, _| {
-            let (_, at) = self.volume_of(g, &path)?;
+            // A group an I/O failure stopped answers nothing about its
+            // files, but the kernel still says which device is bound to
+            // the path (and only volumes are attached): detached by that,
+            // so that its disks can be let go of and the group mounted again.
+            let at = match g.live.plane().stopped() {
+                Some(_) => Self::served_at(g, &path)?,
+                None => self.volume_of(g, &path)?.1,
+            };
             let Some(device) = volumes.attached_to(&at) else {
                 return Err(CommandError::failed(format!(
                     "volume {name} is not attached"
@@ -257,7 +267,11 @@ impl Exec<'_> {
         for name in held.iter().filter(|g| {
             group.is_none_or(|want| want.trim_start_matches('+').eq_ignore_ascii_case(g))
         }) {
-            self.with_group(name, Access::Look, events, |g, _| {
+            self.with_group(name, Access::Look, events, |g, events| {
+                if let Some(why) = g.live.plane().stopped() {
+                    rows.extend(self.stopped_volumes(g, volumes, &why, events)?);
+                    return Ok(());
+                }
                 let files = g.live.meta(|m| {
                     m.file_numbers()
                         .into_iter()
@@ -291,5 +305,43 @@ impl Exec<'_> {
         }
         rows.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Reply::Volumes(rows))
+    }
+
+    /// The volumes of a group an I/O failure stopped, as the kernel knows
+    /// them: the devices bound to its files (their redundancy cannot be
+    /// asked; a volume not attached is not seen), and a warning saying so.
+    fn stopped_volumes(
+        &self,
+        g: &Opened,
+        volumes: &dyn crate::host::Volumes,
+        why: &str,
+        events: &mut dyn Events,
+    ) -> Result<Vec<VolumeRow>, CommandError> {
+        let root = Self::served_at(
+            g,
+            &GroupPath {
+                group: cairn_store::names::GroupName::parse(&g.name)
+                    .map_err(|e| CommandError::failed(format!("group {}: {e}", g.name)))?,
+                components: Vec::new(),
+            },
+        )?;
+        events.send(crate::event::Event::Note(format!(
+            "cairn: warning: group {} is stopped ({why}): only its attached volumes are listed, as the kernel knows them; `cairn volume detach` lets go of them",
+            g.name
+        )));
+        Ok(volumes
+            .attached_under(&root)
+            .into_iter()
+            .map(|(device, backing, size_bytes)| {
+                let within = backing.strip_prefix(&root).unwrap_or(&backing);
+                VolumeRow {
+                    name: format!("+{}/{}", g.name, within.display()),
+                    size_bytes,
+                    redundancy: "UNKNOWN".into(),
+                    device: Some(device.display().to_string()),
+                    state: "ATTACHED".into(),
+                }
+            })
+            .collect())
     }
 }
