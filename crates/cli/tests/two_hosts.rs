@@ -419,6 +419,184 @@ fn scrub_does_not_guess(host: Host) {
     h.stop();
 }
 
+two_hosts!(
+    the_disk_life_cycle_answers_alike_through_either_door,
+    life_cycle
+);
+
+/// Part 1: the disk life cycle's commands — their refusals word for word,
+/// and what they do. Each refusal is one line, exit 1 or 2 (a request
+/// that is malformed), and changes nothing; then a disk is taken offline
+/// on request and brought back, attributes set, a disk added and one
+/// dropped in one rebalance, an OFFLINE disk replaced; the two new disks
+/// (failure group B) alone then serve every file, and check and scrub find
+/// the group clean.
+fn life_cycle(host: Host) {
+    let Some(mut h) = Hosts::new(host) else {
+        return;
+    };
+    h.create();
+    let a = random_file(&h.rig.path("a.bin"), 5 * MIB + 4096, 21);
+    let b = random_file(&h.rig.path("b.bin"), 3 * MIB, 22);
+    let new: Vec<String> = (4..6)
+        .map(|i| {
+            let p = sparse(&h.rig.path(&format!("d{i}.img")), 128 * MIB);
+            h.rig
+                .cairn(&["disk", "label", &format!("D{i}"), p.to_str().unwrap()])
+                .ok();
+            p.display().to_string()
+        })
+        .collect();
+    let d0 = h.rig.path("d0.img").display().to_string();
+    h.start();
+    h.put(&a, "a.dbf");
+    let before = h.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+
+    let add_d4 = format!("{}=B", new[0]);
+    let refusals: [(&[&str], &str); 14] = [
+        (&["group", "offline", "DATA", "D0", "D2"], "no copy to read"),
+        (&["group", "offline", "DATA", "NOPE"], "has no disk NOPE"),
+        (&["group", "offline", "DATA", "D1", "D1"], "named twice"),
+        (&["group", "online", "DATA", "D1"], "not OFFLINE"),
+        (
+            &["group", "alter", "DATA", "--drop", "D2", "--drop", "D3"],
+            "failure group",
+        ),
+        (
+            &["group", "alter", "DATA", "--drop", "NOPE"],
+            "has no disk NOPE",
+        ),
+        (&["group", "alter", "DATA", "--add", &d0], "already a disk"),
+        (&["group", "alter", "DATA"], "--add"),
+        (
+            &["group", "alter", "DATA", "--drop", "D1", "--drop", "D1"],
+            "named twice",
+        ),
+        (
+            &["group", "drop-disk", "DATA", "D2", "--force"],
+            "only an OFFLINE disk",
+        ),
+        (
+            &["group", "replace", "DATA", "D2", "--with", &new[0]],
+            "only an OFFLINE disk",
+        ),
+        (&["group", "undrop", "DATA"], "no drop pending"),
+        (
+            &["group", "set", "DATA", "colour=red"],
+            "the keys are: disk_repair_time",
+        ),
+        (&["group", "get", "DATA", "nope"], "no attribute"),
+    ];
+    // Refused where the command line is parsed into a typed request, by
+    // the CLI whichever the host: never sent.
+    let parsed: [(&[&str], &str); 2] = [
+        (
+            &["group", "offline", "DATA", "D1", "--drop-after", "7x"],
+            "unknown unit",
+        ),
+        (&["group", "reclaim", "DATA", "--rate", "1e99"], "--rate"),
+    ];
+    let mut wrong = Vec::new();
+    let sent = refusals.iter().map(|r| (r, true));
+    for ((args, needle), through) in sent.chain(parsed.iter().map(|r| (r, false))) {
+        // Through the service when one runs (its log names each it was
+        // sent).
+        let run = if through {
+            h.cairn(args)
+        } else {
+            h.rig.cairn(args)
+        };
+        if run.code != 1
+            || run.stderr.trim().lines().count() != 1
+            || !run.stderr.starts_with("cairn: error: ")
+            || !run.stderr.contains(needle)
+        {
+            wrong.push(format!("{args:?} (want {needle:?}): {run:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "refusals:\n{}", wrong.join("\n"));
+    assert_eq!(
+        h.cairn(&["group", "disks", "DATA", "--json"]).ok().json(),
+        before,
+        "the refusals changed nothing"
+    );
+
+    // Offline on request, with its own repair time; written meanwhile;
+    // brought back.
+    let off = h
+        .cairn(&["group", "offline", "DATA", "D1", "--drop-after", "90m"])
+        .ok();
+    assert!(off.stdout.contains("is OFFLINE (on request)"), "{off:?}");
+    let rows = h.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    let d1 = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == "D1")
+        .unwrap();
+    assert_eq!(d1["state"], "OFFLINE", "{d1}");
+    assert!(
+        d1["repair_seconds_left"].as_u64().unwrap() <= 90 * 60,
+        "{d1}"
+    );
+    h.cairn(&["group", "offline", "DATA", "D1"])
+        .refused("already OFFLINE");
+    h.put(&b, "b.dbf");
+    h.cairn(&["group", "online", "DATA", "D1", "--wait"]).ok();
+    assert_eq!(h.state("D1"), "ONLINE");
+
+    // Attributes. A sub-second repair time is kept, not rounded to 0.
+    h.cairn(&["group", "set", "DATA", "disk_repair_time=0.5s"])
+        .ok();
+    let got = h.cairn(&["group", "get", "DATA", "disk_repair_time"]).ok();
+    assert_eq!(got.stdout.trim(), "disk_repair_time = 0.5s");
+    h.cairn(&[
+        "group",
+        "set",
+        "DATA",
+        "disk_repair_time=30m",
+        "rebalance_compact=false",
+    ])
+    .ok();
+    let got = h.cairn(&["group", "get", "DATA", "disk_repair_time"]).ok();
+    assert_eq!(got.stdout.trim(), "disk_repair_time = 30m");
+
+    // D4 joins B as D2 leaves it: one rebalance.
+    h.cairn(&[
+        "group", "alter", "DATA", "--add", &add_d4, "--drop", "D2", "--wait",
+    ])
+    .ok();
+    assert_eq!(h.state("D2"), "GONE");
+    assert_eq!(h.state("D4"), "ONLINE");
+    h.cairn(&["group", "undrop", "DATA"])
+        .refused("no drop pending");
+
+    // D3 taken offline and replaced by D5, filled from the mirrors.
+    h.cairn(&["group", "offline", "DATA", "D3"]).ok();
+    h.cairn(&[
+        "group", "replace", "DATA", "D3", "--with", &new[1], "--wait",
+    ])
+    .ok();
+    assert_eq!(h.state("D3"), "GONE");
+    assert_eq!(h.state("D5"), "ONLINE");
+
+    // The two new disks alone serve every file.
+    h.cairn(&["group", "offline", "DATA", "D0", "D1"]).ok();
+    h.reads_back("a.dbf", &a);
+    h.reads_back("b.dbf", &b);
+    h.cairn(&["group", "online", "DATA", "D0", "D1", "--wait"])
+        .ok();
+    let check = h.cairn(&["group", "check", "DATA"]);
+    assert_eq!(check.code, 0, "{check:?}");
+    h.cairn(&["group", "scrub", "DATA", "--wait"]).ok();
+    let space = h.cairn(&["group", "space", "DATA", "--json"]).ok().json();
+    let listed = space.to_string();
+    for label in ["D0", "D1", "D4", "D5"] {
+        assert!(listed.contains(&format!("\"{label}\"")), "{label}: {space}");
+    }
+    h.stop();
+}
+
 /// Where `block` (4 KiB) lies on the disks `d0.img`..`d3.img`: (disk
 /// number, byte offset), each 4 KiB-aligned place that holds it.
 fn find_block(rig: &Rig, block: &[u8]) -> Vec<(u64, u64)> {
