@@ -20,6 +20,17 @@ pub trait Scheduler: Send + Sync {
     /// The calling thread cannot go on until another thread acts (it waits
     /// for a lock or a latch another holds): switch to another.
     fn blocked(&self);
+    /// As [`Scheduler::blocked`], with a way to tell, without running the
+    /// caller, whether it may go on: `may_go_on` is true once what it waits
+    /// for may have come (a lock free again). A scheduler may skip handing
+    /// the caller the baton while it says no — each hand-over is a context
+    /// switch, and most of a waiter's turns found the lock still held. It
+    /// is called from another thread, while the caller is switched out
+    /// here, and must not block.
+    fn blocked_until(&self, may_go_on: &(dyn Fn() -> bool + Sync)) {
+        let _ = may_go_on;
+        self.blocked();
+    }
     /// The calling thread, which called [`Scheduler::blocked`], got what it
     /// waited for and goes on (from here it may let go of what others wait
     /// for).
@@ -63,6 +74,19 @@ pub fn blocked() -> bool {
     }
 }
 
+/// [`blocked`], with `may_go_on` to tell the scheduler, without running
+/// the caller, whether what it waits for may have come
+/// ([`Scheduler::blocked_until`]).
+pub fn blocked_until(may_go_on: &(dyn Fn() -> bool + Sync)) -> bool {
+    match current() {
+        Some(s) => {
+            s.blocked_until(may_go_on);
+            true
+        }
+        None => false,
+    }
+}
+
 /// The caller, which waited through [`blocked`], goes on: under a
 /// scheduler, say so (nothing otherwise). Every wait loop that calls
 /// [`blocked`] calls this once it leaves.
@@ -75,7 +99,9 @@ pub fn resumed() {
 /// Lock `mutex`; under a scheduler, yield while another thread holds it
 /// instead of blocking (the holder cannot run while we block). A poisoned
 /// lock is returned as the `Err` of [`Mutex::lock`] would.
-pub fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, PoisonError<MutexGuard<'_, T>>> {
+pub fn lock<T: Send>(
+    mutex: &Mutex<T>,
+) -> Result<MutexGuard<'_, T>, PoisonError<MutexGuard<'_, T>>> {
     let Some(s) = current() else {
         return mutex.lock();
     };
@@ -85,7 +111,8 @@ pub fn lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, PoisonError<MutexG
             Ok(guard) => Ok(guard),
             Err(TryLockError::Poisoned(p)) => Err(p),
             Err(TryLockError::WouldBlock) => {
-                s.blocked();
+                // Free again (or poisoned, which the caller must hear).
+                s.blocked_until(&|| !matches!(mutex.try_lock(), Err(TryLockError::WouldBlock)));
                 waited = true;
                 continue;
             }

@@ -217,13 +217,18 @@ impl Gate {
     }
 
     /// Wait until `ready` holds; return with the state locked.
-    fn wait_until(&self, ready: impl Fn(&GateState) -> bool) -> MutexGuard<'_, GateState> {
+    fn wait_until(&self, ready: impl Fn(&GateState) -> bool + Sync) -> MutexGuard<'_, GateState> {
         let mut st = self.state();
         let mut waited = false;
         while !ready(&st) {
             if cairn_io::sched::scheduled() {
                 drop(st);
-                cairn_io::sched::blocked();
+                // The scheduler may look whether `ready` holds without
+                // running us (the state held elsewhere: it may).
+                cairn_io::sched::blocked_until(&|| match self.state.try_lock() {
+                    Ok(st) => ready(&st),
+                    Err(_) => true,
+                });
                 waited = true;
                 st = self.state();
             } else {
