@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
 use cairn_io::DeviceId;
 use cairn_io_sim::SharedSim;
@@ -1118,4 +1119,125 @@ fn a_resync_that_cannot_finish_says_which_disk_and_why() {
     let mut back = vec![0u8; want.len()];
     h.read(number, 0, &mut back).unwrap();
     assert!(back == want);
+}
+
+/// A read the hook holds: the next data read of at least 512 KiB (a
+/// scrub's chunk; metadata reads are smaller) waits until released.
+#[derive(Default)]
+struct HeldRead {
+    state: std::sync::Mutex<(bool, bool, bool)>, // (armed, holding, released)
+    changed: std::sync::Condvar,
+}
+
+impl HeldRead {
+    fn see(&self, r: &cairn_io::Request) {
+        let big = matches!(&r.op, cairn_io::Op::Read { buf, .. } if buf.len() >= 512 << 10);
+        let mut s = self.state.lock().unwrap();
+        if !big || !s.0 || s.2 {
+            return;
+        }
+        s.0 = false;
+        s.1 = true;
+        self.changed.notify_all();
+        // Bounded: a test that fails must not hang.
+        let (s, _) = self
+            .changed
+            .wait_timeout_while(s, Duration::from_secs(120), |s| !s.2)
+            .unwrap();
+        drop(s);
+    }
+
+    fn wait_holding(&self) -> bool {
+        let s = self.state.lock().unwrap();
+        let (s, _) = self
+            .changed
+            .wait_timeout_while(s, Duration::from_secs(60), |s| !s.1)
+            .unwrap();
+        s.1
+    }
+
+    fn release(&self) {
+        self.state.lock().unwrap().2 = true;
+        self.changed.notify_all();
+    }
+}
+
+/// Issue 34 item 10 ("nothing waits for data I/O while holding `meta`"):
+/// a live scrub reads the copies without the metadata lock. Its read of a
+/// disk that does not answer is held; meanwhile a metadata operation (a
+/// listing) completes. Before, the scrub read under `meta`, and every
+/// metadata operation of the service waited for the slowest disk.
+#[test]
+fn a_live_scrub_reads_without_holding_the_metadata_lock() {
+    use cairn_store::group::scrub::ScrubRepair;
+    use cairn_store::group::{self, GroupSelector, MissingDisks, SameDevices};
+    let (shared, ids, live) = live_group(12);
+    let number = live
+        .meta(|g| g.create_file(&path("f"), 4 * MIB, &CreateOptions::default()))
+        .unwrap()
+        .unwrap()
+        .number;
+    {
+        let mut h = live.handle(64).unwrap();
+        h.write(number, 0, &block(7, 4 * MIB as usize)).unwrap();
+        h.sync_all().unwrap();
+    }
+    live.dismount().unwrap();
+    let held = Arc::new(HeldRead::default());
+    let hook = |held: &Arc<HeldRead>| {
+        let held = held.clone();
+        move |r: &cairn_io::Request| held.see(r)
+    };
+    let (g, _) = group::mount_owned(
+        Box::new(common::Hooked {
+            inner: shared.handle(),
+            hook: hook(&held),
+            done: common::untouched,
+        }),
+        &ids,
+        &GroupSelector::Name("LIVE".into()),
+        MissingDisks::MarkOffline,
+    )
+    .unwrap();
+    let (source, h2) = (shared.clone(), held.clone());
+    let live = LiveGroup::new(
+        g,
+        Box::new(SameDevices(move |_depth| {
+            Box::new(common::Hooked {
+                inner: source.handle(),
+                hook: hook(&h2),
+                done: common::untouched,
+            }) as Box<dyn cairn_io::IoEngine>
+        })),
+    );
+    held.state.lock().unwrap().0 = true;
+    let scrub = {
+        let live = live.clone();
+        std::thread::spawn(move || live.scrub(4, ScrubRepair::new(false, None), &mut |_| {}))
+    };
+    assert!(held.wait_holding(), "the scrub read a data chunk");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let lister = {
+        let live = live.clone();
+        std::thread::spawn(move || {
+            let listed =
+                live.meta(|g| g.list(&GroupPath::parse("+LIVE").unwrap()).map(|l| l.len()));
+            let _ = tx.send(listed.is_ok());
+        })
+    };
+    // A bound on a failure, not a synchronisation: the listing's answer is.
+    let answered = rx.recv_timeout(Duration::from_secs(60));
+    held.release();
+    let report = scrub.join().unwrap().unwrap();
+    lister.join().unwrap();
+    assert_eq!(
+        answered,
+        Ok(true),
+        "a listing answered while the scrub's read was held"
+    );
+    assert!(report.clean(), "{:?}", report.problems);
+    assert!(
+        report.extents_read > 0 && report.bytes_read >= 8 * MIB,
+        "{report:?}"
+    );
 }

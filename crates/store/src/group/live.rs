@@ -37,6 +37,12 @@ pub type HandleEngine = (Box<dyn IoEngine>, BTreeMap<u16, DeviceId>);
 /// Requests in flight on the engine that reads a returning disk's label and
 /// superblocks (a few small reads, one at a time).
 const PROBE_DEPTH: usize = 4;
+/// Requests in flight on a live scrub's engine: every copy of its
+/// `power` chunks (at most [`super::scrub::SCRUB_INFLIGHT_MAX`]) at once.
+const SCRUB_DEPTH: usize = super::scrub::SCRUB_INFLIGHT_MAX * 4;
+/// How many times in a row a scrub reads a part again because the disks
+/// changed between its reads and its judgement.
+const SCRUB_READ_AGAIN_MAX: u32 = 8;
 
 pub trait EngineSource: Send + Sync {
     /// A new engine of at least `depth` requests with the group's member
@@ -1048,9 +1054,15 @@ impl LiveGroup {
         let (mut report, extents, total) =
             self.inner.operation(|g| g.scrub_start(power, how))??;
         // At most `power` chunks of 1 MiB (every copy of each) read at
-        // once, as a scrub of a group one command holds: `meta` is held
-        // for one such read, the extent's latch for the whole extent.
+        // once, as a scrub of a group one command holds. The extent's
+        // latch is held for the whole extent (no write or move of it comes
+        // between); `meta` only to say what to read and to judge what was:
+        // the reads are made without it, on an engine of the scrub's own
+        // under the group's I/O timeout (made again when the disks it
+        // reads are no longer those it was made for), so a slow or hung
+        // disk holds no other operation.
         let power = power.min(super::scrub::SCRUB_INFLIGHT_MAX);
+        let mut engine: Option<(HandleEngine, BTreeMap<u16, DeviceId>)> = None;
         let mut done = 0;
         progress(super::resync::Progress {
             done,
@@ -1068,11 +1080,50 @@ impl LiveGroup {
                 .plane
                 .latch(vec![((e.file, e.incarnation, e.index), true)]);
             let mut from = 0;
+            // A part whose disks changed between its reads and its
+            // judgement is read again, a bounded number of times.
+            let mut again = 0;
             loop {
-                let next =
-                    self.inner
-                        .meta()?
-                        .scrub_extent_part(e, from, power, how, &mut report)?;
+                let planned = {
+                    let g = self.inner.meta()?;
+                    g.scrub_part(e, from, power)
+                        .map(|(chunks, next)| (chunks, next, g.member_devices()))
+                };
+                let Some((chunks, next, members)) = planned else {
+                    break;
+                };
+                let reads = Group::scrub_part_reads(&chunks);
+                let stale = engine.as_ref().is_none_or(|(_, made_for)| {
+                    reads
+                        .iter()
+                        .any(|(_, d, _, _)| made_for.get(d) != members.get(d))
+                });
+                if stale {
+                    engine = Some((self.side_engine(&members, SCRUB_DEPTH)?, members));
+                }
+                let Some(((side, ids), _)) = engine.as_mut() else {
+                    break;
+                };
+                let read =
+                    super::scrub::read_copies(side.as_mut(), reads, |d| ids.get(&d).copied())?;
+                let judged = self.inner.meta()?.scrub_part_judge(
+                    e,
+                    from,
+                    &chunks,
+                    read,
+                    how,
+                    &mut report,
+                )?;
+                if !judged {
+                    again += 1;
+                    if again > SCRUB_READ_AGAIN_MAX {
+                        return Err(GroupError::Interrupted(format!(
+                            "the group's disks changed under the scrub {SCRUB_READ_AGAIN_MAX} times in a row; run it again"
+                        )));
+                    }
+                    continue;
+                }
+                again = 0;
                 match next {
                     Some(n) => from = n,
                     None => break,

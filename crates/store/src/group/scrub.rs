@@ -209,7 +209,8 @@ pub(super) struct ScrubExtent {
 }
 
 /// One chunk of one extent: every readable, current copy is read.
-struct Chunk {
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Chunk {
     file: u32,
     extent: u64,
     /// Offset in the extent's AU run.
@@ -328,18 +329,18 @@ impl Group<'_> {
     }
 
     /// A live group's scrub step, under extent `e`'s exclusive latch and
-    /// `meta`: if it is still the same file's and written, read, compare
-    /// and (`repair`) rewrite at most `max_chunks` of its chunks from chunk
-    /// `from` on. The chunk to go on from, or `None` when the extent is
-    /// done (or gone).
-    pub(super) fn scrub_extent_part(
-        &mut self,
+    /// `meta`: if it is still the same file's and written, at most
+    /// `max_chunks` of its chunks from chunk `from` on, with the chunk to
+    /// go on from (`None`: the part is the extent's last). `None` when the
+    /// extent is done, or gone. The copies are read without `meta`
+    /// ([`Group::scrub_part_reads`]), then judged with it
+    /// ([`Group::scrub_part_judge`]).
+    pub(super) fn scrub_part(
+        &self,
         e: &ScrubExtent,
         from: usize,
         max_chunks: usize,
-        how: ScrubRepair,
-        report: &mut ScrubReport,
-    ) -> Result<Option<usize>, GroupError> {
+    ) -> Option<(Vec<Chunk>, Option<usize>)> {
         let same = self.files.get(&e.file).is_some_and(|r| {
             r.entry.incarnation == e.incarnation
                 && r.extents
@@ -347,17 +348,56 @@ impl Group<'_> {
                     .is_some_and(|x| x.initialized)
         });
         if !same {
-            return Ok(None);
+            return None;
         }
-        let chunks = self.extent_chunks(e.file, e.index);
+        let mut chunks = self.extent_chunks(e.file, e.index);
+        let to = chunks.len().min(from + max_chunks.max(1));
+        if from >= to {
+            return None;
+        }
+        let next = (to < chunks.len()).then_some(to);
+        chunks.truncate(to);
+        chunks.drain(..from);
+        Some((chunks, next))
+    }
+
+    /// The reads of a part: (chunk, copy) → (disk, byte offset, length),
+    /// for whoever reads them — the metadata plane's engine for a group
+    /// one command holds, an engine of the live group's own outside
+    /// `meta`.
+    pub(super) fn scrub_part_reads(batch: &[Chunk]) -> Vec<((usize, usize), u16, u64, usize)> {
+        let mut reads = Vec::new();
+        for (k, c) in batch.iter().enumerate() {
+            for (i, (_, disk, offset)) in c.copies.iter().enumerate() {
+                reads.push(((k, i), *disk, *offset, c.len as usize));
+            }
+        }
+        reads
+    }
+
+    /// A live group's scrub step after the reads, under `meta` again (and
+    /// the extent's latch, held throughout: no write or move of the extent
+    /// came between): judge what was read and (`repair`) rewrite. `false`
+    /// if the part is no longer what was read (a disk left or came back
+    /// meanwhile): nothing is judged, and the part is read again.
+    pub(super) fn scrub_part_judge(
+        &mut self,
+        e: &ScrubExtent,
+        from: usize,
+        batch: &[Chunk],
+        read: CopiesRead,
+        how: ScrubRepair,
+        report: &mut ScrubReport,
+    ) -> Result<bool, GroupError> {
+        match self.scrub_part(e, from, batch.len()) {
+            Some((now, _)) if now == batch => {}
+            _ => return Ok(false),
+        }
         if from == 0 {
             report.extents_read += 1;
         }
-        let to = chunks.len().min(from + max_chunks.max(1));
-        if from < to {
-            self.scrub_batch(&chunks[from..to], how, report)?;
-        }
-        Ok((to < chunks.len()).then_some(to))
+        self.scrub_judge(batch, read, how, report)?;
+        Ok(true)
     }
 
     /// A scrub's last step: what it rewrote made durable.
@@ -521,56 +561,31 @@ impl Group<'_> {
         out
     }
 
-    /// Read a batch of chunks (every copy at once), compare each copy with
-    /// the reference, report, and with `repair` rewrite what differs.
+    /// Read a batch of chunks (every copy at once) on the metadata plane's
+    /// engine, then judge it: for a group one command holds.
     fn scrub_batch(
         &mut self,
         batch: &[Chunk],
         how: ScrubRepair,
         report: &mut ScrubReport,
     ) -> Result<(), GroupError> {
-        let mut requests = Vec::new();
-        for (k, c) in batch.iter().enumerate() {
-            for (i, (_, disk, offset)) in c.copies.iter().enumerate() {
-                let Some(device) = self.member(*disk).and_then(Member::online) else {
-                    continue;
-                };
-                requests.push(Request {
-                    device,
-                    tag: ((k as u64) << 8) | i as u64,
-                    op: Op::Read {
-                        offset_bytes: *offset,
-                        buf: AlignedBuf::zeroed(c.len as usize),
-                    },
-                });
-            }
-        }
-        let done = self
-            .engine
-            .execute_all(requests)
-            .map_err(io_err("(engine)"))?;
-        let mut read: BTreeMap<(usize, usize), Result<AlignedBuf, String>> = BTreeMap::new();
-        // Disks whose read failed as a disk fails (it came back short): out
-        // of service, never rewritten.
-        let mut dead: BTreeSet<u16> = BTreeSet::new();
-        for c in done {
-            let key = ((c.tag >> 8) as usize, (c.tag & 0xFF) as usize);
-            let data = match (c.result, c.buf) {
-                (Ok(_), Some(buf)) => Ok(buf),
-                (Err(e), _) => {
-                    if super::disk_io::read_fails_the_disk(&e) {
-                        if let Some((_, disk, _)) =
-                            batch.get(key.0).and_then(|b| b.copies.get(key.1))
-                        {
-                            dead.insert(*disk);
-                        }
-                    }
-                    Err(e.to_string())
-                }
-                (Ok(_), None) => Err("no data returned".into()),
-            };
-            read.insert(key, data);
-        }
+        let devices = self.member_devices();
+        let read = read_copies(&mut *self.engine, Self::scrub_part_reads(batch), |disk| {
+            devices.get(&disk).copied()
+        })?;
+        self.scrub_judge(batch, read, how, report)
+    }
+
+    /// Compare each copy of a batch that was read with the reference,
+    /// report, and with `repair` rewrite what differs.
+    fn scrub_judge(
+        &mut self,
+        batch: &[Chunk],
+        read: CopiesRead,
+        how: ScrubRepair,
+        report: &mut ScrubReport,
+    ) -> Result<(), GroupError> {
+        let CopiesRead { data: read, dead } = read;
         // Findings, each with the rewrite that repairs it (disk, offset,
         // bytes), made once all are known: a rewrite whose disk fails is
         // reported as not repaired.
@@ -724,6 +739,62 @@ impl Group<'_> {
         }
         Ok(())
     }
+}
+
+/// What a scrub part's reads returned: by (chunk, copy), the bytes or
+/// what went wrong (a copy not read — its disk has no device — is
+/// absent); and the disks whose read failed as a failing disk's does
+/// (it came back short): out of service, never rewritten.
+pub(super) struct CopiesRead {
+    data: BTreeMap<(usize, usize), Result<AlignedBuf, String>>,
+    dead: BTreeSet<u16>,
+}
+
+/// Read `reads` ((chunk, copy), disk, offset, length) on `engine`, each
+/// disk on the device `device_of` gives it (one it has none for is not
+/// read), all at once.
+pub(super) fn read_copies(
+    engine: &mut dyn IoEngine,
+    reads: Vec<((usize, usize), u16, u64, usize)>,
+    device_of: impl Fn(u16) -> Option<DeviceId>,
+) -> Result<CopiesRead, GroupError> {
+    let mut requests = Vec::new();
+    let mut disk_of = BTreeMap::new();
+    for ((k, i), disk, offset, len) in reads {
+        let Some(device) = device_of(disk) else {
+            continue;
+        };
+        let tag = ((k as u64) << 8) | i as u64;
+        disk_of.insert(tag, disk);
+        requests.push(Request {
+            device,
+            tag,
+            op: Op::Read {
+                offset_bytes: offset,
+                buf: AlignedBuf::zeroed(len),
+            },
+        });
+    }
+    let done = engine.execute_all(requests).map_err(io_err("(engine)"))?;
+    let mut read = CopiesRead {
+        data: BTreeMap::new(),
+        dead: BTreeSet::new(),
+    };
+    for c in done {
+        let key = ((c.tag >> 8) as usize, (c.tag & 0xFF) as usize);
+        let data = match (c.result, c.buf) {
+            (Ok(_), Some(buf)) => Ok(buf),
+            (Err(e), _) => {
+                if super::disk_io::read_fails_the_disk(&e) {
+                    read.dead.extend(disk_of.get(&c.tag).copied());
+                }
+                Err(e.to_string())
+            }
+            (Ok(_), None) => Err("no data returned".into()),
+        };
+        read.data.insert(key, data);
+    }
+    Ok(read)
 }
 
 /// The file's byte ranges (start..end) that `len` bytes at `offset` of
