@@ -598,6 +598,147 @@ fn life_cycle(host: Host) {
     h.stop();
 }
 
+two_hosts!(moving_data_answers_alike_through_either_door, moving_data);
+
+/// Part 1: the commands that move data — what they say they will do and
+/// what they did, the same through either door: `--explain` (nothing
+/// changes), an add and a drop left paused at power 0 and finished by
+/// `rebalance`, a shrink, an OFFLINE disk dropped by force and its copies
+/// rebuilt, a reclaim; the file reads back after each, and check is
+/// clean at the end.
+fn moving_data(host: Host) {
+    let Some(mut h) = Hosts::new(host) else {
+        return;
+    };
+    h.create();
+    let a = random_file(&h.rig.path("a.bin"), 24 * MIB, 31);
+    let d4 = sparse(&h.rig.path("d4.img"), 128 * MIB);
+    h.rig
+        .cairn(&["disk", "label", "D4", d4.to_str().unwrap()])
+        .ok();
+    let add_d4 = format!("{}=A", d4.display());
+    h.start();
+    h.put(&a, "a.dbf");
+    let disks = |h: &Hosts| h.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    let before = disks(&h);
+    let used = |rows: &serde_json::Value, label: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["label"] == label)
+            .map(|d| d["total_aus"].as_u64().unwrap() - d["free_aus"].as_u64().unwrap())
+            .unwrap()
+    };
+
+    let change = ["group", "alter", "DATA", "--add", &add_d4, "--drop", "D1"];
+    let mut explain = change.to_vec();
+    explain.extend(["--explain", "--json"]);
+    let explained = h.cairn(&explain).ok().json();
+    assert_eq!(
+        explained["explain"]["aus_to_move"].as_u64(),
+        Some(used(&before, "D1")),
+        "the plan moves what D1 holds: {explained:#}"
+    );
+    assert_eq!(disks(&h), before, "--explain changed nothing");
+
+    let mut paused = change.to_vec();
+    paused.extend(["--power", "0", "--wait", "--json"]);
+    let paused = h.cairn(&paused).ok().json();
+    assert_eq!(paused["rebalance"]["paused"], true, "{paused:#}");
+    let rows = disks(&h);
+    let d1 = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == "D1")
+        .unwrap();
+    assert_eq!(d1["dropping"], true, "a drop pending: {d1:#}");
+    h.reads_back("a.dbf", &a);
+    let resumed = h
+        .cairn(&[
+            "group",
+            "rebalance",
+            "DATA",
+            "--power",
+            "8",
+            "--wait",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        resumed["rebalance"]["disks_dropped"],
+        serde_json::json!(["D1"]),
+        "{resumed:#}"
+    );
+    assert_eq!(h.state("D1"), "GONE");
+    assert_eq!(h.state("D4"), "ONLINE");
+    h.reads_back("a.dbf", &a);
+
+    // A shrink: what lay past the cut moves first.
+    let shrunk = h
+        .cairn(&[
+            "group", "alter", "DATA", "--resize", "D0=24M", "--wait", "--json",
+        ])
+        .ok()
+        .json();
+    assert!(
+        shrunk["rebalance"]["disks_resized"][0]
+            .as_str()
+            .is_some_and(|s| s.starts_with("D0 to ")),
+        "{shrunk:#}"
+    );
+    let rows = disks(&h);
+    let d0 = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == "D0")
+        .unwrap();
+    assert!(d0["size_bytes"].as_u64().unwrap() <= 24 * MIB, "{d0:#}");
+    h.reads_back("a.dbf", &a);
+
+    // An OFFLINE disk dropped by force: its copies rebuilt from B's.
+    h.cairn(&["group", "offline", "DATA", "D2"]).ok();
+    let dropped = h
+        .cairn(&[
+            "group",
+            "drop-disk",
+            "DATA",
+            "D2",
+            "--force",
+            "--wait",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert!(
+        dropped["rebalance"]["copies_rebuilt"].as_u64().unwrap() > 0,
+        "{dropped:#}"
+    );
+    assert_eq!(h.state("D2"), "GONE");
+
+    let reclaimed = h
+        .cairn(&["group", "reclaim", "DATA", "--wait", "--json"])
+        .ok()
+        .json();
+    assert!(reclaimed.is_object(), "{reclaimed:#}");
+    assert_eq!(
+        h.cairn(&["group", "ops", "DATA", "--json"]).ok().json(),
+        serde_json::json!([]),
+        "nothing left running"
+    );
+    let check = h.cairn(&["group", "check", "DATA"]);
+    assert_eq!(check.code, 0, "{check:?}");
+    // A's failure group (D0, D4) alone, then B's (D3) alone.
+    h.cairn(&["group", "offline", "DATA", "D3"]).ok();
+    h.reads_back("a.dbf", &a);
+    h.cairn(&["group", "online", "DATA", "D3", "--wait"]).ok();
+    h.cairn(&["group", "offline", "DATA", "D0", "D4"]).ok();
+    h.reads_back("a.dbf", &a);
+    h.stop();
+}
+
 /// Where `block` (4 KiB) lies on the disks `d0.img`..`d3.img`: (disk
 /// number, byte offset), each 4 KiB-aligned place that holds it.
 fn find_block(rig: &Rig, block: &[u8]) -> Vec<(u64, u64)> {
