@@ -739,6 +739,87 @@ fn moving_data(host: Host) {
     h.stop();
 }
 
+two_hosts!(names_answer_alike_through_either_door, names);
+
+/// Part 1: the name space's commands (`mkdir`, `cp` in, across and out,
+/// `mkalias`, `ls`, `du`, `rm`) through either door: their refusals word
+/// for word, and what they do — the copies read back, an alias is the
+/// same file, a listing and a usage say the same, a removal frees.
+fn names(host: Host) {
+    let Some(mut h) = Hosts::new(host) else {
+        return;
+    };
+    h.create();
+    let a = random_file(&h.rig.path("a.bin"), 3 * MIB + 512, 41);
+    h.start();
+    h.cairn(&["mkdir", "+DATA/orcl"]).ok();
+    h.cairn(&[
+        "cp",
+        a.to_str().unwrap(),
+        "+DATA/orcl/a.dbf",
+        "--template",
+        "DATAFILE",
+    ])
+    .ok();
+    h.cairn(&["cp", "+DATA/orcl/a.dbf", "+DATA/orcl/b.dbf"])
+        .ok();
+    h.cairn(&["mkalias", "+DATA/orcl/a.dbf", "+DATA/orcl/a_alias"])
+        .ok();
+    let out = h.rig.path("out.bin").display().to_string();
+    let missing_dir = h.rig.path("no/such/dir/x").display().to_string();
+    let refusals: [(&[&str], &str); 8] = [
+        (&["mkdir", "+DATA/orcl"], "exists"),
+        (&["mkdir", "+DATA/nope/deeper"], "nope"),
+        (&["rm", "+DATA/orcl"], "not empty"),
+        (&["rm", "+DATA/orcl/nothing"], "nothing"),
+        (&["ls", "+DATA/nothing"], "nothing"),
+        (&["cp", "+DATA/orcl/nothing", &out], "nothing"),
+        (&["cp", "+DATA/orcl/a.dbf", &missing_dir], "no/such/dir"),
+        (
+            &["mkalias", "+DATA/orcl/nothing", "+DATA/orcl/x"],
+            "nothing",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (args, needle) in refusals {
+        let run = h.cairn(args);
+        if run.code != 1
+            || run.stderr.trim().lines().count() != 1
+            || !run.stderr.starts_with("cairn: error: ")
+            || !run.stderr.contains(needle)
+        {
+            wrong.push(format!("{args:?} (want {needle:?}): {run:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "refusals:\n{}", wrong.join("\n"));
+
+    let listed = h.cairn(&["ls", "+DATA/orcl", "--json"]).ok().json();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a.dbf", "a_alias", "b.dbf"], "{listed:#}");
+    for name in ["orcl/a.dbf", "orcl/a_alias", "orcl/b.dbf"] {
+        h.reads_back(name, &a);
+    }
+    let du = h.cairn(&["du", "+DATA/orcl", "--json"]).ok().json();
+    let du_text = du.to_string();
+    assert!(du.is_object() || du.is_array(), "{du_text}");
+    // The alias goes, the file stays; the file goes, the alias with it.
+    h.cairn(&["rm", "+DATA/orcl/a_alias"]).ok();
+    h.reads_back("orcl/a.dbf", &a);
+    h.cairn(&["rm", "+DATA/orcl/a.dbf", "+DATA/orcl/b.dbf"])
+        .ok();
+    let listed = h.cairn(&["ls", "+DATA/orcl", "--json"]).ok().json();
+    assert_eq!(listed, serde_json::json!([]), "{listed:#}");
+    h.cairn(&["rm", "+DATA/orcl"]).ok();
+    let check = h.cairn(&["group", "check", "DATA"]);
+    assert_eq!(check.code, 0, "{check:?}");
+    h.stop();
+}
+
 /// Where `block` (4 KiB) lies on the disks `d0.img`..`d3.img`: (disk
 /// number, byte offset), each 4 KiB-aligned place that holds it.
 fn find_block(rig: &Rig, block: &[u8]) -> Vec<(u64, u64)> {
