@@ -1080,16 +1080,17 @@ impl LiveGroup {
                 .plane
                 .latch(vec![((e.file, e.incarnation, e.index), true)]);
             let mut from = 0;
-            // A part whose disks changed between its reads and its
-            // judgement is read again, a bounded number of times.
+            // A part whose disks changed, or whose file the metadata plane
+            // zeroed, between its reads and its judgement is read again, a
+            // bounded number of times.
             let mut again = 0;
             loop {
                 let planned = {
                     let g = self.inner.meta()?;
                     g.scrub_part(e, from, power)
-                        .map(|(chunks, next)| (chunks, next, g.member_devices()))
+                        .map(|(chunks, next)| (chunks, next, g.member_devices(), g.zero_mark()))
                 };
-                let Some((chunks, next, members)) = planned else {
+                let Some((chunks, next, members, zero_mark)) = planned else {
                     break;
                 };
                 let reads = Group::scrub_part_reads(&chunks);
@@ -1110,6 +1111,7 @@ impl LiveGroup {
                     e,
                     from,
                     &chunks,
+                    zero_mark,
                     read,
                     how,
                     &mut report,

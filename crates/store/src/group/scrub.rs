@@ -376,19 +376,28 @@ impl Group<'_> {
     }
 
     /// A live group's scrub step after the reads, under `meta` again (and
-    /// the extent's latch, held throughout: no write or move of the extent
-    /// came between): judge what was read and (`repair`) rewrite. `false`
-    /// if the part is no longer what was read (a disk left or came back
-    /// meanwhile): nothing is judged, and the part is read again.
+    /// the extent's latch, held throughout: no data write or move of the
+    /// extent came between): judge what was read and (`repair`) rewrite.
+    /// `false` if the part is no longer what was read — a disk left or
+    /// came back, or the metadata plane zeroed part of the file (a grow
+    /// over a shrunk tail: under `meta`, not the latch) since `zero_mark`
+    /// was taken with the plan: nothing is judged (copies read on either
+    /// side of the zeroing differ, and a repair would undo it), and the
+    /// part is read again.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn scrub_part_judge(
         &mut self,
         e: &ScrubExtent,
         from: usize,
         batch: &[Chunk],
+        zero_mark: u64,
         read: CopiesRead,
         how: ScrubRepair,
         report: &mut ScrubReport,
     ) -> Result<bool, GroupError> {
+        if self.zeroed_since(e.file, zero_mark) {
+            return Ok(false);
+        }
         match self.scrub_part(e, from, batch.len()) {
             Some((now, _)) if now == batch => {}
             _ => return Ok(false),
