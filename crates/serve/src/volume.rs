@@ -235,18 +235,18 @@ pub enum Detached {
 }
 
 /// Detach a loop device if nobody uses it ([`in_use`]) and it is still
-/// bound to the file `identity` names (between a look and now, it may have
-/// been let go of and taken by someone else).
+/// bound to `file` (between a look and now, it may have been let go of and
+/// taken by someone else): to what the file is, or — a stopped group's
+/// file, which cannot be asked — to the path the kernel reports.
 pub fn detach(device: &Path, file: &Path) -> io::Result<Detached> {
     match identity(file) {
         Ok(identity) => detach_if(device, &|dev| bound_to(dev) == Some(identity)),
-        // A stopped group's file: by the path the kernel reports.
         Err(_) => {
             let name = device
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            detach_if(device, &|_| bound_at(file).as_deref() == Some(&*name))
+            detach_if(device, &|_| backing_file(&name).as_deref() == Some(file))
         }
     }
 }
@@ -358,6 +358,15 @@ fn bound_at(file: &Path) -> Option<String> {
         .map(|(name, _)| name)
 }
 
+/// The file loop device `name` (in /sys/block) is bound to, as the kernel
+/// reports it; `None` if it is bound to nothing.
+fn backing_file(name: &str) -> Option<PathBuf> {
+    let text =
+        std::fs::read_to_string(Path::new("/sys/block").join(name).join("loop/backing_file"))
+            .ok()?;
+    Some(PathBuf::from(text.trim_end()))
+}
+
 /// Loop devices whose backing file is under `mountpoint` (a service's
 /// mount), as the kernel lists them: (the device's name in /sys/block,
 /// its backing file). The file's name is the one it was attached under.
@@ -372,8 +381,7 @@ pub fn exported(mountpoint: &Path) -> Vec<(String, PathBuf)> {
             if !name.starts_with("loop") {
                 return None;
             }
-            let backing = std::fs::read_to_string(e.path().join("loop/backing_file")).ok()?;
-            let backing = PathBuf::from(backing.trim_end());
+            let backing = backing_file(&name)?;
             backing.starts_with(mountpoint).then_some((name, backing))
         })
         .collect();
@@ -402,14 +410,8 @@ pub fn detach_under(mountpoint: &Path, what: &str) -> (Vec<PathBuf>, Vec<String>
         // Not by the file's identity: asking for it goes to the file
         // system, which fails once a dead or stopped one has no cached
         // attributes. Still bound under the mount, as the kernel says.
-        let under_dead_mount = |_: &File| {
-            std::fs::read_to_string(
-                Path::new("/sys/block")
-                    .join(&name)
-                    .join("loop/backing_file"),
-            )
-            .is_ok_and(|b| Path::new(b.trim_end()).starts_with(mountpoint))
-        };
+        let under_dead_mount =
+            |_: &File| backing_file(&name).is_some_and(|b| b.starts_with(mountpoint));
         match detach_if(&device, &under_dead_mount) {
             Ok(Detached::Done | Detached::Deferred) => detached.push(device),
             Ok(Detached::InUse(why)) => left.push(format!(
