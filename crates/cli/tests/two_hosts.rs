@@ -200,6 +200,29 @@ impl Hosts {
             .unwrap_or_else(|| "GONE".into())
     }
 
+    /// Each command is refused: exit 1, one line `cairn: error: ...` with
+    /// its words in it. `sent`: through the service when one runs (its log
+    /// must name each); otherwise refused where the command line is parsed,
+    /// by the CLI whichever the host. Every one that is not, listed at once.
+    fn refuses(&self, commands: &[(&[&str], &str)], sent: bool) {
+        let mut wrong = Vec::new();
+        for (args, needle) in commands {
+            let run = if sent {
+                self.cairn(args)
+            } else {
+                self.rig.cairn(args)
+            };
+            if run.code != 1
+                || run.stderr.trim().lines().count() != 1
+                || !run.stderr.starts_with("cairn: error: ")
+                || !run.stderr.contains(needle)
+            {
+                wrong.push(format!("{args:?} (want {needle:?}): {run:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "refusals:\n{}", wrong.join("\n"));
+    }
+
     /// Copy `file` in as `+DATA/name`.
     fn put(&self, file: &Path, name: &str) {
         self.cairn(&["cp", file.to_str().unwrap(), &format!("+DATA/{name}")])
@@ -425,8 +448,8 @@ two_hosts!(
 );
 
 /// Part 1: the disk life cycle's commands — their refusals word for word,
-/// and what they do. Each refusal is one line, exit 1 or 2 (a request
-/// that is malformed), and changes nothing; then a disk is taken offline
+/// and what they do. Each refusal is one line, exit 1, and changes
+/// nothing; then a disk is taken offline
 /// on request and brought back, attributes set, a disk added and one
 /// dropped in one rebalance, an OFFLINE disk replaced; the two new disks
 /// (failure group B) alone then serve every file, and check and scrub find
@@ -501,25 +524,8 @@ fn life_cycle(host: Host) {
         ),
         (&["group", "reclaim", "DATA", "--rate", "1e99"], "--rate"),
     ];
-    let mut wrong = Vec::new();
-    let sent = refusals.iter().map(|r| (r, true));
-    for ((args, needle), through) in sent.chain(parsed.iter().map(|r| (r, false))) {
-        // Through the service when one runs (its log names each it was
-        // sent).
-        let run = if through {
-            h.cairn(args)
-        } else {
-            h.rig.cairn(args)
-        };
-        if run.code != 1
-            || run.stderr.trim().lines().count() != 1
-            || !run.stderr.starts_with("cairn: error: ")
-            || !run.stderr.contains(needle)
-        {
-            wrong.push(format!("{args:?} (want {needle:?}): {run:?}"));
-        }
-    }
-    assert!(wrong.is_empty(), "refusals:\n{}", wrong.join("\n"));
+    h.refuses(&refusals, true);
+    h.refuses(&parsed, false);
     assert_eq!(
         h.cairn(&["group", "disks", "DATA", "--json"]).ok().json(),
         before,
@@ -780,18 +786,7 @@ fn names(host: Host) {
             "nothing",
         ),
     ];
-    let mut wrong = Vec::new();
-    for (args, needle) in refusals {
-        let run = h.cairn(args);
-        if run.code != 1
-            || run.stderr.trim().lines().count() != 1
-            || !run.stderr.starts_with("cairn: error: ")
-            || !run.stderr.contains(needle)
-        {
-            wrong.push(format!("{args:?} (want {needle:?}): {run:?}"));
-        }
-    }
-    assert!(wrong.is_empty(), "refusals:\n{}", wrong.join("\n"));
+    h.refuses(&refusals, true);
 
     let listed = h.cairn(&["ls", "+DATA/orcl", "--json"]).ok().json();
     let names: Vec<&str> = listed
