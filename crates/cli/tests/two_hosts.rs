@@ -186,16 +186,15 @@ impl Hosts {
         run
     }
 
-    fn state(&self, label: &str) -> String {
-        let disks = self
-            .cairn(&["group", "disks", "DATA", "--json"])
+    /// `group disks DATA --json`.
+    fn disks(&self) -> serde_json::Value {
+        self.cairn(&["group", "disks", "DATA", "--json"])
             .ok()
-            .json();
-        disks
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["label"] == label)
+            .json()
+    }
+
+    fn state(&self, label: &str) -> String {
+        row(&self.disks(), label)
             .map(|d| d["state"].as_str().unwrap().to_string())
             .unwrap_or_else(|| "GONE".into())
     }
@@ -237,6 +236,14 @@ impl Hosts {
             .ok();
         assert_eq!(digest(&out), digest(file), "+DATA/{name}");
     }
+}
+
+/// Disk `label`'s row of a `group disks --json` listing.
+fn row<'a>(rows: &'a serde_json::Value, label: &str) -> Option<&'a serde_json::Value> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["label"] == label)
 }
 
 /// Each scenario as two tests, one per host.
@@ -473,7 +480,7 @@ fn life_cycle(host: Host) {
     let d0 = h.rig.path("d0.img").display().to_string();
     h.start();
     h.put(&a, "a.dbf");
-    let before = h.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
+    let before = h.disks();
 
     let add_d4 = format!("{}=B", new[0]);
     let refusals: [(&[&str], &str); 15] = [
@@ -526,11 +533,7 @@ fn life_cycle(host: Host) {
     ];
     h.refuses(&refusals, true);
     h.refuses(&parsed, false);
-    assert_eq!(
-        h.cairn(&["group", "disks", "DATA", "--json"]).ok().json(),
-        before,
-        "the refusals changed nothing"
-    );
+    assert_eq!(h.disks(), before, "the refusals changed nothing");
 
     // Offline on request, with its own repair time; written meanwhile;
     // brought back.
@@ -538,13 +541,8 @@ fn life_cycle(host: Host) {
         .cairn(&["group", "offline", "DATA", "D1", "--drop-after", "90m"])
         .ok();
     assert!(off.stdout.contains("is OFFLINE (on request)"), "{off:?}");
-    let rows = h.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
-    let d1 = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["label"] == "D1")
-        .unwrap();
+    let rows = h.disks();
+    let d1 = row(&rows, "D1").unwrap();
     assert_eq!(d1["state"], "OFFLINE", "{d1}");
     assert!(
         d1["repair_seconds_left"].as_u64().unwrap() <= 90 * 60,
@@ -625,13 +623,9 @@ fn moving_data(host: Host) {
     let add_d4 = format!("{}=A", d4.display());
     h.start();
     h.put(&a, "a.dbf");
-    let disks = |h: &Hosts| h.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
-    let before = disks(&h);
+    let before = h.disks();
     let used = |rows: &serde_json::Value, label: &str| {
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["label"] == label)
+        row(rows, label)
             .map(|d| d["total_aus"].as_u64().unwrap() - d["free_aus"].as_u64().unwrap())
             .unwrap()
     };
@@ -645,19 +639,14 @@ fn moving_data(host: Host) {
         Some(used(&before, "D1")),
         "the plan moves what D1 holds: {explained:#}"
     );
-    assert_eq!(disks(&h), before, "--explain changed nothing");
+    assert_eq!(h.disks(), before, "--explain changed nothing");
 
     let mut paused = change.to_vec();
     paused.extend(["--power", "0", "--wait", "--json"]);
     let paused = h.cairn(&paused).ok().json();
     assert_eq!(paused["rebalance"]["paused"], true, "{paused:#}");
-    let rows = disks(&h);
-    let d1 = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["label"] == "D1")
-        .unwrap();
+    let rows = h.disks();
+    let d1 = row(&rows, "D1").unwrap();
     assert_eq!(d1["dropping"], true, "a drop pending: {d1:#}");
     h.reads_back("a.dbf", &a);
     let resumed = h
@@ -694,13 +683,8 @@ fn moving_data(host: Host) {
             .is_some_and(|s| s.starts_with("D0 to ")),
         "{shrunk:#}"
     );
-    let rows = disks(&h);
-    let d0 = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["label"] == "D0")
-        .unwrap();
+    let rows = h.disks();
+    let d0 = row(&rows, "D0").unwrap();
     assert!(d0["size_bytes"].as_u64().unwrap() <= 24 * MIB, "{d0:#}");
     h.reads_back("a.dbf", &a);
 
