@@ -24,8 +24,7 @@
 
 mod common;
 
-use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -127,77 +126,12 @@ fn disk_state(rig: &Rig, label: &str) -> String {
         .unwrap()
 }
 
-/// `cairn serve`, killed if the test fails half-way (its mount with it).
-struct Service {
-    child: Option<Child>,
-    mountpoint: PathBuf,
-    /// Unblocked before the service is killed: a process waiting in a FUSE
-    /// request the daemon holds cannot die until it is answered.
-    fs: Arc<HangFs>,
-}
-
-impl Service {
-    /// Started on the rig; returned once it said READY=1.
-    fn start(rig: &Rig, fs: &Arc<HangFs>) -> Self {
-        let mountpoint = rig.path("mnt");
-        std::fs::create_dir_all(&mountpoint).unwrap();
-        let notify = rig.path("notify.sock");
-        let socket = UnixDatagram::bind(&notify).unwrap();
-        socket.set_read_timeout(Some(BOUND)).unwrap();
-        let child = cairn_command(
-            &rig.discover,
-            &[
-                ("CAIRN_RUN_DIR", rig.run_dir.as_str()),
-                ("NOTIFY_SOCKET", notify.to_str().unwrap()),
-            ],
-        )
-        .args(["serve", "--mountpoint", mountpoint.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        // Its log, for the failure report.
-        .stderr(std::fs::File::create(rig.path("serve.log")).unwrap())
-        .spawn()
-        .unwrap();
-        let service = Self {
-            child: Some(child),
-            mountpoint,
-            fs: fs.clone(),
-        };
-        let mut buf = [0u8; 64];
-        let n = socket.recv(&mut buf).expect("serve never said READY=1");
-        assert_eq!(&buf[..n], b"READY=1\n");
-        service
-    }
-
-    /// SIGTERM; its exit code, within the bound.
-    fn stop(mut self) -> i32 {
-        let mut child = self.child.take().unwrap();
-        // SAFETY: kill with a pid we spawned and a valid signal.
-        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-        let (tx, rx) = mpsc::channel();
-        let pid = child.id();
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait().unwrap().code().unwrap_or(-1));
-        });
-        rx.recv_timeout(BOUND).unwrap_or_else(|_| {
-            // SAFETY: as above.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("the service did not stop within {BOUND:?} of SIGTERM")
-        })
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            self.fs.unblock();
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let path = std::ffi::CString::new(self.mountpoint.to_str().unwrap()).unwrap();
-        // SAFETY: a valid C string; umount2 reads only it.
-        unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
-    }
+/// `cairn serve` on the rig; a test that fails half-way lets the held
+/// requests go before it kills the service (a process waiting in a FUSE
+/// request the daemon holds cannot die until it is answered).
+fn serve(rig: &Rig, fs: &Arc<HangFs>) -> Service {
+    let fs = fs.clone();
+    Service::start(rig, &[]).before_kill(move || fs.unblock())
 }
 
 /// fio writing 8 KiB random blocks with `verify=crc32c` through the mount
@@ -349,7 +283,7 @@ fn recover(rig: &Rig, fs: &HangFs, service: Service) {
             .all(|d| d["state"] == "ONLINE"),
         "{back}"
     );
-    assert_eq!(service.stop(), 0);
+    assert_eq!(service.stop().0, 0);
     rig.check_clean("DATA");
 }
 
@@ -358,7 +292,7 @@ fn a_disk_that_stops_answering_goes_offline_at_its_timeout_and_fio_sees_no_error
     let Some((rig, fs)) = group_with_a_disk_that_can_hang("2s") else {
         return;
     };
-    let service = Service::start(&rig, &fs);
+    let service = serve(&rig, &fs);
     let mut fio = Fio::start(&rig.path("mnt/DATA/fio.dat"), "12s");
     fio.progress();
     assert_eq!(disk_state(&rig, "D2"), "ONLINE");
@@ -403,7 +337,7 @@ fn group_offline_returns_while_the_disk_s_io_hangs() {
     let Some((rig, fs)) = group_with_a_disk_that_can_hang("10s") else {
         return;
     };
-    let service = Service::start(&rig, &fs);
+    let service = serve(&rig, &fs);
     let mut fio = Fio::start(&rig.path("mnt/DATA/fio.dat"), "12s");
     fio.progress();
     fs.block();

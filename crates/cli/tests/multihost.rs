@@ -23,10 +23,8 @@
 
 mod common;
 
-use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::process::Stdio;
 
 use cairn_io::test_support::{loop_device, prerequisite, LoopDevice};
 use common::*;
@@ -93,34 +91,8 @@ impl Host {
     }
 
     /// `cairn serve` on a mountpoint of its own, once it said READY=1.
-    fn serve(&self, mountpoint: &Path) -> Child {
-        std::fs::create_dir_all(mountpoint).unwrap();
-        let notify = self.run_dir.join("notify.sock");
-        let _ = std::fs::remove_file(&notify);
-        let socket = UnixDatagram::bind(&notify).unwrap();
-        // A bound on a failure, not a synchronisation: READY=1 is.
-        socket
-            .set_read_timeout(Some(Duration::from_secs(120)))
-            .unwrap();
-        let mut child = self
-            .command()
-            .env("NOTIFY_SOCKET", &notify)
-            .args(["serve", "--mountpoint", mountpoint.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(self.run_dir.join("serve.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let mut buf = [0u8; 64];
-        match socket.recv(&mut buf) {
-            Ok(n) => assert_eq!(&buf[..n], b"READY=1\n"),
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("host {}: serve never said READY ({e})", self.name);
-            }
-        }
-        child
+    fn serve(&self, mountpoint: &Path) -> Service {
+        Service::spawn(self.command(), mountpoint, &self.run_dir, &[])
     }
 
     /// `cairn serve` that must fail: its stderr.
@@ -135,30 +107,6 @@ impl Host {
         assert_ne!(out.status.code(), Some(0), "host {} served", self.name);
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
-}
-
-fn fuse_here() -> bool {
-    // SAFETY: geteuid cannot fail and touches no memory.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !Path::new("/dev/fuse").exists() {
-        prerequisite::missing("FUSE: needs root and /dev/fuse");
-        return false;
-    }
-    true
-}
-
-/// umount2 with MNT_DETACH (a killed service leaves its mount dead).
-fn detach(path: &Path) {
-    let path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: a valid C string; umount2 reads only it.
-    unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
-}
-
-/// Stop a service with SIGTERM and wait for it: its exit code.
-fn sigterm(mut child: Child) -> Option<i32> {
-    // SAFETY: kill with a pid we spawned and a valid signal.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    child.wait().unwrap().code()
 }
 
 #[test]
@@ -222,21 +170,15 @@ fn a_second_host_is_kept_out_while_the_first_beats_and_takes_over_after() {
         ls.stderr
     );
     // A served on, untouched: its file reads back through its mount.
-    let through_a = std::fs::read(mnt_a.join("DATA/data.bin")).unwrap_or_else(|e| {
-        panic!(
-            "{e}; host A's log: {}",
-            std::fs::read_to_string(a.run_dir.join("serve.log")).unwrap_or_default()
-        )
-    });
+    let through_a = std::fs::read(mnt_a.join("DATA/data.bin"))
+        .unwrap_or_else(|e| panic!("{e}; host A's log: {}", served_a.log()));
     assert_eq!(through_a, std::fs::read(&data).unwrap());
 
     // A dies. B is still refused without --force (nothing says A is
     // dead until its heartbeat is watched), and with it takes over once
     // the watch saw nothing move.
-    let mut served_a = served_a;
-    served_a.kill().unwrap();
-    served_a.wait().unwrap();
-    detach(&mnt_a);
+    served_a.kill_9();
+    umount(&mnt_a, libc::MNT_DETACH);
     b.cairn(&["group", "mount", "DATA"]).refused("--force");
     let took = b.cairn(&["group", "mount", "DATA", "--force"]).ok();
     assert!(
@@ -254,7 +196,8 @@ fn a_second_host_is_kept_out_while_the_first_beats_and_takes_over_after() {
     let mnt_b = dir.path().join("mnt-b");
     let served_b = b.serve(&mnt_b);
     a.cairn(&["group", "mount", "DATA"]).refused("host hostB");
-    assert_eq!(sigterm(served_b), Some(0));
+    let (code, log) = served_b.stop();
+    assert_eq!(code, 0, "{log}");
     a.cairn(&["group", "mount", "DATA"]).ok();
     let check = a.cairn(&["group", "check", "DATA"]).ok();
     assert_eq!(

@@ -13,13 +13,9 @@
 
 mod common;
 
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
 
-use cairn_io::test_support::prerequisite;
 use common::*;
 use serde_json::Value;
 
@@ -165,143 +161,11 @@ fn a_failure_group_offline_still_takes_new_files_and_online_restores_their_copie
 // ---------------------------------------------------------------------------
 // Through the service
 
-/// FUSE needs /dev/fuse and, to mount without a setuid helper, root.
-fn fuse_here() -> bool {
-    // SAFETY: geteuid cannot fail and touches no memory.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !Path::new("/dev/fuse").exists() {
-        prerequisite::missing("FUSE: needs root and /dev/fuse");
-        return false;
-    }
-    true
-}
-
-/// `cairn serve --metrics` on the rig, started and waited for (READY=1 on
-/// `$NOTIFY_SOCKET`, then the metrics address in its log).
-struct Serving {
-    child: Option<Child>,
-    mountpoint: PathBuf,
-    log: std::sync::mpsc::Receiver<String>,
-    seen: String,
-    metrics: String,
-}
-
-impl Drop for Serving {
-    /// A test that failed half-way leaves no service and no mount behind.
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-            let path = std::ffi::CString::new(self.mountpoint.to_str().unwrap()).unwrap();
-            // SAFETY: a valid C string; umount2 reads only it.
-            unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
-        }
-    }
-}
-
-impl Serving {
-    fn start(rig: &Rig) -> Self {
-        let mountpoint = std::fs::canonicalize(rig.path("")).unwrap().join("mnt");
-        std::fs::create_dir_all(&mountpoint).unwrap();
-        let notify = rig.path("notify.sock");
-        let socket = UnixDatagram::bind(&notify).unwrap();
-        // A bound on a failure, not a synchronisation: READY=1 is.
-        socket
-            .set_read_timeout(Some(Duration::from_secs(120)))
-            .unwrap();
-        let mut child = cairn_command(
-            &rig.discover,
-            &[
-                ("CAIRN_RUN_DIR", rig.run_dir.as_str()),
-                ("NOTIFY_SOCKET", notify.to_str().unwrap()),
-            ],
-        )
-        .args(["serve", "--mountpoint", mountpoint.to_str().unwrap()])
-        .args(["--metrics", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-        let mut buf = [0u8; 64];
-        let ready = socket.recv(&mut buf);
-        let stderr = child.stderr.take().unwrap();
-        let (tx, log) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut serving = Self {
-            child: Some(child),
-            mountpoint,
-            log,
-            seen: String::new(),
-            metrics: String::new(),
-        };
-        match ready {
-            Ok(n) => assert_eq!(&buf[..n], b"READY=1\n"),
-            Err(e) => panic!("serve never said READY ({e})"),
-        }
-        serving.wait_for_log("metrics at http://");
-        serving.metrics = serving
-            .seen
-            .split("metrics at http://")
-            .nth(1)
-            .and_then(|t| t.split('/').next())
-            .unwrap()
-            .to_string();
-        serving
-    }
-
-    /// Read its log until a line contains `needle`. (A bound on a failure,
-    /// not a synchronisation: a service that never logs it fails the test
-    /// after two minutes rather than hang it.)
-    fn wait_for_log(&mut self, needle: &str) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.log.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push_str(&line);
-                    self.seen.push('\n');
-                    if line.contains(needle) {
-                        return;
-                    }
-                }
-                Err(e) => panic!("no {needle:?} in the log ({e}): {}", self.seen),
-            }
-        }
-    }
-
-    /// A metric's value, by its name and labels as exposed.
-    fn metric(&self, series: &str) -> u64 {
-        let mut s = std::net::TcpStream::connect(&self.metrics).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or_else(|| panic!("{series} in {text}"))
-    }
-
-    /// SIGTERM: it unmounts and dismounts; its exit status must be 0.
-    fn stop(mut self) {
-        let mut child = self.child.take().unwrap();
-        let pid = child.id() as i32;
-        // SAFETY: kill with a pid we spawned and a valid signal.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        let status = child.wait().unwrap();
-        for line in self.log.try_iter() {
-            self.seen.push_str(&line);
-            self.seen.push('\n');
-        }
-        assert_eq!(status.code(), Some(0), "{}", self.seen);
-    }
+/// `cairn serve` on the rig with its metrics endpoint, and its address.
+fn serve(rig: &Rig) -> (Service, String) {
+    let mut serving = Service::start(rig, &["--metrics", "127.0.0.1:0"]);
+    let addr = serving.metrics_addr();
+    (serving, addr)
 }
 
 #[test]
@@ -311,9 +175,9 @@ fn a_served_group_grows_a_file_with_a_failure_group_offline_and_the_metrics_say_
     }
     let rig = Rig::new();
     group(&rig, "SRV");
-    let serving = Serving::start(&rig);
+    let (serving, addr) = serve(&rig);
     let lowered = "cairn_group_redundancy_lowered_extents{group=\"SRV\"}";
-    assert_eq!(serving.metric(lowered), 0);
+    assert_eq!(metric(&addr, lowered), 0.0);
     rig.cairn(&["group", "offline", "SRV", "SRV_0002", "SRV_0003"])
         .ok();
     // Written, then grown (as a database extends a datafile), through the
@@ -332,12 +196,12 @@ fn a_served_group_grows_a_file_with_a_failure_group_offline_and_the_metrics_say_
         f.sync_all().unwrap();
     }
     assert!(
-        serving.metric(lowered) >= 10,
+        metric(&addr, lowered) >= 10.0,
         "every extent of the file, at least"
     );
     let d2 = "cairn_disk_missing_copy_aus{group=\"SRV\",disk=\"SRV_0002\"}";
     let d3 = "cairn_disk_missing_copy_aus{group=\"SRV\",disk=\"SRV_0003\"}";
-    assert!(serving.metric(d2) + serving.metric(d3) >= 10);
+    assert!(metric(&addr, d2) + metric(&addr, d3) >= 10.0);
     let status = rig.cairn(&["status", "--json"]).ok().json();
     assert!(
         status["groups"][0]["redundancy_lowered_bytes"]
@@ -350,10 +214,11 @@ fn a_served_group_grows_a_file_with_a_failure_group_offline_and_the_metrics_say_
     // Through the service the resync runs in the background unless waited for.
     rig.cairn(&["group", "online", "SRV", "--all", "--wait"])
         .ok();
-    assert_eq!(serving.metric(lowered), 0);
-    assert_eq!(serving.metric(d2) + serving.metric(d3), 0);
+    assert_eq!(metric(&addr, lowered), 0.0);
+    assert_eq!(metric(&addr, d2) + metric(&addr, d3), 0.0);
     assert_eq!(std::fs::read(&file).unwrap(), want);
-    serving.stop();
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
     rig.check_clean("SRV");
 
     // FG1 gone: the copies the resync restored serve the file alone.

@@ -14,7 +14,6 @@
 mod common;
 
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -55,213 +54,6 @@ fn group_on(rig: &Rig, dirs: [&Path; 4], extra: &[&str]) {
         .ok();
 }
 
-/// FUSE needs /dev/fuse and, to mount without a setuid helper, root.
-fn fuse_here() -> bool {
-    // SAFETY: geteuid cannot fail and touches no memory.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !Path::new("/dev/fuse").exists() {
-        prerequisite::missing("FUSE: needs root and /dev/fuse");
-        return false;
-    }
-    true
-}
-
-struct Serving {
-    child: Option<Child>,
-    mountpoint: PathBuf,
-    /// Its log (stderr), line by line, drained by a thread of its own (a
-    /// service blocked on a full pipe would hang the test), for the test
-    /// to wait on events in.
-    log: Option<std::sync::mpsc::Receiver<String>>,
-    seen: String,
-    /// Killed on purpose: its dead mount stays for the next service.
-    leave_mount: bool,
-}
-
-impl Drop for Serving {
-    /// A test that failed half-way leaves no service and no mount behind.
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if !self.leave_mount && mounted(&self.mountpoint) {
-            let _ = umount(&self.mountpoint, libc::MNT_DETACH);
-        }
-    }
-}
-
-impl Serving {
-    /// `cairn serve` started on the rig, returned once it said READY=1.
-    fn start(rig: &Rig, args: &[&str]) -> Self {
-        let mountpoint = rig.path("mnt");
-        // (After a kill -9 the dead mount is there, and unreadable.)
-        let _ = std::fs::create_dir_all(&mountpoint);
-        let notify = rig.path("notify.sock");
-        let _ = std::fs::remove_file(&notify);
-        let socket = UnixDatagram::bind(&notify).unwrap();
-        // A bound on a failure, not a synchronisation: READY=1 is.
-        socket
-            .set_read_timeout(Some(Duration::from_secs(120)))
-            .unwrap();
-        let mut child = cairn_command(
-            &rig.discover,
-            &[
-                ("CAIRN_RUN_DIR", rig.run_dir.as_str()),
-                ("NOTIFY_SOCKET", notify.to_str().unwrap()),
-            ],
-        )
-        .args(["serve", "--mountpoint", mountpoint.to_str().unwrap()])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-        let mut buf = [0u8; 64];
-        match socket.recv(&mut buf) {
-            Ok(n) => assert_eq!(&buf[..n], b"READY=1\n"),
-            Err(e) => {
-                let _ = child.kill();
-                let out = child.wait_with_output().unwrap();
-                panic!(
-                    "serve never said READY ({e}); stderr: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-        }
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let log = Some(rx);
-        Self {
-            child: Some(child),
-            mountpoint,
-            log,
-            seen: String::new(),
-            leave_mount: false,
-        }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.mountpoint.join(rel)
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-
-    /// The metrics endpoint's address, from its log line (waited for).
-    fn metrics_addr(&mut self) -> String {
-        self.wait_for_log("metrics at http://");
-        self.seen
-            .split("metrics at http://")
-            .nth(1)
-            .and_then(|t| t.split('/').next())
-            .unwrap()
-            .to_string()
-    }
-
-    /// The last log line seen that contains `needle` (after a
-    /// [`Serving::wait_for_log`] for it).
-    fn line_with(&self, needle: &str) -> String {
-        self.seen
-            .lines()
-            .rfind(|l| l.contains(needle))
-            .unwrap_or_else(|| panic!("no {needle:?} in the log: {}", self.seen))
-            .to_string()
-    }
-
-    /// Wait for it to exit by itself: the exit status and what it logged.
-    fn exited(mut self) -> (i32, String) {
-        let status = self.child.take().unwrap().wait().unwrap();
-        for line in self.log.take().unwrap() {
-            self.seen.push_str(&line);
-            self.seen.push('\n');
-        }
-        (status.code().unwrap_or(-1), std::mem::take(&mut self.seen))
-    }
-
-    fn signal(&self, signal: i32) {
-        let pid = self.child.as_ref().unwrap().id() as i32;
-        // SAFETY: kill with a pid we spawned and a valid signal.
-        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
-    }
-
-    /// Read its log until a line contains `needle` (the event waited for).
-    /// (A bound on a failure, not a synchronisation: a service that never
-    /// logs it fails the test after two minutes rather than hang it.)
-    fn wait_for_log(&mut self, needle: &str) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
-        let log = self.log.as_mut().unwrap();
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match log.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push_str(&line);
-                    self.seen.push('\n');
-                    if line.contains(needle) {
-                        return;
-                    }
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    panic!("no {needle:?} in the log within 2 minutes: {}", self.seen)
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    panic!("the log ended without {needle:?}: {}", self.seen)
-                }
-            }
-        }
-    }
-
-    /// SIGKILL: the service dies where it stands, its mount left dead
-    /// (for the next service to clean up).
-    fn kill_9(mut self) {
-        let mut child = self.child.take().unwrap();
-        child.kill().unwrap();
-        child.wait().unwrap();
-        self.leave_mount = true;
-    }
-
-    /// SIGTERM, then the exit status and what it logged.
-    fn stop(mut self) -> (i32, String) {
-        self.signal(libc::SIGTERM);
-        let status = self.child.take().unwrap().wait().unwrap();
-        for line in self.log.take().unwrap() {
-            self.seen.push_str(&line);
-            self.seen.push('\n');
-        }
-        (status.code().unwrap_or(-1), std::mem::take(&mut self.seen))
-    }
-}
-
-/// umount2 of the test's own FUSE mount (canonical path): its return code.
-fn umount(path: &Path, flags: i32) -> i32 {
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: a valid C string; umount2 reads only it.
-    unsafe { libc::umount2(path.as_ptr(), flags) }
-}
-
-fn mounted(path: &Path) -> bool {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    // As the kernel lists it: canonical (the scratch paths have no spaces,
-    // which it would escape).
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let path = path.to_str().unwrap();
-    assert!(!path.contains(' '), "{path}");
-    mounts
-        .lines()
-        .any(|l| l.split_whitespace().nth(1) == Some(path))
-}
-
 #[test]
 fn serve_gives_every_file_back_through_fuse_and_stops_cleanly_on_sigterm() {
     if !fuse_here() {
@@ -280,7 +72,7 @@ fn serve_gives_every_file_back_through_fuse_and_stops_cleanly_on_sigterm() {
         .ok();
     let big_bytes = std::fs::read(&big).unwrap();
 
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     assert!(mounted(&serving.mountpoint));
     // The name space: groups at the top, then directories and files.
     let names = |p: &Path| {
@@ -413,7 +205,7 @@ fn serve_stops_and_dismounts_when_its_file_system_is_unmounted_from_outside() {
     let data = random_file(&rig.path("f.bin"), MIB, 5);
     rig.cairn(&["cp", data.to_str().unwrap(), "+DATA/f.dbf"])
         .ok();
-    let serving = Serving::start(&rig, &["--group", "DATA"]);
+    let serving = Service::start(&rig, &["--group", "DATA"]);
     assert!(std::fs::read(serving.path("DATA/f.dbf")).unwrap() == std::fs::read(&data).unwrap());
     // An administrator's umount: the service notices, and stops cleanly.
     assert_eq!(umount(&serving.mountpoint, 0), 0);
@@ -454,7 +246,7 @@ fn serve_writes_at_any_offset_and_the_file_reads_as_its_model() {
     use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
     let rig = Rig::new();
     group(&rig);
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     std::fs::create_dir(serving.path("DATA/db")).unwrap();
     let path = serving.path("DATA/db/model.dat");
     let cached = std::fs::OpenOptions::new()
@@ -543,7 +335,7 @@ fn serve_writes_at_any_offset_and_the_file_reads_as_its_model() {
         .stdout
         .contains(&format!(" {} ", model.len())));
 
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let path = serving.path("DATA/db/model.dat");
     assert!(std::fs::read(&path).unwrap() == model, "after a restart");
     let meta = std::fs::metadata(&path).unwrap();
@@ -570,7 +362,7 @@ fn serve_keeps_an_unlinked_file_while_it_is_open() {
     }
     let rig = Rig::new();
     group(&rig);
-    let serving = Serving::start(&rig, &["--threads", "1"]);
+    let serving = Service::start(&rig, &["--threads", "1"]);
     let dir = serving.path("DATA/pg");
     std::fs::create_dir(&dir).unwrap();
     let doomed = dir.join("doomed");
@@ -645,7 +437,7 @@ fn serve_changes_names_and_data_as_databases_rely_on() {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
     let rig = Rig::new();
     group(&rig);
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let dir = serving.path("DATA/pg");
     std::fs::create_dir(&dir).unwrap();
 
@@ -817,7 +609,7 @@ fn serve_changes_names_and_data_as_databases_rely_on() {
     std::fs::rename(&tmp, dir.join("wal")).unwrap();
     std::fs::File::open(&dir).unwrap().sync_all().unwrap();
     serving.kill_9();
-    let mut serving = Serving::start(&rig, &[]);
+    let mut serving = Service::start(&rig, &[]);
     serving.wait_for_log("cleaned up the dead mount");
     let dir = serving.path("DATA/pg");
     assert!(std::fs::read(dir.join("wal")).unwrap() == version(99));
@@ -881,7 +673,7 @@ fn sqlite_runs_on_the_mount_and_keeps_every_commit_through_a_kill_9() {
     const TRANSACTIONS: usize = 400;
     let rig = Rig::new();
     group(&rig);
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     std::fs::create_dir(serving.path("DATA/sq")).unwrap();
     for mode in ["wal", "delete"] {
         let db = serving.path(&format!("DATA/sq/{mode}.db"));
@@ -988,7 +780,7 @@ fn sqlite_runs_on_the_mount_and_keeps_every_commit_through_a_kill_9() {
         "the writer saw the service go ({} commits)",
         committed.len()
     );
-    let mut serving = Serving::start(&rig, &[]);
+    let mut serving = Service::start(&rig, &[]);
     serving.wait_for_log("cleaned up the dead mount");
     let db = serving.path("DATA/sq/wal.db");
     let present: std::collections::BTreeSet<u64> =
@@ -1038,7 +830,7 @@ fn fio_verify_through_the_mount_sees_no_error_while_a_disk_fails() {
     };
     let here = rig.path("");
     group_on(&rig, [&here, &here, &fs.mnt, &here], &["--au-size", "1M"]);
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let file = serving.path("DATA/fio.dat");
     // A fixed run time (the workload's length, not a synchronisation): the
     // disk dies while fio writes and verifies.
@@ -1222,7 +1014,7 @@ fn a_synchronous_write_is_flushed_on_every_disk_before_it_is_acknowledged() {
         &format!("{}=B", devices[1].path.display()),
     ])
     .ok();
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let path = serving.path("DATA/redo.log");
     // Written whole first: the writes measured change no metadata.
     std::fs::write(&path, vec![1u8; 4 * MIB as usize]).unwrap();
@@ -1298,7 +1090,7 @@ fn the_cli_reaches_a_served_group_through_the_socket_with_the_same_output() {
     let missing = rig.cairn(&["rm", "+DATA/orcl/nothing.dbf"]);
     assert_eq!(missing.code, 1, "{missing:?}");
 
-    let mut serving = Serving::start(&rig, &[]);
+    let mut serving = Service::start(&rig, &[]);
     let socket = PathBuf::from(&rig.run_dir).join("cairn.sock");
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     let meta = std::fs::metadata(&socket).unwrap();
@@ -1420,7 +1212,7 @@ fn the_cli_reaches_a_served_group_through_the_socket_with_the_same_output() {
     );
 
     // A second service on the same socket is refused, naming the first.
-    let pid = serving.child.as_ref().unwrap().id();
+    let pid = serving.pid();
     let other = rig.path("other");
     std::fs::create_dir_all(&other).unwrap();
     let second = rig.cairn(&["serve", "--mountpoint", other.to_str().unwrap()]);
@@ -1487,7 +1279,7 @@ fn fio_verify_sees_no_error_while_a_disk_goes_offline_and_comes_back_through_the
     let rig = Rig::new();
     let here = rig.path("");
     group_on(&rig, [&here, &here, &here, &here], &["--au-size", "1M"]);
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let file = serving.path("DATA/fio.dat");
     // A fixed run time (the workload's length, not a synchronisation):
     // the disk leaves and comes back while fio writes and verifies.
@@ -1527,7 +1319,7 @@ fn the_benchmark_runs_on_a_file_through_the_mount() {
     }
     let rig = Rig::new();
     group(&rig);
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let target = serving.path("DATA/bench.dat");
     let out = rig.path("bench-out");
     let run = rig
@@ -1619,7 +1411,7 @@ fn other_users_reach_the_mount_only_with_allow_other_and_by_each_file_s_mode() {
             .unwrap();
         Run::from(out)
     };
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     std::fs::write(serving.path("DATA/open.txt"), b"for all").unwrap();
     let mnt = serving.mountpoint.to_str().unwrap().to_string();
     let refused = as_nobody(&["ls", &mnt]);
@@ -1627,7 +1419,7 @@ fn other_users_reach_the_mount_only_with_allow_other_and_by_each_file_s_mode() {
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
 
-    let serving = Serving::start(&rig, &["--allow-other"]);
+    let serving = Service::start(&rig, &["--allow-other"]);
     let listed = as_nobody(&["ls", &format!("{mnt}/DATA")]);
     assert_eq!(listed.code, 0, "{listed:?}");
     assert!(listed.stdout.contains("open.txt"), "{listed:?}");
@@ -1664,7 +1456,7 @@ fn a_socket_group_member_is_checked_as_the_mount_checks_it() {
     for dir in [rig.dir.path(), Path::new(&rig.run_dir)] {
         mode(dir, 0o711);
     }
-    let serving = Serving::start(&rig, &["--socket-group", "nogroup"]);
+    let serving = Service::start(&rig, &["--socket-group", "nogroup"]);
     let socket = PathBuf::from(&rig.run_dir).join("cairn.sock");
     std::fs::create_dir(serving.path("DATA/root")).unwrap();
     mode(&serving.path("DATA/root"), 0o755);
@@ -1776,7 +1568,7 @@ fn a_served_groups_offline_disk_is_dropped_and_rebuilt_when_its_repair_time_runs
         .refused("under a second");
     rig.cairn(&["group", "set", "DATA", "disk_repair_time=3s"])
         .ok();
-    let mut serving = Serving::start(&rig, &[]);
+    let mut serving = Service::start(&rig, &[]);
     rig.cairn(&["group", "offline", "DATA", "D3"]).ok();
     serving
         .wait_for_log("disk D3: OFFLINE -> DROPPING: its repair time (disk_repair_time) ran out");
@@ -1833,7 +1625,7 @@ fn serve_leaves_a_paused_rebalance_paused_and_resumes_it_when_told() {
     };
     assert_eq!(used(&rig), 0, "nothing moved yet");
     // Paused (power 0) is a decision: the service says so, and leaves it.
-    let mut serving = Serving::start(&rig, &[]);
+    let mut serving = Service::start(&rig, &[]);
     serving.wait_for_log("a rebalance is pending, paused");
     assert_eq!(used(&rig), 0, "still paused");
     // Resumed through the socket at a power, it fills the new disk.
@@ -1856,7 +1648,7 @@ fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
     let src = random_file(&rig.path("src.bin"), 8 * MIB, 41);
     rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/still.dbf"])
         .ok();
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     // A writer through the mount (O_DIRECT, 64 KiB blocks, each pass a new
     // pattern) while the scrubs run: none of its writes may look like a
     // disagreement, nor be undone by a repair.
@@ -2017,20 +1809,6 @@ fn a_served_group_scrubs_clean_under_writes_and_repairs_a_rotten_copy() {
     rig.check_clean("DATA");
 }
 
-/// One HTTP GET to the metrics endpoint: (status line, body).
-fn http_get(addr: &str, request: &str) -> (String, String) {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    (
-        head.lines().next().unwrap_or_default().to_string(),
-        body.to_string(),
-    )
-}
-
 #[test]
 fn metrics_and_status_count_what_the_file_system_served() {
     if !fuse_here() {
@@ -2041,15 +1819,8 @@ fn metrics_and_status_count_what_the_file_system_served() {
     let none = rig.cairn(&["status"]);
     assert_eq!(none.code, 1, "{none:?}");
     assert!(none.stderr.contains("no Cairn service answers"), "{none:?}");
-    let mut serving = Serving::start(&rig, &["--metrics", "127.0.0.1:0"]);
-    serving.wait_for_log("metrics at http://");
-    let addr = serving
-        .seen
-        .split("metrics at http://")
-        .nth(1)
-        .and_then(|t| t.split('/').next())
-        .unwrap()
-        .to_string();
+    let mut serving = Service::start(&rig, &["--metrics", "127.0.0.1:0"]);
+    let addr = serving.metrics_addr();
     // I/O through the mount: 3 writes of 64 KiB, an fsync, a read.
     {
         use std::io::Write;
@@ -2151,8 +1922,8 @@ fn a_served_group_adds_and_drops_disks_under_fio_verify_and_lets_go_of_the_dropp
     let rig = Rig::new();
     let here = rig.path("");
     group_on(&rig, [&here, &here, &here, &here], &["--au-size", "1M"]);
-    let serving = Serving::start(&rig, &[]);
-    let pid = serving.child.as_ref().unwrap().id();
+    let serving = Service::start(&rig, &[]);
+    let pid = serving.pid();
     let file = serving.path("DATA/fio.dat");
     let mut fio = FioVerify::start(&file, &["--size=32M", "--time_based", "--runtime=8s"]);
     fio.progress(1);
@@ -2278,7 +2049,7 @@ fn a_served_group_replaces_an_offline_disk_and_refuses_what_it_must() {
     let rig = Rig::new();
     let here = rig.path("");
     group_on(&rig, [&here, &here, &here, &here], &["--au-size", "1M"]);
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let source = random_file(&rig.path("source.bin"), 24 * MIB, 7);
     rig.cairn(&["cp", source.to_str().unwrap(), "+DATA/a.bin"])
         .ok();
@@ -2294,8 +2065,7 @@ fn a_served_group_replaces_an_offline_disk_and_refuses_what_it_must() {
     rig.cairn(&["group", "replace", "DATA", "D3", "--with", new])
         .refused("disk D2 is OFFLINE too");
     assert!(
-        !open_files_under(serving.child.as_ref().unwrap().id(), &here)
-            .contains(&here.join("d4.img")),
+        !open_files_under(serving.pid(), &here).contains(&here.join("d4.img")),
         "a refused disk is let go of"
     );
     rig.cairn(&["group", "online", "DATA", "D2", "--wait"]).ok();
@@ -2356,7 +2126,7 @@ fn sighup_finds_a_disk_that_was_missing_at_start_and_online_brings_it_back() {
         .ok();
     let away = rig.path("d3.away");
     std::fs::rename(rig.path("d3.img"), &away).unwrap();
-    let mut serving = Serving::start(&rig, &[]);
+    let mut serving = Service::start(&rig, &[]);
     serving.wait_for_log("disk D3: ONLINE -> OFFLINE: missing at mount");
     // Rewritten while D3 is away: its copies there go stale.
     let source = random_file(&rig.path("source.bin"), 8 * MIB, 11);
@@ -2439,7 +2209,7 @@ fn cp_between_groups_reads_a_served_source_through_the_mount() {
     .ok();
     let want = std::fs::read(&source).unwrap();
     // Only DATA served: the copy into FRA is the CLI's, from the mount.
-    let serving = Serving::start(&rig, &["--group", "DATA"]);
+    let serving = Service::start(&rig, &["--group", "DATA"]);
     rig.cairn(&["cp", "+DATA/redo01.log", "+FRA/redo01.log"])
         .ok();
     let listed = rig.cairn(&["ls", "+FRA/"]).ok();
@@ -2564,7 +2334,7 @@ fn volumes_of_a_group_a_double_failure_stopped_are_listed_detached_and_let_go_at
         [&fs.mnt, &fs.mnt, &fs.mnt, &fs.mnt],
         &["--au-size", "1M"],
     );
-    let mut serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let mut devices = Vec::new();
     let mut guards = Vec::new();
     for v in ["v1", "v2"] {
@@ -2634,29 +2404,13 @@ fn volumes_of_a_group_a_double_failure_stopped_are_listed_detached_and_let_go_at
         "{rows}"
     );
 
-    serving.signal(libc::SIGTERM);
-    // Bounded: a deaf service fails the test (and is killed by the guard).
-    let mut child = serving.child.take().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the service did not stop on SIGTERM within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut log = String::new();
-    for line in serving.log.take().unwrap() {
-        log.push_str(&line);
-        log.push('\n');
-    }
+    // Bounded: a deaf service fails the test.
+    let mountpoint = serving.mountpoint.clone();
+    let (status, log) = serving.stop();
     eprintln!("serve exited {status} after SIGTERM:\n{log}");
     assert!(log.contains("volume detached for the stop"), "{log}");
     assert!(!bound(&devices[1]), "{} still bound", devices[1]);
-    assert!(!mounted(&serving.mountpoint), "the mount is gone");
+    assert!(!mounted(&mountpoint), "the mount is gone");
     drop(guards);
 }
 
@@ -2671,7 +2425,7 @@ fn a_volume_carries_a_file_system_through_the_service() {
     rig.cairn(&["volume", "list"]).refused("cairn serve");
     rig.cairn(&["volume", "create", "+DATA/vol/bad*name", "--size", "64M"])
         .refused("volume name +DATA/vol/bad*name");
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let created = rig
         .cairn(&[
             "volume",
@@ -2887,7 +2641,7 @@ fn volumes_are_attached_again_after_a_kill_9() {
     }
     let rig = Rig::new();
     group(&rig);
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     rig.cairn(&["volume", "create", "+DATA/vol/v1", "--size", "32M"])
         .ok();
     let first = rig
@@ -2918,14 +2672,14 @@ fn volumes_are_attached_again_after_a_kill_9() {
     serving.kill_9();
     // The next service lets go of the dead loop device and attaches the
     // volume again.
-    let mut serving = Serving::start(&rig, &["--attach-volumes"]);
+    let mut serving = Service::start(&rig, &["--attach-volumes"]);
     serving.wait_for_log("volume attached again");
     assert!(
         serving
-            .seen
+            .log()
             .contains("detached a volume's loop device the killed service left"),
         "{}",
-        serving.seen
+        serving.log()
     );
     let listed = rig.cairn(&["volume", "list", "--json"]).ok().json();
     assert_eq!(listed[0]["state"], "ATTACHED", "{listed}");
@@ -3176,7 +2930,7 @@ fn postgres_on_a_volume_keeps_every_transaction_through_a_disk_failure_a_rebalan
     }
     rig.cairn(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .ok();
-    let mut serving = Serving::start(&rig, &[]);
+    let mut serving = Service::start(&rig, &[]);
     // Room for scale 20 and the WAL pgbench makes (max_wal_size is 1 GB).
     rig.cairn(&["volume", "create", "+DATA/vol/pg01", "--size", "2G"])
         .ok();
@@ -3383,16 +3137,16 @@ fn postgres_on_a_volume_keeps_every_transaction_through_a_disk_failure_a_rebalan
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(umount(&mnt, 0), 0, "{}", std::io::Error::last_os_error());
-    serving = Serving::start(&rig, &["--attach-volumes"]);
+    serving = Service::start(&rig, &["--attach-volumes"]);
     serving.wait_for_log("volume attached again");
     // The dead device was let go of (its file's attributes no longer
     // cached: the kernel cannot say which file it is bound to).
     assert!(
         serving
-            .seen
+            .log()
             .contains("detached a volume's loop device the killed service left"),
         "{}",
-        serving.seen
+        serving.log()
     );
     let listed = rig.cairn(&["volume", "list", "--json"]).ok().json();
     let device = listed[0]["device"].as_str().unwrap().to_string();
@@ -3474,7 +3228,7 @@ fn a_served_reclaim_runs_beside_readers_refuses_a_second_operation_and_resumes_a
     let held = || disks.iter().map(|d| allocated(d)).sum::<u64>();
     let held_before = held();
 
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let returnable = returnable_total(&rig);
     assert!(returnable >= 2 * 64 * MIB, "{returnable}");
     // At 1 MB/s a disk, each batch (one AU a request, paced) is paid for
@@ -3511,7 +3265,7 @@ fn a_served_reclaim_runs_beside_readers_refuses_a_second_operation_and_resumes_a
     assert!(left > 0 && left < returnable, "{left} of {returnable} left");
 
     // Served again, the reclaim goes on from where it stopped, and ends.
-    let serving = Serving::start(&rig, &[]);
+    let serving = Service::start(&rig, &[]);
     let done = rig
         .cairn(&[
             "group", "reclaim", "DATA", "--rate", "0", "--wait", "--json",
@@ -3537,16 +3291,6 @@ fn a_served_reclaim_runs_beside_readers_refuses_a_second_operation_and_resumes_a
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
     rig.check_clean("DATA");
-}
-
-/// A metric's value at the endpoint `addr` (0 when the series is not
-/// there: a counter that never counted).
-fn metric(addr: &str, series: &str) -> f64 {
-    let (status, body) = http_get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert!(status.contains("200"), "{status}");
-    body.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0.0)
 }
 
 /// `cairn_disk_state_changes_total` of a disk of DATA, to a state.
@@ -3595,7 +3339,7 @@ fn a_failed_disk_is_logged_counted_let_go_of_and_brought_back_through_the_servic
     };
     let here = rig.path("");
     group_on(&rig, [&here, &here, &fs.mnt, &here], &["--au-size", "1M"]);
-    let mut serving = Serving::start(&rig, &["--metrics", "127.0.0.1:0"]);
+    let mut serving = Service::start(&rig, &["--metrics", "127.0.0.1:0"]);
     let addr = serving.metrics_addr();
     let pid = serving.pid();
     assert!(
@@ -3695,7 +3439,7 @@ fn the_service_logs_and_counts_a_mount_that_marks_a_disk_offline_and_one_that_re
     group(&rig);
     let away = rig.path("d3.away");
     std::fs::rename(rig.path("d3.img"), &away).unwrap();
-    let mut serving = Serving::start(&rig, &["--metrics", "127.0.0.1:0"]);
+    let mut serving = Service::start(&rig, &["--metrics", "127.0.0.1:0"]);
     serving.wait_for_log("disk D3: ONLINE -> OFFLINE");
     let line = serving.line_with("disk D3: ONLINE -> OFFLINE");
     assert!(line.contains("missing"), "{line}");
@@ -3711,7 +3455,7 @@ fn the_service_logs_and_counts_a_mount_that_marks_a_disk_offline_and_one_that_re
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");
     std::fs::rename(&away, rig.path("d3.img")).unwrap();
-    let mut serving = Serving::start(&rig, &["--metrics", "127.0.0.1:0"]);
+    let mut serving = Service::start(&rig, &["--metrics", "127.0.0.1:0"]);
     serving.wait_for_log("disk D3: OFFLINE -> SYNCING");
     serving.wait_for_log("disk D3: SYNCING -> ONLINE");
     let addr = serving.metrics_addr();
@@ -3740,7 +3484,7 @@ fn sighup_follows_a_renamed_member_by_identity_and_says_one_that_left_discovery(
     }
     let rig = Rig::new();
     group(&rig);
-    let mut serving = Serving::start(&rig, &[]);
+    let mut serving = Service::start(&rig, &[]);
     let moved = rig.path("d1-moved.img");
     std::fs::rename(rig.path("d1.img"), &moved).unwrap();
     let away = rig.path("d3.away");
@@ -3757,9 +3501,9 @@ fn sighup_follows_a_renamed_member_by_identity_and_says_one_that_left_discovery(
         "{line}"
     );
     assert!(
-        !serving.seen.contains("locked by another Cairn process"),
+        !serving.log().contains("locked by another Cairn process"),
         "{}",
-        serving.seen
+        serving.log()
     );
     let disks = rig.cairn(&["group", "disks", "DATA", "--json"]).ok().json();
     let row = |label: &str| {

@@ -13,68 +13,13 @@
 
 mod common;
 
-use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::path::Path;
 
-use cairn_io::test_support::prerequisite;
 use common::*;
 
 const MIB: u64 = 1 << 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Host {
-    /// No service: each command mounts the group for itself.
-    Held,
-    /// `cairn serve` holds the group; commands go through its socket.
-    Served,
-}
-
-/// The rig, and the service while one runs.
-struct Hosts {
-    rig: Rig,
-    host: Host,
-    service: Option<Child>,
-    log: PathBuf,
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.service.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let mnt = self.rig.path("mnt");
-        let c = std::ffi::CString::new(mnt.to_str().unwrap()).unwrap();
-        // SAFETY: a valid C string; umount2 reads only it. (Nothing
-        // mounted there: an error, ignored.)
-        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-    }
-}
-
-impl Hosts {
-    /// A rig for `host`, or `None` where this machine cannot serve
-    /// (FUSE needs root and /dev/fuse; a missing prerequisite fails in CI).
-    fn new(host: Host) -> Option<Self> {
-        if host == Host::Served {
-            // SAFETY: geteuid cannot fail and touches no memory.
-            let root = unsafe { libc::geteuid() } == 0;
-            if !root || !Path::new("/dev/fuse").exists() {
-                prerequisite::missing("FUSE: needs root and /dev/fuse");
-                return None;
-            }
-        }
-        let rig = Rig::new();
-        let log = rig.path("serve.log");
-        Some(Self {
-            rig,
-            host,
-            service: None,
-            log,
-        })
-    }
-
+impl Door {
     /// Group DATA, normal redundancy: D0, D1 in failure group A; D2, D3
     /// in B; 1 MiB AUs.
     fn create(&self) {
@@ -104,86 +49,6 @@ impl Hosts {
         self.rig
             .cairn(&args.iter().map(String::as_str).collect::<Vec<_>>())
             .ok();
-    }
-
-    /// Start the service (held: nothing to start).
-    fn start(&mut self) {
-        if self.host == Host::Held {
-            return;
-        }
-        let mnt = self.rig.path("mnt");
-        let _ = std::fs::create_dir_all(&mnt);
-        let notify = self.rig.path("notify.sock");
-        let _ = std::fs::remove_file(&notify);
-        let ready = UnixDatagram::bind(&notify).unwrap();
-        // A bound on a failure, not a synchronisation: READY=1 is.
-        ready
-            .set_read_timeout(Some(Duration::from_secs(120)))
-            .unwrap();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let mut child = cairn_command(
-            &self.rig.discover,
-            &[
-                ("CAIRN_RUN_DIR", self.rig.run_dir.as_str()),
-                ("NOTIFY_SOCKET", notify.to_str().unwrap()),
-            ],
-        )
-        .args(["serve", "--mountpoint", mnt.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-        let mut buf = [0u8; 64];
-        match ready.recv(&mut buf) {
-            Ok(n) => assert_eq!(&buf[..n], b"READY=1\n"),
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("serve never said READY ({e}): {}", self.log_text());
-            }
-        }
-        self.service = Some(child);
-    }
-
-    /// Stop the service cleanly (SIGTERM, exit 0).
-    fn stop(&mut self) {
-        let Some(mut child) = self.service.take() else {
-            return;
-        };
-        // SAFETY: kill with a pid we spawned and a valid signal.
-        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-        let status = child.wait().unwrap();
-        assert!(status.success(), "serve: {status}: {}", self.log_text());
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// `cairn ARGS`: through the socket while the service runs (and then
-    /// the service must have carried it out: its log names it).
-    fn cairn(&self, args: &[&str]) -> Run {
-        let before = self.log_text().len();
-        let run = self.rig.cairn(args);
-        if self.service.is_some() && args[0] != "disk" {
-            let log = self.log_text();
-            let name = if matches!(args[0], "group" | "volume") {
-                args[..2].join(" ")
-            } else {
-                args[0].to_string()
-            };
-            let needle = format!("cairn {name}: ");
-            assert!(
-                log[before.min(log.len())..].contains(&needle),
-                "the service did not carry out {args:?} (no {needle:?} in its log):\n{log}\n{run:?}"
-            );
-        }
-        run
     }
 
     /// `group disks DATA --json`.
@@ -246,22 +111,6 @@ fn row<'a>(rows: &'a serde_json::Value, label: &str) -> Option<&'a serde_json::V
         .find(|d| d["label"] == label)
 }
 
-/// Each scenario as two tests, one per host.
-macro_rules! two_hosts {
-    ($name:ident, $body:ident) => {
-        mod $name {
-            #[test]
-            fn held() {
-                super::$body(super::Host::Held)
-            }
-            #[test]
-            fn served() {
-                super::$body(super::Host::Served)
-            }
-        }
-    };
-}
-
 two_hosts!(
     a_wrong_image_in_a_members_place_never_comes_back,
     wrong_image_never_comes_back
@@ -274,7 +123,7 @@ two_hosts!(
 /// found, and D3 stays OFFLINE; with its own image back it comes ONLINE,
 /// and every file reads back from its failure group (B) alone.
 fn wrong_image_never_comes_back(host: Host) {
-    let Some(mut h) = Hosts::new(host) else {
+    let Some(mut h) = Door::new(host) else {
         return;
     };
     h.create();
@@ -304,7 +153,7 @@ fn wrong_image_never_comes_back(host: Host) {
         let bytes = std::fs::read(from).unwrap();
         std::fs::write(&d3, &bytes).unwrap();
     };
-    let refused = |h: &Hosts, what: &str, needle: &str| {
+    let refused = |h: &Door, what: &str, needle: &str| {
         let run = h
             .cairn(&["group", "online", "DATA", "D3", "--wait"])
             .refused(needle);
@@ -385,7 +234,7 @@ two_hosts!(
 /// disk repairs it: then the rotted disk's failure group alone reads the
 /// file back whole.
 fn scrub_does_not_guess(host: Host) {
-    let Some(mut h) = Hosts::new(host) else {
+    let Some(mut h) = Door::new(host) else {
         return;
     };
     h.create();
@@ -462,7 +311,7 @@ two_hosts!(
 /// (failure group B) alone then serve every file, and check and scrub find
 /// the group clean.
 fn life_cycle(host: Host) {
-    let Some(mut h) = Hosts::new(host) else {
+    let Some(mut h) = Door::new(host) else {
         return;
     };
     h.create();
@@ -611,7 +460,7 @@ two_hosts!(moving_data_answers_alike_through_either_door, moving_data);
 /// rebuilt, a reclaim; the file reads back after each, and check is
 /// clean at the end.
 fn moving_data(host: Host) {
-    let Some(mut h) = Hosts::new(host) else {
+    let Some(mut h) = Door::new(host) else {
         return;
     };
     h.create();
@@ -736,7 +585,7 @@ two_hosts!(names_answer_alike_through_either_door, names);
 /// for word, and what they do — the copies read back, an alias is the
 /// same file, a listing and a usage say the same, a removal frees.
 fn names(host: Host) {
-    let Some(mut h) = Hosts::new(host) else {
+    let Some(mut h) = Door::new(host) else {
         return;
     };
     h.create();

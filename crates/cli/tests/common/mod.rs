@@ -10,6 +10,10 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
+mod serve;
+#[allow(unused_imports)]
+pub use serve::*;
+
 /// What one run of the binary did.
 #[derive(Debug)]
 pub struct Run {
