@@ -938,6 +938,12 @@ impl Link {
         self.shared.stopped()
     }
 
+    /// A way to make the beating thread let go of disks that left the
+    /// group now rather than at its next beat (none without a thread).
+    pub fn nudge(&self) -> Option<Nudge> {
+        self.running.as_ref().map(|r| Nudge(r.stop.clone()))
+    }
+
     /// Disks whose heartbeat write failed since the last call: failed disks
     /// for the metadata plane.
     pub fn take_failed(&self) -> BTreeSet<u16> {
@@ -961,10 +967,52 @@ impl std::fmt::Debug for Link {
 }
 
 struct Running {
-    /// Set (under its mutex, with the condition variable) to end the
-    /// thread; a leaf lock.
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    /// What the thread is asked to do (under its mutex, with the condition
+    /// variable); a leaf lock.
+    stop: Arc<(Mutex<Control>, Condvar)>,
     thread: Option<std::thread::JoinHandle<Beater>>,
+}
+
+/// Asks to the beating thread. Changed by the group's side under the
+/// mutex (stop; a refresh asked) and by the thread (a refresh done).
+#[derive(Debug, Default)]
+struct Control {
+    stop: bool,
+    /// Refreshes asked for, and how many of them the thread has seen to.
+    refresh_asked: u64,
+    refreshed: u64,
+}
+
+/// Asks the beating thread to make its engine again from the disks the
+/// data plane writes now, and waits (bounded) until it has: a disk that
+/// left the group is then no longer held open by the heartbeat (its lock
+/// with it), so the command that dropped it returns with the disk free.
+#[derive(Clone)]
+pub struct Nudge(Arc<(Mutex<Control>, Condvar)>);
+
+impl Nudge {
+    /// Ask and wait up to `bound` (the thread may be mid-beat, waiting its
+    /// budget for a slow disk). An engine with requests in flight is kept
+    /// until they complete (its device cannot be closed under them); the
+    /// thread lets go at the beat after.
+    pub fn refresh(&self, bound: Duration) {
+        let (control, wake) = &*self.0;
+        let mut c = control.lock().unwrap_or_else(PoisonError::into_inner);
+        c.refresh_asked += 1;
+        let target = c.refresh_asked;
+        wake.notify_all();
+        let deadline = std::time::Instant::now() + bound;
+        while c.refreshed < target && !c.stop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            c = wake
+                .wait_timeout(c, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
 }
 
 fn unix_ms() -> u64 {
@@ -977,7 +1025,7 @@ fn unix_ms() -> u64 {
 /// link is dropped; then write the release.
 pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
     let shared = beater.shared.clone();
-    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let stop = Arc::new((Mutex::new(Control::default()), Condvar::new()));
     let clock = cairn_io::clock::Monotonic::new();
     // The claim landed just before: the timeout counts from now.
     beater.landed_ns = clock.now_ns();
@@ -987,21 +1035,32 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
         std::thread::Builder::new()
             .name(format!("heartbeat-{}", beater.claim.name))
             .spawn(move || {
-                let (flag, wake) = &*stop;
+                let (control, wake) = &*stop;
                 let mut next = clock.now_ns();
                 loop {
                     {
-                        let mut stopping = flag.lock().unwrap_or_else(PoisonError::into_inner);
+                        let mut c = control.lock().unwrap_or_else(PoisonError::into_inner);
                         loop {
-                            if *stopping {
+                            if c.stop {
                                 return beater;
+                            }
+                            if c.refreshed < c.refresh_asked {
+                                // Not under the lock: making an engine
+                                // opens devices.
+                                let asked = c.refresh_asked;
+                                drop(c);
+                                beater.refresh_engine();
+                                c = control.lock().unwrap_or_else(PoisonError::into_inner);
+                                c.refreshed = asked;
+                                wake.notify_all();
+                                continue;
                             }
                             let now = clock.now_ns();
                             if now >= next {
                                 break;
                             }
-                            stopping = wake
-                                .wait_timeout(stopping, Duration::from_nanos(next - now))
+                            c = wake
+                                .wait_timeout(c, Duration::from_nanos(next - now))
                                 .unwrap_or_else(PoisonError::into_inner)
                                 .0;
                         }
@@ -1030,8 +1089,8 @@ impl Drop for Link {
             return;
         };
         {
-            let (flag, wake) = &*running.stop;
-            *flag.lock().unwrap_or_else(PoisonError::into_inner) = true;
+            let (control, wake) = &*running.stop;
+            control.lock().unwrap_or_else(PoisonError::into_inner).stop = true;
             wake.notify_all();
         }
         if let Some(thread) = running.thread.take() {

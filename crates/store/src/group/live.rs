@@ -34,6 +34,11 @@ use super::{Group, GroupError};
 /// A data handle's engine and, per member disk number, its device in it.
 pub type HandleEngine = (Box<dyn IoEngine>, BTreeMap<u16, DeviceId>);
 
+/// How long letting go of a disk waits for the heartbeat thread to let go
+/// too: it may be mid-beat, waiting out its budget (one interval) for a
+/// slow disk. Past it, the disk is let go of at the thread's next beat.
+const HEARTBEAT_LET_GO_BOUND: std::time::Duration =
+    std::time::Duration::from_millis(2 * super::heartbeat::HEARTBEAT_INTERVAL_MS as u64);
 /// Requests in flight on the engine that reads a returning disk's label and
 /// superblocks (a few small reads, one at a time).
 const PROBE_DEPTH: usize = 4;
@@ -480,6 +485,13 @@ impl LiveGroup {
         let discards = Arc::new(DiscardQueue::default());
         group.set_discard_queue(Some(discards.clone()));
         let plane = group.data_plane().clone();
+        // Devices let go of are let go of by the heartbeat too, before the
+        // command that dropped them returns (the heartbeat's engine holds
+        // them open, and their locks, until it is made again).
+        let mut left: Vec<Box<dyn Fn() + Send + Sync>> = Vec::new();
+        if let Some(nudge) = group.heartbeat_nudge() {
+            left.push(Box::new(move || nudge.refresh(HEARTBEAT_LET_GO_BOUND)));
+        }
         Self {
             inner: Arc::new_cyclic(|me| Inner {
                 meta: Mutex::new(group),
@@ -490,7 +502,7 @@ impl LiveGroup {
                 },
                 plane,
                 engines,
-                devices_left: Mutex::new(Vec::new()),
+                devices_left: Mutex::new(left),
                 discards: StopsQueue(discards),
                 drain: Mutex::new(None),
                 me: me.clone(),

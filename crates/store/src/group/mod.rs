@@ -815,6 +815,11 @@ impl<'e> Group<'e> {
         self.heartbeat = Some(link);
     }
 
+    /// The heartbeat thread's [`heartbeat::Nudge`], if one beats.
+    pub fn heartbeat_nudge(&self) -> Option<heartbeat::Nudge> {
+        self.heartbeat.as_ref().and_then(heartbeat::Link::nudge)
+    }
+
     /// The superblock generation this mount wrote (or found, read-only).
     pub fn slot_generation(&self) -> u64 {
         self.slot_generation
