@@ -55,14 +55,20 @@ fn status_of(list: &Value, path: &str) -> String {
 }
 
 /// Six devices (`paths`), the first four a group `name` in failure groups
-/// FG1 (0, 1) and FG2 (2, 3); 4 and 5 come in, 1 and 3 go.
-fn add_two_drop_two(dir: &Path, discover: &str, run_dir: &str, paths: &[String], name: &str) {
-    let cairn = |args: &[&str]| cairn_with(discover, &[("CAIRN_RUN_DIR", run_dir)], args);
+/// FG1 (0, 1) and FG2 (2, 3); 4 and 5 come in, 1 and 3 go. Every command
+/// after `group create` goes through `door` (served from then on, on the
+/// served host).
+fn add_two_drop_two(door: &mut Door, paths: &[String], name: &str) {
     let mut args = vec!["group".to_string(), "create".into(), name.into()];
     for (i, p) in paths[..4].iter().enumerate() {
         args.extend(["--disk".into(), format!("{p}=FG{}", 1 + i / 2)]);
     }
-    cairn(&args.iter().map(String::as_str).collect::<Vec<_>>()).ok();
+    door.rig
+        .cairn(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .ok();
+    door.start();
+    let dir = &door.path("");
+    let cairn = |args: &[&str]| door.cairn(args);
     let src1 = random_file(&dir.join("src1.bin"), 24 * MIB, 1);
     let src2 = random_file(&dir.join("src2.bin"), 9 * MIB, 2);
     let a = format!("+{name}/a.dbf");
@@ -125,8 +131,11 @@ fn add_two_drop_two(dir: &Path, discover: &str, run_dir: &str, paths: &[String],
         before
     );
 
-    // The change itself.
-    let done = cairn(&change).ok().json();
+    // The change itself (a served change returns once its rebalance has
+    // started, unless told to wait; a held one always waits).
+    let mut wait = change.to_vec();
+    wait.push("--wait");
+    let done = cairn(&wait).ok().json();
     let r = &done["rebalance"];
     assert_eq!(
         r["aus_moved"], work["aus_to_move"],
@@ -163,20 +172,37 @@ fn add_two_drop_two(dir: &Path, discover: &str, run_dir: &str, paths: &[String],
     // A FORMER disk may join again without --force; power 0 leaves the
     // rebalance pending, and `rebalance` finishes it.
     let paused = cairn(&[
-        "group", "alter", name, "--add", &paths[1], "--drop", &d2, "--power", "0", "--json",
+        "group", "alter", name, "--add", &paths[1], "--drop", &d2, "--power", "0", "--wait",
+        "--json",
     ])
     .ok()
     .json();
     assert_eq!(paused["rebalance"]["paused"], true, "{paused:#}");
-    let mounted = cairn(&["group", "mount", name]).ok();
-    assert!(
-        mounted.stderr.contains("rebalance is pending"),
-        "{}",
-        mounted.stderr
-    );
-    let resumed = cairn(&["group", "rebalance", name, "--power", "16", "--json"])
-        .ok()
-        .json();
+    let rows = cairn(&["group", "disks", name, "--json"]).ok().json();
+    let dropping = rows.as_array().unwrap().iter().find(|r| r["label"] == d2);
+    assert_eq!(dropping.unwrap()["dropping"], true, "{rows:#}");
+    if door.host == Host::Held {
+        let mounted = cairn(&["group", "mount", name]).ok();
+        assert!(
+            mounted.stderr.contains("rebalance is pending"),
+            "{}",
+            mounted.stderr
+        );
+    } else {
+        // The service holds the group: a mount is refused, naming it.
+        cairn(&["group", "mount", name]).refused("this Cairn service");
+    }
+    let resumed = cairn(&[
+        "group",
+        "rebalance",
+        name,
+        "--power",
+        "16",
+        "--wait",
+        "--json",
+    ])
+    .ok()
+    .json();
     assert_eq!(
         resumed["rebalance"]["disks_dropped"],
         serde_json::json!([d2])
@@ -184,22 +210,22 @@ fn add_two_drop_two(dir: &Path, discover: &str, run_dir: &str, paths: &[String],
     cairn(&["group", "check", name]).ok();
 }
 
-#[test]
-fn add_and_drop_on_sparse_files() {
-    let dir = scratch();
-    let root = dir.path().to_path_buf();
+two_hosts!(add_and_drop_on_sparse_files, add_and_drop);
+fn add_and_drop(host: Host) {
+    let Some(mut door) = Door::new(host) else {
+        return;
+    };
     let paths: Vec<String> = (0..6)
         .map(|i| {
-            sparse(&root.join(format!("d{i}.img")), 160 * MIB)
+            sparse(&door.path(&format!("d{i}.img")), 160 * MIB)
                 .display()
                 .to_string()
         })
         .collect();
-    let glob = format!("{}/*.img", root.display());
-    let run = root.join("run").display().to_string();
-    add_two_drop_two(&root, &glob, &run, &paths, "MOVE");
+    add_two_drop_two(&mut door, &paths, "MOVE");
 }
 
+/// 512-byte sectors held, 4096-byte sectors served.
 #[test]
 fn add_and_drop_on_512_and_4096_byte_loop_devices() {
     if let Some(reason) = loop_device::unavailable_reason() {
@@ -207,7 +233,7 @@ fn add_and_drop_on_512_and_4096_byte_loop_devices() {
         return;
     }
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for sector in [512u32, 4096] {
+    for (sector, host) in [(512u32, Host::Held), (4096, Host::Served)] {
         let dir = scratch();
         let mut devices: Vec<LoopDevice> = Vec::new();
         for i in 0..6 {
@@ -223,15 +249,11 @@ fn add_and_drop_on_512_and_4096_byte_loop_devices() {
             .iter()
             .map(|d| d.path.display().to_string())
             .collect();
-        let discover = paths.join(",");
-        let run: PathBuf = dir.path().join("run");
-        add_two_drop_two(
-            dir.path(),
-            &discover,
-            &run.display().to_string(),
-            &paths,
-            &format!("MOVE{sector}"),
-        );
+        let Some(mut door) = Door::on(Rig::discovering(|_| paths.join(",")), host) else {
+            return;
+        };
+        add_two_drop_two(&mut door, &paths, &format!("MOVE{sector}"));
+        drop(door);
         drop(devices);
     }
 }

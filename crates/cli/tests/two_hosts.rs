@@ -72,7 +72,7 @@ impl Door {
         let mut wrong = Vec::new();
         for (args, needle) in commands {
             let run = if sent {
-                self.cairn(args)
+                self.sent(args)
             } else {
                 self.rig.cairn(args)
             };

@@ -330,11 +330,16 @@ impl Rig {
 
     /// `group check` passes and says so, in text and in JSON.
     pub fn check_clean(&self, group: &str) {
-        let run = self.cairn(&["group", "check", group]).ok();
-        assert_eq!(run.stdout.lines().last(), Some("clean"), "{}", run.stdout);
-        let report = self.cairn(&["group", "check", group, "--json"]).ok().json();
-        assert_eq!(report["problems"], serde_json::json!([]), "{report:#}");
+        check_clean(|args| self.cairn(args), group);
     }
+}
+
+/// `group check` run by `cairn` passes and says so, in text and in JSON.
+pub fn check_clean(cairn: impl Fn(&[&str]) -> Run, group: &str) {
+    let run = cairn(&["group", "check", group]).ok();
+    assert_eq!(run.stdout.lines().last(), Some("clean"), "{}", run.stdout);
+    let report = cairn(&["group", "check", group, "--json"]).ok().json();
+    assert_eq!(report["problems"], serde_json::json!([]), "{report:#}");
 }
 
 /// `cairn cp FIFO DEST` that the test feeds through the FIFO, so that the

@@ -131,12 +131,12 @@ impl Service {
             for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
                 let Ok(line) = line else { break };
                 let _ = writeln!(file, "{line}");
-                let mut log = shared.0.lock().unwrap();
+                let mut log = shared.0.lock().unwrap_or_else(|e| e.into_inner());
                 log.text.push_str(&line);
                 log.text.push('\n');
                 shared.1.notify_all();
             }
-            shared.0.lock().unwrap().ended = true;
+            shared.0.lock().unwrap_or_else(|e| e.into_inner()).ended = true;
             shared.1.notify_all();
         });
         let mut service = Self {
@@ -182,19 +182,29 @@ impl Service {
 
     /// Everything it logged so far.
     pub fn log(&self) -> String {
-        self.log.0.lock().unwrap().text.clone()
+        self.log
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .text
+            .clone()
     }
 
     /// A mark in the log, for [`Service::wait_since`].
     pub fn mark(&self) -> usize {
-        self.log.0.lock().unwrap().text.len()
+        self.log
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .text
+            .len()
     }
 
     /// Wait until the log after `mark` holds `needle`; the text after the
     /// mark. (Bounded: a service that never logs it fails the test.)
     pub fn wait_since(&self, mark: usize, needle: &str) -> String {
         let deadline = Instant::now() + SERVE_BOUND;
-        let mut log = self.log.0.lock().unwrap();
+        let mut log = self.log.0.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             let after = &log.text[mark.min(log.text.len())..];
             if after.contains(needle) {
@@ -210,7 +220,12 @@ impl Service {
                     log.text
                 );
             }
-            log = self.log.1.wait_timeout(log, left).unwrap().0;
+            log = self
+                .log
+                .1
+                .wait_timeout(log, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 
@@ -270,13 +285,18 @@ impl Service {
         // Its stderr ends with it (unless a child it left holds it: then
         // what arrived within the bound).
         let deadline = Instant::now() + SERVE_BOUND;
-        let mut log = self.log.0.lock().unwrap();
+        let mut log = self.log.0.lock().unwrap_or_else(|e| e.into_inner());
         while !log.ended {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
-            log = self.log.1.wait_timeout(log, left).unwrap().0;
+            log = self
+                .log
+                .1
+                .wait_timeout(log, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         (code, log.text.clone())
     }
@@ -396,23 +416,43 @@ impl Door {
         self.service.as_ref()
     }
 
-    /// `cairn ARGS`: through the socket while the service runs, and then
-    /// the service must have carried it out (its log names it).
+    /// `cairn ARGS`: through the socket while the service runs; a command
+    /// that succeeds there must have been carried out by the service (its
+    /// log names it), so one the CLI quietly ran itself fails. (A refusal
+    /// may come from the CLI, which parses and checks the command line
+    /// before anything is sent: see [`Door::sent`].)
     pub fn cairn(&self, args: &[&str]) -> super::Run {
+        self.run(args, false)
+    }
+
+    /// As [`Door::cairn`], and the service must have been asked whatever
+    /// the outcome (a refusal it made, not the CLI).
+    pub fn sent(&self, args: &[&str]) -> super::Run {
+        self.run(args, true)
+    }
+
+    fn run(&self, args: &[&str], always: bool) -> super::Run {
         let Some(service) = &self.service else {
             return self.rig.cairn(args);
         };
         let mark = service.mark();
         let run = self.rig.cairn(args);
-        if args[0] != "disk" {
+        if args[0] != "disk" && (always || run.code == 0) {
             let name = if matches!(args[0], "group" | "volume") {
                 args[..2].join(" ")
             } else {
                 args[0].to_string()
             };
+            // The service logs a command as it takes it, before it
+            // answers: the line is on its way when the CLI has exited.
             service.wait_since(mark, &format!("cairn {name}: "));
         }
         run
+    }
+
+    /// `group check` through this door passes and says so.
+    pub fn check_clean(&self, group: &str) {
+        super::check_clean(|args| self.cairn(args), group);
     }
 
     /// A path of the rig.
