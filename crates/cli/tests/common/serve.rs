@@ -459,4 +459,9 @@ impl Door {
     pub fn path(&self, name: &str) -> PathBuf {
         self.rig.path(name)
     }
+
+    /// A path of the rig as the text `cairn` takes.
+    pub fn arg(&self, name: &str) -> String {
+        self.rig.arg(name)
+    }
 }

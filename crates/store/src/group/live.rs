@@ -326,8 +326,9 @@ impl Inner {
     /// member slot, the engine source's handle and the metadata plane's
     /// engine here, under `meta`; each data handle's engine at its next
     /// operation (the disk view changed), the idle ones at once
-    /// ([`Inner::devices_left`], after `meta`), the heartbeat's at its
-    /// next beat (it beats written disks only). A failed disk keeps
+    /// ([`Inner::devices_left`], after `meta`), the heartbeat's then too
+    /// (waited for, bounded by [`HEARTBEAT_LET_GO_BOUND`]; it beats written
+    /// disks only). A failed disk keeps
     /// failing on them, and they would keep its file system from being
     /// unmounted for repair. Whether any was let go of.
     fn release_offline(&self, group: &mut Group<'static>) -> bool {
