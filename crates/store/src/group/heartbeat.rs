@@ -973,8 +973,9 @@ struct Running {
     thread: Option<std::thread::JoinHandle<Beater>>,
 }
 
-/// Asks to the beating thread. Changed by the group's side under the
-/// mutex (stop; a refresh asked) and by the thread (a refresh done).
+/// Asks to the beating thread. Changed under the mutex by the group's
+/// side (stop; a refresh asked) and by the thread (a refresh done; stop
+/// when the heartbeat stopped the group and the thread ends).
 #[derive(Debug, Default)]
 struct Control {
     stop: bool,
@@ -1068,6 +1069,10 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
                     next = clock.now_ns() + interval.as_nanos() as u64;
                     let report = beater.beat(clock.now_ns(), unix_ms());
                     if report.stopped.is_some() {
+                        // Nobody beats from now on: a nudge waits for
+                        // nothing.
+                        control.lock().unwrap_or_else(PoisonError::into_inner).stop = true;
+                        wake.notify_all();
                         return beater;
                     }
                 }
