@@ -208,6 +208,8 @@ fn add_two_drop_two(door: &mut Door, paths: &[String], name: &str) {
         serde_json::json!([d2])
     );
     cairn(&["group", "check", name]).ok();
+    // A service stops cleanly (exit 0).
+    door.stop();
 }
 
 two_hosts!(add_and_drop_on_sparse_files, add_and_drop);

@@ -84,10 +84,10 @@ fn held(devices: &[LoopDevice]) -> u64 {
 /// Two loop devices over sparse files, group DATA over them (normal
 /// redundancy, one disk per failure group) that keeps quiet as it frees; a
 /// file `keep.dbf` that stays, and `big.dbf` of [`BIG`] bytes of random
-/// data, deleted. Returns the door to the group on `host` (served from
-/// just after `group create`), the devices, the file's digest, and what
+/// data, deleted. Returns the devices, the door to the group on `host`
+/// (served from just after `group create`), the file's digest, and what
 /// the backing files held before `big.dbf` was written.
-fn dropped_tablespace(scratch: &Rig, host: Host) -> Option<(Door, Vec<LoopDevice>, u32, u64)> {
+fn dropped_tablespace(scratch: &Rig, host: Host) -> Option<(Vec<LoopDevice>, Door, u32, u64)> {
     let mut devices = Vec::new();
     for i in 0..2 {
         match LoopDevice::create(&scratch.path(&format!("d{i}.raw")), 512 * MIB, 4096) {
@@ -132,7 +132,7 @@ fn dropped_tablespace(scratch: &Rig, host: Host) -> Option<(Door, Vec<LoopDevice
         after_rm + MIB >= full,
         "with thin_provisioned=false a delete gives nothing back: {after_rm} of {full}"
     );
-    Some((rig, devices, digest_keep, empty))
+    Some((devices, rig, digest_keep, empty))
 }
 
 fn rig_on(devices: &[LoopDevice], rig: &Rig) -> Rig {
@@ -159,7 +159,9 @@ fn returnable(rig: &Door) -> Vec<u64> {
         .collect()
 }
 
-fn keep_is_intact(rig: &Door, digest_keep: u32) {
+/// The file in use reads back whole and the group checks clean; then a
+/// service stops cleanly (exit 0).
+fn keep_is_intact(rig: &mut Door, digest_keep: u32) {
     let out = rig.path("keep.out");
     let _ = std::fs::remove_file(&out);
     rig.cairn(&["cp", "+DATA/keep.dbf", out.to_str().unwrap()])
@@ -170,6 +172,7 @@ fn keep_is_intact(rig: &Door, digest_keep: u32) {
         "the file in use reads back whole"
     );
     rig.check_clean("DATA");
+    rig.stop();
 }
 
 two_hosts!(
@@ -181,7 +184,9 @@ fn reclaim(host: Host) {
         return;
     }
     let scratch = Rig::new();
-    let Some((rig, devices, digest_keep, empty)) = dropped_tablespace(&scratch, host) else {
+    // The devices outlive the door (bindings drop last to first): the
+    // service lets go of them before they are detached.
+    let Some((devices, mut rig, digest_keep, empty)) = dropped_tablespace(&scratch, host) else {
         return;
     };
     let held_before = held(&devices);
@@ -252,7 +257,7 @@ fn reclaim(host: Host) {
         again.stdout
     );
     assert_eq!(io_since(&devices, &before).1, 0, "nothing discarded");
-    keep_is_intact(&rig, digest_keep);
+    keep_is_intact(&mut rig, digest_keep);
 }
 
 two_hosts!(
@@ -268,7 +273,9 @@ fn zero_fill(host: Host) {
         return;
     }
     let scratch = Rig::new();
-    let Some((rig, devices, digest_keep, empty)) = dropped_tablespace(&scratch, host) else {
+    // The devices outlive the door (bindings drop last to first): the
+    // service lets go of them before they are detached.
+    let Some((devices, mut rig, digest_keep, empty)) = dropped_tablespace(&scratch, host) else {
         return;
     };
     let held_before = held(&devices);
@@ -316,5 +323,5 @@ fn zero_fill(host: Host) {
         dropped >> 20
     );
     assert_eq!(returnable(&rig), vec![0, 0]);
-    keep_is_intact(&rig, digest_keep);
+    keep_is_intact(&mut rig, digest_keep);
 }

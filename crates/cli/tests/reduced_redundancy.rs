@@ -177,7 +177,7 @@ fn a_served_group_grows_a_file_with_a_failure_group_offline_and_the_metrics_say_
     group(&rig, "SRV");
     let (serving, addr) = serve(&rig);
     let lowered = "cairn_group_redundancy_lowered_extents{group=\"SRV\"}";
-    assert_eq!(metric(&addr, lowered), 0.0);
+    assert_eq!(metric_listed(&addr, lowered), 0.0);
     rig.cairn(&["group", "offline", "SRV", "SRV_0002", "SRV_0003"])
         .ok();
     // Written, then grown (as a database extends a datafile), through the
@@ -196,12 +196,12 @@ fn a_served_group_grows_a_file_with_a_failure_group_offline_and_the_metrics_say_
         f.sync_all().unwrap();
     }
     assert!(
-        metric(&addr, lowered) >= 10.0,
+        metric_listed(&addr, lowered) >= 10.0,
         "every extent of the file, at least"
     );
     let d2 = "cairn_disk_missing_copy_aus{group=\"SRV\",disk=\"SRV_0002\"}";
     let d3 = "cairn_disk_missing_copy_aus{group=\"SRV\",disk=\"SRV_0003\"}";
-    assert!(metric(&addr, d2) + metric(&addr, d3) >= 10.0);
+    assert!(metric_listed(&addr, d2) + metric_listed(&addr, d3) >= 10.0);
     let status = rig.cairn(&["status", "--json"]).ok().json();
     assert!(
         status["groups"][0]["redundancy_lowered_bytes"]
@@ -214,8 +214,8 @@ fn a_served_group_grows_a_file_with_a_failure_group_offline_and_the_metrics_say_
     // Through the service the resync runs in the background unless waited for.
     rig.cairn(&["group", "online", "SRV", "--all", "--wait"])
         .ok();
-    assert_eq!(metric(&addr, lowered), 0.0);
-    assert_eq!(metric(&addr, d2) + metric(&addr, d3), 0.0);
+    assert_eq!(metric_listed(&addr, lowered), 0.0);
+    assert_eq!(metric_listed(&addr, d2) + metric_listed(&addr, d3), 0.0);
     assert_eq!(std::fs::read(&file).unwrap(), want);
     let (code, log) = serving.stop();
     assert_eq!(code, 0, "{log}");

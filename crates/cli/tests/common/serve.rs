@@ -331,14 +331,25 @@ pub fn http_get(addr: &str, request: &str) -> (String, String) {
     )
 }
 
-/// A metric's value at the endpoint `addr` (0 when the series is not
-/// there: a counter that never counted).
-pub fn metric(addr: &str, series: &str) -> f64 {
+/// A metric's value at the endpoint `addr`, `None` when the series is not
+/// exposed.
+fn metric_of(addr: &str, series: &str) -> Option<f64> {
     let (status, body) = http_get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(status.contains("200"), "{status}");
     body.lines()
         .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0.0)
+}
+
+/// A metric's value at the endpoint `addr` (0 when the series is not
+/// there: a counter that never counted).
+pub fn metric(addr: &str, series: &str) -> f64 {
+    metric_of(addr, series).unwrap_or(0.0)
+}
+
+/// A metric's value at the endpoint `addr`; the series must be exposed
+/// (a gauge always is).
+pub fn metric_listed(addr: &str, series: &str) -> f64 {
+    metric_of(addr, series).unwrap_or_else(|| panic!("{series} is not exposed at {addr}"))
 }
 
 /// Where a group command is carried out: the one test body of a scenario
@@ -370,11 +381,13 @@ macro_rules! two_hosts {
     };
 }
 
-/// A rig and its host: the service while one runs.
+/// A rig and its host: the service while one runs. (The service is
+/// declared first, so it is dropped — killed and its mount cleaned up —
+/// before the rig's directory, which holds the mount point, is removed.)
 pub struct Door {
+    service: Option<Service>,
     pub rig: Rig,
     pub host: Host,
-    service: Option<Service>,
 }
 
 impl Door {
@@ -390,9 +403,9 @@ impl Door {
             return None;
         }
         Some(Self {
+            service: None,
             rig,
             host,
-            service: None,
         })
     }
 

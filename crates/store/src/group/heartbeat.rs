@@ -639,11 +639,13 @@ impl Beater {
     }
 
     /// An engine over the wanted disks: made again when the set changed
-    /// and nothing is in flight on the old one.
-    fn refresh_engine(&mut self) {
+    /// and nothing is in flight on the old one. Whether the engine is now
+    /// over the wanted disks (false: the old one is kept, for its requests
+    /// in flight or because no new one could be made).
+    fn refresh_engine(&mut self) -> bool {
         let wanted = self.wanted();
         if self.engine.is_some() && (wanted == self.made_from || !self.pending.is_empty()) {
-            return;
+            return wanted == self.made_from;
         }
         // A source that cannot make an engine now may later; the old
         // engine's disks still get beats meanwhile.
@@ -651,7 +653,9 @@ impl Beater {
             self.engine = Some(engine);
             self.devices = devices;
             self.made_from = wanted;
+            return true;
         }
+        false
     }
 
     /// Submit one request per `(disk, op)`; returns the tags.
@@ -941,7 +945,10 @@ impl Link {
     /// A way to make the beating thread let go of disks that left the
     /// group now rather than at its next beat (none without a thread).
     pub fn nudge(&self) -> Option<Nudge> {
-        self.running.as_ref().map(|r| Nudge(r.stop.clone()))
+        self.running.as_ref().map(|r| Nudge {
+            control: r.stop.clone(),
+            interval: r.interval,
+        })
     }
 
     /// Disks whose heartbeat write failed since the last call: failed disks
@@ -970,6 +977,8 @@ struct Running {
     /// What the thread is asked to do (under its mutex, with the condition
     /// variable); a leaf lock.
     stop: Arc<(Mutex<Control>, Condvar)>,
+    /// The beats' interval.
+    interval: Duration,
     thread: Option<std::thread::JoinHandle<Beater>>,
 }
 
@@ -989,15 +998,21 @@ struct Control {
 /// left the group is then no longer held open by the heartbeat (its lock
 /// with it), so the command that dropped it returns with the disk free.
 #[derive(Clone)]
-pub struct Nudge(Arc<(Mutex<Control>, Condvar)>);
+pub struct Nudge {
+    control: Arc<(Mutex<Control>, Condvar)>,
+    /// The beats' interval: a beat takes at most that.
+    interval: Duration,
+}
 
 impl Nudge {
-    /// Ask and wait up to `bound` (the thread may be mid-beat, waiting its
-    /// budget for a slow disk). An engine with requests in flight is kept
-    /// until they complete (its device cannot be closed under them); the
-    /// thread lets go at the beat after.
-    pub fn refresh(&self, bound: Duration) {
-        let (control, wake) = &*self.0;
+    /// Ask, and wait up to two beat intervals: the thread may be mid-beat,
+    /// waiting out its budget for a slow disk, and an engine with requests
+    /// in flight is kept (its device cannot be closed under them) until
+    /// the next beat has collected them. Past the bound the thread still
+    /// lets go, at a later beat.
+    pub fn refresh(&self) {
+        let bound = 2 * self.interval;
+        let (control, wake) = &*self.control;
         let mut c = control.lock().unwrap_or_else(PoisonError::into_inner);
         c.refresh_asked += 1;
         let target = c.refresh_asked;
@@ -1038,6 +1053,9 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
             .spawn(move || {
                 let (control, wake) = &*stop;
                 let mut next = clock.now_ns();
+                // A refresh that found requests in flight on the old engine
+                // is tried again after the next beat (which collects them).
+                let mut after_beat = false;
                 loop {
                     {
                         let mut c = control.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1045,15 +1063,19 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
                             if c.stop {
                                 return beater;
                             }
-                            if c.refreshed < c.refresh_asked {
+                            if c.refreshed < c.refresh_asked && !after_beat {
                                 // Not under the lock: making an engine
                                 // opens devices.
                                 let asked = c.refresh_asked;
                                 drop(c);
-                                beater.refresh_engine();
+                                let done = beater.refresh_engine();
                                 c = control.lock().unwrap_or_else(PoisonError::into_inner);
-                                c.refreshed = asked;
-                                wake.notify_all();
+                                if done {
+                                    c.refreshed = asked;
+                                    wake.notify_all();
+                                } else {
+                                    after_beat = true;
+                                }
                                 continue;
                             }
                             let now = clock.now_ns();
@@ -1068,6 +1090,7 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
                     }
                     next = clock.now_ns() + interval.as_nanos() as u64;
                     let report = beater.beat(clock.now_ns(), unix_ms());
+                    after_beat = false;
                     if report.stopped.is_some() {
                         // Nobody beats from now on: a nudge waits for
                         // nothing.
@@ -1083,6 +1106,7 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
         shared,
         running: Some(Running {
             stop,
+            interval,
             thread: Some(thread),
         }),
     })

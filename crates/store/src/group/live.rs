@@ -34,11 +34,6 @@ use super::{Group, GroupError};
 /// A data handle's engine and, per member disk number, its device in it.
 pub type HandleEngine = (Box<dyn IoEngine>, BTreeMap<u16, DeviceId>);
 
-/// How long letting go of a disk waits for the heartbeat thread to let go
-/// too: it may be mid-beat, waiting out its budget (one interval) for a
-/// slow disk. Past it, the disk is let go of at the thread's next beat.
-const HEARTBEAT_LET_GO_BOUND: std::time::Duration =
-    std::time::Duration::from_millis(2 * super::heartbeat::HEARTBEAT_INTERVAL_MS as u64);
 /// Requests in flight on the engine that reads a returning disk's label and
 /// superblocks (a few small reads, one at a time).
 const PROBE_DEPTH: usize = 4;
@@ -313,10 +308,14 @@ impl Inner {
             // What `f` changed, or saw, belongs to the running transaction.
             (result, group.txn_open(), released)
         };
+        // The commit first: letting go may wait (bounded) for the
+        // heartbeat thread, and the operations grouped into this commit
+        // need not wait with it.
+        let committed = self.commit_through(ticket);
         if released {
             self.devices_left();
         }
-        self.commit_through(ticket)?;
+        committed?;
         self.see_to_discards();
         Ok(result)
     }
@@ -326,9 +325,9 @@ impl Inner {
     /// member slot, the engine source's handle and the metadata plane's
     /// engine here, under `meta`; each data handle's engine at its next
     /// operation (the disk view changed), the idle ones at once
-    /// ([`Inner::devices_left`], after `meta`), the heartbeat's then too
-    /// (waited for, bounded by [`HEARTBEAT_LET_GO_BOUND`]; it beats written
-    /// disks only). A failed disk keeps
+    /// ([`Inner::devices_left`], after `meta` and the commit), the
+    /// heartbeat's then too (waited for, bounded: [`super::heartbeat::Nudge`];
+    /// it beats written disks only). A failed disk keeps
     /// failing on them, and they would keep its file system from being
     /// unmounted for repair. Whether any was let go of.
     fn release_offline(&self, group: &mut Group<'static>) -> bool {
@@ -491,7 +490,7 @@ impl LiveGroup {
         // them open, and their locks, until it is made again).
         let mut left: Vec<Box<dyn Fn() + Send + Sync>> = Vec::new();
         if let Some(nudge) = group.heartbeat_nudge() {
-            left.push(Box::new(move || nudge.refresh(HEARTBEAT_LET_GO_BOUND)));
+            left.push(Box::new(move || nudge.refresh()));
         }
         Self {
             inner: Arc::new_cyclic(|me| Inner {
