@@ -51,6 +51,9 @@ pub(crate) struct ServeArgs {
     /// FUSE worker threads (requests served at once).
     #[arg(long, default_value_t = THREADS_DEFAULT, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
+    /// How long SIGTERM waits for files under the mount to be closed before it says the file system is in use and goes on serving (0s: say so at once).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    stop_wait: std::time::Duration,
     #[command(flatten)]
     discover: Discover,
 }
@@ -131,6 +134,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
         allow_other: args.allow_other,
         threads: usize::from(args.threads),
         metrics: args.metrics.clone(),
+        stop_wait: args.stop_wait,
     };
     let mountpoint =
         std::path::absolute(&args.mountpoint).unwrap_or_else(|_| args.mountpoint.clone());

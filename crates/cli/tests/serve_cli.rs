@@ -216,6 +216,83 @@ fn serve_stops_and_dismounts_when_its_file_system_is_unmounted_from_outside() {
     rig.check_clean("DATA");
 }
 
+/// A process of its own that holds `path` open until [`Holder::close`]
+/// (not this test process: a descriptor it held could be copied into a
+/// child another test forks).
+struct Holder(std::process::Child);
+
+impl Holder {
+    fn open(path: &Path) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "exec 3< \"$1\" && echo open && { read line || true; }",
+                "sh",
+            ])
+            .arg(path)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut said)
+            .unwrap();
+        assert_eq!(said, "open\n", "the holder could not open {path:?}");
+        Self(child)
+    }
+
+    /// Its stdin closed: it reads the end, exits, and its descriptors go.
+    fn close(mut self) {
+        drop(self.0.stdin.take());
+        assert!(self.0.wait().unwrap().success());
+    }
+}
+
+/// SIGTERM with a file open under the mount: the service waits for it to
+/// be closed (`--stop-wait`), serving meanwhile, then stops cleanly; with
+/// no wait (or once the wait runs out) it says the file system is in use
+/// and goes on serving until the next SIGTERM. A stop right after a
+/// database's last close once found the mount busy for a moment (a child
+/// forked then held a copy of the descriptor) and went on serving.
+#[test]
+fn a_stop_waits_for_open_files_to_be_closed_and_says_so_when_they_are_not() {
+    if !fuse_here() {
+        return;
+    }
+    let rig = Rig::new();
+    group(&rig);
+    let data = random_file(&rig.path("f.bin"), MIB, 9);
+    rig.cairn(&["cp", data.to_str().unwrap(), "+DATA/f.dbf"])
+        .ok();
+
+    // No wait: in use at once, still serving; the next SIGTERM stops it.
+    let mut serving = Service::start(&rig, &["--stop-wait", "0s"]);
+    let file = serving.path("DATA/f.dbf");
+    let holder = Holder::open(&file);
+    serving.signal(libc::SIGTERM);
+    serving.wait_for_log("still serving: close them, then send SIGTERM again");
+    assert!(std::fs::read(&file).unwrap() == std::fs::read(&data).unwrap());
+    holder.close();
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+    assert!(!log.contains("waiting up to"), "{log}");
+
+    // A wait: the stop waits, serving, and ends once the file is closed.
+    let mut serving = Service::start(&rig, &["--stop-wait", "2m"]);
+    let holder = Holder::open(&file);
+    serving.signal(libc::SIGTERM);
+    serving.wait_for_log("the file system is in use; waiting up to 2m for its files to be closed");
+    assert!(std::fs::read(&file).unwrap() == std::fs::read(&data).unwrap());
+    holder.close();
+    let (code, log) = serving.exited();
+    assert_eq!(code, 0, "{log}");
+    assert!(!log.contains("still serving"), "{log}");
+    assert!(log.contains("dismounted"), "{log}");
+    rig.check_clean("DATA");
+}
+
 /// A small deterministic generator (xorshift64*): the same ops every run.
 struct Rng(u64);
 

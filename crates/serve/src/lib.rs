@@ -45,6 +45,14 @@ pub struct ServeOptions {
     pub threads: usize,
     /// Where to answer `GET /metrics` (Prometheus text), if anywhere.
     pub metrics: Option<String>,
+    /// How long a stop waits for the file system to stop being in use
+    /// before it says so and goes on serving. The last close of a file
+    /// can let go of the mount a moment after `close` returns (a process
+    /// forked at that moment holds a copy of the descriptors until it
+    /// execs or exits; a loop device over a file lets go of it in the
+    /// kernel's own time), so an unmount tried once, right after a database
+    /// closed its last file, can find it busy.
+    pub stop_wait: std::time::Duration,
 }
 
 /// A group as the control socket's commands see it.
@@ -224,9 +232,16 @@ fn run(
     tracing::info!(mountpoint = %mountpoint.display(), groups = shared.len(), "serving");
     notify_ready();
     let mut stopping: Option<Stopped> = None;
+    // A stop that found the file system in use: tried again until the
+    // deadline (options.stop_wait), then said and given up.
+    let mut waiting: Option<Waiting> = None;
     loop {
-        match signals.wait() {
-            Signal::SessionEnded if ended.load(std::sync::atomic::Ordering::SeqCst) => {
+        let signal = match &waiting {
+            None => Some(signals.wait()),
+            Some(w) => signals.wait_until(w.next_try),
+        };
+        let why = match signal {
+            Some(Signal::SessionEnded) if ended.load(std::sync::atomic::Ordering::SeqCst) => {
                 if stopping.is_none() {
                     tracing::warn!(
                         mountpoint = %mountpoint.display(),
@@ -235,31 +250,65 @@ fn run(
                 }
                 break;
             }
-            Signal::SessionEnded => {}
-            Signal::Reload => match &commands {
-                Some(c) => {
-                    tracing::info!("SIGHUP: reading the discovery string again");
-                    c.reload();
+            Some(Signal::SessionEnded) => continue,
+            Some(Signal::Reload) => {
+                match &commands {
+                    Some(c) => {
+                        tracing::info!("SIGHUP: reading the discovery string again");
+                        c.reload();
+                    }
+                    None => tracing::info!("SIGHUP: no control socket, nothing to re-read"),
                 }
-                None => tracing::info!("SIGHUP: no control socket, nothing to re-read"),
-            },
-            Signal::Stop(why) => {
+                continue;
+            }
+            Some(Signal::Stop(why)) => {
                 if let Some(c) = &commands {
                     c.before_unmount();
                 }
-                tracing::info!(signal = ?why, "stopping: unmounting the file system");
-                match unmount(&mountpoint) {
-                    Ok(()) => stopping = Some(why),
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => tracing::warn!(
-                        mountpoint = %mountpoint.display(),
-                        "the file system is in use (files open or a working directory under it); still serving: close them, then send SIGTERM again"
-                    ),
-                    Err(e) => tracing::warn!(
-                        error = %e,
-                        "cannot unmount the file system; still serving (unmount it by hand: umount {}, or fusermount3 -u)",
-                        mountpoint.display()
-                    ),
+                if waiting.is_none() {
+                    tracing::info!(signal = ?why, "stopping: unmounting the file system");
                 }
+                why
+            }
+            // The pause before the next try ran out: try again.
+            None => match &waiting {
+                Some(w) => w.why,
+                None => continue,
+            },
+        };
+        match unmount(&mountpoint) {
+            Ok(()) => {
+                waiting = None;
+                stopping = Some(why);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                let now = std::time::Instant::now();
+                match waiting.as_mut() {
+                    None if !options.stop_wait.is_zero() => {
+                        tracing::info!(
+                            mountpoint = %mountpoint.display(),
+                            "the file system is in use; waiting up to {} for its files to be closed",
+                            humantime::format_duration(options.stop_wait)
+                        );
+                        waiting = Some(Waiting::new(why, now, options.stop_wait));
+                    }
+                    Some(w) if now < w.deadline => w.again(now),
+                    _ => {
+                        waiting = None;
+                        tracing::warn!(
+                            mountpoint = %mountpoint.display(),
+                            "the file system is in use (files open or a working directory under it); still serving: close them, then send SIGTERM again"
+                        );
+                    }
+                }
+            }
+            Err(e) => {
+                waiting = None;
+                tracing::warn!(
+                    error = %e,
+                    "cannot unmount the file system; still serving (unmount it by hand: umount {}, or fusermount3 -u)",
+                    mountpoint.display()
+                );
             }
         }
     }
@@ -460,6 +509,38 @@ fn notify_ready() {
     }
 }
 
+/// A stop that found the file system in use, tried again now and then
+/// until its deadline: at first soon (a process that forked as a database
+/// closed its files execs in a moment), then less often.
+struct Waiting {
+    why: Stopped,
+    deadline: std::time::Instant,
+    pause: std::time::Duration,
+    next_try: std::time::Instant,
+}
+
+impl Waiting {
+    const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+    const LONGEST_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+
+    fn new(why: Stopped, now: std::time::Instant, wait: std::time::Duration) -> Self {
+        let deadline = now + wait;
+        Self {
+            why,
+            deadline,
+            pause: Self::FIRST_PAUSE,
+            next_try: (now + Self::FIRST_PAUSE).min(deadline),
+        }
+    }
+
+    /// Busy again at `now`: the next try after a longer pause, the last one
+    /// at the deadline.
+    fn again(&mut self, now: std::time::Instant) {
+        self.pause = (self.pause * 2).min(Self::LONGEST_PAUSE);
+        self.next_try = (now + self.pause).min(self.deadline);
+    }
+}
+
 /// A signal the service acts on.
 enum Signal {
     Stop(Stopped),
@@ -497,6 +578,38 @@ impl Signals {
         }
     }
 
+    /// The next signal that arrives before `deadline`, or `None` once it
+    /// has passed.
+    fn wait_until(&self, deadline: std::time::Instant) -> Option<Signal> {
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let timeout = libc::timespec {
+                tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
+                // Below 10^9: fits a c_long of any width.
+                tv_nsec: left.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: the set is initialised (block); no siginfo is asked
+            // for; the timeout is a local.
+            let signal = unsafe { libc::sigtimedwait(&self.0, std::ptr::null_mut(), &timeout) };
+            if signal > 0 {
+                return Some(Self::meaning(signal));
+            }
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                _ => return None,
+            }
+        }
+    }
+
+    fn meaning(signal: libc::c_int) -> Signal {
+        match signal {
+            libc::SIGINT => Signal::Stop(Stopped::Interrupt),
+            libc::SIGHUP => Signal::Reload,
+            libc::SIGUSR1 => Signal::SessionEnded,
+            _ => Signal::Stop(Stopped::Terminate),
+        }
+    }
+
     fn wait(&self) -> Signal {
         loop {
             let mut signal = 0;
@@ -505,12 +618,7 @@ impl Signals {
             if rc != 0 {
                 continue;
             }
-            return match signal {
-                libc::SIGINT => Signal::Stop(Stopped::Interrupt),
-                libc::SIGHUP => Signal::Reload,
-                libc::SIGUSR1 => Signal::SessionEnded,
-                _ => Signal::Stop(Stopped::Terminate),
-            };
+            return Self::meaning(signal);
         }
     }
 }
