@@ -3,10 +3,14 @@
 //! it) and lock directory (`CAIRN_RUN_DIR`), so tests run in parallel without
 //! seeing each other's disks or locks.
 //!
-//! The file scenarios (copy in and out, names, aliases, a file too large) run twice from one body (`two_hosts!`): held, and served
+//! Most scenarios run twice from one body (`two_hosts!`): held, and served
 //! by `cairn serve` (root and FUSE) with every command after `group create`
-//! through its socket. The rest make disks vanish by renaming them, hold the
-//! group from a process of their own, or create groups: one host.
+//! through its socket. A disk renamed away is renamed while nothing serves
+//! the group (a service holds its members open), and the next mount — `group
+//! mount`, or the service starting — finds it missing. Two stay on one host:
+//! a refused `group create` (the CLI's own whichever the host), and a group
+//! held by a process of the test's own (a service holding it is
+//! serve_cli's and multihost's).
 
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -106,9 +110,18 @@ fn names(entries: &[(String, String, Option<u64>, Option<u64>)]) -> Vec<&str> {
     entries.iter().map(|e| e.0.as_str()).collect()
 }
 
-#[test]
-fn create_then_list_and_disks_report_the_layout() {
-    let mut rig = Door::new(Host::Held).unwrap();
+two_hosts!(
+    create_then_list_and_disks_report_the_layout,
+    create_then_list
+);
+
+/// `group create`'s report (the CLI's own: a group is created before any
+/// service serves it), then `group list` and `group disks` through the
+/// door: the same layout, one allocation table.
+fn create_then_list(host: Host) {
+    let Some(mut rig) = Door::new(host) else {
+        return;
+    };
     let created = rig.create_four("DATA", "d", &[]);
     assert_eq!(created["group"]["name"], "DATA");
     let labels: Vec<&str> = created["disks"]
@@ -169,6 +182,7 @@ fn create_then_list_and_disks_report_the_layout() {
     // The summary and the per-disk rows are the same allocation tables.
     assert_eq!(total_aus * 4, total);
     assert_eq!(free_aus * 4, free);
+    rig.stop();
 }
 
 two_hosts!(a_file_copied_in_reads_back_byte_identical, copied_in);
@@ -322,12 +336,19 @@ fn aliases(host: Host) {
     rig.stop();
 }
 
-/// Held: the command that frees the AUs discards them before it ends. (A
-/// service discards them on a thread of its own after `rm` answers; the
-/// live tests in store's `data_errors.rs` hold that path.)
-#[test]
-fn freed_allocation_units_are_punched_out_of_thin_disks() {
-    let mut rig = Door::new(Host::Held).unwrap();
+two_hosts!(
+    freed_allocation_units_are_punched_out_of_thin_disks,
+    punched
+);
+
+/// A file's AUs freed by `rm` are punched out of the sparse disks (handed
+/// back to a thin array). Held, before `rm` returns; served, by the
+/// service's discard thread after it answers (the freed AUs stay unusable
+/// until then): waited for as the blocks come back.
+fn punched(host: Host) {
+    let Some(mut rig) = Door::new(host) else {
+        return;
+    };
     rig.create_four("DATA", "d", &[]);
     let disks = ["d0.img", "d1.img", "d2.img", "d3.img"];
     let src = random_file(&rig.path("src.bin"), 64 * MIB, 5);
@@ -358,10 +379,14 @@ fn freed_allocation_units_are_punched_out_of_thin_disks() {
     assert!(used >= 2 * 64 * MIB, "{space:#}");
 
     rig.cairn(&["rm", "+DATA/big.dbf"]).ok();
-    let after = rig.allocated_sum(&disks);
+    let discarded = |rig: &Door| rig.allocated_sum(&disks) + 2 * 64 * MIB <= full + 4 * MIB;
+    if rig.service().is_some() {
+        wait_until("the service discards the freed AUs", || discarded(&rig));
+    }
     assert!(
-        after + 2 * 64 * MIB <= full + 4 * MIB,
-        "freed AUs are discarded: {full} -> {after}"
+        discarded(&rig),
+        "freed AUs are discarded: {full} -> {}",
+        rig.allocated_sum(&disks)
     );
     let space = rig.cairn(&["group", "space", "DATA", "--json"]).ok().json();
     let reported_after: u64 = space
@@ -375,27 +400,49 @@ fn freed_allocation_units_are_punched_out_of_thin_disks() {
         "{reported} -> {reported_after}"
     );
     rig.check_clean("DATA");
+    rig.stop();
 }
 
-#[test]
-fn a_missing_disk_is_offlined_and_its_mirror_serves_the_data() {
-    let mut rig = Door::new(Host::Held).unwrap();
+two_hosts!(
+    a_missing_disk_is_offlined_and_its_mirror_serves_the_data,
+    missing_disk
+);
+
+/// A disk missing (renamed out of discovery) while nothing serves the
+/// group: the next mount marks it OFFLINE and says so — held, `group
+/// mount`'s report; served, the service's log as it starts — and its
+/// mirror serves every file, the group still writable, `check` DEGRADED.
+fn missing_disk(host: Host) {
+    let Some(mut rig) = Door::new(host) else {
+        return;
+    };
     rig.create_four("DATA", "d", &[]);
     let src = random_file(&rig.path("src.bin"), 20 * MIB, 6);
     rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/f.dbf"])
         .ok();
+    rig.stop();
 
     std::fs::rename(rig.path("d3.img"), rig.path("d3.img.gone")).unwrap();
-    let mounted = rig.cairn(&["group", "mount", "DATA", "--json"]).ok().json();
-    let offlined = mounted["recovery"]["disks_marked_offline"]
-        .as_array()
-        .unwrap();
-    assert_eq!(offlined.len(), 1, "{mounted:#}");
-    assert!(
-        offlined[0].as_str().unwrap().contains("DATA_0003"),
-        "{mounted:#}"
-    );
-    assert_eq!(mounted["group"]["state"], "DEGRADED");
+    rig.start();
+    match rig.service() {
+        None => {
+            let mounted = rig.cairn(&["group", "mount", "DATA", "--json"]).ok().json();
+            let offlined = mounted["recovery"]["disks_marked_offline"]
+                .as_array()
+                .unwrap();
+            assert_eq!(offlined.len(), 1, "{mounted:#}");
+            assert!(
+                offlined[0].as_str().unwrap().contains("DATA_0003"),
+                "{mounted:#}"
+            );
+            assert_eq!(mounted["group"]["state"], "DEGRADED");
+        }
+        Some(service) => {
+            service.wait_since(0, "disk DATA_0003: ONLINE -> OFFLINE");
+            let line = service.line_with("disk DATA_0003: ONLINE -> OFFLINE");
+            assert!(line.contains("missing"), "{line}");
+        }
+    }
 
     let row = rig.list_row("DATA");
     assert_eq!(
@@ -418,11 +465,23 @@ fn a_missing_disk_is_offlined_and_its_mirror_serves_the_data() {
     let run = rig.cairn(&["group", "check", "DATA", "--json"]);
     assert_eq!(run.code, 3, "{run:?}");
     assert_eq!(run.json()["problems"], serde_json::json!([]));
+    rig.stop();
 }
 
-#[test]
-fn external_redundancy_refuses_to_mount_without_a_disk() {
-    let rig = Door::new(Host::Held).unwrap();
+two_hosts!(
+    external_redundancy_refuses_to_mount_without_a_disk,
+    external_without_a_disk
+);
+
+/// External redundancy has no copy to serve a missing disk's extents
+/// from: without one of its disks the group does not mount — held, `group
+/// mount` and `ls` refuse, naming it; served, `cairn serve` refuses to
+/// start, naming it — and nothing is given up: the disk back, the group is
+/// whole, through either door.
+fn external_without_a_disk(host: Host) {
+    let Some(mut rig) = Door::new(host) else {
+        return;
+    };
     rig.disks(&["e0.img", "e1.img"], GIB);
     let (e0, e1) = (rig.arg("e0.img"), rig.arg("e1.img"));
     rig.cairn(&[
@@ -442,6 +501,14 @@ fn external_redundancy_refuses_to_mount_without_a_disk() {
     assert_eq!(rig.list_row("EXT")["redundancy"], "EXTERN");
 
     std::fs::rename(rig.path("e1.img"), rig.path("e1.img.gone")).unwrap();
+    if rig.host == Host::Served {
+        let mnt = rig.path("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        rig.rig
+            .cairn(&["serve", "--mountpoint", mnt.to_str().unwrap()])
+            .refused("missing disk(s) EXT_0001");
+        assert!(!mounted(&mnt), "nothing left mounted");
+    }
     rig.cairn(&["group", "mount", "EXT"])
         .refused("missing disk(s) EXT_0001");
     rig.cairn(&["ls", "+EXT"]).refused("EXT_0001");
@@ -453,14 +520,26 @@ fn external_redundancy_refuses_to_mount_without_a_disk() {
 
     // Nothing was given up: the disk back, the group is whole.
     std::fs::rename(rig.path("e1.img.gone"), rig.path("e1.img")).unwrap();
+    rig.start();
     assert_eq!(rig.list_row("EXT")["state"], "MOUNTABLE");
     rig.assert_reads_back("+EXT/f.dbf", &src);
     rig.check_clean("EXT");
+    rig.stop();
 }
 
-#[test]
-fn bad_input_is_refused_in_one_line_and_loses_nothing() {
-    let mut rig = Door::new(Host::Held).unwrap();
+two_hosts!(
+    bad_input_is_refused_in_one_line_and_loses_nothing,
+    bad_input
+);
+
+/// Wrong paths, names and group definitions: each refused in one line,
+/// nothing half made, the group's file intact. (`group create` is the
+/// CLI's own whichever the host: it makes a group no service serves yet,
+/// and refuses a disk the served group holds by its label.)
+fn bad_input(host: Host) {
+    let Some(mut rig) = Door::new(host) else {
+        return;
+    };
     rig.create_four("DATA", "d", &[]);
     let src = random_file(&rig.path("src.bin"), 8 * MIB, 9);
     let src_arg = src.to_str().unwrap();
@@ -569,11 +648,20 @@ fn bad_input_is_refused_in_one_line_and_loses_nothing() {
     assert_eq!(names(&rig.ls("+DATA")), ["keep.dbf"]);
     rig.assert_reads_back("+DATA/keep.dbf", &src);
     rig.check_clean("DATA");
+    rig.stop();
 }
 
-#[test]
-fn a_file_larger_than_the_free_space_is_refused_and_nothing_leaks() {
-    let rig = Door::new(Host::Held).unwrap();
+two_hosts!(
+    a_file_larger_than_the_free_space_is_refused_and_nothing_leaks,
+    larger_than_free
+);
+
+/// A sparse source larger than the group's free space is refused before
+/// much of it is read, and every AU it took comes back.
+fn larger_than_free(host: Host) {
+    let Some(mut rig) = Door::new(host) else {
+        return;
+    };
     let small_disks = ["s0.img", "s1.img", "s2.img", "s3.img"];
     rig.disks(&small_disks, 128 * MIB);
     let specs: Vec<String> = small_disks
@@ -585,7 +673,8 @@ fn a_file_larger_than_the_free_space_is_refused_and_nothing_leaks() {
     for s in &specs {
         args.extend(["--disk", s]);
     }
-    rig.cairn(&args).ok();
+    rig.rig.cairn(&args).ok();
+    rig.start();
     let keep = random_file(&rig.path("keep.bin"), 8 * MIB, 10);
     rig.cairn(&["cp", keep.to_str().unwrap(), "+SMALL/keep.dbf"])
         .ok();
@@ -605,6 +694,7 @@ fn a_file_larger_than_the_free_space_is_refused_and_nothing_leaks() {
     );
     rig.assert_reads_back("+SMALL/keep.dbf", &keep);
     rig.check_clean("SMALL");
+    rig.stop();
 }
 
 /// BUG: `group create` labels the unlabelled disks it names before it checks
@@ -656,13 +746,20 @@ fn a_refused_group_create_writes_nothing() {
     .ok();
 }
 
-/// BUG: a file of more than 106 extents (the entry's direct slots) has indirect
-/// extent blocks; removing one panics in `Group::indirect_places` (no entry
-/// for the file), with the delete already journaled: every later mount replays
-/// it and panics the same way, so the group can no longer be mounted.
-#[test]
-fn a_file_with_indirect_extents_can_be_removed() {
-    let mut rig = Door::new(Host::Held).unwrap();
+two_hosts!(
+    a_file_with_indirect_extents_can_be_removed,
+    indirect_extents
+);
+
+/// A file large enough for indirect extent blocks (108 AUs of 1 MiB; an
+/// entry has 106 direct slots) is copied in, read back and removed; the
+/// group, nothing serving it, then mounts clean and empty. (It once
+/// panicked in `Group::indirect_places` with the delete journaled, so every
+/// later mount replayed it and panicked the same way.)
+fn indirect_extents(host: Host) {
+    let Some(mut rig) = Door::new(host) else {
+        return;
+    };
     rig.create_four("DATA", "d", &["--au-size", "1M"]);
     let src = random_file(&rig.path("src.bin"), 108 * MIB, 11);
     rig.cairn(&["cp", src.to_str().unwrap(), "+DATA/big.dbf"])
@@ -670,6 +767,8 @@ fn a_file_with_indirect_extents_can_be_removed() {
     rig.assert_reads_back("+DATA/big.dbf", &src);
     rig.check_clean("DATA");
     rig.cairn(&["rm", "+DATA/big.dbf"]).ok();
+    assert!(rig.ls("+DATA").is_empty());
+    rig.stop();
     rig.cairn(&["group", "mount", "DATA"]).ok();
     assert!(rig.ls("+DATA").is_empty());
     rig.check_clean("DATA");

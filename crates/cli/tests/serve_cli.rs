@@ -1982,15 +1982,6 @@ fn metrics_and_status_count_what_the_file_system_served() {
     assert_eq!(code, 0, "{log}");
 }
 
-/// The files under `dir` a process has open (its /proc/PID/fd links).
-fn open_files_under(pid: u32, dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter(|p| p.starts_with(dir))
-        .collect()
-}
-
 #[test]
 fn a_served_group_adds_and_drops_disks_under_fio_verify_and_lets_go_of_the_dropped() {
     if !fuse_here() || !fio_here() {
@@ -3376,19 +3367,6 @@ fn state_changes(addr: &str, disk: &str, to: &str) -> f64 {
         addr,
         &format!("cairn_disk_state_changes_total{{group=\"DATA\",disk=\"{disk}\",to=\"{to}\"}}"),
     )
-}
-
-/// Wait until `done` holds, checking every 50 ms (a bound on a failure,
-/// not a synchronisation: the condition is).
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not within a minute: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A member that fails under the service (its file system shut down: every

@@ -473,8 +473,43 @@ impl Door {
         self.rig.path(name)
     }
 
+    /// The file `+GROUP/...` as a program outside the CLI's commands (a
+    /// benchmark) names it: held, the group path (the program mounts the
+    /// group for itself); served, the path under the mount, its
+    /// directories made.
+    pub fn target(&self, group_path: &str) -> String {
+        let Some(service) = &self.service else {
+            return group_path.to_string();
+        };
+        let path = service.path(group_path.trim_start_matches('+'));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        path.display().to_string()
+    }
+
     /// A path of the rig as the text `cairn` takes.
     pub fn arg(&self, name: &str) -> String {
         self.rig.arg(name)
     }
+}
+
+/// Wait until `done` holds, checking every 50 ms (a bound on a failure,
+/// not a synchronisation: the condition is).
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not within a minute: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The files under `dir` a process has open (its /proc/PID/fd links).
+pub fn open_files_under(pid: u32, dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(dir))
+        .collect()
 }
