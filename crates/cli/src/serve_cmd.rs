@@ -120,10 +120,15 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
                 return Err(anyhow::Error::new(e).context(format!("cannot serve group {name}")));
             }
         };
-        // Disks the mount marked OFFLINE (or resynced) are said by the
-        // group itself, one line per state change (`disk_states.rs`).
-        for w in &m.report.warnings {
-            tracing::warn!(group = %name, "{w}");
+        // What the CLI says of a mount, logged; but the disks it marked
+        // OFFLINE (or resynced) are said by the group itself, one line per
+        // state change (`disk_states.rs`).
+        for n in m.report.notices(name) {
+            match (n.disk_state, n.warning) {
+                (true, _) => {}
+                (false, true) => tracing::warn!(group = %name, "{}", n.text),
+                (false, false) => tracing::info!(group = %name, "{}", n.text),
+            }
         }
         locks.push(m.lock);
         paths.insert(name.to_ascii_uppercase(), m.paths);

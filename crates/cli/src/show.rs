@@ -74,46 +74,14 @@ impl Events for Shown {
     }
 }
 
-/// What a mount found that a person must hear about, one line each on stderr.
+/// What a mount found that a person must hear about, one line each on
+/// stderr ([`MountReport::notices`]: the service logs the same).
 pub(crate) fn warn_mount(group: &str, report: &MountReport) {
-    for w in &report.warnings {
-        eprintln!("cairn: warning: group {group}: {w}");
-    }
-    for d in &report.damage {
-        eprintln!("cairn: warning: group {group}: DAMAGE: {d}");
-    }
-    for d in &report.disks_marked_offline {
-        eprintln!(
-            "cairn: warning: group {group}: disk {d} is not available (not found, or it could not be opened) and is now marked OFFLINE; the group runs DEGRADED on the other copies (check the discovery string and that the disk is attached)"
-        );
-    }
-    for d in &report.disks_missing {
-        eprintln!(
-            "cairn: warning: group {group}: disk {d} is not available (not found, or it could not be opened); reading from the other copies, nothing was changed (check the discovery string and that the disk is attached)"
-        );
-    }
-    for d in &report.disks_refused {
-        eprintln!("cairn: warning: group {group}: {d}");
-    }
-    for d in &report.disks_dropped_expired {
-        eprintln!(
-            "cairn: warning: group {group}: disk {d} was OFFLINE past its repair time (disk_repair_time) and is dropped by force; `cairn group rebalance {group}` rebuilds its copies from the mirrors"
-        );
-    }
-    if let Some(r) = &report.resync {
-        eprintln!(
-            "cairn: group {group}: resynced {} stale AU(s) ({} MiB) and {} metadata block(s){}",
-            r.aus_copied,
-            r.bytes_copied >> 20,
-            r.metadata_blocks_rewritten,
-            if r.disks_online.is_empty() {
-                String::new()
-            } else {
-                format!("; disk(s) {} ONLINE again", r.disks_online.join(", "))
-            }
-        );
-        for a in &r.aus_without_source {
-            eprintln!("cairn: warning: group {group}: no good copy to resync {a}: it stays stale and is never read");
+    for n in report.notices(group) {
+        if n.warning {
+            eprintln!("cairn: warning: group {group}: {}", n.text);
+        } else {
+            eprintln!("cairn: group {group}: {}", n.text);
         }
     }
 }

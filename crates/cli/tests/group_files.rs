@@ -17,7 +17,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use common::*;
 use serde_json::Value;
@@ -66,20 +66,6 @@ impl Door {
             .find(|g| g["name"] == name)
             .unwrap_or_else(|| panic!("{name} not listed: {list:#}"))
             .clone()
-    }
-
-    /// Copy `group_path` out to a new OS file and compare it with `expected`.
-    fn assert_reads_back(&self, group_path: &str, expected: &Path) {
-        let out = self.path(&format!("out-{}.bin", digest(expected)));
-        let _ = std::fs::remove_file(&out);
-        self.cairn(&["cp", group_path, out.to_str().unwrap()]).ok();
-        assert_eq!(
-            std::fs::metadata(&out).unwrap().len(),
-            std::fs::metadata(expected).unwrap().len(),
-            "{group_path}: size"
-        );
-        assert_eq!(digest(&out), digest(expected), "{group_path}: contents");
-        std::fs::remove_file(&out).unwrap();
     }
 
     /// The entries `ls --json` shows under `path`: (name, kind, file number, size).

@@ -397,6 +397,15 @@ impl Door {
         Self::on(Rig::new(), host)
     }
 
+    /// A rig with no service: the CLI holds the group for each command.
+    pub fn held() -> Self {
+        Self {
+            service: None,
+            rig: Rig::new(),
+            host: Host::Held,
+        }
+    }
+
     /// `rig` for `host`, as [`Door::new`].
     pub fn on(rig: Rig, host: Host) -> Option<Self> {
         if host == Host::Served && !fuse_here() {
@@ -461,6 +470,25 @@ impl Door {
             service.wait_since(mark, &format!("cairn {name}: "));
         }
         run
+    }
+
+    /// Copy `group_path` out to a new OS file (through this door) and
+    /// compare it with `expected`: length and contents.
+    pub fn assert_reads_back(&self, group_path: &str, expected: &Path) {
+        let out = self.path(&format!("out-{}.bin", super::digest(expected)));
+        let _ = std::fs::remove_file(&out);
+        self.cairn(&["cp", group_path, out.to_str().unwrap()]).ok();
+        assert_eq!(
+            std::fs::metadata(&out).unwrap().len(),
+            std::fs::metadata(expected).unwrap().len(),
+            "{group_path}: size"
+        );
+        assert_eq!(
+            super::digest(&out),
+            super::digest(expected),
+            "{group_path}: contents"
+        );
+        std::fs::remove_file(&out).unwrap();
     }
 
     /// `group check` through this door passes and says so.

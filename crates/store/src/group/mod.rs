@@ -341,6 +341,76 @@ pub struct MountReport {
     pub disks_dropped_expired: Vec<String>,
 }
 
+/// One thing a mount found that a person must hear about: the CLI prints
+/// it on stderr (`cairn: warning: group G: ...`), the service logs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountNotice {
+    /// A warning (something is wrong or was repaired), or news.
+    pub warning: bool,
+    /// A member's state changed (marked OFFLINE, resynced back): a live
+    /// group says these itself, one log line per change (`disk_states.rs`).
+    pub disk_state: bool,
+    pub text: String,
+}
+
+impl MountReport {
+    /// What to say about this mount, in order: one sentence each, for
+    /// whichever host mounted the group.
+    pub fn notices(&self, group: &str) -> Vec<MountNotice> {
+        let warn = |text: String| MountNotice {
+            warning: true,
+            disk_state: false,
+            text,
+        };
+        let state = |text: String| MountNotice {
+            warning: true,
+            disk_state: true,
+            text,
+        };
+        let mut out: Vec<MountNotice> = self.warnings.iter().cloned().map(warn).collect();
+        out.extend(self.damage.iter().map(|d| warn(format!("DAMAGE: {d}"))));
+        if self.repaired_copies > 0 {
+            out.push(warn(format!(
+                "{} metadata copies were damaged, blank or out of date beside a good one, and were rewritten from it (a disk that loses or misplaces writes: check it)",
+                self.repaired_copies
+            )));
+        }
+        out.extend(self.disks_marked_offline.iter().map(|d| state(format!(
+            "disk {d} is not available (not found, or it could not be opened) and is now marked OFFLINE; the group runs DEGRADED on the other copies (check the discovery string and that the disk is attached)"
+        ))));
+        out.extend(self.disks_missing.iter().map(|d| warn(format!(
+            "disk {d} is not available (not found, or it could not be opened); reading from the other copies, nothing was changed (check the discovery string and that the disk is attached)"
+        ))));
+        out.extend(self.disks_refused.iter().cloned().map(warn));
+        out.extend(self.disks_dropped_expired.iter().map(|d| state(format!(
+            "disk {d} was OFFLINE past its repair time (disk_repair_time) and is dropped by force; `cairn group rebalance {group}` rebuilds its copies from the mirrors"
+        ))));
+        if let Some(r) = &self.resync {
+            out.push(MountNotice {
+                warning: false,
+                disk_state: true,
+                text: format!(
+                    "resynced {} stale AU(s) ({} MiB) and {} metadata block(s){}",
+                    r.aus_copied,
+                    r.bytes_copied >> 20,
+                    r.metadata_blocks_rewritten,
+                    if r.disks_online.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; disk(s) {} ONLINE again", r.disks_online.join(", "))
+                    }
+                ),
+            });
+            out.extend(r.aus_without_source.iter().map(|a| {
+                warn(format!(
+                    "no good copy to resync {a}: it stays stale and is never read"
+                ))
+            }));
+        }
+        out
+    }
+}
+
 /// One member disk as the mounted group knows it.
 #[derive(Debug)]
 struct Member {
