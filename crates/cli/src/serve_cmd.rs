@@ -51,11 +51,27 @@ pub(crate) struct ServeArgs {
     /// FUSE worker threads (requests served at once).
     #[arg(long, default_value_t = THREADS_DEFAULT, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
-    /// How long SIGTERM waits for files under the mount to be closed before it says the file system is in use and goes on serving (0s: say so at once).
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    /// How long SIGTERM waits for files under the mount to be closed before it says the file system is in use and goes on serving (0s: say so at once; at most 1h).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_stop_wait)]
     stop_wait: std::time::Duration,
     #[command(flatten)]
     discover: Discover,
+}
+
+/// The longest `--stop-wait`: past it a service manager has long since
+/// given up (systemd's stop timeout, 120 s in dist/cairn.service, ends a
+/// longer wait with SIGKILL).
+const STOP_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(3600);
+
+fn parse_stop_wait(text: &str) -> Result<std::time::Duration, String> {
+    let wait = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if wait > STOP_WAIT_MAX {
+        return Err(format!(
+            "at most {} (a service manager ends a longer stop with SIGKILL)",
+            humantime::format_duration(STOP_WAIT_MAX)
+        ));
+    }
+    Ok(wait)
 }
 
 pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<Outcome> {

@@ -513,8 +513,8 @@ two_hosts!(
 /// two of them (two failure groups) taken offline, a file copied in and a
 /// benchmark writing while they are away (every AU written then is stale on
 /// both), and one `group online G D0 D1 --wait` brings both back: exit 0,
-/// both ONLINE, nothing stale, `check` clean; then, the third disk taken
-/// offline, the files read back from the two restored disks alone.
+/// both ONLINE, nothing stale, `check` clean; then, the third disk out of
+/// reach, the files read back from the two restored disks alone.
 fn both_back(host: Host) {
     let Some(mut h) = Door::new(host) else {
         return;
@@ -617,11 +617,17 @@ fn both_back(host: Host) {
     let ops = h.cairn(&["group", "ops", name, "--json"]).ok().json();
     assert_eq!(ops, Value::Array(vec![]), "nothing left running or stopped");
 
-    // The restored disks alone (FG2's disk taken offline) hold every
-    // file: read back whole.
+    // The restored disks alone hold every file: read back whole. Held,
+    // FG2's disk moves out of discovery (nothing can read it); served, the
+    // service holds it open, so it is taken offline.
     let bench_before = h.arg("f1-all");
     h.cairn(&["cp", &f, &bench_before]).ok();
-    h.cairn(&["group", "offline", name, &d2]).ok();
+    match h.host {
+        Host::Held => std::fs::rename(h.path("d2.img"), h.path("d2.away")).unwrap(),
+        Host::Served => {
+            h.cairn(&["group", "offline", name, &d2]).ok();
+        }
+    }
     for (file, want) in [(&a, &src1), (&b, &src2)] {
         let to = h.arg(&format!("back-{}", file.rsplit('/').next().unwrap()));
         h.cairn(&["cp", file, &to]).ok();

@@ -72,7 +72,9 @@ fn serve_gives_every_file_back_through_fuse_and_stops_cleanly_on_sigterm() {
         .ok();
     let big_bytes = std::fs::read(&big).unwrap();
 
-    let serving = Service::start(&rig, &[]);
+    // No wait at a busy stop: it says so at once (the wait has its own
+    // test, a_stop_waits_for_open_files_to_be_closed_and_says_so_when_they_are_not).
+    let serving = Service::start(&rig, &["--stop-wait", "0s"]);
     assert!(mounted(&serving.mountpoint));
     // The name space: groups at the top, then directories and files.
     let names = |p: &Path| {
@@ -124,7 +126,7 @@ fn serve_gives_every_file_back_through_fuse_and_stops_cleanly_on_sigterm() {
     // service says so and goes on serving (it does not unmount lazily).
     let mut serving = serving;
     serving.signal(libc::SIGTERM);
-    serving.wait_for_log("the file system is in use");
+    serving.wait_for_log("still serving: close them, then send SIGTERM again");
     let mut got = vec![0u8; 100];
     direct.read_exact_at(&mut got, 777).unwrap();
     assert!(got[..] == big_bytes[777..877], "still served");
@@ -263,6 +265,17 @@ fn a_stop_waits_for_open_files_to_be_closed_and_says_so_when_they_are_not() {
     }
     let rig = Rig::new();
     group(&rig);
+    // A usage error, as clap gives every flag's: exit 2, said first.
+    let long = rig.cairn(&["serve", "--stop-wait", "2h"]);
+    assert_eq!(long.code, 2, "{long:?}");
+    assert!(
+        long.stderr
+            .lines()
+            .next()
+            .unwrap_or("")
+            .contains("at most 1h"),
+        "{long:?}"
+    );
     let data = random_file(&rig.path("f.bin"), MIB, 9);
     rig.cairn(&["cp", data.to_str().unwrap(), "+DATA/f.dbf"])
         .ok();
@@ -279,11 +292,26 @@ fn a_stop_waits_for_open_files_to_be_closed_and_says_so_when_they_are_not() {
     assert_eq!(code, 0, "{log}");
     assert!(!log.contains("waiting up to"), "{log}");
 
-    // A wait: the stop waits, serving, and ends once the file is closed.
+    // A wait that runs out: it says so, and goes on serving.
+    let mut serving = Service::start(&rig, &["--stop-wait", "300ms"]);
+    let holder = Holder::open(&file);
+    serving.signal(libc::SIGTERM);
+    serving
+        .wait_for_log("the file system is in use; waiting up to 300ms for its files to be closed");
+    serving.wait_for_log("still serving: close them, then send SIGTERM again");
+    assert!(std::fs::read(&file).unwrap() == std::fs::read(&data).unwrap());
+    holder.close();
+    let (code, log) = serving.stop();
+    assert_eq!(code, 0, "{log}");
+
+    // A wait: the stop waits, serving and answering signals, and ends once
+    // the file is closed.
     let mut serving = Service::start(&rig, &["--stop-wait", "2m"]);
     let holder = Holder::open(&file);
     serving.signal(libc::SIGTERM);
     serving.wait_for_log("the file system is in use; waiting up to 2m for its files to be closed");
+    serving.signal(libc::SIGHUP);
+    serving.wait_for_log("SIGHUP: reading the discovery string again");
     assert!(std::fs::read(&file).unwrap() == std::fs::read(&data).unwrap());
     holder.close();
     let (code, log) = serving.exited();

@@ -262,9 +262,6 @@ fn run(
                 continue;
             }
             Some(Signal::Stop(why)) => {
-                if let Some(c) = &commands {
-                    c.before_unmount();
-                }
                 if waiting.is_none() {
                     tracing::info!(signal = ?why, "stopping: unmounting the file system");
                 }
@@ -276,6 +273,11 @@ fn run(
                 None => continue,
             },
         };
+        // Before every try: a volume device let go of during the wait is
+        // detached too.
+        if let Some(c) = &commands {
+            c.before_unmount();
+        }
         match unmount(&mountpoint) {
             Ok(()) => {
                 waiting = None;
@@ -524,12 +526,16 @@ impl Waiting {
     const LONGEST_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
 
     fn new(why: Stopped, now: std::time::Instant, wait: std::time::Duration) -> Self {
-        let deadline = now + wait;
+        // (The command line bounds the wait; a clock near its end stops
+        // waiting rather than overflow.)
+        let deadline = now.checked_add(wait).unwrap_or(now);
         Self {
             why,
             deadline,
             pause: Self::FIRST_PAUSE,
-            next_try: (now + Self::FIRST_PAUSE).min(deadline),
+            next_try: now
+                .checked_add(Self::FIRST_PAUSE)
+                .map_or(deadline, |t| t.min(deadline)),
         }
     }
 
@@ -537,7 +543,9 @@ impl Waiting {
     /// at the deadline.
     fn again(&mut self, now: std::time::Instant) {
         self.pause = (self.pause * 2).min(Self::LONGEST_PAUSE);
-        self.next_try = (now + self.pause).min(self.deadline);
+        self.next_try = now
+            .checked_add(self.pause)
+            .map_or(self.deadline, |t| t.min(self.deadline));
     }
 }
 

@@ -399,11 +399,39 @@ impl Door {
 
     /// A rig with no service: the CLI holds the group for each command.
     pub fn held() -> Self {
-        Self {
-            service: None,
-            rig: Rig::new(),
-            host: Host::Held,
-        }
+        Self::new(Host::Held).expect("a held door needs nothing")
+    }
+
+    /// `cairn serve` on this rig's disks must refuse to start, in one line
+    /// naming `needle`, and leave nothing mounted. (Bounded: one that
+    /// starts after all is killed and fails the test.)
+    pub fn serve_refused(&self, needle: &str) -> super::Run {
+        let mnt = self.rig.path("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let child = cairn_command(&self.rig.discover, &[("CAIRN_RUN_DIR", &self.rig.run_dir)])
+            .args(["serve", "--mountpoint", mnt.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let out = match rx.recv_timeout(SERVE_BOUND) {
+            Ok(out) => out.unwrap(),
+            Err(_) => {
+                // SAFETY: kill with a pid we spawned and a valid signal.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                let _ = umount(&mnt, libc::MNT_DETACH);
+                panic!("cairn serve did not refuse within {SERVE_BOUND:?}");
+            }
+        };
+        let run = super::Run::from(out).refused(needle);
+        assert!(!mounted(&mnt), "nothing left mounted");
+        run
     }
 
     /// `rig` for `host`, as [`Door::new`].
@@ -420,8 +448,21 @@ impl Door {
 
     /// Start the service (held: nothing to start).
     pub fn start(&mut self) {
+        self.start_env(&[]);
+    }
+
+    /// As [`Door::start`], the service given `env` too.
+    pub fn start_env(&mut self, env: &[(&str, &str)]) {
         if self.host == Host::Served && self.service.is_none() {
-            self.service = Some(Service::start(&self.rig, &[]));
+            let mut envs = vec![("CAIRN_RUN_DIR", self.rig.run_dir.as_str())];
+            envs.extend_from_slice(env);
+            let command = cairn_command(&self.rig.discover, &envs);
+            self.service = Some(Service::spawn(
+                command,
+                &self.rig.path("mnt"),
+                &self.rig.path(""),
+                &[],
+            ));
         }
     }
 

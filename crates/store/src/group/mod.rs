@@ -342,7 +342,8 @@ pub struct MountReport {
 }
 
 /// One thing a mount found that a person must hear about: the CLI prints
-/// it on stderr (`cairn: warning: group G: ...`), the service logs it.
+/// it on stderr (`cairn: warning: group G: ...`, or `cairn: group G: ...`
+/// for news), the service logs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountNotice {
     /// A warning (something is wrong or was repaired), or news.
@@ -371,7 +372,7 @@ impl MountReport {
         out.extend(self.damage.iter().map(|d| warn(format!("DAMAGE: {d}"))));
         if self.repaired_copies > 0 {
             out.push(warn(format!(
-                "{} metadata copies were damaged, blank or out of date beside a good one, and were rewritten from it (a disk that loses or misplaces writes: check it)",
+                "{} metadata copies were damaged, blank or out of date beside a good one, and were rewritten from it (if this comes back, a disk may be losing or misplacing writes)",
                 self.repaired_copies
             )));
         }
@@ -386,9 +387,10 @@ impl MountReport {
             "disk {d} was OFFLINE past its repair time (disk_repair_time) and is dropped by force; `cairn group rebalance {group}` rebuilds its copies from the mirrors"
         ))));
         if let Some(r) = &self.resync {
+            // The counts are news beside the disks' state lines.
             out.push(MountNotice {
                 warning: false,
-                disk_state: true,
+                disk_state: false,
                 text: format!(
                     "resynced {} stale AU(s) ({} MiB) and {} metadata block(s){}",
                     r.aus_copied,
