@@ -480,6 +480,9 @@ fn show_disks(rows: &[DiskRow], as_json: bool) -> Result<()> {
                 " (dropped by force: rebuilt from mirrors)".to_string()
             } else if r.disk.held {
                 " (offline on request)".to_string()
+            } else if r.disk.resync_whole {
+                " (failed under I/O: `online` resyncs every copy on it, not only the stale AUs)"
+                    .to_string()
             } else if let Some(to) = r.disk.shrinking_to_bytes {
                 format!(
                     " (shrinking from {} to {to} bytes: `cairn group rebalance` moves what lies past the new end)",

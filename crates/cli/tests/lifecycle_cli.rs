@@ -383,8 +383,13 @@ fn fails_and_comes_back(host: Host) {
         "writes while D3 was away marked its copies stale: {d3:#}"
     );
     assert!(d3["repair_seconds_left"].as_u64().is_some(), "{d3:#}");
+    assert_eq!(
+        d3["resync_whole"],
+        h.service().is_some(),
+        "a disk that failed under I/O is resynced whole, and listed so: {d3:#}"
+    );
 
-    // D3 is back: `online --all` resyncs it, copying only the stale AUs.
+    // D3 is back: `online --all` resyncs it.
     fs.mount_again();
     let back = h
         .cairn(&["group", "online", name, "--all", "--wait", "--json"])

@@ -1054,6 +1054,7 @@ impl<'e> Group<'e> {
                     dropping: m.entry.dropping(),
                     dropped_by_force: m.entry.forced(),
                     stale_aus: self.stale_aus_on(m.entry.number),
+                    resync_whole: m.entry.resync_all(),
                     missing_copy_aus: self.missing_copy_aus(m.entry.number),
                     repair_seconds_left: self.repair_seconds_left(m.entry.number),
                     device: m.device,
@@ -1141,8 +1142,15 @@ pub struct DiskInfo {
     pub dropping: bool,
     /// Dropped by force: its copies are rebuilt elsewhere, never read.
     pub dropped_by_force: bool,
-    /// Stale AUs on its copies: what its resync will copy.
+    /// Stale AUs on its copies: what its resync will copy, unless
+    /// `resync_whole`.
     pub stale_aus: u64,
+    /// It went OFFLINE after an I/O to it failed (or a flush did not
+    /// complete), and may have lost writes its cache had taken, which nothing
+    /// marked: when it comes back, every data copy on it is resynced, not
+    /// only the stale AUs (`DISK_FLAG_RESYNC_ALL`).
+    #[serde(default)]
+    pub resync_whole: bool,
     /// AUs of its copies that serve no read now: every one while it is not
     /// ONLINE (the stale ones and those it holds whole alike), the stale
     /// ones when it is. 0 on every disk: every extent has all its copies.
