@@ -946,7 +946,7 @@ impl Link {
     /// group now rather than at its next beat (none without a thread).
     pub fn nudge(&self) -> Option<Nudge> {
         self.running.as_ref().map(|r| Nudge {
-            control: r.stop.clone(),
+            control: r.control.clone(),
             interval: r.interval,
         })
     }
@@ -976,7 +976,7 @@ impl std::fmt::Debug for Link {
 struct Running {
     /// What the thread is asked to do (under its mutex, with the condition
     /// variable); a leaf lock.
-    stop: Arc<(Mutex<Control>, Condvar)>,
+    control: Arc<(Mutex<Control>, Condvar)>,
     /// The beats' interval.
     interval: Duration,
     thread: Option<std::thread::JoinHandle<Beater>>,
@@ -1041,17 +1041,17 @@ fn unix_ms() -> u64 {
 /// link is dropped; then write the release.
 pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
     let shared = beater.shared.clone();
-    let stop = Arc::new((Mutex::new(Control::default()), Condvar::new()));
+    let asked = Arc::new((Mutex::new(Control::default()), Condvar::new()));
     let clock = cairn_io::clock::Monotonic::new();
     // The claim landed just before: the timeout counts from now.
     beater.landed_ns = clock.now_ns();
     let interval = Duration::from_millis(u64::from(beater.claim.timing.interval_ms));
     let thread = {
-        let stop = stop.clone();
+        let asked = asked.clone();
         std::thread::Builder::new()
             .name(format!("heartbeat-{}", beater.claim.name))
             .spawn(move || {
-                let (control, wake) = &*stop;
+                let (control, wake) = &*asked;
                 let mut next = clock.now_ns();
                 // A refresh that found requests in flight on the old engine
                 // is tried again after the next beat (which collects them).
@@ -1105,7 +1105,7 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
     Ok(Link {
         shared,
         running: Some(Running {
-            stop,
+            control: asked,
             interval,
             thread: Some(thread),
         }),
@@ -1118,7 +1118,7 @@ impl Drop for Link {
             return;
         };
         {
-            let (control, wake) = &*running.stop;
+            let (control, wake) = &*running.control;
             control.lock().unwrap_or_else(PoisonError::into_inner).stop = true;
             wake.notify_all();
         }
