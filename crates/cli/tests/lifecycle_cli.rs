@@ -270,6 +270,36 @@ fn offline_on_request(disks: &Disks, name: &str) {
         .refused("no attribute");
 }
 
+/// `cairn bench quick` writing 8 KiB blocks at random into `target` (as
+/// [`Door::target`] names it) for `time`, `size` of it, its report in the
+/// rig's `run`: a database's writes, from a program outside the CLI's
+/// commands (held, it mounts the group for itself; served, it writes
+/// through the mount).
+fn randwrite(h: &Door, target: &str, run: &str, size: &str, time: &str, extra: &[&str]) {
+    let out = h.arg(run);
+    let mut args = vec![
+        "bench",
+        "quick",
+        "--json",
+        "--out",
+        &out,
+        "--target",
+        target,
+        "--size",
+        size,
+        "--bs",
+        "8k",
+        "--qd",
+        "8",
+        "--time",
+        time,
+        "--rw",
+        "randwrite",
+    ];
+    args.extend(extra);
+    h.rig.cairn(&args).ok();
+}
+
 two_hosts!(
     a_failed_disk_comes_back_and_is_resynced,
     fails_and_comes_back
@@ -332,30 +362,7 @@ fn fails_and_comes_back(host: Host) {
     // A benchmark writes as a database would: held, on the group it
     // mounts for itself; served, through the mount.
     let target = h.target(&f);
-    let bench = |run: &str, extra: &[&str]| {
-        let o = h.arg(run);
-        let mut args = vec![
-            "bench",
-            "quick",
-            "--json",
-            "--out",
-            &o,
-            "--target",
-            &target,
-            "--size",
-            "32m",
-            "--bs",
-            "8k",
-            "--qd",
-            "8",
-            "--time",
-            "2s",
-            "--rw",
-            "randwrite",
-        ];
-        args.extend(extra);
-        h.rig.cairn(&args).ok();
-    };
+    let bench = |run: &str, extra: &[&str]| randwrite(&h, &target, run, "32m", "2s", extra);
     bench("bench1", &[]);
 
     // D3's file system fails, and is unmounted to be repaired.
@@ -553,30 +560,7 @@ fn both_back(host: Host) {
     let f = format!("+{name}/bench/f1");
     h.cairn(&["cp", src1.to_str().unwrap(), &a]).ok();
     let target = h.target(&f);
-    let bench = |run: &str, extra: &[&str]| {
-        let out = h.arg(run);
-        let mut args = vec![
-            "bench",
-            "quick",
-            "--json",
-            "--out",
-            &out,
-            "--target",
-            &target,
-            "--size",
-            "16m",
-            "--bs",
-            "8k",
-            "--qd",
-            "8",
-            "--time",
-            "1s",
-            "--rw",
-            "randwrite",
-        ];
-        args.extend(extra);
-        h.rig.cairn(&args).ok();
-    };
+    let bench = |run: &str, extra: &[&str]| randwrite(&h, &target, run, "16m", "1s", extra);
     bench("bench1", &[]);
     let d0 = format!("{name}_0000");
     let d1 = format!("{name}_0001");
