@@ -88,15 +88,27 @@ pub fn sparse(path: &Path, size_bytes: u64) -> PathBuf {
 
 /// crc32c of a whole file or device, read in 1 MiB pieces.
 pub fn digest(path: &Path) -> u32 {
+    digest_but(path, 0..0)
+}
+
+/// [`digest`] with the bytes of `skip` read as zeros: a member disk's
+/// contents but for a block a running service rewrites (its heartbeat).
+pub fn digest_but(path: &Path, skip: std::ops::Range<u64>) -> u32 {
     let mut f = File::open(path).unwrap();
     let mut buf = vec![0u8; 1 << 20];
     let mut crc = 0u32;
+    let mut at = 0u64;
     loop {
         let n = f.read(&mut buf).unwrap();
         if n == 0 {
             return crc;
         }
+        let (start, end) = (skip.start.max(at), skip.end.min(at + n as u64));
+        if start < end {
+            buf[(start - at) as usize..(end - at) as usize].fill(0);
+        }
         crc = crc32c::crc32c_append(crc, &buf[..n]);
+        at += n as u64;
     }
 }
 
