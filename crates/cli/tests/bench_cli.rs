@@ -422,40 +422,6 @@ fn write_benches_back_to_back_on_one_file_both_run() {
     }
 }
 
-/// Run `cairn` with `args` until it exits by itself. The deadline is only a
-/// safety net so that a run that never ends fails the test instead of
-/// hanging it; nothing here depends on how long the run took.
-fn cairn_until_exit(discover: &str, args: &[&str], safety_net: Duration) -> Run {
-    let child = cairn_command(discover, &[])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let waiter = std::thread::spawn(move || tx.send(child.wait_with_output()).ok());
-    match rx.recv_timeout(safety_net) {
-        Ok(output) => {
-            waiter.join().unwrap();
-            Run::from(output.unwrap())
-        }
-        Err(_) => {
-            std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status()
-                .ok();
-            waiter.join().unwrap();
-            panic!(
-                "`cairn {}` did not end on its own within {} s",
-                args.join(" "),
-                safety_net.as_secs()
-            );
-        }
-    }
-}
-
 #[test]
 fn an_absurd_rate_is_refused_and_an_unreachable_one_ends_on_time_as_not_held() {
     let dir = scratch();
@@ -483,7 +449,8 @@ fn an_absurd_rate_is_refused_and_an_unreachable_one_ends_on_time_as_not_held() {
             "--rate",
             rate,
         ];
-        cairn_until_exit(t, &args, Duration::from_secs(300))
+        cairn_until_exit(t, &[], &args, Duration::from_secs(300))
+            .unwrap()
             .refused(needle)
             .refused("--rate");
         assert!(
@@ -499,12 +466,14 @@ fn an_absurd_rate_is_refused_and_an_unreachable_one_ends_on_time_as_not_held() {
     let o = out.to_str().unwrap();
     let run = cairn_until_exit(
         t,
+        &[],
         &[
             "bench", "quick", "--target", t, "--out", o, "--size", "16m", "--rate", "1e9",
             "--time", "2s", "--seed", "1", "--json",
         ],
         Duration::from_secs(300),
     )
+    .unwrap()
     .ok();
     let json = run.json();
     let r = &json["runs"][0];
@@ -583,7 +552,7 @@ fn zero_or_absurd_times_are_refused_saying_what_is_expected() {
         args.extend_from_slice(flags);
         // A safety net only: a refusal comes at once, but today's code ran
         // some of these for ever.
-        let mut run = cairn_until_exit(t, &args, Duration::from_secs(120));
+        let mut run = cairn_until_exit(t, &[], &args, Duration::from_secs(120)).unwrap();
         for needle in *needles {
             run = run.refused(needle);
         }

@@ -256,6 +256,44 @@ impl From<std::process::Output> for Run {
 }
 
 /// [`cairn`] with extra environment variables.
+/// Run `cairn ARGS` (discovery `discover`, and `envs`) until it exits by
+/// itself. `safety_net` only bounds a run that never ends: that one is
+/// killed and `Err` says so, for the caller to clean up after it and fail;
+/// nothing here depends on how long the run took.
+pub fn cairn_until_exit(
+    discover: &str,
+    envs: &[(&str, &str)],
+    args: &[&str],
+    safety_net: std::time::Duration,
+) -> Result<Run, String> {
+    let child = cairn_command(discover, envs)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || tx.send(child.wait_with_output()).ok());
+    match rx.recv_timeout(safety_net) {
+        Ok(output) => {
+            waiter.join().unwrap();
+            Ok(Run::from(output.unwrap()))
+        }
+        Err(_) => {
+            // SAFETY: kill with a pid we spawned and a valid signal.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            waiter.join().unwrap();
+            Err(format!(
+                "`cairn {}` did not end on its own within {} s",
+                args.join(" "),
+                safety_net.as_secs()
+            ))
+        }
+    }
+}
+
 pub fn cairn_with(discover: &str, envs: &[(&str, &str)], args: &[&str]) -> Run {
     let output = cairn_command(discover, envs)
         .args(args)

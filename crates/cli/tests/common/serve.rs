@@ -408,28 +408,18 @@ impl Door {
     pub fn serve_refused(&self, needle: &str) -> super::Run {
         let mnt = self.rig.path("mnt");
         std::fs::create_dir_all(&mnt).unwrap();
-        let child = cairn_command(&self.rig.discover, &[("CAIRN_RUN_DIR", &self.rig.run_dir)])
-            .args(["serve", "--mountpoint", mnt.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait_with_output());
-        });
-        let out = match rx.recv_timeout(SERVE_BOUND) {
-            Ok(out) => out.unwrap(),
-            Err(_) => {
-                // SAFETY: kill with a pid we spawned and a valid signal.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                let _ = umount(&mnt, libc::MNT_DETACH);
-                panic!("cairn serve did not refuse within {SERVE_BOUND:?}");
-            }
-        };
-        let run = super::Run::from(out).refused(needle);
+        let run = super::cairn_until_exit(
+            &self.rig.discover,
+            &[("CAIRN_RUN_DIR", &self.rig.run_dir)],
+            &["serve", "--mountpoint", mnt.to_str().unwrap()],
+            SERVE_BOUND,
+        )
+        .unwrap_or_else(|why| {
+            // It started after all, and was killed: its mount is dead.
+            let _ = umount(&mnt, libc::MNT_DETACH);
+            panic!("{why}")
+        })
+        .refused(needle);
         assert!(!mounted(&mnt), "nothing left mounted");
         run
     }
