@@ -9,9 +9,18 @@
 # while two threads run 70/30 on the group. Target: group >= 0.97x raw at
 # every count.
 #
+# Then the test kit's engine at depth, where per-I/O CPU shows: `cairn bench
+# quick`, 8 KiB random reads at QD32 from 2 workers, on two files of a
+# mirrored (normal redundancy) group over two RAM-backed loop devices,
+# against the same command on the two loop devices themselves, in runs of
+# KIT_SECONDS alternating raw, group, group, raw, ... for KIT_ROUNDS pairs;
+# it prints each pair's ratio, their median and both sides' CPU per I/O.
+# Target: median >= 0.95x.
+#
 # Environment: IMG_MIB (loop device size, default 1280: a 1 GiB file and the
 # group's metadata must fit), SECTOR (logical sector size of the loop
-# device, 512 or 4096; default 4096).
+# device, 512 or 4096; default 4096), KIT_ROUNDS (default 12; 0 leaves the
+# kit's case out), KIT_SECONDS (default 2).
 # Arguments are passed to the benchmark: --seconds N (a round, default 6),
 # --rounds N (default 5), --slice-ms N (how often the threads switch between
 # raw and group within a round, default 10), --threads 1,2,4, --mix
@@ -36,20 +45,39 @@ if [ ! -d /dev/shm ]; then
     echo "skipped: no /dev/shm to back a RAM loop device"
     exit 0
 fi
+kit_rounds="${KIT_ROUNDS:-12}"
+kit_seconds="${KIT_SECONDS:-2}"
+kit_img_mib=1280
+shm_needed=$((img_mib + 256))
+if [ "$kit_rounds" -gt 0 ]; then
+    if ! command -v python3 >/dev/null; then
+        echo "skipped: the kit's case needs python3 (scripts/install-deps installs it)"
+        exit 0
+    fi
+    shm_needed=$((img_mib + 2 * kit_img_mib + 256))
+fi
 shm_free_mib=$(( $(stat -f -c '%a*%S' /dev/shm) / 1048576 ))
-if [ "$shm_free_mib" -lt $((img_mib + 256)) ]; then
-    echo "skipped: /dev/shm has ${shm_free_mib} MiB free, the loop device needs ${img_mib} MiB"
+if [ "$shm_free_mib" -lt "$shm_needed" ]; then
+    echo "skipped: /dev/shm has ${shm_free_mib} MiB free, the loop devices need ${shm_needed} MiB"
     exit 0
 fi
 
 (cd "$root" && cargo build --release --quiet -p cairn-store --example group_bench)
 bench="$root/target/release/examples/group_bench"
+if [ "$kit_rounds" -gt 0 ]; then
+    (cd "$root" && cargo build --release --quiet -p cairn-cli)
+fi
+cairn="$root/target/release/cairn"
 
 img="/dev/shm/cairn-data-plane-bench-$$.img"
+kit_dir="/dev/shm/cairn-data-plane-kit-$$"
 loopdev=""
+kit_loops=()
 cleanup() {
     if [ -n "$loopdev" ]; then losetup -d "$loopdev" || true; fi
+    for l in "${kit_loops[@]}"; do losetup -d "$l" || true; done
     rm -f "$img"
+    rm -rf "$kit_dir"
 }
 trap cleanup EXIT INT TERM
 
@@ -63,3 +91,59 @@ echo "host: $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "loop: $(losetup --list --noheadings --output NAME,SIZELIMIT,DIO,LOG-SEC,BACK-FILE "$loopdev" | tr -s ' ')" \
      "max_sectors_kb=$(cat /sys/block/"$(basename "$loopdev")"/queue/max_sectors_kb)"
 "$bench" data-plane --device "$loopdev" "$@"
+
+if [ "$kit_rounds" -le 0 ]; then
+    exit 0
+fi
+# The kit's engine at QD32 from 2 workers: files of a mirrored group against
+# the raw devices, with the same command line but for the targets.
+losetup -d "$loopdev"
+loopdev=""
+rm -f "$img"
+mkdir -p "$kit_dir"
+for i in 0 1; do
+    dd if=/dev/zero of="$kit_dir/disk$i.img" bs=1M count="$kit_img_mib" status=none
+    kit_loops+=("$(losetup --find --show --direct-io=on --sector-size "$sector" "$kit_dir/disk$i.img")")
+done
+export CAIRN_DISCOVER="${kit_loops[0]},${kit_loops[1]}"
+"$cairn" group create KIT --redundancy normal --disk "${kit_loops[0]}=A" --disk "${kit_loops[1]}=B" >/dev/null
+head -c $((512 * 1048576)) /dev/zero > "$kit_dir/src"
+"$cairn" cp "$kit_dir/src" +KIT/f1 >/dev/null
+"$cairn" cp "$kit_dir/src" +KIT/f2 >/dev/null
+rm -f "$kit_dir/src"
+common=(--qd 32 --workers 2 --bs 8k --rw randread --time "${kit_seconds}s" --json)
+one() { # side, then the targets: prints "iops cpu_us_per_io"
+    local side=$1
+    shift
+    "$cairn" bench quick "$@" "${common[@]}" > "$kit_dir/$side.json"
+    python3 - "$kit_dir/$side.json" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))["runs"][0]
+total = run["totals"]["all"]["all"]
+cpu = run["cpu"]
+print(f'{total["iops"]:.0f} {(cpu["user_s"] + cpu["sys_s"]) * 1e6 / max(total["ios"], 1):.2f}')
+PY
+}
+raw() { one raw --target "${kit_loops[0]}" --target "${kit_loops[1]}" --size 512m --force; }
+group() { one group --target +KIT/f1 --target +KIT/f2; }
+echo
+echo "== the kit's engine at depth: 8 KiB random read, QD32 x 2 workers, mirrored group files vs raw"
+echo "loops: ${kit_loops[*]} (RAM-backed, direct I/O, ${sector} B sectors); ${kit_rounds} pairs of ${kit_seconds} s runs"
+printf '%-6s %12s %12s %8s %14s %14s\n' pair raw_iops group_iops ratio raw_cpu_us/io grp_cpu_us/io
+ratios=()
+for n in $(seq "$kit_rounds"); do
+    # Alternate which side goes first, so that neither always does.
+    if [ $((n % 2)) -eq 1 ]; then
+        read -r r_iops r_cpu < <(raw); read -r g_iops g_cpu < <(group)
+    else
+        read -r g_iops g_cpu < <(group); read -r r_iops r_cpu < <(raw)
+    fi
+    ratio=$(python3 -c "print(f'{$g_iops / $r_iops:.3f}')")
+    ratios+=("$ratio")
+    printf '%-6s %12s %12s %8s %14s %14s\n' "$n" "$r_iops" "$g_iops" "$ratio" "$r_cpu" "$g_cpu"
+done
+python3 -c "
+import statistics, sys
+r = [float(x) for x in sys.argv[1:]]
+print(f'median group/raw: {statistics.median(r):.3f}x (min {min(r):.3f}, max {max(r):.3f}; target >= 0.95x)')
+" "${ratios[@]}"

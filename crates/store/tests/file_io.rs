@@ -1033,3 +1033,52 @@ fn a_write_waiting_for_a_latch_never_holds_up_the_repair_it_waits_for() {
     writer.join().unwrap();
     reader.join().unwrap();
 }
+
+/// A drain (here, a disk taken offline) waits for the data operations that
+/// began before it; one of them is a FileIo's read in flight. When that read
+/// completes, the FileIo's guard moves on and must wake the drain, as a data
+/// handle's does: a FileIo that only stored its slot left the drain asleep
+/// for its whole bound (four `disk_io_timeout`s; here four hours).
+#[test]
+fn a_drain_waiting_for_a_file_io_read_is_woken_when_it_completes() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    const SIZE: u64 = 4 * MIB;
+    let (shared, _ids, live) = live_group(20, 256);
+    live.meta(|g| g.set_attributes(&[("disk_io_timeout".into(), "60m".into())]))
+        .unwrap()
+        .unwrap();
+    let number = create(&live, "w", SIZE, None, true);
+    let plane = live.plane().clone();
+    let mut io = file_io(&shared, &live, &[number], 8);
+    submit(&mut io, read_req(0, 1, 0, 64 * 1024));
+    let epoch = plane.epoch();
+    let (tx, rx) = mpsc::channel();
+    let offline = {
+        let live = live.clone();
+        let name = live.meta(|g| g.disks()[3].label.clone()).unwrap();
+        std::thread::spawn(move || {
+            let done = live.offline_disks(&[name], None);
+            tx.send(done.map(|d| d.len()).map_err(|e| e.to_string()))
+                .unwrap();
+        })
+    };
+    // The drain has begun once it moved the epoch on.
+    let start = std::time::Instant::now();
+    while plane.epoch() == epoch {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the offline never began its drain"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let done = drain(&mut io);
+    assert_eq!(done[&1].result, Ok(64 * 1024));
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(60))
+            .map_err(|e| e.to_string()),
+        Ok(Ok(1)),
+        "the drain was not woken when the read it waited for completed"
+    );
+    offline.join().unwrap();
+}

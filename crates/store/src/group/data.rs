@@ -452,7 +452,7 @@ fn at(snap: &FileSnapshot, c: AuAddr, within: u64) -> u64 {
 
 /// The copies of an extent that may be read for its AUs `aus`: online in
 /// the view and not stale there, primary first.
-fn readable_copies_of<'a>(
+pub(super) fn readable_copies_of<'a>(
     view: &'a DiskView,
     extent: &'a Extent,
     aus: std::ops::Range<u64>,

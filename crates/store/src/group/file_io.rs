@@ -22,9 +22,17 @@
 //!
 //! Its own engine does the I/O (`inner`); completions are the caller's
 //! requests, in the order they finish.
+//!
+//! Per I/O it touches no line another thread writes: it takes the snapshots
+//! from its own copies ([`SnapshotCache`]), borrows its mappings (a clone
+//! would count on the plane's shared `Arc`), and stores its guard slot only
+//! when the oldest epoch in flight changes (at QD32, about never). The
+//! common read — one piece of a written extent, from its first readable
+//! copy — is planned and sent without the general path's lists; its plan is
+//! made again from the same snapshot only if it fails ([`next_copy`]).
+//! bench/data-plane.sh measures this path against the raw devices at QD32.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,18 +44,15 @@ use cairn_io::{
 };
 use slab::Slab;
 
-use super::data::{aus_touched, DataPort, StaleMark};
+use super::data::{aus_touched, readable_copies_of, DataPort, StaleMark};
 use super::live::{DataHandle, LiveGroup};
-use super::plane::{FileSnapshot, GuardSlot, LatchGuard, Piece};
+use super::plane::{DiskView, FileSnapshot, GuardSlot, LatchGuard, Piece, SnapshotCache};
 
 const EIO: i32 = 5;
 const E2BIG: i32 = 7;
 const EAGAIN: i32 = 11;
 const ENXIO: i32 = 6;
 const EROFS: i32 = 30;
-
-/// A guard slot's value while nothing is in flight.
-const IDLE: u64 = u64::MAX;
 
 /// What one device of a [`FileIo`] is.
 pub enum Mapping {
@@ -76,10 +81,26 @@ struct Pending {
     error: Option<IoError>,
     /// The publication epoch it started in (for the guard), if a group file.
     epoch: Option<u64>,
+    /// For reads: the snapshot and disk view it was planned from, from
+    /// which a failed piece's next copy is found again
+    /// ([`FileIo::next_copy`]): the same plan, made only when needed.
+    read_from: Option<(Arc<FileSnapshot>, Arc<DiskView>)>,
+    /// For writes and flushes: what they keep until they complete.
+    writing: Option<Box<Writing>>,
+    /// A read piece was served by a later copy: repair once done.
+    needs_repair: bool,
+    /// The disk view's epoch the request used.
+    view_epoch: u64,
+    /// The group file, by its index among the devices.
+    file_device: Option<usize>,
+}
+
+/// What a write or a flush keeps until it completes; apart from
+/// [`Pending`], so that a read, the common request, moves and drops less.
+#[derive(Default)]
+struct Writing {
     /// Held until it completes (a write's shared latches).
     latch: Option<LatchGuard>,
-    /// For reads: the pieces, and per piece its online copies, for fallback.
-    plan: Option<Arc<ReadPlan>>,
     /// Disks a write or flush failed on, to be taken offline before
     /// completion.
     failed_disks: super::data::FailedDisks,
@@ -89,18 +110,6 @@ struct Pending {
     incarnation: u32,
     /// For writes: per piece, the copies that landed.
     landed: Vec<u8>,
-    /// A read piece was served by a later copy: repair once done.
-    needs_repair: bool,
-    /// The disk view's epoch the request used.
-    view_epoch: u64,
-    /// The group file, by its index among the devices.
-    file_device: Option<usize>,
-}
-
-struct ReadPlan {
-    snap: Arc<FileSnapshot>,
-    pieces: Vec<Piece>,
-    copies: Vec<Vec<AuAddr>>,
 }
 
 /// One inner request.
@@ -138,7 +147,18 @@ enum Role {
 /// See the module documentation.
 pub struct FileIo {
     inner: Box<dyn IoEngine>,
-    devices: Vec<Mapping>,
+    /// Shared only with this engine's own planning (an `Arc` so that a
+    /// plan can hold a mapping while it calls `&mut self` methods without
+    /// cloning what it maps to: the group's plane and its counts are
+    /// shared with every other thread's handles).
+    devices: Arc<[Mapping]>,
+    /// Per device index: the device index of its group's first file (its
+    /// own index for a direct device).
+    group_keys: Vec<usize>,
+    /// Per device index of a group's first file: this engine's copies of
+    /// what the group's plane publishes, so that planning a request
+    /// touches no line another thread writes.
+    snapshots: Vec<SnapshotCache>,
     depth_max: usize,
     pending: Slab<Pending>,
     pieces: Slab<Inner>,
@@ -167,13 +187,19 @@ impl FileIo {
     /// result is `devices[i]`.
     pub fn new(inner: Box<dyn IoEngine>, devices: Vec<Mapping>, depth_max: usize) -> Self {
         let mut guards = BTreeMap::new();
+        let mut group_keys = Vec::with_capacity(devices.len());
         for (i, m) in devices.iter().enumerate() {
-            if let Mapping::GroupFile { group, .. } = m {
-                let first = Self::group_key_of(&devices, group).unwrap_or(i);
-                guards
-                    .entry(first)
-                    .or_insert_with(|| (group.plane().guard_slot(), BTreeMap::new()));
-            }
+            let key = match m {
+                Mapping::GroupFile { group, .. } => {
+                    let first = Self::group_key_of(&devices, group).unwrap_or(i);
+                    guards
+                        .entry(first)
+                        .or_insert_with(|| (group.plane().guard_slot(), BTreeMap::new()));
+                    first
+                }
+                Mapping::Direct(_) => i,
+            };
+            group_keys.push(key);
         }
         // A read-only mount publishes snapshots like any other; only the
         // handles know not to write. Ask once, as `LiveGroup::handle` does.
@@ -186,9 +212,12 @@ impl FileIo {
                 Mapping::Direct(_) => false,
             })
             .collect();
+        let snapshots = devices.iter().map(|_| SnapshotCache::default()).collect();
         Self {
             inner,
-            devices,
+            devices: devices.into(),
+            group_keys,
+            snapshots,
             depth_max: depth_max.max(1),
             pending: Slab::new(),
             pieces: Slab::new(),
@@ -221,12 +250,7 @@ impl FileIo {
     }
 
     fn group_key(&self, device: usize) -> usize {
-        match &self.devices[device] {
-            Mapping::GroupFile { group, .. } => {
-                Self::group_key_of(&self.devices, group).unwrap_or(device)
-            }
-            Mapping::Direct(_) => device,
-        }
+        self.group_keys[device]
     }
 
     /// Note a request starting in the current epoch of its group's plane.
@@ -235,35 +259,122 @@ impl FileIo {
         let Mapping::GroupFile { group, .. } = &self.devices[device] else {
             return 0;
         };
-        let plane = group.plane().clone();
-        let (slot, epochs) = self.guards.get_mut(&key).expect("invariant: made in new");
-        // The slot holds the oldest epoch in flight, so it cannot use
-        // OperationGuard's store-and-check: first a value that holds every AU
-        // back, then the epoch read after it (a scan in between would
-        // otherwise see only older requests, or idle).
-        slot.store(0, Ordering::SeqCst);
-        let epoch = plane.epoch();
-        *epochs.entry(epoch).or_default() += 1;
-        let oldest = *epochs.keys().next().expect("invariant: just added");
-        slot.store(oldest, Ordering::SeqCst);
-        epoch
+        guard_start_in(&mut self.guards, key, group.plane())
     }
 
     fn guard_end(&mut self, device: usize, epoch: u64) {
         let key = self.group_key(device);
-        let Some((slot, epochs)) = self.guards.get_mut(&key) else {
-            return;
-        };
-        if let Some(n) = epochs.get_mut(&epoch) {
-            *n -= 1;
-            if *n == 0 {
-                epochs.remove(&epoch);
+        guard_end_in(&mut self.guards, key, epoch);
+    }
+
+    /// Hand one inner request of caller request `parent` to the inner
+    /// engine.
+    fn submit_piece(&mut self, parent: usize, mut inner: Request, role: Role) {
+        let key = self.pieces.insert(Inner { parent, role });
+        inner.tag = key as u64;
+        if let Err(SubmitError::QueueFull(inner)) = self.inner.submit(inner) {
+            // Counted before, so this is the inner engine's own doing:
+            // fail the piece rather than lose it.
+            self.pieces.remove(key);
+            let p = &mut self.pending[parent];
+            p.error.get_or_insert(IoError::Engine { errno: EAGAIN });
+            if matches!(
+                role,
+                Role::Caller
+                    | Role::ReadPiece { caller: true, .. }
+                    | Role::WriteCopy { caller: true, .. }
+            ) {
+                p.buf = inner_buf(inner.op);
+            }
+            p.outstanding -= 1;
+            if p.outstanding == 0 {
+                let done = self.pending.remove(parent);
+                self.finish(done);
             }
         }
-        slot.store(
-            epochs.keys().next().copied().unwrap_or(IDLE),
-            Ordering::SeqCst,
-        );
+    }
+
+    /// The common read, planned without the general path's lists and
+    /// without a clone of its mapping (whose counts every other thread's
+    /// handles of the group share): one piece, in a written extent, from
+    /// its first readable copy ([`readable_copies_of`], the general path's
+    /// choice too). Anything else — a refusal included — is handed back,
+    /// for the general path to decide from the start.
+    fn submit_common_read(&mut self, index: usize, request: Request) -> Result<(), Request> {
+        let Self {
+            devices,
+            group_keys,
+            snapshots,
+            guards,
+            inner,
+            ..
+        } = self;
+        let Some(Mapping::GroupFile {
+            group,
+            number,
+            disks,
+            geometry,
+        }) = devices.get(index)
+        else {
+            return Err(request);
+        };
+        let plane = group.plane();
+        if !matches!(request.op, Op::Read { .. })
+            || validate(geometry, &request.op).is_err()
+            || plane.is_stopped()
+            || inner.in_flight() + 1 > inner.depth_max()
+        {
+            return Err(request);
+        }
+        let (offset, len) = request.op.range();
+        let key = group_keys[index];
+        let epoch = guard_start_in(guards, key, plane);
+        let cache = &mut snapshots[key];
+        let view = cache.disks(plane);
+        let planned = cache.file(plane, *number).and_then(|snap| {
+            let piece = one_piece(&snap, offset, len)?;
+            let extent = snap.extent(piece.extent).filter(|e| e.initialized)?;
+            let aus = aus_touched(snap.au_bytes, piece.within, piece.len);
+            let c = readable_copies_of(&view, extent, aus).next()?;
+            let disk_device = *disks.get(&c.disk)?;
+            Some((
+                u64::from(c.au) * snap.au_bytes + piece.within,
+                disk_device,
+                snap,
+            ))
+        });
+        let Some((offset_bytes, disk_device, snap)) = planned else {
+            guard_end_in(guards, key, epoch);
+            return Err(request);
+        };
+        let Request { device, tag, op } = request;
+        let Op::Read { buf, .. } = op else {
+            unreachable!("invariant: checked to be a read")
+        };
+        let view_epoch = view.epoch;
+        let parent = self.pending.insert(Pending {
+            outstanding: 1,
+            file_device: Some(index),
+            epoch: Some(epoch),
+            view_epoch,
+            read_from: Some((snap, view)),
+            ..Pending::new(device, tag, OpKind::Read, offset, len)
+        });
+        let read = Request {
+            device: disk_device,
+            tag: 0,
+            op: Op::Read { offset_bytes, buf },
+        };
+        let role = Role::ReadPiece {
+            piece: 0,
+            copy: 0,
+            at: 0,
+            caller: true,
+        };
+        self.requests += 1;
+        self.submit_piece(parent, read, role);
+        self.reap();
+        Ok(())
     }
 
     /// The synchronous handle of the group of device `device`.
@@ -382,19 +493,15 @@ impl FileIo {
                     if caller {
                         p.buf = buf;
                     }
-                    // Fall back to the next online copy of that piece.
-                    let plan = p.plan.clone().expect("invariant: reads have a plan");
+                    // Fall back to the next readable copy of that piece.
                     let next = copy + 1;
-                    if let Some(c) = plan.copies[i].get(next) {
+                    if let Some((c, offset_bytes, piece_len)) = next_copy(p, i, next) {
                         p.needs_repair = true;
                         let file = p.file_device.expect("invariant: group file");
                         let disk_device = match &self.devices[file] {
                             Mapping::GroupFile { disks, .. } => disks.get(&c.disk).copied(),
                             Mapping::Direct(_) => None,
                         };
-                        let piece_len = plan.pieces[i].len as usize;
-                        let offset_bytes =
-                            u64::from(c.au) * plan.snap.au_bytes + plan.pieces[i].within;
                         if let Some(device) = disk_device {
                             let k = self.pieces.insert(Inner {
                                 parent,
@@ -438,19 +545,27 @@ impl FileIo {
                     if caller {
                         p.buf = buf;
                     }
+                    let w = p
+                        .writing
+                        .as_mut()
+                        .expect("invariant: a write has its state");
                     match result {
-                        Ok(_) => p.landed[i] += 1,
+                        Ok(_) => w.landed[i] += 1,
                         Err(e) => {
-                            p.failed_disks
+                            w.failed_disks
                                 .entry(disk)
                                 .or_insert_with(|| super::disk_states::failure_reason(&e));
-                            p.missed.push(mark);
+                            w.missed.push(mark);
                         }
                     }
                 }
                 (Role::Flush { disk }, result, _) => {
                     if let Err(e) = result {
-                        p.failed_disks
+                        let w = p
+                            .writing
+                            .as_mut()
+                            .expect("invariant: a flush has its state");
+                        w.failed_disks
                             .entry(disk)
                             .or_insert_with(|| super::disk_states::failure_reason(&e));
                     }
@@ -471,19 +586,20 @@ impl FileIo {
         }
         // The latches are held until the disks that missed the write are
         // offline: a repair must not copy from them meanwhile.
-        let latch = done.latch.take();
+        let mut writing = done.writing.take();
+        let latch = writing.as_mut().and_then(|w| w.latch.take());
         // A write or flush that missed copies: their disks go offline
         // before it completes, and a write must have landed every piece on
         // some copy.
-        if !done.failed_disks.is_empty() {
+        if let Some(writing) = writing.as_mut().filter(|w| !w.failed_disks.is_empty()) {
             let file = done.file_device.expect("invariant: group file");
-            let failed = std::mem::take(&mut done.failed_disks);
-            let missed = std::mem::take(&mut done.missed);
+            let failed = std::mem::take(&mut writing.failed_disks);
+            let missed = std::mem::take(&mut writing.missed);
             let number = match &self.devices[file] {
                 Mapping::GroupFile { number, .. } => *number,
                 Mapping::Direct(_) => unreachable!("invariant: a group file"),
             };
-            let (view_epoch, incarnation) = (done.view_epoch, done.incarnation);
+            let (view_epoch, incarnation) = (done.view_epoch, writing.incarnation);
             // The copies that missed the write are marked stale first, then
             // their disks go offline (as the synchronous path does).
             let result = self.slow_handle(file).and_then(|h| {
@@ -497,7 +613,7 @@ impl FileIo {
                 done.error.get_or_insert(e);
             }
         }
-        if done.landed.contains(&0) {
+        if writing.is_some_and(|w| w.landed.contains(&0)) {
             done.error.get_or_insert(IoError::Engine { errno: EIO });
         }
         if done.needs_repair && done.error.is_none() {
@@ -535,6 +651,91 @@ impl FileIo {
         let error = at_request(error, request.op.kind(), offset, len);
         self.ready.push_back(Completion::failed(request, error));
     }
+}
+
+/// Note a request starting in the current epoch of `plane`, in the guard
+/// slot of group `key`; returns that epoch. The slot holds the oldest epoch
+/// of the group's requests in flight. When some are, it is at or below the
+/// current epoch (epochs only grow) and so covers this request too: nothing
+/// is stored. When none are, the epoch is stored and checked not to have
+/// moved meanwhile, as [`super::plane::OperationGuard`] does: a scan between
+/// our reading it and storing it saw the slot idle.
+fn guard_start_in(
+    guards: &mut BTreeMap<usize, (Arc<GuardSlot>, BTreeMap<u64, usize>)>,
+    key: usize,
+    plane: &super::plane::DataPlane,
+) -> u64 {
+    let (slot, epochs) = guards.get_mut(&key).expect("invariant: made in new");
+    let epoch = if epochs.is_empty() {
+        slot.start(plane)
+    } else {
+        plane.epoch()
+    };
+    *epochs.entry(epoch).or_default() += 1;
+    epoch
+}
+
+/// Note a request of group `key` that started in `epoch` ending: the slot
+/// moves on to the oldest epoch still in flight (or idle) when that
+/// changed.
+fn guard_end_in(
+    guards: &mut BTreeMap<usize, (Arc<GuardSlot>, BTreeMap<u64, usize>)>,
+    key: usize,
+    epoch: u64,
+) {
+    let Some((slot, epochs)) = guards.get_mut(&key) else {
+        return;
+    };
+    let oldest = epochs.keys().next().copied();
+    if let Some(n) = epochs.get_mut(&epoch) {
+        *n -= 1;
+        if *n == 0 {
+            epochs.remove(&epoch);
+        }
+    }
+    let now = epochs.keys().next().copied();
+    if now != oldest {
+        slot.move_on(now);
+    }
+}
+
+/// Copy `copy` of piece `piece` of a read, in the order its plan tries them
+/// ([`readable_copies_of`]), from the snapshot and disk view it was planned
+/// from: the copy, its byte offset on its disk, and the piece's length.
+/// The plan is made again here rather than kept with every read, as only a
+/// failed read needs it.
+fn next_copy(p: &Pending, piece: usize, copy: usize) -> Option<(AuAddr, u64, usize)> {
+    let (snap, view) = p.read_from.as_ref()?;
+    let pieces = snap.pieces(p.offset, p.len)?;
+    let piece = pieces.get(piece)?;
+    let extent = snap.extent(piece.extent)?;
+    let aus = aus_touched(snap.au_bytes, piece.within, piece.len);
+    let c = readable_copies_of(view, extent, aus).nth(copy)?;
+    Some((
+        c,
+        u64::from(c.au) * snap.au_bytes + piece.within,
+        piece.len as usize,
+    ))
+}
+
+/// The one piece a read of `len` bytes at `offset` is, if it lies inside
+/// one extent: the common read, planned without the general path's lists.
+fn one_piece(snap: &FileSnapshot, offset: u64, len: u64) -> Option<Piece> {
+    let end = offset.checked_add(len)?;
+    if len == 0 || end > snap.size_bytes {
+        return None;
+    }
+    let loc = snap.layout.locate(offset);
+    if loc.run_bytes < len {
+        return None;
+    }
+    snap.extent(loc.extent)?;
+    Some(Piece {
+        extent: loc.extent,
+        within: loc.offset_in_extent,
+        at: 0,
+        len,
+    })
 }
 
 fn io_error(e: &super::GroupError) -> IoError {
@@ -611,9 +812,12 @@ impl IoEngine for FileIo {
                     )],
                 }
             }
-            Mapping::GroupFile { .. } => match self.plan_file(index, request)? {
-                Some(planned) => planned,
-                None => return Ok(()),
+            Mapping::GroupFile { .. } => match self.submit_common_read(index, request) {
+                Ok(()) => return Ok(()),
+                Err(request) => match self.plan_file(index, request)? {
+                    Some(planned) => planned,
+                    None => return Ok(()),
+                },
             },
         };
         self.requests += 1;
@@ -627,29 +831,8 @@ impl IoEngine for FileIo {
             return Ok(());
         }
         let parent = self.pending.insert(pending);
-        for (mut inner, role) in requests {
-            let key = self.pieces.insert(Inner { parent, role });
-            inner.tag = key as u64;
-            if let Err(SubmitError::QueueFull(inner)) = self.inner.submit(inner) {
-                // Counted before, so this is the inner engine's own doing:
-                // fail the piece rather than lose it.
-                self.pieces.remove(key);
-                let p = &mut self.pending[parent];
-                p.error.get_or_insert(IoError::Engine { errno: EAGAIN });
-                if matches!(
-                    role,
-                    Role::Caller
-                        | Role::ReadPiece { caller: true, .. }
-                        | Role::WriteCopy { caller: true, .. }
-                ) {
-                    p.buf = inner_buf(inner.op);
-                }
-                p.outstanding -= 1;
-                if p.outstanding == 0 {
-                    let done = self.pending.remove(parent);
-                    self.finish(done);
-                }
-            }
+        for (inner, role) in requests {
+            self.submit_piece(parent, inner, role);
         }
         // Engines that complete during submit (pread/pwrite) have results now.
         self.reap();
@@ -748,12 +931,8 @@ impl Pending {
             buf: None,
             error: None,
             epoch: None,
-            latch: None,
-            plan: None,
-            failed_disks: super::data::FailedDisks::new(),
-            missed: Vec::new(),
-            incarnation: 0,
-            landed: Vec::new(),
+            read_from: None,
+            writing: None,
             needs_repair: false,
             view_epoch: 0,
             file_device: None,
@@ -769,16 +948,17 @@ impl FileIo {
         index: usize,
         request: Request,
     ) -> Result<Option<Planned>, SubmitError> {
+        let devices = self.devices.clone();
         let Mapping::GroupFile {
             group,
             number,
             disks,
             geometry,
-        } = &self.devices[index]
+        } = &devices[index]
         else {
             unreachable!("invariant: a group file")
         };
-        let (number, plane, disks) = (*number, group.plane().clone(), disks.clone());
+        let (number, plane, key) = (*number, group.plane(), self.group_keys[index]);
         if let Err(e) = validate(geometry, &request.op) {
             self.requests += 1;
             self.fail(request, e);
@@ -818,7 +998,8 @@ impl FileIo {
                     )
                 })
                 .collect();
-            pending.view_epoch = plane.disks().epoch;
+            pending.view_epoch = self.snapshots[key].disks(plane).epoch;
+            pending.writing = Some(Box::default());
             return Ok(Some(Planned { pending, requests }));
         }
         if matches!(op, Op::Discard { .. } | Op::WriteZeroes { .. }) {
@@ -839,7 +1020,7 @@ impl FileIo {
         // them first — then its guard, then the snapshot it uses, which
         // must be the one it latched.
         let latch = if matches!(op, Op::Write { .. }) {
-            let Some(pre) = plane.file(number) else {
+            let Some(pre) = self.snapshots[key].file(plane, number) else {
                 self.requests += 1;
                 self.fail(
                     Request { device, tag, op },
@@ -872,14 +1053,14 @@ impl FileIo {
             None
         };
         let epoch = self.guard_start(index);
-        let view = plane.disks();
+        let view = self.snapshots[key].disks(plane);
         let refuse = |me: &mut Self, op: Op, error: IoError| {
             me.guard_end(index, epoch);
             me.requests += 1;
             me.fail(Request { device, tag, op }, error);
             Ok(None)
         };
-        let Some(snap) = plane.file(number) else {
+        let Some(snap) = self.snapshots[key].file(plane, number) else {
             return refuse(self, op, IoError::Engine { errno: ENXIO });
         };
         let latch = match latch {
@@ -915,16 +1096,17 @@ impl FileIo {
             // SYNCING, or offline and its copy must be marked stale first)
             // takes the synchronous path, as a first write does.
             fresh |= is_write && extent.copies().iter().any(|c| !view.is_online(c.disk));
-            let aus = aus_touched(snap.au_bytes, p.within, p.len);
-            let online: Vec<AuAddr> = extent
-                .copies()
-                .iter()
-                .enumerate()
-                .filter(|(slot, c)| {
-                    view.is_online(c.disk) && (is_write || !extent.stale_in(*slot, aus.clone()))
-                })
-                .map(|(_, c)| *c)
-                .collect();
+            let online: Vec<AuAddr> = if is_write {
+                extent
+                    .copies()
+                    .iter()
+                    .filter(|c| view.is_online(c.disk))
+                    .copied()
+                    .collect()
+            } else {
+                let aus = aus_touched(snap.au_bytes, p.within, p.len);
+                readable_copies_of(&view, extent, aus).collect()
+            };
             // (A write whose copies are not all ONLINE takes the
             // synchronous path below, which marks or fails as it must.)
             if extent.initialized && online.is_empty() && !is_write {
@@ -1019,16 +1201,15 @@ impl FileIo {
                     }
                     pending.buf = Some(buf);
                 }
-                pending.plan = Some(Arc::new(ReadPlan {
-                    snap: snap.clone(),
-                    pieces,
-                    copies,
-                }));
+                pending.read_from = Some((snap.clone(), view.clone()));
             }
             Op::Write { buf, fua, .. } => {
-                pending.latch = latch;
-                pending.incarnation = snap.incarnation;
-                pending.landed = vec![0; pieces.len()];
+                pending.writing = Some(Box::new(Writing {
+                    latch,
+                    incarnation: snap.incarnation,
+                    landed: vec![0; pieces.len()],
+                    ..Writing::default()
+                }));
                 let whole = pieces.len() == 1;
                 let mut caller_buf = Some(buf);
                 let mut data_requests = Vec::new();

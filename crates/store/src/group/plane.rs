@@ -413,6 +413,11 @@ impl DataPlane {
         self.stopped.store(true, Ordering::SeqCst);
     }
 
+    /// Whether the group stopped ([`Self::stopped`] says why).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
     /// Why the group stopped, if it did.
     pub fn stopped(&self) -> Option<String> {
         if !self.stopped.load(Ordering::SeqCst) {
@@ -745,6 +750,53 @@ impl std::ops::Deref for GuardSlot {
     }
 }
 
+impl GuardSlot {
+    /// An idle slot's first operation starts: see [`slot_start`].
+    pub fn start(&self, plane: &DataPlane) -> u64 {
+        slot_start(&self.0, plane)
+    }
+
+    /// The oldest operation of this slot's owner is now one of epoch
+    /// `oldest`, or none runs (`None`): see [`slot_move_on`].
+    pub fn move_on(&self, oldest: Option<u64>) {
+        slot_move_on(&self.0, oldest.unwrap_or(IDLE));
+    }
+}
+
+/// Store in an idle `slot` the epoch an operation starts in, and return it:
+/// call before taking the snapshots it will use. The epoch is stored, then
+/// checked not to have moved meanwhile: a scan that ran between our reading
+/// the epoch and storing it saw the slot idle and may have freed AUs that
+/// publications up to the new epoch dropped, so then the new one is stored
+/// (the snapshots taken after it no longer name those AUs). One full fence
+/// where two stores cost two.
+fn slot_start(slot: &AtomicU64, plane: &DataPlane) -> u64 {
+    let mut epoch = plane.epoch();
+    loop {
+        slot.store(epoch, Ordering::SeqCst);
+        let now = plane.epoch();
+        if now == epoch {
+            return epoch;
+        }
+        epoch = now;
+    }
+}
+
+/// Move `slot` on to a newer epoch, or idle, as operations end; wake the
+/// drains waiting ([`DataPlane::wait_for_older_operations`]). Everything the
+/// operations read of their snapshots happens before a scan that sees the
+/// new value (release); and SeqCst against a drain's count of itself, so
+/// that either the drain sees the new value or this sees the drain and
+/// wakes it. Every end of a guard comes here: one that did not wake the
+/// drains would leave them to sleep out their bound.
+fn slot_move_on(slot: &AtomicU64, value: u64) {
+    slot.store(value, Ordering::SeqCst);
+    if DRAINERS.load(Ordering::SeqCst) > 0 {
+        let _lock = unpoison(DRAIN.lock());
+        DRAINED.notify_all();
+    }
+}
+
 /// A data operation in progress: its slot says the epoch it started in, so
 /// AUs freed after that are not reused under it.
 pub struct OperationGuard<'s> {
@@ -754,36 +806,14 @@ pub struct OperationGuard<'s> {
 impl<'s> OperationGuard<'s> {
     /// Start an operation: call before taking the snapshots it will use.
     pub fn start(plane: &DataPlane, slot: &'s AtomicU64) -> Self {
-        // Store the epoch, then check it did not move meanwhile: a scan that
-        // ran between our reading the epoch and storing it saw the slot idle
-        // and may have freed AUs that publications up to the new epoch
-        // dropped, so then store the new one (the snapshots we take after it
-        // no longer name those AUs). One full fence where two stores cost
-        // two.
-        let mut epoch = plane.epoch();
-        loop {
-            slot.store(epoch, Ordering::SeqCst);
-            let now = plane.epoch();
-            if now == epoch {
-                break;
-            }
-            epoch = now;
-        }
+        slot_start(slot, plane);
         Self { slot }
     }
 }
 
 impl Drop for OperationGuard<'_> {
     fn drop(&mut self) {
-        // Everything the operation read of its snapshots happens before a
-        // scan that sees the slot idle (release); and SeqCst against a
-        // drain's count of itself, so that either the drain sees the slot
-        // idle or this end sees the drain and wakes it.
-        self.slot.store(IDLE, Ordering::SeqCst);
-        if DRAINERS.load(Ordering::SeqCst) > 0 {
-            let _lock = unpoison(DRAIN.lock());
-            DRAINED.notify_all();
-        }
+        slot_move_on(self.slot, IDLE);
     }
 }
 
