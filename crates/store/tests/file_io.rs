@@ -126,6 +126,7 @@ fn submit(io: &mut FileIo, request: Request) {
     if let Err(SubmitError::QueueFull(_)) = io.submit(request) {
         panic!("request {tag} refused");
     }
+    io.check_invariants().unwrap();
 }
 
 /// Wait for everything in flight; the completions by tag.
@@ -133,9 +134,11 @@ fn drain(io: &mut FileIo) -> BTreeMap<u64, Completion> {
     let mut out = BTreeMap::new();
     while io.in_flight() > 0 {
         io.wait(1).unwrap();
+        io.check_invariants().unwrap();
         while let Some(c) = io.pop_completion() {
             assert!(out.insert(c.tag, c).is_none(), "one completion per tag");
         }
+        io.check_invariants().unwrap();
     }
     out
 }
@@ -238,6 +241,7 @@ fn reap(io: &mut FileIo, flying: &mut Flying, models: &mut [Vec<u8>]) {
     while let Some(c) = io.pop_completion() {
         check(c, flying, models);
     }
+    io.check_invariants().unwrap();
 }
 
 /// Many reads and writes in flight at once, on a coarse and a fine-striped
@@ -293,7 +297,9 @@ fn mixed_reads_and_writes_at_depth_reach_every_copy() {
             read_req(file as u32, tag, offset, len)
         };
         loop {
-            match io.submit(request) {
+            let submitted = io.submit(request);
+            io.check_invariants().unwrap();
+            match submitted {
                 Ok(()) => break,
                 Err(SubmitError::QueueFull(back)) => {
                     // Refused whole: ours again, to submit once some finish.

@@ -81,10 +81,9 @@ struct Pending {
     error: Option<IoError>,
     /// The publication epoch it started in (for the guard), if a group file.
     epoch: Option<u64>,
-    /// For reads: the snapshot and disk view it was planned from, from
-    /// which a failed piece's next copy is found again
-    /// ([`FileIo::next_copy`]): the same plan, made only when needed.
-    read_from: Option<(Arc<FileSnapshot>, Arc<DiskView>)>,
+    /// For reads: the plan (in [`FileIo::plans`]) it was made from, from
+    /// which a failed piece's next copy is found again ([`next_copy`]).
+    read_from: Option<usize>,
     /// For writes and flushes: what they keep until they complete.
     writing: Option<Box<Writing>>,
     /// A read piece was served by a later copy: repair once done.
@@ -110,6 +109,17 @@ struct Writing {
     incarnation: u32,
     /// For writes: per piece, the copies that landed.
     landed: Vec<u8>,
+}
+
+/// A snapshot and disk view that reads in flight were planned from: what a
+/// failed piece's next copy is chosen from ([`next_copy`]). Counted by its
+/// engine alone, so that a read takes and lets go of one without touching
+/// the snapshots' shared counts.
+struct Plan {
+    snap: Arc<FileSnapshot>,
+    view: Arc<DiskView>,
+    /// Reads in flight planned from it.
+    reads: usize,
 }
 
 /// One inner request.
@@ -159,6 +169,11 @@ pub struct FileIo {
     /// what the group's plane publishes, so that planning a request
     /// touches no line another thread writes.
     snapshots: Vec<SnapshotCache>,
+    /// The plans of the reads in flight (see [`Plan`]).
+    plans: Slab<Plan>,
+    /// Per device index: the plan its newest read was made from, kept for
+    /// the next while the file's snapshot and the disk view stay the same.
+    newest_plan: Vec<Option<usize>>,
     depth_max: usize,
     pending: Slab<Pending>,
     pieces: Slab<Inner>,
@@ -213,11 +228,14 @@ impl FileIo {
             })
             .collect();
         let snapshots = devices.iter().map(|_| SnapshotCache::default()).collect();
+        let newest_plan = vec![None; devices.len()];
         Self {
             inner,
             devices: devices.into(),
             group_keys,
             snapshots,
+            plans: Slab::new(),
+            newest_plan,
             depth_max: depth_max.max(1),
             pending: Slab::new(),
             pieces: Slab::new(),
@@ -230,6 +248,88 @@ impl FileIo {
             bytes_read: 0,
             bytes_written: 0,
         }
+    }
+
+    /// What must hold between calls, checked (the tests call it after every
+    /// step; its cost is a walk over what is in flight):
+    /// - every piece in flight belongs to a request in flight, and every
+    ///   request in flight has as many pieces in flight as it waits for;
+    /// - per group, the epochs counted as in flight are exactly those of its
+    ///   requests in flight, and its guard slot holds the oldest of them
+    ///   (idle when there are none);
+    /// - every plan is used by as many reads in flight as it counts, and one
+    ///   used by none is some file's newest;
+    /// - nothing is in flight beyond the engine's depth.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut pieces_of: BTreeMap<usize, usize> = BTreeMap::new();
+        for (key, piece) in &self.pieces {
+            if !self.pending.contains(piece.parent) {
+                return Err(format!("piece {key} belongs to no request in flight"));
+            }
+            *pieces_of.entry(piece.parent).or_default() += 1;
+        }
+        let mut epochs: BTreeMap<usize, BTreeMap<u64, usize>> = BTreeMap::new();
+        let mut reads_of: BTreeMap<usize, usize> = BTreeMap::new();
+        for (key, p) in &self.pending {
+            let pieces = pieces_of.get(&key).copied().unwrap_or(0);
+            if pieces != p.outstanding {
+                return Err(format!(
+                    "request {key} waits for {} pieces, {pieces} are in flight",
+                    p.outstanding
+                ));
+            }
+            if let (Some(file), Some(epoch)) = (p.file_device, p.epoch) {
+                *epochs
+                    .entry(self.group_keys[file])
+                    .or_default()
+                    .entry(epoch)
+                    .or_default() += 1;
+            }
+            if let Some(plan) = p.read_from {
+                *reads_of.entry(plan).or_default() += 1;
+            }
+        }
+        for (key, (slot, counted)) in &self.guards {
+            let actual = epochs.remove(key).unwrap_or_default();
+            if *counted != actual {
+                return Err(format!(
+                    "group {key}: epochs counted in flight {counted:?}, requests hold {actual:?}"
+                ));
+            }
+            let oldest = counted.keys().next().copied().unwrap_or(u64::MAX);
+            let stored = slot.load(std::sync::atomic::Ordering::SeqCst);
+            if stored != oldest {
+                return Err(format!(
+                    "group {key}: guard slot holds {stored}, the oldest epoch in flight is {oldest}"
+                ));
+            }
+        }
+        if let Some(key) = epochs.keys().next() {
+            return Err(format!("group {key} has requests in flight but no guard"));
+        }
+        for (key, plan) in &self.plans {
+            let reads = reads_of.remove(&key).unwrap_or(0);
+            if plan.reads != reads {
+                return Err(format!(
+                    "plan {key} counts {} reads, {reads} use it",
+                    plan.reads
+                ));
+            }
+            if reads == 0 && !self.newest_plan.contains(&Some(key)) {
+                return Err(format!("plan {key} is used by nothing and kept"));
+            }
+        }
+        if let Some(key) = reads_of.keys().next() {
+            return Err(format!("a read uses plan {key}, which is gone"));
+        }
+        if self.in_flight() > self.depth_max {
+            return Err(format!(
+                "{} in flight past the depth {}",
+                self.in_flight(),
+                self.depth_max
+            ));
+        }
+        Ok(())
     }
 
     /// Inner requests one request of at most `max_len` bytes on a file of
@@ -265,6 +365,18 @@ impl FileIo {
     fn guard_end(&mut self, device: usize, epoch: u64) {
         let key = self.group_key(device);
         guard_end_in(&mut self.guards, key, epoch);
+    }
+
+    /// A read of device `file` made from `plan` is over: the plan goes once
+    /// no read uses it and it is no longer the file's newest.
+    fn let_plan_go(&mut self, file: usize, plan: usize) {
+        let Some(p) = self.plans.get_mut(plan) else {
+            return;
+        };
+        p.reads -= 1;
+        if p.reads == 0 && self.newest_plan[file] != Some(plan) {
+            self.plans.remove(plan);
+        }
     }
 
     /// Hand one inner request of caller request `parent` to the inner
@@ -307,6 +419,8 @@ impl FileIo {
             snapshots,
             guards,
             inner,
+            plans,
+            newest_plan,
             ..
         } = self;
         let Some(Mapping::GroupFile {
@@ -329,21 +443,23 @@ impl FileIo {
         let (offset, len) = request.op.range();
         let key = group_keys[index];
         let epoch = guard_start_in(guards, key, plane);
-        let cache = &mut snapshots[key];
-        let view = cache.disks(plane);
-        let planned = cache.file(plane, *number).and_then(|snap| {
-            let piece = one_piece(&snap, offset, len)?;
-            let extent = snap.extent(piece.extent).filter(|e| e.initialized)?;
-            let aus = aus_touched(snap.au_bytes, piece.within, piece.len);
-            let c = readable_copies_of(&view, extent, aus).next()?;
-            let disk_device = *disks.get(&c.disk)?;
-            Some((
-                u64::from(c.au) * snap.au_bytes + piece.within,
-                disk_device,
-                snap,
-            ))
-        });
-        let Some((offset_bytes, disk_device, snap)) = planned else {
+        let planned = snapshots[key]
+            .current(plane, *number)
+            .and_then(|(snap, view)| {
+                let piece = one_piece(snap, offset, len)?;
+                let extent = snap.extent(piece.extent).filter(|e| e.initialized)?;
+                let aus = aus_touched(snap.au_bytes, piece.within, piece.len);
+                let c = readable_copies_of(view, extent, aus).next()?;
+                let disk_device = *disks.get(&c.disk)?;
+                let plan = take_plan(plans, &mut newest_plan[index], snap, view);
+                Some((
+                    u64::from(c.au) * snap.au_bytes + piece.within,
+                    disk_device,
+                    plan,
+                    view.epoch,
+                ))
+            });
+        let Some((offset_bytes, disk_device, plan, view_epoch)) = planned else {
             guard_end_in(guards, key, epoch);
             return Err(request);
         };
@@ -351,13 +467,12 @@ impl FileIo {
         let Op::Read { buf, .. } = op else {
             unreachable!("invariant: checked to be a read")
         };
-        let view_epoch = view.epoch;
         let parent = self.pending.insert(Pending {
             outstanding: 1,
             file_device: Some(index),
             epoch: Some(epoch),
             view_epoch,
-            read_from: Some((snap, view)),
+            read_from: Some(plan),
             ..Pending::new(device, tag, OpKind::Read, offset, len)
         });
         let read = Request {
@@ -467,6 +582,25 @@ impl FileIo {
             let Some(p) = self.pending.get_mut(parent) else {
                 continue;
             };
+            // The common read done: its one piece read into the caller's
+            // buffer, nothing else to do.
+            if matches!(piece.role, Role::ReadPiece { caller: true, .. })
+                && c.result.is_ok()
+                && c.buf.is_some()
+                && p.outstanding == 1
+                && p.error.is_none()
+                && !p.needs_repair
+            {
+                let done = self.pending.remove(parent);
+                if let (Some(file), Some(epoch)) = (done.file_device, done.epoch) {
+                    guard_end_in(&mut self.guards, self.group_keys[file], epoch);
+                    if let Some(plan) = done.read_from {
+                        self.let_plan_go(file, plan);
+                    }
+                }
+                self.complete_now(done.device, done.tag, done.kind, Ok(done.len), c.buf);
+                continue;
+            }
             match (piece.role, c.result, c.buf) {
                 (Role::Caller, result, buf) => {
                     if let Err(e) = result {
@@ -495,7 +629,7 @@ impl FileIo {
                     }
                     // Fall back to the next readable copy of that piece.
                     let next = copy + 1;
-                    if let Some((c, offset_bytes, piece_len)) = next_copy(p, i, next) {
+                    if let Some((c, offset_bytes, piece_len)) = next_copy(&self.plans, p, i, next) {
                         p.needs_repair = true;
                         let file = p.file_device.expect("invariant: group file");
                         let disk_device = match &self.devices[file] {
@@ -584,6 +718,9 @@ impl FileIo {
         if let (Some(file), Some(epoch)) = (done.file_device, done.epoch) {
             self.guard_end(file, epoch);
         }
+        if let (Some(file), Some(plan)) = (done.file_device, done.read_from) {
+            self.let_plan_go(file, plan);
+        }
         // The latches are held until the disks that missed the write are
         // offline: a repair must not copy from them meanwhile.
         let mut writing = done.writing.take();
@@ -653,6 +790,34 @@ impl FileIo {
     }
 }
 
+/// The plan of a read from `snap` and `view`, counted: `newest`, the file's
+/// newest plan, if it was made from them; else a new one, which becomes the
+/// newest (the one it replaces goes once no read uses it).
+fn take_plan(
+    plans: &mut Slab<Plan>,
+    newest: &mut Option<usize>,
+    snap: &Arc<FileSnapshot>,
+    view: &Arc<DiskView>,
+) -> usize {
+    let key = match *newest {
+        Some(k) if Arc::ptr_eq(&plans[k].snap, snap) && Arc::ptr_eq(&plans[k].view, view) => k,
+        was => {
+            let k = plans.insert(Plan {
+                snap: snap.clone(),
+                view: view.clone(),
+                reads: 0,
+            });
+            *newest = Some(k);
+            if let Some(old) = was.filter(|old| plans[*old].reads == 0) {
+                plans.remove(old);
+            }
+            k
+        }
+    };
+    plans[key].reads += 1;
+    key
+}
+
 /// Note a request starting in the current epoch of `plane`, in the guard
 /// slot of group `key`; returns that epoch. The slot holds the oldest epoch
 /// of the group's requests in flight. When some are, it is at or below the
@@ -704,8 +869,13 @@ fn guard_end_in(
 /// from: the copy, its byte offset on its disk, and the piece's length.
 /// The plan is made again here rather than kept with every read, as only a
 /// failed read needs it.
-fn next_copy(p: &Pending, piece: usize, copy: usize) -> Option<(AuAddr, u64, usize)> {
-    let (snap, view) = p.read_from.as_ref()?;
+fn next_copy(
+    plans: &Slab<Plan>,
+    p: &Pending,
+    piece: usize,
+    copy: usize,
+) -> Option<(AuAddr, u64, usize)> {
+    let Plan { snap, view, .. } = plans.get(p.read_from?)?;
     let pieces = snap.pieces(p.offset, p.len)?;
     let piece = pieces.get(piece)?;
     let extent = snap.extent(piece.extent)?;
@@ -850,13 +1020,21 @@ impl IoEngine for FileIo {
     }
 
     fn wait_timeout(&mut self, min_completions: usize, timeout: Duration) -> Result<(), IoError> {
-        let deadline = Instant::now() + timeout;
+        // The clock is read only when the first wait did not do: most calls
+        // are answered by one.
+        let mut deadline: Option<Instant> = None;
         loop {
             self.reap();
             if self.ready.len() >= min_completions.min(self.in_flight()) {
                 return Ok(());
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = match deadline {
+                None => {
+                    deadline = Some(Instant::now() + timeout);
+                    timeout
+                }
+                Some(d) => d.saturating_duration_since(Instant::now()),
+            };
             if left.is_zero() {
                 return Ok(());
             }
@@ -1201,7 +1379,12 @@ impl FileIo {
                     }
                     pending.buf = Some(buf);
                 }
-                pending.read_from = Some((snap.clone(), view.clone()));
+                pending.read_from = Some(take_plan(
+                    &mut self.plans,
+                    &mut self.newest_plan[index],
+                    &snap,
+                    &view,
+                ));
             }
             Op::Write { buf, fua, .. } => {
                 pending.writing = Some(Box::new(Writing {

@@ -695,42 +695,65 @@ impl SnapshotCache {
     /// same `Arc` comes back for as long as the plane's snapshot of the file
     /// is the same one.
     pub fn file(&mut self, plane: &DataPlane, number: u32) -> Option<Arc<FileSnapshot>> {
-        // The generation first: the snapshot taken after it is at least as
-        // new as what it says.
-        let now = plane.generation.load(Ordering::SeqCst);
-        match self.files.get_mut(&number) {
-            Some((checked, _, local)) if *checked == now => return Some(local.clone()),
-            _ => {}
-        }
-        let Some(shared) = plane.file(number) else {
-            self.files.remove(&number);
-            return None;
-        };
-        let local = match self.files.get(&number) {
-            Some((_, was, local)) if Arc::ptr_eq(was, &shared) => local.clone(),
-            _ => Arc::new(FileSnapshot::clone(&shared)),
-        };
-        if self.files.len() >= CACHED_FILES_MAX && !self.files.contains_key(&number) {
-            self.files.clear();
-        }
-        self.files.insert(number, (now, shared, local.clone()));
-        Some(local)
+        self.refresh_file(plane, number).cloned()
     }
 
     /// The current disk view, as [`DataPlane::disks`] gives it.
     pub fn disks(&mut self, plane: &DataPlane) -> Arc<DiskView> {
+        self.refresh_disks(plane).clone()
+    }
+
+    /// The current disk view, then the file's current snapshot, borrowed:
+    /// [`Self::disks`] and [`Self::file`] without a count taken on either
+    /// (for a caller that keeps its own).
+    pub fn current(
+        &mut self,
+        plane: &DataPlane,
+        number: u32,
+    ) -> Option<(&Arc<FileSnapshot>, &Arc<DiskView>)> {
+        self.refresh_disks(plane);
+        self.refresh_file(plane, number)?;
+        let file = &self.files.get(&number)?.2;
+        let disks = &self.disks.as_ref()?.2;
+        Some((file, disks))
+    }
+
+    fn refresh_file(&mut self, plane: &DataPlane, number: u32) -> Option<&Arc<FileSnapshot>> {
+        // The generation first: the snapshot taken after it is at least as
+        // new as what it says.
         let now = plane.generation.load(Ordering::SeqCst);
-        match &self.disks {
-            Some((checked, _, local)) if *checked == now => return local.clone(),
-            _ => {}
+        let fresh = matches!(self.files.get(&number), Some((checked, _, _)) if *checked == now);
+        if !fresh {
+            let Some(shared) = plane.file(number) else {
+                self.files.remove(&number);
+                return None;
+            };
+            let local = match self.files.get(&number) {
+                Some((_, was, local)) if Arc::ptr_eq(was, &shared) => local.clone(),
+                _ => Arc::new(FileSnapshot::clone(&shared)),
+            };
+            if self.files.len() >= CACHED_FILES_MAX && !self.files.contains_key(&number) {
+                self.files.clear();
+            }
+            self.files.insert(number, (now, shared, local));
         }
-        let shared = plane.disks();
-        let local = match &self.disks {
-            Some((_, was, local)) if Arc::ptr_eq(was, &shared) => local.clone(),
-            _ => Arc::new(DiskView::clone(&shared)),
+        self.files.get(&number).map(|(_, _, local)| local)
+    }
+
+    fn refresh_disks(&mut self, plane: &DataPlane) -> &Arc<DiskView> {
+        let now = plane.generation.load(Ordering::SeqCst);
+        let entry = match self.disks.take() {
+            Some(entry) if entry.0 == now => entry,
+            was => {
+                let shared = plane.disks();
+                let local = match was {
+                    Some((_, was, local)) if Arc::ptr_eq(&was, &shared) => local,
+                    _ => Arc::new(DiskView::clone(&shared)),
+                };
+                (now, shared, local)
+            }
         };
-        self.disks = Some((now, shared, local.clone()));
-        local
+        &self.disks.insert(entry).2
     }
 }
 
