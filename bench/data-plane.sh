@@ -115,6 +115,7 @@ common=(--qd 32 --workers 2 --bs 8k --rw randread --time "${kit_seconds}s" --jso
 one() { # side, then the targets: prints "iops cpu_us_per_io"
     local side=$1
     shift
+    rm -rf "$kit_dir/out-$side"
     "$cairn" bench quick "$@" "${common[@]}" --out "$kit_dir/out-$side" > "$kit_dir/$side.json"
     python3 - "$kit_dir/$side.json" <<'PY'
 import json, sys

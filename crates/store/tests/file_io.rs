@@ -1088,3 +1088,90 @@ fn a_drain_waiting_for_a_file_io_read_is_woken_when_it_completes() {
     );
     offline.join().unwrap();
 }
+
+/// An inner engine that hands back no buffer with a failed read, as io_uring
+/// does for a read that timed out while the kernel still held its buffer.
+struct LosesFailedReadBuffers(Box<dyn IoEngine>);
+
+impl IoEngine for LosesFailedReadBuffers {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn geometry(&self, device: DeviceId) -> Option<&cairn_io::Geometry> {
+        self.0.geometry(device)
+    }
+    fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
+        self.0.submit(request)
+    }
+    fn wait(&mut self, min_completions: usize) -> Result<(), cairn_io::IoError> {
+        self.0.wait(min_completions)
+    }
+    fn wait_timeout(
+        &mut self,
+        min_completions: usize,
+        timeout: std::time::Duration,
+    ) -> Result<(), cairn_io::IoError> {
+        self.0.wait_timeout(min_completions, timeout)
+    }
+    fn pop_completion(&mut self) -> Option<Completion> {
+        let mut c = self.0.pop_completion()?;
+        if c.kind == cairn_io::OpKind::Read && c.result.is_err() {
+            c.buf = None;
+        }
+        Some(c)
+    }
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.0.set_io_timeout(timeout);
+    }
+    fn in_flight(&self) -> usize {
+        self.0.in_flight()
+    }
+    fn depth_max(&self) -> usize {
+        self.0.depth_max()
+    }
+    fn stats(&self) -> cairn_io::EngineStats {
+        self.0.stats()
+    }
+}
+
+/// A read of one piece goes into the caller's own buffer. When that read
+/// fails and the engine keeps the buffer (a read timed out with it still in
+/// the kernel), the next copy's bytes must still reach the caller: they were
+/// read into a buffer of their own and thrown away, and the read completed
+/// `Ok` with no buffer at all.
+#[test]
+fn a_read_whose_failed_primary_kept_its_buffer_is_served_whole_by_the_other_copy() {
+    const SIZE: u64 = 4 * MIB;
+    let (shared, ids, live) = live_group(21, 256);
+    let number = create(&live, "t", SIZE, None, true);
+    let model = noise(&mut ChaCha8Rng::seed_from_u64(21), SIZE as usize);
+    live.handle(8).unwrap().write(number, 0, &model).unwrap();
+    let s = snap(&live, number);
+    let primary = s.extent(0).unwrap().copies()[0];
+    let au_start = u64::from(primary.au) * s.au_bytes;
+    shared.with(|sim| {
+        sim.disk_mut(ids[usize::from(primary.disk)])
+            .faults
+            .read_error_ranges
+            .push(au_start..au_start + s.au_bytes);
+    });
+    let disks = live.meta(|g| g.member_devices()).unwrap();
+    let mapping = Mapping::GroupFile {
+        group: live.clone(),
+        number,
+        disks,
+        geometry: geometry(s.size_bytes, s.sector_bytes, s.sector_bytes, MIB as u32),
+    };
+    let mut io = FileIo::new(
+        Box::new(LosesFailedReadBuffers(Box::new(shared.handle()))),
+        vec![mapping],
+        8,
+    );
+    let c = run(&mut io, read_req(0, 1, 64 * 1024, 64 * 1024));
+    assert_eq!(c.result, Ok(64 * 1024));
+    let buf = c.buf.expect("a read that succeeded hands back its bytes");
+    assert!(
+        buf[..] == model[64 * 1024..128 * 1024],
+        "the other copy's bytes reached the caller"
+    );
+}

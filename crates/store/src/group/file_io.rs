@@ -449,7 +449,13 @@ impl FileIo {
                 let piece = one_piece(snap, offset, len)?;
                 let extent = snap.extent(piece.extent).filter(|e| e.initialized)?;
                 let aus = aus_touched(snap.au_bytes, piece.within, piece.len);
-                let c = readable_copies_of(view, extent, aus).next()?;
+                let mut copies = readable_copies_of(view, extent, aus);
+                // Every copy's disk attached, as the general path demands (a
+                // fall-back must find the next copy's disk too).
+                if !copies.clone().all(|c| disks.contains_key(&c.disk)) {
+                    return None;
+                }
+                let c = copies.next()?;
                 let disk_device = *disks.get(&c.disk)?;
                 let plan = take_plan(plans, &mut newest_plan[index], snap, view);
                 Some((
@@ -625,7 +631,11 @@ impl FileIo {
                     buf,
                 ) => {
                     if caller {
-                        p.buf = buf;
+                        // A read that failed with its buffer still in the
+                        // kernel (timed out) hands back none: the next copy
+                        // is read into a new one, not thrown away.
+                        let len = p.len as usize;
+                        p.buf = Some(buf.unwrap_or_else(|| AlignedBuf::zeroed(len)));
                     }
                     // Fall back to the next readable copy of that piece.
                     let next = copy + 1;
@@ -1020,8 +1030,8 @@ impl IoEngine for FileIo {
     }
 
     fn wait_timeout(&mut self, min_completions: usize, timeout: Duration) -> Result<(), IoError> {
-        // The clock is read only when the first wait did not do: most calls
-        // are answered by one.
+        // The clock is read only when a wait is needed: a call answered by
+        // what is already done reads it not at all.
         let mut deadline: Option<Instant> = None;
         loop {
             self.reap();

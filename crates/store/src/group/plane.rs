@@ -23,6 +23,7 @@
 //!   `disk_io_timeout` is set) and read by each data handle as an operation
 //!   starts, for its own engine.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
@@ -722,22 +723,29 @@ impl SnapshotCache {
         // The generation first: the snapshot taken after it is at least as
         // new as what it says.
         let now = plane.generation.load(Ordering::SeqCst);
-        let fresh = matches!(self.files.get(&number), Some((checked, _, _)) if *checked == now);
-        if !fresh {
-            let Some(shared) = plane.file(number) else {
-                self.files.remove(&number);
-                return None;
-            };
-            let local = match self.files.get(&number) {
-                Some((_, was, local)) if Arc::ptr_eq(was, &shared) => local.clone(),
-                _ => Arc::new(FileSnapshot::clone(&shared)),
-            };
-            if self.files.len() >= CACHED_FILES_MAX && !self.files.contains_key(&number) {
-                self.files.clear();
-            }
-            self.files.insert(number, (now, shared, local));
+        if self.files.len() >= CACHED_FILES_MAX && !self.files.contains_key(&number) {
+            self.files.clear();
         }
-        self.files.get(&number).map(|(_, _, local)| local)
+        match self.files.entry(number) {
+            Entry::Occupied(e) if e.get().0 == now => Some(&e.into_mut().2),
+            Entry::Occupied(e) => {
+                let Some(shared) = plane.file(number) else {
+                    e.remove();
+                    return None;
+                };
+                let entry = e.into_mut();
+                if !Arc::ptr_eq(&entry.1, &shared) {
+                    entry.2 = Arc::new(FileSnapshot::clone(&shared));
+                }
+                (entry.0, entry.1) = (now, shared);
+                Some(&entry.2)
+            }
+            Entry::Vacant(v) => {
+                let shared = plane.file(number)?;
+                let local = Arc::new(FileSnapshot::clone(&shared));
+                Some(&v.insert((now, shared, local)).2)
+            }
+        }
     }
 
     fn refresh_disks(&mut self, plane: &DataPlane) -> &Arc<DiskView> {
