@@ -20,7 +20,8 @@
 # Environment: IMG_MIB (loop device size, default 1280: a 1 GiB file and the
 # group's metadata must fit), SECTOR (logical sector size of the loop
 # device, 512 or 4096; default 4096), KIT_ROUNDS (default 12; 0 leaves the
-# kit's case out), KIT_SECONDS (default 2).
+# kit's case out), KIT_SECONDS (default 2), KIT_ONLY=1 (the kit's case
+# alone).
 # Arguments are passed to the benchmark: --seconds N (a round, default 6),
 # --rounds N (default 5), --slice-ms N (how often the threads switch between
 # raw and group within a round, default 10), --threads 1,2,4, --mix
@@ -90,7 +91,9 @@ echo "== group data plane vs raw device"
 echo "host: $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "loop: $(losetup --list --noheadings --output NAME,SIZELIMIT,DIO,LOG-SEC,BACK-FILE "$loopdev" | tr -s ' ')" \
      "max_sectors_kb=$(cat /sys/block/"$(basename "$loopdev")"/queue/max_sectors_kb)"
-"$bench" data-plane --device "$loopdev" "$@"
+if [ "${KIT_ONLY:-0}" != 1 ]; then
+    "$bench" data-plane --device "$loopdev" "$@"
+fi
 
 if [ "$kit_rounds" -le 0 ]; then
     exit 0
