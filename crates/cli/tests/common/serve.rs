@@ -148,7 +148,22 @@ impl Service {
             before_kill: None,
         };
         let mut buf = [0u8; 64];
-        match ready.recv(&mut buf) {
+        // A signal that reaches this thread meanwhile interrupts the wait
+        // (EINTR): wait again, for what is left of the bound.
+        let deadline = std::time::Instant::now() + SERVE_BOUND;
+        let got = loop {
+            match ready.recv(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break Err(e);
+                    }
+                    ready.set_read_timeout(Some(left)).unwrap();
+                }
+                other => break other,
+            }
+        };
+        match got {
             Ok(n) => assert_eq!(&buf[..n], b"READY=1\n"),
             Err(e) => {
                 let mut child = service.child.take().unwrap();
