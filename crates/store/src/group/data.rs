@@ -446,7 +446,7 @@ pub(super) fn copy(
 }
 
 /// Where byte `within` of an extent's copy `c` is on its disk.
-fn at(snap: &FileSnapshot, c: AuAddr, within: u64) -> u64 {
+pub(super) fn at(snap: &FileSnapshot, c: AuAddr, within: u64) -> u64 {
     u64::from(c.au) * snap.au_bytes + within
 }
 
@@ -463,6 +463,23 @@ pub(super) fn readable_copies_of<'a>(
         .enumerate()
         .filter(move |(slot, c)| view.is_online(c.disk) && !extent.stale_in(*slot, aus.clone()))
         .map(|(_, c)| *c)
+}
+
+/// The common read: `len` bytes at `offset` that lie in one written
+/// extent ([`FileSnapshot::one_piece`]), and the copies that may be read
+/// for them, primary first ([`readable_copies_of`]). `None` where the
+/// general path must decide: several pieces, an extent never written, a
+/// range outside the file.
+pub(super) fn common_read<'a>(
+    snap: &'a FileSnapshot,
+    view: &'a DiskView,
+    offset: u64,
+    len: u64,
+) -> Option<(Piece, impl Iterator<Item = AuAddr> + Clone + 'a)> {
+    let piece = snap.one_piece(offset, len)?;
+    let extent = snap.extent(piece.extent).filter(|e| e.initialized)?;
+    let copies = readable_copies_of(view, extent, piece_aus(snap, piece.within, piece.len));
+    Some((piece, copies))
 }
 
 /// [`readable_copies_of`], collected.
@@ -851,27 +868,15 @@ fn read_from_primary(
     buf: &mut [u8],
     accept: &dyn Fn(&[u8]) -> bool,
 ) -> Result<First, GroupError> {
-    let len = buf.len() as u64;
-    if len == 0 {
-        return Ok(First::NotTaken);
-    }
-    let loc = snap.layout.locate(offset);
-    if loc.run_bytes < len {
-        return Ok(First::NotTaken);
-    }
-    let primary = snap
-        .extent(loc.extent)
-        .filter(|e| e.initialized)
-        .and_then(|e| {
-            readable_copies_of(view, e, piece_aus(snap, loc.offset_in_extent, len)).next()
-        });
-    let Some(c) = primary else {
+    let primary = common_read(snap, view, offset, buf.len() as u64)
+        .and_then(|(piece, mut copies)| Some((piece, copies.next()?)));
+    let Some((piece, c)) = primary else {
         return Ok(First::NotTaken);
     };
     let io = DiskIo {
         disk: c.disk,
         op: Op::Read {
-            offset_bytes: at(snap, c, loc.offset_in_extent),
+            offset_bytes: at(snap, c, piece.within),
             buf: port.buffer(buf.len()),
         },
     };

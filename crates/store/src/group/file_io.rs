@@ -44,9 +44,9 @@ use cairn_io::{
 };
 use slab::Slab;
 
-use super::data::{aus_touched, readable_copies_of, DataPort, StaleMark};
+use super::data::{at, aus_touched, common_read, readable_copies_of, DataPort, StaleMark};
 use super::live::{DataHandle, LiveGroup};
-use super::plane::{DiskView, FileSnapshot, GuardSlot, LatchGuard, Piece, SnapshotCache};
+use super::plane::{DiskView, FileSnapshot, GuardSlot, LatchGuard, SnapshotCache};
 
 const EIO: i32 = 5;
 const E2BIG: i32 = 7;
@@ -367,9 +367,19 @@ impl FileIo {
         guard_end_in(&mut self.guards, key, epoch);
     }
 
-    /// A read of device `file` made from `plan` is over: the plan goes once
-    /// no read uses it and it is no longer the file's newest.
-    fn let_plan_go(&mut self, file: usize, plan: usize) {
+    /// A request is over: its guard epoch ends, and the plan a read was
+    /// made from goes once no read uses it and it is no longer its file's
+    /// newest. Every completion comes here, the common read's included.
+    fn let_go(&mut self, done: &Pending) {
+        let Some(file) = done.file_device else {
+            return;
+        };
+        if let Some(epoch) = done.epoch {
+            self.guard_end(file, epoch);
+        }
+        let Some(plan) = done.read_from else {
+            return;
+        };
         let Some(p) = self.plans.get_mut(plan) else {
             return;
         };
@@ -446,10 +456,7 @@ impl FileIo {
         let planned = snapshots[key]
             .current(plane, *number)
             .and_then(|(snap, view)| {
-                let piece = one_piece(snap, offset, len)?;
-                let extent = snap.extent(piece.extent).filter(|e| e.initialized)?;
-                let aus = aus_touched(snap.au_bytes, piece.within, piece.len);
-                let mut copies = readable_copies_of(view, extent, aus);
+                let (piece, mut copies) = common_read(snap, view, offset, len)?;
                 // Every copy's disk attached, as the general path demands (a
                 // fall-back must find the next copy's disk too).
                 if !copies.clone().all(|c| disks.contains_key(&c.disk)) {
@@ -458,12 +465,7 @@ impl FileIo {
                 let c = copies.next()?;
                 let disk_device = *disks.get(&c.disk)?;
                 let plan = take_plan(plans, &mut newest_plan[index], snap, view);
-                Some((
-                    u64::from(c.au) * snap.au_bytes + piece.within,
-                    disk_device,
-                    plan,
-                    view.epoch,
-                ))
+                Some((at(snap, c, piece.within), disk_device, plan, view.epoch))
             });
         let Some((offset_bytes, disk_device, plan, view_epoch)) = planned else {
             guard_end_in(guards, key, epoch);
@@ -598,12 +600,7 @@ impl FileIo {
                 && !p.needs_repair
             {
                 let done = self.pending.remove(parent);
-                if let (Some(file), Some(epoch)) = (done.file_device, done.epoch) {
-                    guard_end_in(&mut self.guards, self.group_keys[file], epoch);
-                    if let Some(plan) = done.read_from {
-                        self.let_plan_go(file, plan);
-                    }
-                }
+                self.let_go(&done);
                 self.complete_now(done.device, done.tag, done.kind, Ok(done.len), c.buf);
                 continue;
             }
@@ -725,12 +722,7 @@ impl FileIo {
     }
 
     fn finish(&mut self, mut done: Pending) {
-        if let (Some(file), Some(epoch)) = (done.file_device, done.epoch) {
-            self.guard_end(file, epoch);
-        }
-        if let (Some(file), Some(plan)) = (done.file_device, done.read_from) {
-            self.let_plan_go(file, plan);
-        }
+        self.let_go(&done);
         // The latches are held until the disks that missed the write are
         // offline: a repair must not copy from them meanwhile.
         let mut writing = done.writing.take();
@@ -891,31 +883,7 @@ fn next_copy(
     let extent = snap.extent(piece.extent)?;
     let aus = aus_touched(snap.au_bytes, piece.within, piece.len);
     let c = readable_copies_of(view, extent, aus).nth(copy)?;
-    Some((
-        c,
-        u64::from(c.au) * snap.au_bytes + piece.within,
-        piece.len as usize,
-    ))
-}
-
-/// The one piece a read of `len` bytes at `offset` is, if it lies inside
-/// one extent: the common read, planned without the general path's lists.
-fn one_piece(snap: &FileSnapshot, offset: u64, len: u64) -> Option<Piece> {
-    let end = offset.checked_add(len)?;
-    if len == 0 || end > snap.size_bytes {
-        return None;
-    }
-    let loc = snap.layout.locate(offset);
-    if loc.run_bytes < len {
-        return None;
-    }
-    snap.extent(loc.extent)?;
-    Some(Piece {
-        extent: loc.extent,
-        within: loc.offset_in_extent,
-        at: 0,
-        len,
-    })
+    Some((c, at(snap, c, piece.within), piece.len as usize))
 }
 
 fn io_error(e: &super::GroupError) -> IoError {
@@ -1339,7 +1307,6 @@ impl FileIo {
         }
         pending.epoch = Some(epoch);
         pending.view_epoch = view.epoch;
-        let at = |c: &AuAddr, p: &Piece| u64::from(c.au) * snap.au_bytes + p.within;
         let mut requests = Vec::with_capacity(needed);
         match op {
             Op::Read { mut buf, .. } => {
@@ -1356,7 +1323,7 @@ impl FileIo {
                             device: disks[&c.disk],
                             tag: 0,
                             op: Op::Read {
-                                offset_bytes: at(&c, &pieces[0]),
+                                offset_bytes: at(&snap, c, pieces[0].within),
                                 buf,
                             },
                         },
@@ -1375,7 +1342,7 @@ impl FileIo {
                                 device: disks[&c.disk],
                                 tag: 0,
                                 op: Op::Read {
-                                    offset_bytes: at(c, p),
+                                    offset_bytes: at(&snap, *c, p.within),
                                     buf: AlignedBuf::zeroed(p.len as usize),
                                 },
                             },
@@ -1408,7 +1375,7 @@ impl FileIo {
                 let mut data_requests = Vec::new();
                 for (i, p) in pieces.iter().enumerate() {
                     for c in &copies[i] {
-                        data_requests.push((i, *c, at(c, p), p.at, p.len));
+                        data_requests.push((i, *c, at(&snap, *c, p.within), p.at, p.len));
                     }
                 }
                 let last = data_requests.len().saturating_sub(1);

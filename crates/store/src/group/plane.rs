@@ -168,6 +168,28 @@ impl FileSnapshot {
         }
         Some(out)
     }
+
+    /// The one piece `len` bytes at `offset` are, if they lie inside one
+    /// extent ([`Self::pieces`] would give just this one); `None` for an
+    /// empty range, a range past the file's end or its map, or one that
+    /// crosses into another extent.
+    pub fn one_piece(&self, offset: u64, len: u64) -> Option<Piece> {
+        let end = offset.checked_add(len)?;
+        if len == 0 || end > self.size_bytes {
+            return None;
+        }
+        let loc = self.layout.locate(offset);
+        if loc.run_bytes < len {
+            return None;
+        }
+        self.extent(loc.extent)?;
+        Some(Piece {
+            extent: loc.extent,
+            within: loc.offset_in_extent,
+            at: 0,
+            len,
+        })
+    }
 }
 
 /// Why a file is not written.
