@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cairn's workload engine against fio, side by side, on the same targets in
 # one run (see bench/README.md, "Cairn's workload engine against fio", and
-# /work/shared/MEASURING.md).
+# docs/measuring.md).
 #
 #   sudo bench/compare-fio.sh            # 3 rounds x 10 s per tool and case
 #   sudo bench/compare-fio.sh --quick    # 3 rounds x 2 s, 512 MiB targets
@@ -22,17 +22,8 @@
 # ("loop file"), QUIET_WAIT (seconds to wait before each run for a quiet
 # machine, 10; 0 = do not wait), BENCH_OUT (output directory; default
 # target/compare-fio/<UTC time>).
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-quick=0
-for arg in "$@"; do
-    case "$arg" in
-        --quick) quick=1 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
-        *) echo "compare-fio.sh: unknown argument '$arg'; expected --quick or nothing" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 if [ "$quick" -eq 1 ]; then
     seconds="${BENCH_SECONDS:-2}"
     size_mib="${BENCH_SIZE_MIB:-512}"
@@ -43,43 +34,19 @@ fi
 rounds="${BENCH_ROUNDS:-3}"
 targets="${BENCH_TARGETS:-loop file}"
 quiet_wait="${QUIET_WAIT:-10}"
-out="${BENCH_OUT:-$root/target/compare-fio/$(date -u +%Y%m%dT%H%M%SZ)}"
+out="$(bench_out)"
 
-if [ "$rounds" -lt 3 ]; then
-    echo "compare-fio.sh: BENCH_ROUNDS=$rounds; at least 3 rounds are needed for a median" >&2
-    exit 2
-fi
-if [ "$(id -u)" -ne 0 ]; then
-    echo "skipped: needs root (it attaches a loop device and may install fio)"
-    exit 0
-fi
+need_rounds "$rounds"
+need_root "it attaches a loop device and may install fio"
 case " $targets " in
     *" loop "*)
-        if [ ! -e /dev/loop-control ] || ! command -v losetup >/dev/null; then
-            echo "skipped: no loop device support (/dev/loop-control or losetup missing)"
-            exit 0
-        fi
-        shm_free_mib=$(( $(stat -f -c '%a*%S' /dev/shm) / 1048576 ))
-        if [ "$shm_free_mib" -lt $((size_mib + 256)) ]; then
-            echo "skipped: /dev/shm has ${shm_free_mib} MiB free; the loop device needs ${size_mib} MiB"
-            exit 0
-        fi
+        need_loop
+        need_shm $((size_mib + 256))
         ;;
 esac
-
-# Tools: fio and GNU time from Debian's packages; python3 to run and read.
-missing=()
-command -v fio >/dev/null || missing+=(fio)
-command -v python3 >/dev/null || missing+=(python3)
-if [ "${#missing[@]}" -gt 0 ]; then
-    echo "installing ${missing[*]} from Debian's packages"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-
-echo "building cairn (release)"
-(cd "$root" && cargo build --release --quiet -p cairn-cli)
-cairn="$root/target/release/cairn"
+# fio from Debian's packages; python3 to run and read.
+need_tools fio python3
+cairn="$(build_cairn)"
 
 mkdir -p "$out"
 img="/dev/shm/cairn-compare-fio-$$.img"
@@ -194,7 +161,7 @@ def run_fio(path, case, stem):
     return dict(cpu, ios=d["total_ios"], iops=d["iops"],
                 p50_us=pct["50.000000"] / 1e3, p99_us=pct["99.000000"] / 1e3,
                 clat_p50_us=d["clat_ns"]["percentile"]["50.000000"] / 1e3,
-                # fio's own figure: its job's CPU only (see MEASURING.md); for the record.
+                # fio's own figure: its job's CPU only (see docs/measuring.md); for the record.
                 own_cpu_s=(job["usr_cpu"] + job["sys_cpu"]) / 100 * job["elapsed"])
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The group's data plane against the raw device, in one run, on a RAM-backed
-# loop device (see bench/README.md and /work/shared/MEASURING.md): 8 KiB
+# loop device (see bench/README.md and docs/measuring.md): 8 KiB
 # random reads, and 70/30 reads/writes, on one external-redundancy group file
 # from 1, 2 and 4 threads (QD1 each, each thread its own io_uring engine),
 # against the same threads doing the same I/O on the raw device, on the
@@ -28,47 +28,27 @@
 # read|oltp|both|write, --file-mib N (default 1024), --quiet-wait N, --control
 # (the group side replaced by the raw device again: an A/A run that shows
 # how far the machine's noise alone moves the ratios).
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_help_if_asked "$@"
 img_mib="${IMG_MIB:-1280}"
 sector="${SECTOR:-4096}"
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "skipped: needs root (it attaches a loop device)"
-    exit 0
-fi
-if [ ! -e /dev/loop-control ] || ! command -v losetup >/dev/null; then
-    echo "skipped: no loop device support (/dev/loop-control or losetup missing)"
-    exit 0
-fi
-if [ ! -d /dev/shm ]; then
-    echo "skipped: no /dev/shm to back a RAM loop device"
-    exit 0
-fi
+need_root "it attaches a loop device"
+need_loop
 kit_rounds="${KIT_ROUNDS:-12}"
 kit_seconds="${KIT_SECONDS:-2}"
 kit_img_mib=1280
-shm_needed=$((img_mib + 256))
 if [ "$kit_rounds" -gt 0 ]; then
-    if ! command -v python3 >/dev/null; then
-        echo "skipped: the kit's case needs python3 (scripts/install-deps installs it)"
-        exit 0
-    fi
-    shm_needed=$((img_mib + 2 * kit_img_mib + 256))
-fi
-shm_free_mib=$(( $(stat -f -c '%a*%S' /dev/shm) / 1048576 ))
-if [ "$shm_free_mib" -lt "$shm_needed" ]; then
-    echo "skipped: /dev/shm has ${shm_free_mib} MiB free, the loop devices need ${shm_needed} MiB"
-    exit 0
+    need_tools python3
+    need_shm $((img_mib + 2 * kit_img_mib + 256))
+else
+    need_shm $((img_mib + 256))
 fi
 
-(cd "$root" && cargo build --release --quiet -p cairn-store --example group_bench)
-bench="$root/target/release/examples/group_bench"
+bench="$(build_example cairn-store group_bench)"
 if [ "$kit_rounds" -gt 0 ]; then
-    (cd "$root" && cargo build --release --quiet -p cairn-cli)
+    cairn="$(build_cairn)"
 fi
-cairn="$root/target/release/cairn"
 
 img="/dev/shm/cairn-data-plane-bench-$$.img"
 kit_dir="/dev/shm/cairn-data-plane-kit-$$"

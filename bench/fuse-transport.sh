@@ -19,34 +19,19 @@
 #
 # Environment: BENCH_SECONDS (10, quick 3), BENCH_OUT (default
 # target/fuse-transport/<UTC time>).
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-quick=0
-for arg in "$@"; do
-    case "$arg" in
-        --quick) quick=1 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-        *) echo "fuse-transport.sh: unknown argument '$arg'; expected --quick or nothing" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 seconds="${BENCH_SECONDS:-$([ "$quick" -eq 1 ] && echo 3 || echo 10)}"
-out="${BENCH_OUT:-$root/target/fuse-transport/$(date -u +%Y%m%dT%H%M%SZ)}"
+out="$(bench_out)"
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "skipped: needs root (FUSE mounts)"
-    exit 0
-fi
+need_root "FUSE mounts"
+need_fuse
 param=/sys/module/fuse/parameters/enable_uring
-if [ ! -e /dev/fuse ] || [ ! -w "$param" ]; then
-    echo "skipped: needs /dev/fuse and a kernel with FUSE over io_uring ($param)"
-    exit 0
-fi
-command -v fio >/dev/null || "$root/scripts/install-deps" >/dev/null
+[ -w "$param" ] || bench_skip "needs a kernel with FUSE over io_uring ($param)"
+need_tools fio python3
 
 echo "building the example server (release)"
-(cd "$root" && cargo build --release --quiet -p cairn-serve --example fuse_transport)
-server="$root/target/release/examples/fuse_transport"
+server="$(build_example cairn-serve fuse_transport)"
 mkdir -p "$out/mnt"
 backing="/dev/shm/cairn-fuse-transport-$$"
 dd if=/dev/zero of="$backing" bs=1M count=256 status=none

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `cairn bench` on a Cairn group file against the same engine on a raw device
 # of the same kind, in one run (see bench/README.md, "A group file as a
-# benchmark target", and /work/shared/MEASURING.md).
+# benchmark target", and docs/measuring.md).
 #
 #   sudo bench/group-file.sh            # 3 rounds x 5 s per side and case
 #   sudo bench/group-file.sh --quick    # 3 rounds x 2 s
@@ -20,45 +20,21 @@
 # Environment: BENCH_SECONDS (5, quick 2), BENCH_ROUNDS (3; at least 3),
 # BENCH_FILE_MIB (the file and the raw region; 512), BENCH_OUT (default
 # target/group-file/<UTC time>).
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-quick=0
-for arg in "$@"; do
-    case "$arg" in
-        --quick) quick=1 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-        *) echo "group-file.sh: unknown argument '$arg'; expected --quick or nothing" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 seconds="${BENCH_SECONDS:-$([ "$quick" -eq 1 ] && echo 2 || echo 5)}"
 rounds="${BENCH_ROUNDS:-3}"
 file_mib="${BENCH_FILE_MIB:-512}"
-out="${BENCH_OUT:-$root/target/group-file/$(date -u +%Y%m%dT%H%M%SZ)}"
+out="$(bench_out)"
 # Room for the file, the group's metadata and some slack.
 img_mib=$((file_mib + 256))
 
-if [ "$rounds" -lt 3 ]; then
-    echo "group-file.sh: BENCH_ROUNDS=$rounds; at least 3 rounds are needed for a median" >&2
-    exit 2
-fi
-if [ "$(id -u)" -ne 0 ]; then
-    echo "skipped: needs root (it attaches loop devices)"
-    exit 0
-fi
-if [ ! -e /dev/loop-control ] || ! command -v losetup >/dev/null; then
-    echo "skipped: no loop device support (/dev/loop-control or losetup missing)"
-    exit 0
-fi
-shm_free_mib=$(( $(stat -f -c '%a*%S' /dev/shm) / 1048576 ))
-if [ "$shm_free_mib" -lt $((4 * img_mib + 256)) ]; then
-    echo "skipped: /dev/shm has ${shm_free_mib} MiB free; the loop devices need $((4 * img_mib)) MiB"
-    exit 0
-fi
-
-echo "building cairn (release)"
-(cd "$root" && cargo build --release --quiet -p cairn-cli)
-cairn="$root/target/release/cairn"
+need_rounds "$rounds"
+need_root "it attaches loop devices"
+need_loop
+need_shm $((4 * img_mib + 256))
+need_tools python3
+cairn="$(build_cairn)"
 mkdir -p "$out"
 
 imgs=()

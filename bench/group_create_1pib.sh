@@ -8,13 +8,11 @@
 # 4 KiB blocks, xfs, btrfs). Arguments are passed to the benchmark:
 # --disks N (default 64), --disk-bytes N (default: 16 TiB, or 16 TiB - 4 KiB),
 # --au-mib N (4).
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_help_if_asked "$@"
 parent="${BENCH_DIR:-/var/tmp}"
 
-(cd "$root" && cargo build --release --quiet -p cairn-store --example group_bench)
-bench="$root/target/release/examples/group_bench"
+bench="$(build_example cairn-store group_bench)"
 
 dir="$(mktemp -d "$parent/cairn-1pib.XXXXXX")"
 trap 'rm -rf "$dir"' EXIT INT TERM

@@ -24,36 +24,19 @@
 #
 # Environment: BENCH_SECONDS (20, quick 5), BENCH_ROUNDS (3; at least 3),
 # BENCH_OUT (default target/oltp-cpu/<UTC time>).
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-quick=0
-for arg in "$@"; do
-    case "$arg" in
-        --quick) quick=1 ;;
-        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
-        *) echo "oltp-cpu.sh: unknown argument '$arg'; expected --quick or nothing" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 seconds="${BENCH_SECONDS:-$([ "$quick" -eq 1 ] && echo 5 || echo 20)}"
 rounds="${BENCH_ROUNDS:-3}"
-out="${BENCH_OUT:-$root/target/oltp-cpu/$(date -u +%Y%m%dT%H%M%SZ)}"
-if [ "$rounds" -lt 3 ]; then
-    echo "oltp-cpu.sh: BENCH_ROUNDS=$rounds; at least 3 rounds are needed for a median" >&2
-    exit 2
-fi
-if [ "$(id -u)" -ne 0 ]; then
-    echo "skipped: needs root (it attaches loop devices)"
-    exit 0
-fi
-if [ ! -e /dev/loop-control ] || ! command -v losetup >/dev/null; then
-    echo "skipped: no loop device support (/dev/loop-control or losetup missing)"
-    exit 0
-fi
+out="$(bench_out)"
+need_rounds "$rounds"
+need_root "it attaches loop devices"
+need_loop
+need_shm 768
+need_tools python3
 
 mkdir -p "$out"
-(cd "$root" && cargo build --release -q -p cairn-cli)
-cairn="$root/target/release/cairn"
+cairn="$(build_cairn)"
 
 shm="/dev/shm/cairn-oltp-cpu-$$"
 loops=()

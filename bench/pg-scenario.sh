@@ -15,18 +15,13 @@
 # full size, so the two never drift apart: CAIRN_PG_SCALE (20; CI 5),
 # CAIRN_PG_CLIENTS (8), CAIRN_PG_SECONDS (60; CI 5) override it. Its last
 # line is the scenario's figures.
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 case "${1:-}" in
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) bench_help; exit 0 ;;
     "") ;;
-    *) echo "pg-scenario.sh: unknown argument '$1'; it takes none" >&2; exit 2 ;;
+    *) echo "$bench_name: unknown argument '$1'; it takes none" >&2; exit 2 ;;
 esac
-if [ "$(id -u)" -ne 0 ]; then
-    echo "skipped: needs root (loop devices, FUSE, runuser postgres)"
-    exit 0
-fi
+need_root "loop devices, FUSE, runuser postgres"
 "$root/scripts/install-deps" >/dev/null
 cd "$root"
 CAIRN_REQUIRE_TOOLS=1 \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PostgreSQL on a Cairn volume against PostgreSQL on the raw device, in one
 # run, as ratios (issue 17's benchmark; see bench/README.md §10 and
-# /work/shared/MEASURING.md):
+# docs/measuring.md):
 #
 #   sudo bench/postgres.sh             # pgbench 60 s a run, 3 rounds
 #   sudo bench/postgres.sh --quick     # 15 s a run, 1 round
@@ -24,47 +24,26 @@
 # Environment: BENCH_SECONDS (60, quick 15), BENCH_ROUNDS (3, quick 1),
 # BENCH_SCALE (20), BENCH_CLIENTS (8), BENCH_OUT (default
 # target/postgres/<UTC time>).
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-quick=0
-for arg in "$@"; do
-    case "$arg" in
-        --quick) quick=1 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
-        *) echo "postgres.sh: unknown argument '$arg'; expected --quick or nothing" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 seconds="${BENCH_SECONDS:-$([ "$quick" -eq 1 ] && echo 15 || echo 60)}"
 rounds="${BENCH_ROUNDS:-$([ "$quick" -eq 1 ] && echo 1 || echo 3)}"
 scale="${BENCH_SCALE:-20}"
 clients="${BENCH_CLIENTS:-8}"
-out="${BENCH_OUT:-$root/target/postgres/$(date -u +%Y%m%dT%H%M%SZ)}"
+out="$(bench_out)"
 vol_mib=2560
 img_mib=3072
 pg=/usr/lib/postgresql/15/bin
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "skipped: needs root (loop devices, FUSE, runuser postgres)"
-    exit 0
-fi
-if [ ! -e /dev/loop-control ] || [ ! -e /dev/fuse ]; then
-    echo "skipped: needs loop devices and /dev/fuse"
-    exit 0
-fi
-need_mib=$((vol_mib + 3 * img_mib + 256))
-shm_free_mib=$(( $(stat -f -c '%a*%S' /dev/shm) / 1048576 ))
-if [ "$shm_free_mib" -lt "$need_mib" ]; then
-    echo "skipped: /dev/shm has ${shm_free_mib} MiB free; the run needs ${need_mib} MiB"
-    exit 0
-fi
-if [ ! -x "$pg/pgbench" ] || ! command -v mkfs.xfs >/dev/null; then
+need_root "loop devices, FUSE, runuser postgres"
+need_loop
+need_fuse
+need_shm $((vol_mib + 3 * img_mib + 256))
+if [ ! -x "$pg/pgbench" ]; then
     "$root/scripts/install-deps" >/dev/null
 fi
-
-echo "building cairn (release)"
-(cd "$root" && cargo build --release --quiet -p cairn-cli)
-cairn="$root/target/release/cairn"
+need_tools mkfs.xfs python3
+cairn="$(build_cairn)"
 mkdir -p "$out"
 # The work directory: /tmp, which every user can traverse (postgres must
 # reach its data directory and sockets).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The disk life cycle's costs, in one run (see bench/README.md, "Rebalance
-# and resync", and /work/shared/MEASURING.md):
+# and resync", and docs/measuring.md):
 #
 #   sudo bench/rebalance.sh            # 512 MiB of file data
 #   sudo bench/rebalance.sh --quick    # 192 MiB
@@ -33,43 +33,20 @@
 #
 # Environment: BENCH_DATA_MIB (512, quick 192), BENCH_OUT (default
 # target/rebalance/<UTC time>).
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-quick=0
-for arg in "$@"; do
-    case "$arg" in
-        --quick) quick=1 ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
-        *) echo "rebalance.sh: unknown argument '$arg'; expected --quick or nothing" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 data_mib="${BENCH_DATA_MIB:-$([ "$quick" -eq 1 ] && echo 192 || echo 512)}"
-out="${BENCH_OUT:-$root/target/rebalance/$(date -u +%Y%m%dT%H%M%SZ)}"
+out="$(bench_out)"
 # Each disk holds about half a copy of the data, with room to take a dropped
 # disk's share.
 img_mib=$((data_mib + 256))
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "skipped: needs root (it attaches loop devices)"
-    exit 0
-fi
-if [ ! -e /dev/loop-control ] || ! command -v losetup >/dev/null; then
-    echo "skipped: no loop device support (/dev/loop-control or losetup missing)"
-    exit 0
-fi
-shm_free_mib=$(( $(stat -f -c '%a*%S' /dev/shm) / 1048576 ))
-if [ "$shm_free_mib" -lt $((6 * img_mib + data_mib + 256)) ]; then
-    echo "skipped: /dev/shm has ${shm_free_mib} MiB free; the case needs $((6 * img_mib + data_mib)) MiB"
-    exit 0
-fi
-if ! command -v fio >/dev/null; then
-    "$root/scripts/install-deps" >/dev/null
-fi
+need_root "it attaches loop devices"
+need_loop
+need_shm $((6 * img_mib + data_mib + 256))
+need_tools fio python3
 
-echo "building cairn (release)"
-(cd "$root" && cargo build --release --quiet -p cairn-cli)
-cairn="$root/target/release/cairn"
+cairn="$(build_cairn)"
 mkdir -p "$out"
 src="/dev/shm/cairn-rebalance-$$-src.bin"
 head -c "$((data_mib << 20))" /dev/urandom > "$src"

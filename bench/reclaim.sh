@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Thin reclaim's cost to a running database, in one run (issue 18's
-# benchmark; see bench/README.md and /work/shared/MEASURING.md):
+# benchmark; see bench/README.md and docs/measuring.md):
 #
 #   sudo bench/reclaim.sh            # 8 GiB returnable, 4 GiB of data a round
 #   sudo bench/reclaim.sh --quick    # 2 GiB returnable
@@ -26,44 +26,22 @@
 #
 # Environment: BENCH_RETURN_MIB (8192, quick 2048), BENCH_OUT (default
 # target/reclaim/<UTC time>).
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-quick=0
-for arg in "$@"; do
-    case "$arg" in
-        --quick) quick=1 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
-        *) echo "reclaim.sh: unknown argument '$arg'; expected --quick or nothing" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 return_mib="${BENCH_RETURN_MIB:-$([ "$quick" -eq 1 ] && echo 2048 || echo 8192)}"
-out="${BENCH_OUT:-$root/target/reclaim/$(date -u +%Y%m%dT%H%M%SZ)}"
+out="$(bench_out)"
 # Each disk holds a quarter of the copies of a round's file and of hot.dbf,
 # with room to spare.
 img_mib=$((return_mib / 4 + 1024))
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "skipped: needs root (loop devices, FUSE mounts)"
-    exit 0
-fi
-if [ ! -e /dev/loop-control ] || [ ! -e /dev/fuse ]; then
-    echo "skipped: needs loop devices and /dev/fuse"
-    exit 0
-fi
+need_root "loop devices, FUSE mounts"
+need_loop
+need_fuse
 # Sparse images: they hold what is written, and give back what is discarded.
-shm_free_mib=$(( $(stat -f -c '%a*%S' /dev/shm) / 1048576 ))
-if [ "$shm_free_mib" -lt $((return_mib + 2048)) ]; then
-    echo "skipped: /dev/shm has ${shm_free_mib} MiB free; the run needs $((return_mib + 2048)) MiB"
-    exit 0
-fi
-if ! command -v fio >/dev/null; then
-    "$root/scripts/install-deps" >/dev/null
-fi
+need_shm $((return_mib + 2048))
+need_tools fio python3
 
-echo "building cairn (release)"
-(cd "$root" && cargo build --release --quiet -p cairn-cli)
-cairn="$root/target/release/cairn"
+cairn="$(build_cairn)"
 mkdir -p "$out"
 work="$out/work"
 mkdir -p "$work/mnt" "$work/run"

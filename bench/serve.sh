@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `cairn serve`'s FUSE mount costs, in one run, as ratios (issue 16's
-# benchmark; see bench/README.md and /work/shared/MEASURING.md):
+# benchmark; see bench/README.md and docs/measuring.md):
 #
 #   sudo bench/serve.sh             # 10 s a case
 #   sudo bench/serve.sh --quick     # 3 s a case
@@ -23,45 +23,19 @@
 # Environment: BENCH_SECONDS (10, quick 3), BENCH_OUT (default
 # target/serve/<UTC time>), BENCH_SERVE_ARGS (more arguments for
 # `cairn serve`, e.g. "--threads 8").
-set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-quick=0
-for arg in "$@"; do
-    case "$arg" in
-        --quick) quick=1 ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
-        *) echo "serve.sh: unknown argument '$arg'; expected --quick or nothing" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_args "$@"
 seconds="${BENCH_SECONDS:-$([ "$quick" -eq 1 ] && echo 3 || echo 10)}"
-out="${BENCH_OUT:-$root/target/serve/$(date -u +%Y%m%dT%H%M%SZ)}"
+out="$(bench_out)"
 img_mib=768
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "skipped: needs root (loop devices, FUSE mounts)"
-    exit 0
-fi
-if [ ! -e /dev/loop-control ] || [ ! -e /dev/fuse ]; then
-    echo "skipped: needs loop devices and /dev/fuse"
-    exit 0
-fi
-shm_free_mib=$(( $(stat -f -c '%a*%S' /dev/shm) / 1048576 ))
-if [ "$shm_free_mib" -lt $((3 * img_mib + 256)) ]; then
-    echo "skipped: /dev/shm has ${shm_free_mib} MiB free; the run needs $((3 * img_mib)) MiB"
-    exit 0
-fi
-if ! command -v fio >/dev/null || ! command -v bindfs >/dev/null; then
-    "$root/scripts/install-deps" >/dev/null
-fi
-if ! command -v bindfs >/dev/null; then
-    echo "skipped: bindfs is not installed (scripts/install-deps installs it as root on Debian)"
-    exit 0
-fi
+need_root "loop devices, FUSE mounts"
+need_loop
+need_fuse
+need_shm $((3 * img_mib + 256))
+need_tools fio bindfs python3
 
-echo "building cairn (release)"
-(cd "$root" && cargo build --release --quiet -p cairn-cli)
-cairn="$root/target/release/cairn"
+cairn="$(build_cairn)"
 mkdir -p "$out"
 work="$out/work"
 mkdir -p "$work/mnt" "$work/ext4" "$work/bindfs" "$work/run"

@@ -2,7 +2,7 @@
 //! post's "higher of IOPS and bandwidth" rule, the multiblock read cap, redo
 //! carved out of the write totals, missing inputs; the bank fragment of the
 //! post reproducing the report's totals; the vdbench file Cairn runs; and the
-//! AWR-to-AWR comparison table of `../shared/reference/003_*.txt`.
+//! AWR-to-AWR comparison table of "pythian-afd" in docs/sources.md.
 
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]

@@ -1,7 +1,7 @@
 //! AWR reports as people paste them: an excerpt that starts at the Load
 //! Profile or at the host table (no `WORKLOAD REPOSITORY report for` line), a
 //! whole report inside a mail, two reports set side by side in a post, and the
-//! shape of the seed post `../shared/reference/003_*.txt` (prose around a
+//! shape of the seed post "pythian-afd" in docs/sources.md (prose around a
 //! report header whose sections were cut). Each is read through
 //! `read::parse_file`, as `cairn awr parse` and `awr workload` read it, and
 //! must give the figures of the whole report for the sections it holds, and

@@ -1,5 +1,5 @@
 //! Two AWR reports side by side: the metric table DBAs build by hand when
-//! comparing two storage setups (`../shared/reference/003_*.txt`: ASMLib
+//! comparing two storage setups ("pythian-afd" in docs/sources.md: ASMLib
 //! against ASMFD) — the Load Profile's work rates and the I/O waits — as a
 //! [`Comparison`], so `cairn report compare` renders it like a bench comparison.
 //!

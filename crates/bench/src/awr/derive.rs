@@ -3,7 +3,7 @@
 //! reads, single-block random writes, multiblock writes and redo writes — each
 //! with its size and rate, and the vdbench parameter file that replays them.
 //!
-//! The post this automates (`../shared/reference/000_*.txt`, "Taking Charge")
+//! The post this automates ("flashdba" in docs/sources.md, "Taking Charge")
 //! did the arithmetic by hand and showed it, so the reader could check it; each
 //! [`IoClass`] keeps the same arithmetic as text lines for the same reason, and
 //! the parameter file carries them as comments. The facts behind each step are

@@ -29,7 +29,7 @@ use crate::result::ValidationError;
 pub const BACKLOG_MIN: usize = 64;
 /// Largest backlog bound per stream, whatever its rate: 8 MiB of intended
 /// times. Still a whole second at a million I/Os per second, twice what the
-/// fastest target measured here sustains (MEASURING.md); past it, a backlog
+/// fastest target measured here sustains (docs/measuring.md); past it, a backlog
 /// measures the tool's memory rather than the storage.
 pub const BACKLOG_MAX: usize = 1 << 20;
 
