@@ -534,3 +534,6 @@ fn answer(mut stream: TcpStream, held: &[Held], started: Instant, mountpoint: &P
         body.len()
     );
 }
+
+#[cfg(test)]
+mod tests;
