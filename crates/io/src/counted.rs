@@ -26,6 +26,18 @@ pub const LATENCY_BUCKETS_US: [u64; 12] = [
 ];
 
 /// One kind of request's counters.
+///
+/// A histogram of its own, beside the test kit's HDR one and the metrics
+/// crate's, because neither records as cheaply from every data handle at
+/// once: `record` is a few relaxed atomic adds on counters the handles of
+/// a device share. `prometheus_client`'s `Histogram::observe` takes a
+/// mutex per observation, shared by those handles. `hdrhistogram` records
+/// through `&mut`: shared, it needs the same lock; per handle (its `sync`
+/// recorders), a scrape waits for every recorder to record again, and an
+/// idle one holds it up, as a disk without I/O would. HDR's buckets would
+/// also round a latency near a bound to its significant digits, and hold
+/// kilobytes against these 13 counters. The exposition reads a snapshot,
+/// so it needs no histogram type of its own (`cairn_serve::metrics`).
 #[derive(Default)]
 pub struct OpStats {
     bytes: AtomicU64,

@@ -13,7 +13,12 @@
 //! Shared state: [`IoStats`] is atomics only, written by the FUSE workers
 //! and read by whoever reports; nothing here takes a lock but the groups'
 //! own `meta`, briefly, to read their disks and space.
+//!
+//! The text is `prometheus-client`'s (its Prometheus text encoder, over a
+//! [`Status`] taken at the scrape); the HTTP endpoint is this module's own
+//! ([`Endpoint`] says why).
 
+use std::fmt;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -21,6 +26,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    prometheus_text, DescriptorEncoder, EncodeGaugeValue, MetricEncoder, NoLabelSet,
+};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 
 use crate::{Held, ServeError};
 
@@ -151,277 +163,261 @@ pub fn status_of(held: &[Held], started: Instant, mountpoint: &Path) -> Status {
     }
 }
 
-/// Prometheus text exposition (format 0.0.4) of a status.
-pub fn prometheus(status: &Status) -> String {
+/// Prometheus text exposition (format 0.0.4) of a status, as
+/// `prometheus-client` writes it: the snapshot is the one collector of a
+/// registry made for this scrape.
+pub fn prometheus(status: Status) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Exposition(status)));
     let mut out = String::new();
-    let mut line = |s: String| {
-        out.push_str(&s);
-        out.push('\n');
-    };
-    line("# HELP cairn_up The service is up.".into());
-    line("# TYPE cairn_up gauge".into());
-    line("cairn_up 1".into());
-    line("# HELP cairn_uptime_seconds Seconds since the service started.".into());
-    line("# TYPE cairn_uptime_seconds counter".into());
-    line(format!("cairn_uptime_seconds {}", status.uptime_seconds));
-    line("# HELP cairn_group_space_mb A group's space: total, free, usable for files after mirroring.".into());
-    line("# TYPE cairn_group_space_mb gauge".into());
-    for g in &status.groups {
-        let n = label(&g.name);
-        line(format!(
-            "cairn_group_space_mb{{group=\"{n}\",kind=\"total\"}} {}",
-            g.total_mb
-        ));
-        line(format!(
-            "cairn_group_space_mb{{group=\"{n}\",kind=\"free\"}} {}",
-            g.free_mb
-        ));
-        line(format!(
-            "cairn_group_space_mb{{group=\"{n}\",kind=\"usable\"}} {}",
-            g.usable_file_mb
-        ));
-    }
-    line("# HELP cairn_group_offline_disks Disks of a group not in use.".into());
-    line("# TYPE cairn_group_offline_disks gauge".into());
-    for g in &status.groups {
-        line(format!(
-            "cairn_group_offline_disks{{group=\"{}\"}} {}",
-            label(&g.name),
-            g.offline_disks
-        ));
-    }
-    line("# HELP cairn_group_redundancy_lowered_extents Extents held by fewer copies that can be read than their file asks (a disk not ONLINE, or a stale copy); 0 once resync or a rebuild restores them.".into());
-    line("# TYPE cairn_group_redundancy_lowered_extents gauge".into());
-    for g in &status.groups {
-        line(format!(
-            "cairn_group_redundancy_lowered_extents{{group=\"{}\"}} {}",
-            label(&g.name),
-            g.redundancy_lowered_extents
-        ));
-    }
-    line(
-        "# HELP cairn_group_redundancy_lowered_bytes Bytes of those extents, one copy each.".into(),
-    );
-    line("# TYPE cairn_group_redundancy_lowered_bytes gauge".into());
-    for g in &status.groups {
-        line(format!(
-            "cairn_group_redundancy_lowered_bytes{{group=\"{}\"}} {}",
-            label(&g.name),
-            g.redundancy_lowered_bytes
-        ));
-    }
-    line("# HELP cairn_disk_state A disk's state: 1 for the state it is in.".into());
-    line("# TYPE cairn_disk_state gauge".into());
-    for g in &status.groups {
-        for d in &g.disks {
-            line(format!(
-                "cairn_disk_state{{group=\"{}\",disk=\"{}\",failgroup=\"{}\",state=\"{}\"}} 1",
-                label(&g.name),
-                label(&d.label),
-                label(&d.failgroup),
-                label(&d.state)
-            ));
+    prometheus_text::encode(&mut out, &registry)
+        .expect("invariant: the encoder writes into a String, which takes any text");
+    out
+}
+
+/// The families of the exposition, from one snapshot, in a fixed order.
+/// The encoder adds `_total` to a counter's name, escapes label values and
+/// spells the numbers.
+#[derive(Debug)]
+struct Exposition(Status);
+
+impl Collector for Exposition {
+    fn encode(&self, mut e: DescriptorEncoder) -> fmt::Result {
+        use MetricType::{Counter, Gauge};
+        let status = &self.0;
+        let groups = &status.groups;
+        let disks = || {
+            groups
+                .iter()
+                .flat_map(|g| g.disks.iter().map(move |d| (g.name.as_str(), d)))
+        };
+        let mut m = e.encode_descriptor("cairn_up", "The service is up.", None, Gauge)?;
+        gauge(&mut m, &[], 1)?;
+        // A gauge, though it counts: the encoder names every counter
+        // `NAME_total`, and the name is what queries know.
+        let help = "Seconds since the service started.";
+        let mut m = e.encode_descriptor("cairn_uptime_seconds", help, None, Gauge)?;
+        gauge(&mut m, &[], status.uptime_seconds)?;
+        let help = "A group's space: total, free, usable for files after mirroring.";
+        let mut m = e.encode_descriptor("cairn_group_space_mb", help, None, Gauge)?;
+        for g in groups {
+            let n = g.name.as_str();
+            gauge(&mut m, &[("group", n), ("kind", "total")], g.total_mb)?;
+            gauge(&mut m, &[("group", n), ("kind", "free")], g.free_mb)?;
+            let usable = [("group", n), ("kind", "usable")];
+            gauge(&mut m, &usable, g.usable_file_mb)?;
         }
-    }
-    line(
-        "# HELP cairn_disk_stale_aus AUs a disk's copies missed (resynced when it comes back)."
-            .into(),
-    );
-    line("# TYPE cairn_disk_stale_aus gauge".into());
-    for g in &status.groups {
-        for d in &g.disks {
-            line(format!(
-                "cairn_disk_stale_aus{{group=\"{}\",disk=\"{}\"}} {}",
-                label(&g.name),
-                label(&d.label),
-                d.stale_aus
-            ));
+        for (name, help, value) in [
+            (
+                "cairn_group_offline_disks",
+                "Disks of a group not in use.",
+                (|g| g.offline_disks as u64) as fn(&GroupStatus) -> u64,
+            ),
+            (
+                "cairn_group_redundancy_lowered_extents",
+                "Extents held by fewer copies that can be read than their file asks (a disk not ONLINE, or a stale copy); 0 once resync or a rebuild restores them.",
+                |g| g.redundancy_lowered_extents,
+            ),
+            (
+                "cairn_group_redundancy_lowered_bytes",
+                "Bytes of those extents, one copy each.",
+                |g| g.redundancy_lowered_bytes,
+            ),
+        ] {
+            let mut m = e.encode_descriptor(name, help, None, Gauge)?;
+            for g in groups {
+                gauge(&mut m, &[("group", g.name.as_str())], value(g))?;
+            }
         }
-    }
-    line("# HELP cairn_disk_missing_copy_aus AUs of a disk's copies that serve no read now (all it holds while not ONLINE, its stale AUs when it is).".into());
-    line("# TYPE cairn_disk_missing_copy_aus gauge".into());
-    for g in &status.groups {
-        for d in &g.disks {
-            line(format!(
-                "cairn_disk_missing_copy_aus{{group=\"{}\",disk=\"{}\"}} {}",
-                label(&g.name),
-                label(&d.label),
-                d.missing_copy_aus
-            ));
+        let help = "A disk's state: 1 for the state it is in.";
+        let mut m = e.encode_descriptor("cairn_disk_state", help, None, Gauge)?;
+        for (g, d) in disks() {
+            let (l, f, s) = (d.label.as_str(), d.failgroup.as_str(), d.state.as_str());
+            let labels = [("group", g), ("disk", l), ("failgroup", f), ("state", s)];
+            gauge(&mut m, &labels, 1)?;
         }
-    }
-    line("# HELP cairn_disk_state_changes_total Changes of a disk's state since the service mounted its group, by the state it went to (ONLINE, SYNCING, OFFLINE, DROPPING, DROPPED); each is also one line of the log, saying why.".into());
-    line("# TYPE cairn_disk_state_changes_total counter".into());
-    for g in &status.groups {
-        for c in &g.state_changes {
-            line(format!(
-                "cairn_disk_state_changes_total{{group=\"{}\",disk=\"{}\",to=\"{}\"}} {}",
-                label(&g.name),
-                label(&c.disk),
-                label(&c.to),
-                c.count
-            ));
+        for (name, help, value) in [
+            (
+                "cairn_disk_stale_aus",
+                "AUs a disk's copies missed (resynced when it comes back).",
+                (|d| d.stale_aus) as fn(&DiskStatus) -> u64,
+            ),
+            (
+                "cairn_disk_missing_copy_aus",
+                "AUs of a disk's copies that serve no read now (all it holds while not ONLINE, its stale AUs when it is).",
+                |d| d.missing_copy_aus,
+            ),
+        ] {
+            let mut m = e.encode_descriptor(name, help, None, Gauge)?;
+            for (g, d) in disks() {
+                gauge(&mut m, &[("group", g), ("disk", &d.label)], value(d))?;
+            }
         }
-    }
-    let fs: Vec<(String, &OpSnapshot)> = status
-        .groups
-        .iter()
-        .flat_map(|g| {
-            let n = label(&g.name);
+        let help = "Changes of a disk's state since the service mounted its group, by the state it went to (ONLINE, SYNCING, OFFLINE, DROPPING, DROPPED); each is also one line of the log, saying why.";
+        let mut m = e.encode_descriptor("cairn_disk_state_changes", help, None, Counter)?;
+        for g in groups {
+            for c in &g.state_changes {
+                let labels = [("group", g.name.as_str()), ("disk", &c.disk), ("to", &c.to)];
+                counter(&mut m, &labels, c.count)?;
+            }
+        }
+        let fs: Vec<_> = groups
+            .iter()
+            .flat_map(|g| {
+                [
+                    ("read", &g.reads),
+                    ("write", &g.writes),
+                    ("fsync", &g.syncs),
+                    ("discard", &g.discards),
+                ]
+                .map(|(op, s)| (vec![("group", g.name.as_str()), ("op", op)], s))
+            })
+            .collect();
+        requests(
+            &mut e,
+            "cairn_fs",
             [
-                ("read", &g.reads),
-                ("write", &g.writes),
-                ("fsync", &g.syncs),
-                ("discard", &g.discards),
-            ]
-            .map(|(op, s)| (format!("group=\"{n}\",op=\"{op}\""), s))
-        })
-        .collect();
-    family(
-        &mut line,
-        "cairn_fs",
-        (
-            "Requests the file system served.",
-            "Bytes the file system read or wrote.",
-            "Requests that failed.",
-            "Time from a request reaching the service to its answer.",
-        ),
-        &fs,
-    );
-    let disks: Vec<(String, &OpSnapshot)> = status
-        .groups
-        .iter()
-        .flat_map(|g| {
-            g.disks.iter().flat_map(move |d| {
-                let (n, l) = (label(&g.name), label(&d.label));
+                "Requests the file system served.",
+                "Bytes the file system read or wrote.",
+                "Requests that failed.",
+                "Time from a request reaching the service to its answer.",
+            ],
+            &fs,
+        )?;
+        let disk_io: Vec<_> = disks()
+            .flat_map(|(g, d)| {
                 [
                     ("read", &d.io.reads),
                     ("write", &d.io.writes),
                     ("flush", &d.io.flushes),
                     ("discard", &d.io.discards),
                 ]
-                .map(|(op, s)| (format!("group=\"{n}\",disk=\"{l}\",op=\"{op}\""), s))
+                .map(|(op, s)| {
+                    let labels = vec![("group", g), ("disk", d.label.as_str()), ("op", op)];
+                    (labels, s)
+                })
             })
-        })
-        .collect();
-    family(
-        &mut line,
-        "cairn_disk_io",
-        (
-            "Requests the data plane sent to a disk (file data, resync, rebalance, scrub).",
-            "Bytes the data plane read from or wrote to a disk.",
-            "Disk requests that failed.",
-            "Time from a disk request's submission to its completion.",
-        ),
-        &disks,
-    );
-    line("# HELP cairn_volume_io_requests_total Requests a volume's block device completed (the kernel's count since the attach).".into());
-    line("# TYPE cairn_volume_io_requests_total counter".into());
-    let vol = |v: &VolumeStatus, op: &str| {
-        format!(
-            "volume=\"{}\",device=\"{}\",op=\"{op}\"",
-            label(&v.name),
-            label(&v.device)
-        )
-    };
-    for v in &status.volumes {
-        for (op, n) in [
-            ("read", v.reads),
-            ("write", v.writes),
-            ("discard", v.discards),
-            ("flush", v.flushes),
-        ] {
-            line(format!(
-                "cairn_volume_io_requests_total{{{}}} {n}",
-                vol(v, op)
-            ));
+            .collect();
+        requests(
+            &mut e,
+            "cairn_disk_io",
+            [
+                "Requests the data plane sent to a disk (file data, resync, rebalance, scrub).",
+                "Bytes the data plane read from or wrote to a disk.",
+                "Disk requests that failed.",
+                "Time from a disk request's submission to its completion.",
+            ],
+            &disk_io,
+        )?;
+        let volumes = &status.volumes;
+        let help =
+            "Requests a volume's block device completed (the kernel's count since the attach).";
+        let mut m = e.encode_descriptor("cairn_volume_io_requests", help, None, Counter)?;
+        for v in volumes {
+            let (n, d) = (v.name.as_str(), v.device.as_str());
+            for (op, count) in [
+                ("read", v.reads),
+                ("write", v.writes),
+                ("discard", v.discards),
+                ("flush", v.flushes),
+            ] {
+                counter(&mut m, &[("volume", n), ("device", d), ("op", op)], count)?;
+            }
         }
-    }
-    line("# HELP cairn_volume_io_bytes_total Bytes a volume's block device read, wrote or discarded.".into());
-    line("# TYPE cairn_volume_io_bytes_total counter".into());
-    for v in &status.volumes {
-        for (op, n) in [
-            ("read", v.read_bytes),
-            ("write", v.write_bytes),
-            ("discard", v.discard_bytes),
-        ] {
-            line(format!("cairn_volume_io_bytes_total{{{}}} {n}", vol(v, op)));
+        let help = "Bytes a volume's block device read, wrote or discarded.";
+        let mut m = e.encode_descriptor("cairn_volume_io_bytes", help, None, Counter)?;
+        for v in volumes {
+            let (n, d) = (v.name.as_str(), v.device.as_str());
+            for (op, bytes) in [
+                ("read", v.read_bytes),
+                ("write", v.write_bytes),
+                ("discard", v.discard_bytes),
+            ] {
+                counter(&mut m, &[("volume", n), ("device", d), ("op", op)], bytes)?;
+            }
         }
+        let help = "Requests in flight on a volume's block device.";
+        let mut m = e.encode_descriptor("cairn_volume_in_flight", help, None, Gauge)?;
+        for v in volumes {
+            let labels = [("volume", v.name.as_str()), ("device", &v.device)];
+            gauge(&mut m, &labels, v.in_flight)?;
+        }
+        let help = "Progress of a long operation (resync, rebalance, scrub): AUs done and in all.";
+        let mut m = e.encode_descriptor("cairn_operation_aus", help, None, Gauge)?;
+        for o in &status.operations {
+            let (g, p) = (o.group.as_str(), o.pass.as_str());
+            for (kind, aus) in [("done", o.aus_done), ("total", o.aus_total)] {
+                gauge(&mut m, &[("group", g), ("pass", p), ("kind", kind)], aus)?;
+            }
+        }
+        Ok(())
     }
-    line("# HELP cairn_volume_in_flight Requests in flight on a volume's block device.".into());
-    line("# TYPE cairn_volume_in_flight gauge".into());
-    for v in &status.volumes {
-        line(format!(
-            "cairn_volume_in_flight{{volume=\"{}\",device=\"{}\"}} {}",
-            label(&v.name),
-            label(&v.device),
-            v.in_flight
-        ));
-    }
-    line("# HELP cairn_operation_aus Progress of a long operation (resync, rebalance, scrub): AUs done and in all.".into());
-    line("# TYPE cairn_operation_aus gauge".into());
-    for o in &status.operations {
-        let (g, p) = (label(&o.group), label(&o.pass));
-        line(format!(
-            "cairn_operation_aus{{group=\"{g}\",pass=\"{p}\",kind=\"done\"}} {}",
-            o.aus_done
-        ));
-        line(format!(
-            "cairn_operation_aus{{group=\"{g}\",pass=\"{p}\",kind=\"total\"}} {}",
-            o.aus_total
-        ));
-    }
-    out
+}
+
+/// A label: its name, its value.
+type Label<'a> = (&'static str, &'a str);
+
+/// One series of a gauge family.
+fn gauge(m: &mut MetricEncoder, labels: &[Label], value: impl EncodeGaugeValue) -> fmt::Result {
+    m.encode_family(&labels)?.encode_gauge(&value)
+}
+
+/// One series of a counter family.
+fn counter(m: &mut MetricEncoder, labels: &[Label], value: u64) -> fmt::Result {
+    m.encode_family(&labels)?
+        .encode_counter::<NoLabelSet, _, u64>(&value, None)
 }
 
 /// One family of request counters: `PREFIX_requests_total`,
 /// `PREFIX_bytes_total`, `PREFIX_errors_total` and the histogram
-/// `PREFIX_latency_seconds`, a sample per (labels, snapshot).
-fn family(
-    line: &mut impl FnMut(String),
+/// `PREFIX_latency_seconds` (buckets [`LATENCY_BUCKETS_US`]), a series per
+/// (labels, snapshot); `help` in that order.
+fn requests(
+    e: &mut DescriptorEncoder,
     prefix: &str,
-    (requests, bytes, errors, latency): (&str, &str, &str, &str),
-    series: &[(String, &OpSnapshot)],
-) {
-    for (what, help) in [("requests", requests), ("bytes", bytes), ("errors", errors)] {
-        line(format!("# HELP {prefix}_{what}_total {help}"));
-        line(format!("# TYPE {prefix}_{what}_total counter"));
+    help: [&str; 4],
+    series: &[(Vec<Label>, &OpSnapshot)],
+) -> fmt::Result {
+    let [requests, bytes, errors, latency] = help;
+    for (what, help, value) in [
+        (
+            "requests",
+            requests,
+            (|s| s.count) as fn(&OpSnapshot) -> u64,
+        ),
+        ("bytes", bytes, |s| s.bytes),
+        ("errors", errors, |s| s.errors),
+    ] {
+        let name = format!("{prefix}_{what}");
+        let mut m = e.encode_descriptor(&name, help, None, MetricType::Counter)?;
         for (labels, s) in series {
-            let v = match what {
-                "requests" => s.count,
-                "bytes" => s.bytes,
-                _ => s.errors,
-            };
-            line(format!("{prefix}_{what}_total{{{labels}}} {v}"));
+            counter(&mut m, labels, value(s))?;
         }
     }
-    line(format!("# HELP {prefix}_latency_seconds {latency}"));
-    line(format!("# TYPE {prefix}_latency_seconds histogram"));
+    let name = format!("{prefix}_latency_seconds");
+    let mut m = e.encode_descriptor(&name, latency, None, MetricType::Histogram)?;
     for (labels, s) in series {
-        for (k, c) in s.latency_buckets_cumulative.iter().enumerate() {
-            let le = LATENCY_BUCKETS_US
-                .get(k)
-                .map_or_else(|| "+Inf".to_string(), |us| format!("{}", *us as f64 / 1e6));
-            line(format!(
-                "{prefix}_latency_seconds_bucket{{{labels},le=\"{le}\"}} {c}"
-            ));
-        }
-        line(format!(
-            "{prefix}_latency_seconds_sum{{{labels}}} {}",
-            s.latency_micros_sum as f64 / 1e6
-        ));
-        line(format!(
-            "{prefix}_latency_seconds_count{{{labels}}} {}",
-            s.count
-        ));
+        // The encoder takes each bucket's own count, and adds them up.
+        let bounds = LATENCY_BUCKETS_US.map(|us| us as f64 / 1e6);
+        let mut below = 0;
+        let buckets: Vec<(f64, u64)> = bounds
+            .into_iter()
+            .chain([f64::INFINITY])
+            .zip(&s.latency_buckets_cumulative)
+            .map(|(le, &upto)| {
+                let own = upto.saturating_sub(below);
+                below = upto;
+                (le, own)
+            })
+            .collect();
+        m.encode_family(labels)?.encode_histogram::<NoLabelSet>(
+            s.latency_micros_sum as f64 / 1e6,
+            s.count,
+            &buckets,
+            None,
+        )?;
     }
-}
-
-/// A label value as the exposition format wants it.
-fn label(text: &str) -> String {
-    text.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    Ok(())
 }
 
 /// The longest request head the metrics endpoint reads.
@@ -433,6 +429,16 @@ const REQUEST_TIME_MAX: Duration = Duration::from_secs(5);
 /// The metrics endpoint: plain HTTP on `addr` (`GET /metrics`), one
 /// connection at a time on a thread of its own; anything else gets a 404
 /// or 400, and the service goes on.
+///
+/// Not `tiny_http` (0.12), the small server crate that would fit: it sets
+/// no deadline on a request, so a client that sends nothing holds one of
+/// its threads for as long as it keeps the connection (a thread per such
+/// client, without bound); it keeps an HTTP/1.1 connection open after the
+/// answer and drops a `Connection: close` given to it (a client that reads
+/// to the end never gets there); it answers a malformed request with an
+/// empty 400 of its own; and dropping it does not join its threads. Here
+/// one deadline bounds each request, every answer closes its connection,
+/// and a drop joins the one thread, which holds the groups.
 pub(crate) struct Endpoint {
     stopping: Arc<AtomicBool>,
     addr: std::net::SocketAddr,
@@ -520,7 +526,7 @@ fn answer(mut stream: TcpStream, held: &[Held], started: Instant, mountpoint: &P
     let mut parts = first.split_whitespace();
     let (status, body) = match (parts.next(), parts.next()) {
         (Some("GET"), Some("/metrics")) => {
-            ("200 OK", prometheus(&status_of(held, started, mountpoint)))
+            ("200 OK", prometheus(status_of(held, started, mountpoint)))
         }
         (Some("GET"), Some(_)) => (
             "404 Not Found",
@@ -530,7 +536,8 @@ fn answer(mut stream: TcpStream, held: &[Held], started: Instant, mountpoint: &P
     };
     let _ = write!(
         stream,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        prometheus_text::CONTENT_TYPE,
         body.len()
     );
 }
