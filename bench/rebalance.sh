@@ -27,9 +27,10 @@
 #  3. Resync: L3 offline, N MiB written to a new file, L3 online: bytes the
 #     resync copied against N (target: <= N rounded up to AUs), and its time.
 #  4. Impact: p99 of 8 KiB random reads (QD1) while the change runs at power
-#     1 and 1024, against idle. Only one process holds a group (until `cairn
-#     serve`), so the reads are taken on a member device that the rebalance
-#     reads from (L1, read-only), for as long as the change took in case 2.
+#     1 and 1024, against idle. The change runs as a command that holds the
+#     group (no service), so the reads are taken on a member device that the
+#     rebalance reads from (L1, read-only), for as long as the change took in
+#     case 2.
 #
 # Environment: BENCH_DATA_MIB (512, quick 192), BENCH_OUT (default
 # target/rebalance/<UTC time>).
