@@ -1,6 +1,12 @@
-//! `cairn`: the command line. Parses arguments, calls the library, prints the
-//! result as text for people or JSON for programs. Decisions live in the
-//! libraries; this file only chooses the engine and renders.
+//! `cairn`: the command line. Parses arguments, chooses the engine, and
+//! prints the result as text for people or JSON for programs (`show`,
+//! `render`). A group, file or volume command becomes a typed request
+//! (`cairn_command`), sent to the service when one holds the group
+//! (`forward`), else carried out here by the same executor; the disk
+//! commands call `cairn_store::admin`; `serve_cmd` starts the service.
+//! Decisions live in the libraries, but for the run commands (`bench_cmd`,
+//! `oltp_cmd`, `awr_cmd`): they manage their output directory and judge a
+//! finished run here (`docs/ARCHITECTURE.md`).
 //!
 //! Exit status: 0 success, 1 the command failed or refused (one line on stderr
 //! says why and what to do), 2 the command line itself was wrong, 3 `group

@@ -39,6 +39,10 @@
 //! caller waits), or a [`SimClock`] shared with the loop that drives the disk
 //! ([`SimEngine::with_clock`]), so that loop's sleeps and the disk's latencies
 //! are one simulated time; [`Stall`] hangs the disk in that time.
+//!
+//! Several engines can share one set of simulated disks ([`SharedSim`]), as
+//! the threads of a live group share real ones; [`turnstile`] runs such
+//! threads one at a time in a seeded order (the interleaving simulator).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};

@@ -7,12 +7,17 @@
 //! - [`geometry`]: what the engine needs to know of a device to keep every request legal.
 //! - [`host`], [`probe`]: what the kernel says about a block device or file (sysfs,
 //!   procfs, statx), read-only.
-//! - [`device`]: opening a device for direct I/O, exclusively when writing.
+//! - [`device`]: opening a device for direct I/O, exclusively when writing;
+//!   [`block_ioctl`]: the block-device ioctls, as safe functions.
 //! - [`uring_engine`] (default) and [`sync_engine`] (reference and fallback).
+//! - [`counted`]: per-device I/O counters, and an engine that keeps them.
+//! - [`sched`]: the points where a deterministic scheduler (the interleaving
+//!   simulator's) may switch threads; no-ops in production.
 //!
 //! The simulated disk lives in `cairn-io-sim`; the conformance suite that every
-//! backend must pass, and a loop-device fixture for tests, are in `test_support`
-//! (feature `test-support`).
+//! backend must pass, loop-device and sysfs fixtures, and a disk that really
+//! hangs (a FUSE file system told to block) are in `test_support` (feature
+//! `test-support`).
 
 pub mod block_ioctl;
 pub mod buf;

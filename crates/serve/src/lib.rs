@@ -5,6 +5,14 @@
 //! The caller (the CLI) mounts the groups live and hands them over; this
 //! crate mounts the file system, tells systemd it is ready, waits for a
 //! signal, then unmounts and hands the groups back to be dismounted.
+//!
+//! - `fs`: the groups' name space as a FUSE file system.
+//! - [`control`]: the control socket that carries every command a client
+//!   sends to the one executor (`cairn_command`).
+//! - [`host`]: the service as that executor's host — the groups held, the
+//!   long operations' threads, the repair timer, SIGHUP's discovery again.
+//! - [`volume`]: volumes, group files exported as loop devices over the mount.
+//! - [`metrics`]: Prometheus text and `cairn status`.
 
 pub mod control;
 mod fs;

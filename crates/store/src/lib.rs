@@ -5,12 +5,15 @@
 //!   [`protection`]; discovery by a discovery string ([`discovery`],
 //!   [`catalog`]).
 //! - Disk groups and their files ([`group`]): metadata, the journal, mount and
-//!   recovery, check, and the live core (a metadata plane and a data plane);
-//!   the pure rules beside it, [`placement`] and [`names`].
-//! - Groups on real devices ([`group_admin`], [`group_lock`]) and copies into,
+//!   recovery, check, the live core (a metadata plane and a data plane), the
+//!   disk life cycle (offline, resync, add, drop, resize, relocation), scrub,
+//!   discard and reclaim, and the heartbeat that keeps a second host out; the
+//!   pure rules beside it, [`placement`], [`rebalance`] (what a change of
+//!   members moves) and [`names`]; which host this is, for the heartbeat
+//!   ([`host_identity`]).
+//! - Groups on real devices ([`group_admin`], [`group_lock`]), the long
+//!   operations' status files `group ops` reads ([`ops`]), and copies into,
 //!   out of and between them ([`file_copy`], [`group_copy`]).
-//!
-//! Rebalance, the disk life cycle and reclaim come in later releases.
 //!
 //! Layering: the pure decisions — which header copy is good ([`header_copies`]),
 //! what repair would do ([`repair::plan`]), what stands in a label's way
@@ -19,8 +22,8 @@
 //! the `IoEngine` trait on the engine the caller chose, so the simulated disk
 //! drives the same code in tests; only short reads of headers and superblocks
 //! while scanning devices, and a copy out to a block device, use a
-//! synchronous engine of their own. [`admin`], [`group_admin`] and
-//! [`group_copy`] string the steps together for the CLI.
+//! synchronous engine of their own. [`admin`] and [`group_admin`] string the
+//! steps together for the CLI and the command executor (`cairn-command`).
 
 pub mod admin;
 pub mod catalog;
