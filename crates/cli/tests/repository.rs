@@ -153,6 +153,11 @@ fn tracked_text_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let kind = entry.file_type().expect("a file type");
+        if name == ".git" {
+            // A directory in a clone, a file naming the real one in a
+            // git worktree: git's own either way.
+            continue;
+        }
         if kind.is_dir() {
             if !matches!(name.as_ref(), "target" | ".git" | "corpus" | "artifacts") {
                 tracked_text_files(&path, out);

@@ -1052,9 +1052,10 @@ impl LiveGroup {
     /// Scrub the group ([`Group::scrub`]) while data handles run: the
     /// metadata and headers as one operation; then each data extent under
     /// its exclusive latch (no write lands between the reads of two copies,
-    /// nor under a repair's rewrite), `power` chunks at a time under `meta`
-    /// (latch → meta, the order first writes keep), checked again each
-    /// time. A file deleted or replaced since the listing is skipped.
+    /// nor under a repair's rewrite), `power` chunks at a time: `meta` is
+    /// taken to plan a part and to judge it (latch → meta, the order first
+    /// writes keep), the copies are read without it on the scrub's own
+    /// engine. A file deleted or replaced since the listing is skipped.
     pub fn scrub(
         &self,
         power: usize,
