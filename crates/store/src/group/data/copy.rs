@@ -1,0 +1,164 @@
+//! Copies between member disks (resync, relocation, rebalance): reads and
+//! writes overlapped, a window of I/Os in flight, each source disk kept busy.
+
+use super::*;
+
+/// One piece of a copy between member disks: `len` bytes read from disk
+/// `from.0` at byte `from.1` and written to disk `to.0` at byte `to.1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::group) struct CopyIo {
+    pub(in crate::group) from: (u16, u64),
+    pub(in crate::group) to: (u16, u64),
+    pub(in crate::group) len: u64,
+}
+
+/// What became of one [`CopyIo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::group) enum Copied {
+    /// Read and written (the write recorded with [`DataPort::wrote`]).
+    Done,
+    /// The read failed or came back short: nothing was written.
+    ReadFailed,
+    /// The write failed.
+    WriteFailed,
+}
+
+/// Copy `pieces`, with at most `inflight` I/Os (and no more than the
+/// engine holds) in flight at once. A piece's write is submitted as soon as
+/// its read completes, so reads and writes overlap; the next read is taken
+/// from the source disk with the fewest I/Os in flight, so that every disk
+/// stays busy whatever order the pieces come in. Buffers come from `pool`
+/// (else from the port) and go back to it: a copy of any size holds at most
+/// `inflight` of them. The engine must be idle; it is again on return.
+pub(in crate::group) fn copy(
+    port: &mut dyn DataPort,
+    pieces: &[CopyIo],
+    inflight: usize,
+    pool: &mut Vec<AlignedBuf>,
+) -> Result<Vec<Copied>, GroupError> {
+    use cairn_io::SubmitError;
+    use std::collections::VecDeque;
+    let mut out: Vec<Option<Copied>> = vec![None; pieces.len()];
+    // Pieces not read yet, per source disk, in the order given.
+    let mut waiting: BTreeMap<u16, VecDeque<usize>> = BTreeMap::new();
+    for (i, p) in pieces.iter().enumerate() {
+        waiting.entry(p.from.0).or_default().push_back(i);
+    }
+    // Requests made and not yet accepted by the engine (writes whose read
+    // is done, or a request it refused as full): submitted before any new
+    // read.
+    let mut ready: VecDeque<Request> = VecDeque::new();
+    // I/Os made and not completed, per disk and in all (ready ones count).
+    let mut busy: BTreeMap<u16, usize> = BTreeMap::new();
+    let mut running = 0usize;
+    let limit = inflight.max(1).min(port.engine().depth_max().max(1));
+    let mut left = pieces.len();
+    let buffer = |port: &mut dyn DataPort, pool: &mut Vec<AlignedBuf>, len: usize| match pool.pop()
+    {
+        Some(mut b) if b.capacity() >= len => {
+            b.set_len(len);
+            b
+        }
+        _ => port.buffer(len),
+    };
+    while left > 0 {
+        let mut full = false;
+        while let Some(r) = ready.pop_front() {
+            if let Err(SubmitError::QueueFull(r)) = port.engine().submit(r) {
+                ready.push_front(r);
+                full = true;
+                break;
+            }
+        }
+        while !full && running < limit {
+            let Some(disk) = waiting
+                .iter()
+                .filter(|(_, q)| !q.is_empty())
+                .min_by_key(|(d, _)| busy.get(*d).copied().unwrap_or(0))
+                .map(|(d, _)| *d)
+            else {
+                break;
+            };
+            let Some(i) = waiting.get_mut(&disk).and_then(VecDeque::pop_front) else {
+                break;
+            };
+            let p = pieces[i];
+            let Some(device) = port.device(p.from.0) else {
+                out[i] = Some(Copied::ReadFailed);
+                left -= 1;
+                continue;
+            };
+            let request = Request {
+                device,
+                tag: (i as u64) << 1,
+                op: Op::Read {
+                    offset_bytes: p.from.1,
+                    buf: buffer(port, pool, p.len as usize),
+                },
+            };
+            *busy.entry(p.from.0).or_default() += 1;
+            running += 1;
+            if let Err(SubmitError::QueueFull(r)) = port.engine().submit(request) {
+                ready.push_back(r);
+                full = true;
+            }
+        }
+        if left == 0 {
+            break;
+        }
+        if port.engine().in_flight() == 0 {
+            return Err(GroupError::Invalid(
+                "the I/O engine refused a request while idle; this is a bug".into(),
+            ));
+        }
+        port.engine().wait(1).map_err(io_err("(engine)"))?;
+        while let Some(c) = port.engine().pop_completion() {
+            let i = (c.tag >> 1) as usize;
+            let p = pieces[i];
+            let write = c.tag & 1 == 1;
+            if let Some(n) = busy.get_mut(if write { &p.to.0 } else { &p.from.0 }) {
+                *n = n.saturating_sub(1);
+            }
+            if write {
+                running -= 1;
+                left -= 1;
+                out[i] = Some(if c.result.is_ok() {
+                    port.wrote(p.to.0);
+                    Copied::Done
+                } else {
+                    Copied::WriteFailed
+                });
+                pool.extend(c.buf);
+                continue;
+            }
+            match (outcome(c, Some((p.from.1, p.len))), port.device(p.to.0)) {
+                ((Ok(_), Some(buf)), Some(device)) => {
+                    // The read's place in the window passes to its write.
+                    *busy.entry(p.to.0).or_default() += 1;
+                    ready.push_back(Request {
+                        device,
+                        tag: ((i as u64) << 1) | 1,
+                        op: Op::Write {
+                            offset_bytes: p.to.1,
+                            buf,
+                            fua: false,
+                        },
+                    });
+                }
+                ((result, buf), _) => {
+                    running -= 1;
+                    left -= 1;
+                    out[i] = Some(match (result, &buf) {
+                        (Ok(_), Some(_)) => Copied::WriteFailed,
+                        _ => Copied::ReadFailed,
+                    });
+                    pool.extend(buf);
+                }
+            }
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|o| o.expect("invariant: every piece has an outcome"))
+        .collect())
+}

@@ -1,0 +1,384 @@
+//! The data path's unit tests, on a port over the simulated disk.
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use cairn_io::{Completion, EngineStats, Geometry, IoError, SubmitError};
+use cairn_io_sim::{geometry, SimEngine};
+
+const KIB: u64 = 1 << 10;
+
+/// An engine that records, over a simulated one, the most requests it
+/// held at once and the order requests reached it.
+struct Watched {
+    sim: SimEngine,
+    most: usize,
+    /// (a write, its device) of every request, in order.
+    kinds: Vec<(bool, u32)>,
+}
+
+impl IoEngine for Watched {
+    fn name(&self) -> &'static str {
+        "watched"
+    }
+    fn geometry(&self, device: DeviceId) -> Option<&Geometry> {
+        self.sim.geometry(device)
+    }
+    fn submit(&mut self, request: Request) -> Result<(), SubmitError> {
+        let kind = (matches!(request.op, Op::Write { .. }), request.device.0);
+        self.sim.submit(request)?;
+        self.kinds.push(kind);
+        self.most = self.most.max(self.sim.in_flight());
+        Ok(())
+    }
+    fn wait(&mut self, min_completions: usize) -> Result<(), IoError> {
+        self.sim.wait(min_completions)
+    }
+    fn set_io_timeout(&mut self, timeout: Option<std::time::Duration>) {
+        self.sim.set_io_timeout(timeout);
+    }
+    fn pop_completion(&mut self) -> Option<Completion> {
+        self.sim.pop_completion()
+    }
+    fn in_flight(&self) -> usize {
+        self.sim.in_flight()
+    }
+    fn depth_max(&self) -> usize {
+        self.sim.depth_max()
+    }
+    fn stats(&self) -> EngineStats {
+        self.sim.stats()
+    }
+}
+
+/// Disks 0..4 are the engine's devices 0..4.
+struct Port {
+    plane: Arc<DataPlane>,
+    engine: Watched,
+    wrote: BTreeSet<u16>,
+}
+
+impl DataPort for Port {
+    fn plane(&self) -> &Arc<DataPlane> {
+        &self.plane
+    }
+    fn engine(&mut self) -> &mut dyn IoEngine {
+        &mut self.engine
+    }
+    fn device(&self, disk: u16) -> Option<DeviceId> {
+        (disk < 4).then_some(DeviceId(u32::from(disk)))
+    }
+    fn may_write(&self) -> bool {
+        true
+    }
+    fn wrote(&mut self, disk: u16) {
+        self.wrote.insert(disk);
+    }
+    fn mark_initialized(
+        &mut self,
+        _: u32,
+        _: u32,
+        _: &[(u64, Extent)],
+        _: &BTreeSet<u16>,
+    ) -> Result<(), GroupError> {
+        unreachable!("a copy marks nothing")
+    }
+    fn mark_unwritten(
+        &mut self,
+        _: u32,
+        _: u32,
+        _: &[(u64, Extent)],
+    ) -> Result<Vec<u64>, GroupError> {
+        unreachable!("a copy marks nothing")
+    }
+    fn disks_failed(&mut self, _: &FailedDisks, _: u64) -> Result<(), GroupError> {
+        unreachable!("a copy reports, its caller fails disks")
+    }
+    fn mark_stale(&mut self, _: u32, _: u32, _: &[StaleMark]) -> Result<(), GroupError> {
+        unreachable!("a copy marks nothing")
+    }
+    fn missed_writes(&mut self, _: &BTreeSet<u16>) {
+        unreachable!("a copy marks nothing")
+    }
+}
+
+fn port() -> Port {
+    let mut sim = SimEngine::new(7, 64).with_latency(1_000..50_000);
+    for _ in 0..4 {
+        sim.add_disk(geometry(4 << 20, 4096, 4096, 64 << 10));
+    }
+    Port {
+        plane: Arc::new(DataPlane::new()),
+        engine: Watched {
+            sim,
+            most: 0,
+            kinds: Vec::new(),
+        },
+        wrote: BTreeSet::new(),
+    }
+}
+
+fn fill(port: &mut Port, disk: u16, offset: u64, len: u64, seed: u8) -> Vec<u8> {
+    let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(seed)).collect();
+    let dev = port.device(disk).unwrap();
+    port.engine
+        .sim
+        .write_at(dev, offset, AlignedBuf::from_slice(&data), false)
+        .expect("the fill is written");
+    data
+}
+
+#[test]
+#[allow(clippy::single_range_in_vec_init)]
+fn a_copy_keeps_its_window_overlaps_writes_with_reads_and_says_what_failed() {
+    let mut port = port();
+    // 24 pieces of 64 KiB: disk 0 → disk 2 and disk 1 → disk 3.
+    let mut pieces = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..24u64 {
+        let (from, to) = if i % 2 == 0 { (0, 2) } else { (1, 3) };
+        let at = i * 64 * KIB;
+        want.push(fill(&mut port, from, at, 64 * KIB, i as u8 + 3));
+        pieces.push(CopyIo {
+            from: (from, at),
+            to: (to, at + (1 << 20)),
+            len: 64 * KIB,
+        });
+    }
+    // Piece 4's source cannot be read, piece 7's target not written;
+    // piece 9 goes to a disk the port does not have.
+    port.engine
+        .sim
+        .disk_mut(DeviceId(0))
+        .faults
+        .read_error_ranges = vec![4 * 64 * KIB..5 * 64 * KIB];
+    port.engine
+        .sim
+        .disk_mut(DeviceId(3))
+        .faults
+        .write_error_ranges = vec![(1 << 20) + 7 * 64 * KIB..(1 << 20) + 8 * 64 * KIB];
+    pieces[9].to.0 = 9;
+    let mut pool = Vec::new();
+    let out = copy(&mut port, &pieces, 6, &mut pool).unwrap();
+    for (i, o) in out.iter().enumerate() {
+        let expected = match i {
+            4 => Copied::ReadFailed,
+            7 | 9 => Copied::WriteFailed,
+            _ => Copied::Done,
+        };
+        assert_eq!(*o, expected, "piece {i}");
+        if i == 4 || i == 7 {
+            // Nothing reached the target of a piece that failed.
+            let dev = port.device(pieces[i].to.0).unwrap();
+            let got = port
+                .engine
+                .sim
+                .contents(dev, pieces[i].to.1, 64 * KIB as usize);
+            assert!(got.iter().all(|b| *b == 0), "piece {i}'s target untouched");
+        }
+        if expected == Copied::Done {
+            let dev = port.device(pieces[i].to.0).unwrap();
+            let got = port
+                .engine
+                .sim
+                .contents(dev, pieces[i].to.1, 64 * KIB as usize);
+            assert!(got == want[i], "piece {i} copied whole");
+        }
+    }
+    assert_eq!(port.wrote, BTreeSet::from([2, 3]));
+    assert_eq!(port.engine.sim.in_flight(), 0, "the engine is idle again");
+    assert!(port.engine.most <= 6, "window kept: {}", port.engine.most);
+    // Writes began before the last read: they overlap.
+    let first_write = port.engine.kinds.iter().position(|k| k.0).unwrap();
+    let last_read = port.engine.kinds.iter().rposition(|k| !k.0).unwrap();
+    assert!(first_write < last_read, "{:?}", port.engine.kinds);
+    // Buffers were reused: no more were made than the window.
+    assert!(pool.len() <= 6, "{} buffers", pool.len());
+}
+
+#[test]
+fn reads_go_first_to_the_least_busy_source_disk() {
+    let mut port = port();
+    // Pieces listed disk by disk: all of disk 0's, then disk 1's.
+    let pieces: Vec<CopyIo> = (0..16u64)
+        .map(|i| CopyIo {
+            from: (u16::from(i >= 8), (i % 8) * 64 * KIB),
+            to: (2, i * 64 * KIB),
+            len: 64 * KIB,
+        })
+        .collect();
+    let out = copy(&mut port, &pieces, 4, &mut Vec::new()).unwrap();
+    assert!(out.iter().all(|o| *o == Copied::Done));
+    // Every read is of the disk with fewer I/Os in flight: the two
+    // source disks alternate, though the pieces came disk by disk.
+    let reads: Vec<u32> = port
+        .engine
+        .kinds
+        .iter()
+        .filter(|k| !k.0)
+        .map(|k| k.1)
+        .collect();
+    assert_eq!(reads.len(), 16);
+    assert_eq!(&reads[..4], &[0, 1, 0, 1], "{reads:?}");
+    assert_eq!(port.engine.sim.in_flight(), 0);
+}
+
+/// A port onto file 9 (two extents, 1 MiB AUs, copies on disks 0 and
+/// 1), whose metadata plane never lets a writer settle: with `flip`,
+/// every look at the file (`snapshot`) finds a new publication in which
+/// extents 0 and 1 have swapped which one is written (a client looping
+/// ftruncate cuts and grows them again, and another writer first-writes
+/// one meanwhile); with `offline`, disk 1 is offline in the view and a
+/// stale mark never takes (each is for a copy the file no longer has by
+/// the time it is made). It counts the looks and the marks asked for.
+struct Churn {
+    plane: Arc<DataPlane>,
+    engine: SimEngine,
+    flip: bool,
+    view: Arc<DiskView>,
+    looks: u32,
+    marks: u32,
+}
+
+impl Churn {
+    fn new(flip: bool, offline: bool) -> Self {
+        let mut engine = SimEngine::new(11, 64);
+        for _ in 0..2 {
+            engine.add_disk(geometry(64 << 20, 4096, 4096, 64 << 10));
+        }
+        Self {
+            plane: Arc::new(DataPlane::new()),
+            engine,
+            flip,
+            view: Arc::new(DiskView {
+                epoch: 1,
+                online: vec![true, !offline],
+                writable: vec![true, !offline],
+                member: vec![true, true],
+                devices: vec![Some(DeviceId(0)), Some(DeviceId(1))],
+                names: vec!["D0".into(), "D1".into()],
+            }),
+            looks: 0,
+            marks: 0,
+        }
+    }
+
+    fn layout() -> cairn_format::extent_map::FileLayout {
+        cairn_format::extent_map::FileLayout::new(
+            1 << 20,
+            cairn_format::extent_map::Striping::Coarse,
+        )
+    }
+}
+
+impl DataPort for Churn {
+    fn plane(&self) -> &Arc<DataPlane> {
+        &self.plane
+    }
+    fn engine(&mut self) -> &mut dyn IoEngine {
+        &mut self.engine
+    }
+    fn device(&self, disk: u16) -> Option<DeviceId> {
+        (disk < 2).then_some(DeviceId(u32::from(disk)))
+    }
+    fn may_write(&self) -> bool {
+        true
+    }
+    fn wrote(&mut self, _: u16) {}
+    fn mark_initialized(
+        &mut self,
+        _: u32,
+        _: u32,
+        _: &[(u64, Extent)],
+        _: &BTreeSet<u16>,
+    ) -> Result<(), GroupError> {
+        Ok(())
+    }
+    fn mark_unwritten(
+        &mut self,
+        _: u32,
+        _: u32,
+        _: &[(u64, Extent)],
+    ) -> Result<Vec<u64>, GroupError> {
+        Ok(Vec::new())
+    }
+    fn disks_failed(&mut self, _: &FailedDisks, _: u64) -> Result<(), GroupError> {
+        Ok(())
+    }
+    fn mark_stale(&mut self, _: u32, _: u32, _: &[StaleMark]) -> Result<(), GroupError> {
+        self.marks += 1;
+        Ok(())
+    }
+    fn missed_writes(&mut self, _: &BTreeSet<u16>) {}
+    fn snapshot(&mut self, number: u32) -> Option<Arc<FileSnapshot>> {
+        self.looks += 1;
+        let first_written = !self.flip || self.looks % 2 == 1;
+        let extents: Vec<Extent> = [first_written, !self.flip || !first_written]
+            .iter()
+            .enumerate()
+            .map(|(i, written)| {
+                let au = 100 + 10 * i as u32;
+                Extent::new(&[AuAddr { disk: 0, au }, AuAddr { disk: 1, au }], *written)
+            })
+            .collect();
+        let layout = Self::layout();
+        Some(Arc::new(FileSnapshot::build(
+            number,
+            1,
+            layout.capacity_bytes(2),
+            layout,
+            4096,
+            2,
+            None,
+            &extents,
+            None,
+        )))
+    }
+    fn disk_view(&mut self) -> Arc<DiskView> {
+        self.view.clone()
+    }
+}
+
+/// A write across two extents beside a client that changes the file at
+/// every look (the latches the writer took no longer cover what it must
+/// write): it gives up after `WRITE_ATTEMPTS_MAX` looks with an error
+/// that says what happened, having written nothing, instead of
+/// panicking the thread that serves it.
+#[test]
+fn a_write_beside_a_file_that_keeps_changing_gives_up_with_an_error() {
+    let mut port = Churn::new(true, false);
+    // The last 4 KiB of extent 0 and the first of extent 1.
+    let at = Churn::layout().extent_bytes(0) - 4096;
+    let err = write(&mut port, None, 9, at, &[7u8; 8192]).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, GroupError::WriteFailed(_)),
+        "not an I/O error nor a panic: {err:?}"
+    );
+    assert!(
+        text.contains("file 9") && text.contains(&format!("offset {at}")),
+        "names the write: {text}"
+    );
+    assert!(text.contains("changed"), "says why: {text}");
+    assert!(
+        port.looks <= WRITE_ATTEMPTS_MAX * 2 + 2,
+        "bounded: {} looks",
+        port.looks
+    );
+    assert_eq!(port.engine.stats().bytes_written, 0, "nothing written");
+}
+
+/// A write whose copy on an offline disk must be marked stale first,
+/// where the mark never takes: it asks at most `WRITE_ATTEMPTS_MAX`
+/// times and fails, instead of calling itself again without end.
+#[test]
+fn a_write_whose_stale_marks_never_take_gives_up_with_an_error() {
+    let mut port = Churn::new(false, true);
+    let err = write(&mut port, None, 9, 0, &[7u8; 4096]).unwrap_err();
+    assert!(matches!(err, GroupError::WriteFailed(_)), "{err:?}");
+    assert!(
+        (1..=WRITE_ATTEMPTS_MAX).contains(&port.marks),
+        "{} marks asked for",
+        port.marks
+    );
+    assert_eq!(port.engine.stats().bytes_written, 0, "nothing written");
+}
