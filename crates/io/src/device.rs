@@ -230,7 +230,7 @@ impl DeviceFile {
     /// Discard now, synchronously: BLKDISCARD on a block device, a punched hole in a file.
     pub fn discard_now(&self, offset_bytes: u64, len_bytes: u64) -> io::Result<()> {
         if self.is_block() {
-            block_ioctl::discard(self.raw_fd(), offset_bytes, len_bytes)
+            block_ioctl::discard(&self.file, offset_bytes, len_bytes)
         } else {
             self.fallocate(
                 libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
@@ -243,7 +243,7 @@ impl DeviceFile {
     /// Write zeroes now, synchronously: BLKZEROOUT, or fallocate zero-range on a file.
     pub fn write_zeroes_now(&self, offset_bytes: u64, len_bytes: u64) -> io::Result<()> {
         if self.is_block() {
-            block_ioctl::zero_out(self.raw_fd(), offset_bytes, len_bytes)
+            block_ioctl::zero_out(&self.file, offset_bytes, len_bytes)
         } else {
             self.fallocate(
                 libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,

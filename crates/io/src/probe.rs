@@ -324,7 +324,7 @@ fn probe_block(
     meta: &Metadata,
     host: &Host,
 ) -> Result<DeviceProbe, OpenError> {
-    let fd = file.as_raw_fd();
+    let fd = file;
     let size_bytes = block_ioctl::size_bytes(fd).map_err(os_error(path, "BLKGETSIZE64"))?;
     let logical_sector_bytes =
         block_ioctl::logical_sector_bytes(fd).map_err(os_error(path, "BLKSSZGET"))?;

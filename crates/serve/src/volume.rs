@@ -11,23 +11,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-// <linux/loop.h>
-const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
-const LOOP_SET_CAPACITY: libc::c_ulong = 0x4C07;
-const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
-const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LO_FLAGS_DIRECT_IO: u32 = 16;
 
-use cairn_io::block_ioctl::LoopInfo64;
-
-/// `struct loop_config`.
-#[repr(C)]
-struct LoopConfig {
-    fd: u32,
-    block_size: u32,
-    info: LoopInfo64,
-    reserved: [u64; 8],
-}
+use cairn_io::block_ioctl::{self, LoopConfig, LoopInfo64};
 
 /// How many times a free loop device is asked for when another process
 /// takes the one the kernel offered first.
@@ -50,11 +36,7 @@ pub fn attach(file: &Path, sector_bytes: u32) -> io::Result<PathBuf> {
         .open("/dev/loop-control")?;
     let mut last = io::Error::from_raw_os_error(libc::EBUSY);
     for _ in 0..ATTACH_TRIES {
-        // SAFETY: an ioctl with no argument on our own descriptor.
-        let n = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let n = block_ioctl::loop_free_number(&control)?;
         let device = PathBuf::from(format!("/dev/loop{n}"));
         let dev = std::fs::OpenOptions::new()
             .read(true)
@@ -74,14 +56,14 @@ pub fn attach(file: &Path, sector_bytes: u32) -> io::Result<PathBuf> {
             },
             reserved: [0; 8],
         };
-        // SAFETY: LOOP_CONFIGURE reads a `struct loop_config`, which
-        // `config` is (repr(C), the kernel's layout), for the call only.
-        if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE, &config) } == 0 {
-            let stat = device_stat(&format!("loop{n}"));
-            lock_counts().insert(format!("loop{n}"), stat);
-            return Ok(device);
+        match block_ioctl::loop_configure(&dev, config) {
+            Ok(()) => {
+                let stat = device_stat(&format!("loop{n}"));
+                lock_counts().insert(format!("loop{n}"), stat);
+                return Ok(device);
+            }
+            Err(e) => last = e,
         }
-        last = io::Error::last_os_error();
         // Taken by someone else between GET_FREE and CONFIGURE: ask again.
         if last.raw_os_error() != Some(libc::EBUSY) {
             return Err(last);
@@ -141,7 +123,7 @@ pub fn identity(file: &Path) -> io::Result<(u64, u64)> {
 /// The file a loop device is bound to (its device and inode, from the
 /// driver), if it is bound.
 fn bound_to(dev: &File) -> Option<(u64, u64)> {
-    let info = cairn_io::block_ioctl::loop_status(dev.as_raw_fd()).ok()?;
+    let info = block_ioctl::loop_status(dev).ok()?;
     Some((info.device, info.inode))
 }
 
@@ -264,10 +246,7 @@ fn detach_if(device: &Path, still_ours: &dyn Fn(&File) -> bool) -> io::Result<De
     if let Some(why) = in_use(device)? {
         return Ok(Detached::InUse(why));
     }
-    // SAFETY: an ioctl with no argument on our own descriptor.
-    if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    block_ioctl::loop_clear(&dev)?;
     // The kernel lets go at the last close: ours first. Still bound after
     // it, another opener defers the detach to its own last close.
     drop(dev);
@@ -295,11 +274,7 @@ pub fn refresh_capacity(device: &Path, identity: (u64, u64)) -> io::Result<()> {
             device.display()
         )));
     }
-    // SAFETY: an ioctl with no argument on our own descriptor.
-    if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_SET_CAPACITY) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    block_ioctl::loop_set_capacity(&dev)
 }
 
 /// The volumes attached, by name, as the run directory records them
@@ -424,15 +399,4 @@ pub fn detach_under(mountpoint: &Path, what: &str) -> (Vec<PathBuf>, Vec<String>
         }
     }
     (detached, left)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_loop_structures_have_the_kernel_s_sizes() {
-        assert_eq!(std::mem::size_of::<LoopInfo64>(), 232);
-        assert_eq!(std::mem::size_of::<LoopConfig>(), 304);
-    }
 }

@@ -74,17 +74,16 @@ impl LoopDevice {
     /// (the path restored). Retried while the kernel is busy with the
     /// device's page cache (EAGAIN).
     pub fn set_size_limit(&self, bytes: u64) -> Result<(), String> {
-        use std::os::fd::AsRawFd;
         let dev = std::fs::OpenOptions::new()
             .read(true)
             .open(&self.path)
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
-        let mut info = crate::block_ioctl::loop_status(dev.as_raw_fd())
+        let mut info = crate::block_ioctl::loop_status(&dev)
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
         info.sizelimit = bytes;
         let mut last = None;
         for _ in 0..100 {
-            match crate::block_ioctl::set_loop_status(dev.as_raw_fd(), &info) {
+            match crate::block_ioctl::set_loop_status(&dev, &info) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
                     last = Some(e);
