@@ -17,7 +17,7 @@
 //!   in from there.
 
 use std::io::IsTerminal;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use anyhow::{Context, Result};
 use cairn_command::request::Request;
@@ -53,7 +53,7 @@ impl Copy {
         }
     }
 
-    fn request(&self, request: Request, input: Input, fds: &[i32]) -> Result<Reply> {
+    fn request(&self, request: Request, input: Input, fds: &[BorrowedFd<'_>]) -> Result<Reply> {
         crate::request_reply(
             request,
             self.discover.as_deref(),
@@ -108,9 +108,17 @@ impl Copy {
             redundancy: self.redundancy.clone(),
             max_bytes: self.max_bytes,
         };
-        let fds: Vec<i32> = match (&early, source_text.as_str()) {
-            (Some(f), _) => vec![f.as_raw_fd()],
-            (None, "-") => vec![0],
+        // The service gets a descriptor of its own: `early` becomes this
+        // process's source, for when no service takes the command.
+        let handed: Option<OwnedFd> = early
+            .as_ref()
+            .map(|f| f.as_fd().try_clone_to_owned())
+            .transpose()
+            .with_context(|| format!("cannot hand {source_text} to the service"))?;
+        let stdin = std::io::stdin();
+        let fds: Vec<BorrowedFd<'_>> = match (&handed, source_text.as_str()) {
+            (Some(f), _) => vec![f.as_fd()],
+            (None, "-") => vec![stdin.as_fd()],
             // A FIFO: not handed over (see the module's header).
             (None, _) => Vec::new(),
         };

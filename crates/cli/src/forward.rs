@@ -9,7 +9,7 @@
 //! is there, and the command is meant to go through it.
 
 use std::io::{BufRead, BufReader};
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::os::unix::net::UnixStream;
 
 use cairn_command::event::Events;
@@ -49,7 +49,7 @@ fn refused(message: String) -> Refused {
 pub(crate) fn forward(
     request: &Request,
     discovery: &str,
-    fds: &[RawFd],
+    fds: &[BorrowedFd<'_>],
     events: &mut dyn Events,
 ) -> Option<Result<Reply, Refused>> {
     let path = control::socket_path();

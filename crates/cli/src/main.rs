@@ -446,7 +446,7 @@ pub(crate) fn request_reply(
     json: bool,
     engine: EngineArg,
     input: Input,
-    fds: &[std::os::fd::RawFd],
+    fds: &[std::os::fd::BorrowedFd<'_>],
 ) -> Result<cairn_command::Reply> {
     let mut shown = show::Shown::new(json);
     let forwarded = match request.concern() {

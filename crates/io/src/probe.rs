@@ -8,7 +8,6 @@
 
 use std::fs::{self, File, Metadata};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -585,23 +584,15 @@ const FILESYSTEMS: &[(i64, &str, Knowledge)] = &[
 ];
 
 fn statx_dio(file: &File) -> (Option<u32>, Option<u32>) {
-    // SAFETY: statx is plain data; all-zero is a valid value.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: the fd is open, the path is an empty C string with AT_EMPTY_PATH,
-    // and stx is a valid, writable statx buffer.
-    let rc = unsafe {
-        libc::statx(
-            file.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_DIOALIGN,
-            &mut stx,
-        )
-    };
-    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
-        return (None, None);
+    use rustix::fs::{statx, AtFlags, StatxFlags};
+    match statx(file, c"", AtFlags::EMPTY_PATH, StatxFlags::DIOALIGN) {
+        Ok(stx)
+            if stx.stx_mask & StatxFlags::DIOALIGN.bits() != 0 && stx.stx_dio_offset_align != 0 =>
+        {
+            (Some(stx.stx_dio_offset_align), Some(stx.stx_dio_mem_align))
+        }
+        _ => (None, None),
     }
-    (Some(stx.stx_dio_offset_align), Some(stx.stx_dio_mem_align))
 }
 
 fn probe_file(
@@ -611,16 +602,11 @@ fn probe_file(
     meta: &Metadata,
     host: &Host,
 ) -> Result<DeviceProbe, OpenError> {
-    // SAFETY: statfs is plain data; all-zero is valid, and fstatfs fills it.
-    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: the fd is open and sfs is a valid, writable buffer.
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut sfs) } != 0 {
-        return Err(OpenError::Os {
-            path: path.into(),
-            action: "statfs",
-            error: io::Error::last_os_error(),
-        });
-    }
+    let sfs = rustix::fs::fstatfs(file).map_err(|e| OpenError::Os {
+        path: path.into(),
+        action: "statfs",
+        error: e.into(),
+    })?;
     let magic = sfs.f_type as i64;
     let (filesystem, punch_hole) = FILESYSTEMS
         .iter()
@@ -672,11 +658,8 @@ fn probe_file(
         .unwrap_or(FILE_MAX_TRANSFER_DEFAULT_BYTES)
         .max(logical_sector_bytes);
 
-    // SAFETY: statvfs is plain data; all-zero is valid, and fstatvfs fills it.
-    let mut svfs: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: the fd is open and svfs is a valid, writable buffer.
-    let readonly_mount = unsafe { libc::fstatvfs(file.as_raw_fd(), &mut svfs) } == 0
-        && svfs.f_flag & libc::ST_RDONLY != 0;
+    let readonly_mount = rustix::fs::fstatvfs(file)
+        .is_ok_and(|svfs| svfs.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
     let no_write_bits = meta.mode() & 0o222 == 0;
     let read_only_reason = if readonly_mount {
         Some("its filesystem is mounted read-only".to_string())

@@ -16,8 +16,9 @@
 //! takes what it needs from the live groups, whose own locks order it). The
 //! list of connections is a leaf lock.
 
-use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{IoSlice, IoSliceMut, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -25,6 +26,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use rustix::net::{
+    recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
+    SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
+};
 
 use crate::ServeError;
 
@@ -120,29 +126,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The peer credentials of a connected Unix socket: the client's seen by
 /// the service, or the service's (as of its `listen`) seen by a client.
 pub fn peer_of(stream: &UnixStream) -> std::io::Result<Peer> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` is a ucred of `len` bytes the kernel fills in.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    // nix's, not rustix's: rustix's `UCred` holds the pid as a non-zero
+    // `Pid`, and the kernel says 0 for a peer in a pid namespace that
+    // cannot see it (a client in a container, through a bind-mounted
+    // socket).
+    let cred = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)?;
     Ok(Peer {
-        pid: cred.pid,
-        uid: cred.uid,
-        gid: cred.gid,
+        pid: cred.pid(),
+        uid: cred.uid(),
+        gid: cred.gid(),
         groups: peer_groups(stream),
     })
 }
@@ -295,8 +287,7 @@ impl Endpoint {
 
     /// Whether a peer may use the socket.
     fn allows(&self, peer: &Peer) -> bool {
-        // SAFETY: geteuid has no preconditions.
-        let own = unsafe { libc::geteuid() };
+        let own = rustix::process::geteuid().as_raw();
         if peer.uid == 0 || peer.uid == own {
             return true;
         }
@@ -465,49 +456,29 @@ fn read_request(stream: &mut UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), Requ
     let mut line = Vec::new();
     let mut fds = Vec::new();
     let mut chunk = vec![0u8; 16 << 10];
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE((FDS_MAX * std::mem::size_of::<RawFd>()) as u32) };
-    // u64 elements: aligned for cmsghdr.
-    let mut control = vec![0u64; (space as usize).div_ceil(8)];
+    // Room for FDS_MAX descriptors: more are cut (MSG_CTRUNC) and refused.
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(FDS_MAX))];
     loop {
-        let mut iov = libc::iovec {
-            iov_base: chunk.as_mut_ptr().cast(),
-            iov_len: chunk.len(),
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let got = match recvmsg(
+            &*stream,
+            &mut [IoSliceMut::new(&mut chunk)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Ok(got) => got,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return Err(RequestError::Unterminated),
         };
-        // SAFETY: msghdr is plain data; the fields set point at live
-        // buffers of the lengths given.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = control.len() * 8;
-        // SAFETY: a connected socket and the msghdr above.
-        let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(RequestError::Unterminated);
-        }
-        // SAFETY: walking the control messages the kernel wrote, within
-        // msg_controllen; each SCM_RIGHTS payload is whole descriptors.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                    let data = libc::CMSG_DATA(c).cast::<RawFd>();
-                    let bytes = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                    for i in 0..bytes / std::mem::size_of::<RawFd>() {
-                        fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
-                    }
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
+        for message in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(received) = message {
+                fds.extend(received);
             }
         }
-        if msg.msg_flags & libc::MSG_CTRUNC != 0 || fds.len() > FDS_MAX {
+        if got.flags.contains(ReturnFlags::CTRUNC) || fds.len() > FDS_MAX {
             return Err(RequestError::TooManyFds(FDS_MAX));
         }
-        let n = n as usize;
+        let n = got.bytes;
         if n == 0 {
             return Err(RequestError::Unterminated);
         }
@@ -527,54 +498,37 @@ fn read_request(stream: &mut UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), Requ
 
 /// Send a request line (with its newline) and descriptors with it, as the
 /// CLI does (the descriptors ride with the first byte).
-pub fn send_request(stream: &UnixStream, line: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+pub fn send_request(
+    stream: &UnixStream,
+    line: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> std::io::Result<()> {
     if fds.len() > FDS_MAX {
         return Err(std::io::Error::other(
             "too many descriptors for one request",
         ));
     }
-    let payload = std::mem::size_of_val(fds);
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(FDS_MAX))];
     let mut sent = 0;
     while sent < line.len() {
-        let mut iov = libc::iovec {
-            iov_base: line[sent..].as_ptr() as *mut libc::c_void,
-            iov_len: line.len() - sent,
-        };
-        // SAFETY: msghdr is plain data; every pointer set is to a live
-        // buffer of the length given, read only by sendmsg.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
+        let mut control = SendAncillaryBuffer::new(&mut space);
         if sent == 0 && !fds.is_empty() {
-            msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = space;
-            // SAFETY: the control buffer holds CMSG_SPACE(payload) bytes;
-            // one header and the descriptors are written into it.
-            unsafe {
-                let c = libc::CMSG_FIRSTHDR(&msg);
-                (*c).cmsg_level = libc::SOL_SOCKET;
-                (*c).cmsg_type = libc::SCM_RIGHTS;
-                (*c).cmsg_len = libc::CMSG_LEN(payload as u32) as usize;
-                std::ptr::copy_nonoverlapping(
-                    fds.as_ptr(),
-                    libc::CMSG_DATA(c).cast::<RawFd>(),
-                    fds.len(),
-                );
-            }
+            let pushed = control.push(SendAncillaryMessage::ScmRights(fds));
+            assert!(
+                pushed,
+                "invariant: the control buffer holds FDS_MAX descriptors"
+            );
         }
-        // SAFETY: a connected socket and the msghdr above.
-        let n = unsafe { libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
+        match sendmsg(
+            stream,
+            &[IoSlice::new(&line[sent..])],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        ) {
+            Ok(n) => sent += n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-        sent += n as usize;
     }
     Ok(())
 }
@@ -650,9 +604,9 @@ impl Answering {
     /// finishes; the socket goes.
     pub(crate) fn stop(mut self) {
         self.stopping.store(true, Ordering::SeqCst);
-        // SAFETY: shutting down our own listening descriptor wakes the
-        // thread blocked in accept (it then finds `stopping`).
-        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        // Shutting down our own listening descriptor wakes the thread
+        // blocked in accept (it then finds `stopping`).
+        let _ = rustix::net::shutdown(&self.listener, rustix::net::Shutdown::Both);
         if let Some(t) = self.accept.take() {
             let _ = t.join();
         }
@@ -679,5 +633,90 @@ impl Answering {
         if ours {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+
+    /// What a descriptor is: its device and inode.
+    fn what(fd: impl AsFd) -> (u64, u64) {
+        let file = std::fs::File::from(fd.as_fd().try_clone_to_owned().expect("dup"));
+        let meta = file.metadata().expect("fstat");
+        (meta.dev(), meta.ino())
+    }
+
+    #[test]
+    fn a_request_arrives_whole_with_its_descriptors_close_on_exec() {
+        let (client, mut service) = UnixStream::pair().expect("socketpair");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files: Vec<std::fs::File> = (0..FDS_MAX)
+            .map(|i| std::fs::File::create(dir.path().join(i.to_string())).expect("create"))
+            .collect();
+        let fds: Vec<BorrowedFd<'_>> = files.iter().map(|f| f.as_fd()).collect();
+        // Longer than one read of the service, so the descriptors come with
+        // the first piece only.
+        let mut line = vec![b'x'; 40 << 10];
+        line.push(b'\n');
+        let sender = std::thread::scope(|s| {
+            let sending = s.spawn(|| send_request(&client, &line, &fds));
+            let got = read_request(&mut service);
+            (sending.join().expect("sender"), got)
+        });
+        sender.0.expect("sent");
+        let (got, received) = sender.1.expect("a request");
+        assert_eq!(got, line[..line.len() - 1]);
+        assert_eq!(received.len(), FDS_MAX);
+        for (file, fd) in files.iter().zip(&received) {
+            assert_eq!(what(fd), what(file), "the descriptors in the order sent");
+            let flags = rustix::io::fcntl_getfd(fd).expect("F_GETFD");
+            assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
+        }
+    }
+
+    #[test]
+    fn more_descriptors_than_a_request_may_carry_are_refused() {
+        let (client, mut service) = UnixStream::pair().expect("socketpair");
+        let three = [client.as_fd(), client.as_fd(), client.as_fd()];
+        let refused = send_request(&client, b"{}\n", &three).expect_err("refused");
+        assert_eq!(refused.to_string(), "too many descriptors for one request");
+        // A client that sends them anyway is refused by the service.
+        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        assert!(control.push(SendAncillaryMessage::ScmRights(&three)));
+        let sent = sendmsg(
+            &client,
+            &[IoSlice::new(b"{}\n")],
+            &mut control,
+            SendFlags::empty(),
+        );
+        assert_eq!(sent.expect("sent"), 3);
+        assert!(matches!(
+            read_request(&mut service),
+            Err(RequestError::TooManyFds(FDS_MAX))
+        ));
+    }
+
+    #[test]
+    fn a_request_cut_short_is_unterminated() {
+        let (client, mut service) = UnixStream::pair().expect("socketpair");
+        send_request(&client, b"{\"no\": \"newline\"}", &[]).expect("sent");
+        drop(client);
+        assert!(matches!(
+            read_request(&mut service),
+            Err(RequestError::Unterminated)
+        ));
+    }
+
+    #[test]
+    fn the_peer_of_a_socket_is_this_process() {
+        let (client, _service) = UnixStream::pair().expect("socketpair");
+        let peer = peer_of(&client).expect("SO_PEERCRED");
+        assert_eq!(peer.pid, std::process::id() as i32);
+        assert_eq!(peer.uid, rustix::process::geteuid().as_raw());
+        assert_eq!(peer.gid, rustix::process::getegid().as_raw());
     }
 }
