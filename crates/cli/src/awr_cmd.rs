@@ -14,10 +14,8 @@ use cairn_bench::awr::replay::{self, ReplayOptions};
 use cairn_io::host::Host;
 use clap::Subcommand;
 
-use crate::bench_cmd::{
-    check_run, clock_seed, engine_maker, fill_progress, install_interrupt_handler, timestamp,
-    Display, INTERRUPTED,
-};
+use crate::bench_cmd::{check_run, clock_seed, engine_maker, fill_progress, timestamp, Display};
+use crate::signals::{install_interrupt_handler, INTERRUPTED};
 use crate::EngineArg;
 
 #[derive(Subcommand)]

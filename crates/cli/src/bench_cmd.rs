@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -19,6 +19,9 @@ use cairn_bench::vdbench;
 use cairn_io::host::Host;
 use clap::{Args, Subcommand};
 
+use crate::signals::{
+    install_end_pause_handler, install_interrupt_handler, END_PAUSE, INTERRUPTED,
+};
 use crate::EngineArg;
 
 #[derive(Subcommand)]
@@ -136,39 +139,6 @@ pub(crate) enum ReportCommand {
         #[arg(long)]
         json: bool,
     },
-}
-
-pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_interrupt(_signal: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// From here on Ctrl-C sets [`INTERRUPTED`]: long work stops cleanly and keeps
-/// what it measured, instead of dying mid-write.
-pub(crate) fn install_interrupt_handler() {
-    install_flag_handler(libc::SIGINT, on_interrupt);
-}
-
-pub(crate) static END_PAUSE: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_end_pause(_signal: libc::c_int) {
-    END_PAUSE.store(true, Ordering::SeqCst);
-}
-
-/// From here on SIGUSR1 (`kill -USR1`) sets [`END_PAUSE`]: the pause between
-/// runs (`pause=`) under way ends at once, and the next run starts.
-pub(crate) fn install_end_pause_handler() {
-    install_flag_handler(libc::SIGUSR1, on_end_pause);
-}
-
-/// Install `handler`, which only stores to an atomic flag, for `signal`.
-fn install_flag_handler(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) {
-    // SAFETY: a handler that only stores to an atomic is async-signal-safe,
-    // and `signal` is a valid signal number.
-    unsafe {
-        libc::signal(signal, handler as *const () as libc::sighandler_t);
-    }
 }
 
 pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> {

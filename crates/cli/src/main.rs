@@ -22,6 +22,7 @@ mod oltp_cmd;
 mod render;
 mod serve_cmd;
 mod show;
+mod signals;
 mod volume_cmd;
 
 use std::io::Write;
@@ -597,11 +598,7 @@ pub(crate) fn one_line(text: &str) -> String {
 fn main() -> ExitCode {
     // Like any Unix tool, stop quietly when the reader goes away (`cairn disk
     // list | head`) instead of failing on EPIPE.
-    // SAFETY: setting a signal disposition to the default has no preconditions
-    // and runs before any other thread exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    signals::sigpipe_ends_the_process();
     let cli = Cli::parse();
     let outcome = run(cli);
     match outcome {

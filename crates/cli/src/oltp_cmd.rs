@@ -17,9 +17,8 @@ use cairn_bench::oltp::stats::Event;
 use cairn_io::host::Host;
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::bench_cmd::{
-    bytes_bar, clock, clock_seed, install_interrupt_handler, timestamp, INTERRUPTED,
-};
+use crate::bench_cmd::{bytes_bar, clock, clock_seed, timestamp};
+use crate::signals::{install_interrupt_handler, INTERRUPTED};
 use crate::{engine_kind, EngineArg};
 
 #[derive(Subcommand)]

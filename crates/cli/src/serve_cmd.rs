@@ -81,10 +81,7 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
     // A client that goes away mid-answer is an EPIPE for its connection,
     // never a signal that ends the service (`main` sets SIGPIPE to its
     // default for the commands that print).
-    // SAFETY: setting a disposition to SIG_IGN has no preconditions.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
+    crate::signals::sigpipe_ignored();
     init_logging();
     // Refused before any group is mounted.
     cairn_serve::check_mountpoint(&args.mountpoint)?;

@@ -761,3 +761,33 @@ fn repair_of_a_newer_format_says_to_upgrade_whatever_the_flags() {
     }
     assert_eq!(digest(&disk), before);
 }
+
+/// Like any Unix tool, a command whose reader has gone (`cairn disk list |
+/// head`) ends by SIGPIPE, quietly, instead of printing an EPIPE error.
+#[test]
+fn a_listing_into_a_closed_pipe_ends_quietly_by_sigpipe() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch();
+    sparse(&dir.path().join("disk1.img"), 64 * MIB);
+    let (reader, writer) = std::io::pipe().unwrap();
+    // The reader gone before the command writes: its first write breaks.
+    drop(reader);
+    let out = cairn_command(&glob_of(dir.path()), &[])
+        .args(["disk", "list"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
