@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use cairn_io::host::Host;
+use cairn_io::poison::{recover, Recover};
 use cairn_io::{DeviceFile, EngineKind, Geometry};
 use cairn_store::discovery::DiscoveryString;
 use cairn_store::group::{CreateOptions, DataHandle, Group, GroupError, LiveGroup, MissingDisks};
@@ -44,6 +45,8 @@ const FILL_CHUNK_BYTES: u64 = 4 << 20;
 /// A group mounted live for a run: dismounted, and its lock let go, when the
 /// last of its files' targets is dropped.
 pub struct RunGroup {
+    /// Set at the mount and taken whole at the drop; only cloned under the
+    /// lock in between, so never half made (poisoning: `cairn_io::poison`).
     live: Mutex<Option<LiveGroup>>,
     _lock: GroupLock,
 }
@@ -51,7 +54,7 @@ pub struct RunGroup {
 impl RunGroup {
     /// The live group (until the run ends).
     pub fn live(&self) -> Option<LiveGroup> {
-        self.live.lock().ok().and_then(|g| g.clone())
+        self.live.lock_or_recover().clone()
     }
 }
 
@@ -63,7 +66,7 @@ impl std::fmt::Debug for RunGroup {
 
 impl Drop for RunGroup {
     fn drop(&mut self) {
-        let live = self.live.get_mut().ok().and_then(Option::take);
+        let live = recover(self.live.get_mut()).take();
         if let Some(live) = live {
             // Every worker's engine is gone by now; if one is not, the
             // journal covers what a checkpoint would have.

@@ -13,8 +13,9 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use cairn_io::poison::Recover;
 use cairn_io::EngineKind;
 use cairn_store::discovery::DiscoveryString;
 use cairn_store::group::{Group, GroupError, LiveGroup, MountReport};
@@ -61,7 +62,7 @@ pub struct Opened {
 
 impl Opened {
     pub fn paths(&self) -> MutexGuard<'_, BTreeMap<u32, PathBuf>> {
-        self.paths.lock().unwrap_or_else(PoisonError::into_inner)
+        self.paths.lock_or_recover()
     }
 }
 

@@ -16,8 +16,9 @@
 //! [`SimEngine::crash`] through [`SharedSim::with`].
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use cairn_io::poison::Recover;
 use cairn_io::{
     Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, Request, SubmitError,
 };
@@ -54,13 +55,10 @@ impl State {
 /// Simulated disks shared by any number of engine handles.
 #[derive(Clone)]
 pub struct SharedSim {
+    /// Poisoning is recovered (`cairn_io::poison`): a panic under the lock
+    /// (a failed assertion in a test) leaves a state the test is about to
+    /// throw away anyway.
     state: Arc<Mutex<State>>,
-}
-
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    // A panic under the lock (a failed assertion in a test) leaves a state
-    // the test is about to throw away anyway.
-    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl SharedSim {
@@ -80,7 +78,7 @@ impl SharedSim {
 
     /// A new engine on the shared disks (every disk the simulator has now).
     pub fn handle(&self) -> SimHandle {
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock_or_recover();
         let id = state.next_handle;
         state.next_handle += 1;
         let mut geometries = Vec::new();
@@ -102,7 +100,7 @@ impl SharedSim {
     /// Work on the simulator itself (add disks, inject faults, crash, read
     /// what is stored) while no handle is inside it.
     pub fn with<R>(&self, f: impl FnOnce(&mut SimEngine) -> R) -> R {
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock_or_recover();
         state.route();
         f(&mut state.sim)
     }
@@ -110,18 +108,18 @@ impl SharedSim {
     /// Arm the crash point: after `mutations` more mutating requests, every
     /// request of every handle fails (ENXIO). `None` disarms it.
     pub fn crash_after(&self, mutations: Option<usize>) {
-        lock(&self.state).budget = mutations;
+        self.state.lock_or_recover().budget = mutations;
     }
 
     /// Whether the armed crash point has been reached.
     pub fn crashed(&self) -> bool {
-        lock(&self.state).budget == Some(0)
+        self.state.lock_or_recover().budget == Some(0)
     }
 
     /// Forget every request in flight and every undelivered completion (the
     /// process died): call after [`SimEngine::crash`], before new handles.
     pub fn reset_handles(&self) {
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock_or_recover();
         state.queues.clear();
         state.in_flight.clear();
         state.tags.clear();
@@ -151,7 +149,7 @@ impl IoEngine for SimHandle {
         // Every I/O is a point where the interleaving simulator may switch
         // threads (a no-op otherwise).
         cairn_io::sched::yield_now();
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock_or_recover();
         let mutates = !matches!(request.op, Op::Read { .. });
         let dead = match state.budget {
             Some(0) => true,
@@ -193,7 +191,7 @@ impl IoEngine for SimHandle {
 
     fn wait(&mut self, min_completions: usize) -> Result<(), IoError> {
         cairn_io::sched::yield_now();
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock_or_recover();
         state.route();
         let mine = state.in_flight.get(&self.id).copied().unwrap_or(0);
         if mine == 0 {
@@ -217,7 +215,7 @@ impl IoEngine for SimHandle {
     }
 
     fn pop_completion(&mut self) -> Option<Completion> {
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock_or_recover();
         state.route();
         let c = state.queues.get_mut(&self.id)?.pop_front()?;
         if let Some(n) = state.in_flight.get_mut(&self.id) {
@@ -231,7 +229,8 @@ impl IoEngine for SimHandle {
     }
 
     fn in_flight(&self) -> usize {
-        lock(&self.state)
+        self.state
+            .lock_or_recover()
             .in_flight
             .get(&self.id)
             .copied()
@@ -243,6 +242,6 @@ impl IoEngine for SimHandle {
     }
 
     fn stats(&self) -> EngineStats {
-        lock(&self.state).sim.stats()
+        self.state.lock_or_recover().sim.stats()
     }
 }

@@ -41,8 +41,9 @@
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 
+use cairn_io::poison::{recover, Recover};
 use cairn_io::sched::{self, Scheduler};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -118,10 +119,6 @@ pub struct Turnstile {
 /// An actor: a closure run on its own thread, one at a time with the others.
 pub type Actor<'a> = Box<dyn FnOnce() + Send + 'a>;
 
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Turnstile {
     pub fn new(seed: u64) -> Arc<Self> {
         Arc::new(Self {
@@ -148,20 +145,20 @@ impl Turnstile {
     /// longer runs between switches, and far fewer thread hand-overs, each
     /// of which costs a context switch. 0 (the default) switches the most.
     pub fn stay(self: Arc<Self>, per_cent: u64) -> Arc<Self> {
-        lock(&self.state).stay_per_million = per_cent.min(100) * 10_000;
+        self.state.lock_or_recover().stay_per_million = per_cent.min(100) * 10_000;
         self
     }
 
     /// Scheduling points passed so far.
     pub fn switches(&self) -> u64 {
-        lock(&self.state).switches
+        self.state.lock_or_recover().switches
     }
 
     /// Run `actors` to their end, one at a time. Returns, per actor, the
     /// message of its panic if it panicked.
     pub fn run(self: &Arc<Self>, actors: Vec<Actor<'_>>) -> Vec<Option<String>> {
         {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock_or_recover();
             state.live = vec![true; actors.len()];
             state.waiting = vec![false; actors.len()];
             state.stuck = vec![false; actors.len()];
@@ -188,7 +185,7 @@ impl Turnstile {
                 })
                 .collect();
             {
-                let mut state = lock(&self.state);
+                let mut state = self.state.lock_or_recover();
                 let first = self.pick(&mut state, None);
                 state.running = first;
                 self.turn.notify_all();
@@ -202,13 +199,10 @@ impl Turnstile {
     }
 
     fn wait_turn(&self, me: usize) {
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock_or_recover();
         state.threads[me] = Some(std::thread::current());
         while state.running != Some(me) {
-            state = self
-                .turn
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+            state = recover(self.turn.wait(state));
         }
         state.starting -= 1;
     }
@@ -226,7 +220,7 @@ impl Turnstile {
     }
 
     fn finish(&self, me: usize) {
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock_or_recover();
         state.live[me] = false;
         state.stuck.fill(false);
         let next = self.pick(&mut state, None);
@@ -270,7 +264,7 @@ impl Turnstile {
         let Some(me) = ME.with(Cell::get) else {
             return;
         };
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock_or_recover();
         state.switches += 1;
         if !blocked || !state.waiting[me] {
             // Code ran since this actor's last point (a wait loop yields only
@@ -308,7 +302,7 @@ impl Turnstile {
         // Parked until handed the baton again (a wake-up without it, which
         // park allows, just parks again); the probe goes with the wait.
         loop {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock_or_recover();
             if state.running == Some(me) {
                 state.probes[me] = None;
                 return;
@@ -331,7 +325,7 @@ impl Scheduler for Turnstile {
     }
     fn resumed(&self) {
         if let Some(me) = ME.with(Cell::get) {
-            lock(&self.state).waiting[me] = false;
+            self.state.lock_or_recover().waiting[me] = false;
         }
     }
 }
@@ -359,9 +353,7 @@ mod tests {
                     let log = &log;
                     Box::new(move || {
                         for step in 0..20 {
-                            log.lock()
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .push((a, step));
+                            log.lock_or_recover().push((a, step));
                             sched::yield_now();
                         }
                     }) as Actor<'_>
@@ -369,7 +361,7 @@ mod tests {
                 .collect();
             let panics = t.run(actors);
             assert!(panics.iter().all(Option::is_none));
-            log.into_inner().unwrap_or_else(PoisonError::into_inner)
+            recover(log.into_inner())
         };
         assert_eq!(order(7), order(7));
         assert_ne!(order(7), order(8));
@@ -385,13 +377,13 @@ mod tests {
             Box::new(|| panic!("boom")),
             Box::new(|| {
                 sched::yield_now();
-                *done.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+                *done.lock_or_recover() += 1;
             }),
         ];
         let panics = t.run(actors);
         assert_eq!(panics[0].as_deref(), Some("boom"));
         assert!(panics[1].is_none());
-        assert_eq!(*done.lock().unwrap_or_else(PoisonError::into_inner), 1);
+        assert_eq!(*done.lock_or_recover(), 1);
     }
 
     /// Three actors wait for a fourth that holds what they need through 40
@@ -473,7 +465,7 @@ mod tests {
             let held = AtomicBool::new(false);
             let looks_while_held = AtomicU64::new(0);
             let mut actors: Vec<Actor<'_>> = vec![Box::new(|| {
-                let g = lock.lock().unwrap_or_else(PoisonError::into_inner);
+                let g = lock.lock_or_recover();
                 held.store(true, Ordering::SeqCst);
                 for _ in 0..40 {
                     sched::yield_now();
@@ -506,10 +498,7 @@ mod tests {
             }
             let panics = t.run(actors);
             assert!(panics.iter().all(Option::is_none), "{panics:?}");
-            assert_eq!(
-                *lock.lock().unwrap_or_else(PoisonError::into_inner),
-                WAITERS
-            );
+            assert_eq!(*lock.lock_or_recover(), WAITERS);
             assert!(
                 looks_while_held.load(Ordering::SeqCst) <= WAITERS,
                 "seed {seed}: {} looks at a held lock by {WAITERS} waiters",
@@ -529,7 +518,7 @@ mod tests {
                 let shared = &shared;
                 Box::new(move || {
                     for _ in 0..10 {
-                        let mut g = sched::lock(shared).unwrap_or_else(PoisonError::into_inner);
+                        let mut g = recover(sched::lock(shared));
                         sched::yield_now(); // switched out while holding it
                         *g += 1;
                     }
@@ -538,6 +527,6 @@ mod tests {
             .collect();
         let panics = t.run(actors);
         assert!(panics.iter().all(Option::is_none), "{panics:?}");
-        assert_eq!(*shared.lock().unwrap_or_else(PoisonError::into_inner), 30);
+        assert_eq!(*shared.lock_or_recover(), 30);
     }
 }

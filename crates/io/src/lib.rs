@@ -9,6 +9,7 @@
 //!   procfs, statx), read-only.
 //! - [`device`]: opening a device for direct I/O, exclusively when writing;
 //!   [`block_ioctl`]: the block-device ioctls, as safe functions.
+//! - [`poison`]: what a poisoned lock means, for every crate's locks.
 //! - [`uring_engine`] (default) and [`sync_engine`] (reference and fallback).
 //! - [`counted`]: per-device I/O counters, and an engine that keeps them.
 //! - [`sched`]: the points where a deterministic scheduler (the interleaving
@@ -27,6 +28,7 @@ pub mod device;
 pub mod engine;
 pub mod geometry;
 pub mod host;
+pub mod poison;
 pub mod probe;
 pub mod sched;
 pub mod sync_engine;

@@ -98,7 +98,8 @@ pub fn resumed() {
 
 /// Lock `mutex`; under a scheduler, yield while another thread holds it
 /// instead of blocking (the holder cannot run while we block). A poisoned
-/// lock is returned as the `Err` of [`Mutex::lock`] would.
+/// lock is returned as the `Err` of [`Mutex::lock`] would: the caller
+/// applies [`crate::poison`]'s policy, or its lock's stated exception.
 pub fn lock<T: Send>(
     mutex: &Mutex<T>,
 ) -> Result<MutexGuard<'_, T>, PoisonError<MutexGuard<'_, T>>> {

@@ -23,10 +23,11 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use cairn_io::poison::Recover;
 use rustix::net::{
     recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
     SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
@@ -117,10 +118,6 @@ pub trait Commands: Send + Sync {
     /// SIGTERM, before the file system is unmounted: let go of what would
     /// keep it busy that the service itself holds (volumes' devices).
     fn before_unmount(&self) {}
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The peer credentials of a connected Unix socket: the client's seen by
@@ -351,7 +348,7 @@ impl Endpoint {
                     continue;
                 }
             };
-            let mut list = lock(connections);
+            let mut list = connections.lock_or_recover();
             list.retain(|c| !c.thread.is_finished());
             if list.len() >= CONNECTIONS_MAX {
                 drop(list);
@@ -610,7 +607,7 @@ impl Answering {
         if let Some(t) = self.accept.take() {
             let _ = t.join();
         }
-        let list: Vec<Connection> = std::mem::take(&mut *lock(&self.connections));
+        let list: Vec<Connection> = std::mem::take(&mut *self.connections.lock_or_recover());
         for c in &list {
             let _ = c.reader.shutdown(std::net::Shutdown::Read);
         }

@@ -25,10 +25,11 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_format::group::{AliasKind, DirAttrs, FileAttrs};
+use cairn_io::poison::Recover;
 use cairn_store::group::{
     AttrChange, CreateOptions, DataHandle, FileInfo, GroupError, LiveGroup, Node, Retired,
 };
@@ -83,7 +84,7 @@ impl Slot {
         &self,
         f: impl FnOnce(&mut DataHandle) -> Result<R, GroupError>,
     ) -> Result<R, GroupError> {
-        let spare = lock(&self.handles).pop();
+        let spare = self.handles.lock_or_recover().pop();
         let mut handle = match spare {
             Some(h) => h,
             None => self.group.handle(HANDLE_DEPTH)?,
@@ -96,7 +97,7 @@ impl Slot {
         // The view's epoch read once, outside the pool's lock.
         let epoch = self.group.plane().disks().epoch;
         let stale: Vec<DataHandle> = {
-            let mut pool = lock(&self.handles);
+            let mut pool = self.handles.lock_or_recover();
             let mut stale: Vec<DataHandle> = pool
                 .extract_if(.., |h| h.devices_epoch() != epoch)
                 .collect();
@@ -110,10 +111,6 @@ impl Slot {
         drop(stale);
         result
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// An inode the kernel knows (a file's or a directory's).
@@ -297,7 +294,7 @@ impl Names {
             .map(|r| (parent, r))
         })??;
         if let Retired::Deleted(number) = retired {
-            lock(&self.written).remove(&(slot, number));
+            self.written.lock_or_recover().remove(&(slot, number));
         }
         // Outside `meta`: the kernel may wait for a request in that
         // directory, which may need `meta`.
@@ -317,7 +314,7 @@ impl Names {
 /// the inode whose last name goes, and if so, note what its last `forget`
 /// settles.
 fn gone_if_known(known: &Mutex<HashMap<u64, Known>>, ino: Ino, gone: Gone) -> bool {
-    match lock(known).get_mut(&encode(ino)) {
+    match known.lock_or_recover().get_mut(&encode(ino)) {
         Some(k) if k.lookups > 0 => {
             k.gone = Some(gone);
             true
@@ -391,7 +388,7 @@ impl GroupFs {
             let pool = Arc::downgrade(&handles);
             g.group.on_devices_left(Box::new(move || {
                 if let Some(pool) = pool.upgrade() {
-                    let idle = std::mem::take(&mut *lock(&pool));
+                    let idle = std::mem::take(&mut *pool.lock_or_recover());
                     drop(idle);
                 }
             }));
@@ -491,7 +488,9 @@ impl GroupFs {
     fn file_attr(&self, slot: usize, info: &FileInfo) -> FileAttr {
         let sector = self.slots.get(slot).map_or(4096, |s| s.sector_bytes) as u32;
         let a = info.attrs;
-        let mtime = lock(&self.written)
+        let mtime = self
+            .written
+            .lock_or_recover()
             .get(&(slot, info.number))
             .map_or(a.mtime_ns, |w| (*w).max(a.mtime_ns));
         FileAttr {
@@ -639,7 +638,9 @@ impl GroupFs {
             tracing::warn!(group = %s.name, file = number, offset, len = data.len(), error = %e, "write failed");
             return Err(errno(&e));
         }
-        lock(&self.written).insert((slot, number), now_ns());
+        self.written
+            .lock_or_recover()
+            .insert((slot, number), now_ns());
         Ok(())
     }
 
@@ -661,13 +662,13 @@ impl GroupFs {
             .map_err(|e| errno(&e))?;
         }
         self.meta(slot, |g| g.set_byte_size(number, size, now_ns(), false))?;
-        lock(&self.written).remove(&(slot, number));
+        self.written.lock_or_recover().remove(&(slot, number));
         Ok(())
     }
 
     /// Store the time of the last write, if one is not stored yet.
     fn store_mtime(&self, slot: usize, number: u32) -> Result<(), Errno> {
-        let Some(when) = lock(&self.written).remove(&(slot, number)) else {
+        let Some(when) = self.written.lock_or_recover().remove(&(slot, number)) else {
             return Ok(());
         };
         let change = AttrChange {
@@ -684,7 +685,11 @@ impl GroupFs {
     /// The kernel was told of an inode (an entry reply): one more lookup
     /// it will give back.
     fn looked_up(&self, ino: Ino) {
-        lock(&self.known).entry(encode(ino)).or_default().lookups += 1;
+        self.known
+            .lock_or_recover()
+            .entry(encode(ino))
+            .or_default()
+            .lookups += 1;
     }
 
     fn unname_if_known(&self, slot: usize, number: u32, incarnation: u32) -> bool {
@@ -703,7 +708,7 @@ impl GroupFs {
     /// that lost its names is dropped, a removed directory's id let go.
     fn forgot(&self, ino: u64, n: u64) {
         let gone = {
-            let mut known = lock(&self.known);
+            let mut known = self.known.lock_or_recover();
             match known.get_mut(&ino) {
                 Some(k) if k.lookups > n => {
                     k.lookups -= n;
@@ -735,7 +740,7 @@ impl GroupFs {
     }
 
     fn drop_unnamed(&self, slot: usize, number: u32, incarnation: u32) {
-        lock(&self.written).remove(&(slot, number));
+        self.written.lock_or_recover().remove(&(slot, number));
         match self.meta(slot, |g| g.drop_unnamed(number, incarnation)) {
             Ok(()) => tracing::debug!(
                 file = number,
@@ -749,7 +754,7 @@ impl GroupFs {
 
     fn retired(&self, slot: usize, retired: Retired) {
         if let Retired::Deleted(number) = retired {
-            lock(&self.written).remove(&(slot, number));
+            self.written.lock_or_recover().remove(&(slot, number));
         }
     }
 
@@ -893,7 +898,9 @@ impl Filesystem for GroupFs {
     /// kernel knew them go now (the kernel need not forget everything at
     /// unmount).
     fn destroy(&mut self) {
-        let gone: Vec<(u64, Gone)> = lock(&self.known)
+        let gone: Vec<(u64, Gone)> = self
+            .known
+            .lock_or_recover()
             .drain()
             .filter_map(|(ino, k)| Some((ino, k.gone?)))
             .collect();
@@ -950,7 +957,7 @@ impl Filesystem for GroupFs {
                 if changes {
                     if mtime.is_some() {
                         // An explicit time wins over the last write's.
-                        lock(&self.written).remove(&(slot, number));
+                        self.written.lock_or_recover().remove(&(slot, number));
                     }
                     self.meta(slot, |g| g.set_file_attrs(number, change, now_ns()))?;
                 }
@@ -1249,7 +1256,7 @@ impl Filesystem for GroupFs {
                     match punched {
                         Ok(p) => {
                             tracing::debug!(group = %s.name, file = number, offset, len = end - offset, extents = p.extents, discarded = p.discarded_bytes, zeroed = p.zeroed_bytes, "punched");
-                            lock(&self.written).insert((slot, number), now_ns());
+                            self.written.lock_or_recover().insert((slot, number), now_ns());
                             Ok(())
                         }
                         Err(e) => {
@@ -1422,12 +1429,16 @@ impl Filesystem for GroupFs {
             }
             if !datasync {
                 let now = std::time::Instant::now();
-                let due = lock(&self.mtime_stored)
+                let due = self
+                    .mtime_stored
+                    .lock_or_recover()
                     .get(&(slot, number))
                     .is_none_or(|at| now.duration_since(*at) >= MTIME_EVERY);
                 if due {
                     self.store_mtime(slot, number)?;
-                    lock(&self.mtime_stored).insert((slot, number), now);
+                    self.mtime_stored
+                        .lock_or_recover()
+                        .insert((slot, number), now);
                 }
             }
             Ok(())
@@ -1477,7 +1488,7 @@ impl Filesystem for GroupFs {
     ) {
         if let Ok((slot, number)) = self.file_of(ino) {
             let _ = self.store_mtime(slot, number);
-            lock(&self.mtime_stored).remove(&(slot, number));
+            self.mtime_stored.lock_or_recover().remove(&(slot, number));
         }
         reply.ok();
     }
@@ -1558,7 +1569,10 @@ mod tests {
     }
 
     fn lookups(fs: &GroupFs, ino: Ino) -> u64 {
-        lock(&fs.known).get(&encode(ino)).map_or(0, |k| k.lookups)
+        fs.known
+            .lock_or_recover()
+            .get(&encode(ino))
+            .map_or(0, |k| k.lookups)
     }
 
     /// Issue 34 item 13: the kernel gives back only the lookups it was
@@ -1631,7 +1645,7 @@ mod tests {
         // The kernel gives back the one it was told of: nothing is left.
         fs.forgot(encode(file), 1);
         assert_eq!(lookups(&fs, file), 0);
-        assert!(lock(&fs.known).is_empty());
+        assert!(fs.known.lock_or_recover().is_empty());
     }
 
     #[test]

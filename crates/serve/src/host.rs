@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -32,6 +32,7 @@ use cairn_command::reply::{GroupSummary, Outcome, Reply, Status};
 use cairn_command::request::{Concern, Request};
 use cairn_command::wire::{ReplyLine, RequestLine};
 use cairn_command::Caller;
+use cairn_io::poison::{recover, Recover};
 use cairn_io::EngineKind;
 use cairn_store::discovery::{DiscoverySource, DiscoveryString};
 use cairn_store::group::{Group, GroupError};
@@ -53,10 +54,6 @@ fn resume_power(recorded: Option<usize>) -> u16 {
         .and_then(|p| u16::try_from(p).ok())
         .unwrap_or(REBALANCE_RESUME_POWER)
         .min(cairn_command::request::POWER_MAX)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A group the service holds, as commands see it.
@@ -277,11 +274,12 @@ impl ServedHost {
             .name("cairn-repair-timer".into())
             .spawn(move || loop {
                 {
-                    let stopping = lock(&timer.stopping);
-                    let (stopping, _) = timer
-                        .stop
-                        .wait_timeout_while(stopping, REPAIR_TICK, |s| !*s)
-                        .unwrap_or_else(PoisonError::into_inner);
+                    let stopping = timer.stopping.lock_or_recover();
+                    let (stopping, _) = recover(timer.stop.wait_timeout_while(
+                        stopping,
+                        REPAIR_TICK,
+                        |s| !*s,
+                    ));
                     if *stopping {
                         return;
                     }
@@ -292,7 +290,7 @@ impl ServedHost {
                 host.repair_tick();
             });
         match spawned {
-            Ok(t) => *lock(&self.repair.thread) = Some(t),
+            Ok(t) => *self.repair.thread.lock_or_recover() = Some(t),
             Err(e) => tracing::warn!(
                 "cannot start the repair timer ({e}): OFFLINE disks are dropped when their repair time ran out only at the next mount"
             ),
@@ -324,10 +322,19 @@ impl ServedHost {
                 self.say_once(format!("group {name}: {why}"));
             }
             if !dropped.is_empty() {
-                lock(&self.repair.rebuild_wanted).insert(name.clone());
+                self.repair
+                    .rebuild_wanted
+                    .lock_or_recover()
+                    .insert(name.clone());
             }
         }
-        let wanted: Vec<String> = lock(&self.repair.rebuild_wanted).iter().cloned().collect();
+        let wanted: Vec<String> = self
+            .repair
+            .rebuild_wanted
+            .lock_or_recover()
+            .iter()
+            .cloned()
+            .collect();
         for name in wanted {
             let Some(g) = self.held(&name) else { continue };
             let recorded = g.held.group.meta(|m| m.rebalance_pending()).ok().flatten();
@@ -337,7 +344,7 @@ impl ServedHost {
             // tries again.
             if started.is_ok() {
                 tracing::info!(group = %name, power, "rebuilding the copies of the disks the repair timer dropped");
-                lock(&self.repair.rebuild_wanted).remove(&name);
+                self.repair.rebuild_wanted.lock_or_recover().remove(&name);
             }
         }
     }
@@ -360,7 +367,7 @@ impl ServedHost {
 
     /// Log `line` the first time the repair timer finds it.
     fn say_once(&self, line: String) {
-        if lock(&self.repair.said).insert(line.clone()) {
+        if self.repair.said.lock_or_recover().insert(line.clone()) {
             tracing::warn!("{line}");
         }
     }
@@ -393,7 +400,7 @@ impl ServedHost {
     }
 
     fn discovery_now(&self) -> DiscoveryString {
-        lock(&self.discovery).clone()
+        self.discovery.lock_or_recover().clone()
     }
 
     /// Whether this service carries the command out: a group it holds
@@ -470,10 +477,10 @@ impl ServedHost {
                 return;
             }
         };
-        if lock(&self.discovery).text != d.text {
+        if self.discovery.lock_or_recover().text != d.text {
             tracing::info!(discovery = %d.text, "SIGHUP: the discovery string changed");
         }
-        *lock(&self.discovery) = d.clone();
+        *self.discovery.lock_or_recover() = d.clone();
         for g in &self.groups {
             let Ok(uuid) = g.held.group.meta(|m| m.uuid()) else {
                 continue;
@@ -592,7 +599,7 @@ impl Host for ServedHost {
     }
 
     fn claim(&self, group: &Opened, what: &'static str) -> Result<Busy, CommandError> {
-        let mut busy = lock(&self.busy);
+        let mut busy = self.busy.lock_or_recover();
         if let Some(running) = busy.get(&group.name) {
             return Err(CommandError::failed(format!(
                 "a {running} is running on group {} already; `cairn group ops {}` follows it",
@@ -603,7 +610,7 @@ impl Host for ServedHost {
         let map = self.busy.clone();
         let name = group.name.clone();
         Ok(Busy::new(move || {
-            lock(&map).remove(&name);
+            map.lock_or_recover().remove(&name);
         }))
     }
 
@@ -623,7 +630,7 @@ impl Host for ServedHost {
         let name = group.name.clone();
         let what = op.what;
         // Under the lock `stop` takes the threads in: none starts after.
-        let mut background = lock(&self.background);
+        let mut background = self.background.lock_or_recover();
         if background.stopping {
             return Err(CommandError::failed(format!(
                 "the Cairn service is stopping; the {what} was not started"
@@ -674,7 +681,7 @@ impl Service for ServedHost {
 
 impl Volumes for ServedHost {
     fn one_at_a_time(&self) -> MutexGuard<'_, ()> {
-        lock(&self.volumes)
+        self.volumes.lock_or_recover()
     }
 
     fn attached_to(&self, at: &Path) -> Option<PathBuf> {
@@ -774,7 +781,7 @@ impl Commands for ServedHost {
     /// left attached keeps the mount busy, the service deaf to SIGTERM.
     /// One a file system is mounted on stays, named in the log.
     fn before_unmount(&self) {
-        let _one_at_a_time = lock(&self.volumes);
+        let _one_at_a_time = self.volumes.lock_or_recover();
         // As the kernel names backing files: the real path (the parent
         // resolved outside the mount, so nothing asks the file system).
         let mountpoint = match (self.mountpoint.parent(), self.mountpoint.file_name()) {
@@ -792,9 +799,9 @@ impl Commands for ServedHost {
     }
 
     fn stop(&self) {
-        *lock(&self.repair.stopping) = true;
+        *self.repair.stopping.lock_or_recover() = true;
         self.repair.stop.notify_all();
-        let timer = lock(&self.repair.thread).take();
+        let timer = self.repair.thread.lock_or_recover().take();
         if let Some(t) = timer {
             // (A tick in progress ends first: it waits on nothing long.)
             let _ = t.join();
@@ -803,7 +810,7 @@ impl Commands for ServedHost {
             g.held.group.interrupt_operations();
         }
         let threads: Vec<JoinHandle<()>> = {
-            let mut background = lock(&self.background);
+            let mut background = self.background.lock_or_recover();
             background.stopping = true;
             std::mem::take(&mut background.threads)
         };

@@ -11,9 +11,11 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-const LO_FLAGS_DIRECT_IO: u32 = 16;
-
 use cairn_io::block_ioctl::{self, LoopConfig, LoopInfo64};
+use cairn_io::poison::Recover;
+
+// <linux/loop.h>
+const LO_FLAGS_DIRECT_IO: u32 = 16;
 
 /// How many times a free loop device is asked for when another process
 /// takes the one the kernel offered first.
@@ -91,9 +93,7 @@ static COUNTS_AT_ATTACH: std::sync::Mutex<BTreeMap<String, Vec<u64>>> =
     std::sync::Mutex::new(BTreeMap::new());
 
 fn lock_counts() -> std::sync::MutexGuard<'static, BTreeMap<String, Vec<u64>>> {
-    COUNTS_AT_ATTACH
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    COUNTS_AT_ATTACH.lock_or_recover()
 }
 
 /// A loop device's counters (`/sys/block/NAME/stat`) since this process

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_io::host::Host;
+use cairn_io::poison::Recover;
 use cairn_io::{DeviceFile, DeviceId, FileEngine, OpenError, OpenMode};
 use serde::Serialize;
 use uuid::Uuid;
@@ -1043,15 +1044,11 @@ impl FileSource {
         '_,
         BTreeMap<cairn_io::DeviceId, std::sync::Arc<cairn_io::counted::DeviceIo>>,
     > {
-        self.io
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.io.lock_or_recover()
     }
 
     fn files(&self) -> std::sync::MutexGuard<'_, BTreeMap<cairn_io::DeviceId, DeviceFile>> {
-        self.files
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.files.lock_or_recover()
     }
 }
 

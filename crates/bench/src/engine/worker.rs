@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use cairn_io::clock::Clock;
+use cairn_io::poison::Recover;
 use cairn_io::{AlignedBuf, DeviceId, Geometry, IoEngine, Op, Request};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -102,9 +103,7 @@ impl RunShared {
     /// holds one `Option<String>`, replaced whole, so it is never half made,
     /// and a reason to stop must get out whatever else went wrong.
     fn reason_slot(&self) -> MutexGuard<'_, Option<String>> {
-        self.stop_reason
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.stop_reason.lock_or_recover()
     }
 }
 

@@ -77,11 +77,11 @@
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{
-    Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
-    TryLockError,
+    Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
 };
 use std::time::{Duration, Instant};
 
+use cairn_io::poison::{recover, Recover};
 use cairn_io::AlignedBuf;
 
 use super::layout::BlockId;
@@ -198,24 +198,21 @@ impl WaitQueue {
     // a thread that panicked holding it left nothing half made: waits and
     // wake-ups go on, and must, for the others to see the run stop.
     fn notify_always(&self) {
-        let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _g = self.lock.lock_or_recover();
         self.cv.notify_all();
     }
 
     /// Wait while `blocked()` holds, at most `timeout`.
     fn wait_while(&self, timeout: Duration, mut blocked: impl FnMut() -> bool) {
         let deadline = Instant::now() + timeout;
-        let mut g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut g = self.lock.lock_or_recover();
         self.waiters.fetch_add(1, SeqCst);
         while blocked() {
             let now = Instant::now();
             if now >= deadline {
                 break;
             }
-            g = match self.cv.wait_timeout(g, deadline - now) {
-                Ok((g, _)) => g,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
+            g = recover(self.cv.wait_timeout(g, deadline - now)).0;
         }
         self.waiters.fetch_sub(1, SeqCst);
     }

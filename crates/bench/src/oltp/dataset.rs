@@ -35,6 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use cairn_io::host::Host;
+use cairn_io::poison::Recover;
 use cairn_io::{
     new_file_engine, AlignedBuf, Completion, DeviceFile, DeviceId, EngineKind, FileEngine, Op,
     OpenMode, Request, SubmitError,
@@ -1533,7 +1534,7 @@ impl<'a> Meter<'a> {
 
     fn add(&self, bytes: u64) {
         // Reported under the lock: loader threads' reports arrive in order.
-        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        let mut done = self.done.lock_or_recover();
         *done += bytes;
         if let Some(report) = self.report {
             report(*done, self.total);

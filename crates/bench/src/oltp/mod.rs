@@ -103,8 +103,6 @@ impl Health {
     /// this is how a panic is reported — a session that panics records it
     /// here while unwinding, where a second panic would abort the process.
     fn message(&self) -> std::sync::MutexGuard<'_, Option<String>> {
-        self.error
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        cairn_io::poison::Recover::lock_or_recover(&self.error)
     }
 }

@@ -46,10 +46,11 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use cairn_io::poison::Recover;
 use cairn_io::{
     new_file_engine, AlignedBuf, DeviceFile, DeviceId, EngineKind, FileEngine, IoEngine, IoError,
     Op, Request, SubmitError,
@@ -268,7 +269,7 @@ impl Shared {
     /// flags are set whole, nothing is read back to report, and a `Drop` that
     /// runs while unwinding must not panic again.
     fn lock_for_shutdown(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock_or_recover()
     }
 
     /// Wake the writer (the caller holds the latch).
@@ -636,11 +637,7 @@ impl Drop for RedoLog {
     fn drop(&mut self) {
         // May run while unwinding: it only stops and joins the writer, so it
         // takes the locks even after a panic rather than panic again.
-        let handle = self
-            .writer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let handle = self.writer.lock_or_recover().take();
         if let Some(handle) = handle {
             {
                 let mut st = self.shared.lock_for_shutdown();

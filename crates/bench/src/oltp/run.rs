@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_io::host::Host;
+use cairn_io::poison::Recover;
 use cairn_io::{DeviceFile, EngineKind};
 
 use super::cache::{BufferCache, CacheConfig};
@@ -494,11 +495,7 @@ pub fn run_oltp(
 
     // The corruption messages kept, each pushed whole: readable even after a
     // session panicked (that panic already ends the run as failed).
-    let corruptions = shared
-        .corruptions
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
+    let corruptions = shared.corruptions.lock_or_recover().clone();
     let mut first = corruptions;
     if let Some(e) = &ended_early {
         if e != "interrupted" {

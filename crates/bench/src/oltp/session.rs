@@ -18,9 +18,10 @@
 //! every block it holds, so no cycle of waits can form.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use cairn_io::poison::{recover, Recover};
 use cairn_io::sync_engine::SyncEngine;
 use cairn_io::{
     new_file_engine, AlignedBuf, DeviceFile, DeviceId, EngineKind, FileEngine, IoEngine, IoError,
@@ -113,14 +114,14 @@ impl Gate {
     // bool, set whole, never half made, and it must still open so that no
     // session is stranded while the run fails on that panic.
     pub fn open(&self) {
-        *self.open.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        *self.open.lock_or_recover() = true;
         self.cv.notify_all();
     }
 
     pub fn wait(&self) {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut open = self.open.lock_or_recover();
         while !*open {
-            open = self.cv.wait(open).unwrap_or_else(PoisonError::into_inner);
+            open = recover(self.cv.wait(open));
         }
     }
 }
@@ -691,11 +692,7 @@ impl Session {
         self.op.add(Stat::BlockCorruptions, 1);
         // Messages kept for the report, each pushed whole: safe to keep
         // collecting after a thread panicked (that panic fails the run).
-        let mut kept = self
-            .shared
-            .corruptions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut kept = self.shared.corruptions.lock_or_recover();
         if kept.len() < CORRUPTIONS_KEPT {
             kept.push(format!(
                 "schema {} {} block {}: {problem}",

@@ -26,6 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::poison::{recover, Recover};
+
 /// The one file's name and inode.
 pub const FILE_NAME: &str = "disk.img";
 const ROOT: u64 = 1;
@@ -225,21 +227,13 @@ impl HangFs {
             if left.is_zero() {
                 return false;
             }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
+            state = recover(self.shared.changed.wait_timeout(state, left)).0;
         }
         true
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.shared.state.lock_or_recover()
     }
 }
 
@@ -491,10 +485,7 @@ fn serve(shared: &Shared) {
             continue;
         }
         if matches!(opcode, READ | WRITE | FSYNC | FALLOCATE) {
-            let mut state = shared
-                .state
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut state = shared.state.lock_or_recover();
             if state.blocked {
                 state.held.push((unique, opcode, body.to_vec()));
                 state.held_total += 1;

@@ -37,8 +37,9 @@
 //! returnable and the failure is logged.
 
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
+use cairn_io::poison::{recover, Recover};
 use cairn_io::{DeviceId, IoEngine, Op, Request};
 
 use super::*;
@@ -93,7 +94,7 @@ impl DiscardQueue {
     fn state(&self) -> MutexGuard<'_, QueueState> {
         // One push or pop per critical section: a panic leaves nothing half
         // changed.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock_or_recover()
     }
 
     /// Queue `runs` (reserved by the caller). Returns those that do not
@@ -152,10 +153,7 @@ impl DiscardQueue {
     pub(super) fn wait_for_runs(&self) -> bool {
         let mut st = self.state();
         while st.runs.is_empty() && !st.stopped {
-            st = self
-                .changed
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner);
+            st = recover(self.changed.wait(st));
         }
         !st.stopped
     }

@@ -49,12 +49,13 @@
 //! wakes, before its next beat sees the takeover.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use cairn_format::heartbeat::{Heartbeat, HeartbeatState, HEARTBEAT_OFFSET_BYTES, HOST_NAME_BYTES};
 use cairn_format::meta::{self, BlockType, BLOCK_BYTES};
 use cairn_io::clock::Clock;
+use cairn_io::poison::{recover, Recover};
 use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
 use uuid::Uuid;
 
@@ -523,17 +524,11 @@ struct Shared {
 
 impl Shared {
     fn mounted(&self) -> Option<(Arc<DataPlane>, u64)> {
-        self.mounted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.mounted.lock_or_recover().clone()
     }
 
     fn stopped(&self) -> Option<String> {
-        self.stopped
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.stopped.lock_or_recover().clone()
     }
 }
 
@@ -616,8 +611,7 @@ impl Beater {
     fn stop(&self, why: String) -> String {
         self.shared
             .stopped
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .lock_or_recover()
             .get_or_insert_with(|| why.clone());
         if let Some((plane, _)) = self.shared.mounted() {
             plane.stop(&why);
@@ -848,11 +842,7 @@ impl Beater {
         report.landed = landed;
         report.failed = failed.iter().copied().collect();
         if !failed.is_empty() {
-            self.shared
-                .failed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend(failed);
+            self.shared.failed.lock_or_recover().extend(failed);
         }
         if now_ns.saturating_sub(self.landed_ns) > self.claim.timing.fail_after_ns() {
             let why = format!(
@@ -927,11 +917,7 @@ impl Link {
     /// plane writes, carry `mount_generation`, and stop the plane if the
     /// heartbeat stops (at once, if it already has).
     pub fn attach(&self, plane: Arc<DataPlane>, mount_generation: u64) {
-        *self
-            .shared
-            .mounted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some((plane.clone(), mount_generation));
+        *self.shared.mounted.lock_or_recover() = Some((plane.clone(), mount_generation));
         if let Some(why) = self.stopped() {
             plane.stop(&why);
         }
@@ -954,13 +940,7 @@ impl Link {
     /// Disks whose heartbeat write failed since the last call: failed disks
     /// for the metadata plane.
     pub fn take_failed(&self) -> BTreeSet<u16> {
-        std::mem::take(
-            &mut *self
-                .shared
-                .failed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+        std::mem::take(&mut *self.shared.failed.lock_or_recover())
     }
 }
 
@@ -1013,7 +993,7 @@ impl Nudge {
     pub fn refresh(&self) {
         let bound = 2 * self.interval;
         let (control, wake) = &*self.control;
-        let mut c = control.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut c = control.lock_or_recover();
         c.refresh_asked += 1;
         let target = c.refresh_asked;
         wake.notify_all();
@@ -1023,10 +1003,7 @@ impl Nudge {
             if left.is_zero() {
                 return;
             }
-            c = wake
-                .wait_timeout(c, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            c = recover(wake.wait_timeout(c, left)).0;
         }
     }
 }
@@ -1058,7 +1035,7 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
                 let mut after_beat = false;
                 loop {
                     {
-                        let mut c = control.lock().unwrap_or_else(PoisonError::into_inner);
+                        let mut c = control.lock_or_recover();
                         loop {
                             if c.stop {
                                 return beater;
@@ -1069,7 +1046,7 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
                                 let asked = c.refresh_asked;
                                 drop(c);
                                 let done = beater.refresh_engine();
-                                c = control.lock().unwrap_or_else(PoisonError::into_inner);
+                                c = control.lock_or_recover();
                                 if done {
                                     c.refreshed = asked;
                                     wake.notify_all();
@@ -1082,10 +1059,7 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
                             if now >= next {
                                 break;
                             }
-                            c = wake
-                                .wait_timeout(c, Duration::from_nanos(next - now))
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .0;
+                            c = recover(wake.wait_timeout(c, Duration::from_nanos(next - now))).0;
                         }
                     }
                     next = clock.now_ns() + interval.as_nanos() as u64;
@@ -1094,7 +1068,7 @@ pub fn start(mut beater: Beater) -> Result<Link, GroupError> {
                     if report.stopped.is_some() {
                         // Nobody beats from now on: a nudge waits for
                         // nothing.
-                        control.lock().unwrap_or_else(PoisonError::into_inner).stop = true;
+                        control.lock_or_recover().stop = true;
                         wake.notify_all();
                         return beater;
                     }
@@ -1119,7 +1093,7 @@ impl Drop for Link {
         };
         {
             let (control, wake) = &*running.control;
-            control.lock().unwrap_or_else(PoisonError::into_inner).stop = true;
+            control.lock_or_recover().stop = true;
             wake.notify_all();
         }
         if let Some(thread) = running.thread.take() {

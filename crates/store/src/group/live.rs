@@ -21,8 +21,9 @@
 //!   thread (`discard.rs`); a leaf lock.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 
+use cairn_io::poison::{recover, Recover};
 use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
 
 use super::data::{self, DataPort, RMW_LATCH};
@@ -219,7 +220,7 @@ struct GateState {
 
 impl Gate {
     fn state(&self) -> MutexGuard<'_, GateState> {
-        cairn_io::sched::lock(&self.state).unwrap_or_else(PoisonError::into_inner)
+        recover(cairn_io::sched::lock(&self.state))
     }
 
     /// Wait until `ready` holds; return with the state locked.
@@ -238,10 +239,7 @@ impl Gate {
                 waited = true;
                 st = self.state();
             } else {
-                st = self
-                    .changed
-                    .wait(st)
-                    .unwrap_or_else(PoisonError::into_inner);
+                st = recover(self.changed.wait(st));
             }
         }
         if waited {
@@ -285,7 +283,8 @@ pub struct LiveGroup {
 
 impl Inner {
     /// The metadata plane, under its lock. A panic during a metadata step
-    /// leaves memory half-changed: the group is then stopped.
+    /// leaves memory half-changed: the group is then stopped (the exception
+    /// to `cairn_io::poison`'s policy).
     fn meta(&self) -> Result<MutexGuard<'_, Group<'static>>, GroupError> {
         // Held across metadata I/O: under the interleaving simulator a
         // waiter yields instead of blocking the one thread that runs.
@@ -349,10 +348,7 @@ impl Inner {
     /// handles (which hold them in their engines) drops them. Without
     /// `meta`.
     fn devices_left(&self) {
-        let hooks = self
-            .devices_left
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let hooks = self.devices_left.lock_or_recover();
         for hook in hooks.iter() {
             hook();
         }
@@ -372,7 +368,7 @@ impl Inner {
             self.drain_discards();
             return;
         }
-        let mut drain = self.drain.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut drain = self.drain.lock_or_recover();
         if drain.is_some() {
             return;
         }
@@ -1042,11 +1038,7 @@ impl LiveGroup {
     /// the group have been let go of: whoever keeps idle data handles drops
     /// them, as they hold those devices in their engines.
     pub fn on_devices_left(&self, hook: Box<dyn Fn() + Send + Sync>) {
-        self.inner
-            .devices_left
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(hook);
+        self.inner.devices_left.lock_or_recover().push(hook);
     }
 
     /// Scrub the group ([`Group::scrub`]) while data handles run: the
@@ -1166,12 +1158,7 @@ impl LiveGroup {
         // runs); what still waits is discarded below, once the group is
         // this thread's alone.
         self.inner.discards.stop();
-        let drain = self
-            .inner
-            .drain
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let drain = self.inner.drain.lock_or_recover().take();
         if let Some(drain) = drain {
             // A panic in it left its runs reserved: gone with this mount.
             let _ = drain.join();

@@ -26,11 +26,12 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use cairn_format::extent_map::FileLayout;
 use cairn_format::group::Extent;
+use cairn_io::poison::{recover, Recover, RecoverRw};
 use rustc_hash::FxHashMap;
 
 /// Extents per snapshot chunk: a change to one extent copies its chunk, not
@@ -343,11 +344,9 @@ pub struct DataPlane {
     io_timeout_ms: AtomicU64,
 }
 
-fn unpoison<T>(r: Result<T, PoisonError<T>>) -> T {
-    // A panic while one of these short critical sections held the lock left
-    // nothing half-changed (each is one assignment or one set operation).
-    r.unwrap_or_else(PoisonError::into_inner)
-}
+// Poisoned locks are recovered (`cairn_io::poison`): a panic while one of
+// these short critical sections held the lock left nothing half-changed
+// (each is one assignment or one set operation).
 
 impl Default for DataPlane {
     fn default() -> Self {
@@ -372,16 +371,16 @@ impl DataPlane {
 
     /// The file's current snapshot.
     pub fn file(&self, number: u32) -> Option<Arc<FileSnapshot>> {
-        unpoison(self.files.read()).get(&number).cloned()
+        self.files.read_or_recover().get(&number).cloned()
     }
 
     pub fn disks(&self) -> Arc<DiskView> {
-        unpoison(self.disks.read()).clone()
+        self.disks.read_or_recover().clone()
     }
 
     /// Publish (or, with `None`, withdraw) a file's snapshot. Metadata plane only.
     pub(super) fn publish_file(&self, number: u32, snapshot: Option<FileSnapshot>) {
-        let mut files = unpoison(self.files.write());
+        let mut files = self.files.write_or_recover();
         match snapshot {
             Some(s) => {
                 files.insert(number, Arc::new(s));
@@ -395,7 +394,7 @@ impl DataPlane {
 
     /// Withdraw every file (a remount of the metadata after a failed commit).
     pub(super) fn clear_files(&self) {
-        let mut files = unpoison(self.files.write());
+        let mut files = self.files.write_or_recover();
         files.clear();
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
@@ -409,7 +408,7 @@ impl DataPlane {
         devices: Vec<Option<cairn_io::DeviceId>>,
         names: Vec<String>,
     ) {
-        let mut disks = unpoison(self.disks.write());
+        let mut disks = self.disks.write_or_recover();
         if disks.online == online
             && disks.writable == writable
             && disks.member == member
@@ -432,7 +431,9 @@ impl DataPlane {
 
     /// Stop the data plane: every operation from now on fails with `why`.
     pub(super) fn stop(&self, why: &str) {
-        unpoison(self.stop_reason.lock()).get_or_insert_with(|| why.to_string());
+        self.stop_reason
+            .lock_or_recover()
+            .get_or_insert_with(|| why.to_string());
         self.stopped.store(true, Ordering::SeqCst);
     }
 
@@ -446,7 +447,7 @@ impl DataPlane {
         if !self.stopped.load(Ordering::SeqCst) {
             return None;
         }
-        unpoison(self.stop_reason.lock()).clone()
+        self.stop_reason.lock_or_recover().clone()
     }
 
     // -- the reuse epoch ------------------------------------------------------
@@ -466,20 +467,23 @@ impl DataPlane {
     /// A new guard slot for a data handle.
     pub fn guard_slot(&self) -> Arc<GuardSlot> {
         let slot = Arc::new(GuardSlot(AtomicU64::new(IDLE)));
-        unpoison(self.guards.lock()).push(slot.clone());
+        self.guards.lock_or_recover().push(slot.clone());
         slot
     }
 
     /// Forget a handle's slot (the handle is dropped).
     pub fn drop_guard_slot(&self, slot: &Arc<GuardSlot>) {
-        unpoison(self.guards.lock()).retain(|s| !Arc::ptr_eq(s, slot));
+        self.guards
+            .lock_or_recover()
+            .retain(|s| !Arc::ptr_eq(s, slot));
     }
 
     /// The oldest epoch any running data operation started in, or `u64::MAX`
     /// when none runs: AUs tagged with an epoch at or below it are free of
     /// readers.
     pub fn oldest_running(&self) -> u64 {
-        unpoison(self.guards.lock())
+        self.guards
+            .lock_or_recover()
             .iter()
             .map(|s| s.load(Ordering::SeqCst))
             .min()
@@ -537,7 +541,7 @@ impl DataPlane {
         // Counted before the slots are read again: an operation that ends
         // after our read sees the count and wakes us (both sides SeqCst).
         DRAINERS.fetch_add(1, Ordering::SeqCst);
-        let mut lock = unpoison(DRAIN.lock());
+        let mut lock = DRAIN.lock_or_recover();
         let drained = loop {
             if self.oldest_running() >= epoch {
                 break true;
@@ -546,7 +550,7 @@ impl DataPlane {
             if left.is_zero() {
                 break false;
             }
-            lock = unpoison(DRAINED.wait_timeout(lock, left)).0;
+            lock = recover(DRAINED.wait_timeout(lock, left)).0;
         };
         drop(lock);
         DRAINERS.fetch_sub(1, Ordering::SeqCst);
@@ -558,7 +562,9 @@ impl DataPlane {
     /// Takers waiting for `key`'s latch.
     #[cfg(test)]
     fn waiting(&self, key: &LatchKey) -> u32 {
-        unpoison(self.shard(key).held.lock())
+        self.shard(key)
+            .held
+            .lock_or_recover()
             .get(key)
             .map_or(0, |s| s.waiting)
     }
@@ -579,7 +585,7 @@ impl DataPlane {
         keys.dedup_by_key(|k| k.0);
         for (key, exclusive) in &keys {
             let shard = self.shard(key);
-            let mut held = unpoison(shard.held.lock());
+            let mut held = shard.held.lock_or_recover();
             let mut queued = false;
             let mut waited = false;
             loop {
@@ -606,9 +612,9 @@ impl DataPlane {
                     drop(held);
                     cairn_io::sched::blocked();
                     waited = true;
-                    unpoison(shard.held.lock())
+                    shard.held.lock_or_recover()
                 } else {
-                    unpoison(shard.freed.wait(held))
+                    recover(shard.freed.wait(held))
                 };
                 // Still there: an entry with a waiter is never removed.
                 if let Some(state) = held.get_mut(key) {
@@ -637,7 +643,7 @@ impl DataPlane {
         };
         for (key, exclusive) in keys {
             let shard = self.shard(&key);
-            let mut held = unpoison(shard.held.lock());
+            let mut held = shard.held.lock_or_recover();
             let state = held.entry(key).or_default();
             if !state.admits(exclusive) {
                 if state.unused() {
@@ -675,7 +681,7 @@ impl Drop for LatchGuard {
     fn drop(&mut self) {
         for (key, exclusive) in &self.keys {
             let shard = self.plane.shard(key);
-            let mut held = unpoison(shard.held.lock());
+            let mut held = shard.held.lock_or_recover();
             let (mut gone, mut wake) = (false, false);
             if let Some(state) = held.get_mut(key) {
                 if *exclusive {
@@ -845,7 +851,7 @@ fn slot_start(slot: &AtomicU64, plane: &DataPlane) -> u64 {
 fn slot_move_on(slot: &AtomicU64, value: u64) {
     slot.store(value, Ordering::SeqCst);
     if DRAINERS.load(Ordering::SeqCst) > 0 {
-        let _lock = unpoison(DRAIN.lock());
+        let _lock = DRAIN.lock_or_recover();
         DRAINED.notify_all();
     }
 }
@@ -951,7 +957,7 @@ mod tests {
                 drop(held);
                 waiter.join().unwrap();
             });
-            let shard = unpoison(plane.shard(&key).held.lock());
+            let shard = plane.shard(&key).held.lock_or_recover();
             assert!(shard.get(&key).is_none(), "{first} then {then}: entry left");
         }
     }
