@@ -36,6 +36,7 @@ pub mod group_lock;
 pub mod header_copies;
 pub mod host_identity;
 pub mod labeling;
+mod lock_order;
 pub mod names;
 pub mod ops;
 pub mod placement;

@@ -281,18 +281,40 @@ pub struct LiveGroup {
     inner: Arc<Inner>,
 }
 
+/// `meta` held: the metadata plane, and this thread's rank in the lock
+/// order (`lock_order`), let go in that order.
+struct MetaGuard<'a> {
+    group: MutexGuard<'a, Group<'static>>,
+    _rank: crate::lock_order::Held,
+}
+
+impl std::ops::Deref for MetaGuard<'_> {
+    type Target = Group<'static>;
+    fn deref(&self) -> &Group<'static> {
+        &self.group
+    }
+}
+
+impl std::ops::DerefMut for MetaGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Group<'static> {
+        &mut self.group
+    }
+}
+
 impl Inner {
     /// The metadata plane, under its lock. A panic during a metadata step
     /// leaves memory half-changed: the group is then stopped (the exception
     /// to `cairn_io::poison`'s policy).
-    fn meta(&self) -> Result<MutexGuard<'_, Group<'static>>, GroupError> {
+    fn meta(&self) -> Result<MetaGuard<'_>, GroupError> {
+        let rank = crate::lock_order::take(crate::lock_order::Rank::Meta, "meta");
         // Held across metadata I/O: under the interleaving simulator a
         // waiter yields instead of blocking the one thread that runs.
-        cairn_io::sched::lock(&self.meta).map_err(|_| {
+        let group = cairn_io::sched::lock(&self.meta).map_err(|_| {
             let why = "a metadata step panicked; mount the group again";
             self.plane.stop(why);
             GroupError::Poisoned(why.into())
-        })
+        })?;
+        Ok(MetaGuard { group, _rank: rank })
     }
 
     /// Run `f` as one metadata operation: its steps under `meta`, then,

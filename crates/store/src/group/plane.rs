@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 use cairn_format::extent_map::FileLayout;
 use cairn_format::group::Extent;
 use cairn_io::poison::{recover, Recover, RecoverRw};
+
+use crate::lock_order::{self, Rank};
 use rustc_hash::FxHashMap;
 
 /// Extents per snapshot chunk: a change to one extent copies its chunk, not
@@ -371,15 +373,18 @@ impl DataPlane {
 
     /// The file's current snapshot.
     pub fn file(&self, number: u32) -> Option<Arc<FileSnapshot>> {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's files");
         self.files.read_or_recover().get(&number).cloned()
     }
 
     pub fn disks(&self) -> Arc<DiskView> {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's disk view");
         self.disks.read_or_recover().clone()
     }
 
     /// Publish (or, with `None`, withdraw) a file's snapshot. Metadata plane only.
     pub(super) fn publish_file(&self, number: u32, snapshot: Option<FileSnapshot>) {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's files");
         let mut files = self.files.write_or_recover();
         match snapshot {
             Some(s) => {
@@ -394,6 +399,7 @@ impl DataPlane {
 
     /// Withdraw every file (a remount of the metadata after a failed commit).
     pub(super) fn clear_files(&self) {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's files");
         let mut files = self.files.write_or_recover();
         files.clear();
         self.generation.fetch_add(1, Ordering::SeqCst);
@@ -408,6 +414,7 @@ impl DataPlane {
         devices: Vec<Option<cairn_io::DeviceId>>,
         names: Vec<String>,
     ) {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's disk view");
         let mut disks = self.disks.write_or_recover();
         if disks.online == online
             && disks.writable == writable
@@ -431,6 +438,7 @@ impl DataPlane {
 
     /// Stop the data plane: every operation from now on fails with `why`.
     pub(super) fn stop(&self, why: &str) {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's stop reason");
         self.stop_reason
             .lock_or_recover()
             .get_or_insert_with(|| why.to_string());
@@ -447,6 +455,7 @@ impl DataPlane {
         if !self.stopped.load(Ordering::SeqCst) {
             return None;
         }
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's stop reason");
         self.stop_reason.lock_or_recover().clone()
     }
 
@@ -467,12 +476,14 @@ impl DataPlane {
     /// A new guard slot for a data handle.
     pub fn guard_slot(&self) -> Arc<GuardSlot> {
         let slot = Arc::new(GuardSlot(AtomicU64::new(IDLE)));
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's guard slots");
         self.guards.lock_or_recover().push(slot.clone());
         slot
     }
 
     /// Forget a handle's slot (the handle is dropped).
     pub fn drop_guard_slot(&self, slot: &Arc<GuardSlot>) {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's guard slots");
         self.guards
             .lock_or_recover()
             .retain(|s| !Arc::ptr_eq(s, slot));
@@ -482,6 +493,7 @@ impl DataPlane {
     /// when none runs: AUs tagged with an epoch at or below it are free of
     /// readers.
     pub fn oldest_running(&self) -> u64 {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's guard slots");
         self.guards
             .lock_or_recover()
             .iter()
@@ -541,6 +553,7 @@ impl DataPlane {
         // Counted before the slots are read again: an operation that ends
         // after our read sees the count and wakes us (both sides SeqCst).
         DRAINERS.fetch_add(1, Ordering::SeqCst);
+        let _drain = lock_order::take(Rank::Drain, "DRAIN");
         let mut lock = DRAIN.lock_or_recover();
         let drained = loop {
             if self.oldest_running() >= epoch {
@@ -581,10 +594,12 @@ impl DataPlane {
     /// key named twice is taken once, exclusive if either asks it. Held
     /// until the guard drops.
     pub fn latch(self: &Arc<Self>, mut keys: Vec<(LatchKey, bool)>) -> LatchGuard {
+        let rank = lock_order::take(Rank::Latch, "an extent latch");
         keys.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         keys.dedup_by_key(|k| k.0);
         for (key, exclusive) in &keys {
             let shard = self.shard(key);
+            let _leaf = lock_order::take(Rank::Leaf, "a latch shard");
             let mut held = shard.held.lock_or_recover();
             let mut queued = false;
             let mut waited = false;
@@ -628,6 +643,7 @@ impl DataPlane {
         LatchGuard {
             plane: self.clone(),
             keys,
+            _rank: rank,
         }
     }
 
@@ -640,9 +656,11 @@ impl DataPlane {
         let mut taken = LatchGuard {
             plane: self.clone(),
             keys: Vec::with_capacity(keys.len()),
+            _rank: lock_order::note(Rank::Latch, "an extent latch"),
         };
         for (key, exclusive) in keys {
             let shard = self.shard(&key);
+            let _leaf = lock_order::take(Rank::Leaf, "a latch shard");
             let mut held = shard.held.lock_or_recover();
             let state = held.entry(key).or_default();
             if !state.admits(exclusive) {
@@ -668,6 +686,9 @@ pub struct LatchGuard {
     plane: Arc<DataPlane>,
     /// Each key, and whether it is held exclusively.
     keys: Vec<(LatchKey, bool)>,
+    /// The latch rank this thread holds while the guard lives (dropped
+    /// after `drop` let go of the keys, as fields are).
+    _rank: lock_order::Held,
 }
 
 impl LatchGuard {
@@ -681,6 +702,7 @@ impl Drop for LatchGuard {
     fn drop(&mut self) {
         for (key, exclusive) in &self.keys {
             let shard = self.plane.shard(key);
+            let _leaf = lock_order::take(Rank::Leaf, "a latch shard");
             let mut held = shard.held.lock_or_recover();
             let (mut gone, mut wake) = (false, false);
             if let Some(state) = held.get_mut(key) {
@@ -851,6 +873,7 @@ fn slot_start(slot: &AtomicU64, plane: &DataPlane) -> u64 {
 fn slot_move_on(slot: &AtomicU64, value: u64) {
     slot.store(value, Ordering::SeqCst);
     if DRAINERS.load(Ordering::SeqCst) > 0 {
+        let _drain = lock_order::take(Rank::Drain, "DRAIN");
         let _lock = DRAIN.lock_or_recover();
         DRAINED.notify_all();
     }
