@@ -1,7 +1,8 @@
-//! The I/O shell of the reports: reading `result.json` files (and AWR reports
-//! to compare) and writing a run's report files. Everything it reads or
-//! writes is decoded or rendered by the pure functions of [`crate::report`]
-//! and [`crate::oltp::report`]; this module only moves bytes.
+//! The I/O shell of the reports: reading `result.json` files and writing a
+//! run's report files. Everything it reads or writes is decoded or rendered by
+//! the pure functions of [`crate::report`] (or of the product whose files
+//! they are: the OLTP emulation writes its own through [`write_files`]); this
+//! module only moves bytes.
 //!
 //! A run's files are replaced atomically: each is written under a temporary
 //! name in the same directory, synced, then renamed over the final name, and
@@ -13,9 +14,7 @@ use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use crate::oltp::report::oltp_report_files;
-use crate::oltp::result::OltpResult;
-use crate::report::{self, AnyResult, Comparison};
+use crate::report;
 use crate::result::BenchResult;
 
 /// Bytes read from the start of a file to tell JSON from a report.
@@ -25,34 +24,7 @@ const JSON_SNIFF_BYTES: usize = 256;
 /// of a schema version this build understands ([`report::result_from_json`]).
 /// Errors are one line, naming the file and what to do.
 pub fn load_result(path: &Path) -> Result<BenchResult, String> {
-    report::result_from_json(&read(path)?, &path.display().to_string())
-}
-
-/// Read a `result.json` of either kind ([`report::any_from_json`]).
-pub fn load_any(path: &Path) -> Result<AnyResult, String> {
-    report::any_from_json(&read(path)?, &path.display().to_string())
-}
-
-/// Read the `result.json` of an OLTP run ([`report::oltp_from_json`]).
-pub fn load_oltp(path: &Path) -> Result<OltpResult, String> {
-    report::oltp_from_json(&read(path)?, &path.display().to_string())
-}
-
-/// Compare two files: two AWR or Statspack reports (anything but a
-/// `result.json`) on the figures the reports hold, else two results of the
-/// same kind ([`report::compare_any`]).
-pub fn compare_files(a: &Path, b: &Path) -> Result<Comparison, String> {
-    if !is_json(a) && !is_json(b) {
-        let ra = crate::awr::read::parse_file(a).map_err(|e| e.to_string())?;
-        let rb = crate::awr::read::parse_file(b).map_err(|e| e.to_string())?;
-        return Ok(crate::awr::compare::compare_awr(&ra, &rb));
-    }
-    let (ra, rb) = (load_any(a)?, load_any(b)?);
-    report::compare_any(
-        &ra,
-        &rb,
-        (&a.display().to_string(), &b.display().to_string()),
-    )
+    report::result_from_json(&read_text(path)?, &path.display().to_string())
 }
 
 /// Write a workload run's `result.json` (pretty), `summary.txt` and
@@ -61,19 +33,14 @@ pub fn write_reports(dir: &Path, result: &BenchResult) -> io::Result<()> {
     write_files(dir, &report::report_files(result).map_err(invalid)?)
 }
 
-/// Write an OLTP run's `result.json` (pretty), `awr.txt` and `report.html`
-/// into `dir` (created if missing), each atomically, as the workload reports
-/// are written.
-pub fn write_oltp_reports(dir: &Path, r: &OltpResult) -> io::Result<()> {
-    write_files(dir, &oltp_report_files(r).map_err(invalid)?)
-}
-
-fn read(path: &Path) -> Result<String, String> {
+/// The text of the file at `path`; the error is one line naming it.
+pub fn read_text(path: &Path) -> Result<String, String> {
     fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-/// Whether `path` holds JSON (a result), by its first non-blank byte.
-fn is_json(path: &Path) -> bool {
+/// Whether `path` holds JSON (a result rather than, say, an AWR report), by
+/// its first non-blank byte; a file that cannot be read holds none.
+pub fn holds_json(path: &Path) -> bool {
     let mut head = [0u8; JSON_SNIFF_BYTES];
     let n = File::open(path)
         .and_then(|mut f| f.read(&mut head))
@@ -87,7 +54,7 @@ fn invalid(message: String) -> io::Error {
 
 /// Write each `(name, contents)` into `dir` (created if missing) atomically,
 /// then sync the directory.
-fn write_files(dir: &Path, files: &[(&str, String)]) -> io::Result<()> {
+pub fn write_files(dir: &Path, files: &[(&str, String)]) -> io::Result<()> {
     fs::create_dir_all(dir).map_err(|e| with_path(e, dir))?;
     for (name, contents) in files {
         write_atomically(dir, name, contents.as_bytes())?;

@@ -24,8 +24,6 @@
 //!   requests: 1,800.0 per core-second, 2,076.9 per DB CPU second.
 #![allow(clippy::unwrap_used)]
 
-mod report_fixture;
-
 use std::fs::{self, File};
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -38,6 +36,7 @@ use cairn_bench::oltp::layout::Shape;
 use cairn_bench::oltp::report::{
     awr_info_line, awr_text, compare_oltp, load_text, oltp_html, verify_text,
 };
+use cairn_bench::oltp::report_file::{load_oltp, write_oltp_reports};
 use cairn_bench::oltp::result::{
     ConfRecord, CrossCheck, EventRecord, IntervalEvent, OltpInterval, OltpResult, Settings,
     StatValue, Totals, INTERVAL_BUCKETS_US, OLTP_SCHEMA, OLTP_SCHEMA_VERSION,
@@ -45,8 +44,7 @@ use cairn_bench::oltp::result::{
 use cairn_bench::oltp::stats::{Event, Stat};
 use cairn_bench::report::chart::{palette, Rgb};
 use cairn_bench::report::compare::Verdict;
-use cairn_bench::report::{compare_text, AnyResult};
-use cairn_bench::report_file::{compare_files, load_any, write_oltp_reports};
+use cairn_bench::report::compare_text;
 use cairn_bench::result::{
     CpuInterval, CpuSummary, DeviceStats, Environment, ErrorSummary, TargetInfo, ToolInfo,
 };
@@ -770,7 +768,7 @@ fn an_early_end_and_errors_are_loud() {
 }
 
 #[test]
-fn written_reports_round_trip_through_load_any() {
+fn written_reports_round_trip_through_load_oltp() {
     let dir = tempfile::tempdir().unwrap();
     let r = sample();
     write_oltp_reports(dir.path(), &r).unwrap();
@@ -780,10 +778,8 @@ fn written_reports_round_trip_through_load_any() {
         .collect();
     names.sort();
     assert_eq!(names, ["awr.txt", "report.html", "result.json"]);
-    match load_any(&dir.path().join("result.json")).unwrap() {
-        AnyResult::Oltp(back) => assert!(*back == r, "result.json does not read back whole"),
-        AnyResult::Bench(_) => panic!("an OLTP result loaded as a bench result"),
-    }
+    let back = load_oltp(&dir.path().join("result.json")).unwrap();
+    assert!(back == r, "result.json does not read back whole");
     assert_eq!(
         fs::read_to_string(dir.path().join("awr.txt")).unwrap(),
         awr_text(&r)
@@ -869,44 +865,6 @@ fn compare_gives_the_posts_rows_with_their_change() {
     b.settings.engine = "sync".into();
     let c = compare_oltp(&a, &b);
     assert!(c.a_name.ends_with("[io_uring]") && c.b_name.ends_with("[sync]"));
-}
-
-#[test]
-fn compare_files_takes_two_of_a_kind_and_refuses_a_mix() {
-    let dir = tempfile::tempdir().unwrap();
-    let oltp_a = dir.path().join("a.json");
-    let oltp_b = dir.path().join("b.json");
-    let bench = dir.path().join("bench.json");
-    let other = dir.path().join("other.json");
-    let a = sample();
-    fs::write(&oltp_a, serde_json::to_string(&a).unwrap()).unwrap();
-    fs::write(
-        &oltp_b,
-        serde_json::to_string(&scaled(&a, 1.1, 0.9)).unwrap(),
-    )
-    .unwrap();
-    fs::write(
-        &bench,
-        serde_json::to_string(&report_fixture::sample_result()).unwrap(),
-    )
-    .unwrap();
-    fs::write(&other, "{\"schema\": \"something-else\"}").unwrap();
-
-    let c = compare_files(&oltp_a, &oltp_b).unwrap();
-    assert_eq!(c.sections[0].title, "Load Profile (per second)");
-    let c = compare_files(&bench, &bench).unwrap();
-    assert_ne!(c.sections[0].title, "Load Profile (per second)");
-    for (x, y) in [(&oltp_a, &bench), (&bench, &oltp_a)] {
-        let e = compare_files(x, y).unwrap_err();
-        assert!(
-            e.starts_with("cannot compare an OLTP run with a workload run"),
-            "{e}"
-        );
-        assert!(e.contains(&oltp_a.display().to_string()), "{e}");
-    }
-    let e = compare_files(&oltp_a, &other).unwrap_err();
-    assert!(e.contains("\"something-else\""), "{e}");
-    assert!(!e.contains('\n'));
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! `cairn bench run|quick` and `cairn report compare`: parse, open the targets,
-//! run, show live interval lines on a terminal, write the reports.
+//! `cairn bench run|quick`: parse, open the targets, run, show live interval
+//! lines on a terminal, write the reports.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -11,7 +11,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use cairn_bench::engine::{self, BenchOptions, EngineMaker, Observer};
 use cairn_bench::model::{Arrival, Plan, RunDef, XferSize};
 use cairn_bench::quick::{self, QuickArgs, QuickRw};
-use cairn_bench::report::{compare, live};
+use cairn_bench::report::live;
 use cairn_bench::report_file;
 use cairn_bench::result::{BenchResult, IntervalRecord, RunRecord};
 use cairn_bench::target::{self, TargetOptions};
@@ -124,21 +124,6 @@ pub(crate) fn discovery_for<'p>(
         return Ok(None);
     }
     Ok(Some(crate::discovery(discover.discover.as_deref())?))
-}
-
-#[derive(Subcommand)]
-pub(crate) enum ReportCommand {
-    /// Compare two runs side by side (result.json files, or the directories holding them), or two AWR or Statspack reports.
-    Compare {
-        a: PathBuf,
-        b: PathBuf,
-        /// Also write the comparison as one self-contained HTML file.
-        #[arg(long, value_name = "FILE")]
-        html: Option<PathBuf>,
-        /// Print the comparison as JSON.
-        #[arg(long)]
-        json: bool,
-    },
 }
 
 pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> {
@@ -449,33 +434,4 @@ pub(crate) fn clock() -> String {
         local % 3600 / 60,
         local % 60
     )
-}
-
-pub(crate) fn run_report(command: ReportCommand) -> Result<()> {
-    match command {
-        ReportCommand::Compare { a, b, html, json } => {
-            // A run's directory stands for the result.json in it.
-            let file = |p: &Path| {
-                if p.is_dir() {
-                    p.join("result.json")
-                } else {
-                    p.to_path_buf()
-                }
-            };
-            // Two workload runs, two OLTP runs, or two AWR or Statspack reports.
-            let mut comparison =
-                report_file::compare_files(&file(&a), &file(&b)).map_err(|e| anyhow!(e))?;
-            comparison.rename(&a.display().to_string(), &b.display().to_string());
-            if let Some(path) = html {
-                std::fs::write(&path, compare::compare_html(&comparison))
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&comparison)?);
-            } else {
-                print!("{}", compare::compare_text(&comparison));
-            }
-            Ok(())
-        }
-    }
 }

@@ -20,6 +20,7 @@ mod forward;
 mod group_cmd;
 mod oltp_cmd;
 mod render;
+mod report_cmd;
 mod serve_cmd;
 mod show;
 mod signals;
@@ -87,7 +88,7 @@ enum Noun {
     Bench(bench_cmd::BenchCommand),
     /// Reports of runs and AWR reports: compare two side by side.
     #[command(subcommand)]
-    Report(bench_cmd::ReportCommand),
+    Report(report_cmd::ReportCommand),
     /// AWR and Statspack reports: parse them, derive their I/O mix, replay it.
     #[command(subcommand)]
     Awr(awr_cmd::AwrCommand),
@@ -400,7 +401,7 @@ fn run(cli: Cli) -> Result<Outcome> {
         }
         Noun::Status { output } => carry_out(Request::Status, None, output.json, engine),
         Noun::Bench(command) => bench_cmd::run_bench(command, engine).map(|()| Outcome::Done),
-        Noun::Report(command) => bench_cmd::run_report(command).map(|()| Outcome::Done),
+        Noun::Report(command) => report_cmd::run_report(command).map(|()| Outcome::Done),
         Noun::Awr(command) => awr_cmd::run_awr(command, engine).map(|()| Outcome::Done),
         Noun::Serve(args) => serve_cmd::serve(engine, &host, &args),
         Noun::Device(DeviceCommand::Probe { paths, output }) => {

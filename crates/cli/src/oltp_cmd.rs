@@ -200,7 +200,7 @@ pub(crate) fn run_oltp(command: OltpCommand, engine: EngineArg) -> Result<()> {
                 }
             };
             let result = outcome.result;
-            cairn_bench::report_file::write_oltp_reports(&out, &result)
+            cairn_bench::oltp::report_file::write_oltp_reports(&out, &result)
                 .with_context(|| format!("cannot write the reports into {}", out.display()))?;
             if json {
                 let text = serde_json::to_string_pretty(&result)?;

@@ -17,6 +17,9 @@ use cairn_bench::oltp::layout::HEADER_BYTES;
 use cairn_io::test_support::prerequisite;
 use common::*;
 
+/// A workload run's `result.json` (the reports' golden file).
+const WORKLOAD_RESULT: &str = "../bench/tests/golden/result_v1.json";
+
 const CONF: &str = "UPDATE_PCT=30\nSCAN_PCT=5\nRUN_TIME=2\nSCALE=2000\nSCAN_TABLE_SZ=16\nWORK_UNIT=16\nTHREADS_PER_SCHEMA=2\nDATABASE_STATISTICS_TYPE=awr   # Oracle-only\nSYSDBA_PASSWD=\"x\"\n";
 
 struct Files {
@@ -188,6 +191,21 @@ fn setup_run_verify_and_compare_on_files() {
             cmp.stdout
         );
     }
+
+    // An OLTP run beside a workload run is refused, whichever comes first,
+    // naming the OLTP one; so is a JSON file of neither kind.
+    let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join(WORKLOAD_RESULT);
+    let oltp = out1.join("result.json");
+    for (a, b) in [(&oltp, &workload), (&workload, &oltp)] {
+        let run = cairn(s(f.dir.path()), &["report", "compare", s(a), s(b)])
+            .refused("cannot compare an OLTP run with a workload run");
+        let named = format!("{} is an OLTP result", oltp.display());
+        assert!(run.stderr.contains(&named), "{}", run.stderr);
+    }
+    let other = f.dir.path().join("other.json");
+    std::fs::write(&other, "{\"schema\": \"something-else\"}").unwrap();
+    cairn(s(f.dir.path()), &["report", "compare", s(&oltp), s(&other)])
+        .refused("\"something-else\"");
 }
 
 #[test]

@@ -468,7 +468,7 @@ fn mark_at(lines: &[Line], i: usize) -> Option<(Mark, usize)> {
 /// mark at all, so no report.
 fn locate(lines: &[Line]) -> Option<Located> {
     let first = lines.iter().position(|l| !l.text.trim().is_empty())?;
-    if lines[first].text.trim() == crate::oltp::report::AWR_TITLE {
+    if lines[first].text.trim() == crate::report::OLTP_AWR_TITLE {
         return Some(Located {
             lines: first..lines.len(),
             next: None,

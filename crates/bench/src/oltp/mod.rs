@@ -18,6 +18,7 @@ pub mod dbwr;
 pub mod layout;
 pub mod redo;
 pub mod report;
+pub mod report_file;
 pub mod result;
 pub mod run;
 pub mod session;

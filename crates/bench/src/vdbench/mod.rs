@@ -84,8 +84,8 @@ pub fn parse_str(
             column: 1,
             message: format!(
                 "variable `{}` was given on the command line but the file never uses ${}; remove it or check its spelling",
-                value::clean(unused),
-                value::clean(unused)
+                clean(unused),
+                clean(unused)
             ),
         });
     }
@@ -144,3 +144,33 @@ impl Error {
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `text` safe to quote in a one-line message: control characters escaped and
+/// long text cut, so a message stays readable whatever the input.
+pub(crate) fn clean(text: &str) -> String {
+    const SHOWN_MAX: usize = 60;
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == SHOWN_MAX {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_escapes_and_cuts() {
+        assert_eq!(clean("a\nb"), "a\\nb");
+        assert_eq!(clean(&"x".repeat(100)).chars().count(), 61);
+    }
+}

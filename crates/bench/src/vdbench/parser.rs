@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use super::expand::{self, IorateSpec, RdSpec};
 use super::lexer::{Item, Line, Value};
-use super::value::{self, clean, fmt_num};
-use super::{Error, Pos, Result};
+use super::value::{self, fmt_num};
+use super::{clean, Error, Pos, Result};
 use crate::model::{
     Arrival, Band, General, OpenFlags, Rate, RunDef, SdDef, Seek, WdDef, XferSize, INTERVALS_MAX,
     INTERVAL_MIN, RATE_IOPS_MAX,

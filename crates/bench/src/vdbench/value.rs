@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::lexer::{Scalar, Value};
-use super::{Error, Pos, Result};
+use super::{clean, Error, Pos, Result};
 use crate::model::{Band, Bound, Seek};
 
 /// Values one list or range may expand into: `forthreads=(1-1000000)` is a
@@ -15,25 +15,6 @@ use crate::model::{Band, Bound, Seek};
 pub(crate) const LIST_VALUES_MAX: usize = 10_000;
 /// The longest time a duration may be: a run's longest (anything longer is a typo).
 pub(crate) const DURATION_MAX_SECS: f64 = crate::model::RUN_TIME_MAX.as_secs_f64();
-
-/// `text` safe to quote in a one-line message: control characters escaped and
-/// long text cut, so a message stays readable whatever the input.
-pub(crate) fn clean(text: &str) -> String {
-    const SHOWN_MAX: usize = 60;
-    let mut out = String::new();
-    for (i, c) in text.chars().enumerate() {
-        if i == SHOWN_MAX {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
 
 /// `digits[.digits]` as (all digits as an integer, digits after the point).
 fn decimal(text: &str) -> Option<(u128, u32)> {
@@ -683,11 +664,5 @@ mod tests {
         assert_eq!(format_size(1536), "1536");
         assert_eq!(format_size(768 << 10), "768k");
         assert_eq!(format_size(0), "0");
-    }
-
-    #[test]
-    fn clean_escapes_and_cuts() {
-        assert_eq!(clean("a\nb"), "a\\nb");
-        assert_eq!(clean(&"x".repeat(100)).chars().count(), 61);
     }
 }

@@ -14,7 +14,7 @@ use super::figures::{Figures, MB};
 use crate::oltp::result::{EventRecord, OltpResult};
 use crate::oltp::stats::{Event, Stat};
 use crate::report::document::{Align, Block, Table};
-use crate::report::units;
+use crate::report::{units, OLTP_AWR_TITLE};
 use crate::result::{Bucket, TargetInfo};
 
 /// A line of a table by direction: name, read+write, read, write.
@@ -55,9 +55,6 @@ fn mins(s: f64) -> String {
 }
 
 /// Title, machine, window, configuration and targets.
-/// The first line of `awr.txt`; `cairn awr parse` knows the report by it.
-pub const AWR_TITLE: &str = "Cairn OLTP Report (AWR style)";
-
 pub(crate) fn header_blocks(r: &OltpResult) -> Vec<Block> {
     let env = &r.environment;
     let s = &r.settings;
@@ -223,7 +220,7 @@ pub(crate) fn header_blocks(r: &OltpResult) -> Vec<Block> {
         )
     };
     let mut blocks = vec![
-        Block::Title(AWR_TITLE.to_string()),
+        Block::Title(OLTP_AWR_TITLE.to_string()),
         Block::Fields(fields),
         Block::Heading("Targets".to_string()),
         Block::Table(t),

@@ -5,7 +5,7 @@
 //!
 //! Every renderer is a pure function of the [`OltpResult`]: a report can be
 //! rebuilt from `result.json` alone, long after the run. Nothing here does
-//! I/O: [`crate::report_file`] writes the files [`oltp_report_files`]
+//! I/O: [`super::report_file`] writes the files [`oltp_report_files`]
 //! renders. The text and HTML share one document model
 //! (`crate::report::document`) and one set of derived figures (the `figures`
 //! module), so they can never disagree on a number.
@@ -22,7 +22,6 @@
 //!   write requests.
 
 mod awr;
-pub use awr::AWR_TITLE;
 mod compare;
 mod dataset;
 mod figures;
@@ -85,7 +84,7 @@ pub fn compare_oltp(a: &OltpResult, b: &OltpResult) -> Comparison {
 
 /// The files of an OLTP run's directory, rendered: `result.json` (pretty),
 /// `awr.txt` and `report.html`, by name
-/// ([`crate::report_file::write_oltp_reports`] writes them).
+/// ([`super::report_file::write_oltp_reports`] writes them).
 pub fn oltp_report_files(r: &OltpResult) -> Result<Vec<(&'static str, String)>, String> {
     let json = serde_json::to_string_pretty(r)
         .map_err(|e| format!("cannot encode the OLTP result as JSON: {e}"))?;
