@@ -1,4 +1,8 @@
-//! A file in a Cairn disk group as a benchmark target: `lun=+DATA/bench/f1`.
+//! The test kit's targets as Cairn opens them ([`CairnTargets`], the kit's
+//! [`TargetOpener`]): Cairn's overwrite rules for devices and files
+//! (`cairn_store::admin`, the judgement `cairn disk label` makes), and a file
+//! in a Cairn disk group as a benchmark target: `lun=+DATA/bench/f1`. This is
+//! the one place the kit meets the store.
 //!
 //! The point of having the storage manager and the test kit in one tool:
 //! measure a database's files where Cairn keeps them, mirroring and striping
@@ -12,35 +16,148 @@
 //!    nothing: they read as zeros without I/O), any other extent never
 //!    written is zeroed, so every read reaches the disks;
 //! 3. each worker gets duplicates of the member disks' exclusive handles for
-//!    its own engine, and drives the file through the data plane's engine
-//!    ([`cairn_store::group::FileIo`]): reads to the primary copy with
+//!    its own engine ([`MappedShare`]), and drives the file through the data
+//!    plane's engine ([`cairn_store::group::FileIo`], which wraps the
+//!    worker's engine once, when it is made): reads to the primary copy with
 //!    fallback, writes to every copy, a failed disk taken offline by the
 //!    metadata plane — the rules every other caller of the group follows.
 //!
 //! When the last target of a group goes, the group is dismounted (every
 //! write made durable, the journal checkpointed) and its lock let go.
 
+use std::any::Any;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use cairn_io::host::Host;
 use cairn_io::poison::{recover, Recover};
-use cairn_io::{DeviceFile, EngineKind, Geometry};
+use cairn_io::{DeviceFile, EngineKind, FileEngine, Geometry, IoEngine};
 use cairn_store::discovery::DiscoveryString;
-use cairn_store::group::{CreateOptions, DataHandle, Group, GroupError, LiveGroup, MissingDisks};
+use cairn_store::group::{
+    CreateOptions, DataHandle, FileIo, Group, GroupError, LiveGroup, Mapping, MissingDisks,
+};
 use cairn_store::group_admin::{self, LiveMounted};
 use cairn_store::group_lock::{self, GroupLock};
-use cairn_store::names::GroupPath;
+use cairn_store::names::{self, GroupPath};
 use cairn_store::placement::{Striping, FINE_STRIPE_BYTES};
 
 use crate::model::SdDef;
 use crate::pattern::DataPattern;
+use crate::result::TargetInfo;
+use crate::target::{
+    MappedOpen, MappedShare, MappedTarget, OpenerError, TargetOpener, WorkerDevice, WrapEngine,
+};
 
 /// Requests the metadata plane's engine may have in flight.
 const MOUNT_DEPTH: usize = 64;
 /// Bytes written through the group per request while filling a new file.
 const FILL_CHUNK_BYTES: u64 = 4 << 20;
+
+/// Cairn's [`TargetOpener`]: devices and files under Cairn's overwrite rules,
+/// and `+GROUP/...` luns as files of the groups `discovery` finds.
+pub struct CairnTargets {
+    /// Where the disks of `+GROUP/...` luns are looked for (`--discover`).
+    discovery: Option<DiscoveryString>,
+}
+
+impl CairnTargets {
+    pub const fn new(discovery: Option<DiscoveryString>) -> Self {
+        Self { discovery }
+    }
+}
+
+impl TargetOpener for CairnTargets {
+    fn open_for_overwrite(
+        &self,
+        host: &Host,
+        path: &Path,
+        force: bool,
+    ) -> Result<DeviceFile, OpenerError> {
+        cairn_store::admin::open_for_overwrite(host, path, force).map_err(OpenerError::from)
+    }
+
+    fn maps(&self, lun: &Path) -> bool {
+        lun.to_str().is_some_and(names::is_group_path)
+    }
+
+    /// A group at a time, in the order of their names; every lun's path is
+    /// checked before any group is mounted.
+    fn open_mapped(
+        &self,
+        sds: &[&SdDef],
+        open: &mut MappedOpen<'_>,
+    ) -> Result<Vec<Arc<dyn MappedTarget>>, OpenerError> {
+        let mut by_group: BTreeMap<String, Vec<(usize, &SdDef, GroupPath)>> = BTreeMap::new();
+        for (i, sd) in sds.iter().enumerate() {
+            let path = group_path(sd)?;
+            by_group
+                .entry(path.group.as_str().to_string())
+                .or_default()
+                .push((i, sd, path));
+        }
+        let mut out: Vec<Option<Arc<dyn MappedTarget>>> = vec![None; sds.len()];
+        let mut created: Vec<GroupPath> = Vec::new();
+        for group_sds in by_group.values() {
+            let opened = match &self.discovery {
+                None => {
+                    let (_, sd, _) = &group_sds[0];
+                    Err(GroupTargetError::NoDiscovery {
+                        sd: sd.name.clone(),
+                        path: sd.lun.clone(),
+                    })
+                }
+                Some(discovery) => {
+                    let named: Vec<(&SdDef, GroupPath)> = group_sds
+                        .iter()
+                        .map(|(_, sd, p)| (*sd, p.clone()))
+                        .collect();
+                    open_group_files(&named, discovery, open)
+                }
+            };
+            let files = match opened {
+                Ok(files) => files,
+                Err(error) => {
+                    // Leave nothing behind that this call made: the groups
+                    // opened so far go first, then their new files.
+                    drop(out);
+                    let names: Vec<String> = created.iter().map(|p| p.to_string()).collect();
+                    return match self.remove_created(open.host, open.engine, &names) {
+                        Ok(()) => Err(error.into()),
+                        Err(left) => Err(format!("{error}; {left}").into()),
+                    };
+                }
+            };
+            for ((i, _, _), file) in group_sds.iter().zip(files) {
+                if file.created && !created.contains(&file.path) {
+                    created.push(file.path.clone());
+                }
+                out[*i] = Some(file);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|t| t.expect("invariant: every sd is in one group, and every group was opened"))
+            .collect())
+    }
+
+    fn remove_created(
+        &self,
+        host: &Host,
+        engine: EngineKind,
+        names: &[String],
+    ) -> Result<(), String> {
+        let Some(discovery) = &self.discovery else {
+            // Nothing was opened without one.
+            return Ok(());
+        };
+        let paths: Vec<GroupPath> = names
+            .iter()
+            .filter_map(|name| GroupPath::parse_file(name).ok())
+            .collect();
+        remove_created(host, discovery, engine, &paths)
+    }
+}
 
 /// A group mounted live for a run: dismounted, and its lock let go, when the
 /// last of its files' targets is dropped.
@@ -102,46 +219,173 @@ pub struct GroupFileTarget {
     pub mount_engine: &'static str,
 }
 
-/// What opening group files needs besides the sds.
-pub struct GroupOpen<'a> {
-    pub host: &'a Host,
-    pub discovery: &'a DiscoveryString,
-    /// Whether the plan reads (a new file is then filled with data).
-    pub reads: bool,
-    /// Whether the plan writes: an existing file is then overwritten, which
-    /// only `force` allows (a group file may be a database's datafile).
-    pub writes: bool,
-    pub force: bool,
-    /// (bytes done, bytes total) while filling; false stops (interrupted).
-    pub fill_progress: &'a mut dyn FnMut(u64, u64) -> bool,
-    /// The engine of the mount (metadata, the fill), as `--engine` asks.
-    pub engine: EngineKind,
+impl MappedTarget for GroupFileTarget {
+    fn name(&self) -> String {
+        self.path.to_string()
+    }
+
+    fn created(&self) -> bool {
+        self.created
+    }
+
+    fn engine(&self) -> EngineKind {
+        self.engine
+    }
+
+    fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    fn info(&self, sd: &str, start_bytes: u64, end_bytes: u64, created: bool) -> TargetInfo {
+        let geometry = &self.geometry;
+        TargetInfo {
+            sd: sd.to_string(),
+            path: String::new(),
+            kind: format!(
+                "cairn group file ({} redundancy, {} disk{})",
+                self.redundancy.to_ascii_lowercase(),
+                self.members.len(),
+                if self.members.len() == 1 { "" } else { "s" }
+            ),
+            size_bytes: geometry.size_bytes,
+            start_bytes,
+            end_bytes,
+            logical_sector_bytes: geometry.logical_sector_bytes,
+            physical_sector_bytes: geometry.physical_sector_bytes,
+            sector_format: geometry.sector_format(),
+            max_transfer_bytes: geometry.max_transfer_bytes,
+            optimal_io_bytes: 0,
+            rotational: None,
+            discard: false,
+            devices: Vec::new(),
+            created,
+            mount_engine: Some(self.mount_engine.to_string()),
+        }
+    }
+
+    fn device_paths(&self) -> Vec<PathBuf> {
+        self.members.iter().map(|(_, p, _)| p.clone()).collect()
+    }
+
+    fn share(&self) -> std::io::Result<Box<dyn MappedShare>> {
+        Ok(Box::new(GroupFileShare {
+            copies: self.copies,
+            stripe_unit_bytes: self.stripe_unit_bytes,
+            group: self.group.clone(),
+            number: self.number,
+            geometry: self.geometry.clone(),
+            members: self
+                .members
+                .iter()
+                .map(|(disk, _, d)| Ok((*disk, d.try_clone()?)))
+                .collect::<std::io::Result<_>>()?,
+        }))
+    }
+}
+
+/// A worker's own handles on a group file: the member disks, each a device
+/// of the worker's engine, under one [`FileIo`] that is the worker's engine.
+struct GroupFileShare {
+    copies: usize,
+    stripe_unit_bytes: u64,
+    /// The group (mounted live for the run).
+    group: Arc<RunGroup>,
+    number: u32,
+    geometry: Geometry,
+    /// Member disk number and the worker's own handle on it.
+    members: Vec<(u16, DeviceFile)>,
+}
+
+impl MappedShare for GroupFileShare {
+    fn fan_out(&self, max_len: u64) -> usize {
+        FileIo::fan_out(
+            self.copies,
+            self.members.len(),
+            self.stripe_unit_bytes,
+            max_len,
+        )
+    }
+
+    fn attach(
+        self: Box<Self>,
+        engine: &mut dyn FileEngine,
+    ) -> Result<(Box<dyn Any>, WrapEngine), String> {
+        let group = self
+            .group
+            .live()
+            .ok_or_else(|| "the group was dismounted before the run".to_string())?;
+        let mapping = Mapping::GroupFile {
+            group,
+            number: self.number,
+            disks: self
+                .members
+                .into_iter()
+                .map(|(disk, device)| (disk, engine.attach(device)))
+                .collect(),
+            geometry: self.geometry,
+        };
+        Ok((Box::new(mapping), file_io))
+    }
+}
+
+/// A worker's engine over its sds when a group file is among them: the
+/// data plane's [`FileIo`] over the worker's engine, once per worker (no
+/// cost per I/O beyond FileIo's own).
+fn file_io(
+    engine: Box<dyn IoEngine>,
+    devices: Vec<WorkerDevice>,
+    depth: usize,
+) -> Result<Box<dyn IoEngine>, String> {
+    let mappings = devices
+        .into_iter()
+        .map(|d| match d {
+            WorkerDevice::Direct(id) => Ok(Mapping::Direct(id)),
+            WorkerDevice::Mapped(attached) => attached
+                .downcast::<Mapping>()
+                .map(|m| *m)
+                .map_err(|_| {
+                    "an sd mapped by another opener shares this worker's engine; run it in a bench of its own".to_string()
+                }),
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Box::new(FileIo::new(engine, mappings, depth)))
 }
 
 /// Why a group file could not be opened: one line, with what to do.
 #[derive(Debug, thiserror::Error)]
-#[error("sd={sd}: {path}: {message}")]
-pub struct GroupTargetError {
-    pub sd: String,
-    pub path: String,
-    pub message: String,
+pub enum GroupTargetError {
+    #[error("sd={sd}: {path}: {message}")]
+    Failed {
+        sd: String,
+        path: String,
+        message: String,
+    },
+    #[error("sd={sd}: {} is a Cairn group file, and no discovery string was given to find its group; give --discover", path.display())]
+    NoDiscovery { sd: String, path: PathBuf },
 }
 
-/// The lun as a group path, if it names one (`+GROUP/...`).
-pub fn group_path(sd: &SdDef) -> Option<Result<GroupPath, GroupTargetError>> {
-    let text = sd.lun.to_str()?;
-    if !text.starts_with('+') {
-        return None;
-    }
-    Some(GroupPath::parse_file(text).map_err(|e| GroupTargetError {
+/// The lun as a group path (`+GROUP/...`, the opener [maps](TargetOpener::maps) it).
+fn group_path(sd: &SdDef) -> Result<GroupPath, GroupTargetError> {
+    let text = sd.lun.to_string_lossy();
+    GroupPath::parse_file(&text).map_err(|e| GroupTargetError::Failed {
         sd: sd.name.clone(),
         path: text.to_string(),
         message: format!("{e}"),
-    }))
+    })
+}
+
+impl GroupTargetError {
+    /// The error, and what a failed clean-up left behind.
+    fn add_leftover(&mut self, left: &str) {
+        match self {
+            GroupTargetError::Failed { message, .. } => *message = format!("{message}; {left}"),
+            GroupTargetError::NoDiscovery { .. } => {}
+        }
+    }
 }
 
 fn fail(sd: &SdDef, path: &GroupPath, message: String) -> GroupTargetError {
-    GroupTargetError {
+    GroupTargetError::Failed {
         sd: sd.name.clone(),
         path: path.to_string(),
         message,
@@ -150,9 +394,10 @@ fn fail(sd: &SdDef, path: &GroupPath, message: String) -> GroupTargetError {
 
 /// Open the files `sds` name in one group (all `+GROUP/...` of the same
 /// group), in order; sds naming the same file share it.
-pub fn open_group_files(
+fn open_group_files(
     sds: &[(&SdDef, GroupPath)],
-    open: &mut GroupOpen<'_>,
+    discovery: &DiscoveryString,
+    open: &mut MappedOpen<'_>,
 ) -> Result<Vec<Arc<GroupFileTarget>>, GroupTargetError> {
     let Some((first_sd, first_path)) = sds.first() else {
         return Ok(Vec::new());
@@ -165,7 +410,7 @@ pub fn open_group_files(
         ..
     } = group_admin::mount_live(
         open.host,
-        open.discovery,
+        discovery,
         first_path.group.as_str(),
         &group_lock::run_dir(),
         // A member discovery misses is not lost: refuse, changing nothing.
@@ -217,8 +462,8 @@ pub fn open_group_files(
             // first); say what is left if that fails.
             drop(lock);
             drop(members);
-            if let Err(left) = remove_created(open.host, open.discovery, open.engine, &created) {
-                e.message = format!("{}; {left}", e.message);
+            if let Err(left) = remove_created(open.host, discovery, open.engine, &created) {
+                e.add_leftover(&left);
             }
         }
         return Err(e);
@@ -247,8 +492,8 @@ pub fn open_group_files(
             // call made are removed.
             drop(run);
             drop(members);
-            if let Err(left) = remove_created(open.host, open.discovery, open.engine, &created) {
-                e.message = format!("{}; {left}", e.message);
+            if let Err(left) = remove_created(open.host, discovery, open.engine, &created) {
+                e.add_leftover(&left);
             }
             Err(e)
         }
@@ -342,7 +587,7 @@ fn hand_out(
 fn check_before_any_write(
     group: &Group<'_>,
     sds: &[(&SdDef, GroupPath)],
-    open: &GroupOpen<'_>,
+    open: &MappedOpen<'_>,
 ) -> Result<(), GroupTargetError> {
     // Names are case-blind: one key per file, however it is spelled.
     let key = |p: &GroupPath| p.to_string().to_ascii_lowercase();
@@ -395,7 +640,7 @@ fn prepare(
     handle: &mut DataHandle,
     sd: &SdDef,
     path: &GroupPath,
-    open: &mut GroupOpen<'_>,
+    open: &mut MappedOpen<'_>,
     created: &mut Vec<GroupPath>,
 ) -> Result<Prepared, String> {
     let meta_err = |e: GroupError| format!("{e}");
@@ -481,7 +726,7 @@ fn fill(
 /// Remove group files a refused run created: mount the group again (after
 /// every handle and the lock of the run are dropped) and remove them. Goes on
 /// past a failure; the error names what is left and how to remove it.
-pub fn remove_created(
+fn remove_created(
     host: &Host,
     discovery: &DiscoveryString,
     engine_kind: EngineKind,

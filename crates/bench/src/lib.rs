@@ -3,8 +3,10 @@
 //! - [`model`]: what runs — storage, workload and run definitions, resolved.
 //! - [`vdbench`]: vdbench parameter files into a [`model::Plan`] (file:line:column errors).
 //! - [`quick`]: the same from plain command-line flags.
-//! - [`target`]: opening sds, creating missing files, refusing devices that hold data.
-//! - [`group_target`]: a file in a Cairn disk group as an sd, through the group's data plane.
+//! - [`target`]: opening sds, creating missing files; the [`target::TargetOpener`] the
+//!   caller gives decides what may be overwritten and opens the luns it maps.
+//! - [`group_target`]: Cairn's opener: its overwrite rules, and a file in a Cairn disk
+//!   group as an sd, through the group's data plane (the kit's one use of `cairn_store`).
 //! - [`pattern`]: write data with a requested compression and dedupe ratio; validation stamps.
 //! - [`engine`]: worker threads driving io_uring rings (or synchronous threads),
 //!   closed loop and open loop without coordinated omission.

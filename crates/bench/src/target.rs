@@ -3,8 +3,9 @@
 //! - A plan that writes opens every target exclusively and refuses one that is
 //!   in use (mounted, held by LVM/md/device-mapper, a swap area) and — unless
 //!   `--force` — one that carries a Cairn label, an Oracle ASM header, a
-//!   filesystem, LVM, md, a partition table or any other owner's signature
-//!   (the same judgement `cairn disk label` makes, in `cairn_store::admin`).
+//!   filesystem, LVM, md, a partition table or any other owner's signature.
+//!   That judgement is the storage manager's, not the kit's: the caller's
+//!   [`TargetOpener`] makes it (Cairn's is the one `cairn disk label` makes).
 //! - A plan that only reads opens shared and read-only: reading harms nothing.
 //! - A file that does not exist is created at its `size=`, sparse; if the plan
 //!   reads, it is first filled with data, because reading a hole measures the
@@ -12,28 +13,150 @@
 //!   never created: a missing device is a typo, not a request.
 //! - Two sds naming the same lun share one open (a block device can be claimed
 //!   exclusively only once).
-//! - A lun `+GROUP/path` is a file in a Cairn disk group, found by discovery
-//!   ([`crate::group_target`]): created at its `size=` if missing, its group
-//!   held locked for the run, its I/O done straight to the member disks.
-//!   Writing to one that exists needs `--force`. Even a plan that only reads
-//!   mounts the group and zeroes the file's never-written extents (its
-//!   metadata changes, its contents do not).
+//! - A lun the opener [maps](TargetOpener::maps) (Cairn's: `+GROUP/path`, a
+//!   file in a disk group) is opened by the opener, and is a
+//!   [`MappedTarget`]: the kit sees its geometry, and each worker's engine is
+//!   made by what the target attaches ([`MappedShare`]), so the engine knows
+//!   nothing of what lies under it.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_io::host::Host;
 use cairn_io::probe::DeviceKind;
-use cairn_io::{AlignedBuf, DeviceFile, EngineKind, Geometry, Op, OpenMode, Request};
-use cairn_store::discovery::DiscoveryString;
-use cairn_store::names::GroupPath;
+use cairn_io::{
+    AlignedBuf, DeviceFile, DeviceId, EngineKind, FileEngine, Geometry, IoEngine, Op, OpenMode,
+    Request,
+};
 
-use crate::group_target::{self, GroupFileTarget, GroupOpen, GroupTargetError};
 use crate::model::{Band, Bound, Plan, SdDef};
 use crate::pattern::DataPattern;
 use crate::result::TargetInfo;
+
+/// An error an opener gives: shown as it is, after the sd it concerns.
+pub type OpenerError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the kit asks of the storage manager it runs beside: whether a device
+/// may be overwritten, and the luns that are not paths of devices or files.
+/// The caller gives it (Cairn's, over its overwrite rules and disk groups, is
+/// `group_target::CairnTargets`); the kit never decides either itself.
+pub trait TargetOpener {
+    /// Open `path` (a device or a file) to write data that is not its
+    /// owner's: exclusively, refusing one in use, and — unless `force` — one
+    /// that carries someone's data. The error says which and what to do.
+    fn open_for_overwrite(
+        &self,
+        host: &Host,
+        path: &Path,
+        force: bool,
+    ) -> Result<DeviceFile, OpenerError>;
+
+    /// Whether `lun` names a target this opener maps onto devices itself (a
+    /// file in a disk group), rather than a path the kit opens.
+    fn maps(&self, _lun: &Path) -> bool {
+        false
+    }
+
+    /// Open the sds whose luns it [maps](Self::maps), in order, one target
+    /// each (sds naming one target share it). On failure, what this call
+    /// made is gone again, or the error names what is left.
+    fn open_mapped(
+        &self,
+        sds: &[&SdDef],
+        _open: &mut MappedOpen<'_>,
+    ) -> Result<Vec<Arc<dyn MappedTarget>>, OpenerError> {
+        match sds.first() {
+            None => Ok(Vec::new()),
+            Some(sd) => Err(format!(
+                "sd={}: {}: no such device or file",
+                sd.name,
+                sd.lun.display()
+            )
+            .into()),
+        }
+    }
+
+    /// Remove mapped targets a refused run created ([`MappedTarget::name`]s),
+    /// once every target is dropped, opening with `engine` again. Goes on
+    /// past a failure; the error names what is left and how to remove it.
+    fn remove_created(
+        &self,
+        _host: &Host,
+        _engine: EngineKind,
+        _names: &[String],
+    ) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// What opening mapped targets needs besides the sds.
+pub struct MappedOpen<'a> {
+    pub host: &'a Host,
+    /// Whether the plan reads (a new target is then filled with data).
+    pub reads: bool,
+    /// Whether the plan writes: an existing target is then overwritten,
+    /// which only `force` allows.
+    pub writes: bool,
+    pub force: bool,
+    /// (bytes done, bytes total) while filling; false stops (interrupted).
+    pub fill_progress: &'a mut dyn FnMut(u64, u64) -> bool,
+    /// The engine of the work around the run (`--engine`).
+    pub engine: EngineKind,
+}
+
+/// An sd whose I/O its opener maps onto devices the kit does not see whole:
+/// a file in a Cairn disk group. Opened for the run, and shared by every
+/// worker that drives the sd.
+pub trait MappedTarget: std::fmt::Debug + Send + Sync {
+    /// The target as its opener names it (`+DATA/bench/f1`), one name however
+    /// the sds spell it: what [`TargetOpener::remove_created`] is given.
+    fn name(&self) -> String;
+    /// Made by this run's open.
+    fn created(&self) -> bool;
+    /// The engine kind it was opened with, as asked.
+    fn engine(&self) -> EngineKind;
+    /// The target as one device: its size, sector and largest transfer.
+    fn geometry(&self) -> &Geometry;
+    /// What the result records of it as sd `sd` used over `[start, end)`;
+    /// the caller sets `path` (the lun) and `devices`.
+    fn info(&self, sd: &str, start_bytes: u64, end_bytes: u64, created: bool) -> TargetInfo;
+    /// The paths whose block devices carry its I/O (for their statistics).
+    fn device_paths(&self) -> Vec<PathBuf>;
+    /// Handles of a worker's own on it.
+    fn share(&self) -> std::io::Result<Box<dyn MappedShare>>;
+}
+
+/// A worker's own handles on a mapped target, before its engine is made.
+pub trait MappedShare: Send {
+    /// Requests at the devices that one request of up to `max_len` bytes can
+    /// become: the worker's engine is made that much deeper.
+    fn fan_out(&self, max_len: u64) -> usize;
+    /// Attach the handles to the worker's engine. What comes back is handed,
+    /// with the worker's other sds, to the [`WrapEngine`] that comes with it.
+    fn attach(
+        self: Box<Self>,
+        engine: &mut dyn FileEngine,
+    ) -> Result<(Box<dyn Any>, WrapEngine), String>;
+}
+
+/// What a worker's engine drives for one sd: a device of the engine, or
+/// what a mapped target's share attached.
+pub enum WorkerDevice {
+    Direct(DeviceId),
+    Mapped(Box<dyn Any>),
+}
+
+/// Makes a worker's engine when some of its sds are mapped: `engine` (the
+/// worker's, every handle attached), its sds' devices in order, and the
+/// requests the worker keeps in flight. The engine made has device ids
+/// 0, 1, … in the sds' order. The opener of the mapped targets gives it, and
+/// takes back what its shares attached (a worker's mapped sds come from one
+/// opener).
+pub type WrapEngine =
+    fn(Box<dyn IoEngine>, Vec<WorkerDevice>, usize) -> Result<Box<dyn IoEngine>, String>;
 
 /// What an sd's I/O goes to.
 // A handful per run, never in an I/O path: boxing the device buys nothing.
@@ -42,22 +165,16 @@ use crate::result::TargetInfo;
 pub enum Backing {
     /// A block device or a file.
     Device(DeviceFile),
-    /// A file in a Cairn disk group, mapped onto its member disks.
-    GroupFile(Arc<GroupFileTarget>),
+    /// A target its opener maps onto devices (a file in a Cairn disk group).
+    Mapped(Arc<dyn MappedTarget>),
 }
 
 /// A worker's own handles on an sd's backing.
 // A handful per run, never in an I/O path: boxing the device buys nothing.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
 pub enum SdBacking {
     Device(DeviceFile),
-    GroupFile {
-        /// The file and its group (mounted live for the run).
-        file: Arc<GroupFileTarget>,
-        /// Member disk number and the worker's own handle on it.
-        members: Vec<(u16, DeviceFile)>,
-    },
+    Mapped(Box<dyn MappedShare>),
 }
 
 /// An sd, open, with the byte range its workloads use.
@@ -77,7 +194,7 @@ impl Target {
     pub fn geometry(&self) -> &Geometry {
         match &self.backing {
             Backing::Device(d) => d.geometry(),
-            Backing::GroupFile(g) => &g.geometry,
+            Backing::Mapped(m) => m.geometry(),
         }
     }
 
@@ -92,32 +209,7 @@ impl Target {
         let end = self.end_bytes + self.sd.offset_bytes;
         let mut info = match &self.backing {
             Backing::Device(device) => target_info(&self.sd.name, device, start, end, self.created),
-            Backing::GroupFile(g) => {
-                let geometry = &g.geometry;
-                TargetInfo {
-                    sd: self.sd.name.clone(),
-                    path: String::new(),
-                    kind: format!(
-                        "cairn group file ({} redundancy, {} disk{})",
-                        g.redundancy.to_ascii_lowercase(),
-                        g.members.len(),
-                        if g.members.len() == 1 { "" } else { "s" }
-                    ),
-                    size_bytes: geometry.size_bytes,
-                    start_bytes: start,
-                    end_bytes: end,
-                    logical_sector_bytes: geometry.logical_sector_bytes,
-                    physical_sector_bytes: geometry.physical_sector_bytes,
-                    sector_format: geometry.sector_format(),
-                    max_transfer_bytes: geometry.max_transfer_bytes,
-                    optimal_io_bytes: 0,
-                    rotational: None,
-                    discard: false,
-                    devices: Vec::new(),
-                    created: self.created,
-                    mount_engine: Some(g.mount_engine.to_string()),
-                }
-            }
+            Backing::Mapped(m) => m.info(&self.sd.name, start, end, self.created),
         };
         info.path = self.sd.lun.display().to_string();
         info
@@ -128,7 +220,7 @@ impl Target {
     pub fn device_paths(&self) -> Vec<PathBuf> {
         match &self.backing {
             Backing::Device(_) => vec![self.sd.lun.clone()],
-            Backing::GroupFile(g) => g.members.iter().map(|(_, p, _)| p.clone()).collect(),
+            Backing::Mapped(m) => m.device_paths(),
         }
     }
 
@@ -136,14 +228,7 @@ impl Target {
     pub fn share(&self) -> std::io::Result<SdBacking> {
         Ok(match &self.backing {
             Backing::Device(d) => SdBacking::Device(d.try_clone()?),
-            Backing::GroupFile(g) => SdBacking::GroupFile {
-                file: g.clone(),
-                members: g
-                    .members
-                    .iter()
-                    .map(|(disk, _, d)| Ok((*disk, d.try_clone()?)))
-                    .collect::<std::io::Result<_>>()?,
-            },
+            Backing::Mapped(m) => SdBacking::Mapped(m.share()?),
         })
     }
 }
@@ -207,10 +292,7 @@ pub enum TargetError {
         error: String,
     },
     #[error("sd={sd}: {error}")]
-    Open {
-        sd: String,
-        error: cairn_store::admin::AdminError,
-    },
+    Open { sd: String, error: OpenerError },
     #[error("sd={sd}: {}: size={size_bytes} is larger than the {device_bytes} bytes there; give a smaller size= or omit it", path.display())]
     TooSmall {
         sd: String,
@@ -229,27 +311,26 @@ pub enum TargetError {
     #[error("sd={sd}: {message}")]
     Range { sd: String, message: String },
     #[error("{0}")]
-    Group(#[from] GroupTargetError),
+    Mapped(OpenerError),
     #[error("{error}; {left}")]
     Leftover {
         error: Box<TargetError>,
         left: String,
     },
-    #[error("sd={sd}: {} is a Cairn group file, and no discovery string was given to find its group; give --discover", path.display())]
-    NoDiscovery { sd: String, path: PathBuf },
 }
 
 /// How targets are opened.
 pub struct TargetOptions<'a> {
     pub host: &'a Host,
+    /// Whether a device may be overwritten, and the luns that are not paths.
+    pub opener: &'a dyn TargetOpener,
     /// Overwrite a target that carries someone's data.
     pub force: bool,
     /// Called while a new file is filled: (bytes done, bytes total); returning
     /// false stops the fill (interrupted), and the new file is removed.
     pub fill_progress: &'a mut dyn FnMut(u64, u64) -> bool,
-    /// Where the disks of `+GROUP/...` luns are looked for.
-    pub discovery: Option<&'a DiscoveryString>,
-    /// The engine that mounts the group of a `+GROUP/...` lun (`--engine`).
+    /// The engine of the work around the run: filling a new file, opening a
+    /// mapped target (`--engine`).
     pub engine: EngineKind,
 }
 
@@ -259,45 +340,45 @@ pub struct TargetOptions<'a> {
 pub fn close_and_remove_created(
     targets: Vec<Target>,
     host: &Host,
-    discovery: Option<&DiscoveryString>,
+    opener: &dyn TargetOpener,
 ) -> Result<(), String> {
     let mut files: Vec<PathBuf> = Vec::new();
-    let mut group_files: Vec<GroupPath> = Vec::new();
-    // The engine the groups were mounted with mounts them again.
+    let mut mapped: Vec<String> = Vec::new();
+    // The engine the mapped targets were opened with opens them again.
     let mut engine = EngineKind::Auto;
     for t in targets.iter().filter(|t| t.created) {
         match &t.backing {
             Backing::Device(_) => files.push(t.sd.lun.clone()),
-            Backing::GroupFile(g) if !group_files.contains(&g.path) => {
-                engine = g.engine;
-                group_files.push(g.path.clone())
+            Backing::Mapped(m) => {
+                let name = m.name();
+                if !mapped.contains(&name) {
+                    engine = m.engine();
+                    mapped.push(name);
+                }
             }
-            Backing::GroupFile(_) => {}
         }
     }
-    // The group's lock and disks are released with the targets.
+    // A mapped target's hold on what lies under it goes with the targets.
     drop(targets);
-    remove_made(&files, &group_files, host, discovery, engine)
+    remove_made(&files, &mapped, host, opener, engine)
 }
 
-/// Remove the files and group files a refused run made; the error names the
-/// group files that could not be removed.
+/// Remove the files and mapped targets a refused run made; the error names
+/// the mapped targets that could not be removed.
 fn remove_made(
     files: &[PathBuf],
-    group_files: &[GroupPath],
+    mapped: &[String],
     host: &Host,
-    discovery: Option<&DiscoveryString>,
+    opener: &dyn TargetOpener,
     engine: EngineKind,
 ) -> Result<(), String> {
     for path in files {
         std::fs::remove_file(path).ok();
     }
-    match (discovery, group_files.is_empty()) {
-        (Some(discovery), false) => {
-            group_target::remove_created(host, discovery, engine, group_files)
-        }
-        _ => Ok(()),
+    if mapped.is_empty() {
+        return Ok(());
     }
+    opener.remove_created(host, engine, mapped)
 }
 
 /// Open every sd of the plan.
@@ -308,14 +389,14 @@ pub fn open_targets(
     let writes = plan.writes();
     let reads = plan_reads(plan);
     let mut created_files: Vec<PathBuf> = Vec::new();
-    let mut created_group_files: Vec<GroupPath> = Vec::new();
+    let mut created_mapped: Vec<String> = Vec::new();
     let outcome = open_all(
         plan,
         options,
         writes,
         reads,
         &mut created_files,
-        &mut created_group_files,
+        &mut created_mapped,
     );
     match outcome {
         Ok(targets) => Ok(targets),
@@ -323,9 +404,9 @@ pub fn open_targets(
             // Leave nothing behind that this call made.
             match remove_made(
                 &created_files,
-                &created_group_files,
+                &created_mapped,
                 options.host,
-                options.discovery,
+                options.opener,
                 options.engine,
             ) {
                 Ok(()) => Err(error),
@@ -338,55 +419,49 @@ pub fn open_targets(
     }
 }
 
-/// Open every `+GROUP/...` sd, a group at a time: sd index → its file.
-fn open_group_sds(
+/// Open every sd the opener maps: sd index → its target.
+fn open_mapped_sds(
     plan: &Plan,
     options: &mut TargetOptions<'_>,
     writes: bool,
     reads: bool,
-    created: &mut Vec<GroupPath>,
-) -> Result<BTreeMap<usize, Arc<GroupFileTarget>>, TargetError> {
-    let mut by_group: BTreeMap<String, Vec<(usize, &SdDef, GroupPath)>> = BTreeMap::new();
-    for (i, sd) in plan.sds.iter().enumerate() {
-        if let Some(path) = group_target::group_path(sd) {
-            let path = path?;
-            by_group
-                .entry(path.group.as_str().to_string())
-                .or_default()
-                .push((i, sd, path));
-        }
+    created: &mut Vec<String>,
+) -> Result<BTreeMap<usize, Arc<dyn MappedTarget>>, TargetError> {
+    let opener = options.opener;
+    let (index, sds): (Vec<usize>, Vec<&SdDef>) = plan
+        .sds
+        .iter()
+        .enumerate()
+        .filter(|(_, sd)| opener.maps(&sd.lun))
+        .unzip();
+    if sds.is_empty() {
+        return Ok(BTreeMap::new());
     }
-    let mut out = BTreeMap::new();
-    for sds in by_group.values() {
-        let Some(discovery) = options.discovery else {
-            let (_, sd, _) = &sds[0];
-            return Err(TargetError::NoDiscovery {
-                sd: sd.name.clone(),
-                path: sd.lun.clone(),
-            });
-        };
-        let named: Vec<(&SdDef, GroupPath)> =
-            sds.iter().map(|(_, sd, p)| (*sd, p.clone())).collect();
-        let files = group_target::open_group_files(
-            &named,
-            &mut GroupOpen {
+    let targets = opener
+        .open_mapped(
+            &sds,
+            &mut MappedOpen {
                 host: options.host,
-                discovery,
                 reads,
                 writes,
                 force: options.force,
                 fill_progress: &mut *options.fill_progress,
                 engine: options.engine,
             },
-        )?;
-        for ((i, _, _), file) in sds.iter().zip(files) {
-            if file.created && !created.contains(&file.path) {
-                created.push(file.path.clone());
-            }
-            out.insert(*i, file);
+        )
+        .map_err(TargetError::Mapped)?;
+    assert_eq!(
+        targets.len(),
+        sds.len(),
+        "invariant: an opener opens one target per sd it maps"
+    );
+    for target in &targets {
+        let name = target.name();
+        if target.created() && !created.contains(&name) {
+            created.push(name);
         }
     }
-    Ok(out)
+    Ok(index.into_iter().zip(targets).collect())
 }
 
 fn open_all(
@@ -395,15 +470,15 @@ fn open_all(
     writes: bool,
     reads: bool,
     created_files: &mut Vec<PathBuf>,
-    created_group_files: &mut Vec<GroupPath>,
+    created_mapped: &mut Vec<String>,
 ) -> Result<Vec<Target>, TargetError> {
-    let mut group_files = open_group_sds(plan, options, writes, reads, created_group_files)?;
+    let mut mapped = open_mapped_sds(plan, options, writes, reads, created_mapped)?;
     let mut opened: BTreeMap<PathBuf, usize> = BTreeMap::new();
     let mut targets: Vec<Target> = Vec::new();
     for (i, sd) in plan.sds.iter().enumerate() {
-        if let Some(file) = group_files.remove(&i) {
-            let created = file.created;
-            let mut target = bounds(sd, Backing::GroupFile(file))?;
+        if let Some(file) = mapped.remove(&i) {
+            let created = file.created();
+            let mut target = bounds(sd, Backing::Mapped(file))?;
             target.created = created;
             targets.push(target);
             continue;
@@ -428,14 +503,11 @@ fn open_all(
         } else {
             let created = newly;
             let device = if writes || created {
-                cairn_store::admin::open_for_overwrite(
-                    options.host,
-                    &sd.lun,
-                    options.force || created,
-                )
+                options
+                    .opener
+                    .open_for_overwrite(options.host, &sd.lun, options.force || created)
             } else {
-                DeviceFile::open(&sd.lun, OpenMode::READ, options.host)
-                    .map_err(cairn_store::admin::AdminError::Open)
+                DeviceFile::open(&sd.lun, OpenMode::READ, options.host).map_err(OpenerError::from)
             }
             .map_err(|error| TargetError::Open {
                 sd: sd.name.clone(),
@@ -527,7 +599,7 @@ fn create_if_missing(
 fn bounds(sd: &SdDef, backing: Backing) -> Result<Target, TargetError> {
     let geometry = match &backing {
         Backing::Device(d) => d.geometry().clone(),
-        Backing::GroupFile(g) => g.geometry.clone(),
+        Backing::Mapped(m) => m.geometry().clone(),
     };
     let sector = u64::from(geometry.logical_sector_bytes);
     let misaligned = |what, value| TargetError::Misaligned {

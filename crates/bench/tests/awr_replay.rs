@@ -13,6 +13,7 @@ use cairn_bench::awr::model::{AwrReport, EventLine, Format, HistogramLine, Stati
 use cairn_bench::awr::replay::{replay, verdict_text, ReplayOptions};
 use cairn_bench::awr::stats::read_stat_tables;
 use cairn_bench::engine::{EngineMaker, Quiet};
+use cairn_bench::group_target::CairnTargets;
 use cairn_io::host::Host;
 use cairn_io::test_support::LoopDevice;
 
@@ -97,7 +98,7 @@ fn the_bank_fragment_replays_scaled_down_and_gets_a_verdict() {
         engine: EngineMaker::Uring,
         interrupted: &NOT_INTERRUPTED,
         fill_progress: &|_, _| true,
-        discovery: None,
+        opener: &CairnTargets::new(None),
     };
     let (verdict, result) = replay(&bank(), &opts, &mut Quiet).unwrap();
     let kinds: Vec<ClassKind> = verdict.classes.iter().map(|c| c.class).collect();

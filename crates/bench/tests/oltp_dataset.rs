@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use cairn_bench::group_target::CairnTargets;
 use cairn_bench::oltp::block;
 use cairn_bench::oltp::dataset::{
     self, key_map, DatasetState, LoadReport, OpenOptions, SetupOptions, REDO_BYTES_MIN,
@@ -41,9 +42,13 @@ fn verify_all(targets: &[PathBuf], redo: &Path, host: &Host) -> dataset::VerifyR
     .unwrap()
 }
 
+/// Targets opened as `cairn bench oltp setup` opens them.
+static CAIRN: CairnTargets = CairnTargets::new(None);
+
 fn opts(host: &Host, shape: Shape) -> SetupOptions<'_> {
     SetupOptions {
         host,
+        opener: &CAIRN,
         shape,
         parallel: 2,
         force: false,

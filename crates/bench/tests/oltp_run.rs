@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use cairn_bench::group_target::CairnTargets;
 use cairn_bench::oltp::conf::{parse_conf_str, ParsedConf};
 use cairn_bench::oltp::dataset::{self, DatasetState, SetupOptions};
 use cairn_bench::oltp::layout::Shape;
@@ -63,6 +64,7 @@ fn load_onto(parsed: &ParsedConf, schemas: u32, targets: &[PathBuf], redo: &Path
         redo,
         &SetupOptions {
             host: &host,
+            opener: &CairnTargets::new(None),
             shape: Shape {
                 block_size: BLOCK,
                 schemas,

@@ -11,6 +11,7 @@ use cairn_bench::awr::derive::{self, DeriveOptions};
 use cairn_bench::awr::model::AwrReport;
 use cairn_bench::awr::read;
 use cairn_bench::awr::replay::{self, ReplayOptions};
+use cairn_bench::group_target::CairnTargets;
 use cairn_io::host::Host;
 use clap::Subcommand;
 
@@ -230,7 +231,7 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
                 engine: engine_maker(engine),
                 interrupted: &INTERRUPTED,
                 fill_progress: &progress,
-                discovery: discovery.as_ref(),
+                opener: &CairnTargets::new(discovery),
             };
             let outcome = replay::replay(&r, &opts, &mut display);
             bar.finish_and_clear();

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use cairn_bench::engine::{self, BenchOptions, EngineMaker, Observer};
+use cairn_bench::group_target::CairnTargets;
 use cairn_bench::model::{Arrival, Plan, RunDef, XferSize};
 use cairn_bench::quick::{self, QuickArgs, QuickRw};
 use cairn_bench::report::live;
@@ -266,13 +267,14 @@ fn measure(
         !INTERRUPTED.load(Ordering::SeqCst)
     };
     let discovery = discovery_for(plan.sds.iter().map(|sd| sd.lun.as_path()), &common.discover)?;
+    let opener = CairnTargets::new(discovery);
     let targets = target::open_targets(
         plan,
         &mut TargetOptions {
             host,
+            opener: &opener,
             force: common.force,
             fill_progress: &mut progress,
-            discovery: discovery.as_ref(),
             engine: crate::engine_kind(engine),
         },
     )
@@ -295,7 +297,7 @@ fn measure(
         Ok(result) => result,
         Err(e) => {
             // Refused before any I/O: the files made for this bench go too.
-            if let Err(left) = target::close_and_remove_created(targets, host, discovery.as_ref()) {
+            if let Err(left) = target::close_and_remove_created(targets, host, &opener) {
                 return Err(anyhow!("{e}; {left}"));
             }
             return Err(anyhow!("{e}"));

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use cairn_bench::group_target::CairnTargets;
 use cairn_bench::oltp::conf::{self, ParsedConf};
 use cairn_bench::oltp::dataset::{self, SetupOptions};
 use cairn_bench::oltp::layout::Shape;
@@ -292,6 +293,7 @@ fn setup(
         &data.redo,
         &SetupOptions {
             host,
+            opener: &CairnTargets::new(None),
             shape,
             parallel: conf.load_parallel_degree,
             force,

@@ -19,7 +19,7 @@ use super::distribution::{class_distribution, LatencyDistribution};
 use super::model::AwrReport;
 use crate::engine::{self, BenchOptions, EngineMaker, Observer};
 use crate::result::BenchResult;
-use crate::target::{self, TargetOptions};
+use crate::target::{self, TargetOpener, TargetOptions};
 use crate::vdbench;
 
 /// How to replay.
@@ -38,8 +38,9 @@ pub struct ReplayOptions<'a> {
     /// Filling a new target before the run (bytes done, of total); false
     /// stops the fill, and the new file is removed.
     pub fill_progress: &'a dyn Fn(u64, u64) -> bool,
-    /// Where the disks of `+GROUP/...` targets are looked for.
-    pub discovery: Option<&'a cairn_store::discovery::DiscoveryString>,
+    /// Whether a target may be overwritten, and the luns that are not paths
+    /// (Cairn's: `+GROUP/...` files).
+    pub opener: &'a dyn TargetOpener,
 }
 
 /// The AWR's figure for a class, the measured one, and how they compare.
@@ -128,7 +129,7 @@ pub fn replay(
     observer: &mut dyn Observer,
 ) -> Result<(Verdict, BenchResult), ReplayError> {
     let mut d = derive(report, &opts.derive)?;
-    fit_to_sectors(&mut d, sector_bytes(opts.host, &opts.targets));
+    fit_to_sectors(&mut d, sector_bytes(opts.host, opts.opener, &opts.targets));
     let sds = sd_lines(&opts.targets, opts.threads, opts.size_bytes);
     let text = vdbench_text(&d, &sds);
     let plan = vdbench::parse_str(
@@ -143,9 +144,9 @@ pub fn replay(
         &plan,
         &mut TargetOptions {
             host: opts.host,
+            opener: opts.opener,
             force: opts.force,
             fill_progress: &mut fill,
-            discovery: opts.discovery,
             engine: opts.engine.file_engine_kind(),
         },
     )
@@ -167,7 +168,7 @@ pub fn replay(
         Ok(r) => r,
         Err(e) => {
             // Refused before any I/O: the files made for this replay go too.
-            let left = target::close_and_remove_created(targets, opts.host, opts.discovery)
+            let left = target::close_and_remove_created(targets, opts.host, opts.opener)
                 .err()
                 .map_or_else(String::new, |left| format!("; {left}"));
             return Err(ReplayError::Bench(format!("{e}{left}")));
@@ -179,13 +180,11 @@ pub fn replay(
 }
 
 /// The largest logical sector of the targets that exist (a file still to be
-/// created takes 512-byte I/O). A Cairn group file (`+GROUP/...`) counts as
-/// 4096, the largest sector a group has: sizes that fit it fit 512 too.
-fn sector_bytes(host: &Host, targets: &[PathBuf]) -> u64 {
-    if targets
-        .iter()
-        .any(|t| t.to_str().is_some_and(|s| s.starts_with('+')))
-    {
+/// created takes 512-byte I/O). A target the opener maps (a Cairn group
+/// file, `+GROUP/...`) counts as 4096, the largest sector a group has: sizes
+/// that fit it fit 512 too.
+fn sector_bytes(host: &Host, opener: &dyn TargetOpener, targets: &[PathBuf]) -> u64 {
+    if targets.iter().any(|t| opener.maps(t)) {
         return 4096;
     }
     targets

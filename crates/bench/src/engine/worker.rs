@@ -23,10 +23,9 @@ use rand_core::SeedableRng;
 use crate::histogram::LatencyHistogram;
 use crate::pattern::{check_unit, seal_unit, DataPattern, UnitHeader};
 use crate::result::ValidationError;
-use crate::target::SdBacking;
+use crate::target::{SdBacking, WorkerDevice};
 
 use super::sched::{IoSpec, Next, SdSched};
-use cairn_store::group::{FileIo, Mapping};
 
 /// How long the end of a run waits for I/Os still in flight.
 const DRAIN_MAX: Duration = Duration::from_secs(30);
@@ -281,18 +280,14 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
             Ok((engine, ids, Vec::new()))
         }
         maker => {
-            // A group file's request becomes several at the member disks.
+            // A mapped sd's request (a group file's) becomes several at the
+            // devices under it.
             let inner_depth: usize = setup
                 .sds
                 .iter()
                 .map(|sd| {
                     let fan_out = match &sd.backing {
-                        Some(SdBacking::GroupFile { file, members }) => FileIo::fan_out(
-                            file.copies,
-                            members.len(),
-                            file.stripe_unit_bytes,
-                            sd.max_len,
-                        ),
+                        Some(SdBacking::Mapped(share)) => share.fan_out(sd.max_len),
                         _ => 1,
                     };
                     sd.slots as usize * fan_out
@@ -316,44 +311,45 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
                 }
                 _ => Box::new(cairn_io::sync_engine::SyncEngine::new(inner_depth)),
             };
-            let mut mappings = Vec::with_capacity(setup.sds.len());
+            let mut devices = Vec::with_capacity(setup.sds.len());
+            // The engine maker of the first mapped sd (a worker's mapped sds
+            // come from one opener).
+            let mut wrap = None;
             for sd in &mut setup.sds {
                 let backing = sd
                     .backing
                     .take()
                     .ok_or_else(|| format!("sd={}: no device to drive", sd.name))?;
-                mappings.push(match backing {
-                    SdBacking::Device(device) => Mapping::Direct(engine.attach(device)),
-                    SdBacking::GroupFile { file, members } => Mapping::GroupFile {
-                        group: file.group.live().ok_or_else(|| {
-                            format!("sd={}: the group was dismounted before the run", sd.name)
-                        })?,
-                        number: file.number,
-                        disks: members
-                            .into_iter()
-                            .map(|(disk, device)| (disk, engine.attach(device)))
-                            .collect(),
-                        geometry: sd.geometry.clone(),
-                    },
+                devices.push(match backing {
+                    SdBacking::Device(device) => WorkerDevice::Direct(engine.attach(device)),
+                    SdBacking::Mapped(share) => {
+                        let (attached, wrap_engine) = share
+                            .attach(engine.as_mut())
+                            .map_err(|e| format!("sd={}: {e}", sd.name))?;
+                        wrap.get_or_insert(wrap_engine);
+                        WorkerDevice::Mapped(attached)
+                    }
                 });
             }
             // After attaching: a device the ring could not register drops the flag.
             let flags = engine.flags().iter().map(|f| f.to_string()).collect();
-            let direct: Option<Vec<DeviceId>> = mappings
-                .iter()
-                .map(|m| match m {
-                    Mapping::Direct(id) => Some(*id),
-                    Mapping::GroupFile { .. } => None,
-                })
-                .collect();
-            if let Some(ids) = direct {
+            let Some(wrap) = wrap else {
+                let ids = devices
+                    .iter()
+                    .map(|d| match d {
+                        WorkerDevice::Direct(id) => *id,
+                        WorkerDevice::Mapped(_) => {
+                            unreachable!("invariant: a mapped sd brings its engine maker")
+                        }
+                    })
+                    .collect();
                 return Ok((engine as Box<dyn IoEngine>, ids, flags));
-            }
-            // A group file among them: every sd is a device of the wrapper,
-            // numbered in order.
-            let ids = (0..mappings.len() as u32).map(DeviceId).collect();
-            let engine = FileIo::new(engine as Box<dyn IoEngine>, mappings, depth);
-            Ok((Box::new(engine) as Box<dyn IoEngine>, ids, flags))
+            };
+            // A mapped sd among them: every sd is a device of the engine the
+            // mapping makes, numbered in order.
+            let ids = (0..devices.len() as u32).map(DeviceId).collect();
+            let engine = wrap(engine as Box<dyn IoEngine>, devices, depth)?;
+            Ok((engine, ids, flags))
         }
     }
 }

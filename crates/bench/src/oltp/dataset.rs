@@ -18,9 +18,9 @@
 //! ```
 //!
 //! Safety rules, as for `cairn bench` targets (`crate::target`): setup opens
-//! every target exclusively with `cairn_store::admin::open_for_overwrite`,
-//! which refuses a device in use and, without `--force`, one carrying someone
-//! else's data; a missing regular file is created sparse (never under `/dev`)
+//! every target exclusively through the caller's
+//! [`TargetOpener::open_for_overwrite`] (Cairn's refuses a device in use and,
+//! without `--force`, one carrying someone else's data); a missing regular file is created sparse (never under `/dev`)
 //! and removed again if setup fails or is interrupted. A run opens only targets
 //! whose first block is a dataset header and never writes to anything else.
 //!
@@ -46,6 +46,7 @@ use super::block::{self, KeyMap};
 use super::layout::{Layout, Segment, Shape, EXTENT_BYTES, HEADER_BYTES};
 use super::OltpError;
 use crate::result::TargetInfo;
+use crate::target::TargetOpener;
 
 /// Where a dataset is in its life, as its headers record it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +89,8 @@ impl DatasetState {
 
 pub struct SetupOptions<'a> {
     pub host: &'a Host,
+    /// Whether a target may be overwritten: the storage manager's rules.
+    pub opener: &'a dyn TargetOpener,
     pub shape: Shape,
     /// LOAD_PARALLEL_DEGREE: loader threads.
     pub parallel: u32,
@@ -188,7 +191,9 @@ fn setup_inner(
         if new {
             created.push(path.clone());
         }
-        let device = cairn_store::admin::open_for_overwrite(opts.host, path, opts.force || new)
+        let device = opts
+            .opener
+            .open_for_overwrite(opts.host, path, opts.force || new)
             .map_err(|e| OltpError::Usage(e.to_string()))?;
         let size = device.geometry().size_bytes;
         if size < needed {
@@ -202,7 +207,9 @@ fn setup_inner(
     if redo_new {
         created.push(redo.to_path_buf());
     }
-    let redo_dev = cairn_store::admin::open_for_overwrite(opts.host, redo, opts.force || redo_new)
+    let redo_dev = opts
+        .opener
+        .open_for_overwrite(opts.host, redo, opts.force || redo_new)
         .map_err(|e| OltpError::Usage(e.to_string()))?;
     let redo_size = redo_dev.geometry().size_bytes;
     if redo_size < REDO_BYTES_MIN {

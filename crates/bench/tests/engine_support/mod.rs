@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use cairn_bench::engine::{run_bench, BenchOptions, EngineMaker, Quiet};
+use cairn_bench::group_target::CairnTargets;
 use cairn_bench::histogram::LatencyHistogram;
 use cairn_bench::model::{
     Arrival, General, OpenFlags, Plan, Rate, RunDef, SdDef, Seek, Source, WdDef, XferSize,
@@ -113,9 +114,9 @@ pub fn open(plan: &Plan) -> Vec<Target> {
         plan,
         &mut TargetOptions {
             host: &host,
+            opener: &CairnTargets::new(None),
             force: false,
             fill_progress: &mut |_, _| true,
-            discovery: None,
             engine: cairn_io::EngineKind::Auto,
         },
     )
