@@ -2,8 +2,8 @@
 //! every warning names a section and says something.
 #![no_main]
 
-use cairn_bench::awr::html::parse_awr_html;
-use cairn_bench::awr::statspack::parse_statspack_text;
+use cairn_awr::html::parse_awr_html;
+use cairn_awr::statspack::parse_statspack_text;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

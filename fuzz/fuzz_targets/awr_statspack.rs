@@ -3,7 +3,7 @@
 //! report).
 #![no_main]
 
-use cairn_bench::awr::statspack::parse_statspack_text;
+use cairn_awr::statspack::parse_statspack_text;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! warning is one line that points inside the input (or at the whole report).
 #![no_main]
 
-use cairn_bench::awr::text::parse_awr_text;
+use cairn_awr::text::parse_awr_text;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,7 +3,7 @@
 //! `effective()` settings read back to the same one.
 #![no_main]
 
-use cairn_bench::oltp::conf::parse_conf_str;
+use cairn_oltp::conf::parse_conf_str;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use cairn_bench::vdbench::parse_str;
+use cairn_kit::vdbench::parse_str;
 use libfuzzer_sys::fuzz_target;
 
 /// Every `include=` is served this file, whatever it names (so includes and

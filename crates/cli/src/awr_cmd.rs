@@ -7,12 +7,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use cairn_bench::awr::derive::{self, DeriveOptions};
-use cairn_bench::awr::model::AwrReport;
-use cairn_bench::awr::read;
-use cairn_bench::awr::replay::{self, ReplayOptions};
-use cairn_bench::group_target::CairnTargets;
+use cairn_awr::derive::{self, DeriveOptions};
+use cairn_awr::model::AwrReport;
+use cairn_awr::read;
+use cairn_awr::replay::{self, ReplayOptions};
 use cairn_io::host::Host;
+use cairn_kit_group::CairnTargets;
 use clap::Subcommand;
 
 use crate::bench_cmd::{check_run, clock_seed, engine_maker, fill_progress, timestamp, Display};
@@ -252,7 +252,7 @@ pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
             )?;
             std::fs::write(out.join("verdict.html"), replay::verdict_html(&verdict))?;
             std::fs::write(out.join("params.vdb"), &verdict.parameter_file)?;
-            cairn_bench::report_file::write_reports(&out, &result)
+            cairn_kit_report::report_file::write_reports(&out, &result)
                 .with_context(|| format!("cannot write the reports into {}", out.display()))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&verdict)?);

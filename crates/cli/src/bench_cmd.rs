@@ -8,16 +8,16 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
-use cairn_bench::engine::{self, BenchOptions, EngineMaker, Observer};
-use cairn_bench::group_target::CairnTargets;
-use cairn_bench::model::{Arrival, Plan, RunDef, XferSize};
-use cairn_bench::quick::{self, QuickArgs, QuickRw};
-use cairn_bench::report::live;
-use cairn_bench::report_file;
-use cairn_bench::result::{BenchResult, IntervalRecord, RunRecord};
-use cairn_bench::target::{self, TargetOptions};
-use cairn_bench::vdbench;
 use cairn_io::host::Host;
+use cairn_kit::engine::{self, BenchOptions, EngineMaker, Observer};
+use cairn_kit::model::{Arrival, Plan, RunDef, XferSize};
+use cairn_kit::quick::{self, QuickArgs, QuickRw};
+use cairn_kit::result::{BenchResult, IntervalRecord, RunRecord};
+use cairn_kit::target::{self, TargetOptions};
+use cairn_kit::vdbench;
+use cairn_kit_group::CairnTargets;
+use cairn_kit_report::live;
+use cairn_kit_report::report_file;
 use clap::{Args, Subcommand};
 
 use crate::signals::{
@@ -368,7 +368,7 @@ pub(crate) fn bytes_bar(terminal: bool, what: &str) -> indicatif::ProgressBar {
 
 /// A UTC timestamp for default output directory names (`20261121T135310`).
 pub(crate) fn timestamp() -> String {
-    cairn_bench::sysinfo::utc_now_rfc3339()
+    cairn_host::utc_now_rfc3339()
         .replace([':', '-'], "")
         .trim_end_matches('Z')
         .to_string()

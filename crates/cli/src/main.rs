@@ -277,7 +277,7 @@ pub(crate) fn parse_size(text: &str) -> Result<u64> {
     };
     let parsed = core
         .filter(|c| !c.is_empty())
-        .map(cairn_bench::quick::parse_size);
+        .map(cairn_kit::quick::parse_size);
     match parsed {
         Some(Ok(bytes)) => Ok(bytes),
         Some(Err(e)) => bail!(

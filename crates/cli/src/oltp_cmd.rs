@@ -6,16 +6,16 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use cairn_bench::group_target::CairnTargets;
-use cairn_bench::oltp::conf::{self, ParsedConf};
-use cairn_bench::oltp::dataset::{self, SetupOptions};
-use cairn_bench::oltp::layout::Shape;
-use cairn_bench::oltp::report;
-use cairn_bench::oltp::result::{OltpInterval, OltpResult};
-use cairn_bench::oltp::run::{self, RunOptions};
-use cairn_bench::oltp::session::ReadPath;
-use cairn_bench::oltp::stats::Event;
 use cairn_io::host::Host;
+use cairn_kit_group::CairnTargets;
+use cairn_oltp::conf::{self, ParsedConf};
+use cairn_oltp::dataset::{self, SetupOptions};
+use cairn_oltp::layout::Shape;
+use cairn_oltp::report;
+use cairn_oltp::result::{OltpInterval, OltpResult};
+use cairn_oltp::run::{self, RunOptions};
+use cairn_oltp::session::ReadPath;
+use cairn_oltp::stats::Event;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::bench_cmd::{bytes_bar, clock, clock_seed, timestamp};
@@ -201,7 +201,7 @@ pub(crate) fn run_oltp(command: OltpCommand, engine: EngineArg) -> Result<()> {
                 }
             };
             let result = outcome.result;
-            cairn_bench::oltp::report_file::write_oltp_reports(&out, &result)
+            cairn_oltp::report_file::write_oltp_reports(&out, &result)
                 .with_context(|| format!("cannot write the reports into {}", out.display()))?;
             if json {
                 let text = serde_json::to_string_pretty(&result)?;

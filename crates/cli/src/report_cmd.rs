@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
-use cairn_bench::oltp::result::{OltpResult, OLTP_SCHEMA};
-use cairn_bench::report::{compare, Comparison};
-use cairn_bench::report_file;
-use cairn_bench::result::{BenchResult, SCHEMA};
+use cairn_kit::result::{BenchResult, SCHEMA};
+use cairn_kit_report::report_file;
+use cairn_kit_report::{compare, Comparison};
+use cairn_oltp::result::{OltpResult, OLTP_SCHEMA};
 use clap::Subcommand;
 
 #[derive(Subcommand)]
@@ -62,9 +62,9 @@ pub(crate) fn run_report(command: ReportCommand) -> Result<()> {
 /// same kind ([`compare_any`]).
 fn compare_files(a: &Path, b: &Path) -> Result<Comparison, String> {
     if !report_file::holds_json(a) && !report_file::holds_json(b) {
-        let ra = cairn_bench::awr::read::parse_file(a).map_err(|e| e.to_string())?;
-        let rb = cairn_bench::awr::read::parse_file(b).map_err(|e| e.to_string())?;
-        return Ok(cairn_bench::awr::compare::compare_awr(&ra, &rb));
+        let ra = cairn_awr::read::parse_file(a).map_err(|e| e.to_string())?;
+        let rb = cairn_awr::read::parse_file(b).map_err(|e| e.to_string())?;
+        return Ok(cairn_awr::compare::compare_awr(&ra, &rb));
     }
     let (ra, rb) = (load_any(a)?, load_any(b)?);
     compare_any(
@@ -97,9 +97,10 @@ fn load_any(path: &Path) -> Result<AnyResult, String> {
         )
     })?;
     match value.get("schema").and_then(|s| s.as_str()) {
-        Some(SCHEMA) => cairn_bench::report::result_from_value(value, &shown).map(AnyResult::Bench),
-        Some(OLTP_SCHEMA) => cairn_bench::oltp::result::oltp_from_value(value, &shown)
-            .map(|r| AnyResult::Oltp(Box::new(r))),
+        Some(SCHEMA) => cairn_kit_report::result_from_value(value, &shown).map(AnyResult::Bench),
+        Some(OLTP_SCHEMA) => {
+            cairn_oltp::result::oltp_from_value(value, &shown).map(|r| AnyResult::Oltp(Box::new(r)))
+        }
         _ => {
             let found = match value.get("schema") {
                 Some(s) => s.to_string(),
@@ -118,9 +119,7 @@ fn load_any(path: &Path) -> Result<AnyResult, String> {
 fn compare_any(a: &AnyResult, b: &AnyResult, shown: (&str, &str)) -> Result<Comparison, String> {
     match (a, b) {
         (AnyResult::Bench(ra), AnyResult::Bench(rb)) => Ok(compare::compare_results(ra, rb)),
-        (AnyResult::Oltp(ra), AnyResult::Oltp(rb)) => {
-            Ok(cairn_bench::oltp::report::compare_oltp(ra, rb))
-        }
+        (AnyResult::Oltp(ra), AnyResult::Oltp(rb)) => Ok(cairn_oltp::report::compare_oltp(ra, rb)),
         (ra, _) => {
             let (oltp, bench) = if matches!(ra, AnyResult::Oltp(_)) {
                 shown

@@ -12,7 +12,7 @@ use common::*;
 
 fn corpus(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../bench/tests/data/awr")
+        .join("../awr/tests/data/awr")
         .join(rel)
 }
 
@@ -144,7 +144,7 @@ fn a_text_that_only_mentions_reports_is_not_read_as_one() {
     .unwrap();
     cairn(s(dir.path()), &["awr", "parse", s(&page)]).refused("is not an AWR HTML report");
     // Cairn's own awr.txt is known by its title.
-    let own = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/tests/golden/oltp_awr.txt");
+    let own = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../oltp/tests/golden/oltp_awr.txt");
     let parsed = cairn(s(dir.path()), &["awr", "parse", "--json", s(&own)])
         .ok()
         .json();

@@ -368,7 +368,7 @@ fn an_awr_report_replays_onto_a_group_file() {
     ];
     rig.create_data(&disks);
     let report =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/tests/data/awr/text/awr_122.txt");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../awr/tests/data/awr/text/awr_122.txt");
     let out = rig.path("replay");
     let run = rig
         .cairn(&[

@@ -13,12 +13,12 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use cairn_bench::oltp::layout::HEADER_BYTES;
 use cairn_io::test_support::prerequisite;
+use cairn_oltp::layout::HEADER_BYTES;
 use common::*;
 
 /// A workload run's `result.json` (the reports' golden file).
-const WORKLOAD_RESULT: &str = "../bench/tests/golden/result_v1.json";
+const WORKLOAD_RESULT: &str = "../kit-report/tests/golden/result_v1.json";
 
 const CONF: &str = "UPDATE_PCT=30\nSCAN_PCT=5\nRUN_TIME=2\nSCALE=2000\nSCAN_TABLE_SZ=16\nWORK_UNIT=16\nTHREADS_PER_SCHEMA=2\nDATABASE_STATISTICS_TYPE=awr   # Oracle-only\nSYSDBA_PASSWD=\"x\"\n";
 
