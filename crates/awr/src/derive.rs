@@ -482,7 +482,7 @@ impl Lookup<'_> {
             Ok(Some(s)) => s,
             Ok(None) => return None,
             Err(m) => {
-                self.notes.push(m);
+                self.notes.push(m.to_string());
                 return None;
             }
         };
@@ -522,6 +522,15 @@ pub(super) fn norm(s: &str) -> String {
         .to_ascii_lowercase()
 }
 
+/// Rows a cut statistic name could be, with different values: none is taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{rows} rows could be `{full}` (`{first}`) with different values: not used")]
+pub(crate) struct AmbiguousStatistic {
+    rows: usize,
+    full: String,
+    first: String,
+}
+
 /// The statistic whose full name is `full`: printed whole, or cut to its
 /// column (`physical read total multi block` for `… requests`). A cut name
 /// that several different rows share is an ambiguity, returned as `Err` with a
@@ -529,7 +538,7 @@ pub(super) fn norm(s: &str) -> String {
 pub(crate) fn find_statistic<'r>(
     report: &'r AwrReport,
     full: &str,
-) -> Result<Option<&'r Statistic>, String> {
+) -> Result<Option<&'r Statistic>, AmbiguousStatistic> {
     let want = norm(full);
     let exact: Vec<&Statistic> = report
         .instance_activity
@@ -558,11 +567,11 @@ pub(crate) fn find_statistic<'r>(
     if candidates.iter().all(same) {
         Ok(Some(first))
     } else {
-        Err(format!(
-            "{} rows could be `{full}` (`{}`) with different values: not used",
-            candidates.len(),
-            first.name
-        ))
+        Err(AmbiguousStatistic {
+            rows: candidates.len(),
+            full: full.to_string(),
+            first: first.name.clone(),
+        })
     }
 }
 

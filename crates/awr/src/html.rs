@@ -35,26 +35,31 @@ pub fn parse_awr_html(html: &str, source: &str) -> AwrReport {
     parse_awr_html_checked(html, source).unwrap_or_else(|why| {
         let mut report = AwrReport::empty(source, Format::AwrHtml);
         let mut w = Warnings::default();
-        w.report(why);
+        w.report(why.to_string());
         report.warnings = w.list;
         report
     })
 }
 
-/// Read an AWR HTML report, or say (one line) why the document is not one:
-/// it has neither the `WORKLOAD REPOSITORY` title, an AWR page title, nor
-/// any of AWR's tables.
-pub fn parse_awr_html_checked(html: &str, source: &str) -> Result<AwrReport, String> {
+/// An HTML document that is not an AWR report: neither the `WORKLOAD
+/// REPOSITORY` title, an AWR page title, nor any of AWR's tables among its
+/// `tables`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an AWR HTML report: no `WORKLOAD REPOSITORY` title and none of AWR's tables among the {tables} table(s) found; give the HTML output of awrrpt.sql")]
+pub struct NotAwrHtml {
+    pub tables: usize,
+}
+
+/// Read an AWR HTML report, or say (one line) why the document is not one.
+pub fn parse_awr_html_checked(html: &str, source: &str) -> Result<AwrReport, NotAwrHtml> {
     let doc = Document::read(html);
     let mut report = AwrReport::empty(source, Format::AwrHtml);
     let mut w = Warnings::default();
 
     if !doc.looks_like_awr() {
-        return Err(format!(
-            "not an AWR HTML report: no `WORKLOAD REPOSITORY` title and none of AWR's \
-             tables among the {} table(s) found; give the HTML output of awrrpt.sql",
-            doc.tables.len()
-        ));
+        return Err(NotAwrHtml {
+            tables: doc.tables.len(),
+        });
     }
     if doc.headings_contain("compare period") {
         w.report(

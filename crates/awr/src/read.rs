@@ -28,8 +28,8 @@ pub enum AwrError {
     #[error("{path}: {message}")]
     Unusable { path: String, message: String },
     /// None of the report's own markers: not a report of any kind read here.
-    #[error("{path} {message}")]
-    NotAReport { path: String, message: String },
+    #[error("{path} {why}")]
+    NotAReport { path: String, why: NotAReport },
 }
 
 /// Why a text is not a report of any kind read here, and what was expected.
@@ -124,10 +124,21 @@ fn other_report(text: &str, format: Format, start: usize) -> Option<ParseWarning
         })
 }
 
-/// Parse `text` (read from `source`) as the kind it is. The error is a text
-/// that is no report read here, saying what was expected (it follows the
-/// file's name: "notes.txt is not an AWR or Statspack report: …").
-pub fn parse_str(text: &str, source: &str) -> Result<AwrReport, String> {
+/// Why a text is no report read here, saying what was expected; it follows
+/// the file's name ("notes.txt is not an AWR or Statspack report: …").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAReport {
+    /// None of the markers of any kind of report.
+    #[error("{NOT_A_REPORT}")]
+    Unmarked,
+    /// HTML, but not AWR's.
+    #[error("is {0}")]
+    Html(super::html::NotAwrHtml),
+}
+
+/// Parse `text` (read from `source`) as the kind it is, or say why it is no
+/// report read here.
+pub fn parse_str(text: &str, source: &str) -> Result<AwrReport, NotAReport> {
     let found = find(text);
     // Oracle's other reports share none of AWR's marks (ASH, ADDM) or only
     // some: their banners are looked for near the top when nothing is found.
@@ -138,11 +149,11 @@ pub fn parse_str(text: &str, source: &str) -> Result<AwrReport, String> {
         return Ok(r);
     }
     if found.is_none() {
-        return Err(NOT_A_REPORT.to_string());
+        return Err(NotAReport::Unmarked);
     }
     match format {
         Format::AwrHtml => {
-            super::html::parse_awr_html_checked(text, source).map_err(|why| format!("is {why}"))
+            super::html::parse_awr_html_checked(text, source).map_err(NotAReport::Html)
         }
         Format::StatspackText => Ok(super::statspack::parse_statspack_text(text, source)),
         Format::AwrText => Ok(super::text::parse_awr_text(text, source)),
@@ -174,9 +185,9 @@ pub fn parse_file(path: &Path) -> Result<AwrReport, AwrError> {
     })?;
     // Reports saved on Windows or by a browser may not be UTF-8: read what is.
     let text = String::from_utf8_lossy(&bytes);
-    let report = parse_str(&text, &shown).map_err(|message| AwrError::NotAReport {
+    let report = parse_str(&text, &shown).map_err(|why| AwrError::NotAReport {
         path: shown.clone(),
-        message,
+        why,
     })?;
     if usable(&report) {
         Ok(report)
@@ -283,11 +294,17 @@ mod tests {
             "the text says WORKLOAD REPOSITORY report for a day\n",
         ] {
             assert_eq!(detect(text), None, "{text:?}");
-            let e = parse_str(text, "notes.txt").err().unwrap_or_default();
+            let e = parse_str(text, "notes.txt")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.starts_with("is not an AWR or Statspack report"), "{e}");
         }
         let page = "<html><title>Sales</title><table><tr><td>1</td></tr></table></html>";
-        let e = parse_str(page, "p.html").err().unwrap_or_default();
+        let e = parse_str(page, "p.html")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(e.starts_with("is not an AWR HTML report"), "{e}");
     }
 }

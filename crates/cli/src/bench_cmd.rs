@@ -162,7 +162,7 @@ pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> 
             dedupratio,
             common,
         } => {
-            let rw: QuickRw = rw.parse().map_err(|e: String| anyhow!(e))?;
+            let rw: QuickRw = rw.parse().map_err(|e: quick::UnknownRw| anyhow!(e))?;
             let bs = XferSize::Fixed(crate::parse_size(&bs).map_err(|e| anyhow!("--bs: {e:#}"))?);
             let rate = quick::parse_rate(&rate).map_err(|e| anyhow!(e))?;
             let arrival = match distribution.as_str() {

@@ -41,7 +41,7 @@ pub(crate) fn run_report(command: ReportCommand) -> Result<()> {
                 }
             };
             // Two workload runs, two OLTP runs, or two AWR or Statspack reports.
-            let mut comparison = compare_files(&file(&a), &file(&b)).map_err(|e| anyhow!(e))?;
+            let mut comparison = compare_files(&file(&a), &file(&b))?;
             comparison.rename(&a.display().to_string(), &b.display().to_string());
             if let Some(path) = html {
                 std::fs::write(&path, compare::compare_html(&comparison))
@@ -60,10 +60,13 @@ pub(crate) fn run_report(command: ReportCommand) -> Result<()> {
 /// Compare two files: two AWR or Statspack reports (anything but a
 /// `result.json`) on the figures the reports hold, else two results of the
 /// same kind ([`compare_any`]).
-fn compare_files(a: &Path, b: &Path) -> Result<Comparison, String> {
+///
+/// Every error is its one line alone (`anyhow!("{e}")`): the products'
+/// messages already say what their causes were.
+fn compare_files(a: &Path, b: &Path) -> Result<Comparison> {
     if !report_file::holds_json(a) && !report_file::holds_json(b) {
-        let ra = cairn_awr::read::parse_file(a).map_err(|e| e.to_string())?;
-        let rb = cairn_awr::read::parse_file(b).map_err(|e| e.to_string())?;
+        let ra = cairn_awr::read::parse_file(a).map_err(|e| anyhow!("{e}"))?;
+        let rb = cairn_awr::read::parse_file(b).map_err(|e| anyhow!("{e}"))?;
         return Ok(cairn_awr::compare::compare_awr(&ra, &rb));
     }
     let (ra, rb) = (load_any(a)?, load_any(b)?);
@@ -88,25 +91,27 @@ enum AnyResult {
 /// Read a `result.json` of either kind, telling them apart by its `schema`
 /// field, so that `cairn report compare` need not be told which kind it is.
 /// Errors are one line, naming the file, what was found and what to do.
-fn load_any(path: &Path) -> Result<AnyResult, String> {
-    let text = report_file::read_text(path)?;
+fn load_any(path: &Path) -> Result<AnyResult> {
+    let text = report_file::read_text(path).map_err(|e| anyhow!("{e}"))?;
     let shown = path.display().to_string();
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        format!(
+        anyhow!(
             "{shown} is not a Cairn result (not JSON: {e}); give the result.json a bench run wrote"
         )
     })?;
     match value.get("schema").and_then(|s| s.as_str()) {
-        Some(SCHEMA) => cairn_kit_report::result_from_value(value, &shown).map(AnyResult::Bench),
-        Some(OLTP_SCHEMA) => {
-            cairn_oltp::result::oltp_from_value(value, &shown).map(|r| AnyResult::Oltp(Box::new(r)))
-        }
+        Some(SCHEMA) => cairn_kit_report::result_from_value(value, &shown)
+            .map(AnyResult::Bench)
+            .map_err(|e| anyhow!("{e}")),
+        Some(OLTP_SCHEMA) => cairn_oltp::result::oltp_from_value(value, &shown)
+            .map(|r| AnyResult::Oltp(Box::new(r)))
+            .map_err(|e| anyhow!("{e}")),
         _ => {
             let found = match value.get("schema") {
                 Some(s) => s.to_string(),
                 None => "missing".to_string(),
             };
-            Err(format!(
+            Err(anyhow!(
                 "{shown} is not a Cairn result (schema {found}, expected \"{SCHEMA}\" or \"{OLTP_SCHEMA}\"); give the result.json a bench run wrote"
             ))
         }
@@ -116,7 +121,7 @@ fn load_any(path: &Path) -> Result<AnyResult, String> {
 /// Compare two results of the same kind: two workload results or two OLTP
 /// runs. Results of different kinds measure different things and are
 /// refused rather than half-compared; `shown` names the two in that message.
-fn compare_any(a: &AnyResult, b: &AnyResult, shown: (&str, &str)) -> Result<Comparison, String> {
+fn compare_any(a: &AnyResult, b: &AnyResult, shown: (&str, &str)) -> Result<Comparison> {
     match (a, b) {
         (AnyResult::Bench(ra), AnyResult::Bench(rb)) => Ok(compare::compare_results(ra, rb)),
         (AnyResult::Oltp(ra), AnyResult::Oltp(rb)) => Ok(cairn_oltp::report::compare_oltp(ra, rb)),
@@ -126,7 +131,7 @@ fn compare_any(a: &AnyResult, b: &AnyResult, shown: (&str, &str)) -> Result<Comp
             } else {
                 (shown.1, shown.0)
             };
-            Err(format!(
+            Err(anyhow!(
                 "cannot compare an OLTP run with a workload run: {oltp} is an OLTP result and {bench} a workload result; give two results of the same kind"
             ))
         }

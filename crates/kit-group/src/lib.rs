@@ -146,7 +146,7 @@ impl TargetOpener for CairnTargets {
         host: &Host,
         engine: EngineKind,
         names: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), OpenerError> {
         let Some(discovery) = &self.discovery else {
             // Nothing was opened without one.
             return Ok(());
@@ -155,7 +155,7 @@ impl TargetOpener for CairnTargets {
             .iter()
             .filter_map(|name| GroupPath::parse_file(name).ok())
             .collect();
-        remove_created(host, discovery, engine, &paths)
+        Ok(remove_created(host, discovery, engine, &paths)?)
     }
 }
 
@@ -309,11 +309,8 @@ impl MappedShare for GroupFileShare {
     fn attach(
         self: Box<Self>,
         engine: &mut dyn FileEngine,
-    ) -> Result<(Box<dyn Any>, WrapEngine), String> {
-        let group = self
-            .group
-            .live()
-            .ok_or_else(|| "the group was dismounted before the run".to_string())?;
+    ) -> Result<(Box<dyn Any>, WrapEngine), OpenerError> {
+        let group = self.group.live().ok_or(Dismounted)?;
         let mapping = Mapping::GroupFile {
             group,
             number: self.number,
@@ -328,6 +325,16 @@ impl MappedShare for GroupFileShare {
     }
 }
 
+/// A group file's group, dismounted before the run's workers started.
+#[derive(Debug, thiserror::Error)]
+#[error("the group was dismounted before the run")]
+struct Dismounted;
+
+/// A worker's sd that another opener mapped, beside a group file.
+#[derive(Debug, thiserror::Error)]
+#[error("an sd mapped by another opener shares this worker's engine; run it in a bench of its own")]
+struct ForeignMapping;
+
 /// A worker's engine over its sds when a group file is among them: the
 /// data plane's [`FileIo`] over the worker's engine, once per worker (no
 /// cost per I/O beyond FileIo's own).
@@ -335,7 +342,7 @@ fn file_io(
     engine: Box<dyn IoEngine>,
     devices: Vec<WorkerDevice>,
     depth: usize,
-) -> Result<Box<dyn IoEngine>, String> {
+) -> Result<Box<dyn IoEngine>, OpenerError> {
     let mappings = devices
         .into_iter()
         .map(|d| match d {
@@ -343,11 +350,9 @@ fn file_io(
             WorkerDevice::Mapped(attached) => attached
                 .downcast::<Mapping>()
                 .map(|m| *m)
-                .map_err(|_| {
-                    "an sd mapped by another opener shares this worker's engine; run it in a bench of its own".to_string()
-                }),
+                .map_err(|_| ForeignMapping),
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, ForeignMapping>>()?;
     Ok(Box::new(FileIo::new(engine, mappings, depth)))
 }
 
@@ -376,7 +381,7 @@ fn group_path(sd: &SdDef) -> Result<GroupPath, GroupTargetError> {
 
 impl GroupTargetError {
     /// The error, and what a failed clean-up left behind.
-    fn add_leftover(&mut self, left: &str) {
+    fn add_leftover(&mut self, left: &LeftBehind) {
         match self {
             GroupTargetError::Failed { message, .. } => *message = format!("{message}; {left}"),
             GroupTargetError::NoDiscovery { .. } => {}
@@ -441,7 +446,7 @@ fn open_group_files(
                 continue;
             }
             let p = prepare(&live, &mut handle, sd, path, open, &mut created)
-                .map_err(|message| fail(sd, path, message))?;
+                .map_err(|e| fail(sd, path, e.to_string()))?;
             prepared.push(p);
         }
         Ok(())
@@ -635,6 +640,31 @@ struct Prepared {
     disks: Vec<u16>,
 }
 
+/// Why a group file could not be made ready: follows the sd and the path.
+#[derive(Debug, thiserror::Error)]
+enum PrepareError {
+    #[error("{0}")]
+    Group(GroupError),
+    #[error("no such file in the group; give size= (--size) so Cairn can create it")]
+    NoSize,
+    #[error("cannot create it: {0}")]
+    Create(GroupError),
+    #[error("filling it failed: {0}")]
+    Fill(GroupError),
+    #[error("filling it was interrupted")]
+    Interrupted,
+    #[error("cannot initialise its extents: {0}")]
+    Initialise(GroupError),
+    #[error("it went away while it was prepared")]
+    Gone,
+}
+
+impl From<GroupError> for PrepareError {
+    fn from(e: GroupError) -> Self {
+        PrepareError::Group(e)
+    }
+}
+
 fn prepare(
     live: &LiveGroup,
     handle: &mut DataHandle,
@@ -642,16 +672,13 @@ fn prepare(
     path: &GroupPath,
     open: &mut MappedOpen<'_>,
     created: &mut Vec<GroupPath>,
-) -> Result<Prepared, String> {
-    let meta_err = |e: GroupError| format!("{e}");
-    let sector = u64::from(live.meta(|g| g.sector_bytes()).map_err(meta_err)?);
-    let info = match live.meta(|g| g.open(path)).map_err(meta_err)? {
+) -> Result<Prepared, PrepareError> {
+    let sector = u64::from(live.meta(|g| g.sector_bytes())?);
+    let info = match live.meta(|g| g.open(path))? {
         Ok(info) => info,
         Err(GroupError::NotFound(_)) => {
             let Some(size) = sd.size_bytes else {
-                return Err(
-                    "no such file in the group; give size= (--size) so Cairn can create it".into(),
-                );
+                return Err(PrepareError::NoSize);
             };
             let size = size.div_ceil(sector) * sector;
             let options = CreateOptions {
@@ -659,23 +686,20 @@ fn prepare(
                 ..CreateOptions::default()
             };
             let info = live
-                .meta(|g| g.create_file(path, size, &options))
-                .map_err(meta_err)?
-                .map_err(|e| format!("cannot create it: {e}"))?;
+                .meta(|g| g.create_file(path, size, &options))?
+                .map_err(PrepareError::Create)?;
             created.push(path.clone());
             if open.reads {
                 fill(handle, info.number, size, open.fill_progress)?;
             }
             info
         }
-        Err(e) => return Err(format!("{e}")),
+        Err(e) => return Err(PrepareError::Group(e)),
     };
     handle
         .initialize_file(info.number)
-        .map_err(|e| format!("cannot initialise its extents: {e}"))?;
-    let snap = handle
-        .file(info.number)
-        .ok_or_else(|| "it went away while it was prepared".to_string())?;
+        .map_err(PrepareError::Initialise)?;
+    let snap = handle.file(info.number).ok_or(PrepareError::Gone)?;
     let mut disks: Vec<u16> = snap
         .extents()
         .flat_map(|e| e.copies().iter().map(|c| c.disk).collect::<Vec<_>>())
@@ -703,7 +727,7 @@ fn fill(
     number: u32,
     size: u64,
     progress: &mut dyn FnMut(u64, u64) -> bool,
-) -> Result<(), String> {
+) -> Result<(), PrepareError> {
     let pattern = DataPattern::new(1.0, 1.0, 8192, 0x5eed);
     let mut buf = vec![0u8; FILL_CHUNK_BYTES.min(size) as usize];
     let mut offset = 0u64;
@@ -714,13 +738,13 @@ fn fill(
         pattern.fill(&mut buf[..len], offset, counter);
         handle
             .write(number, offset, &buf[..len])
-            .map_err(|e| format!("filling it failed: {e}"))?;
+            .map_err(PrepareError::Fill)?;
         offset += len as u64;
         if !progress(offset, size) {
-            return Err("filling it was interrupted".into());
+            return Err(PrepareError::Interrupted);
         }
     }
-    handle.sync().map_err(|e| format!("filling it failed: {e}"))
+    handle.sync().map_err(PrepareError::Fill)
 }
 
 /// Remove group files a refused run created: mount the group again (after
@@ -731,7 +755,7 @@ fn remove_created(
     discovery: &DiscoveryString,
     engine_kind: EngineKind,
     files: &[GroupPath],
-) -> Result<(), String> {
+) -> Result<(), LeftBehind> {
     let mut by_group: BTreeMap<String, Vec<&GroupPath>> = BTreeMap::new();
     for path in files {
         by_group
@@ -741,9 +765,9 @@ fn remove_created(
     }
     let mut left: Vec<String> = Vec::new();
     for (name, paths) in by_group {
-        let removed = (|| -> Result<Vec<String>, String> {
+        let removed = (|| -> Result<Vec<String>, NotRemoved> {
             let mut engine = cairn_io::new_file_engine(engine_kind, MOUNT_DEPTH)
-                .map_err(|e| format!("cannot start an I/O engine: {e}"))?;
+                .map_err(NotRemoved::NoEngine)?;
             let mut mounted = group_admin::mount_with(
                 engine.as_mut(),
                 host,
@@ -753,14 +777,14 @@ fn remove_created(
                 MissingDisks::Refuse,
                 cairn_store::group::heartbeat::Takeover::Refuse,
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(NotRemoved::Mount)?;
             let mut kept = Vec::new();
             for path in &paths {
                 if mounted.group.remove(path).is_err() {
                     kept.push(path.to_string());
                 }
             }
-            mounted.group.dismount().map_err(|e| e.to_string())?;
+            mounted.group.dismount().map_err(NotRemoved::Dismount)?;
             Ok(kept)
         })();
         match removed {
@@ -774,10 +798,29 @@ fn remove_created(
     if left.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "the new file(s) {} could not be removed; remove them with `cairn rm --discover '{}' PATH`",
-            left.join(" "),
-            discovery.text
-        ))
+        Err(LeftBehind {
+            left,
+            discovery: discovery.text.clone(),
+        })
     }
+}
+
+/// Group files a refused run made and could not remove (each with why, when
+/// its group could not be mounted again), and how to remove them.
+#[derive(Debug, thiserror::Error)]
+#[error("the new file(s) {} could not be removed; remove them with `cairn rm --discover '{discovery}' PATH`", left.join(" "))]
+pub struct LeftBehind {
+    left: Vec<String>,
+    discovery: String,
+}
+
+/// Why a group's new files could not be removed at all.
+#[derive(Debug, thiserror::Error)]
+enum NotRemoved {
+    #[error("cannot start an I/O engine: {0}")]
+    NoEngine(std::io::Error),
+    #[error("{0}")]
+    Mount(group_admin::GroupAdminError),
+    #[error("{0}")]
+    Dismount(GroupError),
 }

@@ -12,11 +12,11 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cairn_kit::result::BenchResult;
 
-use crate::{looks_like_json, report_files, result_from_json};
+use crate::{looks_like_json, report_files, result_from_json, ResultError};
 
 /// Bytes read from the start of a file to tell JSON from a report.
 const JSON_SNIFF_BYTES: usize = 256;
@@ -24,19 +24,31 @@ const JSON_SNIFF_BYTES: usize = 256;
 /// Read a `result.json`, refusing anything that is not a Cairn bench result
 /// of a schema version this build understands ([`result_from_json`]).
 /// Errors are one line, naming the file and what to do.
-pub fn load_result(path: &Path) -> Result<BenchResult, String> {
+pub fn load_result(path: &Path) -> Result<BenchResult, ResultError> {
     result_from_json(&read_text(path)?, &path.display().to_string())
 }
 
 /// Write a workload run's `result.json` (pretty), `summary.txt` and
 /// `report.html` into `dir` (created if missing), each atomically.
 pub fn write_reports(dir: &Path, result: &BenchResult) -> io::Result<()> {
-    write_files(dir, &report_files(result).map_err(invalid)?)
+    let files = report_files(result).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    write_files(dir, &files)
+}
+
+/// A file that could not be read, named.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {}: {error}", path.display())]
+pub struct ReadError {
+    pub path: PathBuf,
+    pub error: io::Error,
 }
 
 /// The text of the file at `path`; the error is one line naming it.
-pub fn read_text(path: &Path) -> Result<String, String> {
-    fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+pub fn read_text(path: &Path) -> Result<String, ReadError> {
+    fs::read_to_string(path).map_err(|error| ReadError {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// Whether `path` holds JSON (a result rather than, say, an AWR report), by
@@ -47,10 +59,6 @@ pub fn holds_json(path: &Path) -> bool {
         .and_then(|mut f| f.read(&mut head))
         .unwrap_or(0);
     looks_like_json(&head[..n])
-}
-
-fn invalid(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
 /// Write each `(name, contents)` into `dir` (created if missing) atomically,

@@ -121,7 +121,7 @@ fn load_text(text: &str) -> Result<BenchResult, String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("result.json");
     fs::write(&path, text).unwrap();
-    load_result(&path)
+    load_result(&path).map_err(|e| e.to_string())
 }
 
 fn sample_value() -> serde_json::Value {
@@ -169,7 +169,9 @@ fn load_refuses_what_it_cannot_read_in_one_line() {
         assert!(err.contains("result.json"), "names the file: {err}");
         assert!(!err.contains('\n'), "one line: {err}");
     }
-    let err = load_result(Path::new("/nonexistent/result.json")).unwrap_err();
+    let err = load_result(Path::new("/nonexistent/result.json"))
+        .unwrap_err()
+        .to_string();
     assert!(
         err.starts_with("cannot read /nonexistent/result.json: "),
         "{err}"

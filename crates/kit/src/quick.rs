@@ -15,7 +15,7 @@ use crate::model::{
     rate_problem, timing_problem, Arrival, General, OpenFlags, Plan, Rate, RunDef, SdDef, Seek,
     Source, WdDef, XferSize, RATE_IOPS_MAX,
 };
-use crate::vdbench::{value_size_bytes, THREADS_MAX};
+use crate::vdbench::{value_size_bytes, SizeError, THREADS_MAX};
 
 /// `--rw`: direction and access pattern, in fio's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +42,7 @@ impl QuickRw {
 }
 
 impl FromStr for QuickRw {
-    type Err = String;
+    type Err = UnknownRw;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s.to_ascii_lowercase().as_str() {
@@ -52,12 +52,7 @@ impl FromStr for QuickRw {
             "randwrite" => QuickRw::RandWrite,
             "rw" | "readwrite" => QuickRw::Rw,
             "randrw" => QuickRw::RandRw,
-            _ => {
-                return Err(format!(
-                    "unknown --rw `{s}`; expected one of {}",
-                    Self::NAMES.join(", ")
-                ))
-            }
+            _ => return Err(UnknownRw(s.to_string())),
         })
     }
 }
@@ -102,31 +97,56 @@ pub struct QuickArgs {
     pub args: Vec<String>,
 }
 
+/// An `--rw` that names no access pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown --rw `{}`; expected one of {names}", .0, names = QuickRw::NAMES.join(", "))]
+pub struct UnknownRw(pub String);
+
+/// Which flag of a quick run is wrong, and what it expects: one line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QuickError {
+    #[error(
+        "no --target given; expected --target PATH (a block device or a file), once per target"
+    )]
+    NoTarget,
+    #[error("--target `{}` is empty; expected a block device or a file path", .0.display())]
+    EmptyTarget(PathBuf),
+    #[error("--qd {0} is out of range; expected 1 to {THREADS_MAX} I/Os outstanding per target")]
+    Qd(u32),
+    #[error("--rwmixread {0} is out of range; expected a percentage of reads from 0 to 100")]
+    RwMixRead(f64),
+    #[error("--bs shares add up to {0}%; expected positive shares adding up to 100")]
+    BsShares(f64),
+    #[error(
+        "--bs {0} is not usable; expected a multiple of 512 bytes from 512 to 256m, such as 8k"
+    )]
+    Bs(u64),
+    /// `--time`, `--interval` and `--warmup` do not make a run
+    /// ([`timing_problem`]'s one line).
+    #[error("{0}")]
+    Timing(String),
+    /// `shown` is the rate as given, `problem` what [`rate_problem`] says of it.
+    #[error("--rate {shown} {problem}; {}", rate_expected())]
+    Rate { shown: String, problem: String },
+    #[error("--size 0; expected the bytes of each target to use, such as 10g")]
+    NoSize,
+    #[error("{flag} {ratio} is below 1; expected a ratio of at least 1 (1 = no reduction)")]
+    Ratio { flag: &'static str, ratio: f64 },
+}
+
 /// The plan for a quick run; the error is one line saying which flag is wrong.
-pub fn plan(args: &QuickArgs) -> Result<Plan, String> {
+pub fn plan(args: &QuickArgs) -> Result<Plan, QuickError> {
     if args.targets.is_empty() {
-        return Err(
-            "no --target given; expected --target PATH (a block device or a file), once per target"
-                .into(),
-        );
+        return Err(QuickError::NoTarget);
     }
     if let Some(empty) = args.targets.iter().find(|t| t.as_os_str().is_empty()) {
-        return Err(format!(
-            "--target `{}` is empty; expected a block device or a file path",
-            empty.display()
-        ));
+        return Err(QuickError::EmptyTarget(empty.clone()));
     }
     if args.qd == 0 || u64::from(args.qd) > THREADS_MAX {
-        return Err(format!(
-            "--qd {} is out of range; expected 1 to {THREADS_MAX} I/Os outstanding per target",
-            args.qd
-        ));
+        return Err(QuickError::Qd(args.qd));
     }
     if !(0.0..=100.0).contains(&args.rwmixread) {
-        return Err(format!(
-            "--rwmixread {} is out of range; expected a percentage of reads from 0 to 100",
-            args.rwmixread
-        ));
+        return Err(QuickError::RwMixRead(args.rwmixread));
     }
     check_bs(&args.bs)?;
     if let Some(problem) = timing_problem(
@@ -135,7 +155,7 @@ pub fn plan(args: &QuickArgs) -> Result<Plan, String> {
         args.warmup,
         ["--time", "--interval", "--warmup"],
     ) {
-        return Err(problem);
+        return Err(QuickError::Timing(problem));
     }
     if let Some(rate) = args.rate {
         if let Some(problem) = rate_problem(rate) {
@@ -145,20 +165,18 @@ pub fn plan(args: &QuickArgs) -> Result<Plan, String> {
             } else {
                 format!("{rate:e}")
             };
-            return Err(format!("--rate {shown} {problem}; {}", rate_expected()));
+            return Err(QuickError::Rate { shown, problem });
         }
     }
     if args.size == Some(0) {
-        return Err("--size 0; expected the bytes of each target to use, such as 10g".into());
+        return Err(QuickError::NoSize);
     }
     for (flag, ratio) in [
         ("--compratio", args.compratio),
         ("--dedupratio", args.dedupratio),
     ] {
         if !(ratio.is_finite() && ratio >= 1.0) {
-            return Err(format!(
-                "{flag} {ratio} is below 1; expected a ratio of at least 1 (1 = no reduction)"
-            ));
+            return Err(QuickError::Ratio { flag, ratio });
         }
     }
 
@@ -230,7 +248,7 @@ pub fn plan(args: &QuickArgs) -> Result<Plan, String> {
     })
 }
 
-fn check_bs(bs: &XferSize) -> Result<(), String> {
+fn check_bs(bs: &XferSize) -> Result<(), QuickError> {
     let sizes: Vec<u64> = match bs {
         XferSize::Fixed(b) => vec![*b],
         XferSize::Distribution(d) => {
@@ -239,9 +257,7 @@ fn check_bs(bs: &XferSize) -> Result<(), String> {
                 || (sum - 100.0).abs() > 1e-6
                 || d.iter().any(|(_, p)| p.is_nan() || *p <= 0.0)
             {
-                return Err(format!(
-                    "--bs shares add up to {sum}%; expected positive shares adding up to 100"
-                ));
+                return Err(QuickError::BsShares(sum));
             }
             d.iter().map(|(b, _)| *b).collect()
         }
@@ -250,9 +266,7 @@ fn check_bs(bs: &XferSize) -> Result<(), String> {
         .iter()
         .find(|b| **b == 0 || !b.is_multiple_of(512) || **b > 256 << 20)
     {
-        Some(b) => Err(format!(
-            "--bs {b} is not usable; expected a multiple of 512 bytes from 512 to 256m, such as 8k"
-        )),
+        Some(b) => Err(QuickError::Bs(*b)),
         None => Ok(()),
     }
 }
@@ -266,25 +280,26 @@ fn rate_expected() -> String {
 
 /// `--rate`: `max` (`None`: closed loop) or I/Os per second, `5000`, `2.5e4`;
 /// the error is one line naming the text given and the limit it breaks.
-pub fn parse_rate(text: &str) -> Result<Option<f64>, String> {
+pub fn parse_rate(text: &str) -> Result<Option<f64>, QuickError> {
     if text.eq_ignore_ascii_case("max") {
         return Ok(None);
     }
+    let shown = format!("`{text}`");
     let Ok(rate) = text.trim().parse::<f64>() else {
-        return Err(format!(
-            "--rate `{text}` is not a number; {}",
-            rate_expected()
-        ));
+        return Err(QuickError::Rate {
+            shown,
+            problem: "is not a number".to_string(),
+        });
     };
     match rate_problem(rate) {
-        Some(problem) => Err(format!("--rate `{text}` {problem}; {}", rate_expected())),
+        Some(problem) => Err(QuickError::Rate { shown, problem }),
         None => Ok(Some(rate)),
     }
 }
 
 /// Bytes from `8k`, `1m`, `4096`, `1.5g` (k = 1024, case-insensitive); exact,
 /// so `1.3k` (not a whole number of bytes) is an error. Shared with the CLI.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     value_size_bytes(s)
 }
 
@@ -377,6 +392,7 @@ mod tests {
         assert!("bogus"
             .parse::<QuickRw>()
             .unwrap_err()
+            .to_string()
             .contains("expected one of read, write"));
     }
 
@@ -470,7 +486,7 @@ mod tests {
             ),
         ];
         for (a, fragment) in cases {
-            let e = plan(&a).unwrap_err();
+            let e = plan(&a).unwrap_err().to_string();
             assert!(e.contains(fragment), "{fragment}: {e}");
             assert!(!e.contains('\n'));
         }
@@ -482,18 +498,20 @@ mod tests {
         assert_eq!(parse_rate("5000"), Ok(Some(5000.0)));
         assert_eq!(parse_rate("1e9"), Ok(Some(1e9)));
         for bad in ["1e300", "1.5e9", "inf", "nan", "-5", "0", "fast"] {
-            let e = parse_rate(bad).unwrap_err();
+            let e = parse_rate(bad).unwrap_err().to_string();
             assert!(e.starts_with(&format!("--rate `{bad}` ")), "{e}");
             assert!(!e.contains('\n'));
         }
         assert!(parse_rate("1e300")
             .unwrap_err()
+            .to_string()
             .contains("1000000000 I/Os per second"));
         let e = plan(&QuickArgs {
             rate: Some(1e300),
             ..args()
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("--rate 1e300 is above 1000000000"), "{e}");
     }
 

@@ -87,7 +87,7 @@ pub trait TargetOpener {
         _host: &Host,
         _engine: EngineKind,
         _names: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), OpenerError> {
         Ok(())
     }
 }
@@ -139,7 +139,7 @@ pub trait MappedShare: Send {
     fn attach(
         self: Box<Self>,
         engine: &mut dyn FileEngine,
-    ) -> Result<(Box<dyn Any>, WrapEngine), String>;
+    ) -> Result<(Box<dyn Any>, WrapEngine), OpenerError>;
 }
 
 /// What a worker's engine drives for one sd: a device of the engine, or
@@ -156,7 +156,7 @@ pub enum WorkerDevice {
 /// takes back what its shares attached (a worker's mapped sds come from one
 /// opener).
 pub type WrapEngine =
-    fn(Box<dyn IoEngine>, Vec<WorkerDevice>, usize) -> Result<Box<dyn IoEngine>, String>;
+    fn(Box<dyn IoEngine>, Vec<WorkerDevice>, usize) -> Result<Box<dyn IoEngine>, OpenerError>;
 
 /// What an sd's I/O goes to.
 // A handful per run, never in an I/O path: boxing the device buys nothing.
@@ -289,7 +289,7 @@ pub enum TargetError {
     Fill {
         sd: String,
         path: PathBuf,
-        error: String,
+        error: FillError,
     },
     #[error("sd={sd}: {error}")]
     Open { sd: String, error: OpenerError },
@@ -308,14 +308,22 @@ pub enum TargetError {
         value: u64,
         sector: u64,
     },
-    #[error("sd={sd}: {message}")]
-    Range { sd: String, message: String },
+    #[error("sd={sd}: range=: {error}")]
+    Range { sd: String, error: BandError },
+    #[error("sd={sd}: range= may not wrap past the end of an sd (only hotband= may)")]
+    RangeWraps { sd: String },
+    #[error("sd={sd}: the usable part of {} is empty (size {size_bytes} bytes); check size=, range= and offset=", path.display())]
+    Empty {
+        sd: String,
+        path: PathBuf,
+        size_bytes: u64,
+    },
     #[error("{0}")]
     Mapped(OpenerError),
     #[error("{error}; {left}")]
     Leftover {
         error: Box<TargetError>,
-        left: String,
+        left: OpenerError,
     },
 }
 
@@ -341,7 +349,7 @@ pub fn close_and_remove_created(
     targets: Vec<Target>,
     host: &Host,
     opener: &dyn TargetOpener,
-) -> Result<(), String> {
+) -> Result<(), OpenerError> {
     let mut files: Vec<PathBuf> = Vec::new();
     let mut mapped: Vec<String> = Vec::new();
     // The engine the mapped targets were opened with opens them again.
@@ -371,7 +379,7 @@ fn remove_made(
     host: &Host,
     opener: &dyn TargetOpener,
     engine: EngineKind,
-) -> Result<(), String> {
+) -> Result<(), OpenerError> {
     for path in files {
         std::fs::remove_file(path).ok();
     }
@@ -632,15 +640,13 @@ fn bounds(sd: &SdDef, backing: Backing) -> Result<Target, TargetError> {
     };
     let (start, end) = match &sd.range {
         Some(band) => {
-            let (s, e) =
-                resolve_band(band, size, sector).map_err(|message| TargetError::Range {
-                    sd: sd.name.clone(),
-                    message: format!("range=: {message}"),
-                })?;
+            let (s, e) = resolve_band(band, size, sector).map_err(|error| TargetError::Range {
+                sd: sd.name.clone(),
+                error,
+            })?;
             if e > size {
-                return Err(TargetError::Range {
+                return Err(TargetError::RangeWraps {
                     sd: sd.name.clone(),
-                    message: "range= may not wrap past the end of an sd (only hotband= may)".into(),
                 });
             }
             (s, e)
@@ -648,12 +654,10 @@ fn bounds(sd: &SdDef, backing: Backing) -> Result<Target, TargetError> {
         None => (0, size),
     };
     if end <= start {
-        return Err(TargetError::Range {
+        return Err(TargetError::Empty {
             sd: sd.name.clone(),
-            message: format!(
-                "the usable part of {} is empty (size {size} bytes); check size=, range= and offset=",
-                sd.lun.display()
-            ),
+            path: sd.lun.clone(),
+            size_bytes: size,
         });
     }
     Ok(Target {
@@ -665,34 +669,60 @@ fn bounds(sd: &SdDef, backing: Backing) -> Result<Target, TargetError> {
     })
 }
 
+/// Why a band does not fit the region it lies in.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BandError {
+    #[error("{0}% is outside 0–200%")]
+    Percent(f64),
+    #[error("the band ends ({end} bytes) at or before it starts ({start} bytes)")]
+    Backwards { start: u64, end: u64 },
+    #[error("the band starts at {start} bytes, past the end ({len} bytes)")]
+    PastTheEnd { start: u64, len: u64 },
+    #[error("the band is longer than the region it lies in")]
+    TooLong,
+}
+
 /// A band of a region `len` bytes long, as byte offsets rounded to whole
 /// sectors. The end may exceed `len` (up to twice it) for a band that wraps.
-pub fn resolve_band(band: &Band, len: u64, sector: u64) -> Result<(u64, u64), String> {
-    let at = |b: &Bound| -> Result<u64, String> {
+pub fn resolve_band(band: &Band, len: u64, sector: u64) -> Result<(u64, u64), BandError> {
+    let at = |b: &Bound| -> Result<u64, BandError> {
         match *b {
             Bound::Percent(p) if (0.0..=200.0).contains(&p) => {
                 Ok(((len as f64 * p / 100.0) as u64) / sector * sector)
             }
-            Bound::Percent(p) => Err(format!("{p}% is outside 0–200%")),
+            Bound::Percent(p) => Err(BandError::Percent(p)),
             Bound::Bytes(b) => Ok(b / sector * sector),
         }
     };
     let start = at(&band.start)?;
     let end = at(&band.end)?;
     if end <= start {
-        return Err(format!(
-            "the band ends ({end} bytes) at or before it starts ({start} bytes)"
-        ));
+        return Err(BandError::Backwards { start, end });
     }
     if start >= len {
-        return Err(format!(
-            "the band starts at {start} bytes, past the end ({len} bytes)"
-        ));
+        return Err(BandError::PastTheEnd { start, len });
     }
     if end - start > len {
-        return Err("the band is longer than the region it lies in".into());
+        return Err(BandError::TooLong);
     }
     Ok((start, end))
+}
+
+/// Why a new file could not be filled (it is then removed).
+#[derive(Debug, thiserror::Error)]
+pub enum FillError {
+    #[error("only files are filled here")]
+    NotAFile,
+    #[error("{0}")]
+    Dup(std::io::Error),
+    #[error("cannot start an I/O engine to fill it: {0}")]
+    NoEngine(std::io::Error),
+    #[error("the fill queue refused a write")]
+    QueueFull,
+    #[error("{0}")]
+    Io(cairn_io::IoError),
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// Write data over a new file's whole range, so reads reach the storage.
@@ -700,16 +730,15 @@ fn fill(
     target: &mut Target,
     engine_kind: EngineKind,
     progress: &mut dyn FnMut(u64, u64) -> bool,
-) -> Result<(), String> {
+) -> Result<(), FillError> {
     const CHUNK: u64 = 1 << 20;
     const DEPTH: usize = 8;
     let total = target.end_bytes + target.sd.offset_bytes;
     let Backing::Device(device) = &target.backing else {
-        return Err("only files are filled here".into());
+        return Err(FillError::NotAFile);
     };
-    let device = device.try_clone().map_err(|e| e.to_string())?;
-    let mut engine = cairn_io::new_file_engine(engine_kind, DEPTH)
-        .map_err(|e| format!("cannot start an I/O engine to fill it: {e}"))?;
+    let device = device.try_clone().map_err(FillError::Dup)?;
+    let mut engine = cairn_io::new_file_engine(engine_kind, DEPTH).map_err(FillError::NoEngine)?;
     let id = engine.attach(device);
     let pattern = DataPattern::new(1.0, 1.0, 8192, 0x5eed);
     let mut bufs: Vec<AlignedBuf> = (0..DEPTH)
@@ -737,12 +766,12 @@ fn fill(
                         fua: false,
                     },
                 })
-                .map_err(|_| "the fill queue refused a write".to_string())?;
+                .map_err(|_| FillError::QueueFull)?;
             offset += len as u64;
         }
-        engine.wait(1).map_err(|e| e.to_string())?;
+        engine.wait(1).map_err(FillError::Io)?;
         while let Some(c) = engine.pop_completion() {
-            let n = c.result.map_err(|e| e.to_string())?;
+            let n = c.result.map_err(FillError::Io)?;
             done += n;
             if let Some(b) = c.buf {
                 bufs.push(b);
@@ -751,13 +780,13 @@ fn fill(
         if !progress(done, total) {
             // Let what is in flight finish before the file is removed.
             while engine.in_flight() > 0 {
-                engine.wait(1).map_err(|e| e.to_string())?;
+                engine.wait(1).map_err(FillError::Io)?;
                 while engine.pop_completion().is_some() {}
             }
-            return Err("interrupted".into());
+            return Err(FillError::Interrupted);
         }
     }
-    engine.flush(id).map_err(|e| e.to_string())?;
+    engine.flush(id).map_err(FillError::Io)?;
     Ok(())
 }
 

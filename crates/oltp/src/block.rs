@@ -116,20 +116,85 @@ fn filler_start(block_bytes: usize) -> usize {
     OFF_COLUMNS + row_columns(block_bytes) * COLUMN_BYTES
 }
 
+/// The first problem found in a block, in one line (verify prints it after
+/// the block's place).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BlockError {
+    #[error("a block of {bytes} bytes is too small to check (at least {BLOCK_BYTES_MIN})")]
+    TooSmall { bytes: usize },
+    #[error("not a Cairn OLTP block (all zeros)")]
+    Zeros,
+    #[error("not a Cairn OLTP block (no block magic)")]
+    NoMagic,
+    #[error("torn or overwritten block: its tail says block {tail_number} version {tail_version} (low 32 bits), its header block {number} version {version}")]
+    Torn {
+        tail_number: u64,
+        tail_version: u32,
+        number: u64,
+        version: u64,
+    },
+    #[error("bad checksum (stored {stored:08x}, computed {computed:08x})")]
+    Checksum { stored: u32, computed: u32 },
+    #[error("block format version {format} is not one this Cairn reads ({BLOCK_FORMAT_VERSION})")]
+    Format { format: u16 },
+    #[error("holds a block of {found} bytes, expected {expected}")]
+    Size { found: usize, expected: usize },
+    #[error("belongs to dataset {found:016x}, expected {expected:016x}")]
+    Dataset { found: u64, expected: u64 },
+    #[error("unknown segment code {code}")]
+    Segment { code: u8 },
+    #[error(
+        "holds schema {} {} block {}, expected schema {} {} block {}",
+        u64::from(.found.schema) + 1,
+        .found.segment.name(),
+        .found.number,
+        u64::from(.expected.schema) + 1,
+        .expected.segment.name(),
+        .expected.number
+    )]
+    Elsewhere { found: BlockRef, expected: BlockRef },
+    #[error("an index leaf holds no row")]
+    IndexRow,
+    #[error("scan block holds key {key}, expected its number {number}")]
+    ScanKey { key: u64, number: u64 },
+    #[error("value column does not match key {key} at version {version} (a change half applied)")]
+    Value { key: u64, version: u64 },
+    #[error("column {column} is at version {written_at}, newer than the block's {version}")]
+    ColumnNewer {
+        column: usize,
+        written_at: u64,
+        version: u64,
+    },
+    #[error("column {column} is at version {written_at}, the block at {version} (a change half applied)")]
+    ColumnBehind {
+        column: usize,
+        written_at: u64,
+        version: u64,
+    },
+    #[error("column {column} does not match key {key} at version {written_at}")]
+    ColumnText {
+        column: usize,
+        key: u64,
+        written_at: u64,
+    },
+    #[error("filler damaged at byte {at}")]
+    Filler { at: usize },
+    #[error("the stamp at byte {at} does not name this block")]
+    Stamp { at: usize },
+}
+
 /// Check a block's checksum and identity (dataset, schema, segment, number).
-/// Returns the block's version, or a one-line description of the first problem found.
-pub fn check(buf: &[u8], expect: BlockRef, dataset: u64) -> Result<u64, String> {
+/// Returns the block's version, or the first problem found.
+pub fn check(buf: &[u8], expect: BlockRef, dataset: u64) -> Result<u64, BlockError> {
     let bs = buf.len();
     if bs < BLOCK_BYTES_MIN {
-        return Err(format!(
-            "a block of {bs} bytes is too small to check (at least {BLOCK_BYTES_MIN})"
-        ));
+        return Err(BlockError::TooSmall { bytes: bs });
     }
     if buf[OFF_MAGIC..OFF_MAGIC + 4] != BLOCK_MAGIC {
         return Err(if buf.iter().all(|b| *b == 0) {
-            "not a Cairn OLTP block (all zeros)".into()
+            BlockError::Zeros
         } else {
-            "not a Cairn OLTP block (no block magic)".into()
+            BlockError::NoMagic
         });
     }
     let format = u16::from_le_bytes([buf[OFF_FORMAT], buf[OFF_FORMAT + 1]]);
@@ -146,58 +211,59 @@ pub fn check(buf: &[u8], expect: BlockRef, dataset: u64) -> Result<u64, String> 
             if buf[at..] != want {
                 let tail_number = le_u64(buf, at);
                 let tail_version = le_u32(buf, at + 8);
-                return Err(format!(
-                    "torn or overwritten block: its tail says block {tail_number} version {tail_version} (low 32 bits), its header block {number} version {version}"
-                ));
+                return Err(BlockError::Torn {
+                    tail_number,
+                    tail_version,
+                    number,
+                    version,
+                });
             }
         }
     }
     let stored = le_u32(buf, OFF_CHECKSUM);
     let computed = checksum(buf);
     if stored != computed {
-        return Err(format!(
-            "bad checksum (stored {stored:08x}, computed {computed:08x})"
-        ));
+        return Err(BlockError::Checksum { stored, computed });
     }
     if format != BLOCK_FORMAT_VERSION {
-        return Err(format!(
-            "block format version {format} is not one this Cairn reads ({BLOCK_FORMAT_VERSION})"
-        ));
+        return Err(BlockError::Format { format });
     }
     let block_bytes = le_u32(buf, OFF_BLOCK_BYTES) as usize;
     if block_bytes != bs {
-        return Err(format!(
-            "holds a block of {block_bytes} bytes, expected {bs}"
-        ));
+        return Err(BlockError::Size {
+            found: block_bytes,
+            expected: bs,
+        });
     }
     let found_dataset = le_u64(buf, OFF_DATASET);
     if found_dataset != dataset {
-        return Err(format!(
-            "belongs to dataset {found_dataset:016x}, expected {dataset:016x}"
-        ));
+        return Err(BlockError::Dataset {
+            found: found_dataset,
+            expected: dataset,
+        });
     }
     let Some(segment) = Segment::from_code(segment_code) else {
-        return Err(format!("unknown segment code {segment_code}"));
+        return Err(BlockError::Segment { code: segment_code });
     };
     if segment != expect.segment || schema != expect.schema || number != expect.number {
-        return Err(format!(
-            "holds schema {} {} block {number}, expected schema {} {} block {}",
-            u64::from(schema) + 1,
-            segment.name(),
-            u64::from(expect.schema) + 1,
-            expect.segment.name(),
-            expect.number
-        ));
+        return Err(BlockError::Elsewhere {
+            found: BlockRef {
+                schema,
+                segment,
+                number,
+            },
+            expected: expect,
+        });
     }
     Ok(version)
 }
 
 /// Check a table or scan block (as [`check`]) and read its row: the CPU a
 /// database spends on a row it fetches.
-pub fn read_row(buf: &[u8], expect: BlockRef, dataset: u64) -> Result<Row, String> {
+pub fn read_row(buf: &[u8], expect: BlockRef, dataset: u64) -> Result<Row, BlockError> {
     let version = check(buf, expect, dataset)?;
     if expect.segment == Segment::Index {
-        return Err("an index leaf holds no row".into());
+        return Err(BlockError::IndexRow);
     }
     Ok(Row {
         key: le_u64(buf, OFF_KEY),
@@ -211,20 +277,20 @@ pub fn read_row(buf: &[u8], expect: BlockRef, dataset: u64) -> Result<Row, Strin
 /// block's version, no column is newer than the block, the value matches (key,
 /// version), a scan block's key is its number, and filler and stamps are as
 /// loaded. Catches a change half applied under a good checksum.
-pub fn check_content(buf: &[u8], expect: BlockRef, dataset: u64) -> Result<Row, String> {
+pub fn check_content(buf: &[u8], expect: BlockRef, dataset: u64) -> Result<Row, BlockError> {
     let row = read_row(buf, expect, dataset)?;
     let bs = buf.len();
     if expect.segment == Segment::Scan && row.key != expect.number {
-        return Err(format!(
-            "scan block holds key {}, expected its number {}",
-            row.key, expect.number
-        ));
+        return Err(BlockError::ScanKey {
+            key: row.key,
+            number: expect.number,
+        });
     }
     if row.value != value_of(row.key, row.version) {
-        return Err(format!(
-            "value column does not match key {} at version {} (a change half applied)",
-            row.key, row.version
-        ));
+        return Err(BlockError::Value {
+            key: row.key,
+            version: row.version,
+        });
     }
     let obfuscated = buf[OFF_FLAGS] & FLAG_OBFUSCATED != 0;
     let mut text = [0u8; COLUMN_TEXT_BYTES];
@@ -232,30 +298,33 @@ pub fn check_content(buf: &[u8], expect: BlockRef, dataset: u64) -> Result<Row, 
         let at = OFF_COLUMNS + c * COLUMN_BYTES;
         let written_at = le_u64(buf, at);
         if written_at > row.version {
-            return Err(format!(
-                "column {c} is at version {written_at}, newer than the block's {}",
-                row.version
-            ));
+            return Err(BlockError::ColumnNewer {
+                column: c,
+                written_at,
+                version: row.version,
+            });
         }
         if c < COLUMNS_ALWAYS_WRITTEN && written_at != row.version {
-            return Err(format!(
-                "column {c} is at version {written_at}, the block at {} (a change half applied)",
-                row.version
-            ));
+            return Err(BlockError::ColumnBehind {
+                column: c,
+                written_at,
+                version: row.version,
+            });
         }
         column_text(&mut text, row.key, written_at, c, obfuscated);
         if buf[at + COLUMN_VERSION_BYTES..at + COLUMN_BYTES] != text {
-            return Err(format!(
-                "column {c} does not match key {} at version {written_at}",
-                row.key
-            ));
+            return Err(BlockError::ColumnText {
+                column: c,
+                key: row.key,
+                written_at,
+            });
         }
     }
     let seed = filler_seed(dataset, expect);
     let mut from = filler_start(bs);
     for (at, chunk) in stamp_offsets(bs) {
         if let Some(bad) = filler_mismatch(buf, from, at, obfuscated, seed) {
-            return Err(format!("filler damaged at byte {bad}"));
+            return Err(BlockError::Filler { at: bad });
         }
         if buf[at..at + STAMP_BYTES]
             != stamp(
@@ -266,7 +335,7 @@ pub fn check_content(buf: &[u8], expect: BlockRef, dataset: u64) -> Result<Row, 
                 chunk,
             )
         {
-            return Err(format!("the stamp at byte {at} does not name this block"));
+            return Err(BlockError::Stamp { at });
         }
         from = at + STAMP_BYTES;
     }
@@ -715,19 +784,20 @@ mod tests {
         b[OFF_COLUMNS + 3 * COLUMN_BYTES + 20] ^= 1;
         assert!(check(&b, table(0, 5), DS)
             .unwrap_err()
+            .to_string()
             .starts_with("bad checksum"));
 
         let mut b = good.clone();
         b[BS - 12] ^= 1; // the tail's version
-        let e = check(&b, table(0, 5), DS).unwrap_err();
+        let e = check(&b, table(0, 5), DS).unwrap_err().to_string();
         assert!(e.starts_with("torn or overwritten block"), "{e}");
 
-        let e = check(&good, table(1, 5), DS).unwrap_err();
+        let e = check(&good, table(1, 5), DS).unwrap_err().to_string();
         assert_eq!(
             e,
             "holds schema 1 table block 5, expected schema 2 table block 5"
         );
-        let e = check(&good, table(0, 17), DS).unwrap_err();
+        let e = check(&good, table(0, 17), DS).unwrap_err().to_string();
         assert_eq!(
             e,
             "holds schema 1 table block 5, expected schema 1 table block 17"
@@ -738,20 +808,22 @@ mod tests {
         };
         assert!(check(&good, idx, DS)
             .unwrap_err()
+            .to_string()
             .contains("expected schema 1 index block 5"));
         assert!(check(&good, table(0, 5), DS + 1)
             .unwrap_err()
+            .to_string()
             .starts_with("belongs to dataset"));
 
         let zeros = vec![0u8; BS];
         assert_eq!(
-            check(&zeros, table(0, 5), DS).unwrap_err(),
+            check(&zeros, table(0, 5), DS).unwrap_err().to_string(),
             "not a Cairn OLTP block (all zeros)"
         );
         let mut junk = vec![0u8; BS];
         junk[100] = 1;
         assert_eq!(
-            check(&junk, table(0, 5), DS).unwrap_err(),
+            check(&junk, table(0, 5), DS).unwrap_err().to_string(),
             "not a Cairn OLTP block (no block magic)"
         );
     }
@@ -764,7 +836,7 @@ mod tests {
         write_column(&mut b, 1, 42, 0, false);
         seal(&mut b);
         assert_eq!(check(&b, table(0, 5), DS).unwrap(), 1);
-        let e = check_content(&b, table(0, 5), DS).unwrap_err();
+        let e = check_content(&b, table(0, 5), DS).unwrap_err().to_string();
         assert!(
             e.contains("column 1 is at version 0, the block at 1"),
             "{e}"
@@ -774,20 +846,20 @@ mod tests {
         update_row(&mut b, 2, &mut Vec::new());
         put_u64(&mut b, OFF_VALUE, value_of(42, 0));
         seal(&mut b);
-        let e = check_content(&b, table(0, 5), DS).unwrap_err();
+        let e = check_content(&b, table(0, 5), DS).unwrap_err().to_string();
         assert!(e.starts_with("value column does not match"), "{e}");
 
         let mut b = block(table(0, 5), 42, false);
         b[OFF_COLUMNS + 4 * COLUMN_BYTES + 30] = b'!';
         seal(&mut b);
-        let e = check_content(&b, table(0, 5), DS).unwrap_err();
+        let e = check_content(&b, table(0, 5), DS).unwrap_err().to_string();
         assert_eq!(e, "column 4 does not match key 42 at version 0");
 
         let mut b = block(table(0, 5), 42, false);
         b[6000] ^= 0x20;
         seal(&mut b);
         assert_eq!(
-            check_content(&b, table(0, 5), DS).unwrap_err(),
+            check_content(&b, table(0, 5), DS).unwrap_err().to_string(),
             "filler damaged at byte 6000"
         );
     }
@@ -896,11 +968,14 @@ mod tests {
         assert_eq!(index_entry(&b, 3), None);
         assert_eq!(index_entry(&b, usize::MAX), None);
         assert_eq!(
-            read_row(&b, at, DS).unwrap_err(),
+            read_row(&b, at, DS).unwrap_err().to_string(),
             "an index leaf holds no row"
         );
         b[BLOCK_HEADER_BYTES + 8] ^= 4;
-        assert!(check(&b, at, DS).unwrap_err().starts_with("bad checksum"));
+        assert!(check(&b, at, DS)
+            .unwrap_err()
+            .to_string()
+            .starts_with("bad checksum"));
     }
 
     #[test]

@@ -405,6 +405,44 @@ pub fn parse_conf_file(path: &Path) -> Result<ParsedConf, ConfError> {
 /// the wrong file, and refusing it bounds what the parser holds.
 pub const CONF_BYTES_MAX: u64 = 1 << 20;
 
+/// Why settings that parsed do not fit the block size
+/// ([`SlobConf::check_scale`]): one line saying which setting to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScaleError {
+    #[error("block size 0: a block must hold at least one byte")]
+    NoBlock,
+    #[error("SCALE={scale} is {blocks} blocks of {block_bytes} bytes, more bytes than a 64-bit count holds: lower SCALE")]
+    ScaleBytes {
+        scale: Amount,
+        blocks: u64,
+        block_bytes: u64,
+    },
+    #[error("SCAN_TABLE_SZ={scan} is {blocks} blocks of {block_bytes} bytes, more bytes than a 64-bit count holds: lower SCAN_TABLE_SZ")]
+    ScanBytes {
+        scan: Amount,
+        blocks: u64,
+        block_bytes: u64,
+    },
+    #[error(
+        "SCALE={scale} is {blocks} blocks of {block_bytes} bytes, fewer than WORK_UNIT={work_unit}: a statement touches WORK_UNIT blocks of one schema, so raise SCALE to at least {work_unit} blocks ({} bytes) or lower WORK_UNIT",
+        .work_unit * .block_bytes
+    )]
+    BelowWorkUnit {
+        scale: Amount,
+        blocks: u64,
+        block_bytes: u64,
+        work_unit: u64,
+    },
+    #[error("HOTSPOT_OFFSET_MB={offset_mb} + HOTSPOT_MB={mb} = {end_mb} MiB reaches beyond SCALE={scale} ({scale_mib} MiB per schema): lower them or raise SCALE")]
+    HotSpot {
+        offset_mb: u64,
+        mb: u64,
+        end_mb: u64,
+        scale: Amount,
+        scale_mib: u64,
+    },
+}
+
 impl SlobConf {
     /// Every setting as `KEY=value`, in slob.conf order.
     ///
@@ -458,51 +496,45 @@ impl SlobConf {
     /// enabled hot spot lies inside SCALE (as SLOB checks it).
     ///
     /// Errors: one line saying which setting to change.
-    pub fn check_scale(&self, block_size: u32) -> Result<(), String> {
+    pub fn check_scale(&self, block_size: u32) -> Result<(), ScaleError> {
         if block_size == 0 {
-            return Err("block size 0: a block must hold at least one byte".to_string());
+            return Err(ScaleError::NoBlock);
         }
         let bs = u64::from(block_size);
         let scale_blocks = self.scale.blocks(block_size);
-        let scale_bytes = scale_blocks.checked_mul(bs).ok_or_else(|| {
-            format!(
-                "SCALE={} is {scale_blocks} blocks of {bs} bytes, more bytes than a 64-bit count \
-                 holds: lower SCALE",
-                self.scale
-            )
+        let scale_bytes = scale_blocks.checked_mul(bs).ok_or(ScaleError::ScaleBytes {
+            scale: self.scale,
+            blocks: scale_blocks,
+            block_bytes: bs,
         })?;
         let scan_blocks = self.scan_table_sz.blocks(block_size);
         if scan_blocks.checked_mul(bs).is_none() {
-            return Err(format!(
-                "SCAN_TABLE_SZ={} is {scan_blocks} blocks of {bs} bytes, more bytes than a \
-                 64-bit count holds: lower SCAN_TABLE_SZ",
-                self.scan_table_sz
-            ));
+            return Err(ScaleError::ScanBytes {
+                scan: self.scan_table_sz,
+                blocks: scan_blocks,
+                block_bytes: bs,
+            });
         }
         let work_unit = u64::from(self.work_unit);
         if scale_blocks < work_unit {
-            return Err(format!(
-                "SCALE={} is {scale_blocks} blocks of {bs} bytes, fewer than WORK_UNIT={}: a \
-                 statement touches WORK_UNIT blocks of one schema, so raise SCALE to at least \
-                 {} blocks ({} bytes) or lower WORK_UNIT",
-                self.scale,
-                self.work_unit,
+            return Err(ScaleError::BelowWorkUnit {
+                scale: self.scale,
+                blocks: scale_blocks,
+                block_bytes: bs,
                 work_unit,
-                work_unit * bs
-            ));
+            });
         }
         if self.do_hotspot {
             // Both are at most HOTSPOT_MB_MAX, so neither the sum nor the bytes overflow.
             let end_mb = self.hotspot_offset_mb + self.hotspot_mb;
             if end_mb * MIB > scale_bytes {
-                return Err(format!(
-                    "HOTSPOT_OFFSET_MB={} + HOTSPOT_MB={} = {end_mb} MiB reaches beyond \
-                     SCALE={} ({} MiB per schema): lower them or raise SCALE",
-                    self.hotspot_offset_mb,
-                    self.hotspot_mb,
-                    self.scale,
-                    scale_bytes / MIB
-                ));
+                return Err(ScaleError::HotSpot {
+                    offset_mb: self.hotspot_offset_mb,
+                    mb: self.hotspot_mb,
+                    end_mb,
+                    scale: self.scale,
+                    scale_mib: scale_bytes / MIB,
+                });
             }
         }
         Ok(())

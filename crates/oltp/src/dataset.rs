@@ -146,6 +146,22 @@ const LOAD_THREADS_MAX: u32 = 64;
 const PROBLEMS_LISTED_MAX: usize = 1000;
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// What verify finds wrong with one block: the block itself, or where the
+/// index and the key map disagree with it. One line, after the block's place.
+#[derive(Debug, thiserror::Error)]
+enum BlockFault {
+    #[error(transparent)]
+    Block(#[from] block::BlockError),
+    #[error("holds key {found}, but the index maps key {want} to this block")]
+    KeyNotMapped { found: u64, want: u64 },
+    #[error("maps key {key} to table block {found}; the key map says {want}")]
+    IndexEntry { key: u64, found: u64, want: u64 },
+    #[error("ends before key {key} (holds {slot} keys, should hold {keys})")]
+    IndexShort { key: u64, slot: usize, keys: u64 },
+    #[error("holds more than its {keys} keys")]
+    IndexLong { keys: u64 },
+}
+
 /// The key → table block mapping of one schema of a dataset. Each schema has
 /// its own, so no two schemas' index leaves are alike (dedupe finds nothing).
 pub fn key_map(dataset_id: u64, schema: u32, shape: &Shape) -> KeyMap {
@@ -810,13 +826,13 @@ impl Checker<'_> {
         for (i, b) in buf.chunks_exact(bs).enumerate() {
             let id = first + i as u64;
             if let Err(problem) = self.check_block(id, b) {
-                self.problem(id, problem);
+                self.problem(id, problem.to_string());
             }
             self.report.blocks_checked += 1;
         }
     }
 
-    fn check_block(&mut self, id: u64, buf: &[u8]) -> Result<(), String> {
+    fn check_block(&mut self, id: u64, buf: &[u8]) -> Result<(), BlockFault> {
         let at = self
             .layout
             .block_ref(id)
@@ -826,10 +842,10 @@ impl Checker<'_> {
                 let row = block::check_content(buf, at, self.dataset)?;
                 let want = self.keymaps[at.schema as usize].key_of(at.number);
                 if row.key != want {
-                    return Err(format!(
-                        "holds key {}, but the index maps key {want} to this block",
-                        row.key
-                    ));
+                    return Err(BlockFault::KeyNotMapped {
+                        found: row.key,
+                        want,
+                    });
                 }
                 self.report.table_versions += row.version;
                 if let Some(&logged) = self.redo_max.get(&id) {
@@ -839,7 +855,9 @@ impl Checker<'_> {
                 }
                 Ok(())
             }
-            Segment::Scan => block::check_content(buf, at, self.dataset).map(|_| ()),
+            Segment::Scan => block::check_content(buf, at, self.dataset)
+                .map(|_| ())
+                .map_err(BlockFault::from),
             Segment::Index => {
                 block::check(buf, at, self.dataset)?;
                 let kpl = self.layout.keys_per_leaf();
@@ -849,21 +867,18 @@ impl Checker<'_> {
                     let want = self.keymaps[at.schema as usize].block_of(key);
                     match block::index_entry(buf, slot) {
                         Some(found) if found == want => {}
-                        Some(found) => {
-                            return Err(format!(
-                                "maps key {key} to table block {found}; the key map says {want}"
-                            ))
-                        }
+                        Some(found) => return Err(BlockFault::IndexEntry { key, found, want }),
                         None => {
-                            return Err(format!(
-                                "ends before key {key} (holds {slot} keys, should hold {})",
-                                hi - lo
-                            ))
+                            return Err(BlockFault::IndexShort {
+                                key,
+                                slot,
+                                keys: hi - lo,
+                            })
                         }
                     }
                 }
                 if block::index_entry(buf, (hi - lo) as usize).is_some() {
-                    return Err(format!("holds more than its {} keys", hi - lo));
+                    return Err(BlockFault::IndexLong { keys: hi - lo });
                 }
                 Ok(())
             }

@@ -37,6 +37,9 @@ pub enum OltpError {
     /// Input that cannot be used: a target refused, too small, not loaded, of another shape.
     #[error("{0}")]
     Usage(String),
+    /// Settings that do not fit the block size.
+    #[error(transparent)]
+    Scale(#[from] conf::ScaleError),
     /// An I/O that failed.
     #[error("{context}: {source}")]
     Io {

@@ -8,12 +8,12 @@ use std::io;
 use std::path::Path;
 
 use super::report::oltp_report_files;
-use super::result::{oltp_from_json, OltpResult};
+use super::result::{oltp_from_json, OltpResult, OltpResultError};
 use cairn_kit_report::report_file::{read_text, write_files};
 
 /// Read the `result.json` of an OLTP run ([`oltp_from_json`]). Errors are one
 /// line, naming the file and what to do.
-pub fn load_oltp(path: &Path) -> Result<OltpResult, String> {
+pub fn load_oltp(path: &Path) -> Result<OltpResult, OltpResultError> {
     oltp_from_json(&read_text(path)?, &path.display().to_string())
 }
 

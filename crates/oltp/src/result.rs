@@ -200,48 +200,66 @@ impl OltpResult {
     }
 }
 
+/// Why a `result.json` is not an OLTP result this build reads: one line,
+/// naming the file (`shown`) and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum OltpResultError {
+    #[error(transparent)]
+    Read(#[from] cairn_kit_report::ReadError),
+    #[error("{shown} is not a Cairn OLTP result (not JSON: {error}); give the result.json `cairn bench oltp run` wrote")]
+    NotJson {
+        shown: String,
+        error: serde_json::Error,
+    },
+    #[error("{shown} is not a Cairn OLTP result (schema {found}, expected \"{OLTP_SCHEMA}\"); give the result.json `cairn bench oltp run` wrote")]
+    Schema { shown: String, found: String },
+    #[error("{shown} was written by a newer Cairn ({OLTP_SCHEMA} schema_version {version}); this Cairn reads {OLTP_SCHEMA_VERSION}: upgrade Cairn to read it")]
+    Newer { shown: String, version: u64 },
+    #[error("{shown} has {OLTP_SCHEMA} schema_version {version}, which no Cairn writes; this Cairn reads {OLTP_SCHEMA_VERSION}")]
+    NoSuchVersion { shown: String, version: u64 },
+    #[error("{shown} is not a Cairn OLTP result (schema_version missing or not a number)")]
+    NoVersion { shown: String },
+    #[error(
+        "{shown} is a damaged Cairn OLTP result ({error}); rerun the OLTP run or restore the file"
+    )]
+    Damaged {
+        shown: String,
+        error: serde_json::Error,
+    },
+}
+
 /// Decode the text of an OLTP run's `result.json`, refusing anything else (a
 /// workload result, a newer schema version) with one clear line.
-pub fn oltp_from_json(text: &str, shown: &str) -> Result<OltpResult, String> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        format!("{shown} is not a Cairn OLTP result (not JSON: {e}); give the result.json `cairn bench oltp run` wrote")
-    })?;
+pub fn oltp_from_json(text: &str, shown: &str) -> Result<OltpResult, OltpResultError> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|error| OltpResultError::NotJson {
+            shown: shown.to_string(),
+            error,
+        })?;
     oltp_from_value(value, shown)
 }
 
 /// [`oltp_from_json`] of a document already parsed (a command that tells
 /// result kinds apart by their `schema` reads the JSON once).
-pub fn oltp_from_value(value: serde_json::Value, shown: &str) -> Result<OltpResult, String> {
+pub fn oltp_from_value(
+    value: serde_json::Value,
+    shown: &str,
+) -> Result<OltpResult, OltpResultError> {
+    let shown = shown.to_string();
     if value.get("schema").and_then(|s| s.as_str()) != Some(OLTP_SCHEMA) {
         let found = match value.get("schema") {
             Some(s) => s.to_string(),
             None => "missing".to_string(),
         };
-        return Err(format!(
-            "{shown} is not a Cairn OLTP result (schema {found}, expected \"{OLTP_SCHEMA}\"); give the result.json `cairn bench oltp run` wrote"
-        ));
+        return Err(OltpResultError::Schema { shown, found });
     }
     match value.get("schema_version").and_then(|v| v.as_u64()) {
         Some(v) if v == u64::from(OLTP_SCHEMA_VERSION) => {}
-        Some(v) if v > u64::from(OLTP_SCHEMA_VERSION) => {
-            return Err(format!(
-                "{shown} was written by a newer Cairn ({OLTP_SCHEMA} schema_version {v}); this Cairn reads {OLTP_SCHEMA_VERSION}: upgrade Cairn to read it"
-            ));
+        Some(version) if version > u64::from(OLTP_SCHEMA_VERSION) => {
+            return Err(OltpResultError::Newer { shown, version });
         }
-        Some(v) => {
-            return Err(format!(
-                "{shown} has {OLTP_SCHEMA} schema_version {v}, which no Cairn writes; this Cairn reads {OLTP_SCHEMA_VERSION}"
-            ));
-        }
-        None => {
-            return Err(format!(
-                "{shown} is not a Cairn OLTP result (schema_version missing or not a number)"
-            ));
-        }
+        Some(version) => return Err(OltpResultError::NoSuchVersion { shown, version }),
+        None => return Err(OltpResultError::NoVersion { shown }),
     }
-    serde_json::from_value(value).map_err(|e| {
-        format!(
-            "{shown} is a damaged Cairn OLTP result ({e}); rerun the OLTP run or restore the file"
-        )
-    })
+    serde_json::from_value(value).map_err(|error| OltpResultError::Damaged { shown, error })
 }

@@ -88,8 +88,7 @@ pub fn run_oltp(
     on_interval: &mut dyn FnMut(&OltpInterval),
 ) -> Result<RunOutcome, OltpError> {
     let conf = &opts.conf.conf;
-    conf.check_scale(opts.block_size)
-        .map_err(OltpError::Usage)?;
+    conf.check_scale(opts.block_size)?;
     let schemas = opts.schemas;
     if schemas == 0 {
         return Err(OltpError::Usage("--schemas must be at least 1".into()));

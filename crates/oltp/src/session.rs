@@ -688,7 +688,7 @@ impl Session {
         self.value_sum = self.value_sum.wrapping_add(value);
     }
 
-    fn corrupt(&mut self, at: BlockRef, problem: &str) {
+    fn corrupt(&mut self, at: BlockRef, problem: &block::BlockError) {
         self.op.add(Stat::BlockCorruptions, 1);
         // Messages kept for the report, each pushed whole: safe to keep
         // collecting after a thread panicked (that panic fails the run).

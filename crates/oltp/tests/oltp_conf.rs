@@ -927,7 +927,7 @@ fn a_huge_file_is_refused() {
 #[test]
 fn scale_must_hold_one_work_unit() {
     let c = conf("SCALE=100\nWORK_UNIT=256\n");
-    let e = c.check_scale(8192).unwrap_err();
+    let e = c.check_scale(8192).unwrap_err().to_string();
     assert!(
         e.contains("SCALE=100 is 100 blocks of 8192 bytes, fewer than WORK_UNIT=256"),
         "{e}"
@@ -945,7 +945,7 @@ fn scale_must_hold_one_work_unit() {
 #[test]
 fn hot_spot_must_lie_inside_scale() {
     let c = conf("SCALE=16M\nDO_HOTSPOT=TRUE\nHOTSPOT_MB=8\nHOTSPOT_OFFSET_MB=16\nWORK_UNIT=8\n");
-    let e = c.check_scale(8192).unwrap_err();
+    let e = c.check_scale(8192).unwrap_err().to_string();
     assert!(e.contains("HOTSPOT_OFFSET_MB=16 + HOTSPOT_MB=8 = 24 MiB reaches beyond SCALE=16M (16 MiB per schema)"), "{e}");
     conf("SCALE=24M\nDO_HOTSPOT=TRUE\nWORK_UNIT=8\n")
         .check_scale(8192)
@@ -957,11 +957,16 @@ fn hot_spot_must_lie_inside_scale() {
 #[test]
 fn scale_bytes_must_fit_64_bits() {
     let c = conf("SCALE=18446744073709551615\nWORK_UNIT=8\n");
-    assert!(c.check_scale(8192).unwrap_err().contains("lower SCALE"));
+    assert!(c
+        .check_scale(8192)
+        .unwrap_err()
+        .to_string()
+        .contains("lower SCALE"));
     let c = conf("SCAN_TABLE_SZ=18446744073709551615\n");
     assert!(c
         .check_scale(8192)
         .unwrap_err()
+        .to_string()
         .contains("lower SCAN_TABLE_SZ"));
     assert!(SlobConf::default().check_scale(0).is_err());
 }

@@ -23,7 +23,7 @@ use rand_core::SeedableRng;
 use crate::histogram::LatencyHistogram;
 use crate::pattern::{check_unit, seal_unit, DataPattern, UnitHeader};
 use crate::result::ValidationError;
-use crate::target::{SdBacking, WorkerDevice};
+use crate::target::{OpenerError, SdBacking, WorkerDevice};
 
 use super::sched::{IoSpec, Next, SdSched};
 
@@ -225,7 +225,12 @@ pub fn run(mut setup: WorkerSetup) {
     let (mut engine, devices, flags) = match make_engine(&mut setup) {
         Ok(e) => e,
         Err(error) => {
-            setup.tx.send(Msg::Failed { error }).ok();
+            setup
+                .tx
+                .send(Msg::Failed {
+                    error: error.to_string(),
+                })
+                .ok();
             return;
         }
     };
@@ -264,7 +269,22 @@ pub fn run(mut setup: WorkerSetup) {
 /// The worker's engine, its sds' device ids, and the ring flags in force.
 type MadeEngine = (Box<dyn IoEngine>, Vec<DeviceId>, Vec<String>);
 
-fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
+/// Why a worker could not make its engine: one line, with what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerSetupError {
+    #[error("io_uring is not available ({error}); run again with --engine sync")]
+    NoUring { error: std::io::Error },
+    #[error("sd={sd}: no device to drive")]
+    NoDevice { sd: String },
+    /// A mapped sd's share could not attach its handles.
+    #[error("sd={sd}: {error}")]
+    Attach { sd: String, error: OpenerError },
+    /// The mapped sds' engine could not be made over the worker's.
+    #[error("{0}")]
+    Wrap(OpenerError),
+}
+
+fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, WorkerSetupError> {
     use cairn_io::FileEngine;
     let depth: usize = setup
         .sds
@@ -302,11 +322,7 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
                     };
                     Box::new(
                         cairn_io::uring_engine::UringEngine::with_options(inner_depth, options)
-                            .map_err(|e| {
-                                format!(
-                                    "io_uring is not available ({e}); run again with --engine sync"
-                                )
-                            })?,
+                            .map_err(|error| WorkerSetupError::NoUring { error })?,
                     )
                 }
                 _ => Box::new(cairn_io::sync_engine::SyncEngine::new(inner_depth)),
@@ -319,13 +335,19 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
                 let backing = sd
                     .backing
                     .take()
-                    .ok_or_else(|| format!("sd={}: no device to drive", sd.name))?;
+                    .ok_or_else(|| WorkerSetupError::NoDevice {
+                        sd: sd.name.clone(),
+                    })?;
                 devices.push(match backing {
                     SdBacking::Device(device) => WorkerDevice::Direct(engine.attach(device)),
                     SdBacking::Mapped(share) => {
-                        let (attached, wrap_engine) = share
-                            .attach(engine.as_mut())
-                            .map_err(|e| format!("sd={}: {e}", sd.name))?;
+                        let (attached, wrap_engine) =
+                            share.attach(engine.as_mut()).map_err(|error| {
+                                WorkerSetupError::Attach {
+                                    sd: sd.name.clone(),
+                                    error,
+                                }
+                            })?;
                         wrap.get_or_insert(wrap_engine);
                         WorkerDevice::Mapped(attached)
                     }
@@ -348,7 +370,8 @@ fn make_engine(setup: &mut WorkerSetup) -> Result<MadeEngine, String> {
             // A mapped sd among them: every sd is a device of the engine the
             // mapping makes, numbered in order.
             let ids = (0..devices.len() as u32).map(DeviceId).collect();
-            let engine = wrap(engine as Box<dyn IoEngine>, devices, depth)?;
+            let engine = wrap(engine as Box<dyn IoEngine>, devices, depth)
+                .map_err(WorkerSetupError::Wrap)?;
             Ok((engine, ids, flags))
         }
     }

@@ -28,6 +28,7 @@ use crate::model::{Plan, Source};
 
 pub(crate) use parser::THREADS_MAX;
 pub(crate) use value::size_bytes as value_size_bytes;
+pub use value::SizeError;
 
 /// A parameter file that cannot be run, with where and why.
 ///

@@ -112,28 +112,33 @@ fn multiplier(suffix: char) -> Option<u128> {
     }
 }
 
+/// Why a text is not a size (the text quoted safely, [`clean`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error(
+        "expected a size like 8k, 1m, 1.5g or 4096 (k, m, g, t are powers of 1024), found `{0}`"
+    )]
+    NotASize(String),
+    #[error("size `{0}` is too large")]
+    TooLarge(String),
+    #[error("size `{0}` is not a whole number of bytes")]
+    NotWhole(String),
+}
+
 /// Bytes from `8k`, `1m`, `4096`, `1.5g` (k = 1024; case-insensitive).
-pub(crate) fn size_bytes(text: &str) -> std::result::Result<u64, String> {
+pub(crate) fn size_bytes(text: &str) -> std::result::Result<u64, SizeError> {
     let text = text.trim();
-    let expected = || {
-        format!(
-            "expected a size like 8k, 1m, 1.5g or 4096 (k, m, g, t are powers of 1024), found `{}`",
-            clean(text)
-        )
-    };
+    let expected = || SizeError::NotASize(clean(text));
     let (digits, mult) = match text.chars().last().and_then(multiplier) {
         Some(mult) => (&text[..text.len() - 1], mult),
         None => (text, 1),
     };
     let (mantissa, frac_digits) = decimal(digits).ok_or_else(expected)?;
     let scale = 10u128.pow(frac_digits);
-    let too_large = || format!("size `{}` is too large", clean(text));
+    let too_large = || SizeError::TooLarge(clean(text));
     let scaled = mantissa.checked_mul(mult).ok_or_else(too_large)?;
     if scaled % scale != 0 {
-        return Err(format!(
-            "size `{}` is not a whole number of bytes",
-            clean(text)
-        ));
+        return Err(SizeError::NotWhole(clean(text)));
     }
     u64::try_from(scaled / scale).map_err(|_| too_large())
 }
@@ -623,16 +628,13 @@ mod tests {
         assert_eq!(size_bytes("1.5g"), Ok(3 << 29));
         assert_eq!(size_bytes("2t"), Ok(2 << 40));
         assert_eq!(size_bytes("1.5k"), Ok(1536));
-        assert!(size_bytes("1.3k")
-            .unwrap_err()
-            .contains("not a whole number"));
-        assert!(size_bytes("8kb").unwrap_err().contains("expected a size"));
-        assert!(size_bytes("").unwrap_err().contains("expected a size"));
-        assert!(size_bytes("-1").unwrap_err().contains("expected a size"));
-        assert!(size_bytes("1.").unwrap_err().contains("expected a size"));
-        assert!(size_bytes("99999999999999999999t")
-            .unwrap_err()
-            .contains("too large"));
+        let error = |text| size_bytes(text).unwrap_err().to_string();
+        assert!(error("1.3k").contains("not a whole number"));
+        assert!(error("8kb").contains("expected a size"));
+        assert!(error("").contains("expected a size"));
+        assert!(error("-1").contains("expected a size"));
+        assert!(error("1.").contains("expected a size"));
+        assert!(error("99999999999999999999t").contains("too large"));
         assert!(size_bytes("k").is_err());
     }
 

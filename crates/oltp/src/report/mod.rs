@@ -82,12 +82,16 @@ pub fn compare_oltp(a: &OltpResult, b: &OltpResult) -> Comparison {
     compare::compare(a, b)
 }
 
+/// An OLTP result that could not be encoded as JSON (a bug: every field encodes).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode the OLTP result as JSON: {0}")]
+pub struct EncodeError(serde_json::Error);
+
 /// The files of an OLTP run's directory, rendered: `result.json` (pretty),
 /// `awr.txt` and `report.html`, by name
 /// ([`super::report_file::write_oltp_reports`] writes them).
-pub fn oltp_report_files(r: &OltpResult) -> Result<Vec<(&'static str, String)>, String> {
-    let json = serde_json::to_string_pretty(r)
-        .map_err(|e| format!("cannot encode the OLTP result as JSON: {e}"))?;
+pub fn oltp_report_files(r: &OltpResult) -> Result<Vec<(&'static str, String)>, EncodeError> {
+    let json = serde_json::to_string_pretty(r).map_err(EncodeError)?;
     Ok(vec![
         ("result.json", format!("{json}\n")),
         ("awr.txt", awr_text(r)),
