@@ -18,9 +18,9 @@
 //! - a live group's metadata (`store::group::live`, `meta`): the caller
 //!   gets `GroupError::Poisoned`, the data plane stops, the group must be
 //!   mounted again;
-//! - the benchmark's run state (`bench::engine::worker::lock`, an sd's
-//!   schedule; `bench::oltp::stats`, the counts; `bench::oltp::cache`, the
-//!   latches and frames; `bench::oltp::redo`, the log's state): the panic
+//! - the test kit's run state (`cairn_kit::engine::worker::lock`, an sd's
+//!   schedule; `cairn_oltp::stats`, the counts; `cairn_oltp::cache`, the
+//!   latches and frames; `cairn_oltp::redo`, the log's state): the panic
 //!   spreads and the run fails, never reported from half-made figures. Their
 //!   shutdown paths (waking waiters, a `Drop` while unwinding) recover, as
 //!   they only set flags whole.

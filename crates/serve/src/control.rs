@@ -453,7 +453,9 @@ fn read_request(stream: &mut UnixStream) -> Result<(Vec<u8>, Vec<OwnedFd>), Requ
     let mut line = Vec::new();
     let mut fds = Vec::new();
     let mut chunk = vec![0u8; 16 << 10];
-    // Room for FDS_MAX descriptors: more are cut (MSG_CTRUNC) and refused.
+    // Room for FDS_MAX descriptors (cmsg_space!'s alignment may let a few
+    // more arrive whole): more than FDS_MAX, or any the kernel cut
+    // (MSG_CTRUNC), are refused below.
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(FDS_MAX))];
     loop {
         let mut control = RecvAncillaryBuffer::new(&mut space);
