@@ -181,7 +181,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             continue;
         }
         if kind.is_dir() {
-            if !matches!(name.as_ref(), "target" | ".git" | "corpus" | "artifacts") {
+            if !matches!(name.as_ref(), "target" | "corpus" | "artifacts") {
                 walk(&path, out);
             }
         } else if kind.is_file() {
