@@ -831,6 +831,14 @@ fn settled_aliases(
     aliases
 }
 
+/// The group's own invariants ([`Group::check_invariants`]), between any
+/// two operations.
+fn invariants(g: &Group<'_>, when: &str) {
+    if let Err(v) = g.check_invariants() {
+        panic!("{when}: {v}");
+    }
+}
+
 fn run_seed(seed: u64) -> Tally {
     let mut checks = Tally::default();
     let mut rng = Rand::new(seed);
@@ -886,6 +894,7 @@ fn run_seed(seed: u64) -> Tally {
                 let states: Vec<_> = g.disks().iter().map(|d| (d.number, d.state)).collect();
                 eprintln!("mount: {report:?}; disks {states:?}");
             }
+            invariants(&g, &format!("seed {seed} step {step} after mount"));
             verify(
                 &mut g,
                 &model,
@@ -950,6 +959,7 @@ fn run_seed(seed: u64) -> Tally {
                         if let Err(e) = result {
                             panic!("seed {seed} step {step}: {op:?} failed without a crash: {e}");
                         }
+                        invariants(&g, &format!("seed {seed} step {step} after {op:?}"));
                     }
                 }
             }
@@ -982,6 +992,10 @@ fn run_seed(seed: u64) -> Tally {
                     .unwrap_or_else(|e| {
                         panic!("seed {seed}: read-only mount after crash in {op:?}: {e}")
                     });
+                    invariants(
+                        &g,
+                        &format!("seed {seed}: read-only mount after crash in {op:?}"),
+                    );
                     let seen = group_files(&g)
                         .into_iter()
                         .map(|(n, i)| (n, i.size_bytes))
@@ -999,6 +1013,7 @@ fn run_seed(seed: u64) -> Tally {
                         .unwrap_or_else(|e| {
                             panic!("seed {seed}: mount after crash in {op:?}: {e}")
                         });
+                invariants(&g, &format!("seed {seed}: mount after crash in {op:?}"));
                 let mounted: BTreeMap<String, u64> = group_files(&g)
                     .into_iter()
                     .map(|(n, i)| (n, i.size_bytes))

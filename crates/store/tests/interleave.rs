@@ -563,6 +563,11 @@ struct World {
 impl World {
     /// An actor starts an operation; the crash is armed once enough have.
     fn count_op(&self) {
+        // Between two operations of this actor, whatever the others are
+        // in: the group's invariants hold at every metadata step's end.
+        if let Err(v) = self.live.check_invariants() {
+            panic!("after {} operations: {v}", self.ops.load(Ordering::SeqCst));
+        }
         let n = self.ops.fetch_add(1, Ordering::SeqCst) + 1;
         if n >= self.crash_at_ops && !self.armed.swap(true, Ordering::SeqCst) {
             // Group commit, as of the crash (after it the group has
@@ -2103,6 +2108,9 @@ fn run_seed(seed: u64) -> SeedFigures {
     });
     let group =
         live(&shared, &ids).unwrap_or_else(|e| panic!("seed {seed}: mount after the crash: {e}"));
+    if let Err(v) = group.check_invariants() {
+        panic!("seed {seed}: mount after the crash: {v}");
+    }
     // A change the crash cut short is finished now (unless a disk is out
     // of service, which a rebalance refuses): redundancy is whole after it.
     if group.meta(|g| g.rebalance_pending()).unwrap().is_some() {
@@ -2170,6 +2178,9 @@ fn run_seed(seed: u64) -> SeedFigures {
     } else {
         BTreeSet::new()
     };
+    if let Err(v) = group.check_invariants() {
+        panic!("seed {seed}: after the checks: {v}");
+    }
     marks_read_as_discarded(&group, &shared, &landed_anywhere, seed);
     group.dismount().unwrap();
     if trace() {

@@ -244,7 +244,7 @@ impl Group<'_> {
                 }
             }
         }
-        self.dirty.insert(Dirty::Attributes);
+        self.txn.mark(Dirty::Attributes);
         self.commit()?;
         self.apply_io_timeout();
         Ok(())

@@ -17,6 +17,7 @@ use cairn_format::meta::{self, BLOCK_BYTES};
 use cairn_io::AlignedBuf;
 use serde::Serialize;
 
+use super::tables::OwnedRun;
 use super::{Dirty, Group, GroupError, Member};
 use crate::names::Component;
 
@@ -118,25 +119,30 @@ impl Group<'_> {
         Ok(report)
     }
 
-    pub(super) fn check_extents(
-        &mut self,
-        repair: bool,
+    /// Who owns each AU, per the extent maps (a description of the copy),
+    /// and what is wrong with where the copies are: on a disk not in the
+    /// group, two in one failure group, outside the disk's data AUs, an
+    /// AU owned twice. Memory only: `check` and
+    /// [`Group::check_invariants`] both start here.
+    pub(super) fn audit_ownership(
+        &self,
         report: &mut CheckReport,
-    ) -> Result<(), GroupError> {
-        // Who owns each AU, per the extent maps.
-        let mut owner: BTreeMap<(u16, u64), String> = BTreeMap::new();
+    ) -> (BTreeMap<(u16, u64), OwnedRun>, Vec<Problem>) {
+        let mut owner: BTreeMap<(u16, u64), OwnedRun> = BTreeMap::new();
         let mut problems = Vec::new();
         report.files = self.files.len();
         // Failure groups seen so far per (file, extent or pointer).
         let mut extent_fgs: BTreeMap<(u32, u64, bool), BTreeSet<u16>> = BTreeMap::new();
         for run in self.owned_runs() {
-            let what = run.describe();
+            // Described only for a problem: the simulators audit after
+            // every step.
+            let what = || run.describe();
             if run.copy == 0 {
                 report.extents += 1;
             }
             let Some(m) = self.member(run.disk) else {
                 problems.push(Problem {
-                    location: what,
+                    location: what(),
                     what: format!("copy on disk {}, which is not in the group", run.disk),
                     repaired: false,
                     repairable: false,
@@ -148,7 +154,7 @@ impl Group<'_> {
                 .or_default();
             if !fgs.insert(m.entry.failgroup_id) {
                 problems.push(Problem {
-                    location: what.clone(),
+                    location: what(),
                     what: format!("two copies in failure group {}", m.entry.failgroup),
                     repaired: false,
                     repairable: false,
@@ -161,7 +167,7 @@ impl Group<'_> {
             for au in run.au..run.au + run.len {
                 if au >= end || au < first_data {
                     problems.push(Problem {
-                        location: what.clone(),
+                        location: what(),
                         what: format!(
                             "AU {au} is outside disk {}'s data AUs {first_data}..{end}",
                             m.entry.label
@@ -171,16 +177,25 @@ impl Group<'_> {
                     });
                     continue;
                 }
-                if let Some(first) = owner.insert((run.disk, au), what.clone()) {
+                if let Some(first) = owner.insert((run.disk, au), run) {
                     problems.push(Problem {
                         location: format!("disk {} AU {au}", m.entry.label),
-                        what: format!("owned twice: by {first} and by {what}"),
+                        what: format!("owned twice: by {} and by {}", first.describe(), what()),
                         repaired: false,
                         repairable: false,
                     });
                 }
             }
         }
+        (owner, problems)
+    }
+
+    pub(super) fn check_extents(
+        &mut self,
+        repair: bool,
+        report: &mut CheckReport,
+    ) -> Result<(), GroupError> {
+        let (owner, mut problems) = self.audit_ownership(report);
         report.aus_in_use = owner.len() as u64;
         // Against each online disk's table.
         for n in 0..self.members.len() as u16 {
@@ -242,11 +257,11 @@ impl Group<'_> {
         let mut dangling = Vec::new();
         let mut homeless = Vec::new();
         let mut primary: BTreeMap<u32, u32> = BTreeMap::new();
-        for r in self.aliases.values() {
+        for r in self.names.records() {
             let parent_ok = r.parent == 0
                 || self
-                    .aliases
-                    .get(&r.parent)
+                    .names
+                    .get(r.parent)
                     .is_some_and(|p| p.kind == AliasKind::Directory);
             let target_ok = r.kind == AliasKind::Directory || self.live_file(r).is_some();
             if !target_ok {
@@ -272,13 +287,6 @@ impl Group<'_> {
             if r.kind == AliasKind::File {
                 *primary.entry(r.file_number).or_default() += 1;
             }
-            // Cycles: the parent chain must reach the root.
-            let mut at = r.parent;
-            let mut steps = 0;
-            while at != 0 && steps <= self.aliases.len() {
-                at = self.aliases.get(&at).map_or(0, |p| p.parent);
-                steps += 1;
-            }
             if !parent_ok {
                 homeless.push((
                     r.id,
@@ -287,7 +295,7 @@ impl Group<'_> {
                         r.name, r.id
                     ),
                 ));
-            } else if steps > self.aliases.len() {
+            } else if !self.names.reaches_root(r) {
                 homeless.push((
                     r.id,
                     format!(
@@ -414,21 +422,20 @@ impl Group<'_> {
         id: u32,
         dir: u32,
     ) -> Result<String, GroupError> {
-        let mut record = self.aliases[&id].clone();
+        let old_name = self
+            .names
+            .get(id)
+            .map(|r| r.name.clone())
+            .ok_or_else(|| GroupError::Corrupt(format!("name {id} vanished")))?;
         // A name read from disk that is not a valid name today gets its id.
-        let base = if Component::parse(&record.name).is_ok() {
-            record.name.clone()
+        let base = if Component::parse(&old_name).is_ok() {
+            old_name
         } else {
             format!("name_{id}")
         };
         let name = self.free_name_in(dir, &base)?;
-        self.remove_alias(id);
-        record.parent = dir;
-        record.name = name.as_str().to_string();
-        self.alias_index.insert((dir, name.key()), record.id);
-        self.dirty
-            .insert(Dirty::Alias(super::alias_block_of(record.id)));
-        self.aliases.insert(record.id, record);
+        self.names.rename(id, dir, name.as_str());
+        self.txn.mark(Dirty::Alias(super::alias_block_of(id)));
         Ok(format!("+{}/{LOST_AND_FOUND}/{}", self.name, name.as_str()))
     }
 
@@ -469,7 +476,7 @@ impl Group<'_> {
                     let keep = self.files[&n].extents.len() as u64;
                     self.trim_extents(n, keep)?;
                 }
-                self.dirty.insert(match block {
+                self.txn.mark(match block {
                     super::LostBlock::Entry(n) | super::LostBlock::Map(n) => Dirty::Entry(n),
                     super::LostBlock::Alias(k) => Dirty::Alias(k),
                     super::LostBlock::Templates => Dirty::Templates,
@@ -555,7 +562,7 @@ impl Group<'_> {
     ) -> Result<(), GroupError> {
         let mut blocks = self.metadata_blocks();
         // Blocks this repair is about to write whole are not compared.
-        blocks.retain(|d| !self.dirty.contains(d));
+        blocks.retain(|d| !self.txn.is_dirty(d));
         for d in blocks {
             let (id, places) = self.dirty_id_and_places(d);
             let mut images: Vec<(u16, u64, Option<Generation>)> = Vec::new();

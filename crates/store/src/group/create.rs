@@ -206,11 +206,11 @@ pub fn create<'e>(
         FILE_TEMPLATES,
         FILE_ATTRIBUTES,
     ] {
-        group.dirty.insert(Dirty::Entry(f));
+        group.txn.mark(Dirty::Entry(f));
     }
-    group.dirty.insert(Dirty::Templates);
-    group.dirty.insert(Dirty::Attributes);
-    let dirty: Vec<Dirty> = std::mem::take(&mut group.dirty).into_iter().collect();
+    group.txn.mark(Dirty::Templates);
+    group.txn.mark(Dirty::Attributes);
+    let dirty: Vec<Dirty> = group.txn.take_dirty().into_iter().collect();
     let mut items = Vec::new();
     for d in dirty {
         let (id, places) = group.dirty_id_and_places(d);

@@ -300,7 +300,7 @@ impl Group<'_> {
                 blocks.extend((first..=last).map(|b| (r.disk, b)));
                 alloc.set_clean(r.start, r.len);
                 // The discard must be durable before the mark is.
-                self.barrier.insert(r.disk);
+                self.txn.flush_before_record(r.disk);
             }
         }
     }

@@ -83,7 +83,7 @@ impl Group<'_> {
     pub(super) fn depend_on(&mut self, disk: u16) {
         if let Some(m) = self.member_mut(disk) {
             m.needs_flush = true;
-            self.barrier.insert(disk);
+            self.txn.flush_before_record(disk);
         }
     }
 

@@ -93,8 +93,6 @@ impl From<Node> for DirEntry {
     }
 }
 
-pub(super) const ROOT: u32 = 0;
-
 pub(super) fn striping_name(s: u8) -> &'static str {
     if s == STRIPING_FINE {
         "FINE"
@@ -149,7 +147,7 @@ impl Group<'_> {
             copies: 0,
             striping: STRIPING_COARSE,
         });
-        self.dirty.insert(Dirty::Templates);
+        self.txn.mark(Dirty::Templates);
         Ok(true)
     }
 
@@ -292,7 +290,7 @@ impl Group<'_> {
                 extents: Vec::new(),
             },
         );
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         if let Err(e) = self.grow_extents(number, size_bytes) {
             // Undo what was allocated: the create never happened.
@@ -307,7 +305,7 @@ impl Group<'_> {
             .expect("invariant: just created");
         rec.entry.size_bytes = size_bytes;
         // Committed (and so published) now: the caller writes into it next.
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         Ok(self.info(&self.files[&number]))
     }
@@ -325,7 +323,7 @@ impl Group<'_> {
         let rec = self.files.get_mut(&number).expect("invariant: checked");
         rec.entry.size_bytes = size_bytes;
         rec.entry.target_bytes = size_bytes;
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.commit()
     }
 
@@ -371,7 +369,9 @@ impl Group<'_> {
             .map(|c| c.disk)
             .filter(|d| self.member(*d).is_some_and(|m| m.needs_flush))
             .collect();
-        self.barrier.extend(unflushed);
+        for disk in unflushed {
+            self.txn.flush_before_record(disk);
+        }
         // The name first (it may fail: no room to grow the alias directory,
         // and the file is then still one being created, for discard_unnamed),
         // and in the same commit the file becomes active.
@@ -384,7 +384,7 @@ impl Group<'_> {
         rec.entry.state = FileState::Active;
         rec.entry.size_bytes = size_bytes;
         rec.entry.target_bytes = 0;
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         Ok(self.info(&self.files[&number]))
     }
@@ -456,7 +456,7 @@ impl Group<'_> {
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             let pointer = rec.entry.indirect.pop().expect("invariant: non-empty");
             self.free_extent(number, &pointer, 0, true);
-            self.dirty.insert(Dirty::Entry(number));
+            self.txn.mark(Dirty::Entry(number));
             if self.dirty_count() >= STEP_DIRTY_MAX {
                 self.commit()?;
             }
@@ -487,20 +487,20 @@ impl Group<'_> {
             let pointer = self.allocate_extent(copies, 0)?;
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             rec.entry.indirect.push(pointer);
-            self.dirty.insert(Dirty::Entry(number));
+            self.txn.mark(Dirty::Entry(number));
         }
         Ok(())
     }
 
     pub(super) fn dirty_extent(&mut self, number: u32, index: u64) {
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.changed_chunks
             .entry(number)
             .or_default()
             .insert(index as usize / plane::SNAPSHOT_CHUNK_EXTENTS);
         if index >= DIRECT_EXTENTS as u64 {
             let block = (index - DIRECT_EXTENTS as u64) / EXTENTS_PER_INDIRECT_BLOCK as u64;
-            self.dirty.insert(Dirty::Indirect {
+            self.txn.mark(Dirty::Indirect {
                 file: number,
                 block,
             });
@@ -543,7 +543,7 @@ impl Group<'_> {
                 a.byte_size = byte_size;
             }
         }
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         let layout = self.layout_for(&self.files[&number]);
         let keep = layout.extent_count_for(size_bytes);
@@ -568,7 +568,7 @@ impl Group<'_> {
                 let rec = self.files.get_mut(&number).expect("invariant: open");
                 rec.entry.state = was;
                 rec.entry.target_bytes = 0;
-                self.dirty.insert(Dirty::Entry(number));
+                self.txn.mark(Dirty::Entry(number));
                 self.commit()?;
             }
             return Err(e);
@@ -592,7 +592,7 @@ impl Group<'_> {
         }
         rec.entry.target_bytes = 0;
         rec.entry.modified_unix_seconds = now;
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         Ok(self.info(&self.files[&number]))
     }
@@ -613,7 +613,7 @@ impl Group<'_> {
                 self.commit()
             }
             AliasKind::Directory => {
-                if self.aliases.values().any(|r| r.parent == record.id) {
+                if self.names.has_children(record.id) {
                     return Err(GroupError::Invalid(format!(
                         "directory {path} is not empty; remove what is in it first"
                     )));
@@ -633,14 +633,14 @@ impl Group<'_> {
                     self.remove_alias(record.id);
                     self.drop_names_of(number, Some(record.file_incarnation))?;
                     if self.lost.remove(&LostBlock::Entry(number)).is_some() {
-                        self.dirty.insert(Dirty::Entry(number));
+                        self.txn.mark(Dirty::Entry(number));
                     }
                     return self.commit();
                 }
                 self.remove_alias(record.id);
                 let rec = self.files.get_mut(&number).expect("invariant: a live file");
                 rec.entry.state = FileState::Deleting;
-                self.dirty.insert(Dirty::Entry(number));
+                self.txn.mark(Dirty::Entry(number));
                 self.commit()?;
                 self.drop_names_of(number, None)?;
                 self.finish_delete(number)
@@ -651,7 +651,7 @@ impl Group<'_> {
     pub(super) fn finish_delete(&mut self, number: u32) -> Result<(), GroupError> {
         self.trim_extents(number, 0)?;
         self.files.remove(&number);
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.commit()
     }
 
@@ -711,7 +711,7 @@ impl Group<'_> {
                     rec.entry.state = FileState::Active;
                     rec.entry.target_bytes = 0;
                     let size = rec.entry.size_bytes;
-                    self.dirty.insert(Dirty::Entry(number));
+                    self.txn.mark(Dirty::Entry(number));
                     self.commit()?;
                     done.push(format!(
                         "file {number}: unfinished resize settled at {size} bytes"
@@ -731,8 +731,8 @@ impl Group<'_> {
         incarnation: Option<u32>,
     ) -> Result<(), GroupError> {
         let names: Vec<u32> = self
-            .aliases
-            .values()
+            .names
+            .records()
             .filter(|r| r.kind != AliasKind::Directory && r.file_number == number)
             .filter(|r| incarnation.is_none_or(|i| r.file_incarnation == i))
             .map(|r| r.id)

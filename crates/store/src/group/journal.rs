@@ -23,17 +23,16 @@ impl Group<'_> {
         self.check_writable()?;
         self.take_heartbeat_failures();
         let started = std::time::Instant::now();
-        let records = self.records_written;
+        let records = self.txn.records_written();
         let result = self.commit_inner();
         if let Err(e) = &result {
             self.stop(e.to_string());
         }
         result?;
-        if self.records_written > records && self.commit_times.len() < COMMIT_TIMES_MAX {
-            self.commit_times.push(started.elapsed());
+        if self.txn.records_written() > records {
+            self.txn.note_commit_time(started.elapsed());
         }
-        self.txn_done = self.txn_open;
-        self.txn_open += 1;
+        self.txn.advance();
         // Disks that failed during the commit are recorded offline before
         // anything can drop the record from the ring, and before the data
         // plane sees what the commit published (a disk whose barrier flush
@@ -49,11 +48,11 @@ impl Group<'_> {
     /// transactions of at most [`TXN_IMAGES_MAX`] blocks.
     pub(super) fn commit_in_chunks(&mut self) -> Result<(), GroupError> {
         self.mark_table_dirty();
-        let all: Vec<Dirty> = std::mem::take(&mut self.dirty).into_iter().collect();
+        let all: Vec<Dirty> = self.txn.take_dirty().into_iter().collect();
         // Each commit's release of freed runs may add map blocks to the
         // next chunk: room is left for them.
         for chunk in all.chunks(TXN_IMAGES_MAX - CLEAN_BLOCKS_PER_TXN) {
-            self.dirty.extend(chunk.iter().copied());
+            self.txn.mark_all(chunk.iter().copied());
             self.commit_now()?;
         }
         self.commit_now()
@@ -75,14 +74,13 @@ impl Group<'_> {
     pub(super) fn commit_through(&mut self, ticket: u64) -> Result<(), GroupError> {
         self.check_usable()?;
         self.take_heartbeat_failures();
-        if self.txn_done >= ticket {
+        if self.txn.done() >= ticket {
             return Ok(());
         }
         if self.dirty_count() == 0 && self.failed_disks.is_empty() {
             // Nothing to write (an operation that only looked, or one that
             // failed cleanly): durable as it stands.
-            self.txn_done = self.txn_open;
-            self.txn_open += 1;
+            self.txn.advance();
             return Ok(());
         }
         self.commit_now()
@@ -90,24 +88,24 @@ impl Group<'_> {
 
     /// The running transaction: changes made now belong to it.
     pub(super) fn txn_open(&self) -> u64 {
-        self.txn_open
+        self.txn.open()
     }
 
     /// The last transaction made durable.
     pub(super) fn txn_done(&self) -> u64 {
-        self.txn_done
+        self.txn.done()
     }
 
     /// Journal records written since this mount.
     pub fn journal_records(&self) -> u64 {
-        self.records_written
+        self.txn.records_written()
     }
 
     /// How long each commit that wrote a record took (barrier, record,
     /// in-place writes) since the last call; at most the first
     /// [`COMMIT_TIMES_MAX`] are kept between calls.
     pub fn take_commit_times(&mut self) -> Vec<std::time::Duration> {
-        std::mem::take(&mut self.commit_times)
+        self.txn.take_commit_times()
     }
 
     /// Whether a dirty block is still part of the metadata: indirect blocks of
@@ -131,10 +129,12 @@ impl Group<'_> {
 
     pub(super) fn commit_inner(&mut self) -> Result<(), GroupError> {
         self.mark_table_dirty();
-        if self.dirty.is_empty() {
+        if self.txn.dirty_count() == 0 {
             return Ok(());
         }
-        let dirty: Vec<Dirty> = std::mem::take(&mut self.dirty)
+        let dirty: Vec<Dirty> = self
+            .txn
+            .take_dirty()
             .into_iter()
             .filter(|d| self.dirty_in_use(d))
             .collect();
@@ -176,7 +176,7 @@ impl Group<'_> {
         // durable before the change is (an extent marked initialised must never
         // expose an AU's old contents). Only the disks holding them: the
         // ring covers earlier in-place writes until a checkpoint.
-        let barrier = std::mem::take(&mut self.barrier);
+        let barrier = self.txn.take_barrier();
         let failed = self.flush_disks(Some(&barrier))?;
         self.failed_disks.extend(failed);
 
@@ -210,7 +210,7 @@ impl Group<'_> {
 
         self.journal.position += record_blocks;
         self.journal.next_seq += 1;
-        self.records_written += 1;
+        self.txn.note_record();
         self.journal.prev_checksum = meta::checksum_of(&header[..]);
 
         self.write_in_place(&targets, |i| &images[i][..])
@@ -491,7 +491,7 @@ impl Group<'_> {
     /// Drop every change a read-only mount computed (rebuilt tables, summary
     /// counts to rewrite): nothing of it is written.
     pub(super) fn forget_dirty(&mut self) {
-        self.dirty.clear();
+        self.txn.forget_dirty();
         for alloc in self
             .members
             .iter_mut()

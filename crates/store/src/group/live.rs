@@ -559,6 +559,18 @@ impl LiveGroup {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// The group's invariants ([`Group::check_invariants`]), under `meta`
+    /// between two metadata steps: no operation begins and nothing
+    /// commits, so the check changes nothing a run does. For the
+    /// simulators. A group whose metadata step panicked has nothing to
+    /// check.
+    pub fn check_invariants(&self) -> Result<(), super::Violations> {
+        match self.inner.meta() {
+            Ok(group) => group.check_invariants(),
+            Err(_) => Ok(()),
+        }
+    }
+
     /// Metadata operations begun since the group went live (with
     /// [`Group::journal_records`], how many operations share a commit).
     pub fn operations_begun(&self) -> u64 {

@@ -39,6 +39,10 @@
 //! - `namespace.rs` (names, directories, aliases), `files.rs` (create,
 //!   resize, delete as continuing operations), `data.rs` (file bytes);
 //! - `check.rs`: `cairn group check`.
+//! - `parts/`: the parts that own their state behind their own functions
+//!   (the name table, the running transaction), and
+//!   [`Group::check_invariants`], what holds between any two operations,
+//!   which the crash and interleaving simulators check after every step.
 //!
 //! - `resync.rs`: stale copies and bringing an offline disk back;
 //!   `relocate.rs`: adding and dropping disks, and the rebalance.
@@ -63,6 +67,7 @@ pub mod live;
 mod mount;
 mod namespace;
 mod own_io;
+mod parts;
 mod places;
 pub mod plane;
 mod posix;
@@ -114,8 +119,10 @@ pub use posix::{group_root_attrs, AttrChange, Retired};
 pub use superblock::{identify, membership, FoundDisk, GroupOnDisk, Membership};
 
 use discard::DiscardRun;
-use files::{striping_name, ROOT};
+use files::striping_name;
 use namespace::{alias_block_of, split};
+use parts::names::ROOT;
+pub use parts::Violations;
 use places::{entry_id, journal_id, per_disk_id};
 use superblock::{read_slot, slot_damaged, SlotRead};
 
@@ -604,22 +611,18 @@ pub struct Group<'e> {
     slot_generation: u64,
     members: Vec<Option<Member>>,
     files: BTreeMap<u32, FileRec>,
-    aliases: BTreeMap<u32, AliasRecord>,
-    alias_index: HashMap<(u32, String), u32>,
+    /// The name table (`meta/names.rs`).
+    names: parts::names::NameTable,
     templates: Vec<Template>,
     attributes: Vec<(String, String)>,
     journal: JournalState,
-    dirty: BTreeSet<Dirty>,
+    /// The running transaction (`parts/txn.rs`).
+    txn: parts::txn::Txn,
     poisoned: Option<String>,
     clock: fn() -> u64,
     /// Disks whose allocation table could not be read: rebuilt from the
     /// extent maps once those are loaded.
     tables_to_rebuild: Vec<u16>,
-    /// Disks holding data or zeros written for the running transaction:
-    /// its barrier flushes them before its record is written, so what its
-    /// metadata points at is durable first. Only these: in-place metadata
-    /// writes are covered by the journal until a checkpoint flushes them.
-    barrier: BTreeSet<u16>,
     /// Metadata copies rewritten from a good mirror since mount.
     repaired_copies: u64,
     /// Disks whose writes failed during the current step, to offline after it.
@@ -637,16 +640,6 @@ pub struct Group<'e> {
     /// Metadata copies found damaged, blank or stale that a read-only mount
     /// left as they were.
     copies_left_damaged: u64,
-    /// Directory ids that names give as their parent but that no name has
-    /// (their alias block was lost): never handed out again, or the lost
-    /// directory's children would appear in the new one. Set at mount and
-    /// after a repair.
-    orphan_parents: BTreeSet<u32>,
-    /// Ids of directories removed while a file system's kernel still knew
-    /// them (their inode): not given to a new name until it lets go
-    /// ([`Group::release_alias_id`]), or a new directory would take the
-    /// old one's inode. In memory only: a remount starts a new kernel view.
-    held_alias_ids: BTreeSet<u32>,
     /// Members found smaller than the group recorded, described: treated as
     /// missing, and problems for `check`.
     short_disks: Vec<String>,
@@ -673,15 +666,6 @@ pub struct Group<'e> {
     /// A reclaim `--compact` runs: the rebalance it runs first ends with
     /// the compact pass whatever `rebalance_compact` says (memory only).
     compact_asked: bool,
-    /// The running transaction's number: every change since the last
-    /// commit belongs to it.
-    txn_open: u64,
-    /// The last transaction made durable (0: none since mount).
-    txn_done: u64,
-    /// Journal records written since mount.
-    records_written: u64,
-    /// How long each commit took, for a benchmark to take.
-    commit_times: Vec<std::time::Duration>,
     /// When this mount began: OFFLINE disks' repair timers count the time
     /// the group is mounted.
     mounted_at: std::time::Instant,
@@ -779,8 +763,7 @@ impl<'e> Group<'e> {
             slot_generation,
             members,
             files: BTreeMap::new(),
-            aliases: BTreeMap::new(),
-            alias_index: HashMap::new(),
+            names: parts::names::NameTable::default(),
             templates: Vec::new(),
             attributes: Vec::new(),
             journal: JournalState {
@@ -790,17 +773,14 @@ impl<'e> Group<'e> {
                 capacity_blocks: 0,
                 prev_checksum: 0,
             },
-            dirty: BTreeSet::new(),
+            txn: parts::txn::Txn::default(),
             poisoned: None,
             clock: system_clock,
             tables_to_rebuild: Vec::new(),
-            barrier: BTreeSet::new(),
             repaired_copies: 0,
             failed_disks: BTreeSet::new(),
             shared_aus: BTreeMap::new(),
             lost: BTreeMap::new(),
-            orphan_parents: BTreeSet::new(),
-            held_alias_ids: BTreeSet::new(),
             short_disks: Vec::new(),
             read_only: false,
             taken_offline: Vec::new(),
@@ -811,10 +791,6 @@ impl<'e> Group<'e> {
             to_publish: BTreeSet::new(),
             live: false,
             compact_asked: false,
-            txn_open: 1,
-            txn_done: 0,
-            records_written: 0,
-            commit_times: Vec::new(),
             mounted_at: std::time::Instant::now(),
             numbers_freed: BTreeSet::new(),
             left_devices: Vec::new(),

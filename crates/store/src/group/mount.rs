@@ -722,7 +722,7 @@ impl Group<'_> {
             return;
         }
         let old = std::mem::replace(first, bootstrap);
-        self.dirty.insert(Dirty::Entry(FILE_DIRECTORY));
+        self.txn.mark(Dirty::Entry(FILE_DIRECTORY));
         let aus = placement::extent_aus(0);
         for c in bootstrap.copies() {
             if let Some(a) = self.member_mut(c.disk).and_then(|m| m.alloc.as_mut()) {
@@ -757,7 +757,7 @@ impl Group<'_> {
         let Some(now) = self.files.get(&FILE_JOURNAL).map(|r| r.extents.clone()) else {
             return;
         };
-        self.dirty.insert(Dirty::Entry(FILE_JOURNAL));
+        self.txn.mark(Dirty::Entry(FILE_JOURNAL));
         for (index, (new, was)) in now.iter().zip(&old).enumerate() {
             let aus = placement::extent_aus(index as u64);
             for c in new.copies() {
@@ -1068,14 +1068,9 @@ impl Group<'_> {
         (extents, Ok(()))
     }
 
-    /// Recompute [`Group::orphan_parents`] from the names.
+    /// Recompute the orphan parents ([`parts::names::NameTable`]) from the names.
     pub(super) fn find_orphan_parents(&mut self) {
-        self.orphan_parents = self
-            .aliases
-            .values()
-            .map(|r| r.parent)
-            .filter(|p| *p != 0 && !self.aliases.contains_key(p))
-            .collect();
+        self.names.find_orphan_parents();
     }
 
     /// One line per AU two files claim: where it is and who claims it.
@@ -1112,11 +1107,7 @@ impl Group<'_> {
                 }
                 Err(e) => return Err(e),
             };
-            for r in records {
-                let key = (r.parent, r.name.to_ascii_lowercase());
-                self.alias_index.insert(key, r.id);
-                self.aliases.insert(r.id, r);
-            }
+            self.names.load(records);
         }
         Ok(())
     }

@@ -23,9 +23,7 @@ impl Group<'_> {
     }
 
     pub(super) fn child(&self, parent: u32, name: &Component) -> Option<&AliasRecord> {
-        self.alias_index
-            .get(&(parent, name.key()))
-            .and_then(|id| self.aliases.get(id))
+        self.names.child(parent, &name.key())
     }
 
     /// The alias record a path names (`None` for the root).
@@ -85,22 +83,10 @@ impl Group<'_> {
         // may still be found there) nor one a name still gives as its
         // directory (a lost directory's children would move into the new
         // name).
-        let mut id = 1u32;
-        for used in self.aliases.keys() {
-            if *used != id {
-                break;
-            }
-            id += 1;
-        }
-        while self.aliases.contains_key(&id)
-            || self.orphan_parents.contains(&id)
-            || self.held_alias_ids.contains(&id)
-            || self
-                .lost
+        let id = self.names.free_id(|id| {
+            self.lost
                 .contains_key(&LostBlock::Alias(alias_block_of(id)))
-        {
-            id += 1;
-        }
+        });
         if u64::from(id) > capacity {
             self.grow_metadata_file(FILE_ALIAS_DIRECTORY)?;
         }
@@ -114,17 +100,14 @@ impl Group<'_> {
             created_unix_seconds: (self.clock)(),
             dir_attrs: None,
         };
-        self.alias_index.insert((parent, name.key()), id);
-        self.aliases.insert(id, record);
-        self.dirty.insert(Dirty::Alias(alias_block_of(id)));
+        self.names.insert(record);
+        self.txn.mark(Dirty::Alias(alias_block_of(id)));
         Ok(id)
     }
 
     pub(super) fn remove_alias(&mut self, id: u32) {
-        if let Some(r) = self.aliases.remove(&id) {
-            self.alias_index
-                .remove(&(r.parent, r.name.to_ascii_lowercase()));
-            self.dirty.insert(Dirty::Alias(alias_block_of(id)));
+        if self.names.remove(id).is_some() {
+            self.txn.mark(Dirty::Alias(alias_block_of(id)));
         }
     }
 
@@ -224,7 +207,7 @@ impl Group<'_> {
     /// A name by its id, for callers that walk the name space by id (the
     /// file system: an id is its inode). `None` for an id no name has.
     pub fn node(&self, id: u32) -> Option<Node> {
-        self.aliases.get(&id).map(|r| self.node_of(r))
+        self.names.get(id).map(|r| self.node_of(r))
     }
 
     /// The name `name` in directory `parent` (id 0: the root). Refused if
@@ -238,9 +221,8 @@ impl Group<'_> {
     /// The names in directory `parent` (id 0: the root), by name.
     pub fn children(&self, parent: u32) -> Vec<Node> {
         let mut out: Vec<Node> = self
-            .aliases
-            .values()
-            .filter(|r| r.parent == parent)
+            .names
+            .children(parent)
             .map(|r| self.node_of(r))
             .collect();
         out.sort_by_key(|n| n.name.to_ascii_lowercase());
@@ -340,7 +322,7 @@ impl Group<'_> {
             if !seen.insert(dir) {
                 continue;
             }
-            for r in self.aliases.values().filter(|r| r.parent == dir) {
+            for r in self.names.children(dir) {
                 match r.kind {
                     AliasKind::Directory => stack.push(r.id),
                     AliasKind::File => {
@@ -395,16 +377,16 @@ impl Group<'_> {
     /// The path of file `number` by its own (primary) name, for messages;
     /// `file N` when it has none.
     pub fn path_of(&self, number: u32) -> String {
-        self.aliases
-            .values()
+        self.names
+            .records()
             .find(|r| r.kind == AliasKind::File && r.file_number == number)
             .map_or_else(|| format!("file {number}"), |r| self.alias_path(r))
     }
 
     /// Every name of file `number` (its own and its aliases), as paths.
     pub(super) fn names_of(&self, number: u32) -> Vec<String> {
-        self.aliases
-            .values()
+        self.names
+            .records()
             .filter(|r| r.kind != AliasKind::Directory && r.file_number == number)
             .map(|r| self.alias_path(r))
             .collect()
@@ -412,21 +394,7 @@ impl Group<'_> {
 
     /// The full path of a name record.
     pub(super) fn alias_path(&self, record: &AliasRecord) -> String {
-        let mut parts = vec![record.name.as_str()];
-        let mut parent = record.parent;
-        // A damaged alias directory could loop; `check` reports it.
-        while parent != ROOT && parts.len() <= self.aliases.len() {
-            match self.aliases.get(&parent) {
-                Some(p) => {
-                    parts.push(p.name.as_str());
-                    parent = p.parent;
-                }
-                None => {
-                    parts.push("?");
-                    break;
-                }
-            }
-        }
+        let mut parts = self.names.path_parts(record);
         parts.reverse();
         format!("+{}/{}", self.name, parts.join("/"))
     }

@@ -136,8 +136,7 @@ impl Group<'_> {
             Dirty::Alias(index) => {
                 let first = (index * ALIASES_PER_BLOCK as u64 + 1) as u32;
                 let last = first + ALIASES_PER_BLOCK as u32;
-                let records: Vec<&AliasRecord> =
-                    self.aliases.range(first..last).map(|(_, r)| r).collect();
+                let records: Vec<&AliasRecord> = self.names.range(first..last).collect();
                 fmt::encode_alias_block(&mut block, index, &records);
             }
             Dirty::Templates => fmt::encode_templates(&mut block, &self.templates),
@@ -176,11 +175,11 @@ impl Group<'_> {
                 }
             }
         }
-        self.dirty.extend(found);
+        self.txn.mark_all(found);
     }
 
     pub(super) fn dirty_count(&self) -> usize {
-        self.dirty.len()
+        self.txn.dirty_count()
             + self
                 .members
                 .iter()

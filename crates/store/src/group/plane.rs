@@ -377,6 +377,12 @@ impl DataPlane {
         self.files.read_or_recover().get(&number).cloned()
     }
 
+    /// The numbers of every published file.
+    pub(super) fn file_numbers(&self) -> Vec<u32> {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's files");
+        self.files.read_or_recover().keys().copied().collect()
+    }
+
     pub fn disks(&self) -> Arc<DiskView> {
         let _leaf = lock_order::take(Rank::Leaf, "the plane's disk view");
         self.disks.read_or_recover().clone()

@@ -9,8 +9,8 @@ use cairn_format::group::{
     AliasKind, AliasRecord, DirAttrs, FileAttrs, FileState, GROUP_RO_COMPAT_FILE_ATTRS, MODE_BITS,
 };
 
-use super::files::ROOT;
 use super::namespace::{alias_block_of, attrs_of};
+use super::parts::names::ROOT;
 use super::*;
 use crate::names::Component;
 
@@ -79,7 +79,7 @@ impl Group<'_> {
         if id == ROOT {
             return Ok(());
         }
-        match self.aliases.get(&id) {
+        match self.names.get(id) {
             Some(r) if r.kind == AliasKind::Directory => Ok(()),
             Some(r) => Err(GroupError::NotDirectory(format!(
                 "{} is a file, not a directory",
@@ -121,7 +121,7 @@ impl Group<'_> {
 
     /// For messages: the path `name` has (or would have) in `parent`.
     fn path_in(&self, parent: u32, name: &Component) -> String {
-        match self.aliases.get(&parent) {
+        match self.names.get(parent) {
             Some(r) => format!("{}/{}", self.alias_path(r), name),
             None => format!("+{}/{}", self.name, name),
         }
@@ -133,7 +133,7 @@ impl Group<'_> {
         let Some(f) = self.files.get(&number) else {
             return false;
         };
-        self.aliases.values().any(|r| {
+        self.names.records().any(|r| {
             r.kind != AliasKind::Directory
                 && r.file_number == number
                 && r.file_incarnation == f.entry.incarnation
@@ -169,11 +169,14 @@ impl Group<'_> {
     ) -> Result<Node, GroupError> {
         let name = self.new_entry_in(parent, name)?;
         let id = self.add_alias(parent, &name, AliasKind::Directory, None)?;
-        let rec = self.aliases.get_mut(&id).expect("invariant: just added");
-        rec.dir_attrs = Some(DirAttrs {
-            mode: attrs.mode & MODE_BITS as u16,
-            ..attrs
-        });
+        let set = self.names.set_dir_attrs(
+            id,
+            DirAttrs {
+                mode: attrs.mode & MODE_BITS as u16,
+                ..attrs
+            },
+        );
+        assert!(set, "invariant: just added");
         self.commit()?;
         self.node(id)
             .ok_or_else(|| GroupError::Corrupt(format!("directory {id} vanished")))
@@ -266,20 +269,18 @@ impl Group<'_> {
     fn remove_directory(&mut self, id: u32, dir_known: &dyn Fn(u32) -> bool) {
         self.remove_alias(id);
         if dir_known(id) {
-            self.held_alias_ids.insert(id);
+            self.names.hold(id);
         }
     }
 
     /// The file system's kernel let go of directory `id`, removed while it
     /// knew it: the id may name something new.
     pub fn release_alias_id(&mut self, id: u32) {
-        self.held_alias_ids.remove(&id);
+        self.names.release(id);
     }
 
     fn check_empty(&self, dir: &AliasRecord) -> Result<(), GroupError> {
-        if self.aliases.values().any(|r| r.parent == dir.id)
-            || self.orphan_parents.contains(&dir.id)
-        {
+        if self.names.has_children(dir.id) {
             return Err(GroupError::NotEmpty(format!(
                 "directory {} is not empty; remove what is in it first",
                 self.alias_path(dir)
@@ -309,17 +310,11 @@ impl Group<'_> {
         })?;
         if source.kind == AliasKind::Directory {
             // Not into itself, nor anywhere below it.
-            let mut at = new_parent;
-            let mut steps = 0;
-            while at != ROOT && steps <= self.aliases.len() {
-                if at == source.id {
-                    return Err(GroupError::Invalid(format!(
-                        "{} cannot move into itself",
-                        self.alias_path(&source)
-                    )));
-                }
-                at = self.aliases.get(&at).map_or(ROOT, |r| r.parent);
-                steps += 1;
+            if self.names.is_within(new_parent, source.id) {
+                return Err(GroupError::Invalid(format!(
+                    "{} cannot move into itself",
+                    self.alias_path(&source)
+                )));
             }
         }
         let mut retired = None;
@@ -363,18 +358,9 @@ impl Group<'_> {
         }
         // The move: the same record (its id, a directory's children, a
         // listing's place) under its new name.
-        let mut record = self
-            .aliases
-            .remove(&source.id)
-            .expect("invariant: resolved above");
-        self.alias_index
-            .remove(&(record.parent, record.name.to_ascii_lowercase()));
-        record.parent = new_parent;
-        record.name = new_name.as_str().to_string();
-        self.alias_index
-            .insert((new_parent, new_name.key()), record.id);
-        self.aliases.insert(record.id, record);
-        self.dirty.insert(Dirty::Alias(alias_block_of(source.id)));
+        let moved = self.names.rename(source.id, new_parent, new_name.as_str());
+        assert!(moved, "invariant: resolved above");
+        self.txn.mark(Dirty::Alias(alias_block_of(source.id)));
         self.commit()?;
         match retired {
             Some(r) => self.finish_retired(r),
@@ -404,13 +390,13 @@ impl Group<'_> {
             // left (those of this incarnation), and a lost entry is written
             // free, as `remove` does.
             if self.lost.remove(&LostBlock::Entry(number)).is_some() {
-                self.dirty.insert(Dirty::Entry(number));
+                self.txn.mark(Dirty::Entry(number));
             }
             return Retiring::Names(number, incarnation);
         }
         let keep = is_open(number, incarnation);
         let rec = self.files.get_mut(&number).expect("invariant: a live file");
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         if keep {
             // A file with no name, as one being filled is: the next mount
             // that writes drops it if nobody does first.
@@ -482,7 +468,7 @@ impl Group<'_> {
         attrs.mtime_ns = change.mtime_ns.unwrap_or(attrs.mtime_ns);
         attrs.ctime_ns = now_ns;
         rec.entry.attrs = Some(attrs);
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         Ok(self.info(&self.files[&number]))
     }
@@ -491,8 +477,8 @@ impl Group<'_> {
     pub fn set_dir_attrs(&mut self, id: u32, change: AttrChange) -> Result<Node, GroupError> {
         self.check_writable()?;
         let Some(record) = self
-            .aliases
-            .get(&id)
+            .names
+            .get(id)
             .filter(|r| r.kind == AliasKind::Directory)
         else {
             return Err(GroupError::NotFound(format!(
@@ -506,9 +492,9 @@ impl Group<'_> {
         }
         attrs.uid = change.uid.unwrap_or(attrs.uid);
         attrs.gid = change.gid.unwrap_or(attrs.gid);
-        let record = self.aliases.get_mut(&id).expect("invariant: found above");
-        record.dir_attrs = Some(attrs);
-        self.dirty.insert(Dirty::Alias(alias_block_of(id)));
+        let set = self.names.set_dir_attrs(id, attrs);
+        assert!(set, "invariant: found above");
+        self.txn.mark(Dirty::Alias(alias_block_of(id)));
         self.commit()?;
         self.node(id)
             .ok_or_else(|| GroupError::Corrupt(format!("directory {id} vanished")))
@@ -569,7 +555,7 @@ impl Group<'_> {
         attrs.ctime_ns = now_ns;
         let rec = self.files.get_mut(&number).expect("invariant: checked");
         rec.entry.attrs = Some(attrs);
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         Ok(self.info(&self.files[&number]))
     }

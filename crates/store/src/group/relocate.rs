@@ -945,7 +945,7 @@ impl Group<'_> {
             self.attributes
                 .push((REBALANCE_PENDING_KEY.to_string(), p.to_string()));
         }
-        self.dirty.insert(Dirty::Attributes);
+        self.txn.mark(Dirty::Attributes);
         self.commit()
     }
 
@@ -1421,7 +1421,7 @@ impl Group<'_> {
             .is_some_and(|a| a.claim(to.au, m.aus as u32));
         assert!(claimed, "invariant: reserved under this metadata lock");
         if indirect {
-            self.dirty.insert(Dirty::Entry(m.file));
+            self.txn.mark(Dirty::Entry(m.file));
         } else {
             self.dirty_extent(m.file, index);
         }

@@ -635,7 +635,7 @@ impl Group<'_> {
             }));
         }
         let alias_blocks: BTreeSet<u64> =
-            self.aliases.keys().map(|id| alias_block_of(*id)).collect();
+            self.names.records().map(|r| alias_block_of(r.id)).collect();
         blocks.extend(alias_blocks.into_iter().map(Dirty::Alias));
         blocks.push(Dirty::Templates);
         blocks.push(Dirty::Attributes);

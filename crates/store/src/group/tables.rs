@@ -494,7 +494,7 @@ fn table_from_maps(owned: &[OwnedRun], disk: u16, layout: AtLayout, limit: u64) 
 }
 
 /// An AU run an extent map names: whose it is, for messages.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(super) struct OwnedRun {
     pub disk: u16,
     pub au: u64,

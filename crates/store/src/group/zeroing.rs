@@ -34,7 +34,7 @@ impl Group<'_> {
         let now = (self.clock)();
         let rec = self.files.get_mut(&number).expect("invariant: checked");
         rec.entry.modified_unix_seconds = now;
-        self.dirty.insert(Dirty::Entry(number));
+        self.txn.mark(Dirty::Entry(number));
         self.commit()
     }
 
