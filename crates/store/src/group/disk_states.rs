@@ -45,12 +45,12 @@ pub struct StateChangeCount {
 }
 
 /// A disk as the last recorded directory lists it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Recorded {
-    number: u16,
-    label: String,
-    state: &'static str,
-    forced: bool,
+    pub(super) number: u16,
+    pub(super) label: String,
+    pub(super) state: &'static str,
+    pub(super) forced: bool,
 }
 
 /// The disks of a directory, by disk uuid.
@@ -106,7 +106,7 @@ impl Group<'_> {
     /// log line). Called by the code that changes the state, before the
     /// superblocks record it; forgotten after the next generation.
     pub(super) fn say_why(&mut self, disk: u16, why: impl Into<String>) {
-        self.change_why.insert(disk, why.into());
+        self.states.say_why(disk, why.into());
     }
 
     /// An I/O to `disk` failed with `error`: the first such failure is
@@ -124,65 +124,20 @@ impl Group<'_> {
         if self.member(disk).and_then(Member::writable).is_none() {
             return;
         }
-        self.failure_why
-            .entry(disk)
-            .or_insert_with(|| why.to_string());
+        self.states.note_failure(disk, why);
     }
 
     /// The disk directory `entries` is durable now (a superblock generation
     /// landed): each disk whose state differs from the last recorded
     /// directory is said and counted, and `entries` is the record.
     pub(super) fn record_states(&mut self, entries: &[DiskEntry]) {
-        let now = recorded(entries);
-        let mut changes = Vec::new();
-        for (uuid, r) in &now {
-            let before = self.recorded_states.get(uuid);
-            if before.is_some_and(|b| b.state == r.state) {
-                continue;
-            }
-            changes.push((
-                r.number,
-                r.label.clone(),
-                before.map(|b| b.state),
-                r.state,
-                r.forced,
-            ));
-        }
-        for (uuid, b) in &self.recorded_states {
-            if !now.contains_key(uuid) {
-                changes.push((b.number, b.label.clone(), Some(b.state), DROPPED, b.forced));
-            }
-        }
-        for (number, label, from, to, forced) in changes {
-            let why = self
-                .change_why
-                .get(&number)
-                .cloned()
-                .unwrap_or_else(|| implied_why(from, to, forced).to_string());
-            let from = from.unwrap_or("(not in the group)");
-            let group = self.name.as_str();
-            if matches!(to, "OFFLINE" | "DROPPING" | DROPPED) {
-                tracing::warn!(group = %group, disk = %label, "group {group}: disk {label}: {from} -> {to}: {why}");
-            } else {
-                tracing::info!(group = %group, disk = %label, "group {group}: disk {label}: {from} -> {to}: {why}");
-            }
-            *self.state_changes.entry((label, to)).or_default() += 1;
-        }
-        self.change_why.clear();
-        self.recorded_states = now;
+        self.states.record(&self.name, entries);
     }
 
     /// How many times each disk's state changed, to which state, since the
     /// group was mounted.
     pub fn disk_state_changes(&self) -> Vec<StateChangeCount> {
-        self.state_changes
-            .iter()
-            .map(|((disk, to), count)| StateChangeCount {
-                disk: disk.clone(),
-                to: (*to).to_string(),
-                count: *count,
-            })
-            .collect()
+        self.states.counts()
     }
 }
 

@@ -696,18 +696,8 @@ pub struct Group<'e> {
     /// stopped, whose memory may be ahead of the disks, still writes from
     /// ([`Group::record_missed_writes`]).
     written_super: Option<(GroupSuper, Vec<DiskEntry>)>,
-    /// The disk directory the superblocks last recorded (read at mount,
-    /// then each generation written), by disk uuid: what a new generation's
-    /// states are compared with (`disk_states.rs`).
-    recorded_states: BTreeMap<Uuid, disk_states::Recorded>,
-    /// Why each disk's next recorded state change happens, said by the
-    /// code that changes it; forgotten once a generation is written.
-    change_why: BTreeMap<u16, String>,
-    /// The first I/O failure noted on each disk since it was last taken
-    /// offline: what its going OFFLINE is said with.
-    failure_why: BTreeMap<u16, String>,
-    /// State changes recorded since mount, by (disk label, state to).
-    state_changes: BTreeMap<(String, &'static str), u64>,
+    /// The disks' state log (`parts/state_log.rs`).
+    states: parts::state_log::StateLog,
     /// Disks gone OFFLINE whose devices a live group lets go of at the end
     /// of the metadata operation (`LiveGroup`): taken after an I/O error,
     /// or on request once stamped ([`Group::take_offline_released`]).
@@ -799,10 +789,7 @@ impl<'e> Group<'e> {
             zeroed_files: HashMap::new(),
             discards: None,
             written_super: None,
-            recorded_states: BTreeMap::new(),
-            change_why: BTreeMap::new(),
-            failure_why: BTreeMap::new(),
-            state_changes: BTreeMap::new(),
+            states: parts::state_log::StateLog::default(),
             to_release: BTreeSet::new(),
             heartbeat: None,
         }

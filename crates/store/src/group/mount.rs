@@ -282,7 +282,7 @@ pub(super) fn mount_inner<'e>(
     let mut group = Group::assemble(engine, sup.clone(), uuid, best.generation, members);
     group.read_only = read_only;
     // What this mount changes is said against the directory it found.
-    group.recorded_states = super::disk_states::recorded(&best.entries);
+    group.states.set_recorded(&best.entries);
     for d in found_again {
         group.say_why(
             d,

@@ -870,7 +870,7 @@ impl Group<'_> {
                 Ok(_) => dropped.push(label),
                 Err(e) => {
                     for d in number.iter().flatten() {
-                        self.change_why.remove(d);
+                        self.states.unsay_why(*d);
                     }
                     refused.push(format!(
                         "disk {label}'s repair time ran out, but it is not dropped: {e}"

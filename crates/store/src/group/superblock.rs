@@ -24,8 +24,8 @@ impl Group<'_> {
             });
             if newly.is_some() {
                 let why = self
-                    .failure_why
-                    .remove(d)
+                    .states
+                    .take_failure(*d)
                     .unwrap_or_else(|| "an I/O to it failed".into());
                 self.say_why(*d, why);
                 // Its devices are let go of once it is recorded OFFLINE
@@ -72,7 +72,7 @@ impl Group<'_> {
     /// only that image of it is taken back.
     pub(super) fn take_offline(&mut self, disk: u16) {
         // A failure noted before is told with this change or not at all.
-        self.failure_why.remove(&disk);
+        self.states.take_failure(disk);
         if let Some(m) = self.member_mut(disk) {
             if m.writable().is_some() {
                 m.entry.synced_generation = m.generation as u32;

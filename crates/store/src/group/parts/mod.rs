@@ -6,10 +6,13 @@
 //! interleaving simulators call it after every step.
 //!
 //! - `names.rs`: the name table (records and their index, ids held back);
+//! - `state_log.rs`: the disks' state log (the directory last recorded,
+//!   the reasons said for changes, the counts);
 //! - `txn.rs`: the running transaction (what it dirtied, the disks its
 //!   barrier flushes, its number and the last one made durable).
 
 pub(super) mod names;
+pub(super) mod state_log;
 pub(super) mod txn;
 
 use std::fmt;
@@ -70,7 +73,10 @@ impl Group<'_> {
     /// only, no I/O; linear in the names, files and AUs in use.
     ///
     /// Each part's own: [`names::NameTable::check_invariants`],
-    /// [`txn::Txn::check_invariants`]. Across parts:
+    /// [`txn::Txn::check_invariants`],
+    /// [`state_log::StateLog::check_invariants`]. Across parts:
+    /// - the state log: the directory it finds changes against is the one
+    ///   the superblocks last recorded;
     /// - the barrier: at rest, a disk waits for it only with discard-map
     ///   marks for the next transaction to record;
     /// - allocation: every AU a file's copy occupies lies in its disk's
@@ -88,6 +94,14 @@ impl Group<'_> {
         self.txn.check_invariants(at_rest, &mut out);
         if at_rest {
             self.check_barrier(&mut out);
+        }
+        self.states
+            .check_invariants(self.poisoned.is_none(), &mut out);
+        if let Some((_, entries)) = &self.written_super {
+            out.check(self.states.records(entries), || {
+                "the disk directory last written is not the one state changes are found against"
+                    .to_string()
+            });
         }
         self.check_allocation(&mut out);
         self.check_publication(&mut out);
