@@ -494,10 +494,7 @@ impl Group<'_> {
 
     pub(super) fn dirty_extent(&mut self, number: u32, index: u64) {
         self.txn.mark(Dirty::Entry(number));
-        self.changed_chunks
-            .entry(number)
-            .or_default()
-            .insert(index as usize / plane::SNAPSHOT_CHUNK_EXTENTS);
+        self.unpublished.extent_changed(number, index);
         if index >= DIRECT_EXTENTS as u64 {
             let block = (index - DIRECT_EXTENTS as u64) / EXTENTS_PER_INDIRECT_BLOCK as u64;
             self.txn.mark(Dirty::Indirect {

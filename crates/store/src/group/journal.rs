@@ -141,10 +141,11 @@ impl Group<'_> {
         if dirty.is_empty() {
             return Ok(());
         }
-        self.to_publish.extend(dirty.iter().filter_map(|d| match d {
-            Dirty::Entry(n) if *n >= FILE_NUMBER_USER_MIN => Some(*n),
-            _ => None,
-        }));
+        for d in &dirty {
+            if let Dirty::Entry(n) = d {
+                self.unpublished.file_committed(*n);
+            }
+        }
         assert!(
             dirty.len() <= TXN_IMAGES_MAX,
             "invariant: a transaction carries at most {TXN_IMAGES_MAX} blocks, got {}",

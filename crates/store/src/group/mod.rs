@@ -81,7 +81,7 @@ mod superblock;
 mod tables;
 mod zeroing;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use cairn_format::group::{
@@ -653,12 +653,8 @@ pub struct Group<'e> {
     /// What the data plane sees: file snapshots and the disk view, published
     /// here as changes commit (`data.rs`).
     plane: Arc<plane::DataPlane>,
-    /// Per user file, the snapshot chunks its changes since the last
-    /// publication touched.
-    changed_chunks: HashMap<u32, HashSet<usize>>,
-    /// User files whose entries the current transaction changed: published
-    /// once it commits.
-    to_publish: BTreeSet<u32>,
+    /// What the data plane has not been shown yet (`parts/unpublished.rs`).
+    unpublished: parts::unpublished::Unpublished,
     /// Behind a [`LiveGroup`]'s lock: its file data goes through data
     /// handles, never through this group's own data calls, and its steps'
     /// commits are grouped (`live.rs`).
@@ -777,8 +773,7 @@ impl<'e> Group<'e> {
             overlay: BTreeMap::new(),
             copies_left_damaged: 0,
             plane: Arc::new(plane::DataPlane::new()),
-            changed_chunks: HashMap::new(),
-            to_publish: BTreeSet::new(),
+            unpublished: parts::unpublished::Unpublished::default(),
             live: false,
             compact_asked: false,
             mounted_at: std::time::Instant::now(),

@@ -7,7 +7,7 @@ use super::*;
 impl Group<'_> {
     /// Publish the files the last commit changed.
     pub(super) fn publish_changed(&mut self) {
-        for number in std::mem::take(&mut self.to_publish) {
+        for number in self.unpublished.take_files() {
             self.publish_file(number);
         }
     }
@@ -15,7 +15,7 @@ impl Group<'_> {
     /// Publish a file's snapshot as memory has it (or withdraw it: gone, or
     /// being deleted), sharing the chunks that did not change.
     pub(super) fn publish_file(&mut self, number: u32) {
-        let changed = self.changed_chunks.remove(&number).unwrap_or_default();
+        let changed = self.unpublished.take_chunks(number);
         let snapshot = self
             .files
             .get(&number)
@@ -48,8 +48,7 @@ impl Group<'_> {
             .copied()
             .filter(|n| *n >= FILE_NUMBER_USER_MIN)
             .collect();
-        self.changed_chunks.clear();
-        self.to_publish.clear();
+        self.unpublished.clear();
         for n in numbers {
             self.publish_file(n);
         }

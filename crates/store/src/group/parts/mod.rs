@@ -9,11 +9,13 @@
 //! - `state_log.rs`: the disks' state log (the directory last recorded,
 //!   the reasons said for changes, the counts);
 //! - `txn.rs`: the running transaction (what it dirtied, the disks its
-//!   barrier flushes, its number and the last one made durable).
+//!   barrier flushes, its number and the last one made durable);
+//! - `unpublished.rs`: what the data plane has not been shown yet.
 
 pub(super) mod names;
 pub(super) mod state_log;
 pub(super) mod txn;
+pub(super) mod unpublished;
 
 use std::fmt;
 
@@ -74,7 +76,8 @@ impl Group<'_> {
     ///
     /// Each part's own: [`names::NameTable::check_invariants`],
     /// [`txn::Txn::check_invariants`],
-    /// [`state_log::StateLog::check_invariants`]. Across parts:
+    /// [`state_log::StateLog::check_invariants`],
+    /// [`unpublished::Unpublished::check_invariants`]. Across parts:
     /// - the state log: the directory it finds changes against is the one
     ///   the superblocks last recorded;
     /// - the barrier: at rest, a disk waits for it only with discard-map
@@ -92,6 +95,7 @@ impl Group<'_> {
         self.names.check_invariants(&mut out);
         let at_rest = !self.live && self.poisoned.is_none();
         self.txn.check_invariants(at_rest, &mut out);
+        self.unpublished.check_invariants(at_rest, &mut out);
         if at_rest {
             self.check_barrier(&mut out);
         }
@@ -153,7 +157,7 @@ impl Group<'_> {
     }
 
     fn check_publication(&self, out: &mut Violations) {
-        let pending = |n: u32| self.to_publish.contains(&n) || self.txn.is_dirty(&Dirty::Entry(n));
+        let pending = |n: u32| self.unpublished.waits(n) || self.txn.is_dirty(&Dirty::Entry(n));
         for (number, rec) in self.files.range(FILE_NUMBER_USER_MIN..) {
             if pending(*number) {
                 continue;
