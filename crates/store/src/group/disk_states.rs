@@ -22,54 +22,7 @@
 
 use super::*;
 
-/// What a disk that left the group (its drop completed) is shown as.
-pub const DROPPED: &str = "DROPPED";
-
-/// A disk's state as `group disks` shows it: DROPPING while it is being
-/// dropped (whatever its state beside that), else its state.
-pub(super) fn shown(entry: &DiskEntry) -> &'static str {
-    if entry.dropping() {
-        "DROPPING"
-    } else {
-        entry.state.as_str()
-    }
-}
-
-/// How many times a disk's state changed to `to` since the group was
-/// mounted (a disk dropped since is still counted, by its label).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct StateChangeCount {
-    pub disk: String,
-    pub to: String,
-    pub count: u64,
-}
-
-/// A disk as the last recorded directory lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Recorded {
-    pub(super) number: u16,
-    pub(super) label: String,
-    pub(super) state: &'static str,
-    pub(super) forced: bool,
-}
-
-/// The disks of a directory, by disk uuid.
-pub(super) fn recorded(entries: &[DiskEntry]) -> BTreeMap<Uuid, Recorded> {
-    entries
-        .iter()
-        .map(|e| {
-            (
-                e.disk_uuid,
-                Recorded {
-                    number: e.number,
-                    label: e.label.clone(),
-                    state: shown(e),
-                    forced: e.forced(),
-                },
-            )
-        })
-        .collect()
-}
+pub use super::parts::state_log::{StateChangeCount, DROPPED};
 
 /// Why an I/O error took a disk out, in a few words and the error.
 pub(super) fn failure_reason(error: &IoError) -> String {
@@ -79,25 +32,6 @@ pub(super) fn failure_reason(error: &IoError) -> String {
             format!("short read (its file truncated, or its LUN shrunk, under the group): {error}")
         }
         _ => format!("I/O error: {error}"),
-    }
-}
-
-/// The reason a transition implies, for a change nobody explained.
-/// `from`: `None` for a disk that was not in the group.
-pub(super) fn implied_why(from: Option<&str>, to: &str, forced: bool) -> &'static str {
-    match (from, to) {
-        (None, _) => "added to the group",
-        (_, DROPPED) if forced => "dropped by force: its copies were rebuilt on the other disks",
-        (_, DROPPED) => "dropped: its copies moved to the other disks",
-        (_, "DROPPING") if forced => {
-            "dropped by force: its copies are rebuilt from their mirrors by the rebalance"
-        }
-        (_, "DROPPING") => "drop requested: the rebalance moves its copies off",
-        (Some("DROPPING"), _) => "drop cancelled (undrop)",
-        (_, "SYNCING") => "back: what it missed is being resynced",
-        (Some("SYNCING"), "ONLINE") => "resync done",
-        (_, "OFFLINE") => "taken offline",
-        _ => "changed",
     }
 }
 
@@ -144,22 +78,6 @@ impl Group<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_change_nobody_explained_is_said_by_its_transition() {
-        assert_eq!(implied_why(None, "ONLINE", false), "added to the group");
-        assert_eq!(implied_why(Some("SYNCING"), "ONLINE", false), "resync done");
-        assert_eq!(
-            implied_why(Some("OFFLINE"), "SYNCING", false),
-            "back: what it missed is being resynced"
-        );
-        assert!(implied_why(Some("OFFLINE"), "DROPPING", true).contains("by force"));
-        assert!(implied_why(Some("DROPPING"), DROPPED, false).contains("moved"));
-        assert_eq!(
-            implied_why(Some("DROPPING"), "ONLINE", false),
-            "drop cancelled (undrop)"
-        );
-    }
 
     #[test]
     fn an_io_failure_says_whether_the_disk_failed_or_hung() {

@@ -62,6 +62,7 @@ pub mod disk_states;
 mod file_io;
 mod files;
 pub mod heartbeat;
+mod invariants;
 mod journal;
 pub mod live;
 mod mount;
@@ -122,6 +123,8 @@ use discard::DiscardRun;
 use files::striping_name;
 use namespace::{alias_block_of, split};
 use parts::names::ROOT;
+use parts::txn::Dirty;
+pub use parts::txn::COMMIT_TIMES_MAX;
 pub use parts::Violations;
 use places::{entry_id, journal_id, per_disk_id};
 use superblock::{read_slot, slot_damaged, SlotRead};
@@ -137,8 +140,6 @@ pub const STEP_DIRTY_MAX: usize = 24;
 /// blocks measured under the crash and interleaving simulators; by reading,
 /// a `mkdir -p` of a deep path with scattered alias ids can reach about 39.
 pub const JOIN_DIRTY_MAX: usize = TXN_IMAGES_MAX / 4;
-/// Commit times kept between two [`Group::take_commit_times`].
-pub const COMMIT_TIMES_MAX: usize = 1 << 20;
 /// Most blocks one transaction may carry (a step can overshoot STEP_DIRTY_MAX by
 /// what one extent touches: its entry, an indirect block, and three table
 /// blocks per copy: bitmap, summary and discard map). Budget: a joined
@@ -509,32 +510,6 @@ pub(super) enum LostBlock {
     /// is not written until `check --repair` cuts it there.
     Map(u32),
     /// A block of the alias directory: the names in it are gone.
-    Alias(u64),
-    Templates,
-    Attributes,
-}
-
-/// A metadata block the current transaction changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Dirty {
-    Summary {
-        disk: u16,
-        index: u64,
-    },
-    Bitmap {
-        disk: u16,
-        index: u64,
-    },
-    /// A block of a disk's discard map.
-    Clean {
-        disk: u16,
-        index: u64,
-    },
-    Entry(u32),
-    Indirect {
-        file: u32,
-        block: u64,
-    },
     Alias(u64),
     Templates,
     Attributes,

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cairn_format::group::{AliasKind, AliasRecord, DirAttrs, ALIAS_NAME_LEN_MAX};
 
-use super::Violations;
+use super::violations::Violations;
 
 /// The root directory's id: no record has it.
 pub(in crate::group) const ROOT: u32 = 0;

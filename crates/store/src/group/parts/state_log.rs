@@ -11,8 +11,76 @@ use std::collections::BTreeMap;
 use cairn_format::group::DiskEntry;
 use uuid::Uuid;
 
-use super::super::disk_states::{implied_why, recorded, Recorded, StateChangeCount, DROPPED};
-use super::Violations;
+use super::violations::Violations;
+use serde::Serialize;
+
+/// What a disk that left the group (its drop completed) is shown as.
+pub const DROPPED: &str = "DROPPED";
+
+/// A disk's state as `group disks` shows it: DROPPING while it is being
+/// dropped (whatever its state beside that), else its state.
+pub(in crate::group) fn shown(entry: &DiskEntry) -> &'static str {
+    if entry.dropping() {
+        "DROPPING"
+    } else {
+        entry.state.as_str()
+    }
+}
+
+/// How many times a disk's state changed to `to` since the group was
+/// mounted (a disk dropped since is still counted, by its label).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct StateChangeCount {
+    pub disk: String,
+    pub to: String,
+    pub count: u64,
+}
+
+/// A disk as the last recorded directory lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::group) struct Recorded {
+    number: u16,
+    label: String,
+    state: &'static str,
+    forced: bool,
+}
+
+/// The disks of a directory, by disk uuid.
+pub(in crate::group) fn recorded(entries: &[DiskEntry]) -> BTreeMap<Uuid, Recorded> {
+    entries
+        .iter()
+        .map(|e| {
+            (
+                e.disk_uuid,
+                Recorded {
+                    number: e.number,
+                    label: e.label.clone(),
+                    state: shown(e),
+                    forced: e.forced(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// The reason a transition implies, for a change nobody explained.
+/// `from`: `None` for a disk that was not in the group.
+pub(in crate::group) fn implied_why(from: Option<&str>, to: &str, forced: bool) -> &'static str {
+    match (from, to) {
+        (None, _) => "added to the group",
+        (_, DROPPED) if forced => "dropped by force: its copies were rebuilt on the other disks",
+        (_, DROPPED) => "dropped: its copies moved to the other disks",
+        (_, "DROPPING") if forced => {
+            "dropped by force: its copies are rebuilt from their mirrors by the rebalance"
+        }
+        (_, "DROPPING") => "drop requested: the rebalance moves its copies off",
+        (Some("DROPPING"), _) => "drop cancelled (undrop)",
+        (_, "SYNCING") => "back: what it missed is being resynced",
+        (Some("SYNCING"), "ONLINE") => "resync done",
+        (_, "OFFLINE") => "taken offline",
+        _ => "changed",
+    }
+}
 
 #[derive(Debug, Default)]
 pub(in crate::group) struct StateLog {
@@ -137,5 +205,26 @@ impl StateLog {
                 )
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_nobody_explained_is_said_by_its_transition() {
+        assert_eq!(implied_why(None, "ONLINE", false), "added to the group");
+        assert_eq!(implied_why(Some("SYNCING"), "ONLINE", false), "resync done");
+        assert_eq!(
+            implied_why(Some("OFFLINE"), "SYNCING", false),
+            "back: what it missed is being resynced"
+        );
+        assert!(implied_why(Some("OFFLINE"), "DROPPING", true).contains("by force"));
+        assert!(implied_why(Some("DROPPING"), DROPPED, false).contains("moved"));
+        assert_eq!(
+            implied_why(Some("DROPPING"), "ONLINE", false),
+            "drop cancelled (undrop)"
+        );
     }
 }

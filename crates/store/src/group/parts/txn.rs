@@ -10,8 +10,36 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::super::{Dirty, COMMIT_TIMES_MAX};
-use super::Violations;
+use super::violations::Violations;
+
+/// Commit times kept between two takes ([`Group::take_commit_times`](crate::group::Group::take_commit_times)).
+pub const COMMIT_TIMES_MAX: usize = 1 << 20;
+
+/// A metadata block the current transaction changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(in crate::group) enum Dirty {
+    Summary {
+        disk: u16,
+        index: u64,
+    },
+    Bitmap {
+        disk: u16,
+        index: u64,
+    },
+    /// A block of a disk's discard map.
+    Clean {
+        disk: u16,
+        index: u64,
+    },
+    Entry(u32),
+    Indirect {
+        file: u32,
+        block: u64,
+    },
+    Alias(u64),
+    Templates,
+    Attributes,
+}
 
 #[derive(Debug)]
 pub(in crate::group) struct Txn {

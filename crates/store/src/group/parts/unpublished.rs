@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use cairn_format::group::FILE_NUMBER_USER_MIN;
 
 use super::super::plane::SNAPSHOT_CHUNK_EXTENTS;
-use super::Violations;
+use super::violations::Violations;
 
 #[derive(Debug, Default)]
 pub(in crate::group) struct Unpublished {

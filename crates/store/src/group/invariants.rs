@@ -1,0 +1,146 @@
+//! What holds between any two operations: each part's own invariants
+//! (`parts/`) and those across parts.
+
+use super::check::CheckReport;
+use super::parts::Violations;
+use super::{Dirty, FileState, Group, FILE_NUMBER_USER_MIN};
+
+impl Group<'_> {
+    /// What must hold between any two operations, part by part and across
+    /// them; the crash and interleaving simulators call it after every
+    /// step (behind a live group: under `meta`, between two steps). Memory
+    /// only, no I/O; linear in the names, files and AUs in use.
+    ///
+    /// Each part's own: [`NameTable::check_invariants`](super::parts::names::NameTable::check_invariants),
+    /// [`Txn::check_invariants`](super::parts::txn::Txn::check_invariants),
+    /// [`StateLog::check_invariants`](super::parts::state_log::StateLog::check_invariants),
+    /// [`Unpublished::check_invariants`](super::parts::unpublished::Unpublished::check_invariants). Across parts:
+    /// - the state log: the directory it finds changes against is the one
+    ///   the superblocks last recorded;
+    /// - the barrier: at rest, a disk waits for it only with discard-map
+    ///   marks for the next transaction to record;
+    /// - allocation: every AU a file's copy occupies lies in its disk's
+    ///   data AUs, on a disk of the group, no two copies of an extent in
+    ///   one failure group, no AU owned twice (unless the mount found
+    ///   damage that did it, which it reports), and on an online disk the
+    ///   table marks it used — what `check` verifies, from the same audit;
+    /// - publication: every user file the running transaction has not
+    ///   changed is published as memory has it (incarnation, size, copies
+    ///   and every extent); a file being deleted or gone is not published.
+    pub fn check_invariants(&self) -> Result<(), Violations> {
+        let mut out = Violations::default();
+        self.names.check_invariants(&mut out);
+        let at_rest = !self.live && self.poisoned.is_none();
+        self.txn.check_invariants(at_rest, &mut out);
+        self.unpublished.check_invariants(at_rest, &mut out);
+        if at_rest {
+            self.check_barrier(&mut out);
+        }
+        self.states
+            .check_invariants(self.poisoned.is_none(), &mut out);
+        if let Some((_, entries)) = &self.written_super {
+            out.check(self.states.records(entries), || {
+                "the disk directory last written is not the one state changes are found against"
+                    .to_string()
+            });
+        }
+        self.check_allocation(&mut out);
+        self.check_publication(&mut out);
+        if out.is_empty() {
+            Ok(())
+        } else {
+            Err(out)
+        }
+    }
+
+    /// At rest, a disk waits for the barrier only for what the next
+    /// transaction will record of it: discard-map marks of discards done
+    /// after the last commit.
+    fn check_barrier(&self, out: &mut Violations) {
+        for disk in self.txn.barrier() {
+            let marks = self
+                .member(*disk)
+                .and_then(|m| m.alloc.as_ref())
+                .map_or(0, |a| a.clean_dirty());
+            out.check(marks > 0, || {
+                format!("disk {disk} waits for a barrier, with nothing of it to record")
+            });
+        }
+    }
+
+    fn check_allocation(&self, out: &mut Violations) {
+        let (owner, problems) = self.audit_ownership(&mut CheckReport::default());
+        for p in problems {
+            let twice = p.what.starts_with("owned twice");
+            out.check(twice && !self.shared_aus.is_empty(), || {
+                format!("{}: {}", p.location, p.what)
+            });
+        }
+        for ((disk, au), run) in &owner {
+            let Some(alloc) = self
+                .member(*disk)
+                .filter(|m| m.online().is_some())
+                .and_then(|m| m.alloc.as_ref())
+            else {
+                continue;
+            };
+            out.check(alloc.is_used(*au), || {
+                format!(
+                    "{} occupies AU {au} of disk {disk}, which its table marks free",
+                    run.describe()
+                )
+            });
+        }
+    }
+
+    fn check_publication(&self, out: &mut Violations) {
+        let pending = |n: u32| self.unpublished.waits(n) || self.txn.is_dirty(&Dirty::Entry(n));
+        for (number, rec) in self.files.range(FILE_NUMBER_USER_MIN..) {
+            if pending(*number) {
+                continue;
+            }
+            let published = self.plane.file(*number);
+            if rec.entry.state == FileState::Deleting {
+                out.check(published.is_none(), || {
+                    format!("file {number} is being deleted and still published")
+                });
+                continue;
+            }
+            let Some(snap) = published else {
+                out.check(false, || format!("file {number} is not published"));
+                continue;
+            };
+            out.check(
+                snap.incarnation == rec.entry.incarnation
+                    && snap.size_bytes == rec.entry.size_bytes
+                    && snap.copies == rec.entry.copies,
+                || {
+                    format!(
+                        "file {number} is published as incarnation {} of {} bytes, {} copies; memory has {} of {} bytes, {} copies",
+                        snap.incarnation, snap.size_bytes, snap.copies,
+                        rec.entry.incarnation, rec.entry.size_bytes, rec.entry.copies
+                    )
+                },
+            );
+            let same = snap.extent_count() == rec.extents.len()
+                && snap.extents().zip(&rec.extents).all(|(a, b)| a == b);
+            out.check(same, || {
+                let first = snap
+                    .extents()
+                    .zip(&rec.extents)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(snap.extent_count().min(rec.extents.len()));
+                format!(
+                    "file {number} is published with {} extents and memory has {}; they differ from extent {first}",
+                    snap.extent_count(),
+                    rec.extents.len()
+                )
+            });
+        }
+        for number in self.plane.file_numbers() {
+            out.check(self.files.contains_key(&number) || pending(number), || {
+                format!("file {number} is published but does not exist")
+            });
+        }
+    }
+}
