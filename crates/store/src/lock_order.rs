@@ -13,9 +13,9 @@
 //! builds a [`Held`] is empty and taking one costs nothing.
 //!
 //! Asserted: extent latches (`DataPlane::latch`), `meta` (`LiveGroup`'s
-//! metadata lock), and the data plane's leaf locks (its files, its disk
-//! view, its guard registry, its latch shards) and `DRAIN`. Not yet: the
-//! commit gate and the discard queue (leaves too, by the docs).
+//! metadata lock), `DRAIN`, and the leaf locks: the data plane's (its
+//! files, its disk view, its guard registry, its latch shards), the commit
+//! gate's and the discard queue's.
 
 /// Where a lock stands in the order: a lock may be taken only while every
 /// lock the thread holds ranks below it (latches: at or below).
@@ -51,24 +51,16 @@ thread_local! {
 #[inline]
 pub(crate) fn take(rank: Rank, name: &'static str) -> Held {
     #[cfg(debug_assertions)]
-    {
-        HELD.with(|held| {
-            let mut held = held.borrow_mut();
-            if let Some(&(r, n)) = held.iter().find(|(r, _)| !allowed(*r, rank)) {
-                // Leave the thread's record as it was: the panic may be
-                // caught (a test's), and its guards drop as it unwinds.
-                drop(held);
-                panic!("lock order: {name} ({rank:?}) taken while this thread holds {n} ({r:?}); the order is extent latch, then meta, then one leaf lock (docs/live-core.md)");
-            }
-            held.push((rank, name));
-        });
-        Held { rank, name }
-    }
-    #[cfg(not(debug_assertions))]
-    {
-        let _ = (rank, name);
-        Held {}
-    }
+    HELD.with(|held| {
+        let held = held.borrow();
+        if let Some(&(r, n)) = held.iter().find(|(r, _)| !allowed(*r, rank)) {
+            // Leave the thread's record as it was: the panic may be
+            // caught (a test's), and its guards drop as it unwinds.
+            drop(held);
+            panic!("lock order: {name} ({rank:?}) taken while this thread holds {n} ({r:?}); the order is extent latch, then meta, then one leaf lock (docs/live-core.md)");
+        }
+    });
+    note(rank, name)
 }
 
 /// Note that this thread took lock `name` of rank `rank` without waiting
@@ -85,6 +77,64 @@ pub(crate) fn note(rank: Rank, name: &'static str) -> Held {
     {
         let _ = (rank, name);
         Held {}
+    }
+}
+
+/// A lock's guard with this thread's rank for it; the lock is let go
+/// first (fields drop in order).
+pub(crate) struct Ranked<G> {
+    guard: G,
+    _rank: Held,
+}
+
+impl<G> Ranked<G> {
+    /// Take lock `name` of rank `rank` with `lock`, the order asserted
+    /// before it could block.
+    #[inline]
+    pub(crate) fn take(rank: Rank, name: &'static str, lock: impl FnOnce() -> G) -> Self {
+        let rank = take(rank, name);
+        Ranked {
+            guard: lock(),
+            _rank: rank,
+        }
+    }
+
+    /// [`Self::take`] with a lock that may fail (a poisoned one): the
+    /// rank is let go with the failure.
+    #[inline]
+    pub(crate) fn try_take<E>(
+        rank: Rank,
+        name: &'static str,
+        lock: impl FnOnce() -> Result<G, E>,
+    ) -> Result<Self, E> {
+        let rank = take(rank, name);
+        Ok(Ranked {
+            guard: lock()?,
+            _rank: rank,
+        })
+    }
+
+    /// Hand the guard to `f` and keep what it gives back (a condition
+    /// variable's wait), the rank held throughout.
+    #[inline]
+    pub(crate) fn map(self, f: impl FnOnce(G) -> G) -> Self {
+        Ranked {
+            guard: f(self.guard),
+            _rank: self._rank,
+        }
+    }
+}
+
+impl<G: std::ops::Deref> std::ops::Deref for Ranked<G> {
+    type Target = G::Target;
+    fn deref(&self) -> &G::Target {
+        &self.guard
+    }
+}
+
+impl<G: std::ops::DerefMut> std::ops::DerefMut for Ranked<G> {
+    fn deref_mut(&mut self) -> &mut G::Target {
+        &mut self.guard
     }
 }
 

@@ -40,6 +40,8 @@ use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use cairn_io::poison::{recover, Recover};
+
+use crate::lock_order::{Rank, Ranked};
 use cairn_io::{DeviceId, IoEngine, Op, Request};
 
 use super::*;
@@ -91,10 +93,12 @@ struct QueueState {
 }
 
 impl DiscardQueue {
-    fn state(&self) -> MutexGuard<'_, QueueState> {
+    fn state(&self) -> Ranked<MutexGuard<'_, QueueState>> {
         // One push or pop per critical section: a panic leaves nothing half
         // changed.
-        self.state.lock_or_recover()
+        Ranked::take(Rank::Leaf, "the discard queue", || {
+            self.state.lock_or_recover()
+        })
     }
 
     /// Queue `runs` (reserved by the caller). Returns those that do not
@@ -153,7 +157,7 @@ impl DiscardQueue {
     pub(super) fn wait_for_runs(&self) -> bool {
         let mut st = self.state();
         while st.runs.is_empty() && !st.stopped {
-            st = recover(self.changed.wait(st));
+            st = st.map(|g| recover(self.changed.wait(g)));
         }
         !st.stopped
     }

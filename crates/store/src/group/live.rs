@@ -30,6 +30,7 @@ use super::data::{self, DataPort, RMW_LATCH};
 use super::discard::{self, DiscardQueue};
 use super::plane::{DataPlane, DiskView, FileSnapshot, GuardSlot, SnapshotCache};
 use super::{Group, GroupError};
+use crate::lock_order::{Rank, Ranked};
 
 /// Makes the engine of a new data handle.
 /// A data handle's engine and, per member disk number, its device in it.
@@ -219,12 +220,17 @@ struct GateState {
 }
 
 impl Gate {
-    fn state(&self) -> MutexGuard<'_, GateState> {
-        recover(cairn_io::sched::lock(&self.state))
+    fn state(&self) -> Ranked<MutexGuard<'_, GateState>> {
+        Ranked::take(Rank::Leaf, "the commit gate", || {
+            recover(cairn_io::sched::lock(&self.state))
+        })
     }
 
     /// Wait until `ready` holds; return with the state locked.
-    fn wait_until(&self, ready: impl Fn(&GateState) -> bool + Sync) -> MutexGuard<'_, GateState> {
+    fn wait_until(
+        &self,
+        ready: impl Fn(&GateState) -> bool + Sync,
+    ) -> Ranked<MutexGuard<'_, GateState>> {
         let mut st = self.state();
         let mut waited = false;
         while !ready(&st) {
@@ -239,7 +245,7 @@ impl Gate {
                 waited = true;
                 st = self.state();
             } else {
-                st = recover(self.changed.wait(st));
+                st = st.map(|g| recover(self.changed.wait(g)));
             }
         }
         if waited {
@@ -283,38 +289,20 @@ pub struct LiveGroup {
 
 /// `meta` held: the metadata plane, and this thread's rank in the lock
 /// order (`lock_order`), let go in that order.
-struct MetaGuard<'a> {
-    group: MutexGuard<'a, Group<'static>>,
-    _rank: crate::lock_order::Held,
-}
-
-impl std::ops::Deref for MetaGuard<'_> {
-    type Target = Group<'static>;
-    fn deref(&self) -> &Group<'static> {
-        &self.group
-    }
-}
-
-impl std::ops::DerefMut for MetaGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Group<'static> {
-        &mut self.group
-    }
-}
+type MetaGuard<'a> = Ranked<MutexGuard<'a, Group<'static>>>;
 
 impl Inner {
     /// The metadata plane, under its lock. A panic during a metadata step
     /// leaves memory half-changed: the group is then stopped (the exception
     /// to `cairn_io::poison`'s policy).
     fn meta(&self) -> Result<MetaGuard<'_>, GroupError> {
-        let rank = crate::lock_order::take(crate::lock_order::Rank::Meta, "meta");
         // Held across metadata I/O: under the interleaving simulator a
         // waiter yields instead of blocking the one thread that runs.
-        let group = cairn_io::sched::lock(&self.meta).map_err(|_| {
+        Ranked::try_take(Rank::Meta, "meta", || cairn_io::sched::lock(&self.meta)).map_err(|_| {
             let why = "a metadata step panicked; mount the group again";
             self.plane.stop(why);
             GroupError::Poisoned(why.into())
-        })?;
-        Ok(MetaGuard { group, _rank: rank })
+        })
     }
 
     /// Run `f` as one metadata operation: its steps under `meta`, then,
