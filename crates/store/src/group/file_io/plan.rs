@@ -1,0 +1,335 @@
+//! Planning a caller's request on a group file: its pieces, the copies
+//! each goes to, the latches and guard it holds, and the slow paths it
+//! takes instead (a first write into an unwritten extent, a file grown past
+//! its map).
+
+use super::*;
+
+impl FileIo {
+    /// Plan a request on a group file. `Ok(None)`: it completed at once
+    /// (refused, zeros, or a slow path).
+    pub(super) fn plan_file(
+        &mut self,
+        index: usize,
+        request: Request,
+    ) -> Result<Option<Planned>, SubmitError> {
+        let devices = self.devices.clone();
+        let Mapping::GroupFile {
+            group,
+            number,
+            disks,
+            geometry,
+        } = &devices[index]
+        else {
+            unreachable!("invariant: a group file")
+        };
+        let (number, plane, key) = (*number, group.plane(), self.group_keys[index]);
+        if let Err(e) = validate(geometry, &request.op) {
+            self.requests += 1;
+            self.fail(request, e);
+            return Ok(None);
+        }
+        let Request { device, tag, op } = request;
+        let kind = op.kind();
+        let (offset, len) = op.range();
+        let mut pending = Pending::new(device, tag, kind, offset, len);
+        pending.file_device = Some(index);
+        if let Op::Flush = op {
+            // One inner flush per member disk: more disks than the inner
+            // engine can ever hold would be handed back as QueueFull for
+            // ever, even on an idle engine. Fail it, as a read or write that
+            // can never fit does.
+            if disks.len() > self.inner.depth_max() {
+                self.requests += 1;
+                self.fail(
+                    Request { device, tag, op },
+                    IoError::Engine { errno: E2BIG },
+                );
+                return Ok(None);
+            }
+            if self.inner.in_flight() + disks.len() > self.inner.depth_max() {
+                return Err(SubmitError::QueueFull(Request { device, tag, op }));
+            }
+            let requests = disks
+                .iter()
+                .map(|(disk, id)| {
+                    (
+                        Request {
+                            device: *id,
+                            tag: 0,
+                            op: Op::Flush,
+                        },
+                        Role::Flush { disk: *disk },
+                    )
+                })
+                .collect();
+            pending.view_epoch = self.snapshots[key].disks(plane).epoch;
+            pending.writing = Some(Box::default());
+            return Ok(Some(Planned { pending, requests }));
+        }
+        if matches!(op, Op::Discard { .. } | Op::WriteZeroes { .. }) {
+            self.requests += 1;
+            self.fail(
+                Request { device, tag, op },
+                IoError::Engine { errno: EOPNOTSUPP },
+            );
+            return Ok(None);
+        }
+        if let Some(_why) = plane.stopped() {
+            self.requests += 1;
+            self.fail(Request { device, tag, op }, IoError::Engine { errno: EIO });
+            return Ok(None);
+        }
+        // A write takes its extents' shared latches first — never waiting
+        // for one while it holds others (its writes in flight): it drains
+        // them first — then its guard, then the snapshot it uses, which
+        // must be the one it latched.
+        let latch = if matches!(op, Op::Write { .. }) {
+            let Some(pre) = self.snapshots[key].file(plane, number) else {
+                self.requests += 1;
+                self.fail(
+                    Request { device, tag, op },
+                    IoError::Engine { errno: ENXIO },
+                );
+                return Ok(None);
+            };
+            let Some(pieces) = pre.pieces(offset, len) else {
+                self.requests += 1;
+                self.fail(Request { device, tag, op }, IoError::Engine { errno: EIO });
+                return Ok(None);
+            };
+            let keys: Vec<_> = pieces
+                .iter()
+                .map(|p| ((number, pre.incarnation, p.extent), false))
+                .collect();
+            let latch = match plane.try_latch(keys.clone()) {
+                Some(latch) => latch,
+                None => {
+                    if let Err(e) = self.drain() {
+                        self.requests += 1;
+                        self.fail(Request { device, tag, op }, e);
+                        return Ok(None);
+                    }
+                    plane.latch(keys)
+                }
+            };
+            Some((latch, pre))
+        } else {
+            None
+        };
+        let epoch = self.guard_start(index);
+        let view = self.snapshots[key].disks(plane);
+        let refuse = |me: &mut Self, op: Op, error: IoError| {
+            me.guard_end(index, epoch);
+            me.requests += 1;
+            me.fail(Request { device, tag, op }, error);
+            Ok(None)
+        };
+        let Some(snap) = self.snapshots[key].file(plane, number) else {
+            return refuse(self, op, IoError::Engine { errno: ENXIO });
+        };
+        let latch = match latch {
+            Some((latch, pre)) if Arc::ptr_eq(&pre, &snap) => Some(latch),
+            Some((latch, _)) => {
+                // The file changed between the latch and the guard: plan
+                // again from what it is now.
+                drop(latch);
+                self.guard_end(index, epoch);
+                return self.plan_file(index, Request { device, tag, op });
+            }
+            None => None,
+        };
+        let Some(pieces) = snap.pieces(offset, len) else {
+            return refuse(self, op, IoError::Engine { errno: EIO });
+        };
+        let is_write = matches!(op, Op::Write { .. });
+        if is_write && snap.read_only.is_some() {
+            return refuse(self, op, IoError::Engine { errno: EIO });
+        }
+        // A group mounted read-only: its fast path must not write either.
+        if is_write && self.read_only[index] {
+            return refuse(self, op, IoError::Engine { errno: EROFS });
+        }
+        let mut copies: Vec<Vec<AuAddr>> = Vec::with_capacity(pieces.len());
+        let mut fresh = false;
+        for p in &pieces {
+            let extent = snap
+                .extent(p.extent)
+                .expect("invariant: pieces are in the map");
+            fresh |= !extent.initialized;
+            // A write with a copy on a disk that is not ONLINE (it is
+            // SYNCING, or offline and its copy must be marked stale first)
+            // takes the synchronous path, as a first write does.
+            fresh |= is_write && extent.copies().iter().any(|c| !view.is_online(c.disk));
+            let online: Vec<AuAddr> = if is_write {
+                extent
+                    .copies()
+                    .iter()
+                    .filter(|c| view.is_online(c.disk))
+                    .copied()
+                    .collect()
+            } else {
+                let aus = aus_touched(snap.au_bytes, p.within, p.len);
+                readable_copies_of(&view, extent, aus).collect()
+            };
+            // (A write whose copies are not all ONLINE takes the
+            // synchronous path below, which marks or fails as it must.)
+            if extent.initialized && online.is_empty() && !is_write {
+                return refuse(self, op, IoError::Engine { errno: EIO });
+            }
+            copies.push(if extent.initialized {
+                online
+            } else {
+                Vec::new()
+            });
+        }
+        if is_write && fresh {
+            // The first write into an extent (or one with a copy not
+            // ONLINE): the synchronous path, which may take the extent's
+            // latch exclusively — so let ours go first.
+            drop(latch);
+            self.guard_end(index, epoch);
+            self.requests += 1;
+            self.slow_write(index, Request { device, tag, op })?;
+            return Ok(None);
+        }
+        // Every copy's disk must be attached to this engine: a file grown
+        // onto a disk this engine was not given fails, it does not panic.
+        if copies
+            .iter()
+            .flatten()
+            .any(|c| !disks.contains_key(&c.disk))
+        {
+            return refuse(self, op, IoError::Engine { errno: ENXIO });
+        }
+        let needed: usize = if is_write {
+            copies.iter().map(Vec::len).sum()
+        } else {
+            copies.iter().filter(|c| !c.is_empty()).count()
+        };
+        if needed > self.inner.depth_max() {
+            return refuse(self, op, IoError::Engine { errno: E2BIG });
+        }
+        if self.inner.in_flight() + needed > self.inner.depth_max() {
+            self.guard_end(index, epoch);
+            return Err(SubmitError::QueueFull(Request { device, tag, op }));
+        }
+        pending.epoch = Some(epoch);
+        pending.view_epoch = view.epoch;
+        let mut requests = Vec::with_capacity(needed);
+        match op {
+            Op::Read { mut buf, .. } => {
+                let single = pieces.len() == 1 && !copies[0].is_empty();
+                for (i, p) in pieces.iter().enumerate() {
+                    if copies[i].is_empty() {
+                        buf[p.at..p.at + p.len as usize].fill(0);
+                    }
+                }
+                if single {
+                    let c = copies[0][0];
+                    requests.push((
+                        Request {
+                            device: disks[&c.disk],
+                            tag: 0,
+                            op: Op::Read {
+                                offset_bytes: at(&snap, c, pieces[0].within),
+                                buf,
+                            },
+                        },
+                        Role::ReadPiece {
+                            piece: 0,
+                            copy: 0,
+                            at: 0,
+                            caller: true,
+                        },
+                    ));
+                } else {
+                    for (i, p) in pieces.iter().enumerate() {
+                        let Some(c) = copies[i].first() else { continue };
+                        requests.push((
+                            Request {
+                                device: disks[&c.disk],
+                                tag: 0,
+                                op: Op::Read {
+                                    offset_bytes: at(&snap, *c, p.within),
+                                    buf: AlignedBuf::zeroed(p.len as usize),
+                                },
+                            },
+                            Role::ReadPiece {
+                                piece: i,
+                                copy: 0,
+                                at: p.at,
+                                caller: false,
+                            },
+                        ));
+                    }
+                    pending.buf = Some(buf);
+                }
+                pending.read_from = Some(take_plan(
+                    &mut self.plans,
+                    &mut self.newest_plan[index],
+                    &snap,
+                    &view,
+                ));
+            }
+            Op::Write { buf, fua, .. } => {
+                pending.writing = Some(Box::new(Writing {
+                    latch,
+                    incarnation: snap.incarnation,
+                    landed: vec![0; pieces.len()],
+                    ..Writing::default()
+                }));
+                let whole = pieces.len() == 1;
+                let mut caller_buf = Some(buf);
+                let mut data_requests = Vec::new();
+                for (i, p) in pieces.iter().enumerate() {
+                    for c in &copies[i] {
+                        data_requests.push((i, *c, at(&snap, *c, p.within), p.at, p.len));
+                    }
+                }
+                let last = data_requests.len().saturating_sub(1);
+                for (k, (i, c, offset_bytes, from, plen)) in data_requests.into_iter().enumerate() {
+                    let (buf, caller) = if whole && k == last {
+                        (caller_buf.take().expect("invariant: used once"), true)
+                    } else {
+                        let src = caller_buf.as_ref().expect("invariant: kept until last");
+                        (
+                            AlignedBuf::from_slice(&src[from..from + plen as usize]),
+                            false,
+                        )
+                    };
+                    requests.push((
+                        Request {
+                            device: disks[&c.disk],
+                            tag: 0,
+                            op: Op::Write {
+                                offset_bytes,
+                                buf,
+                                fua,
+                            },
+                        },
+                        Role::WriteCopy {
+                            piece: i,
+                            disk: c.disk,
+                            caller,
+                            mark: StaleMark {
+                                extent: pieces[i].extent,
+                                copy: c,
+                                mask: au_mask(aus_touched(
+                                    snap.au_bytes,
+                                    pieces[i].within,
+                                    pieces[i].len,
+                                )),
+                            },
+                        },
+                    ));
+                }
+                pending.buf = caller_buf;
+            }
+            Op::Flush | Op::Discard { .. } | Op::WriteZeroes { .. } => {
+                unreachable!("invariant: handled above")
+            }
+        }
+        Ok(Some(Planned { pending, requests }))
+    }
+}
