@@ -13,7 +13,7 @@
 //! it: it says why beforehand ([`Group::say_why`]; an I/O failure is
 //! noted where the I/O failed, [`Group::note_failure`]), and a change
 //! nobody explained gets the reason its transition implies
-//! ([`implied_why`]). A change memory made that no generation recorded (the
+//! (`parts::state_log::implied_why`). A change memory made that no generation recorded (the
 //! group stopped first) is not said: it did not happen on the disks.
 //!
 //! The log goes through `tracing`: the service writes it to its log; a

@@ -1,15 +1,19 @@
-//! What holds between any two operations: each part's own invariants
-//! (`parts/`) and those across parts.
+//! What holds after every operation that succeeded: each part's own
+//! invariants (`parts/`) and those across parts.
 
 use super::check::CheckReport;
 use super::parts::Violations;
 use super::{Dirty, FileState, Group, FILE_NUMBER_USER_MIN};
 
 impl Group<'_> {
-    /// What must hold between any two operations, part by part and across
-    /// them; the crash and interleaving simulators call it after every
-    /// step (behind a live group: under `meta`, between two steps). Memory
-    /// only, no I/O; linear in the names, files and AUs in use.
+    /// What must hold after every operation that succeeded (one that
+    /// failed may leave marks and barrier disks for the next commit), part
+    /// by part and across them; the crash and interleaving simulators call
+    /// it after every step (behind a live group: under `meta`, between two
+    /// steps). Memory only, no I/O; linear in the names, files and AUs in
+    /// use. A stopped group's memory may be ahead of what it published, and
+    /// a read-only mount's reasons for the changes it found are never
+    /// written: those checks are left out there.
     ///
     /// Each part's own: [`NameTable::check_invariants`](super::parts::names::NameTable::check_invariants),
     /// [`Txn::check_invariants`](super::parts::txn::Txn::check_invariants),
@@ -17,8 +21,9 @@ impl Group<'_> {
     /// [`Unpublished::check_invariants`](super::parts::unpublished::Unpublished::check_invariants). Across parts:
     /// - the state log: the directory it finds changes against is the one
     ///   the superblocks last recorded;
-    /// - the barrier: at rest, a disk waits for it only with discard-map
-    ///   marks for the next transaction to record;
+    /// - the barrier: at rest, a writable disk waits for it only with
+    ///   discard-map marks for the next transaction to record (one taken
+    ///   offline since keeps its place, and the flush skips it);
     /// - allocation: every AU a file's copy occupies lies in its disk's
     ///   data AUs, on a disk of the group, no two copies of an extent in
     ///   one failure group, no AU owned twice (unless the mount found
@@ -37,7 +42,7 @@ impl Group<'_> {
             self.check_barrier(&mut out);
         }
         self.states
-            .check_invariants(self.poisoned.is_none(), &mut out);
+            .check_invariants(self.poisoned.is_none() && !self.read_only, &mut out);
         if let Some((_, entries)) = &self.written_super {
             out.check(self.states.records(entries), || {
                 "the disk directory last written is not the one state changes are found against"
@@ -45,7 +50,9 @@ impl Group<'_> {
             });
         }
         self.check_allocation(&mut out);
-        self.check_publication(&mut out);
+        if self.poisoned.is_none() {
+            self.check_publication(&mut out);
+        }
         if out.is_empty() {
             Ok(())
         } else {
@@ -58,10 +65,10 @@ impl Group<'_> {
     /// after the last commit.
     fn check_barrier(&self, out: &mut Violations) {
         for disk in self.txn.barrier() {
-            let marks = self
-                .member(*disk)
-                .and_then(|m| m.alloc.as_ref())
-                .map_or(0, |a| a.clean_dirty());
+            let Some(member) = self.member(*disk).filter(|m| m.writable().is_some()) else {
+                continue;
+            };
+            let marks = member.alloc.as_ref().map_or(0, |a| a.clean_dirty());
             out.check(marks > 0, || {
                 format!("disk {disk} waits for a barrier, with nothing of it to record")
             });

@@ -40,9 +40,11 @@
 //!   resize, delete as continuing operations), `data.rs` (file bytes);
 //! - `check.rs`: `cairn group check`.
 //! - `parts/`: the parts that own their state behind their own functions
-//!   (the name table, the running transaction), and
-//!   [`Group::check_invariants`], what holds between any two operations,
-//!   which the crash and interleaving simulators check after every step.
+//!   (the name table, the running transaction, the disks' state log, what
+//!   the data plane has not been shown yet); `invariants.rs`:
+//!   [`Group::check_invariants`], what holds after every operation that
+//!   succeeded, which the crash and interleaving simulators check after
+//!   every step.
 //!
 //! - `resync.rs`: stale copies and bringing an offline disk back;
 //!   `relocate.rs`: adding and dropping disks, and the rebalance.
@@ -586,7 +588,7 @@ pub struct Group<'e> {
     slot_generation: u64,
     members: Vec<Option<Member>>,
     files: BTreeMap<u32, FileRec>,
-    /// The name table (`meta/names.rs`).
+    /// The name table (`parts/names.rs`).
     names: parts::names::NameTable,
     templates: Vec<Template>,
     attributes: Vec<(String, String)>,

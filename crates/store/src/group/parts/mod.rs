@@ -4,7 +4,9 @@
 //! operations. [`Group::check_invariants`](super::Group::check_invariants)
 //! (`invariants.rs`) runs every part's check and the checks that span
 //! parts; the crash and interleaving simulators call it after every step.
-//! A part names nothing of the group above it: the arrows run down.
+//! A part names nothing of `group/mod.rs` (the group above it): the arrows
+//! run down (`unpublished.rs` takes the data plane's chunk size).
+//! `violations.rs` is what a check reports.
 //!
 //! - `names.rs`: the name table (records and their index, ids held back);
 //! - `state_log.rs`: the disks' state log (the directory last recorded,

@@ -45,15 +45,15 @@ pub(in crate::group) struct NameTable {
     /// them: not handed out until it lets go ([`Self::release`]). In
     /// memory only: a remount starts a new kernel view.
     held: BTreeSet<u32>,
-    /// The disks held two records of one directory and name (damage
-    /// `check` reports): a removal looks for the other.
+    /// The disks held two records of one directory and name (damage): a
+    /// removal of the one the index finds gives the name to the other.
     duplicates: bool,
 }
 
 impl NameTable {
     /// The table of the records read at mount, in the order read: a later
     /// record of the same directory and name replaces an earlier one in
-    /// the index only (both are kept, for `check` to report).
+    /// the index only (both are kept).
     pub(in crate::group) fn load(&mut self, records: impl IntoIterator<Item = AliasRecord>) {
         for r in records {
             let before = self.index.insert((r.parent, name_key(&r.name)), r.id);
@@ -191,10 +191,12 @@ impl NameTable {
         let key = (record.parent, name_key(&record.name));
         if self.index.get(&key) == Some(&id) {
             self.index.remove(&key);
-            // A duplicate read at mount takes the name over.
+            // A duplicate read at mount takes the name over: the last
+            // read, as at mount.
             let other = self.duplicates.then(|| {
                 self.records
                     .values()
+                    .rev()
                     .find(|r| r.parent == key.0 && name_key(&r.name) == key.1)
                     .map(|r| r.id)
             });
@@ -238,8 +240,9 @@ impl NameTable {
         self.held.remove(&id);
     }
 
-    /// What must hold between any two operations, whatever the disks held
-    /// at mount (a damaged table loads as it is, and these still hold):
+    /// What must hold after every operation that succeeded, on a group
+    /// whose metadata was as Cairn wrote it at mount (damage that decodes
+    /// — a directory record naming a file — is `check`'s to report):
     /// - every record is kept under its own id, and no record has the
     ///   root's id;
     /// - every index entry finds a record with that directory and name,
@@ -291,5 +294,98 @@ impl NameTable {
                 format!("the index finds {key:?} in directory {parent} at id {id}, which does not hold it")
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: u32, parent: u32, name: &str, kind: AliasKind) -> AliasRecord {
+        AliasRecord {
+            id,
+            parent,
+            kind,
+            name: name.to_string(),
+            file_number: if kind == AliasKind::Directory {
+                0
+            } else {
+                300 + id
+            },
+            file_incarnation: u32::from(kind != AliasKind::Directory),
+            created_unix_seconds: 0,
+            dir_attrs: None,
+        }
+    }
+
+    fn clean(t: &NameTable) {
+        let mut v = Violations::default();
+        t.check_invariants(&mut v);
+        assert!(v.is_empty(), "{v}");
+    }
+
+    #[test]
+    fn a_name_is_found_by_its_key_and_moves_and_goes_with_its_record() {
+        let mut t = NameTable::default();
+        t.insert(record(1, ROOT, "Data", AliasKind::Directory));
+        t.insert(record(2, 1, "users.dbf", AliasKind::File));
+        clean(&t);
+        assert_eq!(t.child(ROOT, &name_key("DATA")).map(|r| r.id), Some(1));
+        assert!(t.rename(2, ROOT, "Users.DBF"));
+        assert!(t.child(1, &name_key("users.dbf")).is_none());
+        assert_eq!(t.child(ROOT, &name_key("users.dbf")).map(|r| r.id), Some(2));
+        assert!(!t.has_children(1));
+        clean(&t);
+        assert!(t.remove(2).is_some());
+        assert!(t.child(ROOT, &name_key("users.dbf")).is_none());
+        clean(&t);
+    }
+
+    #[test]
+    fn held_and_lost_directories_ids_are_not_handed_out() {
+        let mut t = NameTable::default();
+        // Record 3 names directory 2, which the disks did not give back.
+        t.load([
+            record(1, ROOT, "a", AliasKind::File),
+            record(3, 2, "b", AliasKind::File),
+        ]);
+        t.find_orphan_parents();
+        assert!(t.has_children(2), "a lost directory may still hold names");
+        t.insert(record(4, ROOT, "d", AliasKind::Directory));
+        t.remove(4);
+        t.hold(4);
+        assert_eq!(t.free_id(|_| false), 5);
+        assert_eq!(t.free_id(|id| id == 5), 6);
+        t.release(4);
+        assert_eq!(t.free_id(|_| false), 4);
+        clean(&t);
+    }
+
+    #[test]
+    fn with_two_records_of_one_name_the_survivor_of_a_removal_is_found() {
+        // Damage: the disks hold two records of one name in one directory.
+        // The last read is found; once it is removed, the other is.
+        let mut t = NameTable::default();
+        t.load([
+            record(3, ROOT, "x", AliasKind::File),
+            record(5, ROOT, "x", AliasKind::File),
+            record(7, ROOT, "X", AliasKind::File),
+        ]);
+        assert_eq!(t.child(ROOT, "x").map(|r| r.id), Some(7));
+        t.remove(3);
+        assert_eq!(t.child(ROOT, "x").map(|r| r.id), Some(7));
+        t.remove(7);
+        assert_eq!(t.child(ROOT, "x").map(|r| r.id), Some(5));
+        clean(&t);
+    }
+
+    #[test]
+    fn a_stale_index_entry_is_a_violation() {
+        let mut t = NameTable::default();
+        t.insert(record(1, ROOT, "a", AliasKind::File));
+        t.records.remove(&1);
+        let mut v = Violations::default();
+        t.check_invariants(&mut v);
+        assert!(v.to_string().contains("the index finds"), "{v}");
     }
 }
