@@ -7,7 +7,8 @@
 //! - [`geometry`]: what the engine needs to know of a device to keep every request legal.
 //! - [`host`], [`probe`]: what the kernel says about a block device or file (sysfs,
 //!   procfs, statx), read-only.
-//! - [`device`]: opening a device for direct I/O, exclusively when writing;
+//! - [`device`]: opening a device for direct I/O, exclusively when writing
+//!   ([`OpenError`], which probing gives too, in a module both use);
 //!   [`block_ioctl`]: the block-device ioctls, as safe functions.
 //! - [`poison`]: what a poisoned lock means, for every crate's locks.
 //! - [`uring_engine`] (default) and [`sync_engine`] (reference and fallback).
@@ -28,6 +29,7 @@ pub mod device;
 pub mod engine;
 pub mod geometry;
 pub mod host;
+mod open_error;
 pub mod poison;
 pub mod probe;
 pub mod sched;
