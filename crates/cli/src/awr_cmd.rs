@@ -15,7 +15,8 @@ use cairn_io::host::Host;
 use cairn_kit_group::CairnTargets;
 use clap::Subcommand;
 
-use crate::bench_cmd::{check_run, clock_seed, engine_maker, fill_progress, timestamp, Display};
+use crate::bench_cmd::{check_run, engine_maker, fill_progress, Display};
+use crate::bench_common::{clock_seed, timestamp};
 use crate::signals::{install_interrupt_handler, INTERRUPTED};
 use crate::EngineArg;
 

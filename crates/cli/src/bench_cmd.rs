@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use cairn_io::host::Host;
@@ -20,6 +20,7 @@ use cairn_kit_report::live;
 use cairn_kit_report::report_file;
 use clap::{Args, Subcommand};
 
+use crate::bench_common::{bytes_bar, clock, clock_seed, timestamp};
 use crate::signals::{
     install_end_pause_handler, install_interrupt_handler, END_PAUSE, INTERRUPTED,
 };
@@ -350,30 +351,6 @@ pub(crate) fn fill_progress(terminal: bool) -> indicatif::ProgressBar {
     bytes_bar(terminal, "filling new target")
 }
 
-/// A bar of bytes done, with the rate and the ETA, headed `what`, on a
-/// terminal (hidden otherwise, and with `--json`).
-pub(crate) fn bytes_bar(terminal: bool, what: &str) -> indicatif::ProgressBar {
-    if !terminal || !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!(
-            "{what} {{bytes}}/{{total_bytes}} {{bytes_per_sec}} ETA {{eta}} {{wide_bar}}"
-        ))
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
-}
-
-/// A UTC timestamp for default output directory names (`20261121T135310`).
-pub(crate) fn timestamp() -> String {
-    cairn_host::utc_now_rfc3339()
-        .replace([':', '-'], "")
-        .trim_end_matches('Z')
-        .to_string()
-}
-
 /// Live interval lines on a terminal; when piped, only each run's total line
 /// (unless `piped_summary` is off: `awr replay` prints its verdict instead).
 pub(crate) struct Display {
@@ -413,27 +390,4 @@ impl Observer for Display {
             println!("{message}");
         }
     }
-}
-
-/// A seed taken from the clock, for runs not given `--seed` (it is recorded).
-pub(crate) fn clock_seed() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
-}
-
-/// The time of day (UTC) for live interval lines.
-pub(crate) fn clock() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let local = secs % 86_400;
-    format!(
-        "{:02}:{:02}:{:02}",
-        local / 3600,
-        local % 3600 / 60,
-        local % 60
-    )
 }

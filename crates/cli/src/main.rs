@@ -15,6 +15,7 @@
 
 mod awr_cmd;
 mod bench_cmd;
+mod bench_common;
 mod cp_cmd;
 mod forward;
 mod group_cmd;

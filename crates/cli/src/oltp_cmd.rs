@@ -18,7 +18,7 @@ use cairn_oltp::session::ReadPath;
 use cairn_oltp::stats::Event;
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::bench_cmd::{bytes_bar, clock, clock_seed, timestamp};
+use crate::bench_common::{bytes_bar, clock, clock_seed, timestamp};
 use crate::signals::{install_interrupt_handler, INTERRUPTED};
 use crate::{engine_kind, EngineArg};
 

@@ -14,11 +14,12 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::block_ioctl;
 use crate::geometry::Geometry;
 use crate::host::Host;
+pub use crate::open_error::OpenError;
 use crate::probe::{self, DeviceKind, DeviceProbe};
 
 /// How to open.
@@ -39,45 +40,6 @@ impl OpenMode {
         write: true,
         exclusive: true,
     };
-}
-
-/// Why a device could not be opened or probed. Each message is one line that says
-/// what is wrong and what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("{}: no such file or device; check the path", path.display())]
-    NotFound { path: PathBuf },
-    #[error("{} is a directory; give a block device or a regular file", path.display())]
-    IsDirectory { path: PathBuf },
-    #[error("{} is a {what}; give a block device or a regular file", path.display())]
-    NotADevice { path: PathBuf, what: &'static str },
-    #[error("{}: permission denied; run as a user who may {} it (root, or a member of its group)", path.display(), if *write { "write" } else { "read" })]
-    PermissionDenied { path: PathBuf, write: bool },
-    #[error("{} is read-only ({reason}); make it writable first if it is meant to be a Cairn disk", path.display())]
-    ReadOnly { path: PathBuf, reason: String },
-    /// An inode attribute refuses writes even to root.
-    #[error("{} is {attribute}: no one may write it, root included; `chattr -{flag} {}` removes the attribute", path.display(), path.display())]
-    Immutable {
-        path: PathBuf,
-        /// `immutable (chattr +i)` or `append-only (chattr +a)`.
-        attribute: &'static str,
-        flag: char,
-    },
-    #[error("{} is in use ({by}); stop that use first", path.display())]
-    InUse { path: PathBuf, by: String },
-    #[error("{}: its filesystem ({filesystem}) does not support direct I/O (O_DIRECT); use a file on ext4, xfs or btrfs, or a block device", path.display())]
-    DirectIoUnsupported { path: PathBuf, filesystem: String },
-    #[error("{}: {logical_sector_bytes}-byte logical sectors are not supported (512 to 4096)", path.display())]
-    UnsupportedSectorSize {
-        path: PathBuf,
-        logical_sector_bytes: u32,
-    },
-    #[error("{}: {action} failed: {error}; check the device and the kernel log (dmesg)", path.display())]
-    Os {
-        path: PathBuf,
-        action: &'static str,
-        error: io::Error,
-    },
 }
 
 /// What a device is, whatever it is called: a block device by its device
@@ -373,23 +335,4 @@ fn lock_exclusive(file: &File) -> io::Result<()> {
         crate::sched::resumed();
     }
     outcome
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::error::Error;
-
-    /// The CLI prints an error with its chain of causes; a message that already
-    /// holds the OS error must not also carry it as a cause, or it prints twice.
-    #[test]
-    fn os_errors_are_said_once() {
-        let e = OpenError::Os {
-            path: "/dev/x".into(),
-            action: "open",
-            error: io::Error::from_raw_os_error(libc::EIO),
-        };
-        assert!(e.source().is_none());
-        assert_eq!(e.to_string().matches("Input/output error").count(), 1);
-    }
 }

@@ -422,29 +422,9 @@ pub trait FileEngine: IoEngine {
     fn device(&self, device: DeviceId) -> Option<&DeviceFile>;
 }
 
-/// Which real backend to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EngineKind {
-    /// io_uring if the kernel allows it, else pread/pwrite.
-    Auto,
-    Uring,
-    Sync,
-}
-
-/// Make a real engine. With [`EngineKind::Auto`], a kernel or sandbox that
-/// refuses io_uring (ENOSYS, EPERM from seccomp or `io_uring_disabled`) falls
-/// back to pread/pwrite; the returned engine's `name()` says which ran.
-pub fn new_file_engine(kind: EngineKind, depth_max: usize) -> std::io::Result<Box<dyn FileEngine>> {
-    match kind {
-        EngineKind::Uring => Ok(Box::new(crate::uring_engine::UringEngine::new(depth_max)?)),
-        EngineKind::Sync => Ok(Box::new(crate::sync_engine::SyncEngine::new(depth_max))),
-        EngineKind::Auto => match crate::uring_engine::UringEngine::new(depth_max) {
-            Ok(engine) => Ok(Box::new(engine)),
-            Err(_) => Ok(Box::new(crate::sync_engine::SyncEngine::new(depth_max))),
-        },
-    }
-}
+/// Retries of one piece after EAGAIN or EINTR before the request fails,
+/// in either real backend.
+pub const RETRY_MAX: u8 = 8;
 
 /// Check a request against a device's geometry: alignment and bounds.
 pub fn validate(geometry: &Geometry, op: &Op) -> Result<(), IoError> {

@@ -7,10 +7,12 @@
 //! - [`geometry`]: what the engine needs to know of a device to keep every request legal.
 //! - [`host`], [`probe`]: what the kernel says about a block device or file (sysfs,
 //!   procfs, statx), read-only.
-//! - [`device`]: opening a device for direct I/O, exclusively when writing;
+//! - [`device`]: opening a device for direct I/O, exclusively when writing
+//!   ([`OpenError`], which probing gives too, in a module both use);
 //!   [`block_ioctl`]: the block-device ioctls, as safe functions.
 //! - [`poison`]: what a poisoned lock means, for every crate's locks.
-//! - [`uring_engine`] (default) and [`sync_engine`] (reference and fallback).
+//! - [`uring_engine`] (default) and [`sync_engine`] (reference and fallback);
+//!   [`backend`]: which of them runs.
 //! - [`counted`]: per-device I/O counters, and an engine that keeps them.
 //! - [`sched`]: the points where a deterministic scheduler (the interleaving
 //!   simulator's) may switch threads; no-ops in production.
@@ -20,6 +22,7 @@
 //! hangs (a FUSE file system told to block) are in `test_support` (feature
 //! `test-support`).
 
+pub mod backend;
 pub mod block_ioctl;
 pub mod buf;
 pub mod clock;
@@ -28,6 +31,7 @@ pub mod device;
 pub mod engine;
 pub mod geometry;
 pub mod host;
+mod open_error;
 pub mod poison;
 pub mod probe;
 pub mod sched;
@@ -37,11 +41,12 @@ pub mod uring_engine;
 #[cfg(feature = "test-support")]
 pub mod test_support;
 
+pub use backend::{new_file_engine, EngineKind};
 pub use buf::AlignedBuf;
 pub use device::{DeviceFile, OpenError, OpenMode};
 pub use engine::{
-    new_file_engine, Completion, DeviceId, EngineKind, EngineStats, FileEngine, IoEngine, IoError,
-    Op, OpKind, Request, SubmitError,
+    Completion, DeviceId, EngineStats, FileEngine, IoEngine, IoError, Op, OpKind, Request,
+    SubmitError,
 };
 pub use geometry::Geometry;
 pub use probe::DeviceProbe;

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::block_ioctl;
-use crate::device::OpenError;
 use crate::geometry::{sector_format, DiscardSupport, Geometry};
 use crate::host::Host;
+use crate::open_error::OpenError;
 
 /// Largest request for a file whose filesystem sits on no block device Cairn can
 /// see (tmpfs, btrfs's anonymous devices): 1 MiB, which every device takes whole.

@@ -28,10 +28,9 @@ use crate::buf::AlignedBuf;
 use crate::device::DeviceFile;
 use crate::engine::{
     pieces, validate, Completion, DeviceId, EngineStats, FileEngine, IoEngine, IoError, Op, OpKind,
-    Request, SubmitError,
+    Request, SubmitError, RETRY_MAX,
 };
 use crate::geometry::Geometry;
-use crate::uring_engine::RETRY_MAX;
 
 /// Workers of one engine that may be stuck in a device at once, beyond its
 /// running one.

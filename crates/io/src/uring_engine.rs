@@ -66,12 +66,10 @@ use crate::buf::AlignedBuf;
 use crate::device::DeviceFile;
 use crate::engine::{
     pieces, validate, Completion, DeviceId, EngineStats, FileEngine, IoEngine, IoError, Op, OpKind,
-    Request, SubmitError,
+    Request, SubmitError, RETRY_MAX,
 };
 use crate::geometry::Geometry;
 
-/// Retries of one piece after EAGAIN or EINTR before the request fails.
-pub const RETRY_MAX: u8 = 8;
 /// The `user_data` of an ASYNC_CANCEL's own CQE (never a piece's key: the
 /// pieces slab holds at most `sq_entries`).
 const CANCEL_KEY: u64 = u64::MAX;

@@ -25,8 +25,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cairn_io::engine::{new_file_engine, EngineKind, FileEngine, SubmitError};
-use cairn_io::{AlignedBuf, Completion, DeviceFile, DeviceId, IoError, Op, Request};
+use cairn_io::engine::{FileEngine, SubmitError};
+use cairn_io::{
+    new_file_engine, AlignedBuf, Completion, DeviceFile, DeviceId, EngineKind, IoError, Op, Request,
+};
 
 use super::cache::{BufferCache, WriteJob};
 use super::layout::{BlockId, Layout};

@@ -21,10 +21,12 @@
 
 use super::data::{self, DataPort};
 use super::plane::{LatchGuard, LatchKey, OperationGuard};
-use super::resize::Cuts;
 use super::resync::{Progress, RESYNC_IO_BYTES_MAX};
 use super::*;
 use crate::rebalance::{self, Pass, Plan, PlanDisk, PlanExtent};
+
+/// Each resized disk's new end (its AU count), as the plan should see it.
+pub(super) type Cuts = BTreeMap<u16, u64>;
 
 /// A plan extent index with this bit names indirect AU `index & !bit` of
 /// the file, not an extent.

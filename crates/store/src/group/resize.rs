@@ -27,13 +27,10 @@
 //! any size the device holds is allowed; beyond it, drop the disk and add
 //! it again.
 
-use super::relocate::{newest_header, RebalanceReport};
+use super::relocate::{newest_header, Cuts, RebalanceReport};
 use super::*;
 use crate::labeling;
 use cairn_format::layout::{HeaderPlacement, DEVICE_SIZE_MIN_BYTES};
-
-/// Each resized disk's new end (its AU count), as the plan should see it.
-pub(super) type Cuts = BTreeMap<u16, u64>;
 
 /// The tail header copy's MiB: a disk of `au_count` AUs needs its AUs and
 /// one more MiB.
