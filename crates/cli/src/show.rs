@@ -11,8 +11,8 @@ use std::path::Path;
 use anyhow::Result;
 use cairn_command::event::{Event, Events, Unit};
 use cairn_command::reply::{
-    Altered, Created, DiskRow, GroupSummary, Mounted, Offlined, Onlined, Rebalanced, Reply,
-    Started, Status, VolumeRow,
+    Altered, Created, DiskRow, GroupStatus, GroupSummary, Mounted, Offlined, Onlined, Rebalanced,
+    Reply, Started, Status, VolumeRow, VolumeStatus,
 };
 use cairn_command::Outcome;
 use cairn_store::group::{self, MountReport};
@@ -991,75 +991,95 @@ fn show_status(s: &Status) {
         render_duration(s.uptime_seconds)
     );
     for g in &s.groups {
+        show_group_status(g);
+    }
+    show_volume_status(&s.volumes);
+    if s.operations.is_empty() {
+        println!("no operation is running");
+    }
+    for o in &s.operations {
         println!(
-            "group {} ({}): {} MiB, {} free, {} usable for files; {} disk(s) not in use",
-            g.name, g.redundancy, g.total_mb, g.free_mb, g.usable_file_mb, g.offline_disks
+            "operation {} on {}: {} {}/{} AUs (power {})",
+            o.pass, o.group, o.state, o.aus_done, o.aus_total, o.power
         );
+    }
+}
+
+/// One served group in `cairn status`: its space, its I/O by kind, each
+/// disk's state and I/O, and the disk state changes counted.
+fn show_group_status(g: &GroupStatus) {
+    println!(
+        "group {} ({}): {} MiB, {} free, {} usable for files; {} disk(s) not in use",
+        g.name, g.redundancy, g.total_mb, g.free_mb, g.usable_file_mb, g.offline_disks
+    );
+    println!(
+        "  {:<6} {:>12} {:>12} {:>8} {:>12}",
+        "I/O", "REQUESTS", "MIB", "ERRORS", "AVG_US"
+    );
+    for (op, o) in [
+        ("read", &g.reads),
+        ("write", &g.writes),
+        ("fsync", &g.syncs),
+        ("discard", &g.discards),
+    ] {
         println!(
             "  {:<6} {:>12} {:>12} {:>8} {:>12}",
-            "I/O", "REQUESTS", "MIB", "ERRORS", "AVG_US"
+            op,
+            o.count,
+            o.bytes >> 20,
+            o.errors,
+            o.latency_micros_sum.checked_div(o.count).unwrap_or(0)
         );
-        for (op, o) in [
-            ("read", &g.reads),
-            ("write", &g.writes),
-            ("fsync", &g.syncs),
-            ("discard", &g.discards),
-        ] {
-            println!(
-                "  {:<6} {:>12} {:>12} {:>8} {:>12}",
-                op,
-                o.count,
-                o.bytes >> 20,
-                o.errors,
-                o.latency_micros_sum.checked_div(o.count).unwrap_or(0)
-            );
-        }
+    }
+    println!(
+        "  {:>4}  {:<16} {:<14} {:<9} {:>9} {:>10} {:>8} {:>10} {:>8} {:>7} {:>7}",
+        "DISK",
+        "LABEL",
+        "FAILGROUP",
+        "STATE",
+        "STALE_AU",
+        "READS",
+        "READ_MIB",
+        "WRITES",
+        "WRIT_MIB",
+        "AVG_US",
+        "ERRORS"
+    );
+    for d in &g.disks {
+        let io = &d.io;
+        let requests = io.reads.count + io.writes.count;
+        let micros = io.reads.latency_micros_sum + io.writes.latency_micros_sum;
         println!(
             "  {:>4}  {:<16} {:<14} {:<9} {:>9} {:>10} {:>8} {:>10} {:>8} {:>7} {:>7}",
-            "DISK",
-            "LABEL",
-            "FAILGROUP",
-            "STATE",
-            "STALE_AU",
-            "READS",
-            "READ_MIB",
-            "WRITES",
-            "WRIT_MIB",
-            "AVG_US",
-            "ERRORS"
+            d.number,
+            d.label,
+            d.failgroup,
+            d.state,
+            d.stale_aus,
+            io.reads.count,
+            io.reads.bytes >> 20,
+            io.writes.count,
+            io.writes.bytes >> 20,
+            micros.checked_div(requests).unwrap_or(0),
+            io.reads.errors + io.writes.errors + io.flushes.errors + io.discards.errors
         );
-        for d in &g.disks {
-            let io = &d.io;
-            let requests = io.reads.count + io.writes.count;
-            let micros = io.reads.latency_micros_sum + io.writes.latency_micros_sum;
-            println!(
-                "  {:>4}  {:<16} {:<14} {:<9} {:>9} {:>10} {:>8} {:>10} {:>8} {:>7} {:>7}",
-                d.number,
-                d.label,
-                d.failgroup,
-                d.state,
-                d.stale_aus,
-                io.reads.count,
-                io.reads.bytes >> 20,
-                io.writes.count,
-                io.writes.bytes >> 20,
-                micros.checked_div(requests).unwrap_or(0),
-                io.reads.errors + io.writes.errors + io.flushes.errors + io.discards.errors
-            );
-        }
-        if !g.state_changes.is_empty() {
-            let said: Vec<String> = g
-                .state_changes
-                .iter()
-                .map(|c| format!("{} -> {} x{}", c.disk, c.to, c.count))
-                .collect();
-            println!(
-                "  disk state changes since the service started (the log says why): {}",
-                said.join(", ")
-            );
-        }
     }
-    if !s.volumes.is_empty() {
+    if !g.state_changes.is_empty() {
+        let said: Vec<String> = g
+            .state_changes
+            .iter()
+            .map(|c| format!("{} -> {} x{}", c.disk, c.to, c.count))
+            .collect();
+        println!(
+            "  disk state changes since the service started (the log says why): {}",
+            said.join(", ")
+        );
+    }
+}
+
+/// The attached volumes in `cairn status`: size and I/O, one a line.
+fn show_volume_status(volumes: &[VolumeStatus]) {
+    if !volumes.is_empty() {
         println!(
             "{:<32} {:<12} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>8} {:>6}",
             "VOLUME",
@@ -1074,7 +1094,7 @@ fn show_status(s: &Status) {
             "QUEUE"
         );
     }
-    for v in &s.volumes {
+    for v in volumes {
         println!(
             "{:<32} {:<12} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>8} {:>6}",
             v.name,
@@ -1087,15 +1107,6 @@ fn show_status(s: &Status) {
             v.discards,
             v.flushes,
             v.in_flight
-        );
-    }
-    if s.operations.is_empty() {
-        println!("no operation is running");
-    }
-    for o in &s.operations {
-        println!(
-            "operation {} on {}: {} {}/{} AUs (power {})",
-            o.pass, o.group, o.state, o.aus_done, o.aus_total, o.power
         );
     }
 }
