@@ -1249,30 +1249,8 @@ fn open_loaded(
     let mut devices = Vec::with_capacity(targets.len());
     let mut headers = Vec::with_capacity(targets.len());
     for path in targets {
-        let device =
-            DeviceFile::open(path, mode, host).map_err(|e| OltpError::Usage(e.to_string()))?;
-        let mut io = HeaderIo::new(std::slice::from_ref(&device), std::slice::from_ref(path))?;
-        // A device too small to hold a header cannot be a data target.
-        let header = if device.geometry().size_bytes < HEADER_IO_BYTES as u64 {
-            Err(HeaderProblem::Absent)
-        } else {
-            TargetHeader::decode(&io.read(0)?)
-        };
-        match header {
-            Ok(h) => headers.push(h),
-            Err(HeaderProblem::Absent) => {
-                return Err(OltpError::Usage(format!(
-                    "{} is not a loaded Cairn OLTP data target (no dataset header): run 'cairn bench oltp setup' first",
-                    path.display()
-                )))
-            }
-            Err(HeaderProblem::Damaged(why)) => {
-                return Err(OltpError::Usage(format!(
-                    "{}: its Cairn OLTP dataset header is damaged ({why}): run 'cairn bench oltp setup' again",
-                    path.display()
-                )))
-            }
-        }
+        let (device, header) = open_target(path, mode, host)?;
+        headers.push(header);
         devices.push(device);
     }
     let first = headers[0];
@@ -1303,41 +1281,7 @@ fn open_loaded(
             targets.len()
         )));
     }
-    let mut in_order: Vec<Option<&PathBuf>> = vec![None; targets.len()];
-    for (path, h) in targets.iter().zip(&headers) {
-        let slot = &mut in_order[h.index as usize];
-        if let Some(other) = slot {
-            return Err(OltpError::Usage(format!(
-                "{} and {} both say they are data target {} of dataset {:016x}: one is a copy; give the targets setup loaded",
-                other.display(),
-                path.display(),
-                h.index + 1,
-                first.dataset
-            )));
-        }
-        *slot = Some(path);
-    }
-    if headers
-        .iter()
-        .enumerate()
-        .any(|(i, h)| h.index as usize != i)
-    {
-        let places: Vec<String> = targets
-            .iter()
-            .zip(&headers)
-            .map(|(p, h)| format!("{} belongs at position {}", p.display(), h.index + 1))
-            .collect();
-        let order: Vec<String> = in_order
-            .iter()
-            .flatten()
-            .map(|p| p.display().to_string())
-            .collect();
-        return Err(OltpError::Usage(format!(
-            "the data targets are not in load order: {}; give them as {}",
-            places.join(", "),
-            order.join(" ")
-        )));
-    }
+    check_load_order(targets, &headers)?;
     let layout = Layout::new(first.shape, targets.len());
     let needed = layout.target_bytes_needed();
     for (path, d) in targets.iter().zip(&devices) {
@@ -1362,6 +1306,77 @@ fn open_loaded(
             _ => DatasetState::Clean,
         });
     Ok((devices, TargetHeader { state, ..first }))
+}
+
+/// Open one data target and read its dataset header; a target without one,
+/// or with a damaged one, is refused, saying to run setup.
+fn open_target(
+    path: &PathBuf,
+    mode: OpenMode,
+    host: &Host,
+) -> Result<(DeviceFile, TargetHeader), OltpError> {
+    let device = DeviceFile::open(path, mode, host).map_err(|e| OltpError::Usage(e.to_string()))?;
+    let mut io = HeaderIo::new(std::slice::from_ref(&device), std::slice::from_ref(path))?;
+    // A device too small to hold a header cannot be a data target.
+    let header = if device.geometry().size_bytes < HEADER_IO_BYTES as u64 {
+        Err(HeaderProblem::Absent)
+    } else {
+        TargetHeader::decode(&io.read(0)?)
+    };
+    match header {
+        Ok(h) => Ok((device, h)),
+        Err(HeaderProblem::Absent) => Err(OltpError::Usage(format!(
+            "{} is not a loaded Cairn OLTP data target (no dataset header): run 'cairn bench oltp setup' first",
+            path.display()
+        ))),
+        Err(HeaderProblem::Damaged(why)) => Err(OltpError::Usage(format!(
+            "{}: its Cairn OLTP dataset header is damaged ({why}): run 'cairn bench oltp setup' again",
+            path.display()
+        ))),
+    }
+}
+
+/// The data targets of one dataset, given in the order setup loaded them:
+/// two that claim the same place (one is a copy) or any out of place are
+/// refused, the latter saying the order to give.
+fn check_load_order(targets: &[PathBuf], headers: &[TargetHeader]) -> Result<(), OltpError> {
+    let dataset = headers[0].dataset;
+    let mut in_order: Vec<Option<&PathBuf>> = vec![None; targets.len()];
+    for (path, h) in targets.iter().zip(headers) {
+        let slot = &mut in_order[h.index as usize];
+        if let Some(other) = slot {
+            return Err(OltpError::Usage(format!(
+                "{} and {} both say they are data target {} of dataset {:016x}: one is a copy; give the targets setup loaded",
+                other.display(),
+                path.display(),
+                h.index + 1,
+                dataset
+            )));
+        }
+        *slot = Some(path);
+    }
+    if headers
+        .iter()
+        .enumerate()
+        .any(|(i, h)| h.index as usize != i)
+    {
+        let places: Vec<String> = targets
+            .iter()
+            .zip(headers)
+            .map(|(p, h)| format!("{} belongs at position {}", p.display(), h.index + 1))
+            .collect();
+        let order: Vec<String> = in_order
+            .iter()
+            .flatten()
+            .map(|p| p.display().to_string())
+            .collect();
+        return Err(OltpError::Usage(format!(
+            "the data targets are not in load order: {}; give them as {}",
+            places.join(", "),
+            order.join(" ")
+        )));
+    }
+    Ok(())
 }
 
 fn open_redo(
