@@ -2,7 +2,7 @@
 //! read, turned into an I/O mix, and replayed on candidate storage.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -12,8 +12,9 @@ use cairn_awr::model::AwrReport;
 use cairn_awr::read;
 use cairn_awr::replay::{self, ReplayOptions};
 use cairn_io::host::Host;
+use cairn_kit::result::BenchResult;
 use cairn_kit_group::CairnTargets;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
 use crate::bench_cmd::{check_run, engine_maker, fill_progress, Display};
 use crate::bench_common::{clock_seed, timestamp};
@@ -31,244 +32,253 @@ pub(crate) enum AwrCommand {
         json: bool,
     },
     /// Derive the I/O classes of a report and write them as a vdbench parameter file.
-    Workload {
-        report: PathBuf,
-        /// Database block size (default: the report's, else 8k).
-        #[arg(long)]
-        block_size: Option<String>,
-        /// Multiply every class's rate (to replay a scaled-down load).
-        #[arg(long, default_value_t = 1.0)]
-        scale: f64,
-        /// Redo write size, when the report lacks `redo size` or you know better (e.g. 64k).
-        #[arg(long)]
-        redo_write_size: Option<String>,
-        /// Targets to write as sd= lines (default: one sd on $lun).
-        #[arg(long = "target", value_name = "PATH")]
-        targets: Vec<PathBuf>,
-        /// I/Os outstanding per target.
-        #[arg(long, default_value_t = 32)]
-        threads: u32,
-        /// Write the parameter file here instead of stdout.
-        #[arg(short = 'o', long = "output", value_name = "FILE")]
-        output: Option<PathBuf>,
-    },
+    Workload(WorkloadArgs),
     /// Derive, run on the targets, and put measured latency next to the AWR's.
-    Replay {
-        report: PathBuf,
-        #[arg(long = "target", required = true, value_name = "PATH")]
-        targets: Vec<PathBuf>,
-        /// How long to run the replay.
-        #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
-        duration: Duration,
-        /// Multiply every class's rate (a scaled-down replay on small storage).
-        #[arg(long, default_value_t = 1.0)]
-        scale: f64,
-        #[arg(long)]
-        block_size: Option<String>,
-        /// Redo write size, when the report lacks `redo size` or you know better (e.g. 64k).
-        #[arg(long)]
-        redo_write_size: Option<String>,
-        /// I/Os outstanding per target.
-        #[arg(long, default_value_t = 32)]
-        threads: u32,
-        /// Bytes of each target to use; a missing file is created this big.
-        #[arg(long)]
-        size: Option<String>,
-        /// Directory for verdict.txt, verdict.json and the run's reports (default ./cairn-awr-replay-TIMESTAMP).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Write even to a target that carries someone else's data.
-        #[arg(long)]
-        force: bool,
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Print verdict.json on stdout.
-        #[arg(long)]
-        json: bool,
-        /// For `+GROUP/file` targets: where the group's disks are looked for.
-        #[command(flatten)]
-        discover: crate::Discover,
-    },
+    Replay(ReplayArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct WorkloadArgs {
+    report: PathBuf,
+    /// Database block size (default: the report's, else 8k).
+    #[arg(long)]
+    block_size: Option<String>,
+    /// Multiply every class's rate (to replay a scaled-down load).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Redo write size, when the report lacks `redo size` or you know better (e.g. 64k).
+    #[arg(long)]
+    redo_write_size: Option<String>,
+    /// Targets to write as sd= lines (default: one sd on $lun).
+    #[arg(long = "target", value_name = "PATH")]
+    targets: Vec<PathBuf>,
+    /// I/Os outstanding per target.
+    #[arg(long, default_value_t = 32)]
+    threads: u32,
+    /// Write the parameter file here instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub(crate) struct ReplayArgs {
+    report: PathBuf,
+    #[arg(long = "target", required = true, value_name = "PATH")]
+    targets: Vec<PathBuf>,
+    /// How long to run the replay.
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Multiply every class's rate (a scaled-down replay on small storage).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    #[arg(long)]
+    block_size: Option<String>,
+    /// Redo write size, when the report lacks `redo size` or you know better (e.g. 64k).
+    #[arg(long)]
+    redo_write_size: Option<String>,
+    /// I/Os outstanding per target.
+    #[arg(long, default_value_t = 32)]
+    threads: u32,
+    /// Bytes of each target to use; a missing file is created this big.
+    #[arg(long)]
+    size: Option<String>,
+    /// Directory for verdict.txt, verdict.json and the run's reports (default ./cairn-awr-replay-TIMESTAMP).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write even to a target that carries someone else's data.
+    #[arg(long)]
+    force: bool,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print verdict.json on stdout.
+    #[arg(long)]
+    json: bool,
+    /// For `+GROUP/file` targets: where the group's disks are looked for.
+    #[command(flatten)]
+    discover: crate::Discover,
 }
 
 pub(crate) fn run_awr(command: AwrCommand, engine: EngineArg) -> Result<()> {
     match command {
-        AwrCommand::Parse { reports, json } => {
-            let mut parsed: Vec<AwrReport> = Vec::new();
-            let mut failed = Vec::new();
-            for path in &reports {
-                match read::parse_file(path) {
-                    Ok(r) => parsed.push(r),
-                    Err(e) => failed.push(e.to_string()),
-                }
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&parsed)?);
-            } else {
-                for r in &parsed {
-                    print!("{}", summary(r));
-                }
-            }
-            // Exit non-zero only when nothing usable came out of any report;
-            // a report that failed beside usable ones is named on stderr.
-            if parsed.is_empty() {
-                match failed.len() {
-                    1 => bail!("{}", failed[0]),
-                    n => bail!(
-                        "none of the {n} reports gave anything usable (first: {})",
-                        failed[0]
-                    ),
-                }
-            }
-            for f in &failed {
-                eprintln!("cairn: warning: {f}");
-            }
-            Ok(())
-        }
-        AwrCommand::Workload {
-            report,
-            block_size,
-            scale,
-            redo_write_size,
-            targets,
-            threads,
-            output,
-        } => {
-            let r = read::parse_file(&report).map_err(|e| anyhow!("{e}"))?;
-            let opts = derive_options(
-                block_size.as_deref(),
-                redo_write_size.as_deref(),
-                scale,
-                Duration::from_secs(120),
-            )?;
-            let d = derive::derive(&r, &opts).map_err(|e| anyhow!("{e}"))?;
-            let sds = if targets.is_empty() {
-                format!("sd=sd1,lun=$lun,threads={}\n", threads.max(1))
-            } else {
-                replay::sd_lines(&targets, threads, None)
-            };
-            let text = derive::vdbench_text(&d, &sds);
-            match output {
-                Some(path) => {
-                    std::fs::write(&path, &text)
-                        .with_context(|| format!("cannot write {}", path.display()))?;
-                    eprintln!("wrote {}", path.display());
-                }
-                None => print!("{text}"),
-            }
-            for n in &d.notes {
-                eprintln!("note: {n}");
-            }
-            Ok(())
-        }
-        AwrCommand::Replay {
-            report,
-            targets,
-            duration,
-            scale,
-            block_size,
-            redo_write_size,
-            threads,
-            size,
-            out,
-            force,
-            seed,
-            json,
-            discover,
-        } => {
-            let r = read::parse_file(&report).map_err(|e| anyhow!("{e}"))?;
-            let discovery =
-                crate::bench_cmd::discovery_for(targets.iter().map(PathBuf::as_path), &discover)?;
-            let derive = derive_options(
-                block_size.as_deref(),
-                redo_write_size.as_deref(),
-                scale,
-                duration,
-            )?;
-            let size_bytes = size
-                .as_deref()
-                .map(crate::parse_size)
-                .transpose()
-                .map_err(|e| anyhow!("--size: {e:#}"))?;
-            let out =
-                out.unwrap_or_else(|| PathBuf::from(format!("cairn-awr-replay-{}", timestamp())));
-            if out.join("verdict.json").exists() {
-                bail!(
-                    "{} already holds a verdict.json; give another --out",
-                    out.display()
-                );
-            }
-            let host = Host::real();
-            install_interrupt_handler();
-            let made_out = !out.exists();
-            std::fs::create_dir_all(&out)
-                .with_context(|| format!("cannot create the output directory {}", out.display()))?;
-            // A terminal sees the fill of a new target and the run's
-            // intervals; --json and a pipe see only the verdict.
-            let terminal = std::io::stdout().is_terminal() && !json;
-            let bar = fill_progress(terminal);
-            let progress = |done: u64, total: u64| {
-                bar.set_length(total);
-                bar.set_position(done);
-                if done >= total {
-                    // The run's lines follow on the same terminal.
-                    bar.finish_and_clear();
-                }
-                !INTERRUPTED.load(Ordering::SeqCst)
-            };
-            let mut display = Display {
-                terminal,
-                piped_summary: false,
-            };
-            let opts = ReplayOptions {
-                host: &host,
-                targets,
-                size_bytes,
-                threads,
-                derive,
-                force,
-                seed: seed.unwrap_or_else(clock_seed),
-                // `auto` falls back to pread/pwrite where io_uring is refused.
-                engine: engine_maker(engine),
-                interrupted: &INTERRUPTED,
-                fill_progress: &progress,
-                opener: &CairnTargets::new(discovery),
-            };
-            let outcome = replay::replay(&r, &opts, &mut display);
-            bar.finish_and_clear();
-            let (verdict, result) = match outcome {
-                Ok(v) => v,
-                Err(e) => {
-                    if made_out {
-                        std::fs::remove_dir(&out).ok();
-                    }
-                    bail!("{e}");
-                }
-            };
-            let text = replay::verdict_text(&verdict);
-            std::fs::write(out.join("verdict.txt"), &text)?;
-            std::fs::write(
-                out.join("verdict.json"),
-                serde_json::to_string_pretty(&verdict)?,
-            )?;
-            std::fs::write(out.join("verdict.html"), replay::verdict_html(&verdict))?;
-            std::fs::write(out.join("params.vdb"), &verdict.parameter_file)?;
-            cairn_kit_report::report_file::write_reports(&out, &result)
-                .with_context(|| format!("cannot write the reports into {}", out.display()))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&verdict)?);
-            } else {
-                print!("{text}");
-                println!(
-                    "reports: {}/verdict.txt, verdict.html, verdict.json, params.vdb, summary.txt, report.html, result.json",
-                    out.display()
-                );
-            }
-            // I/Os that failed or a run cut short: the verdict says so, and
-            // so does the exit status.
-            check_run(&result)
+        AwrCommand::Parse { reports, json } => parse(&reports, json),
+        AwrCommand::Workload(args) => workload(args),
+        AwrCommand::Replay(args) => replay_report(args, engine),
+    }
+}
+
+/// `awr parse`: what each report holds (text or JSON); fails only when no
+/// report gave anything usable.
+fn parse(reports: &[PathBuf], json: bool) -> Result<()> {
+    let mut parsed: Vec<AwrReport> = Vec::new();
+    let mut failed = Vec::new();
+    for path in reports {
+        match read::parse_file(path) {
+            Ok(r) => parsed.push(r),
+            Err(e) => failed.push(e.to_string()),
         }
     }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&parsed)?);
+    } else {
+        for r in &parsed {
+            print!("{}", summary(r));
+        }
+    }
+    // Exit non-zero only when nothing usable came out of any report;
+    // a report that failed beside usable ones is named on stderr.
+    if parsed.is_empty() {
+        match failed.len() {
+            1 => bail!("{}", failed[0]),
+            n => bail!(
+                "none of the {n} reports gave anything usable (first: {})",
+                failed[0]
+            ),
+        }
+    }
+    for f in &failed {
+        eprintln!("cairn: warning: {f}");
+    }
+    Ok(())
+}
+
+/// `awr workload`: a report's I/O classes as a vdbench parameter file.
+fn workload(args: WorkloadArgs) -> Result<()> {
+    let r = read::parse_file(&args.report).map_err(|e| anyhow!("{e}"))?;
+    let opts = derive_options(
+        args.block_size.as_deref(),
+        args.redo_write_size.as_deref(),
+        args.scale,
+        Duration::from_secs(120),
+    )?;
+    let d = derive::derive(&r, &opts).map_err(|e| anyhow!("{e}"))?;
+    let sds = if args.targets.is_empty() {
+        format!("sd=sd1,lun=$lun,threads={}\n", args.threads.max(1))
+    } else {
+        replay::sd_lines(&args.targets, args.threads, None)
+    };
+    let text = derive::vdbench_text(&d, &sds);
+    match args.output {
+        Some(path) => {
+            std::fs::write(&path, &text)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => print!("{text}"),
+    }
+    for n in &d.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(())
+}
+
+/// `awr replay`: derive the report's workload, run it on the targets, and
+/// write the verdict and the run's reports into the output directory.
+fn replay_report(args: ReplayArgs, engine: EngineArg) -> Result<()> {
+    let r = read::parse_file(&args.report).map_err(|e| anyhow!("{e}"))?;
+    let discovery =
+        crate::bench_cmd::discovery_for(args.targets.iter().map(PathBuf::as_path), &args.discover)?;
+    let derive = derive_options(
+        args.block_size.as_deref(),
+        args.redo_write_size.as_deref(),
+        args.scale,
+        args.duration,
+    )?;
+    let size_bytes = args
+        .size
+        .as_deref()
+        .map(crate::parse_size)
+        .transpose()
+        .map_err(|e| anyhow!("--size: {e:#}"))?;
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from(format!("cairn-awr-replay-{}", timestamp())));
+    if out.join("verdict.json").exists() {
+        bail!(
+            "{} already holds a verdict.json; give another --out",
+            out.display()
+        );
+    }
+    let host = Host::real();
+    install_interrupt_handler();
+    let made_out = !out.exists();
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    // A terminal sees the fill of a new target and the run's
+    // intervals; --json and a pipe see only the verdict.
+    let terminal = std::io::stdout().is_terminal() && !args.json;
+    let bar = fill_progress(terminal);
+    let progress = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+        if done >= total {
+            // The run's lines follow on the same terminal.
+            bar.finish_and_clear();
+        }
+        !INTERRUPTED.load(Ordering::SeqCst)
+    };
+    let mut display = Display {
+        terminal,
+        piped_summary: false,
+    };
+    let opts = ReplayOptions {
+        host: &host,
+        targets: args.targets,
+        size_bytes,
+        threads: args.threads,
+        derive,
+        force: args.force,
+        seed: args.seed.unwrap_or_else(clock_seed),
+        // `auto` falls back to pread/pwrite where io_uring is refused.
+        engine: engine_maker(engine),
+        interrupted: &INTERRUPTED,
+        fill_progress: &progress,
+        opener: &CairnTargets::new(discovery),
+    };
+    let outcome = replay::replay(&r, &opts, &mut display);
+    bar.finish_and_clear();
+    let (verdict, result) = match outcome {
+        Ok(v) => v,
+        Err(e) => {
+            if made_out {
+                std::fs::remove_dir(&out).ok();
+            }
+            bail!("{e}");
+        }
+    };
+    write_verdict(&out, &verdict, &result, args.json)?;
+    // I/Os that failed or a run cut short: the verdict says so, and
+    // so does the exit status.
+    check_run(&result)
+}
+
+/// A replay's verdict (text, JSON, HTML), its parameter file and the run's
+/// reports written into `out`, and the verdict shown (text, or JSON).
+fn write_verdict(
+    out: &Path,
+    verdict: &replay::Verdict,
+    result: &BenchResult,
+    json: bool,
+) -> Result<()> {
+    let text = replay::verdict_text(verdict);
+    std::fs::write(out.join("verdict.txt"), &text)?;
+    std::fs::write(
+        out.join("verdict.json"),
+        serde_json::to_string_pretty(verdict)?,
+    )?;
+    std::fs::write(out.join("verdict.html"), replay::verdict_html(verdict))?;
+    std::fs::write(out.join("params.vdb"), &verdict.parameter_file)?;
+    cairn_kit_report::report_file::write_reports(out, result)
+        .with_context(|| format!("cannot write the reports into {}", out.display()))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(verdict)?);
+    } else {
+        print!("{text}");
+        println!(
+            "reports: {}/verdict.txt, verdict.html, verdict.json, params.vdb, summary.txt, report.html, result.json",
+            out.display()
+        );
+    }
+    Ok(())
 }
 
 fn derive_options(

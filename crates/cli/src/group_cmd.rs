@@ -344,6 +344,7 @@ impl GroupCommand {
     }
 
     /// The typed request the command line asks for.
+    // Left whole: a table, one arm per subcommand (the parsing is in the functions below).
     pub(crate) fn request(self) -> Result<Request> {
         Ok(match self {
             GroupCommand::Create {
@@ -358,10 +359,7 @@ impl GroupCommand {
             } => Request::GroupCreate {
                 group: name,
                 redundancy,
-                disks: disks
-                    .iter()
-                    .map(|d| new_disk(d))
-                    .collect::<Result<Vec<_>>>()?,
+                disks: new_disks(&disks)?,
                 au_bytes: crate::parse_size(&au_size)?,
                 sector_bytes: sector_size,
                 force,
@@ -403,11 +401,7 @@ impl GroupCommand {
                 explain,
                 rate_bytes: rate_bytes(&rate)?,
                 power,
-                way: if zero_fill {
-                    ReclaimWay::ZeroFill
-                } else {
-                    ReclaimWay::Discard
-                },
+                way: reclaim_way(zero_fill),
                 force,
                 compact,
                 wait,
@@ -434,13 +428,7 @@ impl GroupCommand {
             } => Request::GroupOffline {
                 group: name,
                 disks,
-                drop_after_seconds: drop_after
-                    .as_deref()
-                    .map(|t| {
-                        cairn_store::group::attributes::parse_duration(t)
-                            .map_err(|e| anyhow::anyhow!("--drop-after {e}"))
-                    })
-                    .transpose()?,
+                drop_after_seconds: drop_after_seconds(drop_after.as_deref())?,
             },
             GroupCommand::Alter {
                 name,
@@ -454,10 +442,7 @@ impl GroupCommand {
                 ..
             } => Request::GroupAlter {
                 group: name,
-                add: add
-                    .iter()
-                    .map(|d| new_disk(d))
-                    .collect::<Result<Vec<_>>>()?,
+                add: new_disks(&add)?,
                 drop,
                 resize: resize
                     .into_iter()
@@ -506,20 +491,7 @@ impl GroupCommand {
             },
             GroupCommand::Ops { name, .. } => Request::GroupOps { group: name },
             GroupCommand::Set { name, pairs, .. } => Request::GroupSet {
-                settings: pairs
-                    .iter()
-                    .map(|p| {
-                        let (key, value) = p.split_once('=').with_context(|| {
-                            format!(
-                                "{p:?}: give KEY=VALUE (`cairn group get {name}` lists the keys)"
-                            )
-                        })?;
-                        Ok(Setting {
-                            key: key.to_string(),
-                            value: value.to_string(),
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?,
+                settings: settings(&name, &pairs)?,
                 group: name,
             },
             GroupCommand::Get { name, keys, .. } => Request::GroupGet { group: name, keys },
@@ -531,6 +503,46 @@ impl GroupCommand {
 /// (the service's is not the asker's).
 pub(crate) fn absolute(path: &std::path::Path) -> Result<PathBuf> {
     std::path::absolute(path).with_context(|| format!("device path {}", path.display()))
+}
+
+/// `--disk PATH[=FAILGROUP]`, each.
+fn new_disks(disks: &[String]) -> Result<Vec<NewDiskSpec>> {
+    disks.iter().map(|d| new_disk(d)).collect()
+}
+
+/// `--zero-fill`, or the default: discard.
+fn reclaim_way(zero_fill: bool) -> ReclaimWay {
+    if zero_fill {
+        ReclaimWay::ZeroFill
+    } else {
+        ReclaimWay::Discard
+    }
+}
+
+/// `--drop-after DURATION` in seconds.
+fn drop_after_seconds(drop_after: Option<&str>) -> Result<Option<u64>> {
+    drop_after
+        .map(|t| {
+            cairn_store::group::attributes::parse_duration(t)
+                .map_err(|e| anyhow::anyhow!("--drop-after {e}"))
+        })
+        .transpose()
+}
+
+/// `group set`'s `KEY=VALUE` pairs, for group `name`.
+fn settings(name: &str, pairs: &[String]) -> Result<Vec<Setting>> {
+    pairs
+        .iter()
+        .map(|p| {
+            let (key, value) = p.split_once('=').with_context(|| {
+                format!("{p:?}: give KEY=VALUE (`cairn group get {name}` lists the keys)")
+            })?;
+            Ok(Setting {
+                key: key.to_string(),
+                value: value.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// `PATH[=FAILGROUP]`.

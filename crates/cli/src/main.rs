@@ -406,26 +406,32 @@ fn run(cli: Cli) -> Result<Outcome> {
         Noun::Awr(command) => awr_cmd::run_awr(command, engine).map(|()| Outcome::Done),
         Noun::Serve(args) => serve_cmd::serve(engine, &host, &args),
         Noun::Device(DeviceCommand::Probe { paths, output }) => {
-            let mut probes = Vec::new();
-            let mut failures = Vec::new();
-            for path in &paths {
-                match cairn_io::probe::probe(path, &host) {
-                    Ok(p) => probes.push(p),
-                    Err(e) => failures.push(e.to_string()),
-                }
-            }
-            if output.json {
-                print_json(&probes)?;
-            } else {
-                print!("{}", render::probes(&probes));
-            }
-            Ok(match failures.len() {
-                0 => Outcome::Done,
-                _ => Outcome::Failed(failures.join("; ")),
-            })
+            device_probe(&paths, output.json, &host)
         }
         Noun::Disk(command) => disk(command, engine, &host),
     }
+}
+
+/// `cairn device probe`: what each path is, as text or JSON; a path that
+/// cannot be probed fails the command after the others are shown.
+fn device_probe(paths: &[PathBuf], json: bool, host: &Host) -> Result<Outcome> {
+    let mut probes = Vec::new();
+    let mut failures = Vec::new();
+    for path in paths {
+        match cairn_io::probe::probe(path, host) {
+            Ok(p) => probes.push(p),
+            Err(e) => failures.push(e.to_string()),
+        }
+    }
+    if json {
+        print_json(&probes)?;
+    } else {
+        print!("{}", render::probes(&probes));
+    }
+    Ok(match failures.len() {
+        0 => Outcome::Done,
+        _ => Outcome::Failed(failures.join("; ")),
+    })
 }
 
 /// A command's request carried out: by the service, when one answers for

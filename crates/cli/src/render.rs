@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use cairn_io::probe::{DeviceProbe, Knowledge};
+use cairn_io::probe::{BlockProbe, DeviceProbe, FileProbe, Knowledge};
 use cairn_store::admin::{InspectReport, LabelReport, ListReport, RepairReport, UnlabelReport};
 
 /// Binary units, one decimal: `64.0 MiB`.
@@ -67,10 +67,8 @@ pub fn probes(probes: &[DeviceProbe]) -> String {
     out
 }
 
+/// One device's probe: a line naming it, then a row per fact.
 fn probe(out: &mut String, p: &DeviceProbe) {
-    let row = |out: &mut String, key: &str, value: String| {
-        let _ = writeln!(out, "  {key:<20} {value}");
-    };
     match (&p.block, &p.file) {
         (Some(b), _) => {
             let _ = writeln!(
@@ -103,175 +101,11 @@ fn probe(out: &mut String, p: &DeviceProbe) {
         ),
     );
     if let Some(b) = &p.block {
-        row(
-            out,
-            "max transfer",
-            format!(
-                "{} (max_sectors_kb {}, max_hw_sectors_kb {}, max_segments {} of up to {})",
-                exact(u64::from(p.max_transfer_bytes)),
-                opt(&b.max_sectors_kb),
-                opt(&b.max_hw_sectors_kb),
-                opt(&b.max_segments),
-                b.max_segment_size_bytes
-                    .map_or("-".into(), |v| exact(u64::from(v)))
-            ),
-        );
-        row(
-            out,
-            "io size",
-            format!(
-                "optimal {}, minimum {}",
-                b.optimal_io_bytes
-                    .map_or("-".into(), |v| exact(u64::from(v))),
-                b.minimum_io_bytes
-                    .map_or("-".into(), |v| exact(u64::from(v)))
-            ),
-        );
-        let discard = if b.discard.supported {
-            format!(
-                "yes: granularity {}, max {} bytes; reads back zeros: {} ({})",
-                b.discard
-                    .granularity_bytes
-                    .map_or("-".into(), |g| exact(u64::from(g))),
-                opt(&b.discard.max_bytes),
-                knowledge(b.discard.reads_zeroes),
-                b.discard.reads_zeroes_reason
-            )
-        } else {
-            "no".to_string()
-        };
-        row(out, "discard", discard);
-        row(
-            out,
-            "write zeroes",
-            format!(
-                "max {} bytes, unmapping max {}",
-                opt(&b.write_zeroes_max_bytes),
-                opt(&b.write_zeroes_unmap_max_bytes)
-            ),
-        );
-        row(
-            out,
-            "rotational",
-            opt(&b.rotational.map(|r| if r { "yes" } else { "no" })),
-        );
-        row(
-            out,
-            "write cache",
-            format!(
-                "{}, fua {}",
-                opt(&b.write_cache),
-                opt(&b.fua.map(|f| if f { "yes" } else { "no" }))
-            ),
-        );
-        if let Some(part) = &b.partition {
-            row(
-                out,
-                "partition",
-                format!(
-                    "{} of {}, starting at sector {}",
-                    part.number,
-                    part.parent,
-                    opt(&part.start_sector)
-                ),
-            );
-        }
-        if !b.partitions.is_empty() {
-            row(out, "partitions", b.partitions.join(", "));
-        }
-        if let Some(dm) = &b.device_mapper {
-            row(
-                out,
-                "device-mapper",
-                format!(
-                    "{} ({}), uuid {}{}",
-                    opt(&dm.name),
-                    dm.kernel_name,
-                    opt(&dm.uuid),
-                    if dm.multipath { ", multipath" } else { "" }
-                ),
-            );
-        }
-        row(out, "holders", list_or_dash(&b.holders));
-        row(out, "slaves", list_or_dash(&b.slaves));
-        if let Some(parent) = &b.multipath_parent {
-            row(
-                out,
-                "multipath path of",
-                format!(
-                    "{} ({}): use that device, not this path",
-                    parent
-                        .mapper_path
-                        .as_ref()
-                        .map_or("-".into(), |p| p.display().to_string()),
-                    parent.kernel_name
-                ),
-            );
-        }
-        if let Some(backing) = &b.loop_backing_file {
-            row(out, "loop backing file", backing.display().to_string());
-        }
-        row(
-            out,
-            "identity",
-            format!(
-                "wwid {}, serial {}, vendor {}, model {}",
-                opt(&b.wwid),
-                opt(&b.serial),
-                opt(&b.vendor),
-                opt(&b.model)
-            ),
-        );
+        block_limits(out, p, b);
+        block_place(out, b);
     }
     if let Some(f) = &p.file {
-        let held = if p.size_bytes > 0 {
-            format!(
-                " ({:.1}% of its size)",
-                100.0 * f.allocated_bytes as f64 / p.size_bytes as f64
-            )
-        } else {
-            String::new()
-        };
-        row(
-            out,
-            "allocated",
-            format!(
-                "{} ({} bytes){held}",
-                size(f.allocated_bytes),
-                f.allocated_bytes
-            ),
-        );
-        row(
-            out,
-            "filesystem",
-            format!(
-                "{} (block {}){}",
-                f.filesystem,
-                exact(f.fs_block_bytes),
-                f.backing_device
-                    .as_ref()
-                    .map(|d| format!(", on {d}"))
-                    .unwrap_or_default()
-            ),
-        );
-        let dio = &f.direct_io;
-        let dio_text = match (dio.supported, dio.honoured) {
-            (false, _) => "not supported".to_string(),
-            (true, false) => {
-                "accepted, but not honoured (the page cache is still used)".to_string()
-            }
-            (true, true) => match (dio.offset_align_bytes, dio.memory_align_bytes) {
-                (Some(o), Some(m)) => format!("yes (offset alignment {o}, memory alignment {m})"),
-                _ => "yes".to_string(),
-            },
-        };
-        row(out, "direct I/O", dio_text);
-        row(
-            out,
-            "punch hole",
-            format!("{} ({})", knowledge(f.punch_hole), f.punch_hole_reason),
-        );
-        row(out, "max transfer", exact(u64::from(p.max_transfer_bytes)));
+        file_facts(out, p, f);
     }
     if p.read_only {
         row(out, "read-only", opt(&p.read_only_reason));
@@ -281,6 +115,191 @@ fn probe(out: &mut String, p: &DeviceProbe) {
         "in use",
         p.in_use.describe().unwrap_or_else(|| "no".to_string()),
     );
+}
+
+/// One fact of a probe: its name, then its value, under the device's line.
+fn row(out: &mut String, key: &str, value: String) {
+    let _ = writeln!(out, "  {key:<20} {value}");
+}
+
+/// What a block device takes: transfer and I/O sizes, discard, write
+/// zeroes, rotation and its write cache.
+fn block_limits(out: &mut String, p: &DeviceProbe, b: &BlockProbe) {
+    row(
+        out,
+        "max transfer",
+        format!(
+            "{} (max_sectors_kb {}, max_hw_sectors_kb {}, max_segments {} of up to {})",
+            exact(u64::from(p.max_transfer_bytes)),
+            opt(&b.max_sectors_kb),
+            opt(&b.max_hw_sectors_kb),
+            opt(&b.max_segments),
+            b.max_segment_size_bytes
+                .map_or("-".into(), |v| exact(u64::from(v)))
+        ),
+    );
+    row(
+        out,
+        "io size",
+        format!(
+            "optimal {}, minimum {}",
+            b.optimal_io_bytes
+                .map_or("-".into(), |v| exact(u64::from(v))),
+            b.minimum_io_bytes
+                .map_or("-".into(), |v| exact(u64::from(v)))
+        ),
+    );
+    let discard = if b.discard.supported {
+        format!(
+            "yes: granularity {}, max {} bytes; reads back zeros: {} ({})",
+            b.discard
+                .granularity_bytes
+                .map_or("-".into(), |g| exact(u64::from(g))),
+            opt(&b.discard.max_bytes),
+            knowledge(b.discard.reads_zeroes),
+            b.discard.reads_zeroes_reason
+        )
+    } else {
+        "no".to_string()
+    };
+    row(out, "discard", discard);
+    row(
+        out,
+        "write zeroes",
+        format!(
+            "max {} bytes, unmapping max {}",
+            opt(&b.write_zeroes_max_bytes),
+            opt(&b.write_zeroes_unmap_max_bytes)
+        ),
+    );
+    row(
+        out,
+        "rotational",
+        opt(&b.rotational.map(|r| if r { "yes" } else { "no" })),
+    );
+    row(
+        out,
+        "write cache",
+        format!(
+            "{}, fua {}",
+            opt(&b.write_cache),
+            opt(&b.fua.map(|f| if f { "yes" } else { "no" }))
+        ),
+    );
+}
+
+/// Where a block device sits: its partitions, the device-mapper and
+/// multipath devices above or below it, its loop file, and its identity.
+fn block_place(out: &mut String, b: &BlockProbe) {
+    if let Some(part) = &b.partition {
+        row(
+            out,
+            "partition",
+            format!(
+                "{} of {}, starting at sector {}",
+                part.number,
+                part.parent,
+                opt(&part.start_sector)
+            ),
+        );
+    }
+    if !b.partitions.is_empty() {
+        row(out, "partitions", b.partitions.join(", "));
+    }
+    if let Some(dm) = &b.device_mapper {
+        row(
+            out,
+            "device-mapper",
+            format!(
+                "{} ({}), uuid {}{}",
+                opt(&dm.name),
+                dm.kernel_name,
+                opt(&dm.uuid),
+                if dm.multipath { ", multipath" } else { "" }
+            ),
+        );
+    }
+    row(out, "holders", list_or_dash(&b.holders));
+    row(out, "slaves", list_or_dash(&b.slaves));
+    if let Some(parent) = &b.multipath_parent {
+        row(
+            out,
+            "multipath path of",
+            format!(
+                "{} ({}): use that device, not this path",
+                parent
+                    .mapper_path
+                    .as_ref()
+                    .map_or("-".into(), |p| p.display().to_string()),
+                parent.kernel_name
+            ),
+        );
+    }
+    if let Some(backing) = &b.loop_backing_file {
+        row(out, "loop backing file", backing.display().to_string());
+    }
+    row(
+        out,
+        "identity",
+        format!(
+            "wwid {}, serial {}, vendor {}, model {}",
+            opt(&b.wwid),
+            opt(&b.serial),
+            opt(&b.vendor),
+            opt(&b.model)
+        ),
+    );
+}
+
+/// What a regular file is on: its allocation, file system, direct I/O and
+/// hole punching.
+fn file_facts(out: &mut String, p: &DeviceProbe, f: &FileProbe) {
+    let held = if p.size_bytes > 0 {
+        format!(
+            " ({:.1}% of its size)",
+            100.0 * f.allocated_bytes as f64 / p.size_bytes as f64
+        )
+    } else {
+        String::new()
+    };
+    row(
+        out,
+        "allocated",
+        format!(
+            "{} ({} bytes){held}",
+            size(f.allocated_bytes),
+            f.allocated_bytes
+        ),
+    );
+    row(
+        out,
+        "filesystem",
+        format!(
+            "{} (block {}){}",
+            f.filesystem,
+            exact(f.fs_block_bytes),
+            f.backing_device
+                .as_ref()
+                .map(|d| format!(", on {d}"))
+                .unwrap_or_default()
+        ),
+    );
+    let dio = &f.direct_io;
+    let dio_text = match (dio.supported, dio.honoured) {
+        (false, _) => "not supported".to_string(),
+        (true, false) => "accepted, but not honoured (the page cache is still used)".to_string(),
+        (true, true) => match (dio.offset_align_bytes, dio.memory_align_bytes) {
+            (Some(o), Some(m)) => format!("yes (offset alignment {o}, memory alignment {m})"),
+            _ => "yes".to_string(),
+        },
+    };
+    row(out, "direct I/O", dio_text);
+    row(
+        out,
+        "punch hole",
+        format!("{} ({})", knowledge(f.punch_hole), f.punch_hole_reason),
+    );
+    row(out, "max transfer", exact(u64::from(p.max_transfer_bytes)));
 }
 
 /// `cairn disk label`.

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use cairn_io::host::Host;
+use cairn_store::discovery::DiscoveryString;
+use cairn_store::group_lock::GroupLock;
 use cairn_store::{group, group_admin, group_lock};
 use clap::Args;
 
@@ -94,59 +96,12 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
     // refuse a bad command line, which say one line.
     let flusher = cairn_serve::mark_io_flusher();
     let socket = cairn_serve::ControlSocket::bind(&socket_path, args.socket_group.as_deref())?;
-    let names: Vec<String> = if args.groups.is_empty() {
-        let found = group_admin::find_groups(host, &d)?;
-        let names: Vec<String> = found
-            .into_iter()
-            .filter(|g| g.complete)
-            .map(|g| g.name)
-            .collect();
-        if names.is_empty() {
-            bail!(
-                "no group found on the disks discovery reaches ({}); create one (`cairn group create`) or say where the disks are (--discover)",
-                d.text
-            );
-        }
-        names
-    } else {
-        args.groups.clone()
-    };
-    let mut groups = Vec::new();
-    let mut locks = Vec::new();
-    let mut paths = BTreeMap::new();
-    for name in &names {
-        let mounted = group_admin::mount_live(
-            host,
-            &d,
-            name,
-            &group_lock::run_dir(),
-            group::MissingDisks::MarkOffline,
-            group::heartbeat::Takeover::Refuse,
-            engine_kind(engine),
-            SERVE_DEPTH,
-        );
-        let m = match mounted {
-            Ok(m) => m,
-            Err(e) => {
-                // The groups mounted so far are dismounted, not dropped.
-                dismount_all(groups);
-                return Err(anyhow::Error::new(e).context(format!("cannot serve group {name}")));
-            }
-        };
-        // What the CLI says of a mount, logged; but the disks it marked
-        // OFFLINE (or resynced) are said by the group itself, one line per
-        // state change (`disk_states.rs`).
-        for n in m.report.notices(name) {
-            match (n.disk_state, n.warning) {
-                (true, _) => {}
-                (false, true) => tracing::warn!(group = %name, "{}", n.text),
-                (false, false) => tracing::info!(group = %name, "{}", n.text),
-            }
-        }
-        locks.push(m.lock);
-        paths.insert(name.to_ascii_uppercase(), m.paths);
-        groups.push((name.to_ascii_uppercase(), m.group));
-    }
+    let names = group_names(args, host, &d)?;
+    let Held {
+        groups,
+        locks,
+        paths,
+    } = mount_groups(&names, host, &d, engine)?;
     let options = cairn_serve::ServeOptions {
         mountpoint: args.mountpoint.clone(),
         allow_other: args.allow_other,
@@ -199,6 +154,87 @@ pub(crate) fn serve(engine: EngineArg, host: &Host, args: &ServeArgs) -> Result<
 }
 
 /// Dismount every group (journal committed, checkpointed); the failures.
+/// The groups to serve: those named, or every complete group discovery
+/// finds (refused when there is none, saying how to make one).
+fn group_names(args: &ServeArgs, host: &Host, d: &DiscoveryString) -> Result<Vec<String>> {
+    if !args.groups.is_empty() {
+        return Ok(args.groups.clone());
+    }
+    let found = group_admin::find_groups(host, d)?;
+    let names: Vec<String> = found
+        .into_iter()
+        .filter(|g| g.complete)
+        .map(|g| g.name)
+        .collect();
+    if names.is_empty() {
+        bail!(
+            "no group found on the disks discovery reaches ({}); create one (`cairn group create`) or say where the disks are (--discover)",
+            d.text
+        );
+    }
+    Ok(names)
+}
+
+/// The groups mounted live for the service, by upper-case name.
+struct Held {
+    groups: Vec<(String, group::LiveGroup)>,
+    /// Each group's lock, held while it is served.
+    locks: Vec<GroupLock>,
+    /// The path each member was opened by, by group and device id.
+    paths: BTreeMap<String, BTreeMap<u32, PathBuf>>,
+}
+
+/// Mount each of `names` live, logging what each mount found; a group that
+/// cannot be mounted fails the whole, after those mounted so far are
+/// dismounted (not dropped).
+fn mount_groups(
+    names: &[String],
+    host: &Host,
+    d: &DiscoveryString,
+    engine: EngineArg,
+) -> Result<Held> {
+    let mut groups = Vec::new();
+    let mut locks = Vec::new();
+    let mut paths = BTreeMap::new();
+    for name in names {
+        let mounted = group_admin::mount_live(
+            host,
+            d,
+            name,
+            &group_lock::run_dir(),
+            group::MissingDisks::MarkOffline,
+            group::heartbeat::Takeover::Refuse,
+            engine_kind(engine),
+            SERVE_DEPTH,
+        );
+        let m = match mounted {
+            Ok(m) => m,
+            Err(e) => {
+                dismount_all(groups);
+                return Err(anyhow::Error::new(e).context(format!("cannot serve group {name}")));
+            }
+        };
+        // What the CLI says of a mount, logged; but the disks it marked
+        // OFFLINE (or resynced) are said by the group itself, one line per
+        // state change (`disk_states.rs`).
+        for n in m.report.notices(name) {
+            match (n.disk_state, n.warning) {
+                (true, _) => {}
+                (false, true) => tracing::warn!(group = %name, "{}", n.text),
+                (false, false) => tracing::info!(group = %name, "{}", n.text),
+            }
+        }
+        locks.push(m.lock);
+        paths.insert(name.to_ascii_uppercase(), m.paths);
+        groups.push((name.to_ascii_uppercase(), m.group));
+    }
+    Ok(Held {
+        groups,
+        locks,
+        paths,
+    })
+}
+
 fn dismount_all(groups: Vec<(String, group::LiveGroup)>) -> Vec<String> {
     let mut failed = Vec::new();
     for (name, g) in groups {

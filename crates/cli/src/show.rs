@@ -6,10 +6,14 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 
 use anyhow::Result;
 use cairn_command::event::{Event, Events, Unit};
-use cairn_command::reply::{DiskRow, GroupSummary, Onlined, Rebalanced, Reply, Status};
+use cairn_command::reply::{
+    Altered, Created, DiskRow, GroupStatus, GroupSummary, Mounted, Offlined, Onlined, Rebalanced,
+    Reply, Started, Status, VolumeRow, VolumeStatus,
+};
 use cairn_command::Outcome;
 use cairn_store::group::{self, MountReport};
 use serde::Serialize;
@@ -157,51 +161,7 @@ fn json(value: &impl Serialize) -> Result<()> {
 /// means. `source`: what a `cp` copied from, for its note.
 pub(crate) fn reply(reply: &Reply, as_json: bool) -> Result<Outcome> {
     match reply {
-        Reply::Created(c) => {
-            for d in &c.disks {
-                if let Some(what) = &d.overrode {
-                    eprintln!(
-                        "cairn: warning: {} was {what}; it is now {} of {}",
-                        d.path.display(),
-                        d.label,
-                        c.group.name
-                    );
-                }
-            }
-            if as_json {
-                json(c)?;
-            } else {
-                println!(
-                    "created disk group {} ({} redundancy, {} MiB AUs, {}-byte sectors) on {} disk(s):",
-                    c.group.name,
-                    c.group.redundancy,
-                    c.group.au_mb,
-                    c.group.sector_bytes,
-                    c.disks.len()
-                );
-                for d in &c.disks {
-                    println!(
-                        "  {:<16} {:<14} {}{}",
-                        d.label,
-                        d.failgroup,
-                        d.path.display(),
-                        if d.labelled_now {
-                            " (labelled now)"
-                        } else {
-                            ""
-                        }
-                    );
-                    if let Some(what) = &d.overrode {
-                        println!("    overwrote: {what}");
-                    }
-                }
-                println!(
-                    "{} MiB usable for files; metadata written: {} KiB",
-                    c.group.usable_file_mb,
-                    c.bytes_written / 1024
-                );
-            }
-        }
+        Reply::Created(c) => show_created(c, as_json)?,
         Reply::List(rows) => {
             if as_json {
                 json(rows)?;
@@ -210,126 +170,33 @@ pub(crate) fn reply(reply: &Reply, as_json: bool) -> Result<Outcome> {
             }
         }
         Reply::Disks(rows) => show_disks(rows, as_json)?,
-        Reply::Mounted(m) => {
-            if as_json {
-                json(m)?;
-            } else {
-                println!(
-                    "mounted {} ({}): {} journal record(s) replayed",
-                    m.group.name, m.group.state, m.recovery.journal_records_replayed
-                );
-                for d in &m.recovery.disks_marked_offline {
-                    println!("  disk marked offline: {d}");
-                }
-                for d in &m.recovery.disks_held {
-                    println!("  disk {d} stays OFFLINE (taken offline on request; `cairn group online` brings it back)");
-                }
-                for o in &m.recovery.operations_recovered {
-                    println!("  recovered: {o}");
-                }
-                for w in &m.recovery.warnings {
-                    println!("  warning: {w}");
-                }
-                println!("dismounted cleanly");
-            }
-        }
+        Reply::Mounted(m) => show_mounted(m, as_json)?,
         Reply::Check { group, report } => show_check(group, report, as_json)?,
         Reply::Scrub { group, report } => show_scrub(group, report, as_json)?,
         Reply::Reclaim { group, report } => show_reclaim(group, report, as_json)?,
         Reply::Space(rows) => show_space(rows, as_json)?,
         Reply::Online(o) => show_online(o, as_json)?,
-        Reply::Offline(o) => {
-            if as_json {
-                json(o)?;
-            } else {
-                for d in &o.offline {
-                    let left = o
-                        .disks
-                        .iter()
-                        .find(|r| &r.label == d)
-                        .and_then(|r| r.repair_seconds_left)
-                        .map_or_else(String::new, |s| {
-                            format!("; dropped after {} more mounted", render_duration(s))
-                        });
-                    println!(
-                        "group {}: disk {d} is OFFLINE (on request){left}; `cairn group online {} {d}` brings it back, copying only what it missed",
-                        o.group, o.group
-                    );
-                }
-            }
-        }
+        Reply::Offline(o) => show_offline(o, as_json)?,
         Reply::Explained { group, explain } => show_explain(group, explain, as_json)?,
         Reply::Changed { altered, then } => {
             if let (Some(a), false) = (altered, as_json) {
-                if !a.added.is_empty() {
-                    println!("group {}: added {}", a.group, a.added.join(", "));
-                }
-                if !a.dropping.is_empty() {
-                    println!("group {}: dropping {}", a.group, a.dropping.join(", "));
-                }
-                for line in &a.resized {
-                    println!("group {}: {line}", a.group);
-                }
+                show_altered(a);
             }
             return self::reply(then, as_json);
         }
         Reply::Rebalanced(r) => show_rebalance(r, as_json)?,
-        Reply::Undropped { group, undropped } => {
-            if as_json {
-                json(&serde_json::json!({ "group": group, "undropped": undropped }))?;
-            } else {
-                println!(
-                    "group {group}: drop cancelled for {} (what already moved stays where it is)",
-                    undropped.join(", ")
-                );
-            }
-        }
+        Reply::Undropped { group, undropped } => show_undropped(group, undropped, as_json)?,
         Reply::Ops { group, ops } => show_ops(group.as_deref(), ops, as_json)?,
-        Reply::Attributes(got) => {
-            if as_json {
-                json(&got.iter().cloned().collect::<BTreeMap<_, _>>())?;
-            } else {
-                for (k, v) in got {
-                    println!("{k} = {v}");
-                }
-            }
-        }
+        Reply::Attributes(got) => show_attributes(got, as_json)?,
         Reply::Listing { path, entries } => show_ls(path, entries, as_json)?,
         Reply::Du {
             path,
             used_bytes,
             allocated_with_mirrors_bytes,
-        } => {
-            if as_json {
-                json(&serde_json::json!({
-                    "path": path,
-                    "used_bytes": used_bytes,
-                    "allocated_with_mirrors_bytes": allocated_with_mirrors_bytes,
-                }))?;
-            } else {
-                println!("{:>12} {:>20}  PATH", "USED_MB", "MIRROR_USED_MB");
-                println!(
-                    "{:>12} {:>20}  {}",
-                    used_bytes >> 20,
-                    allocated_with_mirrors_bytes >> 20,
-                    path
-                );
-            }
-        }
+        } => show_du(path, *used_bytes, *allocated_with_mirrors_bytes, as_json)?,
         Reply::Done | Reply::ReadThrough { .. } => {}
         Reply::CopiedIn { .. } => {}
-        Reply::Started(s) => {
-            if as_json {
-                json(
-                    &serde_json::json!({ "group": s.group, "started": s.what, "power": s.power }),
-                )?;
-            } else {
-                println!(
-                    "group {}: {} started in the background (power {}); `cairn group ops {}` follows it, --wait waits for it",
-                    s.group, s.what, s.power, s.group
-                );
-            }
-        }
+        Reply::Started(s) => show_started(s, as_json)?,
         Reply::Status(s) => {
             if as_json {
                 json(s)?;
@@ -337,19 +204,7 @@ pub(crate) fn reply(reply: &Reply, as_json: bool) -> Result<Outcome> {
                 show_status(s);
             }
         }
-        Reply::VolumeCreated(row) => {
-            if as_json {
-                json(row)?;
-            } else {
-                println!(
-                    "volume {} created: {} MiB, {}; `cairn volume attach {}` gives its block device",
-                    row.name,
-                    row.size_bytes >> 20,
-                    row.redundancy,
-                    row.name
-                );
-            }
-        }
+        Reply::VolumeCreated(row) => show_volume_created(row, as_json)?,
         Reply::VolumeAttached { name, device } => {
             if as_json {
                 json(&serde_json::json!({ "name": name, "device": device }))?;
@@ -361,51 +216,238 @@ pub(crate) fn reply(reply: &Reply, as_json: bool) -> Result<Outcome> {
             name,
             device,
             deferred,
-        } => {
-            if *deferred {
-                println!(
-                    "cairn: note: {} is still open somewhere; the kernel detaches it at its last close",
-                    device.display()
-                );
-            }
-            println!("volume {name} detached from {}", device.display());
-        }
+        } => show_volume_detached(name, device, *deferred),
         Reply::VolumeResized {
             name,
             size_bytes,
             device,
-        } => {
-            println!(
-                "volume {name} is {} MiB{}",
-                size_bytes >> 20,
-                device.as_ref().map_or_else(String::new, |d| format!(
-                    "; {} follows (grow the file system on it with its own tool)",
-                    d.display()
-                ))
-            );
-        }
-        Reply::Volumes(rows) => {
-            if as_json {
-                json(rows)?;
-            } else {
-                println!(
-                    "{:<40} {:>10} {:<10} {:<12} STATE",
-                    "NAME", "SIZE_MB", "REDUNDANCY", "DEVICE"
-                );
-                for r in rows {
-                    println!(
-                        "{:<40} {:>10} {:<10} {:<12} {}",
-                        r.name,
-                        r.size_bytes >> 20,
-                        r.redundancy,
-                        r.device.as_deref().unwrap_or("-"),
-                        r.state
-                    );
-                }
-            }
-        }
+        } => show_volume_resized(name, *size_bytes, device.as_deref()),
+        Reply::Volumes(rows) => show_volumes(rows, as_json)?,
     }
     Ok(reply.outcome())
+}
+
+/// A group created: what each disk held before (a warning on stderr), then
+/// the group and its disks.
+fn show_created(c: &Created, as_json: bool) -> Result<()> {
+    for d in &c.disks {
+        if let Some(what) = &d.overrode {
+            eprintln!(
+                "cairn: warning: {} was {what}; it is now {} of {}",
+                d.path.display(),
+                d.label,
+                c.group.name
+            );
+        }
+    }
+    if as_json {
+        return json(c);
+    }
+    println!(
+        "created disk group {} ({} redundancy, {} MiB AUs, {}-byte sectors) on {} disk(s):",
+        c.group.name,
+        c.group.redundancy,
+        c.group.au_mb,
+        c.group.sector_bytes,
+        c.disks.len()
+    );
+    for d in &c.disks {
+        println!(
+            "  {:<16} {:<14} {}{}",
+            d.label,
+            d.failgroup,
+            d.path.display(),
+            if d.labelled_now {
+                " (labelled now)"
+            } else {
+                ""
+            }
+        );
+        if let Some(what) = &d.overrode {
+            println!("    overwrote: {what}");
+        }
+    }
+    println!(
+        "{} MiB usable for files; metadata written: {} KiB",
+        c.group.usable_file_mb,
+        c.bytes_written / 1024
+    );
+    Ok(())
+}
+
+/// A group mounted and dismounted: what its recovery did.
+fn show_mounted(m: &Mounted, as_json: bool) -> Result<()> {
+    if as_json {
+        return json(m);
+    }
+    println!(
+        "mounted {} ({}): {} journal record(s) replayed",
+        m.group.name, m.group.state, m.recovery.journal_records_replayed
+    );
+    for d in &m.recovery.disks_marked_offline {
+        println!("  disk marked offline: {d}");
+    }
+    for d in &m.recovery.disks_held {
+        println!("  disk {d} stays OFFLINE (taken offline on request; `cairn group online` brings it back)");
+    }
+    for o in &m.recovery.operations_recovered {
+        println!("  recovered: {o}");
+    }
+    for w in &m.recovery.warnings {
+        println!("  warning: {w}");
+    }
+    println!("dismounted cleanly");
+    Ok(())
+}
+
+/// Disks taken offline on request: each, with how long until it is dropped.
+fn show_offline(o: &Offlined, as_json: bool) -> Result<()> {
+    if as_json {
+        return json(o);
+    }
+    for d in &o.offline {
+        let left = o
+            .disks
+            .iter()
+            .find(|r| &r.label == d)
+            .and_then(|r| r.repair_seconds_left)
+            .map_or_else(String::new, |s| {
+                format!("; dropped after {} more mounted", render_duration(s))
+            });
+        println!(
+            "group {}: disk {d} is OFFLINE (on request){left}; `cairn group online {} {d}` brings it back, copying only what it missed",
+            o.group, o.group
+        );
+    }
+    Ok(())
+}
+
+/// What an alteration changed (disks added, dropping, resized), before the
+/// reply of what followed it.
+fn show_altered(a: &Altered) {
+    if !a.added.is_empty() {
+        println!("group {}: added {}", a.group, a.added.join(", "));
+    }
+    if !a.dropping.is_empty() {
+        println!("group {}: dropping {}", a.group, a.dropping.join(", "));
+    }
+    for line in &a.resized {
+        println!("group {}: {line}", a.group);
+    }
+}
+
+/// Drops cancelled.
+fn show_undropped(group: &str, undropped: &[String], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&serde_json::json!({ "group": group, "undropped": undropped }));
+    }
+    println!(
+        "group {group}: drop cancelled for {} (what already moved stays where it is)",
+        undropped.join(", ")
+    );
+    Ok(())
+}
+
+/// Attributes, one `name = value` a line (a JSON object by name).
+fn show_attributes(got: &[(String, String)], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&got.iter().cloned().collect::<BTreeMap<_, _>>());
+    }
+    for (k, v) in got {
+        println!("{k} = {v}");
+    }
+    Ok(())
+}
+
+/// The space a path uses, alone and with its mirrors.
+fn show_du(path: &str, used_bytes: u64, mirrors_bytes: u64, as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&serde_json::json!({
+            "path": path,
+            "used_bytes": used_bytes,
+            "allocated_with_mirrors_bytes": mirrors_bytes,
+        }));
+    }
+    println!("{:>12} {:>20}  PATH", "USED_MB", "MIRROR_USED_MB");
+    println!(
+        "{:>12} {:>20}  {}",
+        used_bytes >> 20,
+        mirrors_bytes >> 20,
+        path
+    );
+    Ok(())
+}
+
+/// An operation started in the background.
+fn show_started(s: &Started, as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&serde_json::json!({ "group": s.group, "started": s.what, "power": s.power }));
+    }
+    println!(
+        "group {}: {} started in the background (power {}); `cairn group ops {}` follows it, --wait waits for it",
+        s.group, s.what, s.power, s.group
+    );
+    Ok(())
+}
+
+/// A volume created.
+fn show_volume_created(row: &VolumeRow, as_json: bool) -> Result<()> {
+    if as_json {
+        return json(row);
+    }
+    println!(
+        "volume {} created: {} MiB, {}; `cairn volume attach {}` gives its block device",
+        row.name,
+        row.size_bytes >> 20,
+        row.redundancy,
+        row.name
+    );
+    Ok(())
+}
+
+/// A volume detached, or left for the kernel to detach at its last close.
+fn show_volume_detached(name: &str, device: &Path, deferred: bool) {
+    if deferred {
+        println!(
+            "cairn: note: {} is still open somewhere; the kernel detaches it at its last close",
+            device.display()
+        );
+    }
+    println!("volume {name} detached from {}", device.display());
+}
+
+/// A volume's new size, and the device that follows it.
+fn show_volume_resized(name: &str, size_bytes: u64, device: Option<&Path>) {
+    println!(
+        "volume {name} is {} MiB{}",
+        size_bytes >> 20,
+        device.map_or_else(String::new, |d| format!(
+            "; {} follows (grow the file system on it with its own tool)",
+            d.display()
+        ))
+    );
+}
+
+/// The volumes, one a line.
+fn show_volumes(rows: &[VolumeRow], as_json: bool) -> Result<()> {
+    if as_json {
+        return json(&rows);
+    }
+    println!(
+        "{:<40} {:>10} {:<10} {:<12} STATE",
+        "NAME", "SIZE_MB", "REDUNDANCY", "DEVICE"
+    );
+    for r in rows {
+        println!(
+            "{:<40} {:>10} {:<10} {:<12} {}",
+            r.name,
+            r.size_bytes >> 20,
+            r.redundancy,
+            r.device.as_deref().unwrap_or("-"),
+            r.state
+        );
+    }
+    Ok(())
 }
 
 pub(crate) fn render_list(rows: &[GroupSummary]) -> String {
@@ -949,75 +991,95 @@ fn show_status(s: &Status) {
         render_duration(s.uptime_seconds)
     );
     for g in &s.groups {
+        show_group_status(g);
+    }
+    show_volume_status(&s.volumes);
+    if s.operations.is_empty() {
+        println!("no operation is running");
+    }
+    for o in &s.operations {
         println!(
-            "group {} ({}): {} MiB, {} free, {} usable for files; {} disk(s) not in use",
-            g.name, g.redundancy, g.total_mb, g.free_mb, g.usable_file_mb, g.offline_disks
+            "operation {} on {}: {} {}/{} AUs (power {})",
+            o.pass, o.group, o.state, o.aus_done, o.aus_total, o.power
         );
+    }
+}
+
+/// One served group in `cairn status`: its space, its I/O by kind, each
+/// disk's state and I/O, and the disk state changes counted.
+fn show_group_status(g: &GroupStatus) {
+    println!(
+        "group {} ({}): {} MiB, {} free, {} usable for files; {} disk(s) not in use",
+        g.name, g.redundancy, g.total_mb, g.free_mb, g.usable_file_mb, g.offline_disks
+    );
+    println!(
+        "  {:<6} {:>12} {:>12} {:>8} {:>12}",
+        "I/O", "REQUESTS", "MIB", "ERRORS", "AVG_US"
+    );
+    for (op, o) in [
+        ("read", &g.reads),
+        ("write", &g.writes),
+        ("fsync", &g.syncs),
+        ("discard", &g.discards),
+    ] {
         println!(
             "  {:<6} {:>12} {:>12} {:>8} {:>12}",
-            "I/O", "REQUESTS", "MIB", "ERRORS", "AVG_US"
+            op,
+            o.count,
+            o.bytes >> 20,
+            o.errors,
+            o.latency_micros_sum.checked_div(o.count).unwrap_or(0)
         );
-        for (op, o) in [
-            ("read", &g.reads),
-            ("write", &g.writes),
-            ("fsync", &g.syncs),
-            ("discard", &g.discards),
-        ] {
-            println!(
-                "  {:<6} {:>12} {:>12} {:>8} {:>12}",
-                op,
-                o.count,
-                o.bytes >> 20,
-                o.errors,
-                o.latency_micros_sum.checked_div(o.count).unwrap_or(0)
-            );
-        }
+    }
+    println!(
+        "  {:>4}  {:<16} {:<14} {:<9} {:>9} {:>10} {:>8} {:>10} {:>8} {:>7} {:>7}",
+        "DISK",
+        "LABEL",
+        "FAILGROUP",
+        "STATE",
+        "STALE_AU",
+        "READS",
+        "READ_MIB",
+        "WRITES",
+        "WRIT_MIB",
+        "AVG_US",
+        "ERRORS"
+    );
+    for d in &g.disks {
+        let io = &d.io;
+        let requests = io.reads.count + io.writes.count;
+        let micros = io.reads.latency_micros_sum + io.writes.latency_micros_sum;
         println!(
             "  {:>4}  {:<16} {:<14} {:<9} {:>9} {:>10} {:>8} {:>10} {:>8} {:>7} {:>7}",
-            "DISK",
-            "LABEL",
-            "FAILGROUP",
-            "STATE",
-            "STALE_AU",
-            "READS",
-            "READ_MIB",
-            "WRITES",
-            "WRIT_MIB",
-            "AVG_US",
-            "ERRORS"
+            d.number,
+            d.label,
+            d.failgroup,
+            d.state,
+            d.stale_aus,
+            io.reads.count,
+            io.reads.bytes >> 20,
+            io.writes.count,
+            io.writes.bytes >> 20,
+            micros.checked_div(requests).unwrap_or(0),
+            io.reads.errors + io.writes.errors + io.flushes.errors + io.discards.errors
         );
-        for d in &g.disks {
-            let io = &d.io;
-            let requests = io.reads.count + io.writes.count;
-            let micros = io.reads.latency_micros_sum + io.writes.latency_micros_sum;
-            println!(
-                "  {:>4}  {:<16} {:<14} {:<9} {:>9} {:>10} {:>8} {:>10} {:>8} {:>7} {:>7}",
-                d.number,
-                d.label,
-                d.failgroup,
-                d.state,
-                d.stale_aus,
-                io.reads.count,
-                io.reads.bytes >> 20,
-                io.writes.count,
-                io.writes.bytes >> 20,
-                micros.checked_div(requests).unwrap_or(0),
-                io.reads.errors + io.writes.errors + io.flushes.errors + io.discards.errors
-            );
-        }
-        if !g.state_changes.is_empty() {
-            let said: Vec<String> = g
-                .state_changes
-                .iter()
-                .map(|c| format!("{} -> {} x{}", c.disk, c.to, c.count))
-                .collect();
-            println!(
-                "  disk state changes since the service started (the log says why): {}",
-                said.join(", ")
-            );
-        }
     }
-    if !s.volumes.is_empty() {
+    if !g.state_changes.is_empty() {
+        let said: Vec<String> = g
+            .state_changes
+            .iter()
+            .map(|c| format!("{} -> {} x{}", c.disk, c.to, c.count))
+            .collect();
+        println!(
+            "  disk state changes since the service started (the log says why): {}",
+            said.join(", ")
+        );
+    }
+}
+
+/// The attached volumes in `cairn status`: size and I/O, one a line.
+fn show_volume_status(volumes: &[VolumeStatus]) {
+    if !volumes.is_empty() {
         println!(
             "{:<32} {:<12} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>8} {:>6}",
             "VOLUME",
@@ -1032,7 +1094,7 @@ fn show_status(s: &Status) {
             "QUEUE"
         );
     }
-    for v in &s.volumes {
+    for v in volumes {
         println!(
             "{:<32} {:<12} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>8} {:>6}",
             v.name,
@@ -1045,15 +1107,6 @@ fn show_status(s: &Status) {
             v.discards,
             v.flushes,
             v.in_flight
-        );
-    }
-    if s.operations.is_empty() {
-        println!("no operation is running");
-    }
-    for o in &s.operations {
-        println!(
-            "operation {} on {}: {} {}/{} AUs (power {})",
-            o.pass, o.group, o.state, o.aus_done, o.aus_total, o.power
         );
     }
 }

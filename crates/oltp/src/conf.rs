@@ -580,6 +580,13 @@ impl SlobConf {
     /// Every range and cross-key problem, each with the keys whose lines it
     /// concerns (the error is reported at the last of them in the file).
     fn problems(&self) -> Vec<Problem> {
+        let mut out = self.range_problems();
+        self.cross_key_problems(&mut out);
+        out
+    }
+
+    /// Each key whose value is out of its range, on its own.
+    fn range_problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
         let mut one = |key: &'static str, value: String, ok: bool| {
             if !ok {
@@ -635,7 +642,6 @@ impl SlobConf {
             self.hotspot_offset_mb.to_string(),
             self.hotspot_offset_mb <= HOTSPOT_MB_MAX,
         );
-        let think_ok = |s: f64| s.is_finite() && (0.0..=THINK_TM_MAX_S).contains(&s);
         one(
             "THINK_TM_MIN",
             self.think_tm_min_s.to_string(),
@@ -646,7 +652,11 @@ impl SlobConf {
             self.think_tm_max_s.to_string(),
             think_ok(self.think_tm_max_s),
         );
+        out
+    }
 
+    /// Keys each in range that contradict each other, added to `out`.
+    fn cross_key_problems(&self, out: &mut Vec<Problem>) {
         if self.update_pct <= 100 && self.scan_pct <= 100 && self.update_pct + self.scan_pct > 100 {
             out.push(Problem {
                 keys: vec!["UPDATE_PCT", "SCAN_PCT"],
@@ -696,8 +706,12 @@ impl SlobConf {
                 ),
             });
         }
-        out
     }
+}
+
+/// A think time slob.conf may give: finite, from 0 to THINK_TM_MAX_S seconds.
+fn think_ok(s: f64) -> bool {
+    s.is_finite() && (0.0..=THINK_TM_MAX_S).contains(&s)
 }
 
 /// A setting out of range, or settings that contradict each other.

@@ -189,6 +189,8 @@ pub fn setup(
     outcome
 }
 
+/// [`setup`]'s work; every path it creates is listed in `created`, for
+/// `setup` to remove if it fails.
 fn setup_inner(
     targets: &[PathBuf],
     redo: &Path,
@@ -200,43 +202,8 @@ fn setup_inner(
     check_distinct(targets, redo)?;
     let layout = Layout::new(opts.shape, targets.len());
     let needed = layout.target_bytes_needed();
-
-    let mut data: Vec<DeviceFile> = Vec::with_capacity(targets.len());
-    let mut data_created: Vec<bool> = Vec::with_capacity(targets.len());
-    for path in targets {
-        let new = create_if_missing(path, needed, "data target")?;
-        if new {
-            created.push(path.clone());
-        }
-        let device = opts
-            .opener
-            .open_for_overwrite(opts.host, path, opts.force || new)
-            .map_err(|e| OltpError::Usage(e.to_string()))?;
-        let size = device.geometry().size_bytes;
-        if size < needed {
-            return Err(OltpError::Usage(too_small_message(path, size, &layout)));
-        }
-        check_sector(path, &device, opts.shape.block_size)?;
-        data.push(device);
-        data_created.push(new);
-    }
-    let redo_new = create_if_missing(redo, opts.redo_bytes.max(REDO_BYTES_MIN), "redo file")?;
-    if redo_new {
-        created.push(redo.to_path_buf());
-    }
-    let redo_dev = opts
-        .opener
-        .open_for_overwrite(opts.host, redo, opts.force || redo_new)
-        .map_err(|e| OltpError::Usage(e.to_string()))?;
-    let redo_size = redo_dev.geometry().size_bytes;
-    if redo_size < REDO_BYTES_MIN {
-        return Err(OltpError::Usage(format!(
-            "redo file {} holds {}; the log needs at least {} (a 1 MiB header and 8 MiB of log)",
-            redo.display(),
-            fmt_mib(redo_size),
-            fmt_mib(REDO_BYTES_MIN)
-        )));
-    }
+    let (data, data_created) = open_data_for_setup(targets, &layout, opts, created)?;
+    let (redo_dev, redo_new) = open_redo_for_setup(redo, opts, created)?;
     if interrupted.load(Ordering::SeqCst) {
         return Err(OltpError::Interrupted);
     }
@@ -278,13 +245,138 @@ fn setup_inner(
         engine: opts.engine,
     };
     let threads = opts.parallel.clamp(1, LOAD_THREADS_MAX);
+    let (bytes, engines) = load_extents(&plan, &data, threads, interrupted, &bar)?;
+    if interrupted.load(Ordering::SeqCst) {
+        return Err(OltpError::Interrupted);
+    }
+    admin.flush_all()?;
+
+    let redo_header = format_redo(&redo_dev, redo, dataset_id, opts.engine, interrupted)?;
+    for i in 0..data.len() {
+        admin.write(i, header(i, DatasetState::Clean).encode())?;
+    }
+    admin.flush_all()?;
+
+    let elapsed_s = started.elapsed().as_secs_f64().max(1e-9);
+    let cpu_after = cairn_host::cpu_sample(opts.host);
+    let blocks = layout.total_blocks();
+    Ok(LoadReport {
+        dataset_id,
+        shape: opts.shape,
+        parallel: threads,
+        blocks,
+        bytes,
+        elapsed_s,
+        mb_per_s: bytes as f64 / MIB / elapsed_s,
+        blocks_per_s: blocks as f64 / elapsed_s,
+        cpu_user_s: cpu_after.user_us.saturating_sub(cpu_before.user_us) as f64 / 1e6,
+        cpu_sys_s: cpu_after.sys_us.saturating_sub(cpu_before.sys_us) as f64 / 1e6,
+        targets: data_infos(&data, &data_created, needed, opts.host),
+        redo: target_info(
+            "redo".into(),
+            &redo_dev,
+            HEADER_BYTES,
+            redo_header.log_end,
+            redo_new,
+            opts.host,
+        ),
+        created: created.iter().map(|p| p.display().to_string()).collect(),
+        engine: engines.join(", "),
+    })
+}
+
+/// The data targets as the report describes them: `data1`, `data2`, ...,
+/// each with whether setup created it.
+fn data_infos(
+    data: &[DeviceFile],
+    data_created: &[bool],
+    needed: u64,
+    host: &Host,
+) -> Vec<TargetInfo> {
+    data.iter()
+        .zip(data_created)
+        .enumerate()
+        .map(|(i, (d, c))| target_info(format!("data{}", i + 1), d, HEADER_BYTES, needed, *c, host))
+        .collect()
+}
+
+/// Open each data target for overwriting (created at the size `layout`
+/// needs when missing, and listed in `created`), refusing one too small or
+/// with sectors larger than the block. Returns them, and which were created.
+fn open_data_for_setup(
+    targets: &[PathBuf],
+    layout: &Layout,
+    opts: &SetupOptions,
+    created: &mut Vec<PathBuf>,
+) -> Result<(Vec<DeviceFile>, Vec<bool>), OltpError> {
+    let needed = layout.target_bytes_needed();
+    let mut data: Vec<DeviceFile> = Vec::with_capacity(targets.len());
+    let mut data_created: Vec<bool> = Vec::with_capacity(targets.len());
+    for path in targets {
+        let new = create_if_missing(path, needed, "data target")?;
+        if new {
+            created.push(path.clone());
+        }
+        let device = opts
+            .opener
+            .open_for_overwrite(opts.host, path, opts.force || new)
+            .map_err(|e| OltpError::Usage(e.to_string()))?;
+        let size = device.geometry().size_bytes;
+        if size < needed {
+            return Err(OltpError::Usage(too_small_message(path, size, layout)));
+        }
+        check_sector(path, &device, opts.shape.block_size)?;
+        data.push(device);
+        data_created.push(new);
+    }
+    Ok((data, data_created))
+}
+
+/// Open the redo file for overwriting (created when missing, and listed in
+/// `created`), refusing one too small for a log. Returns it, and whether it
+/// was created.
+fn open_redo_for_setup(
+    redo: &Path,
+    opts: &SetupOptions,
+    created: &mut Vec<PathBuf>,
+) -> Result<(DeviceFile, bool), OltpError> {
+    let redo_new = create_if_missing(redo, opts.redo_bytes.max(REDO_BYTES_MIN), "redo file")?;
+    if redo_new {
+        created.push(redo.to_path_buf());
+    }
+    let redo_dev = opts
+        .opener
+        .open_for_overwrite(opts.host, redo, opts.force || redo_new)
+        .map_err(|e| OltpError::Usage(e.to_string()))?;
+    let redo_size = redo_dev.geometry().size_bytes;
+    if redo_size < REDO_BYTES_MIN {
+        return Err(OltpError::Usage(format!(
+            "redo file {} holds {}; the log needs at least {} (a 1 MiB header and 8 MiB of log)",
+            redo.display(),
+            fmt_mib(redo_size),
+            fmt_mib(REDO_BYTES_MIN)
+        )));
+    }
+    Ok((redo_dev, redo_new))
+}
+
+/// Write every extent of `plan` with `threads` loader threads, each on its
+/// own handles of `data`; the first to fail stops the others. Returns the
+/// bytes written and the engine names the loaders ran on (each once).
+fn load_extents(
+    plan: &LoadPlan,
+    data: &[DeviceFile],
+    threads: u32,
+    interrupted: &AtomicBool,
+    bar: &Meter,
+) -> Result<(u64, Vec<&'static str>), OltpError> {
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let mut handles_per_thread = Vec::with_capacity(threads as usize);
     for _ in 0..threads {
         let clones = data
             .iter()
-            .zip(targets)
+            .zip(plan.paths)
             .map(|(d, p)| {
                 d.try_clone().map_err(|e| {
                     OltpError::os(format!("duplicating the handle of {}", p.display()), e)
@@ -297,7 +389,7 @@ fn setup_inner(
         let workers: Vec<_> = handles_per_thread
             .into_iter()
             .map(|devices| {
-                let (plan, next, stop, bar) = (&plan, &next, &stop, &bar);
+                let (next, stop) = (&next, &stop);
                 scope.spawn(move || {
                     let r = load_worker(plan, devices, next, stop, interrupted, bar);
                     if r.is_err() {
@@ -326,11 +418,19 @@ fn setup_inner(
             engines.push(engine);
         }
     }
-    if interrupted.load(Ordering::SeqCst) {
-        return Err(OltpError::Interrupted);
-    }
-    admin.flush_all()?;
+    Ok((bytes, engines))
+}
 
+/// Format the redo file's log (every block past the header) and then write
+/// its header, durable, for dataset `dataset_id`.
+fn format_redo(
+    redo_dev: &DeviceFile,
+    redo: &Path,
+    dataset_id: u64,
+    engine: EngineKind,
+    interrupted: &AtomicBool,
+) -> Result<RedoHeader, OltpError> {
+    let redo_size = redo_dev.geometry().size_bytes;
     let redo_block = redo_dev.geometry().logical_sector_bytes.max(512);
     let redo_header = RedoHeader {
         dataset: dataset_id,
@@ -340,62 +440,17 @@ fn setup_inner(
         log_end: redo_size / u64::from(redo_block) * u64::from(redo_block),
     };
     format_log(
-        &redo_dev,
+        redo_dev,
         redo,
         HEADER_BYTES,
         redo_header.log_end,
-        opts.engine,
+        engine,
         interrupted,
     )?;
-    let mut redo_io = HeaderIo::new(std::slice::from_ref(&redo_dev), &[redo.to_path_buf()])?;
+    let mut redo_io = HeaderIo::new(std::slice::from_ref(redo_dev), &[redo.to_path_buf()])?;
     redo_io.write(0, redo_header.encode())?;
     redo_io.flush_all()?;
-    for i in 0..data.len() {
-        admin.write(i, header(i, DatasetState::Clean).encode())?;
-    }
-    admin.flush_all()?;
-
-    let elapsed_s = started.elapsed().as_secs_f64().max(1e-9);
-    let cpu_after = cairn_host::cpu_sample(opts.host);
-    let blocks = layout.total_blocks();
-    let infos = data
-        .iter()
-        .zip(&data_created)
-        .enumerate()
-        .map(|(i, (d, c))| {
-            target_info(
-                format!("data{}", i + 1),
-                d,
-                HEADER_BYTES,
-                needed,
-                *c,
-                opts.host,
-            )
-        })
-        .collect();
-    Ok(LoadReport {
-        dataset_id,
-        shape: opts.shape,
-        parallel: threads,
-        blocks,
-        bytes,
-        elapsed_s,
-        mb_per_s: bytes as f64 / MIB / elapsed_s,
-        blocks_per_s: blocks as f64 / elapsed_s,
-        cpu_user_s: cpu_after.user_us.saturating_sub(cpu_before.user_us) as f64 / 1e6,
-        cpu_sys_s: cpu_after.sys_us.saturating_sub(cpu_before.sys_us) as f64 / 1e6,
-        targets: infos,
-        redo: target_info(
-            "redo".into(),
-            &redo_dev,
-            HEADER_BYTES,
-            redo_header.log_end,
-            redo_new,
-            opts.host,
-        ),
-        created: created.iter().map(|p| p.display().to_string()).collect(),
-        engine: engines.join(", "),
-    })
+    Ok(redo_header)
 }
 
 struct LoadPlan<'a> {
@@ -1194,30 +1249,8 @@ fn open_loaded(
     let mut devices = Vec::with_capacity(targets.len());
     let mut headers = Vec::with_capacity(targets.len());
     for path in targets {
-        let device =
-            DeviceFile::open(path, mode, host).map_err(|e| OltpError::Usage(e.to_string()))?;
-        let mut io = HeaderIo::new(std::slice::from_ref(&device), std::slice::from_ref(path))?;
-        // A device too small to hold a header cannot be a data target.
-        let header = if device.geometry().size_bytes < HEADER_IO_BYTES as u64 {
-            Err(HeaderProblem::Absent)
-        } else {
-            TargetHeader::decode(&io.read(0)?)
-        };
-        match header {
-            Ok(h) => headers.push(h),
-            Err(HeaderProblem::Absent) => {
-                return Err(OltpError::Usage(format!(
-                    "{} is not a loaded Cairn OLTP data target (no dataset header): run 'cairn bench oltp setup' first",
-                    path.display()
-                )))
-            }
-            Err(HeaderProblem::Damaged(why)) => {
-                return Err(OltpError::Usage(format!(
-                    "{}: its Cairn OLTP dataset header is damaged ({why}): run 'cairn bench oltp setup' again",
-                    path.display()
-                )))
-            }
-        }
+        let (device, header) = open_target(path, mode, host)?;
+        headers.push(header);
         devices.push(device);
     }
     let first = headers[0];
@@ -1248,41 +1281,7 @@ fn open_loaded(
             targets.len()
         )));
     }
-    let mut in_order: Vec<Option<&PathBuf>> = vec![None; targets.len()];
-    for (path, h) in targets.iter().zip(&headers) {
-        let slot = &mut in_order[h.index as usize];
-        if let Some(other) = slot {
-            return Err(OltpError::Usage(format!(
-                "{} and {} both say they are data target {} of dataset {:016x}: one is a copy; give the targets setup loaded",
-                other.display(),
-                path.display(),
-                h.index + 1,
-                first.dataset
-            )));
-        }
-        *slot = Some(path);
-    }
-    if headers
-        .iter()
-        .enumerate()
-        .any(|(i, h)| h.index as usize != i)
-    {
-        let places: Vec<String> = targets
-            .iter()
-            .zip(&headers)
-            .map(|(p, h)| format!("{} belongs at position {}", p.display(), h.index + 1))
-            .collect();
-        let order: Vec<String> = in_order
-            .iter()
-            .flatten()
-            .map(|p| p.display().to_string())
-            .collect();
-        return Err(OltpError::Usage(format!(
-            "the data targets are not in load order: {}; give them as {}",
-            places.join(", "),
-            order.join(" ")
-        )));
-    }
+    check_load_order(targets, &headers)?;
     let layout = Layout::new(first.shape, targets.len());
     let needed = layout.target_bytes_needed();
     for (path, d) in targets.iter().zip(&devices) {
@@ -1307,6 +1306,77 @@ fn open_loaded(
             _ => DatasetState::Clean,
         });
     Ok((devices, TargetHeader { state, ..first }))
+}
+
+/// Open one data target and read its dataset header; a target without one,
+/// or with a damaged one, is refused, saying to run setup.
+fn open_target(
+    path: &PathBuf,
+    mode: OpenMode,
+    host: &Host,
+) -> Result<(DeviceFile, TargetHeader), OltpError> {
+    let device = DeviceFile::open(path, mode, host).map_err(|e| OltpError::Usage(e.to_string()))?;
+    let mut io = HeaderIo::new(std::slice::from_ref(&device), std::slice::from_ref(path))?;
+    // A device too small to hold a header cannot be a data target.
+    let header = if device.geometry().size_bytes < HEADER_IO_BYTES as u64 {
+        Err(HeaderProblem::Absent)
+    } else {
+        TargetHeader::decode(&io.read(0)?)
+    };
+    match header {
+        Ok(h) => Ok((device, h)),
+        Err(HeaderProblem::Absent) => Err(OltpError::Usage(format!(
+            "{} is not a loaded Cairn OLTP data target (no dataset header): run 'cairn bench oltp setup' first",
+            path.display()
+        ))),
+        Err(HeaderProblem::Damaged(why)) => Err(OltpError::Usage(format!(
+            "{}: its Cairn OLTP dataset header is damaged ({why}): run 'cairn bench oltp setup' again",
+            path.display()
+        ))),
+    }
+}
+
+/// The data targets of one dataset, given in the order setup loaded them:
+/// two that claim the same place (one is a copy) or any out of place are
+/// refused, the latter saying the order to give.
+fn check_load_order(targets: &[PathBuf], headers: &[TargetHeader]) -> Result<(), OltpError> {
+    let dataset = headers[0].dataset;
+    let mut in_order: Vec<Option<&PathBuf>> = vec![None; targets.len()];
+    for (path, h) in targets.iter().zip(headers) {
+        let slot = &mut in_order[h.index as usize];
+        if let Some(other) = slot {
+            return Err(OltpError::Usage(format!(
+                "{} and {} both say they are data target {} of dataset {:016x}: one is a copy; give the targets setup loaded",
+                other.display(),
+                path.display(),
+                h.index + 1,
+                dataset
+            )));
+        }
+        *slot = Some(path);
+    }
+    if headers
+        .iter()
+        .enumerate()
+        .any(|(i, h)| h.index as usize != i)
+    {
+        let places: Vec<String> = targets
+            .iter()
+            .zip(headers)
+            .map(|(p, h)| format!("{} belongs at position {}", p.display(), h.index + 1))
+            .collect();
+        let order: Vec<String> = in_order
+            .iter()
+            .flatten()
+            .map(|p| p.display().to_string())
+            .collect();
+        return Err(OltpError::Usage(format!(
+            "the data targets are not in load order: {}; give them as {}",
+            places.join(", "),
+            order.join(" ")
+        )));
+    }
+    Ok(())
 }
 
 fn open_redo(

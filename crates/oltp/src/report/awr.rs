@@ -56,15 +56,39 @@ fn mins(s: f64) -> String {
 
 /// Title, machine, window, configuration and targets.
 pub(crate) fn header_blocks(r: &OltpResult) -> Vec<Block> {
-    let env = &r.environment;
-    let s = &r.settings;
-    let shape = &r.shape;
-    let read_path = match s.read_path.as_str() {
-        "cache" => "cache (sessions read through the buffer cache)".to_string(),
-        "direct" => "direct (sessions read around the buffer cache)".to_string(),
-        other => other.to_string(),
+    let mut fields = window_fields(r);
+    fields.extend(configuration_fields(r));
+    let conf_title = if r.conf.path.is_empty() {
+        "slob.conf settings in effect".to_string()
+    } else {
+        format!("slob.conf settings in effect ({})", r.conf.path)
     };
-    let fields = vec![
+    let ignored = if r.conf.ignored.is_empty() {
+        "Oracle-only keys ignored: none.".to_string()
+    } else {
+        format!(
+            "Oracle-only keys accepted and ignored: {}.",
+            r.conf.ignored.join(", ")
+        )
+    };
+    let mut blocks = vec![
+        Block::Title(OLTP_AWR_TITLE.to_string()),
+        Block::Fields(fields),
+        Block::Heading("Targets".to_string()),
+        Block::Table(targets_table(r)),
+        Block::Heading(conf_title),
+    ];
+    if !r.conf.effective.is_empty() {
+        blocks.push(Block::Fields(r.conf.effective.clone()));
+    }
+    blocks.push(Block::Note(ignored));
+    blocks
+}
+
+/// The tool, the machine and the measured window.
+fn window_fields(r: &OltpResult) -> Vec<(String, String)> {
+    let env = &r.environment;
+    vec![
         (
             "Tool".to_string(),
             format!(
@@ -93,6 +117,20 @@ pub(crate) fn header_blocks(r: &OltpResult) -> Vec<Block> {
                 units::seconds(r.warmup_s)
             ),
         ),
+    ]
+}
+
+/// How the run was configured: sessions, dataset, cache, read path, engine,
+/// log, checkpoints, run length and seed.
+fn configuration_fields(r: &OltpResult) -> Vec<(String, String)> {
+    let s = &r.settings;
+    let shape = &r.shape;
+    let read_path = match s.read_path.as_str() {
+        "cache" => "cache (sessions read through the buffer cache)".to_string(),
+        "direct" => "direct (sessions read around the buffer cache)".to_string(),
+        other => other.to_string(),
+    };
+    vec![
         (
             "Sessions".to_string(),
             format!(
@@ -169,7 +207,11 @@ pub(crate) fn header_blocks(r: &OltpResult) -> Vec<Block> {
             ),
         ),
         ("Seed".to_string(), r.seed.to_string()),
-    ];
+    ]
+}
+
+/// The data and redo targets, one row each.
+fn targets_table(r: &OltpResult) -> Table {
     let mut t = Table::new(
         None,
         &[
@@ -205,32 +247,7 @@ pub(crate) fn header_blocks(r: &OltpResult) -> Vec<Block> {
         target_row("data", target);
     }
     target_row("redo", &r.redo_target);
-
-    let conf_title = if r.conf.path.is_empty() {
-        "slob.conf settings in effect".to_string()
-    } else {
-        format!("slob.conf settings in effect ({})", r.conf.path)
-    };
-    let ignored = if r.conf.ignored.is_empty() {
-        "Oracle-only keys ignored: none.".to_string()
-    } else {
-        format!(
-            "Oracle-only keys accepted and ignored: {}.",
-            r.conf.ignored.join(", ")
-        )
-    };
-    let mut blocks = vec![
-        Block::Title(OLTP_AWR_TITLE.to_string()),
-        Block::Fields(fields),
-        Block::Heading("Targets".to_string()),
-        Block::Table(t),
-        Block::Heading(conf_title),
-    ];
-    if !r.conf.effective.is_empty() {
-        blocks.push(Block::Fields(r.conf.effective.clone()));
-    }
-    blocks.push(Block::Note(ignored));
-    blocks
+    t
 }
 
 /// What the reader must not miss: an early end, I/O errors, a corrupt block

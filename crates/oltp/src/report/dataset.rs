@@ -1,7 +1,7 @@
 //! The reports of `cairn bench oltp setup` (its load throughput) and
 //! `cairn bench oltp verify` (what it found, block by block).
 
-use crate::dataset::{DatasetState, LoadReport, VerifyReport};
+use crate::dataset::{BlockProblem, DatasetState, LoadReport, VerifyReport};
 use crate::layout::Shape;
 use cairn_kit::result::TargetInfo;
 use cairn_kit_report::document::{self, Align, Block, Table};
@@ -128,6 +128,8 @@ fn state_text(state: DatasetState) -> &'static str {
     }
 }
 
+/// `verify`'s report as text: the dataset, its state, the bad blocks found
+/// and the blocks behind the redo log.
 pub(crate) fn verify(r: &VerifyReport) -> String {
     let mut blocks = vec![
         Block::Title("Cairn OLTP verify".to_string()),
@@ -160,27 +162,7 @@ pub(crate) fn verify(r: &VerifyReport) -> String {
             units::count(r.blocks_checked)
         )));
     } else {
-        let mut t = Table::new(
-            None,
-            &[
-                ("Target", Align::Left),
-                ("Offset", Align::Right),
-                ("Schema", Align::Right),
-                ("Segment", Align::Left),
-                ("Block", Align::Right),
-                ("Problem", Align::Left),
-            ],
-        );
-        for p in &r.problems {
-            t.push(vec![
-                p.target.clone(),
-                units::count(p.offset_bytes),
-                p.schema.to_string(),
-                p.segment.clone(),
-                units::count(p.number),
-                p.problem.clone(),
-            ]);
-        }
+        let t = blocks_table(&r.problems, "Problem");
         blocks.push(Block::Alert(format!(
             "{} BAD BLOCKS found",
             units::count(r.problems_total)
@@ -199,27 +181,7 @@ pub(crate) fn verify(r: &VerifyReport) -> String {
         }));
     }
     if !r.redo.behind.is_empty() {
-        let mut t = Table::new(
-            None,
-            &[
-                ("Target", Align::Left),
-                ("Offset", Align::Right),
-                ("Schema", Align::Right),
-                ("Segment", Align::Left),
-                ("Block", Align::Right),
-                ("Versions", Align::Left),
-            ],
-        );
-        for p in &r.redo.behind {
-            t.push(vec![
-                p.target.clone(),
-                units::count(p.offset_bytes),
-                p.schema.to_string(),
-                p.segment.clone(),
-                units::count(p.number),
-                p.problem.clone(),
-            ]);
-        }
+        let t = blocks_table(&r.redo.behind, "Versions");
         blocks.push(Block::Heading("Blocks behind the redo log".to_string()));
         blocks.push(Block::Table(t));
         blocks.push(Block::Note(format!(
@@ -228,6 +190,33 @@ pub(crate) fn verify(r: &VerifyReport) -> String {
         )));
     }
     document::text(&blocks)
+}
+
+/// Blocks, one a row: where each is and what `last` (the final column)
+/// says of it.
+fn blocks_table(blocks: &[BlockProblem], last: &str) -> Table {
+    let mut t = Table::new(
+        None,
+        &[
+            ("Target", Align::Left),
+            ("Offset", Align::Right),
+            ("Schema", Align::Right),
+            ("Segment", Align::Left),
+            ("Block", Align::Right),
+            (last, Align::Left),
+        ],
+    );
+    for p in blocks {
+        t.push(vec![
+            p.target.clone(),
+            units::count(p.offset_bytes),
+            p.schema.to_string(),
+            p.segment.clone(),
+            units::count(p.number),
+            p.problem.clone(),
+        ]);
+    }
+    t
 }
 
 fn redo_text(r: &VerifyReport) -> String {

@@ -676,7 +676,7 @@ impl LiveGroup {
                 let Some(id) = ids.get(disk) else {
                     continue;
                 };
-                let probe = super::mount::probe_device(engine.as_mut(), *id, group);
+                let probe = super::returning::probe_device(engine.as_mut(), *id, group);
                 probes.insert(*disk, (*meta_id, probe));
             }
         }

@@ -79,6 +79,7 @@ pub mod reclaim;
 pub mod relocate;
 mod resize;
 pub mod resync;
+mod returning;
 pub mod scrub;
 mod superblock;
 mod tables;

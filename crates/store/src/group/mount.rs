@@ -2,6 +2,7 @@
 //! files, replaying the journal, loading tables, extent maps and names, and
 //! reporting the damage found on the way (read-only mounts write nothing).
 
+use super::returning::{returning_refusal, DeviceProbe};
 use super::*;
 
 /// Which group to mount.
@@ -103,6 +104,10 @@ pub fn mount_owned_read_only(
     )
 }
 
+/// Mount a group: find its disks and newest superblock, take its members,
+/// bootstrap and replay the journal, start a new generation, load the
+/// metadata and, for a writer, recover what a crash left and bring back the
+/// disks that returned.
 pub(super) fn mount_inner<'e>(
     mut engine: EngineRef<'e>,
     devices: &[DeviceId],
@@ -113,49 +118,8 @@ pub(super) fn mount_inner<'e>(
     // Until the group's own timeout is read, a disk that hangs is given
     // the default: a mount is not held for ever by one dead path.
     engine.set_io_timeout(Some(super::attributes::DISK_IO_TIMEOUT_DEFAULT));
-    let found = identify(&mut *engine, devices);
-    let mut matching: Vec<(Uuid, Vec<FoundDisk>)> = found
-        .into_iter()
-        .filter(|(uuid, disks)| match selector {
-            GroupSelector::Uuid(u) => u == uuid,
-            GroupSelector::Name(n) => disks.iter().any(|(_, _, s)| {
-                s.as_ref()
-                    .is_some_and(|(_, sup)| sup.name.eq_ignore_ascii_case(n))
-            }),
-        })
-        .collect();
-    let wanted = match selector {
-        GroupSelector::Name(n) => n.to_ascii_uppercase(),
-        GroupSelector::Uuid(u) => u.to_string(),
-    };
-    let (uuid, disks) = match matching.len() {
-        0 => {
-            return Err(GroupError::NotFound(format!(
-                "no disk group {wanted} on the discovered disks; `cairn group list` shows the groups found"
-            )))
-        }
-        1 => matching.remove(0),
-        _ => {
-            return Err(GroupError::Mount(format!(
-                "two groups are named {wanted} ({} and {}); mount one by UUID",
-                matching[0].0, matching[1].0
-            )))
-        }
-    };
-    // The newest slot anywhere is the group's truth.
-    let mut best: Option<SlotRead> = None;
-    for (device, _, _) in &disks {
-        for base in SUPER_SLOT_OFFSETS_BYTES {
-            if let Some(slot) = read_slot(&mut *engine, *device, uuid, base) {
-                if best.as_ref().is_none_or(|b| slot.generation > b.generation) {
-                    best = Some(slot);
-                }
-            }
-        }
-    }
-    let best = best.ok_or_else(|| {
-        GroupError::Mount(format!("group {wanted}: no disk has a readable superblock; the group was never completely created, or its disks are damaged"))
-    })?;
+    let (uuid, disks) = find_group(&mut *engine, devices, selector)?;
+    let best = newest_superblock(&mut *engine, &disks, uuid, selector)?;
     let mut report = MountReport::default();
     let sup = best.sup.clone();
     // A feature this code does not know may keep fields in bytes it would
@@ -167,110 +131,12 @@ pub(super) fn mount_inner<'e>(
             sup.name
         )));
     }
-    let mut members: Vec<Option<Member>> = (0..sup.disk_count).map(|_| None).collect();
-    let mut by_uuid: HashMap<Uuid, DeviceId> = HashMap::new();
-    for (device, header, _) in &disks {
-        if let Some(other) = by_uuid.insert(header.disk_uuid, *device) {
-            // A copy of a member beside the member: either could be taken for
-            // it, and writes through the wrong one are lost.
-            return Err(GroupError::Mount(format!(
-                "group {}: disk {} (uuid {}) is on two devices (#{} and #{}); one is a copy — hide it from discovery and try again",
-                sup.name, header.label, header.disk_uuid, other.0, device.0
-            )));
-        }
-    }
-    let mut missing = Vec::new();
-    let mut short = Vec::new();
-    let mut returned = Vec::new();
-    // OFFLINE members found again, which this mount resyncs.
-    let mut found_again = Vec::new();
-    // Each device's newest superblock generation.
-    let slot_of: HashMap<DeviceId, u64> = disks
-        .iter()
-        .filter_map(|(d, _, s)| s.as_ref().map(|(g, _)| (*d, *g)))
-        .collect();
-    for entry in &best.entries {
-        let mut device = by_uuid.get(&entry.disk_uuid).copied();
-        // A member smaller than the group recorded (a truncated file, a
-        // smaller device in its place) has lost what lay past its end: it
-        // must not be read or written as if whole. It is treated as missing.
-        if let Some(size) = device
-            .and_then(|d| engine.geometry(d))
-            .map(|g| g.size_bytes)
-        {
-            if size < entry.size_bytes {
-                short.push(format!(
-                    "disk {} is {size} bytes, smaller than the {} bytes the group recorded for it (a truncated file, or a smaller device in its place): what lay past its end is gone, so it is treated as missing",
-                    entry.label, entry.size_bytes
-                ));
-                device = None;
-            }
-        }
-        let layout =
-            AtLayout::for_disk(entry.size_bytes, u64::from(sup.au_bytes)).ok_or_else(|| {
-                corrupt(format!(
-                    "disk {} is too small for the group's AU size",
-                    entry.label
-                ))
-            })?;
-        let generation = device.and_then(|d| slot_of.get(&d).copied()).unwrap_or(0);
-        let mut entry = entry.clone();
-        let in_service = matches!(entry.state, DiskState::Online | DiskState::Syncing);
-        if in_service && device.is_none() {
-            missing.push(entry.number);
-        }
-        // An offline member found again: a writer resyncs it, unless it was
-        // taken offline on request or is not the image the group left.
-        if entry.state == DiskState::Offline && device.is_some() && !read_only {
-            // Found by its label (disk uuid), so only the image is in doubt.
-            let probe = DeviceProbe {
-                label: Some((Some(uuid), entry.disk_uuid, entry.label.clone())),
-                why: None,
-                generation,
-                size_bytes: None,
-            };
-            match returning_refusal(&entry, (&sup.name, uuid), &probe) {
-                // Asked for: not news at every mount.
-                Some(_) if entry.held() => report.disks_held.push(entry.label.clone()),
-                Some(why) => report.disks_refused.push(why),
-                None => {
-                    entry.state = DiskState::Syncing;
-                    report.disks_returned.push(entry.label.clone());
-                    returned.push(entry.number);
-                    found_again.push(entry.number);
-                }
-            }
-        }
-        // A resync a crash interrupted: its table is rebuilt too (it is not
-        // read from a disk that is not ONLINE).
-        if entry.state == DiskState::Syncing && device.is_some() && !read_only {
-            returned.push(entry.number);
-        }
-        let online =
-            matches!(entry.state, DiskState::Online | DiskState::Syncing) && device.is_some();
-        let limit = entry.au_count;
-        let slot = members.get_mut(usize::from(entry.number)).ok_or_else(|| {
-            corrupt(format!(
-                "disk directory names disk {} of {}",
-                entry.number, sup.disk_count
-            ))
-        })?;
-        *slot = Some(Member {
-            entry,
-            device,
-            alloc: online.then(|| DiskAlloc::with_limit(layout, limit)),
-            needs_flush: false,
-            generation,
-            offline_since: None,
-            offline_count: 0,
-            parked: Vec::new(),
-            away: None,
-        });
-    }
-    if !missing.is_empty() && missing_disks == MissingDisks::Refuse {
-        let names: Vec<String> = missing
+    let roster = Roster::take(&mut *engine, &best, &disks, uuid, read_only, &mut report)?;
+    if !roster.missing.is_empty() && missing_disks == MissingDisks::Refuse {
+        let names: Vec<String> = roster
+            .missing
             .iter()
-            .filter_map(|d| members.get(usize::from(*d)).and_then(Option::as_ref))
+            .filter_map(|d| roster.members.get(usize::from(*d)).and_then(Option::as_ref))
             .map(|m| format!("{} (failure group {})", m.entry.label, m.entry.failgroup))
             .collect();
         return Err(GroupError::Mount(format!(
@@ -279,79 +145,350 @@ pub(super) fn mount_inner<'e>(
             names.join(", ")
         )));
     }
-    let mut group = Group::assemble(engine, sup.clone(), uuid, best.generation, members);
+    let mut group = Group::assemble(engine, sup.clone(), uuid, best.generation, roster.members);
     group.read_only = read_only;
     // What this mount changes is said against the directory it found.
     group.states.set_recorded(&best.entries);
-    for d in found_again {
+    for d in roster.found_again {
         group.say_why(
             d,
             "found again at mount, the image the group took offline: what it missed is resynced",
         );
     }
-    report.damage.extend(short.iter().cloned());
-    group.short_disks = short;
-    if !missing.is_empty() {
-        let newest = best.generation;
-        for d in &missing {
-            let smaller = group.member(*d).is_some_and(|m| {
-                group
-                    .short_disks
-                    .iter()
-                    .any(|s| s.starts_with(&format!("disk {} is ", m.entry.label)))
-            });
-            group.say_why(
-                *d,
-                if smaller {
-                    "found smaller than the group recorded at mount (a truncated file, or a smaller device in its place): treated as missing"
-                } else {
-                    "missing at mount: not among the devices discovery found"
-                },
-            );
-            if let Some(m) = group.member_mut(*d) {
-                // A reader leaves the record alone: the disk is only missing.
-                if !read_only {
-                    m.entry.state = DiskState::Offline;
-                    // It was in service, so it holds the newest generation
-                    // (unless the group stopped before it could mark what
-                    // it missed: then the record says which it holds).
-                    if !m.entry.resync_all() {
-                        m.entry.synced_generation = newest as u32;
-                    }
+    report.damage.extend(roster.short.iter().cloned());
+    group.short_disks = roster.short;
+    if !roster.missing.is_empty() {
+        mark_missing(&mut group, &roster.missing, best.generation, &mut report)?;
+    }
+
+    bootstrap_journal(&mut group, &sup)?;
+    report.journal_records_replayed = group.replay()?;
+    settle_journal_entry(&mut group, &sup)?;
+    start_generation(&mut group, &disks, uuid)?;
+    load_metadata(&mut group, &sup, &roster.returned, &mut report)?;
+    if read_only {
+        finish_read_only(&mut group, &mut report);
+        return Ok((group, report));
+    }
+    recover(&mut group, &mut report)?;
+    group.publish_all();
+    settle_disks(&mut group, &mut report)?;
+    Ok((group, report))
+}
+
+/// The one group among the discovered disks that `selector` names: its uuid
+/// and the disks that carry its label.
+fn find_group(
+    engine: &mut dyn IoEngine,
+    devices: &[DeviceId],
+    selector: &GroupSelector,
+) -> Result<(Uuid, Vec<FoundDisk>), GroupError> {
+    let found = identify(engine, devices);
+    let mut matching: Vec<(Uuid, Vec<FoundDisk>)> = found
+        .into_iter()
+        .filter(|(uuid, disks)| match selector {
+            GroupSelector::Uuid(u) => u == uuid,
+            GroupSelector::Name(n) => disks.iter().any(|(_, _, s)| {
+                s.as_ref()
+                    .is_some_and(|(_, sup)| sup.name.eq_ignore_ascii_case(n))
+            }),
+        })
+        .collect();
+    let wanted = wanted(selector);
+    match matching.len() {
+        0 => Err(GroupError::NotFound(format!(
+            "no disk group {wanted} on the discovered disks; `cairn group list` shows the groups found"
+        ))),
+        1 => Ok(matching.remove(0)),
+        _ => Err(GroupError::Mount(format!(
+            "two groups are named {wanted} ({} and {}); mount one by UUID",
+            matching[0].0, matching[1].0
+        ))),
+    }
+}
+
+/// The group a selector asks for, as its errors name it.
+fn wanted(selector: &GroupSelector) -> String {
+    match selector {
+        GroupSelector::Name(n) => n.to_ascii_uppercase(),
+        GroupSelector::Uuid(u) => u.to_string(),
+    }
+}
+
+/// The newest superblock slot on any of the group's disks: the group's truth.
+fn newest_superblock(
+    engine: &mut dyn IoEngine,
+    disks: &[FoundDisk],
+    uuid: Uuid,
+    selector: &GroupSelector,
+) -> Result<SlotRead, GroupError> {
+    let mut best: Option<SlotRead> = None;
+    for (device, _, _) in disks {
+        for base in SUPER_SLOT_OFFSETS_BYTES {
+            if let Some(slot) = read_slot(engine, *device, uuid, base) {
+                if best.as_ref().is_none_or(|b| slot.generation > b.generation) {
+                    best = Some(slot);
                 }
             }
         }
-        let names: Vec<String> = missing
+    }
+    best.ok_or_else(|| {
+        GroupError::Mount(format!("group {}: no disk has a readable superblock; the group was never completely created, or its disks are damaged", wanted(selector)))
+    })
+}
+
+/// The members a mount found, from the newest disk directory and the
+/// devices discovered, before the group is assembled.
+struct Roster {
+    /// Indexed by disk number.
+    members: Vec<Option<Member>>,
+    /// Members in service (ONLINE or SYNCING) without a device, or on one
+    /// smaller than the group recorded.
+    missing: Vec<u16>,
+    /// Why each member found smaller than recorded is treated as missing.
+    short: Vec<String>,
+    /// Members whose allocation tables are rebuilt from the extent maps
+    /// (returning disks and resyncs a crash cut; a member may be listed twice).
+    returned: Vec<u16>,
+    /// OFFLINE members found again, which this mount resyncs.
+    found_again: Vec<u16>,
+}
+
+impl Roster {
+    /// Take every entry of `best`'s disk directory: its device (if found and
+    /// whole), its newest generation, and, for a writer, whether a member
+    /// recorded OFFLINE comes back (the report says which way).
+    fn take(
+        engine: &mut dyn IoEngine,
+        best: &SlotRead,
+        disks: &[FoundDisk],
+        uuid: Uuid,
+        read_only: bool,
+        report: &mut MountReport,
+    ) -> Result<Roster, GroupError> {
+        let sup = &best.sup;
+        let by_uuid = devices_by_disk(sup, disks)?;
+        let mut roster = Roster {
+            members: (0..sup.disk_count).map(|_| None).collect(),
+            missing: Vec::new(),
+            short: Vec::new(),
+            returned: Vec::new(),
+            found_again: Vec::new(),
+        };
+        // Each device's newest superblock generation.
+        let slot_of: HashMap<DeviceId, u64> = disks
             .iter()
-            .map(|d| {
-                let m = group.member(*d).expect("invariant: listed");
-                format!(
-                    "{} (failure group {}, uuid {})",
-                    m.entry.label, m.entry.failgroup, m.entry.disk_uuid
-                )
-            })
+            .filter_map(|(d, _, s)| s.as_ref().map(|(g, _)| (*d, *g)))
             .collect();
-        if !group.redundancy_holds() {
-            return Err(GroupError::Mount(format!(
-                "group {} is missing disk(s) {}; {} redundancy cannot run without them: attach them (check the discovery string) and mount again{}",
-                group.name,
-                names.join(", "),
-                group.redundancy().as_str(),
-                if group.short_disks.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", group.short_disks.join("; "))
-                }
-            )));
+        for entry in &best.entries {
+            let device = by_uuid.get(&entry.disk_uuid).copied();
+            let device = roster.whole(engine, device, entry);
+            let layout =
+                AtLayout::for_disk(entry.size_bytes, u64::from(sup.au_bytes)).ok_or_else(|| {
+                    corrupt(format!(
+                        "disk {} is too small for the group's AU size",
+                        entry.label
+                    ))
+                })?;
+            let generation = device.and_then(|d| slot_of.get(&d).copied()).unwrap_or(0);
+            let mut entry = entry.clone();
+            let in_service = matches!(entry.state, DiskState::Online | DiskState::Syncing);
+            if in_service && device.is_none() {
+                roster.missing.push(entry.number);
+            }
+            // An offline member found again: a writer resyncs it, unless it was
+            // taken offline on request or is not the image the group left.
+            if entry.state == DiskState::Offline
+                && device.is_some()
+                && !read_only
+                && comes_back(&mut entry, (&sup.name, uuid), generation, report)
+            {
+                roster.returned.push(entry.number);
+                roster.found_again.push(entry.number);
+            }
+            // A resync a crash interrupted: its table is rebuilt too (it is not
+            // read from a disk that is not ONLINE).
+            if entry.state == DiskState::Syncing && device.is_some() && !read_only {
+                roster.returned.push(entry.number);
+            }
+            let online =
+                matches!(entry.state, DiskState::Online | DiskState::Syncing) && device.is_some();
+            let limit = entry.au_count;
+            let slot = roster
+                .members
+                .get_mut(usize::from(entry.number))
+                .ok_or_else(|| {
+                    corrupt(format!(
+                        "disk directory names disk {} of {}",
+                        entry.number, sup.disk_count
+                    ))
+                })?;
+            *slot = Some(Member {
+                entry,
+                device,
+                alloc: online.then(|| DiskAlloc::with_limit(layout, limit)),
+                needs_flush: false,
+                generation,
+                offline_since: None,
+                offline_count: 0,
+                parked: Vec::new(),
+                away: None,
+            });
         }
-        if read_only {
-            report.disks_missing = names;
-        } else {
-            report.disks_marked_offline = names;
-        }
+        Ok(roster)
     }
 
-    // Bootstrap: the file directory's first extent, then the journal's entry.
+    /// `device`, unless it is smaller than the group recorded for `entry`
+    /// (a truncated file, a smaller device in its place): it has lost what
+    /// lay past its end and must not be read or written as if whole, so it
+    /// is treated as missing, and `short` says why.
+    fn whole(
+        &mut self,
+        engine: &mut dyn IoEngine,
+        device: Option<DeviceId>,
+        entry: &DiskEntry,
+    ) -> Option<DeviceId> {
+        if let Some(size) = device
+            .and_then(|d| engine.geometry(d))
+            .map(|g| g.size_bytes)
+        {
+            if size < entry.size_bytes {
+                self.short.push(format!(
+                    "disk {} is {size} bytes, smaller than the {} bytes the group recorded for it (a truncated file, or a smaller device in its place): what lay past its end is gone, so it is treated as missing",
+                    entry.label, entry.size_bytes
+                ));
+                return None;
+            }
+        }
+        device
+    }
+}
+
+/// Each discovered disk's device, by disk uuid; a disk found on two devices
+/// (a copy of a member beside the member) is refused: either could be taken
+/// for it, and writes through the wrong one are lost.
+fn devices_by_disk(
+    sup: &GroupSuper,
+    disks: &[FoundDisk],
+) -> Result<HashMap<Uuid, DeviceId>, GroupError> {
+    let mut by_uuid: HashMap<Uuid, DeviceId> = HashMap::new();
+    for (device, header, _) in disks {
+        if let Some(other) = by_uuid.insert(header.disk_uuid, *device) {
+            return Err(GroupError::Mount(format!(
+                "group {}: disk {} (uuid {}) is on two devices (#{} and #{}); one is a copy — hide it from discovery and try again",
+                sup.name, header.label, header.disk_uuid, other.0, device.0
+            )));
+        }
+    }
+    Ok(by_uuid)
+}
+
+/// A member recorded OFFLINE and found again (by its label, so only the
+/// image is in doubt) at `generation`: whether a writer resyncs it, made
+/// SYNCING. One taken offline on request stays so quietly; one refused
+/// is reported with why.
+fn comes_back(
+    entry: &mut DiskEntry,
+    group: (&str, Uuid),
+    generation: u64,
+    report: &mut MountReport,
+) -> bool {
+    let probe = DeviceProbe {
+        label: Some((Some(group.1), entry.disk_uuid, entry.label.clone())),
+        why: None,
+        generation,
+        size_bytes: None,
+    };
+    match returning_refusal(entry, group, &probe) {
+        // Asked for: not news at every mount.
+        Some(_) if entry.held() => {
+            report.disks_held.push(entry.label.clone());
+            false
+        }
+        Some(why) => {
+            report.disks_refused.push(why);
+            false
+        }
+        None => {
+            entry.state = DiskState::Syncing;
+            report.disks_returned.push(entry.label.clone());
+            true
+        }
+    }
+}
+
+/// Members in service but not found: each says why; a writer records them
+/// OFFLINE at the generation `newest` they hold. Refused when the group's
+/// redundancy cannot run without them; the report names them.
+fn mark_missing(
+    group: &mut Group<'_>,
+    missing: &[u16],
+    newest: u64,
+    report: &mut MountReport,
+) -> Result<(), GroupError> {
+    let read_only = group.read_only;
+    for d in missing {
+        let smaller = group.member(*d).is_some_and(|m| {
+            group
+                .short_disks
+                .iter()
+                .any(|s| s.starts_with(&format!("disk {} is ", m.entry.label)))
+        });
+        group.say_why(
+            *d,
+            if smaller {
+                "found smaller than the group recorded at mount (a truncated file, or a smaller device in its place): treated as missing"
+            } else {
+                "missing at mount: not among the devices discovery found"
+            },
+        );
+        if let Some(m) = group.member_mut(*d) {
+            // A reader leaves the record alone: the disk is only missing.
+            if !read_only {
+                m.entry.state = DiskState::Offline;
+                // It was in service, so it holds the newest generation
+                // (unless the group stopped before it could mark what
+                // it missed: then the record says which it holds).
+                if !m.entry.resync_all() {
+                    m.entry.synced_generation = newest as u32;
+                }
+            }
+        }
+    }
+    let names: Vec<String> = missing
+        .iter()
+        .map(|d| {
+            let m = group.member(*d).expect("invariant: listed");
+            format!(
+                "{} (failure group {}, uuid {})",
+                m.entry.label, m.entry.failgroup, m.entry.disk_uuid
+            )
+        })
+        .collect();
+    if !group.redundancy_holds() {
+        return Err(GroupError::Mount(format!(
+            "group {} is missing disk(s) {}; {} redundancy cannot run without them: attach them (check the discovery string) and mount again{}",
+            group.name,
+            names.join(", "),
+            group.redundancy().as_str(),
+            if group.short_disks.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", group.short_disks.join("; "))
+            }
+        )));
+    }
+    if read_only {
+        report.disks_missing = names;
+    } else {
+        report.disks_marked_offline = names;
+    }
+    Ok(())
+}
+
+/// Bootstrap: the file directory's first extent and the journal's entry,
+/// from the superblock, so that replay can read the journal.
+fn bootstrap_journal(group: &mut Group<'_>, sup: &GroupSuper) -> Result<(), GroupError> {
     group.files.insert(
         FILE_DIRECTORY,
         FileRec {
@@ -393,25 +530,39 @@ pub(super) fn mount_inner<'e>(
             extents: journal_extents,
         },
     );
-    report.journal_records_replayed = group.replay()?;
+    Ok(())
+}
+
+/// After replay, the journal's entry as replay left it with the map the
+/// superblocks name (noting where it moved from), or, in a group whose
+/// superblocks do not name it, the journal where a move a crash cut left it.
+fn settle_journal_entry(group: &mut Group<'_>, sup: &GroupSuper) -> Result<(), GroupError> {
     if sup.journal.is_empty() {
-        if !read_only {
+        if !group.read_only {
             group.adopt_moved_journal()?;
         }
-    } else {
-        // The entry as replay left it; the map is the superblocks'.
-        let mut entry = group
-            .read_entry(FILE_JOURNAL)?
-            .ok_or_else(|| corrupt("the journal's file entry is missing after replay"))?;
-        if entry.direct != sup.journal {
-            group.journal_moved_from =
-                Some(std::mem::replace(&mut entry.direct, sup.journal.clone()));
-        }
-        if let Some(rec) = group.files.get_mut(&FILE_JOURNAL) {
-            rec.entry = entry;
-        }
+        return Ok(());
     }
+    // The entry as replay left it; the map is the superblocks'.
+    let mut entry = group
+        .read_entry(FILE_JOURNAL)?
+        .ok_or_else(|| corrupt("the journal's file entry is missing after replay"))?;
+    if entry.direct != sup.journal {
+        group.journal_moved_from = Some(std::mem::replace(&mut entry.direct, sup.journal.clone()));
+    }
+    if let Some(rec) = group.files.get_mut(&FILE_JOURNAL) {
+        rec.entry = entry;
+    }
+    Ok(())
+}
 
+/// A writer's new superblock generation, written to every member (twice
+/// when a slot was found torn, so that each again holds two good ones).
+fn start_generation(
+    group: &mut Group<'_>,
+    disks: &[FoundDisk],
+    uuid: Uuid,
+) -> Result<(), GroupError> {
     // Offline disks noticed at mount are recorded only after replay, so replay
     // writes reach every disk the journal names. Every mount that writes
     // writes a new generation (below), so a member whose own slots lack the
@@ -424,7 +575,7 @@ pub(super) fn mount_inner<'e>(
             .iter()
             .any(|base| slot_damaged(&mut *group.engine, *device, uuid, *base))
     });
-    if !read_only {
+    if !group.read_only {
         // Every mount that writes starts a new generation, whether or not a
         // disk changed: a disk that goes offline records the generation it
         // holds, and an image of it from an earlier mount (a snapshot, a
@@ -442,15 +593,26 @@ pub(super) fn mount_inner<'e>(
             group.write_superblocks()?;
         }
     }
+    Ok(())
+}
 
+/// Load the metadata: allocation tables (rebuilt for the `returned`
+/// members), files, aliases, templates and attributes, with the damage
+/// found on the way in the report.
+fn load_metadata(
+    group: &mut Group<'_>,
+    sup: &GroupSuper,
+    returned: &[u16],
+    report: &mut MountReport,
+) -> Result<(), GroupError> {
     // A returning disk's table missed the frees made while it was away: the
     // extent maps say what it holds.
-    group.tables_to_rebuild.extend(&returned);
-    group.load_tables(&mut report)?;
+    group.tables_to_rebuild.extend(returned);
+    group.load_tables(report)?;
     group.load_files()?;
     group.adopt_directory_bootstrap(sup.file_directory);
     group.adopt_journal_bootstrap();
-    group.verify_tables(&mut report)?;
+    group.verify_tables(report)?;
     group.rebuild_tables()?;
     group.build_away_tables();
     group.load_aliases()?;
@@ -475,18 +637,27 @@ pub(super) fn mount_inner<'e>(
     };
     group.apply_io_timeout();
     report.damage.extend(group.describe_lost());
-    if read_only {
-        report.warnings.extend(group.pending_operations());
-        if group.copies_left_damaged > 0 {
-            report.warnings.push(format!(
-                "{} metadata copies are damaged, blank or out of date beside a good one; a command that writes rewrites them as it reads them, or run `cairn group check {} --repair`",
-                group.copies_left_damaged, group.name
-            ));
-        }
-        group.forget_dirty();
-        group.publish_all();
-        return Ok((group, report));
+    Ok(())
+}
+
+/// A read-only mount's end: what a writer would finish or rewrite is
+/// reported instead, nothing is left dirty, and the maps are published.
+fn finish_read_only(group: &mut Group<'_>, report: &mut MountReport) {
+    report.warnings.extend(group.pending_operations());
+    if group.copies_left_damaged > 0 {
+        report.warnings.push(format!(
+            "{} metadata copies are damaged, blank or out of date beside a good one; a command that writes rewrites them as it reads them, or run `cairn group check {} --repair`",
+            group.copies_left_damaged, group.name
+        ));
     }
+    group.forget_dirty();
+    group.publish_all();
+}
+
+/// A writer's recovery of what a crash left: AUs a cut rebalance leaked,
+/// operations to finish, copies repaired on the way, failed disks taken
+/// offline; a pending rebalance is reported.
+fn recover(group: &mut Group<'_>, report: &mut MountReport) -> Result<(), GroupError> {
     // A rebalance a crash cut: a metadata move may have left a claimed AU
     // no map names (see `free_leaked`).
     if group.rebalance_pending().is_some() && group.lost.is_empty() {
@@ -514,7 +685,13 @@ pub(super) fn mount_inner<'e>(
             if power == 0 { " (it was paused)" } else { "" }
         ));
     }
-    group.publish_all();
+    Ok(())
+}
+
+/// A writer's members after recovery: the disks that came back (or whose
+/// resync a crash interrupted) get what they missed and go ONLINE, and the
+/// OFFLINE disks whose repair timer ran out are dropped by force.
+fn settle_disks(group: &mut Group<'_>, report: &mut MountReport) -> Result<(), GroupError> {
     for m in group.members.iter().flatten() {
         if m.entry.state == DiskState::Online && m.entry.resync_all() && m.device.is_some() {
             report.warnings.push(format!(
@@ -523,8 +700,6 @@ pub(super) fn mount_inner<'e>(
             ));
         }
     }
-    // Disks that came back (or a resync a crash interrupted): copy what
-    // they missed, and bring them ONLINE.
     let resync = group.resync(super::resync::RESYNC_POWER_DEFAULT, &mut |_| {})?;
     if resync != super::resync::ResyncReport::default() {
         report.resync = Some(resync);
@@ -532,140 +707,7 @@ pub(super) fn mount_inner<'e>(
     let (dropped, refused) = group.drop_expired();
     report.disks_dropped_expired = dropped;
     report.warnings.extend(refused);
-    Ok((group, report))
-}
-
-/// What a member's device holds now, read before the disk may come back
-/// (at a mount, or at `group online` long after it went OFFLINE: the image
-/// may have been swapped meanwhile — an older copy put back, the file
-/// emptied, another group's disk in its place). Bytes read, never trusted
-/// from memory.
-#[derive(Debug, Clone)]
-pub struct DeviceProbe {
-    /// The newest good header copy: its group, disk uuid and label; `None`
-    /// when no copy of a Cairn label can be read (what `why` says).
-    pub label: Option<(Option<Uuid>, Uuid, String)>,
-    /// Why no label was read, when none was.
-    pub why: Option<String>,
-    /// The newest superblock generation on it for the group it should be
-    /// in (0: none readable).
-    pub generation: u64,
-    /// The device's size now, when known.
-    pub size_bytes: Option<u64>,
-}
-
-/// Read what `device` holds now ([`DeviceProbe`]), for group `group`.
-pub fn probe_device(engine: &mut dyn IoEngine, device: DeviceId, group: Uuid) -> DeviceProbe {
-    let size_bytes = engine.geometry(device).map(|g| g.size_bytes);
-    let scan = match HeaderScan::read(engine, device) {
-        Ok(scan) => scan,
-        Err(e) => {
-            return DeviceProbe {
-                label: None,
-                why: Some(format!("its header cannot be read: {e}")),
-                generation: 0,
-                size_bytes,
-            }
-        }
-    };
-    let Some(header) = scan
-        .good()
-        .map(|(_, h)| h.header.clone())
-        .max_by_key(|h| h.generation)
-    else {
-        return DeviceProbe {
-            label: None,
-            why: Some("no copy of a Cairn label is on it: a blank or overwritten device".into()),
-            generation: 0,
-            size_bytes,
-        };
-    };
-    let generation = SUPER_SLOT_OFFSETS_BYTES
-        .iter()
-        .filter_map(|base| read_slot(engine, device, group, *base))
-        .map(|s| s.generation)
-        .max()
-        .unwrap_or(0);
-    DeviceProbe {
-        label: Some((
-            header.group_uuid,
-            header.disk_uuid,
-            header.label.as_str().to_string(),
-        )),
-        why: None,
-        generation,
-        size_bytes,
-    }
-}
-
-/// Why a member recorded OFFLINE, found on a device, may not come back and
-/// be resynced; `None` when it may. The one rule for a mount that finds it
-/// and for `group online` (through the service or not): the device must
-/// hold this very disk of this very group (its label), be as large as the
-/// group recorded, and be the image the group last wrote (its newest
-/// superblock generation) — an older copy, a blank device, another group's
-/// disk or a copy written elsewhere would be resynced as if it held what
-/// the group left there, and serve wrong data.
-pub(super) fn returning_refusal(
-    entry: &DiskEntry,
-    group: (&str, Uuid),
-    probe: &DeviceProbe,
-) -> Option<String> {
-    let (name, uuid) = group;
-    if entry.forced() {
-        return Some(format!(
-            "disk {} was dropped by force: its copies are rebuilt on the other disks, and it leaves the group once `cairn group rebalance` has run",
-            entry.label
-        ));
-    }
-    if entry.held() {
-        return Some(format!(
-            "disk {} was taken offline on request and stays OFFLINE; `cairn group online` brings it back",
-            entry.label
-        ));
-    }
-    let advice = format!(
-        "attach the disk the group took offline, or drop this one (`cairn group drop-disk {name} {} --force` rebuilds its copies from the mirrors)",
-        entry.label
-    );
-    let Some((their_group, their_disk, their_label)) = &probe.label else {
-        return Some(format!(
-            "disk {} is not the disk the group took offline: {}; {advice}",
-            entry.label,
-            probe.why.as_deref().unwrap_or("no Cairn label is on it")
-        ));
-    };
-    if *their_group != Some(uuid) {
-        return Some(format!(
-            "disk {} is not the disk the group took offline: its device holds {} ({}); {advice}",
-            entry.label,
-            their_label,
-            their_group.map_or_else(
-                || "a Cairn disk in no group".to_string(),
-                |g| format!("a disk of another group, {g}")
-            )
-        ));
-    }
-    if *their_disk != entry.disk_uuid {
-        return Some(format!(
-            "disk {} is not the disk the group took offline: its device holds disk {their_label} of this group (uuid {their_disk}, not {}), a copy of another member; {advice}",
-            entry.label, entry.disk_uuid
-        ));
-    }
-    if let Some(size) = probe.size_bytes.filter(|s| *s < entry.size_bytes) {
-        return Some(format!(
-            "disk {} is {size} bytes, smaller than the {} bytes the group recorded for it (a truncated file, or a smaller device in its place): it cannot come back; {advice}",
-            entry.label, entry.size_bytes
-        ));
-    }
-    let generation = probe.generation;
-    if generation as u32 != entry.synced_generation {
-        return Some(format!(
-            "disk {} is not the image the group took offline (its newest superblock is generation {generation}; the group last wrote generation {} (low 32 bits) to it): an older copy of the disk, or one written elsewhere, cannot be resynced — its data cannot be trusted; {advice}",
-            entry.label, entry.synced_generation
-        ));
-    }
-    None
+    Ok(())
 }
 
 pub(super) fn placeholder_entry(number: u32, copies: u8) -> FileEntry {

@@ -1002,7 +1002,7 @@ impl Group<'_> {
 
     /// The OFFLINE disks `online` would bring back (those named, or every
     /// one attached), with their devices: what must be read
-    /// ([`mount::probe_device`]) before they may. A name that is no member,
+    /// ([`returning::probe_device`]) before they may. A name that is no member,
     /// or an OFFLINE disk that is not attached, is refused here.
     pub(super) fn returning_devices(
         &self,
@@ -1044,7 +1044,7 @@ impl Group<'_> {
     pub(super) fn bring_back(
         &mut self,
         names: Option<&[String]>,
-        probes: Option<&BTreeMap<u16, (DeviceId, mount::DeviceProbe)>>,
+        probes: Option<&BTreeMap<u16, (DeviceId, returning::DeviceProbe)>>,
     ) -> Result<(), GroupError> {
         let devices = self.returning_devices(names)?;
         let mut back = Vec::new();
@@ -1057,12 +1057,13 @@ impl Group<'_> {
                         self.member(d).map_or("?", |m| m.entry.label.as_str())
                     )))
                 }
-                None => mount::probe_device(&mut *self.engine, device, self.uuid),
+                None => returning::probe_device(&mut *self.engine, device, self.uuid),
             };
             let m = self.member(d).expect("invariant: named");
             let mut entry = m.entry.clone();
             entry.flags &= !fmt::DISK_FLAG_HELD;
-            if let Some(why) = mount::returning_refusal(&entry, (&self.name, self.uuid), &probe) {
+            if let Some(why) = returning::returning_refusal(&entry, (&self.name, self.uuid), &probe)
+            {
                 return Err(GroupError::Invalid(why));
             }
             if self

@@ -267,7 +267,7 @@ impl Group<'_> {
     /// the image it must hold to come back. So any copy of the disk made
     /// before this point — a snapshot, a clone of the LUN, a backup put
     /// back — holds an older generation and is refused at `online`
-    /// ([`super::mount::returning_refusal`]): its data may lack writes the
+    /// ([`super::returning::returning_refusal`]): its data may lack writes the
     /// group made to the disk since, which no stale mark records. A disk
     /// that cannot take the stamp is resynced whole when it comes back,
     /// which no image can fool. The other disks' directory records it in
