@@ -22,7 +22,8 @@ use cairn_io::test_support::hang_fs::HangFs;
 use cairn_io::test_support::prerequisite;
 use cairn_io::uring_engine::UringEngine;
 use cairn_io::{
-    AlignedBuf, DeviceFile, FileEngine, IoEngine, IoError, Op, OpKind, OpenMode, Request,
+    AlignedBuf, Completion, DeviceFile, FileEngine, IoEngine, IoError, Op, OpKind, OpenMode,
+    Request,
 };
 
 /// How long a step may take before the test calls it hung: far beyond the
@@ -472,4 +473,92 @@ fn a_device_that_holds_a_timed_out_request_is_sent_no_more_and_the_others_go_on(
             },
         );
     }
+}
+
+/// A write to a FUSE file is tried in the thread that submits it (FUSE
+/// files claim to take non-blocking submissions), and FUSE then waits
+/// there, uninterruptibly, for the file's inode lock — which a flush the
+/// daemon holds keeps. So the submitting thread stays in the kernel until
+/// the device answers: none of its timeouts can fire, and a healthy
+/// device's write submitted with it is issued only when the thread comes
+/// back, long past its deadline, and is timed out at once. This is how
+/// `cli/tests/hung_disk.rs` lost a healthy disk: the service's threads sat
+/// in such writes, the offline's drain waited for them to its bound
+/// (40 s), and when the device answered, each healthy copy written beside
+/// the hung one was charged the whole wait. Every request to a FUSE file
+/// must go to the kernel's workers instead, leaving the submitter free.
+#[test]
+fn a_write_a_hung_fuse_file_cannot_take_does_not_hold_the_thread_that_submits_it() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let Some(fs) = hang_fs(dir.path()) else {
+        return;
+    };
+    let flusher_file =
+        DeviceFile::open(&fs.file(), OpenMode::WRITE_EXCLUSIVE, &Host::real()).unwrap();
+    let hung_file = flusher_file.try_clone().unwrap();
+    let healthy_device = healthy_file(dir.path());
+    fs.block();
+    let (flusher, writes, engine) = bounded("a write beside a held flush", move || {
+        // A flush the daemon holds, on an engine of its own: it keeps the
+        // file's inode lock until the device answers.
+        let mut flusher = UringEngine::new(1).unwrap();
+        let id = flusher.attach(flusher_file);
+        flusher.set_io_timeout(Some(TIMEOUT));
+        let c = flusher.execute(Request {
+            device: id,
+            tag: 0,
+            op: Op::Flush,
+        });
+        assert!(
+            matches!(
+                c,
+                Ok(Completion {
+                    result: Err(IoError::TimedOut { .. }),
+                    ..
+                })
+            ),
+            "the held flush: {c:?}"
+        );
+        // A write to the hung file, and one to the healthy file entered
+        // into the kernel with it.
+        let mut engine = UringEngine::new(8).unwrap();
+        let hung = engine.attach(hung_file);
+        let healthy = engine.attach(healthy_device);
+        engine.set_io_timeout(Some(TIMEOUT));
+        engine
+            .submit(Request {
+                device: hung,
+                tag: 1,
+                op: Op::Write {
+                    offset_bytes: 0,
+                    buf: AlignedBuf::from_slice(&pattern(5, 64 << 10)),
+                    fua: false,
+                },
+            })
+            .unwrap();
+        engine.set_io_timeout(Some(HEALTHY_TIMEOUT));
+        let mut healthy_write = healthy_io(healthy);
+        healthy_write.truncate(1);
+        engine.submit(healthy_write.pop().unwrap()).unwrap();
+        let mut out = Vec::new();
+        while out.len() < 2 {
+            engine.wait(1).unwrap();
+            out.extend(std::iter::from_fn(|| engine.pop_completion()));
+        }
+        out.sort_by_key(|c| c.tag);
+        (flusher, out, engine)
+    });
+    assert!(
+        matches!(writes[0].result, Err(IoError::TimedOut { .. })),
+        "the hung file's write: {:?}",
+        writes[0]
+    );
+    assert!(
+        writes[1].result.is_ok(),
+        "the healthy file's write: {:?}",
+        writes[1]
+    );
+    fs.unblock();
+    drop((flusher, engine));
+    drop(fs);
 }
