@@ -93,7 +93,7 @@ use crate::engine::{
     Request, SubmitError,
 };
 use crate::geometry::Geometry;
-use crate::uring_workers::{self, Submitters, SQ_ENTRIES_MIN};
+use crate::uring_workers::{Submitters, SQ_ENTRIES_MIN};
 
 /// Retries of one piece after EAGAIN or EINTR before the request fails.
 pub const RETRY_MAX: u8 = 8;
@@ -350,6 +350,9 @@ impl UringEngine {
             return Ok(());
         }
         let me = self.submitters.mine();
+        // Pieces pushed and not yet counted: counted, and the thread's
+        // workers made room for, before any enter hands them over.
+        let mut pushed = 0;
         while let Some(piece) = self.backlog.front().copied() {
             if self.pieces.len() - self.parked_pieces >= self.sq_entries {
                 break;
@@ -365,21 +368,24 @@ impl UringEngine {
             // waits for every piece in the kernel); its fd belongs to a DeviceFile in
             // self.devices, which keeps it while a request to it is in flight
             // (detach_file refuses a busy engine).
-            let pushed = unsafe { self.ring.submission().push(&entry) }.is_ok();
-            if !pushed {
+            if unsafe { self.ring.submission().push(&entry) }.is_err() {
+                self.submitters
+                    .entered(me, std::mem::take(&mut pushed), &self.ring);
                 self.enter(0)?;
                 continue;
             }
             self.pieces.insert(piece);
-            self.submitters.entered(me);
+            pushed += 1;
             self.backlog.pop_front();
             self.stats.device_requests += 1;
+        }
+        if pushed > 0 {
+            self.submitters.entered(me, pushed, &self.ring);
         }
         Ok(())
     }
 
     fn enter(&mut self, want: usize) -> Result<(), IoError> {
-        uring_workers::make_room(&self.ring);
         loop {
             match self.ring.submit_and_wait(want) {
                 Ok(_) => return Ok(()),
@@ -416,15 +422,24 @@ impl UringEngine {
         if self.reaped.is_empty() {
             return;
         }
+        // The calling thread's own pieces are counted off once, at the end.
         let reaper = self.submitters.find_mine();
+        let mut own = 0;
         for i in 0..self.reaped.len() {
             let (key, result) = self.reaped[i];
             if key == CANCEL_KEY {
                 continue;
             }
             let piece = self.pieces.remove(key as usize);
-            self.submitters.reaped(piece.submitter, reaper);
+            if Some(piece.submitter) == reaper {
+                own += 1;
+            } else {
+                self.submitters.reaped_elsewhere(piece.submitter);
+            }
             self.finish_piece(piece, result);
+        }
+        if let Some(reaper) = reaper {
+            self.submitters.reaped_own(reaper, own);
         }
     }
 
@@ -583,7 +598,6 @@ impl UringEngine {
 
     /// Submit what is queued and wait for a CQE, at most `timeout`.
     fn enter_timeout(&mut self, timeout: Duration) -> Result<(), IoError> {
-        uring_workers::make_room(&self.ring);
         let timespec = types::Timespec::from(timeout);
         let args = types::SubmitArgs::new().timespec(&timespec);
         match self.ring.submitter().submit_with_args(1, &args) {
@@ -651,7 +665,7 @@ impl Parked {
                 }
                 let piece = self.pieces.remove(key as usize);
                 // This thread entered none of them.
-                self.submitters.reaped(piece.submitter, None);
+                self.submitters.reaped_elsewhere(piece.submitter);
                 let request = &mut self.requests[piece.request];
                 request.pieces_left -= 1;
                 if request.pieces_left == 0 {

@@ -30,7 +30,7 @@
 //! ([`Submitter`]: entered by it, not yet reaped by anyone — a ring used by
 //! several threads in turn reaps pieces other threads entered), and an
 //! engine about to enter pieces raises the calling thread's bound first if
-//! the count has reached it ([`make_room`], with
+//! the count has reached it ([`Submitters::entered`], with
 //! IORING_REGISTER_IOWQ_MAX_WORKERS).
 //!
 //! A registration on a ring sets the bound of every thread that has used
@@ -46,12 +46,16 @@
 //! refuses the registration (older than 5.15) keeps its default, and there
 //! the rule does not hold.
 //!
-//! The count costs no read-modify-write on the common path: a thread adds
-//! and takes away its own pieces with plain loads and stores, and only a
-//! piece reaped by another thread goes to a second, shared counter.
+//! The count costs no read-modify-write and no lazily made thread-local on
+//! the common path: a ring remembers the slot of the thread that used it
+//! last (a thread is known by a number in a constant thread-local), the
+//! thread adds its own pieces once per batch and takes them away with
+//! plain loads and stores, and only a piece reaped by another thread goes
+//! to a second, shared counter. The check before entering is three loads
+//! and a compare.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use io_uring::IoUring;
@@ -63,7 +67,8 @@ use crate::poison::Recover;
 /// 4 × CPUs, whichever is smaller.
 pub(crate) const SQ_ENTRIES_MIN: usize = 8;
 
-/// One thread's pieces in the kernel, over every ring it entered them into.
+/// One thread's pieces in the kernel, over every ring it entered them into,
+/// and its worker bound.
 #[derive(Debug, Default)]
 pub(crate) struct Submitter {
     /// Pieces the thread entered, less those it reaped itself. Written by
@@ -71,99 +76,147 @@ pub(crate) struct Submitter {
     own: AtomicUsize,
     /// Pieces of the thread's that other threads reaped (a ring handed on
     /// with pieces in the kernel, or a dropped ring's reaper). Added to by
-    /// any thread.
+    /// any thread; read by the owner, for whom a reap not seen yet can only
+    /// overstate its count (a bound raised early).
     reaped_elsewhere: AtomicUsize,
+    /// The worker bound the thread's pool is known to have at least (0:
+    /// not yet looked at). Written and read by the thread only.
+    bound: AtomicUsize,
 }
 
-impl Submitter {
-    /// Read by the owning thread: another thread's reaps may not be seen
-    /// yet, which can only overstate the count (a bound raised early).
-    fn in_kernel(&self) -> usize {
-        self.own
-            .load(Relaxed)
-            .saturating_sub(self.reaped_elsewhere.load(Relaxed))
-    }
-}
+/// Numbers threads (from 1) as they first enter a piece: never reused.
+static NEXT_THREAD_NUMBER: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
+    /// This thread's number, 0 until it has one. Constant-initialised, so
+    /// reading it is a load.
+    static THREAD_NUMBER: Cell<u64> = const { Cell::new(0) };
+    /// This thread's count, shared by the slots every ring gives it.
+    /// Reached only when a ring gives the thread a slot.
     static THIS_THREAD: Arc<Submitter> = Arc::new(Submitter::default());
-    /// The worker bound this thread's pool is known to have at least (0:
-    /// only the default).
-    static BOUND: Cell<usize> = const { Cell::new(0) };
+}
+
+#[inline]
+fn thread_number() -> u64 {
+    THREAD_NUMBER.with(|n| match n.get() {
+        0 => first_thread_number(n),
+        number => number,
+    })
+}
+
+#[cold]
+fn first_thread_number(n: &Cell<u64>) -> u64 {
+    let number = NEXT_THREAD_NUMBER.fetch_add(1, Relaxed);
+    n.set(number);
+    number
+}
+
+/// One thread's slot in a ring: its number, its count, and how many of its
+/// pieces this ring holds.
+#[derive(Debug)]
+struct Slot {
+    thread: u64,
+    submitter: Arc<Submitter>,
+    held: usize,
 }
 
 /// The threads whose pieces a ring holds; a piece names its thread by an
 /// index here. Owned by the engine, used by one thread at a time.
 #[derive(Debug, Default)]
 pub(crate) struct Submitters {
-    /// A thread, and how many of its pieces this ring holds. A slot whose
-    /// count is 0 is given to the next new thread, so the slots are at most
-    /// the threads with pieces here at once.
-    slots: Vec<(Arc<Submitter>, usize)>,
+    /// A slot whose `held` is 0 is given to the next new thread, so the
+    /// slots are at most the threads with pieces here at once.
+    slots: Vec<Slot>,
+    /// The slot of the ring's last user, and its thread's number (0: none):
+    /// almost always the caller's.
+    last: usize,
+    last_thread: u64,
 }
 
 impl Submitters {
     /// The calling thread's slot (made if it has none).
+    #[inline]
     pub(crate) fn mine(&mut self) -> u16 {
-        THIS_THREAD.with(|me| {
-            let i = match self.slots.iter().position(|(s, _)| Arc::ptr_eq(s, me)) {
-                Some(i) => i,
-                None => match self.slots.iter().position(|(_, held)| *held == 0) {
+        let thread = thread_number();
+        if thread == self.last_thread {
+            return self.last as u16;
+        }
+        self.find_or_give(thread)
+    }
+
+    #[cold]
+    fn find_or_give(&mut self, thread: u64) -> u16 {
+        let i = match self.slots.iter().position(|s| s.thread == thread) {
+            Some(i) => i,
+            None => {
+                let slot = Slot {
+                    thread,
+                    submitter: THIS_THREAD.with(Arc::clone),
+                    held: 0,
+                };
+                match self.slots.iter().position(|s| s.held == 0) {
                     Some(i) => {
-                        self.slots[i].0 = me.clone();
+                        self.slots[i] = slot;
                         i
                     }
                     None => {
-                        self.slots.push((me.clone(), 0));
+                        self.slots.push(slot);
                         self.slots.len() - 1
                     }
-                },
-            };
-            u16::try_from(i).expect("invariant: fewer than 2^16 threads hold pieces in one ring")
-        })
+                }
+            }
+        };
+        self.last = i;
+        self.last_thread = thread;
+        u16::try_from(i).expect("invariant: fewer than 2^16 threads hold pieces in one ring")
     }
 
     /// The calling thread's slot, if it has one (none is made).
+    #[inline]
     pub(crate) fn find_mine(&self) -> Option<u16> {
-        THIS_THREAD.with(|me| {
-            self.slots
-                .iter()
-                .position(|(s, _)| Arc::ptr_eq(s, me))
-                .map(|i| i as u16)
-        })
+        let thread = THREAD_NUMBER.with(Cell::get);
+        if thread != 0 && thread == self.last_thread {
+            return Some(self.last as u16);
+        }
+        self.slots
+            .iter()
+            .position(|s| s.thread == thread)
+            .map(|i| i as u16)
     }
 
-    /// A piece entered by the thread of `slot`, which is the calling thread.
-    pub(crate) fn entered(&mut self, slot: u16) {
-        let (thread, held) = &mut self.slots[usize::from(slot)];
-        *held += 1;
-        thread.own.store(thread.own.load(Relaxed) + 1, Relaxed);
-    }
-
-    /// A piece of `slot`'s thread reaped by the calling thread, whose own
-    /// slot is `reaper` (`None`: a thread that entered nothing here).
-    pub(crate) fn reaped(&mut self, slot: u16, reaper: Option<u16>) {
-        let (thread, held) = &mut self.slots[usize::from(slot)];
-        *held -= 1;
-        if reaper == Some(slot) {
-            thread.own.store(thread.own.load(Relaxed) - 1, Relaxed);
-        } else {
-            thread.reaped_elsewhere.fetch_add(1, Relaxed);
+    /// `n` pieces entered by the thread of `slot`, which is the calling
+    /// thread, about to be handed to `ring`: first, raise the thread's
+    /// worker bound if its pieces in the kernel have reached it (see the
+    /// module's notes).
+    #[inline]
+    pub(crate) fn entered(&mut self, slot: u16, n: usize, ring: &IoUring) {
+        let slot = &mut self.slots[usize::from(slot)];
+        slot.held += n;
+        let thread = &*slot.submitter;
+        let own = thread.own.load(Relaxed) + n;
+        thread.own.store(own, Relaxed);
+        let needed = own.saturating_sub(thread.reaped_elsewhere.load(Relaxed)) + 1;
+        if needed > thread.bound.load(Relaxed) {
+            grow(ring, needed, &thread.bound);
         }
     }
-}
 
-/// Before the calling thread enters pieces into `ring` (counted already by
-/// [`Submitters::entered`]): raise its worker bound if its pieces in the
-/// kernel have reached it (see the module's notes).
-pub(crate) fn make_room(ring: &IoUring) {
-    let needed = THIS_THREAD.with(|me| me.in_kernel()) + 1;
-    BOUND.with(|bound| {
-        if needed <= bound.get().max(default_bound_min()) || REFUSED.load(Relaxed) {
-            return;
-        }
-        raise(ring, needed, bound);
-    });
+    /// `n` pieces of the calling thread's, whose slot is `slot`, reaped by
+    /// it.
+    #[inline]
+    pub(crate) fn reaped_own(&mut self, slot: u16, n: usize) {
+        let slot = &mut self.slots[usize::from(slot)];
+        slot.held -= n;
+        let own = &slot.submitter.own;
+        own.store(own.load(Relaxed) - n, Relaxed);
+    }
+
+    /// A piece of `slot`'s thread reaped by another thread (the caller).
+    pub(crate) fn reaped_elsewhere(&mut self, slot: u16) {
+        let slot = &mut self.slots[usize::from(slot)];
+        slot.held -= 1;
+        slot.submitter.reaped_elsewhere.fetch_add(1, Relaxed);
+    }
 }
 
 /// 4 × the CPUs online: the kernel's cap on a thread's default bound.
@@ -176,10 +229,6 @@ fn four_per_cpu() -> usize {
     })
 }
 
-fn default_bound_min() -> usize {
-    SQ_ENTRIES_MIN.min(four_per_cpu())
-}
-
 /// The bound last registered: the process's high-water mark. Held only
 /// across one registration (a leaf lock), so that registrations, each of
 /// which sets every thread of its ring, never go down.
@@ -187,14 +236,26 @@ static HIGH_WATER: Mutex<usize> = Mutex::new(0);
 /// The kernel refused a registration: it will again, so it is not asked.
 static REFUSED: AtomicBool = AtomicBool::new(false);
 
-fn raise(ring: &IoUring, needed: usize, bound: &Cell<usize>) {
+/// The calling thread's `bound` is below `needed`, or not yet looked at:
+/// at first it is the smallest default, then it is raised on `ring`.
+#[cold]
+fn grow(ring: &IoUring, needed: usize, bound: &AtomicUsize) {
+    if bound.load(Relaxed) == 0 {
+        bound.store(SQ_ENTRIES_MIN.min(four_per_cpu()), Relaxed);
+        if needed <= bound.load(Relaxed) {
+            return;
+        }
+    }
+    if REFUSED.load(Relaxed) {
+        return;
+    }
     let mut high = HIGH_WATER.lock_or_recover();
     let want = needed.next_power_of_two().max(four_per_cpu()).max(*high);
     let mut limits = [u32::try_from(want).unwrap_or(u32::MAX), 0];
     match ring.submitter().register_iowq_max_workers(&mut limits) {
         Ok(()) => {
             *high = want;
-            bound.set(want);
+            bound.store(want, Relaxed);
         }
         Err(_) => REFUSED.store(true, Relaxed),
     }
