@@ -330,10 +330,17 @@ fn a_disk_that_stops_answering_goes_offline_at_its_timeout_and_fio_sees_no_error
 fn group_offline_returns_while_the_disk_s_io_hangs() {
     // The disk stays blocked until the command has returned: it returns
     // because its waits are bounded (the drain, and its own flush of the
-    // disk, end at the timeout), not because the disk came back. 10 s, not
-    // less: with 5 s, on a machine loaded by other builds, a healthy disk
-    // (D0) was once reported failed too, and with the hung disk's failure
-    // group down that stopped the group.
+    // disk, end at the timeout), not because the disk came back. Meanwhile
+    // the healthy disks must stay ONLINE: with D2's failure group down, one
+    // more disk reported failed stops the group, and fio sees an error.
+    // (The offline's flush holds the hung file's inode lock; a write to it
+    // entered in a service thread must not hold that thread, nor charge
+    // the healthy copy entered beside it: docs/live-core.md, "A hung disk
+    // cannot charge another".) 10 s, not less: the command must reach the
+    // service before the service times the disk out by itself, or it is
+    // refused (the disk is already OFFLINE). With the test at nice 19
+    // beside two CPU hogs on 2 cores, one run in three took longer than
+    // that even so.
     let Some((rig, fs)) = group_with_a_disk_that_can_hang("10s") else {
         return;
     };

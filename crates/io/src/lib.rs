@@ -12,7 +12,9 @@
 //!   [`block_ioctl`]: the block-device ioctls, as safe functions.
 //! - [`poison`]: what a poisoned lock means, for every crate's locks.
 //! - [`uring_engine`] (default) and [`sync_engine`] (reference and fallback);
-//!   [`backend`]: which of them runs.
+//!   [`backend`]: which of them runs;
+//!   `uring_workers`: the kernel's workers io_uring runs blocking requests
+//!   on, per thread, kept so that a device that hangs cannot starve another.
 //! - [`counted`]: per-device I/O counters, and an engine that keeps them.
 //! - [`sched`]: the points where a deterministic scheduler (the interleaving
 //!   simulator's) may switch threads; no-ops in production.
@@ -37,6 +39,7 @@ pub mod probe;
 pub mod sched;
 pub mod sync_engine;
 pub mod uring_engine;
+mod uring_workers;
 
 #[cfg(feature = "test-support")]
 pub mod test_support;

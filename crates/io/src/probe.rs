@@ -197,6 +197,18 @@ impl InUse {
 }
 
 impl DeviceProbe {
+    /// Whether a read or write of it may block the thread that submits it
+    /// to io_uring, however it is submitted: a FUSE file. FUSE files take
+    /// non-blocking submissions (io_uring tries them in the submitting
+    /// thread), and FUSE then waits there for the file's inode lock (held
+    /// by any flush or extending write the daemon has not answered) or for
+    /// room among its background requests — uninterruptibly, as long as
+    /// the daemon takes. Block devices and local filesystems give up such
+    /// a submission instead (EAGAIN), and io_uring hands it to a worker.
+    pub fn submission_may_block(&self) -> bool {
+        self.file.as_ref().is_some_and(|f| f.filesystem == FUSE)
+    }
+
     /// The geometry the engines enforce for this device.
     pub fn geometry(&self) -> Geometry {
         let discard = match (&self.block, &self.file) {
@@ -566,6 +578,9 @@ pub fn block_facts(host: &Host, major: u32, minor: u32) -> BlockProbe {
     }
 }
 
+/// FUSE's name in [`FILESYSTEMS`].
+const FUSE: &str = "fuse";
+
 /// Filesystem names by statfs magic, and whether each punches holes.
 const FILESYSTEMS: &[(i64, &str, Knowledge)] = &[
     (0xEF53, "ext4", Knowledge::Yes),
@@ -578,7 +593,7 @@ const FILESYSTEMS: &[(i64, &str, Knowledge)] = &[
     (0x0116_1970, "gfs2", Knowledge::Yes),
     (0x794C_7630, "overlayfs", Knowledge::Unknown),
     (0x6969, "nfs", Knowledge::Unknown),
-    (0x6573_5546, "fuse", Knowledge::Unknown),
+    (0x6573_5546, FUSE, Knowledge::Unknown),
     (0x8584_58f6, "ramfs", Knowledge::No),
     (0x4d44, "vfat", Knowledge::No),
 ];

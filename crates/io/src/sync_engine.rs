@@ -10,16 +10,19 @@
 //! the timeout. A request that does not come back in time completes with
 //! [`IoError::TimedOut`], and its worker is abandoned with the request's
 //! buffer (and a reference to its device): the worker frees both and ends
-//! when the system call returns. The next request gets a new worker. At most
-//! [`ABANDONED_MAX`] workers may be stuck at once; past that a request times
-//! out at once without reaching the device (the device is not answering
-//! anyway), so a hung device costs a bounded number of threads. The price
-//! of a timeout is a hand-over between threads per request; without one,
+//! when the system call returns. The next request gets a new worker. While
+//! a worker is stuck in a device, a request *to that device* times out at
+//! once without reaching it (the device is not answering, and the request
+//! before it has waited the timeout): so a hung device costs one thread per
+//! engine, and it costs the other devices nothing — their requests run on
+//! new workers as ever. (A bound on the engine's stuck workers as a whole
+//! would, once reached, time out a healthy device's requests too, and a
+//! disk that hangs must never make another look failed.) The price of a
+//! timeout is a hand-over between threads per request; without one,
 //! requests run in the caller's thread as before.
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,10 +34,6 @@ use crate::engine::{
     Request, SubmitError, RETRY_MAX,
 };
 use crate::geometry::Geometry;
-
-/// Workers of one engine that may be stuck in a device at once, beyond its
-/// running one.
-pub const ABANDONED_MAX: usize = 16;
 
 /// What a worker is handed, and hands back.
 type Job = (Arc<DeviceFile>, Op);
@@ -49,16 +48,14 @@ struct Worker {
 /// pread/pwrite engine over attached devices.
 pub struct SyncEngine {
     /// By id; `None` once detached (ids are not reused). Shared with a
-    /// worker running a request on it.
+    /// worker running a request on it: between requests, a second holder
+    /// is a worker abandoned in the device, still waiting on it.
     devices: Vec<Option<Arc<DeviceFile>>>,
     ready: VecDeque<Completion>,
     depth_max: usize,
     stats: EngineStats,
     io_timeout: Option<Duration>,
     worker: Option<Worker>,
-    /// Workers alive, this engine's current one included (each ends when
-    /// its channel closes and its request is done).
-    workers: Arc<AtomicUsize>,
 }
 
 impl SyncEngine {
@@ -71,7 +68,6 @@ impl SyncEngine {
             stats: EngineStats::default(),
             io_timeout: None,
             worker: None,
-            workers: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -95,12 +91,14 @@ impl SyncEngine {
                 timeout_ms: timeout.as_millis() as u64,
             }
         };
+        // This engine's slot and `dev` hold it; a worker that finished a
+        // request let go of it before handing the request back.
+        if Arc::strong_count(&dev) > 2 {
+            let error = timed_out(&op);
+            return (Some(op), Err(error));
+        }
         if self.worker.is_none() {
-            if self.workers.load(Ordering::SeqCst) > ABANDONED_MAX {
-                let error = timed_out(&op);
-                return (Some(op), Err(error));
-            }
-            match spawn_worker(self.workers.clone()) {
+            match spawn_worker() {
                 Ok(w) => self.worker = Some(w),
                 Err(e) => {
                     let errno = e.raw_os_error().unwrap_or(libc::EAGAIN);
@@ -135,12 +133,10 @@ impl SyncEngine {
 
 /// A worker for timed requests: runs each job it is sent and sends it back,
 /// until its engine lets go of it.
-fn spawn_worker(alive: Arc<AtomicUsize>) -> io::Result<Worker> {
+fn spawn_worker() -> io::Result<Worker> {
     let (jobs, inbox) = mpsc::channel::<Job>();
     let (outbox, done) = mpsc::channel::<Done>();
-    alive.fetch_add(1, Ordering::SeqCst);
-    let counted = alive.clone();
-    let spawned = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("cairn-sync-io".into())
         .spawn(move || {
             while let Ok((dev, mut op)) = inbox.recv() {
@@ -151,12 +147,7 @@ fn spawn_worker(alive: Arc<AtomicUsize>) -> io::Result<Worker> {
                     break;
                 }
             }
-            counted.fetch_sub(1, Ordering::SeqCst);
-        });
-    if let Err(e) = spawned {
-        alive.fetch_sub(1, Ordering::SeqCst);
-        return Err(e);
-    }
+        })?;
     Ok(Worker { jobs, done })
 }
 

@@ -18,11 +18,35 @@
 //! once; its pieces never handed to the kernel are dropped, and those in the
 //! kernel are *parked*: the request entry, and so its buffer, stays until
 //! their CQEs arrive, and is then dropped without a completion (the caller
-//! has had its answer). The completion hands back no buffer. A parked
-//! request no longer counts as in flight (the caller may submit others in
-//! its place), but its pieces still count against the kernel's `sq_entries`,
-//! so a device that hangs for good fills at most the ring: later pieces wait
-//! in the backlog and time out there.
+//! has had its answer). The completion hands back no buffer.
+//!
+//! A device that hangs must not make another look failed, so nothing a
+//! parked request holds is taken from another device's requests: it no
+//! longer counts as in flight (the caller may submit others in its place),
+//! and its pieces take no room in the ring (`sq_entries` bounds the pieces
+//! *not* parked), so a healthy device's piece never waits in the backlog
+//! behind a hung one's. The kernel's workers are kept the same way, per
+//! thread (`uring_workers.rs`). And a device with a request parked
+//! gets no more pieces: a request to it completes with
+//! [`IoError::TimedOut`] at once, without reaching it (it does not answer;
+//! the one before it has waited the timeout), until the kernel gives the
+//! parked ones back. So a device that hangs for good holds at most the
+//! pieces it had when its first request timed out, and the CQ (twice the
+//! ring) overflows only when more than a ring's worth are parked, several
+//! devices hanging at once; the kernel then keeps the completions that do
+//! not fit (IORING_FEAT_NODROP, Linux 5.5) until they are reaped.
+//!
+//! All of this assumes that entering a piece into the kernel does not
+//! block the thread that enters it: io_uring first tries a read or write
+//! in that thread without blocking, and a device that cannot do it so
+//! gives it to a kernel worker. A FUSE file takes the attempt and then
+//! blocks in it, on the file's inode lock or for room among its background
+//! requests, as long as the daemon takes — the thread never gets back to
+//! its deadlines, and a piece entered after the blocked one (another
+//! device's) is issued only when it does, long past its own deadline. So
+//! every piece to such a device is sent straight to a worker
+//! (IOSQE_ASYNC, [`crate::probe::DeviceProbe::submission_may_block`]): the
+//! worker waits, and the thread goes on.
 //!
 //! The engine also asks the kernel to cancel each parked piece
 //! (IORING_OP_ASYNC_CANCEL, best effort: no room in the submission queue,
@@ -47,8 +71,8 @@
 //! any process with I/O in flight does).
 //!
 //! Bounds: at most `depth_max` requests outstanding; at most `sq_entries` pieces
-//! in the kernel (the CQ has twice as many slots, so it cannot overflow); a piece
-//! that fails with EAGAIN or EINTR is retried at most [`RETRY_MAX`] times.
+//! not parked in the kernel (see above for the parked ones); a piece that fails
+//! with EAGAIN or EINTR is retried at most [`RETRY_MAX`] times.
 //!
 //! Discard and write-zeroes on block devices run synchronously (BLKDISCARD,
 //! BLKZEROOUT ioctls): io_uring's block discard command is kernel 6.12+ only.
@@ -69,6 +93,7 @@ use crate::engine::{
     Request, SubmitError, RETRY_MAX,
 };
 use crate::geometry::Geometry;
+use crate::uring_workers::{Submitters, SQ_ENTRIES_MIN};
 
 /// The `user_data` of an ASYNC_CANCEL's own CQE (never a piece's key: the
 /// pieces slab holds at most `sq_entries`).
@@ -125,6 +150,9 @@ struct Piece {
     start_bytes: u64,
     len_bytes: u64,
     retries: u8,
+    /// The thread that entered it into the kernel (its slot in
+    /// `UringEngine::submitters`); set as it goes into the submission queue.
+    submitter: u16,
 }
 
 /// io_uring engine over attached devices.
@@ -150,6 +178,21 @@ pub struct UringEngine {
     next_deadline: Option<Instant>,
     /// Requests in `requests` that are parked.
     parked: usize,
+    /// Pieces in `pieces` whose request is parked: they take no room from
+    /// the others (see the module's notes).
+    parked_pieces: usize,
+    /// Per device (by id), its requests that are parked: while there is
+    /// one, a request to the device completes with `TimedOut` at once.
+    hung: Vec<usize>,
+    /// Per device (by id), whether its requests go straight to the
+    /// kernel's workers (IOSQE_ASYNC): it may block the submitting thread
+    /// otherwise ([`DeviceProbe::submission_may_block`]).
+    ///
+    /// [`DeviceProbe::submission_may_block`]: crate::probe::DeviceProbe::submission_may_block
+    to_workers: Vec<bool>,
+    /// The threads whose pieces are in the kernel, for their worker bounds
+    /// (`uring_workers.rs`).
+    submitters: Submitters,
     /// Devices are addressed by their index in the registered-file table.
     fixed_files: bool,
     /// The registered-file table exists (it may hold earlier devices even
@@ -169,7 +212,9 @@ impl UringEngine {
     /// [`UringEngine::flags`] for what is in force).
     pub fn with_options(depth_max: usize, options: UringOptions) -> io::Result<Self> {
         assert!(depth_max > 0, "invariant: depth of at least one");
-        let sq_entries = depth_max.next_power_of_two().clamp(8, SQ_ENTRIES_MAX);
+        let sq_entries = depth_max
+            .next_power_of_two()
+            .clamp(SQ_ENTRIES_MIN, SQ_ENTRIES_MAX);
         let mut flags = Vec::new();
         let plain = || {
             IoUring::builder()
@@ -214,6 +259,10 @@ impl UringEngine {
             io_timeout: None,
             next_deadline: None,
             parked: 0,
+            parked_pieces: 0,
+            hung: Vec::new(),
+            to_workers: Vec::new(),
+            submitters: Submitters::default(),
             fixed_files,
             files_table: fixed_files,
             flags,
@@ -281,15 +330,35 @@ impl UringEngine {
                 .mode(libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE)
                 .build(),
         };
+        // A device that may block the submitting thread never sees it: the
+        // kernel's worker waits instead, and this thread's timeouts still
+        // run (see the module's notes).
+        let entry = if self.to_workers[request.device.0 as usize] {
+            entry.flags(squeue::Flags::ASYNC)
+        } else {
+            entry
+        };
         entry.user_data(key as u64)
     }
 
-    /// Move backlog pieces into the submission queue while the kernel has room.
+    /// Move backlog pieces into the submission queue while the kernel has
+    /// room for pieces not parked.
     fn push_backlog(&mut self) -> Result<(), IoError> {
+        if self.backlog.is_empty() {
+            return Ok(());
+        }
+        let me = self.submitters.mine();
+        // Pieces pushed and not yet counted: counted, and the thread's
+        // workers made room for, before any enter hands them over.
+        let mut pushed = 0;
         while let Some(piece) = self.backlog.front().copied() {
-            if self.pieces.len() >= self.sq_entries {
+            if self.pieces.len() - self.parked_pieces >= self.sq_entries {
                 break;
             }
+            let piece = Piece {
+                submitter: me,
+                ..piece
+            };
             let key = self.pieces.vacant_key();
             let entry = self.sqe_for(key, piece);
             // SAFETY: the SQE points into a buffer owned by self.requests[piece.request],
@@ -297,14 +366,19 @@ impl UringEngine {
             // waits for every piece in the kernel); its fd belongs to a DeviceFile in
             // self.devices, which keeps it while a request to it is in flight
             // (detach_file refuses a busy engine).
-            let pushed = unsafe { self.ring.submission().push(&entry) }.is_ok();
-            if !pushed {
+            if unsafe { self.ring.submission().push(&entry) }.is_err() {
+                self.submitters
+                    .entered(me, std::mem::take(&mut pushed), &self.ring);
                 self.enter(0)?;
                 continue;
             }
             self.pieces.insert(piece);
+            pushed += 1;
             self.backlog.pop_front();
             self.stats.device_requests += 1;
+        }
+        if pushed > 0 {
+            self.submitters.entered(me, pushed, &self.ring);
         }
         Ok(())
     }
@@ -343,13 +417,27 @@ impl UringEngine {
                 .completion()
                 .map(|cqe| (cqe.user_data(), cqe.result())),
         );
+        if self.reaped.is_empty() {
+            return;
+        }
+        // The calling thread's own pieces are counted off once, at the end.
+        let reaper = self.submitters.find_mine();
+        let mut own = 0;
         for i in 0..self.reaped.len() {
             let (key, result) = self.reaped[i];
             if key == CANCEL_KEY {
                 continue;
             }
             let piece = self.pieces.remove(key as usize);
+            if Some(piece.submitter) == reaper {
+                own += 1;
+            } else {
+                self.submitters.reaped_elsewhere(piece.submitter);
+            }
             self.finish_piece(piece, result);
+        }
+        if let Some(reaper) = reaper {
+            self.submitters.reaped_own(reaper, own);
         }
     }
 
@@ -358,11 +446,14 @@ impl UringEngine {
         if request.parked {
             // Its caller has had its completion: the kernel is done with
             // this piece's part of the buffer, and with the last piece the
-            // buffer goes.
+            // buffer goes, and its device may be sent requests again.
             request.pieces_left -= 1;
+            self.parked_pieces -= 1;
             if request.pieces_left == 0 {
+                let device = request.device;
                 self.requests.remove(piece.request);
                 self.parked -= 1;
+                self.hung[device.0 as usize] -= 1;
             }
             return;
         }
@@ -469,6 +560,8 @@ impl UringEngine {
             } else {
                 request.parked = true;
                 self.parked += 1;
+                self.parked_pieces += request.pieces_left as usize;
+                self.hung[device.0 as usize] += 1;
                 let in_kernel: Vec<u64> = self
                     .pieces
                     .iter()
@@ -545,6 +638,7 @@ struct Parked {
     ring: IoUring,
     requests: Slab<InFlight>,
     pieces: Slab<Piece>,
+    submitters: Submitters,
     files_table: bool,
 }
 
@@ -568,6 +662,8 @@ impl Parked {
                     continue;
                 }
                 let piece = self.pieces.remove(key as usize);
+                // This thread entered none of them.
+                self.submitters.reaped_elsewhere(piece.submitter);
                 let request = &mut self.requests[piece.request];
                 request.pieces_left -= 1;
                 if request.pieces_left == 0 {
@@ -627,9 +723,32 @@ impl IoEngine for UringEngine {
             self.ready.push_back(Completion::failed(request, error));
             return Ok(());
         }
+        let is_block = device.is_block();
+        let max_piece = device.geometry().max_transfer_aligned_bytes();
         let kind = request.op.kind();
         let (offset_bytes, len_bytes) = request.op.range();
-        if device.is_block() && matches!(kind, OpKind::Discard | OpKind::WriteZeroes) {
+        if self.hung[request.device.0 as usize] > 0 {
+            // Whether the kernel has given the parked ones back meanwhile
+            // (a caller that only submits requests to this device would
+            // otherwise never reap them).
+            self.reap();
+        }
+        if self.hung[request.device.0 as usize] > 0 {
+            // A request to it is still unanswered past its timeout: this
+            // one would only wait as long and hold more of the kernel's
+            // workers (see the module's notes).
+            let error = IoError::TimedOut {
+                kind,
+                offset_bytes,
+                len_bytes,
+                timeout_ms: self.io_timeout.map_or(0, |t| t.as_millis() as u64),
+            };
+            self.ready.push_back(Completion::failed(request, error));
+            return Ok(());
+        }
+        if is_block && matches!(kind, OpKind::Discard | OpKind::WriteZeroes) {
+            let device = FileEngine::device(self, request.device)
+                .expect("invariant: the device was found above");
             let outcome = if kind == OpKind::Discard {
                 device.discard_now(offset_bytes, len_bytes)
             } else {
@@ -650,7 +769,6 @@ impl IoEngine for UringEngine {
             });
             return Ok(());
         }
-        let max_piece = device.geometry().max_transfer_aligned_bytes();
         let (buf, fua) = match request.op {
             Op::Read { buf, .. } => (Some(buf), false),
             Op::Write { buf, fua, .. } => (Some(buf), fua),
@@ -685,6 +803,7 @@ impl IoEngine for UringEngine {
                     start_bytes,
                     len_bytes: len,
                     retries: 0,
+                    submitter: 0,
                 }),
             );
         } else {
@@ -693,6 +812,7 @@ impl IoEngine for UringEngine {
                 start_bytes: 0,
                 len_bytes,
                 retries: 0,
+                submitter: 0,
             });
         }
         // If the ring itself fails here, the pieces stay in the backlog (or the
@@ -795,7 +915,9 @@ impl FileEngine for UringEngine {
                 self.flags.retain(|f| *f != "registered_files");
             }
         }
+        self.to_workers.push(device.probe().submission_may_block());
         self.devices.push(Some(device));
+        self.hung.push(0);
         DeviceId(u32::try_from(self.devices.len() - 1).expect("invariant: fewer than 2^32 devices"))
     }
 
@@ -841,6 +963,7 @@ impl Drop for UringEngine {
             ring,
             requests: std::mem::take(&mut self.requests),
             pieces: std::mem::take(&mut self.pieces),
+            submitters: std::mem::take(&mut self.submitters),
             files_table: self.files_table,
         };
         if parked.pieces.is_empty() {

@@ -22,7 +22,8 @@ use cairn_io::test_support::hang_fs::HangFs;
 use cairn_io::test_support::prerequisite;
 use cairn_io::uring_engine::UringEngine;
 use cairn_io::{
-    AlignedBuf, DeviceFile, FileEngine, IoEngine, IoError, Op, OpKind, OpenMode, Request,
+    AlignedBuf, Completion, DeviceFile, FileEngine, IoEngine, IoError, Op, OpKind, OpenMode,
+    Request,
 };
 
 /// How long a step may take before the test calls it hung: far beyond the
@@ -55,6 +56,26 @@ fn engines() -> Vec<(&'static str, Box<dyn FileEngine>)> {
         ("io_uring", Box::new(UringEngine::new(8).unwrap())),
         ("sync", Box::new(SyncEngine::new(8))),
     ]
+}
+
+/// Read the first 64 KiB of `device`, a device that held requests past
+/// their timeout and answers again. Until the engine has its held requests
+/// back (io_uring reaps them as the kernel answers; the sync engine's
+/// thread lets go of the device as its system call returns), a request to
+/// it still times out at once: polled, bounded by the caller, never a
+/// synchronisation by time.
+fn read_once_answered<E: IoEngine + ?Sized>(
+    engine: &mut E,
+    device: cairn_io::DeviceId,
+) -> AlignedBuf {
+    loop {
+        let c = engine.execute(read(device, 100)).unwrap();
+        match c.result {
+            Ok(_) => return c.buf.unwrap(),
+            Err(IoError::TimedOut { .. }) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("a read once the device answers: {e}"),
+        }
+    }
 }
 
 fn read(device: cairn_io::DeviceId, tag: u64) -> Request {
@@ -123,11 +144,11 @@ fn a_request_to_a_hung_device_times_out_and_the_engine_goes_on() {
         // The device answers again: the engine goes on (the parked
         // requests are reaped beside new ones), and reads what is there.
         fs.unblock();
-        let mut engine = engine;
         let back = bounded(
             &format!("{name}: a read once the device answers"),
             move || {
-                let back = engine.read_at(id, 0, 64 << 10).unwrap();
+                let mut engine = engine;
+                let back = read_once_answered(engine.as_mut(), id);
                 assert_eq!(engine.in_flight(), 0);
                 back
             },
@@ -178,15 +199,11 @@ fn an_engine_with_a_request_held_by_a_hung_device_can_be_dropped() {
     }
 }
 
-/// A hung device must not starve the others on the same engine. A request
-/// io_uring cannot issue without blocking (a read of a FUSE file) goes to
-/// the kernel's io-wq workers, of which a thread has few by default (4 per
-/// CPU); requests held by the hung device keep theirs until it answers. If
-/// the healthy device's requests queued behind them, they would time out
-/// too and a healthy disk would fail beside the hung one. (Written when a
-/// healthy disk was once reported failed in `cli/tests/hung_disk.rs` on a
-/// loaded machine: this is not what happened there — it passes — and that
-/// failure is not understood yet.)
+/// A hung device must not starve the others on the same engine: many
+/// reads held by it, and writes into holes of a healthy file (each needs a
+/// kernel worker) submitted behind them. Reads of a FUSE file do not keep
+/// a worker while the daemon holds them (they wait as FUSE background
+/// requests, of which this file system allows 64): the flushes below do.
 #[test]
 fn requests_held_by_a_hung_device_do_not_starve_a_healthy_one() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -244,5 +261,304 @@ fn requests_held_by_a_hung_device_do_not_starve_a_healthy_one() {
         );
     }
     fs.unblock();
+    drop(fs);
+}
+
+/// A healthy file beside the hanging one, in `dir`: 64 MiB, sparse.
+fn healthy_file(dir: &Path) -> DeviceFile {
+    let path = dir.join("healthy.img");
+    File::create(&path).unwrap().set_len(64 << 20).unwrap();
+    DeviceFile::open(&path, OpenMode::WRITE_EXCLUSIVE, &Host::real()).unwrap()
+}
+
+/// A healthy disk's I/O gets a timeout far beyond what it takes, even on a
+/// loaded machine: a timed-out healthy request here means it was starved,
+/// never that it was slow.
+const HEALTHY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A write into a hole of the healthy file (it allocates, so io_uring runs
+/// it on a kernel worker) and a flush of it (always on a worker).
+fn healthy_io(device: cairn_io::DeviceId) -> Vec<Request> {
+    vec![
+        Request {
+            device,
+            tag: 1000,
+            op: Op::Write {
+                offset_bytes: 8 << 20,
+                buf: AlignedBuf::from_slice(&pattern(11, 64 << 10)),
+                fua: false,
+            },
+        },
+        Request {
+            device,
+            tag: 1001,
+            op: Op::Flush,
+        },
+    ]
+}
+
+/// `n` flushes of `device`, tagged from 0.
+fn flushes(device: cairn_io::DeviceId, n: u64) -> Vec<Request> {
+    (0..n)
+        .map(|tag| Request {
+            device,
+            tag,
+            op: Op::Flush,
+        })
+        .collect()
+}
+
+/// What cost a healthy disk its place in `cli/tests/hung_disk.rs`. io_uring
+/// runs every fsync on a kernel worker of the thread that entered it, and
+/// a thread has few (by default min(ring entries, 4 per CPU): at most 8
+/// after a first ring of 8 entries). A fsync the hung device holds keeps
+/// its worker until the device answers, whatever the engine's timeout (a
+/// FUSE request is waited for uninterruptibly once read, and the next
+/// fsync of the file waits for the first one's inode lock). Before the
+/// engine kept a thread's worker bound above its pieces in the kernel
+/// (`uring_workers.rs`), eight such fsyncs left the thread no worker: the
+/// healthy file's write and flush, on another engine of the same thread,
+/// waited for one until they timed out, as a healthy disk's commit did
+/// there.
+#[test]
+fn flushes_a_hung_device_holds_leave_the_thread_workers_for_a_healthy_one() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let Some(fs) = hang_fs(dir.path()) else {
+        return;
+    };
+    let hung_file = DeviceFile::open(&fs.file(), OpenMode::WRITE_EXCLUSIVE, &Host::real()).unwrap();
+    let healthy_device = healthy_file(dir.path());
+    fs.block();
+    // On a thread of its own: its kernel workers are made for this test.
+    let (held, healthy, hung_engine) = bounded("a healthy device's I/O", move || {
+        let mut hung_engine = UringEngine::new(8).unwrap();
+        let hung = hung_engine.attach(hung_file);
+        hung_engine.set_io_timeout(Some(TIMEOUT));
+        let held = hung_engine.execute_all(flushes(hung, 8)).unwrap();
+        let mut engine = UringEngine::new(4).unwrap();
+        let healthy = engine.attach(healthy_device);
+        engine.set_io_timeout(Some(HEALTHY_TIMEOUT));
+        let done = engine.execute_all(healthy_io(healthy)).unwrap();
+        (held, done, hung_engine)
+    });
+    assert!(fs.held_total() >= 1, "nothing was held");
+    for c in &held {
+        assert!(
+            matches!(c.result, Err(IoError::TimedOut { .. })),
+            "the hung device's flush: {c:?}"
+        );
+    }
+    for c in &healthy {
+        assert!(c.result.is_ok(), "the healthy device's {}: {c:?}", c.kind);
+    }
+    fs.unblock();
+    drop(hung_engine);
+    drop(fs);
+}
+
+/// Requests a hung device holds past their timeout (parked: the kernel
+/// still has their buffers) take no room in the ring from another device's.
+/// Before, they counted against its entries, and with a ring's worth parked
+/// a healthy device's read waited in the engine's backlog until it timed
+/// out. (Reads of a FUSE file leave their kernel worker while the daemon
+/// holds them, so this is the ring's room alone.)
+#[test]
+fn requests_parked_on_a_hung_device_leave_the_ring_room_for_a_healthy_one() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let Some(fs) = hang_fs(dir.path()) else {
+        return;
+    };
+    let hung_file = DeviceFile::open(&fs.file(), OpenMode::WRITE_EXCLUSIVE, &Host::real()).unwrap();
+    let healthy_device = healthy_file(dir.path());
+    fs.block();
+    let (held, healthy, engine) = bounded("a healthy device's read", move || {
+        // Depth 8: an 8-entry ring, filled by the hung device's reads.
+        let mut engine = UringEngine::new(8).unwrap();
+        let hung = engine.attach(hung_file);
+        let healthy = engine.attach(healthy_device);
+        engine.set_io_timeout(Some(TIMEOUT));
+        let held = engine
+            .execute_all((0..8).map(|tag| read(hung, tag)).collect())
+            .unwrap();
+        engine.set_io_timeout(Some(HEALTHY_TIMEOUT));
+        let done = engine.execute_all(vec![read(healthy, 1000)]).unwrap();
+        (held, done, engine)
+    });
+    assert!(fs.held_total() >= 1, "nothing was held");
+    for c in &held {
+        assert!(
+            matches!(c.result, Err(IoError::TimedOut { .. })),
+            "the hung device's read: {c:?}"
+        );
+    }
+    assert!(
+        healthy[0].result.is_ok(),
+        "the healthy device's read: {:?}",
+        healthy[0]
+    );
+    fs.unblock();
+    drop(engine);
+    drop(fs);
+}
+
+/// A device that holds a request past its timeout is sent no more: the
+/// next request to it completes with `TimedOut` at once, without reaching
+/// it (it does not answer, and the one before it waited the timeout), so a
+/// hung device holds a bounded share of the kernel's workers and of the
+/// sync engine's threads. A healthy device's requests go on. Once the
+/// device answers, it is sent requests again. Before, the sync engine
+/// abandoned a thread per timed-out request and, past 16 on one engine,
+/// timed out every request at once, a healthy device's too.
+#[test]
+fn a_device_that_holds_a_timed_out_request_is_sent_no_more_and_the_others_go_on() {
+    for (name, mut engine) in engines() {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let Some(fs) = hang_fs(dir.path()) else {
+            return;
+        };
+        let hung = engine.attach(
+            DeviceFile::open(&fs.file(), OpenMode::WRITE_EXCLUSIVE, &Host::real()).unwrap(),
+        );
+        let healthy = engine.attach(healthy_file(dir.path()));
+        engine.set_io_timeout(Some(TIMEOUT));
+        fs.block();
+        let (engine, first, later, healthy) = bounded(
+            &format!("{name}: requests beside a hung device"),
+            move || {
+                let mut engine = engine;
+                let first = engine.execute(read(hung, 1)).unwrap();
+                // One past the sync engine's old bound of 16 abandoned threads.
+                let later: Vec<_> = (2..19)
+                    .map(|tag| engine.execute(read(hung, tag)).unwrap())
+                    .collect();
+                engine.set_io_timeout(Some(HEALTHY_TIMEOUT));
+                let healthy = engine.execute_all(healthy_io(healthy)).unwrap();
+                (engine, first, later, healthy)
+            },
+        );
+        for c in &healthy {
+            assert!(
+                c.result.is_ok(),
+                "{name}: the healthy device's {}: {c:?}",
+                c.kind
+            );
+        }
+        assert!(
+            matches!(first.result, Err(IoError::TimedOut { .. })),
+            "{name}: {first:?}"
+        );
+        for c in &later {
+            assert!(
+                matches!(c.result, Err(IoError::TimedOut { .. })),
+                "{name}: {c:?}"
+            );
+            assert!(
+                c.buf.is_some(),
+                "{name}: it never reached the device: {c:?}"
+            );
+        }
+        assert_eq!(
+            fs.held_total(),
+            1,
+            "{name}: only the first request reached the hung device"
+        );
+        // The device answers: its held request is given back, and it is
+        // sent requests again.
+        fs.unblock();
+        bounded(
+            &format!("{name}: a read once the device answers"),
+            move || {
+                let mut engine = engine;
+                read_once_answered(engine.as_mut(), hung)
+            },
+        );
+    }
+}
+
+/// A write to a FUSE file is tried in the thread that submits it (FUSE
+/// files claim to take non-blocking submissions), and FUSE then waits
+/// there, uninterruptibly, for the file's inode lock — which a flush the
+/// daemon holds keeps. So the submitting thread stays in the kernel until
+/// the device answers: none of its timeouts can fire, and a healthy
+/// device's write submitted with it is issued only when the thread comes
+/// back, long past its deadline, and is timed out at once. This is how
+/// `cli/tests/hung_disk.rs` lost a healthy disk: the service's threads sat
+/// in such writes, the offline's drain waited for them to its bound
+/// (40 s), and when the device answered, each healthy copy written beside
+/// the hung one was charged the whole wait. Every request to a FUSE file
+/// must go to the kernel's workers instead, leaving the submitter free.
+#[test]
+fn a_write_a_hung_fuse_file_cannot_take_does_not_hold_the_thread_that_submits_it() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let Some(fs) = hang_fs(dir.path()) else {
+        return;
+    };
+    let flusher_file =
+        DeviceFile::open(&fs.file(), OpenMode::WRITE_EXCLUSIVE, &Host::real()).unwrap();
+    let hung_file = flusher_file.try_clone().unwrap();
+    let healthy_device = healthy_file(dir.path());
+    fs.block();
+    let (flusher, writes, engine) = bounded("a write beside a held flush", move || {
+        // A flush the daemon holds, on an engine of its own: it keeps the
+        // file's inode lock until the device answers.
+        let mut flusher = UringEngine::new(1).unwrap();
+        let id = flusher.attach(flusher_file);
+        flusher.set_io_timeout(Some(TIMEOUT));
+        let c = flusher.execute(Request {
+            device: id,
+            tag: 0,
+            op: Op::Flush,
+        });
+        assert!(
+            matches!(
+                c,
+                Ok(Completion {
+                    result: Err(IoError::TimedOut { .. }),
+                    ..
+                })
+            ),
+            "the held flush: {c:?}"
+        );
+        // A write to the hung file, and one to the healthy file entered
+        // into the kernel with it.
+        let mut engine = UringEngine::new(8).unwrap();
+        let hung = engine.attach(hung_file);
+        let healthy = engine.attach(healthy_device);
+        engine.set_io_timeout(Some(TIMEOUT));
+        engine
+            .submit(Request {
+                device: hung,
+                tag: 1,
+                op: Op::Write {
+                    offset_bytes: 0,
+                    buf: AlignedBuf::from_slice(&pattern(5, 64 << 10)),
+                    fua: false,
+                },
+            })
+            .unwrap();
+        engine.set_io_timeout(Some(HEALTHY_TIMEOUT));
+        let mut healthy_write = healthy_io(healthy);
+        healthy_write.truncate(1);
+        engine.submit(healthy_write.pop().unwrap()).unwrap();
+        let mut out = Vec::new();
+        while out.len() < 2 {
+            engine.wait(1).unwrap();
+            out.extend(std::iter::from_fn(|| engine.pop_completion()));
+        }
+        out.sort_by_key(|c| c.tag);
+        (flusher, out, engine)
+    });
+    assert!(
+        matches!(writes[0].result, Err(IoError::TimedOut { .. })),
+        "the hung file's write: {:?}",
+        writes[0]
+    );
+    assert!(
+        writes[1].result.is_ok(),
+        "the healthy file's write: {:?}",
+        writes[1]
+    );
+    fs.unblock();
+    drop((flusher, engine));
     drop(fs);
 }
