@@ -493,6 +493,8 @@ const RARE: &[&str] = &[
     "wrong image: in the disk's place when the process died (the recovery mount must refuse it)",
     "raw copies: a stale AU passed over",
     "raw copies: a damaged copy on a faulted disk passed over",
+    "space: lent to a data extent while an older reader or a discard held it",
+    "space: a first write waited for lent space",
 ];
 
 /// A seed's accounting: its checks, and the errors it accepted by reason.
@@ -2047,6 +2049,20 @@ fn run_seed(seed: u64) -> SeedFigures {
     let mut tainted = tainted.into_inner().unwrap();
     let silent = silent_damage.load(Ordering::SeqCst);
     let meta_ops = group.operations_begun();
+    // Space an allocation found held only for a while (by an older reader,
+    // or a discard in flight) and lent; the writers' checks cover what its
+    // first writes left.
+    let (lent, waited) = group.plane().lent_totals();
+    if lent > 0 {
+        accounts
+            .checks
+            .hit("space: lent to a data extent while an older reader or a discard held it");
+    }
+    if waited > 0 {
+        accounts
+            .checks
+            .hit("space: a first write waited for lent space");
+    }
     let records = records.load(Ordering::SeqCst);
     if trace() {
         let states: Vec<_> = group

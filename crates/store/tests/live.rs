@@ -1241,3 +1241,350 @@ fn a_live_scrub_reads_without_holding_the_metadata_lock() {
         "{report:?}"
     );
 }
+
+/// A discard the data handles' engines hold once armed: the next discard
+/// request (the discard drain's, the only one these tests make while
+/// armed) waits until released.
+#[derive(Default)]
+struct HeldDiscard {
+    state: std::sync::Mutex<(bool, bool, bool)>, // (armed, holding, released)
+    changed: std::sync::Condvar,
+}
+
+impl HeldDiscard {
+    fn see(&self, r: &cairn_io::Request) {
+        let mut s = self.state.lock().unwrap();
+        if !matches!(r.op, cairn_io::Op::Discard { .. }) || !s.0 || s.2 {
+            return;
+        }
+        s.0 = false;
+        s.1 = true;
+        self.changed.notify_all();
+        // Bounded: a test that fails must not hang.
+        let (s, _) = self
+            .changed
+            .wait_timeout_while(s, Duration::from_secs(120), |s| !s.2)
+            .unwrap();
+        drop(s);
+    }
+
+    fn arm(&self) {
+        self.state.lock().unwrap().0 = true;
+    }
+
+    fn wait_holding(&self) -> bool {
+        let s = self.state.lock().unwrap();
+        let (s, _) = self
+            .changed
+            .wait_timeout_while(s, Duration::from_secs(60), |s| !s.1)
+            .unwrap();
+        s.1
+    }
+
+    fn release(&self) {
+        self.state.lock().unwrap().2 = true;
+        self.changed.notify_all();
+    }
+}
+
+/// Two 24 MiB disks in two failure groups, a normal-redundancy group LIVE
+/// with 1 MiB AUs, mounted live, filled with 1 MiB files `fill*` until
+/// `free` extents are left; the data handles' engines go through `held`.
+fn nearly_full_group(seed: u64, free: usize) -> (SharedSim, LiveGroup, Arc<HeldDiscard>) {
+    use cairn_store::group::SameDevices;
+    use cairn_store::group::{self, GroupSelector, GroupSpec, MissingDisks, NewDisk, Redundancy};
+    let mut sim = cairn_io_sim::SimEngine::new(seed, 256);
+    let ids = common::labelled_disks(
+        &mut sim,
+        (0..2).map(|_| cairn_io_sim::geometry(24 * MIB, 4096, 4096, 512 << 10)),
+        |i| u128::from(seed) << 8 | i as u128,
+    );
+    let disks: Vec<NewDisk> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, d)| NewDisk {
+            device: *d,
+            failgroup: Some(format!("FG{i}")),
+        })
+        .collect();
+    group::create(
+        &mut sim,
+        &disks,
+        &GroupSpec {
+            name: "LIVE".into(),
+            redundancy: Redundancy::Normal,
+            au_bytes: MIB,
+            sector_bytes: None,
+            force: false,
+            now_unix_seconds: 1_763_700_000,
+            group_uuid: uuid::Uuid::from_u128(0x5FAC << 64 | u128::from(seed)),
+        },
+    )
+    .unwrap()
+    .dismount()
+    .unwrap();
+    let shared = SharedSim::new(sim);
+    let held = Arc::new(HeldDiscard::default());
+    let (g, _) = group::mount_owned(
+        Box::new(shared.handle()),
+        &ids,
+        &GroupSelector::Name("LIVE".into()),
+        MissingDisks::MarkOffline,
+    )
+    .unwrap();
+    let (source, h) = (shared.clone(), held.clone());
+    let live = LiveGroup::new(
+        g,
+        Box::new(SameDevices(move |_depth| {
+            let h = h.clone();
+            Box::new(common::Hooked {
+                inner: source.handle(),
+                hook: move |r: &cairn_io::Request| h.see(r),
+                done: common::untouched,
+            }) as Box<dyn cairn_io::IoEngine>
+        })),
+    );
+    let mut made = 0;
+    loop {
+        match live
+            .meta(|g| {
+                g.create_file(
+                    &path(&format!("fill{made}")),
+                    MIB,
+                    &CreateOptions::default(),
+                )
+            })
+            .unwrap()
+        {
+            Ok(_) => made += 1,
+            Err(GroupError::NoSpace(_)) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(made > free, "{made} files fill the group");
+    for n in made - free..made {
+        live.meta(|g| g.remove(&path(&format!("fill{n}"))))
+            .unwrap()
+            .unwrap();
+    }
+    // Their discards over, the space is free.
+    wait_for(|| live.discards_pending() == 0, "the fill's discards end");
+    (shared, live, held)
+}
+
+/// Wait (bounded: a failing test must not hang) until `done` holds.
+fn wait_for(done: impl Fn() -> bool, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A read held in the caller's check (`read_checked`): it runs, its reuse
+/// guard set, until released. Its first look at the bytes (the primary
+/// copy) is rejected when `reject_first`, so it reads the other copy after
+/// the release; the bytes it accepted come back from `join`.
+struct HeldReader {
+    go: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl HeldReader {
+    fn start(live: &LiveGroup, number: u32, reject_first: bool) -> Self {
+        let (inside, entered) = std::sync::mpsc::channel::<()>();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let live = live.clone();
+        let thread = std::thread::spawn(move || {
+            let mut h = live.handle(8).unwrap();
+            let mut buf = vec![0u8; 64 * 1024];
+            let looks = std::sync::atomic::AtomicUsize::new(0);
+            let wait = std::sync::Mutex::new(wait);
+            h.read_checked(number, 0, &mut buf, &|_| {
+                if looks.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0 {
+                    return true;
+                }
+                inside.send(()).unwrap();
+                // Bounded: a test that fails must not hang.
+                let _ = wait.lock().unwrap().recv_timeout(Duration::from_secs(120));
+                !reject_first
+            })
+            .unwrap();
+            buf
+        });
+        entered
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the reader is inside its read");
+        Self { go, thread }
+    }
+
+    fn finish(self) -> Vec<u8> {
+        let _ = self.go.send(());
+        self.thread.join().unwrap()
+    }
+}
+
+/// The second sighting of issue 35's "no space" (`metadata_churn_never_
+/// disturbs_data_threads` under load): files created and removed while
+/// an older data operation runs. What each removal frees waits for that
+/// operation (it may still read it); before, a create then found no space
+/// although at most one churned file existed at a time, all the rest held
+/// back for a reader that reads none of it. The space is lent instead.
+#[test]
+fn creates_never_find_no_space_while_an_older_reader_holds_freed_space() {
+    let (_shared, live, _held) = nearly_full_group(31, 2);
+    let steady = live
+        .meta(|g| g.create_file(&path("steady"), MIB, &CreateOptions::default()))
+        .unwrap()
+        .unwrap()
+        .number;
+    live.handle(8)
+        .unwrap()
+        .write(steady, 0, &block(5, MIB as usize))
+        .unwrap();
+    let reader = HeldReader::start(&live, steady, false);
+    for n in 0..6 {
+        let p = path(&format!("churn{}", n % 2));
+        let made = live
+            .meta(|g| g.create_file(&p, MIB, &CreateOptions::default()))
+            .unwrap();
+        assert!(
+            made.is_ok(),
+            "create {n} while a reader holds the freed space: {made:?}"
+        );
+        live.meta(|g| g.remove(&p)).unwrap().unwrap();
+    }
+    assert!(
+        reader.finish() == block(5, 64 * 1024),
+        "the reader read its file's bytes"
+    );
+    let report = live.meta(|g| g.check(false)).unwrap().unwrap();
+    assert!(report.problems.is_empty(), "{report:?}");
+}
+
+/// Space lent while an older reader may still read it: the new file's
+/// first write waits until that reader is over, so the reader still reads
+/// the bytes of the file it started on, never the new file's.
+#[test]
+fn a_first_write_into_lent_space_waits_for_the_older_reader() {
+    let (_shared, live, _held) = nearly_full_group(32, 1);
+    let old = live
+        .meta(|g| g.create_file(&path("old"), MIB, &CreateOptions::default()))
+        .unwrap()
+        .unwrap()
+        .number;
+    live.handle(8)
+        .unwrap()
+        .write(old, 0, &block(1, MIB as usize))
+        .unwrap();
+    let copies = |number: u32| {
+        let mut c: Vec<(u16, u32)> = live
+            .plane()
+            .file(number)
+            .unwrap()
+            .extent(0)
+            .unwrap()
+            .copies()
+            .iter()
+            .map(|c| (c.disk, c.au))
+            .collect();
+        c.sort_unstable();
+        c
+    };
+    let old_copies = copies(old);
+    // The reader rejects the primary copy, and reads the other after the
+    // release: by then the old file's AUs are the new file's.
+    let reader = HeldReader::start(&live, old, true);
+    live.meta(|g| g.remove(&path("old"))).unwrap().unwrap();
+    let new = live
+        .meta(|g| g.create_file(&path("new"), MIB, &CreateOptions::default()))
+        .unwrap()
+        .expect("the old file's space, lent")
+        .number;
+    assert_eq!(
+        copies(new),
+        old_copies,
+        "the new file has the old one's AUs"
+    );
+    let writer = {
+        let live = live.clone();
+        std::thread::spawn(move || {
+            live.handle(8)
+                .unwrap()
+                .write(new, 0, &block(2, MIB as usize))
+        })
+    };
+    wait_for(
+        || live.plane().lent_waits() > 0,
+        "the first write waits for the lent space",
+    );
+    let read = reader.finish();
+    assert!(
+        read == block(1, 64 * 1024),
+        "the older reader read the old file's bytes, not {}",
+        if read == block(2, 64 * 1024) {
+            "the new file's"
+        } else {
+            "these"
+        }
+    );
+    writer.join().unwrap().unwrap();
+    let mut back = vec![0u8; MIB as usize];
+    live.handle(8).unwrap().read(new, 0, &mut back).unwrap();
+    assert!(back == block(2, MIB as usize), "the new file's bytes");
+    let report = live.meta(|g| g.check(false)).unwrap().unwrap();
+    assert!(report.problems.is_empty(), "{report:?}");
+}
+
+/// The first sighting of issue 35's "no space" (the data-plane bench's
+/// metadata phase: two threads creating and removing 4 MiB files on a group
+/// with about 50 AUs free). A removal's runs go to the discard drain, which
+/// takes them all in one batch (up to 64 runs) and holds them through its
+/// discards and until it gets the metadata lock; an allocation meanwhile
+/// took back only runs still waiting, and found no space. Here the drain's
+/// discard is held while a create needs that space: it is lent, and the
+/// new file's first write waits for the discard (else the discard, landing
+/// after it, would erase it: the simulated disk reads a discarded range as
+/// zeros).
+#[test]
+fn space_whose_discard_is_in_flight_is_lent_and_its_first_write_waits() {
+    let (_shared, live, held) = nearly_full_group(33, 2);
+    live.meta(|g| g.create_file(&path("x"), 2 * MIB, &CreateOptions::default()))
+        .unwrap()
+        .unwrap();
+    held.arm();
+    live.meta(|g| g.remove(&path("x"))).unwrap().unwrap();
+    assert!(held.wait_holding(), "the drain is discarding x's space");
+    let made = live
+        .meta(|g| g.create_file(&path("y"), 2 * MIB, &CreateOptions::default()))
+        .unwrap();
+    let y = made.expect("x's space, its discard in flight, lent").number;
+    let writer = {
+        let live = live.clone();
+        std::thread::spawn(move || {
+            live.handle(8)
+                .unwrap()
+                .write(y, 0, &block(3, 2 * MIB as usize))
+        })
+    };
+    wait_for(
+        || live.plane().lent_waits() > 0,
+        "the first write waits for the discard",
+    );
+    held.release();
+    writer.join().unwrap().unwrap();
+    wait_for(|| live.discards_pending() == 0, "the drain ends");
+    let mut back = vec![0u8; 2 * MIB as usize];
+    live.handle(8).unwrap().read(y, 0, &mut back).unwrap();
+    assert!(
+        back == block(3, 2 * MIB as usize),
+        "y's bytes, not {}",
+        if back.iter().all(|b| *b == 0) {
+            "zeros: the discard landed after them"
+        } else {
+            "these"
+        }
+    );
+    let report = live.meta(|g| g.check(false)).unwrap().unwrap();
+    assert!(report.problems.is_empty(), "{report:?}");
+}

@@ -673,6 +673,76 @@ impl DiskAlloc {
         out
     }
 
+    /// A quarantined run that may be lent to a new data extent of `len`
+    /// AUs (`docs/live-core.md`, "Freed space is lent"): its transaction
+    /// durable (sealed), no journal record of a generation before `ring`
+    /// targeting it, below the limit, at least `len` AUs. It waits only for
+    /// readers. Of those, the one sealed first (its readers end first).
+    /// Returns its first AU and its tag (the epoch its readers are older
+    /// than).
+    pub fn lendable(&self, len: u64, ring: u64) -> Option<(u32, u64)> {
+        self.quarantine
+            .iter()
+            .filter(|q| {
+                q.tag != UNSEALED
+                    && q.ring.is_none_or(|g| g < ring)
+                    && u64::from(q.len) >= len
+                    && u64::from(q.start) + len <= self.limit
+            })
+            .min_by_key(|q| q.tag)
+            .map(|q| (q.start, q.tag))
+    }
+
+    /// Lend the first `len` AUs of the quarantined run starting at
+    /// `start` ([`DiskAlloc::lendable`]): they are used from now on, the
+    /// rest of the run stays quarantined as it was.
+    pub fn lend_quarantined(&mut self, start: u32, len: u64) {
+        let at = self
+            .quarantine
+            .iter()
+            .position(|q| q.start == start && u64::from(q.len) >= len)
+            .expect("invariant: lendable named a quarantined run");
+        let q = self.quarantine.swap_remove(at);
+        let len32 = u32::try_from(len).expect("invariant: extent AUs fit u32");
+        if q.len > len32 {
+            self.quarantine.push(Quarantined {
+                start: q.start + len32,
+                len: q.len - len32,
+                ..q
+            });
+        }
+        self.mark(u64::from(start), len, true);
+    }
+
+    /// Whether run `run` (first AU, AUs) is reserved here, as it was.
+    pub fn reserves(&self, run: (u32, u32)) -> bool {
+        self.reserved.contains(&run)
+    }
+
+    /// Lend `len` AUs from `at` out of the reserved run `run` (a run whose
+    /// discard is in flight): they are used from now on, the rest of the
+    /// run stays reserved, as runs of its own.
+    pub fn lend_reserved(&mut self, run: (u32, u32), at: u32, len: u64) {
+        let len32 = u32::try_from(len).expect("invariant: extent AUs fit u32");
+        assert!(
+            at >= run.0 && at + len32 <= run.0 + run.1,
+            "invariant: the lent AUs are in the run"
+        );
+        let held = self
+            .reserved
+            .iter()
+            .position(|r| *r == run)
+            .expect("invariant: the run is reserved");
+        self.reserved.swap_remove(held);
+        if at > run.0 {
+            self.reserved.push((run.0, at - run.0));
+        }
+        if at + len32 < run.0 + run.1 {
+            self.reserved.push((at + len32, run.0 + run.1 - at - len32));
+        }
+        self.mark(u64::from(at), len, true);
+    }
+
     /// Whether a checkpoint would free runs: free of readers as of `epoch`,
     /// they wait only for the journal ring to pass generation `ring`.
     pub fn waits_for_checkpoint(&self, epoch: u64, ring: u64) -> bool {
@@ -786,6 +856,52 @@ mod tests {
             a.release_quarantine(u64::MAX, 0).is_empty(),
             "released once"
         );
+    }
+
+    /// Only a run whose transaction committed, and that no journal record
+    /// may still target, is lent: the first AUs of it, the rest staying
+    /// quarantined as it was; the run sealed first goes first.
+    #[test]
+    fn a_quarantined_run_is_lent_in_part_and_only_once_sealed() {
+        let mut a = alloc();
+        let x = a.allocate(4).unwrap();
+        let y = a.allocate(1).unwrap();
+        let z = a.allocate(1).unwrap();
+        a.free(x, 4);
+        assert_eq!(a.lendable(1, 0), None, "not before its transaction commits");
+        a.seal_quarantine(9);
+        a.free(y, 1);
+        a.free_journaled(z, 1, 2);
+        a.seal_quarantine(10);
+        assert_eq!(a.lendable(1, 2), Some((x, 9)), "the one sealed first");
+        assert_eq!(a.lendable(5, 2), None, "no run of five");
+        let used = a.used_aus();
+        a.lend_quarantined(x, 1);
+        assert_eq!(a.used_aus(), used + 1);
+        assert_eq!(a.lendable(3, 2), Some((x + 1, 9)), "the rest stays held");
+        assert_eq!(
+            a.release_quarantine(9, 2),
+            vec![(x + 1, 3)],
+            "the lent AU is no longer quarantined"
+        );
+        // z waits for a checkpoint past ring 2: never lent before.
+        a.lend_quarantined(y, 1);
+        assert_eq!(a.lendable(1, 2), None);
+        assert_eq!(a.lendable(1, 3), Some((z, 10)));
+    }
+
+    /// A reserved run (its discard in flight) lends AUs from within it: the
+    /// rest stays reserved, as runs of its own.
+    #[test]
+    fn a_reserved_run_is_lent_in_part() {
+        let mut a = alloc();
+        let x = a.reserve(4).unwrap();
+        assert!(a.reserves((x, 4)));
+        a.lend_reserved((x, 4), x + 1, 2);
+        assert!(!a.reserves((x, 4)));
+        assert!(a.reserves((x, 1)) && a.reserves((x + 3, 1)));
+        assert!(a.is_used(u64::from(x) + 1) && a.is_used(u64::from(x) + 2));
+        assert!(!a.is_free_now(u64::from(x)) && !a.is_free_now(u64::from(x) + 3));
     }
 
     #[test]

@@ -27,7 +27,10 @@
 //! drain takes at most [`DISCARD_BATCH_RUNS_MAX`] runs at a time. An
 //! allocation that finds no space takes back the runs still waiting (space
 //! needed now comes before giving it back to the array); a batch in flight
-//! comes back when its discards end. A dismount lets the batch in flight
+//! comes back when its discards end, but a data extent that still finds no
+//! space is lent a run of it ([`DiscardQueue::lend`]): the extent's first
+//! write waits for the batch's discards (`plane.rs`, `Lent`), and the run
+//! is neither given back nor marked when the batch comes back. A dismount lets the batch in flight
 //! finish, then discards the rest itself, once the group is its alone
 //! ([`Group::discard_waiting_now`]).
 //!
@@ -37,6 +40,7 @@
 //! returnable and the failure is logged.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use cairn_io::poison::{recover, Recover};
@@ -69,11 +73,13 @@ pub struct DiscardRun {
 /// The runs of a live group waiting for their discard.
 ///
 /// Who changes it: the metadata plane pushes runs under `meta` (it has
-/// reserved them first) and takes back those still waiting (an allocation
-/// short of space, a dismount); a drain takes batches without `meta` and
-/// reports them done after it has handed their results to the metadata
-/// plane. Its mutex is a leaf lock: held only to move runs in or out,
-/// never while taking `meta` or a latch, never across I/O.
+/// reserved them first), takes back those still waiting (an allocation
+/// short of space, a dismount) and lends pieces of batches in flight (an
+/// allocation still short); a drain takes batches without `meta`, says when
+/// their discards are over, and finishes them under `meta` as it hands
+/// their results to the metadata plane (so no piece is lent from a batch
+/// whose runs went back). Its mutex is a leaf lock: held only to move runs
+/// in or out, never while taking `meta` or a latch, never across I/O.
 #[derive(Debug, Default)]
 pub struct DiscardQueue {
     state: Mutex<QueueState>,
@@ -85,11 +91,36 @@ pub struct DiscardQueue {
 #[derive(Debug, Default)]
 struct QueueState {
     runs: VecDeque<DiscardRun>,
-    /// Runs a drain has taken whose results the metadata plane does not
+    /// Batches drains have taken whose results the metadata plane does not
     /// have yet.
-    taken: usize,
+    taken: Vec<Taken>,
+    /// The next batch's number.
+    next_batch: u64,
     /// Nothing more is queued or taken: a dismount.
     stopped: bool,
+}
+
+/// A batch a drain has taken.
+#[derive(Debug)]
+struct Taken {
+    id: u64,
+    runs: Vec<DiscardRun>,
+    /// Set once its discards are over (done or failed): a first write into
+    /// a piece lent from it waits for that (`plane.rs`, `Lent`).
+    over: Arc<AtomicBool>,
+    /// Pieces of its runs lent to new extents meanwhile (at most one per
+    /// run, at its start): used now, so neither given back nor marked.
+    lent: Vec<DiscardRun>,
+}
+
+/// A batch of runs a drain discards ([`DiscardQueue::take`]); reported
+/// with [`DiscardQueue::discarded`] once its discards are over, and with
+/// [`DiscardQueue::finish`] once its runs are back.
+#[derive(Debug)]
+pub(super) struct Batch {
+    id: u64,
+    pub(super) runs: Vec<DiscardRun>,
+    over: Arc<AtomicBool>,
 }
 
 impl DiscardQueue {
@@ -118,26 +149,90 @@ impl DiscardQueue {
         left
     }
 
-    /// Take a batch to discard: at most [`DISCARD_BATCH_RUNS_MAX`] runs,
-    /// none once stopped. The caller reports it with [`Self::done`].
-    pub(super) fn take(&self) -> Vec<DiscardRun> {
+    /// Take a batch to discard: at most [`DISCARD_BATCH_RUNS_MAX`] runs;
+    /// none while none wait, or once stopped. The caller reports it with
+    /// [`Self::discarded`], then [`Self::finish`].
+    pub(super) fn take(&self) -> Option<Batch> {
         let mut st = self.state();
-        if st.stopped {
-            return Vec::new();
+        if st.stopped || st.runs.is_empty() {
+            return None;
         }
         let n = st.runs.len().min(DISCARD_BATCH_RUNS_MAX);
-        let batch: Vec<DiscardRun> = st.runs.drain(..n).collect();
-        st.taken += batch.len();
-        batch
+        let runs: Vec<DiscardRun> = st.runs.drain(..n).collect();
+        let id = st.next_batch;
+        st.next_batch += 1;
+        let over = Arc::new(AtomicBool::new(false));
+        st.taken.push(Taken {
+            id,
+            runs: runs.clone(),
+            over: over.clone(),
+            lent: Vec::new(),
+        });
+        Some(Batch { id, runs, over })
     }
 
-    /// A taken batch of `n` runs is over: its results are with the
-    /// metadata plane.
-    pub(super) fn done(&self, n: usize) {
+    /// The discards of `batch` are over (done or failed): first writes
+    /// into pieces lent from it may go on.
+    pub(super) fn discarded(&self, batch: &Batch) {
+        batch.over.store(true, Ordering::SeqCst);
+        super::plane::wake_drains();
+    }
+
+    /// `batch`'s results are with the metadata plane (under `meta`, as
+    /// lending is): it is no longer taken. Returns the pieces of it lent
+    /// meanwhile, which its results must leave alone.
+    pub(super) fn finish(&self, batch: &Batch) -> Vec<DiscardRun> {
         let mut st = self.state();
-        st.taken = st.taken.saturating_sub(n);
+        let lent = match st.taken.iter().position(|t| t.id == batch.id) {
+            Some(at) => st.taken.swap_remove(at).lent,
+            None => Vec::new(),
+        };
         drop(st);
         self.changed.notify_all();
+        lent
+    }
+
+    /// A run of a batch in flight on `disk` with `len` AUs or more, none of
+    /// them lent yet, that `reserved` says is still reserved whole: what an
+    /// allocation that found no space may lend. Under `meta` (batches are
+    /// finished under it too, so the run stays taken until [`Self::lend`]).
+    pub(super) fn lendable(
+        &self,
+        disk: u16,
+        len: u64,
+        reserved: impl Fn(&DiscardRun) -> bool,
+    ) -> Option<DiscardRun> {
+        let st = self.state();
+        st.taken.iter().find_map(|t| {
+            t.runs
+                .iter()
+                .find(|r| {
+                    r.disk == disk
+                        && u64::from(r.len) >= len
+                        && !t
+                            .lent
+                            .iter()
+                            .any(|l| l.disk == r.disk && l.start == r.start)
+                        && reserved(r)
+                })
+                .copied()
+        })
+    }
+
+    /// Lend the first `len` AUs of `run` ([`Self::lendable`]); returns
+    /// what says when its batch's discards are over.
+    pub(super) fn lend(&self, run: DiscardRun, len: u64) -> Arc<AtomicBool> {
+        let mut st = self.state();
+        let taken = st
+            .taken
+            .iter_mut()
+            .find(|t| t.runs.contains(&run))
+            .expect("invariant: lendable named a run in flight");
+        taken.lent.push(DiscardRun {
+            len: u32::try_from(len).expect("invariant: extent AUs fit u32"),
+            ..run
+        });
+        taken.over.clone()
     }
 
     /// Take back every run not yet taken by a drain.
@@ -167,11 +262,45 @@ impl DiscardQueue {
         !self.state().runs.is_empty()
     }
 
-    /// Runs waiting or in flight: reserved for a discard, handed to nobody.
+    /// Runs waiting or in flight: reserved for a discard, handed to nobody
+    /// (but for pieces lent meanwhile).
     pub fn pending(&self) -> usize {
         let st = self.state();
-        st.runs.len() + st.taken
+        st.runs.len() + st.taken.iter().map(|t| t.runs.len()).sum::<usize>()
     }
+
+    /// Runs waiting for a drain to take them.
+    pub fn waiting(&self) -> usize {
+        self.state().runs.len()
+    }
+}
+
+/// What is left of `run` once the pieces of it in `lent` are taken out:
+/// the runs still reserved for its discard.
+fn left_of(run: DiscardRun, lent: &[DiscardRun]) -> Vec<DiscardRun> {
+    let mut left = vec![run];
+    for l in lent.iter().filter(|l| l.disk == run.disk) {
+        let (ls, le) = (l.start, l.start + l.len);
+        left = left
+            .into_iter()
+            .flat_map(|p| {
+                let (ps, pe) = (p.start, p.start + p.len);
+                if le <= ps || pe <= ls {
+                    return vec![p];
+                }
+                [(ps, ls.max(ps)), (le.min(pe), pe)]
+                    .into_iter()
+                    .filter(|(s, e)| e > s)
+                    .map(|(s, e)| DiscardRun {
+                        disk: p.disk,
+                        start: s,
+                        len: e - s,
+                    })
+                    .collect()
+            })
+            .collect();
+    }
+    left
 }
 
 /// Discard `runs` (AUs of `au_bytes`) on `engine`, whose device for a
@@ -228,7 +357,7 @@ impl Group<'_> {
             Some(queue) => {
                 let left = queue.push(runs);
                 let none = vec![false; left.len()];
-                self.discards_done(&left, &none);
+                self.discards_done(&left, &none, &[]);
             }
             None => self.discard_now(&runs),
         }
@@ -252,7 +381,7 @@ impl Group<'_> {
         if let Some(why) = failed {
             self.discard_failed(runs, &why);
         }
-        self.discards_done(runs, &ok);
+        self.discards_done(runs, &ok, &[]);
     }
 
     /// A live group let go of (its dismount, every data handle and its
@@ -277,10 +406,19 @@ impl Group<'_> {
     /// own blocks out of a record (a release can run twice in one step:
     /// `allocate_extent`'s retry); runs past that stay unmarked, and a
     /// reclaim discards them again, once.
-    pub(super) fn discards_done(&mut self, runs: &[DiscardRun], ok: &[bool]) {
+    ///
+    /// `lent`: pieces of these runs lent to new extents while their
+    /// discards were in flight ([`DiscardQueue::lend`]): used now, they are
+    /// neither given back nor marked.
+    pub(super) fn discards_done(&mut self, runs: &[DiscardRun], ok: &[bool], lent: &[DiscardRun]) {
         let budget = CLEAN_BLOCKS_PER_TXN.saturating_sub(self.clean_dirty_blocks());
         let mut blocks = BTreeSet::new();
-        for (r, ok) in runs.iter().zip(ok) {
+        let left: Vec<(DiscardRun, bool)> = runs
+            .iter()
+            .zip(ok)
+            .flat_map(|(r, ok)| left_of(*r, lent).into_iter().map(move |p| (p, *ok)))
+            .collect();
+        for (r, ok) in &left {
             // (Parked with the disk's table if it went offline meanwhile.)
             self.unreserve_run(
                 AuAddr {
@@ -330,7 +468,7 @@ impl Group<'_> {
         };
         let runs = queue.take_waiting();
         let none = vec![false; runs.len()];
-        self.discards_done(&runs, &none);
+        self.discards_done(&runs, &none, &[]);
         runs.len()
     }
 
@@ -338,5 +476,68 @@ impl Group<'_> {
     /// (`None`: discarded at once, by the commit that released them).
     pub(super) fn set_discard_queue(&mut self, queue: Option<Arc<DiscardQueue>>) {
         self.discards = queue;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn run(disk: u16, start: u32, len: u32) -> DiscardRun {
+        DiscardRun { disk, start, len }
+    }
+
+    /// What is left of a run once pieces of it were lent: every AU not
+    /// lent, as the runs `DiskAlloc::lend_reserved` leaves reserved.
+    #[test]
+    fn what_is_left_of_a_run_once_pieces_are_lent() {
+        assert_eq!(left_of(run(1, 10, 4), &[]), vec![run(1, 10, 4)]);
+        assert_eq!(
+            left_of(run(1, 10, 4), &[run(1, 10, 1)]),
+            vec![run(1, 11, 3)]
+        );
+        assert_eq!(
+            left_of(run(1, 10, 4), &[run(1, 11, 2)]),
+            vec![run(1, 10, 1), run(1, 13, 1)]
+        );
+        assert_eq!(left_of(run(1, 10, 4), &[run(1, 10, 4)]), vec![]);
+        assert_eq!(
+            left_of(run(1, 10, 4), &[run(2, 10, 4), run(1, 20, 4)]),
+            vec![run(1, 10, 4)],
+            "another disk's piece, or another run's"
+        );
+    }
+
+    /// A piece is lent only from a batch in flight, once per run, and only
+    /// while the run is reserved whole; the batch's flag goes with it, and
+    /// the pieces come back with the batch.
+    #[test]
+    fn a_batch_in_flight_lends_each_run_once() {
+        let q = DiscardQueue::default();
+        assert!(q.push(vec![run(0, 10, 4), run(1, 20, 1)]).is_empty());
+        assert_eq!(
+            q.lendable(0, 1, |_| true),
+            None,
+            "waiting: taken back, not lent"
+        );
+        let batch = q.take().unwrap();
+        assert_eq!(q.waiting(), 0);
+        assert_eq!(q.pending(), 2);
+        assert_eq!(q.lendable(0, 5, |_| true), None, "too short");
+        assert_eq!(
+            q.lendable(0, 1, |_| false),
+            None,
+            "no longer reserved whole"
+        );
+        let r = q.lendable(0, 2, |_| true).unwrap();
+        assert_eq!(r, run(0, 10, 4));
+        let over = q.lend(r, 2);
+        assert!(!over.load(Ordering::SeqCst));
+        assert_eq!(q.lendable(0, 1, |_| true), None, "lent once");
+        q.discarded(&batch);
+        assert!(over.load(Ordering::SeqCst));
+        assert_eq!(q.finish(&batch), vec![run(0, 10, 2)]);
+        assert_eq!(q.pending(), 0);
     }
 }

@@ -426,7 +426,7 @@ impl Group<'_> {
         while (self.files[&number].extents.len() as u64) < need {
             let index = self.files[&number].extents.len() as u64;
             self.ensure_indirect_capacity(number, index + 1)?;
-            let mut extent = self.allocate_extent(copies, index)?;
+            let mut extent = self.allocate_data_extent(copies, index)?;
             self.record_missing_copies(&mut extent, index);
             let rec = self.files.get_mut(&number).expect("invariant: file exists");
             rec.extents.push(extent);

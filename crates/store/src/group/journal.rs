@@ -404,6 +404,7 @@ impl Group<'_> {
         // (`meta` is held throughout): each is free, and reserved from here
         // until its discard is over.
         self.discard_released(runs);
+        self.plane.prune_lent();
         Ok(())
     }
 

@@ -415,10 +415,10 @@ impl Inner {
                 self.discards.stop();
                 return;
             }
-            let runs = self.discards.take();
-            if runs.is_empty() {
+            let Some(batch) = self.discards.take() else {
                 return;
-            }
+            };
+            let runs = &batch.runs;
             if handle.is_none() {
                 let au_bytes = self.meta().map(|g| g.au_bytes());
                 handle = au_bytes
@@ -434,7 +434,7 @@ impl Inner {
                         &mut *h.engine,
                         |d| devices.get(&d).copied().filter(|_| view.is_writable(d)),
                         au_bytes,
-                        &runs,
+                        runs,
                     )
                 }
                 None => (
@@ -442,13 +442,22 @@ impl Inner {
                     Some("no data handle could be made".into()),
                 ),
             };
-            if let Ok(mut group) = self.meta() {
-                if let Some(why) = &failed {
-                    group.discard_failed(&runs, why);
+            // Pieces lent from the batch meanwhile may be written from now
+            // on; the rest goes back under `meta`, where lending happens
+            // too, so that no piece is lent after its run went back.
+            self.discards.discarded(&batch);
+            match self.meta() {
+                Ok(mut group) => {
+                    let lent = self.discards.finish(&batch);
+                    if let Some(why) = &failed {
+                        group.discard_failed(runs, why);
+                    }
+                    group.discards_done(runs, &ok, &lent);
                 }
-                group.discards_done(&runs, &ok);
+                Err(_) => {
+                    self.discards.finish(&batch);
+                }
             }
-            self.discards.done(runs.len());
         }
     }
 
@@ -520,6 +529,11 @@ impl LiveGroup {
     /// (`discard.rs`): handed to nobody until it is over.
     pub fn discards_pending(&self) -> usize {
         self.inner.discards.pending()
+    }
+
+    /// Of [`Self::discards_pending`], the runs no drain has taken yet.
+    pub fn discards_waiting(&self) -> usize {
+        self.inner.discards.waiting()
     }
 
     /// Run a metadata operation (create, resize, remove, a listing …): its

@@ -22,6 +22,9 @@
 //! - `io_timeout_ms` is written by the metadata plane (at mount, and when
 //!   `disk_io_timeout` is set) and read by each data handle as an operation
 //!   starts, for its own engine.
+//! - `lent` ([`Lent`]): runs are added by the metadata plane under the
+//!   metadata lock, and dropped, once nothing touches them, by first writes
+//!   and by the metadata plane; a leaf mutex.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -344,6 +347,65 @@ pub struct DataPlane {
     stop_reason: Mutex<Option<String>>,
     /// The group's `disk_io_timeout`, in milliseconds (0: not set yet).
     io_timeout_ms: AtomicU64,
+    /// Freed runs lent to new extents before what may still touch them is
+    /// over ([`Lent`]).
+    lent: Lent,
+}
+
+/// Freed runs lent to new data extents before everything that may still
+/// touch them is over (`docs/live-core.md`, "Freed space is lent"): a data
+/// operation older than the run's `readers` epoch, or the discard of a
+/// batch in flight (`discard`, set once it is over). Until then nothing
+/// writes such an extent: it is unwritten (it reads as zeros without I/O),
+/// and its first write waits ([`DataPlane::wait_for_lent`]).
+///
+/// Who changes it: the metadata plane adds a run under `meta`, before the
+/// commit that publishes its extent (so a first write that sees the extent
+/// sees the run); a first write, and the metadata plane as it releases
+/// freed runs, drop the runs they find over. Its mutex is a leaf lock.
+#[derive(Debug, Default)]
+struct Lent {
+    runs: Mutex<Vec<LentRun>>,
+    /// `runs.len()`, read without the lock: a first write looks at the
+    /// runs only while some are lent.
+    count: AtomicU64,
+    /// First writes waiting now for lent runs.
+    waits: AtomicU64,
+    /// Runs lent, and first writes that waited for lent runs, since the
+    /// mount.
+    lent_total: AtomicU64,
+    waited_total: AtomicU64,
+}
+
+/// `len` AUs from `start` on disk `disk`, lent to a new extent.
+#[derive(Debug, Clone)]
+pub(super) struct LentRun {
+    pub(super) disk: u16,
+    pub(super) start: u32,
+    pub(super) len: u32,
+    /// Data operations that started in an epoch before this one may still
+    /// use the run (its quarantine tag); 0: none.
+    pub(super) readers: u64,
+    /// The discard of the run, in flight when it was lent: set once over.
+    pub(super) discard: Option<Arc<AtomicBool>>,
+}
+
+impl LentRun {
+    /// Nothing still touches it, no data operation older than `oldest` (the
+    /// oldest running, [`DataPlane::oldest_running`]) running.
+    fn over(&self, oldest: u64) -> bool {
+        self.readers <= oldest
+            && self
+                .discard
+                .as_ref()
+                .is_none_or(|d| d.load(Ordering::SeqCst))
+    }
+
+    fn overlaps(&self, (disk, start, len): (u16, u32, u32)) -> bool {
+        self.disk == disk
+            && u64::from(self.start) < u64::from(start) + u64::from(len)
+            && u64::from(start) < u64::from(self.start) + u64::from(self.len)
+    }
 }
 
 // Poisoned locks are recovered (`cairn_io::poison`): a panic while one of
@@ -362,6 +424,7 @@ impl Default for DataPlane {
             stopped: AtomicBool::new(false),
             stop_reason: Mutex::default(),
             io_timeout_ms: AtomicU64::new(0),
+            lent: Lent::default(),
         }
     }
 }
@@ -574,6 +637,111 @@ impl DataPlane {
         drop(lock);
         DRAINERS.fetch_sub(1, Ordering::SeqCst);
         drained
+    }
+
+    // -- lent runs ---------------------------------------------------------------
+
+    /// Lend `run` to a new extent ([`Lent`]). Metadata plane only, under
+    /// `meta`, before the commit that publishes the extent.
+    pub(super) fn lend(&self, run: LentRun) {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's lent runs");
+        let mut runs = self.lent.runs.lock_or_recover();
+        runs.push(run);
+        self.lent.count.store(runs.len() as u64, Ordering::SeqCst);
+        self.lent.lent_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether any run is lent: a first write looks closer only then.
+    pub(crate) fn lends(&self) -> bool {
+        self.lent.count.load(Ordering::SeqCst) > 0
+    }
+
+    /// Drop the lent runs that nothing touches any more; whether some of
+    /// `runs` (disk, first AU, AUs) are still lent and not over.
+    pub(crate) fn lent_and_busy(&self, runs: &[(u16, u32, u32)]) -> bool {
+        // Read before the runs are: the oldest running operation only
+        // grows past a run's epoch (operations start in the current one).
+        let oldest = self.oldest_running();
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's lent runs");
+        let mut lent = self.lent.runs.lock_or_recover();
+        lent.retain(|l| !l.over(oldest));
+        self.lent.count.store(lent.len() as u64, Ordering::SeqCst);
+        lent.iter().any(|l| runs.iter().any(|r| l.overlaps(*r)))
+    }
+
+    /// Wait until none of `runs` is lent and still touched by an older data
+    /// operation or a discard in flight: before the first write into an
+    /// extent that holds them. The caller holds nothing (no latch, no
+    /// guard, not `meta`): what it waits for may need none of those, and
+    /// ends within [`DataPlane::drain_bound`]; `false` if some were still
+    /// touched then. Blocks on [`DRAIN`]'s condition variable, as a drain
+    /// does: an operation ending, and a discard batch ending, wake it
+    /// ([`wake_drains`]); under the interleaving simulator it yields.
+    #[must_use]
+    pub(crate) fn wait_for_lent(&self, runs: &[(u16, u32, u32)]) -> bool {
+        if !self.lent_and_busy(runs) {
+            return true;
+        }
+        self.lent.waits.fetch_add(1, Ordering::SeqCst);
+        self.lent.waited_total.fetch_add(1, Ordering::Relaxed);
+        let over = if cairn_io::sched::scheduled() {
+            while self.lent_and_busy(runs) {
+                cairn_io::sched::blocked();
+            }
+            cairn_io::sched::resumed();
+            true
+        } else {
+            let deadline = Instant::now() + self.drain_bound();
+            // Counted before the runs are looked at again: an operation or
+            // a discard batch that ends after our look sees the count and
+            // wakes us (both sides SeqCst).
+            DRAINERS.fetch_add(1, Ordering::SeqCst);
+            let _drain = lock_order::take(Rank::Drain, "DRAIN");
+            let mut lock = DRAIN.lock_or_recover();
+            let over = loop {
+                if !self.lent_and_busy(runs) {
+                    break true;
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break false;
+                }
+                lock = recover(DRAINED.wait_timeout(lock, left)).0;
+            };
+            drop(lock);
+            DRAINERS.fetch_sub(1, Ordering::SeqCst);
+            over
+        };
+        self.lent.waits.fetch_sub(1, Ordering::SeqCst);
+        over
+    }
+
+    /// Drop the lent runs that nothing touches any more (the metadata plane,
+    /// as it releases freed runs).
+    pub(super) fn prune_lent(&self) {
+        if self.lends() {
+            let _ = self.lent_and_busy(&[]);
+        }
+    }
+
+    /// First writes waiting now for runs lent to their extents.
+    pub fn lent_waits(&self) -> u64 {
+        self.lent.waits.load(Ordering::SeqCst)
+    }
+
+    /// Runs lent whose older readers or discards may still run (some may be
+    /// over, not yet looked at).
+    pub fn lent_runs(&self) -> u64 {
+        self.lent.count.load(Ordering::SeqCst)
+    }
+
+    /// Runs lent since the mount, and first writes that waited for lent
+    /// runs.
+    pub fn lent_totals(&self) -> (u64, u64) {
+        (
+            self.lent.lent_total.load(Ordering::Relaxed),
+            self.lent.waited_total.load(Ordering::Relaxed),
+        )
     }
 
     // -- latches ----------------------------------------------------------------
@@ -878,6 +1046,13 @@ fn slot_start(slot: &AtomicU64, plane: &DataPlane) -> u64 {
 /// drains would leave them to sleep out their bound.
 fn slot_move_on(slot: &AtomicU64, value: u64) {
     slot.store(value, Ordering::SeqCst);
+    wake_drains();
+}
+
+/// Something a drain or a first write into lent runs may wait for ended
+/// (an operation, a discard batch): wake them, if any waits. The change is
+/// stored (SeqCst) before the call, against the waiter's count of itself.
+pub(super) fn wake_drains() {
     if DRAINERS.load(Ordering::SeqCst) > 0 {
         let _drain = lock_order::take(Rank::Drain, "DRAIN");
         let _lock = DRAIN.lock_or_recover();

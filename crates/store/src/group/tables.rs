@@ -52,7 +52,7 @@ impl Group<'_> {
         copies: usize,
         index: u64,
     ) -> Result<Extent, GroupError> {
-        match self.allocate_extent_now(copies, index) {
+        match self.place_extent(copies, index, false) {
             // Freed runs may have come free of readers since the last
             // commit: give them back, and try once more.
             Err(GroupError::NoSpace(_)) if !self.read_only => {
@@ -68,52 +68,149 @@ impl Group<'_> {
                     self.release_free_of_readers()?;
                     self.take_back_discards();
                 }
-                self.allocate_extent_now(copies, index)
+                self.place_extent(copies, index, false)
             }
             other => other,
         }
     }
 
-    fn allocate_extent_now(&mut self, copies: usize, index: u64) -> Result<Extent, GroupError> {
+    /// Allocate data extent `index` of a file with `copies` copies, as
+    /// [`Self::allocate_extent`]; when no space is free now, behind a live
+    /// group, lend freed space that is held only for a while: a run a data
+    /// operation older than its free may still use, or one whose discard
+    /// is in flight (`docs/live-core.md`, "Freed space is lent"). Only a
+    /// data extent may be lent space: it is unwritten, so nothing touches
+    /// its AUs before its first write, which goes through the data path
+    /// and waits there, never under `meta`, for what still holds them. (The
+    /// metadata plane writes its own files' AUs under `meta`: those take
+    /// space free now.)
+    pub(super) fn allocate_data_extent(
+        &mut self,
+        copies: usize,
+        index: u64,
+    ) -> Result<Extent, GroupError> {
+        match self.allocate_extent(copies, index) {
+            // The first refusal says why: the one a group without lending
+            // gives.
+            Err(GroupError::NoSpace(why)) if self.live && !self.read_only => self
+                .place_extent(copies, index, true)
+                .map_err(|_| GroupError::NoSpace(why)),
+            other => other,
+        }
+    }
+
+    /// Choose disks for extent `index` with `copies` copies (placement) and
+    /// a run of AUs on each. Each copy takes a run free now; with `lend`
+    /// ([`Self::allocate_data_extent`]), on a disk with none, a run lent
+    /// instead, and only disks in service are placed on. A copy's source
+    /// is settled on every disk before any lent run is taken (a run free
+    /// now is taken at once, and given back if another disk is short); the
+    /// lent runs are registered with the data plane before the commit that
+    /// publishes the extent.
+    fn place_extent(
+        &mut self,
+        copies: usize,
+        index: u64,
+        lend: bool,
+    ) -> Result<Extent, GroupError> {
+        /// Where one copy's AUs come from.
+        enum Source {
+            Free(u32),
+            Quarantined { start: u32, readers: u64 },
+            Discarding(discard::DiscardRun),
+        }
         let mut in_service = self.disk_spaces();
-        let mut away = self.away_spaces();
+        let mut away = if lend { Vec::new() } else { self.away_spaces() };
         let aus = placement::extent_aus(index);
+        let ring = self.journal.header_generation;
+        let queue = self.discards.clone().filter(|_| lend);
         for _attempt in 0..(in_service.len() + away.len()).max(1) {
             let disks = placement::place_with_away(&in_service, &away, copies, index)
                 .map_err(|e| GroupError::NoSpace(e.to_string()))?;
-            let mut got = Vec::with_capacity(copies);
+            let mut plan = Vec::with_capacity(copies);
             let mut short = None;
             for d in &disks {
                 let table = self
                     .member_mut(d.0)
                     .and_then(Member::table_mut)
                     .expect("invariant: placement picks disks with a table");
-                match table.allocate(aus) {
-                    Some(au) => got.push(AuAddr { disk: d.0, au }),
+                let source = match table.allocate(aus) {
+                    Some(au) => Some(Source::Free(au)),
+                    None if !lend => None,
+                    None => match table.lendable(aus, ring) {
+                        Some((start, readers)) => Some(Source::Quarantined { start, readers }),
+                        None => queue
+                            .as_ref()
+                            .and_then(|q| {
+                                q.lendable(d.0, aus, |r| table.reserves((r.start, r.len)))
+                            })
+                            .map(Source::Discarding),
+                    },
+                };
+                match source {
+                    Some(s) => plan.push((d.0, s)),
                     None => {
                         short = Some(d.0);
                         break;
                     }
                 }
             }
-            match short {
-                None => return Ok(Extent::new(&got, false)),
-                Some(full) => {
-                    // Fragmented: no run of `aus` there. Undo, and let placement
-                    // see that disk as full.
-                    for a in got {
-                        self.member_mut(a.disk)
+            if let Some(full) = short {
+                // Fragmented: no run of `aus` there. Undo, and let placement
+                // see that disk as full.
+                for (disk, source) in plan {
+                    if let Source::Free(au) = source {
+                        self.member_mut(disk)
                             .and_then(Member::table_mut)
                             .expect("invariant: allocated from it")
-                            .mark(u64::from(a.au), aus, false);
-                    }
-                    for s in in_service.iter_mut().chain(away.iter_mut()) {
-                        if s.disk.0 == full {
-                            s.au_used = s.au_total;
-                        }
+                            .mark(u64::from(au), aus, false);
                     }
                 }
+                for s in in_service.iter_mut().chain(away.iter_mut()) {
+                    if s.disk.0 == full {
+                        s.au_used = s.au_total;
+                    }
+                }
+                continue;
             }
+            let mut got = Vec::with_capacity(copies);
+            for (disk, source) in plan {
+                let table = self
+                    .member_mut(disk)
+                    .and_then(Member::table_mut)
+                    .expect("invariant: placed there");
+                let au = match source {
+                    Source::Free(au) => au,
+                    Source::Quarantined { start, readers } => {
+                        table.lend_quarantined(start, aus);
+                        self.plane.lend(plane::LentRun {
+                            disk,
+                            start,
+                            len: aus as u32,
+                            readers,
+                            discard: None,
+                        });
+                        start
+                    }
+                    Source::Discarding(run) => {
+                        table.lend_reserved((run.start, run.len), run.start, aus);
+                        let over = queue
+                            .as_ref()
+                            .expect("invariant: lendable came from the queue")
+                            .lend(run, aus);
+                        self.plane.lend(plane::LentRun {
+                            disk,
+                            start: run.start,
+                            len: aus as u32,
+                            readers: 0,
+                            discard: Some(over),
+                        });
+                        run.start
+                    }
+                };
+                got.push(AuAddr { disk, au });
+            }
+            return Ok(Extent::new(&got, false));
         }
         Err(GroupError::NoSpace(format!(
             "no space: no run of {aus} free AUs on enough failure groups"

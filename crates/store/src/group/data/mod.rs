@@ -191,6 +191,47 @@ fn whole_extent_mask(index: u64) -> u16 {
     au_mask(0..crate::placement::extent_aus(index))
 }
 
+/// The AUs of the copies of `extents` (unwritten, their first write about
+/// to land) that are lent and still touched by an older data operation or a
+/// discard in flight (`plane.rs`, `Lent`): each copy as (disk, first AU,
+/// AUs), for [`wait_for_lent`]. `None` when none is, and at once (without
+/// a look at the extents) while nothing is lent at all.
+fn lent_and_busy(
+    plane: &DataPlane,
+    snap: &FileSnapshot,
+    extents: impl IntoIterator<Item = u64>,
+) -> Option<Vec<(u16, u32, u32)>> {
+    if !plane.lends() {
+        return None;
+    }
+    let runs: Vec<(u16, u32, u32)> = extents
+        .into_iter()
+        .filter_map(|e| Some((e, snap.extent(e)?)))
+        .flat_map(|(e, x)| {
+            let aus = crate::placement::extent_aus(e) as u32;
+            x.copies().iter().map(move |c| (c.disk, c.au, aus))
+        })
+        .collect();
+    plane.lent_and_busy(&runs).then_some(runs)
+}
+
+/// Wait until `runs` ([`lent_and_busy`]) are no longer touched, holding
+/// nothing (no latch, no guard): before a first write into them. Past the
+/// bound, the write of file `number` fails, having written nothing.
+fn wait_for_lent(
+    port: &mut dyn DataPort,
+    number: u32,
+    runs: &[(u16, u32, u32)],
+) -> Result<(), GroupError> {
+    if port.plane().wait_for_lent(runs) {
+        return Ok(());
+    }
+    Err(GroupError::WriteFailed(format!(
+        "file {number}: the space of its first write was freed by another file, and a data operation or a discard that may still touch it did not end within {} s; nothing was written — write again",
+        port.plane().drain_bound().as_secs()
+    )))
+}
+
 /// Copies of `extent` not written in the view (their disk is offline) whose
 /// AUs in `mask` are not all marked stale yet: they must be before the
 /// write is acknowledged.

@@ -248,6 +248,15 @@ pub(crate) fn write(
             let pieces = pieces_of(&now, offset, len)?;
             (now, pieces, now_fresh)
         };
+        // A first write into space lent while something may still touch
+        // it waits until that is over, holding nothing, and looks again.
+        if let Some(lent) = lent_and_busy(port.plane(), &now, fresh.iter().copied()) {
+            drop(guard);
+            drop(latch);
+            wait_for_lent(port, number, &lent)?;
+            snap = now;
+            continue;
+        }
         let view = port.disk_view();
         // Copies on offline disks miss this write: marked stale before any
         // byte of it lands (a first write changes the whole extent).
@@ -492,6 +501,13 @@ pub(crate) fn initialize(
             .iter()
             .filter_map(|e| now.extent(*e).filter(|x| !x.initialized).map(|x| (*e, *x)))
             .collect();
+        // Space lent while something may still touch it: as a first write.
+        if let Some(lent) = lent_and_busy(port.plane(), &now, still.iter().map(|(e, _)| *e)) {
+            drop(guard);
+            drop(latch);
+            wait_for_lent(port, number, &lent)?;
+            continue;
+        }
         let view = port.disk_view();
         let mut zeroing = Vec::new();
         let mut unmarked = Vec::new();
