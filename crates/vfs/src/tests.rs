@@ -851,3 +851,52 @@ fn a_removal_through_the_control_socket_keeps_a_known_file() {
     assert!(refused.is_err());
     assert_eq!(r.names_in(top()), ["d"]);
 }
+
+/// The service's log says a failed drop's errno as it always has
+/// (`Errno(5)`, as fuser's errno printed itself), though the core's errno
+/// is its own type now.
+#[test]
+fn a_drop_that_fails_is_logged_as_before() {
+    #[derive(Clone, Default)]
+    struct Buf(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_target(false)
+        .with_ansi(false)
+        .without_time()
+        .finish();
+    let number = tracing::subscriber::with_default(subscriber, || {
+        let r = rig();
+        let f = r.create(top(), "f");
+        r.vfs.unlink(top(), os("f")).unwrap();
+        r.shared.with(|sim| {
+            for d in &r.ids {
+                sim.lose_disk(*d);
+            }
+        });
+        // The group stops at its next commit; the drop's fails.
+        let _ = r
+            .vfs
+            .mkdir(ME, top(), os("d"), 0o755, 0)
+            .map(Entry::replied);
+        r.vfs.forget(f, 1);
+        match Ino::decode(f) {
+            Some(Ino::File { number, .. }) => number,
+            other => panic!("{other:?}"),
+        }
+    });
+    let log = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let line = format!("dropping an unlinked file failed file={number} error=Errno(5)");
+    assert!(log.contains(&line), "no {line:?} in:\n{log}");
+}

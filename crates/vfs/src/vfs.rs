@@ -448,8 +448,13 @@ impl Vfs {
                 ino = Ino::File { slot, number }.encode(),
                 "dropped a file unlinked while in use"
             ),
-            // The next mount that writes drops it.
-            Err(e) => tracing::warn!(file = number, error = ?e, "dropping an unlinked file failed"),
+            // The next mount that writes drops it. (The errno as the
+            // service's log has always shown it: `Errno(5)`.)
+            Err(e) => tracing::warn!(
+                file = number,
+                error = %format_args!("Errno({})", e.code()),
+                "dropping an unlinked file failed"
+            ),
         }
     }
 
