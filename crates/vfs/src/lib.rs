@@ -3,7 +3,7 @@
 //! Rust — inode numbers as `u64`, names as `&OsStr`, [`Errno`] for a
 //! refusal, attributes as [`Attr`] — so that it is tested directly, and by
 //! the interleaving simulator against a model of POSIX
-//! (`tests/posix_model.rs`). The service only decodes a request, calls
+//! (`tests/posix_model/`). The service only decodes a request, calls
 //! [`Vfs`], and encodes the reply (`docs/serve.md`, "The file system").
 //!
 //! Operations: lookup and forget, getattr, setattr (size, mode, owner,
