@@ -47,6 +47,16 @@
 //! every byte after an unmount, the bytes of files synced since their last
 //! change after a crash — and files that had no name are gone.
 //!
+//! In about three seeds in ten the process may also die mid-run: after a
+//! number of mutating requests the seed picks, every request fails (the
+//! group stops). An answer is then either the model's or `EIO`; a change
+//! the model says would be made that fails so may or may not have become
+//! durable, and the names and objects it touched are unsure. The actors
+//! stop asking, give back their lookups (the counts must still be the
+//! model's: an entry answered with an error leaves none), the disks keep,
+//! lose or tear what was not flushed, and after the group is mounted
+//! again the tree is the model's wherever the model is sure.
+//!
 //! Every conditional check is counted each time it runs; the run prints the
 //! totals, and a run of 200 seeds or more fails if a check in [`CHECKS`]
 //! never ran.
@@ -119,6 +129,8 @@ const CHECKS: &[&str] = &[
     "after an unmount: every byte as the model's",
     "after a crash: the tree as the model's",
     "after a crash: a synced file's bytes as the model's",
+    "a crash mid-run: an error the dying process explains",
+    "a crash mid-run: the tree as the model's where the model is sure",
 ];
 
 fn trace() -> bool {
@@ -156,6 +168,9 @@ struct Config {
     /// file system's end does).
     close_all: bool,
     end: End,
+    /// The process dies mid-run after this many mutating requests, if the
+    /// actors get that far.
+    crash_mid: Option<usize>,
 }
 
 fn config(rng: &mut Rand) -> Config {
@@ -186,6 +201,7 @@ fn config(rng: &mut Rand) -> Config {
         } else {
             End::Crash
         },
+        crash_mid: rng.chance(30).then(|| 100 + rng.below(700) as usize),
     }
 }
 
@@ -265,6 +281,7 @@ fn mount(shared: &SharedSim, ids: &[DeviceId], clock: &Arc<SimClock>) -> (Arc<Li
 
 struct World {
     seed: u64,
+    shared: SharedSim,
     vfs: Vfs,
     model: Mutex<Model>,
     locks: KernelLocks,
@@ -273,6 +290,18 @@ struct World {
     /// The group's size after mirroring, bytes (what `statfs` counts).
     bytes: u64,
     au_bytes: u64,
+    /// What changes that failed as the process died may or may not have
+    /// made durable.
+    unsure: Mutex<Unsure>,
+}
+
+/// Names (directory, name key) and objects (size, bytes, mode) a change
+/// that failed as the process died touched: after the crash each may be
+/// as before or as after.
+#[derive(Default)]
+struct Unsure {
+    names: BTreeSet<(Obj, String)>,
+    objs: BTreeSet<Obj>,
 }
 
 /// One actor's part of the kernel: the lookups it holds and its opens.
@@ -289,6 +318,39 @@ struct ActorState {
 impl World {
     fn check(&self, name: &'static str) {
         self.checks.lock_or_recover().hit(name);
+    }
+
+    /// Whether an error is the dying process's: the crash point armed
+    /// mid-run was reached, and from there every request fails, so the
+    /// group answers `EIO`.
+    fn dying(&self, e: Errno) -> bool {
+        let dying = e == Errno::EIO && self.shared.crashed();
+        if dying {
+            self.check("a crash mid-run: an error the dying process explains");
+        }
+        dying
+    }
+
+    /// Whether an answer agrees with the model's: `false` for an error the
+    /// dying process explains (what the change touched is then unsure), a
+    /// panic for any other difference.
+    fn agrees(&self, what: &str, want: Result<(), Errno>, got: Result<(), Errno>) -> bool {
+        match got {
+            _ if got == want => true,
+            Err(e) if self.dying(e) => false,
+            _ => panic!(
+                "seed {}: {what}: the model says {want:?}, the file system {got:?}",
+                self.seed
+            ),
+        }
+    }
+
+    /// A change the model said would be made failed as the process died:
+    /// these names and objects are unsure from here.
+    fn unsure(&self, names: &[(Obj, &str)], objs: &[Obj]) {
+        let mut u = self.unsure.lock_or_recover();
+        u.names.extend(names.iter().map(|(d, n)| (*d, key(n))));
+        u.objs.extend(objs);
     }
 
     /// Run `body` holding the kernel's locks that `want` names, computed
@@ -328,6 +390,7 @@ impl World {
     ) {
         let mut m = self.model.lock_or_recover();
         match (want, got) {
+            (_, Err(g)) if self.dying(g) => {}
             (Err(w), Err(g)) => assert_eq!(g, w, "seed {}: {what}", self.seed),
             (Ok(o), Ok((attr, generation))) => {
                 m.check_attr(o, &attr, what);
@@ -503,23 +566,42 @@ fn check_files(live: &LiveGroup, m: &Model, seed: u64, checks: &mut Tally) {
 /// The tree, listed and read through the file system, is the model's
 /// (`bytes`: every file's bytes, or only those of files synced since their
 /// last change).
-fn check_tree(vfs: &Vfs, m: &Model, seed: u64, every_byte: bool, checks: &mut Tally) {
+fn check_tree(
+    vfs: &Vfs,
+    m: &Model,
+    seed: u64,
+    every_byte: bool,
+    unsure: &Unsure,
+    checks: &mut Tally,
+) {
     let mut stack = vec![0usize];
     while let Some(d) = stack.pop() {
+        let sure = |k: &String| !unsure.names.contains(&(d, k.clone()));
         let listing = vfs.readdir(m.objs[d].ino, 2).unwrap();
-        let mut got: Vec<(String, u64)> = listing.iter().map(|e| (e.name.clone(), e.ino)).collect();
-        got.sort();
-        let mut want: Vec<(String, u64)> = m
-            .children(d)
-            .values()
-            .map(|(n, c)| (n.clone(), m.objs[*c].ino))
+        let got: BTreeMap<String, (String, u64)> = listing
+            .iter()
+            .map(|e| (key(&e.name), (e.name.clone(), e.ino)))
+            .filter(|(k, _)| sure(k))
             .collect();
-        want.sort();
+        let want: BTreeMap<String, (String, u64)> = m
+            .children(d)
+            .iter()
+            .map(|(k, (n, c))| (k.clone(), (n.clone(), m.objs[*c].ino)))
+            .filter(|(k, _)| sure(k))
+            .collect();
         assert_eq!(got, want, "seed {seed}: directory {:#x}", m.objs[d].ino);
-        for (_, c) in m.children(d).values() {
+        for (k, (_, c)) in m.children(d) {
+            if !sure(k) {
+                continue;
+            }
             let o = &m.objs[*c];
             let what = format!("seed {seed}: {:#x} at the end", o.ino);
-            m.check_attr(*c, &vfs.getattr(o.ino).unwrap(), &what);
+            let attr = vfs.getattr(o.ino).unwrap();
+            if unsure.objs.contains(c) {
+                assert_eq!(attr.kind, o.kind(), "{what}: its kind");
+                continue;
+            }
+            m.check_attr(*c, &attr, &what);
             match &o.body {
                 Body::Dir { .. } => stack.push(*c),
                 Body::File { data, clean } if every_byte || *clean => {
@@ -551,6 +633,8 @@ struct SeedFigures {
     ops: u64,
     switches: u64,
     crashed: bool,
+    /// The crash point armed mid-run was reached.
+    died: bool,
     checks: Tally,
 }
 
@@ -578,6 +662,7 @@ fn run_seed(seed: u64) -> SeedFigures {
         .unwrap();
     let world = World {
         seed,
+        shared: shared.clone(),
         vfs,
         model: Mutex::new(Model::new(u64::from(cfg.logical))),
         locks: KernelLocks::default(),
@@ -585,7 +670,9 @@ fn run_seed(seed: u64) -> SeedFigures {
         ops: AtomicU64::new(0),
         bytes: (total_mb << 20) / copies,
         au_bytes,
+        unsure: Mutex::default(),
     };
+    shared.crash_after(cfg.crash_mid);
     let turnstile = Turnstile::new(seed).stay(cfg.stay);
     let actors: Vec<Actor<'_>> = (0..ACTORS)
         .map(|i| {
@@ -605,14 +692,22 @@ fn run_seed(seed: u64) -> SeedFigures {
         model,
         checks,
         ops,
+        unsure,
         ..
     } = world;
     let mut m = model.into_inner().unwrap();
     let mut checks = checks.into_inner().unwrap();
+    let unsure = unsure.into_inner().unwrap();
+    // Lookups answered with an error, the dying process's too, were given
+    // back: the counts are the model's either way.
     check_counts(&vfs, &m, seed, &mut checks);
-    check_files(&live, &m, seed, &mut checks);
-    check_tree(&vfs, &m, seed, true, &mut checks);
-    group_clean(&live, seed, "before the end");
+    let died = shared.crashed();
+    if !died {
+        shared.crash_after(None);
+        check_files(&live, &m, seed, &mut checks);
+        check_tree(&vfs, &m, seed, true, &unsure, &mut checks);
+        group_clean(&live, seed, "before the end");
+    }
 
     // The file system ends; the kernel's lookups go with it.
     let everyone: Vec<Obj> = (0..m.objs.len()).collect();
@@ -620,7 +715,8 @@ fn run_seed(seed: u64) -> SeedFigures {
         m.objs[o].lookups = 0;
         m.settle(o);
     }
-    match cfg.end {
+    let end = if died { End::Crash } else { cfg.end };
+    match end {
         End::Unmount => {
             vfs.destroy();
             assert_eq!(vfs.known_inodes(), 0);
@@ -642,14 +738,20 @@ fn run_seed(seed: u64) -> SeedFigures {
             ][rng.below(4) as usize];
             shared.with(|sim| sim.crash(policy));
             shared.reset_handles();
+            shared.crash_after(None);
         }
     }
     let (live, vfs) = mount(&shared, &ids, &clock);
-    check_files(&live, &m, seed, &mut checks);
-    check_tree(&vfs, &m, seed, cfg.end == End::Unmount, &mut checks);
-    checks.hit(match cfg.end {
-        End::Unmount => "after an unmount: every byte as the model's",
-        End::Crash => "after a crash: the tree as the model's",
+    if !died {
+        // (After a crash mid-run a file made by a change that failed may
+        // be there or not: the tree below says which names may differ.)
+        check_files(&live, &m, seed, &mut checks);
+    }
+    check_tree(&vfs, &m, seed, end == End::Unmount, &unsure, &mut checks);
+    checks.hit(match (died, end) {
+        (true, _) => "a crash mid-run: the tree as the model's where the model is sure",
+        (false, End::Unmount) => "after an unmount: every byte as the model's",
+        (false, End::Crash) => "after a crash: the tree as the model's",
     });
     group_clean(&live, seed, "after the remount");
     drop(vfs);
@@ -660,7 +762,8 @@ fn run_seed(seed: u64) -> SeedFigures {
     SeedFigures {
         ops: ops.into_inner(),
         switches: turnstile.switches(),
-        crashed: cfg.end == End::Crash,
+        crashed: end == End::Crash,
+        died,
         checks,
     }
 }
@@ -688,16 +791,17 @@ fn vfs_against_a_posix_model() {
         },
         run_seed,
     );
-    let (mut ops, mut switches, mut crashed) = (0, 0, 0);
+    let (mut ops, mut switches, mut crashed, mut died) = (0, 0, 0, 0);
     let mut checks = Tally::default();
     for f in &totals {
         ops += f.ops;
         switches += f.switches;
         crashed += u64::from(f.crashed);
+        died += u64::from(f.died);
         checks.merge(&f.checks);
     }
     eprintln!(
-        "vfs against a POSIX model: {count} seeds in {:.1} s ({} at a time): {ops} operations, {switches} scheduling points, {crashed} seeds ended by a crash\nchecks run:\n{}",
+        "vfs against a POSIX model: {count} seeds in {:.1} s ({} at a time): {ops} operations, {switches} scheduling points, {crashed} seeds ended by a crash ({died} of them mid-run)\nchecks run:\n{}",
         started.elapsed().as_secs_f64(),
         common::seed_workers(count),
         checks.lines()

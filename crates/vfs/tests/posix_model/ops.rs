@@ -129,6 +129,8 @@ fn create(w: &World, a: &mut ActorState, dir: bool) {
                         *a.open.entry(attr.ino).or_default() += 1;
                     }
                 }
+                (Ok(parent), Err(y)) if w.dying(y) => w.unsure(&[(parent, &name)], &[]),
+                (_, Err(y)) if w.dying(y) => {}
                 (Err(x), Err(y)) => assert_eq!(y, x, "seed {}: {what}", w.seed),
                 (x, y) => panic!("seed {}: {what}: the model says {x:?}, the file system {:?}", w.seed, y.map(|g| g.0.ino)),
             }
@@ -153,8 +155,13 @@ fn unlink(w: &World, a: &mut ActorState) {
             };
             let got = w.vfs.unlink(d, os(&name));
             w.say(a, &format!("unlink {name:?} in {d:#x} -> {got:?}"));
-            let what = format!("seed {}: unlink {name:?} in {d:#x}", w.seed);
-            assert_eq!(got, want.map(|_| ()), "{what}");
+            let what = format!("unlink {name:?} in {d:#x}");
+            if !w.agrees(&what, want.map(|_| ()), got) {
+                if let Ok((o, c)) = want {
+                    w.unsure(&[(o, &name)], &[c]);
+                }
+                return;
+            }
             if let Ok((o, c)) = want {
                 let mut m = w.model.lock_or_recover();
                 if m.objs[c].lookups > 0 {
@@ -191,12 +198,12 @@ fn rmdir(w: &World, a: &mut ActorState) {
         };
         let got = w.vfs.rmdir(d, os(&name));
         w.say(a, &format!("rmdir {name:?} in {d:#x} -> {got:?}"));
-        assert_eq!(
-            got,
-            want.map(|_| ()),
-            "seed {}: rmdir {name:?} in {d:#x}",
-            w.seed
-        );
+        if !w.agrees(&format!("rmdir {name:?} in {d:#x}"), want.map(|_| ()), got) {
+            if let Ok((o, c)) = want {
+                w.unsure(&[(o, &name)], &[c]);
+            }
+            return;
+        }
         if let Ok((o, c)) = want {
             let mut m = w.model.lock_or_recover();
             if m.objs[c].lookups > 0 {
@@ -281,12 +288,15 @@ fn rename(w: &World, a: &mut ActorState) {
     w.with_locks(want_locks, || {
         let want = rename_want(&w.model.lock_or_recover(), (d1, &n1), (d2, &n2), flags);
         let got = w.vfs.rename(d1, os(&n1), d2, os(&n2), flags);
-        let what = format!(
-            "seed {}: rename {n1:?} in {d1:#x} to {n2:?} in {d2:#x} ({flags})",
-            w.seed
-        );
+        let what = format!("rename {n1:?} in {d1:#x} to {n2:?} in {d2:#x} ({flags})");
         w.say(a, &format!("{what} -> {got:?}"));
-        assert_eq!(got, want.map(|_| ()), "{what}");
+        if !w.agrees(&what, want.map(|_| ()), got) {
+            if let Ok((o1, o2, s, t)) = want {
+                let objs: Vec<Obj> = [Some(s), t].into_iter().flatten().collect();
+                w.unsure(&[(o1, &n1), (o2, &n2)], &objs);
+            }
+            return;
+        }
         match want {
             Err(_) => w.check("rename: refused as the model says"),
             Ok((o1, o2, s, target)) => {
@@ -345,6 +355,9 @@ fn opened_file(w: &World, a: &mut ActorState) -> Option<u64> {
         let direct = a.rng.chance(30);
         let flags = if direct { libc::O_DIRECT } else { 0 };
         let opened = w.with_locks(|_| vec![(f, false)], || w.vfs.open(f, flags));
+        if matches!(opened, Err(e) if w.dying(e)) {
+            return None;
+        }
         assert_eq!(
             opened.map(|o| o.direct),
             Ok(direct),
@@ -370,6 +383,9 @@ fn read(w: &World, a: &mut ActorState) {
         |_| vec![(f, false)],
         || {
             let got = w.vfs.read(f, offset, len);
+            if matches!(got, Err(e) if w.dying(e)) {
+                return;
+            }
             let m = w.model.lock_or_recover();
             let data = m.data(m.by_ino[&f]);
             let from = (offset as usize).min(data.len());
@@ -418,12 +434,16 @@ fn write(w: &World, a: &mut ActorState) {
         || {
             let got = w.vfs.write(f, offset, &data, flags);
             w.say(a, &format!("write {f:#x} at {offset} {len} -> {got:?}"));
-            assert_eq!(
-                got,
-                Ok(len as u32),
-                "seed {}: write {f:#x} at {offset}",
-                w.seed
-            );
+            let what = format!("write {f:#x} at {offset}");
+            if !w.agrees(
+                &what,
+                Ok(()),
+                got.map(|n| assert_eq!(n, len as u32, "{what}")),
+            ) {
+                let o = w.model.lock_or_recover().by_ino[&f];
+                w.unsure(&[], &[o]);
+                return;
+            }
             if unnamed(w, f) {
                 w.check("write through an inode whose last name went");
             }
@@ -505,6 +525,8 @@ fn setattr(w: &World, a: &mut ActorState) {
             let what = format!("seed {}: setattr {ino:#x} {set:?}", w.seed);
             w.say(a, &format!("{what} -> {:?}", got.as_ref().map(|a| a.size)));
             match (want, got) {
+                (Ok(Some(o)), Err(y)) if w.dying(y) => w.unsure(&[], &[o]),
+                (_, Err(y)) if w.dying(y) => {}
                 (Err(x), Err(y)) => assert_eq!(y, x, "{what}"),
                 (Ok(None), Ok(attr)) => {
                     assert_eq!((attr.ino, attr.kind), (ROOT, Kind::Directory), "{what}")
@@ -547,6 +569,9 @@ fn getattr(w: &World, a: &mut ActorState) {
         |_| vec![(ino, false)],
         || {
             let got = w.vfs.getattr(ino);
+            if matches!(got, Err(e) if w.dying(e)) {
+                return;
+            }
             let m = w.model.lock_or_recover();
             let what = format!("seed {}: getattr {ino:#x}", w.seed);
             match m.node(ino) {
@@ -576,37 +601,36 @@ fn fallocate(w: &World, a: &mut ActorState) {
         |_| vec![(f, true)],
         || {
             let got = w.vfs.fallocate(f, offset, len, mode);
-            let what = format!(
-                "seed {}: fallocate {f:#x} at {offset} {len} mode {mode:#x}",
-                w.seed
-            );
+            let what = format!("fallocate {f:#x} at {offset} {len} mode {mode:#x}");
             w.say(a, &format!("{what} -> {got:?}"));
             let mut m = w.model.lock_or_recover();
             let o = m.by_ino[&f];
             let size = m.data(o).len() as u64;
-            let want = match mode {
-                0 => {
-                    if end > size {
-                        m.data_mut(o).resize(end as usize, 0);
-                    }
-                    Ok(())
-                }
-                KEEP if end <= size => Ok(()),
-                KEEP => Err(Errno::EOPNOTSUPP),
+            // (what it answers, what it grows the file to, the range zeroed)
+            let (want, grow, zero) = match mode {
+                0 => (Ok(()), end, None),
+                KEEP if end <= size => (Ok(()), 0, None),
+                KEEP => (Err(Errno::EOPNOTSUPP), 0, None),
                 _ => {
                     let keep = mode & KEEP != 0;
                     let stop = if keep { end.min(size) } else { end };
-                    if !keep && end > size {
-                        m.data_mut(o).resize(end as usize, 0);
-                    }
-                    if offset < stop {
-                        m.data_mut(o)[offset as usize..stop as usize].fill(0);
-                        w.check("fallocate: a punched or zeroed range");
-                    }
-                    Ok(())
+                    let grow = if keep { 0 } else { end };
+                    (Ok(()), grow, (offset < stop).then_some(offset..stop))
                 }
             };
-            assert_eq!(got, want, "{what}");
+            if !w.agrees(&what, want, got) {
+                if want.is_ok() {
+                    w.unsure(&[], &[o]);
+                }
+                return;
+            }
+            if grow > size {
+                m.data_mut(o).resize(grow as usize, 0);
+            }
+            if let Some(range) = zero {
+                m.data_mut(o)[range.start as usize..range.end as usize].fill(0);
+                w.check("fallocate: a punched or zeroed range");
+            }
         },
     );
 }
@@ -619,7 +643,9 @@ fn sync(w: &World, a: &mut ActorState) {
         || {
             let got = w.vfs.fsync(f, datasync);
             w.say(a, &format!("fsync {f:#x} -> {got:?}"));
-            assert_eq!(got, Ok(()), "seed {}: fsync {f:#x}", w.seed);
+            if !w.agrees(&format!("fsync {f:#x}"), Ok(()), got) {
+                return;
+            }
             let mut m = w.model.lock_or_recover();
             let o = m.by_ino[&f];
             if let Body::File { clean, .. } = &mut m.objs[o].body {
@@ -634,7 +660,7 @@ fn close(w: &World, a: &mut ActorState, f: u64) {
     w.with_locks(
         |_| vec![(f, false)],
         || {
-            assert_eq!(w.vfs.flush(f), Ok(()), "seed {}: flush {f:#x}", w.seed);
+            w.agrees(&format!("flush {f:#x}"), Ok(()), w.vfs.flush(f));
             w.vfs.release(f);
         },
     );
@@ -680,6 +706,7 @@ fn readdir(w: &World, a: &mut ActorState) {
                 }
             };
             match (want, got) {
+                (_, Err(y)) if w.dying(y) => {}
                 (Err(x), Err(y)) => assert_eq!(y, x, "{what}"),
                 (Ok(mut want), Ok(got)) => {
                     assert!(
@@ -701,7 +728,10 @@ fn readdir(w: &World, a: &mut ActorState) {
                     drop(m);
                     if got.len() > 3 {
                         let at = 2 + a.rng.below(got.len() as u64 - 3) as usize;
-                        let rest = w.vfs.readdir(d, got[at].cookie).unwrap();
+                        let rest = match w.vfs.readdir(d, got[at].cookie) {
+                            Err(e) if w.dying(e) => return,
+                            r => r.unwrap(),
+                        };
                         assert_eq!(
                             rest,
                             got[at + 1..],
@@ -721,7 +751,10 @@ fn statfs(w: &World, a: &mut ActorState) {
     let mut all: Vec<u64> = a.held.keys().copied().collect();
     all.extend([top(), ROOT]);
     let ino = a.pick(&all).expect("invariant: not empty");
-    let s = w.vfs.statfs(ino).unwrap();
+    let s = match w.vfs.statfs(ino) {
+        Err(e) if w.dying(e) => return,
+        r => r.unwrap(),
+    };
     let what = format!("seed {}: statfs {ino:#x}", w.seed);
     assert!(
         [4096, w.au_bytes as u32].contains(&s.bsize),
@@ -749,6 +782,11 @@ pub fn actor(w: &World, id: usize, close_all: bool) {
     };
     for _ in 0..OPS_PER_ACTOR {
         sched::yield_now();
+        // The process died: nothing more is asked (the kernel's end, its
+        // forgets, comes below).
+        if w.shared.crashed() {
+            break;
+        }
         w.ops.fetch_add(1, Ordering::SeqCst);
         match a.rng.below(100) {
             0..=15 => lookup(w, &mut a),
