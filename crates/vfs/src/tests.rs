@@ -534,6 +534,11 @@ fn each_refusal_has_its_errno() {
         "names are case-insensitive"
     );
     assert_eq!(mk(top(), os(&long)), Errno::EINVAL);
+    // 96 bytes is the longest name the group takes (statfs says 48: its
+    // namelen was never raised).
+    let longest = r.create(top(), &"n".repeat(96));
+    assert_eq!(r.lookup(top(), &"N".repeat(96)).unwrap().0.ino, longest);
+    assert_eq!(r.vfs.statfs(top()).unwrap().namelen, 48);
     assert_eq!(mk(top(), bad), Errno::EINVAL);
     assert_eq!(mk(file, os("x")), Errno::ENOTDIR);
     assert_eq!(mk(0, os("x")), Errno::ENOENT);
