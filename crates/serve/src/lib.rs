@@ -6,7 +6,8 @@
 //! crate mounts the file system, tells systemd it is ready, waits for a
 //! signal, then unmounts and hands the groups back to be dismounted.
 //!
-//! - `fs`: the groups' name space as a FUSE file system.
+//! - `fs`: the groups' name space as a FUSE file system: glue between fuser
+//!   and the file system's rules (`cairn_vfs`).
 //! - [`control`]: the control socket that carries every command a client
 //!   sends to the one executor (`cairn_command`).
 //! - [`host`]: the service as that executor's host — the groups held, the
