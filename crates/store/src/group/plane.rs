@@ -611,21 +611,29 @@ impl DataPlane {
         if self.oldest_running() >= epoch {
             return true;
         }
+        self.wait_until_drained(|| self.oldest_running() >= epoch)
+    }
+
+    /// Wait, at most the drain bound, until `ready` holds; `false` if it
+    /// still does not. Woken by every operation's end and discard batch's
+    /// (`wake_drains`) while it waits; under the interleaving simulator it
+    /// yields instead (the others are actors that run only when it does).
+    fn wait_until_drained(&self, ready: impl Fn() -> bool) -> bool {
         if cairn_io::sched::scheduled() {
-            while self.oldest_running() < epoch {
+            while !ready() {
                 cairn_io::sched::blocked();
             }
             cairn_io::sched::resumed();
             return true;
         }
         let deadline = Instant::now() + self.drain_bound();
-        // Counted before the slots are read again: an operation that ends
-        // after our read sees the count and wakes us (both sides SeqCst).
+        // Counted before `ready` is looked at again: what ends after our
+        // look sees the count and wakes us (both sides SeqCst).
         DRAINERS.fetch_add(1, Ordering::SeqCst);
         let _drain = lock_order::take(Rank::Drain, "DRAIN");
         let mut lock = DRAIN.lock_or_recover();
-        let drained = loop {
-            if self.oldest_running() >= epoch {
+        let over = loop {
+            if ready() {
                 break true;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -636,7 +644,7 @@ impl DataPlane {
         };
         drop(lock);
         DRAINERS.fetch_sub(1, Ordering::SeqCst);
-        drained
+        over
     }
 
     // -- lent runs ---------------------------------------------------------------
@@ -684,34 +692,7 @@ impl DataPlane {
         }
         self.lent.waits.fetch_add(1, Ordering::SeqCst);
         self.lent.waited_total.fetch_add(1, Ordering::Relaxed);
-        let over = if cairn_io::sched::scheduled() {
-            while self.lent_and_busy(runs) {
-                cairn_io::sched::blocked();
-            }
-            cairn_io::sched::resumed();
-            true
-        } else {
-            let deadline = Instant::now() + self.drain_bound();
-            // Counted before the runs are looked at again: an operation or
-            // a discard batch that ends after our look sees the count and
-            // wakes us (both sides SeqCst).
-            DRAINERS.fetch_add(1, Ordering::SeqCst);
-            let _drain = lock_order::take(Rank::Drain, "DRAIN");
-            let mut lock = DRAIN.lock_or_recover();
-            let over = loop {
-                if !self.lent_and_busy(runs) {
-                    break true;
-                }
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break false;
-                }
-                lock = recover(DRAINED.wait_timeout(lock, left)).0;
-            };
-            drop(lock);
-            DRAINERS.fetch_sub(1, Ordering::SeqCst);
-            over
-        };
+        let over = self.wait_until_drained(|| !self.lent_and_busy(runs));
         self.lent.waits.fetch_sub(1, Ordering::SeqCst);
         over
     }
