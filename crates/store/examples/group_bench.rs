@@ -878,7 +878,7 @@ impl cairn_store::group::EngineSource for NullSource {
         &self,
         disks: &std::collections::BTreeMap<u16, DeviceId>,
         _depth: usize,
-    ) -> Result<cairn_store::group::live::HandleEngine, cairn_store::group::GroupError> {
+    ) -> Result<cairn_store::group::HandleEngine, cairn_store::group::GroupError> {
         let engine = NullEngine {
             geometry: self.geometry.clone(),
             done: Vec::new(),
@@ -980,7 +980,7 @@ impl cairn_store::group::EngineSource for OneDevice {
         &self,
         disks: &std::collections::BTreeMap<u16, DeviceId>,
         depth: usize,
-    ) -> Result<cairn_store::group::live::HandleEngine, cairn_store::group::GroupError> {
+    ) -> Result<cairn_store::group::HandleEngine, cairn_store::group::GroupError> {
         let mut engine = new_file_engine(EngineKind::Uring, depth)
             .map_err(|e| cairn_store::group::GroupError::Invalid(e.to_string()))?;
         let mut ids = std::collections::BTreeMap::new();

@@ -1121,7 +1121,7 @@ impl group::EngineSource for HeartbeatSource {
         &self,
         disks: &BTreeMap<u16, cairn_io::DeviceId>,
         depth: usize,
-    ) -> Result<group::live::HandleEngine, GroupError> {
+    ) -> Result<group::HandleEngine, GroupError> {
         let (engine, ids, _) = self.0.make(cairn_io::EngineKind::Auto, disks, depth)?;
         let engine: Box<dyn cairn_io::IoEngine> = engine;
         Ok((engine, ids))
@@ -1232,7 +1232,7 @@ impl group::EngineSource for FileSource {
         &self,
         disks: &BTreeMap<u16, cairn_io::DeviceId>,
         depth: usize,
-    ) -> Result<group::live::HandleEngine, GroupError> {
+    ) -> Result<group::HandleEngine, GroupError> {
         let (engine, ids, pairs) = self.make(self.kind, disks, depth)?;
         let mut io = self.io();
         let counters = pairs

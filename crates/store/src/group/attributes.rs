@@ -2,7 +2,12 @@
 //! their defaults and ranges, kept in the attributes metadata file (one
 //! block, through the journal like every metadata change).
 
-use super::*;
+use cairn_format::group as fmt;
+
+use super::error::GroupError;
+use super::mounted::Group;
+use super::parts::members::Member;
+use super::parts::txn::Dirty;
 
 /// What a key accepts, for the refusal that lists the keys.
 #[derive(Debug, Clone, Copy)]
@@ -70,10 +75,7 @@ pub const ATTRIBUTES: &[AttributeSpec] = &[
 /// The longest `disk_repair_time`.
 const REPAIR_TIME_MAX_SECONDS: u64 = 365 * 86_400;
 
-/// `disk_io_timeout` when the group sets none: in the tens of seconds, as
-/// ASM's disk I/O timeout, so a SAN path failing over (which may take tens
-/// of seconds) is waited for, and a dead one is not for ever.
-pub const DISK_IO_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(30);
+pub use super::limits::DISK_IO_TIMEOUT_DEFAULT;
 /// The shortest `disk_io_timeout`: below a second a busy but healthy disk
 /// (a queue of large writes, a flush behind them) would be taken offline.
 const IO_TIMEOUT_MIN_MS: u64 = 1_000;
@@ -288,12 +290,7 @@ impl Group<'_> {
         &self,
         what: impl Fn(&cairn_io::geometry::Geometry) -> bool,
     ) -> bool {
-        let mut disks = self
-            .members
-            .iter()
-            .flatten()
-            .filter_map(Member::online)
-            .peekable();
+        let mut disks = self.members.iter().filter_map(Member::online).peekable();
         disks.peek().is_some() && disks.all(|d| self.engine.geometry(d).is_some_and(&what))
     }
 

@@ -17,8 +17,11 @@ use cairn_format::meta::{self, BLOCK_BYTES};
 use cairn_io::AlignedBuf;
 use serde::Serialize;
 
+use super::error::GroupError;
+use super::mounted::{Group, LostBlock};
+use super::parts::members::Member;
+use super::parts::txn::Dirty;
 use super::tables::OwnedRun;
-use super::{Dirty, Group, GroupError, Member};
 use crate::names::Component;
 
 /// Where `check --repair` puts names it had to move, and files it had to name.
@@ -198,7 +201,7 @@ impl Group<'_> {
         let (owner, mut problems) = self.audit_ownership(report);
         report.aus_in_use = owner.len() as u64;
         // Against each online disk's table.
-        for n in 0..self.members.len() as u16 {
+        for n in self.members.numbers() {
             let Some(m) = self.member(n) else { continue };
             if m.online().is_none() {
                 continue;
@@ -272,10 +275,7 @@ impl Group<'_> {
                         r.name,
                         r.id,
                         r.file_number,
-                        if self
-                            .lost
-                            .contains_key(&super::LostBlock::Entry(r.file_number))
-                        {
+                        if self.lost.contains_key(&LostBlock::Entry(r.file_number)) {
                             "is lost"
                         } else {
                             "does not exist"
@@ -435,7 +435,8 @@ impl Group<'_> {
         };
         let name = self.free_name_in(dir, &base)?;
         self.names.rename(id, dir, name.as_str());
-        self.txn.mark(Dirty::Alias(super::alias_block_of(id)));
+        self.txn
+            .mark(Dirty::Alias(super::namespace::alias_block_of(id)));
         Ok(format!("+{}/{LOST_AND_FOUND}/{}", self.name, name.as_str()))
     }
 
@@ -460,27 +461,27 @@ impl Group<'_> {
         report: &mut CheckReport,
     ) -> Result<(), GroupError> {
         let described = self.describe_lost();
-        let lost: Vec<super::LostBlock> = self.lost.keys().copied().collect();
+        let lost: Vec<LostBlock> = self.lost.keys().copied().collect();
         for (block, what) in lost.into_iter().zip(described) {
             let location = match block {
-                super::LostBlock::Entry(n) => format!("file directory entry {n}"),
-                super::LostBlock::Map(n) => format!("extent map of file {n}"),
-                super::LostBlock::Alias(k) => format!("alias block {k}"),
-                super::LostBlock::Templates => "templates block".to_string(),
-                super::LostBlock::Attributes => "attributes block".to_string(),
+                LostBlock::Entry(n) => format!("file directory entry {n}"),
+                LostBlock::Map(n) => format!("extent map of file {n}"),
+                LostBlock::Alias(k) => format!("alias block {k}"),
+                LostBlock::Templates => "templates block".to_string(),
+                LostBlock::Attributes => "attributes block".to_string(),
             };
             if repair {
-                if let super::LostBlock::Map(n) = block {
+                if let LostBlock::Map(n) = block {
                     // Cut where the map ends: the entry says so, and the
                     // indirect AUs past it go.
                     let keep = self.files[&n].extents.len() as u64;
                     self.trim_extents(n, keep)?;
                 }
                 self.txn.mark(match block {
-                    super::LostBlock::Entry(n) | super::LostBlock::Map(n) => Dirty::Entry(n),
-                    super::LostBlock::Alias(k) => Dirty::Alias(k),
-                    super::LostBlock::Templates => Dirty::Templates,
-                    super::LostBlock::Attributes => Dirty::Attributes,
+                    LostBlock::Entry(n) | LostBlock::Map(n) => Dirty::Entry(n),
+                    LostBlock::Alias(k) => Dirty::Alias(k),
+                    LostBlock::Templates => Dirty::Templates,
+                    LostBlock::Attributes => Dirty::Attributes,
                 });
                 self.lost.remove(&block);
             }
@@ -504,7 +505,7 @@ impl Group<'_> {
         report: &mut CheckReport,
     ) -> Result<(), GroupError> {
         let mut found = Vec::new();
-        for n in 0..self.members.len() as u16 {
+        for n in self.members.numbers() {
             let Some(device) = self.member(n).and_then(Member::online) else {
                 continue;
             };
@@ -512,9 +513,15 @@ impl Group<'_> {
             let mut newest = None;
             for (slot, base) in SUPER_SLOT_OFFSETS_BYTES.iter().enumerate() {
                 let name = ["A", "B"][slot];
-                match super::read_slot(&mut *self.engine, device, self.uuid, *base) {
+                match super::slots::read_slot(&mut *self.engine, device, self.uuid, *base) {
                     Some(read) => newest = newest.max(Some(read.generation)),
-                    None if super::slot_damaged(&mut *self.engine, device, self.uuid, *base) => {
+                    None if super::slots::slot_damaged(
+                        &mut *self.engine,
+                        device,
+                        self.uuid,
+                        *base,
+                    ) =>
+                    {
                         found.push((
                             format!("disk {label} superblock slot {name} (offset {base})"),
                             "damaged (a torn write, or overwritten): not a valid superblock of this group".to_string(),

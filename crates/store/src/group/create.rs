@@ -2,7 +2,26 @@
 //! first write; then labels, metadata files, the journal, the headers, and
 //! the superblocks last (the commit point). See `docs/groups.md`.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use cairn_format::group::{
+    AuAddr, DiskEntry, DiskState, Extent, FileEntry, FileState, GroupSuper, Template, DISKS_MAX,
+    FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_DIRECTORY, FILE_JOURNAL, FILE_TEMPLATES,
+    STRIPING_COARSE, STRIPING_FINE,
+};
+use cairn_format::{group as fmt, DiskHeader, FeatureSet};
+use cairn_io::{AlignedBuf, IoEngine, Request};
+
+use super::alloc::DiskAlloc;
+use super::error::{io_err, GroupError};
+use super::journal::DurableItem;
+use super::limits::{member_layout, JOURNAL_BYTES};
+use super::mounted::{EngineRef, FileRec, Group};
+use super::parts::members::{Member, Members};
+use super::parts::txn::Dirty;
+use super::spec::{GroupSpec, NewDisk};
+use crate::header_copies::HeaderScan;
+use crate::labeling;
 
 /// Create a group on labelled disks attached to `engine`, and return it mounted.
 pub fn create<'e>(
@@ -70,7 +89,7 @@ pub fn create<'e>(
     }
     // Failure groups.
     let mut fg_ids: BTreeMap<String, u16> = BTreeMap::new();
-    let mut members = Vec::new();
+    let mut members = Members::default();
     for (n, (d, h)) in disks.iter().zip(&headers).enumerate() {
         let fg = d
             .failgroup
@@ -83,7 +102,7 @@ pub fn create<'e>(
         let fg_id = *fg_ids.entry(fg.clone()).or_insert(next);
         let layout = member_layout(h.device_size_bytes, spec.au_bytes)
             .map_err(|why| GroupError::Invalid(format!("disk {}: {why}", h.label)))?;
-        members.push(Some(Member {
+        members.add(Member {
             entry: DiskEntry {
                 number: n as u16,
                 disk_uuid: h.disk_uuid,
@@ -109,7 +128,7 @@ pub fn create<'e>(
             offline_count: 0,
             parked: Vec::new(),
             away: None,
-        }));
+        });
     }
     if fg_ids.len() < usize::from(copies) {
         return Err(GroupError::Invalid(format!(
@@ -127,7 +146,7 @@ pub fn create<'e>(
             au_bytes: spec.au_bytes as u32,
             logical_sector_bytes: sector,
             disk_number: 0,
-            disk_count: members.len() as u16,
+            disk_count: members.count(),
             created_unix_seconds: spec.now_unix_seconds,
             features: FeatureSet {
                 incompat: fmt::GROUP_INCOMPAT_STALE_COPIES,
@@ -185,7 +204,9 @@ pub fn create<'e>(
             },
         );
     }
-    group.journal.capacity_blocks = journal_extents * group.blocks_per_au();
+    group
+        .journal
+        .set_capacity(journal_extents * group.blocks_per_au());
 
     // The AUs just taken may hold anything: metadata files read "all zeros =
     // empty", so zero them before anything points at them.
@@ -231,7 +252,7 @@ pub fn create<'e>(
     // among the superblock writes leaves a whole group (every disk's header
     // names it, and one superblock lists them all), whose next mount writes
     // the superblocks that are missing.
-    for m in group.members.iter().flatten() {
+    for m in group.members.iter() {
         let device = m.device.expect("invariant: new disks are attached");
         let scan =
             HeaderScan::read(&mut *group.engine, device).map_err(io_err(m.entry.label.clone()))?;

@@ -3,12 +3,19 @@
 
 use std::collections::BTreeMap;
 
-use super::*;
+use cairn_format::group::{DiskState, Extent};
+use cairn_io::DeviceId;
+use uuid::Uuid;
+
+use super::error::GroupError;
+use super::mounted::Group;
+use super::parts::members::Member;
 
 impl Group<'_> {
     /// Every member disk attached to the metadata plane's engine, by number.
     pub fn member_devices(&self) -> BTreeMap<u16, DeviceId> {
-        (0..self.members.len() as u16)
+        self.members
+            .numbers()
             .filter_map(|d| Some((d, self.member(d)?.device?)))
             .collect()
     }
@@ -34,7 +41,7 @@ impl Group<'_> {
     /// The label of the member it is, or `None` when the device is not a
     /// missing member of this group.
     pub(super) fn reattach(&mut self, device: DeviceId) -> Result<Option<String>, GroupError> {
-        let found = super::superblock::identify(&mut *self.engine, &[device]);
+        let found = super::slots::identify(&mut *self.engine, &[device]);
         let Some((_, header, slot)) = found
             .get(&self.uuid)
             .and_then(|disks| disks.first())
@@ -46,7 +53,6 @@ impl Group<'_> {
         let Some(m) = self
             .members
             .iter_mut()
-            .flatten()
             .find(|m| m.entry.disk_uuid == header.disk_uuid && m.device.is_none())
             // A disk dropped by force, or leaving, does not come back.
             .filter(|m| !m.entry.forced() && !m.entry.dropping())
@@ -69,7 +75,7 @@ impl Group<'_> {
     /// The disk a device attached to the engine is, by its label: its uuid
     /// and label, if it carries this group's label.
     pub(super) fn disk_on(&mut self, device: DeviceId) -> Option<(Uuid, String)> {
-        let found = super::superblock::identify(&mut *self.engine, &[device]);
+        let found = super::slots::identify(&mut *self.engine, &[device]);
         let (_, header, _) = found.get(&self.uuid)?.first()?;
         Some((header.disk_uuid, header.label.as_str().to_string()))
     }
@@ -106,7 +112,6 @@ impl Group<'_> {
     pub(super) fn offline_devices(&self, names: Option<&[String]>) -> Vec<(u16, DeviceId)> {
         self.members
             .iter()
-            .flatten()
             .filter(|m| {
                 m.entry.state == DiskState::Offline
                     && !m.entry.dropping()
@@ -171,7 +176,7 @@ impl Group<'_> {
 
     /// The devices of disks whose drop completed since the last call.
     pub(super) fn take_left_devices(&mut self) -> Vec<DeviceId> {
-        std::mem::take(&mut self.left_devices)
+        self.members.take_left_devices()
     }
 
     /// Mounted read-only (a listing or inspecting command).

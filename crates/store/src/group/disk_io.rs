@@ -2,7 +2,15 @@
 //! flushes fanned out over disks, and reading a mirrored metadata block
 //! (the newest valid copy wins; bad, blank and older copies are rewritten).
 
-use super::*;
+use std::collections::BTreeSet;
+
+use cairn_format::meta;
+use cairn_format::meta::{Block, BlockId, MetaError, BLOCK_BYTES};
+use cairn_io::{AlignedBuf, DeviceId, IoError, Op, Request};
+
+use super::error::{io_err, GroupError};
+use super::mounted::Group;
+use super::parts::members::Member;
 
 /// Whether a read's error means its disk failed, not one place on it:
 ///
@@ -93,10 +101,9 @@ impl Group<'_> {
         only: Option<&BTreeSet<u16>>,
     ) -> Result<Vec<u16>, GroupError> {
         let mut wanted = Vec::new();
-        for (n, m) in self.members.iter().enumerate() {
-            let Some(m) = m else { continue };
+        for m in self.members.iter() {
             let Some(device) = m.writable() else { continue };
-            let n = n as u16;
+            let n = m.entry.number;
             let flush = match only {
                 Some(set) => set.contains(&n),
                 None => m.needs_flush,

@@ -20,8 +20,11 @@
 //! command run without a service installs no subscriber, and says what
 //! happened in its own output.
 
-use super::*;
+use cairn_format::group::DiskEntry;
+use cairn_io::IoError;
 
+use super::mounted::Group;
+use super::parts::members::Member;
 pub use super::parts::state_log::{StateChangeCount, DROPPED};
 
 /// Why an I/O error took a disk out, in a few words and the error.
@@ -77,6 +80,8 @@ impl Group<'_> {
 
 #[cfg(test)]
 mod tests {
+    use cairn_io::IoError;
+
     use super::*;
 
     #[test]

@@ -8,98 +8,22 @@
 //! ([`Group::recover_operations`]). A file gets its name only in the create's
 //! last step, so an undone create leaves no name behind.
 
-use cairn_format::group::{
-    AliasKind, DirAttrs, FileAttrs, FileEntry, FileState, DIRECT_EXTENTS,
-    EXTENTS_PER_INDIRECT_BLOCK, FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_FINE,
-    TEMPLATE_NAME_LEN_MAX,
-};
-use serde::Serialize;
+use std::collections::BTreeSet;
 
-use super::*;
+use cairn_format::group as fmt;
+use cairn_format::group::{
+    AliasKind, FileEntry, FileState, Template, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
+    FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_COARSE, STRIPING_FINE, TEMPLATE_NAME_LEN_MAX,
+};
+
+use super::error::GroupError;
+use super::file_types::{CreateOptions, FileInfo};
+use super::limits::STEP_DIRTY_MAX;
+use super::mounted::{FileRec, Group, LostBlock};
+use super::namespace::split;
+use super::parts::txn::Dirty;
 use crate::names::{Component, GroupPath};
 use crate::placement::{FileLayout, Striping};
-
-/// How to create a file.
-#[derive(Debug, Clone, Default)]
-pub struct CreateOptions {
-    /// Template name (file type); `DEFAULT` when not given.
-    pub template: Option<String>,
-    /// Redundancy override, as a copy count.
-    pub copies: Option<u8>,
-    /// Create missing parent directories.
-    pub parents: bool,
-}
-
-/// A file as `open` and `ls` see it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct FileInfo {
-    pub number: u32,
-    pub incarnation: u32,
-    pub size_bytes: u64,
-    /// Bytes of AUs allocated, all copies included.
-    pub allocated_bytes: u64,
-    pub copies: u8,
-    pub striping: String,
-    pub template: String,
-    pub created_unix_seconds: u64,
-    pub modified_unix_seconds: u64,
-    /// Mode, owner, times and the size in bytes (a file that has none
-    /// stored shows [`FileAttrs::default_for`]).
-    pub attrs: FileAttrs,
-    /// Some extent has fewer copies that serve reads than `copies` (ASM's
-    /// REDUNDANCY_LOWERED): a copy on a disk not ONLINE, or stale. Cleared
-    /// when a resync (`group online`) or a rebuild restores them.
-    pub redundancy_lowered: bool,
-    /// How many extents.
-    pub redundancy_lowered_extents: u64,
-}
-
-/// One name of the name space, by id ([`Group::node`]).
-#[derive(Debug, Clone, Serialize)]
-pub struct Node {
-    pub id: u32,
-    /// The directory it is in (0: the root).
-    pub parent: u32,
-    pub name: String,
-    pub kind: AliasKind,
-    /// For a file's name, the file (`None`: lost, or being deleted).
-    pub file: Option<FileInfo>,
-    pub created_unix_seconds: u64,
-    /// A directory's mode and owner ([`DirAttrs::default`] when none are
-    /// stored, and for other names).
-    pub dir_attrs: DirAttrs,
-}
-
-/// One name in a directory listing.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct DirEntry {
-    pub name: String,
-    pub kind: AliasKind,
-    /// For files and aliases.
-    pub file: Option<FileInfo>,
-    /// A file's name whose file is lost (its directory entry has no valid
-    /// copy): the name is all that is left.
-    pub lost: bool,
-}
-
-impl From<Node> for DirEntry {
-    fn from(n: Node) -> Self {
-        DirEntry {
-            lost: n.kind != AliasKind::Directory && n.file.is_none(),
-            name: n.name,
-            kind: n.kind,
-            file: n.file,
-        }
-    }
-}
-
-pub(super) fn striping_name(s: u8) -> &'static str {
-    if s == STRIPING_FINE {
-        "FINE"
-    } else {
-        "COARSE"
-    }
-}
 
 impl Group<'_> {
     // -----------------------------------------------------------------------
@@ -266,7 +190,7 @@ impl Group<'_> {
         let now = (self.clock)();
         // The journal sequence never repeats (it survives remounts in the
         // journal header), so neither does an incarnation taken from it.
-        let seq = self.journal.next_seq;
+        let seq = self.journal.next_seq();
         let incarnation = ((seq ^ (seq >> 32)) as u32).max(1);
         self.files.insert(
             number,

@@ -59,10 +59,10 @@ use cairn_io::poison::{recover, Recover};
 use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
 use uuid::Uuid;
 
-use super::live::EngineSource;
-use super::places::per_disk_id;
+use super::block_ids::per_disk_id;
+use super::engines::EngineSource;
+use super::error::GroupError;
 use super::plane::DataPlane;
-use super::GroupError;
 
 /// How often the writer beats. ZFS's `zfs_multihost_interval` default: a
 /// second costs one 4 KiB write per disk, and keeps the takeover wait
@@ -356,14 +356,14 @@ pub fn members(
     devices: &[DeviceId],
     group: Uuid,
 ) -> Vec<(u16, DeviceId)> {
-    let found = super::identify(engine, devices);
+    let found = super::slots::identify(engine, devices);
     let Some(disks) = found.get(&group) else {
         return Vec::new();
     };
-    let mut best: Option<super::SlotRead> = None;
+    let mut best: Option<super::slots::SlotRead> = None;
     for (device, _, _) in disks {
         for base in cairn_format::group::SUPER_SLOT_OFFSETS_BYTES {
-            if let Some(slot) = super::read_slot(engine, *device, group, base) {
+            if let Some(slot) = super::slots::read_slot(engine, *device, group, base) {
                 if best.as_ref().is_none_or(|b| slot.generation > b.generation) {
                     best = Some(slot);
                 }

@@ -1,9 +1,12 @@
 //! What holds after every operation that succeeded: each part's own
 //! invariants (`parts/`) and those across parts.
 
+use cairn_format::group::{FileState, FILE_NUMBER_USER_MIN};
+
 use super::check::CheckReport;
+use super::mounted::Group;
+use super::parts::txn::Dirty;
 use super::parts::Violations;
-use super::{Dirty, FileState, Group, FILE_NUMBER_USER_MIN};
 
 impl Group<'_> {
     /// What must hold after every operation that succeeded (one that
@@ -16,6 +19,8 @@ impl Group<'_> {
     /// written: those checks are left out there.
     ///
     /// Each part's own: [`NameTable::check_invariants`](super::parts::names::NameTable::check_invariants),
+    /// [`Members::check_invariants`](super::parts::members::Members::check_invariants),
+    /// [`JournalRing::check_invariants`](super::parts::journal_ring::JournalRing::check_invariants),
     /// [`Txn::check_invariants`](super::parts::txn::Txn::check_invariants),
     /// [`StateLog::check_invariants`](super::parts::state_log::StateLog::check_invariants),
     /// [`Unpublished::check_invariants`](super::parts::unpublished::Unpublished::check_invariants). Across parts:
@@ -35,6 +40,8 @@ impl Group<'_> {
     pub fn check_invariants(&self) -> Result<(), Violations> {
         let mut out = Violations::default();
         self.names.check_invariants(&mut out);
+        self.members.check_invariants(&mut out);
+        self.journal.check_invariants(&mut out);
         let at_rest = !self.live && self.poisoned.is_none();
         self.txn.check_invariants(at_rest, &mut out);
         self.unpublished.check_invariants(at_rest, &mut out);

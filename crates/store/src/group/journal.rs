@@ -2,7 +2,24 @@
 //! in-place writes, checkpoints, and replay of whole records at mount (or,
 //! read-only, an overlay of their images in memory).
 
-use super::*;
+use std::collections::BTreeSet;
+
+use cairn_format::group::{
+    images_crc, JournalHeader, JournalRecord, JournalTarget, DIRECT_EXTENTS,
+    EXTENTS_PER_INDIRECT_BLOCK, FILE_JOURNAL, JOURNAL_HEADER_BLOCKS, JOURNAL_TARGETS_MAX,
+};
+use cairn_format::meta;
+use cairn_format::meta::{Block, BlockType, BLOCK_BYTES};
+use cairn_io::AlignedBuf;
+
+use super::alloc::DiskAlloc;
+use super::block_ids::journal_id;
+use super::discard_queue::DiscardRun;
+use super::error::{corrupt, GroupError};
+use super::limits::{CLEAN_BLOCKS_PER_TXN, JOIN_DIRTY_MAX, STEP_DIRTY_MAX, TXN_IMAGES_MAX};
+use super::mounted::Group;
+use super::parts::members::Member;
+use super::parts::txn::Dirty;
 
 impl Group<'_> {
     /// Make every change since the last commit durable and atomic: the end
@@ -151,7 +168,7 @@ impl Group<'_> {
             "invariant: a transaction carries at most {TXN_IMAGES_MAX} blocks, got {}",
             dirty.len()
         );
-        let seq = self.journal.next_seq;
+        let seq = self.journal.next_seq();
         let mut images = Vec::with_capacity(dirty.len());
         let mut targets = Vec::new();
         for (i, d) in dirty.iter().enumerate() {
@@ -170,7 +187,7 @@ impl Group<'_> {
             "invariant: targets fit a record"
         );
         let record_blocks = 1 + images.len() as u64;
-        if self.journal.position + record_blocks > self.journal.capacity_blocks {
+        if !self.journal.fits(record_blocks) {
             self.checkpoint()?;
         }
         // Barrier: data and zeroing written before this metadata change must be
@@ -181,16 +198,16 @@ impl Group<'_> {
         let failed = self.flush_disks(Some(&barrier))?;
         self.failed_disks.extend(failed);
 
+        let (position, prev_checksum) = self.journal.next_place();
         let record = JournalRecord {
             seq,
-            prev_checksum: self.journal.prev_checksum,
+            prev_checksum,
             image_count: images.len() as u16,
             images_crc: images_crc(&images.iter().map(|b| &**b).collect::<Vec<_>>()),
             targets: targets.clone(),
         };
         let mut header = meta::empty_block();
         record.encode_into(&mut header);
-        let position = self.journal.position;
         meta::seal(
             &mut header,
             journal_id(BlockType::JournalRecord, position),
@@ -209,10 +226,9 @@ impl Group<'_> {
         }
         self.write_durably(items, &format!("journal record {seq}"))?;
 
-        self.journal.position += record_blocks;
-        self.journal.next_seq += 1;
+        self.journal
+            .appended(record_blocks, meta::checksum_of(&header[..]));
         self.txn.note_record();
-        self.journal.prev_checksum = meta::checksum_of(&header[..]);
 
         self.write_in_place(&targets, |i| &images[i][..])
     }
@@ -305,11 +321,7 @@ impl Group<'_> {
         // ring could still repair: it must be on record as offline before the
         // ring is reset.
         self.offline_failed()?;
-        let header = JournalHeader {
-            header_generation: self.journal.header_generation + 1,
-            next_seq: self.journal.next_seq,
-            ring_blocks: self.journal.capacity_blocks - JOURNAL_HEADER_BLOCKS,
-        };
+        let header = self.journal.next_header();
         let slot = header.header_generation % JOURNAL_HEADER_BLOCKS;
         let mut block = meta::empty_block();
         header.encode_into(&mut block);
@@ -331,9 +343,7 @@ impl Group<'_> {
             )],
             "journal header",
         )?;
-        self.journal.header_generation = header.header_generation;
-        self.journal.position = JOURNAL_HEADER_BLOCKS;
-        self.journal.prev_checksum = 0;
+        self.journal.restarted(&header);
         Ok(())
     }
 
@@ -347,17 +357,11 @@ impl Group<'_> {
         let freed = self
             .members
             .iter()
-            .flatten()
             .filter_map(Member::table)
             .any(DiskAlloc::has_unsealed);
         if freed {
             let epoch = self.plane.advance_epoch();
-            for alloc in self
-                .members
-                .iter_mut()
-                .flatten()
-                .filter_map(Member::table_mut)
-            {
+            for alloc in self.members.iter_mut().filter_map(Member::table_mut) {
                 alloc.seal_quarantine(epoch);
             }
         }
@@ -370,11 +374,11 @@ impl Group<'_> {
     /// once it is over).
     pub(super) fn release_free_of_readers(&mut self) -> Result<(), GroupError> {
         let free_of_readers = self.plane.oldest_running();
-        let ring = self.journal.header_generation;
+        let ring = self.journal.generation();
         let discard = self.discards_on_free();
         let mut runs = Vec::new();
-        for (n, m) in self.members.iter_mut().enumerate() {
-            let Some(m) = m.as_mut() else { continue };
+        for m in self.members.iter_mut() {
+            let n = m.entry.number;
             // Not written (OFFLINE): its runs come free without a discard.
             let writable = m.writable().is_some();
             let Some(alloc) = m.table_mut() else {
@@ -394,7 +398,7 @@ impl Group<'_> {
                     .into_iter()
                     .filter(|(start, len)| u64::from(*start) + u64::from(*len) <= limit)
                     .map(|(start, len)| DiscardRun {
-                        disk: n as u16,
+                        disk: n,
                         start,
                         len,
                     }),
@@ -411,10 +415,9 @@ impl Group<'_> {
     /// Whether freed runs, free of readers, wait only for a checkpoint.
     pub(super) fn waits_for_checkpoint(&self) -> bool {
         let epoch = self.plane.oldest_running();
-        let ring = self.journal.header_generation;
+        let ring = self.journal.generation();
         self.members
             .iter()
-            .flatten()
             .filter_map(Member::table)
             .any(|a| a.waits_for_checkpoint(epoch, ring))
     }
@@ -449,12 +452,13 @@ impl Group<'_> {
             }
         }
         let header = header.ok_or_else(|| corrupt("no journal header copy is readable"))?;
-        self.journal.header_generation = header.header_generation;
-        self.journal.next_seq = header.next_seq;
-        let mut position = JOURNAL_HEADER_BLOCKS;
-        let mut prev = 0u32;
+        self.journal.resume(&header);
         let mut replayed = 0;
-        while position < self.journal.capacity_blocks {
+        loop {
+            let (position, prev) = self.journal.next_place();
+            if !self.journal.fits(1) {
+                break;
+            }
             let Some((record, images, checksum)) = self.read_record(position, prev) else {
                 break;
             };
@@ -463,13 +467,10 @@ impl Group<'_> {
             } else {
                 self.write_in_place(&record.targets, |i| &images[i][..])?;
             }
-            position += 1 + u64::from(record.image_count);
-            prev = checksum;
-            self.journal.next_seq += 1;
+            self.journal
+                .appended(1 + u64::from(record.image_count), checksum);
             replayed += 1;
         }
-        self.journal.position = position;
-        self.journal.prev_checksum = prev;
         if self.read_only {
             return Ok(replayed);
         }
@@ -494,12 +495,7 @@ impl Group<'_> {
     /// counts to rewrite): nothing of it is written.
     pub(super) fn forget_dirty(&mut self) {
         self.txn.forget_dirty();
-        for alloc in self
-            .members
-            .iter_mut()
-            .flatten()
-            .filter_map(|m| m.alloc.as_mut())
-        {
+        for alloc in self.members.iter_mut().filter_map(|m| m.alloc.as_mut()) {
             alloc.take_dirty();
         }
     }
@@ -524,10 +520,10 @@ impl Group<'_> {
             )
             .ok()?;
             let record = JournalRecord::decode(&head[..]).ok()?;
-            (seq == self.journal.next_seq && record.seq == seq && record.prev_checksum == prev)
+            (seq == self.journal.next_seq() && record.seq == seq && record.prev_checksum == prev)
                 .then_some((record, head))
         })?;
-        if position + 1 + u64::from(record.image_count) > self.journal.capacity_blocks {
+        if !self.journal.fits(1 + u64::from(record.image_count)) {
             return None;
         }
         let mut images = Vec::with_capacity(usize::from(record.image_count));
@@ -551,5 +547,27 @@ impl Group<'_> {
             return None;
         }
         Some((record, images, meta::checksum_of(&head[..])))
+    }
+}
+
+/// Something a durable write must leave whole on at least one copy: a
+/// metadata block (one write per copy), or a superblock generation (every
+/// block of the slot, per disk).
+pub(super) struct DurableItem {
+    pub(super) what: String,
+    /// Per copy: its disk and the writes (offset, bytes) that make it up.
+    pub(super) copies: Vec<(u16, Vec<(u64, AlignedBuf)>)>,
+}
+
+impl DurableItem {
+    /// A block with one write per copy: (disk, offset, bytes).
+    pub(super) fn block(what: impl Into<String>, copies: Vec<(u16, u64, AlignedBuf)>) -> Self {
+        Self {
+            what: what.into(),
+            copies: copies
+                .into_iter()
+                .map(|(d, o, b)| (d, vec![(o, b)]))
+                .collect(),
+        }
     }
 }

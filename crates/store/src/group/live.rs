@@ -18,7 +18,7 @@
 //! - each handle's engine, unflushed-disk set and guard slot: its own thread.
 //! - `Inner::discards` ([`DiscardQueue`]): freed runs waiting for their
 //!   discard, pushed under `meta`, drained without it by the group's drain
-//!   thread (`discard.rs`); a leaf lock.
+//!   thread (`discard.rs`, `discard_queue.rs`); a leaf lock.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
@@ -27,14 +27,12 @@ use cairn_io::poison::{recover, Recover};
 use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
 
 use super::data::{self, DataPort, RMW_LATCH};
-use super::discard::{self, DiscardQueue};
+use super::discard_queue::{self, DiscardQueue};
+use super::engines::{EngineSource, HandleEngine};
+use super::error::GroupError;
+use super::mounted::Group;
 use super::plane::{DataPlane, DiskView, FileSnapshot, GuardSlot, SnapshotCache};
-use super::{Group, GroupError};
 use crate::lock_order::{Rank, Ranked};
-
-/// Makes the engine of a new data handle.
-/// A data handle's engine and, per member disk number, its device in it.
-pub type HandleEngine = (Box<dyn IoEngine>, BTreeMap<u16, DeviceId>);
 
 /// Requests in flight on the engine that reads a returning disk's label and
 /// superblocks (a few small reads, one at a time).
@@ -45,109 +43,6 @@ const SCRUB_DEPTH: usize = super::scrub::SCRUB_INFLIGHT_MAX * 4;
 /// How many times in a row a scrub reads a part again because the disks
 /// changed between its reads and its judgement.
 const SCRUB_READ_AGAIN_MAX: u32 = 8;
-
-pub trait EngineSource: Send + Sync {
-    /// A new engine of at least `depth` requests with the group's member
-    /// disks attached. `disks` gives, per member disk number, its device in
-    /// the metadata plane's engine; the answer gives its device in the new
-    /// engine.
-    fn engine(
-        &self,
-        disks: &BTreeMap<u16, DeviceId>,
-        depth: usize,
-    ) -> Result<HandleEngine, GroupError>;
-
-    /// A device was attached to the metadata plane's engine as `id` (a disk
-    /// about to join): engines made from now on attach `file` for it. A
-    /// source whose engines see the metadata plane's own devices (a
-    /// simulator's) cannot take one.
-    fn add_device(&self, id: DeviceId, file: cairn_io::DeviceFile) -> Result<(), GroupError> {
-        let _ = (id, file);
-        Err(GroupError::Invalid(
-            "this group's engines cannot take a new device".into(),
-        ))
-    }
-
-    /// The I/O counters of the data handles' engines, by the metadata
-    /// plane's device id (none if the source does not count).
-    fn device_io(&self) -> BTreeMap<DeviceId, Arc<cairn_io::counted::DeviceIo>> {
-        BTreeMap::new()
-    }
-
-    /// The device `id` no longer belongs to the group (its disk left, or
-    /// never joined): engines made from now on leave it out, and the source
-    /// lets go of its handle.
-    fn remove_device(&self, id: DeviceId) {
-        let _ = id;
-    }
-
-    /// Whether the disks are devices that can be opened again by their
-    /// paths (real devices, files): a live group then lets go of every
-    /// descriptor of a disk once it is OFFLINE ([`LiveGroup`]'s
-    /// operations), and `group online` or a rescan opens it anew. A
-    /// source whose disks cannot be (a simulator's) keeps them attached.
-    fn reopens(&self) -> bool {
-        false
-    }
-
-    /// What the device the source holds for `id` is
-    /// ([`cairn_io::device::identity`]), if it can say: a device found
-    /// under another path is known by it.
-    fn identity(&self, id: DeviceId) -> Option<(u64, u64)> {
-        let _ = id;
-        None
-    }
-}
-
-/// A source shared (with the heartbeat, which makes its own engine the
-/// same way).
-impl<T: EngineSource + ?Sized> EngineSource for Arc<T> {
-    fn engine(
-        &self,
-        disks: &BTreeMap<u16, DeviceId>,
-        depth: usize,
-    ) -> Result<HandleEngine, GroupError> {
-        (**self).engine(disks, depth)
-    }
-
-    fn add_device(&self, id: DeviceId, file: cairn_io::DeviceFile) -> Result<(), GroupError> {
-        (**self).add_device(id, file)
-    }
-
-    fn device_io(&self) -> BTreeMap<DeviceId, Arc<cairn_io::counted::DeviceIo>> {
-        (**self).device_io()
-    }
-
-    fn remove_device(&self, id: DeviceId) {
-        (**self).remove_device(id)
-    }
-
-    fn reopens(&self) -> bool {
-        (**self).reopens()
-    }
-
-    fn identity(&self, id: DeviceId) -> Option<(u64, u64)> {
-        (**self).identity(id)
-    }
-}
-
-/// An [`EngineSource`] whose engines see the disks under the same device ids
-/// as the metadata plane's (handles onto one simulator, say): `F` makes an
-/// engine of a given depth.
-pub struct SameDevices<F>(pub F);
-
-impl<F> EngineSource for SameDevices<F>
-where
-    F: Fn(usize) -> Box<dyn IoEngine> + Send + Sync,
-{
-    fn engine(
-        &self,
-        disks: &BTreeMap<u16, DeviceId>,
-        depth: usize,
-    ) -> Result<HandleEngine, GroupError> {
-        Ok(((self.0)(depth), disks.clone()))
-    }
-}
 
 /// What became of one device offered to [`LiveGroup::reattach_devices`]:
 /// the member it is (label, and its id in the metadata plane's engine), no
@@ -422,7 +317,7 @@ impl Inner {
             if handle.is_none() {
                 let au_bytes = self.meta().map(|g| g.au_bytes());
                 handle = au_bytes
-                    .and_then(|au| Ok((live.handle(discard::DISCARD_BATCH_RUNS_MAX)?, au)))
+                    .and_then(|au| Ok((live.handle(discard_queue::DISCARD_BATCH_RUNS_MAX)?, au)))
                     .ok();
             }
             let view = self.plane.disks();
@@ -430,7 +325,7 @@ impl Inner {
                 Some((h, au_bytes)) => {
                     let au_bytes = *au_bytes;
                     let devices = h.devices.clone();
-                    discard::discard_runs(
+                    discard_queue::discard_runs(
                         &mut *h.engine,
                         |d| devices.get(&d).copied().filter(|_| view.is_writable(d)),
                         au_bytes,
@@ -566,7 +461,7 @@ impl LiveGroup {
     /// commits, so the check changes nothing a run does. For the
     /// simulators. A group whose metadata step panicked has nothing to
     /// check.
-    pub fn check_invariants(&self) -> Result<(), super::Violations> {
+    pub fn check_invariants(&self) -> Result<(), super::parts::Violations> {
         match self.inner.meta() {
             Ok(group) => group.check_invariants(),
             Err(_) => Ok(()),
@@ -1576,7 +1471,7 @@ impl DataHandle {
         let completions = self
             .engine
             .execute_all(requests)
-            .map_err(super::io_err("(engine)"))?;
+            .map_err(super::error::io_err("(engine)"))?;
         for (d, c) in of.into_iter().zip(completions) {
             if let Err(e) = &c.result {
                 failed

@@ -2,8 +2,32 @@
 //! files, replaying the journal, loading tables, extent maps and names, and
 //! reporting the damage found on the way (read-only mounts write nothing).
 
+use std::collections::HashMap;
+
+use cairn_format::group as fmt;
+use cairn_format::group::{
+    AtLayout, DiskEntry, DiskState, Extent, FileEntry, FileState, GroupSuper, ALIASES_PER_BLOCK,
+    DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES,
+    FILE_DIRECTORY, FILE_JOURNAL, FILE_NUMBER_USER_MIN, FILE_TEMPLATES, STRIPING_COARSE,
+    STRIPING_FINE, SUPER_SLOT_OFFSETS_BYTES,
+};
+use cairn_format::meta::{Block, BlockId, BlockType, MetaError, BLOCK_BYTES};
+use cairn_io::{DeviceId, IoEngine};
+use uuid::Uuid;
+
+use super::alloc::DiskAlloc;
+use super::block_ids::entry_id;
+use super::create::default_templates;
+use super::error::{corrupt, GroupError};
+use super::limits::JOURNAL_BYTES;
+use super::mount_report::MountReport;
+use super::mounted::{EngineRef, FileRec, Group, LostBlock};
+use super::parts::members::{Member, Members};
+use super::parts::txn::Dirty;
 use super::returning::{returning_refusal, DeviceProbe};
-use super::*;
+use super::slots::{identify, read_slot, slot_damaged, FoundDisk, SlotRead};
+use crate::placement;
+use crate::placement::Striping;
 
 /// Which group to mount.
 #[derive(Debug, Clone)]
@@ -117,7 +141,7 @@ pub(super) fn mount_inner<'e>(
 ) -> Result<(Group<'e>, MountReport), GroupError> {
     // Until the group's own timeout is read, a disk that hangs is given
     // the default: a mount is not held for ever by one dead path.
-    engine.set_io_timeout(Some(super::attributes::DISK_IO_TIMEOUT_DEFAULT));
+    engine.set_io_timeout(Some(super::limits::DISK_IO_TIMEOUT_DEFAULT));
     let (uuid, disks) = find_group(&mut *engine, devices, selector)?;
     let best = newest_superblock(&mut *engine, &disks, uuid, selector)?;
     let mut report = MountReport::default();
@@ -136,7 +160,7 @@ pub(super) fn mount_inner<'e>(
         let names: Vec<String> = roster
             .missing
             .iter()
-            .filter_map(|d| roster.members.get(usize::from(*d)).and_then(Option::as_ref))
+            .filter_map(|d| roster.members.get(*d))
             .map(|m| format!("{} (failure group {})", m.entry.label, m.entry.failgroup))
             .collect();
         return Err(GroupError::Mount(format!(
@@ -241,7 +265,7 @@ fn newest_superblock(
 /// devices discovered, before the group is assembled.
 struct Roster {
     /// Indexed by disk number.
-    members: Vec<Option<Member>>,
+    members: Members,
     /// Members in service (ONLINE or SYNCING) without a device, or on one
     /// smaller than the group recorded.
     missing: Vec<u16>,
@@ -269,7 +293,7 @@ impl Roster {
         let sup = &best.sup;
         let by_uuid = devices_by_disk(sup, disks)?;
         let mut roster = Roster {
-            members: (0..sup.disk_count).map(|_| None).collect(),
+            members: Members::with_slots(sup.disk_count),
             missing: Vec::new(),
             short: Vec::new(),
             returned: Vec::new(),
@@ -314,16 +338,7 @@ impl Roster {
             let online =
                 matches!(entry.state, DiskState::Online | DiskState::Syncing) && device.is_some();
             let limit = entry.au_count;
-            let slot = roster
-                .members
-                .get_mut(usize::from(entry.number))
-                .ok_or_else(|| {
-                    corrupt(format!(
-                        "disk directory names disk {} of {}",
-                        entry.number, sup.disk_count
-                    ))
-                })?;
-            *slot = Some(Member {
+            let member = Member {
                 entry,
                 device,
                 alloc: online.then(|| DiskAlloc::with_limit(layout, limit)),
@@ -333,7 +348,13 @@ impl Roster {
                 offline_count: 0,
                 parked: Vec::new(),
                 away: None,
-            });
+            };
+            roster.members.set(member).map_err(|number| {
+                corrupt(format!(
+                    "disk directory names disk {number} of {}",
+                    sup.disk_count
+                ))
+            })?;
         }
         Ok(roster)
     }
@@ -522,7 +543,9 @@ fn bootstrap_journal(group: &mut Group<'_>, sup: &GroupSuper) -> Result<(), Grou
             sup.au_bytes
         )));
     }
-    group.journal.capacity_blocks = journal_extents.len() as u64 * group.blocks_per_au();
+    group
+        .journal
+        .set_capacity(journal_extents.len() as u64 * group.blocks_per_au());
     group.files.insert(
         FILE_JOURNAL,
         FileRec {
@@ -548,7 +571,9 @@ fn settle_journal_entry(group: &mut Group<'_>, sup: &GroupSuper) -> Result<(), G
         .read_entry(FILE_JOURNAL)?
         .ok_or_else(|| corrupt("the journal's file entry is missing after replay"))?;
     if entry.direct != sup.journal {
-        group.journal_moved_from = Some(std::mem::replace(&mut entry.direct, sup.journal.clone()));
+        group
+            .journal
+            .set_moved_from(std::mem::replace(&mut entry.direct, sup.journal.clone()));
     }
     if let Some(rec) = group.files.get_mut(&FILE_JOURNAL) {
         rec.entry = entry;
@@ -692,7 +717,7 @@ fn recover(group: &mut Group<'_>, report: &mut MountReport) -> Result<(), GroupE
 /// resync a crash interrupted) get what they missed and go ONLINE, and the
 /// OFFLINE disks whose repair timer ran out are dropped by force.
 fn settle_disks(group: &mut Group<'_>, report: &mut MountReport) -> Result<(), GroupError> {
-    for m in group.members.iter().flatten() {
+    for m in group.members.iter() {
         if m.entry.state == DiskState::Online && m.entry.resync_all() && m.device.is_some() {
             report.warnings.push(format!(
                 "disk {} missed writes the group could not mark before it stopped: every copy on it is resynced from the others",
@@ -793,7 +818,7 @@ impl Group<'_> {
     /// checkpoint before the move): claim those AUs, free the old ones, and
     /// the mount's commit writes the entry.
     pub(super) fn adopt_journal_bootstrap(&mut self) {
-        let Some(old) = self.journal_moved_from.take() else {
+        let Some(old) = self.journal.take_moved_from() else {
             return;
         };
         let Some(now) = self.files.get(&FILE_JOURNAL).map(|r| r.extents.clone()) else {

@@ -1,12 +1,17 @@
 //! The name space: directories, file names and aliases (resolving,
 //! adding, removing, listing, `du`).
 
-use super::*;
-use crate::names::{Component, GroupPath};
 use cairn_format::group::{
     AliasKind, AliasRecord, FileState, ALIASES_PER_BLOCK, ALIAS_NAME_LEN_MAX, FILE_ALIAS_DIRECTORY,
     FILE_NUMBER_USER_MIN,
 };
+
+use super::error::GroupError;
+use super::file_types::{striping_name, DirEntry, FileInfo, Node};
+use super::mounted::{FileRec, Group, LostBlock};
+use super::parts::names::ROOT;
+use super::parts::txn::Dirty;
+use crate::names::{Component, GroupPath};
 
 impl Group<'_> {
     // -----------------------------------------------------------------------

@@ -2,11 +2,17 @@
 //! [`Group::write`]) and the data port they run through: the metadata
 //! plane's engine, and the group itself for what only it may change.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use cairn_format::group::Extent;
+use cairn_io::{DeviceId, IoEngine};
+
 use super::data::{self, DataPort, FailedDisks, StaleMark};
+use super::error::GroupError;
+use super::mounted::Group;
+use super::parts::members::Member;
 use super::plane::DataPlane;
-use super::*;
 
 impl DataPort for Group<'_> {
     fn plane(&self) -> &Arc<DataPlane> {

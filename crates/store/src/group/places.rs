@@ -2,7 +2,18 @@
 //! metadata block, the self-address each kind of block is sealed with, and
 //! the encoding of a dirty block from the state in memory.
 
-use super::*;
+use cairn_format::group::{
+    AliasRecord, AtLayout, ALIASES_PER_BLOCK, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
+    FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_DIRECTORY, FILE_TEMPLATES,
+};
+use cairn_format::meta::{Block, BlockId, BlockType, BLOCK_BYTES};
+use cairn_format::{group as fmt, meta};
+
+use super::alloc;
+use super::alloc::DiskAlloc;
+use super::block_ids::per_disk_id;
+use super::mounted::{FileRec, Group};
+use super::parts::txn::Dirty;
 
 impl Group<'_> {
     /// Physical places of block `block` of a metadata file (all copies).
@@ -155,22 +166,14 @@ impl Group<'_> {
 
     pub(super) fn mark_table_dirty(&mut self) {
         let mut found = Vec::new();
-        for (n, m) in self.members.iter_mut().enumerate() {
-            if let Some(alloc) = m.as_mut().and_then(|m| m.alloc.as_mut()) {
+        for m in self.members.iter_mut() {
+            let n = m.entry.number;
+            if let Some(alloc) = m.alloc.as_mut() {
                 for b in alloc.take_dirty() {
                     found.push(match b {
-                        alloc::AtBlock::Summary(index) => Dirty::Summary {
-                            disk: n as u16,
-                            index,
-                        },
-                        alloc::AtBlock::Bitmap(index) => Dirty::Bitmap {
-                            disk: n as u16,
-                            index,
-                        },
-                        alloc::AtBlock::Clean(index) => Dirty::Clean {
-                            disk: n as u16,
-                            index,
-                        },
+                        alloc::AtBlock::Summary(index) => Dirty::Summary { disk: n, index },
+                        alloc::AtBlock::Bitmap(index) => Dirty::Bitmap { disk: n, index },
+                        alloc::AtBlock::Clean(index) => Dirty::Clean { disk: n, index },
                     });
                 }
             }
@@ -183,36 +186,8 @@ impl Group<'_> {
             + self
                 .members
                 .iter()
-                .flatten()
                 .filter_map(|m| m.alloc.as_ref())
                 .map(DiskAlloc::dirty_count)
                 .sum::<usize>()
-    }
-}
-
-pub(super) fn per_disk_id(block_type: BlockType, disk: u16, offset_bytes: u64) -> BlockId {
-    BlockId {
-        block_type,
-        owner: u32::from(disk),
-        owner_tag: 0,
-        index: offset_bytes / BLOCK_BYTES as u64,
-    }
-}
-
-pub(super) fn journal_id(block_type: BlockType, index: u64) -> BlockId {
-    BlockId {
-        block_type,
-        owner: FILE_JOURNAL,
-        owner_tag: 0,
-        index,
-    }
-}
-
-pub(super) fn entry_id(file: u32) -> BlockId {
-    BlockId {
-        block_type: BlockType::FileEntry,
-        owner: FILE_DIRECTORY,
-        owner_tag: 0,
-        index: u64::from(file),
     }
 }

@@ -35,9 +35,9 @@ use std::time::{Duration, Instant};
 use cairn_format::extent_map::FileLayout;
 use cairn_format::group::Extent;
 use cairn_io::poison::{recover, Recover, RecoverRw};
+use rustc_hash::FxHashMap;
 
 use crate::lock_order::{self, Rank};
-use rustc_hash::FxHashMap;
 
 /// Extents per snapshot chunk: a change to one extent copies its chunk, not
 /// the whole map (a 1 TiB file has tens of thousands of extents).
@@ -208,10 +208,10 @@ pub enum NotWritable {
 }
 
 impl NotWritable {
-    pub fn error(&self) -> super::GroupError {
+    pub fn error(&self) -> super::error::GroupError {
         match self {
-            Self::Lost(m) => super::GroupError::Lost(m.clone()),
-            Self::Shared(m) => super::GroupError::Corrupt(m.clone()),
+            Self::Lost(m) => super::error::GroupError::Lost(m.clone()),
+            Self::Shared(m) => super::error::GroupError::Corrupt(m.clone()),
         }
     }
 }
@@ -590,7 +590,7 @@ impl DataPlane {
     /// How long a drain waits: [`DRAIN_TIMEOUTS_MAX`] I/O timeouts.
     pub fn drain_bound(&self) -> Duration {
         self.io_timeout()
-            .unwrap_or(super::attributes::DISK_IO_TIMEOUT_DEFAULT)
+            .unwrap_or(super::limits::DISK_IO_TIMEOUT_DEFAULT)
             .saturating_mul(DRAIN_TIMEOUTS_MAX)
     }
 

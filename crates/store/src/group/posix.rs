@@ -9,9 +9,12 @@ use cairn_format::group::{
     AliasKind, AliasRecord, DirAttrs, FileAttrs, FileState, GROUP_RO_COMPAT_FILE_ATTRS, MODE_BITS,
 };
 
+use super::error::GroupError;
+use super::file_types::{CreateOptions, FileInfo, Node};
+use super::mounted::{Group, LostBlock};
 use super::namespace::{alias_block_of, attrs_of};
 use super::parts::names::ROOT;
-use super::*;
+use super::parts::txn::Dirty;
 use crate::names::Component;
 
 /// A group's root directory's mode and owner: it has no record to keep
@@ -564,8 +567,14 @@ impl Group<'_> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::*;
+    use cairn_io::DeviceId;
     use cairn_io_sim::SimEngine;
+
+    use super::*;
+    use crate::group::error::GroupError;
+    use crate::group::file_types::CreateOptions;
+    use crate::group::mount::GroupSelector;
+    use crate::group::mounted::Group;
 
     const MIB: u64 = 1 << 20;
 

@@ -1,8 +1,12 @@
 //! Publication: the metadata plane hands the data plane new snapshots of
 //! the files a commit changed, and of the disks (`plane.rs`).
 
+use cairn_format::group::{FileState, FILE_NUMBER_USER_MIN};
+
+use super::error::GroupError;
+use super::mounted::Group;
+use super::parts::members::Member;
 use super::plane::{FileSnapshot, NotWritable};
-use super::*;
 
 impl Group<'_> {
     /// Publish the files the last commit changed.
@@ -57,21 +61,27 @@ impl Group<'_> {
 
     /// Publish which disks data I/O may use.
     pub(super) fn publish_disks(&self) {
-        let online = (0..self.members.len() as u16)
+        let online = self
+            .members
+            .numbers()
             .map(|d| self.member(d).and_then(Member::online).is_some())
             .collect();
-        let writable = (0..self.members.len() as u16)
+        let writable = self
+            .members
+            .numbers()
             .map(|d| self.member(d).and_then(Member::writable).is_some())
             .collect();
-        let member = (0..self.members.len() as u16)
+        let member = self
+            .members
+            .numbers()
             .map(|d| self.member(d).is_some())
             .collect();
-        let devices = (0..self.members.len() as u16)
+        let devices = self
+            .members
+            .numbers()
             .map(|d| self.member(d).and_then(|m| m.device))
             .collect();
-        let names = (0..self.members.len() as u16)
-            .map(|d| self.disk_name(d))
-            .collect();
+        let names = self.members.numbers().map(|d| self.disk_name(d)).collect();
         self.plane
             .publish_disks(online, writable, member, devices, names);
     }

@@ -18,14 +18,18 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use cairn_format::group::AuAddr;
 #[cfg(test)]
 use cairn_io::counted::OpStats;
 use cairn_io::counted::{DeviceIoSnapshot, OpSnapshot, LATENCY_BUCKETS_US};
+use cairn_io::{AlignedBuf, Op};
 use serde::Serialize;
 
+use super::alloc;
 use super::data::{self, DiskIo};
+use super::error::GroupError;
+use super::mounted::Group;
 use super::relocate::MoveSite;
-use super::*;
 
 /// The largest request a reclaim sends.
 pub const RECLAIM_REQUEST_BYTES_MAX: u64 = 128 << 20;
@@ -129,8 +133,8 @@ impl Group<'_> {
         force: bool,
     ) -> Result<Vec<ReclaimDisk>, GroupError> {
         let mut out = Vec::new();
-        for (n, m) in self.members.iter().enumerate() {
-            let Some(m) = m.as_ref() else { continue };
+        for m in self.members.iter() {
+            let n = m.entry.number;
             let label = m.entry.label.clone();
             let Some(alloc) = m.alloc.as_ref() else {
                 continue;
@@ -159,7 +163,7 @@ impl Group<'_> {
                 (_, ReclaimMethod::ZeroFill, _) => None,
             };
             out.push(ReclaimDisk {
-                number: n as u16,
+                number: n,
                 label,
                 returnable_bytes,
                 returned_bytes: 0,
@@ -598,7 +602,6 @@ impl Group<'_> {
     pub(super) fn clean_dirty_blocks(&self) -> usize {
         self.members
             .iter()
-            .flatten()
             .filter_map(|m| m.alloc.as_ref())
             .map(alloc::DiskAlloc::clean_dirty)
             .sum()

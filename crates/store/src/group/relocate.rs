@@ -19,11 +19,33 @@
 //! named by the superblocks, written last (mount finishes a move a crash
 //! cut between the two).
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use cairn_format::group::{
+    AtLayout, AuAddr, DiskEntry, DiskState, Extent, DISKS_MAX, FILE_DIRECTORY, FILE_JOURNAL,
+    FILE_NUMBER_USER_MIN,
+};
+use cairn_format::meta::BLOCK_BYTES;
+use cairn_format::{group as fmt, DiskHeader};
+use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::alloc;
+use super::alloc::DiskAlloc;
 use super::data::{self, DataPort};
+use super::error::{io_err, GroupError};
+use super::journal::DurableItem;
+use super::limits::{member_layout, CLEAN_CLEARS_PER_COMMIT, STEP_DIRTY_MAX};
+use super::mounted::Group;
+use super::parts::members::Member;
+use super::parts::txn::Dirty;
 use super::plane::{LatchGuard, LatchKey, OperationGuard};
 use super::resync::{Progress, RESYNC_IO_BYTES_MAX};
-use super::*;
+use super::spec::NewDisk;
+use crate::header_copies::HeaderScan;
 use crate::rebalance::{self, Pass, Plan, PlanDisk, PlanExtent};
+use crate::{labeling, placement};
 
 /// Each resized disk's new end (its AU count), as the plan should see it.
 pub(super) type Cuts = BTreeMap<u16, u64>;
@@ -213,7 +235,6 @@ impl Group<'_> {
         let mut out: Vec<PlanDisk> = self
             .members
             .iter()
-            .flatten()
             .map(|m| PlanDisk {
                 number: m.entry.number,
                 failgroup: m.entry.failgroup_id,
@@ -242,7 +263,6 @@ impl Group<'_> {
         let ends: BTreeMap<u16, u64> = self
             .members
             .iter()
-            .flatten()
             .map(|m| (m.entry.number, self.disk_end(m.entry.number, cuts)))
             .collect();
         let extent = |file: u32, index: u64, aus: u64, e: &Extent| PlanExtent {
@@ -281,7 +301,7 @@ impl Group<'_> {
 
     /// What stops a rebalance from running now, said with what to do.
     fn refuse_rebalance_now(&self) -> Result<(), GroupError> {
-        for m in self.members.iter().flatten() {
+        for m in self.members.iter() {
             if m.entry.dropping() && m.entry.forced() {
                 continue;
             }
@@ -476,15 +496,11 @@ impl Group<'_> {
         force: bool,
     ) -> Result<Vec<PreparedDisk>, GroupError> {
         let mut out: Vec<PreparedDisk> = Vec::new();
-        let mut next_number = self.members.len();
-        let free_numbers: Vec<u16> = (0..self.members.len() as u16)
-            .filter(|n| self.member(*n).is_none() && !self.numbers_freed.contains(n))
-            .collect();
-        let mut free_numbers = free_numbers.into_iter();
+        let numbers: Vec<usize> = self.members.numbers_for_new().take(disks.len()).collect();
+        let mut numbers = numbers.into_iter();
         let mut fg_ids: BTreeMap<String, u16> = self
             .members
             .iter()
-            .flatten()
             .map(|m| (m.entry.failgroup.clone(), m.entry.failgroup_id))
             .collect();
         for d in disks {
@@ -497,7 +513,6 @@ impl Group<'_> {
             if self
                 .members
                 .iter()
-                .flatten()
                 .any(|m| m.entry.disk_uuid == header.disk_uuid)
                 || out.iter().any(|p| p.entry.disk_uuid == header.disk_uuid)
             {
@@ -509,7 +524,6 @@ impl Group<'_> {
             if self
                 .members
                 .iter()
-                .flatten()
                 .any(|m| m.entry.label.eq_ignore_ascii_case(&label))
                 || out
                     .iter()
@@ -549,21 +563,13 @@ impl Group<'_> {
                 .map_err(|e| GroupError::Invalid(format!("failure group name: {e}")))?;
             let next_fg = fg_ids.values().max().map_or(0, |m| m + 1);
             let fg_id = *fg_ids.entry(fg.clone()).or_insert(next_fg);
-            let number = match free_numbers.next() {
-                Some(n) => n,
-                None => {
-                    while self.numbers_freed.contains(&(next_number as u16)) {
-                        next_number += 1;
-                    }
-                    let n = next_number;
-                    next_number += 1;
-                    if n >= DISKS_MAX {
-                        return Err(GroupError::Invalid(format!(
-                            "group {} would have more than {DISKS_MAX} disks",
-                            self.name
-                        )));
-                    }
-                    n as u16
+            let number = match numbers.next() {
+                Some(n) if n < DISKS_MAX => n as u16,
+                _ => {
+                    return Err(GroupError::Invalid(format!(
+                        "group {} would have more than {DISKS_MAX} disks",
+                        self.name
+                    )))
                 }
             };
             out.push(PreparedDisk {
@@ -600,15 +606,12 @@ impl Group<'_> {
         self.check_writable()?;
         let mut added = Vec::new();
         for p in disks {
-            let n = usize::from(p.entry.number);
+            let n = p.entry.number;
             let p_device = p.device;
-            if self.members.len() <= n {
-                self.members.resize_with(n + 1, || None);
-            }
             let mut alloc = DiskAlloc::empty(p.layout);
             alloc.mark_all_dirty();
             added.push(p.entry.label.clone());
-            self.members[n] = Some(Member {
+            self.members.add(Member {
                 entry: p.entry,
                 device: Some(p.device),
                 alloc: Some(alloc),
@@ -621,25 +624,16 @@ impl Group<'_> {
             });
             // Its table, straight to its place, durably.
             let blocks = self
-                .member_mut(n as u16)
+                .member_mut(n)
                 .and_then(|m| m.alloc.as_mut())
                 .map(|a| a.take_dirty())
                 .unwrap_or_default();
             let mut items = Vec::new();
             for b in blocks {
                 let d = match b {
-                    alloc::AtBlock::Summary(index) => Dirty::Summary {
-                        disk: n as u16,
-                        index,
-                    },
-                    alloc::AtBlock::Bitmap(index) => Dirty::Bitmap {
-                        disk: n as u16,
-                        index,
-                    },
-                    alloc::AtBlock::Clean(index) => Dirty::Clean {
-                        disk: n as u16,
-                        index,
-                    },
+                    alloc::AtBlock::Summary(index) => Dirty::Summary { disk: n, index },
+                    alloc::AtBlock::Bitmap(index) => Dirty::Bitmap { disk: n, index },
+                    alloc::AtBlock::Clean(index) => Dirty::Clean { disk: n, index },
                 };
                 let (id, places) = self.dirty_id_and_places(d);
                 let block = self.encode_dirty(d, 0);
@@ -650,14 +644,14 @@ impl Group<'_> {
                 items.push(DurableItem::block(id.to_string(), copies));
             }
             if let Err(e) = self.write_durably(items, "a new disk's allocation table") {
-                self.members[n] = None;
+                self.members.unadd(n);
                 return Err(e);
             }
-            let label = self.disk_name(n as u16);
+            let label = self.disk_name(n);
             let device = p_device;
-            let size = self.member(n as u16).map(|m| m.entry.size_bytes);
+            let size = self.member(n).map(|m| m.entry.size_bytes);
             if let Err(e) = self.write_membership(device, &label, Some(self.uuid), None, size) {
-                self.members[n] = None;
+                self.members.unadd(n);
                 return Err(e);
             }
         }
@@ -725,7 +719,6 @@ impl Group<'_> {
         let staying: BTreeSet<u16> = self
             .members
             .iter()
-            .flatten()
             .filter(|m| !m.entry.dropping() && !disks.contains(&m.entry.number))
             .map(|m| m.entry.failgroup_id)
             .chain(extra.iter().map(|p| p.entry.failgroup_id))
@@ -854,7 +847,6 @@ impl Group<'_> {
         let expired: Vec<String> = self
             .members
             .iter()
-            .flatten()
             .filter(|m| m.entry.state == DiskState::Offline && !m.entry.dropping())
             .filter(|m| self.repair_seconds_left(m.entry.number) == Some(0))
             .map(|m| m.entry.label.clone())
@@ -890,7 +882,7 @@ impl Group<'_> {
     pub fn undrop(&mut self) -> Result<Vec<String>, GroupError> {
         self.check_writable()?;
         let mut done = Vec::new();
-        for m in self.members.iter_mut().flatten() {
+        for m in self.members.iter_mut() {
             if m.entry.dropping() && !m.entry.forced() {
                 m.entry.flags &= !fmt::DISK_FLAG_DROPPING;
                 done.push(m.entry.label.clone());
@@ -923,7 +915,6 @@ impl Group<'_> {
     pub fn dropping_disks(&self) -> Vec<String> {
         self.members
             .iter()
-            .flatten()
             .filter(|m| m.entry.dropping())
             .map(|m| m.entry.label.clone())
             .collect()
@@ -1471,7 +1462,7 @@ impl Group<'_> {
             owned.entry(r.disk).or_default().extend(r.au..r.au + r.len);
         }
         let mut freed = 0;
-        for n in 0..self.members.len() as u16 {
+        for n in self.members.numbers() {
             let mine = owned.remove(&n).unwrap_or_default();
             let Some(alloc) = self.member_mut(n).and_then(|m| m.alloc.as_mut()) else {
                 continue;
@@ -1516,7 +1507,6 @@ impl Group<'_> {
         let empty: Vec<u16> = self
             .members
             .iter()
-            .flatten()
             .filter(|m| m.entry.dropping() && !holding.contains(&m.entry.number))
             .map(|m| m.entry.number)
             .collect();
@@ -1534,18 +1524,14 @@ impl Group<'_> {
                 })
                 .collect();
             for (d, _, _, _) in &gone {
-                self.members[usize::from(*d)] = None;
-                self.numbers_freed.insert(*d);
-            }
-            while self.members.last().is_some_and(Option::is_none) {
-                self.members.pop();
+                self.members.remove_dropped(*d);
             }
             self.superblocks_or_stop()?;
             self.publish_disks();
             for (_, device, label, reachable) in gone {
                 report.disks_dropped.push(label.clone());
                 // Still attached, reachable or not: a live group lets go of it.
-                self.left_devices.extend(device);
+                self.members.left_device(device);
                 let Some(device) = device.filter(|_| reachable) else {
                     continue;
                 };
@@ -1557,8 +1543,11 @@ impl Group<'_> {
             }
         }
         // A shrink whose copies have all moved: its cut becomes its end.
-        let shrinking =
-            |g: &Self| (0..g.members.len() as u16).any(|n| g.pending_shrink_bytes(n).is_some());
+        let shrinking = |g: &Self| {
+            g.members
+                .numbers()
+                .any(|n| g.pending_shrink_bytes(n).is_some())
+        };
         if shrinking(self) {
             if wait {
                 self.wait_for_readers()?;

@@ -27,10 +27,19 @@
 //! any size the device holds is allowed; beyond it, drop the disk and add
 //! it again.
 
-use super::relocate::{newest_header, Cuts, RebalanceReport};
-use super::*;
-use crate::labeling;
+use std::collections::BTreeSet;
+
+use cairn_format::group::{AtLayout, DiskState};
 use cairn_format::layout::{HeaderPlacement, DEVICE_SIZE_MIN_BYTES};
+use cairn_format::meta::BLOCK_BYTES;
+use cairn_io::AlignedBuf;
+
+use super::error::{corrupt, GroupError};
+use super::limits::member_layout;
+use super::mounted::Group;
+use super::parts::members::Member;
+use super::relocate::{newest_header, Cuts, RebalanceReport};
+use crate::labeling;
 
 /// The tail header copy's MiB: a disk of `au_count` AUs needs its AUs and
 /// one more MiB.
@@ -357,7 +366,7 @@ impl Group<'_> {
     /// in the group gives (a crash between a resize's header write and its
     /// superblocks): the header is written again for that size.
     pub(super) fn fix_header_placements(&mut self) -> Result<(), GroupError> {
-        for n in 0..self.members.len() as u16 {
+        for n in self.members.numbers() {
             let Some((device, size)) = self
                 .member(n)
                 .and_then(|m| m.online().map(|d| (d, m.entry.size_bytes)))
@@ -384,7 +393,9 @@ impl Group<'_> {
         &mut self,
         report: &mut RebalanceReport,
     ) -> Result<(), GroupError> {
-        let pending: Vec<u16> = (0..self.members.len() as u16)
+        let pending: Vec<u16> = self
+            .members
+            .numbers()
             .filter(|n| self.pending_shrink_bytes(*n).is_some())
             .filter(|n| self.member(*n).and_then(Member::online).is_some())
             .collect();

@@ -12,10 +12,28 @@
 //!   clears the bits in a commit whose barrier flushes the copies first.
 //!   When no stale AU is left it goes ONLINE.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use cairn_format::group::{
+    au_mask, AtLayout, AuAddr, DiskState, Extent, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
+    FILE_ALIAS_DIRECTORY, FILE_DIRECTORY, FILE_NUMBER_USER_MIN,
+};
+use cairn_format::meta::BLOCK_BYTES;
+use cairn_format::{group as fmt, meta};
+use cairn_io::{AlignedBuf, DeviceId};
+use serde::Serialize;
+
+use super::alloc::DiskAlloc;
 use super::data::{self, DataPort, StaleMark};
+use super::error::{corrupt, GroupError};
+use super::limits::STEP_DIRTY_MAX;
+use super::mounted::{FileRec, Group};
+use super::namespace::alias_block_of;
+use super::parts::members::Member;
+use super::parts::txn::Dirty;
 use super::plane::{LatchGuard, LatchKey, OperationGuard};
-use super::*;
-use cairn_format::group::au_mask;
+use super::returning;
+use crate::placement;
 
 /// Bytes one resync I/O moves at most: an AU bigger than this is copied in
 /// pieces, so power × this bounds the memory a resync holds.
@@ -185,7 +203,6 @@ impl Group<'_> {
     pub(super) fn offline_counts(&self) -> BTreeMap<u16, u64> {
         self.members
             .iter()
-            .flatten()
             .map(|m| (m.entry.number, m.offline_count))
             .collect()
     }
@@ -194,7 +211,6 @@ impl Group<'_> {
     pub(super) fn syncing_disks(&self) -> BTreeSet<u16> {
         self.members
             .iter()
-            .flatten()
             .filter(|m| m.entry.state == DiskState::Syncing && m.writable().is_some())
             .map(|m| m.entry.number)
             .collect()
@@ -359,7 +375,6 @@ impl Group<'_> {
         let whole: Vec<u16> = self
             .members
             .iter()
-            .flatten()
             .filter(|m| m.writable().is_some() && m.entry.resync_all())
             .map(|m| m.entry.number)
             .collect();
@@ -791,7 +806,6 @@ impl Group<'_> {
             .map(|name| {
                 self.members
                     .iter()
-                    .flatten()
                     .find(|m| m.entry.label.eq_ignore_ascii_case(name.trim()))
                     .map(|m| m.entry.number)
                     .ok_or_else(|| {
@@ -852,7 +866,6 @@ impl Group<'_> {
         let mut down: BTreeSet<u16> = self
             .members
             .iter()
-            .flatten()
             .filter(|m| m.online().is_none())
             .map(|m| m.entry.failgroup_id)
             .collect();
@@ -1014,7 +1027,6 @@ impl Group<'_> {
             None => self
                 .members
                 .iter()
-                .flatten()
                 .filter(|m| m.entry.state == DiskState::Offline && m.device.is_some())
                 .map(|m| m.entry.number)
                 .collect(),
@@ -1134,7 +1146,7 @@ impl Group<'_> {
     pub(super) fn count_offline_time(&mut self) -> Result<(), GroupError> {
         let mounted = self.mounted_at.elapsed();
         let mut any = false;
-        for m in self.members.iter_mut().flatten() {
+        for m in self.members.iter_mut() {
             if m.entry.state == DiskState::Offline {
                 let seconds = away_this_mount(m, mounted);
                 if seconds > 0 {

@@ -6,7 +6,7 @@ use cairn_format::group::{DiskEntry, SUPER_SLOT_OFFSETS_BYTES};
 use cairn_io::{DeviceId, IoEngine};
 use uuid::Uuid;
 
-use super::superblock::read_slot;
+use super::slots::read_slot;
 use crate::header_copies::HeaderScan;
 
 /// What a member's device holds now, read before the disk may come back

@@ -19,13 +19,21 @@
 //! lands between the reads of two copies (which would look like a
 //! disagreement, and `--repair` would undo the write).
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use cairn_format::extent_map::{FileLayout, Striping};
+use cairn_format::group::FILE_NUMBER_USER_MIN;
+use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
+use serde::Serialize;
+
+use super::check::{CheckReport, Problem};
+use super::error::{io_err, GroupError};
+use super::mounted::Group;
+use super::parts::members::Member;
 use super::relocate::REBALANCE_POWER_MAX;
 use super::resync::{Progress, RESYNC_IO_BYTES_MAX};
-use super::*;
 use crate::header_copies::{CopyState, HeaderScan};
-use crate::labeling;
-use cairn_format::extent_map::{FileLayout, Striping};
-use check::{CheckReport, Problem};
+use crate::{labeling, placement};
 
 /// Scrub power unless told otherwise (chunks read at once).
 pub const SCRUB_POWER_DEFAULT: usize = 4;
@@ -426,7 +434,7 @@ impl Group<'_> {
     /// a damaged, unreadable or older copy is a problem; repair writes the
     /// newest over it.
     fn scrub_headers(&mut self, repair: bool, report: &mut ScrubReport) -> Result<(), GroupError> {
-        for n in 0..self.members.len() as u16 {
+        for n in self.members.numbers() {
             let Some(device) = self.member(n).and_then(Member::online) else {
                 continue;
             };
@@ -832,6 +840,7 @@ fn file_ranges(layout: &FileLayout, extent: u64, offset: u64, len: u64) -> Vec<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::Striping;
 
     #[test]
     fn file_ranges_split_where_fine_striping_does() {

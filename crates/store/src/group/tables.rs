@@ -2,8 +2,23 @@
 //! them at mount, allocating and freeing extents (placement, then AU runs),
 //! and the AUs that more than one extent map claims.
 
-use super::*;
-use cairn_format::group::au_mask;
+use std::collections::{BTreeMap, BTreeSet};
+
+use cairn_format::group::{au_mask, AtLayout, AuAddr, Extent, AT_COUNTS_PER_SUMMARY};
+use cairn_format::meta::{BlockType, MetaError, BLOCK_BYTES};
+use cairn_format::{group as fmt, meta};
+
+use super::alloc::DiskAlloc;
+use super::block_ids::per_disk_id;
+use super::discard_queue::DiscardRun;
+use super::error::{corrupt, GroupError};
+use super::limits::TABLE_READ_BLOCKS_MAX;
+use super::mount_report::MountReport;
+use super::mounted::{Group, LostBlock};
+use super::parts::members::Member;
+use super::plane;
+use crate::placement;
+use crate::placement::{DiskNumber, DiskSpace, FailGroupId};
 
 impl Group<'_> {
     /// The disks new copies go to first: ONLINE (read and written), not
@@ -26,16 +41,14 @@ impl Group<'_> {
     fn spaces_where(&self, pick: impl Fn(&Member) -> bool) -> Vec<DiskSpace> {
         self.members
             .iter()
-            .enumerate()
-            .filter_map(|(n, m)| {
-                let m = m.as_ref()?;
+            .filter_map(|m| {
                 // Nothing new lands on a disk that is leaving.
                 if !m.receives_copies() || !pick(m) {
                     return None;
                 }
                 let table = m.table()?;
                 Some(DiskSpace {
-                    disk: DiskNumber(n as u16),
+                    disk: DiskNumber(m.entry.number),
                     failgroup: FailGroupId(m.entry.failgroup_id),
                     // A pending shrink's cut is the end placement sees.
                     au_total: table.capacity_aus(),
@@ -117,12 +130,12 @@ impl Group<'_> {
         enum Source {
             Free(u32),
             Quarantined { start: u32, readers: u64 },
-            Discarding(discard::DiscardRun),
+            Discarding(DiscardRun),
         }
         let mut in_service = self.disk_spaces();
         let mut away = if lend { Vec::new() } else { self.away_spaces() };
         let aus = placement::extent_aus(index);
-        let ring = self.journal.header_generation;
+        let ring = self.journal.generation();
         let queue = self.discards.clone().filter(|_| lend);
         for _attempt in 0..(in_service.len() + away.len()).max(1) {
             let disks = placement::place_with_away(&in_service, &away, copies, index)
@@ -241,7 +254,7 @@ impl Group<'_> {
     /// AU another extent map also claims (damage found at mount) stays used,
     /// for the other owner, instead of being freed under it.
     pub(super) fn free_extent(&mut self, file: u32, extent: &Extent, index: u64, journaled: bool) {
-        let ring = journaled.then_some(self.journal.header_generation);
+        let ring = journaled.then_some(self.journal.generation());
         let aus = placement::extent_aus(index) as u32;
         for c in extent.copies() {
             let run = u64::from(c.au)..u64::from(c.au) + u64::from(aus);
@@ -316,7 +329,7 @@ impl Group<'_> {
     }
 
     pub(super) fn load_tables(&mut self, report: &mut MountReport) -> Result<(), GroupError> {
-        for n in 0..self.members.len() as u16 {
+        for n in self.members.numbers() {
             let Some(m) = self.member(n) else { continue };
             if m.writable().is_none() || self.tables_to_rebuild.contains(&n) {
                 continue;
@@ -527,7 +540,7 @@ impl Group<'_> {
     /// the maps, keeping what it held back.
     pub(super) fn build_away_tables(&mut self) {
         let owned = self.owned_runs();
-        for n in 0..self.members.len() as u16 {
+        for n in self.members.numbers() {
             let Some(m) = self.member(n) else { continue };
             if m.alloc.is_some() {
                 continue;

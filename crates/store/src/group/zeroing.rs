@@ -5,9 +5,15 @@
 //! such zeroings, so that a copy begun before one (a resync, a
 //! relocation) is not trusted for that file.
 
-use super::data::{self, StaleMark};
-use super::*;
 use cairn_format::group::au_mask;
+use cairn_io::{Op, Request};
+
+use super::data::{self, StaleMark};
+use super::error::GroupError;
+use super::limits::STEP_DIRTY_MAX;
+use super::mounted::Group;
+use super::parts::members::Member;
+use super::parts::txn::Dirty;
 
 impl Group<'_> {
     /// Mark extents of a file initialised (or, `initialized` false,

@@ -1,7 +1,12 @@
 //! Copies between member disks (resync, relocation, rebalance): reads and
 //! writes overlapped, a window of I/Os in flight, each source disk kept busy.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use cairn_io::{AlignedBuf, Op, Request};
+
+use super::common::{outcome, DataPort};
+use crate::group::error::{io_err, GroupError};
 
 /// One piece of a copy between member disks: `len` bytes read from disk
 /// `from.0` at byte `from.1` and written to disk `to.0` at byte `to.1`.
@@ -36,8 +41,9 @@ pub(in crate::group) fn copy(
     inflight: usize,
     pool: &mut Vec<AlignedBuf>,
 ) -> Result<Vec<Copied>, GroupError> {
-    use cairn_io::SubmitError;
     use std::collections::VecDeque;
+
+    use cairn_io::SubmitError;
     let mut out: Vec<Option<Copied>> = vec![None; pieces.len()];
     // Pieces not read yet, per source disk, in the order given.
     let mut waiting: BTreeMap<u16, VecDeque<usize>> = BTreeMap::new();

@@ -1,7 +1,21 @@
 //! Punching holes and zeroing ranges: extents made unwritten again, and
 //! parts of written extents zeroed on every copy.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use cairn_format::group::{au_mask, Extent};
+use cairn_io::{IoError, Op};
+
+use super::common::{
+    changing_error, file_snapshot, lost_write_error, missed_copies, note_failed, piece_aus, run,
+    unwritable_error, writable_copies, writable_copies_of, zero_op, DataPort, DiskIo, FailedDisks,
+    StaleMark, WRITE_ATTEMPTS_MAX,
+};
+use super::write::settle_write;
+use crate::group::error::GroupError;
+use crate::group::plane::{FileSnapshot, LatchGuard, OperationGuard};
 
 /// What a punch did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

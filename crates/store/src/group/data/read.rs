@@ -1,7 +1,19 @@
 //! The read path: the primary copy first, piece by piece to the next copy
 //! on an error or a rejection, and the repair of the copies that failed.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+
+use cairn_format::group::{AuAddr, Extent};
+use cairn_io::{AlignedBuf, IoError, Op};
+
+use super::common::{
+    at, buffer_with, check_range, common_read, file_snapshot, note_failed, piece_aus, pieces_of,
+    readable_copies, run, run_one, DataPort, DiskIo, FailedDisks,
+};
+use crate::group::disk_io::read_fails_the_disk;
+use crate::group::error::GroupError;
+use crate::group::plane::{DiskView, FileSnapshot, LatchKey, OperationGuard, Piece};
 
 /// Read `buf.len()` bytes at `offset` of file `number`, accepting the bytes
 /// only if `accept` passes on the whole buffer.

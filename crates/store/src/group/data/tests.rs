@@ -1,9 +1,21 @@
 //! The data path's unit tests, on a port over the simulated disk.
 #![allow(clippy::unwrap_used)]
 
-use super::*;
-use cairn_io::{Completion, EngineStats, Geometry, IoError, SubmitError};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use cairn_format::group::{AuAddr, Extent};
+use cairn_io::{
+    AlignedBuf, Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, Request,
+    SubmitError,
+};
 use cairn_io_sim::{geometry, SimEngine};
+
+use super::common::{DataPort, FailedDisks, StaleMark, WRITE_ATTEMPTS_MAX};
+use super::copy::{copy, Copied, CopyIo};
+use super::write;
+use crate::group::error::GroupError;
+use crate::group::plane::{DataPlane, DiskView, FileSnapshot};
 
 const KIB: u64 = 1 << 10;
 

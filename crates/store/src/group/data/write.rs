@@ -2,7 +2,21 @@
 //! write into an extent under its exclusive latch, and what a write that
 //! missed a copy must settle before it is acknowledged.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use cairn_format::group::{au_mask, AuAddr, Extent};
+use cairn_io::{IoError, Op};
+
+use super::common::{
+    at, buffer_with, changing_error, check_range, file_snapshot, lent_and_busy, lost_write_error,
+    missed_copies, note_failed, piece_aus, pieces_of, run, run_one, unwritable_error,
+    wait_for_lent, whole_extent_mask, writable_copies, writable_copies_of, zero_op, DataPort,
+    DiskIo, FailedDisks, IoOutcome, StaleMark, WRITE_ATTEMPTS_MAX, WRITE_BATCH_BYTES_MAX,
+};
+use crate::group::error::GroupError;
+use crate::group::plane::{DiskView, FileSnapshot, OperationGuard};
 
 /// After a write's I/O (the disks written reported to the port), before it
 /// is acknowledged: a copy that missed the write is never read again, so its

@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_format::group::{au_mask, AuAddr};
+use cairn_format::group::AuAddr;
 use cairn_io::engine::validate;
 use cairn_io::{
     AlignedBuf, Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, OpKind,
@@ -889,9 +889,9 @@ fn next_copy(
     Some((c, at(snap, c, piece.within), piece.len as usize))
 }
 
-fn io_error(e: &super::GroupError) -> IoError {
+fn io_error(e: &crate::group::error::GroupError) -> IoError {
     match e {
-        super::GroupError::Io { error, .. } => error.clone(),
+        crate::group::error::GroupError::Io { error, .. } => error.clone(),
         _ => IoError::Engine { errno: EIO },
     }
 }

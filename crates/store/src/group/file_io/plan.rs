@@ -3,7 +3,17 @@
 //! takes instead (a first write into an unwritten extent, a file grown past
 //! its map).
 
-use super::*;
+use std::sync::Arc;
+
+use cairn_format::group::{au_mask, AuAddr};
+use cairn_io::engine::validate;
+use cairn_io::{AlignedBuf, IoError, Op, Request, SubmitError};
+
+use super::{
+    take_plan, FileIo, Mapping, Pending, Planned, Role, Writing, E2BIG, EIO, ENXIO, EOPNOTSUPP,
+    EROFS,
+};
+use crate::group::data::{at, aus_touched, readable_copies_of, StaleMark};
 
 impl FileIo {
     /// Plan a request on a group file. `Ok(None)`: it completed at once

@@ -8,6 +8,10 @@
 //! run down (`unpublished.rs` takes the data plane's chunk size).
 //! `violations.rs` is what a check reports.
 //!
+//! - `journal_ring.rs`: where the journal ring stands (its generation, the
+//!   next record's number and place, the checksum it chains to);
+//! - `members.rs`: the member disks (which slot holds which disk, the
+//!   numbers a new disk may take);
 //! - `names.rs`: the name table (records and their index, ids held back);
 //! - `state_log.rs`: the disks' state log (the directory last recorded,
 //!   the reasons said for changes, the counts);
@@ -15,6 +19,8 @@
 //!   barrier flushes, its number and the last one made durable);
 //! - `unpublished.rs`: what the data plane has not been shown yet.
 
+pub(super) mod journal_ring;
+pub(super) mod members;
 pub(super) mod names;
 pub(super) mod state_log;
 pub(super) mod txn;

@@ -9,10 +9,10 @@
 use std::collections::BTreeMap;
 
 use cairn_format::group::DiskEntry;
+use serde::Serialize;
 use uuid::Uuid;
 
 use super::violations::Violations;
-use serde::Serialize;
 
 /// What a disk that left the group (its drop completed) is shown as.
 pub const DROPPED: &str = "DROPPED";

@@ -1,0 +1,376 @@
+//! The state a mounted group keeps in memory (`struct Group`), the types
+//! of its fields that have no part of their own yet, its accessors, and
+//! how it stops.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use cairn_format::group::{
+    DiskEntry, Extent, FileEntry, GroupSuper, Template, FILE_NUMBER_USER_MIN,
+};
+use cairn_format::meta::{Block, BLOCK_BYTES};
+use cairn_format::FeatureSet;
+use cairn_io::IoEngine;
+use uuid::Uuid;
+
+use super::discard_queue::DiscardQueue;
+use super::error::GroupError;
+use super::parts::members::Member;
+use super::spec::Redundancy;
+use super::{heartbeat, parts, plane};
+
+/// A file's metadata in memory: its entry and its whole extent map.
+#[derive(Debug, Clone)]
+pub(super) struct FileRec {
+    pub(super) entry: FileEntry,
+    pub(super) extents: Vec<Extent>,
+}
+
+/// A metadata block with no valid copy on any disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum LostBlock {
+    /// A user file's directory entry: the file cannot be reached.
+    Entry(u32),
+    /// Part of a user file's extent map (an indirect block, or an entry that
+    /// contradicts itself): the file reads up to where its map is whole, and
+    /// is not written until `check --repair` cuts it there.
+    Map(u32),
+    /// A block of the alias directory: the names in it are gone.
+    Alias(u64),
+    Templates,
+    Attributes,
+}
+
+/// The metadata plane's engine: lent by the caller (a command that mounts
+/// for itself), or owned (a live group, which outlives the call that made it).
+pub enum EngineRef<'e> {
+    Borrowed(&'e mut dyn IoEngine),
+    Owned(Box<dyn IoEngine>),
+}
+
+impl<'e> std::ops::Deref for EngineRef<'e> {
+    type Target = dyn IoEngine + 'e;
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Self::Borrowed(e) => &**e,
+            Self::Owned(e) => &**e,
+        }
+    }
+}
+
+impl std::ops::DerefMut for EngineRef<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            Self::Borrowed(e) => &mut **e,
+            Self::Owned(e) => &mut **e,
+        }
+    }
+}
+
+/// A mounted disk group.
+pub struct Group<'e> {
+    pub(super) engine: EngineRef<'e>,
+    pub(super) uuid: Uuid,
+    pub(super) name: String,
+    pub(super) copies: u8,
+    pub(super) au_bytes: u64,
+    pub(super) sector_bytes: u32,
+    pub(super) created_unix_seconds: u64,
+    pub(super) features: FeatureSet,
+    pub(super) slot_generation: u64,
+    /// The member disks (`parts/members.rs`).
+    pub(super) members: parts::members::Members,
+    pub(super) files: BTreeMap<u32, FileRec>,
+    /// The name table (`parts/names.rs`).
+    pub(super) names: parts::names::NameTable,
+    pub(super) templates: Vec<Template>,
+    pub(super) attributes: Vec<(String, String)>,
+    /// Where the journal ring stands (`parts/journal_ring.rs`).
+    pub(super) journal: parts::journal_ring::JournalRing,
+    /// The running transaction (`parts/txn.rs`).
+    pub(super) txn: parts::txn::Txn,
+    pub(super) poisoned: Option<String>,
+    pub(super) clock: fn() -> u64,
+    /// Disks whose allocation table could not be read: rebuilt from the
+    /// extent maps once those are loaded.
+    pub(super) tables_to_rebuild: Vec<u16>,
+    /// Metadata copies rewritten from a good mirror since mount.
+    pub(super) repaired_copies: u64,
+    /// Disks whose writes failed during the current step, to offline after it.
+    pub(super) failed_disks: BTreeSet<u16>,
+    /// Disks this mount took offline after an I/O error, for the caller to
+    /// report (a mount's own offlining is in its [`MountReport`]).
+    pub(super) taken_offline: Vec<String>,
+    /// Mounted read-only: nothing is ever written (no replay, no repair, no
+    /// offlining); changes are refused with [`GroupError::ReadOnly`].
+    pub(super) read_only: bool,
+    /// On a read-only mount, the images of the journal records that a writer
+    /// would replay, by place (disk, byte offset): reads see them instead of
+    /// what is in place. Bounded by the journal ring.
+    pub(super) overlay: BTreeMap<(u16, u64), Box<Block>>,
+    /// Metadata copies found damaged, blank or stale that a read-only mount
+    /// left as they were.
+    pub(super) copies_left_damaged: u64,
+    /// Members found smaller than the group recorded, described: treated as
+    /// missing, and problems for `check`.
+    pub(super) short_disks: Vec<String>,
+    /// Metadata blocks found with no valid copy at mount, and why: what they
+    /// held is gone. `check --repair` rewrites them.
+    pub(super) lost: BTreeMap<LostBlock, String>,
+    /// AUs that more than one extent map claims (damage found at mount), with
+    /// each claimant's file number: never freed while another still claims it,
+    /// and their files are never written.
+    pub(super) shared_aus: BTreeMap<(u16, u64), Vec<u32>>,
+    /// What the data plane sees: file snapshots and the disk view, published
+    /// here as changes commit (`data.rs`).
+    pub(super) plane: Arc<plane::DataPlane>,
+    /// What the data plane has not been shown yet (`parts/unpublished.rs`).
+    pub(super) unpublished: parts::unpublished::Unpublished,
+    /// Behind a [`LiveGroup`]'s lock: its file data goes through data
+    /// handles, never through this group's own data calls, and its steps'
+    /// commits are grouped (`live.rs`).
+    pub(super) live: bool,
+    /// A reclaim `--compact` runs: the rebalance it runs first ends with
+    /// the compact pass whatever `rebalance_compact` says (memory only).
+    pub(super) compact_asked: bool,
+    /// When this mount began: OFFLINE disks' repair timers count the time
+    /// the group is mounted.
+    pub(super) mounted_at: std::time::Instant,
+    /// The meta plane's own zeroing (a grow's) writes to copies without
+    /// the extents' latches: `zero_seq` counts those, and `zeroed_files`
+    /// says, per file, the last; a copy (resync, relocation) begun before
+    /// is not trusted for that file ([`Group::zeroed_since`]).
+    pub(super) zero_seq: u64,
+    pub(super) zeroed_files: HashMap<u32, u64>,
+    /// Behind a [`LiveGroup`]: where freed runs wait for their discard,
+    /// which the live group's drain runs outside `meta` (`discard_queue.rs`).
+    /// `None`: a commit discards what it releases at once.
+    pub(super) discards: Option<Arc<DiscardQueue>>,
+    /// What the last superblock generation written says (the superblock,
+    /// its disk number aside, and the disk directory): what a group that
+    /// stopped, whose memory may be ahead of the disks, still writes from
+    /// ([`Group::record_missed_writes`]).
+    pub(super) written_super: Option<(GroupSuper, Vec<DiskEntry>)>,
+    /// The disks' state log (`parts/state_log.rs`).
+    pub(super) states: parts::state_log::StateLog,
+    /// Disks gone OFFLINE whose devices a live group lets go of at the end
+    /// of the metadata operation (`LiveGroup`): taken after an I/O error,
+    /// or on request once stamped ([`Group::take_offline_released`]).
+    pub(super) to_release: BTreeSet<u16>,
+    /// This host's heartbeat on the group's disks (multihost protection,
+    /// `heartbeat.rs`), for a mount that writes on real disks: it stops
+    /// the group when another host takes it over or no heartbeat lands,
+    /// and it lets go (writes the release) when the group is dropped, so
+    /// it is the last field: dropped after everything that writes.
+    pub(super) heartbeat: Option<heartbeat::Link>,
+}
+
+pub(super) fn system_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl<'e> Group<'e> {
+    /// A group in memory with its identity and members, nothing loaded yet:
+    /// the common start of `create` and `mount`. Only the superblock's group
+    /// fields are used (not its disk number or bootstrap extent).
+    pub(super) fn assemble(
+        engine: EngineRef<'e>,
+        sup: GroupSuper,
+        uuid: Uuid,
+        slot_generation: u64,
+        members: parts::members::Members,
+    ) -> Self {
+        Group {
+            engine,
+            uuid,
+            name: sup.name,
+            copies: sup.copies,
+            au_bytes: u64::from(sup.au_bytes),
+            sector_bytes: sup.logical_sector_bytes,
+            created_unix_seconds: sup.created_unix_seconds,
+            features: sup.features,
+            slot_generation,
+            members,
+            files: BTreeMap::new(),
+            names: parts::names::NameTable::default(),
+            templates: Vec::new(),
+            attributes: Vec::new(),
+            journal: parts::journal_ring::JournalRing::default(),
+            txn: parts::txn::Txn::default(),
+            poisoned: None,
+            clock: system_clock,
+            tables_to_rebuild: Vec::new(),
+            repaired_copies: 0,
+            failed_disks: BTreeSet::new(),
+            shared_aus: BTreeMap::new(),
+            lost: BTreeMap::new(),
+            short_disks: Vec::new(),
+            read_only: false,
+            taken_offline: Vec::new(),
+            overlay: BTreeMap::new(),
+            copies_left_damaged: 0,
+            plane: Arc::new(plane::DataPlane::new()),
+            unpublished: parts::unpublished::Unpublished::default(),
+            live: false,
+            compact_asked: false,
+            mounted_at: std::time::Instant::now(),
+            zero_seq: 0,
+            zeroed_files: HashMap::new(),
+            discards: None,
+            written_super: None,
+            states: parts::state_log::StateLog::default(),
+            to_release: BTreeSet::new(),
+            heartbeat: None,
+        }
+    }
+
+    // -----------------------------------------------------------------------
+    // Accessors
+
+    pub fn uuid(&self) -> Uuid {
+        self.uuid
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn redundancy(&self) -> Redundancy {
+        Redundancy::from_copies(self.copies).expect("invariant: copies validated at mount")
+    }
+    pub fn au_bytes(&self) -> u64 {
+        self.au_bytes
+    }
+    pub fn sector_bytes(&self) -> u32 {
+        self.sector_bytes
+    }
+    pub fn templates(&self) -> &[Template] {
+        &self.templates
+    }
+    pub fn attributes(&self) -> &[(String, String)] {
+        &self.attributes
+    }
+    /// Give the engine back (tests crash the simulator after a group "dies").
+    pub fn engine(&mut self) -> &mut dyn IoEngine {
+        &mut *self.engine
+    }
+
+    pub(super) fn blocks_per_au(&self) -> u64 {
+        self.au_bytes / BLOCK_BYTES as u64
+    }
+
+    pub(super) fn member(&self, disk: u16) -> Option<&Member> {
+        self.members.get(disk)
+    }
+
+    pub(super) fn member_mut(&mut self, disk: u16) -> Option<&mut Member> {
+        self.members.get_mut(disk)
+    }
+
+    pub(super) fn disk_name(&self, disk: u16) -> String {
+        self.member(disk)
+            .map_or_else(|| format!("#{disk}"), |m| m.entry.label.clone())
+    }
+
+    /// The group is behind a [`LiveGroup`]'s lock from now on.
+    pub(super) fn set_live(&mut self, live: bool) {
+        self.live = live;
+    }
+
+    /// Beat for this group from now on (after a [`heartbeat::claim`]): its
+    /// failures stop the group, and dropping the group lets go.
+    pub fn attach_heartbeat(&mut self, link: heartbeat::Link) {
+        self.heartbeat = Some(link);
+    }
+
+    /// The heartbeat thread's [`heartbeat::Nudge`], if one beats.
+    pub fn heartbeat_nudge(&self) -> Option<heartbeat::Nudge> {
+        self.heartbeat.as_ref().and_then(heartbeat::Link::nudge)
+    }
+
+    /// The superblock generation this mount wrote (or found, read-only).
+    pub fn slot_generation(&self) -> u64 {
+        self.slot_generation
+    }
+
+    /// Disks whose heartbeat write failed: failed disks, taken offline by
+    /// the next commit like any disk a write failed on.
+    pub(super) fn take_heartbeat_failures(&mut self) {
+        let failed = match &self.heartbeat {
+            Some(link) => link.take_failed(),
+            None => return,
+        };
+        for d in &failed {
+            self.note_failure_why(*d, "its heartbeat write failed, or did not answer");
+        }
+        self.failed_disks.extend(failed);
+    }
+
+    /// Stop the group after a failed metadata write: memory is ahead of the
+    /// disks, so every later call fails until the group is mounted again,
+    /// data handles' included.
+    pub(super) fn stop(&mut self, why: String) {
+        if self.poisoned.is_none() {
+            tracing::error!(group = %self.name, "group {} stopped: {why}", self.name);
+        }
+        self.plane.stop(&why);
+        self.poisoned.get_or_insert(why);
+    }
+
+    pub(super) fn check_usable(&self) -> Result<(), GroupError> {
+        if let Some(why) = &self.poisoned {
+            return Err(GroupError::Poisoned(why.clone()));
+        }
+        // Another host may hold the group now: nothing more is written.
+        if let Some(why) = self.heartbeat.as_ref().and_then(heartbeat::Link::stopped) {
+            return Err(GroupError::Fenced(why));
+        }
+        Ok(())
+    }
+
+    /// Usable, and mounted for writing.
+    pub(super) fn check_writable(&self) -> Result<(), GroupError> {
+        self.check_usable()?;
+        if self.read_only {
+            return Err(GroupError::ReadOnly(self.name.clone()));
+        }
+        Ok(())
+    }
+
+    /// Disks taken offline since mount because an I/O to them failed (label,
+    /// failure group and why): a command says so, as the disk is out of use
+    /// for good and the group degraded.
+    pub fn disks_taken_offline(&self) -> &[String] {
+        &self.taken_offline
+    }
+
+    /// Make every acknowledged write durable (what `fsync` means for a file).
+    pub fn sync(&mut self) -> Result<(), GroupError> {
+        self.check_usable()?;
+        if self.read_only {
+            return Ok(());
+        }
+        for m in self.members.iter_mut() {
+            if m.writable().is_some() {
+                m.needs_flush = true;
+            }
+        }
+        self.flush_all_checked()?;
+        self.offline_failed()
+    }
+
+    /// Checkpoint and stop: the next mount has nothing to replay. A read-only
+    /// mount just stops.
+    pub fn dismount(mut self) -> Result<(), GroupError> {
+        self.check_usable()?;
+        if self.read_only {
+            return Ok(());
+        }
+        self.commit()?;
+        self.count_offline_time()?;
+        self.checkpoint()?;
+        Ok(())
+    }
+}
+
+const _: () = assert!(FILE_NUMBER_USER_MIN as usize <= 256);
