@@ -498,6 +498,40 @@ impl LineChart {
             no_data(&mut out, &frame);
             return out;
         }
+        let (xs, ys) = self.scales(&frame, &points);
+        let y_log = ys.log;
+        self.draw_bands(&mut out, &frame, &xs);
+        let y_label = if y_log {
+            format!("{} (log scale)", self.y_label)
+        } else {
+            self.y_label.clone()
+        };
+        axes(
+            &mut out,
+            &frame,
+            &xs,
+            &ys,
+            self.x_format,
+            self.y_format,
+            &self.x_label,
+            &y_label,
+        );
+        for s in &self.series {
+            draw_series(&mut out, s, &xs, &ys);
+        }
+        let items: Vec<(String, Rgb, Swatch)> = self
+            .series
+            .iter()
+            .map(|s| (s.name.clone(), s.color, Swatch::Line { dashed: s.dashed }))
+            .collect();
+        legend(&mut out, &frame, &items);
+        out.push_str("</svg>");
+        out
+    }
+
+    /// The x and y scales over `points` (finite, at least one) and the bands:
+    /// the y axis is log when asked for and the values span more than 30×.
+    fn scales(&self, frame: &Frame, points: &[(f64, f64)]) -> (Scale, Scale) {
         let x_min = points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
         let x_max = points.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
         let band_max = self.bands.iter().map(|b| b.1).fold(x_max, f64::max);
@@ -535,6 +569,11 @@ impl LineChart {
             px_lo: frame.bottom,
             px_hi: frame.top,
         };
+        (xs, ys)
+    }
+
+    /// The shaded x bands, each labelled at its top.
+    fn draw_bands(&self, out: &mut String, frame: &Frame, xs: &Scale) {
         for (b0, b1, label) in &self.bands {
             let (x0, x1) = (xs.map(*b0), xs.map(*b1));
             if x1 > x0 {
@@ -552,75 +591,56 @@ impl LineChart {
                 );
             }
         }
-        let y_label = if y_log {
-            format!("{} (log scale)", self.y_label)
-        } else {
-            self.y_label.clone()
-        };
-        axes(
-            &mut out,
-            &frame,
-            &xs,
-            &ys,
-            self.x_format,
-            self.y_format,
-            &self.x_label,
-            &y_label,
+    }
+}
+
+/// One series of a [`LineChart`]: its line, and markers with their labels
+/// where there are few points. On a log y axis, points at or below 0 are left out.
+fn draw_series(out: &mut String, s: &Series, xs: &Scale, ys: &Scale) {
+    let y_log = ys.log;
+    let pts: Vec<(usize, f64, f64)> = s
+        .points
+        .iter()
+        .enumerate()
+        .filter(|(_, (x, y))| x.is_finite() && y.is_finite() && (!y_log || *y > 0.0))
+        .map(|(i, (x, y))| (i, xs.map(*x), ys.map(*y)))
+        .collect();
+    let dash = if s.dashed {
+        " stroke-dasharray=\"7 5\""
+    } else {
+        ""
+    };
+    if pts.len() > 1 {
+        let coords: Vec<String> = pts
+            .iter()
+            .map(|(_, x, y)| format!("{x:.1},{y:.1}"))
+            .collect();
+        let _ = write!(
+            out,
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2.5\" stroke-linejoin=\"round\"{dash} points=\"{}\"/>",
+            s.color.hex(),
+            coords.join(" ")
         );
-        for s in &self.series {
-            let pts: Vec<(usize, f64, f64)> = s
-                .points
-                .iter()
-                .enumerate()
-                .filter(|(_, (x, y))| x.is_finite() && y.is_finite() && (!y_log || *y > 0.0))
-                .map(|(i, (x, y))| (i, xs.map(*x), ys.map(*y)))
-                .collect();
-            let dash = if s.dashed {
-                " stroke-dasharray=\"7 5\""
-            } else {
-                ""
-            };
-            if pts.len() > 1 {
-                let coords: Vec<String> = pts
-                    .iter()
-                    .map(|(_, x, y)| format!("{x:.1},{y:.1}"))
-                    .collect();
+    }
+    // Markers where a reader may want to read single points: few of them,
+    // or a lone one that would otherwise draw nothing.
+    if (pts.len() <= 40 && !s.dashed) || pts.len() == 1 {
+        for (i, x, y) in &pts {
+            let _ = write!(
+                out,
+                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{}\"/>",
+                s.color.hex()
+            );
+            if let Some(label) = s.point_labels.get(*i) {
                 let _ = write!(
                     out,
-                    "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2.5\" stroke-linejoin=\"round\"{dash} points=\"{}\"/>",
-                    s.color.hex(),
-                    coords.join(" ")
+                    "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"{MUTED}\">{}</text>",
+                    x + 6.0,
+                    y - 6.0,
+                    escape(label)
                 );
             }
-            // Markers where a reader may want to read single points: few of them,
-            // or a lone one that would otherwise draw nothing.
-            if (pts.len() <= 40 && !s.dashed) || pts.len() == 1 {
-                for (i, x, y) in &pts {
-                    let _ = write!(
-                        out,
-                        "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{}\"/>",
-                        s.color.hex()
-                    );
-                    if let Some(label) = s.point_labels.get(*i) {
-                        let _ = write!(
-                            out,
-                            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" fill=\"{MUTED}\">{}</text>",
-                            x + 6.0,
-                            y - 6.0,
-                            escape(label)
-                        );
-                    }
-                }
-            }
         }
-        let items: Vec<(String, Rgb, Swatch)> = self
-            .series
-            .iter()
-            .map(|s| (s.name.clone(), s.color, Swatch::Line { dashed: s.dashed }))
-            .collect();
-        legend(&mut out, &frame, &items);
-        out.push_str("</svg>");
-        out
     }
 }
 
@@ -883,47 +903,9 @@ impl DivergingBarChart {
             );
         }
         let zero = xs.map(0.0);
-        for (k, (label, v, color)) in self.rows.iter().enumerate() {
+        for (k, row) in self.rows.iter().enumerate() {
             let y = frame.top + row_h * k as f64;
-            let shown: String = if label.chars().count() > LABEL_CHARS_MAX {
-                let mut s: String = label.chars().take(LABEL_CHARS_MAX - 1).collect();
-                s.push('…');
-                s
-            } else {
-                label.clone()
-            };
-            let _ = write!(
-                out,
-                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"{AXIS}\"><title>{}</title>{}</text>",
-                frame.left - 8.0,
-                y + 14.0,
-                escape(label),
-                escape(&shown)
-            );
-            let end = xs.map(v.clamp(-span, span));
-            let (x0, x1) = if end >= zero {
-                (zero, end)
-            } else {
-                (end, zero)
-            };
-            let _ = write!(
-                out,
-                "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"14\" fill=\"{}\" shape-rendering=\"crispEdges\"/>",
-                y + 3.0,
-                (x1 - x0).max(1.0),
-                color.hex()
-            );
-            let (tx, anchor) = if *v >= 0.0 {
-                (x1 + 4.0, "start")
-            } else {
-                (x0 - 4.0, "end")
-            };
-            let _ = write!(
-                out,
-                "<text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" font-size=\"11\" fill=\"{MUTED}\">{}%</text>",
-                y + 14.0,
-                escape(&units::signed(*v, 1))
-            );
+            diverging_row(&mut out, &frame, &xs, span, y, row);
         }
         let _ = write!(
             out,
@@ -943,6 +925,58 @@ impl DivergingBarChart {
         out.push_str("</svg>");
         out
     }
+}
+
+/// One row of a [`DivergingBarChart`] at `y`: its label (cut to
+/// [`LABEL_CHARS_MAX`], whole in its tooltip), its bar from zero, and its value.
+fn diverging_row(
+    out: &mut String,
+    frame: &Frame,
+    xs: &Scale,
+    span: f64,
+    y: f64,
+    (label, v, color): &(String, f64, Rgb),
+) {
+    let zero = xs.map(0.0);
+    let shown: String = if label.chars().count() > LABEL_CHARS_MAX {
+        let mut s: String = label.chars().take(LABEL_CHARS_MAX - 1).collect();
+        s.push('…');
+        s
+    } else {
+        label.clone()
+    };
+    let _ = write!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"{AXIS}\"><title>{}</title>{}</text>",
+        frame.left - 8.0,
+        y + 14.0,
+        escape(label),
+        escape(&shown)
+    );
+    let end = xs.map(v.clamp(-span, span));
+    let (x0, x1) = if end >= zero {
+        (zero, end)
+    } else {
+        (end, zero)
+    };
+    let _ = write!(
+        out,
+        "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"14\" fill=\"{}\" shape-rendering=\"crispEdges\"/>",
+        y + 3.0,
+        (x1 - x0).max(1.0),
+        color.hex()
+    );
+    let (tx, anchor) = if *v >= 0.0 {
+        (x1 + 4.0, "start")
+    } else {
+        (x0 - 4.0, "end")
+    };
+    let _ = write!(
+        out,
+        "<text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" font-size=\"11\" fill=\"{MUTED}\">{}%</text>",
+        y + 14.0,
+        escape(&units::signed(*v, 1))
+    );
 }
 
 #[cfg(test)]

@@ -187,6 +187,17 @@ fn run_charts(run: &RunRecord, n: usize) -> Vec<String> {
         ],
         true,
     );
+    vec![
+        iops_chart.svg(),
+        mbps_chart.svg(),
+        latency_chart.svg(),
+        histogram_chart(run, n, &title).svg(),
+    ]
+}
+
+/// The latency histogram of run `n`'s measured window: reads and writes, each
+/// only if the run did any.
+fn histogram_chart(run: &RunRecord, n: usize, title: &str) -> LogHistogramChart {
     let t = &run.totals.all;
     let mut groups = Vec::new();
     if t.read.ios > 0 {
@@ -203,20 +214,14 @@ fn run_charts(run: &RunRecord, n: usize) -> Vec<String> {
             buckets: histogram_buckets(&t.write.histogram),
         });
     }
-    let histogram = LogHistogramChart {
+    LogHistogramChart {
         id: format!("histogram-{n}"),
         kind: "histogram",
         title: format!("Latency histogram: {title}"),
         buckets_per_decade: HISTOGRAM_BUCKETS_PER_DECADE,
         y_label: "% of I/Os",
         groups,
-    };
-    vec![
-        iops_chart.svg(),
-        mbps_chart.svg(),
-        latency_chart.svg(),
-        histogram.svg(),
-    ]
+    }
 }
 
 /// The shaded spans of warm-up intervals, adjacent ones merged.

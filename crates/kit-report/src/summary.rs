@@ -13,9 +13,9 @@
 
 use std::collections::BTreeSet;
 
-use cairn_kit::model::{Rate, Source};
+use cairn_kit::model::{General, Rate, Source};
 use cairn_kit::result::{
-    BenchResult, Bucket, DeviceStats, DirectionStats, Mixed, RunRecord, PERCENTILES,
+    BenchResult, Bucket, DeviceStats, DirectionStats, Mixed, RunRecord, TargetInfo, PERCENTILES,
 };
 
 use super::document::{self, Align, Block, Table};
@@ -36,40 +36,11 @@ pub fn summary_text(result: &BenchResult) -> String {
 pub fn header_blocks(result: &BenchResult) -> Vec<Block> {
     let env = &result.environment;
     let engine = &result.engine;
-    let general = &result.plan.general;
     let mut engine_text = format!("{}, {} workers", engine.kind, engine.workers);
     if !engine.flags.is_empty() {
         engine_text.push_str(&format!(", flags: {}", engine.flags.join(", ")));
     }
-    let source = match &result.plan.source {
-        Source::Vdbench {
-            path, variables, ..
-        } => {
-            let mut s = format!("vdbench parameter file {}", path.display());
-            if !variables.is_empty() {
-                let vars: Vec<String> = variables.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                s.push_str(&format!(" with {}", vars.join(" ")));
-            }
-            s
-        }
-        Source::Quick { args } => format!("cairn bench quick {}", args.join(" ")),
-    };
-    let mut data = format!(
-        "compression ratio {}, dedupe ratio {} (unit {}), validation {}",
-        trim_float(general.compratio),
-        trim_float(general.dedupratio),
-        units::bytes(general.dedupunit_bytes),
-        if general.validate { "on" } else { "off" }
-    );
-    if !general.histogram_bounds_us.is_empty() {
-        let bounds: Vec<String> = general
-            .histogram_bounds_us
-            .iter()
-            .map(|b| units::latency_us(*b as f64))
-            .collect();
-        data.push_str(&format!(", extra histogram bounds {}", bounds.join(" ")));
-    }
-    let mut blocks = vec![
+    vec![
         Block::Title("Cairn bench summary".to_string()),
         Block::Fields(vec![
             (
@@ -95,11 +66,55 @@ pub fn header_blocks(result: &BenchResult) -> Vec<Block> {
             ),
             ("Engine".into(), engine_text),
             ("Seed".into(), result.seed.to_string()),
-            ("Source".into(), source),
-            ("Data".into(), data),
+            ("Source".into(), source_text(&result.plan.source)),
+            ("Data".into(), data_text(&result.plan.general)),
         ]),
         Block::Heading("Targets".to_string()),
-    ];
+        Block::Table(targets_table(&result.targets)),
+    ]
+}
+
+/// Where the plan came from: the parameter file and its variables, or the
+/// quick command line.
+fn source_text(source: &Source) -> String {
+    match source {
+        Source::Vdbench {
+            path, variables, ..
+        } => {
+            let mut s = format!("vdbench parameter file {}", path.display());
+            if !variables.is_empty() {
+                let vars: Vec<String> = variables.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                s.push_str(&format!(" with {}", vars.join(" ")));
+            }
+            s
+        }
+        Source::Quick { args } => format!("cairn bench quick {}", args.join(" ")),
+    }
+}
+
+/// The data written and checked: compression, dedupe, validation, and any
+/// histogram bounds the parameter file added.
+fn data_text(general: &General) -> String {
+    let mut data = format!(
+        "compression ratio {}, dedupe ratio {} (unit {}), validation {}",
+        trim_float(general.compratio),
+        trim_float(general.dedupratio),
+        units::bytes(general.dedupunit_bytes),
+        if general.validate { "on" } else { "off" }
+    );
+    if !general.histogram_bounds_us.is_empty() {
+        let bounds: Vec<String> = general
+            .histogram_bounds_us
+            .iter()
+            .map(|b| units::latency_us(*b as f64))
+            .collect();
+        data.push_str(&format!(", extra histogram bounds {}", bounds.join(" ")));
+    }
+    data
+}
+
+/// One row per target: what it is, the part of it used, its geometry.
+fn targets_table(targets: &[TargetInfo]) -> Table {
     let mut t = Table::new(
         None,
         &[
@@ -116,7 +131,7 @@ pub fn header_blocks(result: &BenchResult) -> Vec<Block> {
             ("devices", Align::Left),
         ],
     );
-    for target in &result.targets {
+    for target in targets {
         let range = if target.start_bytes == 0 && target.end_bytes == target.size_bytes {
             "all".to_string()
         } else {
@@ -154,8 +169,7 @@ pub fn header_blocks(result: &BenchResult) -> Vec<Block> {
             target.devices.join(" "),
         ]);
     }
-    blocks.push(Block::Table(t));
-    blocks
+    t
 }
 
 /// One line per run: the figures to scan before reading any run in full.
@@ -364,8 +378,26 @@ pub fn run_fields_and_alerts(run: &RunRecord) -> Vec<Block> {
 /// Totals, percentiles, wait histograms, CPU, devices, validation and errors.
 pub fn run_tables(run: &RunRecord) -> Vec<Block> {
     let scopes = scopes(run);
-    let mut blocks = Vec::new();
+    let mut blocks = vec![
+        Block::Table(totals_table(&scopes)),
+        Block::Table(percentile_table(&scopes)),
+    ];
+    blocks.extend(wait_histograms(&scopes));
+    blocks.push(cpu_fields(run));
+    if !run.devices.is_empty() {
+        let dev = device_table(
+            Some("Devices (iostat -x over the measured window)"),
+            &run.devices,
+        );
+        blocks.push(Block::Table(dev));
+    }
+    blocks.extend(validation_blocks(run));
+    blocks.push(errors_block(run));
+    blocks
+}
 
+/// Counts, rates, sizes and mean, stddev and max latency per scope.
+fn totals_table(scopes: &[Scope<'_>]) -> Table {
     let mut totals = Table::new(
         Some("Totals"),
         &[
@@ -381,7 +413,7 @@ pub fn run_tables(run: &RunRecord) -> Vec<Block> {
             ("max", Align::Right),
         ],
     );
-    for s in &scopes {
+    for s in scopes {
         totals.push(vec![
             s.workload.to_string(),
             s.dir.to_string(),
@@ -401,8 +433,11 @@ pub fn run_tables(run: &RunRecord) -> Vec<Block> {
             units::latency_us(s.stats.latency.max_us),
         ]);
     }
-    blocks.push(Block::Table(totals));
+    totals
+}
 
+/// The response time percentiles of [`PERCENTILES`] and the max, per scope.
+fn percentile_table(scopes: &[Scope<'_>]) -> Table {
     let mut columns: Vec<(String, Align)> = vec![
         ("workload".into(), Align::Left),
         ("I/O".into(), Align::Left),
@@ -418,50 +453,60 @@ pub fn run_tables(run: &RunRecord) -> Vec<Block> {
         columns,
         rows: Vec::new(),
     };
-    for s in &scopes {
+    for s in scopes {
         let mut row = vec![s.workload.to_string(), s.dir.to_string()];
         row.extend(PERCENTILES.iter().map(|p| percentile(&s.stats.latency, *p)));
         row.push(units::latency_us(s.stats.latency.max_us));
         pct_table.push(row);
     }
-    blocks.push(Block::Table(pct_table));
+    pct_table
+}
 
-    blocks.push(Block::Table(bucket_table(
-        "Wait histogram, % of I/Os by wait time (AWR Wait Event Histogram)",
-        &scopes,
-        |l| &l.awr_ms_buckets,
-        false,
-    )));
-    blocks.push(Block::Table(bucket_table(
-        "Wait histogram, I/O counts by wait time",
-        &scopes,
-        |l| &l.awr_ms_buckets,
-        true,
-    )));
-    blocks.push(Block::Table(bucket_table(
-        "Wait histogram in microseconds, % of I/Os",
-        &scopes,
-        |l| &l.awr_us_buckets,
-        false,
-    )));
+/// The AWR-style wait histograms: % and counts on the ms buckets, % on the
+/// µs buckets, and % and counts on the parameter file's buckets if it gave any.
+fn wait_histograms(scopes: &[Scope<'_>]) -> Vec<Block> {
+    let mut blocks = vec![
+        Block::Table(bucket_table(
+            "Wait histogram, % of I/Os by wait time (AWR Wait Event Histogram)",
+            scopes,
+            |l| &l.awr_ms_buckets,
+            false,
+        )),
+        Block::Table(bucket_table(
+            "Wait histogram, I/O counts by wait time",
+            scopes,
+            |l| &l.awr_ms_buckets,
+            true,
+        )),
+        Block::Table(bucket_table(
+            "Wait histogram in microseconds, % of I/Os",
+            scopes,
+            |l| &l.awr_us_buckets,
+            false,
+        )),
+    ];
     if scopes
         .iter()
         .any(|s| !s.stats.latency.custom_buckets.is_empty())
     {
         blocks.push(Block::Table(bucket_table(
             "Wait histogram on the parameter file's buckets, % of I/Os",
-            &scopes,
+            scopes,
             |l| &l.custom_buckets,
             false,
         )));
         blocks.push(Block::Table(bucket_table(
             "Wait histogram on the parameter file's buckets, I/O counts",
-            &scopes,
+            scopes,
             |l| &l.custom_buckets,
             true,
         )));
     }
+    blocks
+}
 
+/// The CPU the run's process used, per I/O and against the machine.
+fn cpu_fields(run: &RunRecord) -> Block {
     let cpu = &run.cpu;
     let busy = cpu.user_s + cpu.sys_s;
     let of_one = if run.measured_s > 0.0 {
@@ -469,7 +514,7 @@ pub fn run_tables(run: &RunRecord) -> Vec<Block> {
     } else {
         0.0
     };
-    blocks.push(Block::Fields(vec![(
+    Block::Fields(vec![(
         "CPU".into(),
         format!(
             "user {:.2}s, sys {:.2}s ({}% of one CPU); {} I/Os per CPU-second; machine busy {}%",
@@ -479,17 +524,14 @@ pub fn run_tables(run: &RunRecord) -> Vec<Block> {
             units::grouped(cpu.iops_per_cpu_s, 0),
             units::pct(cpu.machine_busy_pct)
         ),
-    )]));
+    )])
+}
 
-    if !run.devices.is_empty() {
-        let dev = device_table(
-            Some("Devices (iostat -x over the measured window)"),
-            &run.devices,
-        );
-        blocks.push(Block::Table(dev));
-    }
-
+/// Validation off, on without errors, or failed, loudly, with the units that
+/// did not read back as written.
+fn validation_blocks(run: &RunRecord) -> Vec<Block> {
     let v = &run.validation;
+    let mut blocks = Vec::new();
     if !v.enabled {
         blocks.push(Block::Fields(vec![("Validation".into(), "off".into())]));
     } else if v.errors.is_empty() {
@@ -530,10 +572,14 @@ pub fn run_tables(run: &RunRecord) -> Vec<Block> {
         }
         blocks.push(Block::Table(t));
     }
+    blocks
+}
 
+/// I/O errors: none, or how many, loudly, with the first of them.
+fn errors_block(run: &RunRecord) -> Block {
     let errors = &run.errors;
     if errors.count == 0 {
-        blocks.push(Block::Fields(vec![("I/O errors".into(), "none".into())]));
+        Block::Fields(vec![("I/O errors".into(), "none".into())])
     } else {
         let mut text = format!("I/O ERRORS: {}", units::count(errors.count));
         if !errors.first.is_empty() {
@@ -543,9 +589,8 @@ pub fn run_tables(run: &RunRecord) -> Vec<Block> {
                 errors.first.join("; ")
             ));
         }
-        blocks.push(Block::Alert(text));
+        Block::Alert(text)
     }
-    blocks
 }
 
 /// One row of the per-workload, per-direction tables.

@@ -136,50 +136,7 @@ pub enum QuickError {
 
 /// The plan for a quick run; the error is one line saying which flag is wrong.
 pub fn plan(args: &QuickArgs) -> Result<Plan, QuickError> {
-    if args.targets.is_empty() {
-        return Err(QuickError::NoTarget);
-    }
-    if let Some(empty) = args.targets.iter().find(|t| t.as_os_str().is_empty()) {
-        return Err(QuickError::EmptyTarget(empty.clone()));
-    }
-    if args.qd == 0 || u64::from(args.qd) > THREADS_MAX {
-        return Err(QuickError::Qd(args.qd));
-    }
-    if !(0.0..=100.0).contains(&args.rwmixread) {
-        return Err(QuickError::RwMixRead(args.rwmixread));
-    }
-    check_bs(&args.bs)?;
-    if let Some(problem) = timing_problem(
-        args.time,
-        args.interval,
-        args.warmup,
-        ["--time", "--interval", "--warmup"],
-    ) {
-        return Err(QuickError::Timing(problem));
-    }
-    if let Some(rate) = args.rate {
-        if let Some(problem) = rate_problem(rate) {
-            // A rate too large to print in full is shown as the user wrote it, 1e300.
-            let shown = if rate.abs() < 1e15 {
-                format!("{rate}")
-            } else {
-                format!("{rate:e}")
-            };
-            return Err(QuickError::Rate { shown, problem });
-        }
-    }
-    if args.size == Some(0) {
-        return Err(QuickError::NoSize);
-    }
-    for (flag, ratio) in [
-        ("--compratio", args.compratio),
-        ("--dedupratio", args.dedupratio),
-    ] {
-        if !(ratio.is_finite() && ratio >= 1.0) {
-            return Err(QuickError::Ratio { flag, ratio });
-        }
-    }
-
+    check_args(args)?;
     let sds: Vec<SdDef> = args
         .targets
         .iter()
@@ -246,6 +203,54 @@ pub fn plan(args: &QuickArgs) -> Result<Plan, QuickError> {
             args: args.args.clone(),
         },
     })
+}
+
+/// The flags checked one by one: the first that is wrong is the error.
+fn check_args(args: &QuickArgs) -> Result<(), QuickError> {
+    if args.targets.is_empty() {
+        return Err(QuickError::NoTarget);
+    }
+    if let Some(empty) = args.targets.iter().find(|t| t.as_os_str().is_empty()) {
+        return Err(QuickError::EmptyTarget(empty.clone()));
+    }
+    if args.qd == 0 || u64::from(args.qd) > THREADS_MAX {
+        return Err(QuickError::Qd(args.qd));
+    }
+    if !(0.0..=100.0).contains(&args.rwmixread) {
+        return Err(QuickError::RwMixRead(args.rwmixread));
+    }
+    check_bs(&args.bs)?;
+    if let Some(problem) = timing_problem(
+        args.time,
+        args.interval,
+        args.warmup,
+        ["--time", "--interval", "--warmup"],
+    ) {
+        return Err(QuickError::Timing(problem));
+    }
+    if let Some(rate) = args.rate {
+        if let Some(problem) = rate_problem(rate) {
+            // A rate too large to print in full is shown as the user wrote it, 1e300.
+            let shown = if rate.abs() < 1e15 {
+                format!("{rate}")
+            } else {
+                format!("{rate:e}")
+            };
+            return Err(QuickError::Rate { shown, problem });
+        }
+    }
+    if args.size == Some(0) {
+        return Err(QuickError::NoSize);
+    }
+    for (flag, ratio) in [
+        ("--compratio", args.compratio),
+        ("--dedupratio", args.dedupratio),
+    ] {
+        if !(ratio.is_finite() && ratio >= 1.0) {
+            return Err(QuickError::Ratio { flag, ratio });
+        }
+    }
+    Ok(())
 }
 
 fn check_bs(bs: &XferSize) -> Result<(), QuickError> {

@@ -249,6 +249,44 @@ fn unit(rng: &mut ChaCha8Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// Where an I/O of a stream goes.
+#[derive(Clone, Copy)]
+enum Place {
+    At(u64),
+    /// Its blocks are busy (validation).
+    Busy,
+    /// The stream reached the end of its `eof` pass.
+    Ended,
+}
+
+/// An address for an I/O of `len` bytes on `stream`. With validation, an
+/// address whose blocks are busy is redrawn a few times (random) or waited
+/// for (sequential).
+#[inline]
+fn place(
+    stream: &mut Stream,
+    validation: Option<&Validation>,
+    len: u64,
+    sd_start: u64,
+    sd_len: u64,
+) -> Place {
+    for _ in 0..8 {
+        let Some(a) = stream.pick_offset(len, sd_start, sd_len) else {
+            return Place::Ended;
+        };
+        match validation {
+            Some(v) if !v.free(a, len) => {
+                if !matches!(stream.spec.seek, Seek::Random(_)) {
+                    stream.next_seq = a;
+                    return Place::Busy;
+                }
+            }
+            _ => return Place::At(a),
+        }
+    }
+    Place::Busy
+}
+
 /// One I/O chosen by the schedule.
 #[derive(Debug, Clone, Copy)]
 pub struct IoSpec {
@@ -405,9 +443,56 @@ impl SdSched {
         for s in &mut self.streams {
             s.admit(now_ns);
         }
-        // Among the streams with work now, the best priority; within it, the
-        // open-loop arrival that has waited longest, else a closed-loop stream
-        // drawn by weight.
+        let (priority, mut chosen) = match self.best_ready() {
+            Ok(best) => best,
+            Err(next) => return next,
+        };
+        if self.streams[chosen].spec.rate.is_none() {
+            chosen = self.draw_by_weight(priority, chosen);
+        }
+        let (sd_start, sd_len) = (self.sd_start, self.sd_len);
+        let stream = &mut self.streams[chosen];
+        let len = stream.pick_size();
+        let write = unit(&mut stream.rng) * 100.0 >= stream.spec.rdpct;
+        let at = match place(stream, self.validation.as_ref(), len, sd_start, sd_len) {
+            Place::At(at) => at,
+            Place::Busy => return Next::Busy,
+            // That stream reached the end of its eof pass: ask again.
+            Place::Ended => return self.next(now_ns),
+        };
+        let intended_ns = match stream.spec.rate {
+            Some(_) => stream.pending.pop_front().unwrap_or(now_ns),
+            None => now_ns,
+        };
+        let wd = stream.spec.wd;
+        let key = match &mut self.validation {
+            Some(v) => {
+                v.claim(at, len);
+                if write {
+                    v.take_key()
+                } else {
+                    0
+                }
+            }
+            None => 0,
+        };
+        Next::Io(IoSpec {
+            stream: chosen,
+            wd,
+            intended_ns,
+            at,
+            len,
+            write,
+            key,
+        })
+    }
+
+    /// Among the streams with work now, the best priority; within it, the
+    /// open-loop arrival that has waited longest, else a closed-loop stream
+    /// (drawn by weight after). `Err`: none has work now — the time the next
+    /// arrival is due, or every stream has finished.
+    #[inline]
+    fn best_ready(&self) -> Result<(u32, usize), Next> {
         let mut best: Option<(u32, usize)> = None;
         let mut any_live = false;
         let mut wake = u64::MAX;
@@ -443,87 +528,33 @@ impl SdSched {
             }
         }
         if !any_live {
-            return Next::Finished;
+            return Err(Next::Finished);
         }
-        let Some((priority, mut chosen)) = best else {
-            return Next::WaitUntil(wake);
-        };
-        if self.streams[chosen].spec.rate.is_none() {
-            // Closed loop at this priority: draw by weight among them.
-            let total: f64 = self
-                .streams
-                .iter()
-                .filter(|s| !s.done && s.spec.rate.is_none() && s.spec.priority == priority)
-                .map(|s| s.spec.weight)
-                .sum();
-            let mut x = unit(&mut self.rng) * total;
-            for (i, s) in self.streams.iter().enumerate() {
-                if s.done || s.spec.rate.is_some() || s.spec.priority != priority {
-                    continue;
-                }
-                chosen = i;
-                if x < s.spec.weight {
-                    break;
-                }
-                x -= s.spec.weight;
+        best.ok_or(Next::WaitUntil(wake))
+    }
+
+    /// Closed loop at `priority`: the stream drawn by weight among those
+    /// live at it (`chosen` if none is).
+    #[inline]
+    fn draw_by_weight(&mut self, priority: u32, mut chosen: usize) -> usize {
+        let total: f64 = self
+            .streams
+            .iter()
+            .filter(|s| !s.done && s.spec.rate.is_none() && s.spec.priority == priority)
+            .map(|s| s.spec.weight)
+            .sum();
+        let mut x = unit(&mut self.rng) * total;
+        for (i, s) in self.streams.iter().enumerate() {
+            if s.done || s.spec.rate.is_some() || s.spec.priority != priority {
+                continue;
             }
-        }
-        let (sd_start, sd_len) = (self.sd_start, self.sd_len);
-        let stream = &mut self.streams[chosen];
-        let len = stream.pick_size();
-        let write = unit(&mut stream.rng) * 100.0 >= stream.spec.rdpct;
-        let mut at = None;
-        let mut ended = false;
-        // With validation, an address whose blocks are busy is redrawn a few
-        // times (random) or waited for (sequential).
-        for _ in 0..8 {
-            let Some(a) = stream.pick_offset(len, sd_start, sd_len) else {
-                ended = true;
+            chosen = i;
+            if x < s.spec.weight {
                 break;
-            };
-            match &self.validation {
-                Some(v) if !v.free(a, len) => {
-                    if !matches!(stream.spec.seek, Seek::Random(_)) {
-                        stream.next_seq = a;
-                        return Next::Busy;
-                    }
-                }
-                _ => {
-                    at = Some(a);
-                    break;
-                }
             }
+            x -= s.spec.weight;
         }
-        if ended {
-            // That stream reached the end of its eof pass: ask again.
-            return self.next(now_ns);
-        }
-        let Some(at) = at else { return Next::Busy };
-        let intended_ns = match stream.spec.rate {
-            Some(_) => stream.pending.pop_front().unwrap_or(now_ns),
-            None => now_ns,
-        };
-        let wd = stream.spec.wd;
-        let key = match &mut self.validation {
-            Some(v) => {
-                v.claim(at, len);
-                if write {
-                    v.take_key()
-                } else {
-                    0
-                }
-            }
-            None => 0,
-        };
-        Next::Io(IoSpec {
-            stream: chosen,
-            wd,
-            intended_ns,
-            at,
-            len,
-            write,
-            key,
-        })
+        chosen
     }
 
     /// Arrivals waiting across the sd's streams.

@@ -85,6 +85,16 @@ pub struct RunShared {
 }
 
 impl RunShared {
+    /// Not stopped, no errors yet; the run stops at `error_limit` errors.
+    pub fn new(error_limit: u64) -> Self {
+        Self {
+            stop: AtomicBool::new(false),
+            errors: AtomicU64::new(0),
+            error_limit,
+            stop_reason: Mutex::new(None),
+        }
+    }
+
     pub fn stop_with(&self, reason: String) {
         let mut r = self.reason_slot();
         if r.is_none() {
@@ -539,8 +549,19 @@ impl Worker {
             }
             self.reap(engine, setup, t0);
         }
-        // Let what was issued finish; it belongs to the last interval. A device
-        // that does not answer at all is given DRAIN_MAX, then reported.
+        self.drain(engine, setup, t0, reason)
+    }
+
+    /// Let what was issued finish; it belongs to the last interval. A device
+    /// that does not answer at all is given DRAIN_MAX, then reported.
+    /// Returns why the run ended early, if it did.
+    fn drain(
+        &mut self,
+        engine: &mut dyn IoEngine,
+        setup: &WorkerSetup,
+        t0: &RunTime,
+        reason: Option<String>,
+    ) -> Option<String> {
         let deadline = Instant::now() + DRAIN_MAX;
         while engine.in_flight() > 0 {
             if Instant::now() >= deadline {

@@ -6,7 +6,8 @@
 //!    (`key=value` with the file, line and column of every token);
 //! 2. `parser`: items into general parameters and `sd`, `wd` and `rd` records,
 //!    with `xx=default` records, name lists and wildcards resolved, and every
-//!    value checked;
+//!    value checked (the keys each record takes, and those Cairn does not
+//!    support, are the tables of `keys`);
 //! 3. `expand`: each `rd` into the runs its `for…` loops, `iorate=` lists and
 //!    curves stand for.
 //!
@@ -17,6 +18,7 @@
 //! The grammar and where Cairn differs from vdbench are in `docs/vdbench.md`.
 
 mod expand;
+mod keys;
 mod lexer;
 mod parser;
 mod value;

@@ -18,7 +18,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::expand::{self, IorateSpec, RdSpec};
-use super::lexer::{Item, Line, Value};
+use super::keys::{
+    unsupported_hint, Kind, GENERAL_KEYS, GENERAL_UNSUPPORTED, RD_ALIASES, RD_KEYS, SD_KEYS,
+    WD_KEYS,
+};
+use super::lexer::{Item, Line, Scalar, Value};
 use super::value::{self, fmt_num};
 use super::{clean, Error, Pos, Result};
 use crate::model::{
@@ -30,187 +34,6 @@ use crate::model::{
 pub(crate) const THREADS_MAX: u64 = 4096;
 /// Most runs one plan may expand into.
 pub(crate) const RUNS_MAX: usize = 10_000;
-
-const GENERAL_KEYS: &[&str] = &[
-    "data_errors",
-    "compratio",
-    "dedupratio",
-    "dedupunit",
-    "validate",
-    "histogram",
-    "include",
-];
-const SD_KEYS: &[&str] = &[
-    "lun",
-    "size",
-    "threads",
-    "openflags",
-    "offset",
-    "align",
-    "range",
-];
-const WD_KEYS: &[&str] = &[
-    "sd", "rdpct", "xfersize", "seekpct", "skew", "iorate", "priority", "range", "hotband",
-];
-const RD_KEYS: &[&str] = &[
-    "wd",
-    "iorate",
-    "curve",
-    "stopcurve",
-    "elapsed",
-    "interval",
-    "warmup",
-    "distribution",
-    "forthreads",
-    "forxfersize",
-    "forrdpct",
-    "forseekpct",
-    "pause",
-];
-/// vdbench's rd takes `threads=` for `forthreads=` and likewise for the others.
-const RD_ALIASES: &[(&str, &str)] = &[
-    ("threads", "forthreads"),
-    ("xfersize", "forxfersize"),
-    ("rdpct", "forrdpct"),
-    ("seekpct", "forseekpct"),
-];
-
-/// vdbench parameters Cairn knows of and does not support: named as such
-/// (rather than "unknown") so the user knows the file is right but the tool is not.
-const GENERAL_UNSUPPORTED: &[&str] = &[
-    "hd",
-    "host",
-    "fsd",
-    "fwd",
-    "messagescan",
-    "report",
-    "debug",
-    "journal",
-    "concatenatesds",
-    "patterns",
-    "pattern",
-    "create_anchors",
-    "dedupsets",
-    "dedupflipflop",
-    "deduphotsets",
-    "showlba",
-    "formatsds",
-    "formatxfersize",
-    "loop",
-    "startcmd",
-    "start_cmd",
-    "endcmd",
-    "end_cmd",
-    "monitor",
-    "port",
-    "abort_failed_skew",
-    "timeout",
-    "fifo",
-    "openflags",
-    "compression",
-    "force_error_after",
-    "heartbeat_error",
-    "report_run_totals",
-    "ios_per_jvm",
-];
-const SD_UNSUPPORTED: &[&str] = &[
-    "host",
-    "hd",
-    "count",
-    "hitarea",
-    "journal",
-    "streams",
-    "resetbus",
-    "resetlun",
-    "replay",
-    "dedupratio",
-    "compratio",
-];
-const WD_UNSUPPORTED: &[&str] = &[
-    "host",
-    "hd",
-    "rhpct",
-    "whpct",
-    "stride",
-    "streams",
-    "openflags",
-    "threads",
-    "compratio",
-    "dedupratio",
-];
-const RD_UNSUPPORTED: &[&str] = &[
-    "sd",
-    "fwd",
-    "fwdrate",
-    "format",
-    "operation",
-    "operations",
-    "foroperations",
-    "maxdata",
-    "openflags",
-    "startcmd",
-    "start_cmd",
-    "endcmd",
-    "end_cmd",
-    "hitarea",
-    "forhitarea",
-    "rhpct",
-    "forrhpct",
-    "whpct",
-    "forwhpct",
-    "hpct",
-    "forhpct",
-    "compratio",
-    "forcompratio",
-    "forwidth",
-    "fordepth",
-    "forfiles",
-    "forsizes",
-    "fortotal",
-    "forstreams",
-];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Sd,
-    Wd,
-    Rd,
-}
-
-impl Kind {
-    fn from_key(key: &str) -> Option<Kind> {
-        match key {
-            "sd" => Some(Kind::Sd),
-            "wd" => Some(Kind::Wd),
-            "rd" => Some(Kind::Rd),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Sd => "sd",
-            Kind::Wd => "wd",
-            Kind::Rd => "rd",
-        }
-    }
-
-    fn keys(self) -> &'static [&'static str] {
-        match self {
-            Kind::Sd => SD_KEYS,
-            Kind::Wd => WD_KEYS,
-            Kind::Rd => RD_KEYS,
-        }
-    }
-
-    fn unsupported(self) -> &'static [&'static str] {
-        match self {
-            Kind::Sd => SD_UNSUPPORTED,
-            Kind::Wd => WD_UNSUPPORTED,
-            Kind::Rd => RD_UNSUPPORTED,
-        }
-    }
-}
 
 /// A value and where it was set (in the record or in a default it inherited).
 #[derive(Debug, Clone)]
@@ -609,18 +432,8 @@ impl Parser {
                 })
             }
             "curve" => {
-                let points = value::expand(&item.value, &|s| {
-                    let p = value::percent(s, "a curve point")?;
-                    if p == 0.0 {
-                        return Err(Error::at(
-                            s.pos,
-                            "curve point 0%; expected percentages of the max rate above 0",
-                        ));
-                    }
-                    Ok(p)
-                })?;
                 f.curve = Some(At {
-                    v: points.into_iter().map(|(p, _)| p).collect(),
+                    v: curve_points(&item.value)?,
                     pos,
                 });
             }
@@ -633,25 +446,7 @@ impl Parser {
                 f.stopcurve = Some(At { v: ms, pos });
             }
             "elapsed" | "interval" => {
-                let s = one("a time in seconds")?;
-                let d = value::duration(s, key)?;
-                if d.is_zero() {
-                    return Err(Error::at(
-                        s.pos,
-                        format!("{key}=0; expected a time above 0"),
-                    ));
-                }
-                if key == "interval" && d < INTERVAL_MIN {
-                    return Err(Error::at(
-                        s.pos,
-                        format!(
-                            "interval={} is shorter than {} s, the shortest interval (each one samples the CPU and the disks and gathers every thread's histograms); expected at least {}, such as 1",
-                            clean(&s.text),
-                            fmt_num(INTERVAL_MIN.as_secs_f64()),
-                            fmt_num(INTERVAL_MIN.as_secs_f64())
-                        ),
-                    ));
-                }
+                let d = elapsed_or_interval(one("a time in seconds")?, key)?;
                 let at = Some(At { v: d, pos });
                 if key == "elapsed" {
                     f.elapsed = at;
@@ -667,70 +462,11 @@ impl Parser {
             }
             "pause" => f.pause = Some(value::duration(one("a time in seconds")?, key)?),
             "distribution" => {
-                let s = one("exponential, uniform or deterministic")?;
-                f.distribution = Some(match s.text.to_ascii_lowercase().as_str() {
-                    "exponential" => Arrival::Exponential,
-                    "uniform" => Arrival::Uniform,
-                    "deterministic" => Arrival::Deterministic,
-                    _ => {
-                        return Err(Error::at(
-                            s.pos,
-                            format!(
-                                "distribution=`{}`; expected exponential, uniform or deterministic",
-                                clean(&s.text)
-                            ),
-                        ))
-                    }
-                });
+                f.distribution = Some(arrival(one("exponential, uniform or deterministic")?)?);
             }
-            "forthreads" => {
-                let values = value::expand(&item.value, &|s| {
-                    #[allow(clippy::cast_precision_loss)]
-                    value::whole_in(s, "threads", 1, THREADS_MAX).map(|n| n as f64)
-                })?;
-                let mut threads = Vec::with_capacity(values.len());
-                for (n, at) in values {
-                    #[allow(clippy::cast_precision_loss)]
-                    let in_range = (1.0..=THREADS_MAX as f64).contains(&n);
-                    if n.fract() != 0.0 || !in_range {
-                        return Err(Error::at(at, format!("threads {} from this range is not a whole number from 1 to {THREADS_MAX}", fmt_num(n))));
-                    }
-                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                    threads.push(n as u32);
-                }
-                f.threads = Some(threads);
-            }
-            "forxfersize" => {
-                let values = value::expand(&item.value, &|s| {
-                    #[allow(clippy::cast_precision_loss)]
-                    value::xfer_bytes(s, "xfersize").map(|n| n as f64)
-                })?;
-                let mut sizes = Vec::with_capacity(values.len());
-                for (n, at) in values {
-                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                    let bytes = n as u64;
-                    #[allow(clippy::cast_precision_loss)]
-                    let exact = bytes as f64 == n;
-                    if !exact || !bytes.is_multiple_of(512) {
-                        return Err(Error::at(
-                            at,
-                            format!("xfersize {} from this range is not a multiple of 512 bytes; expected a step that is", fmt_num(n)),
-                        ));
-                    }
-                    sizes.push(bytes);
-                }
-                f.xfersizes = Some(sizes);
-            }
-            "forrdpct" => {
-                let values = value::expand(&item.value, &|s| value::percent(s, "rdpct"))?;
-                if let Some((n, at)) = values.iter().find(|(n, _)| *n > 100.0) {
-                    return Err(Error::at(
-                        *at,
-                        format!("rdpct {} from this range is over 100", fmt_num(*n)),
-                    ));
-                }
-                f.rdpcts = Some(values.into_iter().map(|(n, _)| n).collect());
-            }
+            "forthreads" => f.threads = Some(for_threads(&item.value)?),
+            "forxfersize" => f.xfersizes = Some(for_xfersizes(&item.value)?),
+            "forrdpct" => f.rdpcts = Some(for_rdpcts(&item.value)?),
             "forseekpct" => f.seeks = Some(value::expand_seeks(&item.value)?),
             _ => {
                 return Err(Error::at(
@@ -1059,7 +795,7 @@ fn xfersize(value: &Value) -> Result<XferSize> {
 
 /// A rate the schedule cannot time (see [`RATE_IOPS_MAX`]) is refused here,
 /// with its place in the file, rather than failing the bench later.
-fn check_rate_max(s: &super::lexer::Scalar, iops: f64) -> Result<()> {
+fn check_rate_max(s: &Scalar, iops: f64) -> Result<()> {
     if iops > RATE_IOPS_MAX {
         return Err(Error::at(
             s.pos,
@@ -1077,7 +813,7 @@ fn check_rate_max(s: &super::lexer::Scalar, iops: f64) -> Result<()> {
 fn iorate(value: &Value) -> Result<IorateSpec> {
     const EXPECTED: &str =
         "iorate=max, iorate=curve, a number of I/Os per second or a list (100,200,…)";
-    let point = |s: &super::lexer::Scalar| -> Result<Rate> {
+    let point = |s: &Scalar| -> Result<Rate> {
         match s.text.to_ascii_lowercase().as_str() {
             "max" => Ok(Rate::Max),
             "curve" => Err(Error::at(
@@ -1121,6 +857,125 @@ fn iorate(value: &Value) -> Result<IorateSpec> {
     ))
 }
 
+/// rd `curve=`: the points of a curve, in % of its max rate.
+fn curve_points(value: &Value) -> Result<Vec<f64>> {
+    let points = value::expand(value, &|s| {
+        let p = value::percent(s, "a curve point")?;
+        if p == 0.0 {
+            return Err(Error::at(
+                s.pos,
+                "curve point 0%; expected percentages of the max rate above 0",
+            ));
+        }
+        Ok(p)
+    })?;
+    Ok(points.into_iter().map(|(p, _)| p).collect())
+}
+
+/// rd `elapsed=` or `interval=` (`key`): a time above 0; an interval no
+/// shorter than [`INTERVAL_MIN`].
+fn elapsed_or_interval(s: &Scalar, key: &str) -> Result<Duration> {
+    let d = value::duration(s, key)?;
+    if d.is_zero() {
+        return Err(Error::at(
+            s.pos,
+            format!("{key}=0; expected a time above 0"),
+        ));
+    }
+    if key == "interval" && d < INTERVAL_MIN {
+        return Err(Error::at(
+            s.pos,
+            format!(
+                "interval={} is shorter than {} s, the shortest interval (each one samples the CPU and the disks and gathers every thread's histograms); expected at least {}, such as 1",
+                clean(&s.text),
+                fmt_num(INTERVAL_MIN.as_secs_f64()),
+                fmt_num(INTERVAL_MIN.as_secs_f64())
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+/// rd `distribution=`: how open-loop arrivals are spaced.
+fn arrival(s: &Scalar) -> Result<Arrival> {
+    Ok(match s.text.to_ascii_lowercase().as_str() {
+        "exponential" => Arrival::Exponential,
+        "uniform" => Arrival::Uniform,
+        "deterministic" => Arrival::Deterministic,
+        _ => {
+            return Err(Error::at(
+                s.pos,
+                format!(
+                    "distribution=`{}`; expected exponential, uniform or deterministic",
+                    clean(&s.text)
+                ),
+            ))
+        }
+    })
+}
+
+/// rd `forthreads=`: outstanding I/Os per sd, each a whole number from 1 to
+/// [`THREADS_MAX`] (a range's steps included).
+fn for_threads(value: &Value) -> Result<Vec<u32>> {
+    let values = value::expand(value, &|s| {
+        #[allow(clippy::cast_precision_loss)]
+        value::whole_in(s, "threads", 1, THREADS_MAX).map(|n| n as f64)
+    })?;
+    let mut threads = Vec::with_capacity(values.len());
+    for (n, at) in values {
+        #[allow(clippy::cast_precision_loss)]
+        let in_range = (1.0..=THREADS_MAX as f64).contains(&n);
+        if n.fract() != 0.0 || !in_range {
+            return Err(Error::at(
+                at,
+                format!(
+                    "threads {} from this range is not a whole number from 1 to {THREADS_MAX}",
+                    fmt_num(n)
+                ),
+            ));
+        }
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        threads.push(n as u32);
+    }
+    Ok(threads)
+}
+
+/// rd `forxfersize=`: transfer sizes, each a whole multiple of 512 bytes (a
+/// range's steps included).
+fn for_xfersizes(value: &Value) -> Result<Vec<u64>> {
+    let values = value::expand(value, &|s| {
+        #[allow(clippy::cast_precision_loss)]
+        value::xfer_bytes(s, "xfersize").map(|n| n as f64)
+    })?;
+    let mut sizes = Vec::with_capacity(values.len());
+    for (n, at) in values {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let bytes = n as u64;
+        #[allow(clippy::cast_precision_loss)]
+        let exact = bytes as f64 == n;
+        if !exact || !bytes.is_multiple_of(512) {
+            return Err(Error::at(
+                at,
+                format!("xfersize {} from this range is not a multiple of 512 bytes; expected a step that is", fmt_num(n)),
+            ));
+        }
+        sizes.push(bytes);
+    }
+    Ok(sizes)
+}
+
+/// rd `forrdpct=`: read percentages, none over 100.
+fn for_rdpcts(value: &Value) -> Result<Vec<f64>> {
+    let values = value::expand(value, &|s| value::percent(s, "rdpct"))?;
+    if let Some((n, at)) = values.iter().find(|(n, _)| *n > 100.0) {
+        return Err(Error::at(
+            *at,
+            format!("rdpct {} from this range is over 100", fmt_num(*n)),
+        ));
+    }
+    Ok(values.into_iter().map(|(n, _)| n).collect())
+}
+
 /// `histogram=(default,b1,b2,…)`: bucket bounds in µs, increasing.
 fn histogram(value: &Value) -> Result<Vec<u64>> {
     let items = value.elements();
@@ -1150,23 +1005,6 @@ fn histogram(value: &Value) -> Result<Vec<u64>> {
         out.push(n);
     }
     Ok(out)
-}
-
-fn unsupported_hint(kind: Option<Kind>, key: &str) -> &'static str {
-    match (kind, key) {
-        (_, "hd" | "host") => "; Cairn runs workloads on this host only",
-        (_, "fsd" | "fwd" | "fwdrate" | "format") => {
-            "; file-system workloads are not supported: name each file as an sd's lun="
-        }
-        (None, "openflags") => "; expected openflags= on each sd (or on sd=default)",
-        (Some(Kind::Wd), "openflags") => "; expected openflags= on the sd",
-        (Some(Kind::Wd), "threads") => "; threads= goes on the sd, or forthreads= on the rd",
-        (Some(Kind::Rd), "sd") => "; name the sds on the wd",
-        (Some(_), "compratio" | "forcompratio" | "dedupratio") => {
-            "; expected it as a general parameter before the first sd="
-        }
-        _ => "",
-    }
 }
 
 fn unknown_in_record(record: &Record, item: &Item) -> Error {
