@@ -64,17 +64,79 @@ pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
     let mut lines: Vec<String> = text.lines().map(normalize).collect();
     let mut report = AwrReport::empty(source, Format::StatspackText);
     let mut warnings: Vec<ParseWarning> = Vec::new();
-    let mut warn = |section: &str, line: usize, message: String| {
-        warnings.push(ParseWarning {
-            section: section.to_string(),
-            line,
-            message,
-        });
-    };
 
+    let banner = keep_report_only(&mut lines, &mut warnings);
+
+    read_header(&lines[banner.unwrap_or(0)..], &mut report.header);
+    read_profile(&lines, &mut report, &mut warnings);
+
+    let blocks = blocks(&lines);
+    let has = |t: &str| blocks.iter().any(|b| b.title == t);
+    let top_found = read_blocks(&lines, &blocks, &mut report, &mut warnings);
+    let activity_found = read_activity(&lines, &blocks, &mut report, &mut warnings);
+
+    if report.header.block_size.is_none() {
+        report.header.block_size = report
+            .parameters
+            .iter()
+            .find(|(k, _)| k == "db_block_size")
+            .and_then(|(_, v)| parse_number(v))
+            .and_then(whole_u32);
+    }
+    if report.header.release.is_none() && report.header.db_id.is_none() {
+        warn(
+            &mut warnings,
+            "report header",
+            0,
+            "no database line (DB Id, Release) found: the header is not read".into(),
+        );
+    }
+    let missing = [
+        (top_found, "Top 5 Timed Events"),
+        (
+            has("Foreground Wait Events") || has("Wait Events"),
+            "Foreground Wait Events",
+        ),
+        (has("Background Wait Events"), "Background Wait Events"),
+        (activity_found, "Instance Activity Stats"),
+    ];
+    for (found, name) in missing {
+        if !found {
+            warn(
+                &mut warnings,
+                name,
+                0,
+                format!("section `{name}` is missing from the report: its figures are unknown"),
+            );
+        }
+    }
+    report.warnings = warnings;
+    report
+}
+
+fn warn(warnings: &mut Vec<ParseWarning>, section: &str, line: usize, message: String) {
+    warnings.push(ParseWarning {
+        section: section.to_string(),
+        line,
+        message,
+    });
+}
+
+/// A section reader's warnings (line, message), each under `section`.
+fn warn_all(warnings: &mut Vec<ParseWarning>, section: &str, ws: Vec<Warn>) {
+    ws.into_iter()
+        .for_each(|(l, m)| warn(warnings, section, l, m));
+}
+
+/// The index of the report's banner line, if there is one. Only the report
+/// is read, from its banner to its `End of Report`: the rest is blanked (so
+/// line numbers stay the file's), as the text of a mail around a pasted
+/// report could otherwise pass for a Load Profile row.
+fn keep_report_only(lines: &mut [String], warnings: &mut Vec<ParseWarning>) -> Option<usize> {
     let banner = lines.iter().position(|l| is_banner(l));
     match banner {
         None => warn(
+            warnings,
             "report",
             0,
             "not a Statspack report: no `STATSPACK report for` banner; sections are read as \
@@ -82,10 +144,6 @@ pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
                 .into(),
         ),
         Some(from) => {
-            // Only the report is read, from its banner to its `End of
-            // Report`: the rest is blanked (so line numbers stay the file's),
-            // as the text of a mail around a pasted report could otherwise
-            // pass for a Load Profile row.
             let end = lines[from..]
                 .iter()
                 .position(|l| l.trim_start().starts_with("End of Report"))
@@ -93,7 +151,7 @@ pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
             let text_in = |r: &[String]| r.iter().any(|l| !l.trim().is_empty());
             let (before, after) = (text_in(&lines[..from]), text_in(&lines[end..]));
             if let Some(w) = super::text::surroundings_warning(from + 1, end, before, after) {
-                warn(&w.section, w.line, w.message);
+                warn(warnings, &w.section, w.line, w.message);
             }
             for (i, l) in lines.iter_mut().enumerate() {
                 if i < from || i >= end {
@@ -102,18 +160,21 @@ pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
             }
         }
     }
+    banner
+}
 
-    read_header(&lines[banner.unwrap_or(0)..], &mut report.header);
-
+/// The Load Profile, read by the shared profile reader.
+fn read_profile(lines: &[String], report: &mut AwrReport, warnings: &mut Vec<ParseWarning>) {
     let joined = lines.join("\n");
     match read_load_profile(&joined) {
         Some((rows, ws)) => {
             report.load_profile = rows.iter().map(ProfileLine::from).collect();
             for w in ws {
-                warn("Load Profile", w.line, w.message);
+                warn(warnings, "Load Profile", w.line, w.message);
             }
             if report.load_profile.is_empty() {
                 warn(
+                    warnings,
                     "Load Profile",
                     0,
                     "section `Load Profile` is present but no row of it could be read".into(),
@@ -121,31 +182,49 @@ pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
             }
         }
         None => warn(
+            warnings,
             "Load Profile",
             0,
             "section `Load Profile` is missing from the report: its figures are unknown".into(),
         ),
     }
+}
 
-    let blocks = blocks(&lines);
+/// The event, histogram and parameter sections; whether a Top 5 section
+/// was among them.
+fn read_blocks(
+    lines: &[String],
+    blocks: &[Block],
+    report: &mut AwrReport,
+    warnings: &mut Vec<ParseWarning>,
+) -> bool {
     let has = |t: &str| blocks.iter().any(|b| b.title == t);
-
     let mut top_found = false;
-    for b in &blocks {
+    for b in blocks {
         match b.title {
             "Top 5 Timed Events" | "Top 5 Timed Foreground Events" => {
                 top_found = true;
-                let ws = read_events(&lines, b, true, &mut report.top_events);
-                ws.into_iter().for_each(|(l, m)| warn(b.title, l, m));
+                warn_all(
+                    warnings,
+                    b.title,
+                    read_events(lines, b, true, &mut report.top_events),
+                );
             }
             "Foreground Wait Events" => {
-                let ws = read_events(&lines, b, false, &mut report.foreground_events);
-                ws.into_iter().for_each(|(l, m)| warn(b.title, l, m));
+                warn_all(
+                    warnings,
+                    b.title,
+                    read_events(lines, b, false, &mut report.foreground_events),
+                );
             }
             "Wait Events" if !has("Foreground Wait Events") => {
-                let ws = read_events(&lines, b, false, &mut report.foreground_events);
-                ws.into_iter().for_each(|(l, m)| warn(b.title, l, m));
+                warn_all(
+                    warnings,
+                    b.title,
+                    read_events(lines, b, false, &mut report.foreground_events),
+                );
                 warn(
+                    warnings,
                     b.title,
                     b.start + 1,
                     "this Statspack's `Wait Events` table holds foreground and background \
@@ -154,18 +233,34 @@ pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
                 );
             }
             "Background Wait Events" => {
-                let ws = read_events(&lines, b, false, &mut report.background_events);
-                ws.into_iter().for_each(|(l, m)| warn(b.title, l, m));
+                warn_all(
+                    warnings,
+                    b.title,
+                    read_events(lines, b, false, &mut report.background_events),
+                );
             }
             "Wait Event Histogram" => {
-                let ws = read_histogram(&lines, b, &mut report.histograms);
-                ws.into_iter().for_each(|(l, m)| warn(b.title, l, m));
+                warn_all(
+                    warnings,
+                    b.title,
+                    read_histogram(lines, b, &mut report.histograms),
+                );
             }
-            "init.ora Parameters" => read_parameters(&lines, b, &mut report.parameters),
+            "init.ora Parameters" => read_parameters(lines, b, &mut report.parameters),
             _ => {}
         }
     }
+    top_found
+}
 
+/// The Instance Activity Stats sections, read by the shared statistics
+/// reader; whether there was one.
+fn read_activity(
+    lines: &[String],
+    blocks: &[Block],
+    report: &mut AwrReport,
+    warnings: &mut Vec<ParseWarning>,
+) -> bool {
     let activity: Vec<&Block> = blocks
         .iter()
         .filter(|b| b.title == "Instance Activity Stats")
@@ -185,10 +280,11 @@ pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
         let (rows, ws) = read_stat_tables(&masked.join("\n"));
         report.instance_activity = rows.iter().map(Statistic::from).collect();
         for w in ws {
-            warn("Instance Activity Stats", w.line, w.message);
+            warn(warnings, "Instance Activity Stats", w.line, w.message);
         }
         if report.instance_activity.is_empty() {
             warn(
+                warnings,
                 "Instance Activity Stats",
                 activity[0].start + 1,
                 "section `Instance Activity Stats` is present but no row of it could be read"
@@ -196,42 +292,7 @@ pub fn parse_statspack_text(text: &str, source: &str) -> AwrReport {
             );
         }
     }
-
-    if report.header.block_size.is_none() {
-        report.header.block_size = report
-            .parameters
-            .iter()
-            .find(|(k, _)| k == "db_block_size")
-            .and_then(|(_, v)| parse_number(v))
-            .and_then(whole_u32);
-    }
-    if report.header.release.is_none() && report.header.db_id.is_none() {
-        warn(
-            "report header",
-            0,
-            "no database line (DB Id, Release) found: the header is not read".into(),
-        );
-    }
-    let missing = [
-        (top_found, "Top 5 Timed Events"),
-        (
-            has("Foreground Wait Events") || has("Wait Events"),
-            "Foreground Wait Events",
-        ),
-        (has("Background Wait Events"), "Background Wait Events"),
-        (!activity.is_empty(), "Instance Activity Stats"),
-    ];
-    for (found, name) in missing {
-        if !found {
-            warn(
-                name,
-                0,
-                format!("section `{name}` is missing from the report: its figures are unknown"),
-            );
-        }
-    }
-    report.warnings = warnings;
-    report
+    !activity.is_empty()
 }
 
 /// Strip what spooling and pasting add (`\r`, form feeds, non-breaking
@@ -613,97 +674,119 @@ fn read_header(lines: &[String], h: &mut Header) {
         }
         // `Database    DB Id    Instance …` or `DB Name  DB Id …`, a rule, then the values.
         if lower.contains("db id") && lower.contains("release") {
-            if let Some((cols, _, data)) = rule_and_data(lines, i + 1) {
-                let names = split_cells(l, &cols);
-                let values = split_cells(&lines[data], &cols);
-                for (name, v) in names.iter().zip(&values) {
-                    set_field(h, &name.to_ascii_lowercase(), v);
-                }
-            }
+            read_database_table(lines, i, h);
             continue;
         }
         // 12c: `Host   Name   Platform   CPUs` wrapped over two lines, over a
         // rule whose first run (`~~~~`) is the label column.
         if lower.starts_with("host") && lower.contains("platform") {
-            if let Some((cols, rule, data)) = rule_and_data(lines, i + 1) {
-                let values = split_cells(&lines[data], &cols);
-                let tilde_first = lines[rule].trim_start().starts_with('~');
-                let names: Vec<&str> = if tilde_first {
-                    vec![
-                        "",
-                        "host",
-                        "platform",
-                        "cpus",
-                        "cores",
-                        "sockets",
-                        "memory (g)",
-                    ]
-                } else {
-                    vec![
-                        "host name",
-                        "platform",
-                        "cpus",
-                        "cores",
-                        "sockets",
-                        "memory (gb)",
-                    ]
-                };
-                for (name, v) in names.iter().zip(&values) {
-                    set_field(h, name, v);
-                }
-            }
+            read_host_table(lines, i, h);
             continue;
         }
         // 10g: `Host  Name:   dbsrv01    Num CPUs:    4    Phys Memory (MB):   16,384`
         if lower.starts_with("host") && lower.contains("num cpus:") {
-            let after = |key: &str| {
-                lower.find(key).map(|p| {
-                    t[p + key.len()..]
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or("")
-                        .to_string()
-                })
-            };
-            if let Some(host) = after("name:") {
-                h.host = h.host.clone().or(Some(host).filter(|s| !s.is_empty()));
-            }
-            h.cpus = h.cpus.or_else(|| {
-                after("num cpus:")
-                    .and_then(|v| parse_number(&v))
-                    .and_then(whole_u32)
-            });
-            if let Some(mb) = after("phys memory (mb):").and_then(|v| parse_number(&v)) {
-                h.memory_gb = h.memory_gb.or(Some(mb / 1024.0));
-            }
+            read_host_line(t, &lower, h);
             continue;
         }
-        let words: Vec<&str> = t.split_whitespace().collect();
-        match (
-            lower.split(':').next().unwrap_or("").trim(),
-            words.as_slice(),
-        ) {
-            ("begin snap", [_, _, id, date, time, ..]) => {
-                h.begin_snap_id = h.begin_snap_id.or_else(|| id.parse().ok());
-                h.begin_snap_time = h.begin_snap_time.clone().or(Some(format!("{date} {time}")));
-            }
-            ("end snap", [_, _, id, date, time, ..]) => {
-                h.end_snap_id = h.end_snap_id.or_else(|| id.parse().ok());
-                h.end_snap_time = h.end_snap_time.clone().or(Some(format!("{date} {time}")));
-            }
-            ("elapsed", [_, v, ..]) => h.elapsed_min = h.elapsed_min.or_else(|| parse_number(v)),
-            ("db time", [_, _, v, ..]) => h.db_time_min = h.db_time_min.or_else(|| parse_number(v)),
-            _ => {}
+        read_snapshot_line(t, &lower, h);
+    }
+}
+
+/// The database table whose headings are line `i`: its values by heading.
+fn read_database_table(lines: &[String], i: usize, h: &mut Header) {
+    if let Some((cols, _, data)) = rule_and_data(lines, i + 1) {
+        let names = split_cells(&lines[i], &cols);
+        let values = split_cells(&lines[data], &cols);
+        for (name, v) in names.iter().zip(&values) {
+            set_field(h, &name.to_ascii_lowercase(), v);
         }
-        if let Some(p) = lower.find("std block size:") {
-            let v = t[p + "std block size:".len()..]
+    }
+}
+
+/// 12c's host table whose headings start at line `i`: its values by the
+/// known order of its columns.
+fn read_host_table(lines: &[String], i: usize, h: &mut Header) {
+    if let Some((cols, rule, data)) = rule_and_data(lines, i + 1) {
+        let values = split_cells(&lines[data], &cols);
+        let tilde_first = lines[rule].trim_start().starts_with('~');
+        let names: Vec<&str> = if tilde_first {
+            vec![
+                "",
+                "host",
+                "platform",
+                "cpus",
+                "cores",
+                "sockets",
+                "memory (g)",
+            ]
+        } else {
+            vec![
+                "host name",
+                "platform",
+                "cpus",
+                "cores",
+                "sockets",
+                "memory (gb)",
+            ]
+        };
+        for (name, v) in names.iter().zip(&values) {
+            set_field(h, name, v);
+        }
+    }
+}
+
+/// 10g's host line `t` (`lower`, lower-cased): the value after each label.
+fn read_host_line(t: &str, lower: &str, h: &mut Header) {
+    let after = |key: &str| {
+        lower.find(key).map(|p| {
+            t[p + key.len()..]
                 .split_whitespace()
                 .next()
-                .unwrap_or("");
-            h.block_size = h
-                .block_size
-                .or_else(|| parse_size_bytes(v).and_then(whole_u32));
+                .unwrap_or("")
+                .to_string()
+        })
+    };
+    if let Some(host) = after("name:") {
+        h.host = h.host.clone().or(Some(host).filter(|s| !s.is_empty()));
+    }
+    h.cpus = h.cpus.or_else(|| {
+        after("num cpus:")
+            .and_then(|v| parse_number(&v))
+            .and_then(whole_u32)
+    });
+    if let Some(mb) = after("phys memory (mb):").and_then(|v| parse_number(&v)) {
+        h.memory_gb = h.memory_gb.or(Some(mb / 1024.0));
+    }
+}
+
+/// The snapshot lines (`Begin Snap:`, `End Snap:`, `Elapsed:`, `DB Time:`)
+/// and `Std Block Size:`, from line `t` (`lower`, lower-cased).
+fn read_snapshot_line(t: &str, lower: &str, h: &mut Header) {
+    let words: Vec<&str> = t.split_whitespace().collect();
+    match (
+        lower.split(':').next().unwrap_or("").trim(),
+        words.as_slice(),
+    ) {
+        ("begin snap", [_, _, id, date, time, ..]) => {
+            h.begin_snap_id = h.begin_snap_id.or_else(|| id.parse().ok());
+            h.begin_snap_time = h.begin_snap_time.clone().or(Some(format!("{date} {time}")));
         }
+        ("end snap", [_, _, id, date, time, ..]) => {
+            h.end_snap_id = h.end_snap_id.or_else(|| id.parse().ok());
+            h.end_snap_time = h.end_snap_time.clone().or(Some(format!("{date} {time}")));
+        }
+        ("elapsed", [_, v, ..]) => h.elapsed_min = h.elapsed_min.or_else(|| parse_number(v)),
+        ("db time", [_, _, v, ..]) => h.db_time_min = h.db_time_min.or_else(|| parse_number(v)),
+        _ => {}
+    }
+    if let Some(p) = lower.find("std block size:") {
+        let v = t[p + "std block size:".len()..]
+            .split_whitespace()
+            .next()
+            .unwrap_or("");
+        h.block_size = h
+            .block_size
+            .or_else(|| parse_size_bytes(v).and_then(whole_u32));
     }
 }
 

@@ -367,8 +367,43 @@ impl<R: RedoFlush> Writer<R> {
         self.meta.clear();
         self.done.clear();
         self.done.resize_with(n, || None);
-        let layout = self.cfg.layout;
         let started = Instant::now();
+        let mut received = self.submit_batch()?;
+        while received < n {
+            self.engine
+                .wait(1)
+                .map_err(|e| OltpError::io("database writer: waiting for writes", e))?;
+            received += self.reap();
+        }
+        self.op.wait(Event::DbFileParallelWrite, started.elapsed());
+        let (ok_count, first_error) = self.end_batch();
+        let block = self.cache.block_size() as u64;
+        self.op.add(Stat::PhysicalWrites, ok_count);
+        self.op.add(Stat::PhysicalWriteIoRequests, ok_count);
+        self.op.add(Stat::PhysicalWriteBytes, ok_count * block);
+        if checkpoint {
+            self.op.add(Stat::DbwrCheckpointBuffersWritten, ok_count);
+        }
+        self.publish();
+        if let Some((i, e)) = first_error {
+            let meta = &self.meta[i];
+            return Err(OltpError::io(
+                format!(
+                    "database writer: writing block {} to {} at offset {}",
+                    meta.id,
+                    self.paths[meta.target].display(),
+                    meta.offset_bytes
+                ),
+                e,
+            ));
+        }
+        Ok(n)
+    }
+
+    /// Submit a write for every job of the batch, waiting for room when the
+    /// queue is full; returns the completions reaped while waiting.
+    fn submit_batch(&mut self) -> Result<usize, OltpError> {
+        let layout = self.cfg.layout;
         let mut received = 0;
         // Taken out so `reap` may borrow `self` while the jobs drain (its capacity comes back below).
         let mut jobs = std::mem::take(&mut self.jobs);
@@ -404,13 +439,13 @@ impl<R: RedoFlush> Writer<R> {
             }
         }
         self.jobs = jobs;
-        while received < n {
-            self.engine
-                .wait(1)
-                .map_err(|e| OltpError::io("database writer: waiting for writes", e))?;
-            received += self.reap();
-        }
-        self.op.wait(Event::DbFileParallelWrite, started.elapsed());
+        Ok(received)
+    }
+
+    /// Give every buffer of the completed batch back to the cache, clean
+    /// where its write succeeded; the writes that did, and the first that
+    /// failed (its index in the batch).
+    fn end_batch(&mut self) -> (u64, Option<(usize, IoError)>) {
         let mut first_error: Option<(usize, IoError)> = None;
         let mut ok_count = 0u64;
         for (i, slot) in self.done.iter_mut().enumerate() {
@@ -435,27 +470,7 @@ impl<R: RedoFlush> Writer<R> {
             self.cache.end_write(&job, ok);
             self.jobs.push(job);
         }
-        let block = self.cache.block_size() as u64;
-        self.op.add(Stat::PhysicalWrites, ok_count);
-        self.op.add(Stat::PhysicalWriteIoRequests, ok_count);
-        self.op.add(Stat::PhysicalWriteBytes, ok_count * block);
-        if checkpoint {
-            self.op.add(Stat::DbwrCheckpointBuffersWritten, ok_count);
-        }
-        self.publish();
-        if let Some((i, e)) = first_error {
-            let meta = &self.meta[i];
-            return Err(OltpError::io(
-                format!(
-                    "database writer: writing block {} to {} at offset {}",
-                    meta.id,
-                    self.paths[meta.target].display(),
-                    meta.offset_bytes
-                ),
-                e,
-            ));
-        }
-        Ok(n)
+        (ok_count, first_error)
     }
 
     /// Move ready completions into their slots; returns how many.
