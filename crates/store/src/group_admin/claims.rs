@@ -42,16 +42,72 @@ pub(super) fn judge_claims(
     take_from: &[String],
     found: &[FoundGroup],
 ) -> Result<BTreeMap<usize, String>, GroupAdminError> {
-    let mut out = BTreeMap::new();
-    // The groups `take_from` named that did give up a disk.
-    let mut licensed: BTreeSet<String> = BTreeSet::new();
+    let mut judge = Judge {
+        host,
+        force,
+        take_from,
+        found,
+        out: BTreeMap::new(),
+        licensed: BTreeSet::new(),
+    };
     let mut groups: BTreeMap<Uuid, Vec<&Claim>> = BTreeMap::new();
     for c in claims {
         groups.entry(c.group).or_default().push(c);
     }
     for (uuid, taken) in groups {
+        judge.group(uuid, &taken)?;
+    }
+    // A name that licensed nothing is a typo, or a disk left off the list:
+    // say so rather than go on as if it had been heeded.
+    if let Some(unused) = take_from
+        .iter()
+        .find(|t| !judge.licensed.contains(&t.to_ascii_uppercase()))
+    {
+        return Err(GroupAdminError::Invalid(format!(
+            "--take-from-group {unused}: none of the disks named is a disk group {} counts on; check the group's name and the --disk list, or drop the flag",
+            unused.to_ascii_uppercase()
+        )));
+    }
+    Ok(judge.out)
+}
+
+/// [`judge_claims`]'s inputs, and what it has judged so far.
+struct Judge<'a> {
+    host: &'a Host,
+    force: bool,
+    take_from: &'a [String],
+    found: &'a [FoundGroup],
+    /// Each claim that may be overridden, described, by its place among the
+    /// disks named.
+    out: BTreeMap<usize, String>,
+    /// The groups `take_from` named that did give up a disk.
+    licensed: BTreeSet<String>,
+}
+
+impl Judge<'_> {
+    /// All the disks `taken` from group `uuid`, judged together.
+    fn group(&mut self, uuid: Uuid, taken: &[&Claim]) -> Result<(), GroupAdminError> {
+        let (newest, present) = self.claiming_group(uuid, taken)?;
+        let Some(group) = newest else {
+            return self.never_finished(uuid, taken);
+        };
+        let counted = self.no_longer_used(uuid, &group, taken)?;
+        if counted.is_empty() {
+            return Ok(());
+        }
+        self.counted_on(uuid, &group, &present, &counted)
+    }
+
+    /// The claiming group as mount would see it: the newest superblock of it
+    /// that its disks hold (the claimed disks, and every disk discovery
+    /// reaches), and which of its disks are in sight.
+    fn claiming_group(
+        &self,
+        uuid: Uuid,
+        taken: &[&Claim],
+    ) -> Result<(Option<group::GroupOnDisk>, BTreeSet<Uuid>), GroupAdminError> {
         let mut paths: Vec<PathBuf> = taken.iter().map(|c| c.path.clone()).collect();
-        for g in found.iter().filter(|g| g.uuid == uuid) {
+        for g in self.found.iter().filter(|g| g.uuid == uuid) {
             paths.extend(g.disks.iter().map(|d| d.path.clone()));
         }
         paths.sort();
@@ -59,7 +115,7 @@ pub(super) fn judge_claims(
         let mut newest: Option<group::GroupOnDisk> = None;
         let mut present: BTreeSet<Uuid> = BTreeSet::new();
         for path in &paths {
-            let Some(m) = membership_of(host, path)? else {
+            let Some(m) = membership_of(self.host, path)? else {
                 continue;
             };
             if m.group_uuid != uuid {
@@ -72,29 +128,34 @@ pub(super) fn judge_claims(
                 }
             }
         }
-        let refuse = |c: &Claim, what: String| {
-            GroupAdminError::Invalid(format!(
-                "{} is {what}; run again with --force to take it",
-                c.path.display()
-            ))
-        };
-        let Some(group) = newest else {
-            for c in &taken {
-                let what = format!(
-                    "disk {} of disk group {uuid}, whose superblock no disk in reach holds: its create never finished (or its other disks are outside the discovery string)",
-                    c.label
-                );
-                if !force {
-                    return Err(refuse(c, what));
-                }
-                out.insert(c.index, what);
+        Ok((newest, present))
+    }
+
+    /// No disk holds a superblock of the group: its create never finished.
+    fn never_finished(&mut self, uuid: Uuid, taken: &[&Claim]) -> Result<(), GroupAdminError> {
+        for c in taken {
+            let what = format!(
+                "disk {} of disk group {uuid}, whose superblock no disk in reach holds: its create never finished (or its other disks are outside the discovery string)",
+                c.label
+            );
+            if !self.force {
+                return Err(refuse(c, what));
             }
-            continue;
-        };
-        let online =
-            |d: &&cairn_format::group::DiskEntry| d.state == cairn_format::group::DiskState::Online;
+            self.out.insert(c.index, what);
+        }
+        Ok(())
+    }
+
+    /// The claims of the disks the group's directory records offline (or
+    /// lacks) judged; the others returned with their directory entries.
+    fn no_longer_used<'c>(
+        &mut self,
+        uuid: Uuid,
+        group: &group::GroupOnDisk,
+        taken: &[&'c Claim],
+    ) -> Result<Vec<(&'c Claim, cairn_format::group::DiskEntry)>, GroupAdminError> {
         let mut counted = Vec::new();
-        for c in &taken {
+        for c in taken {
             match group
                 .disks
                 .iter()
@@ -107,16 +168,24 @@ pub(super) fn judge_claims(
                         "disk {} of disk group {} (uuid {uuid}), which no longer uses it (recorded OFFLINE)",
                         c.label, group.name
                     );
-                    if !force {
+                    if !self.force {
                         return Err(refuse(c, what));
                     }
-                    out.insert(c.index, what);
+                    self.out.insert(c.index, what);
                 }
             }
         }
-        if counted.is_empty() {
-            continue;
-        }
+        Ok(counted)
+    }
+
+    /// Disks the group counts on: let go only when `take_from` names it.
+    fn counted_on(
+        &mut self,
+        uuid: Uuid,
+        group: &group::GroupOnDisk,
+        present: &BTreeSet<Uuid>,
+        counted: &[(&Claim, cairn_format::group::DiskEntry)],
+    ) -> Result<(), GroupAdminError> {
         // The group without the disks taken, and without those not in sight.
         let gone: BTreeSet<Uuid> = counted.iter().map(|(c, _)| c.disk_uuid).collect();
         let down: BTreeSet<u16> = group
@@ -143,13 +212,14 @@ pub(super) fn judge_claims(
             String::new()
         };
         let names: Vec<String> = counted.iter().map(|(_, e)| e.label.clone()).collect();
-        if take_from
+        if self
+            .take_from
             .iter()
             .any(|t| t.eq_ignore_ascii_case(&group.name))
         {
-            licensed.insert(group.name.to_ascii_uppercase());
-            for (c, entry) in &counted {
-                out.insert(
+            self.licensed.insert(group.name.to_ascii_uppercase());
+            for (c, entry) in counted {
+                self.out.insert(
                     c.index,
                     format!(
                         "disk {} of disk group {} (uuid {uuid}), which counted on it and is now {after}{caveat}",
@@ -157,10 +227,10 @@ pub(super) fn judge_claims(
                     ),
                 );
             }
-            continue;
+            return Ok(());
         }
         let (c, entry) = &counted[0];
-        return Err(GroupAdminError::Invalid(format!(
+        Err(GroupAdminError::Invalid(format!(
             "{} is disk {} of disk group {} (uuid {uuid}), which counts on it: taking {} leaves {} {after}{caveat}; there is no `disk drop` yet — if {} may lose {}, run again with --take-from-group {}",
             c.path.display(),
             entry.label,
@@ -174,18 +244,19 @@ pub(super) fn judge_claims(
             group.name,
             if names.len() == 1 { "this disk" } else { "these disks" },
             group.name
-        )));
+        )))
     }
-    // A name that licensed nothing is a typo, or a disk left off the list:
-    // say so rather than go on as if it had been heeded.
-    if let Some(unused) = take_from
-        .iter()
-        .find(|t| !licensed.contains(&t.to_ascii_uppercase()))
-    {
-        return Err(GroupAdminError::Invalid(format!(
-            "--take-from-group {unused}: none of the disks named is a disk group {} counts on; check the group's name and the --disk list, or drop the flag",
-            unused.to_ascii_uppercase()
-        )));
-    }
-    Ok(out)
+}
+
+/// A directory entry of a disk the group counts on.
+fn online(d: &&cairn_format::group::DiskEntry) -> bool {
+    d.state == cairn_format::group::DiskState::Online
+}
+
+/// A claim that only `--force` may override, refused.
+fn refuse(c: &Claim, what: String) -> GroupAdminError {
+    GroupAdminError::Invalid(format!(
+        "{} is {what}; run again with --force to take it",
+        c.path.display()
+    ))
 }
