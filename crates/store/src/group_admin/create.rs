@@ -152,23 +152,36 @@ pub fn create<'e>(
     // A refusal or failure part way leaves no trace of this call's labels
     // (a create that fails after naming the group in the disks' headers
     // leaves a group that never finished, which `--force` takes again).
-    let erase = |engine: &mut dyn FileEngine, devices: &[DeviceId]| {
-        for device in devices {
-            if let Ok(scan) = HeaderScan::read(engine, *device) {
-                let _ = crate::labeling::erase_label(engine, *device, &scan);
-            }
-        }
-    };
     if let Err(e) = result {
-        erase(engine, &labelled_here);
+        erase_labels(engine, &labelled_here);
         return Err(e);
     }
     // Created and dismounted, then mounted again: a failure can then still
     // reach the engine to erase the labels this call wrote.
     if let Err(e) = group::create(&mut *engine, &new_disks, spec).and_then(Group::dismount) {
-        erase(engine, &labelled_here);
+        erase_labels(engine, &labelled_here);
         return Err(e.into());
     }
+    let group = mount_created(engine, &new_disks, spec, &name)?;
+    Ok((group, lock, created))
+}
+
+/// Erase the labels a failed [`create`] wrote on `devices`.
+fn erase_labels(engine: &mut dyn FileEngine, devices: &[DeviceId]) {
+    for device in devices {
+        if let Ok(scan) = HeaderScan::read(engine, *device) {
+            let _ = crate::labeling::erase_label(engine, *device, &scan);
+        }
+    }
+}
+
+/// Mount the group [`create`] made, claimed for this host.
+fn mount_created<'e>(
+    engine: &'e mut dyn FileEngine,
+    new_disks: &[NewDisk],
+    spec: &GroupSpec,
+    name: &crate::names::GroupName,
+) -> Result<Group<'e>, GroupAdminError> {
     let devices: Vec<DeviceId> = new_disks.iter().map(|d| d.device).collect();
     // A new group is claimed like any: its heartbeat tells other hosts
     // that see the disks who writes them, from its first mount on.
@@ -190,7 +203,7 @@ pub fn create<'e>(
         group::MissingDisks::Refuse,
     );
     let (group, _) = mounted_on_claim(mounted, beating)?;
-    Ok((group, lock, created))
+    Ok(group)
 }
 
 /// Everything `group create` can check before it writes: the devices exist
@@ -278,6 +291,22 @@ fn check_disks(
         failgroups.push(failgroup);
         labels.push(CheckedDisk { label, overrode });
     }
+    check_shape(spec, disks.len(), &sectors, failgroups)?;
+    for (index, what) in judge_claims(host, &claims, spec.force, take_from, found)? {
+        labels[index].overrode = Some(what);
+    }
+    Ok(labels)
+}
+
+/// The checks of [`check_disks`] on the disks together: one sector size of
+/// 512 or 4096 bytes, enough failure groups for the copies, at most
+/// `DISKS_MAX` disks.
+fn check_shape(
+    spec: &GroupSpec,
+    disk_count: usize,
+    sectors: &[(PathBuf, u32)],
+    mut failgroups: Vec<String>,
+) -> Result<(), GroupAdminError> {
     let group_sector = spec.sector_bytes.unwrap_or(sectors[0].1);
     if group_sector != 512 && group_sector != 4096 {
         return Err(GroupAdminError::Invalid(format!(
@@ -301,15 +330,12 @@ fn check_disks(
             failgroups.len()
         )));
     }
-    if disks.len() > cairn_format::group::DISKS_MAX {
+    if disk_count > cairn_format::group::DISKS_MAX {
         return Err(GroupAdminError::Invalid(format!(
             "{} disks; a group holds at most {}",
-            disks.len(),
+            disk_count,
             cairn_format::group::DISKS_MAX
         )));
     }
-    for (index, what) in judge_claims(host, &claims, spec.force, take_from, found)? {
-        labels[index].overrode = Some(what);
-    }
-    Ok(labels)
+    Ok(())
 }
