@@ -125,7 +125,7 @@ impl FileIo {
         file: &OnFile<'_>,
         offset: u64,
         len: u64,
-    ) -> Result<(LatchGuard, Arc<FileSnapshot>), IoError> {
+    ) -> Result<Latched, IoError> {
         let (number, plane) = (file.number, file.plane);
         let Some(pre) = self.snapshots[file.key].file(plane, number) else {
             return Err(IoError::Engine { errno: ENXIO });
@@ -155,7 +155,7 @@ impl FileIo {
         file: &OnFile<'_>,
         request: Request,
         mut pending: Pending,
-        latch: Option<(LatchGuard, Arc<FileSnapshot>)>,
+        latch: Option<Latched>,
     ) -> Result<Option<Planned>, SubmitError> {
         let Request { device, tag, op } = request;
         let (index, key, disks) = (file.index, file.key, file.disks);
@@ -254,7 +254,7 @@ impl FileIo {
     #[inline]
     fn inner_needed(
         &self,
-        disks: &BTreeMap<u16, DeviceId>,
+        disks: &std::collections::BTreeMap<u16, cairn_io::DeviceId>,
         copies: &[Vec<AuAddr>],
         is_write: bool,
     ) -> Result<usize, IoError> {
@@ -279,6 +279,12 @@ impl FileIo {
     }
 }
 
+/// A write's shared latches, with the snapshot they were taken from.
+type Latched = (
+    crate::group::plane::LatchGuard,
+    Arc<crate::group::plane::FileSnapshot>,
+);
+
 /// The group file a request is planned on: its index among the devices,
 /// its group's key, its number, its group's data plane, and the inner
 /// engine's device for each member disk.
@@ -287,13 +293,13 @@ struct OnFile<'a> {
     key: usize,
     number: u32,
     plane: &'a Arc<crate::group::plane::DataPlane>,
-    disks: &'a BTreeMap<u16, DeviceId>,
+    disks: &'a std::collections::BTreeMap<u16, cairn_io::DeviceId>,
 }
 
 /// A request's pieces, and the copies each goes to.
 struct Placed<'a> {
-    disks: &'a BTreeMap<u16, DeviceId>,
-    snap: &'a Arc<FileSnapshot>,
+    disks: &'a std::collections::BTreeMap<u16, cairn_io::DeviceId>,
+    snap: &'a Arc<crate::group::plane::FileSnapshot>,
     pieces: &'a [crate::group::plane::Piece],
     copies: &'a [Vec<AuAddr>],
 }
@@ -305,8 +311,8 @@ struct Placed<'a> {
 /// has no copy to read.
 #[inline]
 fn copies_of(
-    snap: &FileSnapshot,
-    view: &DiskView,
+    snap: &crate::group::plane::FileSnapshot,
+    view: &crate::group::plane::DiskView,
     pieces: &[crate::group::plane::Piece],
     is_write: bool,
 ) -> Option<(Vec<Vec<AuAddr>>, bool)> {
