@@ -1338,9 +1338,36 @@ impl Group<'_> {
             unreserve(self);
             return Err(e);
         }
-        let bytes = m.aus * self.au_bytes;
+        if !self.copy_metadata(&sources, to, m.aus, &what, report)? {
+            return Ok(());
+        }
+        if !self.switch_metadata(m, (indirect, index), from, to)? {
+            return Ok(());
+        }
+        report.metadata_moves += 1;
+        report.moves_done += 1;
+        report.aus_moved += m.aus;
+        if m.pass == Pass::Rebuild {
+            report.copies_rebuilt += 1;
+        }
+        Ok(())
+    }
+
+    /// Copy a metadata extent's `aus` AUs from the first of `sources` that
+    /// can be read to `to` (reserved), and make the copy durable. `false`:
+    /// the move is left (`what`, and why, in the report), `to` let go.
+    fn copy_metadata(
+        &mut self,
+        sources: &[AuAddr],
+        to: AuAddr,
+        aus: u64,
+        what: &str,
+        report: &mut RebalanceReport,
+    ) -> Result<bool, GroupError> {
+        let unreserve = |g: &mut Self| g.unreserve_run(to, aus);
+        let bytes = aus * self.au_bytes;
         let mut copied = false;
-        for src in &sources {
+        for src in sources {
             let (Some(sd), Some(td)) = (
                 self.member(src.disk).and_then(|x| x.device),
                 self.member(to.disk).and_then(Member::writable),
@@ -1374,7 +1401,7 @@ impl Group<'_> {
                         "{what}: the write to disk {} failed",
                         self.disk_name(to.disk)
                     ));
-                    return Ok(());
+                    return Ok(false);
                 }
                 report.bytes_copied += len;
                 off += len;
@@ -1389,7 +1416,7 @@ impl Group<'_> {
                     "{what}: the flush of disk {} failed",
                     self.disk_name(to.disk)
                 ));
-                return Ok(());
+                return Ok(false);
             }
             if ok {
                 copied = true;
@@ -1401,9 +1428,22 @@ impl Group<'_> {
             report
                 .moves_left
                 .push(format!("{what}: no copy of it could be read"));
-            return Ok(());
         }
-        // Switch.
+        Ok(copied)
+    }
+
+    /// Switch the copy of metadata extent `index` (`indirect`: an indirect
+    /// AU) of `m`'s file from `from` to `to`, copied, in a commit; the
+    /// superblocks first where they name it. `false`: the copy is no longer
+    /// there, `to` let go.
+    fn switch_metadata(
+        &mut self,
+        m: &rebalance::Move,
+        (indirect, index): (bool, u64),
+        from: AuAddr,
+        to: AuAddr,
+    ) -> Result<bool, GroupError> {
+        let unreserve = |g: &mut Self| g.unreserve_run(to, m.aus);
         let rec = self.files.get_mut(&m.file).expect("invariant: found above");
         let e = if indirect {
             &mut rec.entry.indirect[index as usize]
@@ -1412,7 +1452,7 @@ impl Group<'_> {
         };
         let Some(slot) = e.copies().iter().position(|c| *c == from) else {
             unreserve(self);
-            return Ok(());
+            return Ok(false);
         };
         e.copies[slot] = to;
         e.stale[slot] = 0;
@@ -1449,13 +1489,7 @@ impl Group<'_> {
         }
         self.commit()?;
         self.checkpoint()?;
-        report.metadata_moves += 1;
-        report.moves_done += 1;
-        report.aus_moved += m.aus;
-        if m.pass == Pass::Rebuild {
-            report.copies_rebuilt += 1;
-        }
-        Ok(())
+        Ok(true)
     }
 
     /// After a crash in a rebalance: free the AUs marked used that no map
