@@ -494,46 +494,7 @@ impl Group<'_> {
                 &format!("device {}", d.device.0),
             )?;
             let label = header.label.as_str().to_string();
-            if self
-                .members
-                .iter()
-                .flatten()
-                .any(|m| m.entry.disk_uuid == header.disk_uuid)
-                || out.iter().any(|p| p.entry.disk_uuid == header.disk_uuid)
-            {
-                return Err(GroupError::Invalid(format!(
-                    "disk {label} is already a member of group {}; name each new disk once",
-                    self.name
-                )));
-            }
-            if self
-                .members
-                .iter()
-                .flatten()
-                .any(|m| m.entry.label.eq_ignore_ascii_case(&label))
-                || out
-                    .iter()
-                    .any(|p| p.entry.label.eq_ignore_ascii_case(&label))
-            {
-                return Err(GroupError::Invalid(format!(
-                    "group {} already has a disk labelled {label}; relabel the new disk (`cairn disk label --force`)",
-                    self.name
-                )));
-            }
-            match header.group_uuid {
-                Some(other) if other != self.uuid && !force => {
-                    return Err(GroupError::Exists(format!(
-                        "disk {label} belongs to another disk group ({other}); drop it from that group first, or use --force to take it"
-                    )))
-                }
-                _ => {}
-            }
-            if header.logical_sector_bytes != self.sector_bytes {
-                return Err(GroupError::Invalid(format!(
-                    "disk {label} has {}-byte logical sectors but group {} uses {}; 512-byte (512n/512e) and 4096-byte (4Kn) disks cannot mix",
-                    header.logical_sector_bytes, self.name, self.sector_bytes
-                )));
-            }
+            self.refuse_new_disk(&header, &label, &out, force)?;
             let size = self
                 .engine
                 .geometry(d.device)
@@ -589,6 +550,60 @@ impl Group<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// Refuse a disk to add (its newest header, and its label) that is a
+    /// member already or named twice (`out`: those prepared before it),
+    /// whose label a member has, that is in another group (unless
+    /// `force`), or whose sector size is not the group's.
+    fn refuse_new_disk(
+        &self,
+        header: &DiskHeader,
+        label: &str,
+        out: &[PreparedDisk],
+        force: bool,
+    ) -> Result<(), GroupError> {
+        if self
+            .members
+            .iter()
+            .flatten()
+            .any(|m| m.entry.disk_uuid == header.disk_uuid)
+            || out.iter().any(|p| p.entry.disk_uuid == header.disk_uuid)
+        {
+            return Err(GroupError::Invalid(format!(
+                "disk {label} is already a member of group {}; name each new disk once",
+                self.name
+            )));
+        }
+        if self
+            .members
+            .iter()
+            .flatten()
+            .any(|m| m.entry.label.eq_ignore_ascii_case(label))
+            || out
+                .iter()
+                .any(|p| p.entry.label.eq_ignore_ascii_case(label))
+        {
+            return Err(GroupError::Invalid(format!(
+                "group {} already has a disk labelled {label}; relabel the new disk (`cairn disk label --force`)",
+                self.name
+            )));
+        }
+        match header.group_uuid {
+            Some(other) if other != self.uuid && !force => {
+                return Err(GroupError::Exists(format!(
+                    "disk {label} belongs to another disk group ({other}); drop it from that group first, or use --force to take it"
+                )))
+            }
+            _ => {}
+        }
+        if header.logical_sector_bytes != self.sector_bytes {
+            return Err(GroupError::Invalid(format!(
+                "disk {label} has {}-byte logical sectors but group {} uses {}; 512-byte (512n/512e) and 4096-byte (4Kn) disks cannot mix",
+                header.logical_sector_bytes, self.name, self.sector_bytes
+            )));
+        }
+        Ok(())
     }
 
     /// Add prepared disks: each gets an empty allocation table (written in
