@@ -1927,8 +1927,72 @@ pub(super) fn copy_relocations(
     let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
     let view = port.disk_view();
     let mut done: Vec<Relocation> = Vec::new();
-    // (relocation index, source, AU in the extent, offset in the AU, length)
-    let mut pieces: Vec<(usize, AuAddr, u64, u64, u64)> = Vec::new();
+    let (pieces, ready, au_bytes) = relocation_pieces(port, &view, batch, report, &mut done);
+    let place = |c: AuAddr, au: u64, off: u64| (u64::from(c.au) + au) * au_bytes + off;
+    let ios: Vec<data::CopyIo> = pieces
+        .iter()
+        .map(|(k, src, au, off, len)| data::CopyIo {
+            from: (src.disk, place(*src, *au, *off)),
+            to: (ready[*k].to.disk, place(ready[*k].to, *au, *off)),
+            len: *len,
+        })
+        .collect();
+    let mut failed: BTreeSet<usize> = BTreeSet::new();
+    let mut failed_disks = data::FailedDisks::new();
+    let outcomes = data::copy(port, &ios, inflight, pool)?;
+    for ((k, _, _, _, len), outcome) in pieces.iter().zip(outcomes) {
+        let why = match outcome {
+            data::Copied::Done => {
+                report.bytes_copied += len;
+                continue;
+            }
+            data::Copied::ReadFailed => "a read of its copy failed".to_string(),
+            data::Copied::WriteFailed => {
+                failed_disks
+                    .entry(ready[*k].to.disk)
+                    .or_insert_with(|| "a rebalance's write to it failed".to_string());
+                format!("the write to disk {} failed", view.name(ready[*k].to.disk))
+            }
+        };
+        if failed.insert(*k) {
+            report.moves_left.push(format!(
+                "file {} extent {}: {why}",
+                ready[*k].file, ready[*k].extent
+            ));
+        }
+    }
+    drop(guard);
+    done.extend(
+        ready
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !failed.contains(k))
+            .map(|(_, r)| *r),
+    );
+    if !failed_disks.is_empty() {
+        port.disks_failed(&failed_disks, view.epoch)?;
+    }
+    Ok((done, latch))
+}
+
+/// One piece of a relocation's copy: (relocation index, source, AU in the
+/// extent, offset in the AU, length).
+type RelocationPiece = (usize, AuAddr, u64, u64, u64);
+
+/// The pieces that copy each relocation of `batch` still to be made, each
+/// AU from the leaving copy if it can be read there, else from another
+/// readable, non-stale copy (an AU no copy can give is marked stale in the
+/// new copy, and reported); the relocations they are of (indexed by the
+/// pieces), and the AU size. A relocation of an extent never written goes
+/// to `done` at once.
+fn relocation_pieces(
+    port: &mut dyn DataPort,
+    view: &crate::group::plane::DiskView,
+    batch: &[Relocation],
+    report: &mut RebalanceReport,
+    done: &mut Vec<Relocation>,
+) -> (Vec<RelocationPiece>, Vec<Relocation>, u64) {
+    let mut pieces: Vec<RelocationPiece> = Vec::new();
     let mut ready: Vec<Relocation> = Vec::new();
     let mut au_bytes = 0;
     for r in batch {
@@ -1985,51 +2049,7 @@ pub(super) fn copy_relocations(
         }
         ready.push(r);
     }
-    let place = |c: AuAddr, au: u64, off: u64| (u64::from(c.au) + au) * au_bytes + off;
-    let ios: Vec<data::CopyIo> = pieces
-        .iter()
-        .map(|(k, src, au, off, len)| data::CopyIo {
-            from: (src.disk, place(*src, *au, *off)),
-            to: (ready[*k].to.disk, place(ready[*k].to, *au, *off)),
-            len: *len,
-        })
-        .collect();
-    let mut failed: BTreeSet<usize> = BTreeSet::new();
-    let mut failed_disks = data::FailedDisks::new();
-    let outcomes = data::copy(port, &ios, inflight, pool)?;
-    for ((k, _, _, _, len), outcome) in pieces.iter().zip(outcomes) {
-        let why = match outcome {
-            data::Copied::Done => {
-                report.bytes_copied += len;
-                continue;
-            }
-            data::Copied::ReadFailed => "a read of its copy failed".to_string(),
-            data::Copied::WriteFailed => {
-                failed_disks
-                    .entry(ready[*k].to.disk)
-                    .or_insert_with(|| "a rebalance's write to it failed".to_string());
-                format!("the write to disk {} failed", view.name(ready[*k].to.disk))
-            }
-        };
-        if failed.insert(*k) {
-            report.moves_left.push(format!(
-                "file {} extent {}: {why}",
-                ready[*k].file, ready[*k].extent
-            ));
-        }
-    }
-    drop(guard);
-    done.extend(
-        ready
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| !failed.contains(k))
-            .map(|(_, r)| *r),
-    );
-    if !failed_disks.is_empty() {
-        port.disks_failed(&failed_disks, view.epoch)?;
-    }
-    Ok((done, latch))
+    (pieces, ready, au_bytes)
 }
 
 /// The size of each read [`time_reads`] makes.
