@@ -464,28 +464,43 @@ fn zero_uncovered(
         }
     }
     if !zeroing.is_empty() {
-        let ios = zeroing
-            .iter()
-            .map(|(_, c, len_bytes)| DiskIo {
-                disk: c.disk,
-                op: zero_op(port, c.disk, u64::from(c.au) * snap.au_bytes, *len_bytes),
-            })
-            .collect();
-        for ((extent, c, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
-            match result {
-                Ok(_) => {
-                    done.written.insert(c.disk);
-                }
-                Err(e) => {
-                    note_failed(&mut done.failed, c.disk, &e);
-                    done.missed.push(StaleMark {
-                        extent: *extent,
-                        copy: *c,
-                        mask: whole_extent_mask(*extent),
-                    });
-                }
-            };
-        }
+        run_zeroing(port, snap.au_bytes, &zeroing, done)?;
+    }
+    Ok(())
+}
+
+/// Zero each (extent, copy, bytes) of `zeroing` (extents written first,
+/// from the start of their AU runs): the disks written noted in `done`, and
+/// each copy that failed, with its disk, to be marked stale (the whole
+/// extent).
+#[inline]
+fn run_zeroing(
+    port: &mut dyn DataPort,
+    au_bytes: u64,
+    zeroing: &[(u64, AuAddr, u64)],
+    done: &mut WriteDone,
+) -> Result<(), GroupError> {
+    let ios = zeroing
+        .iter()
+        .map(|(_, c, len_bytes)| DiskIo {
+            disk: c.disk,
+            op: zero_op(port, c.disk, u64::from(c.au) * au_bytes, *len_bytes),
+        })
+        .collect();
+    for ((extent, c, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
+        match result {
+            Ok(_) => {
+                done.written.insert(c.disk);
+            }
+            Err(e) => {
+                note_failed(&mut done.failed, c.disk, &e);
+                done.missed.push(StaleMark {
+                    extent: *extent,
+                    copy: *c,
+                    mask: whole_extent_mask(*extent),
+                });
+            }
+        };
     }
     Ok(())
 }
@@ -638,31 +653,14 @@ pub(crate) fn initialize(
             port.mark_stale(number, now.incarnation, &unmarked)?;
             continue;
         }
-        let ios = zeroing
-            .iter()
-            .map(|(_, c, len_bytes)| DiskIo {
-                disk: c.disk,
-                op: zero_op(port, c.disk, u64::from(c.au) * now.au_bytes, *len_bytes),
-            })
-            .collect();
-        let mut written = BTreeSet::new();
-        let mut failed = FailedDisks::new();
-        let mut missed = Vec::new();
-        for ((e, c, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
-            match result {
-                Ok(_) => {
-                    written.insert(c.disk);
-                }
-                Err(error) => {
-                    note_failed(&mut failed, c.disk, &error);
-                    missed.push(StaleMark {
-                        extent: *e,
-                        copy: *c,
-                        mask: whole_extent_mask(*e),
-                    });
-                }
-            };
-        }
+        let mut zeroed = WriteDone::default();
+        run_zeroing(port, now.au_bytes, &zeroing, &mut zeroed)?;
+        let WriteDone {
+            written,
+            failed,
+            missed,
+            ..
+        } = zeroed;
         drop(guard);
         for disk in &written {
             port.wrote(*disk);
