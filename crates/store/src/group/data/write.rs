@@ -66,13 +66,9 @@ fn write_in_place(
     data: &[u8],
 ) -> Result<bool, GroupError> {
     let len = data.len() as u64;
-    if len == 0 || snap.read_only.is_some() || check_range(snap, offset, len).is_err() {
+    let Some(loc) = in_place_location(snap, offset, len) else {
         return Ok(false);
-    }
-    let loc = snap.layout.locate(offset);
-    if loc.run_bytes < len || !snap.extent(loc.extent).is_some_and(|e| e.initialized) {
-        return Ok(false);
-    }
+    };
     let latch = port
         .plane()
         .latch(vec![((number, snap.incarnation, loc.extent), false)]);
@@ -109,31 +105,8 @@ fn write_in_place(
             fua: false,
         },
     };
-    let mut landed = false;
-    let mut failed = FailedDisks::new();
-    let mut missed = Vec::new();
-    let mut errors = Vec::new();
-    let mask = au_mask(aus);
-    let mut settle = |port: &mut dyn DataPort, c: AuAddr, (result, buf): IoOutcome| {
-        if let Some(buf) = buf {
-            port.recycle(buf);
-        }
-        match result {
-            Ok(_) => {
-                landed = true;
-                port.wrote(c.disk);
-            }
-            Err(e) => {
-                note_failed(&mut failed, c.disk, &e);
-                errors.push((c.disk, e));
-                missed.push(StaleMark {
-                    extent: loc.extent,
-                    copy: c,
-                    mask,
-                });
-            }
-        }
-    };
+    let mut done = InPlaceDone::default();
+    let mark = (loc.extent, au_mask(aus));
     // One copy (external redundancy) goes without collecting anything.
     match online().count() {
         0 => return Ok(false),
@@ -141,16 +114,22 @@ fn write_in_place(
             let c = online().next().expect("invariant: one copy online");
             let io = io(port, c);
             let outcome = run_one(port, io)?;
-            settle(port, c, outcome);
+            done.settle(port, c, outcome, mark);
         }
         _ => {
             let copies: Vec<AuAddr> = online().collect();
             let ios = copies.iter().map(|c| io(port, *c)).collect();
             for (c, outcome) in copies.iter().zip(run(port, ios)?) {
-                settle(port, *c, outcome);
+                done.settle(port, *c, outcome, mark);
             }
         }
     }
+    let InPlaceDone {
+        landed,
+        failed,
+        mut missed,
+        errors,
+    } = done;
     let lost = (!landed).then(|| lost_write_error("write", (number, offset, len), &view, &errors));
     if !landed {
         // No copy has it: the write fails and every copy keeps what it had.
@@ -167,6 +146,67 @@ fn write_in_place(
     )?;
     drop(latch);
     Ok(true)
+}
+
+/// Where a write of `len` bytes at `offset` lands, if it is the common
+/// write [`write_in_place`] does: inside one run of an extent already
+/// written, in a file that may be written.
+#[inline]
+fn in_place_location(
+    snap: &FileSnapshot,
+    offset: u64,
+    len: u64,
+) -> Option<cairn_format::extent_map::Location> {
+    if len == 0 || snap.read_only.is_some() || check_range(snap, offset, len).is_err() {
+        return None;
+    }
+    let loc = snap.layout.locate(offset);
+    if loc.run_bytes < len || !snap.extent(loc.extent).is_some_and(|e| e.initialized) {
+        return None;
+    }
+    Some(loc)
+}
+
+/// What [`write_in_place`]'s I/O did: whether any copy took it, the disks
+/// and copies that missed it, and why each failed.
+#[derive(Default)]
+struct InPlaceDone {
+    landed: bool,
+    failed: FailedDisks,
+    missed: Vec<StaleMark>,
+    errors: Vec<(u16, IoError)>,
+}
+
+impl InPlaceDone {
+    /// One copy's write done: its buffer back to the port, and the copy
+    /// written, or missed (`mark`: the extent and the AUs written).
+    #[inline]
+    fn settle(
+        &mut self,
+        port: &mut dyn DataPort,
+        c: AuAddr,
+        (result, buf): IoOutcome,
+        (extent, mask): (u64, u16),
+    ) {
+        if let Some(buf) = buf {
+            port.recycle(buf);
+        }
+        match result {
+            Ok(_) => {
+                self.landed = true;
+                port.wrote(c.disk);
+            }
+            Err(e) => {
+                note_failed(&mut self.failed, c.disk, &e);
+                self.errors.push((c.disk, e));
+                self.missed.push(StaleMark {
+                    extent,
+                    copy: c,
+                    mask,
+                });
+            }
+        }
+    }
 }
 
 /// Write `data` at `offset` of file `number` to every online copy.
