@@ -478,38 +478,7 @@ impl Group<'_> {
                 });
                 continue;
             }
-            let mut bad = Vec::new();
-            for slot in &scan.slots {
-                report.header_copies_checked += 1;
-                let what = match &slot.state {
-                    CopyState::Good(d) if d.header == newest => continue,
-                    CopyState::Good(d) => format!(
-                        "generation {}, the newest copy has {}",
-                        d.header.generation, newest.generation
-                    ),
-                    CopyState::Bad(e) => format!("damaged: {e}"),
-                    CopyState::Misplaced(_) => "a header recording another place".into(),
-                    CopyState::Unreadable(e) => format!("unreadable: {e}"),
-                    CopyState::Outside => "beyond the end of the device".into(),
-                };
-                let fixable = !matches!(slot.state, CopyState::Outside);
-                report.problems.push(Problem {
-                    location: format!(
-                        "disk {label} header copy {} (offset {})",
-                        slot.index, slot.offset_bytes
-                    ),
-                    what: if repair && fixable {
-                        format!("{what}; rewritten from the newest copy")
-                    } else {
-                        what
-                    },
-                    repaired: repair && fixable,
-                    repairable: fixable,
-                });
-                if fixable {
-                    bad.push(slot.index);
-                }
-            }
+            let bad = judge_header_copies(&scan, &newest, &label, repair, report);
             if repair && !bad.is_empty() {
                 if let Err(e) = labeling::write_copies(&mut *self.engine, device, &newest, &bad) {
                     // Not repaired after all, and a disk that fails a write
@@ -806,6 +775,51 @@ impl ChunkCopies<'_> {
         });
         (problem, rewrite)
     }
+}
+
+/// Judge each header copy of disk `label` against its newest: a copy that
+/// is not the newest is a problem (with `repair`, rewritten from it, unless
+/// it lies beyond the end of the device). Returns the copies to rewrite.
+fn judge_header_copies(
+    scan: &HeaderScan,
+    newest: &cairn_format::DiskHeader,
+    label: &str,
+    repair: bool,
+    report: &mut ScrubReport,
+) -> Vec<usize> {
+    let mut bad = Vec::new();
+    for slot in &scan.slots {
+        report.header_copies_checked += 1;
+        let what = match &slot.state {
+            CopyState::Good(d) if d.header == *newest => continue,
+            CopyState::Good(d) => format!(
+                "generation {}, the newest copy has {}",
+                d.header.generation, newest.generation
+            ),
+            CopyState::Bad(e) => format!("damaged: {e}"),
+            CopyState::Misplaced(_) => "a header recording another place".into(),
+            CopyState::Unreadable(e) => format!("unreadable: {e}"),
+            CopyState::Outside => "beyond the end of the device".into(),
+        };
+        let fixable = !matches!(slot.state, CopyState::Outside);
+        report.problems.push(Problem {
+            location: format!(
+                "disk {label} header copy {} (offset {})",
+                slot.index, slot.offset_bytes
+            ),
+            what: if repair && fixable {
+                format!("{what}; rewritten from the newest copy")
+            } else {
+                what
+            },
+            repaired: repair && fixable,
+            repairable: fixable,
+        });
+        if fixable {
+            bad.push(slot.index);
+        }
+    }
+    bad
 }
 
 /// What a scrub part's reads returned: by (chunk, copy), the bytes or
