@@ -225,7 +225,7 @@ impl FileIo {
         };
         match op {
             Op::Read { buf, .. } => {
-                pending.buf = read_requests(&placed, buf, &mut requests);
+                pending.buf = placed.read_requests(buf, &mut requests);
                 pending.read_from = Some(take_plan(
                     &mut self.plans,
                     &mut self.newest_plan[index],
@@ -240,7 +240,7 @@ impl FileIo {
                     landed: vec![0; pieces.len()],
                     ..Writing::default()
                 }));
-                pending.buf = write_requests(&placed, buf, fua, &mut requests);
+                pending.buf = placed.write_requests(buf, fua, &mut requests);
             }
             Op::Flush | Op::Discard { .. } | Op::WriteZeroes { .. } => {
                 unreachable!("invariant: handled above")
@@ -352,126 +352,118 @@ fn copies_of(
     Some((copies, fresh))
 }
 
-/// A read's inner requests: each piece from its first copy (a piece of an
-/// extent never written is zeros), into the caller's buffer when the read is
-/// one piece. Returns the caller's buffer when the pieces are read into
-/// their own.
-#[inline]
-fn read_requests(
-    placed: &Placed<'_>,
-    mut buf: AlignedBuf,
-    requests: &mut Vec<(Request, Role)>,
-) -> Option<AlignedBuf> {
-    let Placed {
-        disks,
-        snap,
-        pieces,
-        copies,
-    } = *placed;
-    let single = pieces.len() == 1 && !copies[0].is_empty();
-    for (i, p) in pieces.iter().enumerate() {
-        if copies[i].is_empty() {
-            buf[p.at..p.at + p.len as usize].fill(0);
+impl Placed<'_> {
+    /// A read's inner requests: each piece from its first copy (a piece of an
+    /// extent never written is zeros), into the caller's buffer when the read is
+    /// one piece. Returns the caller's buffer when the pieces are read into
+    /// their own.
+    #[inline]
+    fn read_requests(
+        &self,
+        mut buf: AlignedBuf,
+        requests: &mut Vec<(Request, Role)>,
+    ) -> Option<AlignedBuf> {
+        let (disks, snap, pieces, copies) = (self.disks, self.snap, self.pieces, self.copies);
+        let single = pieces.len() == 1 && !copies[0].is_empty();
+        for (i, p) in pieces.iter().enumerate() {
+            if copies[i].is_empty() {
+                buf[p.at..p.at + p.len as usize].fill(0);
+            }
         }
-    }
-    if single {
-        let c = copies[0][0];
-        requests.push((
-            Request {
-                device: disks[&c.disk],
-                tag: 0,
-                op: Op::Read {
-                    offset_bytes: at(snap, c, pieces[0].within),
-                    buf,
+        if single {
+            let c = copies[0][0];
+            requests.push((
+                Request {
+                    device: disks[&c.disk],
+                    tag: 0,
+                    op: Op::Read {
+                        offset_bytes: at(snap, c, pieces[0].within),
+                        buf,
+                    },
                 },
-            },
-            Role::ReadPiece {
-                piece: 0,
-                copy: 0,
-                at: 0,
-                caller: true,
-            },
-        ));
-        return None;
-    }
-    for (i, p) in pieces.iter().enumerate() {
-        let Some(c) = copies[i].first() else { continue };
-        requests.push((
-            Request {
-                device: disks[&c.disk],
-                tag: 0,
-                op: Op::Read {
-                    offset_bytes: at(snap, *c, p.within),
-                    buf: AlignedBuf::zeroed(p.len as usize),
+                Role::ReadPiece {
+                    piece: 0,
+                    copy: 0,
+                    at: 0,
+                    caller: true,
                 },
-            },
-            Role::ReadPiece {
-                piece: i,
-                copy: 0,
-                at: p.at,
-                caller: false,
-            },
-        ));
+            ));
+            return None;
+        }
+        for (i, p) in pieces.iter().enumerate() {
+            let Some(c) = copies[i].first() else { continue };
+            requests.push((
+                Request {
+                    device: disks[&c.disk],
+                    tag: 0,
+                    op: Op::Read {
+                        offset_bytes: at(snap, *c, p.within),
+                        buf: AlignedBuf::zeroed(p.len as usize),
+                    },
+                },
+                Role::ReadPiece {
+                    piece: i,
+                    copy: 0,
+                    at: p.at,
+                    caller: false,
+                },
+            ));
+        }
+        Some(buf)
     }
-    Some(buf)
-}
 
-/// A write's inner requests: each piece to each of its copies, the last
-/// from the caller's own buffer when the write is one piece, the others
-/// from copies of it. Returns the caller's buffer if no request took it.
-#[inline]
-fn write_requests(
-    placed: &Placed<'_>,
-    buf: AlignedBuf,
-    fua: bool,
-    requests: &mut Vec<(Request, Role)>,
-) -> Option<AlignedBuf> {
-    let Placed {
-        disks,
-        snap,
-        pieces,
-        copies,
-    } = *placed;
-    let whole = pieces.len() == 1;
-    let mut caller_buf = Some(buf);
-    let mut data_requests = Vec::new();
-    for (i, p) in pieces.iter().enumerate() {
-        for c in &copies[i] {
-            data_requests.push((i, *c, at(snap, *c, p.within), p.at, p.len));
+    /// A write's inner requests: each piece to each of its copies, the last
+    /// from the caller's own buffer when the write is one piece, the others
+    /// from copies of it. Returns the caller's buffer if no request took it.
+    #[inline]
+    fn write_requests(
+        &self,
+        buf: AlignedBuf,
+        fua: bool,
+        requests: &mut Vec<(Request, Role)>,
+    ) -> Option<AlignedBuf> {
+        let (disks, snap, pieces, copies) = (self.disks, self.snap, self.pieces, self.copies);
+        let whole = pieces.len() == 1;
+        let mut caller_buf = Some(buf);
+        let mut data_requests = Vec::new();
+        for (i, p) in pieces.iter().enumerate() {
+            for c in &copies[i] {
+                data_requests.push((i, *c, at(snap, *c, p.within), p.at, p.len));
+            }
         }
-    }
-    let last = data_requests.len().saturating_sub(1);
-    for (k, (i, c, offset_bytes, from, plen)) in data_requests.into_iter().enumerate() {
-        let (buf, caller) = if whole && k == last {
-            (caller_buf.take().expect("invariant: used once"), true)
-        } else {
-            let src = caller_buf.as_ref().expect("invariant: kept until last");
-            (
-                AlignedBuf::from_slice(&src[from..from + plen as usize]),
-                false,
-            )
-        };
-        requests.push((
-            Request {
-                device: disks[&c.disk],
-                tag: 0,
-                op: Op::Write {
-                    offset_bytes,
-                    buf,
-                    fua,
+        let last = data_requests.len().saturating_sub(1);
+        for (k, (i, c, offset_bytes, from, plen)) in data_requests.into_iter().enumerate() {
+            let (buf, caller) = if whole && k == last {
+                (caller_buf.take().expect("invariant: used once"), true)
+            } else {
+                let src = caller_buf.as_ref().expect("invariant: kept until last");
+                (
+                    AlignedBuf::from_slice(&src[from..from + plen as usize]),
+                    false,
+                )
+            };
+            requests.push((
+                Request {
+                    device: disks[&c.disk],
+                    tag: 0,
+                    op: Op::Write {
+                        offset_bytes,
+                        buf,
+                        fua,
+                    },
                 },
-            },
-            Role::WriteCopy {
-                piece: i,
-                disk: c.disk,
-                caller,
-                mark: StaleMark {
-                    extent: pieces[i].extent,
-                    copy: c,
-                    mask: au_mask(aus_touched(snap.au_bytes, pieces[i].within, pieces[i].len)),
+                Role::WriteCopy {
+                    piece: i,
+                    disk: c.disk,
+                    caller,
+                    mark: StaleMark {
+                        extent: pieces[i].extent,
+                        copy: c,
+                        mask: au_mask(aus_touched(snap.au_bytes, pieces[i].within, pieces[i].len)),
+                    },
                 },
-            },
-        ));
+            ));
+        }
+        caller_buf
     }
-    caller_buf
 }
