@@ -701,32 +701,7 @@ pub fn repair(
         })
         .collect();
     refuse_newer(path, &scan, NEWER_REMEDY_UPGRADE)?;
-    let plan = match repair::plan(&scan, options.force) {
-        Ok(plan) => plan,
-        Err(PlanError::NotLabelled) => {
-            return Err(AdminError::NotLabelled {
-                path: path.into(),
-                action: "repair",
-            })
-        }
-        Err(PlanError::Conflict { details }) => {
-            let newest = scan
-                .newest()
-                .expect("invariant: a conflict has good copies");
-            return Err(AdminError::Conflict {
-                path: path.into(),
-                details,
-                source_copy: usize::from(newest.copy_index),
-                source_uuid: newest.header.disk_uuid,
-            });
-        }
-        Err(error) => {
-            return Err(AdminError::Plan {
-                path: path.into(),
-                error,
-            })
-        }
-    };
+    let plan = repair_plan(path, &scan, options.force)?;
 
     // Someone may have put their own data where copies were (mkfs over a wiped
     // primary): restoring the header would destroy it. A recognised signature
@@ -734,30 +709,7 @@ pub fn repair(
     // on a disk whose good copies agree, are damage (`dd`, then `echo
     // CORRUPTION > disk`): restored, and what was there is said.
     let content = Content::read(engine, id, path)?;
-    let mut theirs = content.descriptions(&scan);
-    let unknown: Vec<&crate::header_copies::CopySlot> = scan
-        .slots
-        .iter()
-        .filter(|s| plan.rewrites.iter().any(|r| r.copy == s.index))
-        .filter(|s| matches!(s.state, CopyState::Bad(HeaderError::NotCairn { .. })))
-        .collect();
-    let damage_only = theirs.is_empty() && plan.conflicting_uuids.is_empty();
-    let mut overwrote = Vec::new();
-    for s in unknown {
-        if damage_only {
-            overwrote.push(format!(
-                "copy {}'s place ({}) held bytes that are not Cairn's: {}",
-                s.index,
-                s.offset_bytes,
-                preview(s.block.as_deref().unwrap_or_default())
-            ));
-        } else {
-            theirs.push(format!(
-                "bytes that are not Cairn's in copy {}'s place ({})",
-                s.index, s.offset_bytes
-            ));
-        }
-    }
+    let (theirs, overwrote) = foreign_in_places(&scan, &plan, &content);
     if !plan.rewrites.is_empty() && !theirs.is_empty() && !options.overwrite_foreign {
         return Err(AdminError::ForeignOverDamaged {
             path: path.into(),
@@ -792,6 +744,73 @@ pub fn repair(
         erased_ranges: erased,
         warnings: content.external.unavailable.into_iter().collect(),
     })
+}
+
+/// The plan that restores a device's damaged header copies, or why there
+/// is none.
+fn repair_plan(
+    path: &Path,
+    scan: &HeaderScan,
+    force: bool,
+) -> Result<repair::RepairPlan, AdminError> {
+    match repair::plan(scan, force) {
+        Ok(plan) => Ok(plan),
+        Err(PlanError::NotLabelled) => Err(AdminError::NotLabelled {
+            path: path.into(),
+            action: "repair",
+        }),
+        Err(PlanError::Conflict { details }) => {
+            let newest = scan
+                .newest()
+                .expect("invariant: a conflict has good copies");
+            Err(AdminError::Conflict {
+                path: path.into(),
+                details,
+                source_copy: usize::from(newest.copy_index),
+                source_uuid: newest.header.disk_uuid,
+            })
+        }
+        Err(error) => Err(AdminError::Plan {
+            path: path.into(),
+            error,
+        }),
+    }
+}
+
+/// What of another owner's the device holds, said: its signatures, and
+/// bytes nobody recognises in a place `plan` rewrites, unless the device
+/// shows nothing else of theirs and its good copies agree: then those bytes
+/// are damage, said as what the repair overwrote (the second list).
+fn foreign_in_places(
+    scan: &HeaderScan,
+    plan: &repair::RepairPlan,
+    content: &Content,
+) -> (Vec<String>, Vec<String>) {
+    let mut theirs = content.descriptions(scan);
+    let unknown: Vec<&crate::header_copies::CopySlot> = scan
+        .slots
+        .iter()
+        .filter(|s| plan.rewrites.iter().any(|r| r.copy == s.index))
+        .filter(|s| matches!(s.state, CopyState::Bad(HeaderError::NotCairn { .. })))
+        .collect();
+    let damage_only = theirs.is_empty() && plan.conflicting_uuids.is_empty();
+    let mut overwrote = Vec::new();
+    for s in unknown {
+        if damage_only {
+            overwrote.push(format!(
+                "copy {}'s place ({}) held bytes that are not Cairn's: {}",
+                s.index,
+                s.offset_bytes,
+                preview(s.block.as_deref().unwrap_or_default())
+            ));
+        } else {
+            theirs.push(format!(
+                "bytes that are not Cairn's in copy {}'s place ({})",
+                s.index, s.offset_bytes
+            ));
+        }
+    }
+    (theirs, overwrote)
 }
 
 /// What a block held, for a message: its printable start, quoted, and how

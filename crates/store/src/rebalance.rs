@@ -222,46 +222,92 @@ pub fn plan(disks: &[PlanDisk], extents: &[PlanExtent]) -> Result<Plan, PlanErro
     let used: u64 = extents.iter().map(|e| e.aus * e.copies.len() as u64).sum();
     let one_each: u64 = extents.iter().map(|e| e.aus).sum();
     state.share = shares(disks, used, one_each);
-    let mut moves = Vec::new();
-    // Copies (file, index, slot) that have moved: never again.
-    let mut moved: BTreeSet<(u32, u64, usize)> = BTreeSet::new();
-    // Where each extent's copies are as the plan goes.
-    let mut now: Vec<Vec<u16>> = extents.iter().map(|e| e.copies.clone()).collect();
-
-    let readable = |s: &State<'_>, d: u16| s.disks.get(&d).is_some_and(|x| x.readable);
+    let mut planning = Planning {
+        state,
+        extents,
+        moves: Vec::new(),
+        moved: BTreeSet::new(),
+        now: extents.iter().map(|e| e.copies.clone()).collect(),
+    };
     // 1. Rebuild, then 2. evacuate.
     for pass in [Pass::Rebuild, Pass::Evacuate] {
+        planning.rebuild_or_evacuate(pass)?;
+    }
+    // 3. Balance: the disk furthest above its share gives a copy to the
+    // disk furthest below that may take it, while that brings both closer.
+    while let Some((_, k, slot, to)) = planning.best_balance_move() {
+        let e = &extents[k];
+        let from = planning.now[k][slot];
+        let m = Move {
+            file: e.file,
+            index: e.index,
+            aus: e.aus,
+            from,
+            to,
+            source: from,
+            pass: Pass::Balance,
+            to_au: None,
+        };
+        planning.take(k, slot, m);
+    }
+    let mut plan = Plan {
+        moves: planning.moves,
+        usage_after: planning.state.usage.clone(),
+        share: planning.state.share.clone(),
+        ..Plan::default()
+    };
+    for m in &plan.moves {
+        *plan.aus_in.entry(m.to).or_default() += m.aus;
+        *plan.aus_out.entry(m.from).or_default() += m.aus;
+    }
+    Ok(plan)
+}
+
+/// A plan as [`plan`] makes it: the disks' usage and shares as the moves
+/// so far leave them, and the moves.
+struct Planning<'a> {
+    state: State<'a>,
+    extents: &'a [PlanExtent],
+    moves: Vec<Move>,
+    /// Copies (file, index, slot) that have moved: never again.
+    moved: BTreeSet<(u32, u64, usize)>,
+    /// Where each extent's copies are as the plan goes.
+    now: Vec<Vec<u16>>,
+}
+
+impl Planning<'_> {
+    /// Move every copy `pass` wants moved: for a rebuild, each copy on a
+    /// disk that cannot be read; for an evacuation, each on a leaving disk
+    /// (or cut from its extent).
+    fn rebuild_or_evacuate(&mut self, pass: Pass) -> Result<(), PlanError> {
+        let extents = self.extents;
         for (k, e) in extents.iter().enumerate() {
-            for slot in 0..now[k].len() {
-                let from = now[k][slot];
-                let d = state.disks.get(&from);
+            for slot in 0..self.now[k].len() {
+                let from = self.now[k][slot];
+                let d = self.state.disks.get(&from);
                 let wanted = match pass {
                     Pass::Rebuild => d.is_none_or(|d| !d.readable),
                     _ => d.is_some_and(|d| d.leaving) || e.cut & (1 << slot) != 0,
                 };
-                if !wanted || moved.contains(&(e.file, e.index, slot)) {
+                if !wanted || self.moved.contains(&(e.file, e.index, slot)) {
                     continue;
                 }
                 // A rebuild copies from another copy; an evacuation from
                 // the leaving copy itself while it can be read.
                 let source = match pass {
-                    Pass::Evacuate if readable(&state, from) => Some(from),
-                    _ => now[k]
+                    Pass::Evacuate if readable(&self.state, from) => Some(from),
+                    _ => self.now[k]
                         .iter()
                         .copied()
-                        .find(|c| *c != from && readable(&state, *c)),
+                        .find(|c| *c != from && readable(&self.state, *c)),
                 }
                 .ok_or(PlanError::NoSource {
                     file: e.file,
                     index: e.index,
                 })?;
-                let others: Vec<u16> = now[k]
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != slot)
-                    .map(|(_, d)| *d)
-                    .collect();
-                let to = state
+                let others = self.others(k, slot);
+                let to = self
+                    .state
                     .best_target(e.aus, &others, None)
                     .ok_or(PlanError::NoRoom {
                         file: e.file,
@@ -277,36 +323,32 @@ pub fn plan(disks: &[PlanDisk], extents: &[PlanExtent]) -> Result<Plan, PlanErro
                     pass,
                     to_au: None,
                 };
-                state.apply(&m);
-                now[k][slot] = to;
-                moved.insert((e.file, e.index, slot));
-                moves.push(m);
+                self.take(k, slot, m);
             }
         }
+        Ok(())
     }
-    // 3. Balance: the disk furthest above its share gives a copy to the
-    // disk furthest below that may take it, while that brings both closer.
-    loop {
+
+    /// The balancing move that gains most, as (gain, extent, slot, to): a
+    /// copy from a disk above its share to the one furthest below it that
+    /// may take it, where that brings both closer. `None`: none gains.
+    fn best_balance_move(&self) -> Option<(i128, usize, usize, u16)> {
+        let state = &self.state;
         let mut best: Option<(i128, usize, usize, u16)> = None;
-        for (k, e) in extents.iter().enumerate() {
-            for slot in 0..now[k].len() {
-                if moved.contains(&(e.file, e.index, slot)) {
+        for (k, e) in self.extents.iter().enumerate() {
+            for slot in 0..self.now[k].len() {
+                if self.moved.contains(&(e.file, e.index, slot)) {
                     continue;
                 }
-                let from = now[k][slot];
-                if !readable(&state, from) || state.disks[&from].leaving {
+                let from = self.now[k][slot];
+                if !readable(state, from) || state.disks[&from].leaving {
                     continue;
                 }
                 let over = state.excess(from);
                 if over <= 0 {
                     continue;
                 }
-                let others: Vec<u16> = now[k]
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != slot)
-                    .map(|(_, d)| *d)
-                    .collect();
+                let others = self.others(k, slot);
                 let Some(to) = state.best_target(e.aus, &others, state.failgroup(from)) else {
                     continue;
                 };
@@ -318,34 +360,31 @@ pub fn plan(disks: &[PlanDisk], extents: &[PlanExtent]) -> Result<Plan, PlanErro
                 }
             }
         }
-        let Some((_, k, slot, to)) = best else { break };
-        let e = &extents[k];
-        let m = Move {
-            file: e.file,
-            index: e.index,
-            aus: e.aus,
-            from: now[k][slot],
-            to,
-            source: now[k][slot],
-            pass: Pass::Balance,
-            to_au: None,
-        };
-        state.apply(&m);
-        now[k][slot] = to;
-        moved.insert((e.file, e.index, slot));
-        moves.push(m);
+        best
     }
-    let mut plan = Plan {
-        moves,
-        usage_after: state.usage.clone(),
-        share: state.share.clone(),
-        ..Plan::default()
-    };
-    for m in &plan.moves {
-        *plan.aus_in.entry(m.to).or_default() += m.aus;
-        *plan.aus_out.entry(m.from).or_default() += m.aus;
+
+    /// The disks of extent `k`'s copies other than the one in `slot`.
+    fn others(&self, k: usize, slot: usize) -> Vec<u16> {
+        self.now[k]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != slot)
+            .map(|(_, d)| *d)
+            .collect()
     }
-    Ok(plan)
+
+    /// Take move `m` of extent `k`'s copy in `slot` into the plan.
+    fn take(&mut self, k: usize, slot: usize, m: Move) {
+        self.state.apply(&m);
+        self.now[k][slot] = m.to;
+        self.moved.insert((m.file, m.index, slot));
+        self.moves.push(m);
+    }
+}
+
+/// Whether disk `d` can be read, as the plan goes.
+fn readable(s: &State<'_>, d: u16) -> bool {
+    s.disks.get(&d).is_some_and(|x| x.readable)
 }
 
 /// One extent copy on a disk, as the compact pass sees it.

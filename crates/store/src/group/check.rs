@@ -257,54 +257,11 @@ impl Group<'_> {
         repair: bool,
         report: &mut CheckReport,
     ) -> Result<(), GroupError> {
-        let mut dangling = Vec::new();
-        let mut homeless = Vec::new();
-        let mut primary: BTreeMap<u32, u32> = BTreeMap::new();
-        for r in self.names.records() {
-            let parent_ok = r.parent == 0
-                || self
-                    .names
-                    .get(r.parent)
-                    .is_some_and(|p| p.kind == AliasKind::Directory);
-            let target_ok = r.kind == AliasKind::Directory || self.live_file(r).is_some();
-            if !target_ok {
-                dangling.push((
-                    r.id,
-                    format!(
-                        "name {:?} (id {}) points at file {}, which {}",
-                        r.name,
-                        r.id,
-                        r.file_number,
-                        if self.lost.contains_key(&LostBlock::Entry(r.file_number)) {
-                            "is lost"
-                        } else {
-                            "does not exist"
-                        }
-                    ),
-                ));
-                continue;
-            }
-            if r.kind == AliasKind::File {
-                *primary.entry(r.file_number).or_default() += 1;
-            }
-            if !parent_ok {
-                homeless.push((
-                    r.id,
-                    format!(
-                        "name {:?} (id {}): its directory does not exist",
-                        r.name, r.id
-                    ),
-                ));
-            } else if !self.names.reaches_root(r) {
-                homeless.push((
-                    r.id,
-                    format!(
-                        "name {:?} (id {}): its directories form a cycle",
-                        r.name, r.id
-                    ),
-                ));
-            }
-        }
+        let NameScan {
+            dangling,
+            homeless,
+            primary,
+        } = self.scan_names();
         let nameless: Vec<u32> = self
             .file_numbers()
             .into_iter()
@@ -374,6 +331,63 @@ impl Group<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Every name, judged ([`NameScan`]).
+    fn scan_names(&self) -> NameScan {
+        let mut dangling = Vec::new();
+        let mut homeless = Vec::new();
+        let mut primary: BTreeMap<u32, u32> = BTreeMap::new();
+        for r in self.names.records() {
+            let parent_ok = r.parent == 0
+                || self
+                    .names
+                    .get(r.parent)
+                    .is_some_and(|p| p.kind == AliasKind::Directory);
+            let target_ok = r.kind == AliasKind::Directory || self.live_file(r).is_some();
+            if !target_ok {
+                dangling.push((
+                    r.id,
+                    format!(
+                        "name {:?} (id {}) points at file {}, which {}",
+                        r.name,
+                        r.id,
+                        r.file_number,
+                        if self.lost.contains_key(&LostBlock::Entry(r.file_number)) {
+                            "is lost"
+                        } else {
+                            "does not exist"
+                        }
+                    ),
+                ));
+                continue;
+            }
+            if r.kind == AliasKind::File {
+                *primary.entry(r.file_number).or_default() += 1;
+            }
+            if !parent_ok {
+                homeless.push((
+                    r.id,
+                    format!(
+                        "name {:?} (id {}): its directory does not exist",
+                        r.name, r.id
+                    ),
+                ));
+            } else if !self.names.reaches_root(r) {
+                homeless.push((
+                    r.id,
+                    format!(
+                        "name {:?} (id {}): its directories form a cycle",
+                        r.name, r.id
+                    ),
+                ));
+            }
+        }
+        NameScan {
+            dangling,
+            homeless,
+            primary,
+        }
     }
 
     /// The `lost+found` directory at the root, made if need be.
@@ -635,4 +649,14 @@ impl Group<'_> {
         }
         Ok(())
     }
+}
+
+/// What [`Group::scan_names`] finds: the names that point at a file that is
+/// gone (dangling), and those whose directory is gone or whose directories
+/// loop (homeless), each by alias id with what is wrong; and each file's
+/// count of names of its own.
+struct NameScan {
+    dangling: Vec<(u32, String)>,
+    homeless: Vec<(u32, String)>,
+    primary: BTreeMap<u32, u32>,
 }

@@ -31,6 +31,84 @@ pub fn create<'e>(
 ) -> Result<Group<'e>, GroupError> {
     let name = crate::names::GroupName::parse(&spec.name)?;
     let copies = spec.redundancy.copies();
+    check_spec(disks, spec)?;
+    let headers = read_labels(engine, disks, spec)?;
+    // Sector sizes: 512e and 512n mix (both have 512-byte logical sectors); 4Kn does not mix with 512.
+    let sector = spec.sector_bytes.unwrap_or(headers[0].logical_sector_bytes);
+    if let Some(h) = headers.iter().find(|h| h.logical_sector_bytes != sector) {
+        return Err(GroupError::Invalid(format!(
+            "disk {} has {}-byte logical sectors but the group uses {sector}; 512-byte (512n/512e) and 4096-byte (4Kn) disks cannot mix",
+            h.label, h.logical_sector_bytes
+        )));
+    }
+    let (members, failgroups) = new_members(disks, &headers, spec)?;
+    if failgroups < usize::from(copies) {
+        return Err(GroupError::Invalid(format!(
+            "{} redundancy keeps {copies} copies in different failure groups, but the disks form only {} failure group(s); name more disks or give them failure groups with PATH=FAILGROUP",
+            spec.redundancy.as_str().to_lowercase(),
+            failgroups
+        )));
+    }
+
+    let mut group = Group::assemble(
+        EngineRef::Borrowed(engine),
+        GroupSuper {
+            name: name.as_str().to_string(),
+            copies,
+            au_bytes: spec.au_bytes as u32,
+            logical_sector_bytes: sector,
+            disk_number: 0,
+            disk_count: members.count(),
+            created_unix_seconds: spec.now_unix_seconds,
+            features: FeatureSet {
+                incompat: fmt::GROUP_INCOMPAT_STALE_COPIES,
+                ro_compat: fmt::GROUP_RO_COMPAT_FILE_ATTRS
+                    | fmt::GROUP_RO_COMPAT_CLEAN_MAP
+                    | fmt::GROUP_RO_COMPAT_MULTIHOST,
+                ..FeatureSet::default()
+            },
+            file_directory: Extent::new(&[AuAddr { disk: 0, au: 1 }], false),
+            journal: Vec::new(),
+        },
+        spec.group_uuid,
+        0,
+        members,
+    );
+    group.templates = default_templates();
+    group.attributes = group.default_attributes();
+    group.apply_io_timeout();
+
+    group.place_metadata_files(spec)?;
+
+    // The AUs just taken may hold anything: metadata files read "all zeros =
+    // empty", so zero them before anything points at them.
+    group.zero_metadata_extents(&[
+        FILE_DIRECTORY,
+        FILE_ALIAS_DIRECTORY,
+        FILE_TEMPLATES,
+        FILE_ATTRIBUTES,
+    ])?;
+
+    // Everything but the superblocks goes straight to its place: nothing refers
+    // to it until the superblocks do.
+    group.write_initial_metadata()?;
+
+    // The disk headers name the group, then the superblocks make it exist.
+    // A crash before any superblock leaves a group that never finished —
+    // headers naming a group no disk holds a superblock of — which mount
+    // refuses to guess at and `group create --force` takes again; a crash
+    // among the superblock writes leaves a whole group (every disk's header
+    // names it, and one superblock lists them all), whose next mount writes
+    // the superblocks that are missing.
+    group.name_group_in_headers(spec.now_unix_seconds)?;
+    group.write_superblocks()?;
+    group.publish_all();
+    Ok(group)
+}
+
+/// What [`create`] checks of the request before it reads a disk: the AU
+/// size, the group's UUID, the number of disks.
+fn check_spec(disks: &[NewDisk], spec: &GroupSpec) -> Result<(), GroupError> {
     if !spec.au_bytes.is_power_of_two()
         || !(fmt::AU_BYTES_MIN..=fmt::AU_BYTES_MAX).contains(&spec.au_bytes)
     {
@@ -55,6 +133,16 @@ pub fn create<'e>(
             disks.len()
         )));
     }
+    Ok(())
+}
+
+/// Each disk's newest good header: a disk without a Cairn label, or (unless
+/// `spec.force`) in another group, is refused.
+fn read_labels(
+    engine: &mut dyn IoEngine,
+    disks: &[NewDisk],
+    spec: &GroupSpec,
+) -> Result<Vec<DiskHeader>, GroupError> {
     let mut headers: Vec<DiskHeader> = Vec::new();
     for d in disks {
         let scan =
@@ -79,18 +167,21 @@ pub fn create<'e>(
         }
         headers.push(header);
     }
-    // Sector sizes: 512e and 512n mix (both have 512-byte logical sectors); 4Kn does not mix with 512.
-    let sector = spec.sector_bytes.unwrap_or(headers[0].logical_sector_bytes);
-    if let Some(h) = headers.iter().find(|h| h.logical_sector_bytes != sector) {
-        return Err(GroupError::Invalid(format!(
-            "disk {} has {}-byte logical sectors but the group uses {sector}; 512-byte (512n/512e) and 4096-byte (4Kn) disks cannot mix",
-            h.label, h.logical_sector_bytes
-        )));
-    }
+    Ok(headers)
+}
+
+/// The group's members, numbered in the order named, each in its failure
+/// group (its label's name unless named); and how many failure groups they
+/// form.
+fn new_members(
+    disks: &[NewDisk],
+    headers: &[DiskHeader],
+    spec: &GroupSpec,
+) -> Result<(Members, usize), GroupError> {
     // Failure groups.
     let mut fg_ids: BTreeMap<String, u16> = BTreeMap::new();
     let mut members = Members::default();
-    for (n, (d, h)) in disks.iter().zip(&headers).enumerate() {
+    for (n, (d, h)) in disks.iter().zip(headers).enumerate() {
         let fg = d
             .failgroup
             .clone()
@@ -130,157 +221,121 @@ pub fn create<'e>(
             away: None,
         });
     }
-    if fg_ids.len() < usize::from(copies) {
-        return Err(GroupError::Invalid(format!(
-            "{} redundancy keeps {copies} copies in different failure groups, but the disks form only {} failure group(s); name more disks or give them failure groups with PATH=FAILGROUP",
-            spec.redundancy.as_str().to_lowercase(),
-            fg_ids.len()
-        )));
-    }
+    Ok((members, fg_ids.len()))
+}
 
-    let mut group = Group::assemble(
-        EngineRef::Borrowed(engine),
-        GroupSuper {
-            name: name.as_str().to_string(),
-            copies,
-            au_bytes: spec.au_bytes as u32,
-            logical_sector_bytes: sector,
-            disk_number: 0,
-            disk_count: members.count(),
-            created_unix_seconds: spec.now_unix_seconds,
-            features: FeatureSet {
-                incompat: fmt::GROUP_INCOMPAT_STALE_COPIES,
-                ro_compat: fmt::GROUP_RO_COMPAT_FILE_ATTRS
-                    | fmt::GROUP_RO_COMPAT_CLEAN_MAP
-                    | fmt::GROUP_RO_COMPAT_MULTIHOST,
-                ..FeatureSet::default()
-            },
-            file_directory: Extent::new(&[AuAddr { disk: 0, au: 1 }], false),
-            journal: Vec::new(),
-        },
-        spec.group_uuid,
-        0,
-        members,
-    );
-    group.templates = default_templates();
-    group.attributes = group.default_attributes();
-    group.apply_io_timeout();
-
-    // Metadata files: extents placed like any file's.
-    let journal_extents = JOURNAL_BYTES.div_ceil(spec.au_bytes);
-    for (file, extents) in [
-        (FILE_DIRECTORY, 1),
-        (FILE_JOURNAL, journal_extents),
-        (FILE_ALIAS_DIRECTORY, 1),
-        (FILE_TEMPLATES, 1),
-        (FILE_ATTRIBUTES, 1),
-    ] {
-        let mut list = Vec::new();
-        for i in 0..extents {
-            let mut e = group.allocate_extent(usize::from(copies), i)?;
-            e.initialized = true;
-            list.push(e);
-        }
-        group.files.insert(
-            file,
-            FileRec {
-                entry: FileEntry {
-                    number: file,
-                    incarnation: 0,
-                    state: FileState::Active,
-                    copies,
-                    striping: STRIPING_COARSE,
-                    size_bytes: extents * spec.au_bytes,
-                    extent_count: extents,
-                    target_bytes: 0,
-                    created_unix_seconds: spec.now_unix_seconds,
-                    modified_unix_seconds: spec.now_unix_seconds,
-                    template: String::new(),
-                    attrs: None,
-                    direct: Vec::new(),
-                    indirect: Vec::new(),
+impl Group<'_> {
+    /// The metadata files of a new group, their extents placed like any
+    /// file's and taken as written (they are zeroed before anything points
+    /// at them), and the journal's capacity.
+    fn place_metadata_files(&mut self, spec: &GroupSpec) -> Result<(), GroupError> {
+        let copies = spec.redundancy.copies();
+        // Metadata files: extents placed like any file's.
+        let journal_extents = JOURNAL_BYTES.div_ceil(spec.au_bytes);
+        for (file, extents) in [
+            (FILE_DIRECTORY, 1),
+            (FILE_JOURNAL, journal_extents),
+            (FILE_ALIAS_DIRECTORY, 1),
+            (FILE_TEMPLATES, 1),
+            (FILE_ATTRIBUTES, 1),
+        ] {
+            let mut list = Vec::new();
+            for i in 0..extents {
+                let mut e = self.allocate_extent(usize::from(copies), i)?;
+                e.initialized = true;
+                list.push(e);
+            }
+            self.files.insert(
+                file,
+                FileRec {
+                    entry: FileEntry {
+                        number: file,
+                        incarnation: 0,
+                        state: FileState::Active,
+                        copies,
+                        striping: STRIPING_COARSE,
+                        size_bytes: extents * spec.au_bytes,
+                        extent_count: extents,
+                        target_bytes: 0,
+                        created_unix_seconds: spec.now_unix_seconds,
+                        modified_unix_seconds: spec.now_unix_seconds,
+                        template: String::new(),
+                        attrs: None,
+                        direct: Vec::new(),
+                        indirect: Vec::new(),
+                    },
+                    extents: list,
                 },
-                extents: list,
-            },
-        );
+            );
+        }
+        self.journal
+            .set_capacity(journal_extents * self.blocks_per_au());
+        Ok(())
     }
-    group
-        .journal
-        .set_capacity(journal_extents * group.blocks_per_au());
 
-    // The AUs just taken may hold anything: metadata files read "all zeros =
-    // empty", so zero them before anything points at them.
-    group.zero_metadata_extents(&[
-        FILE_DIRECTORY,
-        FILE_ALIAS_DIRECTORY,
-        FILE_TEMPLATES,
-        FILE_ATTRIBUTES,
-    ])?;
-
-    // Everything but the superblocks goes straight to its place: nothing refers
-    // to it until the superblocks do.
-    group.mark_table_dirty();
-    for f in [
-        FILE_DIRECTORY,
-        FILE_JOURNAL,
-        FILE_ALIAS_DIRECTORY,
-        FILE_TEMPLATES,
-        FILE_ATTRIBUTES,
-    ] {
-        group.txn.mark(Dirty::Entry(f));
+    /// Write everything of a new group but its superblocks: its tables,
+    /// its metadata files' entries, templates and attributes; then a
+    /// checkpoint.
+    fn write_initial_metadata(&mut self) -> Result<(), GroupError> {
+        self.mark_table_dirty();
+        for f in [
+            FILE_DIRECTORY,
+            FILE_JOURNAL,
+            FILE_ALIAS_DIRECTORY,
+            FILE_TEMPLATES,
+            FILE_ATTRIBUTES,
+        ] {
+            self.txn.mark(Dirty::Entry(f));
+        }
+        self.txn.mark(Dirty::Templates);
+        self.txn.mark(Dirty::Attributes);
+        let dirty: Vec<Dirty> = self.txn.take_dirty().into_iter().collect();
+        let mut items = Vec::new();
+        for d in dirty {
+            let (id, places) = self.dirty_id_and_places(d);
+            let block = self.encode_dirty(d, 0);
+            let copies = places
+                .into_iter()
+                .map(|(disk, offset)| (disk, offset, AlignedBuf::from_slice(&block[..])))
+                .collect();
+            items.push(DurableItem::block(id.to_string(), copies));
+        }
+        self.write_durably(items, "initial metadata")?;
+        self.checkpoint()?;
+        Ok(())
     }
-    group.txn.mark(Dirty::Templates);
-    group.txn.mark(Dirty::Attributes);
-    let dirty: Vec<Dirty> = group.txn.take_dirty().into_iter().collect();
-    let mut items = Vec::new();
-    for d in dirty {
-        let (id, places) = group.dirty_id_and_places(d);
-        let block = group.encode_dirty(d, 0);
-        let copies = places
-            .into_iter()
-            .map(|(disk, offset)| (disk, offset, AlignedBuf::from_slice(&block[..])))
-            .collect();
-        items.push(DurableItem::block(id.to_string(), copies));
-    }
-    group.write_durably(items, "initial metadata")?;
-    group.checkpoint()?;
 
-    // The disk headers name the group, then the superblocks make it exist.
-    // A crash before any superblock leaves a group that never finished —
-    // headers naming a group no disk holds a superblock of — which mount
-    // refuses to guess at and `group create --force` takes again; a crash
-    // among the superblock writes leaves a whole group (every disk's header
-    // names it, and one superblock lists them all), whose next mount writes
-    // the superblocks that are missing.
-    for m in group.members.iter() {
-        let device = m.device.expect("invariant: new disks are attached");
-        let scan =
-            HeaderScan::read(&mut *group.engine, device).map_err(io_err(m.entry.label.clone()))?;
-        let mut header = scan
-            .good()
-            .map(|(_, h)| h.header.clone())
-            .max_by_key(|h| h.generation)
-            .ok_or_else(|| {
+    /// Name the group in every member's disk header: a new generation of
+    /// it, written to every copy.
+    fn name_group_in_headers(&mut self, now_unix_seconds: u64) -> Result<(), GroupError> {
+        for m in self.members.iter() {
+            let device = m.device.expect("invariant: new disks are attached");
+            let scan = HeaderScan::read(&mut *self.engine, device)
+                .map_err(io_err(m.entry.label.clone()))?;
+            let mut header = scan
+                .good()
+                .map(|(_, h)| h.header.clone())
+                .max_by_key(|h| h.generation)
+                .ok_or_else(|| {
+                    GroupError::Invalid(format!(
+                        "disk {} lost its label during create",
+                        m.entry.label
+                    ))
+                })?;
+            header.group_uuid = Some(self.uuid);
+            header.set_former_group(None);
+            header.generation = scan.generation_max() + 1;
+            header.written_unix_seconds = now_unix_seconds;
+            let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
+            labeling::write_copies(&mut *self.engine, device, &header, &all).map_err(|e| {
                 GroupError::Invalid(format!(
-                    "disk {} lost its label during create",
+                    "disk {}: writing the group into its header: {e}",
                     m.entry.label
                 ))
             })?;
-        header.group_uuid = Some(group.uuid);
-        header.set_former_group(None);
-        header.generation = scan.generation_max() + 1;
-        header.written_unix_seconds = spec.now_unix_seconds;
-        let all: Vec<usize> = (0..header.copy_offsets_bytes.len()).collect();
-        labeling::write_copies(&mut *group.engine, device, &header, &all).map_err(|e| {
-            GroupError::Invalid(format!(
-                "disk {}: writing the group into its header: {e}",
-                m.entry.label
-            ))
-        })?;
+        }
+        Ok(())
     }
-    group.write_superblocks()?;
-    group.publish_all();
-    Ok(group)
 }
 
 /// Default templates, by file type (as ASM ships them): online logs and control

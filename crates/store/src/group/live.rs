@@ -1015,58 +1015,7 @@ impl LiveGroup {
                 .inner
                 .plane
                 .latch(vec![((e.file, e.incarnation, e.index), true)]);
-            let mut from = 0;
-            // A part whose disks changed, or whose file the metadata plane
-            // zeroed, between its reads and its judgement is read again, a
-            // bounded number of times.
-            let mut again = 0;
-            loop {
-                let planned = {
-                    let g = self.inner.meta()?;
-                    g.scrub_part(e, from, power)
-                        .map(|(chunks, next)| (chunks, next, g.member_devices(), g.zero_mark()))
-                };
-                let Some((chunks, next, members, zero_mark)) = planned else {
-                    break;
-                };
-                let reads = Group::scrub_part_reads(&chunks);
-                let stale = engine.as_ref().is_none_or(|(_, made_for)| {
-                    reads
-                        .iter()
-                        .any(|(_, d, _, _)| made_for.get(d) != members.get(d))
-                });
-                if stale {
-                    engine = Some((self.side_engine(&members, SCRUB_DEPTH)?, members));
-                }
-                let Some(((side, ids), _)) = engine.as_mut() else {
-                    break;
-                };
-                let read =
-                    super::scrub::read_copies(side.as_mut(), reads, |d| ids.get(&d).copied())?;
-                let judged = self.inner.meta()?.scrub_part_judge(
-                    e,
-                    from,
-                    &chunks,
-                    zero_mark,
-                    read,
-                    how,
-                    &mut report,
-                )?;
-                if !judged {
-                    again += 1;
-                    if again > SCRUB_READ_AGAIN_MAX {
-                        return Err(GroupError::Interrupted(format!(
-                            "the group's disks changed under the scrub {SCRUB_READ_AGAIN_MAX} times in a row; run it again"
-                        )));
-                    }
-                    continue;
-                }
-                again = 0;
-                match next {
-                    Some(n) => from = n,
-                    None => break,
-                }
-            }
+            self.scrub_extent(e, power, how, &mut engine, &mut report)?;
             drop(latch);
             done += e.bytes;
             progress(super::resync::Progress {
@@ -1080,6 +1029,67 @@ impl LiveGroup {
             .operation(|g| g.scrub_finish(repair, &mut report))??;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(report)
+    }
+
+    /// Scrub extent `e` part by part, under its latch (the caller's): each
+    /// part planned and judged under `meta`, its copies read without it on
+    /// the scrub's own engine (`engine`, made again when the disks a part
+    /// reads are no longer those it was made for).
+    fn scrub_extent(
+        &self,
+        e: &super::scrub::ScrubExtent,
+        power: usize,
+        how: super::scrub::ScrubRepair,
+        engine: &mut Option<(HandleEngine, BTreeMap<u16, DeviceId>)>,
+        report: &mut super::scrub::ScrubReport,
+    ) -> Result<(), GroupError> {
+        let mut from = 0;
+        // A part whose disks changed, or whose file the metadata plane
+        // zeroed, between its reads and its judgement is read again, a
+        // bounded number of times.
+        let mut again = 0;
+        loop {
+            let planned = {
+                let g = self.inner.meta()?;
+                g.scrub_part(e, from, power)
+                    .map(|(chunks, next)| (chunks, next, g.member_devices(), g.zero_mark()))
+            };
+            let Some((chunks, next, members, zero_mark)) = planned else {
+                break;
+            };
+            let reads = Group::scrub_part_reads(&chunks);
+            let stale = engine.as_ref().is_none_or(|(_, made_for)| {
+                reads
+                    .iter()
+                    .any(|(_, d, _, _)| made_for.get(d) != members.get(d))
+            });
+            if stale {
+                *engine = Some((self.side_engine(&members, SCRUB_DEPTH)?, members));
+            }
+            let Some(((side, ids), _)) = engine.as_mut() else {
+                break;
+            };
+            let read = super::scrub::read_copies(side.as_mut(), reads, |d| ids.get(&d).copied())?;
+            let judged = self
+                .inner
+                .meta()?
+                .scrub_part_judge(e, from, &chunks, zero_mark, read, how, report)?;
+            if !judged {
+                again += 1;
+                if again > SCRUB_READ_AGAIN_MAX {
+                    return Err(GroupError::Interrupted(format!(
+                        "the group's disks changed under the scrub {SCRUB_READ_AGAIN_MAX} times in a row; run it again"
+                    )));
+                }
+                continue;
+            }
+            again = 0;
+            match next {
+                Some(n) => from = n,
+                None => break,
+            }
+        }
+        Ok(())
     }
 
     /// Make everything written durable, checkpoint and stop. Every handle

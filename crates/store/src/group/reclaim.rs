@@ -294,7 +294,7 @@ pub(super) fn run_reclaim<'g>(
     progress: &mut dyn FnMut(super::resync::Progress),
 ) -> Result<ReclaimReport, GroupError> {
     let started = Instant::now();
-    let mut disks = site.step(|g| g.reclaim_plan(options.method, options.force))??;
+    let disks = site.step(|g| g.reclaim_plan(options.method, options.force))??;
     let mut report = ReclaimReport {
         method: options.method,
         explain: options.explain,
@@ -322,53 +322,14 @@ pub(super) fn run_reclaim<'g>(
         return Ok(report);
     }
     site.step(|g| g.check_writable())??;
-    let total: u64 = disks
-        .iter()
-        .filter(|d| d.skipped.is_none())
-        .map(|d| d.returnable_bytes)
-        .sum();
-    let au = site.step(|g| g.au_bytes)?;
-    let power = options.power.clamp(1, RECLAIM_POWER_MAX);
-    let rate = report.rate_bytes;
-    let io_before = foreground();
-    let mut work: Vec<DiskWork> = disks
-        .iter()
-        .filter(|d| d.skipped.is_none() && d.returnable_bytes > 0)
-        .map(|d| DiskWork {
-            disk: d.number,
-            from: 0,
-            done: false,
-            next_at: started,
-            fraction: 1.0,
-            baseline_p99_us: None,
-            last_io: io_before.get(&d.number).cloned(),
-        })
-        .collect();
-    // The baseline: the foreground's p99 over a short look before the
-    // first request (none when nothing runs beside the reclaim).
-    if rate.is_some() && work.iter().any(|w| w.last_io.is_some()) {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = foreground();
-        for w in &mut work {
-            if let (Some(before), Some(after)) = (&w.last_io, now.get(&w.disk)) {
-                w.baseline_p99_us = foreground_p99(options.method, before, after);
-                w.last_io = Some(after.clone());
-            }
-        }
-    }
-    let mut done_bytes = 0u64;
-    // A zero-fill's buffers, kept from one batch to the next: a write
-    // leaves its buffer as it was, so one that comes back still holds
-    // zeros. Made afresh, each cost a pass over its bytes (an aligned
-    // allocation is zeroed by hand), as much again as the write. At most
-    // one batch's worth, as the batch handed them out.
-    let mut zeros: Vec<AlignedBuf> = Vec::new();
+    let mut reclaim = Reclaim::start(site, options, report.rate_bytes, disks, started, foreground)?;
+    let total = reclaim.total;
     progress(super::resync::Progress {
         done: 0,
         total,
         ..Default::default()
     });
-    while work.iter().any(|w| !w.done) {
+    while reclaim.work.iter().any(|w| !w.done) {
         if site.interrupted() {
             return Err(GroupError::Interrupted(
                 "the reclaim stopped because the service is stopping; what it gave back stays given back, and `cairn group reclaim` goes on from there".into(),
@@ -376,37 +337,173 @@ pub(super) fn run_reclaim<'g>(
         }
         // The disks whose bucket allows a batch now; else wait for the first.
         let now = Instant::now();
-        let ready: Vec<usize> = (0..work.len())
-            .filter(|i| !work[*i].done && work[*i].next_at <= now)
+        let ready: Vec<usize> = (0..reclaim.work.len())
+            .filter(|i| !reclaim.work[*i].done && reclaim.work[*i].next_at <= now)
             .collect();
         if ready.is_empty() {
-            let wake = work
-                .iter()
-                .filter(|w| !w.done)
-                .map(|w| w.next_at)
-                .min()
-                .unwrap_or(now);
-            // In slices, so that a stop is heard within one.
-            std::thread::sleep(wake.saturating_duration_since(now).min(PACE_SLICE));
+            reclaim.wait(now);
             continue;
         }
+        let Some(per_disk) = reclaim.batch(site, &ready)? else {
+            continue;
+        };
+        // Pace: each disk's bucket pays for its batch at the rate in force.
+        reclaim.pace(&per_disk, &foreground(), now, &mut report);
+        let done_bytes = reclaim.done_bytes;
+        progress(super::resync::Progress {
+            done: done_bytes.min(total),
+            total,
+            bytes_done: done_bytes,
+            ..Default::default()
+        });
+    }
+    let disks = reclaim.disks;
+    report.returned_bytes = disks.iter().map(|d| d.returned_bytes).sum();
+    report.disks = disks;
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+/// Per I/O of a batch, the batch entry and run it serves.
+type IoOwners = Vec<(usize, (u32, u32))>;
+
+/// A reclaim under way ([`run_reclaim`]): how it was asked to go, each
+/// disk's work and part, and what it has given back so far.
+struct Reclaim {
+    options: ReclaimOptions,
+    au: u64,
+    power: usize,
+    rate: Option<u64>,
+    /// Bytes returnable on the disks it does not skip, when it began.
+    total: u64,
+    work: Vec<DiskWork>,
+    disks: Vec<ReclaimDisk>,
+    /// A zero-fill's buffers, kept from one batch to the next: a write
+    /// leaves its buffer as it was, so one that comes back still holds
+    /// zeros. Made afresh, each cost a pass over its bytes (an aligned
+    /// allocation is zeroed by hand), as much again as the write. At most
+    /// one batch's worth, as the batch handed them out.
+    zeros: Vec<AlignedBuf>,
+    done_bytes: u64,
+}
+
+impl Reclaim {
+    /// Each disk's work, with the foreground's baseline p99 taken.
+    fn start<'g>(
+        site: &mut impl MoveSite<'g>,
+        options: ReclaimOptions,
+        rate: Option<u64>,
+        disks: Vec<ReclaimDisk>,
+        started: Instant,
+        foreground: &dyn Fn() -> BTreeMap<u16, DeviceIoSnapshot>,
+    ) -> Result<Self, GroupError> {
+        let total: u64 = disks
+            .iter()
+            .filter(|d| d.skipped.is_none())
+            .map(|d| d.returnable_bytes)
+            .sum();
+        let au = site.step(|g| g.au_bytes)?;
+        let power = options.power.clamp(1, RECLAIM_POWER_MAX);
+        let io_before = foreground();
+        let mut work: Vec<DiskWork> = disks
+            .iter()
+            .filter(|d| d.skipped.is_none() && d.returnable_bytes > 0)
+            .map(|d| DiskWork {
+                disk: d.number,
+                from: 0,
+                done: false,
+                next_at: started,
+                fraction: 1.0,
+                baseline_p99_us: None,
+                last_io: io_before.get(&d.number).cloned(),
+            })
+            .collect();
+        // The baseline: the foreground's p99 over a short look before the
+        // first request (none when nothing runs beside the reclaim).
+        if rate.is_some() && work.iter().any(|w| w.last_io.is_some()) {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = foreground();
+            for w in &mut work {
+                if let (Some(before), Some(after)) = (&w.last_io, now.get(&w.disk)) {
+                    w.baseline_p99_us = foreground_p99(options.method, before, after);
+                    w.last_io = Some(after.clone());
+                }
+            }
+        }
+        Ok(Self {
+            options,
+            au,
+            power,
+            rate,
+            total,
+            work,
+            disks,
+            zeros: Vec::new(),
+            done_bytes: 0,
+        })
+    }
+
+    /// Wait until the first disk's bucket allows a batch.
+    fn wait(&self, now: Instant) {
+        let wake = self
+            .work
+            .iter()
+            .filter(|w| !w.done)
+            .map(|w| w.next_at)
+            .min()
+            .unwrap_or(now);
+        // In slices, so that a stop is heard within one.
+        std::thread::sleep(wake.saturating_duration_since(now).min(PACE_SLICE));
+    }
+
+    /// One batch on each disk `ready`: reserved, sent, flushed, and given
+    /// back (marked where its I/O completed). The runs done, by disk's
+    /// place in the work; `None` when there was nothing to send.
+    fn batch<'g>(
+        &mut self,
+        site: &mut impl MoveSite<'g>,
+        ready: &[usize],
+    ) -> Result<Option<BTreeMap<usize, Vec<RunDone>>>, GroupError> {
         // Reserve a batch on each (one metadata step).
+        let (work, power, options) = (&self.work, self.power, &self.options);
         let batches: Vec<(usize, Vec<(u32, u32)>)> = site.step(|g| {
             ready
                 .iter()
                 .map(|i| {
                     let w = &work[*i];
-                    (*i, g.reclaim_reserve(w.disk, w.from, power, &options))
+                    (*i, g.reclaim_reserve(w.disk, w.from, power, options))
                 })
                 .collect()
         })?;
-        let method = options.method;
+        let (ios, owners) = self.batch_ios(&batches);
+        if ios.is_empty() {
+            return Ok(None);
+        }
+        let outcomes = self.send(site, &batches, ios, &owners)?;
+        let per_disk = self.tally(&owners, outcomes);
+        let marks: Vec<(u16, Vec<RunDone>)> = per_disk
+            .iter()
+            .map(|(i, runs)| (self.work[*i].disk, runs.clone()))
+            .collect();
+        site.step(|g| {
+            marks
+                .iter()
+                .try_for_each(|(disk, runs)| g.reclaim_done(*disk, runs))
+        })??;
+        Ok(Some(per_disk))
+    }
+
+    /// A batch's I/Os (a discard per run; a zero-fill writes a run in
+    /// pieces), with, per I/O, the batch entry and run it serves.
+    fn batch_ios(&mut self, batches: &[(usize, Vec<(u32, u32)>)]) -> (Vec<DiskIo>, IoOwners) {
+        let (au, method) = (self.au, self.options.method);
+        let zeros = &mut self.zeros;
         // Per I/O, the batch entry and run it serves (a zero-fill writes a
         // run in pieces).
         let mut ios = Vec::new();
         let mut owners: Vec<(usize, (u32, u32))> = Vec::new();
-        for (i, runs) in &batches {
-            let w = &mut work[*i];
+        for (i, runs) in batches {
+            let w = &mut self.work[*i];
             match runs.last() {
                 None => {
                     w.done = true;
@@ -450,9 +547,21 @@ pub(super) fn run_reclaim<'g>(
                 }
             }
         }
-        if ios.is_empty() {
-            continue;
-        }
+        (ios, owners)
+    }
+
+    /// Send a batch's I/Os, then flush each disk; an I/O on a disk whose
+    /// flush failed failed too. On an error the batch's runs go back to
+    /// the free pool, unmarked. A zero-fill keeps the buffers that came
+    /// back.
+    fn send<'g>(
+        &mut self,
+        site: &mut impl MoveSite<'g>,
+        batches: &[(usize, Vec<(u32, u32)>)],
+        ios: Vec<DiskIo>,
+        owners: &[(usize, (u32, u32))],
+    ) -> Result<Vec<data::IoOutcome>, GroupError> {
+        let work = &self.work;
         // Then a flush of each disk: a mark says the device holds nothing
         // there, which a discard or zeros still in its cache do not make
         // true.
@@ -502,9 +611,22 @@ pub(super) fn run_reclaim<'g>(
             }
         };
         let mut outcomes = outcomes;
-        if method == ReclaimMethod::ZeroFill {
-            zeros.extend(outcomes.iter_mut().filter_map(|(_, buf)| buf.take()));
+        if self.options.method == ReclaimMethod::ZeroFill {
+            self.zeros
+                .extend(outcomes.iter_mut().filter_map(|(_, buf)| buf.take()));
         }
+        Ok(outcomes)
+    }
+
+    /// Count a batch's requests and what they gave back, per disk; the
+    /// runs done (a run is done when every I/O of it completed), by disk's
+    /// place in the work.
+    fn tally(
+        &mut self,
+        owners: &[(usize, (u32, u32))],
+        outcomes: Vec<data::IoOutcome>,
+    ) -> BTreeMap<usize, Vec<RunDone>> {
+        let (work, disks, au) = (&self.work, &mut self.disks, self.au);
         // A run is done when every I/O of it completed.
         let mut runs_ok: BTreeMap<(usize, (u32, u32)), bool> = BTreeMap::new();
         for ((i, run), (result, _)) in owners.iter().zip(&outcomes) {
@@ -529,25 +651,27 @@ pub(super) fn run_reclaim<'g>(
                     .expect("invariant: planned disk");
                 d.returned_bytes += bytes;
             }
-            done_bytes += bytes;
+            self.done_bytes += bytes;
         }
-        let marks: Vec<(u16, Vec<RunDone>)> = per_disk
-            .iter()
-            .map(|(i, runs)| (work[*i].disk, runs.clone()))
-            .collect();
-        site.step(|g| {
-            marks
-                .iter()
-                .try_for_each(|(disk, runs)| g.reclaim_done(*disk, runs))
-        })??;
-        // Pace: each disk's bucket pays for its batch at the rate in force.
-        let io_now = foreground();
-        for (i, runs) in &per_disk {
-            let w = &mut work[*i];
+        per_disk
+    }
+
+    /// Each disk's bucket pays for its batch at the rate in force, which
+    /// backs off while the foreground's p99 is above 1.5x its baseline.
+    fn pace(
+        &mut self,
+        per_disk: &BTreeMap<usize, Vec<RunDone>>,
+        io_now: &BTreeMap<u16, DeviceIoSnapshot>,
+        now: Instant,
+        report: &mut ReclaimReport,
+    ) {
+        let (rate, au) = (self.rate, self.au);
+        for (i, runs) in per_disk {
+            let w = &mut self.work[*i];
             // (Unpaced, there is no rate to back off from.)
             let paced = (&w.last_io, io_now.get(&w.disk), rate);
             if let (Some(before), Some(after), Some(_)) = paced {
-                let p99 = foreground_p99(options.method, before, after);
+                let p99 = foreground_p99(self.options.method, before, after);
                 match (p99, w.baseline_p99_us) {
                     (Some(now), Some(base)) if now.saturating_mul(2) > base.saturating_mul(3) => {
                         w.fraction = (w.fraction / 2.0).max(1.0 / 16.0);
@@ -573,17 +697,7 @@ pub(super) fn run_reclaim<'g>(
                 w.next_at = w.next_at.max(now) + pay;
             }
         }
-        progress(super::resync::Progress {
-            done: done_bytes.min(total),
-            total,
-            bytes_done: done_bytes,
-            ..Default::default()
-        });
     }
-    report.returned_bytes = disks.iter().map(|d| d.returned_bytes).sum();
-    report.disks = disks;
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
-    Ok(report)
 }
 
 impl Group<'_> {

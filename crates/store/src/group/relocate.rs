@@ -510,44 +510,7 @@ impl Group<'_> {
                 &format!("device {}", d.device.0),
             )?;
             let label = header.label.as_str().to_string();
-            if self
-                .members
-                .iter()
-                .any(|m| m.entry.disk_uuid == header.disk_uuid)
-                || out.iter().any(|p| p.entry.disk_uuid == header.disk_uuid)
-            {
-                return Err(GroupError::Invalid(format!(
-                    "disk {label} is already a member of group {}; name each new disk once",
-                    self.name
-                )));
-            }
-            if self
-                .members
-                .iter()
-                .any(|m| m.entry.label.eq_ignore_ascii_case(&label))
-                || out
-                    .iter()
-                    .any(|p| p.entry.label.eq_ignore_ascii_case(&label))
-            {
-                return Err(GroupError::Invalid(format!(
-                    "group {} already has a disk labelled {label}; relabel the new disk (`cairn disk label --force`)",
-                    self.name
-                )));
-            }
-            match header.group_uuid {
-                Some(other) if other != self.uuid && !force => {
-                    return Err(GroupError::Exists(format!(
-                        "disk {label} belongs to another disk group ({other}); drop it from that group first, or use --force to take it"
-                    )))
-                }
-                _ => {}
-            }
-            if header.logical_sector_bytes != self.sector_bytes {
-                return Err(GroupError::Invalid(format!(
-                    "disk {label} has {}-byte logical sectors but group {} uses {}; 512-byte (512n/512e) and 4096-byte (4Kn) disks cannot mix",
-                    header.logical_sector_bytes, self.name, self.sector_bytes
-                )));
-            }
+            self.refuse_new_disk(&header, &label, &out, force)?;
             let size = self
                 .engine
                 .geometry(d.device)
@@ -595,6 +558,58 @@ impl Group<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// Refuse a disk to add (its newest header, and its label) that is a
+    /// member already or named twice (`out`: those prepared before it),
+    /// whose label a member has, that is in another group (unless
+    /// `force`), or whose sector size is not the group's.
+    fn refuse_new_disk(
+        &self,
+        header: &DiskHeader,
+        label: &str,
+        out: &[PreparedDisk],
+        force: bool,
+    ) -> Result<(), GroupError> {
+        if self
+            .members
+            .iter()
+            .any(|m| m.entry.disk_uuid == header.disk_uuid)
+            || out.iter().any(|p| p.entry.disk_uuid == header.disk_uuid)
+        {
+            return Err(GroupError::Invalid(format!(
+                "disk {label} is already a member of group {}; name each new disk once",
+                self.name
+            )));
+        }
+        if self
+            .members
+            .iter()
+            .any(|m| m.entry.label.eq_ignore_ascii_case(label))
+            || out
+                .iter()
+                .any(|p| p.entry.label.eq_ignore_ascii_case(label))
+        {
+            return Err(GroupError::Invalid(format!(
+                "group {} already has a disk labelled {label}; relabel the new disk (`cairn disk label --force`)",
+                self.name
+            )));
+        }
+        match header.group_uuid {
+            Some(other) if other != self.uuid && !force => {
+                return Err(GroupError::Exists(format!(
+                    "disk {label} belongs to another disk group ({other}); drop it from that group first, or use --force to take it"
+                )))
+            }
+            _ => {}
+        }
+        if header.logical_sector_bytes != self.sector_bytes {
+            return Err(GroupError::Invalid(format!(
+                "disk {label} has {}-byte logical sectors but group {} uses {}; 512-byte (512n/512e) and 4096-byte (4Kn) disks cannot mix",
+                header.logical_sector_bytes, self.name, self.sector_bytes
+            )));
+        }
+        Ok(())
     }
 
     /// Add prepared disks: each gets an empty allocation table (written in
@@ -1329,9 +1344,36 @@ impl Group<'_> {
             unreserve(self);
             return Err(e);
         }
-        let bytes = m.aus * self.au_bytes;
+        if !self.copy_metadata(&sources, to, m.aus, &what, report)? {
+            return Ok(());
+        }
+        if !self.switch_metadata(m, (indirect, index), from, to)? {
+            return Ok(());
+        }
+        report.metadata_moves += 1;
+        report.moves_done += 1;
+        report.aus_moved += m.aus;
+        if m.pass == Pass::Rebuild {
+            report.copies_rebuilt += 1;
+        }
+        Ok(())
+    }
+
+    /// Copy a metadata extent's `aus` AUs from the first of `sources` that
+    /// can be read to `to` (reserved), and make the copy durable. `false`:
+    /// the move is left (`what`, and why, in the report), `to` let go.
+    fn copy_metadata(
+        &mut self,
+        sources: &[AuAddr],
+        to: AuAddr,
+        aus: u64,
+        what: &str,
+        report: &mut RebalanceReport,
+    ) -> Result<bool, GroupError> {
+        let unreserve = |g: &mut Self| g.unreserve_run(to, aus);
+        let bytes = aus * self.au_bytes;
         let mut copied = false;
-        for src in &sources {
+        for src in sources {
             let (Some(sd), Some(td)) = (
                 self.member(src.disk).and_then(|x| x.device),
                 self.member(to.disk).and_then(Member::writable),
@@ -1365,7 +1407,7 @@ impl Group<'_> {
                         "{what}: the write to disk {} failed",
                         self.disk_name(to.disk)
                     ));
-                    return Ok(());
+                    return Ok(false);
                 }
                 report.bytes_copied += len;
                 off += len;
@@ -1380,7 +1422,7 @@ impl Group<'_> {
                     "{what}: the flush of disk {} failed",
                     self.disk_name(to.disk)
                 ));
-                return Ok(());
+                return Ok(false);
             }
             if ok {
                 copied = true;
@@ -1392,9 +1434,22 @@ impl Group<'_> {
             report
                 .moves_left
                 .push(format!("{what}: no copy of it could be read"));
-            return Ok(());
         }
-        // Switch.
+        Ok(copied)
+    }
+
+    /// Switch the copy of metadata extent `index` (`indirect`: an indirect
+    /// AU) of `m`'s file from `from` to `to`, copied, in a commit; the
+    /// superblocks first where they name it. `false`: the copy is no longer
+    /// there, `to` let go.
+    fn switch_metadata(
+        &mut self,
+        m: &rebalance::Move,
+        (indirect, index): (bool, u64),
+        from: AuAddr,
+        to: AuAddr,
+    ) -> Result<bool, GroupError> {
+        let unreserve = |g: &mut Self| g.unreserve_run(to, m.aus);
         let rec = self.files.get_mut(&m.file).expect("invariant: found above");
         let e = if indirect {
             &mut rec.entry.indirect[index as usize]
@@ -1403,7 +1458,7 @@ impl Group<'_> {
         };
         let Some(slot) = e.copies().iter().position(|c| *c == from) else {
             unreserve(self);
-            return Ok(());
+            return Ok(false);
         };
         e.copies[slot] = to;
         e.stale[slot] = 0;
@@ -1440,13 +1495,7 @@ impl Group<'_> {
         }
         self.commit()?;
         self.checkpoint()?;
-        report.metadata_moves += 1;
-        report.moves_done += 1;
-        report.aus_moved += m.aus;
-        if m.pass == Pass::Rebuild {
-            report.copies_rebuilt += 1;
-        }
-        Ok(())
+        Ok(true)
     }
 
     /// After a crash in a rebalance: free the AUs marked used that no map
@@ -1867,8 +1916,72 @@ pub(super) fn copy_relocations(
     let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
     let view = port.disk_view();
     let mut done: Vec<Relocation> = Vec::new();
-    // (relocation index, source, AU in the extent, offset in the AU, length)
-    let mut pieces: Vec<(usize, AuAddr, u64, u64, u64)> = Vec::new();
+    let (pieces, ready, au_bytes) = relocation_pieces(port, &view, batch, report, &mut done);
+    let place = |c: AuAddr, au: u64, off: u64| (u64::from(c.au) + au) * au_bytes + off;
+    let ios: Vec<data::CopyIo> = pieces
+        .iter()
+        .map(|(k, src, au, off, len)| data::CopyIo {
+            from: (src.disk, place(*src, *au, *off)),
+            to: (ready[*k].to.disk, place(ready[*k].to, *au, *off)),
+            len: *len,
+        })
+        .collect();
+    let mut failed: BTreeSet<usize> = BTreeSet::new();
+    let mut failed_disks = data::FailedDisks::new();
+    let outcomes = data::copy(port, &ios, inflight, pool)?;
+    for ((k, _, _, _, len), outcome) in pieces.iter().zip(outcomes) {
+        let why = match outcome {
+            data::Copied::Done => {
+                report.bytes_copied += len;
+                continue;
+            }
+            data::Copied::ReadFailed => "a read of its copy failed".to_string(),
+            data::Copied::WriteFailed => {
+                failed_disks
+                    .entry(ready[*k].to.disk)
+                    .or_insert_with(|| "a rebalance's write to it failed".to_string());
+                format!("the write to disk {} failed", view.name(ready[*k].to.disk))
+            }
+        };
+        if failed.insert(*k) {
+            report.moves_left.push(format!(
+                "file {} extent {}: {why}",
+                ready[*k].file, ready[*k].extent
+            ));
+        }
+    }
+    drop(guard);
+    done.extend(
+        ready
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !failed.contains(k))
+            .map(|(_, r)| *r),
+    );
+    if !failed_disks.is_empty() {
+        port.disks_failed(&failed_disks, view.epoch)?;
+    }
+    Ok((done, latch))
+}
+
+/// One piece of a relocation's copy: (relocation index, source, AU in the
+/// extent, offset in the AU, length).
+type RelocationPiece = (usize, AuAddr, u64, u64, u64);
+
+/// The pieces that copy each relocation of `batch` still to be made, each
+/// AU from the leaving copy if it can be read there, else from another
+/// readable, non-stale copy (an AU no copy can give is marked stale in the
+/// new copy, and reported); the relocations they are of (indexed by the
+/// pieces), and the AU size. A relocation of an extent never written goes
+/// to `done` at once.
+fn relocation_pieces(
+    port: &mut dyn DataPort,
+    view: &crate::group::plane::DiskView,
+    batch: &[Relocation],
+    report: &mut RebalanceReport,
+    done: &mut Vec<Relocation>,
+) -> (Vec<RelocationPiece>, Vec<Relocation>, u64) {
+    let mut pieces: Vec<RelocationPiece> = Vec::new();
     let mut ready: Vec<Relocation> = Vec::new();
     let mut au_bytes = 0;
     for r in batch {
@@ -1925,51 +2038,7 @@ pub(super) fn copy_relocations(
         }
         ready.push(r);
     }
-    let place = |c: AuAddr, au: u64, off: u64| (u64::from(c.au) + au) * au_bytes + off;
-    let ios: Vec<data::CopyIo> = pieces
-        .iter()
-        .map(|(k, src, au, off, len)| data::CopyIo {
-            from: (src.disk, place(*src, *au, *off)),
-            to: (ready[*k].to.disk, place(ready[*k].to, *au, *off)),
-            len: *len,
-        })
-        .collect();
-    let mut failed: BTreeSet<usize> = BTreeSet::new();
-    let mut failed_disks = data::FailedDisks::new();
-    let outcomes = data::copy(port, &ios, inflight, pool)?;
-    for ((k, _, _, _, len), outcome) in pieces.iter().zip(outcomes) {
-        let why = match outcome {
-            data::Copied::Done => {
-                report.bytes_copied += len;
-                continue;
-            }
-            data::Copied::ReadFailed => "a read of its copy failed".to_string(),
-            data::Copied::WriteFailed => {
-                failed_disks
-                    .entry(ready[*k].to.disk)
-                    .or_insert_with(|| "a rebalance's write to it failed".to_string());
-                format!("the write to disk {} failed", view.name(ready[*k].to.disk))
-            }
-        };
-        if failed.insert(*k) {
-            report.moves_left.push(format!(
-                "file {} extent {}: {why}",
-                ready[*k].file, ready[*k].extent
-            ));
-        }
-    }
-    drop(guard);
-    done.extend(
-        ready
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| !failed.contains(k))
-            .map(|(_, r)| *r),
-    );
-    if !failed_disks.is_empty() {
-        port.disks_failed(&failed_disks, view.epoch)?;
-    }
-    Ok((done, latch))
+    (pieces, ready, au_bytes)
 }
 
 /// The size of each read [`time_reads`] makes.

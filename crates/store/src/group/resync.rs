@@ -681,52 +681,7 @@ pub(super) fn copy_stale(
     let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
     let view = port.disk_view();
     let mut done = Vec::new();
-    // (stale AU, source, offset in the AU, length)
-    let mut pieces: Vec<(StaleAu, AuAddr, u64, u64)> = Vec::new();
-    let mut au_bytes = 0;
-    for s in batch {
-        let Some(snap) = port
-            .snapshot(s.file)
-            .filter(|f| f.incarnation == s.incarnation)
-        else {
-            continue;
-        };
-        let Some(ext) = snap.extent(s.extent) else {
-            continue;
-        };
-        let Some(slot) = ext.copies().iter().position(|c| *c == s.target) else {
-            continue;
-        };
-        if ext.stale[slot] & (1 << s.au) == 0 || !view.is_writable(s.target.disk) {
-            continue;
-        }
-        if !ext.initialized {
-            report.aus_cleared_unwritten += 1;
-            done.push(*s);
-            continue;
-        }
-        let source = ext
-            .copies()
-            .iter()
-            .enumerate()
-            .find(|(k, c)| {
-                *k != slot && view.is_online(c.disk) && !ext.stale_in(*k, s.au..s.au + 1)
-            })
-            .map(|(_, c)| *c);
-        let Some(source) = source else {
-            *report.unread.entry(s.target.disk).or_default() += 1;
-            report.aus_without_source.push(format!(
-                "file {} extent {} AU {} on disk {}",
-                s.file,
-                s.extent,
-                s.au,
-                view.name(s.target.disk)
-            ));
-            continue;
-        };
-        au_bytes = snap.au_bytes;
-        pieces.extend(au_pieces(snap.au_bytes).map(|(off, len)| (*s, source, off, len)));
-    }
+    let (pieces, au_bytes) = stale_pieces(port, &view, batch, report, &mut done);
     let place = |c: AuAddr, s: &StaleAu, off: u64| (u64::from(c.au) + s.au) * au_bytes + off;
     let ios: Vec<data::CopyIo> = pieces
         .iter()
@@ -787,6 +742,67 @@ pub(super) fn copy_stale(
         port.disks_failed(&failed_disks, view.epoch)?;
     }
     Ok((done, latch))
+}
+
+/// The pieces that copy each AU of `batch` from a good copy, as (stale
+/// AU, source, offset in the AU, length), and the AU size; an AU of an
+/// extent never written goes to `done` at once. An AU that is no longer
+/// stale, or whose disk cannot be written now, is left; one without a good
+/// copy to read is reported.
+fn stale_pieces(
+    port: &mut dyn DataPort,
+    view: &crate::group::plane::DiskView,
+    batch: &[StaleAu],
+    report: &mut ResyncReport,
+    done: &mut Vec<StaleAu>,
+) -> (Vec<(StaleAu, AuAddr, u64, u64)>, u64) {
+    // (stale AU, source, offset in the AU, length)
+    let mut pieces: Vec<(StaleAu, AuAddr, u64, u64)> = Vec::new();
+    let mut au_bytes = 0;
+    for s in batch {
+        let Some(snap) = port
+            .snapshot(s.file)
+            .filter(|f| f.incarnation == s.incarnation)
+        else {
+            continue;
+        };
+        let Some(ext) = snap.extent(s.extent) else {
+            continue;
+        };
+        let Some(slot) = ext.copies().iter().position(|c| *c == s.target) else {
+            continue;
+        };
+        if ext.stale[slot] & (1 << s.au) == 0 || !view.is_writable(s.target.disk) {
+            continue;
+        }
+        if !ext.initialized {
+            report.aus_cleared_unwritten += 1;
+            done.push(*s);
+            continue;
+        }
+        let source = ext
+            .copies()
+            .iter()
+            .enumerate()
+            .find(|(k, c)| {
+                *k != slot && view.is_online(c.disk) && !ext.stale_in(*k, s.au..s.au + 1)
+            })
+            .map(|(_, c)| *c);
+        let Some(source) = source else {
+            *report.unread.entry(s.target.disk).or_default() += 1;
+            report.aus_without_source.push(format!(
+                "file {} extent {} AU {} on disk {}",
+                s.file,
+                s.extent,
+                s.au,
+                view.name(s.target.disk)
+            ));
+            continue;
+        };
+        au_bytes = snap.au_bytes;
+        pieces.extend(au_pieces(snap.au_bytes).map(|(off, len)| (*s, source, off, len)));
+    }
+    (pieces, au_bytes)
 }
 
 impl Group<'_> {

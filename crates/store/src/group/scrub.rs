@@ -486,38 +486,7 @@ impl Group<'_> {
                 });
                 continue;
             }
-            let mut bad = Vec::new();
-            for slot in &scan.slots {
-                report.header_copies_checked += 1;
-                let what = match &slot.state {
-                    CopyState::Good(d) if d.header == newest => continue,
-                    CopyState::Good(d) => format!(
-                        "generation {}, the newest copy has {}",
-                        d.header.generation, newest.generation
-                    ),
-                    CopyState::Bad(e) => format!("damaged: {e}"),
-                    CopyState::Misplaced(_) => "a header recording another place".into(),
-                    CopyState::Unreadable(e) => format!("unreadable: {e}"),
-                    CopyState::Outside => "beyond the end of the device".into(),
-                };
-                let fixable = !matches!(slot.state, CopyState::Outside);
-                report.problems.push(Problem {
-                    location: format!(
-                        "disk {label} header copy {} (offset {})",
-                        slot.index, slot.offset_bytes
-                    ),
-                    what: if repair && fixable {
-                        format!("{what}; rewritten from the newest copy")
-                    } else {
-                        what
-                    },
-                    repaired: repair && fixable,
-                    repairable: fixable,
-                });
-                if fixable {
-                    bad.push(slot.index);
-                }
-            }
+            let bad = judge_header_copies(&scan, &newest, &label, repair, report);
             if repair && !bad.is_empty() {
                 if let Err(e) = labeling::write_copies(&mut *self.engine, device, &newest, &bad) {
                     // Not repaired after all, and a disk that fails a write
@@ -602,125 +571,119 @@ impl Group<'_> {
         how: ScrubRepair,
         report: &mut ScrubReport,
     ) -> Result<(), GroupError> {
-        let CopiesRead { data: read, dead } = read;
         // Findings, each with the rewrite that repairs it (disk, offset,
         // bytes), made once all are known: a rewrite whose disk fails is
         // reported as not repaired.
         let mut found: Vec<(Problem, Option<Rewrite>)> = Vec::new();
         for (k, c) in batch.iter().enumerate() {
-            let rec = &self.files[&c.file];
-            let layout = FileLayout::new(
-                self.au_bytes,
-                Striping::from_code(rec.entry.striping).unwrap_or(Striping::Coarse),
-            );
-            let path = self.path_of(c.file);
-            // The file's byte ranges a stretch of the extent holds (more
-            // than one when fine striping splits it).
-            let ranges = |start: u64, len: u64| -> String {
-                file_ranges(&layout, c.extent, c.offset + start, len)
-                    .iter()
-                    .map(|(a, b)| format!("{a}..{b}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            let copies: Vec<Option<&[u8]>> = (0..c.copies.len())
-                .map(|i| match read.get(&(k, i)) {
-                    Some(Ok(data)) => Some(&data[..]),
-                    _ => None,
-                })
-                .collect();
-            for data in copies.iter().flatten() {
-                // A copy counts once, at its first chunk.
-                report.copies_read += u64::from(c.offset == 0);
-                report.bytes_read += data.len() as u64;
-            }
-            let prefer = how
-                .prefer
-                .and_then(|d| c.copies.iter().position(|(_, disk, _)| *disk == d));
-            let names: Vec<String> = c
-                .copies
+            self.judge_copies((k, c), &read, how, report, &mut found);
+        }
+        self.scrub_rewrite(found, read.dead, report)
+    }
+
+    /// Judge the copies of chunk `c` (the batch's `k`th) as read: count
+    /// what was read, report what none can settle, and add each copy that
+    /// differs to `found`.
+    fn judge_copies(
+        &self,
+        (k, c): (usize, &Chunk),
+        read: &CopiesRead,
+        how: ScrubRepair,
+        report: &mut ScrubReport,
+        found: &mut Vec<(Problem, Option<Rewrite>)>,
+    ) {
+        let rec = &self.files[&c.file];
+        let layout = FileLayout::new(
+            self.au_bytes,
+            Striping::from_code(rec.entry.striping).unwrap_or(Striping::Coarse),
+        );
+        let path = self.path_of(c.file);
+        // The file's byte ranges a stretch of the extent holds (more
+        // than one when fine striping splits it).
+        let ranges = |start: u64, len: u64| -> String {
+            file_ranges(&layout, c.extent, c.offset + start, len)
                 .iter()
-                .map(|(_, d, _)| self.disk_name(*d))
-                .collect();
-            for run in judge_chunk(&copies, c.len, prefer) {
-                let at = format!(
-                    "{path} bytes {} ({} KiB)",
-                    ranges(run.start, run.len),
-                    run.len >> 10
-                );
-                match run.finding {
-                    Finding::NoneReadable => {
-                        report.problems.push(Problem {
-                            location: format!("{path} bytes {}", ranges(run.start, run.len)),
-                            what: "no copy could be read".into(),
-                            repaired: false,
-                            repairable: false,
-                        });
-                    }
-                    Finding::Undecided => {
-                        let held: Vec<&str> = copies
-                            .iter()
-                            .zip(&names)
-                            .filter(|(d, _)| d.is_some())
-                            .map(|(_, n)| n.as_str())
-                            .collect();
-                        report.problems.push(Problem {
-                            location: format!("{at} copies on {}", held.join(", ")),
-                            what: format!(
-                                "the copies disagree and no majority says which is right (data blocks carry no checksums), so repair does not guess: not rewritten; `cairn group scrub {} --repair --prefer DISK` keeps that disk's copy",
-                                self.name
-                            ),
-                            repaired: false,
-                            repairable: false,
-                        });
-                    }
-                    Finding::Differs {
-                        copy,
-                        reference,
-                        why,
-                    } => {
-                        let (_, disk, offset) = c.copies[copy];
-                        let what = match (&copies[copy], why) {
-                            (None, _) => format!(
-                                "unreadable ({})",
-                                match read.get(&(k, copy)) {
-                                    Some(Err(e)) => e.as_str(),
-                                    _ => "not read",
-                                }
-                            ),
-                            (Some(_), Reference::Agreed) => {
-                                format!("differs from the copy on {}", names[reference])
-                            }
-                            (Some(_), Reference::Majority) => format!(
-                                "differs from the majority of the copies (the one on {} and those that agree with it)",
-                                names[reference]
-                            ),
-                            (Some(_), Reference::Preferred) => format!(
-                                "differs from the copy on {}, which --prefer chose",
-                                names[reference]
-                            ),
-                        };
-                        let problem = Problem {
-                            location: format!("{at} copy on {}", names[copy]),
-                            what,
-                            repaired: false,
-                            repairable: true,
-                        };
-                        let rewrite = (how.repair && !dead.contains(&disk)).then(|| {
-                            let s = run.start as usize;
-                            let good =
-                                copies[reference].expect("invariant: the reference was read");
-                            (
-                                disk,
-                                offset + run.start,
-                                AlignedBuf::from_slice(&good[s..s + run.len as usize]),
-                            )
-                        });
-                        found.push((problem, rewrite));
-                    }
+                .map(|(a, b)| format!("{a}..{b}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let copies: Vec<Option<&[u8]>> = (0..c.copies.len())
+            .map(|i| match read.data.get(&(k, i)) {
+                Some(Ok(data)) => Some(&data[..]),
+                _ => None,
+            })
+            .collect();
+        for data in copies.iter().flatten() {
+            // A copy counts once, at its first chunk.
+            report.copies_read += u64::from(c.offset == 0);
+            report.bytes_read += data.len() as u64;
+        }
+        let prefer = how
+            .prefer
+            .and_then(|d| c.copies.iter().position(|(_, disk, _)| *disk == d));
+        let names: Vec<String> = c
+            .copies
+            .iter()
+            .map(|(_, d, _)| self.disk_name(*d))
+            .collect();
+        let chunk = ChunkCopies {
+            k,
+            c,
+            read,
+            copies,
+            names,
+        };
+        for run in judge_chunk(&chunk.copies, c.len, prefer) {
+            let at = format!(
+                "{path} bytes {} ({} KiB)",
+                ranges(run.start, run.len),
+                run.len >> 10
+            );
+            match run.finding {
+                Finding::NoneReadable => {
+                    report.problems.push(Problem {
+                        location: format!("{path} bytes {}", ranges(run.start, run.len)),
+                        what: "no copy could be read".into(),
+                        repaired: false,
+                        repairable: false,
+                    });
                 }
+                Finding::Undecided => {
+                    let held: Vec<&str> = chunk
+                        .copies
+                        .iter()
+                        .zip(&chunk.names)
+                        .filter(|(d, _)| d.is_some())
+                        .map(|(_, n)| n.as_str())
+                        .collect();
+                    report.problems.push(Problem {
+                        location: format!("{at} copies on {}", held.join(", ")),
+                        what: format!(
+                            "the copies disagree and no majority says which is right (data blocks carry no checksums), so repair does not guess: not rewritten; `cairn group scrub {} --repair --prefer DISK` keeps that disk's copy",
+                            self.name
+                        ),
+                        repaired: false,
+                        repairable: false,
+                    });
+                }
+                Finding::Differs {
+                    copy,
+                    reference,
+                    why,
+                } => found.push(chunk.differs((copy, reference, why), &run, at, how.repair)),
             }
         }
+    }
+
+    /// Rewrite what the findings of a batch say (each rewrite whose disk
+    /// fails reported as not repaired), report them, and take the disks
+    /// that failed, or whose reads did (`dead`), out of service.
+    fn scrub_rewrite(
+        &mut self,
+        found: Vec<(Problem, Option<Rewrite>)>,
+        dead: BTreeSet<u16>,
+        report: &mut ScrubReport,
+    ) -> Result<(), GroupError> {
         let writes: Vec<(u16, u64, AlignedBuf)> = found
             .iter()
             .filter_map(|(_, w)| {
@@ -756,6 +719,115 @@ impl Group<'_> {
         }
         Ok(())
     }
+}
+
+/// One chunk's copies as a scrub read them, for judging: the chunk (the
+/// batch's `k`th), what its part's reads returned, each copy's bytes
+/// (`None`: not read) and each copy's disk by name.
+struct ChunkCopies<'a> {
+    k: usize,
+    c: &'a Chunk,
+    read: &'a CopiesRead,
+    copies: Vec<Option<&'a [u8]>>,
+    names: Vec<String>,
+}
+
+impl ChunkCopies<'_> {
+    /// The problem copy `copy` is over `run` (`at`, said): unreadable, or
+    /// different from copy `reference` (and `why` that one is right); with
+    /// `repair`, the rewrite from the reference that repairs it (none on a
+    /// disk whose read failed as a failing disk's does).
+    fn differs(
+        &self,
+        (copy, reference, why): (usize, usize, Reference),
+        run: &Run,
+        at: String,
+        repair: bool,
+    ) -> (Problem, Option<Rewrite>) {
+        let (copies, names) = (&self.copies, &self.names);
+        let (_, disk, offset) = self.c.copies[copy];
+        let what = match (&copies[copy], why) {
+            (None, _) => format!(
+                "unreadable ({})",
+                match self.read.data.get(&(self.k, copy)) {
+                    Some(Err(e)) => e.as_str(),
+                    _ => "not read",
+                }
+            ),
+            (Some(_), Reference::Agreed) => {
+                format!("differs from the copy on {}", names[reference])
+            }
+            (Some(_), Reference::Majority) => format!(
+                "differs from the majority of the copies (the one on {} and those that agree with it)",
+                names[reference]
+            ),
+            (Some(_), Reference::Preferred) => format!(
+                "differs from the copy on {}, which --prefer chose",
+                names[reference]
+            ),
+        };
+        let problem = Problem {
+            location: format!("{at} copy on {}", names[copy]),
+            what,
+            repaired: false,
+            repairable: true,
+        };
+        let rewrite = (repair && !self.read.dead.contains(&disk)).then(|| {
+            let s = run.start as usize;
+            let good = copies[reference].expect("invariant: the reference was read");
+            (
+                disk,
+                offset + run.start,
+                AlignedBuf::from_slice(&good[s..s + run.len as usize]),
+            )
+        });
+        (problem, rewrite)
+    }
+}
+
+/// Judge each header copy of disk `label` against its newest: a copy that
+/// is not the newest is a problem (with `repair`, rewritten from it, unless
+/// it lies beyond the end of the device). Returns the copies to rewrite.
+fn judge_header_copies(
+    scan: &HeaderScan,
+    newest: &cairn_format::DiskHeader,
+    label: &str,
+    repair: bool,
+    report: &mut ScrubReport,
+) -> Vec<usize> {
+    let mut bad = Vec::new();
+    for slot in &scan.slots {
+        report.header_copies_checked += 1;
+        let what = match &slot.state {
+            CopyState::Good(d) if d.header == *newest => continue,
+            CopyState::Good(d) => format!(
+                "generation {}, the newest copy has {}",
+                d.header.generation, newest.generation
+            ),
+            CopyState::Bad(e) => format!("damaged: {e}"),
+            CopyState::Misplaced(_) => "a header recording another place".into(),
+            CopyState::Unreadable(e) => format!("unreadable: {e}"),
+            CopyState::Outside => "beyond the end of the device".into(),
+        };
+        let fixable = !matches!(slot.state, CopyState::Outside);
+        report.problems.push(Problem {
+            location: format!(
+                "disk {label} header copy {} (offset {})",
+                slot.index, slot.offset_bytes
+            ),
+            what: if repair && fixable {
+                format!("{what}; rewritten from the newest copy")
+            } else {
+                what
+            },
+            repaired: repair && fixable,
+            repairable: fixable,
+        });
+        if fixable {
+            bad.push(slot.index);
+        }
+    }
+    bad
 }
 
 /// What a scrub part's reads returned: by (chunk, copy), the bytes or

@@ -20,6 +20,13 @@ use super::plane;
 use crate::placement;
 use crate::placement::{DiskNumber, DiskSpace, FailGroupId};
 
+/// Where one copy's AUs come from ([`Group::place_extent`]).
+enum Source {
+    Free(u32),
+    Quarantined { start: u32, readers: u64 },
+    Discarding(DiscardRun),
+}
+
 impl Group<'_> {
     /// The disks new copies go to first: ONLINE (read and written), not
     /// leaving.
@@ -126,12 +133,6 @@ impl Group<'_> {
         index: u64,
         lend: bool,
     ) -> Result<Extent, GroupError> {
-        /// Where one copy's AUs come from.
-        enum Source {
-            Free(u32),
-            Quarantined { start: u32, readers: u64 },
-            Discarding(DiscardRun),
-        }
         let mut in_service = self.disk_spaces();
         let mut away = if lend { Vec::new() } else { self.away_spaces() };
         let aus = placement::extent_aus(index);
@@ -140,34 +141,7 @@ impl Group<'_> {
         for _attempt in 0..(in_service.len() + away.len()).max(1) {
             let disks = placement::place_with_away(&in_service, &away, copies, index)
                 .map_err(|e| GroupError::NoSpace(e.to_string()))?;
-            let mut plan = Vec::with_capacity(copies);
-            let mut short = None;
-            for d in &disks {
-                let table = self
-                    .member_mut(d.0)
-                    .and_then(Member::table_mut)
-                    .expect("invariant: placement picks disks with a table");
-                let source = match table.allocate(aus) {
-                    Some(au) => Some(Source::Free(au)),
-                    None if !lend => None,
-                    None => match table.lendable(aus, ring) {
-                        Some((start, readers)) => Some(Source::Quarantined { start, readers }),
-                        None => queue
-                            .as_ref()
-                            .and_then(|q| {
-                                q.lendable(d.0, aus, |r| table.reserves((r.start, r.len)))
-                            })
-                            .map(Source::Discarding),
-                    },
-                };
-                match source {
-                    Some(s) => plan.push((d.0, s)),
-                    None => {
-                        short = Some(d.0);
-                        break;
-                    }
-                }
-            }
+            let (plan, short) = self.copy_sources(&disks, aus, (lend, ring), queue.as_deref());
             if let Some(full) = short {
                 // Fragmented: no run of `aus` there. Undo, and let placement
                 // see that disk as full.
@@ -186,48 +160,94 @@ impl Group<'_> {
                 }
                 continue;
             }
-            let mut got = Vec::with_capacity(copies);
-            for (disk, source) in plan {
-                let table = self
-                    .member_mut(disk)
-                    .and_then(Member::table_mut)
-                    .expect("invariant: placed there");
-                let au = match source {
-                    Source::Free(au) => au,
-                    Source::Quarantined { start, readers } => {
-                        table.lend_quarantined(start, aus);
-                        self.plane.lend(plane::LentRun {
-                            disk,
-                            start,
-                            len: aus as u32,
-                            readers,
-                            discard: None,
-                        });
-                        start
-                    }
-                    Source::Discarding(run) => {
-                        table.lend_reserved((run.start, run.len), run.start, aus);
-                        let over = queue
-                            .as_ref()
-                            .expect("invariant: lendable came from the queue")
-                            .lend(run, aus);
-                        self.plane.lend(plane::LentRun {
-                            disk,
-                            start: run.start,
-                            len: aus as u32,
-                            readers: 0,
-                            discard: Some(over),
-                        });
-                        run.start
-                    }
-                };
-                got.push(AuAddr { disk, au });
-            }
+            let got = self.take_sources(plan, aus, queue.as_deref());
             return Ok(Extent::new(&got, false));
         }
         Err(GroupError::NoSpace(format!(
             "no space: no run of {aus} free AUs on enough failure groups"
         )))
+    }
+
+    /// Where each copy of an extent of `aus` AUs on `disks` comes from: a
+    /// run free now (taken at once); with `lend`, on a disk with none, a
+    /// run lent (quarantined since journal ring `ring`, or being discarded
+    /// from `queue`). With the first disk that has none, if one is short.
+    fn copy_sources(
+        &mut self,
+        disks: &[crate::placement::DiskNumber],
+        aus: u64,
+        (lend, ring): (bool, u64),
+        queue: Option<&super::discard_queue::DiscardQueue>,
+    ) -> (Vec<(u16, Source)>, Option<u16>) {
+        let mut plan = Vec::with_capacity(disks.len());
+        for d in disks {
+            let table = self
+                .member_mut(d.0)
+                .and_then(Member::table_mut)
+                .expect("invariant: placement picks disks with a table");
+            let source = match table.allocate(aus) {
+                Some(au) => Some(Source::Free(au)),
+                None if !lend => None,
+                None => match table.lendable(aus, ring) {
+                    Some((start, readers)) => Some(Source::Quarantined { start, readers }),
+                    None => queue
+                        .and_then(|q| q.lendable(d.0, aus, |r| table.reserves((r.start, r.len))))
+                        .map(Source::Discarding),
+                },
+            };
+            match source {
+                Some(s) => plan.push((d.0, s)),
+                None => return (plan, Some(d.0)),
+            }
+        }
+        (plan, None)
+    }
+
+    /// Take the runs `plan` chose: a lent one from its table (and from
+    /// `queue`, a run being discarded), registered with the data plane.
+    fn take_sources(
+        &mut self,
+        plan: Vec<(u16, Source)>,
+        aus: u64,
+        queue: Option<&super::discard_queue::DiscardQueue>,
+    ) -> Vec<AuAddr> {
+        let mut got = Vec::with_capacity(plan.len());
+        for (disk, source) in plan {
+            let table = self
+                .member_mut(disk)
+                .and_then(Member::table_mut)
+                .expect("invariant: placed there");
+            let au = match source {
+                Source::Free(au) => au,
+                Source::Quarantined { start, readers } => {
+                    table.lend_quarantined(start, aus);
+                    self.plane.lend(plane::LentRun {
+                        disk,
+                        start,
+                        len: aus as u32,
+                        readers,
+                        discard: None,
+                    });
+                    start
+                }
+                Source::Discarding(run) => {
+                    table.lend_reserved((run.start, run.len), run.start, aus);
+                    let over = queue
+                        .expect("invariant: lendable came from the queue")
+                        .lend(run, aus);
+                    self.plane.lend(plane::LentRun {
+                        disk,
+                        start: run.start,
+                        len: aus as u32,
+                        readers: 0,
+                        discard: Some(over),
+                    });
+                    run.start
+                }
+            };
+            got.push(AuAddr { disk, au });
+        }
+        got
     }
 
     /// A new extent of a file's data: its copies on OFFLINE disks are

@@ -43,7 +43,7 @@ mod write;
 
 pub(in crate::group) use common::{
     at, aus_touched, common_read, readable_copies_of, run, zero_op, DataPort, DiskIo, FailedDisks,
-    StaleMark,
+    IoOutcome, StaleMark,
 };
 pub(in crate::group) use copy::{copy, Copied, CopyIo};
 pub use punch::Punched;

@@ -204,14 +204,7 @@ pub(crate) fn zero_parts(
         let view = port.disk_view();
         // The parts still in written extents (an unwritten one reads as
         // zeros already), with their extents.
-        let live: Vec<(u64, u64, u64, Extent)> = parts
-            .iter()
-            .filter_map(|(e, within, len)| {
-                now.extent(*e)
-                    .filter(|x| x.initialized)
-                    .map(|x| (*e, *within, *len, *x))
-            })
-            .collect();
+        let live = live_parts(&now, parts);
         if let Some((_, _, _, extent)) = live
             .iter()
             .find(|(_, _, _, x)| writable_copies_of(&view, x).next().is_none())
@@ -235,31 +228,7 @@ pub(crate) fn zero_parts(
             port.mark_stale(number, incarnation, &unmarked)?;
             continue;
         }
-        let mut ios = Vec::new();
-        let mut of = Vec::new();
-        for (i, (e, within, len, extent)) in live.iter().enumerate() {
-            let mask = au_mask(piece_aus(&now, *within, *len));
-            for c in writable_copies(&view, extent) {
-                let at = u64::from(c.au) * now.au_bytes + within;
-                let op = if unmap {
-                    zero_op(port, c.disk, at, *len)
-                } else {
-                    Op::WriteZeroes {
-                        offset_bytes: at,
-                        len_bytes: *len,
-                    }
-                };
-                of.push((
-                    i,
-                    StaleMark {
-                        extent: *e,
-                        copy: c,
-                        mask,
-                    },
-                ));
-                ios.push(DiskIo { disk: c.disk, op });
-            }
-        }
+        let (ios, of) = zero_ios(port, &now, &view, &live, unmap);
         let mut landed = vec![0usize; live.len()];
         let mut failed = FailedDisks::new();
         let mut missed = Vec::new();
@@ -308,4 +277,55 @@ pub(crate) fn zero_parts(
         return Ok(live.iter().map(|(_, _, len, _)| len).sum());
     }
     Err(changing_error("zeroing", number))
+}
+
+/// The parts still in written extents (an unwritten one reads as zeros
+/// already), with their extents.
+fn live_parts(now: &FileSnapshot, parts: &[(u64, u64, u64)]) -> Vec<(u64, u64, u64, Extent)> {
+    parts
+        .iter()
+        .filter_map(|(e, within, len)| {
+            now.extent(*e)
+                .filter(|x| x.initialized)
+                .map(|x| (*e, *within, *len, *x))
+        })
+        .collect()
+}
+
+/// The I/Os that zero each live part on every writable copy (by discard
+/// with `unmap`, where it zeroes), each with its part and the mark that
+/// says the copy missed it.
+fn zero_ios(
+    port: &mut dyn DataPort,
+    now: &FileSnapshot,
+    view: &crate::group::plane::DiskView,
+    live: &[(u64, u64, u64, Extent)],
+    unmap: bool,
+) -> (Vec<DiskIo>, Vec<(usize, StaleMark)>) {
+    let mut ios = Vec::new();
+    let mut of = Vec::new();
+    for (i, (e, within, len, extent)) in live.iter().enumerate() {
+        let mask = au_mask(piece_aus(now, *within, *len));
+        for c in writable_copies(view, extent) {
+            let at = u64::from(c.au) * now.au_bytes + within;
+            let op = if unmap {
+                zero_op(port, c.disk, at, *len)
+            } else {
+                Op::WriteZeroes {
+                    offset_bytes: at,
+                    len_bytes: *len,
+                }
+            };
+            of.push((
+                i,
+                StaleMark {
+                    extent: *e,
+                    copy: c,
+                    mask,
+                },
+            ));
+            ios.push(DiskIo { disk: c.disk, op });
+        }
+    }
+    (ios, of)
 }

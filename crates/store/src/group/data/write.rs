@@ -80,13 +80,9 @@ fn write_in_place(
     data: &[u8],
 ) -> Result<bool, GroupError> {
     let len = data.len() as u64;
-    if len == 0 || snap.read_only.is_some() || check_range(snap, offset, len).is_err() {
+    let Some(loc) = in_place_location(snap, offset, len) else {
         return Ok(false);
-    }
-    let loc = snap.layout.locate(offset);
-    if loc.run_bytes < len || !snap.extent(loc.extent).is_some_and(|e| e.initialized) {
-        return Ok(false);
-    }
+    };
     let latch = port
         .plane()
         .latch(vec![((number, snap.incarnation, loc.extent), false)]);
@@ -123,31 +119,8 @@ fn write_in_place(
             fua: false,
         },
     };
-    let mut landed = false;
-    let mut failed = FailedDisks::new();
-    let mut missed = Vec::new();
-    let mut errors = Vec::new();
-    let mask = au_mask(aus);
-    let mut settle = |port: &mut dyn DataPort, c: AuAddr, (result, buf): IoOutcome| {
-        if let Some(buf) = buf {
-            port.recycle(buf);
-        }
-        match result {
-            Ok(_) => {
-                landed = true;
-                port.wrote(c.disk);
-            }
-            Err(e) => {
-                note_failed(&mut failed, c.disk, &e);
-                errors.push((c.disk, e));
-                missed.push(StaleMark {
-                    extent: loc.extent,
-                    copy: c,
-                    mask,
-                });
-            }
-        }
-    };
+    let mut done = InPlaceDone::default();
+    let mark = (loc.extent, au_mask(aus));
     // One copy (external redundancy) goes without collecting anything.
     match online().count() {
         0 => return Ok(false),
@@ -155,16 +128,22 @@ fn write_in_place(
             let c = online().next().expect("invariant: one copy online");
             let io = io(port, c);
             let outcome = run_one(port, io)?;
-            settle(port, c, outcome);
+            done.settle(port, c, outcome, mark);
         }
         _ => {
             let copies: Vec<AuAddr> = online().collect();
             let ios = copies.iter().map(|c| io(port, *c)).collect();
             for (c, outcome) in copies.iter().zip(run(port, ios)?) {
-                settle(port, *c, outcome);
+                done.settle(port, *c, outcome, mark);
             }
         }
     }
+    let InPlaceDone {
+        landed,
+        failed,
+        mut missed,
+        errors,
+    } = done;
     let lost = (!landed).then(|| lost_write_error("write", (number, offset, len), &view, &errors));
     if !landed {
         // No copy has it: the write fails and every copy keeps what it had.
@@ -183,6 +162,67 @@ fn write_in_place(
     Ok(true)
 }
 
+/// Where a write of `len` bytes at `offset` lands, if it is the common
+/// write [`write_in_place`] does: inside one run of an extent already
+/// written, in a file that may be written.
+#[inline]
+fn in_place_location(
+    snap: &FileSnapshot,
+    offset: u64,
+    len: u64,
+) -> Option<cairn_format::extent_map::Location> {
+    if len == 0 || snap.read_only.is_some() || check_range(snap, offset, len).is_err() {
+        return None;
+    }
+    let loc = snap.layout.locate(offset);
+    if loc.run_bytes < len || !snap.extent(loc.extent).is_some_and(|e| e.initialized) {
+        return None;
+    }
+    Some(loc)
+}
+
+/// What [`write_in_place`]'s I/O did: whether any copy took it, the disks
+/// and copies that missed it, and why each failed.
+#[derive(Default)]
+struct InPlaceDone {
+    landed: bool,
+    failed: FailedDisks,
+    missed: Vec<StaleMark>,
+    errors: Vec<(u16, IoError)>,
+}
+
+impl InPlaceDone {
+    /// One copy's write done: its buffer back to the port, and the copy
+    /// written, or missed (`mark`: the extent and the AUs written).
+    #[inline]
+    fn settle(
+        &mut self,
+        port: &mut dyn DataPort,
+        c: AuAddr,
+        (result, buf): IoOutcome,
+        (extent, mask): (u64, u16),
+    ) {
+        if let Some(buf) = buf {
+            port.recycle(buf);
+        }
+        match result {
+            Ok(_) => {
+                self.landed = true;
+                port.wrote(c.disk);
+            }
+            Err(e) => {
+                note_failed(&mut self.failed, c.disk, &e);
+                self.errors.push((c.disk, e));
+                self.missed.push(StaleMark {
+                    extent,
+                    copy: c,
+                    mask,
+                });
+            }
+        }
+    }
+}
+
 /// Write `data` at `offset` of file `number` to every online copy.
 pub(crate) fn write(
     port: &mut dyn DataPort,
@@ -192,228 +232,27 @@ pub(crate) fn write(
     data: &[u8],
 ) -> Result<(), GroupError> {
     let len = data.len() as u64;
-    let mut snap = file_snapshot(port, number)?;
+    let snap = file_snapshot(port, number)?;
     if write_in_place(port, slot, &snap, number, offset, data)? {
         return Ok(());
     }
-    // Latch, then look again: the extents a first write latches
-    // exclusively must still be the ones never written. The guard starts
-    // after the latch (a wait for it must not hold freed AUs back) and before
-    // the snapshot the I/O uses. A pass that finds the file changed in a
-    // way the latches do not cover, or that must mark copies stale first,
-    // starts again from the file as it is: at most WRITE_ATTEMPTS_MAX
-    // passes, none of which writes a byte.
-    let mut attempts = 0;
-    let (snap, pieces, fresh, latch, guard, view) = loop {
-        if attempts == WRITE_ATTEMPTS_MAX {
-            return Err(GroupError::WriteFailed(format!(
-                "file {number} offset {offset} length {len}: the file changed under the write {WRITE_ATTEMPTS_MAX} times in a row (cut and grown, replaced, or a disk went offline meanwhile); nothing was written — write again once the file stops changing"
-            )));
-        }
-        attempts += 1;
-        if let Some(why) = &snap.read_only {
-            return Err(why.error());
-        }
-        check_range(&snap, offset, len)?;
-        let pieces = pieces_of(&snap, offset, len)?;
-        let fresh: BTreeSet<u64> = pieces
-            .iter()
-            .filter(|p| !snap.extent(p.extent).is_some_and(|e| e.initialized))
-            .map(|p| p.extent)
-            .collect();
-        let keys = pieces
-            .iter()
-            .map(|p| {
-                (
-                    (number, snap.incarnation, p.extent),
-                    fresh.contains(&p.extent),
-                )
-            })
-            .collect();
-        let latch = port.plane().latch(keys);
-        let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
-        let now = file_snapshot(port, number)?;
-        // The same published snapshot (not just the same version number: a
-        // file number reused by a new file starts its versions again).
-        let (now, pieces, fresh) = if Arc::ptr_eq(&now, &snap) {
-            (now, pieces, fresh)
-        } else {
-            let now_fresh: BTreeSet<u64> = pieces_of(&now, offset, len)
-                .unwrap_or_default()
-                .iter()
-                .filter(|p| !now.extent(p.extent).is_some_and(|e| e.initialized))
-                .map(|p| p.extent)
-                .collect();
-            if !(now.incarnation == snap.incarnation
-                && now.read_only.is_none()
-                && check_range(&now, offset, len).is_ok()
-                && now_fresh
-                    .iter()
-                    .all(|e| latch.holds_exclusive(&(number, snap.incarnation, *e))))
-            {
-                // The file changed under us in a way the latches do not
-                // cover (a shrink and a grow, a delete and a create): start
-                // again from it.
-                drop(guard);
-                drop(latch);
-                snap = now;
-                continue;
-            }
-            let pieces = pieces_of(&now, offset, len)?;
-            (now, pieces, now_fresh)
-        };
-        // A first write into space lent while something may still touch
-        // it waits until that is over, holding nothing, and looks again.
-        if let Some(lent) = lent_and_busy(port.plane(), &now, fresh.iter().copied()) {
-            drop(guard);
-            drop(latch);
-            wait_for_lent(port, number, &lent)?;
-            snap = now;
-            continue;
-        }
-        let view = port.disk_view();
-        // Copies on offline disks miss this write: marked stale before any
-        // byte of it lands (a first write changes the whole extent).
-        let mut unmarked = Vec::new();
-        for p in &pieces {
-            let ext = now
-                .extent(p.extent)
-                .expect("invariant: pieces are in the map");
-            let mask = if fresh.contains(&p.extent) {
-                whole_extent_mask(p.extent)
-            } else {
-                au_mask(piece_aus(&now, p.within, p.len))
-            };
-            missed_copies(&view, p.extent, ext, mask, &mut unmarked);
-        }
-        if unmarked.is_empty() {
-            break (now, pieces, fresh, latch, guard, view);
-        }
-        // Never mark the last copy: a piece no copy of which can be written
-        // fails the write, its copies left as they are.
-        let unwritable = pieces.iter().find(|p| {
-            now.extent(p.extent)
-                .is_some_and(|e| writable_copies_of(&view, e).next().is_none())
-        });
-        if let Some(p) = unwritable {
-            drop(guard);
-            let ext = now
-                .extent(p.extent)
-                .expect("invariant: pieces are in the map");
-            return Err(unwritable_error(number, offset, len, &view, ext));
-        }
-        // The guard never spans a wait for the metadata plane (which may be
-        // waiting for running operations to drain), nor the latches: mark,
-        // then start again from the new snapshot.
-        drop(guard);
-        drop(latch);
-        port.mark_stale(number, now.incarnation, &unmarked)?;
-        snap = file_snapshot(port, number)?;
-    };
-    let mut failed = FailedDisks::new();
-    let mut missed: Vec<StaleMark> = Vec::new();
-    // Failed data writes, by piece: marked only where the piece landed on
-    // some copy (else the write fails and every copy keeps what it had).
-    let mut missed_pieces: Vec<(usize, StaleMark, IoError)> = Vec::new();
-    let mut written: BTreeSet<u16> = BTreeSet::new();
-    // First writes: zero what this write does not cover of each fresh extent.
-    let mut covered: BTreeMap<u64, u64> = BTreeMap::new();
-    for p in pieces.iter().filter(|p| fresh.contains(&p.extent)) {
-        *covered.entry(p.extent).or_default() += p.len;
-    }
-    let mut zeroing = Vec::new();
-    for (extent, bytes) in &covered {
-        let whole = snap.layout.extent_bytes(*extent);
-        if *bytes >= whole {
-            continue;
-        }
-        let ext = snap
-            .extent(*extent)
-            .expect("invariant: pieces are in the map");
-        for c in writable_copies(&view, ext) {
-            zeroing.push((*extent, c, whole));
-        }
-    }
-    if !zeroing.is_empty() {
-        let ios = zeroing
-            .iter()
-            .map(|(_, c, len_bytes)| DiskIo {
-                disk: c.disk,
-                op: zero_op(port, c.disk, u64::from(c.au) * snap.au_bytes, *len_bytes),
-            })
-            .collect();
-        for ((extent, c, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
-            match result {
-                Ok(_) => {
-                    written.insert(c.disk);
-                }
-                Err(e) => {
-                    note_failed(&mut failed, c.disk, &e);
-                    missed.push(StaleMark {
-                        extent: *extent,
-                        copy: *c,
-                        mask: whole_extent_mask(*extent),
-                    });
-                }
-            };
-        }
-    }
-    // The data, in bounded batches, to every online copy.
-    let mut landed = vec![0usize; pieces.len()];
-    let mut start = 0;
-    while start < pieces.len() {
-        let mut end = start;
-        let mut bytes = 0;
-        while end < pieces.len()
-            && (end == start || bytes + pieces[end].len <= WRITE_BATCH_BYTES_MAX)
-        {
-            bytes += pieces[end].len;
-            end += 1;
-        }
-        let mut ios = Vec::new();
-        let mut of = Vec::new();
-        for (i, p) in pieces.iter().enumerate().take(end).skip(start) {
-            let ext = snap
-                .extent(p.extent)
-                .expect("invariant: pieces are in the map");
-            for c in writable_copies(&view, ext) {
-                of.push((i, c));
-                ios.push(DiskIo {
-                    disk: c.disk,
-                    op: Op::Write {
-                        offset_bytes: at(&snap, c, p.within),
-                        buf: buffer_with(port, &data[p.at..p.at + p.len as usize]),
-                        fua: false,
-                    },
-                });
-            }
-        }
-        for ((i, c), (result, buf)) in of.into_iter().zip(run(port, ios)?) {
-            if let Some(buf) = buf {
-                port.recycle(buf);
-            }
-            match result {
-                Ok(_) => {
-                    landed[i] += 1;
-                    written.insert(c.disk);
-                }
-                Err(e) => {
-                    note_failed(&mut failed, c.disk, &e);
-                    let p = &pieces[i];
-                    missed_pieces.push((
-                        i,
-                        StaleMark {
-                            extent: p.extent,
-                            copy: c,
-                            mask: au_mask(piece_aus(&snap, p.within, p.len)),
-                        },
-                        e,
-                    ));
-                }
-            }
-        }
-        start = end;
-    }
+    let Latched {
+        snap,
+        pieces,
+        fresh,
+        latch,
+        guard,
+        view,
+    } = latch_for_write(port, slot, (number, offset, len), snap)?;
+    let mut done = WriteDone::default();
+    zero_uncovered(port, &snap, &view, &pieces, &fresh, &mut done)?;
+    let landed = write_pieces(port, &snap, &view, &pieces, data, &mut done)?;
+    let WriteDone {
+        failed,
+        mut missed,
+        missed_pieces,
+        written,
+    } = done;
     let lost = landed.iter().position(|n| *n == 0).map(|i| {
         let p = &pieces[i];
         let errors: Vec<(u16, IoError)> = missed_pieces
@@ -461,6 +300,332 @@ pub(crate) fn write(
     let marked = port.mark_initialized(number, snap.incarnation, &fresh, &written);
     drop(latch);
     marked
+}
+
+/// A write latched ([`latch_for_write`]): the snapshot its I/O uses, its
+/// pieces, the extents it writes first (latched exclusively), its latches
+/// and guard, and the disk view.
+struct Latched<'s> {
+    snap: Arc<FileSnapshot>,
+    pieces: Vec<crate::group::plane::Piece>,
+    fresh: BTreeSet<u64>,
+    latch: crate::group::plane::LatchGuard,
+    guard: Option<OperationGuard<'s>>,
+    view: Arc<DiskView>,
+}
+
+/// Latch, then look again: the extents a first write latches
+/// exclusively must still be the ones never written. The guard starts
+/// after the latch (a wait for it must not hold freed AUs back) and before
+/// the snapshot the I/O uses. A pass that finds the file changed in a
+/// way the latches do not cover, or that must mark copies stale first,
+/// starts again from the file as it is: at most WRITE_ATTEMPTS_MAX
+/// passes, none of which writes a byte.
+#[inline]
+fn latch_for_write<'s>(
+    port: &mut dyn DataPort,
+    slot: Option<&'s AtomicU64>,
+    (number, offset, len): (u32, u64, u64),
+    mut snap: Arc<FileSnapshot>,
+) -> Result<Latched<'s>, GroupError> {
+    let mut attempts = 0;
+    loop {
+        if attempts == WRITE_ATTEMPTS_MAX {
+            return Err(GroupError::WriteFailed(format!(
+                "file {number} offset {offset} length {len}: the file changed under the write {WRITE_ATTEMPTS_MAX} times in a row (cut and grown, replaced, or a disk went offline meanwhile); nothing was written — write again once the file stops changing"
+            )));
+        }
+        attempts += 1;
+        if let Some(why) = &snap.read_only {
+            return Err(why.error());
+        }
+        check_range(&snap, offset, len)?;
+        let pieces = pieces_of(&snap, offset, len)?;
+        let fresh: BTreeSet<u64> = pieces
+            .iter()
+            .filter(|p| !snap.extent(p.extent).is_some_and(|e| e.initialized))
+            .map(|p| p.extent)
+            .collect();
+        let keys = pieces
+            .iter()
+            .map(|p| {
+                (
+                    (number, snap.incarnation, p.extent),
+                    fresh.contains(&p.extent),
+                )
+            })
+            .collect();
+        let latch = port.plane().latch(keys);
+        let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+        let now = file_snapshot(port, number)?;
+        // The same published snapshot (not just the same version number: a
+        // file number reused by a new file starts its versions again).
+        let Some((pieces, fresh)) =
+            still_latched(&now, &snap, (pieces, fresh), &latch, (number, offset, len))?
+        else {
+            // The file changed under us in a way the latches do not
+            // cover (a shrink and a grow, a delete and a create): start
+            // again from it.
+            drop(guard);
+            drop(latch);
+            snap = now;
+            continue;
+        };
+        // A first write into space lent while something may still touch
+        // it waits until that is over, holding nothing, and looks again.
+        if let Some(lent) = lent_and_busy(port.plane(), &now, fresh.iter().copied()) {
+            drop(guard);
+            drop(latch);
+            wait_for_lent(port, number, &lent)?;
+            snap = now;
+            continue;
+        }
+        let view = port.disk_view();
+        // Copies on offline disks miss this write: marked stale before any
+        // byte of it lands (a first write changes the whole extent).
+        let unmarked = unmarked_copies(&now, &view, &pieces, &fresh);
+        if unmarked.is_empty() {
+            return Ok(Latched {
+                snap: now,
+                pieces,
+                fresh,
+                latch,
+                guard,
+                view,
+            });
+        }
+        // Never mark the last copy: a piece no copy of which can be written
+        // fails the write, its copies left as they are.
+        let unwritable = pieces.iter().find(|p| {
+            now.extent(p.extent)
+                .is_some_and(|e| writable_copies_of(&view, e).next().is_none())
+        });
+        if let Some(p) = unwritable {
+            drop(guard);
+            let ext = now
+                .extent(p.extent)
+                .expect("invariant: pieces are in the map");
+            return Err(unwritable_error(number, offset, len, &view, ext));
+        }
+        // The guard never spans a wait for the metadata plane (which may be
+        // waiting for running operations to drain), nor the latches: mark,
+        // then start again from the new snapshot.
+        drop(guard);
+        drop(latch);
+        port.mark_stale(number, now.incarnation, &unmarked)?;
+        snap = file_snapshot(port, number)?;
+    }
+}
+
+/// A write's pieces, and the extents among them it writes first.
+type WritePieces = (Vec<crate::group::plane::Piece>, BTreeSet<u64>);
+
+/// The pieces and the extents written first of `now`, the file as it is
+/// once latched, when the latches taken from `snap` cover it; `None` when
+/// the file changed in a way they do not cover.
+#[inline]
+fn still_latched(
+    now: &Arc<FileSnapshot>,
+    snap: &Arc<FileSnapshot>,
+    (pieces, fresh): WritePieces,
+    latch: &crate::group::plane::LatchGuard,
+    (number, offset, len): (u32, u64, u64),
+) -> Result<Option<WritePieces>, GroupError> {
+    if Arc::ptr_eq(now, snap) {
+        return Ok(Some((pieces, fresh)));
+    }
+    let now_fresh: BTreeSet<u64> = pieces_of(now, offset, len)
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| !now.extent(p.extent).is_some_and(|e| e.initialized))
+        .map(|p| p.extent)
+        .collect();
+    if !(now.incarnation == snap.incarnation
+        && now.read_only.is_none()
+        && check_range(now, offset, len).is_ok()
+        && now_fresh
+            .iter()
+            .all(|e| latch.holds_exclusive(&(number, snap.incarnation, *e))))
+    {
+        return Ok(None);
+    }
+    let pieces = pieces_of(now, offset, len)?;
+    Ok(Some((pieces, now_fresh)))
+}
+
+/// Copies on offline disks that the write would miss and that are not
+/// marked stale yet: the whole extent of one written first, the AUs the
+/// piece touches of the others.
+#[inline]
+fn unmarked_copies(
+    now: &FileSnapshot,
+    view: &DiskView,
+    pieces: &[crate::group::plane::Piece],
+    fresh: &BTreeSet<u64>,
+) -> Vec<StaleMark> {
+    let mut unmarked = Vec::new();
+    for p in pieces {
+        let ext = now
+            .extent(p.extent)
+            .expect("invariant: pieces are in the map");
+        let mask = if fresh.contains(&p.extent) {
+            whole_extent_mask(p.extent)
+        } else {
+            au_mask(piece_aus(now, p.within, p.len))
+        };
+        missed_copies(view, p.extent, ext, mask, &mut unmarked);
+    }
+    unmarked
+}
+
+/// What a write's I/O did, until it is settled.
+#[derive(Default)]
+struct WriteDone {
+    failed: FailedDisks,
+    /// Copies that missed a first write's zeros.
+    missed: Vec<StaleMark>,
+    /// Failed data writes, by piece: marked only where the piece landed on
+    /// some copy (else the write fails and every copy keeps what it had).
+    missed_pieces: Vec<(usize, StaleMark, IoError)>,
+    written: BTreeSet<u16>,
+}
+
+/// First writes: zero what this write does not cover of each fresh extent.
+#[inline]
+fn zero_uncovered(
+    port: &mut dyn DataPort,
+    snap: &FileSnapshot,
+    view: &DiskView,
+    pieces: &[crate::group::plane::Piece],
+    fresh: &BTreeSet<u64>,
+    done: &mut WriteDone,
+) -> Result<(), GroupError> {
+    let mut covered: BTreeMap<u64, u64> = BTreeMap::new();
+    for p in pieces.iter().filter(|p| fresh.contains(&p.extent)) {
+        *covered.entry(p.extent).or_default() += p.len;
+    }
+    let mut zeroing = Vec::new();
+    for (extent, bytes) in &covered {
+        let whole = snap.layout.extent_bytes(*extent);
+        if *bytes >= whole {
+            continue;
+        }
+        let ext = snap
+            .extent(*extent)
+            .expect("invariant: pieces are in the map");
+        for c in writable_copies(view, ext) {
+            zeroing.push((*extent, c, whole));
+        }
+    }
+    if !zeroing.is_empty() {
+        run_zeroing(port, snap.au_bytes, &zeroing, done)?;
+    }
+    Ok(())
+}
+
+/// Zero each (extent, copy, bytes) of `zeroing` (extents written first,
+/// from the start of their AU runs): the disks written noted in `done`, and
+/// each copy that failed, with its disk, to be marked stale (the whole
+/// extent).
+#[inline]
+fn run_zeroing(
+    port: &mut dyn DataPort,
+    au_bytes: u64,
+    zeroing: &[(u64, AuAddr, u64)],
+    done: &mut WriteDone,
+) -> Result<(), GroupError> {
+    let ios = zeroing
+        .iter()
+        .map(|(_, c, len_bytes)| DiskIo {
+            disk: c.disk,
+            op: zero_op(port, c.disk, u64::from(c.au) * au_bytes, *len_bytes),
+        })
+        .collect();
+    for ((extent, c, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
+        match result {
+            Ok(_) => {
+                done.written.insert(c.disk);
+            }
+            Err(e) => {
+                note_failed(&mut done.failed, c.disk, &e);
+                done.missed.push(StaleMark {
+                    extent: *extent,
+                    copy: *c,
+                    mask: whole_extent_mask(*extent),
+                });
+            }
+        };
+    }
+    Ok(())
+}
+
+/// The data, in bounded batches, to every online copy; per piece, the
+/// copies it landed on.
+#[inline]
+fn write_pieces(
+    port: &mut dyn DataPort,
+    snap: &FileSnapshot,
+    view: &DiskView,
+    pieces: &[crate::group::plane::Piece],
+    data: &[u8],
+    done: &mut WriteDone,
+) -> Result<Vec<usize>, GroupError> {
+    let mut landed = vec![0usize; pieces.len()];
+    let mut start = 0;
+    while start < pieces.len() {
+        let mut end = start;
+        let mut bytes = 0;
+        while end < pieces.len()
+            && (end == start || bytes + pieces[end].len <= WRITE_BATCH_BYTES_MAX)
+        {
+            bytes += pieces[end].len;
+            end += 1;
+        }
+        let mut ios = Vec::new();
+        let mut of = Vec::new();
+        for (i, p) in pieces.iter().enumerate().take(end).skip(start) {
+            let ext = snap
+                .extent(p.extent)
+                .expect("invariant: pieces are in the map");
+            for c in writable_copies(view, ext) {
+                of.push((i, c));
+                ios.push(DiskIo {
+                    disk: c.disk,
+                    op: Op::Write {
+                        offset_bytes: at(snap, c, p.within),
+                        buf: buffer_with(port, &data[p.at..p.at + p.len as usize]),
+                        fua: false,
+                    },
+                });
+            }
+        }
+        for ((i, c), (result, buf)) in of.into_iter().zip(run(port, ios)?) {
+            if let Some(buf) = buf {
+                port.recycle(buf);
+            }
+            match result {
+                Ok(_) => {
+                    landed[i] += 1;
+                    done.written.insert(c.disk);
+                }
+                Err(e) => {
+                    note_failed(&mut done.failed, c.disk, &e);
+                    let p = &pieces[i];
+                    done.missed_pieces.push((
+                        i,
+                        StaleMark {
+                            extent: p.extent,
+                            copy: c,
+                            mask: au_mask(piece_aus(snap, p.within, p.len)),
+                        },
+                        e,
+                    ));
+                }
+            }
+        }
+        start = end;
+    }
+    Ok(landed)
 }
 
 /// Make every extent of file `number` initialised: the ones never written
@@ -542,31 +707,14 @@ pub(crate) fn initialize(
             port.mark_stale(number, now.incarnation, &unmarked)?;
             continue;
         }
-        let ios = zeroing
-            .iter()
-            .map(|(_, c, len_bytes)| DiskIo {
-                disk: c.disk,
-                op: zero_op(port, c.disk, u64::from(c.au) * now.au_bytes, *len_bytes),
-            })
-            .collect();
-        let mut written = BTreeSet::new();
-        let mut failed = FailedDisks::new();
-        let mut missed = Vec::new();
-        for ((e, c, _), (result, _)) in zeroing.iter().zip(run(port, ios)?) {
-            match result {
-                Ok(_) => {
-                    written.insert(c.disk);
-                }
-                Err(error) => {
-                    note_failed(&mut failed, c.disk, &error);
-                    missed.push(StaleMark {
-                        extent: *e,
-                        copy: *c,
-                        mask: whole_extent_mask(*e),
-                    });
-                }
-            };
-        }
+        let mut zeroed = WriteDone::default();
+        run_zeroing(port, now.au_bytes, &zeroing, &mut zeroed)?;
+        let WriteDone {
+            written,
+            failed,
+            missed,
+            ..
+        } = zeroed;
         drop(guard);
         for disk in &written {
             port.wrote(*disk);

@@ -114,6 +114,36 @@ struct Writing {
     landed: Vec<u8>,
 }
 
+impl Writing {
+    /// A write of piece `piece` to one copy, on `disk`, finished: it
+    /// landed, or the copy is to be marked stale and its disk taken offline.
+    #[inline]
+    fn copy_done(
+        &mut self,
+        piece: usize,
+        disk: u16,
+        mark: StaleMark,
+        result: Result<u64, IoError>,
+    ) {
+        match result {
+            Ok(_) => self.landed[piece] += 1,
+            Err(e) => {
+                self.disk_failed(disk, &e);
+                self.missed.push(mark);
+            }
+        }
+    }
+
+    /// A write or flush failed on `disk`: it goes offline before the
+    /// request completes (the first failure says why).
+    #[inline]
+    fn disk_failed(&mut self, disk: u16, e: &IoError) {
+        self.failed_disks
+            .entry(disk)
+            .or_insert_with(|| super::disk_states::failure_reason(e));
+    }
+}
+
 /// A snapshot and disk view that reads in flight were planned from: what a
 /// failed piece's next copy is chosen from ([`next_copy`]). Counted by its
 /// engine alone, so that a read takes and lets go of one without touching
@@ -593,15 +623,7 @@ impl FileIo {
             let Some(p) = self.pending.get_mut(parent) else {
                 continue;
             };
-            // The common read done: its one piece read into the caller's
-            // buffer, nothing else to do.
-            if matches!(piece.role, Role::ReadPiece { caller: true, .. })
-                && c.result.is_ok()
-                && c.buf.is_some()
-                && p.outstanding == 1
-                && p.error.is_none()
-                && !p.needs_repair
-            {
+            if common_read_done(piece.role, &c, p) {
                 let done = self.pending.remove(parent);
                 self.let_go(&done);
                 self.complete_now(done.device, done.tag, done.kind, Ok(done.len), c.buf);
@@ -638,39 +660,8 @@ impl FileIo {
                         p.buf = Some(buf.unwrap_or_else(|| AlignedBuf::zeroed(len)));
                     }
                     // Fall back to the next readable copy of that piece.
-                    let next = copy + 1;
-                    if let Some((c, offset_bytes, piece_len)) = next_copy(&self.plans, p, i, next) {
-                        p.needs_repair = true;
-                        let file = p.file_device.expect("invariant: group file");
-                        let disk_device = match &self.devices[file] {
-                            Mapping::GroupFile { disks, .. } => disks.get(&c.disk).copied(),
-                            Mapping::Direct(_) => None,
-                        };
-                        if let Some(device) = disk_device {
-                            let k = self.pieces.insert(Inner {
-                                parent,
-                                role: Role::ReadPiece {
-                                    piece: i,
-                                    copy: next,
-                                    at,
-                                    caller: false,
-                                },
-                            });
-                            let request = Request {
-                                device,
-                                tag: k as u64,
-                                op: Op::Read {
-                                    offset_bytes,
-                                    buf: AlignedBuf::zeroed(piece_len),
-                                },
-                            };
-                            match self.inner.submit(request) {
-                                Ok(()) => continue, // outstanding unchanged
-                                Err(SubmitError::QueueFull(_)) => {
-                                    self.pieces.remove(k);
-                                }
-                            }
-                        }
+                    if self.read_next_copy(parent, i, copy + 1, at) {
+                        continue; // outstanding unchanged
                     }
                     let p = &mut self.pending[parent];
                     p.error
@@ -689,19 +680,10 @@ impl FileIo {
                     if caller {
                         p.buf = buf;
                     }
-                    let w = p
-                        .writing
+                    p.writing
                         .as_mut()
-                        .expect("invariant: a write has its state");
-                    match result {
-                        Ok(_) => w.landed[i] += 1,
-                        Err(e) => {
-                            w.failed_disks
-                                .entry(disk)
-                                .or_insert_with(|| super::disk_states::failure_reason(&e));
-                            w.missed.push(mark);
-                        }
-                    }
+                        .expect("invariant: a write has its state")
+                        .copy_done(i, disk, mark, result);
                 }
                 (Role::Flush { disk }, result, _) => {
                     if let Err(e) = result {
@@ -709,9 +691,7 @@ impl FileIo {
                             .writing
                             .as_mut()
                             .expect("invariant: a flush has its state");
-                        w.failed_disks
-                            .entry(disk)
-                            .or_insert_with(|| super::disk_states::failure_reason(&e));
+                        w.disk_failed(disk, &e);
                     }
                 }
             }
@@ -720,6 +700,51 @@ impl FileIo {
             if p.outstanding == 0 {
                 let done = self.pending.remove(parent);
                 self.finish(done);
+            }
+        }
+    }
+
+    /// Send piece `i` of read `parent`, which failed on its copy before,
+    /// to its copy `next` (into a buffer of its own, copied into the
+    /// caller's at `at`), and mark the read for repair; `false` if there is
+    /// no such copy on this engine or no room for it.
+    #[inline]
+    fn read_next_copy(&mut self, parent: usize, i: usize, next: usize, at: usize) -> bool {
+        let p = &mut self.pending[parent];
+        let Some((c, offset_bytes, piece_len)) = next_copy(&self.plans, p, i, next) else {
+            return false;
+        };
+        p.needs_repair = true;
+        let file = p.file_device.expect("invariant: group file");
+        let disk_device = match &self.devices[file] {
+            Mapping::GroupFile { disks, .. } => disks.get(&c.disk).copied(),
+            Mapping::Direct(_) => None,
+        };
+        let Some(device) = disk_device else {
+            return false;
+        };
+        let k = self.pieces.insert(Inner {
+            parent,
+            role: Role::ReadPiece {
+                piece: i,
+                copy: next,
+                at,
+                caller: false,
+            },
+        });
+        let request = Request {
+            device,
+            tag: k as u64,
+            op: Op::Read {
+                offset_bytes,
+                buf: AlignedBuf::zeroed(piece_len),
+            },
+        };
+        match self.inner.submit(request) {
+            Ok(()) => true,
+            Err(SubmitError::QueueFull(_)) => {
+                self.pieces.remove(k);
+                false
             }
         }
     }
@@ -793,6 +818,18 @@ impl FileIo {
         let error = at_request(error, request.op.kind(), offset, len);
         self.ready.push_back(Completion::failed(request, error));
     }
+}
+
+/// The common read done: its one piece read into the caller's buffer,
+/// nothing else to do.
+#[inline]
+fn common_read_done(role: Role, c: &Completion, p: &Pending) -> bool {
+    matches!(role, Role::ReadPiece { caller: true, .. })
+        && c.result.is_ok()
+        && c.buf.is_some()
+        && p.outstanding == 1
+        && p.error.is_none()
+        && !p.needs_repair
 }
 
 /// The plan of a read from `snap` and `view`, counted: `newest`, the file's

@@ -33,7 +33,13 @@ impl FileIo {
         else {
             unreachable!("invariant: a group file")
         };
-        let (number, plane, key) = (*number, group.plane(), self.group_keys[index]);
+        let file = OnFile {
+            index,
+            key: self.group_keys[index],
+            number: *number,
+            plane: group.plane(),
+            disks,
+        };
         if let Err(e) = validate(geometry, &request.op) {
             self.requests += 1;
             self.fail(request, e);
@@ -45,37 +51,7 @@ impl FileIo {
         let mut pending = Pending::new(device, tag, kind, offset, len);
         pending.file_device = Some(index);
         if let Op::Flush = op {
-            // One inner flush per member disk: more disks than the inner
-            // engine can ever hold would be handed back as QueueFull for
-            // ever, even on an idle engine. Fail it, as a read or write that
-            // can never fit does.
-            if disks.len() > self.inner.depth_max() {
-                self.requests += 1;
-                self.fail(
-                    Request { device, tag, op },
-                    IoError::Engine { errno: E2BIG },
-                );
-                return Ok(None);
-            }
-            if self.inner.in_flight() + disks.len() > self.inner.depth_max() {
-                return Err(SubmitError::QueueFull(Request { device, tag, op }));
-            }
-            let requests = disks
-                .iter()
-                .map(|(disk, id)| {
-                    (
-                        Request {
-                            device: *id,
-                            tag: 0,
-                            op: Op::Flush,
-                        },
-                        Role::Flush { disk: *disk },
-                    )
-                })
-                .collect();
-            pending.view_epoch = self.snapshots[key].disks(plane).epoch;
-            pending.writing = Some(Box::default());
-            return Ok(Some(Planned { pending, requests }));
+            return self.plan_flush(&file, pending);
         }
         if matches!(op, Op::Discard { .. } | Op::WriteZeroes { .. }) {
             self.requests += 1;
@@ -85,7 +61,7 @@ impl FileIo {
             );
             return Ok(None);
         }
-        if let Some(_why) = plane.stopped() {
+        if let Some(_why) = file.plane.stopped() {
             self.requests += 1;
             self.fail(Request { device, tag, op }, IoError::Engine { errno: EIO });
             return Ok(None);
@@ -95,47 +71,114 @@ impl FileIo {
         // them first — then its guard, then the snapshot it uses, which
         // must be the one it latched.
         let latch = if matches!(op, Op::Write { .. }) {
-            let Some(pre) = self.snapshots[key].file(plane, number) else {
-                self.requests += 1;
-                self.fail(
-                    Request { device, tag, op },
-                    IoError::Engine { errno: ENXIO },
-                );
-                return Ok(None);
-            };
-            let Some(pieces) = pre.pieces(offset, len) else {
-                self.requests += 1;
-                self.fail(Request { device, tag, op }, IoError::Engine { errno: EIO });
-                return Ok(None);
-            };
-            let keys: Vec<_> = pieces
-                .iter()
-                .map(|p| ((number, pre.incarnation, p.extent), false))
-                .collect();
-            let latch = match plane.try_latch(keys.clone()) {
-                Some(latch) => latch,
-                None => {
-                    if let Err(e) = self.drain() {
-                        self.requests += 1;
-                        self.fail(Request { device, tag, op }, e);
-                        return Ok(None);
-                    }
-                    plane.latch(keys)
+            match self.latch_write(&file, offset, len) {
+                Ok(latched) => Some(latched),
+                Err(e) => {
+                    self.requests += 1;
+                    self.fail(Request { device, tag, op }, e);
+                    return Ok(None);
                 }
-            };
-            Some((latch, pre))
+            }
         } else {
             None
         };
+        self.plan_guarded(&file, Request { device, tag, op }, pending, latch)
+    }
+
+    /// A flush: one inner flush per member disk.
+    #[inline]
+    fn plan_flush(
+        &mut self,
+        file: &OnFile<'_>,
+        mut pending: Pending,
+    ) -> Result<Option<Planned>, SubmitError> {
+        let (device, tag, op) = (pending.device, pending.tag, Op::Flush);
+        let disks = file.disks;
+        // One inner flush per member disk: more disks than the inner
+        // engine can ever hold would be handed back as QueueFull for
+        // ever, even on an idle engine. Fail it, as a read or write that
+        // can never fit does.
+        if disks.len() > self.inner.depth_max() {
+            self.requests += 1;
+            self.fail(
+                Request { device, tag, op },
+                IoError::Engine { errno: E2BIG },
+            );
+            return Ok(None);
+        }
+        if self.inner.in_flight() + disks.len() > self.inner.depth_max() {
+            return Err(SubmitError::QueueFull(Request { device, tag, op }));
+        }
+        let requests = disks
+            .iter()
+            .map(|(disk, id)| {
+                (
+                    Request {
+                        device: *id,
+                        tag: 0,
+                        op: Op::Flush,
+                    },
+                    Role::Flush { disk: *disk },
+                )
+            })
+            .collect();
+        pending.view_epoch = self.snapshots[file.key].disks(file.plane).epoch;
+        pending.writing = Some(Box::default());
+        Ok(Some(Planned { pending, requests }))
+    }
+
+    /// A write's shared latches on the extents of `offset..offset + len`,
+    /// with the snapshot they were taken from; an error fails the write.
+    #[inline]
+    fn latch_write(
+        &mut self,
+        file: &OnFile<'_>,
+        offset: u64,
+        len: u64,
+    ) -> Result<Latched, IoError> {
+        let (number, plane) = (file.number, file.plane);
+        let Some(pre) = self.snapshots[file.key].file(plane, number) else {
+            return Err(IoError::Engine { errno: ENXIO });
+        };
+        let Some(pieces) = pre.pieces(offset, len) else {
+            return Err(IoError::Engine { errno: EIO });
+        };
+        let keys: Vec<_> = pieces
+            .iter()
+            .map(|p| ((number, pre.incarnation, p.extent), false))
+            .collect();
+        let latch = match plane.try_latch(keys.clone()) {
+            Some(latch) => latch,
+            None => {
+                self.drain()?;
+                plane.latch(keys)
+            }
+        };
+        Ok((latch, pre))
+    }
+
+    /// Plan a read or write under its guard: the snapshot it uses, the
+    /// copies each piece goes to, and its inner requests — or the slow path.
+    #[inline]
+    fn plan_guarded(
+        &mut self,
+        file: &OnFile<'_>,
+        request: Request,
+        mut pending: Pending,
+        latch: Option<Latched>,
+    ) -> Result<Option<Planned>, SubmitError> {
+        let Request { device, tag, op } = request;
+        let (index, key, disks) = (file.index, file.key, file.disks);
+        let (offset, len) = (pending.offset, pending.len);
         let epoch = self.guard_start(index);
-        let view = self.snapshots[key].disks(plane);
+        let view = self.snapshots[key].disks(file.plane);
         let refuse = |me: &mut Self, op: Op, error: IoError| {
             me.guard_end(index, epoch);
             me.requests += 1;
             me.fail(Request { device, tag, op }, error);
             Ok(None)
         };
-        let Some(snap) = self.snapshots[key].file(plane, number) else {
+        let Some(snap) = self.snapshots[key].file(file.plane, file.number) else {
             return refuse(self, op, IoError::Engine { errno: ENXIO });
         };
         let latch = match latch {
@@ -160,39 +203,9 @@ impl FileIo {
         if is_write && self.read_only[index] {
             return refuse(self, op, IoError::Engine { errno: EROFS });
         }
-        let mut copies: Vec<Vec<AuAddr>> = Vec::with_capacity(pieces.len());
-        let mut fresh = false;
-        for p in &pieces {
-            let extent = snap
-                .extent(p.extent)
-                .expect("invariant: pieces are in the map");
-            fresh |= !extent.initialized;
-            // A write with a copy on a disk that is not ONLINE (it is
-            // SYNCING, or offline and its copy must be marked stale first)
-            // takes the synchronous path, as a first write does.
-            fresh |= is_write && extent.copies().iter().any(|c| !view.is_online(c.disk));
-            let online: Vec<AuAddr> = if is_write {
-                extent
-                    .copies()
-                    .iter()
-                    .filter(|c| view.is_online(c.disk))
-                    .copied()
-                    .collect()
-            } else {
-                let aus = aus_touched(snap.au_bytes, p.within, p.len);
-                readable_copies_of(&view, extent, aus).collect()
-            };
-            // (A write whose copies are not all ONLINE takes the
-            // synchronous path below, which marks or fails as it must.)
-            if extent.initialized && online.is_empty() && !is_write {
-                return refuse(self, op, IoError::Engine { errno: EIO });
-            }
-            copies.push(if extent.initialized {
-                online
-            } else {
-                Vec::new()
-            });
-        }
+        let Some((copies, fresh)) = copies_of(&snap, &view, &pieces, is_write) else {
+            return refuse(self, op, IoError::Engine { errno: EIO });
+        };
         if is_write && fresh {
             // The first write into an extent (or one with a copy not
             // ONLINE): the synchronous path, which may take the extent's
@@ -203,23 +216,10 @@ impl FileIo {
             self.slow_write(index, Request { device, tag, op })?;
             return Ok(None);
         }
-        // Every copy's disk must be attached to this engine: a file grown
-        // onto a disk this engine was not given fails, it does not panic.
-        if copies
-            .iter()
-            .flatten()
-            .any(|c| !disks.contains_key(&c.disk))
-        {
-            return refuse(self, op, IoError::Engine { errno: ENXIO });
-        }
-        let needed: usize = if is_write {
-            copies.iter().map(Vec::len).sum()
-        } else {
-            copies.iter().filter(|c| !c.is_empty()).count()
+        let needed = match self.inner_needed(disks, &copies, is_write) {
+            Ok(needed) => needed,
+            Err(error) => return refuse(self, op, error),
         };
-        if needed > self.inner.depth_max() {
-            return refuse(self, op, IoError::Engine { errno: E2BIG });
-        }
         if self.inner.in_flight() + needed > self.inner.depth_max() {
             self.guard_end(index, epoch);
             return Err(SubmitError::QueueFull(Request { device, tag, op }));
@@ -227,54 +227,15 @@ impl FileIo {
         pending.epoch = Some(epoch);
         pending.view_epoch = view.epoch;
         let mut requests = Vec::with_capacity(needed);
+        let placed = Placed {
+            disks,
+            snap: &snap,
+            pieces: &pieces,
+            copies: &copies,
+        };
         match op {
-            Op::Read { mut buf, .. } => {
-                let single = pieces.len() == 1 && !copies[0].is_empty();
-                for (i, p) in pieces.iter().enumerate() {
-                    if copies[i].is_empty() {
-                        buf[p.at..p.at + p.len as usize].fill(0);
-                    }
-                }
-                if single {
-                    let c = copies[0][0];
-                    requests.push((
-                        Request {
-                            device: disks[&c.disk],
-                            tag: 0,
-                            op: Op::Read {
-                                offset_bytes: at(&snap, c, pieces[0].within),
-                                buf,
-                            },
-                        },
-                        Role::ReadPiece {
-                            piece: 0,
-                            copy: 0,
-                            at: 0,
-                            caller: true,
-                        },
-                    ));
-                } else {
-                    for (i, p) in pieces.iter().enumerate() {
-                        let Some(c) = copies[i].first() else { continue };
-                        requests.push((
-                            Request {
-                                device: disks[&c.disk],
-                                tag: 0,
-                                op: Op::Read {
-                                    offset_bytes: at(&snap, *c, p.within),
-                                    buf: AlignedBuf::zeroed(p.len as usize),
-                                },
-                            },
-                            Role::ReadPiece {
-                                piece: i,
-                                copy: 0,
-                                at: p.at,
-                                caller: false,
-                            },
-                        ));
-                    }
-                    pending.buf = Some(buf);
-                }
+            Op::Read { buf, .. } => {
+                pending.buf = placed.read_requests(buf, &mut requests);
                 pending.read_from = Some(take_plan(
                     &mut self.plans,
                     &mut self.newest_plan[index],
@@ -289,57 +250,230 @@ impl FileIo {
                     landed: vec![0; pieces.len()],
                     ..Writing::default()
                 }));
-                let whole = pieces.len() == 1;
-                let mut caller_buf = Some(buf);
-                let mut data_requests = Vec::new();
-                for (i, p) in pieces.iter().enumerate() {
-                    for c in &copies[i] {
-                        data_requests.push((i, *c, at(&snap, *c, p.within), p.at, p.len));
-                    }
-                }
-                let last = data_requests.len().saturating_sub(1);
-                for (k, (i, c, offset_bytes, from, plen)) in data_requests.into_iter().enumerate() {
-                    let (buf, caller) = if whole && k == last {
-                        (caller_buf.take().expect("invariant: used once"), true)
-                    } else {
-                        let src = caller_buf.as_ref().expect("invariant: kept until last");
-                        (
-                            AlignedBuf::from_slice(&src[from..from + plen as usize]),
-                            false,
-                        )
-                    };
-                    requests.push((
-                        Request {
-                            device: disks[&c.disk],
-                            tag: 0,
-                            op: Op::Write {
-                                offset_bytes,
-                                buf,
-                                fua,
-                            },
-                        },
-                        Role::WriteCopy {
-                            piece: i,
-                            disk: c.disk,
-                            caller,
-                            mark: StaleMark {
-                                extent: pieces[i].extent,
-                                copy: c,
-                                mask: au_mask(aus_touched(
-                                    snap.au_bytes,
-                                    pieces[i].within,
-                                    pieces[i].len,
-                                )),
-                            },
-                        },
-                    ));
-                }
-                pending.buf = caller_buf;
+                pending.buf = placed.write_requests(buf, fua, &mut requests);
             }
             Op::Flush | Op::Discard { .. } | Op::WriteZeroes { .. } => {
                 unreachable!("invariant: handled above")
             }
         }
         Ok(Some(Planned { pending, requests }))
+    }
+
+    /// How many inner requests a read or write to `copies` takes, or why it
+    /// is refused.
+    #[inline]
+    fn inner_needed(
+        &self,
+        disks: &std::collections::BTreeMap<u16, cairn_io::DeviceId>,
+        copies: &[Vec<AuAddr>],
+        is_write: bool,
+    ) -> Result<usize, IoError> {
+        // Every copy's disk must be attached to this engine: a file grown
+        // onto a disk this engine was not given fails, it does not panic.
+        if copies
+            .iter()
+            .flatten()
+            .any(|c| !disks.contains_key(&c.disk))
+        {
+            return Err(IoError::Engine { errno: ENXIO });
+        }
+        let needed: usize = if is_write {
+            copies.iter().map(Vec::len).sum()
+        } else {
+            copies.iter().filter(|c| !c.is_empty()).count()
+        };
+        if needed > self.inner.depth_max() {
+            return Err(IoError::Engine { errno: E2BIG });
+        }
+        Ok(needed)
+    }
+}
+
+/// A write's shared latches, with the snapshot they were taken from.
+type Latched = (
+    crate::group::plane::LatchGuard,
+    Arc<crate::group::plane::FileSnapshot>,
+);
+
+/// The group file a request is planned on: its index among the devices,
+/// its group's key, its number, its group's data plane, and the inner
+/// engine's device for each member disk.
+struct OnFile<'a> {
+    index: usize,
+    key: usize,
+    number: u32,
+    plane: &'a Arc<crate::group::plane::DataPlane>,
+    disks: &'a std::collections::BTreeMap<u16, cairn_io::DeviceId>,
+}
+
+/// A request's pieces, and the copies each goes to.
+struct Placed<'a> {
+    disks: &'a std::collections::BTreeMap<u16, cairn_io::DeviceId>,
+    snap: &'a Arc<crate::group::plane::FileSnapshot>,
+    pieces: &'a [crate::group::plane::Piece],
+    copies: &'a [Vec<AuAddr>],
+}
+
+/// The copies each piece goes to: a write to every ONLINE copy, a read to
+/// the readable ones; none for a piece of an extent never written. With
+/// whether the request must take the slow path (an extent never written,
+/// or, for a write, a copy not ONLINE). `None`: a piece of a written extent
+/// has no copy to read.
+#[inline]
+fn copies_of(
+    snap: &crate::group::plane::FileSnapshot,
+    view: &crate::group::plane::DiskView,
+    pieces: &[crate::group::plane::Piece],
+    is_write: bool,
+) -> Option<(Vec<Vec<AuAddr>>, bool)> {
+    let mut copies: Vec<Vec<AuAddr>> = Vec::with_capacity(pieces.len());
+    let mut fresh = false;
+    for p in pieces {
+        let extent = snap
+            .extent(p.extent)
+            .expect("invariant: pieces are in the map");
+        fresh |= !extent.initialized;
+        // A write with a copy on a disk that is not ONLINE (it is
+        // SYNCING, or offline and its copy must be marked stale first)
+        // takes the synchronous path, as a first write does.
+        fresh |= is_write && extent.copies().iter().any(|c| !view.is_online(c.disk));
+        let online: Vec<AuAddr> = if is_write {
+            extent
+                .copies()
+                .iter()
+                .filter(|c| view.is_online(c.disk))
+                .copied()
+                .collect()
+        } else {
+            let aus = aus_touched(snap.au_bytes, p.within, p.len);
+            readable_copies_of(view, extent, aus).collect()
+        };
+        // (A write whose copies are not all ONLINE takes the
+        // synchronous path below, which marks or fails as it must.)
+        if extent.initialized && online.is_empty() && !is_write {
+            return None;
+        }
+        copies.push(if extent.initialized {
+            online
+        } else {
+            Vec::new()
+        });
+    }
+    Some((copies, fresh))
+}
+
+impl Placed<'_> {
+    /// A read's inner requests: each piece from its first copy (a piece of an
+    /// extent never written is zeros), into the caller's buffer when the read is
+    /// one piece. Returns the caller's buffer when the pieces are read into
+    /// their own.
+    #[inline]
+    fn read_requests(
+        &self,
+        mut buf: AlignedBuf,
+        requests: &mut Vec<(Request, Role)>,
+    ) -> Option<AlignedBuf> {
+        let (disks, snap, pieces, copies) = (self.disks, self.snap, self.pieces, self.copies);
+        let single = pieces.len() == 1 && !copies[0].is_empty();
+        for (i, p) in pieces.iter().enumerate() {
+            if copies[i].is_empty() {
+                buf[p.at..p.at + p.len as usize].fill(0);
+            }
+        }
+        if single {
+            let c = copies[0][0];
+            requests.push((
+                Request {
+                    device: disks[&c.disk],
+                    tag: 0,
+                    op: Op::Read {
+                        offset_bytes: at(snap, c, pieces[0].within),
+                        buf,
+                    },
+                },
+                Role::ReadPiece {
+                    piece: 0,
+                    copy: 0,
+                    at: 0,
+                    caller: true,
+                },
+            ));
+            return None;
+        }
+        for (i, p) in pieces.iter().enumerate() {
+            let Some(c) = copies[i].first() else { continue };
+            requests.push((
+                Request {
+                    device: disks[&c.disk],
+                    tag: 0,
+                    op: Op::Read {
+                        offset_bytes: at(snap, *c, p.within),
+                        buf: AlignedBuf::zeroed(p.len as usize),
+                    },
+                },
+                Role::ReadPiece {
+                    piece: i,
+                    copy: 0,
+                    at: p.at,
+                    caller: false,
+                },
+            ));
+        }
+        Some(buf)
+    }
+
+    /// A write's inner requests: each piece to each of its copies, the last
+    /// from the caller's own buffer when the write is one piece, the others
+    /// from copies of it. Returns the caller's buffer if no request took it.
+    #[inline]
+    fn write_requests(
+        &self,
+        buf: AlignedBuf,
+        fua: bool,
+        requests: &mut Vec<(Request, Role)>,
+    ) -> Option<AlignedBuf> {
+        let (disks, snap, pieces, copies) = (self.disks, self.snap, self.pieces, self.copies);
+        let whole = pieces.len() == 1;
+        let mut caller_buf = Some(buf);
+        let mut data_requests = Vec::new();
+        for (i, p) in pieces.iter().enumerate() {
+            for c in &copies[i] {
+                data_requests.push((i, *c, at(snap, *c, p.within), p.at, p.len));
+            }
+        }
+        let last = data_requests.len().saturating_sub(1);
+        for (k, (i, c, offset_bytes, from, plen)) in data_requests.into_iter().enumerate() {
+            let (buf, caller) = if whole && k == last {
+                (caller_buf.take().expect("invariant: used once"), true)
+            } else {
+                let src = caller_buf.as_ref().expect("invariant: kept until last");
+                (
+                    AlignedBuf::from_slice(&src[from..from + plen as usize]),
+                    false,
+                )
+            };
+            requests.push((
+                Request {
+                    device: disks[&c.disk],
+                    tag: 0,
+                    op: Op::Write {
+                        offset_bytes,
+                        buf,
+                        fua,
+                    },
+                },
+                Role::WriteCopy {
+                    piece: i,
+                    disk: c.disk,
+                    caller,
+                    mark: StaleMark {
+                        extent: pieces[i].extent,
+                        copy: c,
+                        mask: au_mask(aus_touched(snap.au_bytes, pieces[i].within, pieces[i].len)),
+                    },
+                },
+            ));
+        }
+        caller_buf
     }
 }
