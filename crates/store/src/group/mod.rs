@@ -56,7 +56,8 @@
 //!   succeeded, which the crash and interleaving simulators check after
 //!   every step;
 //! - `resync.rs`: stale copies and bringing an offline disk back;
-//!   `relocate.rs`: adding and dropping disks, and the rebalance.
+//!   `add_drop.rs`: adding and dropping disks; `relocate.rs`: the
+//!   rebalance that moves copies, and a drop's end.
 //!
 //! Every file names what it uses (no glob import of its parent), so the
 //! files form layers with no circle (`scripts/house` counts them): the
@@ -66,6 +67,7 @@
 //! Not here: the real-device plumbing (discovery, protection, locks) is in
 //! [`crate::group_admin`].
 
+mod add_drop;
 mod alloc;
 pub mod attributes;
 mod block_ids;
