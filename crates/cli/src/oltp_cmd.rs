@@ -1,7 +1,7 @@
 //! `cairn bench oltp setup|run|verify`: the SLOB method without a database.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -178,85 +178,107 @@ pub(crate) fn run_oltp(command: OltpCommand, engine: EngineArg) -> Result<()> {
                 engine: engine_kind(engine),
                 interrupted: &INTERRUPTED,
             };
-            if terminal {
-                println!("{}", live_header());
-            }
-            let mut on_interval = |rec: &OltpInterval| {
-                if terminal {
-                    println!("{}", live_line(rec));
-                }
-            };
-            // The output directory is made before the run, so a bad --out
-            // costs nothing, and removed again if the run fails before writing.
-            let made_out = !out.exists();
-            std::fs::create_dir_all(&out)
-                .with_context(|| format!("cannot create the output directory {}", out.display()))?;
-            let outcome = match run::run_oltp(&data.targets, &data.redo, &opts, &mut on_interval) {
-                Ok(o) => o,
-                Err(e) => {
-                    if made_out {
-                        std::fs::remove_dir(&out).ok();
-                    }
-                    bail!("{e}");
-                }
-            };
-            let result = outcome.result;
-            cairn_oltp::report_file::write_oltp_reports(&out, &result)
-                .with_context(|| format!("cannot write the reports into {}", out.display()))?;
-            if json {
-                let text = serde_json::to_string_pretty(&result)?;
-                writeln!(std::io::stdout().lock(), "{text}")?;
-            } else {
-                println!("{}", report::awr_info_line(&result));
-                println!(
-                    "reports: {}/awr.txt, report.html, result.json",
-                    out.display()
-                );
-            }
-            verdict(&result)
+            run_and_report(&data, &opts, &out, terminal, json)
         }
         OltpCommand::Verify {
             targets,
             redo,
             json,
-        } => {
-            install_interrupt_handler();
-            let bar = bytes_bar(!json, "verifying");
-            let report = dataset::verify(
-                &targets,
-                &redo,
-                &host,
-                engine_kind(engine),
-                Some(&|done, total| {
-                    bar.set_length(total);
-                    bar.set_position(done);
-                }),
-                &INTERRUPTED,
-            );
-            bar.finish_and_clear();
-            let report = report.map_err(|e| anyhow!("{e}"))?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report::verify_text(&report));
-            }
-            if report.problems_total > 0 {
-                bail!(
-                    "{} blocks are not as they should be (first: {})",
-                    report.problems_total,
-                    report
-                        .problems
-                        .first()
-                        .map(|p| format!(
-                            "{} at byte {}: schema {} {} block {}: {}",
-                            p.target, p.offset_bytes, p.schema, p.segment, p.number, p.problem
-                        ))
-                        .unwrap_or_default()
-                );
-            }
-            Ok(())
-        }
+        } => verify(&host, &targets, &redo, json, engine),
     }
+}
+
+/// `bench oltp run`, its options made: the run (a line per interval on a
+/// `terminal`), its reports written into `out`, what it found said.
+fn run_and_report(
+    data: &DataArgs,
+    opts: &RunOptions,
+    out: &Path,
+    terminal: bool,
+    json: bool,
+) -> Result<()> {
+    if terminal {
+        println!("{}", live_header());
+    }
+    let mut on_interval = |rec: &OltpInterval| {
+        if terminal {
+            println!("{}", live_line(rec));
+        }
+    };
+    // The output directory is made before the run, so a bad --out
+    // costs nothing, and removed again if the run fails before writing.
+    let made_out = !out.exists();
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let outcome = match run::run_oltp(&data.targets, &data.redo, opts, &mut on_interval) {
+        Ok(o) => o,
+        Err(e) => {
+            if made_out {
+                std::fs::remove_dir(out).ok();
+            }
+            bail!("{e}");
+        }
+    };
+    let result = outcome.result;
+    cairn_oltp::report_file::write_oltp_reports(out, &result)
+        .with_context(|| format!("cannot write the reports into {}", out.display()))?;
+    if json {
+        let text = serde_json::to_string_pretty(&result)?;
+        writeln!(std::io::stdout().lock(), "{text}")?;
+    } else {
+        println!("{}", report::awr_info_line(&result));
+        println!(
+            "reports: {}/awr.txt, report.html, result.json",
+            out.display()
+        );
+    }
+    verdict(&result)
+}
+
+/// `bench oltp verify`: every block of the dataset on `targets` and `redo`
+/// read and checked; any not as it should be fails the command.
+fn verify(
+    host: &Host,
+    targets: &[PathBuf],
+    redo: &Path,
+    json: bool,
+    engine: EngineArg,
+) -> Result<()> {
+    install_interrupt_handler();
+    let bar = bytes_bar(!json, "verifying");
+    let report = dataset::verify(
+        targets,
+        redo,
+        host,
+        engine_kind(engine),
+        Some(&|done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        }),
+        &INTERRUPTED,
+    );
+    bar.finish_and_clear();
+    let report = report.map_err(|e| anyhow!("{e}"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report::verify_text(&report));
+    }
+    if report.problems_total > 0 {
+        bail!(
+            "{} blocks are not as they should be (first: {})",
+            report.problems_total,
+            report
+                .problems
+                .first()
+                .map(|p| format!(
+                    "{} at byte {}: schema {} {} block {}: {}",
+                    p.target, p.offset_bytes, p.schema, p.segment, p.number, p.problem
+                ))
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 fn setup(

@@ -399,240 +399,178 @@ impl Request {
     /// and what it may be. The executor checks this before anything else,
     /// whichever door the request came in by.
     pub fn validate(&self) -> Result<(), CommandError> {
-        let bad = |what: String| Err(CommandError::Usage(what));
-        let mut texts: Vec<&str> = Vec::new();
-        let power = |p: u16, zero: bool, what: &str| -> Result<(), CommandError> {
-            let low = u16::from(!zero);
-            if p < low || p > POWER_MAX {
-                return Err(CommandError::Usage(format!(
-                    "--power {p}: {what} takes {low} to {POWER_MAX}"
-                )));
+        self.check_fields()?;
+        for t in self.texts() {
+            if t.len() > TEXT_BYTES_MAX {
+                return refused(format!(
+                    "a name or value of {} bytes; at most {TEXT_BYTES_MAX}",
+                    t.len()
+                ));
             }
-            Ok(())
-        };
-        let names = |list: &[String], what: &str| -> Result<(), CommandError> {
-            if list.len() > NAMES_MAX {
-                return Err(CommandError::Usage(format!(
-                    "{} {what}s named; at most {NAMES_MAX} at once",
-                    list.len()
-                )));
+            if t.contains('\0') {
+                return refused("a name or value holds a NUL byte".into());
             }
-            let mut seen = BTreeSet::new();
-            for n in list {
-                if !seen.insert(n.trim().to_ascii_uppercase()) {
-                    return Err(CommandError::Usage(format!(
-                        "{what} {n} is named twice; name each once"
-                    )));
-                }
-            }
-            Ok(())
-        };
+        }
+        Ok(())
+    }
+
+    /// The rules of each kind's fields, but for the bounds of its texts
+    /// ([`Self::texts`]): the first one broken, refused.
+    fn check_fields(&self) -> Result<(), CommandError> {
         match self {
             // The AU size is the store's to judge (`group::create`).
             Self::GroupCreate {
-                group,
-                redundancy,
                 disks,
                 sector_bytes,
-                take_from,
                 ..
-            } => {
-                texts.extend([group.as_str(), redundancy.as_str()]);
-                texts.extend(take_from.iter().map(String::as_str));
-                for d in disks {
-                    texts.extend(d.failgroup.as_deref());
-                    new_disk_path(&d.path)?;
-                }
-                let paths: Vec<String> =
-                    disks.iter().map(|d| d.path.display().to_string()).collect();
-                names(&paths, "disk")?;
-                if disks.is_empty() {
-                    return bad("name the group's disks with --disk PATH[=FAILGROUP]".into());
-                }
-                if let Some(s) = sector_bytes {
-                    if *s != 512 && *s != 4096 {
-                        return bad(format!("sector size {s}: use 512 or 4096"));
-                    }
-                }
-            }
+            } => check_create(disks, *sector_bytes),
             Self::GroupScrub {
-                group,
                 power: p,
                 prefer,
                 repair,
                 ..
             } => {
-                texts.push(group);
-                texts.extend(prefer.as_deref());
-                power(*p, false, "a scrub")?;
+                power_within(*p, false, "a scrub")?;
                 if prefer.is_some() && !repair {
-                    return bad(
+                    return refused(
                         "--prefer DISK says which copy a repair keeps: give it with --repair"
                             .into(),
                     );
                 }
+                Ok(())
             }
             Self::GroupReclaim {
-                group,
                 rate_bytes,
                 power: p,
                 way,
                 force,
                 ..
-            } => {
-                texts.push(group);
-                if *p == 0 || *p > RECLAIM_POWER_MAX {
-                    return bad(format!(
-                        "--power {p}: a reclaim takes 1 to {RECLAIM_POWER_MAX} requests in flight per disk"
-                    ));
-                }
-                if rate_bytes.is_some_and(|r| r == 0 || r > RECLAIM_RATE_BYTES_MAX) {
-                    return bad(format!(
-                        "--rate: give MB/s per disk, above 0 and at most {} (0 or no --rate: the default; to run unpaced, --rate 0)",
-                        RECLAIM_RATE_BYTES_MAX / 1_000_000
-                    ));
-                }
-                if *force && *way != ReclaimWay::ZeroFill {
-                    return bad("--force goes with --zero-fill".into());
-                }
-            }
+            } => check_reclaim(*rate_bytes, *p, *way, *force),
             Self::GroupOnline {
-                group,
-                disks,
-                power: p,
-                ..
+                disks, power: p, ..
             } => {
-                texts.push(group);
                 if let Some(d) = disks {
                     if d.is_empty() {
-                        return bad("name the disks to bring back, or --all".into());
+                        return refused("name the disks to bring back, or --all".into());
                     }
-                    names(d, "disk")?;
-                    texts.extend(d.iter().map(String::as_str));
+                    named_once(d, "disk")?;
                 }
-                power(*p, false, "a resync")?;
+                power_within(*p, false, "a resync")
             }
             Self::GroupOffline {
-                group,
                 disks,
                 drop_after_seconds,
+                ..
+            } => check_offline(disks, *drop_after_seconds),
+            Self::GroupAlter {
+                add,
+                drop,
+                resize,
+                power: p,
+                ..
+            } => check_alter(add, drop, resize, *p),
+            Self::GroupRebalance { power: p, .. } => power_within(*p, true, "a rebalance"),
+            Self::GroupDropDisk { power: p, .. } => power_within(*p, true, "a rebuild"),
+            Self::GroupReplace { with, power: p, .. } => {
+                new_disk_path(with)?;
+                power_within(*p, false, "a rebuild")
+            }
+            Self::GroupSet { settings, .. } => {
+                if settings.is_empty() {
+                    return refused("give KEY=VALUE pairs to set".into());
+                }
+                let keys: Vec<String> = settings.iter().map(|s| s.key.clone()).collect();
+                named_once(&keys, "key")
+            }
+            Self::GroupGet { keys, .. } => named_once(keys, "key"),
+            Self::Rm { paths } => check_rm(paths),
+            Self::GroupList
+            | Self::GroupDisks { .. }
+            | Self::GroupMount { .. }
+            | Self::GroupCheck { .. }
+            | Self::GroupSpace { .. }
+            | Self::GroupUndrop { .. }
+            | Self::GroupOps { .. }
+            | Self::Ls { .. }
+            | Self::Du { .. }
+            | Self::Mkdir { .. }
+            | Self::Mkalias { .. }
+            | Self::CpIn { .. }
+            | Self::CpOut { .. }
+            | Self::CpBetween { .. }
+            | Self::Status
+            | Self::VolumeCreate { .. }
+            | Self::VolumeAttach { .. }
+            | Self::VolumeDetach { .. }
+            | Self::VolumeResize { .. }
+            | Self::VolumeList { .. } => Ok(()),
+        }
+    }
+
+    /// The names and values the request carries, in order: each must be at
+    /// most [`TEXT_BYTES_MAX`] bytes and hold no NUL.
+    fn texts(&self) -> Vec<&str> {
+        let mut texts: Vec<&str> = Vec::new();
+        match self {
+            Self::GroupCreate {
+                group,
+                redundancy,
+                disks,
+                take_from,
+                ..
             } => {
+                texts.extend([group.as_str(), redundancy.as_str()]);
+                texts.extend(take_from.iter().map(String::as_str));
+                texts.extend(disks.iter().filter_map(|d| d.failgroup.as_deref()));
+            }
+            Self::GroupScrub { group, prefer, .. } => {
                 texts.push(group);
-                if disks.is_empty() {
-                    return bad("name the disks to take offline".into());
-                }
-                names(disks, "disk")?;
+                texts.extend(prefer.as_deref());
+            }
+            Self::GroupOnline { group, disks, .. } => {
+                texts.push(group);
+                texts.extend(disks.iter().flatten().map(String::as_str));
+            }
+            Self::GroupOffline { group, disks, .. } => {
+                texts.push(group);
                 texts.extend(disks.iter().map(String::as_str));
-                if let Some(s) = drop_after_seconds {
-                    if *s < 60 || *s > DROP_AFTER_SECONDS_MAX {
-                        return bad(format!(
-                            "--drop-after {s}s: give 1m to 45d (a disk's own timer is kept in minutes)"
-                        ));
-                    }
-                }
             }
             Self::GroupAlter {
                 group,
                 add,
                 drop,
                 resize,
-                power: p,
                 ..
             } => {
                 texts.push(group);
-                if add.is_empty() && drop.is_empty() && resize.is_empty() {
-                    return bad(
-                        "name disks to --add PATH[=FAILGROUP], --drop DISK or --resize DISK=SIZE"
-                            .into(),
-                    );
-                }
-                for d in add {
-                    texts.extend(d.failgroup.as_deref());
-                    new_disk_path(&d.path)?;
-                }
-                let paths: Vec<String> = add.iter().map(|d| d.path.display().to_string()).collect();
-                names(&paths, "disk")?;
-                names(drop, "disk")?;
+                texts.extend(add.iter().filter_map(|d| d.failgroup.as_deref()));
                 texts.extend(drop.iter().map(String::as_str));
-                let resized: Vec<String> = resize.iter().map(|r| r.disk.clone()).collect();
-                names(&resized, "disk")?;
                 texts.extend(resize.iter().map(|r| r.disk.as_str()));
-                if let Some(both) = drop.iter().find(|d| {
-                    resize
-                        .iter()
-                        .any(|r| r.disk.trim().eq_ignore_ascii_case(d.trim()))
-                }) {
-                    return bad(format!(
-                        "disk {both} is both dropped and resized; do one or the other"
-                    ));
-                }
-                power(*p, true, "a rebalance")?;
             }
-            Self::GroupRebalance {
-                group, power: p, ..
-            } => {
-                texts.push(group);
-                power(*p, true, "a rebalance")?;
-            }
-            Self::GroupDropDisk {
-                group,
-                disk,
-                power: p,
-                ..
-            } => {
+            Self::GroupDropDisk { group, disk, .. } | Self::GroupReplace { group, disk, .. } => {
                 texts.extend([group.as_str(), disk.as_str()]);
-                power(*p, true, "a rebuild")?;
-            }
-            Self::GroupReplace {
-                group,
-                disk,
-                with,
-                power: p,
-                ..
-            } => {
-                texts.extend([group.as_str(), disk.as_str()]);
-                new_disk_path(with)?;
-                power(*p, false, "a rebuild")?;
             }
             Self::GroupSet { group, settings } => {
                 texts.push(group);
-                if settings.is_empty() {
-                    return bad("give KEY=VALUE pairs to set".into());
-                }
-                let keys: Vec<String> = settings.iter().map(|s| s.key.clone()).collect();
-                names(&keys, "key")?;
                 for s in settings {
                     texts.extend([s.key.as_str(), s.value.as_str()]);
                 }
             }
             Self::GroupGet { group, keys } => {
                 texts.push(group);
-                names(keys, "key")?;
                 texts.extend(keys.iter().map(String::as_str));
             }
             Self::GroupDisks { group }
             | Self::GroupMount { group, .. }
             | Self::GroupCheck { group, .. }
             | Self::GroupSpace { group }
-            | Self::GroupUndrop { group } => texts.push(group),
+            | Self::GroupUndrop { group }
+            | Self::GroupReclaim { group, .. }
+            | Self::GroupRebalance { group, .. } => texts.push(group),
             Self::GroupOps { group } | Self::VolumeList { group } => texts.extend(group.as_deref()),
             Self::GroupList | Self::Status => {}
             Self::Ls { path } | Self::Du { path } | Self::Mkdir { path, .. } => texts.push(path),
-            Self::Rm { paths } => {
-                if paths.is_empty() {
-                    return bad("name what to remove".into());
-                }
-                names(paths, "path")?;
-                texts.extend(paths.iter().map(String::as_str));
-                let groups: BTreeSet<String> = paths.iter().map(|p| group_of_path(p)).collect();
-                if groups.len() > 1 {
-                    return bad(format!(
-                        "rm's paths are in {} groups ({}); remove each group's in a command of its own",
-                        groups.len(),
-                        groups.into_iter().collect::<Vec<_>>().join(", ")
-                    ));
-                }
-            }
+            Self::Rm { paths } => texts.extend(paths.iter().map(String::as_str)),
             Self::Mkalias { target, alias } => texts.extend([target.as_str(), alias.as_str()]),
             Self::CpIn {
                 source,
@@ -668,19 +606,154 @@ impl Request {
             | Self::VolumeDetach { name }
             | Self::VolumeResize { name, .. } => texts.push(name),
         }
-        for t in texts {
-            if t.len() > TEXT_BYTES_MAX {
-                return bad(format!(
-                    "a name or value of {} bytes; at most {TEXT_BYTES_MAX}",
-                    t.len()
-                ));
-            }
-            if t.contains('\0') {
-                return bad("a name or value holds a NUL byte".into());
-            }
-        }
-        Ok(())
+        texts
     }
+}
+
+/// A refusal of a request's fields, saying which and what they may be.
+fn refused(what: String) -> Result<(), CommandError> {
+    Err(CommandError::Usage(what))
+}
+
+/// `--power` within its bounds: 1 (or 0, where `zero` says it may be) to
+/// [`POWER_MAX`]; `what` names the operation it paces.
+fn power_within(p: u16, zero: bool, what: &str) -> Result<(), CommandError> {
+    let low = u16::from(!zero);
+    if p < low || p > POWER_MAX {
+        return Err(CommandError::Usage(format!(
+            "--power {p}: {what} takes {low} to {POWER_MAX}"
+        )));
+    }
+    Ok(())
+}
+
+/// A list of names (`what`s: disks, paths, keys) within [`NAMES_MAX`],
+/// each named once (case and surrounding spaces aside).
+fn named_once(list: &[String], what: &str) -> Result<(), CommandError> {
+    if list.len() > NAMES_MAX {
+        return Err(CommandError::Usage(format!(
+            "{} {what}s named; at most {NAMES_MAX} at once",
+            list.len()
+        )));
+    }
+    let mut seen = BTreeSet::new();
+    for n in list {
+        if !seen.insert(n.trim().to_ascii_uppercase()) {
+            return Err(CommandError::Usage(format!(
+                "{what} {n} is named twice; name each once"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `group create`'s disks (each an absolute path, named once, at least
+/// one) and sector size.
+fn check_create(disks: &[NewDiskSpec], sector_bytes: Option<u32>) -> Result<(), CommandError> {
+    for d in disks {
+        new_disk_path(&d.path)?;
+    }
+    let paths: Vec<String> = disks.iter().map(|d| d.path.display().to_string()).collect();
+    named_once(&paths, "disk")?;
+    if disks.is_empty() {
+        return refused("name the group's disks with --disk PATH[=FAILGROUP]".into());
+    }
+    if let Some(s) = sector_bytes {
+        if s != 512 && s != 4096 {
+            return refused(format!("sector size {s}: use 512 or 4096"));
+        }
+    }
+    Ok(())
+}
+
+/// `group reclaim`'s power, pace and way.
+fn check_reclaim(
+    rate_bytes: Option<u64>,
+    p: u16,
+    way: ReclaimWay,
+    force: bool,
+) -> Result<(), CommandError> {
+    if p == 0 || p > RECLAIM_POWER_MAX {
+        return refused(format!(
+            "--power {p}: a reclaim takes 1 to {RECLAIM_POWER_MAX} requests in flight per disk"
+        ));
+    }
+    if rate_bytes.is_some_and(|r| r == 0 || r > RECLAIM_RATE_BYTES_MAX) {
+        return refused(format!(
+            "--rate: give MB/s per disk, above 0 and at most {} (0 or no --rate: the default; to run unpaced, --rate 0)",
+            RECLAIM_RATE_BYTES_MAX / 1_000_000
+        ));
+    }
+    if force && way != ReclaimWay::ZeroFill {
+        return refused("--force goes with --zero-fill".into());
+    }
+    Ok(())
+}
+
+/// `group offline`'s disks (at least one, each once) and `--drop-after`.
+fn check_offline(disks: &[String], drop_after_seconds: Option<u64>) -> Result<(), CommandError> {
+    if disks.is_empty() {
+        return refused("name the disks to take offline".into());
+    }
+    named_once(disks, "disk")?;
+    if let Some(s) = drop_after_seconds {
+        if !(60..=DROP_AFTER_SECONDS_MAX).contains(&s) {
+            return refused(format!(
+                "--drop-after {s}s: give 1m to 45d (a disk's own timer is kept in minutes)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `group alter`'s disks to add, drop and resize (something to do, each
+/// disk once in each list, none both dropped and resized) and its power.
+fn check_alter(
+    add: &[NewDiskSpec],
+    drop: &[String],
+    resize: &[Resize],
+    p: u16,
+) -> Result<(), CommandError> {
+    if add.is_empty() && drop.is_empty() && resize.is_empty() {
+        return refused(
+            "name disks to --add PATH[=FAILGROUP], --drop DISK or --resize DISK=SIZE".into(),
+        );
+    }
+    for d in add {
+        new_disk_path(&d.path)?;
+    }
+    let paths: Vec<String> = add.iter().map(|d| d.path.display().to_string()).collect();
+    named_once(&paths, "disk")?;
+    named_once(drop, "disk")?;
+    let resized: Vec<String> = resize.iter().map(|r| r.disk.clone()).collect();
+    named_once(&resized, "disk")?;
+    if let Some(both) = drop.iter().find(|d| {
+        resize
+            .iter()
+            .any(|r| r.disk.trim().eq_ignore_ascii_case(d.trim()))
+    }) {
+        return refused(format!(
+            "disk {both} is both dropped and resized; do one or the other"
+        ));
+    }
+    power_within(p, true, "a rebalance")
+}
+
+/// `rm`'s paths: at least one, each once, all in one group.
+fn check_rm(paths: &[String]) -> Result<(), CommandError> {
+    if paths.is_empty() {
+        return refused("name what to remove".into());
+    }
+    named_once(paths, "path")?;
+    let groups: BTreeSet<String> = paths.iter().map(|p| group_of_path(p)).collect();
+    if groups.len() > 1 {
+        return refused(format!(
+            "rm's paths are in {} groups ({}); remove each group's in a command of its own",
+            groups.len(),
+            groups.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// A device path a request names: absolute (the asker resolves it against

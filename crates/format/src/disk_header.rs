@@ -208,59 +208,73 @@ fn is_sector_size(bytes: u32) -> bool {
     bytes.is_power_of_two() && (512..=4096).contains(&bytes)
 }
 
-impl DiskHeader {
-    /// Decode and validate one copy. Never panics.
-    pub fn decode(block: &[u8]) -> Result<DecodedHeader, HeaderError> {
-        let raw = RawDiskHeader::ref_from_bytes(block).map_err(|_| HeaderError::WrongLength {
-            len_bytes: block.len(),
-        })?;
-        if block.iter().all(|b| *b == 0) {
-            return Err(HeaderError::Blank);
-        }
-        if raw.magic != MAGIC {
-            return Err(HeaderError::NotCairn { found: raw.magic });
-        }
-        let computed = checksum_of(block);
-        if raw.checksum.get() != computed {
-            return Err(HeaderError::Checksum {
-                stored: raw.checksum.get(),
-                computed,
-            });
-        }
-        if raw.block_type.get() != BLOCK_TYPE_DISK_HEADER {
-            return Err(HeaderError::WrongBlockType {
-                found: raw.block_type.get(),
-            });
-        }
-        let version = raw.format_version.get();
-        if version == 0 || version > FORMAT_VERSION {
-            return Err(HeaderError::UnsupportedVersion { found: version });
-        }
-        let features = FeatureSet {
-            compat: raw.features_compat.get(),
-            ro_compat: raw.features_ro_compat.get(),
-            incompat: raw.features_incompat.get(),
-        };
-        let unknown_incompat = features.incompat & !FEATURES_KNOWN.incompat;
-        if unknown_incompat != 0 {
-            return Err(HeaderError::IncompatibleFeatures {
-                bits: unknown_incompat,
-            });
-        }
-        if raw.reserved0 != [0; 6] {
-            return Err(invalid("reserved0", "not zero"));
-        }
-        // Bytes in the tail belong to a feature this version does not know; with
-        // no such feature bit set, they are damage that the checksum missed.
-        let unknown_features = features.compat & !FEATURES_KNOWN.compat != 0
-            || features.ro_compat & !FEATURES_KNOWN.ro_compat != 0;
-        if !unknown_features && raw.reserved_tail.iter().any(|b| *b != 0) {
-            return Err(invalid(
-                "reserved_tail",
-                "not zero, and no feature bit says why",
-            ));
-        }
+/// The block as a header copy: its length, magic, checksum, block type,
+/// version and feature bits, and zeros where nothing is defined. The raw
+/// header and its features.
+fn check_envelope(block: &[u8]) -> Result<(&RawDiskHeader, FeatureSet), HeaderError> {
+    let raw = RawDiskHeader::ref_from_bytes(block).map_err(|_| HeaderError::WrongLength {
+        len_bytes: block.len(),
+    })?;
+    if block.iter().all(|b| *b == 0) {
+        return Err(HeaderError::Blank);
+    }
+    if raw.magic != MAGIC {
+        return Err(HeaderError::NotCairn { found: raw.magic });
+    }
+    let computed = checksum_of(block);
+    if raw.checksum.get() != computed {
+        return Err(HeaderError::Checksum {
+            stored: raw.checksum.get(),
+            computed,
+        });
+    }
+    if raw.block_type.get() != BLOCK_TYPE_DISK_HEADER {
+        return Err(HeaderError::WrongBlockType {
+            found: raw.block_type.get(),
+        });
+    }
+    let version = raw.format_version.get();
+    if version == 0 || version > FORMAT_VERSION {
+        return Err(HeaderError::UnsupportedVersion { found: version });
+    }
+    let features = FeatureSet {
+        compat: raw.features_compat.get(),
+        ro_compat: raw.features_ro_compat.get(),
+        incompat: raw.features_incompat.get(),
+    };
+    let unknown_incompat = features.incompat & !FEATURES_KNOWN.incompat;
+    if unknown_incompat != 0 {
+        return Err(HeaderError::IncompatibleFeatures {
+            bits: unknown_incompat,
+        });
+    }
+    if raw.reserved0 != [0; 6] {
+        return Err(invalid("reserved0", "not zero"));
+    }
+    // Bytes in the tail belong to a feature this version does not know; with
+    // no such feature bit set, they are damage that the checksum missed.
+    let unknown_features = features.compat & !FEATURES_KNOWN.compat != 0
+        || features.ro_compat & !FEATURES_KNOWN.ro_compat != 0;
+    if !unknown_features && raw.reserved_tail.iter().any(|b| *b != 0) {
+        return Err(invalid(
+            "reserved_tail",
+            "not zero, and no feature bit says why",
+        ));
+    }
+    Ok((raw, features))
+}
 
+/// Where a copy says the header's copies lie: inside the device, aligned,
+/// in increasing order, this copy at its own place.
+struct Placement {
+    device_size_bytes: u64,
+    copy_offsets_bytes: Vec<u64>,
+    copy_index: u8,
+    self_offset_bytes: u64,
+}
+
+impl Placement {
+    fn decode(raw: &RawDiskHeader) -> Result<Self, HeaderError> {
         let device_size_bytes = raw.device_size_bytes.get();
         if device_size_bytes < DEVICE_SIZE_MIN_BYTES {
             return Err(invalid(
@@ -313,6 +327,43 @@ impl DiskHeader {
             }
             Some(_) => {}
         }
+        Ok(Self {
+            device_size_bytes,
+            copy_offsets_bytes: used.to_vec(),
+            copy_index,
+            self_offset_bytes,
+        })
+    }
+}
+
+/// The logical and physical sector sizes: a logical one of 512 to 4096
+/// bytes, a physical one a power of two from it to 64 KiB.
+fn sector_sizes(raw: &RawDiskHeader) -> Result<(u32, u32), HeaderError> {
+    let logical_sector_bytes = raw.logical_sector_bytes.get();
+    let physical_sector_bytes = raw.physical_sector_bytes.get();
+    if !is_sector_size(logical_sector_bytes) {
+        return Err(invalid(
+            "logical_sector_bytes",
+            format!("{logical_sector_bytes} is not 512, 1024, 2048 or 4096"),
+        ));
+    }
+    if !physical_sector_bytes.is_power_of_two()
+        || physical_sector_bytes < logical_sector_bytes
+        || physical_sector_bytes > 1 << 16
+    {
+        return Err(invalid(
+            "physical_sector_bytes",
+            format!("{physical_sector_bytes} with logical {logical_sector_bytes}"),
+        ));
+    }
+    Ok((logical_sector_bytes, physical_sector_bytes))
+}
+
+impl DiskHeader {
+    /// Decode and validate one copy. Never panics.
+    pub fn decode(block: &[u8]) -> Result<DecodedHeader, HeaderError> {
+        let (raw, features) = check_envelope(block)?;
+        let placement = Placement::decode(raw)?;
         let generation = raw.generation.get();
         if generation == 0 {
             return Err(invalid("generation", "zero"));
@@ -331,23 +382,7 @@ impl DiskHeader {
                 "set, but the FORMER feature bit is not",
             ));
         }
-        let logical_sector_bytes = raw.logical_sector_bytes.get();
-        let physical_sector_bytes = raw.physical_sector_bytes.get();
-        if !is_sector_size(logical_sector_bytes) {
-            return Err(invalid(
-                "logical_sector_bytes",
-                format!("{logical_sector_bytes} is not 512, 1024, 2048 or 4096"),
-            ));
-        }
-        if !physical_sector_bytes.is_power_of_two()
-            || physical_sector_bytes < logical_sector_bytes
-            || physical_sector_bytes > 1 << 16
-        {
-            return Err(invalid(
-                "physical_sector_bytes",
-                format!("{physical_sector_bytes} with logical {logical_sector_bytes}"),
-            ));
-        }
+        let (logical_sector_bytes, physical_sector_bytes) = sector_sizes(raw)?;
 
         Ok(DecodedHeader {
             header: DiskHeader {
@@ -357,15 +392,15 @@ impl DiskHeader {
                 former_group,
                 logical_sector_bytes,
                 physical_sector_bytes,
-                device_size_bytes,
+                device_size_bytes: placement.device_size_bytes,
                 created_unix_seconds: raw.created_unix_seconds.get(),
                 written_unix_seconds: raw.written_unix_seconds.get(),
                 generation,
                 features,
-                copy_offsets_bytes: used.to_vec(),
+                copy_offsets_bytes: placement.copy_offsets_bytes,
             },
-            copy_index,
-            self_offset_bytes,
+            copy_index: placement.copy_index,
+            self_offset_bytes: placement.self_offset_bytes,
         })
     }
 

@@ -47,7 +47,6 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::ops::Range;
-use std::sync::Arc;
 
 use cairn_io::clock::Clock;
 use cairn_io::engine::{pieces, validate};
@@ -60,30 +59,18 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 
 mod clock;
+mod disk;
 mod shared;
 pub mod turnstile;
 pub use clock::SimClock;
+use disk::{all_zeros, copy_overlap, Payload, PendingWrite, CHUNK};
+pub use disk::{DiskFaults, DiskImage, SimDisk};
 pub use shared::{SharedSim, SimHandle};
 pub use turnstile::{Actor, Turnstile};
 
 const EIO: i32 = 5;
 const ENXIO: i32 = 6;
 const PER_MILLION: u64 = 1_000_000;
-
-/// Faults armed on one disk.
-#[derive(Debug, Clone, Default)]
-pub struct DiskFaults {
-    /// Reads overlapping these byte ranges fail with EIO.
-    pub read_error_ranges: Vec<Range<u64>>,
-    /// Writes overlapping these byte ranges fail with EIO and write nothing.
-    pub write_error_ranges: Vec<Range<u64>>,
-    pub read_error_per_million: u32,
-    pub write_error_per_million: u32,
-    /// Writes that land somewhere else and report success.
-    pub misdirect_per_million: u32,
-    /// Discarded ranges keep their old data instead of reading as zeros.
-    pub discard_reads_stale: bool,
-}
 
 /// What happens to each unflushed write at a crash. The rest are lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,221 +132,26 @@ pub enum FaultEvent {
     },
 }
 
-/// What a pending write puts down: bytes, or zeros (write-zeroes, a
-/// discard that reads back zeros), kept as a length so that zeroing a big
-/// extent costs no buffer and no per-sector work.
-#[derive(Debug, Clone)]
-enum Payload {
-    Bytes(Vec<u8>),
-    Zeros(u64),
-}
-
-impl Payload {
-    fn len(&self) -> u64 {
-        match self {
-            Payload::Bytes(b) => b.len() as u64,
-            Payload::Zeros(n) => *n,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-struct PendingWrite {
+/// Where an operation lands (its device and byte range), and its kind:
+/// what a failure of it says.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    device: DeviceId,
+    kind: OpKind,
     offset_bytes: u64,
-    data: Payload,
-    /// FUA: durable once the write has completed.
-    fua: bool,
-    /// Simulated time at which the write completes.
-    completes_at_ns: u64,
+    len_bytes: u64,
 }
 
-/// The durable image is kept in chunks of this many bytes (a multiple of
-/// every sector size): one map entry and one allocation per 64 KiB, not per
-/// sector, which at 512-byte sectors was much of a simulation's time.
-const CHUNK: u64 = 64 << 10;
-
-/// One simulated disk.
-#[derive(Debug, Clone)]
-pub struct SimDisk {
-    geometry: Geometry,
-    /// Durable contents by chunk (`CHUNK` bytes each); absent chunks are
-    /// zero. Shared with the images taken of the disk ([`DiskImage`]) until
-    /// one side writes the chunk (copy on write), so an image costs a map
-    /// of pointers, not the disk's bytes.
-    durable: BTreeMap<u64, Arc<[u8]>>,
-    pending: Vec<PendingWrite>,
-    pub faults: DiskFaults,
-    lost: bool,
-    hung: bool,
-}
-
-impl SimDisk {
-    fn sector(&self) -> u64 {
-        u64::from(self.geometry.logical_sector_bytes)
-    }
-
-    fn durable_bytes(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
-        let mut out = vec![0u8; len];
-        self.durable_into(offset_bytes, &mut out, true);
-        out
-    }
-
-    /// The durable contents at `offset_bytes` into `out`; where no chunk
-    /// was ever written, zeros (written only if `out` is not `zeroed`
-    /// already: a read fills its own buffer, and each pass over a large
-    /// buffer showed in the simulations' time).
-    fn durable_into(&self, offset_bytes: u64, out: &mut [u8], zeroed: bool) {
-        let end = offset_bytes + out.len() as u64;
-        let mut at = offset_bytes;
-        for (index, data) in self
-            .durable
-            .range(offset_bytes / CHUNK..end.div_ceil(CHUNK))
-        {
-            let from = index * CHUNK;
-            if !zeroed && from > at {
-                out[(at - offset_bytes) as usize..(from - offset_bytes) as usize].fill(0);
-            }
-            copy_overlap(out, offset_bytes, data, from);
-            at = at.max((from + CHUNK).min(end));
-        }
-        if !zeroed && at < end {
-            out[(at - offset_bytes) as usize..].fill(0);
+impl Span {
+    /// The operation failed as the OS would fail it, with `errno`.
+    fn os(&self, errno: i32) -> IoError {
+        IoError::Os {
+            kind: self.kind,
+            offset_bytes: self.offset_bytes,
+            len_bytes: self.len_bytes,
+            errno,
         }
     }
-
-    fn current_bytes(&self, offset_bytes: u64, len: usize) -> Vec<u8> {
-        let mut out = vec![0u8; len];
-        self.current_into(offset_bytes, &mut out, true);
-        out
-    }
-
-    /// What a read of `out.len()` bytes at `offset_bytes` returns now.
-    fn current_into(&self, offset_bytes: u64, out: &mut [u8], zeroed: bool) {
-        self.durable_into(offset_bytes, out, zeroed);
-        let len = out.len();
-        for write in &self.pending {
-            match &write.data {
-                Payload::Bytes(b) => copy_overlap(out, offset_bytes, b, write.offset_bytes),
-                Payload::Zeros(n) => {
-                    let start = offset_bytes.max(write.offset_bytes);
-                    let end = (offset_bytes + len as u64).min(write.offset_bytes + n);
-                    if start < end {
-                        out[(start - offset_bytes) as usize..(end - offset_bytes) as usize].fill(0);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Make `len` bytes of `payload`, from `from` bytes into it, durable at
-    /// `offset_bytes` (sector-aligned, as every write is).
-    fn land(&mut self, offset_bytes: u64, payload: &Payload, from: u64, len: u64) {
-        match payload {
-            Payload::Bytes(b) => {
-                self.make_durable(offset_bytes, &b[from as usize..(from + len) as usize]);
-            }
-            Payload::Zeros(_) => {
-                // Absent chunks read as zeros; a chunk covered in part is
-                // zeroed in that part.
-                let covered: Vec<u64> = self
-                    .durable
-                    .range(offset_bytes / CHUNK..(offset_bytes + len).div_ceil(CHUNK))
-                    .map(|(k, _)| *k)
-                    .collect();
-                for k in covered {
-                    let start = offset_bytes.max(k * CHUNK);
-                    let end = (offset_bytes + len).min((k + 1) * CHUNK);
-                    if end - start == CHUNK {
-                        self.durable.remove(&k);
-                    } else if let Some(chunk) = self.durable.get_mut(&k) {
-                        Arc::make_mut(chunk)
-                            [(start - k * CHUNK) as usize..(end - k * CHUNK) as usize]
-                            .fill(0);
-                    }
-                }
-            }
-        }
-    }
-
-    fn make_durable(&mut self, offset_bytes: u64, data: &[u8]) {
-        let end = offset_bytes + data.len() as u64;
-        let mut at = offset_bytes;
-        while at < end {
-            let index = at / CHUNK;
-            let within = (at % CHUNK) as usize;
-            let n = (CHUNK - at % CHUNK).min(end - at) as usize;
-            let from = &data[(at - offset_bytes) as usize..][..n];
-            match self.durable.get_mut(&index) {
-                Some(chunk) => Arc::make_mut(chunk)[within..within + n].copy_from_slice(from),
-                // Zeros where nothing was stays sparse.
-                None if all_zeros(from) => {}
-                // A whole chunk: made from the bytes, never zeroed first.
-                None if n == CHUNK as usize => {
-                    self.durable.insert(index, Arc::from(from));
-                }
-                None => {
-                    // Collected straight into its shared allocation (a
-                    // Vec turned into an Arc would be copied once more).
-                    let mut chunk: Arc<[u8]> = std::iter::repeat_n(0u8, CHUNK as usize).collect();
-                    Arc::get_mut(&mut chunk).expect("invariant: just made")[within..within + n]
-                        .copy_from_slice(from);
-                    self.durable.insert(index, chunk);
-                }
-            }
-            at += n as u64;
-        }
-    }
-
-    /// A flush issued at `issued_at_ns`, taking effect as it completes, makes
-    /// durable the writes completed before it was issued; a write still in flight
-    /// then is not covered (order by waiting for the write, then flushing). A
-    /// covered write overlapping an earlier write that stays pending stays
-    /// pending too, so what readers see never goes back to older data.
-    fn flush(&mut self, issued_at_ns: u64) {
-        let mut still_pending: Vec<PendingWrite> = Vec::new();
-        for write in std::mem::take(&mut self.pending) {
-            let end = write.offset_bytes + write.data.len();
-            let behind_older = still_pending.iter().any(|p| {
-                p.offset_bytes < end && write.offset_bytes < p.offset_bytes + p.data.len()
-            });
-            if write.completes_at_ns <= issued_at_ns && !behind_older {
-                self.land(write.offset_bytes, &write.data, 0, write.data.len());
-            } else {
-                still_pending.push(write);
-            }
-        }
-        self.pending = still_pending;
-    }
-}
-
-/// Everything a simulated disk holds, flushed or not ([`SimEngine::image`]):
-/// to be put back in its place, or another's, later
-/// ([`SimEngine::put_image`]). Cheap to take and keep: its chunks are
-/// shared with the disk until either is written.
-#[derive(Debug, Clone, Default)]
-pub struct DiskImage {
-    durable: BTreeMap<u64, Arc<[u8]>>,
-    pending: Vec<PendingWrite>,
-}
-
-impl DiskImage {
-    /// A device that holds nothing: every byte reads as zero.
-    pub fn blank() -> Self {
-        Self::default()
-    }
-}
-
-/// Copy the overlap of `src` (at `src_offset`) into `dst` (at `dst_offset`).
-fn copy_overlap(dst: &mut [u8], dst_offset: u64, src: &[u8], src_offset: u64) {
-    let start = dst_offset.max(src_offset);
-    let end = (dst_offset + dst.len() as u64).min(src_offset + src.len() as u64);
-    if start >= end {
-        return;
-    }
-    let d = (start - dst_offset) as usize;
-    let s = (start - src_offset) as usize;
-    let n = (end - start) as usize;
-    dst[d..d + n].copy_from_slice(&src[s..s + n]);
 }
 
 fn overlaps(ranges: &[Range<u64>], offset_bytes: u64, len_bytes: u64) -> bool {
@@ -707,91 +499,19 @@ impl SimEngine {
         validate(&geometry, op)?;
         let kind = op.kind();
         let (offset_bytes, len_bytes) = op.range();
-        let os = |errno| IoError::Os {
+        let at = Span {
+            device,
             kind,
             offset_bytes,
             len_bytes,
-            errno,
         };
         if self.disks[device.0 as usize].lost {
-            return Err(os(ENXIO));
+            return Err(at.os(ENXIO));
         }
-        let max_piece = geometry.max_transfer_aligned_bytes();
         match op {
-            Op::Read { buf, .. } => {
-                let faults = &self.disks[device.0 as usize].faults;
-                let ranged = overlaps(&faults.read_error_ranges, offset_bytes, len_bytes);
-                let rate = faults.read_error_per_million;
-                if ranged || self.chance(rate) {
-                    self.events.push(FaultEvent::ReadError {
-                        device,
-                        offset_bytes,
-                    });
-                    return Err(os(EIO));
-                }
-                for (start, len) in pieces(len_bytes, max_piece) {
-                    assert!(
-                        len <= u64::from(geometry.max_transfer_bytes),
-                        "invariant: piece within max transfer"
-                    );
-                    self.stats.device_requests += 1;
-                    self.disks[device.0 as usize].current_into(
-                        offset_bytes + start,
-                        &mut buf[start as usize..(start + len) as usize],
-                        false,
-                    );
-                }
-                self.stats.bytes_read += len_bytes;
-            }
+            Op::Read { buf, .. } => self.read_now(at, &geometry, buf)?,
             Op::Write { buf, fua, .. } => {
-                let faults = self.disks[device.0 as usize].faults.clone();
-                if overlaps(&faults.write_error_ranges, offset_bytes, len_bytes)
-                    || self.chance(faults.write_error_per_million)
-                {
-                    self.events.push(FaultEvent::WriteError {
-                        device,
-                        offset_bytes,
-                    });
-                    return Err(os(EIO));
-                }
-                let mut target = offset_bytes;
-                if self.chance(faults.misdirect_per_million) {
-                    let sector = u64::from(geometry.logical_sector_bytes);
-                    let slots = (geometry.size_bytes - len_bytes) / sector + 1;
-                    let landed = (self.rng.next_u64() % slots) * sector;
-                    if landed != offset_bytes {
-                        target = landed;
-                        self.events.push(FaultEvent::Misdirected {
-                            device,
-                            intended_bytes: offset_bytes,
-                            landed_bytes: landed,
-                            len_bytes,
-                        });
-                    }
-                }
-                for (start, len) in pieces(len_bytes, max_piece) {
-                    assert!(
-                        len <= u64::from(geometry.max_transfer_bytes),
-                        "invariant: piece within max transfer"
-                    );
-                    self.stats.device_requests += 1;
-                    let piece = &buf[start as usize..(start + len) as usize];
-                    // A piece of zeros is kept as its length (a zero-fill
-                    // writes hundreds of MiB): it reads, lands and tears
-                    // the same.
-                    let data = if all_zeros(piece) {
-                        Payload::Zeros(len)
-                    } else {
-                        Payload::Bytes(piece.to_vec())
-                    };
-                    self.disks[device.0 as usize].pending.push(PendingWrite {
-                        offset_bytes: target + start,
-                        data,
-                        fua: *fua,
-                        completes_at_ns,
-                    });
-                }
-                self.stats.bytes_written += len_bytes;
+                self.write_now(at, &geometry, buf, *fua, completes_at_ns)?;
             }
             Op::Flush => {
                 // Takes effect when it completes (see wait()).
@@ -817,6 +537,106 @@ impl SimEngine {
             }
         }
         Ok(len_bytes)
+    }
+
+    /// A read `at` into `buf`: failed by an injected read error, else
+    /// copied from the disk as it is now, a piece per largest transfer.
+    fn read_now(
+        &mut self,
+        at: Span,
+        geometry: &Geometry,
+        buf: &mut AlignedBuf,
+    ) -> Result<(), IoError> {
+        let (device, offset_bytes, len_bytes) = (at.device, at.offset_bytes, at.len_bytes);
+        let faults = &self.disks[device.0 as usize].faults;
+        let ranged = overlaps(&faults.read_error_ranges, offset_bytes, len_bytes);
+        let rate = faults.read_error_per_million;
+        if ranged || self.chance(rate) {
+            self.events.push(FaultEvent::ReadError {
+                device,
+                offset_bytes,
+            });
+            return Err(at.os(EIO));
+        }
+        let max_piece = geometry.max_transfer_aligned_bytes();
+        for (start, len) in pieces(len_bytes, max_piece) {
+            assert!(
+                len <= u64::from(geometry.max_transfer_bytes),
+                "invariant: piece within max transfer"
+            );
+            self.stats.device_requests += 1;
+            self.disks[device.0 as usize].current_into(
+                offset_bytes + start,
+                &mut buf[start as usize..(start + len) as usize],
+                false,
+            );
+        }
+        self.stats.bytes_read += len_bytes;
+        Ok(())
+    }
+
+    /// A write `at` of `buf`: failed by an injected write error, maybe
+    /// misdirected, else pending on the disk (volatile until flushed,
+    /// unless `fua`) a piece per largest transfer, done at `completes_at_ns`.
+    fn write_now(
+        &mut self,
+        at: Span,
+        geometry: &Geometry,
+        buf: &AlignedBuf,
+        fua: bool,
+        completes_at_ns: u64,
+    ) -> Result<(), IoError> {
+        let (device, offset_bytes, len_bytes) = (at.device, at.offset_bytes, at.len_bytes);
+        let faults = self.disks[device.0 as usize].faults.clone();
+        if overlaps(&faults.write_error_ranges, offset_bytes, len_bytes)
+            || self.chance(faults.write_error_per_million)
+        {
+            self.events.push(FaultEvent::WriteError {
+                device,
+                offset_bytes,
+            });
+            return Err(at.os(EIO));
+        }
+        let mut target = offset_bytes;
+        if self.chance(faults.misdirect_per_million) {
+            let sector = u64::from(geometry.logical_sector_bytes);
+            let slots = (geometry.size_bytes - len_bytes) / sector + 1;
+            let landed = (self.rng.next_u64() % slots) * sector;
+            if landed != offset_bytes {
+                target = landed;
+                self.events.push(FaultEvent::Misdirected {
+                    device,
+                    intended_bytes: offset_bytes,
+                    landed_bytes: landed,
+                    len_bytes,
+                });
+            }
+        }
+        let max_piece = geometry.max_transfer_aligned_bytes();
+        for (start, len) in pieces(len_bytes, max_piece) {
+            assert!(
+                len <= u64::from(geometry.max_transfer_bytes),
+                "invariant: piece within max transfer"
+            );
+            self.stats.device_requests += 1;
+            let piece = &buf[start as usize..(start + len) as usize];
+            // A piece of zeros is kept as its length (a zero-fill
+            // writes hundreds of MiB): it reads, lands and tears
+            // the same.
+            let data = if all_zeros(piece) {
+                Payload::Zeros(len)
+            } else {
+                Payload::Bytes(piece.to_vec())
+            };
+            self.disks[device.0 as usize].pending.push(PendingWrite {
+                offset_bytes: target + start,
+                data,
+                fua,
+                completes_at_ns,
+            });
+        }
+        self.stats.bytes_written += len_bytes;
+        Ok(())
     }
 
     fn zero(&mut self, device: DeviceId, offset_bytes: u64, len_bytes: u64, completes_at_ns: u64) {
@@ -949,14 +769,6 @@ impl IoEngine for SimEngine {
     fn stats(&self) -> EngineStats {
         self.stats
     }
-}
-
-/// Whether `bytes` are all zero (compared 4 KiB at a time: a zero-fill
-/// writes hundreds of MiB through here).
-fn all_zeros(bytes: &[u8]) -> bool {
-    const ZERO: [u8; 4096] = [0; 4096];
-    let mut chunks = bytes.chunks_exact(ZERO.len());
-    chunks.all(|c| c == ZERO) && chunks.remainder().iter().all(|b| *b == 0)
 }
 
 /// Geometry for a simulated disk: `size_bytes`, logical/physical sectors, a

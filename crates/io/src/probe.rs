@@ -467,17 +467,9 @@ pub fn block_facts(host: &Host, major: u32, minor: u32) -> BlockProbe {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| format!("{major}:{minor}"));
     let partition = dir
-        .as_ref()
+        .as_deref()
         .filter(|d| d.join("partition").exists())
-        .map(|d| PartitionProbe {
-            number: Host::attr_u64(&d.join("partition")).unwrap_or(0) as u32,
-            parent: d
-                .parent()
-                .and_then(|p| p.file_name())
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            start_sector: Host::attr_u64(&d.join("start")),
-        });
+        .map(partition_of);
     // Partitions share the whole device's queue and identity.
     let whole = match (&dir, &partition) {
         (Some(d), Some(_)) => d.parent().map(Path::to_path_buf),
@@ -511,28 +503,12 @@ pub fn block_facts(host: &Host, major: u32, minor: u32) -> BlockProbe {
         .and_then(|d| Host::attr(&d.join("loop/backing_file")))
         .map(PathBuf::from);
 
-    let granularity = attr_u64("queue/discard_granularity").map(|g| g as u32);
-    let discard_max = attr_u64("queue/discard_max_bytes");
-    let discard_supported = discard_max.is_some_and(|m| m > 0);
-    let (reads_zeroes, reads_zeroes_reason) = if !discard_supported {
-        (
-            Knowledge::No,
-            "the device does not accept discard".to_string(),
-        )
-    } else if loop_backing_file.is_some() {
-        (
-            Knowledge::Yes,
-            "a loop device punches a hole in its backing file".to_string(),
-        )
-    } else if name.starts_with("zram") {
-        (Knowledge::Yes, "zram frees discarded pages".to_string())
-    } else {
-        (
-            Knowledge::Unknown,
-            "the kernel does not report it (discard_zeroes_data is retired); Cairn uses write-zeroes where it needs zeros"
-                .to_string(),
-        )
-    };
+    let discard = discard_facts(
+        attr_u64("queue/discard_granularity"),
+        attr_u64("queue/discard_max_bytes"),
+        loop_backing_file.is_some(),
+        &name,
+    );
     let wwid = attr("device/wwid").or_else(|| attr("wwid")).or_else(|| {
         device_mapper
             .as_ref()
@@ -554,13 +530,7 @@ pub fn block_facts(host: &Host, major: u32, minor: u32) -> BlockProbe {
         rotational: attr_u64("queue/rotational").map(|v| v != 0),
         write_cache: attr("queue/write_cache"),
         fua: attr_u64("queue/fua").map(|v| v != 0),
-        discard: DiscardProbe {
-            supported: discard_supported,
-            granularity_bytes: granularity.filter(|_| discard_supported),
-            max_bytes: discard_max,
-            reads_zeroes,
-            reads_zeroes_reason,
-        },
+        discard,
         write_zeroes_max_bytes: attr_u64("queue/write_zeroes_max_bytes"),
         write_zeroes_unmap_max_bytes: attr_u64("queue/write_zeroes_unmap_max_bytes"),
         device_mapper,
@@ -575,6 +545,60 @@ pub fn block_facts(host: &Host, major: u32, minor: u32) -> BlockProbe {
         name,
         major,
         minor,
+    }
+}
+
+/// The partition whose sysfs directory is `dir`: its number, its whole
+/// device, where it starts.
+fn partition_of(dir: &Path) -> PartitionProbe {
+    PartitionProbe {
+        number: Host::attr_u64(&dir.join("partition")).unwrap_or(0) as u32,
+        parent: dir
+            .parent()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        start_sector: Host::attr_u64(&dir.join("start")),
+    }
+}
+
+/// Discard as the device's queue reports it (`granularity`, `max_bytes`),
+/// and whether a discarded range reads back as zeros: known for a loop
+/// device (`on_loop`) and zram (by `name`); of others the kernel does not
+/// say.
+fn discard_facts(
+    granularity: Option<u64>,
+    max_bytes: Option<u64>,
+    on_loop: bool,
+    name: &str,
+) -> DiscardProbe {
+    let granularity = granularity.map(|g| g as u32);
+    let discard_supported = max_bytes.is_some_and(|m| m > 0);
+    let (reads_zeroes, reads_zeroes_reason) = if !discard_supported {
+        (
+            Knowledge::No,
+            "the device does not accept discard".to_string(),
+        )
+    } else if on_loop {
+        (
+            Knowledge::Yes,
+            "a loop device punches a hole in its backing file".to_string(),
+        )
+    } else if name.starts_with("zram") {
+        (Knowledge::Yes, "zram frees discarded pages".to_string())
+    } else {
+        (
+            Knowledge::Unknown,
+            "the kernel does not report it (discard_zeroes_data is retired); Cairn uses write-zeroes where it needs zeros"
+                .to_string(),
+        )
+    };
+    DiscardProbe {
+        supported: discard_supported,
+        granularity_bytes: granularity.filter(|_| discard_supported),
+        max_bytes,
+        reads_zeroes,
+        reads_zeroes_reason,
     }
 }
 
@@ -623,6 +647,41 @@ fn probe_file(
         error: e.into(),
     })?;
     let magic = sfs.f_type as i64;
+    let (filesystem, punch_hole, punch_hole_reason) = filesystem_of(magic);
+    let (direct_io, offset_align) = direct_io_of(path, file, filesystem == "tmpfs");
+    let sectors = file_sectors(host, meta, offset_align);
+    let read_only_reason = file_read_only_reason(file, meta);
+    let in_use = file_in_use(host, meta);
+
+    Ok(DeviceProbe {
+        path: path.into(),
+        canonical_path,
+        kind: DeviceKind::File,
+        size_bytes: meta.len(),
+        logical_sector_bytes: sectors.logical_sector_bytes,
+        physical_sector_bytes: sectors.physical_sector_bytes,
+        sector_format: sector_format(sectors.logical_sector_bytes, sectors.physical_sector_bytes),
+        max_transfer_bytes: sectors.max_transfer_bytes,
+        read_only: read_only_reason.is_some(),
+        read_only_reason,
+        block: None,
+        file: Some(FileProbe {
+            filesystem,
+            filesystem_magic: format!("{magic:#x}"),
+            fs_block_bytes: meta.blksize(),
+            allocated_bytes: meta.blocks() * 512,
+            direct_io,
+            punch_hole,
+            punch_hole_reason,
+            backing_device: sectors.backing.map(|b| b.name),
+        }),
+        in_use,
+    })
+}
+
+/// The filesystem of statfs magic `magic` ([`FILESYSTEMS`]), whether it
+/// punches holes, and why that is said.
+fn filesystem_of(magic: i64) -> (String, Knowledge, String) {
     let (filesystem, punch_hole) = FILESYSTEMS
         .iter()
         .find(|(m, _, _)| *m == magic)
@@ -633,20 +692,43 @@ fn probe_file(
         Knowledge::No => format!("{filesystem} does not support FALLOC_FL_PUNCH_HOLE"),
         Knowledge::Unknown => format!("{filesystem}: depends on the server or lower filesystem; not tested, probing never writes"),
     };
+    (filesystem, punch_hole, punch_hole_reason)
+}
 
+/// Whether the file at `path` opens with O_DIRECT (and, unless on
+/// `tmpfs`, bypasses the page cache), with the alignment statx reports;
+/// and that offset alignment.
+fn direct_io_of(path: &Path, file: &File, tmpfs: bool) -> (DirectIoProbe, Option<u32>) {
     let direct_open = File::options()
         .read(true)
         .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
         .open(path);
     let (offset_align, memory_align) = statx_dio(file);
-    let tmpfs = filesystem == "tmpfs";
     let direct_io = DirectIoProbe {
         supported: direct_open.is_ok(),
         honoured: direct_open.is_ok() && !tmpfs,
         offset_align_bytes: offset_align,
         memory_align_bytes: memory_align,
     };
+    (direct_io, offset_align)
+}
 
+/// A file's sectors and largest transfer, from the block device under its
+/// filesystem where there is one.
+struct FileSectors {
+    /// The block device under the filesystem (not tmpfs's, not btrfs's
+    /// anonymous devices).
+    backing: Option<BlockProbe>,
+    logical_sector_bytes: u32,
+    physical_sector_bytes: u32,
+    max_transfer_bytes: u32,
+}
+
+/// The sectors of the file `meta` describes: its direct-I/O offset
+/// alignment (`offset_align`) or its backing device's logical block, that
+/// device's physical block or the file's block size, and the device's
+/// largest transfer.
+fn file_sectors(host: &Host, meta: &Metadata, offset_align: Option<u32>) -> FileSectors {
     // The block device under the filesystem, when there is one (not tmpfs, not btrfs's anonymous devices).
     let (fs_major, fs_minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
     let backing = (fs_major != 0)
@@ -672,11 +754,21 @@ fn probe_file(
         .map(BlockProbe::max_transfer_bytes)
         .unwrap_or(FILE_MAX_TRANSFER_DEFAULT_BYTES)
         .max(logical_sector_bytes);
+    FileSectors {
+        backing,
+        logical_sector_bytes,
+        physical_sector_bytes,
+        max_transfer_bytes,
+    }
+}
 
+/// Why the file cannot be written, if it cannot: a read-only mount, or no
+/// write bit in its mode.
+fn file_read_only_reason(file: &File, meta: &Metadata) -> Option<String> {
     let readonly_mount = rustix::fs::fstatvfs(file)
         .is_ok_and(|svfs| svfs.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
     let no_write_bits = meta.mode() & 0o222 == 0;
-    let read_only_reason = if readonly_mount {
+    if readonly_mount {
         Some("its filesystem is mounted read-only".to_string())
     } else if no_write_bits {
         Some(format!(
@@ -685,8 +777,11 @@ fn probe_file(
         ))
     } else {
         None
-    };
+    }
+}
 
+/// Who else uses the file `meta` describes: loop devices over it, swap.
+fn file_in_use(host: &Host, meta: &Metadata) -> InUse {
     let loop_devices = host
         .loop_devices()
         .into_iter()
@@ -695,39 +790,14 @@ fn probe_file(
         })
         .map(|(name, _)| name)
         .collect();
-    let in_use = InUse {
+    InUse {
         swap: host.swaps().iter().any(|swap| {
             fs::metadata(swap)
                 .is_ok_and(|m| m.is_file() && m.dev() == meta.dev() && m.ino() == meta.ino())
         }),
         loop_devices,
         ..InUse::default()
-    };
-
-    Ok(DeviceProbe {
-        path: path.into(),
-        canonical_path,
-        kind: DeviceKind::File,
-        size_bytes: meta.len(),
-        logical_sector_bytes,
-        physical_sector_bytes,
-        sector_format: sector_format(logical_sector_bytes, physical_sector_bytes),
-        max_transfer_bytes,
-        read_only: read_only_reason.is_some(),
-        read_only_reason,
-        block: None,
-        file: Some(FileProbe {
-            filesystem,
-            filesystem_magic: format!("{magic:#x}"),
-            fs_block_bytes: meta.blksize(),
-            allocated_bytes: meta.blocks() * 512,
-            direct_io,
-            punch_hole,
-            punch_hole_reason,
-            backing_device: backing.map(|b| b.name),
-        }),
-        in_use,
-    })
+    }
 }
 
 #[cfg(test)]

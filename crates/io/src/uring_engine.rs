@@ -632,6 +632,132 @@ impl UringEngine {
     }
 }
 
+// The phases of `IoEngine::submit`, which runs per I/O: private, inlined,
+// and adding no allocation, lock, dynamic call or system call to it.
+impl UringEngine {
+    /// The error a request to a device that holds one past its timeout
+    /// fails with at once, if it does.
+    #[inline]
+    fn hung_refusal(
+        &mut self,
+        request: &Request,
+        kind: OpKind,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Option<IoError> {
+        if self.hung[request.device.0 as usize] > 0 {
+            // Whether the kernel has given the parked ones back meanwhile
+            // (a caller that only submits requests to this device would
+            // otherwise never reap them).
+            self.reap();
+        }
+        if self.hung[request.device.0 as usize] > 0 {
+            // A request to it is still unanswered past its timeout: this
+            // one would only wait as long and hold more of the kernel's
+            // workers (see the module's notes).
+            return Some(IoError::TimedOut {
+                kind,
+                offset_bytes,
+                len_bytes,
+                timeout_ms: self.io_timeout.map_or(0, |t| t.as_millis() as u64),
+            });
+        }
+        None
+    }
+
+    /// A discard or write-zeroes (`kind`) on a block device, carried out
+    /// now by the device (not through the ring), its completion ready.
+    #[inline]
+    fn zero_block_now(
+        &mut self,
+        request: Request,
+        kind: OpKind,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) {
+        let device = FileEngine::device(self, request.device)
+            .expect("invariant: the device was found above");
+        let outcome = if kind == OpKind::Discard {
+            device.discard_now(offset_bytes, len_bytes)
+        } else {
+            device.write_zeroes_now(offset_bytes, len_bytes)
+        };
+        self.stats.device_requests += 1;
+        self.ready.push_back(Completion {
+            device: request.device,
+            tag: request.tag,
+            kind,
+            result: outcome.map(|()| len_bytes).map_err(|e| IoError::Os {
+                kind,
+                offset_bytes,
+                len_bytes,
+                errno: e.raw_os_error().unwrap_or(libc::EIO),
+            }),
+            buf: None,
+        });
+    }
+
+    /// The request (`kind`, `len_bytes` at `offset_bytes`) in flight,
+    /// its deadline counted, and its pieces in the backlog: a read or a
+    /// write in pieces of at most `max_piece` bytes, anything else whole.
+    #[inline]
+    fn queue_pieces(
+        &mut self,
+        request: Request,
+        kind: OpKind,
+        offset_bytes: u64,
+        len_bytes: u64,
+        max_piece: u64,
+    ) {
+        let (buf, fua) = match request.op {
+            Op::Read { buf, .. } => (Some(buf), false),
+            Op::Write { buf, fua, .. } => (Some(buf), fua),
+            _ => (None, false),
+        };
+        let split = matches!(kind, OpKind::Read | OpKind::Write);
+        let piece_count = if split {
+            len_bytes.div_ceil(max_piece)
+        } else {
+            1
+        };
+        let key = self.requests.insert(InFlight {
+            device: request.device,
+            tag: request.tag,
+            kind,
+            offset_bytes,
+            len_bytes,
+            buf,
+            fua,
+            pieces_left: piece_count,
+            error: None,
+            deadline: self.io_timeout.map(|t| Instant::now() + t),
+            parked: false,
+        });
+        if let Some(deadline) = self.requests[key].deadline {
+            self.next_deadline = Some(self.next_deadline.map_or(deadline, |d| d.min(deadline)));
+        }
+        if split {
+            self.backlog.extend(
+                pieces(len_bytes, max_piece).map(|(start_bytes, len)| Piece {
+                    request: key,
+                    start_bytes,
+                    len_bytes: len,
+                    retries: 0,
+                    submitter: 0,
+                }),
+            );
+        } else {
+            self.backlog.push_back(Piece {
+                request: key,
+                start_bytes: 0,
+                len_bytes,
+                retries: 0,
+                submitter: 0,
+            });
+        }
+    }
+}
+
 /// What a dropped engine leaves the kernel: its ring and the parked
 /// requests whose pieces it still holds, buffers and all.
 struct Parked {
@@ -727,94 +853,15 @@ impl IoEngine for UringEngine {
         let max_piece = device.geometry().max_transfer_aligned_bytes();
         let kind = request.op.kind();
         let (offset_bytes, len_bytes) = request.op.range();
-        if self.hung[request.device.0 as usize] > 0 {
-            // Whether the kernel has given the parked ones back meanwhile
-            // (a caller that only submits requests to this device would
-            // otherwise never reap them).
-            self.reap();
-        }
-        if self.hung[request.device.0 as usize] > 0 {
-            // A request to it is still unanswered past its timeout: this
-            // one would only wait as long and hold more of the kernel's
-            // workers (see the module's notes).
-            let error = IoError::TimedOut {
-                kind,
-                offset_bytes,
-                len_bytes,
-                timeout_ms: self.io_timeout.map_or(0, |t| t.as_millis() as u64),
-            };
+        if let Some(error) = self.hung_refusal(&request, kind, offset_bytes, len_bytes) {
             self.ready.push_back(Completion::failed(request, error));
             return Ok(());
         }
         if is_block && matches!(kind, OpKind::Discard | OpKind::WriteZeroes) {
-            let device = FileEngine::device(self, request.device)
-                .expect("invariant: the device was found above");
-            let outcome = if kind == OpKind::Discard {
-                device.discard_now(offset_bytes, len_bytes)
-            } else {
-                device.write_zeroes_now(offset_bytes, len_bytes)
-            };
-            self.stats.device_requests += 1;
-            self.ready.push_back(Completion {
-                device: request.device,
-                tag: request.tag,
-                kind,
-                result: outcome.map(|()| len_bytes).map_err(|e| IoError::Os {
-                    kind,
-                    offset_bytes,
-                    len_bytes,
-                    errno: e.raw_os_error().unwrap_or(libc::EIO),
-                }),
-                buf: None,
-            });
+            self.zero_block_now(request, kind, offset_bytes, len_bytes);
             return Ok(());
         }
-        let (buf, fua) = match request.op {
-            Op::Read { buf, .. } => (Some(buf), false),
-            Op::Write { buf, fua, .. } => (Some(buf), fua),
-            _ => (None, false),
-        };
-        let split = matches!(kind, OpKind::Read | OpKind::Write);
-        let piece_count = if split {
-            len_bytes.div_ceil(max_piece)
-        } else {
-            1
-        };
-        let key = self.requests.insert(InFlight {
-            device: request.device,
-            tag: request.tag,
-            kind,
-            offset_bytes,
-            len_bytes,
-            buf,
-            fua,
-            pieces_left: piece_count,
-            error: None,
-            deadline: self.io_timeout.map(|t| Instant::now() + t),
-            parked: false,
-        });
-        if let Some(deadline) = self.requests[key].deadline {
-            self.next_deadline = Some(self.next_deadline.map_or(deadline, |d| d.min(deadline)));
-        }
-        if split {
-            self.backlog.extend(
-                pieces(len_bytes, max_piece).map(|(start_bytes, len)| Piece {
-                    request: key,
-                    start_bytes,
-                    len_bytes: len,
-                    retries: 0,
-                    submitter: 0,
-                }),
-            );
-        } else {
-            self.backlog.push_back(Piece {
-                request: key,
-                start_bytes: 0,
-                len_bytes,
-                retries: 0,
-                submitter: 0,
-            });
-        }
+        self.queue_pieces(request, kind, offset_bytes, len_bytes, max_piece);
         // If the ring itself fails here, the pieces stay in the backlog (or the
         // submission queue) and the same error surfaces at the next wait(),
         // where the caller looks for it.

@@ -164,18 +164,7 @@ fn run(
             })
             .collect(),
     )?;
-    let held: Vec<Held> = shared
-        .iter()
-        .enumerate()
-        .filter_map(|(slot, (name, g))| {
-            Some(Held {
-                name: name.clone(),
-                group: g.clone(),
-                names: fs.names(slot)?,
-                stats: fs.stats(slot)?,
-            })
-        })
-        .collect();
+    let held = held_groups(shared, &fs);
     // Bound before the file system is mounted: a bad address is refused
     // with nothing to undo.
     let metrics = match &options.metrics {
@@ -187,22 +176,7 @@ fn run(
         )?),
         None => None,
     };
-    let config = {
-        let mut c = fuser::Config::default();
-        c.mount_options = vec![
-            fuser::MountOption::FSName("cairn".into()),
-            fuser::MountOption::Subtype("cairn".into()),
-            fuser::MountOption::NoDev,
-            fuser::MountOption::NoSuid,
-            fuser::MountOption::DefaultPermissions,
-        ];
-        if options.allow_other {
-            c.acl = fuser::SessionACL::All;
-        }
-        c.n_threads = Some(options.threads.max(1));
-        c.clone_fd = true;
-        c
-    };
+    let config = mount_config(options);
     let mount_error = |error| ServeError::Mount {
         path: options.mountpoint.clone(),
         error,
@@ -211,23 +185,8 @@ fn run(
     let session = fuser::Session::new(fs, &mountpoint, &config).map_err(mount_error)?;
     let _ = notifier.set(session.notifier());
     let background = session.spawn().map_err(mount_error)?;
-    // A watcher joins the session and, when it ends (after our unmount, or
-    // anyone else's), says so with SIGUSR1 — blocked too, so it waits for
-    // the main thread's `sigwait`.
     let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = {
-        let ended = ended.clone();
-        std::thread::Builder::new()
-            .name("cairn-fuse-watch".into())
-            .spawn(move || {
-                let result = background.join();
-                ended.store(true, std::sync::atomic::Ordering::SeqCst);
-                // SAFETY: signalling our own process with a valid signal.
-                unsafe { libc::kill(libc::getpid(), libc::SIGUSR1) };
-                result
-            })
-            .map_err(|e| ServeError::Invalid(format!("cannot start a thread: {e}")))?
-    };
+    let watcher = watch_session(background, ended.clone())?;
     let (answering, commands) = match control {
         Some(c) => {
             let commands = (c.commands)(held);
@@ -240,6 +199,85 @@ fn run(
     };
     tracing::info!(mountpoint = %mountpoint.display(), groups = shared.len(), "serving");
     notify_ready();
+    let stopping = serve_until_stopped(signals, &mountpoint, &ended, commands.as_deref(), options);
+    if let Some(a) = answering {
+        a.stop();
+    }
+    if let Some(m) = metrics {
+        m.stop();
+    }
+    match watcher.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "the file system's session ended with an error"),
+        Err(_) => tracing::warn!("the session watcher panicked"),
+    }
+    Ok(stopping.unwrap_or(Stopped::SessionEnded))
+}
+
+/// The groups served, as the control socket's commands see them.
+fn held_groups(shared: &[(String, Arc<LiveGroup>)], fs: &GroupFs) -> Vec<Held> {
+    shared
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, (name, g))| {
+            Some(Held {
+                name: name.clone(),
+                group: g.clone(),
+                names: fs.names(slot)?,
+                stats: fs.stats(slot)?,
+            })
+        })
+        .collect()
+}
+
+/// How the file system is mounted: its names, no devices or setuid, the
+/// kernel checking permissions, and who may reach it.
+fn mount_config(options: &ServeOptions) -> fuser::Config {
+    let mut c = fuser::Config::default();
+    c.mount_options = vec![
+        fuser::MountOption::FSName("cairn".into()),
+        fuser::MountOption::Subtype("cairn".into()),
+        fuser::MountOption::NoDev,
+        fuser::MountOption::NoSuid,
+        fuser::MountOption::DefaultPermissions,
+    ];
+    if options.allow_other {
+        c.acl = fuser::SessionACL::All;
+    }
+    c.n_threads = Some(options.threads.max(1));
+    c.clone_fd = true;
+    c
+}
+
+/// A watcher joins the session and, when it ends (after our unmount, or
+/// anyone else's), sets `ended` and says so with SIGUSR1 — blocked too, so
+/// it waits for the main thread's `sigwait`.
+fn watch_session(
+    background: fuser::BackgroundSession,
+    ended: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<std::thread::JoinHandle<std::io::Result<()>>, ServeError> {
+    std::thread::Builder::new()
+        .name("cairn-fuse-watch".into())
+        .spawn(move || {
+            let result = background.join();
+            ended.store(true, std::sync::atomic::Ordering::SeqCst);
+            // SAFETY: signalling our own process with a valid signal.
+            unsafe { libc::kill(libc::getpid(), libc::SIGUSR1) };
+            result
+        })
+        .map_err(|e| ServeError::Invalid(format!("cannot start a thread: {e}")))
+}
+
+/// Take signals until a stop has unmounted the file system or the file
+/// system has gone (`ended`): what stopped it, if a stop did. SIGHUP has
+/// the `commands` read the discovery string again.
+fn serve_until_stopped(
+    signals: &Signals,
+    mountpoint: &Path,
+    ended: &std::sync::atomic::AtomicBool,
+    commands: Option<&dyn Commands>,
+    options: &ServeOptions,
+) -> Option<Stopped> {
     let mut stopping: Option<Stopped> = None;
     // A stop that found the file system in use: tried again until the
     // deadline (options.stop_wait), then said and given up.
@@ -261,7 +299,7 @@ fn run(
             }
             Some(Signal::SessionEnded) => continue,
             Some(Signal::Reload) => {
-                match &commands {
+                match commands {
                     Some(c) => {
                         tracing::info!("SIGHUP: reading the discovery string again");
                         c.reload();
@@ -284,57 +322,62 @@ fn run(
         };
         // Before every try: a volume device let go of during the wait is
         // detached too.
-        if let Some(c) = &commands {
+        if let Some(c) = commands {
             c.before_unmount();
         }
-        match unmount(&mountpoint) {
-            Ok(()) => {
-                waiting = None;
-                stopping = Some(why);
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                let now = std::time::Instant::now();
-                match waiting.as_mut() {
-                    None if !options.stop_wait.is_zero() => {
-                        tracing::info!(
-                            mountpoint = %mountpoint.display(),
-                            "the file system is in use; waiting up to {} for its files to be closed",
-                            humantime::format_duration(options.stop_wait)
-                        );
-                        waiting = Some(Waiting::new(why, now, options.stop_wait));
-                    }
-                    Some(w) if now < w.deadline => w.again(now),
-                    _ => {
-                        waiting = None;
-                        tracing::warn!(
-                            mountpoint = %mountpoint.display(),
-                            "the file system is in use (files open or a working directory under it); still serving: close them, then send SIGTERM again"
-                        );
-                    }
-                }
-            }
-            Err(e) => {
-                waiting = None;
-                tracing::warn!(
-                    error = %e,
-                    "cannot unmount the file system; still serving (unmount it by hand: umount {}, or fusermount3 -u)",
-                    mountpoint.display()
-                );
-            }
+        if try_unmount(mountpoint, options, why, &mut waiting) {
+            stopping = Some(why);
         }
     }
-    if let Some(a) = answering {
-        a.stop();
+    stopping
+}
+
+/// One try at unmounting for a stop (`why`): whether it unmounted. A file
+/// system in use is tried again (`waiting`) until `options.stop_wait` has
+/// passed, then said and given up, as any other failure is at once.
+fn try_unmount(
+    mountpoint: &Path,
+    options: &ServeOptions,
+    why: Stopped,
+    waiting: &mut Option<Waiting>,
+) -> bool {
+    match unmount(mountpoint) {
+        Ok(()) => {
+            *waiting = None;
+            true
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+            let now = std::time::Instant::now();
+            match waiting.as_mut() {
+                None if !options.stop_wait.is_zero() => {
+                    tracing::info!(
+                        mountpoint = %mountpoint.display(),
+                        "the file system is in use; waiting up to {} for its files to be closed",
+                        humantime::format_duration(options.stop_wait)
+                    );
+                    *waiting = Some(Waiting::new(why, now, options.stop_wait));
+                }
+                Some(w) if now < w.deadline => w.again(now),
+                _ => {
+                    *waiting = None;
+                    tracing::warn!(
+                        mountpoint = %mountpoint.display(),
+                        "the file system is in use (files open or a working directory under it); still serving: close them, then send SIGTERM again"
+                    );
+                }
+            }
+            false
+        }
+        Err(e) => {
+            *waiting = None;
+            tracing::warn!(
+                error = %e,
+                "cannot unmount the file system; still serving (unmount it by hand: umount {}, or fusermount3 -u)",
+                mountpoint.display()
+            );
+            false
+        }
     }
-    if let Some(m) = metrics {
-        m.stop();
-    }
-    match watcher.join() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "the file system's session ended with an error"),
-        Err(_) => tracing::warn!("the session watcher panicked"),
-    }
-    Ok(stopping.unwrap_or(Stopped::SessionEnded))
 }
 
 /// Refuse a mountpoint that is not an empty directory, saying what to do.

@@ -183,175 +183,215 @@ struct Exposition(Status);
 
 impl Collector for Exposition {
     fn encode(&self, mut e: DescriptorEncoder) -> fmt::Result {
-        use MetricType::{Counter, Gauge};
         let status = &self.0;
-        let groups = &status.groups;
-        let disks = || {
-            groups
-                .iter()
-                .flat_map(|g| g.disks.iter().map(move |d| (g.name.as_str(), d)))
-        };
-        let mut m = e.encode_descriptor("cairn_up", "The service is up.", None, Gauge)?;
-        gauge(&mut m, &[], 1)?;
-        // A gauge, though it counts: the encoder names every counter
-        // `NAME_total`, and the name is what queries know.
-        let help = "Seconds since the service started.";
-        let mut m = e.encode_descriptor("cairn_uptime_seconds", help, None, Gauge)?;
-        gauge(&mut m, &[], status.uptime_seconds)?;
-        let help = "A group's space: total, free, usable for files after mirroring.";
-        let mut m = e.encode_descriptor("cairn_group_space_mb", help, None, Gauge)?;
-        for g in groups {
-            let n = g.name.as_str();
-            gauge(&mut m, &[("group", n), ("kind", "total")], g.total_mb)?;
-            gauge(&mut m, &[("group", n), ("kind", "free")], g.free_mb)?;
-            let usable = [("group", n), ("kind", "usable")];
-            gauge(&mut m, &usable, g.usable_file_mb)?;
-        }
-        for (name, help, value) in [
-            (
-                "cairn_group_offline_disks",
-                "Disks of a group not in use.",
-                (|g| g.offline_disks as u64) as fn(&GroupStatus) -> u64,
-            ),
-            (
-                "cairn_group_redundancy_lowered_extents",
-                "Extents held by fewer copies that can be read than their file asks (a disk not ONLINE, or a stale copy); 0 once resync or a rebuild restores them.",
-                |g| g.redundancy_lowered_extents,
-            ),
-            (
-                "cairn_group_redundancy_lowered_bytes",
-                "Bytes of those extents, one copy each.",
-                |g| g.redundancy_lowered_bytes,
-            ),
-        ] {
-            let mut m = e.encode_descriptor(name, help, None, Gauge)?;
-            for g in groups {
-                gauge(&mut m, &[("group", g.name.as_str())], value(g))?;
-            }
-        }
-        let help = "A disk's state: 1 for the state it is in.";
-        let mut m = e.encode_descriptor("cairn_disk_state", help, None, Gauge)?;
-        for (g, d) in disks() {
-            let (l, f, s) = (d.label.as_str(), d.failgroup.as_str(), d.state.as_str());
-            let labels = [("group", g), ("disk", l), ("failgroup", f), ("state", s)];
-            gauge(&mut m, &labels, 1)?;
-        }
-        for (name, help, value) in [
-            (
-                "cairn_disk_stale_aus",
-                "AUs a disk's copies missed (resynced when it comes back).",
-                (|d| d.stale_aus) as fn(&DiskStatus) -> u64,
-            ),
-            (
-                "cairn_disk_missing_copy_aus",
-                "AUs of a disk's copies that serve no read now (all it holds while not ONLINE, its stale AUs when it is).",
-                |d| d.missing_copy_aus,
-            ),
-        ] {
-            let mut m = e.encode_descriptor(name, help, None, Gauge)?;
-            for (g, d) in disks() {
-                gauge(&mut m, &[("group", g), ("disk", &d.label)], value(d))?;
-            }
-        }
-        let help = "Changes of a disk's state since the service mounted its group, by the state it went to (ONLINE, SYNCING, OFFLINE, DROPPING, DROPPED); each is also one line of the log, saying why.";
-        let mut m = e.encode_descriptor("cairn_disk_state_changes", help, None, Counter)?;
-        for g in groups {
-            for c in &g.state_changes {
-                let labels = [("group", g.name.as_str()), ("disk", &c.disk), ("to", &c.to)];
-                counter(&mut m, &labels, c.count)?;
-            }
-        }
-        let fs: Vec<_> = groups
-            .iter()
-            .flat_map(|g| {
-                [
-                    ("read", &g.reads),
-                    ("write", &g.writes),
-                    ("fsync", &g.syncs),
-                    ("discard", &g.discards),
-                ]
-                .map(|(op, s)| (vec![("group", g.name.as_str()), ("op", op)], s))
-            })
-            .collect();
-        requests(
-            &mut e,
-            "cairn_fs",
-            [
-                "Requests the file system served.",
-                "Bytes the file system read or wrote.",
-                "Requests that failed.",
-                "Time from a request reaching the service to its answer.",
-            ],
-            &fs,
-        )?;
-        let disk_io: Vec<_> = disks()
-            .flat_map(|(g, d)| {
-                [
-                    ("read", &d.io.reads),
-                    ("write", &d.io.writes),
-                    ("flush", &d.io.flushes),
-                    ("discard", &d.io.discards),
-                ]
-                .map(|(op, s)| {
-                    let labels = vec![("group", g), ("disk", d.label.as_str()), ("op", op)];
-                    (labels, s)
-                })
-            })
-            .collect();
-        requests(
-            &mut e,
-            "cairn_disk_io",
-            [
-                "Requests the data plane sent to a disk (file data, resync, rebalance, scrub).",
-                "Bytes the data plane read from or wrote to a disk.",
-                "Disk requests that failed.",
-                "Time from a disk request's submission to its completion.",
-            ],
-            &disk_io,
-        )?;
-        let volumes = &status.volumes;
-        let help =
-            "Requests a volume's block device completed (the kernel's count since the attach).";
-        let mut m = e.encode_descriptor("cairn_volume_io_requests", help, None, Counter)?;
-        for v in volumes {
-            let (n, d) = (v.name.as_str(), v.device.as_str());
-            for (op, count) in [
-                ("read", v.reads),
-                ("write", v.writes),
-                ("discard", v.discards),
-                ("flush", v.flushes),
-            ] {
-                counter(&mut m, &[("volume", n), ("device", d), ("op", op)], count)?;
-            }
-        }
-        let help = "Bytes a volume's block device read, wrote or discarded.";
-        let mut m = e.encode_descriptor("cairn_volume_io_bytes", help, None, Counter)?;
-        for v in volumes {
-            let (n, d) = (v.name.as_str(), v.device.as_str());
-            for (op, bytes) in [
-                ("read", v.read_bytes),
-                ("write", v.write_bytes),
-                ("discard", v.discard_bytes),
-            ] {
-                counter(&mut m, &[("volume", n), ("device", d), ("op", op)], bytes)?;
-            }
-        }
-        let help = "Requests in flight on a volume's block device.";
-        let mut m = e.encode_descriptor("cairn_volume_in_flight", help, None, Gauge)?;
-        for v in volumes {
-            let labels = [("volume", v.name.as_str()), ("device", &v.device)];
-            gauge(&mut m, &labels, v.in_flight)?;
-        }
-        let help = "Progress of a long operation (resync, rebalance, scrub): AUs done and in all.";
-        let mut m = e.encode_descriptor("cairn_operation_aus", help, None, Gauge)?;
-        for o in &status.operations {
-            let (g, p) = (o.group.as_str(), o.pass.as_str());
-            for (kind, aus) in [("done", o.aus_done), ("total", o.aus_total)] {
-                gauge(&mut m, &[("group", g), ("pass", p), ("kind", kind)], aus)?;
-            }
-        }
-        Ok(())
+        encode_service(&mut e, status)?;
+        encode_groups(&mut e, &status.groups)?;
+        encode_disks(&mut e, &status.groups)?;
+        encode_requests(&mut e, &status.groups)?;
+        encode_volumes(&mut e, &status.volumes)?;
+        encode_operations(&mut e, &status.operations)
     }
+}
+
+/// Each group's disks, with the group's name.
+fn disks_of(groups: &[GroupStatus]) -> impl Iterator<Item = (&str, &DiskStatus)> {
+    groups
+        .iter()
+        .flat_map(|g| g.disks.iter().map(move |d| (g.name.as_str(), d)))
+}
+
+/// The service itself: up, and since when.
+fn encode_service(e: &mut DescriptorEncoder, status: &Status) -> fmt::Result {
+    use MetricType::Gauge;
+    let mut m = e.encode_descriptor("cairn_up", "The service is up.", None, Gauge)?;
+    gauge(&mut m, &[], 1)?;
+    // A gauge, though it counts: the encoder names every counter
+    // `NAME_total`, and the name is what queries know.
+    let help = "Seconds since the service started.";
+    let mut m = e.encode_descriptor("cairn_uptime_seconds", help, None, Gauge)?;
+    gauge(&mut m, &[], status.uptime_seconds)
+}
+
+/// Each group's space, its disks not in use and its lowered redundancy.
+fn encode_groups(e: &mut DescriptorEncoder, groups: &[GroupStatus]) -> fmt::Result {
+    use MetricType::Gauge;
+    let help = "A group's space: total, free, usable for files after mirroring.";
+    let mut m = e.encode_descriptor("cairn_group_space_mb", help, None, Gauge)?;
+    for g in groups {
+        let n = g.name.as_str();
+        gauge(&mut m, &[("group", n), ("kind", "total")], g.total_mb)?;
+        gauge(&mut m, &[("group", n), ("kind", "free")], g.free_mb)?;
+        let usable = [("group", n), ("kind", "usable")];
+        gauge(&mut m, &usable, g.usable_file_mb)?;
+    }
+    for (name, help, value) in [
+        (
+            "cairn_group_offline_disks",
+            "Disks of a group not in use.",
+            (|g| g.offline_disks as u64) as fn(&GroupStatus) -> u64,
+        ),
+        (
+            "cairn_group_redundancy_lowered_extents",
+            "Extents held by fewer copies that can be read than their file asks (a disk not ONLINE, or a stale copy); 0 once resync or a rebuild restores them.",
+            |g| g.redundancy_lowered_extents,
+        ),
+        (
+            "cairn_group_redundancy_lowered_bytes",
+            "Bytes of those extents, one copy each.",
+            |g| g.redundancy_lowered_bytes,
+        ),
+    ] {
+        let mut m = e.encode_descriptor(name, help, None, Gauge)?;
+        for g in groups {
+            gauge(&mut m, &[("group", g.name.as_str())], value(g))?;
+        }
+    }
+    Ok(())
+}
+
+/// Each disk's state, what its copies miss, and its changes of state.
+fn encode_disks(e: &mut DescriptorEncoder, groups: &[GroupStatus]) -> fmt::Result {
+    use MetricType::{Counter, Gauge};
+    let help = "A disk's state: 1 for the state it is in.";
+    let mut m = e.encode_descriptor("cairn_disk_state", help, None, Gauge)?;
+    for (g, d) in disks_of(groups) {
+        let (l, f, s) = (d.label.as_str(), d.failgroup.as_str(), d.state.as_str());
+        let labels = [("group", g), ("disk", l), ("failgroup", f), ("state", s)];
+        gauge(&mut m, &labels, 1)?;
+    }
+    for (name, help, value) in [
+        (
+            "cairn_disk_stale_aus",
+            "AUs a disk's copies missed (resynced when it comes back).",
+            (|d| d.stale_aus) as fn(&DiskStatus) -> u64,
+        ),
+        (
+            "cairn_disk_missing_copy_aus",
+            "AUs of a disk's copies that serve no read now (all it holds while not ONLINE, its stale AUs when it is).",
+            |d| d.missing_copy_aus,
+        ),
+    ] {
+        let mut m = e.encode_descriptor(name, help, None, Gauge)?;
+        for (g, d) in disks_of(groups) {
+            gauge(&mut m, &[("group", g), ("disk", &d.label)], value(d))?;
+        }
+    }
+    let help = "Changes of a disk's state since the service mounted its group, by the state it went to (ONLINE, SYNCING, OFFLINE, DROPPING, DROPPED); each is also one line of the log, saying why.";
+    let mut m = e.encode_descriptor("cairn_disk_state_changes", help, None, Counter)?;
+    for g in groups {
+        for c in &g.state_changes {
+            let labels = [("group", g.name.as_str()), ("disk", &c.disk), ("to", &c.to)];
+            counter(&mut m, &labels, c.count)?;
+        }
+    }
+    Ok(())
+}
+
+/// The requests the file system served, and those the data plane sent
+/// to each disk.
+fn encode_requests(e: &mut DescriptorEncoder, groups: &[GroupStatus]) -> fmt::Result {
+    let fs: Vec<_> = groups
+        .iter()
+        .flat_map(|g| {
+            [
+                ("read", &g.reads),
+                ("write", &g.writes),
+                ("fsync", &g.syncs),
+                ("discard", &g.discards),
+            ]
+            .map(|(op, s)| (vec![("group", g.name.as_str()), ("op", op)], s))
+        })
+        .collect();
+    requests(
+        e,
+        "cairn_fs",
+        [
+            "Requests the file system served.",
+            "Bytes the file system read or wrote.",
+            "Requests that failed.",
+            "Time from a request reaching the service to its answer.",
+        ],
+        &fs,
+    )?;
+    let disk_io: Vec<_> = disks_of(groups)
+        .flat_map(|(g, d)| {
+            [
+                ("read", &d.io.reads),
+                ("write", &d.io.writes),
+                ("flush", &d.io.flushes),
+                ("discard", &d.io.discards),
+            ]
+            .map(|(op, s)| {
+                let labels = vec![("group", g), ("disk", d.label.as_str()), ("op", op)];
+                (labels, s)
+            })
+        })
+        .collect();
+    requests(
+        e,
+        "cairn_disk_io",
+        [
+            "Requests the data plane sent to a disk (file data, resync, rebalance, scrub).",
+            "Bytes the data plane read from or wrote to a disk.",
+            "Disk requests that failed.",
+            "Time from a disk request's submission to its completion.",
+        ],
+        &disk_io,
+    )
+}
+
+/// Each volume's block device: requests, bytes, requests in flight.
+fn encode_volumes(e: &mut DescriptorEncoder, volumes: &[VolumeStatus]) -> fmt::Result {
+    use MetricType::{Counter, Gauge};
+    let help = "Requests a volume's block device completed (the kernel's count since the attach).";
+    let mut m = e.encode_descriptor("cairn_volume_io_requests", help, None, Counter)?;
+    for v in volumes {
+        let (n, d) = (v.name.as_str(), v.device.as_str());
+        for (op, count) in [
+            ("read", v.reads),
+            ("write", v.writes),
+            ("discard", v.discards),
+            ("flush", v.flushes),
+        ] {
+            counter(&mut m, &[("volume", n), ("device", d), ("op", op)], count)?;
+        }
+    }
+    let help = "Bytes a volume's block device read, wrote or discarded.";
+    let mut m = e.encode_descriptor("cairn_volume_io_bytes", help, None, Counter)?;
+    for v in volumes {
+        let (n, d) = (v.name.as_str(), v.device.as_str());
+        for (op, bytes) in [
+            ("read", v.read_bytes),
+            ("write", v.write_bytes),
+            ("discard", v.discard_bytes),
+        ] {
+            counter(&mut m, &[("volume", n), ("device", d), ("op", op)], bytes)?;
+        }
+    }
+    let help = "Requests in flight on a volume's block device.";
+    let mut m = e.encode_descriptor("cairn_volume_in_flight", help, None, Gauge)?;
+    for v in volumes {
+        let labels = [("volume", v.name.as_str()), ("device", &v.device)];
+        gauge(&mut m, &labels, v.in_flight)?;
+    }
+    Ok(())
+}
+
+/// The long operations' progress.
+fn encode_operations(
+    e: &mut DescriptorEncoder,
+    operations: &[cairn_store::ops::OpStatus],
+) -> fmt::Result {
+    use MetricType::Gauge;
+    let help = "Progress of a long operation (resync, rebalance, scrub): AUs done and in all.";
+    let mut m = e.encode_descriptor("cairn_operation_aus", help, None, Gauge)?;
+    for o in operations {
+        let (g, p) = (o.group.as_str(), o.pass.as_str());
+        for (kind, aus) in [("done", o.aus_done), ("total", o.aus_total)] {
+            gauge(&mut m, &[("group", g), ("pass", p), ("kind", kind)], aus)?;
+        }
+    }
+    Ok(())
 }
 
 /// A label: its name, its value.

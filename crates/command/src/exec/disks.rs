@@ -3,7 +3,7 @@
 //! device was let go of, and by a service's SIGHUP).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cairn_format::group::DiskState;
 use cairn_io::host::Host as OsHost;
@@ -145,120 +145,21 @@ pub fn attach_found(
             return Vec::new();
         }
     };
-    // The paths of devices no member holds any more go.
-    let ids: BTreeSet<u32> = disks.iter().filter_map(|d| d.device).map(|d| d.0).collect();
-    g.paths().retain(|id, _| ids.contains(id));
-    // What each attached member's device is, as the group holds it.
-    let held: BTreeMap<(u64, u64), u16> = disks
-        .iter()
-        .filter(|d| d.device.is_some())
-        .filter_map(|d| Some((g.live.device_identity(d.number).ok()??, d.number)))
-        .collect();
-    let mut why_not: BTreeMap<uuid::Uuid, String> = BTreeMap::new();
-    let mut to_open = Vec::new();
-    for f in &found.disks {
-        let Some(d) = disks.iter().find(|d| d.disk_uuid == f.disk_uuid) else {
-            // Not a member (a disk that left, or one never added).
-            continue;
-        };
-        let now = device_identity(&f.path);
-        match d.device {
-            Some(id) => {
-                let same = now.is_some_and(|i| held.get(&i) == Some(&d.number));
-                let old = g.paths().get(&id.0).cloned();
-                if same && old.as_deref() != Some(f.path.as_path()) {
-                    events.send(Event::Note(format!(
-                        "{why}: group {}: disk {} is now at {} (was {}): the same device, known by its label and by what it is; its path is updated",
-                        g.name,
-                        d.label,
-                        f.path.display(),
-                        old.map_or_else(|| "?".into(), |p| p.display().to_string())
-                    )));
-                    g.paths().insert(id.0, f.path.clone());
-                } else if !same && now.is_some_and(|i| !held.contains_key(&i)) {
-                    events.send(Event::Note(format!(
-                        "{why}: group {}: the device at {} carries the label of disk {}, which the group holds on another device{}: a copy of it, or a second path to it; it is left alone (hide it from discovery)",
-                        g.name,
-                        f.path.display(),
-                        d.label,
-                        old.map_or_else(String::new, |p| format!(" ({})", p.display()))
-                    )));
-                }
-            }
-            // One the group holds under another member's name cannot be.
-            None if now.is_some_and(|i| held.contains_key(&i)) => {}
-            None => to_open.push(f),
-        }
-    }
-    let mut paths = Vec::new();
-    let mut files = Vec::new();
-    for f in to_open {
-        match group_admin::open_member(&host, &f.path) {
-            Ok(file) => {
-                paths.push((f.path.clone(), f.disk_uuid));
-                files.push(file);
-            }
-            Err(e) => {
-                events.send(Event::Note(format!(
-                    "{why}: group {}: disk {} at {} cannot be opened: {e}",
-                    g.name,
-                    f.label,
-                    f.path.display()
-                )));
-                why_not.insert(
-                    f.disk_uuid,
-                    format!("its device at {} cannot be opened: {e}", f.path.display()),
-                );
-            }
-        }
-    }
-    let mut attached: BTreeSet<uuid::Uuid> = BTreeSet::new();
-    if !files.is_empty() {
-        match g.live.reattach_devices(files) {
-            Ok(outcome) => {
-                for ((path, uuid), o) in paths.into_iter().zip(outcome) {
-                    match o {
-                        Ok(Some((label, id))) => {
-                            if say_attached {
-                                events.send(Event::Note(format!(
-                                    "{why}: disk found again and attached: group {}, disk {label}, at {}; `cairn group online {} {label}` brings it back",
-                                    g.name,
-                                    path.display(),
-                                    g.name
-                                )));
-                            }
-                            g.paths().insert(id.0, path);
-                            attached.insert(uuid);
-                        }
-                        // A member attached meanwhile, or one that left:
-                        // nothing to do.
-                        Ok(None) => {}
-                        Err(e) => {
-                            events.send(Event::Note(format!(
-                                "{why}: group {}: the disk at {} cannot come back: {e}",
-                                g.name,
-                                path.display()
-                            )));
-                            why_not.insert(
-                                uuid,
-                                format!("its device at {} cannot come back: {e}", path.display()),
-                            );
-                        }
-                    }
-                }
-            }
-            Err(e) => events.send(Event::Note(format!(
-                "{why}: group {}: cannot attach the disks found: {e}",
-                g.name
-            ))),
-        }
-    }
+    let mut rescan = Rescan {
+        g,
+        why,
+        say_attached,
+        why_not: BTreeMap::new(),
+    };
+    let to_open = rescan.match_members(&disks, found, events);
+    let (paths, files) = rescan.open_members(&host, to_open, events);
+    let attached = rescan.reattach(paths, files, events);
     disks
         .iter()
         .filter(|d| d.device.is_none() && d.state == DiskState::Offline)
         .filter(|d| !d.dropping && !attached.contains(&d.disk_uuid))
         .map(|d| {
-            let reason = why_not.remove(&d.disk_uuid).unwrap_or_else(|| {
+            let reason = rescan.why_not.remove(&d.disk_uuid).unwrap_or_else(|| {
                 format!(
                     "discovery ({discovery}) finds no device with its label (uuid {})",
                     d.disk_uuid
@@ -267,6 +168,164 @@ pub fn attach_found(
             (d.label.clone(), reason)
         })
         .collect()
+}
+
+/// One [`attach_found`]: the group, how its notes start (`why`) and
+/// whether an attach is said, and why each member left unattached is.
+struct Rescan<'a> {
+    g: &'a Opened,
+    why: &'a str,
+    say_attached: bool,
+    why_not: BTreeMap<uuid::Uuid, String>,
+}
+
+impl Rescan<'_> {
+    /// The members found (`disks`: the group's, as it holds them) matched
+    /// to what the group holds: a held one's new path updated, a copy of a
+    /// held one said; the members to open returned.
+    fn match_members<'f>(
+        &self,
+        disks: &[group::DiskInfo],
+        found: &'f group_admin::FoundGroup,
+        events: &mut dyn Events,
+    ) -> Vec<&'f group_admin::FoundMember> {
+        let (g, why) = (self.g, self.why);
+        // The paths of devices no member holds any more go.
+        let ids: BTreeSet<u32> = disks.iter().filter_map(|d| d.device).map(|d| d.0).collect();
+        g.paths().retain(|id, _| ids.contains(id));
+        // What each attached member's device is, as the group holds it.
+        let held: BTreeMap<(u64, u64), u16> = disks
+            .iter()
+            .filter(|d| d.device.is_some())
+            .filter_map(|d| Some((g.live.device_identity(d.number).ok()??, d.number)))
+            .collect();
+        let mut to_open = Vec::new();
+        for f in &found.disks {
+            let Some(d) = disks.iter().find(|d| d.disk_uuid == f.disk_uuid) else {
+                // Not a member (a disk that left, or one never added).
+                continue;
+            };
+            let now = device_identity(&f.path);
+            match d.device {
+                Some(id) => {
+                    let same = now.is_some_and(|i| held.get(&i) == Some(&d.number));
+                    let old = g.paths().get(&id.0).cloned();
+                    if same && old.as_deref() != Some(f.path.as_path()) {
+                        events.send(Event::Note(format!(
+                            "{why}: group {}: disk {} is now at {} (was {}): the same device, known by its label and by what it is; its path is updated",
+                            g.name,
+                            d.label,
+                            f.path.display(),
+                            old.map_or_else(|| "?".into(), |p| p.display().to_string())
+                        )));
+                        g.paths().insert(id.0, f.path.clone());
+                    } else if !same && now.is_some_and(|i| !held.contains_key(&i)) {
+                        events.send(Event::Note(format!(
+                            "{why}: group {}: the device at {} carries the label of disk {}, which the group holds on another device{}: a copy of it, or a second path to it; it is left alone (hide it from discovery)",
+                            g.name,
+                            f.path.display(),
+                            d.label,
+                            old.map_or_else(String::new, |p| format!(" ({})", p.display()))
+                        )));
+                    }
+                }
+                // One the group holds under another member's name cannot be.
+                None if now.is_some_and(|i| held.contains_key(&i)) => {}
+                None => to_open.push(f),
+            }
+        }
+        to_open
+    }
+
+    /// Open the members to attach: their paths and uuids, and their
+    /// handles; one that cannot be opened is said, and why kept.
+    fn open_members(
+        &mut self,
+        host: &OsHost,
+        to_open: Vec<&group_admin::FoundMember>,
+        events: &mut dyn Events,
+    ) -> (Vec<(PathBuf, uuid::Uuid)>, Vec<cairn_io::DeviceFile>) {
+        let (g, why) = (self.g, self.why);
+        let mut paths = Vec::new();
+        let mut files = Vec::new();
+        for f in to_open {
+            match group_admin::open_member(host, &f.path) {
+                Ok(file) => {
+                    paths.push((f.path.clone(), f.disk_uuid));
+                    files.push(file);
+                }
+                Err(e) => {
+                    events.send(Event::Note(format!(
+                        "{why}: group {}: disk {} at {} cannot be opened: {e}",
+                        g.name,
+                        f.label,
+                        f.path.display()
+                    )));
+                    self.why_not.insert(
+                        f.disk_uuid,
+                        format!("its device at {} cannot be opened: {e}", f.path.display()),
+                    );
+                }
+            }
+        }
+        (paths, files)
+    }
+
+    /// Attach the opened members (`files`, at `paths`) to the group, still
+    /// OFFLINE: the uuids of those attached.
+    fn reattach(
+        &mut self,
+        paths: Vec<(PathBuf, uuid::Uuid)>,
+        files: Vec<cairn_io::DeviceFile>,
+        events: &mut dyn Events,
+    ) -> BTreeSet<uuid::Uuid> {
+        let (g, why) = (self.g, self.why);
+        let mut attached: BTreeSet<uuid::Uuid> = BTreeSet::new();
+        if files.is_empty() {
+            return attached;
+        }
+        let outcome = match g.live.reattach_devices(files) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                events.send(Event::Note(format!(
+                    "{why}: group {}: cannot attach the disks found: {e}",
+                    g.name
+                )));
+                return attached;
+            }
+        };
+        for ((path, uuid), o) in paths.into_iter().zip(outcome) {
+            match o {
+                Ok(Some((label, id))) => {
+                    if self.say_attached {
+                        events.send(Event::Note(format!(
+                            "{why}: disk found again and attached: group {}, disk {label}, at {}; `cairn group online {} {label}` brings it back",
+                            g.name,
+                            path.display(),
+                            g.name
+                        )));
+                    }
+                    g.paths().insert(id.0, path);
+                    attached.insert(uuid);
+                }
+                // A member attached meanwhile, or one that left:
+                // nothing to do.
+                Ok(None) => {}
+                Err(e) => {
+                    events.send(Event::Note(format!(
+                        "{why}: group {}: the disk at {} cannot come back: {e}",
+                        g.name,
+                        path.display()
+                    )));
+                    self.why_not.insert(
+                        uuid,
+                        format!("its device at {} cannot come back: {e}", path.display()),
+                    );
+                }
+            }
+        }
+        attached
+    }
 }
 
 /// Members in use (attached and not OFFLINE) that discovery no longer

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use cairn_format::group::{DiskState, FILE_NUMBER_USER_MIN};
 use cairn_store::group::reclaim::{ReclaimMethod, ReclaimOptions};
+use cairn_store::group::resync::ResyncReport;
 use cairn_store::group::{self, Group, GroupSpec, Redundancy};
 use cairn_store::group_admin::{self, DiskArg};
 
@@ -415,105 +416,13 @@ impl Exec<'_> {
                 .and_then(|r| r.resync.clone())
                 .unwrap_or_default();
             let names = asked.as_deref();
-            // Disks named that are ONLINE already: nothing to do for them,
-            // and said so; all of them: refused, nothing started. A SYNCING
-            // one is not: its resync (stopped, or never run) goes on.
             let rows = g.live.meta(|m| m.disks())?;
-            let already: Vec<String> = names
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|n| {
-                    rows.iter()
-                        .find(|r| r.label.eq_ignore_ascii_case(n.trim()))
-                        .filter(|r| r.state == DiskState::Online)
-                        .map(|r| format!("{} ({})", r.label, r.state.as_str()))
-                })
-                .collect();
-            if let Some(n) = names {
-                if !n.is_empty() && already.len() == n.len() {
-                    return Err(CommandError::failed(format!(
-                        "nothing to bring back in group {}: {} {} not OFFLINE",
-                        g.name,
-                        already.join(", "),
-                        if already.len() == 1 { "is" } else { "are" }
-                    )));
-                }
-            }
-            // A disk that failed keeps failing on the descriptor the group
-            // holds, even once it is back (a cable put back, a file system
-            // mounted again): let go of it, and look for it again. (A group
-            // on real devices lets go of a disk's devices as it goes
-            // OFFLINE: this is for one found OFFLINE at mount.)
-            let released = g.live.release_dead_devices(names)?;
-            if !released.is_empty() {
-                events.send(Event::Note(format!(
-                    "cairn: group {}: a failed disk's device no longer answers ({}); let go of it, looking for the disk again",
-                    g.name,
-                    released.join(", ")
-                )));
-            }
-            // The disks asked for (or every OFFLINE one) that no device
-            // holds are looked for by discovery and opened anew; one that
-            // cannot be is refused with what is the matter.
-            let unattached = rows
-                .iter()
-                .filter(|r| r.state == DiskState::Offline && r.device.is_none() && !r.dropping)
-                .any(|r| {
-                    names.is_none_or(|n| n.iter().any(|x| x.trim().eq_ignore_ascii_case(&r.label)))
-                });
-            if unattached || !released.is_empty() {
-                let missing = self.find_again(g, events);
-                let asked: Vec<&(String, String)> = missing
-                    .iter()
-                    .filter(|(label, _)| {
-                        names.is_some_and(|n| n.iter().any(|x| x.trim().eq_ignore_ascii_case(label)))
-                    })
-                    .collect();
-                if let Some((label, why)) = asked.first() {
-                    return Err(CommandError::failed(format!(
-                        "disk {label} of group {} cannot be brought back: {why}; attach it (or mount the file system it is on) and try again",
-                        g.name
-                    )));
-                }
-            }
+            let already = already_online(g, names, &rows)?;
+            self.find_returning(g, names, &rows, events)?;
             // Refused here (not the image the group took offline), before
             // anything runs in the background.
             g.live.bring_back(names)?;
-            let work: Work = {
-                let g = g.clone();
-                Box::new(move |events| {
-                    let mut tracker =
-                        Exec::tracker(&run_dir, &g, "RESYNC", power, cairn_store::ops::REBUILD_ALL)?;
-                    let report = g.live.resync(usize::from(power), &mut |p| {
-                        events.send(Event::Progress(Progress {
-                            what: "resync".into(),
-                            unit: Unit::Au,
-                            done: p.done,
-                            total: p.total,
-                        }));
-                        tracker.update(p.done, p.total, p.bytes_done);
-                    });
-                    // A resync that leaves a disk short of ONLINE stays
-                    // listed by `group ops`, saying why, until the next.
-                    match &report {
-                        Ok(r) if !r.disks_left.is_empty() => {
-                            tracker.stop(&r.disks_left.join("; "));
-                        }
-                        Ok(_) => tracker.finish(),
-                        Err(e) => tracker.stop(&e.to_string()),
-                    }
-                    let report = report?;
-                    let disks = g.live.meta(|m| m.disks())?;
-                    Ok(Reply::Online(Onlined {
-                        group: g.name.clone(),
-                        mount_resync,
-                        resync: report,
-                        disks,
-                        asked,
-                        already_online: already,
-                    }))
-                })
-            };
+            let work = resync_work(run_dir, g, power, mount_resync, asked, already);
             let op = LongOp {
                 what: "resync",
                 power,
@@ -521,6 +430,58 @@ impl Exec<'_> {
             };
             self.host.long(g, busy, op, work, events)
         })
+    }
+
+    /// Make the disks `group online` brings back (those `names`d, or every
+    /// OFFLINE one; `rows`: the group's disks) reachable: a failed disk's
+    /// dead device let go of, and the disks no device holds looked for by
+    /// discovery and opened anew; one named that cannot be is refused with
+    /// what is the matter.
+    fn find_returning(
+        &self,
+        g: &Opened,
+        names: Option<&[String]>,
+        rows: &[group::DiskInfo],
+        events: &mut dyn Events,
+    ) -> Result<(), CommandError> {
+        // A disk that failed keeps failing on the descriptor the group
+        // holds, even once it is back (a cable put back, a file system
+        // mounted again): let go of it, and look for it again. (A group
+        // on real devices lets go of a disk's devices as it goes
+        // OFFLINE: this is for one found OFFLINE at mount.)
+        let released = g.live.release_dead_devices(names)?;
+        if !released.is_empty() {
+            events.send(Event::Note(format!(
+                "cairn: group {}: a failed disk's device no longer answers ({}); let go of it, looking for the disk again",
+                g.name,
+                released.join(", ")
+            )));
+        }
+        // The disks asked for (or every OFFLINE one) that no device
+        // holds are looked for by discovery and opened anew; one that
+        // cannot be is refused with what is the matter.
+        let unattached = rows
+            .iter()
+            .filter(|r| r.state == DiskState::Offline && r.device.is_none() && !r.dropping)
+            .any(|r| {
+                names.is_none_or(|n| n.iter().any(|x| x.trim().eq_ignore_ascii_case(&r.label)))
+            });
+        if unattached || !released.is_empty() {
+            let missing = self.find_again(g, events);
+            let asked: Vec<&(String, String)> = missing
+                .iter()
+                .filter(|(label, _)| {
+                    names.is_some_and(|n| n.iter().any(|x| x.trim().eq_ignore_ascii_case(label)))
+                })
+                .collect();
+            if let Some((label, why)) = asked.first() {
+                return Err(CommandError::failed(format!(
+                    "disk {label} of group {} cannot be brought back: {why}; attach it (or mount the file system it is on) and try again",
+                    g.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn offline(
@@ -926,5 +887,84 @@ fn rebalance_tracker(
             rebuild,
             resumed,
         )
+    })
+}
+
+/// Disks named (`names`; `rows`: the group's disks) that are ONLINE
+/// already, as `LABEL (ONLINE)`: nothing to do for them, and said so; all
+/// of them: refused, nothing started. A SYNCING one is not: its resync
+/// (stopped, or never run) goes on.
+fn already_online(
+    g: &Opened,
+    names: Option<&[String]>,
+    rows: &[group::DiskInfo],
+) -> Result<Vec<String>, CommandError> {
+    let already: Vec<String> = names
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| {
+            rows.iter()
+                .find(|r| r.label.eq_ignore_ascii_case(n.trim()))
+                .filter(|r| r.state == DiskState::Online)
+                .map(|r| format!("{} ({})", r.label, r.state.as_str()))
+        })
+        .collect();
+    if let Some(n) = names {
+        if !n.is_empty() && already.len() == n.len() {
+            return Err(CommandError::failed(format!(
+                "nothing to bring back in group {}: {} {} not OFFLINE",
+                g.name,
+                already.join(", "),
+                if already.len() == 1 { "is" } else { "are" }
+            )));
+        }
+    }
+    Ok(already)
+}
+
+/// `group online`'s resync, to run in the background: its progress told
+/// and tracked for `group ops`, then the reply with what the mount for
+/// the command resynced (`mount_resync`), the disks `asked` for and those
+/// `already` ONLINE.
+fn resync_work(
+    run_dir: PathBuf,
+    g: &Arc<Opened>,
+    power: u16,
+    mount_resync: ResyncReport,
+    asked: Option<Vec<String>>,
+    already: Vec<String>,
+) -> Work {
+    let g = g.clone();
+    Box::new(move |events| {
+        let mut tracker =
+            Exec::tracker(&run_dir, &g, "RESYNC", power, cairn_store::ops::REBUILD_ALL)?;
+        let report = g.live.resync(usize::from(power), &mut |p| {
+            events.send(Event::Progress(Progress {
+                what: "resync".into(),
+                unit: Unit::Au,
+                done: p.done,
+                total: p.total,
+            }));
+            tracker.update(p.done, p.total, p.bytes_done);
+        });
+        // A resync that leaves a disk short of ONLINE stays
+        // listed by `group ops`, saying why, until the next.
+        match &report {
+            Ok(r) if !r.disks_left.is_empty() => {
+                tracker.stop(&r.disks_left.join("; "));
+            }
+            Ok(_) => tracker.finish(),
+            Err(e) => tracker.stop(&e.to_string()),
+        }
+        let report = report?;
+        let disks = g.live.meta(|m| m.disks())?;
+        Ok(Reply::Online(Onlined {
+            group: g.name.clone(),
+            mount_resync,
+            resync: report,
+            disks,
+            asked,
+            already_online: already,
+        }))
     })
 }

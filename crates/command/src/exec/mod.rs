@@ -33,6 +33,7 @@ pub(crate) const ENGINE_DEPTH: usize = 64;
 
 /// Carry out `request` for `caller` on `host`, telling `events` as it goes.
 /// `input`: what came with the request (the file `cp` copies in).
+// Over 100 lines: a table from each request to the executor's method that carries it out; one arm per request kind.
 pub fn execute(
     host: &dyn Host,
     caller: &Caller,

@@ -298,19 +298,7 @@ impl Shared {
     fn handle(&self, opcode: u32, node: u64, body: &[u8], out: &mut Vec<u8>) -> Answer {
         out.clear();
         match opcode {
-            LOOKUP => {
-                if node != ROOT || body.split(|b| *b == 0).next() != Some(FILE_NAME.as_bytes()) {
-                    return Answer::Err(libc::ENOENT);
-                }
-                put64(out, FILE);
-                put64(out, 1);
-                put64(out, 1);
-                put64(out, 1);
-                put32(out, 0);
-                put32(out, 0);
-                self.attr(FILE, out);
-                Answer::Ok
-            }
+            LOOKUP => self.lookup(node, body, out),
             GETATTR | SETATTR => {
                 put64(out, 1);
                 put32(out, 0);
@@ -324,52 +312,9 @@ impl Shared {
                 put32(out, 0);
                 Answer::Ok
             }
-            READDIR => {
-                let offset = u64_at(body, 8);
-                let size = u32_at(body, 16) as usize;
-                let entries: [(u64, u32, &str); 3] = [
-                    (ROOT, libc::DT_DIR.into(), "."),
-                    (ROOT, libc::DT_DIR.into(), ".."),
-                    (FILE, libc::DT_REG.into(), FILE_NAME),
-                ];
-                for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
-                    let len = (24 + name.len()).next_multiple_of(8);
-                    if out.len() + len > size {
-                        break;
-                    }
-                    put64(out, *ino);
-                    put64(out, i as u64 + 1);
-                    put32(out, name.len() as u32);
-                    put32(out, *kind);
-                    out.extend_from_slice(name.as_bytes());
-                    out.resize(out.len().next_multiple_of(8), 0);
-                }
-                Answer::Ok
-            }
-            READ => {
-                let (offset, size) = (u64_at(body, 8), u32_at(body, 16) as usize);
-                out.resize(size.min(MAX_WRITE), 0);
-                match self.backing.read_at(out, offset) {
-                    Ok(n) => {
-                        out.truncate(n);
-                        Answer::Ok
-                    }
-                    Err(e) => Answer::Err(e.raw_os_error().unwrap_or(libc::EIO)),
-                }
-            }
-            WRITE => {
-                let (offset, size) = (u64_at(body, 8), u32_at(body, 16) as usize);
-                let data = body.get(40..).unwrap_or(&[]);
-                let data = &data[..size.min(data.len())];
-                match self.backing.write_all_at(data, offset) {
-                    Ok(()) => {
-                        put32(out, data.len() as u32);
-                        put32(out, 0);
-                        Answer::Ok
-                    }
-                    Err(e) => Answer::Err(e.raw_os_error().unwrap_or(libc::EIO)),
-                }
-            }
+            READDIR => readdir(body, out),
+            READ => self.read(body, out),
+            WRITE => self.write(body, out),
             // A real fsync: the data is on the backing file's disk when
             // the answer says so.
             FSYNC => match self.backing.sync_data() {
@@ -387,32 +332,103 @@ impl Shared {
             }
             // Zeroing and punching (Cairn's write-zeroes and discard on a
             // file), passed through.
-            FALLOCATE => {
-                let (offset, len, mode) = (u64_at(body, 8), u64_at(body, 16), u32_at(body, 24));
-                // SAFETY: fallocate on a descriptor we own; no memory.
-                let done = unsafe {
-                    libc::fallocate(
-                        self.backing.as_raw_fd(),
-                        mode as i32,
-                        offset as libc::off_t,
-                        len as libc::off_t,
-                    )
-                };
-                if done == 0 {
-                    Answer::Ok
-                } else {
-                    Answer::Err(
-                        io::Error::last_os_error()
-                            .raw_os_error()
-                            .unwrap_or(libc::EIO),
-                    )
-                }
-            }
+            FALLOCATE => self.fallocate(body),
             RELEASE | RELEASEDIR | FLUSH | ACCESS | DESTROY => Answer::Ok,
             FORGET | BATCH_FORGET | INTERRUPT => Answer::None,
             _ => Answer::Err(libc::ENOSYS),
         }
     }
+
+    /// LOOKUP of the one file's name in the root.
+    fn lookup(&self, node: u64, body: &[u8], out: &mut Vec<u8>) -> Answer {
+        if node != ROOT || body.split(|b| *b == 0).next() != Some(FILE_NAME.as_bytes()) {
+            return Answer::Err(libc::ENOENT);
+        }
+        put64(out, FILE);
+        put64(out, 1);
+        put64(out, 1);
+        put64(out, 1);
+        put32(out, 0);
+        put32(out, 0);
+        self.attr(FILE, out);
+        Answer::Ok
+    }
+
+    /// READ of the file, from the backing file.
+    fn read(&self, body: &[u8], out: &mut Vec<u8>) -> Answer {
+        let (offset, size) = (u64_at(body, 8), u32_at(body, 16) as usize);
+        out.resize(size.min(MAX_WRITE), 0);
+        match self.backing.read_at(out, offset) {
+            Ok(n) => {
+                out.truncate(n);
+                Answer::Ok
+            }
+            Err(e) => Answer::Err(e.raw_os_error().unwrap_or(libc::EIO)),
+        }
+    }
+
+    /// WRITE to the file, through to the backing file.
+    fn write(&self, body: &[u8], out: &mut Vec<u8>) -> Answer {
+        let (offset, size) = (u64_at(body, 8), u32_at(body, 16) as usize);
+        let data = body.get(40..).unwrap_or(&[]);
+        let data = &data[..size.min(data.len())];
+        match self.backing.write_all_at(data, offset) {
+            Ok(()) => {
+                put32(out, data.len() as u32);
+                put32(out, 0);
+                Answer::Ok
+            }
+            Err(e) => Answer::Err(e.raw_os_error().unwrap_or(libc::EIO)),
+        }
+    }
+
+    /// FALLOCATE on the file, on the backing file.
+    fn fallocate(&self, body: &[u8]) -> Answer {
+        let (offset, len, mode) = (u64_at(body, 8), u64_at(body, 16), u32_at(body, 24));
+        // SAFETY: fallocate on a descriptor we own; no memory.
+        let done = unsafe {
+            libc::fallocate(
+                self.backing.as_raw_fd(),
+                mode as i32,
+                offset as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if done == 0 {
+            Answer::Ok
+        } else {
+            Answer::Err(
+                io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO),
+            )
+        }
+    }
+}
+
+/// READDIR of the root: `.`, `..` and the file, from the offset asked,
+/// as many as fit the size asked.
+fn readdir(body: &[u8], out: &mut Vec<u8>) -> Answer {
+    let offset = u64_at(body, 8);
+    let size = u32_at(body, 16) as usize;
+    let entries: [(u64, u32, &str); 3] = [
+        (ROOT, libc::DT_DIR.into(), "."),
+        (ROOT, libc::DT_DIR.into(), ".."),
+        (FILE, libc::DT_REG.into(), FILE_NAME),
+    ];
+    for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
+        let len = (24 + name.len()).next_multiple_of(8);
+        if out.len() + len > size {
+            break;
+        }
+        put64(out, *ino);
+        put64(out, i as u64 + 1);
+        put32(out, name.len() as u32);
+        put32(out, *kind);
+        out.extend_from_slice(name.as_bytes());
+        out.resize(out.len().next_multiple_of(8), 0);
+    }
+    Answer::Ok
 }
 
 fn reply(fd: RawFd, unique: u64, answer: Answer, payload: &[u8]) {

@@ -1,0 +1,33 @@
+//! The group's feature bits beyond the format version: what a Cairn that
+//! does not know one may do with the group (refuse it, or mount it only
+//! read-only). They live in the superblock's feature set.
+
+/// Incompatible group feature: extents may carry stale-copy bits
+/// ([`Extent::stale`](super::Extent::stale)), which a reader that ignores them
+/// would serve stale data through, and disks may be SYNCING.
+pub const GROUP_INCOMPAT_STALE_COPIES: u64 = 1;
+/// The incompatible group features this code knows.
+pub const GROUP_INCOMPAT_KNOWN: u64 = GROUP_INCOMPAT_STALE_COPIES;
+
+/// Ro-compatible group feature: file entries may carry
+/// [`FileAttrs`](super::FileAttrs) and directory names
+/// [`DirAttrs`](super::DirAttrs) in bytes that were reserved. A Cairn that does not
+/// know it must not rewrite an entry (it would zero them), so it may mount the
+/// group only read-only.
+pub const GROUP_RO_COMPAT_FILE_ATTRS: u64 = 1;
+/// Ro-compatible group feature: disks may carry a discard map
+/// ([`AtLayout::clean_offset_bytes`](super::AtLayout::clean_offset_bytes)) that
+/// marks free AUs known to hold nothing on the array. A Cairn that does not know it
+/// would hand such an AU out and write it without clearing its mark, and the map
+/// would then call an AU that holds data returned: it may mount the group only
+/// read-only.
+pub const GROUP_RO_COMPAT_CLEAN_MAP: u64 = 2;
+/// Ro-compatible group feature: whoever writes the group keeps a heartbeat
+/// on its disks ([`crate::heartbeat`]) and checks the others' before it
+/// mounts. A Cairn that does not know it would mount a group another host
+/// is writing, and both would write: it may mount the group only
+/// read-only.
+pub const GROUP_RO_COMPAT_MULTIHOST: u64 = 4;
+/// The ro-compatible group features this code knows.
+pub const GROUP_RO_COMPAT_KNOWN: u64 =
+    GROUP_RO_COMPAT_FILE_ATTRS | GROUP_RO_COMPAT_CLEAN_MAP | GROUP_RO_COMPAT_MULTIHOST;
