@@ -21,10 +21,10 @@
 //!   whose actors are its only threads, the actor whose operation queued
 //!   them drains them after its commit, outside `meta`.
 //!
-//! Bounds: at most [`DISCARD_QUEUE_RUNS_MAX`] runs wait; a run released
+//! Bounds: at most [`DISCARD_QUEUE_RUNS_MAX`](super::DISCARD_QUEUE_RUNS_MAX) runs wait; a run released
 //! while the queue is full (or stopped) goes straight back to the free pool
 //! unmarked: *returnable*, which a `cairn group reclaim` discards later. A
-//! drain takes at most [`DISCARD_BATCH_RUNS_MAX`] runs at a time. An
+//! drain takes at most [`DISCARD_BATCH_RUNS_MAX`](super::DISCARD_BATCH_RUNS_MAX) runs at a time. An
 //! allocation that finds no space takes back the runs still waiting (space
 //! needed now comes before giving it back to the array); a batch in flight
 //! comes back when its discards end, but a data extent that still finds no

@@ -49,7 +49,7 @@ pub trait EngineSource: Send + Sync {
 
     /// Whether the disks are devices that can be opened again by their
     /// paths (real devices, files): a live group then lets go of every
-    /// descriptor of a disk once it is OFFLINE ([`LiveGroup`]'s
+    /// descriptor of a disk once it is OFFLINE ([`LiveGroup`](super::LiveGroup)'s
     /// operations), and `group online` or a rescan opens it anew. A
     /// source whose disks cannot be (a simulator's) keeps them attached.
     fn reopens(&self) -> bool {

@@ -39,7 +39,7 @@ pub struct FileInfo {
     pub redundancy_lowered_extents: u64,
 }
 
-/// One name of the name space, by id ([`Group::node`]).
+/// One name of the name space, by id ([`Group::node`](super::Group::node)).
 #[derive(Debug, Clone, Serialize)]
 pub struct Node {
     pub id: u32,

@@ -23,7 +23,7 @@ use super::parts::txn::Dirty;
 
 impl Group<'_> {
     /// Make every change since the last commit durable and atomic: the end
-    /// of a step. Behind a [`LiveGroup`] the step's changes join the running
+    /// of a step. Behind a [`LiveGroup`](super::LiveGroup) the step's changes join the running
     /// transaction instead, unless it has grown to [`STEP_DIRTY_MAX`]
     /// blocks: the group commit that covers the operation writes it
     /// (`live.rs`), together with the other operations' that joined it.
@@ -75,7 +75,7 @@ impl Group<'_> {
         self.commit_now()
     }
 
-    /// Before an operation's first step behind a [`LiveGroup`]: the running
+    /// Before an operation's first step behind a [`LiveGroup`](super::LiveGroup): the running
     /// transaction takes one more operation only while it holds fewer than
     /// [`JOIN_DIRTY_MAX`] blocks, so that with the operation's largest step
     /// it still fits one record.
@@ -120,7 +120,7 @@ impl Group<'_> {
 
     /// How long each commit that wrote a record took (barrier, record,
     /// in-place writes) since the last call; at most the first
-    /// [`COMMIT_TIMES_MAX`] are kept between calls.
+    /// [`COMMIT_TIMES_MAX`](super::COMMIT_TIMES_MAX) are kept between calls.
     pub fn take_commit_times(&mut self) -> Vec<std::time::Duration> {
         self.txn.take_commit_times()
     }

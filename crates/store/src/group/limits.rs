@@ -8,7 +8,7 @@ use cairn_format::group::{AtLayout, JOURNAL_TARGETS_MAX};
 pub const JOURNAL_BYTES: u64 = 4 << 20;
 /// A continuing operation commits a step once it has dirtied this many blocks.
 pub const STEP_DIRTY_MAX: usize = 24;
-/// Behind a [`LiveGroup`], an operation joins the running transaction only
+/// Behind a [`LiveGroup`](super::LiveGroup), an operation joins the running transaction only
 /// while it holds fewer blocks than this; else that is committed first. The
 /// largest step of any operation then still fits [`TXN_IMAGES_MAX`]: 26
 /// blocks measured under the crash and interleaving simulators; by reading,

@@ -99,7 +99,7 @@ pub struct Group<'e> {
     /// Disks whose writes failed during the current step, to offline after it.
     pub(super) failed_disks: BTreeSet<u16>,
     /// Disks this mount took offline after an I/O error, for the caller to
-    /// report (a mount's own offlining is in its [`MountReport`]).
+    /// report (a mount's own offlining is in its [`MountReport`](super::MountReport)).
     pub(super) taken_offline: Vec<String>,
     /// Mounted read-only: nothing is ever written (no replay, no repair, no
     /// offlining); changes are refused with [`GroupError::ReadOnly`].
@@ -122,11 +122,11 @@ pub struct Group<'e> {
     /// and their files are never written.
     pub(super) shared_aus: BTreeMap<(u16, u64), Vec<u32>>,
     /// What the data plane sees: file snapshots and the disk view, published
-    /// here as changes commit (`data.rs`).
+    /// here as changes commit (`plane.rs`, `publish.rs`).
     pub(super) plane: Arc<plane::DataPlane>,
     /// What the data plane has not been shown yet (`parts/unpublished.rs`).
     pub(super) unpublished: parts::unpublished::Unpublished,
-    /// Behind a [`LiveGroup`]'s lock: its file data goes through data
+    /// Behind a [`LiveGroup`](super::LiveGroup)'s lock: its file data goes through data
     /// handles, never through this group's own data calls, and its steps'
     /// commits are grouped (`live.rs`).
     pub(super) live: bool,
@@ -142,7 +142,7 @@ pub struct Group<'e> {
     /// is not trusted for that file ([`Group::zeroed_since`]).
     pub(super) zero_seq: u64,
     pub(super) zeroed_files: HashMap<u32, u64>,
-    /// Behind a [`LiveGroup`]: where freed runs wait for their discard,
+    /// Behind a [`LiveGroup`](super::LiveGroup): where freed runs wait for their discard,
     /// which the live group's drain runs outside `meta` (`discard_queue.rs`).
     /// `None`: a commit discards what it releases at once.
     pub(super) discards: Option<Arc<DiscardQueue>>,
@@ -272,7 +272,7 @@ impl<'e> Group<'e> {
             .map_or_else(|| format!("#{disk}"), |m| m.entry.label.clone())
     }
 
-    /// The group is behind a [`LiveGroup`]'s lock from now on.
+    /// The group is behind a [`LiveGroup`](super::LiveGroup)'s lock from now on.
     pub(super) fn set_live(&mut self, live: bool) {
         self.live = live;
     }

@@ -1,6 +1,7 @@
-//! Changing a group's disks and moving its data: add, drop (DROPPING, then
-//! FORMER), drop by force, undrop, and the rebalance that executes the plan
-//! of [`crate::rebalance`]. Why it is built this way: `docs/rebalance.md`.
+//! Moving a group's data: the rebalance that executes the plan of
+//! [`crate::rebalance`], and the end of a drop (DROPPING, then FORMER) once
+//! its copies have moved (asking for a drop, a drop by force and undrop are
+//! in `add_drop.rs`). Why it is built this way: `docs/rebalance.md`.
 //!
 //! A move of one extent copy, online:
 //! 1. the target AUs are *reserved* in memory (handed to nobody else, not in

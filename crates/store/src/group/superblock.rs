@@ -1,6 +1,6 @@
-//! Superblocks and the disk directory: reading a member's slots at mount
-//! and discovery, writing a new generation to every online disk, and the
-//! disk states they record (taking a failed disk offline).
+//! Superblocks and the disk directory: writing a new generation to every
+//! online disk, and the disk states they record (taking a failed disk
+//! offline). Reading a disk's slots at mount and discovery is `slots.rs`.
 
 use std::collections::BTreeSet;
 

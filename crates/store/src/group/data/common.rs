@@ -22,7 +22,7 @@ pub(super) const WRITE_BATCH_BYTES_MAX: u64 = 32 << 20;
 /// create, a stale mark that did not take). Each look costs a snapshot and
 /// a latch, no I/O; a writer needs more than two only beside a client that
 /// changes the file as fast as it can (a loop of ftruncate).
-pub(in crate::group) const WRITE_ATTEMPTS_MAX: u32 = 64;
+pub(super) const WRITE_ATTEMPTS_MAX: u32 = 64;
 
 /// Disks an I/O failed on, each with why (its first failure's reason):
 /// what going OFFLINE is said with.
@@ -86,7 +86,7 @@ pub(crate) trait DataPort {
     ) -> Result<(), GroupError>;
     /// Copies on `disks` missed a write, and their stale marks could not
     /// be made durable: if the group stopped, have the superblocks record
-    /// it ([`Group::record_missed_writes`]); nothing otherwise.
+    /// it ([`Group::record_missed_writes`](crate::group::Group::record_missed_writes)); nothing otherwise.
     fn missed_writes(&mut self, disks: &BTreeSet<u16>);
     /// The file's current snapshot (see [`DataPlane::file`]).
     fn snapshot(&mut self, number: u32) -> Option<Arc<FileSnapshot>> {
@@ -218,7 +218,7 @@ pub(in crate::group) type IoOutcome = (Result<u64, IoError>, Option<AlignedBuf>)
 
 /// Where a read goes and how many bytes it must bring (`None` for other
 /// operations).
-pub(super) fn read_range(op: &Op) -> Option<(u64, u64)> {
+fn read_range(op: &Op) -> Option<(u64, u64)> {
     match op {
         Op::Read { offset_bytes, buf } => Some((*offset_bytes, buf.len() as u64)),
         _ => None,
@@ -243,7 +243,7 @@ pub(super) fn outcome(c: cairn_io::Completion, read: Option<(u64, u64)>) -> IoOu
 }
 
 /// The outcome of an I/O on a disk the port's engine does not have.
-pub(super) fn unknown_device(disk: u16) -> IoOutcome {
+fn unknown_device(disk: u16) -> IoOutcome {
     (Err(IoError::UnknownDevice(DeviceId(u32::from(disk)))), None)
 }
 

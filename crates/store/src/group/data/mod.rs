@@ -24,9 +24,9 @@
 //!
 //! Durability of plain writes is `sync`'s job, as `fsync` is a file's.
 //!
-//! Here: the [`DataPort`], one I/O on a member disk and a batch of them,
-//! which copies of an extent may be read or written, the common read, and
-//! the errors the paths share. The paths: `read` (with the repair of bad
+//! `common.rs`: the [`DataPort`], one I/O on a member disk and a batch of
+//! them, which copies of an extent may be read or written, the common read,
+//! and the errors the paths share. The paths: `read` (with the repair of bad
 //! copies), `write` (with the first write into an extent), `punch` (holes
 //! and zeroed parts of written extents), `copy` (between member disks, for
 //! resync, relocation and rebalance). What the metadata plane itself does

@@ -5,7 +5,8 @@
 //! (`invariants.rs`) runs every part's check and the checks that span
 //! parts; the crash and interleaving simulators call it after every step.
 //! A part names nothing of `group/mod.rs` (the group above it): the arrows
-//! run down (`unpublished.rs` takes the data plane's chunk size).
+//! run down (`unpublished.rs` takes the data plane's chunk size,
+//! `members.rs` a disk's allocation table).
 //! `violations.rs` is what a check reports.
 //!
 //! - `journal_ring.rs`: where the journal ring stands (its generation, the
