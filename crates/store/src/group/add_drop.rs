@@ -12,10 +12,8 @@ use cairn_format::{group as fmt, DiskHeader};
 use cairn_io::{AlignedBuf, DeviceId};
 use uuid::Uuid;
 
-use super::alloc;
 use super::alloc::DiskAlloc;
 use super::error::{io_err, GroupError};
-use super::journal::DurableItem;
 use super::limits::member_layout;
 use super::mounted::Group;
 use super::parts::members::Member;
@@ -185,18 +183,7 @@ impl Group<'_> {
                 .unwrap_or_default();
             let mut items = Vec::new();
             for b in blocks {
-                let d = match b {
-                    alloc::AtBlock::Summary(index) => Dirty::Summary { disk: n, index },
-                    alloc::AtBlock::Bitmap(index) => Dirty::Bitmap { disk: n, index },
-                    alloc::AtBlock::Clean(index) => Dirty::Clean { disk: n, index },
-                };
-                let (id, places) = self.dirty_id_and_places(d);
-                let block = self.encode_dirty(d, 0);
-                let copies = places
-                    .into_iter()
-                    .map(|(disk, offset)| (disk, offset, AlignedBuf::from_slice(&block[..])))
-                    .collect();
-                items.push(DurableItem::block(id.to_string(), copies));
+                items.push(self.durable_block(Dirty::of_table_block(n, b)));
             }
             if let Err(e) = self.write_durably(items, "a new disk's allocation table") {
                 self.members.unadd(n);

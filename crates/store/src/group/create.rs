@@ -10,11 +10,10 @@ use cairn_format::group::{
     STRIPING_COARSE, STRIPING_FINE,
 };
 use cairn_format::{group as fmt, DiskHeader, FeatureSet};
-use cairn_io::{AlignedBuf, IoEngine, Request};
+use cairn_io::{IoEngine, Request};
 
 use super::alloc::DiskAlloc;
 use super::error::{io_err, GroupError};
-use super::journal::DurableItem;
 use super::limits::{member_layout, JOURNAL_BYTES};
 use super::mounted::{EngineRef, FileRec, Group};
 use super::parts::members::{Member, Members};
@@ -292,13 +291,7 @@ impl Group<'_> {
         let dirty: Vec<Dirty> = self.txn.take_dirty().into_iter().collect();
         let mut items = Vec::new();
         for d in dirty {
-            let (id, places) = self.dirty_id_and_places(d);
-            let block = self.encode_dirty(d, 0);
-            let copies = places
-                .into_iter()
-                .map(|(disk, offset)| (disk, offset, AlignedBuf::from_slice(&block[..])))
-                .collect();
-            items.push(DurableItem::block(id.to_string(), copies));
+            items.push(self.durable_block(d));
         }
         self.write_durably(items, "initial metadata")?;
         self.checkpoint()?;

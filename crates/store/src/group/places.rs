@@ -8,10 +8,11 @@ use cairn_format::group::{
 };
 use cairn_format::meta::{Block, BlockId, BlockType, BLOCK_BYTES};
 use cairn_format::{group as fmt, meta};
+use cairn_io::AlignedBuf;
 
-use super::alloc;
 use super::alloc::DiskAlloc;
 use super::block_ids::per_disk_id;
+use super::journal::DurableItem;
 use super::mounted::{FileRec, Group};
 use super::parts::txn::Dirty;
 
@@ -157,6 +158,19 @@ impl Group<'_> {
         block
     }
 
+    /// Block `d` encoded (generation 0) as a durable write to each of its
+    /// places: what a new disk's table and a new group's metadata are
+    /// written with, before any journal exists for them.
+    pub(super) fn durable_block(&self, d: Dirty) -> DurableItem {
+        let (id, places) = self.dirty_id_and_places(d);
+        let block = self.encode_dirty(d, 0);
+        let copies = places
+            .into_iter()
+            .map(|(disk, offset)| (disk, offset, AlignedBuf::from_slice(&block[..])))
+            .collect();
+        DurableItem::block(id.to_string(), copies)
+    }
+
     pub(super) fn encode_entry(&self, rec: &FileRec, block: &mut Block) {
         let mut entry = rec.entry.clone();
         entry.extent_count = rec.extents.len() as u64;
@@ -170,11 +184,7 @@ impl Group<'_> {
             let n = m.entry.number;
             if let Some(alloc) = m.alloc.as_mut() {
                 for b in alloc.take_dirty() {
-                    found.push(match b {
-                        alloc::AtBlock::Summary(index) => Dirty::Summary { disk: n, index },
-                        alloc::AtBlock::Bitmap(index) => Dirty::Bitmap { disk: n, index },
-                        alloc::AtBlock::Clean(index) => Dirty::Clean { disk: n, index },
-                    });
+                    found.push(Dirty::of_table_block(n, b));
                 }
             }
         }

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::super::alloc::AtBlock;
 use super::violations::Violations;
 
 /// Commit times kept between two takes ([`Group::take_commit_times`](crate::group::Group::take_commit_times)).
@@ -39,6 +40,17 @@ pub(in crate::group) enum Dirty {
     Alias(u64),
     Templates,
     Attributes,
+}
+
+impl Dirty {
+    /// The block of disk `disk`'s allocation table that `b` names.
+    pub(in crate::group) fn of_table_block(disk: u16, b: AtBlock) -> Self {
+        match b {
+            AtBlock::Summary(index) => Dirty::Summary { disk, index },
+            AtBlock::Bitmap(index) => Dirty::Bitmap { disk, index },
+            AtBlock::Clean(index) => Dirty::Clean { disk, index },
+        }
+    }
 }
 
 #[derive(Debug)]
