@@ -439,6 +439,17 @@ fn fails_and_comes_back(host: Host) {
         .json();
     assert_eq!(again["resync"]["aus_copied"], 0, "{again:#}");
     h.stop();
+    // Every copy of every extent agrees (scrub names the file, offset and
+    // disks of any that does not).
+    let scrub = h.cairn(&["group", "scrub", name, "--json"]);
+    assert_eq!(
+        scrub.json()["scrub"]["problems"],
+        serde_json::json!([]),
+        "after the resync, every copy agrees: {}\n{}",
+        scrub.stdout,
+        scrub.stderr
+    );
+    assert_eq!(scrub.code, 0, "{}", scrub.stderr);
 
     // Every file reads back whole from either failure group alone (the
     // other out of discovery), D3's copies among them.

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use cairn_io::{AlignedBuf, Completion, DeviceId, IoEngine, IoError, Op, Request, SubmitError};
 use cairn_io_sim::{geometry, SharedSim};
-use cairn_store::group::plane::FileSnapshot;
+use cairn_store::group::plane::{FileSnapshot, Hold};
 use cairn_store::group::{
     self, CreateOptions, FileIo, GroupSelector, LiveGroup, Mapping, SameDevices,
 };
@@ -1022,7 +1022,7 @@ fn a_write_waiting_for_a_latch_never_holds_up_the_repair_it_waits_for() {
     let plane = live.plane().clone();
     let key = (number, s.incarnation, 0u64);
     let start = Instant::now();
-    while let Some(probe) = plane.try_latch(vec![(key, true)]) {
+    while let Some(probe) = plane.try_latch(vec![(key, Hold::Exclusive)]) {
         drop(probe);
         assert!(
             start.elapsed() < Duration::from_secs(10),

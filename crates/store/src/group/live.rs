@@ -31,7 +31,7 @@ use super::discard_queue::{self, DiscardQueue};
 use super::engines::{EngineSource, HandleEngine};
 use super::error::GroupError;
 use super::mounted::Group;
-use super::plane::{DataPlane, DiskView, FileSnapshot, GuardSlot, SnapshotCache};
+use super::plane::{DataPlane, DiskView, FileSnapshot, GuardSlot, Hold, SnapshotCache};
 use crate::lock_order::{Rank, Ranked};
 
 /// Requests in flight on the engine that reads a returning disk's label and
@@ -1014,7 +1014,7 @@ impl LiveGroup {
             let latch = self
                 .inner
                 .plane
-                .latch(vec![((e.file, e.incarnation, e.index), true)]);
+                .latch(vec![((e.file, e.incarnation, e.index), Hold::Exclusive)]);
             self.scrub_extent(e, power, how, &mut engine, &mut report)?;
             drop(latch);
             done += e.bytes;
@@ -1332,10 +1332,12 @@ impl DataHandle {
         let keys = pieces
             .iter()
             .map(|p| {
-                (
-                    (number, snap.incarnation, RMW_LATCH | p.extent),
-                    partial_extents.contains(&p.extent),
-                )
+                let hold = if partial_extents.contains(&p.extent) {
+                    Hold::Exclusive
+                } else {
+                    Hold::Shared
+                };
+                ((number, snap.incarnation, RMW_LATCH | p.extent), hold)
             })
             .collect();
         let _rmw = self.inner.plane.latch(keys);

@@ -1,6 +1,7 @@
 //! The data plane's shared state: what the metadata plane publishes for data
-//! threads (per-file extent-map snapshots, the disk view), the latches of
-//! first writes, and the guards that keep freed AUs from reuse while an older
+//! threads (per-file extent-map snapshots, the disk view), the extents'
+//! latches (a first write or a repair alone; plain writes side by side,
+//! but one at a time over the same bytes), and the guards that keep freed AUs from reuse while an older
 //! operation may still use them. The rules are in `docs/live-core.md`.
 //!
 //! Who changes what:
@@ -36,6 +37,7 @@ use cairn_format::extent_map::FileLayout;
 use cairn_format::group::Extent;
 use cairn_io::poison::{recover, Recover, RecoverRw};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::lock_order::{self, Rank};
 
@@ -289,11 +291,72 @@ pub type LatchKey = (u32, u32, u64);
 /// one mutex.
 const LATCH_SHARDS: usize = 64;
 
+/// How a taker holds an extent's latch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Alone: a first write (which zeroes the rest of the extent), a copy
+    /// repaired, resynced or moved.
+    Exclusive,
+    /// Beside every other shared holder: an extent's read-modify-write
+    /// latch, taken by a write that covers the extent's sectors whole.
+    Shared,
+    /// Beside other shared holders, but not beside another write of any of
+    /// the same file bytes `start..end`. Two writes of one block in flight
+    /// at once (two FUSE requests, two handles) reach each copy on their
+    /// own, and each disk may apply them in either order: run together,
+    /// the copies could keep different writes, and which one a later read
+    /// returns would depend on the copy it reads. One after the other,
+    /// every copy ends with the later write.
+    Write { start: u64, end: u64 },
+}
+
+impl Hold {
+    /// A write of `len` file bytes from `offset`.
+    pub fn write(offset: u64, len: u64) -> Self {
+        Hold::Write {
+            start: offset,
+            end: offset.saturating_add(len),
+        }
+    }
+
+    /// One hold that grants both: exclusive if either is; else a write
+    /// of the bytes both cover (and what lies between), if either writes.
+    fn merge(self, other: Hold) -> Hold {
+        match (self, other) {
+            (Hold::Exclusive, _) | (_, Hold::Exclusive) => Hold::Exclusive,
+            (Hold::Write { start: a, end: b }, Hold::Write { start: c, end: d }) => Hold::Write {
+                start: a.min(c),
+                end: b.max(d),
+            },
+            (w @ Hold::Write { .. }, Hold::Shared) | (Hold::Shared, w @ Hold::Write { .. }) => w,
+            (Hold::Shared, Hold::Shared) => Hold::Shared,
+        }
+    }
+}
+
+/// `keys` sorted, each key once with the hold that grants all it was named
+/// with: the order every taker takes them in, so two never deadlock.
+fn merged(mut keys: Vec<(LatchKey, Hold)>) -> Vec<(LatchKey, Hold)> {
+    keys.sort_unstable_by_key(|k| k.0);
+    let mut out: Vec<(LatchKey, Hold)> = Vec::with_capacity(keys.len());
+    for (key, hold) in keys {
+        match out.last_mut() {
+            Some(last) if last.0 == key => last.1 = last.1.merge(hold),
+            _ => out.push((key, hold)),
+        }
+    }
+    out
+}
+
 /// Holders of one extent's latch.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct LatchState {
+    /// Shared holders, writes among them.
     shared: u32,
     exclusive: bool,
+    /// The file bytes of each write holding it, one entry per write: a
+    /// write of any of them waits until that one lets go.
+    writing: SmallVec<[(u64, u64); 2]>,
     /// Exclusive takers waiting: new shared takers wait behind them, so a
     /// repair or a first write is not starved by a stream of plain writes.
     exclusive_waiting: u32,
@@ -309,11 +372,41 @@ impl LatchState {
         !self.exclusive && self.shared == 0 && self.exclusive_waiting == 0 && self.waiting == 0
     }
 
-    fn admits(&self, exclusive: bool) -> bool {
-        if exclusive {
-            !self.exclusive && self.shared == 0
-        } else {
-            !self.exclusive && self.exclusive_waiting == 0
+    fn admits(&self, hold: Hold) -> bool {
+        match hold {
+            Hold::Exclusive => !self.exclusive && self.shared == 0,
+            Hold::Shared => !self.exclusive && self.exclusive_waiting == 0,
+            Hold::Write { start, end } => {
+                !self.exclusive
+                    && self.exclusive_waiting == 0
+                    && self.writing.iter().all(|&(s, e)| end <= s || e <= start)
+            }
+        }
+    }
+
+    /// Hold it as `hold` (which [`LatchState::admits`]).
+    fn take(&mut self, hold: Hold) {
+        match hold {
+            Hold::Exclusive => self.exclusive = true,
+            Hold::Shared => self.shared += 1,
+            Hold::Write { start, end } => {
+                self.shared += 1;
+                self.writing.push((start, end));
+            }
+        }
+    }
+
+    /// Let go of a hold taken as `hold`.
+    fn let_go(&mut self, hold: Hold) {
+        match hold {
+            Hold::Exclusive => self.exclusive = false,
+            Hold::Shared => self.shared = self.shared.saturating_sub(1),
+            Hold::Write { start, end } => {
+                self.shared = self.shared.saturating_sub(1);
+                if let Some(at) = self.writing.iter().position(|&w| w == (start, end)) {
+                    self.writing.swap_remove(at);
+                }
+            }
         }
     }
 }
@@ -743,16 +836,14 @@ impl DataPlane {
         &self.latches[(h >> 58) as usize % LATCH_SHARDS]
     }
 
-    /// Take the latches of `keys`, each exclusive (a first write, a copy
-    /// repair) or shared (a plain write), waiting while a holder excludes
-    /// us. Keys are taken in sorted order, so two takers never deadlock; a
-    /// key named twice is taken once, exclusive if either asks it. Held
-    /// until the guard drops.
-    pub fn latch(self: &Arc<Self>, mut keys: Vec<(LatchKey, bool)>) -> LatchGuard {
+    /// Take the latches of `keys`, each as its [`Hold`] says, waiting while
+    /// a holder excludes us. Keys are taken in sorted order, so two takers
+    /// never deadlock; a key named twice is taken once, with a hold that
+    /// grants both ([`Hold::merge`]). Held until the guard drops.
+    pub fn latch(self: &Arc<Self>, keys: Vec<(LatchKey, Hold)>) -> LatchGuard {
         let rank = lock_order::take(Rank::Latch, "an extent latch");
-        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        keys.dedup_by_key(|k| k.0);
-        for (key, exclusive) in &keys {
+        let keys = merged(keys);
+        for (key, hold) in &keys {
             let shard = self.shard(key);
             let _leaf = lock_order::take(Rank::Leaf, "a latch shard");
             let mut held = shard.held.lock_or_recover();
@@ -760,18 +851,14 @@ impl DataPlane {
             let mut waited = false;
             loop {
                 let state = held.entry(*key).or_default();
-                if state.admits(*exclusive) {
+                if state.admits(*hold) {
                     if queued {
                         state.exclusive_waiting -= 1;
                     }
-                    if *exclusive {
-                        state.exclusive = true;
-                    } else {
-                        state.shared += 1;
-                    }
+                    state.take(*hold);
                     break;
                 }
-                if *exclusive && !queued {
+                if *hold == Hold::Exclusive && !queued {
                     state.exclusive_waiting += 1;
                     queued = true;
                 }
@@ -805,31 +892,26 @@ impl DataPlane {
     /// [`Self::latch`], but only if every key can be taken now; `None`
     /// (holding nothing) otherwise. For a caller that must not wait while it
     /// holds latches of its own.
-    pub fn try_latch(self: &Arc<Self>, mut keys: Vec<(LatchKey, bool)>) -> Option<LatchGuard> {
-        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        keys.dedup_by_key(|k| k.0);
+    pub fn try_latch(self: &Arc<Self>, keys: Vec<(LatchKey, Hold)>) -> Option<LatchGuard> {
+        let keys = merged(keys);
         let mut taken = LatchGuard {
             plane: self.clone(),
             keys: Vec::with_capacity(keys.len()),
             _rank: lock_order::note(Rank::Latch, "an extent latch"),
         };
-        for (key, exclusive) in keys {
+        for (key, hold) in keys {
             let shard = self.shard(&key);
             let _leaf = lock_order::take(Rank::Leaf, "a latch shard");
             let mut held = shard.held.lock_or_recover();
             let state = held.entry(key).or_default();
-            if !state.admits(exclusive) {
+            if !state.admits(hold) {
                 if state.unused() {
                     held.remove(&key);
                 }
                 return None; // `taken` lets go of what it holds
             }
-            if exclusive {
-                state.exclusive = true;
-            } else {
-                state.shared += 1;
-            }
-            taken.keys.push((key, exclusive));
+            state.take(hold);
+            taken.keys.push((key, hold));
         }
         Some(taken)
     }
@@ -839,8 +921,8 @@ impl DataPlane {
 #[derive(Debug)]
 pub struct LatchGuard {
     plane: Arc<DataPlane>,
-    /// Each key, and whether it is held exclusively.
-    keys: Vec<(LatchKey, bool)>,
+    /// Each key, and how it is held.
+    keys: Vec<(LatchKey, Hold)>,
     /// The latch rank this thread holds while the guard lives (dropped
     /// after `drop` let go of the keys, as fields are).
     _rank: lock_order::Held,
@@ -849,23 +931,21 @@ pub struct LatchGuard {
 impl LatchGuard {
     /// Whether `key` is held exclusively by this guard.
     pub fn holds_exclusive(&self, key: &LatchKey) -> bool {
-        self.keys.iter().any(|(k, e)| k == key && *e)
+        self.keys
+            .iter()
+            .any(|(k, h)| k == key && *h == Hold::Exclusive)
     }
 }
 
 impl Drop for LatchGuard {
     fn drop(&mut self) {
-        for (key, exclusive) in &self.keys {
+        for (key, hold) in &self.keys {
             let shard = self.plane.shard(key);
             let _leaf = lock_order::take(Rank::Leaf, "a latch shard");
             let mut held = shard.held.lock_or_recover();
             let (mut gone, mut wake) = (false, false);
             if let Some(state) = held.get_mut(key) {
-                if *exclusive {
-                    state.exclusive = false;
-                } else {
-                    state.shared = state.shared.saturating_sub(1);
-                }
+                state.let_go(*hold);
                 gone = state.unused();
                 wake = state.waiting > 0;
             }
@@ -1123,14 +1203,28 @@ mod tests {
     }
 
     /// A holder letting go wakes the takers waiting for that latch (it wakes
-    /// the shard only when someone waits), shared behind exclusive and
-    /// exclusive behind shared; and the entry goes once nobody needs it.
+    /// the shard only when someone waits): a write behind exclusive,
+    /// exclusive behind a write or a shared holder, exclusive behind
+    /// exclusive, and a write behind a write of some of the same bytes;
+    /// and the entry goes once nobody needs it.
     #[test]
     fn a_taker_waiting_for_a_latch_is_woken_when_it_is_let_go() {
         let plane = Arc::new(DataPlane::new());
         let key = (7, 1, 3);
-        for (first, then) in [(true, false), (false, true), (true, true)] {
+        let write = Hold::write(8192, 8192);
+        for (first, then) in [
+            (Hold::Exclusive, write),
+            (write, Hold::Exclusive),
+            (Hold::Shared, Hold::Exclusive),
+            (Hold::Exclusive, Hold::Exclusive),
+            (write, Hold::write(12288, 8192)),
+            (write, write),
+        ] {
             let held = plane.latch(vec![(key, first)]);
+            assert!(
+                plane.try_latch(vec![(key, then)]).is_none(),
+                "{first:?} excludes {then:?}"
+            );
             std::thread::scope(|s| {
                 let p = plane.clone();
                 let waiter = s.spawn(move || drop(p.latch(vec![(key, then)])));
@@ -1143,7 +1237,73 @@ mod tests {
                 waiter.join().unwrap();
             });
             let shard = plane.shard(&key).held.lock_or_recover();
-            assert!(shard.get(&key).is_none(), "{first} then {then}: entry left");
+            assert!(
+                shard.get(&key).is_none(),
+                "{first:?} then {then:?}: entry left"
+            );
+        }
+    }
+
+    /// Writes hold an extent side by side unless they share a byte (then
+    /// the later one waits, whatever extent of the two it meets first), and
+    /// beside the extent's shared holders; a key named twice is held once
+    /// with what both ask.
+    #[test]
+    fn writes_of_other_bytes_go_side_by_side_and_of_the_same_bytes_one_at_a_time() {
+        let plane = Arc::new(DataPlane::new());
+        let (e0, e1) = ((7, 1, 0), (7, 1, 1));
+        let first = plane.latch(vec![(e0, Hold::write(0, 8192)), (e1, Hold::write(0, 8192))]);
+        let beside = [
+            Hold::write(8192, 8192),
+            Hold::write(1 << 20, 4096),
+            Hold::Shared,
+        ];
+        let held: Vec<LatchGuard> = beside
+            .iter()
+            .map(|h| {
+                plane
+                    .try_latch(vec![(e0, *h)])
+                    .unwrap_or_else(|| panic!("{h:?} goes beside a write of 0..8192"))
+            })
+            .collect();
+        for (overlapping, keys) in [
+            ("the same bytes", vec![(e0, Hold::write(0, 8192))]),
+            ("one byte of them", vec![(e0, Hold::write(8191, 1))]),
+            ("them and more", vec![(e0, Hold::write(4096, 65536))]),
+            (
+                "them, met first in the other extent",
+                vec![(e1, Hold::write(4096, 4096))],
+            ),
+        ] {
+            assert!(
+                plane.try_latch(keys).is_none(),
+                "a write of {overlapping} waits"
+            );
+        }
+        assert!(
+            plane.try_latch(vec![(e0, Hold::Exclusive)]).is_none(),
+            "exclusive waits for the writes"
+        );
+        drop(first);
+        let again = plane
+            .try_latch(vec![(e0, Hold::write(0, 8192))])
+            .expect("once the first write lets go, its bytes may be written");
+        drop((again, held));
+        // Named twice: held once, as both ask (merged: the bytes between).
+        let twice = plane.latch(vec![
+            (e0, Hold::write(0, 4096)),
+            (e0, Hold::write(65536, 4096)),
+            (e1, Hold::Shared),
+            (e1, Hold::Exclusive),
+        ]);
+        assert!(twice.holds_exclusive(&e1) && !twice.holds_exclusive(&e0));
+        assert!(plane
+            .try_latch(vec![(e0, Hold::write(8192, 4096))])
+            .is_none());
+        drop(twice);
+        for key in [e0, e1] {
+            let shard = plane.shard(&key).held.lock_or_recover();
+            assert!(shard.get(&key).is_none(), "{key:?}: entry left");
         }
     }
 

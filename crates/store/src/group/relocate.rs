@@ -36,7 +36,7 @@ use super::limits::{CLEAN_CLEARS_PER_COMMIT, STEP_DIRTY_MAX};
 use super::mounted::Group;
 use super::parts::members::Member;
 use super::parts::txn::Dirty;
-use super::plane::{LatchGuard, LatchKey, OperationGuard};
+use super::plane::{Hold, LatchGuard, LatchKey, OperationGuard};
 use super::resync::{Progress, RESYNC_IO_BYTES_MAX};
 use crate::header_copies::HeaderScan;
 use crate::placement;
@@ -1472,9 +1472,9 @@ pub(super) fn copy_relocations(
     pool: &mut Vec<AlignedBuf>,
     report: &mut RebalanceReport,
 ) -> Result<(Vec<Relocation>, LatchGuard), GroupError> {
-    let keys: Vec<(LatchKey, bool)> = batch
+    let keys: Vec<(LatchKey, Hold)> = batch
         .iter()
-        .map(|r| ((r.file, r.incarnation, r.extent), true))
+        .map(|r| ((r.file, r.incarnation, r.extent), Hold::Exclusive))
         .collect();
     let latch = port.plane().latch(keys);
     let guard = slot.map(|s| OperationGuard::start(port.plane(), s));

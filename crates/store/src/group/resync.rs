@@ -31,7 +31,7 @@ use super::mounted::{FileRec, Group};
 use super::namespace::alias_block_of;
 use super::parts::members::Member;
 use super::parts::txn::Dirty;
-use super::plane::{LatchGuard, LatchKey, OperationGuard};
+use super::plane::{Hold, LatchGuard, LatchKey, OperationGuard};
 use super::returning;
 use crate::placement;
 
@@ -671,9 +671,9 @@ pub(super) fn copy_stale(
     inflight: usize,
     report: &mut ResyncReport,
 ) -> Result<(Vec<StaleAu>, LatchGuard), GroupError> {
-    let keys: Vec<(LatchKey, bool)> = batch
+    let keys: Vec<(LatchKey, Hold)> = batch
         .iter()
-        .map(|s| ((s.file, s.incarnation, s.extent), true))
+        .map(|s| ((s.file, s.incarnation, s.extent), Hold::Exclusive))
         .collect();
     let latch = port.plane().latch(keys);
     // As every data operation: AUs freed after the snapshots below are not

@@ -15,7 +15,7 @@ use super::common::{
 };
 use super::write::settle_write;
 use crate::group::error::GroupError;
-use crate::group::plane::{FileSnapshot, LatchGuard, OperationGuard};
+use crate::group::plane::{FileSnapshot, Hold, LatchGuard, OperationGuard};
 
 /// What a punch did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +47,7 @@ fn latch_whole(
     let keys = |tag: u64| {
         extents
             .iter()
-            .map(|e| ((number, incarnation, tag | *e), true))
+            .map(|e| ((number, incarnation, tag | *e), Hold::Exclusive))
             .collect()
     };
     let rmw = port.plane().latch(keys(RMW_LATCH));

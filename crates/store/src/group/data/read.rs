@@ -13,7 +13,7 @@ use super::common::{
 };
 use crate::group::disk_io::read_fails_the_disk;
 use crate::group::error::GroupError;
-use crate::group::plane::{DiskView, FileSnapshot, LatchKey, OperationGuard, Piece};
+use crate::group::plane::{DiskView, FileSnapshot, Hold, LatchKey, OperationGuard, Piece};
 
 /// Read `buf.len()` bytes at `offset` of file `number`, accepting the bytes
 /// only if `accept` passes on the whole buffer.
@@ -356,7 +356,7 @@ fn repair(
     let reads: Vec<(usize, AuAddr)> = good.iter().map(|(i, c)| (*i, *c)).collect();
     let latch = port
         .plane()
-        .latch(keys.into_iter().map(|k| (k, true)).collect());
+        .latch(keys.into_iter().map(|k| (k, Hold::Exclusive)).collect());
     let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
     // The extents must still be where we read them (not freed, not moved),
     // and the good copies still online: a copy whose disk went offline since

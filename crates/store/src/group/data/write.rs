@@ -16,7 +16,7 @@ use super::common::{
     DiskIo, FailedDisks, IoOutcome, StaleMark, WRITE_ATTEMPTS_MAX, WRITE_BATCH_BYTES_MAX,
 };
 use crate::group::error::GroupError;
-use crate::group::plane::{DiskView, FileSnapshot, OperationGuard};
+use crate::group::plane::{DiskView, FileSnapshot, Hold, OperationGuard};
 
 /// After a write's I/O (the disks written reported to the port), before it
 /// is acknowledged: a copy that missed the write is never read again, so its
@@ -83,9 +83,10 @@ fn write_in_place(
     let Some(loc) = in_place_location(snap, offset, len) else {
         return Ok(false);
     };
-    let latch = port
-        .plane()
-        .latch(vec![((number, snap.incarnation, loc.extent), false)]);
+    let latch = port.plane().latch(vec![(
+        (number, snap.incarnation, loc.extent),
+        Hold::write(offset, len),
+    )]);
     let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
     // Latched, look again (as the general path does): still this snapshot,
     // so the copies are still the extent's and it is still written.
@@ -349,10 +350,12 @@ fn latch_for_write<'s>(
         let keys = pieces
             .iter()
             .map(|p| {
-                (
-                    (number, snap.incarnation, p.extent),
-                    fresh.contains(&p.extent),
-                )
+                let hold = if fresh.contains(&p.extent) {
+                    Hold::Exclusive
+                } else {
+                    Hold::write(offset, len)
+                };
+                ((number, snap.incarnation, p.extent), hold)
             })
             .collect();
         let latch = port.plane().latch(keys);
@@ -665,7 +668,7 @@ pub(crate) fn initialize(
         let latch = port.plane().latch(
             fresh
                 .iter()
-                .map(|e| ((number, snap.incarnation, *e), true))
+                .map(|e| ((number, snap.incarnation, *e), Hold::Exclusive))
                 .collect(),
         );
         let guard = slot.map(|s| OperationGuard::start(port.plane(), s));

@@ -14,6 +14,7 @@ use super::{
     EROFS,
 };
 use crate::group::data::{at, aus_touched, readable_copies_of, StaleMark};
+use crate::group::plane::Hold;
 
 impl FileIo {
     /// Plan a request on a group file. `Ok(None)`: it completed at once
@@ -145,7 +146,12 @@ impl FileIo {
         };
         let keys: Vec<_> = pieces
             .iter()
-            .map(|p| ((number, pre.incarnation, p.extent), false))
+            .map(|p| {
+                (
+                    (number, pre.incarnation, p.extent),
+                    Hold::write(offset, len),
+                )
+            })
             .collect();
         let latch = match plane.try_latch(keys.clone()) {
             Some(latch) => latch,
