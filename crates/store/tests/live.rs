@@ -76,6 +76,59 @@ fn two_first_writers_into_one_extent_never_zero_each_other() {
     }
 }
 
+/// Writers of one block at once, each with its own handle, interleaved by
+/// the turnstile from each seed (it may switch between the copies of one
+/// write): every copy ends with the same write, as scrub, reading them all,
+/// finds. Writes of the same bytes go one at a time (the extent latch's
+/// `Hold::Write`); run together, one write could reach the first disk
+/// first and the other the second, and the copies would keep different
+/// writes.
+#[test]
+fn writers_of_one_block_at_once_leave_every_copy_alike() {
+    use cairn_io_sim::{Actor, Turnstile};
+    use cairn_store::group::scrub::ScrubRepair;
+    const SEEDS: u64 = 40;
+    for seed in 1..=SEEDS {
+        let (_shared, _ids, live) = live_group(seed);
+        let number = live
+            .meta(|g| g.create_file(&path("one"), MIB, &CreateOptions::default()))
+            .unwrap()
+            .unwrap()
+            .number;
+        // Written whole first: the writes below are plain writes (a first
+        // write holds its extent alone).
+        live.handle(64)
+            .unwrap()
+            .write(number, 0, &block(0xEE, MIB as usize))
+            .unwrap();
+        let actors: Vec<Actor<'_>> = (1..=2u8)
+            .map(|k| {
+                let live = live.clone();
+                Box::new(move || {
+                    let mut h = live.handle(64).unwrap();
+                    for round in 0..6u8 {
+                        h.write(number, 64 * 1024, &block(k << 4 | round, 8192))
+                            .unwrap();
+                    }
+                }) as Actor<'_>
+            })
+            .collect();
+        let panics = Turnstile::new(seed).run(actors);
+        assert!(
+            panics.iter().all(Option::is_none),
+            "seed {seed}: {panics:?}"
+        );
+        let report = live
+            .scrub(2, ScrubRepair::new(false, None), &mut |_| {})
+            .unwrap();
+        assert!(
+            report.problems.is_empty(),
+            "seed {seed}: the copies keep different writes: {:?}",
+            report.problems
+        );
+    }
+}
+
 /// Writers of slices that share sectors (`write_bytes`: a read-modify-write
 /// of each partial sector), at once: the extent's read-modify-write latch
 /// keeps every writer's bytes; without it, one writer's write-back of a
