@@ -111,9 +111,11 @@ fn file_attr(a: &Attr) -> FileAttr {
 
 /// How an open is served. O_DIRECT: no page cache, and writes in parallel
 /// (the kernel otherwise takes the inode's lock for each one): a
-/// database's writers to distinct blocks of one file go at once, and a
+/// database's writers to distinct blocks of one file go at once, a
 /// sector two of them share is kept whole by the extent's
-/// read-modify-write latch (`DataHandle::write_bytes`).
+/// read-modify-write latch (`DataHandle::write_bytes`), and two writes of
+/// the same bytes go one after the other (the extent latch's
+/// `Hold::Write`), so every copy ends with the later.
 fn open_flags(opened: cairn_vfs::Opened) -> FopenFlags {
     if opened.direct {
         FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
