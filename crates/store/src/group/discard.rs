@@ -17,7 +17,7 @@
 //!   runs, at once, on the metadata plane's engine (nobody else waits);
 //! - a live group: never under `meta`. The runs wait in the group's
 //!   [`DiscardQueue`], which one thread of the group's own drains through a
-//!   data handle of its own (`live.rs`); under the interleaving simulator,
+//!   data handle of its own (`live/mod.rs`); under the interleaving simulator,
 //!   whose actors are its only threads, the actor whose operation queued
 //!   them drains them after its commit, outside `meta`.
 //!

@@ -26,7 +26,7 @@ impl Group<'_> {
     /// of a step. Behind a [`LiveGroup`](super::LiveGroup) the step's changes join the running
     /// transaction instead, unless it has grown to [`STEP_DIRTY_MAX`]
     /// blocks: the group commit that covers the operation writes it
-    /// (`live.rs`), together with the other operations' that joined it.
+    /// (`live/mod.rs`), together with the other operations' that joined it.
     pub fn commit(&mut self) -> Result<(), GroupError> {
         self.check_writable()?;
         if self.live && self.dirty_count() < STEP_DIRTY_MAX {

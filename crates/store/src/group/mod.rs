@@ -45,8 +45,11 @@
 //! - `namespace.rs` (names, directories, aliases), `files.rs` (create,
 //!   resize, delete as continuing operations), `data/` (file bytes, one
 //!   path for every caller), `plane.rs` (what the data plane sees);
-//! - `live.rs`: a group shared by threads (`engines.rs`: where its handles
-//!   get engines); `discard.rs`, `discard_queue.rs`: discards off the
+//! - `live/`: a group shared by threads (`mod.rs`: the metadata lock and
+//!   group commit; `handle.rs`: each thread's data handle; `disks.rs`:
+//!   disks leaving, coming back and joining; `operations.rs`: resync,
+//!   rebalance, reclaim and scrub beside the data handles; `engines.rs`:
+//!   where its handles get engines); `discard.rs`, `discard_queue.rs`: discards off the
 //!   commit path;
 //! - `check.rs`: `cairn group check`.
 //! - `parts/`: the parts that own their state behind their own functions

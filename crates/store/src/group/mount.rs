@@ -96,7 +96,7 @@ pub fn mount_read_only<'e>(
 }
 
 /// [`mount_with`] on an engine the group keeps: the group outlives the call
-/// (a live group, `live.rs`), and the engine goes with it.
+/// (a live group, `live/`), and the engine goes with it.
 pub fn mount_owned(
     engine: Box<dyn IoEngine>,
     devices: &[DeviceId],

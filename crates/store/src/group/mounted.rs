@@ -128,7 +128,7 @@ pub struct Group<'e> {
     pub(super) unpublished: parts::unpublished::Unpublished,
     /// Behind a [`LiveGroup`](super::LiveGroup)'s lock: its file data goes through data
     /// handles, never through this group's own data calls, and its steps'
-    /// commits are grouped (`live.rs`).
+    /// commits are grouped (`live/mod.rs`).
     pub(super) live: bool,
     /// A reclaim `--compact` runs: the rebalance it runs first ends with
     /// the compact pass whatever `rebalance_compact` says (memory only).

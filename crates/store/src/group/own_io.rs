@@ -144,7 +144,7 @@ impl Group<'_> {
     // What the data plane sees
 
     /// The data plane this group publishes to: data handles read and write
-    /// through it (`live.rs`).
+    /// through it (`live/handle.rs`).
     pub fn data_plane(&self) -> &Arc<DataPlane> {
         &self.plane
     }

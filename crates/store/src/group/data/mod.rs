@@ -1,6 +1,6 @@
 //! The data path, one for every caller: the group's own single-threaded
 //! calls ([`Group::read`], [`Group::write`]), and each live data handle
-//! (`live.rs`). Both run the functions here against what the metadata plane
+//! (`live/handle.rs`). Both run the functions here against what the metadata plane
 //! published (a file's snapshot, the disk view; see `plane.rs` and
 //! `docs/live-core.md`) through a [`DataPort`]: the engine to use, and the
 //! way back to the metadata plane for what only it may change.
