@@ -58,7 +58,9 @@
 //!   shown yet); `invariants.rs`: [`Group::check_invariants`], what holds after every operation that
 //!   succeeded, which the crash and interleaving simulators check after
 //!   every step;
-//! - `resync.rs`: stale copies and bringing an offline disk back;
+//! - `offline_online.rs`: disks taken offline and brought back;
+//!   `resync.rs`: stale copies, and the resync that copies what a disk
+//!   back missed;
 //!   `add_drop.rs`: adding and dropping disks; `relocate.rs`: the
 //!   rebalance that moves copies, and a drop's end.
 //!
@@ -97,6 +99,7 @@ mod mount;
 mod mount_report;
 mod mounted;
 mod namespace;
+mod offline_online;
 mod own_io;
 mod parts;
 mod places;
