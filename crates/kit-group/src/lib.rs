@@ -428,51 +428,32 @@ fn open_group_files(
     let mount_engine = live
         .meta(|g| g.engine().name())
         .map_err(|e| fail(first_sd, first_path, format!("{e}")))?;
-    let mut prepared: Vec<Prepared> = Vec::new();
     let mut created: Vec<GroupPath> = Vec::new();
-    let outcome = (|| -> Result<(), GroupTargetError> {
-        let mut handle = live
-            .handle(MOUNT_DEPTH)
-            .map_err(|e| fail(first_sd, first_path, format!("{e}")))?;
-        live.meta(|g| check_before_any_write(g, sds, open))
-            .map_err(|e| fail(first_sd, first_path, format!("{e}")))??;
-        for (sd, path) in sds {
-            // Names are case-blind: two spellings of one file share it.
-            let number = live
-                .meta(|g| g.open(path).ok().map(|info| info.number))
-                .map_err(|e| fail(sd, path, format!("{e}")))?;
-            if let Some(i) = number.and_then(|n| prepared.iter().position(|p| p.number == n)) {
-                prepared.push(prepared[i].clone());
-                continue;
+    let prepared = match prepare_all(&live, sds, open, &mut created) {
+        Ok(prepared) => prepared,
+        Err(mut e) => {
+            // Leave nothing this call made: the files it created go again.
+            let kept = live
+                .meta(|g| {
+                    created
+                        .iter()
+                        .filter(|path| g.remove(path).is_err())
+                        .count()
+                })
+                .unwrap_or(created.len());
+            let dismounted = live.dismount();
+            if kept > 0 || dismounted.is_err() {
+                // Try once more from a fresh mount (our lock and handles let
+                // go first); say what is left if that fails.
+                drop(lock);
+                drop(members);
+                if let Err(left) = remove_created(open.host, discovery, open.engine, &created) {
+                    e.add_leftover(&left);
+                }
             }
-            let p = prepare(&live, &mut handle, sd, path, open, &mut created)
-                .map_err(|e| fail(sd, path, e.to_string()))?;
-            prepared.push(p);
+            return Err(e);
         }
-        Ok(())
-    })();
-    if let Err(mut e) = outcome {
-        // Leave nothing this call made: the files it created go again.
-        let kept = live
-            .meta(|g| {
-                created
-                    .iter()
-                    .filter(|path| g.remove(path).is_err())
-                    .count()
-            })
-            .unwrap_or(created.len());
-        let dismounted = live.dismount();
-        if kept > 0 || dismounted.is_err() {
-            // Try once more from a fresh mount (our lock and handles let go
-            // first); say what is left if that fails.
-            drop(lock);
-            drop(members);
-            if let Err(left) = remove_created(open.host, discovery, open.engine, &created) {
-                e.add_leftover(&left);
-            }
-        }
-        return Err(e);
-    }
+    };
     let redundancy = live
         .meta(|g| g.redundancy().as_str())
         .map_err(|e| fail(first_sd, first_path, format!("{e}")))?;
@@ -503,6 +484,40 @@ fn open_group_files(
             Err(e)
         }
     }
+}
+
+/// Each sd's file made ready, in order ([`prepare`]); sds naming one file
+/// (names are case-blind) share it. `created` gains each file this made,
+/// for the caller to remove if anything fails.
+fn prepare_all(
+    live: &LiveGroup,
+    sds: &[(&SdDef, GroupPath)],
+    open: &mut MappedOpen<'_>,
+    created: &mut Vec<GroupPath>,
+) -> Result<Vec<Prepared>, GroupTargetError> {
+    let mut prepared: Vec<Prepared> = Vec::new();
+    let Some((first_sd, first_path)) = sds.first() else {
+        return Ok(prepared);
+    };
+    let mut handle = live
+        .handle(MOUNT_DEPTH)
+        .map_err(|e| fail(first_sd, first_path, format!("{e}")))?;
+    live.meta(|g| check_before_any_write(g, sds, open))
+        .map_err(|e| fail(first_sd, first_path, format!("{e}")))??;
+    for (sd, path) in sds {
+        // Names are case-blind: two spellings of one file share it.
+        let number = live
+            .meta(|g| g.open(path).ok().map(|info| info.number))
+            .map_err(|e| fail(sd, path, format!("{e}")))?;
+        if let Some(i) = number.and_then(|n| prepared.iter().position(|p| p.number == n)) {
+            prepared.push(prepared[i].clone());
+            continue;
+        }
+        let p = prepare(live, &mut handle, sd, path, open, created)
+            .map_err(|e| fail(sd, path, e.to_string()))?;
+        prepared.push(p);
+    }
+    Ok(prepared)
 }
 
 /// The path each member disk was found at, by disk number.
