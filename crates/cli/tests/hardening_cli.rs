@@ -532,6 +532,59 @@ fn group_create_validates_everything_before_writing() {
     assert!(locks.is_empty(), "{locks:?}");
 }
 
+/// A disk copied whole (`dd` of a labelled disk, a cloned LUN, an array
+/// snapshot) carries the same label and disk UUID as its original; two
+/// disks labelled alike carry one label. `group create` naming both is
+/// refused before it writes anything, saying which disk and what to do,
+/// as `alter --add` refuses such a disk (one rule for both). Before, the
+/// create wrote the group to both and panicked, and every later mount
+/// refused the group.
+#[test]
+fn group_create_refuses_a_copied_disk_and_two_disks_with_one_label() {
+    let rig = Door::held();
+    let label = |name: &str, file: &str| {
+        sparse(&rig.path(file), 256 * MIB);
+        rig.cairn(&["disk", "label", name, &rig.arg(file)]).ok();
+    };
+    label("C0", "c0.img");
+    // A whole copy, as `dd` makes (sparse: the holes stay holes).
+    let copied = std::process::Command::new("cp")
+        .arg("--sparse=always")
+        .args([rig.path("c0.img"), rig.path("c1.img")])
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    label("C2", "c2.img");
+    label("SAME", "s0.img");
+    // `disk label` refuses a label its discovery sees in use: s1 is
+    // labelled where s0 is not looked for.
+    sparse(&rig.path("s1.img"), 256 * MIB);
+    cairn(
+        &rig.arg("s1.img"),
+        &["disk", "label", "same", &rig.arg("s1.img")],
+    )
+    .ok();
+    for (disks, says) in [
+        (["c0.img", "c1.img", "c2.img"], "carry one disk UUID"),
+        (["s0.img", "s1.img", "c2.img"], "have one label"),
+    ] {
+        let before: Vec<u32> = disks.iter().map(|d| digest(&rig.path(d))).collect();
+        let mut args = vec!["group".to_string(), "create".into(), "TWICE".into()];
+        for (i, d) in disks.iter().enumerate() {
+            args.extend(["--disk".into(), format!("{}=FG{i}", rig.arg(d))]);
+        }
+        let run = rig.cairn(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        run.refused(says).refused("cairn disk label --force");
+        let after: Vec<u32> = disks.iter().map(|d| digest(&rig.path(d))).collect();
+        assert_eq!(before, after, "{disks:?}: nothing written");
+    }
+    let list = rig.cairn(&["group", "list", "--json"]).ok().json();
+    assert!(
+        !list.to_string().contains("TWICE"),
+        "no group was made: {list:#}"
+    );
+}
+
 /// Zero both superblock slots of a disk: what a `group create` killed after
 /// the disk headers and before any superblock leaves.
 fn wipe_superblocks(disk: &Path) {

@@ -16,7 +16,7 @@ use super::alloc::DiskAlloc;
 use super::error::{io_err, GroupError};
 use super::limits::member_layout;
 use super::mounted::Group;
-use super::parts::members::Member;
+use super::parts::members::{clash, Clash, Member};
 use super::parts::txn::Dirty;
 use super::relocate::{newest_header, Cuts, PreparedDisk};
 use super::spec::NewDisk;
@@ -109,25 +109,21 @@ impl Group<'_> {
         out: &[PreparedDisk],
         force: bool,
     ) -> Result<(), GroupError> {
-        if self
+        let named = self
             .members
             .iter()
-            .any(|m| m.entry.disk_uuid == header.disk_uuid)
-            || out.iter().any(|p| p.entry.disk_uuid == header.disk_uuid)
-        {
+            .map(|m| &m.entry)
+            .chain(out.iter().map(|p| &p.entry));
+        let clashes: Vec<Clash> = named
+            .filter_map(|e| clash((&header.disk_uuid, label), (&e.disk_uuid, &e.label)))
+            .collect();
+        if clashes.contains(&Clash::Uuid) {
             return Err(GroupError::Invalid(format!(
                 "disk {label} is already a member of group {}; name each new disk once",
                 self.name
             )));
         }
-        if self
-            .members
-            .iter()
-            .any(|m| m.entry.label.eq_ignore_ascii_case(label))
-            || out
-                .iter()
-                .any(|p| p.entry.label.eq_ignore_ascii_case(label))
-        {
+        if clashes.contains(&Clash::Label) {
             return Err(GroupError::Invalid(format!(
                 "group {} already has a disk labelled {label}; relabel the new disk (`cairn disk label --force`)",
                 self.name

@@ -16,7 +16,7 @@ use super::alloc::DiskAlloc;
 use super::error::{io_err, GroupError};
 use super::limits::{member_layout, JOURNAL_BYTES};
 use super::mounted::{EngineRef, FileRec, Group};
-use super::parts::members::{Member, Members};
+use super::parts::members::{Clash, Member, Members};
 use super::parts::txn::Dirty;
 use super::spec::{GroupSpec, NewDisk};
 use crate::header_copies::HeaderScan;
@@ -192,6 +192,22 @@ fn new_members(
         let fg_id = *fg_ids.entry(fg.clone()).or_insert(next);
         let layout = member_layout(h.device_size_bytes, spec.au_bytes)
             .map_err(|why| GroupError::Invalid(format!("disk {}: {why}", h.label)))?;
+        let label = h.label.as_str();
+        match members.clash_with(&h.disk_uuid, label) {
+            Some((Clash::Uuid, other)) => {
+                return Err(GroupError::Invalid(format!(
+                    "disks {} and {label} carry one disk UUID ({}): the same disk named twice, or a copy of it (dd, a cloned LUN, an array snapshot); name each disk once, and give a copy its own identity with `cairn disk label --force` first",
+                    other.entry.label, h.disk_uuid
+                )))
+            }
+            Some((Clash::Label, other)) => {
+                return Err(GroupError::Invalid(format!(
+                    "disks {} and {label} have one label (labels match whatever their case); relabel one with `cairn disk label --force`",
+                    other.entry.label
+                )))
+            }
+            None => {}
+        }
         members.add(Member {
             entry: DiskEntry {
                 number: n as u16,

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_format::group::{DiskEntry, DiskState};
 use cairn_io::DeviceId;
+use uuid::Uuid;
 
 use super::super::alloc::DiskAlloc;
 use super::violations::Violations;
@@ -99,6 +100,34 @@ pub(in crate::group) struct Members {
     left_devices: Vec<DeviceId>,
 }
 
+/// How a disk joining a group clashes with one already named (a member, or
+/// another disk of the same `create` or `alter --add`): one disk UUID (the
+/// same disk named twice, or a copy of it: `dd`, a cloned LUN, an array
+/// snapshot, which carries its label and UUID), or one label (names match
+/// whatever their case). The one rule `create` and `alter --add` refuse
+/// by, and [`Members::check_invariants`] checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::group) enum Clash {
+    Uuid,
+    Label,
+}
+
+/// How disk `a` (its UUID and label) clashes with disk `b`, if it does.
+pub(in crate::group) fn clash(a: (&Uuid, &str), b: (&Uuid, &str)) -> Option<Clash> {
+    if a.0 == b.0 {
+        Some(Clash::Uuid)
+    } else if label_key(a.1) == label_key(b.1) {
+        Some(Clash::Label)
+    } else {
+        None
+    }
+}
+
+/// A label as labels are compared: whatever its case.
+fn label_key(label: &str) -> String {
+    label.to_ascii_lowercase()
+}
+
 impl Members {
     /// `count` empty slots: the numbers a disk directory names (a mount
     /// fills them with [`Members::set`]).
@@ -119,12 +148,18 @@ impl Members {
     }
 
     /// A disk that joins the group (create, add): its slot, grown to. The
-    /// caller took its number from [`Members::numbers_for_new`].
+    /// caller took its number from [`Members::numbers_for_new`], so the
+    /// slot is empty (a debug build asserts it: a member overwritten would
+    /// vanish from the group with its table).
     pub(in crate::group) fn add(&mut self, member: Member) {
         let n = usize::from(member.entry.number);
         if self.slots.len() <= n {
             self.slots.resize_with(n + 1, || None);
         }
+        debug_assert!(
+            self.slots[n].is_none(),
+            "invariant: disk {n} joins an empty slot"
+        );
         self.slots[n] = Some(member);
     }
 
@@ -189,6 +224,18 @@ impl Members {
     }
 
     /// Every member, by number.
+    /// The first member a disk joining (its UUID and label) clashes
+    /// with ([`clash`]), and how.
+    pub(in crate::group) fn clash_with(
+        &self,
+        uuid: &Uuid,
+        label: &str,
+    ) -> Option<(Clash, &Member)> {
+        self.iter().find_map(|m| {
+            clash((uuid, label), (&m.entry.disk_uuid, &m.entry.label)).map(|c| (c, m))
+        })
+    }
+
     pub(in crate::group) fn iter(&self) -> impl Iterator<Item = &Member> + '_ {
         self.slots.iter().flatten()
     }
@@ -263,7 +310,7 @@ impl Members {
                     )
                 });
             }
-            if let Some(other) = labels.insert(e.label.to_ascii_lowercase(), &e.label) {
+            if let Some(other) = labels.insert(label_key(&e.label), &e.label) {
                 out.check(false, || {
                     format!("disks {other} and {} have one label", e.label)
                 });
