@@ -583,6 +583,42 @@ fn group_create_refuses_a_copied_disk_and_two_disks_with_one_label() {
         !list.to_string().contains("TWICE"),
         "no group was made: {list:#}"
     );
+    // The same rule when a disk is added: a copy of a member (kept where
+    // discovery does not look, or no mount would take the group), the
+    // member named again, and a disk with a member's label, are refused
+    // and left as they were.
+    std::fs::create_dir(rig.path("aside")).unwrap();
+    std::fs::rename(rig.path("c1.img"), rig.path("aside/c1.img")).unwrap();
+    rig.cairn(&[
+        "group",
+        "create",
+        "ONCE",
+        "--disk",
+        &format!("{}=FG0", rig.arg("c0.img")),
+        "--disk",
+        &format!("{}=FG1", rig.arg("s0.img")),
+    ])
+    .ok();
+    for (disk, says) in [
+        ("aside/c1.img", "is already a member of group ONCE"),
+        ("c0.img", "is already a disk of group ONCE"),
+        ("s1.img", "already has a disk labelled"),
+    ] {
+        let before = digest(&rig.path(disk));
+        rig.cairn(&[
+            "group",
+            "alter",
+            "ONCE",
+            "--add",
+            &format!("{}=FG2", rig.arg(disk)),
+        ])
+        .refused(says);
+        // (The member itself is written by the mount for the command.)
+        if disk != "c0.img" {
+            assert_eq!(digest(&rig.path(disk)), before, "{disk}: nothing written");
+        }
+    }
+    rig.check_clean("ONCE");
 }
 
 /// Zero both superblock slots of a disk: what a `group create` killed after
