@@ -62,7 +62,9 @@
 //!   `resync.rs`: stale copies, and the resync that copies what a disk
 //!   back missed;
 //!   `add_drop.rs`: adding and dropping disks; `relocate.rs`: the
-//!   rebalance that moves copies, and a drop's end.
+//!   rebalance that moves copies, and a drop's end (`move_plan.rs`: what
+//!   it will move, `--explain`; `move_run.rs`: running the moves, the data
+//!   copies; `move_metadata.rs`: moving metadata).
 //!
 //! Every file names what it uses (no glob import of its parent), so the
 //! files form layers with no circle (`scripts/house` counts them): the
@@ -98,6 +100,9 @@ pub mod live;
 mod mount;
 mod mount_report;
 mod mounted;
+mod move_metadata;
+mod move_plan;
+mod move_run;
 mod namespace;
 mod offline_online;
 mod own_io;

@@ -29,7 +29,7 @@ use super::alloc;
 use super::data::{self, DiskIo};
 use super::error::GroupError;
 use super::mounted::Group;
-use super::relocate::MoveSite;
+use super::move_run::MoveSite;
 
 /// The largest request a reclaim sends.
 pub const RECLAIM_REQUEST_BYTES_MAX: u64 = 128 << 20;

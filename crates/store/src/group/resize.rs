@@ -37,8 +37,9 @@ use cairn_io::AlignedBuf;
 use super::error::{corrupt, GroupError};
 use super::limits::member_layout;
 use super::mounted::Group;
+use super::move_plan::{Cuts, RebalanceReport};
 use super::parts::members::Member;
-use super::relocate::{newest_header, Cuts, RebalanceReport};
+use super::relocate::newest_header;
 use crate::labeling;
 
 /// The tail header copy's MiB: a disk of `au_count` AUs needs its AUs and

@@ -44,11 +44,11 @@ impl LiveGroup {
             return Ok(out);
         }
         let (mut engine, ids) = self.side_engine(&devices, PROBE_DEPTH * 2)?;
-        let io = crate::group::relocate::RATE_IO_BYTES.min(au_bytes);
+        let io = crate::group::move_plan::RATE_IO_BYTES.min(au_bytes);
         for (d, (_, offsets)) in plan {
             let Some(id) = ids.get(&d) else { continue };
             if let Some(rate) =
-                crate::group::relocate::time_reads(engine.as_mut(), *id, &offsets, io)
+                crate::group::move_plan::time_reads(engine.as_mut(), *id, &offsets, io)
             {
                 out.insert(d, rate);
             }
@@ -146,13 +146,13 @@ impl LiveGroup {
             handle,
             slot,
         };
-        crate::group::relocate::run_moves(&mut site, moves, inflight, &mut report, progress)?;
+        crate::group::move_run::run_moves(&mut site, moves, inflight, &mut report, progress)?;
         let LiveMoves { handle, .. } = site;
         drop(handle);
         // Readers of the maps before the last switch end before a dropped
         // disk leaves: waited for here, outside the metadata lock (a data
         // operation may need it to end).
-        crate::group::relocate::readers_done(&self.inner.plane)?;
+        crate::group::move_run::readers_done(&self.inner.plane)?;
         self.inner
             .operation(|g| g.rebalance_finish(&mut report, false))??;
         report.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -340,7 +340,7 @@ struct LiveMoves<'l> {
     slot: Arc<GuardSlot>,
 }
 
-impl crate::group::relocate::MoveSite<'static> for LiveMoves<'_> {
+impl crate::group::move_run::MoveSite<'static> for LiveMoves<'_> {
     fn step<R>(&mut self, f: impl FnOnce(&mut Group<'static>) -> R) -> Result<R, GroupError> {
         self.live.inner.operation(f)
     }
