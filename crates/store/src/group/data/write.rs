@@ -1,5 +1,6 @@
-//! The write path: every writable copy under shared latches, the first
-//! write into an extent under its exclusive latch, and what a write that
+//! The write path: every writable copy under its extents' write holds
+//! (shared, but one at a time over the same bytes: [`Hold::Write`]), the
+//! first write into an extent under its exclusive latch, and what a write that
 //! missed a copy must settle before it is acknowledged.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,7 +68,7 @@ fn mark_missed(
 
 /// The common write, without the general path's bookkeeping: a range inside
 /// one extent already written, to every online copy of it, under the
-/// extent's shared latch. `Ok(false)`, having written nothing, when the
+/// extent's write hold ([`Hold::Write`]). `Ok(false)`, having written nothing, when the
 /// write is not that (more than one piece, a first write, a file that
 /// changed before the latch was taken, no copy online): the general path
 /// does it instead.

@@ -10,7 +10,8 @@
 //! - a read goes to the primary online copy of each piece; a piece that fails
 //!   is sent to its next copy, and once the request is done the range is read
 //!   again through the synchronous path, which rewrites the bad copy;
-//! - a write holds shared latches on its extents until it completes and goes
+//! - a write holds its extents' latches (shared, but one at a time over the
+//!   same bytes: `Hold::Write`) until it completes and goes
 //!   to every online copy; copies that failed have their disks taken offline
 //!   (by the metadata plane) before the request completes, and a piece that
 //!   reached no copy fails it;
@@ -101,7 +102,7 @@ struct Pending {
 /// [`Pending`], so that a read, the common request, moves and drops less.
 #[derive(Default)]
 struct Writing {
-    /// Held until it completes (a write's shared latches).
+    /// Held until it completes (a write's holds on its extents' latches).
     latch: Option<LatchGuard>,
     /// Disks a write or flush failed on, to be taken offline before
     /// completion.

@@ -67,7 +67,8 @@ impl FileIo {
             self.fail(Request { device, tag, op }, IoError::Engine { errno: EIO });
             return Ok(None);
         }
-        // A write takes its extents' shared latches first — never waiting
+        // A write takes its extents' latches first (`Hold::Write`: shared,
+        // but one at a time over the same bytes) — never waiting
         // for one while it holds others (its writes in flight): it drains
         // them first — then its guard, then the snapshot it uses, which
         // must be the one it latched.
@@ -128,7 +129,7 @@ impl FileIo {
         Ok(Some(Planned { pending, requests }))
     }
 
-    /// A write's shared latches on the extents of `offset..offset + len`,
+    /// A write's holds on the latches of the extents of `offset..offset + len`,
     /// with the snapshot they were taken from; an error fails the write.
     #[inline]
     fn latch_write(
@@ -295,7 +296,7 @@ impl FileIo {
     }
 }
 
-/// A write's shared latches, with the snapshot they were taken from.
+/// A write's latch holds, with the snapshot they were taken from.
 type Latched = (
     crate::group::plane::LatchGuard,
     Arc<crate::group::plane::FileSnapshot>,
