@@ -161,17 +161,8 @@ impl Group<'_> {
             let mut alloc = DiskAlloc::empty(p.layout);
             alloc.mark_all_dirty();
             added.push(p.entry.label.clone());
-            self.members.add(Member {
-                entry: p.entry,
-                device: Some(p.device),
-                alloc: Some(alloc),
-                needs_flush: false,
-                generation: 0,
-                offline_since: None,
-                offline_count: 0,
-                parked: Vec::new(),
-                away: None,
-            });
+            self.members
+                .add(Member::new(p.entry, Some(p.device), Some(alloc), 0));
             // Its table, straight to its place, durably.
             let blocks = self
                 .member_mut(n)

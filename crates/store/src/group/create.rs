@@ -208,33 +208,29 @@ fn new_members(
             }
             None => {}
         }
-        members.add(Member {
-            entry: DiskEntry {
-                number: n as u16,
-                disk_uuid: h.disk_uuid,
-                label: h.label.as_str().to_string(),
-                failgroup: fg,
-                failgroup_id: fg_id,
-                state: DiskState::Online,
-                au_count: layout.au_count,
-                size_bytes: h.device_size_bytes,
-                logical_sector_bytes: h.logical_sector_bytes,
-                physical_sector_bytes: h.physical_sector_bytes,
-                created_unix_seconds: spec.now_unix_seconds,
-                flags: 0,
-                drop_after_minutes: 0,
-                offline_seconds: 0,
-                synced_generation: 0,
-            },
-            device: Some(d.device),
-            alloc: Some(DiskAlloc::empty(layout)),
-            needs_flush: false,
-            generation: 0,
-            offline_since: None,
-            offline_count: 0,
-            parked: Vec::new(),
-            away: None,
-        });
+        let entry = DiskEntry {
+            number: n as u16,
+            disk_uuid: h.disk_uuid,
+            label: h.label.as_str().to_string(),
+            failgroup: fg,
+            failgroup_id: fg_id,
+            state: DiskState::Online,
+            au_count: layout.au_count,
+            size_bytes: h.device_size_bytes,
+            logical_sector_bytes: h.logical_sector_bytes,
+            physical_sector_bytes: h.physical_sector_bytes,
+            created_unix_seconds: spec.now_unix_seconds,
+            flags: 0,
+            drop_after_minutes: 0,
+            offline_seconds: 0,
+            synced_generation: 0,
+        };
+        members.add(Member::new(
+            entry,
+            Some(d.device),
+            Some(DiskAlloc::empty(layout)),
+            0,
+        ));
     }
     Ok((members, fg_ids.len()))
 }

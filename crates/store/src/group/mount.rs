@@ -338,17 +338,8 @@ impl Roster {
             let online =
                 matches!(entry.state, DiskState::Online | DiskState::Syncing) && device.is_some();
             let limit = entry.au_count;
-            let member = Member {
-                entry,
-                device,
-                alloc: online.then(|| DiskAlloc::with_limit(layout, limit)),
-                needs_flush: false,
-                generation,
-                offline_since: None,
-                offline_count: 0,
-                parked: Vec::new(),
-                away: None,
-            };
+            let alloc = online.then(|| DiskAlloc::with_limit(layout, limit));
+            let member = Member::new(entry, device, alloc, generation);
             roster.members.set(member).map_err(|number| {
                 corrupt(format!(
                     "disk directory names disk {number} of {}",

@@ -48,6 +48,28 @@ pub(in crate::group) struct Member {
 }
 
 impl Member {
+    /// A member as a mount finds it or as it joins the group: nothing to
+    /// flush, not taken offline during this mount, nothing parked, no table
+    /// of a disk away.
+    pub(in crate::group) fn new(
+        entry: DiskEntry,
+        device: Option<DeviceId>,
+        alloc: Option<DiskAlloc>,
+        generation: u64,
+    ) -> Self {
+        Member {
+            entry,
+            device,
+            alloc,
+            away: None,
+            needs_flush: false,
+            generation,
+            offline_since: None,
+            offline_count: 0,
+            parked: Vec::new(),
+        }
+    }
+
     /// Read and written: ONLINE, attached, its table loaded.
     pub(in crate::group) fn online(&self) -> Option<DeviceId> {
         match (self.entry.state, self.device) {
