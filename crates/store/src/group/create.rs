@@ -15,7 +15,8 @@ use cairn_io::{IoEngine, Request};
 use super::alloc::DiskAlloc;
 use super::error::{io_err, GroupError};
 use super::limits::{member_layout, JOURNAL_BYTES};
-use super::mounted::{EngineRef, FileRec, Group};
+use super::mounted::{EngineRef, Group};
+use super::parts::files::FileRec;
 use super::parts::members::{Clash, Member, Members};
 use super::parts::txn::Dirty;
 use super::spec::{GroupSpec, NewDisk};
@@ -256,28 +257,25 @@ impl Group<'_> {
                 e.initialized = true;
                 list.push(e);
             }
-            self.files.insert(
-                file,
-                FileRec {
-                    entry: FileEntry {
-                        number: file,
-                        incarnation: 0,
-                        state: FileState::Active,
-                        copies,
-                        striping: STRIPING_COARSE,
-                        size_bytes: extents * spec.au_bytes,
-                        extent_count: extents,
-                        target_bytes: 0,
-                        created_unix_seconds: spec.now_unix_seconds,
-                        modified_unix_seconds: spec.now_unix_seconds,
-                        template: String::new(),
-                        attrs: None,
-                        direct: Vec::new(),
-                        indirect: Vec::new(),
-                    },
-                    extents: list,
+            self.files.insert(FileRec {
+                entry: FileEntry {
+                    number: file,
+                    incarnation: 0,
+                    state: FileState::Active,
+                    copies,
+                    striping: STRIPING_COARSE,
+                    size_bytes: extents * spec.au_bytes,
+                    extent_count: extents,
+                    target_bytes: 0,
+                    created_unix_seconds: spec.now_unix_seconds,
+                    modified_unix_seconds: spec.now_unix_seconds,
+                    template: String::new(),
+                    attrs: None,
+                    direct: Vec::new(),
+                    indirect: Vec::new(),
                 },
-            );
+                extents: list,
+            });
         }
         self.journal
             .set_capacity(journal_extents * self.blocks_per_au());

@@ -91,7 +91,7 @@ impl Group<'_> {
     ) -> Result<Vec<u64>, GroupError> {
         let Some(rec) = self
             .files
-            .get(&file)
+            .get(file)
             .filter(|r| r.entry.incarnation == incarnation)
         else {
             return Err(GroupError::NotFound(format!("file {file} does not exist")));

@@ -13,17 +13,18 @@ use std::collections::BTreeSet;
 use cairn_format::group as fmt;
 use cairn_format::group::{
     AliasKind, FileEntry, FileState, Template, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
-    FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_COARSE, STRIPING_FINE, TEMPLATE_NAME_LEN_MAX,
+    FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_COARSE, TEMPLATE_NAME_LEN_MAX,
 };
 
 use super::error::GroupError;
 use super::file_types::{CreateOptions, FileInfo};
 use super::limits::STEP_DIRTY_MAX;
-use super::mounted::{FileRec, Group, LostBlock};
+use super::mounted::{Group, LostBlock};
 use super::namespace::split;
+use super::parts::files::FileRec;
 use super::parts::txn::Dirty;
 use crate::names::{Component, GroupPath};
-use crate::placement::{FileLayout, Striping};
+use crate::placement::FileLayout;
 
 impl Group<'_> {
     // -----------------------------------------------------------------------
@@ -35,14 +36,7 @@ impl Group<'_> {
 
     /// How a file's bytes lie across its extents, by its entry's striping.
     pub(super) fn file_layout(&self, entry: &FileEntry) -> FileLayout {
-        FileLayout::new(
-            self.au_bytes,
-            if entry.striping == STRIPING_FINE {
-                Striping::Fine
-            } else {
-                Striping::Coarse
-            },
-        )
+        self.files.layout(entry)
     }
 
     /// Give the group template `name` (coarse striping, the group's
@@ -178,8 +172,7 @@ impl Group<'_> {
         // A lost entry's number stays taken until repair: its names still
         // point at it.
         let mut number = FILE_NUMBER_USER_MIN;
-        while self.files.contains_key(&number) || self.lost.contains_key(&LostBlock::Entry(number))
-        {
+        while self.files.contains(number) || self.lost.contains_key(&LostBlock::Entry(number)) {
             number += 1;
         }
         while u64::from(number)
@@ -192,28 +185,25 @@ impl Group<'_> {
         // journal header), so neither does an incarnation taken from it.
         let seq = self.journal.next_seq();
         let incarnation = ((seq ^ (seq >> 32)) as u32).max(1);
-        self.files.insert(
-            number,
-            FileRec {
-                entry: FileEntry {
-                    number,
-                    incarnation,
-                    state: FileState::Creating,
-                    copies,
-                    striping: template.striping,
-                    size_bytes: 0,
-                    extent_count: 0,
-                    target_bytes: size_bytes,
-                    created_unix_seconds: now,
-                    modified_unix_seconds: now,
-                    template: template.name.clone(),
-                    attrs: None,
-                    direct: Vec::new(),
-                    indirect: Vec::new(),
-                },
-                extents: Vec::new(),
+        self.files.insert(FileRec {
+            entry: FileEntry {
+                number,
+                incarnation,
+                state: FileState::Creating,
+                copies,
+                striping: template.striping,
+                size_bytes: 0,
+                extent_count: 0,
+                target_bytes: size_bytes,
+                created_unix_seconds: now,
+                modified_unix_seconds: now,
+                template: template.name.clone(),
+                attrs: None,
+                direct: Vec::new(),
+                indirect: Vec::new(),
             },
-        );
+            extents: Vec::new(),
+        });
         self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         if let Err(e) = self.grow_extents(number, size_bytes) {
@@ -223,11 +213,11 @@ impl Group<'_> {
             }
             return Err(e);
         }
-        let rec = self
+        let entry = self
             .files
-            .get_mut(&number)
+            .entry_mut(number)
             .expect("invariant: just created");
-        rec.entry.size_bytes = size_bytes;
+        entry.size_bytes = size_bytes;
         // Committed (and so published) now: the caller writes into it next.
         self.txn.mark(Dirty::Entry(number));
         self.commit()?;
@@ -244,9 +234,9 @@ impl Group<'_> {
             return Ok(());
         }
         self.grow_extents(number, size_bytes)?;
-        let rec = self.files.get_mut(&number).expect("invariant: checked");
-        rec.entry.size_bytes = size_bytes;
-        rec.entry.target_bytes = size_bytes;
+        let entry = self.files.entry_mut(number).expect("invariant: checked");
+        entry.size_bytes = size_bytes;
+        entry.target_bytes = size_bytes;
         self.txn.mark(Dirty::Entry(number));
         self.commit()
     }
@@ -301,13 +291,13 @@ impl Group<'_> {
         // and in the same commit the file becomes active.
         let rec = self.files[&number].clone();
         self.add_alias(parent, name, AliasKind::File, Some(&rec))?;
-        let rec = self
+        let entry = self
             .files
-            .get_mut(&number)
+            .entry_mut(number)
             .expect("invariant: checked unnamed");
-        rec.entry.state = FileState::Active;
-        rec.entry.size_bytes = size_bytes;
-        rec.entry.target_bytes = 0;
+        entry.state = FileState::Active;
+        entry.size_bytes = size_bytes;
+        entry.target_bytes = 0;
         self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         Ok(self.info(&self.files[&number]))
@@ -321,7 +311,7 @@ impl Group<'_> {
     }
 
     pub(super) fn check_unnamed(&self, number: u32) -> Result<(), GroupError> {
-        match self.files.get(&number) {
+        match self.files.get(number) {
             Some(f) if number >= FILE_NUMBER_USER_MIN && f.entry.state == FileState::Creating => {
                 Ok(())
             }
@@ -352,8 +342,7 @@ impl Group<'_> {
             self.ensure_indirect_capacity(number, index + 1)?;
             let mut extent = self.allocate_data_extent(copies, index)?;
             self.record_missing_copies(&mut extent, index);
-            let rec = self.files.get_mut(&number).expect("invariant: file exists");
-            rec.extents.push(extent);
+            self.files.push_extent(number, extent);
             self.dirty_extent(number, index);
             if self.dirty_count() >= STEP_DIRTY_MAX {
                 self.commit()?;
@@ -366,19 +355,21 @@ impl Group<'_> {
     /// indirect AUs no longer needed.
     pub(super) fn trim_extents(&mut self, number: u32, keep: u64) -> Result<(), GroupError> {
         while self.files[&number].extents.len() as u64 > keep {
-            let rec = self.files.get_mut(&number).expect("invariant: file exists");
-            let index = rec.extents.len() as u64 - 1;
-            let extent = rec.extents.pop().expect("invariant: non-empty");
+            let (index, extent) = self.files.pop_extent(number).expect("invariant: non-empty");
             self.free_extent(number, &extent, index, false);
             self.dirty_extent(number, index);
             if self.dirty_count() >= STEP_DIRTY_MAX {
                 self.commit()?;
             }
         }
-        let needed = self.indirect_aus_needed(self.files[&number].extents.len() as u64);
+        let needed = self
+            .files
+            .indirect_aus_needed(self.files[&number].extents.len() as u64);
         while self.files[&number].entry.indirect.len() as u64 > needed {
-            let rec = self.files.get_mut(&number).expect("invariant: file exists");
-            let pointer = rec.entry.indirect.pop().expect("invariant: non-empty");
+            let pointer = self
+                .files
+                .pop_indirect(number)
+                .expect("invariant: non-empty");
             self.free_extent(number, &pointer, 0, true);
             self.txn.mark(Dirty::Entry(number));
             if self.dirty_count() >= STEP_DIRTY_MAX {
@@ -388,19 +379,12 @@ impl Group<'_> {
         Ok(())
     }
 
-    pub(super) fn indirect_aus_needed(&self, extents: u64) -> u64 {
-        extents
-            .saturating_sub(DIRECT_EXTENTS as u64)
-            .div_ceil(EXTENTS_PER_INDIRECT_BLOCK as u64)
-            .div_ceil(self.blocks_per_au())
-    }
-
     pub(super) fn ensure_indirect_capacity(
         &mut self,
         number: u32,
         extents: u64,
     ) -> Result<(), GroupError> {
-        let needed = self.indirect_aus_needed(extents);
+        let needed = self.files.indirect_aus_needed(extents);
         while (self.files[&number].entry.indirect.len() as u64) < needed {
             if self.files[&number].entry.indirect.len() >= cairn_format::group::INDIRECT_POINTERS {
                 return Err(GroupError::NoSpace(format!(
@@ -409,8 +393,7 @@ impl Group<'_> {
             }
             let copies = usize::from(self.files[&number].entry.copies);
             let pointer = self.allocate_extent(copies, 0)?;
-            let rec = self.files.get_mut(&number).expect("invariant: file exists");
-            rec.entry.indirect.push(pointer);
+            self.files.push_indirect(number, pointer);
             self.txn.mark(Dirty::Entry(number));
         }
         Ok(())
@@ -452,15 +435,15 @@ impl Group<'_> {
     ) -> Result<FileInfo, GroupError> {
         self.refuse_if_sharing(number)?;
         let old = self.files[&number].entry.size_bytes;
-        let rec = self.files.get_mut(&number).expect("invariant: open");
-        let was = rec.entry.state;
-        rec.entry.state = FileState::Resizing;
-        rec.entry.target_bytes = size_bytes;
+        let entry = self.files.entry_mut(number).expect("invariant: open");
+        let was = entry.state;
+        entry.state = FileState::Resizing;
+        entry.target_bytes = size_bytes;
         if size_bytes < old {
             // Shrink: the new size holds from the first step, so nothing reads
             // past it while the tail is freed.
-            rec.entry.size_bytes = size_bytes;
-            if let Some(a) = &mut rec.entry.attrs {
+            entry.size_bytes = size_bytes;
+            if let Some(a) = &mut entry.attrs {
                 a.byte_size = byte_size;
             }
         }
@@ -486,9 +469,9 @@ impl Group<'_> {
             if self.poisoned.is_none() {
                 let keep_old = layout.extent_count_for(old);
                 self.trim_extents(number, keep_old)?;
-                let rec = self.files.get_mut(&number).expect("invariant: open");
-                rec.entry.state = was;
-                rec.entry.target_bytes = 0;
+                let entry = self.files.entry_mut(number).expect("invariant: open");
+                entry.state = was;
+                entry.target_bytes = 0;
                 self.txn.mark(Dirty::Entry(number));
                 self.commit()?;
             }
@@ -505,14 +488,14 @@ impl Group<'_> {
         state: FileState,
     ) -> Result<FileInfo, GroupError> {
         let now = (self.clock)();
-        let rec = self.files.get_mut(&number).expect("invariant: open");
-        rec.entry.state = state;
-        rec.entry.size_bytes = size_bytes;
-        if let Some(a) = &mut rec.entry.attrs {
+        let entry = self.files.entry_mut(number).expect("invariant: open");
+        entry.state = state;
+        entry.size_bytes = size_bytes;
+        if let Some(a) = &mut entry.attrs {
             a.byte_size = byte_size;
         }
-        rec.entry.target_bytes = 0;
-        rec.entry.modified_unix_seconds = now;
+        entry.target_bytes = 0;
+        entry.modified_unix_seconds = now;
         self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         Ok(self.info(&self.files[&number]))
@@ -559,8 +542,11 @@ impl Group<'_> {
                     return self.commit();
                 }
                 self.remove_alias(record.id);
-                let rec = self.files.get_mut(&number).expect("invariant: a live file");
-                rec.entry.state = FileState::Deleting;
+                let entry = self
+                    .files
+                    .entry_mut(number)
+                    .expect("invariant: a live file");
+                entry.state = FileState::Deleting;
                 self.txn.mark(Dirty::Entry(number));
                 self.commit()?;
                 self.drop_names_of(number, None)?;
@@ -571,7 +557,7 @@ impl Group<'_> {
 
     pub(super) fn finish_delete(&mut self, number: u32) -> Result<(), GroupError> {
         self.trim_extents(number, 0)?;
-        self.files.remove(&number);
+        self.files.remove(number);
         self.txn.mark(Dirty::Entry(number));
         self.commit()
     }
@@ -580,8 +566,8 @@ impl Group<'_> {
     /// next mount that writes settles it.
     pub(super) fn pending_operations(&self) -> Vec<String> {
         self.files
-            .iter()
-            .filter(|(n, f)| **n >= FILE_NUMBER_USER_MIN && f.entry.state != FileState::Active)
+            .user_files()
+            .filter(|(_, f)| f.entry.state != FileState::Active)
             .map(|(n, f)| {
                 let what = match f.entry.state {
                     FileState::Creating => "a create",
@@ -598,8 +584,8 @@ impl Group<'_> {
         let mut done = Vec::new();
         let pending: Vec<(u32, FileState)> = self
             .files
-            .iter()
-            .filter(|(n, f)| **n >= FILE_NUMBER_USER_MIN && f.entry.state != FileState::Active)
+            .user_files()
+            .filter(|(_, f)| f.entry.state != FileState::Active)
             .map(|(n, f)| (*n, f.entry.state))
             .collect();
         for (number, state) in pending {
@@ -628,10 +614,10 @@ impl Group<'_> {
                     let rec = &self.files[&number];
                     let keep = self.layout_for(rec).extent_count_for(rec.entry.size_bytes);
                     self.trim_extents(number, keep)?;
-                    let rec = self.files.get_mut(&number).expect("invariant: exists");
-                    rec.entry.state = FileState::Active;
-                    rec.entry.target_bytes = 0;
-                    let size = rec.entry.size_bytes;
+                    let entry = self.files.entry_mut(number).expect("invariant: exists");
+                    entry.state = FileState::Active;
+                    entry.target_bytes = 0;
+                    let size = entry.size_bytes;
                     self.txn.mark(Dirty::Entry(number));
                     self.commit()?;
                     done.push(format!(

@@ -1,10 +1,10 @@
 //! What holds after every operation that succeeded: each part's own
 //! invariants (`parts/`) and those across parts.
 
-use cairn_format::group::{FileState, FILE_NUMBER_USER_MIN};
+use cairn_format::group::FileState;
 
 use super::check::CheckReport;
-use super::mounted::Group;
+use super::mounted::{Group, LostBlock};
 use super::parts::txn::Dirty;
 use super::parts::Violations;
 
@@ -19,6 +19,7 @@ impl Group<'_> {
     /// written: those checks are left out there.
     ///
     /// Each part's own: [`NameTable::check_invariants`](super::parts::names::NameTable::check_invariants),
+    /// [`FileTable::check_invariants`](super::parts::files::FileTable::check_invariants),
     /// [`Members::check_invariants`](super::parts::members::Members::check_invariants),
     /// [`JournalRing::check_invariants`](super::parts::journal_ring::JournalRing::check_invariants),
     /// [`Txn::check_invariants`](super::parts::txn::Txn::check_invariants),
@@ -40,6 +41,8 @@ impl Group<'_> {
     pub fn check_invariants(&self) -> Result<(), Violations> {
         let mut out = Violations::default();
         self.names.check_invariants(&mut out);
+        self.files
+            .check_invariants(|n| self.lost.contains_key(&LostBlock::Map(n)), &mut out);
         self.members.check_invariants(&mut out);
         self.journal.check_invariants(&mut out);
         let at_rest = !self.live && self.poisoned.is_none();
@@ -109,7 +112,7 @@ impl Group<'_> {
 
     fn check_publication(&self, out: &mut Violations) {
         let pending = |n: u32| self.unpublished.waits(n) || self.txn.is_dirty(&Dirty::Entry(n));
-        for (number, rec) in self.files.range(FILE_NUMBER_USER_MIN..) {
+        for (number, rec) in self.files.user_files() {
             if pending(*number) {
                 continue;
             }
@@ -152,7 +155,7 @@ impl Group<'_> {
             });
         }
         for number in self.plane.file_numbers() {
-            out.check(self.files.contains_key(&number) || pending(number), || {
+            out.check(self.files.contains(number) || pending(number), || {
                 format!("file {number} is published but does not exist")
             });
         }

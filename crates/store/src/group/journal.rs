@@ -129,7 +129,7 @@ impl Group<'_> {
     /// a file that shrank or went away are not written.
     pub(super) fn dirty_in_use(&self, d: &Dirty) -> bool {
         match d {
-            Dirty::Indirect { file, block } => self.files.get(file).is_some_and(|f| {
+            Dirty::Indirect { file, block } => self.files.get(*file).is_some_and(|f| {
                 let used = (f.extents.len().saturating_sub(DIRECT_EXTENTS))
                     .div_ceil(EXTENTS_PER_INDIRECT_BLOCK);
                 (*block as usize) < used

@@ -21,7 +21,8 @@ use super::create::default_templates;
 use super::error::{corrupt, GroupError};
 use super::limits::JOURNAL_BYTES;
 use super::mount_report::MountReport;
-use super::mounted::{EngineRef, FileRec, Group, LostBlock};
+use super::mounted::{EngineRef, Group, LostBlock};
+use super::parts::files::FileRec;
 use super::parts::members::{Member, Members};
 use super::parts::txn::Dirty;
 use super::returning::{returning_refusal, DeviceProbe};
@@ -501,13 +502,10 @@ fn mark_missing(
 /// Bootstrap: the file directory's first extent and the journal's entry,
 /// from the superblock, so that replay can read the journal.
 fn bootstrap_journal(group: &mut Group<'_>, sup: &GroupSuper) -> Result<(), GroupError> {
-    group.files.insert(
-        FILE_DIRECTORY,
-        FileRec {
-            entry: placeholder_entry(FILE_DIRECTORY, sup.copies),
-            extents: vec![sup.file_directory],
-        },
-    );
+    group.files.insert(FileRec {
+        entry: placeholder_entry(FILE_DIRECTORY, sup.copies),
+        extents: vec![sup.file_directory],
+    });
     // The superblocks name the journal too (groups whose superblocks
     // predate that: its entry alone): its entry may be torn by a crash
     // while a rebalance moved the journal, and the journal's own record is
@@ -537,13 +535,10 @@ fn bootstrap_journal(group: &mut Group<'_>, sup: &GroupSuper) -> Result<(), Grou
     group
         .journal
         .set_capacity(journal_extents.len() as u64 * group.blocks_per_au());
-    group.files.insert(
-        FILE_JOURNAL,
-        FileRec {
-            entry: journal_entry,
-            extents: journal_extents,
-        },
-    );
+    group.files.insert(FileRec {
+        entry: journal_entry,
+        extents: journal_extents,
+    });
     Ok(())
 }
 
@@ -566,8 +561,8 @@ fn settle_journal_entry(group: &mut Group<'_>, sup: &GroupSuper) -> Result<(), G
             .journal
             .set_moved_from(std::mem::replace(&mut entry.direct, sup.journal.clone()));
     }
-    if let Some(rec) = group.files.get_mut(&FILE_JOURNAL) {
-        rec.entry = entry;
+    if let Some(now) = group.files.entry_mut(FILE_JOURNAL) {
+        *now = entry;
     }
     Ok(())
 }
@@ -759,7 +754,7 @@ impl Group<'_> {
             return Ok(());
         }
         let extents = entry.direct.clone();
-        self.files.insert(FILE_JOURNAL, FileRec { entry, extents });
+        self.files.insert(FileRec { entry, extents });
         self.checkpoint()
     }
 
@@ -770,10 +765,7 @@ impl Group<'_> {
     /// through, and the new place holds it whole: adopt it, claim its AUs
     /// and free the old ones; the mount's commit writes the entry there.
     pub(super) fn adopt_directory_bootstrap(&mut self, bootstrap: Extent) {
-        let Some(rec) = self.files.get_mut(&FILE_DIRECTORY) else {
-            return;
-        };
-        let Some(first) = rec.extents.first_mut() else {
+        let Some(first) = self.files.extent_mut(FILE_DIRECTORY, None, 0) else {
             return;
         };
         if first.copies() == bootstrap.copies() {
@@ -812,7 +804,7 @@ impl Group<'_> {
         let Some(old) = self.journal.take_moved_from() else {
             return;
         };
-        let Some(now) = self.files.get(&FILE_JOURNAL).map(|r| r.extents.clone()) else {
+        let Some(now) = self.files.get(FILE_JOURNAL).map(|r| r.extents.clone()) else {
             return;
         };
         self.txn.mark(Dirty::Entry(FILE_JOURNAL));
@@ -943,13 +935,10 @@ impl Group<'_> {
             .ok_or_else(|| corrupt("the file directory's own entry is missing"))?;
         let dir_extents = self.read_extent_map(&dir)?;
         self.validate_map(&dir, &dir_extents)?;
-        self.files.insert(
-            FILE_DIRECTORY,
-            FileRec {
-                entry: dir,
-                extents: dir_extents,
-            },
-        );
+        self.files.insert(FileRec {
+            entry: dir,
+            extents: dir_extents,
+        });
         let entries = self.files[&FILE_DIRECTORY].extents.len() as u64 * self.blocks_per_au();
         for n in 1..entries as u32 {
             if n == FILE_DIRECTORY || n == FILE_JOURNAL {
@@ -966,7 +955,7 @@ impl Group<'_> {
             });
             match loaded {
                 Ok(Some((rec, damage))) => {
-                    self.files.insert(n, rec);
+                    self.files.insert(rec);
                     if let Some(why) = damage {
                         self.lost.insert(LostBlock::Map(n), why);
                     }
@@ -983,7 +972,7 @@ impl Group<'_> {
             }
         }
         for f in [FILE_ALIAS_DIRECTORY, FILE_TEMPLATES, FILE_ATTRIBUTES] {
-            if !self.files.contains_key(&f) {
+            if !self.files.contains(f) {
                 return Err(corrupt(format!("metadata file {f} has no entry")));
             }
         }

@@ -5,9 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use cairn_format::group::{
-    DiskEntry, Extent, FileEntry, GroupSuper, Template, FILE_NUMBER_USER_MIN,
-};
+use cairn_format::group::{DiskEntry, GroupSuper, Template, FILE_NUMBER_USER_MIN};
 use cairn_format::meta::{Block, BLOCK_BYTES};
 use cairn_format::FeatureSet;
 use cairn_io::IoEngine;
@@ -18,13 +16,6 @@ use super::error::GroupError;
 use super::parts::members::Member;
 use super::spec::Redundancy;
 use super::{heartbeat, parts, plane};
-
-/// A file's metadata in memory: its entry and its whole extent map.
-#[derive(Debug, Clone)]
-pub(super) struct FileRec {
-    pub(super) entry: FileEntry,
-    pub(super) extents: Vec<Extent>,
-}
 
 /// A metadata block with no valid copy on any disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -80,7 +71,8 @@ pub struct Group<'e> {
     pub(super) slot_generation: u64,
     /// The member disks (`parts/members.rs`).
     pub(super) members: parts::members::Members,
-    pub(super) files: BTreeMap<u32, FileRec>,
+    /// Every file's entry and extent map (`parts/files.rs`).
+    pub(super) files: parts::files::FileTable,
     /// The name table (`parts/names.rs`).
     pub(super) names: parts::names::NameTable,
     pub(super) templates: Vec<Template>,
@@ -193,7 +185,7 @@ impl<'e> Group<'e> {
             features: sup.features,
             slot_generation,
             members,
-            files: BTreeMap::new(),
+            files: parts::files::FileTable::new(u64::from(sup.au_bytes)),
             names: parts::names::NameTable::default(),
             templates: Vec::new(),
             attributes: Vec::new(),

@@ -26,7 +26,7 @@ impl Group<'_> {
     ) -> Result<(), GroupError> {
         let indirect = m.index & INDIRECT_INDEX != 0;
         let index = m.index & !INDIRECT_INDEX;
-        let Some(rec) = self.files.get(&m.file) else {
+        let Some(rec) = self.files.get(m.file) else {
             return Ok(());
         };
         let ext = if indirect {
@@ -204,12 +204,12 @@ impl Group<'_> {
         to: AuAddr,
     ) -> Result<bool, GroupError> {
         let unreserve = |g: &mut Self| g.unreserve_run(to, m.aus);
-        let rec = self.files.get_mut(&m.file).expect("invariant: found above");
         let e = if indirect {
-            &mut rec.entry.indirect[index as usize]
+            self.files.indirect_mut(m.file, index)
         } else {
-            &mut rec.extents[index as usize]
+            self.files.extent_mut(m.file, None, index)
         };
+        let e = e.expect("invariant: found above");
         let Some(slot) = e.copies().iter().position(|c| *c == from) else {
             unreserve(self);
             return Ok(false);

@@ -8,7 +8,8 @@ use cairn_format::group::{
 
 use super::error::GroupError;
 use super::file_types::{striping_name, DirEntry, FileInfo, Node};
-use super::mounted::{FileRec, Group, LostBlock};
+use super::mounted::{Group, LostBlock};
+use super::parts::files::FileRec;
 use super::parts::names::ROOT;
 use super::parts::txn::Dirty;
 use crate::names::{Component, GroupPath};
@@ -125,9 +126,12 @@ impl Group<'_> {
         self.ensure_indirect_capacity(file, index + 1)?;
         let mut extent = self.allocate_extent(usize::from(self.copies), index)?;
         extent.initialized = true;
-        let rec = self.files.get_mut(&file).expect("invariant: metadata file");
-        rec.extents.push(extent);
-        rec.entry.size_bytes += self.au_bytes;
+        self.files.push_extent(file, extent);
+        let entry = self
+            .files
+            .entry_mut(file)
+            .expect("invariant: metadata file");
+        entry.size_bytes += self.au_bytes;
         self.dirty_extent(file, index);
         self.zero_metadata_extent(file, index as usize)
     }
@@ -202,7 +206,7 @@ impl Group<'_> {
         if self.child(parent, &name).is_some() {
             return Err(GroupError::Exists(format!("{alias} already exists")));
         }
-        let rec = self.files.get(&number).cloned().ok_or_else(|| {
+        let rec = self.files.get(number).cloned().ok_or_else(|| {
             GroupError::Corrupt(format!("{target} names file {number}, which has no entry"))
         })?;
         self.add_alias(parent, &name, AliasKind::Alias, Some(&rec))?;
@@ -275,7 +279,7 @@ impl Group<'_> {
     /// The file a name names, if it is there: the same number and
     /// incarnation, and not being deleted.
     pub(super) fn live_file(&self, r: &AliasRecord) -> Option<&FileRec> {
-        self.files.get(&r.file_number).filter(|f| {
+        self.files.get(r.file_number).filter(|f| {
             f.entry.incarnation == r.file_incarnation && f.entry.state != FileState::Deleting
         })
     }
@@ -307,7 +311,7 @@ impl Group<'_> {
     pub fn du(&self, path: &GroupPath) -> Result<(u64, u64), GroupError> {
         let start = match self.resolve(path)? {
             Some(r) if r.kind != AliasKind::Directory => {
-                let f = self.files.get(&r.file_number).ok_or_else(|| {
+                let f = self.files.get(r.file_number).ok_or_else(|| {
                     GroupError::Corrupt(format!(
                         "{path} names file {}, which has no entry",
                         r.file_number
@@ -331,7 +335,7 @@ impl Group<'_> {
                 match r.kind {
                     AliasKind::Directory => stack.push(r.id),
                     AliasKind::File => {
-                        if let Some(f) = self.files.get(&r.file_number) {
+                        if let Some(f) = self.files.get(r.file_number) {
                             let i = self.info(f);
                             logical += i.size_bytes;
                             allocated += i.allocated_bytes;
@@ -373,7 +377,7 @@ impl Group<'_> {
     /// A file by number (a named file, or one being created).
     pub fn file_info(&self, number: u32) -> Result<FileInfo, GroupError> {
         self.files
-            .get(&number)
+            .get(number)
             .filter(|f| number >= FILE_NUMBER_USER_MIN && f.entry.state != FileState::Deleting)
             .map(|f| self.info(f))
             .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))
@@ -406,11 +410,7 @@ impl Group<'_> {
 
     /// Every user file, for the checker and tests.
     pub fn file_numbers(&self) -> Vec<u32> {
-        self.files
-            .keys()
-            .copied()
-            .filter(|n| *n >= FILE_NUMBER_USER_MIN)
-            .collect()
+        self.files.user_numbers()
     }
 }
 

@@ -152,11 +152,11 @@ impl Group<'_> {
     /// The AUs holding a file's indirect extent blocks (one extent per AU,
     /// each with its copies), for the checker and tests.
     pub fn indirect_aus(&self, number: u32) -> Option<&[Extent]> {
-        self.files.get(&number).map(|f| &f.entry.indirect[..])
+        self.files.get(number).map(|f| &f.entry.indirect[..])
     }
 
     /// Extents of a file (copies and initialised flag), for the checker and tests.
     pub fn extents(&self, number: u32) -> Option<&[Extent]> {
-        self.files.get(&number).map(|f| &f.extents[..])
+        self.files.get(number).map(|f| &f.extents[..])
     }
 }

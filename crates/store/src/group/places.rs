@@ -13,7 +13,8 @@ use cairn_io::AlignedBuf;
 use super::alloc::DiskAlloc;
 use super::block_ids::per_disk_id;
 use super::journal::DurableItem;
-use super::mounted::{FileRec, Group};
+use super::mounted::Group;
+use super::parts::files::FileRec;
 use super::parts::txn::Dirty;
 
 impl Group<'_> {
@@ -21,7 +22,7 @@ impl Group<'_> {
     pub(super) fn file_block_places(&self, file: u32, block: u64) -> Vec<(u16, u64)> {
         let rec = self
             .files
-            .get(&file)
+            .get(file)
             .expect("invariant: metadata files exist");
         let extent = &rec.extents[(block / self.blocks_per_au()) as usize];
         let within = (block % self.blocks_per_au()) * BLOCK_BYTES as u64;
@@ -87,7 +88,7 @@ impl Group<'_> {
                 (id, places)
             }
             Dirty::Indirect { file, block } => {
-                let incarnation = self.files.get(&file).map_or(0, |r| r.entry.incarnation);
+                let incarnation = self.files.get(file).map_or(0, |r| r.entry.incarnation);
                 (
                     BlockId {
                         block_type: BlockType::Indirect,
@@ -135,7 +136,7 @@ impl Group<'_> {
                 fmt::encode_bitmap(&mut block, &alloc.clean_bytes(index));
             }
             Dirty::Entry(n) => {
-                if let Some(rec) = self.files.get(&n) {
+                if let Some(rec) = self.files.get(n) {
                     self.encode_entry(rec, &mut block);
                 }
             }

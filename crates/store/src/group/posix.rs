@@ -133,7 +133,7 @@ impl Group<'_> {
     /// Whether some name still names file `number` — or might: a lost alias
     /// block may hold one.
     pub(super) fn is_named(&self, number: u32) -> bool {
-        let Some(f) = self.files.get(&number) else {
+        let Some(f) = self.files.get(number) else {
             return false;
         };
         self.names.records().any(|r| {
@@ -154,8 +154,8 @@ impl Group<'_> {
     ) -> Result<FileInfo, GroupError> {
         let name = self.new_entry_in(parent, name)?;
         let number = self.create_unnamed(0, options)?.number;
-        let rec = self.files.get_mut(&number).expect("invariant: just made");
-        rec.entry.attrs = Some(FileAttrs {
+        let entry = self.files.entry_mut(number).expect("invariant: just made");
+        entry.attrs = Some(FileAttrs {
             mode: attrs.mode & MODE_BITS,
             byte_size: 0,
             ..attrs
@@ -398,15 +398,19 @@ impl Group<'_> {
             return Retiring::Names(number, incarnation);
         }
         let keep = is_open(number, incarnation);
-        let rec = self.files.get_mut(&number).expect("invariant: a live file");
-        self.txn.mark(Dirty::Entry(number));
+        let entry = self
+            .files
+            .entry_mut(number)
+            .expect("invariant: a live file");
         if keep {
             // A file with no name, as one being filled is: the next mount
             // that writes drops it if nobody does first.
-            rec.entry.state = FileState::Creating;
+            entry.state = FileState::Creating;
+            self.txn.mark(Dirty::Entry(number));
             return Retiring::KeptOpen(number, incarnation);
         }
-        rec.entry.state = FileState::Deleting;
+        entry.state = FileState::Deleting;
+        self.txn.mark(Dirty::Entry(number));
         Retiring::Deleted(number, incarnation)
     }
 
@@ -438,7 +442,7 @@ impl Group<'_> {
     /// Nothing if it is gone already, or has a name again.
     pub fn drop_unnamed(&mut self, number: u32, incarnation: u32) -> Result<(), GroupError> {
         self.check_writable()?;
-        match self.files.get(&number) {
+        match self.files.get(number) {
             Some(f)
                 if f.entry.incarnation == incarnation
                     && f.entry.state == FileState::Creating
@@ -461,8 +465,8 @@ impl Group<'_> {
         self.check_writable()?;
         self.check_changeable(number)?;
         self.use_file_attrs()?;
-        let rec = self.files.get_mut(&number).expect("invariant: checked");
-        let mut attrs = attrs_of(&rec.entry);
+        let entry = self.files.entry_mut(number).expect("invariant: checked");
+        let mut attrs = attrs_of(entry);
         if let Some(mode) = change.mode {
             attrs.mode = mode & MODE_BITS;
         }
@@ -470,7 +474,7 @@ impl Group<'_> {
         attrs.gid = change.gid.unwrap_or(attrs.gid);
         attrs.mtime_ns = change.mtime_ns.unwrap_or(attrs.mtime_ns);
         attrs.ctime_ns = now_ns;
-        rec.entry.attrs = Some(attrs);
+        entry.attrs = Some(attrs);
         self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         Ok(self.info(&self.files[&number]))
@@ -506,7 +510,7 @@ impl Group<'_> {
     /// A file the file system may change: there, named or open, and not
     /// claiming another file's AUs.
     fn check_changeable(&self, number: u32) -> Result<(), GroupError> {
-        match self.files.get(&number) {
+        match self.files.get(number) {
             Some(f)
                 if number >= cairn_format::group::FILE_NUMBER_USER_MIN
                     && matches!(f.entry.state, FileState::Active | FileState::Creating) =>
@@ -545,19 +549,19 @@ impl Group<'_> {
             return Ok(self.info(rec));
         }
         self.use_file_attrs()?;
-        let rec = self.files.get_mut(&number).expect("invariant: checked");
-        if rec.entry.attrs.is_none() {
-            rec.entry.attrs = Some(attrs);
+        let entry = self.files.entry_mut(number).expect("invariant: checked");
+        if entry.attrs.is_none() {
+            entry.attrs = Some(attrs);
         }
-        if sectors != rec.entry.size_bytes {
+        if sectors != entry.size_bytes {
             self.resize_number(number, sectors, byte_size)?;
         }
         attrs = attrs_of(&self.files[&number].entry);
         attrs.byte_size = byte_size;
         attrs.mtime_ns = now_ns;
         attrs.ctime_ns = now_ns;
-        let rec = self.files.get_mut(&number).expect("invariant: checked");
-        rec.entry.attrs = Some(attrs);
+        let entry = self.files.entry_mut(number).expect("invariant: checked");
+        entry.attrs = Some(attrs);
         self.txn.mark(Dirty::Entry(number));
         self.commit()?;
         Ok(self.info(&self.files[&number]))

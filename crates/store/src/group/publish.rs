@@ -1,7 +1,7 @@
 //! Publication: the metadata plane hands the data plane new snapshots of
 //! the files a commit changed, and of the disks (`plane.rs`).
 
-use cairn_format::group::{FileState, FILE_NUMBER_USER_MIN};
+use cairn_format::group::FileState;
 
 use super::error::GroupError;
 use super::mounted::Group;
@@ -22,7 +22,7 @@ impl Group<'_> {
         let changed = self.unpublished.take_chunks(number);
         let snapshot = self
             .files
-            .get(&number)
+            .get(number)
             .filter(|r| r.entry.state != FileState::Deleting)
             .map(|rec| {
                 let previous = self.plane.file(number);
@@ -46,12 +46,7 @@ impl Group<'_> {
     /// Publish every user file and the disk view (mount, create).
     pub(super) fn publish_all(&mut self) {
         self.plane.clear_files();
-        let numbers: Vec<u32> = self
-            .files
-            .keys()
-            .copied()
-            .filter(|n| *n >= FILE_NUMBER_USER_MIN)
-            .collect();
+        let numbers = self.files.user_numbers();
         self.unpublished.clear();
         for n in numbers {
             self.publish_file(n);

@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cairn_format::group::{AuAddr, DiskState, Extent, FILE_NUMBER_USER_MIN};
+use cairn_format::group::{AuAddr, DiskState, Extent};
 use cairn_format::DiskHeader;
 use cairn_io::{DeviceId, IoEngine};
 
@@ -219,7 +219,7 @@ impl Group<'_> {
                     return (out, Err(e));
                 }
             }
-            let Some(rec) = self.files.get(&m.file) else {
+            let Some(rec) = self.files.get(m.file) else {
                 continue;
             };
             let incarnation = rec.entry.incarnation;
@@ -395,7 +395,7 @@ impl Group<'_> {
         let fgs: Vec<Option<u16>> = {
             let Some(rec) = self
                 .files
-                .get(&r.file)
+                .get(r.file)
                 .filter(|rec| rec.entry.incarnation == r.incarnation)
             else {
                 return Switch::Gone;
@@ -426,11 +426,10 @@ impl Group<'_> {
         if !claimed {
             return Switch::Left(format!("{}: its target run was not reserved", what()));
         }
-        let rec = self
+        let ext = self
             .files
-            .get_mut(&r.file)
+            .extent_mut(r.file, None, r.extent)
             .expect("invariant: checked above");
-        let ext = &mut rec.extents[r.extent as usize];
         let slot = ext
             .copies()
             .iter()
@@ -592,7 +591,7 @@ impl Group<'_> {
     /// data copies towards its start ([`rebalance::compact`]).
     pub(super) fn compact_moves(&self) -> Vec<rebalance::Move> {
         let mut copies: BTreeMap<u16, Vec<rebalance::PlacedCopy>> = BTreeMap::new();
-        for (number, rec) in self.files.range(FILE_NUMBER_USER_MIN..) {
+        for (number, rec) in self.files.user_files() {
             for (index, e) in rec.extents.iter().enumerate() {
                 for c in e.copies() {
                     copies

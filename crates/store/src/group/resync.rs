@@ -26,8 +26,9 @@ use serde::Serialize;
 use super::data::{self, DataPort, StaleMark};
 use super::error::GroupError;
 use super::limits::STEP_DIRTY_MAX;
-use super::mounted::{FileRec, Group};
+use super::mounted::Group;
 use super::namespace::alias_block_of;
+use super::parts::files::FileRec;
 use super::parts::members::Member;
 use super::parts::txn::Dirty;
 use super::plane::{Hold, LatchGuard, LatchKey, OperationGuard};
@@ -114,16 +115,9 @@ impl Group<'_> {
     /// Mark AUs of copies stale in memory (dirtying their map blocks); the
     /// caller commits. A mark for a copy the file no longer has is dropped.
     pub(super) fn set_stale(&mut self, file: u32, incarnation: u32, marks: &[StaleMark]) {
-        let Some(rec) = self
-            .files
-            .get_mut(&file)
-            .filter(|r| r.entry.incarnation == incarnation)
-        else {
-            return;
-        };
         let mut touched = Vec::new();
         for m in marks {
-            let Some(ext) = rec.extents.get_mut(m.extent as usize) else {
+            let Some(ext) = self.files.extent_mut(file, Some(incarnation), m.extent) else {
                 continue;
             };
             let Some(slot) = ext.copies().iter().position(|c| *c == m.copy) else {
@@ -526,14 +520,7 @@ impl Group<'_> {
     fn clear_stale(&mut self, copied: &[StaleAu]) {
         let mut touched = Vec::new();
         for s in copied {
-            let Some(rec) = self
-                .files
-                .get_mut(&s.file)
-                .filter(|r| r.entry.incarnation == s.incarnation)
-            else {
-                continue;
-            };
-            let Some(ext) = rec.extents.get_mut(s.extent as usize) else {
+            let Some(ext) = self.files.extent_mut(s.file, Some(s.incarnation), s.extent) else {
                 continue;
             };
             let Some(slot) = ext.copies().iter().position(|c| *c == s.target) else {
@@ -618,7 +605,7 @@ impl Group<'_> {
         let per_au = self.blocks_per_au();
         let room = |file: u32| {
             self.files
-                .get(&file)
+                .get(file)
                 .map_or(0, |r| r.extents.len() as u64 * per_au)
         };
         let mut blocks: Vec<Dirty> = (0..room(FILE_DIRECTORY))

@@ -22,7 +22,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_format::extent_map::{FileLayout, Striping};
-use cairn_format::group::FILE_NUMBER_USER_MIN;
 use cairn_io::{AlignedBuf, DeviceId, IoEngine, Op, Request};
 use serde::Serialize;
 
@@ -315,7 +314,7 @@ impl Group<'_> {
         // group has millions).
         let extents: Vec<ScrubExtent> = self
             .files
-            .range(FILE_NUMBER_USER_MIN..)
+            .user_files()
             .flat_map(|(n, rec)| {
                 rec.extents
                     .iter()
@@ -349,7 +348,7 @@ impl Group<'_> {
         from: usize,
         max_chunks: usize,
     ) -> Option<(Vec<Chunk>, Option<usize>)> {
-        let same = self.files.get(&e.file).is_some_and(|r| {
+        let same = self.files.get(e.file).is_some_and(|r| {
             r.entry.incarnation == e.incarnation
                 && r.extents
                     .get(e.index as usize)
@@ -514,7 +513,7 @@ impl Group<'_> {
         let mut out = Vec::new();
         let Some(e) = self
             .files
-            .get(&file)
+            .get(file)
             .and_then(|r| r.extents.get(index as usize))
         else {
             return out;

@@ -139,7 +139,7 @@ impl Group<'_> {
             file_directory: self.files[&FILE_DIRECTORY].extents[0],
             journal: self
                 .files
-                .get(&FILE_JOURNAL)
+                .get(FILE_JOURNAL)
                 .map(|j| j.extents.clone())
                 .filter(|e| e.len() <= fmt::JOURNAL_EXTENTS_MAX)
                 .unwrap_or_default(),

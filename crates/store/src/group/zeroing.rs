@@ -30,16 +30,16 @@ impl Group<'_> {
         initialized: bool,
     ) -> Result<(), GroupError> {
         for e in extents {
-            let rec = self.files.get_mut(&number).expect("invariant: checked");
-            rec.extents[*e as usize].initialized = initialized;
+            let extent = self.files.extent_mut(number, None, *e);
+            extent.expect("invariant: checked").initialized = initialized;
             self.dirty_extent(number, *e);
             if self.dirty_count() >= STEP_DIRTY_MAX {
                 self.commit()?;
             }
         }
         let now = (self.clock)();
-        let rec = self.files.get_mut(&number).expect("invariant: checked");
-        rec.entry.modified_unix_seconds = now;
+        let entry = self.files.entry_mut(number).expect("invariant: checked");
+        entry.modified_unix_seconds = now;
         self.txn.mark(Dirty::Entry(number));
         self.commit()
     }

@@ -9,6 +9,7 @@
 //! `members.rs` a disk's allocation table).
 //! `violations.rs` is what a check reports.
 //!
+//! - `files.rs`: the file table (every file's entry and extent map);
 //! - `journal_ring.rs`: where the journal ring stands (its generation, the
 //!   next record's number and place, the checksum it chains to);
 //! - `members.rs`: the member disks (which slot holds which disk, the
@@ -20,6 +21,7 @@
 //!   barrier flushes, its number and the last one made durable);
 //! - `unpublished.rs`: what the data plane has not been shown yet.
 
+pub(super) mod files;
 pub(super) mod journal_ring;
 pub(super) mod members;
 pub(super) mod names;
