@@ -53,7 +53,8 @@
 //!   commit path;
 //! - `check.rs`: `cairn group check`.
 //! - `parts/`: the parts that own their state behind their own functions
-//!   (the member disks, the journal ring, the name table, the running
+//!   (the member disks, the journal ring, the name table, the file table
+//!   (every file's entry and extent map), the running
 //!   transaction, the disks' state log, what the data plane has not been
 //!   shown yet); `invariants.rs`: [`Group::check_invariants`], what holds after every operation that
 //!   succeeded, which the crash and interleaving simulators check after
