@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use super::{clean, Error, Pos, Result};
+use super::error::{clean, Error, Pos, Result};
 use crate::model::SourceFile;
 
 /// How deep `include=` may nest: deep enough for any real file layout, small

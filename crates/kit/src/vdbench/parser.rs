@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::error::{clean, Error, Pos, Result};
 use super::expand::{self, IorateSpec, RdSpec};
 use super::keys::{
     unsupported_hint, Kind, GENERAL_KEYS, GENERAL_UNSUPPORTED, RD_ALIASES, RD_KEYS, SD_KEYS,
@@ -24,7 +25,6 @@ use super::keys::{
 };
 use super::lexer::{Item, Line, Scalar, Value};
 use super::value::{self, fmt_num};
-use super::{clean, Error, Pos, Result};
 use crate::model::{
     Arrival, Band, General, OpenFlags, Rate, RunDef, SdDef, Seek, WdDef, XferSize, INTERVALS_MAX,
     INTERVAL_MIN, RATE_IOPS_MAX,

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use super::error::{clean, Error, Pos, Result};
 use super::lexer::{Scalar, Value};
-use super::{clean, Error, Pos, Result};
 use crate::model::{Band, Bound, Seek};
 
 /// Values one list or range may expand into: `forthreads=(1-1000000)` is a
