@@ -12,11 +12,12 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cairn_kit::result::BenchResult;
 
-use crate::{looks_like_json, report_files, result_from_json, ResultError};
+pub use crate::result_json::ReadError;
+use crate::result_json::{looks_like_json, report_files, result_from_json, ResultError};
 
 /// Bytes read from the start of a file to tell JSON from a report.
 const JSON_SNIFF_BYTES: usize = 256;
@@ -33,14 +34,6 @@ pub fn load_result(path: &Path) -> Result<BenchResult, ResultError> {
 pub fn write_reports(dir: &Path, result: &BenchResult) -> io::Result<()> {
     let files = report_files(result).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     write_files(dir, &files)
-}
-
-/// A file that could not be read, named.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot read {}: {error}", path.display())]
-pub struct ReadError {
-    pub path: PathBuf,
-    pub error: io::Error,
 }
 
 /// The text of the file at `path`; the error is one line naming it.
