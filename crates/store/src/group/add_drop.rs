@@ -19,7 +19,7 @@ use super::mounted::Group;
 use super::move_plan::{Cuts, PreparedDisk};
 use super::parts::members::{clash, Clash, Member};
 use super::parts::txn::Dirty;
-use super::relocate::newest_header;
+use super::slots::newest_header;
 use super::spec::NewDisk;
 use crate::rebalance::{self};
 use crate::{labeling, placement};

@@ -1115,7 +1115,7 @@ impl Group<'_> {
         (extents, Ok(()))
     }
 
-    /// Recompute the orphan parents ([`parts::names::NameTable`]) from the names.
+    /// Recompute the orphan parents ([`NameTable`](super::parts::names::NameTable)) from the names.
     pub(super) fn find_orphan_parents(&mut self) {
         self.names.find_orphan_parents();
     }

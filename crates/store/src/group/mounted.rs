@@ -147,7 +147,7 @@ pub struct Group<'e> {
     pub(super) states: parts::state_log::StateLog,
     /// Disks gone OFFLINE whose devices a live group lets go of at the end
     /// of the metadata operation (`LiveGroup`): taken after an I/O error,
-    /// or on request once stamped ([`Group::take_offline_released`]).
+    /// or on request once stamped ([`Group::release_offline`](super::Group::release_offline)).
     pub(super) to_release: BTreeSet<u16>,
     /// This host's heartbeat on the group's disks (multihost protection,
     /// `heartbeat.rs`), for a mount that writes on real disks: it stops

@@ -39,7 +39,7 @@ pub(super) struct Relocation {
     /// not be durable, and is not switched to.
     pub(super) to_offline_count: u64,
 }
-/// Wait for the data operations older than now ([`DataPlane::wait_for_older_operations`]),
+/// Wait for the data operations older than now ([`DataPlane::wait_for_older_operations`](super::plane::DataPlane::wait_for_older_operations)),
 /// or say why the caller cannot go on.
 pub(super) fn readers_done(plane: &super::plane::DataPlane) -> Result<(), GroupError> {
     if plane.wait_for_older_operations() {

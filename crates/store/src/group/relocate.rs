@@ -30,10 +30,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_format::group::{AuAddr, DiskState, Extent};
-use cairn_format::DiskHeader;
-use cairn_io::{DeviceId, IoEngine};
+use cairn_io::DeviceId;
 
-use super::error::{io_err, GroupError};
+use super::error::GroupError;
 use super::limits::{CLEAN_CLEARS_PER_COMMIT, STEP_DIRTY_MAX};
 use super::mounted::Group;
 use super::move_plan::Cuts;
@@ -41,7 +40,6 @@ use super::move_run::{readers_done, run_moves, Relocation};
 use super::parts::members::Member;
 use super::parts::txn::Dirty;
 use super::resync::Progress;
-use crate::header_copies::HeaderScan;
 use crate::placement;
 use crate::rebalance::{self, Pass};
 
@@ -626,22 +624,4 @@ impl Group<'_> {
     pub(super) fn wait_for_readers(&self) -> Result<(), GroupError> {
         readers_done(&self.plane)
     }
-}
-
-/// A device's newest good header and the highest generation any copy
-/// holds; refused, saying so, when it carries no Cairn label.
-pub(super) fn newest_header(
-    engine: &mut dyn IoEngine,
-    device: DeviceId,
-    what: &str,
-) -> Result<(DiskHeader, u64), GroupError> {
-    let scan = HeaderScan::read(engine, device).map_err(io_err(what.to_string()))?;
-    let header = scan
-        .good()
-        .map(|(_, h)| h.header.clone())
-        .max_by_key(|h| h.generation)
-        .ok_or_else(|| {
-            GroupError::Invalid(format!("{what} carries no Cairn label; label it first"))
-        })?;
-    Ok((header, scan.generation_max()))
 }

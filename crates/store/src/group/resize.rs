@@ -39,7 +39,7 @@ use super::limits::member_layout;
 use super::mounted::Group;
 use super::move_plan::{Cuts, RebalanceReport};
 use super::parts::members::Member;
-use super::relocate::newest_header;
+use super::slots::newest_header;
 use crate::labeling;
 
 /// The tail header copy's MiB: a disk of `au_count` AUs needs its AUs and

@@ -1,5 +1,6 @@
 //! Reading superblock slots off disks, without a mounted group: one
-//! slot, a disk's membership, the groups a set of disks holds.
+//! slot, a disk's membership, the groups a set of disks holds, a disk's
+//! newest header.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,7 @@ use cairn_io::{DeviceId, IoEngine};
 use uuid::Uuid;
 
 use super::block_ids::per_disk_id;
+use super::error::{io_err, GroupError};
 use crate::header_copies::HeaderScan;
 
 /// A superblock slot read from one disk.
@@ -167,4 +169,22 @@ pub fn identify(engine: &mut dyn IoEngine, devices: &[DeviceId]) -> BTreeMap<Uui
         out.entry(group).or_default().push((device, header, best));
     }
     out
+}
+
+/// A device's newest good header and the highest generation any copy
+/// holds; refused, saying so, when it carries no Cairn label.
+pub(super) fn newest_header(
+    engine: &mut dyn IoEngine,
+    device: DeviceId,
+    what: &str,
+) -> Result<(DiskHeader, u64), GroupError> {
+    let scan = HeaderScan::read(engine, device).map_err(io_err(what.to_string()))?;
+    let header = scan
+        .good()
+        .map(|(_, h)| h.header.clone())
+        .max_by_key(|h| h.generation)
+        .ok_or_else(|| {
+            GroupError::Invalid(format!("{what} carries no Cairn label; label it first"))
+        })?;
+    Ok((header, scan.generation_max()))
 }

@@ -1,5 +1,5 @@
 //! The data path, one for every caller: the group's own single-threaded
-//! calls ([`Group::read`], [`Group::write`]), and each live data handle
+//! calls ([`Group::read`](super::Group::read), [`Group::write`](super::Group::write)), and each live data handle
 //! (`live/handle.rs`). Both run the functions here against what the metadata plane
 //! published (a file's snapshot, the disk view; see `plane.rs` and
 //! `docs/live-core.md`) through a [`DataPort`]: the engine to use, and the
