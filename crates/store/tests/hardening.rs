@@ -1004,6 +1004,64 @@ fn a_lost_indirect_block_cuts_the_file_instead_of_losing_it() {
     assert!(g.check(false).unwrap().problems.is_empty());
 }
 
+/// A file whose map a mount found cut, removed before any repair: the
+/// damage goes with it. A new file that takes its number is written as any
+/// other (it was refused as "a damaged extent map"), and `check --repair`
+/// has nothing of it left to cut (the cut looked the removed file up).
+#[test]
+fn a_file_with_a_cut_map_removed_takes_its_damage_with_it() {
+    let (mut engine, ids) = rig(&[(256 * MIB, "A"), (256 * MIB, "B")], Redundancy::Normal);
+    let (number, places) = {
+        let mut g = mount(&mut engine, &ids);
+        let f = g
+            .create_file(&path("big"), 120 * MIB, &CreateOptions::default())
+            .unwrap();
+        let pointer = g.indirect_aus(f.number).unwrap()[0];
+        let places: Vec<(AuAddr, u64)> = pointer
+            .copies()
+            .iter()
+            .map(|c| (*c, u64::from(c.au) * g.au_bytes()))
+            .collect();
+        g.dismount().unwrap();
+        (f.number, places)
+    };
+    destroy(&mut engine, &ids, &places);
+    let (mut g, report) =
+        group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
+    assert!(
+        report
+            .damage
+            .join(" | ")
+            .contains("+SIM/big has a damaged extent map"),
+        "{report:?}"
+    );
+    g.remove(&path("big")).unwrap();
+    let f = g
+        .create_file(&path("new"), MIB, &CreateOptions::default())
+        .unwrap();
+    assert_eq!(
+        f.number, number,
+        "the new file takes the lowest free number"
+    );
+    g.write(f.number, 0, &[7u8; 4096]).unwrap();
+    g.resize(&path("new"), 2 * MIB).unwrap();
+    g.remove(&path("new")).unwrap();
+    // What is left is the AUs past the cut, which no map names any more:
+    // leaks for the repair to free, and nothing of the map.
+    let report = g.check(false).unwrap();
+    assert!(!report.problems.is_empty());
+    assert!(
+        report.problems.iter().all(|p| p.what.starts_with("leaked")),
+        "{:?}",
+        report.problems
+    );
+    let report = g.check(true).unwrap();
+    assert!(report.clean(), "{:?}", report.problems);
+    g.dismount().unwrap();
+    let mut g = mount(&mut engine, &ids);
+    assert!(g.check(false).unwrap().problems.is_empty());
+}
+
 /// A map that names one AU twice for the same file (its extents 0 and 1):
 /// found at mount, and `rm` frees the AU once, not twice.
 #[test]

@@ -487,9 +487,11 @@ impl Group<'_> {
             if repair {
                 if let LostBlock::Map(n) = block {
                     // Cut where the map ends: the entry says so, and the
-                    // indirect AUs past it go.
-                    let keep = self.files[&n].extents.len() as u64;
-                    self.trim_extents(n, keep)?;
+                    // indirect AUs past it go. (A file removed since took
+                    // its damage with it.)
+                    if let Some(keep) = self.files.get(n).map(|r| r.extents.len() as u64) {
+                        self.trim_extents(n, keep)?;
+                    }
                 }
                 self.txn.mark(match block {
                     LostBlock::Entry(n) | LostBlock::Map(n) => Dirty::Entry(n),

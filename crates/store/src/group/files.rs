@@ -558,6 +558,9 @@ impl Group<'_> {
     pub(super) fn finish_delete(&mut self, number: u32) -> Result<(), GroupError> {
         self.trim_extents(number, 0)?;
         self.files.remove(number);
+        // A cut map's damage goes with its file: the number's next file
+        // has a map of its own.
+        self.lost.remove(&LostBlock::Map(number));
         self.txn.mark(Dirty::Entry(number));
         self.commit()
     }
