@@ -1035,7 +1035,9 @@ fn a_file_with_a_cut_map_removed_takes_its_damage_with_it() {
             .contains("+SIM/big has a damaged extent map"),
         "{report:?}"
     );
+    g.check_invariants().unwrap();
     g.remove(&path("big")).unwrap();
+    g.check_invariants().unwrap();
     let f = g
         .create_file(&path("new"), MIB, &CreateOptions::default())
         .unwrap();
@@ -1102,7 +1104,9 @@ fn a_file_that_claims_an_au_twice_is_removed_cleanly() {
             .any(|d| d.contains("+SIM/x and +SIM/x")),
         "{report:?}"
     );
+    g.check_invariants().unwrap();
     g.remove(&path("x")).unwrap();
+    g.check_invariants().unwrap();
     // Its second AU, which the damaged map no longer names, is a leak.
     assert!(g.check(true).unwrap().clean());
     g.dismount().unwrap();

@@ -18,7 +18,8 @@ use cairn_io::AlignedBuf;
 use serde::Serialize;
 
 use super::error::GroupError;
-use super::mounted::{Group, LostBlock};
+use super::mounted::Group;
+use super::parts::damage::LostBlock;
 use super::parts::members::Member;
 use super::parts::txn::Dirty;
 use super::tables::OwnedRun;
@@ -89,7 +90,7 @@ impl Group<'_> {
         self.check_lost(repair, &mut report)?;
         self.check_mirrors(repair, &mut report)?;
         self.check_superblocks(repair, &mut report)?;
-        for what in &self.short_disks {
+        for what in self.damage.short() {
             report.problems.push(Problem {
                 location: "member disk".into(),
                 what: what.clone(),
@@ -353,7 +354,7 @@ impl Group<'_> {
                         r.name,
                         r.id,
                         r.file_number,
-                        if self.lost.contains_key(&LostBlock::Entry(r.file_number)) {
+                        if self.damage.is_lost(LostBlock::Entry(r.file_number)) {
                             "is lost"
                         } else {
                             "does not exist"
@@ -475,7 +476,7 @@ impl Group<'_> {
         report: &mut CheckReport,
     ) -> Result<(), GroupError> {
         let described = self.describe_lost();
-        let lost: Vec<LostBlock> = self.lost.keys().copied().collect();
+        let lost: Vec<LostBlock> = self.damage.lost().map(|(b, _)| *b).collect();
         for (block, what) in lost.into_iter().zip(described) {
             let location = match block {
                 LostBlock::Entry(n) => format!("file directory entry {n}"),
@@ -499,7 +500,7 @@ impl Group<'_> {
                     LostBlock::Templates => Dirty::Templates,
                     LostBlock::Attributes => Dirty::Attributes,
                 });
-                self.lost.remove(&block);
+                self.damage.rewritten(block);
             }
             report.problems.push(Problem {
                 location,

@@ -197,9 +197,9 @@ impl Group<'_> {
     /// disk whose write fails is noted as failed.
     fn rewrite_copies(&mut self, places: Vec<(u16, u64)>, block: &[u8]) -> Result<(), GroupError> {
         if self.read_only {
-            self.copies_left_damaged += places.len() as u64;
+            self.damage.copies_left(places.len() as u64);
         } else if !places.is_empty() {
-            self.repaired_copies += places.len() as u64;
+            self.damage.copies_repaired(places.len() as u64);
             let writes = places
                 .into_iter()
                 .map(|(d, o)| (d, o, AlignedBuf::from_slice(block)))

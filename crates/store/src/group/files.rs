@@ -19,8 +19,9 @@ use cairn_format::group::{
 use super::error::GroupError;
 use super::file_types::{CreateOptions, FileInfo};
 use super::limits::STEP_DIRTY_MAX;
-use super::mounted::{Group, LostBlock};
+use super::mounted::Group;
 use super::namespace::split;
+use super::parts::damage::LostBlock;
 use super::parts::files::FileRec;
 use super::parts::txn::Dirty;
 use crate::names::{Component, GroupPath};
@@ -172,7 +173,7 @@ impl Group<'_> {
         // A lost entry's number stays taken until repair: its names still
         // point at it.
         let mut number = FILE_NUMBER_USER_MIN;
-        while self.files.contains(number) || self.lost.contains_key(&LostBlock::Entry(number)) {
+        while self.files.contains(number) || self.damage.is_lost(LostBlock::Entry(number)) {
             number += 1;
         }
         while u64::from(number)
@@ -536,7 +537,7 @@ impl Group<'_> {
                     // live file's — and a lost entry is written free.
                     self.remove_alias(record.id);
                     self.drop_names_of(number, Some(record.file_incarnation))?;
-                    if self.lost.remove(&LostBlock::Entry(number)).is_some() {
+                    if self.damage.rewritten(LostBlock::Entry(number)) {
                         self.txn.mark(Dirty::Entry(number));
                     }
                     return self.commit();
@@ -560,7 +561,7 @@ impl Group<'_> {
         self.files.remove(number);
         // A cut map's damage goes with its file: the number's next file
         // has a map of its own.
-        self.lost.remove(&LostBlock::Map(number));
+        self.damage.file_removed(number);
         self.txn.mark(Dirty::Entry(number));
         self.commit()
     }

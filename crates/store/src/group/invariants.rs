@@ -4,7 +4,8 @@
 use cairn_format::group::FileState;
 
 use super::check::CheckReport;
-use super::mounted::{Group, LostBlock};
+use super::mounted::Group;
+use super::parts::damage::LostBlock;
 use super::parts::txn::Dirty;
 use super::parts::Violations;
 
@@ -20,11 +21,14 @@ impl Group<'_> {
     ///
     /// Each part's own: [`NameTable::check_invariants`](super::parts::names::NameTable::check_invariants),
     /// [`FileTable::check_invariants`](super::parts::files::FileTable::check_invariants),
+    /// [`Damage::check_invariants`](super::parts::damage::Damage::check_invariants),
     /// [`Members::check_invariants`](super::parts::members::Members::check_invariants),
     /// [`JournalRing::check_invariants`](super::parts::journal_ring::JournalRing::check_invariants),
     /// [`Txn::check_invariants`](super::parts::txn::Txn::check_invariants),
     /// [`StateLog::check_invariants`](super::parts::state_log::StateLog::check_invariants),
     /// [`Unpublished::check_invariants`](super::parts::unpublished::Unpublished::check_invariants). Across parts:
+    /// - damage: a cut map is a file's, a lost entry's number has no file,
+    ///   an AU claimed twice is claimed by files;
     /// - the state log: the directory it finds changes against is the one
     ///   the superblocks last recorded;
     /// - the barrier: at rest, a writable disk waits for it only with
@@ -41,8 +45,10 @@ impl Group<'_> {
     pub fn check_invariants(&self) -> Result<(), Violations> {
         let mut out = Violations::default();
         self.names.check_invariants(&mut out);
+        self.damage.check_invariants(&mut out);
+        self.check_damage(&mut out);
         self.files
-            .check_invariants(|n| self.lost.contains_key(&LostBlock::Map(n)), &mut out);
+            .check_invariants(|n| self.damage.is_lost(LostBlock::Map(n)), &mut out);
         self.members.check_invariants(&mut out);
         self.journal.check_invariants(&mut out);
         let at_rest = !self.live && self.poisoned.is_none();
@@ -85,11 +91,34 @@ impl Group<'_> {
         }
     }
 
+    fn check_damage(&self, out: &mut Violations) {
+        for (block, _) in self.damage.lost() {
+            match *block {
+                LostBlock::Map(n) => out.check(self.files.contains(n), || {
+                    format!("file {n}'s map is listed as cut, and there is no file {n}")
+                }),
+                LostBlock::Entry(n) => out.check(!self.files.contains(n), || {
+                    format!("file {n}'s entry is listed as lost, and file {n} is there")
+                }),
+                _ => {}
+            }
+        }
+        for ((disk, au), owners) in self.damage.shared() {
+            for o in owners {
+                out.check(self.files.contains(*o), || {
+                    format!(
+                        "AU {au} of disk {disk} is listed as claimed by file {o}, which is gone"
+                    )
+                });
+            }
+        }
+    }
+
     fn check_allocation(&self, out: &mut Violations) {
         let (owner, problems) = self.audit_ownership(&mut CheckReport::default());
         for p in problems {
             let twice = p.what.starts_with("owned twice");
-            out.check(twice && !self.shared_aus.is_empty(), || {
+            out.check(twice && self.damage.has_shared(), || {
                 format!("{}: {}", p.location, p.what)
             });
         }

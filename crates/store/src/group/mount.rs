@@ -21,7 +21,8 @@ use super::create::default_templates;
 use super::error::{corrupt, GroupError};
 use super::limits::JOURNAL_BYTES;
 use super::mount_report::MountReport;
-use super::mounted::{EngineRef, Group, LostBlock};
+use super::mounted::{EngineRef, Group};
+use super::parts::damage::LostBlock;
 use super::parts::files::FileRec;
 use super::parts::members::{Member, Members};
 use super::parts::txn::Dirty;
@@ -180,8 +181,10 @@ pub(super) fn mount_inner<'e>(
             "found again at mount, the image the group took offline: what it missed is resynced",
         );
     }
-    report.damage.extend(roster.short.iter().cloned());
-    group.short_disks = roster.short;
+    report
+        .damage
+        .extend(roster.short.iter().map(|(_, what)| what.clone()));
+    group.damage.set_short(roster.short);
     if !roster.missing.is_empty() {
         mark_missing(&mut group, &roster.missing, best.generation, &mut report)?;
     }
@@ -270,8 +273,9 @@ struct Roster {
     /// Members in service (ONLINE or SYNCING) without a device, or on one
     /// smaller than the group recorded.
     missing: Vec<u16>,
-    /// Why each member found smaller than recorded is treated as missing.
-    short: Vec<String>,
+    /// Why each member found smaller than recorded is treated as missing:
+    /// (label, what).
+    short: Vec<(String, String)>,
     /// Members whose allocation tables are rebuilt from the extent maps
     /// (returning disks and resyncs a crash cut; a member may be listed twice).
     returned: Vec<u16>,
@@ -366,10 +370,10 @@ impl Roster {
             .map(|g| g.size_bytes)
         {
             if size < entry.size_bytes {
-                self.short.push(format!(
+                self.short.push((entry.label.clone(), format!(
                     "disk {} is {size} bytes, smaller than the {} bytes the group recorded for it (a truncated file, or a smaller device in its place): what lay past its end is gone, so it is treated as missing",
                     entry.label, entry.size_bytes
-                ));
+                )));
                 return None;
             }
         }
@@ -441,12 +445,9 @@ fn mark_missing(
 ) -> Result<(), GroupError> {
     let read_only = group.read_only;
     for d in missing {
-        let smaller = group.member(*d).is_some_and(|m| {
-            group
-                .short_disks
-                .iter()
-                .any(|s| s.starts_with(&format!("disk {} is ", m.entry.label)))
-        });
+        let smaller = group
+            .member(*d)
+            .is_some_and(|m| group.damage.is_short(&m.entry.label));
         group.say_why(
             *d,
             if smaller {
@@ -479,15 +480,16 @@ fn mark_missing(
         })
         .collect();
     if !group.redundancy_holds() {
+        let short: Vec<&str> = group.damage.short().map(String::as_str).collect();
         return Err(GroupError::Mount(format!(
             "group {} is missing disk(s) {}; {} redundancy cannot run without them: attach them (check the discovery string) and mount again{}",
             group.name,
             names.join(", "),
             group.redundancy().as_str(),
-            if group.short_disks.is_empty() {
+            if short.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", group.short_disks.join("; "))
+                format!(" ({})", short.join("; "))
             }
         )));
     }
@@ -655,10 +657,10 @@ fn load_metadata(
 /// reported instead, nothing is left dirty, and the maps are published.
 fn finish_read_only(group: &mut Group<'_>, report: &mut MountReport) {
     report.warnings.extend(group.pending_operations());
-    if group.copies_left_damaged > 0 {
+    if group.damage.copies_left_damaged() > 0 {
         report.warnings.push(format!(
             "{} metadata copies are damaged, blank or out of date beside a good one; a command that writes rewrites them as it reads them, or run `cairn group check {} --repair`",
-            group.copies_left_damaged, group.name
+            group.damage.copies_left_damaged(), group.name
         ));
     }
     group.forget_dirty();
@@ -671,7 +673,7 @@ fn finish_read_only(group: &mut Group<'_>, report: &mut MountReport) {
 fn recover(group: &mut Group<'_>, report: &mut MountReport) -> Result<(), GroupError> {
     // A rebalance a crash cut: a metadata move may have left a claimed AU
     // no map names (see `free_leaked`).
-    if group.rebalance_pending().is_some() && group.lost.is_empty() {
+    if group.rebalance_pending().is_some() && group.damage.nothing_lost() {
         let freed = group.free_leaked();
         if freed > 0 {
             report.warnings.push(format!(
@@ -680,7 +682,7 @@ fn recover(group: &mut Group<'_>, report: &mut MountReport) -> Result<(), GroupE
         }
     }
     report.operations_recovered = group.recover_operations()?;
-    report.repaired_copies = group.repaired_copies;
+    report.repaired_copies = group.damage.repaired_copies();
     group.commit()?;
     group.offline_failed()?;
     if let Some(power) = group.rebalance_pending() {
@@ -835,8 +837,8 @@ impl Group<'_> {
     /// and the step that helps.
     pub(super) fn describe_lost(&self) -> Vec<String> {
         let repair = format!("`cairn group check {} --repair`", self.name);
-        self.lost
-            .iter()
+        self.damage
+            .lost()
             .map(|(block, why)| match block {
                 LostBlock::Entry(n) => {
                     let names = self.names_of(*n);
@@ -922,7 +924,7 @@ impl Group<'_> {
         match decoded {
             Ok(t) => Ok(Some(t.unwrap_or_default())),
             Err(GroupError::Lost(why)) => {
-                self.lost.insert(lost, why);
+                self.damage.lose(lost, why);
                 Ok(None)
             }
             Err(e) => Err(e),
@@ -957,7 +959,7 @@ impl Group<'_> {
                 Ok(Some((rec, damage))) => {
                     self.files.insert(rec);
                     if let Some(why) = damage {
-                        self.lost.insert(LostBlock::Map(n), why);
+                        self.damage.lose(LostBlock::Map(n), why);
                     }
                 }
                 Ok(None) => {}
@@ -966,7 +968,7 @@ impl Group<'_> {
                 Err(GroupError::Lost(why) | GroupError::Corrupt(why))
                     if n >= FILE_NUMBER_USER_MIN =>
                 {
-                    self.lost.insert(LostBlock::Entry(n), why);
+                    self.damage.lose(LostBlock::Entry(n), why);
                 }
                 Err(e) => return Err(e),
             }
@@ -1122,8 +1124,8 @@ impl Group<'_> {
 
     /// One line per AU two files claim: where it is and who claims it.
     pub(super) fn describe_shared_aus(&self) -> Vec<String> {
-        self.shared_aus
-            .iter()
+        self.damage
+            .shared()
             .map(|((disk, au), owners)| {
                 let who: Vec<String> = owners.iter().map(|o| self.path_of(*o)).collect();
                 format!(
@@ -1149,7 +1151,7 @@ impl Group<'_> {
             let records = match records {
                 Ok(r) => r,
                 Err(GroupError::Lost(why)) => {
-                    self.lost.insert(LostBlock::Alias(index), why);
+                    self.damage.lose(LostBlock::Alias(index), why);
                     continue;
                 }
                 Err(e) => return Err(e),

@@ -17,21 +17,6 @@ use super::parts::members::Member;
 use super::spec::Redundancy;
 use super::{heartbeat, parts, plane};
 
-/// A metadata block with no valid copy on any disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum LostBlock {
-    /// A user file's directory entry: the file cannot be reached.
-    Entry(u32),
-    /// Part of a user file's extent map (an indirect block, or an entry that
-    /// contradicts itself): the file reads up to where its map is whole, and
-    /// is not written until `check --repair` cuts it there.
-    Map(u32),
-    /// A block of the alias directory: the names in it are gone.
-    Alias(u64),
-    Templates,
-    Attributes,
-}
-
 /// The metadata plane's engine: lent by the caller (a command that mounts
 /// for itself), or owned (a live group, which outlives the call that made it).
 pub enum EngineRef<'e> {
@@ -75,6 +60,8 @@ pub struct Group<'e> {
     pub(super) files: parts::files::FileTable,
     /// The name table (`parts/names.rs`).
     pub(super) names: parts::names::NameTable,
+    /// The damage the mount found, and what became of it (`parts/damage.rs`).
+    pub(super) damage: parts::damage::Damage,
     pub(super) templates: Vec<Template>,
     pub(super) attributes: Vec<(String, String)>,
     /// Where the journal ring stands (`parts/journal_ring.rs`).
@@ -86,8 +73,6 @@ pub struct Group<'e> {
     /// Disks whose allocation table could not be read: rebuilt from the
     /// extent maps once those are loaded.
     pub(super) tables_to_rebuild: Vec<u16>,
-    /// Metadata copies rewritten from a good mirror since mount.
-    pub(super) repaired_copies: u64,
     /// Disks whose writes failed during the current step, to offline after it.
     pub(super) failed_disks: BTreeSet<u16>,
     /// Disks this mount took offline after an I/O error, for the caller to
@@ -100,19 +85,6 @@ pub struct Group<'e> {
     /// would replay, by place (disk, byte offset): reads see them instead of
     /// what is in place. Bounded by the journal ring.
     pub(super) overlay: BTreeMap<(u16, u64), Box<Block>>,
-    /// Metadata copies found damaged, blank or stale that a read-only mount
-    /// left as they were.
-    pub(super) copies_left_damaged: u64,
-    /// Members found smaller than the group recorded, described: treated as
-    /// missing, and problems for `check`.
-    pub(super) short_disks: Vec<String>,
-    /// Metadata blocks found with no valid copy at mount, and why: what they
-    /// held is gone. `check --repair` rewrites them.
-    pub(super) lost: BTreeMap<LostBlock, String>,
-    /// AUs that more than one extent map claims (damage found at mount), with
-    /// each claimant's file number: never freed while another still claims it,
-    /// and their files are never written.
-    pub(super) shared_aus: BTreeMap<(u16, u64), Vec<u32>>,
     /// What the data plane sees: file snapshots and the disk view, published
     /// here as changes commit (`plane.rs`, `publish.rs`).
     pub(super) plane: Arc<plane::DataPlane>,
@@ -187,6 +159,7 @@ impl<'e> Group<'e> {
             members,
             files: parts::files::FileTable::new(u64::from(sup.au_bytes)),
             names: parts::names::NameTable::default(),
+            damage: parts::damage::Damage::default(),
             templates: Vec::new(),
             attributes: Vec::new(),
             journal: parts::journal_ring::JournalRing::default(),
@@ -194,15 +167,10 @@ impl<'e> Group<'e> {
             poisoned: None,
             clock: system_clock,
             tables_to_rebuild: Vec::new(),
-            repaired_copies: 0,
             failed_disks: BTreeSet::new(),
-            shared_aus: BTreeMap::new(),
-            lost: BTreeMap::new(),
-            short_disks: Vec::new(),
             read_only: false,
             taken_offline: Vec::new(),
             overlay: BTreeMap::new(),
-            copies_left_damaged: 0,
             plane: Arc::new(plane::DataPlane::new()),
             unpublished: parts::unpublished::Unpublished::default(),
             live: false,

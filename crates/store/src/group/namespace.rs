@@ -8,7 +8,8 @@ use cairn_format::group::{
 
 use super::error::GroupError;
 use super::file_types::{striping_name, DirEntry, FileInfo, Node};
-use super::mounted::{Group, LostBlock};
+use super::mounted::Group;
+use super::parts::damage::LostBlock;
 use super::parts::files::FileRec;
 use super::parts::names::ROOT;
 use super::parts::txn::Dirty;
@@ -89,10 +90,9 @@ impl Group<'_> {
         // may still be found there) nor one a name still gives as its
         // directory (a lost directory's children would move into the new
         // name).
-        let id = self.names.free_id(|id| {
-            self.lost
-                .contains_key(&LostBlock::Alias(alias_block_of(id)))
-        });
+        let id = self
+            .names
+            .free_id(|id| self.damage.is_lost(LostBlock::Alias(alias_block_of(id))));
         if u64::from(id) > capacity {
             self.grow_metadata_file(FILE_ALIAS_DIRECTORY)?;
         }
@@ -359,7 +359,7 @@ impl Group<'_> {
             )));
         }
         let f = self.live_file(r).ok_or_else(|| {
-            if self.lost.contains_key(&LostBlock::Entry(r.file_number)) {
+            if self.damage.is_lost(LostBlock::Entry(r.file_number)) {
                 GroupError::Lost(format!(
                     "{path} is lost: the directory entry of its file ({}) has no valid copy on any disk; `cairn group check {} --repair` removes the name",
                     r.file_number, self.name

@@ -308,11 +308,7 @@ impl Group<'_> {
             {
                 return Err(GroupError::Invalid(why));
             }
-            if self
-                .short_disks
-                .iter()
-                .any(|s| s.starts_with(&format!("disk {} is ", entry.label)))
-            {
+            if self.damage.is_short(&entry.label) {
                 return Err(GroupError::Invalid(format!(
                     "disk {} is smaller than the group recorded: it cannot come back",
                     entry.label

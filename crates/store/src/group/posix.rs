@@ -11,8 +11,9 @@ use cairn_format::group::{
 
 use super::error::GroupError;
 use super::file_types::{CreateOptions, FileInfo, Node};
-use super::mounted::{Group, LostBlock};
+use super::mounted::Group;
 use super::namespace::{alias_block_of, attrs_of};
+use super::parts::damage::LostBlock;
 use super::parts::names::ROOT;
 use super::parts::txn::Dirty;
 use crate::names::Component;
@@ -140,7 +141,7 @@ impl Group<'_> {
             r.kind != AliasKind::Directory
                 && r.file_number == number
                 && r.file_incarnation == f.entry.incarnation
-        }) || self.lost.keys().any(|l| matches!(l, LostBlock::Alias(_)))
+        }) || self.damage.alias_lost()
     }
 
     /// Create an empty file named `name` in directory `parent`, with
@@ -392,7 +393,7 @@ impl Group<'_> {
             // Its file is gone (lost, or never there): only its names are
             // left (those of this incarnation), and a lost entry is written
             // free, as `remove` does.
-            if self.lost.remove(&LostBlock::Entry(number)).is_some() {
+            if self.damage.rewritten(LostBlock::Entry(number)) {
                 self.txn.mark(Dirty::Entry(number));
             }
             return Retiring::Names(number, incarnation);

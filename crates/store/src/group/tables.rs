@@ -14,7 +14,8 @@ use super::discard_queue::DiscardRun;
 use super::error::{corrupt, GroupError};
 use super::limits::TABLE_READ_BLOCKS_MAX;
 use super::mount_report::MountReport;
-use super::mounted::{Group, LostBlock};
+use super::mounted::Group;
+use super::parts::damage::LostBlock;
 use super::parts::members::Member;
 use super::plane;
 use crate::placement;
@@ -278,23 +279,7 @@ impl Group<'_> {
         let aus = placement::extent_aus(index) as u32;
         for c in extent.copies() {
             let run = u64::from(c.au)..u64::from(c.au) + u64::from(aus);
-            let shared: Vec<u64> = self
-                .shared_aus
-                .range((c.disk, run.start)..(c.disk, run.end))
-                .map(|((_, au), _)| *au)
-                .collect();
-            for au in &shared {
-                let owners = self
-                    .shared_aus
-                    .get_mut(&(c.disk, *au))
-                    .expect("invariant: listed above");
-                if let Some(i) = owners.iter().position(|o| *o == file) {
-                    owners.swap_remove(i);
-                }
-                if owners.len() <= 1 {
-                    self.shared_aus.remove(&(c.disk, *au));
-                }
-            }
+            let shared = self.damage.release(c.disk, run.clone(), file);
             // An OFFLINE disk's run goes back to the maps' table it keeps
             // while away, held back from reuse as any freed run.
             let Some(alloc) = self.member_mut(c.disk).and_then(Member::table_mut) else {
@@ -317,18 +302,14 @@ impl Group<'_> {
     /// Refuse to change file `number` while it claims an AU another file
     /// also claims: a write to one would land in the other.
     pub(super) fn refuse_if_sharing(&self, number: u32) -> Result<(), GroupError> {
-        if self.lost.contains_key(&LostBlock::Map(number)) {
+        if self.damage.is_lost(LostBlock::Map(number)) {
             return Err(GroupError::Lost(format!(
                 "{} has a damaged extent map, so it is not written; `cairn group check {} --repair` cuts it where its map ends, then it can be",
                 self.path_of(number),
                 self.name
             )));
         }
-        let Some(((disk, au), owners)) = self
-            .shared_aus
-            .iter()
-            .find(|(_, owners)| owners.contains(&number))
-        else {
+        let Some(((disk, au), owners)) = self.damage.sharing(number) else {
             return Ok(());
         };
         let others: Vec<String> = owners
@@ -506,7 +487,7 @@ impl Group<'_> {
     pub(super) fn verify_tables(&mut self, report: &mut MountReport) -> Result<(), GroupError> {
         let mut stale = BTreeSet::new();
         let runs = self.owned_runs();
-        self.shared_aus = shared_aus(&runs);
+        self.damage.set_shared(shared_aus(&runs));
         for run in runs {
             let Some(m) = self.member(run.disk) else {
                 return Err(corrupt(format!(

@@ -9,6 +9,8 @@
 //! `members.rs` a disk's allocation table).
 //! `violations.rs` is what a check reports.
 //!
+//! - `damage.rs`: the damage a mount found (blocks lost, AUs claimed
+//!   twice, disks smaller than recorded) and what became of it;
 //! - `files.rs`: the file table (every file's entry and extent map);
 //! - `journal_ring.rs`: where the journal ring stands (its generation, the
 //!   next record's number and place, the checksum it chains to);
@@ -21,6 +23,7 @@
 //!   barrier flushes, its number and the last one made durable);
 //! - `unpublished.rs`: what the data plane has not been shown yet.
 
+pub(super) mod damage;
 pub(super) mod files;
 pub(super) mod journal_ring;
 pub(super) mod members;
