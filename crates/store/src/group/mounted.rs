@@ -2,7 +2,7 @@
 //! of its fields that have no part of their own yet, its accessors, and
 //! how it stops.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use cairn_format::group::{DiskEntry, GroupSuper, Template, FILE_NUMBER_USER_MIN};
@@ -100,12 +100,8 @@ pub struct Group<'e> {
     /// When this mount began: OFFLINE disks' repair timers count the time
     /// the group is mounted.
     pub(super) mounted_at: std::time::Instant,
-    /// The meta plane's own zeroing (a grow's) writes to copies without
-    /// the extents' latches: `zero_seq` counts those, and `zeroed_files`
-    /// says, per file, the last; a copy (resync, relocation) begun before
-    /// is not trusted for that file ([`Group::zeroed_since`]).
-    pub(super) zero_seq: u64,
-    pub(super) zeroed_files: HashMap<u32, u64>,
+    /// The meta plane's own zeroings of file data (`parts/zeroings.rs`).
+    pub(super) zeroings: parts::zeroings::Zeroings,
     /// Behind a [`LiveGroup`](super::LiveGroup): where freed runs wait for their discard,
     /// which the live group's drain runs outside `meta` (`discard_queue.rs`).
     /// `None`: a commit discards what it releases at once.
@@ -176,8 +172,7 @@ impl<'e> Group<'e> {
             live: false,
             compact_asked: false,
             mounted_at: std::time::Instant::now(),
-            zero_seq: 0,
-            zeroed_files: HashMap::new(),
+            zeroings: parts::zeroings::Zeroings::default(),
             discards: None,
             written_super: None,
             states: parts::state_log::StateLog::default(),

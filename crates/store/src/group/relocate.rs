@@ -284,7 +284,7 @@ impl Group<'_> {
                 pass: m.pass,
                 stale: 0,
                 to_offline_count,
-                zero_mark: self.zero_seq,
+                zero_mark: self.zeroings.mark(),
             });
         }
         let saved = self.save_mark_clears();
@@ -386,7 +386,7 @@ impl Group<'_> {
                 self.disk_name(r.from.disk)
             ));
         }
-        if self.zeroed_since(r.file, r.zero_mark) {
+        if self.zeroings.since(r.file, r.zero_mark) {
             return Switch::Gone;
         }
         let to_fg = target.entry.failgroup_id;
@@ -469,16 +469,6 @@ impl Group<'_> {
             }
         }
         freed
-    }
-
-    /// Where the count of the meta plane's zeroings stands now.
-    pub(super) fn zero_mark(&self) -> u64 {
-        self.zero_seq
-    }
-
-    /// Whether file `file` was zeroed by the meta plane after `mark`.
-    pub(super) fn zeroed_since(&self, file: u32, mark: u64) -> bool {
-        self.zeroed_files.get(&file).is_some_and(|z| *z > mark)
     }
 
     pub(super) fn is_forced(&self, disk: u16) -> bool {

@@ -334,7 +334,7 @@ impl Group<'_> {
             ..Default::default()
         });
         for chunk in work.chunks(batch_len(power, self.au_bytes)) {
-            let before = (self.offline_counts(), self.zero_mark());
+            let before = (self.offline_counts(), self.zeroings.mark());
             let (copied, latch) = copy_stale(self, None, chunk, power, &mut report)?;
             let committed = self
                 .resync_copied(&copied, &before)
@@ -425,7 +425,7 @@ impl Group<'_> {
             // Zeros the meta plane wrote to the file since the batch began
             // (a grow's, without the latches) may have landed on the good
             // copy after it was read: copied again by a later resync.
-            .filter(|c| !self.zeroed_since(c.file, before.1))
+            .filter(|c| !self.zeroings.since(c.file, before.1))
             .copied()
             .collect();
         for chunk in copied.chunks(STEP_DIRTY_MAX / 2) {

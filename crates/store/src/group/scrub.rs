@@ -402,7 +402,7 @@ impl Group<'_> {
         how: ScrubRepair,
         report: &mut ScrubReport,
     ) -> Result<bool, GroupError> {
-        if self.zeroed_since(e.file, zero_mark) {
+        if self.zeroings.since(e.file, zero_mark) {
             return Ok(false);
         }
         match self.scrub_part(e, from, batch.len()) {

@@ -1,8 +1,8 @@
 //! The metadata plane's own writes of file data: extents marked written
 //! or unwritten again, and the range a grow exposes zeroed on every copy.
 //! That zeroing is I/O made under `meta`, without the extents' latches
-//! (docs/live-core.md, the table of what is shared): `zero_seq` counts
-//! such zeroings, so that a copy begun before one (a resync, a
+//! (docs/live-core.md, the table of what is shared): `parts/zeroings.rs`
+//! counts such zeroings, so that a copy begun before one (a resync, a
 //! relocation) is not trusted for that file.
 
 use cairn_format::group::au_mask;
@@ -54,9 +54,8 @@ impl Group<'_> {
     ) -> Result<(), GroupError> {
         // Copies made of this file's extents before now (a resync, a
         // relocation, which copy under latches this does not take) may
-        // miss these zeros: they are not trusted (`zeroed_since`).
-        self.zero_seq += 1;
-        self.zeroed_files.insert(number, self.zero_seq);
+        // miss these zeros: they are not trusted (`Zeroings::since`).
+        self.zeroings.zeroing(number);
         let mut requests = Vec::new();
         let mut disks = Vec::new();
         let layout = self.layout_for(&self.files[&number]);

@@ -80,7 +80,7 @@ impl LiveGroup {
             }
             let before = {
                 let g = self.inner.meta()?;
-                (g.offline_counts(), g.zero_mark())
+                (g.offline_counts(), g.zeroings.mark())
             };
             let (copied, latch) = crate::group::resync::copy_stale(
                 &mut handle,
@@ -290,7 +290,7 @@ impl LiveGroup {
             let planned = {
                 let g = self.inner.meta()?;
                 g.scrub_part(e, from, power)
-                    .map(|(chunks, next)| (chunks, next, g.member_devices(), g.zero_mark()))
+                    .map(|(chunks, next)| (chunks, next, g.member_devices(), g.zeroings.mark()))
             };
             let Some((chunks, next, members, zero_mark)) = planned else {
                 break;

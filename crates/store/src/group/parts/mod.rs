@@ -21,7 +21,9 @@
 //!   the reasons said for changes, the counts);
 //! - `txn.rs`: the running transaction (what it dirtied, the disks its
 //!   barrier flushes, its number and the last one made durable);
-//! - `unpublished.rs`: what the data plane has not been shown yet.
+//! - `unpublished.rs`: what the data plane has not been shown yet;
+//! - `zeroings.rs`: the metadata plane's own zeroings of file data, which
+//!   a copy begun before one does not trust.
 
 pub(super) mod damage;
 pub(super) mod files;
@@ -32,5 +34,6 @@ pub(super) mod state_log;
 pub(super) mod txn;
 pub(super) mod unpublished;
 pub(super) mod violations;
+pub(super) mod zeroings;
 
 pub use violations::Violations;
