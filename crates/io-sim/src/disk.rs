@@ -212,9 +212,9 @@ impl SimDisk {
     }
 }
 
-/// Everything a simulated disk holds, flushed or not ([`SimEngine::image`]):
+/// Everything a simulated disk holds, flushed or not ([`SimEngine::image`](crate::SimEngine::image)):
 /// to be put back in its place, or another's, later
-/// ([`SimEngine::put_image`]). Cheap to take and keep: its chunks are
+/// ([`SimEngine::put_image`](crate::SimEngine::put_image)). Cheap to take and keep: its chunks are
 /// shared with the disk until either is written.
 #[derive(Debug, Clone, Default)]
 pub struct DiskImage {

@@ -1,5 +1,5 @@
 //! The test kit's reports: what a person reads of a bench, all rendered from a
-//! [`BenchResult`], and the parts the kit's other products render theirs with.
+//! [`BenchResult`](cairn_kit::result::BenchResult), and the parts the kit's other products render theirs with.
 //!
 //! - [`live`]: one fixed-width line per interval while a run goes, as vdbench prints them.
 //! - [`summary`]: `summary.txt`, per run totals, percentiles and AWR-style wait histograms.

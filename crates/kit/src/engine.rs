@@ -24,7 +24,7 @@
 //!
 //! The collector (the calling thread) closes each interval: it samples the
 //! process's CPU and `/proc/diskstats` at the boundary, gathers each worker's
-//! statistics for it, and hands the finished [`IntervalRecord`] to the
+//! statistics for it, and hands the finished [`IntervalRecord`](crate::result::IntervalRecord) to the
 //! [`Observer`] (the live display).
 
 mod collect;

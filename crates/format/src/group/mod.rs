@@ -69,7 +69,7 @@ pub use templates::{
 };
 
 /// Metadata file numbers. 2 is the disk directory, which lives in the superblock
-/// slots of every disk rather than in a file of its own (see [`SuperSlot`]).
+/// slots of every disk rather than in a file of its own (see [`SUPER_SLOT_OFFSETS_BYTES`]).
 pub const FILE_DIRECTORY: u32 = 1;
 pub const FILE_DISK_DIRECTORY: u32 = 2;
 pub const FILE_JOURNAL: u32 = 3;
