@@ -31,7 +31,7 @@ pub(super) struct Relocation {
     pub(super) pass: Pass,
     /// AUs of the new copy with no readable source: stale in it.
     pub(super) stale: u16,
-    /// [`Group::zero_mark`] when the move was reserved: a file zeroed since
+    /// [`Zeroings::mark`](super::parts::zeroings::Zeroings::mark) when the move was reserved: a file zeroed since
     /// (a grow) may have had zeros land on the old copy after it was read.
     pub(super) zero_mark: u64,
     /// Times the target disk had gone offline when the run was reserved:
