@@ -1,5 +1,5 @@
 //! The file system's core against a model of POSIX, under the interleaving
-//! simulator (in the manner of `crates/store/tests/interleave.rs`).
+//! simulator (in the manner of `crates/store/tests/interleave/`).
 //!
 //! A seed picks a group (one to four simulated disks, external or normal
 //! redundancy, 512n/512e/4Kn sectors) mounted live, and three actors drive
