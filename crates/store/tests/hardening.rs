@@ -949,19 +949,22 @@ fn a_new_name_never_takes_the_id_of_a_lost_one() {
     assert!(g.list(&path("brand_new")).unwrap().is_empty());
 }
 
-/// An indirect block of a file's extent map lost on every mirror: the file
-/// is not lost with it. It reads up to where its map is whole, is not
-/// written meanwhile, and `check --repair` cuts it there, keeping that data.
-#[test]
-fn a_lost_indirect_block_cuts_the_file_instead_of_losing_it() {
-    let (mut engine, ids) = rig(&[(256 * MIB, "A"), (256 * MIB, "B")], Redundancy::Normal);
-    let head = vec![0x3Cu8; 8 * MIB as usize];
+/// A file `big` of 120 MiB (106 extents in its entry, the rest in an
+/// indirect AU), `head` written at its start, then its indirect AU
+/// destroyed on every mirror. Its number.
+fn big_file_whose_indirect_block_is_lost(
+    engine: &mut CrashAfter,
+    ids: &[DeviceId],
+    head: &[u8],
+) -> u32 {
     let (number, places) = {
-        let mut g = mount(&mut engine, &ids);
+        let mut g = mount(engine, ids);
         let f = g
             .create_file(&path("big"), 120 * MIB, &CreateOptions::default())
             .unwrap();
-        g.write(f.number, 0, &head).unwrap();
+        if !head.is_empty() {
+            g.write(f.number, 0, head).unwrap();
+        }
         let pointer = g.indirect_aus(f.number).unwrap()[0];
         let places: Vec<(AuAddr, u64)> = pointer
             .copies()
@@ -971,7 +974,18 @@ fn a_lost_indirect_block_cuts_the_file_instead_of_losing_it() {
         g.dismount().unwrap();
         (f.number, places)
     };
-    destroy(&mut engine, &ids, &places);
+    destroy(engine, ids, &places);
+    number
+}
+
+/// An indirect block of a file's extent map lost on every mirror: the file
+/// is not lost with it. It reads up to where its map is whole, is not
+/// written meanwhile, and `check --repair` cuts it there, keeping that data.
+#[test]
+fn a_lost_indirect_block_cuts_the_file_instead_of_losing_it() {
+    let (mut engine, ids) = rig(&[(256 * MIB, "A"), (256 * MIB, "B")], Redundancy::Normal);
+    let head = vec![0x3Cu8; 8 * MIB as usize];
+    let number = big_file_whose_indirect_block_is_lost(&mut engine, &ids, &head);
     let (mut g, report) =
         group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
     let damage = report.damage.join(" | ");
@@ -1011,21 +1025,7 @@ fn a_lost_indirect_block_cuts_the_file_instead_of_losing_it() {
 #[test]
 fn a_file_with_a_cut_map_removed_takes_its_damage_with_it() {
     let (mut engine, ids) = rig(&[(256 * MIB, "A"), (256 * MIB, "B")], Redundancy::Normal);
-    let (number, places) = {
-        let mut g = mount(&mut engine, &ids);
-        let f = g
-            .create_file(&path("big"), 120 * MIB, &CreateOptions::default())
-            .unwrap();
-        let pointer = g.indirect_aus(f.number).unwrap()[0];
-        let places: Vec<(AuAddr, u64)> = pointer
-            .copies()
-            .iter()
-            .map(|c| (*c, u64::from(c.au) * g.au_bytes()))
-            .collect();
-        g.dismount().unwrap();
-        (f.number, places)
-    };
-    destroy(&mut engine, &ids, &places);
+    let number = big_file_whose_indirect_block_is_lost(&mut engine, &ids, &[]);
     let (mut g, report) =
         group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).unwrap();
     assert!(

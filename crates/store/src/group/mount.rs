@@ -6,10 +6,10 @@ use std::collections::HashMap;
 
 use cairn_format::group as fmt;
 use cairn_format::group::{
-    AtLayout, DiskEntry, DiskState, Extent, FileEntry, FileState, GroupSuper, ALIASES_PER_BLOCK,
+    AtLayout, DiskEntry, DiskState, Extent, FileEntry, GroupSuper, ALIASES_PER_BLOCK,
     DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES,
-    FILE_DIRECTORY, FILE_JOURNAL, FILE_NUMBER_USER_MIN, FILE_TEMPLATES, STRIPING_COARSE,
-    STRIPING_FINE, SUPER_SLOT_OFFSETS_BYTES,
+    FILE_DIRECTORY, FILE_JOURNAL, FILE_NUMBER_USER_MIN, FILE_TEMPLATES, STRIPING_FINE,
+    SUPER_SLOT_OFFSETS_BYTES,
 };
 use cairn_format::meta::{Block, BlockId, BlockType, MetaError, BLOCK_BYTES};
 use cairn_io::{DeviceId, IoEngine};
@@ -23,7 +23,7 @@ use super::limits::JOURNAL_BYTES;
 use super::mount_report::MountReport;
 use super::mounted::{EngineRef, Group};
 use super::parts::damage::LostBlock;
-use super::parts::files::FileRec;
+use super::parts::files::{placeholder_entry, FileRec};
 use super::parts::members::{Member, Members};
 use super::parts::txn::Dirty;
 use super::returning::{returning_refusal, DeviceProbe};
@@ -721,25 +721,6 @@ fn settle_disks(group: &mut Group<'_>, report: &mut MountReport) -> Result<(), G
     report.disks_dropped_expired = dropped;
     report.warnings.extend(refused);
     Ok(())
-}
-
-pub(super) fn placeholder_entry(number: u32, copies: u8) -> FileEntry {
-    FileEntry {
-        number,
-        incarnation: 0,
-        state: FileState::Active,
-        copies,
-        striping: STRIPING_COARSE,
-        size_bytes: 0,
-        extent_count: 0,
-        target_bytes: 0,
-        created_unix_seconds: 0,
-        modified_unix_seconds: 0,
-        template: String::new(),
-        attrs: None,
-        direct: Vec::new(),
-        indirect: Vec::new(),
-    }
 }
 
 impl Group<'_> {

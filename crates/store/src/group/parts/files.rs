@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use cairn_format::group::{
     Extent, FileEntry, FileState, COPIES_MAX, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
     FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_DIRECTORY, FILE_JOURNAL, FILE_NUMBER_USER_MIN,
-    FILE_TEMPLATES, INDIRECT_POINTERS, STRIPING_FINE,
+    FILE_TEMPLATES, INDIRECT_POINTERS, STRIPING_COARSE, STRIPING_FINE,
 };
 use cairn_format::meta::BLOCK_BYTES;
 
@@ -32,6 +32,28 @@ use crate::placement::{self, FileLayout, Striping};
 pub(in crate::group) struct FileRec {
     pub(in crate::group) entry: FileEntry,
     pub(in crate::group) extents: Vec<Extent>,
+}
+
+/// An entry for metadata file `number` of `copies` copies that the mount
+/// bootstraps from the superblocks before it can read the entry itself
+/// (the file directory's, the journal's): active, empty, no map.
+pub(in crate::group) fn placeholder_entry(number: u32, copies: u8) -> FileEntry {
+    FileEntry {
+        number,
+        incarnation: 0,
+        state: FileState::Active,
+        copies,
+        striping: STRIPING_COARSE,
+        size_bytes: 0,
+        extent_count: 0,
+        target_bytes: 0,
+        created_unix_seconds: 0,
+        modified_unix_seconds: 0,
+        template: String::new(),
+        attrs: None,
+        direct: Vec::new(),
+        indirect: Vec::new(),
+    }
 }
 
 /// The metadata files every mounted group has.
@@ -326,27 +348,17 @@ impl<'a> IntoIterator for &'a FileTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cairn_format::group::{AuAddr, STRIPING_COARSE};
+    use cairn_format::group::AuAddr;
 
     const AU: u64 = 1 << 20;
     const USER: u32 = FILE_NUMBER_USER_MIN;
 
     fn entry(number: u32, state: FileState, size_bytes: u64) -> FileEntry {
         FileEntry {
-            number,
             incarnation: 1,
             state,
-            copies: 2,
-            striping: STRIPING_COARSE,
             size_bytes,
-            extent_count: 0,
-            target_bytes: 0,
-            created_unix_seconds: 0,
-            modified_unix_seconds: 0,
-            template: String::new(),
-            attrs: None,
-            direct: Vec::new(),
-            indirect: Vec::new(),
+            ..placeholder_entry(number, 2)
         }
     }
 
