@@ -427,8 +427,9 @@ fn an_older_image_of_a_disk_is_refused() {
     g.dismount().unwrap();
 }
 
-/// Attributes: defaults shown, values checked before any is set, unknown
-/// keys refused with the list of keys.
+/// Attributes: defaults shown, values checked before any is set (a value
+/// longer than the block holds too), unknown keys refused with the list of
+/// keys.
 #[test]
 fn attributes_are_checked_and_kept() {
     let (mut engine, ids) = rig();
@@ -455,6 +456,14 @@ fn attributes_are_checked_and_kept() {
             .set_attributes(&[("au_size".into(), "1".into())])
             .unwrap_err();
         assert!(e.to_string().contains("fixed"), "{e}");
+        // A value that reads as a duration but is longer than the block's
+        // field: refused, not written (the commit's encoder panicked).
+        let long = format!("{}1h", "0".repeat(100));
+        let e = g
+            .set_attributes(&[("disk_repair_time".into(), long)])
+            .unwrap_err();
+        assert!(e.to_string().contains("values at most 96"), "{e}");
+        assert_eq!(g.attribute("disk_repair_time").as_deref(), Some("3.6h"));
         g.set_attributes(&[
             ("disk_repair_time".into(), "90m".into()),
             ("rebalance_compact".into(), "FALSE".into()),

@@ -6,13 +6,17 @@ use crate::group::fields::{cast, cast_mut, get_name, put_name};
 use crate::meta::{payload, payload_mut, Block, MetaError, PAYLOAD_BYTES};
 
 pub const ATTRIBUTES_PER_BLOCK: usize = PAYLOAD_BYTES / 128;
+/// The longest attribute name, and value, a block holds (bytes).
+pub const ATTRIBUTE_NAME_LEN_MAX: usize = 32;
+pub const ATTRIBUTE_VALUE_LEN_MAX: usize = 96;
 
 #[repr(C)]
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
 pub struct RawAttribute {
-    pub name: [u8; 32],
-    pub value: [u8; 96],
+    pub name: [u8; ATTRIBUTE_NAME_LEN_MAX],
+    pub value: [u8; ATTRIBUTE_VALUE_LEN_MAX],
 }
+const _: () = assert!(size_of::<RawAttribute>() == 128);
 
 pub fn encode_attributes(block: &mut Block, attributes: &[(String, String)]) {
     assert!(

@@ -39,7 +39,10 @@ pub use allocation::{
     decode_bitmap, decode_summary, encode_bitmap, encode_summary, AtLayout, AT_BITS_PER_BLOCK,
     AT_COUNTS_PER_SUMMARY, AT_START_BYTES,
 };
-pub use attributes::{decode_attributes, encode_attributes, RawAttribute, ATTRIBUTES_PER_BLOCK};
+pub use attributes::{
+    decode_attributes, encode_attributes, RawAttribute, ATTRIBUTES_PER_BLOCK,
+    ATTRIBUTE_NAME_LEN_MAX, ATTRIBUTE_VALUE_LEN_MAX,
+};
 pub use extent::{
     au_mask, AuAddr, Extent, RawCopy, RawExtent, COPIES_MAX, EXTENT_INITIALIZED, NO_DISK,
 };

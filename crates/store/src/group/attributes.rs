@@ -2,11 +2,10 @@
 //! their defaults and ranges, kept in the attributes metadata file (one
 //! block, through the journal like every metadata change).
 
-use cairn_format::group as fmt;
-
 use super::error::GroupError;
 use super::mounted::Group;
 use super::parts::members::Member;
+use super::parts::settings::Refused;
 use super::parts::txn::Dirty;
 
 /// What a key accepts, for the refusal that lists the keys.
@@ -173,6 +172,14 @@ fn validate(key: &str, value: &str) -> Result<String, String> {
     }
 }
 
+/// A setting the attributes block cannot hold, as the command's error.
+pub(super) fn refused(why: Refused) -> GroupError {
+    match why {
+        Refused::Full(why) => GroupError::NoSpace(why),
+        Refused::TooLong(why) => GroupError::Invalid(why),
+    }
+}
+
 /// The keys and what they take, for a refusal.
 fn keys_help() -> String {
     ATTRIBUTES
@@ -191,10 +198,9 @@ impl Group<'_> {
     pub fn attribute(&self, key: &str) -> Option<String> {
         let spec = ATTRIBUTES.iter().find(|a| a.name == key)?;
         Some(
-            self.attributes
-                .iter()
-                .find(|(k, _)| k == key)
-                .map_or_else(|| spec.default.to_string(), |(_, v)| v.clone()),
+            self.settings
+                .attribute(key)
+                .map_or_else(|| spec.default.to_string(), str::to_string),
         )
     }
 
@@ -233,18 +239,13 @@ impl Group<'_> {
                     keys_help()
                 ))
             })?;
+            self.settings
+                .attribute_fits(&key, &value)
+                .map_err(refused)?;
             checked.push((key, value));
         }
         for (key, value) in checked {
-            match self.attributes.iter_mut().find(|(k, _)| *k == key) {
-                Some(slot) => slot.1 = value,
-                None => {
-                    if self.attributes.len() >= fmt::ATTRIBUTES_PER_BLOCK {
-                        return Err(GroupError::NoSpace("the attributes block is full".into()));
-                    }
-                    self.attributes.push((key, value));
-                }
-            }
+            self.settings.set_attribute(&key, value).map_err(refused)?;
         }
         self.txn.mark(Dirty::Attributes);
         self.commit()?;

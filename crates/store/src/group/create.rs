@@ -74,8 +74,8 @@ pub fn create<'e>(
         0,
         members,
     );
-    group.templates = default_templates();
-    group.attributes = group.default_attributes();
+    let attributes = group.default_attributes();
+    group.settings.load(default_templates(), attributes);
     group.apply_io_timeout();
 
     group.place_metadata_files(spec)?;

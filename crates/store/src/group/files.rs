@@ -10,7 +10,6 @@
 
 use std::collections::BTreeSet;
 
-use cairn_format::group as fmt;
 use cairn_format::group::{
     AliasKind, FileEntry, FileState, Template, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
     FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_COARSE, TEMPLATE_NAME_LEN_MAX,
@@ -23,6 +22,7 @@ use super::mounted::Group;
 use super::namespace::split;
 use super::parts::damage::LostBlock;
 use super::parts::files::FileRec;
+use super::parts::settings::Refused;
 use super::parts::txn::Dirty;
 use crate::names::{Component, GroupPath};
 use crate::placement::FileLayout;
@@ -47,25 +47,18 @@ impl Group<'_> {
     pub fn ensure_template(&mut self, name: &str) -> Result<bool, GroupError> {
         self.check_writable()?;
         let name = name.to_ascii_uppercase();
-        if self.templates.iter().any(|t| t.name == name) {
+        if self.settings.template(&name).is_some() {
             return Ok(false);
         }
-        if self.templates.len() >= fmt::TEMPLATES_PER_BLOCK {
-            return Err(GroupError::Invalid(format!(
-                "the group has {} templates, the most it keeps",
-                self.templates.len()
-            )));
-        }
-        if name.is_empty() || name.len() > TEMPLATE_NAME_LEN_MAX {
-            return Err(GroupError::Invalid(format!(
-                "template name {name:?}: 1 to {TEMPLATE_NAME_LEN_MAX} characters"
-            )));
-        }
-        self.templates.push(Template {
-            name,
-            copies: 0,
-            striping: STRIPING_COARSE,
-        });
+        self.settings
+            .add_template(Template {
+                name,
+                copies: 0,
+                striping: STRIPING_COARSE,
+            })
+            .map_err(|why| match why {
+                Refused::Full(why) | Refused::TooLong(why) => GroupError::Invalid(why),
+            })?;
         self.txn.mark(Dirty::Templates);
         Ok(true)
     }
@@ -142,14 +135,14 @@ impl Group<'_> {
             .unwrap_or_else(|| "DEFAULT".into())
             .to_ascii_uppercase();
         let template = self
-            .templates
-            .iter()
-            .find(|t| t.name == template_name)
+            .settings
+            .template(&template_name)
             .cloned()
             .ok_or_else(|| {
                 GroupError::Invalid(format!(
                     "no template {template_name}; the group has {}",
-                    self.templates
+                    self.settings
+                        .templates()
                         .iter()
                         .map(|t| t.name.as_str())
                         .collect::<Vec<_>>()

@@ -23,6 +23,7 @@ impl Group<'_> {
     /// [`FileTable::check_invariants`](super::parts::files::FileTable::check_invariants),
     /// [`Damage::check_invariants`](super::parts::damage::Damage::check_invariants),
     /// [`Zeroings::check_invariants`](super::parts::zeroings::Zeroings::check_invariants),
+    /// [`Settings::check_invariants`](super::parts::settings::Settings::check_invariants),
     /// [`Members::check_invariants`](super::parts::members::Members::check_invariants),
     /// [`JournalRing::check_invariants`](super::parts::journal_ring::JournalRing::check_invariants),
     /// [`Txn::check_invariants`](super::parts::txn::Txn::check_invariants),
@@ -48,6 +49,7 @@ impl Group<'_> {
         self.names.check_invariants(&mut out);
         self.damage.check_invariants(&mut out);
         self.zeroings.check_invariants(&mut out);
+        self.settings.check_invariants(&mut out);
         self.check_damage(&mut out);
         self.files
             .check_invariants(|n| self.damage.is_lost(LostBlock::Map(n)), &mut out);

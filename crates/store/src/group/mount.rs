@@ -631,7 +631,7 @@ fn load_metadata(
     group.load_aliases()?;
     group.find_orphan_parents();
     report.damage.extend(group.describe_shared_aus());
-    group.templates = group
+    let templates = group
         .read_small_file(
             FILE_TEMPLATES,
             BlockType::Template,
@@ -639,7 +639,7 @@ fn load_metadata(
             fmt::decode_templates,
         )?
         .unwrap_or_else(default_templates);
-    group.attributes = match group.read_small_file(
+    let attributes = match group.read_small_file(
         FILE_ATTRIBUTES,
         BlockType::Attribute,
         LostBlock::Attributes,
@@ -648,6 +648,7 @@ fn load_metadata(
         Some(a) => a,
         None => group.default_attributes(),
     };
+    group.settings.load(templates, attributes);
     group.apply_io_timeout();
     report.damage.extend(group.describe_lost());
     Ok(())

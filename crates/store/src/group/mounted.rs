@@ -62,8 +62,8 @@ pub struct Group<'e> {
     pub(super) names: parts::names::NameTable,
     /// The damage the mount found, and what became of it (`parts/damage.rs`).
     pub(super) damage: parts::damage::Damage,
-    pub(super) templates: Vec<Template>,
-    pub(super) attributes: Vec<(String, String)>,
+    /// Templates and attributes (`parts/settings.rs`).
+    pub(super) settings: parts::settings::Settings,
     /// Where the journal ring stands (`parts/journal_ring.rs`).
     pub(super) journal: parts::journal_ring::JournalRing,
     /// The running transaction (`parts/txn.rs`).
@@ -156,8 +156,7 @@ impl<'e> Group<'e> {
             files: parts::files::FileTable::new(u64::from(sup.au_bytes)),
             names: parts::names::NameTable::default(),
             damage: parts::damage::Damage::default(),
-            templates: Vec::new(),
-            attributes: Vec::new(),
+            settings: parts::settings::Settings::default(),
             journal: parts::journal_ring::JournalRing::default(),
             txn: parts::txn::Txn::default(),
             poisoned: None,
@@ -200,10 +199,10 @@ impl<'e> Group<'e> {
         self.sector_bytes
     }
     pub fn templates(&self) -> &[Template] {
-        &self.templates
+        self.settings.templates()
     }
     pub fn attributes(&self) -> &[(String, String)] {
-        &self.attributes
+        self.settings.attributes()
     }
     /// Give the engine back (tests crash the simulator after a group "dies").
     pub fn engine(&mut self) -> &mut dyn IoEngine {

@@ -152,8 +152,8 @@ impl Group<'_> {
                 let records: Vec<&AliasRecord> = self.names.range(first..last).collect();
                 fmt::encode_alias_block(&mut block, index, &records);
             }
-            Dirty::Templates => fmt::encode_templates(&mut block, &self.templates),
-            Dirty::Attributes => fmt::encode_attributes(&mut block, &self.attributes),
+            Dirty::Templates => fmt::encode_templates(&mut block, self.settings.templates()),
+            Dirty::Attributes => fmt::encode_attributes(&mut block, self.settings.attributes()),
         }
         meta::seal(&mut block, id, self.uuid, generation);
         block

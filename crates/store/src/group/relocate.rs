@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cairn_format::group::{AuAddr, DiskState, Extent};
 use cairn_io::DeviceId;
 
+use super::attributes::refused;
 use super::error::GroupError;
 use super::limits::{CLEAN_CLEARS_PER_COMMIT, STEP_DIRTY_MAX};
 use super::mounted::Group;
@@ -91,10 +92,9 @@ impl Group<'_> {
 
     /// The power a pending rebalance was left at (`None`: none pending).
     pub fn rebalance_pending(&self) -> Option<usize> {
-        self.attributes
-            .iter()
-            .find(|(k, _)| k == REBALANCE_PENDING_KEY)
-            .and_then(|(_, v)| v.parse().ok())
+        self.settings
+            .attribute(REBALANCE_PENDING_KEY)
+            .and_then(|v| v.parse().ok())
     }
 
     /// Record (or clear) a pending rebalance and its power, durably.
@@ -102,10 +102,11 @@ impl Group<'_> {
         if self.rebalance_pending() == power {
             return Ok(());
         }
-        self.attributes.retain(|(k, _)| k != REBALANCE_PENDING_KEY);
+        self.settings.clear_attribute(REBALANCE_PENDING_KEY);
         if let Some(p) = power {
-            self.attributes
-                .push((REBALANCE_PENDING_KEY.to_string(), p.to_string()));
+            self.settings
+                .set_attribute(REBALANCE_PENDING_KEY, p.to_string())
+                .map_err(refused)?;
         }
         self.txn.mark(Dirty::Attributes);
         self.commit()

@@ -17,6 +17,8 @@
 //! - `members.rs`: the member disks (which slot holds which disk, the
 //!   numbers a new disk may take);
 //! - `names.rs`: the name table (records and their index, ids held back);
+//! - `settings.rs`: the templates and attributes, as their blocks hold
+//!   them;
 //! - `state_log.rs`: the disks' state log (the directory last recorded,
 //!   the reasons said for changes, the counts);
 //! - `txn.rs`: the running transaction (what it dirtied, the disks its
@@ -30,6 +32,7 @@ pub(super) mod files;
 pub(super) mod journal_ring;
 pub(super) mod members;
 pub(super) mod names;
+pub(super) mod settings;
 pub(super) mod state_log;
 pub(super) mod txn;
 pub(super) mod unpublished;
