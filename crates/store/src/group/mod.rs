@@ -54,9 +54,10 @@
 //! - `check.rs`: `cairn group check`.
 //! - `parts/`: the parts that own their state behind their own functions
 //!   (the member disks, the journal ring, the name table, the file table
-//!   (every file's entry and extent map), the running
-//!   transaction, the disks' state log, what the data plane has not been
-//!   shown yet); `invariants.rs`: [`Group::check_invariants`], what holds after every operation that
+//!   (every file's entry and extent map), the damage a mount found, the
+//!   settings (templates and attributes), the metadata plane's zeroings,
+//!   the running transaction, the disks' state log, what the data plane
+//!   has not been shown yet); `invariants.rs`: [`Group::check_invariants`], what holds after every operation that
 //!   succeeded, which the crash and interleaving simulators check after
 //!   every step;
 //! - `offline_online.rs`: disks taken offline and brought back;
