@@ -16,10 +16,10 @@ use cairn_kit::result::BenchResult;
 use cairn_kit_group::CairnTargets;
 use clap::{Args, Subcommand};
 
+use crate::args::EngineArg;
 use crate::bench_cmd::{check_run, engine_maker, fill_progress, Display};
 use crate::bench_common::{clock_seed, timestamp};
 use crate::signals::{install_interrupt_handler, INTERRUPTED};
-use crate::EngineArg;
 
 #[derive(Subcommand)]
 pub(crate) enum AwrCommand {
@@ -186,7 +186,7 @@ fn replay_report(args: ReplayArgs, engine: EngineArg) -> Result<()> {
     let size_bytes = args
         .size
         .as_deref()
-        .map(crate::parse_size)
+        .map(crate::args::parse_size)
         .transpose()
         .map_err(|e| anyhow!("--size: {e:#}"))?;
     let out = args
@@ -295,7 +295,7 @@ fn derive_options(
         .transpose()
         .map_err(|e| anyhow!("{e}"))?;
     let redo_write_bytes = redo_write_size
-        .map(crate::parse_size)
+        .map(crate::args::parse_size)
         .transpose()
         .map_err(|e| anyhow!("--redo-write-size: {e:#}"))?;
     let elapsed_s = duration.as_secs().max(1);

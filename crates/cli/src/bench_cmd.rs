@@ -20,11 +20,11 @@ use cairn_kit_report::live;
 use cairn_kit_report::report_file;
 use clap::{Args, Subcommand};
 
+use crate::args::EngineArg;
 use crate::bench_common::{bytes_bar, clock, clock_seed, timestamp};
 use crate::signals::{
     install_end_pause_handler, install_interrupt_handler, END_PAUSE, INTERRUPTED,
 };
-use crate::EngineArg;
 
 #[derive(Subcommand)]
 pub(crate) enum BenchCommand {
@@ -125,7 +125,7 @@ pub(crate) fn discovery_for<'p>(
     if !grouped {
         return Ok(None);
     }
-    Ok(Some(crate::discovery(discover.discover.as_deref())?))
+    Ok(Some(crate::args::discovery(discover.discover.as_deref())?))
 }
 
 pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> {
@@ -164,7 +164,8 @@ pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> 
             common,
         } => {
             let rw: QuickRw = rw.parse().map_err(|e: quick::UnknownRw| anyhow!(e))?;
-            let bs = XferSize::Fixed(crate::parse_size(&bs).map_err(|e| anyhow!("--bs: {e:#}"))?);
+            let bs =
+                XferSize::Fixed(crate::args::parse_size(&bs).map_err(|e| anyhow!("--bs: {e:#}"))?);
             let rate = quick::parse_rate(&rate).map_err(|e| anyhow!(e))?;
             let arrival = match distribution.as_str() {
                 "exponential" => Arrival::Exponential,
@@ -173,7 +174,7 @@ pub(crate) fn run_bench(command: BenchCommand, engine: EngineArg) -> Result<()> 
                 d => bail!("--distribution `{d}`: expected exponential, uniform or deterministic"),
             };
             let size = size
-                .map(|s| crate::parse_size(&s).map_err(|e| anyhow!("--size: {e:#}")))
+                .map(|s| crate::args::parse_size(&s).map_err(|e| anyhow!("--size: {e:#}")))
                 .transpose()?;
             let args = QuickArgs {
                 targets,
@@ -276,7 +277,7 @@ fn measure(
             opener: &opener,
             force: common.force,
             fill_progress: &mut progress,
-            engine: crate::engine_kind(engine),
+            engine: crate::args::engine_kind(engine),
         },
     )
     .map_err(|e| anyhow!("{e}"))?;

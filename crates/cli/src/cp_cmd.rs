@@ -25,7 +25,7 @@ use cairn_command::{Input, Outcome, Reply};
 use cairn_store::file_copy;
 use cairn_store::names::GroupPath;
 
-use crate::EngineArg;
+use crate::args::EngineArg;
 
 /// A `cp` as the command line asks for it.
 pub(crate) struct Copy {
@@ -54,7 +54,7 @@ impl Copy {
     }
 
     fn request(&self, request: Request, input: Input, fds: &[BorrowedFd<'_>]) -> Result<Reply> {
-        crate::request_reply(
+        crate::carry::request_reply(
             request,
             self.discover.as_deref(),
             false,
@@ -140,7 +140,7 @@ impl Copy {
             // Never handed to a service: carried out here, whoever holds
             // the group (a service's lock refuses this mount, saying so).
             let mut shown = crate::show::Shown::new(false);
-            crate::execute_here(
+            crate::carry::execute_here(
                 request,
                 self.discover.as_deref(),
                 self.engine,
@@ -178,7 +178,7 @@ impl Copy {
         };
         // A service answers first (with where to read the file); else the
         // destination is made ready before this process mounts the group.
-        let d = crate::discovery(self.discover.as_deref())
+        let d = crate::args::discovery(self.discover.as_deref())
             .map(|d| d.text)
             .unwrap_or_default();
         let mut shown = crate::show::Shown::new(false);
@@ -197,7 +197,7 @@ impl Copy {
             source: None,
             destination: Some(prepared),
         };
-        let reply = crate::execute_here(
+        let reply = crate::carry::execute_here(
             request,
             self.discover.as_deref(),
             self.engine,

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use cairn_command::request::{NewDiskSpec, ReclaimWay, Request, Resize, Setting, POWER_MAX};
 use clap::Subcommand;
 
-use crate::{Discover, Output};
+use crate::args::{Discover, Output};
 
 #[derive(Subcommand)]
 pub enum GroupCommand {
@@ -360,7 +360,7 @@ impl GroupCommand {
                 group: name,
                 redundancy,
                 disks: new_disks(&disks)?,
-                au_bytes: crate::parse_size(&au_size)?,
+                au_bytes: crate::args::parse_size(&au_size)?,
                 sector_bytes: sector_size,
                 force,
                 take_from: take_from_group,
@@ -574,6 +574,6 @@ fn resize_arg(s: &str) -> Result<(String, u64), String> {
     if disk.trim().is_empty() {
         return Err(format!("{s:?}: name the disk before '=' (its label)"));
     }
-    let bytes = crate::parse_size(size).map_err(|e| format!("{e:#}"))?;
+    let bytes = crate::args::parse_size(size).map_err(|e| format!("{e:#}"))?;
     Ok((disk.trim().to_string(), bytes))
 }

@@ -13,9 +13,11 @@
 //! check` found the group consistent but DEGRADED (a disk missing or
 //! offline).
 
+mod args;
 mod awr_cmd;
 mod bench_cmd;
 mod bench_common;
+mod carry;
 mod cp_cmd;
 mod forward;
 mod group_cmd;
@@ -27,20 +29,22 @@ mod show;
 mod signals;
 mod volume_cmd;
 
+use args::{discovery, engine_depth, parse_size, Discover, EngineArg, Output};
+use carry::carry_out;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use cairn_command::request::Request;
-use cairn_command::{Caller, Input, Outcome};
+use cairn_command::Outcome;
 use cairn_format::DiskLabel;
 use cairn_io::host::Host;
-use cairn_io::{new_file_engine, EngineKind, FileEngine};
+use cairn_io::FileEngine;
 use cairn_store::admin::{self, LabelRequest};
-use cairn_store::discovery::DiscoveryString;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 /// The exit status of a `group check` that found nothing wrong but a disk not
 /// in use: not clean, and not damaged either.
@@ -64,13 +68,6 @@ struct Cli {
 
     #[command(subcommand)]
     noun: Noun,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub(crate) enum EngineArg {
-    Auto,
-    Uring,
-    Sync,
 }
 
 #[derive(Subcommand)]
@@ -175,20 +172,6 @@ enum DeviceCommand {
     },
 }
 
-#[derive(Args)]
-pub(crate) struct Output {
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub(crate) json: bool,
-}
-
-#[derive(Args)]
-pub(crate) struct Discover {
-    /// Comma-separated globs where disks are looked for (else $CAIRN_DISCOVER, else the config file, else a default).
-    #[arg(long, value_name = "GLOBS")]
-    pub(crate) discover: Option<String>,
-}
-
 #[derive(Subcommand)]
 enum DiskCommand {
     /// Write a Cairn label (header and two backup copies). Refuses devices that carry data of any kind unless --force.
@@ -248,50 +231,6 @@ enum DiskCommand {
 
 fn engine(kind: EngineArg) -> Result<Box<dyn FileEngine>> {
     engine_depth(kind, ADMIN_DEPTH)
-}
-
-pub(crate) fn engine_depth(kind: EngineArg, depth: usize) -> Result<Box<dyn FileEngine>> {
-    new_file_engine(engine_kind(kind), depth)
-        .context("cannot start the io_uring engine; try --engine sync")
-}
-
-pub(crate) fn engine_kind(arg: EngineArg) -> EngineKind {
-    match arg {
-        EngineArg::Auto => EngineKind::Auto,
-        EngineArg::Uring => EngineKind::Uring,
-        EngineArg::Sync => EngineKind::Sync,
-    }
-}
-
-/// A size from the command line: `4M`, `64m`, `1048576`, `1.5g`, and the
-/// same with `iB` or `B` after the unit (`4MiB`, `4MB`, `512B`). Units are
-/// powers of 1024, as every size in Cairn (AUs, sectors, transfers) is.
-pub(crate) fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim();
-    let unit = |c: char| matches!(c.to_ascii_lowercase(), 'k' | 'm' | 'g' | 't');
-    let core = if let Some(rest) = t.strip_suffix("iB").or_else(|| t.strip_suffix("ib")) {
-        rest.ends_with(unit).then_some(rest)
-    } else if let Some(rest) = t.strip_suffix('B').or_else(|| t.strip_suffix('b')) {
-        Some(rest)
-    } else {
-        Some(t)
-    };
-    let parsed = core
-        .filter(|c| !c.is_empty())
-        .map(cairn_kit::quick::parse_size);
-    match parsed {
-        Some(Ok(bytes)) => Ok(bytes),
-        Some(Err(e)) => bail!(
-            "size {text:?}: {e}; write a number with an optional unit: 4096, 64K, 4M, 4MiB, 1G"
-        ),
-        None => {
-            bail!("size {text:?}: write a number with an optional unit: 4096, 64K, 4M, 4MiB, 1G")
-        }
-    }
-}
-
-pub(crate) fn discovery(flag: Option<&str>) -> Result<DiscoveryString> {
-    Ok(cairn_command::resolve_discovery(flag)?)
 }
 
 pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<()> {
@@ -434,71 +373,6 @@ fn device_probe(paths: &[PathBuf], json: bool, host: &Host) -> Result<Outcome> {
     })
 }
 
-/// A command's request carried out: by the service, when one answers for
-/// what it is about; else here, through the same executor, on a mount of
-/// this command's own. Its events are shown as it goes, then its reply.
-pub(crate) fn carry_out(
-    request: Request,
-    discover: Option<&str>,
-    json: bool,
-    engine: EngineArg,
-) -> Result<Outcome> {
-    let reply = request_reply(request, discover, json, engine, Input::default(), &[])?;
-    show::reply(&reply, json)
-}
-
-/// [`carry_out`] up to the reply, with what comes with the request: `fds`
-/// for the service, `input` for this process's own executor.
-pub(crate) fn request_reply(
-    request: Request,
-    discover: Option<&str>,
-    json: bool,
-    engine: EngineArg,
-    input: Input,
-    fds: &[std::os::fd::BorrowedFd<'_>],
-) -> Result<cairn_command::Reply> {
-    let mut shown = show::Shown::new(json);
-    let forwarded = match request.concern() {
-        cairn_command::request::Concern::Asker => None,
-        _ => {
-            // The discovery string goes along as resolved: the service
-            // answers for a group only when it reaches the very group it
-            // holds.
-            let d = discovery(discover).map(|d| d.text).unwrap_or_default();
-            forward::forward(&request, &d, fds, &mut shown)
-        }
-    };
-    let reply = match forwarded {
-        Some(Ok(reply)) => reply,
-        Some(Err(refused)) => return Err(refused.into()),
-        None => execute_here(request, discover, engine, input, &mut shown)?,
-    };
-    shown.finish();
-    Ok(reply)
-}
-
-/// Carry `request` out in this process, on a mount of its own.
-pub(crate) fn execute_here(
-    request: Request,
-    discover: Option<&str>,
-    engine: EngineArg,
-    input: Input,
-    events: &mut dyn cairn_command::Events,
-) -> Result<cairn_command::Reply> {
-    let host = cairn_command::held::HeldHost::new(
-        discovery(discover)?,
-        engine_kind(engine),
-        cairn_store::group_lock::run_dir(),
-    );
-    Ok(cairn_command::execute(
-        &host,
-        &Caller::this_process(),
-        request,
-        input,
-        events,
-    )?)
-}
-
 fn disk(command: DiskCommand, engine_kind: EngineArg, host: &Host) -> Result<Outcome> {
     let mut engine = engine(engine_kind)?;
     let engine = engine.as_mut();
@@ -631,31 +505,6 @@ fn main() -> ExitCode {
             } else {
                 ExitCode::FAILURE
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod size_tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_take_their_unit_with_or_without_ib() {
-        for (text, bytes) in [
-            ("4M", 4 << 20),
-            ("4m", 4 << 20),
-            ("4MiB", 4 << 20),
-            ("4MB", 4 << 20),
-            ("64KiB", 64 << 10),
-            ("1g", 1 << 30),
-            ("1048576", 1 << 20),
-            ("512B", 512),
-            ("2T", 2 << 40),
-        ] {
-            assert_eq!(parse_size(text).ok(), Some(bytes), "{text}");
-        }
-        for bad in ["", "B", "iB", "4iB", "4X", "4MiBs", "-1M", "M"] {
-            assert!(parse_size(bad).is_err(), "{bad:?} accepted");
         }
     }
 }

@@ -18,9 +18,9 @@ use cairn_oltp::session::ReadPath;
 use cairn_oltp::stats::Event;
 use clap::{Args, Subcommand, ValueEnum};
 
+use crate::args::{engine_kind, EngineArg};
 use crate::bench_common::{bytes_bar, clock, clock_seed, timestamp};
 use crate::signals::{install_interrupt_handler, INTERRUPTED};
-use crate::{engine_kind, EngineArg};
 
 #[derive(Subcommand)]
 pub(crate) enum OltpCommand {
@@ -119,7 +119,7 @@ pub(crate) enum ReadPathArg {
 }
 
 fn size_arg(s: &str) -> Result<u64, String> {
-    crate::parse_size(s).map_err(|e| format!("{e:#}"))
+    crate::args::parse_size(s).map_err(|e| format!("{e:#}"))
 }
 
 pub(crate) fn run_oltp(command: OltpCommand, engine: EngineArg) -> Result<()> {

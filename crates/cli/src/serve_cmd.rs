@@ -13,7 +13,8 @@ use cairn_store::group_lock::GroupLock;
 use cairn_store::{group, group_admin, group_lock};
 use clap::Args;
 
-use crate::{discovery, engine_kind, Discover, EngineArg, Outcome};
+use crate::args::{discovery, engine_kind, Discover, EngineArg};
+use cairn_command::Outcome;
 
 /// Requests a live group's metadata engine holds.
 const SERVE_DEPTH: usize = 64;

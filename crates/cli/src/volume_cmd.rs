@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use cairn_command::request::Request;
 use clap::Subcommand;
 
-use crate::Output;
+use crate::args::Output;
 
 #[derive(Subcommand)]
 pub(crate) enum VolumeCommand {
@@ -69,14 +69,14 @@ impl VolumeCommand {
                 ..
             } => Request::VolumeCreate {
                 name,
-                size_bytes: crate::parse_size(&size).context("--size")?,
+                size_bytes: crate::args::parse_size(&size).context("--size")?,
                 redundancy,
             },
             Self::Attach { name, .. } => Request::VolumeAttach { name },
             Self::Detach { name } => Request::VolumeDetach { name },
             Self::Resize { name, size } => Request::VolumeResize {
                 name,
-                size_bytes: crate::parse_size(&size).context("--size")?,
+                size_bytes: crate::args::parse_size(&size).context("--size")?,
             },
             Self::List { group, .. } => Request::VolumeList { group },
         })

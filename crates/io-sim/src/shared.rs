@@ -23,7 +23,7 @@ use cairn_io::{
     Completion, DeviceId, EngineStats, Geometry, IoEngine, IoError, Op, Request, SubmitError,
 };
 
-use crate::SimEngine;
+use crate::engine::SimEngine;
 
 struct State {
     sim: SimEngine,

@@ -33,7 +33,7 @@ use rustix::net::{
     SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
 };
 
-use crate::ServeError;
+use crate::error::ServeError;
 
 /// Where the socket is unless `--socket` or `$CAIRN_SOCKET` says otherwise.
 pub const SOCKET_PATH_DEFAULT: &str = "/run/cairn/cairn.sock";

@@ -33,7 +33,7 @@ const TTL: Duration = Duration::from_secs(1);
 pub struct GroupFs {
     vfs: Vfs,
     /// What the file system served, per group slot (atomics).
-    stats: Vec<Arc<crate::metrics::IoStats>>,
+    stats: Vec<Arc<crate::io_stats::IoStats>>,
     notifier: Arc<OnceLock<fuser::Notifier>>,
 }
 
@@ -158,7 +158,7 @@ impl GroupFs {
     }
 
     /// The counters of the group in `slot`.
-    pub fn stats(&self, slot: usize) -> Option<Arc<crate::metrics::IoStats>> {
+    pub fn stats(&self, slot: usize) -> Option<Arc<crate::io_stats::IoStats>> {
         self.stats.get(slot).cloned()
     }
 
@@ -172,7 +172,7 @@ impl GroupFs {
     }
 
     /// The counters of the group a file's inode is in.
-    fn file_stats(&self, ino: INodeNo) -> Option<&crate::metrics::IoStats> {
+    fn file_stats(&self, ino: INodeNo) -> Option<&crate::io_stats::IoStats> {
         self.vfs
             .file_slot(ino.0)
             .and_then(|slot| self.stats.get(slot))

@@ -41,7 +41,7 @@ use cairn_store::group_lock;
 use cairn_store::names::GroupPath;
 
 use crate::control::{Commands, Peer, Replier};
-use crate::Held;
+use crate::held::Held;
 
 /// The power a pending rebalance resumes at when its recorded power does
 /// not fit a command's (it always does, unless the record is damaged).
@@ -66,7 +66,7 @@ pub struct HeldGroup {
 
 /// The service's file system over one group.
 struct ServedMount {
-    names: crate::Names,
+    names: crate::fs::Names,
     /// Where the group's root is served.
     root: PathBuf,
 }

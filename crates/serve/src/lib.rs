@@ -16,8 +16,11 @@
 //! - [`metrics`]: Prometheus text and `cairn status`.
 
 pub mod control;
+mod error;
 mod fs;
+mod held;
 pub mod host;
+mod io_stats;
 pub mod metrics;
 pub mod volume;
 
@@ -25,23 +28,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use control::{Commands, ControlSocket};
+pub use error::ServeError;
 pub use fs::{GroupFs, Names, Served};
+pub use held::Held;
 
-use cairn_store::group::{GroupError, LiveGroup};
-
-/// Why serving stopped or could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error("cannot mount the file system at {path}: {error}")]
-    Mount {
-        path: PathBuf,
-        error: std::io::Error,
-    },
-    #[error(transparent)]
-    Group(#[from] GroupError),
-}
+use cairn_store::group::LiveGroup;
 
 /// How to serve.
 pub struct ServeOptions {
@@ -62,19 +53,6 @@ pub struct ServeOptions {
     /// kernel's own time), so an unmount tried once, right after a database
     /// closed its last file, can find it busy.
     pub stop_wait: std::time::Duration,
-}
-
-/// A group as the control socket's commands see it.
-#[derive(Clone)]
-pub struct Held {
-    /// Upper case, as the group is named.
-    pub name: String,
-    pub group: Arc<LiveGroup>,
-    /// Its name space as the file system knows it (what `cairn rm` goes
-    /// through).
-    pub names: Names,
-    /// What the file system served on it.
-    pub stats: Arc<metrics::IoStats>,
 }
 
 /// Makes the commands the control socket carries out, once the groups are

@@ -34,21 +34,12 @@ use prometheus_client::encoding::{
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::{Held, ServeError};
+use crate::error::ServeError;
+use crate::held::Held;
 
 pub use cairn_io::counted::{DeviceIoSnapshot, OpSnapshot, OpStats, LATENCY_BUCKETS_US};
 
-/// The file system's I/O on one group.
-#[derive(Default)]
-pub struct IoStats {
-    pub reads: OpStats,
-    pub writes: OpStats,
-    pub syncs: OpStats,
-    /// `fallocate` with a mode: hole punches (a volume's discards) and
-    /// zeroed ranges; bytes are the ranges' lengths.
-    pub discards: OpStats,
-}
-
+pub use crate::io_stats::IoStats;
 pub use cairn_command::status::{DiskStatus, GroupStatus, Status, VolumeStatus};
 
 /// The volumes exported from `mountpoint` (the service's mount).

@@ -10,7 +10,7 @@ use cairn_io::host::Host as OsHost;
 use cairn_store::group;
 use cairn_store::group_admin::{self, DiskArg};
 
-use super::{Exec, ENGINE_DEPTH};
+use super::executor::{Exec, ENGINE_DEPTH};
 use crate::error::CommandError;
 use crate::event::{Event, Events};
 use crate::host::{Host, Opened};

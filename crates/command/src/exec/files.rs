@@ -9,7 +9,7 @@ use cairn_store::group::{AttrChange, GroupError};
 use cairn_store::group_copy::{self, CopyRequest};
 use cairn_store::names::GroupPath;
 
-use super::Exec;
+use super::executor::Exec;
 use crate::access;
 use crate::error::CommandError;
 use crate::event::{Event, Events, Progress, Unit};

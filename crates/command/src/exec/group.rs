@@ -11,7 +11,7 @@ use cairn_store::group::{self, Group, GroupSpec, Redundancy};
 use cairn_store::group_admin::{self, DiskArg};
 
 use super::disks::NewDisks;
-use super::{Exec, ENGINE_DEPTH};
+use super::executor::{Exec, ENGINE_DEPTH};
 use crate::error::CommandError;
 use crate::event::{Event, Events, Progress, Unit};
 use crate::host::{Access, LongOp, Opened, Work};

@@ -8,28 +8,23 @@
 //! rule is enforced by both doors or by neither.
 
 mod disks;
+mod executor;
 mod files;
 mod group;
 mod volume;
 
-use std::sync::Arc;
-
-use cairn_store::ops::OpTracker;
-
 use crate::caller::Caller;
 use crate::error::CommandError;
 use crate::event::{Event, Events};
-use crate::host::{Access, Host, Opened};
+use crate::host::{Host, Opened};
 use crate::reply::Reply;
 use crate::request::{Authority, Request};
+
+use executor::{no_service, Exec};
 
 pub use disks::{attach_found, left_discovery, NotAttached};
 pub use files::{CopySource, Input};
 pub use group::summary_of;
-
-/// Requests in flight for the engines the executor opens itself (new
-/// disks, a group listed).
-pub(crate) const ENGINE_DEPTH: usize = 64;
 
 /// Carry out `request` for `caller` on `host`, telling `events` as it goes.
 /// `input`: what came with the request (the file `cp` copies in).
@@ -184,68 +179,6 @@ pub fn execute(
         Request::VolumeDetach { name } => x.volume_detach(&name, events),
         Request::VolumeResize { name, size_bytes } => x.volume_resize(&name, size_bytes, events),
         Request::VolumeList { group } => x.volume_list(group.as_deref(), events),
-    }
-}
-
-/// What a command that only a service carries out says without one.
-fn no_service(what: &str) -> CommandError {
-    CommandError::failed(format!(
-        "no Cairn service answers on {}, and `cairn {what}` is the service's to answer (start one with `cairn serve`, or set $CAIRN_SOCKET to its socket)",
-        socket_shown()
-    ))
-}
-
-fn socket_shown() -> String {
-    std::env::var("CAIRN_SOCKET")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "/run/cairn/cairn.sock".into())
-}
-
-/// One command's executor: the host and who asks.
-struct Exec<'a> {
-    host: &'a dyn Host,
-    caller: &'a Caller,
-}
-
-impl Exec<'_> {
-    /// Open group `name`, run `f` on it, and close it whatever `f` did
-    /// (a host that mounted it dismounts it, saying which disks the command
-    /// took offline).
-    fn with_group<R>(
-        &self,
-        name: &str,
-        access: Access,
-        events: &mut dyn Events,
-        f: impl FnOnce(&Arc<Opened>, &mut dyn Events) -> Result<R, CommandError>,
-    ) -> Result<R, CommandError> {
-        let g = self.host.open(name, access, events)?;
-        let result = f(&g, events);
-        let closed = self.host.close(g, result.is_err(), events);
-        let r = result?;
-        closed?;
-        Ok(r)
-    }
-
-    /// A status file `group ops` lists while a long operation runs.
-    fn tracker(
-        run_dir: &std::path::Path,
-        g: &Opened,
-        pass: &str,
-        power: u16,
-        rebuild_aus: u64,
-    ) -> Result<OpTracker, CommandError> {
-        let (uuid, au) = g.live.meta(|m| (m.uuid(), m.au_bytes()))?;
-        Ok(OpTracker::start(
-            run_dir,
-            &g.name,
-            uuid,
-            pass,
-            usize::from(power),
-            au,
-            rebuild_aus,
-            false,
-        ))
     }
 }
 

@@ -6,7 +6,7 @@
 use cairn_store::group::{self, CreateOptions, Redundancy};
 use cairn_store::names::GroupPath;
 
-use super::{no_service, Exec};
+use super::executor::{no_service, Exec};
 use crate::access;
 use crate::error::CommandError;
 use crate::event::Events;
