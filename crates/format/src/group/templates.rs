@@ -4,7 +4,7 @@ use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout, Unaligne
 
 use crate::group::extent::COPIES_MAX;
 use crate::group::fields::{cast, cast_mut, get_name, put_name};
-use crate::group::file_entry::{STRIPING_COARSE, STRIPING_FINE};
+use crate::group::file_entry::{STRIPING_COARSE, STRIPING_FINE, TEMPLATE_NAME_LEN_MAX};
 use crate::meta::{invalid, payload, payload_mut, Block, MetaError, PAYLOAD_BYTES};
 
 pub const TEMPLATES_PER_BLOCK: usize = PAYLOAD_BYTES / 64;
@@ -55,8 +55,14 @@ pub fn decode_templates(block: &[u8]) -> Result<Vec<Template>, MetaError> {
         if r.striping != STRIPING_COARSE && r.striping != STRIPING_FINE {
             return Err(invalid("template.striping", format!("{}", r.striping)));
         }
+        let name = get_name(&r.name, "template.name")?;
+        // A file's entry names its template in 30 bytes: a longer name
+        // (or none) is one no Cairn writes.
+        if name.is_empty() || name.len() > TEMPLATE_NAME_LEN_MAX {
+            return Err(invalid("template.name", format!("{name:?}")));
+        }
         out.push(Template {
-            name: get_name(&r.name, "template.name")?,
+            name,
             copies: r.copies,
             striping: r.striping,
         });

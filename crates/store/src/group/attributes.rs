@@ -239,11 +239,9 @@ impl Group<'_> {
                     keys_help()
                 ))
             })?;
-            self.settings
-                .attribute_fits(&key, &value)
-                .map_err(refused)?;
             checked.push((key, value));
         }
+        self.settings.attributes_fit(&checked).map_err(refused)?;
         for (key, value) in checked {
             self.settings.set_attribute(&key, value).map_err(refused)?;
         }

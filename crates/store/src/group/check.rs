@@ -489,7 +489,7 @@ impl Group<'_> {
                 if let LostBlock::Map(n) = block {
                     // Cut where the map ends: the entry says so, and the
                     // indirect AUs past it go. (A file removed since took
-                    // its damage with it.)
+                    // its damage with it: a defence, never met.)
                     if let Some(keep) = self.files.get(n).map(|r| r.extents.len() as u64) {
                         self.trim_extents(n, keep)?;
                     }

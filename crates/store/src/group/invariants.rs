@@ -52,7 +52,7 @@ impl Group<'_> {
         self.settings.check_invariants(&mut out);
         self.check_damage(&mut out);
         self.files
-            .check_invariants(|n| self.damage.is_lost(LostBlock::Map(n)), &mut out);
+            .check_invariants(self.poisoned.is_none(), &mut out);
         self.members.check_invariants(&mut out);
         self.journal.check_invariants(&mut out);
         let at_rest = !self.live && self.poisoned.is_none();

@@ -227,7 +227,12 @@ impl Group<'_> {
         } else {
             self.dirty_extent(m.file, index);
         }
-        if !self.is_forced(from.disk) {
+        if self.is_forced(from.disk) {
+            // Nothing is freed on a disk dropped by force, but the file
+            // no longer claims the run there.
+            let au = u64::from(from.au);
+            self.damage.release(from.disk, au..au + m.aus, m.file);
+        } else {
             let gone = Extent::new(&[from], initialized);
             // Journaled metadata: the ring may hold records that target it.
             self.free_extent(m.file, &gone, if indirect { 0 } else { index }, true);

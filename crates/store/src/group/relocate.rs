@@ -438,7 +438,12 @@ impl Group<'_> {
         ext.copies[slot] = r.to;
         ext.stale[slot] = r.stale;
         self.dirty_extent(r.file, r.extent);
-        if !self.is_forced(r.from.disk) {
+        if self.is_forced(r.from.disk) {
+            // Nothing is freed on a disk dropped by force, but the file
+            // no longer claims the run there.
+            let au = u64::from(r.from.au);
+            self.damage.release(r.from.disk, au..au + r.aus, r.file);
+        } else {
             let gone = Extent::new(&[r.from], old.initialized);
             self.free_extent(r.file, &gone, r.extent, false);
         }

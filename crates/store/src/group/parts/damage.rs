@@ -5,8 +5,8 @@
 //!
 //! Owned by the [`Group`](super::super::Group) (changed only under the
 //! group's `&mut`, i.e. under a live group's `meta`). What is damaged is
-//! found at mount (`mount.rs`) and settled by `check --repair`, by the
-//! removal of what it belonged to, or by a commit that rewrites it; whether
+//! found at mount (`mount.rs`) and settled by `check --repair` or by the
+//! removal of what it belonged to (a file, a lost entry's names); whether
 //! a file may be written, and a number handed out, asks here. The rules
 //! that tie damage to the files (a cut map is a file's, a lost entry's
 //! number has no file) are checked across parts (`invariants.rs`).

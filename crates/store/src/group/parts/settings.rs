@@ -33,14 +33,40 @@ pub(in crate::group) struct Settings {
 }
 
 impl Settings {
-    /// The settings as read at mount (or made by a create).
+    /// The settings as read at mount (or made by a create). A name the
+    /// block holds twice (no Cairn writes one) is kept once, the first,
+    /// which is the one every lookup found.
     pub(in crate::group) fn load(
         &mut self,
-        templates: Vec<Template>,
-        attributes: Vec<(String, String)>,
+        mut templates: Vec<Template>,
+        mut attributes: Vec<(String, String)>,
     ) {
+        let mut seen = std::collections::BTreeSet::new();
+        templates.retain(|t| seen.insert(t.name.clone()));
+        let mut seen = std::collections::BTreeSet::new();
+        attributes.retain(|(k, _)| seen.insert(k.clone()));
         self.templates = templates;
         self.attributes = attributes;
+    }
+
+    /// Whether every pair of `pairs` fits the block at once (each pair's
+    /// length, and room for every new key together): asked before any of
+    /// them is set, so none is set when one would not fit.
+    pub(in crate::group) fn attributes_fit(
+        &self,
+        pairs: &[(String, String)],
+    ) -> Result<(), Refused> {
+        let mut new = std::collections::BTreeSet::new();
+        for (k, v) in pairs {
+            self.attribute_fits(k, v)?;
+            if self.attribute(k).is_none() {
+                new.insert(k.as_str());
+            }
+        }
+        if self.attributes.len() + new.len() > ATTRIBUTES_PER_BLOCK {
+            return Err(Refused::Full("the attributes block is full".into()));
+        }
+        Ok(())
     }
 
     // -----------------------------------------------------------------------
@@ -214,6 +240,32 @@ mod tests {
                 .any(|l| l.contains("attribute k1 is kept twice")),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn pairs_are_refused_together_and_a_name_read_twice_is_kept_once() {
+        let mut s = Settings::default();
+        let pair = |k: &str| (k.to_string(), "v".to_string());
+        for i in 0..ATTRIBUTES_PER_BLOCK - 1 {
+            s.set_attribute(&format!("k{i}"), "v".into()).unwrap();
+        }
+        // Room for one new key, asked for two: neither is set.
+        assert!(matches!(
+            s.attributes_fit(&[pair("a"), pair("b")]),
+            Err(Refused::Full(_))
+        ));
+        s.attributes_fit(&[pair("a"), pair("k0")]).unwrap();
+        s.load(
+            Vec::new(),
+            vec![pair("x"), ("x".to_string(), "w".to_string()), pair("y")],
+        );
+        assert_eq!(
+            s.attribute("x"),
+            Some("v"),
+            "the first, as lookups found it"
+        );
+        assert_eq!(s.attributes().len(), 2);
+        assert!(broken(&s).is_empty());
     }
 
     #[test]
