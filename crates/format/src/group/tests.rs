@@ -287,6 +287,28 @@ fn alias_templates_attributes_journal_round_trip() {
     let mut block = empty_block();
     encode_templates(&mut block, &templates);
     assert_eq!(decode_templates(block.as_slice()).unwrap(), templates);
+    // A name the block's 32 bytes hold but a file's entry (30) cannot is
+    // refused: a file created with it panicked the entry's encoder.
+    for name in [
+        "X".repeat(TEMPLATE_NAME_LEN_MAX),
+        "X".repeat(TEMPLATE_NAME_LEN_MAX + 1),
+    ] {
+        let mut block = empty_block();
+        encode_templates(
+            &mut block,
+            &[Template {
+                name: name.clone(),
+                copies: 0,
+                striping: STRIPING_COARSE,
+            }],
+        );
+        assert_eq!(
+            decode_templates(block.as_slice()).is_ok(),
+            name.len() <= TEMPLATE_NAME_LEN_MAX,
+            "{} bytes",
+            name.len()
+        );
+    }
 
     let attributes = vec![("au_size".to_string(), "4194304".to_string())];
     let mut block = empty_block();
