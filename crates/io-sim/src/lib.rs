@@ -16,7 +16,7 @@
 //! - a lost disk: every request fails with ENXIO;
 //! - a hung disk ([`SimEngine::hang_disk`]): a request to it takes no effect
 //!   and never completes — with an I/O timeout set
-//!   ([`IoEngine::set_io_timeout`]) it completes with `TimedOut` that long
+//!   ([`IoEngine::set_io_timeout`](cairn_io::IoEngine::set_io_timeout)) it completes with `TimedOut` that long
 //!   after its submission, in simulated time (waiting moves the time
 //!   there), with no buffer back; with none, a wait for it is a caller that
 //!   would hang for ever, and panics saying so;
