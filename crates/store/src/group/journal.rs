@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use cairn_format::group::{
-    images_crc, JournalHeader, JournalRecord, JournalTarget, DIRECT_EXTENTS,
-    EXTENTS_PER_INDIRECT_BLOCK, FILE_JOURNAL, JOURNAL_HEADER_BLOCKS, JOURNAL_TARGETS_MAX,
+    images_crc, JournalHeader, JournalRecord, JournalTarget, FILE_JOURNAL, JOURNAL_HEADER_BLOCKS,
+    JOURNAL_TARGETS_MAX,
 };
 use cairn_format::meta;
 use cairn_format::meta::{Block, BlockType, BLOCK_BYTES};
@@ -18,6 +18,7 @@ use super::discard_queue::DiscardRun;
 use super::error::{corrupt, GroupError};
 use super::limits::{CLEAN_BLOCKS_PER_TXN, JOIN_DIRTY_MAX, STEP_DIRTY_MAX, TXN_IMAGES_MAX};
 use super::mounted::Group;
+use super::parts::files::indirect_blocks;
 use super::parts::members::Member;
 use super::parts::txn::Dirty;
 
@@ -130,9 +131,7 @@ impl Group<'_> {
     pub(super) fn dirty_in_use(&self, d: &Dirty) -> bool {
         match d {
             Dirty::Indirect { file, block } => self.files.get(*file).is_some_and(|f| {
-                let used = (f.extents.len().saturating_sub(DIRECT_EXTENTS))
-                    .div_ceil(EXTENTS_PER_INDIRECT_BLOCK);
-                (*block as usize) < used
+                *block < indirect_blocks(f.extents.len() as u64)
                     && ((*block / self.blocks_per_au()) as usize) < f.entry.indirect.len()
             }),
             Dirty::Summary { disk, .. }

@@ -1051,9 +1051,7 @@ impl Group<'_> {
         let mut extents = entry.direct.clone();
         let mut remaining = entry.extent_count.saturating_sub(DIRECT_EXTENTS as u64);
         let per_au = self.blocks_per_au();
-        let needed = remaining
-            .div_ceil(EXTENTS_PER_INDIRECT_BLOCK as u64)
-            .div_ceil(per_au);
+        let needed = self.files.indirect_aus_needed(entry.extent_count);
         if needed > entry.indirect.len() as u64 {
             let why = corrupt(format!(
                 "file {}: {} extents need {needed} indirect AUs, the entry has {}",

@@ -15,8 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_format::group::{
-    au_mask, AuAddr, DiskState, Extent, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
-    FILE_ALIAS_DIRECTORY, FILE_DIRECTORY, FILE_NUMBER_USER_MIN,
+    au_mask, AuAddr, DiskState, Extent, FILE_ALIAS_DIRECTORY, FILE_DIRECTORY, FILE_NUMBER_USER_MIN,
 };
 use cairn_format::meta::BLOCK_BYTES;
 use cairn_format::{group as fmt, meta};
@@ -28,7 +27,7 @@ use super::error::GroupError;
 use super::limits::STEP_DIRTY_MAX;
 use super::mounted::Group;
 use super::namespace::alias_block_of;
-use super::parts::files::FileRec;
+use super::parts::files::{indirect_blocks, FileRec};
 use super::parts::members::Member;
 use super::parts::txn::Dirty;
 use super::plane::{Hold, LatchGuard, LatchKey, OperationGuard};
@@ -627,9 +626,8 @@ impl Group<'_> {
         let mut blocks: Vec<Dirty> = Vec::new();
         for (number, rec) in &self.files {
             blocks.push(Dirty::Entry(*number));
-            let indirect = (rec.extents.len().saturating_sub(DIRECT_EXTENTS))
-                .div_ceil(EXTENTS_PER_INDIRECT_BLOCK);
-            blocks.extend((0..indirect as u64).map(|block| Dirty::Indirect {
+            let indirect = indirect_blocks(rec.extents.len() as u64);
+            blocks.extend((0..indirect).map(|block| Dirty::Indirect {
                 file: *number,
                 block,
             }));

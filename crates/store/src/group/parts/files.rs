@@ -56,6 +56,14 @@ pub(in crate::group) fn placeholder_entry(number: u32, copies: u8) -> FileEntry 
     }
 }
 
+/// Indirect blocks a map of `extents` extents uses (those past the
+/// entry's direct extents).
+pub(in crate::group) fn indirect_blocks(extents: u64) -> u64 {
+    extents
+        .saturating_sub(DIRECT_EXTENTS as u64)
+        .div_ceil(EXTENTS_PER_INDIRECT_BLOCK as u64)
+}
+
 /// The metadata files every mounted group has.
 const METADATA_FILES: [u32; 5] = [
     FILE_DIRECTORY,
@@ -132,10 +140,7 @@ impl FileTable {
 
     /// Indirect AUs a map of `extents` extents needs.
     pub(in crate::group) fn indirect_aus_needed(&self, extents: u64) -> u64 {
-        extents
-            .saturating_sub(DIRECT_EXTENTS as u64)
-            .div_ceil(EXTENTS_PER_INDIRECT_BLOCK as u64)
-            .div_ceil(self.au_bytes / BLOCK_BYTES as u64)
+        indirect_blocks(extents).div_ceil(self.au_bytes / BLOCK_BYTES as u64)
     }
 
     // -----------------------------------------------------------------------
