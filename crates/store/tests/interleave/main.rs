@@ -90,7 +90,7 @@ use model::*;
 const KIB: u64 = 1 << 10;
 /// Seeds per CI run (two at a time; see docs/testing.md for the rate);
 /// `CAIRN_INTERLEAVE_SEEDS` sets another count (100,000 for a long run).
-const SEEDS_CI: u64 = 10_000;
+const SEEDS_CI: u64 = 6_000;
 /// Operations per writer and per metadata actor, before the crash cuts them.
 const OPS_PER_ACTOR: usize = 80;
 
