@@ -4,7 +4,8 @@
 
 use cairn_format::group::{
     decode_alias_block, decode_attributes, decode_disk_directory, decode_indirect,
-    decode_summary, decode_templates, FileEntry, GroupSuper, JournalHeader, JournalRecord,
+    decode_map_block, decode_summary, decode_templates, encode_map_block, FileEntry, GroupSuper,
+    IntentRecord, JournalHeader, JournalRecord,
 };
 use cairn_format::heartbeat::Heartbeat;
 use cairn_format::meta::{self, BlockId, BlockType, BLOCK_BYTES};
@@ -17,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     block[..n].copy_from_slice(&data[..n]);
     // The envelope, with the address and group the block claims and others.
     let group = meta::claimed_group(&block).unwrap_or_else(Uuid::nil);
-    for block_type in [BlockType::GroupSuper, BlockType::FileEntry, BlockType::JournalRecord, BlockType::Heartbeat] {
+    for block_type in [BlockType::GroupSuper, BlockType::FileEntry, BlockType::JournalRecord, BlockType::Heartbeat, BlockType::ChecksumMap, BlockType::ChecksumLog] {
         let id = BlockId { block_type, owner: u32::from(block[0x20]), owner_tag: 0, index: u64::from(block[0x28]) };
         let _ = meta::open(&block, id, group);
         let _ = meta::open(&data[..n], id, group);
@@ -53,4 +54,16 @@ fuzz_target!(|data: &[u8]| {
         record.encode_into(&mut again);
         assert_eq!(JournalRecord::decode(&again[..]), Ok(record));
     }
+    if let Ok(record) = IntentRecord::decode(&block) {
+        let mut again = meta::empty_block();
+        record.encode_into(&mut again);
+        assert_eq!(IntentRecord::decode(&again[..]), Ok(record));
+    }
+    // Any payload is a map block; what it decodes to encodes back to it.
+    let sums = decode_map_block(&block, 0x98f9_4189);
+    let mut again = meta::empty_block();
+    again[..64].copy_from_slice(&block[..64]);
+    again[0] = b'C';
+    encode_map_block(&mut again, &sums);
+    assert_eq!(decode_map_block(&again[..], 0), sums);
 });

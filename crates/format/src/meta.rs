@@ -88,6 +88,10 @@ pub enum BlockType {
     AtClean = 13,
     /// A disk's heartbeat ([`crate::heartbeat`]).
     Heartbeat = 14,
+    /// A block of a file's checksum map ([`crate::group::decode_map_block`]).
+    ChecksumMap = 15,
+    /// A record of the checksum log ([`crate::group::IntentRecord`]).
+    ChecksumLog = 16,
 }
 
 impl BlockType {
@@ -106,6 +110,8 @@ impl BlockType {
             12 => Self::JournalRecord,
             13 => Self::AtClean,
             14 => Self::Heartbeat,
+            15 => Self::ChecksumMap,
+            16 => Self::ChecksumLog,
             _ => return None,
         })
     }
@@ -125,6 +131,8 @@ impl BlockType {
             Self::JournalRecord => "journal record",
             Self::AtClean => "discard map",
             Self::Heartbeat => "heartbeat",
+            Self::ChecksumMap => "checksum map",
+            Self::ChecksumLog => "checksum log record",
         }
     }
 }

@@ -18,7 +18,8 @@
 //! Layering: the pure decisions — which header copy is good ([`header_copies`]),
 //! what repair would do ([`repair::plan`]), what stands in a label's way
 //! ([`protection`]), which paths are one disk ([`catalog::build`]), which disks
-//! get each copy ([`placement`]) — are functions of data. The I/O runs through
+//! get each copy ([`placement`]), which copy of a unit its checksum vouches
+//! for ([`checksums`]) — are functions of data. The I/O runs through
 //! the `IoEngine` trait on the engine the caller chose, so the simulated disk
 //! drives the same code in tests; only short reads of headers and superblocks
 //! while scanning devices, and a copy out to a block device, use a
@@ -27,6 +28,7 @@
 
 pub mod admin;
 pub mod catalog;
+pub mod checksums;
 pub mod discovery;
 pub mod file_copy;
 pub mod group;

@@ -28,6 +28,15 @@ pub const GROUP_RO_COMPAT_CLEAN_MAP: u64 = 2;
 /// is writing, and both would write: it may mount the group only
 /// read-only.
 pub const GROUP_RO_COMPAT_MULTIHOST: u64 = 4;
+/// Ro-compatible group feature: files may have checksum maps
+/// (`docs/checksums.md`), which every write must keep in step with the data.
+/// A Cairn that does not know it would write data and leave its checksums
+/// old, and the next read would call the new bytes bad: it may mount the
+/// group only read-only (reading without verifying is what it did before).
+///
+/// Not in [`GROUP_RO_COMPAT_KNOWN`] yet: this version does not keep the
+/// maps on its writes, so it must not write a group that has them.
+pub const GROUP_RO_COMPAT_DATA_CHECKSUMS: u64 = 8;
 /// The ro-compatible group features this code knows.
 pub const GROUP_RO_COMPAT_KNOWN: u64 =
     GROUP_RO_COMPAT_FILE_ATTRS | GROUP_RO_COMPAT_CLEAN_MAP | GROUP_RO_COMPAT_MULTIHOST;

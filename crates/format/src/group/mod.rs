@@ -10,6 +10,7 @@
 //! | alias directory | file 4 | 8 |
 //! | templates, attributes | files 5, 6 | 9, 10 |
 //! | journal header and records | file 3 | 11, 12 |
+//! | checksum maps (entries in file 7) and the checksum log (file 8) | `checksums.rs` | 15, 16 |
 //!
 //! Every record's all-zero value means "free / unused", so a structure nobody
 //! wrote reads as empty: that is what keeps group creation on a thin LUN to a
@@ -22,6 +23,7 @@
 mod alias;
 mod allocation;
 mod attributes;
+mod checksums;
 mod extent;
 mod features;
 mod fields;
@@ -43,12 +45,19 @@ pub use attributes::{
     decode_attributes, encode_attributes, RawAttribute, ATTRIBUTES_PER_BLOCK,
     ATTRIBUTE_NAME_LEN_MAX, ATTRIBUTE_VALUE_LEN_MAX,
 };
+pub use checksums::{
+    decode_map_block, encode_map_block, map_blocks, map_place, unit_checksum, units_in,
+    zero_unit_checksum, Intent, IntentRecord, MapSums, RawIntent, RawIntentRecord,
+    CHECKSUMS_PER_BLOCK, CHECKSUM_MAP_BIT, FILE_CHECKSUM_DIRECTORY, FILE_CHECKSUM_LOG,
+    INTENTS_PER_RECORD, INTENT_BYTES, UNIT_BYTES_ALLOWED,
+};
 pub use extent::{
     au_mask, AuAddr, Extent, RawCopy, RawExtent, COPIES_MAX, EXTENT_INITIALIZED, NO_DISK,
 };
 pub use features::{
     GROUP_INCOMPAT_KNOWN, GROUP_INCOMPAT_STALE_COPIES, GROUP_RO_COMPAT_CLEAN_MAP,
-    GROUP_RO_COMPAT_FILE_ATTRS, GROUP_RO_COMPAT_KNOWN, GROUP_RO_COMPAT_MULTIHOST,
+    GROUP_RO_COMPAT_DATA_CHECKSUMS, GROUP_RO_COMPAT_FILE_ATTRS, GROUP_RO_COMPAT_KNOWN,
+    GROUP_RO_COMPAT_MULTIHOST,
 };
 pub(crate) use fields::{cast, cast_mut, get_name, put_name};
 pub use file_entry::{
