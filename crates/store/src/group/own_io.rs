@@ -133,7 +133,7 @@ impl Group<'_> {
     ) -> Result<(), GroupError> {
         self.check_usable()?;
         self.refuse_if_live()?;
-        data::read(self, None, number, offset, buf, accept)?;
+        data::read(self, None, number, offset, buf, accept, None)?;
         if self.read_only {
             return Ok(());
         }

@@ -28,7 +28,7 @@
 //!   and by the metadata plane; a leaf mutex.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -443,6 +443,50 @@ pub struct DataPlane {
     /// Freed runs lent to new extents before what may still touch them is
     /// over ([`Lent`]).
     lent: Lent,
+    /// Units found failing their checksums, per disk ([`ChecksumCounts`]).
+    checksums: ChecksumCounts,
+}
+
+/// Per member disk, the units reads found failing their checksums on it,
+/// and those rewritten from a good copy (`docs/checksums.md`): what the
+/// metrics and `cairn status` show. Counted by data threads as a read judges
+/// a unit or heals it; a leaf mutex, held for one count or one copy of the
+/// table (rare: only a unit that fails its checksum is counted).
+#[derive(Debug, Default)]
+pub struct ChecksumCounts {
+    by_disk: Mutex<BTreeMap<u16, DiskChecksumCounts>>,
+}
+
+/// One disk's [`ChecksumCounts`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DiskChecksumCounts {
+    /// Units read from this disk whose bytes matched no checksum.
+    pub mismatches: u64,
+    /// Of those, rewritten here from a copy that matched.
+    pub healed: u64,
+}
+
+impl ChecksumCounts {
+    /// A unit read from `disk` matched no checksum.
+    pub fn mismatched(&self, disk: u16) {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's checksum counts");
+        recover(self.by_disk.lock())
+            .entry(disk)
+            .or_default()
+            .mismatches += 1;
+    }
+
+    /// A bad unit on `disk` was rewritten from a good copy.
+    pub fn healed(&self, disk: u16) {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's checksum counts");
+        recover(self.by_disk.lock()).entry(disk).or_default().healed += 1;
+    }
+
+    /// The counts now, by disk.
+    pub fn by_disk(&self) -> BTreeMap<u16, DiskChecksumCounts> {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's checksum counts");
+        recover(self.by_disk.lock()).clone()
+    }
 }
 
 /// Freed runs lent to new data extents before everything that may still
@@ -518,6 +562,7 @@ impl Default for DataPlane {
             stop_reason: Mutex::default(),
             io_timeout_ms: AtomicU64::new(0),
             lent: Lent::default(),
+            checksums: ChecksumCounts::default(),
         }
     }
 }
@@ -525,6 +570,11 @@ impl Default for DataPlane {
 impl DataPlane {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Units found failing their checksums, per disk.
+    pub fn checksum_counts(&self) -> &ChecksumCounts {
+        &self.checksums
     }
 
     /// The file's current snapshot.

@@ -10,7 +10,11 @@
 //!   the whole buffer, every piece moves to its next copy. Bad copies are then
 //!   rewritten from the good one, under the extents' latches (so no writer's
 //!   newer bytes are overwritten), read again there from the good copy. A
-//!   rewrite that fails is a failed disk.
+//!   rewrite that fails is a failed disk. Given the file's checksums, each
+//!   unit read is then checked (`verify.rs`): one that fails is read from
+//!   the other copies and judged, a copy that matches is returned and
+//!   written over the bad ones, and a unit no copy vouches for fails the
+//!   read.
 //! - A **write** goes to every copy online in the disk view, under shared
 //!   latches, and is acknowledged when all have completed — or, for copies
 //!   that failed, once the metadata plane has taken their disks offline (a
@@ -39,6 +43,7 @@ mod punch;
 mod read;
 #[cfg(test)]
 mod tests;
+mod verify;
 mod write;
 
 pub(in crate::group) use common::{

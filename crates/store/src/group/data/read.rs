@@ -11,12 +11,15 @@ use super::common::{
     at, buffer_with, check_range, common_read, file_snapshot, note_failed, piece_aus, pieces_of,
     readable_copies, run, run_one, DataPort, DiskIo, FailedDisks,
 };
+use super::verify::{self, UnitSums};
 use crate::group::disk_io::read_fails_the_disk;
 use crate::group::error::GroupError;
 use crate::group::plane::{DiskView, FileSnapshot, Hold, LatchKey, OperationGuard, Piece};
 
 /// Read `buf.len()` bytes at `offset` of file `number`, accepting the bytes
-/// only if `accept` passes on the whole buffer.
+/// only if `accept` passes on the whole buffer and, with `sums`, each unit
+/// matches its checksums (`verify.rs`: a unit that does not is read from
+/// the other copies, and the bad copies healed).
 pub(crate) fn read(
     port: &mut dyn DataPort,
     slot: Option<&AtomicU64>,
@@ -24,6 +27,7 @@ pub(crate) fn read(
     offset: u64,
     buf: &mut [u8],
     accept: &dyn Fn(&[u8]) -> bool,
+    sums: Option<&dyn UnitSums>,
 ) -> Result<(), GroupError> {
     // The guard covers the I/O only, never a wait for a latch or for the
     // metadata plane: freed AUs wait for it.
@@ -33,7 +37,14 @@ pub(crate) fn read(
     check_range(&snap, offset, buf.len() as u64)?;
     let first = read_from_primary(port, &snap, &view, offset, buf, accept)?;
     if matches!(first, First::Accepted) {
-        return Ok(());
+        let checked = sums
+            .map(|s| verify::check(port, &snap, &view, offset, buf, s))
+            .transpose()?;
+        drop(guard);
+        return match (checked, sums) {
+            (Some(checked), Some(s)) => verify::answer(port, slot, &snap, &view, checked, s),
+            _ => Ok(()),
+        };
     }
     let pieces = pieces_of(&snap, offset, buf.len() as u64)?;
     let mut tries = Tries {
@@ -47,6 +58,10 @@ pub(crate) fn read(
         problems: Vec::new(),
     };
     let result = read_copies(port, &snap, &view, &pieces, buf, accept, first, &mut tries);
+    let checked = match (&result, sums) {
+        (Ok(()), Some(s)) => Some(verify::check(port, &snap, &view, offset, buf, s)),
+        _ => None,
+    };
     drop(guard);
     // A disk whose read failed as a disk fails is taken offline before the
     // read answers, served or not: no later read goes to it.
@@ -58,15 +73,19 @@ pub(crate) fn read(
     // The read's own error first: it names what failed where.
     result?;
     offlined?;
-    if tries.bad.is_empty() || !port.may_write() {
-        return Ok(());
+    let checked = checked.transpose()?;
+    if !tries.bad.is_empty() && port.may_write() {
+        let good: BTreeMap<usize, AuAddr> = tries
+            .bad
+            .iter()
+            .map(|(i, _)| (*i, tries.copies[*i][tries.choice[*i]]))
+            .collect();
+        repair(port, slot, &snap, &view, &pieces, &tries.bad, &good)?;
     }
-    let good: BTreeMap<usize, AuAddr> = tries
-        .bad
-        .iter()
-        .map(|(i, _)| (*i, tries.copies[*i][tries.choice[*i]]))
-        .collect();
-    repair(port, slot, &snap, &view, &pieces, &tries.bad, &good)
+    match (checked, sums) {
+        (Some(checked), Some(s)) => verify::answer(port, slot, &snap, &view, checked, s),
+        _ => Ok(()),
+    }
 }
 
 /// The general read: every piece from its copies in turn, until the

@@ -394,3 +394,288 @@ fn a_write_whose_stale_marks_never_take_gives_up_with_an_error() {
     );
     assert_eq!(port.engine.stats().bytes_written, 0, "nothing written");
 }
+
+/// A file of two written 1 MiB extents, each copy on its own disk, for the
+/// checksum tests: the snapshot never changes, and the port counts what it
+/// is asked.
+struct Mirror {
+    plane: Arc<DataPlane>,
+    engine: SimEngine,
+    view: Arc<DiskView>,
+    copies: u16,
+    may_write: bool,
+}
+
+const MIRROR_AU: u64 = 1 << 20;
+
+impl Mirror {
+    fn new(copies: u16) -> Self {
+        let mut engine = SimEngine::new(5, 64);
+        for _ in 0..copies {
+            engine.add_disk(geometry(64 << 20, 4096, 4096, 64 << 10));
+        }
+        let n = usize::from(copies);
+        Self {
+            plane: Arc::new(DataPlane::new()),
+            engine,
+            view: Arc::new(DiskView {
+                epoch: 1,
+                online: vec![true; n],
+                writable: vec![true; n],
+                member: vec![true; n],
+                devices: (0..copies).map(|d| Some(DeviceId(u32::from(d)))).collect(),
+                names: (0..copies).map(|d| format!("D{d}")).collect(),
+            }),
+            copies,
+            may_write: true,
+        }
+    }
+
+    /// Where byte `offset` of the file is on `disk`.
+    fn place(disk: u16, offset: u64) -> u64 {
+        let extent = offset / MIRROR_AU;
+        (10 + 10 * extent + u64::from(disk)) * MIRROR_AU + offset % MIRROR_AU
+    }
+
+    /// Write `bytes` at `offset` of the file straight onto every copy.
+    fn put(&mut self, offset: u64, bytes: &[u8]) {
+        for disk in 0..self.copies {
+            self.put_on(disk, offset, bytes);
+        }
+    }
+
+    /// Write `bytes` at `offset` of the file onto the copy on `disk`,
+    /// extent by extent.
+    fn put_on(&mut self, disk: u16, offset: u64, bytes: &[u8]) {
+        let mut done = 0usize;
+        while done < bytes.len() {
+            let at = offset + done as u64;
+            let len = ((MIRROR_AU - at % MIRROR_AU) as usize).min(bytes.len() - done);
+            // Straight to the durable image, so that rot is not hidden
+            // under an unflushed write.
+            self.engine.scribble(
+                DeviceId(u32::from(disk)),
+                Self::place(disk, at),
+                &bytes[done..done + len],
+            );
+            done += len;
+        }
+    }
+
+    /// What the copy on `disk` holds of the file's `len` bytes at `offset`.
+    fn on(&self, disk: u16, offset: u64, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            let at = offset + out.len() as u64;
+            let n = ((MIRROR_AU - at % MIRROR_AU) as usize).min(len - out.len());
+            out.extend(
+                self.engine
+                    .contents(DeviceId(u32::from(disk)), Self::place(disk, at), n),
+            );
+        }
+        out
+    }
+}
+
+impl DataPort for Mirror {
+    fn plane(&self) -> &Arc<DataPlane> {
+        &self.plane
+    }
+    fn engine(&mut self) -> &mut dyn IoEngine {
+        &mut self.engine
+    }
+    fn device(&self, disk: u16) -> Option<DeviceId> {
+        (disk < self.copies).then_some(DeviceId(u32::from(disk)))
+    }
+    fn may_write(&self) -> bool {
+        self.may_write
+    }
+    fn wrote(&mut self, _: u16) {}
+    fn mark_initialized(
+        &mut self,
+        _: u32,
+        _: u32,
+        _: &[(u64, Extent)],
+        _: &BTreeSet<u16>,
+    ) -> Result<(), GroupError> {
+        unreachable!("the extents are written")
+    }
+    fn mark_unwritten(
+        &mut self,
+        _: u32,
+        _: u32,
+        _: &[(u64, Extent)],
+    ) -> Result<Vec<u64>, GroupError> {
+        unreachable!("nothing is punched")
+    }
+    fn disks_failed(&mut self, disks: &FailedDisks, _: u64) -> Result<(), GroupError> {
+        panic!("no disk fails here: {disks:?}")
+    }
+    fn mark_stale(&mut self, _: u32, _: u32, _: &[StaleMark]) -> Result<(), GroupError> {
+        unreachable!("no write misses a copy")
+    }
+    fn missed_writes(&mut self, _: &BTreeSet<u16>) {}
+    fn snapshot(&mut self, number: u32) -> Option<Arc<FileSnapshot>> {
+        let extents: Vec<Extent> = (0..2u32)
+            .map(|e| {
+                let copies: Vec<AuAddr> = (0..self.copies)
+                    .map(|disk| AuAddr {
+                        disk,
+                        au: 10 + 10 * e + u32::from(disk),
+                    })
+                    .collect();
+                Extent::new(&copies, true)
+            })
+            .collect();
+        let layout = Churn::layout();
+        Some(Arc::new(FileSnapshot::build(
+            number,
+            1,
+            layout.capacity_bytes(2),
+            layout,
+            4096,
+            self.copies as u8,
+            None,
+            &extents,
+            None,
+        )))
+    }
+    fn disk_view(&mut self) -> Arc<DiskView> {
+        self.view.clone()
+    }
+}
+
+/// A file's checksums, as the tests set them: per unit, newest first.
+struct Sums(std::collections::HashMap<u64, Vec<u32>>);
+
+impl Sums {
+    /// The checksums of `bytes`, the file from its first byte.
+    fn of(bytes: &[u8]) -> Self {
+        Self(
+            bytes
+                .chunks(4096)
+                .enumerate()
+                .map(|(u, b)| (u as u64, vec![cairn_format::group::unit_checksum(b)]))
+                .collect(),
+        )
+    }
+}
+
+impl super::verify::UnitSums for Sums {
+    fn unit_bytes(&self) -> u32 {
+        4096
+    }
+    fn candidates(&self, unit: u64, out: &mut Vec<u32>) {
+        out.clear();
+        out.extend(self.0.get(&unit).into_iter().flatten());
+    }
+}
+
+fn file_bytes() -> Vec<u8> {
+    (0..2 * MIRROR_AU)
+        .map(|i| (i as u8) ^ ((i >> 12) as u8))
+        .collect()
+}
+
+fn rot(port: &mut Mirror, disk: u16, offset: u64) {
+    port.engine
+        .rot(DeviceId(u32::from(disk)), Mirror::place(disk, offset), 3);
+}
+
+/// Units rotten on the primary copy in both extents: the read returns the
+/// file's bytes, rewrites each bad copy from the mirror, and counts each
+/// against its disk (a mirror that is not read is scrub's to judge).
+#[test]
+fn a_rotten_copy_is_never_returned_and_is_healed_from_one_that_matches() {
+    let mut port = Mirror::new(2);
+    let data = file_bytes();
+    port.put(0, &data);
+    let sums = Sums::of(&data);
+    rot(&mut port, 0, 3 * 4096 + 17);
+    rot(&mut port, 0, MIRROR_AU + 200 * 4096);
+    assert_ne!(port.on(0, 3 * 4096, 4096), data[3 * 4096..4 * 4096]);
+    // One read over both extents, and one by the short path (one piece).
+    let mut buf = vec![0u8; data.len()];
+    super::read(&mut port, None, 9, 0, &mut buf, &|_| true, Some(&sums)).unwrap();
+    assert!(buf == data, "the read returned what was written");
+    let counts = port.plane.checksum_counts().by_disk();
+    assert_eq!((counts[&0].mismatches, counts[&0].healed), (2, 2));
+    assert!(!counts.contains_key(&1), "{counts:?}");
+    for disk in 0..2 {
+        assert_eq!(port.on(disk, 0, data.len()), data, "disk {disk} healed");
+    }
+    rot(&mut port, 0, 4096);
+    let mut one = vec![0u8; 4096];
+    super::read(&mut port, None, 9, 4096, &mut one, &|_| true, Some(&sums)).unwrap();
+    assert_eq!(one, data[4096..8192]);
+    assert_eq!(port.on(0, 4096, 4096), data[4096..8192]);
+    assert_eq!(port.plane.checksum_counts().by_disk()[&0].healed, 3);
+}
+
+/// A unit bad on every copy: the read fails naming the file and the byte
+/// range, and no copy is written over.
+#[test]
+fn a_unit_no_copy_vouches_for_fails_the_read_naming_its_range() {
+    let mut port = Mirror::new(3);
+    let data = file_bytes();
+    port.put(0, &data);
+    let sums = Sums::of(&data);
+    for disk in 0..3 {
+        rot(&mut port, disk, 5 * 4096 + u64::from(disk));
+        rot(&mut port, disk, 6 * 4096 + 9);
+    }
+    let before: Vec<Vec<u8>> = (0..3).map(|d| port.on(d, 0, 8 * 4096)).collect();
+    let written = port.engine.stats().bytes_written;
+    let mut buf = vec![0u8; 8 * 4096];
+    let err = super::read(&mut port, None, 9, 0, &mut buf, &|_| true, Some(&sums)).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, GroupError::Unreadable(_)), "{err:?}");
+    assert!(
+        text.contains("file 9") && text.contains("bytes 20480..28672"),
+        "names the file and the range: {text}"
+    );
+    assert_eq!(
+        port.engine.stats().bytes_written,
+        written,
+        "nothing rewritten"
+    );
+    for d in 0..3u16 {
+        assert_eq!(port.on(d, 0, 8 * 4096), before[usize::from(d)]);
+        assert_eq!(port.plane.checksum_counts().by_disk()[&d].mismatches, 2);
+    }
+}
+
+/// Beside a write in flight either checksum is right: a copy holding the
+/// older bytes is read as good and not rewritten. A unit with no checksum
+/// yet is served as read. A read-only mount mends the read but writes
+/// nothing.
+#[test]
+fn older_bytes_beside_a_write_in_flight_are_good_and_a_read_only_mount_heals_nothing() {
+    let mut port = Mirror::new(2);
+    let data = file_bytes();
+    port.put(0, &data);
+    let mut sums = Sums::of(&data);
+    let newer = vec![0xa5u8; 4096];
+    port.put_on(1, 2 * 4096, &newer);
+    let old = sums.0[&2][0];
+    sums.0
+        .insert(2, vec![cairn_format::group::unit_checksum(&newer), old]);
+    let written = port.engine.stats().bytes_written;
+    let mut buf = vec![0u8; 4 * 4096];
+    super::read(&mut port, None, 9, 0, &mut buf, &|_| true, Some(&sums)).unwrap();
+    assert_eq!(buf, data[..4 * 4096], "the primary's older bytes");
+    assert_eq!(port.engine.stats().bytes_written, written);
+    assert!(port.plane.checksum_counts().by_disk().is_empty());
+
+    sums.0.remove(&3);
+    rot(&mut port, 0, 3 * 4096);
+    super::read(&mut port, None, 9, 0, &mut buf, &|_| true, Some(&sums)).unwrap();
+    assert_ne!(buf[3 * 4096..], data[3 * 4096..4 * 4096], "served as read");
+
+    port.may_write = false;
+    rot(&mut port, 0, 4096);
+    super::read(&mut port, None, 9, 0, &mut buf, &|_| true, Some(&sums)).unwrap();
+    assert_eq!(buf[4096..8192], data[4096..8192], "mended from the mirror");
+    assert_ne!(port.on(0, 4096, 4096), data[4096..8192], "and not written");
+    assert_eq!(port.engine.stats().bytes_written, written);
+}

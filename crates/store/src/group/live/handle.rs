@@ -166,7 +166,7 @@ impl DataHandle {
     ) -> Result<(), GroupError> {
         self.refresh_devices()?;
         let slot = self.slot.clone();
-        data::read(self, Some(&slot), number, offset, buf, accept)
+        data::read(self, Some(&slot), number, offset, buf, accept, None)
     }
 
     /// Write to every online copy; acknowledged when all have it (or the
