@@ -184,7 +184,7 @@ mod tests {
                         prop_assert_eq!(checksum, new, "an acknowledged write read back old");
                     }
                     if intent_landed && holds_new {
-                        prop_assert_eq!(checksum, new);
+                        prop_assert_eq!(checksum, new, "a write with its intent durable lost to older bytes");
                     }
                     for i in good.iter() {
                         prop_assert_eq!(copies[*i], Some(checksum));
