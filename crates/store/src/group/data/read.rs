@@ -80,7 +80,8 @@ pub(crate) fn read(
             .iter()
             .map(|(i, _)| (*i, tries.copies[*i][tries.choice[*i]]))
             .collect();
-        repair(port, slot, &snap, &view, &pieces, &tries.bad, &good)?;
+        let at = (offset, sums);
+        repair(port, slot, &snap, &view, &pieces, &tries.bad, &good, at)?;
     }
     match (checked, sums) {
         (Some(checked), Some(s)) => verify::answer(port, slot, &snap, &view, checked, s),
@@ -359,6 +360,12 @@ fn read_from_primary(
 /// Rewrite bad copies of pieces from their good copies, under the extents'
 /// latches: the good copy is read again there, so a write that landed after
 /// our read is what the bad copy gets. Rewrites that fail are failed disks.
+/// With the file's checksums (`read_at`: the read's offset and its sums),
+/// only the units of the good copy that match them are copied: a copy
+/// chosen because its read did not fail may still hold a rotten unit, and
+/// the bad copy may hold the one good copy of it (`verify.rs` heals that
+/// unit the other way).
+#[allow(clippy::too_many_arguments)]
 fn repair(
     port: &mut dyn DataPort,
     slot: Option<&AtomicU64>,
@@ -367,6 +374,7 @@ fn repair(
     pieces: &[Piece],
     bad: &[(usize, AuAddr)],
     good: &BTreeMap<usize, AuAddr>,
+    read_at: (u64, Option<&dyn UnitSums>),
 ) -> Result<(), GroupError> {
     let keys: Vec<LatchKey> = good
         .keys()
@@ -414,20 +422,28 @@ fn repair(
     }
     let mut writes = Vec::new();
     let mut targets = Vec::new();
+    let (offset, sums) = read_at;
     for (i, c) in bad {
         let Some(data) = fresh.get(i) else { continue };
         if good.get(i) == Some(c) || !view.is_online(c.disk) {
             continue;
         }
-        targets.push(c.disk);
-        writes.push(DiskIo {
-            disk: c.disk,
-            op: Op::Write {
-                offset_bytes: at(snap, *c, pieces[*i].within),
-                buf: buffer_with(port, data),
-                fua: false,
-            },
-        });
+        let p = &pieces[*i];
+        let runs: Vec<std::ops::Range<usize>> = match sums {
+            Some(sums) => verify::vouched_runs(sums, offset + p.at as u64, data),
+            None => std::iter::once(0..data.len()).collect(),
+        };
+        for run in runs {
+            targets.push(c.disk);
+            writes.push(DiskIo {
+                disk: c.disk,
+                op: Op::Write {
+                    offset_bytes: at(snap, *c, p.within + run.start as u64),
+                    buf: buffer_with(port, &data[run]),
+                    fua: false,
+                },
+            });
+        }
     }
     let results = run(port, writes)?;
     drop(guard);

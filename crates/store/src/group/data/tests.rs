@@ -679,3 +679,40 @@ fn older_bytes_beside_a_write_in_flight_are_good_and_a_read_only_mount_heals_not
     assert_ne!(port.on(0, 4096, 4096), data[4096..8192], "and not written");
     assert_eq!(port.engine.stats().bytes_written, written);
 }
+
+/// The primary's read of a piece fails (a bad sector elsewhere in it) and
+/// the mirror, read instead, has a rotten unit that the primary holds
+/// whole: the read returns the file's bytes, the mirror's unit is healed
+/// from the primary, and the repair of the primary's failed piece does not
+/// copy the mirror's rotten unit over the one good copy of it.
+#[test]
+fn the_repair_of_a_failed_piece_never_copies_a_rotten_unit_over_the_good_one() {
+    let mut port = Mirror::new(2);
+    let data = file_bytes();
+    port.put(0, &data);
+    let sums = Sums::of(&data);
+    let bad_sector = Mirror::place(0, 10 * 4096);
+    port.engine
+        .disk_mut(DeviceId(0))
+        .faults
+        .read_error_ranges
+        .push(bad_sector..bad_sector + 4096);
+    rot(&mut port, 1, 3 * 4096 + 5);
+    let mut buf = vec![0u8; 2 * MIRROR_AU as usize];
+    super::read(&mut port, None, 9, 0, &mut buf, &|_| true, Some(&sums)).unwrap();
+    assert!(buf == data, "the read returned what was written");
+    port.engine
+        .disk_mut(DeviceId(0))
+        .faults
+        .read_error_ranges
+        .clear();
+    assert!(
+        port.on(0, 3 * 4096, 4096) == data[3 * 4096..4 * 4096],
+        "the primary's good unit was kept"
+    );
+    assert!(
+        port.on(1, 3 * 4096, 4096) == data[3 * 4096..4 * 4096],
+        "the mirror's rotten unit was healed"
+    );
+    assert!(port.on(0, 0, data.len()) == data, "the primary whole");
+}

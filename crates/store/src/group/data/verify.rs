@@ -39,6 +39,11 @@ pub(crate) trait UnitSums {
     fn unit_bytes(&self) -> u32;
     /// Unit `unit`'s candidates, newest first, into `out` (cleared first).
     /// Left empty: the unit has no checksum yet, and is served as read.
+    ///
+    /// The table as it is at the call, not as it was when the read began:
+    /// the heal asks again under the extent's latch, where no write of the
+    /// unit is in flight, and writes only bytes that match the answer then
+    /// (a frozen `[new, old]` would let old bytes over a completed write).
     fn candidates(&self, unit: u64, out: &mut Vec<u32>);
 }
 
@@ -149,6 +154,33 @@ pub(super) fn answer(
         u64::from(snap.sector_bytes),
         &checked.unvouched,
     ))
+}
+
+/// The byte ranges of `bytes` (file offset `offset`) whose units `sums`
+/// vouches for (or has no checksum for), consecutive units merged: what a
+/// repair may copy from a copy read as good for its other reasons (its read
+/// did not fail), without carrying a rotten unit over a good one.
+pub(super) fn vouched_runs(
+    sums: &dyn UnitSums,
+    offset: u64,
+    bytes: &[u8],
+) -> Vec<std::ops::Range<usize>> {
+    let unit_bytes = sums.unit_bytes() as usize;
+    let first = offset / unit_bytes as u64;
+    let mut candidates = Vec::with_capacity(2);
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, unit) in bytes.chunks(unit_bytes).enumerate() {
+        sums.candidates(first + i as u64, &mut candidates);
+        if !candidates.is_empty() && !candidates.contains(&unit_checksum(unit)) {
+            continue;
+        }
+        let at = i * unit_bytes;
+        match runs.last_mut() {
+            Some(r) if r.end == at => r.end = at + unit.len(),
+            _ => runs.push(at..at + unit.len()),
+        }
+    }
+    runs
 }
 
 /// The units of `buf` (at file offset `offset`) whose bytes match none of
@@ -333,12 +365,28 @@ fn heal(
     let mut candidates = Vec::with_capacity(2);
     let mut writes = Vec::new();
     let mut targets = Vec::new();
+    let mut failed_disks = FailedDisks::new();
     for (j, (result, data)) in live.iter().zip(results) {
+        if let Err(e) = result.as_ref() {
+            if crate::group::disk_io::read_fails_the_disk(e) {
+                note_failed(&mut failed_disks, j.good.disk, e);
+            }
+        }
         let Some(data) = data else { continue };
         sums.candidates(j.unit, &mut candidates);
         let vouched = result.is_ok() && candidates.contains(&unit_checksum(&data));
-        if vouched {
-            for bad in j.bad.iter().filter(|b| view.is_online(b.disk)) {
+        if !vouched {
+            // Changed (or failed) since it was judged: left for the next
+            // read or scrub to judge again.
+            tracing::info!(
+                file = snap.number,
+                "file {} offset {}: not healed: the good copy on disk {} no longer matches (written since, or unreadable)",
+                snap.number,
+                j.unit * unit_bytes,
+                view.name(j.good.disk),
+            );
+        } else {
+            for bad in j.bad.iter().filter(|b| view_now.is_online(b.disk)) {
                 targets.push((*j, *bad));
                 writes.push(DiskIo {
                     disk: bad.disk,
@@ -355,7 +403,6 @@ fn heal(
     let results = run(port, writes)?;
     drop(guard);
     drop(latch);
-    let mut failed_disks = FailedDisks::new();
     for ((j, bad), (result, _)) in targets.into_iter().zip(results) {
         let byte = j.unit * unit_bytes;
         match result {
