@@ -1,8 +1,8 @@
 //! Data checksums (`docs/checksums.md`): a CRC-32C for every sector-sized
 //! *unit* of a file, kept in the file's checksum map (a file of its own whose
 //! entry is block *n* of the checksum directory, file 7) in blocks of type 15,
-//! and the intents of writes in flight in the checksum log (file 8), records
-//! of type 16.
+//! and the new checksums of writes in flight in the checksum log (file 8),
+//! records of type 16.
 //!
 //! Nothing here reads a disk: these are the unit arithmetic, the two block
 //! payloads and their decoders. Both payloads are sealed in the metadata
@@ -26,12 +26,17 @@ pub const FILE_CHECKSUM_LOG: u32 = 8;
 pub const CHECKSUM_MAP_BIT: u32 = 1 << 31;
 /// Checksums in one map block: the whole payload, 4 bytes each.
 pub const CHECKSUMS_PER_BLOCK: usize = PAYLOAD_BYTES / 4;
-/// Bytes of one intent in a log record.
-pub const INTENT_BYTES: usize = 24;
-/// Bytes of a log record's own fields, before its intents.
-const RECORD_HEAD_BYTES: usize = 16;
-/// Intents one log record holds.
-pub const INTENTS_PER_RECORD: usize = (PAYLOAD_BYTES - RECORD_HEAD_BYTES) / INTENT_BYTES;
+/// Regions (1 MiB of a file) a log record may announce.
+pub const REGIONS_PER_RECORD: usize = 64;
+/// Bytes of a region a record announces: its writer may write there.
+pub const REGION_BYTES: u64 = 1 << 20;
+/// Bytes of a log record's own fields, before its regions.
+const RECORD_HEAD_BYTES: usize = 24;
+/// Bytes of a run's own fields, before its checksums.
+pub const RUN_HEAD_BYTES: usize = 20;
+/// Bytes of a log record's runs: what the payload leaves after the head and
+/// the regions.
+pub const RUN_AREA_BYTES: usize = PAYLOAD_BYTES - RECORD_HEAD_BYTES - REGIONS_PER_RECORD * 8;
 /// The units a group may have: its sector sizes.
 pub const UNIT_BYTES_ALLOWED: [u32; 2] = [512, 4096];
 
@@ -93,14 +98,11 @@ pub fn encode_map_block(block: &mut Block, sums: &MapSums) {
 
 #[repr(C)]
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
-pub struct RawIntent {
+pub struct RawRegion {
     pub file: U32,
-    pub incarnation: U32,
-    pub unit: U64,
-    pub checksum: U32,
-    pub reserved: U32,
+    /// Which 1 MiB of the file ([`REGION_BYTES`]).
+    pub index: U32,
 }
-const _: () = assert!(size_of::<RawIntent>() == INTENT_BYTES);
 
 #[repr(C)]
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
@@ -108,93 +110,189 @@ pub struct RawIntentRecord {
     /// The envelope checksum of the writer's previous record; 0 for the
     /// first after a checkpoint (as the journal chains its records).
     pub prev_checksum: U32,
-    pub count: U16,
-    pub reserved0: U16,
     /// Which writer's log this is: 0 the service (or the group's own
     /// mount); the direct path's clients are numbered from 1.
     pub writer: U32,
-    pub reserved1: U32,
-    pub intents: [RawIntent; INTENTS_PER_RECORD],
-    pub tail: [u8; PAYLOAD_BYTES - RECORD_HEAD_BYTES - INTENTS_PER_RECORD * INTENT_BYTES],
+    /// The sequence number through which a flush had completed when this
+    /// record was made: intents at or below it are of acknowledged writes.
+    pub flushed_through: U64,
+    pub region_count: U16,
+    pub run_count: U16,
+    pub reserved: U32,
+    pub regions: [RawRegion; REGIONS_PER_RECORD],
+    /// The runs, one after another: each [`RUN_HEAD_BYTES`] of file (u32),
+    /// incarnation (u32), first unit (u64) and count (u32), then `count`
+    /// checksums (u32). The bytes after the last run are zero.
+    pub runs: [u8; RUN_AREA_BYTES],
 }
 const _: () = assert!(size_of::<RawIntentRecord>() == PAYLOAD_BYTES);
 
-/// A write's new checksum for one unit of a user file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Intent {
+/// A region of a file its writer may write in (1 MiB, [`REGION_BYTES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Region {
     pub file: u32,
-    pub incarnation: u32,
-    pub unit: u64,
-    pub checksum: u32,
+    pub index: u32,
 }
 
-/// One record of the checksum log: the intents of the writes one batch
-/// sent beside their data. Its sequence number is the envelope's
+/// The new checksums of consecutive units of a user file: one write's (or
+/// part of one's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentRun {
+    pub file: u32,
+    pub incarnation: u32,
+    pub first_unit: u64,
+    pub checksums: Vec<u32>,
+}
+
+impl IntentRun {
+    /// Bytes the run takes in a record.
+    pub fn bytes(&self) -> usize {
+        RUN_HEAD_BYTES + 4 * self.checksums.len()
+    }
+}
+
+/// One record of the checksum log (`docs/checksums.md`, "Writes"): the
+/// regions its writer may write in, and the new checksums of the writes
+/// one batch sent beside their data. Its sequence number is the envelope's
 /// generation; its self-address, its ring position.
+///
+/// Provisional: no version writes it yet, and its layout may change until
+/// the write path lands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntentRecord {
     pub prev_checksum: u32,
     pub writer: u32,
-    pub intents: Vec<Intent>,
+    pub flushed_through: u64,
+    pub regions: Vec<Region>,
+    pub runs: Vec<IntentRun>,
+}
+
+fn user_file(file: u32, field: &'static str) -> Result<u32, MetaError> {
+    if (FILE_NUMBER_USER_MIN..CHECKSUM_MAP_BIT).contains(&file) {
+        Ok(file)
+    } else {
+        Err(invalid(field, format!("{file} (not a user file)")))
+    }
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(b)
 }
 
 impl IntentRecord {
+    /// Whether the regions and runs fit one record.
+    pub fn fits(&self) -> bool {
+        self.regions.len() <= REGIONS_PER_RECORD
+            && self.runs.len() <= usize::from(u16::MAX)
+            && self.runs.iter().map(IntentRun::bytes).sum::<usize>() <= RUN_AREA_BYTES
+    }
+
     pub fn encode_into(&self, block: &mut Block) {
-        assert!(
-            self.intents.len() <= INTENTS_PER_RECORD,
-            "invariant: intents fit a record"
-        );
+        assert!(self.fits(), "invariant: a record's regions and runs fit");
         let raw: &mut RawIntentRecord = cast_mut(payload_mut(block));
         raw.zero();
         raw.prev_checksum = U32::new(self.prev_checksum);
-        raw.count = U16::new(self.intents.len() as u16);
         raw.writer = U32::new(self.writer);
-        for (r, i) in raw.intents.iter_mut().zip(&self.intents) {
-            r.file = U32::new(i.file);
-            r.incarnation = U32::new(i.incarnation);
-            r.unit = U64::new(i.unit);
-            r.checksum = U32::new(i.checksum);
+        raw.flushed_through = U64::new(self.flushed_through);
+        raw.region_count = U16::new(self.regions.len() as u16);
+        raw.run_count = U16::new(self.runs.len() as u16);
+        for (r, region) in raw.regions.iter_mut().zip(&self.regions) {
+            r.file = U32::new(region.file);
+            r.index = U32::new(region.index);
+        }
+        let mut at = 0;
+        for run in &self.runs {
+            let area = &mut raw.runs;
+            area[at..at + 4].copy_from_slice(&run.file.to_le_bytes());
+            area[at + 4..at + 8].copy_from_slice(&run.incarnation.to_le_bytes());
+            area[at + 8..at + 16].copy_from_slice(&run.first_unit.to_le_bytes());
+            area[at + 16..at + 20].copy_from_slice(&(run.checksums.len() as u32).to_le_bytes());
+            at += RUN_HEAD_BYTES;
+            for sum in &run.checksums {
+                area[at..at + 4].copy_from_slice(&sum.to_le_bytes());
+                at += 4;
+            }
         }
     }
 
     /// The record in `block` (whose envelope the caller has opened). Refuses
-    /// a count past what fits, an intent for a file that is not a user
-    /// file, and bytes in the slots past the count.
+    /// counts past what fits, a region or run of a file that is not a user
+    /// file, an empty run or one that runs past the area or past the last
+    /// unit, and bytes past the regions and runs in use.
     pub fn decode(block: &[u8]) -> Result<Self, MetaError> {
         let raw: &RawIntentRecord = cast(payload(block));
-        let count = usize::from(raw.count.get());
-        if count > INTENTS_PER_RECORD {
+        let region_count = usize::from(raw.region_count.get());
+        if region_count > REGIONS_PER_RECORD {
             return Err(invalid(
-                "intent_record.count",
-                format!("{count} (at most {INTENTS_PER_RECORD})"),
+                "intent_record.region_count",
+                format!("{region_count} (at most {REGIONS_PER_RECORD})"),
             ));
         }
-        let mut intents = Vec::with_capacity(count);
-        for r in &raw.intents[..count] {
-            let file = r.file.get();
-            if !(FILE_NUMBER_USER_MIN..CHECKSUM_MAP_BIT).contains(&file) {
-                return Err(invalid("intent.file", format!("{file} (not a user file)")));
-            }
-            intents.push(Intent {
-                file,
-                incarnation: r.incarnation.get(),
-                unit: r.unit.get(),
-                checksum: r.checksum.get(),
+        let mut regions = Vec::with_capacity(region_count);
+        for r in &raw.regions[..region_count] {
+            regions.push(Region {
+                file: user_file(r.file.get(), "intent_record.region.file")?,
+                index: r.index.get(),
             });
         }
-        if raw.intents[count..]
+        if raw.regions[region_count..]
             .iter()
             .any(|r| r.as_bytes().iter().any(|b| *b != 0))
         {
             return Err(invalid(
-                "intent_record.intents",
+                "intent_record.regions",
                 "bytes past the count (they must be zero)",
+            ));
+        }
+        let area = &raw.runs[..];
+        let run_count = usize::from(raw.run_count.get());
+        let mut runs = Vec::new();
+        let mut at = 0usize;
+        for _ in 0..run_count {
+            if at + RUN_HEAD_BYTES > area.len() {
+                return Err(invalid("intent_record.runs", "a run past the record's end"));
+            }
+            let file = user_file(u32_at(area, at), "intent_record.run.file")?;
+            let incarnation = u32_at(area, at + 4);
+            let first_unit =
+                u64::from(u32_at(area, at + 8)) | (u64::from(u32_at(area, at + 12)) << 32);
+            let count = u32_at(area, at + 16) as usize;
+            at += RUN_HEAD_BYTES;
+            if count == 0 || count > (area.len() - at) / 4 {
+                return Err(invalid(
+                    "intent_record.run.count",
+                    format!("{count} (a run has 1 to what the record has room for)"),
+                ));
+            }
+            if first_unit.checked_add(count as u64).is_none() {
+                return Err(invalid(
+                    "intent_record.run.first_unit",
+                    format!("{first_unit}"),
+                ));
+            }
+            let checksums = (0..count).map(|i| u32_at(area, at + 4 * i)).collect();
+            at += 4 * count;
+            runs.push(IntentRun {
+                file,
+                incarnation,
+                first_unit,
+                checksums,
+            });
+        }
+        if area[at..].iter().any(|b| *b != 0) {
+            return Err(invalid(
+                "intent_record.runs",
+                "bytes past the last run (they must be zero)",
             ));
         }
         Ok(Self {
             prev_checksum: raw.prev_checksum.get(),
             writer: raw.writer.get(),
-            intents,
+            flushed_through: raw.flushed_through.get(),
+            regions,
+            runs,
         })
     }
 }
@@ -219,7 +317,6 @@ mod tests {
     #[test]
     fn units_and_map_places_cover_a_file_exactly() {
         assert_eq!(CHECKSUMS_PER_BLOCK, 1008);
-        assert_eq!(INTENTS_PER_RECORD, 167);
         assert_eq!(units_in(0, 4096), 0);
         assert_eq!(units_in(4096, 4096), 1);
         assert_eq!(units_in(1 << 20, 512), 2048);
@@ -256,46 +353,99 @@ mod tests {
         assert_eq!(decode_map_block(&block[..], zero), sums);
     }
 
-    #[test]
-    fn intent_records_round_trip_and_bad_ones_are_refused_by_field() {
-        let record = IntentRecord {
+    fn raw_of(b: &mut Block) -> &mut RawIntentRecord {
+        cast_mut(payload_mut(b))
+    }
+
+    fn record() -> IntentRecord {
+        IntentRecord {
             prev_checksum: 0x1234_5678,
             writer: 3,
-            intents: (0..INTENTS_PER_RECORD as u64)
-                .map(|u| Intent {
-                    file: 256 + (u as u32 % 7),
-                    incarnation: 9,
-                    unit: u * 1000,
-                    checksum: u as u32 ^ 0xffff,
+            flushed_through: 41,
+            regions: (0..REGIONS_PER_RECORD as u32)
+                .map(|i| Region {
+                    file: 256 + i % 3,
+                    index: i * 7,
                 })
                 .collect(),
-        };
+            runs: vec![
+                IntentRun {
+                    file: 300,
+                    incarnation: 9,
+                    first_unit: (1 << 40) + 5,
+                    checksums: (0..256).map(|i| i ^ 0xffff).collect(),
+                },
+                IntentRun {
+                    file: 257,
+                    incarnation: 2,
+                    first_unit: 0,
+                    checksums: vec![0, 7],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn intent_records_round_trip_and_bad_ones_are_refused_by_field() {
+        assert_eq!(RUN_AREA_BYTES, 3496);
+        let record = record();
         let mut block = empty_block();
         record.encode_into(&mut block);
         assert_eq!(IntentRecord::decode(&block[..]), Ok(record.clone()));
+        // A record whose one run fills the area, to its last byte.
+        let full = IntentRecord {
+            regions: Vec::new(),
+            runs: vec![IntentRun {
+                file: 256,
+                incarnation: 1,
+                first_unit: 0,
+                checksums: vec![5; (RUN_AREA_BYTES - RUN_HEAD_BYTES) / 4],
+            }],
+            ..record.clone()
+        };
+        assert!(full.fits());
+        let mut b = empty_block();
+        full.encode_into(&mut b);
+        assert_eq!(IntentRecord::decode(&b[..]), Ok(full.clone()));
+        let mut over = full.clone();
+        over.runs[0].checksums.push(1);
+        assert!(!over.fits());
 
         let field = |b: &Block| match IntentRecord::decode(&b[..]) {
             Err(MetaError::Invalid { field, .. }) => field,
             other => panic!("accepted: {other:?}"),
         };
         let mut bad = block.clone();
-        cast_mut::<RawIntentRecord>(payload_mut(&mut bad)).count =
-            U16::new(INTENTS_PER_RECORD as u16 + 1);
-        assert_eq!(field(&bad), "intent_record.count");
+        raw_of(&mut bad).region_count = U16::new(REGIONS_PER_RECORD as u16 + 1);
+        assert_eq!(field(&bad), "intent_record.region_count");
         let mut bad = block.clone();
-        cast_mut::<RawIntentRecord>(payload_mut(&mut bad)).intents[5].file = U32::new(7);
-        assert_eq!(field(&bad), "intent.file");
+        raw_of(&mut bad).regions[5].file = U32::new(7);
+        assert_eq!(field(&bad), "intent_record.region.file");
         let mut bad = block.clone();
-        cast_mut::<RawIntentRecord>(payload_mut(&mut bad)).intents[5].file =
-            U32::new(CHECKSUM_MAP_BIT | 300);
-        assert_eq!(field(&bad), "intent.file");
+        raw_of(&mut bad).run_count = U16::new(3);
+        assert_eq!(field(&bad), "intent_record.run.file");
+        let mut bad = block.clone();
+        raw_of(&mut bad).runs[0..4].copy_from_slice(&(CHECKSUM_MAP_BIT | 300).to_le_bytes());
+        assert_eq!(field(&bad), "intent_record.run.file");
+        let mut bad = block.clone();
+        raw_of(&mut bad).runs[16..20].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(field(&bad), "intent_record.run.count");
+        let mut bad = block.clone();
+        raw_of(&mut bad).runs[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(field(&bad), "intent_record.run.count");
+        let mut bad = block.clone();
+        raw_of(&mut bad).run_count = U16::new(1);
+        assert_eq!(field(&bad), "intent_record.runs");
+        let mut bad = b.clone();
+        raw_of(&mut bad).run_count = U16::new(2);
+        assert_eq!(field(&bad), "intent_record.runs");
         let mut short = empty_block();
         IntentRecord {
-            intents: record.intents[..3].to_vec(),
+            regions: record.regions[..3].to_vec(),
             ..record.clone()
         }
         .encode_into(&mut short);
-        cast_mut::<RawIntentRecord>(payload_mut(&mut short)).intents[3].unit = U64::new(1);
-        assert_eq!(field(&short), "intent_record.intents");
+        raw_of(&mut short).regions[3].index = U32::new(1);
+        assert_eq!(field(&short), "intent_record.regions");
     }
 }

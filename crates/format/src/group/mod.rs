@@ -47,9 +47,9 @@ pub use attributes::{
 };
 pub use checksums::{
     decode_map_block, encode_map_block, map_blocks, map_place, unit_checksum, units_in,
-    zero_unit_checksum, Intent, IntentRecord, MapSums, RawIntent, RawIntentRecord,
+    zero_unit_checksum, IntentRecord, IntentRun, MapSums, RawIntentRecord, RawRegion, Region,
     CHECKSUMS_PER_BLOCK, CHECKSUM_MAP_BIT, FILE_CHECKSUM_DIRECTORY, FILE_CHECKSUM_LOG,
-    INTENTS_PER_RECORD, INTENT_BYTES, UNIT_BYTES_ALLOWED,
+    REGIONS_PER_RECORD, REGION_BYTES, RUN_AREA_BYTES, RUN_HEAD_BYTES, UNIT_BYTES_ALLOWED,
 };
 pub use extent::{
     au_mask, AuAddr, Extent, RawCopy, RawExtent, COPIES_MAX, EXTENT_INITIALIZED, NO_DISK,
