@@ -17,7 +17,10 @@
 //! wins over a copy that lost the write; an unacknowledged one wins only
 //! where it landed whole. No copy matching any candidate: the unit is
 //! damaged on every copy read, and a read of it fails rather than return
-//! bytes nothing vouches for.
+//! bytes nothing vouches for. And when the newest candidate is of an
+//! acknowledged (flushed) write that no copy holds, the disks lost it after
+//! saying it was durable: the older bytes they hold are not the unit's, and
+//! it is [`Judgement::Lost`].
 
 /// What a unit's copies are, against its candidates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,14 +41,21 @@ pub enum Judgement {
     },
     /// Every copy read matches no candidate (`read` copies were read).
     Damaged { read: usize },
+    /// The newest candidate is of an acknowledged write and no copy holds
+    /// it; `older` copies hold an older candidate's bytes: a write the
+    /// disks lost after acknowledging it.
+    Lost { older: Vec<usize> },
     /// No copy could be read.
     Unread,
 }
 
-/// Judge a unit: `candidates` newest first; `copies`, each copy's checksum
-/// of the unit as read (`None`: its read failed, which is the disk path's
-/// business, not a checksum's).
-pub fn judge(candidates: &[u32], copies: &[Option<u32>]) -> Judgement {
+/// Judge a unit: `candidates` newest first; `newest_acknowledged`, whether
+/// the newest is of a write acknowledged as durable (recovery knows it from
+/// the log's `flushed_through`; a live read's newest is the table's, and
+/// any older one a write's still in flight, so it passes `false`);
+/// `copies`, each copy's checksum of the unit as read (`None`: its read
+/// failed, which is the disk path's business, not a checksum's).
+pub fn judge(candidates: &[u32], newest_acknowledged: bool, copies: &[Option<u32>]) -> Judgement {
     let read = copies.iter().flatten().count();
     if read == 0 {
         return Judgement::Unread;
@@ -62,6 +72,9 @@ pub fn judge(candidates: &[u32], copies: &[Option<u32>]) -> Judgement {
             Some(_) => older.push(i),
             None => bad.push(i),
         }
+    }
+    if candidate > 0 && newest_acknowledged {
+        return Judgement::Lost { older: good };
     }
     Judgement::Holds {
         candidate,
@@ -82,7 +95,7 @@ mod tests {
     fn the_newest_candidate_a_copy_matches_wins() {
         // New on copy 0, old (a lost write) on copy 1, rot on copy 2.
         assert_eq!(
-            judge(&[20, 10], &[Some(20), Some(10), Some(99)]),
+            judge(&[20, 10], true, &[Some(20), Some(10), Some(99)]),
             Judgement::Holds {
                 candidate: 0,
                 checksum: 20,
@@ -93,7 +106,7 @@ mod tests {
         );
         // The write reached no copy: the old bytes, everywhere.
         assert_eq!(
-            judge(&[20, 10], &[Some(10), None, Some(10)]),
+            judge(&[20, 10], false, &[Some(10), None, Some(10)]),
             Judgement::Holds {
                 candidate: 1,
                 checksum: 10,
@@ -103,11 +116,20 @@ mod tests {
             }
         );
         assert_eq!(
-            judge(&[20, 10], &[Some(1), Some(2)]),
+            judge(&[20, 10], true, &[Some(1), Some(2)]),
             Judgement::Damaged { read: 2 }
         );
-        assert_eq!(judge(&[20, 10], &[None, None]), Judgement::Unread);
-        assert_eq!(judge(&[], &[Some(1)]), Judgement::Damaged { read: 1 });
+        assert_eq!(judge(&[20, 10], true, &[None, None]), Judgement::Unread);
+        assert_eq!(
+            judge(&[], false, &[Some(1)]),
+            Judgement::Damaged { read: 1 }
+        );
+        // An acknowledged write no copy holds: lost by the disks, not
+        // "the old bytes".
+        assert_eq!(
+            judge(&[20, 10], true, &[Some(10), Some(99), Some(10)]),
+            Judgement::Lost { older: vec![0, 2] }
+        );
     }
 
     /// What became of one copy of a unit when a write of it met a crash.
@@ -177,9 +199,12 @@ mod tests {
             let candidates: Vec<u32> = if intent_landed { vec![new, old] } else { vec![old] };
             let holds_new = fates.contains(&Fate::Landed);
             let holds_old = fates.iter().any(|f| matches!(f, Fate::NotReached | Fate::Lost));
-            match judge(&candidates, &copies) {
+            match judge(&candidates, acked, &copies) {
                 Judgement::Holds { checksum, good, older, bad, .. } => {
                     prop_assert!(checksum == new || checksum == old, "damage returned");
+                    if acked {
+                        prop_assert_eq!(checksum, new, "an acknowledged write read back old");
+                    }
                     if acked && holds_new {
                         prop_assert_eq!(checksum, new, "an acknowledged write read back old");
                     }
@@ -197,6 +222,12 @@ mod tests {
                         .filter(|i| copies[*i].is_some_and(|s| s != checksum))
                         .collect();
                     prop_assert_eq!(rewrite, differ);
+                }
+                Judgement::Lost { older } => {
+                    // Only an acknowledged write that no copy holds, with
+                    // older bytes on some copy: never returned as the unit's.
+                    prop_assert!(acked && !holds_new && holds_old);
+                    prop_assert!(!older.is_empty());
                 }
                 Judgement::Damaged { .. } => {
                     // Only where no copy holds old bytes, nor new ones with

@@ -273,7 +273,9 @@ fn judge_units(
     for (f, unit) in failing.iter().enumerate() {
         let copies = seen.remove(&f).unwrap_or_default();
         let sums: Vec<Option<u32>> = copies.iter().map(|r| r.sum).collect();
-        match judge(&unit.candidates, &sums) {
+        // A live read's newest candidate is the table's: no write of it is
+        // "acknowledged and lost" here (that is recovery's question).
+        match judge(&unit.candidates, false, &sums) {
             Judgement::Holds { good, bad, .. } => {
                 for i in &bad {
                     counts.mismatched(copies[*i].copy.disk);
@@ -296,7 +298,7 @@ fn judge_units(
                     bad: bad.iter().map(|i| copies[*i].copy).collect(),
                 });
             }
-            Judgement::Damaged { .. } | Judgement::Unread => {
+            Judgement::Damaged { .. } | Judgement::Unread | Judgement::Lost { .. } => {
                 for r in copies.iter().filter(|r| r.sum.is_some()) {
                     counts.mismatched(r.copy.disk);
                 }
