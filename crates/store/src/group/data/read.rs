@@ -19,7 +19,9 @@ use crate::group::plane::{DiskView, FileSnapshot, Hold, LatchKey, OperationGuard
 /// Read `buf.len()` bytes at `offset` of file `number`, accepting the bytes
 /// only if `accept` passes on the whole buffer and, with `sums`, each unit
 /// matches its checksums (`verify.rs`: a unit that does not is read from
-/// the other copies, and the bad copies healed).
+/// the other copies, and the bad copies healed). `accept` judges the bytes
+/// as read, before the checksums mend them: a caller gives one or the
+/// other.
 pub(crate) fn read(
     port: &mut dyn DataPort,
     slot: Option<&AtomicU64>,

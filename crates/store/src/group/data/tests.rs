@@ -404,15 +404,23 @@ struct Mirror {
     view: Arc<DiskView>,
     copies: u16,
     may_write: bool,
+    /// The group's sector, and so the checksums' unit.
+    sector: u32,
+    /// Whether extent 1 has been written (else it reads as zeros, no I/O).
+    second_written: bool,
 }
 
 const MIRROR_AU: u64 = 1 << 20;
 
 impl Mirror {
     fn new(copies: u16) -> Self {
+        Self::with_sector(copies, 4096)
+    }
+
+    fn with_sector(copies: u16, sector: u32) -> Self {
         let mut engine = SimEngine::new(5, 64);
         for _ in 0..copies {
-            engine.add_disk(geometry(64 << 20, 4096, 4096, 64 << 10));
+            engine.add_disk(geometry(64 << 20, sector, sector, 64 << 10));
         }
         let n = usize::from(copies);
         Self {
@@ -428,6 +436,8 @@ impl Mirror {
             }),
             copies,
             may_write: true,
+            sector,
+            second_written: true,
         }
     }
 
@@ -524,7 +534,7 @@ impl DataPort for Mirror {
                         au: 10 + 10 * e + u32::from(disk),
                     })
                     .collect();
-                Extent::new(&copies, true)
+                Extent::new(&copies, e == 0 || self.second_written)
             })
             .collect();
         let layout = Churn::layout();
@@ -533,7 +543,7 @@ impl DataPort for Mirror {
             1,
             layout.capacity_bytes(2),
             layout,
-            4096,
+            self.sector,
             self.copies as u8,
             None,
             &extents,
@@ -546,24 +556,30 @@ impl DataPort for Mirror {
 }
 
 /// A file's checksums, as the tests set them: per unit, newest first.
-struct Sums(std::collections::HashMap<u64, Vec<u32>>);
+struct Sums(std::collections::HashMap<u64, Vec<u32>>, u32);
 
 impl Sums {
-    /// The checksums of `bytes`, the file from its first byte.
+    /// The checksums of `bytes`, the file from its first byte, in 4 KiB
+    /// units.
     fn of(bytes: &[u8]) -> Self {
+        Self::of_units(bytes, 4096)
+    }
+
+    fn of_units(bytes: &[u8], unit: u32) -> Self {
         Self(
             bytes
-                .chunks(4096)
+                .chunks(unit as usize)
                 .enumerate()
                 .map(|(u, b)| (u as u64, vec![cairn_format::group::unit_checksum(b)]))
                 .collect(),
+            unit,
         )
     }
 }
 
 impl super::verify::UnitSums for Sums {
     fn unit_bytes(&self) -> u32 {
-        4096
+        self.1
     }
     fn candidates(&self, unit: u64, out: &mut Vec<u32>) {
         out.clear();
@@ -715,4 +731,54 @@ fn the_repair_of_a_failed_piece_never_copies_a_rotten_unit_over_the_good_one() {
         "the mirror's rotten unit was healed"
     );
     assert!(port.on(0, 0, data.len()) == data, "the primary whole");
+}
+
+/// 512-byte units, a read that starts inside the first extent and ends
+/// inside the second: each rotten unit is found where it is, mended from
+/// the mirror, and healed there, and the units beside it are untouched.
+#[test]
+fn units_of_a_512_byte_group_are_checked_across_pieces_from_any_offset() {
+    let mut port = Mirror::with_sector(2, 512);
+    let data = file_bytes();
+    port.put(0, &data);
+    let sums = Sums::of_units(&data, 512);
+    let first = MIRROR_AU - 5 * 512;
+    let rotten = [MIRROR_AU - 3 * 512, MIRROR_AU + 512];
+    for at in rotten {
+        rot(&mut port, 0, at + 100);
+    }
+    let mut buf = vec![0u8; 10 * 512];
+    super::read(&mut port, None, 9, first, &mut buf, &|_| true, Some(&sums)).unwrap();
+    assert!(buf == data[first as usize..first as usize + buf.len()]);
+    for at in rotten {
+        assert!(port.on(0, at, 512) == data[at as usize..at as usize + 512]);
+    }
+    let counts = port.plane.checksum_counts().by_disk();
+    assert_eq!((counts[&0].mismatches, counts[&0].healed), (2, 2));
+}
+
+/// A checksum that says an extent never written holds data (it reads as
+/// zeros without I/O): the read fails, saying the extent was never
+/// written, not that every copy is damaged.
+#[test]
+fn a_checksum_for_an_extent_never_written_fails_the_read_saying_so() {
+    let mut port = Mirror::new(2);
+    port.second_written = false;
+    let data = file_bytes();
+    let sums = Sums::of(&data);
+    let mut buf = vec![0u8; 4096];
+    let err = super::read(
+        &mut port,
+        None,
+        9,
+        MIRROR_AU,
+        &mut buf,
+        &|_| true,
+        Some(&sums),
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("never written"), "{text}");
+    assert!(text.contains("bytes 1048576..1052672"), "{text}");
+    assert!(port.plane.checksum_counts().by_disk().is_empty());
 }

@@ -83,6 +83,9 @@ struct Judged {
 pub(super) struct Checked {
     judged: Vec<Judged>,
     unvouched: Vec<u64>,
+    /// Failing units in extents never written: no copy to judge, and the
+    /// checksums disagree with the map (zeros).
+    unwritten: Vec<u64>,
     failed_disks: FailedDisks,
 }
 
@@ -146,14 +149,18 @@ pub(super) fn answer(
     if port.may_write() && !checked.judged.is_empty() {
         heal(port, slot, snap, view, &checked.judged, sums)?;
     }
+    let unit_bytes = u64::from(snap.sector_bytes);
+    if !checked.unwritten.is_empty() {
+        return Err(GroupError::Corrupt(format!(
+            "file {}: {}: its checksums say it holds data, but its extent was never written (it reads as zeros); the checksum map does not belong to these bytes: run `cairn group check`",
+            snap.number,
+            ranges_named(unit_bytes, &checked.unwritten)
+        )));
+    }
     if checked.unvouched.is_empty() {
         return Ok(());
     }
-    Err(unvouched_error(
-        snap,
-        u64::from(snap.sector_bytes),
-        &checked.unvouched,
-    ))
+    Err(unvouched_error(snap, unit_bytes, &checked.unvouched))
 }
 
 /// The byte ranges of `bytes` (file offset `offset`) whose units `sums`
@@ -215,6 +222,7 @@ fn judge_units(
     let unit_bytes = u64::from(snap.sector_bytes);
     let mut reads: Vec<(usize, AuAddr)> = Vec::new();
     let mut ios = Vec::new();
+    let mut unwritten = Vec::new();
     for (f, unit) in failing.iter().enumerate() {
         let p = &pieces[unit.piece];
         let extent = snap
@@ -223,6 +231,7 @@ fn judge_units(
         // An extent never written reads as zeros without I/O: a checksum
         // that is not the zero unit's has no copy to be found on.
         if !extent.initialized {
+            unwritten.push(unit.unit);
             continue;
         }
         let within = p.within + (unit.unit * unit_bytes - offset) - p.at as u64;
@@ -271,6 +280,9 @@ fn judge_units(
     let plane = port.plane().clone();
     let counts = plane.checksum_counts();
     for (f, unit) in failing.iter().enumerate() {
+        if unwritten.contains(&unit.unit) {
+            continue;
+        }
         let copies = seen.remove(&f).unwrap_or_default();
         let sums: Vec<Option<u32>> = copies.iter().map(|r| r.sum).collect();
         // A live read's newest candidate is the table's: no write of it is
@@ -312,6 +324,7 @@ fn judge_units(
     Ok(Checked {
         judged,
         unvouched,
+        unwritten,
         failed_disks,
     })
 }
@@ -433,6 +446,16 @@ fn heal(
 /// The read's error for units no copy vouches for: the file and each byte
 /// range (consecutive units merged).
 fn unvouched_error(snap: &FileSnapshot, unit_bytes: u64, units: &[u64]) -> GroupError {
+    GroupError::Unreadable(format!(
+        "file {}: {}: no copy matches its checksum; the data there is damaged on every copy (`cairn group scrub` lists such ranges; restore them from a backup)",
+        snap.number,
+        ranges_named(unit_bytes, units)
+    ))
+}
+
+/// Units (in order) as byte ranges, consecutive units merged: "bytes a..b,
+/// bytes c..d".
+fn ranges_named(unit_bytes: u64, units: &[u64]) -> String {
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for u in units {
         match ranges.last_mut() {
@@ -440,13 +463,9 @@ fn unvouched_error(snap: &FileSnapshot, unit_bytes: u64, units: &[u64]) -> Group
             _ => ranges.push((*u, u + 1)),
         }
     }
-    let named: Vec<String> = ranges
+    ranges
         .iter()
         .map(|(a, b)| format!("bytes {}..{}", a * unit_bytes, b * unit_bytes))
-        .collect();
-    GroupError::Unreadable(format!(
-        "file {}: {}: no copy matches its checksum; the data there is damaged on every copy (`cairn group scrub` lists such ranges; restore them from a backup)",
-        snap.number,
-        named.join(", ")
-    ))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
