@@ -447,20 +447,20 @@ fn repair(
             });
         }
     }
+    for buf in fresh.into_values() {
+        port.recycle(buf);
+    }
     let results = run(port, writes)?;
     drop(guard);
     drop(latch);
-    let (ok, failed): (Vec<_>, Vec<_>) = targets
-        .into_iter()
-        .zip(results)
-        .partition(|(_, (r, _))| r.is_ok());
-    for (disk, _) in ok {
-        port.wrote(disk);
-    }
     let mut failed_disks = FailedDisks::new();
-    for (disk, (result, _)) in failed {
-        if let Err(e) = result {
-            note_failed(&mut failed_disks, disk, &e);
+    for (disk, (result, buf)) in targets.into_iter().zip(results) {
+        if let Some(buf) = buf {
+            port.recycle(buf);
+        }
+        match result {
+            Ok(_) => port.wrote(disk),
+            Err(e) => note_failed(&mut failed_disks, disk, &e),
         }
     }
     if failed_disks.is_empty() {

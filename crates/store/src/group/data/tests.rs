@@ -782,3 +782,36 @@ fn a_checksum_for_an_extent_never_written_fails_the_read_saying_so() {
     assert!(text.contains("bytes 1048576..1052672"), "{text}");
     assert!(port.plane.checksum_counts().by_disk().is_empty());
 }
+
+/// Beside a write in flight, three copies: the primary rotten, one with the
+/// write's bytes, one with the bytes before it. The read returns the
+/// newer, heals the rotten copy from it, and leaves the older copy to the
+/// write (it is right to read until the write completes).
+#[test]
+fn beside_a_write_in_flight_only_the_rotten_copy_is_healed() {
+    let mut port = Mirror::new(3);
+    let data = file_bytes();
+    port.put(0, &data);
+    let mut sums = Sums::of(&data);
+    let newer = vec![0x5au8; 4096];
+    port.put_on(0, 2 * 4096, &newer);
+    port.put_on(1, 2 * 4096, &newer);
+    rot(&mut port, 0, 2 * 4096 + 1);
+    let old = sums.0[&2][0];
+    sums.0
+        .insert(2, vec![cairn_format::group::unit_checksum(&newer), old]);
+    let mut buf = vec![0u8; 4 * 4096];
+    super::read(&mut port, None, 9, 0, &mut buf, &|_| true, Some(&sums)).unwrap();
+    assert!(buf[2 * 4096..3 * 4096] == newer[..], "the newer bytes");
+    assert!(
+        port.on(0, 2 * 4096, 4096) == newer,
+        "the rotten copy healed"
+    );
+    assert!(
+        port.on(2, 2 * 4096, 4096) == data[2 * 4096..3 * 4096],
+        "the older copy left to the write"
+    );
+    let counts = port.plane.checksum_counts().by_disk();
+    assert_eq!((counts[&0].mismatches, counts[&0].healed), (1, 1));
+    assert_eq!(counts.len(), 1, "{counts:?}");
+}

@@ -418,7 +418,10 @@ fn heal(
     let results = run(port, writes)?;
     drop(guard);
     drop(latch);
-    for ((j, bad), (result, _)) in targets.into_iter().zip(results) {
+    for ((j, bad), (result, buf)) in targets.into_iter().zip(results) {
+        if let Some(buf) = buf {
+            port.recycle(buf);
+        }
         let byte = j.unit * unit_bytes;
         match result {
             Ok(_) => {
