@@ -127,6 +127,17 @@ pub struct RawIntentRecord {
 }
 const _: () = assert!(size_of::<RawIntentRecord>() == PAYLOAD_BYTES);
 
+/// A run's own fields, before its checksums (little-endian u32 each).
+#[repr(C)]
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
+pub struct RawRunHead {
+    pub file: U32,
+    pub incarnation: U32,
+    pub first_unit: U64,
+    pub count: U32,
+}
+const _: () = assert!(size_of::<RawRunHead>() == RUN_HEAD_BYTES);
+
 /// A region of a file its writer may write in (1 MiB, [`REGION_BYTES`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Region {
@@ -175,12 +186,6 @@ fn user_file(file: u32, field: &'static str) -> Result<u32, MetaError> {
     }
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    let mut b = [0u8; 4];
-    b.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_le_bytes(b)
-}
-
 impl IntentRecord {
     /// Whether the regions and runs fit one record.
     pub fn fits(&self) -> bool {
@@ -202,18 +207,22 @@ impl IntentRecord {
             r.file = U32::new(region.file);
             r.index = U32::new(region.index);
         }
-        let mut at = 0;
+        let mut area = &mut raw.runs[..];
         for run in &self.runs {
-            let area = &mut raw.runs;
-            area[at..at + 4].copy_from_slice(&run.file.to_le_bytes());
-            area[at + 4..at + 8].copy_from_slice(&run.incarnation.to_le_bytes());
-            area[at + 8..at + 16].copy_from_slice(&run.first_unit.to_le_bytes());
-            area[at + 16..at + 20].copy_from_slice(&(run.checksums.len() as u32).to_le_bytes());
-            at += RUN_HEAD_BYTES;
-            for sum in &run.checksums {
-                area[at..at + 4].copy_from_slice(&sum.to_le_bytes());
-                at += 4;
+            let (head, rest) = RawRunHead::mut_from_prefix(area)
+                .expect("invariant: checked by fits: the run's head fits");
+            *head = RawRunHead {
+                file: U32::new(run.file),
+                incarnation: U32::new(run.incarnation),
+                first_unit: U64::new(run.first_unit),
+                count: U32::new(run.checksums.len() as u32),
+            };
+            let (sums, rest) = <[U32]>::mut_from_prefix_with_elems(rest, run.checksums.len())
+                .expect("invariant: checked by fits: the run's checksums fit");
+            for (out, sum) in sums.iter_mut().zip(&run.checksums) {
+                *out = U32::new(*sum);
             }
+            area = rest;
         }
     }
 
@@ -246,42 +255,42 @@ impl IntentRecord {
                 "bytes past the count (they must be zero)",
             ));
         }
-        let area = &raw.runs[..];
         let run_count = usize::from(raw.run_count.get());
         let mut runs = Vec::new();
-        let mut at = 0usize;
+        let mut area = &raw.runs[..];
         for _ in 0..run_count {
-            if at + RUN_HEAD_BYTES > area.len() {
+            let Ok((head, rest)) = RawRunHead::ref_from_prefix(area) else {
                 return Err(invalid("intent_record.runs", "a run past the record's end"));
-            }
-            let file = user_file(u32_at(area, at), "intent_record.run.file")?;
-            let incarnation = u32_at(area, at + 4);
-            let first_unit =
-                u64::from(u32_at(area, at + 8)) | (u64::from(u32_at(area, at + 12)) << 32);
-            let count = u32_at(area, at + 16) as usize;
-            at += RUN_HEAD_BYTES;
-            if count == 0 || count > (area.len() - at) / 4 {
-                return Err(invalid(
-                    "intent_record.run.count",
-                    format!("{count} (a run has 1 to what the record has room for)"),
-                ));
-            }
+            };
+            let file = user_file(head.file.get(), "intent_record.run.file")?;
+            let first_unit = head.first_unit.get();
+            let count = head.count.get() as usize;
+            let sums = match <[U32]>::ref_from_prefix_with_elems(rest, count) {
+                Ok((sums, rest)) if count > 0 => {
+                    area = rest;
+                    sums
+                }
+                _ => {
+                    return Err(invalid(
+                        "intent_record.run.count",
+                        format!("{count} (a run has 1 to what the record has room for)"),
+                    ))
+                }
+            };
             if first_unit.checked_add(count as u64).is_none() {
                 return Err(invalid(
                     "intent_record.run.first_unit",
                     format!("{first_unit}"),
                 ));
             }
-            let checksums = (0..count).map(|i| u32_at(area, at + 4 * i)).collect();
-            at += 4 * count;
             runs.push(IntentRun {
                 file,
-                incarnation,
+                incarnation: head.incarnation.get(),
                 first_unit,
-                checksums,
+                checksums: sums.iter().map(|s| s.get()).collect(),
             });
         }
-        if area[at..].iter().any(|b| *b != 0) {
+        if area.iter().any(|b| *b != 0) {
             return Err(invalid(
                 "intent_record.runs",
                 "bytes past the last run (they must be zero)",

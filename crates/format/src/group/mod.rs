@@ -47,8 +47,8 @@ pub use attributes::{
 };
 pub use checksums::{
     decode_map_block, encode_map_block, map_blocks, map_place, unit_checksum, units_in,
-    zero_unit_checksum, IntentRecord, IntentRun, MapSums, RawIntentRecord, RawRegion, Region,
-    CHECKSUMS_PER_BLOCK, CHECKSUM_MAP_BIT, FILE_CHECKSUM_DIRECTORY, FILE_CHECKSUM_LOG,
+    zero_unit_checksum, IntentRecord, IntentRun, MapSums, RawIntentRecord, RawRegion, RawRunHead,
+    Region, CHECKSUMS_PER_BLOCK, CHECKSUM_MAP_BIT, FILE_CHECKSUM_DIRECTORY, FILE_CHECKSUM_LOG,
     REGIONS_PER_RECORD, REGION_BYTES, RUN_AREA_BYTES, RUN_HEAD_BYTES, UNIT_BYTES_ALLOWED,
 };
 pub use extent::{
