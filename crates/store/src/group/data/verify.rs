@@ -30,7 +30,7 @@ use super::common::{
 };
 use crate::checksums::{judge, Judgement};
 use crate::group::error::GroupError;
-use crate::group::plane::{DiskView, FileSnapshot, Hold, OperationGuard, Piece};
+use crate::group::plane::{DiskView, FileSnapshot, Hold, OperationGuard};
 
 /// What a read checks each unit of a file against: the file's checksums
 /// (its map, and the writes of it in flight).
@@ -51,8 +51,12 @@ pub(crate) trait UnitSums {
 struct Failing {
     /// Unit index in the file.
     unit: u64,
-    /// Its piece of the read.
-    piece: usize,
+    /// Where its bytes are in the caller's buffer.
+    at_buf: usize,
+    /// Its extent, and its offset inside the extent's AU run (the same on
+    /// every copy).
+    extent: u64,
+    within: u64,
     /// Its candidates, newest first.
     candidates: Vec<u32>,
 }
@@ -114,35 +118,51 @@ pub(super) fn check(
         return Ok(Checked::default());
     }
     let pieces = pieces_of(snap, offset, buf.len() as u64)?;
-    let failing: Vec<Failing> = failing
-        .into_iter()
-        .map(|(unit, candidates)| {
-            let at_buf = (unit * unit_bytes - offset) as usize;
-            let piece = pieces
-                .iter()
-                .position(|p| (p.at..p.at + p.len as usize).contains(&at_buf))
-                .expect("invariant: every unit of the read is in one of its pieces");
-            Failing {
-                unit,
-                piece,
-                candidates,
-            }
-        })
-        .collect();
-    judge_units(port, snap, view, offset, buf, &pieces, &failing)
+    let mut to_judge = Vec::with_capacity(failing.len());
+    let mut unwritten = Vec::new();
+    for (unit, candidates) in failing {
+        let at_buf = (unit * unit_bytes - offset) as usize;
+        let p = pieces
+            .iter()
+            .find(|p| (p.at..p.at + p.len as usize).contains(&at_buf))
+            .expect("invariant: every unit of the read is in one of its pieces");
+        let extent = snap
+            .extent(p.extent)
+            .expect("invariant: pieces are in the map");
+        // An extent never written reads as zeros without I/O: a checksum
+        // that is not the zero unit's has no copy to be found on.
+        if !extent.initialized {
+            unwritten.push(unit);
+            continue;
+        }
+        to_judge.push(Failing {
+            unit,
+            at_buf,
+            extent: p.extent,
+            within: p.within + (at_buf - p.at) as u64,
+            candidates,
+        });
+    }
+    let mut checked = judge_units(port, snap, view, buf, &to_judge)?;
+    checked.unwritten = unwritten;
+    Ok(checked)
 }
 
 /// After [`check`]: take the disks whose reads failed offline, heal the bad
 /// copies (under the extents' latches), and fail the read if some unit has
-/// no copy that vouches for it.
+/// no copy that vouches for it. Nothing to do for a read without checksums
+/// (`checked` and `sums` are both given or both not).
 pub(super) fn answer(
     port: &mut dyn DataPort,
     slot: Option<&AtomicU64>,
     snap: &FileSnapshot,
     view: &DiskView,
-    checked: Checked,
-    sums: &dyn UnitSums,
+    checked: Option<Checked>,
+    sums: Option<&dyn UnitSums>,
 ) -> Result<(), GroupError> {
+    let (Some(checked), Some(sums)) = (checked, sums) else {
+        return Ok(());
+    };
     if !checked.failed_disks.is_empty() && port.may_write() {
         port.disks_failed(&checked.failed_disks, view.epoch)?;
     }
@@ -177,8 +197,7 @@ pub(super) fn vouched_runs(
     let mut candidates = Vec::with_capacity(2);
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
     for (i, unit) in bytes.chunks(unit_bytes).enumerate() {
-        sums.candidates(first + i as u64, &mut candidates);
-        if !candidates.is_empty() && !candidates.contains(&unit_checksum(unit)) {
+        if matches(sums, first + i as u64, unit, &mut candidates) == Some(false) {
             continue;
         }
         let at = i * unit_bytes;
@@ -190,6 +209,19 @@ pub(super) fn vouched_runs(
     runs
 }
 
+/// Whether `bytes`, unit `unit` of the file, match one of its candidates
+/// (left in `candidates`); `None` when it has none yet (served as read).
+/// The one test of a unit's bytes every path here makes.
+fn matches(
+    sums: &dyn UnitSums,
+    unit: u64,
+    bytes: &[u8],
+    candidates: &mut Vec<u32>,
+) -> Option<bool> {
+    sums.candidates(unit, candidates);
+    (!candidates.is_empty()).then(|| candidates.contains(&unit_checksum(bytes)))
+}
+
 /// The units of `buf` (at file offset `offset`) whose bytes match none of
 /// their candidates, each with its candidates.
 fn failing_units(sums: &dyn UnitSums, offset: u64, buf: &[u8]) -> Vec<(u64, Vec<u32>)> {
@@ -199,48 +231,36 @@ fn failing_units(sums: &dyn UnitSums, offset: u64, buf: &[u8]) -> Vec<(u64, Vec<
     let mut failing = Vec::new();
     for (i, bytes) in buf.chunks(unit_bytes).enumerate() {
         let unit = first + i as u64;
-        sums.candidates(unit, &mut candidates);
-        if candidates.is_empty() || candidates.contains(&unit_checksum(bytes)) {
-            continue;
+        if matches(sums, unit, bytes, &mut candidates) == Some(false) {
+            failing.push((unit, candidates.clone()));
         }
-        failing.push((unit, candidates.clone()));
     }
     failing
 }
 
-/// Read each failing unit from every readable copy of its piece, judge
-/// them, and put a good copy's bytes in `buf`.
+/// Read each failing unit (of a written extent) from every readable copy,
+/// judge them, and put a good copy's bytes in `buf`.
 fn judge_units(
     port: &mut dyn DataPort,
     snap: &FileSnapshot,
     view: &DiskView,
-    offset: u64,
     buf: &mut [u8],
-    pieces: &[Piece],
     failing: &[Failing],
 ) -> Result<Checked, GroupError> {
     let unit_bytes = u64::from(snap.sector_bytes);
     let mut reads: Vec<(usize, AuAddr)> = Vec::new();
     let mut ios = Vec::new();
-    let mut unwritten = Vec::new();
     for (f, unit) in failing.iter().enumerate() {
-        let p = &pieces[unit.piece];
         let extent = snap
-            .extent(p.extent)
+            .extent(unit.extent)
             .expect("invariant: pieces are in the map");
-        // An extent never written reads as zeros without I/O: a checksum
-        // that is not the zero unit's has no copy to be found on.
-        if !extent.initialized {
-            unwritten.push(unit.unit);
-            continue;
-        }
-        let within = p.within + (unit.unit * unit_bytes - offset) - p.at as u64;
-        for c in readable_copies(view, extent, piece_aus(snap, within, unit_bytes)) {
+        let aus = piece_aus(snap, unit.within, unit_bytes);
+        for c in readable_copies(view, extent, aus) {
             reads.push((f, c));
             ios.push(DiskIo {
                 disk: c.disk,
                 op: Op::Read {
-                    offset_bytes: at(snap, c, within),
+                    offset_bytes: at(snap, c, unit.within),
                     buf: port.buffer(unit_bytes as usize),
                 },
             });
@@ -280,9 +300,6 @@ fn judge_units(
     let plane = port.plane().clone();
     let counts = plane.checksum_counts();
     for (f, unit) in failing.iter().enumerate() {
-        if unwritten.contains(&unit.unit) {
-            continue;
-        }
         let copies = seen.remove(&f).unwrap_or_default();
         let sums: Vec<Option<u32>> = copies.iter().map(|r| r.sum).collect();
         // A live read's newest candidate is the table's: no write of it is
@@ -297,15 +314,13 @@ fn judge_units(
                     data,
                     ..
                 } = &copies[good[0]];
-                let at_buf = (unit.unit * unit_bytes - offset) as usize;
                 if let Some(data) = data {
-                    buf[at_buf..at_buf + unit_bytes as usize].copy_from_slice(data);
+                    buf[unit.at_buf..unit.at_buf + unit_bytes as usize].copy_from_slice(data);
                 }
-                let p = &pieces[unit.piece];
                 judged.push(Judged {
                     unit: unit.unit,
-                    extent: p.extent,
-                    within: p.within + at_buf as u64 - p.at as u64,
+                    extent: unit.extent,
+                    within: unit.within,
                     good: *good_copy,
                     bad: bad.iter().map(|i| copies[*i].copy).collect(),
                 });
@@ -324,7 +339,7 @@ fn judge_units(
     Ok(Checked {
         judged,
         unvouched,
-        unwritten,
+        unwritten: Vec::new(),
         failed_disks,
     })
 }
@@ -388,8 +403,7 @@ fn heal(
             }
         }
         let Some(data) = data else { continue };
-        sums.candidates(j.unit, &mut candidates);
-        let vouched = result.is_ok() && candidates.contains(&unit_checksum(&data));
+        let vouched = result.is_ok() && matches(sums, j.unit, &data, &mut candidates) == Some(true);
         if !vouched {
             // Changed (or failed) since it was judged: left for the next
             // read or scrub to judge again.
