@@ -437,6 +437,16 @@ impl SimEngine {
         per_million > 0 && self.rng.next_u64() % PER_MILLION < u64::from(per_million)
     }
 
+    /// Hold `completion` until the clock reaches `completes_at_ns`, after
+    /// every completion queued before it for the same time (its sequence
+    /// number is the next one).
+    fn queue(&mut self, completes_at_ns: u64, completion: Completion) {
+        self.sequence += 1;
+        self.in_flight
+            .push(Reverse((completes_at_ns, self.sequence)));
+        self.waiting.insert(self.sequence, completion);
+    }
+
     /// Carry out `op` now; it completes at `completes_at_ns`.
     fn perform(
         &mut self,
@@ -634,11 +644,9 @@ impl IoEngine for SimEngine {
             completes_at_ns = self
                 .io_timeout_ns
                 .map_or(NEVER, |t| self.now_ns.saturating_add(t));
-            self.sequence += 1;
-            self.in_flight
-                .push(Reverse((completes_at_ns, self.sequence)));
-            self.waiting.insert(
-                self.sequence,
+            let timeout_ms = self.io_timeout_ns.unwrap_or(0) / 1_000_000;
+            self.queue(
+                completes_at_ns,
                 Completion {
                     device: request.device,
                     tag: request.tag,
@@ -647,7 +655,7 @@ impl IoEngine for SimEngine {
                         kind,
                         offset_bytes,
                         len_bytes,
-                        timeout_ms: self.io_timeout_ns.unwrap_or(0) / 1_000_000,
+                        timeout_ms,
                     }),
                     buf: None,
                 },
@@ -663,11 +671,8 @@ impl IoEngine for SimEngine {
             Op::Read { buf, .. } | Op::Write { buf, .. } => Some(buf),
             _ => None,
         };
-        self.sequence += 1;
-        self.in_flight
-            .push(Reverse((completes_at_ns, self.sequence)));
-        self.waiting.insert(
-            self.sequence,
+        self.queue(
+            completes_at_ns,
             Completion {
                 device: request.device,
                 tag: request.tag,
