@@ -51,7 +51,7 @@ pub fn new_file_options(
     Ok(CreateOptions {
         template: request.template.map(str::to_string).or(fallback_template),
         copies,
-        parents: false,
+        ..CreateOptions::default()
     })
 }
 

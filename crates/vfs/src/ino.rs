@@ -39,6 +39,10 @@ impl Ino {
         let low = ino & ((1 << SLOT_SHIFT) - 1);
         let id = u32::try_from(low & !FILE_BIT).ok()?;
         Some(if low & FILE_BIT != 0 {
+            // A checksum map is no inode's: a forged number must not reach it.
+            if cairn_format::group::is_map_number(id) {
+                return None;
+            }
             Self::File { slot, number: id }
         } else {
             Self::Dir { slot, id }

@@ -122,10 +122,15 @@ fn inodes_round_trip_and_do_not_collide() {
         },
         Ino::File {
             slot: 7,
-            number: u32::MAX,
+            number: (1 << 31) - 1,
         },
     ] {
         assert_eq!(Ino::decode(ino.encode()), Some(ino));
+    }
+    // A checksum map's number names no inode: a forged one reads nothing.
+    for number in [1 << 31, u32::MAX] {
+        let forged = Ino::File { slot: 0, number }.encode();
+        assert_eq!(Ino::decode(forged), None, "map number {number}");
     }
     assert_ne!(
         Ino::Dir { slot: 0, id: 256 }.encode(),

@@ -114,6 +114,7 @@ impl Exec<'_> {
                         template: Some(VOLUME_TEMPLATE.to_string()),
                         copies,
                         parents: true,
+                        ..CreateOptions::default()
                     },
                 )?)
             })??;

@@ -24,6 +24,38 @@ pub const FILE_CHECKSUM_LOG: u32 = 8;
 /// In memory, data file *n*'s checksum map is file `CHECKSUM_MAP_BIT | n`;
 /// user files are numbered below it.
 pub const CHECKSUM_MAP_BIT: u32 = 1 << 31;
+/// Data file `file`'s checksum map, as numbered in memory.
+pub fn map_number(file: u32) -> u32 {
+    CHECKSUM_MAP_BIT | file
+}
+
+/// Whether `number` is a checksum map's (in memory).
+pub fn is_map_number(number: u32) -> bool {
+    number & CHECKSUM_MAP_BIT != 0
+}
+
+/// The data file whose checksum map is `number` (`number` itself for any
+/// other file).
+pub fn mapped_file(number: u32) -> u32 {
+    number & !CHECKSUM_MAP_BIT
+}
+
+/// Whether `number` is a user's data file: at or above
+/// [`FILE_NUMBER_USER_MIN`], below the maps.
+pub fn is_user_number(number: u32) -> bool {
+    (FILE_NUMBER_USER_MIN..CHECKSUM_MAP_BIT).contains(&number)
+}
+
+/// Where file `number`'s entry is: the metadata file whose block holds it
+/// (the file directory, or the checksum directory for a map) and the block.
+pub fn entry_place(number: u32) -> (u32, u64) {
+    if is_map_number(number) {
+        (FILE_CHECKSUM_DIRECTORY, u64::from(mapped_file(number)))
+    } else {
+        (super::FILE_DIRECTORY, u64::from(number))
+    }
+}
+
 /// Checksums in one map block: the whole payload, 4 bytes each.
 pub const CHECKSUMS_PER_BLOCK: usize = PAYLOAD_BYTES / 4;
 /// Regions (1 MiB of a file) a log record may announce.
@@ -179,7 +211,7 @@ pub struct IntentRecord {
 }
 
 fn user_file(file: u32, field: &'static str) -> Result<u32, MetaError> {
-    if (FILE_NUMBER_USER_MIN..CHECKSUM_MAP_BIT).contains(&file) {
+    if is_user_number(file) {
         Ok(file)
     } else {
         Err(invalid(field, format!("{file} (not a user file)")))

@@ -29,14 +29,16 @@ pub const GROUP_RO_COMPAT_CLEAN_MAP: u64 = 2;
 /// read-only.
 pub const GROUP_RO_COMPAT_MULTIHOST: u64 = 4;
 /// Ro-compatible group feature: files may have checksum maps
-/// (`docs/checksums.md`), which every write must keep in step with the data.
-/// A Cairn that does not know it would write data and leave its checksums
-/// old, and the next read would call the new bytes bad: it may mount the
-/// group only read-only (reading without verifying is what it did before).
-///
-/// Not in [`GROUP_RO_COMPAT_KNOWN`] yet: this version does not keep the
-/// maps on its writes, so it must not write a group that has them.
+/// (`docs/checksums.md`): files of their own, entered in the checksum
+/// directory (file 7), which every write, resize, delete and move must keep
+/// in step with their data files. A Cairn that does not know it would
+/// write data and leave its checksums old (the next read would call the new
+/// bytes bad), and would free or move a file without its map: it may mount
+/// the group only read-only (reading without verifying is what it did
+/// before). Set when the checksum directory is made.
 pub const GROUP_RO_COMPAT_DATA_CHECKSUMS: u64 = 8;
 /// The ro-compatible group features this code knows.
-pub const GROUP_RO_COMPAT_KNOWN: u64 =
-    GROUP_RO_COMPAT_FILE_ATTRS | GROUP_RO_COMPAT_CLEAN_MAP | GROUP_RO_COMPAT_MULTIHOST;
+pub const GROUP_RO_COMPAT_KNOWN: u64 = GROUP_RO_COMPAT_FILE_ATTRS
+    | GROUP_RO_COMPAT_CLEAN_MAP
+    | GROUP_RO_COMPAT_MULTIHOST
+    | GROUP_RO_COMPAT_DATA_CHECKSUMS;

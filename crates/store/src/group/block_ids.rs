@@ -1,7 +1,7 @@
 //! The ids metadata blocks are sealed with: a per-disk block's, a journal
 //! block's, a file entry's.
 
-use cairn_format::group::{FILE_DIRECTORY, FILE_JOURNAL};
+use cairn_format::group::{entry_place, FILE_JOURNAL};
 use cairn_format::meta::{BlockId, BlockType, BLOCK_BYTES};
 
 pub(super) fn per_disk_id(block_type: BlockType, disk: u16, offset_bytes: u64) -> BlockId {
@@ -22,11 +22,14 @@ pub(super) fn journal_id(block_type: BlockType, index: u64) -> BlockId {
     }
 }
 
+/// File `file`'s entry: block `file` of the file directory, or, for a
+/// checksum map, block `n` of the checksum directory (`entry_place`).
 pub(super) fn entry_id(file: u32) -> BlockId {
+    let (owner, index) = entry_place(file);
     BlockId {
         block_type: BlockType::FileEntry,
-        owner: FILE_DIRECTORY,
+        owner,
         owner_tag: 0,
-        index: u64::from(file),
+        index,
     }
 }

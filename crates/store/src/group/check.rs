@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cairn_format::group::{AliasKind, SUPER_SLOT_OFFSETS_BYTES};
+use cairn_format::group::{is_map_number, mapped_file, AliasKind, SUPER_SLOT_OFFSETS_BYTES};
 use cairn_format::meta::{self, BLOCK_BYTES};
 use cairn_io::AlignedBuf;
 use serde::Serialize;
@@ -479,7 +479,13 @@ impl Group<'_> {
         let lost: Vec<LostBlock> = self.damage.lost().map(|(b, _)| *b).collect();
         for (block, what) in lost.into_iter().zip(described) {
             let location = match block {
+                LostBlock::Entry(n) if is_map_number(n) => {
+                    format!("checksum directory entry {}", mapped_file(n))
+                }
                 LostBlock::Entry(n) => format!("file directory entry {n}"),
+                LostBlock::Map(n) if is_map_number(n) => {
+                    format!("extent map of file {}'s checksum map", mapped_file(n))
+                }
                 LostBlock::Map(n) => format!("extent map of file {n}"),
                 LostBlock::Alias(k) => format!("alias block {k}"),
                 LostBlock::Templates => "templates block".to_string(),
@@ -508,6 +514,10 @@ impl Group<'_> {
                 repaired: repair,
                 repairable: true,
             });
+        }
+        if repair {
+            self.commit()?;
+            self.drop_orphan_maps()?;
         }
         Ok(())
     }

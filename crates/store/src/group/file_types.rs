@@ -13,6 +13,11 @@ pub struct CreateOptions {
     pub copies: Option<u8>,
     /// Create missing parent directories.
     pub parents: bool,
+    /// Whether the file gets a checksum map (`docs/checksums.md`).
+    /// `None`, for now: no map. Until writes keep checksums, no command
+    /// asks for one; the group attribute and the template field decide it
+    /// once they do.
+    pub checksums: Option<bool>,
 }
 
 /// A file as `open` and `ls` see it.

@@ -11,8 +11,9 @@
 use std::collections::BTreeSet;
 
 use cairn_format::group::{
-    AliasKind, FileEntry, FileState, Template, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
-    FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_COARSE, TEMPLATE_NAME_LEN_MAX,
+    is_user_number, map_number, AliasKind, FileEntry, FileState, Template, DIRECT_EXTENTS,
+    EXTENTS_PER_INDIRECT_BLOCK, FILE_DIRECTORY, FILE_NUMBER_USER_MIN, STRIPING_COARSE,
+    TEMPLATE_NAME_LEN_MAX,
 };
 
 use super::error::GroupError;
@@ -165,9 +166,21 @@ impl Group<'_> {
         // File number: the lowest free one; grow the file directory if needed.
         // A lost entry's number stays taken until repair: its names still
         // point at it.
+        if options.checksums == Some(true) {
+            self.ensure_checksum_directory()?;
+        }
+        // A number is free when neither it nor its map is taken.
         let mut number = FILE_NUMBER_USER_MIN;
-        while self.files.contains(number) || self.damage.is_lost(LostBlock::Entry(number)) {
+        while [number, map_number(number)]
+            .iter()
+            .any(|n| self.files.contains(*n) || self.damage.is_lost(LostBlock::Entry(*n)))
+        {
             number += 1;
+            if !is_user_number(number) {
+                return Err(GroupError::NoSpace(
+                    "no space: the group has as many files as it can number".into(),
+                ));
+            }
         }
         while u64::from(number)
             >= self.files[&FILE_DIRECTORY].extents.len() as u64 * self.blocks_per_au()
@@ -199,8 +212,15 @@ impl Group<'_> {
             extents: Vec::new(),
         });
         self.txn.mark(Dirty::Entry(number));
-        self.commit()?;
-        if let Err(e) = self.grow_extents(number, size_bytes) {
+        let mut made = Ok(());
+        if options.checksums == Some(true) {
+            made = self.add_map(number);
+        }
+        made = made
+            .and_then(|()| self.commit())
+            .and_then(|()| self.grow_extents(number, size_bytes))
+            .and_then(|()| self.grow_map(number, size_bytes));
+        if let Err(e) = made {
             // Undo what was allocated: the create never happened.
             if self.poisoned.is_none() {
                 self.discard_unnamed(number)?;
@@ -212,6 +232,7 @@ impl Group<'_> {
             .entry_mut(number)
             .expect("invariant: just created");
         entry.size_bytes = size_bytes;
+        self.size_map(number, size_bytes, size_bytes);
         // Committed (and so published) now: the caller writes into it next.
         self.txn.mark(Dirty::Entry(number));
         self.commit()?;
@@ -228,9 +249,11 @@ impl Group<'_> {
             return Ok(());
         }
         self.grow_extents(number, size_bytes)?;
+        self.grow_map(number, size_bytes)?;
         let entry = self.files.entry_mut(number).expect("invariant: checked");
         entry.size_bytes = size_bytes;
         entry.target_bytes = size_bytes;
+        self.size_map(number, size_bytes, size_bytes);
         self.txn.mark(Dirty::Entry(number));
         self.commit()
     }
@@ -267,12 +290,15 @@ impl Group<'_> {
             )));
         }
         self.trim_extents(number, keep)?;
+        self.trim_map(number, size_bytes)?;
         // The name must not be durable before the data: the commit's barrier
         // flushes the file's disks that this group's own calls wrote and did
         // not flush yet (a writer through data handles syncs them first).
+        let map = self.files.get(map_number(number));
         let unflushed: BTreeSet<u16> = self.files[&number]
             .extents
             .iter()
+            .chain(map.iter().flat_map(|m| &m.extents))
             .flat_map(|e| e.copies())
             .map(|c| c.disk)
             .filter(|d| self.member(*d).is_some_and(|m| m.needs_flush))
@@ -289,10 +315,10 @@ impl Group<'_> {
             .files
             .entry_mut(number)
             .expect("invariant: checked unnamed");
-        entry.state = FileState::Active;
         entry.size_bytes = size_bytes;
         entry.target_bytes = 0;
-        self.txn.mark(Dirty::Entry(number));
+        self.size_map(number, size_bytes, 0);
+        self.set_file_state(number, FileState::Active);
         self.commit()?;
         Ok(self.info(&self.files[&number]))
     }
@@ -306,9 +332,7 @@ impl Group<'_> {
 
     pub(super) fn check_unnamed(&self, number: u32) -> Result<(), GroupError> {
         match self.files.get(number) {
-            Some(f) if number >= FILE_NUMBER_USER_MIN && f.entry.state == FileState::Creating => {
-                Ok(())
-            }
+            Some(f) if is_user_number(number) && f.entry.state == FileState::Creating => Ok(()),
             _ => Err(GroupError::Invalid(format!(
                 "file {number} is not a file being created"
             ))),
@@ -428,10 +452,12 @@ impl Group<'_> {
         byte_size: u64,
     ) -> Result<FileInfo, GroupError> {
         self.refuse_if_sharing(number)?;
+        if self.has_map(number) {
+            self.refuse_if_sharing(map_number(number))?;
+        }
         let old = self.files[&number].entry.size_bytes;
         let entry = self.files.entry_mut(number).expect("invariant: open");
         let was = entry.state;
-        entry.state = FileState::Resizing;
         entry.target_bytes = size_bytes;
         if size_bytes < old {
             // Shrink: the new size holds from the first step, so nothing reads
@@ -441,12 +467,14 @@ impl Group<'_> {
                 a.byte_size = byte_size;
             }
         }
-        self.txn.mark(Dirty::Entry(number));
+        self.size_map(number, old.min(size_bytes), size_bytes);
+        self.set_file_state(number, FileState::Resizing);
         self.commit()?;
         let layout = self.layout_for(&self.files[&number]);
         let keep = layout.extent_count_for(size_bytes);
         if size_bytes < old {
             self.trim_extents(number, keep)?;
+            self.trim_map(number, size_bytes)?;
             return self.finish_resize(number, size_bytes, byte_size, was);
         }
         // What lies between the old end and the end of the extents the file
@@ -459,14 +487,18 @@ impl Group<'_> {
         if kept_end > old {
             self.zero_range(number, old, kept_end - old)?;
         }
-        if let Err(e) = self.grow_extents(number, size_bytes) {
+        let grown = self
+            .grow_extents(number, size_bytes)
+            .and_then(|()| self.grow_map(number, size_bytes));
+        if let Err(e) = grown {
             if self.poisoned.is_none() {
                 let keep_old = layout.extent_count_for(old);
                 self.trim_extents(number, keep_old)?;
+                self.trim_map(number, old)?;
                 let entry = self.files.entry_mut(number).expect("invariant: open");
-                entry.state = was;
                 entry.target_bytes = 0;
-                self.txn.mark(Dirty::Entry(number));
+                self.size_map(number, old, 0);
+                self.set_file_state(number, was);
                 self.commit()?;
             }
             return Err(e);
@@ -483,14 +515,14 @@ impl Group<'_> {
     ) -> Result<FileInfo, GroupError> {
         let now = (self.clock)();
         let entry = self.files.entry_mut(number).expect("invariant: open");
-        entry.state = state;
         entry.size_bytes = size_bytes;
         if let Some(a) = &mut entry.attrs {
             a.byte_size = byte_size;
         }
         entry.target_bytes = 0;
         entry.modified_unix_seconds = now;
-        self.txn.mark(Dirty::Entry(number));
+        self.size_map(number, size_bytes, 0);
+        self.set_file_state(number, state);
         self.commit()?;
         Ok(self.info(&self.files[&number]))
     }
@@ -533,15 +565,11 @@ impl Group<'_> {
                     if self.damage.rewritten(LostBlock::Entry(number)) {
                         self.txn.mark(Dirty::Entry(number));
                     }
-                    return self.commit();
+                    self.commit()?;
+                    return self.drop_orphan_maps();
                 }
                 self.remove_alias(record.id);
-                let entry = self
-                    .files
-                    .entry_mut(number)
-                    .expect("invariant: a live file");
-                entry.state = FileState::Deleting;
-                self.txn.mark(Dirty::Entry(number));
+                self.set_file_state(number, FileState::Deleting);
                 self.commit()?;
                 self.drop_names_of(number, None)?;
                 self.finish_delete(number)
@@ -550,6 +578,9 @@ impl Group<'_> {
     }
 
     pub(super) fn finish_delete(&mut self, number: u32) -> Result<(), GroupError> {
+        // The map first: a crash then leaves a file being deleted without
+        // its map, never a map without its file.
+        self.remove_map(number)?;
         self.trim_extents(number, 0)?;
         self.files.remove(number);
         // A cut map's damage goes with its file: the number's next file
@@ -611,11 +642,12 @@ impl Group<'_> {
                     let rec = &self.files[&number];
                     let keep = self.layout_for(rec).extent_count_for(rec.entry.size_bytes);
                     self.trim_extents(number, keep)?;
+                    let size = self.files[&number].entry.size_bytes;
+                    self.trim_map(number, size)?;
                     let entry = self.files.entry_mut(number).expect("invariant: exists");
-                    entry.state = FileState::Active;
                     entry.target_bytes = 0;
-                    let size = entry.size_bytes;
-                    self.txn.mark(Dirty::Entry(number));
+                    self.size_map(number, size, 0);
+                    self.set_file_state(number, FileState::Active);
                     self.commit()?;
                     done.push(format!(
                         "file {number}: unfinished resize settled at {size} bytes"
@@ -624,6 +656,7 @@ impl Group<'_> {
                 FileState::Active => {}
             }
         }
+        self.drop_orphan_maps()?;
         Ok(done)
     }
 

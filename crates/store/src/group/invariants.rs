@@ -1,7 +1,8 @@
 //! What holds after every operation that succeeded: each part's own
 //! invariants (`parts/`) and those across parts.
 
-use cairn_format::group::FileState;
+use cairn_format::group::{map_blocks, mapped_file, FileState};
+use cairn_format::meta::BLOCK_BYTES;
 
 use super::check::CheckReport;
 use super::mounted::Group;
@@ -29,6 +30,8 @@ impl Group<'_> {
     /// [`Txn::check_invariants`](super::parts::txn::Txn::check_invariants),
     /// [`StateLog::check_invariants`](super::parts::state_log::StateLog::check_invariants),
     /// [`Unpublished::check_invariants`](super::parts::unpublished::Unpublished::check_invariants). Across parts:
+    /// - checksum maps: a map's data file is there (or its entry is lost),
+    ///   and a settled map holds its file's checksums, no more;
     /// - damage: a cut map is a file's, a lost entry's number has no file,
     ///   an AU claimed twice is claimed by files;
     /// - the state log: the directory it finds changes against is the one
@@ -51,6 +54,7 @@ impl Group<'_> {
         self.zeroings.check_invariants(&mut out);
         self.settings.check_invariants(&mut out);
         self.check_damage(&mut out);
+        self.check_checksum_maps(&mut out);
         self.files
             .check_invariants(self.poisoned.is_none(), &mut out);
         self.members.check_invariants(&mut out);
@@ -91,6 +95,28 @@ impl Group<'_> {
             let marks = member.alloc.as_ref().map_or(0, |a| a.clean_dirty());
             out.check(marks > 0, || {
                 format!("disk {disk} waits for a barrier, with nothing of it to record")
+            });
+        }
+    }
+
+    fn check_checksum_maps(&self, out: &mut Violations) {
+        for (number, map) in self.files.maps() {
+            let file = mapped_file(*number);
+            let Some(data) = self.files.get(file) else {
+                out.check(self.damage.is_lost(LostBlock::Entry(file)), || {
+                    format!("checksum map {number} has no file {file}")
+                });
+                continue;
+            };
+            let settled = self.poisoned.is_none()
+                && map.entry.state == FileState::Active
+                && data.entry.state == FileState::Active;
+            let bytes = map_blocks(data.entry.size_bytes, self.sector_bytes) * BLOCK_BYTES as u64;
+            out.check(!settled || map.entry.size_bytes == bytes, || {
+                format!(
+                    "the checksum map of file {file} has {} bytes; its {} bytes need {bytes}",
+                    map.entry.size_bytes, data.entry.size_bytes
+                )
             });
         }
     }
@@ -145,7 +171,7 @@ impl Group<'_> {
 
     fn check_publication(&self, out: &mut Violations) {
         let pending = |n: u32| self.unpublished.waits(n) || self.txn.is_dirty(&Dirty::Entry(n));
-        for (number, rec) in self.files.user_files() {
+        for (number, rec) in self.files.data_and_maps() {
             if pending(*number) {
                 continue;
             }

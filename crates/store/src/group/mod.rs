@@ -99,6 +99,7 @@ mod journal;
 mod limits;
 mod listing;
 pub mod live;
+mod maps;
 mod mount;
 mod mount_report;
 mod mounted;

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 
 use cairn_format::group as fmt;
 use cairn_format::group::{
-    AtLayout, DiskEntry, DiskState, Extent, FileEntry, GroupSuper, ALIASES_PER_BLOCK,
-    DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES,
-    FILE_DIRECTORY, FILE_JOURNAL, FILE_NUMBER_USER_MIN, FILE_TEMPLATES, STRIPING_FINE,
-    SUPER_SLOT_OFFSETS_BYTES,
+    entry_place, is_map_number, map_number, AtLayout, DiskEntry, DiskState, Extent, FileEntry,
+    GroupSuper, ALIASES_PER_BLOCK, CHECKSUM_MAP_BIT, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
+    FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_CHECKSUM_DIRECTORY, FILE_DIRECTORY, FILE_JOURNAL,
+    FILE_NUMBER_USER_MIN, FILE_TEMPLATES, STRIPING_FINE, SUPER_SLOT_OFFSETS_BYTES,
 };
 use cairn_format::meta::{Block, BlockId, BlockType, MetaError, BLOCK_BYTES};
 use cairn_io::{DeviceId, IoEngine};
@@ -822,6 +822,10 @@ impl Group<'_> {
         self.damage
             .lost()
             .map(|(block, why)| match block {
+                LostBlock::Entry(n) if is_map_number(*n) => format!(
+                    "{} is lost: {why}. The file's data is all there; its checksums are not, so its reads cannot be verified; {repair} writes the entry free, and the file is read without checksums",
+                    self.path_of(*n)
+                ),
                 LostBlock::Entry(n) => {
                     let names = self.names_of(*n);
                     format!(
@@ -855,7 +859,8 @@ impl Group<'_> {
     }
 
     pub(super) fn read_entry(&mut self, file: u32) -> Result<Option<FileEntry>, GroupError> {
-        let places = self.file_block_places(FILE_DIRECTORY, u64::from(file));
+        let (dir, block) = entry_place(file);
+        let places = self.file_block_places(dir, block);
         match self.read_meta(&places, entry_id(file))? {
             Some(block) => FileEntry::decode(&block[..], file)
                 .map_err(|e| corrupt(format!("file entry {file}: {e}"))),
@@ -958,6 +963,40 @@ impl Group<'_> {
         for f in [FILE_ALIAS_DIRECTORY, FILE_TEMPLATES, FILE_ATTRIBUTES] {
             if !self.files.contains(f) {
                 return Err(corrupt(format!("metadata file {f} has no entry")));
+            }
+        }
+        self.load_checksum_maps()
+    }
+
+    /// The checksum maps entered in the checksum directory (file 7), loaded
+    /// like user files (a cut map is damage of the map, a lost entry the
+    /// map's). Before the tables are verified or rebuilt: the maps' AUs are
+    /// in use. A map whose data file is neither there nor lost is not
+    /// loaded: no delete leaves one (the map goes first), so it is damage,
+    /// and its AUs are reported as leaked for `check --repair` to free.
+    fn load_checksum_maps(&mut self) -> Result<(), GroupError> {
+        let Some(dir) = self.files.get(FILE_CHECKSUM_DIRECTORY) else {
+            return Ok(());
+        };
+        let room = dir.extents.len() as u64 * self.blocks_per_au();
+        for file in FILE_NUMBER_USER_MIN..room.min(u64::from(CHECKSUM_MAP_BIT)) as u32 {
+            let number = map_number(file);
+            let loaded = self
+                .read_entry(number)
+                .and_then(|entry| entry.map(|e| self.load_user_file(e)).transpose());
+            let has_file = self.files.contains(file) || self.damage.is_lost(LostBlock::Entry(file));
+            match loaded {
+                Ok(Some((rec, damage))) if has_file => {
+                    self.files.insert(rec);
+                    if let Some(why) = damage {
+                        self.damage.lose(LostBlock::Map(number), why);
+                    }
+                }
+                Ok(_) => {}
+                Err(GroupError::Lost(why) | GroupError::Corrupt(why)) => {
+                    self.damage.lose(LostBlock::Entry(number), why);
+                }
+                Err(e) => return Err(e),
             }
         }
         Ok(())

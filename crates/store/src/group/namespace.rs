@@ -2,8 +2,8 @@
 //! adding, removing, listing, `du`).
 
 use cairn_format::group::{
-    AliasKind, AliasRecord, FileState, ALIASES_PER_BLOCK, ALIAS_NAME_LEN_MAX, FILE_ALIAS_DIRECTORY,
-    FILE_NUMBER_USER_MIN,
+    is_map_number, is_user_number, map_number, mapped_file, AliasKind, AliasRecord, FileState,
+    ALIASES_PER_BLOCK, ALIAS_NAME_LEN_MAX, FILE_ALIAS_DIRECTORY,
 };
 
 use super::error::GroupError;
@@ -279,17 +279,29 @@ impl Group<'_> {
     /// The file a name names, if it is there: the same number and
     /// incarnation, and not being deleted.
     pub(super) fn live_file(&self, r: &AliasRecord) -> Option<&FileRec> {
-        self.files.get(r.file_number).filter(|f| {
-            f.entry.incarnation == r.file_incarnation && f.entry.state != FileState::Deleting
-        })
+        // A damaged alias record may carry any number: a map is no name's.
+        self.files
+            .get(r.file_number)
+            .filter(|f| {
+                f.entry.incarnation == r.file_incarnation && f.entry.state != FileState::Deleting
+            })
+            .filter(|_| is_user_number(r.file_number))
     }
 
     pub(super) fn info(&self, rec: &FileRec) -> FileInfo {
-        let layout = self.layout_for(rec);
-        let aus: u64 = (0..rec.extents.len() as u64)
-            .map(|i| layout.extent_bytes(i))
-            .sum::<u64>()
-            * u64::from(rec.entry.copies);
+        // The space a file takes: its own AUs and its checksum map's.
+        let map = self.files.get(map_number(rec.entry.number));
+        let aus: u64 = [Some(rec), map]
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let layout = self.layout_for(r);
+                (0..r.extents.len() as u64)
+                    .map(|i| layout.extent_bytes(i))
+                    .sum::<u64>()
+                    * u64::from(r.entry.copies)
+            })
+            .sum();
         let (lowered, _) = self.lowered_extents(rec);
         FileInfo {
             number: rec.entry.number,
@@ -378,7 +390,7 @@ impl Group<'_> {
     pub fn file_info(&self, number: u32) -> Result<FileInfo, GroupError> {
         self.files
             .get(number)
-            .filter(|f| number >= FILE_NUMBER_USER_MIN && f.entry.state != FileState::Deleting)
+            .filter(|f| is_user_number(number) && f.entry.state != FileState::Deleting)
             .map(|f| self.info(f))
             .ok_or_else(|| GroupError::NotFound(format!("file {number} does not exist")))
     }
@@ -386,6 +398,9 @@ impl Group<'_> {
     /// The path of file `number` by its own (primary) name, for messages;
     /// `file N` when it has none.
     pub fn path_of(&self, number: u32) -> String {
+        if is_map_number(number) {
+            return format!("the checksum map of {}", self.path_of(mapped_file(number)));
+        }
         self.names
             .records()
             .find(|r| r.kind == AliasKind::File && r.file_number == number)

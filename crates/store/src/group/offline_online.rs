@@ -363,7 +363,9 @@ impl Group<'_> {
             self.stop(e.to_string());
             return Err(e);
         }
-        Ok(())
+        // A disk that could not take them goes offline now, not at the
+        // next commit: the operation may be the last before a dismount.
+        self.offline_failed()
     }
 
     /// Add the time each OFFLINE disk spent offline during this mount to its

@@ -3,15 +3,15 @@
 //! the encoding of a dirty block from the state in memory.
 
 use cairn_format::group::{
-    AliasRecord, AtLayout, ALIASES_PER_BLOCK, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
-    FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_DIRECTORY, FILE_TEMPLATES,
+    entry_place, AliasRecord, AtLayout, ALIASES_PER_BLOCK, DIRECT_EXTENTS,
+    EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_TEMPLATES,
 };
 use cairn_format::meta::{Block, BlockId, BlockType, BLOCK_BYTES};
 use cairn_format::{group as fmt, meta};
 use cairn_io::AlignedBuf;
 
 use super::alloc::DiskAlloc;
-use super::block_ids::per_disk_id;
+use super::block_ids::{entry_id, per_disk_id};
 use super::journal::DurableItem;
 use super::mounted::Group;
 use super::parts::files::FileRec;
@@ -82,10 +82,8 @@ impl Group<'_> {
                 )
             }
             Dirty::Entry(n) => {
-                let (mut id, places) =
-                    file_block(FILE_DIRECTORY, BlockType::FileEntry, 0, u64::from(n));
-                id.owner = FILE_DIRECTORY;
-                (id, places)
+                let (dir, block) = entry_place(n);
+                (entry_id(n), self.file_block_places(dir, block))
             }
             Dirty::Indirect { file, block } => {
                 let incarnation = self.files.get(file).map_or(0, |r| r.entry.incarnation);

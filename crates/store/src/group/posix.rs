@@ -71,11 +71,7 @@ impl Group<'_> {
     /// so that a Cairn that does not know them mounts the group read-only
     /// and never zeroes them.
     fn use_file_attrs(&mut self) -> Result<(), GroupError> {
-        if self.features.ro_compat & GROUP_RO_COMPAT_FILE_ATTRS == 0 {
-            self.features.ro_compat |= GROUP_RO_COMPAT_FILE_ATTRS;
-            self.write_superblocks()?;
-        }
-        Ok(())
+        self.declare_ro_compat(GROUP_RO_COMPAT_FILE_ATTRS)
     }
 
     /// Directory `id` (0: the root) is there, and is a directory.
@@ -398,20 +394,13 @@ impl Group<'_> {
             }
             return Retiring::Names(number, incarnation);
         }
-        let keep = is_open(number, incarnation);
-        let entry = self
-            .files
-            .entry_mut(number)
-            .expect("invariant: a live file");
-        if keep {
+        if is_open(number, incarnation) {
             // A file with no name, as one being filled is: the next mount
             // that writes drops it if nobody does first.
-            entry.state = FileState::Creating;
-            self.txn.mark(Dirty::Entry(number));
+            self.set_file_state(number, FileState::Creating);
             return Retiring::KeptOpen(number, incarnation);
         }
-        entry.state = FileState::Deleting;
-        self.txn.mark(Dirty::Entry(number));
+        self.set_file_state(number, FileState::Deleting);
         Retiring::Deleted(number, incarnation)
     }
 
@@ -424,6 +413,7 @@ impl Group<'_> {
             Retiring::Names(number, incarnation) => {
                 self.drop_names_of(number, Some(incarnation))?;
                 self.commit()?;
+                self.drop_orphan_maps()?;
                 Retired::Nothing
             }
             Retiring::KeptOpen(number, incarnation) => {
@@ -513,7 +503,7 @@ impl Group<'_> {
     fn check_changeable(&self, number: u32) -> Result<(), GroupError> {
         match self.files.get(number) {
             Some(f)
-                if number >= cairn_format::group::FILE_NUMBER_USER_MIN
+                if cairn_format::group::is_user_number(number)
                     && matches!(f.entry.state, FileState::Active | FileState::Creating) =>
             {
                 self.refuse_if_sharing(number)

@@ -43,10 +43,11 @@ impl Group<'_> {
         self.plane.publish_file(number, snapshot);
     }
 
-    /// Publish every user file and the disk view (mount, create).
+    /// Publish every user file, every checksum map and the disk view
+    /// (mount, create).
     pub(super) fn publish_all(&mut self) {
         self.plane.clear_files();
-        let numbers = self.files.user_numbers();
+        let numbers = self.files.data_and_map_numbers();
         self.unpublished.clear();
         for n in numbers {
             self.publish_file(n);

@@ -585,7 +585,7 @@ impl Group<'_> {
     /// data copies towards its start ([`rebalance::compact`]).
     pub(super) fn compact_moves(&self) -> Vec<rebalance::Move> {
         let mut copies: BTreeMap<u16, Vec<rebalance::PlacedCopy>> = BTreeMap::new();
-        for (number, rec) in self.files.user_files() {
+        for (number, rec) in self.files.data_and_maps() {
             for (index, e) in rec.extents.iter().enumerate() {
                 for c in e.copies() {
                     copies

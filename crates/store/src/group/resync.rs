@@ -15,7 +15,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_format::group::{
-    au_mask, AuAddr, DiskState, Extent, FILE_ALIAS_DIRECTORY, FILE_DIRECTORY, FILE_NUMBER_USER_MIN,
+    au_mask, map_number, AuAddr, DiskState, Extent, CHECKSUM_MAP_BIT, FILE_ALIAS_DIRECTORY,
+    FILE_CHECKSUM_DIRECTORY, FILE_DIRECTORY, FILE_NUMBER_USER_MIN,
 };
 use cairn_format::meta::BLOCK_BYTES;
 use cairn_format::{group as fmt, meta};
@@ -611,6 +612,13 @@ impl Group<'_> {
             .filter_map(|n| u32::try_from(n).ok())
             .map(Dirty::Entry)
             .collect();
+        // The checksum directory's entries likewise (block n holds the
+        // entry of file n's map).
+        blocks.extend(
+            (FILE_NUMBER_USER_MIN
+                ..room(FILE_CHECKSUM_DIRECTORY).min(u64::from(CHECKSUM_MAP_BIT)) as u32)
+                .map(|n| Dirty::Entry(map_number(n))),
+        );
         blocks.extend((0..room(FILE_ALIAS_DIRECTORY)).map(Dirty::Alias));
         blocks.extend(
             self.metadata_blocks()

@@ -311,7 +311,9 @@ impl Group<'_> {
             self.commit_in_chunks()?;
         }
         // Data: the chunks are made per extent as the scan goes (a big
-        // group has millions).
+        // group has millions). Not the checksum maps: their blocks are
+        // judged by their envelopes, not against a primary copy (the copies
+        // of a block being checkpointed differ in generation for a while).
         let extents: Vec<ScrubExtent> = self
             .files
             .user_files()

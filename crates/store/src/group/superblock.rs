@@ -20,6 +20,19 @@ use super::parts::members::Member;
 
 impl Group<'_> {
     /// Take disks whose writes failed offline, if redundancy allows.
+    /// From now on the group uses ro-compatible feature `bit`: the
+    /// superblocks say so before anything that needs it is written (so a
+    /// Cairn that does not know it mounts the group read-only), and a disk
+    /// that could not take them goes offline, as after any failed write.
+    /// Call it before the operation changes anything.
+    pub(super) fn declare_ro_compat(&mut self, bit: u64) -> Result<(), GroupError> {
+        if self.features.ro_compat & bit != 0 {
+            return Ok(());
+        }
+        self.features.ro_compat |= bit;
+        self.superblocks_or_stop()
+    }
+
     pub(super) fn offline_failed(&mut self) -> Result<(), GroupError> {
         let failed: Vec<u16> = std::mem::take(&mut self.failed_disks).into_iter().collect();
         if failed.is_empty() {

@@ -381,9 +381,15 @@ fn apply(
             };
             let full = dir.map_or(name.clone(), |d| format!("{d}/{name}"));
             m.touched = Some(full.clone());
+            // Half the files have checksum maps, made, resized, moved and
+            // deleted with them.
+            let options = CreateOptions {
+                checksums: Some(rng.chance(50)),
+                ..CreateOptions::default()
+            };
             if m.files.contains_key(&full) {
                 assert!(matches!(
-                    g.create_file(&path(&full), size, &CreateOptions::default()),
+                    g.create_file(&path(&full), size, &options),
                     Err(GroupError::Exists(_))
                 ));
                 return Ok(());
@@ -391,7 +397,7 @@ fn apply(
             if trace() {
                 eprintln!("  create {full} size {size}");
             }
-            match g.create_file(&path(&full), size, &CreateOptions::default()) {
+            match g.create_file(&path(&full), size, &options) {
                 Ok(info) => {
                     assert_eq!(info.size_bytes, size);
                     m.files.insert(full, ModelFile::new(info.number, size));
@@ -414,7 +420,11 @@ fn apply(
             if trace() {
                 eprintln!("  copy in {full} size {size}");
             }
-            let f = match g.create_unnamed(size, &CreateOptions::default()) {
+            let options = CreateOptions {
+                checksums: Some(rng.chance(50)),
+                ..CreateOptions::default()
+            };
+            let f = match g.create_unnamed(size, &options) {
                 Ok(f) => f,
                 Err(GroupError::NoSpace(_)) if !crashing => return Ok(()),
                 Err(e) => return Err(e),

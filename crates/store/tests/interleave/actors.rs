@@ -35,6 +35,7 @@ pub(crate) fn writer(world: &World, seed: u64, me: usize) {
             made += 1;
             let options = CreateOptions {
                 template: fine.then(|| "ONLINELOG".into()),
+                checksums: Some(rng.chance(50)),
                 ..CreateOptions::default()
             };
             world

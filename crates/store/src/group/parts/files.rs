@@ -18,9 +18,10 @@
 use std::collections::BTreeMap;
 
 use cairn_format::group::{
-    Extent, FileEntry, FileState, COPIES_MAX, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
-    FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_DIRECTORY, FILE_JOURNAL, FILE_NUMBER_USER_MIN,
-    FILE_TEMPLATES, INDIRECT_POINTERS, STRIPING_COARSE, STRIPING_FINE,
+    entry_place, is_map_number, mapped_file, Extent, FileEntry, FileState, CHECKSUM_MAP_BIT,
+    COPIES_MAX, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES,
+    FILE_CHECKSUM_DIRECTORY, FILE_DIRECTORY, FILE_JOURNAL, FILE_NUMBER_USER_MIN, FILE_TEMPLATES,
+    INDIRECT_POINTERS, STRIPING_COARSE, STRIPING_FINE,
 };
 use cairn_format::meta::BLOCK_BYTES;
 
@@ -113,17 +114,32 @@ impl FileTable {
         self.records.values()
     }
 
-    /// The users' files (not the group's own metadata files), by number.
+    /// The users' files (not the group's own metadata files, not the
+    /// checksum maps), by number.
     pub(in crate::group) fn user_files(&self) -> impl Iterator<Item = (&u32, &FileRec)> + '_ {
-        self.records.range(FILE_NUMBER_USER_MIN..)
+        self.records.range(FILE_NUMBER_USER_MIN..CHECKSUM_MAP_BIT)
     }
 
     /// The numbers of the users' files, in order.
     pub(in crate::group) fn user_numbers(&self) -> Vec<u32> {
-        self.records
-            .range(FILE_NUMBER_USER_MIN..)
-            .map(|(n, _)| *n)
-            .collect()
+        self.user_files().map(|(n, _)| *n).collect()
+    }
+
+    /// The checksum maps, by number (`map_number` of their data files').
+    pub(in crate::group) fn maps(&self) -> impl Iterator<Item = (&u32, &FileRec)> + '_ {
+        self.records.range(CHECKSUM_MAP_BIT..)
+    }
+
+    /// The users' files and the checksum maps: every file whose extents
+    /// hold data (what is published to the data plane, compacted, moved
+    /// as data).
+    pub(in crate::group) fn data_and_maps(&self) -> impl Iterator<Item = (&u32, &FileRec)> + '_ {
+        self.records.range(FILE_NUMBER_USER_MIN..)
+    }
+
+    /// The numbers of [`Self::data_and_maps`], in order.
+    pub(in crate::group) fn data_and_map_numbers(&self) -> Vec<u32> {
+        self.data_and_maps().map(|(n, _)| *n).collect()
     }
 
     /// How a file's bytes lie across its extents, by its entry's striping.
@@ -244,9 +260,11 @@ impl FileTable {
         if self.records.is_empty() {
             return;
         }
-        let entries = self.records.get(&FILE_DIRECTORY).map_or(0, |d| {
-            d.extents.len() as u64 * (self.au_bytes / BLOCK_BYTES as u64)
-        });
+        let room = |dir: u32| {
+            self.records.get(&dir).map_or(0, |d| {
+                d.extents.len() as u64 * (self.au_bytes / BLOCK_BYTES as u64)
+            })
+        };
         for f in METADATA_FILES {
             out.check(
                 self.records.get(&f).is_some_and(|r| !r.extents.is_empty()),
@@ -258,10 +276,48 @@ impl FileTable {
             out.check(rec.entry.number == number, || {
                 format!("file {} kept under number {number}", rec.entry.number)
             });
-            out.check(u64::from(number) < entries, || {
-                format!("file {number} has no entry in the file directory's {entries}")
+            let (dir, block) = entry_place(number);
+            let entries = room(dir);
+            out.check(block < entries, || {
+                format!("file {number} has no entry in the {entries} of metadata file {dir}")
             });
+            if is_map_number(number) {
+                self.check_map_pair(number, rec, out);
+            }
             self.check_map(number, rec, settled, out);
+        }
+    }
+
+    /// A checksum map is its data file's companion: made, resized, moved
+    /// and deleted with it, so it has the same incarnation, copies and
+    /// state, and none of a user file's own (striping, template,
+    /// attributes). Whether a data file is there at all is the group's rule
+    /// (its entry may be lost: `invariants.rs`).
+    fn check_map_pair(&self, number: u32, rec: &FileRec, out: &mut Violations) {
+        let map = &rec.entry;
+        out.check(self.records.contains_key(&FILE_CHECKSUM_DIRECTORY), || {
+            format!("checksum map {number} without the checksum directory")
+        });
+        out.check(
+            map.striping == STRIPING_COARSE && map.template.is_empty() && map.attrs.is_none(),
+            || format!("checksum map {number} has a user file's striping, template or attributes"),
+        );
+        let file = mapped_file(number);
+        out.check(file >= FILE_NUMBER_USER_MIN, || {
+            format!("checksum map {number} is of metadata file {file}")
+        });
+        if let Some(data) = self.records.get(&file).map(|r| &r.entry) {
+            out.check(
+                (map.incarnation, map.copies, map.state)
+                    == (data.incarnation, data.copies, data.state),
+                || {
+                    format!(
+                        "checksum map of file {file}: incarnation, copies, state {:?}, the file's {:?}",
+                        (map.incarnation, map.copies, map.state),
+                        (data.incarnation, data.copies, data.state)
+                    )
+                },
+            );
         }
     }
 
@@ -444,9 +500,44 @@ mod tests {
             entry: far,
             extents: Vec::new(),
         });
-        assert!(broken(&t, true)[0].contains("file 5000 has no entry in the file directory's 512"));
+        assert!(broken(&t, true)[0].contains("file 5000 has no entry in the 512 of metadata file 1"));
         t.remove(5000);
         t.remove(FILE_TEMPLATES);
         assert!(broken(&t, true)[0].contains("metadata file 5 has no record"));
+    }
+
+    /// A checksum map has its entry in the checksum directory, and goes
+    /// with its data file: the same incarnation, copies and state.
+    #[test]
+    fn a_map_is_entered_in_the_checksum_directory_and_matches_its_file() {
+        let mut t = table(4);
+        let map = cairn_format::group::map_number(USER);
+        t.insert(FileRec {
+            entry: entry(map, FileState::Active, BLOCK_BYTES as u64),
+            extents: vec![extent(4000)],
+        });
+        let v = broken(&t, true);
+        assert!(v[0].contains("has no entry in the 0 of metadata file 7"), "{v:?}");
+        assert!(v[1].contains("without the checksum directory"), "{v:?}");
+        // Block 256 is in its second AU.
+        t.insert(FileRec {
+            entry: entry(FILE_CHECKSUM_DIRECTORY, FileState::Active, 2 * AU),
+            extents: vec![extent(70), extent(71)],
+        });
+        assert_eq!(broken(&t, true), Vec::<String>::new());
+        // A state of its own: a crash could part them.
+        if let Some(e) = t.entry_mut(map) {
+            e.state = FileState::Resizing;
+        }
+        let v = broken(&t, true);
+        assert!(v[0].contains("checksum map of file 256: incarnation, copies, state"), "{v:?}");
+        if let Some(e) = t.entry_mut(map) {
+            e.state = FileState::Active;
+            e.striping = STRIPING_FINE;
+        }
+        assert!(broken(&t, true)[0].contains("a user file's striping"));
+        // The maps are not the users' files.
+        assert_eq!(t.user_numbers(), vec![USER]);
+        assert_eq!(t.data_and_map_numbers(), vec![USER, map]);
     }
 }

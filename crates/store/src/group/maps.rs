@@ -1,0 +1,336 @@
+//! Checksum maps (`docs/checksums.md`, "Where the checksums live"): a file
+//! with checksums has a companion, its map — a file of its own, numbered
+//! `map_number(n)` in memory, whose entry is block *n* of the checksum
+//! directory (metadata file 7). The map is made, resized and deleted with
+//! its data file, in the same transactions, so that a crash never leaves
+//! one without the other; moves (resync, relocation, rebalance, compaction)
+//! need nothing here, since a map is a file like any other.
+//!
+//! The rules, kept here and nowhere else:
+//! - a map has its data file's incarnation, copies and state (changed for
+//!   both by [`Group::set_file_state`]), coarse striping, no template, no
+//!   attributes;
+//! - a settled map holds [`Group::map_bytes`] of its file's size;
+//! - a delete takes the map first, so a crash leaves a file without its map
+//!   (one being deleted) and never a map without its file.
+
+use cairn_format::group::{
+    map_blocks, map_number, mapped_file, FileEntry, FileState, FILE_CHECKSUM_DIRECTORY,
+    FILE_NUMBER_USER_MIN, GROUP_RO_COMPAT_DATA_CHECKSUMS, STRIPING_COARSE,
+};
+use cairn_format::meta::BLOCK_BYTES;
+
+use super::error::GroupError;
+use super::mounted::Group;
+use super::parts::damage::LostBlock;
+use super::parts::files::FileRec;
+use super::parts::txn::Dirty;
+
+impl Group<'_> {
+    /// Whether data file `number` has a checksum map.
+    pub(super) fn has_map(&self, number: u32) -> bool {
+        self.files.contains(map_number(number))
+    }
+
+    /// Bytes of the checksum map of a file of `size_bytes`: whole map
+    /// blocks, one checksum per sector.
+    pub(super) fn map_bytes(&self, size_bytes: u64) -> u64 {
+        map_blocks(size_bytes, self.sector_bytes) * BLOCK_BYTES as u64
+    }
+
+    /// Set file `number`'s state and its map's, both entries marked: one
+    /// transaction records both or neither.
+    pub(super) fn set_file_state(&mut self, number: u32, state: FileState) {
+        for n in [number, map_number(number)] {
+            if let Some(entry) = self.files.entry_mut(n) {
+                entry.state = state;
+                self.txn.mark(Dirty::Entry(n));
+            }
+        }
+    }
+
+    /// Give data file `number` (just inserted, `Creating`, empty) a map:
+    /// the checksum directory ([`Self::ensure_checksum_directory`], called
+    /// first, before the create changed anything) is grown to hold the
+    /// map's entry. The map is empty; [`Self::grow_extents`] of
+    /// `map_number(number)` to [`Self::map_bytes`] gives it its blocks.
+    /// Marked, not committed: the caller commits it with the file.
+    pub(super) fn add_map(&mut self, number: u32) -> Result<(), GroupError> {
+        debug_assert!(number >= FILE_NUMBER_USER_MIN, "maps are of user files");
+        while u64::from(number)
+            >= self.files[&FILE_CHECKSUM_DIRECTORY].extents.len() as u64 * self.blocks_per_au()
+        {
+            self.grow_metadata_file(FILE_CHECKSUM_DIRECTORY)?;
+        }
+        let data = &self.files[&number].entry;
+        let entry = FileEntry {
+            number: map_number(number),
+            incarnation: data.incarnation,
+            state: data.state,
+            copies: data.copies,
+            striping: STRIPING_COARSE,
+            size_bytes: 0,
+            extent_count: 0,
+            target_bytes: self.map_bytes(data.target_bytes.max(data.size_bytes)),
+            created_unix_seconds: data.created_unix_seconds,
+            modified_unix_seconds: data.modified_unix_seconds,
+            template: String::new(),
+            attrs: None,
+            direct: Vec::new(),
+            indirect: Vec::new(),
+        };
+        self.files.insert(FileRec {
+            entry,
+            extents: Vec::new(),
+        });
+        self.txn.mark(Dirty::Entry(map_number(number)));
+        Ok(())
+    }
+
+    /// Grow file `number`'s map, if it has one, to hold the checksums of
+    /// `size_bytes`, committing in steps (as the file's own grow does).
+    pub(super) fn grow_map(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError> {
+        if self.has_map(number) {
+            self.grow_extents(map_number(number), self.map_bytes(size_bytes))?;
+        }
+        Ok(())
+    }
+
+    /// Free the extents of file `number`'s map past what `size_bytes`
+    /// needs, committing in steps.
+    pub(super) fn trim_map(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError> {
+        let map = map_number(number);
+        if let Some(rec) = self.files.get(map) {
+            let keep = self
+                .layout_for(rec)
+                .extent_count_for(self.map_bytes(size_bytes));
+            self.trim_extents(map, keep)?;
+        }
+        Ok(())
+    }
+
+    /// Set file `number`'s map's size (and target) to what `size_bytes`
+    /// needs; marked with the caller's change of the file's.
+    pub(super) fn size_map(&mut self, number: u32, size_bytes: u64, target_bytes: u64) {
+        let (size, target) = (self.map_bytes(size_bytes), self.map_bytes(target_bytes));
+        let map = map_number(number);
+        if let Some(entry) = self.files.entry_mut(map) {
+            entry.size_bytes = size;
+            entry.target_bytes = if target_bytes == 0 { 0 } else { target };
+            self.txn.mark(Dirty::Entry(map));
+        }
+    }
+
+    /// Delete file `number`'s map, if it has one: its extents freed, its
+    /// entry written free, committed. The first step of a delete.
+    pub(super) fn remove_map(&mut self, number: u32) -> Result<(), GroupError> {
+        let map = map_number(number);
+        if !self.files.contains(map) {
+            return Ok(());
+        }
+        self.trim_extents(map, 0)?;
+        self.files.remove(map);
+        self.damage.file_removed(map);
+        self.txn.mark(Dirty::Entry(map));
+        self.commit()
+    }
+
+    /// Delete every map whose data file is gone without a lost entry to
+    /// stand for it (a lost entry just written free, by `remove`, an
+    /// unlink or `check --repair`). Committed.
+    pub(super) fn drop_orphan_maps(&mut self) -> Result<(), GroupError> {
+        let orphans: Vec<u32> = self
+            .files
+            .maps()
+            .map(|(n, _)| mapped_file(*n))
+            .filter(|f| !self.files.contains(*f) && !self.damage.is_lost(LostBlock::Entry(*f)))
+            .collect();
+        for file in orphans {
+            self.remove_map(file)?;
+        }
+        Ok(())
+    }
+
+    /// Make the checksum directory (metadata file 7, one zeroed extent) if
+    /// the group has none. The superblocks say first that the group has
+    /// maps, so a Cairn that does not know them mounts it read-only and
+    /// never writes a file without its map. Marked, not committed.
+    pub(super) fn ensure_checksum_directory(&mut self) -> Result<(), GroupError> {
+        if self.files.contains(FILE_CHECKSUM_DIRECTORY) {
+            return Ok(());
+        }
+        self.declare_ro_compat(GROUP_RO_COMPAT_DATA_CHECKSUMS)?;
+        let mut extent = self.allocate_extent(usize::from(self.copies), 0)?;
+        extent.initialized = true;
+        let now = (self.clock)();
+        self.files.insert(FileRec {
+            entry: FileEntry {
+                number: FILE_CHECKSUM_DIRECTORY,
+                incarnation: 0,
+                state: FileState::Active,
+                copies: self.copies,
+                striping: STRIPING_COARSE,
+                size_bytes: self.au_bytes,
+                extent_count: 1,
+                target_bytes: 0,
+                created_unix_seconds: now,
+                modified_unix_seconds: now,
+                template: String::new(),
+                attrs: None,
+                direct: Vec::new(),
+                indirect: Vec::new(),
+            },
+            extents: vec![extent],
+        });
+        self.dirty_extent(FILE_CHECKSUM_DIRECTORY, 0);
+        self.zero_metadata_extent(FILE_CHECKSUM_DIRECTORY, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use cairn_format::group::{
+        map_number, FileState, FILE_CHECKSUM_DIRECTORY, GROUP_RO_COMPAT_DATA_CHECKSUMS,
+    };
+    use cairn_io::DeviceId;
+    use cairn_io_sim::SimEngine;
+
+    use super::super::file_types::CreateOptions;
+    use super::super::mounted::Group;
+    use crate::group::GroupSelector;
+    use crate::names::GroupPath;
+
+    const MIB: u64 = 1 << 20;
+
+    fn group_on_sim() -> (SimEngine, Vec<DeviceId>) {
+        let (mut sim, ids) = super::super::tests::four_disks();
+        super::super::tests::create_normal(&mut sim, &ids)
+            .dismount()
+            .unwrap();
+        (sim, ids)
+    }
+
+    fn mount<'e>(sim: &'e mut SimEngine, ids: &[DeviceId]) -> Group<'e> {
+        super::super::mount(sim, ids, &GroupSelector::Name("T".into()))
+            .unwrap()
+            .0
+    }
+
+    fn path(name: &str) -> GroupPath {
+        GroupPath::parse(&format!("+T/{name}")).unwrap()
+    }
+
+    fn with_checksums() -> CreateOptions {
+        CreateOptions {
+            checksums: Some(true),
+            ..CreateOptions::default()
+        }
+    }
+
+    /// The map's size, state and copies; `None` when the file has none.
+    fn map_of(g: &Group<'_>, number: u32) -> Option<(u64, FileState, u8, usize)> {
+        g.files.get(map_number(number)).map(|m| {
+            (
+                m.entry.size_bytes,
+                m.entry.state,
+                m.entry.copies,
+                m.extents.len(),
+            )
+        })
+    }
+
+    fn holds(g: &Group<'_>) {
+        if let Err(v) = g.check_invariants() {
+            panic!("{v}");
+        }
+    }
+
+    /// A file with checksums has a map of a checksum per 4 KiB sector,
+    /// sized with the file through every grow and shrink, loaded by the
+    /// next mount, published to the data plane, and freed with the file;
+    /// the first map makes the checksum directory and says so in the
+    /// superblocks. A file without checksums has none.
+    #[test]
+    fn a_map_is_made_resized_remounted_and_deleted_with_its_file() {
+        let (mut sim, ids) = group_on_sim();
+        let number;
+        {
+            let mut g = mount(&mut sim, &ids);
+            assert!(!g.files.contains(FILE_CHECKSUM_DIRECTORY));
+            assert_eq!(g.features.ro_compat & GROUP_RO_COMPAT_DATA_CHECKSUMS, 0);
+            let plain = g
+                .create_file(&path("plain"), 4 * MIB, &CreateOptions::default())
+                .unwrap();
+            assert_eq!(map_of(&g, plain.number), None);
+            assert!(!g.files.contains(FILE_CHECKSUM_DIRECTORY));
+
+            let f = g
+                .create_file(&path("f"), 8 * MIB, &with_checksums())
+                .unwrap();
+            number = f.number;
+            // 2048 sectors: three blocks of 1008 checksums.
+            assert_eq!(
+                map_of(&g, number),
+                Some((3 * 4096, FileState::Active, 2, 1))
+            );
+            assert!(g.files.contains(FILE_CHECKSUM_DIRECTORY));
+            assert_ne!(g.features.ro_compat & GROUP_RO_COMPAT_DATA_CHECKSUMS, 0);
+            // Its space is counted with the file's: 8 AUs and one of map, twice.
+            assert_eq!(f.allocated_bytes, 2 * 9 * MIB);
+            assert!(g.plane.file(map_number(number)).is_some());
+            holds(&g);
+
+            g.resize(&path("f"), 2100 * 4096).unwrap();
+            assert_eq!(
+                map_of(&g, number),
+                Some((3 * 4096, FileState::Active, 2, 1))
+            );
+            g.resize(&path("f"), 4096 * 1009).unwrap();
+            assert_eq!(
+                map_of(&g, number),
+                Some((2 * 4096, FileState::Active, 2, 1))
+            );
+            g.resize(&path("f"), 4096).unwrap();
+            assert_eq!(map_of(&g, number), Some((4096, FileState::Active, 2, 1)));
+            // 64 MiB: 16,384 checksums in 17 blocks.
+            g.resize(&path("f"), 64 * MIB).unwrap();
+            assert_eq!(
+                map_of(&g, number),
+                Some((17 * 4096, FileState::Active, 2, 1))
+            );
+            holds(&g);
+            g.dismount().unwrap();
+        }
+        {
+            let mut g = mount(&mut sim, &ids);
+            assert_eq!(
+                map_of(&g, number),
+                Some((17 * 4096, FileState::Active, 2, 1)),
+                "the next mount loads the map"
+            );
+            assert!(g.plane.file(map_number(number)).is_some());
+            holds(&g);
+            let report = g.check(false).unwrap();
+            assert!(report.problems.is_empty(), "{:?}", report.problems);
+            let free_before = g.space().free_mb;
+            g.remove(&path("f")).unwrap();
+            assert_eq!(map_of(&g, number), None);
+            assert!(g.plane.file(map_number(number)).is_none());
+            // 64 MiB of file and 1 MiB of map, twice.
+            assert_eq!(g.space().free_mb - free_before, 2 * (64 + 1));
+            holds(&g);
+            // The number is free again, with no map.
+            let again = g
+                .create_file(&path("again"), MIB, &CreateOptions::default())
+                .unwrap();
+            assert_eq!((again.number, map_of(&g, again.number)), (number, None));
+            holds(&g);
+            g.dismount().unwrap();
+        }
+        let g = mount(&mut sim, &ids);
+        assert_eq!(map_of(&g, number), None);
+        holds(&g);
+    }
+}
