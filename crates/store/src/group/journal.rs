@@ -16,7 +16,9 @@ use super::alloc::DiskAlloc;
 use super::block_ids::journal_id;
 use super::discard_queue::DiscardRun;
 use super::error::{corrupt, GroupError};
-use super::limits::{CLEAN_BLOCKS_PER_TXN, JOIN_DIRTY_MAX, STEP_DIRTY_MAX, TXN_IMAGES_MAX};
+use super::limits::{
+    CLEAN_BLOCKS_PER_TXN, JOIN_DIRTY_MAX, JOURNAL_READ_TRIES, STEP_DIRTY_MAX, TXN_IMAGES_MAX,
+};
 use super::mounted::Group;
 use super::parts::files::indirect_blocks;
 use super::parts::members::Member;
@@ -458,7 +460,7 @@ impl Group<'_> {
             if !self.journal.fits(1) {
                 break;
             }
-            let Some((record, images, checksum)) = self.read_record(position, prev) else {
+            let Some((record, images, checksum)) = self.read_record(position, prev)? else {
                 break;
             };
             if self.read_only {
@@ -504,34 +506,48 @@ impl Group<'_> {
     /// sealed with the record's sequence — block by block, so a record whose
     /// blocks are whole only on different disks (copies lost in a crossed
     /// pattern) is still read. The images' checksum confirms the set.
+    ///
+    /// `None` is the end of the journal: no copy holds the record that
+    /// follows, or the record is torn. A block that could not be *read* is
+    /// not that: after [`JOURNAL_READ_TRIES`] rounds, a record head no
+    /// online copy of which could be read, or an image of a record whose
+    /// head was read, is an error, since the journal may go on past it with
+    /// acknowledged transactions.
     pub(super) fn read_record(
         &mut self,
         position: u64,
         prev: u32,
-    ) -> Option<(JournalRecord, Vec<AlignedBuf>, u32)> {
-        let places = self.file_block_places(FILE_JOURNAL, position);
-        let (record, head) = places.into_iter().find_map(|(disk, offset)| {
-            let head = self.read_one(disk, offset, BLOCK_BYTES).ok()?;
-            let seq = meta::open(
+    ) -> Result<Option<(JournalRecord, Vec<AlignedBuf>, u32)>, GroupError> {
+        let uuid = self.uuid;
+        let next_seq = self.journal.next_seq();
+        let head = self.read_journal_copy(position, false, |head| {
+            let Ok(seq) = meta::open(
                 &head[..],
                 journal_id(BlockType::JournalRecord, position),
-                self.uuid,
-            )
-            .ok()?;
-            let record = JournalRecord::decode(&head[..]).ok()?;
-            (seq == self.journal.next_seq() && record.seq == seq && record.prev_checksum == prev)
-                .then_some((record, head))
+                uuid,
+            ) else {
+                return false;
+            };
+            JournalRecord::decode(&head[..]).is_ok_and(|record| {
+                seq == next_seq && record.seq == seq && record.prev_checksum == prev
+            })
         })?;
+        let Some(head) = head else {
+            return Ok(None);
+        };
+        let record = JournalRecord::decode(&head[..])
+            .map_err(|e| corrupt(format!("journal record at block {position}: {e}")))?;
         if !self.journal.fits(1 + u64::from(record.image_count)) {
-            return None;
+            return Ok(None);
         }
         let mut images = Vec::with_capacity(usize::from(record.image_count));
         for k in 0..u64::from(record.image_count) {
-            let places = self.file_block_places(FILE_JOURNAL, position + 1 + k);
-            let image = places.into_iter().find_map(|(d, o)| {
-                let buf = self.read_one(d, o, BLOCK_BYTES).ok()?;
-                (meta::sealed_generation(&buf[..], self.uuid) == Some(record.seq)).then_some(buf)
+            let image = self.read_journal_copy(position + 1 + k, true, |buf| {
+                meta::sealed_generation(&buf[..], uuid) == Some(record.seq)
             })?;
+            let Some(image) = image else {
+                return Ok(None);
+            };
             images.push(image);
         }
         let blocks: Vec<Box<Block>> = images
@@ -543,9 +559,50 @@ impl Group<'_> {
             })
             .collect();
         if images_crc(&blocks.iter().map(|b| &**b).collect::<Vec<_>>()) != record.images_crc {
-            return None;
+            return Ok(None);
         }
-        Some((record, images, meta::checksum_of(&head[..])))
+        Ok(Some((record, images, meta::checksum_of(&head[..]))))
+    }
+
+    /// Journal block `index` from the first online copy `wanted` accepts.
+    /// `None` when every online copy was read and none is it. A copy that
+    /// could not be read is tried again, up to [`JOURNAL_READ_TRIES`]
+    /// rounds (a path failing over); after them it is an error when
+    /// `must_exist` (the block belongs to a record whose head was read) or
+    /// when no online copy could be read at all, and otherwise the end of
+    /// the journal (a copy that was read holds something else: the record
+    /// was never whole there, and the disk that failed the read is taken
+    /// offline by a mount that writes).
+    fn read_journal_copy(
+        &mut self,
+        index: u64,
+        must_exist: bool,
+        wanted: impl Fn(&AlignedBuf) -> bool,
+    ) -> Result<Option<AlignedBuf>, GroupError> {
+        let places: Vec<(u16, u64)> = self
+            .file_block_places(FILE_JOURNAL, index)
+            .into_iter()
+            .filter(|(d, _)| self.member(*d).and_then(Member::online).is_some())
+            .collect();
+        let mut failed = Vec::new();
+        for _ in 0..JOURNAL_READ_TRIES {
+            failed.clear();
+            let mut read_any = false;
+            for (disk, offset) in &places {
+                match self.read_one(*disk, *offset, BLOCK_BYTES) {
+                    Ok(buf) if wanted(&buf) => return Ok(Some(buf)),
+                    Ok(_) => read_any = true,
+                    Err(e) => failed.push(format!("{}: {e}", self.disk_name(*disk))),
+                }
+            }
+            if failed.is_empty() || (read_any && !must_exist) {
+                return Ok(None);
+            }
+        }
+        Err(GroupError::Unreadable(format!(
+            "journal block {index} could not be read from any copy ({}); the journal may hold acknowledged changes past it, so the group is not mounted: mount it again once the disk answers",
+            failed.join("; ")
+        )))
     }
 }
 

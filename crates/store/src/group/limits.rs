@@ -31,6 +31,10 @@ pub(super) const CLEAN_BLOCKS_PER_TXN: usize = 8;
 pub(super) const CLEAN_CLEARS_PER_COMMIT: usize = 16;
 /// Blocks of an allocation table read per request at mount (1 MiB).
 pub(super) const TABLE_READ_BLOCKS_MAX: u64 = 256;
+/// Rounds of reads of a journal block's copies at replay before a copy
+/// that fails is taken as unreadable (`journal.rs` `read_journal_copy`): a
+/// read error that passes (a path failing over) does not end the journal.
+pub(super) const JOURNAL_READ_TRIES: usize = 3;
 /// Default AU size.
 pub const AU_BYTES_DEFAULT: u64 = 4 << 20;
 /// AUs of data a member disk holds at least, beyond its header copies and

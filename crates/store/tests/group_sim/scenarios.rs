@@ -412,6 +412,46 @@ fn a_failed_replay_keeps_its_records() {
     assert!(g.open(&path("x")).is_ok(), "acknowledged create lost");
 }
 
+/// A journal record the disk cannot read is not the end of the journal:
+/// replay that stopped there would drop acknowledged transactions (here a
+/// create) and mount as if they never happened. The mount is refused,
+/// saying which block could not be read; once the disk reads again, the
+/// record is replayed. (A read error that passes is retried: the crash
+/// simulation's random read errors.)
+#[test]
+fn an_unreadable_journal_record_refuses_the_mount_instead_of_ending_the_journal() {
+    let (mut engine, ids, _) = scenario(&[(64 * MIB, "A")], Redundancy::External);
+    let journal_au;
+    {
+        let mut g = mount_sim(&mut engine, &ids);
+        journal_au = u64::from(g.extents(3).unwrap()[0].copies()[0].au);
+        g.create_file(&path("x"), MIB, &CreateOptions::default())
+            .unwrap();
+    }
+    // The in-place writes are lost; the journal holds the create.
+    engine.inner.crash(CrashPolicy::LOSE_ALL);
+    // Everything past the two headers: the records.
+    let records = journal_au * MIB + 2 * 4096..(journal_au + 1) * MIB;
+    engine.inner.disk_mut(ids[0]).faults.read_error_ranges = vec![records];
+    let refused = group::mount_read_only(&mut engine, &ids, &GroupSelector::Name("SIM".into()));
+    match refused {
+        Err(e) => assert!(e.to_string().contains("journal"), "{e}"),
+        Ok((g, _)) => panic!(
+            "mounted without the acknowledged create: x is {:?}",
+            g.open(&path("x")).map(|i| i.size_bytes)
+        ),
+    }
+    assert!(group::mount(&mut engine, &ids, &GroupSelector::Name("SIM".into())).is_err());
+    engine
+        .inner
+        .disk_mut(ids[0])
+        .faults
+        .read_error_ranges
+        .clear();
+    let g = mount_sim(&mut engine, &ids);
+    assert!(g.open(&path("x")).is_ok(), "acknowledged create lost");
+}
+
 /// Removing a file whose aliases fill more blocks than one transaction holds.
 #[test]
 fn a_file_with_aliases_in_many_blocks_can_be_removed() {

@@ -500,7 +500,9 @@ mod tests {
             entry: far,
             extents: Vec::new(),
         });
-        assert!(broken(&t, true)[0].contains("file 5000 has no entry in the 512 of metadata file 1"));
+        assert!(
+            broken(&t, true)[0].contains("file 5000 has no entry in the 512 of metadata file 1")
+        );
         t.remove(5000);
         t.remove(FILE_TEMPLATES);
         assert!(broken(&t, true)[0].contains("metadata file 5 has no record"));
@@ -517,7 +519,10 @@ mod tests {
             extents: vec![extent(4000)],
         });
         let v = broken(&t, true);
-        assert!(v[0].contains("has no entry in the 0 of metadata file 7"), "{v:?}");
+        assert!(
+            v[0].contains("has no entry in the 0 of metadata file 7"),
+            "{v:?}"
+        );
         assert!(v[1].contains("without the checksum directory"), "{v:?}");
         // Block 256 is in its second AU.
         t.insert(FileRec {
@@ -530,7 +535,10 @@ mod tests {
             e.state = FileState::Resizing;
         }
         let v = broken(&t, true);
-        assert!(v[0].contains("checksum map of file 256: incarnation, copies, state"), "{v:?}");
+        assert!(
+            v[0].contains("checksum map of file 256: incarnation, copies, state"),
+            "{v:?}"
+        );
         if let Some(e) = t.entry_mut(map) {
             e.state = FileState::Active;
             e.striping = STRIPING_FINE;
