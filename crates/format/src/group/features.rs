@@ -36,6 +36,11 @@ pub const GROUP_RO_COMPAT_MULTIHOST: u64 = 4;
 /// bytes bad), and would free or move a file without its map: it may mount
 /// the group only read-only (reading without verifying is what it did
 /// before). Set when the checksum directory is made.
+///
+/// What this bit promises is that maps exist and move with their files;
+/// the version whose writes keep the checksums in the maps declares a bit
+/// of its own for that, so that this one (which writes data without them)
+/// mounts such a group read-only.
 pub const GROUP_RO_COMPAT_DATA_CHECKSUMS: u64 = 8;
 /// The ro-compatible group features this code knows.
 pub const GROUP_RO_COMPAT_KNOWN: u64 = GROUP_RO_COMPAT_FILE_ATTRS

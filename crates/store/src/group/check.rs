@@ -492,21 +492,7 @@ impl Group<'_> {
                 LostBlock::Attributes => "attributes block".to_string(),
             };
             if repair {
-                if let LostBlock::Map(n) = block {
-                    // Cut where the map ends: the entry says so, and the
-                    // indirect AUs past it go. (A file removed since took
-                    // its damage with it: a defence, never met.)
-                    if let Some(keep) = self.files.get(n).map(|r| r.extents.len() as u64) {
-                        self.trim_extents(n, keep)?;
-                    }
-                }
-                self.txn.mark(match block {
-                    LostBlock::Entry(n) | LostBlock::Map(n) => Dirty::Entry(n),
-                    LostBlock::Alias(k) => Dirty::Alias(k),
-                    LostBlock::Templates => Dirty::Templates,
-                    LostBlock::Attributes => Dirty::Attributes,
-                });
-                self.damage.rewritten(block);
+                self.repair_lost(block)?;
             }
             report.problems.push(Problem {
                 location,
@@ -515,10 +501,37 @@ impl Group<'_> {
                 repairable: true,
             });
         }
-        if repair {
-            self.commit()?;
-            self.drop_orphan_maps()?;
+        Ok(())
+    }
+
+    /// Write a lost block afresh from what memory has.
+    fn repair_lost(&mut self, block: LostBlock) -> Result<(), GroupError> {
+        match block {
+            // A cut checksum map goes: its file is read without checksums.
+            LostBlock::Map(m) if is_map_number(m) => return self.remove_map(mapped_file(m)),
+            // The map of a file whose entry is lost goes first.
+            LostBlock::Entry(n) if !is_map_number(n) => return self.free_lost_entry(n),
+            LostBlock::Map(n) => {
+                // Cut where the map ends: the entry says so, and the
+                // indirect AUs past it go; the checksum map follows the
+                // size. (A file removed since took its damage with it: a
+                // defence, never met.)
+                if let Some(rec) = self.files.get(n) {
+                    let (keep, size) = (rec.extents.len() as u64, rec.entry.size_bytes);
+                    self.trim_extents(n, keep)?;
+                    self.trim_map(n, size)?;
+                    self.size_map(n, size, 0);
+                }
+            }
+            _ => {}
         }
+        self.txn.mark(match block {
+            LostBlock::Entry(n) | LostBlock::Map(n) => Dirty::Entry(n),
+            LostBlock::Alias(k) => Dirty::Alias(k),
+            LostBlock::Templates => Dirty::Templates,
+            LostBlock::Attributes => Dirty::Attributes,
+        });
+        self.damage.rewritten(block);
         Ok(())
     }
 

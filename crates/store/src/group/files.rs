@@ -562,11 +562,8 @@ impl Group<'_> {
                     // live file's — and a lost entry is written free.
                     self.remove_alias(record.id);
                     self.drop_names_of(number, Some(record.file_incarnation))?;
-                    if self.damage.rewritten(LostBlock::Entry(number)) {
-                        self.txn.mark(Dirty::Entry(number));
-                    }
-                    self.commit()?;
-                    return self.drop_orphan_maps();
+                    self.free_lost_entry(number)?;
+                    return self.commit();
                 }
                 self.remove_alias(record.id);
                 self.set_file_state(number, FileState::Deleting);
@@ -656,7 +653,6 @@ impl Group<'_> {
                 FileState::Active => {}
             }
         }
-        self.drop_orphan_maps()?;
         Ok(done)
     }
 

@@ -108,7 +108,13 @@ impl Group<'_> {
                 });
                 continue;
             };
+            // A cut map (the file's or the checksum map's) is settled by
+            // `check --repair`.
+            let cut = [file, *number]
+                .iter()
+                .any(|n| self.damage.is_lost(LostBlock::Map(*n)));
             let settled = self.poisoned.is_none()
+                && !cut
                 && map.entry.state == FileState::Active
                 && data.entry.state == FileState::Active;
             let bytes = map_blocks(data.entry.size_bytes, self.sector_bytes) * BLOCK_BYTES as u64;

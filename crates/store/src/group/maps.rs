@@ -12,10 +12,13 @@
 //!   attributes;
 //! - a settled map holds [`Group::map_bytes`] of its file's size;
 //! - a delete takes the map first, so a crash leaves a file without its map
-//!   (one being deleted) and never a map without its file.
+//!   (one being deleted) and never a map without its file; so does the
+//!   repair of a lost entry ([`Group::free_lost_entry`]), and a mount does
+//!   not load a map whose file is gone or of another incarnation (it writes
+//!   the entry free: `mount.rs` `load_checksum_maps`).
 
 use cairn_format::group::{
-    map_blocks, map_number, mapped_file, FileEntry, FileState, FILE_CHECKSUM_DIRECTORY,
+    is_user_number, map_blocks, map_number, FileEntry, FileState, FILE_CHECKSUM_DIRECTORY,
     FILE_NUMBER_USER_MIN, GROUP_RO_COMPAT_DATA_CHECKSUMS, STRIPING_COARSE,
 };
 use cairn_format::meta::BLOCK_BYTES;
@@ -27,9 +30,9 @@ use super::parts::files::FileRec;
 use super::parts::txn::Dirty;
 
 impl Group<'_> {
-    /// Whether data file `number` has a checksum map.
+    /// Whether data file `number` has a checksum map (a map has none).
     pub(super) fn has_map(&self, number: u32) -> bool {
-        self.files.contains(map_number(number))
+        is_user_number(number) && self.files.contains(map_number(number))
     }
 
     /// Bytes of the checksum map of a file of `size_bytes`: whole map
@@ -135,18 +138,16 @@ impl Group<'_> {
         self.commit()
     }
 
-    /// Delete every map whose data file is gone without a lost entry to
-    /// stand for it (a lost entry just written free, by `remove`, an
-    /// unlink or `check --repair`). Committed.
-    pub(super) fn drop_orphan_maps(&mut self) -> Result<(), GroupError> {
-        let orphans: Vec<u32> = self
-            .files
-            .maps()
-            .map(|(n, _)| mapped_file(*n))
-            .filter(|f| !self.files.contains(*f) && !self.damage.is_lost(LostBlock::Entry(*f)))
-            .collect();
-        for file in orphans {
-            self.remove_map(file)?;
+    /// Write free the lost entry of data file `number` (`remove`, an
+    /// unlink, `check --repair`), its map deleted first and committed: a
+    /// crash between the two then leaves the lost entry without its map,
+    /// never a map whose file's number is free for another file.
+    pub(super) fn free_lost_entry(&mut self, number: u32) -> Result<(), GroupError> {
+        if self.damage.is_lost(LostBlock::Entry(number)) {
+            self.remove_map(number)?;
+        }
+        if self.damage.rewritten(LostBlock::Entry(number)) {
+            self.txn.mark(Dirty::Entry(number));
         }
         Ok(())
     }
@@ -199,18 +200,11 @@ mod tests {
 
     use super::super::file_types::CreateOptions;
     use super::super::mounted::Group;
+    use super::super::tests::group_on_sim;
     use crate::group::GroupSelector;
     use crate::names::GroupPath;
 
     const MIB: u64 = 1 << 20;
-
-    fn group_on_sim() -> (SimEngine, Vec<DeviceId>) {
-        let (mut sim, ids) = super::super::tests::four_disks();
-        super::super::tests::create_normal(&mut sim, &ids)
-            .dismount()
-            .unwrap();
-        (sim, ids)
-    }
 
     fn mount<'e>(sim: &'e mut SimEngine, ids: &[DeviceId]) -> Group<'e> {
         super::super::mount(sim, ids, &GroupSelector::Name("T".into()))

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use cairn_format::group as fmt;
 use cairn_format::group::{
-    entry_place, is_map_number, map_number, AtLayout, DiskEntry, DiskState, Extent, FileEntry,
-    GroupSuper, ALIASES_PER_BLOCK, CHECKSUM_MAP_BIT, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
+    entry_place, is_map_number, is_user_number, map_number, AtLayout, DiskEntry, DiskState, Extent,
+    FileEntry, GroupSuper, ALIASES_PER_BLOCK, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
     FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_CHECKSUM_DIRECTORY, FILE_DIRECTORY, FILE_JOURNAL,
     FILE_NUMBER_USER_MIN, FILE_TEMPLATES, STRIPING_FINE, SUPER_SLOT_OFFSETS_BYTES,
 };
@@ -968,31 +968,52 @@ impl Group<'_> {
         self.load_checksum_maps()
     }
 
-    /// The checksum maps entered in the checksum directory (file 7), loaded
-    /// like user files (a cut map is damage of the map, a lost entry the
-    /// map's). Before the tables are verified or rebuilt: the maps' AUs are
-    /// in use. A map whose data file is neither there nor lost is not
-    /// loaded: no delete leaves one (the map goes first), so it is damage,
-    /// and its AUs are reported as leaked for `check --repair` to free.
+    /// The checksum maps of the files loaded (and of those whose entries are
+    /// lost), from the checksum directory (file 7), loaded like user files
+    /// (a cut map is damage of the map, an unreadable entry the map's).
+    /// Before the tables are verified or rebuilt: the maps' AUs are in use.
+    /// An entry of another incarnation than its file's is a map no delete
+    /// took (one left by damage): it is not loaded, a mount that writes
+    /// writes it free, and its AUs are reported as leaked for
+    /// `check --repair` to free. Only the files' own blocks are read: one
+    /// read per file with checksums, and per file without.
     fn load_checksum_maps(&mut self) -> Result<(), GroupError> {
         let Some(dir) = self.files.get(FILE_CHECKSUM_DIRECTORY) else {
             return Ok(());
         };
         let room = dir.extents.len() as u64 * self.blocks_per_au();
-        for file in FILE_NUMBER_USER_MIN..room.min(u64::from(CHECKSUM_MAP_BIT)) as u32 {
+        let lost: Vec<u32> = self
+            .damage
+            .lost()
+            .filter_map(|(b, _)| match b {
+                LostBlock::Entry(n) if is_user_number(*n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        let mut files: Vec<(u32, Option<u32>)> = self
+            .files
+            .user_files()
+            .map(|(n, r)| (*n, Some(r.entry.incarnation)))
+            .chain(lost.into_iter().map(|n| (n, None)))
+            .filter(|(n, _)| u64::from(*n) < room)
+            .collect();
+        files.sort_unstable();
+        for (file, incarnation) in files {
             let number = map_number(file);
             let loaded = self
                 .read_entry(number)
                 .and_then(|entry| entry.map(|e| self.load_user_file(e)).transpose());
-            let has_file = self.files.contains(file) || self.damage.is_lost(LostBlock::Entry(file));
             match loaded {
-                Ok(Some((rec, damage))) if has_file => {
+                Ok(Some((rec, damage)))
+                    if incarnation.is_none_or(|i| i == rec.entry.incarnation) =>
+                {
                     self.files.insert(rec);
                     if let Some(why) = damage {
                         self.damage.lose(LostBlock::Map(number), why);
                     }
                 }
-                Ok(_) => {}
+                Ok(Some(_)) => self.txn.mark(Dirty::Entry(number)),
+                Ok(None) => {}
                 Err(GroupError::Lost(why) | GroupError::Corrupt(why)) => {
                     self.damage.lose(LostBlock::Entry(number), why);
                 }

@@ -6,14 +6,14 @@
 //! byte sizes (`docs/serve.md`, "The file system").
 
 use cairn_format::group::{
-    AliasKind, AliasRecord, DirAttrs, FileAttrs, FileState, GROUP_RO_COMPAT_FILE_ATTRS, MODE_BITS,
+    is_user_number, AliasKind, AliasRecord, DirAttrs, FileAttrs, FileState,
+    GROUP_RO_COMPAT_FILE_ATTRS, MODE_BITS,
 };
 
 use super::error::GroupError;
 use super::file_types::{CreateOptions, FileInfo, Node};
 use super::mounted::Group;
 use super::namespace::{alias_block_of, attrs_of};
-use super::parts::damage::LostBlock;
 use super::parts::names::ROOT;
 use super::parts::txn::Dirty;
 use crate::names::Component;
@@ -388,10 +388,7 @@ impl Group<'_> {
         if self.live_file(record).is_none() {
             // Its file is gone (lost, or never there): only its names are
             // left (those of this incarnation), and a lost entry is written
-            // free, as `remove` does.
-            if self.damage.rewritten(LostBlock::Entry(number)) {
-                self.txn.mark(Dirty::Entry(number));
-            }
+            // free after them (`finish_retired`), as `remove` does.
             return Retiring::Names(number, incarnation);
         }
         if is_open(number, incarnation) {
@@ -412,8 +409,8 @@ impl Group<'_> {
             Retiring::Nothing => Retired::Nothing,
             Retiring::Names(number, incarnation) => {
                 self.drop_names_of(number, Some(incarnation))?;
+                self.free_lost_entry(number)?;
                 self.commit()?;
-                self.drop_orphan_maps()?;
                 Retired::Nothing
             }
             Retiring::KeptOpen(number, incarnation) => {
@@ -433,7 +430,7 @@ impl Group<'_> {
     /// Nothing if it is gone already, or has a name again.
     pub fn drop_unnamed(&mut self, number: u32, incarnation: u32) -> Result<(), GroupError> {
         self.check_writable()?;
-        match self.files.get(number) {
+        match self.files.get(number).filter(|_| is_user_number(number)) {
             Some(f)
                 if f.entry.incarnation == incarnation
                     && f.entry.state == FileState::Creating
@@ -503,7 +500,7 @@ impl Group<'_> {
     fn check_changeable(&self, number: u32) -> Result<(), GroupError> {
         match self.files.get(number) {
             Some(f)
-                if cairn_format::group::is_user_number(number)
+                if is_user_number(number)
                     && matches!(f.entry.state, FileState::Active | FileState::Creating) =>
             {
                 self.refuse_if_sharing(number)
@@ -570,18 +567,9 @@ mod tests {
     use crate::group::file_types::CreateOptions;
     use crate::group::mount::GroupSelector;
     use crate::group::mounted::Group;
+    use crate::group::tests::group_on_sim;
 
     const MIB: u64 = 1 << 20;
-
-    /// Group `T` over four simulated disks (the group module's test rig),
-    /// dismounted.
-    fn group_on_sim() -> (SimEngine, Vec<DeviceId>) {
-        let (mut sim, ids) = super::super::tests::four_disks();
-        super::super::tests::create_normal(&mut sim, &ids)
-            .dismount()
-            .unwrap();
-        (sim, ids)
-    }
 
     fn mount_rw<'e>(sim: &'e mut SimEngine, ids: &[DeviceId]) -> Result<Group<'e>, GroupError> {
         super::super::mount(sim, ids, &GroupSelector::Name("T".into())).map(|(g, _)| g)

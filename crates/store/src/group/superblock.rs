@@ -19,7 +19,6 @@ use super::mounted::Group;
 use super::parts::members::Member;
 
 impl Group<'_> {
-    /// Take disks whose writes failed offline, if redundancy allows.
     /// From now on the group uses ro-compatible feature `bit`: the
     /// superblocks say so before anything that needs it is written (so a
     /// Cairn that does not know it mounts the group read-only), and a disk
@@ -33,6 +32,7 @@ impl Group<'_> {
         self.superblocks_or_stop()
     }
 
+    /// Take disks whose writes failed offline, if redundancy allows.
     pub(super) fn offline_failed(&mut self) -> Result<(), GroupError> {
         let failed: Vec<u16> = std::mem::take(&mut self.failed_disks).into_iter().collect();
         if failed.is_empty() {

@@ -66,6 +66,14 @@ pub(super) fn create_normal<'e>(engine: &'e mut dyn IoEngine, ids: &[DeviceId]) 
     .unwrap()
 }
 
+/// Group `T` (normal redundancy, 1 MiB AUs) over [`four_disks`],
+/// dismounted.
+pub(super) fn group_on_sim() -> (SimEngine, Vec<DeviceId>) {
+    let (mut sim, ids) = four_disks();
+    create_normal(&mut sim, &ids).dismount().unwrap();
+    (sim, ids)
+}
+
 /// Two blocks, each mirrored across the failure groups: P on disks 0 and
 /// 2, Q on disks 1 and 3. Disks 0 and 2 fail: Q is whole, P is on no copy,
 /// although only half of the disks failed. The write must not pass for
