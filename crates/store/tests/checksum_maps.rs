@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use cairn_format::group::{map_number, AuAddr, FILE_CHECKSUM_DIRECTORY, FILE_DIRECTORY};
+use cairn_format::group::{map_number, AuAddr, FILE_DIRECTORY};
 use cairn_format::DiskLabel;
 use cairn_io::DeviceId;
 use cairn_io_sim::{geometry, CrashAfter, CrashPolicy, SimEngine};
@@ -107,21 +107,28 @@ fn destroy(engine: &mut CrashAfter, ids: &[DeviceId], places: &[(AuAddr, u64)]) 
 }
 
 /// A file with a map whose data entry is lost on every mirror; returns
-/// the engine, ids, the file's number and the map entry's places.
-fn lost_data_entry() -> (CrashAfter, Vec<DeviceId>, u32, Vec<(AuAddr, u64)>) {
+/// the engine, ids, the file's number and where its data AUs are (`disk
+/// DN AU A`, as `check` names them: they leak with the lost entry).
+fn lost_data_entry() -> (CrashAfter, Vec<DeviceId>, u32, Vec<String>) {
     let (mut engine, ids) = rig(&[(64 * MIB, "A"), (64 * MIB, "B")], Redundancy::Normal);
-    let (number, data, map) = {
+    let (number, data, aus) = {
         let mut g = mount(&mut engine, &ids);
         let x = g
             .create_file(&path("x"), 2 * MIB, &with_checksums())
             .unwrap();
         let data = entry_places(&g, FILE_DIRECTORY, x.number);
-        let map = entry_places(&g, FILE_CHECKSUM_DIRECTORY, x.number);
+        let aus = g
+            .extents(x.number)
+            .unwrap()
+            .iter()
+            .flat_map(|e| e.copies().to_vec())
+            .map(|c| format!("disk D{} AU {}", c.disk, c.au))
+            .collect();
         g.dismount().unwrap();
-        (x.number, data, map)
+        (x.number, data, aus)
     };
     destroy(&mut engine, &ids, &data);
-    (engine, ids, number, map)
+    (engine, ids, number, aus)
 }
 
 /// `rm` of a file whose data entry is lost on every copy writes the entry
@@ -131,7 +138,7 @@ fn lost_data_entry() -> (CrashAfter, Vec<DeviceId>, u32, Vec<(AuAddr, u64)>) {
 fn a_lost_entry_written_free_never_leaves_its_map_to_the_next_file() {
     let mut gone = 0;
     for budget in 0..60 {
-        let (mut engine, ids, number, _) = lost_data_entry();
+        let (mut engine, ids, number, leaked) = lost_data_entry();
         let b = engine.budget();
         {
             let mut g = mount(&mut engine, &ids);
@@ -154,13 +161,20 @@ fn a_lost_entry_written_free_never_leaves_its_map_to_the_next_file() {
         }
         gone += 1;
         g.dismount().unwrap();
-        let g = mount(&mut engine, &ids);
+        let mut g = mount(&mut engine, &ids);
         assert!(
             g.extents(map_number(y.number)).is_none(),
             "budget {budget}: file {} took the map of the file it replaced",
             y.number
         );
         g.check_invariants().unwrap();
+        // The lost entry's data AUs leak (check --repair frees them); the
+        // map's were freed with it.
+        let problems = g.check(false).unwrap().problems;
+        assert!(
+            problems.iter().all(|p| leaked.contains(&p.location)),
+            "budget {budget}: {problems:?}"
+        );
     }
     assert!(gone > 0, "the remove never took effect");
 }
