@@ -6,10 +6,11 @@ use std::collections::HashMap;
 
 use cairn_format::group as fmt;
 use cairn_format::group::{
-    entry_place, is_map_number, is_user_number, map_number, AtLayout, DiskEntry, DiskState, Extent,
-    FileEntry, GroupSuper, ALIASES_PER_BLOCK, DIRECT_EXTENTS, EXTENTS_PER_INDIRECT_BLOCK,
-    FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_CHECKSUM_DIRECTORY, FILE_DIRECTORY, FILE_JOURNAL,
-    FILE_NUMBER_USER_MIN, FILE_TEMPLATES, STRIPING_FINE, SUPER_SLOT_OFFSETS_BYTES,
+    entry_place, is_map_number, is_user_number, map_blocks, map_number, AtLayout, DiskEntry,
+    DiskState, Extent, FileEntry, FileState, GroupSuper, ALIASES_PER_BLOCK, DIRECT_EXTENTS,
+    EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_CHECKSUM_DIRECTORY,
+    FILE_DIRECTORY, FILE_JOURNAL, FILE_NUMBER_USER_MIN, FILE_TEMPLATES, STRIPING_FINE,
+    SUPER_SLOT_OFFSETS_BYTES,
 };
 use cairn_format::meta::{Block, BlockId, BlockType, MetaError, BLOCK_BYTES};
 use cairn_io::{DeviceId, IoEngine};
@@ -972,10 +973,11 @@ impl Group<'_> {
     /// lost), from the checksum directory (file 7), loaded like user files
     /// (a cut map is damage of the map, an unreadable entry the map's).
     /// Before the tables are verified or rebuilt: the maps' AUs are in use.
-    /// An entry of another incarnation than its file's is a map no delete
-    /// took (one left by damage): it is not loaded, a mount that writes
-    /// writes it free, and its AUs are reported as leaked for
-    /// `check --repair` to free. Only the files' own blocks are read: one
+    /// An entry that does not agree with its file (another incarnation: a
+    /// map no delete took; other copies, state or size: disk bytes no
+    /// version wrote) is not loaded: a mount that writes writes it free, the
+    /// file is read without checksums, and the map's AUs are reported as
+    /// leaked for `check --repair` to free. Only the files' own blocks are read: one
     /// read per file with checksums, and per file without.
     fn load_checksum_maps(&mut self) -> Result<(), GroupError> {
         let Some(dir) = self.files.get(FILE_CHECKSUM_DIRECTORY) else {
@@ -990,23 +992,37 @@ impl Group<'_> {
                 _ => None,
             })
             .collect();
-        let mut files: Vec<(u32, Option<u32>)> = self
+        // Per file: what its map must agree with (incarnation, copies,
+        // state, size), or nothing for a lost entry.
+        type Agree = (u32, u8, FileState, u64);
+        let mut files: Vec<(u32, Option<Agree>)> = self
             .files
             .user_files()
-            .map(|(n, r)| (*n, Some(r.entry.incarnation)))
+            .map(|(n, r)| {
+                let e = &r.entry;
+                let size = map_blocks(e.size_bytes, self.sector_bytes) * BLOCK_BYTES as u64;
+                (*n, Some((e.incarnation, e.copies, e.state, size)))
+            })
             .chain(lost.into_iter().map(|n| (n, None)))
             .filter(|(n, _)| u64::from(*n) < room)
             .collect();
-        files.sort_unstable();
-        for (file, incarnation) in files {
+        files.sort_unstable_by_key(|(n, _)| *n);
+        for (file, data) in files {
             let number = map_number(file);
             let loaded = self
                 .read_entry(number)
                 .and_then(|entry| entry.map(|e| self.load_user_file(e)).transpose());
+            // A map settled beside a settled file holds its size (a file
+            // cut by damage is not settled: its repair cuts the map).
+            let cut = self.damage.is_lost(LostBlock::Map(file));
+            let agrees = |m: &FileEntry, map_cut: bool| {
+                data.is_none_or(|(incarnation, copies, state, size)| {
+                    (m.incarnation, m.copies, m.state) == (incarnation, copies, state)
+                        && (cut || map_cut || state != FileState::Active || m.size_bytes == size)
+                })
+            };
             match loaded {
-                Ok(Some((rec, damage)))
-                    if incarnation.is_none_or(|i| i == rec.entry.incarnation) =>
-                {
+                Ok(Some((rec, damage))) if agrees(&rec.entry, damage.is_some()) => {
                     self.files.insert(rec);
                     if let Some(why) = damage {
                         self.damage.lose(LostBlock::Map(number), why);

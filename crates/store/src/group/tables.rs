@@ -619,16 +619,18 @@ pub(super) struct OwnedRun {
 
 impl OwnedRun {
     pub fn describe(&self) -> String {
-        if self.indirect {
+        let file = if cairn_format::group::is_map_number(self.file) {
             format!(
-                "file {} indirect AU {} copy {}",
-                self.file, self.index, self.copy
+                "the checksum map of file {}",
+                cairn_format::group::mapped_file(self.file)
             )
         } else {
-            format!(
-                "file {} extent {} copy {}",
-                self.file, self.index, self.copy
-            )
+            format!("file {}", self.file)
+        };
+        if self.indirect {
+            format!("{file} indirect AU {} copy {}", self.index, self.copy)
+        } else {
+            format!("{file} extent {} copy {}", self.index, self.copy)
         }
     }
 }
