@@ -6,75 +6,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::{crash_rig as rig, mount_sim as mount, sim_path as path, MIB};
+
 use cairn_format::group::{map_number, AuAddr, FILE_DIRECTORY};
-use cairn_format::DiskLabel;
 use cairn_io::DeviceId;
-use cairn_io_sim::{geometry, CrashAfter, CrashPolicy, SimEngine};
-use cairn_store::group::{
-    self, CreateOptions, Group, GroupSelector, GroupSpec, NewDisk, Redundancy,
-};
-use cairn_store::labeling::{write_label, LabelSpec};
-use cairn_store::names::GroupPath;
-use uuid::Uuid;
+use cairn_io_sim::{CrashAfter, CrashPolicy};
+use cairn_store::group::{self, CreateOptions, Group, GroupSelector, Redundancy};
 
-const MIB: u64 = 1 << 20;
 const BLOCK: u64 = 4096;
-
-fn rig(disks: &[(u64, &str)], redundancy: Redundancy) -> (CrashAfter, Vec<DeviceId>) {
-    let mut sim = SimEngine::new(11, 64);
-    let mut ids = Vec::new();
-    for (i, (size, _)) in disks.iter().enumerate() {
-        let d = sim.add_disk(geometry(*size, 4096, 4096, 512 << 10));
-        write_label(
-            &mut sim,
-            d,
-            &LabelSpec {
-                label: DiskLabel::parse(&format!("D{i}")).unwrap(),
-                disk_uuid: Uuid::from_u128(0xD15C << 16 | i as u128),
-                now_unix_seconds: 1_763_700_000,
-                generation: 1,
-            },
-        )
-        .unwrap();
-        ids.push(d);
-    }
-    let mut engine = CrashAfter::vanishing(sim, usize::MAX);
-    let new: Vec<NewDisk> = ids
-        .iter()
-        .zip(disks)
-        .map(|(d, (_, fg))| NewDisk {
-            device: *d,
-            failgroup: Some((*fg).to_string()),
-        })
-        .collect();
-    group::create(
-        &mut engine,
-        &new,
-        &GroupSpec {
-            name: "SIM".into(),
-            redundancy,
-            au_bytes: MIB,
-            sector_bytes: None,
-            force: false,
-            now_unix_seconds: 1_763_700_000,
-            group_uuid: Uuid::from_u128(0x5EED),
-        },
-    )
-    .unwrap()
-    .dismount()
-    .unwrap();
-    (engine, ids)
-}
-
-fn mount<'e>(engine: &'e mut CrashAfter, ids: &[DeviceId]) -> Group<'e> {
-    group::mount(engine, ids, &GroupSelector::Name("SIM".into()))
-        .unwrap()
-        .0
-}
-
-fn path(name: &str) -> GroupPath {
-    GroupPath::parse(&format!("+SIM/{name}")).unwrap()
-}
 
 fn with_checksums() -> CreateOptions {
     CreateOptions {
@@ -131,6 +72,21 @@ fn lost_data_entry() -> (CrashAfter, Vec<DeviceId>, u32, Vec<String>) {
     (engine, ids, number, aus)
 }
 
+/// [`lost_data_entry`], then `rm` of it with the power cut after `budget`
+/// writes: the group as the next mount finds it.
+fn removed_with_a_crash_after(budget: usize) -> (CrashAfter, Vec<DeviceId>, u32, Vec<String>) {
+    let (mut engine, ids, number, leaked) = lost_data_entry();
+    let b = engine.budget();
+    {
+        let mut g = mount(&mut engine, &ids);
+        b.set(budget);
+        let _ = g.remove(&path("x"));
+    }
+    engine.budget().set(usize::MAX);
+    engine.inner.crash(CrashPolicy::LOSE_ALL);
+    (engine, ids, number, leaked)
+}
+
 /// `rm` of a file whose data entry is lost on every copy writes the entry
 /// free and deletes the map. Crashed at every write of it, the next mount
 /// never hands the map to a later file that takes the number.
@@ -138,15 +94,7 @@ fn lost_data_entry() -> (CrashAfter, Vec<DeviceId>, u32, Vec<String>) {
 fn a_lost_entry_written_free_never_leaves_its_map_to_the_next_file() {
     let mut gone = 0;
     for budget in 0..60 {
-        let (mut engine, ids, number, leaked) = lost_data_entry();
-        let b = engine.budget();
-        {
-            let mut g = mount(&mut engine, &ids);
-            b.set(budget);
-            let _ = g.remove(&path("x"));
-        }
-        engine.budget().set(usize::MAX);
-        engine.inner.crash(CrashPolicy::LOSE_ALL);
+        let (mut engine, ids, number, leaked) = removed_with_a_crash_after(budget);
         let mut g = mount(&mut engine, &ids);
         g.check_invariants().unwrap();
         if g.file_numbers().contains(&number) || g.extents(map_number(number)).is_some() {
@@ -218,15 +166,7 @@ fn a_file_cut_by_damage_takes_its_map_to_its_size_once_repaired() {
 #[test]
 fn a_repair_after_the_crash_gives_no_au_two_owners() {
     for budget in [5, 7, 9] {
-        let (mut engine, ids, number, _) = lost_data_entry();
-        let b = engine.budget();
-        {
-            let mut g = mount(&mut engine, &ids);
-            b.set(budget);
-            let _ = g.remove(&path("x"));
-        }
-        engine.budget().set(usize::MAX);
-        engine.inner.crash(CrashPolicy::LOSE_ALL);
+        let (mut engine, ids, number, _) = removed_with_a_crash_after(budget);
         {
             let mut g = mount(&mut engine, &ids);
             g.check(true).unwrap();

@@ -5,6 +5,10 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::{crash_rig as rig, mount_sim as mount, sim_path as path, MIB};
+
 use cairn_format::group::{AuAddr, FILE_DIRECTORY};
 use cairn_format::DiskLabel;
 use cairn_io::DeviceId;
@@ -13,69 +17,9 @@ use cairn_store::group::{
     self, CreateOptions, Group, GroupError, GroupSelector, GroupSpec, NewDisk, Redundancy,
 };
 use cairn_store::labeling::{write_label, LabelSpec};
-use cairn_store::names::GroupPath;
 use uuid::Uuid;
 
-const MIB: u64 = 1 << 20;
 const BLOCK: u64 = 4096;
-
-/// Labelled simulated disks `(size, failure group)` and a group SIM over
-/// them, created and dismounted.
-fn rig(disks: &[(u64, &str)], redundancy: Redundancy) -> (CrashAfter, Vec<DeviceId>) {
-    let mut sim = SimEngine::new(11, 64);
-    let mut ids = Vec::new();
-    for (i, (size, _)) in disks.iter().enumerate() {
-        let d = sim.add_disk(geometry(*size, 4096, 4096, 512 << 10));
-        write_label(
-            &mut sim,
-            d,
-            &LabelSpec {
-                label: DiskLabel::parse(&format!("D{i}")).unwrap(),
-                disk_uuid: Uuid::from_u128(0xD15C << 16 | i as u128),
-                now_unix_seconds: 1_763_700_000,
-                generation: 1,
-            },
-        )
-        .unwrap();
-        ids.push(d);
-    }
-    let mut engine = CrashAfter::vanishing(sim, usize::MAX);
-    let new: Vec<NewDisk> = ids
-        .iter()
-        .zip(disks)
-        .map(|(d, (_, fg))| NewDisk {
-            device: *d,
-            failgroup: Some((*fg).to_string()),
-        })
-        .collect();
-    group::create(
-        &mut engine,
-        &new,
-        &GroupSpec {
-            name: "SIM".into(),
-            redundancy,
-            au_bytes: MIB,
-            sector_bytes: None,
-            force: false,
-            now_unix_seconds: 1_763_700_000,
-            group_uuid: Uuid::from_u128(0x5EED),
-        },
-    )
-    .unwrap()
-    .dismount()
-    .unwrap();
-    (engine, ids)
-}
-
-fn mount<'e>(engine: &'e mut CrashAfter, ids: &[DeviceId]) -> Group<'e> {
-    group::mount(engine, ids, &GroupSelector::Name("SIM".into()))
-        .unwrap()
-        .0
-}
-
-fn path(name: &str) -> GroupPath {
-    GroupPath::parse(&format!("+SIM/{name}")).unwrap()
-}
 
 /// Where copy `copy` of file `number`'s directory entry lives: (disk, byte offset).
 fn entry_place(g: &Group<'_>, number: u32, copy: usize) -> (AuAddr, u64) {

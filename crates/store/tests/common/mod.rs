@@ -4,12 +4,13 @@
 
 use cairn_format::DiskLabel;
 use cairn_io::{DeviceId, IoEngine};
-use cairn_io_sim::{geometry, SharedSim, SimEngine};
+use cairn_io_sim::{geometry, CrashAfter, SharedSim, SimEngine};
 use cairn_store::group::{
-    self, GroupError, GroupSelector, GroupSpec, LiveGroup, MissingDisks, MountReport, NewDisk,
-    Redundancy, SameDevices,
+    self, Group, GroupError, GroupSelector, GroupSpec, LiveGroup, MissingDisks, MountReport,
+    NewDisk, Redundancy, SameDevices,
 };
 use cairn_store::labeling::{write_label, LabelSpec};
+use cairn_store::names::GroupPath;
 use uuid::Uuid;
 
 pub const MIB: u64 = 1 << 20;
@@ -38,6 +39,58 @@ pub fn labelled_disks(
         ids.push(d);
     }
     ids
+}
+
+/// Labelled simulated disks `(size, failure group)` and a group SIM over
+/// them (1 MiB AUs), created and dismounted, behind a crash budget (the
+/// engine's writes vanish past it: `CrashAfter::budget`).
+pub fn crash_rig(disks: &[(u64, &str)], redundancy: Redundancy) -> (CrashAfter, Vec<DeviceId>) {
+    let mut sim = SimEngine::new(11, 64);
+    let ids = labelled_disks(
+        &mut sim,
+        disks
+            .iter()
+            .map(|(size, _)| geometry(*size, 4096, 4096, 512 << 10)),
+        |i| 0xD15C << 16 | i as u128,
+    );
+    let mut engine = CrashAfter::vanishing(sim, usize::MAX);
+    let new: Vec<NewDisk> = ids
+        .iter()
+        .zip(disks)
+        .map(|(d, (_, fg))| NewDisk {
+            device: *d,
+            failgroup: Some((*fg).to_string()),
+        })
+        .collect();
+    group::create(
+        &mut engine,
+        &new,
+        &GroupSpec {
+            name: "SIM".into(),
+            redundancy,
+            au_bytes: MIB,
+            sector_bytes: None,
+            force: false,
+            now_unix_seconds: 1_763_700_000,
+            group_uuid: Uuid::from_u128(0x5EED),
+        },
+    )
+    .unwrap()
+    .dismount()
+    .unwrap();
+    (engine, ids)
+}
+
+/// Group SIM of a [`crash_rig`], mounted for writing.
+pub fn mount_sim<'e>(engine: &'e mut CrashAfter, ids: &[DeviceId]) -> Group<'e> {
+    group::mount(engine, ids, &GroupSelector::Name("SIM".into()))
+        .unwrap()
+        .0
+}
+
+/// `+SIM/name`.
+pub fn sim_path(name: &str) -> GroupPath {
+    GroupPath::parse(&format!("+SIM/{name}")).unwrap()
 }
 
 /// Mount group `name` on `shared`'s disks live for writing: the metadata
