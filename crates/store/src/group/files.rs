@@ -163,13 +163,15 @@ impl Group<'_> {
                 "redundancy of {copies} copies; use external, normal or high"
             )));
         }
-        // File number: the lowest free one; grow the file directory if needed.
-        // A lost entry's number stays taken until repair: its names still
-        // point at it.
-        if options.checksums == Some(true) {
+        // The checksum directory first, before the create changes anything
+        // (it may declare a feature).
+        let with_map = options.checksums == Some(true);
+        if with_map {
             self.ensure_checksum_directory()?;
         }
-        // A number is free when neither it nor its map is taken.
+        // File number: the lowest free one; grow the file directory if needed.
+        // A lost entry's number stays taken until repair: its names still
+        // point at it. A number is free when neither it nor its map is taken.
         let mut number = FILE_NUMBER_USER_MIN;
         while [number, map_number(number)]
             .iter()
@@ -212,11 +214,12 @@ impl Group<'_> {
             extents: Vec::new(),
         });
         self.txn.mark(Dirty::Entry(number));
-        let mut made = Ok(());
-        if options.checksums == Some(true) {
-            made = self.add_map(number);
-        }
-        made = made
+        let map = if with_map {
+            self.add_map(number)
+        } else {
+            Ok(())
+        };
+        let made = map
             .and_then(|()| self.commit())
             .and_then(|()| self.grow_extents(number, size_bytes))
             .and_then(|()| self.grow_map(number, size_bytes));

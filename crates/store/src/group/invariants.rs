@@ -1,8 +1,7 @@
 //! What holds after every operation that succeeded: each part's own
 //! invariants (`parts/`) and those across parts.
 
-use cairn_format::group::{map_blocks, mapped_file, FileState};
-use cairn_format::meta::BLOCK_BYTES;
+use cairn_format::group::{mapped_file, FileState};
 
 use super::check::CheckReport;
 use super::mounted::Group;
@@ -117,7 +116,7 @@ impl Group<'_> {
                 && !cut
                 && map.entry.state == FileState::Active
                 && data.entry.state == FileState::Active;
-            let bytes = map_blocks(data.entry.size_bytes, self.sector_bytes) * BLOCK_BYTES as u64;
+            let bytes = self.map_bytes(data.entry.size_bytes);
             out.check(!settled || map.entry.size_bytes == bytes, || {
                 format!(
                     "the checksum map of file {file} has {} bytes; its {} bytes need {bytes}",

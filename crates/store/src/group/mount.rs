@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use cairn_format::group as fmt;
 use cairn_format::group::{
-    entry_place, is_map_number, is_user_number, map_blocks, map_number, AtLayout, DiskEntry,
-    DiskState, Extent, FileEntry, FileState, GroupSuper, ALIASES_PER_BLOCK, DIRECT_EXTENTS,
+    entry_place, is_map_number, is_user_number, map_number, AtLayout, DiskEntry, DiskState, Extent,
+    FileEntry, FileState, GroupSuper, ALIASES_PER_BLOCK, DIRECT_EXTENTS,
     EXTENTS_PER_INDIRECT_BLOCK, FILE_ALIAS_DIRECTORY, FILE_ATTRIBUTES, FILE_CHECKSUM_DIRECTORY,
     FILE_DIRECTORY, FILE_JOURNAL, FILE_NUMBER_USER_MIN, FILE_TEMPLATES, STRIPING_FINE,
     SUPER_SLOT_OFFSETS_BYTES,
@@ -1000,7 +1000,7 @@ impl Group<'_> {
             .user_files()
             .map(|(n, r)| {
                 let e = &r.entry;
-                let size = map_blocks(e.size_bytes, self.sector_bytes) * BLOCK_BYTES as u64;
+                let size = self.map_bytes(e.size_bytes);
                 (*n, Some((e.incarnation, e.copies, e.state, size)))
             })
             .chain(lost.into_iter().map(|n| (n, None)))
