@@ -379,6 +379,71 @@ fn a_copy_whose_write_failed_is_resynced_when_its_disk_answers_again() {
     g.dismount().unwrap();
 }
 
+/// `offline` of a disk that went OFFLINE by itself (its write failed; a
+/// hung disk times out while the request waits its turn) holds it there:
+/// it is done, not refused, and the next mount leaves the disk OFFLINE
+/// though it answers again. Asked once more, it is refused: held already.
+#[test]
+fn offline_of_a_disk_that_failed_holds_it_offline() {
+    let (mut engine, ids) = rig();
+    let (number, victim) = {
+        let (mut g, _) = mount(&mut engine, &ids);
+        let f = g
+            .create_file(&path("h"), 4 * MIB, &CreateOptions::default())
+            .unwrap();
+        g.write(f.number, 0, &pattern(3, (4 * MIB) as usize))
+            .unwrap();
+        let extent = g.extents(f.number).unwrap()[1];
+        let victim = *extent.copies().iter().find(|c| c.disk >= 2).unwrap();
+        g.dismount().unwrap();
+        (f.number, victim)
+    };
+    let device = ids[usize::from(victim.disk)];
+    let at = u64::from(victim.au) * MIB;
+    engine
+        .inner
+        .disk_mut(device)
+        .faults
+        .write_error_ranges
+        .push(at..at + MIB);
+    let label = format!("D{}", victim.disk);
+    {
+        let (mut g, _) = mount(&mut engine, &ids);
+        g.write(number, MIB, &pattern(4, MIB as usize)).unwrap();
+        assert_eq!(state(&g, victim.disk), DiskState::Offline);
+        let done = g
+            .offline_disks(std::slice::from_ref(&label), Some(30))
+            .unwrap();
+        assert_eq!(done, vec![label.clone()]);
+        let row = g
+            .disks()
+            .into_iter()
+            .find(|d| d.number == victim.disk)
+            .unwrap();
+        assert!(row.held && row.state == DiskState::Offline, "{row:?}");
+        assert!(row.repair_seconds_left.unwrap() <= 30 * 60, "{row:?}");
+        let e = g
+            .offline_disks(std::slice::from_ref(&label), None)
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("already OFFLINE (on request)"),
+            "{e}"
+        );
+        g.dismount().unwrap();
+    }
+    engine
+        .inner
+        .disk_mut(device)
+        .faults
+        .write_error_ranges
+        .clear();
+    let (g, report) = mount(&mut engine, &ids);
+    assert!(report.resync.is_none(), "{report:?}");
+    assert_eq!(report.disks_held, vec![label]);
+    assert_eq!(state(&g, victim.disk), DiskState::Offline);
+    g.dismount().unwrap();
+}
+
 /// An image of a disk older than the one the group took offline (a
 /// restored snapshot, a stale clone) would bring back data the resync does
 /// not know it missed: it is refused, and stays OFFLINE.

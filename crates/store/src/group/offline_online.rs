@@ -53,7 +53,8 @@ impl Group<'_> {
     /// their copies stale, and they stay OFFLINE until `online` (a mount
     /// does not bring them back). `drop_after_minutes`: this disk's repair
     /// timer instead of the group's `disk_repair_time`. Refused, changing
-    /// nothing, when the group could not run without them.
+    /// nothing, when the group could not run without them, or when one is
+    /// held OFFLINE already; one that went OFFLINE by itself is held.
     ///
     /// Three parts: [`Group::offline_disks_begin`] (the disks durably
     /// OFFLINE, the new view published), a drain of the data operations
@@ -83,13 +84,32 @@ impl Group<'_> {
         drop_after_minutes: Option<u16>,
     ) -> Result<(Vec<String>, Vec<u16>), GroupError> {
         self.check_writable()?;
-        let disks = self.disks_named(names)?;
-        for d in &disks {
+        let named = self.disks_named(names)?;
+        // One that went OFFLINE by itself (failed, timed out, missing at
+        // mount) is only held: a mount would otherwise bring it back, and
+        // the request may have met its failure on the way (a hung disk
+        // times out while the command waits for `meta`).
+        let mut disks = Vec::new();
+        let mut holding = Vec::new();
+        for d in &named {
             let m = self.member(*d).expect("invariant: named");
-            if m.writable().is_none() {
+            if m.writable().is_some() {
+                disks.push(*d);
+            } else if m.entry.state == DiskState::Offline
+                && !m.entry.held()
+                && !m.entry.forced()
+                && !m.entry.dropping()
+            {
+                holding.push(*d);
+            } else {
                 return Err(GroupError::Invalid(format!(
-                    "disk {} is already OFFLINE",
-                    m.entry.label
+                    "disk {} is already OFFLINE{}",
+                    m.entry.label,
+                    if m.entry.held() {
+                        " (on request); `cairn group online` brings it back"
+                    } else {
+                        ""
+                    }
                 )));
             }
         }
@@ -158,6 +178,22 @@ impl Group<'_> {
             self.offline_failed()?;
         }
         let mut done = Vec::new();
+        let group = self.name.clone();
+        for d in &holding {
+            if let Some(m) = self.member_mut(*d) {
+                m.entry.flags |= fmt::DISK_FLAG_HELD;
+                if let Some(minutes) = drop_after_minutes {
+                    m.entry.drop_after_minutes = minutes;
+                }
+                tracing::info!(
+                    group = %group,
+                    disk = %m.entry.label,
+                    "group {group}: disk {}: OFFLINE, held so on request (`cairn group offline`)",
+                    m.entry.label
+                );
+                done.push(m.entry.label.clone());
+            }
+        }
         for d in &disks {
             self.take_offline(*d);
             self.say_why(*d, "taken offline on request (`cairn group offline`)");
