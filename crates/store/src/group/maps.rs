@@ -26,7 +26,7 @@ use cairn_format::meta::BLOCK_BYTES;
 use super::error::GroupError;
 use super::mounted::Group;
 use super::parts::damage::LostBlock;
-use super::parts::files::FileRec;
+use super::parts::files::{placeholder_entry, FileRec};
 use super::parts::txn::Dirty;
 
 impl Group<'_> {
@@ -160,26 +160,19 @@ impl Group<'_> {
         if self.files.contains(FILE_CHECKSUM_DIRECTORY) {
             return Ok(());
         }
-        self.declare_ro_compat(GROUP_RO_COMPAT_DATA_CHECKSUMS)?;
+        // Its AU first: a group with no room for it is refused before
+        // anything, in memory or in the superblocks, says it has maps.
         let mut extent = self.allocate_extent(usize::from(self.copies), 0)?;
         extent.initialized = true;
+        self.declare_ro_compat(GROUP_RO_COMPAT_DATA_CHECKSUMS)?;
         let now = (self.clock)();
         self.files.insert(FileRec {
             entry: FileEntry {
-                number: FILE_CHECKSUM_DIRECTORY,
-                incarnation: 0,
-                state: FileState::Active,
-                copies: self.copies,
-                striping: STRIPING_COARSE,
                 size_bytes: self.au_bytes,
                 extent_count: 1,
-                target_bytes: 0,
                 created_unix_seconds: now,
                 modified_unix_seconds: now,
-                template: String::new(),
-                attrs: None,
-                direct: Vec::new(),
-                indirect: Vec::new(),
+                ..placeholder_entry(FILE_CHECKSUM_DIRECTORY, self.copies)
             },
             extents: vec![extent],
         });
@@ -198,6 +191,7 @@ mod tests {
     use cairn_io::DeviceId;
     use cairn_io_sim::SimEngine;
 
+    use super::super::error::GroupError;
     use super::super::file_types::CreateOptions;
     use super::super::mounted::Group;
     use super::super::tests::group_on_sim;
@@ -326,6 +320,44 @@ mod tests {
         let g = mount(&mut sim, &ids);
         assert_eq!(map_of(&g, number), None);
         holds(&g);
+    }
+
+    /// In a full group the first map's checksum directory finds no space:
+    /// the create is refused and leaves nothing behind, no directory in
+    /// memory that no commit wrote (a scrub would find its entry block
+    /// blank), and the group checks clean, now and at the next mount.
+    #[test]
+    fn a_checksum_directory_that_finds_no_space_leaves_nothing() {
+        let (mut sim, ids) = group_on_sim();
+        {
+            let mut g = mount(&mut sim, &ids);
+            let mut made = 0;
+            let full = loop {
+                match g.create_file(
+                    &path(&format!("fill{made}")),
+                    MIB,
+                    &CreateOptions::default(),
+                ) {
+                    Ok(_) => made += 1,
+                    Err(e) => break e,
+                }
+            };
+            assert!(matches!(full, GroupError::NoSpace(_)), "{full}");
+            let e = g
+                .create_file(&path("f"), MIB, &with_checksums())
+                .unwrap_err();
+            assert!(matches!(e, GroupError::NoSpace(_)), "{e}");
+            assert!(!g.files.contains(FILE_CHECKSUM_DIRECTORY));
+            assert_eq!(g.features.ro_compat & GROUP_RO_COMPAT_DATA_CHECKSUMS, 0);
+            holds(&g);
+            let report = g.check(false).unwrap();
+            assert!(report.problems.is_empty(), "{:?}", report.problems);
+            g.dismount().unwrap();
+        }
+        let mut g = mount(&mut sim, &ids);
+        assert!(!g.files.contains(FILE_CHECKSUM_DIRECTORY));
+        let report = g.check(false).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 
     /// A map entry that disagrees with its file (bytes no version wrote:
