@@ -17,6 +17,7 @@ use cairn_format::meta::{self, BLOCK_BYTES};
 use cairn_io::AlignedBuf;
 use serde::Serialize;
 
+use super::data;
 use super::error::GroupError;
 use super::mounted::Group;
 use super::parts::damage::LostBlock;
@@ -89,6 +90,7 @@ impl Group<'_> {
         self.check_aliases(repair, &mut report)?;
         self.check_lost(repair, &mut report)?;
         self.check_mirrors(repair, &mut report)?;
+        self.check_map_blocks(repair, &mut report)?;
         self.check_superblocks(repair, &mut report)?;
         for what in self.damage.short() {
             report.problems.push(Problem {
@@ -671,6 +673,96 @@ impl Group<'_> {
             }
         }
         if repair {
+            self.flush_all_checked()?;
+        }
+        Ok(())
+    }
+}
+
+impl Group<'_> {
+    /// Every written block of every checksum map: some copy must be valid,
+    /// and every copy as new as the newest (`docs/checksums.md`: a torn or
+    /// lost write of a map block leaves an older copy, the newest valid one
+    /// is the block). With `repair`, a copy that is not the newest is
+    /// rewritten from it, on a group no data thread runs beside (a map's
+    /// writer latches the block, and must not wait for `meta` held here).
+    /// A block with no valid copy is reported: its units are unverifiable.
+    pub(super) fn check_map_blocks(
+        &mut self,
+        repair: bool,
+        report: &mut CheckReport,
+    ) -> Result<(), GroupError> {
+        let maps: Vec<(u32, u64)> = self
+            .files
+            .maps()
+            .map(|(n, rec)| (*n, rec.entry.size_bytes / BLOCK_BYTES as u64))
+            .collect();
+        let mut rewrite = Vec::new();
+        for (map, blocks) in maps {
+            if self.plane.file(map).is_none() {
+                continue;
+            }
+            let file = mapped_file(map);
+            for block in 0..blocks {
+                let uuid = self.uuid;
+                let read = data::read_map_copies(self, uuid, file, block)?;
+                let location = format!("block {block} of the checksum map of file {file}");
+                let Some((newest, image)) = &read.newest else {
+                    let bad: Vec<String> = read
+                        .copies
+                        .iter()
+                        .filter_map(|(c, _, copy)| match copy {
+                            data::MapCopy::Bad(why) => {
+                                Some(format!("{}: {why}", self.disk_name(c.disk)))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    if !bad.is_empty() {
+                        report.problems.push(Problem {
+                            location,
+                            what: format!(
+                                "no valid copy ({}): the checksums of its units are lost",
+                                bad.join("; ")
+                            ),
+                            repaired: false,
+                            repairable: false,
+                        });
+                    }
+                    continue;
+                };
+                for (c, offset, copy) in &read.copies {
+                    let what = match copy {
+                        data::MapCopy::Valid(g) if *g == newest.generation => continue,
+                        data::MapCopy::Valid(g) => format!(
+                            "stale: generation {g}, the newest copy has {}",
+                            newest.generation
+                        ),
+                        data::MapCopy::Blank => {
+                            "blank: a write of it did not reach this copy".into()
+                        }
+                        data::MapCopy::Bad(why) => format!("damaged or unreadable: {why}"),
+                    };
+                    let fixable = !self.live;
+                    report.problems.push(Problem {
+                        location: format!("{location} copy on {} at {offset}", self.disk_name(c.disk)),
+                        what: if fixable {
+                            what
+                        } else {
+                            format!("{what}; the newest copy is read (`check --repair` rewrites it with the group not served)")
+                        },
+                        repaired: repair && fixable,
+                        repairable: fixable,
+                    });
+                    if fixable {
+                        rewrite.push((c.disk, *offset, AlignedBuf::from_slice(image)));
+                    }
+                }
+            }
+        }
+        if repair && !rewrite.is_empty() {
+            let failed = self.write_many(rewrite)?;
+            self.failed_disks.extend(failed);
             self.flush_all_checked()?;
         }
         Ok(())

@@ -20,10 +20,16 @@ const DISK_BYTES: u64 = 64 * MIB;
 
 /// Four labelled simulated disks in two failure groups (0, 1 in A; 2, 3 in B).
 pub(super) fn four_disks() -> (SimEngine, Vec<DeviceId>) {
+    four_disks_of(4096)
+}
+
+/// [`four_disks`] with `sector`-byte sectors, logical and physical (512:
+/// a power cut may tear a 4 KiB block).
+pub(super) fn four_disks_of(sector: u32) -> (SimEngine, Vec<DeviceId>) {
     let mut sim = SimEngine::new(3, 64);
     let mut ids = Vec::new();
     for i in 0..4 {
-        let d = sim.add_disk(geometry(DISK_BYTES, 4096, 4096, 512 << 10));
+        let d = sim.add_disk(geometry(DISK_BYTES, sector, sector, 512 << 10));
         labeling::write_label(
             &mut sim,
             d,

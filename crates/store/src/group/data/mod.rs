@@ -39,6 +39,7 @@
 
 mod common;
 mod copy;
+mod map_blocks;
 mod punch;
 mod read;
 #[cfg(test)]
@@ -51,6 +52,7 @@ pub(in crate::group) use common::{
     IoOutcome, StaleMark,
 };
 pub(in crate::group) use copy::{copy, Copied, CopyIo};
+pub(crate) use map_blocks::{read_map_copies, MapCopy};
 pub use punch::Punched;
 pub(in crate::group) use punch::RMW_LATCH;
 pub(crate) use punch::{punch_extents, zero_parts};

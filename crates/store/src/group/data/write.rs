@@ -186,18 +186,18 @@ fn in_place_location(
 /// What [`write_in_place`]'s I/O did: whether any copy took it, the disks
 /// and copies that missed it, and why each failed.
 #[derive(Default)]
-struct InPlaceDone {
-    landed: bool,
-    failed: FailedDisks,
-    missed: Vec<StaleMark>,
-    errors: Vec<(u16, IoError)>,
+pub(super) struct InPlaceDone {
+    pub(super) landed: bool,
+    pub(super) failed: FailedDisks,
+    pub(super) missed: Vec<StaleMark>,
+    pub(super) errors: Vec<(u16, IoError)>,
 }
 
 impl InPlaceDone {
     /// One copy's write done: its buffer back to the port, and the copy
     /// written, or missed (`mark`: the extent and the AUs written).
     #[inline]
-    fn settle(
+    pub(super) fn settle(
         &mut self,
         port: &mut dyn DataPort,
         c: AuAddr,
