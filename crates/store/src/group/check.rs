@@ -684,29 +684,46 @@ impl Group<'_> {
     /// and every copy as new as the newest (`docs/checksums.md`: a torn or
     /// lost write of a map block leaves an older copy, the newest valid one
     /// is the block). With `repair`, a copy that is not the newest is
-    /// rewritten from it, on a group no data thread runs beside (a map's
-    /// writer latches the block, and must not wait for `meta` held here).
-    /// A block with no valid copy is reported: its units are unverifiable.
+    /// rewritten from it, except in a map whose AUs another file claims
+    /// (a write there would land in the other file). A block with no valid
+    /// copy is reported: its units are unverifiable. Not on a served group:
+    /// its reads would run under `meta` (and a map's writer latches the
+    /// block, which this does not); the scrub is to judge them there.
     pub(super) fn check_map_blocks(
         &mut self,
         repair: bool,
         report: &mut CheckReport,
     ) -> Result<(), GroupError> {
+        if self.live {
+            return Ok(());
+        }
         let maps: Vec<(u32, u64)> = self
             .files
             .maps()
             .map(|(n, rec)| (*n, rec.entry.size_bytes / BLOCK_BYTES as u64))
             .collect();
-        let mut rewrite = Vec::new();
         for (map, blocks) in maps {
-            if self.plane.file(map).is_none() {
+            let Some(snap) = self.plane.file(map) else {
                 continue;
-            }
+            };
+            let fixable = snap.read_only.is_none();
             let file = mapped_file(map);
+            let mut rewrite = Vec::new();
             for block in 0..blocks {
-                let uuid = self.uuid;
-                let read = data::read_map_copies(self, uuid, file, block)?;
                 let location = format!("block {block} of the checksum map of file {file}");
+                let uuid = self.uuid;
+                let read = match data::read_map_copies(self, uuid, file, block) {
+                    Ok(read) => read,
+                    Err(e) => {
+                        report.problems.push(Problem {
+                            location,
+                            what: format!("not read: {e}"),
+                            repaired: false,
+                            repairable: false,
+                        });
+                        continue;
+                    }
+                };
                 let Some((newest, image)) = &read.newest else {
                     let bad: Vec<String> = read
                         .copies
@@ -743,14 +760,12 @@ impl Group<'_> {
                         }
                         data::MapCopy::Bad(why) => format!("damaged or unreadable: {why}"),
                     };
-                    let fixable = !self.live;
                     report.problems.push(Problem {
-                        location: format!("{location} copy on {} at {offset}", self.disk_name(c.disk)),
-                        what: if fixable {
-                            what
-                        } else {
-                            format!("{what}; the newest copy is read (`check --repair` rewrites it with the group not served)")
-                        },
+                        location: format!(
+                            "{location} copy on {} at {offset}",
+                            self.disk_name(c.disk)
+                        ),
+                        what,
                         repaired: repair && fixable,
                         repairable: fixable,
                     });
@@ -759,11 +774,11 @@ impl Group<'_> {
                     }
                 }
             }
-        }
-        if repair && !rewrite.is_empty() {
-            let failed = self.write_many(rewrite)?;
-            self.failed_disks.extend(failed);
-            self.flush_all_checked()?;
+            if repair && !rewrite.is_empty() {
+                let failed = self.write_many(rewrite)?;
+                self.failed_disks.extend(failed);
+                self.flush_all_checked()?;
+            }
         }
         Ok(())
     }

@@ -181,10 +181,12 @@ impl Group<'_> {
         let group = self.name.clone();
         for d in &holding {
             if let Some(m) = self.member_mut(*d) {
+                // Its repair timer starts at the request, as any disk's
+                // taken offline on request (`--drop-after` counts from now).
                 m.entry.flags |= fmt::DISK_FLAG_HELD;
-                if let Some(minutes) = drop_after_minutes {
-                    m.entry.drop_after_minutes = minutes;
-                }
+                m.entry.drop_after_minutes = drop_after_minutes.unwrap_or(0);
+                m.entry.offline_seconds = 0;
+                m.offline_since = Some(std::time::Instant::now());
                 tracing::info!(
                     group = %group,
                     disk = %m.entry.label,

@@ -10,21 +10,24 @@
 //! tears at most one copy and another holds the block before or after it.
 
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use cairn_format::group::{
-    au_mask, decode_map_block, encode_map_block, map_number, zero_unit_checksum, AuAddr, MapSums,
+    au_mask, decode_map_block, encode_map_block, map_number, zero_unit_checksum, AuAddr, Extent,
+    MapSums,
 };
 use cairn_format::meta::{self, BlockId, BlockType, MetaError, BLOCK_BYTES};
 use cairn_io::Op;
 use uuid::Uuid;
 
 use super::common::{
-    at, buffer_with, check_range, file_snapshot, lost_write_error, missed_copies, piece_aus,
-    readable_copies, run, run_one, writable_copies, DataPort, DiskIo,
+    at, buffer_with, changing_error, check_range, file_snapshot, lost_write_error, missed_copies,
+    piece_aus, readable_copies, run, run_one, writable_copies, DataPort, DiskIo, FailedDisks,
+    WRITE_ATTEMPTS_MAX,
 };
 use super::write::{settle_write, write, InPlaceDone};
 use crate::group::error::GroupError;
-use crate::group::plane::{FileSnapshot, Hold, OperationGuard};
+use crate::group::plane::{DiskView, FileSnapshot, Hold, OperationGuard};
 
 /// One block of a map as read: its checksums, and the generation of the
 /// copy they came from (0: no copy was ever written, every unit it covers
@@ -223,48 +226,101 @@ pub(crate) fn write_map_block(
     generation: u64,
 ) -> Result<(), GroupError> {
     let number = map_number(file);
-    let map = file_snapshot(port, number)?;
-    let (index, within) = locate(&map, file, block)?;
-    let mut image = meta::empty_block();
-    encode_map_block(&mut image, sums);
-    meta::seal(
-        &mut image,
-        map_block_id(file, map.incarnation, block),
-        group,
-        generation,
-    );
     let offset = block * BLOCK_BYTES as u64;
-    if !map.extent(index).is_some_and(|e| e.initialized) {
-        return write(port, slot, number, offset, &image[..]);
-    }
-    let latch = port.plane().latch(vec![(
-        (number, map.incarnation, index),
-        Hold::write(offset, BLOCK_BYTES as u64),
-    )]);
-    let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
-    let map = file_snapshot(port, number)?;
-    let Some(extent) = map.extent(index).copied().filter(|e| e.initialized) else {
-        // Cut or rewritten meanwhile: written as the file is now.
-        drop(guard);
+    let mut snap = file_snapshot(port, number)?;
+    for _ in 0..WRITE_ATTEMPTS_MAX {
+        let (index, within) = locate(&snap, file, block)?;
+        let mut image = meta::empty_block();
+        encode_map_block(&mut image, sums);
+        meta::seal(
+            &mut image,
+            map_block_id(file, snap.incarnation, block),
+            group,
+            generation,
+        );
+        // A first write, or a map that may not be written (its AUs shared
+        // with another file's, found at mount): the general path decides.
+        if snap.read_only.is_some() || !snap.extent(index).is_some_and(|e| e.initialized) {
+            return write(port, slot, number, offset, &image[..]);
+        }
+        let latch = port.plane().latch(vec![(
+            (number, snap.incarnation, index),
+            Hold::write(offset, BLOCK_BYTES as u64),
+        )]);
+        let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
+        // Latched, look again: still this snapshot, so the copies are the
+        // extent's and the incarnation the image is sealed with.
+        let now = file_snapshot(port, number)?;
+        if !Arc::ptr_eq(&now, &snap) {
+            drop(guard);
+            drop(latch);
+            snap = now;
+            continue;
+        }
+        let extent = *snap.extent(index).expect("invariant: located in the map");
+        let view = port.disk_view();
+        let mark = (index, au_mask(piece_aus(&snap, within, BLOCK_BYTES as u64)));
+        // A copy on an offline disk is marked stale before any byte of the
+        // new block lands (as every write's is), durably.
+        let mut unmarked = Vec::new();
+        missed_copies(&view, index, &extent, mark.1, &mut unmarked);
+        settle_write(
+            port,
+            None,
+            (number, snap.incarnation),
+            &unmarked,
+            &FailedDisks::new(),
+            &view,
+            None,
+        )?;
+        let done = write_copy_after_copy(port, &snap, &extent, (within, mark), &image[..], &view)?;
+        let (landed, mut done) = done;
+        let lost = (landed == 0).then(|| {
+            lost_write_error(
+                "write of a checksum map block",
+                (number, offset, BLOCK_BYTES as u64),
+                &view,
+                &done.errors,
+            )
+        });
+        if landed == 0 {
+            // No copy has it: every copy keeps what it had, none is marked.
+            done.missed.clear();
+        }
+        settle_write(
+            port,
+            guard,
+            (number, snap.incarnation),
+            &done.missed,
+            &done.failed,
+            &view,
+            lost,
+        )?;
         drop(latch);
-        return write_map_block(port, slot, group, (file, block), sums, generation);
-    };
-    let view = port.disk_view();
-    let aus = piece_aus(&map, within, BLOCK_BYTES as u64);
-    let mark = (index, au_mask(aus.clone()));
+        return Ok(());
+    }
+    Err(changing_error("write of a checksum map block", number))
+}
+
+/// Write `image` to each writable copy of `extent` in turn, each flushed
+/// before the next is touched. The copies that hold it now (written and
+/// flushed), and what the others did.
+fn write_copy_after_copy(
+    port: &mut dyn DataPort,
+    snap: &FileSnapshot,
+    extent: &Extent,
+    (within, mark): (u64, (u64, u16)),
+    image: &[u8],
+    view: &DiskView,
+) -> Result<(usize, InPlaceDone), GroupError> {
     let mut done = InPlaceDone::default();
-    // A copy on an offline disk not yet marked stale is marked with the
-    // copies that fail below.
-    let mut unmarked = Vec::new();
-    missed_copies(&view, index, &extent, mark.1, &mut unmarked);
-    done.missed.extend(unmarked);
     let mut landed = 0;
-    for c in writable_copies(&view, &extent) {
+    for c in writable_copies(view, extent) {
         let write = DiskIo {
             disk: c.disk,
             op: Op::Write {
-                offset_bytes: at(&map, c, within),
-                buf: buffer_with(port, &image[..]),
+                offset_bytes: at(snap, c, within),
+                buf: buffer_with(port, image),
                 fua: false,
             },
         };
@@ -274,8 +330,7 @@ pub(crate) fn write_map_block(
         if !wrote {
             continue;
         }
-        // Durable before the next copy is touched. A copy whose flush
-        // failed may not hold the block: it missed the write.
+        // A copy whose flush failed may not hold the block: it missed it.
         let flush = DiskIo {
             disk: c.disk,
             op: Op::Flush,
@@ -287,26 +342,7 @@ pub(crate) fn write_map_block(
             done.settle(port, c, flushed, mark);
         }
     }
-    let lost = (landed == 0).then(|| {
-        lost_write_error(
-            "write of a checksum map block",
-            (number, offset, BLOCK_BYTES as u64),
-            &view,
-            &done.errors,
-        )
-    });
-    let (missed, failed) = (done.missed, done.failed);
-    settle_write(
-        port,
-        guard,
-        (number, map.incarnation),
-        &missed,
-        &failed,
-        &view,
-        lost,
-    )?;
-    drop(latch);
-    Ok(())
+    Ok((landed, done))
 }
 
 #[cfg(test)]

@@ -287,3 +287,95 @@ fn check_reports_and_repairs_a_map_block_copy_that_is_not_the_newest() {
 fn sim_image(g: &mut Group<'_>, (dev, at): (DeviceId, u64)) -> Vec<u8> {
     g.engine.read_at(dev, at, 4096).unwrap()[..].to_vec()
 }
+
+/// A copy on a disk taken offline is marked stale, durably, before any
+/// byte of the new block lands on the others: a power cut at any request
+/// never leaves the online copy newer with the offline one unmarked (it
+/// would come back, resynced without this AU, holding the older block).
+#[test]
+fn an_offline_copy_is_marked_stale_before_the_block_lands_elsewhere() {
+    let mut cut = 0;
+    loop {
+        let (sim, ids) = group_on_sim();
+        let mut engine = CrashAfter::vanishing(sim, usize::MAX);
+        let budget = engine.budget();
+        let (file, away) = {
+            let mut g = mount(&mut engine, &ids);
+            let file = mapped(&mut g);
+            write(&mut g, file, 2, 1, 1);
+            let snap = g.plane.file(map_number(file)).unwrap();
+            let extent = *snap.extent(0).unwrap();
+            let away = extent.copies()[1].disk;
+            let name = g.disk_name(away);
+            g.offline_disks(&[name], None).unwrap();
+            g.sync().unwrap();
+            budget.set(cut);
+            let uuid = g.uuid;
+            write_map_block(&mut g, None, uuid, (file, 2), &sums(2), 2).unwrap();
+            let all_ran = budget.get() > 0;
+            std::mem::forget(g);
+            if all_ran {
+                break;
+            }
+            (file, away)
+        };
+        engine.inner.crash(CrashPolicy::LOSE_ALL);
+        budget.set(usize::MAX);
+        let mut g = mount(&mut engine, &ids);
+        let now = read(&mut g, file, 2).unwrap();
+        let extent = g.extents(map_number(file)).unwrap()[0];
+        let slot = extent.copies().iter().position(|c| c.disk == away).unwrap();
+        if now.generation == 2 {
+            assert_ne!(
+                extent.stale[slot], 0,
+                "cut after {cut} requests: the online copy holds the new block and the offline one is not marked"
+            );
+        }
+        g.dismount().unwrap();
+        cut += 1;
+    }
+    assert!(cut > 2, "the sweep reached the write ({cut} requests)");
+}
+
+/// A map block write that reaches no copy fails, and marks no copy
+/// stale: every copy keeps the block it had, and is read once the disks
+/// answer again.
+#[test]
+fn a_map_block_write_that_reaches_no_copy_fails_and_marks_nothing() {
+    let (mut sim, ids) = group_on_sim();
+    let (file, copies) = {
+        let mut g = mount(&mut sim, &ids);
+        let file = mapped(&mut g);
+        write(&mut g, file, 4, 1, 1);
+        let copies = copies_of(&g, &ids, file, 4);
+        g.dismount().unwrap();
+        (file, copies)
+    };
+    for (dev, at) in &copies {
+        sim.disk_mut(*dev)
+            .faults
+            .write_error_ranges
+            .push(*at..*at + 4096);
+    }
+    {
+        let mut g = mount(&mut sim, &ids);
+        let uuid = g.uuid;
+        // Both disks failed it: the group stops (two failure groups lost).
+        let e = write_map_block(&mut g, None, uuid, (file, 4), &sums(2), 2).unwrap_err();
+        assert!(e.to_string().contains("the group stopped"), "{e}");
+        std::mem::forget(g);
+    }
+    for (dev, _) in &copies {
+        sim.disk_mut(*dev).faults.write_error_ranges.clear();
+    }
+    let mut g = mount(&mut sim, &ids);
+    let extent = g.extents(map_number(file)).unwrap()[0];
+    assert!(extent.stale.iter().all(|s| *s == 0), "{extent:?}");
+    assert_eq!(
+        read(&mut g, file, 4).unwrap(),
+        MapBlock {
+            sums: sums(1),
+            generation: 1
+        }
+    );
+}
