@@ -1,5 +1,5 @@
 //! The ids metadata blocks are sealed with: a per-disk block's, a journal
-//! block's, a file entry's.
+//! block's, a file entry's, a checksum map block's.
 
 use cairn_format::group::{entry_place, FILE_JOURNAL};
 use cairn_format::meta::{BlockId, BlockType, BLOCK_BYTES};
@@ -31,5 +31,16 @@ pub(super) fn entry_id(file: u32) -> BlockId {
         owner,
         owner_tag: 0,
         index,
+    }
+}
+
+/// Block `block` of data file `file`'s checksum map, incarnation
+/// `incarnation`: owner the data file, tag its incarnation.
+pub(super) fn map_block_id(file: u32, incarnation: u32, block: u64) -> BlockId {
+    BlockId {
+        block_type: BlockType::ChecksumMap,
+        owner: file,
+        owner_tag: incarnation,
+        index: block,
     }
 }

@@ -476,6 +476,7 @@ impl Group<'_> {
         let layout = self.layout_for(&self.files[&number]);
         let keep = layout.extent_count_for(size_bytes);
         if size_bytes < old {
+            self.cut_sums(number, size_bytes)?;
             self.trim_extents(number, keep)?;
             self.trim_map(number, size_bytes)?;
             return self.finish_resize(number, size_bytes, byte_size, was);
@@ -490,6 +491,9 @@ impl Group<'_> {
         if kept_end > old {
             self.zero_range(number, old, kept_end - old)?;
         }
+        // So may the blocks of its map past the old map's end: blanked, they
+        // read as zero units (the last block's tail was zeroed by the cut).
+        self.blank_map_tail(number, old, size_bytes)?;
         let grown = self
             .grow_extents(number, size_bytes)
             .and_then(|()| self.grow_map(number, size_bytes));

@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use cairn_format::group::{
-    images_crc, JournalHeader, JournalRecord, JournalTarget, FILE_JOURNAL, JOURNAL_HEADER_BLOCKS,
-    JOURNAL_TARGETS_MAX,
+    images_crc, map_number, JournalHeader, JournalRecord, JournalTarget, FILE_JOURNAL,
+    JOURNAL_HEADER_BLOCKS, JOURNAL_TARGETS_MAX,
 };
 use cairn_format::meta;
 use cairn_format::meta::{Block, BlockType, BLOCK_BYTES};
@@ -141,6 +141,14 @@ impl Group<'_> {
             | Dirty::Clean { disk, .. } => {
                 self.member(*disk).and_then(|m| m.alloc.as_ref()).is_some()
             }
+            // A map block of a map still there, inside it, with its image.
+            Dirty::MapBlock { file, block } => {
+                self.txn.map_image(*file, *block).is_some()
+                    && self
+                        .files
+                        .get(map_number(*file))
+                        .is_some_and(|m| (*block + 1) * BLOCK_BYTES as u64 <= m.entry.size_bytes)
+            }
             _ => true,
         }
     }
@@ -183,6 +191,7 @@ impl Group<'_> {
             }
             images.push(self.encode_dirty(*d, seq));
         }
+        self.txn.clear_map_images();
         assert!(
             targets.len() <= JOURNAL_TARGETS_MAX,
             "invariant: targets fit a record"

@@ -35,6 +35,9 @@ pub(super) const TABLE_READ_BLOCKS_MAX: u64 = 256;
 /// that fails is taken as unreadable (`journal.rs` `read_journal_copy`): a
 /// read error that passes (a path failing over) does not end the journal.
 pub(super) const JOURNAL_READ_TRIES: usize = 3;
+/// Reads of a checksum map block's copy that fails before it is taken as
+/// unreadable (`data/map_blocks.rs`), for the same reason.
+pub(super) const MAP_READ_TRIES: usize = 3;
 /// Default AU size.
 pub const AU_BYTES_DEFAULT: u64 = 4 << 20;
 /// AUs of data a member disk holds at least, beyond its header copies and

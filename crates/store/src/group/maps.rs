@@ -17,17 +17,22 @@
 //!   not load a map whose file is gone or of another incarnation (it writes
 //!   the entry free: `mount.rs` `load_checksum_maps`).
 
+use cairn_format::extent_map::extent_aus;
 use cairn_format::group::{
-    is_user_number, map_blocks, map_number, FileEntry, FileState, FILE_CHECKSUM_DIRECTORY,
-    FILE_NUMBER_USER_MIN, GROUP_RO_COMPAT_DATA_CHECKSUMS, STRIPING_COARSE,
+    au_mask, is_user_number, map_blocks, map_number, AuAddr, FileEntry, FileState, MapSums,
+    FILE_CHECKSUM_DIRECTORY, FILE_NUMBER_USER_MIN, GROUP_RO_COMPAT_DATA_CHECKSUMS, STRIPING_COARSE,
 };
 use cairn_format::meta::BLOCK_BYTES;
 
+use super::data::{self, aus_touched, StaleMark};
 use super::error::GroupError;
+use super::limits::STEP_DIRTY_MAX;
 use super::mounted::Group;
 use super::parts::damage::LostBlock;
 use super::parts::files::{placeholder_entry, FileRec};
+use super::parts::members::Member;
 use super::parts::txn::Dirty;
+use super::sums::NotLoaded;
 
 impl Group<'_> {
     /// Whether data file `number` has a checksum map (a map has none).
@@ -148,6 +153,168 @@ impl Group<'_> {
         }
         if self.damage.rewritten(LostBlock::Entry(number)) {
             self.txn.mark(Dirty::Entry(number));
+        }
+        Ok(())
+    }
+
+    /// Write every map block this mount changed (`docs/checksums.md`, "The
+    /// checkpoint") through the metadata journal: each block's image in a
+    /// record, then in place on every copy, so a power cut leaves the block
+    /// before or after (the next mount replays the record), never torn.
+    /// Committed in steps; a block whose step fails stays changed, and the
+    /// error is returned. For now at `sync` and at a dismount: a power cut
+    /// between two leaves the maps behind the data, until the checksum log
+    /// and its recovery land (`docs/checksums.md`, "What is left").
+    pub(super) fn checkpoint_maps(&mut self) -> Result<(), GroupError> {
+        if self.read_only {
+            return Ok(());
+        }
+        for (file, sums) in self.plane.all_sums() {
+            let current = self
+                .files
+                .get(map_number(file))
+                .is_some_and(|m| m.entry.incarnation == sums.incarnation());
+            if !current {
+                continue;
+            }
+            let mut staged = Vec::new();
+            let mut result = Ok(());
+            for (block, map) in sums.take_dirty() {
+                if result.is_ok() {
+                    result = self.stage_map_block(file, block, map.sums);
+                    staged.push(block);
+                    if result.is_ok() && self.dirty_count() >= STEP_DIRTY_MAX {
+                        result = self.commit();
+                        if result.is_ok() {
+                            staged.clear();
+                        }
+                    }
+                } else {
+                    staged.push(block);
+                }
+            }
+            if result.is_ok() {
+                result = self.commit();
+            }
+            if let Err(e) = result {
+                for block in staged {
+                    sums.written(block, None);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stage block `block` of data file `file`'s map, to hold `sums`, in
+    /// the running transaction. An extent of the map not yet written is
+    /// zeroed whole and marked written in the same transaction (a reader
+    /// reads an unwritten extent as zeros, without I/O). A copy on a disk
+    /// not written now is marked stale there, in the same transaction (for
+    /// the block's AUs; for the whole extent when it is the first write),
+    /// as a data write's copy that missed it is; a block no copy of which
+    /// can be written is refused.
+    pub(super) fn stage_map_block(
+        &mut self,
+        file: u32,
+        block: u64,
+        sums: Box<MapSums>,
+    ) -> Result<(), GroupError> {
+        let map = map_number(file);
+        let rec = self
+            .files
+            .get(map)
+            .ok_or_else(|| GroupError::NotFound(format!("file {file} has no checksum map")))?;
+        let incarnation = rec.entry.incarnation;
+        let layout = self.layout_for(rec);
+        let loc = layout.locate(block * BLOCK_BYTES as u64);
+        let extent = *rec.extents.get(loc.extent as usize).ok_or_else(|| {
+            GroupError::Corrupt(format!("file {file}'s checksum map has no block {block}"))
+        })?;
+        let away: Vec<AuAddr> = extent
+            .copies()
+            .iter()
+            .copied()
+            .filter(|c| self.member(c.disk).and_then(Member::writable).is_none())
+            .collect();
+        if away.len() == extent.copies().len() {
+            return Err(GroupError::WriteFailed(format!(
+                "block {block} of file {file}'s checksum map: no copy of it is on a disk written now"
+            )));
+        }
+        let mask = if extent.initialized {
+            au_mask(aus_touched(
+                self.au_bytes,
+                loc.offset_in_extent,
+                BLOCK_BYTES as u64,
+            ))
+        } else {
+            self.zero_whole_extents(&[(extent, layout.extent_bytes(loc.extent))]);
+            if let Some(x) = self.files.extent_mut(map, None, loc.extent) {
+                x.initialized = true;
+            }
+            self.dirty_extent(map, loc.extent);
+            au_mask(0..extent_aus(loc.extent))
+        };
+        // A copy of the map's extents begun before this write (a resync, a
+        // relocation: they copy under latches this does not take) may miss
+        // it, so it is not trusted (`Zeroings::since`), as after a zeroing.
+        self.zeroings.zeroing(map);
+        let marks: Vec<StaleMark> = away
+            .into_iter()
+            .map(|copy| StaleMark {
+                extent: loc.extent,
+                copy,
+                mask,
+            })
+            .collect();
+        self.set_stale(map, incarnation, &marks);
+        self.txn.stage_map_block(file, block, sums);
+        Ok(())
+    }
+
+    /// File `number` shrinks to `size_bytes`: its checksums forget the map
+    /// blocks past the end and hold zero units past it in the last one
+    /// ([`FileSums::cut`]), read from disk first if this mount has not
+    /// (I/O under `meta`, as a grow's zeroing is).
+    pub(super) fn cut_sums(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError> {
+        let incarnation = self.files[&number].entry.incarnation;
+        let Some(sums) = self.plane.file_sums(number, incarnation) else {
+            return Ok(());
+        };
+        let units = size_bytes / u64::from(self.sector_bytes);
+        if let Err(NotLoaded(block)) = sums.cut(units) {
+            let uuid = self.uuid;
+            let read = data::read_map_block(self, uuid, number, block)?;
+            sums.load(block, read);
+            sums.cut(units).map_err(|_| {
+                GroupError::Corrupt(format!("file {number}: its checksums would not load"))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// File `number` grows from `old` to `size_bytes`: the blocks of its map
+    /// between the old map's end and the end of the extents the map already
+    /// has may hold checksums from before a shrink, and are zeroed (a blank
+    /// block is zero units), as the file's own kept tail is.
+    pub(super) fn blank_map_tail(
+        &mut self,
+        number: u32,
+        old: u64,
+        size_bytes: u64,
+    ) -> Result<(), GroupError> {
+        let map = map_number(number);
+        let Some(rec) = self.files.get(map) else {
+            return Ok(());
+        };
+        let from = self.map_bytes(old);
+        let kept_end = self
+            .layout_for(rec)
+            .capacity_bytes(rec.extents.len() as u64)
+            .min(self.map_bytes(size_bytes));
+        if kept_end > from {
+            self.zero_range(map, from, kept_end - from)?;
         }
         Ok(())
     }

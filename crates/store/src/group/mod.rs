@@ -122,6 +122,7 @@ mod returning;
 pub mod scrub;
 mod slots;
 mod spec;
+mod sums;
 mod superblock;
 mod tables;
 mod zeroing;

@@ -166,7 +166,7 @@ impl<'e> Group<'e> {
             read_only: false,
             taken_offline: Vec::new(),
             overlay: BTreeMap::new(),
-            plane: Arc::new(plane::DataPlane::new()),
+            plane: Arc::new(plane::DataPlane::for_group(uuid)),
             unpublished: parts::unpublished::Unpublished::default(),
             live: false,
             compact_asked: false,
@@ -304,6 +304,7 @@ impl<'e> Group<'e> {
         if self.read_only {
             return Ok(());
         }
+        self.checkpoint_maps()?;
         for m in self.members.iter_mut() {
             if m.writable().is_some() {
                 m.needs_flush = true;
@@ -320,6 +321,7 @@ impl<'e> Group<'e> {
         if self.read_only {
             return Ok(());
         }
+        self.checkpoint_maps()?;
         self.commit()?;
         self.count_offline_time()?;
         self.checkpoint()?;

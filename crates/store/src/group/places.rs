@@ -11,7 +11,7 @@ use cairn_format::{group as fmt, meta};
 use cairn_io::AlignedBuf;
 
 use super::alloc::DiskAlloc;
-use super::block_ids::{entry_id, per_disk_id};
+use super::block_ids::{entry_id, map_block_id, per_disk_id};
 use super::journal::DurableItem;
 use super::mounted::Group;
 use super::parts::files::FileRec;
@@ -31,6 +31,30 @@ impl Group<'_> {
             .iter()
             .map(|c| (c.disk, u64::from(c.au) * self.au_bytes + within))
             .collect()
+    }
+
+    /// Physical places of block `block` of data file `file`'s checksum map
+    /// (all copies): the map is laid out as any file, its extents growing.
+    pub(super) fn map_block_places(&self, file: u32, block: u64) -> Vec<(u16, u64)> {
+        let Some(rec) = self.files.get(fmt::map_number(file)) else {
+            return Vec::new();
+        };
+        let loc = self.layout_for(rec).locate(block * BLOCK_BYTES as u64);
+        rec.extents
+            .get(loc.extent as usize)
+            .map(|extent| {
+                extent
+                    .copies()
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.disk,
+                            u64::from(c.au) * self.au_bytes + loc.offset_in_extent,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     pub(super) fn indirect_places(&self, file: u32, block: u64) -> Vec<(u16, u64)> {
@@ -100,6 +124,16 @@ impl Group<'_> {
             Dirty::Alias(block) => file_block(FILE_ALIAS_DIRECTORY, BlockType::Alias, 0, block),
             Dirty::Templates => file_block(FILE_TEMPLATES, BlockType::Template, 0, 0),
             Dirty::Attributes => file_block(FILE_ATTRIBUTES, BlockType::Attribute, 0, 0),
+            Dirty::MapBlock { file, block } => {
+                let incarnation = self
+                    .files
+                    .get(fmt::map_number(file))
+                    .map_or(0, |r| r.entry.incarnation);
+                (
+                    map_block_id(file, incarnation, block),
+                    self.map_block_places(file, block),
+                )
+            }
         }
     }
 
@@ -152,6 +186,11 @@ impl Group<'_> {
             }
             Dirty::Templates => fmt::encode_templates(&mut block, self.settings.templates()),
             Dirty::Attributes => fmt::encode_attributes(&mut block, self.settings.attributes()),
+            Dirty::MapBlock { file, block: index } => {
+                if let Some(sums) = self.txn.map_image(file, index) {
+                    fmt::encode_map_block(&mut block, sums);
+                }
+            }
         }
         meta::seal(&mut block, id, self.uuid, generation);
         block

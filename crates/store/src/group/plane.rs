@@ -35,6 +35,8 @@ use std::time::{Duration, Instant};
 
 use cairn_format::extent_map::FileLayout;
 use cairn_format::group::Extent;
+
+use super::sums::FileSums;
 use cairn_io::poison::{recover, Recover, RecoverRw};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -445,6 +447,18 @@ pub struct DataPlane {
     lent: Lent,
     /// Units found failing their checksums, per disk ([`ChecksumCounts`]).
     checksums: ChecksumCounts,
+    /// The group's UUID: what its map blocks are sealed with.
+    group: uuid::Uuid,
+    /// Each file with a checksum map: its checksums as this mount knows
+    /// them ([`FileSums`]), by data file number, made on first use. A leaf
+    /// mutex held for a lookup or an insert; the tables lock their own.
+    sums: Mutex<HashMap<u32, Arc<FileSums>>>,
+}
+
+/// Whether a publication of `number` withdrew a checksum map (`gone`: no
+/// snapshot of it is published now): its file's table goes with it.
+fn snapshot_gone_for_map(number: u32, gone: bool) -> bool {
+    gone && cairn_format::group::is_map_number(number)
 }
 
 /// Per member disk, the units reads found failing their checksums on it,
@@ -563,6 +577,8 @@ impl Default for DataPlane {
             io_timeout_ms: AtomicU64::new(0),
             lent: Lent::default(),
             checksums: ChecksumCounts::default(),
+            group: uuid::Uuid::nil(),
+            sums: Mutex::default(),
         }
     }
 }
@@ -570,6 +586,58 @@ impl Default for DataPlane {
 impl DataPlane {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The plane of group `group` (its UUID seals the maps' blocks).
+    pub fn for_group(group: uuid::Uuid) -> Self {
+        Self {
+            group,
+            ..Self::default()
+        }
+    }
+
+    /// The group's UUID.
+    pub fn group_uuid(&self) -> uuid::Uuid {
+        self.group
+    }
+
+    /// Incarnation `incarnation` of file `number`'s checksums, if it has a
+    /// map published and is that incarnation: made empty on first use.
+    pub(super) fn file_sums(&self, number: u32, incarnation: u32) -> Option<Arc<FileSums>> {
+        // A map has no map of its own: only the users' files have one.
+        if !cairn_format::group::is_user_number(number) {
+            return None;
+        }
+        let snap = self.file(number)?;
+        let map = self.file(cairn_format::group::map_number(number))?;
+        if snap.incarnation != incarnation || map.incarnation != incarnation {
+            return None;
+        }
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's checksum tables");
+        let mut sums = self.sums.lock_or_recover();
+        let entry = sums.entry(number);
+        let table = match entry {
+            Entry::Occupied(mut o) => {
+                if o.get().incarnation() != incarnation {
+                    o.insert(Arc::new(FileSums::new(incarnation, snap.sector_bytes)?));
+                }
+                o.get().clone()
+            }
+            Entry::Vacant(v) => v
+                .insert(Arc::new(FileSums::new(incarnation, snap.sector_bytes)?))
+                .clone(),
+        };
+        Some(table)
+    }
+
+    /// Every file's checksums this mount holds, by data file number.
+    pub(super) fn all_sums(&self) -> Vec<(u32, Arc<FileSums>)> {
+        let _leaf = lock_order::take(Rank::Leaf, "the plane's checksum tables");
+        self.sums
+            .lock_or_recover()
+            .iter()
+            .map(|(n, t)| (*n, t.clone()))
+            .collect()
     }
 
     /// Units found failing their checksums, per disk.
@@ -607,6 +675,14 @@ impl DataPlane {
             }
         }
         self.generation.fetch_add(1, Ordering::SeqCst);
+        drop(files);
+        drop(_leaf);
+        if snapshot_gone_for_map(number, self.file(number).is_none()) {
+            let _leaf = lock_order::take(Rank::Leaf, "the plane's checksum tables");
+            self.sums
+                .lock_or_recover()
+                .remove(&cairn_format::group::mapped_file(number));
+        }
     }
 
     /// Withdraw every file (a remount of the metadata after a failed commit).

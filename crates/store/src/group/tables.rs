@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cairn_format::group::{au_mask, AtLayout, AuAddr, Extent, AT_COUNTS_PER_SUMMARY};
+use cairn_format::group::{
+    au_mask, is_map_number, AtLayout, AuAddr, Extent, AT_COUNTS_PER_SUMMARY,
+};
 use cairn_format::meta::{BlockType, MetaError, BLOCK_BYTES};
 use cairn_format::{group as fmt, meta};
 
@@ -271,10 +273,13 @@ impl Group<'_> {
     }
 
     /// Free the AUs of extent `index` (or an indirect AU, `journaled`: the
-    /// journal ring may still hold records that target it) of file `file`. An
+    /// journal ring may still hold records that target it, as it may for
+    /// any extent of a checksum map) of file `file`. An
     /// AU another extent map also claims (damage found at mount) stays used,
     /// for the other owner, instead of being freed under it.
     pub(super) fn free_extent(&mut self, file: u32, extent: &Extent, index: u64, journaled: bool) {
+        // A checksum map's blocks are written through the journal too.
+        let journaled = journaled || is_map_number(file);
         let ring = journaled.then_some(self.journal.generation());
         let aus = placement::extent_aus(index) as u32;
         for c in extent.copies() {

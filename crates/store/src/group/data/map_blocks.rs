@@ -1,33 +1,33 @@
-//! A checksum map's blocks as the data plane reads and writes them
-//! (`docs/checksums.md`, "Where the checksums live" and "The checkpoint").
+//! A checksum map's blocks as the data plane reads them, and its writers'
+//! side of the checksums (`docs/checksums.md`, "Where the checksums live").
 //!
 //! A map block is a metadata block (type 15: owner the data file, tag its
-//! incarnation, index the block, generation the checkpoint's) kept in a
-//! file like any other, so its copies are the map's extent's copies. A
-//! read takes every copy it may and the newest valid one: an older valid
-//! copy is what a lost or torn write of the block leaves. A write goes
-//! copy after copy, each flushed before the next is touched, so a power cut
-//! tears at most one copy and another holds the block before or after it.
+//! incarnation, index the block, generation the journal sequence of the
+//! commit that wrote it) kept in a file like any other, so its copies are
+//! the map's extent's copies. A read takes every copy it may and the
+//! newest valid one: an older valid copy is what a lost write of the block
+//! leaves. The blocks are written by the metadata plane through the
+//! journal (`Group::checkpoint_maps`), so a power cut never leaves one
+//! torn for the next mount. The data paths' writers keep the checksums in
+//! memory in step with the bytes ([`SumsWrite`]).
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use cairn_format::group::{
-    au_mask, decode_map_block, encode_map_block, map_number, zero_unit_checksum, AuAddr, Extent,
-    MapSums,
+    decode_map_block, map_number, unit_checksum, zero_unit_checksum, AuAddr, MapSums,
 };
-use cairn_format::meta::{self, BlockId, BlockType, MetaError, BLOCK_BYTES};
+use cairn_format::meta::{self, MetaError, BLOCK_BYTES};
 use cairn_io::Op;
 use uuid::Uuid;
 
 use super::common::{
-    at, buffer_with, changing_error, check_range, file_snapshot, lost_write_error, missed_copies,
-    piece_aus, readable_copies, run, run_one, writable_copies, DataPort, DiskIo, FailedDisks,
-    WRITE_ATTEMPTS_MAX,
+    at, check_range, file_snapshot, piece_aus, readable_copies, run, run_one, DataPort, DiskIo,
 };
-use super::write::{settle_write, write, InPlaceDone};
+use crate::group::block_ids::map_block_id;
 use crate::group::error::GroupError;
-use crate::group::plane::{DiskView, FileSnapshot, Hold, OperationGuard};
+use crate::group::limits::MAP_READ_TRIES;
+use crate::group::plane::FileSnapshot;
+use crate::group::sums::{FileSums, NotLoaded};
 
 /// One block of a map as read: its checksums, and the generation of the
 /// copy they came from (0: no copy was ever written, every unit it covers
@@ -36,17 +36,6 @@ use crate::group::plane::{DiskView, FileSnapshot, Hold, OperationGuard};
 pub(crate) struct MapBlock {
     pub(crate) sums: Box<MapSums>,
     pub(crate) generation: u64,
-}
-
-/// Block `block` of data file `file`'s map, incarnation `incarnation`:
-/// its self-address.
-pub(crate) fn map_block_id(file: u32, incarnation: u32, block: u64) -> BlockId {
-    BlockId {
-        block_type: BlockType::ChecksumMap,
-        owner: file,
-        owner_tag: incarnation,
-        index: block,
-    }
 }
 
 /// Where block `block` of a map is: its extent and the offset in it.
@@ -164,7 +153,28 @@ pub(crate) fn read_map_copies(
         })
         .collect();
     let id = map_block_id(file, map.incarnation, block);
-    for (c, (result, buf)) in copies.iter().zip(run(port, ios)?) {
+    let mut outcomes = run(port, ios)?;
+    // A read that failed is tried again (a path failing over, a sector
+    // read again), a bounded number of times, before the copy is bad.
+    for (c, outcome) in copies.iter().zip(outcomes.iter_mut()) {
+        for _ in 1..MAP_READ_TRIES {
+            if outcome.0.is_ok() {
+                break;
+            }
+            if let Some(b) = outcome.1.take() {
+                port.recycle(b);
+            }
+            let again = DiskIo {
+                disk: c.disk,
+                op: Op::Read {
+                    offset_bytes: at(&map, *c, within),
+                    buf: port.buffer(BLOCK_BYTES),
+                },
+            };
+            *outcome = run_one(port, again)?;
+        }
+    }
+    for (c, (result, buf)) in copies.iter().zip(outcomes) {
         let copy = match (result, &buf) {
             (Ok(_), Some(b)) => match meta::open(&b[..], id, group) {
                 Ok(generation) => {
@@ -202,147 +212,81 @@ fn zero_unit(port: &mut dyn DataPort, file: u32) -> Result<u32, GroupError> {
         .ok_or_else(|| GroupError::Corrupt(format!("file {file}: its sector is no checksum unit")))
 }
 
-/// Write block `block` of data file `file`'s map with `sums`, sealed with
-/// `generation` (newer than any the block has): copy after copy, each
-/// flushed before the next is written, under the block's write latch. A
-/// copy whose write or flush fails is marked stale and its disk taken
-/// offline, as a data write's; the write fails only when no copy took it.
-/// The first write into an extent of the map has no older block to keep:
-/// it goes as any first write does (zeroing, every copy at once, the
-/// extent marked initialised).
-#[cfg_attr(
-    not(test),
-    allow(
-        dead_code,
-        reason = "the write path's checkpoint (issue 36) comes next"
-    )
-)]
-pub(crate) fn write_map_block(
-    port: &mut dyn DataPort,
-    slot: Option<&AtomicU64>,
-    group: Uuid,
-    (file, block): (u32, u64),
-    sums: &MapSums,
-    generation: u64,
-) -> Result<(), GroupError> {
-    let number = map_number(file);
-    let offset = block * BLOCK_BYTES as u64;
-    let mut snap = file_snapshot(port, number)?;
-    for _ in 0..WRITE_ATTEMPTS_MAX {
-        let (index, within) = locate(&snap, file, block)?;
-        let mut image = meta::empty_block();
-        encode_map_block(&mut image, sums);
-        meta::seal(
-            &mut image,
-            map_block_id(file, snap.incarnation, block),
-            group,
-            generation,
-        );
-        // A first write, or a map that may not be written (its AUs shared
-        // with another file's, found at mount): the general path decides.
-        if snap.read_only.is_some() || !snap.extent(index).is_some_and(|e| e.initialized) {
-            return write(port, slot, number, offset, &image[..]);
-        }
-        let latch = port.plane().latch(vec![(
-            (number, snap.incarnation, index),
-            Hold::write(offset, BLOCK_BYTES as u64),
-        )]);
-        let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
-        // Latched, look again: still this snapshot, so the copies are the
-        // extent's and the incarnation the image is sealed with.
-        let now = file_snapshot(port, number)?;
-        if !Arc::ptr_eq(&now, &snap) {
-            drop(guard);
-            drop(latch);
-            snap = now;
-            continue;
-        }
-        let extent = *snap.extent(index).expect("invariant: located in the map");
-        let view = port.disk_view();
-        let mark = (index, au_mask(piece_aus(&snap, within, BLOCK_BYTES as u64)));
-        // A copy on an offline disk is marked stale before any byte of the
-        // new block lands (as every write's is), durably.
-        let mut unmarked = Vec::new();
-        missed_copies(&view, index, &extent, mark.1, &mut unmarked);
-        settle_write(
-            port,
-            None,
-            (number, snap.incarnation),
-            &unmarked,
-            &FailedDisks::new(),
-            &view,
-            None,
-        )?;
-        let done = write_copy_after_copy(port, &snap, &extent, (within, mark), &image[..], &view)?;
-        let (landed, mut done) = done;
-        let lost = (landed == 0).then(|| {
-            lost_write_error(
-                "write of a checksum map block",
-                (number, offset, BLOCK_BYTES as u64),
-                &view,
-                &done.errors,
-            )
-        });
-        if landed == 0 {
-            // No copy has it: every copy keeps what it had, none is marked.
-            done.missed.clear();
-        }
-        settle_write(
-            port,
-            guard,
-            (number, snap.incarnation),
-            &done.missed,
-            &done.failed,
-            &view,
-            lost,
-        )?;
-        drop(latch);
-        return Ok(());
-    }
-    Err(changing_error("write of a checksum map block", number))
+/// A change of a file's units under way, as its checksums know it: begun
+/// ([`SumsWrite::begin`]) under the latch that keeps other writes of those
+/// units out, before the bytes are sent; each part ended with whether a
+/// copy took it ([`SumsWrite::end`]). A part not ended (an error on the
+/// way) gives its checksums back when this is dropped.
+pub(crate) struct SumsWrite {
+    number: u32,
+    sums: Arc<FileSums>,
+    unit_bytes: u64,
+    open: Vec<(u64, u64)>,
 }
 
-/// Write `image` to each writable copy of `extent` in turn, each flushed
-/// before the next is touched. The copies that hold it now (written and
-/// flushed), and what the others did.
-fn write_copy_after_copy(
-    port: &mut dyn DataPort,
-    snap: &FileSnapshot,
-    extent: &Extent,
-    (within, mark): (u64, (u64, u16)),
-    image: &[u8],
-    view: &DiskView,
-) -> Result<(usize, InPlaceDone), GroupError> {
-    let mut done = InPlaceDone::default();
-    let mut landed = 0;
-    for c in writable_copies(view, extent) {
-        let write = DiskIo {
-            disk: c.disk,
-            op: Op::Write {
-                offset_bytes: at(snap, c, within),
-                buf: buffer_with(port, image),
-                fua: false,
-            },
+impl SumsWrite {
+    /// Nothing begun yet, for the file of `snap` (its incarnation);
+    /// `None` for a file without a map.
+    pub(crate) fn new(
+        port: &mut dyn DataPort,
+        snap: &FileSnapshot,
+    ) -> Result<Option<Self>, GroupError> {
+        let Some(sums) = port.plane().file_sums(snap.number, snap.incarnation) else {
+            return Ok(None);
         };
-        let outcome = run_one(port, write)?;
-        let wrote = outcome.0.is_ok();
-        done.settle(port, c, outcome, mark);
-        if !wrote {
-            continue;
+        Ok(Some(Self {
+            number: snap.number,
+            sums,
+            unit_bytes: u64::from(snap.sector_bytes),
+            open: Vec::new(),
+        }))
+    }
+
+    /// Units `offset .. offset + len` of the file (whole units) are about
+    /// to hold `bytes`, or zeros (`None`): their new checksums taken, the
+    /// old kept beside them until [`Self::end`].
+    pub(crate) fn begin(
+        &mut self,
+        port: &mut dyn DataPort,
+        (offset, len): (u64, u64),
+        bytes: Option<&[u8]>,
+    ) -> Result<(), GroupError> {
+        let unit = self.unit_bytes;
+        let (first, count) = (offset / unit, len / unit);
+        let sums: Vec<u32> = match bytes {
+            Some(b) => b.chunks(unit as usize).map(unit_checksum).collect(),
+            None => vec![self.sums.zero(); count as usize],
+        };
+        let group = port.plane().group_uuid();
+        loop {
+            match self.sums.begin_write(first, &sums) {
+                Ok(()) => break,
+                Err(NotLoaded(block)) => {
+                    let read = read_map_block(port, group, self.number, block)?;
+                    self.sums.load(block, read);
+                }
+            }
         }
-        // A copy whose flush failed may not hold the block: it missed it.
-        let flush = DiskIo {
-            disk: c.disk,
-            op: Op::Flush,
-        };
-        let flushed = run_one(port, flush)?;
-        if flushed.0.is_ok() {
-            landed += 1;
-        } else {
-            done.settle(port, c, flushed, mark);
+        self.open.push((first, count));
+        Ok(())
+    }
+
+    /// The part at `offset .. offset + len` is done: `landed`, some copy
+    /// took it, and its new checksums stand; else the old come back.
+    pub(crate) fn end(&mut self, (offset, len): (u64, u64), landed: bool) {
+        let (first, count) = (offset / self.unit_bytes, len / self.unit_bytes);
+        self.sums.end_write(first, count, landed);
+        self.open
+            .retain(|(f, c)| *f + *c <= first || *f >= first + count);
+    }
+}
+
+impl Drop for SumsWrite {
+    fn drop(&mut self) {
+        for (first, count) in std::mem::take(&mut self.open) {
+            self.sums.end_write(first, count, false);
         }
     }
-    Ok((landed, done))
 }
 
 #[cfg(test)]

@@ -52,9 +52,10 @@ pub(in crate::group) use common::{
     IoOutcome, StaleMark,
 };
 pub(in crate::group) use copy::{copy, Copied, CopyIo};
-pub(crate) use map_blocks::{read_map_copies, MapCopy};
+pub(crate) use map_blocks::{read_map_block, read_map_copies, MapBlock, MapCopy};
 pub use punch::Punched;
 pub(in crate::group) use punch::RMW_LATCH;
 pub(crate) use punch::{punch_extents, zero_parts};
 pub(crate) use read::read;
+pub(crate) use verify::UnitSums;
 pub(crate) use write::{initialize, write};

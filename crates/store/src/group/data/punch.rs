@@ -13,6 +13,7 @@ use super::common::{
     unwritable_error, writable_copies, writable_copies_of, zero_op, DataPort, DiskIo, FailedDisks,
     StaleMark, WRITE_ATTEMPTS_MAX,
 };
+use super::map_blocks::SumsWrite;
 use super::write::settle_write;
 use crate::group::error::GroupError;
 use crate::group::plane::{FileSnapshot, Hold, LatchGuard, OperationGuard};
@@ -112,7 +113,26 @@ pub(crate) fn punch_extents(
         if still.is_empty() {
             continue;
         }
+        // Their units read as zeros once marked: the checksums say so
+        // from before the mark (a reader beside it may find either).
+        let mut sums = SumsWrite::new(port, &now)?;
+        let runs: Vec<(u64, Vec<(u64, u64)>)> = still
+            .iter()
+            .map(|(e, _)| (*e, extent_runs(&now, *e)))
+            .collect();
+        if let Some(s) = sums.as_mut() {
+            for run in runs.iter().flat_map(|(_, r)| r) {
+                s.begin(port, *run, None)?;
+            }
+        }
         let marked = port.mark_unwritten(number, incarnation, &still)?;
+        if let Some(s) = sums.as_mut() {
+            for (e, r) in &runs {
+                for run in r {
+                    s.end(*run, marked.contains(e));
+                }
+            }
+        }
         done.extents += marked.len() as u64;
         // Readers take no latch: one that took the old map may still be
         // reading these AUs. If they do not end in time, the extents stay
@@ -228,6 +248,17 @@ pub(crate) fn zero_parts(
             port.mark_stale(number, incarnation, &unmarked)?;
             continue;
         }
+        // Each live part is one run of the file (the caller's pieces):
+        // its checksums take the zeros before any I/O is sent.
+        let at_of = |e: u64, within: u64| {
+            u64::try_from(now.layout.logical_offset(e, within)).unwrap_or(u64::MAX)
+        };
+        let mut sums = SumsWrite::new(port, &now)?;
+        if let Some(s) = sums.as_mut() {
+            for (e, within, len, _) in &live {
+                s.begin(port, (at_of(*e, *within), *len), None)?;
+            }
+        }
         let (ios, of) = zero_ios(port, &now, &view, &live, unmap);
         let mut landed = vec![0usize; live.len()];
         let mut failed = FailedDisks::new();
@@ -247,6 +278,11 @@ pub(crate) fn zero_parts(
         }
         for disk in &written {
             port.wrote(*disk);
+        }
+        if let Some(s) = sums.as_mut() {
+            for ((e, within, len, _), n) in live.iter().zip(&landed) {
+                s.end((at_of(*e, *within), *len), *n > 0);
+            }
         }
         let lost = landed.iter().position(|n| *n == 0).map(|i| {
             let (e, within, len, _) = live[i];
@@ -277,6 +313,26 @@ pub(crate) fn zero_parts(
         return Ok(live.iter().map(|(_, _, len, _)| len).sum());
     }
     Err(changing_error("zeroing", number))
+}
+
+/// The runs of the file (offset, length) extent `e` holds, inside the
+/// file's size: one for coarse striping, a stripe unit each for fine.
+fn extent_runs(snap: &FileSnapshot, e: u64) -> Vec<(u64, u64)> {
+    let bytes = snap.layout.extent_bytes(e);
+    let mut runs = Vec::new();
+    let mut within = 0;
+    while within < bytes {
+        let Ok(at) = u64::try_from(snap.layout.logical_offset(e, within)) else {
+            break;
+        };
+        let run = snap.layout.locate(at).run_bytes.min(bytes - within).max(1);
+        let end = (at + run).min(snap.size_bytes);
+        if at < end {
+            runs.push((at, end - at));
+        }
+        within += run;
+    }
+    runs
 }
 
 /// The parts still in written extents (an unwritten one reads as zeros

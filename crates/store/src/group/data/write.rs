@@ -16,6 +16,7 @@ use super::common::{
     wait_for_lent, whole_extent_mask, writable_copies, writable_copies_of, zero_op, DataPort,
     DiskIo, FailedDisks, IoOutcome, StaleMark, WRITE_ATTEMPTS_MAX, WRITE_BATCH_BYTES_MAX,
 };
+use super::map_blocks::SumsWrite;
 use crate::group::error::GroupError;
 use crate::group::plane::{DiskView, FileSnapshot, Hold, OperationGuard};
 
@@ -112,6 +113,11 @@ fn write_in_place(
     if !unmarked.is_empty() {
         return Ok(false);
     }
+    // The file's checksums take the new bytes' before any is sent.
+    let mut sums = SumsWrite::new(port, snap)?;
+    if let Some(s) = sums.as_mut() {
+        s.begin(port, (offset, len), Some(data))?;
+    }
     let online = || writable_copies_of(&view, &extent);
     let io = |port: &mut dyn DataPort, c: AuAddr| DiskIo {
         disk: c.disk,
@@ -146,6 +152,9 @@ fn write_in_place(
         mut missed,
         errors,
     } = done;
+    if let Some(s) = sums.as_mut() {
+        s.end((offset, len), landed);
+    }
     let lost = (!landed).then(|| lost_write_error("write", (number, offset, len), &view, &errors));
     if !landed {
         // No copy has it: the write fails and every copy keeps what it had.
@@ -247,8 +256,17 @@ pub(crate) fn write(
         view,
     } = latch_for_write(port, slot, (number, offset, len), snap)?;
     let mut done = WriteDone::default();
+    let mut sums = SumsWrite::new(port, &snap)?;
+    if let Some(s) = sums.as_mut() {
+        s.begin(port, (offset, len), Some(data))?;
+    }
     zero_uncovered(port, &snap, &view, &pieces, &fresh, &mut done)?;
     let landed = write_pieces(port, &snap, &view, &pieces, data, &mut done)?;
+    if let Some(s) = sums.as_mut() {
+        for (p, n) in pieces.iter().zip(&landed) {
+            s.end((offset + p.at as u64, p.len), *n > 0);
+        }
+    }
     let WriteDone {
         failed,
         mut missed,

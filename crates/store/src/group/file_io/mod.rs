@@ -17,7 +17,8 @@
 //!   reached no copy fails it;
 //! - a flush goes to every member disk the file uses;
 //! - the slow paths — a write into an extent never written (the first write
-//!   zeroes, then the metadata plane marks it), a repair — wait until this
+//!   zeroes, then the metadata plane marks it), a write of a file with a
+//!   checksum map (its checksums change with its bytes), a repair — wait until this
 //!   engine has nothing in flight (so it holds no latch) and then run through
 //!   a synchronous [`DataHandle`] of the same group.
 //!

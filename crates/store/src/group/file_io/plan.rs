@@ -213,10 +213,18 @@ impl FileIo {
         let Some((copies, fresh)) = copies_of(&snap, &view, &pieces, is_write) else {
             return refuse(self, op, IoError::Engine { errno: EIO });
         };
-        if is_write && fresh {
+        // A file with a checksum map: its checksums change with the bytes,
+        // in the synchronous path (`docs/checksums.md`).
+        let mapped = || {
+            file.plane
+                .file(cairn_format::group::map_number(file.number))
+                .is_some()
+        };
+        if is_write && (fresh || mapped()) {
             // The first write into an extent (or one with a copy not
-            // ONLINE): the synchronous path, which may take the extent's
-            // latch exclusively — so let ours go first.
+            // ONLINE), or a write of a file with checksums: the synchronous
+            // path, which may take the extent's latch exclusively — so let
+            // ours go first.
             drop(latch);
             self.guard_end(index, epoch);
             self.requests += 1;

@@ -7,8 +7,10 @@
 //! change; the commit (`journal.rs`) takes the marks, writes them as one
 //! record, and moves the numbers on, here and nowhere else.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+
+use cairn_format::group::MapSums;
 
 use super::super::alloc::AtBlock;
 use super::violations::Violations;
@@ -40,6 +42,12 @@ pub(in crate::group) enum Dirty {
     Alias(u64),
     Templates,
     Attributes,
+    /// Block `block` of data file `file`'s checksum map: its image is the
+    /// one staged in the transaction ([`Txn::stage_map_block`]).
+    MapBlock {
+        file: u32,
+        block: u64,
+    },
 }
 
 impl Dirty {
@@ -72,6 +80,10 @@ pub(in crate::group) struct Txn {
     /// How long each commit that wrote a record took, for a benchmark to
     /// take; at most [`COMMIT_TIMES_MAX`] between two takes.
     commit_times: Vec<Duration>,
+    /// The checksums each [`Dirty::MapBlock`] is written with, by (data
+    /// file, block): what no table in memory holds (the data plane's
+    /// checksums move on while the commit runs).
+    map_images: BTreeMap<(u32, u64), Box<MapSums>>,
 }
 
 impl Default for Txn {
@@ -83,6 +95,7 @@ impl Default for Txn {
             done: 0,
             records_written: 0,
             commit_times: Vec::new(),
+            map_images: BTreeMap::new(),
         }
     }
 }
@@ -95,6 +108,23 @@ impl Txn {
 
     pub(in crate::group) fn mark_all(&mut self, ds: impl IntoIterator<Item = Dirty>) {
         self.dirty.extend(ds);
+    }
+
+    /// Block `block` of file `file`'s map is written with `sums` by this
+    /// transaction.
+    pub(in crate::group) fn stage_map_block(&mut self, file: u32, block: u64, sums: Box<MapSums>) {
+        self.map_images.insert((file, block), sums);
+        self.dirty.insert(Dirty::MapBlock { file, block });
+    }
+
+    /// The checksums staged for a map block.
+    pub(in crate::group) fn map_image(&self, file: u32, block: u64) -> Option<&MapSums> {
+        self.map_images.get(&(file, block)).map(|b| &**b)
+    }
+
+    /// The staged map images are encoded (or dropped with their marks).
+    pub(in crate::group) fn clear_map_images(&mut self) {
+        self.map_images.clear();
     }
 
     pub(in crate::group) fn is_dirty(&self, d: &Dirty) -> bool {

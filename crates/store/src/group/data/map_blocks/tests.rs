@@ -1,11 +1,12 @@
-//! Map blocks read and written through a mounted group on simulated disks.
+//! Map blocks written through the journal and read back, and the map kept
+//! by the data paths' writes, on simulated disks.
 #![allow(clippy::unwrap_used)]
 
 use cairn_format::group::{map_number, zero_unit_checksum, MapSums, CHECKSUMS_PER_BLOCK};
 use cairn_io::{AlignedBuf, DeviceId, IoEngine};
 use cairn_io_sim::{CrashAfter, CrashPolicy, SimEngine};
 
-use super::{read_map_block, write_map_block, MapBlock};
+use super::{read_map_block, MapBlock};
 use crate::group::file_types::CreateOptions;
 use crate::group::mounted::Group;
 use crate::group::tests::{create_normal, four_disks_of, group_on_sim};
@@ -43,33 +44,33 @@ fn read(g: &mut Group<'_>, file: u32, block: u64) -> Result<MapBlock, GroupError
     read_map_block(g, uuid, file, block)
 }
 
-fn write(g: &mut Group<'_>, file: u32, block: u64, seed: u32, generation: u64) {
-    let uuid = g.uuid;
-    write_map_block(g, None, uuid, (file, block), &sums(seed), generation).unwrap();
+/// Block `block` of the map written with `sums(seed)`, committed.
+fn write(g: &mut Group<'_>, file: u32, block: u64, seed: u32) -> Result<(), GroupError> {
+    g.stage_map_block(file, block, sums(seed))?;
+    g.commit()
 }
 
 /// Where each copy of block `block` of the map is: (device, offset).
 fn copies_of(g: &Group<'_>, ids: &[DeviceId], file: u32, block: u64) -> Vec<(DeviceId, u64)> {
-    let offset = block * 4096;
-    let snap = g.plane.file(map_number(file)).unwrap();
-    let loc = snap.layout.locate(offset);
-    let extent = *snap.extent(loc.extent).unwrap();
-    assert!(extent.initialized);
-    extent
-        .copies()
-        .iter()
-        .map(|c| {
-            (
-                ids[usize::from(c.disk)],
-                u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
-            )
-        })
+    g.map_block_places(file, block)
+        .into_iter()
+        .map(|(disk, at)| (ids[usize::from(disk)], at))
         .collect()
 }
 
+fn image(sim: &mut SimEngine, (dev, at): (DeviceId, u64)) -> Vec<u8> {
+    sim.read_at(dev, at, 4096).unwrap()[..].to_vec()
+}
+
+fn put(sim: &mut SimEngine, (dev, at): (DeviceId, u64), bytes: &[u8]) {
+    sim.write_at(dev, at, AlignedBuf::from_slice(bytes), false)
+        .unwrap();
+}
+
 /// A map block never written holds the zero unit's checksum everywhere; a
-/// written one reads back as written, its first write and the in-place
-/// ones after it; each later generation wins.
+/// written one reads back as written, its first write (which makes its
+/// extent written) and those after it, each with a newer generation; a
+/// mount reads it back.
 #[test]
 fn a_map_block_reads_back_as_written_and_blank_as_zero_units() {
     let (mut sim, ids) = group_on_sim();
@@ -79,22 +80,12 @@ fn a_map_block_reads_back_as_written_and_blank_as_zero_units() {
     let fresh = read(&mut g, file, 16).unwrap();
     assert_eq!(fresh.generation, 0);
     assert!(fresh.sums.iter().all(|s| *s == zero));
-    write(&mut g, file, 16, 1, 1);
-    assert_eq!(
-        read(&mut g, file, 16).unwrap(),
-        MapBlock {
-            sums: sums(1),
-            generation: 1
-        }
-    );
-    write(&mut g, file, 16, 2, 2);
-    assert_eq!(
-        read(&mut g, file, 16).unwrap(),
-        MapBlock {
-            sums: sums(2),
-            generation: 2
-        }
-    );
+    write(&mut g, file, 16, 1).unwrap();
+    let first = read(&mut g, file, 16).unwrap();
+    assert!(first.sums == sums(1) && first.generation > 0);
+    write(&mut g, file, 16, 2).unwrap();
+    let second = read(&mut g, file, 16).unwrap();
+    assert!(second.sums == sums(2) && second.generation > first.generation);
     // Its neighbour, in the same extent, was never written: still zeros.
     let next = read(&mut g, file, 15).unwrap();
     assert_eq!((next.generation, next.sums[0]), (0, zero));
@@ -102,13 +93,7 @@ fn a_map_block_reads_back_as_written_and_blank_as_zero_units() {
     assert!(e.to_string().contains("has no block 17"), "{e}");
     g.dismount().unwrap();
     let mut g = mount(&mut sim, &ids);
-    assert_eq!(
-        read(&mut g, file, 16).unwrap(),
-        MapBlock {
-            sums: sums(2),
-            generation: 2
-        }
-    );
+    assert_eq!(read(&mut g, file, 16).unwrap(), second);
 }
 
 /// The newest valid copy wins: a copy left older by a lost write, or
@@ -117,54 +102,35 @@ fn a_map_block_reads_back_as_written_and_blank_as_zero_units() {
 #[test]
 fn the_newest_valid_copy_wins_and_a_block_bad_everywhere_is_an_error() {
     let (mut sim, ids) = group_on_sim();
-    let (file, copies) = {
+    let (file, copies, older, newer) = {
         let mut g = mount(&mut sim, &ids);
         let file = mapped(&mut g);
-        write(&mut g, file, 3, 7, 7);
+        write(&mut g, file, 3, 7).unwrap();
+        let older = read(&mut g, file, 3).unwrap();
         let copies = copies_of(&g, &ids, file, 3);
         g.dismount().unwrap();
-        (file, copies)
+        let old_image = image(&mut sim, copies[0]);
+        let mut g = mount(&mut sim, &ids);
+        write(&mut g, file, 3, 8).unwrap();
+        let newer = read(&mut g, file, 3).unwrap();
+        g.dismount().unwrap();
+        // The primary copy lost the write of the newer block.
+        put(&mut sim, copies[0], &old_image);
+        (file, copies, older, newer)
     };
     assert_eq!(copies.len(), 2, "a normal-redundancy map has two copies");
-    let image = |sim: &mut SimEngine, (dev, at): (DeviceId, u64)| -> Vec<u8> {
-        sim.read_at(dev, at, 4096).unwrap()[..].to_vec()
-    };
-    let put = |sim: &mut SimEngine, (dev, at): (DeviceId, u64), bytes: &[u8]| {
-        sim.write_at(dev, at, AlignedBuf::from_slice(bytes), false)
-            .unwrap();
-    };
-    let gen7 = image(&mut sim, copies[0]);
     {
         let mut g = mount(&mut sim, &ids);
-        write(&mut g, file, 3, 8, 8);
+        assert_eq!(read(&mut g, file, 3).unwrap(), newer);
         g.dismount().unwrap();
     }
-    // The primary copy lost the write of generation 8.
-    put(&mut sim, copies[0], &gen7);
-    {
-        let mut g = mount(&mut sim, &ids);
-        assert_eq!(
-            read(&mut g, file, 3).unwrap(),
-            MapBlock {
-                sums: sums(8),
-                generation: 8
-            }
-        );
-        g.dismount().unwrap();
-    }
-    // The copy with generation 8 rots: the older valid one is all there is.
+    // The copy with the newer block rots: the older valid one is all there is.
     let mut rotten = image(&mut sim, copies[1]);
     rotten[100] ^= 0x40;
     put(&mut sim, copies[1], &rotten);
     {
         let mut g = mount(&mut sim, &ids);
-        assert_eq!(
-            read(&mut g, file, 3).unwrap(),
-            MapBlock {
-                sums: sums(7),
-                generation: 7
-            }
-        );
+        assert_eq!(read(&mut g, file, 3).unwrap(), older);
         g.dismount().unwrap();
     }
     put(&mut sim, copies[0], &rotten);
@@ -174,49 +140,53 @@ fn the_newest_valid_copy_wins_and_a_block_bad_everywhere_is_an_error() {
     assert!(e.to_string().contains("block 3 of file"), "{e}");
 }
 
-/// Copy after copy, each flushed first: a power cut at any request of an
-/// in-place write of a map block, tearing what was not flushed, leaves a
-/// block that reads as the old one or the new one, never an error or a mix.
+/// Through the journal: a power cut at any request of a map block's
+/// write, tearing what was not flushed (512-byte sectors, so a 4 KiB block
+/// can tear), leaves a block the next mount reads as the old one or the
+/// new one, never an error or a mix, and `check` finds nothing.
 #[test]
 fn a_power_cut_at_any_point_of_a_map_block_write_leaves_old_or_new() {
-    for cut in 0..6 {
+    let mut cut = 0;
+    loop {
         let (mut sim, ids) = four_disks_of(512);
         create_normal(&mut sim, &ids).dismount().unwrap();
         let mut engine = CrashAfter::vanishing(sim, usize::MAX);
         let budget = engine.budget();
-        let file = {
+        let (file, old) = {
             let mut g = mount(&mut engine, &ids);
             let file = mapped(&mut g);
-            write(&mut g, file, 9, 1, 1);
+            write(&mut g, file, 9, 1).unwrap();
             g.sync().unwrap();
+            let old = read(&mut g, file, 9).unwrap();
             budget.set(cut);
-            let uuid = g.uuid;
             // Past the cut every request vanishes: the write "succeeds".
-            write_map_block(&mut g, None, uuid, (file, 9), &sums(2), 2).unwrap();
+            write(&mut g, file, 9, 2).unwrap();
+            let all_ran = budget.get() > 0;
             std::mem::forget(g);
-            file
+            if all_ran {
+                break;
+            }
+            (file, old)
         };
         engine.inner.crash(CrashPolicy::TEAR_ALL);
         budget.set(usize::MAX);
         let mut g = mount(&mut engine, &ids);
         let got = read(&mut g, file, 9).unwrap();
         assert!(
-            got == MapBlock {
-                sums: sums(1),
-                generation: 1
-            } || got
-                == MapBlock {
-                    sums: sums(2),
-                    generation: 2
-                },
+            got == old || got.sums == sums(2),
             "cut after {cut} requests: generation {}",
             got.generation
         );
-        if cut >= 4 {
-            assert_eq!(got.generation, 2, "both copies written and flushed");
-        }
+        let report = g.check(false).unwrap();
+        assert!(
+            report.problems.is_empty(),
+            "cut after {cut}: {:?}",
+            report.problems
+        );
         g.dismount().unwrap();
+        cut += 1;
     }
+    assert!(cut > 3, "the sweep reached the write ({cut} requests)");
 }
 
 /// `check` reads every written map block: a copy older than the newest
@@ -225,24 +195,22 @@ fn a_power_cut_at_any_point_of_a_map_block_write_leaves_old_or_new() {
 #[test]
 fn check_reports_and_repairs_a_map_block_copy_that_is_not_the_newest() {
     let (mut sim, ids) = group_on_sim();
-    let (file, copies) = {
+    let (file, copies, older, newer) = {
         let mut g = mount(&mut sim, &ids);
         let file = mapped(&mut g);
-        write(&mut g, file, 5, 1, 1);
+        write(&mut g, file, 5, 1).unwrap();
+        let older = read(&mut g, file, 5).unwrap().generation;
         let copies = copies_of(&g, &ids, file, 5);
-        let old = sim_image(&mut g, copies[0]);
-        write(&mut g, file, 5, 2, 2);
+        g.dismount().unwrap();
+        let old = image(&mut sim, copies[1]);
+        let mut g = mount(&mut sim, &ids);
+        write(&mut g, file, 5, 2).unwrap();
+        let newer = read(&mut g, file, 5).unwrap().generation;
         let report = g.check(false).unwrap();
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         g.dismount().unwrap();
-        sim.write_at(
-            copies[1].0,
-            copies[1].1,
-            AlignedBuf::from_slice(&old),
-            false,
-        )
-        .unwrap();
-        (file, copies)
+        put(&mut sim, copies[1], &old);
+        (file, copies, older, newer)
     };
     {
         let mut g = mount(&mut sim, &ids);
@@ -253,10 +221,11 @@ fn check_reports_and_repairs_a_map_block_copy_that_is_not_the_newest() {
             .map(|p| (p.location.as_str(), p.what.as_str()))
             .collect();
         assert_eq!(found.len(), 1, "{found:?}");
+        let what = format!("stale: generation {older}, the newest copy has {newer}");
         assert!(
             found[0].0.starts_with(&format!(
                 "block 5 of the checksum map of file {file} copy on"
-            )) && found[0].1 == "stale: generation 1, the newest copy has 2",
+            )) && found[0].1 == what,
             "{found:?}"
         );
         let repaired = g.check(true).unwrap();
@@ -266,12 +235,11 @@ fn check_reports_and_repairs_a_map_block_copy_that_is_not_the_newest() {
         );
         let again = g.check(false).unwrap();
         assert!(again.problems.is_empty(), "{:?}", again.problems);
-        assert_eq!(read(&mut g, file, 5).unwrap().generation, 2);
+        assert_eq!(read(&mut g, file, 5).unwrap().generation, newer);
         g.dismount().unwrap();
     }
-    for (dev, at) in &copies {
-        sim.write_at(*dev, *at, AlignedBuf::from_slice(&[0x5A; 4096]), false)
-            .unwrap();
+    for c in &copies {
+        put(&mut sim, *c, &[0x5A; 4096]);
     }
     let mut g = mount(&mut sim, &ids);
     let report = g.check(true).unwrap();
@@ -283,99 +251,138 @@ fn check_reports_and_repairs_a_map_block_copy_that_is_not_the_newest() {
     );
 }
 
-/// The bytes of a copy, read through the group's engine.
-fn sim_image(g: &mut Group<'_>, (dev, at): (DeviceId, u64)) -> Vec<u8> {
-    g.engine.read_at(dev, at, 4096).unwrap()[..].to_vec()
+/// A copy on a disk taken offline is marked stale in the transaction
+/// that writes the block on the others: it comes back resynced with the
+/// new block, never holding the older one unmarked.
+#[test]
+fn an_offline_copy_is_marked_stale_with_the_block_and_resynced() {
+    let (mut sim, ids) = group_on_sim();
+    let mut g = mount(&mut sim, &ids);
+    let file = mapped(&mut g);
+    write(&mut g, file, 2, 1).unwrap();
+    let extent = g.extents(map_number(file)).unwrap()[0];
+    let away = extent.copies()[1].disk;
+    let name = g.disk_name(away);
+    g.offline_disks(std::slice::from_ref(&name), None).unwrap();
+    write(&mut g, file, 2, 2).unwrap();
+    let extent = g.extents(map_number(file)).unwrap()[0];
+    assert_ne!(extent.stale[1], 0, "{extent:?}");
+    g.online_disks(Some(&[name]), 4, &mut |_| {}).unwrap();
+    let extent = g.extents(map_number(file)).unwrap()[0];
+    assert_eq!(extent.stale[1], 0, "{extent:?}");
+    let report = g.check(false).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(read(&mut g, file, 2).unwrap().sums, sums(2));
 }
 
-/// A copy on a disk taken offline is marked stale, durably, before any
-/// byte of the new block lands on the others: a power cut at any request
-/// never leaves the online copy newer with the offline one unmarked (it
-/// would come back, resynced without this AU, holding the older block).
-#[test]
-fn an_offline_copy_is_marked_stale_before_the_block_lands_elsewhere() {
-    let mut cut = 0;
-    loop {
-        let (sim, ids) = group_on_sim();
-        let mut engine = CrashAfter::vanishing(sim, usize::MAX);
-        let budget = engine.budget();
-        let (file, away) = {
-            let mut g = mount(&mut engine, &ids);
-            let file = mapped(&mut g);
-            write(&mut g, file, 2, 1, 1);
-            let snap = g.plane.file(map_number(file)).unwrap();
-            let extent = *snap.extent(0).unwrap();
-            let away = extent.copies()[1].disk;
-            let name = g.disk_name(away);
-            g.offline_disks(&[name], None).unwrap();
-            g.sync().unwrap();
-            budget.set(cut);
-            let uuid = g.uuid;
-            write_map_block(&mut g, None, uuid, (file, 2), &sums(2), 2).unwrap();
-            let all_ran = budget.get() > 0;
-            std::mem::forget(g);
-            if all_ran {
-                break;
-            }
-            (file, away)
-        };
-        engine.inner.crash(CrashPolicy::LOSE_ALL);
-        budget.set(usize::MAX);
-        let mut g = mount(&mut engine, &ids);
-        let now = read(&mut g, file, 2).unwrap();
-        let extent = g.extents(map_number(file)).unwrap()[0];
-        let slot = extent.copies().iter().position(|c| c.disk == away).unwrap();
-        if now.generation == 2 {
-            assert_ne!(
-                extent.stale[slot], 0,
-                "cut after {cut} requests: the online copy holds the new block and the offline one is not marked"
+/// Bytes for a write: a pattern of `seed`, never all zeros per sector.
+fn bytes(seed: u8, len: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
+        .collect()
+}
+
+/// Every unit of `file` (of `size` bytes) has in its map, as a mount reads
+/// it from disk, the checksum of the bytes the file reads back; the map's
+/// last block holds zero units past the end.
+fn map_matches_data(g: &mut Group<'_>, file: u32, size: u64) {
+    let unit = 4096u64;
+    let zero = zero_unit_checksum(4096).unwrap();
+    let per = CHECKSUMS_PER_BLOCK as u64;
+    let units = size / unit;
+    let mut buf = vec![0u8; unit as usize];
+    for block in 0..units.div_ceil(per) {
+        let map = read(g, file, block).unwrap();
+        for slot in 0..per {
+            let u = block * per + slot;
+            let want = if u < units {
+                g.read(file, u * unit, &mut buf).unwrap();
+                cairn_format::group::unit_checksum(&buf)
+            } else {
+                zero
+            };
+            assert_eq!(
+                map.sums[slot as usize], want,
+                "unit {u} (block {block} slot {slot}, generation {})",
+                map.generation
             );
         }
-        g.dismount().unwrap();
-        cut += 1;
     }
-    assert!(cut > 2, "the sweep reached the write ({cut} requests)");
 }
 
-/// A map block write that reaches no copy fails, and marks no copy
-/// stale: every copy keeps the block it had, and is read once the disks
-/// answer again.
+/// Writes (in place, first writes, across extents), a shrink into the
+/// middle of a map block and a grow back over it: after a dismount, the
+/// map holds each unit's checksum, and zero units where the grow exposed
+/// zeros. A file without a map has none written.
 #[test]
-fn a_map_block_write_that_reaches_no_copy_fails_and_marks_nothing() {
+fn writes_and_resizes_keep_the_map_and_a_dismount_writes_it() {
     let (mut sim, ids) = group_on_sim();
-    let (file, copies) = {
+    let file;
+    {
         let mut g = mount(&mut sim, &ids);
-        let file = mapped(&mut g);
-        write(&mut g, file, 4, 1, 1);
-        let copies = copies_of(&g, &ids, file, 4);
+        file = mapped(&mut g);
+        g.write(file, 0, &bytes(1, 3 * MIB)).unwrap();
+        g.write(file, 2 * MIB + 8192, &bytes(2, MIB)).unwrap();
+        g.write(file, 40 * MIB, &bytes(3, 5 * 4096)).unwrap();
+        // Map block 3: past the shrink below, inside the map's kept extent.
+        g.write(file, 12 * MIB, &bytes(9, MIB)).unwrap();
+        // Units 1792.. of map block 1: past the shrink below, in its block.
+        g.write(file, 7 * MIB, &bytes(10, 8 * 4096)).unwrap();
+        g.write(file, 4096, &bytes(4, 4096)).unwrap();
+        g.sync().unwrap();
+        g.write(file, 63 * MIB, &bytes(5, MIB)).unwrap();
         g.dismount().unwrap();
-        (file, copies)
-    };
-    for (dev, at) in &copies {
-        sim.disk_mut(*dev)
-            .faults
-            .write_error_ranges
-            .push(*at..*at + 4096);
     }
     {
         let mut g = mount(&mut sim, &ids);
-        let uuid = g.uuid;
-        // Both disks failed it: the group stops (two failure groups lost).
-        let e = write_map_block(&mut g, None, uuid, (file, 4), &sums(2), 2).unwrap_err();
-        assert!(e.to_string().contains("the group stopped"), "{e}");
-        std::mem::forget(g);
-    }
-    for (dev, _) in &copies {
-        sim.disk_mut(*dev).faults.write_error_ranges.clear();
+        map_matches_data(&mut g, file, 64 * MIB);
+        // Into the middle of a map block (unit 1500 of block 1), then back.
+        let path = GroupPath::parse("+T/f").unwrap();
+        g.resize(&path, 1500 * 4096).unwrap();
+        g.resize(&path, 20 * MIB).unwrap();
+        g.write(file, 19 * MIB, &bytes(6, 4096)).unwrap();
+        g.dismount().unwrap();
     }
     let mut g = mount(&mut sim, &ids);
-    let extent = g.extents(map_number(file)).unwrap()[0];
-    assert!(extent.stale.iter().all(|s| *s == 0), "{extent:?}");
-    assert_eq!(
-        read(&mut g, file, 4).unwrap(),
-        MapBlock {
-            sums: sums(1),
-            generation: 1
-        }
-    );
+    map_matches_data(&mut g, file, 20 * MIB);
+}
+
+/// Through a live group's data handle: writes, a punch of whole extents
+/// and of parts of one, and a zeroing write: after the dismount the map
+/// holds each unit's checksum.
+#[test]
+fn a_live_groups_writes_and_punches_keep_the_map() {
+    let (sim, ids) = group_on_sim();
+    let shared = cairn_io_sim::SharedSim::new(sim);
+    let file = {
+        let (g, _) = crate::group::mount_owned(
+            Box::new(shared.handle()),
+            &ids,
+            &GroupSelector::Name("T".into()),
+            crate::group::MissingDisks::MarkOffline,
+        )
+        .unwrap();
+        let source = shared.clone();
+        let live = crate::group::live::LiveGroup::new(
+            g,
+            Box::new(crate::group::engines::SameDevices(move |_depth| {
+                Box::new(source.handle()) as Box<dyn IoEngine>
+            })),
+        );
+        let file = live.meta(|g| mapped(g)).unwrap();
+        let mut h = live.handle(8).unwrap();
+        h.write(file, 0, &bytes(7, 6 * MIB)).unwrap();
+        h.write(file, 9 * MIB, &bytes(8, 2 * MIB)).unwrap();
+        // Whole extents 1..3 and parts of 0 and 4 (with sector edges).
+        h.punch(file, MIB - 8192 + 100, 3 * MIB + 16384, true)
+            .unwrap();
+        h.punch(file, 9 * MIB + 4096, 8192, false).unwrap();
+        h.sync().unwrap();
+        drop(h);
+        live.dismount().unwrap();
+        file
+    };
+    let mut engine = shared.handle();
+    let mut g = mount(&mut engine, &ids);
+    map_matches_data(&mut g, file, 64 * MIB);
 }

@@ -1,0 +1,313 @@
+//! A file's checksums as the data plane knows them (`docs/checksums.md`,
+//! "Writes", step 1): the blocks of its checksum map it has loaded or
+//! changed, and, for every unit a write has in flight, the checksum the unit
+//! had before — a read beside the write may find either on a copy.
+//!
+//! Who changes what: a writer, holding the extent latch that keeps other
+//! writes of its units out (`Hold::Write` or exclusive), calls
+//! [`FileSums::begin_write`] before it sends its data and
+//! [`FileSums::end_write`] once every copy has answered; the loader calls
+//! [`FileSums::load`] with a block read from disk; the metadata plane cuts
+//! the table when the file shrinks ([`FileSums::cut`], under `meta`, the
+//! file `Resizing`); the checkpoint takes the changed blocks
+//! ([`FileSums::take_dirty`]) and says what it wrote
+//! ([`FileSums::written`]). Readers ask [`FileSums::candidates`]. All under
+//! the table's one mutex, a leaf lock held for a lookup or a copy of a few
+//! checksums, never across I/O.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use cairn_format::group::{map_place, zero_unit_checksum, CHECKSUMS_PER_BLOCK};
+use cairn_io::poison::recover;
+
+use super::data::{MapBlock, UnitSums};
+use crate::lock_order::{self, Rank};
+
+/// A map block the table does not hold: load it first ([`FileSums::load`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NotLoaded(pub u64);
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Map blocks by index: as read from disk, with every change since.
+    blocks: HashMap<u64, MapBlock>,
+    /// Units with a write in flight: the checksum each had before it.
+    before: HashMap<u64, u32>,
+    /// Blocks changed since the last checkpoint took them.
+    dirty: BTreeSet<u64>,
+}
+
+/// One file's checksums in memory, for one incarnation of the file.
+#[derive(Debug)]
+pub(crate) struct FileSums {
+    incarnation: u32,
+    unit_bytes: u32,
+    zero: u32,
+    inner: Mutex<Inner>,
+}
+
+impl FileSums {
+    /// An empty table for incarnation `incarnation` of a file of
+    /// `unit_bytes` units; `None` for a size that is not a unit.
+    pub(crate) fn new(incarnation: u32, unit_bytes: u32) -> Option<Self> {
+        Some(Self {
+            incarnation,
+            unit_bytes,
+            zero: zero_unit_checksum(unit_bytes)?,
+            inner: Mutex::default(),
+        })
+    }
+
+    pub(crate) fn incarnation(&self) -> u32 {
+        self.incarnation
+    }
+
+    /// The checksum of a unit of zeros.
+    pub(crate) fn zero(&self) -> u32 {
+        self.zero
+    }
+
+    fn lock(&self) -> (lock_order::Held, std::sync::MutexGuard<'_, Inner>) {
+        let held = lock_order::take(Rank::Leaf, "a file's checksums");
+        (held, recover(self.inner.lock()))
+    }
+
+    /// Block `block` of the map, as read from disk. A block the table
+    /// already holds is kept: it is the disk's plus the changes since.
+    pub(crate) fn load(&self, block: u64, read: MapBlock) {
+        let (_held, mut inner) = self.lock();
+        inner.blocks.entry(block).or_insert(read);
+    }
+
+    /// A write of units `first_unit ..` with checksums `sums` is about to
+    /// be sent: the table takes the new checksums, and keeps each unit's
+    /// previous one until [`Self::end_write`]. Fails, changing nothing,
+    /// naming a block it does not hold.
+    pub(crate) fn begin_write(&self, first_unit: u64, sums: &[u32]) -> Result<(), NotLoaded> {
+        let units = first_unit..first_unit + sums.len() as u64;
+        let (_held, mut inner) = self.lock();
+        if let Some(b) = blocks_of(units.clone()).find(|b| !inner.blocks.contains_key(b)) {
+            return Err(NotLoaded(b));
+        }
+        let inner = &mut *inner;
+        for (unit, sum) in units.zip(sums) {
+            let (block, slot) = map_place(unit);
+            let table = inner
+                .blocks
+                .get_mut(&block)
+                .expect("invariant: every block was checked above");
+            let was = std::mem::replace(&mut table.sums[slot], *sum);
+            let previous = inner.before.insert(unit, was);
+            debug_assert!(
+                previous.is_none(),
+                "the writer's latch keeps a second write of a unit out"
+            );
+            inner.dirty.insert(block);
+        }
+        Ok(())
+    }
+
+    /// The write [`Self::begin_write`] began is over: `landed`, it reached
+    /// a copy (the others' disks are offline or their copies stale), and the
+    /// new checksums stand; otherwise no copy has it, and each unit's
+    /// checksum goes back to what it was.
+    pub(crate) fn end_write(&self, first_unit: u64, count: u64, landed: bool) {
+        let (_held, mut inner) = self.lock();
+        let inner = &mut *inner;
+        for unit in first_unit..first_unit + count {
+            let Some(was) = inner.before.remove(&unit) else {
+                continue;
+            };
+            if !landed {
+                let (block, slot) = map_place(unit);
+                if let Some(table) = inner.blocks.get_mut(&block) {
+                    table.sums[slot] = was;
+                }
+            }
+        }
+    }
+
+    /// The file now has `units` units: a block wholly past them is
+    /// forgotten (its place in the map is gone; if the file grows again
+    /// the grow blanks it on disk), and the units past the end in the last
+    /// block hold zeros (a grow exposes them as zeros). Fails, changing
+    /// nothing, naming the last block when the table does not hold it.
+    pub(crate) fn cut(&self, units: u64) -> Result<(), NotLoaded> {
+        let (_held, mut inner) = self.lock();
+        let inner = &mut *inner;
+        let (last, slot) = map_place(units);
+        if slot > 0 && !inner.blocks.contains_key(&last) {
+            return Err(NotLoaded(last));
+        }
+        let gone = |b: &u64| *b > last || (*b == last && slot == 0);
+        inner.blocks.retain(|b, _| !gone(b));
+        inner.dirty.retain(|b| !gone(b));
+        if slot > 0 {
+            let table = inner.blocks.get_mut(&last).expect("invariant: checked");
+            if table.sums[slot..].iter().any(|s| *s != self.zero) {
+                table.sums[slot..].fill(self.zero);
+                inner.dirty.insert(last);
+            }
+        }
+        Ok(())
+    }
+
+    /// The blocks changed since the last call, with their checksums now
+    /// and the generation they were last written with: what a checkpoint
+    /// writes. A unit whose write is still in flight goes out with its new
+    /// checksum (the log holds the intent until the checkpoint after, and
+    /// recovery judges it by both).
+    pub(crate) fn take_dirty(&self) -> Vec<(u64, MapBlock)> {
+        let (_held, mut inner) = self.lock();
+        let dirty = std::mem::take(&mut inner.dirty);
+        dirty
+            .into_iter()
+            .filter_map(|b| inner.blocks.get(&b).map(|t| (b, t.clone())))
+            .collect()
+    }
+
+    /// Block `block` was written with `generation`; a block that failed to
+    /// be written is marked changed again (`generation` `None`).
+    pub(crate) fn written(&self, block: u64, generation: Option<u64>) {
+        let (_held, mut inner) = self.lock();
+        match generation {
+            Some(g) => {
+                if let Some(t) = inner.blocks.get_mut(&block) {
+                    t.generation = t.generation.max(g);
+                }
+            }
+            None => {
+                inner.dirty.insert(block);
+            }
+        }
+    }
+}
+
+/// The map blocks units `units` lie in.
+fn blocks_of(units: std::ops::Range<u64>) -> std::ops::Range<u64> {
+    let per = CHECKSUMS_PER_BLOCK as u64;
+    if units.is_empty() {
+        0..0
+    } else {
+        units.start / per..(units.end - 1) / per + 1
+    }
+}
+
+impl UnitSums for FileSums {
+    fn unit_bytes(&self) -> u32 {
+        self.unit_bytes
+    }
+
+    /// The unit's checksum now and, while a write of it is in flight, the
+    /// one before. Nothing for a block not loaded: the caller loads the
+    /// blocks a read needs first ([`FileSums::begin_write`] says which it lacks).
+    fn candidates(&self, unit: u64, out: &mut Vec<u32>) {
+        out.clear();
+        let (block, slot) = map_place(unit);
+        let (_held, inner) = self.lock();
+        if let Some(table) = inner.blocks.get(&block) {
+            out.push(table.sums[slot]);
+            if let Some(was) = inner.before.get(&unit) {
+                out.push(*was);
+            }
+        }
+    }
+}
+
+/// A block of zero units, as a blank map block reads.
+#[cfg(test)]
+pub(crate) fn blank(zero: u32) -> MapBlock {
+    MapBlock {
+        sums: Box::new([zero; CHECKSUMS_PER_BLOCK]),
+        generation: 0,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn candidates(sums: &FileSums, unit: u64) -> Vec<u32> {
+        let mut out = Vec::new();
+        sums.candidates(unit, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_write_in_flight_has_both_checksums_and_one_once_it_lands() {
+        let sums = FileSums::new(1, 4096).unwrap();
+        let zero = zero_unit_checksum(4096).unwrap();
+        assert_eq!(sums.begin_write(1000, &[1; 10]), Err(NotLoaded(0)));
+        sums.load(0, blank(zero));
+        assert_eq!(sums.begin_write(1000, &[1; 10]), Err(NotLoaded(1)));
+        assert_eq!(candidates(&sums, 1000), vec![zero], "nothing changed");
+        sums.load(1, blank(zero));
+        sums.begin_write(1000, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+            .unwrap();
+        assert_eq!(candidates(&sums, 1007), vec![8, zero]);
+        assert_eq!(candidates(&sums, 1008), vec![9, zero], "across blocks");
+        assert_eq!(candidates(&sums, 999), vec![zero]);
+        sums.end_write(1000, 10, true);
+        assert_eq!(candidates(&sums, 1007), vec![8]);
+        // A block read from disk later does not undo what the table holds.
+        sums.load(0, blank(zero));
+        assert_eq!(candidates(&sums, 1007), vec![8]);
+        let dirty: Vec<u64> = sums.take_dirty().into_iter().map(|(b, _)| b).collect();
+        assert_eq!(dirty, vec![0, 1]);
+        assert!(sums.take_dirty().is_empty());
+        sums.written(0, None);
+        assert_eq!(sums.take_dirty().len(), 1, "a failed write is taken again");
+        sums.written(0, Some(9));
+        assert!(sums.take_dirty().is_empty());
+        assert_eq!(
+            candidates(&sums, 5_000_000),
+            Vec::<u32>::new(),
+            "not loaded"
+        );
+    }
+
+    #[test]
+    fn a_write_that_reached_no_copy_gives_back_the_checksums_it_took() {
+        let sums = FileSums::new(1, 512).unwrap();
+        let zero = zero_unit_checksum(512).unwrap();
+        sums.load(0, blank(zero));
+        sums.begin_write(10, &[7, 7]).unwrap();
+        sums.end_write(10, 2, true);
+        sums.begin_write(10, &[8, 8]).unwrap();
+        assert_eq!(candidates(&sums, 10), vec![8, 7]);
+        sums.end_write(10, 2, false);
+        assert_eq!(candidates(&sums, 10), vec![7]);
+        assert_eq!(candidates(&sums, 11), vec![7]);
+        assert!(FileSums::new(1, 1024).is_none());
+    }
+
+    #[test]
+    fn a_cut_forgets_the_blocks_past_the_end_and_zeroes_the_tail() {
+        let per = CHECKSUMS_PER_BLOCK as u64;
+        let sums = FileSums::new(1, 4096).unwrap();
+        let zero = zero_unit_checksum(4096).unwrap();
+        for b in 0..3 {
+            sums.load(b, blank(zero));
+        }
+        sums.begin_write(per - 2, &[5; 6]).unwrap();
+        sums.end_write(per - 2, 6, true);
+        sums.take_dirty();
+        // Into block 1, mid-block: block 2 is forgotten, block 1's tail is
+        // zero units, and it is changed.
+        assert_eq!(sums.cut(per + 2), Ok(()));
+        assert_eq!(candidates(&sums, per + 1), vec![5]);
+        assert_eq!(candidates(&sums, per + 2), vec![zero]);
+        assert_eq!(candidates(&sums, 2 * per), Vec::<u32>::new());
+        let dirty: Vec<u64> = sums.take_dirty().into_iter().map(|(b, _)| b).collect();
+        assert_eq!(dirty, vec![1]);
+        // On a block boundary: nothing to load, the block after is gone.
+        assert_eq!(sums.cut(per), Ok(()));
+        assert_eq!(candidates(&sums, per), Vec::<u32>::new());
+        assert_eq!(candidates(&sums, per - 1), vec![5]);
+        // Mid-block in a block not held: it must be loaded first.
+        let fresh = FileSums::new(1, 4096).unwrap();
+        assert_eq!(fresh.cut(3), Err(NotLoaded(0)));
+    }
+}
