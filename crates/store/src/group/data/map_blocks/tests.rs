@@ -386,3 +386,62 @@ fn a_live_groups_writes_and_punches_keep_the_map() {
     let mut g = mount(&mut engine, &ids);
     map_matches_data(&mut g, file, 64 * MIB);
 }
+
+/// Four threads of a live group write, overwrite and punch the same file
+/// at once (overlapping ranges, in place and first writes): once they are
+/// done and the group dismounted, the map holds each unit's checksum of
+/// the bytes the file reads back, whichever write landed last.
+#[test]
+fn concurrent_writers_leave_the_map_in_step_with_the_bytes() {
+    let (sim, ids) = group_on_sim();
+    let shared = cairn_io_sim::SharedSim::new(sim);
+    let file = {
+        let (g, _) = crate::group::mount_owned(
+            Box::new(shared.handle()),
+            &ids,
+            &GroupSelector::Name("T".into()),
+            crate::group::MissingDisks::MarkOffline,
+        )
+        .unwrap();
+        let source = shared.clone();
+        let live = crate::group::live::LiveGroup::new(
+            g,
+            Box::new(crate::group::engines::SameDevices(move |_depth| {
+                Box::new(source.handle()) as Box<dyn IoEngine>
+            })),
+        );
+        let file = live.meta(|g| mapped(g)).unwrap();
+        let threads: Vec<_> = (0..4u8)
+            .map(|t| {
+                let live = live.clone();
+                std::thread::spawn(move || {
+                    let mut h = live.handle(8).unwrap();
+                    let mut x = u64::from(t) * 7919 + 1;
+                    for i in 0..60u64 {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        // 8 MiB of the file, so the threads meet.
+                        let at = (x >> 33) % (8 * MIB / 4096) * 4096;
+                        let len = ((x >> 20) % 64 + 1) * 4096;
+                        let len = len.min(8 * MIB - at);
+                        if i % 9 == 8 {
+                            h.punch(file, at, len, t % 2 == 0).unwrap();
+                        } else {
+                            h.write(file, at, &bytes(t * 60 + i as u8, len)).unwrap();
+                        }
+                    }
+                    h.sync().unwrap();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        live.dismount().unwrap();
+        file
+    };
+    let mut engine = shared.handle();
+    let mut g = mount(&mut engine, &ids);
+    map_matches_data(&mut g, file, 64 * MIB);
+}
