@@ -459,6 +459,9 @@ impl Group<'_> {
             self.refuse_if_sharing(map_number(number))?;
         }
         let old = self.files[&number].entry.size_bytes;
+        // The checksums' block at the end that moves, read before anything
+        // changes (`cut_sums` below must not fail half-way).
+        self.prepare_cut(number, old.min(size_bytes))?;
         let entry = self.files.entry_mut(number).expect("invariant: open");
         let was = entry.state;
         entry.target_bytes = size_bytes;
@@ -481,6 +484,9 @@ impl Group<'_> {
             self.trim_map(number, size_bytes)?;
             return self.finish_resize(number, size_bytes, byte_size, was);
         }
+        // The checksums hold zero units past the old end, and no more
+        // (a shrink before may have left others on disk).
+        self.cut_sums(number, old)?;
         // What lies between the old end and the end of the extents the file
         // already has may hold data from before a shrink: zero it, so the
         // grown region reads as zeros. The final commit's barrier makes the
@@ -531,6 +537,7 @@ impl Group<'_> {
         self.size_map(number, size_bytes, 0);
         self.set_file_state(number, state);
         self.commit()?;
+        self.sums_resized(number, size_bytes);
         Ok(self.info(&self.files[&number]))
     }
 

@@ -158,12 +158,18 @@ impl Group<'_> {
         if self.txn.dirty_count() == 0 {
             return Ok(());
         }
-        let dirty: Vec<Dirty> = self
-            .txn
-            .take_dirty()
-            .into_iter()
+        let taken = self.txn.take_dirty();
+        let dirty: Vec<Dirty> = taken
+            .iter()
+            .copied()
             .filter(|d| self.dirty_in_use(d))
             .collect();
+        // A map block not written (its map cut or gone) drops its image.
+        for d in taken.iter().filter(|d| !dirty.contains(d)) {
+            if let Dirty::MapBlock { file, block } = d {
+                self.txn.drop_map_image(*file, *block);
+            }
+        }
         if dirty.is_empty() {
             return Ok(());
         }
@@ -190,8 +196,10 @@ impl Group<'_> {
                 });
             }
             images.push(self.encode_dirty(*d, seq));
+            if let Dirty::MapBlock { file, block } = d {
+                self.txn.drop_map_image(*file, *block);
+            }
         }
-        self.txn.clear_map_images();
         assert!(
             targets.len() <= JOURNAL_TARGETS_MAX,
             "invariant: targets fit a record"

@@ -19,8 +19,9 @@
 
 use cairn_format::extent_map::extent_aus;
 use cairn_format::group::{
-    au_mask, is_user_number, map_blocks, map_number, AuAddr, FileEntry, FileState, MapSums,
-    FILE_CHECKSUM_DIRECTORY, FILE_NUMBER_USER_MIN, GROUP_RO_COMPAT_DATA_CHECKSUMS, STRIPING_COARSE,
+    au_mask, is_user_number, map_blocks, map_number, map_place, AuAddr, FileEntry, FileState,
+    MapSums, FILE_CHECKSUM_DIRECTORY, FILE_NUMBER_USER_MIN, GROUP_RO_COMPAT_DATA_CHECKSUMS,
+    STRIPING_COARSE,
 };
 use cairn_format::meta::BLOCK_BYTES;
 
@@ -32,7 +33,7 @@ use super::parts::damage::LostBlock;
 use super::parts::files::{placeholder_entry, FileRec};
 use super::parts::members::Member;
 use super::parts::txn::Dirty;
-use super::sums::NotLoaded;
+use super::sums::{FileSums, NotLoaded};
 
 impl Group<'_> {
     /// Whether data file `number` has a checksum map (a map has none).
@@ -170,38 +171,51 @@ impl Group<'_> {
             return Ok(());
         }
         for (file, sums) in self.plane.all_sums() {
-            let current = self
-                .files
-                .get(map_number(file))
-                .is_some_and(|m| m.entry.incarnation == sums.incarnation());
-            if !current {
+            self.stage_sums(file, &sums)?;
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Stage every changed block of data file `file`'s checksums `sums` in
+    /// the running transaction, committing in steps. Nothing for a table
+    /// that is no longer the map's (the file gone or made again), or a map
+    /// that may not be written (its AUs another file's too, found at
+    /// mount); a block past the map's end (cut meanwhile) is dropped. A
+    /// block whose step fails stays changed, and the error is returned.
+    fn stage_sums(&mut self, file: u32, sums: &FileSums) -> Result<(), GroupError> {
+        let map = map_number(file);
+        let writable = self.files.get(map).is_some_and(|m| {
+            m.entry.incarnation == sums.incarnation()
+                && self.plane.file(map).is_some_and(|s| s.read_only.is_none())
+        });
+        if !writable {
+            return Ok(());
+        }
+        let size = self.files[&map].entry.size_bytes;
+        let mut staged = Vec::new();
+        let mut result = Ok(());
+        for (block, read) in sums.take_dirty() {
+            if (block + 1) * BLOCK_BYTES as u64 > size {
                 continue;
             }
-            let mut staged = Vec::new();
-            let mut result = Ok(());
-            for (block, map) in sums.take_dirty() {
-                if result.is_ok() {
-                    result = self.stage_map_block(file, block, map.sums);
-                    staged.push(block);
-                    if result.is_ok() && self.dirty_count() >= STEP_DIRTY_MAX {
-                        result = self.commit();
-                        if result.is_ok() {
-                            staged.clear();
-                        }
-                    }
-                } else {
-                    staged.push(block);
-                }
+            staged.push(block);
+            if result.is_err() {
+                continue;
             }
-            if result.is_ok() {
+            result = self.stage_map_block(file, block, read.sums);
+            if result.is_ok() && self.dirty_count() >= STEP_DIRTY_MAX {
                 result = self.commit();
-            }
-            if let Err(e) = result {
-                for block in staged {
-                    sums.written(block, None);
+                if result.is_ok() {
+                    staged.clear();
                 }
-                return Err(e);
             }
+        }
+        if let Err(e) = result {
+            for block in staged {
+                sums.written(block, None);
+            }
+            return Err(e);
         }
         Ok(())
     }
@@ -231,11 +245,21 @@ impl Group<'_> {
         let extent = *rec.extents.get(loc.extent as usize).ok_or_else(|| {
             GroupError::Corrupt(format!("file {file}'s checksum map has no block {block}"))
         })?;
+        // Copies that miss this write: on disks not written now; and, for
+        // the extent's first, those the zeroing does not reach (it zeroes
+        // ONLINE disks' copies, not a SYNCING disk's).
+        let misses = |m: Option<&Member>| {
+            if extent.initialized {
+                m.and_then(Member::writable).is_none()
+            } else {
+                m.and_then(Member::online).is_none()
+            }
+        };
         let away: Vec<AuAddr> = extent
             .copies()
             .iter()
             .copied()
-            .filter(|c| self.member(c.disk).and_then(Member::writable).is_none())
+            .filter(|c| misses(self.member(c.disk)))
             .collect();
         if away.len() == extent.copies().len() {
             return Err(GroupError::WriteFailed(format!(
@@ -273,31 +297,62 @@ impl Group<'_> {
         Ok(())
     }
 
-    /// File `number` shrinks to `size_bytes`: its checksums forget the map
-    /// blocks past the end and hold zero units past it in the last one
-    /// ([`FileSums::cut`]), read from disk first if this mount has not
-    /// (I/O under `meta`, as a grow's zeroing is).
-    pub(super) fn cut_sums(&mut self, number: u32, size_bytes: u64) -> Result<(), GroupError> {
-        let incarnation = self.files[&number].entry.incarnation;
-        let Some(sums) = self.plane.file_sums(number, incarnation) else {
+    /// File `number`'s checksums, if it has a map and this mount made them.
+    fn sums_of(&self, number: u32) -> Option<std::sync::Arc<FileSums>> {
+        let incarnation = self.files.get(number)?.entry.incarnation;
+        self.plane.file_sums(number, incarnation)
+    }
+
+    /// Before a resize of file `number` to `size_bytes` changes anything:
+    /// the map block its end falls in (the new end on a shrink, the old on
+    /// a grow: `end`), loaded, so that [`Self::cut_sums`] cannot fail; a
+    /// read that fails refuses the resize with nothing changed.
+    pub(super) fn prepare_cut(&mut self, number: u32, end: u64) -> Result<(), GroupError> {
+        let Some(sums) = self.sums_of(number) else {
             return Ok(());
         };
-        let units = size_bytes / u64::from(self.sector_bytes);
-        if let Err(NotLoaded(block)) = sums.cut(units) {
+        let (block, slot) = map_place(end / u64::from(self.sector_bytes));
+        if slot > 0 && !sums.holds(block) {
             let uuid = self.uuid;
             let read = data::read_map_block(self, uuid, number, block)?;
             sums.load(block, read);
-            sums.cut(units).map_err(|_| {
-                GroupError::Corrupt(format!("file {number}: its checksums would not load"))
-            })?;
         }
         Ok(())
+    }
+
+    /// File `number` ends at `end` bytes (a shrink's new end, or, before a
+    /// grow, its old one): its checksums forget the map blocks past it and
+    /// hold zero units past it in the last one ([`FileSums::cut`]; loaded
+    /// by [`Self::prepare_cut`]), and that block is staged in the running
+    /// transaction, so the resize's commit makes it durable with the size.
+    pub(super) fn cut_sums(&mut self, number: u32, end: u64) -> Result<(), GroupError> {
+        let Some(sums) = self.sums_of(number) else {
+            return Ok(());
+        };
+        sums.cut(end / u64::from(self.sector_bytes))
+            .map_err(|NotLoaded(block)| {
+                GroupError::Corrupt(format!(
+                "file {number}: block {block} of its checksum map was not loaded before the resize"
+            ))
+            })?;
+        self.stage_sums(number, &sums)
+    }
+
+    /// File `number` is `size_bytes` now: its checksums take units up to
+    /// the new end again.
+    pub(super) fn sums_resized(&mut self, number: u32, size_bytes: u64) {
+        if let Some(sums) = self.sums_of(number) {
+            sums.grown(size_bytes / u64::from(self.sector_bytes));
+        }
     }
 
     /// File `number` grows from `old` to `size_bytes`: the blocks of its map
     /// between the old map's end and the end of the extents the map already
     /// has may hold checksums from before a shrink, and are zeroed (a blank
-    /// block is zero units), as the file's own kept tail is.
+    /// block is zero units), as the file's own kept tail is. The zeros are
+    /// written outside the journal, which may still hold records that
+    /// wrote those blocks: when any was written, the journal is
+    /// checkpointed, so no replay puts old checksums back over them.
     pub(super) fn blank_map_tail(
         &mut self,
         number: u32,
@@ -308,13 +363,24 @@ impl Group<'_> {
         let Some(rec) = self.files.get(map) else {
             return Ok(());
         };
+        let layout = self.layout_for(rec);
         let from = self.map_bytes(old);
-        let kept_end = self
-            .layout_for(rec)
+        let kept_end = layout
             .capacity_bytes(rec.extents.len() as u64)
             .min(self.map_bytes(size_bytes));
-        if kept_end > from {
-            self.zero_range(map, from, kept_end - from)?;
+        if kept_end <= from {
+            return Ok(());
+        }
+        let (first, last) = (
+            layout.locate(from).extent,
+            layout.locate(kept_end - 1).extent,
+        );
+        let written =
+            (first..=last).any(|e| rec.extents.get(e as usize).is_some_and(|x| x.initialized));
+        self.zero_range(map, from, kept_end - from)?;
+        if written {
+            self.commit()?;
+            self.checkpoint()?;
         }
         Ok(())
     }

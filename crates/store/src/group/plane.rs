@@ -610,7 +610,12 @@ impl DataPlane {
         }
         let snap = self.file(number)?;
         let map = self.file(cairn_format::group::map_number(number))?;
-        if snap.incarnation != incarnation || map.incarnation != incarnation {
+        // A map that may not be written (its AUs another file's too, found
+        // at mount) is not kept: the file goes without checksums.
+        if snap.incarnation != incarnation
+            || map.incarnation != incarnation
+            || map.read_only.is_some()
+        {
             return None;
         }
         let _leaf = lock_order::take(Rank::Leaf, "the plane's checksum tables");

@@ -36,6 +36,11 @@ struct Inner {
     before: HashMap<u64, u32>,
     /// Blocks changed since the last checkpoint took them.
     dirty: BTreeSet<u64>,
+    /// The units the file has, once a resize said so: a unit past them has
+    /// no checksum here (a writer on a snapshot from before a shrink may
+    /// still write there, into extents the shrink cut), and a block read
+    /// from disk holds zero units past them.
+    units: Option<u64>,
 }
 
 /// One file's checksums in memory, for one incarnation of the file.
@@ -63,6 +68,11 @@ impl FileSums {
         self.incarnation
     }
 
+    /// Whether the table holds map block `block`.
+    pub(crate) fn holds(&self, block: u64) -> bool {
+        self.lock().1.blocks.contains_key(&block)
+    }
+
     /// The checksum of a unit of zeros.
     pub(crate) fn zero(&self) -> u32 {
         self.zero
@@ -75,9 +85,23 @@ impl FileSums {
 
     /// Block `block` of the map, as read from disk. A block the table
     /// already holds is kept: it is the disk's plus the changes since.
-    pub(crate) fn load(&self, block: u64, read: MapBlock) {
+    pub(crate) fn load(&self, block: u64, mut read: MapBlock) {
         let (_held, mut inner) = self.lock();
-        inner.blocks.entry(block).or_insert(read);
+        if inner.blocks.contains_key(&block) {
+            return;
+        }
+        let per = CHECKSUMS_PER_BLOCK as u64;
+        if let Some(units) = inner.units {
+            if block * per >= units {
+                return;
+            }
+            let from = (units - block * per).min(per) as usize;
+            if read.sums[from..].iter().any(|s| *s != self.zero) {
+                read.sums[from..].fill(self.zero);
+                inner.dirty.insert(block);
+            }
+        }
+        inner.blocks.insert(block, read);
     }
 
     /// A write of units `first_unit ..` with checksums `sums` is about to
@@ -85,8 +109,13 @@ impl FileSums {
     /// previous one until [`Self::end_write`]. Fails, changing nothing,
     /// naming a block it does not hold.
     pub(crate) fn begin_write(&self, first_unit: u64, sums: &[u32]) -> Result<(), NotLoaded> {
-        let units = first_unit..first_unit + sums.len() as u64;
         let (_held, mut inner) = self.lock();
+        // Units past the file's end (a writer beside a shrink) have none.
+        let within = inner.units.map_or(sums.len() as u64, |n| {
+            n.saturating_sub(first_unit).min(sums.len() as u64)
+        });
+        let sums = &sums[..within as usize];
+        let units = first_unit..first_unit + sums.len() as u64;
         if let Some(b) = blocks_of(units.clone()).find(|b| !inner.blocks.contains_key(b)) {
             return Err(NotLoaded(b));
         }
@@ -119,16 +148,20 @@ impl FileSums {
             let Some(was) = inner.before.remove(&unit) else {
                 continue;
             };
-            if !landed {
+            // Given back only inside the file (a shrink since zeroed the
+            // units past its end), and written again by the next checkpoint.
+            if !landed && inner.units.is_none_or(|n| unit < n) {
                 let (block, slot) = map_place(unit);
                 if let Some(table) = inner.blocks.get_mut(&block) {
                     table.sums[slot] = was;
+                    inner.dirty.insert(block);
                 }
             }
         }
     }
 
-    /// The file now has `units` units: a block wholly past them is
+    /// The file now has `units` units (and until [`Self::grown`] has no
+    /// more: later loads and writes keep to them): a block wholly past them is
     /// forgotten (its place in the map is gone; if the file grows again
     /// the grow blanks it on disk), and the units past the end in the last
     /// block hold zeros (a grow exposes them as zeros). Fails, changing
@@ -140,6 +173,7 @@ impl FileSums {
         if slot > 0 && !inner.blocks.contains_key(&last) {
             return Err(NotLoaded(last));
         }
+        inner.units = Some(units);
         let gone = |b: &u64| *b > last || (*b == last && slot == 0);
         inner.blocks.retain(|b, _| !gone(b));
         inner.dirty.retain(|b| !gone(b));
@@ -151,6 +185,13 @@ impl FileSums {
             }
         }
         Ok(())
+    }
+
+    /// The file grew to `units` units (a cut already zeroed those past the
+    /// old end).
+    pub(crate) fn grown(&self, units: u64) {
+        let (_held, mut inner) = self.lock();
+        inner.units = Some(units);
     }
 
     /// The blocks changed since the last call, with their checksums now

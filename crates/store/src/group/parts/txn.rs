@@ -122,9 +122,10 @@ impl Txn {
         self.map_images.get(&(file, block)).map(|b| &**b)
     }
 
-    /// The staged map images are encoded (or dropped with their marks).
-    pub(in crate::group) fn clear_map_images(&mut self) {
-        self.map_images.clear();
+    /// The staged image of a map block is encoded in a record, or its
+    /// mark was dropped: it goes.
+    pub(in crate::group) fn drop_map_image(&mut self, file: u32, block: u64) {
+        self.map_images.remove(&(file, block));
     }
 
     pub(in crate::group) fn is_dirty(&self, d: &Dirty) -> bool {
