@@ -7,7 +7,7 @@
 
 mod common;
 
-use cairn_format::group::DiskState;
+use cairn_format::group::{AuAddr, DiskState};
 use cairn_format::DiskLabel;
 use cairn_io::{DeviceId, IoEngine, Op, Request};
 use cairn_io_sim::{geometry, CrashAfter, SimEngine};
@@ -319,31 +319,43 @@ fn every_disk_state_change_is_counted_once_where_the_superblocks_record_it() {
     g.dismount().unwrap();
 }
 
+/// File `name` (4 MiB, written) and the copy of its extent `extent` in
+/// failure group B, whose writes now fail (its AU's range on its disk).
+fn failing_copy(
+    engine: &mut CrashAfter,
+    ids: &[DeviceId],
+    name: &str,
+    extent: usize,
+) -> (u32, AuAddr) {
+    let (number, victim) = {
+        let (mut g, _) = mount(engine, ids);
+        let f = g
+            .create_file(&path(name), 4 * MIB, &CreateOptions::default())
+            .unwrap();
+        g.write(f.number, 0, &pattern(7, (4 * MIB) as usize))
+            .unwrap();
+        let e = g.extents(f.number).unwrap()[extent];
+        let victim = *e.copies().iter().find(|c| c.disk >= 2).unwrap();
+        g.dismount().unwrap();
+        (f.number, victim)
+    };
+    let at = u64::from(victim.au) * MIB;
+    engine
+        .inner
+        .disk_mut(ids[usize::from(victim.disk)])
+        .faults
+        .write_error_ranges
+        .push(at..at + MIB);
+    (number, victim)
+}
+
 /// A write that fails on one copy marks that copy's AU stale before its
 /// disk goes offline; when the disk answers again, the resync copies it.
 #[test]
 fn a_copy_whose_write_failed_is_resynced_when_its_disk_answers_again() {
     let (mut engine, ids) = rig();
-    let (number, victim) = {
-        let (mut g, _) = mount(&mut engine, &ids);
-        let f = g
-            .create_file(&path("w"), 4 * MIB, &CreateOptions::default())
-            .unwrap();
-        g.write(f.number, 0, &pattern(7, (4 * MIB) as usize))
-            .unwrap();
-        let extent = g.extents(f.number).unwrap()[2];
-        let victim = *extent.copies().iter().find(|c| c.disk >= 2).unwrap();
-        g.dismount().unwrap();
-        (f.number, victim)
-    };
+    let (number, victim) = failing_copy(&mut engine, &ids, "w", 2);
     let device = ids[usize::from(victim.disk)];
-    let at = u64::from(victim.au) * MIB;
-    engine
-        .inner
-        .disk_mut(device)
-        .faults
-        .write_error_ranges
-        .push(at..at + MIB);
     let fresh = pattern(8, MIB as usize);
     {
         let (mut g, _) = mount(&mut engine, &ids);
@@ -386,26 +398,8 @@ fn a_copy_whose_write_failed_is_resynced_when_its_disk_answers_again() {
 #[test]
 fn offline_of_a_disk_that_failed_holds_it_offline() {
     let (mut engine, ids) = rig();
-    let (number, victim) = {
-        let (mut g, _) = mount(&mut engine, &ids);
-        let f = g
-            .create_file(&path("h"), 4 * MIB, &CreateOptions::default())
-            .unwrap();
-        g.write(f.number, 0, &pattern(3, (4 * MIB) as usize))
-            .unwrap();
-        let extent = g.extents(f.number).unwrap()[1];
-        let victim = *extent.copies().iter().find(|c| c.disk >= 2).unwrap();
-        g.dismount().unwrap();
-        (f.number, victim)
-    };
+    let (number, victim) = failing_copy(&mut engine, &ids, "h", 1);
     let device = ids[usize::from(victim.disk)];
-    let at = u64::from(victim.au) * MIB;
-    engine
-        .inner
-        .disk_mut(device)
-        .faults
-        .write_error_ranges
-        .push(at..at + MIB);
     let label = format!("D{}", victim.disk);
     {
         let (mut g, _) = mount(&mut engine, &ids);

@@ -347,6 +347,32 @@ fn writes_and_resizes_keep_the_map_and_a_dismount_writes_it() {
     map_matches_data(&mut g, file, 20 * MIB);
 }
 
+/// Mounted again (the live group dismounted), file `file` of 64 MiB has
+/// its map in step with its bytes ([`map_matches_data`]).
+fn in_step_after_a_mount(shared: &cairn_io_sim::SharedSim, ids: &[DeviceId], file: u32) {
+    let mut engine = shared.handle();
+    let mut g = mount(&mut engine, ids);
+    map_matches_data(&mut g, file, 64 * MIB);
+}
+
+/// Group T on `shared`'s disks, mounted live.
+fn live_group(shared: &cairn_io_sim::SharedSim, ids: &[DeviceId]) -> crate::group::live::LiveGroup {
+    let (g, _) = crate::group::mount_owned(
+        Box::new(shared.handle()),
+        ids,
+        &GroupSelector::Name("T".into()),
+        crate::group::MissingDisks::MarkOffline,
+    )
+    .unwrap();
+    let source = shared.clone();
+    crate::group::live::LiveGroup::new(
+        g,
+        Box::new(crate::group::engines::SameDevices(move |_depth| {
+            Box::new(source.handle()) as Box<dyn IoEngine>
+        })),
+    )
+}
+
 /// Through a live group's data handle: writes, a punch of whole extents
 /// and of parts of one, and a zeroing write: after the dismount the map
 /// holds each unit's checksum.
@@ -355,20 +381,7 @@ fn a_live_groups_writes_and_punches_keep_the_map() {
     let (sim, ids) = group_on_sim();
     let shared = cairn_io_sim::SharedSim::new(sim);
     let file = {
-        let (g, _) = crate::group::mount_owned(
-            Box::new(shared.handle()),
-            &ids,
-            &GroupSelector::Name("T".into()),
-            crate::group::MissingDisks::MarkOffline,
-        )
-        .unwrap();
-        let source = shared.clone();
-        let live = crate::group::live::LiveGroup::new(
-            g,
-            Box::new(crate::group::engines::SameDevices(move |_depth| {
-                Box::new(source.handle()) as Box<dyn IoEngine>
-            })),
-        );
+        let live = live_group(&shared, &ids);
         let file = live.meta(|g| mapped(g)).unwrap();
         let mut h = live.handle(8).unwrap();
         h.write(file, 0, &bytes(7, 6 * MIB)).unwrap();
@@ -382,9 +395,7 @@ fn a_live_groups_writes_and_punches_keep_the_map() {
         live.dismount().unwrap();
         file
     };
-    let mut engine = shared.handle();
-    let mut g = mount(&mut engine, &ids);
-    map_matches_data(&mut g, file, 64 * MIB);
+    in_step_after_a_mount(&shared, &ids, file);
 }
 
 /// Four threads of a live group write, overwrite and punch the same file
@@ -396,20 +407,7 @@ fn concurrent_writers_leave_the_map_in_step_with_the_bytes() {
     let (sim, ids) = group_on_sim();
     let shared = cairn_io_sim::SharedSim::new(sim);
     let file = {
-        let (g, _) = crate::group::mount_owned(
-            Box::new(shared.handle()),
-            &ids,
-            &GroupSelector::Name("T".into()),
-            crate::group::MissingDisks::MarkOffline,
-        )
-        .unwrap();
-        let source = shared.clone();
-        let live = crate::group::live::LiveGroup::new(
-            g,
-            Box::new(crate::group::engines::SameDevices(move |_depth| {
-                Box::new(source.handle()) as Box<dyn IoEngine>
-            })),
-        );
+        let live = live_group(&shared, &ids);
         let file = live.meta(|g| mapped(g)).unwrap();
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
@@ -441,9 +439,7 @@ fn concurrent_writers_leave_the_map_in_step_with_the_bytes() {
         live.dismount().unwrap();
         file
     };
-    let mut engine = shared.handle();
-    let mut g = mount(&mut engine, &ids);
-    map_matches_data(&mut g, file, 64 * MIB);
+    in_step_after_a_mount(&shared, &ids, file);
 }
 
 /// A shrink and a grow back, then a power cut before any `sync`: the next
