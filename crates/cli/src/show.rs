@@ -306,16 +306,20 @@ fn show_offline(o: &Offlined, as_json: bool) -> Result<()> {
         return json(o);
     }
     for d in &o.offline {
-        let left = o
-            .disks
-            .iter()
-            .find(|r| &r.label == d)
+        let row = o.disks.iter().find(|r| &r.label == d);
+        let left = row
             .and_then(|r| r.repair_seconds_left)
             .map_or_else(String::new, |s| {
                 format!("; dropped after {} more mounted", render_duration(s))
             });
+        // One held after a failed I/O is copied whole when it comes back.
+        let copying = if row.is_some_and(|r| r.resync_whole) {
+            "copying all it holds (it failed under I/O)"
+        } else {
+            "copying only what it missed"
+        };
         println!(
-            "group {}: disk {d} is OFFLINE (on request){left}; `cairn group online {} {d}` brings it back, copying only what it missed",
+            "group {}: disk {d} is OFFLINE (on request){left}; `cairn group online {} {d}` brings it back, {copying}",
             o.group, o.group
         );
     }
