@@ -113,7 +113,7 @@ fn write_in_place(
     if !unmarked.is_empty() {
         return Ok(false);
     }
-    // The file's checksums take the new bytes' before any is sent.
+    // The file's checksums take the new bytes' before a byte is sent.
     let mut sums = SumsWrite::new(port, snap)?;
     if let Some(s) = sums.as_mut() {
         s.begin(port, (offset, len), Some(data))?;
@@ -195,18 +195,18 @@ fn in_place_location(
 /// What [`write_in_place`]'s I/O did: whether any copy took it, the disks
 /// and copies that missed it, and why each failed.
 #[derive(Default)]
-pub(super) struct InPlaceDone {
-    pub(super) landed: bool,
-    pub(super) failed: FailedDisks,
-    pub(super) missed: Vec<StaleMark>,
-    pub(super) errors: Vec<(u16, IoError)>,
+struct InPlaceDone {
+    landed: bool,
+    failed: FailedDisks,
+    missed: Vec<StaleMark>,
+    errors: Vec<(u16, IoError)>,
 }
 
 impl InPlaceDone {
     /// One copy's write done: its buffer back to the port, and the copy
     /// written, or missed (`mark`: the extent and the AUs written).
     #[inline]
-    pub(super) fn settle(
+    fn settle(
         &mut self,
         port: &mut dyn DataPort,
         c: AuAddr,
