@@ -725,16 +725,7 @@ impl Group<'_> {
                     }
                 };
                 let Some((newest, image)) = &read.newest else {
-                    let bad: Vec<String> = read
-                        .copies
-                        .iter()
-                        .filter_map(|(c, _, copy)| match copy {
-                            data::MapCopy::Bad(why) => {
-                                Some(format!("{}: {why}", self.disk_name(c.disk)))
-                            }
-                            _ => None,
-                        })
-                        .collect();
+                    let bad = read.faults(|disk| self.disk_name(disk));
                     if !bad.is_empty() {
                         report.problems.push(Problem {
                             location,

@@ -71,18 +71,24 @@ pub(crate) struct MapCopies {
     pub(crate) newest: Option<(MapBlock, Vec<u8>)>,
 }
 
+impl MapCopies {
+    /// Each bad copy's fault, "disk: why", the disk named by `name`.
+    pub(crate) fn faults(&self, name: impl Fn(u16) -> String) -> Vec<String> {
+        self.copies
+            .iter()
+            .filter_map(|(c, _, copy)| match copy {
+                MapCopy::Bad(why) => Some(format!("{}: {why}", name(c.disk))),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// Read block `block` of data file `file`'s map from every copy that may be
 /// read, and take the newest valid one. A block no copy of which was ever
 /// written (an extent never written, or every copy blank) holds the zero
 /// unit's checksum in every slot. Fails when no copy is valid and some
 /// copy is not blank: the block is damaged (or unreadable) on every copy.
-#[cfg_attr(
-    not(test),
-    allow(
-        dead_code,
-        reason = "the read path's loader of a file's checksums (issue 36) comes next"
-    )
-)]
 pub(crate) fn read_map_block(
     port: &mut dyn DataPort,
     group: Uuid,
@@ -94,14 +100,7 @@ pub(crate) fn read_map_block(
         return Ok(found);
     }
     let view = port.disk_view();
-    let why: Vec<String> = read
-        .copies
-        .iter()
-        .filter_map(|(c, _, copy)| match copy {
-            MapCopy::Bad(why) => Some(format!("{}: {why}", view.name(c.disk))),
-            _ => None,
-        })
-        .collect();
+    let why = read.faults(|disk| view.name(disk));
     if why.is_empty() {
         let zero = zero_unit(port, file)?;
         return Ok(MapBlock {
@@ -142,16 +141,14 @@ pub(crate) fn read_map_copies(
             "block {block} of file {file}'s checksum map: no copy of it is on a disk in service"
         )));
     }
-    let ios = copies
-        .iter()
-        .map(|c| DiskIo {
-            disk: c.disk,
-            op: Op::Read {
-                offset_bytes: at(&map, *c, within),
-                buf: port.buffer(BLOCK_BYTES),
-            },
-        })
-        .collect();
+    let read_of = |port: &mut dyn DataPort, c: &AuAddr| DiskIo {
+        disk: c.disk,
+        op: Op::Read {
+            offset_bytes: at(&map, *c, within),
+            buf: port.buffer(BLOCK_BYTES),
+        },
+    };
+    let ios = copies.iter().map(|c| read_of(port, c)).collect();
     let id = map_block_id(file, map.incarnation, block);
     let mut outcomes = run(port, ios)?;
     // A read that failed is tried again (a path failing over, a sector
@@ -164,13 +161,7 @@ pub(crate) fn read_map_copies(
             if let Some(b) = outcome.1.take() {
                 port.recycle(b);
             }
-            let again = DiskIo {
-                disk: c.disk,
-                op: Op::Read {
-                    offset_bytes: at(&map, *c, within),
-                    buf: port.buffer(BLOCK_BYTES),
-                },
-            };
+            let again = read_of(port, c);
             *outcome = run_one(port, again)?;
         }
     }

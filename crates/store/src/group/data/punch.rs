@@ -116,11 +116,12 @@ pub(crate) fn punch_extents(
         // Their units read as zeros once marked: the checksums say so
         // from before the mark (a reader beside it may find either).
         let mut sums = SumsWrite::new(port, &now)?;
-        let runs: Vec<(u64, Vec<(u64, u64)>)> = still
-            .iter()
-            .map(|(e, _)| (*e, extent_runs(&now, *e)))
-            .collect();
+        let mut runs: Vec<(u64, Vec<(u64, u64)>)> = Vec::new();
         if let Some(s) = sums.as_mut() {
+            runs = still
+                .iter()
+                .map(|(e, _)| (*e, extent_runs(&now, *e)))
+                .collect();
             for run in runs.iter().flat_map(|(_, r)| r) {
                 s.begin(port, *run, None)?;
             }
@@ -222,6 +223,11 @@ pub(crate) fn zero_parts(
         let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
         let now = writable_snapshot(port, number, incarnation)?;
         let view = port.disk_view();
+        // Where a part starts in the file: each is one run of it (the
+        // caller's pieces).
+        let at_of = |e: u64, within: u64| {
+            u64::try_from(now.layout.logical_offset(e, within)).unwrap_or(u64::MAX)
+        };
         // The parts still in written extents (an unwritten one reads as
         // zeros already), with their extents.
         let live = live_parts(&now, parts);
@@ -234,8 +240,13 @@ pub(crate) fn zero_parts(
                 .iter()
                 .find(|(_, _, _, x)| x == extent)
                 .expect("invariant: found in the parts");
-            let at = u64::try_from(now.layout.logical_offset(*e, *within)).unwrap_or(u64::MAX);
-            return Err(unwritable_error(number, at, *len, &view, extent));
+            return Err(unwritable_error(
+                number,
+                at_of(*e, *within),
+                *len,
+                &view,
+                extent,
+            ));
         }
         let mut unmarked = Vec::new();
         for (e, within, len, extent) in &live {
@@ -248,11 +259,7 @@ pub(crate) fn zero_parts(
             port.mark_stale(number, incarnation, &unmarked)?;
             continue;
         }
-        // Each live part is one run of the file (the caller's pieces):
-        // its checksums take the zeros before any I/O is sent.
-        let at_of = |e: u64, within: u64| {
-            u64::try_from(now.layout.logical_offset(e, within)).unwrap_or(u64::MAX)
-        };
+        // The parts' checksums take the zeros before any I/O is sent.
         let mut sums = SumsWrite::new(port, &now)?;
         if let Some(s) = sums.as_mut() {
             for (e, within, len, _) in &live {
@@ -286,7 +293,7 @@ pub(crate) fn zero_parts(
         }
         let lost = landed.iter().position(|n| *n == 0).map(|i| {
             let (e, within, len, _) = live[i];
-            let at = u64::try_from(now.layout.logical_offset(e, within)).unwrap_or(u64::MAX);
+            let at = at_of(e, within);
             let errors: Vec<(u16, IoError)> = missed
                 .iter()
                 .filter(|(j, _, _)| *j == i)
