@@ -203,6 +203,15 @@ impl Group<'_> {
                     )
                 },
             );
+            let map = cairn_format::group::map_number(*number);
+            let has_map =
+                cairn_format::group::is_user_number(*number) && self.files.get(map).is_some();
+            out.check(snap.has_map == has_map || pending(map), || {
+                format!(
+                    "file {number} is published as having a checksum map: {}; memory: {has_map}",
+                    snap.has_map
+                )
+            });
             let same = snap.extent_count() == rec.extents.len()
                 && snap.extents().zip(&rec.extents).all(|(a, b)| a == b);
             out.check(same, || {

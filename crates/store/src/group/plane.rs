@@ -92,6 +92,11 @@ pub struct FileSnapshot {
     /// Why the file may not be written (damage found at mount: an AU another
     /// file claims, a cut map), or `None`.
     pub read_only: Option<NotWritable>,
+    /// The file has a checksum map (set at publication, exactly: a map is
+    /// made with its file, and a file is published again whenever its map
+    /// is). A write of a file without one takes no checksums and looks up
+    /// nothing more.
+    pub has_map: bool,
     chunks: Vec<Arc<Vec<Extent>>>,
     extent_count: usize,
 }
@@ -134,6 +139,7 @@ impl FileSnapshot {
             sector_bytes,
             copies,
             read_only,
+            has_map: false,
             chunks,
             extent_count: extents.len(),
         }

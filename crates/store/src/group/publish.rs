@@ -38,6 +38,11 @@ impl Group<'_> {
                     previous.as_deref().map(|p| (p, &changed)),
                 );
                 snap.byte_size = super::namespace::attrs_of(&rec.entry).byte_size;
+                snap.has_map = cairn_format::group::is_user_number(number)
+                    && self
+                        .files
+                        .get(cairn_format::group::map_number(number))
+                        .is_some();
                 snap
             });
         self.plane.publish_file(number, snapshot);

@@ -222,6 +222,9 @@ impl SumsWrite {
         port: &mut dyn DataPort,
         snap: &FileSnapshot,
     ) -> Result<Option<Self>, GroupError> {
+        if !snap.has_map {
+            return Ok(None);
+        }
         let Some(sums) = port.plane().file_sums(snap.number, snap.incarnation) else {
             return Ok(None);
         };

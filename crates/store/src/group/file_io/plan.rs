@@ -215,12 +215,7 @@ impl FileIo {
         };
         // A file with a checksum map: its checksums change with the bytes,
         // in the synchronous path (`docs/checksums.md`).
-        let mapped = || {
-            file.plane
-                .file(cairn_format::group::map_number(file.number))
-                .is_some()
-        };
-        if is_write && (fresh || mapped()) {
+        if is_write && (fresh || snap.has_map) {
             // The first write into an extent (or one with a copy not
             // ONLINE), or a write of a file with checksums: the synchronous
             // path, which may take the extent's latch exclusively — so let

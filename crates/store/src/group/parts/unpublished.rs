@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use cairn_format::group::FILE_NUMBER_USER_MIN;
+use cairn_format::group::{is_map_number, mapped_file, FILE_NUMBER_USER_MIN};
 
 use super::super::plane::SNAPSHOT_CHUNK_EXTENTS;
 use super::violations::Violations;
@@ -38,9 +38,14 @@ impl Unpublished {
     }
 
     /// File `number`'s entry changed in the transaction being committed.
+    /// A checksum map's change publishes its data file too, whose snapshot
+    /// says whether it has one.
     pub(in crate::group) fn file_committed(&mut self, number: u32) {
         if number >= FILE_NUMBER_USER_MIN {
             self.files.insert(number);
+        }
+        if is_map_number(number) {
+            self.files.insert(mapped_file(number));
         }
     }
 

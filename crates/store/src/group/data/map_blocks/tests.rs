@@ -468,3 +468,60 @@ fn a_shrink_and_a_grow_then_a_power_cut_leave_the_map_in_step() {
     assert_eq!(g.open(&path).unwrap().size_bytes, 20 * MIB);
     map_matches_data(&mut g, file, 20 * MIB);
 }
+
+/// Through the completion engine ([`crate::group::FileIo`]), many writes in
+/// flight into a file with a map — first writes, then overwrites of written
+/// extents, which a file without a map would send down its fast path:
+/// after the dismount the map holds each unit's checksum.
+#[test]
+fn the_completion_engines_writes_keep_the_map() {
+    use cairn_io::IoEngine as _;
+    use cairn_io::{Op, Request};
+    let (sim, ids) = group_on_sim();
+    let shared = cairn_io_sim::SharedSim::new(sim);
+    let file = {
+        let live = live_group(&shared, &ids);
+        let file = live.meta(|g| mapped(g)).unwrap();
+        let snap = live.plane().file(file).unwrap();
+        assert!(
+            snap.has_map,
+            "a file made with a map is published as having one"
+        );
+        let disks = live.meta(|g| g.member_devices()).unwrap();
+        let mapping = crate::group::Mapping::GroupFile {
+            group: live.clone(),
+            number: file,
+            disks,
+            geometry: cairn_io_sim::geometry(snap.size_bytes, 4096, 4096, MIB as u32),
+        };
+        let mut io = crate::group::FileIo::new(Box::new(shared.handle()), vec![mapping], 16);
+        let mut tag = 0u64;
+        for round in 0..3u8 {
+            for i in 0..8u64 {
+                let at = i * MIB + u64::from(round) * 12288;
+                let op = Op::Write {
+                    offset_bytes: at,
+                    buf: AlignedBuf::from_slice(&bytes(round * 8 + i as u8, 16384)),
+                    fua: false,
+                };
+                io.submit(Request {
+                    device: DeviceId(0),
+                    tag,
+                    op,
+                })
+                .unwrap();
+                tag += 1;
+            }
+            while io.in_flight() > 0 {
+                io.wait(1).unwrap();
+                while let Some(c) = io.pop_completion() {
+                    assert_eq!(c.result, Ok(16384), "write {}", c.tag);
+                }
+            }
+        }
+        drop(io);
+        live.dismount().unwrap();
+        file
+    };
+    in_step_after_a_mount(&shared, &ids, file);
+}
