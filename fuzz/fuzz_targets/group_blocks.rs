@@ -5,7 +5,7 @@
 use cairn_format::group::{
     decode_alias_block, decode_attributes, decode_disk_directory, decode_indirect,
     decode_map_block, decode_summary, decode_templates, encode_map_block, FileEntry, GroupSuper,
-    IntentRecord, JournalHeader, JournalRecord,
+    IntentRecord, JournalHeader, JournalRecord, LogHeader,
 };
 use cairn_format::heartbeat::Heartbeat;
 use cairn_format::meta::{self, BlockId, BlockType, BLOCK_BYTES};
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     block[..n].copy_from_slice(&data[..n]);
     // The envelope, with the address and group the block claims and others.
     let group = meta::claimed_group(&block).unwrap_or_else(Uuid::nil);
-    for block_type in [BlockType::GroupSuper, BlockType::FileEntry, BlockType::JournalRecord, BlockType::Heartbeat, BlockType::ChecksumMap, BlockType::ChecksumLog] {
+    for block_type in [BlockType::GroupSuper, BlockType::FileEntry, BlockType::JournalRecord, BlockType::Heartbeat, BlockType::ChecksumMap, BlockType::ChecksumLog, BlockType::ChecksumLogHeader] {
         let id = BlockId { block_type, owner: u32::from(block[0x20]), owner_tag: 0, index: u64::from(block[0x28]) };
         let _ = meta::open(&block, id, group);
         let _ = meta::open(&data[..n], id, group);
@@ -53,6 +53,11 @@ fuzz_target!(|data: &[u8]| {
         let mut again = meta::empty_block();
         record.encode_into(&mut again);
         assert_eq!(JournalRecord::decode(&again[..]), Ok(record));
+    }
+    if let Ok(header) = LogHeader::decode(&block) {
+        let mut again = meta::empty_block();
+        header.encode_into(&mut again);
+        assert_eq!(LogHeader::decode(&again[..]), Ok(header));
     }
     if let Ok(record) = IntentRecord::decode(&block) {
         let mut again = meta::empty_block();

@@ -92,6 +92,8 @@ pub enum BlockType {
     ChecksumMap = 15,
     /// A record of the checksum log ([`crate::group::IntentRecord`]).
     ChecksumLog = 16,
+    /// One of the checksum log's two headers ([`crate::group::LogHeader`]).
+    ChecksumLogHeader = 17,
 }
 
 impl BlockType {
@@ -112,6 +114,7 @@ impl BlockType {
             14 => Self::Heartbeat,
             15 => Self::ChecksumMap,
             16 => Self::ChecksumLog,
+            17 => Self::ChecksumLogHeader,
             _ => return None,
         })
     }
@@ -133,6 +136,7 @@ impl BlockType {
             Self::Heartbeat => "heartbeat",
             Self::ChecksumMap => "checksum map",
             Self::ChecksumLog => "checksum log record",
+            Self::ChecksumLogHeader => "checksum log header",
         }
     }
 }

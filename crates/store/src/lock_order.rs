@@ -1,6 +1,6 @@
 //! The live core's lock order, asserted where the locks are taken
 //! (`docs/live-core.md`, "Lock order"): an extent latch, then `meta`, then
-//! `DRAIN`, then a leaf lock; a leaf lock is held only to read or swap a pointer and
+//! the checksum log's writer, or `DRAIN`, then a leaf lock; a leaf lock is held only to read or swap a pointer and
 //! never while another lock is taken; `meta` is never taken twice. Latches
 //! may be taken while latches are held: one call takes its keys in key
 //! order, and the latch code itself keeps to it.
@@ -23,6 +23,10 @@
 pub(crate) enum Rank {
     Latch,
     Meta,
+    /// The checksum log's writer (`sums_log.rs`): held across a record's
+    /// write and flush, by a data operation (which may hold latches) or by
+    /// the metadata plane's checkpoint of the maps (under `meta`).
+    Log,
     /// `DRAIN`, the drains' mutex: a drain checks the guard slots (a leaf)
     /// while it holds it, so that an operation ending between its check
     /// and its wait cannot be missed.
@@ -143,9 +147,9 @@ impl<G: std::ops::DerefMut> std::ops::DerefMut for Ranked<G> {
 fn allowed(held: Rank, taking: Rank) -> bool {
     match (held, taking) {
         (Rank::Latch, _) => true,
-        (Rank::Meta, Rank::Drain | Rank::Leaf) => true,
-        (Rank::Drain, Rank::Leaf) => true,
-        (Rank::Meta | Rank::Drain | Rank::Leaf, _) => false,
+        (Rank::Meta, Rank::Log | Rank::Drain | Rank::Leaf) => true,
+        (Rank::Log | Rank::Drain, Rank::Leaf) => true,
+        (Rank::Meta | Rank::Log | Rank::Drain | Rank::Leaf, _) => false,
     }
 }
 

@@ -58,6 +58,9 @@ pub fn entry_place(number: u32) -> (u32, u64) {
 
 /// Checksums in one map block: the whole payload, 4 bytes each.
 pub const CHECKSUMS_PER_BLOCK: usize = PAYLOAD_BYTES / 4;
+/// The checksum log's first two blocks are alternating headers
+/// ([`LogHeader`]); its ring of records follows.
+pub const LOG_HEADER_BLOCKS: u64 = 2;
 /// Regions (1 MiB of a file) a log record may announce.
 pub const REGIONS_PER_RECORD: usize = 64;
 /// Bytes of a region a record announces: its writer may write there.
@@ -338,6 +341,78 @@ impl IntentRecord {
     }
 }
 
+#[repr(C)]
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+pub struct RawLogHeader {
+    pub header_generation: U64,
+    pub start_seq: U64,
+    pub start_position: U64,
+    pub start_prev_checksum: U32,
+    pub reserved: [u8; PAYLOAD_BYTES - 28],
+}
+
+/// Where the checksum log starts (`docs/checksums.md`, "Writes"): the
+/// record at block `start_position` of file 8 with sequence `start_seq`,
+/// chained to `start_prev_checksum`; the records after it follow in ring
+/// order, each the next sequence, chained to the one before, wrapping from
+/// the last block to the first after the headers. A checkpoint of the maps
+/// writes the next generation (the slot `header_generation % 2`) once the
+/// maps hold every record before the new start.
+///
+/// Both slots blank (a log never checkpointed) read as [`LogHeader::EMPTY`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogHeader {
+    pub header_generation: u64,
+    pub start_seq: u64,
+    pub start_position: u64,
+    pub start_prev_checksum: u32,
+}
+
+impl LogHeader {
+    /// A log never written: its first record goes to the ring's first
+    /// block, with sequence 1, chained to nothing.
+    pub const EMPTY: Self = Self {
+        header_generation: 0,
+        start_seq: 1,
+        start_position: LOG_HEADER_BLOCKS,
+        start_prev_checksum: 0,
+    };
+
+    pub fn encode_into(&self, block: &mut Block) {
+        let raw: &mut RawLogHeader = cast_mut(payload_mut(block));
+        raw.zero();
+        raw.header_generation = U64::new(self.header_generation);
+        raw.start_seq = U64::new(self.start_seq);
+        raw.start_position = U64::new(self.start_position);
+        raw.start_prev_checksum = U32::new(self.start_prev_checksum);
+    }
+
+    /// The header in `block` (whose envelope the caller has opened; its
+    /// generation is `header_generation`). Refuses sequence 0, a start
+    /// among the headers, and bytes past the fields.
+    pub fn decode(block: &[u8]) -> Result<Self, MetaError> {
+        let raw: &RawLogHeader = cast(payload(block));
+        if raw.start_seq.get() == 0 {
+            return Err(invalid("log_header.start_seq", "0"));
+        }
+        if raw.start_position.get() < LOG_HEADER_BLOCKS {
+            return Err(invalid(
+                "log_header.start_position",
+                format!("{} (among the headers)", raw.start_position.get()),
+            ));
+        }
+        if raw.reserved.iter().any(|b| *b != 0) {
+            return Err(invalid("log_header.reserved", "not zero"));
+        }
+        Ok(Self {
+            header_generation: raw.header_generation.get(),
+            start_seq: raw.start_seq.get(),
+            start_position: raw.start_position.get(),
+            start_prev_checksum: raw.start_prev_checksum.get(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -488,5 +563,35 @@ mod tests {
         .encode_into(&mut short);
         raw_of(&mut short).regions[3].index = U32::new(1);
         assert_eq!(field(&short), "intent_record.regions");
+    }
+
+    fn log_raw(b: &mut Block) -> &mut RawLogHeader {
+        cast_mut(payload_mut(b))
+    }
+
+    #[test]
+    fn log_headers_round_trip_and_bad_ones_are_refused_by_field() {
+        let header = LogHeader {
+            header_generation: 9,
+            start_seq: 1234,
+            start_position: 77,
+            start_prev_checksum: 0xdead_beef,
+        };
+        let mut block = empty_block();
+        header.encode_into(&mut block);
+        assert_eq!(LogHeader::decode(&block[..]), Ok(header));
+        let field = |b: &Block| match LogHeader::decode(&b[..]) {
+            Err(MetaError::Invalid { field, .. }) => field,
+            other => panic!("accepted: {other:?}"),
+        };
+        let mut bad = block.clone();
+        log_raw(&mut bad).start_seq = U64::new(0);
+        assert_eq!(field(&bad), "log_header.start_seq");
+        let mut bad = block.clone();
+        log_raw(&mut bad).start_position = U64::new(LOG_HEADER_BLOCKS - 1);
+        assert_eq!(field(&bad), "log_header.start_position");
+        let mut bad = block.clone();
+        log_raw(&mut bad).reserved[100] = 1;
+        assert_eq!(field(&bad), "log_header.reserved");
     }
 }

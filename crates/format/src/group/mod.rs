@@ -48,9 +48,10 @@ pub use attributes::{
 pub use checksums::{
     decode_map_block, encode_map_block, entry_place, is_map_number, is_user_number, map_blocks,
     map_number, map_place, mapped_file, unit_checksum, units_in, zero_unit_checksum, IntentRecord,
-    IntentRun, MapSums, RawIntentRecord, RawRegion, RawRunHead, Region, CHECKSUMS_PER_BLOCK,
-    CHECKSUM_MAP_BIT, FILE_CHECKSUM_DIRECTORY, FILE_CHECKSUM_LOG, REGIONS_PER_RECORD, REGION_BYTES,
-    RUN_AREA_BYTES, RUN_HEAD_BYTES, UNIT_BYTES_ALLOWED,
+    IntentRun, LogHeader, MapSums, RawIntentRecord, RawLogHeader, RawRegion, RawRunHead, Region,
+    CHECKSUMS_PER_BLOCK, CHECKSUM_MAP_BIT, FILE_CHECKSUM_DIRECTORY, FILE_CHECKSUM_LOG,
+    LOG_HEADER_BLOCKS, REGIONS_PER_RECORD, REGION_BYTES, RUN_AREA_BYTES, RUN_HEAD_BYTES,
+    UNIT_BYTES_ALLOWED,
 };
 pub use extent::{
     au_mask, AuAddr, Extent, RawCopy, RawExtent, COPIES_MAX, EXTENT_INITIALIZED, NO_DISK,

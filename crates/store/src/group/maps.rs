@@ -20,8 +20,8 @@
 use cairn_format::extent_map::extent_aus;
 use cairn_format::group::{
     au_mask, is_user_number, map_blocks, map_number, map_place, AuAddr, FileEntry, FileState,
-    MapSums, FILE_CHECKSUM_DIRECTORY, FILE_NUMBER_USER_MIN, GROUP_RO_COMPAT_DATA_CHECKSUMS,
-    STRIPING_COARSE,
+    MapSums, FILE_CHECKSUM_DIRECTORY, FILE_CHECKSUM_LOG, FILE_NUMBER_USER_MIN,
+    GROUP_RO_COMPAT_DATA_CHECKSUMS, STRIPING_COARSE,
 };
 use cairn_format::meta::BLOCK_BYTES;
 
@@ -170,11 +170,35 @@ impl Group<'_> {
         if self.read_only {
             return Ok(());
         }
-        for (file, sums) in self.plane.all_sums() {
+        // Anything else first: file 8's entry is published by a commit,
+        // and that must not come under the log's lock.
+        self.commit()?;
+        // The log's writer is held throughout: no record is written between
+        // the blocks taken and the ring started again after them.
+        let log = self.plane.sums_log().clone();
+        let mut lock = log.lock();
+        // Every write that ended is durable before the map names it: a
+        // region a record let go may hold bytes no flush has covered, and
+        // once the ring starts again no record names them (a region still
+        // in the set is named by the new start, and none leaves it while
+        // the writer is held).
+        let sums = self.plane.all_sums();
+        if !sums.is_empty() {
+            for m in self.members.iter_mut() {
+                if m.writable().is_some() {
+                    m.needs_flush = true;
+                }
+            }
+            self.flush_all_checked()?;
+            self.offline_failed()?;
+        }
+        for (file, sums) in sums {
             self.stage_sums(file, &sums)?;
             self.commit()?;
         }
-        Ok(())
+        let failed = lock.restart(self)?;
+        drop(lock);
+        self.report_log_failures(&failed)
     }
 
     /// Stage every changed block of data file `file`'s checksums `sums` in
@@ -393,24 +417,39 @@ impl Group<'_> {
         if self.files.contains(FILE_CHECKSUM_DIRECTORY) {
             return Ok(());
         }
-        // Its AU first: a group with no room for it is refused before
+        // Their AUs first: a group with no room for them is refused before
         // anything, in memory or in the superblocks, says it has maps.
-        let mut extent = self.allocate_extent(usize::from(self.copies), 0)?;
-        extent.initialized = true;
+        let directory = self.allocate_extent(usize::from(self.copies), 0)?;
+        let log = match self.allocate_extent(usize::from(self.copies), 0) {
+            Ok(log) => log,
+            Err(e) => {
+                self.free_extent(FILE_CHECKSUM_DIRECTORY, &directory, 0, false);
+                return Err(e);
+            }
+        };
         self.declare_ro_compat(GROUP_RO_COMPAT_DATA_CHECKSUMS)?;
         let now = (self.clock)();
-        self.files.insert(FileRec {
-            entry: FileEntry {
-                size_bytes: self.au_bytes,
-                extent_count: 1,
-                created_unix_seconds: now,
-                modified_unix_seconds: now,
-                ..placeholder_entry(FILE_CHECKSUM_DIRECTORY, self.copies)
-            },
-            extents: vec![extent],
-        });
-        self.dirty_extent(FILE_CHECKSUM_DIRECTORY, 0);
-        self.zero_metadata_extent(FILE_CHECKSUM_DIRECTORY, 0)
+        // The checksum directory, and the checksum log's ring (one AU: its
+        // headers read blank as a log never written).
+        for (number, mut extent) in [
+            (FILE_CHECKSUM_DIRECTORY, directory),
+            (FILE_CHECKSUM_LOG, log),
+        ] {
+            extent.initialized = true;
+            self.files.insert(FileRec {
+                entry: FileEntry {
+                    size_bytes: self.au_bytes,
+                    extent_count: 1,
+                    created_unix_seconds: now,
+                    modified_unix_seconds: now,
+                    ..placeholder_entry(number, self.copies)
+                },
+                extents: vec![extent],
+            });
+            self.dirty_extent(number, 0);
+            self.zero_metadata_extent(number, 0)?;
+        }
+        Ok(())
     }
 }
 

@@ -202,6 +202,7 @@ pub(super) fn mount_inner<'e>(
     recover(&mut group, &mut report)?;
     group.publish_all();
     settle_disks(&mut group, &mut report)?;
+    group.start_checksum_log()?;
     Ok((group, report))
 }
 

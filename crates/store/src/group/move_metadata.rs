@@ -3,7 +3,7 @@
 //! checkpoint, copy, switch, commit, checkpoint. Called by the run of
 //! the moves (`move_run.rs`) before any data moves.
 
-use cairn_format::group::{AuAddr, Extent, FILE_DIRECTORY, FILE_JOURNAL};
+use cairn_format::group::{AuAddr, Extent, FILE_CHECKSUM_LOG, FILE_DIRECTORY, FILE_JOURNAL};
 
 use super::error::GroupError;
 use super::mounted::Group;
@@ -98,12 +98,19 @@ impl Group<'_> {
             unreserve(self);
             return Err(e);
         }
+        // The checksum log's ring is written by the data path, not under
+        // `meta`: its writer is held from the copy to the switch's commit
+        // (which tells the log the new place), so no record lands on the
+        // old place after the copy took it.
+        let log = self.plane.sums_log().clone();
+        let fence = (m.file == FILE_CHECKSUM_LOG && !indirect).then(|| log.lock());
         if !self.copy_metadata(&sources, to, m.aus, &what, report)? {
             return Ok(());
         }
         if !self.switch_metadata(m, (indirect, index), from, to)? {
             return Ok(());
         }
+        drop(fence);
         report.metadata_moves += 1;
         report.moves_done += 1;
         report.aus_moved += m.aus;

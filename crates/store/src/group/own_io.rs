@@ -27,6 +27,9 @@ impl DataPort for Group<'_> {
     fn may_write(&self) -> bool {
         !self.read_only
     }
+    fn checkpoint_maps(&mut self) -> Result<(), GroupError> {
+        Group::checkpoint_maps(self)
+    }
     fn wrote(&mut self, disk: u16) {
         if let Some(m) = self.member_mut(disk) {
             m.needs_flush = true;

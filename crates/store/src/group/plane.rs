@@ -37,6 +37,7 @@ use cairn_format::extent_map::FileLayout;
 use cairn_format::group::Extent;
 
 use super::sums::FileSums;
+use super::sums_log::SumsLog;
 use cairn_io::poison::{recover, Recover, RecoverRw};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -459,6 +460,8 @@ pub struct DataPlane {
     /// them ([`FileSums`]), by data file number, made on first use. A leaf
     /// mutex held for a lookup or an insert; the tables lock their own.
     sums: Mutex<HashMap<u32, Arc<FileSums>>>,
+    /// The checksum log's writer (`sums_log.rs`).
+    sums_log: Arc<SumsLog>,
 }
 
 /// Whether a publication of `number` withdrew a checksum map (`gone`: no
@@ -585,6 +588,7 @@ impl Default for DataPlane {
             checksums: ChecksumCounts::default(),
             group: uuid::Uuid::nil(),
             sums: Mutex::default(),
+            sums_log: Arc::default(),
         }
     }
 }
@@ -639,6 +643,11 @@ impl DataPlane {
                 .clone(),
         };
         Some(table)
+    }
+
+    /// The checksum log's writer.
+    pub(super) fn sums_log(&self) -> &Arc<SumsLog> {
+        &self.sums_log
     }
 
     /// Every file's checksums this mount holds, by data file number.

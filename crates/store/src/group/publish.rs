@@ -14,6 +14,9 @@ impl Group<'_> {
         for number in self.unpublished.take_files() {
             self.publish_file(number);
         }
+        if self.unpublished.take_log() {
+            self.publish_log();
+        }
     }
 
     /// Publish a file's snapshot as memory has it (or withdraw it: gone, or
@@ -57,6 +60,7 @@ impl Group<'_> {
         for n in numbers {
             self.publish_file(n);
         }
+        self.publish_log();
         self.publish_disks();
     }
 

@@ -36,6 +36,10 @@ struct Inner {
     before: HashMap<u64, u32>,
     /// Blocks changed since the last checkpoint took them.
     dirty: BTreeSet<u64>,
+    /// Units whose write ended (landed or given back) since the checksum
+    /// log last named them, or a checkpoint took their block: what the next
+    /// log record carries. Each lies in a block of `dirty`.
+    unlogged: BTreeSet<u64>,
     /// The units the file has, once a resize said so: a unit past them has
     /// no checksum here (a writer on a snapshot from before a shrink may
     /// still write there, into extents the shrink cut), and a block read
@@ -148,6 +152,13 @@ impl FileSums {
             let Some(was) = inner.before.remove(&unit) else {
                 continue;
             };
+            // Logged either way: a unit given back goes out with its old
+            // checksum, which a checkpoint during the write may have
+            // replaced in the map.
+            if inner.units.is_none_or(|n| unit < n) {
+                inner.unlogged.insert(unit);
+                inner.dirty.insert(map_place(unit).0);
+            }
             // Given back only inside the file (a shrink since zeroed the
             // units past its end), and written again by the next checkpoint.
             if !landed && inner.units.is_none_or(|n| unit < n) {
@@ -177,6 +188,7 @@ impl FileSums {
         let gone = |b: &u64| *b > last || (*b == last && slot == 0);
         inner.blocks.retain(|b, _| !gone(b));
         inner.dirty.retain(|b| !gone(b));
+        inner.unlogged.retain(|u| *u < units);
         if slot > 0 {
             let table = inner.blocks.get_mut(&last).expect("invariant: checked");
             if table.sums[slot..].iter().any(|s| *s != self.zero) {
@@ -199,13 +211,62 @@ impl FileSums {
     /// writes. A unit whose write is still in flight goes out with its new
     /// checksum (the log holds the intent until the checkpoint after, and
     /// recovery judges it by both).
+    /// The units the log has not named go with them: the map the
+    /// checkpoint writes holds them.
     pub(crate) fn take_dirty(&self) -> Vec<(u64, MapBlock)> {
         let (_held, mut inner) = self.lock();
         let dirty = std::mem::take(&mut inner.dirty);
+        inner.unlogged.clear();
         dirty
             .into_iter()
             .filter_map(|b| inner.blocks.get(&b).map(|t| (b, t.clone())))
             .collect()
+    }
+
+    /// The units whose writes ended since the log last named them, in
+    /// runs of consecutive units with their checksums now, the oldest unit
+    /// first; taken only within `units` (all of them with `None`). A unit
+    /// is named once: the next call leaves it out unless it is written
+    /// again.
+    pub(crate) fn take_unlogged(
+        &self,
+        units: Option<std::ops::Range<u64>>,
+    ) -> Vec<(u64, Vec<u32>)> {
+        let (_held, mut inner) = self.lock();
+        let inner = &mut *inner;
+        let taken: Vec<u64> = match units {
+            None => std::mem::take(&mut inner.unlogged).into_iter().collect(),
+            Some(r) => {
+                let within: Vec<u64> = inner.unlogged.range(r).copied().collect();
+                for u in &within {
+                    inner.unlogged.remove(u);
+                }
+                within
+            }
+        };
+        let mut runs: Vec<(u64, Vec<u32>)> = Vec::new();
+        for unit in taken {
+            let (block, slot) = map_place(unit);
+            let Some(table) = inner.blocks.get(&block) else {
+                continue;
+            };
+            let sum = table.sums[slot];
+            match runs.last_mut() {
+                Some((first, sums)) if *first + sums.len() as u64 == unit => sums.push(sum),
+                _ => runs.push((unit, vec![sum])),
+            }
+        }
+        runs
+    }
+
+    /// Units `first ..` were named by a log record that could not be made
+    /// durable: the next one names them again.
+    pub(crate) fn unlog_failed(&self, first: u64, count: u64) {
+        let (_held, mut inner) = self.lock();
+        let units = inner.units;
+        inner
+            .unlogged
+            .extend((first..first + count).filter(|u| units.is_none_or(|n| *u < n)));
     }
 
     /// Block `block` was written with `generation`; a block that failed to

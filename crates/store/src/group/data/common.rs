@@ -29,7 +29,7 @@ pub(super) const WRITE_ATTEMPTS_MAX: u32 = 64;
 pub(in crate::group) type FailedDisks = BTreeMap<u16, String>;
 
 /// Note that an I/O to `disk` failed with `error` (its first failure is kept).
-pub(super) fn note_failed(failed: &mut FailedDisks, disk: u16, error: &IoError) {
+pub(crate) fn note_failed(failed: &mut FailedDisks, disk: u16, error: &IoError) {
     failed
         .entry(disk)
         .or_insert_with(|| disk_states::failure_reason(error));
@@ -88,6 +88,15 @@ pub(crate) trait DataPort {
     /// be made durable: if the group stopped, have the superblocks record
     /// it ([`Group::record_missed_writes`](crate::group::Group::record_missed_writes)); nothing otherwise.
     fn missed_writes(&mut self, disks: &BTreeSet<u16>);
+    /// Write every changed block of the checksum maps through the journal
+    /// and start the checksum log afresh (`maps.rs` `checkpoint_maps`):
+    /// the log had no room for what a write or a sync must name. Called
+    /// with no lock of the log held.
+    fn checkpoint_maps(&mut self) -> Result<(), GroupError> {
+        Err(GroupError::Unreadable(
+            "the checksum log is full and this caller cannot checkpoint the maps".into(),
+        ))
+    }
     /// The file's current snapshot (see [`DataPlane::file`]).
     fn snapshot(&mut self, number: u32) -> Option<Arc<FileSnapshot>> {
         self.plane().file(number)

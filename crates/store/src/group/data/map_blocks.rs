@@ -28,6 +28,7 @@ use crate::group::error::GroupError;
 use crate::group::limits::MAP_READ_TRIES;
 use crate::group::plane::FileSnapshot;
 use crate::group::sums::{FileSums, NotLoaded};
+use crate::group::sums_log::Pins;
 
 /// One block of a map as read: its checksums, and the generation of the
 /// copy they came from (0: no copy was ever written, every unit it covers
@@ -212,7 +213,9 @@ pub(crate) struct SumsWrite {
     number: u32,
     sums: Arc<FileSums>,
     unit_bytes: u64,
-    open: Vec<(u64, u64)>,
+    /// Parts begun and not ended: their units, and the checksum log's
+    /// regions a write of bytes holds while it is under way.
+    open: Vec<(u64, u64, Option<Pins>)>,
 }
 
 impl SumsWrite {
@@ -252,6 +255,17 @@ impl SumsWrite {
             None => vec![self.sums.zero(); count as usize],
         };
         let group = port.plane().group_uuid();
+        // Bytes land only where a durable record of the log names the
+        // region: after a crash, recovery scans those regions for writes
+        // no record named. (A zeroing's units are named by the records
+        // after it: its regions are not entered yet; `docs/checksums.md`.)
+        let pins = match bytes {
+            Some(_) => {
+                let log = port.plane().sums_log().clone();
+                Some(log.enter(port, self.number, (offset, len))?)
+            }
+            None => None,
+        };
         loop {
             match self.sums.begin_write(first, &sums) {
                 Ok(()) => break,
@@ -261,7 +275,7 @@ impl SumsWrite {
                 }
             }
         }
-        self.open.push((first, count));
+        self.open.push((first, count, pins));
         Ok(())
     }
 
@@ -270,15 +284,17 @@ impl SumsWrite {
     pub(crate) fn end(&mut self, (offset, len): (u64, u64), landed: bool) {
         let (first, count) = (offset / self.unit_bytes, len / self.unit_bytes);
         self.sums.end_write(first, count, landed);
+        // The regions are let go once no part in them is under way.
         self.open
-            .retain(|(f, c)| *f + *c <= first || *f >= first + count);
+            .retain(|(f, c, _)| *f + *c <= first || *f >= first + count);
     }
 }
 
 impl Drop for SumsWrite {
     fn drop(&mut self) {
-        for (first, count) in std::mem::take(&mut self.open) {
+        for (first, count, pins) in std::mem::take(&mut self.open) {
             self.sums.end_write(first, count, false);
+            drop(pins);
         }
     }
 }

@@ -48,8 +48,8 @@ mod verify;
 mod write;
 
 pub(in crate::group) use common::{
-    at, aus_touched, common_read, readable_copies_of, run, zero_op, DataPort, DiskIo, FailedDisks,
-    IoOutcome, StaleMark,
+    at, aus_touched, common_read, note_failed, readable_copies_of, run, zero_op, DataPort, DiskIo,
+    FailedDisks, IoOutcome, StaleMark,
 };
 pub(in crate::group) use copy::{copy, Copied, CopyIo};
 pub(crate) use map_blocks::{read_map_block, read_map_copies, MapBlock, MapCopy};

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use cairn_format::group::{au_mask, AuAddr, Extent};
+use cairn_format::group::{au_mask, AuAddr, Extent, REGION_BYTES};
 use cairn_io::{IoError, Op};
 
 use super::common::{
@@ -19,6 +19,7 @@ use super::common::{
 use super::map_blocks::SumsWrite;
 use crate::group::error::GroupError;
 use crate::group::plane::{DiskView, FileSnapshot, Hold, OperationGuard};
+use crate::group::sums_log::ENTER_REGIONS_MAX;
 
 /// After a write's I/O (the disks written reported to the port), before it
 /// is acknowledged: a copy that missed the write is never read again, so its
@@ -234,7 +235,11 @@ impl InPlaceDone {
     }
 }
 
-/// Write `data` at `offset` of file `number` to every online copy.
+/// Write `data` at `offset` of file `number` to every online copy. A file
+/// with checksums is written in pieces of at most
+/// [`ENTER_REGIONS_MAX`] log regions, cut at region boundaries: each piece
+/// holds its regions of the checksum log while it is written
+/// (`sums_log.rs`).
 pub(crate) fn write(
     port: &mut dyn DataPort,
     slot: Option<&AtomicU64>,
@@ -242,8 +247,33 @@ pub(crate) fn write(
     offset: u64,
     data: &[u8],
 ) -> Result<(), GroupError> {
-    let len = data.len() as u64;
     let snap = file_snapshot(port, number)?;
+    if !snap.has_map {
+        return write_piece(port, slot, number, offset, data, snap);
+    }
+    let piece = ENTER_REGIONS_MAX * REGION_BYTES;
+    let mut at = 0usize;
+    while at < data.len() {
+        let start = offset + at as u64;
+        let end = ((start / piece + 1) * piece).min(offset + data.len() as u64);
+        let len = (end - start) as usize;
+        let snap = file_snapshot(port, number)?;
+        write_piece(port, slot, number, start, &data[at..at + len], snap)?;
+        at += len;
+    }
+    Ok(())
+}
+
+/// [`write`] of one piece, from the file's snapshot `snap`.
+fn write_piece(
+    port: &mut dyn DataPort,
+    slot: Option<&AtomicU64>,
+    number: u32,
+    offset: u64,
+    data: &[u8],
+    snap: Arc<FileSnapshot>,
+) -> Result<(), GroupError> {
+    let len = data.len() as u64;
     if write_in_place(port, slot, &snap, number, offset, data)? {
         return Ok(());
     }

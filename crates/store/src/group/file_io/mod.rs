@@ -597,14 +597,19 @@ impl FileIo {
             Mapping::Direct(_) => unreachable!("invariant: a group file"),
         };
         let result = self.drain().and_then(|()| {
-            let Op::Write { buf, .. } = &op else {
+            let Op::Write { buf, fua, .. } = &op else {
                 unreachable!("invariant: a write")
             };
             let handle = self.slow_handle(index)?;
             handle
                 .write(number, offset, &buf[..])
-                .map(|()| len)
-                .map_err(|e| io_error(&e))
+                .map_err(|e| io_error(&e))?;
+            // A write asked to be durable is, before it completes: its
+            // disks flushed, and its checksums' record with them.
+            if *fua {
+                handle.sync().map_err(|e| io_error(&e))?;
+            }
+            Ok(len)
         });
         let buf = inner_buf(op);
         self.complete_now(device, tag, OpKind::Write, result, buf);

@@ -52,6 +52,22 @@ impl FileIo {
         let mut pending = Pending::new(device, tag, kind, offset, len);
         pending.file_device = Some(index);
         if let Op::Flush = op {
+            // A group that keeps checksums: the log's records naming every
+            // write that ended go first (through the synchronous path, with
+            // nothing of ours in flight), so that this flush acknowledges
+            // them with their checksums.
+            if file.plane.sums_log().has_log() {
+                let logged = self.drain().and_then(|()| {
+                    self.slow_handle(index)?
+                        .sync_log()
+                        .map_err(|e| super::io_error(&e))
+                });
+                if let Err(e) = logged {
+                    self.requests += 1;
+                    self.fail(Request { device, tag, op }, e);
+                    return Ok(None);
+                }
+            }
             return self.plan_flush(&file, pending);
         }
         if matches!(op, Op::Discard { .. } | Op::WriteZeroes { .. }) {

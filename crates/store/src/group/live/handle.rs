@@ -354,8 +354,26 @@ impl DataHandle {
         self.sync()
     }
 
-    /// Make this handle's acknowledged writes durable (`fsync`).
+    /// The checksum log's records naming every write of the group that
+    /// ended (of any handle), with a flush of every member disk; nothing
+    /// when the group keeps no checksums or nothing is new.
+    pub(crate) fn sync_log(&mut self) -> Result<(), GroupError> {
+        let log = self.inner.plane.sums_log().clone();
+        if !log.has_log() {
+            return Ok(());
+        }
+        // Every disk the runs' data may be on is flushed: a disk that
+        // joined since this handle was made is attached first.
+        self.refresh_devices()?;
+        log.sync(self)
+    }
+
+    /// Make this handle's acknowledged writes durable (`fsync`): first the
+    /// checksum log's records naming every write that ended (of any
+    /// handle), with a flush of every member disk, when the group keeps
+    /// checksums; then the disks this handle wrote.
     pub fn sync(&mut self) -> Result<(), GroupError> {
+        self.sync_log()?;
         let disks: Vec<u16> = self.unflushed.iter().copied().collect();
         let mut requests = Vec::new();
         let mut of = Vec::new();
@@ -484,6 +502,9 @@ impl DataPort for DataHandle {
         if let Ok(mut group) = self.inner.meta() {
             group.missed_writes(disks);
         }
+    }
+    fn checkpoint_maps(&mut self) -> Result<(), GroupError> {
+        self.inner.operation(|group| group.checkpoint_maps())?
     }
     fn disks_failed(&mut self, disks: &data::FailedDisks, epoch: u64) -> Result<(), GroupError> {
         // Another thread may have taken them offline since: once is enough.

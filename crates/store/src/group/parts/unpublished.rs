@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use cairn_format::group::{is_map_number, mapped_file, FILE_NUMBER_USER_MIN};
+use cairn_format::group::{is_map_number, mapped_file, FILE_CHECKSUM_LOG, FILE_NUMBER_USER_MIN};
 
 use super::super::plane::SNAPSHOT_CHUNK_EXTENTS;
 use super::violations::Violations;
@@ -22,6 +22,9 @@ pub(in crate::group) struct Unpublished {
     /// User files whose entries a committed transaction changed: published
     /// once its commit is done.
     files: BTreeSet<u32>,
+    /// The checksum log's entry changed (made, or moved): the data plane's
+    /// log is told where its blocks are.
+    log: bool,
 }
 
 impl Unpublished {
@@ -47,6 +50,14 @@ impl Unpublished {
         if is_map_number(number) {
             self.files.insert(mapped_file(number));
         }
+        if number == FILE_CHECKSUM_LOG {
+            self.log = true;
+        }
+    }
+
+    /// Whether the checksum log's entry changed since the last call.
+    pub(in crate::group) fn take_log(&mut self) -> bool {
+        std::mem::take(&mut self.log)
     }
 
     pub(in crate::group) fn waits(&self, number: u32) -> bool {
@@ -67,6 +78,7 @@ impl Unpublished {
     pub(in crate::group) fn clear(&mut self) {
         self.chunks.clear();
         self.files.clear();
+        self.log = false;
     }
 
     /// What must hold between any two operations: at rest (`at_rest`:

@@ -519,6 +519,40 @@ fn the_completion_engines_writes_keep_the_map() {
                 }
             }
         }
+        // A flush writes the log's record of the units those writes left
+        // unnamed before it flushes; a write asked to be durable (FUA)
+        // does so before it completes.
+        let log = live.plane().sums_log().clone();
+        let seq = log.ring().unwrap().next_seq;
+        let flush = Request {
+            device: DeviceId(0),
+            tag,
+            op: Op::Flush,
+        };
+        io.submit(flush).unwrap();
+        io.wait(1).unwrap();
+        assert_eq!(io.pop_completion().unwrap().result, Ok(0));
+        let synced = log.ring().unwrap().next_seq;
+        assert!(synced > seq, "the flush wrote the log's record first");
+        let op = Op::Write {
+            offset_bytes: 20 * MIB,
+            buf: AlignedBuf::from_slice(&bytes(99, 4096)),
+            fua: true,
+        };
+        io.submit(Request {
+            device: DeviceId(0),
+            tag: tag + 1,
+            op,
+        })
+        .unwrap();
+        io.wait(1).unwrap();
+        assert_eq!(io.pop_completion().unwrap().result, Ok(4096));
+        let fua = log.ring().unwrap().next_seq;
+        // One record names region 20, one (at least) the unit's checksum.
+        assert!(
+            fua >= synced + 2,
+            "the FUA write's checksum is logged: {synced} -> {fua}"
+        );
         drop(io);
         live.dismount().unwrap();
         file

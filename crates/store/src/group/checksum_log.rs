@@ -1,0 +1,130 @@
+//! The metadata plane's side of the checksum log (`sums_log.rs` writes
+//! it): a mount reads where it stands, a commit of file 8's entry tells
+//! the data plane where its blocks are, and a checkpoint of the maps starts
+//! it afresh (`maps.rs` `checkpoint_maps`).
+
+use cairn_format::group::{IntentRecord, LogHeader, FILE_CHECKSUM_LOG, LOG_HEADER_BLOCKS};
+use cairn_format::meta::{self, BLOCK_BYTES};
+
+use super::data::DataPort;
+use super::error::GroupError;
+use super::mounted::Group;
+use super::parts::members::Member;
+use super::sums_log::{header_id, record_id, Places, Ring};
+
+impl Group<'_> {
+    /// Where file 8's blocks are, for the data plane's log (`None`: no log).
+    fn log_places(&self) -> Option<Places> {
+        self.files.get(FILE_CHECKSUM_LOG).map(|rec| Places {
+            uuid: self.uuid,
+            extents: rec.extents.clone(),
+            au_bytes: self.au_bytes,
+        })
+    }
+
+    /// File 8's entry was committed (made, or its extent moved): the data
+    /// plane's log writes where it now is.
+    pub(super) fn publish_log(&mut self) {
+        self.plane.sums_log().set_places(self.log_places());
+    }
+
+    /// Block `block` of file 8 from every online copy that can be read.
+    fn read_log_block(&mut self, block: u64, ring: &Ring) -> Vec<cairn_io::AlignedBuf> {
+        let online: Vec<(u16, u64)> = ring
+            .places(block)
+            .into_iter()
+            .filter(|(d, _)| self.member(*d).and_then(Member::online).is_some())
+            .collect();
+        online
+            .into_iter()
+            .filter_map(|(d, o)| self.read_one(d, o, BLOCK_BYTES).ok())
+            .collect()
+    }
+
+    /// The log as the disks hold it (mount): its newest header, then its
+    /// records from the header's start, each the next sequence at the next
+    /// block chained to the one before, on any copy, up to the first that
+    /// is not; the ring's next record goes after them. `None` for a group
+    /// without a log. Both headers blank on every copy is a log never
+    /// checkpointed; a header copy that is neither blank nor valid, with
+    /// no valid one, is an error (the log's start is unknown).
+    pub(super) fn open_log(&mut self) -> Result<Option<Ring>, GroupError> {
+        let Some(places) = self.log_places() else {
+            return Ok(None);
+        };
+        self.plane.sums_log().set_places(Some(places.clone()));
+        let mut ring = Ring::new(std::sync::Arc::new(places), LogHeader::EMPTY);
+        let mut header: Option<LogHeader> = None;
+        let mut damaged = 0;
+        for slot in 0..LOG_HEADER_BLOCKS {
+            for buf in self.read_log_block(slot, &ring) {
+                match meta::open(&buf[..], header_id(slot), self.uuid)
+                    .ok()
+                    .and_then(|_| LogHeader::decode(&buf[..]).ok())
+                {
+                    Some(h) => {
+                        if header.is_none_or(|b| h.header_generation > b.header_generation) {
+                            header = Some(h);
+                        }
+                    }
+                    None if buf.iter().all(|b| *b == 0) => {}
+                    None => damaged += 1,
+                }
+            }
+        }
+        let header = match header {
+            Some(h) => h,
+            None if damaged == 0 => LogHeader::EMPTY,
+            None => {
+                return Err(GroupError::Corrupt(format!(
+                    "the checksum log (file {FILE_CHECKSUM_LOG}) has no valid header on any copy ({damaged} damaged); where its records start is unknown"
+                )))
+            }
+        };
+        ring = Ring::new(ring.places.clone(), header);
+        let room = ring.blocks().saturating_sub(LOG_HEADER_BLOCKS);
+        for _ in 0..room {
+            let (position, seq, prev) = (ring.position, ring.next_seq, ring.prev_checksum);
+            let found = self
+                .read_log_block(position, &ring)
+                .into_iter()
+                .find(|buf| {
+                    meta::open(&buf[..], record_id(position), self.uuid) == Ok(seq)
+                        && IntentRecord::decode(&buf[..]).is_ok_and(|r| r.prev_checksum == prev)
+                });
+            let Some(buf) = found else {
+                break;
+            };
+            ring.prev_checksum = meta::checksum_of(&buf[..]);
+            ring.next_seq = seq + 1;
+            ring.position = ring.after(position);
+        }
+        Ok(Some(ring))
+    }
+
+    /// A writing mount's start of the log: read where it stands and start
+    /// it afresh at a record of its own. The records a crash left are not
+    /// judged yet: their recovery is the next step (`docs/checksums.md`,
+    /// "What is built, and what is left").
+    pub(super) fn start_checksum_log(&mut self) -> Result<(), GroupError> {
+        let ring = self.open_log()?;
+        let log = self.plane.sums_log().clone();
+        let mut lock = log.lock();
+        lock.set_ring(ring);
+        let failed = lock.restart(self)?;
+        drop(lock);
+        self.report_log_failures(&failed)
+    }
+
+    /// Disks a log write failed on go offline (with no lock of the log held).
+    pub(super) fn report_log_failures(
+        &mut self,
+        failed: &super::data::FailedDisks,
+    ) -> Result<(), GroupError> {
+        if failed.is_empty() {
+            return Ok(());
+        }
+        let epoch = self.plane.disks().epoch;
+        self.disks_failed(failed, epoch)
+    }
+}
