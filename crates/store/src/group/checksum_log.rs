@@ -28,17 +28,31 @@ impl Group<'_> {
         self.plane.sums_log().set_places(self.log_places());
     }
 
-    /// Block `block` of file 8 from every online copy that can be read.
-    fn read_log_block(&mut self, block: u64, ring: &Ring) -> Vec<cairn_io::AlignedBuf> {
+    /// Block `block` of file 8 from every online copy. A copy that cannot
+    /// be read is an error: what it holds might be the log's newest.
+    fn read_log_block(
+        &mut self,
+        block: u64,
+        ring: &Ring,
+    ) -> Result<Vec<cairn_io::AlignedBuf>, GroupError> {
         let online: Vec<(u16, u64)> = ring
             .places(block)
             .into_iter()
             .filter(|(d, _)| self.member(*d).and_then(Member::online).is_some())
             .collect();
-        online
-            .into_iter()
-            .filter_map(|(d, o)| self.read_one(d, o, BLOCK_BYTES).ok())
-            .collect()
+        let mut out = Vec::new();
+        for (disk, offset) in online {
+            match self.read_one(disk, offset, BLOCK_BYTES) {
+                Ok(buf) => out.push(buf),
+                Err(e) => {
+                    return Err(GroupError::Unreadable(format!(
+                        "block {block} of the checksum log (file {FILE_CHECKSUM_LOG}) could not be read from {} ({e}); it may hold the log's newest records, so the group is not mounted: mount it again once the disk answers",
+                        self.disk_name(disk)
+                    )))
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The log as the disks hold it (mount): its newest header, then its
@@ -55,9 +69,9 @@ impl Group<'_> {
         self.plane.sums_log().set_places(Some(places.clone()));
         let mut ring = Ring::new(std::sync::Arc::new(places), LogHeader::EMPTY);
         let mut header: Option<LogHeader> = None;
-        let mut damaged = 0;
+        let mut damaged = [0; LOG_HEADER_BLOCKS as usize];
         for slot in 0..LOG_HEADER_BLOCKS {
-            for buf in self.read_log_block(slot, &ring) {
+            for buf in self.read_log_block(slot, &ring)? {
                 match meta::open(&buf[..], header_id(slot), self.uuid)
                     .ok()
                     .and_then(|_| LogHeader::decode(&buf[..]).ok())
@@ -68,16 +82,20 @@ impl Group<'_> {
                         }
                     }
                     None if buf.iter().all(|b| *b == 0) => {}
-                    None => damaged += 1,
+                    None => damaged[slot as usize] += 1,
                 }
             }
         }
+        // Slot 0 blank everywhere: at most one header was ever written
+        // (generation 1, slot 1), and a crash may have torn it: the log
+        // starts where a log never checkpointed does.
         let header = match header {
             Some(h) => h,
-            None if damaged == 0 => LogHeader::EMPTY,
+            None if damaged[0] == 0 => LogHeader::EMPTY,
             None => {
                 return Err(GroupError::Corrupt(format!(
-                    "the checksum log (file {FILE_CHECKSUM_LOG}) has no valid header on any copy ({damaged} damaged); where its records start is unknown"
+                    "the checksum log (file {FILE_CHECKSUM_LOG}) has no valid header on any copy ({} damaged); where its records start is unknown",
+                    damaged.iter().sum::<usize>()
                 )))
             }
         };
@@ -86,7 +104,7 @@ impl Group<'_> {
         for _ in 0..room {
             let (position, seq, prev) = (ring.position, ring.next_seq, ring.prev_checksum);
             let found = self
-                .read_log_block(position, &ring)
+                .read_log_block(position, &ring)?
                 .into_iter()
                 .find(|buf| {
                     meta::open(&buf[..], record_id(position), self.uuid) == Ok(seq)

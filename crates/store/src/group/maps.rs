@@ -170,19 +170,18 @@ impl Group<'_> {
         if self.read_only {
             return Ok(());
         }
-        // Anything else first: file 8's entry is published by a commit,
-        // and that must not come under the log's lock.
-        self.commit()?;
         // The log's writer is held throughout: no record is written between
         // the blocks taken and the ring started again after them.
         let log = self.plane.sums_log().clone();
         let mut lock = log.lock();
-        // Every write that ended is durable before the map names it: a
-        // region a record let go may hold bytes no flush has covered, and
-        // once the ring starts again no record names them (a region still
-        // in the set is named by the new start, and none leaves it while
-        // the writer is held).
+        // Every write that ended by now is durable before the log forgets
+        // it (the map names it instead): a region a record let go may hold
+        // bytes no flush has covered, and once the ring starts again no
+        // record names them. A write that ends after the flush stays for
+        // the log (its region is in the set, and none leaves it while the
+        // writer is held).
         let sums = self.plane.all_sums();
+        let marks: Vec<u64> = sums.iter().map(|(_, s)| s.ends()).collect();
         if !sums.is_empty() {
             for m in self.members.iter_mut() {
                 if m.writable().is_some() {
@@ -192,10 +191,13 @@ impl Group<'_> {
             self.flush_all_checked()?;
             self.offline_failed()?;
         }
-        for (file, sums) in sums {
-            self.stage_sums(file, &sums)?;
+        for ((file, sums), through) in sums.into_iter().zip(marks) {
+            self.stage_sums(file, &sums, through)?;
             self.commit()?;
         }
+        // Durable before the ring starts again without the records (behind
+        // a live group a step's commit joins the running transaction).
+        self.commit_now()?;
         let failed = lock.restart(self)?;
         drop(lock);
         self.report_log_failures(&failed)
@@ -207,7 +209,10 @@ impl Group<'_> {
     /// that may not be written (its AUs another file's too, found at
     /// mount); a block past the map's end (cut meanwhile) is dropped. A
     /// block whose step fails stays changed, and the error is returned.
-    fn stage_sums(&mut self, file: u32, sums: &FileSums) -> Result<(), GroupError> {
+    /// The log forgets the units whose writes ended by `through`
+    /// ([`FileSums::take_dirty`]): only a checkpoint that flushed first
+    /// gives more than 0.
+    fn stage_sums(&mut self, file: u32, sums: &FileSums, through: u64) -> Result<(), GroupError> {
         let map = map_number(file);
         let writable = self.files.get(map).is_some_and(|m| {
             m.entry.incarnation == sums.incarnation()
@@ -219,7 +224,7 @@ impl Group<'_> {
         let size = self.files[&map].entry.size_bytes;
         let mut staged = Vec::new();
         let mut result = Ok(());
-        for (block, read) in sums.take_dirty() {
+        for (block, read) in sums.take_dirty(through) {
             if (block + 1) * BLOCK_BYTES as u64 > size {
                 continue;
             }
@@ -359,7 +364,7 @@ impl Group<'_> {
                 "file {number}: block {block} of its checksum map was not loaded before the resize"
             ))
             })?;
-        self.stage_sums(number, &sums)
+        self.stage_sums(number, &sums, 0)
     }
 
     /// File `number` is `size_bytes` now: its checksums take units up to

@@ -110,6 +110,11 @@ impl Group<'_> {
         if !self.switch_metadata(m, (indirect, index), from, to)? {
             return Ok(());
         }
+        if fence.is_some() {
+            // Committed (and the log told the new place) before the writer
+            // may write again: behind a live group a step's commit waits.
+            self.commit_now()?;
+        }
         drop(fence);
         report.metadata_moves += 1;
         report.moves_done += 1;

@@ -15,7 +15,7 @@
 //! the table's one mutex, a leaf lock held for a lookup or a copy of a few
 //! checksums, never across I/O.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use cairn_format::group::{map_place, zero_unit_checksum, CHECKSUMS_PER_BLOCK};
@@ -37,9 +37,12 @@ struct Inner {
     /// Blocks changed since the last checkpoint took them.
     dirty: BTreeSet<u64>,
     /// Units whose write ended (landed or given back) since the checksum
-    /// log last named them, or a checkpoint took their block: what the next
-    /// log record carries. Each lies in a block of `dirty`.
-    unlogged: BTreeSet<u64>,
+    /// log last named them, or a checkpoint took them: what the next log
+    /// record carries, each with the number of the end that put it here
+    /// (from `ends`). Each lies in a block of `dirty`.
+    unlogged: BTreeMap<u64, u64>,
+    /// Writes ended so far (numbers the entries of `unlogged`).
+    ends: u64,
     /// The units the file has, once a resize said so: a unit past them has
     /// no checksum here (a writer on a snapshot from before a shrink may
     /// still write there, into extents the shrink cut), and a block read
@@ -156,7 +159,9 @@ impl FileSums {
             // checksum, which a checkpoint during the write may have
             // replaced in the map.
             if inner.units.is_none_or(|n| unit < n) {
-                inner.unlogged.insert(unit);
+                inner.ends += 1;
+                let end = inner.ends;
+                inner.unlogged.insert(unit, end);
                 inner.dirty.insert(map_place(unit).0);
             }
             // Given back only inside the file (a shrink since zeroed the
@@ -188,7 +193,7 @@ impl FileSums {
         let gone = |b: &u64| *b > last || (*b == last && slot == 0);
         inner.blocks.retain(|b, _| !gone(b));
         inner.dirty.retain(|b| !gone(b));
-        inner.unlogged.retain(|u| *u < units);
+        inner.unlogged.retain(|u, _| *u < units);
         if slot > 0 {
             let table = inner.blocks.get_mut(&last).expect("invariant: checked");
             if table.sums[slot..].iter().any(|s| *s != self.zero) {
@@ -211,16 +216,23 @@ impl FileSums {
     /// writes. A unit whose write is still in flight goes out with its new
     /// checksum (the log holds the intent until the checkpoint after, and
     /// recovery judges it by both).
-    /// The units the log has not named go with them: the map the
-    /// checkpoint writes holds them.
-    pub(crate) fn take_dirty(&self) -> Vec<(u64, MapBlock)> {
+    /// The units the log has not named whose writes ended by [`Self::ends`]
+    /// `through` (before the checkpoint's flush made their bytes durable)
+    /// go with them: the map the checkpoint writes holds them. A unit whose
+    /// write ended since stays for the log: its bytes may not be durable.
+    pub(crate) fn take_dirty(&self, through: u64) -> Vec<(u64, MapBlock)> {
         let (_held, mut inner) = self.lock();
         let dirty = std::mem::take(&mut inner.dirty);
-        inner.unlogged.clear();
+        inner.unlogged.retain(|_, end| *end > through);
         dirty
             .into_iter()
             .filter_map(|b| inner.blocks.get(&b).map(|t| (b, t.clone())))
             .collect()
+    }
+
+    /// Writes ended so far: a mark for [`Self::take_dirty`].
+    pub(crate) fn ends(&self) -> u64 {
+        self.lock().1.ends
     }
 
     /// The units whose writes ended since the log last named them, in
@@ -235,9 +247,9 @@ impl FileSums {
         let (_held, mut inner) = self.lock();
         let inner = &mut *inner;
         let taken: Vec<u64> = match units {
-            None => std::mem::take(&mut inner.unlogged).into_iter().collect(),
+            None => std::mem::take(&mut inner.unlogged).into_keys().collect(),
             Some(r) => {
-                let within: Vec<u64> = inner.unlogged.range(r).copied().collect();
+                let within: Vec<u64> = inner.unlogged.range(r).map(|(u, _)| *u).collect();
                 for u in &within {
                     inner.unlogged.remove(u);
                 }
@@ -250,7 +262,11 @@ impl FileSums {
             let Some(table) = inner.blocks.get(&block) else {
                 continue;
             };
-            let sum = table.sums[slot];
+            // A unit written again since its write ended has the new
+            // checksum in the table, for bytes that may not have landed:
+            // the one before it is what the ended write left. (The new
+            // one's end names the unit again.)
+            let sum = inner.before.get(&unit).copied().unwrap_or(table.sums[slot]);
             match runs.last_mut() {
                 Some((first, sums)) if *first + sums.len() as u64 == unit => sums.push(sum),
                 _ => runs.push((unit, vec![sum])),
@@ -263,10 +279,11 @@ impl FileSums {
     /// durable: the next one names them again.
     pub(crate) fn unlog_failed(&self, first: u64, count: u64) {
         let (_held, mut inner) = self.lock();
-        let units = inner.units;
-        inner
-            .unlogged
-            .extend((first..first + count).filter(|u| units.is_none_or(|n| *u < n)));
+        let inner = &mut *inner;
+        for unit in (first..first + count).filter(|u| inner.units.is_none_or(|n| *u < n)) {
+            inner.ends += 1;
+            inner.unlogged.insert(unit, inner.ends);
+        }
     }
 
     /// Block `block` was written with `generation`; a block that failed to
@@ -356,13 +373,21 @@ mod tests {
         // A block read from disk later does not undo what the table holds.
         sums.load(0, blank(zero));
         assert_eq!(candidates(&sums, 1007), vec![8]);
-        let dirty: Vec<u64> = sums.take_dirty().into_iter().map(|(b, _)| b).collect();
+        let dirty: Vec<u64> = sums
+            .take_dirty(u64::MAX)
+            .into_iter()
+            .map(|(b, _)| b)
+            .collect();
         assert_eq!(dirty, vec![0, 1]);
-        assert!(sums.take_dirty().is_empty());
+        assert!(sums.take_dirty(u64::MAX).is_empty());
         sums.written(0, None);
-        assert_eq!(sums.take_dirty().len(), 1, "a failed write is taken again");
+        assert_eq!(
+            sums.take_dirty(u64::MAX).len(),
+            1,
+            "a failed write is taken again"
+        );
         sums.written(0, Some(9));
-        assert!(sums.take_dirty().is_empty());
+        assert!(sums.take_dirty(u64::MAX).is_empty());
         assert_eq!(
             candidates(&sums, 5_000_000),
             Vec::<u32>::new(),
@@ -395,14 +420,18 @@ mod tests {
         }
         sums.begin_write(per - 2, &[5; 6]).unwrap();
         sums.end_write(per - 2, 6, true);
-        sums.take_dirty();
+        sums.take_dirty(u64::MAX);
         // Into block 1, mid-block: block 2 is forgotten, block 1's tail is
         // zero units, and it is changed.
         assert_eq!(sums.cut(per + 2), Ok(()));
         assert_eq!(candidates(&sums, per + 1), vec![5]);
         assert_eq!(candidates(&sums, per + 2), vec![zero]);
         assert_eq!(candidates(&sums, 2 * per), Vec::<u32>::new());
-        let dirty: Vec<u64> = sums.take_dirty().into_iter().map(|(b, _)| b).collect();
+        let dirty: Vec<u64> = sums
+            .take_dirty(u64::MAX)
+            .into_iter()
+            .map(|(b, _)| b)
+            .collect();
         assert_eq!(dirty, vec![1]);
         // On a block boundary: nothing to load, the block after is gone.
         assert_eq!(sums.cut(per), Ok(()));
@@ -411,5 +440,31 @@ mod tests {
         // Mid-block in a block not held: it must be loaded first.
         let fresh = FileSums::new(1, 4096).unwrap();
         assert_eq!(fresh.cut(3), Err(NotLoaded(0)));
+    }
+
+    #[test]
+    fn the_log_names_what_an_ended_write_left_and_a_checkpoint_forgets_only_what_it_flushed() {
+        let sums = FileSums::new(1, 4096).unwrap();
+        let zero = zero_unit_checksum(4096).unwrap();
+        sums.load(0, blank(zero));
+        sums.begin_write(3, &[7]).unwrap();
+        sums.end_write(3, 1, true);
+        // Written again, in flight: the run names what the ended write left.
+        sums.begin_write(3, &[8]).unwrap();
+        assert_eq!(sums.take_unlogged(None), vec![(3, vec![7])]);
+        sums.end_write(3, 1, true);
+        assert_eq!(sums.take_unlogged(None), vec![(3, vec![8])]);
+        // A checkpoint that flushed after end `through` forgets those ends
+        // only; one that ended after its flush stays for the log.
+        sums.begin_write(4, &[9, 9]).unwrap();
+        sums.end_write(4, 2, true);
+        let through = sums.ends();
+        sums.begin_write(10, &[5]).unwrap();
+        sums.end_write(10, 1, true);
+        assert_eq!(sums.take_dirty(through).len(), 1);
+        assert_eq!(sums.take_unlogged(None), vec![(10, vec![5])]);
+        // A record that failed gives its units back.
+        sums.unlog_failed(4, 2);
+        assert_eq!(sums.take_unlogged(Some(0..6)), vec![(4, vec![9, 9])]);
     }
 }

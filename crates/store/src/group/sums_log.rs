@@ -295,6 +295,15 @@ impl SumsLog {
         self.ring_now(&mut writer).cloned()
     }
 
+    /// Writes under way in region `index` of file `file`.
+    #[cfg(test)]
+    pub(crate) fn pins(&self, file: u32, index: u32) -> u32 {
+        self.regions()
+            .entries
+            .get(&(file, index))
+            .map_or(0, |e| e.pins)
+    }
+
     /// A write of file `file` (incarnation-independent: regions are by
     /// number) is about to send bytes to `offset .. offset + len`: returns
     /// once a durable record names every region of the range, holding
@@ -362,6 +371,10 @@ impl SumsLog {
                 continue;
             }
             idle.sort_by_key(|(_, used)| *used);
+            // The set the last durable record names: the records before
+            // this batch's last name it still, so that a crash that keeps
+            // only some of them keeps the leaving regions named.
+            let before = regions.list();
             let leaving: Vec<((u32, u32), Entry)> = idle[..over]
                 .iter()
                 .filter_map(|(k, _)| regions.entries.remove(k).map(|e| (*k, e)))
@@ -390,7 +403,8 @@ impl SumsLog {
                         .collect(),
                 )
             });
-            let outcome = self.write_records(&mut writer, port, &runs, &named, How::Enter);
+            let outcome =
+                self.write_records(&mut writer, port, &runs, (&before, &named), How::Enter);
             let failed = match outcome {
                 Ok(failed) => {
                     self.mark_named(&named);
@@ -399,8 +413,14 @@ impl SumsLog {
                 Err(e) => {
                     give_back(&runs);
                     let mut regions = self.regions();
+                    // The failed record may still be durable (its flush
+                    // failed), and it does not name them: a write there
+                    // names them again first.
                     for (k, e) in leaving {
-                        regions.entries.entry(k).or_insert(e);
+                        regions
+                            .entries
+                            .entry(k)
+                            .or_insert(Entry { named: false, ..e });
                     }
                     for k in &keys {
                         if let Some(e) = regions.entries.get_mut(k) {
@@ -485,7 +505,7 @@ impl SumsLog {
                 return Ok(());
             }
             let named = self.regions().list();
-            match self.write_records(&mut writer, port, &runs, &named, How::Sync) {
+            match self.write_records(&mut writer, port, &runs, (&named, &named), How::Sync) {
                 Ok(failed) => {
                     self.mark_named(&named);
                     drop(writer);
@@ -503,16 +523,17 @@ impl SumsLog {
         }
     }
 
-    /// Write `runs` and the regions `named` as the ring's next records,
-    /// then flush (for a sync every writable member disk, else the disks
-    /// the records went to). Each record must reach a copy; the
+    /// Write `runs` as the ring's next records, each naming the regions
+    /// `named.0` but the last, which names `named.1` (the set after the
+    /// batch), then flush (for a sync every writable member disk, else
+    /// the disks the records went to). Each record must reach a copy; the
     /// disks that failed are returned, to be reported with the lock let go.
     fn write_records(
         &self,
         writer: &mut Writer,
         port: &mut dyn DataPort,
         runs: &Runs,
-        named: &[Region],
+        named: (&[Region], &[Region]),
         how: How,
     ) -> Result<FailedDisks, Unwritten> {
         let flushed_through = writer.flushed_through;
@@ -520,10 +541,11 @@ impl SumsLog {
             return Ok(FailedDisks::new());
         };
         let records = pack(runs, named, flushed_through);
-        // A checkpoint's record starts a new stretch: the ring before it is
-        // in the maps. Any other batch leaves a block for that record.
+        // A checkpoint's record starts a new stretch (the ring before it is
+        // in the maps), in the block every other batch leaves free: never
+        // over the record the durable header starts at.
         let (used, keep) = match how {
-            How::Restart => (0, 0),
+            How::Restart => (ring.used(), 0),
             How::Enter | How::Sync => (ring.used(), 1),
         };
         if used + records.len() as u64 + keep > ring.room() {
@@ -584,6 +606,9 @@ impl SumsLog {
             .iter()
             .filter_map(|d| port.device(*d).map(|dev| (*d, dev)))
             .collect();
+        // A disk this caller cannot flush (joined since it attached its
+        // devices): the sync's runs are not said to be acknowledged.
+        let all_flushed = targets.len() == flush.len();
         let requests = targets
             .iter()
             .enumerate()
@@ -626,7 +651,7 @@ impl SumsLog {
             ring.position = ring.after(position);
             ring.prev_checksum = checksum;
             // Only a sync's flush covers the data the runs name.
-            if how == How::Sync {
+            if how == How::Sync && all_flushed {
                 writer.flushed_through = seq;
             }
         }
@@ -658,10 +683,14 @@ impl LogLock<'_> {
         let mut failed =
             match self
                 .log
-                .write_records(&mut self.writer, port, &Vec::new(), &named, How::Restart)
+                .write_records(&mut self.writer, port, &Vec::new(), (&named, &named), How::Restart)
             {
                 Ok(failed) => failed,
-                Err(Unwritten::Full) => unreachable!("invariant: a restart keeps its block"),
+                Err(Unwritten::Full) => {
+                    return Err(GroupError::Unreadable(
+                        "the checksum log has no block left to start again at (its last header could not be written); mount the group again".into(),
+                    ))
+                }
                 Err(Unwritten::Failed(e)) => return Err(e),
             };
         self.log.mark_named(&named);
@@ -806,15 +835,19 @@ fn report_failed(port: &mut dyn DataPort, failed: &FailedDisks) -> Result<(), Gr
     port.disks_failed(failed, epoch)
 }
 
-/// `runs` and the regions `named` as records: every record names the
-/// regions; runs fill them in order, cut where a record is full. At least
-/// one record.
-fn pack(runs: &Runs, named: &[Region], flushed_through: u64) -> Vec<IntentRecord> {
+/// `runs` as records: runs fill them in order, cut where a record is
+/// full; every record names the regions `named.0` but the last, which
+/// names `named.1`. At least one record.
+fn pack(
+    runs: &Runs,
+    (before, after): (&[Region], &[Region]),
+    flushed_through: u64,
+) -> Vec<IntentRecord> {
     let empty = || IntentRecord {
         prev_checksum: 0,
         writer: 0,
         flushed_through,
-        regions: named.to_vec(),
+        regions: before.to_vec(),
         runs: Vec::new(),
     };
     let mut records = vec![empty()];
@@ -837,6 +870,9 @@ fn pack(runs: &Runs, named: &[Region], flushed_through: u64) -> Vec<IntentRecord
             room -= RUN_HEAD_BYTES + 4 * take;
             at += take;
         }
+    }
+    if let Some(last) = records.last_mut() {
+        last.regions = after.to_vec();
     }
     records
 }

@@ -80,6 +80,27 @@ pub(super) fn group_on_sim() -> (SimEngine, Vec<DeviceId>) {
     (sim, ids)
 }
 
+/// Group T on `shared`'s disks, mounted live.
+pub(super) fn live_group(
+    shared: &cairn_io_sim::SharedSim,
+    ids: &[DeviceId],
+) -> crate::group::live::LiveGroup {
+    let (g, _) = crate::group::mount_owned(
+        Box::new(shared.handle()),
+        ids,
+        &crate::group::GroupSelector::Name("T".into()),
+        crate::group::MissingDisks::MarkOffline,
+    )
+    .unwrap();
+    let source = shared.clone();
+    crate::group::live::LiveGroup::new(
+        g,
+        Box::new(crate::group::engines::SameDevices(move |_depth| {
+            Box::new(source.handle()) as Box<dyn IoEngine>
+        })),
+    )
+}
+
 /// Two blocks, each mirrored across the failure groups: P on disks 0 and
 /// 2, Q on disks 1 and 3. Disks 0 and 2 fail: Q is whole, P is on no copy,
 /// although only half of the disks failed. The write must not pass for

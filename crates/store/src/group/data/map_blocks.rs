@@ -213,9 +213,18 @@ pub(crate) struct SumsWrite {
     number: u32,
     sums: Arc<FileSums>,
     unit_bytes: u64,
-    /// Parts begun and not ended: their units, and the checksum log's
-    /// regions a write of bytes holds while it is under way.
-    open: Vec<(u64, u64, Option<Pins>)>,
+    /// Parts begun and not wholly ended.
+    open: Vec<OpenPart>,
+}
+
+/// A part begun: its units, how many of them have ended (a part may end
+/// piece by piece), and the checksum log's regions a write of bytes holds
+/// until every unit of it has ended.
+struct OpenPart {
+    first: u64,
+    count: u64,
+    ended: u64,
+    pins: Option<Pins>,
 }
 
 impl SumsWrite {
@@ -275,7 +284,12 @@ impl SumsWrite {
                 }
             }
         }
-        self.open.push((first, count, pins));
+        self.open.push(OpenPart {
+            first,
+            count,
+            ended: 0,
+            pins,
+        });
         Ok(())
     }
 
@@ -284,17 +298,24 @@ impl SumsWrite {
     pub(crate) fn end(&mut self, (offset, len): (u64, u64), landed: bool) {
         let (first, count) = (offset / self.unit_bytes, len / self.unit_bytes);
         self.sums.end_write(first, count, landed);
-        // The regions are let go once no part in them is under way.
-        self.open
-            .retain(|(f, c, _)| *f + *c <= first || *f >= first + count);
+        // A part's regions are let go once every unit of it has ended (its
+        // units' ends are then unlogged: a record that lets a region go
+        // names them).
+        for part in &mut self.open {
+            let overlap = (part.first + part.count)
+                .min(first + count)
+                .saturating_sub(part.first.max(first));
+            part.ended += overlap;
+        }
+        self.open.retain(|part| part.ended < part.count);
     }
 }
 
 impl Drop for SumsWrite {
     fn drop(&mut self) {
-        for (first, count, pins) in std::mem::take(&mut self.open) {
-            self.sums.end_write(first, count, false);
-            drop(pins);
+        for part in std::mem::take(&mut self.open) {
+            self.sums.end_write(part.first, part.count, false);
+            drop(part.pins);
         }
     }
 }

@@ -52,6 +52,8 @@ pub(in crate::group) use common::{
     FailedDisks, IoOutcome, StaleMark,
 };
 pub(in crate::group) use copy::{copy, Copied, CopyIo};
+#[cfg(test)]
+pub(crate) use map_blocks::SumsWrite;
 pub(crate) use map_blocks::{read_map_block, read_map_copies, MapBlock, MapCopy};
 pub use punch::Punched;
 pub(in crate::group) use punch::RMW_LATCH;

@@ -12,7 +12,7 @@ use cairn_io_sim::{CrashAfter, CrashPolicy, SimEngine};
 use super::{record_id, Ring};
 use crate::group::file_types::CreateOptions;
 use crate::group::mounted::Group;
-use crate::group::tests::{create_normal, four_disks_of, group_on_sim};
+use crate::group::tests::{create_normal, four_disks_of, group_on_sim, live_group};
 use crate::group::GroupSelector;
 use crate::names::GroupPath;
 
@@ -342,28 +342,13 @@ fn the_log_moved_by_a_rebalance_is_written_at_its_new_place() {
 fn a_live_groups_writers_fill_the_ring_and_go_on() {
     let (sim, ids) = group_on_sim();
     let shared = cairn_io_sim::SharedSim::new(sim);
-    let (g, _) = crate::group::mount_owned(
-        Box::new(shared.handle()),
-        &ids,
-        &GroupSelector::Name("T".into()),
-        crate::group::MissingDisks::MarkOffline,
-    )
-    .unwrap();
-    let source = shared.clone();
-    let live = crate::group::live::LiveGroup::new(
-        g,
-        Box::new(crate::group::engines::SameDevices(move |_depth| {
-            Box::new(source.handle()) as Box<dyn IoEngine>
-        })),
-    );
+    let live = live_group(&shared, &ids);
     let files = live.meta(|g| [mapped(g, "a"), mapped(g, "b")]).unwrap();
-    let generation = live
-        .plane()
-        .sums_log()
-        .ring()
-        .unwrap()
-        .header
-        .header_generation;
+    let generation = || {
+        let ring = live.plane().sums_log().ring().unwrap();
+        ring.header.header_generation
+    };
+    let before = generation();
     let blocks = live.plane().sums_log().ring().unwrap().blocks();
     // Each thread writes both files, 80 regions in turn (its own units).
     let threads: Vec<_> = (0..2u64)
@@ -388,16 +373,10 @@ fn a_live_groups_writers_fill_the_ring_and_go_on() {
         .into_iter()
         .flat_map(|t| t.join().unwrap())
         .collect();
-    let after = live
-        .plane()
-        .sums_log()
-        .ring()
-        .unwrap()
-        .header
-        .header_generation;
+    let after = generation();
     assert!(
-        after > generation,
-        "the ring was started again ({generation} -> {after})"
+        after > before,
+        "the ring was started again ({before} -> {after})"
     );
     live.dismount().unwrap();
     let mut engine = shared.handle();
@@ -455,4 +434,125 @@ fn a_sync_makes_the_writes_it_names_durable() {
             "{dev:?} at {at}: the synced write is gone"
         );
     }
+}
+
+/// Records that carry the runs of regions leaving the set name the set
+/// before the batch; only the last names the set after it: a crash that
+/// keeps the first records and not the last leaves the leaving regions
+/// named.
+#[test]
+fn a_batch_names_the_new_set_only_in_its_last_record() {
+    let sums = std::sync::Arc::new(crate::group::sums::FileSums::new(1, 512).unwrap());
+    let runs: super::Runs = vec![(300, sums, 0, vec![7; 2000])];
+    let before = [
+        Region {
+            file: 300,
+            index: 1,
+        },
+        Region {
+            file: 300,
+            index: 2,
+        },
+    ];
+    let after = [
+        Region {
+            file: 300,
+            index: 2,
+        },
+        Region {
+            file: 300,
+            index: 3,
+        },
+    ];
+    let records = super::pack(&runs, (&before, &after), 5);
+    assert_eq!(records.len(), 3, "2000 checksums take three records");
+    assert!(records[..2].iter().all(|r| r.regions == before));
+    assert_eq!(records[2].regions, after);
+    let named: usize = records
+        .iter()
+        .flat_map(|r| &r.runs)
+        .map(|r| r.checksums.len())
+        .sum();
+    assert_eq!(named, 2000);
+    assert!(records.iter().all(|r| r.fits() && r.flushed_through == 5));
+}
+
+/// A write cut into pieces holds its regions until its last piece has
+/// ended, not its first: a region let go with units still under way would
+/// leave them named by no record.
+#[test]
+fn a_write_holds_its_regions_until_every_piece_has_ended() {
+    let (mut sim, ids) = group_on_sim();
+    let mut g = mount(&mut sim, &ids);
+    let file = mapped(&mut g, "f");
+    let snap = g.plane.file(file).unwrap();
+    let data = bytes(3, 2 * MIB);
+    let mut w = crate::group::data::SumsWrite::new(&mut g, &snap)
+        .unwrap()
+        .unwrap();
+    w.begin(&mut g, (MIB, 2 * MIB), Some(&data)).unwrap();
+    let log = g.plane.sums_log().clone();
+    assert_eq!((log.pins(file, 1), log.pins(file, 2)), (1, 1));
+    w.end((MIB, MIB), true);
+    assert_eq!(
+        (log.pins(file, 1), log.pins(file, 2)),
+        (1, 1),
+        "the second piece is still under way"
+    );
+    w.end((2 * MIB, MIB), true);
+    assert_eq!((log.pins(file, 1), log.pins(file, 2)), (0, 0));
+}
+
+/// Behind a live group a checkpoint of the maps commits what it staged
+/// before the log starts again (a step's commit would otherwise wait for
+/// the operation's end, after the records it frees are gone).
+#[test]
+fn a_live_checkpoint_commits_the_maps_before_the_log_starts_again() {
+    let (sim, ids) = group_on_sim();
+    let shared = cairn_io_sim::SharedSim::new(sim);
+    let live = live_group(&shared, &ids);
+    let file = live.meta(|g| mapped(g, "f")).unwrap();
+    let mut h = live.handle(8).unwrap();
+    for region in 0..6u64 {
+        h.write(file, region * MIB, &bytes(region as u8, 8192))
+            .unwrap();
+    }
+    let left = live
+        .meta(|g| {
+            g.checkpoint_maps().unwrap();
+            g.dirty_count()
+        })
+        .unwrap();
+    assert_eq!(
+        left, 0,
+        "blocks staged and not committed when the log started again"
+    );
+}
+
+/// The first header a log ever has, torn by a power cut (slot 0 still
+/// blank): the mount reads the log as a log never checkpointed.
+#[test]
+fn a_torn_first_header_reads_as_a_log_never_checkpointed() {
+    let (mut sim, ids) = group_on_sim();
+    let places = {
+        // The log made by this mount; its dismount writes its first
+        // header (generation 1, slot 1).
+        let mut g = mount(&mut sim, &ids);
+        mapped(&mut g, "f");
+        let places = ring(&g).places(1);
+        g.dismount().unwrap();
+        places
+    };
+    for (disk, at) in places {
+        let dev = ids[usize::from(disk)];
+        let mut torn = sim.read_at(dev, at, 4096).unwrap()[..].to_vec();
+        torn[2048..].fill(0xA5);
+        sim.write_at(dev, at, cairn_io::AlignedBuf::from_slice(&torn), false)
+            .unwrap();
+    }
+    let g = mount(&mut sim, &ids);
+    assert!(
+        ring(&g).header.header_generation >= 1,
+        "the mount starts the log again"
+    );
 }

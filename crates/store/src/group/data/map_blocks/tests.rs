@@ -9,7 +9,7 @@ use cairn_io_sim::{CrashAfter, CrashPolicy, SimEngine};
 use super::{read_map_block, MapBlock};
 use crate::group::file_types::CreateOptions;
 use crate::group::mounted::Group;
-use crate::group::tests::{create_normal, four_disks_of, group_on_sim};
+use crate::group::tests::{create_normal, four_disks_of, group_on_sim, live_group};
 use crate::group::{GroupError, GroupSelector};
 use crate::names::GroupPath;
 
@@ -353,24 +353,6 @@ fn in_step_after_a_mount(shared: &cairn_io_sim::SharedSim, ids: &[DeviceId], fil
     let mut engine = shared.handle();
     let mut g = mount(&mut engine, ids);
     map_matches_data(&mut g, file, 64 * MIB);
-}
-
-/// Group T on `shared`'s disks, mounted live.
-fn live_group(shared: &cairn_io_sim::SharedSim, ids: &[DeviceId]) -> crate::group::live::LiveGroup {
-    let (g, _) = crate::group::mount_owned(
-        Box::new(shared.handle()),
-        ids,
-        &GroupSelector::Name("T".into()),
-        crate::group::MissingDisks::MarkOffline,
-    )
-    .unwrap();
-    let source = shared.clone();
-    crate::group::live::LiveGroup::new(
-        g,
-        Box::new(crate::group::engines::SameDevices(move |_depth| {
-            Box::new(source.handle()) as Box<dyn IoEngine>
-        })),
-    )
 }
 
 /// Through a live group's data handle: writes, a punch of whole extents
