@@ -8,6 +8,7 @@ use cairn_format::meta::{self, BLOCK_BYTES};
 
 use super::data::DataPort;
 use super::error::GroupError;
+use super::limits::JOURNAL_READ_TRIES;
 use super::mounted::Group;
 use super::parts::members::Member;
 use super::sums_log::{header_id, record_id, Places, Ring};
@@ -28,29 +29,47 @@ impl Group<'_> {
         self.plane.sums_log().set_places(self.log_places());
     }
 
-    /// Block `block` of file 8 from every online copy. A copy that cannot
-    /// be read is an error: what it holds might be the log's newest.
+    /// Block `block` of file 8 from every online copy that can be read
+    /// (a failed read tried again, [`JOURNAL_READ_TRIES`] times in all). A
+    /// copy that cannot be read is left out as long as another could be:
+    /// a record or header is acknowledged only once every copy it missed
+    /// is on a disk taken offline, so an online copy that was read holds
+    /// whatever the log acknowledged. No copy read at all is an error.
     fn read_log_block(
         &mut self,
         block: u64,
         ring: &Ring,
     ) -> Result<Vec<cairn_io::AlignedBuf>, GroupError> {
-        let online: Vec<(u16, u64)> = ring
+        let mut left: Vec<(u16, u64)> = ring
             .places(block)
             .into_iter()
             .filter(|(d, _)| self.member(*d).and_then(Member::online).is_some())
             .collect();
+        let any = !left.is_empty();
         let mut out = Vec::new();
-        for (disk, offset) in online {
-            match self.read_one(disk, offset, BLOCK_BYTES) {
-                Ok(buf) => out.push(buf),
-                Err(e) => {
-                    return Err(GroupError::Unreadable(format!(
-                        "block {block} of the checksum log (file {FILE_CHECKSUM_LOG}) could not be read from {} ({e}); it may hold the log's newest records, so the group is not mounted: mount it again once the disk answers",
-                        self.disk_name(disk)
-                    )))
+        let mut failed = Vec::new();
+        for _ in 0..JOURNAL_READ_TRIES {
+            failed.clear();
+            let mut still = Vec::new();
+            for (disk, offset) in left {
+                match self.read_one(disk, offset, BLOCK_BYTES) {
+                    Ok(buf) => out.push(buf),
+                    Err(e) => {
+                        failed.push(format!("{}: {e}", self.disk_name(disk)));
+                        still.push((disk, offset));
+                    }
                 }
             }
+            left = still;
+            if left.is_empty() || !out.is_empty() {
+                break;
+            }
+        }
+        if any && out.is_empty() {
+            return Err(GroupError::Unreadable(format!(
+                "block {block} of the checksum log (file {FILE_CHECKSUM_LOG}) could not be read from any copy ({}); it may hold the log's newest records, so the group is not mounted: mount it again once the disk answers",
+                failed.join("; ")
+            )));
         }
         Ok(out)
     }
