@@ -65,8 +65,11 @@ pub const LOG_HEADER_BLOCKS: u64 = 2;
 pub const REGIONS_PER_RECORD: usize = 64;
 /// Bytes of a region a record announces: its writer may write there.
 pub const REGION_BYTES: u64 = 1 << 20;
+/// A record's flag: a checkpoint of the maps begins here
+/// ([`IntentRecord::checkpoint`]).
+pub const RECORD_CHECKPOINT: u32 = 1;
 /// Bytes of a log record's own fields, before its regions.
-const RECORD_HEAD_BYTES: usize = 24;
+const RECORD_HEAD_BYTES: usize = 32;
 /// Bytes of a run's own fields, before its checksums.
 pub const RUN_HEAD_BYTES: usize = 20;
 /// Bytes of a log record's runs: what the payload leaves after the head and
@@ -153,7 +156,13 @@ pub struct RawIntentRecord {
     pub flushed_through: U64,
     pub region_count: U16,
     pub run_count: U16,
-    pub reserved: U32,
+    /// Bit 0 ([`RECORD_CHECKPOINT`]): a checkpoint of the maps begins at
+    /// this record; the other bits are zero.
+    pub flags: U32,
+    /// A checkpoint record's journal sequence: every map block sealed
+    /// with a generation at or above it was written after this record
+    /// (0 in any other record).
+    pub maps_from: U64,
     pub regions: [RawRegion; REGIONS_PER_RECORD],
     /// The runs, one after another: each [`RUN_HEAD_BYTES`] of file (u32),
     /// incarnation (u32), first unit (u64) and count (u32), then `count`
@@ -202,13 +211,18 @@ impl IntentRun {
 /// one batch sent beside their data. Its sequence number is the envelope's
 /// generation; its self-address, its ring position.
 ///
-/// Provisional: no version writes it yet, and its layout may change until
-/// the write path lands.
+/// Provisional: its layout may change until the log's recovery is in the
+/// known ro-compat set (`docs/checksums.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntentRecord {
     pub prev_checksum: u32,
     pub writer: u32,
     pub flushed_through: u64,
+    /// A checkpoint of the maps begins at this record: the journal
+    /// sequence from which its map blocks are sealed (`maps_from`). A map
+    /// block sealed at or above it holds what the records before this one
+    /// named, or newer; the records after this one are newer than it.
+    pub checkpoint: Option<u64>,
     pub regions: Vec<Region>,
     pub runs: Vec<IntentRun>,
 }
@@ -236,6 +250,12 @@ impl IntentRecord {
         raw.prev_checksum = U32::new(self.prev_checksum);
         raw.writer = U32::new(self.writer);
         raw.flushed_through = U64::new(self.flushed_through);
+        raw.flags = U32::new(if self.checkpoint.is_some() {
+            RECORD_CHECKPOINT
+        } else {
+            0
+        });
+        raw.maps_from = U64::new(self.checkpoint.unwrap_or(0));
         raw.region_count = U16::new(self.regions.len() as u16);
         raw.run_count = U16::new(self.runs.len() as u16);
         for (r, region) in raw.regions.iter_mut().zip(&self.regions) {
@@ -267,6 +287,24 @@ impl IntentRecord {
     /// unit, and bytes past the regions and runs in use.
     pub fn decode(block: &[u8]) -> Result<Self, MetaError> {
         let raw: &RawIntentRecord = cast(payload(block));
+        let flags = raw.flags.get();
+        if flags & !RECORD_CHECKPOINT != 0 {
+            return Err(invalid(
+                "intent_record.flags",
+                format!("{flags:#x} (only bit 0 is defined)"),
+            ));
+        }
+        let maps_from = raw.maps_from.get();
+        let checkpoint = match (flags & RECORD_CHECKPOINT != 0, maps_from) {
+            (true, from) => Some(from),
+            (false, 0) => None,
+            (false, from) => {
+                return Err(invalid(
+                    "intent_record.maps_from",
+                    format!("{from} in a record that begins no checkpoint (it must be 0)"),
+                ))
+            }
+        };
         let region_count = usize::from(raw.region_count.get());
         if region_count > REGIONS_PER_RECORD {
             return Err(invalid(
@@ -335,6 +373,7 @@ impl IntentRecord {
             prev_checksum: raw.prev_checksum.get(),
             writer: raw.writer.get(),
             flushed_through: raw.flushed_through.get(),
+            checkpoint,
             regions,
             runs,
         })
@@ -478,6 +517,7 @@ mod tests {
             prev_checksum: 0x1234_5678,
             writer: 3,
             flushed_through: 41,
+            checkpoint: Some(1 << 33),
             regions: (0..REGIONS_PER_RECORD as u32)
                 .map(|i| Region {
                     file: 256 + i % 3,
@@ -503,7 +543,7 @@ mod tests {
 
     #[test]
     fn intent_records_round_trip_and_bad_ones_are_refused_by_field() {
-        assert_eq!(RUN_AREA_BYTES, 3496);
+        assert_eq!(RUN_AREA_BYTES, 3488);
         let record = record();
         let mut block = empty_block();
         record.encode_into(&mut block);
@@ -555,6 +595,17 @@ mod tests {
         let mut bad = b.clone();
         raw_of(&mut bad).run_count = U16::new(2);
         assert_eq!(field(&bad), "intent_record.runs");
+        let mut bad = block.clone();
+        raw_of(&mut bad).flags = U32::new(2);
+        assert_eq!(field(&bad), "intent_record.flags");
+        let mut plain = empty_block();
+        IntentRecord {
+            checkpoint: None,
+            ..record.clone()
+        }
+        .encode_into(&mut plain);
+        raw_of(&mut plain).maps_from = U64::new(5);
+        assert_eq!(field(&plain), "intent_record.maps_from");
         let mut short = empty_block();
         IntentRecord {
             regions: record.regions[..3].to_vec(),

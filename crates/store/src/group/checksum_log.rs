@@ -6,12 +6,17 @@
 use cairn_format::group::{IntentRecord, LogHeader, FILE_CHECKSUM_LOG, LOG_HEADER_BLOCKS};
 use cairn_format::meta::{self, BLOCK_BYTES};
 
-use super::data::DataPort;
 use super::error::GroupError;
 use super::limits::JOURNAL_READ_TRIES;
 use super::mounted::Group;
 use super::parts::members::Member;
+use std::collections::BTreeMap;
+
+use super::data::{self, DataPort, FileIntents, LogFacts, RecoveredLog};
 use super::sums_log::{header_id, record_id, Places, Ring};
+
+/// A log's records as read, each with its sequence.
+type Records = Vec<(u64, IntentRecord)>;
 
 impl Group<'_> {
     /// Where file 8's blocks are, for the data plane's log (`None`: no log).
@@ -77,11 +82,11 @@ impl Group<'_> {
     /// The log as the disks hold it (mount): its newest header, then its
     /// records from the header's start, each the next sequence at the next
     /// block chained to the one before, on any copy, up to the first that
-    /// is not; the ring's next record goes after them. `None` for a group
-    /// without a log. Both headers blank on every copy is a log never
+    /// is not (returned with their sequences); the ring's next record goes
+    /// after them. `None` for a group without a log. Both headers blank on every copy is a log never
     /// checkpointed; a header copy that is neither blank nor valid, with
     /// no valid one, is an error (the log's start is unknown).
-    pub(super) fn open_log(&mut self) -> Result<Option<Ring>, GroupError> {
+    pub(super) fn open_log(&mut self) -> Result<Option<(Ring, Records)>, GroupError> {
         let Some(places) = self.log_places() else {
             return Ok(None);
         };
@@ -120,37 +125,118 @@ impl Group<'_> {
         };
         ring = Ring::new(ring.places.clone(), header);
         let room = ring.blocks().saturating_sub(LOG_HEADER_BLOCKS);
+        let mut records = Vec::new();
         for _ in 0..room {
             let (position, seq, prev) = (ring.position, ring.next_seq, ring.prev_checksum);
             let found = self
                 .read_log_block(position, &ring)?
                 .into_iter()
-                .find(|buf| {
-                    meta::open(&buf[..], record_id(position), self.uuid) == Ok(seq)
-                        && IntentRecord::decode(&buf[..]).is_ok_and(|r| r.prev_checksum == prev)
+                .find_map(|buf| {
+                    if meta::open(&buf[..], record_id(position), self.uuid) != Ok(seq) {
+                        return None;
+                    }
+                    let record = IntentRecord::decode(&buf[..])
+                        .ok()
+                        .filter(|r| r.prev_checksum == prev)?;
+                    Some((meta::checksum_of(&buf[..]), record))
                 });
-            let Some(buf) = found else {
+            let Some((checksum, record)) = found else {
                 break;
             };
-            ring.prev_checksum = meta::checksum_of(&buf[..]);
+            records.push((seq, record));
+            ring.prev_checksum = checksum;
             ring.next_seq = seq + 1;
             ring.position = ring.after(position);
         }
-        Ok(Some(ring))
+        Ok(Some((ring, records)))
     }
 
-    /// A writing mount's start of the log: read where it stands and start
-    /// it afresh at a record of its own. The records a crash left are not
-    /// judged yet: their recovery is the next step (`docs/checksums.md`,
-    /// "What is built, and what is left").
-    pub(super) fn start_checksum_log(&mut self) -> Result<(), GroupError> {
-        let ring = self.open_log()?;
-        let log = self.plane.sums_log().clone();
-        let mut lock = log.lock();
-        lock.set_ring(ring);
-        let failed = lock.restart(self)?;
-        drop(lock);
-        self.report_log_failures(&failed)
+    /// A writing mount's start of the log: read where it stands, judge
+    /// what its records and regions say against every copy
+    /// ([`Self::recover_checksum_log`]), and checkpoint the maps, which
+    /// starts it afresh at a record of its own that names no region.
+    pub(super) fn start_checksum_log(&mut self) -> Result<RecoveredLog, GroupError> {
+        let Some((ring, records)) = self.open_log()? else {
+            return Ok(RecoveredLog::default());
+        };
+        self.plane.sums_log().lock().set_ring(Some(ring));
+        let recovered = self.recover_checksum_log(&records)?;
+        self.close_checksum_log()?;
+        Ok(recovered)
+    }
+
+    /// The recovery of the log a crash left (`docs/checksums.md`,
+    /// "Recovery"; `data/recover.rs`): every unit its records name, and
+    /// every unit of the regions its last record announces, judged against
+    /// every copy; the judgements go into the files' checksums in memory,
+    /// for the mount's checkpoint to write. Runs of a file deleted or made
+    /// again since are of no file now, and are passed over.
+    pub(super) fn recover_checksum_log(
+        &mut self,
+        records: &[(u64, IntentRecord)],
+    ) -> Result<RecoveredLog, GroupError> {
+        let mut out = RecoveredLog::default();
+        let Some((_, last)) = records.last() else {
+            return Ok(out);
+        };
+        let facts = LogFacts {
+            checkpoints: records
+                .iter()
+                .filter_map(|(seq, r)| r.checkpoint.map(|from| (*seq, from)))
+                .collect(),
+            flushed_through: records
+                .iter()
+                .map(|(_, r)| r.flushed_through)
+                .max()
+                .unwrap_or(0),
+        };
+        let mut files: BTreeMap<u32, FileIntents> = BTreeMap::new();
+        for (seq, record) in records {
+            for run in &record.runs {
+                let now = self.files.get(run.file).map(|f| f.entry.incarnation);
+                if now != Some(run.incarnation) {
+                    continue;
+                }
+                let named = &mut files.entry(run.file).or_default().named;
+                for (i, sum) in run.checksums.iter().enumerate() {
+                    named
+                        .entry(run.first_unit + i as u64)
+                        .or_default()
+                        .push((*seq, *sum));
+                }
+            }
+        }
+        for region in &last.regions {
+            files
+                .entry(region.file)
+                .or_default()
+                .regions
+                .insert(region.index);
+        }
+        let uuid = self.uuid;
+        for (file, intents) in files {
+            let Some(incarnation) = self.files.get(file).map(|f| f.entry.incarnation) else {
+                continue;
+            };
+            let Some(sums) = self.plane.file_sums(file, incarnation) else {
+                continue;
+            };
+            out.add(data::recover_file(
+                self, uuid, file, &sums, &intents, &facts,
+            )?);
+        }
+        if out != RecoveredLog::default() {
+            tracing::info!(
+                "checksum log recovered: {} units judged, {} copies rewritten, {} units adopted, {} ranges damaged, {} lost, {} units unread",
+                out.units_judged,
+                out.copies_rewritten,
+                out.units_adopted,
+                out.damaged.len(),
+                out.lost.len(),
+                out.units_unread
+            );
+        }
+        Ok(out)
     }
 
     /// Disks a log write failed on go offline (with no lock of the log held).

@@ -25,6 +25,7 @@ use cairn_format::group::{
 };
 use cairn_format::meta::BLOCK_BYTES;
 
+use super::data::MapBlock;
 use super::data::{self, aus_touched, StaleMark};
 use super::error::GroupError;
 use super::limits::STEP_DIRTY_MAX;
@@ -34,6 +35,7 @@ use super::parts::files::{placeholder_entry, FileRec};
 use super::parts::members::Member;
 use super::parts::txn::Dirty;
 use super::sums::{FileSums, NotLoaded};
+use std::sync::Arc;
 
 impl Group<'_> {
     /// Whether data file `number` has a checksum map (a map has none).
@@ -158,94 +160,141 @@ impl Group<'_> {
         Ok(())
     }
 
-    /// Write every map block this mount changed (`docs/checksums.md`, "The
-    /// checkpoint") through the metadata journal: each block's image in a
-    /// record, then in place on every copy, so a power cut leaves the block
-    /// before or after (the next mount replays the record), never torn.
-    /// Committed in steps; a block whose step fails stays changed, and the
-    /// error is returned. For now at `sync` and at a dismount: a power cut
-    /// between two leaves the maps behind the data, until the checksum log
-    /// and its recovery land (`docs/checksums.md`, "What is left").
+    /// Write every changed block of every file's checksums
+    /// (`docs/checksums.md`, "Writes", step 4), through the journal, and
+    /// start the checksum log again after them. The log's writer is held
+    /// throughout, so no record is written between the blocks taken and
+    /// the log's header naming the checkpoint's record:
+    /// 1. the running transaction is committed: every map block this
+    ///    checkpoint seals has a journal sequence at or above `maps_from`;
+    /// 2. the blocks are taken at one instant with the units the log had
+    ///    not named ([`FileSums::take_dirty`]: what ended writes left),
+    ///    and every disk is flushed: those writes are durable, and the log
+    ///    forgets them;
+    /// 3. the checkpoint's record (naming the regions, and `maps_from`);
+    /// 4. the blocks, committed in steps;
+    /// 5. the header, naming the record as the ring's start.
+    ///
+    /// A crash anywhere leaves the maps and the log in an order recovery
+    /// reads (a block sealed at or above `maps_from` is newer than the
+    /// records before the checkpoint's record, older than those after).
+    /// A block whose step fails is marked changed again, its units given
+    /// back to the log, and the error returned. `closing`: no write runs
+    /// (a mount before any, a dismount): the regions leave the set, so a
+    /// mount after a clean dismount has none to scan.
     pub(super) fn checkpoint_maps(&mut self) -> Result<(), GroupError> {
-        if self.read_only {
+        self.checkpoint_maps_as(false)
+    }
+
+    /// [`Self::checkpoint_maps`] when no write can run: the log names no
+    /// region after it.
+    pub(super) fn close_checksum_log(&mut self) -> Result<(), GroupError> {
+        self.checkpoint_maps_as(true)
+    }
+
+    fn checkpoint_maps_as(&mut self, closing: bool) -> Result<(), GroupError> {
+        if self.read_only || !self.plane.sums_log().has_log() {
             return Ok(());
         }
-        // The log's writer is held throughout: no record is written between
-        // the blocks taken and the ring started again after them.
         let log = self.plane.sums_log().clone();
         let mut lock = log.lock();
-        // Every write that ended by now is durable before the log forgets
-        // it (the map names it instead): a region a record let go may hold
-        // bytes no flush has covered, and once the ring starts again no
-        // record names them. A write that ends after the flush stays for
-        // the log (its region is in the set, and none leaves it while the
-        // writer is held).
-        let sums = self.plane.all_sums();
-        let marks: Vec<u64> = sums.iter().map(|(_, s)| s.ends()).collect();
-        if !sums.is_empty() {
-            for m in self.members.iter_mut() {
-                if m.writable().is_some() {
-                    m.needs_flush = true;
-                }
-            }
-            self.flush_all_checked()?;
-            self.offline_failed()?;
-        }
-        for ((file, sums), through) in sums.into_iter().zip(marks) {
-            self.stage_sums(file, &sums, through)?;
-            self.commit()?;
-        }
-        // Durable before the ring starts again without the records (behind
-        // a live group a step's commit joins the running transaction).
         self.commit_now()?;
-        let failed = lock.restart(self)?;
+        let maps_from = self.journal.next_seq();
+        let mut taken: Vec<Taken> = self
+            .plane
+            .all_sums()
+            .into_iter()
+            .map(|(file, sums)| {
+                let blocks = sums.take_dirty();
+                (file, sums, blocks)
+            })
+            .collect();
+        if closing {
+            lock.let_go_regions();
+        }
+        let result = self
+            .flush_for_checkpoint(closing || taken.iter().any(|(_, _, b)| !b.is_empty()))
+            .and_then(|()| lock.begin_checkpoint(self, maps_from));
+        let (start, mut failed) = match result {
+            Ok(begun) => begun,
+            Err(e) => {
+                give_back_blocks(&taken);
+                return Err(e);
+            }
+        };
+        while let Some((file, sums, blocks)) = taken.first_mut() {
+            let (file, sums) = (*file, sums.clone());
+            if let Err(e) = self.stage_sums(file, &sums, blocks) {
+                give_back_blocks(&taken);
+                return Err(e);
+            }
+            taken.remove(0);
+        }
+        // Durable before the header names the record (behind a live group
+        // a step's commit joins the running transaction).
+        self.commit_now()?;
+        failed.extend(lock.finish_checkpoint(self, start)?);
         drop(lock);
         self.report_log_failures(&failed)
     }
 
-    /// Stage every changed block of data file `file`'s checksums `sums` in
-    /// the running transaction, committing in steps. Nothing for a table
-    /// that is no longer the map's (the file gone or made again), or a map
-    /// that may not be written (its AUs another file's too, found at
-    /// mount); a block past the map's end (cut meanwhile) is dropped. A
-    /// block whose step fails stays changed, and the error is returned.
-    /// The log forgets the units whose writes ended by `through`
-    /// ([`FileSums::take_dirty`]): only a checkpoint that flushed first
-    /// gives more than 0.
-    fn stage_sums(&mut self, file: u32, sums: &FileSums, through: u64) -> Result<(), GroupError> {
+    /// Every disk flushed (when there are blocks to write, or the log
+    /// closes: copies a mount's recovery rewrote are durable before the log
+    /// that named them is forgotten): the writes their units name are
+    /// durable before the log forgets them.
+    fn flush_for_checkpoint(&mut self, blocks: bool) -> Result<(), GroupError> {
+        if !blocks {
+            return Ok(());
+        }
+        for m in self.members.iter_mut() {
+            if m.writable().is_some() {
+                m.needs_flush = true;
+            }
+        }
+        self.flush_all_checked()?;
+        self.offline_failed()
+    }
+
+    /// Stage `blocks` (taken from data file `file`'s checksums `sums`) in
+    /// the running transaction, committing in steps; each block is removed
+    /// from `blocks` once its step is committed. Nothing for a table that
+    /// is no longer the map's (the file gone or made again), or a map that
+    /// may not be written (its AUs another file's too, found at mount); a
+    /// block past the map's end (cut meanwhile) is dropped. On an error the
+    /// blocks left (staged or not) are the caller's to give back.
+    fn stage_sums(
+        &mut self,
+        file: u32,
+        sums: &FileSums,
+        blocks: &mut Vec<(u64, MapBlock)>,
+    ) -> Result<(), GroupError> {
         let map = map_number(file);
         let writable = self.files.get(map).is_some_and(|m| {
             m.entry.incarnation == sums.incarnation()
                 && self.plane.file(map).is_some_and(|s| s.read_only.is_none())
         });
         if !writable {
+            blocks.clear();
             return Ok(());
         }
         let size = self.files[&map].entry.size_bytes;
-        let mut staged = Vec::new();
-        let mut result = Ok(());
-        for (block, read) in sums.take_dirty(through) {
+        let mut staged = 0;
+        while staged < blocks.len() {
+            let (block, read) = &blocks[staged];
             if (block + 1) * BLOCK_BYTES as u64 > size {
+                blocks.remove(staged);
                 continue;
             }
-            staged.push(block);
-            if result.is_err() {
-                continue;
-            }
-            result = self.stage_map_block(file, block, read.sums);
-            if result.is_ok() && self.dirty_count() >= STEP_DIRTY_MAX {
-                result = self.commit();
-                if result.is_ok() {
-                    staged.clear();
-                }
+            self.stage_map_block(file, *block, read.sums.clone())?;
+            staged += 1;
+            if self.dirty_count() >= STEP_DIRTY_MAX {
+                self.commit()?;
+                blocks.drain(..staged);
+                staged = 0;
             }
         }
-        if let Err(e) = result {
-            for block in staged {
-                sums.written(block, None);
-            }
-            return Err(e);
-        }
+        self.commit()?;
+        blocks.clear();
         Ok(())
     }
 
@@ -352,19 +401,27 @@ impl Group<'_> {
     /// File `number` ends at `end` bytes (a shrink's new end, or, before a
     /// grow, its old one): its checksums forget the map blocks past it and
     /// hold zero units past it in the last one ([`FileSums::cut`]; loaded
-    /// by [`Self::prepare_cut`]), and that block is staged in the running
-    /// transaction, so the resize's commit makes it durable with the size.
+    /// by [`Self::prepare_cut`]). When that block changed, the maps are
+    /// checkpointed (the log starts again after the cut), so a grow
+    /// exposes no unit whose checksum on disk is from before a shrink, and
+    /// no record from before the cut is read against the cut map. A
+    /// mount's checksums keep to the file's size as it reads the map, so a
+    /// crash before the checkpoint leaves nothing past the end to read.
     pub(super) fn cut_sums(&mut self, number: u32, end: u64) -> Result<(), GroupError> {
         let Some(sums) = self.sums_of(number) else {
             return Ok(());
         };
-        sums.cut(end / u64::from(self.sector_bytes))
-            .map_err(|NotLoaded(block)| {
-                GroupError::Corrupt(format!(
+        let changed =
+            sums.cut(end / u64::from(self.sector_bytes))
+                .map_err(|NotLoaded(block)| {
+                    GroupError::Corrupt(format!(
                 "file {number}: block {block} of its checksum map was not loaded before the resize"
             ))
-            })?;
-        self.stage_sums(number, &sums, 0)
+                })?;
+        if changed {
+            self.checkpoint_maps()?;
+        }
+        Ok(())
     }
 
     /// File `number` is `size_bytes` now: its checksums take units up to
@@ -455,6 +512,19 @@ impl Group<'_> {
             self.zero_metadata_extent(number, 0)?;
         }
         Ok(())
+    }
+}
+
+/// A file's blocks a checkpoint took: (data file, its checksums, blocks).
+type Taken = (u32, Arc<FileSums>, Vec<(u64, MapBlock)>);
+
+/// Blocks a checkpoint took and did not commit: marked changed again, their
+/// units given back to the log ([`FileSums::written`]).
+fn give_back_blocks(taken: &[Taken]) {
+    for (_, sums, blocks) in taken {
+        for (block, _) in blocks {
+            sums.written(*block, None);
+        }
     }
 }
 

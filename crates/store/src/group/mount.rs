@@ -202,7 +202,10 @@ pub(super) fn mount_inner<'e>(
     recover(&mut group, &mut report)?;
     group.publish_all();
     settle_disks(&mut group, &mut report)?;
-    group.start_checksum_log()?;
+    let recovered = group.start_checksum_log()?;
+    report.damage.extend(recovered.damaged.iter().cloned());
+    report.damage.extend(recovered.lost.iter().cloned());
+    report.checksum_log = recovered;
     Ok((group, report))
 }
 

@@ -33,6 +33,10 @@ pub struct MountReport {
     /// OFFLINE disks whose repair timer had run out, dropped by force (a
     /// rebalance rebuilds their copies).
     pub disks_dropped_expired: Vec<String>,
+    /// What the recovery of the checksum log a crash left found and did
+    /// (a writer; nothing after a clean dismount).
+    #[serde(default)]
+    pub checksum_log: super::data::RecoveredLog,
 }
 
 /// One thing a mount found that a person must hear about: the CLI prints

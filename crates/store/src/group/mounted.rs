@@ -321,7 +321,7 @@ impl<'e> Group<'e> {
         if self.read_only {
             return Ok(());
         }
-        self.checkpoint_maps()?;
+        self.close_checksum_log()?;
         self.commit()?;
         self.count_offline_time()?;
         self.checkpoint()?;

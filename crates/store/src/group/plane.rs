@@ -631,16 +631,21 @@ impl DataPlane {
         let _leaf = lock_order::take(Rank::Leaf, "the plane's checksum tables");
         let mut sums = self.sums.lock_or_recover();
         let entry = sums.entry(number);
+        // A new table keeps to the file's size: a map block read past it
+        // (left by a shrink a crash kept from its checkpoint) holds zero
+        // units there.
+        let new = || {
+            let units = snap.size_bytes / u64::from(snap.sector_bytes);
+            FileSums::sized(incarnation, snap.sector_bytes, units).map(Arc::new)
+        };
         let table = match entry {
             Entry::Occupied(mut o) => {
                 if o.get().incarnation() != incarnation {
-                    o.insert(Arc::new(FileSums::new(incarnation, snap.sector_bytes)?));
+                    o.insert(new()?);
                 }
                 o.get().clone()
             }
-            Entry::Vacant(v) => v
-                .insert(Arc::new(FileSums::new(incarnation, snap.sector_bytes)?))
-                .clone(),
+            Entry::Vacant(v) => v.insert(new()?).clone(),
         };
         Some(table)
     }

@@ -11,7 +11,8 @@
 //! the table when the file shrinks ([`FileSums::cut`], under `meta`, the
 //! file `Resizing`); the checkpoint takes the changed blocks
 //! ([`FileSums::take_dirty`]) and says what it wrote
-//! ([`FileSums::written`]). Readers ask [`FileSums::candidates`]. All under
+//! ([`FileSums::written`]); a mount's recovery of the log sets what it
+//! judged ([`FileSums::recovered`]). Readers ask [`FileSums::candidates`]. All under
 //! the table's one mutex, a leaf lock held for a lookup or a copy of a few
 //! checksums, never across I/O.
 
@@ -69,6 +70,13 @@ impl FileSums {
             zero: zero_unit_checksum(unit_bytes)?,
             inner: Mutex::default(),
         })
+    }
+
+    /// [`Self::new`], for a file of `units` units (see [`Self::grown`]).
+    pub(crate) fn sized(incarnation: u32, unit_bytes: u32, units: u64) -> Option<Self> {
+        let table = Self::new(incarnation, unit_bytes)?;
+        recover(table.inner.lock()).units = Some(units);
+        Some(table)
     }
 
     pub(crate) fn incarnation(&self) -> u32 {
@@ -180,9 +188,10 @@ impl FileSums {
     /// more: later loads and writes keep to them): a block wholly past them is
     /// forgotten (its place in the map is gone; if the file grows again
     /// the grow blanks it on disk), and the units past the end in the last
-    /// block hold zeros (a grow exposes them as zeros). Fails, changing
+    /// block hold zeros (a grow exposes them as zeros). Returns whether
+    /// that block changed (a checkpoint must write it). Fails, changing
     /// nothing, naming the last block when the table does not hold it.
-    pub(crate) fn cut(&self, units: u64) -> Result<(), NotLoaded> {
+    pub(crate) fn cut(&self, units: u64) -> Result<bool, NotLoaded> {
         let (_held, mut inner) = self.lock();
         let inner = &mut *inner;
         let (last, slot) = map_place(units);
@@ -199,9 +208,10 @@ impl FileSums {
             if table.sums[slot..].iter().any(|s| *s != self.zero) {
                 table.sums[slot..].fill(self.zero);
                 inner.dirty.insert(last);
+                return Ok(true);
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// The file grew to `units` units (a cut already zeroed those past the
@@ -211,28 +221,33 @@ impl FileSums {
         inner.units = Some(units);
     }
 
-    /// The blocks changed since the last call, with their checksums now
-    /// and the generation they were last written with: what a checkpoint
-    /// writes. A unit whose write is still in flight goes out with its new
-    /// checksum (the log holds the intent until the checkpoint after, and
-    /// recovery judges it by both).
-    /// The units the log has not named whose writes ended by [`Self::ends`]
-    /// `through` (before the checkpoint's flush made their bytes durable)
-    /// go with them: the map the checkpoint writes holds them. A unit whose
-    /// write ended since stays for the log: its bytes may not be durable.
-    pub(crate) fn take_dirty(&self, through: u64) -> Vec<(u64, MapBlock)> {
+    /// The blocks changed since the last call, each with its checksums as
+    /// the writes that have *ended* left them (a unit whose write is in
+    /// flight goes out with the checksum it had before: its write's end
+    /// changes the block again and the log names it), and the generation
+    /// the block was last written with: what a checkpoint writes. Taken at
+    /// one instant with every unit the log has not named, which the
+    /// checkpoint's flush (after this call) makes durable and its map
+    /// blocks hold from then on: the log forgets them. So a map block a
+    /// checkpoint writes holds, for every unit, what the records before
+    /// its checkpoint record named or newer, and never a checksum a record
+    /// after it names as newer (`docs/checksums.md`, "Recovery").
+    pub(crate) fn take_dirty(&self) -> Vec<(u64, MapBlock)> {
         let (_held, mut inner) = self.lock();
+        let inner = &mut *inner;
         let dirty = std::mem::take(&mut inner.dirty);
-        inner.unlogged.retain(|_, end| *end > through);
-        dirty
+        inner.unlogged.clear();
+        let mut out: Vec<(u64, MapBlock)> = dirty
             .into_iter()
             .filter_map(|b| inner.blocks.get(&b).map(|t| (b, t.clone())))
-            .collect()
-    }
-
-    /// Writes ended so far: a mark for [`Self::take_dirty`].
-    pub(crate) fn ends(&self) -> u64 {
-        self.lock().1.ends
+            .collect();
+        for (unit, was) in &inner.before {
+            let (block, slot) = map_place(*unit);
+            if let Ok(i) = out.binary_search_by_key(&block, |(b, _)| *b) {
+                out[i].1.sums[slot] = *was;
+            }
+        }
+        out
     }
 
     /// The units whose writes ended since the log last named them, in
@@ -275,6 +290,13 @@ impl FileSums {
         runs
     }
 
+    /// Whether some unit of `units` has a write that ended and that the
+    /// log has not named: a second write of it must have it named first
+    /// ([`super::sums_log::SumsLog::name_now`]).
+    pub(crate) fn unlogged_in(&self, units: std::ops::Range<u64>) -> bool {
+        self.lock().1.unlogged.range(units).next().is_some()
+    }
+
     /// Units `first ..` were named by a log record that could not be made
     /// durable: the next one names them again.
     pub(crate) fn unlog_failed(&self, first: u64, count: u64) {
@@ -297,8 +319,40 @@ impl FileSums {
                 }
             }
             None => {
+                // The checkpoint that took it forgot its units: the log
+                // names them again (what the ended writes left).
+                let inner = &mut *inner;
                 inner.dirty.insert(block);
+                let per = CHECKSUMS_PER_BLOCK as u64;
+                let end = inner
+                    .units
+                    .map_or(per, |n| n.saturating_sub(block * per).min(per));
+                for unit in block * per..block * per + end {
+                    inner.ends += 1;
+                    inner.unlogged.insert(unit, inner.ends);
+                }
             }
+        }
+    }
+
+    /// The generation block `block` was read or last written with (0: a
+    /// blank block), if the table holds it.
+    pub(crate) fn generation(&self, block: u64) -> Option<u64> {
+        self.lock().1.blocks.get(&block).map(|t| t.generation)
+    }
+
+    /// Recovery judged unit `unit` to hold `sum` (`docs/checksums.md`,
+    /// "Recovery"): the table takes it, and the next checkpoint writes it.
+    /// Nothing for a block the table does not hold (the caller loaded it).
+    pub(crate) fn recovered(&self, unit: u64, sum: u32) {
+        let (_held, mut inner) = self.lock();
+        let (block, slot) = map_place(unit);
+        let Some(table) = inner.blocks.get_mut(&block) else {
+            return;
+        };
+        if table.sums[slot] != sum {
+            table.sums[slot] = sum;
+            inner.dirty.insert(block);
         }
     }
 }
@@ -373,21 +427,13 @@ mod tests {
         // A block read from disk later does not undo what the table holds.
         sums.load(0, blank(zero));
         assert_eq!(candidates(&sums, 1007), vec![8]);
-        let dirty: Vec<u64> = sums
-            .take_dirty(u64::MAX)
-            .into_iter()
-            .map(|(b, _)| b)
-            .collect();
+        let dirty: Vec<u64> = sums.take_dirty().into_iter().map(|(b, _)| b).collect();
         assert_eq!(dirty, vec![0, 1]);
-        assert!(sums.take_dirty(u64::MAX).is_empty());
+        assert!(sums.take_dirty().is_empty());
         sums.written(0, None);
-        assert_eq!(
-            sums.take_dirty(u64::MAX).len(),
-            1,
-            "a failed write is taken again"
-        );
+        assert_eq!(sums.take_dirty().len(), 1, "a failed write is taken again");
         sums.written(0, Some(9));
-        assert!(sums.take_dirty(u64::MAX).is_empty());
+        assert!(sums.take_dirty().is_empty());
         assert_eq!(
             candidates(&sums, 5_000_000),
             Vec::<u32>::new(),
@@ -420,21 +466,17 @@ mod tests {
         }
         sums.begin_write(per - 2, &[5; 6]).unwrap();
         sums.end_write(per - 2, 6, true);
-        sums.take_dirty(u64::MAX);
+        sums.take_dirty();
         // Into block 1, mid-block: block 2 is forgotten, block 1's tail is
         // zero units, and it is changed.
-        assert_eq!(sums.cut(per + 2), Ok(()));
+        assert_eq!(sums.cut(per + 2), Ok(true));
         assert_eq!(candidates(&sums, per + 1), vec![5]);
         assert_eq!(candidates(&sums, per + 2), vec![zero]);
         assert_eq!(candidates(&sums, 2 * per), Vec::<u32>::new());
-        let dirty: Vec<u64> = sums
-            .take_dirty(u64::MAX)
-            .into_iter()
-            .map(|(b, _)| b)
-            .collect();
+        let dirty: Vec<u64> = sums.take_dirty().into_iter().map(|(b, _)| b).collect();
         assert_eq!(dirty, vec![1]);
         // On a block boundary: nothing to load, the block after is gone.
-        assert_eq!(sums.cut(per), Ok(()));
+        assert_eq!(sums.cut(per), Ok(false));
         assert_eq!(candidates(&sums, per), Vec::<u32>::new());
         assert_eq!(candidates(&sums, per - 1), vec![5]);
         // Mid-block in a block not held: it must be loaded first.
@@ -443,7 +485,7 @@ mod tests {
     }
 
     #[test]
-    fn the_log_names_what_an_ended_write_left_and_a_checkpoint_forgets_only_what_it_flushed() {
+    fn the_log_names_what_an_ended_write_left_and_a_checkpoint_takes_only_ended_writes() {
         let sums = FileSums::new(1, 4096).unwrap();
         let zero = zero_unit_checksum(4096).unwrap();
         sums.load(0, blank(zero));
@@ -454,17 +496,34 @@ mod tests {
         assert_eq!(sums.take_unlogged(None), vec![(3, vec![7])]);
         sums.end_write(3, 1, true);
         assert_eq!(sums.take_unlogged(None), vec![(3, vec![8])]);
-        // A checkpoint that flushed after end `through` forgets those ends
-        // only; one that ended after its flush stays for the log.
+        // A checkpoint takes what ended writes left (a write in flight
+        // goes out with the checksum before it) and forgets every unit
+        // the log had not named: its map block holds them.
         sums.begin_write(4, &[9, 9]).unwrap();
         sums.end_write(4, 2, true);
-        let through = sums.ends();
         sums.begin_write(10, &[5]).unwrap();
+        let taken = sums.take_dirty();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(&taken[0].1.sums[3..6], &[8, 9, 9]);
+        assert_eq!(taken[0].1.sums[10], zero, "in flight: the checksum before");
+        assert_eq!(sums.take_unlogged(None), vec![]);
+        // The write's end changes the block again, and the log names it.
         sums.end_write(10, 1, true);
-        assert_eq!(sums.take_dirty(through).len(), 1);
         assert_eq!(sums.take_unlogged(None), vec![(10, vec![5])]);
-        // A record that failed gives its units back.
-        sums.unlog_failed(4, 2);
-        assert_eq!(sums.take_unlogged(Some(0..6)), vec![(4, vec![9, 9])]);
+        assert_eq!(sums.take_dirty()[0].1.sums[10], 5);
+        // A block the checkpoint failed to write: its units go back to
+        // the log, named with what they hold.
+        sums.written(0, None);
+        assert_eq!(
+            sums.take_unlogged(Some(2..6)),
+            vec![(2, vec![zero, 8, 9, 9])]
+        );
+        assert_eq!(sums.take_dirty().len(), 1);
+        // Recovery's judgement is taken and written by the next checkpoint.
+        sums.recovered(7, 77);
+        assert_eq!(candidates(&sums, 7), vec![77]);
+        assert_eq!(sums.take_dirty()[0].1.sums[7], 77);
+        assert_eq!(sums.generation(0), Some(0));
+        assert_eq!(sums.generation(1), None);
     }
 }

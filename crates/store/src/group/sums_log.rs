@@ -203,7 +203,7 @@ pub(crate) struct SumsLog {
 }
 
 /// The writer state, held (rank [`Rank::Log`]): for the metadata plane's
-/// checkpoint of the maps, which writes its records and header with it.
+/// checkpoint of the maps, which writes its record and header with it.
 pub(crate) struct LogLock<'a> {
     log: &'a SumsLog,
     writer: Ranked<std::sync::MutexGuard<'a, Writer>>,
@@ -488,6 +488,54 @@ impl SumsLog {
         }
     }
 
+    /// Units `units` of file `file` are about to be written again, and
+    /// some of them have a write that ended and that no record names yet:
+    /// a record names what those writes left, and is flushed, before the
+    /// new write's bytes are sent. So a unit never has two writes the log
+    /// does not name, and after a crash its copies hold what a record or
+    /// the map names, or the one write after it (`data/recover.rs`): two
+    /// copies that each kept a different unnamed write would match no
+    /// candidate and read as damage. Costs a record only for a unit
+    /// written twice between two syncs. The caller holds the extent latch
+    /// that keeps other writes of the units out.
+    pub(crate) fn name_now(
+        &self,
+        port: &mut dyn DataPort,
+        file: u32,
+        sums: &Arc<FileSums>,
+        units: std::ops::Range<u64>,
+    ) -> Result<(), GroupError> {
+        loop {
+            let mut writer = self.writer();
+            if self.ring_now(&mut writer).is_none() {
+                return Ok(());
+            }
+            let runs: Runs = sums
+                .take_unlogged(Some(units.clone()))
+                .into_iter()
+                .map(|(first, checksums)| (file, sums.clone(), first, checksums))
+                .collect();
+            if runs.is_empty() {
+                return Ok(());
+            }
+            let named = self.regions().list();
+            match self.write_records(&mut writer, port, &runs, (&named, &named), How::Enter) {
+                Ok(failed) => {
+                    drop(writer);
+                    return report_failed(port, &failed);
+                }
+                Err(e) => {
+                    give_back(&runs);
+                    drop(writer);
+                    match e {
+                        Unwritten::Full => port.checkpoint_maps()?,
+                        Unwritten::Failed(e) => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+
     /// Make every write that ended so far durable with its checksums: the
     /// records naming the units written since the last one, then a flush
     /// of every member disk that may be written (the data's and the
@@ -540,15 +588,20 @@ impl SumsLog {
         let Some(ring) = self.ring_now(writer) else {
             return Ok(FailedDisks::new());
         };
-        let records = pack(runs, named, flushed_through);
-        // A checkpoint's record starts a new stretch (the ring before it is
-        // in the maps), in the block every other batch leaves free: never
-        // over the record the durable header starts at.
-        let (used, keep) = match how {
-            How::Restart => (ring.used(), 0),
-            How::Enter | How::Sync => (ring.used(), 1),
+        let mut records = pack(runs, named, flushed_through);
+        // A checkpoint's record begins a new stretch, in a block every
+        // other batch leaves free: never over the record the durable
+        // header starts at.
+        let keep = match how {
+            How::Checkpoint(maps_from) => {
+                for r in &mut records {
+                    r.checkpoint = Some(maps_from);
+                }
+                0
+            }
+            How::Enter | How::Sync => CHECKPOINT_KEEP,
         };
-        if used + records.len() as u64 + keep > ring.room() {
+        if ring.used() + records.len() as u64 + keep > ring.room() {
             return Err(Unwritten::Full);
         }
         let view = port.disk_view();
@@ -650,9 +703,12 @@ impl SumsLog {
             ring.next_seq = seq + 1;
             ring.position = ring.after(position);
             ring.prev_checksum = checksum;
-            // Only a sync's flush covers the data the runs name.
-            if how == How::Sync && all_flushed {
-                writer.flushed_through = seq;
+            // Only a sync's flush covers the data the runs name; a
+            // checkpoint flushed every disk before its record.
+            match how {
+                How::Sync if all_flushed => writer.flushed_through = seq,
+                How::Checkpoint(_) => writer.flushed_through = seq,
+                _ => {}
             }
         }
         Ok(failed)
@@ -665,43 +721,70 @@ impl LogLock<'_> {
         self.writer.ring = ring;
     }
 
-    /// The maps now hold every unit named so far (a checkpoint's commit,
-    /// which took every changed block, is durable): start the ring at a
-    /// new record that names the regions, then write the header that
-    /// starts there; the records before it are free. A unit whose write
-    /// ended since the checkpoint took its block waits for the next
-    /// record, as any write not yet synced. A crash before the header
-    /// leaves the old one, whose records chain on to the new. Returns the
-    /// disks that failed, to report once the lock is let go.
-    pub(crate) fn restart(&mut self, port: &mut dyn DataPort) -> Result<FailedDisks, GroupError> {
+    /// A checkpoint of the maps begins (under `meta`, this lock held
+    /// until [`Self::finish_checkpoint`]; every disk flushed since the
+    /// maps' blocks were taken): a record naming the regions, marked as a
+    /// checkpoint's with `maps_from`, the journal sequence its map blocks
+    /// will be sealed at or above. A crash before the header names it
+    /// leaves the old header, whose records chain on through it, and
+    /// recovery tells by `maps_from` which map blocks are newer than the
+    /// records before it. Returns where it is (the next header's start)
+    /// and the disks that failed, to report once the lock is let go.
+    pub(crate) fn begin_checkpoint(
+        &mut self,
+        port: &mut dyn DataPort,
+        maps_from: u64,
+    ) -> Result<(LogStart, FailedDisks), GroupError> {
         let Some(ring) = self.log.ring_now(&mut self.writer) else {
-            return Ok(FailedDisks::new());
+            return Ok((LogStart::default(), FailedDisks::new()));
         };
-        let (start_seq, start_position, start_prev) =
-            (ring.next_seq, ring.position, ring.prev_checksum);
+        let start = LogStart {
+            seq: ring.next_seq,
+            position: ring.position,
+            prev_checksum: ring.prev_checksum,
+        };
         let named = self.log.regions().list();
-        let mut failed =
-            match self
-                .log
-                .write_records(&mut self.writer, port, &Vec::new(), (&named, &named), How::Restart)
-            {
-                Ok(failed) => failed,
-                Err(Unwritten::Full) => {
-                    return Err(GroupError::Unreadable(
-                        "the checksum log has no block left to start again at (its last header could not be written); mount the group again".into(),
-                    ))
-                }
-                Err(Unwritten::Failed(e)) => return Err(e),
-            };
-        self.log.mark_named(&named);
-        let Some(ring) = self.writer.ring.as_mut() else {
+        let how = How::Checkpoint(maps_from);
+        match self
+            .log
+            .write_records(&mut self.writer, port, &Vec::new(), (&named, &named), how)
+        {
+            Ok(failed) => {
+                self.log.mark_named(&named);
+                Ok((start, failed))
+            }
+            Err(Unwritten::Full) => Err(GroupError::Unreadable(
+                "the checksum log has no block left for a checkpoint's record (two checkpoints failed since the last one that ended); mount the group again".into(),
+            )),
+            Err(Unwritten::Failed(e)) => Err(e),
+        }
+    }
+
+    /// Writes are over (a dismount, or a mount before any): the regions
+    /// leave the set, so the next checkpoint's record names none and a
+    /// mount after it has none to scan. Only regions no write holds.
+    pub(crate) fn let_go_regions(&mut self) {
+        self.log.regions().entries.retain(|_, e| e.pins > 0);
+    }
+
+    /// The checkpoint begun at `start` has committed its map blocks: the
+    /// next header names its record as the ring's start; the records
+    /// before it are free. Returns the disks that failed, to report once
+    /// the lock is let go.
+    pub(crate) fn finish_checkpoint(
+        &mut self,
+        port: &mut dyn DataPort,
+        start: LogStart,
+    ) -> Result<FailedDisks, GroupError> {
+        let mut failed = FailedDisks::new();
+        let Some(ring) = self.log.ring_now(&mut self.writer) else {
             return Ok(failed);
         };
         let header = LogHeader {
             header_generation: ring.header.header_generation + 1,
-            start_seq,
-            start_position,
-            start_prev_checksum: start_prev,
+            start_seq: start.seq,
+            start_position: start.position,
+            start_prev_checksum: start.prev_checksum,
         };
         let slot = header.header_generation % LOG_HEADER_BLOCKS;
         let mut block = meta::empty_block();
@@ -769,6 +852,14 @@ impl LogLock<'_> {
     }
 }
 
+/// Where a checkpoint's record is: the next header's start.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LogStart {
+    seq: u64,
+    position: u64,
+    prev_checksum: u32,
+}
+
 /// Why a batch of records is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum How {
@@ -776,10 +867,18 @@ enum How {
     Enter,
     /// A sync: the data's disks are flushed with the records.
     Sync,
-    /// A checkpoint starts the ring at this record: the ring before it is
-    /// in the maps. Every other batch leaves a block free for it.
-    Restart,
+    /// A checkpoint of the maps begins at this record (its journal
+    /// sequence `maps_from`): once its map blocks are committed, the
+    /// header names it as the ring's start. Every other batch leaves
+    /// [`CHECKPOINT_KEEP`] blocks free for it.
+    Checkpoint(u64),
 }
+
+/// Blocks every batch but a checkpoint's leaves free: one for the next
+/// checkpoint's record, and one more for a checkpoint whose record was
+/// written and whose commit then failed (the group stops; the next mount's
+/// checkpoint writes its own).
+const CHECKPOINT_KEEP: u64 = 2;
 
 /// The regions of `offset .. offset + len`.
 pub(crate) fn region_range(offset: u64, len: u64) -> std::ops::Range<u64> {
@@ -847,6 +946,7 @@ fn pack(
         prev_checksum: 0,
         writer: 0,
         flushed_through,
+        checkpoint: None,
         regions: before.to_vec(),
         runs: Vec::new(),
     };

@@ -249,34 +249,58 @@ impl SumsWrite {
     }
 
     /// Units `offset .. offset + len` of the file (whole units) are about
-    /// to hold `bytes`, or zeros (`None`): their new checksums taken, the
-    /// old kept beside them until [`Self::end`].
+    /// to hold `bytes`, or zeros (`None`), written to the disks: their new
+    /// checksums taken, the old kept beside them until [`Self::end`]. The
+    /// bytes land only where a durable record of the log names the region:
+    /// after a crash, recovery scans those regions for writes no record
+    /// named.
     pub(crate) fn begin(
         &mut self,
         port: &mut dyn DataPort,
         (offset, len): (u64, u64),
         bytes: Option<&[u8]>,
     ) -> Result<(), GroupError> {
+        let sums: Vec<u32> = match bytes {
+            Some(b) => b
+                .chunks(self.unit_bytes as usize)
+                .map(unit_checksum)
+                .collect(),
+            None => vec![self.sums.zero(); (len / self.unit_bytes) as usize],
+        };
+        let log = port.plane().sums_log().clone();
+        let pins = log.enter(port, self.number, (offset, len))?;
+        let units = offset / self.unit_bytes..(offset + len) / self.unit_bytes;
+        if self.sums.unlogged_in(units.clone()) {
+            log.name_now(port, self.number, &self.sums, units)?;
+        }
+        self.begin_with(port, (offset, len), &sums, Some(pins))
+    }
+
+    /// Units `offset .. offset + len` of whole extents about to be marked
+    /// unwritten (a punch): zero units. No region is entered: no byte is
+    /// written, and an extent the metadata says is unwritten reads as zeros,
+    /// which recovery takes as what it says (`data/recover.rs`).
+    pub(crate) fn begin_unwritten(
+        &mut self,
+        port: &mut dyn DataPort,
+        (offset, len): (u64, u64),
+    ) -> Result<(), GroupError> {
+        let sums = vec![self.sums.zero(); (len / self.unit_bytes) as usize];
+        self.begin_with(port, (offset, len), &sums, None)
+    }
+
+    fn begin_with(
+        &mut self,
+        port: &mut dyn DataPort,
+        (offset, len): (u64, u64),
+        sums: &[u32],
+        pins: Option<Pins>,
+    ) -> Result<(), GroupError> {
         let unit = self.unit_bytes;
         let (first, count) = (offset / unit, len / unit);
-        let sums: Vec<u32> = match bytes {
-            Some(b) => b.chunks(unit as usize).map(unit_checksum).collect(),
-            None => vec![self.sums.zero(); count as usize],
-        };
         let group = port.plane().group_uuid();
-        // Bytes land only where a durable record of the log names the
-        // region: after a crash, recovery scans those regions for writes
-        // no record named. (A zeroing's units are named by the records
-        // after it: its regions are not entered yet; `docs/checksums.md`.)
-        let pins = match bytes {
-            Some(_) => {
-                let log = port.plane().sums_log().clone();
-                Some(log.enter(port, self.number, (offset, len))?)
-            }
-            None => None,
-        };
         loop {
-            match self.sums.begin_write(first, &sums) {
+            match self.sums.begin_write(first, sums) {
                 Ok(()) => break,
                 Err(NotLoaded(block)) => {
                     let read = read_map_block(port, group, self.number, block)?;

@@ -42,6 +42,7 @@ mod copy;
 mod map_blocks;
 mod punch;
 mod read;
+mod recover;
 #[cfg(test)]
 mod tests;
 mod verify;
@@ -59,5 +60,7 @@ pub use punch::Punched;
 pub(in crate::group) use punch::RMW_LATCH;
 pub(crate) use punch::{punch_extents, zero_parts};
 pub(crate) use read::read;
+pub use recover::RecoveredLog;
+pub(crate) use recover::{recover_file, FileIntents, LogFacts};
 pub(crate) use verify::UnitSums;
 pub(crate) use write::{initialize, write};

@@ -1,11 +1,11 @@
 //! Punching holes and zeroing ranges: extents made unwritten again, and
 //! parts of written extents zeroed on every copy.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use cairn_format::group::{au_mask, Extent};
+use cairn_format::group::{au_mask, Extent, REGION_BYTES};
 use cairn_io::{IoError, Op};
 
 use super::common::{
@@ -17,6 +17,7 @@ use super::map_blocks::SumsWrite;
 use super::write::settle_write;
 use crate::group::error::GroupError;
 use crate::group::plane::{FileSnapshot, Hold, LatchGuard, OperationGuard};
+use crate::group::sums_log::ENTER_REGIONS_MAX;
 
 /// What a punch did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +124,7 @@ pub(crate) fn punch_extents(
                 .map(|(e, _)| (*e, extent_runs(&now, *e)))
                 .collect();
             for run in runs.iter().flat_map(|(_, r)| r) {
-                s.begin(port, *run, None)?;
+                s.begin_unwritten(port, *run)?;
             }
         }
         let marked = port.mark_unwritten(number, incarnation, &still)?;
@@ -201,7 +202,47 @@ pub(crate) fn punch_extents(
 /// copy whose I/O fails is marked stale if another copy of the part took
 /// the zeros, and its disk reported; a part no copy took fails. Returns the
 /// bytes zeroed, counted once.
+///
+/// A file with checksums is zeroed as it is written: its zeros land only
+/// where a durable record of the checksum log names the region, at most
+/// [`ENTER_REGIONS_MAX`] regions at once, so the parts are cut at windows
+/// of that many regions and zeroed a window at a time.
 pub(crate) fn zero_parts(
+    port: &mut dyn DataPort,
+    slot: Option<&AtomicU64>,
+    number: u32,
+    incarnation: u32,
+    parts: &[(u64, u64, u64)],
+    unmap: bool,
+) -> Result<u64, GroupError> {
+    let snap = file_snapshot(port, number)?;
+    if !snap.has_map || snap.incarnation != incarnation {
+        return zero_window(port, slot, number, incarnation, parts, unmap);
+    }
+    let window = ENTER_REGIONS_MAX * REGION_BYTES;
+    let mut windows: BTreeMap<u64, Vec<(u64, u64, u64)>> = BTreeMap::new();
+    for (e, within, len) in parts {
+        let start = u64::try_from(snap.layout.logical_offset(*e, *within)).unwrap_or(u64::MAX);
+        let mut done = 0;
+        while done < *len {
+            let at = start.saturating_add(done);
+            let cut = ((at / window + 1) * window - at).min(len - done);
+            windows
+                .entry(at / window)
+                .or_default()
+                .push((*e, within + done, cut));
+            done += cut;
+        }
+    }
+    let mut zeroed = 0;
+    for parts in windows.values() {
+        zeroed += zero_window(port, slot, number, incarnation, parts, unmap)?;
+    }
+    Ok(zeroed)
+}
+
+/// [`zero_parts`], for parts of one window.
+fn zero_window(
     port: &mut dyn DataPort,
     slot: Option<&AtomicU64>,
     number: u32,

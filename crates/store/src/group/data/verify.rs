@@ -472,7 +472,7 @@ fn unvouched_error(snap: &FileSnapshot, unit_bytes: u64, units: &[u64]) -> Group
 
 /// Units (in order) as byte ranges, consecutive units merged: "bytes a..b,
 /// bytes c..d".
-fn ranges_named(unit_bytes: u64, units: &[u64]) -> String {
+pub(super) fn ranges_named(unit_bytes: u64, units: &[u64]) -> String {
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for u in units {
         match ranges.last_mut() {

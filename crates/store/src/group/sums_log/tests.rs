@@ -92,7 +92,7 @@ fn a_region_is_named_before_its_first_write_and_a_sync_names_the_units() {
     g.write(file, 0, &bytes(1, 8192)).unwrap();
     let after_first = ring(&g);
     assert_eq!(after_first.next_seq, start.0 + 1, "one record for region 0");
-    g.write(file, 4096, &bytes(2, 4096)).unwrap();
+    g.write(file, 8192, &bytes(2, 4096)).unwrap();
     assert_eq!(ring(&g).next_seq, start.0 + 1, "region 0 is named already");
     g.write(file, 5 * MIB + 4096, &bytes(3, 3 * 4096)).unwrap();
     assert_eq!(ring(&g).next_seq, start.0 + 2, "one record for region 5");
@@ -124,7 +124,7 @@ fn a_region_is_named_before_its_first_write_and_a_sync_names_the_units() {
     }
     let units: Vec<u64> = named.keys().copied().collect();
     let region5 = 5 * MIB / 4096;
-    assert_eq!(units, vec![0, 1, region5 + 1, region5 + 2, region5 + 3]);
+    assert_eq!(units, vec![0, 1, 2, region5 + 1, region5 + 2, region5 + 3]);
     let mut buf = vec![0u8; 4096];
     for (unit, sum) in named {
         g.read(file, unit * 4096, &mut buf).unwrap();
@@ -138,8 +138,46 @@ fn a_region_is_named_before_its_first_write_and_a_sync_names_the_units() {
     log.sync(&mut g).unwrap();
     let places = ring(&g);
     let next = records_from(&mut *g.engine, &ids, &places, next_of(&synced));
-    assert_eq!(next.len(), 1);
+    assert_eq!(next.len(), 1, "a unit written once since the last sync");
     assert_eq!(next[0].1.flushed_through, synced.next_seq - 1);
+}
+
+/// A unit written again before a sync named its first write has that
+/// write named first, in a record of its own, before the second's bytes
+/// are sent: the log never leaves a unit two writes it does not name.
+#[test]
+fn a_unit_written_twice_between_syncs_has_its_first_write_named_first() {
+    let (mut sim, ids) = group_on_sim();
+    let mut g = mount(&mut sim, &ids);
+    let file = mapped(&mut g, "f");
+    g.write(file, 0, &bytes(1, 8192)).unwrap();
+    let before = next_of(&ring(&g));
+    g.write(file, 12288, &bytes(2, 4096)).unwrap();
+    assert_eq!(ring(&g).next_seq, before.0, "a first write: no record");
+    g.write(file, 4096, &bytes(3, 8192)).unwrap();
+    let places = ring(&g);
+    let records = records_from(&mut *g.engine, &ids, &places, before);
+    assert_eq!(records.len(), 1, "one record, before the second write");
+    let runs: Vec<(u64, Vec<u32>)> = records[0]
+        .1
+        .runs
+        .iter()
+        .map(|r| (r.first_unit, r.checksums.clone()))
+        .collect();
+    assert_eq!(
+        runs,
+        vec![(1, vec![unit_checksum(&bytes(1, 8192)[4096..])])],
+        "the first write of unit 1, and nothing of unit 2 (written once)"
+    );
+    // Each write again before a sync names the one before it; after a
+    // sync, none.
+    g.write(file, 4096, &bytes(4, 4096)).unwrap();
+    assert_eq!(ring(&g).next_seq, places.next_seq + 1);
+    let log = g.plane.sums_log().clone();
+    log.sync(&mut g).unwrap();
+    let synced = ring(&g).next_seq;
+    g.write(file, 4096, &bytes(5, 4096)).unwrap();
+    assert_eq!(ring(&g).next_seq, synced, "written once since the sync");
 }
 
 /// A power cut at any request of an in-place write into a region no
