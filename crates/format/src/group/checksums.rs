@@ -211,8 +211,6 @@ impl IntentRun {
 /// one batch sent beside their data. Its sequence number is the envelope's
 /// generation; its self-address, its ring position.
 ///
-/// Provisional: its layout may change until the log's recovery is in the
-/// known ro-compat set (`docs/checksums.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntentRecord {
     pub prev_checksum: u32,

@@ -42,8 +42,19 @@ pub const GROUP_RO_COMPAT_MULTIHOST: u64 = 4;
 /// of its own for that, so that this one (which writes data without them)
 /// mounts such a group read-only.
 pub const GROUP_RO_COMPAT_DATA_CHECKSUMS: u64 = 8;
+/// Ro-compatible group feature: the writes of files with checksum maps
+/// keep their checksums through the checksum log (file 8;
+/// `docs/checksums.md`, "Writes"), and a writing mount recovers the log a
+/// crash left before anything is served. A Cairn that does not know it
+/// would write data without naming the checksums in the log, or start the
+/// log again over records it did not judge, and a crash would then leave
+/// the maps behind the data: it may mount the group only read-only. Set
+/// with [`GROUP_RO_COMPAT_DATA_CHECKSUMS`], when the checksum directory and
+/// the log are made.
+pub const GROUP_RO_COMPAT_CHECKSUM_LOG: u64 = 16;
 /// The ro-compatible group features this code knows.
 pub const GROUP_RO_COMPAT_KNOWN: u64 = GROUP_RO_COMPAT_FILE_ATTRS
     | GROUP_RO_COMPAT_CLEAN_MAP
     | GROUP_RO_COMPAT_MULTIHOST
-    | GROUP_RO_COMPAT_DATA_CHECKSUMS;
+    | GROUP_RO_COMPAT_DATA_CHECKSUMS
+    | GROUP_RO_COMPAT_CHECKSUM_LOG;

@@ -21,7 +21,7 @@ use cairn_format::extent_map::extent_aus;
 use cairn_format::group::{
     au_mask, is_user_number, map_blocks, map_number, map_place, AuAddr, FileEntry, FileState,
     MapSums, FILE_CHECKSUM_DIRECTORY, FILE_CHECKSUM_LOG, FILE_NUMBER_USER_MIN,
-    GROUP_RO_COMPAT_DATA_CHECKSUMS, STRIPING_COARSE,
+    GROUP_RO_COMPAT_CHECKSUM_LOG, GROUP_RO_COMPAT_DATA_CHECKSUMS, STRIPING_COARSE,
 };
 use cairn_format::meta::BLOCK_BYTES;
 
@@ -489,7 +489,7 @@ impl Group<'_> {
                 return Err(e);
             }
         };
-        self.declare_ro_compat(GROUP_RO_COMPAT_DATA_CHECKSUMS)?;
+        self.declare_ro_compat(GROUP_RO_COMPAT_DATA_CHECKSUMS | GROUP_RO_COMPAT_CHECKSUM_LOG)?;
         let now = (self.clock)();
         // The checksum directory, and the checksum log's ring (one AU: its
         // headers read blank as a log never written).
@@ -533,7 +533,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use cairn_format::group::{
-        map_number, FileState, FILE_CHECKSUM_DIRECTORY, GROUP_RO_COMPAT_DATA_CHECKSUMS,
+        map_number, FileState, FILE_CHECKSUM_DIRECTORY, GROUP_RO_COMPAT_CHECKSUM_LOG,
+        GROUP_RO_COMPAT_DATA_CHECKSUMS,
     };
     use cairn_io::DeviceId;
     use cairn_io_sim::SimEngine;
@@ -612,6 +613,7 @@ mod tests {
             );
             assert!(g.files.contains(FILE_CHECKSUM_DIRECTORY));
             assert_ne!(g.features.ro_compat & GROUP_RO_COMPAT_DATA_CHECKSUMS, 0);
+            assert_ne!(g.features.ro_compat & GROUP_RO_COMPAT_CHECKSUM_LOG, 0);
             // Its space is counted with the file's: 8 AUs and one of map, twice.
             assert_eq!(f.allocated_bytes, 2 * 9 * MIB);
             assert!(g.plane.file(map_number(number)).is_some());

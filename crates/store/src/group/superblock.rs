@@ -25,7 +25,7 @@ impl Group<'_> {
     /// that could not take them goes offline, as after any failed write.
     /// Call it before the operation changes anything.
     pub(super) fn declare_ro_compat(&mut self, bit: u64) -> Result<(), GroupError> {
-        if self.features.ro_compat & bit != 0 {
+        if self.features.ro_compat & bit == bit {
             return Ok(());
         }
         self.features.ro_compat |= bit;
