@@ -154,13 +154,18 @@ impl Group<'_> {
     /// A writing mount's start of the log: read where it stands, judge
     /// what its records and regions say against every copy
     /// ([`Self::recover_checksum_log`]), and checkpoint the maps, which
-    /// starts it afresh at a record of its own that names no region.
+    /// starts it afresh at a record of its own naming the regions the last
+    /// record announced (so a crash before the maps are durable leaves
+    /// them to scan again); a record after the checkpoint names none.
     pub(super) fn start_checksum_log(&mut self) -> Result<RecoveredLog, GroupError> {
         let Some((ring, records)) = self.open_log()? else {
             return Ok(RecoveredLog::default());
         };
         self.plane.sums_log().lock().set_ring(Some(ring));
         let recovered = self.recover_checksum_log(&records)?;
+        if let Some((_, last)) = records.last() {
+            self.plane.sums_log().announce(&last.regions);
+        }
         self.close_checksum_log()?;
         Ok(recovered)
     }

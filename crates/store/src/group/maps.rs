@@ -209,9 +209,6 @@ impl Group<'_> {
                 (file, sums, blocks)
             })
             .collect();
-        if closing {
-            lock.let_go_regions();
-        }
         let result = self
             .flush_for_checkpoint(closing || taken.iter().any(|(_, _, b)| !b.is_empty()))
             .and_then(|()| lock.begin_checkpoint(self, maps_from));
@@ -234,6 +231,9 @@ impl Group<'_> {
         // a step's commit joins the running transaction).
         self.commit_now()?;
         failed.extend(lock.finish_checkpoint(self, start)?);
+        if closing {
+            failed.extend(lock.let_go_regions(self)?);
+        }
         drop(lock);
         self.report_log_failures(&failed)
     }

@@ -478,6 +478,24 @@ impl SumsLog {
         })
     }
 
+    /// The regions the last record of a log a crash left announces: the
+    /// mount's checkpoint record names them again, so that a crash before
+    /// that checkpoint's map blocks are durable leaves them to be scanned
+    /// by the next mount (what the recovery adopted there is in no record,
+    /// only in the maps it writes).
+    pub(crate) fn announce(&self, named: &[Region]) {
+        let mut regions = self.regions();
+        regions.tick += 1;
+        let used = regions.tick;
+        for r in named {
+            regions.entries.entry((r.file, r.index)).or_insert(Entry {
+                pins: 0,
+                named: true,
+                used,
+            });
+        }
+    }
+
     /// A durable record names `named`.
     fn mark_named(&self, named: &[Region]) {
         let mut regions = self.regions();
@@ -760,11 +778,32 @@ impl LogLock<'_> {
         }
     }
 
-    /// Writes are over (a dismount, or a mount before any): the regions
-    /// leave the set, so the next checkpoint's record names none and a
-    /// mount after it has none to scan. Only regions no write holds.
-    pub(crate) fn let_go_regions(&mut self) {
+    /// Writes are over (a dismount, or a mount before any) and the
+    /// checkpoint that took what they left has ended, its map blocks
+    /// durable: the regions leave the set (only those no write holds), and
+    /// a record naming what is left says so, so a mount after it has none
+    /// to scan. Never before that checkpoint's end: until its map blocks
+    /// are durable, the units of writes no record names are vouched for
+    /// only by the regions the last record announces. A ring with no room
+    /// for the record (not after a checkpoint) leaves the regions to the
+    /// next mount's scan, which finds them in step with the maps.
+    pub(crate) fn let_go_regions(
+        &mut self,
+        port: &mut dyn DataPort,
+    ) -> Result<FailedDisks, GroupError> {
         self.log.regions().entries.retain(|_, e| e.pins > 0);
+        let named = self.log.regions().list();
+        match self.log.write_records(
+            &mut self.writer,
+            port,
+            &Vec::new(),
+            (&named, &named),
+            How::Enter,
+        ) {
+            Ok(failed) => Ok(failed),
+            Err(Unwritten::Full) => Ok(FailedDisks::new()),
+            Err(Unwritten::Failed(e)) => Err(e),
+        }
     }
 
     /// The checkpoint begun at `start` has committed its map blocks: the

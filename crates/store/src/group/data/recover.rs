@@ -17,8 +17,9 @@
 //! - a unit some copy holds a candidate of: the newest such candidate, and
 //!   every other copy read is rewritten from one that holds it;
 //! - a unit of an announced region that matches no candidate, whose copies
-//!   all agree (or whose extent has one copy): bytes a write sent that the
-//!   crash kept from being named, adopted;
+//!   that may be read were and agree: bytes a write sent that the crash
+//!   kept from being named (or that a commit's flush made durable before a
+//!   sync named them), adopted;
 //! - a unit of an extent the metadata says was never written (or was
 //!   punched): zero units, what it reads as;
 //! - otherwise (damaged on every copy, or an acknowledged write no copy
@@ -227,12 +228,15 @@ pub(crate) fn recover_file(
                             ));
                         }
                     }
-                    Judgement::Damaged { read: n } => {
+                    Judgement::Damaged { .. } => {
+                        // The copies that could be read agree: with one (a
+                        // file with one copy, or a mirror whose other
+                        // copies are offline or fail their reads) it is
+                        // all there is, as a read would return it.
                         let first_sum = read.iter().flatten().next().copied();
-                        let agree = read.iter().all(|s| s.is_some() && *s == first_sum);
-                        let alone = extent.copies().len() == 1;
+                        let agree = read.iter().flatten().all(|s| Some(*s) == first_sum);
                         match first_sum {
-                            Some(sum) if scanned(unit) && agree && (n >= 2 || alone) => {
+                            Some(sum) if scanned(unit) && agree => {
                                 sums.recovered(unit, sum);
                                 out.units_adopted += 1;
                             }
@@ -242,9 +246,22 @@ pub(crate) fn recover_file(
                             }
                         }
                     }
-                    Judgement::Lost { .. } => {
-                        sums.recovered(unit, newest);
-                        lost.push(unit);
+                    Judgement::Lost { older } => {
+                        // In an announced region a write the power cut
+                        // kept from being named may have put back older
+                        // bytes (zeros over a write, say): copies that
+                        // all agree on them are taken as that write.
+                        let agree = read.iter().flatten().count() == older.len();
+                        match older.first().and_then(|c| read[*c]) {
+                            Some(sum) if scanned(unit) && agree => {
+                                sums.recovered(unit, sum);
+                                out.units_adopted += 1;
+                            }
+                            _ => {
+                                sums.recovered(unit, newest);
+                                lost.push(unit);
+                            }
+                        }
                     }
                     Judgement::Unread => out.units_unread += 1,
                 }

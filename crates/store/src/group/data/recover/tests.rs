@@ -280,3 +280,67 @@ fn sweep(sector: u32) {
         "{sector}-byte sectors: no cut left a copy for recovery to mend"
     );
 }
+
+/// Zeros an acknowledged write put back over a later acknowledged write,
+/// durable (a metadata commit's flush, or a disk that kept its cache) but
+/// named by no record when the power went: every copy holds the bytes an
+/// older record names. That is the unnamed write, not a write the disks
+/// lost: recovery adopts the zeros, reports nothing lost, and they read
+/// back.
+#[test]
+fn zeros_put_back_before_a_power_cut_are_no_lost_write() {
+    let (mut sim, ids) = four_disks_of(4096);
+    create_normal(&mut sim, &ids).dismount().unwrap();
+    let mut engine = CrashAfter::vanishing(sim, usize::MAX);
+    let at = 5 * MIB;
+    let file = {
+        let (mut g, _) = mount(&mut engine, &ids);
+        let options = CreateOptions {
+            checksums: Some(true),
+            ..CreateOptions::default()
+        };
+        let path = GroupPath::parse("+T/f").unwrap();
+        let file = g.create_file(&path, 16 * MIB, &options).unwrap().number;
+        g.write(file, at, &bytes(1, LEN)).unwrap();
+        g.sync().unwrap();
+        let zero = |g: &mut Group<'_>| {
+            let snap = g.plane.file(file).unwrap();
+            let loc = snap.layout.locate(at);
+            crate::group::data::zero_parts(
+                g,
+                None,
+                file,
+                snap.incarnation,
+                &[(loc.extent, loc.offset_in_extent, LEN)],
+                false,
+            )
+            .unwrap();
+        };
+        zero(&mut g);
+        let log = g.plane.sums_log().clone();
+        log.sync(&mut g).unwrap();
+        g.write(file, at, &bytes(2, LEN)).unwrap();
+        log.sync(&mut g).unwrap();
+        // A record after it: it says the sync before was flushed.
+        g.write(file, at + LEN, &bytes(3, LEN)).unwrap();
+        log.sync(&mut g).unwrap();
+        zero(&mut g);
+        std::mem::forget(g);
+        file
+    };
+    engine.inner.crash(CrashPolicy::KEEP_ALL);
+    let (mut g, report) = mount(&mut engine.inner, &ids);
+    let log = &report.checksum_log;
+    assert!(
+        log.lost.is_empty() && log.damaged.is_empty(),
+        "zeros over an acknowledged write were taken for a lost write: {log:?}"
+    );
+    assert!(log.units_adopted > 0, "the zeros were not adopted: {log:?}");
+    let mut buf = vec![1u8; LEN as usize];
+    g.read(file, at, &mut buf).unwrap();
+    assert_eq!(buf, bytes(0, LEN), "the zeros read back");
+    for copy in copies_of(&mut g, &ids, file, at, LEN) {
+        assert_eq!(copy, bytes(0, LEN), "every copy holds the zeros");
+    }
+    g.dismount().unwrap();
+}
