@@ -11,10 +11,13 @@ use super::common::{
     at, buffer_with, check_range, common_read, file_snapshot, note_failed, piece_aus, pieces_of,
     readable_copies, run, run_one, DataPort, DiskIo, FailedDisks,
 };
+use super::map_blocks::read_map_block;
 use super::verify::{self, UnitSums};
 use crate::group::disk_io::read_fails_the_disk;
 use crate::group::error::GroupError;
 use crate::group::plane::{DiskView, FileSnapshot, Hold, LatchKey, OperationGuard, Piece};
+use crate::group::sums::FileSums;
+use cairn_format::group::map_place;
 
 /// Read `buf.len()` bytes at `offset` of file `number`, accepting the bytes
 /// only if `accept` passes on the whole buffer and, with `sums`, each unit
@@ -31,6 +34,13 @@ pub(crate) fn read(
     accept: &dyn Fn(&[u8]) -> bool,
     sums: Option<&dyn UnitSums>,
 ) -> Result<(), GroupError> {
+    // A file with checksums is checked against its own unless the caller
+    // gives others: the map blocks the range needs, loaded first.
+    let own = match sums {
+        Some(_) => None,
+        None => sums_for(port, number, offset, buf.len() as u64)?,
+    };
+    let sums = sums.or(own.as_deref().map(|s| s as &dyn UnitSums));
     // The guard covers the I/O only, never a wait for a latch or for the
     // metadata plane: freed AUs wait for it.
     let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
@@ -83,6 +93,36 @@ pub(crate) fn read(
         repair(port, slot, &snap, &view, &pieces, &tries.bad, &good, at)?;
     }
     verify::answer(port, slot, &snap, &view, checked, sums)
+}
+
+/// File `number`'s checksums, with the map blocks that bytes `offset ..
+/// offset + len` need loaded; `None` for a file without a map. A map block
+/// no copy of which is valid fails the read: its units cannot be vouched
+/// for.
+fn sums_for(
+    port: &mut dyn DataPort,
+    number: u32,
+    offset: u64,
+    len: u64,
+) -> Result<Option<std::sync::Arc<FileSums>>, GroupError> {
+    let snap = file_snapshot(port, number)?;
+    if !snap.has_map || len == 0 {
+        return Ok(None);
+    }
+    let Some(sums) = port.plane().file_sums(number, snap.incarnation) else {
+        return Ok(None);
+    };
+    let unit = u64::from(snap.sector_bytes);
+    let (first, _) = map_place(offset / unit);
+    let (last, _) = map_place((offset + len - 1) / unit);
+    let group = port.plane().group_uuid();
+    for block in first..=last {
+        if !sums.holds(block) {
+            let read = read_map_block(port, group, number, block)?;
+            sums.load(block, read);
+        }
+    }
+    Ok(Some(sums))
 }
 
 /// The general read: every piece from its copies in turn, until the

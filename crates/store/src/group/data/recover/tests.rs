@@ -344,3 +344,76 @@ fn zeros_put_back_before_a_power_cut_are_no_lost_write() {
     }
     g.dismount().unwrap();
 }
+
+/// A read of a file with a map, given no checksums by its caller (as every
+/// caller of the group's reads and of a data handle's is), checks its units
+/// against the map it loads: after a remount, with one copy rotten, the
+/// read returns the bytes written, the rotten copy is rewritten and
+/// counted against its disk; with every copy rotten it fails naming the
+/// range, never returning the rot.
+#[test]
+fn a_read_of_a_file_with_a_map_checks_it_without_being_given_it() {
+    let (mut sim, ids) = four_disks_of(4096);
+    create_normal(&mut sim, &ids).dismount().unwrap();
+    let at = 2 * MIB + 4096;
+    let file = {
+        let (mut g, _) = mount(&mut sim, &ids);
+        let options = CreateOptions {
+            checksums: Some(true),
+            ..CreateOptions::default()
+        };
+        let path = GroupPath::parse("+T/f").unwrap();
+        let file = g.create_file(&path, 16 * MIB, &options).unwrap().number;
+        g.write(file, at, &bytes(3, LEN)).unwrap();
+        g.dismount().unwrap();
+        file
+    };
+    // Where each copy of the first unit lies.
+    let places: Vec<(DeviceId, u64)> = {
+        let (g, _) = mount(&mut sim, &ids);
+        let snap = g.plane.file(file).unwrap();
+        let loc = snap.layout.locate(at);
+        let extent = *snap.extent(loc.extent).unwrap();
+        let places = extent
+            .copies()
+            .iter()
+            .map(|c| {
+                (
+                    ids[usize::from(c.disk)],
+                    u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
+                )
+            })
+            .collect();
+        g.dismount().unwrap();
+        places
+    };
+    assert_eq!(places.len(), 2, "a mirrored file");
+    let rot = vec![0x5a; 4096];
+    sim.scribble(places[0].0, places[0].1, &rot);
+    {
+        let (mut g, _) = mount(&mut sim, &ids);
+        let mut buf = vec![0u8; LEN as usize];
+        g.read(file, at, &mut buf).unwrap();
+        assert_eq!(buf, bytes(3, LEN), "the rotten copy was returned");
+        let counts = g.plane.checksum_counts().by_disk();
+        let healed: u64 = counts.values().map(|c| c.healed).sum();
+        assert_eq!(healed, 1, "the rotten unit healed once: {counts:?}");
+        g.dismount().unwrap();
+    }
+    assert_eq!(
+        sim.contents(places[0].0, places[0].1, 4096)[..],
+        bytes(3, LEN)[..4096],
+        "the rotten copy was rewritten"
+    );
+    for (dev, offset) in &places {
+        sim.scribble(*dev, *offset, &rot);
+    }
+    let (mut g, _) = mount(&mut sim, &ids);
+    let mut buf = vec![0u8; LEN as usize];
+    let e = g.read(file, at, &mut buf).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("bytes {at}..{}", at + 4096)),
+        "the failed read names the range: {e}"
+    );
+    g.dismount().unwrap();
+}
