@@ -417,3 +417,47 @@ fn a_read_of_a_file_with_a_map_checks_it_without_being_given_it() {
     );
     g.dismount().unwrap();
 }
+
+/// A unit's candidates rank each record against its map block by the
+/// block's own seal: a record before the checkpoint whose `maps_from` the
+/// block was written at or after is older than the map (the checkpoint
+/// took a write after it); one after that checkpoint is newer, and
+/// acknowledged once a flush covered it. Without the checkpoint's record,
+/// every record is newer than the map.
+#[test]
+fn a_record_before_the_checkpoint_that_wrote_the_map_ranks_below_it() {
+    use super::{unit_candidates, FileIntents, LogFacts};
+    use crate::group::data::map_blocks::MapBlock;
+    use crate::group::sums::FileSums;
+    let sums = FileSums::new(1, 4096).unwrap();
+    let mut map = Box::new([sums.zero(); cairn_format::group::CHECKSUMS_PER_BLOCK]);
+    map[5] = 111;
+    sums.load(
+        0,
+        MapBlock {
+            sums: map,
+            generation: 50,
+        },
+    );
+    let mut intents = FileIntents::default();
+    intents.named.insert(5, vec![(10, 222)]);
+    let mut facts = LogFacts {
+        checkpoints: vec![(12, 40)],
+        flushed_through: 14,
+    };
+    let mut out = Vec::new();
+    unit_candidates(&sums, &intents, &facts, 5, &mut out);
+    assert_eq!(
+        out,
+        vec![(111, false), (222, false)],
+        "the map the checkpoint wrote is newer than the record before it"
+    );
+    intents.named.insert(5, vec![(10, 222), (14, 333)]);
+    unit_candidates(&sums, &intents, &facts, 5, &mut out);
+    assert_eq!(out, vec![(333, true), (111, false), (222, false)]);
+    // A checkpoint whose maps are newer than the block: its records and
+    // those before it are newer than the block too.
+    facts.checkpoints = vec![(12, 60)];
+    unit_candidates(&sums, &intents, &facts, 5, &mut out);
+    assert_eq!(out, vec![(333, true), (222, true), (111, false)]);
+}
