@@ -469,7 +469,7 @@ fn a_sync_makes_the_writes_it_names_durable() {
     let log = g.plane.sums_log().clone();
     log.sync(&mut g).unwrap();
     std::mem::forget(g);
-    sim.crash(CrashPolicy::TEAR_ALL);
+    sim.crash(CrashPolicy::LOSE_ALL);
     let new = bytes(2, 4096);
     for (dev, at) in copies {
         let held = sim.read_at(dev, at, 4096).unwrap();
