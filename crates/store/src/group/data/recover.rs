@@ -195,7 +195,8 @@ pub(crate) fn recover_file(
                 let acknowledged = candidates[0].1;
                 let sums_now: Vec<u32> = candidates.iter().map(|(s, _)| *s).collect();
                 let read: Vec<Option<u32>> = copies.iter().map(|c| c.sums[i]).collect();
-                match judge(&sums_now, acknowledged, &read) {
+                let judgement = judge(&sums_now, acknowledged, &read);
+                match &judgement {
                     Judgement::Holds {
                         checksum,
                         good,
@@ -203,7 +204,7 @@ pub(crate) fn recover_file(
                         bad,
                         ..
                     } => {
-                        sums.recovered(unit, checksum);
+                        sums.recovered(unit, *checksum);
                         let Some(source) = copies[good[0]].bytes.as_ref() else {
                             continue;
                         };
@@ -212,7 +213,7 @@ pub(crate) fn recover_file(
                         }
                         let within = (i as u64) * unit_bytes;
                         let bytes = &source[within as usize..(within + unit_bytes) as usize];
-                        for c in older.iter().chain(&bad) {
+                        for c in older.iter().chain(bad) {
                             let copy = copies[*c].copy;
                             writes.push((
                                 unit,
@@ -228,38 +229,28 @@ pub(crate) fn recover_file(
                             ));
                         }
                     }
-                    Judgement::Damaged { .. } => {
-                        // The copies that could be read agree: with one (a
-                        // file with one copy, or a mirror whose other
-                        // copies are offline or fail their reads) it is
-                        // all there is, as a read would return it.
-                        let first_sum = read.iter().flatten().next().copied();
-                        let agree = read.iter().flatten().all(|s| Some(*s) == first_sum);
-                        match first_sum {
+                    Judgement::Damaged { .. } | Judgement::Lost { .. } => {
+                        // In an announced region, copies that could be read
+                        // and agree hold a write the power cut kept from
+                        // being named: bytes that match nothing, or older
+                        // bytes put back (zeros over a write, say). With
+                        // one such copy (a file with one copy, or a
+                        // mirror whose other copies are offline or fail
+                        // their reads) it is all there is, as a read would
+                        // return it.
+                        let first = read.iter().flatten().next().copied();
+                        let agree = read.iter().flatten().all(|s| Some(*s) == first);
+                        match first {
                             Some(sum) if scanned(unit) && agree => {
                                 sums.recovered(unit, sum);
                                 out.units_adopted += 1;
                             }
                             _ => {
                                 sums.recovered(unit, newest);
-                                damaged.push(unit);
-                            }
-                        }
-                    }
-                    Judgement::Lost { older } => {
-                        // In an announced region a write the power cut
-                        // kept from being named may have put back older
-                        // bytes (zeros over a write, say): copies that
-                        // all agree on them are taken as that write.
-                        let agree = read.iter().flatten().count() == older.len();
-                        match older.first().and_then(|c| read[*c]) {
-                            Some(sum) if scanned(unit) && agree => {
-                                sums.recovered(unit, sum);
-                                out.units_adopted += 1;
-                            }
-                            _ => {
-                                sums.recovered(unit, newest);
-                                lost.push(unit);
+                                match judgement {
+                                    Judgement::Lost { .. } => lost.push(unit),
+                                    _ => damaged.push(unit),
+                                }
                             }
                         }
                     }

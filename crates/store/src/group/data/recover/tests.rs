@@ -19,6 +19,16 @@ fn mount<'e>(
     crate::group::mount(engine, ids, &GroupSelector::Name("T".into())).unwrap()
 }
 
+/// File `+T/f`, 16 MiB, with checksums.
+fn mapped(g: &mut Group<'_>) -> u32 {
+    let options = CreateOptions {
+        checksums: Some(true),
+        ..CreateOptions::default()
+    };
+    let path = GroupPath::parse("+T/f").unwrap();
+    g.create_file(&path, 16 * MIB, &options).unwrap().number
+}
+
 /// What seed `seed` writes: seed 0 is zeros (a punch's).
 fn bytes(seed: u8, len: u64) -> Vec<u8> {
     if seed == 0 {
@@ -139,12 +149,7 @@ fn sweep(sector: u32) {
         create_normal(&mut sim, &ids).dismount().unwrap();
         let file = {
             let (mut g, _) = mount(&mut sim, &ids);
-            let options = CreateOptions {
-                checksums: Some(true),
-                ..CreateOptions::default()
-            };
-            let path = GroupPath::parse("+T/f").unwrap();
-            let file = g.create_file(&path, 16 * MIB, &options).unwrap().number;
+            let file = mapped(&mut g);
             for at in PLACES {
                 g.write(file, at, &bytes(1, LEN)).unwrap();
             }
@@ -295,12 +300,7 @@ fn zeros_put_back_before_a_power_cut_are_no_lost_write() {
     let at = 5 * MIB;
     let file = {
         let (mut g, _) = mount(&mut engine, &ids);
-        let options = CreateOptions {
-            checksums: Some(true),
-            ..CreateOptions::default()
-        };
-        let path = GroupPath::parse("+T/f").unwrap();
-        let file = g.create_file(&path, 16 * MIB, &options).unwrap().number;
+        let file = mapped(&mut g);
         g.write(file, at, &bytes(1, LEN)).unwrap();
         g.sync().unwrap();
         let zero = |g: &mut Group<'_>| {
@@ -358,12 +358,7 @@ fn a_read_of_a_file_with_a_map_checks_it_without_being_given_it() {
     let at = 2 * MIB + 4096;
     let file = {
         let (mut g, _) = mount(&mut sim, &ids);
-        let options = CreateOptions {
-            checksums: Some(true),
-            ..CreateOptions::default()
-        };
-        let path = GroupPath::parse("+T/f").unwrap();
-        let file = g.create_file(&path, 16 * MIB, &options).unwrap().number;
+        let file = mapped(&mut g);
         g.write(file, at, &bytes(3, LEN)).unwrap();
         g.dismount().unwrap();
         file
