@@ -173,15 +173,20 @@ impl Group<'_> {
     ///    forgets them;
     /// 3. the checkpoint's record (naming the regions, and `maps_from`);
     /// 4. the blocks, committed in steps;
-    /// 5. the header, naming the record as the ring's start.
+    /// 5. the header, naming the record as the ring's start;
+    /// 6. `closing` only: a record naming no region.
     ///
     /// A crash anywhere leaves the maps and the log in an order recovery
     /// reads (a block sealed at or above `maps_from` is newer than the
     /// records before the checkpoint's record, older than those after).
     /// A block whose step fails is marked changed again, its units given
     /// back to the log, and the error returned. `closing`: no write runs
-    /// (a mount before any, a dismount): the regions leave the set, so a
-    /// mount after a clean dismount has none to scan.
+    /// (a mount before any, a dismount): once the header is written the
+    /// regions leave the set and a record says so (step 6), so a mount
+    /// after a clean dismount has none to scan; until then the
+    /// checkpoint's record names them, as the units of writes no record
+    /// named are vouched for only by their regions until their map blocks
+    /// are durable.
     pub(super) fn checkpoint_maps(&mut self) -> Result<(), GroupError> {
         self.checkpoint_maps_as(false)
     }
@@ -231,11 +236,18 @@ impl Group<'_> {
         // a step's commit joins the running transaction).
         self.commit_now()?;
         failed.extend(lock.finish_checkpoint(self, start)?);
-        if closing {
-            failed.extend(lock.let_go_regions(self)?);
-        }
+        let closed = if closing {
+            lock.let_go_regions(self)
+        } else {
+            Ok(data::FailedDisks::new())
+        };
         drop(lock);
-        self.report_log_failures(&failed)
+        // The disks that failed are reported whatever became of the last
+        // record (the checkpoint's record still names the regions: a mount
+        // would scan them, and find them in step with the maps).
+        let closed = closed.map(|more| failed.extend(more));
+        self.report_log_failures(&failed)?;
+        closed
     }
 
     /// Every disk flushed (when there are blocks to write, or the log

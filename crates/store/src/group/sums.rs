@@ -49,6 +49,9 @@ struct Inner {
     /// still write there, into extents the shrink cut), and a block read
     /// from disk holds zero units past them.
     units: Option<u64>,
+    /// Resizes so far ([`FileSums::cut`], [`FileSums::grown`]): a block
+    /// read from disk before one may be stale ([`FileSums::load_with`]).
+    resizes: u64,
 }
 
 /// One file's checksums in memory, for one incarnation of the file.
@@ -100,8 +103,43 @@ impl FileSums {
 
     /// Block `block` of the map, as read from disk. A block the table
     /// already holds is kept: it is the disk's plus the changes since.
-    pub(crate) fn load(&self, block: u64, mut read: MapBlock) {
+    pub(crate) fn load(&self, block: u64, read: MapBlock) {
         let (_held, mut inner) = self.lock();
+        self.load_locked(&mut inner, block, read);
+    }
+
+    /// Block `block`, loaded unless the table holds it: read by `read`
+    /// (its I/O with no lock held), and taken only if no resize came
+    /// between (a shrink forgets the blocks past the end, and a grow then
+    /// blanks them on disk: a block read before both would bring back
+    /// checksums from before the shrink). Tried `tries` times; `Ok(false)`
+    /// when a resize came during every one. For a caller that holds no
+    /// latch a resize waits for (a read).
+    pub(crate) fn load_with<E>(
+        &self,
+        block: u64,
+        tries: usize,
+        mut read: impl FnMut() -> Result<MapBlock, E>,
+    ) -> Result<bool, E> {
+        for _ in 0..tries {
+            let resizes = {
+                let (_held, inner) = self.lock();
+                if inner.blocks.contains_key(&block) {
+                    return Ok(true);
+                }
+                inner.resizes
+            };
+            let from_disk = read()?;
+            let (_held, mut inner) = self.lock();
+            if inner.resizes == resizes {
+                self.load_locked(&mut inner, block, from_disk);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn load_locked(&self, inner: &mut Inner, block: u64, mut read: MapBlock) {
         if inner.blocks.contains_key(&block) {
             return;
         }
@@ -199,6 +237,7 @@ impl FileSums {
             return Err(NotLoaded(last));
         }
         inner.units = Some(units);
+        inner.resizes += 1;
         let gone = |b: &u64| *b > last || (*b == last && slot == 0);
         inner.blocks.retain(|b, _| !gone(b));
         inner.dirty.retain(|b| !gone(b));
@@ -219,6 +258,7 @@ impl FileSums {
     pub(crate) fn grown(&self, units: u64) {
         let (_held, mut inner) = self.lock();
         inner.units = Some(units);
+        inner.resizes += 1;
     }
 
     /// The blocks changed since the last call, each with its checksums as
@@ -454,6 +494,34 @@ mod tests {
         assert_eq!(candidates(&sums, 10), vec![7]);
         assert_eq!(candidates(&sums, 11), vec![7]);
         assert!(FileSums::new(1, 1024).is_none());
+    }
+
+    /// A block read while the file was resized is not taken (it may hold
+    /// checksums from before a shrink the grow after it blanked on disk);
+    /// read again with no resize between, it is.
+    #[test]
+    fn a_block_read_across_a_resize_is_not_taken() {
+        let per = CHECKSUMS_PER_BLOCK as u64;
+        let sums = FileSums::sized(1, 4096, 4 * per).unwrap();
+        let mut stale = blank(sums.zero());
+        stale.sums[7] = 42;
+        let mut reads = 0;
+        let taken = sums.load_with(2, 3, || {
+            reads += 1;
+            // A shrink to block 2's start and a grow back, during every
+            // read.
+            sums.cut(2 * per).map_err(|_| ())?;
+            sums.grown(4 * per);
+            Ok::<_, ()>(stale.clone())
+        });
+        assert_eq!(taken, Ok(false), "a read across a resize was taken");
+        assert_eq!((reads, sums.holds(2)), (3, false));
+        let taken = sums.load_with(2, 3, || Ok::<_, ()>(blank(sums.zero())));
+        assert_eq!(taken, Ok(true));
+        assert_eq!(candidates(&sums, 2 * per + 7), vec![sums.zero()]);
+        // Held: no read at all.
+        let taken = sums.load_with(2, 3, || Err(()));
+        assert_eq!(taken, Ok(true));
     }
 
     #[test]

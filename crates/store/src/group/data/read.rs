@@ -20,11 +20,12 @@ use crate::group::sums::FileSums;
 use cairn_format::group::map_place;
 
 /// Read `buf.len()` bytes at `offset` of file `number`, accepting the bytes
-/// only if `accept` passes on the whole buffer and, with `sums`, each unit
-/// matches its checksums (`verify.rs`: a unit that does not is read from
-/// the other copies, and the bad copies healed). `accept` judges the bytes
-/// as read, before the checksums mend them: a caller gives one or the
-/// other.
+/// only if `accept` passes on the whole buffer and each unit matches its
+/// checksums (`verify.rs`: a unit that does not is read from the other
+/// copies, and the bad copies healed): `sums`, or, given none, the file's
+/// own when it has a map and the group's log was judged at mount (a
+/// read-only mount's was not: it reads as before). `accept` judges the
+/// bytes as read, before the checksums mend them.
 pub(crate) fn read(
     port: &mut dyn DataPort,
     slot: Option<&AtomicU64>,
@@ -34,19 +35,20 @@ pub(crate) fn read(
     accept: &dyn Fn(&[u8]) -> bool,
     sums: Option<&dyn UnitSums>,
 ) -> Result<(), GroupError> {
-    // A file with checksums is checked against its own unless the caller
-    // gives others: the map blocks the range needs, loaded first.
-    let own = match sums {
-        Some(_) => None,
-        None => sums_for(port, number, offset, buf.len() as u64)?,
-    };
-    let sums = sums.or(own.as_deref().map(|s| s as &dyn UnitSums));
     // The guard covers the I/O only, never a wait for a latch or for the
     // metadata plane: freed AUs wait for it.
     let guard = slot.map(|s| OperationGuard::start(port.plane(), s));
     let snap = file_snapshot(port, number)?;
-    let view = port.disk_view();
     check_range(&snap, offset, buf.len() as u64)?;
+    // A file with checksums is checked against its own unless the caller
+    // gives others: the map blocks the range needs, loaded first (their
+    // AUs, as the data's, kept from reuse by the guard).
+    let own = match sums {
+        Some(_) => None,
+        None => sums_for(port, &snap, offset, buf.len() as u64)?,
+    };
+    let sums = sums.or(own.as_deref().map(|s| s as &dyn UnitSums));
+    let view = port.disk_view();
     let first = read_from_primary(port, &snap, &view, offset, buf, accept)?;
     if matches!(first, First::Accepted) {
         let checked = sums
@@ -95,21 +97,22 @@ pub(crate) fn read(
     verify::answer(port, slot, &snap, &view, checked, sums)
 }
 
-/// File `number`'s checksums, with the map blocks that bytes `offset ..
-/// offset + len` need loaded; `None` for a file without a map. A map block
-/// no copy of which is valid fails the read: its units cannot be vouched
-/// for.
+/// The checksums of the file of `snap` (its incarnation), with the map
+/// blocks that bytes `offset .. offset + len` (in the file: checked) need
+/// loaded; `None` for a file without a map, or on a read-only mount (its
+/// log was not judged: units named only there would read as damage). A
+/// map block no copy of which is valid fails the read: its units cannot
+/// be vouched for.
 fn sums_for(
     port: &mut dyn DataPort,
-    number: u32,
+    snap: &FileSnapshot,
     offset: u64,
     len: u64,
 ) -> Result<Option<std::sync::Arc<FileSums>>, GroupError> {
-    let snap = file_snapshot(port, number)?;
-    if !snap.has_map || len == 0 {
+    if !snap.has_map || len == 0 || !port.may_write() {
         return Ok(None);
     }
-    let Some(sums) = port.plane().file_sums(number, snap.incarnation) else {
+    let Some(sums) = port.plane().file_sums(snap.number, snap.incarnation) else {
         return Ok(None);
     };
     let unit = u64::from(snap.sector_bytes);
@@ -117,13 +120,22 @@ fn sums_for(
     let (last, _) = map_place((offset + len - 1) / unit);
     let group = port.plane().group_uuid();
     for block in first..=last {
-        if !sums.holds(block) {
-            let read = read_map_block(port, group, number, block)?;
-            sums.load(block, read);
+        let loaded = sums.load_with(block, LOAD_TRIES, || {
+            read_map_block(port, group, snap.number, block)
+        })?;
+        if !loaded {
+            return Err(GroupError::Unreadable(format!(
+                "file {}: resized {LOAD_TRIES} times while its checksums for bytes {offset}..{} were read; read again",
+                snap.number,
+                offset + len
+            )));
         }
     }
     Ok(Some(sums))
 }
+
+/// How many times a read loads a map block a resize keeps cutting.
+const LOAD_TRIES: usize = 3;
 
 /// The general read: every piece from its copies in turn, until the
 /// caller's check passes on the whole buffer. `first`: what the short path
