@@ -67,6 +67,23 @@ fn copies_of(g: &mut Group<'_>, ids: &[DeviceId], file: u32, at: u64, len: u64) 
         .collect()
 }
 
+/// Where each copy of byte `at` of `file` lies: (disk, byte offset).
+fn places_of(g: &Group<'_>, ids: &[DeviceId], file: u32, at: u64) -> Vec<(DeviceId, u64)> {
+    let snap = g.plane.file(file).unwrap();
+    let loc = snap.layout.locate(at);
+    snap.extent(loc.extent)
+        .unwrap()
+        .copies()
+        .iter()
+        .map(|c| {
+            (
+                ids[usize::from(c.disk)],
+                u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
+            )
+        })
+        .collect()
+}
+
 /// One step of the workload the power cut meets.
 #[derive(Debug, Clone, Copy)]
 enum Step {
@@ -366,19 +383,7 @@ fn a_read_of_a_file_with_a_map_checks_it_without_being_given_it() {
     // Where each copy of the first unit lies.
     let places: Vec<(DeviceId, u64)> = {
         let (g, _) = mount(&mut sim, &ids);
-        let snap = g.plane.file(file).unwrap();
-        let loc = snap.layout.locate(at);
-        let extent = *snap.extent(loc.extent).unwrap();
-        let places = extent
-            .copies()
-            .iter()
-            .map(|c| {
-                (
-                    ids[usize::from(c.disk)],
-                    u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
-                )
-            })
-            .collect();
+        let places = places_of(&g, &ids, file, at);
         g.dismount().unwrap();
         places
     };
@@ -519,19 +524,7 @@ fn a_published_copy_is_named_so_a_rotten_copy_of_it_is_healed_after_a_crash() {
         g.write(file, 0, &bytes(4, 2 * MIB)).unwrap();
         g.publish(file, &GroupPath::parse("+T/c").unwrap(), 2 * MIB)
             .unwrap();
-        let snap = g.plane.file(file).unwrap();
-        let loc = snap.layout.locate(MIB);
-        let extent = *snap.extent(loc.extent).unwrap();
-        let places: Vec<(DeviceId, u64)> = extent
-            .copies()
-            .iter()
-            .map(|c| {
-                (
-                    ids[usize::from(c.disk)],
-                    u64::from(c.au) * snap.au_bytes + loc.offset_in_extent,
-                )
-            })
-            .collect();
+        let places = places_of(&g, &ids, file, MIB);
         std::mem::forget(g);
         (file, places)
     };
